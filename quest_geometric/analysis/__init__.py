@@ -1,0 +1,1 @@
+"""quest_geometric.analysis."""

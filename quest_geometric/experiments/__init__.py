@@ -1,0 +1,15 @@
+"""Experiment and benchmark logic shared by ``benchmarks/*.py`` and the ``tour`` command.
+
+Each module here is one question (for example :mod:`quest_geometric.experiments.qsv_layer_speed`)
+with a ``run(...)`` function returning result rows and a ``main(argv)`` command-line entry;
+``benchmarks/<name>.py`` is a thin wrapper around ``main``.  Keeping the logic in the package
+lets the installed ``quest-geometric tour`` command run the same code as the benchmarks.
+"""
+from quest_geometric.experiments.common import (
+    environment_info,
+    peak_memory_mb,
+    time_function,
+    write_results,
+)
+
+__all__ = ["environment_info", "peak_memory_mb", "time_function", "write_results"]

@@ -1,0 +1,236 @@
+"""Timing, peak-memory measurement and result writing shared by every benchmark."""
+from __future__ import annotations
+
+import csv
+import datetime
+import json
+import math
+import multiprocessing as mp
+import os
+import platform
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+
+
+def environment_info() -> dict[str, Any]:
+    """Describe the machine and software a result was measured on.
+
+    Returns:
+        dict: date (UTC), platform, processor, CPU count, Python, torch, torch-geometric,
+        scipy versions, whether torch-cluster / torch-scatter are usable, the CUDA device
+        name if any, and the number of torch intra-op threads.
+    """
+    import scipy
+    import torch_geometric
+
+    from quest_geometric import __version__
+    from quest_geometric.typing import WITH_TORCH_CLUSTER, WITH_TORCH_SCATTER
+
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "torch_geometric": torch_geometric.__version__,
+        "scipy": scipy.__version__,
+        "quest_geometric": __version__,
+        "torch_cluster": WITH_TORCH_CLUSTER,
+        "torch_scatter": WITH_TORCH_SCATTER,
+        "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+    }
+
+
+def _sync(device: torch.device | str | None) -> None:
+    if device is not None and torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def time_function(
+    fn: Callable[[], Any],
+    warmup: int = 1,
+    repeat: int = 5,
+    device: torch.device | str | None = None,
+    max_seconds: float | None = None,
+) -> dict[str, float]:
+    """Wall-clock time of ``fn()``: ``warmup`` untimed calls, then up to ``repeat`` timed ones.
+
+    Args:
+        fn (callable): the work to time, called with no argument.
+        warmup (int, optional): untimed calls first. (default: :obj:`1`)
+        repeat (int, optional): timed calls. (default: :obj:`5`)
+        device (torch.device, optional): a CUDA device is synchronised around each call.
+            (default: :obj:`None`)
+        max_seconds (float, optional): stop repeating once this much time was spent in
+            timed calls (at least one call is always timed). (default: :obj:`None`)
+
+    Returns:
+        dict: ``median_s``, ``min_s``, ``mean_s``, ``std_s`` and ``repeats``.
+    """
+    if repeat < 1:
+        raise ValueError(f"time_function: 'repeat' must be >= 1 (got {repeat})")
+    for _ in range(warmup):
+        fn()
+    _sync(device)
+    times: list[float] = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        _sync(device)
+        times.append(time.perf_counter() - t0)
+        if max_seconds is not None and sum(times) > max_seconds:
+            break
+    return {
+        "median_s": statistics.median(times),
+        "min_s": min(times),
+        "mean_s": statistics.fmean(times),
+        "std_s": statistics.pstdev(times) if len(times) > 1 else 0.0,
+        "repeats": len(times),
+    }
+
+
+def _rss_child(fn: Callable[[], Any], conn) -> None:  # pragma: no cover - runs in a fork
+    try:
+        with open("/proc/self/statm") as f:
+            before_pages = int(f.read().split()[1])
+        before = before_pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+        fn()
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB -> MiB
+        conn.send(max(peak - before, 0.0))
+    except BaseException as e:  # report, never hang the parent
+        conn.send(e)
+    finally:
+        conn.close()
+
+
+def peak_memory_mb(fn: Callable[[], Any], device: torch.device | str | None = None) -> float:
+    """Peak memory in MiB that one call of ``fn()`` adds.
+
+    On CUDA this is :func:`torch.cuda.max_memory_allocated` above the memory allocated before
+    the call.  On CPU PyTorch keeps no allocator statistics, so the call runs in a *forked*
+    process and the result is the peak resident set size (``ru_maxrss``) minus the resident
+    size just before the call: the real high-water mark of the process, allocator caching
+    included.  Inputs built before the call are shared with the fork and not counted.
+
+    Args:
+        fn (callable): the work to measure.
+        device (torch.device, optional): where ``fn`` runs. (default: :obj:`None`, CPU)
+
+    Returns:
+        float: MiB.
+    """
+    if device is not None and torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        fn()
+        torch.cuda.synchronize()
+        return (torch.cuda.max_memory_allocated() - base) / 2**20
+    if not sys.platform.startswith("linux"):
+        return math.nan
+    ctx = mp.get_context("fork")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_rss_child, args=(fn, child))
+    proc.start()
+    child.close()
+    result = parent.recv()
+    proc.join()
+    if isinstance(result, BaseException):
+        raise result
+    return float(result)
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "n/a"
+        if value != 0 and (abs(value) >= 1e5 or abs(value) < 1e-3):
+            return f"{value:.3g}"
+        return f"{value:.4g}"
+    return str(value)
+
+
+def markdown_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> str:
+    """Render ``rows`` (dicts) as a GitHub markdown table with the given column order."""
+    if not rows:
+        return "_(no rows)_\n"
+    columns = list(columns or rows[0].keys())
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows:
+        lines.append("| " + " | ".join(_fmt(row.get(c, "")) for c in columns) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_results(
+    name: str,
+    rows: Sequence[Mapping[str, Any]],
+    out_dir: str | os.PathLike = "benchmarks/results",
+    meta: Mapping[str, Any] | None = None,
+    columns: Sequence[str] | None = None,
+    title: str | None = None,
+    notes: str | None = None,
+) -> dict[str, Path]:
+    """Write ``rows`` as ``<name>.csv``, ``<name>.json`` and ``<name>.md`` under ``out_dir``.
+
+    The JSON file holds ``{"meta": ..., "rows": ...}``; the markdown file holds a title, the
+    table, optional notes, and the metadata (machine, versions, seeds, date) as a list, so a
+    quoted table always travels with the conditions it was measured under.  Each file is
+    written to a temporary file and renamed, so a killed run never leaves a half-written one.
+
+    Args:
+        name (str): file stem.
+        rows (list of dict): one dict per table row.
+        out_dir (str, optional): output folder. (default: :obj:`"benchmarks/results"`)
+        meta (dict, optional): run conditions; :func:`environment_info` is added.
+            (default: :obj:`None`)
+        columns (list of str, optional): column order. (default: keys of the first row)
+        title (str, optional): markdown heading. (default: :obj:`name`)
+        notes (str, optional): markdown paragraph under the table. (default: :obj:`None`)
+
+    Returns:
+        dict: the written paths under keys ``csv``, ``json``, ``md``.
+    """
+    out = Path(out_dir)
+    full_meta = {**environment_info(), **dict(meta or {})}
+    columns = list(columns or (rows[0].keys() if rows else []))
+    paths = {k: out / f"{name}.{k}" for k in ("csv", "json", "md")}
+
+    import io
+
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({c: row.get(c, "") for c in columns})
+    _atomic_write_text(paths["csv"], buf.getvalue())
+    _atomic_write_text(
+        paths["json"], json.dumps({"meta": full_meta, "rows": list(rows)}, indent=2, default=str)
+    )
+    md = [f"### {title or name}\n", markdown_table(rows, columns)]
+    if notes:
+        md.append("\n" + notes.strip() + "\n")
+    md.append("\n" + "\n".join(f"- {k}: {v}" for k, v in full_meta.items()) + "\n")
+    _atomic_write_text(paths["md"], "\n".join(md))
+    return paths

@@ -1,0 +1,78 @@
+import csv
+import json
+import math
+import sys
+
+import pytest
+import torch
+
+from quest_geometric.experiments.common import (
+    environment_info,
+    markdown_table,
+    peak_memory_mb,
+    time_function,
+    write_results,
+)
+
+
+def test_time_function_counts_calls():
+    calls = []
+    out = time_function(lambda: calls.append(1), warmup=2, repeat=3)
+    assert len(calls) == 5
+    assert out["repeats"] == 3
+    assert 0 <= out["min_s"] <= out["median_s"]
+
+
+def test_time_function_rejects_zero_repeat():
+    with pytest.raises(ValueError, match="repeat"):
+        time_function(lambda: None, repeat=0)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork + /proc")
+def test_peak_memory_sees_a_known_allocation():
+    # 3000 x 3000 float64 touched = 68.7 MiB; the fork must see at least most of it, and a
+    # no-op must add almost nothing.
+    big = peak_memory_mb(lambda: torch.ones(3000, 3000, dtype=torch.float64))
+    small = peak_memory_mb(lambda: None)
+    expected = 3000 * 3000 * 8 / 2**20
+    assert big > 0.8 * expected
+    assert big < 3 * expected
+    assert small < 0.2 * expected
+
+
+def test_peak_memory_reraises_errors():
+    def boom():
+        raise RuntimeError("inside")
+
+    with pytest.raises(RuntimeError, match="inside"):
+        peak_memory_mb(boom)
+
+
+def test_markdown_table_layout():
+    text = markdown_table([{"a": 1, "b": 0.5}, {"a": 2, "b": math.nan}], ["b", "a"])
+    lines = text.strip().splitlines()
+    assert lines[0] == "| b | a |"
+    assert lines[2] == "| 0.5 | 1 |"
+    assert lines[3] == "| n/a | 2 |"
+
+
+def test_write_results_roundtrip(tmp_path):
+    rows = [{"name": "x", "value": 1.25}, {"name": "y", "value": 2.0}]
+    paths = write_results("demo", rows, tmp_path, meta={"seed": 3}, notes="hello")
+    with open(paths["csv"]) as f:
+        back = list(csv.DictReader(f))
+    assert [r["name"] for r in back] == ["x", "y"]
+    assert float(back[0]["value"]) == 1.25
+    data = json.loads(paths["json"].read_text())
+    assert data["rows"] == rows
+    assert data["meta"]["seed"] == 3
+    assert data["meta"]["torch"] == torch.__version__
+    md = paths["md"].read_text()
+    assert "| name | value |" in md and "hello" in md and "- seed: 3" in md
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_environment_info_keys():
+    info = environment_info()
+    for key in ("date", "torch", "torch_geometric", "cpu_count", "torch_cluster"):
+        assert key in info

@@ -1,0 +1,415 @@
+"""Character-level language-modelling corpus: vocabulary, splits and random blocks.
+
+Three sources:
+
+* ``'python-reference'`` (the default): the Python language reference shipped with every
+  CPython as :mod:`pydoc_data.topics` (79 topics, about 465,000 characters of English prose
+  and code), so that examples and tests need no download;
+* a path to any UTF-8 text file, split into a leading training part and a trailing
+  validation part;
+* a directory holding the WikiText-103 *raw* files ``wiki.train.raw``, ``wiki.valid.raw``
+  and ``wiki.test.raw`` (character-level WikiText-103, the setting of the query/key
+  geometry study).
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from typing import Optional, Union
+
+import numpy as np
+import torch
+from torch import Tensor
+
+__all__ = ["CharCorpus", "WIKITEXT103_FILES", "UNK_CHAR", "load_python_reference"]
+
+#: The WikiText-103 raw files expected in a directory source, by split.
+WIKITEXT103_FILES: dict[str, str] = {
+    "train": "wiki.train.raw",
+    "val": "wiki.valid.raw",
+    "test": "wiki.test.raw",
+}
+
+#: How the unknown-character index is rendered by :meth:`CharCorpus.decode`.
+UNK_CHAR: str = "\ufffd"
+
+_WIKITEXT_URL = (
+    "https://s3.amazonaws.com/research.metamind.io/wikitext/wikitext-103-raw-v1.zip "
+    "(or the Hugging Face dataset 'Salesforce/wikitext', config 'wikitext-103-raw-v1')"
+)
+
+# WikiText's tokenisation of in-word hyphens and number separators.
+_WIKITEXT_DETOK = ((" @-@ ", "-"), (" @,@ ", ","), (" @.@ ", "."))
+
+_CHUNK = 1 << 22  # characters encoded at a time (bounds the UTF-32 buffer to 16 MiB)
+
+
+def load_python_reference() -> str:
+    """Return the Python language reference text shipped with CPython.
+
+    The topics of :data:`pydoc_data.topics.topics` are concatenated in sorted key order,
+    so the text is the same on every run of the same CPython version.
+
+    Returns:
+        str: the text (about 465,000 characters on CPython 3.11).
+    """
+    from pydoc_data.topics import topics
+
+    return "".join(topics[k] for k in sorted(topics))
+
+
+def _codepoints(text: str) -> np.ndarray:
+    """Unicode code points of ``text`` as a ``uint32`` array (no per-character Python loop)."""
+    return np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+
+
+def _storage_dtype(vocab_size: int) -> torch.dtype:
+    if vocab_size <= 256:
+        return torch.uint8
+    if vocab_size <= 32767:
+        return torch.int16
+    return torch.int32
+
+
+class CharCorpus:
+    r"""A character-level corpus with a fixed vocabulary and train/val(/test) splits.
+
+    The vocabulary is the sorted set of distinct characters of the **training** split (or
+    the ``vocab`` given), followed by one extra *unknown* index, ``unk_index ==
+    len(chars)``: characters of the validation/test splits (or of :meth:`encode` input)
+    that the training text never contains are mapped to it, and :meth:`decode` renders it
+    as ``'\ufffd'``. The unknown index always exists, so ``vocab_size == len(chars) + 1``
+    and a model trained on one corpus can be evaluated on any text without an error.
+
+    Splits are stored once, encoded, as 1-D tensors of the smallest integer type that holds
+    the vocabulary (:obj:`torch.uint8` up to 256 symbols, then :obj:`torch.int16`,
+    :obj:`torch.int32`); every block handed out is :obj:`torch.long`.
+
+    A training example is a block of ``block_size`` consecutive characters ``x`` and the
+    same block shifted by one, ``y``, so that ``y[t]`` is the character after ``x[t]``:
+
+    .. math::
+        x = (c_s, \ldots, c_{s+T-1}), \qquad y = (c_{s+1}, \ldots, c_{s+T}),
+        \qquad s \sim \mathcal{U}\{0, \ldots, n - T - 1\}.
+
+    Args:
+        source (str or os.PathLike): ``'python-reference'`` (the embedded default), a path to
+            a UTF-8 text file, or a directory containing the WikiText-103 raw files
+            ``wiki.train.raw``, ``wiki.valid.raw``, ``wiki.test.raw``.
+            (default: ``'python-reference'``)
+        val_fraction (float): for a single text (embedded default or file), the fraction of
+            characters at the end of the text held out as the ``'val'`` split; ignored for
+            WikiText-103, which has its own splits. (default: ``0.1``)
+        block_size (int): context length of the blocks. (default: ``256``)
+        vocab (str or Sequence[str], optional): a fixed character vocabulary (distinct
+            single characters, in index order), for example ``other.chars`` of the corpus a
+            model was trained on. If :obj:`None`, built from the training split.
+            (default: :obj:`None`)
+        wikitext_detokenize (bool): for WikiText-103, undo its ``" @-@ "``, ``" @,@ "`` and
+            ``" @.@ "`` tokens (``"-"``, ``","``, ``"."``). Off by default so the text is
+            the raw benchmark text. (default: :obj:`False`)
+
+    Attributes:
+        chars (str): the known characters in index order.
+        splits (dict[str, Tensor]): the encoded splits (``'train'``, ``'val'`` and, for
+            WikiText-103, ``'test'``).
+
+    Example:
+        >>> corpus = CharCorpus(block_size=64)
+        >>> x, y = corpus.get_batch('train', 8, generator=torch.Generator().manual_seed(0))
+        >>> x.shape, bool((x[:, 1:] == y[:, :-1]).all())
+        (torch.Size([8, 64]), True)
+    """
+
+    def __init__(
+        self,
+        source: Union[str, os.PathLike] = "python-reference",
+        val_fraction: float = 0.1,
+        block_size: int = 256,
+        vocab: Optional[Union[str, Sequence[str]]] = None,
+        wikitext_detokenize: bool = False,
+    ) -> None:
+        if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+            raise ValueError(f"CharCorpus: block_size must be a positive int, got {block_size!r}")
+        if not isinstance(val_fraction, (int, float)) or not 0.0 < float(val_fraction) < 1.0:
+            raise ValueError(
+                f"CharCorpus: val_fraction must lie strictly between 0 and 1, got {val_fraction!r}"
+            )
+        self.block_size = block_size
+        self.val_fraction = float(val_fraction)
+        self.wikitext_detokenize = bool(wikitext_detokenize)
+
+        texts = self._read_source(source)
+        self.source = self._source_name
+        for split, text in texts.items():
+            if len(text) == 0:
+                raise ValueError(
+                    f"CharCorpus: the {split!r} split of source {self.source!r} is empty"
+                )
+
+        if vocab is None:
+            self.chars = "".join(sorted(set(texts["train"])))
+        else:
+            self.chars = self._check_vocab(vocab)
+        self._codes = _codepoints(self.chars).astype(np.int64)  # sorted if built here
+        self._order = np.argsort(self._codes, kind="stable")
+        self._sorted_codes = self._codes[self._order]
+        self._itos = list(self.chars) + [UNK_CHAR]
+        self.stoi: dict[str, int] = {c: i for i, c in enumerate(self.chars)}
+        self.dtype = _storage_dtype(self.vocab_size)
+
+        self.splits: dict[str, Tensor] = {
+            split: self._encode_array(text) for split, text in texts.items()
+        }
+        for split, data in self.splits.items():
+            if block_size >= data.numel():
+                raise ValueError(
+                    f"CharCorpus: block_size={block_size} must be smaller than the length of "
+                    f"the {split!r} split ({data.numel()} characters); a block needs "
+                    f"block_size + 1 characters"
+                )
+
+    # ------------------------------------------------------------------ sources
+    def _read_source(self, source: Union[str, os.PathLike]) -> dict[str, str]:
+        if not isinstance(source, (str, os.PathLike)):
+            raise TypeError(
+                "CharCorpus: source must be 'python-reference', a text file path or a "
+                f"WikiText-103 raw directory, got {type(source).__name__}"
+            )
+        if isinstance(source, str) and source == "python-reference":
+            self._source_name = "python-reference"
+            return self._split_text(load_python_reference())
+        path = os.fspath(source)
+        self._source_name = path
+        if os.path.isdir(path):
+            return self._read_wikitext(path)
+        if not os.path.exists(path):
+            raise FileNotFoundError(
+                f"CharCorpus: source {path!r} does not exist; pass 'python-reference' (the "
+                "embedded default), a UTF-8 text file, or a directory with the WikiText-103 "
+                f"raw files {sorted(WIKITEXT103_FILES.values())} (download {_WIKITEXT_URL})"
+            )
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        if len(text) == 0:
+            raise ValueError(f"CharCorpus: the text file {path!r} is empty")
+        return self._split_text(text)
+
+    def _split_text(self, text: str) -> dict[str, str]:
+        cut = int(round(len(text) * (1.0 - self.val_fraction)))
+        return {"train": text[:cut], "val": text[cut:]}
+
+    def _read_wikitext(self, path: str) -> dict[str, str]:
+        missing = [f for f in WIKITEXT103_FILES.values() if not os.path.isfile(os.path.join(path, f))]
+        if missing:
+            raise FileNotFoundError(
+                f"CharCorpus: directory {path!r} lacks the WikiText-103 raw files {missing}; "
+                f"download {_WIKITEXT_URL} and pass the extracted 'wikitext-103-raw' "
+                "directory, or pass a single text file instead"
+            )
+        texts = {}
+        for split, name in WIKITEXT103_FILES.items():
+            with open(os.path.join(path, name), encoding="utf-8") as f:
+                text = f.read()
+            if self.wikitext_detokenize:
+                for tok, rep in _WIKITEXT_DETOK:
+                    text = text.replace(tok, rep)
+            texts[split] = text
+        return texts
+
+    @staticmethod
+    def _check_vocab(vocab: Union[str, Sequence[str]]) -> str:
+        if isinstance(vocab, str):
+            items = list(vocab)
+        else:
+            items = list(vocab)
+            if not all(isinstance(c, str) and len(c) == 1 for c in items):
+                raise ValueError("CharCorpus: vocab must hold single characters")
+        if len(items) == 0:
+            raise ValueError("CharCorpus: vocab is empty")
+        if len(set(items)) != len(items):
+            raise ValueError("CharCorpus: vocab holds duplicate characters")
+        if UNK_CHAR in items:
+            raise ValueError(
+                f"CharCorpus: vocab must not contain {UNK_CHAR!r}, which renders the unknown index"
+            )
+        return "".join(items)
+
+    # ------------------------------------------------------------------ vocabulary
+    @property
+    def vocab_size(self) -> int:
+        """Number of symbols: the known characters plus the unknown index."""
+        return len(self.chars) + 1
+
+    @property
+    def unk_index(self) -> int:
+        """Index of unknown characters (the last index, ``len(chars)``)."""
+        return len(self.chars)
+
+    def _encode_array(self, text: str) -> Tensor:
+        out = np.empty(len(text), dtype=np.int64)
+        n_sorted = len(self._sorted_codes)
+        for start in range(0, len(text), _CHUNK):
+            cp = _codepoints(text[start:start + _CHUNK]).astype(np.int64)
+            pos = np.searchsorted(self._sorted_codes, cp)
+            pos_c = np.minimum(pos, n_sorted - 1)
+            known = self._sorted_codes[pos_c] == cp
+            out[start:start + len(cp)] = np.where(known, self._order[pos_c], self.unk_index)
+        return torch.from_numpy(out).to(self.dtype)
+
+    def encode(self, text: str) -> Tensor:
+        """Encode a string as a 1-D :obj:`torch.long` tensor of indices.
+
+        Characters outside the vocabulary become :attr:`unk_index`.
+
+        Args:
+            text (str): the text.
+
+        Returns:
+            Tensor: indices, shape ``[len(text)]``.
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"CharCorpus.encode: text must be a str, got {type(text).__name__}")
+        return self._encode_array(text).long()
+
+    def decode(self, ids: Union[Tensor, Sequence[int]]) -> str:
+        """Decode indices back to a string (the unknown index renders as ``'\\ufffd'``).
+
+        Args:
+            ids (Tensor or Sequence[int]): a 1-D sequence of indices.
+
+        Returns:
+            str: the text.
+        """
+        if isinstance(ids, Tensor):
+            if ids.dim() != 1:
+                raise ValueError(f"CharCorpus.decode: ids must be 1-D, got shape {tuple(ids.shape)}")
+            ids = ids.tolist()
+        ids = list(ids)
+        bad = [i for i in ids if isinstance(i, bool) or not isinstance(i, (int, np.integer))
+               or not 0 <= i < self.vocab_size]
+        if bad:
+            raise ValueError(
+                f"CharCorpus.decode: indices must be ints in [0, {self.vocab_size}), got e.g. {bad[:3]}"
+            )
+        return "".join(self._itos[i] for i in ids)
+
+    # ------------------------------------------------------------------ blocks
+    def _split(self, split: str) -> Tensor:
+        if split not in self.splits:
+            raise ValueError(
+                f"CharCorpus: unknown split {split!r}; this corpus has {sorted(self.splits)}"
+            )
+        return self.splits[split]
+
+    def split_length(self, split: str) -> int:
+        """Number of characters in a split."""
+        return self._split(split).numel()
+
+    def _check_block(self, split: str, block_size: Optional[int]) -> tuple[Tensor, int]:
+        data = self._split(split)
+        T = self.block_size if block_size is None else block_size
+        if isinstance(T, bool) or not isinstance(T, int) or T < 1:
+            raise ValueError(f"CharCorpus: block_size must be a positive int, got {T!r}")
+        if T >= data.numel():
+            raise ValueError(
+                f"CharCorpus: block_size={T} must be smaller than the {split!r} split "
+                f"({data.numel()} characters)"
+            )
+        return data, T
+
+    def get_batch(
+        self,
+        split: str,
+        batch_size: int,
+        generator: Optional[torch.Generator] = None,
+        device: Optional[Union[str, torch.device]] = None,
+        block_size: Optional[int] = None,
+    ) -> tuple[Tensor, Tensor]:
+        """Draw random contiguous blocks and their next-character targets.
+
+        Start positions are drawn uniformly (with replacement) from
+        ``0 .. len(split) - block_size - 1`` with ``generator`` (CPU), so a seeded generator
+        gives the same batch on every run and device.
+
+        Args:
+            split (str): ``'train'``, ``'val'`` or (WikiText-103) ``'test'``.
+            batch_size (int): number of blocks.
+            generator (torch.Generator, optional): a CPU generator for the start positions;
+                the global generator if :obj:`None`. (default: :obj:`None`)
+            device (str or torch.device, optional): where to put the blocks.
+                (default: :obj:`None`, CPU)
+            block_size (int, optional): override of the corpus block size.
+                (default: :obj:`None`)
+
+        Returns:
+            (Tensor, Tensor): ``x`` and ``y``, both :obj:`torch.long` of shape
+            ``[batch_size, block_size]``, with ``y[:, t] == x[:, t + 1]`` for ``t < T - 1``.
+        """
+        data, T = self._check_block(split, block_size)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"CharCorpus.get_batch: batch_size must be a positive int, got {batch_size!r}")
+        starts = torch.randint(0, data.numel() - T, (batch_size,), generator=generator)
+        idx = starts[:, None] + torch.arange(T + 1)
+        chunk = data[idx].long()
+        x, y = chunk[:, :-1].contiguous(), chunk[:, 1:].contiguous()
+        if device is not None:
+            x, y = x.to(device), y.to(device)
+        return x, y
+
+    def num_blocks(self, split: str, block_size: Optional[int] = None) -> int:
+        """Number of non-overlapping blocks :meth:`iter_blocks` yields for a split."""
+        data, T = self._check_block(split, block_size)
+        return (data.numel() - 1) // T
+
+    def iter_blocks(
+        self,
+        split: str,
+        batch_size: int = 64,
+        block_size: Optional[int] = None,
+        max_blocks: Optional[int] = None,
+        device: Optional[Union[str, torch.device]] = None,
+    ) -> Iterator[tuple[Tensor, Tensor]]:
+        """Iterate deterministically over non-overlapping blocks of a split (for evaluation).
+
+        Block ``b`` covers inputs ``data[b*T : (b+1)*T]`` and targets
+        ``data[b*T + 1 : (b+1)*T + 1]``; there are ``(len - 1) // T`` blocks, so every
+        character but the last ``(len - 1) % T`` is predicted exactly once (the tail shorter
+        than a block is dropped).
+
+        Args:
+            split (str): the split.
+            batch_size (int): blocks per yielded batch (the last batch may be smaller).
+                (default: ``64``)
+            block_size (int, optional): override of the corpus block size.
+                (default: :obj:`None`)
+            max_blocks (int, optional): stop after this many blocks (the first ones).
+                (default: :obj:`None`, all)
+            device (str or torch.device, optional): where to put the blocks.
+                (default: :obj:`None`)
+
+        Yields:
+            (Tensor, Tensor): ``x`` and ``y`` of shape ``[b, block_size]``, :obj:`torch.long`.
+        """
+        data, T = self._check_block(split, block_size)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"CharCorpus.iter_blocks: batch_size must be a positive int, got {batch_size!r}")
+        n = (data.numel() - 1) // T
+        if max_blocks is not None:
+            if not isinstance(max_blocks, int) or max_blocks < 1:
+                raise ValueError(f"CharCorpus.iter_blocks: max_blocks must be a positive int, got {max_blocks!r}")
+            n = min(n, max_blocks)
+        for b0 in range(0, n, batch_size):
+            b1 = min(n, b0 + batch_size)
+            x = data[b0 * T:b1 * T].long().view(b1 - b0, T)
+            y = data[b0 * T + 1:b1 * T + 1].long().view(b1 - b0, T)
+            if device is not None:
+                x, y = x.to(device), y.to(device)
+            yield x, y
+
+    def __repr__(self) -> str:
+        sizes = ", ".join(f"{k}={v.numel()}" for k, v in self.splits.items())
+        return (
+            f"{self.__class__.__name__}(source={self.source!r}, vocab_size={self.vocab_size}, "
+            f"block_size={self.block_size}, {sizes})"
+        )

@@ -1,0 +1,225 @@
+r"""Key-spectrum control: clamp or sharpen the singular-value spectrum of :math:`W_K` during
+training, at fixed Frobenius norm (the intervention of the query/key geometry study).
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+from torch import Tensor, nn
+
+__all__ = ["KeySpectrumControl", "spectrum_participation_ratio"]
+
+_MODES = ("hold", "shrink")
+
+
+def spectrum_participation_ratio(s: Tensor) -> Tensor:
+    r"""Participation ratio of a singular-value spectrum ``s [..., r]``.
+
+    .. math::
+        \mathrm{PR}(s) = \frac{(\sum_k s_k^2)^2}{\sum_k s_k^4},
+
+    i.e. the participation ratio of the eigenvalues :math:`s_k^2` of :math:`W^\top W`
+    (``1`` for rank one, ``r`` for a flat spectrum).
+
+    Args:
+        s (Tensor): singular values ``[..., r]``.
+
+    Returns:
+        Tensor: float64 ``[...]``.
+    """
+    s = s.detach().to(torch.float64)
+    lam = s.square()
+    den = lam.square().sum(-1)
+    if (den <= 0).any():
+        raise ValueError("spectrum_participation_ratio: an all-zero spectrum has no participation ratio")
+    return lam.sum(-1).square() / den
+
+
+def _find_key_weights(model: nn.Module) -> list[tuple[str, nn.Module, Tensor, Optional[int]]]:
+    found = []
+    for name, module in model.named_modules():
+        k = getattr(module, "k_proj", None)
+        if isinstance(k, nn.Linear):
+            heads = getattr(module, "n_head", None) or getattr(module, "num_heads", None)
+            found.append((f"{name}.k_proj" if name else "k_proj", module, k.weight, heads))
+    return found
+
+
+class KeySpectrumControl:
+    r"""Controls the singular-value spectrum of every key projection :math:`W_K`.
+
+    Call :meth:`step` after each ``optimizer.step()``. Every ``every`` calls, for each
+    attention layer (each module with a ``k_proj`` :class:`~torch.nn.Linear`, e.g. the
+    blocks of :class:`~quest_geometric.models.char_gpt.CharGPT`), or for each head's rows
+    :math:`W_K^h \in \mathbb{R}^{d \times C}` when ``per_head=True``, the weight is
+    decomposed as :math:`W = U \operatorname{diag}(s) V^\top` (float64) and rebuilt with new
+    singular values :math:`s'`, keeping the singular vectors the optimiser has learned:
+
+    * ``'hold'``: the spectrum's **shape** stays at its initial dispersion,
+      :math:`s' = \lVert s \rVert_2 \, \hat s^{(0)}` with :math:`\hat s^{(0)} = s^{(0)} /
+      \lVert s^{(0)} \rVert_2` recorded at construction;
+    * ``'shrink'``: extra decay relative to the current shape,
+      :math:`s'_k \propto s_k \, e^{-\mathrm{decay} \cdot k / (r - 1)}` (``k = 0`` the
+      largest, ``r`` the number of singular values), rescaled to :math:`\lVert s \rVert_2`.
+
+    Both modes keep :math:`\lVert s' \rVert_2 = \lVert s \rVert_2`, hence
+    :math:`\lVert W_K \rVert_F` unchanged, so the intervention changes the spectral shape,
+    not the softmax temperature.
+
+    Why decay by rank index and not a power law :math:`s_k^{1+\gamma}`: the index form is
+    scale-free and acts on every spectrum, including flat ones (equal singular values,
+    e.g. an orthogonal init), on which a power law does nothing; the largest direction is
+    never damped, the smallest by :math:`e^{-\mathrm{decay}}`. The decay compounds over
+    applications (without learning, after :math:`t` applications
+    :math:`s_k \propto s_k^{(0)} e^{-t\,\mathrm{decay}\,k/(r-1)}`), so it is a steady
+    pressure that gradient updates push against; hence the small default.
+
+    Args:
+        model (nn.Module): the model (a DDP wrapper works too: it is searched recursively).
+        mode (str): ``'hold'`` or ``'shrink'``. (default: ``'hold'``)
+        per_head (bool): control each head's rows of :math:`W_K` separately (needs
+            ``n_head`` or ``num_heads`` on the attention module). (default: :obj:`False`)
+        decay (float): decay rate per application for ``'shrink'`` (>= 0).
+            (default: ``0.01``)
+        every (int): apply on every ``every``-th call of :meth:`step`. (default: ``1``)
+
+    Raises:
+        ValueError: for a model without recognisable attention layers, key weights that are
+            not 2-D, all-zero or non-finite, or heads that do not divide the rows.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        mode: str = "hold",
+        per_head: bool = False,
+        decay: float = 0.01,
+        every: int = 1,
+    ) -> None:
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"KeySpectrumControl: model must be an nn.Module, got {type(model).__name__}")
+        if mode not in _MODES:
+            raise ValueError(f"KeySpectrumControl: mode must be one of {_MODES}, got {mode!r}")
+        if not (isinstance(decay, (int, float)) and math.isfinite(decay) and decay >= 0):
+            raise ValueError(f"KeySpectrumControl: decay must be a finite number >= 0, got {decay!r}")
+        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+            raise ValueError(f"KeySpectrumControl: every must be a positive int, got {every!r}")
+        self.mode = mode
+        self.per_head = bool(per_head)
+        self.decay = float(decay)
+        self.every = every
+        self.num_calls = 0
+        self.num_applied = 0
+
+        found = _find_key_weights(model)
+        if not found:
+            raise ValueError(
+                f"KeySpectrumControl: {type(model).__name__} has no recognisable attention layer "
+                "(expected modules with a `k_proj` nn.Linear, such as CharGPT's blocks)"
+            )
+        self.names: list[str] = []
+        self.weights: list[Tensor] = []
+        self.heads: list[int] = []
+        for name, _, w, heads in found:
+            if w.dim() != 2:
+                raise ValueError(f"KeySpectrumControl: {name}.weight must be 2-D, got shape {tuple(w.shape)}")
+            h = 1
+            if self.per_head:
+                if not isinstance(heads, int) or heads < 1 or w.size(0) % heads != 0:
+                    raise ValueError(
+                        f"KeySpectrumControl: per_head=True needs a head count (n_head/num_heads) "
+                        f"dividing the {w.size(0)} rows of {name}.weight, got {heads!r}"
+                    )
+                h = heads
+            self.names.append(name)
+            self.weights.append(w)
+            self.heads.append(h)
+        #: Initial normalised spectra :math:`s^{(0)}/\lVert s^{(0)}\rVert_2`, ``[heads, r]`` each.
+        self.initial_shapes: list[Tensor] = []
+        for i in range(len(self.weights)):
+            _, s, _ = self._svd(i)
+            self.initial_shapes.append(s / s.norm(dim=-1, keepdim=True))
+
+    def _blocks(self, i: int) -> Tensor:
+        w = self.weights[i].detach().to(torch.float64)
+        h = self.heads[i]
+        return w.view(h, w.size(0) // h, w.size(1))
+
+    def _svd(self, i: int) -> tuple[Tensor, Tensor, Tensor]:
+        w = self._blocks(i)
+        name = self.names[i]
+        if not torch.isfinite(w).all():
+            raise ValueError(f"KeySpectrumControl: {name}.weight contains NaN or infinite values")
+        if (w.square().sum((-2, -1)) == 0).any():
+            raise ValueError(
+                f"KeySpectrumControl: {name}.weight (or one head's rows) is all zero; its spectral "
+                "shape is undefined and the Frobenius norm cannot be kept"
+            )
+        return torch.linalg.svd(w, full_matrices=False)
+
+    def _target(self, i: int, s: Tensor) -> Tensor:
+        if self.mode == "hold":
+            shape = self.initial_shapes[i].to(s.device)
+        else:
+            r = s.size(-1)
+            k = torch.arange(r, dtype=s.dtype, device=s.device)
+            factor = torch.exp(-self.decay * k / max(r - 1, 1))
+            shape = s * factor
+            shape = shape / shape.norm(dim=-1, keepdim=True)
+        return shape * s.norm(dim=-1, keepdim=True)
+
+    @torch.no_grad()
+    def apply(self) -> None:
+        """Replace the singular values of every controlled weight now."""
+        for i, w in enumerate(self.weights):
+            u, s, vh = self._svd(i)
+            s_new = self._target(i, s)
+            blocks = (u * s_new.unsqueeze(-2)) @ vh
+            w.copy_(blocks.reshape(w.shape).to(w.dtype))
+        self.num_applied += 1
+
+    @torch.no_grad()
+    def step(self) -> bool:
+        """Call after each optimiser step; applies the control every ``every`` calls.
+
+        Returns:
+            bool: whether the control was applied on this call.
+        """
+        self.num_calls += 1
+        if self.num_calls % self.every != 0:
+            return False
+        self.apply()
+        return True
+
+    def spectra(self) -> list[Tensor]:
+        """Current singular values (descending, float64) of each controlled weight, ``[heads, r]``."""
+        return [self._svd(i)[1] for i in range(len(self.weights))]
+
+    def participation_ratios(self) -> Tensor:
+        """Participation ratio of each controlled spectrum, ``[layers, heads]`` (float64)."""
+        return torch.stack([spectrum_participation_ratio(s) for s in self.spectra()])
+
+    def state_dict(self) -> dict:
+        """Serialisable state (initial shapes and counters), for resuming training."""
+        return {"initial_shapes": [s.clone() for s in self.initial_shapes],
+                "num_calls": self.num_calls, "num_applied": self.num_applied}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict` output (the initial shapes of a resumed run)."""
+        shapes = state["initial_shapes"]
+        if len(shapes) != len(self.initial_shapes) or any(
+            a.shape != b.shape for a, b in zip(shapes, self.initial_shapes)
+        ):
+            raise ValueError("KeySpectrumControl.load_state_dict: spectra do not match this model")
+        self.initial_shapes = [s.clone().to(torch.float64) for s in shapes]
+        self.num_calls = int(state["num_calls"])
+        self.num_applied = int(state["num_applied"])
+
+    def __repr__(self) -> str:
+        extra = f", decay={self.decay}" if self.mode == "shrink" else ""
+        return (
+            f"{self.__class__.__name__}(mode={self.mode!r}, layers={len(self.weights)}, "
+            f"per_head={self.per_head}{extra}, every={self.every})"
+        )

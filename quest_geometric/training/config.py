@@ -1,0 +1,222 @@
+"""The configuration of a training run: :class:`TrainConfig`."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal, Optional
+
+_OPTIMIZERS = ("adamw", "sgd")
+_SCHEDULES = ("cosine", "constant")
+_AMP = ("auto", "off", "bf16", "fp16")
+
+#: Fields that may differ between a run and its resumption without changing the trajectory.
+NON_TRAJECTORY_FIELDS = frozenset(
+    {"epochs", "max_steps", "progress", "out_dir", "device", "log_every", "checkpoint_every"}
+)
+
+
+@dataclass
+class TrainConfig:
+    r"""Everything that defines a training run of :class:`~quest_geometric.training.trainer.Trainer`.
+
+    A run is either **epoch-based** (``epochs`` set; the training data is a dataset or a
+    loader, iterated once per epoch) or **step-based** (``max_steps`` set and the training data
+    a ``get_batch(split, batch_size, generator)`` function). Setting both on an epoch-based
+    run stops at whichever comes first.
+
+    The learning rate follows a linear warmup then a cosine decay to ``min_lr``:
+
+    .. math::
+        \eta_t = \begin{cases}
+            \eta \, \frac{t + 1}{W} & t < W \\
+            \eta_{\min} + \frac{1}{2}(\eta - \eta_{\min})
+            \left(1 + \cos\left(\pi \frac{t - W}{T - W}\right)\right) & t \ge W
+        \end{cases}
+
+    with :math:`W` the warmup steps and :math:`T` the total number of optimiser steps
+    (``schedule='constant'`` keeps :math:`\eta` after the warmup).
+
+    Args:
+        epochs (int, optional): number of epochs of an epoch-based run. (default: :obj:`None`)
+        max_steps (int, optional): number of optimiser steps (required for step-based data).
+            (default: :obj:`None`)
+        batch_size (int): the *global* batch size; under DDP each of the ``W`` ranks takes
+            ``batch_size / W`` samples (it must divide). (default: :obj:`32`)
+        eval_batch_size (int, optional): global evaluation batch size; :obj:`None` uses
+            ``batch_size``. (default: :obj:`None`)
+        eval_batches (int): number of batches one evaluation draws from a step-based
+            ``get_batch`` (loaders are evaluated in full). (default: :obj:`20`)
+        lr (float): peak learning rate. (default: :obj:`1e-3`)
+        min_lr (float): final learning rate of the cosine schedule. (default: :obj:`0.0`)
+        weight_decay (float): decoupled (AdamW) or L2 (SGD) weight decay. (default: :obj:`0.0`)
+        optimizer (str): ``'adamw'`` or ``'sgd'``. (default: :obj:`'adamw'`)
+        betas (tuple): AdamW betas. (default: :obj:`(0.9, 0.999)`)
+        momentum (float): SGD momentum. (default: :obj:`0.9`)
+        nesterov (bool): SGD Nesterov momentum. (default: :obj:`False`)
+        schedule (str): ``'cosine'`` or ``'constant'`` after the warmup. (default: :obj:`'cosine'`)
+        warmup_steps (int): linear warmup length in optimiser steps. (default: :obj:`0`)
+        warmup_epochs (float): warmup length in epochs (epoch-based runs; exclusive with
+            ``warmup_steps``). (default: :obj:`0.0`)
+        grad_clip (float, optional): clip the global gradient norm to this value.
+            (default: :obj:`None`)
+        amp (str): mixed precision: ``'auto'`` (bf16 autocast on CUDA when supported, else fp16
+            with a gradient scaler; off on CPU), ``'off'``, ``'bf16'`` (CPU or CUDA) or
+            ``'fp16'`` (CUDA only). (default: :obj:`'auto'`)
+        seed (int): seed of every random stream (model init is the caller's; see
+            :func:`~quest_geometric.training.seed.seed_everything`). (default: :obj:`0`)
+        deterministic (bool): call ``torch.use_deterministic_algorithms(True,
+            warn_only=True)`` and disable cuDNN autotuning. (default: :obj:`False`)
+        device (str): ``'auto'`` (``cuda:LOCAL_RANK`` if available, else CPU), or any
+            ``torch.device`` string. (default: :obj:`'auto'`)
+        num_workers (int): loader workers when the trainer builds the loaders. (default: :obj:`0`)
+        log_every (int): optimiser steps between progress-bar updates and ``"step"`` records
+            in ``metrics.jsonl``. (default: :obj:`50`)
+        eval_every (int): evaluate every this many *epochs* (epoch-based) or *optimiser steps*
+            (step-based); the last epoch/step is always evaluated. :obj:`0` evaluates only at
+            the end. (default: :obj:`1`)
+        checkpoint_every (int): write ``out_dir/checkpoint.pt`` every this many epochs
+            (epoch-based) or optimiser steps (step-based), and at the end; :obj:`0` only at the
+            end. (default: :obj:`1`)
+        out_dir (str, optional): where ``metrics.jsonl`` and ``checkpoint.pt`` go; :obj:`None`
+            writes nothing. (default: :obj:`None`)
+        progress (bool): show tqdm progress bars (rank 0 only). (default: :obj:`True`)
+        extra (dict): free-form, JSON-serialisable values stored with the config (model
+            hyper-parameters, the dataset name...). (default: :obj:`{}`)
+    """
+
+    epochs: Optional[int] = None
+    max_steps: Optional[int] = None
+    batch_size: int = 32
+    eval_batch_size: Optional[int] = None
+    eval_batches: int = 20
+    lr: float = 1e-3
+    min_lr: float = 0.0
+    weight_decay: float = 0.0
+    optimizer: Literal["adamw", "sgd"] = "adamw"
+    betas: tuple[float, float] = (0.9, 0.999)
+    momentum: float = 0.9
+    nesterov: bool = False
+    schedule: Literal["cosine", "constant"] = "cosine"
+    warmup_steps: int = 0
+    warmup_epochs: float = 0.0
+    grad_clip: Optional[float] = None
+    amp: Literal["auto", "off", "bf16", "fp16"] = "auto"
+    seed: int = 0
+    deterministic: bool = False
+    device: str = "auto"
+    num_workers: int = 0
+    log_every: int = 50
+    eval_every: int = 1
+    checkpoint_every: int = 1
+    out_dir: Optional[str] = None
+    progress: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    # ------------------------------------------------------------------ validation
+    def validate(self) -> None:
+        """Check every field; raise :class:`ValueError`/:class:`TypeError` naming the field."""
+
+        def _int(name: str, minimum: int, optional: bool = False) -> None:
+            v = getattr(self, name)
+            if v is None and optional:
+                return
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise TypeError(f"TrainConfig.{name} must be an int, got {type(v).__name__} {v!r}")
+            if v < minimum:
+                raise ValueError(f"TrainConfig.{name} must be >= {minimum}, got {v}")
+
+        def _float(name: str, minimum: float, strict: bool = False, optional: bool = False) -> None:
+            v = getattr(self, name)
+            if v is None and optional:
+                return
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise TypeError(f"TrainConfig.{name} must be a number, got {type(v).__name__} {v!r}")
+            if v != v or v in (float("inf"), float("-inf")):
+                raise ValueError(f"TrainConfig.{name} must be finite, got {v}")
+            if v < minimum or (strict and v == minimum):
+                op = ">" if strict else ">="
+                raise ValueError(f"TrainConfig.{name} must be {op} {minimum}, got {v}")
+
+        _int("epochs", 1, optional=True)
+        _int("max_steps", 1, optional=True)
+        if self.epochs is None and self.max_steps is None:
+            raise ValueError("TrainConfig needs `epochs` (epoch-based run) or `max_steps` "
+                             "(step-based run); both are None")
+        _int("batch_size", 1)
+        _int("eval_batch_size", 1, optional=True)
+        _int("eval_batches", 1)
+        _float("lr", 0.0, strict=True)
+        _float("min_lr", 0.0)
+        if self.min_lr > self.lr:
+            raise ValueError(f"TrainConfig.min_lr ({self.min_lr}) must not exceed lr ({self.lr})")
+        _float("weight_decay", 0.0)
+        if self.optimizer not in _OPTIMIZERS:
+            raise ValueError(f"TrainConfig.optimizer must be one of {_OPTIMIZERS}, got {self.optimizer!r}")
+        if (not isinstance(self.betas, (tuple, list)) or len(self.betas) != 2
+                or not all(isinstance(b, (int, float)) and 0.0 <= b < 1.0 for b in self.betas)):
+            raise ValueError(f"TrainConfig.betas must be two numbers in [0, 1), got {self.betas!r}")
+        self.betas = (float(self.betas[0]), float(self.betas[1]))
+        _float("momentum", 0.0)
+        if self.momentum >= 1.0:
+            raise ValueError(f"TrainConfig.momentum must be in [0, 1), got {self.momentum}")
+        if self.nesterov and (self.optimizer != "sgd" or self.momentum == 0.0):
+            raise ValueError("TrainConfig.nesterov=True needs optimizer='sgd' and momentum > 0")
+        if self.schedule not in _SCHEDULES:
+            raise ValueError(f"TrainConfig.schedule must be one of {_SCHEDULES}, got {self.schedule!r}")
+        _int("warmup_steps", 0)
+        _float("warmup_epochs", 0.0)
+        if self.warmup_steps and self.warmup_epochs:
+            raise ValueError("TrainConfig: set warmup_steps or warmup_epochs, not both")
+        if self.warmup_epochs and self.epochs is None:
+            raise ValueError("TrainConfig.warmup_epochs needs an epoch-based run (epochs set); "
+                             "use warmup_steps for a step-based run")
+        _float("grad_clip", 0.0, strict=True, optional=True)
+        if self.amp not in _AMP:
+            raise ValueError(f"TrainConfig.amp must be one of {_AMP}, got {self.amp!r}")
+        _int("seed", 0)
+        if not isinstance(self.device, str):
+            raise TypeError(f"TrainConfig.device must be a string, got {type(self.device).__name__}")
+        _int("num_workers", 0)
+        _int("log_every", 1)
+        _int("eval_every", 0)
+        _int("checkpoint_every", 0)
+        if self.out_dir is not None and not isinstance(self.out_dir, str):
+            self.out_dir = str(self.out_dir)
+        if not isinstance(self.extra, dict):
+            raise TypeError(f"TrainConfig.extra must be a dict, got {type(self.extra).__name__}")
+
+    # ------------------------------------------------------------------ (de)serialisation
+    def to_dict(self) -> dict[str, Any]:
+        """Return the config as a plain (JSON- and ``weights_only``-safe) dictionary."""
+        d = dataclasses.asdict(self)
+        d["betas"] = list(d["betas"])
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
+        """Build a config from :meth:`to_dict` output; unknown keys raise :class:`ValueError`."""
+        if not isinstance(d, dict):
+            raise TypeError(f"TrainConfig.from_dict expects a dict, got {type(d).__name__}")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ValueError(f"TrainConfig.from_dict: unknown fields {unknown}")
+        d = dict(d)
+        if "betas" in d:
+            d["betas"] = tuple(d["betas"])
+        return cls(**d)
+
+    def replace(self, **changes: Any) -> "TrainConfig":
+        """Return a validated copy with ``changes`` applied."""
+        return dataclasses.replace(self, **changes)
+
+    def trajectory_diff(self, other: "TrainConfig") -> dict[str, tuple[Any, Any]]:
+        """Fields that differ from ``other`` and change the training trajectory."""
+        a, b = self.to_dict(), other.to_dict()
+        return {k: (a[k], b[k]) for k in a if k not in NON_TRAJECTORY_FIELDS and a[k] != b[k]}
+
+
+__all__ = ["TrainConfig"]

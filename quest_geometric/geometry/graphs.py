@@ -1,0 +1,139 @@
+"""Template graphs: concentric Fibonacci spheres and the flat pixel lattice."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Optional
+
+import torch
+from torch import Tensor
+from torch_geometric.data import Data
+
+from quest_geometric.geometry.fibonacci import _check_radii, _check_sizes, concentric_spheres
+from quest_geometric.geometry.knn import Backend, _check_k, knn_bipartite, knn_graph
+
+
+def sphere_graph(
+    sizes: Sequence[int],
+    k: int,
+    k_cross: Optional[int] = None,
+    radii: Optional[Sequence[float]] = None,
+    backend: Backend = "auto",
+) -> Data:
+    r"""Builds the kNN graph on concentric spherical Fibonacci lattices.
+
+    The nodes are those of :func:`~quest_geometric.geometry.fibonacci.concentric_spheres`.
+    Node :math:`i` on shell :math:`s` receives edges from
+
+    * its :math:`k` nearest nodes on its own shell (chord distance), and
+    * its :math:`k_\times` nearest nodes (Euclidean distance in :math:`\mathbb{R}^3`) in
+      the union of the adjacent shells :math:`s - 1` and :math:`s + 1`,
+
+    so **every node has the same in-degree** :math:`k + k_\times`.  Edges are sorted by
+    target; each node's :math:`k` within-shell neighbours come first, then its
+    :math:`k_\times` cross-shell neighbours, each group ordered by (distance, index) as in
+    :func:`~quest_geometric.geometry.knn.knn_graph`.  Hence
+    ``edge_index[0].view(N, k + k_cross)`` is the dense neighbour table that attention
+    layers can use without scatter.
+
+    Args:
+        sizes (Sequence[int]): Nodes per shell, innermost first; each must exceed ``k``.
+        k (int): Within-shell neighbours per node.
+        k_cross (int, optional): Cross-shell neighbours per node, at most the size of the
+            smallest union of adjacent shells; must be 0 for a single shell.
+            (default: :obj:`4` for several shells, :obj:`0` for one)
+        radii (Sequence[float], optional): Shell radii, strictly increasing.
+            (default: :obj:`(1, 2, ..., S)`, see
+            :func:`~quest_geometric.geometry.fibonacci.concentric_spheres`)
+        backend (str, optional): The kNN backend, see
+            :func:`~quest_geometric.geometry.knn.knn_graph`. (default: :obj:`'auto'`)
+
+    Returns:
+        Data: ``pos`` :math:`(N, 3)`, ``shell`` :math:`(N,)` (long), ``edge_index``
+        :math:`(2, N (k + k_\times))` and ``num_nodes``.
+    """
+    sizes = _check_sizes(sizes)
+    radii = _check_radii(radii, len(sizes))
+    k = _check_k(k)
+    num_shells = len(sizes)
+    if k_cross is None:
+        k_cross = 4 if num_shells > 1 else 0
+    if isinstance(k_cross, bool) or not isinstance(k_cross, int) or k_cross < 0:
+        raise ValueError(f"'k_cross' must be a non-negative int (got {k_cross!r})")
+    for s, n in enumerate(sizes):
+        if n <= k:
+            raise ValueError(
+                f"'k' ({k}) must be smaller than every shell size; shell {s} has {n} nodes"
+            )
+    if num_shells == 1 and k_cross > 0:
+        raise ValueError(f"'k_cross' must be 0 for a single shell (got {k_cross})")
+    for s in range(num_shells):
+        adjacent = (sizes[s - 1] if s > 0 else 0) + (sizes[s + 1] if s + 1 < num_shells
+                                                      else 0)
+        if num_shells > 1 and k_cross > adjacent:
+            raise ValueError(
+                f"'k_cross' ({k_cross}) exceeds the {adjacent} nodes of the shells adjacent "
+                f"to shell {s}"
+            )
+
+    pos, shell = concentric_spheres(sizes, radii, dtype=torch.get_default_dtype())
+    num_nodes = pos.size(0)
+    within = knn_graph(pos, k, batch=shell, backend=backend)[0].view(num_nodes, k)
+    columns = [within]
+    if k_cross > 0:
+        ptr = [0]
+        for n in sizes:
+            ptr.append(ptr[-1] + n)
+        cross = torch.empty(num_nodes, k_cross, dtype=torch.long)
+        for s in range(num_shells):
+            lo = ptr[s - 1] if s > 0 else ptr[s]
+            hi = ptr[s + 2] if s + 1 < num_shells else ptr[s + 1]
+            cand = torch.cat([torch.arange(lo, ptr[s]), torch.arange(ptr[s + 1], hi)])
+            src = knn_bipartite(pos[cand], pos[ptr[s]:ptr[s + 1]], k_cross, backend=backend)
+            cross[ptr[s]:ptr[s + 1]] = cand[src[0]].view(-1, k_cross)
+        columns.append(cross)
+    degree = k + k_cross
+    row = torch.cat(columns, dim=1).reshape(-1)
+    col = torch.arange(num_nodes).repeat_interleave(degree)
+    return Data(pos=pos, shell=shell, edge_index=torch.stack([row, col]),
+                num_nodes=num_nodes)
+
+
+def lattice_graph(height: int, width: int, k: int = 8, backend: Backend = "auto") -> Data:
+    r"""Builds the kNN graph of the flat :math:`H \times W` pixel lattice (the control).
+
+    Node :math:`i W + j` sits at the centre of pixel (row :math:`i`, column :math:`j`),
+    ``pos = (j, i, 0)`` in pixel units: 3-D with :math:`z = 0` so that the output has the
+    same form as :func:`sphere_graph` (and ``x = image.flatten(1).t()`` lists the pixels in
+    node order).  Every node receives edges from its :math:`k` nearest pixels (Euclidean),
+    ties broken by the smaller node index, so ``k = 4`` is the 4-neighbourhood and
+    ``k = 8`` the 8-neighbourhood inside the image; nodes near the border reach further
+    to keep the in-degree exactly :math:`k`.
+
+    Args:
+        height (int): The number of rows :math:`H`.
+        width (int): The number of columns :math:`W`.
+        k (int, optional): Neighbours per node, smaller than :math:`H W`.
+            (default: :obj:`8`)
+        backend (str, optional): The kNN backend, see
+            :func:`~quest_geometric.geometry.knn.knn_graph`. (default: :obj:`'auto'`)
+
+    Returns:
+        Data: ``pos`` :math:`(HW, 3)`, ``shell`` :math:`(HW,)` (zeros), ``edge_index``
+        :math:`(2, HW k)` sorted by target, and ``num_nodes``.
+    """
+    for name, v in (("height", height), ("width", width)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"'{name}' must be a positive int (got {v!r})")
+    k = _check_k(k)
+    if k >= height * width:
+        raise ValueError(f"'k' ({k}) must be smaller than height * width ({height * width})")
+    ii, jj = torch.meshgrid(torch.arange(height), torch.arange(width), indexing="ij")
+    pos = torch.stack([jj.reshape(-1), ii.reshape(-1), torch.zeros(height * width,
+                                                                   dtype=torch.long)], 1)
+    pos = pos.to(torch.get_default_dtype())
+    edge_index = knn_graph(pos, k, backend=backend)
+    return Data(pos=pos, shell=torch.zeros(height * width, dtype=torch.long),
+                edge_index=edge_index, num_nodes=height * width)
+
+
+__all__ = ["sphere_graph", "lattice_graph"]

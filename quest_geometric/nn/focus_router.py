@@ -1,0 +1,305 @@
+"""Focus router: learned centroids with (prefix-causal) log-space Sinkhorn balancing.
+
+Reference: Yao et al., "Why Attend to Everything? Focus is the Key" /
+"Composing Sparse Attention via Learned Grouping" (arXiv 2604.03260).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+import torch
+from torch import Tensor, nn
+from torch_geometric.utils import scatter, to_dense_batch
+
+
+class RouterOutput(NamedTuple):
+    r"""The result of :class:`FocusRouter`.
+
+    Attributes:
+        soft (torch.Tensor): soft group memberships :math:`\mathbf{g}_i`, rows sum to one,
+            shape :obj:`[..., K]`, in the input's dtype.
+        groups (torch.Tensor): hard top-:math:`k` group ids, shape :obj:`[..., top_k]`,
+            :obj:`torch.long`, ordered by decreasing membership.
+        log_soft (torch.Tensor): :math:`\log \mathbf{g}_i` in :obj:`float32` (or
+            :obj:`float64` for double input), shape :obj:`[..., K]`.
+    """
+
+    soft: Tensor
+    groups: Tensor
+    log_soft: Tensor
+
+
+def check_batch(batch: Optional[Tensor], num_nodes: int, name: str = "batch") -> None:
+    r"""Validate a PyG :obj:`batch` vector (long, 1-D, length :obj:`num_nodes`, sorted).
+
+    Raises:
+        TypeError: if :obj:`batch` is not an integer tensor.
+        ValueError: if its shape is wrong, or it is not sorted in non-decreasing order.
+    """
+    if batch is None:
+        return
+    if not isinstance(batch, Tensor) or batch.dtype not in (torch.long, torch.int32):
+        raise TypeError(f"'{name}' must be a long tensor, got {type(batch).__name__} "
+                        f"{getattr(batch, 'dtype', '')}")
+    if batch.dim() != 1 or batch.numel() != num_nodes:
+        raise ValueError(f"'{name}' must have shape [{num_nodes}], got {list(batch.shape)}")
+    if num_nodes > 1 and bool((batch[1:] < batch[:-1]).any()):
+        raise ValueError(f"'{name}' must be sorted in non-decreasing order (PyG convention: "
+                         f"nodes of one graph/sequence are contiguous)")
+    if num_nodes > 0 and int(batch[0]) < 0:
+        raise ValueError(f"'{name}' must be non-negative")
+
+
+def segment_logsumexp(x: Tensor, batch: Tensor, num_segments: int) -> Tensor:
+    r"""Log-sum-exp of the rows of :obj:`x` per segment of :obj:`batch`.
+
+    .. math::
+        \mathrm{lse}_b = \log \sum_{i : \mathrm{batch}_i = b} \exp x_i
+
+    Args:
+        x (torch.Tensor): values, shape :obj:`[N, F]`, finite.
+        batch (torch.Tensor): segment id of each row, shape :obj:`[N]`.
+        num_segments (int): number of segments :math:`B`.
+
+    Returns:
+        torch.Tensor: shape :obj:`[B, F]` (``-inf`` for empty segments).
+    """
+    m = scatter(x.detach(), batch, 0, num_segments, reduce="max")
+    s = scatter((x - m[batch]).exp(), batch, 0, num_segments, reduce="sum")
+    return m + s.log()
+
+
+def segment_logcumsumexp(x: Tensor, batch: Tensor, num_segments: int) -> Tensor:
+    r"""Prefix log-sum-exp of the rows of :obj:`x` within each (sorted) segment.
+
+    .. math::
+        \mathrm{out}_i = \log \sum_{j \le i,\ \mathrm{batch}_j = \mathrm{batch}_i} \exp x_j
+
+    Implemented by padding each segment at its *end* (so no padding enters any prefix) and
+    :func:`torch.logcumsumexp` along the token axis.
+
+    Args:
+        x (torch.Tensor): values, shape :obj:`[N, F]`.
+        batch (torch.Tensor): sorted segment id of each row, shape :obj:`[N]`.
+        num_segments (int): number of segments.
+
+    Returns:
+        torch.Tensor: shape :obj:`[N, F]`.
+    """
+    dense, mask = to_dense_batch(x, batch, fill_value=0.0, batch_size=num_segments)
+    return torch.logcumsumexp(dense, dim=1)[mask]
+
+
+def sinkhorn_log(scores: Tensor, batch: Optional[Tensor] = None, num_segments: int = 1,
+                 num_iters: int = 10, causal: bool = True) -> Tensor:
+    r"""Log-space Sinkhorn balancing of token-to-group scores, per sequence/graph.
+
+    With :math:`\log Q^{(0)} = S` (scores already divided by :math:`\tau`), every iteration
+    normalises columns (over tokens) and then rows (over groups):
+
+    .. math::
+        \log Q_{ik} &\leftarrow \log Q_{ik} - \log \sum_{j \in \mathcal{C}(i)} Q_{jk},\\
+        \log Q_{ik} &\leftarrow \log Q_{ik} - \log \sum_{k'} Q_{ik'},
+
+    where :math:`\mathcal{C}(i)` is every token of :math:`i`'s sequence (``causal=False``, the
+    paper's Sinkhorn) or only the tokens :math:`j \le i` of it (``causal=True``, a
+    prefix-causal Sinkhorn). The constant column target :math:`1/K` and row target
+    :math:`1/N` of textbook Sinkhorn only rescale a row, so the final row step removes them.
+
+    Args:
+        scores (torch.Tensor): :math:`S/\tau`, shape :obj:`[N, K]`, finite.
+        batch (torch.Tensor, optional): sorted sequence id per token (default: :obj:`None`,
+            one sequence).
+        num_segments (int): number of sequences (default: :obj:`1`).
+        num_iters (int): iterations (default: :obj:`10`).
+        causal (bool): prefix-causal column normalisation (default: :obj:`True`).
+
+    Returns:
+        torch.Tensor: :math:`\log \mathbf{g}`, shape :obj:`[N, K]`, each row a log-distribution.
+    """
+    logq = scores
+    if batch is None:
+        batch = scores.new_zeros(scores.size(0), dtype=torch.long)
+        num_segments = 1
+    for _ in range(num_iters):
+        if causal:
+            logq = logq - segment_logcumsumexp(logq, batch, num_segments)
+        else:
+            logq = logq - segment_logsumexp(logq, batch, num_segments)[batch]
+        logq = logq - torch.logsumexp(logq, dim=-1, keepdim=True)
+    if num_iters == 0:
+        logq = logq - torch.logsumexp(logq, dim=-1, keepdim=True)
+    return logq
+
+
+def group_balance(groups: Tensor, num_groups: int, batch: Optional[Tensor] = None) -> Tensor:
+    r"""Largest group share: the fraction of all (token, group) memberships held by the most
+    popular group (:math:`1/K` is perfect balance, :math:`1` is collapse).
+
+    .. math::
+        \mathrm{balance} = \max_k \frac{|\{(i, c) : G_{ic} = k\}|}{N \cdot \mathrm{top\_k}}
+
+    Args:
+        groups (torch.Tensor): hard group ids, shape :obj:`[..., top_k]`, long.
+        num_groups (int): number of groups :math:`K`.
+        batch (torch.Tensor, optional): sorted sequence id per token for PyG input
+            :obj:`[N, top_k]`; then one share per sequence is returned (default: :obj:`None`).
+
+    Returns:
+        torch.Tensor: a scalar (float32), or shape :obj:`[B]` when :obj:`batch` is given.
+    """
+    if groups.dtype != torch.long:
+        raise TypeError(f"'groups' must be a long tensor, got {groups.dtype}")
+    g = groups.reshape(-1, groups.size(-1))
+    if g.numel() > 0 and (int(g.min()) < 0 or int(g.max()) >= num_groups):
+        raise ValueError(f"'groups' must lie in [0, {num_groups - 1}]")
+    if batch is None:
+        counts = torch.bincount(g.reshape(-1), minlength=num_groups).float()
+        return counts.max() / counts.sum().clamp_min(1.0)
+    check_batch(batch, g.size(0))
+    nseg = int(batch.max()) + 1 if batch.numel() > 0 else 0
+    key = batch.repeat_interleave(g.size(1)) * num_groups + g.reshape(-1)
+    counts = torch.bincount(key, minlength=nseg * num_groups).float().view(nseg, num_groups)
+    return counts.max(dim=1).values / counts.sum(dim=1).clamp_min(1.0)
+
+
+class FocusRouter(nn.Module):
+    r"""The Focus router: tokens are softly assigned to :math:`K` learned centroids with
+    Sinkhorn balancing, from `"Why Attend to Everything? Focus is the Key"
+    <https://arxiv.org/abs/2604.03260>`_ (Yao et al.).
+
+    .. math::
+        \mathbf{z}_i = \mathbf{W}_g \mathbf{h}_i, \qquad
+        S_{ik} = \frac{\mathbf{z}_i^{\top} \mathbf{c}_k}{\tau}, \qquad
+        \mathbf{g}_i = \mathrm{Sinkhorn}(S)_i, \qquad
+        G_i = \operatorname{top-k}(\mathbf{g}_i).
+
+    Sinkhorn runs in log space (:func:`sinkhorn_log`) in :obj:`float32` even for half
+    precision input (cast back afterwards), so it is stable at small :math:`\tau`.
+    Normalisation over tokens never crosses sequences/graphs of a batch.
+
+    **Causality.** The paper's column step sums over the whole sequence, so a token's group
+    depends on later tokens. With ``causal=True`` the column sum for token :math:`t` runs over
+    the prefix :math:`j \le t` of its sequence only (prefix log-cumsum-exp). By induction over
+    iterations, every iterate :math:`Q^{(n)}_t` is a function of
+    :math:`\mathbf{h}_1, \dots, \mathbf{h}_t` alone, hence so are :math:`\mathbf{g}_t` and
+    :math:`G_t`: future tokens never change past memberships. This is an online Sinkhorn: token
+    :math:`t` is balanced against the groups' mass so far, which approaches the full-sequence
+    balancing as the prefix grows. The first token of a sequence holds all of every group's
+    prefix mass, so its membership is uniform (its top-:math:`k` is then a tie); this
+    matters little because the local window always covers the first tokens' neighbours.
+
+    Args:
+        in_channels (int): size :math:`d` of the hidden states :math:`\mathbf{h}_i`.
+        num_groups (int): number of groups :math:`K` (default: :obj:`8`).
+        group_dim (int): routing dimension :math:`d_g` (default: :obj:`16`).
+        tau (float): temperature :math:`\tau` (default: :obj:`0.1`).
+        sinkhorn_iters (int): Sinkhorn iterations (default: :obj:`10`).
+        top_k (int): hard groups per token, in :math:`1..K` (default: :obj:`1`).
+        causal (bool): prefix-causal balancing (default: :obj:`True`).
+
+    Shapes:
+        - **input:** :obj:`h` :math:`(B, T, d)`, or :math:`(N, d)` with optional
+          :obj:`batch` :math:`(N)`
+        - **output:** :class:`RouterOutput` with :obj:`soft` :math:`(\dots, K)`,
+          :obj:`groups` :math:`(\dots, \mathrm{top\_k})`, :obj:`log_soft` :math:`(\dots, K)`
+    """
+
+    def __init__(self, in_channels: int, num_groups: int = 8, group_dim: int = 16,
+                 tau: float = 0.1, sinkhorn_iters: int = 10, top_k: int = 1,
+                 causal: bool = True) -> None:
+        super().__init__()
+        for name, val in (("in_channels", in_channels), ("num_groups", num_groups),
+                          ("group_dim", group_dim)):
+            if not isinstance(val, int) or val < 1:
+                raise ValueError(f"'{name}' must be a positive int, got {val!r}")
+        if not isinstance(top_k, int) or not 1 <= top_k <= num_groups:
+            raise ValueError(f"'top_k' must be an int in 1..num_groups={num_groups}, "
+                             f"got {top_k!r}")
+        if not tau > 0:
+            raise ValueError(f"'tau' must be positive, got {tau!r}")
+        if not isinstance(sinkhorn_iters, int) or sinkhorn_iters < 0:
+            raise ValueError(f"'sinkhorn_iters' must be a non-negative int, "
+                             f"got {sinkhorn_iters!r}")
+        self.in_channels = in_channels
+        self.num_groups = num_groups
+        self.group_dim = group_dim
+        self.tau = float(tau)
+        self.sinkhorn_iters = sinkhorn_iters
+        self.top_k = top_k
+        self.causal = causal
+        self.lin = nn.Linear(in_channels, group_dim, bias=False)
+        self.centroids = nn.Parameter(torch.empty(num_groups, group_dim))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        r"""Reset :math:`\mathbf{W}_g` (Kaiming-uniform) and the centroids (unit-norm rows)."""
+        self.lin.reset_parameters()
+        with torch.no_grad():
+            c = torch.randn(self.num_groups, self.group_dim)
+            self.centroids.copy_(c / c.norm(dim=-1, keepdim=True))
+
+    def scores(self, h: Tensor) -> Tensor:
+        r"""Scores :math:`S/\tau = \mathbf{z}\mathbf{C}^{\top}/\tau` in float32 (float64 for
+        double input), shape :obj:`[..., K]`.
+
+        Raises:
+            ValueError: if any score is NaN or infinite.
+        """
+        dtype = torch.float64 if h.dtype == torch.float64 else torch.float32
+        z = self.lin(h).to(dtype)
+        s = (z @ self.centroids.to(dtype).t()) / self.tau
+        if not bool(torch.isfinite(s).all()):
+            raise ValueError("FocusRouter: routing scores contain NaN or inf (check the "
+                             "input hidden states and the router weights)")
+        return s
+
+    def forward(self, h: Tensor, batch: Optional[Tensor] = None) -> RouterOutput:
+        r"""Route tokens to groups.
+
+        Args:
+            h (torch.Tensor): hidden states :obj:`[B, T, d]` or :obj:`[N, d]`.
+            batch (torch.Tensor, optional): sorted sequence/graph id per token, only with
+                :obj:`[N, d]` input (default: :obj:`None`).
+
+        Returns:
+            RouterOutput: soft memberships, hard top-k groups, log memberships.
+        """
+        if not isinstance(h, Tensor) or h.dim() not in (2, 3):
+            raise ValueError(f"'h' must be [B, T, C] or [N, C], got "
+                             f"{list(getattr(h, 'shape', []))}")
+        if h.size(-1) != self.in_channels:
+            raise ValueError(f"'h' must have {self.in_channels} channels, got {h.size(-1)}")
+        if h.dim() == 3:
+            if batch is not None:
+                raise ValueError("'batch' is only accepted with [N, C] input")
+            bsz, t = h.shape[:2]
+            flat = h.reshape(bsz * t, -1)
+            batch = torch.arange(bsz, device=h.device).repeat_interleave(t)
+            nseg = bsz
+        else:
+            flat = h
+            check_batch(batch, h.size(0))
+            nseg = (int(batch.max()) + 1 if batch.numel() > 0 else 0) if batch is not None \
+                else 1
+        s = self.scores(flat)
+        log_soft = sinkhorn_log(s, batch, nseg, self.sinkhorn_iters, self.causal)
+        groups = log_soft.topk(self.top_k, dim=-1).indices
+        soft = log_soft.exp().to(h.dtype)
+        shape = h.shape[:-1]
+        return RouterOutput(soft.view(*shape, -1), groups.view(*shape, -1),
+                            log_soft.view(*shape, -1))
+
+    @staticmethod
+    def balance(out: RouterOutput, num_groups: Optional[int] = None) -> Tensor:
+        r"""Largest group share of a :class:`RouterOutput` (see :func:`group_balance`)."""
+        k = num_groups if num_groups is not None else out.soft.size(-1)
+        return group_balance(out.groups.reshape(-1, out.groups.size(-1)), k)
+
+    def __repr__(self) -> str:
+        return (f"{self.__class__.__name__}({self.in_channels}, num_groups={self.num_groups}, "
+                f"group_dim={self.group_dim}, top_k={self.top_k}, causal={self.causal})")
+
+
+__all__ = ["FocusRouter", "RouterOutput", "group_balance", "sinkhorn_log",
+           "segment_logsumexp", "segment_logcumsumexp", "check_batch"]

@@ -1,0 +1,103 @@
+r"""Maps images onto their flat pixel lattice with a 2-D kNN graph (the control)."""
+from __future__ import annotations
+
+import functools
+from typing import Optional, Union
+
+import torch
+from torch import Tensor
+from torch_geometric.data import Batch, Data
+from torch_geometric.data.datapipes import functional_transform
+from torch_geometric.transforms import BaseTransform
+
+from quest_geometric.geometry.graphs import lattice_graph
+from quest_geometric.geometry.knn import _check_k
+from quest_geometric.transforms.image_to_sphere import (
+    _as_float,
+    _split_input,
+    _template_batch,
+    _to_data,
+)
+
+
+def _build_lattice_template(config: tuple) -> Data:
+    height, width, k, backend = config
+    return lattice_graph(height, width, k, backend=backend)
+
+
+@functools.lru_cache(maxsize=32)
+def _lattice_template(config: tuple) -> Data:
+    # Looks the builder up at call time, so tests can count the builds.
+    return _build_lattice_template(config)
+
+
+@functional_transform("image_to_lattice")
+class ImageToLattice(BaseTransform):
+    r"""Turns an image into a graph on its pixel grid with a 2-D kNN graph
+    (functional name: :obj:`image_to_lattice`).
+
+    The flat-lattice control of :class:`~quest_geometric.transforms.image_to_sphere.
+    ImageToSphere`, with the same output form: node :math:`i W + j` is pixel (row
+    :math:`i`, column :math:`j`) (``x = image.flatten(1).t()``, row-major), ``pos`` is
+    ``(j, i, 0)`` in pixel units, ``shell`` is zero, and ``edge_index`` is
+    :func:`~quest_geometric.geometry.graphs.lattice_graph`: exactly :math:`k` in-edges per
+    node, sorted by target.  The template is cached per ``(H, W, k)`` and shared by every
+    image of that size.
+
+    Args:
+        k (int, optional): Neighbours per pixel (``4``: 4-neighbourhood, ``8``:
+            8-neighbourhood in the interior). (default: :obj:`8`)
+        backend (str, optional): kNN backend used to build the template.
+            (default: :obj:`'auto'`)
+    """
+
+    def __init__(self, k: int = 8, backend: str = "auto") -> None:
+        self.k = _check_k(k)
+        self.backend = backend
+
+    def template(self, height: int, width: int) -> Data:
+        """Returns the cached lattice graph for ``height x width`` images; do not modify
+        it in place."""
+        return _lattice_template((height, width, self.k, self.backend))
+
+    def forward(self, data: Union[Tensor, Data]) -> Data:
+        image, extra = _split_input(data)
+        t = self.template(image.size(1), image.size(2))
+        x = image.flatten(1).t().contiguous()
+        return _to_data(x, t.pos, t.shell, t.edge_index, extra)
+
+    def batch_call(
+        self, images: Tensor, y: Optional[Tensor] = None, as_batch: bool = False
+    ) -> Union[list[Data], Batch]:
+        r"""Transforms a stack of images at once.
+
+        Args:
+            images (Tensor): Images, shape :math:`(B, C, H, W)`.
+            y (Tensor, optional): Targets, first dimension :math:`B`. (default: :obj:`None`)
+            as_batch (bool, optional): Return one :class:`~torch_geometric.data.Batch`.
+                (default: :obj:`False`)
+
+        Returns:
+            list[Data] or Batch: The same graphs as calling the transform on each image.
+        """
+        if not isinstance(images, Tensor) or images.dim() != 4:
+            shape = tuple(images.shape) if isinstance(images, Tensor) else type(images)
+            raise ValueError(f"'images' must have shape [B, C, H, W] (got {shape})")
+        images = _as_float(images, "images")
+        if y is not None and (not isinstance(y, Tensor) or y.size(0) != images.size(0)):
+            raise ValueError("'y' must be a Tensor with one entry per image")
+        t = self.template(images.size(2), images.size(3))
+        xs = images.flatten(2).transpose(1, 2)
+        if as_batch:
+            return _template_batch(xs, t.pos, t.shell, t.edge_index, y)
+        return [
+            _to_data(xs[b].contiguous(), t.pos, t.shell, t.edge_index,
+                     {} if y is None else {"y": y[b:b + 1]})
+            for b in range(images.size(0))
+        ]
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}(k={self.k})"
+
+
+__all__ = ["ImageToLattice"]

@@ -1,0 +1,323 @@
+r"""Maps images onto concentric Fibonacci spheres (one cached template per configuration)."""
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from typing import Any, NamedTuple, Optional, Union
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch_geometric.data import Batch, Data
+from torch_geometric.data.datapipes import functional_transform
+from torch_geometric.transforms import BaseTransform
+
+from quest_geometric.geometry.fibonacci import _check_radii, _check_sizes
+from quest_geometric.geometry.graphs import sphere_graph
+
+_PROJECTIONS = ("stereographic", "equal_area")
+_PADDING = ("zeros", "border", "reflection")
+#: Default cap (degrees) per projection: the hemisphere for the conformal stereographic
+#: map (which cannot reach the whole sphere), the whole sphere for the equal-area map.
+DEFAULT_CAP = {"stereographic": 90.0, "equal_area": 180.0}
+
+
+def project_to_image(
+    pos: Tensor, projection: str = "stereographic", cap: Optional[float] = None
+) -> Tensor:
+    r"""Projects points (by direction) to normalised image coordinates in :math:`[-1, 1]^2`.
+
+    Only the direction :math:`u = p / \lVert p \rVert` matters, so every shell sees the
+    whole image in the same way.  With polar angle :math:`\theta` from the north pole
+    :math:`+z` (the image centre), the azimuthal projections put :math:`u` in the plane at
+
+    .. math::
+        \text{stereographic (from the south pole, conformal):}\quad
+        (\xi, \eta) = \frac{(u_x, u_y)}{1 + u_z}, \quad \rho(\theta) = \tan(\theta / 2),
+
+        \text{Lambert equal-area:}\quad
+        (\xi, \eta) = \sqrt{\frac{2}{1 + u_z}} \, (u_x, u_y), \quad
+        \rho(\theta) = 2 \sin(\theta / 2),
+
+    and are scaled so that the cap of angular radius :math:`\theta_c` (``cap``) fills the
+    disc inscribed in the image:
+
+    .. math::
+        (g_x, g_y) = \frac{(\xi, -\eta)}{\rho(\theta_c)}.
+
+    :math:`g_x` grows along image columns (left to right, :math:`+x`) and :math:`g_y`
+    along rows (top to bottom, so the image's up is :math:`+y`), as
+    :func:`torch.nn.functional.grid_sample` expects.  Points beyond the image square get
+    :math:`|g| > 1`; the south pole itself is sent far outside.
+
+    Args:
+        pos (Tensor): Points, shape :math:`(N, 3)`, none at the origin.
+        projection (str, optional): ``'stereographic'`` or ``'equal_area'``.
+            (default: :obj:`'stereographic'`)
+        cap (float, optional): :math:`\theta_c` in degrees, in :math:`(0, 180)` for the
+            stereographic and :math:`(0, 180]` for the equal-area projection.
+            (default: :obj:`90` for ``'stereographic'``, :obj:`180` for ``'equal_area'``)
+
+    Returns:
+        Tensor: Grid coordinates :math:`(g_x, g_y)`, shape :math:`(N, 2)`, float64.
+    """
+    projection, cap = _check_projection(projection, cap)
+    u = pos.double()
+    u = u / u.norm(dim=-1, keepdim=True)
+    one_plus_z = (1.0 + u[:, 2]).clamp_min(1e-12)
+    theta_c = math.radians(cap)
+    if projection == "stereographic":
+        factor = 1.0 / one_plus_z
+        rho_c = math.tan(theta_c / 2.0)
+    else:
+        factor = torch.sqrt(2.0 / one_plus_z)
+        rho_c = 2.0 * math.sin(theta_c / 2.0)
+    return torch.stack([u[:, 0] * factor, -u[:, 1] * factor], dim=-1) / rho_c
+
+
+def _check_projection(projection: str, cap: Optional[float]) -> tuple[str, float]:
+    if projection not in _PROJECTIONS:
+        raise ValueError(f"'projection' must be one of {_PROJECTIONS} (got {projection!r})")
+    cap = DEFAULT_CAP[projection] if cap is None else float(cap)
+    upper_ok = cap < 180.0 if projection == "stereographic" else cap <= 180.0
+    if not (cap > 0.0 and upper_ok):
+        bound = "(0, 180)" if projection == "stereographic" else "(0, 180]"
+        raise ValueError(f"'cap' must be in {bound} degrees for {projection!r} (got {cap})")
+    return projection, cap
+
+
+class _SphereTemplate(NamedTuple):
+    pos: Tensor
+    shell: Tensor
+    edge_index: Tensor
+    grid: Tensor  # [N, 2] float64, grid_sample coordinates of every node
+
+
+def _build_sphere_template(config: tuple) -> _SphereTemplate:
+    sizes, k, k_cross, radii, projection, cap, backend = config
+    graph = sphere_graph(sizes, k, k_cross=k_cross, radii=radii, backend=backend)
+    grid = project_to_image(graph.pos, projection, cap)
+    return _SphereTemplate(graph.pos, graph.shell, graph.edge_index, grid)
+
+
+@functools.lru_cache(maxsize=32)
+def _sphere_template(config: tuple) -> _SphereTemplate:
+    # Looks the builder up at call time, so tests can count the builds.
+    return _build_sphere_template(config)
+
+
+def _check_image(image: Any, name: str = "image") -> Tensor:
+    if not isinstance(image, Tensor):
+        raise TypeError(f"'{name}' must be a Tensor (got {type(image).__name__})")
+    if image.dim() != 3:
+        raise ValueError(f"'{name}' must have shape [C, H, W] (got {tuple(image.shape)})")
+    return _as_float(image, name)
+
+
+def _as_float(image: Tensor, name: str) -> Tensor:
+    if not image.is_floating_point():
+        image = image.to(torch.get_default_dtype())
+    if not bool(torch.isfinite(image).all()):
+        raise ValueError(f"'{name}' holds non-finite values (NaN or inf)")
+    return image
+
+
+def _split_input(data: Union[Tensor, Data]) -> tuple[Tensor, dict]:
+    """Returns the image and the attributes to carry over (everything but the image)."""
+    if isinstance(data, Tensor):
+        return _check_image(data), {}
+    if isinstance(data, Data):
+        if "image" not in data:
+            raise ValueError("'data' must be a [C, H, W] Tensor or a Data with 'image'")
+        image = _check_image(data.image, "data.image")
+        extra = {key: value for key, value in data.items()
+                 if key not in ("image", "x", "pos", "shell", "edge_index", "num_nodes")}
+        return image, extra
+    raise TypeError(f"'data' must be a Tensor or a Data (got {type(data).__name__})")
+
+
+def _to_data(x: Tensor, pos: Tensor, shell: Tensor, edge_index: Tensor,
+             extra: dict) -> Data:
+    data = Data(x=x, pos=pos.clone(), shell=shell.clone(), edge_index=edge_index.clone())
+    for key, value in extra.items():
+        data[key] = value
+    return data
+
+
+def _template_batch(xs: Tensor, pos: Tensor, shell: Tensor, edge_index: Tensor,
+                    y: Optional[Tensor]) -> Batch:
+    """Builds the :class:`Batch` of ``B`` copies of one template graph without collating
+    ``B`` separate objects (the result equals ``Batch.from_data_list``; tested)."""
+    num_graphs, num_nodes = xs.size(0), pos.size(0)
+    num_edges = edge_index.size(1)
+    device = xs.device
+    graphs = torch.arange(num_graphs, device=device)
+    node_ptr = torch.arange(num_graphs + 1, device=device) * num_nodes
+    edge_index = edge_index.to(device)
+    data = {
+        "x": xs.reshape(num_graphs * num_nodes, -1),
+        "edge_index": (edge_index.repeat(1, num_graphs)
+                       + (graphs * num_nodes).repeat_interleave(num_edges)),
+        "pos": pos.to(device).repeat(num_graphs, 1),
+        "shell": shell.to(device).repeat(num_graphs),
+    }
+    if y is not None:
+        data["y"] = y
+    batch = Batch(_base_cls=Data, **data)
+    batch.batch = graphs.repeat_interleave(num_nodes)
+    batch.ptr = node_ptr
+    zeros = torch.zeros(num_graphs, dtype=torch.long, device=device)
+    batch._num_graphs = num_graphs
+    batch._slice_dict = {"x": node_ptr, "edge_index": node_ptr // num_nodes * num_edges,
+                         "pos": node_ptr, "shell": node_ptr}
+    batch._inc_dict = {"x": zeros, "edge_index": graphs * num_nodes, "pos": zeros,
+                       "shell": zeros}
+    if y is not None:
+        batch._slice_dict["y"] = torch.arange(num_graphs + 1, device=device)
+        batch._inc_dict["y"] = zeros
+    return batch
+
+
+@functional_transform("image_to_sphere")
+class ImageToSphere(BaseTransform):
+    r"""Maps an image onto concentric Fibonacci spheres with a kNN graph
+    (functional name: :obj:`image_to_sphere`).
+
+    The node layout and graph are :func:`~quest_geometric.geometry.graphs.sphere_graph`
+    (in-degree :math:`k + k_\times` everywhere).  Each node samples the image bilinearly
+    (:func:`torch.nn.functional.grid_sample`) at
+    :func:`project_to_image` of its direction, so **every shell sees the whole image**, at
+    its own resolution.  With ``align_corners=False`` the normalised coordinates
+    :math:`\pm 1` are the outer edges of the border pixels (pixel :math:`(i, j)`'s centre
+    is at :math:`((2j + 1)/W - 1, (2i + 1)/H - 1)`), so the image square is exactly the
+    square :math:`[-1, 1]^2` of the projection plane; a non-square image is stretched to
+    it.  Nodes outside the square follow ``padding_mode``.
+
+    The template (graph plus sampling grid) depends only on the configuration; it is built
+    once, kept in a module-level LRU cache, and shared by every image and every transform
+    with the same configuration.  Outputs hold copies of the template, so changing one
+    sample in place cannot corrupt the others.
+
+    Args:
+        sizes (Sequence[int], optional): Nodes per shell, innermost first.
+            (default: :obj:`(64, 256, 1024)`)
+        k (int, optional): Within-shell neighbours. (default: :obj:`12`)
+        k_cross (int, optional): Cross-shell neighbours (:math:`k + k_\times = 16`).
+            (default: :obj:`4`, :obj:`0` for a single shell)
+        projection (str, optional): ``'stereographic'`` or ``'equal_area'``, see
+            :func:`project_to_image`. (default: :obj:`'stereographic'`)
+        cap (float, optional): Angular radius (degrees) of the spherical cap mapped onto
+            the image's inscribed disc. (default: :obj:`90` for ``'stereographic'``, the
+            northern hemisphere; :obj:`180` for ``'equal_area'``, the whole sphere)
+        radii (Sequence[float], optional): Shell radii. (default: :obj:`(1, ..., S)`)
+        padding_mode (str, optional): Value of nodes outside the image, as in
+            :func:`~torch.nn.functional.grid_sample`: ``'zeros'``, ``'border'`` or
+            ``'reflection'``. (default: :obj:`'zeros'`)
+        align_corners (bool, optional): As in :func:`~torch.nn.functional.grid_sample`.
+            (default: :obj:`False`)
+        backend (str, optional): kNN backend used to build the template.
+            (default: :obj:`'auto'`)
+
+    Example:
+        >>> t = ImageToSphere(sizes=(16, 64), k=6, k_cross=2)
+        >>> t(torch.rand(3, 32, 32))
+        Data(x=[80, 3], edge_index=[2, 640], pos=[80, 3], shell=[80])
+    """
+
+    def __init__(
+        self,
+        sizes: Sequence[int] = (64, 256, 1024),
+        k: int = 12,
+        k_cross: Optional[int] = None,
+        projection: str = "stereographic",
+        cap: Optional[float] = None,
+        radii: Optional[Sequence[float]] = None,
+        padding_mode: str = "zeros",
+        align_corners: bool = False,
+        backend: str = "auto",
+    ) -> None:
+        self.sizes = tuple(_check_sizes(sizes))
+        self.k = k
+        self.k_cross = (4 if len(self.sizes) > 1 else 0) if k_cross is None else k_cross
+        self.projection, self.cap = _check_projection(projection, cap)
+        self.radii = None if radii is None else tuple(_check_radii(radii, len(self.sizes)))
+        if padding_mode not in _PADDING:
+            raise ValueError(f"'padding_mode' must be one of {_PADDING} (got {padding_mode!r})")
+        self.padding_mode = padding_mode
+        self.align_corners = bool(align_corners)
+        self.backend = backend
+        # Validates k / k_cross now (and warms the cache) rather than at the first image.
+        self.template()
+
+    @property
+    def _config(self) -> tuple:
+        return (self.sizes, self.k, self.k_cross, self.radii, self.projection, self.cap,
+                self.backend)
+
+    def template(self) -> _SphereTemplate:
+        """Returns the cached template ``(pos, shell, edge_index, grid)``; do not modify it
+        in place."""
+        return _sphere_template(self._config)
+
+    def _sample(self, images: Tensor) -> Tensor:
+        """``[B, C, H, W]`` -> ``[B, N, C]``."""
+        grid = self.template().grid.to(device=images.device, dtype=images.dtype)
+        grid = grid.view(1, 1, -1, 2).expand(images.size(0), -1, -1, -1)
+        out = F.grid_sample(images, grid, mode="bilinear", padding_mode=self.padding_mode,
+                            align_corners=self.align_corners)
+        return out[:, :, 0, :].transpose(1, 2)
+
+    def forward(self, data: Union[Tensor, Data]) -> Data:
+        image, extra = _split_input(data)
+        t = self.template()
+        x = self._sample(image.unsqueeze(0))[0].contiguous()
+        return _to_data(x, t.pos, t.shell, t.edge_index, extra)
+
+    def batch_call(
+        self, images: Tensor, y: Optional[Tensor] = None, as_batch: bool = False
+    ) -> Union[list[Data], Batch]:
+        r"""Transforms a stack of images with one vectorised
+        :func:`~torch.nn.functional.grid_sample`.
+
+        Args:
+            images (Tensor): Images, shape :math:`(B, C, H, W)`.
+            y (Tensor, optional): Targets, first dimension :math:`B`; sample :math:`b`
+                gets ``y[b:b+1]`` (the shape PyG's ``DataLoader`` concatenates).
+                (default: :obj:`None`)
+            as_batch (bool, optional): Return one :class:`~torch_geometric.data.Batch`
+                instead of a list. (default: :obj:`False`)
+
+        Returns:
+            list[Data] or Batch: The same graphs as calling the transform on each image.
+        """
+        if not isinstance(images, Tensor) or images.dim() != 4:
+            shape = tuple(images.shape) if isinstance(images, Tensor) else type(images)
+            raise ValueError(f"'images' must have shape [B, C, H, W] (got {shape})")
+        images = _as_float(images, "images")
+        if y is not None and (not isinstance(y, Tensor) or y.size(0) != images.size(0)):
+            raise ValueError("'y' must be a Tensor with one entry per image")
+        t = self.template()
+        xs = self._sample(images)
+        if as_batch:
+            return _template_batch(xs, t.pos, t.shell, t.edge_index, y)
+        return [
+            _to_data(xs[b], t.pos, t.shell, t.edge_index,
+                     {} if y is None else {"y": y[b:b + 1]})
+            for b in range(images.size(0))
+        ]
+
+    def __repr__(self) -> str:
+        extra = ""
+        if self.radii is not None:
+            extra += f", radii={self.radii}"
+        if self.padding_mode != "zeros":
+            extra += f", padding_mode='{self.padding_mode}'"
+        if self.align_corners:
+            extra += ", align_corners=True"
+        return (f"{self.__class__.__name__}(sizes={self.sizes}, k={self.k}, "
+                f"k_cross={self.k_cross}, projection='{self.projection}', "
+                f"cap={self.cap:g}{extra})")
+
+
+__all__ = ["ImageToSphere", "project_to_image", "DEFAULT_CAP"]

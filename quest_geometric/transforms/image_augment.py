@@ -1,0 +1,279 @@
+r"""Image-level augmentation and normalisation, applied before an image becomes a graph.
+
+The usual CIFAR training pipeline (random crop with zero padding, random horizontal flip,
+per-channel normalisation) written as PyG :class:`~torch_geometric.transforms.BaseTransform`
+objects. They act on the ``image`` attribute of a :class:`~torch_geometric.data.Data` (a
+``[C, H, W]`` tensor), or on a bare ``[C, H, W]`` tensor, and return the same kind of object,
+so they compose with :class:`~torch_geometric.transforms.Compose` in front of
+:class:`~quest_geometric.transforms.image_to_sphere.ImageToSphere` or
+:class:`~quest_geometric.transforms.image_to_lattice.ImageToLattice`: augmentation then
+happens on the pixel grid, before the sphere (or lattice) sampling.
+
+**Randomness.** :class:`RandomCropPad` and :class:`RandomHorizontalFlip` draw from PyTorch's
+*global* random number generator (:func:`torch.randint`, :func:`torch.rand`), exactly like
+torchvision's transforms. Seeding the process (:func:`torch.manual_seed`, which the training
+harness does) therefore makes a run reproducible; in a
+:class:`~torch.utils.data.DataLoader` with workers each worker's generator is seeded by
+PyTorch from the main process's generator, so it is reproducible as well.
+
+The input is never modified in place: every transform returns new tensors.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Union
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch_geometric.data import Data
+from torch_geometric.data.datapipes import functional_transform
+from torch_geometric.transforms import BaseTransform
+
+__all__ = ["RandomCropPad", "RandomHorizontalFlip", "NormalizeImage"]
+
+ImageLike = Union[Tensor, Data]
+
+
+def _get_image(data: ImageLike, name: str) -> Tensor:
+    """The ``[C, H, W]`` image of ``data`` (a tensor or a Data with ``image``), checked."""
+    if isinstance(data, Tensor):
+        image = data
+    elif isinstance(data, Data):
+        image = getattr(data, "image", None)
+        if image is None:
+            raise ValueError(f"{name}: the Data object has no 'image' attribute")
+        if not isinstance(image, Tensor):
+            raise TypeError(
+                f"{name}: data.image must be a torch.Tensor, got {type(image).__name__}"
+            )
+    else:
+        raise TypeError(
+            f"{name}: expected a [C, H, W] torch.Tensor or a Data with an 'image' attribute, "
+            f"got {type(data).__name__}"
+        )
+    if image.dim() != 3:
+        raise ValueError(
+            f"{name}: the image must have shape [C, H, W] (3 dimensions), got shape "
+            f"{tuple(image.shape)}"
+        )
+    return image
+
+
+def _put_image(data: ImageLike, image: Tensor) -> ImageLike:
+    """Return ``image`` in the form ``data`` came in (``data`` is already a shallow copy)."""
+    if isinstance(data, Tensor):
+        return image
+    data.image = image
+    return data
+
+
+def _check_int(value: object, name: str, arg: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name}: {arg} must be an int >= {minimum}, got {value!r}")
+    return value
+
+
+@functional_transform("random_crop_pad")
+class RandomCropPad(BaseTransform):
+    r"""Crops a random window of a zero-padded image (torchvision's ``RandomCrop(size,
+    padding)``).
+
+    The image is padded with ``padding`` zeros on each of its four sides and a window of
+    ``size`` is cut at a position drawn uniformly from all positions that fit:
+
+    .. math::
+        \tilde{x} = \mathrm{pad}_p(x) \in \mathbb{R}^{C \times (H + 2p) \times (W + 2p)},
+        \qquad
+        y = \tilde{x}[:, i:i + h, j:j + w],
+        \quad i \sim \mathcal{U}\{0, \ldots, H + 2p - h\},\;
+        j \sim \mathcal{U}\{0, \ldots, W + 2p - w\}.
+
+    With ``RandomCropPad(32, padding=4)`` on a CIFAR image this is the standard
+    translation augmentation of up to 4 pixels. Zero is the padding value of the tensor as
+    given: apply this transform to the raw image (``uint8`` or ``[0, 1]`` floats) *before*
+    :class:`NormalizeImage`, as torchvision does, so the border is black.
+
+    :math:`i` and :math:`j` are drawn with :func:`torch.randint` from the global generator
+    (see the module notes on reproducibility). Any dtype is accepted.
+
+    Args:
+        size (int or (int, int)): output height and width ``(h, w)``; an int means a square
+            ``size x size`` window.
+        padding (int): number of zero pixels added on each side before cropping.
+            (default: ``4``)
+    """
+
+    def __init__(self, size: Union[int, Sequence[int]], padding: int = 4) -> None:
+        if isinstance(size, int) and not isinstance(size, bool):
+            size = (size, size)
+        if (
+            not isinstance(size, Sequence)
+            or isinstance(size, str)
+            or len(size) != 2
+            or any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in size)
+        ):
+            raise ValueError(
+                f"RandomCropPad: size must be a positive int or a pair of positive ints "
+                f"(height, width), got {size!r}"
+            )
+        self.size: tuple[int, int] = (int(size[0]), int(size[1]))
+        self.padding = _check_int(padding, "RandomCropPad", "padding", 0)
+
+    def forward(self, data: ImageLike) -> ImageLike:
+        image = _get_image(data, "RandomCropPad")
+        h, w = self.size
+        p = self.padding
+        padded_h, padded_w = image.size(1) + 2 * p, image.size(2) + 2 * p
+        if h > padded_h or w > padded_w:
+            raise ValueError(
+                f"RandomCropPad: crop size {self.size} is larger than the padded image "
+                f"({padded_h}, {padded_w}) (image {tuple(image.shape[1:])} + 2 * padding {p})"
+            )
+        i = int(torch.randint(0, padded_h - h + 1, (1,)))
+        j = int(torch.randint(0, padded_w - w + 1, (1,)))
+        out = self.crop(image, i, j)
+        return _put_image(data, out)
+
+    def crop(self, image: Tensor, top: int, left: int) -> Tensor:
+        r"""The deterministic part: the ``size`` window at ``(top, left)`` of the padded image.
+
+        Args:
+            image (Tensor): the ``[C, H, W]`` image.
+            top (int): row of the window's first pixel in the padded image.
+            left (int): column of the window's first pixel in the padded image.
+
+        Returns:
+            Tensor: the ``[C, h, w]`` window (a new tensor).
+        """
+        h, w = self.size
+        p = self.padding
+        padded = F.pad(image, (p, p, p, p)) if p > 0 else image
+        if not (0 <= top <= padded.size(1) - h and 0 <= left <= padded.size(2) - w):
+            raise ValueError(
+                f"RandomCropPad.crop: window at ({top}, {left}) of size {self.size} does not "
+                f"fit in the padded image {tuple(padded.shape[1:])}"
+            )
+        return padded[:, top:top + h, left:left + w].clone()
+
+    def __repr__(self) -> str:
+        h, w = self.size
+        size = h if h == w else self.size
+        return f"{self.__class__.__name__}({size}, padding={self.padding})"
+
+
+@functional_transform("random_horizontal_flip")
+class RandomHorizontalFlip(BaseTransform):
+    r"""Mirrors an image left-to-right with probability ``p`` (torchvision's
+    ``RandomHorizontalFlip``).
+
+    .. math::
+        y[c, r, s] = \begin{cases} x[c, r, W - 1 - s] & \text{with probability } p, \\
+        x[c, r, s] & \text{otherwise.} \end{cases}
+
+    The coin is :func:`torch.rand` from the global generator (see the module notes on
+    reproducibility). Any dtype is accepted.
+
+    Args:
+        p (float): probability of flipping, in :math:`[0, 1]`. (default: ``0.5``)
+    """
+
+    def __init__(self, p: float = 0.5) -> None:
+        if (
+            isinstance(p, bool)
+            or not isinstance(p, (int, float))
+            or not math.isfinite(float(p))
+            or not 0.0 <= float(p) <= 1.0
+        ):
+            raise ValueError(f"RandomHorizontalFlip: p must be a number in [0, 1], got {p!r}")
+        self.p = float(p)
+
+    def forward(self, data: ImageLike) -> ImageLike:
+        image = _get_image(data, "RandomHorizontalFlip")
+        if float(torch.rand(1)) < self.p:
+            image = torch.flip(image, dims=(2,))
+        else:
+            image = image.clone()
+        return _put_image(data, image)
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}(p={self.p})"
+
+
+@functional_transform("normalize_image")
+class NormalizeImage(BaseTransform):
+    r"""Normalises each channel of a floating-point image by a mean and a standard deviation
+    (torchvision's ``Normalize``).
+
+    .. math::
+        y[c, r, s] = \frac{x[c, r, s] - \mu_c}{\sigma_c}.
+
+    Args:
+        mean (float or Sequence[float]): per-channel means :math:`\mu_c` (one value for all
+            channels, or one per channel).
+        std (float or Sequence[float]): per-channel standard deviations :math:`\sigma_c > 0`
+            (one value, or one per channel).
+    """
+
+    def __init__(
+        self,
+        mean: Union[float, Sequence[float]],
+        std: Union[float, Sequence[float]],
+    ) -> None:
+        self.mean = self._as_tuple(mean, "mean")
+        self.std = self._as_tuple(std, "std")
+        if any(s <= 0.0 for s in self.std):
+            raise ValueError(f"NormalizeImage: every std must be > 0, got {self.std}")
+        if len(self.mean) != len(self.std) and 1 not in (len(self.mean), len(self.std)):
+            raise ValueError(
+                f"NormalizeImage: mean ({len(self.mean)} values) and std ({len(self.std)} "
+                "values) must have the same length, or one of them a single value"
+            )
+
+    @staticmethod
+    def _as_tuple(value: Union[float, Sequence[float]], arg: str) -> tuple[float, ...]:
+        if isinstance(value, Tensor):
+            value = value.flatten().tolist()
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = (value,)
+        if (
+            not isinstance(value, Sequence)
+            or isinstance(value, str)
+            or len(value) == 0
+            or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in value)
+        ):
+            raise ValueError(
+                f"NormalizeImage: {arg} must be a number or a non-empty sequence of numbers, "
+                f"got {value!r}"
+            )
+        out = tuple(float(v) for v in value)
+        if not all(math.isfinite(v) for v in out):
+            raise ValueError(f"NormalizeImage: {arg} must be finite, got {out}")
+        return out
+
+    def forward(self, data: ImageLike) -> ImageLike:
+        image = _get_image(data, "NormalizeImage")
+        if not image.is_floating_point():
+            raise TypeError(
+                f"NormalizeImage: the image must be a floating-point tensor, got {image.dtype}; "
+                "convert it first (for example image.float() / 255)"
+            )
+        channels = image.size(0)
+        for arg, values in (("mean", self.mean), ("std", self.std)):
+            if len(values) not in (1, channels):
+                raise ValueError(
+                    f"NormalizeImage: {arg} has {len(values)} values but the image has "
+                    f"{channels} channels"
+                )
+        mean = torch.tensor(self.mean, dtype=image.dtype, device=image.device).view(-1, 1, 1)
+        std = torch.tensor(self.std, dtype=image.dtype, device=image.device).view(-1, 1, 1)
+        return _put_image(data, (image - mean) / std)
+
+    def __repr__(self) -> str:
+        def fmt(values: tuple[float, ...]) -> str:
+            if len(values) == 1:
+                return f"{values[0]:g}"
+            return "(" + ", ".join(f"{v:g}" for v in values) + ")"
+
+        return f"{self.__class__.__name__}(mean={fmt(self.mean)}, std={fmt(self.std)})"

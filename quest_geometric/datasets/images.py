@@ -1,0 +1,733 @@
+r"""Image classification datasets served as graphs: CIFAR-10, CIFAR-100 and the scikit-learn
+handwritten digits.
+
+Every dataset stores **images**, never graphs. Each access runs, per sample,
+
+.. code-block:: text
+
+    augmentation (training split, optional)  ->  float in [0, 1]  ->  per-channel
+    normalisation  ->  graph transform (sphere or lattice)  ->  user transform
+
+so the augmentation acts on the pixel grid before the image is sampled onto the sphere
+(:class:`~quest_geometric.transforms.image_to_sphere.ImageToSphere`) or the flat lattice
+(:class:`~quest_geometric.transforms.image_to_lattice.ImageToLattice`). The graph template is
+built once by the graph transform and reused for every sample. With ``graph=None`` a sample is
+``Data(image=[1, C, H, W], y=[1])``, which PyG's :class:`~torch_geometric.loader.DataLoader`
+stacks into a ``[B, C, H, W]`` image batch: the same pipeline then feeds a CNN baseline.
+
+Normalisation uses the per-channel mean and (population) standard deviation of the pixels
+of the *training* split, computed from the data itself and applied to both splits. On the real
+data these are the well-known constants, CIFAR-10 mean ``(0.4914, 0.4822, 0.4465)``, std
+``(0.2470, 0.2435, 0.2616)``; CIFAR-100 mean ``(0.5071, 0.4865, 0.4409)``, std
+``(0.2673, 0.2564, 0.2762)``.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import os.path as osp
+import pickle
+from collections.abc import Sequence
+from typing import Any, Callable, Optional, Union
+
+import numpy as np
+import torch
+from torch import Tensor
+from torch_geometric.data import Data, Dataset, InMemoryDataset, download_url, extract_tar
+from torch_geometric.transforms import BaseTransform, Compose
+
+from quest_geometric.transforms.image_augment import (
+    NormalizeImage,
+    RandomCropPad,
+    RandomHorizontalFlip,
+)
+
+__all__ = [
+    "CIFAR10Graphs",
+    "CIFAR100Graphs",
+    "DigitsGraphs",
+    "load_digits_split",
+    "md5sum",
+]
+
+GraphArg = Union[str, Callable[[Data], Any], None]
+AugmentArg = Union[bool, Callable[[Data], Any], None]
+NormalizeArg = Union[bool, tuple[Sequence[float], Sequence[float]]]
+
+
+# ----------------------------------------------------------------------------- helpers
+def md5sum(path: str, chunk_size: int = 1 << 20) -> str:
+    """The hexadecimal MD5 digest of the file at ``path`` (read in chunks).
+
+    Args:
+        path (str): the file.
+        chunk_size (int): bytes read at a time. (default: ``1 << 20``)
+
+    Returns:
+        str: 32 lowercase hexadecimal digits.
+    """
+    digest = hashlib.md5()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(chunk_size), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class _ToFloatImage(BaseTransform):
+    """``Data.image`` to float32: ``uint8`` is divided by 255, floats are only cast."""
+
+    def forward(self, data: Data) -> Data:
+        image = data.image
+        if image.dtype == torch.uint8:
+            data.image = image.to(torch.float32).div_(255.0)
+        else:
+            data.image = image.to(torch.float32)
+        return data
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}()"
+
+
+class _ImageBatchDim(BaseTransform):
+    """``Data.image`` ``[C, H, W]`` -> ``[1, C, H, W]`` so PyG batches images to ``[B, C, H, W]``."""
+
+    def forward(self, data: Data) -> Data:
+        data.image = data.image.unsqueeze(0)
+        return data
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}()"
+
+
+def _graph_transform(graph: GraphArg, name: str) -> Callable[[Data], Any]:
+    if graph is None:
+        return _ImageBatchDim()
+    if isinstance(graph, str):
+        if graph == "sphere":
+            from quest_geometric.transforms.image_to_sphere import ImageToSphere
+
+            return ImageToSphere()
+        if graph == "lattice":
+            from quest_geometric.transforms.image_to_lattice import ImageToLattice
+
+            return ImageToLattice()
+        raise ValueError(
+            f"{name}: graph must be 'sphere', 'lattice', None or a transform, got {graph!r}"
+        )
+    if callable(graph):
+        return graph
+    raise TypeError(
+        f"{name}: graph must be 'sphere', 'lattice', None or a callable transform, "
+        f"got {type(graph).__name__}"
+    )
+
+
+def _normalization(
+    normalize: NormalizeArg, stats: tuple[Sequence[float], Sequence[float]], name: str
+) -> Optional[NormalizeImage]:
+    if normalize is True:
+        return NormalizeImage(*stats)
+    if normalize is False or normalize is None:
+        return None
+    if isinstance(normalize, (tuple, list)) and len(normalize) == 2:
+        return NormalizeImage(normalize[0], normalize[1])
+    raise ValueError(
+        f"{name}: normalize must be True (training-split statistics), False, or a pair "
+        f"(mean, std), got {normalize!r}"
+    )
+
+
+def _build_transform(
+    *,
+    name: str,
+    training: bool,
+    augment: AugmentArg,
+    default_augment: Callable[[], Callable[[Data], Any]],
+    normalize: Optional[NormalizeImage],
+    graph: GraphArg,
+    transform: Optional[Callable[[Data], Any]],
+) -> Compose:
+    steps: list[Callable[[Data], Any]] = []
+    if augment is True:
+        if not training:
+            raise ValueError(
+                f"{name}: augment=True is meant for the training split; pass augment=False "
+                "for the test split (or pass an explicit transform to augment it anyway)"
+            )
+        steps.append(default_augment())
+    elif callable(augment):
+        steps.append(augment)
+    elif augment is not False and augment is not None:
+        raise TypeError(
+            f"{name}: augment must be a bool or a callable transform, got "
+            f"{type(augment).__name__}"
+        )
+    steps.append(_ToFloatImage())
+    if normalize is not None:
+        steps.append(normalize)
+    steps.append(_graph_transform(graph, name))
+    if transform is not None:
+        if not callable(transform):
+            raise TypeError(f"{name}: transform must be callable, got {type(transform).__name__}")
+        steps.append(transform)
+    return Compose(steps)
+
+
+def _channel_stats(images: Tensor, chunk: int = 4096) -> tuple[list[float], list[float]]:
+    """Per-channel mean and population std of ``images`` ``[N, C, H, W]`` (uint8 -> /255).
+
+    Accumulated in float64 over chunks of images, so a full CIFAR split needs little memory.
+    """
+    scale = 255.0 if images.dtype == torch.uint8 else 1.0
+    channels = images.size(1)
+    total = torch.zeros(channels, dtype=torch.float64)
+    total_sq = torch.zeros(channels, dtype=torch.float64)
+    for start in range(0, images.size(0), chunk):
+        block = images[start:start + chunk].to(torch.float64) / scale
+        total += block.sum(dim=(0, 2, 3))
+        total_sq += block.square().sum(dim=(0, 2, 3))
+    count = images.size(0) * images.size(2) * images.size(3)
+    mean = total / count
+    var = (total_sq / count - mean.square()).clamp_min(0.0)
+    return mean.tolist(), var.sqrt().tolist()
+
+
+# ----------------------------------------------------------------------------- CIFAR
+class _RestrictedUnpickler(pickle.Unpickler):
+    """Unpickles only what a CIFAR python batch holds: builtins and numpy arrays.
+
+    The batches are pickles; a restricted unpickler refuses a foreign file that would run
+    arbitrary code instead of reading it.
+    """
+
+    _ALLOWED = {"_reconstruct", "ndarray", "dtype", "scalar", "_frombuffer"}
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module.split(".")[0] == "numpy" and name in self._ALLOWED:
+            return super().find_class(module, name)
+        if (module, name) in (("copy_reg", "_reconstructor"), ("copyreg", "_reconstructor"),
+                              ("_codecs", "encode")):  # bytes in protocol-2 pickles
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"global '{module}.{name}' is not allowed in a CIFAR batch")
+
+
+def _read_batch(path: str, name: str) -> dict[str, Any]:
+    """Read one CIFAR python batch as a dict with ``str`` keys."""
+    try:
+        with open(path, "rb") as f:
+            raw = _RestrictedUnpickler(f, encoding="latin1").load()
+    except FileNotFoundError:
+        raise
+    except Exception as e:  # noqa: BLE001  (any failure to unpickle means a corrupt file)
+        raise ValueError(
+            f"{name}: could not read {path!r} as a CIFAR python batch ({type(e).__name__}: "
+            f"{e}); the file is corrupt or not a CIFAR file. Delete it and download the "
+            "dataset again (download=True)"
+        ) from e
+    if not isinstance(raw, dict):
+        raise ValueError(
+            f"{name}: {path!r} holds a {type(raw).__name__}, expected the dict of a CIFAR "
+            "python batch; the file is corrupt or not a CIFAR file"
+        )
+    return {k.decode("latin1") if isinstance(k, bytes) else k: v for k, v in raw.items()}
+
+
+def _decode_names(names: Any) -> list[str]:
+    return [n.decode("latin1") if isinstance(n, bytes) else str(n) for n in names]
+
+
+class _CIFARGraphs(InMemoryDataset):
+    """Shared machinery of :class:`CIFAR10Graphs` and :class:`CIFAR100Graphs`."""
+
+    url: str
+    md5: str
+    archive: str
+    folder: str
+    train_files: tuple[str, ...]
+    test_files: tuple[str, ...]
+    meta_file: str
+    label_key: str
+    names_key: str
+    num_classes_: int
+    dataset_name: str
+
+    def __init__(
+        self,
+        root: str,
+        train: bool = True,
+        graph: GraphArg = "sphere",
+        augment: AugmentArg = False,
+        normalize: NormalizeArg = True,
+        transform: Optional[Callable[[Data], Any]] = None,
+        download: bool = False,
+        log: bool = True,
+        force_reload: bool = False,
+    ) -> None:
+        name = self.__class__.__name__
+        if not isinstance(root, (str, os.PathLike)):
+            raise TypeError(f"{name}: root must be a path, got {type(root).__name__}")
+        if not isinstance(train, bool):
+            raise TypeError(f"{name}: train must be a bool, got {train!r}")
+        self.train = train
+        self.download_enabled = bool(download)
+        super().__init__(os.fspath(root), None, None, None, log=log, force_reload=force_reload)
+
+        stored = torch.load(self.processed_paths[0 if train else 1], weights_only=True)
+        self.images: Tensor = stored["images"]
+        self.labels: Tensor = stored["labels"]
+        self.classes: list[str] = list(stored["classes"])
+        self.mean: list[float] = list(stored["mean"])
+        self.std: list[float] = list(stored["std"])
+        self.transform = _build_transform(
+            name=name,
+            training=train,
+            augment=augment,
+            default_augment=lambda: Compose([RandomCropPad(32, padding=4), RandomHorizontalFlip()]),
+            normalize=_normalization(normalize, (self.mean, self.std), name),
+            graph=graph,
+            transform=transform,
+        )
+
+    # ------------------------------------------------------------ file layout
+    @property
+    def raw_file_names(self) -> list[str]:
+        files = (*self.train_files, *self.test_files, self.meta_file)
+        return [osp.join(self.folder, f) for f in files]
+
+    @property
+    def processed_file_names(self) -> list[str]:
+        return ["train.pt", "test.pt"]
+
+    @property
+    def raw_dir(self) -> str:
+        """``root/raw``, or ``root`` itself when it holds torchvision's extracted folder."""
+        for candidate in (osp.join(self.root, "raw"), self.root):
+            if all(osp.isfile(osp.join(candidate, f)) for f in self.raw_file_names):
+                return candidate
+        return osp.join(self.root, "raw")
+
+    @property
+    def num_classes(self) -> int:
+        return self.num_classes_
+
+    def _missing_message(self) -> str:
+        root = self.root
+        files = ", ".join((*self.train_files, *self.test_files, self.meta_file))
+        return (
+            f"{self.__class__.__name__}: no {self.dataset_name} data under {root!r}. Pass "
+            f"download=True to fetch {self.url} (md5 {self.md5}), or place the python-version "
+            f"archive {self.archive!r} in {osp.join(root, 'raw')!r} or {root!r}, or its "
+            f"extracted folder {self.folder + '/'!r} (holding {files}) in "
+            f"{osp.join(root, 'raw')!r} or directly in {root!r} (torchvision's layout)"
+        )
+
+    # ------------------------------------------------------------ download
+    def download(self) -> None:
+        name = self.__class__.__name__
+        archive = None
+        for candidate in (osp.join(self.root, "raw", self.archive), osp.join(self.root, self.archive)):
+            if osp.isfile(candidate):
+                archive = candidate
+                break
+        downloaded = False
+        if archive is None:
+            if not self.download_enabled:
+                raise FileNotFoundError(self._missing_message())
+            archive = download_url(self.url, self.raw_dir, log=self.log)
+            downloaded = True
+        digest = md5sum(archive)
+        if digest != self.md5:
+            raise ValueError(
+                f"{name}: the archive {archive!r} has md5 {digest}, expected {self.md5}; it is "
+                f"corrupt or incomplete. Delete it and download {self.url} again"
+            )
+        extract_tar(archive, osp.join(self.root, "raw"), mode="r:gz", log=self.log)
+        if downloaded:
+            os.unlink(archive)
+        missing = [f for f in self.raw_file_names if not osp.isfile(osp.join(self.raw_dir, f))]
+        if missing:
+            raise ValueError(
+                f"{name}: the archive {archive!r} did not contain {missing}; expected the "
+                f"folder {self.folder!r} of the official python version"
+            )
+
+    # ------------------------------------------------------------ processing
+    def _read_split(self, files: Sequence[str]) -> tuple[Tensor, Tensor]:
+        name = self.__class__.__name__
+        images, labels = [], []
+        for f in files:
+            path = osp.join(self.raw_dir, self.folder, f)
+            batch = _read_batch(path, name)
+            if "data" not in batch or self.label_key not in batch:
+                raise ValueError(
+                    f"{name}: {path!r} lacks the keys 'data' and {self.label_key!r} of a "
+                    f"{self.dataset_name} batch (found {sorted(batch)}); is it the right dataset?"
+                )
+            data = np.asarray(batch["data"])
+            y = np.asarray(batch[self.label_key])
+            if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3 * 32 * 32:
+                raise ValueError(
+                    f"{name}: {path!r}: 'data' must be a uint8 array of shape [n, 3072], got "
+                    f"{data.dtype} {data.shape}"
+                )
+            if y.ndim != 1 or y.shape[0] != data.shape[0]:
+                raise ValueError(
+                    f"{name}: {path!r}: {len(y)} labels for {data.shape[0]} images"
+                )
+            if y.size and (y.min() < 0 or y.max() >= self.num_classes_):
+                raise ValueError(
+                    f"{name}: {path!r}: labels must lie in [0, {self.num_classes_ - 1}], got "
+                    f"the range [{y.min()}, {y.max()}]"
+                )
+            # Each row holds the red, green and blue 32 x 32 planes, each row-major.
+            images.append(torch.from_numpy(data.reshape(-1, 3, 32, 32).copy()))
+            labels.append(torch.from_numpy(y.astype(np.int64)))
+        return torch.cat(images), torch.cat(labels)
+
+    def process(self) -> None:
+        name = self.__class__.__name__
+        meta_path = osp.join(self.raw_dir, self.folder, self.meta_file)
+        meta = _read_batch(meta_path, name)
+        if self.names_key not in meta:
+            raise ValueError(
+                f"{name}: {meta_path!r} lacks the key {self.names_key!r} of the "
+                f"{self.dataset_name} meta file"
+            )
+        classes = _decode_names(meta[self.names_key])
+        train_images, train_labels = self._read_split(self.train_files)
+        test_images, test_labels = self._read_split(self.test_files)
+        mean, std = _channel_stats(train_images)
+        for (images, labels), path in zip(
+            ((train_images, train_labels), (test_images, test_labels)), self.processed_paths
+        ):
+            torch.save(
+                {"images": images, "labels": labels, "classes": classes, "mean": mean, "std": std},
+                path,
+            )
+
+    # ------------------------------------------------------------ access
+    def len(self) -> int:
+        return int(self.labels.numel())
+
+    def get(self, idx: int) -> Data:
+        return Data(image=self.images[idx], y=self.labels[idx].view(1))
+
+    def __repr__(self) -> str:
+        split = "train" if self.train else "test"
+        return f"{self.__class__.__name__}({len(self)}, split={split!r})"
+
+
+class CIFAR10Graphs(_CIFARGraphs):
+    r"""The CIFAR-10 dataset (Krizhevsky, 2009) of 32 x 32 colour images in 10 classes, each
+    served as a graph (sphere or flat lattice) built from the image at access time.
+
+    The raw data are the official python-version batches. They are found, in this order, in
+    ``root/raw/cifar-10-batches-py/`` or ``root/cifar-10-batches-py/`` (the folder
+    torchvision's ``CIFAR10(root)`` writes, so an existing torchvision download is reused);
+    failing that, the archive ``cifar-10-python.tar.gz`` in ``root/raw`` or ``root`` is
+    checked (md5) and extracted; failing that, with ``download=True`` it is downloaded from
+    https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz (md5
+    ``c58f30108f718f92721af3b95e74349a``). Processing stores the images as ``uint8``
+    ``[N, 3, 32, 32]`` with their labels in ``root/processed``; the graph is built per sample
+    (see the module notes), so augmentation happens before the sphere mapping.
+
+    Each sample is ``Data(x [N, 3], pos, shell, edge_index, y [1])`` from the graph transform
+    (``Data(image [1, 3, 32, 32], y [1])`` with ``graph=None``).
+
+    Args:
+        root (str): root directory of the dataset.
+        train (bool): the 50,000 training images if :obj:`True`, else the 10,000 test images.
+            (default: :obj:`True`)
+        graph (str or callable, optional): ``'sphere'`` (an
+            :class:`~quest_geometric.transforms.image_to_sphere.ImageToSphere` with its
+            defaults), ``'lattice'`` (an
+            :class:`~quest_geometric.transforms.image_to_lattice.ImageToLattice` with its
+            defaults), any transform taking ``Data(image, y)``, or :obj:`None` for the image
+            itself. (default: ``'sphere'``)
+        augment (bool or callable): :obj:`True` applies the standard CIFAR augmentation
+            :class:`~quest_geometric.transforms.image_augment.RandomCropPad` ``(32, padding=4)``
+            then :class:`~quest_geometric.transforms.image_augment.RandomHorizontalFlip`
+            ``(0.5)`` (training split only: :obj:`True` with ``train=False`` is an error); a
+            callable is applied to ``Data(image uint8 [3, 32, 32], y)`` as given.
+            (default: :obj:`False`)
+        normalize (bool or (mean, std)): :obj:`True` normalises each channel with the mean and
+            std of the training split's pixels (in ``[0, 1]`` units); a pair ``(mean, std)``
+            uses those; :obj:`False` keeps ``[0, 1]``. (default: :obj:`True`)
+        transform (callable, optional): applied last, to the graph. (default: :obj:`None`)
+        download (bool): download the archive when no data is found. (default: :obj:`False`)
+        log (bool): print download and processing progress. (default: :obj:`True`)
+        force_reload (bool): re-process the raw data. (default: :obj:`False`)
+
+    Attributes:
+        images (Tensor): all images of the split, ``uint8`` ``[N, 3, 32, 32]``.
+        labels (Tensor): their labels, ``long`` ``[N]``.
+        classes (list[str]): the class names from ``batches.meta``.
+        mean, std (list[float]): the training split's per-channel statistics.
+
+    **STATS** (the sphere graph depends on the
+    :class:`~quest_geometric.transforms.image_to_sphere.ImageToSphere` configuration):
+
+    .. list-table::
+        :widths: 10 10 10 10 10 10
+        :header-rows: 1
+
+        * - Split
+          - #graphs
+          - #nodes
+          - #edges
+          - #features
+          - #classes
+        * - train
+          - 50,000
+          - sphere: ``sum(sizes)``; lattice: 1,024
+          - #nodes x in-degree
+          - 3
+          - 10
+        * - test
+          - 10,000
+          - as train
+          - as train
+          - 3
+          - 10
+    """
+
+    url = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
+    md5 = "c58f30108f718f92721af3b95e74349a"
+    archive = "cifar-10-python.tar.gz"
+    folder = "cifar-10-batches-py"
+    train_files = tuple(f"data_batch_{i}" for i in range(1, 6))
+    test_files = ("test_batch",)
+    meta_file = "batches.meta"
+    label_key = "labels"
+    names_key = "label_names"
+    num_classes_ = 10
+    dataset_name = "CIFAR-10"
+
+
+class CIFAR100Graphs(_CIFARGraphs):
+    r"""The CIFAR-100 dataset (Krizhevsky, 2009) of 32 x 32 colour images in 100 fine classes,
+    each served as a graph (sphere or flat lattice) built from the image at access time.
+
+    Identical to :class:`CIFAR10Graphs` except for the files: the official python-version
+    archive ``cifar-100-python.tar.gz`` from
+    https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz (md5
+    ``eb9058c3a382ffc7106e4002c42a8d85``), extracted to ``cifar-100-python/`` holding
+    ``train``, ``test`` and ``meta`` (the folder torchvision's ``CIFAR100(root)`` uses, so an
+    existing torchvision download is reused). Labels are the **fine** labels
+    (``fine_labels``, 100 classes; names from ``fine_label_names``).
+
+    Args:
+        root (str): root directory of the dataset.
+        train (bool): the 50,000 training images if :obj:`True`, else the 10,000 test images.
+            (default: :obj:`True`)
+        graph (str or callable, optional): ``'sphere'``, ``'lattice'``, a transform, or
+            :obj:`None` for the image itself; see :class:`CIFAR10Graphs`.
+            (default: ``'sphere'``)
+        augment (bool or callable): the standard CIFAR augmentation if :obj:`True` (training
+            split only), or a callable; see :class:`CIFAR10Graphs`. (default: :obj:`False`)
+        normalize (bool or (mean, std)): training-split statistics if :obj:`True`, the given
+            pair, or none. (default: :obj:`True`)
+        transform (callable, optional): applied last, to the graph. (default: :obj:`None`)
+        download (bool): download the archive when no data is found. (default: :obj:`False`)
+        log (bool): print download and processing progress. (default: :obj:`True`)
+        force_reload (bool): re-process the raw data. (default: :obj:`False`)
+
+    **STATS:**
+
+    .. list-table::
+        :widths: 10 10 10 10 10 10
+        :header-rows: 1
+
+        * - Split
+          - #graphs
+          - #nodes
+          - #edges
+          - #features
+          - #classes
+        * - train
+          - 50,000
+          - sphere: ``sum(sizes)``; lattice: 1,024
+          - #nodes x in-degree
+          - 3
+          - 100
+        * - test
+          - 10,000
+          - as train
+          - as train
+          - 3
+          - 100
+    """
+
+    url = "https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz"
+    md5 = "eb9058c3a382ffc7106e4002c42a8d85"
+    archive = "cifar-100-python.tar.gz"
+    folder = "cifar-100-python"
+    train_files = ("train",)
+    test_files = ("test",)
+    meta_file = "meta"
+    label_key = "fine_labels"
+    names_key = "fine_label_names"
+    num_classes_ = 100
+    dataset_name = "CIFAR-100"
+
+
+# ----------------------------------------------------------------------------- digits
+#: Size of the fixed digits test split (20% of 1,797, allocated over the classes).
+DIGITS_TEST_SIZE = 360
+
+
+def _digits_split_indices(labels: np.ndarray, test_size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A stratified split: class ``c`` with ``n_c`` images gives its largest-remainder share of
+    ``test_size`` to the test split, chosen by a :class:`numpy.random.RandomState` (whose
+    stream numpy keeps stable across versions) permutation; indices are returned sorted.
+    """
+    classes, counts = np.unique(labels, return_counts=True)
+    exact = counts * test_size / labels.size
+    share = np.floor(exact).astype(np.int64)
+    remainder = test_size - int(share.sum())
+    # Largest remainders first; ties go to the smaller class label (stable sort).
+    order = np.argsort(-(exact - share), kind="stable")
+    share[order[:remainder]] += 1
+    rng = np.random.RandomState(seed)
+    test = []
+    for c, k in zip(classes, share):
+        members = np.flatnonzero(labels == c)
+        test.append(rng.permutation(members)[:k])
+    test_idx = np.sort(np.concatenate(test))
+    mask = np.ones(labels.size, dtype=bool)
+    mask[test_idx] = False
+    return np.flatnonzero(mask), test_idx
+
+
+def load_digits_split(split: str = "train") -> tuple[Tensor, Tensor]:
+    r"""The fixed split of scikit-learn's handwritten digits as image and label tensors.
+
+    The 1,797 8 x 8 images of :func:`sklearn.datasets.load_digits` (grey levels 0..16) are
+    scaled to :math:`[0, 1]` by dividing by 16. The split is stratified: 360 test images
+    (about 20% of every class, the class shares rounded by largest remainder) drawn by
+    ``numpy.random.RandomState(0)``, the other 1,437 for training. It is the same on every
+    machine and run.
+
+    Args:
+        split (str): ``'train'`` or ``'test'``. (default: ``'train'``)
+
+    Returns:
+        (Tensor, Tensor): images ``float32`` ``[n, 1, 8, 8]`` in :math:`[0, 1]` and labels
+        ``long`` ``[n]`` in ``0..9``, in the order of ``load_digits``.
+    """
+    if split not in ("train", "test"):
+        raise ValueError(f"load_digits_split: split must be 'train' or 'test', got {split!r}")
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    labels = np.asarray(digits.target, dtype=np.int64)
+    train_idx, test_idx = _digits_split_indices(labels, DIGITS_TEST_SIZE, seed=0)
+    idx = train_idx if split == "train" else test_idx
+    images = torch.from_numpy(np.asarray(digits.images, dtype=np.float32)[idx] / 16.0)
+    return images.unsqueeze(1).contiguous(), torch.from_numpy(labels[idx])
+
+
+class DigitsGraphs(Dataset):
+    r"""scikit-learn's handwritten digits (1,797 8 x 8 grey images, 10 classes), served as
+    graphs like :class:`CIFAR10Graphs`: the offline dataset for quick runs and tests.
+
+    The data ship with scikit-learn (:func:`sklearn.datasets.load_digits`), so nothing is
+    downloaded and ``root`` is not used. The split is fixed, stratified and documented in
+    :func:`load_digits_split` (1,437 training and 360 test images). Images are kept at their
+    native 8 x 8 resolution as ``[1, 8, 8]`` floats in :math:`[0, 1]`; the sphere transform
+    samples them bilinearly at its nodes (so a sphere may have more nodes than the image has
+    pixels), and the lattice has the 64 pixels as nodes.
+
+    Per sample: augmentation (optional, training split) -> normalisation with the training
+    split's pixel mean and std -> graph transform -> ``transform``.
+
+    Args:
+        root (str, optional): ignored (the data ship with scikit-learn); accepted so every
+            image dataset has the same interface. (default: :obj:`None`)
+        split (str): ``'train'`` or ``'test'``. (default: ``'train'``)
+        graph (str or callable, optional): ``'sphere'``, ``'lattice'``, a transform taking
+            ``Data(image [1, 8, 8], y)``, or :obj:`None` for the image itself (then
+            ``Data(image [1, 1, 8, 8], y)``). (default: ``'sphere'``)
+        augment (bool or callable): :obj:`True` applies
+            :class:`~quest_geometric.transforms.image_augment.RandomCropPad` ``(8, padding=1)``
+            (the CIFAR shift of 4/32 of the width, scaled to 8 pixels); no horizontal flip,
+            since mirrored digits are not digits. Training split only. A callable is applied
+            to ``Data(image [1, 8, 8], y)`` as given. (default: :obj:`False`)
+        normalize (bool or (mean, std)): :obj:`True` normalises with the training split's
+            pixel mean and std; a pair uses those; :obj:`False` keeps :math:`[0, 1]`.
+            (default: :obj:`True`)
+        transform (callable, optional): applied last, to the graph. (default: :obj:`None`)
+
+    Attributes:
+        images (Tensor): the split's images, ``float32`` ``[n, 1, 8, 8]``.
+        labels (Tensor): their labels, ``long`` ``[n]``.
+        mean, std (list[float]): the training split's pixel statistics.
+
+    **STATS:**
+
+    .. list-table::
+        :widths: 10 10 10 10 10 10
+        :header-rows: 1
+
+        * - Split
+          - #graphs
+          - #nodes
+          - #edges
+          - #features
+          - #classes
+        * - train
+          - 1,437
+          - sphere: ``sum(sizes)``; lattice: 64
+          - #nodes x in-degree
+          - 1
+          - 10
+        * - test
+          - 360
+          - as train
+          - as train
+          - 1
+          - 10
+    """
+
+    def __init__(
+        self,
+        root: Optional[str] = None,
+        split: str = "train",
+        graph: GraphArg = "sphere",
+        augment: AugmentArg = False,
+        normalize: NormalizeArg = True,
+        transform: Optional[Callable[[Data], Any]] = None,
+    ) -> None:
+        name = self.__class__.__name__
+        if split not in ("train", "test"):
+            raise ValueError(f"{name}: split must be 'train' or 'test', got {split!r}")
+        super().__init__(None, None, None, None, log=False)
+        self.split = split
+        self.images, self.labels = load_digits_split(split)
+        train_images = self.images if split == "train" else load_digits_split("train")[0]
+        mean, std = _channel_stats(train_images)
+        self.mean: list[float] = mean
+        self.std: list[float] = std
+        self.classes = [str(i) for i in range(10)]
+        self.transform = _build_transform(
+            name=name,
+            training=split == "train",
+            augment=augment,
+            default_augment=lambda: RandomCropPad(8, padding=1),
+            normalize=_normalization(normalize, (mean, std), name),
+            graph=graph,
+            transform=transform,
+        )
+
+    @property
+    def num_classes(self) -> int:
+        return 10
+
+    def len(self) -> int:
+        return int(self.labels.numel())
+
+    def get(self, idx: int) -> Data:
+        return Data(image=self.images[idx], y=self.labels[idx].view(1))
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}({len(self)}, split={self.split!r})"

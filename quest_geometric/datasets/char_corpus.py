@@ -63,6 +63,14 @@ def _codepoints(text: str) -> np.ndarray:
     return np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
 
 
+def _distinct_chars(text: str) -> str:
+    """Sorted distinct characters of ``text`` (by code point, like ``sorted(set(text))``)."""
+    seen = np.zeros(0, dtype=np.uint32)
+    for start in range(0, len(text), _CHUNK):
+        seen = np.union1d(seen, np.unique(_codepoints(text[start:start + _CHUNK])))
+    return "".join(map(chr, seen.tolist()))
+
+
 def _storage_dtype(vocab_size: int) -> torch.dtype:
     if vocab_size <= 256:
         return torch.uint8
@@ -148,7 +156,7 @@ class CharCorpus:
                 )
 
         if vocab is None:
-            self.chars = "".join(sorted(set(texts["train"])))
+            self.chars = _distinct_chars(texts["train"])
         else:
             self.chars = self._check_vocab(vocab)
         self._codes = _codepoints(self.chars).astype(np.int64)  # sorted if built here

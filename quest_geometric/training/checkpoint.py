@@ -75,6 +75,45 @@ def payload_digest(payload: Any) -> str:
 
 
 # ---------------------------------------------------------------------- writing
+_PLAIN = (bool, int, float, str, type(None))
+
+
+def to_safe(obj: Any, where: str = "payload") -> Any:
+    """Convert ``obj`` to what ``torch.load(weights_only=True)`` accepts without allow-listing.
+
+    Tensors, ``None``, bools, ints, floats, strings and dicts/lists/tuples of them pass
+    (subclasses such as ``numpy.float64`` or ``torch.torch_version.TorchVersion`` become the
+    plain type; NumPy arrays and scalars become tensors/numbers, ``torch.dtype`` its name).
+
+    Raises:
+        TypeError: naming the position of a value of any other type.
+    """
+    if isinstance(obj, Tensor):
+        return obj
+    if obj is None or type(obj) in _PLAIN:
+        return obj
+    for t in (bool, int, float, str):
+        if isinstance(obj, t):
+            return t(obj)
+    if isinstance(obj, torch.dtype):
+        return str(obj)
+    if type(obj).__module__ == "numpy":
+        import numpy as np
+
+        if isinstance(obj, np.ndarray):
+            return torch.from_numpy(obj.copy())
+        if isinstance(obj, np.generic):
+            return obj.item()
+    if isinstance(obj, Mapping):
+        return {to_safe(k, where): to_safe(v, f"{where}[{k!r}]") for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        out = [to_safe(v, f"{where}[{i}]") for i, v in enumerate(obj)]
+        return out if isinstance(obj, list) else tuple(out)
+    raise TypeError(f"checkpoint {where} holds a {type(obj).__module__}.{type(obj).__qualname__}, "
+                    f"which torch.load(weights_only=True) would refuse; store tensors, numbers, "
+                    f"strings, None and lists/tuples/dicts of them")
+
+
 def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
     """``torch.save`` to ``path`` atomically: a temporary file in the same directory, flushed
     and fsynced, then :func:`os.replace`; a crash leaves either the old file or the new one.
@@ -120,6 +159,7 @@ def save_checkpoint(path: str | os.PathLike, payload: dict[str, Any]) -> None:
     """
     if not isinstance(payload, dict):
         raise TypeError(f"save_checkpoint: `payload` must be a dict, got {type(payload).__name__}")
+    payload = to_safe(payload)
     atomic_torch_save({"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION,
                        "digest": payload_digest(payload), "payload": payload}, path)
 
@@ -148,10 +188,13 @@ def read_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[
     try:
         obj = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as e:
+        lines = str(e).splitlines()
+        detail = next((ln.strip() for ln in lines if "Unsupported global" in ln),
+                      lines[0] if lines else "")
         raise CheckpointError(
             f"checkpoint {path!r} was refused by torch.load(weights_only=True): it holds "
             f"Python objects beyond tensors and plain containers, so it was not written by "
-            f"quest_geometric.training (or is corrupt). Details: {str(e).splitlines()[0]}"
+            f"quest_geometric.training (or is corrupt). Details: {detail}"
         ) from e
     except Exception as e:  # noqa: BLE001  (zip/EOF/unpickling errors of a damaged file)
         raise CheckpointError(
@@ -305,5 +348,6 @@ __all__ = [
     "apply_checkpoint",
     "check_state_dict_compatible",
     "payload_digest",
+    "to_safe",
     "unwrap_model",
 ]

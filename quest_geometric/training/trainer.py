@@ -511,7 +511,7 @@ class Trainer:
                 "step": self.step,
                 "history": self.history,
                 "callbacks": cb_states,
-                "torch_version": torch.__version__,
+                "torch_version": str(torch.__version__),
             })
         barrier()
         return path if self.is_main else None

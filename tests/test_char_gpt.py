@@ -165,6 +165,9 @@ def test_generate_and_checkpoint(tmp_path):
         CharGPT.from_checkpoint(tmp_path / "bad.pt")
     with pytest.raises(FileNotFoundError):
         CharGPT.from_checkpoint(tmp_path / "nope.pt")
+    (tmp_path / "text.pt").write_text("not a checkpoint")
+    with pytest.raises(ValueError, match="does not hold a CharGPT"):
+        CharGPT.from_checkpoint(tmp_path / "text.pt")
 
 
 def test_config_roundtrip_and_errors():

@@ -475,7 +475,13 @@ class CharGPT(nn.Module):
             where = os.fspath(checkpoint)
             if not os.path.isfile(where):
                 raise FileNotFoundError(f"CharGPT.from_checkpoint: no file {where!r}")
-            checkpoint = torch.load(where, map_location=map_location, weights_only=True)
+            try:
+                checkpoint = torch.load(where, map_location=map_location, weights_only=True)
+            except Exception as e:  # not a torch file, or not a plain checkpoint
+                raise ValueError(
+                    f"CharGPT.from_checkpoint: {where!r} does not hold a CharGPT checkpoint "
+                    f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
+                ) from e
         if not isinstance(checkpoint, dict) or "config" not in checkpoint or "model" not in checkpoint:
             keys = sorted(checkpoint) if isinstance(checkpoint, dict) else type(checkpoint).__name__
             raise ValueError(

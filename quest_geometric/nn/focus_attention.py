@@ -1,0 +1,750 @@
+"""Focus sparse attention: learned grouping + local window, with three exact back-ends.
+
+Reference: Yao et al., "Why Attend to Everything? Focus is the Key" /
+"Composing Sparse Attention via Learned Grouping" (arXiv 2604.03260).
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, List, Optional, Tuple, Union
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch_geometric.nn import MessagePassing
+from torch_geometric.utils import softmax as pyg_softmax
+from torch_geometric.utils import to_dense_batch
+
+from quest_geometric.nn.focus_edge_index import focus_edge_index, smallest_shared_group
+from quest_geometric.nn.focus_router import FocusRouter, RouterOutput, check_batch
+
+BACKENDS = ("blocks", "edges", "dense")
+GATES = ("additive", "multiplicative", None)
+
+# --------------------------------------------------------------------------------------
+# small helpers
+# --------------------------------------------------------------------------------------
+
+
+def _seq_layout(batch: Optional[Tensor], n: int, device: torch.device
+                ) -> Tuple[Tensor, int]:
+    """Sequence id per token (long) and number of sequences."""
+    if batch is None:
+        return torch.zeros(n, dtype=torch.long, device=device), 1
+    seq = batch.long()
+    return seq, (int(seq.max()) + 1 if n > 0 else 0)
+
+
+def _masked_softmax_attention(s: Tensor, allowed: Tensor, v: Tensor) -> Tuple[Tensor, Tensor]:
+    r"""Attention over the allowed keys of :obj:`s` (``[..., Lq, Lk]``), returning the output
+    and the log-sum-exp; rows with no allowed key give ``lse = -inf`` (their output is
+    finite and gets zero weight and zero gradient in :func:`_merge_parts`)."""
+    row_any = allowed.any(-1)
+    s = s.masked_fill(~allowed, float("-inf"))
+    s = torch.where(row_any.unsqueeze(-1), s, torch.zeros_like(s))
+    lse = torch.logsumexp(s, dim=-1)
+    p = torch.exp(s - lse.unsqueeze(-1))
+    o = p @ v
+    return o, torch.where(row_any, lse, torch.full_like(lse, float("-inf")))
+
+
+def _merge_parts(n: int, tok: Tensor, o: Tensor, lse: Tensor) -> Tuple[Tensor, Tensor]:
+    r"""Exact merge of attention over disjoint key sets: rows :obj:`o` ``[R, H, D]`` with
+    log-sum-exps :obj:`lse` ``[R, H]`` belonging to tokens :obj:`tok` ``[R]``:
+
+    .. math::
+        \mathbf{o}_i = \frac{\sum_p e^{\ell_p} \mathbf{o}_p}{\sum_p e^{\ell_p}}, \qquad
+        L_i = \log \sum_p e^{\ell_p}.
+    """
+    m = torch.full((n, lse.size(1)), float("-inf"), dtype=lse.dtype, device=lse.device)
+    m = m.scatter_reduce(0, tok.unsqueeze(1).expand_as(lse), lse.detach(), "amax")
+    w = torch.exp(lse - m[tok])
+    den = torch.zeros_like(m).index_add(0, tok, w)
+    num = o.new_zeros(n, o.size(1), o.size(2)).index_add(0, tok, w.unsqueeze(-1) * o)
+    return num / den.unsqueeze(-1), m + den.log()
+
+
+class _Buckets:
+    """Members of each non-empty (sequence, group) bucket, in position order."""
+
+    def __init__(self, groups: Tensor, seq: Tensor, num_groups: int) -> None:
+        n, kk = groups.shape
+        dev = groups.device
+        tok = torch.arange(n, device=dev).repeat_interleave(kk)
+        key = (seq.repeat_interleave(kk) * num_groups + groups.reshape(-1)) * n + tok
+        key = torch.unique(key)
+        bucket = torch.div(key, n, rounding_mode="floor")
+        self.members = key - bucket * n
+        ub, counts = torch.unique_consecutive(bucket, return_counts=True)
+        self.group = (ub % num_groups).tolist()
+        self.counts = counts.tolist()
+        self.starts = [0]
+        for c in self.counts[:-1]:
+            self.starts.append(self.starts[-1] + c)
+
+    def __iter__(self):
+        for s, c, g in zip(self.starts, self.counts, self.group):
+            yield self.members[s:s + c], g
+
+
+# --------------------------------------------------------------------------------------
+# hard (inference) back-ends
+# --------------------------------------------------------------------------------------
+
+
+def _dense_allowed(groups: Tensor, seq: Tensor, nseq: int, window: int, causal: bool,
+                   num_groups: int) -> Tuple[Tensor, Tensor]:
+    """Dense boolean Focus mask ``[B, T, T]`` (query, key) and the valid-token mask."""
+    member = torch.zeros(groups.size(0), num_groups, device=groups.device)
+    member.scatter_(1, groups, 1.0)
+    md, valid = to_dense_batch(member, seq, batch_size=nseq)
+    t = md.size(1)
+    i = torch.arange(t, device=groups.device)
+    dist = i.view(-1, 1) - i.view(1, -1)
+    near = dist.abs() <= window
+    shared = (md @ md.transpose(1, 2)) > 0
+    allowed = (near | shared) & valid.unsqueeze(1)
+    if causal:
+        allowed = allowed & (dist >= 0)
+    return allowed | torch.eye(t, dtype=torch.bool, device=groups.device), valid
+
+
+def focus_dense_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window: int,
+                          batch: Optional[Tensor] = None, causal: bool = True,
+                          num_groups: Optional[int] = None) -> Tensor:
+    r"""Focus attention with an explicit boolean mask and
+    :func:`~torch.nn.functional.scaled_dot_product_attention` (the small-:math:`N` oracle).
+
+    Args:
+        q, k, v (torch.Tensor): ``[N, H, D]``.
+        groups (torch.Tensor): ``[N, top_k]`` hard group ids.
+        window (int): local window :math:`w`.
+        batch (torch.Tensor, optional): sorted sequence ids (default: :obj:`None`).
+        causal (bool): causal attention (default: :obj:`True`).
+        num_groups (int, optional): :math:`K` (default: ``groups.max() + 1``).
+
+    Returns:
+        torch.Tensor: ``[N, H, D]``.
+    """
+    n, h, d = q.shape
+    seq, nseq = _seq_layout(batch, n, q.device)
+    kgroups = num_groups if num_groups is not None else int(groups.max()) + 1
+    allowed, valid = _dense_allowed(groups, seq, nseq, window, causal, kgroups)
+    qd, kd, vd = (to_dense_batch(x.reshape(n, h * d), seq, batch_size=nseq)[0]
+                  .view(nseq, -1, h, d).transpose(1, 2) for x in (q, k, v))
+    out = F.scaled_dot_product_attention(qd, kd, vd, attn_mask=allowed.unsqueeze(1))
+    return out.transpose(1, 2)[valid]
+
+
+class FocusEdgeAttention(MessagePassing):
+    r"""Multi-head scaled dot-product attention over an arbitrary :obj:`edge_index`
+    (the general-graph Focus reference; target :math:`i`, source :math:`j`):
+
+    .. math::
+        \alpha_{ij}^{h} = \operatorname{softmax}_{j \in \mathcal{N}(i)}
+        \frac{\mathbf{q}_i^{h\top} \mathbf{k}_j^{h}}{\sqrt{D}}, \qquad
+        \mathbf{o}_i^{h} = \sum_{j \in \mathcal{N}(i)} \alpha_{ij}^{h} \mathbf{v}_j^{h}.
+
+    Shapes:
+        - **input:** :obj:`q, k, v` :math:`(|V|, H, D)`, :obj:`edge_index` :math:`(2, |E|)`
+        - **output:** :math:`(|V|, H, D)`
+    """
+
+    def __init__(self) -> None:
+        super().__init__(aggr="add", node_dim=0)
+
+    def forward(self, q: Tensor, k: Tensor, v: Tensor, edge_index: Tensor) -> Tensor:
+        """Attend along :obj:`edge_index` (row = source, col = target)."""
+        n = q.size(0)
+        return self.propagate(edge_index, q=q, k=k, v=v, size=(n, n))
+
+    def message(self, q_i: Tensor, k_j: Tensor, v_j: Tensor, index: Tensor,
+                ptr: Optional[Tensor], size_i: Optional[int]) -> Tensor:
+        alpha = (q_i * k_j).sum(-1) / math.sqrt(q_i.size(-1))
+        alpha = pyg_softmax(alpha, index, ptr, size_i)
+        return alpha.unsqueeze(-1) * v_j
+
+
+def focus_blocks_reference(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window: int,
+                           batch: Optional[Tensor] = None, causal: bool = True,
+                           num_groups: Optional[int] = None) -> Tensor:
+    r"""Plain-PyTorch reference of the paper's decomposition (autograd, no fused kernel).
+
+    Part A: for each (sequence, group) bucket, attention among its members in position
+    order (causal if asked); a pair whose group sets share several groups is kept only in the
+    bucket of its *smallest* shared group. Part B: the window band restricted to pairs with
+    *disjoint* group sets, gathered explicitly as ``[N, #offsets]``. A and B partition the
+    Focus pattern, so merging their log-sum-exps (:func:`_merge_parts`) is exact.
+    """
+    n, h, d = q.shape
+    scale = 1.0 / math.sqrt(d)
+    seq, _ = _seq_layout(batch, n, q.device)
+    kgroups = num_groups if num_groups is not None else int(groups.max()) + 1
+    toks: List[Tensor] = []
+    outs: List[Tensor] = []
+    lses: List[Tensor] = []
+    multi = groups.size(1) > 1
+    for idx, g in _Buckets(groups, seq, kgroups):
+        qb, kb, vb = q[idx].transpose(0, 1), k[idx].transpose(0, 1), v[idx].transpose(0, 1)
+        c = idx.numel()
+        allowed = torch.ones(c, c, dtype=torch.bool, device=q.device)
+        if causal:
+            allowed = allowed.tril()
+        if multi:
+            gi = groups[idx]
+            ssg = smallest_shared_group(gi.repeat_interleave(c, 0), gi.repeat(c, 1), kgroups)
+            allowed = allowed & (ssg.view(c, c) == g)
+        o, lse = _masked_softmax_attention((qb @ kb.transpose(1, 2)) * scale, allowed, vb)
+        toks.append(idx)
+        outs.append(o.transpose(0, 1))
+        lses.append(lse.transpose(0, 1))
+    # band: j = i - off, off in [lo, window]
+    lo = 0 if causal else -window
+    offs = torch.arange(lo, window + 1, device=q.device)
+    i = torch.arange(n, device=q.device)
+    j = i.view(-1, 1) - offs.view(1, -1)
+    jc = j.clamp(0, max(n - 1, 0))
+    ok = (j >= 0) & (j < n) & (seq[jc] == seq.view(-1, 1))
+    disjoint = smallest_shared_group(groups.repeat_interleave(offs.numel(), 0),
+                                     groups[jc.reshape(-1)], kgroups) == kgroups
+    ok = ok & disjoint.view(n, -1)
+    s = torch.einsum("nhd,nmhd->nhm", q, k[jc]) * scale
+    o, lse = _masked_softmax_attention(s.unsqueeze(2), ok.view(n, 1, 1, -1),
+                                       v[jc].permute(0, 2, 1, 3))
+    toks.append(i)
+    outs.append(o.squeeze(2))
+    lses.append(lse.squeeze(2))
+    out, _ = _merge_parts(n, torch.cat(toks), torch.cat(outs), torch.cat(lses))
+    return out
+
+
+# ---- fast CPU path: fused flash kernels returning the log-sum-exp ------------------------
+
+_FLASH_FWD = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+_FLASH_BWD = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu_backward",
+                     None)
+#: Query block of the fused band (keys per block: ``BAND_BLOCK + window (+ window)``).
+BAND_BLOCK = 64
+_MASK_BUDGET = 1 << 22  # elements of one top_k > 1 bucket mask chunk
+
+
+class _BlocksPlan:
+    """Everything the fused path needs, built once per forward (no N x N object)."""
+
+    def __init__(self, groups: Tensor, seq: Tensor, num_groups: int, window: int,
+                 causal: bool, dtype: torch.dtype) -> None:
+        n, kk = groups.shape
+        dev = groups.device
+        self.n, self.kk, self.causal, self.window = n, kk, causal, window
+        self.num_groups = num_groups
+        self.groups = groups
+        self.buckets = _Buckets(groups, seq, num_groups)
+        # band blocks
+        bq = BAND_BLOCK
+        nb = (n + bq - 1) // bq
+        right = 0 if causal else window
+        self.bq, self.nb, self.right = bq, nb, right
+        self.pad_tail = nb * bq - n
+        self.lk = bq + window + right
+        self.plen = window + nb * bq + right
+        fill = torch.full((window,), -1, dtype=torch.long, device=dev)
+        tail = torch.full((self.pad_tail + right,), -1, dtype=torch.long, device=dev)
+        seq_k = torch.cat([fill, seq, tail]).unfold(0, self.lk, bq)  # [nb, lk]
+        seq_q = torch.cat([seq, torch.full((self.pad_tail,), -2, dtype=torch.long,
+                                           device=dev)]).view(nb, bq)
+        gfill = torch.zeros(window, kk, dtype=torch.long, device=dev)
+        gtail = torch.zeros(self.pad_tail + right, kk, dtype=torch.long, device=dev)
+        g_k = torch.cat([gfill, groups, gtail]).unfold(0, self.lk, bq)  # [nb, kk, lk]
+        g_q = torch.cat([groups, gtail[:self.pad_tail]]).view(nb, bq, kk)
+        p = torch.arange(bq, device=dev).view(-1, 1)
+        r = torch.arange(self.lk, device=dev).view(1, -1)
+        off = p + window - r  # i - j
+        static = (off <= window) & (off >= (0 if causal else -window))
+        allowed = static & (seq_k.unsqueeze(1) == seq_q.unsqueeze(2))
+        if kk == 1:
+            allowed = allowed & (g_k[:, 0].unsqueeze(1) != g_q[:, :, 0].unsqueeze(2))
+        else:
+            eq = g_q.view(nb, bq, 1, kk, 1) == g_k.permute(0, 2, 1).reshape(nb, 1, self.lk, 1,
+                                                                           kk)
+            allowed = allowed & ~eq.any(-1).any(-1)
+        self.band_any = allowed.any(-1).view(-1)[:n]  # [n]
+        self.band_bias = torch.zeros(allowed.shape, dtype=dtype, device=dev).masked_fill_(
+            ~allowed, float("-inf")).unsqueeze(1)  # [nb, 1, bq, lk]
+
+    # bucket masks for top_k > 1 (pairs kept under their smallest shared group)
+    def bucket_chunks(self, idx: Tensor, g: int, dtype: torch.dtype):
+        c = idx.numel()
+        if self.kk == 1:
+            yield 0, c, c, None, None
+            return
+        step = max(1, _MASK_BUDGET // max(c, 1))
+        gi = self.groups[idx]
+        for s in range(0, c, step):
+            e = min(c, s + step)
+            lk = e if self.causal else c
+            ssg = smallest_shared_group(gi[s:e].repeat_interleave(lk, 0), gi[:lk].repeat(e - s, 1),
+                                        self.num_groups).view(e - s, lk)
+            allowed = ssg == g
+            if self.causal:
+                allowed = allowed & (torch.arange(lk, device=idx.device).view(1, -1)
+                                     <= torch.arange(s, e, device=idx.device).view(-1, 1))
+            bias = torch.zeros(allowed.shape, dtype=dtype, device=idx.device).masked_fill_(
+                ~allowed, float("-inf"))
+            yield s, e, lk, bias.view(1, 1, e - s, lk), allowed.any(-1)
+
+    def band_views(self, x: Tensor) -> Tensor:
+        """Overlapping key blocks ``[nb, H, lk, D]`` (a view of a padded copy)."""
+        h, d = x.shape[1:]
+        xp = torch.cat([x.new_zeros(self.window, h, d), x,
+                        x.new_zeros(self.pad_tail + self.right, h, d)])
+        return xp.unfold(0, self.lk, self.bq).permute(0, 1, 3, 2)
+
+    def query_blocks(self, x: Tensor) -> Tensor:
+        h, d = x.shape[1:]
+        xp = torch.cat([x, x.new_zeros(self.pad_tail, h, d)]) if self.pad_tail else x
+        return xp.view(self.nb, self.bq, h, d).transpose(1, 2)
+
+    def unblock(self, x: Tensor) -> Tensor:
+        """``[nb, H, bq, ...]`` -> ``[n, H, ...]``."""
+        x = x.transpose(1, 2)
+        return x.reshape(self.nb * self.bq, *x.shape[2:])[:self.n]
+
+
+def _lse_to_rows(lse: Tensor, mask_any: Optional[Tensor]) -> Tensor:
+    if mask_any is None:
+        return lse
+    return lse.masked_fill(~mask_any, float("-inf"))
+
+
+class _FocusBlocksFunction(torch.autograd.Function):
+    """Fused forward/backward of the decomposition with the CPU flash kernels.
+
+    The backward of every part reuses the kernels' own backward with the *merged* output and
+    log-sum-exp, which gives each part's exact contribution to the gradient of the whole
+    softmax (as in split-KV FlashAttention)."""
+
+    @staticmethod
+    def forward(ctx, q: Tensor, k: Tensor, v: Tensor, plan: _BlocksPlan,
+                scale: float) -> Tensor:
+        n, h, d = q.shape
+        toks, outs, lses = [], [], []
+        for idx, g in plan.buckets:
+            qb, kb, vb = (x[idx].transpose(0, 1).unsqueeze(0) for x in (q, k, v))
+            for s, e, lk, bias, row_any in plan.bucket_chunks(idx, g, q.dtype):
+                o, lse = _FLASH_FWD(qb[:, :, s:e], kb[:, :, :lk], vb[:, :, :lk], 0.0,
+                                    plan.causal and bias is None, attn_mask=bias, scale=scale)
+                toks.append(idx[s:e])
+                outs.append(o[0].transpose(0, 1))
+                lses.append(_lse_to_rows(lse[0], row_any).transpose(0, 1))
+        ob, lb = _FLASH_FWD(plan.query_blocks(q), plan.band_views(k), plan.band_views(v), 0.0,
+                            False, attn_mask=plan.band_bias, scale=scale)
+        band_o = plan.unblock(ob)
+        band_l = plan.unblock(lb).masked_fill(~plan.band_any.unsqueeze(-1), float("-inf"))
+        if plan.kk == 1:
+            la = q.new_empty(n, h)
+            oa = q.new_empty(n, h, d)
+            for idx, o, lse in zip(toks, outs, lses):
+                oa[idx] = o
+                la[idx] = lse
+            lse_all = torch.logaddexp(la, band_l)
+            out = torch.exp(la - lse_all).unsqueeze(-1) * oa + \
+                torch.exp(band_l - lse_all).unsqueeze(-1) * band_o
+        else:
+            toks.append(torch.arange(n, device=q.device))
+            outs.append(band_o)
+            lses.append(band_l)
+            out, lse_all = _merge_parts(n, torch.cat(toks), torch.cat(outs), torch.cat(lses))
+        ctx.save_for_backward(q, k, v, out, lse_all)
+        ctx.plan, ctx.scale = plan, scale
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_out: Tensor):
+        q, k, v, out, lse = ctx.saved_tensors
+        plan, scale = ctx.plan, ctx.scale
+        grad_out = grad_out.contiguous()
+        dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+        for idx, g in plan.buckets:
+            qb, kb, vb, ob, gb = (x[idx].transpose(0, 1).unsqueeze(0)
+                                  for x in (q, k, v, out, grad_out))
+            lb = lse[idx].transpose(0, 1).unsqueeze(0)
+            for s, e, lk, bias, _ in plan.bucket_chunks(idx, g, q.dtype):
+                gq, gk, gv = _FLASH_BWD(gb[:, :, s:e].contiguous(), qb[:, :, s:e].contiguous(),
+                                        kb[:, :, :lk].contiguous(), vb[:, :, :lk].contiguous(),
+                                        ob[:, :, s:e].contiguous(), lb[:, :, s:e].contiguous(),
+                                        0.0, plan.causal and bias is None, attn_mask=bias,
+                                        scale=scale)
+                dq.index_add_(0, idx[s:e], gq[0].transpose(0, 1))
+                dk.index_add_(0, idx[:lk], gk[0].transpose(0, 1))
+                dv.index_add_(0, idx[:lk], gv[0].transpose(0, 1))
+        lse_p = torch.cat([lse, lse.new_zeros(plan.pad_tail, lse.size(1))])
+        lse_b = lse_p.view(plan.nb, plan.bq, -1).transpose(1, 2).contiguous()
+        gq, gk, gv = _FLASH_BWD(plan.query_blocks(grad_out).contiguous(),
+                                plan.query_blocks(q).contiguous(),
+                                plan.band_views(k).contiguous(),
+                                plan.band_views(v).contiguous(),
+                                plan.query_blocks(out).contiguous(), lse_b, 0.0, False,
+                                attn_mask=plan.band_bias, scale=scale)
+        dq += plan.unblock(gq)
+        kidx = torch.arange(plan.plen, device=q.device).unfold(0, plan.lk, plan.bq).reshape(-1)
+        for src, dst in ((gk, dk), (gv, dv)):
+            full = src.new_zeros(plan.plen, *src.shape[1:2], src.size(-1))
+            full.index_add_(0, kidx, src.permute(0, 2, 1, 3).reshape(-1, src.size(1),
+                                                                     src.size(-1)))
+            dst += full[plan.window:plan.window + plan.n]
+        return dq, dk, dv, None, None
+
+
+def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window: int,
+                           batch: Optional[Tensor] = None, causal: bool = True,
+                           num_groups: Optional[int] = None,
+                           fused: Optional[bool] = None) -> Tensor:
+    r"""The paper's decomposition (same-group attention + cross-group window band, merged
+    through log-sum-exps), exact for any top-:math:`k` and any batch of sequences.
+
+    On CPU it runs the fused flash-attention kernels (which return the log-sum-exp) once per
+    non-empty (sequence, group) bucket with ``is_causal`` (top-:math:`k = 1`; no mask), and the
+    band as one batched call over query blocks of :data:`BAND_BLOCK` tokens against their
+    ``BAND_BLOCK + w`` keys with an additive mask; elsewhere (or with ``fused=False``) it runs
+    :func:`focus_blocks_reference`.
+
+    Args:
+        q, k, v (torch.Tensor): ``[N, H, D]``.
+        groups (torch.Tensor): ``[N, top_k]`` hard group ids.
+        window (int): local window :math:`w`.
+        batch (torch.Tensor, optional): sorted sequence ids (default: :obj:`None`).
+        causal (bool): causal attention (default: :obj:`True`).
+        num_groups (int, optional): :math:`K` (default: ``groups.max() + 1``).
+        fused (bool, optional): force (``True``) or forbid (``False``) the fused kernels
+            (default: :obj:`None`, fused when available on the device and dtype).
+
+    Returns:
+        torch.Tensor: ``[N, H, D]``.
+    """
+    n = q.size(0)
+    kgroups = num_groups if num_groups is not None else int(groups.max()) + 1
+    can_fuse = (_FLASH_FWD is not None and _FLASH_BWD is not None and q.device.type == "cpu"
+                and q.dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16))
+    if fused is None:
+        fused = can_fuse
+    elif fused and not can_fuse:
+        raise ValueError("focus_blocks_attention: the fused path needs CPU tensors and the "
+                         "aten flash kernels of this PyTorch build")
+    if not fused or n == 0:
+        return focus_blocks_reference(q, k, v, groups, window, batch, causal, kgroups)
+    seq, _ = _seq_layout(batch, n, q.device)
+    plan = _BlocksPlan(groups, seq, kgroups, window, causal, q.dtype)
+    return _FocusBlocksFunction.apply(q.contiguous(), k.contiguous(), v.contiguous(), plan,
+                                      1.0 / math.sqrt(q.size(-1)))
+
+
+# --------------------------------------------------------------------------------------
+# soft (training) and full attention
+# --------------------------------------------------------------------------------------
+
+
+def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: int,
+                         batch: Optional[Tensor] = None, causal: bool = True,
+                         gate: str = "additive", gate_scale: float = 10.0,
+                         gate_bias: float = 0.5) -> Tensor:
+    r"""Soft-gated dense attention over all pairs (training mode).
+
+    With :math:`s_{ij} = \mathbf{q}_i^{\top}\mathbf{k}_j/\sqrt{D}`, :math:`\lambda` the gate
+    scale and :math:`b` the gate bias, pairs outside the window
+    (:math:`|i - j| > w`) are gated by the soft memberships:
+
+    .. math::
+        \text{multiplicative (paper, Eq. 2):}\quad
+        \tilde s_{ij} = s_{ij} \cdot \sigma(\lambda\, \mathbf{g}_i^{\top}\mathbf{g}_j),
+        \qquad
+        \text{additive:}\quad
+        \tilde s_{ij} = s_{ij} + \log \sigma\bigl(\lambda (\mathbf{g}_i^{\top}\mathbf{g}_j
+        - b)\bigr).
+
+    The additive gate is a log-barrier: as :math:`\lambda \to \infty` it tends to
+    :math:`0` where :math:`\mathbf{g}_i^{\top}\mathbf{g}_j > b` and to :math:`-\infty`
+    below, i.e. to the hard mask for one-hot memberships, whereas the multiplicative gate
+    only rescales a logit (a zero logit keeps its weight, and a negative logit is even
+    *raised*), so soft training and hard inference disagree.
+    """
+    n, h, d = q.shape
+    seq, nseq = _seq_layout(batch, n, q.device)
+    qd, valid = to_dense_batch(q.reshape(n, h * d), seq, batch_size=nseq)
+    kd = to_dense_batch(k.reshape(n, h * d), seq, batch_size=nseq)[0]
+    vd = to_dense_batch(v.reshape(n, h * d), seq, batch_size=nseq)[0]
+    sd = to_dense_batch(soft, seq, batch_size=nseq)[0]
+    t = qd.size(1)
+    qd, kd, vd = (x.view(nseq, t, h, d).transpose(1, 2) for x in (qd, kd, vd))
+    s = (qd @ kd.transpose(-1, -2)) / math.sqrt(d)  # [B, H, T, T]
+    i = torch.arange(t, device=q.device)
+    dist = i.view(-1, 1) - i.view(1, -1)
+    near = (dist.abs() <= window).unsqueeze(0)
+    sim = (sd @ sd.transpose(1, 2)).to(s.dtype)  # [B, T, T]
+    if gate == "multiplicative":
+        factor = torch.where(near, torch.ones_like(sim), torch.sigmoid(gate_scale * sim))
+        s = s * factor.unsqueeze(1)
+    elif gate == "additive":
+        add = torch.where(near, torch.zeros_like(sim),
+                          F.logsigmoid(gate_scale * (sim - gate_bias)))
+        s = s + add.unsqueeze(1)
+    else:
+        raise ValueError(f"'gate' must be 'additive' or 'multiplicative', got {gate!r}")
+    allowed = valid.unsqueeze(1).expand(-1, t, -1)
+    if causal:
+        allowed = allowed & (dist >= 0)
+    allowed = allowed | torch.eye(t, dtype=torch.bool, device=q.device)
+    s = s.masked_fill(~allowed.unsqueeze(1), float("-inf"))
+    out = torch.softmax(s, dim=-1) @ vd
+    return out.transpose(1, 2)[valid]
+
+
+def full_attention(q: Tensor, k: Tensor, v: Tensor, batch: Optional[Tensor] = None,
+                   causal: bool = True) -> Tensor:
+    r"""Plain (causal) multi-head attention per sequence, ``[N, H, D]`` in and out."""
+    n, h, d = q.shape
+    if batch is None:
+        out = F.scaled_dot_product_attention(q.transpose(0, 1), k.transpose(0, 1),
+                                             v.transpose(0, 1), is_causal=causal)
+        return out.transpose(0, 1)
+    seq, nseq = _seq_layout(batch, n, q.device)
+    qd, valid = to_dense_batch(q.reshape(n, h * d), seq, batch_size=nseq)
+    kd = to_dense_batch(k.reshape(n, h * d), seq, batch_size=nseq)[0]
+    vd = to_dense_batch(v.reshape(n, h * d), seq, batch_size=nseq)[0]
+    t = qd.size(1)
+    qd, kd, vd = (x.view(nseq, t, h, d).transpose(1, 2) for x in (qd, kd, vd))
+    allowed = valid.unsqueeze(1).expand(-1, t, -1)
+    if causal:
+        allowed = allowed.tril()
+    allowed = allowed | torch.eye(t, dtype=torch.bool, device=q.device)
+    out = F.scaled_dot_product_attention(qd, kd, vd, attn_mask=allowed.unsqueeze(1))
+    return out.transpose(1, 2)[valid]
+
+
+# --------------------------------------------------------------------------------------
+# the module
+# --------------------------------------------------------------------------------------
+
+
+class FocusAttention(nn.Module):
+    r"""Focus multi-head self-attention with learned grouping, from
+    `"Why Attend to Everything? Focus is the Key" <https://arxiv.org/abs/2604.03260>`_
+    (Yao et al.).
+
+    A :class:`~quest_geometric.nn.focus_router.FocusRouter` (shared by all heads) assigns every
+    token a soft membership :math:`\mathbf{g}_i` and a hard group set :math:`G_i`. In
+    inference (``eval()`` or ``hard=True``) token :math:`i` attends to
+
+    .. math::
+        \mathcal{N}(i) = \{\, j \text{ of the same sequence} : (j \le i \text{ if causal})
+        \wedge (|i - j| \le w \vee G_i \cap G_j \ne \emptyset) \,\},
+
+    computed by one of three back-ends with one semantics (they agree in outputs and
+    gradients): ``'blocks'`` (the paper's decomposition, fast), ``'edges'`` (PyG message
+    passing over :func:`~quest_geometric.nn.focus_edge_index.focus_edge_index`, general
+    graphs) and ``'dense'`` (masked SDPA, the small-:math:`N` oracle). In training mode all
+    pairs are computed densely with a soft gate (:func:`focus_soft_attention`). With
+    ``gate=None`` or ``enabled = False`` the layer is plain full (causal) attention, in both
+    modes, with the same projections.
+
+    Args:
+        embed_dim (int): model width :math:`C` (input, query/key/value and output).
+        num_heads (int): heads :math:`H`; :math:`C` must be divisible by :math:`H`.
+        num_groups (int): groups :math:`K` (default: :obj:`8`).
+        group_dim (int): routing dimension :math:`d_g` (default: :obj:`16`).
+        top_k (int): hard groups per token, :math:`1..K` (default: :obj:`1`).
+        window (int): local window :math:`w \ge 0` (default: :obj:`128`).
+        backend (str): ``'blocks'``, ``'edges'`` or ``'dense'`` (default: :obj:`'blocks'`).
+        gate (str, optional): ``'additive'``, ``'multiplicative'`` or :obj:`None`
+            (no Focus: full attention) (default: :obj:`'additive'`).
+        causal (bool): causal attention and prefix-causal routing (default: :obj:`True`).
+        tau (float): Sinkhorn temperature (default: :obj:`0.1`).
+        sinkhorn_iters (int): Sinkhorn iterations (default: :obj:`10`).
+        gate_scale (float): :math:`\lambda` of the soft gate (default: :obj:`10.0`).
+        gate_bias (float): :math:`b` of the additive gate (default: :obj:`0.5`).
+        bias (bool): biases in the own projections (default: :obj:`True`).
+
+    Shapes:
+        - **input:** :obj:`x` :math:`(B, T, C)`, or :math:`(N, C)` with optional sorted
+          :obj:`batch` :math:`(N)`
+        - **output:** same shape as :obj:`x`; with ``return_router=True`` a tuple
+          ``(out, RouterOutput)``
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, num_groups: int = 8,
+                 group_dim: int = 16, top_k: int = 1, window: int = 128,
+                 backend: str = "blocks", gate: Optional[str] = "additive",
+                 causal: bool = True, tau: float = 0.1, sinkhorn_iters: int = 10,
+                 gate_scale: float = 10.0, gate_bias: float = 0.5, bias: bool = True) -> None:
+        super().__init__()
+        if not isinstance(embed_dim, int) or embed_dim < 1:
+            raise ValueError(f"'embed_dim' must be a positive int, got {embed_dim!r}")
+        if not isinstance(num_heads, int) or num_heads < 1 or embed_dim % num_heads:
+            raise ValueError(f"'embed_dim' ({embed_dim}) must be divisible by 'num_heads' "
+                             f"({num_heads!r})")
+        if not isinstance(window, int) or isinstance(window, bool) or window < 0:
+            raise ValueError(f"'window' must be a non-negative int, got {window!r}")
+        if backend not in BACKENDS:
+            raise ValueError(f"'backend' must be one of {BACKENDS}, got {backend!r}")
+        if gate not in GATES:
+            raise ValueError(f"'gate' must be one of {GATES}, got {gate!r}")
+        self.embed_dim = embed_dim
+        self.num_heads = num_heads
+        self.head_dim = embed_dim // num_heads
+        self.num_groups = num_groups
+        self.top_k = top_k
+        self.window = window
+        self.backend = backend
+        self.gate = gate
+        self.causal = causal
+        self.gate_scale = float(gate_scale)
+        self.gate_bias = float(gate_bias)
+        self.enabled = True
+        self.router = FocusRouter(embed_dim, num_groups, group_dim, tau, sinkhorn_iters, top_k,
+                                  causal)
+        self.q_proj: Optional[nn.Module] = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.k_proj: Optional[nn.Module] = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.v_proj: Optional[nn.Module] = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.out_proj: nn.Module = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.qkv: Optional[Callable[[Tensor], Tuple[Tensor, Tensor, Tensor]]] = None
+        self.edge_attention = FocusEdgeAttention()
+
+    def reset_parameters(self) -> None:
+        r"""Reset the router and the own projections."""
+        self.router.reset_parameters()
+        for m in (self.q_proj, self.k_proj, self.v_proj, self.out_proj):
+            if hasattr(m, "reset_parameters"):
+                m.reset_parameters()
+
+    @classmethod
+    def from_projections(cls, q_proj: Optional[Callable[[Tensor], Tensor]] = None,
+                         k_proj: Optional[Callable[[Tensor], Tensor]] = None,
+                         v_proj: Optional[Callable[[Tensor], Tensor]] = None,
+                         out_proj: Optional[Callable[[Tensor], Tensor]] = None, *,
+                         num_heads: int, embed_dim: Optional[int] = None,
+                         qkv: Optional[Callable[[Tensor], Tuple[Tensor, Tensor, Tensor]]]
+                         = None, **kwargs) -> "FocusAttention":
+        r"""Build Focus attention around *existing* projections (e.g. of a frozen model).
+
+        The given modules are used as they are (not copied); their parameters stay
+        registered, so freezing them stays the caller's choice.
+
+        Args:
+            q_proj, k_proj, v_proj (callable, optional): ``x -> [.., C]`` each; or pass
+                :obj:`qkv` instead (default: :obj:`None`).
+            out_proj (callable, optional): output projection (default: :obj:`None`,
+                identity).
+            num_heads (int): number of heads.
+            embed_dim (int, optional): :math:`C` (default: inferred from
+                ``q_proj.in_features`` / ``out_proj.in_features``).
+            qkv (callable, optional): fused ``x -> (q, k, v)`` (default: :obj:`None`).
+            **kwargs: the other :class:`FocusAttention` arguments.
+        """
+        if qkv is None and (q_proj is None or k_proj is None or v_proj is None):
+            raise ValueError("from_projections: give q_proj, k_proj and v_proj, or qkv")
+        if embed_dim is None:
+            for m in (q_proj, out_proj):
+                if isinstance(m, nn.Linear):
+                    embed_dim = m.in_features
+                    break
+        if embed_dim is None:
+            raise ValueError("from_projections: cannot infer 'embed_dim'; pass it")
+        self = cls(embed_dim, num_heads, **kwargs)
+        if qkv is not None:
+            self.q_proj = self.k_proj = self.v_proj = None
+            self.qkv = qkv
+        else:
+            self.q_proj, self.k_proj, self.v_proj = q_proj, k_proj, v_proj
+        self.out_proj = out_proj if out_proj is not None else nn.Identity()
+        return self
+
+    def _project(self, x: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+        if self.qkv is not None:
+            q, k, v = self.qkv(x)
+        else:
+            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        n = x.size(0)
+        for name, t in (("q", q), ("k", k), ("v", v)):
+            if t.shape != (n, self.embed_dim):
+                raise ValueError(f"FocusAttention: projected {name} must have shape "
+                                 f"[{n}, {self.embed_dim}], got {list(t.shape)}")
+        h, d = self.num_heads, self.head_dim
+        return q.view(n, h, d), k.view(n, h, d), v.view(n, h, d)
+
+    def forward(self, x: Tensor, batch: Optional[Tensor] = None, return_router: bool = False,
+                hard: Optional[bool] = None
+                ) -> Union[Tensor, Tuple[Tensor, Optional[RouterOutput]]]:
+        r"""Apply Focus attention.
+
+        Args:
+            x (torch.Tensor): ``[B, T, C]`` or ``[N, C]``.
+            batch (torch.Tensor, optional): sorted sequence/graph id per token, with
+                ``[N, C]`` input only (default: :obj:`None`).
+            return_router (bool): also return the :class:`RouterOutput` (default:
+                :obj:`False`; :obj:`None` in its place when Focus is disabled).
+            hard (bool, optional): hard top-k sets (inference) or soft gates (training)
+                (default: :obj:`None`, hard in ``eval()`` mode).
+        """
+        if not isinstance(x, Tensor) or x.dim() not in (2, 3):
+            raise ValueError(f"'x' must be [B, T, C] or [N, C], got "
+                             f"{list(getattr(x, 'shape', []))}")
+        if x.size(-1) != self.embed_dim:
+            raise ValueError(f"'x' must have {self.embed_dim} channels, got {x.size(-1)}")
+        shape = x.shape
+        if x.dim() == 3:
+            if batch is not None:
+                raise ValueError("'batch' is only accepted with [N, C] input")
+            bsz, t = shape[:2]
+            flat = x.reshape(bsz * t, -1)
+            if bsz > 1:
+                batch = torch.arange(bsz, device=x.device).repeat_interleave(t)
+        else:
+            flat = x
+            check_batch(batch, x.size(0))
+        q, k, v = self._project(flat)
+        router_out: Optional[RouterOutput] = None
+        if self.gate is None or not self.enabled:
+            if x.dim() == 3:
+                bsz, t = shape[:2]
+                qd, kd, vd = (a.view(bsz, t, self.num_heads, self.head_dim).transpose(1, 2)
+                              for a in (q, k, v))
+                o = F.scaled_dot_product_attention(qd, kd, vd, is_causal=self.causal)
+                o = o.transpose(1, 2).reshape(bsz * t, self.num_heads, self.head_dim)
+            else:
+                o = full_attention(q, k, v, batch, self.causal)
+        else:
+            router_out = self.router(flat, batch)
+            hard = (not self.training) if hard is None else hard
+            if hard:
+                o = self._hard(q, k, v, router_out.groups, batch)
+            else:
+                o = focus_soft_attention(q, k, v, router_out.soft, self.window, batch,
+                                         self.causal, self.gate, self.gate_scale,
+                                         self.gate_bias)
+        out = self.out_proj(o.reshape(flat.size(0), self.embed_dim)).reshape(*shape[:-1], -1)
+        if return_router:
+            if router_out is not None:
+                router_out = RouterOutput(*(a.reshape(*shape[:-1], -1) for a in router_out))
+            return out, router_out
+        return out
+
+    def _hard(self, q: Tensor, k: Tensor, v: Tensor, groups: Tensor,
+              batch: Optional[Tensor]) -> Tensor:
+        if self.backend == "dense":
+            return focus_dense_attention(q, k, v, groups, self.window, batch, self.causal,
+                                         self.num_groups)
+        if self.backend == "edges":
+            ei = focus_edge_index(groups, self.window, batch, self.causal)
+            return self.edge_attention(q, k, v, ei)
+        return focus_blocks_attention(q, k, v, groups, self.window, batch, self.causal,
+                                      self.num_groups)
+
+    def __repr__(self) -> str:
+        return (f"{self.__class__.__name__}({self.embed_dim}, num_heads={self.num_heads}, "
+                f"num_groups={self.num_groups}, top_k={self.top_k}, window={self.window}, "
+                f"backend={self.backend!r}, gate={self.gate!r})")
+
+
+__all__ = ["FocusAttention", "FocusEdgeAttention", "focus_blocks_attention",
+           "focus_blocks_reference", "focus_dense_attention", "focus_soft_attention",
+           "full_attention"]

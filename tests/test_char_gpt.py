@@ -215,12 +215,19 @@ def test_loss_decreases_on_embedded_corpus():
     assert after < 0.8 * before, (before, after)
 
 
-def test_focus_attention_branch():
+@pytest.mark.parametrize("qk_init", ["independent", "tied"])
+def test_focus_attention_branch(qk_init):
     focus = pytest.importorskip("quest_geometric.nn.focus_attention")
-    assert hasattr(focus, "FocusAttention")
+    from quest_geometric.analysis.spectral_control import KeySpectrumControl
+
     torch.manual_seed(6)
-    model = CharGPT(tiny(attention="focus", focus={"num_groups": 2, "window": 4}))
+    model = CharGPT(tiny(attention="focus", focus={"num_groups": 2, "window": 4}, qk_init=qk_init))
     assert all(isinstance(b.attn, focus.FocusAttention) for b in model.blocks)
+    attn = model.blocks[0].attn
+    assert (attn.q_proj.bias is not None) and torch.equal(attn.q_proj.bias, torch.zeros(32))
+    assert 0.01 < attn.q_proj.weight.std().item() < 0.03  # GPT init applied to its projections
+    assert torch.equal(attn.q_proj.weight, attn.k_proj.weight) == (qk_init == "tied")
+    assert len(KeySpectrumControl(model).weights) == 2
     idx = torch.randint(0, V, (2, 16))
     logits, loss = model(idx, idx)
     assert logits.shape == (2, 16, V) and torch.isfinite(loss)

@@ -40,7 +40,8 @@ class GPTConfig:
         attention (str): ``'full'`` (causal SDPA) or ``'focus'`` (FocusAttention).
             (default: ``'full'``)
         focus (dict): keyword arguments of ``FocusAttention`` (``num_groups``, ``top_k``,
-            ``window``, ...). (default: ``{}``)
+            ``window``, ...); ``bias`` defaults to :attr:`bias`. Dropout is not applied
+            inside FocusAttention. (default: ``{}``)
         qk_init (str): initialisation of the query/key projections: ``'independent'``,
             ``'tied'`` or ``'orthogonal'`` (see :class:`CharGPT`). (default: ``'independent'``)
         init_std (float): standard deviation of the normal weight initialisation.
@@ -234,7 +235,8 @@ class Block(nn.Module):
                     "GPTConfig(attention='focus') needs quest_geometric.nn.focus_attention."
                     f"FocusAttention, which could not be imported: {e}"
                 ) from e
-            self.attn = FocusAttention(config.n_embd, config.n_head, **config.focus)
+            kwargs = {"bias": config.bias, **config.focus}
+            self.attn = FocusAttention(config.n_embd, config.n_head, **kwargs)
         self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
         self.mlp = MLP(config)
 
@@ -304,22 +306,28 @@ class CharGPT(nn.Module):
     def reset_parameters(self) -> None:
         """Re-initialise every weight as described in the class docstring."""
         std = float(self.config.init_std)
-        for name, m in self.named_modules():
-            if isinstance(m, nn.Linear):
-                nn.init.normal_(m.weight, 0.0, std)
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
-            elif isinstance(m, nn.Embedding):
-                nn.init.normal_(m.weight, 0.0, std)
-            elif isinstance(m, nn.LayerNorm):
-                nn.init.ones_(m.weight)
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
         resid_std = std / math.sqrt(2 * self.config.n_layer)
+
+        def normal_(m: nn.Module, s: float) -> None:
+            nn.init.normal_(m.weight, 0.0, s)
+            if getattr(m, "bias", None) is not None:
+                nn.init.zeros_(m.bias)
+
+        normal_(self.wte, std)
+        normal_(self.wpe, std)
+        self.ln_f.reset_parameters()
         for block in self.blocks:
-            if isinstance(block.attn, CausalSelfAttention):
-                nn.init.normal_(block.attn.out_proj.weight, 0.0, resid_std)
-            nn.init.normal_(block.mlp.proj.weight, 0.0, resid_std)
+            block.ln_1.reset_parameters()
+            block.ln_2.reset_parameters()
+            normal_(block.mlp.fc, std)
+            normal_(block.mlp.proj, resid_std)
+            attn = block.attn
+            if not isinstance(attn, CausalSelfAttention) and hasattr(attn, "reset_parameters"):
+                attn.reset_parameters()  # e.g. FocusAttention's router keeps its own init
+            for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
+                lin = getattr(attn, name, None)
+                if isinstance(lin, nn.Linear):
+                    normal_(lin, resid_std if name == "out_proj" else std)
         if self.config.qk_init != "independent":
             for block in self.blocks:
                 q, k = getattr(block.attn, "q_proj", None), getattr(block.attn, "k_proj", None)

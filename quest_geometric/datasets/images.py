@@ -33,7 +33,7 @@ from typing import Any, Callable, Optional, Union
 import numpy as np
 import torch
 from torch import Tensor
-from torch_geometric.data import Data, Dataset, InMemoryDataset, download_url, extract_tar
+from torch_geometric.data import Batch, Data, Dataset, InMemoryDataset, download_url, extract_tar
 from torch_geometric.transforms import BaseTransform, Compose
 
 from quest_geometric.transforms.image_augment import (
@@ -137,40 +137,89 @@ def _normalization(
     )
 
 
-def _build_transform(
-    *,
-    name: str,
-    training: bool,
-    augment: AugmentArg,
-    default_augment: Callable[[], Callable[[Data], Any]],
-    normalize: Optional[NormalizeImage],
-    graph: GraphArg,
-    transform: Optional[Callable[[Data], Any]],
-) -> Compose:
-    steps: list[Callable[[Data], Any]] = []
-    if augment is True:
-        if not training:
-            raise ValueError(
-                f"{name}: augment=True is meant for the training split; pass augment=False "
-                "for the test split (or pass an explicit transform to augment it anyway)"
+class _ImagePipeline:
+    """The per-sample pipeline shared by the image datasets, and the batched fast path.
+
+    Sets ``transform`` (a :class:`~torch_geometric.transforms.Compose` of augmentation,
+    float conversion, normalisation, graph transform and user transform) and keeps the parts.
+    """
+
+    images: Tensor
+    labels: Tensor
+    transform: Optional[Callable[[Data], Any]]
+
+    def _setup_pipeline(
+        self,
+        *,
+        name: str,
+        training: bool,
+        augment: AugmentArg,
+        default_augment: Callable[[], Callable[[Data], Any]],
+        normalize: Optional[NormalizeImage],
+        graph: GraphArg,
+        transform: Optional[Callable[[Data], Any]],
+    ) -> None:
+        if augment is True:
+            if not training:
+                raise ValueError(
+                    f"{name}: augment=True is meant for the training split; pass augment=False "
+                    "for the test split (or pass an explicit transform to augment it anyway)"
+                )
+            augment_step: Optional[Callable[[Data], Any]] = default_augment()
+        elif augment is False or augment is None:
+            augment_step = None
+        elif callable(augment):
+            augment_step = augment
+        else:
+            raise TypeError(
+                f"{name}: augment must be a bool or a callable transform, got "
+                f"{type(augment).__name__}"
             )
-        steps.append(default_augment())
-    elif callable(augment):
-        steps.append(augment)
-    elif augment is not False and augment is not None:
-        raise TypeError(
-            f"{name}: augment must be a bool or a callable transform, got "
-            f"{type(augment).__name__}"
-        )
-    steps.append(_ToFloatImage())
-    if normalize is not None:
-        steps.append(normalize)
-    steps.append(_graph_transform(graph, name))
-    if transform is not None:
-        if not callable(transform):
+        if transform is not None and not callable(transform):
             raise TypeError(f"{name}: transform must be callable, got {type(transform).__name__}")
-        steps.append(transform)
-    return Compose(steps)
+        self.augment_transform = augment_step
+        self.normalize_transform = normalize
+        self.graph_transform = _graph_transform(graph, name)
+        self.user_transform = transform
+        steps = [augment_step, _ToFloatImage(), normalize, self.graph_transform, transform]
+        self.transform = Compose([step for step in steps if step is not None])
+
+    def graph_batch(self, index: Union[Sequence[int], Tensor]) -> Batch:
+        r"""The samples at positions ``index`` of this dataset as one
+        :class:`~torch_geometric.data.Batch`, vectorised for evaluation.
+
+        Without augmentation and user ``transform``, and with a graph transform that has a
+        ``batch_call`` (:class:`~quest_geometric.transforms.image_to_sphere.ImageToSphere`,
+        :class:`~quest_geometric.transforms.image_to_lattice.ImageToLattice`), the images are
+        converted, normalised and sampled in one call; otherwise every sample goes through
+        the per-sample pipeline and is collated. The result equals
+        ``Batch.from_data_list([dataset[i] for i in index])`` in both cases (tested).
+
+        Args:
+            index (Sequence[int] or Tensor): positions in this dataset (after any
+                ``index_select``/``shuffle``).
+
+        Returns:
+            Batch: the batch of graphs with ``y`` of shape ``[len(index)]``.
+        """
+        index = torch.as_tensor(index, dtype=torch.long).flatten()
+        fast = (
+            self.augment_transform is None
+            and self.user_transform is None
+            and hasattr(self.graph_transform, "batch_call")
+        )
+        if not fast:
+            return Batch.from_data_list([self[int(i)] for i in index])  # type: ignore[index]
+        positions = torch.as_tensor(list(self.indices()), dtype=torch.long)  # type: ignore[attr-defined]
+        rows = positions[index]
+        images = self.images[rows]
+        images = images.to(torch.float32).div_(255.0) if images.dtype == torch.uint8 else (
+            images.to(torch.float32))
+        if self.normalize_transform is not None:
+            mean = torch.tensor(self.normalize_transform.mean).view(1, -1, 1, 1)
+            std = torch.tensor(self.normalize_transform.std).view(1, -1, 1, 1)
+            images = (images - mean) / std
+        return self.graph_transform.batch_call(images, y=self.labels[rows], as_batch=True)
 
 
 def _channel_stats(images: Tensor, chunk: int = 4096) -> tuple[list[float], list[float]]:
@@ -236,7 +285,7 @@ def _decode_names(names: Any) -> list[str]:
     return [n.decode("latin1") if isinstance(n, bytes) else str(n) for n in names]
 
 
-class _CIFARGraphs(InMemoryDataset):
+class _CIFARGraphs(_ImagePipeline, InMemoryDataset):
     """Shared machinery of :class:`CIFAR10Graphs` and :class:`CIFAR100Graphs`."""
 
     url: str
@@ -278,7 +327,7 @@ class _CIFARGraphs(InMemoryDataset):
         self.classes: list[str] = list(stored["classes"])
         self.mean: list[float] = list(stored["mean"])
         self.std: list[float] = list(stored["std"])
-        self.transform = _build_transform(
+        self._setup_pipeline(
             name=name,
             training=train,
             augment=augment,
@@ -464,8 +513,9 @@ class CIFAR10Graphs(_CIFARGraphs):
         classes (list[str]): the class names from ``batches.meta``.
         mean, std (list[float]): the training split's per-channel statistics.
 
-    **STATS** (the sphere graph depends on the
-    :class:`~quest_geometric.transforms.image_to_sphere.ImageToSphere` configuration):
+    **STATS** (with the default graph transforms: ``ImageToSphere()``, 3 shells of 64 + 256
+    + 1,024 nodes with in-degree 16, and ``ImageToLattice()``, in-degree 8; other
+    configurations change #nodes and #edges):
 
     .. list-table::
         :widths: 10 10 10 10 10 10
@@ -479,8 +529,8 @@ class CIFAR10Graphs(_CIFARGraphs):
           - #classes
         * - train
           - 50,000
-          - sphere: ``sum(sizes)``; lattice: 1,024
-          - #nodes x in-degree
+          - sphere: 1,344; lattice: 1,024
+          - sphere: 21,504; lattice: 8,192
           - 3
           - 10
         * - test
@@ -532,7 +582,7 @@ class CIFAR100Graphs(_CIFARGraphs):
         log (bool): print download and processing progress. (default: :obj:`True`)
         force_reload (bool): re-process the raw data. (default: :obj:`False`)
 
-    **STATS:**
+    **STATS** (default graph transforms, as :class:`CIFAR10Graphs`):
 
     .. list-table::
         :widths: 10 10 10 10 10 10
@@ -546,8 +596,8 @@ class CIFAR100Graphs(_CIFARGraphs):
           - #classes
         * - train
           - 50,000
-          - sphere: ``sum(sizes)``; lattice: 1,024
-          - #nodes x in-degree
+          - sphere: 1,344; lattice: 1,024
+          - sphere: 21,504; lattice: 8,192
           - 3
           - 100
         * - test
@@ -627,7 +677,7 @@ def load_digits_split(split: str = "train") -> tuple[Tensor, Tensor]:
     return images.unsqueeze(1).contiguous(), torch.from_numpy(labels[idx])
 
 
-class DigitsGraphs(Dataset):
+class DigitsGraphs(_ImagePipeline, Dataset):
     r"""scikit-learn's handwritten digits (1,797 8 x 8 grey images, 10 classes), served as
     graphs like :class:`CIFAR10Graphs`: the offline dataset for quick runs and tests.
 
@@ -663,7 +713,8 @@ class DigitsGraphs(Dataset):
         labels (Tensor): their labels, ``long`` ``[n]``.
         mean, std (list[float]): the training split's pixel statistics.
 
-    **STATS:**
+    **STATS** (default ``ImageToSphere()`` and ``ImageToLattice()``; the sphere samples the
+    8 x 8 image at 1,344 nodes):
 
     .. list-table::
         :widths: 10 10 10 10 10 10
@@ -677,8 +728,8 @@ class DigitsGraphs(Dataset):
           - #classes
         * - train
           - 1,437
-          - sphere: ``sum(sizes)``; lattice: 64
-          - #nodes x in-degree
+          - sphere: 1,344; lattice: 64
+          - sphere: 21,504; lattice: 512
           - 1
           - 10
         * - test
@@ -709,7 +760,7 @@ class DigitsGraphs(Dataset):
         self.mean: list[float] = mean
         self.std: list[float] = std
         self.classes = [str(i) for i in range(10)]
-        self.transform = _build_transform(
+        self._setup_pipeline(
             name=name,
             training=split == "train",
             augment=augment,

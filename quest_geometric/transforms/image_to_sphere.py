@@ -92,13 +92,15 @@ class _SphereTemplate(NamedTuple):
     shell: Tensor
     edge_index: Tensor
     grid: Tensor  # [N, 2] float64, grid_sample coordinates of every node
+    outside: Tensor  # [N] bool, node outside the image square [-1, 1]^2
 
 
 def _build_sphere_template(config: tuple) -> _SphereTemplate:
     sizes, k, k_cross, radii, projection, cap, backend = config
     graph = sphere_graph(sizes, k, k_cross=k_cross, radii=radii, backend=backend)
     grid = project_to_image(graph.pos, projection, cap)
-    return _SphereTemplate(graph.pos, graph.shell, graph.edge_index, grid)
+    outside = (grid.abs() > 1.0).any(dim=1)
+    return _SphereTemplate(graph.pos, graph.shell, graph.edge_index, grid, outside)
 
 
 @functools.lru_cache(maxsize=32)
@@ -192,7 +194,9 @@ class ImageToSphere(BaseTransform):
     :math:`\pm 1` are the outer edges of the border pixels (pixel :math:`(i, j)`'s centre
     is at :math:`((2j + 1)/W - 1, (2i + 1)/H - 1)`), so the image square is exactly the
     square :math:`[-1, 1]^2` of the projection plane; a non-square image is stretched to
-    it.  Nodes outside the square follow ``padding_mode``.
+    it.  Nodes inside the square never mix with padding (in its outer half pixel a node
+    takes the border value); nodes outside follow ``padding_mode`` (``'zeros'``: exactly
+    0).
 
     The template (graph plus sampling grid) depends only on the configuration; it is built
     once, kept in a module-level LRU cache, and shared by every image and every transform
@@ -262,11 +266,20 @@ class ImageToSphere(BaseTransform):
 
     def _sample(self, images: Tensor) -> Tensor:
         """``[B, C, H, W]`` -> ``[B, N, C]``."""
-        grid = self.template().grid.to(device=images.device, dtype=images.dtype)
+        t = self.template()
+        grid = t.grid.to(device=images.device, dtype=images.dtype)
         grid = grid.view(1, 1, -1, 2).expand(images.size(0), -1, -1, -1)
-        out = F.grid_sample(images, grid, mode="bilinear", padding_mode=self.padding_mode,
+        # With 'zeros', sample as 'border' and zero the nodes outside the image square
+        # afterwards: nodes inside the image never blend with the padding (grid_sample's
+        # 'zeros' would fade the outer half pixel towards 0).
+        zeros = self.padding_mode == "zeros"
+        out = F.grid_sample(images, grid, mode="bilinear",
+                            padding_mode="border" if zeros else self.padding_mode,
                             align_corners=self.align_corners)
-        return out[:, :, 0, :].transpose(1, 2)
+        out = out[:, :, 0, :].transpose(1, 2)
+        if zeros:
+            out = out.masked_fill(t.outside.to(images.device).view(1, -1, 1), 0.0)
+        return out
 
     def forward(self, data: Union[Tensor, Data]) -> Data:
         image, extra = _split_input(data)

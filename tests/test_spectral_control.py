@@ -5,7 +5,11 @@ import pytest
 import torch
 from torch import nn
 
-from quest_geometric.analysis.spectral_control import KeySpectrumControl, spectrum_participation_ratio
+from quest_geometric.analysis.spectral_control import (
+    KeySpectrumControl,
+    qk_weight_kernels,
+    spectrum_participation_ratio,
+)
 from quest_geometric.models.char_gpt import CharGPT, GPTConfig
 
 V, H, C = 23, 4, 16
@@ -171,3 +175,21 @@ def test_errors():
         key_weights(m)[0][:, 1:] = 0.0
     ctl.step()
     assert torch.linalg.matrix_rank(key_weights(m)[0].double()).item() == C
+
+
+def test_qk_weight_kernels_match_per_head_logits():
+    m = model(8, bias=False)
+    kernels = qk_weight_kernels(m)
+    assert len(kernels) == 2 and kernels[0].shape == (H, C, C)
+    attn = m.blocks[1].attn
+    x = torch.randn(1, 5, C, dtype=torch.float64)
+    q = attn.queries(x.float()).double()
+    k = attn.keys(x.float()).double()
+    for h in range(H):
+        assert torch.allclose(q[0, h] @ k[0, h].T, x[0] @ kernels[1][h] @ x[0].T, atol=1e-5)
+    # Tied init: each head's kernel is symmetric positive semi-definite.
+    tied = qk_weight_kernels(model(9, qk_init="tied"))[0]
+    assert torch.allclose(tied, tied.transpose(-1, -2))
+    assert torch.linalg.eigvalsh(tied).min() > -1e-10
+    with pytest.raises(ValueError, match="no recognisable attention layer"):
+        qk_weight_kernels(nn.Linear(2, 2))

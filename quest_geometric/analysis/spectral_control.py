@@ -9,7 +9,7 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-__all__ = ["KeySpectrumControl", "spectrum_participation_ratio"]
+__all__ = ["KeySpectrumControl", "spectrum_participation_ratio", "qk_weight_kernels"]
 
 _MODES = ("hold", "shrink")
 
@@ -45,6 +45,42 @@ def _find_key_weights(model: nn.Module) -> list[tuple[str, nn.Module, Tensor, Op
             heads = getattr(module, "n_head", None) or getattr(module, "num_heads", None)
             found.append((f"{name}.k_proj" if name else "k_proj", module, k.weight, heads))
     return found
+
+
+def qk_weight_kernels(model: nn.Module) -> list[Tensor]:
+    r"""Data-free query/key interaction kernels of every attention layer, per head.
+
+    .. math::
+        K_h = W_Q^{h\top} W_K^h \in \mathbb{R}^{C \times C}, \qquad
+        q_i^{(h)} \cdot k_j^{(h)} = x_i^\top K_h x_j \;(\text{biases aside}),
+
+    so :func:`~quest_geometric.analysis.metrics.effective_rank` of the result is the
+    weight-only counterpart of the interaction rank of :math:`QK^\top/\sqrt{d}`.
+
+    Args:
+        model (nn.Module): a model whose attention modules have ``q_proj`` and ``k_proj``
+            :class:`~torch.nn.Linear` layers and ``n_head`` or ``num_heads``.
+
+    Returns:
+        list[Tensor]: one float64 tensor ``[H, C, C]`` per attention layer, in module order.
+    """
+    out = []
+    for name, module, wk, heads in _find_key_weights(model):
+        q = getattr(module, "q_proj", None)
+        if not isinstance(q, nn.Linear) or q.weight.shape != wk.shape:
+            raise ValueError(f"qk_weight_kernels: {name} has no q_proj Linear matching its k_proj")
+        if not isinstance(heads, int) or heads < 1 or wk.size(0) % heads:
+            raise ValueError(f"qk_weight_kernels: {name}'s module lacks a head count dividing its rows")
+        d = wk.size(0) // heads
+        wq_h = q.weight.detach().double().view(heads, d, -1)
+        wk_h = wk.detach().double().view(heads, d, -1)
+        out.append(wq_h.transpose(-2, -1) @ wk_h)
+    if not out:
+        raise ValueError(
+            f"qk_weight_kernels: {type(model).__name__} has no recognisable attention layer "
+            "(expected modules with q_proj/k_proj nn.Linear)"
+        )
+    return out
 
 
 class KeySpectrumControl:

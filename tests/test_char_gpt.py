@@ -3,7 +3,6 @@ import warnings
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from quest_geometric.models.char_gpt import CausalSelfAttention, CharGPT, GPTConfig
 

@@ -20,6 +20,7 @@ import hashlib
 import os
 import pickle
 import tempfile
+import zipfile
 from typing import Any, Mapping, Optional
 
 import torch
@@ -185,6 +186,10 @@ def read_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise CheckpointError(f"checkpoint {path!r} does not exist or is not a file")
+    if not zipfile.is_zipfile(path):  # torch.save's format; a cut file loses its zip directory
+        raise CheckpointError(f"checkpoint {path!r} cannot be read: it is not a complete "
+                              f"PyTorch zip archive (the file is truncated, corrupt, empty or "
+                              f"in another format)")
     try:
         obj = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as e:

@@ -162,7 +162,8 @@ def test_normalize_image_by_hand() -> None:
     for c in range(3):
         for h in range(4):
             for w in range(5):
-                assert out[c, h, w].item() == pytest.approx((image[c, h, w].item() - mean[c]) / std[c])
+                expected = (image[c, h, w].item() - mean[c]) / std[c]
+                assert out[c, h, w].item() == pytest.approx(expected)
     assert torch.allclose(NormalizeImage(0.5, 2.0)(image), (image - 0.5) / 2.0)
 
 
@@ -212,6 +213,7 @@ def test_cifar10_process_pixels_labels_and_splits(cifar10_root) -> None:
     train = CIFAR10Graphs(root, train=True, graph=None, normalize=False, log=False)
     test = CIFAR10Graphs(root, train=False, graph=None, normalize=False, log=False)
     assert len(train) == 15 and len(test) == 4 and train.num_classes == 10
+    assert str(train) == "CIFAR10Graphs(15, split='train')"
     assert train.images.dtype == torch.uint8 and train.images.shape == (15, 3, 32, 32)
     assert train.classes[0] == "airplane" and train.classes[9] == "truck"
     rng = np.random.default_rng(0)
@@ -343,6 +345,20 @@ def test_bad_md5_is_refused(tmp_path, monkeypatch) -> None:
     with pytest.raises(ValueError, match="c58f30108f718f92721af3b95e74349a"):
         CIFAR10Graphs(str(tmp_path / "root"), log=False)
     assert not os.path.exists(tmp_path / "root" / "raw" / "cifar-10-batches-py")
+    assert os.path.exists(tmp_path / "root" / "cifar-10-python.tar.gz")  # the user's file stays
+
+    # A bad download is refused and removed, so the next run does not pick it up.
+    def fake_download(url, folder, log=True, filename=None):
+        dst = os.path.join(folder, "cifar-10-python.tar.gz")
+        with open(dst, "wb") as f:
+            f.write(b"truncated")
+        return dst
+
+    monkeypatch.setattr(images_mod, "download_url", fake_download)
+    other = tmp_path / "other"
+    with pytest.raises(ValueError, match="md5"):
+        CIFAR10Graphs(str(other), download=True, log=False)
+    assert not os.path.exists(other / "raw" / "cifar-10-python.tar.gz")
 
 
 def test_corrupt_and_foreign_pickles_are_refused(cifar10_root) -> None:

@@ -23,6 +23,7 @@ data these are the well-known constants, CIFAR-10 mean ``(0.4914, 0.4822, 0.4465
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import os.path as osp
@@ -89,7 +90,7 @@ class _ToFloatImage(BaseTransform):
 
 
 class _ImageBatchDim(BaseTransform):
-    """``Data.image`` ``[C, H, W]`` -> ``[1, C, H, W]`` so PyG batches images to ``[B, C, H, W]``."""
+    """``Data.image`` ``[C, H, W]`` -> ``[1, C, H, W]``, batched by PyG to ``[B, C, H, W]``."""
 
     def forward(self, data: Data) -> Data:
         data.image = data.image.unsqueeze(0)
@@ -210,8 +211,8 @@ class _ImagePipeline:
         )
         if not fast:
             return Batch.from_data_list([self[int(i)] for i in index])  # type: ignore[index]
-        positions = torch.as_tensor(list(self.indices()), dtype=torch.long)  # type: ignore[attr-defined]
-        rows = positions[index]
+        subset = getattr(self, "_indices", None)
+        rows = index if subset is None else torch.as_tensor(subset, dtype=torch.long)[index]
         images = self.images[rows]
         images = images.to(torch.float32).div_(255.0) if images.dtype == torch.uint8 else (
             images.to(torch.float32))
@@ -331,7 +332,9 @@ class _CIFARGraphs(_ImagePipeline, InMemoryDataset):
             name=name,
             training=train,
             augment=augment,
-            default_augment=lambda: Compose([RandomCropPad(32, padding=4), RandomHorizontalFlip()]),
+            default_augment=lambda: Compose(
+                [RandomCropPad(32, padding=4), RandomHorizontalFlip()]
+            ),
             normalize=_normalization(normalize, (self.mean, self.std), name),
             graph=graph,
             transform=transform,
@@ -374,7 +377,8 @@ class _CIFARGraphs(_ImagePipeline, InMemoryDataset):
     def download(self) -> None:
         name = self.__class__.__name__
         archive = None
-        for candidate in (osp.join(self.root, "raw", self.archive), osp.join(self.root, self.archive)):
+        candidates = (osp.join(self.root, "raw", self.archive), osp.join(self.root, self.archive))
+        for candidate in candidates:
             if osp.isfile(candidate):
                 archive = candidate
                 break
@@ -386,6 +390,8 @@ class _CIFARGraphs(_ImagePipeline, InMemoryDataset):
             downloaded = True
         digest = md5sum(archive)
         if digest != self.md5:
+            if downloaded:  # never leave a bad download behind to be picked up next time
+                os.unlink(archive)
             raise ValueError(
                 f"{name}: the archive {archive!r} has md5 {digest}, expected {self.md5}; it is "
                 f"corrupt or incomplete. Delete it and download {self.url} again"
@@ -626,7 +632,9 @@ class CIFAR100Graphs(_CIFARGraphs):
 DIGITS_TEST_SIZE = 360
 
 
-def _digits_split_indices(labels: np.ndarray, test_size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def _digits_split_indices(
+    labels: np.ndarray, test_size: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
     """A stratified split: class ``c`` with ``n_c`` images gives its largest-remainder share of
     ``test_size`` to the test split, chosen by a :class:`numpy.random.RandomState` (whose
     stream numpy keeps stable across versions) permutation; indices are returned sorted.
@@ -667,14 +675,24 @@ def load_digits_split(split: str = "train") -> tuple[Tensor, Tensor]:
     """
     if split not in ("train", "test"):
         raise ValueError(f"load_digits_split: split must be 'train' or 'test', got {split!r}")
+    images, labels, train_idx, test_idx = _digits_arrays()
+    idx = train_idx if split == "train" else test_idx
+    out = torch.from_numpy(images[idx] / np.float32(16.0))
+    return out.unsqueeze(1).contiguous(), torch.from_numpy(labels[idx])
+
+
+@functools.lru_cache(maxsize=1)
+def _digits_arrays() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``load_digits`` images (float32 ``[1797, 8, 8]``), labels and the fixed split (cached)."""
     from sklearn.datasets import load_digits
 
     digits = load_digits()
     labels = np.asarray(digits.target, dtype=np.int64)
     train_idx, test_idx = _digits_split_indices(labels, DIGITS_TEST_SIZE, seed=0)
-    idx = train_idx if split == "train" else test_idx
-    images = torch.from_numpy(np.asarray(digits.images, dtype=np.float32)[idx] / 16.0)
-    return images.unsqueeze(1).contiguous(), torch.from_numpy(labels[idx])
+    images = np.asarray(digits.images, dtype=np.float32)
+    for array in (images, labels, train_idx, test_idx):
+        array.setflags(write=False)
+    return images, labels, train_idx, test_idx
 
 
 class DigitsGraphs(_ImagePipeline, Dataset):

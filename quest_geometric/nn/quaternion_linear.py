@@ -1,0 +1,148 @@
+r"""Hamilton-product (quaternion-structured) linear layer (:class:`QuaternionLinear`)."""
+from __future__ import annotations
+
+import math
+import torch
+from torch import Tensor, nn
+from torch.nn import Parameter
+
+__all__ = ["QuaternionLinear"]
+
+
+def _hamilton_basis(dtype: torch.dtype | None = None,
+                    device: torch.device | None = None) -> Tensor:
+    r"""The four ``4 x 4`` matrices :math:`E_c` with :math:`w\,x = \sum_c w_c E_c x` for the
+    Hamilton product of :math:`w = (w_r, w_i, w_j, w_k)` and :math:`x`, shape ``[4, 4, 4]``."""
+    e = torch.zeros(4, 4, 4, dtype=dtype, device=device)
+    # Left multiplication by w = a + b i + c j + d k acting on x = (x0, x1, x2, x3):
+    #   [[a, -b, -c, -d],
+    #    [b,  a, -d,  c],
+    #    [c,  d,  a, -b],
+    #    [d, -c,  b,  a]]
+    signs = {
+        0: [(0, 0, 1), (1, 1, 1), (2, 2, 1), (3, 3, 1)],
+        1: [(0, 1, -1), (1, 0, 1), (2, 3, -1), (3, 2, 1)],
+        2: [(0, 2, -1), (1, 3, 1), (2, 0, 1), (3, 1, -1)],
+        3: [(0, 3, -1), (1, 2, -1), (2, 1, 1), (3, 0, 1)],
+    }
+    for c, entries in signs.items():
+        for r, s, v in entries:
+            e[c, r, s] = v
+    return e
+
+
+class QuaternionLinear(nn.Module):
+    r"""The quaternion (Hamilton-product) linear layer of quaternion neural networks
+    (`Parcollet et al., "Quaternion Recurrent Neural Networks" (ICLR 2019)
+    <https://arxiv.org/abs/1806.04418>`_), used by QSV for channel mixing that keeps the
+    4-channel grouping of :class:`~quest_geometric.nn.qsv_conv.QSVConv`.
+
+    The channels are read as quaternions, four consecutive channels each, real part first:
+    :math:`\mathbf{x} = (x_1, \dots, x_{n})` with :math:`n =` :obj:`in_channels / 4` and
+    :math:`x_i = (x_{i,0}, x_{i,1}, x_{i,2}, x_{i,3})`.  Output quaternion :math:`o` is a sum
+    of Hamilton products with learned quaternion weights
+    :math:`W_{oi} = W_r[o, i] + W_i[o, i]\,i + W_j[o, i]\,j + W_k[o, i]\,k`,
+
+    .. math::
+        y_o = \sum_{i=1}^{n} W_{oi} \otimes x_i + b_o,
+
+    which is the real linear map with the Hamilton block matrix
+
+    .. math::
+        \mathbf{W} = \begin{pmatrix}
+        W_r & -W_i & -W_j & -W_k \\
+        W_i & W_r & -W_k & W_j \\
+        W_j & W_k & W_r & -W_i \\
+        W_k & -W_j & W_i & W_r
+        \end{pmatrix}
+
+    written here per component (the rows and columns of each block are the real,
+    :math:`i`, :math:`j` and :math:`k` components; in memory the components of one
+    quaternion are adjacent, i.e. :math:`\mathbf{W}[4o + r, 4i + s]` is entry :math:`(r, s)`
+    of the :math:`4 \times 4` matrix of left multiplication by :math:`W_{oi}`).  The four
+    real matrices :math:`W_r, W_i, W_j, W_k \in \mathbb{R}^{(F_{out}/4) \times (F_{in}/4)}`
+    hold :math:`F_{in} F_{out} / 4` weights, four times fewer than
+    :class:`torch.nn.Linear`; the bias is a full :math:`F_{out}`-vector.
+
+    The weights are initialised Glorot-uniform with the fan-in and fan-out of the assembled
+    :math:`F_{out} \times F_{in}` matrix, which gives every real entry the variance
+    :math:`2 / (F_{in} + F_{out})`, the same as the quaternion initialisation of Parcollet et
+    al.; the bias is initialised to zero.
+
+    Args:
+        in_channels (int): Size of each input sample, a positive multiple of 4.
+        out_channels (int): Size of each output sample, a positive multiple of 4.
+        bias (bool, optional): If set to :obj:`False`, the layer will not learn an additive
+            bias. (default: :obj:`True`)
+
+    Shapes:
+        - **input:** :math:`(*, F_{in})`
+        - **output:** :math:`(*, F_{out})`
+
+    Example:
+        >>> lin = QuaternionLinear(64, 32)
+        >>> lin(torch.randn(10, 64)).shape
+        torch.Size([10, 32])
+        >>> sum(p.numel() for p in lin.parameters())  # 64 * 32 / 4 + 32
+        544
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, bias: bool = True) -> None:
+        super().__init__()
+        for name, value in (("in_channels", in_channels), ("out_channels", out_channels)):
+            if (isinstance(value, bool) or not isinstance(value, int) or value < 4
+                    or value % 4 != 0):
+                raise ValueError(
+                    f"'{name}' must be a positive multiple of 4 (channels are grouped in "
+                    f"quaternions; got {value!r})"
+                )
+        if not isinstance(bias, bool):
+            raise TypeError(f"'bias' must be a bool (got {type(bias).__name__})")
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        #: The weight components ``[W_r, W_i, W_j, W_k]``, shape
+        #: ``[4, out_channels // 4, in_channels // 4]``.
+        self.weight = Parameter(torch.empty(4, out_channels // 4, in_channels // 4))
+        if bias:
+            self.bias = Parameter(torch.empty(out_channels))
+        else:
+            self.register_parameter("bias", None)
+        self.register_buffer("basis", _hamilton_basis(), persistent=False)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        r"""Glorot-uniform weights (fans of the assembled matrix) and zero bias."""
+        bound = math.sqrt(6.0 / (self.in_channels + self.out_channels))
+        with torch.no_grad():
+            self.weight.uniform_(-bound, bound)
+            if self.bias is not None:
+                self.bias.zero_()
+
+    def full_weight(self) -> Tensor:
+        r"""The assembled real weight matrix :math:`\mathbf{W}`, shape
+        ``[out_channels, in_channels]`` (differentiable)."""
+        basis = self.basis.to(dtype=self.weight.dtype)
+        w = torch.einsum("coi,crs->oris", self.weight, basis)
+        return w.reshape(self.out_channels, self.in_channels)
+
+    def forward(self, x: Tensor) -> Tensor:
+        r"""Applies :math:`y = \mathbf{W} x + b` to the last dimension of :obj:`x`.
+
+        Args:
+            x (torch.Tensor): Input ``[*, in_channels]``.
+
+        Returns:
+            torch.Tensor: ``[*, out_channels]``.
+        """
+        if not isinstance(x, Tensor):
+            raise TypeError(f"'x' must be a torch.Tensor (got {type(x).__name__})")
+        if x.dim() == 0 or x.size(-1) != self.in_channels:
+            raise ValueError(
+                f"'x' must have {self.in_channels} channels in its last dimension "
+                f"(got shape {tuple(x.shape)})"
+            )
+        return torch.nn.functional.linear(x, self.full_weight(), self.bias)
+
+    def __repr__(self) -> str:
+        extra = "" if self.bias is not None else ", bias=False"
+        return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}{extra})"

@@ -198,16 +198,20 @@ class LanguageModelTask(Task):
     def __init__(self, pass_targets: Optional[bool] = None, ignore_index: int = -1) -> None:
         self.pass_targets = pass_targets
         self.ignore_index = ignore_index
+        self._signature_cache: dict[type, bool] = {}
 
     def _wants_targets(self, model: nn.Module) -> bool:
         if self.pass_targets is not None:
             return self.pass_targets
-        try:
-            params = [p for p in inspect.signature(_unwrap(model).forward).parameters.values()
-                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        except (TypeError, ValueError):
-            return False
-        return len(params) >= 2
+        cls = type(_unwrap(model))
+        if cls not in self._signature_cache:
+            try:
+                params = [p for p in inspect.signature(_unwrap(model).forward).parameters.values()
+                          if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+                self._signature_cache[cls] = len(params) >= 2
+            except (TypeError, ValueError):
+                self._signature_cache[cls] = False
+        return self._signature_cache[cls]
 
     def training_step(self, model: nn.Module, batch: Any) -> tuple[Tensor, Sums]:
         if not isinstance(batch, (tuple, list)) or len(batch) != 2:

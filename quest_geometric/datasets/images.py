@@ -517,7 +517,8 @@ class CIFAR10Graphs(_CIFARGraphs):
         images (Tensor): all images of the split, ``uint8`` ``[N, 3, 32, 32]``.
         labels (Tensor): their labels, ``long`` ``[N]``.
         classes (list[str]): the class names from ``batches.meta``.
-        mean, std (list[float]): the training split's per-channel statistics.
+        mean (list[float]): the training split's per-channel pixel mean (in ``[0, 1]`` units).
+        std (list[float]): the training split's per-channel pixel standard deviation.
 
     **STATS** (with the default graph transforms: ``ImageToSphere()``, 3 shells of 64 + 256
     + 1,024 nodes with in-degree 16, and ``ImageToLattice()``, in-degree 8; other
@@ -729,7 +730,8 @@ class DigitsGraphs(_ImagePipeline, Dataset):
     Attributes:
         images (Tensor): the split's images, ``float32`` ``[n, 1, 8, 8]``.
         labels (Tensor): their labels, ``long`` ``[n]``.
-        mean, std (list[float]): the training split's pixel statistics.
+        mean (list[float]): the training split's pixel mean.
+        std (list[float]): the training split's pixel standard deviation.
 
     **STATS** (default ``ImageToSphere()`` and ``ImageToLattice()``; the sphere samples the
     8 x 8 image at 1,344 nodes):

@@ -1,0 +1,449 @@
+"""Tests for QSVConv, each against a reference written here from the formulas."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch_geometric.testing import assert_module
+
+from quest_geometric.nn.qsv_conv import QSVConv
+from quest_geometric.testing.compile import assert_torch_compile
+
+DT = torch.float64
+
+
+# ----------------------------------------------------------------------------- helpers
+def ham(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """Hamilton product, written out independently of quest_geometric.quaternion."""
+    a1, b1, c1, d1 = p.unbind(-1)
+    a2, b2, c2, d2 = q.unbind(-1)
+    return torch.stack((
+        a1 * a2 - b1 * b2 - c1 * c2 - d1 * d2,
+        a1 * b2 + b1 * a2 + c1 * d2 - d1 * c2,
+        a1 * c2 - b1 * d2 + c1 * a2 + d1 * b2,
+        a1 * d2 + b1 * c2 - c1 * b2 + d1 * a2,
+    ), -1)
+
+
+def conj(q: torch.Tensor) -> torch.Tensor:
+    return q * torch.tensor([1.0, -1.0, -1.0, -1.0], dtype=q.dtype)
+
+
+def knn_edges(n: int, k: int, seed: int = 0, loop: bool = True) -> torch.Tensor:
+    """kNN graph (targets sorted, exactly k in-edges each) with plain torch."""
+    pos = torch.randn(n, 3, generator=torch.Generator().manual_seed(seed))
+    d = torch.cdist(pos, pos)
+    if not loop:
+        d.fill_diagonal_(float("inf"))
+    nbr = d.topk(k, largest=False).indices  # [n, k]
+    return torch.stack([nbr.reshape(-1), torch.arange(n).repeat_interleave(k)])
+
+
+def irregular_edges(n: int, isolated: tuple[int, ...] = ()) -> torch.Tensor:
+    """Random in-degrees 1..4, unsorted, with duplicates allowed; `isolated` get none."""
+    g = torch.Generator().manual_seed(1)
+    src, dst = [], []
+    for i in range(n):
+        if i in isolated:
+            continue
+        deg = int(torch.randint(1, 5, (1,), generator=g))
+        src.append(torch.randint(0, n, (deg,), generator=g))
+        dst.append(torch.full((deg,), i))
+    ei = torch.stack([torch.cat(src), torch.cat(dst)])
+    return ei[:, torch.randperm(ei.size(1), generator=g)]
+
+
+def quats_from_params(conv: QSVConv, x: torch.Tensor) -> torch.Tensor:
+    """q_i recomputed from the parameters, [N, H, 4] unit."""
+    n, h = x.size(0), conv.heads
+    q = None
+    if conv.lin_q is not None:
+        q = (x @ conv.lin_q.weight.T + conv.lin_q.bias).view(n, h, 4)
+    if conv.node_q is not None:
+        p = conv.node_q.repeat(n // conv.num_nodes, 1, 1)
+        q = p if q is None else ham(p, q)
+    return q / q.norm(dim=-1, keepdim=True)
+
+
+def reference(conv: QSVConv, x: torch.Tensor, ei: torch.Tensor) -> torch.Tensor:
+    """Per-node loop: softmax of Re(conj(q_i) q_j), explicit sandwich r x conj(r) per edge."""
+    n, h, m = x.size(0), conv.heads, conv.groups
+    q = quats_from_params(conv, x)
+    xq = x.view(n, h, m, 4)
+    if conv.temperature == "learned":
+        tau = conv.scale
+    elif conv.temperature is None:
+        tau = torch.ones(h, dtype=x.dtype)
+    else:
+        tau = torch.full((h,), conv.temperature, dtype=x.dtype)
+    rows = []
+    for i in range(n):
+        src = ei[0, ei[1] == i]
+        if src.numel() == 0:
+            rows.append(torch.zeros(h, m, 4, dtype=x.dtype))
+            continue
+        r = ham(conj(q[i]).expand(len(src), h, 4), q[src])  # [deg, H, 4]
+        if conv.attention == "uniform":
+            w = torch.full((len(src), h), 1.0 / len(src), dtype=x.dtype)
+        else:
+            w = torch.softmax(r[..., 0] * tau, dim=0)  # [deg, H]
+        msg = xq[src]  # [deg, H, m, 4]
+        if conv.transport:
+            rr = r[:, :, None, :].expand_as(msg)
+            msg = ham(ham(rr, msg), conj(rr))
+        rows.append((w[:, :, None, None] * msg).sum(0))
+    out = torch.stack(rows).reshape(n, -1)
+    if conv.bias is not None:
+        out = out + conv.bias
+    return out
+
+
+def make_conv(channels=16, heads=2, num_nodes=None, seed=0, **kw) -> QSVConv:
+    torch.manual_seed(seed)
+    conv = QSVConv(channels, heads=heads, num_nodes=num_nodes, **kw).to(DT)
+    with torch.no_grad():
+        if conv.bias is not None:
+            conv.bias.normal_()
+        if conv.scale is not None:
+            conv.scale.uniform_(0.5, 3.0)
+    return conv
+
+
+MODES = [
+    dict(quaternion="feature"),
+    dict(quaternion="node"),
+    dict(quaternion="both", temperature="learned"),
+    dict(quaternion="feature", temperature=3.0),
+    dict(quaternion="feature", transport=False),
+    dict(quaternion="node", attention="uniform"),
+]
+
+
+def _kw(mode: dict, n: int) -> dict:
+    kw = dict(mode)
+    if kw["quaternion"] != "feature":
+        kw["num_nodes"] = n
+    return kw
+
+
+# ----------------------------------------------------------------------------- reference
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: "-".join(map(str, m.values())))
+@pytest.mark.parametrize("dense", [True, False, None])
+def test_equals_per_node_reference_knn(mode, dense):
+    n = 12
+    ei = knn_edges(n, 4)
+    conv = make_conv(**_kw(mode, n))
+    x = torch.randn(n, 16, dtype=DT)
+    torch.testing.assert_close(conv(x, ei, dense=dense), reference(conv, x, ei))
+
+
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: "-".join(map(str, m.values())))
+def test_equals_per_node_reference_irregular(mode):
+    n = 10
+    ei = irregular_edges(n, isolated=(3,))
+    conv = make_conv(**_kw(mode, n))
+    x = torch.randn(n, 16, dtype=DT)
+    torch.testing.assert_close(conv(x, ei), reference(conv, x, ei))
+
+
+def test_complete_graph_equals_dense_global_attention():
+    n, h, m = 9, 2, 2
+    ei = knn_edges(n, n)  # every node sees every node, self loop included
+    conv = make_conv(channels=4 * h * m, heads=h, temperature="learned", bias=False)
+    x = torch.randn(n, 4 * h * m, dtype=DT)
+    q = quats_from_params(conv, x)  # [N, H, 4]
+    scores = torch.einsum("ihd,jhd->hij", q, q) * conv.scale[:, None, None]
+    att = torch.softmax(scores, dim=-1)  # [H, N, N] dense softmax matrix
+    # per-pair rotation of the relative quaternion, no factorisation
+    r = ham(conj(q)[:, None], q[None, :])  # [N, N, H, 4] r_ij
+    w, a, b, c = r.unbind(-1)
+    rot = torch.stack([
+        w * w + a * a - b * b - c * c, 2 * (a * b - w * c), 2 * (a * c + w * b),
+        2 * (a * b + w * c), w * w - a * a + b * b - c * c, 2 * (b * c - w * a),
+        2 * (a * c - w * b), 2 * (b * c + w * a), w * w - a * a - b * b + c * c,
+    ], -1).view(n, n, h, 3, 3)
+    xv = x.view(n, h, m, 4)
+    moved_v = torch.einsum("ijhab,jhgb->ijhga", rot, xv[..., 1:])
+    moved = torch.cat((xv[None, :, :, :, :1].expand(n, n, h, m, 1), moved_v), -1)
+    expected = torch.einsum("hij,ijhgc->ihgc", att, moved).reshape(n, -1)
+    out, (ei_out, alpha) = conv(x, ei, return_attention_weights=True)
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(alpha, att.permute(1, 2, 0)[ei[1], ei[0]])
+
+
+# ----------------------------------------------------------------------------- properties
+@pytest.mark.parametrize("quaternion", ["feature", "node", "both"])
+def test_global_left_multiplication_invariance(quaternion):
+    n = 10
+    ei = knn_edges(n, 3)
+    conv = make_conv(num_nodes=None if quaternion == "feature" else n, quaternion=quaternion)
+    x = torch.randn(n, 16, dtype=DT)
+    out, (_, alpha) = conv(x, ei, return_attention_weights=True)
+    g = torch.tensor([0.3, -0.5, 0.7, 0.4], dtype=DT)
+    g = g / g.norm()
+    with torch.no_grad():
+        if quaternion == "feature":
+            # left multiplication by g is linear: apply it to lin_q's weight rows and bias
+            w = conv.lin_q.weight.view(conv.heads, 4, -1).permute(0, 2, 1)  # [H, in, 4]
+            conv.lin_q.weight.copy_(ham(g, w).permute(0, 2, 1).reshape(-1, 16))
+            conv.lin_q.bias.copy_(ham(g, conv.lin_q.bias.view(-1, 4)).reshape(-1))
+        else:
+            conv.node_q.copy_(ham(g, conv.node_q))
+    out2, (_, alpha2) = conv(x, ei, return_attention_weights=True)
+    torch.testing.assert_close(out2, out)
+    torch.testing.assert_close(alpha2, alpha)
+
+
+def test_sign_flip_keeps_transport_changes_logits():
+    n = 8
+    ei = knn_edges(n, 3)
+    conv = make_conv(quaternion="node", num_nodes=n, attention="uniform", bias=False)
+    x = torch.randn(n, 16, dtype=DT)
+    out = conv(x, ei)
+    with torch.no_grad():
+        conv.node_q[::2].neg_()
+    torch.testing.assert_close(conv(x, ei), out)  # uniform weights: only transport matters
+    conv.attention = "learned"
+    _, (_, a1) = conv(x, ei, return_attention_weights=True)
+    with torch.no_grad():
+        conv.node_q[::2].neg_()
+    _, (_, a2) = conv(x, ei, return_attention_weights=True)
+    assert not torch.allclose(a1, a2)
+
+
+@pytest.mark.parametrize("dense", [True, False])
+def test_uniform_no_transport_is_mean_aggregation(dense):
+    n = 12
+    ei = knn_edges(n, 5)
+    conv = make_conv(attention="uniform", transport=False, bias=False)
+    x = torch.randn(n, 16, dtype=DT)
+    adj = torch.zeros(n, n, dtype=DT)
+    adj.index_put_((ei[1], ei[0]), torch.ones(ei.size(1), dtype=DT), accumulate=True)
+    expected = (adj / adj.sum(1, keepdim=True)) @ x
+    torch.testing.assert_close(conv(x, ei, dense=dense), expected)
+
+
+def test_no_transport_is_attention_weighted_average():
+    n = 10
+    ei = irregular_edges(n)
+    conv = make_conv(transport=False, bias=False)
+    x = torch.randn(n, 16, dtype=DT)
+    out, (_, alpha) = conv(x, ei, return_attention_weights=True)
+    q = quats_from_params(conv, x)
+    logits = (q[ei[1]] * q[ei[0]]).sum(-1)  # [E, H]
+    expected_alpha = torch.zeros_like(logits)
+    for i in range(n):
+        mask = ei[1] == i
+        expected_alpha[mask] = torch.softmax(logits[mask], dim=0)
+    torch.testing.assert_close(alpha, expected_alpha)
+    h = x.view(n, 2, 8)
+    expected = torch.zeros_like(h).index_add_(0, ei[1], expected_alpha[..., None] * h[ei[0]])
+    torch.testing.assert_close(out, expected.view(n, 16))
+
+
+def test_attention_shapes_and_normalisation():
+    n = 11
+    ei = irregular_edges(n, isolated=(0, 5))
+    conv = QSVConv(16, heads=4)
+    out, (ei_out, alpha) = conv(torch.randn(n, 16), ei, return_attention_weights=True)
+    assert out.shape == (n, 16)
+    assert torch.equal(ei_out, ei)
+    assert alpha.shape == (ei.size(1), 4)
+    assert (alpha >= 0).all() and (alpha <= 1).all()
+    sums = torch.zeros(n, 4).index_add_(0, ei[1], alpha)
+    has_in = torch.zeros(n, dtype=torch.bool)
+    has_in[ei[1]] = True
+    torch.testing.assert_close(sums[has_in], torch.ones(int(has_in.sum()), 4))
+    assert (sums[~has_in] == 0).all()
+
+
+@pytest.mark.parametrize("dense", [False, None])
+def test_isolated_nodes_give_zeros_not_nan(dense):
+    n = 6
+    ei = torch.tensor([[1, 2, 2], [0, 0, 1]])  # nodes 2..5 have no in-edges
+    conv = QSVConv(8, heads=1, bias=False)
+    x = torch.randn(n, 8, requires_grad=True)
+    out = conv(x, ei, dense=dense)
+    assert torch.isfinite(out).all()
+    assert (out[2:] == 0).all()
+    out.sum().backward()
+    assert torch.isfinite(x.grad).all()
+    empty = conv(x, torch.empty(2, 0, dtype=torch.long))
+    assert (empty == 0).all()
+
+
+def test_node_quaternions_tile_over_batch():
+    n = 7
+    ei = knn_edges(n, 3)
+    conv = make_conv(quaternion="node", num_nodes=n)
+    x = torch.randn(3 * n, 16, dtype=DT)
+    batch_ei = torch.cat([ei + b * n for b in range(3)], dim=1)
+    out = conv(x, batch_ei)
+    for b in range(3):
+        torch.testing.assert_close(out[b * n:(b + 1) * n], conv(x[b * n:(b + 1) * n], ei))
+
+
+# ----------------------------------------------------------------------------- paths
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: "-".join(map(str, m.values())))
+def test_dense_path_equals_scatter_path_values_and_grads(mode):
+    n = 14
+    ei = knn_edges(n, 5, loop=False)
+    conv = make_conv(**_kw(mode, n))
+    x = torch.randn(n, 16, dtype=DT)
+    results = []
+    for dense in (True, False):
+        conv.zero_grad()
+        xx = x.clone().requires_grad_()
+        out, (_, alpha) = conv(xx, ei, dense=dense, return_attention_weights=True)
+        (out * torch.linspace(-1, 1, out.numel(), dtype=DT).view_as(out)).sum().backward()
+        grads = {k: p.grad.clone() for k, p in conv.named_parameters() if p.grad is not None}
+        results.append((out, alpha, xx.grad, grads))
+    (o1, a1, g1, p1), (o2, a2, g2, p2) = results
+    torch.testing.assert_close(o1, o2)
+    torch.testing.assert_close(a1, a2)
+    torch.testing.assert_close(g1, g2)
+    assert p1.keys() == p2.keys() and len(p1) > 0
+    for k in p1:
+        torch.testing.assert_close(p1[k], p2[k])
+
+
+def test_auto_detects_dense_layout():
+    ei = knn_edges(10, 3)
+    assert QSVConv.is_dense_layout(ei, 10)
+    assert not QSVConv.is_dense_layout(ei[:, torch.randperm(30)], 10)
+    assert not QSVConv.is_dense_layout(ei[:, :-1], 10)
+    assert not QSVConv.is_dense_layout(torch.empty(2, 0, dtype=torch.long), 10)
+
+
+def test_sparse_layouts_and_edge_permutation():
+    n = 12
+    ei = knn_edges(n, 4, loop=False)
+    conv = QSVConv(16, heads=2)
+    x = torch.randn(n, 16)
+    # PyG's own check: edge permutation (scatter path) and CSC / COO adj_t (dense path)
+    assert_module(conv, x, ei, expected_size=(n, 16),
+                  test_sparse_layouts=[torch.sparse_csc, torch.sparse_coo], atol=1e-6)
+    adj_t = torch.sparse_coo_tensor(ei.flip(0), torch.ones(ei.size(1)), (n, n)).coalesce()
+    out, (ei_out, alpha) = conv(x, adj_t, return_attention_weights=True)
+    out_ref, (_, alpha_ref) = conv(x, ei, return_attention_weights=True)
+    torch.testing.assert_close(out, out_ref)
+    # same edges, same weights (compare as sets keyed by edge)
+    key = lambda e: e[0] * n + e[1]  # noqa: E731
+    order, order_ref = key(ei_out).argsort(), key(ei).argsort()
+    torch.testing.assert_close(alpha[order], alpha_ref[order_ref])
+
+
+def test_compile_zero_graph_breaks_dense_path():
+    n = 16
+    ei = knn_edges(n, 4)
+    conv = QSVConv(16, heads=2, temperature="learned")
+    x = torch.randn(n, 16)
+    assert_torch_compile(conv, x, ei, dense=True, atol=1e-5, rtol=1e-5)
+
+
+def test_scatter_path_traces_without_graph_breaks():
+    n = 10
+    ei = irregular_edges(n)
+    conv = QSVConv(16, heads=2, quaternion="node", num_nodes=n)
+    explanation = torch._dynamo.explain(conv)(torch.randn(n, 16), ei, dense=False)
+    assert explanation.graph_break_count == 0, explanation.break_reasons
+
+
+def test_gradcheck_float64():
+    n = 5
+    ei = knn_edges(n, 2)
+    conv = make_conv(channels=8, heads=1, quaternion="both", num_nodes=n,
+                     temperature="learned")
+    x = torch.randn(n, 8, dtype=DT, requires_grad=True)
+    for dense in (True, False):
+        assert torch.autograd.gradcheck(lambda x: conv(x, ei, dense=dense), (x,))
+    assert torch.autograd.gradcheck(
+        lambda p: torch.func.functional_call(conv, {"node_q": p}, (x.detach(), ei)),
+        (conv.node_q.detach().clone().requires_grad_(),))
+
+
+def test_dropout_only_in_training():
+    n = 12
+    ei = knn_edges(n, 4)
+    conv = QSVConv(16, heads=2, dropout=0.5, bias=False)
+    x = torch.randn(n, 16)
+    conv.eval()
+    torch.testing.assert_close(conv(x, ei), conv(x, ei))
+    conv.train()
+    torch.manual_seed(0)
+    _, (_, alpha) = conv(x, ei, return_attention_weights=True)
+    assert (alpha == 0).any()
+    conv.dropout = 1.0
+    assert (conv(x, ei) == 0).all()
+
+
+# ----------------------------------------------------------------------------- misc
+def test_repr():
+    assert str(QSVConv(64, heads=4)) == "QSVConv(64, heads=4)"
+    assert str(QSVConv(16)) == "QSVConv(16, heads=1)"
+    assert (str(QSVConv(16, heads=2, quaternion="node", num_nodes=5, transport=False,
+                        attention="uniform", temperature="learned"))
+            == "QSVConv(16, heads=2, quaternion='node', num_nodes=5, transport=False, "
+               "attention='uniform', temperature='learned')")
+
+
+def test_reset_parameters():
+    conv = QSVConv(16, heads=2, quaternion="both", num_nodes=6, temperature="learned")
+    with torch.no_grad():
+        conv.bias.fill_(3.0)
+        conv.scale.fill_(7.0)
+        conv.node_q.fill_(5.0)
+    conv.reset_parameters()
+    assert (conv.bias == 0).all()
+    assert (conv.scale == 1).all()
+    torch.testing.assert_close(conv.node_q.norm(dim=-1), torch.ones(6, 2))
+    assert conv.lin_q.weight.shape == (8, 16)
+    plain = QSVConv(16, heads=2, quaternion="node", num_nodes=6, bias=False)
+    assert plain.lin_q is None and plain.scale is None and plain.bias is None
+
+
+# ----------------------------------------------------------------------------- errors
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(channels=12, heads=2), "'channels'"),
+    (dict(channels=16, heads=0), "'heads'"),
+    (dict(channels=16, quaternion="edge"), "'quaternion'"),
+    (dict(channels=16, quaternion="node"), "'num_nodes'"),
+    (dict(channels=16, quaternion="both", num_nodes=0), "'num_nodes'"),
+    (dict(channels=16, num_nodes=4), "'num_nodes'"),
+    (dict(channels=16, attention="softmax"), "'attention'"),
+    (dict(channels=16, temperature="hot"), "'temperature'"),
+    (dict(channels=16, temperature=-1.0), "'temperature'"),
+    (dict(channels=16, temperature=math.inf), "'temperature'"),
+    (dict(channels=16, dropout=1.5), "'dropout'"),
+    (dict(channels=16, transport="yes"), "'transport'"),
+])
+def test_constructor_errors(kwargs, match):
+    channels = kwargs.pop("channels")
+    with pytest.raises(ValueError, match=match):
+        QSVConv(channels, **kwargs)
+
+
+def test_forward_errors():
+    conv = QSVConv(16, heads=2)
+    x = torch.randn(5, 16)
+    ei = torch.tensor([[0, 1], [1, 2]])
+    with pytest.raises(ValueError, match="'x'.*2-D"):
+        conv(x[None], ei)
+    with pytest.raises(ValueError, match="'x'.*16 channels"):
+        conv(torch.randn(5, 8), ei)
+    with pytest.raises(ValueError, match="'edge_index'.*integer"):
+        conv(x, ei.float())
+    with pytest.raises(ValueError, match=r"'edge_index'.*\[2, E\]"):
+        conv(x, torch.tensor([[0, 1, 2]]))
+    with pytest.raises(ValueError, match="'edge_index'.*\\[0, 4\\]"):
+        conv(x, torch.tensor([[0, 5], [1, 2]]))
+    with pytest.raises(ValueError, match="'edge_index'.*\\[0, 4\\]"):
+        conv(x, torch.tensor([[0, -1], [1, 2]]))
+    with pytest.raises(ValueError, match="'edge_index'.*5 x 5"):
+        conv(x, torch.sparse_coo_tensor(ei, torch.ones(2), (6, 6)))
+    with pytest.raises(ValueError, match="dense=True"):
+        conv(x, ei, dense=True)
+    node = QSVConv(16, heads=2, quaternion="node", num_nodes=4)
+    with pytest.raises(ValueError, match="num_nodes=4"):
+        node(x, ei)

@@ -1,0 +1,870 @@
+r"""Query/key geometry probes: forward hooks that measure the attention layers of a model.
+
+:class:`QKProbe` finds the attention layers of a model, hooks them, and accumulates per
+layer and per head
+
+* the participation ratio (PR) of the queries and of the keys, streamed over every token
+  seen (running mean and covariance in float64,
+  :class:`~quest_geometric.analysis.streaming.StreamingCovariance`: activations are never
+  stored), per head and on the concatenation of the heads;
+* on a fixed **probe batch**, the effective rank and the stable rank of the logit matrix
+  :math:`L_h = s\, Q_h K_h^\top` (:math:`s = 1/\sqrt{d}` unless the layer scales otherwise)
+  and the normalised attention entropy of each query row (rows with a single key skipped).
+
+The layer classes it knows are listed by :func:`supported_attention_types`; any other class
+can be taught with :func:`register_attention_adapter`.
+
+Design choices (argued in the docstrings below):
+
+* **Which q and k.** A forward *pre*-hook on the attention module recomputes the queries and
+  keys from the module's own inputs with the module's own projections and reshapes
+  (``CausalSelfAttention.queries``, GPT-2's fused ``c_attn`` split, GPT-NeoX's per-head
+  ``[H, 3, d]`` layout, ...). These are exactly the tensors the attention kernel receives;
+  the model's computation itself is not touched, so outputs are bitwise unchanged.
+* **Rotary embeddings (GPT-NeoX / Pythia).** PR is measured **after** the rotary embedding,
+  i.e. on the queries and keys whose dot products form the logits. Pre-rotary
+  activations are a linear image of the hidden states that attention never compares.
+* **The logit matrix under a causal mask.** The ranks are computed on the *unmasked*
+  :math:`T \times T` (or :math:`N_{dst} \times N_{src}`) matrix :math:`s\,Q_h K_h^\top` of each
+  sequence (graph). Masked entries have no finite value (softmax sees :math:`-\infty`), so
+  any choice of filler is arbitrary, and zero-filling is harmful: the lower triangle of
+  the all-ones rank-one matrix has full rank and a slowly decaying spectrum, so the
+  spectrum of a masked matrix measures the mask more than the query/key geometry. The
+  unmasked matrix is the bilinear form each head applies (rank :math:`\le d`), and row
+  :math:`i` of every causal logit matrix is a prefix of its row :math:`i`. The entropy, by
+  contrast, is computed on the attention the model actually uses (causal mask, padding mask,
+  graph edges).
+"""
+from __future__ import annotations
+
+import math
+import sys
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Optional, Union
+
+import torch
+from torch import Tensor, nn
+
+from quest_geometric.analysis.metrics import (
+    attention_entropy,
+    effective_rank,
+    participation_ratio_from_covariance,
+    stable_rank,
+)
+from quest_geometric.analysis.streaming import StreamingCovariance
+
+__all__ = [
+    "QKView",
+    "QKProbe",
+    "register_attention_adapter",
+    "unregister_attention_adapter",
+    "supported_attention_types",
+]
+
+AdapterFn = Callable[[nn.Module, tuple, dict], Union["QKView", tuple, None]]
+
+
+@dataclass
+class QKView:
+    r"""The per-head queries and keys an attention layer uses in one forward call.
+
+    Returned by an attention adapter (see :func:`register_attention_adapter`). The logits of
+    head :math:`h` are :math:`L_h = s\, Q_h K_h^\top` and the attention is the softmax of each
+    row of :math:`L_h` over its allowed keys: every key for dense attention, restricted by
+    ``causal``, ``mask`` and ``k_valid``; or over the in-edges of each target node when
+    ``edge_index`` is given (graph attention).
+
+    Args:
+        q (Tensor): queries ``[B, H, T, d]``.
+        k (Tensor): keys ``[B, H, S, d]`` (same ``B``, ``H`` and ``d`` as ``q``).
+        scale (float, optional): :math:`s`. (default: :obj:`None`, :math:`1/\sqrt{d}`)
+        causal (bool): query ``i`` may attend to key ``j`` only if
+            ``j <= i + S - T``. (default: :obj:`False`)
+        mask (Tensor, optional): bool, broadcastable to ``[B, H, T, S]``; :obj:`True` marks
+            an allowed pair (combined with ``causal``). (default: :obj:`None`)
+        q_valid (Tensor, optional): bool ``[B, T]``; :obj:`False` marks padding queries,
+            left out of every metric. (default: :obj:`None`, all valid)
+        k_valid (Tensor, optional): bool ``[B, S]``, likewise for keys. (default: :obj:`None`)
+        edge_index (Tensor, optional): long ``[2, E]`` (source = key index, target = query
+            index) for sparse graph attention; needs ``B == 1``. (default: :obj:`None`)
+        edge_logits (Tensor, optional): ``[E, H]`` per-edge logits that replace
+            :math:`s\,\mathbf{q}_i^\top\mathbf{k}_j` in the entropy (e.g. with edge-feature
+            terms). (default: :obj:`None`)
+    """
+
+    q: Tensor
+    k: Tensor
+    scale: Optional[float] = None
+    causal: bool = False
+    mask: Optional[Tensor] = None
+    q_valid: Optional[Tensor] = None
+    k_valid: Optional[Tensor] = None
+    edge_index: Optional[Tensor] = None
+    edge_logits: Optional[Tensor] = None
+
+
+# ----------------------------------------------------------------------------- registry
+_USER_ADAPTERS: dict[type, AdapterFn] = {}
+# Built-in adapters are keyed by qualified class name, so that optional packages
+# (transformers) are never imported just to look for their classes.
+_BUILTIN_ADAPTERS: dict[str, AdapterFn] = {}
+
+
+def register_attention_adapter(cls: type, fn: Optional[AdapterFn] = None) -> Any:
+    r"""Teach :class:`QKProbe` an attention class: how to get its per-head queries and keys.
+
+    ``fn(module, args, kwargs)`` is called in a forward pre-hook, under
+    :func:`torch.no_grad`, with the positional and keyword arguments of the module's
+    ``forward``. It returns either ``(q, k)`` with ``q [B, H, T, d]`` and ``k [B, H, S, d]``
+    (dense, non-causal attention scaled by :math:`1/\sqrt{d}`), or a :class:`QKView` for
+    causal/masked/graph attention or another scale, or :obj:`None` to skip the call. It must
+    not change the module or its inputs. Subclasses of ``cls`` are matched too; a user
+    adapter takes precedence over a built-in one. Usable as a decorator::
+
+        @register_attention_adapter(MyAttention)
+        def my_qk(module, args, kwargs):
+            x = args[0]
+            q = module.to_q(x).unflatten(-1, (module.heads, -1)).transpose(1, 2)
+            k = module.to_k(x).unflatten(-1, (module.heads, -1)).transpose(1, 2)
+            return QKView(q, k, causal=True)
+
+    Args:
+        cls (type): a subclass of :class:`torch.nn.Module`.
+        fn (callable, optional): the adapter. (default: :obj:`None`, return a decorator)
+
+    Returns:
+        The adapter (or, without ``fn``, a decorator that registers its argument).
+    """
+    if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
+        raise TypeError(f"register_attention_adapter: cls must be an nn.Module subclass, got {cls!r}")
+    if fn is None:
+        def deco(f: AdapterFn) -> AdapterFn:
+            return register_attention_adapter(cls, f)
+        return deco
+    if not callable(fn):
+        raise TypeError(f"register_attention_adapter: fn must be callable, got {type(fn).__name__}")
+    _USER_ADAPTERS[cls] = fn
+    return fn
+
+
+def unregister_attention_adapter(cls: type) -> None:
+    """Remove a user adapter registered with :func:`register_attention_adapter`.
+
+    Args:
+        cls (type): the registered class; a :class:`KeyError` if it has no user adapter.
+    """
+    if cls not in _USER_ADAPTERS:
+        raise KeyError(f"unregister_attention_adapter: no user adapter registered for {cls!r}")
+    del _USER_ADAPTERS[cls]
+
+
+def supported_attention_types() -> list[str]:
+    """Qualified names of the attention classes :class:`QKProbe` recognises (built-in and
+    registered)."""
+    user = [f"{c.__module__}.{c.__qualname__}" for c in _USER_ADAPTERS]
+    return sorted(_BUILTIN_ADAPTERS) + sorted(user)
+
+
+def _find_adapter(module: nn.Module) -> Optional[AdapterFn]:
+    for c in type(module).__mro__:
+        if c in _USER_ADAPTERS:
+            return _USER_ADAPTERS[c]
+    for c in type(module).__mro__:
+        fn = _BUILTIN_ADAPTERS.get(f"{c.__module__}.{c.__qualname__}")
+        if fn is not None:
+            return fn
+    return None
+
+
+def _builtin(qualname: str) -> Callable[[AdapterFn], AdapterFn]:
+    def deco(fn: AdapterFn) -> AdapterFn:
+        _BUILTIN_ADAPTERS[qualname] = fn
+        return fn
+    return deco
+
+
+def _arg(args: tuple, kwargs: dict, i: int, name: str, default: Any = None) -> Any:
+    if len(args) > i:
+        return args[i]
+    return kwargs.get(name, default)
+
+
+# ----------------------------------------------------------------------------- adapters
+@_builtin("quest_geometric.models.char_gpt.CausalSelfAttention")
+def _char_gpt_adapter(module: nn.Module, args: tuple, kwargs: dict) -> QKView:
+    x = _arg(args, kwargs, 0, "x")
+    return QKView(module.queries(x), module.keys(x), 1.0 / math.sqrt(module.head_dim), causal=True)
+
+
+@_builtin("quest_geometric.nn.focus_attention.FocusAttention")
+def _focus_adapter(module: nn.Module, args: tuple, kwargs: dict) -> QKView:
+    from torch_geometric.utils import to_dense_batch
+
+    x = _arg(args, kwargs, 0, "x")
+    batch = _arg(args, kwargs, 1, "batch")
+    flat = x.reshape(-1, x.size(-1))
+    if module.qkv is not None:
+        q, k, _ = module.qkv(flat)
+    else:
+        q, k = module.q_proj(flat), module.k_proj(flat)
+    H, d = module.num_heads, module.head_dim
+    scale = 1.0 / math.sqrt(d)
+    if x.dim() == 3:
+        B, T = x.shape[:2]
+        q, k = (t.reshape(B, T, H, d).transpose(1, 2) for t in (q, k))
+        return QKView(q, k, scale, causal=module.causal)
+    if batch is None:
+        batch = torch.zeros(flat.size(0), dtype=torch.long, device=flat.device)
+    qd, valid = to_dense_batch(q, batch)
+    kd, _ = to_dense_batch(k, batch)
+    B, T = valid.shape
+    qd, kd = (t.view(B, T, H, d).transpose(1, 2) for t in (qd, kd))
+    return QKView(qd, kd, scale, causal=module.causal, q_valid=valid, k_valid=valid)
+
+
+@_builtin("torch_geometric.nn.conv.transformer_conv.TransformerConv")
+def _transformer_conv_adapter(module: nn.Module, args: tuple, kwargs: dict) -> QKView:
+    from torch_geometric.utils import is_torch_sparse_tensor, to_edge_index
+
+    x = _arg(args, kwargs, 0, "x")
+    edge_index = _arg(args, kwargs, 1, "edge_index")
+    edge_attr = _arg(args, kwargs, 2, "edge_attr")
+    x_src, x_dst = (x, x) if isinstance(x, Tensor) else x
+    H, C = module.heads, module.out_channels
+    q = module.lin_query(x_dst).view(-1, H, C)
+    k = module.lin_key(x_src).view(-1, H, C)
+    if isinstance(edge_index, Tensor) and not edge_index.is_sparse and not is_torch_sparse_tensor(edge_index):
+        src, dst = edge_index[0], edge_index[1]
+        if getattr(module, "flow", "source_to_target") == "target_to_source":
+            src, dst = dst, src
+    elif is_torch_sparse_tensor(edge_index):  # adjacency given transposed: row = target
+        (dst, src), _ = to_edge_index(edge_index)
+    elif hasattr(edge_index, "coo"):  # torch_sparse.SparseTensor, also transposed
+        dst, src, _ = edge_index.coo()
+    else:
+        raise TypeError(f"TransformerConv probe: unsupported edge_index type {type(edge_index).__name__}")
+    scale = 1.0 / math.sqrt(C)
+    edge_logits = None
+    if module.lin_edge is not None:
+        if edge_attr is None or not isinstance(edge_index, Tensor) or edge_index.dim() != 2 \
+                or edge_index.size(0) != 2 or is_torch_sparse_tensor(edge_index):
+            raise ValueError("QKProbe: TransformerConv with edge_dim needs edge_attr and a [2, E] "
+                             "edge_index tensor to reproduce its logits")
+        e = module.lin_edge(edge_attr).view(-1, H, C)
+        edge_logits = (q[dst] * (k[src] + e)).sum(-1) * scale
+    ei = torch.stack([src.long(), dst.long()])
+    return QKView(q.transpose(0, 1).unsqueeze(0), k.transpose(0, 1).unsqueeze(0), scale,
+                  edge_index=ei, edge_logits=edge_logits)
+
+
+_WARNED_CACHE: set[int] = set()
+
+
+def _hf_cached_len(module: nn.Module, cache: Any) -> int:
+    if cache is None or not hasattr(cache, "get_seq_length"):
+        return 0
+    try:
+        return int(cache.get_seq_length(getattr(module, "layer_idx", 0) or 0))
+    except Exception:  # pragma: no cover - exotic cache classes
+        return 0
+
+
+def _hf_skip_if_cached(module: nn.Module, cache: Any) -> bool:
+    if _hf_cached_len(module, cache) > 0:
+        if id(module) not in _WARNED_CACHE:
+            _WARNED_CACHE.add(id(module))
+            warnings.warn(
+                f"QKProbe: {type(module).__name__} called with a non-empty KV cache (incremental "
+                "decoding); such calls are skipped. Probe full sequences (use_cache=False).",
+                stacklevel=4,
+            )
+        return True
+    return False
+
+
+def _hf_mask(mask: Any) -> Optional[Tensor]:
+    """A 4D HF attention mask as bool (True = attend): bool as is; additive float masks
+    are allowed where the bias is above half the dtype's minimum (0 vs -inf / finfo.min)."""
+    if not isinstance(mask, Tensor):
+        return None
+    if mask.dim() != 4:
+        raise ValueError(f"QKProbe: expected a 4D attention_mask [B, 1, T, S], got {tuple(mask.shape)}")
+    if mask.dtype == torch.bool:
+        return mask
+    return mask > torch.finfo(mask.dtype).min / 2
+
+
+def _self_attention_valid(mask: Optional[Tensor]) -> Optional[Tensor]:
+    # A token is padding iff no query may attend to it as a key.
+    if mask is None:
+        return None
+    return mask.any(dim=-2).any(dim=1)  # [B, S]
+
+
+@_builtin("transformers.models.gpt2.modeling_gpt2.GPT2Attention")
+def _gpt2_adapter(module: nn.Module, args: tuple, kwargs: dict) -> Optional[QKView]:
+    hidden = _arg(args, kwargs, 0, "hidden_states")
+    cache = kwargs.get("cache", kwargs.get("past_key_values"))
+    enc = kwargs.get("encoder_hidden_states")
+    d = module.head_dim
+    scale = float(getattr(module, "scaling", d ** -0.5))
+    if enc is not None:  # cross-attention: queries from q_attn, keys from the encoder states
+        q = module.q_attn(hidden)
+        k, _ = module.c_attn(enc).split(module.split_size, dim=2)
+        mask = _hf_mask(kwargs.get("encoder_attention_mask"))
+        causal = False
+        qv, kv = None, _self_attention_valid(mask)
+    else:
+        if _hf_skip_if_cached(module, cache):
+            return None
+        q, k, _ = module.c_attn(hidden).split(module.split_size, dim=2)
+        mask = _hf_mask(kwargs.get("attention_mask"))
+        causal = True
+        qv = kv = _self_attention_valid(mask)
+    q = q.view(*q.shape[:-1], -1, d).transpose(1, 2)
+    k = k.view(*k.shape[:-1], -1, d).transpose(1, 2)
+    return QKView(q, k, scale, causal=causal, mask=mask, q_valid=qv, k_valid=kv)
+
+
+@_builtin("transformers.models.gpt_neox.modeling_gpt_neox.GPTNeoXAttention")
+def _gpt_neox_adapter(module: nn.Module, args: tuple, kwargs: dict) -> Optional[QKView]:
+    hidden = _arg(args, kwargs, 0, "hidden_states")
+    if _hf_skip_if_cached(module, kwargs.get("layer_past", kwargs.get("past_key_values"))):
+        return None
+    pos = kwargs.get("position_embeddings")
+    if pos is None:
+        raise ValueError(
+            "QKProbe: GPTNeoXAttention was called without position_embeddings (cos, sin); the "
+            "probe supports the transformers v5 layout, where the model passes them"
+        )
+    d = module.head_size
+    qkv = module.query_key_value(hidden).view(*hidden.shape[:-1], -1, 3 * d).transpose(1, 2)
+    q, k, _ = qkv.chunk(3, dim=-1)
+    rope = getattr(sys.modules[type(module).__module__], "apply_rotary_pos_emb")
+    q, k = rope(q, k, *pos)  # post-rotary: what the attention compares
+    mask = _hf_mask(kwargs.get("attention_mask"))
+    valid = _self_attention_valid(mask)
+    return QKView(q, k, float(module.scaling), causal=True, mask=mask, q_valid=valid, k_valid=valid)
+
+
+# ----------------------------------------------------------------------------- the probe
+_METRICS = ("pr_q", "pr_k", "pr_q_minus_pr_k", "qk_effective_rank", "qk_stable_rank",
+            "attention_entropy")
+
+
+class _Layer:
+    """Hook and accumulators of one attention layer."""
+
+    def __init__(self, index: int, name: str, module: nn.Module, adapter: AdapterFn) -> None:
+        self.index, self.name, self.module, self.adapter = index, name, module, adapter
+        self.handle: Any = None
+        self.acc_q: Optional[StreamingCovariance] = None
+        self.acc_k: Optional[StreamingCovariance] = None
+        self.heads = 0
+        self.reset()
+
+    def reset(self) -> None:
+        for acc in (self.acc_q, self.acc_k):
+            if acc is not None:
+                acc.reset()
+        self.probe_done = False
+        self.probe: dict[str, Tensor] = {}
+        self.probe_undefined: dict[str, str] = {}
+        self.probe_tokens = 0
+
+
+class QKProbe:
+    r"""Forward-hook probe of the query/key geometry of every attention layer of a model.
+
+    For each hooked layer and head :math:`h` (queries :math:`Q_h`, keys :math:`K_h`, tokens
+    as samples) it reports
+
+    .. math::
+        \mathrm{PR}(Z) = \frac{(\operatorname{tr}\Sigma_Z)^2}{\lVert\Sigma_Z\rVert_F^2},
+        \qquad
+        \mathrm{erank}(L_h) = \exp\Big(-\sum_k p_k \log p_k\Big),\;
+        p_k = \frac{\sigma_k(L_h)}{\sum_l \sigma_l(L_h)},
+        \qquad
+        \mathrm{srank}(L_h) = \frac{\lVert L_h\rVert_F^2}{\lVert L_h\rVert_2^2},
+
+    with :math:`\Sigma_Z` the covariance of all tokens seen since :meth:`reset` (streamed
+    in float64, never stored), :math:`L_h = s\, Q_h K_h^\top` the unmasked logit matrix of
+    each sequence of the probe batch (ranks averaged over its sequences), and the attention
+    entropy :math:`\tilde H_i = -\sum_j a_{ij}\log a_{ij} / \log|\mathcal{S}_i|` averaged
+    over the query rows of the probe batch with at least two allowed keys (causal mask,
+    padding and graph edges applied). The layer value of each metric is the mean over
+    heads; the PR is also reported on the concatenated heads (``pr_q_concat``,
+    ``pr_k_concat``).
+
+    **Probe batch.** The logit-matrix metrics and the entropy come from the first
+    non-empty forward call of each layer after construction or :meth:`reset`, capped at
+    ``max_tokens`` query tokens (whole sequences, at least one). With an explicit
+    ``probe_batch`` they come from that input instead: the probe runs
+    ``model(probe_batch)`` itself at the first :meth:`results` call after a reset, in
+    ``eval()`` mode (restored afterwards, so no dropout randomness is drawn) under
+    :func:`torch.no_grad`, and that forward does not enter the PR accumulators.
+
+    **Cost.** The hooks are forward *pre*-hooks that recompute q and k from the layer's
+    inputs without gradient (two extra projections per layer) and update a covariance
+    (:math:`O(n (Hd)^2)`, or :math:`O(n H d^2)` with ``concat_heads=False``); the probe
+    batch adds one SVD per head and sequence, once per reset. With ``enabled = False`` a
+    hook returns at once (one Python call per layer per forward); :meth:`remove` removes
+    them entirely. Typical use when training is to keep one probe and toggle ``enabled``
+    (or enter ``with QKProbe(model) as probe:`` around the probed steps).
+
+    Probing never changes the model's outputs or gradients: the hooks only read the
+    inputs. Calls of a Hugging Face layer with a non-empty KV cache (incremental decoding)
+    are skipped with a warning.
+
+    Recognised layers (see :func:`supported_attention_types`): CharGPT's
+    :class:`~quest_geometric.models.char_gpt.CausalSelfAttention`,
+    :class:`~quest_geometric.nn.focus_attention.FocusAttention` (the entropy is that of the
+    full, causal softmax over the same q/k: the attention the layer computes when
+    ``gate=None`` or ``enabled=False``, the dense counterpart of its sparse pattern
+    otherwise), :class:`torch_geometric.nn.conv.TransformerConv` (attention over the edges;
+    the ranks use all node pairs of the probe batch, the entropy the edges and edge
+    features), Hugging Face ``GPT2Attention`` (fused ``c_attn`` split into q/k/v, the
+    layer's own ``scaling``) and ``GPTNeoXAttention`` (per-head ``[H, 3, d]`` fused layout,
+    **post-rotary** q/k). A module that matches is not searched further for nested ones.
+
+    Args:
+        model (torch.nn.Module): the model (or a single attention module).
+        layers (iterable, optional): which attention layers: names (as in
+            ``model.named_modules()``), indices into the found layers, or modules.
+            (default: :obj:`None`, all)
+        heads (bool): include one record per head in :meth:`results`. (default: :obj:`True`)
+        probe_batch (Any, optional): a fixed model input for the logit-matrix metrics: a
+            tensor (``model(t)``), a tuple (``model(*t)``), a dict (``model(**d)``) or any
+            other object (``model(obj)``, e.g. a PyG ``Batch``). (default: :obj:`None`, the
+            first batch seen)
+        max_tokens (int): cap on the query tokens of the probe batch used for the ranks
+            and the entropy (whole sequences; graph attention keeps the first
+            ``max_tokens`` nodes for the ranks). (default: ``4096``)
+        concat_heads (bool): also accumulate the concatenated-head covariance (the
+            per-head covariances are then its diagonal blocks). (default: :obj:`True`)
+        enabled (bool): initial value of :attr:`enabled`. (default: :obj:`True`)
+
+    Example::
+
+        with QKProbe(model) as probe:
+            model(x)
+        records = probe.results()
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        layers: Optional[Iterable[Union[str, int, nn.Module]]] = None,
+        heads: bool = True,
+        probe_batch: Any = None,
+        max_tokens: int = 4096,
+        concat_heads: bool = True,
+        enabled: bool = True,
+    ) -> None:
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"QKProbe: model must be a torch.nn.Module, got {type(model).__name__}")
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 2:
+            raise ValueError(f"QKProbe: max_tokens must be an int >= 2, got {max_tokens!r}")
+        self.model = model
+        self.heads = bool(heads)
+        self.probe_batch = probe_batch
+        self.max_tokens = max_tokens
+        self.concat_heads = bool(concat_heads)
+        self.enabled = bool(enabled)
+        self._probe_only = False
+        found = self._find_layers(model)
+        self._layers = [_Layer(i, n, m, a) for i, (n, m, a) in enumerate(self._select(found, layers))]
+        self._attach()
+
+    # ------------------------------------------------------------------ discovery
+    @staticmethod
+    def _find_layers(model: nn.Module) -> list[tuple[str, nn.Module, AdapterFn]]:
+        found: list[tuple[str, nn.Module, AdapterFn]] = []
+        matched: list[str] = []
+        for name, mod in model.named_modules():
+            if any(name == p or name.startswith(p + ".") for p in matched if p) or ("" in matched):
+                continue
+            fn = _find_adapter(mod)
+            if fn is not None:
+                found.append((name, mod, fn))
+                matched.append(name)
+        if not found:
+            raise ValueError(
+                f"QKProbe: no recognisable attention layer in {type(model).__name__}. Supported "
+                f"types: {', '.join(supported_attention_types())}. For another class, register an "
+                "adapter: quest_geometric.analysis.probe.register_attention_adapter(MyAttention, "
+                "fn) with fn(module, args, kwargs) -> (q [B, H, T, d], k [B, H, S, d]) or a QKView"
+            )
+        return found
+
+    @staticmethod
+    def _select(found: list, layers: Any) -> list:
+        if layers is None:
+            return found
+        if isinstance(layers, (str, int, nn.Module)):
+            layers = [layers]
+        names = [n for n, _, _ in found]
+        out, seen = [], set()
+        for sel in layers:
+            if isinstance(sel, bool):
+                raise TypeError("QKProbe: layers must hold names, indices or modules, got a bool")
+            if isinstance(sel, int):
+                if not -len(found) <= sel < len(found):
+                    raise ValueError(f"QKProbe: layer index {sel} out of range for {len(found)} layers")
+                i = sel % len(found)
+            elif isinstance(sel, str):
+                if sel not in names:
+                    raise ValueError(f"QKProbe: no attention layer named {sel!r}; found {names}")
+                i = names.index(sel)
+            elif isinstance(sel, nn.Module):
+                ids = [j for j, (_, m, _) in enumerate(found) if m is sel]
+                if not ids:
+                    raise ValueError(f"QKProbe: module {type(sel).__name__} is not one of the "
+                                     f"attention layers found: {names}")
+                i = ids[0]
+            else:
+                raise TypeError(f"QKProbe: layers must hold names, indices or modules, got {type(sel).__name__}")
+            if i not in seen:
+                seen.add(i)
+                out.append(found[i])
+        if not out:
+            raise ValueError("QKProbe: layers selects no layer")
+        return sorted(out, key=lambda t: names.index(t[0]))
+
+    @property
+    def layer_names(self) -> list[str]:
+        """Names of the hooked layers, in model order."""
+        return [layer.name for layer in self._layers]
+
+    # ------------------------------------------------------------------ hooks
+    def _attach(self) -> None:
+        for layer in self._layers:
+            if layer.handle is None:
+                layer.handle = layer.module.register_forward_pre_hook(
+                    self._make_hook(layer), with_kwargs=True)
+
+    @property
+    def attached(self) -> bool:
+        """Whether the hooks are registered."""
+        return any(layer.handle is not None for layer in self._layers)
+
+    def remove(self) -> None:
+        """Remove every hook (accumulated statistics stay readable by :meth:`results`)."""
+        for layer in self._layers:
+            if layer.handle is not None:
+                layer.handle.remove()
+                layer.handle = None
+
+    def reattach(self) -> "QKProbe":
+        """Register the hooks again after :meth:`remove` (statistics are kept)."""
+        self._attach()
+        return self
+
+    def __enter__(self) -> "QKProbe":
+        self._attach()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.remove()
+
+    def reset(self) -> "QKProbe":
+        """Forget all statistics; the next batch (or the explicit probe batch) becomes the
+        probe batch."""
+        for layer in self._layers:
+            layer.reset()
+        return self
+
+    def _make_hook(self, layer: _Layer) -> Callable:
+        def hook(module: nn.Module, args: tuple, kwargs: dict) -> None:
+            if not self.enabled:
+                return None
+            if self._probe_only and layer.probe_done:
+                return None
+            with torch.no_grad():
+                view = self._view(layer, module, args, kwargs)
+                if view is None:
+                    return None
+                if not self._probe_only:
+                    self._accumulate(layer, view)
+                if not layer.probe_done and (self._probe_only or self.probe_batch is None):
+                    self._measure(layer, view)
+                    layer.probe_done = True
+            return None
+        return hook
+
+    def _view(self, layer: _Layer, module: nn.Module, args: tuple, kwargs: dict) -> Optional[QKView]:
+        out = layer.adapter(module, args, kwargs)
+        if out is None:
+            return None
+        if isinstance(out, tuple) and len(out) == 2:
+            out = QKView(*out)
+        where = f"QKProbe: the adapter of {type(module).__name__} ({layer.name or 'root'})"
+        if not isinstance(out, QKView):
+            raise TypeError(f"{where} returned {type(out).__name__}; expected (q, k), a QKView or None")
+        q, k = out.q, out.k
+        if not (isinstance(q, Tensor) and isinstance(k, Tensor)) or q.dim() != 4 or k.dim() != 4:
+            raise ValueError(f"{where} must give q [B, H, T, d] and k [B, H, S, d], got "
+                             f"{tuple(getattr(q, 'shape', ()))} and {tuple(getattr(k, 'shape', ()))}")
+        if q.size(0) != k.size(0) or q.size(1) != k.size(1) or q.size(3) != k.size(3):
+            raise ValueError(f"{where}: q {tuple(q.shape)} and k {tuple(k.shape)} must share B, H and d")
+        if out.edge_index is not None and q.size(0) != 1:
+            raise ValueError(f"{where}: graph attention (edge_index) needs B == 1, got {q.size(0)}")
+        if q.numel() == 0 or k.numel() == 0:
+            return None  # an empty batch carries no sample
+        return out
+
+    # ------------------------------------------------------------------ accumulation
+    def _accumulate(self, layer: _Layer, view: QKView) -> None:
+        for which, t, valid in (("q", view.q, view.q_valid), ("k", view.k, view.k_valid)):
+            B, H, T, d = t.shape
+            z = t.detach().transpose(1, 2)  # [B, T, H, d]
+            z = z[valid] if valid is not None else z.reshape(B * T, H, d)
+            acc = getattr(layer, "acc_" + which)
+            if acc is None:
+                acc = (StreamingCovariance(H * d, device=t.device) if self.concat_heads
+                       else StreamingCovariance(d, shape=(H,), device=t.device))
+                setattr(layer, "acc_" + which, acc)
+                layer.heads = H
+            expected = (H * d,) if self.concat_heads else (H, d)
+            got = (acc.dim,) if self.concat_heads else (*acc.shape, acc.dim)
+            if got != expected:
+                raise ValueError(f"QKProbe: layer {layer.name!r} changed its {which} shape from "
+                                 f"{got} to {expected} between calls")
+            if self.concat_heads:
+                acc.update(z.reshape(-1, H * d))
+            else:
+                acc.update(z.transpose(0, 1))
+
+    def _measure(self, layer: _Layer, view: QKView) -> None:
+        q = view.q.detach().to(torch.float64)
+        k = view.k.detach().to(torch.float64)
+        B, H, T, d = q.shape
+        S = k.size(2)
+        scale = float(view.scale) if view.scale is not None else 1.0 / math.sqrt(d)
+        layer.heads = H
+        if view.edge_index is not None:
+            self._measure_graph(layer, view, q, k, scale)
+            return
+        b = max(1, min(B, self.max_tokens // max(T, 1)))
+        q, k = q[:b], k[:b]
+        qv = view.q_valid[:b] if view.q_valid is not None else None
+        kv = view.k_valid[:b] if view.k_valid is not None else None
+        logits = (q @ k.transpose(-1, -2)) * scale  # [b, H, T, S], unmasked
+        layer.probe_tokens = int(qv.sum()) if qv is not None else b * T
+        self._ranks(layer, logits, qv, kv)
+        allowed = torch.ones(T, S, dtype=torch.bool, device=q.device)
+        if view.causal:
+            allowed = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(S - T)
+        allowed = allowed.expand(b, H, T, S)
+        if view.mask is not None:
+            allowed = allowed & torch.broadcast_to(view.mask.to(q.device)[:b], (b, H, T, S))
+        if kv is not None:
+            allowed = allowed & kv[:, None, None, :]
+        attn = logits.masked_fill(~allowed, float("-inf")).softmax(-1)
+        attn = torch.nan_to_num(attn, nan=0.0)  # rows without any key: excluded below
+        ent = attention_entropy(attn, mask=allowed)
+        valid = ent.valid if qv is None else ent.valid & qv[:, None, :]
+        self._set_entropy(layer, ent.entropy, valid, dims=(0, 2),
+                          why="every query row of the probe batch has fewer than 2 allowed keys "
+                              f"(T={T}); the normalised entropy is undefined")
+
+    def _ranks(self, layer: _Layer, logits: Tensor, qv: Optional[Tensor], kv: Optional[Tensor]) -> None:
+        """Effective and stable rank per head, averaged over the probe sequences."""
+        mats: list[Tensor] = []
+        if qv is None and kv is None:
+            if logits.size(-2) >= 2 and logits.size(-1) >= 2:
+                mats = [logits]
+        else:
+            for i in range(logits.size(0)):
+                rows = qv[i] if qv is not None else slice(None)
+                cols = kv[i] if kv is not None else slice(None)
+                m = logits[i][:, rows][:, :, cols]
+                if m.size(-2) >= 2 and m.size(-1) >= 2:
+                    mats.append(m.unsqueeze(0))
+        if not mats:
+            why = ("the probe batch has fewer than 2 (valid) tokens per sequence; the rank of "
+                   "a logit matrix with one row or column is 1 by construction, not a measurement")
+            layer.probe_undefined["qk_effective_rank"] = why
+            layer.probe_undefined["qk_stable_rank"] = why
+            return
+        for key, fn in (("qk_effective_rank", effective_rank), ("qk_stable_rank", stable_rank)):
+            try:
+                layer.probe[key] = torch.cat([fn(m) for m in mats], 0).mean(0)  # [H]
+            except ValueError as e:
+                layer.probe_undefined[key] = f"logit matrix: {e}"
+
+    def _set_entropy(self, layer: _Layer, ent: Tensor, valid: Tensor, dims: tuple, why: str) -> None:
+        count = valid.sum(dims)
+        if bool((count == 0).any()):
+            layer.probe_undefined["attention_entropy"] = why
+            return
+        layer.probe["attention_entropy"] = (ent * valid).sum(dims) / count
+
+    def _measure_graph(self, layer: _Layer, view: QKView, q: Tensor, k: Tensor, scale: float) -> None:
+        from torch_geometric.utils import scatter
+        from torch_geometric.utils import softmax as pyg_softmax
+
+        H, N, M = q.size(1), q.size(2), k.size(2)
+        n, m = min(N, self.max_tokens), min(M, self.max_tokens)
+        layer.probe_tokens = N
+        logits = (q[0, :, :n] @ k[0, :, :m].transpose(-1, -2)) * scale  # [H, n, m]
+        self._ranks(layer, logits.unsqueeze(0), None, None)
+        src, dst = view.edge_index.to(q.device)
+        if view.edge_logits is not None:
+            e = view.edge_logits.detach().to(torch.float64)
+        else:
+            e = (q[0][:, dst] * k[0][:, src]).sum(-1).transpose(0, 1) * scale  # [E, H]
+        a = pyg_softmax(e, dst, num_nodes=N)
+        h = scatter(-torch.special.xlogy(a, a), dst, dim=0, dim_size=N, reduce="sum")  # [N, H]
+        deg = scatter(torch.ones_like(dst, dtype=torch.float64), dst, dim=0, dim_size=N, reduce="sum")
+        valid = (deg > 1).unsqueeze(-1).expand(N, H)
+        h = torch.where(valid, h / deg.clamp_min(2).log().unsqueeze(-1), torch.zeros_like(h))
+        self._set_entropy(layer, h, valid, dims=(0,),
+                          why="no node of the probe batch has 2 or more in-edges; the normalised "
+                              "entropy is undefined")
+
+    # ------------------------------------------------------------------ explicit probe batch
+    def _run_probe_batch(self) -> None:
+        was_attached = [layer.handle is not None for layer in self._layers]
+        flags = [(m, m.training) for m in self.model.modules()]
+        enabled, self.enabled, self._probe_only = self.enabled, True, True
+        self._attach()
+        try:
+            self.model.eval()
+            with torch.no_grad():
+                pb = self.probe_batch
+                if isinstance(pb, tuple):
+                    self.model(*pb)
+                elif isinstance(pb, dict):
+                    self.model(**pb)
+                else:
+                    self.model(pb)
+        finally:
+            for m, t in flags:
+                m.training = t
+            self._probe_only, self.enabled = False, enabled
+            for layer, a in zip(self._layers, was_attached):
+                if not a and layer.handle is not None:
+                    layer.handle.remove()
+                    layer.handle = None
+        for layer in self._layers:
+            if not layer.probe_done:
+                layer.probe_done = True
+                why = "the explicit probe batch did not reach this layer"
+                for key in ("qk_effective_rank", "qk_stable_rank", "attention_entropy"):
+                    layer.probe_undefined.setdefault(key, why)
+
+    # ------------------------------------------------------------------ results
+    @staticmethod
+    def _pr(acc: Optional[StreamingCovariance], heads: int, concat: bool, all_reduce: bool
+            ) -> tuple[Optional[list[Optional[float]]], Optional[float], Optional[str], int]:
+        """Per-head PRs, concatenated PR, a reason if undefined, and the token count."""
+        if acc is None or acc.count == 0:
+            return None, None, "no token seen since reset()", 0
+        if all_reduce:
+            acc = acc.all_reduce()
+        if acc.count < 2:
+            return None, None, (f"{acc.count} token seen since reset(); the participation ratio "
+                                "needs at least 2 samples"), acc.count
+        cov = acc.covariance
+        if concat:
+            d = acc.dim // heads
+            blocks = torch.stack([cov[h * d:(h + 1) * d, h * d:(h + 1) * d] for h in range(heads)])
+        else:
+            blocks = cov
+        per_head: list[Optional[float]] = []
+        why = None
+        for h in range(blocks.size(0)):
+            try:
+                per_head.append(float(participation_ratio_from_covariance(blocks[h])))
+            except ValueError:
+                per_head.append(None)
+                why = f"zero variance in head {h}: the participation ratio is undefined"
+        full = None
+        if concat:
+            try:
+                full = float(participation_ratio_from_covariance(cov))
+            except ValueError:
+                why = why or "zero variance: the participation ratio is undefined"
+        return per_head, full, why, acc.count
+
+    def results(self, strict: bool = False, all_reduce: bool = False) -> list[dict[str, Any]]:
+        r"""The measurements: a list of flat records (JSON-ready).
+
+        Per layer (in model order), when ``heads=True``, one record per head followed by
+        one layer record with ``head=None``. Keys: ``layer`` (module name), ``layer_index``,
+        ``type`` (class name), ``head``, ``pr_q``, ``pr_k``, ``pr_q_minus_pr_k``,
+        ``qk_effective_rank``, ``qk_stable_rank``, ``attention_entropy``, ``tokens``
+        (samples in the PR accumulators), ``probe_tokens`` (query tokens of the probe batch)
+        and ``undefined`` (``{metric: reason}``); the layer record adds ``pr_q_concat``,
+        ``pr_k_concat`` (:obj:`None` with ``concat_heads=False``) and ``heads``. Layer values
+        are means over the heads. A metric that is undefined (no or one token, one-token
+        sequences, zero variance) is :obj:`None` and its reason is in ``undefined``; never NaN.
+
+        Args:
+            strict (bool): raise a :class:`ValueError` instead of returning undefined
+                metrics. (default: :obj:`False`)
+            all_reduce (bool): merge the PR accumulators of all DDP ranks
+                (:meth:`StreamingCovariance.all_reduce`; every rank must call).
+                (default: :obj:`False`)
+
+        Returns:
+            list[dict]: the records.
+        """
+        if self.probe_batch is not None and not all(layer.probe_done for layer in self._layers):
+            self._run_probe_batch()
+        out: list[dict[str, Any]] = []
+        for layer in self._layers:
+            H = layer.heads
+            undefined: dict[str, str] = {}
+            pq, pq_full, why_q, n_q = self._pr(layer.acc_q, H, self.concat_heads, all_reduce)
+            pk, pk_full, why_k, _ = self._pr(layer.acc_k, H, self.concat_heads, all_reduce)
+            if why_q:
+                undefined["pr_q"] = why_q
+            if why_k:
+                undefined["pr_k"] = why_k
+            if why_q or why_k:
+                undefined["pr_q_minus_pr_k"] = why_q or why_k
+            if not layer.probe_done:
+                for key in ("qk_effective_rank", "qk_stable_rank", "attention_entropy"):
+                    undefined[key] = "no forward call seen since reset()"
+            undefined.update(layer.probe_undefined)
+            if strict and undefined:
+                key, why = next(iter(undefined.items()))
+                raise ValueError(f"QKProbe: {key} of layer {layer.name!r} is undefined: {why}")
+            probe = {key: v.tolist() for key, v in layer.probe.items()}
+            base = {"layer": layer.name, "layer_index": layer.index, "type": type(layer.module).__name__}
+
+            def head_value(vals: Optional[list], h: int) -> Optional[float]:
+                return None if vals is None or h >= len(vals) else vals[h]
+
+            def mean(vals: Optional[list]) -> Optional[float]:
+                if not vals or any(v is None for v in vals):
+                    return None
+                return float(sum(vals) / len(vals))
+
+            if self.heads:
+                for h in range(H):
+                    rec = dict(base, head=h)
+                    a, b = head_value(pq, h), head_value(pk, h)
+                    rec.update(pr_q=a, pr_k=b, pr_q_minus_pr_k=None if a is None or b is None else a - b)
+                    for key in ("qk_effective_rank", "qk_stable_rank", "attention_entropy"):
+                        rec[key] = head_value(probe.get(key), h)
+                    rec.update(tokens=n_q, probe_tokens=layer.probe_tokens,
+                               undefined={k_: v for k_, v in undefined.items()
+                                          if rec.get(k_) is None})
+                    out.append(rec)
+            a, b = mean(pq), mean(pk)
+            rec = dict(base, head=None, pr_q=a, pr_k=b,
+                       pr_q_minus_pr_k=None if a is None or b is None else a - b)
+            for key in ("qk_effective_rank", "qk_stable_rank", "attention_entropy"):
+                rec[key] = mean(probe.get(key))
+            rec.update(pr_q_concat=pq_full, pr_k_concat=pk_full, heads=H, tokens=n_q,
+                       probe_tokens=layer.probe_tokens, undefined=undefined)
+            out.append(rec)
+        return out
+
+    def __repr__(self) -> str:
+        return (f"{self.__class__.__name__}({type(self.model).__name__}, layers={len(self._layers)}, "
+                f"enabled={self.enabled}, attached={self.attached})")

@@ -118,7 +118,7 @@ class _Adapter:
 
     # shared helpers
     @staticmethod
-    def _update_cache(module: nn.Module, call: _Call, who: str) -> None:
+    def _check_cache(module: nn.Module, call: _Call, who: str) -> None:
         if call.cache is None:
             return
         layer_idx = getattr(module, "layer_idx", None)
@@ -185,10 +185,10 @@ class _GPT2Adapter(_Adapter):
             raise ValueError("compose_focus (GPT2Attention): output_attentions=True is not "
                              "supported with Focus enabled (no dense attention matrix exists)")
         x = bound["hidden_states"]
-        _check_causal_mask(bound.get("attention_mask"), x.size(1), "GPT2Attention")
         call = _Call(hidden=x, mask=bound.get("attention_mask"),
                      cache=_hf_cache(bound, ("cache", "past_key_values", "layer_past")))
-        self._update_cache(module, call, "GPT2Attention")
+        self._check_cache(module, call, "GPT2Attention")
+        _check_causal_mask(call.mask, x.size(1), "GPT2Attention")
         return call
 
     def qkv(self, module: nn.Module, x: Tensor, call: _Call) -> Tuple[Tensor, Tensor, Tensor]:
@@ -232,11 +232,11 @@ class _GPTNeoXAdapter(_Adapter):
         if pe is None:
             raise ValueError("compose_focus (GPTNeoXAttention): 'position_embeddings' "
                              "(cos, sin) must be passed, as GPTNeoXModel does in transformers v5")
-        _check_causal_mask(bound.get("attention_mask"), x.size(1), "GPTNeoXAttention")
         call = _Call(hidden=x, mask=bound.get("attention_mask"),
                      cache=_hf_cache(bound, ("layer_past", "cache", "past_key_values")),
                      rotary=tuple(pe))
-        self._update_cache(module, call, "GPTNeoXAttention")
+        self._check_cache(module, call, "GPTNeoXAttention")
+        _check_causal_mask(call.mask, x.size(1), "GPTNeoXAttention")
         return call
 
     def qkv(self, module: nn.Module, x: Tensor, call: _Call) -> Tuple[Tensor, Tensor, Tensor]:

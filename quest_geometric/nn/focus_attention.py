@@ -504,9 +504,11 @@ def full_attention(q: Tensor, k: Tensor, v: Tensor, batch: Optional[Tensor] = No
     r"""Plain (causal) multi-head attention per sequence, ``[N, H, D]`` in and out."""
     n, h, d = q.shape
     if batch is None:
-        out = F.scaled_dot_product_attention(q.transpose(0, 1), k.transpose(0, 1),
-                                             v.transpose(0, 1), is_causal=causal)
-        return out.transpose(0, 1)
+        # 4-D input: 3-D input makes CPU SDPA take the O(N^2)-memory math path
+        out = F.scaled_dot_product_attention(q.transpose(0, 1).unsqueeze(0),
+                                             k.transpose(0, 1).unsqueeze(0),
+                                             v.transpose(0, 1).unsqueeze(0), is_causal=causal)
+        return out[0].transpose(0, 1)
     seq, nseq = _seq_layout(batch, n, q.device)
     qd, valid = to_dense_batch(q.reshape(n, h * d), seq, batch_size=nseq)
     kd = to_dense_batch(k.reshape(n, h * d), seq, batch_size=nseq)[0]

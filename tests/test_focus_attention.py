@@ -1,0 +1,230 @@
+import math
+
+import pytest
+import torch
+
+from quest_geometric.nn.focus_attention import (
+    FocusAttention,
+    focus_blocks_attention,
+    focus_blocks_reference,
+    focus_dense_attention,
+    focus_soft_attention,
+)
+
+
+def definition_mask(groups, window, batch, causal):
+    n = groups.size(0)
+    m = torch.zeros(n, n, dtype=torch.bool)
+    for i in range(n):
+        for j in range(n):
+            if batch[i] != batch[j] or (causal and j > i):
+                continue
+            shared = bool(set(groups[i].tolist()) & set(groups[j].tolist()))
+            m[i, j] = abs(i - j) <= window or shared
+    return m
+
+
+def reference_attention(q, k, v, mask):
+    """float64 softmax attention with an [N, N] (query, key) mask; q, k, v [N, H, D]."""
+    q, k, v = q.double(), k.double(), v.double()
+    s = torch.einsum("ihd,jhd->hij", q, k) / math.sqrt(q.size(-1))
+    s = s.masked_fill(~mask, float("-inf"))
+    return torch.einsum("hij,jhd->ihd", torch.softmax(s, -1), v)
+
+
+def random_case(seed, top_k, num_groups=6):
+    torch.manual_seed(seed)
+    # sequences of 1, 4 (shorter than the window below) and 31 tokens; groups 4 and 5 empty
+    batch = torch.tensor([0] * 1 + [1] * 4 + [2] * 31)
+    n = batch.numel()
+    groups = torch.stack([torch.randperm(4)[:top_k] for _ in range(n)])
+    groups[7, :] = torch.arange(top_k) + (4 - top_k)  # some rarely-used sets
+    q, k, v = (torch.randn(n, 2, 8, requires_grad=True) for _ in range(3))
+    return q, k, v, groups, batch, num_groups
+
+
+BACKENDS = {
+    "dense": lambda q, k, v, g, w, b, c, K: focus_dense_attention(q, k, v, g, w, b, c, K),
+    "blocks_fused": lambda q, k, v, g, w, b, c, K: focus_blocks_attention(
+        q, k, v, g, w, b, c, K, fused=True),
+    "blocks_reference": lambda q, k, v, g, w, b, c, K: focus_blocks_reference(
+        q, k, v, g, w, b, c, K),
+}
+
+
+def edges_backend(q, k, v, g, w, b, c, K):
+    from quest_geometric.nn.focus_attention import FocusEdgeAttention
+    from quest_geometric.nn.focus_edge_index import focus_edge_index
+    return FocusEdgeAttention()(q, k, v, focus_edge_index(g, w, b, c))
+
+
+BACKENDS["edges"] = edges_backend
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+@pytest.mark.parametrize("top_k", [1, 2, 4])
+@pytest.mark.parametrize("causal", [True, False])
+def test_backends_match_definition_values_and_gradients(backend, top_k, causal):
+    q, k, v, groups, batch, K = random_case(top_k, top_k)
+    window = 5
+    ref = reference_attention(q, k, v, definition_mask(groups, window, batch, causal))
+    out = BACKENDS[backend](q, k, v, groups, window, batch, causal, K)
+    torch.testing.assert_close(out.double(), ref, atol=1e-5, rtol=1e-5)
+    go = torch.randn_like(out)
+    g_out = torch.autograd.grad(out, (q, k, v), go)
+    g_ref = torch.autograd.grad(ref, (q, k, v), go.double())
+    for a, b in zip(g_out, g_ref):
+        torch.testing.assert_close(a.double(), b.double(), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("backend", ["blocks", "edges", "dense"])
+@pytest.mark.parametrize("top_k", [1, 2])
+def test_module_backends_agree_on_pyg_batch(backend, top_k):
+    torch.manual_seed(10)
+    batch = torch.tensor([0] * 3 + [1] * 40 + [2] * 17)
+    x = torch.randn(batch.numel(), 16)
+    m = FocusAttention(16, 2, num_groups=4, top_k=top_k, window=4, backend="dense").eval()
+    ref = m(x, batch)
+    gref = torch.autograd.grad(ref.square().sum(), list(m.parameters()), allow_unused=True)
+    m.backend = backend
+    out = m(x, batch)
+    gout = torch.autograd.grad(out.square().sum(), list(m.parameters()), allow_unused=True)
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+    for a, b in zip(gout, gref):
+        assert (a is None) == (b is None)
+        if a is not None:
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    # a PyG batch equals running each sequence alone
+    parts = [m(x[batch == i]) for i in range(3)]
+    torch.testing.assert_close(out, torch.cat(parts), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("backend", ["blocks", "edges", "dense"])
+def test_top_k_equal_K_is_full_causal_attention(backend):
+    torch.manual_seed(11)
+    m = FocusAttention(16, 4, num_groups=3, top_k=3, window=0, backend=backend).eval()
+    x = torch.randn(2, 25, 16)
+    full = FocusAttention(16, 4, num_groups=3, gate=None)
+    full.load_state_dict(m.state_dict())
+    torch.testing.assert_close(m(x), full(x), atol=1e-5, rtol=1e-5)
+    # and the plain formula
+    q, k, v = (p(x).view(2, 25, 4, 4) for p in (m.q_proj, m.k_proj, m.v_proj))
+    mask = torch.ones(25, 25, dtype=torch.bool).tril()
+    o = torch.stack([reference_attention(q[b], k[b], v[b], mask) for b in range(2)])
+    torch.testing.assert_close(m(x), m.out_proj(o.float().reshape(2, 25, 16)),
+                               atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("backend", ["blocks", "edges", "dense"])
+@pytest.mark.parametrize("training", [False, True])
+@pytest.mark.parametrize("gate", ["additive", "multiplicative"])
+def test_future_tokens_never_change_past_outputs(backend, training, gate):
+    torch.manual_seed(12)
+    m = FocusAttention(16, 2, num_groups=4, top_k=1, window=3, backend=backend, gate=gate)
+    m.train(training)
+    x = torch.randn(1, 40, 16)
+    x2 = x.clone()
+    x2[:, 25:] = torch.randn(1, 15, 16) * 3
+    o1, r1 = m(x, return_router=True)
+    o2, r2 = m(x2, return_router=True)
+    torch.testing.assert_close(o1[:, :25], o2[:, :25], atol=1e-6, rtol=1e-6)
+    assert not torch.allclose(o1[:, 25:], o2[:, 25:])
+
+
+def test_soft_gates_match_formulas():
+    torch.manual_seed(13)
+    n, w, lam, b = 9, 2, 3.0, 0.4
+    q, k, v = (torch.randn(n, 1, 4, dtype=torch.float64) for _ in range(3))
+    soft = torch.softmax(torch.randn(n, 3, dtype=torch.float64), -1)
+    s = (q[:, 0] @ k[:, 0].t()) / 2.0
+    g = soft @ soft.t()
+    i = torch.arange(n)
+    near = (i[:, None] - i[None, :]).abs() <= w
+    causal = i[None, :] <= i[:, None]
+    for gate, logits in (
+        ("multiplicative", s * torch.where(near, torch.ones_like(g), torch.sigmoid(lam * g))),
+        ("additive", s + torch.where(near, torch.zeros_like(g),
+                                     torch.log(torch.sigmoid(lam * (g - b))))),
+    ):
+        ref = torch.softmax(logits.masked_fill(~causal, float("-inf")), -1) @ v[:, 0]
+        out = focus_soft_attention(q, k, v, soft, w, None, True, gate, lam, b)
+        torch.testing.assert_close(out[:, 0], ref)
+
+
+@pytest.mark.parametrize("top_k", [1, 2])
+def test_additive_gate_tends_to_hard_mask(top_k):
+    q, k, v, groups, batch, K = random_case(20 + top_k, top_k)
+    onehot = torch.zeros(groups.size(0), K).scatter_(1, groups, 1.0 / top_k)
+    hard = focus_dense_attention(q, k, v, groups, 3, batch, True, K)
+    # overlap of two sets is >= 1/top_k^2 when they intersect, 0 otherwise
+    soft = focus_soft_attention(q, k, v, onehot, 3, batch, True, "additive",
+                                gate_scale=1e4, gate_bias=0.5 / top_k ** 2)
+    torch.testing.assert_close(soft, hard, atol=1e-5, rtol=1e-5)
+    mult = focus_soft_attention(q, k, v, onehot, 3, batch, True, "multiplicative",
+                                gate_scale=1e4)
+    assert not torch.allclose(mult, hard, atol=1e-3)  # the paper's gate does not prune
+
+
+def test_training_mode_gradients_reach_router():
+    torch.manual_seed(14)
+    m = FocusAttention(16, 2, num_groups=4, window=2).train()
+    m(torch.randn(2, 12, 16)).sum().backward()
+    assert m.router.lin.weight.grad is not None
+    assert m.router.lin.weight.grad.abs().sum() > 0 and m.router.centroids.grad.abs().sum() > 0
+
+
+def test_disabled_gates_and_from_projections():
+    torch.manual_seed(15)
+    q, k, v, o = (torch.nn.Linear(16, 16) for _ in range(4))
+    x = torch.randn(2, 10, 16)
+    # the original model: plain causal multi-head attention with these projections
+    qh, kh, vh = (p(x).view(2, 10, 4, 4).transpose(1, 2) for p in (q, k, v))
+    orig = o(torch.nn.functional.scaled_dot_product_attention(qh, kh, vh, is_causal=True)
+             .transpose(1, 2).reshape(2, 10, 16))
+    m = FocusAttention.from_projections(q, k, v, o, num_heads=4, num_groups=4, top_k=2,
+                                        gate=None)
+    assert m.q_proj is q and m.out_proj is o
+    for mode in (True, False):
+        m.train(mode)
+        assert torch.equal(m(x), orig)
+    m2 = FocusAttention.from_projections(q, k, v, o, num_heads=4, num_groups=4, window=1)
+    m2.enabled = False
+    assert torch.equal(m2(x), orig)
+    m2.enabled = True
+    assert not torch.allclose(m2.eval()(x), orig)
+    fused = FocusAttention.from_projections(qkv=lambda t: (q(t), k(t), v(t)), out_proj=o,
+                                            num_heads=4, embed_dim=16, num_groups=4, window=1)
+    fused.router.load_state_dict(m2.router.state_dict())
+    torch.testing.assert_close(fused.eval()(x), m2(x))
+
+
+def test_batched_3d_equals_flat_with_batch():
+    torch.manual_seed(16)
+    m = FocusAttention(8, 2, num_groups=3, window=2).eval()
+    x = torch.randn(3, 7, 8)
+    flat = m(x.reshape(21, 8), torch.arange(3).repeat_interleave(7))
+    torch.testing.assert_close(m(x).reshape(21, 8), flat)
+
+
+def test_repr_and_errors():
+    m = FocusAttention(32, 4)
+    assert str(m) == ("FocusAttention(32, num_heads=4, num_groups=8, top_k=1, window=128, "
+                      "backend='blocks', gate='additive')")
+    with pytest.raises(ValueError, match="top_k"):
+        FocusAttention(32, 4, num_groups=4, top_k=5)
+    with pytest.raises(ValueError, match="window"):
+        FocusAttention(32, 4, window=-1)
+    with pytest.raises(ValueError, match="divisible"):
+        FocusAttention(30, 4)
+    with pytest.raises(ValueError, match="backend"):
+        FocusAttention(32, 4, backend="flash")
+    with pytest.raises(ValueError, match="sorted"):
+        m(torch.randn(4, 32), torch.tensor([0, 1, 1, 0]))
+    bad = FocusAttention.from_projections(torch.nn.Linear(32, 32), torch.nn.Linear(32, 16),
+                                          torch.nn.Linear(32, 32), num_heads=4)
+    with pytest.raises(ValueError, match="projected k"):
+        bad(torch.randn(5, 32))
+    x = torch.randn(5, 32)
+    x[1, 0] = float("nan")
+    with pytest.raises(ValueError, match="NaN"):
+        m(x)

@@ -1,1 +1,14 @@
-"""quest_geometric.transforms."""
+"""Dataset transforms: images to sphere or lattice graphs, and image augmentation."""
+from quest_geometric.transforms.image_augment import NormalizeImage, RandomCropPad, RandomHorizontalFlip
+from quest_geometric.transforms.image_to_lattice import ImageToLattice
+from quest_geometric.transforms.image_to_sphere import DEFAULT_CAP, ImageToSphere, project_to_image
+
+__all__ = [
+    "ImageToSphere",
+    "ImageToLattice",
+    "project_to_image",
+    "DEFAULT_CAP",
+    "RandomCropPad",
+    "RandomHorizontalFlip",
+    "NormalizeImage",
+]

@@ -9,10 +9,12 @@ import pytest
 import torch
 from torch import nn
 
-from quest_geometric.analysis.metrics import attention_entropy, participation_ratio
+from quest_geometric.analysis.metrics import attention_entropy, effective_rank, stable_rank
 from quest_geometric.analysis.probe import (
     QKProbe,
     QKView,
+    logit_singular_values,
+    masked_softmax_entropy,
     register_attention_adapter,
     supported_attention_types,
     unregister_attention_adapter,
@@ -118,6 +120,61 @@ def finite_or_none(records: list[dict]) -> bool:
             if isinstance(v, float) and not math.isfinite(v):
                 return False
     return True
+
+
+# ----------------------------------------------------------------------------- spectra
+
+
+@pytest.mark.parametrize("T,S,d,rank", [(20, 15, 4, 4), (20, 15, 6, 2), (3, 5, 8, 3), (9, 9, 9, 9)])
+def test_logit_singular_values_fast_equals_plain(T, S, d, rank):
+    g = torch.Generator().manual_seed(T + d)
+    basis = torch.randn(rank, d, dtype=torch.float64, generator=g)
+    q = torch.randn(2, 3, T, rank, dtype=torch.float64, generator=g) @ basis
+    k = torch.randn(2, 3, S, d, dtype=torch.float64, generator=g)
+    L = q @ k.transpose(-1, -2) * -0.3
+    fast = logit_singular_values(q, k, -0.3)
+    plain = logit_singular_values(q, k, -0.3, fast=False)
+    ref = torch.from_numpy(np.linalg.svd(L.numpy(), compute_uv=False))
+    r = fast.size(-1)
+    torch.testing.assert_close(fast, ref[..., :r], rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(plain, ref)
+    assert ref[..., r:].abs().max() < 1e-9 if ref.size(-1) > r else True
+    # the probe's rank formulas on either route equal metrics.effective_rank / stable_rank of L
+    from quest_geometric.analysis.probe import _ranks_from_singular_values
+
+    for sv in (fast, plain):
+        er, sr = _ranks_from_singular_values(sv)
+        torch.testing.assert_close(er, effective_rank(L), rtol=1e-7, atol=1e-7)
+        torch.testing.assert_close(sr, stable_rank(L))
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_masked_softmax_entropy_equals_attention_entropy(causal):
+    g = torch.Generator().manual_seed(7)
+    logits = 3 * torch.randn(2, 3, 6, 6, dtype=torch.float64, generator=g)
+    allowed = torch.rand(2, 1, 6, 6, generator=g) > 0.3
+    if causal:
+        allowed = allowed & torch.ones(6, 6, dtype=torch.bool).tril()
+    allowed[0, 0, 2] = False  # a row without any key
+    h, valid = masked_softmax_entropy(logits, allowed)
+    a = torch.nan_to_num(logits.masked_fill(~allowed, float("-inf")).softmax(-1), nan=0.0)
+    ref = attention_entropy(a, mask=allowed)
+    assert torch.equal(valid, ref.valid) and not valid[0, :, 2].any()
+    torch.testing.assert_close(h, ref.entropy)
+
+
+def test_zero_logits_are_marked_undefined():
+    model = tiny_gpt()
+    with torch.no_grad():
+        for a in model.attention_layers():
+            a.k_proj.weight.zero_()
+            a.k_proj.bias.zero_()
+    with QKProbe(model) as probe, torch.no_grad():
+        model(torch.randint(0, 23, (2, 12)))
+    r = layer_record(probe.results(), "blocks.0.attn")
+    assert r["qk_effective_rank"] is None and "zero" in r["undefined"]["qk_effective_rank"]
+    assert r["pr_k"] is None and "zero variance" in r["undefined"]["pr_k"]
+    assert r["pr_q"] is not None and r["attention_entropy"] == pytest.approx(1.0)  # uniform rows
 
 
 # ----------------------------------------------------------------------------- CharGPT

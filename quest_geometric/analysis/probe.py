@@ -46,12 +46,7 @@ from typing import Any, Callable, Iterable, Optional, Union
 import torch
 from torch import Tensor, nn
 
-from quest_geometric.analysis.metrics import (
-    attention_entropy,
-    effective_rank,
-    participation_ratio_from_covariance,
-    stable_rank,
-)
+from quest_geometric.analysis.metrics import participation_ratio_from_covariance
 from quest_geometric.analysis.streaming import StreamingCovariance
 
 __all__ = [
@@ -60,6 +55,8 @@ __all__ = [
     "register_attention_adapter",
     "unregister_attention_adapter",
     "supported_attention_types",
+    "logit_singular_values",
+    "masked_softmax_entropy",
 ]
 
 AdapterFn = Callable[[nn.Module, tuple, dict], Union["QKView", tuple, None]]
@@ -348,11 +345,81 @@ def _gpt_neox_adapter(module: nn.Module, args: tuple, kwargs: dict) -> Optional[
     return QKView(q, k, float(module.scaling), causal=True, mask=mask, q_valid=valid, k_valid=valid)
 
 
+# ----------------------------------------------------------------------------- spectra
+def logit_singular_values(q: Tensor, k: Tensor, scale: float = 1.0, fast: bool = True) -> Tensor:
+    r"""Singular values of the logit matrices :math:`L = s\, Q K^\top` without forming them.
+
+    With thin QR factorisations :math:`Q = U_Q R_Q` and :math:`K = U_K R_K`
+    (:math:`U` with orthonormal columns, :math:`R` of size :math:`d \times d`),
+
+    .. math::
+        L = s\, U_Q \,(R_Q R_K^\top)\, U_K^\top
+        \quad\Rightarrow\quad \sigma(L) = |s|\, \sigma(R_Q R_K^\top),
+
+    so one :math:`d \times d` SVD replaces a :math:`T \times S` one (:math:`L` has rank at
+    most :math:`d`; the dropped singular values are zero and change neither the effective
+    nor the stable rank). Used when :math:`\min(T, S) > d`; otherwise, or with
+    ``fast=False``, the plain SVD of :math:`L`.
+
+    Args:
+        q (Tensor): queries ``[..., T, d]``.
+        k (Tensor): keys ``[..., S, d]``.
+        scale (float): :math:`s`. (default: ``1.0``)
+        fast (bool): use the QR route when it is cheaper. (default: :obj:`True`)
+
+    Returns:
+        Tensor: singular values ``[..., r]`` in descending order, ``r = min(T, S, d)`` on the
+        fast route and ``min(T, S)`` on the plain one.
+    """
+    d = q.size(-1)
+    if fast and min(q.size(-2), k.size(-2)) > d:
+        rq = torch.linalg.qr(q, mode="r").R
+        rk = torch.linalg.qr(k, mode="r").R
+        return torch.linalg.svdvals(rq @ rk.transpose(-1, -2)) * abs(scale)
+    return torch.linalg.svdvals((q @ k.transpose(-1, -2)) * scale)
+
+
+def masked_softmax_entropy(logits: Tensor, allowed: Tensor) -> tuple[Tensor, Tensor]:
+    r"""Normalised entropy of each row of :math:`\mathrm{softmax}` over the allowed keys.
+
+    The same quantity as :func:`~quest_geometric.analysis.metrics.attention_entropy` applied
+    to the masked softmax (which it is tested against), computed from the log-probabilities
+    in three passes, without forming and re-validating the probabilities:
+
+    .. math::
+        \tilde H_i = \frac{-\sum_{j \in \mathcal{S}_i} a_{ij} \log a_{ij}}{\log |\mathcal{S}_i|},
+        \qquad \log a_{ij} = \ell_{ij} - \operatorname{logsumexp}_{j' \in \mathcal{S}_i} \ell_{ij'}.
+
+    Args:
+        logits (Tensor): ``[..., T, S]``.
+        allowed (Tensor): bool, broadcastable to ``logits``; :obj:`True` = key attended.
+
+    Returns:
+        (Tensor, Tensor): entropies ``[..., T]`` (``0`` where undefined) and the bool mask of
+        rows with at least two allowed keys.
+    """
+    allowed = torch.broadcast_to(allowed, logits.shape)
+    logp = logits.masked_fill(~allowed, float("-inf")).log_softmax(-1)
+    h = -(logp.exp() * logp.masked_fill(~allowed, 0.0)).sum(-1)
+    support = allowed.sum(-1)
+    valid = support > 1
+    h = torch.where(valid, h / support.clamp_min(2).to(h.dtype).log(), torch.zeros_like(h))
+    return h, valid
+
+
+def _ranks_from_singular_values(s: Tensor) -> tuple[Tensor, Tensor]:
+    """Effective rank and stable rank from descending singular values ``[..., r]`` (the
+    formulas of :func:`~quest_geometric.analysis.metrics.effective_rank` and
+    :func:`~quest_geometric.analysis.metrics.stable_rank`)."""
+    top = s[..., 0]
+    if bool((top <= 0).any()):
+        raise ValueError("the logit matrix Q K^T is zero for some head (zero queries or keys); "
+                         "its rank measures are undefined")
+    p = s / s.sum(-1, keepdim=True)
+    return (-torch.special.xlogy(p, p).sum(-1)).exp(), s.square().sum(-1) / top.square()
+
+
 # ----------------------------------------------------------------------------- the probe
-_METRICS = ("pr_q", "pr_k", "pr_q_minus_pr_k", "qk_effective_rank", "qk_stable_rank",
-            "attention_entropy")
-
-
 class _Layer:
     """Hook and accumulators of one attention layer."""
 
@@ -440,7 +507,7 @@ class QKProbe:
             first batch seen)
         max_tokens (int): cap on the query tokens of the probe batch used for the ranks
             and the entropy (whole sequences; graph attention keeps the first
-            ``max_tokens`` nodes for the ranks). (default: ``4096``)
+            ``max_tokens`` nodes for the ranks). (default: ``2048``)
         concat_heads (bool): also accumulate the concatenated-head covariance (the
             per-head covariances are then its diagonal blocks). (default: :obj:`True`)
         enabled (bool): initial value of :attr:`enabled`. (default: :obj:`True`)
@@ -458,7 +525,7 @@ class QKProbe:
         layers: Optional[Iterable[Union[str, int, nn.Module]]] = None,
         heads: bool = True,
         probe_batch: Any = None,
-        max_tokens: int = 4096,
+        max_tokens: int = 2048,
         concat_heads: bool = True,
         enabled: bool = True,
     ) -> None:
@@ -652,7 +719,7 @@ class QKProbe:
         kv = view.k_valid[:b] if view.k_valid is not None else None
         logits = (q @ k.transpose(-1, -2)) * scale  # [b, H, T, S], unmasked
         layer.probe_tokens = int(qv.sum()) if qv is not None else b * T
-        self._ranks(layer, logits, qv, kv)
+        self._ranks(layer, q, k, scale, qv, kv)
         allowed = torch.ones(T, S, dtype=torch.bool, device=q.device)
         if view.causal:
             allowed = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(S - T)
@@ -661,38 +728,41 @@ class QKProbe:
             allowed = allowed & torch.broadcast_to(view.mask.to(q.device)[:b], (b, H, T, S))
         if kv is not None:
             allowed = allowed & kv[:, None, None, :]
-        attn = logits.masked_fill(~allowed, float("-inf")).softmax(-1)
-        attn = torch.nan_to_num(attn, nan=0.0)  # rows without any key: excluded below
-        ent = attention_entropy(attn, mask=allowed)
-        valid = ent.valid if qv is None else ent.valid & qv[:, None, :]
-        self._set_entropy(layer, ent.entropy, valid, dims=(0, 2),
+        ent, valid = masked_softmax_entropy(logits, allowed)
+        if qv is not None:
+            valid = valid & qv[:, None, :]
+        self._set_entropy(layer, ent, valid, dims=(0, 2),
                           why="every query row of the probe batch has fewer than 2 allowed keys "
                               f"(T={T}); the normalised entropy is undefined")
 
-    def _ranks(self, layer: _Layer, logits: Tensor, qv: Optional[Tensor], kv: Optional[Tensor]) -> None:
-        """Effective and stable rank per head, averaged over the probe sequences."""
-        mats: list[Tensor] = []
+    def _ranks(self, layer: _Layer, q: Tensor, k: Tensor, scale: float,
+               qv: Optional[Tensor], kv: Optional[Tensor]) -> None:
+        """Effective and stable rank per head of ``scale * q k^T`` (``q [b, H, T, d]``),
+        averaged over the probe sequences (valid tokens only)."""
+        svs: list[Tensor] = []
         if qv is None and kv is None:
-            if logits.size(-2) >= 2 and logits.size(-1) >= 2:
-                mats = [logits]
+            if q.size(-2) >= 2 and k.size(-2) >= 2:
+                svs = [logit_singular_values(q, k, scale)]
         else:
-            for i in range(logits.size(0)):
-                rows = qv[i] if qv is not None else slice(None)
-                cols = kv[i] if kv is not None else slice(None)
-                m = logits[i][:, rows][:, :, cols]
-                if m.size(-2) >= 2 and m.size(-1) >= 2:
-                    mats.append(m.unsqueeze(0))
-        if not mats:
+            for i in range(q.size(0)):
+                qi = q[i][:, qv[i]] if qv is not None else q[i]
+                ki = k[i][:, kv[i]] if kv is not None else k[i]
+                if qi.size(-2) >= 2 and ki.size(-2) >= 2:
+                    svs.append(logit_singular_values(qi, ki, scale).unsqueeze(0))
+        if not svs:
             why = ("the probe batch has fewer than 2 (valid) tokens per sequence; the rank of "
                    "a logit matrix with one row or column is 1 by construction, not a measurement")
             layer.probe_undefined["qk_effective_rank"] = why
             layer.probe_undefined["qk_stable_rank"] = why
             return
-        for key, fn in (("qk_effective_rank", effective_rank), ("qk_stable_rank", stable_rank)):
-            try:
-                layer.probe[key] = torch.cat([fn(m) for m in mats], 0).mean(0)  # [H]
-            except ValueError as e:
-                layer.probe_undefined[key] = f"logit matrix: {e}"
+        try:
+            ranks = [_ranks_from_singular_values(sv) for sv in svs]
+        except ValueError as e:
+            layer.probe_undefined["qk_effective_rank"] = str(e)
+            layer.probe_undefined["qk_stable_rank"] = str(e)
+            return
+        layer.probe["qk_effective_rank"] = torch.cat([r[0] for r in ranks], 0).mean(0)  # [H]
+        layer.probe["qk_stable_rank"] = torch.cat([r[1] for r in ranks], 0).mean(0)
 
     def _set_entropy(self, layer: _Layer, ent: Tensor, valid: Tensor, dims: tuple, why: str) -> None:
         count = valid.sum(dims)
@@ -708,8 +778,7 @@ class QKProbe:
         H, N, M = q.size(1), q.size(2), k.size(2)
         n, m = min(N, self.max_tokens), min(M, self.max_tokens)
         layer.probe_tokens = N
-        logits = (q[0, :, :n] @ k[0, :, :m].transpose(-1, -2)) * scale  # [H, n, m]
-        self._ranks(layer, logits.unsqueeze(0), None, None)
+        self._ranks(layer, q[:, :, :n], k[:, :, :m], scale, None, None)
         src, dst = view.edge_index.to(q.device)
         if view.edge_logits is not None:
             e = view.edge_logits.detach().to(torch.float64)

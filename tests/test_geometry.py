@@ -259,3 +259,42 @@ def test_lattice_graph_errors():
         lattice_graph(2, 2, 4)
     with pytest.raises(ValueError, match="'height'"):
         lattice_graph(0, 3, 1)
+
+
+def test_knn_torch_cluster_adapter_with_stub(monkeypatch):
+    """Checks the torch_cluster adapter (padding, grouping, exactness retries) against a
+    stand-in with torch_cluster.knn's contract: for each y, up to k nearest x of the same
+    batch element as (y index, x index) pairs, ties in arbitrary order, pairs unordered."""
+    import sys
+    import types
+
+    rng = np.random.default_rng(0)
+
+    def fake_knn(x, y, k, batch_x=None, batch_y=None):
+        bx = np.zeros(len(x), int) if batch_x is None else batch_x.numpy()
+        by = np.zeros(len(y), int) if batch_y is None else batch_y.numpy()
+        d = cdist(y.numpy(), x.numpy(), "sqeuclidean")
+        rows, cols = [], []
+        for i in range(len(y)):
+            j = np.flatnonzero(bx == by[i])
+            j = j[np.lexsort((rng.random(len(j)), d[i, j]))][:k]  # random tie order
+            rows += [i] * len(j)
+            cols += j.tolist()
+        perm = rng.permutation(len(rows))
+        return torch.tensor([np.array(rows)[perm].tolist(), np.array(cols)[perm].tolist()])
+
+    monkeypatch.setitem(sys.modules, "torch_cluster", types.SimpleNamespace(knn=fake_knn))
+    monkeypatch.setattr(qg_typing, "WITH_TORCH_CLUSTER", True)
+    assert resolve_backend("auto", torch.device("cpu")) == "torch_cluster"
+    gen = torch.Generator().manual_seed(3)
+    pos = torch.rand(90, 3, generator=gen)
+    batch = torch.tensor([0] * 20 + [1] * 70)
+    for loop in (False, True):
+        assert torch.equal(knn_graph(pos, 6, batch, loop=loop, backend="torch_cluster"),
+                           ref_knn(pos, pos, 6, batch, batch, exclude_self=not loop))
+    lattice = torch.tensor(grid_points(6, 6), dtype=torch.float32)
+    assert torch.equal(knn_graph(lattice, 8, backend="torch_cluster"),
+                       ref_knn(lattice, lattice, 8, exclude_self=True))
+    dup = torch.arange(5.0).repeat_interleave(12).unsqueeze(1)
+    assert torch.equal(knn_graph(dup, 3, backend="torch_cluster"),
+                       ref_knn(dup, dup, 3, exclude_self=True))

@@ -264,7 +264,7 @@ def _knn(
 
     nbr = torch.empty(ny, k, dtype=torch.long, device=device)
     pending = torch.arange(ny, device=device)
-    m = k + max(4, k // 2) + int(exclude_self)
+    m = k + max(2, k // 4) + int(exclude_self)
     block = max(1, 2**22 // m)
     while pending.numel() > 0:
         retry = []
@@ -342,7 +342,11 @@ class _TorchCandidates:
         self.chunk = max(1, chunk_size)
 
     def __call__(self, query: Tensor, m: int) -> tuple[Tensor, Tensor]:
-        cands, bounds = [], []
+        # Outputs are allocated once and filled in place: keeping per-chunk results alive
+        # between the large temporary distance blocks fragmented the CPU heap (the RSS grew
+        # to many GB on 100K points).
+        cand = torch.full((query.numel(), m), -1, dtype=torch.long, device=query.device)
+        bound = torch.empty(query.numel(), dtype=torch.float64, device=query.device)
         for start in range(0, query.numel(), self.chunk):
             q = query[start:start + self.chunk]
             bq = self.by[q]
@@ -356,12 +360,11 @@ class _TorchCandidates:
                 d[torch.arange(q.numel(), device=q.device), q - lo] = math.inf
             mm = min(m, hi - lo)
             val, idx = d.topk(mm, dim=1, largest=False, sorted=True)
-            idx = (idx + lo).masked_fill_(torch.isinf(val), -1)
-            if mm < m:
-                idx = torch.cat([idx, idx.new_full((idx.size(0), m - mm), -1)], 1)
-            cands.append(idx)
-            bounds.append(val[:, -1].double())
-        return torch.cat(cands), torch.cat(bounds)
+            del d
+            idx.add_(lo).masked_fill_(torch.isinf(val), -1)
+            cand[start:start + q.numel(), :mm] = idx
+            bound[start:start + q.numel()] = val[:, -1]
+        return cand, bound
 
 
 class _ScipyCandidates:

@@ -328,8 +328,13 @@ class _FocusBlocksFunction(torch.autograd.Function):
                 scale: float) -> Tensor:
         n, h, d = q.shape
         toks, outs, lses = [], [], []
-        for idx, g in plan.buckets:
-            qb, kb, vb = (x[idx].transpose(0, 1).unsqueeze(0) for x in (q, k, v))
+        # one gather per tensor into bucket order; each bucket is then a contiguous slice
+        order = plan.buckets.members
+        qs, ks, vs = (x.reshape(n, -1).index_select(0, order).view(-1, h, d)
+                      for x in (q, k, v))
+        for (idx, g), st in zip(plan.buckets, plan.buckets.starts):
+            sl = slice(st, st + idx.numel())
+            qb, kb, vb = (x[sl].transpose(0, 1).unsqueeze(0) for x in (qs, ks, vs))
             for s, e, lk, bias, row_any in plan.bucket_chunks(idx, g, q.dtype):
                 o, lse = _FLASH_FWD(qb[:, :, s:e], kb[:, :, :lk], vb[:, :, :lk], 0.0,
                                     plan.causal and bias is None, attn_mask=bias, scale=scale)
@@ -340,12 +345,9 @@ class _FocusBlocksFunction(torch.autograd.Function):
                             False, attn_mask=plan.band_bias, scale=scale)
         band_o = plan.unblock(ob)
         band_l = plan.unblock(lb).masked_fill(~plan.band_any.unsqueeze(-1), float("-inf"))
-        if plan.kk == 1:
-            la = q.new_empty(n, h)
-            oa = q.new_empty(n, h, d)
-            for idx, o, lse in zip(toks, outs, lses):
-                oa[idx] = o
-                la[idx] = lse
+        if plan.kk == 1:  # every token in exactly one bucket: one scatter back
+            oa = q.new_empty(n, h, d).index_copy_(0, order, torch.cat(outs))
+            la = q.new_empty(n, h).index_copy_(0, order, torch.cat(lses))
             lse_all = torch.logaddexp(la, band_l)
             out = torch.exp(la - lse_all).unsqueeze(-1) * oa + \
                 torch.exp(band_l - lse_all).unsqueeze(-1) * band_o

@@ -1,0 +1,293 @@
+"""Tests of the query/key geometry study (quest_geometric.experiments.qk_geometry)."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from quest_geometric.experiments import qk_geometry as qk
+from quest_geometric.experiments.qk_geometry import (
+    QUICK,
+    StudyConfig,
+    directional_probability,
+    trajectory_summary,
+)
+
+# A study small enough for a test: 1 depth, 1 init, 1 seed, 10 steps.
+TINY = dict(n_embd=16, n_head=2, block_size=16, batch_size=4, steps=10, warmup_steps=2,
+            probe_every=5, probe_batch_size=4, probe_max_tokens=64, eval_batches=2,
+            depths=(2,), inits=("independent",), seeds=(0,), intervention_depth=1,
+            intervention_init="independent", intervention_seeds=(0,), overhead_depth=1,
+            overhead_steps=4, overhead_probe_every=2, overhead_repeats=1)
+
+
+def _tiny_cfg(**kw) -> StudyConfig:
+    return QUICK.replace(**{**TINY, **kw})
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+# --------------------------------------------------------------------------- trajectories
+def test_trajectory_part_writes_files_and_summary_matches_records(tmp_path):
+    torch.set_num_threads(1)
+    res = qk.run(quick=True, out_dir=tmp_path, progress=False, parts=["trajectories"], **TINY)
+    for suffix in ("_trajectories.csv", "_trajectories.json", "_trajectories.md", "_records.jsonl",
+                   "_trajectories.png", "_prk_entropy.png", "_correlations.md", ".md"):
+        assert (tmp_path / f"qk_geometry{suffix}").is_file(), suffix
+    run_dir = res["run_root"] / "L2_independent_none_s0"
+    for f in ("checkpoint.pt", "probe.jsonl", "run.json", "metrics.jsonl"):
+        assert (run_dir / f).is_file(), f
+
+    rows = _read_jsonl(tmp_path / "qk_geometry_records.jsonl")
+    assert sorted({r["step"] for r in rows}) == [0, 5, 10]
+    assert sorted({r["layer"] for r in rows}) == [0, 1]
+    assert len(rows) == 6
+    for r in rows:
+        assert r["pr_q_minus_pr_k"] == pytest.approx(r["pr_q"] - r["pr_k"], rel=1e-4, abs=1e-4)
+        assert 1.0 <= r["pr_q"] <= 8.0 and 1.0 <= r["pr_k"] <= 8.0  # head_dim 8
+        assert 0.0 <= r["attention_entropy"] <= 1.0
+
+    # Recompute the shares and slopes from the logged rows (one seed: no averaging).
+    ends, throughout, slopes_q = [], [], []
+    for layer in (0, 1):
+        lr = sorted((r for r in rows if r["layer"] == layer), key=lambda r: r["step"])
+        d = [r["pr_q"] - r["pr_k"] for r in lr]
+        ends.append(d[-1] > 0)
+        throughout.append(all(x > 0 for x, r in zip(d, lr) if r["step"] > 0))
+        from scipy.stats import linregress
+        slopes_q.append(1000 * linregress([r["step"] for r in lr], [r["pr_q"] for r in lr]).slope)
+    summary = json.loads((tmp_path / "qk_geometry_trajectories.json").read_text())["rows"]
+    all_row = next(r for r in summary if r["depth"] == "all")
+    assert all_row["trajectories"] == 2
+    assert all_row["share_end"] == pytest.approx(np.mean(ends))
+    assert all_row["share_throughout"] == pytest.approx(np.mean(throughout))
+    assert all_row["slope_q_per_1k"] == pytest.approx(np.mean(slopes_q), rel=1e-3)
+    assert math.isfinite(all_row["val_loss"])
+
+    # A second call reuses the finished run (no retraining: the checkpoint is untouched).
+    mtime = (run_dir / "checkpoint.pt").stat().st_mtime_ns
+    again = qk.run_trajectories(_tiny_cfg(), res["run_root"], progress=False)
+    assert (run_dir / "checkpoint.pt").stat().st_mtime_ns == mtime
+    assert again[0]["records"] == qk._dedupe(_read_jsonl(run_dir / "probe.jsonl"))
+
+
+def test_train_run_resumes_from_checkpoint_without_duplicate_records(tmp_path):
+    torch.set_num_threads(1)
+    # a 4-step session leaves a checkpoint at step 4; without run.json the next call resumes
+    qk.train_run(_tiny_cfg(steps=4, probe_every=4), 1, "tied", 3, run_root=tmp_path)
+    run_dir = tmp_path / "L1_tied_none_s3"
+    (run_dir / "run.json").unlink()
+    first_lines = (run_dir / "probe.jsonl").read_text().splitlines()
+    assert len(first_lines) == 2  # steps 0 and 4, one layer
+    res = qk.train_run(_tiny_cfg(steps=8, probe_every=4), 1, "tied", 3, run_root=tmp_path)
+    assert [(r["step"], r["layer"]) for r in res["records"]] == [(0, 0), (4, 0), (8, 0)]
+    lines = (run_dir / "probe.jsonl").read_text().splitlines()
+    assert lines[:2] == first_lines and len(lines) == 3  # resumed at step 4, not restarted
+    metrics = _read_jsonl(run_dir / "metrics.jsonl")
+    assert metrics[-1]["step"] == 8 and math.isfinite(metrics[-1]["val_loss"])
+    # tied init: W_K = W_Q (and zero biases), so PR_Q = PR_K exactly at step 0
+    r0 = res["records"][0]
+    assert r0["pr_q"] == pytest.approx(r0["pr_k"], rel=1e-9)
+
+
+def test_trajectory_summary_seed_averaging_by_hand():
+    def rec(seed, step, layer, pq, pk, ent=0.5):
+        return {"depth": 1, "init": "independent", "seed": seed, "step": step, "layer": layer,
+                "pr_q": pq, "pr_k": pk, "attention_entropy": ent, "qk_effective_rank": pk}
+
+    recs = [
+        # seed 0 diff +1 everywhere; seed 1 diff -3 at the end: mean diff at end = -1
+        rec(0, 0, 0, 2.0, 2.0), rec(0, 10, 0, 4.0, 3.0), rec(0, 20, 0, 5.0, 4.0),
+        rec(1, 0, 0, 2.0, 2.0), rec(1, 10, 0, 4.0, 3.0), rec(1, 20, 0, 2.0, 5.0),
+    ]
+    s = trajectory_summary(recs)
+    (t,) = s["trajectories"]
+    assert t["pr_q"] == [2.0, 4.0, 3.5] and t["pr_k"] == [2.0, 3.0, 4.5]
+    assert t["positive_end"] is False and t["positive_throughout"] is False
+    # least squares through (0, 2), (10, 4), (20, 3.5): slope 0.075 per step
+    assert t["slope_q"] == pytest.approx(75.0)
+    all_row = s["rows"][-1]
+    assert all_row["share_end"] == 0.0
+    assert all_row["run_layers"] == 2 and all_row["run_share_end"] == 0.5
+    assert all_row["run_share_throughout"] == 0.5
+    with pytest.raises(ValueError, match="no probe record"):
+        trajectory_summary([{**recs[0], "pr_q": None}])
+
+
+# --------------------------------------------------------------------------- intervention
+def test_directional_probability_against_hand_binomial():
+    shrink = [0.50, 0.61, 0.40, 0.70, 0.90]
+    hold = [0.60, 0.62, 0.45, 0.80, 0.85]
+    res = directional_probability(shrink, hold)
+    assert res["signs"] == [-1, -1, -1, -1, 1]
+    assert (res["n_untied"], res["k_less"]) == (5, 4)
+    assert res["share_less"] == pytest.approx(0.8)
+    assert res["p_value"] == pytest.approx((math.comb(5, 4) + math.comb(5, 5)) / 2 ** 5)
+    assert res["mean_diff"] == pytest.approx(np.mean(np.subtract(shrink, hold)))
+    # ties are dropped: 2 untied seeds, both lower -> p = 1/4
+    tied = directional_probability([1.0, 1.0, 2.0], [1.0, 2.0, 3.0])
+    assert (tied["n_untied"], tied["k_less"], tied["signs"]) == (2, 2, [0, -1, -1])
+    assert tied["p_value"] == pytest.approx(0.25)
+    assert math.isnan(directional_probability([1.0], [1.0])["p_value"])
+
+
+@pytest.mark.parametrize("a,b,match", [([1.0, 2.0], [1.0], "paired"), ([], [], "non-empty"),
+                                       ([float("nan")], [1.0], "finite")])
+def test_directional_probability_errors(a, b, match):
+    with pytest.raises(ValueError, match=match):
+        directional_probability(a, b)
+
+
+def test_intervention_hold_keeps_spectrum_shape_and_summary(tmp_path):
+    torch.set_num_threads(1)
+    cfg = _tiny_cfg(steps=6, probe_every=3, shrink_decay=0.2)
+    results = qk.run_intervention(cfg, tmp_path, progress=False)
+    assert sorted(r["meta"]["mode"] for r in results) == ["hold", "none", "shrink"]
+    by_mode = {r["meta"]["mode"]: r["records"] for r in results}
+    start = {m: by_mode[m][0]["pr_wk"] for m in by_mode}
+    end = {m: by_mode[m][-1]["pr_wk"] for m in by_mode}
+    assert start["hold"] == pytest.approx(start["shrink"]) == pytest.approx(start["none"])
+    assert end["hold"] == pytest.approx(start["hold"], rel=1e-4)  # shape held at init
+    assert end["shrink"] < end["hold"]                              # extra decay
+    summ = qk.intervention_summary(results)
+    assert [r["mode"] for r in summ["rows"]] == ["none", "hold", "shrink"]
+    test = next(t for t in summ["tests"] if t["test"] == "entropy(shrink) < entropy(hold)")
+    ps = {p["mode"]: p for p in summ["per_seed"]}
+    expected = directional_probability([ps["shrink"]["entropy"]], [ps["hold"]["entropy"]])
+    assert test["k_less"] == expected["k_less"] and test["signs"] == expected["signs"]
+    # the end entropy is the mean over layers of the last probe record
+    last = max(r["step"] for r in by_mode["hold"])
+    ent = np.mean([r["attention_entropy"] for r in by_mode["hold"] if r["step"] == last])
+    assert ps["hold"]["entropy"] == pytest.approx(ent)
+
+
+# --------------------------------------------------------------------------- overhead
+def test_measure_overhead_fields_and_cache(tmp_path):
+    torch.set_num_threads(1)
+    cache = tmp_path / "overhead.json"
+    res = qk.measure_overhead(_tiny_cfg(), cache=cache)
+    assert res["probes"] == 2  # every 2 of 4 steps, no probe at step 0
+    assert res["overhead_pct"] == pytest.approx(
+        100 * (res["seconds_probed"] - res["seconds_plain"]) / res["seconds_plain"])
+    assert res["ms_per_probe"] > 0
+    assert json.loads(cache.read_text())["overhead_pct"] == pytest.approx(res["overhead_pct"])
+    assert qk.measure_overhead(_tiny_cfg(overhead_steps=1000), cache=cache)["steps"] == 4
+
+
+# --------------------------------------------------------------------------- Hugging Face
+def _tiny_tokenizer(path: Path, text: str) -> int:
+    tokenizers = pytest.importorskip("tokenizers")
+    from transformers import PreTrainedTokenizerFast
+
+    tok = tokenizers.Tokenizer(tokenizers.models.BPE())
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = tokenizers.decoders.ByteLevel()
+    trainer = tokenizers.trainers.BpeTrainer(
+        vocab_size=290, initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False)
+    tok.train_from_iterator([text], trainer)
+    PreTrainedTokenizerFast(tokenizer_object=tok).save_pretrained(path)
+    return tok.get_vocab_size()
+
+
+def _save_model(arch: str, path: Path, vocab: int) -> None:
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    if arch == "gpt2":
+        cfg = transformers.GPT2Config(vocab_size=vocab, n_positions=32, n_embd=16, n_layer=2,
+                                      n_head=2, bos_token_id=0, eos_token_id=0)
+        model = transformers.GPT2LMHeadModel(cfg)
+    else:
+        cfg = transformers.GPTNeoXConfig(vocab_size=vocab, hidden_size=16, num_hidden_layers=2,
+                                         num_attention_heads=2, intermediate_size=32,
+                                         max_position_embeddings=32, bos_token_id=0, eos_token_id=0)
+        model = transformers.GPTNeoXForCausalLM(cfg)
+    model.save_pretrained(path)
+
+
+TEXT = "def f(x):\n    return x + 1  # the Python language reference\n" * 40
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "neox"])
+def test_hf_analysis_orders_by_step_and_tabulates(tmp_path, arch):
+    pytest.importorskip("transformers")
+    late, early = tmp_path / f"{arch}-step200", tmp_path / f"{arch}-step10"
+    vocab = _tiny_tokenizer(late, TEXT)
+    _tiny_tokenizer(early, TEXT)
+    _save_model(arch, late, vocab)
+    _save_model(arch, early, vocab)
+    res = qk.hf_analysis([late, early], text=TEXT, seq_len=16, batch_size=4)
+    assert res["steps"] == [10, 200]
+    assert [(r["step"], r["layer"]) for r in res["rows"]] == [(10, 0), (10, 1), (200, 0), (200, 1)]
+    assert all(r["step_from"] == "folder name" for r in res["rows"])
+    for r in res["rows"]:
+        assert r["pr_q_minus_pr_k"] == pytest.approx(r["pr_q"] - r["pr_k"])
+        assert 1.0 <= r["pr_k"] <= 8.0 and 0.0 < r["attention_entropy"] <= 1.0
+    # same weights (seed 0) and same tokens -> same measurements at both steps
+    assert res["pivot"][0]["step 10"] == pytest.approx(res["pivot"][0]["step 200"])
+    assert [p["layer"] for p in res["pivot"]] == [0, 1]
+
+
+def test_hf_cli_and_errors(tmp_path):
+    pytest.importorskip("transformers")
+    bare = tmp_path / "bare"
+    _save_model("gpt2", bare, 300)
+    with pytest.raises(ValueError, match="holds no tokenizer"):
+        qk.hf_analysis([bare], text=TEXT, seq_len=16, batch_size=2)
+    # byte-level fallback through the command line; order given = step when no step is named
+    out = tmp_path / "out"
+    res = qk.main(["--hf-model", str(bare), "--hf-byte-fallback", "--out", str(out),
+                   "--no-progress", "--threads", "0"])
+    assert res["hf"]["rows"][0]["tokenizer"].startswith("utf-8 bytes")
+    assert res["hf"]["rows"][0]["step_from"] == "order given"
+    assert (out / "qk_geometry_hf.csv").is_file() and (out / "qk_geometry_hf_pivot.md").is_file()
+    small = tmp_path / "small"
+    _save_model("gpt2", small, 100)
+    with pytest.raises(ValueError, match="vocab_size >= 256"):
+        qk.hf_analysis([small], text=TEXT, byte_fallback=True)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ValueError, match="does not hold a Hugging Face model"):
+        qk.hf_analysis([empty])
+    (empty / "config.json").write_text("{}")
+    with pytest.raises(ValueError, match="no weights"):
+        qk.hf_analysis([empty])
+    with pytest.raises(ValueError, match="is not a directory"):
+        qk.hf_analysis([tmp_path / "missing"])
+    with pytest.raises(ValueError, match="no checkpoint path"):
+        qk.hf_analysis([])
+
+
+# --------------------------------------------------------------------------- bad input
+@pytest.mark.parametrize("kw,err,match", [
+    (dict(inits=("bogus",)), ValueError, "inits"),
+    (dict(depths=(0,)), ValueError, "depths"),
+    (dict(depths=(2.5,)), ValueError, "depths"),
+    (dict(intervention_init="random"), ValueError, "intervention_init"),
+    (dict(seeds=(0, 0)), ValueError, "duplicates"),
+    (dict(n_embd=10, n_head=4), ValueError, "divisible"),
+    (dict(widht=3), TypeError, "unknown overrides"),
+])
+def test_run_rejects_bad_configuration(tmp_path, kw, err, match):
+    with pytest.raises(err, match=match):
+        qk.run(quick=True, out_dir=tmp_path, progress=False, parts=["trajectories"], **kw)
+
+
+def test_train_run_and_run_errors(tmp_path):
+    cfg = _tiny_cfg()
+    with pytest.raises(ValueError, match="init must be one of"):
+        qk.train_run(cfg, 2, "xavier", 0)
+    with pytest.raises(ValueError, match="depth must be a positive int"):
+        qk.train_run(cfg, -1, "tied", 0)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        qk.train_run(cfg, 1, "tied", 0, mode="clamp")
+    with pytest.raises(ValueError, match="unknown parts"):
+        qk.run(quick=True, out_dir=tmp_path, parts=["nope"])
+    with pytest.raises(ValueError, match="needs hf_models"):
+        qk.run(quick=True, out_dir=tmp_path, parts=["hf"])

@@ -475,7 +475,8 @@ class QKProbe:
     **Cost.** The hooks are forward *pre*-hooks that recompute q and k from the layer's
     inputs without gradient (two extra projections per layer) and update a covariance
     (:math:`O(n (Hd)^2)`, or :math:`O(n H d^2)` with ``concat_heads=False``); the probe
-    batch adds one SVD per head and sequence, once per reset. With ``enabled = False`` a
+    batch adds, once per reset, one :math:`d \times d` SVD per head and sequence
+    (:func:`logit_singular_values`) and one masked softmax (:func:`masked_softmax_entropy`). With ``enabled = False`` a
     hook returns at once (one Python call per layer per forward); :meth:`remove` removes
     them entirely. Typical use when training is to keep one probe and toggle ``enabled``
     (or enter ``with QKProbe(model) as probe:`` around the probed steps).

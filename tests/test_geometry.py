@@ -149,8 +149,9 @@ def test_knn_bipartite_matches_brute_force(backend):
 def test_knn_float64_and_auto():
     pos = torch.rand(60, 3, dtype=torch.float64)
     assert torch.equal(knn_graph(pos, 4), ref_knn(pos, pos, 4, exclude_self=True))
-    expected = "torch_cluster" if qg_typing.WITH_TORCH_CLUSTER else "scipy"
-    assert resolve_backend("auto", torch.device("cpu")) == expected
+    assert resolve_backend("auto", torch.device("cpu")) == "scipy"
+    expected = "torch_cluster" if qg_typing.WITH_TORCH_CLUSTER else "torch"
+    assert resolve_backend("auto", torch.device("cuda")) == expected
 
 
 def test_knn_errors():
@@ -285,7 +286,7 @@ def test_knn_torch_cluster_adapter_with_stub(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "torch_cluster", types.SimpleNamespace(knn=fake_knn))
     monkeypatch.setattr(qg_typing, "WITH_TORCH_CLUSTER", True)
-    assert resolve_backend("auto", torch.device("cpu")) == "torch_cluster"
+    assert resolve_backend("auto", torch.device("cuda")) == "torch_cluster"
     gen = torch.Generator().manual_seed(3)
     pos = torch.rand(90, 3, generator=gen)
     batch = torch.tensor([0] * 20 + [1] * 70)

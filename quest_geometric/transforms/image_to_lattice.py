@@ -36,8 +36,9 @@ class ImageToLattice(BaseTransform):
     r"""Turns an image into a graph on its pixel grid with a 2-D kNN graph
     (functional name: :obj:`image_to_lattice`).
 
-    The flat-lattice control of :class:`~quest_geometric.transforms.image_to_sphere.
-    ImageToSphere`, with the same output form: node :math:`i W + j` is pixel (row
+    The flat-lattice control of
+    :class:`~quest_geometric.transforms.image_to_sphere.ImageToSphere`, with the same output
+    form: node :math:`i W + j` is pixel (row
     :math:`i`, column :math:`j`) (``x = image.flatten(1).t()``, row-major), ``pos`` is
     ``(j, i, 0)`` in pixel units, ``shell`` is zero, and ``edge_index`` is
     :func:`~quest_geometric.geometry.graphs.lattice_graph`: exactly :math:`k` in-edges per

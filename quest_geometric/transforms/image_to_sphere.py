@@ -141,7 +141,9 @@ def _split_input(data: Union[Tensor, Data]) -> tuple[Tensor, dict]:
 
 def _to_data(x: Tensor, pos: Tensor, shell: Tensor, edge_index: Tensor,
              extra: dict) -> Data:
-    data = Data(x=x, pos=pos.clone(), shell=shell.clone(), edge_index=edge_index.clone())
+    device = x.device  # the template lives on the CPU; the graph follows the image
+    data = Data(x=x, pos=pos.to(device, copy=True), shell=shell.to(device, copy=True),
+                edge_index=edge_index.to(device, copy=True))
     for key, value in extra.items():
         data[key] = value
     return data

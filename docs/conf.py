@@ -45,3 +45,18 @@ intersphinx_mapping: dict = {}
 html_theme = "furo"
 html_title = "quest_geometric"
 html_static_path = ["_static"]
+
+# "Attributes:" sections become :ivar: fields, so they do not create object descriptions that
+# clash with autodoc's own (NamedTuple fields, dataset attributes).
+napoleon_use_ivar = True
+
+
+def _skip_namedtuple_fields(app, what, name, obj, skip, options):
+    doc = getattr(obj, "__doc__", "") or ""
+    if doc.startswith("Alias for field number"):
+        return True
+    return None
+
+
+def setup(app):
+    app.connect("autodoc-skip-member", _skip_namedtuple_fields)

@@ -20,6 +20,11 @@ PUBLIC_MODULES = [
     "quest_geometric.nn",
     "quest_geometric.experiments",
     "quest_geometric.typing",
+    "quest_geometric.models",
+    "quest_geometric.datasets",
+    "quest_geometric.analysis",
+    "quest_geometric.training",
+    "quest_geometric.testing",
 ]
 
 

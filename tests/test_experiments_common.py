@@ -76,3 +76,21 @@ def test_environment_info_keys():
     info = environment_info()
     for key in ("date", "torch", "torch_geometric", "cpu_count", "torch_cluster"):
         assert key in info
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork + /proc")
+def test_peak_memory_after_parallel_work_does_not_hang():
+    """Regression: forking after the parent used its OpenMP pool hung the child's matmul."""
+    import subprocess
+
+    code = (
+        "import torch\n"
+        "from quest_geometric.experiments.common import peak_memory_mb\n"
+        "torch.set_num_threads(2)\n"
+        "a = torch.randn(1500, 1500)\n"
+        "for _ in range(3): a @ a\n"
+        "print(peak_memory_mb(lambda: torch.randn(1500, 1500) @ torch.randn(1500, 1500)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert float(out.stdout.strip()) > 1500 * 1500 * 4 / 2**20

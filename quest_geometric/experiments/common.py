@@ -100,6 +100,10 @@ def time_function(
 
 def _rss_child(fn: Callable[[], Any], conn) -> None:  # pragma: no cover - runs in a fork
     try:
+        # The parent's OpenMP thread pool does not survive fork: a parallel region in the
+        # child would wait forever for threads that do not exist.  One thread is safe and
+        # does not change what is allocated.
+        torch.set_num_threads(1)
         with open("/proc/self/statm") as f:
             before_pages = int(f.read().split()[1])
         before = before_pages * os.sysconf("SC_PAGE_SIZE") / 2**20

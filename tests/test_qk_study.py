@@ -175,7 +175,9 @@ def test_measure_overhead_fields_and_cache(tmp_path):
     assert res["probes"] == 2  # every 2 of 4 steps, no probe at step 0
     assert res["overhead_pct"] == pytest.approx(
         100 * (res["seconds_probed"] - res["seconds_plain"]) / res["seconds_plain"])
-    assert res["ms_per_probe"] > 0
+    assert res["overhead_wall_pct"] == pytest.approx(
+        100 * (res["wall_probed"] - res["wall_plain"]) / res["wall_plain"])
+    assert res["clock"] == "process CPU time" and res["ms_per_probe"] > 0
     assert json.loads(cache.read_text())["overhead_pct"] == pytest.approx(res["overhead_pct"])
     assert qk.measure_overhead(_tiny_cfg(overhead_steps=1000), cache=cache)["steps"] == 4
 

@@ -112,6 +112,8 @@ def test_trajectory_summary_seed_averaging_by_hand():
     assert t["positive_end"] is False and t["positive_throughout"] is False
     # least squares through (0, 2), (10, 4), (20, 3.5): slope 0.075 per step
     assert t["slope_q"] == pytest.approx(75.0)
+    # second half (steps >= 10): (10, 4), (20, 3.5) for Q and (10, 3), (20, 4.5) for K
+    assert t["slope_q_late"] == pytest.approx(-50.0) and t["slope_k_late"] == pytest.approx(150.0)
     all_row = s["rows"][-1]
     assert all_row["share_end"] == 0.0
     assert all_row["run_layers"] == 2 and all_row["run_share_end"] == 0.5

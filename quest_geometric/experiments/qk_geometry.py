@@ -495,6 +495,13 @@ def _slope(steps: Sequence[float], values: Sequence[float]) -> float:
     return float(np.polyfit(x, y, 1)[0])
 
 
+def _late(steps: Sequence[int], values: Sequence[float]) -> tuple[list, list]:
+    """The second half of training: points with ``step >= last_step / 2``."""
+    half = steps[-1] / 2
+    pts = [(s, v) for s, v in zip(steps, values) if s >= half]
+    return [p[0] for p in pts], [p[1] for p in pts]
+
+
 def _usable(r: Mapping[str, Any]) -> bool:
     return r.get("pr_q") is not None and r.get("pr_k") is not None
 
@@ -510,7 +517,8 @@ def trajectory_summary(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     * **throughout**: :math:`\Delta_t > 0` at every logged step after initialisation
       (:math:`t > 0`; at :math:`t = 0` a tied init has :math:`\Delta_0 = 0` by construction);
     * **slopes**: least-squares slopes of :math:`\mathrm{PR}_Q` and :math:`\mathrm{PR}_K`
-      against the step, reported per 1,000 steps.
+      against the step, reported per 1,000 steps, over all of training and over its second
+      half (``*_late``: steps :math:`\ge T/2`, after the early transient).
 
     The same shares are reported over the individual runs (each run's layer, no seed
     averaging). Records whose PR is undefined (``None``) are skipped.
@@ -539,6 +547,8 @@ def trajectory_summary(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             "diff_end": diff[-1], "positive_end": diff[-1] > 0,
             "positive_throughout": bool(later) and all(d > 0 for d in later),
             "slope_q": 1000.0 * _slope(steps, pq), "slope_k": 1000.0 * _slope(steps, pk),
+            "slope_q_late": 1000.0 * _slope(*_late(steps, pq)),
+            "slope_k_late": 1000.0 * _slope(*_late(steps, pk)),
         }
 
     trajectories, run_layers = [], []
@@ -578,6 +588,10 @@ def trajectory_summary(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             "slope_k_per_1k": float(np.mean([t["slope_k"] for t in ts])),
             "share_q_expands": float(np.mean([t["slope_q"] > 0 for t in ts])),
             "share_k_shrinks": float(np.mean([t["slope_k"] < 0 for t in ts])),
+            "slope_q_late_per_1k": float(np.mean([t["slope_q_late"] for t in ts])),
+            "slope_k_late_per_1k": float(np.mean([t["slope_k_late"] for t in ts])),
+            "share_q_expands_late": float(np.mean([t["slope_q_late"] > 0 for t in ts])),
+            "share_k_shrinks_late": float(np.mean([t["slope_k_late"] < 0 for t in ts])),
             "entropy_end": float(np.nanmean([t["entropy_end"] for t in ts])) if ts else math.nan,
         }
 
@@ -1094,7 +1108,10 @@ def _findings(traj: Optional[dict], inter: Optional[dict]) -> list[str]:
             f"Slopes over training: PR_Q {a['slope_q_per_1k']:+.3g}/1k steps "
             f"(expands in {a['share_q_expands']:.0%} of trajectories), PR_K {a['slope_k_per_1k']:+.3g}/1k "
             f"steps (shrinks in {a['share_k_shrinks']:.0%}); mean PR_Q {a['pr_q_start']:.2f} -> "
-            f"{a['pr_q_end']:.2f}, PR_K {a['pr_k_start']:.2f} -> {a['pr_k_end']:.2f}."
+            f"{a['pr_q_end']:.2f}, PR_K {a['pr_k_start']:.2f} -> {a['pr_k_end']:.2f}. Second half of "
+            f"training: PR_Q {a['slope_q_late_per_1k']:+.3g}/1k (expands in "
+            f"{a['share_q_expands_late']:.0%}), PR_K {a['slope_k_late_per_1k']:+.3g}/1k (shrinks in "
+            f"{a['share_k_shrinks_late']:.0%})."
         )
         for c in traj["correlations"]:
             lines.append(f"Spearman rho(PR_K, {c['y']}) over {c['over']}: {c['spearman_rho']:+.2f} "
@@ -1187,7 +1204,8 @@ def run(
         cols = ["depth", "init", "trajectories", "share_end", "share_throughout", "run_share_end",
                 "run_share_throughout", "pr_q_start", "pr_q_end", "pr_k_start", "pr_k_end",
                 "slope_q_per_1k", "slope_k_per_1k", "share_q_expands", "share_k_shrinks",
-                "entropy_end", "val_loss"]
+                "slope_q_late_per_1k", "slope_k_late_per_1k", "share_q_expands_late",
+                "share_k_shrinks_late", "entropy_end", "val_loss"]
         p = write_results(f"{name}_trajectories", traj["rows"], out, meta=meta, columns=cols,
                           title="PR_Q - PR_K over training, per depth and initialisation",
                           notes=_TRAJ_NOTES)
@@ -1267,7 +1285,8 @@ PR_Q = PR_K exactly at step 0); `run_share_*`: the same over every run's layers,
 seed averaging. PR is the per-head participation ratio of the queries/keys of the fixed
 validation probe batch, averaged over heads. Slopes: least squares of PR against step,
 per 1,000 steps; `share_q_expands` / `share_k_shrinks`: share of trajectories with a
-positive PR_Q / negative PR_K slope. `entropy_end`: normalised causal attention entropy
+positive PR_Q / negative PR_K slope; `*_late`: the same over the second half of training
+(steps >= T/2), after the early collapse. `entropy_end`: normalised causal attention entropy
 at the end; `val_loss`: validation cross-entropy (nats/char) at the end."""
 
 _INTER_NOTES = """\

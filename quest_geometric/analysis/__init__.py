@@ -1,4 +1,4 @@
-"""Analysis: query/key geometry metrics, streaming covariance and key-spectrum control."""
+"""Analysis: query/key geometry metrics and probes, streaming covariance, key-spectrum control."""
 from quest_geometric.analysis.metrics import (
     AttentionEntropy,
     attention_entropy,
@@ -7,6 +7,15 @@ from quest_geometric.analysis.metrics import (
     participation_ratio,
     participation_ratio_from_covariance,
     stable_rank,
+)
+from quest_geometric.analysis.probe import (
+    QKProbe,
+    QKView,
+    logit_singular_values,
+    masked_softmax_entropy,
+    register_attention_adapter,
+    supported_attention_types,
+    unregister_attention_adapter,
 )
 from quest_geometric.analysis.spectral_control import (
     KeySpectrumControl,
@@ -24,6 +33,13 @@ __all__ = [
     "mean_attention_entropy",
     "AttentionEntropy",
     "StreamingCovariance",
+    "QKProbe",
+    "QKView",
+    "register_attention_adapter",
+    "unregister_attention_adapter",
+    "supported_attention_types",
+    "logit_singular_values",
+    "masked_softmax_entropy",
     "KeySpectrumControl",
     "spectrum_participation_ratio",
     "qk_weight_kernels",

@@ -6,7 +6,7 @@ Reference: Yao et al., "Why Attend to Everything? Focus is the Key" /
 from __future__ import annotations
 
 import math
-from typing import Callable, List, Optional, Tuple, Union
+from typing import Callable, List, NamedTuple, Optional, Tuple, Union
 
 import torch
 import torch.nn.functional as F
@@ -223,56 +223,95 @@ def focus_blocks_reference(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
 _FLASH_FWD = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
 _FLASH_BWD = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu_backward",
                      None)
-#: Query block of the fused band (keys per block: ``BAND_BLOCK + window (+ window)``).
-BAND_BLOCK = 64
+#: Query block of the fused band: each block of ``BAND_BLOCK`` queries attends to its
+#: ``BAND_BLOCK + w`` (causal) or ``BAND_BLOCK + 2w`` keys, read through an overlapping
+#: strided view of the key/value tensors (no copy). Small blocks waste few band pairs.
+BAND_BLOCK = 16
 _MASK_BUDGET = 1 << 22  # elements of one top_k > 1 bucket mask chunk
 
 
-class _BlocksPlan:
-    """Everything the fused path needs, built once per forward (no N x N object)."""
+def _windows(x: Tensor, start: int, nb: int, step: int, length: int) -> Tensor:
+    """Overlapping row windows ``x[start + b * step : start + b * step + length]``,
+    ``b < nb``, of a contiguous ``[N, ...]`` tensor as one ``[nb, length, ...]`` view."""
+    return x[start:].as_strided((nb, length, *x.shape[1:]), (step * x.stride(0), *x.stride()))
 
-    def __init__(self, groups: Tensor, seq: Tensor, num_groups: int, window: int,
+
+class _BandSegment(NamedTuple):
+    """``nb`` blocks of ``bq`` queries from ``q0`` and ``lk`` keys from ``k0`` (step ``bq``),
+    with the additive mask ``[nb, 1, bq, lk]`` and whether each query row keeps any key."""
+    q0: int
+    k0: int
+    nb: int
+    bq: int
+    lk: int
+    bias: Tensor
+    row_any: Tensor
+
+
+class _BlocksPlan:
+    """The routing plan of the fused path, built once per call (no N x N object): the
+    bucket order (a stable sort by (sequence, group)), the bucket spans in that order, and
+    the band split into a head, a body of equal query blocks read as strided views, and a
+    tail, each with its additive mask."""
+
+    def __init__(self, groups: Tensor, seq: Tensor, nseq: int, num_groups: int, window: int,
                  causal: bool, dtype: torch.dtype) -> None:
         n, kk = groups.shape
-        dev = groups.device
-        self.n, self.kk, self.causal, self.window = n, kk, causal, window
-        self.num_groups = num_groups
-        self.groups = groups
-        self.buckets = _Buckets(groups, seq, num_groups)
-        # band blocks
-        bq = BAND_BLOCK
-        nb = (n + bq - 1) // bq
-        right = 0 if causal else window
-        self.bq, self.nb, self.right = bq, nb, right
-        self.pad_tail = nb * bq - n
-        self.lk = bq + window + right
-        self.plen = window + nb * bq + right
-        fill = torch.full((window,), -1, dtype=torch.long, device=dev)
-        tail = torch.full((self.pad_tail + right,), -1, dtype=torch.long, device=dev)
-        seq_k = torch.cat([fill, seq, tail]).unfold(0, self.lk, bq)  # [nb, lk]
-        seq_q = torch.cat([seq, torch.full((self.pad_tail,), -2, dtype=torch.long,
-                                           device=dev)]).view(nb, bq)
-        gfill = torch.zeros(window, kk, dtype=torch.long, device=dev)
-        gtail = torch.zeros(self.pad_tail + right, kk, dtype=torch.long, device=dev)
-        g_k = torch.cat([gfill, groups, gtail]).unfold(0, self.lk, bq)  # [nb, kk, lk]
-        g_q = torch.cat([groups, gtail[:self.pad_tail]]).view(nb, bq, kk)
-        p = torch.arange(bq, device=dev).view(-1, 1)
-        r = torch.arange(self.lk, device=dev).view(1, -1)
-        off = p + window - r  # i - j
-        static = (off <= window) & (off >= (0 if causal else -window))
-        allowed = static & (seq_k.unsqueeze(1) == seq_q.unsqueeze(2))
+        self.groups, self.seq = groups.contiguous(), seq.contiguous()
+        self.n, self.kk, self.nseq, self.num_groups = n, kk, nseq, num_groups
+        self.causal, self.window, self.dtype = causal, window, dtype
+        self.right = 0 if causal else window
+        # buckets: for top_k = 1 one stable sort; each bucket a contiguous span of `order`
         if kk == 1:
-            allowed = allowed & (g_k[:, 0].unsqueeze(1) != g_q[:, :, 0].unsqueeze(2))
+            key = self.seq * num_groups + self.groups[:, 0]
+            self.order = torch.argsort(key, stable=True)
+            counts = torch.bincount(key, minlength=max(nseq, 1) * num_groups).tolist()
+            self.spans: List[Tuple[int, int, int]] = []
+            st = 0
+            for b, c in enumerate(counts):
+                if c:
+                    self.spans.append((st, c, b % num_groups))
+                st += c
         else:
-            eq = g_q.view(nb, bq, 1, kk, 1) == g_k.permute(0, 2, 1).reshape(nb, 1, self.lk, 1,
-                                                                           kk)
-            allowed = allowed & ~eq.any(-1).any(-1)
-        self.band_any = allowed.any(-1).view(-1)[:n]  # [n]
-        self.band_bias = torch.zeros(allowed.shape, dtype=dtype, device=dev).masked_fill_(
-            ~allowed, float("-inf")).unsqueeze(1)  # [nb, 1, bq, lk]
+            buckets = _Buckets(self.groups, self.seq, num_groups)
+            self.order = buckets.members
+            self.spans = list(zip(buckets.starts, buckets.counts, buckets.group))
+        # band: head [0, w), body [w, w + nb * bq), tail; together exactly [0, n)
+        self.segments: List[_BandSegment] = []
+        bq, h0 = BAND_BLOCK, min(window, n)
+        if h0 > 0:
+            self._add_segment(0, 0, 1, h0, min(n, h0 + self.right))
+        nb = max(0, (n - window - self.right) // bq)
+        if nb > 0:
+            self._add_segment(window, 0, nb, bq, bq + window + self.right)
+        t0 = max(h0, window + nb * bq)
+        if t0 < n:
+            k0 = max(0, t0 - window)
+            self._add_segment(t0, k0, 1, n - t0, n - k0)
 
-    # bucket masks for top_k > 1 (pairs kept under their smallest shared group)
+    def _add_segment(self, q0: int, k0: int, nb: int, bq: int, lk: int) -> None:
+        dev, kk = self.groups.device, self.kk
+        off = (q0 - k0) + torch.arange(bq, device=dev).view(-1, 1) \
+            - torch.arange(lk, device=dev).view(1, -1)  # i - j, the same in every block
+        dis = (off > self.window) | (off < -self.right)  # [bq, lk]
+        gq = self.groups[q0:q0 + nb * bq].view(nb, bq, kk)
+        gk = _windows(self.groups, k0, nb, bq, lk)  # [nb, lk, kk]
+        if kk == 1:
+            same = gq[:, :, :1] == gk[:, :, 0].unsqueeze(1)
+        else:
+            same = (gq.view(nb, bq, 1, kk, 1) == gk.view(nb, 1, lk, 1, kk)).flatten(-2).any(-1)
+        dis = same | dis  # [nb, bq, lk]: same group or outside the band
+        if self.nseq > 1:
+            sq = self.seq[q0:q0 + nb * bq].view(nb, bq, 1)
+            dis |= sq != _windows(self.seq, k0, nb, bq, lk).unsqueeze(1)
+        bias = torch.where(dis, torch.tensor(float("-inf"), dtype=self.dtype, device=dev),
+                           torch.tensor(0.0, dtype=self.dtype, device=dev))
+        self.segments.append(_BandSegment(q0, k0, nb, bq, lk, bias.unsqueeze(1),
+                                          ~dis.all(-1).view(-1)))
+
     def bucket_chunks(self, idx: Tensor, g: int, dtype: torch.dtype):
+        """Query chunks ``(s, e, lk, bias, row_any)`` of one bucket; for top_k > 1 with the
+        mask keeping only pairs whose smallest shared group is ``g``."""
         c = idx.numel()
         if self.kk == 1:
             yield 0, c, c, None, None
@@ -292,28 +331,17 @@ class _BlocksPlan:
                 ~allowed, float("-inf"))
             yield s, e, lk, bias.view(1, 1, e - s, lk), allowed.any(-1)
 
-    def band_views(self, x: Tensor) -> Tensor:
-        """Overlapping key blocks ``[nb, H, lk, D]`` (a view of a padded copy)."""
-        h, d = x.shape[1:]
-        xp = torch.cat([x.new_zeros(self.window, h, d), x,
-                        x.new_zeros(self.pad_tail + self.right, h, d)])
-        return xp.unfold(0, self.lk, self.bq).permute(0, 1, 3, 2)
-
-    def query_blocks(self, x: Tensor) -> Tensor:
-        h, d = x.shape[1:]
-        xp = torch.cat([x, x.new_zeros(self.pad_tail, h, d)]) if self.pad_tail else x
-        return xp.view(self.nb, self.bq, h, d).transpose(1, 2)
-
-    def unblock(self, x: Tensor) -> Tensor:
-        """``[nb, H, bq, ...]`` -> ``[n, H, ...]``."""
-        x = x.transpose(1, 2)
-        return x.reshape(self.nb * self.bq, *x.shape[2:])[:self.n]
-
 
 def _lse_to_rows(lse: Tensor, mask_any: Optional[Tensor]) -> Tensor:
+    """``lse`` ``[c, H]`` with ``-inf`` in the rows that keep no key."""
     if mask_any is None:
         return lse
-    return lse.masked_fill(~mask_any, float("-inf"))
+    return lse.masked_fill(~mask_any.unsqueeze(-1), float("-inf"))
+
+
+def _heads_first(x: Tensor) -> Tensor:
+    """``[L, H, ...]`` -> ``[1, H, L, ...]`` (a view)."""
+    return x.transpose(0, 1).unsqueeze(0)
 
 
 class _FocusBlocksFunction(torch.autograd.Function):
@@ -327,34 +355,48 @@ class _FocusBlocksFunction(torch.autograd.Function):
     def forward(ctx, q: Tensor, k: Tensor, v: Tensor, plan: _BlocksPlan,
                 scale: float) -> Tensor:
         n, h, d = q.shape
-        toks, outs, lses = [], [], []
-        # one gather per tensor into bucket order; each bucket is then a contiguous slice
-        order = plan.buckets.members
-        qs, ks, vs = (x.reshape(n, -1).index_select(0, order).view(-1, h, d)
+        order = plan.order
+        # one gather per tensor into bucket order; each bucket is then a contiguous span
+        qs, ks, vs = (x.view(n, h * d).index_select(0, order).view(-1, h, d)
                       for x in (q, k, v))
-        for (idx, g), st in zip(plan.buckets, plan.buckets.starts):
-            sl = slice(st, st + idx.numel())
-            qb, kb, vb = (x[sl].transpose(0, 1).unsqueeze(0) for x in (qs, ks, vs))
+        single = plan.kk == 1
+        if single:  # each token in exactly one bucket: part A lands directly in `out`
+            out, la = q.new_empty(n, h, d), q.new_empty(n, h)
+        toks, outs, lses = [], [], []
+        for st, c, g in plan.spans:
+            sl = slice(st, st + c)
+            idx = order[sl]
+            qb, kb, vb = _heads_first(qs[sl]), _heads_first(ks[sl]), _heads_first(vs[sl])
             for s, e, lk, bias, row_any in plan.bucket_chunks(idx, g, q.dtype):
                 o, lse = _FLASH_FWD(qb[:, :, s:e], kb[:, :, :lk], vb[:, :, :lk], 0.0,
                                     plan.causal and bias is None, attn_mask=bias, scale=scale)
-                toks.append(idx[s:e])
-                outs.append(o[0].transpose(0, 1))
-                lses.append(_lse_to_rows(lse[0], row_any).transpose(0, 1))
-        ob, lb = _FLASH_FWD(plan.query_blocks(q), plan.band_views(k), plan.band_views(v), 0.0,
-                            False, attn_mask=plan.band_bias, scale=scale)
-        band_o = plan.unblock(ob)
-        band_l = plan.unblock(lb).masked_fill(~plan.band_any.unsqueeze(-1), float("-inf"))
-        if plan.kk == 1:  # every token in exactly one bucket: one scatter back
-            oa = q.new_empty(n, h, d).index_copy_(0, order, torch.cat(outs))
-            la = q.new_empty(n, h).index_copy_(0, order, torch.cat(lses))
-            lse_all = torch.logaddexp(la, band_l)
-            out = torch.exp(la - lse_all).unsqueeze(-1) * oa + \
-                torch.exp(band_l - lse_all).unsqueeze(-1) * band_o
-        else:
-            toks.append(torch.arange(n, device=q.device))
-            outs.append(band_o)
-            lses.append(band_l)
+                o, lse = o[0].transpose(0, 1), lse[0].transpose(0, 1)  # [c, H, D], [c, H]
+                if single:
+                    out.index_copy_(0, idx, o)
+                    la.index_copy_(0, idx, lse)
+                else:
+                    toks.append(idx[s:e])
+                    outs.append(o)
+                    lses.append(_lse_to_rows(lse, row_any))
+        lse_all = q.new_empty(n, h) if single else None
+        for seg in plan.segments:
+            rows = slice(seg.q0, seg.q0 + seg.nb * seg.bq)
+            qw = q[rows].view(seg.nb, seg.bq, h, d).transpose(1, 2)
+            kw = _windows(k, seg.k0, seg.nb, seg.bq, seg.lk).transpose(1, 2)
+            vw = _windows(v, seg.k0, seg.nb, seg.bq, seg.lk).transpose(1, 2)
+            ob, lb = _FLASH_FWD(qw, kw, vw, 0.0, False, attn_mask=seg.bias, scale=scale)
+            ob = ob.transpose(1, 2).reshape(-1, h, d)
+            lb = lb.transpose(1, 2).reshape(-1, h).masked_fill(~seg.row_any.unsqueeze(-1),
+                                                               float("-inf"))
+            if single:  # exact in-place merge: o = o_A + w_B (o_B - o_A), w_B = e^{lB - L}
+                lr = torch.logaddexp(la[rows], lb)
+                lse_all[rows] = lr
+                out[rows].lerp_(ob, torch.exp(lb - lr).unsqueeze(-1))
+            else:
+                toks.append(torch.arange(seg.q0, rows.stop, device=q.device))
+                outs.append(ob)
+                lses.append(lb)
+        if not single:
             out, lse_all = _merge_parts(n, torch.cat(toks), torch.cat(outs), torch.cat(lses))
         ctx.save_for_backward(q, k, v, out, lse_all)
         ctx.plan, ctx.scale = plan, scale
@@ -365,36 +407,45 @@ class _FocusBlocksFunction(torch.autograd.Function):
     def backward(ctx, grad_out: Tensor):
         q, k, v, out, lse = ctx.saved_tensors
         plan, scale = ctx.plan, ctx.scale
+        n, h, d = q.shape
         grad_out = grad_out.contiguous()
-        dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
-        for idx, g in plan.buckets:
-            qb, kb, vb, ob, gb = (x[idx].transpose(0, 1).unsqueeze(0)
-                                  for x in (q, k, v, out, grad_out))
-            lb = lse[idx].transpose(0, 1).unsqueeze(0)
-            for s, e, lk, bias, _ in plan.bucket_chunks(idx, g, q.dtype):
-                gq, gk, gv = _FLASH_BWD(gb[:, :, s:e].contiguous(), qb[:, :, s:e].contiguous(),
-                                        kb[:, :, :lk].contiguous(), vb[:, :, :lk].contiguous(),
-                                        ob[:, :, s:e].contiguous(), lb[:, :, s:e].contiguous(),
-                                        0.0, plan.causal and bias is None, attn_mask=bias,
+        order = plan.order
+        qs, ks, vs, os, gs = (x.reshape(n, h * d).index_select(0, order).view(-1, h, d)
+                              for x in (q, k, v, out, grad_out))
+        ls = lse.index_select(0, order)
+        dqs, dks, dvs = torch.zeros_like(qs), torch.zeros_like(ks), torch.zeros_like(vs)
+        for st, c, g in plan.spans:
+            sl = slice(st, st + c)
+            qb, kb, vb, ob, gb = (_heads_first(x[sl]) for x in (qs, ks, vs, os, gs))
+            lb = ls[sl].t().unsqueeze(0)
+            for s, e, lk, bias, _ in plan.bucket_chunks(order[sl], g, q.dtype):
+                gq, gk, gv = _FLASH_BWD(gb[:, :, s:e], qb[:, :, s:e], kb[:, :, :lk],
+                                        vb[:, :, :lk], ob[:, :, s:e],
+                                        lb[:, :, s:e].contiguous(), 0.0,
+                                        plan.causal and bias is None, attn_mask=bias,
                                         scale=scale)
-                dq.index_add_(0, idx[s:e], gq[0].transpose(0, 1))
-                dk.index_add_(0, idx[:lk], gk[0].transpose(0, 1))
-                dv.index_add_(0, idx[:lk], gv[0].transpose(0, 1))
-        lse_p = torch.cat([lse, lse.new_zeros(plan.pad_tail, lse.size(1))])
-        lse_b = lse_p.view(plan.nb, plan.bq, -1).transpose(1, 2).contiguous()
-        gq, gk, gv = _FLASH_BWD(plan.query_blocks(grad_out).contiguous(),
-                                plan.query_blocks(q).contiguous(),
-                                plan.band_views(k).contiguous(),
-                                plan.band_views(v).contiguous(),
-                                plan.query_blocks(out).contiguous(), lse_b, 0.0, False,
-                                attn_mask=plan.band_bias, scale=scale)
-        dq += plan.unblock(gq)
-        kidx = torch.arange(plan.plen, device=q.device).unfold(0, plan.lk, plan.bq).reshape(-1)
-        for src, dst in ((gk, dk), (gv, dv)):
-            full = src.new_zeros(plan.plen, *src.shape[1:2], src.size(-1))
-            full.index_add_(0, kidx, src.permute(0, 2, 1, 3).reshape(-1, src.size(1),
-                                                                     src.size(-1)))
-            dst += full[plan.window:plan.window + plan.n]
+                dqs[sl][s:e] += gq[0].transpose(0, 1)
+                dks[sl][:lk] += gk[0].transpose(0, 1)
+                dvs[sl][:lk] += gv[0].transpose(0, 1)
+        dq = torch.zeros_like(q).index_add_(0, order, dqs)
+        dk = torch.zeros_like(k).index_add_(0, order, dks)
+        dv = torch.zeros_like(v).index_add_(0, order, dvs)
+        for seg in plan.segments:
+            rows = slice(seg.q0, seg.q0 + seg.nb * seg.bq)
+
+            def blk(x: Tensor) -> Tensor:
+                return x[rows].view(seg.nb, seg.bq, h, d).transpose(1, 2)
+
+            kw = _windows(k, seg.k0, seg.nb, seg.bq, seg.lk).transpose(1, 2)
+            vw = _windows(v, seg.k0, seg.nb, seg.bq, seg.lk).transpose(1, 2)
+            lb = lse[rows].view(seg.nb, seg.bq, h).transpose(1, 2).contiguous()
+            gq, gk, gv = _FLASH_BWD(blk(grad_out), blk(q), kw, vw, blk(out), lb, 0.0, False,
+                                    attn_mask=seg.bias, scale=scale)
+            dq[rows] += gq.transpose(1, 2).reshape(-1, h, d)
+            kidx = (seg.k0 + seg.bq * torch.arange(seg.nb, device=q.device).view(-1, 1)
+                    + torch.arange(seg.lk, device=q.device).view(1, -1)).view(-1)
+            dk.index_add_(0, kidx, gk.transpose(1, 2).reshape(-1, h, d))
+            dv.index_add_(0, kidx, gv.transpose(1, 2).reshape(-1, h, d))
         return dq, dk, dv, None, None
 
 
@@ -406,9 +457,13 @@ def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
     through log-sum-exps), exact for any top-:math:`k` and any batch of sequences.
 
     On CPU it runs the fused flash-attention kernels (which return the log-sum-exp) once per
-    non-empty (sequence, group) bucket with ``is_causal`` (top-:math:`k = 1`; no mask), and the
-    band as one batched call over query blocks of :data:`BAND_BLOCK` tokens against their
-    ``BAND_BLOCK + w`` keys with an additive mask; elsewhere (or with ``fused=False``) it runs
+    non-empty (sequence, group) bucket on group-sorted tokens, with ``is_causal`` and no mask
+    for top-:math:`k = 1`, and the band as one batched call over query blocks of
+    :data:`BAND_BLOCK` tokens against their ``BAND_BLOCK + w`` keys (overlapping strided
+    views, no copy) with an additive mask, plus two small calls for the first :math:`w` and
+    the last few queries. For top-:math:`k = 1` the two parts are merged in place,
+    :math:`\mathbf{o} = \mathbf{o}_A + e^{\ell_B - L} (\mathbf{o}_B - \mathbf{o}_A)` with
+    :math:`L = \log(e^{\ell_A} + e^{\ell_B})`. Elsewhere (or with ``fused=False``) it runs
     :func:`focus_blocks_reference`.
 
     Args:
@@ -435,8 +490,8 @@ def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
                          "aten flash kernels of this PyTorch build")
     if not fused or n == 0:
         return focus_blocks_reference(q, k, v, groups, window, batch, causal, kgroups)
-    seq, _ = _seq_layout(batch, n, q.device)
-    plan = _BlocksPlan(groups, seq, kgroups, window, causal, q.dtype)
+    seq, nseq = _seq_layout(batch, n, q.device)
+    plan = _BlocksPlan(groups.long(), seq, nseq, kgroups, window, causal, q.dtype)
     return _FocusBlocksFunction.apply(q.contiguous(), k.contiguous(), v.contiguous(), plan,
                                       1.0 / math.sqrt(q.size(-1)))
 

@@ -77,6 +77,28 @@ def test_backends_match_definition_values_and_gradients(backend, top_k, causal):
         torch.testing.assert_close(a.double(), b.double(), atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("top_k", [1, 2])
+@pytest.mark.parametrize("causal", [True, False])
+def test_fused_blocks_long_runs_and_band_blocks(top_k, causal):
+    # long enough for the band's head, strided body and tail; a window that is not a multiple
+    # of the band block; runs of one group longer than the window (queries whose band keeps
+    # no key at all); two sequences meeting inside a band block
+    torch.manual_seed(30 + top_k)
+    batch = torch.tensor([0] * 93 + [1] * 64)
+    n, window, K = batch.numel(), 21, 4
+    first = (torch.arange(n) // 30) % 3
+    first[100:110] = torch.randint(0, K, (10,))
+    groups = first.view(-1, 1) if top_k == 1 else torch.stack([first, (first + 1) % K], 1)
+    q, k, v = (torch.randn(n, 2, 8, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    ref = reference_attention(q, k, v, definition_mask(groups, window, batch, causal))
+    out = focus_blocks_attention(q, k, v, groups, window, batch, causal, K, fused=True)
+    torch.testing.assert_close(out, ref, atol=1e-10, rtol=1e-10)
+    go = torch.randn_like(out)
+    for a, b in zip(torch.autograd.grad(out, (q, k, v), go),
+                    torch.autograd.grad(ref, (q, k, v), go)):
+        torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-10)
+
+
 @pytest.mark.parametrize("backend", ["blocks", "edges", "dense"])
 @pytest.mark.parametrize("top_k", [1, 2])
 def test_module_backends_agree_on_pyg_batch(backend, top_k):

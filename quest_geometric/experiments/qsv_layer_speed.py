@@ -76,7 +76,8 @@ def layer_rows(batch_size: int, device: torch.device, repeat: int, progress: boo
     return rows
 
 
-def knn_rows(sizes: list[int], device: torch.device, progress: bool, k: int = 16) -> list[dict]:
+def knn_rows(sizes: list[int], device: torch.device, progress: bool, k: int = 16,
+             torch_cpu_limit: int = 200_000) -> list[dict]:
     """Time of each available kNN back-end on uniform random points in the unit cube."""
     from quest_geometric.geometry.knn import knn_graph
     from quest_geometric.typing import WITH_TORCH_CLUSTER
@@ -86,9 +87,9 @@ def knn_rows(sizes: list[int], device: torch.device, progress: bool, k: int = 16
     for n in tqdm(sizes, desc="kNN sizes", disable=not progress):
         pos = torch.rand(n, 3, generator=torch.Generator().manual_seed(n))
         for backend in backends:
-            # Exact all-pairs distances are O(N^2): past 200K points on a CPU they take
-            # minutes, so that back-end is measured only up to there.
-            if backend == "torch" and device.type == "cpu" and n > 200_000:
+            # Exact all-pairs distances are O(N^2): on a CPU they take minutes past 100K
+            # points, so that back-end is measured only up to `torch_cpu_limit`.
+            if backend == "torch" and device.type == "cpu" and n > torch_cpu_limit:
                 rows.append({"backend": backend, "points": n, "k": k, "seconds": math.nan,
                              "note": "skipped: O(N^2) on CPU"})
                 continue
@@ -129,6 +130,8 @@ def run(
     out_dir: str | Path = "benchmarks/results",
     progress: bool = True,
     batch_size: int | None = None,
+    threads: int | None = None,
+    knn_sizes: list[int] | None = None,
 ) -> dict[str, Any]:
     """Run the benchmark and write ``qsv_layer_speed.*`` and ``knn_speed.*`` to ``out_dir``.
 
@@ -138,14 +141,32 @@ def run(
         out_dir (str): result folder.
         progress (bool): progress bars.
         batch_size (int, optional): override the number of images in the batch.
+        threads (int, optional): torch intra-op threads for the run (restored afterwards).
+            On a machine shared with other jobs, one thread gives stable numbers: an
+            oversubscribed OpenMP pool slows every layer by 5-10x, erratically.
+        knn_sizes (list of int, optional): point counts for the kNN table.
+            (default: 10K and 100K with ``quick``, else 10K, 100K and 1M)
 
     Returns:
         dict: ``layers`` and ``knn`` rows, ``markdown`` (both tables) and a short ``summary``.
     """
     device = torch.device(device)
     out_dir = Path(out_dir)
+    previous_threads = torch.get_num_threads()
+    if threads is not None:
+        if threads < 1:
+            raise ValueError(f"run: 'threads' must be >= 1 (got {threads})")
+        torch.set_num_threads(threads)
+    try:
+        return _run(quick, device, out_dir, progress, batch_size, knn_sizes)
+    finally:
+        torch.set_num_threads(previous_threads)
+
+
+def _run(quick: bool, device: torch.device, out_dir: Path, progress: bool,
+         batch_size: int | None, knn_sizes: list[int] | None) -> dict[str, Any]:
     bs = batch_size or (8 if quick else 64)
-    repeat = 3 if quick else 5
+    repeat = 5 if quick else 7
     layers = layer_rows(bs, device, repeat, progress)
     meta = {"batch_size": bs, "sizes": SIZES, "k": K_WITHIN + K_CROSS, "channels": CHANNELS,
             "heads": HEADS, "dtype": "float32", "device": str(device), "seed": 0, "quick": quick}
@@ -156,8 +177,8 @@ def run(
         notes="Forward + backward of one layer on a batch of sphere graphs; peak memory is the "
               "resident-set high-water mark added by one step (CPU) or allocator peak (CUDA).",
     )
-    sizes = [10_000, 100_000] if quick else [10_000, 100_000, 1_000_000]
-    knn = knn_rows(sizes, device, progress)
+    sizes = knn_sizes or ([10_000, 100_000] if quick else [10_000, 100_000, 1_000_000])
+    knn = knn_rows(sizes, device, progress, torch_cpu_limit=20_000 if quick else 200_000)
     p2 = write_results("knn_speed", knn, out_dir, meta={"device": str(device), "seed": "n", "quick": quick},
                        title="kNN graph back-ends (k = 16, uniform points in the unit cube)",
                        columns=["backend", "points", "k", "seconds", "note"])
@@ -178,7 +199,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="batch 8, up to 100K points")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--batch-size", type=int, default=None)
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch intra-op threads (default: torch's choice)")
     parser.add_argument("--out", default="benchmarks/results")
     args = parser.parse_args(argv)
-    result = run(quick=args.quick, device=args.device, out_dir=args.out, batch_size=args.batch_size)
+    result = run(quick=args.quick, device=args.device, out_dir=args.out, batch_size=args.batch_size,
+                 threads=args.threads)
     print(result["markdown"])

@@ -1,0 +1,142 @@
+"""The QSV ablation benchmark: tiny end-to-end run, aggregation, paper column, bad input."""
+import csv
+import json
+import math
+import statistics
+
+import pytest
+import torch
+from torch_geometric.data import Data
+
+from quest_geometric.experiments import qsv_ablation as qa
+
+TINY = dict(channels=8, heads=2, num_layers=1, train_limit=48, test_limit=24,
+            analysis_samples=8, batch_size=16, eval_batch_size=24)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("qsv_ablation")
+    threads = torch.get_num_threads()
+    try:
+        result = qa.run(dataset="digits", seeds=[0, 1], epochs=1, quick=True, out_dir=out,
+                        progress=False, analyse=True, variants=["qsv", "resnet20"],
+                        threads=1, **TINY)
+    finally:
+        torch.set_num_threads(threads)
+    return out, result
+
+
+def test_files_columns_and_finite_values(tiny_run):
+    out, result = tiny_run
+    stem = out / "qsv_ablation_digits_quick"
+    for suffix in (".csv", ".json", ".md", "_seeds.csv", "_analysis.csv", "_analysis.md",
+                   "_entropy.png", "_angles.png"):
+        assert (out / f"{stem.name}{suffix}").is_file(), suffix
+    assert not (out / "qsv_ablation_digits.csv").exists()  # --quick never overwrites
+    with open(f"{stem}.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["variant"] for r in rows] == ["qsv", "resnet20"]
+    for col in ("variant", "params", "seeds", "acc_mean", "acc_std", "delta", "paper",
+                "paper_delta", "epoch_s"):
+        assert col in rows[0]
+    for r in rows:
+        for col in ("params", "acc_mean", "acc_std", "epoch_s", "paper"):
+            assert math.isfinite(float(r[col])), (r["variant"], col)
+        assert 0 <= float(r["acc_mean"]) <= 100
+    assert float(rows[0]["params"]) < float(rows[1]["params"])  # tiny QSV vs ResNet-20
+    md = (out / f"{stem.name}.md").read_text()
+    assert "| paper |" in md and "85.9" in md and "93.2" in md
+    analysis = json.loads((out / f"{stem.name}_analysis.json").read_text())["rows"]
+    assert [a["variant"] for a in analysis] == ["qsv"]
+    a = analysis[0]
+    assert 0 <= a["entropy_mean"] <= 1 and 0 <= a["angle_median_deg"] <= 180
+    assert a["acc_trained"] == pytest.approx(result["rows"][0]["acc_mean"])  # same test set
+
+
+def test_mean_std_recomputed_from_seed_rows(tiny_run):
+    out, result = tiny_run
+    with open(out / "qsv_ablation_digits_quick_seeds.csv") as f:
+        seeds = list(csv.DictReader(f))
+    with open(out / "qsv_ablation_digits_quick.csv") as f:
+        table = {r["variant"]: r for r in csv.DictReader(f)}
+    assert sorted((r["variant"], int(r["seed"])) for r in seeds) == [
+        ("qsv", 0), ("qsv", 1), ("resnet20", 0), ("resnet20", 1)]
+    for v in ("qsv", "resnet20"):
+        accs = [float(r["acc"]) for r in seeds if r["variant"] == v]
+        assert float(table[v]["acc_mean"]) == pytest.approx(sum(accs) / 2)
+        assert float(table[v]["acc_std"]) == pytest.approx(abs(accs[0] - accs[1]) / math.sqrt(2))
+        assert int(table[v]["seeds"]) == 2
+    delta = float(table["resnet20"]["acc_mean"]) - float(table["qsv"]["acc_mean"])
+    assert float(table["resnet20"]["delta"]) == pytest.approx(delta)
+    # Accuracies are multiples of 1/24 of the 24 test images, in percent.
+    for r in seeds:
+        assert float(r["acc"]) * 24 / 100 == pytest.approx(round(float(r["acc"]) * 24 / 100))
+
+
+def test_resume_reuses_finished_runs(tiny_run):
+    out, result = tiny_run
+    run_dirs = sorted(p.name for p in result["run_root"].iterdir())
+    assert run_dirs == ["qsv_s0", "qsv_s1", "resnet20_s0", "resnet20_s1"]
+    for d in run_dirs:
+        assert (result["run_root"] / d / "run.json").is_file()
+        assert (result["run_root"] / d / "checkpoint.pt").is_file()
+    again = qa.run(dataset="digits", seeds=[0], epochs=1, quick=True, out_dir=out,
+                   progress=False, variants=["qsv"], **TINY)
+    assert again["results"][0]["acc"] == result["results"][0]["acc"]
+    assert again["results"][0]["epoch_s"] == result["results"][0]["epoch_s"]  # not retrained
+
+
+def test_aggregate_against_statistics_and_paper_column():
+    accs = {"qsv": [80.0, 84.0, 83.0], "no_transport": [70.0, 75.0, 71.5],
+            "standard_attention": [90.0, 88.0, 91.0]}
+    results = [{"variant": v, "seed": s, "params": 100, "acc": a, "train_acc": a + 1,
+                "epoch_s": 2.0 + s} for v, xs in accs.items() for s, a in enumerate(xs)]
+    rows = {r["variant"]: r for r in qa.aggregate(results, "cifar10")}
+    assert list(rows) == ["qsv", "no_transport", "standard_attention"]  # VARIANTS order
+    for v, xs in accs.items():
+        assert rows[v]["acc_mean"] == pytest.approx(statistics.mean(xs))
+        assert rows[v]["acc_std"] == pytest.approx(statistics.stdev(xs))
+        assert rows[v]["delta"] == pytest.approx(statistics.mean(xs) - statistics.mean(accs["qsv"]))
+        assert rows[v]["epoch_s"] == pytest.approx(3.0)
+    assert rows["qsv"]["paper"] == 85.9 and rows["standard_attention"]["paper"] == 87.3
+    assert math.isnan(rows["no_transport"]["paper"]) and rows["no_transport"]["paper_delta"] == -4.0
+    c100 = {r["variant"]: r for r in qa.aggregate(results, "cifar100")}
+    assert math.isnan(c100["standard_attention"]["paper"])
+    assert math.isnan(c100["standard_attention"]["paper_delta"])
+    assert c100["no_transport"]["paper_delta"] == -4.0
+    one = qa.aggregate(results[:1], "digits")[0]
+    assert one["acc_mean"] == 80.0 and math.isnan(one["acc_std"])  # one seed: no std
+
+
+def test_append_position_on_a_lattice():
+    pos = torch.tensor([[0.0, 0, 0], [1, 0, 0], [0, 1, 0], [1, 1, 0]])  # (j, i, 0) of 2 x 2
+    data = qa.AppendPosition()(Data(x=torch.ones(4, 1), pos=pos))
+    assert data.x.shape == (4, 4)
+    expected = torch.tensor([[-1.0, -1, 0], [1, -1, 0], [-1, 1, 0], [1, 1, 0]])
+    torch.testing.assert_close(data.x[:, 1:], expected)
+    assert str(qa.AppendPosition()) == "AppendPosition()"
+    with pytest.raises(ValueError, match="pos"):
+        qa.AppendPosition()(Data(x=torch.ones(4, 1)))
+
+
+def test_bad_input(tmp_path):
+    with pytest.raises(ValueError, match="dataset must be one of"):
+        qa.run(dataset="mnist", out_dir=tmp_path, progress=False)
+    with pytest.raises(ValueError, match="unknown variants"):
+        qa.run(dataset="digits", variants=["qsv", "vit"], out_dir=tmp_path, progress=False)
+    with pytest.raises(ValueError, match="seeds"):
+        qa.run(dataset="digits", seeds=[0, 0], out_dir=tmp_path, progress=False)
+    with pytest.raises(TypeError, match="unknown overrides"):
+        qa.run(dataset="digits", widht=3, out_dir=tmp_path, progress=False)
+    with pytest.raises(ValueError, match="root"):
+        qa.run(dataset="cifar10", seeds=[0], variants=["qsv"], out_dir=tmp_path,
+               progress=False)
+    empty = tmp_path / "no_cifar_here"
+    empty.mkdir()
+    for dataset, what in (("cifar10", "CIFAR-10"), ("cifar100", "CIFAR-100")):
+        with pytest.raises(FileNotFoundError, match=f"no {what} data.*download=True"):
+            qa.run(dataset=dataset, root=empty, seeds=[0], variants=["resnet20"],
+                   out_dir=tmp_path, progress=False, epochs=1)
+    with pytest.raises(SystemExit):
+        qa.main(["--dataset", "imagenet"])

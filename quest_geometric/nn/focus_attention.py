@@ -278,6 +278,8 @@ class _BlocksPlan:
             self.spans = list(zip(buckets.starts, buckets.counts, buckets.group))
         # band: head [0, w), body [w, w + nb * bq), tail; together exactly [0, n)
         self.segments: List[_BandSegment] = []
+        if kk == 1:
+            self.band_any = self._band_any_single()
         bq, h0 = BAND_BLOCK, min(window, n)
         if h0 > 0:
             self._add_segment(0, 0, 1, h0, min(n, h0 + self.right))
@@ -289,25 +291,48 @@ class _BlocksPlan:
             k0 = max(0, t0 - window)
             self._add_segment(t0, k0, 1, n - t0, n - k0)
 
+    def _band_any_single(self) -> Tensor:
+        """top_k = 1: whether each query keeps any band key, from runs of equal
+        (sequence, group) in O(N): the nearest earlier (later) token of another run is the
+        nearest candidate key, valid when it is in the same sequence and within the window."""
+        n, dev = self.n, self.groups.device
+        g, sq = self.groups[:, 0], self.seq
+        pos = torch.arange(n, device=dev)
+        cut = torch.ones(n, dtype=torch.bool, device=dev)  # run starts
+        cut[1:] = (g[1:] != g[:-1]) | (sq[1:] != sq[:-1])
+        start = torch.cummax(torch.where(cut, pos, 0), 0).values
+        prev = (start - 1).clamp(min=0)
+        keep = (start > 0) & (sq[prev] == sq) & (pos - prev <= self.window)
+        if not self.causal:
+            last = torch.ones(n, dtype=torch.bool, device=dev)  # run ends
+            last[:-1] = cut[1:]
+            end = torch.cummin(torch.where(last, pos, n - 1).flip(0), 0).values.flip(0)
+            nxt = (end + 1).clamp(max=n - 1)
+            keep |= (end < n - 1) & (sq[nxt] == sq) & (nxt - pos <= self.window)
+        return keep
+
     def _add_segment(self, q0: int, k0: int, nb: int, bq: int, lk: int) -> None:
         dev, kk = self.groups.device, self.kk
         off = (q0 - k0) + torch.arange(bq, device=dev).view(-1, 1) \
             - torch.arange(lk, device=dev).view(1, -1)  # i - j, the same in every block
-        dis = (off > self.window) | (off < -self.right)  # [bq, lk]
+        outside = (off > self.window) | (off < -self.right)  # [bq, lk]
         gq = self.groups[q0:q0 + nb * bq].view(nb, bq, kk)
         gk = _windows(self.groups, k0, nb, bq, lk)  # [nb, lk, kk]
         if kk == 1:
             same = gq[:, :, :1] == gk[:, :, 0].unsqueeze(1)
         else:
             same = (gq.view(nb, bq, 1, kk, 1) == gk.view(nb, 1, lk, 1, kk)).flatten(-2).any(-1)
-        dis = same | dis  # [nb, bq, lk]: same group or outside the band
-        if self.nseq > 1:
+        if self.nseq > 1:  # keys of another sequence count as excluded too
             sq = self.seq[q0:q0 + nb * bq].view(nb, bq, 1)
-            dis |= sq != _windows(self.seq, k0, nb, bq, lk).unsqueeze(1)
-        bias = torch.where(dis, torch.tensor(float("-inf"), dtype=self.dtype, device=dev),
-                           torch.tensor(0.0, dtype=self.dtype, device=dev))
-        self.segments.append(_BandSegment(q0, k0, nb, bq, lk, bias.unsqueeze(1),
-                                          ~dis.all(-1).view(-1)))
+            same |= sq != _windows(self.seq, k0, nb, bq, lk).unsqueeze(1)
+        ninf = torch.tensor(float("-inf"), dtype=self.dtype, device=dev)
+        static = torch.where(outside, ninf, torch.tensor(0.0, dtype=self.dtype, device=dev))
+        bias = torch.where(same, ninf, static)  # one pass: [nb, bq, lk]
+        if kk == 1:
+            row_any = self.band_any[q0:q0 + nb * bq]
+        else:
+            row_any = ~(same | outside).all(-1).view(-1)
+        self.segments.append(_BandSegment(q0, k0, nb, bq, lk, bias.unsqueeze(1), row_any))
 
     def bucket_chunks(self, idx: Tensor, g: int, dtype: torch.dtype):
         """Query chunks ``(s, e, lk, bias, row_any)`` of one bucket; for top_k > 1 with the

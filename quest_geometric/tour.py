@@ -49,9 +49,32 @@ def _part_qsv(ctx: TourContext) -> str:
     return result["markdown"]
 
 
+def _part_focus(ctx: TourContext) -> str:
+    from quest_geometric.experiments import focus_lm, focus_speed
+
+    speed = focus_speed.run(quick=True, device=ctx.device, out_dir=ctx.out_dir,
+                            progress=ctx.progress, memory=False)
+    lm = focus_lm.run(quick=True, device=str(ctx.device), out_dir=ctx.out_dir,
+                      progress=ctx.progress, run_dir=ctx.out_dir / "runs")
+    ctx.summary.extend(speed["summary"] + lm["summary"])
+    return speed["markdown"] + "\n" + lm["markdown"]
+
+
+def _part_qk(ctx: TourContext) -> str:
+    from quest_geometric.experiments import qk_geometry
+
+    result = qk_geometry.run(quick=True, device=str(ctx.device), out_dir=ctx.out_dir,
+                             progress=ctx.progress, parts=("trajectories",), depths=(4,),
+                             seeds=(0,))
+    ctx.summary.extend(result["summary"])
+    return result["markdown"]
+
+
 #: The parts of the tour, in the order they run: name -> (title, function).
 PARTS: dict[str, tuple[str, Callable[[TourContext], str]]] = {
     "qsv": ("QSV: quaternion attention on Fibonacci-sphere graphs", _part_qsv),
+    "focus": ("Focus: learned-centroid sparse attention", _part_focus),
+    "qk": ("Query/key geometry: participation ratios and attention entropy", _part_qk),
 }
 
 

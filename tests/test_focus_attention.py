@@ -3,6 +3,7 @@ import math
 import pytest
 import torch
 
+import quest_geometric.nn.focus_attention as focus_attention_module
 from quest_geometric.nn.focus_attention import (
     FocusAttention,
     focus_blocks_attention,
@@ -61,6 +62,19 @@ def edges_backend(q, k, v, g, w, b, c, K):
 BACKENDS["edges"] = edges_backend
 
 
+def blocks_padded(q, k, v, g, w, b, c, K):
+    """The fused path forced to batch all causal top_k = 1 buckets into one padded call."""
+    old = focus_attention_module.PAD_RATIO
+    focus_attention_module.PAD_RATIO = math.inf
+    try:
+        return focus_blocks_attention(q, k, v, g, w, b, c, K, fused=True)
+    finally:
+        focus_attention_module.PAD_RATIO = old
+
+
+BACKENDS["blocks_fused_padded"] = blocks_padded
+
+
 @pytest.mark.parametrize("backend", list(BACKENDS))
 @pytest.mark.parametrize("top_k", [1, 2, 4])
 @pytest.mark.parametrize("causal", [True, False])
@@ -77,9 +91,10 @@ def test_backends_match_definition_values_and_gradients(backend, top_k, causal):
         torch.testing.assert_close(a.double(), b.double(), atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("padded", [False, True])
 @pytest.mark.parametrize("top_k", [1, 2])
 @pytest.mark.parametrize("causal", [True, False])
-def test_fused_blocks_long_runs_and_band_blocks(top_k, causal):
+def test_fused_blocks_long_runs_and_band_blocks(top_k, causal, padded):
     # long enough for the band's head, strided body and tail; a window that is not a multiple
     # of the band block; runs of one group longer than the window (queries whose band keeps
     # no key at all); two sequences meeting inside a band block
@@ -91,7 +106,8 @@ def test_fused_blocks_long_runs_and_band_blocks(top_k, causal):
     groups = first.view(-1, 1) if top_k == 1 else torch.stack([first, (first + 1) % K], 1)
     q, k, v = (torch.randn(n, 2, 8, dtype=torch.float64, requires_grad=True) for _ in range(3))
     ref = reference_attention(q, k, v, definition_mask(groups, window, batch, causal))
-    out = focus_blocks_attention(q, k, v, groups, window, batch, causal, K, fused=True)
+    out = (blocks_padded if padded else BACKENDS["blocks_fused"])(q, k, v, groups, window,
+                                                                  batch, causal, K)
     torch.testing.assert_close(out, ref, atol=1e-10, rtol=1e-10)
     go = torch.randn_like(out)
     for a, b in zip(torch.autograd.grad(out, (q, k, v), go),

@@ -228,6 +228,11 @@ _FLASH_BWD = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cp
 #: strided view of the key/value tensors (no copy). Small blocks waste few band pairs.
 BAND_BLOCK = 16
 _MASK_BUDGET = 1 << 22  # elements of one top_k > 1 bucket mask chunk
+#: Largest padding overhead :math:`B \, c_{\max}^2 / \sum_b c_b^2` at which the :math:`B`
+#: buckets of causal top-:math:`k = 1` attention run as *one* batched flash call, each bucket
+#: padded to the largest one :math:`c_{\max}` (padded keys come after every real query, so
+#: causality hides them); above it, one call per bucket.
+PAD_RATIO = 1.25
 
 
 def _windows(x: Tensor, start: int, nb: int, step: int, length: int) -> Tensor:
@@ -272,7 +277,22 @@ class _BlocksPlan:
                 if c:
                     self.spans.append((st, c, b % num_groups))
                 st += c
+            self.padded: Optional[Tuple[int, int, Tensor, Tensor]] = None
+            cs = [c for _, c, _ in self.spans]
+            nbk, cmax = len(cs), max(cs, default=0)
+            if causal and nbk > 1 and nbk * cmax * cmax <= PAD_RATIO * sum(c * c for c in cs):
+                dev = self.groups.device
+                bid = torch.repeat_interleave(torch.arange(nbk, device=dev),
+                                              torch.tensor(cs, device=dev))
+                first = torch.tensor([s for s, _, _ in self.spans], device=dev)
+                slot = bid * cmax + torch.arange(n, device=dev) - first[bid]
+                src = torch.zeros(nbk * cmax, dtype=torch.long, device=dev)  # pad reads row 0
+                src[slot] = self.order
+                dst = torch.full((nbk * cmax,), n, dtype=torch.long, device=dev)  # pad -> row n
+                dst[slot] = self.order
+                self.padded = (nbk, cmax, src, dst)
         else:
+            self.padded = None
             buckets = _Buckets(self.groups, self.seq, num_groups)
             self.order = buckets.members
             self.spans = list(zip(buckets.starts, buckets.counts, buckets.group))
@@ -381,14 +401,25 @@ class _FocusBlocksFunction(torch.autograd.Function):
                 scale: float) -> Tensor:
         n, h, d = q.shape
         order = plan.order
-        # one gather per tensor into bucket order; each bucket is then a contiguous span
-        qs, ks, vs = (x.view(n, h * d).index_select(0, order).view(-1, h, d)
-                      for x in (q, k, v))
         single = plan.kk == 1
-        if single:  # each token in exactly one bucket: part A lands directly in `out`
-            out, la = q.new_empty(n, h, d), q.new_empty(n, h)
         toks, outs, lses = [], [], []
-        for st, c, g in plan.spans:
+        spans = plan.spans
+        if plan.padded is not None:  # one batched causal call over padded buckets
+            nbk, cmax, src, dst = plan.padded
+            o, lse = _FLASH_FWD(*(x.view(n, h * d).index_select(0, src).view(nbk, cmax, h, d)
+                                  .transpose(1, 2) for x in (q, k, v)),
+                                0.0, True, scale=scale)
+            out = q.new_empty(n + 1, h, d).index_copy_(
+                0, dst, o.transpose(1, 2).reshape(-1, h, d))[:n]
+            la = q.new_empty(n + 1, h).index_copy_(0, dst, lse.transpose(1, 2).reshape(-1, h))[:n]
+            spans = []
+        else:
+            # one gather per tensor into bucket order; each bucket is then a contiguous span
+            qs, ks, vs = (x.view(n, h * d).index_select(0, order).view(-1, h, d)
+                          for x in (q, k, v))
+            if single:  # each token in exactly one bucket: part A lands directly in `out`
+                out, la = q.new_empty(n, h, d), q.new_empty(n, h)
+        for st, c, g in spans:
             sl = slice(st, st + c)
             idx = order[sl]
             qb, kb, vb = _heads_first(qs[sl]), _heads_first(ks[sl]), _heads_first(vs[sl])

@@ -115,6 +115,20 @@ def test_fused_blocks_long_runs_and_band_blocks(top_k, causal, padded):
         torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-10)
 
 
+@pytest.mark.parametrize("padded", [False, True])
+def test_fused_blocks_half_precision_runs(padded):
+    # bfloat16 inputs: the kernels return float32 log-sum-exps; the merge must cope
+    torch.manual_seed(40)
+    n, window, K = 90, 7, 3
+    groups = torch.randint(0, K, (n, 1))
+    q, k, v = (torch.randn(n, 2, 8, dtype=torch.float64) for _ in range(3))
+    ref = reference_attention(q, k, v, definition_mask(groups, window, torch.zeros(n), True))
+    fn = blocks_padded if padded else BACKENDS["blocks_fused"]
+    out = fn(q.bfloat16(), k.bfloat16(), v.bfloat16(), groups, window, None, True, K)
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.double(), ref, atol=3e-2, rtol=3e-2)
+
+
 @pytest.mark.parametrize("backend", ["blocks", "edges", "dense"])
 @pytest.mark.parametrize("top_k", [1, 2])
 def test_module_backends_agree_on_pyg_batch(backend, top_k):

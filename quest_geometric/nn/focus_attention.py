@@ -404,6 +404,7 @@ class _FocusBlocksFunction(torch.autograd.Function):
         single = plan.kk == 1
         toks, outs, lses = [], [], []
         spans = plan.spans
+        ldt = torch.float32 if q.dtype in (torch.float16, torch.bfloat16) else q.dtype  # lse
         if plan.padded is not None:  # one batched causal call over padded buckets
             nbk, cmax, src, dst = plan.padded
             o, lse = _FLASH_FWD(*(x.view(n, h * d).index_select(0, src).view(nbk, cmax, h, d)
@@ -411,14 +412,15 @@ class _FocusBlocksFunction(torch.autograd.Function):
                                 0.0, True, scale=scale)
             out = q.new_empty(n + 1, h, d).index_copy_(
                 0, dst, o.transpose(1, 2).reshape(-1, h, d))[:n]
-            la = q.new_empty(n + 1, h).index_copy_(0, dst, lse.transpose(1, 2).reshape(-1, h))[:n]
+            la = lse.new_empty(n + 1, h).index_copy_(0, dst,
+                                                     lse.transpose(1, 2).reshape(-1, h))[:n]
             spans = []
         else:
             # one gather per tensor into bucket order; each bucket is then a contiguous span
             qs, ks, vs = (x.view(n, h * d).index_select(0, order).view(-1, h, d)
                           for x in (q, k, v))
             if single:  # each token in exactly one bucket: part A lands directly in `out`
-                out, la = q.new_empty(n, h, d), q.new_empty(n, h)
+                out, la = q.new_empty(n, h, d), q.new_empty(n, h, dtype=ldt)
         for st, c, g in spans:
             sl = slice(st, st + c)
             idx = order[sl]
@@ -434,7 +436,7 @@ class _FocusBlocksFunction(torch.autograd.Function):
                     toks.append(idx[s:e])
                     outs.append(o)
                     lses.append(_lse_to_rows(lse, row_any))
-        lse_all = q.new_empty(n, h) if single else None
+        lse_all = q.new_empty(n, h, dtype=ldt) if single else None
         for seg in plan.segments:
             rows = slice(seg.q0, seg.q0 + seg.nb * seg.bq)
             qw = q[rows].view(seg.nb, seg.bq, h, d).transpose(1, 2)
@@ -447,7 +449,7 @@ class _FocusBlocksFunction(torch.autograd.Function):
             if single:  # exact in-place merge: o = o_A + w_B (o_B - o_A), w_B = e^{lB - L}
                 lr = torch.logaddexp(la[rows], lb)
                 lse_all[rows] = lr
-                out[rows].lerp_(ob, torch.exp(lb - lr).unsqueeze(-1))
+                out[rows].lerp_(ob, torch.exp(lb - lr).unsqueeze(-1).to(out.dtype))
             else:
                 toks.append(torch.arange(seg.q0, rows.stop, device=q.device))
                 outs.append(ob)

@@ -57,3 +57,35 @@ def test_module_entry_point_exits_2_without_traceback(tmp_path):
     assert out.returncode == 2
     assert "Traceback" not in out.stderr
     assert out.stderr.strip().startswith("quest-geometric tour: error:")
+
+
+def test_tour_assembles_report_and_overwrites_previous(tmp_path, monkeypatch, capsys):
+    """Report assembly with a stand-in part (the real parts are the benchmarks, each tested
+    end to end in its own test file)."""
+    import quest_geometric.tour as tour
+
+    seen = []
+
+    def part(ctx):
+        seen.append(ctx)
+        (ctx.out_dir / "table.csv").write_text("a\n1\n")
+        ctx.summary.append("one line")
+        return "| a |\n|---|\n| 1 |"
+
+    monkeypatch.setattr(tour, "PARTS", {"demo": ("Demo part", part)})
+    out = tmp_path / "report"
+    report = tour.run_tour(out=out, progress=False)
+    text = report.read_text()
+    assert "## Demo part" in text and "| 1 |" in text and "## Machine" in text
+    assert (out / "demo" / "table.csv").exists()
+    assert "[demo] one line" in capsys.readouterr().out
+    assert seen[0].quick is True and seen[0].device.type == "cpu"
+    # a second run may overwrite its own previous report without --force
+    tour.run_tour(out=out, progress=False)
+    assert len(seen) == 2
+
+
+def test_tour_parts_are_the_three_studies():
+    from quest_geometric.tour import PARTS
+
+    assert list(PARTS) == ["qsv", "focus", "qk"]

@@ -47,7 +47,7 @@ from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform, Compose
 from tqdm.auto import tqdm
 
-from quest_geometric.experiments.common import markdown_table, write_results
+from quest_geometric.experiments.common import write_results
 
 __all__ = [
     "VARIANTS",
@@ -56,8 +56,13 @@ __all__ = [
     "AblationConfig",
     "PRESETS",
     "AppendPosition",
+    "load_split",
+    "build_model",
+    "analyse_model",
     "train_variant",
     "aggregate",
+    "aggregate_analysis",
+    "plot_histograms",
     "estimate_epoch_time",
     "run",
     "main",

@@ -17,6 +17,14 @@ from quest_geometric.analysis.probe import (
     supported_attention_types,
     unregister_attention_adapter,
 )
+from quest_geometric.analysis.qsv import (
+    NodeEntropy,
+    ablation_accuracy,
+    attention_entropy_per_node,
+    node_attention_entropy,
+    qsv_analysis,
+    rotation_angles,
+)
 from quest_geometric.analysis.spectral_control import (
     KeySpectrumControl,
     qk_weight_kernels,
@@ -41,6 +49,12 @@ __all__ = [
     "logit_singular_values",
     "masked_softmax_entropy",
     "KeySpectrumControl",
+    "NodeEntropy",
+    "node_attention_entropy",
+    "attention_entropy_per_node",
+    "rotation_angles",
+    "ablation_accuracy",
+    "qsv_analysis",
     "spectrum_participation_ratio",
     "qk_weight_kernels",
 ]

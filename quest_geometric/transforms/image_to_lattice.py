@@ -13,7 +13,7 @@ from torch_geometric.transforms import BaseTransform
 from quest_geometric.geometry.graphs import lattice_graph
 from quest_geometric.geometry.knn import _check_k
 from quest_geometric.transforms.image_to_sphere import (
-    _as_float,
+    _check_images,
     _split_input,
     _template_batch,
     _to_data,
@@ -81,12 +81,7 @@ class ImageToLattice(BaseTransform):
         Returns:
             list[Data] or Batch: The same graphs as calling the transform on each image.
         """
-        if not isinstance(images, Tensor) or images.dim() != 4:
-            shape = tuple(images.shape) if isinstance(images, Tensor) else type(images)
-            raise ValueError(f"'images' must have shape [B, C, H, W] (got {shape})")
-        images = _as_float(images, "images")
-        if y is not None and (not isinstance(y, Tensor) or y.size(0) != images.size(0)):
-            raise ValueError("'y' must be a Tensor with one entry per image")
+        images = _check_images(images, y)
         t = self.template(images.size(2), images.size(3))
         xs = images.flatten(2).transpose(1, 2)
         if as_batch:

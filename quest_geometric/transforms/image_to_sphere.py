@@ -125,6 +125,17 @@ def _as_float(image: Tensor, name: str) -> Tensor:
     return image
 
 
+def _check_images(images: Any, y: Optional[Tensor]) -> Tensor:
+    """Validate a ``[B, C, H, W]`` image batch (and its targets) for ``batch_call``."""
+    if not isinstance(images, Tensor) or images.dim() != 4:
+        shape = tuple(images.shape) if isinstance(images, Tensor) else type(images)
+        raise ValueError(f"'images' must have shape [B, C, H, W] (got {shape})")
+    images = _as_float(images, "images")
+    if y is not None and (not isinstance(y, Tensor) or y.size(0) != images.size(0)):
+        raise ValueError("'y' must be a Tensor with one entry per image")
+    return images
+
+
 def _split_input(data: Union[Tensor, Data]) -> tuple[Tensor, dict]:
     """Returns the image and the attributes to carry over (everything but the image)."""
     if isinstance(data, Tensor):
@@ -306,12 +317,7 @@ class ImageToSphere(BaseTransform):
         Returns:
             list[Data] or Batch: The same graphs as calling the transform on each image.
         """
-        if not isinstance(images, Tensor) or images.dim() != 4:
-            shape = tuple(images.shape) if isinstance(images, Tensor) else type(images)
-            raise ValueError(f"'images' must have shape [B, C, H, W] (got {shape})")
-        images = _as_float(images, "images")
-        if y is not None and (not isinstance(y, Tensor) or y.size(0) != images.size(0)):
-            raise ValueError("'y' must be a Tensor with one entry per image")
+        images = _check_images(images, y)
         t = self.template()
         xs = self._sample(images)
         if as_batch:

@@ -40,13 +40,18 @@ class TourContext:
 
 
 def _part_qsv(ctx: TourContext) -> str:
-    from quest_geometric.experiments import qsv_layer_speed
+    from quest_geometric.experiments import qsv_ablation, qsv_layer_speed
 
-    result = qsv_layer_speed.run(
+    ablation = qsv_ablation.run(
+        dataset="digits", quick=ctx.quick, device=str(ctx.device), out_dir=ctx.out_dir,
+        progress=ctx.progress, variants=("qsv", "no_transport", "uniform",
+                                         "standard_attention", "lattice"),
+    )
+    speed = qsv_layer_speed.run(
         quick=ctx.quick, device=ctx.device, out_dir=ctx.out_dir, progress=ctx.progress
     )
-    ctx.summary.extend(result["summary"])
-    return result["markdown"]
+    ctx.summary.extend(ablation["summary"] + speed["summary"])
+    return ablation["markdown"] + "\n" + speed["markdown"]
 
 
 def _part_focus(ctx: TourContext) -> str:

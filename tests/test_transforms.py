@@ -248,3 +248,18 @@ def test_image_to_lattice():
     batch = next(iter(DataLoader([data, data], batch_size=2)))
     assert torch.equal(batch.edge_index[:, 240:], data.edge_index + 30)
     assert torch.equal(batch.y, torch.tensor([1, 1]))
+
+
+def test_functional_datapipe_registration():
+    """`@functional_transform` registers each transform as a PyG datapipe method."""
+    iterable = pytest.importorskip("torch.utils.data.datapipes.iter")
+    from quest_geometric.transforms import ImageToLattice, ImageToSphere
+
+    images = [torch.rand(1, 6, 6) for _ in range(3)]
+    pipe = iterable.IterableWrapper(images).image_to_sphere(sizes=(12, 24), k=4, k_cross=2)
+    direct = ImageToSphere(sizes=(12, 24), k=4, k_cross=2)
+    for got, image in zip(pipe, images):
+        want = direct(image)
+        assert torch.equal(got.x, want.x) and torch.equal(got.edge_index, want.edge_index)
+    lattice = list(iterable.IterableWrapper(images).image_to_lattice(k=4))
+    assert torch.equal(lattice[0].x, ImageToLattice(k=4)(images[0]).x)

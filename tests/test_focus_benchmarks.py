@@ -5,6 +5,8 @@ import csv
 import json
 import math
 
+import pytest
+
 from quest_geometric.experiments import focus_lm, focus_speed
 
 
@@ -39,27 +41,68 @@ def test_crossover_definition():
     assert focus_speed.crossover(rows[:1]) is None
 
 
+TINY = dict(block_size=24, n_layer=1, n_head=2, n_embd=16, window=4, batch_size=2,
+            steps_full=2, steps_focus=2, steps_router=2, eval_batches=1)
+
+
 def test_focus_lm_quick(tmp_path):
     out = focus_lm.run(quick=True, out_dir=tmp_path, run_dir=tmp_path / "runs", progress=False,
-                       block_size=24, n_layer=1, n_head=2, n_embd=16, window=4, batch_size=2,
-                       steps_full=2, steps_focus=2, steps_router=2, eval_batches=1)
+                       gates=("additive", "multiplicative"), **TINY)
     for ext in ("csv", "json", "md"):
         assert (tmp_path / f"focus_lm.{ext}").is_file()
     rows = out["rows"]
-    labels = [(r["model"][:3], r["mode"], r["top_k"]) for r in rows]
-    assert labels == [("(a)", "full", ""), ("(b)", "soft", 2), ("(b)", "hard", 1),
-                      ("(b)", "hard", 2), ("(b)", "hard", 4), ("(c)", "soft", 2),
-                      ("(c)", "hard", 1), ("(c)", "hard", 2), ("(c)", "hard", 4)]
+    labels = [(r["model"][:3], r["gate"], r["mode"], r["top_k"]) for r in rows]
+    expected = [("(a)", "", "full", "")]
+    for model in ("(b)", "(c)"):
+        for gate in ("additive", "multiplicative"):
+            expected += [(model, gate, "soft", 2)] + [(model, gate, "hard", k) for k in (1, 2, 4)]
+    assert labels == expected
     for r in rows:
         assert _finite(r["val_bpc"]) and r["val_bpc"] > 0
         if r["mode"] == "hard":
             assert 0.25 <= r["balance"] <= 1.0 and 0 < r["pair_fraction"] <= 1.0
-    # top-k = K keeps every causal pair, so (c) hard at K is exactly the frozen model (a)
-    c_full = next(r for r in rows if r["model"].startswith("(c)") and r["top_k"] == 4
-                  and r["mode"] == "hard")
-    assert c_full["pair_fraction"] == 1.0
-    assert math.isclose(c_full["val_bpc"], rows[0]["val_bpc"], rel_tol=1e-5)
+    for gate in ("additive", "multiplicative"):
+        # top-k = K keeps every causal pair, so (c) hard at K is exactly the frozen model (a)
+        c_full = next(r for r in rows if r["model"].startswith("(c)") and r["gate"] == gate
+                      and r["top_k"] == 4 and r["mode"] == "hard")
+        assert c_full["pair_fraction"] == 1.0
+        assert math.isclose(c_full["val_bpc"], rows[0]["val_bpc"], rel_tol=1e-5)
+        assert (tmp_path / "runs" / f"b_focus_scratch_{gate}" / "checkpoint.pt").is_file()
+    # the two gates train different models: their soft (b) rows differ
+    b_soft = [r["val_bpc"] for r in rows if r["model"].startswith("(b)") and r["mode"] == "soft"]
+    assert b_soft[0] != b_soft[1]
     # only the routers were trained in (c): L * (d * d_g + K * d_g)
     assert rows[-1]["trainable_params"] == 1 * (16 * 16 + 4 * 16)
     assert (tmp_path / "runs" / "a_full" / "metrics.jsonl").is_file()
-    assert len(out["summary"]) == 4
+    assert len(out["summary"]) == 4 and "additive gate" in out["summary"][1]
+    # one soft-against-hard line per gate, with the gap the rows give
+    assert [s.split(" ")[0] for s in out["gate_summary"]] == ["additive", "multiplicative"]
+    md = out["markdown"]
+    for gate, line in zip(("additive", "multiplicative"), out["gate_summary"]):
+        soft = next(r for r in rows if r["model"].startswith("(b)") and r["gate"] == gate
+                    and r["mode"] == "soft")["val_bpc"]
+        hard = next(r for r in rows if r["model"].startswith("(b)") and r["gate"] == gate
+                    and r["mode"] == "hard" and r["top_k"] == 2)["val_bpc"]
+        assert f"hard - soft {hard - soft:+.4f}" in line and line in md
+
+    # a second run reloads every finished checkpoint instead of retraining: same numbers
+    again = focus_lm.run(quick=True, out_dir=tmp_path / "again", run_dir=tmp_path / "runs",
+                         progress=False, gates=("multiplicative",), **TINY)
+    assert json.loads((tmp_path / "again" / "focus_lm.json").read_text())["meta"][
+        "reused_runs"] == ["a_full", "b_focus_scratch_multiplicative",
+                           "c_compose_routers_multiplicative"]
+    mult = [r for r in rows if r["gate"] in ("", "multiplicative")]
+    for r, s in zip(mult, again["rows"]):
+        assert (r["model"], r["gate"], r["mode"], r["top_k"]) == \
+            (s["model"], s["gate"], s["mode"], s["top_k"])
+        assert math.isclose(r["val_bpc"], s["val_bpc"], rel_tol=1e-6)
+        assert r["train_s"] == s["train_s"]
+    # without the additive rows the targets refer to the first gate given
+    assert "multiplicative gate" in again["summary"][1]
+
+
+def test_focus_lm_rejects_bad_gates(tmp_path):
+    for gates in ((), ("additive", "additive"), ("sigmoid",)):
+        with pytest.raises(ValueError, match="gates"):
+            focus_lm.run(quick=True, out_dir=tmp_path, run_dir=tmp_path / "runs",
+                         progress=False, gates=gates, **TINY)

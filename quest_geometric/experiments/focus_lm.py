@@ -10,9 +10,15 @@ text file or a WikiText-103 raw directory), trained with the shared
 (c) model (a) frozen, with Focus routers composed onto it
     (:func:`~quest_geometric.nn.compose_focus.compose_focus`) and only the routers trained.
 
-(b) and (c) are evaluated soft (all pairs, gated) and hard at top-k = 1, 2 and K, on the same
-fixed validation batches, with the group balance (largest group share, 1/K is perfect) and
-the fraction of causal pairs the hard pattern keeps.
+(b) and (c) are trained once per soft gate of ``gates`` (the paper's ``'multiplicative'``
+gate and our ``'additive'`` log-sigmoid relaxation), and evaluated soft (all pairs, gated) and
+hard at top-k = 1, 2 and K on the same fixed validation batches, with the group balance
+(largest group share, 1/K is perfect) and the fraction of causal pairs the hard pattern keeps.
+The gap between soft and hard bits per character at the training top-k measures how far
+soft training and hard inference disagree for each gate.
+
+A run folder that holds a checkpoint of the same setting is resumed (a finished one is only
+reloaded) instead of retrained; ``reuse=False`` (``--no-reuse``) retrains.
 
 Run ``python benchmarks/focus_lm.py`` (``--quick`` for a few-minute smoke run).
 """
@@ -21,19 +27,22 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import json
 import math
 import os
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Optional, Sequence
 
 import torch
 from torch import nn
 
 from quest_geometric.experiments.common import write_results
 
-COLUMNS = ["model", "mode", "top_k", "val_bpc", "rel_to_full", "balance", "pair_fraction",
+GATES = ("additive", "multiplicative")
+SETUP_NAME = "focus_lm_setup.json"
+COLUMNS = ["model", "gate", "mode", "top_k", "val_bpc", "rel_to_full", "balance", "pair_fraction",
            "trainable_params", "train_steps", "train_s"]
 
 
@@ -44,6 +53,8 @@ class LMConfig:
     The default (full) setting was chosen to fit about 20 minutes on 2 CPU cores: a 3-layer,
     96-wide, 4-head CharGPT on 128-character blocks, window 32 (so Focus prunes every pair
     more than 32 characters apart unless the two tokens share a group), K = 4 groups.
+    Models (b) and (c) are trained once per soft gate of ``gates``; the targets of the
+    summary refer to the ``'additive'`` rows (to the first gate when it is absent).
     """
 
     block_size: int = 128
@@ -54,7 +65,7 @@ class LMConfig:
     top_k: int = 2
     window: int = 32
     group_dim: int = 16
-    gate: str = "additive"
+    gates: tuple[str, ...] = GATES
     batch_size: int = 16
     steps_full: int = 600
     steps_focus: int = 600
@@ -138,8 +149,69 @@ def evaluate(model: nn.Module, batches: list, window: int, num_groups: int
     return out
 
 
+def _checked_gates(gates: Sequence[str] | str) -> tuple[str, ...]:
+    if isinstance(gates, str):
+        gates = (gates,)
+    gates = tuple(gates)
+    if not gates or any(g not in GATES for g in gates) or len(set(gates)) != len(gates):
+        raise ValueError(f"'gates' must be a non-empty sequence of distinct values from "
+                         f"{GATES}, got {gates!r}")
+    return gates
+
+
+def _reusable(model: nn.Module, tc: Any, run_dir: Path, setup: dict[str, Any]
+              ) -> tuple[bool, Optional[float]]:
+    """Whether ``run_dir`` holds a checkpoint of this very setting, and the training seconds
+    stored for it when that run finished (:obj:`None` otherwise).
+
+    With the setup file this experiment writes, the stored setting must equal ``setup``. A
+    folder without it (written before the file existed) is accepted when the checkpoint's
+    training configuration has no trajectory difference and the same number of steps, and
+    its weights have the model's names and shapes; its time is the trainer's last record.
+    """
+    from quest_geometric.training.checkpoint import CheckpointError, read_checkpoint
+    from quest_geometric.training.config import TrainConfig
+
+    ckpt = run_dir / "checkpoint.pt"
+    if not ckpt.is_file():
+        return False, None
+    rec = run_dir / SETUP_NAME
+    if rec.is_file():
+        try:
+            stored = json.loads(rec.read_text())
+        except (OSError, ValueError):
+            return False, None
+        if stored.get("setup") != setup:
+            return False, None
+        return True, stored.get("train_s")
+    try:
+        payload = read_checkpoint(ckpt)
+        saved = TrainConfig.from_dict(payload["config"])
+        if tc.trajectory_diff(saved) or saved.max_steps != tc.max_steps:
+            return False, None
+    except (CheckpointError, KeyError, TypeError, ValueError):
+        return False, None
+    mine = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    if mine != {k: tuple(v.shape) for k, v in payload["model"].items()}:
+        return False, None
+    history = payload.get("history") or [{}]
+    done = int(payload.get("step", 0)) >= tc.max_steps
+    return True, (history[-1].get("time_s") if done else None)
+
+
 def _train(model: nn.Module, corpus: Any, steps: int, lr: float, cfg: LMConfig, run_dir: Path,
-           progress: bool, device: str) -> float:
+           progress: bool, device: str, setup: dict[str, Any], reuse: bool = True
+           ) -> tuple[float, bool]:
+    """Train ``model`` with its checkpoint and metrics in ``run_dir``.
+
+    A checkpoint of the same ``setup`` (and training configuration) is resumed when ``reuse``;
+    otherwise a stale one is removed and training starts afresh.
+
+    Returns:
+        (float, bool): the training seconds (for a reloaded finished run, those stored with
+        it; for a resumed unfinished run, those of this call) and whether a checkpoint was
+        reused.
+    """
     from quest_geometric.training.config import TrainConfig
     from quest_geometric.training.tasks import LanguageModelTask
     from quest_geometric.training.trainer import Trainer
@@ -149,16 +221,29 @@ def _train(model: nn.Module, corpus: Any, steps: int, lr: float, cfg: LMConfig, 
                      eval_every=0, eval_batches=cfg.eval_batches, checkpoint_every=0,
                      log_every=max(1, steps // 20), out_dir=str(run_dir), progress=progress,
                      seed=cfg.seed, device=device, amp="off")
+    setup = {**setup, "train": {k: v for k, v in tc.to_dict().items()
+                                if k not in ("out_dir", "progress", "device")}}
+    setup = json.loads(json.dumps(setup))  # tuples -> lists, as stored
+    resumed, prior_s = _reusable(model, tc, run_dir, setup) if reuse else (False, None)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if not resumed and (run_dir / "checkpoint.pt").is_file():
+        (run_dir / "checkpoint.pt").unlink()  # another setting's (or reuse is off)
+    rec = run_dir / SETUP_NAME
+    rec.write_text(json.dumps({"setup": setup, "train_s": prior_s}, indent=1))
     t0 = time.perf_counter()
-    Trainer(model, LanguageModelTask(), tc, corpus.get_batch, corpus.get_batch).fit()
-    return time.perf_counter() - t0
+    Trainer(model, LanguageModelTask(), tc, corpus.get_batch, corpus.get_batch).fit(
+        resume=True if resumed else False)
+    secs = prior_s if prior_s is not None else time.perf_counter() - t0
+    rec.write_text(json.dumps({"setup": setup, "train_s": secs}, indent=1))
+    return secs, resumed
 
 
 def run(quick: bool = False, device: str = "cpu", out_dir: str | Path = "benchmarks/results",
         progress: bool = True, data: Optional[str] = None,
         run_dir: Optional[str | Path] = None, config: Optional[LMConfig] = None,
-        name: str = "focus_lm", **overrides: Any) -> dict[str, Any]:
-    """Train (a), (b), (c), evaluate them and write ``<name>.{csv,json,md}`` to ``out_dir``.
+        name: str = "focus_lm", reuse: bool = True, **overrides: Any) -> dict[str, Any]:
+    """Train (a), (b) and (c) (the latter two once per gate), evaluate them and write
+    ``<name>.{csv,json,md}`` to ``out_dir``.
 
     Args:
         quick (bool): use :meth:`LMConfig.quick` (default: :obj:`False`).
@@ -167,14 +252,21 @@ def run(quick: bool = False, device: str = "cpu", out_dir: str | Path = "benchma
         progress (bool): progress bars (default: :obj:`True`).
         data (str, optional): a text file or WikiText-103 raw directory (default: the
             embedded Python reference).
-        run_dir (str, optional): folder for checkpoints and metrics (default:
-            ``runs/focus_lm``).
+        run_dir (str, optional): folder for checkpoints and metrics, one sub-folder per
+            model and gate (default: ``runs/focus_lm``).
         config (LMConfig, optional): the full setting (default: :obj:`None`).
         name (str): file stem (default: ``'focus_lm'``).
-        **overrides: :class:`LMConfig` fields to override (e.g. ``steps_full=5``).
+        reuse (bool): resume (or just reload) a run sub-folder that holds a checkpoint of the
+            same setting instead of retraining it (default: :obj:`True`).
+        **overrides: :class:`LMConfig` fields to override (e.g. ``steps_full=5``,
+            ``gates=('multiplicative',)``).
 
     Returns:
-        dict: ``rows``, ``markdown``, ``summary``, ``config``.
+        dict: ``rows``, ``markdown``, ``summary`` (the targets), ``gate_summary`` (soft
+        against hard per gate), ``config``, ``paths``.
+
+    Raises:
+        ValueError: ``gates`` is empty, repeats a gate or names an unknown one.
     """
     from quest_geometric.datasets.char_corpus import CharCorpus
     from quest_geometric.models.char_gpt import CharGPT, GPTConfig
@@ -183,6 +275,7 @@ def run(quick: bool = False, device: str = "cpu", out_dir: str | Path = "benchma
 
     cfg = config or (LMConfig.quick() if quick else LMConfig())
     cfg = replace(cfg, **overrides)
+    cfg = replace(cfg, gates=_checked_gates(cfg.gates))
     run_dir = Path(run_dir or os.path.join("runs", name))
     out_dir = Path(out_dir)
     corpus = CharCorpus(data or "python-reference", block_size=cfg.block_size)
@@ -191,84 +284,114 @@ def run(quick: bool = False, device: str = "cpu", out_dir: str | Path = "benchma
            for _ in range(cfg.eval_batches)]
     base = dict(vocab_size=corpus.vocab_size, block_size=cfg.block_size, n_layer=cfg.n_layer,
                 n_head=cfg.n_head, n_embd=cfg.n_embd)
-    focus_kw = dict(num_groups=cfg.num_groups, top_k=cfg.top_k, window=cfg.window,
-                    group_dim=cfg.group_dim, gate=cfg.gate)
+    focus_base = dict(num_groups=cfg.num_groups, top_k=cfg.top_k, window=cfg.window,
+                      group_dim=cfg.group_dim)
+    data_setup = {"data": corpus.source, "vocab_size": corpus.vocab_size}
     rows: list[dict[str, Any]] = []
+    reused: list[str] = []
     K = cfg.num_groups
     ks = sorted({1, min(2, K), K})
 
     def trainable(m: nn.Module) -> int:
         return sum(p.numel() for p in m.parameters() if p.requires_grad)
 
+    def train(model: nn.Module, steps: int, lr: float, sub: str, setup: dict[str, Any],
+              reuse_ok: bool = True) -> float:
+        secs, was = _train(model, corpus, steps, lr, cfg, run_dir / sub, progress, device,
+                           {**data_setup, **setup}, reuse and reuse_ok)
+        if was:
+            reused.append(sub)
+        return secs
+
     # (a) full attention
     seed_everything(cfg.seed)
     full = CharGPT(GPTConfig(**base))
     n_full = trainable(full)
-    t_a = _train(full, corpus, cfg.steps_full, cfg.lr, cfg, run_dir / "a_full", progress, device)
+    t_a = train(full, cfg.steps_full, cfg.lr, "a_full", {"model": "a", "gpt": base})
     full = full.cpu().eval()
     ref = evaluate(full, val, cfg.window, K)["val_bpc"]
-    rows.append({"model": "(a) full attention", "mode": "full", "top_k": "", "val_bpc": ref,
-                 "balance": math.nan, "pair_fraction": 1.0, "trainable_params": n_full,
-                 "train_steps": cfg.steps_full, "train_s": t_a})
+    rows.append({"model": "(a) full attention", "gate": "", "mode": "full", "top_k": "",
+                 "val_bpc": ref, "balance": math.nan, "pair_fraction": 1.0,
+                 "trainable_params": n_full, "train_steps": cfg.steps_full, "train_s": t_a})
 
-    def focus_rows(model: nn.Module, label: str, n_params: int, steps: int, secs: float) -> None:
+    def focus_rows(model: nn.Module, label: str, gate: str, n_params: int, steps: int,
+                   secs: float) -> None:
         for soft in (True, False):
             for k in ([cfg.top_k] if soft else ks):
                 with _mode(model, soft, k):
                     r = evaluate(model, val, cfg.window, K)
-                rows.append({"model": label, "mode": "soft" if soft else "hard",
+                rows.append({"model": label, "gate": gate, "mode": "soft" if soft else "hard",
                              "top_k": k, **r, "trainable_params": n_params,
                              "train_steps": steps, "train_s": secs})
                 if soft:
                     rows[-1]["pair_fraction"] = 1.0  # soft mode computes every pair
 
-    # (b) Focus from scratch
-    seed_everything(cfg.seed)
-    scratch = CharGPT(GPTConfig(**base, attention="focus", focus=focus_kw))
-    n_b = trainable(scratch)
-    t_b = _train(scratch, corpus, cfg.steps_focus, cfg.lr, cfg, run_dir / "b_focus_scratch",
-                 progress, device)
-    focus_rows(scratch.cpu(), "(b) Focus from scratch", n_b, cfg.steps_focus, t_b)
+    for gate in cfg.gates:  # (b) Focus from scratch
+        focus_kw = {**focus_base, "gate": gate}
+        seed_everything(cfg.seed)
+        scratch = CharGPT(GPTConfig(**base, attention="focus", focus=focus_kw))
+        n_b = trainable(scratch)
+        t_b = train(scratch, cfg.steps_focus, cfg.lr, f"b_focus_scratch_{gate}",
+                    {"model": "b", "gpt": base, "focus": focus_kw})
+        focus_rows(scratch.cpu(), "(b) Focus from scratch", gate, n_b, cfg.steps_focus, t_b)
 
-    # (c) centroid-only composition on the frozen model (a)
-    seed_everything(cfg.seed + 1)
-    composed = compose_focus(copy.deepcopy(full), **focus_kw)
-    n_c = trainable(composed)
-    t_c = _train(composed, corpus, cfg.steps_router, cfg.router_lr, cfg,
-                 run_dir / "c_compose_routers", progress, device)
-    focus_rows(composed.cpu(), "(c) routers on frozen (a)", n_c, cfg.steps_router, t_c)
+    for gate in cfg.gates:  # (c) centroid-only composition on the frozen model (a)
+        focus_kw = {**focus_base, "gate": gate}
+        seed_everything(cfg.seed + 1)
+        composed = compose_focus(copy.deepcopy(full), **focus_kw)
+        n_c = trainable(composed)
+        # reuse (c) only on top of a reused (a): a retrained base invalidates it
+        t_c = train(composed, cfg.steps_router, cfg.router_lr, f"c_compose_routers_{gate}",
+                    {"model": "c", "gpt": base, "focus": focus_kw,
+                     "base_steps": cfg.steps_full, "base_lr": cfg.lr},
+                    reuse_ok="a_full" in reused)
+        focus_rows(composed.cpu(), "(c) routers on frozen (a)", gate, n_c, cfg.steps_router,
+                   t_c)
 
     for r in rows:
         r["rel_to_full"] = r["val_bpc"] / ref - 1.0
 
-    def find(model: str, mode: str, k: Any) -> dict[str, Any]:
-        return next(r for r in rows if r["model"].startswith(model) and r["mode"] == mode
-                    and r["top_k"] == k)
+    def find(model: str, gate: str, mode: str, k: Any) -> dict[str, Any]:
+        return next(r for r in rows if r["model"].startswith(model) and r["gate"] == gate
+                    and r["mode"] == mode and r["top_k"] == k)
 
-    b_hard = find("(b)", "hard", cfg.top_k)
-    c_soft = find("(c)", "soft", cfg.top_k)
-    c_hard2 = find("(c)", "hard", min(2, K))
+    main_gate = "additive" if "additive" in cfg.gates else cfg.gates[0]
+    b_hard = find("(b)", main_gate, "hard", cfg.top_k)
+    c_soft = find("(c)", main_gate, "soft", cfg.top_k)
+    c_hard2 = find("(c)", main_gate, "hard", min(2, K))
 
     def verdict(ok: bool) -> str:
         return "met" if ok else "MISSED"
 
     summary = [
         f"(a) full attention: {ref:.4f} bpc",
-        f"(b) Focus from scratch, hard top-{cfg.top_k}: {b_hard['val_bpc']:.4f} bpc "
-        f"({100 * b_hard['rel_to_full']:+.2f}% vs (a); target within 2%: "
-        f"{verdict(abs(b_hard['rel_to_full']) <= 0.02 or b_hard['rel_to_full'] < 0)})",
-        f"(c) routers on frozen (a), soft: {c_soft['val_bpc']:.4f} bpc "
+        f"(b) Focus from scratch ({main_gate} gate), hard top-{cfg.top_k}: "
+        f"{b_hard['val_bpc']:.4f} bpc ({100 * b_hard['rel_to_full']:+.2f}% vs (a); target "
+        f"within 2%: {verdict(abs(b_hard['rel_to_full']) <= 0.02 or b_hard['rel_to_full'] < 0)})",
+        f"(c) routers on frozen (a) ({main_gate} gate), soft: {c_soft['val_bpc']:.4f} bpc "
         f"({100 * c_soft['rel_to_full']:+.2f}%; target no worse than (a): "
         f"{verdict(c_soft['rel_to_full'] <= 0)})",
-        f"(c) hard top-{min(2, K)} of K = {K}: {c_hard2['val_bpc']:.4f} bpc "
+        f"(c) ({main_gate} gate) hard top-{min(2, K)} of K = {K}: {c_hard2['val_bpc']:.4f} bpc "
         f"({100 * c_hard2['rel_to_full']:+.2f}%, keeps {100 * c_hard2['pair_fraction']:.0f}% "
         f"of causal pairs; target within 3%: {verdict(c_hard2['rel_to_full'] <= 0.03)})",
     ]
+
+    def gap(model: str, gate: str) -> str:
+        soft = find(model, gate, "soft", cfg.top_k)["val_bpc"]
+        hard = find(model, gate, "hard", cfg.top_k)["val_bpc"]
+        return (f"{model} soft {soft:.4f} vs hard {hard:.4f} bpc, hard - soft "
+                f"{hard - soft:+.4f} ({100 * (hard / soft - 1):+.2f}%)")
+
+    gate_summary = [f"{gate} gate, top-{cfg.top_k}: {gap('(b)', gate)}; {gap('(c)', gate)}"
+                    for gate in cfg.gates]
     notes = (
         f"Corpus: {corpus.source} (vocabulary {corpus.vocab_size}); CharGPT "
         f"{cfg.n_layer} layers x {cfg.n_embd} wide, {cfg.n_head} heads, blocks of "
         f"{cfg.block_size} characters; Focus K = {K}, training top-k = {cfg.top_k}, window "
-        f"{cfg.window}, d_g = {cfg.group_dim}, gate '{cfg.gate}', prefix-causal routing. "
+        f"{cfg.window}, d_g = {cfg.group_dim}, prefix-causal routing; (b) and (c) trained once "
+        f"per soft gate ({', '.join(repr(g) for g in cfg.gates)}; `additive` adds "
+        f"log sigmoid(lambda (g_i.g_j - b)), `multiplicative` is the paper's "
+        f"s_ij sigmoid(lambda g_i.g_j); lambda = 10, b = 0.5). "
         f"AdamW, batch {cfg.batch_size}, warmup + cosine, grad clip 1; (a) and (b) "
         f"{cfg.steps_full}/{cfg.steps_focus} steps at lr {cfg.lr}, (c) {cfg.steps_router} "
         f"steps at lr {cfg.router_lr} on the routers only. Validation: the same "
@@ -276,16 +399,23 @@ def run(quick: bool = False, device: str = "cpu", out_dir: str | Path = "benchma
         f"{cfg.seed + 12345}); training seed {cfg.seed}. `soft` computes every pair with the "
         f"gate (training mode); `hard` keeps causal pairs within the window or sharing a hard "
         f"group. `balance` is the mean over layers of the largest group share (1/K = "
-        f"perfect), `pair_fraction` the share of causal pairs kept.\n\n"
-        + "\n".join(f"- {s}" for s in summary))
+        f"perfect), `pair_fraction` the share of causal pairs kept."
+        + (f" Reloaded from earlier checkpoints of the same setting (train_s as stored): "
+           f"{', '.join(reused)}." if reused else "")
+        + f"\n\nTargets ({main_gate} gate):\n\n"
+        + "\n".join(f"- {s}" for s in summary)
+        + "\n\nSoft training against hard inference, per gate (the paper's multiplicative "
+          "gate does not prune, so its soft and hard models can disagree):\n\n"
+        + "\n".join(f"- {s}" for s in gate_summary))
     meta = {"config": vars(cfg), "data": corpus.source, "device": device, "quick": quick,
             "seeds": {"train": cfg.seed, "val_batches": cfg.seed + 12345,
                       "compose": cfg.seed + 1},
-            "run_dir": str(run_dir)}
+            "run_dir": str(run_dir), "reused_runs": reused}
     paths = write_results(name, rows, out_dir, meta=meta, columns=COLUMNS, notes=notes,
                           title="Focus language-model quality (validation bits per character)")
     return {"rows": rows, "markdown": paths["md"].read_text(), "summary": summary,
-            "config": vars(cfg), "paths": {k: str(v) for k, v in paths.items()}}
+            "gate_summary": gate_summary, "config": vars(cfg),
+            "paths": {k: str(v) for k, v in paths.items()}}
 
 
 def main(argv: Optional[list[str]] = None) -> None:
@@ -301,6 +431,10 @@ def main(argv: Optional[list[str]] = None) -> None:
                         help="override the steps of (a) and (b) (and a third of it for (c))")
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument("--gates", nargs="+", choices=GATES, default=list(GATES),
+                        help="soft gates to train (b) and (c) with (default: both)")
+    parser.add_argument("--no-reuse", action="store_true",
+                        help="retrain even where the run folder holds a matching checkpoint")
     args = parser.parse_args(argv)
     over: dict[str, Any] = {}
     if args.steps is not None:
@@ -309,8 +443,9 @@ def main(argv: Optional[list[str]] = None) -> None:
     if args.seed is not None:
         over["seed"] = args.seed
     result = run(quick=args.quick, device=args.device, out_dir=args.out, data=args.data,
-                 run_dir=args.run_dir, **over)
+                 run_dir=args.run_dir, reuse=not args.no_reuse, gates=tuple(args.gates),
+                 **over)
     print(result["markdown"])
 
 
-__all__ = ["LMConfig", "run", "main", "evaluate"]
+__all__ = ["GATES", "LMConfig", "run", "main", "evaluate"]

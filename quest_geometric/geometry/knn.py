@@ -23,6 +23,7 @@ import torch
 from torch import Tensor
 
 from quest_geometric import typing as qg_typing
+from quest_geometric.geometry.fibonacci import _check_positive_int
 
 Backend = Literal["auto", "torch_cluster", "scipy", "torch"]
 _BACKENDS = ("auto", "torch_cluster", "scipy", "torch")
@@ -191,11 +192,7 @@ def _check_batch(batch: Optional[Tensor], pos: Tensor, name: str) -> Tensor:
 
 
 def _check_k(k: object) -> int:
-    if isinstance(k, bool) or not isinstance(k, int):
-        raise TypeError(f"'k' must be an int (got {type(k).__name__})")
-    if k < 1:
-        raise ValueError(f"'k' must be at least 1 (got {k})")
-    return k
+    return _check_positive_int(k, "k")
 
 
 # ----------------------------------------------------------------------------- driver

@@ -54,21 +54,10 @@ def _expected_edges(n: int) -> float:
     return band + far * (far + 1) / 2 / GROUPS
 
 
-def _one_thread(fn):
-    # peak_memory_mb runs fn in a fork on CPU; the parent's OpenMP pool does not survive a
-    # fork (the child hangs on its first parallel region), so the child uses one thread.
-    def call():
-        torch.set_num_threads(1)
-        return fn()
-
-    return call
-
-
 def _measure(fn, device: torch.device, repeat: int, memory: bool, max_seconds: float
              ) -> tuple[float, float, float]:
     t = time_function(fn, warmup=1, repeat=repeat, device=device, max_seconds=max_seconds)
-    mb = peak_memory_mb(fn if device.type == "cuda" else _one_thread(fn), device=device) \
-        if memory else math.nan
+    mb = peak_memory_mb(fn, device=device) if memory else math.nan
     return 1e3 * t["median_s"], 1e3 * t["std_s"], mb
 
 

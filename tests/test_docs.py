@@ -28,6 +28,9 @@ PUBLIC_MODULES = [
 ]
 
 
+_CONSTANT_TYPES = (bool, dict, str, int, float, tuple, list)  # documented in their module
+
+
 def _public_names():
     for modname in PUBLIC_MODULES:
         mod = importlib.import_module(modname)
@@ -37,8 +40,8 @@ def _public_names():
 
 @pytest.mark.parametrize("modname,name,obj", list(_public_names()), ids=lambda v: str(v)[:40])
 def test_public_name_has_docstring(modname, name, obj):
-    if isinstance(obj, (bool, dict, str, int, float, tuple, list)):
-        return  # constants are documented in the module docstring
+    if isinstance(obj, _CONSTANT_TYPES):
+        return
     doc = getattr(obj, "__doc__", None)
     assert doc and doc.strip(), f"{modname}.{name} has no docstring"
 
@@ -66,7 +69,7 @@ def test_every_public_name_is_in_the_api_reference(built_docs):
     html = "".join(p.read_text() for p in (built_docs / "api").glob("*.html"))
     missing = [
         f"{m}.{n}" for m, n, obj in _public_names()
-        if not isinstance(obj, (bool, dict, str, int, float, tuple, list)) and f'id="{m}.{n}"' not in html
+        if not isinstance(obj, _CONSTANT_TYPES) and f'id="{m}.{n}"' not in html
     ]
     assert not missing, f"not in the API reference: {missing}"
 

@@ -61,7 +61,7 @@ def _part_focus(ctx: TourContext) -> str:
     from quest_geometric.experiments import focus_lm, focus_speed
 
     speed = focus_speed.run(quick=True, device=ctx.device, out_dir=ctx.out_dir,
-                            progress=ctx.progress, memory=False)
+                            progress=ctx.progress, memory=False, allocator="system")
     lm = focus_lm.run(quick=True, device=str(ctx.device), out_dir=ctx.out_dir,
                       progress=ctx.progress, run_dir=ctx.out_dir / "runs")
     ctx.summary.extend(speed["summary"] + lm["summary"])

@@ -16,7 +16,7 @@ def _finite(v) -> bool:
 
 def test_focus_speed_quick(tmp_path):
     out = focus_speed.run(quick=True, out_dir=tmp_path, progress=False, lengths=[256],
-                          repeat=1, memory=False)
+                          repeat=1, memory=False, allocator="system")
     for ext in ("csv", "json", "md", "png"):
         assert (tmp_path / f"focus_speed.{ext}").is_file()
     with open(tmp_path / "focus_speed.csv") as f:
@@ -30,7 +30,10 @@ def test_focus_speed_quick(tmp_path):
         # the edge set holds at least the causal window band and at most every causal pair
         n = r["tokens"]
         assert n * 129 - 128 * 129 // 2 <= r["num_edges"] <= n * (n + 1) // 2
-    assert json.loads((tmp_path / "focus_speed.json").read_text())["meta"]["top_k"] == 1
+    meta = json.loads((tmp_path / "focus_speed.json").read_text())["meta"]
+    assert meta["top_k"] == 1 and meta["allocator"] == "system default"
+    with pytest.raises(ValueError, match="allocator"):
+        focus_speed.run(quick=True, out_dir=tmp_path, lengths=[256], allocator="jemalloc")
     assert "crossover" in out["summary"][0]
 
 

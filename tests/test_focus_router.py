@@ -124,3 +124,58 @@ def test_repr_and_errors():
         r(h)
     with pytest.raises(ValueError, match="channels"):
         r(torch.randn(4, 31))
+
+
+# ---- the fast prefix log-sum-exp beside torch.logcumsumexp ----------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("dim", [0, 1])
+def test_logcumsumexp_matches_torch(dtype, dim):
+    from quest_geometric.nn.focus_router import logcumsumexp
+
+    x = torch.randn(300, 7, dtype=dtype, generator=torch.Generator().manual_seed(0)) * 20
+    tol = dict(rtol=1e-5, atol=1e-4) if dtype == torch.float32 else dict(rtol=1e-12,
+                                                                          atol=1e-10)
+    torch.testing.assert_close(logcumsumexp(x, dim), torch.logcumsumexp(x, dim), **tol)
+    # against a plain float64 numpy prefix sum (independent of both implementations)
+    xd = x.double().numpy()
+    ref = np.log(np.cumsum(np.exp(xd - xd.max()), axis=dim)) + xd.max()
+    np.testing.assert_allclose(logcumsumexp(x, dim).double().numpy(), ref,
+                               rtol=1e-5 if dtype == torch.float32 else 1e-12)
+
+
+def test_logcumsumexp_falls_back_exactly_where_float64_underflows():
+    from quest_geometric.nn.focus_router import LCSE_TINY, logcumsumexp
+
+    # early prefix e^-2000 below the column max: exp underflows even in float64
+    x = torch.tensor([[-2000.0], [-1999.0], [0.0], [1.0]], dtype=torch.float64)
+    assert float(torch.exp(x[0] - x.max())) < LCSE_TINY  # the fast path cannot hold it
+    out = logcumsumexp(x, 0)
+    assert torch.isfinite(out).all()
+    expect = torch.tensor([-2000.0, -1999.0 + np.log1p(np.exp(-1.0)), np.log1p(np.exp(-1999.0)),
+                           1.0 + np.log1p(np.exp(-1.0))], dtype=torch.float64)
+    torch.testing.assert_close(out[:, 0], expect, rtol=1e-12, atol=1e-12)
+
+
+def test_logcumsumexp_gradients_match_torch():
+    from quest_geometric.nn.focus_router import logcumsumexp
+
+    x = torch.randn(40, 3, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(40, 3, dtype=torch.float64)
+    g1, = torch.autograd.grad((logcumsumexp(x, 0) * w).sum(), x)
+    g2, = torch.autograd.grad((torch.logcumsumexp(x, 0) * w).sum(), x)
+    torch.testing.assert_close(g1, g2, rtol=1e-10, atol=1e-12)
+    torch.autograd.gradcheck(lambda t: logcumsumexp(t, 0), (x[:6].detach().requires_grad_(),))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_sinkhorn_pyg_batch_with_padding_matches_per_sequence(causal):
+    s = torch.randn(3 + 9 + 5, 4, dtype=torch.float64) * 4
+    batch = torch.tensor([0] * 3 + [1] * 9 + [2] * 5)
+    out = sinkhorn_log(s, batch, 3, num_iters=7, causal=causal)
+    parts = [sinkhorn_log(p, num_iters=7, causal=causal) for p in s.split([3, 9, 5])]
+    torch.testing.assert_close(out, torch.cat(parts), rtol=1e-12, atol=1e-12)
+    q = s.numpy()
+    np.testing.assert_allclose(out[3:12].exp().numpy(), numpy_sinkhorn(q[3:12], 7, causal),
+                               rtol=1e-10, atol=1e-12)

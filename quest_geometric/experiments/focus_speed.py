@@ -23,7 +23,8 @@ from typing import Any, Optional, Sequence
 import torch
 from tqdm.auto import tqdm
 
-from quest_geometric.experiments.common import peak_memory_mb, time_function, write_results
+from quest_geometric.experiments.common import (peak_memory_mb, reuse_freed_memory,
+                                                time_function, write_results)
 
 HEADS, HEAD_DIM, GROUPS, TOP_K, WINDOW = 4, 64, 8, 1, 128
 CPU_LENGTHS = (1024, 2048, 4096, 8192, 16384, 32768, 65536)
@@ -158,7 +159,7 @@ def run(quick: bool = False, device: torch.device | str = "cpu",
         out_dir: str | Path = "benchmarks/results", progress: bool = True,
         lengths: Optional[Sequence[int]] = None, repeat: Optional[int] = None,
         edges_max: Optional[int] = None, memory: bool = True,
-        name: Optional[str] = None) -> dict[str, Any]:
+        name: Optional[str] = None, allocator: str = "reuse") -> dict[str, Any]:
     """Run the sweep and write ``focus_speed[_cuda].{csv,json,md,png}`` to ``out_dir``.
 
     Args:
@@ -172,13 +173,19 @@ def run(quick: bool = False, device: torch.device | str = "cpu",
             (default: 8K on CPU, 64K on CUDA, further limited by :data:`EDGE_BYTES_BUDGET`).
         memory (bool): measure peak memory (one extra call per method) (default: :obj:`True`).
         name (str, optional): file stem (default: ``'focus_speed'`` / ``'focus_speed_cuda'``).
+        allocator (str): ``'reuse'`` keeps freed CPU memory in the process for reuse
+            (:func:`~quest_geometric.experiments.common.reuse_freed_memory`, for every method
+            alike) or ``'system'`` leaves glibc's default (default: ``'reuse'``).
 
     Returns:
         dict: ``rows``, ``crossover``, ``markdown`` and ``summary`` lines.
     """
+    if allocator not in ("reuse", "system"):
+        raise ValueError(f"'allocator' must be 'reuse' or 'system', got {allocator!r}")
     device = torch.device(device)
     out_dir = Path(out_dir)
     cuda = device.type == "cuda"
+    reused = allocator == "reuse" and not cuda and reuse_freed_memory()
     if lengths is None:
         lengths = CUDA_LENGTHS if cuda else (QUICK_LENGTHS if quick else CPU_LENGTHS)
         if cuda and quick:
@@ -217,7 +224,9 @@ def run(quick: bool = False, device: torch.device | str = "cpu",
         + "\n".join(f"- {s}" for s in summary))
     meta = {"heads": HEADS, "head_dim": HEAD_DIM, "num_groups": GROUPS, "top_k": TOP_K,
             "window": WINDOW, "dtype": "float32", "device": str(device), "repeat": repeat,
-            "seed": "torch.manual_seed(0) for layers, length-seeded inputs", "quick": quick}
+            "seed": "torch.manual_seed(0) for layers, length-seeded inputs", "quick": quick,
+            "allocator": ("reuse (glibc mallopt: mmap/trim thresholds 1-2 GiB)" if reused
+                          else "system default")}
     paths = write_results(name, rows, out_dir, meta=meta, columns=COLUMNS, notes=notes,
                           title="Focus attention speed vs sequence length")
     png = _plot(rows, out_dir / f"{name}.png",
@@ -241,9 +250,13 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--edges-max", type=int, default=None)
     parser.add_argument("--no-memory", action="store_true")
     parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument("--allocator", choices=("reuse", "system"), default="reuse",
+                        help="CPU: keep freed memory for reuse (default) or glibc's default")
+    parser.add_argument("--name", default=None, help="file stem of the results")
     args = parser.parse_args(argv)
     result = run(quick=args.quick, device=args.device, out_dir=args.out, lengths=args.lengths,
-                 repeat=args.repeat, edges_max=args.edges_max, memory=not args.no_memory)
+                 repeat=args.repeat, edges_max=args.edges_max, memory=not args.no_memory,
+                 allocator=args.allocator, name=args.name)
     print(result["markdown"])
 
 

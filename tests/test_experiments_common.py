@@ -127,3 +127,44 @@ def test_reuse_freed_memory_stops_page_faults_and_keeps_memory_honest():
     expected = 3000 * 3000 * 8 / 2**20
     for mode in res:
         assert 0.8 * expected < res[mode][1] < 3 * expected, mode
+
+
+def test_time_interleaved_round_robin_and_paired_ratio(monkeypatch):
+    import quest_geometric.experiments.common as common
+
+    clock = [0.0]
+    monkeypatch.setattr(common.time, "perf_counter", lambda: clock[0])
+    calls = []
+    load = iter([1, 1, 5, 5, 1, 1, 1, 1] * 3)  # a busy period hits round 2 of both
+
+    def work(name, cost):
+        def fn():
+            calls.append(name)
+            clock[0] += cost * next(load)
+        return fn
+
+    timed = common.time_interleaved({"slow": work("slow", 3.0), "fast": work("fast", 1.0)},
+                                    warmup=1, repeat=3)
+    assert calls == ["slow", "fast"] * 4  # one warm-up round, then three rounds in turn
+    assert timed["slow"]["times"] == [15.0, 3.0, 3.0] and timed["fast"]["times"] == [5.0, 1.0,
+                                                                                      1.0]
+    assert timed["slow"]["repeats"] == 3 and timed["slow"]["median_s"] == 3.0
+    # the busy round is still a ratio of 3 when paired
+    assert common.paired_ratio(timed, "slow", "fast") == 3.0
+    with pytest.raises(ValueError, match="repeat"):
+        common.time_interleaved({"a": lambda: None}, repeat=0)
+    with pytest.raises(ValueError, match="fns"):
+        common.time_interleaved({})
+
+
+def test_time_interleaved_stops_at_max_seconds(monkeypatch):
+    import quest_geometric.experiments.common as common
+
+    clock = [0.0]
+    monkeypatch.setattr(common.time, "perf_counter", lambda: clock[0])
+
+    def fn():
+        clock[0] += 4.0
+
+    timed = common.time_interleaved({"a": fn, "b": fn}, warmup=0, repeat=10, max_seconds=10.0)
+    assert timed["a"]["repeats"] == timed["b"]["repeats"] == 2  # 8 s after round 1, 16 after 2

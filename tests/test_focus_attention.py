@@ -280,3 +280,34 @@ def test_repr_and_errors():
     x[1, 0] = float("nan")
     with pytest.raises(ValueError, match="NaN"):
         m(x)
+
+
+@pytest.mark.parametrize("top_k", [1, 2, 4])
+@pytest.mark.parametrize("causal", [True, False])
+def test_module_flex_backend_matches_dense_in_inference(top_k, causal):
+    # FlexAttention's eager CPU path: forward only (no CPU backward in torch)
+    torch.manual_seed(13)
+    batch = torch.tensor([0] * 5 + [1] * 70 + [2] * 33)
+    x = torch.randn(batch.numel(), 16)
+    m = FocusAttention(16, 2, num_groups=4, top_k=top_k, window=6, backend="dense",
+                       causal=causal).eval()
+    with torch.no_grad():
+        ref = m(x, batch)
+        m.backend = "flex"
+        out = m(x, batch)
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+    assert "backend='flex'" in repr(m)
+    # on CPU a gradient through the flex kernel is refused with a pointer to 'blocks'
+    with pytest.raises(ValueError, match="backend='blocks'"):
+        m(x, batch)
+
+
+def test_blocks_function_keeps_cpu_kernels_and_reference_when_not_fused():
+    # the CUDA dispatch to FlexAttention must not change the CPU choices
+    torch.manual_seed(14)
+    q, k, v = (torch.randn(50, 2, 8, dtype=torch.float64) for _ in range(3))
+    groups = torch.randint(0, 3, (50, 1))
+    ref = focus_dense_attention(q, k, v, groups, 4, num_groups=3)
+    for fused in (None, True, False):
+        out = focus_blocks_attention(q, k, v, groups, 4, num_groups=3, fused=fused)
+        torch.testing.assert_close(out, ref, atol=1e-10, rtol=1e-10)

@@ -7,11 +7,13 @@ lets the installed ``quest-geometric tour`` command run the same code as the ben
 """
 from quest_geometric.experiments.common import (
     environment_info,
+    paired_ratio,
     peak_memory_mb,
     reuse_freed_memory,
     time_function,
+    time_interleaved,
     write_results,
 )
 
-__all__ = ["environment_info", "peak_memory_mb", "reuse_freed_memory", "time_function",
-           "write_results"]
+__all__ = ["environment_info", "paired_ratio", "peak_memory_mb", "reuse_freed_memory",
+           "time_function", "time_interleaved", "write_results"]

@@ -98,6 +98,65 @@ def time_function(
     }
 
 
+def time_interleaved(
+    fns: Mapping[str, Callable[[], Any]],
+    warmup: int = 1,
+    repeat: int = 5,
+    device: torch.device | str | None = None,
+    max_seconds: float | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Wall-clock times of several functions called in turn (round-robin), so that all of
+    them meet the same background load; ratios are then taken per round.
+
+    On a machine shared with other work, load changes over seconds; timing one function
+    after the other lets a busy period fall on one of them only. Here round :math:`r` calls
+    every function once, in the given order, and :func:`paired_ratio` compares them round by
+    round.
+
+    Args:
+        fns (dict): name -> the work to time, called with no argument.
+        warmup (int, optional): untimed rounds first. (default: :obj:`1`)
+        repeat (int, optional): timed rounds. (default: :obj:`5`)
+        device (torch.device, optional): a CUDA device is synchronised around each call.
+            (default: :obj:`None`)
+        max_seconds (float, optional): stop after the round in which the timed calls reach
+            this much time in total (at least one round is always timed). (default: :obj:`None`)
+
+    Returns:
+        dict: name -> ``median_s``, ``min_s``, ``mean_s``, ``std_s``, ``repeats`` and
+        ``times`` (seconds of each round).
+    """
+    if repeat < 1:
+        raise ValueError(f"time_interleaved: 'repeat' must be >= 1 (got {repeat})")
+    if not fns:
+        raise ValueError("time_interleaved: 'fns' must hold at least one function")
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    _sync(device)
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    total = 0.0
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            _sync(device)
+            dt = time.perf_counter() - t0
+            times[name].append(dt)
+            total += dt
+        if max_seconds is not None and total > max_seconds:
+            break
+    return {name: {"median_s": statistics.median(ts), "min_s": min(ts),
+                   "mean_s": statistics.fmean(ts),
+                   "std_s": statistics.pstdev(ts) if len(ts) > 1 else 0.0,
+                   "repeats": len(ts), "times": ts} for name, ts in times.items()}
+
+
+def paired_ratio(timed: Mapping[str, Mapping[str, Any]], num: str, den: str) -> float:
+    """Median over rounds of ``time(num) / time(den)`` from :func:`time_interleaved`."""
+    return statistics.median(a / b for a, b in zip(timed[num]["times"], timed[den]["times"]))
+
+
 def _libc():
     """glibc's ``libc.so.6`` through :mod:`ctypes`, or :obj:`None` elsewhere."""
     if not sys.platform.startswith("linux"):

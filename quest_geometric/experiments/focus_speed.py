@@ -23,8 +23,9 @@ from typing import Any, Optional, Sequence
 import torch
 from tqdm.auto import tqdm
 
-from quest_geometric.experiments.common import (peak_memory_mb, reuse_freed_memory,
-                                                time_function, write_results)
+from quest_geometric.experiments.common import (paired_ratio, peak_memory_mb,
+                                                reuse_freed_memory, time_function,
+                                                time_interleaved, write_results)
 
 HEADS, HEAD_DIM, GROUPS, TOP_K, WINDOW = 4, 64, 8, 1, 128
 CPU_LENGTHS = (1024, 2048, 4096, 8192, 16384, 32768, 65536)
@@ -35,7 +36,7 @@ CUDA_LENGTHS = (1024, 4096, 16384, 32768, 65536, 131072, 262144, 524288, 1048576
 #: skipped for those two.
 EDGE_BYTES_BUDGET = 8 * 2**30
 
-COLUMNS = ["tokens", "full_ms", "blocks_ms", "edges_ms", "edges_core_ms", "tconv_ms",
+COLUMNS = ["tokens", "rounds", "full_ms", "blocks_ms", "edges_ms", "edges_core_ms", "tconv_ms",
            "speedup_blocks", "edges_core_vs_tconv", "full_mb", "blocks_mb", "edges_mb",
            "tconv_mb", "num_edges", "pair_fraction", "balance", "note"]
 
@@ -63,8 +64,13 @@ def _measure(fn, device: torch.device, repeat: int, memory: bool, max_seconds: f
 
 
 def length_row(n: int, device: torch.device, repeat: int, edges: bool, memory: bool = True,
-               max_seconds: float = 20.0) -> dict[str, Any]:
-    """Measure one sequence length; returns one table row (``nan`` where not measured)."""
+               max_seconds: float = 90.0) -> dict[str, Any]:
+    """Measure one sequence length; returns one table row (``nan`` where not measured).
+
+    Full attention and ``'blocks'`` are timed in alternation
+    (:func:`~quest_geometric.experiments.common.time_interleaved`), and ``speedup_blocks`` is
+    the median over rounds of their ratio; the same holds for the ``'edges'`` core against
+    TransformerConv."""
     from torch_geometric.nn import TransformerConv
 
     from quest_geometric.nn.focus_edge_index import focus_edge_index
@@ -78,16 +84,23 @@ def length_row(n: int, device: torch.device, repeat: int, edges: bool, memory: b
     with torch.no_grad():
         full = _layer("blocks", device)
         full.enabled = False
-        row["full_ms"], _, row["full_mb"] = _measure(lambda: full(x), device, repeat, memory,
-                                                     max_seconds)
         blocks = _layer("blocks", device)
         _, rout = blocks(x[:2], return_router=True)
         try:
-            row["blocks_ms"], _, row["blocks_mb"] = _measure(lambda: blocks(x), device, repeat,
-                                                             memory, max_seconds)
+            timed = time_interleaved({"full": lambda: full(x), "blocks": lambda: blocks(x)},
+                                     repeat=repeat, device=device, max_seconds=max_seconds)
+            row["full_ms"] = 1e3 * timed["full"]["median_s"]
+            row["blocks_ms"] = 1e3 * timed["blocks"]["median_s"]
+            row["speedup_blocks"] = paired_ratio(timed, "full", "blocks")
+            row["rounds"] = timed["full"]["repeats"]
         except torch.OutOfMemoryError:
             notes.append("blocks: out of memory")
             torch.cuda.empty_cache()
+            row["full_ms"] = _measure(lambda: full(x), device, repeat, False, max_seconds)[0]
+        if memory:
+            row["full_mb"] = peak_memory_mb(lambda: full(x), device=device)
+            if row["blocks_ms"] == row["blocks_ms"]:
+                row["blocks_mb"] = peak_memory_mb(lambda: blocks(x), device=device)
         groups = blocks.router(x).groups
         row["balance"] = float(group_balance(groups, GROUPS))
         est = _expected_edges(n)
@@ -104,16 +117,18 @@ def length_row(n: int, device: torch.device, repeat: int, edges: bool, memory: b
                            (edge_layer.q_proj, edge_layer.k_proj, edge_layer.v_proj))
                 return edge_layer.edge_attention(q, k, v, ei)
 
-            row["edges_core_ms"], _, _ = _measure(core, device, repeat, False, max_seconds)
             tconv = TransformerConv(c, HEAD_DIM, heads=HEADS, root_weight=False).to(device)
             tconv.eval()
-            row["tconv_ms"], _, row["tconv_mb"] = _measure(lambda: tconv(x, ei), device, repeat,
-                                                           memory, max_seconds)
+            timed = time_interleaved({"core": core, "tconv": lambda: tconv(x, ei)},
+                                     repeat=repeat, device=device, max_seconds=max_seconds)
+            row["edges_core_ms"] = 1e3 * timed["core"]["median_s"]
+            row["tconv_ms"] = 1e3 * timed["tconv"]["median_s"]
+            row["edges_core_vs_tconv"] = paired_ratio(timed, "tconv", "core")
+            if memory:
+                row["tconv_mb"] = peak_memory_mb(lambda: tconv(x, ei), device=device)
             del ei
         else:
             notes.append(f"edges skipped: ~{est / 1e6:.0f}M edges exceed the memory budget")
-    row["speedup_blocks"] = row["full_ms"] / row["blocks_ms"]
-    row["edges_core_vs_tconv"] = row["tconv_ms"] / row["edges_core_ms"]
     row["note"] = "; ".join(notes)
     return row
 
@@ -212,15 +227,19 @@ def run(quick: bool = False, device: torch.device | str = "cpu",
     notes = (
         f"Forward only, `eval()` (hard top-k = {TOP_K} of K = {GROUPS}), window {WINDOW}, "
         f"{HEADS} heads x {HEAD_DIM}, float32, one sequence, device {device}; times are "
-        f"medians of {repeat} calls after one warm-up, memory the peak added by one call "
+        f"medians of up to {repeat} calls after one warm-up (fewer where {repeat} would pass "
+        f"90 s), memory the peak added by one call "
         f"(CPU: resident-set high-water mark in a one-thread fork; CUDA: allocator peak). `full` is the "
-        f"same layer with Focus off (causal SDPA, same projections); Focus times include "
+        f"same layer with Focus off (causal SDPA, same projections), timed in alternation with "
+        f"'blocks' (`rounds` rounds of one call each, up to {repeat}); `speedup_blocks` is the "
+        f"median over rounds of the per-round ratio. Focus times include "
         f"routing. `edges_core` = projections + FocusEdgeAttention on a prebuilt edge set, "
         f"compared with TransformerConv (root_weight=False) on the same `edge_index`. "
         f"'edges' and TransformerConv stop at {longest_edges} tokens: the pattern has "
         f"~N(w+1) + N^2/(2K) edges (~{_expected_edges(16384) / 1e6:.0f}M at 16K) and each "
         f"keeps about four [E, 4, 64] float32 tensors (~4 KiB per edge, measured), which exceeds the memory of a 2-core, 24 GiB "
-        f"machine shared with others. `pair_fraction` = kept pairs / causal pairs.\n\n"
+        f"machine shared with others. `pair_fraction` = kept pairs / causal pairs. CPU "
+        f"allocator: {'freed memory kept for reuse (`--allocator reuse`, glibc mallopt; see `reuse_freed_memory`)' if reused else 'glibc default'}.\n\n"
         + "\n".join(f"- {s}" for s in summary))
     meta = {"heads": HEADS, "head_dim": HEAD_DIM, "num_groups": GROUPS, "top_k": TOP_K,
             "window": WINDOW, "dtype": "float32", "device": str(device), "repeat": repeat,

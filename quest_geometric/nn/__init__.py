@@ -3,8 +3,8 @@
 - :class:`QSVConv`: quaternion attention with sandwich-product transport (QSV).
 - :class:`QuaternionLinear`: Hamilton-product linear layer.
 - :class:`FocusRouter`, :func:`focus_edge_index`, :class:`FocusAttention`: Focus sparse
-  attention (router, PyG edge sets, attention with ``'edges'``/``'dense'``/``'blocks'``
-  back-ends).
+  attention (router, PyG edge sets, attention with ``'edges'``/``'dense'``/``'blocks'``/
+  ``'flex'`` back-ends).
 - :func:`compose_focus`, :func:`decompose`: Focus composed onto frozen pretrained models.
 """
 from quest_geometric.nn.compose_focus import (
@@ -27,7 +27,14 @@ from quest_geometric.nn.focus_attention import (
     full_attention,
 )
 from quest_geometric.nn.focus_edge_index import focus_edge_index, smallest_shared_group
-from quest_geometric.nn.focus_router import FocusRouter, RouterOutput, group_balance, sinkhorn_log
+from quest_geometric.nn.focus_flex import FLEX_AVAILABLE, focus_block_mask, focus_flex_attention
+from quest_geometric.nn.focus_router import (
+    FocusRouter,
+    RouterOutput,
+    group_balance,
+    logcumsumexp,
+    sinkhorn_log,
+)
 from quest_geometric.nn.qsv_conv import QSVConv
 from quest_geometric.nn.quaternion_linear import QuaternionLinear
 
@@ -38,6 +45,7 @@ __all__ = [
     "RouterOutput",
     "group_balance",
     "sinkhorn_log",
+    "logcumsumexp",
     "focus_edge_index",
     "smallest_shared_group",
     "FocusAttention",
@@ -47,6 +55,9 @@ __all__ = [
     "focus_blocks_reference",
     "focus_soft_attention",
     "full_attention",
+    "focus_flex_attention",
+    "focus_block_mask",
+    "FLEX_AVAILABLE",
     "compose_focus",
     "decompose",
     "FocusComposed",

@@ -16,9 +16,10 @@ from torch_geometric.utils import softmax as pyg_softmax
 from torch_geometric.utils import to_dense_batch
 
 from quest_geometric.nn.focus_edge_index import focus_edge_index, smallest_shared_group
+from quest_geometric.nn.focus_flex import FLEX_AVAILABLE, MAX_FLEX_GROUPS, focus_flex_attention
 from quest_geometric.nn.focus_router import FocusRouter, RouterOutput, check_batch
 
-BACKENDS = ("blocks", "edges", "dense")
+BACKENDS = ("blocks", "edges", "dense", "flex")
 GATES = ("additive", "multiplicative", None)
 
 # --------------------------------------------------------------------------------------
@@ -524,8 +525,11 @@ def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
     views, no copy) with an additive mask, plus two small calls for the first :math:`w` and
     the last few queries. For top-:math:`k = 1` the two parts are merged in place,
     :math:`\mathbf{o} = \mathbf{o}_A + e^{\ell_B - L} (\mathbf{o}_B - \mathbf{o}_A)` with
-    :math:`L = \log(e^{\ell_A} + e^{\ell_B})`. Elsewhere (or with ``fused=False``) it runs
-    :func:`focus_blocks_reference`.
+    :math:`L = \log(e^{\ell_A} + e^{\ell_B})`. On CUDA (with ``fused`` left to
+    :obj:`None`) it runs :func:`~quest_geometric.nn.focus_flex.focus_flex_attention`, one
+    block-sparse FlexAttention call on group-sorted tokens with the same semantics, when
+    FlexAttention is available and :math:`K \le 62`; elsewhere (or with ``fused=False``) it
+    runs :func:`focus_blocks_reference`.
 
     Args:
         q, k, v (torch.Tensor): ``[N, H, D]``.
@@ -544,11 +548,15 @@ def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
     kgroups = num_groups if num_groups is not None else int(groups.max()) + 1
     can_fuse = (_FLASH_FWD is not None and _FLASH_BWD is not None and q.device.type == "cpu"
                 and q.dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16))
+    fused_arg = fused
     if fused is None:
         fused = can_fuse
     elif fused and not can_fuse:
         raise ValueError("focus_blocks_attention: the fused path needs CPU tensors and the "
                          "aten flash kernels of this PyTorch build")
+    if (not fused and fused_arg is None and n > 0 and q.device.type == "cuda"
+            and FLEX_AVAILABLE and kgroups <= MAX_FLEX_GROUPS):
+        return focus_flex_attention(q, k, v, groups, window, batch, causal, kgroups)
     if not fused or n == 0:
         return focus_blocks_reference(q, k, v, groups, window, batch, causal, kgroups)
     seq, nseq = _seq_layout(batch, n, q.device)
@@ -659,10 +667,13 @@ class FocusAttention(nn.Module):
         \mathcal{N}(i) = \{\, j \text{ of the same sequence} : (j \le i \text{ if causal})
         \wedge (|i - j| \le w \vee G_i \cap G_j \ne \emptyset) \,\},
 
-    computed by one of three back-ends with one semantics (they agree in outputs and
-    gradients): ``'blocks'`` (the paper's decomposition, fast), ``'edges'`` (PyG message
+    computed by one of four back-ends with one semantics (they agree in outputs and
+    gradients): ``'blocks'`` (the paper's decomposition, fast; on CUDA one FlexAttention
+    call, see :func:`focus_blocks_attention`), ``'edges'`` (PyG message
     passing over :func:`~quest_geometric.nn.focus_edge_index.focus_edge_index`, general
-    graphs) and ``'dense'`` (masked SDPA, the small-:math:`N` oracle). In training mode all
+    graphs), ``'dense'`` (masked SDPA, the small-:math:`N` oracle) and ``'flex'``
+    (:func:`~quest_geometric.nn.focus_flex.focus_flex_attention` on any device; on CPU
+    forward only and :math:`O(N^2)` memory, a check rather than a fast path). In training mode all
     pairs are computed densely with a soft gate (:func:`focus_soft_attention`). With
     ``gate=None`` or ``enabled = False`` the layer is plain full (causal) attention, in both
     modes, with the same projections.
@@ -674,7 +685,8 @@ class FocusAttention(nn.Module):
         group_dim (int): routing dimension :math:`d_g` (default: :obj:`16`).
         top_k (int): hard groups per token, :math:`1..K` (default: :obj:`1`).
         window (int): local window :math:`w \ge 0` (default: :obj:`128`).
-        backend (str): ``'blocks'``, ``'edges'`` or ``'dense'`` (default: :obj:`'blocks'`).
+        backend (str): ``'blocks'``, ``'edges'``, ``'dense'`` or ``'flex'``
+            (default: :obj:`'blocks'`).
         gate (str, optional): ``'additive'``, ``'multiplicative'`` or :obj:`None`
             (no Focus: full attention) (default: :obj:`'additive'`).
         causal (bool): causal attention and prefix-causal routing (default: :obj:`True`).
@@ -856,6 +868,9 @@ class FocusAttention(nn.Module):
         if self.backend == "edges":
             ei = focus_edge_index(groups, self.window, batch, self.causal)
             return self.edge_attention(q, k, v, ei)
+        if self.backend == "flex":
+            return focus_flex_attention(q, k, v, groups, self.window, batch, self.causal,
+                                        self.num_groups)
         return focus_blocks_attention(q, k, v, groups, self.window, batch, self.causal,
                                       self.num_groups)
 

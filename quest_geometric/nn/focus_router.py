@@ -98,12 +98,11 @@ def logcumsumexp(x: Tensor, dim: int) -> Tensor:
     """
     if x.numel() == 0:
         return x.clone()
-    m = x.detach().amax(dim, keepdim=True)
-    c = (x.double() - m.double()).exp().cumsum(dim)
-    ok = c >= LCSE_TINY
-    out = (c.log() + m.double()).to(x.dtype)
-    if not bool(ok.all()):
-        out = torch.where(ok, out, torch.logcumsumexp(x, dim))
+    m = x.detach().amax(dim, keepdim=True).double()
+    c = (x.double() - m).exp().cumsum(dim)
+    out = (c.log() + m).to(x.dtype)
+    if not bool(c.amin() >= LCSE_TINY):
+        out = torch.where(c >= LCSE_TINY, out, torch.logcumsumexp(x, dim))
     return out
 
 
@@ -133,17 +132,27 @@ def _sinkhorn_dense(logq: Tensor, valid: Optional[Tensor], num_iters: int,
     """Sinkhorn on ``[B, T, K]`` log-scores; ``valid`` ``[B, T]`` marks real tokens (the
     padding sits at the end of each sequence, so it never enters a real token's prefix)."""
     pad = None if valid is None or bool(valid.all()) else ~valid.unsqueeze(-1)
-    for _ in range(num_iters):
+    dtype = logq.dtype
+    if causal:  # float64 throughout, so logcumsumexp converts nothing
+        logq = logq.double()
+    for it in range(num_iters):
         if causal:
             # padding only after real tokens: it never enters a real prefix
             logq = logq - logcumsumexp(logq, dim=1)
         else:
             col = logq if pad is None else logq.masked_fill(pad, float("-inf"))
             logq = logq - torch.logsumexp(col, dim=1, keepdim=True)
-        logq = logq - torch.logsumexp(logq, dim=-1, keepdim=True)
+        if causal and it > 0:
+            # rows were log-distributions before this column step (largest entry >= -log K)
+            # and a prefix of N tokens adds at most log N, so each row's largest entry is
+            # >= -log(K N): the row sum needs no max-shift, and terms that underflow are
+            # < e^-700 of it
+            logq = logq - logq.exp().sum(-1, keepdim=True).log()
+        else:
+            logq = logq - torch.logsumexp(logq, dim=-1, keepdim=True)
     if num_iters == 0:
         logq = logq - torch.logsumexp(logq, dim=-1, keepdim=True)
-    return logq
+    return logq.to(dtype)
 
 
 def sinkhorn_log(scores: Tensor, batch: Optional[Tensor] = None, num_segments: int = 1,

@@ -15,23 +15,27 @@ def _finite(v) -> bool:
 
 
 def test_focus_speed_quick(tmp_path):
-    out = focus_speed.run(quick=True, out_dir=tmp_path, progress=False, lengths=[256],
+    out = focus_speed.run(quick=True, out_dir=tmp_path, progress=False, lengths=[160, 256],
                           repeat=1, memory=False, allocator="system")
     for ext in ("csv", "json", "md", "png"):
         assert (tmp_path / f"focus_speed.{ext}").is_file()
     with open(tmp_path / "focus_speed.csv") as f:
         rows = list(csv.DictReader(f))
-    assert [int(r["tokens"]) for r in rows] == [256]
+    assert [int(r["tokens"]) for r in rows] == [160, 256]
     assert set(focus_speed.COLUMNS) <= set(rows[0])
     for r in out["rows"]:
-        for key in ("full_ms", "blocks_ms", "edges_ms", "edges_core_ms", "tconv_ms",
-                    "speedup_blocks", "edges_core_vs_tconv", "balance", "pair_fraction"):
+        for key in ("full_ms", "blocks_ms", "sdpa_ms", "blocks_attn_ms", "edges_ms",
+                    "edges_core_ms", "tconv_ms", "speedup_blocks", "speedup_attn",
+                    "edges_core_vs_tconv", "balance", "pair_fraction"):
             assert _finite(r[key]) and r[key] > 0, key
         # the edge set holds at least the causal window band and at most every causal pair
         n = r["tokens"]
         assert n * 129 - 128 * 129 // 2 <= r["num_edges"] <= n * (n + 1) // 2
     meta = json.loads((tmp_path / "focus_speed.json").read_text())["meta"]
     assert meta["top_k"] == 1 and meta["allocator"] == "system default"
+    one = focus_speed.run(out_dir=tmp_path / "one", progress=False, lengths=[160], repeat=1,
+                          memory=False, allocator="system")
+    assert "png" not in one["paths"]  # no plot of a single length
     with pytest.raises(ValueError, match="allocator"):
         focus_speed.run(quick=True, out_dir=tmp_path, lengths=[256], allocator="jemalloc")
     assert "crossover" in out["summary"][0]

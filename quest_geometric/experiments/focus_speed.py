@@ -38,7 +38,8 @@ EDGE_BYTES_BUDGET = 8 * 2**30
 
 COLUMNS = ["tokens", "rounds", "full_ms", "blocks_ms", "sdpa_ms", "blocks_attn_ms",
            "edges_ms", "edges_core_ms", "tconv_ms", "speedup_blocks", "speedup_attn",
-           "edges_core_vs_tconv", "full_mb", "blocks_mb", "edges_mb", "tconv_mb", "num_edges", "pair_fraction", "balance", "note"]
+           "edges_core_vs_tconv", "full_mb", "blocks_mb", "edges_mb", "tconv_mb", "num_edges",
+           "pair_fraction", "balance", "note"]
 
 
 def _layer(backend: str, device: torch.device) -> torch.nn.Module:
@@ -248,12 +249,15 @@ def run(quick: bool = False, device: torch.device | str = "cpu",
             f"{r['tokens']}: {r['edges_core_vs_tconv']:.2f}x" for r in edge_rows)
             + " (> 1: 'edges' faster)")
     longest_edges = max((r["tokens"] for r in edge_rows), default=None)
+    alloc_note = ("freed memory kept for reuse (`--allocator reuse`, glibc mallopt; see "
+                  "`reuse_freed_memory`)" if reused else "glibc default")
     notes = (
         f"Forward only, `eval()` (hard top-k = {TOP_K} of K = {GROUPS}), window {WINDOW}, "
         f"{HEADS} heads x {HEAD_DIM}, float32, one sequence, device {device}; times are "
         f"medians of up to {repeat} calls after one warm-up (fewer where {repeat} would pass "
         f"{max_seconds:g} s), memory the peak added by one call "
-        f"(CPU: resident-set high-water mark in a one-thread fork; CUDA: allocator peak). `full` is the "
+        f"(CPU: resident-set high-water mark in a one-thread fork; CUDA: allocator peak). "
+        f"`full` is the "
         f"same layer with Focus off (causal SDPA, same projections), timed in alternation with "
         f"'blocks' (`rounds` rounds of one call each, up to {repeat}); `speedup_blocks` is the "
         f"median over rounds of the per-round ratio. `sdpa_ms` and `blocks_attn_ms` time the "
@@ -264,9 +268,10 @@ def run(quick: bool = False, device: torch.device | str = "cpu",
         f"compared with TransformerConv (root_weight=False) on the same `edge_index`. "
         f"'edges' and TransformerConv stop at {longest_edges} tokens: the pattern has "
         f"~N(w+1) + N^2/(2K) edges (~{_expected_edges(16384) / 1e6:.0f}M at 16K) and each "
-        f"keeps about four [E, 4, 64] float32 tensors (~4 KiB per edge, measured), which exceeds the memory of a 2-core, 24 GiB "
+        f"keeps about four [E, 4, 64] float32 tensors (~4 KiB per edge, measured), which "
+        f"exceeds the memory of a 2-core, 24 GiB "
         f"machine shared with others. `pair_fraction` = kept pairs / causal pairs. CPU "
-        f"allocator: {'freed memory kept for reuse (`--allocator reuse`, glibc mallopt; see `reuse_freed_memory`)' if reused else 'glibc default'}.\n\n"
+        f"allocator: {alloc_note}.\n\n"
         + "\n".join(f"- {s}" for s in summary))
     meta = {"heads": HEADS, "head_dim": HEAD_DIM, "num_groups": GROUPS, "top_k": TOP_K,
             "window": WINDOW, "dtype": "float32", "device": str(device), "repeat": repeat,

@@ -9,7 +9,7 @@ from typing import NamedTuple, Optional
 
 import torch
 from torch import Tensor, nn
-from torch_geometric.utils import scatter, to_dense_batch
+from torch_geometric.utils import to_dense_batch
 
 
 class RouterOutput(NamedTuple):
@@ -50,25 +50,6 @@ def check_batch(batch: Optional[Tensor], num_nodes: int, name: str = "batch") ->
         raise ValueError(f"'{name}' must be non-negative")
 
 
-def segment_logsumexp(x: Tensor, batch: Tensor, num_segments: int) -> Tensor:
-    r"""Log-sum-exp of the rows of :obj:`x` per segment of :obj:`batch`.
-
-    .. math::
-        \mathrm{lse}_b = \log \sum_{i : \mathrm{batch}_i = b} \exp x_i
-
-    Args:
-        x (torch.Tensor): values, shape :obj:`[N, F]`, finite.
-        batch (torch.Tensor): segment id of each row, shape :obj:`[N]`.
-        num_segments (int): number of segments :math:`B`.
-
-    Returns:
-        torch.Tensor: shape :obj:`[B, F]` (``-inf`` for empty segments).
-    """
-    m = scatter(x.detach(), batch, 0, num_segments, reduce="max")
-    s = scatter((x - m[batch]).exp(), batch, 0, num_segments, reduce="sum")
-    return m + s.log()
-
-
 #: Smallest prefix sum (after shifting by the column maximum, in float64) that the fast
 #: path of :func:`logcumsumexp` accepts; below it the prefix may have underflowed and the
 #: exact :func:`torch.logcumsumexp` is used instead.
@@ -104,27 +85,6 @@ def logcumsumexp(x: Tensor, dim: int) -> Tensor:
     if not bool(c.amin() >= LCSE_TINY):
         out = torch.where(c >= LCSE_TINY, out, torch.logcumsumexp(x, dim))
     return out
-
-
-def segment_logcumsumexp(x: Tensor, batch: Tensor, num_segments: int) -> Tensor:
-    r"""Prefix log-sum-exp of the rows of :obj:`x` within each (sorted) segment.
-
-    .. math::
-        \mathrm{out}_i = \log \sum_{j \le i,\ \mathrm{batch}_j = \mathrm{batch}_i} \exp x_j
-
-    Implemented by padding each segment at its *end* (so no padding enters any prefix) and
-    :func:`logcumsumexp` along the token axis.
-
-    Args:
-        x (torch.Tensor): values, shape :obj:`[N, F]`.
-        batch (torch.Tensor): sorted segment id of each row, shape :obj:`[N]`.
-        num_segments (int): number of segments.
-
-    Returns:
-        torch.Tensor: shape :obj:`[N, F]`.
-    """
-    dense, mask = to_dense_batch(x, batch, fill_value=float("-inf"), batch_size=num_segments)
-    return logcumsumexp(dense, dim=1)[mask]
 
 
 def _sinkhorn_dense(logq: Tensor, valid: Optional[Tensor], num_iters: int,
@@ -362,4 +322,4 @@ class FocusRouter(nn.Module):
 
 
 __all__ = ["FocusRouter", "RouterOutput", "group_balance", "sinkhorn_log", "logcumsumexp",
-           "segment_logsumexp", "segment_logcumsumexp", "check_batch"]
+           "check_batch"]

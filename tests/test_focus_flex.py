@@ -270,3 +270,14 @@ def test_cuda_outputs_and_gradients(causal, top_k):
     torch.testing.assert_close(out, ref, atol=tol, rtol=tol)
     for a, b in zip(grads, rgrads):
         torch.testing.assert_close(a, b, atol=tol, rtol=tol)
+
+
+def test_eager_path_refuses_sizes_that_would_materialise_gigabytes():
+    from quest_geometric.nn.focus_flex import EAGER_MAX_PAIRS, focus_flex_attention
+
+    n = 8193  # 4 * 8193^2 > 2^28: refused before anything N x N is allocated
+    assert 4 * n * n > EAGER_MAX_PAIRS
+    q = torch.zeros(n, 4, 2)
+    groups = torch.zeros(n, 1, dtype=torch.long)
+    with torch.no_grad(), pytest.raises(ValueError, match="backend='blocks'"):
+        focus_flex_attention(q, q, q, groups, 4)

@@ -84,6 +84,9 @@ MAX_FLEX_GROUPS = 62
 #: On CUDA the block size must be a multiple of this: the default Triton tiles of
 #: FlexAttention (at most 128 x 128) must divide the sparse block.
 CUDA_BLOCK_MULTIPLE = 128
+#: Largest :math:`H N^2` that the eager (non-CUDA) path accepts: it materialises every score,
+#: about 13 bytes per pair and head in float32 (measured), so this is about 3.5 GB.
+EAGER_MAX_PAIRS = 1 << 28
 _BLOCK_MULTIPLE = 16  # smallest tile of a tensor-core dot
 _CHUNK_BUDGET = 1 << 22  # block pairs per chunk of the block table
 _COMPILED: Optional[Callable] = None
@@ -354,6 +357,12 @@ def focus_flex_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window
         raise ValueError(f"focus_flex_attention: FlexAttention has no backward on "
                          f"{q.device.type}; use backend='blocks' "
                          f"(focus_blocks_attention) there, or run under torch.no_grad()")
+    if not compiled and n * n * h > EAGER_MAX_PAIRS:
+        raise ValueError(f"focus_flex_attention: FlexAttention's eager path on "
+                         f"{q.device.type} materialises all H x N x N = {h} x {n} x {n} "
+                         f"scores (about 13 bytes each), above EAGER_MAX_PAIRS = "
+                         f"{EAGER_MAX_PAIRS}; use backend='blocks' (focus_blocks_attention) "
+                         f"there")
     if not needs_grad:
         q, k, v = q.detach(), k.detach(), v.detach()
     bm, perm = _build(groups, window, batch, causal, kgroups, block_size)

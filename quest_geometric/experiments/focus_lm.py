@@ -433,6 +433,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--out", default="benchmarks/results")
     parser.add_argument("--gates", nargs="+", choices=GATES, default=list(GATES),
                         help="soft gates to train (b) and (c) with (default: both)")
+    parser.add_argument("--name", default="focus_lm", help="file stem of the results")
     parser.add_argument("--no-reuse", action="store_true",
                         help="retrain even where the run folder holds a matching checkpoint")
     args = parser.parse_args(argv)
@@ -444,7 +445,7 @@ def main(argv: Optional[list[str]] = None) -> None:
         over["seed"] = args.seed
     result = run(quick=args.quick, device=args.device, out_dir=args.out, data=args.data,
                  run_dir=args.run_dir, reuse=not args.no_reuse, gates=tuple(args.gates),
-                 **over)
+                 name=args.name, **over)
     print(result["markdown"])
 
 

@@ -89,6 +89,11 @@ def time_function(
         times.append(time.perf_counter() - t0)
         if max_seconds is not None and sum(times) > max_seconds:
             break
+    return _stats(times)
+
+
+def _stats(times: Sequence[float]) -> dict[str, float]:
+    """Median, min, mean, population std and count of a list of seconds."""
     return {
         "median_s": statistics.median(times),
         "min_s": min(times),
@@ -146,10 +151,7 @@ def time_interleaved(
             total += dt
         if max_seconds is not None and total > max_seconds:
             break
-    return {name: {"median_s": statistics.median(ts), "min_s": min(ts),
-                   "mean_s": statistics.fmean(ts),
-                   "std_s": statistics.pstdev(ts) if len(ts) > 1 else 0.0,
-                   "repeats": len(ts), "times": ts} for name, ts in times.items()}
+    return {name: {**_stats(ts), "times": ts} for name, ts in times.items()}
 
 
 def paired_ratio(timed: Mapping[str, Mapping[str, Any]], num: str, den: str) -> float:

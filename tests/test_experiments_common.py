@@ -105,8 +105,8 @@ def faults_of_one_alloc():
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     torch.ones(64, 2**20 // 4 * 1)  # 64 MiB of float32, touched, then freed
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
-faults_of_one_alloc()
-print(faults_of_one_alloc())
+faults = [faults_of_one_alloc() for _ in range(6)]  # the heap settles in one or two calls
+print(max(faults[3:]), min(faults[3:]))
 # memory is still measured honestly: the retained heap is trimmed before the fork
 print(peak_memory_mb(lambda: torch.ones(3000, 3000, dtype=torch.float64)))
 """
@@ -121,12 +121,12 @@ def test_reuse_freed_memory_stops_page_faults_and_keeps_memory_honest():
     for mode in ("reuse", "system"):
         out = subprocess.run([sys.executable, "-c", _REUSE_CHILD, mode], capture_output=True,
                              text=True, check=True).stdout.split()
-        res[mode] = (int(out[0]), float(out[1]))
-    assert res["system"][0] > 0.5 * pages  # glibc maps it afresh: every page faults again
+        res[mode] = (int(out[0]), int(out[1]), float(out[2]))
+    assert res["system"][1] > 0.5 * pages  # glibc maps it afresh: every page faults again
     assert res["reuse"][0] < 0.05 * pages  # kept in the heap: (almost) no new faults
     expected = 3000 * 3000 * 8 / 2**20
     for mode in res:
-        assert 0.8 * expected < res[mode][1] < 3 * expected, mode
+        assert 0.8 * expected < res[mode][2] < 3 * expected, mode
 
 
 def test_time_interleaved_round_robin_and_paired_ratio(monkeypatch):

@@ -558,15 +558,14 @@ def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
     kgroups = num_groups if num_groups is not None else int(groups.max()) + 1
     can_fuse = (_FLASH_FWD is not None and _FLASH_BWD is not None and q.device.type == "cpu"
                 and q.dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16))
-    fused_arg = fused
+    if (fused is None and n > 0 and q.device.type == "cuda" and FLEX_AVAILABLE
+            and kgroups <= MAX_FLEX_GROUPS):
+        return focus_flex_attention(q, k, v, groups, window, batch, causal, kgroups)
     if fused is None:
         fused = can_fuse
     elif fused and not can_fuse:
         raise ValueError("focus_blocks_attention: the fused path needs CPU tensors and the "
                          "aten flash kernels of this PyTorch build")
-    if (not fused and fused_arg is None and n > 0 and q.device.type == "cuda"
-            and FLEX_AVAILABLE and kgroups <= MAX_FLEX_GROUPS):
-        return focus_flex_attention(q, k, v, groups, window, batch, causal, kgroups)
     if not fused or n == 0:
         return focus_blocks_reference(q, k, v, groups, window, batch, causal, kgroups)
     seq, nseq = _seq_layout(batch, n, q.device)

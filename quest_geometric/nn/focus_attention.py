@@ -854,20 +854,44 @@ class FocusAttention(nn.Module):
             else:
                 o = full_attention(q, k, v, batch, self.causal)
         else:
-            router_out = self.router(flat, batch)
-            hard = (not self.training) if hard is None else hard
-            if hard:
-                o = self._hard(q, k, v, router_out.groups, batch)
-            else:
-                o = focus_soft_attention(q, k, v, router_out.soft, self.window, batch,
-                                         self.causal, self.gate, self.gate_scale,
-                                         self.gate_bias)
+            o, router_out = self.attend(flat, q, k, v, batch, hard)
         out = self.out_proj(o.reshape(flat.size(0), self.embed_dim)).reshape(*shape[:-1], -1)
         if return_router:
             if router_out is not None:
                 router_out = RouterOutput(*(a.reshape(*shape[:-1], -1) for a in router_out))
             return out, router_out
         return out
+
+    def attend(self, x: Tensor, q: Tensor, k: Tensor, v: Tensor,
+               batch: Optional[Tensor] = None, hard: Optional[bool] = None
+               ) -> Tuple[Tensor, RouterOutput]:
+        r"""Route :obj:`x` and attend with given per-head queries, keys and values (the
+        Focus part of :meth:`forward`, without the projections; used by
+        :func:`~quest_geometric.nn.compose_focus.compose_focus`, whose adapters supply
+        :obj:`q`, :obj:`k`, :obj:`v` from a pretrained module).
+
+        Args:
+            x (torch.Tensor): hidden states the router sees, ``[N, C]``.
+            q, k, v (torch.Tensor): ``[N, H, D]`` (keys and values already expanded to the
+                query heads for grouped-query attention), queries scaled so that
+                :math:`1/\sqrt{D}` gives the intended softmax scale.
+            batch (torch.Tensor, optional): sorted sequence id per token (default:
+                :obj:`None`, one sequence).
+            hard (bool, optional): hard top-k sets or soft gates (default: :obj:`None`,
+                hard in ``eval()`` mode).
+
+        Returns:
+            ``(o, router_out)``: the attention output ``[N, H, D]`` and the
+            :class:`RouterOutput` of :obj:`x`.
+        """
+        router_out = self.router(x, batch)
+        hard = (not self.training) if hard is None else hard
+        if hard:
+            o = self._hard(q, k, v, router_out.groups, batch)
+        else:
+            o = focus_soft_attention(q, k, v, router_out.soft, self.window, batch,
+                                     self.causal, self.gate, self.gate_scale, self.gate_bias)
+        return o, router_out
 
     def _hard(self, q: Tensor, k: Tensor, v: Tensor, groups: Tensor,
               batch: Optional[Tensor]) -> Tensor:

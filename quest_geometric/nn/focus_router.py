@@ -156,6 +156,16 @@ def sinkhorn_log(scores: Tensor, batch: Optional[Tensor] = None, num_segments: i
     return _sinkhorn_dense(dense, valid, num_iters, causal)[valid]
 
 
+def topk_groups(log_soft: Tensor, top_k: int) -> Tensor:
+    r"""Hard top-:math:`k` group ids of log memberships ``[..., K]``, ordered by decreasing
+    membership (the rule :class:`FocusRouter` and the cached decoding share).
+
+    Returns:
+        torch.Tensor: ``[..., top_k]``, :obj:`torch.long`.
+    """
+    return log_soft.topk(top_k, dim=-1).indices
+
+
 def group_balance(groups: Tensor, num_groups: int, batch: Optional[Tensor] = None) -> Tensor:
     r"""Largest group share: the fraction of all (token, group) memberships held by the most
     popular group (:math:`1/K` is perfect balance, :math:`1` is collapse).
@@ -304,7 +314,7 @@ class FocusRouter(nn.Module):
                 else 1
             log_soft = sinkhorn_log(self.scores(h), batch, nseg, self.sinkhorn_iters,
                                     self.causal)
-        groups = log_soft.topk(self.top_k, dim=-1).indices
+        groups = topk_groups(log_soft, self.top_k)
         soft = log_soft.exp().to(h.dtype)
         shape = h.shape[:-1]
         return RouterOutput(soft.view(*shape, -1), groups.view(*shape, -1),
@@ -322,4 +332,4 @@ class FocusRouter(nn.Module):
 
 
 __all__ = ["FocusRouter", "RouterOutput", "group_balance", "sinkhorn_log", "logcumsumexp",
-           "check_batch"]
+           "check_batch", "topk_groups"]

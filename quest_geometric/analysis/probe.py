@@ -38,14 +38,18 @@ Design choices (argued in the docstrings below):
 from __future__ import annotations
 
 import math
-import sys
-import warnings
-from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional, Union
 
 import torch
 from torch import Tensor, nn
 
+from quest_geometric.adapters import (
+    QKView,
+    get_attention_adapter,
+    register_attention_adapter,
+    supported_attention_types,
+    unregister_attention_adapter,
+)
 from quest_geometric.analysis.metrics import participation_ratio_from_covariance
 from quest_geometric.analysis.streaming import StreamingCovariance
 
@@ -61,288 +65,9 @@ __all__ = [
 
 AdapterFn = Callable[[nn.Module, tuple, dict], Union["QKView", tuple, None]]
 
-
-@dataclass
-class QKView:
-    r"""The per-head queries and keys an attention layer uses in one forward call.
-
-    Returned by an attention adapter (see :func:`register_attention_adapter`). The logits of
-    head :math:`h` are :math:`L_h = s\, Q_h K_h^\top` and the attention is the softmax of each
-    row of :math:`L_h` over its allowed keys: every key for dense attention, restricted by
-    ``causal``, ``mask`` and ``k_valid``; or over the in-edges of each target node when
-    ``edge_index`` is given (graph attention).
-
-    Args:
-        q (Tensor): queries ``[B, H, T, d]``.
-        k (Tensor): keys ``[B, H, S, d]`` (same ``B``, ``H`` and ``d`` as ``q``).
-        scale (float, optional): :math:`s`. (default: :obj:`None`, :math:`1/\sqrt{d}`)
-        causal (bool): query ``i`` may attend to key ``j`` only if
-            ``j <= i + S - T``. (default: :obj:`False`)
-        mask (Tensor, optional): bool, broadcastable to ``[B, H, T, S]``; :obj:`True` marks
-            an allowed pair (combined with ``causal``). (default: :obj:`None`)
-        q_valid (Tensor, optional): bool ``[B, T]``; :obj:`False` marks padding queries,
-            left out of every metric. (default: :obj:`None`, all valid)
-        k_valid (Tensor, optional): bool ``[B, S]``, likewise for keys. (default: :obj:`None`)
-        edge_index (Tensor, optional): long ``[2, E]`` (source = key index, target = query
-            index) for sparse graph attention; needs ``B == 1``. (default: :obj:`None`)
-        edge_logits (Tensor, optional): ``[E, H]`` per-edge logits that replace
-            :math:`s\,\mathbf{q}_i^\top\mathbf{k}_j` in the entropy (e.g. with edge-feature
-            terms). (default: :obj:`None`)
-    """
-
-    q: Tensor
-    k: Tensor
-    scale: Optional[float] = None
-    causal: bool = False
-    mask: Optional[Tensor] = None
-    q_valid: Optional[Tensor] = None
-    k_valid: Optional[Tensor] = None
-    edge_index: Optional[Tensor] = None
-    edge_logits: Optional[Tensor] = None
-
-
-# ----------------------------------------------------------------------------- registry
-_USER_ADAPTERS: dict[type, AdapterFn] = {}
-# Built-in adapters are keyed by qualified class name, so that optional packages
-# (transformers) are never imported just to look for their classes.
-_BUILTIN_ADAPTERS: dict[str, AdapterFn] = {}
-
-
-def register_attention_adapter(cls: type, fn: Optional[AdapterFn] = None) -> Any:
-    r"""Teach :class:`QKProbe` an attention class: how to get its per-head queries and keys.
-
-    ``fn(module, args, kwargs)`` is called in a forward pre-hook, under
-    :func:`torch.no_grad`, with the positional and keyword arguments of the module's
-    ``forward``. It returns either ``(q, k)`` with ``q [B, H, T, d]`` and ``k [B, H, S, d]``
-    (dense, non-causal attention scaled by :math:`1/\sqrt{d}`), or a :class:`QKView` for
-    causal/masked/graph attention or another scale, or :obj:`None` to skip the call. It must
-    not change the module or its inputs. Subclasses of ``cls`` are matched too; a user
-    adapter takes precedence over a built-in one. Usable as a decorator::
-
-        @register_attention_adapter(MyAttention)
-        def my_qk(module, args, kwargs):
-            x = args[0]
-            q = module.to_q(x).unflatten(-1, (module.heads, -1)).transpose(1, 2)
-            k = module.to_k(x).unflatten(-1, (module.heads, -1)).transpose(1, 2)
-            return QKView(q, k, causal=True)
-
-    Args:
-        cls (type): a subclass of :class:`torch.nn.Module`.
-        fn (callable, optional): the adapter. (default: :obj:`None`, return a decorator)
-
-    Returns:
-        The adapter (or, without ``fn``, a decorator that registers its argument).
-    """
-    if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
-        raise TypeError(f"register_attention_adapter: cls must be an nn.Module subclass, got {cls!r}")
-    if fn is None:
-        def deco(f: AdapterFn) -> AdapterFn:
-            return register_attention_adapter(cls, f)
-        return deco
-    if not callable(fn):
-        raise TypeError(f"register_attention_adapter: fn must be callable, got {type(fn).__name__}")
-    _USER_ADAPTERS[cls] = fn
-    return fn
-
-
-def unregister_attention_adapter(cls: type) -> None:
-    """Remove a user adapter registered with :func:`register_attention_adapter`.
-
-    Args:
-        cls (type): the registered class; a :class:`KeyError` if it has no user adapter.
-    """
-    if cls not in _USER_ADAPTERS:
-        raise KeyError(f"unregister_attention_adapter: no user adapter registered for {cls!r}")
-    del _USER_ADAPTERS[cls]
-
-
-def supported_attention_types() -> list[str]:
-    """Qualified names of the attention classes :class:`QKProbe` recognises (built-in and
-    registered)."""
-    user = [f"{c.__module__}.{c.__qualname__}" for c in _USER_ADAPTERS]
-    return sorted(_BUILTIN_ADAPTERS) + sorted(user)
-
-
-def _find_adapter(module: nn.Module) -> Optional[AdapterFn]:
-    for c in type(module).__mro__:
-        if c in _USER_ADAPTERS:
-            return _USER_ADAPTERS[c]
-    for c in type(module).__mro__:
-        fn = _BUILTIN_ADAPTERS.get(f"{c.__module__}.{c.__qualname__}")
-        if fn is not None:
-            return fn
-    return None
-
-
-def _builtin(qualname: str) -> Callable[[AdapterFn], AdapterFn]:
-    def deco(fn: AdapterFn) -> AdapterFn:
-        _BUILTIN_ADAPTERS[qualname] = fn
-        return fn
-    return deco
-
-
-def _arg(args: tuple, kwargs: dict, i: int, name: str, default: Any = None) -> Any:
-    if len(args) > i:
-        return args[i]
-    return kwargs.get(name, default)
-
-
-# ----------------------------------------------------------------------------- adapters
-@_builtin("quest_geometric.models.char_gpt.CausalSelfAttention")
-def _char_gpt_adapter(module: nn.Module, args: tuple, kwargs: dict) -> QKView:
-    x = _arg(args, kwargs, 0, "x")
-    return QKView(module.queries(x), module.keys(x), 1.0 / math.sqrt(module.head_dim), causal=True)
-
-
-@_builtin("quest_geometric.nn.focus_attention.FocusAttention")
-def _focus_adapter(module: nn.Module, args: tuple, kwargs: dict) -> QKView:
-    from torch_geometric.utils import to_dense_batch
-
-    x = _arg(args, kwargs, 0, "x")
-    batch = _arg(args, kwargs, 1, "batch")
-    flat = x.reshape(-1, x.size(-1))
-    if module.qkv is not None:
-        q, k, _ = module.qkv(flat)
-    else:
-        q, k = module.q_proj(flat), module.k_proj(flat)
-    H, d = module.num_heads, module.head_dim
-    scale = 1.0 / math.sqrt(d)
-    if x.dim() == 3:
-        B, T = x.shape[:2]
-        q, k = (t.reshape(B, T, H, d).transpose(1, 2) for t in (q, k))
-        return QKView(q, k, scale, causal=module.causal)
-    if batch is None:
-        batch = torch.zeros(flat.size(0), dtype=torch.long, device=flat.device)
-    qd, valid = to_dense_batch(q, batch)
-    kd, _ = to_dense_batch(k, batch)
-    B, T = valid.shape
-    qd, kd = (t.view(B, T, H, d).transpose(1, 2) for t in (qd, kd))
-    return QKView(qd, kd, scale, causal=module.causal, q_valid=valid, k_valid=valid)
-
-
-@_builtin("torch_geometric.nn.conv.transformer_conv.TransformerConv")
-def _transformer_conv_adapter(module: nn.Module, args: tuple, kwargs: dict) -> QKView:
-    from torch_geometric.utils import is_torch_sparse_tensor, to_edge_index
-
-    x = _arg(args, kwargs, 0, "x")
-    edge_index = _arg(args, kwargs, 1, "edge_index")
-    edge_attr = _arg(args, kwargs, 2, "edge_attr")
-    x_src, x_dst = (x, x) if isinstance(x, Tensor) else x
-    H, C = module.heads, module.out_channels
-    q = module.lin_query(x_dst).view(-1, H, C)
-    k = module.lin_key(x_src).view(-1, H, C)
-    if isinstance(edge_index, Tensor) and not edge_index.is_sparse and not is_torch_sparse_tensor(edge_index):
-        src, dst = edge_index[0], edge_index[1]
-        if getattr(module, "flow", "source_to_target") == "target_to_source":
-            src, dst = dst, src
-    elif is_torch_sparse_tensor(edge_index):  # adjacency given transposed: row = target
-        (dst, src), _ = to_edge_index(edge_index)
-    elif hasattr(edge_index, "coo"):  # torch_sparse.SparseTensor, also transposed
-        dst, src, _ = edge_index.coo()
-    else:
-        raise TypeError(f"TransformerConv probe: unsupported edge_index type {type(edge_index).__name__}")
-    scale = 1.0 / math.sqrt(C)
-    edge_logits = None
-    if module.lin_edge is not None:
-        if edge_attr is None or not isinstance(edge_index, Tensor) or edge_index.dim() != 2 \
-                or edge_index.size(0) != 2 or is_torch_sparse_tensor(edge_index):
-            raise ValueError("QKProbe: TransformerConv with edge_dim needs edge_attr and a [2, E] "
-                             "edge_index tensor to reproduce its logits")
-        e = module.lin_edge(edge_attr).view(-1, H, C)
-        edge_logits = (q[dst] * (k[src] + e)).sum(-1) * scale
-    ei = torch.stack([src.long(), dst.long()])
-    return QKView(q.transpose(0, 1).unsqueeze(0), k.transpose(0, 1).unsqueeze(0), scale,
-                  edge_index=ei, edge_logits=edge_logits)
-
-
-_WARNED_CACHE: set[int] = set()
-
-
-def _hf_cached_len(module: nn.Module, cache: Any) -> int:
-    if cache is None or not hasattr(cache, "get_seq_length"):
-        return 0
-    try:
-        return int(cache.get_seq_length(getattr(module, "layer_idx", 0) or 0))
-    except Exception:  # pragma: no cover - exotic cache classes
-        return 0
-
-
-def _hf_skip_if_cached(module: nn.Module, cache: Any) -> bool:
-    if _hf_cached_len(module, cache) > 0:
-        if id(module) not in _WARNED_CACHE:
-            _WARNED_CACHE.add(id(module))
-            warnings.warn(
-                f"QKProbe: {type(module).__name__} called with a non-empty KV cache (incremental "
-                "decoding); such calls are skipped. Probe full sequences (use_cache=False).",
-                stacklevel=4,
-            )
-        return True
-    return False
-
-
-def _hf_mask(mask: Any) -> Optional[Tensor]:
-    """A 4D HF attention mask as bool (True = attend): bool as is; additive float masks
-    are allowed where the bias is above half the dtype's minimum (0 vs -inf / finfo.min)."""
-    if not isinstance(mask, Tensor):
-        return None
-    if mask.dim() != 4:
-        raise ValueError(f"QKProbe: expected a 4D attention_mask [B, 1, T, S], got {tuple(mask.shape)}")
-    if mask.dtype == torch.bool:
-        return mask
-    return mask > torch.finfo(mask.dtype).min / 2
-
-
-def _self_attention_valid(mask: Optional[Tensor]) -> Optional[Tensor]:
-    # A token is padding iff no query may attend to it as a key.
-    if mask is None:
-        return None
-    return mask.any(dim=-2).any(dim=1)  # [B, S]
-
-
-@_builtin("transformers.models.gpt2.modeling_gpt2.GPT2Attention")
-def _gpt2_adapter(module: nn.Module, args: tuple, kwargs: dict) -> Optional[QKView]:
-    hidden = _arg(args, kwargs, 0, "hidden_states")
-    cache = kwargs.get("cache", kwargs.get("past_key_values"))
-    enc = kwargs.get("encoder_hidden_states")
-    d = module.head_dim
-    scale = float(getattr(module, "scaling", d ** -0.5))
-    if enc is not None:  # cross-attention: queries from q_attn, keys from the encoder states
-        q = module.q_attn(hidden)
-        k, _ = module.c_attn(enc).split(module.split_size, dim=2)
-        mask = _hf_mask(kwargs.get("encoder_attention_mask"))
-        causal = False
-        qv, kv = None, _self_attention_valid(mask)
-    else:
-        if _hf_skip_if_cached(module, cache):
-            return None
-        q, k, _ = module.c_attn(hidden).split(module.split_size, dim=2)
-        mask = _hf_mask(kwargs.get("attention_mask"))
-        causal = True
-        qv = kv = _self_attention_valid(mask)
-    q = q.view(*q.shape[:-1], -1, d).transpose(1, 2)
-    k = k.view(*k.shape[:-1], -1, d).transpose(1, 2)
-    return QKView(q, k, scale, causal=causal, mask=mask, q_valid=qv, k_valid=kv)
-
-
-@_builtin("transformers.models.gpt_neox.modeling_gpt_neox.GPTNeoXAttention")
-def _gpt_neox_adapter(module: nn.Module, args: tuple, kwargs: dict) -> Optional[QKView]:
-    hidden = _arg(args, kwargs, 0, "hidden_states")
-    if _hf_skip_if_cached(module, kwargs.get("layer_past", kwargs.get("past_key_values"))):
-        return None
-    pos = kwargs.get("position_embeddings")
-    if pos is None:
-        raise ValueError(
-            "QKProbe: GPTNeoXAttention was called without position_embeddings (cos, sin); the "
-            "probe supports the transformers v5 layout, where the model passes them"
-        )
-    d = module.head_size
-    qkv = module.query_key_value(hidden).view(*hidden.shape[:-1], -1, 3 * d).transpose(1, 2)
-    q, k, _ = qkv.chunk(3, dim=-1)
-    rope = getattr(sys.modules[type(module).__module__], "apply_rotary_pos_emb")
-    q, k = rope(q, k, *pos)  # post-rotary: what the attention compares
-    mask = _hf_mask(kwargs.get("attention_mask"))
-    valid = _self_attention_valid(mask)
-    return QKView(q, k, float(module.scaling), causal=True, mask=mask, q_valid=valid, k_valid=valid)
+# The registry and the view type live in quest_geometric.adapters (one registry for the
+# probe and compose_focus); they are re-exported here, where they were first defined.
+_find_adapter = get_attention_adapter
 
 
 # ----------------------------------------------------------------------------- spectra
@@ -561,7 +286,7 @@ class QKProbe:
             raise ValueError(
                 f"QKProbe: no recognisable attention layer in {type(model).__name__}. Supported "
                 f"types: {', '.join(supported_attention_types())}. For another class, register an "
-                "adapter: quest_geometric.analysis.probe.register_attention_adapter(MyAttention, "
+                "adapter: quest_geometric.adapters.register_attention_adapter(MyAttention, "
                 "fn) with fn(module, args, kwargs) -> (q [B, H, T, d], k [B, H, S, d]) or a QKView"
             )
         return found
@@ -662,7 +387,7 @@ class QKProbe:
         return hook
 
     def _view(self, layer: _Layer, module: nn.Module, args: tuple, kwargs: dict) -> Optional[QKView]:
-        out = layer.adapter(module, args, kwargs)
+        out = layer.adapter.qk_view(module, args, kwargs)
         if out is None:
             return None
         if isinstance(out, tuple) and len(out) == 2:

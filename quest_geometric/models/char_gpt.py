@@ -18,7 +18,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["GPTConfig", "CausalSelfAttention", "MLP", "Block", "CharGPT"]
+from quest_geometric.adapters import (
+    AttentionAdapter,
+    AttentionCall,
+    HeadLayout,
+    QKView,
+    register_attention_adapter,
+)
+
+__all__ = ["GPTConfig", "CausalSelfAttention", "CausalSelfAttentionAdapter", "MLP", "Block",
+           "CharGPT"]
 
 _ATTENTIONS = ("full", "focus")
 _QK_INITS = ("independent", "tied", "orthogonal")
@@ -194,6 +203,41 @@ class CausalSelfAttention(nn.Module):
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.n_embd}, heads={self.n_head})"
+
+
+class CausalSelfAttentionAdapter(AttentionAdapter):
+    """The attention adapter of :class:`CausalSelfAttention` (registered where CharGPT lives):
+    ``q_proj``/``k_proj``/``v_proj`` through the probe hooks ``hook_q``/``hook_k``/``hook_v``
+    (so a hook that replaces q, k or v acts on the Focus path too), ``out_proj`` and residual
+    dropout; the module returns a tensor."""
+
+    def heads(self, module: nn.Module) -> HeadLayout:
+        return HeadLayout(module.n_embd, module.n_head, module.n_head, module.head_dim)
+
+    def parse(self, module: nn.Module, args: tuple, kwargs: dict) -> AttentionCall:
+        x = args[0] if args else kwargs["x"]
+        module._check(x)
+        return AttentionCall(hidden=x)
+
+    def project(self, module: nn.Module, call: AttentionCall):
+        x = call.hidden
+        return (module.hook_q(module._heads(module.q_proj(x))),
+                module.hook_k(module._heads(module.k_proj(x))),
+                module.hook_v(module._heads(module.v_proj(x))))
+
+    def output(self, module: nn.Module, o: Tensor) -> Tensor:
+        return module.resid_dropout(module.out_proj(o))
+
+    def finish(self, module: nn.Module, out: Tensor, call: AttentionCall) -> Tensor:
+        return out
+
+    def qk_view(self, module: nn.Module, args: tuple, kwargs: dict) -> QKView:
+        x = args[0] if args else kwargs["x"]
+        return QKView(module.queries(x), module.keys(x), 1.0 / math.sqrt(module.head_dim),
+                      causal=True)
+
+
+register_attention_adapter(CausalSelfAttention, CausalSelfAttentionAdapter(), builtin=True)
 
 
 class MLP(nn.Module):

@@ -1,264 +1,79 @@
 r"""Compose Focus sparse attention onto a pretrained model (centroid-only retrofit).
 
-:func:`compose_focus` wraps every supported attention layer of a model in a
-:class:`FocusComposed` module that keeps the layer's own query/key/value/output projections
-(the very same parameter objects, never copies) and adds one
-:class:`~quest_geometric.nn.focus_router.FocusRouter` per layer, inside a
-:class:`~quest_geometric.nn.focus_attention.FocusAttention` built with
-:meth:`~quest_geometric.nn.focus_attention.FocusAttention.from_projections`. Every original
-weight is frozen, so training touches only :math:`\mathbf{W}_g` and the centroids (the paper's
-"composable" setting, Yao et al., arXiv 2604.03260). :func:`decompose` puts the original
-modules back (the same objects) and restores their ``requires_grad`` flags.
+:func:`compose_focus` wraps every attention layer of a model that an adapter of
+:mod:`quest_geometric.adapters` recognises in a :class:`FocusComposed` module that keeps the
+layer's own query/key/value/output projections (the very same parameter objects, never
+copies) and adds one :class:`~quest_geometric.nn.focus_router.FocusRouter` per layer, inside a
+:class:`~quest_geometric.nn.focus_attention.FocusAttention`. Every original weight is frozen,
+so training touches only :math:`\mathbf{W}_g` and the centroids (the paper's "composable"
+setting, Yao et al., arXiv 2604.03260). :func:`decompose` puts the original modules back (the
+same objects) and restores their ``requires_grad`` flags.
 
-Supported attention modules (one adapter each, all in :data:`ADAPTERS` below):
+Recognised attention classes (:func:`~quest_geometric.adapters.supported_attention_types`):
+CharGPT's :class:`~quest_geometric.models.char_gpt.CausalSelfAttention`; Hugging Face
+``GPT2Attention``, ``GPTNeoXAttention`` and the Llama family (``LlamaAttention``,
+``MistralAttention``, ``Qwen2Attention``, e.g. SmolLM2); PyTorch's
+:class:`torch.nn.MultiheadAttention` (e.g. inside PyG's ``GPSConv``). Another class is taught
+with one :func:`~quest_geometric.adapters.register_attention_adapter` call.
 
-* :class:`~quest_geometric.models.char_gpt.CausalSelfAttention` (:class:`CharGPT`);
-* Hugging Face ``GPT2Attention`` (self-attention; fused ``c_attn`` ``Conv1D``, its own
-  ``scaling``);
-* Hugging Face ``GPTNeoXAttention`` (Pythia; fused, head-interleaved ``query_key_value``,
-  rotary embeddings from the ``position_embeddings`` argument, applied to queries and keys
-  before the Focus attention exactly as the original does).
+What a composed model supports with Focus on:
+
+* **padded batches** through ``attention_mask`` (left or right padding, with the model's
+  ``position_ids``): padding tokens are dropped before routing (PyG style: the real tokens of
+  all sequences are laid out flat with a ``batch`` vector), so they neither enter the router's
+  prefix statistics nor are attended, and each sequence gives what it gives alone;
+* **cached generation** (``generate(use_cache=True)``): each cached token's hard groups and
+  the router's running Sinkhorn statistics are kept beside the cache
+  (:mod:`quest_geometric.nn.focus_decode`), each new token is routed from the prefix only and
+  attends to its window plus the cached tokens that share one of its groups;
+* **saving**: the state dict keeps the original module's parameter names, so
+  ``save_pretrained`` / ``from_pretrained`` of the base class reloads the original weights
+  exactly; :func:`save_routers` / :func:`load_routers` store and restore the routers.
 """
 from __future__ import annotations
 
 import contextlib
+import json
 import math
-import sys
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+import os
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
 
+from quest_geometric.adapters import (
+    AttentionAdapter,
+    AttentionCall,
+    get_attention_adapter,
+    repeat_kv,
+    supported_attention_types,
+)
 from quest_geometric.nn.focus_attention import FocusAttention
+from quest_geometric.nn.focus_decode import (
+    FocusDecodeState,
+    focus_decode_attention,
+    route_step,
+    sinkhorn_prefix_state,
+)
 
 __all__ = ["compose_focus", "decompose", "FocusComposed", "set_focus_enabled", "focus_disabled",
-           "set_focus_options", "focus_layers", "router_parameters", "SUPPORTED_ATTENTION"]
+           "set_focus_options", "focus_layers", "router_parameters", "save_routers",
+           "load_routers", "SUPPORTED_ATTENTION", "ROUTERS_FILE"]
+
+#: Names of the attention module types recognised when this module was imported (the live
+#: list, including user registrations, is
+#: :func:`quest_geometric.adapters.supported_attention_types`).
+SUPPORTED_ATTENTION: Tuple[str, ...] = tuple(supported_attention_types())
+#: File name :func:`save_routers` writes in a checkpoint folder.
+ROUTERS_FILE = "focus_routers.pt"
+_CACHE_ATTR = "_quest_focus_states"
 
 
-# --------------------------------------------------------------------------------------
-# per-architecture adapters
-# --------------------------------------------------------------------------------------
-
-
-@dataclass
-class _Call:
-    """One parsed forward call of a wrapped attention module."""
-
-    hidden: Tensor                              # [B, T, C]
-    mask: Optional[Tensor] = None               # as given (checked to be plain causal)
-    cache: Any = None                           # HF cache object (self-attention part)
-    rotary: Optional[Tuple[Tensor, Tensor]] = None
-    new_kv: Optional[Tuple[Tensor, Tensor]] = None  # [B, H, T, D] keys/values for the cache
-    extra: Dict[str, Any] = field(default_factory=dict)
-
-
-def _check_causal_mask(mask: Optional[Tensor], t: int, who: str) -> None:
-    r"""Accept :obj:`None`, an all-ones ``[B, S]`` padding mask, or a 4-D mask that allows
-    exactly the causal pairs (HF's eager ``[B, 1, T, T]`` additive mask); refuse anything
-    else (left padding, custom masks), which the Focus path cannot honour."""
-    if mask is None:
-        return
-    if mask.dim() == 2:
-        if bool((mask != 0).all()):
-            return
-    elif mask.dim() == 4 and mask.size(-1) == t and mask.size(-2) == t:
-        if mask.dtype == torch.bool:
-            allowed = mask
-        else:
-            allowed = mask > torch.finfo(mask.dtype).min / 2
-            if bool((mask[allowed] != 0).any()):
-                allowed = None  # an additive bias, not a mask
-        if allowed is not None:
-            causal = torch.ones(t, t, dtype=torch.bool, device=mask.device).tril()
-            if bool((allowed == causal).all()):
-                return
-    raise ValueError(
-        f"compose_focus ({who}): with Focus enabled only plain causal attention is supported; "
-        f"got an attention_mask of shape {list(mask.shape)} that masks more (or other) pairs "
-        f"than the causal mask (e.g. left padding). Use unpadded or right-padded batches, or "
-        f"disable Focus with set_focus_enabled(model, False)")
-
-
-def _hf_cache(call_kwargs: Dict[str, Any], names: Tuple[str, ...]) -> Any:
-    for n in names:
-        c = call_kwargs.get(n)
-        if c is not None:
-            return getattr(c, "self_attention_cache", c)  # EncoderDecoderCache -> self part
-    return None
-
-
-class _Adapter:
-    """How to drive one attention architecture: heads, projections, call signature."""
-
-    #: human-readable name of the supported type
-    name: str = ""
-
-    def matches(self, module: nn.Module) -> bool:
-        raise NotImplementedError
-
-    def dims(self, module: nn.Module) -> Tuple[int, int]:
-        """``(embed_dim, num_heads)``."""
-        raise NotImplementedError
-
-    def parse(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]) -> _Call:
-        raise NotImplementedError
-
-    def qkv(self, module: nn.Module, x: Tensor, call: _Call) -> Tuple[Tensor, Tensor, Tensor]:
-        """Queries (pre-scaled so that :math:`1/\\sqrt{D}` gives the module's own scaling),
-        keys and values, each ``[B, T, H, D]``."""
-        raise NotImplementedError
-
-    def out_proj(self, module: nn.Module) -> Callable[[Tensor], Tensor]:
-        raise NotImplementedError
-
-    def finish(self, module: nn.Module, y: Tensor, call: _Call) -> Any:
-        """Wrap the projected output ``[B, T, C]`` like the module's own return value."""
-        return y
-
-    # shared helpers
-    @staticmethod
-    def _check_cache(module: nn.Module, call: _Call, who: str) -> None:
-        if call.cache is None:
-            return
-        layer_idx = getattr(module, "layer_idx", None)
-        try:
-            seen = call.cache.get_seq_length(layer_idx if layer_idx is not None else 0)
-        except TypeError:  # pragma: no cover - older cache API
-            seen = call.cache.get_seq_length()
-        call.extra["cache_len"] = seen
-        if seen:
-            raise NotImplementedError(
-                f"compose_focus ({who}): incremental decoding from a non-empty KV cache is not "
-                f"supported with Focus enabled (the groups of cached keys are not stored); "
-                f"run full sequences, pass use_cache=False, or disable Focus")
-
-
-class _CharGPTAdapter(_Adapter):
-    name = "quest_geometric.models.char_gpt.CausalSelfAttention"
-
-    def matches(self, module: nn.Module) -> bool:
-        from quest_geometric.models.char_gpt import CausalSelfAttention
-
-        return type(module) is CausalSelfAttention
-
-    def dims(self, module: nn.Module) -> Tuple[int, int]:
-        return module.n_embd, module.n_head
-
-    def parse(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]) -> _Call:
-        x = args[0] if args else kwargs["x"]
-        module._check(x)
-        return _Call(hidden=x)
-
-    def qkv(self, module: nn.Module, x: Tensor, call: _Call) -> Tuple[Tensor, Tensor, Tensor]:
-        b, t, _ = x.shape
-        h, d = module.n_head, module.head_dim
-        # the probe hooks see (and may replace) [B, H, T, D] tensors, as in the original
-        q = module.hook_q(module.q_proj(x).view(b, t, h, d).transpose(1, 2)).transpose(1, 2)
-        k = module.hook_k(module.k_proj(x).view(b, t, h, d).transpose(1, 2)).transpose(1, 2)
-        v = module.hook_v(module.v_proj(x).view(b, t, h, d).transpose(1, 2)).transpose(1, 2)
-        return q, k, v
-
-    def out_proj(self, module: nn.Module) -> Callable[[Tensor], Tensor]:
-        return lambda y: module.resid_dropout(module.out_proj(y))
-
-
-class _GPT2Adapter(_Adapter):
-    name = "transformers GPT2Attention (self-attention)"
-
-    def matches(self, module: nn.Module) -> bool:
-        return (type(module).__name__ == "GPT2Attention"
-                and type(module).__module__.startswith("transformers.")
-                and not getattr(module, "is_cross_attention", False))
-
-    def dims(self, module: nn.Module) -> Tuple[int, int]:
-        return module.embed_dim, module.num_heads
-
-    def parse(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]) -> _Call:
-        names = ("hidden_states", "cache", "attention_mask", "encoder_hidden_states")
-        bound = dict(zip(names, args))
-        bound.update(kwargs)
-        if bound.get("encoder_hidden_states") is not None:
-            raise ValueError("compose_focus (GPT2Attention): cross-attention inputs "
-                             "(encoder_hidden_states) are not supported with Focus enabled")
-        if bound.get("output_attentions"):
-            raise ValueError("compose_focus (GPT2Attention): output_attentions=True is not "
-                             "supported with Focus enabled (no dense attention matrix exists)")
-        x = bound["hidden_states"]
-        call = _Call(hidden=x, mask=bound.get("attention_mask"),
-                     cache=_hf_cache(bound, ("cache", "past_key_values", "layer_past")))
-        self._check_cache(module, call, "GPT2Attention")
-        _check_causal_mask(call.mask, x.size(1), "GPT2Attention")
-        return call
-
-    def qkv(self, module: nn.Module, x: Tensor, call: _Call) -> Tuple[Tensor, Tensor, Tensor]:
-        b, t, _ = x.shape
-        h, d = module.num_heads, module.head_dim
-        q, k, v = module.c_attn(x).split(module.split_size, dim=2)
-        q, k, v = (a.view(b, t, h, d) for a in (q, k, v))
-        if call.cache is not None:
-            call.new_kv = (k.transpose(1, 2), v.transpose(1, 2))
-        return _prescale(q, float(module.scaling), d), k, v
-
-    def out_proj(self, module: nn.Module) -> Callable[[Tensor], Tensor]:
-        return lambda y: module.resid_dropout(module.c_proj(y))
-
-    def finish(self, module: nn.Module, y: Tensor, call: _Call) -> Any:
-        if call.cache is not None and call.new_kv is not None:
-            call.cache.update(*call.new_kv, module.layer_idx)
-        return y, None
-
-
-class _GPTNeoXAdapter(_Adapter):
-    name = "transformers GPTNeoXAttention (Pythia)"
-
-    def matches(self, module: nn.Module) -> bool:
-        return (type(module).__name__ == "GPTNeoXAttention"
-                and type(module).__module__.startswith("transformers."))
-
-    def dims(self, module: nn.Module) -> Tuple[int, int]:
-        c = module.query_key_value.in_features
-        return c, c // module.head_size
-
-    def parse(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]) -> _Call:
-        names = ("hidden_states", "attention_mask", "layer_past", "position_embeddings")
-        bound = dict(zip(names, args))
-        bound.update(kwargs)
-        if bound.get("output_attentions"):
-            raise ValueError("compose_focus (GPTNeoXAttention): output_attentions=True is not "
-                             "supported with Focus enabled")
-        x = bound["hidden_states"]
-        pe = bound.get("position_embeddings")
-        if pe is None:
-            raise ValueError("compose_focus (GPTNeoXAttention): 'position_embeddings' "
-                             "(cos, sin) must be passed, as GPTNeoXModel does in transformers v5")
-        call = _Call(hidden=x, mask=bound.get("attention_mask"),
-                     cache=_hf_cache(bound, ("layer_past", "cache", "past_key_values")),
-                     rotary=tuple(pe))
-        self._check_cache(module, call, "GPTNeoXAttention")
-        _check_causal_mask(call.mask, x.size(1), "GPTNeoXAttention")
-        return call
-
-    def qkv(self, module: nn.Module, x: Tensor, call: _Call) -> Tuple[Tensor, Tensor, Tensor]:
-        b, t, _ = x.shape
-        d = module.head_size
-        qkv = module.query_key_value(x).view(b, t, -1, 3 * d).transpose(1, 2)
-        q, k, v = qkv.chunk(3, dim=-1)  # [B, H, T, D] each, as the original
-        rope = getattr(sys.modules[type(module).__module__], "apply_rotary_pos_emb")
-        cos, sin = call.rotary
-        q, k = rope(q, k, cos, sin)
-        if call.cache is not None:
-            call.new_kv = (k, v)
-        q, k, v = (a.transpose(1, 2) for a in (q, k, v))
-        return _prescale(q, float(module.scaling), d), k, v
-
-    def out_proj(self, module: nn.Module) -> Callable[[Tensor], Tensor]:
-        return module.dense
-
-    def finish(self, module: nn.Module, y: Tensor, call: _Call) -> Any:
-        if call.cache is not None and call.new_kv is not None:
-            call.cache.update(*call.new_kv, module.layer_idx)
-        return y, None
+def _composable(module: nn.Module) -> Optional[AttentionAdapter]:
+    a = get_attention_adapter(module)
+    if a is None or a.probe_only or not a.can_compose(module):
+        return None
+    return a
 
 
 def _prescale(q: Tensor, scaling: float, d: int) -> Tensor:
@@ -267,17 +82,31 @@ def _prescale(q: Tensor, scaling: float, d: int) -> Tensor:
     return q if factor == 1.0 else q * factor
 
 
-#: The adapters, tried in order; add an architecture by adding one here.
-ADAPTERS: Tuple[_Adapter, ...] = (_CharGPTAdapter(), _GPT2Adapter(), _GPTNeoXAdapter())
-#: Names of the supported attention module types.
-SUPPORTED_ATTENTION: Tuple[str, ...] = tuple(a.name for a in ADAPTERS)
+def _cache_states(cache: Any) -> Dict[int, FocusDecodeState]:
+    """The Focus states kept on a KV cache object (created on first use; beam search's
+    ``reorder_cache`` reorders them too, ``crop`` is refused)."""
+    states = getattr(cache, _CACHE_ATTR, None)
+    if states is None:
+        states = {}
+        setattr(cache, _CACHE_ATTR, states)
+        if hasattr(cache, "reorder_cache"):
+            inner = cache.reorder_cache
 
+            def reorder_cache(beam_idx: Tensor, *a: Any, **kw: Any) -> Any:
+                for key in list(states):
+                    states[key] = states[key].select(beam_idx.to(states[key].pos.device))
+                return inner(beam_idx, *a, **kw)
 
-def _adapter_for(module: nn.Module) -> Optional[_Adapter]:
-    for a in ADAPTERS:
-        if a.matches(module):
-            return a
-    return None
+            cache.reorder_cache = reorder_cache
+        if hasattr(cache, "crop"):
+            def crop(*a: Any, **kw: Any) -> Any:
+                raise NotImplementedError(
+                    "compose_focus: cropping a KV cache (assisted or speculative decoding) is "
+                    "not supported with Focus enabled: the router's prefix statistics cannot "
+                    "be rewound; disable Focus or use plain generate()")
+
+            cache.crop = crop
+    return states
 
 
 # --------------------------------------------------------------------------------------
@@ -288,19 +117,34 @@ def _adapter_for(module: nn.Module) -> Optional[_Adapter]:
 class FocusComposed(nn.Module):
     r"""A pretrained attention module with a Focus router composed onto it.
 
-    The wrapped module is kept as :attr:`original` (its parameters are the model's own,
-    registered once, under ``<path>.original.*``). :attr:`focus` is a
-    :class:`~quest_geometric.nn.focus_attention.FocusAttention` whose query/key/value come from
-    the original projections (through the architecture's adapter: fused splits, rotary
-    embeddings, the module's own scaling folded into the queries) and whose only parameters
-    are the router's. The output goes through the original output projection (and residual
-    dropout). Attention-probability dropout of the original is not applied on the Focus path.
+    The wrapped module is kept as :attr:`original`; its parameters are the model's own and,
+    in the state dict, keep the names they had before composition (``<path>.q_proj.weight``,
+    not ``<path>.original.q_proj.weight``), so a checkpoint of the composed model loads into
+    the base model. :attr:`focus` is a :class:`~quest_geometric.nn.focus_attention.FocusAttention`
+    whose only parameters are the router's (``<path>.focus.router.*``). Each call goes through
+    the module's :class:`~quest_geometric.adapters.AttentionAdapter`:
 
-    With Focus disabled (``focus.enabled = False``, see :func:`set_focus_enabled`) the call is
+    1. parse the call (hidden states, padding mask, rotary embeddings, KV cache);
+    2. project the new tokens to per-head queries, keys and values exactly as the module
+       does (rotary embeddings applied; grouped-query keys and values repeated to the query
+       heads; the module's own scaling folded into the queries) and store keys and values
+       in the cache as the module would;
+    3. drop padding tokens, route the real tokens of each sequence and attend with Focus
+       (:meth:`FocusAttention.attend <quest_geometric.nn.focus_attention.FocusAttention.attend>`);
+       for a call that continues a cache, route the new tokens from the stored prefix
+       statistics and attend to the keys Focus lets them see
+       (:mod:`quest_geometric.nn.focus_decode`);
+    4. apply the module's output projection and return what the module returns.
+
+    Attention-probability dropout of the original is not applied on the Focus path. With
+    Focus disabled (``focus.enabled = False``, see :func:`set_focus_enabled`) the call is
     forwarded to :attr:`original` unchanged, so the model is exactly the original one.
 
     Args:
-        module (torch.nn.Module): the attention module to wrap (a supported type).
+        module (torch.nn.Module): the attention module to wrap (a recognised type).
+        causal (bool, optional): causal attention and prefix-causal routing; must agree with
+            a causal module, is required for a module that does either
+            (:class:`torch.nn.MultiheadAttention`) (default: :obj:`None`, the module's own).
         **focus_kwargs: :class:`FocusAttention` arguments (``num_groups``, ``top_k``,
             ``window``, ``group_dim``, ``tau``, ``sinkhorn_iters``, ``gate``, ``backend``...).
 
@@ -308,29 +152,39 @@ class FocusComposed(nn.Module):
         - **input:** the original module's forward arguments (hidden states
           :math:`(B, T, C)`)
         - **output:** the original module's return structure (a tensor for CharGPT, a tuple
-          ``(out, None)`` for the Hugging Face modules)
+          ``(out, None)`` for the Hugging Face modules and ``MultiheadAttention``)
     """
 
-    def __init__(self, module: nn.Module, **focus_kwargs: Any) -> None:
+    def __init__(self, module: nn.Module, causal: Optional[bool] = None,
+                 **focus_kwargs: Any) -> None:
         super().__init__()
-        adapter = _adapter_for(module)
+        adapter = _composable(module)
         if adapter is None:
             raise ValueError(f"FocusComposed: unsupported attention module "
-                             f"{type(module).__name__}; supported: {list(SUPPORTED_ATTENTION)}")
-        embed_dim, num_heads = adapter.dims(module)
+                             f"{type(module).__name__}; supported: "
+                             f"{supported_attention_types()}")
+        if adapter.causal is None:
+            if causal is None:
+                raise ValueError(f"FocusComposed: {type(module).__name__} attends causally or "
+                                 f"not depending on its use; pass causal=True or causal=False")
+        elif causal is not None and bool(causal) != adapter.causal:
+            raise ValueError(f"FocusComposed: {type(module).__name__} is "
+                             f"{'causal' if adapter.causal else 'bidirectional'} attention; "
+                             f"causal={causal!r} contradicts it")
+        causal = adapter.causal if adapter.causal is not None else bool(causal)
+        lay = adapter.heads(module)
+        if lay.num_heads % lay.num_kv_heads:
+            raise ValueError(f"FocusComposed: {lay.num_kv_heads} key/value heads do not divide "
+                             f"{lay.num_heads} query heads")
         self.adapter = adapter
+        self.layout = lay
         self.original = module
+        # the router reads the hidden states; q, k, v come from the adapter (attend())
         self.focus = FocusAttention.from_projections(
-            qkv=self._qkv, out_proj=None, num_heads=num_heads, embed_dim=embed_dim,
-            causal=True, **focus_kwargs)
-        self._pending: Optional[Tuple[int, int, _Call]] = None
-
-    def _qkv(self, flat: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
-        if self._pending is None:
-            raise RuntimeError("FocusComposed: the projections are only usable inside forward")
-        b, t, call = self._pending
-        q, k, v = self.adapter.qkv(self.original, flat.view(b, t, -1), call)
-        return tuple(a.reshape(b * t, -1) for a in (q, k, v))  # type: ignore[return-value]
+            qkv=_no_projection, out_proj=None, num_heads=lay.num_heads,
+            embed_dim=lay.embed_dim, causal=causal, **focus_kwargs)
+        self._register_state_dict_hook(_drop_original_prefix)
+        self._register_load_state_dict_pre_hook(_add_original_prefix, with_module=True)
 
     @property
     def router(self) -> nn.Module:
@@ -340,24 +194,125 @@ class FocusComposed(nn.Module):
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         if not self.focus.enabled or self.focus.gate is None:
             return self.original(*args, **kwargs)
-        call = self.adapter.parse(self.original, args, kwargs)
+        a, m, lay = self.adapter, self.original, self.layout
+        call = a.parse(m, args, kwargs)
         x = call.hidden
         if x.dim() != 3:
             raise ValueError(f"FocusComposed: hidden states must be [B, T, C], got "
                              f"{list(x.shape)}")
-        self._pending = (x.size(0), x.size(1), call)
-        try:
-            o = self.focus(x)
-        finally:
-            self._pending = None
-        y = self.adapter.out_proj(self.original)(o)
-        return self.adapter.finish(self.original, y, call)
+        q, k, v = a.project(m, call)
+        k_all, v_all = a.update_cache(m, call, k, v)
+        if call.cache_len == 0:
+            o = self._prefix(x, q, k, v, call)
+        else:
+            o = self._continue(x, q, k_all, v_all, call)
+        b, t = x.shape[:2]
+        y = a.output(m, o.transpose(1, 2).reshape(b, t, lay.num_heads * lay.head_dim))
+        return a.finish(m, y, call)
+
+    def _prefix(self, x: Tensor, q: Tensor, k: Tensor, v: Tensor,
+                call: AttentionCall) -> Tensor:
+        """Focus over whole sequences (no cached prefix); padding dropped. ``[B, H, T, D]``."""
+        lay = self.layout
+        b, t, c = x.shape
+        h, d = lay.num_heads, lay.head_dim
+        rep = h // lay.num_kv_heads
+        q = _prescale(q, self.adapter.scaling(self.original), d)
+        k, v = repeat_kv(k, rep), repeat_kv(v, rep)
+        flat = [z.transpose(1, 2).reshape(b * t, h, d) for z in (q, k, v)]
+        valid = call.valid[:, -t:] if call.valid is not None else None
+        seq = torch.arange(b, device=x.device).repeat_interleave(t)
+        xf = x.reshape(b * t, c)
+        if valid is not None:
+            sel = valid.reshape(-1)
+            xf, seq = xf[sel], seq[sel]
+            flat = [z[sel] for z in flat]
+        batch = seq if b > 1 else None
+        of, rout = self.focus.attend(xf, *flat, batch=batch)
+        if valid is None:
+            o = of.view(b, t, h, d)
+        else:
+            o = of.new_zeros(b * t, h, d)
+            o[valid.reshape(-1)] = of
+            o = o.view(b, t, h, d)
+        if call.cache is not None:
+            self._start_state(call, xf, batch, rout.groups, valid, b, t)
+        return o.transpose(1, 2)
+
+    def _start_state(self, call: AttentionCall, xf: Tensor, batch: Optional[Tensor],
+                     groups: Tensor, valid: Optional[Tensor], b: int, t: int) -> None:
+        from torch_geometric.utils import to_dense_batch
+
+        router = self.focus.router
+        scores = router.scores(xf)
+        if batch is None:
+            dense, dvalid = scores.unsqueeze(0), None
+        else:
+            dense, dvalid = to_dense_batch(scores, batch, batch_size=b)
+        col = sinkhorn_prefix_state(dense, dvalid, router.sinkhorn_iters)
+        kk = groups.size(-1)
+        valid = valid if valid is not None else torch.ones(b, t, dtype=torch.bool,
+                                                           device=xf.device)
+        g = groups.new_full((b * t, kk), -1)
+        g[valid.reshape(-1)] = groups
+        state = FocusDecodeState(g.new_empty(b, 0, kk), g.new_empty(b, 0),
+                                 col, torch.zeros(b, dtype=torch.long, device=xf.device))
+        state.append(g.view(b, t, kk), valid)
+        _cache_states(call.cache)[id(self)] = state
+
+    def _continue(self, x: Tensor, q: Tensor, k_all: Tensor, v_all: Tensor,
+                  call: AttentionCall) -> Tensor:
+        """New tokens after a cached prefix: route from the stored statistics, attend to the
+        keys Focus lets them see. ``[B, H, T, D]``."""
+        who = f"compose_focus ({type(self.original).__name__})"
+        state = _cache_states(call.cache).get(id(self))
+        if state is None:
+            raise ValueError(f"{who}: the KV cache holds {call.cache_len} tokens that this "
+                             f"Focus layer did not route (it was filled with Focus disabled or "
+                             f"by another model); start from an empty cache with Focus enabled")
+        if self.focus.training:
+            raise ValueError(f"{who}: cached decoding with Focus runs the hard (inference) "
+                             f"path; call model.eval() first")
+        b, t = x.shape[:2]
+        if state.pos.size(1) != call.cache_len:
+            raise ValueError(f"{who}: the cache holds {call.cache_len} tokens but the Focus "
+                             f"state {state.pos.size(1)}; was the cache cropped or reused?")
+        valid = (call.valid[:, -t:] if call.valid is not None
+                 else torch.ones(b, t, dtype=torch.bool, device=x.device))
+        route_step(self.focus.router, x, state, valid)
+        return focus_decode_attention(q, k_all, v_all, state, self.focus.window,
+                                      self.adapter.scaling(self.original))
 
     def __repr__(self) -> str:
         f = self.focus
         return (f"{self.__class__.__name__}({type(self.original).__name__}, "
                 f"num_groups={f.num_groups}, top_k={f.router.top_k}, window={f.window}, "
                 f"backend={f.backend!r}, gate={f.gate!r}, enabled={f.enabled})")
+
+
+def _no_projection(x: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    raise RuntimeError("FocusComposed: queries, keys and values come from the adapter; "
+                       "call the composed module, not its FocusAttention")
+
+
+def _drop_original_prefix(module: nn.Module, state_dict: Dict[str, Any], prefix: str,
+                          local_metadata: Any) -> None:
+    """State-dict hook: ``<prefix>original.<name>`` -> ``<prefix><name>`` (the names the
+    module's parameters had before composition)."""
+    inner = prefix + "original."
+    for key in [k for k in state_dict if k.startswith(inner)]:
+        state_dict[prefix + key[len(inner):]] = state_dict.pop(key)
+
+
+def _add_original_prefix(module: nn.Module, state_dict: Dict[str, Any], prefix: str,
+                         *args: Any) -> None:
+    """Load pre-hook, the inverse of :func:`_drop_original_prefix` (also accepts the
+    ``original.``-prefixed names of older checkpoints)."""
+    for key in [k for k in state_dict if k.startswith(prefix)]:
+        rest = key[len(prefix):]
+        if rest.startswith("original.") or rest.startswith("focus."):
+            continue
+        state_dict[prefix + "original." + rest] = state_dict.pop(key)
 
 
 # --------------------------------------------------------------------------------------
@@ -370,7 +325,8 @@ _STATE_ATTR = "_focus_composition"
 def compose_focus(model: nn.Module, num_groups: int = 4, top_k: int = 2, window: int = 128,
                   group_dim: int = 16, tau: float = 0.1, sinkhorn_iters: int = 10,
                   gate: Optional[str] = "additive", backend: str = "blocks",
-                  freeze: bool = True, **focus_kwargs: Any) -> nn.Module:
+                  freeze: bool = True, causal: Optional[bool] = None,
+                  **focus_kwargs: Any) -> nn.Module:
     r"""Compose Focus sparse attention onto every supported attention layer of
     :obj:`model`, in place (centroid-only retrofit of Yao et al., arXiv 2604.03260).
 
@@ -387,8 +343,8 @@ def compose_focus(model: nn.Module, num_groups: int = 4, top_k: int = 2, window:
     :class:`~quest_geometric.nn.focus_attention.FocusAttention`). Routing is prefix-causal.
 
     Args:
-        model (torch.nn.Module): a model containing supported attention modules
-            (:data:`SUPPORTED_ATTENTION`).
+        model (torch.nn.Module): a model containing recognised attention modules
+            (:func:`~quest_geometric.adapters.supported_attention_types`).
         num_groups (int): groups :math:`K` (default: :obj:`4`, the paper's retrofit).
         top_k (int): hard groups per token, :math:`1..K` (default: :obj:`2`).
         window (int): local window :math:`w \ge 0` (default: :obj:`128`).
@@ -402,6 +358,12 @@ def compose_focus(model: nn.Module, num_groups: int = 4, top_k: int = 2, window:
         freeze (bool): set ``requires_grad=False`` on every parameter of :obj:`model` that
             existed before (the flags are restored by :func:`decompose`), so only the routers
             train (default: :obj:`True`).
+        causal (bool, optional): causal attention and prefix-causal routing. Decoder
+            attention (CharGPT, GPT-2, GPT-NeoX, the Llama family) is causal and refuses
+            ``False``; :class:`torch.nn.MultiheadAttention` does either and needs it
+            (``causal=False`` for the global attention of PyG's ``GPSConv``: Focus over each
+            graph's nodes, non-causal routing, ``window=0`` allowed) (default: :obj:`None`,
+            each module's own).
         **focus_kwargs: further :class:`FocusAttention` arguments (``gate_scale``,
             ``gate_bias``).
 
@@ -425,7 +387,8 @@ def compose_focus(model: nn.Module, num_groups: int = 4, top_k: int = 2, window:
     targets: List[Tuple[nn.Module, str, nn.Module]] = []
     for parent in model.modules():
         for name, child in parent.named_children():
-            if _adapter_for(child) is not None:
+            if _composable(child) is not None and not any(
+                    child is t or _contains(t, child) for _, _, t in targets):
                 targets.append((parent, name, child))
     if not targets:
         found = sorted({type(m).__name__ for m in model.modules() if "attn" in
@@ -433,7 +396,7 @@ def compose_focus(model: nn.Module, num_groups: int = 4, top_k: int = 2, window:
         raise ValueError(
             f"compose_focus: {type(model).__name__} has no supported attention layer "
             f"(attention-like modules found: {found or 'none'}); supported: "
-            f"{list(SUPPORTED_ATTENTION)}")
+            f"{supported_attention_types()}")
     flags = [(p, p.requires_grad) for p in model.parameters()]
     kwargs = dict(num_groups=num_groups, top_k=top_k, window=window, group_dim=group_dim,
                   tau=tau, sinkhorn_iters=sinkhorn_iters, gate=gate, backend=backend,
@@ -441,7 +404,7 @@ def compose_focus(model: nn.Module, num_groups: int = 4, top_k: int = 2, window:
     ref = next(iter(model.parameters()), None)
     wrappers = []
     for parent, name, child in targets:
-        w = FocusComposed(child, **kwargs)
+        w = FocusComposed(child, causal=causal, **kwargs)
         w.train(child.training)  # follow the model's current mode
         if ref is not None:
             w.focus.router.to(device=ref.device, dtype=ref.dtype if ref.is_floating_point()
@@ -451,8 +414,13 @@ def compose_focus(model: nn.Module, num_groups: int = 4, top_k: int = 2, window:
     if freeze:
         for p, _ in flags:
             p.requires_grad_(False)
-    object.__setattr__(model, _STATE_ATTR, {"wrappers": wrappers, "flags": flags})
+    object.__setattr__(model, _STATE_ATTR, {"wrappers": wrappers, "flags": flags,
+                                             "config": dict(kwargs, causal=causal)})
     return model
+
+
+def _contains(outer: nn.Module, inner: nn.Module) -> bool:
+    return any(m is inner for m in outer.modules())
 
 
 def decompose(model: nn.Module) -> nn.Module:
@@ -545,4 +513,86 @@ def set_focus_options(model: nn.Module, *, top_k: Optional[int] = None,
                 raise ValueError(f"set_focus_options: 'window' must be a non-negative int, "
                                  f"got {window!r}")
             f.window = window
+    return model
+
+
+def save_routers(model: nn.Module, path: str) -> str:
+    r"""Save the routers of a composed model, and how it was composed, into the folder
+    :obj:`path` (e.g. the folder of ``model.save_pretrained(path)``) as
+    :data:`ROUTERS_FILE`.
+
+    The file holds the :func:`compose_focus` arguments and each Focus layer's router
+    state dict under the layer's module path; :func:`load_routers` recomposes a freshly
+    loaded base model with them. Written atomically (a temporary file renamed into place),
+    so an interrupted save never leaves a corrupted file.
+
+    Args:
+        model (torch.nn.Module): a model returned by :func:`compose_focus`.
+        path (str): a folder (created if missing).
+
+    Returns:
+        str: the path of the written file.
+
+    Raises:
+        ValueError: if :obj:`model` was not composed with :func:`compose_focus`.
+    """
+    state = getattr(model, _STATE_ATTR, None)
+    if state is None:
+        raise ValueError("save_routers: the model was not composed with compose_focus")
+    names = {id(m): n for n, m in model.named_modules()}
+    routers = {names[id(w)]: {k: t.detach().cpu() for k, t in w.router.state_dict().items()}
+               for _, _, w in state["wrappers"]}
+    os.makedirs(path, exist_ok=True)
+    out = os.path.join(path, ROUTERS_FILE)
+    tmp = out + ".tmp"
+    torch.save({"format": 1, "config": json.loads(json.dumps(state["config"])),
+                "routers": routers}, tmp)
+    os.replace(tmp, out)
+    return out
+
+
+def load_routers(model: nn.Module, path: str, strict: bool = True) -> nn.Module:
+    r"""Restore routers saved by :func:`save_routers`: compose :obj:`model` (if it is not
+    composed yet) with the saved :func:`compose_focus` arguments, then load every router.
+
+    The documented round trip::
+
+        model.save_pretrained(folder); save_routers(model, folder)
+        base = AutoModelForCausalLM.from_pretrained(folder)  # the original weights, exactly
+        load_routers(base, folder)  # the composed model again, bitwise
+
+    Args:
+        model (torch.nn.Module): a base model (or one already composed the same way).
+        path (str): the folder given to :func:`save_routers` (or the file itself).
+        strict (bool): require exactly the saved layers (default: :obj:`True`).
+
+    Returns:
+        torch.nn.Module: :obj:`model`, composed, with the saved routers.
+
+    Raises:
+        FileNotFoundError: if no router file exists at :obj:`path`.
+        ValueError: if the saved layers do not match the model's Focus layers.
+    """
+    file = path if os.path.isfile(path) else os.path.join(path, ROUTERS_FILE)
+    if not os.path.isfile(file):
+        raise FileNotFoundError(f"load_routers: no {ROUTERS_FILE} in {path!r} (write it with "
+                                f"save_routers(model, {path!r}))")
+    blob = torch.load(file, map_location="cpu", weights_only=True)
+    if not isinstance(blob, dict) or blob.get("format") != 1:
+        raise ValueError(f"load_routers: {file!r} is not a router file of this library")
+    if getattr(model, _STATE_ATTR, None) is None:
+        cfg = dict(blob["config"])
+        compose_focus(model, **cfg)
+    layers = {n: m for n, m in model.named_modules() if isinstance(m, FocusComposed)}
+    saved = blob["routers"]
+    if strict and set(saved) != set(layers):
+        raise ValueError(f"load_routers: the file has routers for {sorted(saved)[:4]}... "
+                         f"({len(saved)} layers) but the model's Focus layers are "
+                         f"{sorted(layers)[:4]}... ({len(layers)})")
+    for name, sd in saved.items():
+        if name in layers:
+            r = layers[name].router
+            ref = next(iter(r.parameters()))
+            r.load_state_dict({k: t.to(device=ref.device, dtype=ref.dtype)
+                               for k, t in sd.items()})
     return model

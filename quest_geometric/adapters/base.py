@@ -1,0 +1,336 @@
+r"""The attention-adapter protocol: how to drive one attention class from outside.
+
+An :class:`AttentionAdapter` knows, for one attention module class, how to
+
+1. **parse** one forward call (:meth:`AttentionAdapter.parse`): hidden states, the attention
+   mask reduced to a padding mask, rotary embeddings, the KV cache;
+2. **project** the call's tokens to per-head queries, keys and values
+   (:meth:`AttentionAdapter.project`), exactly as the module does (fused splits, rotary
+   embeddings, grouped-query layouts), before any attention is computed;
+3. apply the module's **output projection** (:meth:`AttentionAdapter.output`) and wrap the
+   result like the module's own return value (:meth:`AttentionAdapter.finish`).
+
+:func:`~quest_geometric.nn.compose_focus.compose_focus` uses all three to replace the
+module's attention by Focus; :class:`~quest_geometric.analysis.probe.QKProbe` uses
+:meth:`AttentionAdapter.qk_view` (by default built from 1 and 2) to measure the queries and
+keys. The protocol sits below :mod:`quest_geometric.nn` and :mod:`quest_geometric.analysis`
+and imports neither.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Dict, NamedTuple, Optional, Tuple
+
+import torch
+from torch import Tensor, nn
+
+__all__ = ["QKView", "AttentionCall", "HeadLayout", "AttentionAdapter", "FunctionAdapter",
+           "padding_from_mask", "repeat_kv", "warn_cached_call"]
+
+
+@dataclass
+class QKView:
+    r"""The per-head queries and keys an attention layer uses in one forward call.
+
+    Returned by an attention adapter (see
+    :func:`~quest_geometric.adapters.register_attention_adapter`). The logits of head
+    :math:`h` are :math:`L_h = s\, Q_h K_h^\top` and the attention is the softmax of each row
+    of :math:`L_h` over its allowed keys: every key for dense attention, restricted by
+    ``causal``, ``mask`` and ``k_valid``; or over the in-edges of each target node when
+    ``edge_index`` is given (graph attention).
+
+    Args:
+        q (Tensor): queries ``[B, H, T, d]``.
+        k (Tensor): keys ``[B, H, S, d]`` (same ``B``, ``H`` and ``d`` as ``q``; for
+            grouped-query attention the key heads are repeated so that query head :math:`h`
+            is paired with key/value head :math:`\lfloor h / (H / H_{kv}) \rfloor`).
+        scale (float, optional): :math:`s`. (default: :obj:`None`, :math:`1/\sqrt{d}`)
+        causal (bool): query ``i`` may attend to key ``j`` only if
+            ``j <= i + S - T``. (default: :obj:`False`)
+        mask (Tensor, optional): bool, broadcastable to ``[B, H, T, S]``; :obj:`True` marks
+            an allowed pair (combined with ``causal``). (default: :obj:`None`)
+        q_valid (Tensor, optional): bool ``[B, T]``; :obj:`False` marks padding queries,
+            left out of every metric. (default: :obj:`None`, all valid)
+        k_valid (Tensor, optional): bool ``[B, S]``, likewise for keys. (default: :obj:`None`)
+        edge_index (Tensor, optional): long ``[2, E]`` (source = key index, target = query
+            index) for sparse graph attention; needs ``B == 1``. (default: :obj:`None`)
+        edge_logits (Tensor, optional): ``[E, H]`` per-edge logits that replace
+            :math:`s\,\mathbf{q}_i^\top\mathbf{k}_j` in the entropy (e.g. with edge-feature
+            terms). (default: :obj:`None`)
+    """
+
+    q: Tensor
+    k: Tensor
+    scale: Optional[float] = None
+    causal: bool = False
+    mask: Optional[Tensor] = None
+    q_valid: Optional[Tensor] = None
+    k_valid: Optional[Tensor] = None
+    edge_index: Optional[Tensor] = None
+    edge_logits: Optional[Tensor] = None
+
+
+class HeadLayout(NamedTuple):
+    r"""Head layout of an attention module: ``embed_dim`` (the width of the hidden states
+    it reads), ``num_heads`` (query heads :math:`H`), ``num_kv_heads`` (key/value heads
+    :math:`H_{kv}`, dividing :math:`H`) and ``head_dim`` (:math:`D`)."""
+
+    embed_dim: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+
+
+@dataclass
+class AttentionCall:
+    r"""One parsed forward call of an attention module.
+
+    Attributes:
+        hidden (Tensor): the hidden states of the new tokens, ``[B, T, C]``.
+        valid (Tensor, optional): bool ``[B, S]`` over every key of the call (the cached
+            ones first, then the :math:`T` new tokens, ``S = cache_len + T``); :obj:`False`
+            marks padding. :obj:`None` when nothing is padding.
+        cache (Any): the key/value cache object (Hugging Face ``Cache``), or :obj:`None`.
+        cache_len (int): tokens already in :attr:`cache` for this layer.
+        layer_idx (int, optional): the module's index in the cache.
+        rotary (tuple, optional): ``(cos, sin)`` rotary embeddings of the new tokens.
+        extra (dict): anything else an adapter wants to carry from :meth:`~AttentionAdapter.parse`
+            to the other methods.
+    """
+
+    hidden: Tensor
+    valid: Optional[Tensor] = None
+    cache: Any = None
+    cache_len: int = 0
+    layer_idx: Optional[int] = None
+    rotary: Optional[Tuple[Tensor, Tensor]] = None
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+
+def repeat_kv(x: Tensor, n_rep: int) -> Tensor:
+    r"""Grouped-query attention: repeat each of the :math:`H_{kv}` key/value heads of
+    ``[B, H_kv, S, D]`` :obj:`n_rep` times, so that query head :math:`h` meets key/value head
+    :math:`\lfloor h / n_{rep} \rfloor` (the layout of Hugging Face's ``repeat_kv``)."""
+    if n_rep == 1:
+        return x
+    b, hkv, s, d = x.shape
+    return x[:, :, None].expand(b, hkv, n_rep, s, d).reshape(b, hkv * n_rep, s, d)
+
+
+_WARNED_CACHE: set = set()
+
+
+def warn_cached_call(module: nn.Module) -> None:
+    """Warn once per module that a call continuing a non-empty KV cache is skipped by the
+    probe."""
+    if id(module) not in _WARNED_CACHE:
+        _WARNED_CACHE.add(id(module))
+        warnings.warn(
+            f"QKProbe: {type(module).__name__} called with a non-empty KV cache (incremental "
+            "decoding); such calls are skipped. Probe full sequences (use_cache=False).",
+            stacklevel=5,
+        )
+
+
+def _allowed_from_mask(mask: Tensor, who: str) -> Tensor:
+    """Boolean 'may attend' view of a boolean or additive mask (0 = attend,
+    very negative = masked); any other additive value is a bias, which is refused."""
+    if mask.dtype == torch.bool:
+        return mask
+    if not mask.is_floating_point():
+        return mask != 0
+    allowed = mask > torch.finfo(mask.dtype).min / 2
+    if bool((mask[allowed] != 0).any()):
+        raise ValueError(
+            f"{who}: the attention_mask carries an additive bias (finite non-zero values); "
+            f"with Focus only padding masks are supported: a [B, S] 0/1 mask, or the causal "
+            f"[B, 1, T, S] mask Hugging Face builds from it")
+    return allowed
+
+
+def padding_from_mask(mask: Optional[Tensor], q_len: int, kv_len: int, causal: bool,
+                      who: str) -> Optional[Tensor]:
+    r"""Reduce an attention mask to a padding mask, or refuse it.
+
+    Accepted: :obj:`None`; a 2-D ``[B, S]`` padding mask (non-zero = real token); a 4-D
+    ``[B, 1 or H, T, S]`` boolean or additive mask that allows exactly
+
+    .. math::
+        \mathrm{allowed}_{b,i,j} = \mathrm{valid}_{b,j} \wedge
+        (j \le i + S - T \text{ if causal}),
+
+    on every real query row :math:`i` (the rows of padding queries are ignored: Hugging
+    Face may open them up to avoid empty softmax rows). ``valid`` is read off the last query
+    row, which sees every earlier key; the whole mask is then checked against the formula,
+    so a mask that is not a padding mask (a sliding window, a custom 4-D bias) is refused.
+
+    Args:
+        mask (Tensor, optional): the mask as the module received it.
+        q_len (int): :math:`T`, new tokens.
+        kv_len (int): :math:`S`, all keys (cached + new).
+        causal (bool): whether the module attends causally.
+        who (str): the name used in error messages.
+
+    Returns:
+        Tensor, optional: bool ``[B, S]`` (:obj:`False` = padding), or :obj:`None` when no
+        key is padding.
+
+    Raises:
+        ValueError: for any other mask, naming what is supported.
+    """
+    if mask is None:
+        return None
+    if not isinstance(mask, Tensor):
+        raise ValueError(f"{who}: unsupported attention_mask of type {type(mask).__name__} with "
+                         f"Focus enabled (supported: None, a [B, S] padding mask, or the 4-D "
+                         f"causal padding mask Hugging Face builds from it; use "
+                         f"attn_implementation='sdpa' or 'eager')")
+    if mask.dim() == 2:
+        if mask.size(-1) != kv_len:
+            raise ValueError(f"{who}: a 2-D attention_mask must be [B, {kv_len}] (cached + new "
+                             f"tokens), got {list(mask.shape)}")
+        valid = mask != 0
+    elif mask.dim() == 4:
+        if mask.size(-2) != q_len or mask.size(-1) < kv_len:
+            raise ValueError(f"{who}: a 4-D attention_mask must be [B, 1, {q_len}, {kv_len}], "
+                             f"got {list(mask.shape)}")
+        allowed = _allowed_from_mask(mask[..., :kv_len], who)
+        if allowed.size(1) > 1 and not bool((allowed == allowed[:, :1]).all()):
+            raise ValueError(f"{who}: per-head attention masks are not supported with Focus")
+        allowed = allowed[:, 0]
+        valid = allowed[:, -1, :].clone()
+        if causal:  # the last query sits at position kv_len - 1 and sees everything before
+            i = torch.arange(q_len, device=mask.device).view(-1, 1) + (kv_len - q_len)
+            pattern = torch.arange(kv_len, device=mask.device).view(1, -1) <= i
+        else:
+            pattern = torch.ones(q_len, kv_len, dtype=torch.bool, device=mask.device)
+        expected = valid.unsqueeze(1) & pattern
+        real_q = valid[:, kv_len - q_len:]
+        bad = (allowed != expected).any(-1) & real_q
+        if bool(bad.any()):
+            raise ValueError(
+                f"{who}: with Focus enabled the attention mask must be a padding mask (left "
+                f"or right padding through attention_mask, combined with the causal mask); "
+                f"got a {list(mask.shape)} mask that masks other pairs (a sliding window, a "
+                f"custom 4-D mask or bias). Pass a [B, S] padding mask, or disable Focus with "
+                f"set_focus_enabled(model, False)")
+    else:
+        raise ValueError(f"{who}: attention_mask must be 2-D [B, S] or 4-D [B, 1, T, S], got "
+                         f"{mask.dim()}-D")
+    if bool(valid.all()):
+        return None
+    return valid
+
+
+class AttentionAdapter:
+    r"""How to drive one attention module class (the protocol; subclass it).
+
+    Register an instance for a class with
+    :func:`~quest_geometric.adapters.register_attention_adapter`. A complete adapter
+    implements :meth:`heads`, :meth:`parse`, :meth:`project` and :meth:`output` (and, where
+    the module's return value is not ``(out, None)``, :meth:`finish`); it then serves both
+    :func:`~quest_geometric.nn.compose_focus.compose_focus` and
+    :class:`~quest_geometric.analysis.probe.QKProbe`. An adapter that only overrides
+    :meth:`qk_view` serves the probe only.
+
+    Attributes:
+        causal (bool, optional): :obj:`True` for causal (decoder) attention, :obj:`False`
+            for bidirectional attention, :obj:`None` when the module does either and the
+            caller says which (``compose_focus(..., causal=...)``).
+        probe_only (bool): :obj:`True` when only :meth:`qk_view` is implemented.
+    """
+
+    causal: Optional[bool] = True
+    probe_only: bool = False
+
+    # --- structure -----------------------------------------------------------------
+    def can_compose(self, module: nn.Module) -> bool:
+        """Whether :func:`~quest_geometric.nn.compose_focus.compose_focus` should wrap this
+        instance (e.g. :obj:`False` for a cross-attention instance of a self-attention
+        class; default: :obj:`True` unless :attr:`probe_only`)."""
+        return not self.probe_only
+
+    def heads(self, module: nn.Module) -> HeadLayout:
+        """The module's :class:`HeadLayout`."""
+        raise NotImplementedError(f"{type(self).__name__}.heads")
+
+    def scaling(self, module: nn.Module) -> float:
+        r"""The module's softmax scale :math:`s` (default: :math:`1/\sqrt{D}`)."""
+        return 1.0 / math.sqrt(self.heads(module).head_dim)
+
+    # --- one call --------------------------------------------------------------------
+    def parse(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]) -> AttentionCall:
+        """Parse the arguments of one ``module.forward`` call (refusing what cannot be
+        honoured, with a clear error)."""
+        raise NotImplementedError(f"{type(self).__name__}.parse")
+
+    def project(self, module: nn.Module, call: AttentionCall
+                ) -> Tuple[Tensor, Tensor, Tensor]:
+        r"""Queries ``[B, H, T, D]``, keys and values ``[B, H_kv, T, D]`` of the call's new
+        tokens, exactly as the module computes them (rotary embeddings applied; the
+        queries *not* scaled)."""
+        raise NotImplementedError(f"{type(self).__name__}.project")
+
+    def output(self, module: nn.Module, o: Tensor) -> Tensor:
+        """The module's output projection (and residual dropout) of the attention output
+        ``[B, T, H * D]``."""
+        raise NotImplementedError(f"{type(self).__name__}.output")
+
+    def finish(self, module: nn.Module, out: Tensor, call: AttentionCall) -> Any:
+        """Wrap the projected output ``[B, T, C]`` like the module's return value
+        (default: ``(out, None)``, the Hugging Face layout)."""
+        return out, None
+
+    def update_cache(self, module: nn.Module, call: AttentionCall, k: Tensor, v: Tensor
+                     ) -> Tuple[Tensor, Tensor]:
+        """Store the new keys and values in :attr:`AttentionCall.cache` (if any) and return
+        every key and value of the call (cached + new), ``[B, H_kv, S, D]``."""
+        if call.cache is None:
+            return k, v
+        return call.cache.update(k, v, call.layer_idx)
+
+    # --- the probe's view ----------------------------------------------------------
+    def qk_view(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]
+                ) -> Optional[QKView]:
+        r"""Queries and keys of one call for :class:`~quest_geometric.analysis.probe.QKProbe`
+        (under :func:`torch.no_grad`, without changing the module or its inputs), or
+        :obj:`None` to skip the call. The default builds it from :meth:`parse` and
+        :meth:`project`: calls that continue a non-empty cache are skipped (the probe
+        measures full sequences), grouped-query keys are repeated (query head :math:`h`
+        is measured against key head :math:`\lfloor h / (H/H_{kv}) \rfloor`, the keys it
+        attends to), padding is marked in ``q_valid``/``k_valid``."""
+        call = self.parse(module, args, kwargs)
+        if call.cache_len > 0:
+            warn_cached_call(module)
+            return None
+        q, k, _ = self.project(module, call)
+        lay = self.heads(module)
+        k = repeat_kv(k, lay.num_heads // lay.num_kv_heads)
+        valid = call.valid
+        mask = None
+        if valid is not None:
+            mask = valid[:, None, None, :]
+        return QKView(q, k, self.scaling(module), causal=bool(self.causal), mask=mask,
+                      q_valid=valid, k_valid=valid)
+
+
+class FunctionAdapter(AttentionAdapter):
+    r"""A probe-only adapter from a function ``fn(module, args, kwargs)`` that returns
+    ``(q, k)``, a :class:`QKView` or :obj:`None` (what
+    :func:`~quest_geometric.adapters.register_attention_adapter` makes of a plain
+    function)."""
+
+    probe_only = True
+
+    def __init__(self, fn: Any) -> None:
+        if not callable(fn):
+            raise TypeError(f"FunctionAdapter: fn must be callable, got {type(fn).__name__}")
+        self.fn = fn
+
+    def qk_view(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]) -> Any:
+        return self.fn(module, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"FunctionAdapter({getattr(self.fn, '__qualname__', self.fn)!r})"

@@ -1,0 +1,311 @@
+r"""Adapters for Hugging Face ``transformers`` attention classes (registered by name, so
+``transformers`` is imported only when a model uses it).
+
+* ``GPT2Attention`` (self-attention; fused ``c_attn`` ``Conv1D``, the module's own
+  ``scaling``; cross-attention is probed, not composed);
+* ``GPTNeoXAttention`` (Pythia; fused, head-interleaved ``query_key_value``, rotary
+  embeddings from the ``position_embeddings`` argument);
+* the Llama family, ``LlamaAttention``, ``MistralAttention``, ``Qwen2Attention`` (and every
+  checkpoint built on them, e.g. SmolLM2): separate ``q_proj``/``k_proj``/``v_proj``/
+  ``o_proj`` (with the optional biases of Qwen2), grouped-query attention
+  (``num_key_value_heads`` dividing ``num_attention_heads``), rotary embeddings from
+  ``position_embeddings`` through the model's own ``apply_rotary_pos_emb``, the module's
+  ``scaling``.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any, Dict, Optional, Tuple
+
+import torch
+from torch import Tensor, nn
+
+from quest_geometric.adapters.base import (
+    AttentionAdapter,
+    AttentionCall,
+    HeadLayout,
+    QKView,
+    padding_from_mask,
+    warn_cached_call,
+)
+from quest_geometric.adapters.registry import register_attention_adapter
+
+__all__ = ["HFAttentionAdapter", "GPT2AttentionAdapter", "GPTNeoXAttentionAdapter",
+           "LlamaAttentionAdapter", "hf_cache", "hf_cache_length"]
+
+
+def hf_cache(kwargs: Dict[str, Any], names: Tuple[str, ...] = ("cache", "past_key_values",
+                                                              "layer_past")) -> Any:
+    """The self-attention KV cache passed to a Hugging Face attention module, under any of
+    its names (``EncoderDecoderCache`` reduced to its self-attention part), or :obj:`None`."""
+    for n in names:
+        c = kwargs.get(n)
+        if c is not None:
+            return getattr(c, "self_attention_cache", c)
+    return None
+
+
+def hf_cache_length(cache: Any, layer_idx: Optional[int]) -> int:
+    """Tokens already in ``cache`` for layer ``layer_idx`` (0 for no cache)."""
+    if cache is None or not hasattr(cache, "get_seq_length"):
+        return 0
+    try:
+        return int(cache.get_seq_length(layer_idx if layer_idx is not None else 0))
+    except TypeError:  # pragma: no cover - older cache API
+        return int(cache.get_seq_length())
+
+
+def _bind(args: tuple, kwargs: Dict[str, Any], names: Tuple[str, ...]) -> Dict[str, Any]:
+    bound = dict(zip(names, args))
+    bound.update(kwargs)
+    return bound
+
+
+def _hf_mask_bool(mask: Any) -> Optional[Tensor]:
+    """A 4-D HF attention mask as bool (True = attend)."""
+    if not isinstance(mask, Tensor):
+        return None
+    if mask.dim() != 4:
+        raise ValueError(f"QKProbe: expected a 4D attention_mask [B, 1, T, S], got "
+                         f"{tuple(mask.shape)}")
+    if mask.dtype == torch.bool:
+        return mask
+    return mask > torch.finfo(mask.dtype).min / 2
+
+
+def _self_attention_valid(mask: Optional[Tensor]) -> Optional[Tensor]:
+    # A token is padding iff no query may attend to it as a key.
+    if mask is None:
+        return None
+    return mask.any(dim=-2).any(dim=1)  # [B, S]
+
+
+class HFAttentionAdapter(AttentionAdapter):
+    r"""Shared parsing of Hugging Face self-attention calls: hidden states first, the mask
+    reduced by :func:`~quest_geometric.adapters.padding_from_mask`, the cache found under
+    any of its names, ``output_attentions`` refused (no dense attention matrix exists on the
+    Focus path)."""
+
+    #: positional parameter names of ``forward`` after ``hidden_states``
+    arg_names: Tuple[str, ...] = ("hidden_states",)
+    who = "HF attention"
+
+    def parse(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]) -> AttentionCall:
+        bound = _bind(args, kwargs, self.arg_names)
+        if bound.get("output_attentions"):
+            raise ValueError(f"compose_focus ({self.who}): output_attentions=True is not "
+                             f"supported with Focus enabled (no dense attention matrix exists)")
+        x = bound["hidden_states"]
+        if not isinstance(x, Tensor) or x.dim() != 3:
+            raise ValueError(f"{self.who}: hidden_states must be [B, T, C], got "
+                             f"{list(getattr(x, 'shape', []))}")
+        cache = hf_cache(bound)
+        layer_idx = getattr(module, "layer_idx", None)
+        cache_len = hf_cache_length(cache, layer_idx)
+        t = x.size(1)
+        valid = padding_from_mask(bound.get("attention_mask"), t, cache_len + t, True,
+                                  f"compose_focus ({self.who})")
+        pe = bound.get("position_embeddings")
+        return AttentionCall(hidden=x, valid=valid, cache=cache, cache_len=cache_len,
+                             layer_idx=layer_idx, rotary=tuple(pe) if pe is not None else None,
+                             extra={"bound": bound})
+
+
+class GPT2AttentionAdapter(HFAttentionAdapter):
+    """``transformers`` ``GPT2Attention``: fused ``c_attn`` (``Conv1D``) split into q, k, v;
+    the module's ``scaling``; ``c_proj`` and residual dropout."""
+
+    arg_names = ("hidden_states", "cache", "attention_mask", "encoder_hidden_states")
+    who = "GPT2Attention"
+
+    def heads(self, module: nn.Module) -> HeadLayout:
+        return HeadLayout(module.embed_dim, module.num_heads, module.num_heads, module.head_dim)
+
+    def scaling(self, module: nn.Module) -> float:
+        return float(getattr(module, "scaling", module.head_dim ** -0.5))
+
+    def can_compose(self, module: nn.Module) -> bool:
+        return not getattr(module, "is_cross_attention", False)
+
+    def parse(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]) -> AttentionCall:
+        bound = _bind(args, kwargs, self.arg_names)
+        if bound.get("encoder_hidden_states") is not None or getattr(
+                module, "is_cross_attention", False):
+            raise ValueError("compose_focus (GPT2Attention): cross-attention inputs "
+                             "(encoder_hidden_states) are not supported with Focus enabled")
+        return super().parse(module, args, kwargs)
+
+    def project(self, module: nn.Module, call: AttentionCall) -> Tuple[Tensor, Tensor, Tensor]:
+        x = call.hidden
+        b, t, _ = x.shape
+        h, d = module.num_heads, module.head_dim
+        q, k, v = module.c_attn(x).split(module.split_size, dim=2)
+        return tuple(a.view(b, t, h, d).transpose(1, 2) for a in (q, k, v))  # type: ignore
+
+    def output(self, module: nn.Module, o: Tensor) -> Tensor:
+        return module.resid_dropout(module.c_proj(o))
+
+    def qk_view(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]
+                ) -> Optional[QKView]:
+        hidden = args[0] if args else kwargs.get("hidden_states")
+        cache = kwargs.get("cache", kwargs.get("past_key_values"))
+        enc = kwargs.get("encoder_hidden_states")
+        d = module.head_dim
+        scale = self.scaling(module)
+        if enc is not None:  # cross-attention: queries from q_attn, keys from the encoder
+            q = module.q_attn(hidden)
+            k, _ = module.c_attn(enc).split(module.split_size, dim=2)
+            mask = _hf_mask_bool(kwargs.get("encoder_attention_mask"))
+            causal = False
+            qv, kv = None, _self_attention_valid(mask)
+        else:
+            if hf_cache_length(cache, getattr(module, "layer_idx", None)) > 0:
+                warn_cached_call(module)
+                return None
+            q, k, _ = module.c_attn(hidden).split(module.split_size, dim=2)
+            mask = _hf_mask_bool(kwargs.get("attention_mask"))
+            causal = True
+            qv = kv = _self_attention_valid(mask)
+        q = q.view(*q.shape[:-1], -1, d).transpose(1, 2)
+        k = k.view(*k.shape[:-1], -1, d).transpose(1, 2)
+        return QKView(q, k, scale, causal=causal, mask=mask, q_valid=qv, k_valid=kv)
+
+
+def _rope(module: nn.Module) -> Any:
+    return getattr(sys.modules[type(module).__module__], "apply_rotary_pos_emb")
+
+
+class GPTNeoXAttentionAdapter(HFAttentionAdapter):
+    """``transformers`` ``GPTNeoXAttention`` (Pythia): fused head-interleaved
+    ``query_key_value`` (``[H, 3, D]``), rotary embeddings from ``position_embeddings``
+    (post-rotary q/k), ``dense`` output."""
+
+    arg_names = ("hidden_states", "attention_mask", "layer_past", "position_embeddings")
+    who = "GPTNeoXAttention"
+
+    def heads(self, module: nn.Module) -> HeadLayout:
+        c = module.query_key_value.in_features
+        h = c // module.head_size
+        return HeadLayout(c, h, h, module.head_size)
+
+    def scaling(self, module: nn.Module) -> float:
+        return float(module.scaling)
+
+    def parse(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]) -> AttentionCall:
+        call = super().parse(module, args, kwargs)
+        if call.rotary is None:
+            raise ValueError("GPTNeoXAttention: 'position_embeddings' (cos, sin) must be "
+                             "passed, as GPTNeoXModel does in transformers v5")
+        return call
+
+    def project(self, module: nn.Module, call: AttentionCall) -> Tuple[Tensor, Tensor, Tensor]:
+        x = call.hidden
+        b, t, _ = x.shape
+        d = module.head_size
+        qkv = module.query_key_value(x).view(b, t, -1, 3 * d).transpose(1, 2)
+        q, k, v = qkv.chunk(3, dim=-1)  # [B, H, T, D] each, as the original
+        q, k = _rope(module)(q, k, *call.rotary)
+        return q, k, v
+
+    def output(self, module: nn.Module, o: Tensor) -> Tensor:
+        return module.dense(o)
+
+    def qk_view(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]
+                ) -> Optional[QKView]:
+        hidden = args[0] if args else kwargs.get("hidden_states")
+        cache = kwargs.get("layer_past", kwargs.get("past_key_values", kwargs.get("cache")))
+        if hf_cache_length(cache, getattr(module, "layer_idx", None)) > 0:
+            warn_cached_call(module)
+            return None
+        pos = kwargs.get("position_embeddings")
+        if pos is None:
+            raise ValueError(
+                "QKProbe: GPTNeoXAttention was called without position_embeddings (cos, sin); "
+                "the probe supports the transformers v5 layout, where the model passes them")
+        d = module.head_size
+        qkv = module.query_key_value(hidden).view(*hidden.shape[:-1], -1, 3 * d).transpose(1, 2)
+        q, k, _ = qkv.chunk(3, dim=-1)
+        q, k = _rope(module)(q, k, *pos)  # post-rotary: what the attention compares
+        mask = _hf_mask_bool(kwargs.get("attention_mask"))
+        valid = _self_attention_valid(mask)
+        return QKView(q, k, self.scaling(module), causal=True, mask=mask, q_valid=valid,
+                      k_valid=valid)
+
+
+class LlamaAttentionAdapter(HFAttentionAdapter):
+    r"""The Llama family (``LlamaAttention``, ``MistralAttention``, ``Qwen2Attention``;
+    SmolLM2 is a Llama): separate projections with optional biases, grouped-query
+    attention, rotary embeddings from ``position_embeddings`` applied with the model's own
+    ``apply_rotary_pos_emb``, the module's ``scaling``, ``o_proj`` output.
+
+    **Grouped-query attention.** With :math:`H` query heads and :math:`H_{kv}` key/value
+    heads, query head :math:`h` attends with key/value head
+    :math:`\lfloor h / (H/H_{kv}) \rfloor` (Hugging Face's ``repeat_kv``); the probe measures
+    each query head against those keys, and the key PR of a key head is reported once per
+    query head that reads it.
+
+    **Sliding windows.** ``MistralAttention`` (and Qwen2 layers with
+    ``use_sliding_window``) restrict attention to the last ``config.sliding_window`` keys. The
+    Focus pattern is defined over the whole causal prefix, so a call whose keys exceed the
+    sliding window is refused with an error naming ``config.sliding_window``.
+    """
+
+    arg_names = ("hidden_states", "position_embeddings", "attention_mask", "cache")
+    who = "LlamaAttention"
+
+    def heads(self, module: nn.Module) -> HeadLayout:
+        d = module.head_dim
+        h = module.q_proj.out_features // d
+        hkv = module.k_proj.out_features // d
+        return HeadLayout(module.q_proj.in_features, h, hkv, d)
+
+    def scaling(self, module: nn.Module) -> float:
+        return float(module.scaling)
+
+    @staticmethod
+    def sliding_window(module: nn.Module) -> Optional[int]:
+        """The sliding window the module's attention applies, or :obj:`None`."""
+        if hasattr(module, "sliding_window"):  # Qwen2: per layer type
+            return module.sliding_window
+        if type(module).__name__.startswith("Mistral"):
+            return getattr(module.config, "sliding_window", None)
+        return None
+
+    def parse(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]) -> AttentionCall:
+        who = type(module).__name__
+        call = super().parse(module, args, kwargs)
+        if call.rotary is None:
+            raise ValueError(f"{who}: 'position_embeddings' (cos, sin) must be passed, as the "
+                             f"transformers v5 model does")
+        sw = self.sliding_window(module)
+        total = call.cache_len + call.hidden.size(1)
+        if sw is not None and total > sw:
+            raise ValueError(
+                f"compose_focus ({who}): the call has {total} keys but the module attends "
+                f"within a sliding window of config.sliding_window={sw}; Focus attends over "
+                f"the whole causal prefix. Set config.sliding_window=None (and use a dynamic "
+                f"cache: generate(..., cache_implementation='dynamic')) or keep sequences "
+                f"within {sw} tokens")
+        return call
+
+    def project(self, module: nn.Module, call: AttentionCall) -> Tuple[Tensor, Tensor, Tensor]:
+        x = call.hidden
+        shape = (*x.shape[:-1], -1, module.head_dim)
+        q = module.q_proj(x).view(shape).transpose(1, 2)
+        k = module.k_proj(x).view(shape).transpose(1, 2)
+        v = module.v_proj(x).view(shape).transpose(1, 2)
+        q, k = _rope(module)(q, k, *call.rotary)
+        return q, k, v
+
+    def output(self, module: nn.Module, o: Tensor) -> Tensor:
+        return module.o_proj(o)
+
+
+register_attention_adapter("transformers.models.gpt2.modeling_gpt2.GPT2Attention",
+                           GPT2AttentionAdapter(), builtin=True)
+register_attention_adapter("transformers.models.gpt_neox.modeling_gpt_neox.GPTNeoXAttention",
+                           GPTNeoXAttentionAdapter(), builtin=True)
+for _name in ("transformers.models.llama.modeling_llama.LlamaAttention",
+              "transformers.models.mistral.modeling_mistral.MistralAttention",
+              "transformers.models.qwen2.modeling_qwen2.Qwen2Attention"):
+    register_attention_adapter(_name, LlamaAttentionAdapter(), builtin=True)

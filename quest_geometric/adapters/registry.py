@@ -1,0 +1,116 @@
+r"""One registry of attention adapters, keyed by qualified class name.
+
+Built-in adapters are registered by *name* (``'transformers.models.llama.modeling_llama.
+LlamaAttention'``), so optional packages are never imported just to look for their classes.
+A module is matched through its class's MRO (subclasses of a registered class are served
+too); a user registration takes precedence over a built-in one.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Union
+
+from torch import nn
+
+from quest_geometric.adapters.base import AttentionAdapter, FunctionAdapter
+
+__all__ = ["register_attention_adapter", "unregister_attention_adapter",
+           "get_attention_adapter", "supported_attention_types", "qualified_name"]
+
+_USER: Dict[str, AttentionAdapter] = {}
+_BUILTIN: Dict[str, AttentionAdapter] = {}
+
+
+def qualified_name(cls: type) -> str:
+    """``module.QualName`` of a class, the registry's key."""
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _key(cls: Union[type, str], who: str) -> str:
+    if isinstance(cls, str):
+        if "." not in cls:
+            raise ValueError(f"{who}: a class name must be qualified ('package.module.Class'), "
+                             f"got {cls!r}")
+        return cls
+    if isinstance(cls, type) and issubclass(cls, nn.Module):
+        return qualified_name(cls)
+    raise TypeError(f"{who}: cls must be an nn.Module subclass or its qualified name, "
+                    f"got {cls!r}")
+
+
+def register_attention_adapter(cls: Union[type, str],
+                               adapter: Optional[Union[AttentionAdapter, Callable]] = None,
+                               *, builtin: bool = False) -> Any:
+    r"""Teach :func:`~quest_geometric.nn.compose_focus.compose_focus` and
+    :class:`~quest_geometric.analysis.probe.QKProbe` an attention class.
+
+    ``adapter`` is an :class:`~quest_geometric.adapters.AttentionAdapter` (serves both), or
+    a plain function ``fn(module, args, kwargs)`` returning ``(q, k)`` with
+    ``q [B, H, T, d]`` and ``k [B, H, S, d]``, a :class:`~quest_geometric.adapters.QKView`,
+    or :obj:`None` to skip the call (serves the probe only). The function is called in a
+    forward pre-hook under :func:`torch.no_grad` and must not change the module or its
+    inputs. Subclasses of ``cls`` are matched too; a user adapter takes precedence over a
+    built-in one. Usable as a decorator::
+
+        @register_attention_adapter(MyAttention)
+        def my_qk(module, args, kwargs):
+            x = args[0]
+            q = module.to_q(x).unflatten(-1, (module.heads, -1)).transpose(1, 2)
+            k = module.to_k(x).unflatten(-1, (module.heads, -1)).transpose(1, 2)
+            return QKView(q, k, causal=True)
+
+    Args:
+        cls (type or str): an :class:`torch.nn.Module` subclass, or its qualified name.
+        adapter (AttentionAdapter or callable, optional): the adapter. (default:
+            :obj:`None`, return a decorator)
+        builtin (bool): register as a library built-in (lower precedence than user
+            adapters; used by the library itself). (default: :obj:`False`)
+
+    Returns:
+        The adapter (or, without ``adapter``, a decorator that registers its argument).
+    """
+    key = _key(cls, "register_attention_adapter")
+    if adapter is None:
+        def deco(f: Any) -> Any:
+            register_attention_adapter(cls, f, builtin=builtin)
+            return f
+        return deco
+    if isinstance(adapter, type) and issubclass(adapter, AttentionAdapter):
+        raise TypeError("register_attention_adapter: pass an adapter instance, not the class "
+                        f"{adapter.__name__}")
+    if not isinstance(adapter, AttentionAdapter):
+        if not callable(adapter):
+            raise TypeError(f"register_attention_adapter: adapter must be an AttentionAdapter "
+                            f"or a callable, got {type(adapter).__name__}")
+        wrapped: AttentionAdapter = FunctionAdapter(adapter)
+    else:
+        wrapped = adapter
+    (_BUILTIN if builtin else _USER)[key] = wrapped
+    return adapter
+
+
+def unregister_attention_adapter(cls: Union[type, str]) -> None:
+    """Remove a user adapter registered with :func:`register_attention_adapter`.
+
+    Raises:
+        KeyError: if ``cls`` has no user adapter.
+    """
+    key = _key(cls, "unregister_attention_adapter")
+    if key not in _USER:
+        raise KeyError(f"unregister_attention_adapter: no user adapter registered for {cls!r}")
+    del _USER[key]
+
+
+def get_attention_adapter(module: nn.Module) -> Optional[AttentionAdapter]:
+    """The adapter serving ``module`` (user adapters first, then built-ins, each along the
+    class's MRO), or :obj:`None`."""
+    mro = [qualified_name(c) for c in type(module).__mro__]
+    for table in (_USER, _BUILTIN):
+        for name in mro:
+            if name in table:
+                return table[name]
+    return None
+
+
+def supported_attention_types() -> List[str]:
+    """Qualified names of the recognised attention classes (built-in and registered)."""
+    return sorted(_BUILTIN) + sorted(k for k in _USER if k not in _BUILTIN)

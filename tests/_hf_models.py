@@ -1,0 +1,54 @@
+"""Tiny random Hugging Face language models (no download) shared by the adapter tests."""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+VOCAB, C, LAYERS = 61, 32, 2
+HF_ARCHS = ["llama", "mistral", "qwen2", "gpt2", "neox"]
+
+
+def build_hf(arch: str, attn: str = "sdpa", dtype: torch.dtype = torch.float32,
+             seed: int = 0, **overrides) -> nn.Module:
+    """A 2-layer causal LM of ``arch`` with random weights; the Llama family uses grouped-
+    query attention (4 query heads, 2 key/value heads) and Qwen2 its projection biases."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(seed)
+    common = dict(vocab_size=VOCAB, bos_token_id=0, eos_token_id=1, pad_token_id=2)
+    if arch in ("llama", "mistral", "qwen2"):
+        kw = dict(hidden_size=C, intermediate_size=64, num_hidden_layers=LAYERS,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                  **common)
+        if arch == "mistral":
+            kw["sliding_window"] = None
+        kw.update(overrides)
+        cfg_cls, model_cls = {
+            "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
+            "mistral": (transformers.MistralConfig, transformers.MistralForCausalLM),
+            "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
+        }[arch]
+        cfg = cfg_cls(**kw)
+    elif arch == "gpt2":
+        cfg = transformers.GPT2Config(n_layer=LAYERS, n_head=2, n_embd=C, n_positions=256,
+                                      **common, **overrides)
+        model_cls = transformers.GPT2LMHeadModel
+    elif arch == "neox":
+        cfg = transformers.GPTNeoXConfig(num_hidden_layers=LAYERS, num_attention_heads=2,
+                                         hidden_size=C, intermediate_size=64,
+                                         max_position_embeddings=256, **common, **overrides)
+        model_cls = transformers.GPTNeoXForCausalLM
+    else:  # pragma: no cover
+        raise ValueError(arch)
+    cfg._attn_implementation = attn
+    m = model_cls(cfg).to(dtype)
+    if arch == "qwen2":  # non-zero biases, so a forgotten bias would show
+        with torch.no_grad():
+            for layer in m.model.layers:
+                for p in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
+                    p.bias.normal_(0, 0.5)
+    return m.eval()
+
+
+def tokens(b: int, t: int, seed: int = 1) -> torch.Tensor:
+    return torch.randint(3, VOCAB, (b, t), generator=torch.Generator().manual_seed(seed))

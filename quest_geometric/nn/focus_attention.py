@@ -16,9 +16,19 @@ from torch_geometric.nn import MessagePassing
 from torch_geometric.utils import softmax as pyg_softmax
 from torch_geometric.utils import to_dense_batch
 
-from quest_geometric.nn.focus_edge_index import focus_edge_index, smallest_shared_group
+from quest_geometric.nn.focus_edge_index import (
+    _check_groups,
+    focus_edge_index,
+    smallest_shared_group,
+)
 from quest_geometric.nn.focus_flex import FLEX_AVAILABLE, MAX_FLEX_GROUPS, focus_flex_attention
-from quest_geometric.nn.focus_router import FocusRouter, RouterOutput, check_batch
+from quest_geometric.nn.focus_router import (
+    FocusRouter,
+    RouterOutput,
+    check_batch,
+    check_features,
+    check_real,
+)
 
 BACKENDS = ("blocks", "edges", "dense", "flex")
 GATES = ("additive", "multiplicative", None)
@@ -26,6 +36,58 @@ GATES = ("additive", "multiplicative", None)
 # --------------------------------------------------------------------------------------
 # small helpers
 # --------------------------------------------------------------------------------------
+
+
+_HALF = (torch.float16, torch.bfloat16)
+
+
+def _check_window(window: int) -> None:
+    if not isinstance(window, int) or isinstance(window, bool) or window < 0:
+        raise ValueError(f"'window' must be a non-negative int, got {window!r}")
+
+
+def _check_qkv(q: Tensor, k: Tensor, v: Tensor) -> None:
+    """``q``, ``k``, ``v``: floating-point ``[N, H, D]`` tensors of one shape, dtype, device."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, Tensor) or t.dim() != 3:
+            raise ValueError(f"'{name}' must be a [N, H, D] tensor, got "
+                             f"{list(getattr(t, 'shape', [])) or type(t).__name__}")
+        if not t.is_floating_point():
+            raise TypeError(f"'{name}' must be a floating-point tensor, got {t.dtype}")
+    if k.shape != q.shape or v.shape != q.shape:
+        raise ValueError(f"'q', 'k', 'v' must have the same shape [N, H, D], got "
+                         f"{list(q.shape)}, {list(k.shape)}, {list(v.shape)}")
+    if k.dtype != q.dtype or v.dtype != q.dtype:
+        raise TypeError(f"'q', 'k', 'v' must share one dtype, got {q.dtype}, {k.dtype}, "
+                        f"{v.dtype}")
+    if k.device != q.device or v.device != q.device:
+        raise ValueError("'q', 'k', 'v' must be on one device")
+
+
+def _check_hard_args(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window: int,
+                     batch: Optional[Tensor], num_groups: Optional[int]
+                     ) -> Tuple[Tensor, int]:
+    """Validate the arguments of a hard back-end; return ``groups`` ``[N, top_k]`` and
+    :math:`K` (``groups.max() + 1`` when :obj:`num_groups` is :obj:`None`)."""
+    _check_qkv(q, k, v)
+    groups = _check_groups(groups)
+    n = q.size(0)
+    if groups.size(0) != n:
+        raise ValueError(f"'groups' must have {n} rows (one per token), got "
+                         f"{list(groups.shape)}")
+    if groups.device != q.device:
+        raise ValueError(f"'groups' must be on {q.device}, got {groups.device}")
+    _check_window(window)
+    check_batch(batch, n)
+    gmax = int(groups.max()) + 1 if n > 0 else 1
+    if num_groups is None:
+        return groups, gmax
+    if not isinstance(num_groups, int) or isinstance(num_groups, bool) or num_groups < 1:
+        raise ValueError(f"'num_groups' must be a positive int, got {num_groups!r}")
+    if gmax > num_groups:
+        raise ValueError(f"'groups' must hold ids in [0, num_groups={num_groups}), got id "
+                         f"{gmax - 1}")
+    return groups, num_groups
 
 
 def _seq_layout(batch: Optional[Tensor], n: int, device: torch.device
@@ -58,12 +120,16 @@ def _merge_parts(n: int, tok: Tensor, o: Tensor, lse: Tensor) -> Tuple[Tensor, T
         \mathbf{o}_i = \frac{\sum_p e^{\ell_p} \mathbf{o}_p}{\sum_p e^{\ell_p}}, \qquad
         L_i = \log \sum_p e^{\ell_p}.
     """
-    m = torch.full((n, lse.size(1)), float("-inf"), dtype=lse.dtype, device=lse.device)
+    wdt = torch.float32 if lse.dtype in _HALF else lse.dtype  # half: merge in float32
+    lse = lse.to(wdt)
+    m = torch.full((n, lse.size(1)), float("-inf"), dtype=wdt, device=lse.device)
     m = m.scatter_reduce(0, tok.unsqueeze(1).expand_as(lse), lse.detach(), "amax")
     w = torch.exp(lse - m[tok])
     den = torch.zeros_like(m).index_add(0, tok, w)
-    num = o.new_zeros(n, o.size(1), o.size(2)).index_add(0, tok, w.unsqueeze(-1) * o)
-    return num / den.unsqueeze(-1), m + den.log()
+    mdt = torch.promote_types(wdt, o.dtype)
+    num = torch.zeros(n, o.size(1), o.size(2), dtype=mdt, device=o.device).index_add(
+        0, tok, w.unsqueeze(-1).to(mdt) * o.to(mdt))
+    return (num / den.unsqueeze(-1).to(mdt)).to(o.dtype), m + den.log()
 
 
 class _Buckets:
@@ -127,10 +193,17 @@ def focus_dense_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, windo
 
     Returns:
         torch.Tensor: ``[N, H, D]``.
+
+    Raises:
+        TypeError: for non-floating :obj:`q`, :obj:`k`, :obj:`v` or non-long :obj:`groups`.
+        ValueError: for bad shapes, a negative :obj:`window`, a bad :obj:`batch` or group
+            ids outside :math:`[0, K)`.
     """
+    groups, kgroups = _check_hard_args(q, k, v, groups, window, batch, num_groups)
     n, h, d = q.shape
+    if n == 0:
+        return q.new_empty(0, h, d)
     seq, nseq = _seq_layout(batch, n, q.device)
-    kgroups = num_groups if num_groups is not None else int(groups.max()) + 1
     allowed, valid = _dense_allowed(groups, seq, nseq, window, causal, kgroups)
     qd, kd, vd = (to_dense_batch(x.reshape(n, h * d), seq, batch_size=nseq)[0]
                   .view(nseq, -1, h, d).transpose(1, 2) for x in (q, k, v))
@@ -162,8 +235,29 @@ class FocusEdgeAttention(MessagePassing):
         returns it) is passed to PyG as an :class:`~torch_geometric.EdgeIndex` with
         ``sort_order='col'``, so the softmax and the sum run over contiguous segments
         (CSR pointers) instead of scatters: about 6% faster at 2K tokens, the same result.
+        Half precision scores, softmax and sums run in float32 (cast back at the end).
+
+        Raises:
+            TypeError: for non-floating :obj:`q`, :obj:`k`, :obj:`v` or a non-integer
+                :obj:`edge_index`.
+            ValueError: for bad shapes or node ids outside :math:`[0, |V|)`.
         """
+        _check_qkv(q, k, v)
         n = q.size(0)
+        if isinstance(edge_index, Tensor):
+            if edge_index.is_floating_point() or edge_index.is_complex() \
+                    or edge_index.dtype == torch.bool:
+                raise TypeError(f"'edge_index' must be an integer (long) tensor, got "
+                                f"{edge_index.dtype}")
+            if edge_index.dim() != 2 or edge_index.size(0) != 2:
+                raise ValueError(f"'edge_index' must have shape [2, E], got "
+                                 f"{list(edge_index.shape)}")
+            if edge_index.numel() > 0 and (int(edge_index.min()) < 0
+                                           or int(edge_index.max()) >= n):
+                raise ValueError(f"'edge_index' must hold node ids in [0, {n}), got "
+                                 f"[{int(edge_index.min())}, {int(edge_index.max())}]")
+        if q.dtype in _HALF:
+            return self.forward(q.float(), k.float(), v.float(), edge_index).to(q.dtype)
         if (type(edge_index) is Tensor and edge_index.dim() == 2 and edge_index.size(1) > 1
                 and bool((edge_index[1, 1:] >= edge_index[1, :-1]).all())):
             edge_index = EdgeIndex(edge_index, sparse_size=(n, n), sort_order="col")
@@ -185,12 +279,19 @@ def focus_blocks_reference(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
     order (causal if asked); a pair whose group sets share several groups is kept only in the
     bucket of its *smallest* shared group. Part B: the window band restricted to pairs with
     *disjoint* group sets, gathered explicitly as ``[N, #offsets]``. A and B partition the
-    Focus pattern, so merging their log-sum-exps (:func:`_merge_parts`) is exact.
+    Focus pattern, so merging their log-sum-exps (:func:`_merge_parts`) is exact. Half
+    precision input is computed in float32 and cast back. The arguments are those of
+    :func:`focus_blocks_attention` (without ``fused``).
     """
+    groups, kgroups = _check_hard_args(q, k, v, groups, window, batch, num_groups)
+    if q.dtype in _HALF:
+        return focus_blocks_reference(q.float(), k.float(), v.float(), groups, window, batch,
+                                      causal, kgroups).to(q.dtype)
     n, h, d = q.shape
+    if n == 0:
+        return q.new_empty(0, h, d)
     scale = 1.0 / math.sqrt(d)
     seq, _ = _seq_layout(batch, n, q.device)
-    kgroups = num_groups if num_groups is not None else int(groups.max()) + 1
     toks: List[Tensor] = []
     outs: List[Tensor] = []
     lses: List[Tensor] = []
@@ -553,9 +654,15 @@ def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
 
     Returns:
         torch.Tensor: ``[N, H, D]``.
+
+    Raises:
+        TypeError: for non-floating :obj:`q`, :obj:`k`, :obj:`v` or non-long :obj:`groups`.
+        ValueError: for bad shapes, a negative :obj:`window`, a bad :obj:`batch` or group
+            ids outside :math:`[0, K)` (which would otherwise fall into another sequence's
+            buckets).
     """
+    groups, kgroups = _check_hard_args(q, k, v, groups, window, batch, num_groups)
     n = q.size(0)
-    kgroups = num_groups if num_groups is not None else int(groups.max()) + 1
     can_fuse = (_FLASH_FWD is not None and _FLASH_BWD is not None and q.device.type == "cpu"
                 and q.dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16))
     if (fused is None and n > 0 and q.device.type == "cuda" and FLEX_AVAILABLE
@@ -602,7 +709,32 @@ def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: 
     below, i.e. to the hard mask for one-hot memberships, whereas the multiplicative gate
     only rescales a logit (a zero logit keeps its weight, and a negative logit is even
     *raised*), so soft training and hard inference disagree.
+
+    Args:
+        q, k, v (torch.Tensor): ``[N, H, D]``.
+        soft (torch.Tensor): soft memberships ``[N, K]``.
+        window (int): local window :math:`w \ge 0`.
+        batch (torch.Tensor, optional): sorted sequence ids (default: :obj:`None`).
+        causal (bool): causal attention (default: :obj:`True`).
+        gate (str): ``'additive'`` or ``'multiplicative'`` (default: :obj:`'additive'`).
+        gate_scale (float): :math:`\lambda`, finite (default: :obj:`10.0`).
+        gate_bias (float): :math:`b`, finite (default: :obj:`0.5`).
+
+    Returns:
+        torch.Tensor: ``[N, H, D]``.
     """
+    _check_qkv(q, k, v)
+    _check_window(window)
+    if not isinstance(soft, Tensor) or not soft.is_floating_point() or soft.dim() != 2 \
+            or soft.size(0) != q.size(0):
+        raise ValueError(f"'soft' must be a floating-point [{q.size(0)}, K] tensor, got "
+                         f"{getattr(soft, 'dtype', type(soft).__name__)} "
+                         f"{list(getattr(soft, 'shape', []))}")
+    check_batch(batch, q.size(0))
+    gate_scale = check_real(gate_scale, "gate_scale")
+    gate_bias = check_real(gate_bias, "gate_bias")
+    if gate not in ("additive", "multiplicative"):
+        raise ValueError(f"'gate' must be 'additive' or 'multiplicative', got {gate!r}")
     n, h, d = q.shape
     seq, nseq = _seq_layout(batch, n, q.device)
     qd, valid = to_dense_batch(q.reshape(n, h * d), seq, batch_size=nseq)
@@ -687,6 +819,13 @@ class FocusAttention(nn.Module):
     ``gate=None`` or ``enabled = False`` the layer is plain full (causal) attention, in both
     modes, with the same projections.
 
+    The options :attr:`top_k` (shared with the router), :attr:`window`, :attr:`backend`,
+    :attr:`gate`, :attr:`gate_scale` and :attr:`gate_bias` may be assigned after
+    construction: the value is validated and used from the next call on. :attr:`num_groups`
+    is fixed (assigning it raises :class:`AttributeError`). Every back-end accepts
+    :obj:`float16` and :obj:`bfloat16` (routing, log-sum-exps and merges run in
+    :obj:`float32`).
+
     Args:
         embed_dim (int): model width :math:`C` (input, query/key/value and output).
         num_heads (int): heads :math:`H`; :math:`C` must be divisible by :math:`H`.
@@ -699,10 +838,10 @@ class FocusAttention(nn.Module):
         gate (str, optional): ``'additive'``, ``'multiplicative'`` or :obj:`None`
             (no Focus: full attention) (default: :obj:`'additive'`).
         causal (bool): causal attention and prefix-causal routing (default: :obj:`True`).
-        tau (float): Sinkhorn temperature (default: :obj:`0.1`).
+        tau (float): Sinkhorn temperature, finite and positive (default: :obj:`0.1`).
         sinkhorn_iters (int): Sinkhorn iterations (default: :obj:`10`).
-        gate_scale (float): :math:`\lambda` of the soft gate (default: :obj:`10.0`).
-        gate_bias (float): :math:`b` of the additive gate (default: :obj:`0.5`).
+        gate_scale (float): :math:`\lambda` of the soft gate, finite (default: :obj:`10.0`).
+        gate_bias (float): :math:`b` of the additive gate, finite (default: :obj:`0.5`).
         bias (bool): biases in the own projections (default: :obj:`True`).
 
     Shapes:
@@ -718,37 +857,106 @@ class FocusAttention(nn.Module):
                  causal: bool = True, tau: float = 0.1, sinkhorn_iters: int = 10,
                  gate_scale: float = 10.0, gate_bias: float = 0.5, bias: bool = True) -> None:
         super().__init__()
-        if not isinstance(embed_dim, int) or embed_dim < 1:
+        if not isinstance(embed_dim, int) or isinstance(embed_dim, bool) or embed_dim < 1:
             raise ValueError(f"'embed_dim' must be a positive int, got {embed_dim!r}")
         if not isinstance(num_heads, int) or num_heads < 1 or embed_dim % num_heads:
             raise ValueError(f"'embed_dim' ({embed_dim}) must be divisible by 'num_heads' "
                              f"({num_heads!r})")
-        if not isinstance(window, int) or isinstance(window, bool) or window < 0:
-            raise ValueError(f"'window' must be a non-negative int, got {window!r}")
-        if backend not in BACKENDS:
-            raise ValueError(f"'backend' must be one of {BACKENDS}, got {backend!r}")
-        if gate not in GATES:
-            raise ValueError(f"'gate' must be one of {GATES}, got {gate!r}")
+        if not isinstance(num_groups, int) or isinstance(num_groups, bool) or num_groups < 1:
+            raise ValueError(f"'num_groups' must be a positive int, got {num_groups!r}")
         self.embed_dim = embed_dim
         self.num_heads = num_heads
         self.head_dim = embed_dim // num_heads
-        self.num_groups = num_groups
-        self.top_k = top_k
+        self.router = FocusRouter(embed_dim, num_groups, group_dim, tau, sinkhorn_iters, top_k,
+                                  causal)
         self.window = window
         self.backend = backend
         self.gate = gate
         self.causal = causal
-        self.gate_scale = float(gate_scale)
-        self.gate_bias = float(gate_bias)
+        self.gate_scale = gate_scale
+        self.gate_bias = gate_bias
         self.enabled = True
-        self.router = FocusRouter(embed_dim, num_groups, group_dim, tau, sinkhorn_iters, top_k,
-                                  causal)
         self.q_proj: Optional[nn.Module] = nn.Linear(embed_dim, embed_dim, bias=bias)
         self.k_proj: Optional[nn.Module] = nn.Linear(embed_dim, embed_dim, bias=bias)
         self.v_proj: Optional[nn.Module] = nn.Linear(embed_dim, embed_dim, bias=bias)
         self.out_proj: nn.Module = nn.Linear(embed_dim, embed_dim, bias=bias)
         self.qkv: Optional[Callable[[Tensor], Tuple[Tensor, Tensor, Tensor]]] = None
         self.edge_attention = FocusEdgeAttention()
+
+    # ---- validated options: assigning them takes effect at the next call or is refused ----
+
+    @property
+    def num_groups(self) -> int:
+        r"""The number of groups :math:`K`, fixed at construction (the router's centroids)."""
+        return self.router.num_groups
+
+    @num_groups.setter
+    def num_groups(self, value: int) -> None:
+        raise AttributeError(f"'num_groups' of {self.__class__.__name__} is fixed at "
+                             f"construction (the router has {self.router.num_groups} "
+                             f"centroids); build a new layer for another number of groups")
+
+    @property
+    def top_k(self) -> int:
+        r"""Hard groups per token, :math:`1..K`; the router's :obj:`top_k` (assigning either
+        validates the value and sets both)."""
+        return self.router.top_k
+
+    @top_k.setter
+    def top_k(self, value: int) -> None:
+        self.router.top_k = value
+
+    @property
+    def window(self) -> int:
+        r"""The local window :math:`w \ge 0`; assigning validates the value."""
+        return self._window
+
+    @window.setter
+    def window(self, value: int) -> None:
+        _check_window(value)
+        self._window = value
+
+    @property
+    def backend(self) -> str:
+        r"""The hard back-end, one of ``'blocks'``, ``'edges'``, ``'dense'``, ``'flex'``;
+        assigning validates the value."""
+        return self._backend
+
+    @backend.setter
+    def backend(self, value: str) -> None:
+        if not isinstance(value, str) or value not in BACKENDS:
+            raise ValueError(f"'backend' must be one of {BACKENDS}, got {value!r}")
+        self._backend = value
+
+    @property
+    def gate(self) -> Optional[str]:
+        r"""The soft gate, ``'additive'``, ``'multiplicative'`` or :obj:`None` (full
+        attention); assigning validates the value."""
+        return self._gate
+
+    @gate.setter
+    def gate(self, value: Optional[str]) -> None:
+        if value is not None and (not isinstance(value, str) or value not in GATES):
+            raise ValueError(f"'gate' must be one of {GATES}, got {value!r}")
+        self._gate = value
+
+    @property
+    def gate_scale(self) -> float:
+        r"""The gate scale :math:`\lambda`, finite; assigning validates the value."""
+        return self._gate_scale
+
+    @gate_scale.setter
+    def gate_scale(self, value: float) -> None:
+        self._gate_scale = check_real(value, "gate_scale")
+
+    @property
+    def gate_bias(self) -> float:
+        r"""The additive gate's bias :math:`b`, finite; assigning validates the value."""
+        return self._gate_bias
+
+    @gate_bias.setter
+    def gate_bias(self, value: float) -> None:
+        self._gate_bias = check_real(value, "gate_bias")
 
     def reset_parameters(self) -> None:
         r"""Reset the router and the own projections."""
@@ -825,10 +1033,12 @@ class FocusAttention(nn.Module):
                 :obj:`False`; :obj:`None` in its place when Focus is disabled).
             hard (bool, optional): hard top-k sets (inference) or soft gates (training)
                 (default: :obj:`None`, hard in ``eval()`` mode).
+
+        Raises:
+            TypeError: if :obj:`x` is not a floating-point tensor.
+            ValueError: for a wrong shape, no token, or a bad :obj:`batch`.
         """
-        if not isinstance(x, Tensor) or x.dim() not in (2, 3):
-            raise ValueError(f"'x' must be [B, T, C] or [N, C], got "
-                             f"{list(getattr(x, 'shape', []))}")
+        check_features(x, "x")
         if x.size(-1) != self.embed_dim:
             raise ValueError(f"'x' must have {self.embed_dim} channels, got {x.size(-1)}")
         shape = x.shape

@@ -5,9 +5,12 @@ Reference: Yao et al., "Why Attend to Everything? Focus is the Key" /
 """
 from __future__ import annotations
 
+import math
+import numbers
 from typing import NamedTuple, Optional
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.utils import to_dense_batch
 
@@ -19,7 +22,8 @@ class RouterOutput(NamedTuple):
         soft (torch.Tensor): soft group memberships :math:`\mathbf{g}_i`, rows sum to one,
             shape :obj:`[..., K]`, in the input's dtype.
         groups (torch.Tensor): hard top-:math:`k` group ids, shape :obj:`[..., top_k]`,
-            :obj:`torch.long`, ordered by decreasing membership.
+            :obj:`torch.long`, ordered by decreasing membership (ties within a relative
+            :data:`TIE_RTOL` go to the lowest group id, see :func:`topk_groups`).
         log_soft (torch.Tensor): :math:`\log \mathbf{g}_i` in :obj:`float32` (or
             :obj:`float64` for double input), shape :obj:`[..., K]`.
     """
@@ -48,6 +52,49 @@ def check_batch(batch: Optional[Tensor], num_nodes: int, name: str = "batch") ->
                          f"nodes of one graph/sequence are contiguous)")
     if num_nodes > 0 and int(batch[0]) < 0:
         raise ValueError(f"'{name}' must be non-negative")
+
+
+def check_real(value, name: str, positive: bool = False) -> float:
+    r"""Validate a finite real scalar argument (a Python or NumPy number, not a bool, or a
+    0-d real tensor) and return it as a :obj:`float`.
+
+    Raises:
+        TypeError: if :obj:`value` is not a real number.
+        ValueError: if it is NaN or infinite, or not :math:`> 0` with ``positive=True``.
+    """
+    if isinstance(value, Tensor) and value.numel() == 1 and not value.is_complex() \
+            and value.dtype != torch.bool:
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"'{name}' must be a real number, got {type(value).__name__} "
+                        f"{value!r}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"'{name}' must be finite, got {value!r}")
+    if positive and not value > 0:
+        raise ValueError(f"'{name}' must be positive, got {value!r}")
+    return value
+
+
+def check_features(x, name: str, min_dims: int = 2, max_dims: int = 3) -> None:
+    r"""Validate a floating-point feature tensor :obj:`[N, C]` or :obj:`[B, T, C]` holding
+    at least one token.
+
+    Raises:
+        TypeError: if :obj:`x` is not a floating-point tensor.
+        ValueError: if it has the wrong number of dimensions or no token.
+    """
+    if not isinstance(x, Tensor):
+        raise TypeError(f"'{name}' must be a tensor, got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise TypeError(f"'{name}' must be a floating-point tensor (float16, bfloat16, "
+                        f"float32 or float64), got {x.dtype}")
+    if not min_dims <= x.dim() <= max_dims:
+        shapes = "[B, T, C] or [N, C]" if (min_dims, max_dims) == (2, 3) else \
+            f"{min_dims}-{max_dims} dimensions"
+        raise ValueError(f"'{name}' must be {shapes}, got {list(x.shape)}")
+    if x.shape[:-1].numel() == 0:
+        raise ValueError(f"'{name}' must hold at least one token, got shape {list(x.shape)}")
 
 
 #: Smallest prefix sum (after shifting by the column maximum, in float64) that the fast
@@ -156,14 +203,51 @@ def sinkhorn_log(scores: Tensor, batch: Optional[Tensor] = None, num_segments: i
     return _sinkhorn_dense(dense, valid, num_iters, causal)[valid]
 
 
+#: Relative tolerance under which two memberships count as tied in :func:`topk_groups`.
+TIE_RTOL = 1e-5
+
+
 def topk_groups(log_soft: Tensor, top_k: int) -> Tensor:
     r"""Hard top-:math:`k` group ids of log memberships ``[..., K]``, ordered by decreasing
-    membership (the rule :class:`FocusRouter` and the cached decoding share).
+    membership, with ties broken deterministically (the rule :class:`FocusRouter` and the
+    cached decoding share).
+
+    **Tie rule.** The groups are picked greedily: at each of the :obj:`top_k` steps, among
+    the groups not yet picked, every group whose membership is within the relative
+    tolerance :data:`TIE_RTOL` of the largest remaining membership :math:`g^{\max}`,
+
+    .. math::
+        g_{ik} \ge (1 - \varepsilon)\, g^{\max}_i, \qquad \varepsilon = 10^{-5},
+
+    counts as tied, and the *lowest group id* among them wins. Memberships that differ by
+    rounding only (for example the exactly uniform membership of a sequence's first token
+    under prefix-causal balancing, whose last bits depend on the other sequences of a
+    batch) thus always give the same groups; memberships farther apart than
+    :math:`\varepsilon` keep the plain top-:math:`k` order.
+
+    Args:
+        log_soft (torch.Tensor): log memberships ``[..., K]``.
+        top_k (int): groups per token, :math:`1..K`.
 
     Returns:
         torch.Tensor: ``[..., top_k]``, :obj:`torch.long`.
     """
-    return log_soft.topk(top_k, dim=-1).indices
+    k = log_soft.size(-1)
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= k:
+        raise ValueError(f"'top_k' must be an int in 1..{k}, got {top_k!r}")
+    vals = log_soft.detach()
+    taken = torch.zeros(vals.shape, dtype=torch.bool, device=vals.device)
+    slack = math.log1p(-TIE_RTOL)
+    ninf = torch.tensor(float("-inf"), dtype=vals.dtype, device=vals.device)
+    out = []
+    for _ in range(top_k):
+        rest = torch.where(taken, ninf, vals)
+        best = rest.amax(-1, keepdim=True)
+        tied = ~taken & (rest >= best + slack)
+        idx = tied.to(torch.uint8).argmax(-1, keepdim=True)  # the first (lowest) tied id
+        taken.scatter_(-1, idx, True)
+        out.append(idx)
+    return torch.cat(out, -1)
 
 
 def group_balance(groups: Tensor, num_groups: int, batch: Optional[Tensor] = None) -> Tensor:
@@ -208,9 +292,14 @@ class FocusRouter(nn.Module):
         \mathbf{g}_i = \mathrm{Sinkhorn}(S)_i, \qquad
         G_i = \operatorname{top-k}(\mathbf{g}_i).
 
-    Sinkhorn runs in log space (:func:`sinkhorn_log`) in :obj:`float32` even for half
-    precision input (cast back afterwards), so it is stable at small :math:`\tau`.
-    Normalisation over tokens never crosses sequences/graphs of a batch.
+    The projection, the scores and Sinkhorn (in log space, :func:`sinkhorn_log`) run in
+    :obj:`float32` even for half precision input (:obj:`float64` for double input; the soft
+    memberships are cast back to the input's dtype), so routing is stable at small
+    :math:`\tau` and a half precision input gets the groups of its float32 upcast up to
+    rounding. Normalisation over tokens never crosses sequences/graphs of a batch. The
+    hard top-:math:`k` breaks ties deterministically (:func:`topk_groups`: memberships
+    within a relative :data:`TIE_RTOL` are tied, the lowest group id wins), so a token's
+    groups never depend on rounding noise from the other sequences of a batch.
 
     **Causality.** The paper's column step sums over the whole sequence, so a token's group
     depends on later tokens. With ``causal=True`` the column sum for token :math:`t` runs over
@@ -220,14 +309,15 @@ class FocusRouter(nn.Module):
     :math:`G_t`: future tokens never change past memberships. This is an online Sinkhorn: token
     :math:`t` is balanced against the groups' mass so far, which approaches the full-sequence
     balancing as the prefix grows. The first token of a sequence holds all of every group's
-    prefix mass, so its membership is uniform (its top-:math:`k` is then a tie); this
-    matters little because the local window always covers the first tokens' neighbours.
+    prefix mass, so its membership is uniform: its top-:math:`k` is a tie, which the tie rule
+    resolves to groups :math:`0, \dots, k - 1`; this matters little because the local
+    window always covers the first tokens' neighbours.
 
     Args:
         in_channels (int): size :math:`d` of the hidden states :math:`\mathbf{h}_i`.
         num_groups (int): number of groups :math:`K` (default: :obj:`8`).
         group_dim (int): routing dimension :math:`d_g` (default: :obj:`16`).
-        tau (float): temperature :math:`\tau` (default: :obj:`0.1`).
+        tau (float): temperature :math:`\tau > 0`, finite (default: :obj:`0.1`).
         sinkhorn_iters (int): Sinkhorn iterations (default: :obj:`10`).
         top_k (int): hard groups per token, in :math:`1..K` (default: :obj:`1`).
         causal (bool): prefix-causal balancing (default: :obj:`True`).
@@ -245,26 +335,55 @@ class FocusRouter(nn.Module):
         super().__init__()
         for name, val in (("in_channels", in_channels), ("num_groups", num_groups),
                           ("group_dim", group_dim)):
-            if not isinstance(val, int) or val < 1:
+            if not isinstance(val, int) or isinstance(val, bool) or val < 1:
                 raise ValueError(f"'{name}' must be a positive int, got {val!r}")
-        if not isinstance(top_k, int) or not 1 <= top_k <= num_groups:
-            raise ValueError(f"'top_k' must be an int in 1..num_groups={num_groups}, "
-                             f"got {top_k!r}")
-        if not tau > 0:
-            raise ValueError(f"'tau' must be positive, got {tau!r}")
-        if not isinstance(sinkhorn_iters, int) or sinkhorn_iters < 0:
+        if (not isinstance(sinkhorn_iters, int) or isinstance(sinkhorn_iters, bool)
+                or sinkhorn_iters < 0):
             raise ValueError(f"'sinkhorn_iters' must be a non-negative int, "
                              f"got {sinkhorn_iters!r}")
         self.in_channels = in_channels
-        self.num_groups = num_groups
+        self._num_groups = num_groups
         self.group_dim = group_dim
-        self.tau = float(tau)
+        self.tau = tau
         self.sinkhorn_iters = sinkhorn_iters
         self.top_k = top_k
         self.causal = causal
         self.lin = nn.Linear(in_channels, group_dim, bias=False)
         self.centroids = nn.Parameter(torch.empty(num_groups, group_dim))
         self.reset_parameters()
+
+    @property
+    def num_groups(self) -> int:
+        r"""The number of groups :math:`K`, fixed at construction (the centroids' rows)."""
+        return self._num_groups
+
+    @num_groups.setter
+    def num_groups(self, value: int) -> None:
+        raise AttributeError(f"'num_groups' of {self.__class__.__name__} is fixed at "
+                             f"construction (the centroids have {self._num_groups} rows); "
+                             f"build a new router for another number of groups")
+
+    @property
+    def top_k(self) -> int:
+        r"""Hard groups per token, :math:`1..K`; assigning validates the value."""
+        return self._top_k
+
+    @top_k.setter
+    def top_k(self, value: int) -> None:
+        if not isinstance(value, int) or isinstance(value, bool) \
+                or not 1 <= value <= self._num_groups:
+            raise ValueError(f"'top_k' must be an int in 1..num_groups={self._num_groups}, "
+                             f"got {value!r}")
+        self._top_k = value
+
+    @property
+    def tau(self) -> float:
+        r"""The temperature :math:`\tau > 0`; assigning validates the value."""
+        return self._tau
+
+    @tau.setter
+    def tau(self, value: float) -> None:
+        self._tau = check_real(value, "tau", positive=True)
 
     def reset_parameters(self) -> None:
         r"""Reset :math:`\mathbf{W}_g` (Kaiming-uniform) and the centroids (unit-norm rows)."""
@@ -275,13 +394,14 @@ class FocusRouter(nn.Module):
 
     def scores(self, h: Tensor) -> Tensor:
         r"""Scores :math:`S/\tau = \mathbf{z}\mathbf{C}^{\top}/\tau` in float32 (float64 for
-        double input), shape :obj:`[..., K]`.
+        double input), shape :obj:`[..., K]`; the projection :math:`\mathbf{z}` is computed
+        in that dtype too, so half precision input is routed like its float32 upcast.
 
         Raises:
             ValueError: if any score is NaN or infinite.
         """
         dtype = torch.float64 if h.dtype == torch.float64 else torch.float32
-        z = self.lin(h).to(dtype)
+        z = F.linear(h.to(dtype), self.lin.weight.to(dtype))
         s = (z @ self.centroids.to(dtype).t()) / self.tau
         if not bool(torch.isfinite(s).all()):
             raise ValueError("FocusRouter: routing scores contain NaN or inf (check the "
@@ -298,10 +418,12 @@ class FocusRouter(nn.Module):
 
         Returns:
             RouterOutput: soft memberships, hard top-k groups, log memberships.
+
+        Raises:
+            TypeError: if :obj:`h` is not a floating-point tensor.
+            ValueError: for a wrong shape, no token, or a bad :obj:`batch`.
         """
-        if not isinstance(h, Tensor) or h.dim() not in (2, 3):
-            raise ValueError(f"'h' must be [B, T, C] or [N, C], got "
-                             f"{list(getattr(h, 'shape', []))}")
+        check_features(h, "h")
         if h.size(-1) != self.in_channels:
             raise ValueError(f"'h' must have {self.in_channels} channels, got {h.size(-1)}")
         if h.dim() == 3:
@@ -332,4 +454,4 @@ class FocusRouter(nn.Module):
 
 
 __all__ = ["FocusRouter", "RouterOutput", "group_balance", "sinkhorn_log", "logcumsumexp",
-           "check_batch", "topk_groups"]
+           "check_batch", "check_real", "check_features", "topk_groups", "TIE_RTOL"]

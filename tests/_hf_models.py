@@ -31,6 +31,7 @@ def build_hf(arch: str, attn: str = "sdpa", dtype: torch.dtype = torch.float32,
         cfg = cfg_cls(**kw)
     elif arch == "gpt2":
         cfg = transformers.GPT2Config(n_layer=LAYERS, n_head=2, n_embd=C, n_positions=256,
+                                      resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
                                       **common, **overrides)
         model_cls = transformers.GPT2LMHeadModel
     elif arch == "neox":
@@ -47,6 +48,8 @@ def build_hf(arch: str, attn: str = "sdpa", dtype: torch.dtype = torch.float32,
             for layer in m.model.layers:
                 for p in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
                     p.bias.normal_(0, 0.5)
+    m.generation_config.eos_token_id = None  # generate exactly max_new_tokens
+    m.generation_config.pad_token_id = 2
     return m.eval()
 
 

@@ -203,12 +203,17 @@ def test_hf_cache_prefill_and_refusals():
         for la, lb in zip(ref.past_key_values.layers, out.past_key_values.layers):
             assert torch.allclose(la.keys, lb.keys, atol=1e-5)
             assert torch.allclose(la.values, lb.values, atol=1e-5)
-        with pytest.raises(NotImplementedError, match="non-empty KV cache"):
-            m(x[:, :1], past_key_values=out.past_key_values, use_cache=True)
+        # continuing the cache (issue 10: cached decoding) equals the full forward
+        nxt = m(x[:, :1], cache=out.past_key_values, use_cache=True).logits[:, 0]
+        full = m(torch.cat([x, x[:, :1]], 1), use_cache=False).logits[:, -1]
+        assert torch.allclose(nxt, full, atol=1e-4)
         pad = torch.ones(2, T, dtype=torch.long)
-        pad[0, :5] = 0  # left padding
+        pad[0, :5] = 0  # left padding (issue 10: supported; tested in test_pretrained_adapters)
+        m(x, attention_mask=pad, use_cache=False)
+        bias = torch.zeros(2, 1, T, T)
+        bias[..., 0] = 0.25  # an additive bias is not a padding mask
         with pytest.raises(ValueError, match="attention_mask"):
-            m(x, attention_mask=pad, use_cache=False)
+            m.transformer.h[0].attn(m.transformer.wte(x), attention_mask=bias)
         m(x, attention_mask=torch.ones(2, T, dtype=torch.long), use_cache=False)  # no padding ok
     assert isinstance(transformers.__version__, str)
 

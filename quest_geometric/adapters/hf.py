@@ -104,7 +104,7 @@ class HFAttentionAdapter(AttentionAdapter):
         cache_len = hf_cache_length(cache, layer_idx)
         t = x.size(1)
         valid = padding_from_mask(bound.get("attention_mask"), t, cache_len + t, True,
-                                  f"compose_focus ({self.who})")
+                                  f"compose_focus ({type(module).__name__})")
         pe = bound.get("position_embeddings")
         return AttentionCall(hidden=x, valid=valid, cache=cache, cache_len=cache_len,
                              layer_idx=layer_idx, rotary=tuple(pe) if pe is not None else None,
@@ -273,12 +273,11 @@ class LlamaAttentionAdapter(HFAttentionAdapter):
 
     def parse(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]) -> AttentionCall:
         who = type(module).__name__
-        call = super().parse(module, args, kwargs)
-        if call.rotary is None:
-            raise ValueError(f"{who}: 'position_embeddings' (cos, sin) must be passed, as the "
-                             f"transformers v5 model does")
         sw = self.sliding_window(module)
-        total = call.cache_len + call.hidden.size(1)
+        bound = _bind(args, kwargs, self.arg_names)
+        x = bound.get("hidden_states")
+        total = (hf_cache_length(hf_cache(bound), getattr(module, "layer_idx", None))
+                 + (x.size(1) if isinstance(x, Tensor) and x.dim() == 3 else 0))
         if sw is not None and total > sw:
             raise ValueError(
                 f"compose_focus ({who}): the call has {total} keys but the module attends "
@@ -286,6 +285,10 @@ class LlamaAttentionAdapter(HFAttentionAdapter):
                 f"the whole causal prefix. Set config.sliding_window=None (and use a dynamic "
                 f"cache: generate(..., cache_implementation='dynamic')) or keep sequences "
                 f"within {sw} tokens")
+        call = super().parse(module, args, kwargs)
+        if call.rotary is None:
+            raise ValueError(f"{who}: 'position_embeddings' (cos, sin) must be passed, as the "
+                             f"transformers v5 model does")
         return call
 
     def project(self, module: nn.Module, call: AttentionCall) -> Tuple[Tensor, Tensor, Tensor]:

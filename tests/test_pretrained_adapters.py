@@ -1,0 +1,292 @@
+"""compose_focus and QKProbe on the Llama family, GPT-2 and GPT-NeoX (tiny random configs, no
+download): exactness against the original model, cached generation against the uncached
+forward, padded batches against each sequence alone, saving and reloading."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from _hf_models import HF_ARCHS, build_hf, tokens
+from quest_geometric.adapters import (
+    LlamaAttentionAdapter,
+    get_attention_adapter,
+    padding_from_mask,
+    repeat_kv,
+)
+from quest_geometric.analysis.probe import QKProbe
+from quest_geometric.nn.compose_focus import (
+    compose_focus,
+    focus_disabled,
+    load_routers,
+    save_routers,
+    set_focus_options,
+)
+
+pytest.importorskip("transformers")
+LLAMA_FAMILY = ["llama", "mistral", "qwen2"]
+
+
+def _attn(m):
+    return [a for a in m.modules() if get_attention_adapter(a) is not None
+            and type(a).__name__.endswith("Attention")]
+
+
+@pytest.mark.parametrize("arch", HF_ARCHS)
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_disabled_is_bitwise_and_wide_window_equals_original(arch, attn):
+    m = build_hf(arch, attn=attn)
+    x = tokens(2, 30)
+    with torch.no_grad():
+        ref = m(x).logits
+        compose_focus(m, num_groups=4, top_k=1, window=64)
+        with focus_disabled(m):
+            assert torch.equal(m(x).logits, ref)
+        assert torch.allclose(m(x).logits, ref, atol=1e-5, rtol=0)  # hard, w >= T
+        m.train()
+        assert torch.allclose(m(x).logits, ref, atol=1e-5, rtol=0)  # soft, w >= T
+
+
+@pytest.mark.parametrize("arch", LLAMA_FAMILY)
+def test_llama_layer_matches_hand_written_gqa_rope_attention(arch):
+    """One composed layer against a plain re-implementation: q/k/v projections (with
+    biases), rotary embedding by hand, keys/values repeated per group, and the Focus mask of
+    the router's hard groups applied to a dense softmax."""
+    m = build_hf(arch)
+    compose_focus(m, num_groups=4, top_k=1, window=2)
+    layer = m.model.layers[0].self_attn
+    orig = layer.original
+    t, c = 24, m.config.hidden_size
+    h = torch.randn(1, t, c, generator=torch.Generator().manual_seed(5))
+    pos = torch.arange(t).unsqueeze(0)
+    cos, sin = m.model.rotary_emb(h, pos)
+    with torch.no_grad():
+        out, _ = layer(h, position_embeddings=(cos, sin), attention_mask=None)
+        d = orig.head_dim
+        nh, nkv = m.config.num_attention_heads, m.config.num_key_value_heads
+        q = orig.q_proj(h).view(1, t, nh, d).transpose(1, 2)
+        k = orig.k_proj(h).view(1, t, nkv, d).transpose(1, 2)
+        v = orig.v_proj(h).view(1, t, nkv, d).transpose(1, 2)
+
+        def rot(x):  # rotate_half, written out
+            x1, x2 = x[..., : d // 2], x[..., d // 2:]
+            return torch.cat([-x2, x1], -1)
+
+        q = q * cos[:, None] + rot(q) * sin[:, None]
+        k = k * cos[:, None] + rot(k) * sin[:, None]
+        k = k.repeat_interleave(nh // nkv, dim=1)
+        v = v.repeat_interleave(nh // nkv, dim=1)
+        groups = layer.router(h[0]).groups[:, 0]
+        i = torch.arange(t)
+        allowed = ((i[:, None] - i[None]) <= 2) | (groups[:, None] == groups[None])
+        allowed &= i[None] <= i[:, None]
+        s = (q @ k.transpose(-1, -2)) / math.sqrt(d)
+        a = s.masked_fill(~allowed, float("-inf")).softmax(-1)
+        ref = orig.o_proj((a @ v).transpose(1, 2).reshape(1, t, nh * d))
+    assert not bool(allowed.all())  # the pattern is sparse
+    assert torch.allclose(out, ref, atol=1e-5)
+
+
+@pytest.mark.parametrize("arch", HF_ARCHS)
+@pytest.mark.parametrize("top_k", [1, 2, 4])
+def test_cached_decoding_equals_full_forward(arch, top_k):
+    m = build_hf(arch)
+    compose_focus(m, num_groups=4, top_k=top_k, window=3)
+    x = tokens(2, 40, seed=7)
+    with torch.no_grad():
+        full = m(x, use_cache=False).logits
+        pre = m(x[:, :25], use_cache=True)
+        cache = pre.past_key_values
+        assert torch.allclose(pre.logits, full[:, :25], atol=1e-4, rtol=0)
+        for i in range(25, 40):
+            o = m(x[:, i:i + 1], cache=cache, use_cache=True)
+            assert torch.allclose(o.logits[:, 0], full[:, i], atol=1e-4, rtol=0), i
+        g1 = m.generate(x[:, :10], max_new_tokens=20, do_sample=False, use_cache=True)
+        g2 = m.generate(x[:, :10], max_new_tokens=20, do_sample=False, use_cache=False)
+    assert g1.shape == (2, 30)
+    assert torch.equal(g1, g2)
+
+
+def test_decode_attends_only_to_window_and_shared_group():
+    """The decode step's gathered keys are exactly the window plus the tokens sharing a
+    group, a small share of a long context."""
+    from quest_geometric.nn.focus_decode import FocusDecodeState, focus_decode_attention
+
+    s, w = 400, 4
+    g = torch.randint(0, 8, (1, s, 1), generator=torch.Generator().manual_seed(0))
+    st = FocusDecodeState(g, torch.arange(s).view(1, s), torch.zeros(1, 1, 8),
+                          torch.tensor([s]))
+    q = torch.randn(1, 2, 1, 8)
+    k, v = torch.randn(1, 1, s, 8), torch.randn(1, 1, s, 8)
+    o = focus_decode_attention(q, k, v, st, w, 0.3)
+    i = torch.arange(s)
+    allowed = ((s - 1 - i) <= w) | (g[0, :, 0] == g[0, -1, 0])
+    ref = torch.softmax((q @ k.repeat(1, 2, 1, 1).transpose(-1, -2) * 0.3)
+                        .masked_fill(~allowed, float("-inf")), -1) @ v.repeat(1, 2, 1, 1)
+    assert torch.allclose(o, ref, atol=1e-6)
+    assert int(allowed.sum()) < s // 4
+
+
+@pytest.mark.parametrize("arch", HF_ARCHS)
+@pytest.mark.parametrize("side", ["left", "right"])
+@pytest.mark.parametrize("train", [False, True])
+def test_padded_batch_equals_each_sequence_alone(arch, side, train):
+    m = build_hf(arch, attn="eager" if side == "right" else "sdpa")
+    compose_focus(m, num_groups=4, top_k=2, window=3)
+    m.train(train)
+    a, b = tokens(1, 12, seed=3), tokens(1, 20, seed=4)
+    ids = torch.full((2, 20), 2)
+    mask = torch.zeros(2, 20, dtype=torch.long)
+    sl = slice(8, 20) if side == "left" else slice(0, 12)
+    ids[0, sl], mask[0, sl] = a[0], 1
+    ids[1], mask[1] = b[0], 1
+    pos = (mask.cumsum(1) - 1).clamp(min=0)
+    with torch.no_grad():
+        out = m(ids, attention_mask=mask, position_ids=pos, use_cache=False).logits
+        alone_a = m(a, use_cache=False).logits
+        alone_b = m(b, use_cache=False).logits
+    assert torch.allclose(out[0, sl], alone_a[0], atol=1e-5, rtol=0)
+    assert torch.allclose(out[1], alone_b[0], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("arch", HF_ARCHS)
+def test_batched_generate_with_left_padding_gives_each_prompts_continuation(arch):
+    m = build_hf(arch)
+    compose_focus(m, num_groups=4, top_k=1, window=2)
+    a, b = tokens(1, 7, seed=8), tokens(1, 15, seed=9)
+    ids = torch.full((2, 15), 2)
+    mask = torch.zeros(2, 15, dtype=torch.long)
+    ids[0, 8:], mask[0, 8:] = a[0], 1
+    ids[1], mask[1] = b[0], 1
+    with torch.no_grad():
+        g = m.generate(ids, attention_mask=mask, max_new_tokens=12, do_sample=False)
+        ga = m.generate(a, max_new_tokens=12, do_sample=False)
+        gb = m.generate(b, max_new_tokens=12, do_sample=False)
+    assert torch.equal(g[0, 15:], ga[0, 7:])
+    assert torch.equal(g[1, 15:], gb[0, 15:])
+
+
+def test_non_padding_masks_are_refused_with_what_is_supported():
+    m = build_hf("llama", attn="eager")
+    compose_focus(m, num_groups=4, top_k=1, window=2)
+    layer = m.model.layers[0].self_attn
+    h = torch.randn(1, 6, m.config.hidden_size)
+    pe = m.model.rotary_emb(h, torch.arange(6).unsqueeze(0))
+    band = torch.ones(6, 6, dtype=torch.bool).tril() & ~torch.ones(6, 6, dtype=torch.bool).tril(-3)
+    with pytest.raises(ValueError, match="padding mask"):
+        layer(h, position_embeddings=pe, attention_mask=band.view(1, 1, 6, 6))
+    bias = torch.zeros(1, 1, 6, 6).masked_fill(~torch.ones(6, 6, dtype=torch.bool).tril(),
+                                               torch.finfo(torch.float32).min)
+    bias[..., 0] = 0.5  # a finite additive bias
+    with pytest.raises(ValueError, match="additive bias"):
+        layer(h, position_embeddings=pe, attention_mask=bias)
+
+
+def test_padding_from_mask_reads_hf_masks():
+    valid = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]], dtype=torch.bool)
+    causal = torch.ones(5, 5, dtype=torch.bool).tril()
+    four = (valid[:, None, None, :] & causal).clone()
+    four[0, 0, :2] = True  # HF opens fully masked padding rows; they are ignored
+    assert torch.equal(padding_from_mask(four, 5, 5, True, "t"), valid)
+    assert padding_from_mask(torch.ones(2, 5), 5, 5, True, "t") is None
+    assert torch.equal(padding_from_mask(valid.long(), 5, 5, True, "t"), valid)
+    # a decode step: one query over a cache of 5
+    assert torch.equal(padding_from_mask(four[:, :, -1:], 1, 5, True, "t"), valid)
+    with pytest.raises(ValueError, match="2-D .B, S. or 4-D"):
+        padding_from_mask(torch.ones(5), 5, 5, True, "t")
+
+
+def test_sliding_window_is_refused_naming_the_option():
+    m = build_hf("mistral", sliding_window=8)
+    compose_focus(m, num_groups=4, top_k=1, window=2)
+    with torch.no_grad():
+        m(tokens(1, 8))  # within the window: fine
+        with pytest.raises(ValueError, match="config.sliding_window"):
+            m(tokens(1, 12))
+
+
+@pytest.mark.parametrize("arch", HF_ARCHS)
+def test_save_pretrained_reloads_original_and_routers_bitwise(arch, tmp_path):
+    m = build_hf(arch)
+    before = {k: v.clone() for k, v in m.state_dict().items()}
+    compose_focus(m, num_groups=4, top_k=2, window=3)
+    with torch.no_grad():
+        for p in m.parameters():
+            if p.requires_grad:  # "trained" routers: anything but their initial values
+                p.add_(0.1 * torch.randn_like(p))
+    x = tokens(1, 30)
+    with torch.no_grad():
+        ref = m(x).logits
+    sd = m.state_dict()
+    assert all(torch.equal(sd[k], v) for k, v in before.items())  # original names kept
+    m.save_pretrained(tmp_path)
+    save_routers(m, tmp_path)
+    base = type(m).from_pretrained(tmp_path).eval()
+    bsd = base.state_dict()
+    assert set(bsd) == set(before)
+    assert all(torch.equal(bsd[k], v) for k, v in before.items())
+    load_routers(base, tmp_path)
+    with torch.no_grad():
+        assert torch.equal(base(x).logits, ref)
+    # torch.save of a state dict round-trips into a freshly composed model
+    torch.save(m.state_dict(), tmp_path / "sd.pt")
+    fresh = compose_focus(build_hf(arch), num_groups=4, top_k=2, window=3)
+    fresh.load_state_dict(torch.load(tmp_path / "sd.pt"))
+    with torch.no_grad():
+        assert torch.equal(fresh(x).logits, ref)
+
+
+def test_load_routers_errors(tmp_path):
+    m = build_hf("llama")
+    with pytest.raises(FileNotFoundError, match="save_routers"):
+        load_routers(m, tmp_path)
+    with pytest.raises(ValueError, match="not composed"):
+        save_routers(m, tmp_path)
+
+
+def test_cache_filled_without_focus_is_refused():
+    m = build_hf("llama")
+    compose_focus(m, num_groups=4, top_k=1, window=2)
+    x = tokens(1, 10)
+    with torch.no_grad():
+        with focus_disabled(m):
+            cache = m(x, use_cache=True).past_key_values
+        with pytest.raises(ValueError, match="did not route"):
+            m(x[:, :1], cache=cache, use_cache=True)
+
+
+def test_probe_on_gqa_measures_each_query_head_against_its_key_head():
+    m = build_hf("llama")
+    x = tokens(1, 16)
+    with QKProbe(m, max_tokens=64) as probe, torch.no_grad():
+        m(x)
+    rec = [r for r in probe.results() if r.get("head") is None]
+    assert len(rec) == 2
+    # the view the adapter gives, against a direct computation
+    attn = m.model.layers[0].self_attn
+    ad = get_attention_adapter(attn)
+    assert isinstance(ad, LlamaAttentionAdapter)
+    hs = m.model.embed_tokens(x)
+    pe = m.model.rotary_emb(hs, torch.arange(16).unsqueeze(0))
+    with torch.no_grad():
+        view = ad.qk_view(attn, (hs,), {"position_embeddings": pe, "attention_mask": None})
+        k = attn.k_proj(hs).view(1, 16, 2, -1).transpose(1, 2)
+        _, k = m.model.layers[0].self_attn.__class__.__module__, k
+        from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+        _, kr = apply_rotary_pos_emb(k, k, *pe)
+    assert view.q.shape == (1, 4, 16, 8) and view.k.shape == (1, 4, 16, 8)
+    assert torch.allclose(view.k, repeat_kv(kr, 2))
+    assert torch.equal(view.k[:, 0], view.k[:, 1]) and torch.equal(view.k[:, 2], view.k[:, 3])
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_llama_composed_runs(dtype):
+    m = build_hf("llama", dtype=dtype)
+    compose_focus(m, num_groups=4, top_k=2, window=3)
+    x = tokens(1, 20)
+    with torch.no_grad():
+        out = m(x).logits
+        g = m.generate(x[:, :8], max_new_tokens=4, do_sample=False)
+    assert out.dtype == dtype and bool(torch.isfinite(out).all())
+    assert g.shape == (1, 12)

@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 from torch_geometric.testing import assert_module
+from torch_geometric.utils import to_edge_index
 
 from quest_geometric.nn.qsv_conv import QSVConv
 from quest_geometric.testing.compile import assert_torch_compile
@@ -325,9 +326,14 @@ def test_sparse_layouts_and_edge_permutation():
     assert_module(conv, x, ei, expected_size=(n, 16),
                   test_sparse_layouts=[torch.sparse_csc, torch.sparse_coo], atol=1e-6)
     adj_t = torch.sparse_coo_tensor(ei.flip(0), torch.ones(ei.size(1)), (n, n)).coalesce()
-    out, (ei_out, alpha) = conv(x, adj_t, return_attention_weights=True)
+    out, (adj_alpha, alpha) = conv(x, adj_t, return_attention_weights=True)
     out_ref, (_, alpha_ref) = conv(x, ei, return_attention_weights=True)
     torch.testing.assert_close(out, out_ref)
+    # a sparse input returns the weights in its own sparse layout (PyG's GATConv convention)
+    assert adj_alpha.layout == torch.sparse_coo and adj_alpha.shape == (n, n, 2)
+    ei_t, values = to_edge_index(adj_alpha)
+    torch.testing.assert_close(values, alpha)
+    ei_out = ei_t.flip(0)
     # same edges, same weights (compare as sets keyed by edge)
     key = lambda e: e[0] * n + e[1]  # noqa: E731
     order, order_ref = key(ei_out).argsort(), key(ei).argsort()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterator
-from typing import Any, Optional, Union
+from typing import Any, Literal, Optional, Union, overload
 
 import torch
 import torch.nn.functional as F
@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from torch_geometric.nn.conv import EdgeConv, TransformerConv
 from torch_geometric.utils import scatter
 
-from quest_geometric.nn.qsv_conv import QSVConv
+from quest_geometric.nn.qsv_conv import QSVConv, _check_return_attention_weights
 from quest_geometric.nn.quaternion_linear import QuaternionLinear
 
 __all__ = [
@@ -141,11 +141,33 @@ class QSVBlock(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(channels, mlp_hidden), nn.GELU(),
                                  nn.Dropout(dropout), nn.Linear(mlp_hidden, channels))
 
-    def forward(self, x: Tensor, edge_index: Tensor, return_attention_weights: bool = False
+    @overload
+    def forward(self, x: Tensor, edge_index: Tensor,
+                return_attention_weights: Optional[Literal[False]] = None) -> Tensor:
+        ...
+
+    @overload
+    def forward(self, x: Tensor, edge_index: Tensor,
+                return_attention_weights: Literal[True]) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        ...
+
+    def forward(self, x: Tensor, edge_index: Tensor,
+                return_attention_weights: Optional[bool] = None
                 ) -> Union[Tensor, tuple[Tensor, tuple[Tensor, Tensor]]]:
+        r"""Runs the block.
+
+        Args:
+            x (torch.Tensor): Node features ``[N, channels]``.
+            edge_index (torch.Tensor): Edge indices ``[2, E]``.
+            return_attention_weights (bool, optional): :obj:`True` additionally returns the
+                convolution's ``(edge_index, alpha)`` (``alpha`` ``[E, heads]``, after
+                attention dropout); :obj:`None` or :obj:`False` do not, as in
+                :class:`~quest_geometric.nn.qsv_conv.QSVConv`. (default: :obj:`None`)
+        """
+        want = _check_return_attention_weights(return_attention_weights)
         h = self.norm1(x)
         att = None
-        if return_attention_weights:
+        if want:
             h, att = self.conv(h, edge_index, return_attention_weights=True)
         else:
             h = self.conv(h, edge_index)
@@ -544,6 +566,16 @@ class QSVNet(nn.Module):
         mask = shell == top[batch]
         return scatter(h[mask], batch[mask], dim=0, dim_size=num_graphs, reduce="mean")
 
+    @overload
+    def forward(self, data: Any, return_attention_weights: Optional[Literal[False]] = None
+                ) -> Tensor:
+        ...
+
+    @overload
+    def forward(self, data: Any, return_attention_weights: Literal[True]
+                ) -> tuple[Tensor, list[tuple[Tensor, Tensor]]]:
+        ...
+
     def forward(self, data: Any, return_attention_weights: Optional[bool] = None
                 ) -> Union[Tensor, tuple[Tensor, list[tuple[Tensor, Tensor]]]]:
         r"""Classifies a batch of graphs.
@@ -551,19 +583,23 @@ class QSVNet(nn.Module):
         Args:
             data (Batch or Data): Graphs with ``x``, ``edge_index``, ``batch`` (absent: one
                 graph) and ``shell`` (for the outer readout).
-            return_attention_weights (bool, optional): If :obj:`True`, additionally return
+            return_attention_weights (bool, optional): :obj:`True` additionally returns
                 the ``(edge_index, alpha)`` of every layer, ``alpha`` of shape
-                ``[E, heads]``. (default: :obj:`None`)
+                ``[E, heads]`` (after attention dropout: use eval mode for the softmax
+                weights); :obj:`None` or :obj:`False` do not, the same meaning as in
+                :class:`QSVBlock` and :class:`~quest_geometric.nn.qsv_conv.QSVConv`.
+                (default: :obj:`None`)
 
         Returns:
             torch.Tensor: Logits ``[B, num_classes]`` (and the list of attention weights).
         """
+        want = _check_return_attention_weights(return_attention_weights)
         x, edge_index, batch, num_graphs = self._inputs(data)
-        collect = "attention" if return_attention_weights else None
+        collect = "attention" if want else None
         h, att = self._trunk(x, edge_index, collect)
         g = self.pool(h, batch, num_graphs, getattr(data, "shell", None))
         logits = self.classifier(F.dropout(g, self.dropout, self.training))
-        if return_attention_weights:
+        if want:
             return logits, att
         return logits
 

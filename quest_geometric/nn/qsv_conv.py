@@ -2,16 +2,20 @@ r"""The QSV coupled quaternion attention layer (:class:`QSVConv`)."""
 from __future__ import annotations
 
 import math
-from typing import Any, Optional, Tuple, Union
+import warnings
+import weakref
+from typing import Any, Literal, Optional, Tuple, Union, overload
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 from torch.nn import Parameter
 from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.nn.dense.linear import Linear
-from torch_geometric.typing import SparseTensor
+from torch_geometric.typing import PairTensor, SparseTensor
 from torch_geometric.utils import is_torch_sparse_tensor, softmax, to_edge_index
+from torch_geometric.utils.sparse import set_sparse_value
 
 from quest_geometric.quaternion import multiply, normalize, random_unit, to_rotation_matrix
 
@@ -20,10 +24,34 @@ __all__ = ["QSVConv"]
 _QUATERNION_SOURCES = ("feature", "node", "both")
 _ATTENTIONS = ("learned", "uniform")
 _INT_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+_FUSED_DTYPES = (torch.float32, torch.float64)
+#: The per-instance hook tables of :class:`~torch_geometric.nn.conv.MessagePassing`; a hook in
+#: any of them expects to see the messages, so the dense path steps aside for it.
+_HOOK_TABLES = (
+    "_propagate_forward_pre_hooks", "_propagate_forward_hooks",
+    "_message_forward_pre_hooks", "_message_forward_hooks",
+    "_aggregate_forward_pre_hooks", "_aggregate_forward_hooks",
+    "_message_and_aggregate_forward_pre_hooks", "_message_and_aggregate_forward_hooks",
+    "_edge_update_forward_pre_hooks", "_edge_update_forward_hooks",
+)
 
 
 def _is_compiling() -> bool:
     return bool(torch.compiler.is_compiling())
+
+
+def _check_return_attention_weights(value: Any) -> bool:
+    r"""The one meaning of ``return_attention_weights`` in :class:`QSVConv`,
+    :class:`~quest_geometric.models.qsv_net.QSVBlock` and
+    :class:`~quest_geometric.models.qsv_net.QSVNet`: :obj:`True` returns the weights,
+    :obj:`None` or :obj:`False` does not; anything else is an error."""
+    if value is None or value is False:
+        return False
+    if value is True:
+        return True
+    raise ValueError(
+        f"'return_attention_weights' must be True, False or None (got {value!r})"
+    )
 
 
 def _block_rotation(q: Tensor) -> Tensor:
@@ -32,6 +60,205 @@ def _block_rotation(q: Tensor) -> Tensor:
     e00 = torch.zeros(4, 4, dtype=q.dtype, device=q.device)
     e00[0, 0] = 1.0
     return m + e00
+
+
+def _rotate(rot: Tensor, x: Tensor, transpose: bool = False) -> Tensor:
+    r"""Applies :math:`\mathrm{diag}(1, R)` (or its transpose) of every node and head to its
+    quaternion groups: ``rot`` ``[N, H, 3, 3]``, ``x`` ``[N, H, m, 4]``; the real parts pass
+    through and only the vector parts are multiplied (measured faster on CPU than the
+    ``4 x 4`` block product, forward and backward)."""
+    rt = rot if transpose else rot.transpose(-1, -2)
+    return torch.cat([x[..., :1], torch.matmul(x[..., 1:], rt)], dim=-1)
+
+
+# ---------------------------------------------------------------------- the dense pattern
+def _sparse_csr(crow: Tensor, col: Tensor, values: Tensor, size: tuple[int, int]) -> Tensor:
+    with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state" (once)
+        warnings.filterwarnings("ignore", message=".*Sparse CSR tensor support is in beta.*")
+        return torch.sparse_csr_tensor(crow, col, values, size, check_invariants=False)
+
+
+class _Pattern:
+    r"""The CSR pattern of a dense-layout graph with ``heads`` block-diagonal copies: row
+    :math:`(i, h)` holds the :math:`k` entries :math:`(j, h)` of the in-neighbours of
+    :math:`i`, in the layout ``[N_dst, heads, k]`` of the values.  The transposed pattern
+    (for the backward pass) is built on first use and kept."""
+
+    def __init__(self, src: Tensor, num_src: int, num_dst: int, k: int, heads: int) -> None:
+        self.src, self.num_src, self.num_dst, self.k, self.heads = src, num_src, num_dst, k, heads
+        dev = src.device
+        self.crow = torch.arange(0, num_dst * heads * k + 1, k, device=dev)
+        if heads == 1:
+            self.col = src
+        else:
+            h = torch.arange(heads, device=dev).view(1, heads, 1)
+            self.col = (src.view(num_dst, 1, k) * heads + h).reshape(-1)
+        self._transposed: Optional[tuple[Tensor, Tensor, Tensor]] = None
+
+    @property
+    def rows(self) -> int:
+        return self.num_dst * self.heads
+
+    @property
+    def cols(self) -> int:
+        return self.num_src * self.heads
+
+    def transposed(self) -> tuple[Tensor, Tensor, Tensor]:
+        """``(crow_t, col_t, gather)``: the CSR pattern of the transpose and, for each of its
+        entries, the position of its value in the forward layout."""
+        if self._transposed is None:
+            src, k, H, E = self.src, self.k, self.heads, self.src.numel()
+            dev = src.device
+            key = src.int() if self.num_src < 2 ** 31 else src  # int32 sorts ~3x faster
+            perm = key.argsort(stable=True)
+            deg = torch.bincount(src, minlength=self.num_src)
+            ptr = torch.zeros(self.num_src + 1, dtype=torch.long, device=dev)
+            ptr[1:] = deg.cumsum(0)
+            dst = perm // k
+            if H == 1:
+                self._transposed = (ptr, dst, perm)
+            else:
+                j = src.index_select(0, perm)
+                offset = torch.arange(E, device=dev) - ptr.index_select(0, j)
+                h = torch.arange(H, device=dev).view(1, H)
+                pos = (ptr.index_select(0, j).view(E, 1) * H + h * deg.index_select(0, j).view(E, 1)
+                       + offset.view(E, 1)).reshape(-1)
+                value_pos = (dst.view(E, 1) * (H * k) + h * k + (perm % k).view(E, 1)).reshape(-1)
+                gather = torch.empty(E * H, dtype=torch.long, device=dev)
+                gather[pos] = value_pos
+                col_t = torch.empty(E * H, dtype=torch.long, device=dev)
+                col_t[pos] = (dst.view(E, 1) * H + h).reshape(-1)
+                crow_t = torch.zeros(self.num_src * H + 1, dtype=torch.long, device=dev)
+                crow_t[1:] = deg.repeat_interleave(H).cumsum(0)
+                self._transposed = (crow_t, col_t, gather)
+        return self._transposed
+
+    def mm(self, values: Tensor, dense: Tensor) -> Tensor:
+        """:math:`A\\,D` with ``values`` in the forward layout; ``[rows, C]``."""
+        return _sparse_csr(self.crow, self.col, values, (self.rows, self.cols)) @ dense
+
+    def mm_t(self, values: Tensor, dense: Tensor) -> Tensor:
+        """:math:`A^{\\top} D` with ``values`` in the forward layout; ``[cols, C]``."""
+        crow_t, col_t, gather = self.transposed()
+        a_t = _sparse_csr(crow_t, col_t, values.index_select(0, gather), (self.cols, self.rows))
+        return a_t @ dense
+
+    def sddmm(self, a: Tensor, b: Tensor) -> Tensor:
+        """:math:`\\langle a_{r}, b_{c}\\rangle` for every entry :math:`(r, c)` of the pattern,
+        in the forward layout (``[E * heads]``)."""
+        pattern = _sparse_csr(self.crow, self.col,
+                              a.new_zeros(self.col.numel()), (self.rows, self.cols))
+        return torch.sparse.sampled_addmm(pattern, a, b.t(), beta=0.0).values()
+
+
+class _NeighbourSum(torch.autograd.Function):
+    r""":math:`Y = A(\alpha)\,X` on a :class:`_Pattern` (one pass over the neighbours'
+    features); the backward is :math:`\nabla X = A^{\top} G` and
+    :math:`\nabla \alpha_{rc} = \langle G_r, X_c \rangle`."""
+
+    @staticmethod
+    def forward(ctx: Any, values: Tensor, x: Tensor, pattern: _Pattern) -> Tensor:
+        ctx.save_for_backward(values, x)
+        ctx.pattern = pattern
+        return pattern.mm(values, x)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad: Tensor) -> tuple[Optional[Tensor], Optional[Tensor], None]:
+        values, x = ctx.saved_tensors
+        pattern: _Pattern = ctx.pattern
+        grad = grad.contiguous()
+        g_values = pattern.sddmm(grad, x) if ctx.needs_input_grad[0] else None
+        g_x = pattern.mm_t(values, grad) if ctx.needs_input_grad[1] else None
+        return g_values, g_x, None
+
+
+class _EdgeDot(torch.autograd.Function):
+    r""":math:`e_{rc} = \langle a_r, b_c \rangle` on a :class:`_Pattern` (a sampled product,
+    no ``[E, 4]`` gather); the backward is :math:`\nabla a = A(G)\,b`,
+    :math:`\nabla b = A(G)^{\top} a`."""
+
+    @staticmethod
+    def forward(ctx: Any, a: Tensor, b: Tensor, pattern: _Pattern) -> Tensor:
+        ctx.save_for_backward(a, b)
+        ctx.pattern = pattern
+        return pattern.sddmm(a, b)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad: Tensor) -> tuple[Optional[Tensor], Optional[Tensor], None]:
+        a, b = ctx.saved_tensors
+        pattern: _Pattern = ctx.pattern
+        grad = grad.contiguous()
+        g_a = pattern.mm(grad, b) if ctx.needs_input_grad[0] else None
+        g_b = pattern.mm_t(grad, a) if ctx.needs_input_grad[1] else None
+        return g_a, g_b, None
+
+
+# ---------------------------------------------------------------------- per-graph cache
+class _GraphInfo:
+    """What one ``edge_index`` (or sparse adjacency) tells the layer: its COO form (for
+    sparse input), whether it is in the dense layout, and the CSR patterns per head count.
+    Computed once per tensor and shared by every layer that is given the same tensor (the
+    blocks of a network), so the data-dependent checks (host synchronisations) run once."""
+
+    def __init__(self, num_src: int, num_dst: int) -> None:
+        self.num_src, self.num_dst = num_src, num_dst
+        self.coo: Optional[Tensor] = None  # for sparse input: the converted edge_index
+        self.adj: Optional[Tensor] = None  # for uncoalesced COO input: the coalesced adj_t
+        self.k: Optional[int] = None  # in-degree of the dense layout; 0: not dense
+        self.patterns: dict[int, _Pattern] = {}
+
+    def dense_k(self, edge_index: Tensor) -> int:
+        if self.k is None:
+            self.k = _dense_degree(edge_index, self.num_dst)
+        return self.k
+
+    def pattern(self, edge_index: Tensor, heads: int) -> _Pattern:
+        if heads not in self.patterns:
+            k = self.dense_k(edge_index)
+            self.patterns[heads] = _Pattern(edge_index[0], self.num_src, self.num_dst, k, heads)
+        return self.patterns[heads]
+
+
+_CACHE: list[tuple[Any, int, tuple, _GraphInfo]] = []
+_CACHE_SIZE = 4
+
+
+def _cached_info(edge_index: Tensor, key: tuple) -> Optional[_GraphInfo]:
+    try:
+        version = edge_index._version
+    except RuntimeError:  # inference tensors have no version counter
+        return None
+    for ref, ver, k, info in _CACHE:
+        if ref() is edge_index and ver == version and k == key:
+            return info
+    return None
+
+
+def _store_info(edge_index: Tensor, key: tuple, info: _GraphInfo) -> None:
+    try:
+        version = edge_index._version
+        ref = weakref.ref(edge_index, _forget)
+    except (RuntimeError, TypeError):
+        return
+    _CACHE.insert(0, (ref, version, key, info))
+    del _CACHE[_CACHE_SIZE:]
+
+
+def _forget(ref: Any) -> None:
+    _CACHE[:] = [entry for entry in _CACHE if entry[0] is not ref]
+
+
+def _dense_degree(edge_index: Tensor, num_dst: int) -> int:
+    """``k`` if ``edge_index[1] == arange(num_dst).repeat_interleave(k)`` for some
+    ``k >= 1``, else 0 (reads the data)."""
+    E = edge_index.size(1)
+    if num_dst == 0 or E == 0 or E % num_dst != 0:
+        return 0
+    k = E // num_dst
+    target = torch.arange(num_dst, device=edge_index.device).unsqueeze(1)
+    return k if bool((edge_index[1].view(num_dst, k) == target).all()) else 0
 
 
 class QSVConv(MessagePassing):
@@ -85,10 +312,36 @@ class QSVConv(MessagePassing):
 
     Two execution paths compute the same function: the general scatter path of
     :class:`~torch_geometric.nn.conv.MessagePassing`, and a dense path for graphs in which
-    every node has exactly :math:`k` in-edges sorted by target
+    every target node has exactly :math:`k` in-edges sorted by target
     (``edge_index[1] == arange(N).repeat_interleave(k)``, the layout of
     :func:`quest_geometric.geometry.knn_graph` and of sphere graphs): source indices are viewed
-    as ``[N, k]`` and the softmax and weighted sum run densely, with no scatter.
+    as ``[N, k]``, the softmax runs densely over the :math:`k` neighbours, and (``fused``)
+    the logits and the weighted sum are sparse-dense products over the attention weights,
+
+    .. math::
+        \mathbf{Y}^{(h)} = \mathbf{A}^{(h)} \tilde{\mathbf{X}}^{(h)}, \qquad
+        \mathbf{A}^{(h)}_{ij} = \alpha^{(h)}_{ij},
+
+    with :math:`\mathbf{A}^{(h)}` a CSR matrix with :math:`k` entries per row, so no
+    ``[E, C]`` message tensor is materialised (the backward uses
+    :math:`\mathbf{A}^{\top}\mathbf{G}` and the sampled product
+    :math:`(\mathbf{G}\tilde{\mathbf{X}}^{\top})_{ij}` on the same pattern).  The plain
+    gather reference of the dense path (``fused=False``) is kept beside it and both are tested
+    equal to the scatter path in values and gradients.
+
+    **PyG tools.**  Explain masks (``explain=True`` with an ``edge_mask``, as set by
+    :class:`~torch_geometric.explain.Explainer`) multiply each message after the softmax, on
+    every path: with ``dense=None`` the layer takes the scatter path whenever explaining is
+    on or any message-passing hook (``register_message_forward_hook`` and friends, used by
+    :class:`~torch_geometric.explain.algorithm.AttentionExplainer`) is registered, so PyG
+    sees every message; with ``dense=True`` the dense path applies the mask itself (hooks
+    then raise, since there are no messages to hook).  A zero mask entry removes that
+    message on both paths alike (it is not renormalised away, as in PyG).
+
+    **Bipartite input.**  ``x = (x_src, x_dst)`` takes source quaternions from the source
+    features and target quaternions from the target features (``'feature'`` quaternions),
+    so :func:`~torch_geometric.nn.to_hetero` can run the layer on a relation between two node
+    types; ``x_src is x_dst`` is the plain call.
 
     Args:
         channels (int): Size of each input and output sample; a multiple of
@@ -112,21 +365,35 @@ class QSVConv(MessagePassing):
             or :obj:`'learned'` for a learnable per-head scale initialised to 1.
             (default: :obj:`None`)
         dropout (float, optional): Dropout probability of the normalised attention
-            coefficients during training. (default: :obj:`0.0`)
+            coefficients during training; the weights returned with
+            :obj:`return_attention_weights=True` are the ones used, *after* dropout (in
+            training mode some are zero and the rest scaled by :math:`1/(1-p)`, so they no
+            longer sum to 1; in eval mode they are the softmax). (default: :obj:`0.0`)
         bias (bool, optional): If set to :obj:`False`, the layer will not learn an additive
             bias. (default: :obj:`True`)
+        fused (bool, optional): On the dense path, compute the logits and the weighted sum
+            as sparse-dense products (one pass over the neighbours' features, no ``[E, C]``
+            gather) for ``float32``/``float64`` input; :obj:`False` uses the plain gather
+            reference.  Under :func:`torch.compile` the gather reference is always used
+            (the compiler fuses it). (default: :obj:`True`)
         **kwargs (optional): Additional arguments of
             :class:`torch_geometric.nn.conv.MessagePassing`.
 
     Shapes:
-        - **input:** node features :math:`(|\mathcal{V}|, F)`, edge indices
+        - **input:** node features :math:`(|\mathcal{V}|, F)` or a pair
+          :math:`((|\mathcal{V}_s|, F), (|\mathcal{V}_t|, F))`, edge indices
           :math:`(2, |\mathcal{E}|)` (row = source :math:`j`, column = target :math:`i`) or a
           :class:`torch.sparse.Tensor` adjacency in PyG's transposed form
-          (``adj_t[i, j] != 0`` for an edge :math:`j \to i`)
-        - **output:** node features :math:`(|\mathcal{V}|, F)`.  If
-          :obj:`return_attention_weights` is set, :math:`((|\mathcal{V}|, F),
-          ((2, |\mathcal{E}|), (|\mathcal{E}|, H)))`; the edge index returned is the COO form
-          the weights belong to (converted from a sparse input).
+          (``adj_t[i, j] != 0`` for an edge :math:`j \to i`, shape
+          :math:`(|\mathcal{V}_t|, |\mathcal{V}_s|)`)
+        - **output:** node features :math:`(|\mathcal{V}_t|, F)`.  With
+          :obj:`return_attention_weights=True` also ``(edge_index, alpha)``: for an
+          ``edge_index`` tensor, that tensor and ``alpha`` :math:`(|\mathcal{E}|, H)` in its
+          edge order; for a sparse ``adj_t``, ``(adj_alpha, alpha)`` with ``adj_alpha`` the
+          same sparsity pattern and layout holding ``alpha`` as values
+          (:math:`(|\mathcal{V}_t|, |\mathcal{V}_s|, H)`, PyG's
+          :class:`~torch_geometric.nn.conv.GATConv` convention) and ``alpha`` in the order of
+          its values.
 
     Example:
         >>> conv = QSVConv(64, heads=4)
@@ -148,6 +415,7 @@ class QSVConv(MessagePassing):
         temperature: Optional[Union[float, str]] = None,
         dropout: float = 0.0,
         bias: bool = True,
+        fused: bool = True,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("aggr", "add")
@@ -189,6 +457,8 @@ class QSVConv(MessagePassing):
             temperature = float(temperature)
         if not isinstance(transport, bool):
             raise ValueError(f"'transport' must be a bool (got {transport!r})")
+        if not isinstance(fused, bool):
+            raise ValueError(f"'fused' must be a bool (got {fused!r})")
         if (isinstance(dropout, bool) or not isinstance(dropout, (int, float))
                 or not 0.0 <= dropout <= 1.0):
             raise ValueError(f"'dropout' must be a float in [0, 1] (got {dropout!r})")
@@ -201,6 +471,7 @@ class QSVConv(MessagePassing):
         self.attention = attention
         self.temperature = temperature
         self.dropout = float(dropout)
+        self.fused = fused
         #: Number of quaternions per head.
         self.groups = channels // (4 * heads)
 
@@ -266,13 +537,67 @@ class QSVConv(MessagePassing):
         return normalize(q)
 
     # ------------------------------------------------------------------ input handling
-    def _to_coo(self, edge_index: Any, num_nodes: int) -> Tensor:
+    def _split_x(self, x: Any) -> tuple[Tensor, Tensor, bool]:
+        """``(x_src, x_dst, bipartite)`` from ``x`` or ``(x_src, x_dst)``, validated."""
+        if isinstance(x, (tuple, list)):
+            if len(x) != 2:
+                raise ValueError(
+                    f"'x' as a pair must be (x_src, x_dst) (got {len(x)} entries)"
+                )
+            x_src, x_dst = x
+            names = ("x[0] (x_src)", "x[1] (x_dst)")
+        else:
+            x_src = x_dst = x
+            names = ("x", "x")
+        for name, t in zip(names, (x_src, x_dst)):
+            if t is None:
+                raise ValueError(
+                    f"'{name}' is None: QSVConv needs target features for the target "
+                    "quaternions; pass (x_src, x_dst) with both tensors"
+                )
+            if not isinstance(t, Tensor) or t.dim() != 2:
+                shape = tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__
+                raise ValueError(
+                    f"'{name}' must be a 2-D tensor [num_nodes, channels] (got {shape})"
+                )
+            if t.size(1) != self.channels:
+                raise ValueError(f"'{name}' must have {self.channels} channels (got {t.size(1)})")
+            if not t.is_floating_point():
+                raise ValueError(f"'{name}' must be floating point (got {t.dtype})")
+        bipartite = x_src is not x_dst
+        if bipartite and self.node_q is not None:
+            raise ValueError(
+                f"quaternion={self.quaternion!r} learns one quaternion per node of one fixed "
+                "graph and cannot take bipartite input (x_src, x_dst); use "
+                "quaternion='feature' for relations between node types"
+            )
+        return x_src, x_dst, bipartite
+
+    def _graph(self, edge_index: Any, num_src: int, num_dst: int) -> tuple[_GraphInfo, Tensor]:
+        """The validated COO ``edge_index`` and its cached :class:`_GraphInfo`."""
+        key = (num_src, num_dst)
+        compiling = _is_compiling()
+        if isinstance(edge_index, Tensor) and not compiling:
+            info = _cached_info(edge_index, key)
+            if info is not None:
+                return info, (edge_index if info.coo is None else info.coo)
+        info = _GraphInfo(num_src, num_dst)
+        coo = self._to_coo(edge_index, num_src, num_dst, info)
+        if coo is not edge_index:
+            info.coo = coo
+        if isinstance(edge_index, Tensor) and not compiling:
+            _store_info(edge_index, key, info)
+        return info, coo
+
+    def _to_coo(self, edge_index: Any, num_src: int, num_dst: int,
+                info: Optional[_GraphInfo] = None) -> Tensor:
+        shape = (num_dst, num_src)
         if isinstance(edge_index, SparseTensor):  # torch_sparse, when installed
             row, col, _ = edge_index.coo()
-            if tuple(edge_index.sizes()) != (num_nodes, num_nodes):
+            if tuple(edge_index.sizes()) != shape:
                 raise ValueError(
-                    f"'edge_index' as a sparse adjacency must be {num_nodes} x {num_nodes} "
-                    f"(got {tuple(edge_index.sizes())})"
+                    f"'edge_index' as a sparse adjacency adj_t must be {num_dst} x {num_src} "
+                    f"(targets x sources; got {tuple(edge_index.sizes())})"
                 )
             return torch.stack([col, row], dim=0).long()
         if not isinstance(edge_index, Tensor):
@@ -281,11 +606,15 @@ class QSVConv(MessagePassing):
                 f"(got {type(edge_index).__name__})"
             )
         if is_torch_sparse_tensor(edge_index):
-            if tuple(edge_index.shape) != (num_nodes, num_nodes):
+            if tuple(edge_index.shape[:2]) != shape:
                 raise ValueError(
-                    f"'edge_index' as a sparse adjacency must be {num_nodes} x {num_nodes} "
-                    f"(got {tuple(edge_index.shape)})"
+                    f"'edge_index' as a sparse adjacency adj_t must be {num_dst} x {num_src} "
+                    f"(targets x sources; got {tuple(edge_index.shape)})"
                 )
+            if edge_index.layout == torch.sparse_coo and not edge_index.is_coalesced():
+                edge_index = edge_index.coalesce()  # PyG would only flag it coalesced
+                if info is not None:
+                    info.adj = edge_index
             # PyG convention: a sparse `edge_index` is adj_t, adj_t[i, j] != 0 for j -> i.
             ei, _ = to_edge_index(edge_index)
             return ei.flip(0)
@@ -298,11 +627,19 @@ class QSVConv(MessagePassing):
         if edge_index.dtype != torch.long:
             edge_index = edge_index.long()
         if not _is_compiling() and edge_index.numel() > 0:
-            lo, hi = torch.aminmax(edge_index)
-            if int(lo) < 0 or int(hi) >= num_nodes:
+            lo, hi = torch.aminmax(edge_index, dim=1)
+            bounds = torch.stack([lo, hi]).tolist()  # one host synchronisation
+            (lo_s, lo_d), (hi_s, hi_d) = bounds
+            if lo_s < 0 or hi_s >= num_src or lo_d < 0 or hi_d >= num_dst:
+                if num_src == num_dst:
+                    raise ValueError(
+                        f"'edge_index' entries must lie in [0, {num_src - 1}] for {num_src} "
+                        f"nodes (got min {min(lo_s, lo_d)}, max {max(hi_s, hi_d)})"
+                    )
                 raise ValueError(
-                    f"'edge_index' entries must lie in [0, {num_nodes - 1}] for {num_nodes} "
-                    f"nodes (got min {int(lo)}, max {int(hi)})"
+                    f"'edge_index' sources must lie in [0, {num_src - 1}] and targets in "
+                    f"[0, {num_dst - 1}] (got sources in [{lo_s}, {hi_s}], targets in "
+                    f"[{lo_d}, {hi_d}])"
                 )
         return edge_index
 
@@ -312,18 +649,52 @@ class QSVConv(MessagePassing):
         target: ``edge_index[1] == arange(num_nodes).repeat_interleave(k)``.
 
         This inspects the data (a host synchronisation, and a graph break under
-        :func:`torch.compile`)."""
-        E = edge_index.size(1)
-        if num_nodes == 0 or E == 0 or E % num_nodes != 0:
-            return False
-        k = E // num_nodes
-        target = torch.arange(num_nodes, device=edge_index.device).unsqueeze(1)
-        return bool((edge_index[1].view(num_nodes, k) == target).all())
+        :func:`torch.compile`); :meth:`forward` runs it once per ``edge_index`` tensor and
+        remembers the answer while the tensor is alive and unmodified, so the blocks of a
+        network that share one ``edge_index`` pay for it once."""
+        return _dense_degree(edge_index, num_nodes) > 0
+
+    def _observed(self) -> bool:
+        """Whether PyG machinery expects to see the messages: explaining is on, or a
+        message-passing hook is registered."""
+        return bool(self.explain) or any(getattr(self, name) for name in _HOOK_TABLES)
+
+    def _dense_mask(self, num_edges: int) -> Optional[Tensor]:
+        """The explain mask, as :meth:`~torch_geometric.nn.conv.MessagePassing.
+        explain_message` would apply it, for the dense path (``None`` when not explaining)."""
+        if not self.explain:
+            return None
+        if ("explain_message" in self.__dict__
+                or type(self).explain_message is not MessagePassing.explain_message):
+            raise ValueError(
+                "dense=True cannot apply a custom 'explain_message'; pass dense=None or "
+                "False to explain through the scatter path"
+            )
+        mask = self._edge_mask
+        if mask is None:
+            raise ValueError("Could not find a pre-defined 'edge_mask' to explain. Did you "
+                             "forget to initialize it?")
+        if mask.numel() != num_edges:
+            raise ValueError(f"the explain 'edge_mask' has {mask.numel()} entries for "
+                             f"{num_edges} edges")
+        return mask.sigmoid() if self._apply_sigmoid else mask
 
     # ------------------------------------------------------------------ forward
+    @overload
+    def forward(self, x: Union[Tensor, PairTensor], edge_index: Tensor,
+                return_attention_weights: Optional[Literal[False]] = None,
+                dense: Optional[bool] = None) -> Tensor:
+        ...
+
+    @overload
+    def forward(self, x: Union[Tensor, PairTensor], edge_index: Tensor,
+                return_attention_weights: Literal[True],
+                dense: Optional[bool] = None) -> Tuple[Tensor, Tuple[Tensor, Tensor]]:
+        ...
+
     def forward(
         self,
-        x: Tensor,
+        x: Union[Tensor, PairTensor],
         edge_index: Union[Tensor, Any],
         return_attention_weights: Optional[bool] = None,
         dense: Optional[bool] = None,
@@ -331,78 +702,105 @@ class QSVConv(MessagePassing):
         r"""Runs the forward pass of the module.
 
         Args:
-            x (torch.Tensor): Node features ``[N, channels]``.
+            x (torch.Tensor or (torch.Tensor, torch.Tensor)): Node features
+                ``[N, channels]``, or ``(x_src, x_dst)`` for a bipartite graph (source
+                quaternions from ``x_src``, target quaternions and the output rows from
+                ``x_dst``).
             edge_index (torch.Tensor): Edge indices ``[2, E]`` (source, target), or a
-                :class:`torch.sparse.Tensor` adjacency ``adj_t`` (``[N, N]``, any layout).
-            return_attention_weights (bool, optional): If set (to any value), additionally
-                return ``(edge_index, alpha)`` with ``alpha`` of shape ``[E, heads]``.
-                (default: :obj:`None`)
+                :class:`torch.sparse.Tensor` adjacency ``adj_t`` (``[N_dst, N_src]``, any
+                layout).
+            return_attention_weights (bool, optional): :obj:`True` additionally returns
+                ``(edge_index, alpha)`` with ``alpha`` of shape ``[E, heads]`` (after
+                dropout, before any explain mask); for a sparse ``adj_t`` the first entry
+                is ``adj_t``'s pattern and layout holding ``alpha``.  :obj:`None` or
+                :obj:`False` return the features only (the same meaning in
+                :class:`~quest_geometric.models.qsv_net.QSVBlock` and
+                :class:`~quest_geometric.models.qsv_net.QSVNet`). (default: :obj:`None`)
             dense (bool, optional): :obj:`True` forces the dense ``[N, k]`` path (the graph
                 must have that layout; checked in eager mode), :obj:`False` forces the scatter
-                path, :obj:`None` detects the layout from the data.  The detection and the
-                ``edge_index`` range check read the data, which :func:`torch.compile` cannot
-                trace without a graph break; under compilation both are skipped and
-                :obj:`None` means the scatter path, so pass :obj:`dense=True` explicitly to
-                compile the dense path with zero graph breaks. (default: :obj:`None`)
+                path, :obj:`None` detects the layout from the data and takes the scatter path
+                while explaining or when message-passing hooks are registered.  The
+                detection and the ``edge_index`` range check read the data once per
+                ``edge_index`` tensor, which :func:`torch.compile` cannot trace without a
+                graph break; under compilation both are skipped and :obj:`None` means the
+                scatter path, so pass :obj:`dense=True` explicitly to compile the dense path
+                with zero graph breaks. (default: :obj:`None`)
         """
-        if not isinstance(x, Tensor) or x.dim() != 2:
-            shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
-            raise ValueError(f"'x' must be a 2-D tensor [num_nodes, channels] (got {shape})")
-        if x.size(1) != self.channels:
-            raise ValueError(
-                f"'x' must have {self.channels} channels (got {x.size(1)})"
-            )
-        if not x.is_floating_point():
-            raise ValueError(f"'x' must be floating point (got {x.dtype})")
-        N = x.size(0)
-        edge_index = self._to_coo(edge_index, N)
-        q = self.quaternions(x)
+        want_alpha = _check_return_attention_weights(return_attention_weights)
+        x_src, x_dst, bipartite = self._split_x(x)
+        Ns, Nd = x_src.size(0), x_dst.size(0)
+        info, coo = self._graph(edge_index, Ns, Nd)
+        q_src = self.quaternions(x_src)
+        q_dst = self.quaternions(x_dst) if bipartite else q_src
 
+        compiling = _is_compiling()
         if dense is None:
-            use_dense = not _is_compiling() and self.is_dense_layout(edge_index, N)
+            use_dense = not compiling and not self._observed() and info.dense_k(coo) > 0
         else:
             use_dense = bool(dense)
-            if use_dense and not _is_compiling() and not self.is_dense_layout(edge_index, N):
+            if use_dense and not compiling and info.dense_k(coo) == 0:
                 raise ValueError(
                     "'dense=True' needs every node to have the same number k >= 1 of "
                     "in-edges sorted by target (edge_index[1] == arange(N)."
                     "repeat_interleave(k)); pass dense=None or False for other graphs"
                 )
+            if use_dense and any(getattr(self, name) for name in _HOOK_TABLES):
+                raise ValueError(
+                    "'dense=True' computes no messages for the registered message-passing "
+                    "hooks to see; pass dense=None or False while hooks are registered"
+                )
 
-        H, C = self.heads, 4 * self.groups
-        xs = x.view(N, H, self.groups, 4)
-        rot: Optional[Tensor] = None
+        H, m = self.heads, self.groups
+        C = 4 * m
+        xs = x_src.view(Ns, H, m, 4)
+        rot_dst: Optional[Tensor] = None
         if self.transport:
-            rot = _block_rotation(q)  # [N, H, 4, 4]
-            xs = torch.einsum("nhab,nhgb->nhga", rot, xs)
-        xs = xs.reshape(N, H, C)
+            rot_src = to_rotation_matrix(q_src)  # [Ns, H, 3, 3]
+            xs = _rotate(rot_src, xs)
+            rot_dst = to_rotation_matrix(q_dst) if bipartite else rot_src
+        xs = xs.reshape(Ns, H, C)
 
         if use_dense:
-            out, alpha = self._dense_propagate(edge_index, xs, q)
+            mask = self._dense_mask(coo.size(1))
+            fused = (self.fused and not compiling and xs.dtype in _FUSED_DTYPES
+                     and xs.dtype == q_src.dtype)
+            if fused:
+                out, alpha = self._dense_fused(info.pattern(coo, H), xs, q_src, q_dst, mask)
+            else:
+                out, alpha = self._dense_propagate(coo, xs, q_src, q_dst, mask)
         else:
-            # edge_updater_type: (q: Tensor)
-            alpha = self.edge_updater(edge_index, q=q)
-            # propagate_type: (x: Tensor, alpha: Tensor)
-            out = self.propagate(edge_index, x=xs, alpha=alpha)
+            # edge_updater_type: (q: PairTensor)
+            alpha = self.edge_updater(coo, q=(q_src, q_dst), size=(Ns, Nd))
+            # propagate_type: (x: OptPairTensor, alpha: Tensor)
+            out = self.propagate(coo, x=(xs, None), alpha=alpha, size=(Ns, Nd))
 
-        out = out.view(N, H, self.groups, 4)
-        if rot is not None:
-            out = torch.einsum("nhba,nhgb->nhga", rot, out)
-        out = out.reshape(N, self.channels)
+        out = out.view(Nd, H, m, 4)
+        if rot_dst is not None:
+            out = _rotate(rot_dst, out, transpose=True)
+        out = out.reshape(Nd, self.channels)
         if self.bias is not None:
             out = out + self.bias
 
-        if return_attention_weights is not None:
-            return out, (edge_index, alpha)
+        if want_alpha:
+            if isinstance(edge_index, SparseTensor):
+                return out, edge_index.set_value(alpha, layout="coo")  # type: ignore[return-value]
+            if isinstance(edge_index, Tensor) and is_torch_sparse_tensor(edge_index):
+                adj = info.adj if info.adj is not None else edge_index
+                return out, (set_sparse_value(adj, alpha), alpha)
+            return out, (coo, alpha)
         return out
 
-    def _logits(self, q_i: Tensor, q_j: Tensor) -> Tensor:
-        logit = (q_i * q_j).sum(dim=-1)
+    def _scaled(self, logit: Tensor, head_dim: int) -> Tensor:
+        shape = [1] * logit.dim()
+        shape[head_dim] = self.heads
         if self.scale is not None:
-            logit = logit * self.scale
-        elif isinstance(self.temperature, float):
-            logit = logit * self.temperature
+            return logit * self.scale.view(shape)
+        if isinstance(self.temperature, float):
+            return logit * self.temperature
         return logit
+
+    def _logits(self, q_i: Tensor, q_j: Tensor) -> Tensor:
+        return self._scaled((q_i * q_j).sum(dim=-1), -1)
 
     def edge_update(self, q_i: Tensor, q_j: Tensor, index: Tensor, ptr: Optional[Tensor],
                     dim_size: Optional[int]) -> Tensor:
@@ -417,23 +815,39 @@ class QSVConv(MessagePassing):
     def message(self, x_j: Tensor, alpha: Tensor) -> Tensor:
         return x_j * alpha.unsqueeze(-1)
 
-    def _dense_propagate(self, edge_index: Tensor, xs: Tensor, q: Tensor
-                         ) -> Tuple[Tensor, Tensor]:
-        N, H = xs.size(0), self.heads
+    def _dense_fused(self, pattern: _Pattern, xs: Tensor, q_src: Tensor, q_dst: Tensor,
+                     mask: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+        """The dense path as sparse-dense products over the ``[N_dst, heads, k]`` weights."""
+        Nd, H, k = pattern.num_dst, self.heads, pattern.k
+        if self.attention == "uniform":
+            alpha = xs.new_full((Nd, H, k), 1.0 / k)
+        else:
+            logit = _EdgeDot.apply(q_dst.reshape(Nd * H, 4), q_src.reshape(-1, 4), pattern)
+            alpha = self._scaled(logit.view(Nd, H, k), 1).softmax(dim=-1)
+        alpha = F.dropout(alpha, p=self.dropout, training=self.training)
+        weights = alpha if mask is None else alpha * mask.to(alpha.dtype).view(Nd, 1, k)
+        out = _NeighbourSum.apply(weights.reshape(-1), xs.reshape(-1, xs.size(-1)), pattern)
+        return out.view(Nd, H, -1), alpha.transpose(1, 2).reshape(Nd * k, H)
+
+    def _dense_propagate(self, edge_index: Tensor, xs: Tensor, q_src: Tensor, q_dst: Tensor,
+                         mask: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+        """The plain gather reference of the dense path (and the path under compilation)."""
+        N, H = q_dst.size(0), self.heads
         k = edge_index.size(1) // N
         src = edge_index[0]
         if self.attention == "uniform":
             alpha = xs.new_full((N, k, H), 1.0 / k)
         else:
-            q_j = q.index_select(0, src).view(N, k, H, 4)
-            alpha = self._logits(q.unsqueeze(1), q_j).softmax(dim=1)  # [N, k, H]
+            q_j = q_src.index_select(0, src).view(N, k, H, 4)
+            alpha = self._logits(q_dst.unsqueeze(1), q_j).softmax(dim=1)  # [N, k, H]
         alpha = F.dropout(alpha, p=self.dropout, training=self.training)
+        weights = alpha if mask is None else alpha * mask.to(alpha.dtype).view(N, k, 1)
         C = xs.size(-1)
         x_j = xs.index_select(0, src).view(N, k, H * C)
         # One batched GEMM [H, k] @ [k, H * C] per node, keeping the head-diagonal blocks:
         # H times the needed flops, but much faster on CPU than a broadcast multiply and a
         # reduction over [N, k, H, C] (forward and backward), and exact.
-        full = torch.bmm(alpha.transpose(1, 2), x_j)  # [N, H, H * C]
+        full = torch.bmm(weights.transpose(1, 2), x_j)  # [N, H, H * C]
         if H == 1:
             out = full
         else:

@@ -1,4 +1,5 @@
-"""Datasets: image datasets as sphere/lattice graphs, and the character-level corpus."""
+"""Datasets: image datasets as sphere/lattice graphs, the character-level corpus, and the
+Python language reference as token blocks for pretrained tokenizers."""
 from quest_geometric.datasets.char_corpus import UNK_CHAR, WIKITEXT103_FILES, CharCorpus, load_python_reference
 from quest_geometric.datasets.images import (
     CIFAR10Graphs,
@@ -7,6 +8,7 @@ from quest_geometric.datasets.images import (
     load_digits_split,
     md5sum,
 )
+from quest_geometric.datasets.pydoc_text import pydoc_topic_split, token_blocks
 
 __all__ = [
     "DigitsGraphs",
@@ -18,4 +20,6 @@ __all__ = [
     "load_python_reference",
     "WIKITEXT103_FILES",
     "UNK_CHAR",
+    "pydoc_topic_split",
+    "token_blocks",
 ]

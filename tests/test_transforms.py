@@ -263,3 +263,62 @@ def test_functional_datapipe_registration():
         assert torch.equal(got.x, want.x) and torch.equal(got.edge_index, want.edge_index)
     lattice = list(iterable.IterableWrapper(images).image_to_lattice(k=4))
     assert torch.equal(lattice[0].x, ImageToLattice(k=4)(images[0]).x)
+
+
+# ------------------------------------------------------------------------- input forms
+@pytest.mark.parametrize("cls", ["sphere", "lattice"])
+def test_uint8_images_are_rescaled_to_unit_range(cls):
+    t = ImageToSphere(SIZES, k=4, k_cross=2) if cls == "sphere" else ImageToLattice(k=4)
+    g = torch.Generator().manual_seed(0)
+    raw = torch.randint(0, 256, (3, 2, 9, 9), generator=g, dtype=torch.uint8)
+    for b in range(3):
+        torch.testing.assert_close(t(raw[b]).x, t(raw[b].float() / 255.0).x)
+    batch = t.batch_call(raw, as_batch=True)
+    torch.testing.assert_close(batch.x, t.batch_call(raw.float() / 255.0, as_batch=True).x)
+    assert float(batch.x.max()) <= 1.0 and float(batch.x.min()) >= 0.0
+    for dtype in (torch.int64, torch.int16, torch.bool):
+        with pytest.raises(ValueError, match="'image' has dtype"):
+            t(raw[0].to(dtype))
+        with pytest.raises(ValueError, match="'images' has dtype"):
+            t.batch_call(raw.to(dtype))
+
+
+@pytest.mark.parametrize("cls", ["sphere", "lattice"])
+def test_channels_last_and_batched_input_say_what_to_call(cls):
+    t = ImageToSphere(SIZES, k=4, k_cross=2) if cls == "sphere" else ImageToLattice(k=4)
+    image = torch.rand(3, 12, 10)
+    with pytest.raises(ValueError, match=r"channels-last.*permute\(2, 0, 1\)"):
+        t(image.permute(1, 2, 0))
+    with pytest.raises(ValueError, match=r"channels-last.*permute\(2, 0, 1\)"):
+        t(Data(image=image.permute(1, 2, 0)))
+    with pytest.raises(ValueError, match=r"batch \[B, C, H, W\].*batch_call"):
+        t(image[None])
+    with pytest.raises(ValueError, match=r"channels-last.*permute\(0, 3, 1, 2\)"):
+        t.batch_call(image.permute(1, 2, 0)[None])
+    with pytest.raises(ValueError, match=r"unsqueeze\(0\)"):
+        t.batch_call(image)
+    # the suggested calls work and give the same graph
+    torch.testing.assert_close(t(image.permute(1, 2, 0).permute(2, 0, 1)).x, t(image).x)
+    torch.testing.assert_close(t.batch_call(image[None])[0].x, t(image).x)
+
+
+def test_fill_value_sets_nodes_outside_the_image():
+    image = torch.rand(2, 12, 12)
+    base = ImageToSphere(SIZES, k=4, k_cross=2)
+    filled = ImageToSphere(SIZES, k=4, k_cross=2, fill_value=-1.5)
+    outside = base.template().outside
+    assert outside.any() and (~outside).any()
+    a, b = base(image).x, filled(image).x
+    assert torch.equal(a[~outside], b[~outside])
+    assert (a[outside] == 0).all() and (b[outside] == -1.5).all()
+    g = np.abs(expected_grid(base.template().pos, "stereographic", 90.0)).max(1)
+    assert torch.equal(outside, torch.from_numpy(g > 1.0))  # outside = beyond the square
+    batch = filled.batch_call(image[None], as_batch=True)
+    assert torch.equal(batch.x, b)
+    assert "fill_value=-1.5" in repr(filled)
+    # the equal-area projection of the whole sphere has no node outside the image disc
+    assert not ImageToSphere(SIZES, k=4, k_cross=2, projection="equal_area").template().outside.any()
+    with pytest.raises(ValueError, match="'fill_value'"):
+        ImageToSphere(SIZES, k=4, k_cross=2, fill_value=float("nan"))
+    with pytest.raises(ValueError, match="'fill_value'"):
+        ImageToSphere(SIZES, k=4, k_cross=2, fill_value=1.0, padding_mode="border")

@@ -43,7 +43,11 @@ class ImageToLattice(BaseTransform):
     ``(j, i, 0)`` in pixel units, ``shell`` is zero, and ``edge_index`` is
     :func:`~quest_geometric.geometry.graphs.lattice_graph`: exactly :math:`k` in-edges per
     node, sorted by target.  The template is cached per ``(H, W, k)`` and shared by every
-    image of that size.
+    image of that size.  Every node is a pixel, so no node lies outside the image (there
+    is nothing to pad).  Input as for
+    :class:`~quest_geometric.transforms.image_to_sphere.ImageToSphere`: ``[C, H, W]``
+    floating point or ``uint8`` (rescaled to :math:`[0, 1]`); channels-last and batched
+    input are refused with the call to use instead.
 
     Args:
         k (int, optional): Neighbours per pixel (``4``: 4-neighbourhood, ``8``:
@@ -73,7 +77,8 @@ class ImageToLattice(BaseTransform):
         r"""Transforms a stack of images at once.
 
         Args:
-            images (Tensor): Images, shape :math:`(B, C, H, W)`.
+            images (Tensor): Images, shape :math:`(B, C, H, W)` (floating point, or
+                ``uint8``, rescaled to :math:`[0, 1]`).
             y (Tensor, optional): Targets, first dimension :math:`B`. (default: :obj:`None`)
             as_batch (bool, optional): Return one :class:`~torch_geometric.data.Batch`.
                 (default: :obj:`False`)

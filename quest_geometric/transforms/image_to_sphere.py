@@ -109,17 +109,46 @@ def _sphere_template(config: tuple) -> _SphereTemplate:
     return _build_sphere_template(config)
 
 
+_CHANNEL_COUNTS = (1, 2, 3, 4)
+
+
+def _looks_channels_last(shape: Sequence[int]) -> bool:
+    """``[..., H, W, C]`` with few channels last and a spatial size first (an image as
+    loaded by PIL / NumPy / matplotlib)."""
+    return shape[-1] in _CHANNEL_COUNTS and shape[-3] not in _CHANNEL_COUNTS
+
+
 def _check_image(image: Any, name: str = "image") -> Tensor:
     if not isinstance(image, Tensor):
         raise TypeError(f"'{name}' must be a Tensor (got {type(image).__name__})")
+    shape = tuple(image.shape)
+    if image.dim() == 4:
+        raise ValueError(
+            f"'{name}' must have shape [C, H, W] (got {shape}, a batch [B, C, H, W]); call "
+            "transform.batch_call(images) for a batch, or transform it image by image"
+        )
     if image.dim() != 3:
-        raise ValueError(f"'{name}' must have shape [C, H, W] (got {tuple(image.shape)})")
+        raise ValueError(f"'{name}' must have shape [C, H, W] (got {shape})")
+    if _looks_channels_last(shape):
+        raise ValueError(
+            f"'{name}' must have shape [C, H, W] (got {shape}, which looks channels-last "
+            f"[H, W, C]); pass {name}.permute(2, 0, 1)"
+        )
     return _as_float(image, name)
 
 
 def _as_float(image: Tensor, name: str) -> Tensor:
-    if not image.is_floating_point():
-        image = image.to(torch.get_default_dtype())
+    r"""Floating-point images pass unchanged (their range is the caller's); ``uint8`` images
+    are rescaled to :math:`[0, 1]` by :math:`x / 255`; other integer or boolean images are
+    refused (their range is unknown)."""
+    if image.dtype == torch.uint8:
+        image = image.to(torch.get_default_dtype()).div_(255.0)
+    elif not image.is_floating_point():
+        raise ValueError(
+            f"'{name}' has dtype {image.dtype}: pass a floating-point image, or uint8 (which "
+            "is rescaled to [0, 1]); convert other integer images to float in the range you "
+            "want first"
+        )
     if not bool(torch.isfinite(image).all()):
         raise ValueError(f"'{name}' holds non-finite values (NaN or inf)")
     return image
@@ -129,7 +158,16 @@ def _check_images(images: Any, y: Optional[Tensor]) -> Tensor:
     """Validate a ``[B, C, H, W]`` image batch (and its targets) for ``batch_call``."""
     if not isinstance(images, Tensor) or images.dim() != 4:
         shape = tuple(images.shape) if isinstance(images, Tensor) else type(images)
-        raise ValueError(f"'images' must have shape [B, C, H, W] (got {shape})")
+        hint = ""
+        if isinstance(images, Tensor) and images.dim() == 3:
+            hint = ("; for one image [C, H, W] call the transform itself, or pass "
+                    "images.unsqueeze(0)")
+        raise ValueError(f"'images' must have shape [B, C, H, W] (got {shape}){hint}")
+    if _looks_channels_last(tuple(images.shape)):
+        raise ValueError(
+            f"'images' must have shape [B, C, H, W] (got {tuple(images.shape)}, which looks "
+            "channels-last [B, H, W, C]); pass images.permute(0, 3, 1, 2)"
+        )
     images = _as_float(images, "images")
     if y is not None and (not isinstance(y, Tensor) or y.size(0) != images.size(0)):
         raise ValueError("'y' must be a Tensor with one entry per image")
@@ -208,8 +246,23 @@ class ImageToSphere(BaseTransform):
     is at :math:`((2j + 1)/W - 1, (2i + 1)/H - 1)`), so the image square is exactly the
     square :math:`[-1, 1]^2` of the projection plane; a non-square image is stretched to
     it.  Nodes inside the square never mix with padding (in its outer half pixel a node
-    takes the border value); nodes outside follow ``padding_mode`` (``'zeros'``: exactly
-    0).
+    takes the border value).
+
+    **Nodes outside the image.**  With the default stereographic hemisphere, every node
+    whose direction points south of the equator (about half the nodes of each shell) lies
+    outside the image square.  They receive ``fill_value`` (``padding_mode='zeros'``, the
+    default: exactly ``fill_value`` in every channel, 0 unless set), or the nearest border
+    pixel (``'border'``) or the mirrored image (``'reflection'``).  Note that the fill is in
+    the units of the image *given to the transform*: a dataset that normalises before the
+    transform (as :class:`~quest_geometric.datasets.images.DigitsGraphs` does) makes 0 the
+    mean pixel, not black; pass the normalised background value to fill with the
+    background.  The equal-area projection of the whole sphere (``cap=180``) puts every node
+    inside the image disc.
+
+    **Input.**  A ``[C, H, W]`` tensor (or ``Data(image=...)``): floating-point images are
+    sampled as given, ``uint8`` images are first rescaled to :math:`[0, 1]`, other integer
+    types are refused.  Channels-last ``[H, W, C]`` input and ``[B, C, H, W]`` batches are
+    refused with the call to use instead (``permute(2, 0, 1)``, :meth:`batch_call`).
 
     The template (graph plus sampling grid) depends only on the configuration; it is built
     once, kept in a module-level LRU cache, and shared by every image and every transform
@@ -229,8 +282,10 @@ class ImageToSphere(BaseTransform):
             northern hemisphere; :obj:`180` for ``'equal_area'``, the whole sphere)
         radii (Sequence[float], optional): Shell radii. (default: :obj:`(1, ..., S)`)
         padding_mode (str, optional): Value of nodes outside the image, as in
-            :func:`~torch.nn.functional.grid_sample`: ``'zeros'``, ``'border'`` or
-            ``'reflection'``. (default: :obj:`'zeros'`)
+            :func:`~torch.nn.functional.grid_sample`: ``'zeros'`` (``fill_value``),
+            ``'border'`` or ``'reflection'``. (default: :obj:`'zeros'`)
+        fill_value (float, optional): The value of nodes outside the image with
+            ``padding_mode='zeros'``. (default: :obj:`0.0`)
         align_corners (bool, optional): As in :func:`~torch.nn.functional.grid_sample`.
             (default: :obj:`False`)
         backend (str, optional): kNN backend used to build the template.
@@ -253,6 +308,7 @@ class ImageToSphere(BaseTransform):
         padding_mode: str = "zeros",
         align_corners: bool = False,
         backend: str = "auto",
+        fill_value: float = 0.0,
     ) -> None:
         self.sizes = tuple(_check_sizes(sizes))
         self.k = k
@@ -262,6 +318,13 @@ class ImageToSphere(BaseTransform):
         if padding_mode not in _PADDING:
             raise ValueError(f"'padding_mode' must be one of {_PADDING} (got {padding_mode!r})")
         self.padding_mode = padding_mode
+        if (isinstance(fill_value, bool) or not isinstance(fill_value, (int, float))
+                or not math.isfinite(fill_value)):
+            raise ValueError(f"'fill_value' must be a finite float (got {fill_value!r})")
+        if fill_value != 0.0 and padding_mode != "zeros":
+            raise ValueError("'fill_value' is used with padding_mode='zeros' only (got "
+                             f"padding_mode={padding_mode!r})")
+        self.fill_value = float(fill_value)
         self.align_corners = bool(align_corners)
         self.backend = backend
         # Validates k / k_cross now (and warms the cache) rather than at the first image.
@@ -291,7 +354,7 @@ class ImageToSphere(BaseTransform):
                             align_corners=self.align_corners)
         out = out[:, :, 0, :].transpose(1, 2)
         if zeros:
-            out = out.masked_fill(t.outside.to(images.device).view(1, -1, 1), 0.0)
+            out = out.masked_fill(t.outside.to(images.device).view(1, -1, 1), self.fill_value)
         return out
 
     def forward(self, data: Union[Tensor, Data]) -> Data:
@@ -307,7 +370,8 @@ class ImageToSphere(BaseTransform):
         :func:`~torch.nn.functional.grid_sample`.
 
         Args:
-            images (Tensor): Images, shape :math:`(B, C, H, W)`.
+            images (Tensor): Images, shape :math:`(B, C, H, W)` (floating point, or
+                ``uint8``, rescaled to :math:`[0, 1]`).
             y (Tensor, optional): Targets, first dimension :math:`B`; sample :math:`b`
                 gets ``y[b:b+1]`` (the shape PyG's ``DataLoader`` concatenates).
                 (default: :obj:`None`)
@@ -334,6 +398,8 @@ class ImageToSphere(BaseTransform):
             extra += f", radii={self.radii}"
         if self.padding_mode != "zeros":
             extra += f", padding_mode='{self.padding_mode}'"
+        if self.fill_value != 0.0:
+            extra += f", fill_value={self.fill_value:g}"
         if self.align_corners:
             extra += ", align_corners=True"
         return (f"{self.__class__.__name__}(sizes={self.sizes}, k={self.k}, "

@@ -96,6 +96,9 @@ class AttentionCall:
         cache_len (int): tokens already in :attr:`cache` for this layer.
         layer_idx (int, optional): the module's index in the cache.
         rotary (tuple, optional): ``(cos, sin)`` rotary embeddings of the new tokens.
+        causal (bool, optional): the causality the call itself asks for (e.g. through a
+            causal ``attn_mask``); :obj:`None` when the call does not say. A composed layer
+            refuses a call that contradicts its own ``causal``.
         extra (dict): anything else an adapter wants to carry from :meth:`~AttentionAdapter.parse`
             to the other methods.
     """
@@ -106,6 +109,7 @@ class AttentionCall:
     cache_len: int = 0
     layer_idx: Optional[int] = None
     rotary: Optional[Tuple[Tensor, Tensor]] = None
+    causal: Optional[bool] = None
     extra: Dict[str, Any] = field(default_factory=dict)
 
 
@@ -240,10 +244,14 @@ class AttentionAdapter:
             for bidirectional attention, :obj:`None` when the module does either and the
             caller says which (``compose_focus(..., causal=...)``).
         probe_only (bool): :obj:`True` when only :meth:`qk_view` is implemented.
+        keep_type (bool): the composed layer stays an instance of the module's class (its
+            other attributes read through to the original), for parents that check
+            ``isinstance`` on it, e.g. PyG's ``GPSConv`` on ``MultiheadAttention``.
     """
 
     causal: Optional[bool] = True
     probe_only: bool = False
+    keep_type: bool = False
 
     # --- structure -----------------------------------------------------------------
     def can_compose(self, module: nn.Module) -> bool:

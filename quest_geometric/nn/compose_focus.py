@@ -157,7 +157,7 @@ class FocusComposed(nn.Module):
 
     def __init__(self, module: nn.Module, causal: Optional[bool] = None,
                  **focus_kwargs: Any) -> None:
-        super().__init__()
+        nn.Module.__init__(self)  # not super(): see _wrapper_class
         adapter = _composable(module)
         if adapter is None:
             raise ValueError(f"FocusComposed: unsupported attention module "
@@ -196,6 +196,12 @@ class FocusComposed(nn.Module):
             return self.original(*args, **kwargs)
         a, m, lay = self.adapter, self.original, self.layout
         call = a.parse(m, args, kwargs)
+        if call.causal is not None and bool(call.causal) != self.focus.causal:
+            raise ValueError(
+                f"compose_focus ({type(m).__name__}): the call asks for "
+                f"{'causal' if call.causal else 'bidirectional'} attention (its attention "
+                f"mask) but the layer was composed with causal={self.focus.causal}; compose "
+                f"with causal={bool(call.causal)}")
         x = call.hidden
         if x.dim() != 3:
             raise ValueError(f"FocusComposed: hidden states must be [B, T, C], got "
@@ -288,6 +294,50 @@ class FocusComposed(nn.Module):
         return (f"{self.__class__.__name__}({type(self.original).__name__}, "
                 f"num_groups={f.num_groups}, top_k={f.router.top_k}, window={f.window}, "
                 f"backend={f.backend!r}, gate={f.gate!r}, enabled={f.enabled})")
+
+
+_TYPED: Dict[type, type] = {}
+
+
+def _read_through(self: nn.Module, name: str) -> Any:
+    """``__getattr__`` of a keep-type wrapper: its own parameters, buffers and submodules,
+    then the original module's attributes (``batch_first``, ``in_proj_weight``...)."""
+    try:
+        return nn.Module.__getattr__(self, name)
+    except AttributeError:
+        original = self.__dict__.get("_modules", {}).get("original")
+        if original is None:
+            raise
+        return getattr(original, name)
+
+
+def _typed_class(cls: type) -> type:
+    """The subclass of :class:`FocusComposed` and ``cls`` (created once per class)."""
+    if cls not in _TYPED:
+        name = f"FocusComposed{cls.__name__}"
+        _TYPED[cls] = type(name, (FocusComposed, cls), {
+            "__getattr__": _read_through, "__setstate__": nn.Module.__setstate__,
+            "__reduce_ex__": _reduce_typed, "_keep_type_of": cls,
+            "__module__": __name__, "__qualname__": name,
+            "__doc__": f"A :class:`FocusComposed` that is also a ``{cls.__name__}``."})
+    return _TYPED[cls]
+
+
+def _new_typed(cls: type) -> nn.Module:
+    return object.__new__(_typed_class(cls))
+
+
+def _reduce_typed(self: nn.Module, protocol: int) -> Any:
+    # pickled through the original's class, which pickles by reference
+    return _new_typed, (type(self)._keep_type_of,), self.__dict__
+
+
+def _wrapper_class(adapter: AttentionAdapter, module: nn.Module) -> type:
+    """:class:`FocusComposed`, or for an adapter with ``keep_type`` a subclass of it and of
+    the module's class (so that ``isinstance(layer, type(module))`` still holds, e.g. for
+    ``GPSConv``'s check on ``MultiheadAttention``); :class:`FocusComposed` comes first in its
+    MRO, the original's attributes are read through."""
+    return _typed_class(type(module)) if adapter.keep_type else FocusComposed
 
 
 def _no_projection(x: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
@@ -404,7 +454,7 @@ def compose_focus(model: nn.Module, num_groups: int = 4, top_k: int = 2, window:
     ref = next(iter(model.parameters()), None)
     wrappers = []
     for parent, name, child in targets:
-        w = FocusComposed(child, causal=causal, **kwargs)
+        w = _wrapper_class(_composable(child), child)(child, causal=causal, **kwargs)
         w.train(child.training)  # follow the model's current mode
         if ref is not None:
             w.focus.router.to(device=ref.device, dtype=ref.dtype if ref.is_floating_point()

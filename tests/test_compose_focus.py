@@ -219,8 +219,17 @@ def test_hf_cache_prefill_and_refusals():
 
 
 def test_unsupported_model_and_bad_arguments():
+    class MyAttention(nn.Module):  # an attention class no adapter is registered for
+        def __init__(self) -> None:
+            super().__init__()
+            self.qkv = nn.Linear(4, 12)
+
+        def forward(self, x):
+            q, k, v = self.qkv(x).chunk(3, -1)
+            return torch.softmax(q @ k.transpose(-1, -2), -1) @ v
+
     with pytest.raises(ValueError, match="no supported attention layer.*CausalSelfAttention"):
-        compose_focus(nn.Sequential(nn.Linear(4, 4), nn.MultiheadAttention(4, 2)))
+        compose_focus(nn.Sequential(nn.Linear(4, 4), MyAttention()))
     with pytest.raises(TypeError, match="model"):
         compose_focus("gpt2")
     m, _ = _build("chargpt")

@@ -15,7 +15,7 @@ Built-in adapters: Hugging Face ``GPT2Attention``, ``GPTNeoXAttention``, ``Llama
 :mod:`~quest_geometric.adapters.pyg`); CharGPT registers its own in
 :mod:`quest_geometric.models.char_gpt`.
 """
-from quest_geometric.adapters import hf, pyg  # noqa: F401  (register the built-ins)
+from quest_geometric.adapters import hf, pyg, torch_mha  # noqa: F401  (register the built-ins)
 from quest_geometric.adapters.base import (
     AttentionAdapter,
     AttentionCall,
@@ -37,6 +37,7 @@ from quest_geometric.adapters.registry import (
     supported_attention_types,
     unregister_attention_adapter,
 )
+from quest_geometric.adapters.torch_mha import MultiheadAttentionAdapter
 
 __all__ = [
     "AttentionAdapter",
@@ -54,4 +55,5 @@ __all__ = [
     "GPT2AttentionAdapter",
     "GPTNeoXAttentionAdapter",
     "LlamaAttentionAdapter",
+    "MultiheadAttentionAdapter",
 ]

@@ -1,0 +1,250 @@
+r"""Adapter for PyTorch's :class:`torch.nn.MultiheadAttention` (self-attention), e.g. the
+global attention of PyG's :class:`~torch_geometric.nn.conv.GPSConv`.
+
+:class:`torch.nn.MultiheadAttention` attends causally or not depending on its use, so
+:func:`~quest_geometric.nn.compose_focus.compose_focus` needs ``causal=``:
+
+.. code-block:: python
+
+    from torch_geometric.nn import GPSConv, GINConv
+    conv = GPSConv(16, GINConv(mlp), heads=2, attn_type='multihead')
+    compose_focus(model_with_gps_layers, causal=False, window=0, num_groups=4, top_k=1)
+
+With ``causal=False`` each graph's nodes are routed with the (non-causal) Sinkhorn of the
+paper and node :math:`i` attends to the nodes :math:`j` of its own graph with
+:math:`|i - j| \le w` or a shared hard group (``window=0``: itself and its groups; node
+order carries no meaning in a graph, so a window is usually not wanted). The padding that
+``GPSConv`` adds with :func:`~torch_geometric.utils.to_dense_batch` (its
+``key_padding_mask``) is dropped before routing, so every graph of a PyG batch gives what it
+gives alone. :class:`~quest_geometric.analysis.probe.QKProbe` measures the queries and keys
+of the real (non-padding) tokens.
+
+What a call may be, with Focus enabled:
+
+* **self-attention only**: ``query``, ``key`` and ``value`` the same tensor object (as
+  ``GPSConv`` and ``nn.TransformerEncoderLayer`` call it); cross-attention is refused.
+  Instances with ``kdim`` or ``vdim`` different from ``embed_dim`` can only do
+  cross-attention and are not composed (left dense, like Hugging Face cross-attention);
+* ``batch_first=True`` (``[B, T, C]``) or :obj:`False` (``[T, B, C]``), or unbatched
+  ``[T, C]``; packed ``in_proj_weight`` or separate ``q_proj_weight``/``k_proj_weight``/
+  ``v_proj_weight``, with or without ``in_proj_bias``; ``out_proj`` as the output;
+  scaling :math:`1/\sqrt{D}` (``D = embed_dim / num_heads``);
+* ``key_padding_mask`` ``[B, S]``: bool (:obj:`True` = padding) or float additive
+  (:math:`-\infty` = padding, 0 = real; any other value is a bias and is refused). The
+  output rows of padding queries are ``out_proj`` of zero (its bias);
+* ``attn_mask``: :obj:`None`, a mask that allows every pair (the same as :obj:`None`), or
+  the causal mask (``nn.Transformer.generate_square_subsequent_mask``, bool or float,
+  ``[T, T]`` or ``[B * H, T, T]``; ``is_causal=True`` needs it, as in PyTorch) when the model
+  was composed with ``causal=True``. Any other mask (a sliding window, a bias, a causal mask
+  on a ``causal=False`` composition) is refused;
+* ``need_weights=False``: there is no dense attention matrix on the Focus path, so
+  ``need_weights=True`` (the default of ``MultiheadAttention.forward``) is refused; the
+  return value is ``(out, None)``;
+* ``add_bias_kv`` (``bias_k``/``bias_v``) and ``add_zero_attn`` add keys that are no token
+  and are refused at :func:`~quest_geometric.nn.compose_focus.compose_focus` time.
+
+The module's attention-probability ``dropout`` is not applied on the Focus path. A composed
+``MultiheadAttention`` is still an instance of :class:`torch.nn.MultiheadAttention`
+(:attr:`MultiheadAttentionAdapter.keep_type`), so ``GPSConv``'s
+``isinstance(self.attn, MultiheadAttention)`` keeps calling it.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from quest_geometric.adapters.base import (
+    AttentionAdapter,
+    AttentionCall,
+    HeadLayout,
+    QKView,
+)
+from quest_geometric.adapters.registry import register_attention_adapter
+
+__all__ = ["MultiheadAttentionAdapter"]
+
+_ARGS = ("query", "key", "value", "key_padding_mask", "need_weights", "attn_mask",
+         "average_attn_weights", "is_causal")
+_WHO = "compose_focus (MultiheadAttention)"
+
+
+def _masked(mask: Tensor, name: str) -> Tensor:
+    """PyTorch's mask convention as bool 'masked out': bool :obj:`True`, or an additive
+    float :math:`-\\infty` (very negative); a finite non-zero value is a bias (refused)."""
+    if mask.dtype == torch.bool:
+        return mask
+    if not mask.is_floating_point():
+        raise ValueError(f"{_WHO}: '{name}' must be a bool or floating-point tensor, got "
+                         f"{mask.dtype}")
+    masked = mask <= torch.finfo(mask.dtype).min / 2
+    if bool((mask[~masked] != 0).any()):
+        raise ValueError(f"{_WHO}: '{name}' carries an additive bias (finite non-zero "
+                         f"values); with Focus only masks of 0 and -inf are supported")
+    return masked
+
+
+class MultiheadAttentionAdapter(AttentionAdapter):
+    r"""Adapter of :class:`torch.nn.MultiheadAttention` as self-attention (see the module
+    docstring for what a call may be).
+
+    For hidden states :math:`X \in \mathbb{R}^{T \times C}` the module computes, per head
+    :math:`h` with :math:`D = C / H`,
+
+    .. math::
+        [Q\;K\;V] = X W_{in}^\top + b_{in}, \qquad
+        O_h = \operatorname{softmax}\Bigl(\frac{Q_h K_h^\top}{\sqrt{D}} + M\Bigr) V_h,
+        \qquad Y = [O_1 \cdots O_H]\, W_{out}^\top + b_{out},
+
+    with :math:`M` the padding (and causal) mask; :meth:`project` gives :math:`Q_h, K_h,
+    V_h` and :meth:`output` applies :math:`W_{out}, b_{out}`, between which Focus replaces
+    the softmax. :attr:`causal` is :obj:`None`: the caller of
+    :func:`~quest_geometric.nn.compose_focus.compose_focus` says ``causal=True`` or
+    ``False``.
+    """
+
+    causal: Optional[bool] = None
+    keep_type = True
+
+    @staticmethod
+    def _check_structure(module: nn.Module) -> None:
+        if module.bias_k is not None or module.bias_v is not None:
+            raise ValueError(f"{_WHO}: add_bias_kv=True (bias_k/bias_v) adds a learned key and "
+                             f"value that are no token; not supported with Focus")
+        if module.add_zero_attn:
+            raise ValueError(f"{_WHO}: add_zero_attn=True adds a zero key and value that are no "
+                             f"token; not supported with Focus")
+
+    def can_compose(self, module: nn.Module) -> bool:
+        """:obj:`False` for an instance that can only do cross-attention (``kdim`` or
+        ``vdim`` other than ``embed_dim``); refuses ``add_bias_kv``/``add_zero_attn``."""
+        if module.kdim != module.embed_dim or module.vdim != module.embed_dim:
+            return False
+        self._check_structure(module)
+        return True
+
+    def heads(self, module: nn.Module) -> HeadLayout:
+        return HeadLayout(module.embed_dim, module.num_heads, module.num_heads,
+                          module.head_dim)
+
+    def parse(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any],
+              probe: bool = False) -> AttentionCall:
+        r"""Parse ``forward(query, key, value, key_padding_mask, need_weights, attn_mask,
+        average_attn_weights, is_causal)`` into hidden states ``[B, T, C]``, the padding
+        mask and the causality the call asks for (:attr:`AttentionCall.causal`).
+        ``probe=True`` (the probe's view) accepts ``need_weights=True``."""
+        self._check_structure(module)
+        bound = dict(zip(_ARGS, args))
+        bound.update(kwargs)
+        q, k, v = bound.get("query"), bound.get("key"), bound.get("value")
+        if not isinstance(q, Tensor):
+            raise ValueError(f"{_WHO}: 'query' must be a tensor, got {type(q).__name__}")
+        if k is not q or v is not q:
+            raise ValueError(f"{_WHO}: only self-attention is supported with Focus enabled "
+                             f"(pass the same tensor as query, key and value, as GPSConv "
+                             f"does); cross-attention is not")
+        if not probe and bound.get("need_weights", True):
+            raise ValueError(f"{_WHO}: need_weights=True (the default of "
+                             f"MultiheadAttention.forward) asks for the dense attention "
+                             f"weights, which do not exist on the Focus path; call it with "
+                             f"need_weights=False (as GPSConv does) or disable Focus")
+        if q.dim() not in (2, 3) or q.size(-1) != module.embed_dim:
+            raise ValueError(f"{_WHO}: 'query' must be [B, T, {module.embed_dim}] "
+                             f"(batch_first), [T, B, {module.embed_dim}] or unbatched "
+                             f"[T, {module.embed_dim}], got {list(q.shape)}")
+        unbatched = q.dim() == 2
+        if unbatched:
+            x = q.unsqueeze(0)
+        else:
+            x = q if module.batch_first else q.transpose(0, 1)
+        b, t = x.shape[:2]
+
+        valid = None
+        kpm = bound.get("key_padding_mask")
+        if kpm is not None:
+            if not isinstance(kpm, Tensor):
+                raise ValueError(f"{_WHO}: 'key_padding_mask' must be a tensor, got "
+                                 f"{type(kpm).__name__}")
+            want = [t] if unbatched else [b, t]
+            if list(kpm.shape) != want:
+                raise ValueError(f"{_WHO}: 'key_padding_mask' must be {want}, got "
+                                 f"{list(kpm.shape)}")
+            valid = ~_masked(kpm, "key_padding_mask").reshape(b, t)
+            if bool(valid.all()):
+                valid = None
+
+        causal = None
+        am = bound.get("attn_mask")
+        if bound.get("is_causal") and am is None:
+            raise ValueError(f"{_WHO}: is_causal=True needs attn_mask (the causal mask), as "
+                             f"in PyTorch")
+        if am is not None:
+            if not isinstance(am, Tensor):
+                raise ValueError(f"{_WHO}: 'attn_mask' must be a tensor, got "
+                                 f"{type(am).__name__}")
+            if am.dim() not in (2, 3) or tuple(am.shape[-2:]) != (t, t) or (
+                    am.dim() == 3 and am.size(0) != b * module.num_heads):
+                raise ValueError(f"{_WHO}: 'attn_mask' must be [{t}, {t}] or "
+                                 f"[{b * module.num_heads}, {t}, {t}], got {list(am.shape)}")
+            masked = _masked(am, "attn_mask")
+            upper = torch.ones(t, t, dtype=torch.bool, device=am.device).triu(1)
+            if not bool(masked.any()):
+                causal = None  # allows every pair: the same as no mask
+            elif bool((masked == upper).all()):
+                causal = True
+            else:
+                raise ValueError(
+                    f"{_WHO}: with Focus enabled 'attn_mask' must be None or the causal mask "
+                    f"(nn.Transformer.generate_square_subsequent_mask, with a model composed "
+                    f"with causal=True); got a {list(am.shape)} mask that masks other pairs "
+                    f"(a sliding window, a custom mask). Pass padding as key_padding_mask, or "
+                    f"disable Focus with set_focus_enabled(model, False)")
+        return AttentionCall(hidden=x, valid=valid, causal=causal,
+                             extra={"unbatched": unbatched})
+
+    def project(self, module: nn.Module, call: AttentionCall) -> Tuple[Tensor, Tensor, Tensor]:
+        x = call.hidden
+        e = module.embed_dim
+        bias = module.in_proj_bias
+        if module._qkv_same_embed_dim:
+            q, k, v = F.linear(x, module.in_proj_weight, bias).split(e, dim=-1)
+        else:
+            bq, bk, bv = bias.split(e) if bias is not None else (None, None, None)
+            q = F.linear(x, module.q_proj_weight, bq)
+            k = F.linear(x, module.k_proj_weight, bk)
+            v = F.linear(x, module.v_proj_weight, bv)
+        shape = (*x.shape[:-1], module.num_heads, module.head_dim)
+        return tuple(z.view(shape).transpose(1, 2) for z in (q, k, v))  # type: ignore
+
+    def output(self, module: nn.Module, o: Tensor) -> Tensor:
+        return module.out_proj(o)
+
+    def finish(self, module: nn.Module, out: Tensor, call: AttentionCall) -> Any:
+        """``(out, None)`` in the layout of the query: ``[B, T, C]`` (``batch_first``),
+        ``[T, B, C]`` or unbatched ``[T, C]``."""
+        if call.extra.get("unbatched"):
+            out = out.squeeze(0)
+        elif not module.batch_first:
+            out = out.transpose(0, 1)
+        return out, None
+
+    def qk_view(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]
+                ) -> Optional[QKView]:
+        r"""Per-head queries and keys (``need_weights`` is irrelevant here); padding
+        (``key_padding_mask``) is marked in ``q_valid``/``k_valid`` and left out of the PR;
+        ``causal`` follows the call's ``attn_mask``."""
+        call = self.parse(module, args, kwargs, probe=True)
+        q, k, _ = self.project(module, call)
+        valid = call.valid
+        mask = valid[:, None, None, :] if valid is not None else None
+        return QKView(q, k, self.scaling(module), causal=bool(call.causal), mask=mask,
+                      q_valid=valid, k_valid=valid)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+register_attention_adapter("torch.nn.modules.activation.MultiheadAttention",
+                           MultiheadAttentionAdapter(), builtin=True)

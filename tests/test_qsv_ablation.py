@@ -140,3 +140,110 @@ def test_bad_input(tmp_path):
                    out_dir=tmp_path, progress=False, epochs=1)
     with pytest.raises(SystemExit):
         qa.main(["--dataset", "imagenet"])
+
+
+# ----------------------------------------------------------------------------- the pipeline
+@pytest.mark.parametrize("variant", ["qsv", "lattice"])
+def test_with_position_batch_call_equals_per_sample_compose(variant):
+    from torch_geometric.data import Batch
+    from torch_geometric.transforms import Compose
+
+    cfg = qa.PRESETS["digits"]["quick"]
+    t = qa._graph(variant, cfg)
+    assert isinstance(t, qa.WithPosition)
+    images = torch.rand(5, 1, 8, 8, generator=torch.Generator().manual_seed(0))
+    y = torch.arange(5)
+    fast = t.batch_call(images, y=y, as_batch=True)
+    ref = Batch.from_data_list([Compose([t.base, qa.AppendPosition()])(
+        Data(image=images[b], y=y[b:b + 1])) for b in range(5)])
+    for key in ("x", "edge_index", "pos", "batch", "y"):
+        assert torch.equal(fast[key], ref[key]), key
+    assert fast.x.size(1) == 1 + 3
+    assert [d.x.shape for d in t.batch_call(images)] == [ref.get_example(0).x.shape] * 5
+
+
+def test_graph_loader_order_and_batches_equal_collated_samples():
+    from torch_geometric.data import Batch
+
+    cfg = qa.PRESETS["digits"]["quick"].replace(train_limit=40)
+    ds = qa.load_split("digits", True, qa._graph("qsv", cfg), cfg)
+    loader = qa.graph_loader(ds, 16, shuffle=True, seed=3)
+    assert len(loader) == 3
+    orders = []
+    for epoch in (0, 1, 0):
+        loader.sampler.set_epoch(epoch)
+        orders.append([i for b in loader.sampler for i in b])
+    assert sorted(orders[0]) == list(range(40)) and orders[0] == orders[2]
+    assert orders[0] != orders[1]
+    loader.sampler.set_epoch(0)
+    first = next(iter(loader))
+    ref = Batch.from_data_list([ds[i] for i in orders[0][:16]])
+    for key in ("x", "edge_index", "y", "batch"):
+        assert torch.equal(first[key], ref[key]), key
+    plain = qa.graph_loader(ds, 16, shuffle=False)
+    assert [i for b in plain.sampler for i in b] == list(range(40))
+    images = qa.load_split("digits", True, None, cfg)  # ResNet data: no vectorised path
+    assert qa.graph_loader(images, 16, shuffle=True) is images
+
+
+def test_paired_differences_sign_test_and_bootstrap():
+    a = {0: 81.0, 1: 82.0, 2: 79.5, 3: 83.0, 4: 81.0, 9: 50.0}
+    r = {0: 80.0, 1: 80.0, 2: 80.0, 3: 80.0, 4: 80.0, 7: 99.0}
+    pd = qa.paired_differences(a, r)
+    d = [1.0, 2.0, -0.5, 3.0, 1.0]  # seeds 0-4 only
+    assert pd["n"] == 5 and pd["wins"] == 4 and pd["losses"] == 1
+    assert pd["mean"] == pytest.approx(statistics.mean(d))
+    assert pd["sign_p"] == pytest.approx(2 * (1 + 5) / 32)  # P(X <= 1), X ~ Bin(5, 1/2)
+    assert min(d) <= pd["ci_low"] <= pd["mean"] <= pd["ci_high"] <= max(d)
+    assert qa.paired_differences(a, r) == pd  # seeded
+    allpos = qa.paired_differences({s: 2.0 + s for s in range(5)}, {s: 0.0 for s in range(5)})
+    assert allpos["sign_p"] == pytest.approx(2 / 32)
+    ties = qa.paired_differences({0: 1.0, 1: 1.0, 2: 2.0}, {0: 1.0, 1: 1.0, 2: 1.0})
+    assert ties["wins"] == 1 and ties["losses"] == 0 and ties["sign_p"] == pytest.approx(1.0)
+    none = qa.paired_differences({0: 1.0}, {1: 1.0})
+    assert none["n"] == 0 and math.isnan(none["mean"]) and math.isnan(none["sign_p"])
+
+
+def test_aggregate_paired_columns():
+    results = [{"variant": v, "seed": s, "params": 1, "acc": a, "train_acc": a,
+                "train_clean_acc": 99.0 + 0.5 * s, "epoch_s": 1.0}
+               for v, accs in (("qsv", [80.0, 82.0, 81.0]), ("uniform", [81.0, 81.0, 83.0]))
+               for s, a in enumerate(accs)]
+    rows = {r["variant"]: r for r in qa.aggregate(results, "digits")}
+    assert rows["uniform"]["paired_delta"] == pytest.approx((1.0 - 1.0 + 2.0) / 3)
+    assert rows["uniform"]["wins_vs_qsv"] == "2/3"
+    assert rows["uniform"]["train_clean_acc_mean"] == pytest.approx(99.5)
+    assert math.isnan(rows["qsv"]["paired_delta"]) and rows["qsv"]["paired_n"] == 0
+
+
+def test_clean_training_accuracy_is_the_final_model_on_clean_images(tiny_run):
+    from torch_geometric.loader import DataLoader
+
+    from quest_geometric.training.checkpoint import load_checkpoint
+    from quest_geometric.training.seed import seed_everything
+
+    out, result = tiny_run
+    r = next(x for x in result["results"] if x["variant"] == "qsv" and x["seed"] == 0)
+    cfg = result["config"]
+    assert not cfg.augment and math.isfinite(r["train_clean_acc"])
+    train = qa.load_split("digits", True, qa._graph("qsv", cfg), cfg)
+    seed_everything(0)
+    model = qa.build_model("qsv", cfg, train[0].x.size(1), 10, train[0].num_nodes)
+    load_checkpoint(result["run_root"] / "qsv_s0" / "checkpoint.pt", model)
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for batch in DataLoader(train, batch_size=7):  # per-sample pipeline, collated
+            correct += int((model(batch).argmax(-1) == batch.y).sum())
+    assert r["train_clean_acc"] == pytest.approx(100.0 * correct / len(train))
+    metrics = [json.loads(line) for line in
+               (result["run_root"] / "qsv_s0" / "metrics.jsonl").read_text().splitlines()]
+    logged = [m for m in metrics if m.get("kind") == "clean_train"]
+    assert logged and logged[-1]["train_clean_acc"] == pytest.approx(r["train_clean_acc"] / 100)
+
+
+def test_digits_presets_train_without_the_crop():
+    full, quick = qa.PRESETS["digits"]["full"], qa.PRESETS["digits"]["quick"]
+    assert not full.augment and not quick.augment and full.epochs == 60
+    ds = qa.load_split("digits", True, qa._graph("qsv", full), full)
+    assert ds.augment_transform is None  # the vectorised graph_batch path applies

@@ -17,7 +17,13 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from quest_geometric.experiments.common import peak_memory_mb, time_function, write_results
+from quest_geometric.experiments.common import (
+    paired_ratio,
+    peak_memory_mb,
+    time_function,
+    time_interleaved,
+    write_results,
+)
 
 SIZES = (64, 256, 1024)
 K_WITHIN, K_CROSS = 12, 4
@@ -179,7 +185,8 @@ def _run(quick: bool, device: torch.device, out_dir: Path, progress: bool,
     )
     sizes = knn_sizes or ([10_000, 100_000] if quick else [10_000, 100_000, 1_000_000])
     knn = knn_rows(sizes, device, progress, torch_cpu_limit=20_000 if quick else 200_000)
-    p2 = write_results("knn_speed", knn, out_dir, meta={"device": str(device), "seed": "n", "quick": quick},
+    p2 = write_results("knn_speed", knn, out_dir, meta={"device": str(device), "seed": "the point count n (torch.Generator().manual_seed(n))",
+                                                 "quick": quick},
                        title="kNN graph back-ends (k = 16, uniform points in the unit cube)",
                        columns=["backend", "points", "k", "seconds", "note"])
     _plot(knn, out_dir / "knn_speed.png")
@@ -206,3 +213,278 @@ def main(argv: list[str] | None = None) -> None:
     result = run(quick=args.quick, device=args.device, out_dir=args.out, batch_size=args.batch_size,
                  threads=args.threads)
     print(result["markdown"])
+
+
+# ============================================================================ vs torch-harmonics
+#: The grids of the torch-harmonics comparison (nlat, nlon): 16,200 and 64,800 points.
+HARMONICS_GRIDS = ((90, 180), (180, 360))
+HARMONICS_CHANNELS = 64
+_MISSING_HARMONICS = (
+    "torch-harmonics is not installed: the comparison with its NeighborhoodAttentionS2 is "
+    "skipped. Install it with `pip install --no-deps torch-harmonics==0.9.3` (0.9.3 "
+    "declares torch 2.14 but its CPU kernels load beside torch 2.13; --no-deps keeps pip "
+    "from replacing torch)."
+)
+
+
+def harmonics_version() -> str | None:
+    """The installed torch-harmonics version, or :obj:`None` when it is absent."""
+    try:
+        import torch_harmonics
+    except ImportError:
+        return None
+    return str(getattr(torch_harmonics, "__version__", "unknown"))
+
+
+def _loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:  # pragma: no cover - not Linux
+        return "n/a"
+
+
+def _equiangular_graph(nlat: int, nlon: int, k: int):
+    """The torch-harmonics equiangular grid points (row-major ``(lat, lon)``, as its
+    ``[B, C, nlat, nlon]`` tensors flatten) and their exact kNN graph with ``k`` in-edges
+    per node (self included), sorted by target: the dense layout of QSVConv."""
+    from torch_harmonics.quadrature import precompute_latitudes
+
+    from quest_geometric.geometry.knn import knn_graph
+
+    colat, _ = precompute_latitudes(nlat, grid="equiangular")
+    lon = torch.arange(nlon, dtype=torch.float64) * (2 * math.pi / nlon)
+    theta, phi = torch.meshgrid(colat.double(), lon, indexing="ij")
+    pos = torch.stack([theta.sin() * phi.cos(), theta.sin() * phi.sin(), theta.cos()], -1)
+    return knn_graph(pos.reshape(-1, 3), k, loop=True)
+
+
+def _one_gather_and_spmm(edge_index: torch.Tensor, x: torch.Tensor, repeat: int) -> dict:
+    """The floors: one ``[E, C]`` gather of the neighbours' features, and one sparse-dense
+    product over fixed weights (a single pass over the neighbours, no autograd)."""
+    from quest_geometric.nn.qsv_conv import _Pattern
+
+    n = x.size(0)
+    k = edge_index.size(1) // n
+    pattern = _Pattern(edge_index[0], n, n, k, 1)
+    w = torch.rand(edge_index.size(1))
+    with torch.no_grad():
+        t = time_interleaved({"gather": lambda: x.index_select(0, edge_index[0]),
+                              "spmm": lambda: pattern.mm(w, x)}, warmup=1, repeat=repeat)
+    return {name: 1e3 * v["median_s"] for name, v in t.items()}
+
+
+def harmonics_rows(grids=HARMONICS_GRIDS, threads=(1, 2), compiled: bool = True,
+                   repeat: int = 5, progress: bool = True) -> list[dict]:
+    """QSVConv, torch-harmonics' ``NeighborhoodAttentionS2`` (optimized kernel) and
+    TransformerConv on the same points, channels (64), heads (1) and mean neighbourhood
+    (torch-harmonics' own cutoff): forward and forward + backward, eager (and compiled),
+    at each thread count, timed in interleaved rounds so that all three meet the same load.
+    """
+    from torch_geometric.nn import TransformerConv
+    from torch_harmonics import NeighborhoodAttentionS2
+
+    from quest_geometric.nn.qsv_conv import QSVConv
+
+    rows = []
+    previous = torch.get_num_threads()
+    try:
+        for nlat, nlon in grids:
+            torch.manual_seed(0)
+            th = NeighborhoodAttentionS2(HARMONICS_CHANNELS, (nlat, nlon), (nlat, nlon),
+                                         num_heads=1)
+            n = nlat * nlon
+            mean_nbr = th.psi_col_idx.numel() / n
+            k = max(1, round(mean_nbr))
+            edge_index = _equiangular_graph(nlat, nlon, k)
+            qsv = QSVConv(HARMONICS_CHANNELS, heads=1)
+            tconv = TransformerConv(HARMONICS_CHANNELS, HARMONICS_CHANNELS, heads=1)
+            x = torch.randn(n, HARMONICS_CHANNELS)
+            x_grid = x.t().reshape(1, HARMONICS_CHANNELS, nlat, nlon).contiguous()
+            modes = ["eager"] + (["compiled"] if compiled else [])
+            for t in threads:
+                torch.set_num_threads(t)
+                floors = _one_gather_and_spmm(edge_index, x, repeat)
+                for mode in modes:
+                    layers = {"QSVConv": qsv, "NeighborhoodAttentionS2": th,
+                              "TransformerConv": tconv}
+                    if mode == "compiled":
+                        torch._dynamo.reset()
+                        layers = {name: torch.compile(m) for name, m in layers.items()}
+                    inputs = {"QSVConv": (x, edge_index), "TransformerConv": (x, edge_index),
+                              "NeighborhoodAttentionS2": (x_grid,)}
+                    kwargs = {"QSVConv": {"dense": True}, "TransformerConv": {},
+                              "NeighborhoodAttentionS2": {}}
+                    for what in ("forward", "forward+backward"):
+                        fns = {}
+                        for name, layer in layers.items():
+                            args = inputs[name]
+                            kw = kwargs[name]
+                            if what == "forward":
+                                def fn(layer=layer, args=args, kw=kw):
+                                    with torch.no_grad():
+                                        layer(*args, **kw)
+                            else:
+                                leaf = args[0].clone().requires_grad_(True)
+                                rest = args[1:]
+
+                                def fn(layer=layer, leaf=leaf, rest=rest, kw=kw):
+                                    leaf.grad = None
+                                    layer(leaf, *rest, **kw).square().mean().backward()
+                            fns[name] = fn
+                        load_before = _loadavg()
+                        timed = time_interleaved(fns, warmup=2 if mode == "compiled" else 1,
+                                                 repeat=repeat)
+                        for name in fns:
+                            rows.append({
+                                "points": n, "grid": f"{nlat}x{nlon}", "k": k,
+                                "mean_nbr_th": round(mean_nbr, 2), "threads": t, "mode": mode,
+                                "pass": what, "layer": name,
+                                "ms": 1e3 * timed[name]["median_s"],
+                                "std_ms": 1e3 * timed[name]["std_s"],
+                                "qsv_speedup": paired_ratio(timed, name, "QSVConv"),
+                                "gather_ms": floors["gather"], "spmm_ms": floors["spmm"],
+                                "load": load_before,
+                            })
+                        if progress:
+                            q = 1e3 * timed["QSVConv"]["median_s"]
+                            h = 1e3 * timed["NeighborhoodAttentionS2"]["median_s"]
+                            print(f"[harmonics] {n} pts, {t} thr, {mode}, {what}: QSVConv "
+                                  f"{q:.1f} ms, torch-harmonics {h:.1f} ms", flush=True)
+    finally:
+        torch.set_num_threads(previous)
+    return rows
+
+
+def small_graph_rows(threads=(1, 2), repeat: int = 20, batch_size: int = 32) -> list[dict]:
+    """The per-call overhead case: a batch of ``batch_size`` digit sphere graphs (16 + 64
+    nodes, in-degree 8 + 2, the digits preset), width 32 and 2 heads, QSVConv against
+    TransformerConv, forward and forward + backward (eager)."""
+    from torch_geometric.nn import TransformerConv
+
+    from quest_geometric.nn.qsv_conv import QSVConv
+    from quest_geometric.transforms.image_to_sphere import ImageToSphere
+
+    torch.manual_seed(0)
+    batch = ImageToSphere(sizes=(16, 64), k=8, k_cross=2).batch_call(
+        torch.rand(batch_size, 1, 8, 8), as_batch=True)
+    edge_index, n = batch.edge_index, batch.num_nodes
+    channels, heads = 32, 2
+    layers = {"QSVConv": QSVConv(channels, heads=heads),
+              "TransformerConv": TransformerConv(channels, channels // heads, heads=heads)}
+    x = torch.randn(n, channels)
+    rows = []
+    previous = torch.get_num_threads()
+    try:
+        for t in threads:
+            torch.set_num_threads(t)
+            for what in ("forward", "forward+backward"):
+                fns = {}
+                for name, layer in layers.items():
+                    if what == "forward":
+                        def fn(layer=layer):
+                            with torch.no_grad():
+                                layer(x, edge_index)
+                    else:
+                        leaf = x.clone().requires_grad_(True)
+
+                        def fn(layer=layer, leaf=leaf):
+                            leaf.grad = None
+                            layer(leaf, edge_index).square().mean().backward()
+                    fns[name] = fn
+                load_before = _loadavg()
+                timed = time_interleaved(fns, warmup=3, repeat=repeat)
+                for name in fns:
+                    rows.append({"graphs": batch_size, "nodes": n, "edges": edge_index.size(1),
+                                 "channels": channels, "heads": heads, "threads": t,
+                                 "pass": what, "layer": name,
+                                 "ms": 1e3 * timed[name]["median_s"],
+                                 "std_ms": 1e3 * timed[name]["std_s"],
+                                 "qsv_speedup": paired_ratio(timed, name, "QSVConv"),
+                                 "load": load_before})
+    finally:
+        torch.set_num_threads(previous)
+    return rows
+
+
+def run_vs_torch_harmonics(quick: bool = False, out_dir: str | Path = "benchmarks/results",
+                           progress: bool = True, threads=(1, 2),
+                           compiled: bool | None = None) -> dict[str, Any]:
+    """Run the torch-harmonics comparison (skipped with a message when torch-harmonics is
+    absent) and the small-graph comparison; write ``qsv_vs_torch_harmonics[_quick].*``
+    and ``qsv_small_graphs[_quick].*``.
+
+    Args:
+        quick (bool): only the 16,200-point grid, eager, 3 rounds (a smoke test; the full
+            run needs an idle machine). (default: :obj:`False`)
+        out_dir (str): result folder. (default: ``'benchmarks/results'``)
+        progress (bool): print each measurement. (default: :obj:`True`)
+        threads (tuple of int): torch thread counts. (default: ``(1, 2)``)
+        compiled (bool, optional): also time :func:`torch.compile` d layers.
+            (default: :obj:`not quick`)
+
+    Returns:
+        dict: ``rows`` (empty when skipped), ``small_rows``, ``skipped`` (the message or
+        :obj:`None`), ``markdown``.
+    """
+    out_dir = Path(out_dir)
+    suffix = "_quick" if quick else ""
+    compiled = (not quick) if compiled is None else compiled
+    version = harmonics_version()
+    meta_common = {"threads_measured": list(threads), "quick": quick, "seed": 0,
+                   "dtype": "float32", "load_at_start": _loadavg(),
+                   "machine_note": "shared machine: timings are indicative only; full "
+                                   "timings need an idle machine"}
+    markdown, rows, skipped = "", [], None
+    if version is None:
+        skipped = _MISSING_HARMONICS
+        print(skipped)
+    else:
+        grids = HARMONICS_GRIDS[:1] if quick else HARMONICS_GRIDS
+        rows = harmonics_rows(grids, threads, compiled, repeat=3 if quick else 7,
+                              progress=progress)
+        p = write_results(
+            f"qsv_vs_torch_harmonics{suffix}", rows, out_dir,
+            meta={**meta_common, "torch_harmonics": version, "grids": [list(g) for g in grids],
+                  "channels": HARMONICS_CHANNELS, "heads": 1, "load_at_end": _loadavg()},
+            title="QSVConv vs torch-harmonics NeighborhoodAttentionS2 and TransformerConv",
+            columns=["points", "grid", "k", "mean_nbr_th", "threads", "mode", "pass", "layer",
+                     "ms", "std_ms", "qsv_speedup", "gather_ms", "spmm_ms", "load"],
+            notes=("Same points (torch-harmonics' equiangular grid), 64 channels, one head; "
+                   "QSVConv and TransformerConv on the exact kNN graph of those points with "
+                   "k = torch-harmonics' mean neighbourhood (its own cutoff), self loops "
+                   "included, QSVConv on its dense path. `qsv_speedup`: median over "
+                   "interleaved rounds of time(layer) / time(QSVConv) (> 1: QSVConv faster). "
+                   "`gather_ms`: one [E, C] gather of the neighbours' features; `spmm_ms`: one "
+                   "sparse-dense product over fixed weights (a single pass over the "
+                   "neighbours), the floors of the aggregation. `load`: /proc/loadavg before "
+                   "the measurement. Taken on a shared machine."))
+        markdown += p["md"].read_text() + "\n"
+    small = small_graph_rows(threads, repeat=10 if quick else 30)
+    p = write_results(f"qsv_small_graphs{suffix}", small, out_dir,
+                      meta={**meta_common, "load_at_end": _loadavg()},
+                      title="QSVConv vs TransformerConv on a batch of 32 digit sphere graphs",
+                      columns=["graphs", "nodes", "edges", "channels", "heads", "threads",
+                               "pass", "layer", "ms", "std_ms", "qsv_speedup", "load"],
+                      notes=("32 graphs of 80 nodes (16 + 64 Fibonacci nodes, in-degree 8 + 2), "
+                             "width 32, 2 heads, eager. `qsv_speedup`: median over interleaved "
+                             "rounds of time(layer) / time(QSVConv). Taken on a shared "
+                             "machine."))
+    markdown += p["md"].read_text()
+    return {"rows": rows, "small_rows": small, "skipped": skipped, "markdown": markdown}
+
+
+def main_vs_torch_harmonics(argv: list[str] | None = None) -> dict[str, Any]:
+    """Command-line entry of ``benchmarks/qsv_vs_torch_harmonics.py``."""
+    parser = argparse.ArgumentParser(
+        description="QSVConv vs torch-harmonics NeighborhoodAttentionS2 and TransformerConv")
+    parser.add_argument("--quick", action="store_true",
+                        help="16,200 points only, eager, 3 rounds (smoke test)")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--compiled", action="store_true", default=None,
+                        help="also time torch.compile'd layers (default: on unless --quick)")
+    parser.add_argument("--out", default="benchmarks/results")
+    args = parser.parse_args(argv)
+    result = run_vs_torch_harmonics(quick=args.quick, out_dir=args.out,
+                                    threads=tuple(args.threads), compiled=args.compiled)
+    print(result["markdown"])
+    return result

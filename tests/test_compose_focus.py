@@ -248,3 +248,15 @@ def test_unsupported_model_and_bad_arguments():
     assert str(m.blocks[0].attn) == ("FocusComposed(CausalSelfAttention, num_groups=4, top_k=2, "
                                      "window=3, backend='blocks', gate='additive', enabled=True)")
     assert isinstance(m.blocks[0].attn.original, CausalSelfAttention)
+
+
+def test_num_groups_is_checked_first_and_a_refusal_leaves_the_model_untouched():
+    m, _ = _build("chargpt")
+    with pytest.raises(ValueError, match="'num_groups' must be a positive int"):
+        compose_focus(m, num_groups=0, top_k=1)
+    # a model whose second attention layer cannot be composed without causal=...
+    both = nn.ModuleList([m.blocks[0].attn, nn.MultiheadAttention(C, 2, batch_first=True)])
+    with pytest.raises(ValueError, match="causal"):
+        compose_focus(both, num_groups=4, top_k=1)
+    assert isinstance(both[0], CausalSelfAttention)  # nothing was swapped in
+    assert all(p.requires_grad for p in both.parameters())

@@ -1,4 +1,5 @@
-"""Models: the QSV graph classifier and its controls, CIFAR ResNet-20, and a character GPT."""
+"""Models: the QSV graph classifier and its controls, CIFAR ResNet-20, a character GPT, and
+the offline loader of the pretrained SmolLM2-135M."""
 from quest_geometric.models.char_gpt import MLP, Block, CausalSelfAttention, CharGPT, GPTConfig
 from quest_geometric.models.qsv_net import (
     VARIANTS,
@@ -9,6 +10,7 @@ from quest_geometric.models.qsv_net import (
     qsv_variant,
 )
 from quest_geometric.models.resnet import BasicBlock, ResNet20
+from quest_geometric.models.smollm2 import load_smollm2, smollm2_path
 
 __all__ = [
     "QSVNet",
@@ -24,4 +26,6 @@ __all__ = [
     "CausalSelfAttention",
     "Block",
     "MLP",
+    "load_smollm2",
+    "smollm2_path",
 ]

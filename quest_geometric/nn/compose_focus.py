@@ -431,6 +431,9 @@ def compose_focus(model: nn.Module, num_groups: int = 4, top_k: int = 2, window:
             isinstance(m, FocusComposed) for m in model.modules()):
         raise ValueError("compose_focus: the model is already composed; call decompose(model) "
                          "first")
+    if isinstance(num_groups, bool) or not isinstance(num_groups, int) or num_groups < 1:
+        raise ValueError(f"compose_focus: 'num_groups' must be a positive int, got "
+                         f"{num_groups!r}")
     if not isinstance(top_k, int) or not 1 <= top_k <= num_groups:
         raise ValueError(f"compose_focus: 'top_k' must be an int in 1..num_groups={num_groups}, "
                          f"got {top_k!r}")
@@ -459,8 +462,9 @@ def compose_focus(model: nn.Module, num_groups: int = 4, top_k: int = 2, window:
         if ref is not None:
             w.focus.router.to(device=ref.device, dtype=ref.dtype if ref.is_floating_point()
                               else None)
-        setattr(parent, name, w)
         wrappers.append((parent, name, w))
+    for parent, name, w in wrappers:  # all built (any refusal came first): swap them in
+        setattr(parent, name, w)
     if freeze:
         for p, _ in flags:
             p.requires_grad_(False)
@@ -545,24 +549,20 @@ def set_focus_options(model: nn.Module, *, top_k: Optional[int] = None,
         ValueError: for a :obj:`top_k` outside :math:`1..K`, an unknown back-end or a negative
             window.
     """
-    from quest_geometric.nn.focus_attention import BACKENDS
-
-    for f in focus_layers(model):
-        if top_k is not None:
-            if not isinstance(top_k, int) or not 1 <= top_k <= f.num_groups:
-                raise ValueError(f"set_focus_options: 'top_k' must be an int in "
-                                 f"1..{f.num_groups}, got {top_k!r}")
-            f.top_k = f.router.top_k = top_k
-        if backend is not None:
-            if backend not in BACKENDS:
-                raise ValueError(f"set_focus_options: 'backend' must be one of {BACKENDS}, "
-                                 f"got {backend!r}")
-            f.backend = backend
-        if window is not None:
-            if not isinstance(window, int) or isinstance(window, bool) or window < 0:
-                raise ValueError(f"set_focus_options: 'window' must be a non-negative int, "
-                                 f"got {window!r}")
-            f.window = window
+    layers = focus_layers(model)
+    try:  # the layers' validated setters; all or nothing
+        before = [(f.top_k, f.backend, f.window) for f in layers]
+        for f in layers:
+            if top_k is not None:
+                f.top_k = top_k
+            if backend is not None:
+                f.backend = backend
+            if window is not None:
+                f.window = window
+    except (ValueError, TypeError) as e:
+        for f, (k, b, w) in zip(layers, before):
+            f.top_k, f.backend, f.window = k, b, w
+        raise type(e)(f"set_focus_options: {e}") from None
     return model
 
 

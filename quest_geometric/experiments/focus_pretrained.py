@@ -1,0 +1,357 @@
+r"""Focus composed onto a real pretrained model, SmolLM2-135M (4-bit weights, offline).
+
+Question: does Focus composed onto a frozen pretrained model, training only the routers,
+keep its quality, and how many causal pairs does hard top-:math:`k` keep? And does cached
+decoding with Focus run faster than full attention at long contexts?
+
+* **Data.** The Python language reference (``pydoc_data.topics``), split by topic into train
+  and validation (:func:`~quest_geometric.datasets.pydoc_topic_split`, no topic in both), cut
+  into blocks of ``block`` tokens (:func:`~quest_geometric.datasets.token_blocks`); a fixed
+  validation set (the first ``val_blocks`` validation blocks).
+* **Rows.** Full attention; for each soft gate, Focus composed with :math:`K` groups and a
+  window :math:`w`, routers trained only (every original weight frozen, AdamW, one block per
+  step), evaluated soft and hard with top-:math:`k` = 1, 2 and :math:`K`.
+* **Speed.** Tokens per second of greedy decoding with the KV cache after a prompt of
+  1K, 4K and 8K tokens, full attention against Focus hard top-1 and top-2, in alternation.
+
+Training is resumable: each gate's routers, optimiser, step and loss curve are checkpointed
+atomically every ``ckpt_every`` steps in ``run_dir``; rerunning the same command continues.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+import torch
+
+__all__ = ["run", "run_speed", "train_routers", "evaluate_lm", "main"]
+
+
+def _data(tok: Any, block: int, val_blocks: int, max_train: Optional[int] = None):
+    from quest_geometric.datasets import pydoc_topic_split, token_blocks
+
+    tr_names, va_names = pydoc_topic_split()
+    train = token_blocks(tok, tr_names, block_size=block, max_blocks=max_train)
+    val = token_blocks(tok, va_names, block_size=block, max_blocks=val_blocks)
+    return train, val, tr_names, va_names
+
+
+def _pair_share(groups: torch.Tensor, window: int, num_groups: int) -> float:
+    """Share of the causal pairs of one sequence (``groups [T, k]``) that Focus keeps."""
+    t = groups.size(0)
+    member = torch.zeros(t, num_groups).scatter_(-1, groups, 1.0)
+    shared = (member @ member.t()) > 0
+    i = torch.arange(t)
+    dist = i.view(-1, 1) - i.view(1, -1)
+    causal = dist >= 0
+    return float((causal & ((dist <= window) | shared)).sum()) / float(causal.sum())
+
+
+@torch.no_grad()
+def evaluate_lm(model: Any, blocks: torch.Tensor, window: Optional[int] = None,
+                num_groups: Optional[int] = None, progress: bool = False,
+                desc: str = "eval") -> Dict[str, float]:
+    r"""Validation perplexity :math:`\exp(\bar\ell)` over ``blocks`` (next-token loss of
+    every position but the first of each block) and, when Focus is on and hard, the mean
+    share of causal pairs kept and the mean largest group share over layers and blocks."""
+    from tqdm.auto import tqdm
+
+    from quest_geometric.nn.focus_router import FocusRouter, group_balance
+
+    captured: List[torch.Tensor] = []
+    hooks = [m.register_forward_hook(lambda _m, _i, out: captured.append(out.groups))
+             for m in model.modules() if isinstance(m, FocusRouter)]
+    nll, count = 0.0, 0
+    try:
+        for x in tqdm(blocks, desc=desc, disable=not progress, leave=False):
+            x = x.unsqueeze(0)
+            out = model(x, labels=x, use_cache=False)
+            n = x.size(1) - 1
+            nll += float(out.loss) * n
+            count += n
+    finally:
+        for h in hooks:
+            h.remove()
+    res = {"val_ppl": math.exp(nll / count), "val_loss": nll / count,
+           "pairs_kept": math.nan, "balance": math.nan}
+    if captured and window is not None and num_groups is not None:
+        res["pairs_kept"] = sum(_pair_share(g, window, num_groups) for g in captured) / len(
+            captured)
+        res["balance"] = float(torch.stack([group_balance(g, num_groups) for g in captured])
+                               .mean())
+    return res
+
+
+def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float, run_dir: Path,
+                  seed: int = 0, ckpt_every: int = 10, progress: bool = True,
+                  max_minutes: Optional[float] = None, desc: str = "routers"
+                  ) -> Dict[str, Any]:
+    r"""Train the routers of a composed model (soft gates, every other weight frozen) on
+    blocks drawn from ``train`` with a seeded permutation, resuming from
+    ``run_dir/routers.pt``. Returns the loss curve, steps done, seconds and whether it
+    finished (``max_minutes`` may stop it early; rerun to continue)."""
+    from tqdm.auto import tqdm
+
+    from quest_geometric.nn.compose_focus import router_parameters
+    from quest_geometric.training.checkpoint import atomic_torch_save
+
+    params = list(router_parameters(model))
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    ck = run_dir / "routers.pt"
+    state: Dict[str, Any] = {"step": 0, "curve": [], "seconds": 0.0}
+    if ck.is_file():
+        blob = torch.load(ck, map_location="cpu", weights_only=False)
+        for p, t in zip(params, blob["params"]):
+            p.data.copy_(t)
+        opt.load_state_dict(blob["opt"])
+        state = blob["state"]
+    order = torch.randperm(train.size(0) * max(1, math.ceil(steps / train.size(0))),
+                           generator=torch.Generator().manual_seed(seed)) % train.size(0)
+    model.train()
+    t_start = time.perf_counter()
+    base_s = state["seconds"]
+    bar = tqdm(total=steps, initial=state["step"], desc=desc, disable=not progress)
+    while state["step"] < steps:
+        x = train[order[state["step"]]].unsqueeze(0)
+        loss = model(x, labels=x, use_cache=False).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        state["step"] += 1
+        state["curve"].append(float(loss.detach()))
+        state["seconds"] = base_s + time.perf_counter() - t_start
+        bar.update(1)
+        bar.set_postfix(loss=f"{float(loss):.3f}")
+        done = state["step"] >= steps
+        late = max_minutes is not None and (time.perf_counter() - t_start) > 60 * max_minutes
+        if done or late or state["step"] % ckpt_every == 0:
+            atomic_torch_save({"params": [p.detach().clone() for p in params],
+                               "opt": opt.state_dict(), "state": state}, ck)
+        if late:
+            break
+    bar.close()
+    model.eval()
+    return {**state, "finished": state["step"] >= steps}
+
+
+def _plateau(curve: Sequence[float]) -> Dict[str, float]:
+    """Mean training loss over the first and the second half of the last 40% of steps: a
+    flat curve has a small drop."""
+    n = len(curve)
+    if n < 10:
+        return {"loss_last_a": math.nan, "loss_last_b": math.nan}
+    tail = curve[int(0.6 * n):]
+    h = len(tail) // 2
+    return {"loss_last_a": sum(tail[:h]) / h, "loss_last_b": sum(tail[h:]) / (len(tail) - h)}
+
+
+def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
+        run_dir: str | Path = "runs/focus_pretrained", gates: Sequence[str] = ("additive",
+                                                                             "multiplicative"),
+        steps: Optional[int] = None, block: Optional[int] = None, num_groups: int = 4,
+        window: int = 64, lr: float = 2e-3, val_blocks: Optional[int] = None,
+        seed: int = 0, progress: bool = True, max_minutes: Optional[float] = None,
+        name: str = "focus_pretrained", train_only: bool = False) -> Dict[str, Any]:
+    """Train the routers for each gate, evaluate every row and write
+    ``<name>.{csv,json,md}`` (and the loss curves, ``<name>_curves.png``)."""
+    from quest_geometric.experiments.common import write_results
+    from quest_geometric.models.smollm2 import load_smollm2
+    from quest_geometric.nn.compose_focus import (
+        compose_focus,
+        decompose,
+        router_parameters,
+        set_focus_options,
+    )
+
+    steps = steps if steps is not None else (6 if quick else 300)
+    block = block if block is not None else (256 if quick else 1024)
+    val_blocks = val_blocks if val_blocks is not None else (2 if quick else 8)
+    torch.manual_seed(seed)
+    model, tok = load_smollm2()
+    train, val, tr_names, va_names = _data(tok, block, val_blocks)
+    rows: List[Dict[str, Any]] = []
+    if not train_only:
+        base = evaluate_lm(model, val, progress=progress, desc="full attention")
+    full_ppl = base["val_ppl"] if not train_only else math.nan
+    rows.append({"model": "full attention", "gate": "-", "eval": "-", "val_ppl": full_ppl,
+                 "delta_pct": 0.0, "pairs_kept": 1.0, "balance": math.nan, "trainable": 0,
+                 "steps": 0, "train_s": 0.0})
+    curves: Dict[str, List[float]] = {}
+    for gate in gates:
+        compose_focus(model, num_groups=num_groups, top_k=2, window=window, gate=gate,
+                      backend="blocks")
+        n_train = sum(p.numel() for p in router_parameters(model))
+        tr = train_routers(model, train, steps, lr, Path(run_dir) / f"{gate}_w{window}_b{block}",
+                           seed=seed, progress=progress, max_minutes=max_minutes,
+                           desc=f"routers ({gate})")
+        curves[gate] = tr["curve"]
+        if train_only:
+            decompose(model)
+            continue
+        evals = [("soft", None)] + [(f"hard top-{k}", k) for k in (1, 2, num_groups)]
+        for label, k in evals:
+            if k is None:
+                model.train()  # soft gates; SmolLM2 has no dropout
+                r = evaluate_lm(model, val, progress=progress, desc=f"{gate} {label}")
+                model.eval()
+            else:
+                set_focus_options(model, top_k=k)
+                r = evaluate_lm(model, val, window, num_groups, progress=progress,
+                                desc=f"{gate} {label}")
+            rows.append({"model": f"Focus K={num_groups} w={window}", "gate": gate,
+                         "eval": label, "val_ppl": r["val_ppl"],
+                         "delta_pct": 100 * (r["val_ppl"] / full_ppl - 1),
+                         "pairs_kept": 1.0 if k == num_groups else r["pairs_kept"],
+                         "balance": r["balance"], "trainable": n_train, "steps": tr["step"],
+                         "train_s": tr["seconds"], "finished": tr["finished"],
+                         **_plateau(tr["curve"])})
+        decompose(model)
+    if train_only:
+        return {"rows": [], "paths": {}, "curves": curves}
+    meta = {"model": "SmolLM2-135M-Instruct, Q4_1 (4-bit) weights dequantised to float32",
+            "block": block, "val_blocks": int(val.size(0)), "train_blocks": int(train.size(0)),
+            "val_topics": len(va_names), "train_topics": len(tr_names), "K": num_groups,
+            "window": window, "lr": lr, "seed": seed, "steps": steps, "quick": quick,
+            "load": open("/proc/loadavg").read().strip() if os.path.exists("/proc/loadavg")
+            else None}
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = write_results(name, rows, out, meta=meta, columns=[
+        "model", "gate", "eval", "val_ppl", "delta_pct", "pairs_kept", "balance", "trainable",
+        "steps", "train_s", "loss_last_a", "loss_last_b"],
+        title="Focus composed onto SmolLM2-135M (routers trained only)")
+    (out / f"{name}_curves.json").write_text(json.dumps(curves))
+    _plot_curves(curves, out / f"{name}_curves.png")
+    return {"rows": rows, "paths": paths, "curves": curves}
+
+
+def _plot_curves(curves: Dict[str, List[float]], path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:  # pragma: no cover
+        return
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    for gate, c in curves.items():
+        if not c:
+            continue
+        k = max(1, len(c) // 20)
+        sm = [sum(c[max(0, i - k + 1):i + 1]) / len(c[max(0, i - k + 1):i + 1])
+              for i in range(len(c))]
+        ax.plot(range(1, len(c) + 1), c, alpha=0.25)
+        ax.plot(range(1, len(c) + 1), sm, label=f"{gate} gate (running mean of {k})")
+    ax.set_xlabel("router training step (one 1,024-token block each)")
+    ax.set_ylabel("training loss (nats / token)")
+    ax.set_title("SmolLM2-135M + Focus: router training loss (all other weights frozen)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _decode_speed(model: Any, prompt: torch.Tensor, new_tokens: int) -> float:
+    """Tokens per second of greedy decoding with the cache after ``prompt`` (the prefill
+    is not timed)."""
+    with torch.no_grad():
+        out = model(prompt, use_cache=True)
+        cache = out.past_key_values
+        nxt = out.logits[:, -1:].argmax(-1)
+        t0 = time.perf_counter()
+        for _ in range(new_tokens):
+            out = model(nxt, cache=cache, use_cache=True)
+            nxt = out.logits[:, -1:].argmax(-1)
+        return new_tokens / (time.perf_counter() - t0)
+
+
+def run_speed(contexts: Sequence[int] = (1024, 4096, 8000), new_tokens: int = 32,
+              rounds: int = 2, window: int = 64, num_groups: int = 4,
+              routers: Optional[str] = None, out_dir: str | Path = "benchmarks/results",
+              name: str = "focus_pretrained_speed", progress: bool = True) -> Dict[str, Any]:
+    """Greedy cached decoding, tokens per second, full attention vs Focus hard top-1 and
+    top-2 (the routers saved by :func:`run` for the additive gate when ``routers`` names
+    their folder, else fresh ones), in alternation over ``rounds``; ratios are medians of
+    per-round ratios."""
+    from quest_geometric.experiments.common import write_results
+    from quest_geometric.models.smollm2 import load_smollm2
+    from quest_geometric.nn.compose_focus import (
+        compose_focus,
+        focus_disabled,
+        router_parameters,
+        set_focus_options,
+    )
+    from quest_geometric.datasets import pydoc_topic_split, token_blocks
+
+    model, tok = load_smollm2()
+    compose_focus(model, num_groups=num_groups, top_k=2, window=window, backend="blocks")
+    if routers:
+        blob = torch.load(routers, map_location="cpu", weights_only=False)
+        for p, t in zip(router_parameters(model), blob["params"]):
+            p.data.copy_(t)
+    model.eval()
+    names = pydoc_topic_split()[0] + pydoc_topic_split()[1]
+    stream = token_blocks(tok, sorted(names), block_size=max(contexts))[0:1]
+    rows = []
+    for ctx in contexts:
+        prompt = stream[:, :ctx]
+        times: Dict[str, List[float]] = {"full": [], "top-1": [], "top-2": []}
+        for _ in range(rounds):
+            with focus_disabled(model):
+                times["full"].append(_decode_speed(model, prompt, new_tokens))
+            for k in (1, 2):
+                set_focus_options(model, top_k=k)
+                times[f"top-{k}"].append(_decode_speed(model, prompt, new_tokens))
+        for mode in ("full", "top-1", "top-2"):
+            ratios = sorted(a / b for a, b in zip(times[mode], times["full"]))
+            rows.append({"context": ctx, "mode": mode,
+                         "tok_per_s": sorted(times[mode])[len(times[mode]) // 2],
+                         "vs_full": ratios[len(ratios) // 2]})
+        if progress:
+            print(f"[speed] context {ctx}: " + ", ".join(
+                f"{r['mode']} {r['tok_per_s']:.2f} tok/s" for r in rows[-3:]), flush=True)
+    meta = {"new_tokens": new_tokens, "rounds": rounds, "window": window, "K": num_groups,
+            "routers": routers or "fresh (untrained)",
+            "load": open("/proc/loadavg").read().strip() if os.path.exists("/proc/loadavg")
+            else None}
+    paths = write_results(name, rows, out_dir, meta=meta,
+                          title="SmolLM2-135M: greedy cached decoding, tokens per second")
+    return {"rows": rows, "paths": paths}
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    """Command line of ``benchmarks/focus_pretrained.py``."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="tiny smoke run (minutes)")
+    p.add_argument("--gates", nargs="+", default=["additive", "multiplicative"],
+                   help="soft gates to train (default: both)")
+    p.add_argument("--steps", type=int, default=None, help="router steps (default 300)")
+    p.add_argument("--window", type=int, default=64, help="local window w (default 64)")
+    p.add_argument("--block", type=int, default=None, help="tokens per block (default 1024)")
+    p.add_argument("--max-minutes", type=float, default=None,
+                   help="stop training after this long (checkpointed; rerun to continue)")
+    p.add_argument("--train-only", action="store_true",
+                   help="train (or resume) the routers and stop; a later run evaluates")
+    p.add_argument("--speed", action="store_true", help="only the decoding-speed part")
+    p.add_argument("--routers", default=None, help="routers.pt for --speed")
+    p.add_argument("--name", default=None, help="result file stem")
+    p.add_argument("--out", default="benchmarks/results", help="result folder")
+    p.add_argument("--run-dir", default="runs/focus_pretrained", help="checkpoint folder")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    a = p.parse_args(argv)
+    if a.speed:
+        run_speed(routers=a.routers, out_dir=a.out, progress=not a.no_progress,
+                  **({"contexts": (256, 512), "new_tokens": 4, "rounds": 1} if a.quick else {}),
+                  name=a.name or "focus_pretrained_speed" + ("_quick" if a.quick else ""))
+        return
+    run(quick=a.quick, out_dir=a.out, run_dir=a.run_dir, gates=a.gates, steps=a.steps,
+        block=a.block, window=a.window, progress=not a.no_progress, max_minutes=a.max_minutes,
+        train_only=a.train_only,
+        name=a.name or "focus_pretrained" + ("_quick" if a.quick else ""))

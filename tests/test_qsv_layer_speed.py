@@ -3,6 +3,7 @@ import csv
 import math
 
 import pytest
+import torch
 
 from quest_geometric.experiments import qsv_layer_speed
 
@@ -28,3 +29,47 @@ def test_quick_run_writes_tables(tmp_path):
 def test_threads_must_be_positive(tmp_path):
     with pytest.raises(ValueError, match="threads"):
         qsv_layer_speed.run(quick=True, out_dir=tmp_path, threads=0)
+
+
+def test_vs_torch_harmonics_skips_clearly_without_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(qsv_layer_speed, "harmonics_version", lambda: None)
+    monkeypatch.setattr(qsv_layer_speed, "small_graph_rows",
+                        lambda threads, repeat: [{"layer": "QSVConv", "ms": 1.0}])
+    res = qsv_layer_speed.run_vs_torch_harmonics(quick=True, out_dir=tmp_path, progress=False)
+    assert res["rows"] == [] and "pip install --no-deps torch-harmonics==0.9.3" in res["skipped"]
+    assert "torch-harmonics is not installed" in capsys.readouterr().out
+    assert not (tmp_path / "qsv_vs_torch_harmonics_quick.csv").exists()
+    assert (tmp_path / "qsv_small_graphs_quick.csv").is_file()
+
+
+def test_harmonics_rows_on_a_small_grid():
+    pytest.importorskip("torch_harmonics")
+    rows = qsv_layer_speed.harmonics_rows(grids=((8, 16),), threads=(1,), compiled=False,
+                                          repeat=1, progress=False)
+    assert {(r["pass"], r["layer"]) for r in rows} == {
+        (p, name) for p in ("forward", "forward+backward")
+        for name in ("QSVConv", "NeighborhoodAttentionS2", "TransformerConv")}
+    for r in rows:
+        assert r["points"] == 128 and r["k"] == max(1, round(r["mean_nbr_th"]))
+        assert r["ms"] > 0 and r["gather_ms"] > 0 and r["spmm_ms"] > 0
+        if r["layer"] == "QSVConv":
+            assert r["qsv_speedup"] == pytest.approx(1.0)
+
+
+def test_equiangular_graph_is_the_dense_layout_of_the_grid_points():
+    pytest.importorskip("torch_harmonics")
+    from quest_geometric.nn.qsv_conv import QSVConv
+
+    ei = qsv_layer_speed._equiangular_graph(6, 12, 5)
+    assert ei.shape == (2, 72 * 5) and QSVConv.is_dense_layout(ei, 72)
+    # self loops, except at the poles, where the 12 points of a ring coincide (ties go to
+    # the smaller index)
+    has_self = (ei[0].view(72, 5) == torch.arange(72).view(72, 1)).any(1)
+    assert bool(has_self[12:60].all())
+
+
+def test_small_graph_rows():
+    rows = qsv_layer_speed.small_graph_rows(threads=(1,), repeat=1, batch_size=2)
+    assert {r["layer"] for r in rows} == {"QSVConv", "TransformerConv"}
+    for r in rows:
+        assert r["graphs"] == 2 and r["nodes"] == 160 and r["edges"] == 1600 and r["ms"] > 0

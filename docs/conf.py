@@ -19,6 +19,9 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.napoleon",
     "sphinx.ext.mathjax",
+    # MathJax 3 shipped in a PyPI package and copied into _static/mathjax: formulas render
+    # without network (the default loads MathJax from a CDN). tests/test_docs_browser.py.
+    "sphinx-mathjax-offline",
     "sphinx.ext.viewcode",
     "sphinx.ext.intersphinx",
     "myst_parser",
@@ -26,7 +29,7 @@ extensions = [
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 myst_enable_extensions = ["dollarmath", "amsmath"]
 myst_heading_anchors = 3
-exclude_patterns = ["_build", "_scripts"]
+exclude_patterns = ["_build", "_scripts", "_generated"]
 root_doc = "index"
 
 autodoc_member_order = "bysource"
@@ -58,5 +61,16 @@ def _skip_namedtuple_fields(app, what, name, obj, skip, options):
     return None
 
 
+def _narrow_benchmark_tables(app):
+    """docs/_generated/<result>.md: the committed tables cut to their key columns."""
+    sys.path.insert(0, os.path.join(app.srcdir, "_scripts"))
+    try:
+        import bench_tables
+    finally:
+        sys.path.pop(0)
+    bench_tables.write_all()
+
+
 def setup(app):
+    app.connect("builder-inited", _narrow_benchmark_tables)
     app.connect("autodoc-skip-member", _skip_namedtuple_fields)

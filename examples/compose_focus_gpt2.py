@@ -80,24 +80,32 @@ def train(model, params, ids, args, steps: int, seed: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--quick", action="store_true", help="tiny model, a few steps (CI)")
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--quick", action="store_true",
+                   help="tiny model, a few steps (CI); overrides the sizes and steps below")
     p.add_argument("--pretrained", default=None,
-                   help="a local Hugging Face GPT-2 directory (with its tokenizer)")
-    p.add_argument("--block", type=int, default=256, help="sequence length")
-    p.add_argument("--window", type=int, default=32, help="Focus local window w")
-    p.add_argument("--groups", type=int, default=4, help="K")
-    p.add_argument("--top-k", type=int, default=2)
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--width", type=int, default=128)
+                   help="a local Hugging Face GPT-2 directory (with its tokenizer); "
+                        "default: a small GPT-2 built from a config and trained here first")
+    p.add_argument("--block", type=int, default=256, help="sequence length in tokens")
+    p.add_argument("--window", type=int, default=32,
+                   help="Focus local window w: pairs at most w tokens apart are always kept")
+    p.add_argument("--groups", type=int, default=4, help="Focus groups K (centroids per layer)")
+    p.add_argument("--top-k", type=int, default=2, help="groups each token joins")
+    p.add_argument("--layers", type=int, default=4,
+                   help="layers of the GPT-2 built from a config")
+    p.add_argument("--heads", type=int, default=4,
+                   help="attention heads of the GPT-2 built from a config")
+    p.add_argument("--width", type=int, default=128,
+                   help="embedding width of the GPT-2 built from a config")
     p.add_argument("--base-steps", type=int, default=300,
                    help="full-attention steps for a model built from a config")
-    p.add_argument("--router-steps", type=int, default=150)
-    p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--router-steps", type=int, default=150,
+                   help="training steps of the composed routers (the model stays frozen)")
+    p.add_argument("--batch-size", type=int, default=8, help="sequences per step")
+    p.add_argument("--lr", type=float, default=3e-3, help="AdamW learning rate")
     p.add_argument("--chars", type=int, default=200_000, help="characters of corpus used")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="random seed")
     args = p.parse_args(argv)
     if args.quick:
         args.block, args.window, args.layers, args.heads, args.width = 64, 8, 2, 2, 32

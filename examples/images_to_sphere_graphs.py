@@ -71,8 +71,10 @@ def draw(path: str, data, image: torch.Tensor, title: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--quick", action="store_true", help="a small sphere, seconds (CI)")
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--quick", action="store_true",
+                   help="a small sphere, seconds (CI); overrides --sizes")
     p.add_argument("--sizes", type=int, nargs="+", default=[64, 256, 1024],
                    help="nodes per shell, innermost first")
     p.add_argument("--k", type=int, default=12, help="within-shell neighbours")

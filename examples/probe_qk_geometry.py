@@ -42,20 +42,26 @@ def fmt(v) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--quick", action="store_true", help="tiny model, a few steps (CI)")
-    p.add_argument("--steps", type=int, default=300)
-    p.add_argument("--probe-every", type=int, default=50)
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--width", type=int, default=64)
-    p.add_argument("--block", type=int, default=64)
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--lr", type=float, default=3e-3)
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--quick", action="store_true",
+                   help="tiny model, a few steps (CI); overrides the sizes and steps below")
+    p.add_argument("--steps", type=int, default=300, help="training steps")
+    p.add_argument("--probe-every", type=int, default=50,
+                   help="measure the query/key geometry every this many steps")
+    p.add_argument("--layers", type=int, default=4, help="CharGPT layers")
+    p.add_argument("--heads", type=int, default=4, help="attention heads per layer")
+    p.add_argument("--width", type=int, default=64, help="embedding width")
+    p.add_argument("--block", type=int, default=64, help="context length in characters")
+    p.add_argument("--batch-size", type=int, default=16, help="sequences per step")
+    p.add_argument("--lr", type=float, default=3e-3, help="AdamW learning rate")
     p.add_argument("--qk-init", choices=("independent", "tied", "orthogonal"),
-                   default="independent")
-    p.add_argument("--control", choices=("none", "hold", "shrink"), default="none")
-    p.add_argument("--seed", type=int, default=0)
+                   default="independent",
+                   help="initialisation of W_Q and W_K (tied: W_Q = W_K)")
+    p.add_argument("--control", choices=("none", "hold", "shrink"), default="none",
+                   help="key-spectrum control after every step: hold the initial W_K "
+                        "spectrum's shape, shrink it, or none")
+    p.add_argument("--seed", type=int, default=0, help="random seed")
     args = p.parse_args(argv)
     if args.quick:
         args.steps, args.probe_every, args.layers, args.heads = 8, 4, 2, 2

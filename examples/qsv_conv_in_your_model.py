@@ -70,17 +70,19 @@ def accuracy(model: nn.Module, dataset: DigitsGraphs, limit: int | None = None) 
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--quick", action="store_true", help="a few steps on a small sphere (CI)")
-    p.add_argument("--epochs", type=int, default=3)
-    p.add_argument("--channels", type=int, default=32, help="a multiple of 4 * heads")
-    p.add_argument("--heads", type=int, default=2)
-    p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--lr", type=float, default=1e-2)
+    p.add_argument("--epochs", type=int, default=3, help="training epochs over the digits")
+    p.add_argument("--channels", type=int, default=32,
+                   help="QSVConv channels, a multiple of 4 * heads")
+    p.add_argument("--heads", type=int, default=2, help="QSVConv attention heads")
+    p.add_argument("--layers", type=int, default=2, help="QSVConv layers")
+    p.add_argument("--batch-size", type=int, default=32, help="graphs per step")
+    p.add_argument("--lr", type=float, default=1e-2, help="AdamW learning rate")
     p.add_argument("--quaternion", choices=("node", "feature", "both"), default="node",
                    help="where QSVConv's quaternions come from")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="random seed")
     args = p.parse_args(argv)
     torch.manual_seed(args.seed)
 

@@ -7,7 +7,9 @@ markdown section for the report.
 """
 from __future__ import annotations
 
+import re
 import shutil
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +21,19 @@ from quest_geometric.experiments.common import environment_info
 
 #: File that marks a folder as a tour report, so a later run may overwrite it.
 REPORT_MARKER = ".quest_geometric_report"
+
+#: Longest sequence at which the Focus sweep runs the 'edges' back-end and TransformerConv:
+#: their per-edge tensors take ~4 KiB per edge, ~0.7 GB at 1K tokens but ~2 GB at 2K and
+#: ~6 GB at 4K, so beyond 1K the tour would pass its 2 GB peak-memory bound
+#: (``tests/test_cli.py`` measures the peak). The committed full run goes to 4K.
+TOUR_EDGES_MAX = 1024
+
+#: Committed full-run results, quoted beside the tour's smoke results (present in a
+#: checkout of the repository; an installed package points to them by name instead).
+RESULTS_DIR = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+
+_IMAGE_LINK = re.compile(r"(!\[[^\]]*\]\()([^)\s]+)(\))")
+_HEADING = re.compile(r"^(#{1,6}) +(.*)$")
 
 
 @dataclass
@@ -39,6 +54,24 @@ class TourContext:
     summary: list[str] = field(default_factory=list)
 
 
+def committed_lines(name: str, start: str) -> list[str]:
+    """The markdown list items of ``benchmarks/results/<name>`` that start with ``start``
+    (empty when the file is not there, as in an installed package)."""
+    path = RESULTS_DIR / name
+    if not path.is_file():
+        return []
+    return [line[2:].strip() for line in path.read_text(encoding="utf-8").splitlines()
+            if line.startswith("- " + start)]
+
+
+def _quote(title: str, name: str, starts: tuple[str, ...]) -> str:
+    lines = [line for start in starts for line in committed_lines(name, start)]
+    where = f"`benchmarks/results/{name}`"
+    if not lines:
+        return f"{title}: see {where} in the repository.\n"
+    return f"{title} ({where}):\n\n" + "\n".join(f"- {line}" for line in lines) + "\n"
+
+
 def _part_qsv(ctx: TourContext) -> str:
     from quest_geometric.experiments import qsv_ablation, qsv_layer_speed
 
@@ -54,18 +87,48 @@ def _part_qsv(ctx: TourContext) -> str:
         quick=ctx.quick, device=ctx.device, out_dir=ctx.out_dir, progress=ctx.progress
     )
     ctx.summary.extend(ablation["summary"] + speed["summary"])
-    return ablation["markdown"] + "\n" + speed["markdown"]
+    full_epochs = qsv_ablation.PRESETS["digits"]["full"].epochs
+    intro = ("This part trains the ablation's full digits model (so its table's metadata says "
+             f"`quick: False`) for one seed and {ablation['config'].epochs} epochs instead of "
+             f"the benchmark's several seeds of {full_epochs} epochs: it shows one run, "
+             "without a spread across seeds (`acc_std` n/a), and tests no target. The layer "
+             "speed and kNN tables use the quick benchmark settings (batch 8, up to 100K "
+             "points, `quick: True`).\n\n"
+             + _quote("The committed full run", "qsv_ablation_digits.md",
+                      ("QSV (sphere)", "QSV, no transport", "QSV, uniform attention",
+                       "standard attention", "QSV on the flat lattice")))
+    return intro + "\n" + ablation["markdown"] + "\n" + speed["markdown"]
+
+
+def focus_speed_settings(quick: bool = True) -> dict:
+    """The keyword arguments of the tour's Focus speed sweep
+    (:func:`quest_geometric.experiments.focus_speed.run`): up to 16K tokens, no memory
+    columns, glibc's default allocator and, for the quick tour, 'edges' only up to
+    :data:`TOUR_EDGES_MAX` tokens (the tour's memory peak; ``tests/test_cli.py``)."""
+    return {"quick": True, "memory": False, "allocator": "system",
+            "edges_max": TOUR_EDGES_MAX if quick else None}
 
 
 def _part_focus(ctx: TourContext) -> str:
     from quest_geometric.experiments import focus_lm, focus_speed
 
-    speed = focus_speed.run(quick=True, device=ctx.device, out_dir=ctx.out_dir,
-                            progress=ctx.progress, memory=False, allocator="system")
+    speed = focus_speed.run(device=ctx.device, out_dir=ctx.out_dir, progress=ctx.progress,
+                            **focus_speed_settings(ctx.quick))
     lm = focus_lm.run(quick=True, device=str(ctx.device), out_dir=ctx.out_dir,
                       progress=ctx.progress, run_dir=ctx.out_dir / "runs")
     ctx.summary.extend(speed["summary"] + lm["summary"])
-    return speed["markdown"] + "\n" + lm["markdown"]
+    speed_intro = (
+        "The speed sweep stops at 16K tokens, below the 32K at which the speed target is "
+        "set, and runs the 'edges' back-end only at 1K tokens (to bound the tour's memory), "
+        "so it tests no target.\n\n"
+        + _quote("The committed full run", "focus_speed_32k.md", ("speedup of 'blocks'",)))
+    lm_intro = (
+        f"The language-model comparison is a smoke run ({lm['config']['steps_full']} training "
+        f"steps, a {lm['config']['n_layer']}-layer, {lm['config']['n_embd']}-wide model): it "
+        "tests the pipeline, not the quality targets, so its summary gives no verdicts.\n\n"
+        + _quote("The committed full run (600 steps, seed 0)", "focus_lm.md",
+                 ("(a) full", "(b) Focus", "(c)")))
+    return speed_intro + "\n" + speed["markdown"] + "\n" + lm_intro + "\n" + lm["markdown"]
 
 
 def _part_qk(ctx: TourContext) -> str:
@@ -75,7 +138,12 @@ def _part_qk(ctx: TourContext) -> str:
                              progress=ctx.progress, parts=("trajectories",), depths=(4,),
                              seeds=(0,))
     ctx.summary.extend(result["summary"])
-    return result["markdown"]
+    intro = ("The quick configuration (depth 4, one seed, a few hundred steps) is a smoke test "
+             "of the pipeline, far too small to test the paper's findings: its summary gives "
+             "the numbers without verdicts.\n\n"
+             + _quote("The committed full run", "qk_geometry.md",
+                      ("PR_Q - PR_K > 0", "Intervention")))
+    return intro + "\n" + result["markdown"]
 
 
 #: The parts of the tour, in the order they run: name -> (title, function).
@@ -88,6 +156,35 @@ PARTS: dict[str, tuple[str, Callable[[TourContext], str]]] = {
 
 class TourError(Exception):
     """A user error in the tour's arguments: reported as one line, exit status 2."""
+
+
+def section_body(body: str, part: str) -> str:
+    """Fit a part's markdown into its ``##`` section of the report.
+
+    Relative image links become relative to the report (the files live in the part's
+    folder ``<part>/``), and the part's own level-1/2 headings, which would repeat or
+    compete with the section title, become emphasised lines; ``###`` and deeper stay.
+    """
+    def link(m: re.Match) -> str:
+        target = m.group(2)
+        if re.match(r"^([a-z]+:|/|#)", target):
+            return m.group(0)
+        return f"{m.group(1)}{part}/{target}{m.group(3)}"
+
+    out = []
+    for line in body.splitlines():
+        h = _HEADING.match(line)
+        if h and len(h.group(1)) <= 2:
+            line = f"_{h.group(2).strip()}_"
+        out.append(_IMAGE_LINK.sub(link, line))
+    return "\n".join(out)
+
+
+def linked_files(report: Path) -> list[Path]:
+    """The local files that ``report`` links as images, resolved against its folder."""
+    text = report.read_text(encoding="utf-8")
+    return [report.parent / t for t in (m.group(2) for m in _IMAGE_LINK.finditer(text))
+            if not re.match(r"^([a-z]+:|/|#)", t)]
 
 
 def check_output_dir(out: Path, force: bool) -> None:
@@ -153,20 +250,38 @@ def run_tour(
     out.mkdir(parents=True)
     (out / REPORT_MARKER).write_text("quest_geometric tour report\n")
 
-    sections = ["# quest_geometric tour report\n"]
+    sections = ["# quest_geometric tour report\n",
+                ("Small versions of each study on embedded data: "
+                 + ("quick settings, smoke runs that show the pipeline and the tables it "
+                    "writes; where a part is too short to test a target it says so and quotes "
+                    "the committed full-run numbers from `benchmarks/results/`."
+                    if quick else "the `--full` settings.")
+                 + " Each part's files (CSV, JSON, PNG) are in its folder: "
+                 + ", ".join(f"`{n}/`" for n in names) + ".\n")]
     summary: list[str] = []
-    for name in names:
+    t_all = time.perf_counter()
+    for i, name in enumerate(names, 1):
         title, fn = PARTS[name]
+        # one line per part, also with --no-progress (the parts take minutes)
+        print(f"[tour {i}/{len(names)}] {name}: {title} ...", flush=True)
         ctx = TourContext(out_dir=out / name, device=dev, quick=quick, progress=progress)
         ctx.out_dir.mkdir()
         t0 = time.perf_counter()
-        body = fn(ctx)
-        sections.append(f"## {title}\n\n{body}\n\n_({time.perf_counter() - t0:.0f} s)_\n")
+        body = section_body(fn(ctx), name)
+        secs = time.perf_counter() - t0
+        print(f"[tour {i}/{len(names)}] {name}: done in {secs:.0f} s", flush=True)
+        sections.append(f"## {title}\n\n{body}\n\n_Run time of this part: {secs:.0f} s "
+                        f"(wall clock, {torch.get_num_threads()} torch threads)._\n")
         summary.extend(f"[{name}] {line}" for line in ctx.summary)
     env = environment_info()
-    sections.append("## Machine\n\n" + "\n".join(f"- {k}: {v}" for k, v in env.items()) + "\n")
+    sections.append(f"## Machine\n\nTotal run time {time.perf_counter() - t_all:.0f} s. "
+                    "The machine and software the report was produced with:\n\n"
+                    + "\n".join(f"- {k}: {v}" for k, v in env.items()) + "\n")
     report = out / "report.md"
     report.write_text("\n".join(sections))
+    missing = [p for p in linked_files(report) if not p.is_file()]
+    if missing:  # a part linked a file it did not write: a bug, not a user error
+        raise RuntimeError(f"report {report} links missing files: {missing}")
     for line in summary:
         print(line)
     print(f"report: {report}")

@@ -36,6 +36,17 @@ try:  # pragma: no cover - depends on the environment
 except (ImportError, OSError, AttributeError, RuntimeError) as e:  # pragma: no cover
     UNAVAILABLE_REASON["torch_scatter"] = f"{type(e).__name__}: {e}"
 
+#: PyG >= 2.8 warns on its first import, wherever torch-cluster is installed, that it "is no
+#: longer necessary and is being ignored": PyG itself no longer uses it, but this project's
+#: 'torch_cluster' kNN back-end does (:func:`~quest_geometric.geometry.knn.knn_graph`).
+#: PyG is first imported here, with exactly that warning filtered (pyproject's pytest
+#: filterwarnings holds the same entry for tests that import PyG first).
+_TORCH_CLUSTER_NOTICE = "'torch-cluster' is no longer necessary"
+
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", message=_TORCH_CLUSTER_NOTICE, category=DeprecationWarning)
+    import torch_geometric.typing  # noqa: F401,E402
+
 _INSTALL_HINT = (
     "install it after torch with `pip install --no-build-isolation {pkg}` "
     "(a source build, tens of minutes on two cores) or the project extra "

@@ -46,19 +46,29 @@ def test_public_name_has_docstring(modname, name, obj):
     assert doc and doc.strip(), f"{modname}.{name} has no docstring"
 
 
-@pytest.fixture(scope="module")
-def built_docs(tmp_path_factory):
+def build_docs(tmp_path_factory):
+    """Build the HTML docs once per test session (shared with tests/test_docs_browser.py)."""
     if not IN_CI:
         pytest.importorskip("sphinx")
         pytest.importorskip("myst_parser")
         pytest.importorskip("furo")
-    out = tmp_path_factory.mktemp("html")
+        pytest.importorskip("sphinx-mathjax-offline")
+    out = tmp_path_factory.getbasetemp() / "docs_html"
+    done = out / ".built"
+    if done.exists():
+        return out
     proc = subprocess.run(
         [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", str(DOCS), str(out)],
         capture_output=True, text=True, cwd=ROOT,
     )
     assert proc.returncode == 0, f"sphinx-build -W failed:\n{proc.stdout}\n{proc.stderr}"
+    done.write_text("ok\n")
     return out
+
+
+@pytest.fixture(scope="module")
+def built_docs(tmp_path_factory):
+    return build_docs(tmp_path_factory)
 
 
 def test_docs_build_strict(built_docs):
@@ -84,3 +94,44 @@ def _python_blocks():
 def test_docs_python_examples_run(code, tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr
+
+
+def _bench_tables():
+    sys.path.insert(0, str(DOCS / "_scripts"))
+    try:
+        return importlib.import_module("bench_tables")
+    finally:
+        sys.path.pop(0)
+
+
+def test_benchmark_tables_are_cut_to_key_columns():
+    """A hand-made wide table keeps its key columns in order, drops an all-n/a one, and
+    links the CSV; a narrow table is left alone."""
+    bt = _bench_tables()
+    wide = ("### T\n\n| tokens | junk | speedup_blocks | full_mb | rounds |\n"
+            "|---|---|---|---|---|\n"
+            "| 1 | x | 2.5 | n/a | 3 |\n| 2 | y | 3.5 | n/a | 3 |\n\nnotes\n")
+    out = bt.narrow_markdown(wide, "focus_speed").splitlines()
+    assert out[2:6] == ["| tokens | rounds | speedup_blocks |", "|---|---|---|",
+                        "| 1 | 3 | 2.5 |", "| 2 | 3 | 3.5 |"]
+    assert "focus_speed.csv <../benchmarks/results/focus_speed.csv>" in out[7]
+    assert "3 of 5" in out[7] and out[-1] == "notes"
+    narrow = "## T\n\n| a | b |\n|---|---|\n| 1 | 2 |\n"
+    assert bt.narrow_markdown(narrow, "x").splitlines() == [
+        "### T", "", "| a | b |", "|---|---|", "| 1 | 2 |"]
+
+
+def test_benchmarks_page_navigation_and_width(built_docs):
+    """Included result files add no top-level sections: the page's sections are exactly its
+    own '##' headings; every table fits (at most 11 columns) and the cut ones link a CSV."""
+    src = (DOCS / "benchmarks.md").read_text()
+    own = re.findall(r"^## (.+)$", src, re.M)
+    html = (built_docs / "benchmarks.html").read_text()
+    body = html[html.index('<article'):html.index('</article>')]
+    sections = re.findall(r'<h2>(.*?)<a class="headerlink"', body)
+    unescape = __import__("html").unescape
+    assert [unescape(s) for s in sections] == [s.replace("'", "\u2019") for s in own]
+    for table in re.findall(r"<table.*?</table>", body, re.S):
+        header = re.search(r"<thead>(.*?)</thead>", table, re.S).group(1)
+        assert header.count("<th") <= 11, header
+    assert body.count('class="reference download internal"') >= 8

@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 
 import pytest
 
@@ -82,6 +83,9 @@ def test_focus_lm_quick(tmp_path):
     assert rows[-1]["trainable_params"] == 1 * (16 * 16 + 4 * 16)
     assert (tmp_path / "runs" / "a_full" / "metrics.jsonl").is_file()
     assert len(out["summary"]) == 4 and "additive gate" in out["summary"][1]
+    # a smoke run states its numbers but gives no target verdicts
+    assert all("not tested (smoke run)" in line for line in out["summary"][1:])
+    assert not any(re.search(r"\b(met|MISSED)\b", line) for line in out["summary"])
     # one soft-against-hard line per gate, with the gap the rows give
     assert [s.split(" ")[0] for s in out["gate_summary"]] == ["additive", "multiplicative"]
     md = out["markdown"]

@@ -23,7 +23,7 @@ from typing import Any, Optional, Sequence
 import torch
 from tqdm.auto import tqdm
 
-from quest_geometric.experiments.common import (paired_ratio, peak_memory_mb,
+from quest_geometric.experiments.common import (markdown_table, paired_ratio, peak_memory_mb,
                                                 reuse_freed_memory, time_function,
                                                 time_interleaved, write_results)
 
@@ -255,8 +255,12 @@ def run(quick: bool = False, device: torch.device | str = "cpu",
         f"Forward only, `eval()` (hard top-k = {TOP_K} of K = {GROUPS}), window {WINDOW}, "
         f"{HEADS} heads x {HEAD_DIM}, float32, one sequence, device {device}; times are "
         f"medians of up to {repeat} calls after one warm-up (fewer where {repeat} would pass "
-        f"{max_seconds:g} s), memory the peak added by one call "
-        f"(CPU: resident-set high-water mark in a one-thread fork; CUDA: allocator peak). "
+        f"{max_seconds:g} s), "
+        + ("memory (`*_mb`) the peak added by one call (CPU: resident-set high-water mark in "
+           "a one-thread fork; CUDA: allocator peak). " if memory else
+           "memory not measured in this run (`memory=False`: the `*_mb` columns, n/a in "
+           "the CSV, are left out of this table). ")
+        + f"`full` is the "
         f"`full` is the "
         f"same layer with Focus off (causal SDPA, same projections), timed in alternation with "
         f"'blocks' (`rounds` rounds of one call each, up to {repeat}); `speedup_blocks` is the "
@@ -266,11 +270,14 @@ def run(quick: bool = False, device: torch.device | str = "cpu",
         f"`speedup_attn` is their per-round ratio. Focus times include "
         f"routing. `edges_core` = projections + FocusEdgeAttention on a prebuilt edge set, "
         f"compared with TransformerConv (root_weight=False) on the same `edge_index`. "
-        f"'edges' and TransformerConv stop at {longest_edges} tokens: the pattern has "
+        f"'edges' and TransformerConv stop at {longest_edges} tokens (`edges_max` = "
+        f"{edges_max}, and at most {EDGE_BYTES_BUDGET / 2**30:g} GiB of per-edge tensors): "
+        f"the pattern has "
         f"~N(w+1) + N^2/(2K) edges (~{_expected_edges(16384) / 1e6:.0f}M at 16K) and each "
-        f"keeps about four [E, 4, 64] float32 tensors (~4 KiB per edge, measured), which "
-        f"exceeds the memory of a 2-core, 24 GiB "
-        f"machine shared with others. `pair_fraction` = kept pairs / causal pairs. CPU "
+        f"keeps about four [E, 4, 64] float32 tensors (~4 KiB per edge, measured; "
+        f"~{_expected_edges(4096) * 4096 / 1e9:.0f} GB at 4K), more than a 2-core, 24 GiB "
+        f"machine shared with others can give beyond 4K. `pair_fraction` = kept pairs / "
+        f"causal pairs. CPU "
         f"allocator: {alloc_note}.\n\n"
         + "\n".join(f"- {s}" for s in summary))
     meta = {"heads": HEADS, "head_dim": HEAD_DIM, "num_groups": GROUPS, "top_k": TOP_K,
@@ -280,6 +287,11 @@ def run(quick: bool = False, device: torch.device | str = "cpu",
                           else "system default")}
     paths = write_results(name, rows, out_dir, meta=meta, columns=COLUMNS, notes=notes,
                           title="Focus attention speed vs sequence length")
+    if not memory:  # the markdown table leaves out the memory columns it did not measure
+        md = paths["md"].read_text()
+        shown = [c for c in COLUMNS if not c.endswith("_mb")]
+        paths["md"].write_text(md.replace(markdown_table(rows, COLUMNS),
+                                          markdown_table(rows, shown), 1))
     png = None if len(rows) < 2 else _plot(
         rows, out_dir / f"{name}.png",
         f"Focus (K={GROUPS}, top-k={TOP_K}, w={WINDOW}) vs full causal, {device}")

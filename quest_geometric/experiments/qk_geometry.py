@@ -983,33 +983,41 @@ def _plt():
 
 
 def plot_trajectories(summary: Mapping[str, Any], path: Path) -> Optional[Path]:
-    """Per-layer seed-averaged PR_Q (solid) and PR_K (dashed), one panel per (depth, init)."""
+    """Per-layer seed-averaged PR_Q (solid) and PR_K (dashed), one panel per (depth, init).
+
+    Every panel has its axis labels; each row's layers are named in a legend beside the
+    row, and a legend above the panels says which line style is which."""
     plt = _plt()
     if plt is None:
         return None
+    from matplotlib.lines import Line2D
+
     ts = summary["trajectories"]
     depths = sorted({t["depth"] for t in ts})
     inits = [i for i in INITS if any(t["init"] == i for t in ts)]
-    fig, axes = plt.subplots(len(depths), len(inits), figsize=(4.2 * len(inits), 3.0 * len(depths)),
+    fig, axes = plt.subplots(len(depths), len(inits),
+                             figsize=(4.2 * len(inits) + 1.2, 3.0 * len(depths) + 0.6),
                              squeeze=False, sharex=True)
+    cmap = plt.get_cmap("viridis")
     for a, depth in enumerate(depths):
         for b, init in enumerate(inits):
             ax = axes[a][b]
             sel = [t for t in ts if t["depth"] == depth and t["init"] == init]
-            cmap = plt.get_cmap("viridis")
             for t in sel:
                 c = cmap(t["layer"] / max(depth - 1, 1))
-                ax.plot(t["steps"], t["pr_q"], color=c, lw=1.4, label=f"L{t['layer']}")
+                ax.plot(t["steps"], t["pr_q"], color=c, lw=1.4, label=f"layer {t['layer']}")
                 ax.plot(t["steps"], t["pr_k"], color=c, lw=1.4, ls="--")
-            ax.set_title(f"depth {depth}, {init}", fontsize=9)
+            ax.set_title(f"depth {depth}, {init} init", fontsize=10)
             ax.grid(alpha=0.3)
-            if b == 0:
-                ax.set_ylabel("PR (solid Q, dashed K)")
-            if a == len(depths) - 1:
-                ax.set_xlabel("step")
-            if a == 0 and b == len(inits) - 1:
-                ax.legend(fontsize=6, ncol=2)
-    fig.tight_layout()
+            ax.set_ylabel("participation ratio")
+            ax.set_xlabel("training step")
+            if b == len(inits) - 1 and sel:
+                ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                          title=f"depth {depth}", title_fontsize=8)
+    styles = [Line2D([], [], color="0.3", lw=1.4, label="PR_Q (queries)"),
+              Line2D([], [], color="0.3", lw=1.4, ls="--", label="PR_K (keys)")]
+    fig.legend(handles=styles, loc="upper center", ncol=2, fontsize=9, frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / (3.0 * len(depths) + 0.6)))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
@@ -1092,8 +1100,11 @@ def _cfg_meta(cfg: StudyConfig, quick: bool, device: str) -> dict[str, Any]:
             **{k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(cfg).items()}}
 
 
-def _findings(traj: Optional[dict], inter: Optional[dict]) -> list[str]:
+def _findings(traj: Optional[dict], inter: Optional[dict], smoke: bool = False) -> list[str]:
+    """One line per finding; a ``smoke`` run (the quick configuration) gives its numbers
+    without verdicts on the paper's findings, which it is far too small to test."""
     lines = []
+    untested = " -> smoke run (quick configuration): too small to test the paper's finding "
     if traj is not None:
         a = traj["rows"][-1]
         n = a["trajectories"]
@@ -1101,8 +1112,10 @@ def _findings(traj: Optional[dict], inter: Optional[dict]) -> list[str]:
         lines.append(
             f"PR_Q - PR_K > 0 at the end in {a['share_end']:.0%} of {n} seed-averaged trajectories "
             f"(throughout training: {a['share_throughout']:.0%}; per run and layer: "
-            f"{a['run_share_end']:.0%} at the end) -> the paper's 'every trajectory' finding is "
-            + ("reproduced (goal >= 90%)." if ok else "NOT reproduced at this scale (goal >= 90%).")
+            f"{a['run_share_end']:.0%} at the end)"
+            + (untested + "(goal >= 90%)." if smoke else " -> the paper's 'every trajectory' "
+               "finding is " + ("reproduced (goal >= 90%)." if ok else
+                                "NOT reproduced at this scale (goal >= 90%)."))
         )
         lines.append(
             f"Slopes over training: PR_Q {a['slope_q_per_1k']:+.3g}/1k steps "
@@ -1123,8 +1136,10 @@ def _findings(traj: Optional[dict], inter: Optional[dict]) -> list[str]:
             lines.append(
                 f"Intervention: entropy(shrink) < entropy(hold) in {t['k_less']} of {t['n_untied']} "
                 f"seeds (signs of shrink - hold: {t['signs']}; one-sided sign test p = {t['p_value']:.3g}; "
-                f"mean difference {t['mean_diff']:+.4f}) -> the paper's causal finding is "
-                + ("reproduced (goal: >= 4 of 5 seeds)." if ok else "NOT reproduced (goal: >= 4 of 5 seeds).")
+                f"mean difference {t['mean_diff']:+.4f})"
+                + (untested + "(goal: >= 4 of 5 seeds)." if smoke else
+                   " -> the paper's causal finding is " + ("reproduced (goal: >= 4 of 5 seeds)."
+                   if ok else "NOT reproduced (goal: >= 4 of 5 seeds)."))
             )
         lo = next((t for t in inter["tests"] if t["test"].startswith("val_loss(shrink)")), None)
         if lo is not None:
@@ -1260,7 +1275,7 @@ def run(
         plot_hf(hf, out / f"{name}_hf.png")
         md += [p2["md"].read_text(), "\n", p["md"].read_text(), "\n", markdown_table(hf["correlations"]),
                f"\n![hf]({name}_hf.png)\n"]
-    summary = _findings(traj, inter)
+    summary = _findings(traj, inter, smoke=quick)
     if over is not None:
         share = over["probe_share_pct"]
         summary.append(

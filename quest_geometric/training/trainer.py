@@ -635,7 +635,8 @@ class Trainer:
         self._window_sums = {}
         return now
 
-    def fit(self, resume: Union[bool, str, os.PathLike] = False) -> dict[str, Any]:
+    def fit(self, resume: Union[bool, str, os.PathLike] = False,
+            desc: Optional[str] = None) -> dict[str, Any]:
         """Train to the configured number of epochs or steps.
 
         Args:
@@ -644,6 +645,8 @@ class Trainer:
                 ``out_dir/checkpoint.pt`` (which must exist); ``'auto'`` resumes from it when
                 it exists and starts afresh otherwise; a path resumes from that file.
                 (default: :obj:`False`)
+            desc (str, optional): label of the progress bar (an epoch-based run shows the
+                epoch instead). (default: :obj:`None`)
 
         Returns:
             dict: the final record (``step``, ``epoch``, ``lr``, ``train_*``, ``val_*``, time and
@@ -660,7 +663,7 @@ class Trainer:
                 os.remove(self.metrics_path)
             barrier()
         self._call("on_fit_start")
-        bar = tqdm(total=self.total_steps, initial=self.step, dynamic_ncols=True,
+        bar = tqdm(total=self.total_steps, initial=self.step, dynamic_ncols=True, desc=desc,
                    disable=not (self.config.progress and self.is_main), unit="step")
         try:
             if self.step < self.total_steps:

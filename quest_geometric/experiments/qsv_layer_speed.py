@@ -293,7 +293,9 @@ def harmonics_rows(grids=HARMONICS_GRIDS, threads=(1, 2), compiled: bool = True,
             th = NeighborhoodAttentionS2(HARMONICS_CHANNELS, (nlat, nlon), (nlat, nlon),
                                          num_heads=1)
             n = nlat * nlon
-            mean_nbr = th.psi_col_idx.numel() / n
+            # torch-harmonics stores the neighbourhoods of one meridian only (the rest
+            # follow by longitude shifts): psi has one row per output latitude
+            mean_nbr = th.psi_col_idx.numel() / (th.psi_roff_idx.numel() - 1)
             k = max(1, round(mean_nbr))
             edge_index = _equiangular_graph(nlat, nlon, k)
             qsv = QSVConv(HARMONICS_CHANNELS, heads=1)

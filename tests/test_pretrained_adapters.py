@@ -290,3 +290,20 @@ def test_half_precision_llama_composed_runs(dtype):
         g = m.generate(x[:, :8], max_new_tokens=4, do_sample=False)
     assert out.dtype == dtype and bool(torch.isfinite(out).all())
     assert g.shape == (1, 12)
+
+
+def test_probe_of_a_composed_model_measures_the_same_queries_and_keys():
+    m = build_hf("llama")
+    x = tokens(1, 24)
+    with QKProbe(m, max_tokens=64) as probe, torch.no_grad():
+        m(x)
+    ref = [r for r in probe.results() if r.get("head") is not None]
+    compose_focus(m, num_groups=4, top_k=1, window=64)  # w >= T: every layer sees the same
+    with QKProbe(m, max_tokens=64) as probe, torch.no_grad():
+        m(x)
+    got = [r for r in probe.results() if r.get("head") is not None]
+    assert len(got) == len(ref) == 2 * 4
+    assert {r["type"] for r in got} == {"FocusComposed"}
+    for a, b in zip(got, ref):
+        assert a["pr_q"] == pytest.approx(b["pr_q"], rel=1e-4)
+        assert a["pr_k"] == pytest.approx(b["pr_k"], rel=1e-4)

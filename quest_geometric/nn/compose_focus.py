@@ -45,6 +45,7 @@ from quest_geometric.adapters import (
     AttentionAdapter,
     AttentionCall,
     get_attention_adapter,
+    register_attention_adapter,
     repeat_kv,
     supported_attention_types,
 )
@@ -338,6 +339,20 @@ def _wrapper_class(adapter: AttentionAdapter, module: nn.Module) -> type:
     ``GPSConv``'s check on ``MultiheadAttention``); :class:`FocusComposed` comes first in its
     MRO, the original's attributes are read through."""
     return _typed_class(type(module)) if adapter.keep_type else FocusComposed
+
+
+class _ComposedProbeAdapter(AttentionAdapter):
+    """Probe a composed layer through its original module's adapter: the same queries and
+    keys (the Focus path projects them the same way); the logit ranks and the entropy are
+    those of the original dense attention over them."""
+
+    probe_only = True
+
+    def qk_view(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]) -> Any:
+        return module.adapter.qk_view(module.original, args, kwargs)
+
+
+register_attention_adapter(FocusComposed, _ComposedProbeAdapter(), builtin=True)
 
 
 def _no_projection(x: Tensor) -> Tuple[Tensor, Tensor, Tensor]:

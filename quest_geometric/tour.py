@@ -138,9 +138,10 @@ def _part_qk(ctx: TourContext) -> str:
                              progress=ctx.progress, parts=("trajectories",), depths=(4,),
                              seeds=(0,))
     ctx.summary.extend(result["summary"])
-    intro = ("The quick configuration (depth 4, one seed, a few hundred steps) is a smoke test "
-             "of the pipeline, far too small to test the paper's findings: its summary gives "
-             "the numbers without verdicts.\n\n"
+    cfg = result["config"]
+    intro = (f"The quick configuration (depth 4, width {cfg.n_embd}, one seed, {cfg.steps} "
+             "steps) is a smoke test of the pipeline, far too small to test the paper's "
+             "findings: its summary gives the numbers without verdicts.\n\n"
              + _quote("The committed full run", "qk_geometry.md",
                       ("PR_Q - PR_K > 0", "Intervention")))
     return intro + "\n" + result["markdown"]
@@ -284,7 +285,7 @@ def run_tour(
         secs = time.perf_counter() - t0
         print(f"[tour {i}/{len(names)}] {name}: done in {secs:.0f} s", flush=True)
         sections.append(f"## {title}\n\n{body}\n\n_Run time of this part: {secs:.0f} s "
-                        f"(wall clock, {torch.get_num_threads()} torch threads)._\n")
+                        f"(wall clock, torch threads: {torch.get_num_threads()})._\n")
         summary.extend(f"[{name}] {line}" for line in ctx.summary)
     env = environment_info()
     sections.append(f"## Machine\n\nTotal run time {time.perf_counter() - t_all:.0f} s. "

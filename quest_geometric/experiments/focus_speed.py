@@ -120,7 +120,11 @@ def length_row(n: int, device: torch.device, repeat: int, edges: bool, memory: b
         groups = blocks.router(x).groups
         row["balance"] = float(group_balance(groups, GROUPS))
         est = _expected_edges(n)
-        if edges and est * HEADS * HEAD_DIM * 4 * 4 <= EDGE_BYTES_BUDGET:
+        if not edges:
+            notes.append("edges skipped: longer than edges_max")
+        elif est * HEADS * HEAD_DIM * 4 * 4 > EDGE_BYTES_BUDGET:
+            notes.append(f"edges skipped: ~{est / 1e6:.1f}M edges exceed the memory budget")
+        else:
             ei = focus_edge_index(groups, WINDOW)
             row["num_edges"] = ei.size(1)
             row["pair_fraction"] = ei.size(1) / (n * (n + 1) / 2)
@@ -143,8 +147,6 @@ def length_row(n: int, device: torch.device, repeat: int, edges: bool, memory: b
             if memory:
                 row["tconv_mb"] = peak_memory_mb(lambda: tconv(x, ei), device=device)
             del ei
-        else:
-            notes.append(f"edges skipped: ~{est / 1e6:.0f}M edges exceed the memory budget")
     row["note"] = "; ".join(notes)
     return row
 
@@ -261,7 +263,6 @@ def run(quick: bool = False, device: torch.device | str = "cpu",
            "memory not measured in this run (`memory=False`: the `*_mb` columns, n/a in "
            "the CSV, are left out of this table). ")
         + f"`full` is the "
-        f"`full` is the "
         f"same layer with Focus off (causal SDPA, same projections), timed in alternation with "
         f"'blocks' (`rounds` rounds of one call each, up to {repeat}); `speedup_blocks` is the "
         f"median over rounds of the per-round ratio. `sdpa_ms` and `blocks_attn_ms` time the "

@@ -15,6 +15,7 @@ IN_CI = os.environ.get("CI", "").lower() == "true"
 
 PUBLIC_MODULES = [
     "quest_geometric.quaternion",
+    "quest_geometric.adapters",
     "quest_geometric.geometry",
     "quest_geometric.transforms",
     "quest_geometric.nn",

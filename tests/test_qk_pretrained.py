@@ -1,4 +1,4 @@
-"""benchmarks/qk_pretrained.py: the per-head measurements against a direct computation from the
+"""quest_geometric.experiments.qk_pretrained (benchmarks/qk_pretrained.py): the per-head measurements against a direct computation from the
 model's own q/k projections with rotary applied by hand (post-rotary, as the probe measures),
 and the statistics against scipy on the records. A tiny random Llama (GQA: 4 query heads, 2
 key/value heads) always; the real SmolLM2 on one block of 128 tokens when it is installed."""
@@ -14,7 +14,7 @@ import torch
 
 from _hf_models import build_hf, tokens
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "qk_pretrained.py"
+_PATH = Path(__file__).resolve().parents[1] / "quest_geometric" / "experiments" / "qk_pretrained.py"
 
 
 def _bench():

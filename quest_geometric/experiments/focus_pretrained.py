@@ -20,6 +20,7 @@ atomically every ``ckpt_every`` steps in ``run_dir``; rerunning the same command
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -257,37 +258,48 @@ def _plot_curves(curves: Dict[str, List[float]], path: Path) -> None:
     plt.close(fig)
 
 
-def _decode_speed(model: Any, prompt: torch.Tensor, new_tokens: int) -> float:
-    """Tokens per second of greedy decoding with the cache after ``prompt`` (the prefill
-    is not timed)."""
-    with torch.no_grad():
-        out = model(prompt, use_cache=True)
-        cache = out.past_key_values
-        nxt = out.logits[:, -1:].argmax(-1)
-        t0 = time.perf_counter()
-        for _ in range(new_tokens):
-            out = model(nxt, cache=cache, use_cache=True)
-            nxt = out.logits[:, -1:].argmax(-1)
-        return new_tokens / (time.perf_counter() - t0)
+class _Decoder:
+    """Greedy cached decoding of one prompt in one mode (Focus off, or hard top-:math:`k`),
+    keeping its own cache so that modes can be timed in alternation."""
+
+    def __init__(self, model: Any, prompt: torch.Tensor, top_k: Optional[int]) -> None:
+        self.model, self.top_k = model, top_k
+        with torch.no_grad(), self._mode():
+            out = model(prompt, use_cache=True)
+        self.cache = out.past_key_values
+        self.nxt = out.logits[:, -1:].argmax(-1)
+
+    def _mode(self):
+        from quest_geometric.nn.compose_focus import focus_disabled, set_focus_options
+
+        if self.top_k is None:
+            return focus_disabled(self.model)
+        set_focus_options(self.model, top_k=self.top_k)
+        return contextlib.nullcontext()
+
+    def tokens_per_second(self, n: int) -> float:
+        with torch.no_grad(), self._mode():
+            t0 = time.perf_counter()
+            for _ in range(n):
+                out = self.model(self.nxt, cache=self.cache, use_cache=True)
+                self.nxt = out.logits[:, -1:].argmax(-1)
+            return n / (time.perf_counter() - t0)
 
 
-def run_speed(contexts: Sequence[int] = (1024, 4096, 8000), new_tokens: int = 32,
-              rounds: int = 2, window: int = 64, num_groups: int = 4,
+def run_speed(contexts: Sequence[int] = (1024, 4096, 8000), new_tokens: int = 16,
+              rounds: int = 3, window: int = 64, num_groups: int = 4,
               routers: Optional[str] = None, out_dir: str | Path = "benchmarks/results",
               name: str = "focus_pretrained_speed", progress: bool = True) -> Dict[str, Any]:
-    """Greedy cached decoding, tokens per second, full attention vs Focus hard top-1 and
-    top-2 (the routers saved by :func:`run` for the additive gate when ``routers`` names
-    their folder, else fresh ones), in alternation over ``rounds``; ratios are medians of
-    per-round ratios."""
+    """Greedy cached decoding, tokens per second after a prompt of each length, full
+    attention against Focus hard top-1 and top-2 (the routers in ``routers``, a
+    ``routers.pt`` written by :func:`train_routers`, else fresh ones). Each mode prefills
+    once (not timed) and keeps its own cache; the modes then decode ``new_tokens`` tokens in
+    alternation for ``rounds`` rounds, and the ratio against full attention is the median of
+    the per-round ratios."""
+    from quest_geometric.datasets import pydoc_topic_split, token_blocks
     from quest_geometric.experiments.common import write_results
     from quest_geometric.models.smollm2 import load_smollm2
-    from quest_geometric.nn.compose_focus import (
-        compose_focus,
-        focus_disabled,
-        router_parameters,
-        set_focus_options,
-    )
-    from quest_geometric.datasets import pydoc_topic_split, token_blocks
+    from quest_geometric.nn.compose_focus import compose_focus, router_parameters
 
     model, tok = load_smollm2()
     compose_focus(model, num_groups=num_groups, top_k=2, window=window, backend="blocks")
@@ -296,28 +308,29 @@ def run_speed(contexts: Sequence[int] = (1024, 4096, 8000), new_tokens: int = 32
         for p, t in zip(router_parameters(model), blob["params"]):
             p.data.copy_(t)
     model.eval()
-    names = pydoc_topic_split()[0] + pydoc_topic_split()[1]
-    stream = token_blocks(tok, sorted(names), block_size=max(contexts))[0:1]
+    tr, va = pydoc_topic_split()
+    stream = token_blocks(tok, sorted(tr + va), block_size=max(contexts))[0:1]
     rows = []
+    modes = {"full": None, "top-1": 1, "top-2": 2}
     for ctx in contexts:
-        prompt = stream[:, :ctx]
-        times: Dict[str, List[float]] = {"full": [], "top-1": [], "top-2": []}
+        dec = {m: _Decoder(model, stream[:, :ctx], k) for m, k in modes.items()}
+        times: Dict[str, List[float]] = {m: [] for m in modes}
         for _ in range(rounds):
-            with focus_disabled(model):
-                times["full"].append(_decode_speed(model, prompt, new_tokens))
-            for k in (1, 2):
-                set_focus_options(model, top_k=k)
-                times[f"top-{k}"].append(_decode_speed(model, prompt, new_tokens))
-        for mode in ("full", "top-1", "top-2"):
-            ratios = sorted(a / b for a, b in zip(times[mode], times["full"]))
-            rows.append({"context": ctx, "mode": mode,
-                         "tok_per_s": sorted(times[mode])[len(times[mode]) // 2],
-                         "vs_full": ratios[len(ratios) // 2]})
+            for m in modes:
+                times[m].append(dec[m].tokens_per_second(new_tokens))
+        for m in modes:
+            ratios = sorted(a / b for a, b in zip(times[m], times["full"]))
+            rows.append({"context": ctx, "mode": m,
+                         "tok_per_s": sorted(times[m])[len(times[m]) // 2],
+                         "vs_full": ratios[len(ratios) // 2],
+                         "min_ratio": ratios[0], "max_ratio": ratios[-1]})
+        del dec
         if progress:
             print(f"[speed] context {ctx}: " + ", ".join(
-                f"{r['mode']} {r['tok_per_s']:.2f} tok/s" for r in rows[-3:]), flush=True)
-    meta = {"new_tokens": new_tokens, "rounds": rounds, "window": window, "K": num_groups,
-            "routers": routers or "fresh (untrained)",
+                f"{r['mode']} {r['tok_per_s']:.2f} tok/s ({r['vs_full']:.2f}x)"
+                for r in rows[-3:]), flush=True)
+    meta = {"new_tokens_per_round": new_tokens, "rounds": rounds, "window": window,
+            "K": num_groups, "routers": routers or "fresh (untrained)",
             "load": open("/proc/loadavg").read().strip() if os.path.exists("/proc/loadavg")
             else None}
     paths = write_results(name, rows, out_dir, meta=meta,
@@ -348,7 +361,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     a = p.parse_args(argv)
     if a.speed:
         run_speed(routers=a.routers, out_dir=a.out, progress=not a.no_progress,
-                  **({"contexts": (256, 512), "new_tokens": 4, "rounds": 1} if a.quick else {}),
+                  **({"contexts": (256, 512), "new_tokens": 4, "rounds": 2} if a.quick else {}),
                   name=a.name or "focus_pretrained_speed" + ("_quick" if a.quick else ""))
         return
     run(quick=a.quick, out_dir=a.out, run_dir=a.run_dir, gates=a.gates, steps=a.steps,

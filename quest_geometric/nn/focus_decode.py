@@ -19,7 +19,6 @@ is one boolean pass over the cached group ids).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional, Tuple
 
 import torch
@@ -28,13 +27,15 @@ from torch import Tensor
 
 from quest_geometric.nn.focus_router import topk_groups
 
-__all__ = ["FocusDecodeState", "sinkhorn_prefix_state", "sinkhorn_step",
+__all__ = ["FocusDecodeState", "sinkhorn_prefix_state", "sinkhorn_step", "route_step",
            "focus_decode_attention"]
 
 
-@dataclass
 class FocusDecodeState:
     r"""Routing state of one Focus layer for the tokens of a KV cache.
+
+    The per-token buffers grow by doubling (amortised :math:`O(1)` per appended token, no
+    copy of the whole history at each step).
 
     Attributes:
         groups (Tensor): hard groups of every cached token, ``[B, S, top_k]``, long;
@@ -46,22 +47,46 @@ class FocusDecodeState:
         count (Tensor): real tokens per sequence so far, ``[B]``, long.
     """
 
-    groups: Tensor
-    pos: Tensor
-    col_lse: Tensor
-    count: Tensor
+    def __init__(self, groups: Tensor, pos: Tensor, col_lse: Tensor, count: Tensor) -> None:
+        self._groups, self._pos, self._len = groups, pos, groups.size(1)
+        self.col_lse, self.count = col_lse, count
+
+    @property
+    def groups(self) -> Tensor:
+        return self._groups[:, :self._len]
+
+    @property
+    def pos(self) -> Tensor:
+        return self._pos[:, :self._len]
+
+    def __len__(self) -> int:
+        return self._len
 
     def append(self, groups: Tensor, valid: Tensor) -> None:
         """Append one step of new tokens (``groups [B, T, top_k]``, ``valid [B, T]``)."""
+        b, t, kk = groups.shape
+        need = self._len + t
+        if need > self._groups.size(1):  # grow by doubling
+            cap = max(need, 2 * self._groups.size(1), 16)
+            g = self._groups.new_full((b, cap, kk), -1)
+            p = self._pos.new_full((b, cap), -1)
+            g[:, :self._len] = self.groups
+            p[:, :self._len] = self.pos
+            self._groups, self._pos = g, p
         pos = self.count.unsqueeze(1) + valid.long().cumsum(1) - 1
-        self.groups = torch.cat([self.groups, groups.masked_fill(~valid.unsqueeze(-1), -1)], 1)
-        self.pos = torch.cat([self.pos, pos.masked_fill(~valid, -1)], 1)
+        self._groups[:, self._len:need] = groups.masked_fill(~valid.unsqueeze(-1), -1)
+        self._pos[:, self._len:need] = pos.masked_fill(~valid, -1)
+        self._len = need
         self.count = self.count + valid.long().sum(1)
 
     def select(self, index: Tensor) -> "FocusDecodeState":
         """The state of sequences :obj:`index` (beam search reorders the cache this way)."""
         return FocusDecodeState(self.groups[index], self.pos[index], self.col_lse[index],
                                 self.count[index])
+
+    def __repr__(self) -> str:
+        return (f"{self.__class__.__name__}(batch={self._groups.size(0)}, tokens={self._len}, "
+                f"top_k={self._groups.size(2)})")
 
 
 def _row_norm(logq: Tensor, it: int) -> Tensor:
@@ -180,6 +205,13 @@ def focus_decode_attention(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeSt
     near = (pq.unsqueeze(-1) - pos.unsqueeze(1)) <= window
     allowed = real.unsqueeze(1) & causal & (near | shared) & (pq >= 0).unsqueeze(-1)  # [B,T,S]
     qreal = pq >= 0
+    if t == 1 and b == 1:  # the decoding step of one sequence: gather the allowed keys
+        idx = allowed[0, 0].nonzero().squeeze(1)
+        if idx.numel() == 0:  # a padding query: any one key, zeroed below
+            idx = idx.new_zeros(1)
+        kg, vg = k.index_select(2, idx), v.index_select(2, idx)
+        o = F.scaled_dot_product_attention(q, kg, vg, scale=scale, enable_gqa=rep > 1)
+        return o.masked_fill(~qreal.view(b, 1, t, 1), 0.0)
     if t == 1:
         a = allowed[:, 0]
         counts = a.sum(1)
@@ -196,13 +228,9 @@ def focus_decode_attention(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeSt
     else:
         kg, vg = k[:, :, :s], v[:, :, :s]
         mask = allowed.unsqueeze(1)
-    if rep > 1:
-        kg, vg = (x.repeat_interleave(rep, dim=1) for x in (kg, vg))
     # a padding query keeps one key (so no row is empty) and is zeroed afterwards
-    if t == 1:
-        mask = mask | (~qreal).view(b, 1, 1, 1) & (torch.arange(mask.size(-1),
-                                                                 device=q.device) == 0)
-    else:
-        mask = mask | ((~qreal).view(b, 1, t, 1) & (slot == 0).view(1, 1, 1, -1))
-    o = F.scaled_dot_product_attention(q, kg, vg, attn_mask=mask, scale=scale)
+    first = torch.arange(mask.size(-1), device=q.device) == 0
+    mask = mask | ((~qreal).view(b, 1, t, 1) & first)
+    o = F.scaled_dot_product_attention(q, kg, vg, attn_mask=mask, scale=scale,
+                                       enable_gqa=rep > 1)
     return o.masked_fill(~qreal.view(b, 1, t, 1), 0.0)

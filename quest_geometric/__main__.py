@@ -14,8 +14,10 @@ TOUR_DESCRIPTION = """\
 Run a small version of each study on embedded data, with no download: the QSV ablation on
 scikit-learn's digits and the QSVConv speed comparison (part 'qsv'), the Focus speed sweep
 to 16K tokens and a short language-model comparison (part 'focus'), and a short
-query/key-geometry run (part 'qk'). About 4 minutes on two idle cores, peak memory under
-2 GB. Writes <out>/report.md with tables, PNG plots and the CSV/JSON behind them, and
+query/key-geometry run (part 'qk'), and, where the SmolLM2 weights are installed, a short
+real-pretrained-model part (part 'pretrained': probe and committed routers on two
+validation blocks, about a minute; otherwise the report says how to add the model). About
+4 minutes on two idle cores without the model, peak memory under 2 GB. Writes <out>/report.md with tables, PNG plots and the CSV/JSON behind them, and
 prints a summary. The default settings are smoke runs: they show the pipeline, not the
 targets, and the report quotes the committed full-run results."""
 

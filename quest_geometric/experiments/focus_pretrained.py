@@ -167,6 +167,7 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
         compose_focus,
         decompose,
         router_parameters,
+        save_routers,
         set_focus_options,
     )
 
@@ -192,6 +193,8 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
                            seed=seed, progress=progress, max_minutes=max_minutes,
                            desc=f"routers ({gate})")
         curves[gate] = tr["curve"]
+        if not train_only:
+            save_routers(model, str(Path(out_dir) / f"{name}_routers_{gate}"))
         if train_only:
             decompose(model)
             continue
@@ -223,7 +226,19 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
             else None}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    paths = write_results(name, rows, out, meta=meta, columns=[
+    heads = []
+    for gate in gates:
+        by = {r["eval"]: r for r in rows if r["gate"] == gate}
+        if not by:
+            continue
+        fin = "" if by["soft"].get("finished") else " (training not finished: a cost, not a verdict)"
+        heads.append(
+            f"- headline ({gate} gate, {by['soft']['steps']} router steps{fin}): soft "
+            f"{by['soft']['delta_pct']:+.2f}% perplexity against full attention; hard top-2 "
+            f"{by['hard top-2']['delta_pct']:+.2f}% keeping {100 * by['hard top-2']['pairs_kept']:.1f}% "
+            f"of the causal pairs; hard top-1 {by['hard top-1']['delta_pct']:+.2f}% keeping "
+            f"{100 * by['hard top-1']['pairs_kept']:.1f}%")
+    paths = write_results(name, rows, out, meta=meta, notes="\n".join(heads) or None, columns=[
         "model", "gate", "eval", "val_ppl", "delta_pct", "pairs_kept", "balance", "trainable",
         "steps", "train_s", "loss_last_a", "loss_last_b"],
         title="Focus composed onto SmolLM2-135M (routers trained only)")

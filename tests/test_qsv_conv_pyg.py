@@ -17,26 +17,12 @@ from torch_geometric.utils import to_edge_index
 from quest_geometric.geometry.graphs import sphere_graph
 from quest_geometric.models.qsv_net import QSVBlock, QSVNet
 from quest_geometric.nn.qsv_conv import QSVConv
+from test_qsv_conv import conj, ham  # the independent quaternion references
 
 DT = torch.float64
 
 
 # ----------------------------------------------------------------------------- references
-def ham(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-    a1, b1, c1, d1 = p.unbind(-1)
-    a2, b2, c2, d2 = q.unbind(-1)
-    return torch.stack((
-        a1 * a2 - b1 * b2 - c1 * c2 - d1 * d2,
-        a1 * b2 + b1 * a2 + c1 * d2 - d1 * c2,
-        a1 * c2 - b1 * d2 + c1 * a2 + d1 * b2,
-        a1 * d2 + b1 * c2 - c1 * b2 + d1 * a2,
-    ), -1)
-
-
-def conj(q: torch.Tensor) -> torch.Tensor:
-    return q * torch.tensor([1.0, -1.0, -1.0, -1.0], dtype=q.dtype)
-
-
 def feature_quats(conv: QSVConv, x: torch.Tensor) -> torch.Tensor:
     q = (x @ conv.lin_q.weight.T + conv.lin_q.bias).view(x.size(0), conv.heads, 4)
     return q / q.norm(dim=-1, keepdim=True)

@@ -16,6 +16,7 @@ from torch_geometric.nn import MessagePassing
 from torch_geometric.utils import softmax as pyg_softmax
 from torch_geometric.utils import to_dense_batch
 
+from quest_geometric.nn._checks import check_qkv as _check_qkv
 from quest_geometric.nn.focus_edge_index import (
     _check_groups,
     focus_edge_index,
@@ -44,24 +45,6 @@ _HALF = (torch.float16, torch.bfloat16)
 def _check_window(window: int) -> None:
     if not isinstance(window, int) or isinstance(window, bool) or window < 0:
         raise ValueError(f"'window' must be a non-negative int, got {window!r}")
-
-
-def _check_qkv(q: Tensor, k: Tensor, v: Tensor) -> None:
-    """``q``, ``k``, ``v``: floating-point ``[N, H, D]`` tensors of one shape, dtype, device."""
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(t, Tensor) or t.dim() != 3:
-            raise ValueError(f"'{name}' must be a [N, H, D] tensor, got "
-                             f"{list(getattr(t, 'shape', [])) or type(t).__name__}")
-        if not t.is_floating_point():
-            raise TypeError(f"'{name}' must be a floating-point tensor, got {t.dtype}")
-    if k.shape != q.shape or v.shape != q.shape:
-        raise ValueError(f"'q', 'k', 'v' must have the same shape [N, H, D], got "
-                         f"{list(q.shape)}, {list(k.shape)}, {list(v.shape)}")
-    if k.dtype != q.dtype or v.dtype != q.dtype:
-        raise TypeError(f"'q', 'k', 'v' must share one dtype, got {q.dtype}, {k.dtype}, "
-                        f"{v.dtype}")
-    if k.device != q.device or v.device != q.device:
-        raise ValueError("'q', 'k', 'v' must be on one device")
 
 
 def _check_hard_args(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window: int,

@@ -65,6 +65,7 @@ from typing import Callable, Optional, Tuple
 import torch
 from torch import Tensor
 
+from quest_geometric.nn._checks import check_qkv
 from quest_geometric.nn.focus_edge_index import _check_groups
 from quest_geometric.nn.focus_router import check_batch
 
@@ -334,16 +335,7 @@ def focus_flex_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window
             required on a device without a FlexAttention backward (CPU).
     """
     _require_flex()
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(t, Tensor) or t.dim() != 3:
-            raise ValueError(f"'{name}' must be a [N, H, D] tensor, got "
-                             f"{list(getattr(t, 'shape', [])) or type(t).__name__}")
-    if k.shape != q.shape or v.shape != q.shape:
-        raise ValueError(f"'q', 'k', 'v' must have the same shape [N, H, D], got "
-                         f"{list(q.shape)}, {list(k.shape)}, {list(v.shape)}")
-    if k.dtype != q.dtype or v.dtype != q.dtype:
-        raise ValueError(f"'q', 'k', 'v' must share one dtype, got {q.dtype}, {k.dtype}, "
-                         f"{v.dtype}")
+    check_qkv(q, k, v)
     n, h, d = q.shape
     groups, kgroups = _check_args(groups, window, batch, causal, num_groups, block_size, n)
     if k.device != q.device or v.device != q.device or groups.device != q.device:

@@ -30,6 +30,8 @@ KEY_COLUMNS: list[tuple[str, list[str], str]] = [
     ("share_throughout", ["depth", "init", "trajectories", "share_end", "pr_q_end",
                           "pr_k_end", "share_q_expands_late", "share_k_shrinks_late",
                           "entropy_end", "val_loss"], "_trajectories"),
+    ("pairs_kept", ["model", "gate", "eval", "val_ppl", "delta_pct", "pairs_kept", "balance",
+                    "steps", "train_s"], ""),
     ("overhead_wall_pct", ["depth", "steps", "probe_every", "overhead_pct", "ms_per_step",
                            "ms_per_probe", "probe_share_pct"], "_overhead"),
 ]
@@ -37,7 +39,8 @@ KEY_COLUMNS: list[tuple[str, list[str], str]] = [
 #: The result files docs/benchmarks.md includes.
 INCLUDED = ["qsv_layer_speed", "knn_speed", "qsv_ablation_digits", "focus_speed",
             "focus_speed_32k", "focus_speed_edges", "focus_lm", "focus_lm_seed1",
-            "focus_lm_seed2", "qk_geometry"]
+            "focus_lm_seed2", "qk_geometry", "focus_pretrained", "focus_pretrained_speed",
+            "qk_pretrained"]
 
 
 def _cells(line: str) -> list[str]:

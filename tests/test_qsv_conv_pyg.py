@@ -17,7 +17,7 @@ from torch_geometric.utils import to_edge_index
 from quest_geometric.geometry.graphs import sphere_graph
 from quest_geometric.models.qsv_net import QSVBlock, QSVNet
 from quest_geometric.nn.qsv_conv import QSVConv
-from test_qsv_conv import conj, ham  # the independent quaternion references
+from test_qsv_conv import conj, ham, make_conv  # the independent references and builder
 
 DT = torch.float64
 
@@ -61,17 +61,6 @@ def knn_edges(n_dst: int, k: int, n_src: int | None = None, seed: int = 0) -> to
     n_src = n_dst if n_src is None else n_src
     src = torch.stack([torch.randperm(n_src, generator=g)[:k] for _ in range(n_dst)])
     return torch.stack([src.reshape(-1), torch.arange(n_dst).repeat_interleave(k)])
-
-
-def make_conv(channels=16, heads=2, seed=0, **kw) -> QSVConv:
-    torch.manual_seed(seed)
-    conv = QSVConv(channels, heads=heads, **kw).to(DT)
-    with torch.no_grad():
-        if conv.bias is not None:
-            conv.bias.normal_()
-        if conv.scale is not None:
-            conv.scale.uniform_(0.5, 3.0)
-    return conv
 
 
 def run(conv, x, ei, **kw):

@@ -307,3 +307,16 @@ def test_probe_of_a_composed_model_measures_the_same_queries_and_keys():
     for a, b in zip(got, ref):
         assert a["pr_q"] == pytest.approx(b["pr_q"], rel=1e-4)
         assert a["pr_k"] == pytest.approx(b["pr_k"], rel=1e-4)
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2"])
+def test_static_cache_generate_equals_uncached(arch):
+    """A preallocated StaticCache (written in place, returned at full capacity) decodes like
+    the uncached forward: the Focus state bounds the keys to those already written."""
+    m = build_hf(arch)
+    compose_focus(m, num_groups=4, top_k=1, window=3)
+    x = tokens(1, 20)
+    with torch.no_grad():
+        a = m.generate(x, max_new_tokens=10, do_sample=False, use_cache=False)
+        b = m.generate(x, max_new_tokens=10, do_sample=False, cache_implementation="static")
+    assert torch.equal(a, b)

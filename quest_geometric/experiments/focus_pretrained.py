@@ -277,10 +277,16 @@ class _Decoder:
     """Greedy cached decoding of one prompt in one mode (Focus off, or hard top-:math:`k`),
     keeping its own cache so that modes can be timed in alternation."""
 
-    def __init__(self, model: Any, prompt: torch.Tensor, top_k: Optional[int]) -> None:
+    def __init__(self, model: Any, prompt: torch.Tensor, top_k: Optional[int],
+                 static_len: Optional[int] = None) -> None:
         self.model, self.top_k = model, top_k
+        kw: Dict[str, Any] = {}
+        if static_len is not None:  # a preallocated cache: no concatenation per step
+            from transformers import StaticCache
+
+            kw["cache"] = StaticCache(config=model.config, max_cache_len=static_len)
         with torch.no_grad(), self._mode():
-            out = model(prompt, use_cache=True)
+            out = model(prompt, use_cache=True, **kw)
         self.cache = out.past_key_values
         self.nxt = out.logits[:, -1:].argmax(-1)
 
@@ -304,13 +310,17 @@ class _Decoder:
 def run_speed(contexts: Sequence[int] = (1024, 4096, 8000), new_tokens: int = 16,
               rounds: int = 3, window: int = 64, num_groups: int = 4,
               routers: Optional[str] = None, out_dir: str | Path = "benchmarks/results",
-              name: str = "focus_pretrained_speed", progress: bool = True) -> Dict[str, Any]:
+              name: str = "focus_pretrained_speed", progress: bool = True,
+              cache: str = "dynamic") -> Dict[str, Any]:
     """Greedy cached decoding, tokens per second after a prompt of each length, full
     attention against Focus hard top-1 and top-2 (the routers in ``routers``, a
     ``routers.pt`` written by :func:`train_routers`, else fresh ones). Each mode prefills
     once (not timed) and keeps its own cache; the modes then decode ``new_tokens`` tokens in
     alternation for ``rounds`` rounds, and the ratio against full attention is the median of
-    the per-round ratios."""
+    the per-round ratios. ``cache='dynamic'`` is Hugging Face's default ``DynamicCache``
+    (keys and values concatenated at every step, a cost both modes pay);
+    ``cache='static'`` a preallocated ``StaticCache`` (written in place; full attention
+    then reads the whole buffer, Focus only the keys it selects)."""
     from quest_geometric.datasets import pydoc_topic_split, token_blocks
     from quest_geometric.experiments.common import write_results
     from quest_geometric.models.smollm2 import load_smollm2
@@ -328,7 +338,8 @@ def run_speed(contexts: Sequence[int] = (1024, 4096, 8000), new_tokens: int = 16
     rows = []
     modes = {"full": None, "top-1": 1, "top-2": 2}
     for ctx in contexts:
-        dec = {m: _Decoder(model, stream[:, :ctx], k) for m, k in modes.items()}
+        cap = ctx + rounds * new_tokens + 1 if cache == "static" else None
+        dec = {m: _Decoder(model, stream[:, :ctx], k, cap) for m, k in modes.items()}
         times: Dict[str, List[float]] = {m: [] for m in modes}
         for _ in range(rounds):
             for m in modes:
@@ -344,7 +355,8 @@ def run_speed(contexts: Sequence[int] = (1024, 4096, 8000), new_tokens: int = 16
             print(f"[speed] context {ctx}: " + ", ".join(
                 f"{r['mode']} {r['tok_per_s']:.2f} tok/s ({r['vs_full']:.2f}x)"
                 for r in rows[-3:]), flush=True)
-    meta = {"new_tokens_per_round": new_tokens, "rounds": rounds, "window": window,
+    meta = {"cache": cache, "new_tokens_per_round": new_tokens, "rounds": rounds,
+            "window": window,
             "K": num_groups, "routers": routers or "fresh (untrained)",
             "load": open("/proc/loadavg").read().strip() if os.path.exists("/proc/loadavg")
             else None}
@@ -369,15 +381,19 @@ def main(argv: Optional[List[str]] = None) -> None:
                    help="train (or resume) the routers and stop; a later run evaluates")
     p.add_argument("--speed", action="store_true", help="only the decoding-speed part")
     p.add_argument("--routers", default=None, help="routers.pt for --speed")
+    p.add_argument("--cache", choices=["dynamic", "static"], default="dynamic",
+                   help="KV cache of --speed (default: dynamic, Hugging Face's default)")
     p.add_argument("--name", default=None, help="result file stem")
     p.add_argument("--out", default="benchmarks/results", help="result folder")
     p.add_argument("--run-dir", default="runs/focus_pretrained", help="checkpoint folder")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     a = p.parse_args(argv)
     if a.speed:
-        run_speed(routers=a.routers, out_dir=a.out, progress=not a.no_progress,
+        run_speed(routers=a.routers, out_dir=a.out, progress=not a.no_progress, cache=a.cache,
                   **({"contexts": (256, 512), "new_tokens": 4, "rounds": 2} if a.quick else {}),
-                  name=a.name or "focus_pretrained_speed" + ("_quick" if a.quick else ""))
+                  name=a.name or "focus_pretrained_speed" + ("_static" if a.cache == "static"
+                                                             else "") + ("_quick" if a.quick
+                                                                         else ""))
         return
     run(quick=a.quick, out_dir=a.out, run_dir=a.run_dir, gates=a.gates, steps=a.steps,
         block=a.block, window=a.window, progress=not a.no_progress, max_minutes=a.max_minutes,

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from quest_geometric.nn.focus_router import topk_groups
+from quest_geometric.nn.focus_router import _row_step, _sinkhorn_dense, topk_groups
 
 __all__ = ["FocusDecodeState", "sinkhorn_prefix_state", "sinkhorn_step", "route_step",
            "focus_decode_attention"]
@@ -89,15 +89,9 @@ class FocusDecodeState:
                 f"top_k={self._groups.size(2)})")
 
 
-def _row_norm(logq: Tensor, it: int) -> Tensor:
-    # the same operations as the full Sinkhorn (focus_router._sinkhorn_dense)
-    if it > 0:
-        return logq - logq.exp().sum(-1, keepdim=True).log()
-    return logq - torch.logsumexp(logq, dim=-1, keepdim=True)
-
-
 def sinkhorn_prefix_state(scores: Tensor, valid: Optional[Tensor], num_iters: int) -> Tensor:
-    r"""The running column log-sums :math:`\Lambda^{(n)}` after a whole prefix.
+    r"""The running column log-sums :math:`\Lambda^{(n)}` after a whole prefix (recorded by
+    the full prefix-causal Sinkhorn itself, so the state matches its routing).
 
     Args:
         scores (Tensor): :math:`S/\tau` of the prefix, ``[B, T, K]`` (real tokens first in
@@ -109,18 +103,12 @@ def sinkhorn_prefix_state(scores: Tensor, valid: Optional[Tensor], num_iters: in
     Returns:
         Tensor: ``[B, I, K]``, float64 (:math:`-\infty` for an empty prefix).
     """
-    from quest_geometric.nn.focus_router import logcumsumexp
-
-    logq = scores.double()
-    b, t, k = logq.shape
-    out = logq.new_full((b, num_iters, k), float("-inf"))
-    pad = None if valid is None else ~valid.unsqueeze(-1)
-    for it in range(num_iters):
-        col = logq if pad is None else logq.masked_fill(pad, float("-inf"))
-        if t > 0:
-            out[:, it] = torch.logsumexp(col, dim=1)
-        logq = _row_norm(logq - logcumsumexp(logq, dim=1), it)
-    return out
+    b, _, k = scores.shape
+    totals: list = []
+    _sinkhorn_dense(scores, valid, num_iters, True, col_totals=totals)
+    if not totals:
+        return scores.new_empty(b, 0, k, dtype=torch.float64)
+    return torch.stack(totals, 1)
 
 
 def sinkhorn_step(scores: Tensor, col_lse: Tensor, valid: Optional[Tensor] = None
@@ -149,7 +137,7 @@ def sinkhorn_step(scores: Tensor, col_lse: Tensor, valid: Optional[Tensor] = Non
     for it in range(num_iters):
         c = torch.logaddexp(col_lse[:, it], logq)
         new[:, it] = c if valid is None else torch.where(valid.unsqueeze(-1), c, col_lse[:, it])
-        logq = _row_norm(logq - c, it)
+        logq = _row_step(logq - c, it, True)
     if num_iters == 0:
         logq = logq - torch.logsumexp(logq, dim=-1, keepdim=True)
     return logq, new

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import NamedTuple, Optional
+from typing import List, NamedTuple, Optional
 
 import torch
 import torch.nn.functional as F
@@ -134,29 +134,38 @@ def logcumsumexp(x: Tensor, dim: int) -> Tensor:
     return out
 
 
+def _row_step(logq: Tensor, it: int, causal: bool) -> Tensor:
+    """The row normalisation of Sinkhorn iteration ``it`` (shared by the full Sinkhorn and
+    the one-token step of cached decoding, so both run the same operations)."""
+    if causal and it > 0:
+        # rows were log-distributions before this column step (largest entry >= -log K)
+        # and a prefix of N tokens adds at most log N, so each row's largest entry is
+        # >= -log(K N): the row sum needs no max-shift, and terms that underflow are
+        # < e^-700 of it
+        return logq - logq.exp().sum(-1, keepdim=True).log()
+    return logq - torch.logsumexp(logq, dim=-1, keepdim=True)
+
+
 def _sinkhorn_dense(logq: Tensor, valid: Optional[Tensor], num_iters: int,
-                    causal: bool) -> Tensor:
+                    causal: bool, col_totals: Optional[List[Tensor]] = None) -> Tensor:
     """Sinkhorn on ``[B, T, K]`` log-scores; ``valid`` ``[B, T]`` marks real tokens (the
-    padding sits at the end of each sequence, so it never enters a real token's prefix)."""
+    padding sits at the end of each sequence, so it never enters a real token's prefix).
+    With ``col_totals`` (a list), each iteration appends the log-sum over every real token
+    of its column-step input, ``[B, K]`` (the state cached decoding continues from)."""
     pad = None if valid is None or bool(valid.all()) else ~valid.unsqueeze(-1)
     dtype = logq.dtype
     if causal:  # float64 throughout, so logcumsumexp converts nothing
         logq = logq.double()
     for it in range(num_iters):
+        col = logq if pad is None else logq.masked_fill(pad, float("-inf"))
+        if col_totals is not None:
+            col_totals.append(torch.logsumexp(col, dim=1))
         if causal:
             # padding only after real tokens: it never enters a real prefix
             logq = logq - logcumsumexp(logq, dim=1)
         else:
-            col = logq if pad is None else logq.masked_fill(pad, float("-inf"))
             logq = logq - torch.logsumexp(col, dim=1, keepdim=True)
-        if causal and it > 0:
-            # rows were log-distributions before this column step (largest entry >= -log K)
-            # and a prefix of N tokens adds at most log N, so each row's largest entry is
-            # >= -log(K N): the row sum needs no max-shift, and terms that underflow are
-            # < e^-700 of it
-            logq = logq - logq.exp().sum(-1, keepdim=True).log()
-        else:
-            logq = logq - torch.logsumexp(logq, dim=-1, keepdim=True)
+        logq = _row_step(logq, it, causal)
     if num_iters == 0:
         logq = logq - torch.logsumexp(logq, dim=-1, keepdim=True)
     return logq.to(dtype)

@@ -108,6 +108,22 @@ def _mode(model: nn.Module, soft: bool, top_k: Optional[int]) -> Iterator[None]:
         model.eval()
 
 
+def causal_pair_share(groups: torch.Tensor, window: int, num_groups: int) -> float:
+    r"""Share of the causal pairs that the hard Focus pattern keeps,
+    :math:`|\{(i, j) : j \le i,\ i - j \le w \vee G_i \cap G_j \ne \emptyset\}| /
+    |\{(i, j) : j \le i\}|`, over the sequences of ``groups`` ``[B, T, k]`` (or one
+    sequence ``[T, k]``)."""
+    g = groups if groups.dim() == 3 else groups.unsqueeze(0)
+    t = g.size(1)
+    member = torch.zeros(*g.shape[:2], num_groups).scatter_(-1, g, 1.0)
+    shared = (member @ member.transpose(1, 2)) > 0
+    i = torch.arange(t)
+    dist = i.view(-1, 1) - i.view(1, -1)
+    causal = dist >= 0
+    kept = causal & ((dist <= window) | shared)
+    return float(kept.sum()) / float(causal.sum() * g.size(0))
+
+
 @torch.no_grad()
 def evaluate(model: nn.Module, batches: list, window: int, num_groups: int
              ) -> dict[str, float]:
@@ -135,16 +151,7 @@ def evaluate(model: nn.Module, batches: list, window: int, num_groups: int
     if captured:
         out["balance"] = float(torch.stack([group_balance(g, num_groups) for g in captured])
                                .mean())
-        fr = []
-        for g in captured:  # [B, T, k]
-            t = g.size(1)
-            member = torch.zeros(*g.shape[:2], num_groups).scatter_(-1, g, 1.0)
-            shared = (member @ member.transpose(1, 2)) > 0
-            i = torch.arange(t)
-            dist = i.view(-1, 1) - i.view(1, -1)
-            causal = dist >= 0
-            kept = causal & ((dist <= window) | shared)
-            fr.append(float(kept.sum()) / float(causal.sum() * g.size(0)))
+        fr = [causal_pair_share(g, window, num_groups) for g in captured]  # [B, T, k]
         out["pair_fraction"] = sum(fr) / len(fr)
     return out
 

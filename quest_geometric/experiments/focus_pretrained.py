@@ -42,17 +42,6 @@ def _data(tok: Any, block: int, val_blocks: int, max_train: Optional[int] = None
     return train, val, tr_names, va_names
 
 
-def _pair_share(groups: torch.Tensor, window: int, num_groups: int) -> float:
-    """Share of the causal pairs of one sequence (``groups [T, k]``) that Focus keeps."""
-    t = groups.size(0)
-    member = torch.zeros(t, num_groups).scatter_(-1, groups, 1.0)
-    shared = (member @ member.t()) > 0
-    i = torch.arange(t)
-    dist = i.view(-1, 1) - i.view(1, -1)
-    causal = dist >= 0
-    return float((causal & ((dist <= window) | shared)).sum()) / float(causal.sum())
-
-
 @torch.no_grad()
 def evaluate_lm(model: Any, blocks: torch.Tensor, window: Optional[int] = None,
                 num_groups: Optional[int] = None, progress: bool = False,
@@ -62,6 +51,7 @@ def evaluate_lm(model: Any, blocks: torch.Tensor, window: Optional[int] = None,
     share of causal pairs kept and the mean largest group share over layers and blocks."""
     from tqdm.auto import tqdm
 
+    from quest_geometric.experiments.focus_lm import causal_pair_share
     from quest_geometric.nn.focus_router import FocusRouter, group_balance
 
     captured: List[torch.Tensor] = []
@@ -81,8 +71,8 @@ def evaluate_lm(model: Any, blocks: torch.Tensor, window: Optional[int] = None,
     res = {"val_ppl": math.exp(nll / count), "val_loss": nll / count,
            "pairs_kept": math.nan, "balance": math.nan}
     if captured and window is not None and num_groups is not None:
-        res["pairs_kept"] = sum(_pair_share(g, window, num_groups) for g in captured) / len(
-            captured)
+        res["pairs_kept"] = sum(causal_pair_share(g, window, num_groups)
+                                for g in captured) / len(captured)
         res["balance"] = float(torch.stack([group_balance(g, num_groups) for g in captured])
                                .mean())
     return res

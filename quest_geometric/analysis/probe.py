@@ -44,6 +44,7 @@ import torch
 from torch import Tensor, nn
 
 from quest_geometric.adapters import (
+    AttentionAdapter,
     QKView,
     get_attention_adapter,
     register_attention_adapter,
@@ -63,11 +64,8 @@ __all__ = [
     "masked_softmax_entropy",
 ]
 
-AdapterFn = Callable[[nn.Module, tuple, dict], Union["QKView", tuple, None]]
-
 # The registry and the view type live in quest_geometric.adapters (one registry for the
 # probe and compose_focus); they are re-exported here, where they were first defined.
-_find_adapter = get_attention_adapter
 
 
 # ----------------------------------------------------------------------------- spectra
@@ -148,7 +146,7 @@ def _ranks_from_singular_values(s: Tensor) -> tuple[Tensor, Tensor]:
 class _Layer:
     """Hook and accumulators of one attention layer."""
 
-    def __init__(self, index: int, name: str, module: nn.Module, adapter: AdapterFn) -> None:
+    def __init__(self, index: int, name: str, module: nn.Module, adapter: AttentionAdapter) -> None:
         self.index, self.name, self.module, self.adapter = index, name, module, adapter
         self.handle: Any = None
         self.acc_q: Optional[StreamingCovariance] = None
@@ -272,13 +270,13 @@ class QKProbe:
 
     # ------------------------------------------------------------------ discovery
     @staticmethod
-    def _find_layers(model: nn.Module) -> list[tuple[str, nn.Module, AdapterFn]]:
-        found: list[tuple[str, nn.Module, AdapterFn]] = []
+    def _find_layers(model: nn.Module) -> list[tuple[str, nn.Module, AttentionAdapter]]:
+        found: list[tuple[str, nn.Module, AttentionAdapter]] = []
         matched: list[str] = []
         for name, mod in model.named_modules():
             if any(name == p or name.startswith(p + ".") for p in matched if p) or ("" in matched):
                 continue
-            fn = _find_adapter(mod)
+            fn = get_attention_adapter(mod)
             if fn is not None:
                 found.append((name, mod, fn))
                 matched.append(name)

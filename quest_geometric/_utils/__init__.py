@@ -1,0 +1,27 @@
+"""Private helpers shared across the package's subpackages (checks, atomic file writes,
+devices, optional plotting).
+
+Nothing here is public API: the names carry no underscore so that other subpackages can
+import them without reaching for a private name, but they may change between releases.
+"""
+from quest_geometric._utils.checks import check_choice, check_int, check_positive_float
+from quest_geometric._utils.device import resolve_device
+from quest_geometric._utils.io import (
+    atomic_torch_save,
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_text,
+)
+from quest_geometric._utils.plotting import optional_pyplot
+
+__all__ = [
+    "atomic_torch_save",
+    "atomic_write_bytes",
+    "atomic_write_json",
+    "atomic_write_text",
+    "check_choice",
+    "check_int",
+    "check_positive_float",
+    "optional_pyplot",
+    "resolve_device",
+]

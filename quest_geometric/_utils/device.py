@@ -1,0 +1,32 @@
+"""One parser for device arguments (``'cpu'``, ``'cuda'``, ``'cuda:1'``, ``'auto'``)."""
+from __future__ import annotations
+
+from typing import Type, Union
+
+import torch
+
+
+def resolve_device(device: Union[str, torch.device], name: str = "device",
+                   error: Type[Exception] = ValueError, allow_auto: bool = True) -> torch.device:
+    """Parse a device argument, refusing CUDA where there is none.
+
+    Args:
+        device (str or torch.device): the request; ``'auto'`` picks CUDA when available.
+        name (str): how the argument is named in errors (``'--device'``, ``'TrainConfig.device'``).
+        error (type): the exception class raised on a bad request. (default: ``ValueError``)
+        allow_auto (bool): accept ``'auto'``. (default: :obj:`True`)
+
+    Returns:
+        torch.device
+    """
+    if isinstance(device, str) and device == "auto":
+        if not allow_auto:
+            raise error(f"{name} must be a torch device such as 'cpu' or 'cuda', got 'auto'")
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise error(f"{name}={device!r} is not a valid torch device ({e})") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise error(f"{name}={device!r} was requested but no CUDA GPU is available")
+    return dev

@@ -120,6 +120,30 @@ def test_append_position_on_a_lattice():
         qa.AppendPosition()(Data(x=torch.ones(4, 1)))
 
 
+def test_append_position_lives_in_transforms_and_matches_normalize_scale():
+    from torch_geometric.transforms import NormalizeScale
+
+    from quest_geometric.transforms import AppendPosition
+
+    assert qa.AppendPosition is AppendPosition  # the old import path still works
+    pos = torch.randn(30, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    data = Data(x=torch.zeros(30, 2), pos=pos.clone())
+    out = AppendPosition()(data)
+    assert out.x.shape == (30, 5) and out.x.dtype == torch.float32
+    assert torch.equal(out.pos, pos)  # positions unchanged, features appended
+    # PyG's NormalizeScale centres and scales the positions the same way, times 0.999999
+    ref = NormalizeScale()(Data(pos=pos.clone())).pos / 0.999999
+    torch.testing.assert_close(out.x[:, 2:], ref.float())
+    assert float(out.x[:, 2:].abs().max()) == pytest.approx(1.0)
+    # registered as a PyG datapipe method, like the package's other transforms
+    iterable = pytest.importorskip("torch.utils.data.datapipes.iter")
+    piped = list(iterable.IterableWrapper([Data(x=torch.zeros(30, 2), pos=pos.clone())])
+                 .append_position())
+    assert torch.equal(piped[0].x, out.x)
+    single = AppendPosition()(Data(x=torch.ones(1, 1), pos=torch.tensor([[2.0, 3.0]])))
+    assert torch.equal(single.x, torch.tensor([[1.0, 0.0, 0.0]]))  # zeros, not NaN
+
+
 def test_bad_input(tmp_path):
     with pytest.raises(ValueError, match="dataset must be one of"):
         qa.run(dataset="mnist", out_dir=tmp_path, progress=False)

@@ -1,4 +1,5 @@
-"""Analysis: query/key geometry metrics and probes, streaming covariance, key-spectrum control."""
+"""Analysis: query/key geometry metrics and probes, streaming covariance, key-spectrum control,
+and the small-sample statistics of the studies."""
 from quest_geometric.analysis.metrics import (
     AttentionEntropy,
     attention_entropy,
@@ -30,6 +31,13 @@ from quest_geometric.analysis.spectral_control import (
     qk_weight_kernels,
     spectrum_participation_ratio,
 )
+from quest_geometric.analysis.stats import (
+    bootstrap_mean_interval,
+    finite_mean,
+    mean_std,
+    paired_differences,
+    sign_test,
+)
 from quest_geometric.analysis.streaming import StreamingCovariance
 
 __all__ = [
@@ -57,4 +65,9 @@ __all__ = [
     "qsv_analysis",
     "spectrum_participation_ratio",
     "qk_weight_kernels",
+    "mean_std",
+    "finite_mean",
+    "sign_test",
+    "bootstrap_mean_interval",
+    "paired_differences",
 ]

@@ -1,4 +1,6 @@
-"""Dataset transforms: images to sphere or lattice graphs, and image augmentation."""
+"""Dataset transforms: images to sphere or lattice graphs, node positions as features, and
+image augmentation."""
+from quest_geometric.transforms.append_position import AppendPosition
 from quest_geometric.transforms.image_augment import NormalizeImage, RandomCropPad, RandomHorizontalFlip
 from quest_geometric.transforms.image_to_lattice import ImageToLattice
 from quest_geometric.transforms.image_to_sphere import DEFAULT_CAP, ImageToSphere, project_to_image
@@ -11,4 +13,5 @@ __all__ = [
     "RandomCropPad",
     "RandomHorizontalFlip",
     "NormalizeImage",
+    "AppendPosition",
 ]

@@ -1,0 +1,167 @@
+r"""Small-sample statistics of the studies: mean and spread over seeds, paired differences,
+exact sign tests and percentile bootstrap intervals.
+
+The studies (:mod:`quest_geometric.experiments.qsv_ablation`,
+:mod:`quest_geometric.experiments.qk_geometry`) compare conditions over a handful of seeds
+(typically 2 to 5), so every test here is exact or a plain resampling, and every result
+says how many values it rests on.
+
+* :func:`mean_std`: mean and sample standard deviation
+  :math:`s = \sqrt{\sum_i (x_i - \bar x)^2 / (n - 1)}` (NaN for one value);
+* :func:`sign_test`: the two-sided exact sign test of :math:`w` wins against :math:`l`
+  losses, :math:`p = \min\bigl(1, 2 \sum_{i \le \min(w, l)} \binom{n}{i} 2^{-n}\bigr)`,
+  :math:`n = w + l` (equal to :func:`scipy.stats.binomtest` with :math:`p = 1/2`);
+* :func:`bootstrap_mean_interval`: the percentile bootstrap interval of a mean;
+* :func:`paired_differences`: per-seed differences with both of the above.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Mapping, Sequence
+
+import torch
+
+from quest_geometric._utils import check_int
+
+__all__ = [
+    "mean_std",
+    "finite_mean",
+    "sign_test",
+    "bootstrap_mean_interval",
+    "paired_differences",
+]
+
+
+def mean_std(values: Sequence[float]) -> tuple[float, float]:
+    r"""Mean and sample standard deviation (:math:`n - 1` in the denominator) of ``values``.
+
+    Computed with :func:`statistics.fmean` and :func:`statistics.stdev` (exactly rounded
+    sums).
+
+    Args:
+        values (sequence of float): the values (e.g. one accuracy per seed).
+
+    Returns:
+        (float, float): the mean and the standard deviation; both NaN for no value, the
+        standard deviation NaN for a single value.
+    """
+    vals = [float(v) for v in values]
+    if not vals:
+        return math.nan, math.nan
+    return statistics.fmean(vals), (statistics.stdev(vals) if len(vals) > 1 else math.nan)
+
+
+def finite_mean(values: Sequence[float]) -> float:
+    """Mean of the finite values of ``values`` (NaN when there is none, e.g. results written
+    before a metric existed).
+
+    Args:
+        values (sequence of float): the values; NaN and infinities are skipped.
+
+    Returns:
+        float
+    """
+    vals = [float(v) for v in values if math.isfinite(float(v))]
+    return statistics.fmean(vals) if vals else math.nan
+
+
+def sign_test(wins: int, losses: int) -> float:
+    r"""Two-sided exact sign test of ``wins`` positive against ``losses`` negative paired
+    differences (ties already dropped).
+
+    .. math::
+        p = \min\Bigl(1,\; 2 \sum_{i=0}^{\min(w, l)} \binom{n}{i} 2^{-n}\Bigr),
+        \qquad n = w + l,
+
+    the probability under :math:`X \sim \mathrm{Binomial}(n, 1/2)` of a split at least as
+    uneven as the one observed (:func:`scipy.stats.binomtest` ``(w, n, 0.5).pvalue``).
+    With 5 seeds the smallest possible :math:`p` is :math:`2/32 = 0.0625`.
+
+    Args:
+        wins (int): differences above zero (:math:`\ge 0`).
+        losses (int): differences below zero (:math:`\ge 0`).
+
+    Returns:
+        float: :math:`p`; ``1.0`` when :math:`n = 0`.
+    """
+    check_int(wins, "wins", 0, where="sign_test")
+    check_int(losses, "losses", 0, where="sign_test")
+    n = wins + losses
+    tail = sum(math.comb(n, i) for i in range(min(wins, losses) + 1)) / 2 ** n if n else 1.0
+    return min(1.0, 2.0 * tail)
+
+
+def bootstrap_mean_interval(values: Sequence[float] | torch.Tensor, n_boot: int = 10_000,
+                            seed: int = 0, quantiles: tuple[float, float] = (0.025, 0.975)
+                            ) -> tuple[float, float]:
+    r"""Percentile bootstrap interval of the mean of ``values``.
+
+    Draws ``n_boot`` resamples of the :math:`n` values with replacement (indices from a
+    :class:`torch.Generator` seeded with ``seed``, one ``[n_boot, n]`` draw), takes each
+    resample's mean :math:`\bar x^{*}_b` and returns the ``quantiles`` of
+    :math:`\{\bar x^{*}_b\}` (linear interpolation, :func:`torch.quantile`). The default is
+    the 95% interval; with 5 values it is a rough one.
+
+    Args:
+        values (sequence of float or Tensor): the values (float64 is used).
+        n_boot (int): resamples. (default: :obj:`10_000`)
+        seed (int): generator seed (the interval is a pure function of the inputs).
+            (default: :obj:`0`)
+        quantiles (tuple of float): the lower and upper quantile. (default: ``(0.025, 0.975)``)
+
+    Returns:
+        (float, float): the lower and the upper end.
+
+    Raises:
+        ValueError: ``values`` is empty, ``n_boot`` is not a positive int, or ``quantiles``
+            are not two increasing numbers in :math:`[0, 1]`.
+    """
+    check_int(n_boot, "n_boot", 1, where="bootstrap_mean_interval")
+    d = torch.as_tensor(values, dtype=torch.float64).flatten()
+    if d.numel() == 0:
+        raise ValueError("bootstrap_mean_interval: values must not be empty")
+    lo_q, hi_q = quantiles
+    if not 0.0 <= lo_q <= hi_q <= 1.0:
+        raise ValueError(f"bootstrap_mean_interval: quantiles must be (low, high) with "
+                         f"0 <= low <= high <= 1, got {quantiles!r}")
+    g = torch.Generator().manual_seed(seed)
+    idx = torch.randint(0, d.numel(), (n_boot, d.numel()), generator=g)
+    means = d[idx].mean(dim=1)
+    lo, hi = torch.quantile(means, torch.tensor([lo_q, hi_q], dtype=torch.float64)).tolist()
+    return lo, hi
+
+
+def paired_differences(values: Mapping[int, float], reference: Mapping[int, float],
+                       n_boot: int = 10_000, seed: int = 0) -> dict[str, float]:
+    r"""Per-seed differences :math:`d_s = a_s - r_s` over the seeds both have, with a
+    two-sided exact sign test and a percentile bootstrap interval of their mean.
+
+    The sign test (:func:`sign_test`) counts :math:`w` positive and :math:`l` negative
+    differences (ties dropped, :math:`n = w + l`) and gives
+    :math:`p = \min\bigl(1, 2 \sum_{i \le \min(w, l)} \binom{n}{i} 2^{-n}\bigr)`;
+    with 5 seeds the smallest possible :math:`p` is :math:`2/32 = 0.0625`.  The interval
+    (:func:`bootstrap_mean_interval`) is the 2.5 and 97.5 percentiles of the mean of
+    ``n_boot`` resamples (with replacement) of the differences, from a generator seeded with
+    ``seed``: a rough interval with 5 seeds.
+
+    Args:
+        values (dict): seed -> value of the condition.
+        reference (dict): seed -> value of the reference condition.
+        n_boot (int): bootstrap resamples. (default: :obj:`10_000`)
+        seed (int): bootstrap generator seed. (default: :obj:`0`)
+
+    Returns:
+        dict: ``n``, ``mean``, ``ci_low``, ``ci_high``, ``wins``, ``losses``, ``sign_p``
+        (NaN where there is no common seed).
+    """
+    common = sorted(set(values) & set(reference))
+    if not common:
+        return {"n": 0, "mean": math.nan, "ci_low": math.nan, "ci_high": math.nan,
+                "wins": 0, "losses": 0, "sign_p": math.nan}
+    d = torch.tensor([float(values[s]) - float(reference[s]) for s in common],
+                     dtype=torch.float64)
+    wins, losses = int((d > 0).sum()), int((d < 0).sum())
+    lo, hi = bootstrap_mean_interval(d, n_boot=n_boot, seed=seed)
+    return {"n": len(common), "mean": float(d.mean()), "ci_low": lo, "ci_high": hi,
+            "wins": wins, "losses": losses, "sign_p": sign_test(wins, losses)}

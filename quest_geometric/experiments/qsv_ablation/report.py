@@ -1,0 +1,124 @@
+"""The QSV ablation's report prose: table titles, notes and findings (templates and
+functions; :func:`~quest_geometric.experiments.qsv_ablation.study.run` only fills them in)."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from quest_geometric.experiments.qsv_ablation.config import (
+    _DESCRIPTIONS,
+    _PAPER_SOURCE,
+    AblationConfig,
+)
+
+
+def table_title(dataset: str, quick: bool) -> str:
+    """The title of the main table."""
+    return f"QSV ablation on {dataset}" + (" (quick)" if quick else "")
+
+
+def seeds_title(dataset: str) -> str:
+    """The title of the per-seed table."""
+    return f"QSV ablation on {dataset}: per-seed results"
+
+
+def analysis_title(dataset: str) -> str:
+    """The title of the analysis table."""
+    return f"Where the pairwise computation lives ({dataset})"
+
+
+def figure_links(paths: Mapping[str, Any], keys: Sequence[str] = ("entropy_png", "angles_png")
+                 ) -> str:
+    """Markdown image links to the figures in ``paths`` that were drawn (by file name: the
+    figures lie beside the tables)."""
+    out = ""
+    for key in keys:
+        if paths[key] is not None:
+            out += f"\n![{key}]({Path(paths[key]).name})\n"
+    return out
+
+
+#: Title and notes of the CIFAR epoch-time estimate (``--estimate-epoch``).
+ESTIMATE_TITLE = "Estimated CIFAR training time per epoch (50,000 images; an estimate)"
+ESTIMATE_NOTES = ("Median of a few training steps on synthetic 32x32 images (per-sample graph "
+                  "transform, collation, forward, backward, AdamW) times 391 steps; evaluation "
+                  "excluded.")
+
+
+#: The notes under the analysis table.
+ANALYSIS_NOTES = """\
+Measured on the trained models, mean (std) over seeds. `entropy_mean`: normalised attention
+entropy per node (1 = uniform averaging over the in-neighbours), averaged over nodes, layers
+and heads of the analysed test graphs; `entropy_frac_above_0.95`: share of node-head values
+above 0.95. `angle_median_deg`: median rotation angle of r_ij = conj(q_i) q_j over edges,
+layers and heads; `angle_frac_below_10deg`: share below 10 degrees. `acc_trained`: test
+accuracy (%) of the model as trained; `delta_*`: change in points when the ablation is
+switched on at test time in every QSVConv, without retraining (no_transport: no sandwich
+transport; uniform: alpha = 1/deg; both)."""
+
+
+def fmt(v: float, digits: int = 1) -> str:
+    """``v`` with ``digits`` decimals, ``'n/a'`` when it is not finite."""
+    return "n/a" if not math.isfinite(v) else f"{v:.{digits}f}"
+
+
+def findings(rows: Sequence[dict[str, Any]], analysis: Sequence[dict[str, Any]],
+             dataset: str) -> list[str]:
+    """The findings, one sentence each: parameter counts, one line per table row
+    (accuracy, spread, paired delta and sign test, clean training accuracy, the paper's
+    numbers) and the trained QSV's analysis."""
+    by = {r["variant"]: r for r in rows}
+    out = []
+    if "qsv" in by and "standard_attention" in by:
+        q, s = by["qsv"], by["standard_attention"]
+        out.append(f"Parameters: QSV {q['params']:,}, standard attention {s['params']:,} "
+                   f"({100.0 * (s['params'] - q['params']) / q['params']:+.1f}%).")
+    for v, r in by.items():
+        spread = (f" +- {fmt(r['acc_std'], 2)}% ({r['seeds']} seeds" if r["seeds"] > 1
+                  else f"% ({r['seeds']} seed, no spread")
+        paired = ""
+        if r.get("paired_n"):
+            paired = (f"; paired per-seed delta {fmt(r['paired_delta'], 2)} [95% bootstrap "
+                      f"{fmt(r['delta_ci_low'], 2)}, {fmt(r['delta_ci_high'], 2)}], wins "
+                      f"{r['wins_vs_qsv']}, sign test p={fmt(r['sign_p'], 3)}")
+        out.append(f"{_DESCRIPTIONS[v]}: {fmt(r['acc_mean'], 2)}{spread}; delta vs QSV "
+                   f"{fmt(r['delta'], 2)}{paired}; clean training accuracy "
+                   f"{fmt(r.get('train_clean_acc_mean', math.nan), 1)}%; paper "
+                   f"{fmt(r['paper'])}, paper delta {fmt(r['paper_delta'])}).")
+    for a in analysis:
+        if a["variant"] == "qsv":
+            out.append(
+                f"Trained QSV: mean normalised attention entropy {fmt(a['entropy_mean'], 3)}, "
+                f"median rotation angle {fmt(a['angle_median_deg'])} deg; test-time ablation: "
+                f"transport off {fmt(a['delta_no_transport'], 2)} points, uniform attention "
+                f"{fmt(a['delta_uniform'], 2)} points.")
+    return out
+
+
+def table_notes(cfg: AblationConfig, dataset: str, seeds: Sequence[int],
+                summary: list[str]) -> str:
+    """The notes under the main table: what each column means, the setting, and
+    ``summary`` (the :func:`findings`) as a list."""
+    graph = (f"sphere of {len(cfg.sphere_sizes)} Fibonacci shells {list(cfg.sphere_sizes)} "
+             f"(in-degree {cfg.k} + {cfg.k_cross})")
+    return (
+        f"Test accuracy in percent, mean and sample std over seeds {list(seeds)}; `delta`: "
+        f"points vs full QSV. `paper`/`paper_delta`: the QSV paper's numbers for "
+        f"{_PAPER_SOURCE[dataset]} (n/a where it gives none; ResNet-20 is 'within 2.1 points' "
+        f"of the lattice). `paired_delta`: mean over seeds of the per-seed difference to QSV "
+        f"(same seed), with a 95% percentile bootstrap interval `delta_ci_low`-`delta_ci_high` "
+        f"and a two-sided exact sign test `sign_p` (`wins_vs_qsv`: seeds where the variant "
+        f"beats QSV; with 5 seeds the smallest possible p is 0.0625). `train_clean_acc_mean`: "
+        f"accuracy on the clean training images after the last epoch (eval mode); "
+        f"`train_acc_mean`: the harness's running accuracy over the last epoch's steps. "
+        f"`epoch_s`: training seconds per epoch (evaluation excluded). "
+        f"QSVNet width {cfg.channels}, {cfg.heads} heads, {cfg.num_layers} blocks, "
+        f"positions={cfg.positions!r}, on a {graph}; lattice k={cfg.lattice_k}. All variants: "
+        f"{cfg.epochs} epochs, batch {cfg.batch_size}, AdamW lr {cfg.lr:g} -> {cfg.min_lr:g} "
+        f"cosine, warmup {cfg.warmup_epochs:g} epochs, weight decay {cfg.weight_decay:g}, grad "
+        f"clip {cfg.grad_clip}, augmentation {'on' if cfg.augment else 'off'}"
+        f"{'' if cfg.train_limit is None else f', first {cfg.train_limit} training images'}; "
+        f"batches built by the vectorised graph_batch pipeline.\n\n"
+        + "\n".join(f"- {s}" for s in summary)
+    )

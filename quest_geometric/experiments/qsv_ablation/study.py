@@ -1,0 +1,157 @@
+"""The QSV ablation table: train every variant over seeds, aggregate, write the files."""
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from pathlib import Path
+from typing import Any, Optional, Sequence, Union
+
+import torch
+from tqdm.auto import tqdm
+
+from quest_geometric.experiments.common import write_results
+from quest_geometric.experiments.qsv_ablation import report
+from quest_geometric.experiments.qsv_ablation.config import (
+    _PAPER_SOURCE,
+    PRESETS,
+    AblationConfig,
+    _check_dataset,
+    _check_seeds,
+    _check_variants,
+)
+from quest_geometric.experiments.qsv_ablation.plots import plot_histograms
+from quest_geometric.experiments.qsv_ablation.runs import train_variant
+from quest_geometric.experiments.qsv_ablation.summary import (
+    ANALYSIS_COLUMNS,
+    TABLE_COLUMNS,
+    aggregate,
+    aggregate_analysis,
+    seed_rows,
+)
+
+
+def run(
+    dataset: str = "digits",
+    seeds: Optional[Sequence[int]] = None,
+    epochs: Optional[int] = None,
+    quick: bool = False,
+    device: str = "cpu",
+    out_dir: Union[str, os.PathLike] = "benchmarks/results",
+    progress: bool = True,
+    analyse: bool = False,
+    variants: Optional[Sequence[str]] = None,
+    root: Optional[Union[str, os.PathLike]] = None,
+    download: bool = False,
+    threads: Optional[int] = None,
+    name: str = "qsv_ablation",
+    **overrides: Any,
+) -> dict[str, Any]:
+    """Train every variant over seeds and write the table (and, with ``analyse``, the
+    analysis table and two histograms) to ``out_dir``.
+
+    Files (``<stem>`` = ``<name>_<dataset>``, plus ``_quick`` for ``quick=True`` so a smoke
+    test never overwrites a full run): ``<stem>.{csv,json,md}`` (the table),
+    ``<stem>_seeds.{csv,json,md}`` (per-seed rows), ``<stem>_analysis.{csv,json,md}``,
+    ``<stem>_entropy.png`` and ``<stem>_angles.png``. Runs live in
+    ``<out_dir>/<name>_runs/<dataset>[_quick]/<config hash>/``.
+
+    Args:
+        dataset (str): ``'cifar10'``, ``'cifar100'`` or ``'digits'``. (default: ``'digits'``)
+        seeds (sequence of int, optional): seeds; :obj:`None` uses ``(0, 1, 2, 3, 4)``
+            (``(0,)`` with ``quick``). (default: :obj:`None`)
+        epochs (int, optional): overrides the preset's epochs. (default: :obj:`None`)
+        quick (bool): the small preset. (default: :obj:`False`)
+        device (str): ``'cpu'``, ``'cuda'`` or ``'auto'``. (default: ``'cpu'``)
+        out_dir (path): result folder. (default: ``'benchmarks/results'``)
+        progress (bool): progress bars. (default: :obj:`True`)
+        analyse (bool): measure entropy, angles and test-time ablations. (default: :obj:`False`)
+        variants (sequence of str, optional): a subset of :data:`VARIANTS`.
+            (default: all)
+        root (path, optional): the CIFAR root folder. (default: :obj:`None`)
+        download (bool): download CIFAR when absent. (default: :obj:`False`)
+        threads (int, optional): ``torch.set_num_threads`` (1 is fastest on a shared CPU).
+            (default: :obj:`None`)
+        name (str): file stem. (default: ``'qsv_ablation'``)
+        **overrides: :class:`AblationConfig` fields (``channels``, ``num_layers``, ...).
+
+    Returns:
+        dict: ``rows`` (the table), ``seed_rows``, ``analysis_rows``, ``results`` (per
+        seed), ``config``, ``paths``, ``markdown`` and ``summary`` (findings, one per line).
+    """
+    _check_dataset(dataset)
+    variants = _check_variants(variants)
+    seeds = _check_seeds(seeds, quick)
+    cfg = PRESETS[dataset]["quick" if quick else "full"].replace(epochs=epochs, **overrides)
+    if threads is not None:
+        torch.set_num_threads(int(threads))
+    from quest_geometric.training.distributed import init_distributed
+
+    info = init_distributed()
+    out = Path(out_dir)
+    suffix = "_quick" if quick else ""
+    stem = f"{name}_{dataset}{suffix}"
+    run_root = out / f"{name}_runs" / f"{dataset}{suffix}" / cfg.tag()
+    t0 = time.perf_counter()
+    results = _train_all(variants, seeds, cfg, dataset, root, run_root, device, progress,
+                         analyse, download, info.is_main, t0)
+    rows = aggregate(results, dataset)
+    per_seed = seed_rows(results)
+    analysis_rows = aggregate_analysis(results) if analyse else []
+    summary = report.findings(rows, analysis_rows, dataset)
+    markdown = ""
+    paths: dict[str, Any] = {}
+    if info.is_main:
+        meta = {"dataset": dataset, "quick": quick, "seeds": list(seeds), "device": str(device),
+                "threads": torch.get_num_threads(), "world_size": info.world_size,
+                "config": dataclasses.asdict(cfg), "paper_numbers": _PAPER_SOURCE[dataset],
+                "wall_s": round(time.perf_counter() - t0, 1)}
+        paths, markdown = _write(stem, out, meta, cfg, dataset, quick, seeds, rows, per_seed,
+                                 analysis_rows, results, summary)
+    return {"rows": rows, "seed_rows": per_seed, "analysis_rows": analysis_rows,
+            "results": results, "config": cfg, "paths": paths, "markdown": markdown,
+            "summary": summary, "run_root": run_root}
+
+
+def _train_all(variants: Sequence[str], seeds: Sequence[int], cfg: AblationConfig, dataset: str,
+               root: Optional[Union[str, os.PathLike]], run_root: Path, device: str,
+               progress: bool, analyse: bool, download: bool, is_main: bool, t0: float
+               ) -> list[dict[str, Any]]:
+    """Every (variant, seed) run, variants outermost (one data cache shared by all)."""
+    data: dict[str, Any] = {}
+    results: list[dict[str, Any]] = []
+    total = len(variants) * len(seeds)
+    for v in variants:
+        for s in seeds:
+            if progress and is_main:
+                tqdm.write(f"[qsv_ablation] {dataset} {v} seed {s} ({len(results) + 1}/{total}, "
+                           f"{time.perf_counter() - t0:.0f} s)")
+            results.append(train_variant(v, s, cfg, dataset, root, run_root, device, progress,
+                                         analyse, download, data))
+    return results
+
+
+def _write(stem: str, out: Path, meta: dict[str, Any], cfg: AblationConfig, dataset: str,
+           quick: bool, seeds: Sequence[int], rows: list[dict[str, Any]],
+           per_seed: list[dict[str, Any]], analysis_rows: list[dict[str, Any]],
+           results: list[dict[str, Any]], summary: list[str]) -> tuple[dict[str, Any], str]:
+    """Write the tables (and the analysis table and histograms when there are analysis
+    rows); return the paths and the markdown of everything written."""
+    paths: dict[str, Any] = {}
+    paths["table"] = write_results(
+        stem, rows, out, meta=meta, columns=TABLE_COLUMNS,
+        title=report.table_title(dataset, quick),
+        notes=report.table_notes(cfg, dataset, seeds, summary))
+    paths["seeds"] = write_results(f"{stem}_seeds", per_seed, out, meta=meta,
+                                   title=report.seeds_title(dataset))
+    markdown = paths["table"]["md"].read_text()
+    if analysis_rows:
+        paths["analysis"] = write_results(
+            f"{stem}_analysis", analysis_rows, out, meta=meta, columns=ANALYSIS_COLUMNS,
+            title=report.analysis_title(dataset), notes=report.ANALYSIS_NOTES)
+        paths["entropy_png"] = plot_histograms(results, "entropy", out / f"{stem}_entropy.png")
+        paths["angles_png"] = plot_histograms(results, "angle", out / f"{stem}_angles.png",
+                                              variants=("qsv", "lattice", "uniform"))
+        markdown += "\n" + paths["analysis"]["md"].read_text()
+        markdown += report.figure_links(paths)
+    return paths, markdown

@@ -1,0 +1,93 @@
+"""quest_geometric.analysis.stats against SciPy, NumPy and the statistics module."""
+import math
+import statistics
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats as sps
+
+from quest_geometric.analysis import stats
+
+
+def test_mean_std_is_the_sample_std():
+    xs = [80.0, 84.0, 83.0, 79.5]
+    mean, std = stats.mean_std(xs)
+    assert mean == pytest.approx(np.mean(xs)) and std == pytest.approx(np.std(xs, ddof=1))
+    assert stats.mean_std(xs) == (statistics.fmean(xs), statistics.stdev(xs))
+    one = stats.mean_std([3.0])
+    assert one[0] == 3.0 and math.isnan(one[1])
+    assert all(math.isnan(v) for v in stats.mean_std([]))
+
+
+def test_finite_mean_skips_nan_and_inf():
+    assert stats.finite_mean([1.0, math.nan, 3.0, math.inf]) == pytest.approx(2.0)
+    assert math.isnan(stats.finite_mean([math.nan]))
+    assert math.isnan(stats.finite_mean([]))
+
+
+@pytest.mark.parametrize("n", range(0, 12))
+def test_sign_test_equals_scipy_binomtest(n):
+    for wins in range(n + 1):
+        expected = 1.0 if n == 0 else sps.binomtest(wins, n, 0.5).pvalue
+        assert stats.sign_test(wins, n - wins) == pytest.approx(expected, rel=1e-12), (wins, n)
+
+
+def test_sign_test_hand_values_and_bad_input():
+    assert stats.sign_test(5, 0) == pytest.approx(2 / 32)  # the smallest p with 5 seeds
+    assert stats.sign_test(4, 1) == pytest.approx(2 * 6 / 32)
+    assert stats.sign_test(0, 0) == 1.0
+    for bad in ((-1, 2), (1.5, 2), (True, 1)):
+        with pytest.raises(ValueError, match="sign_test: (wins|losses) must be an int >= 0"):
+            stats.sign_test(*bad)
+
+
+def test_bootstrap_interval_equals_a_numpy_percentile_of_the_same_resamples():
+    values = [1.0, 2.0, -0.5, 3.0, 1.0, 0.25]
+    lo, hi = stats.bootstrap_mean_interval(values, n_boot=2000, seed=7)
+    # the same resamples (the documented generator and draw), summarised by NumPy
+    idx = torch.randint(0, len(values), (2000, len(values)),
+                        generator=torch.Generator().manual_seed(7)).numpy()
+    means = np.asarray(values)[idx].mean(axis=1)
+    np.testing.assert_allclose([lo, hi], np.percentile(means, [2.5, 97.5]), rtol=1e-12)
+    assert min(values) <= lo <= np.mean(values) <= hi <= max(values)
+    assert stats.bootstrap_mean_interval(values, n_boot=2000, seed=7) == (lo, hi)  # seeded
+
+
+def test_bootstrap_interval_agrees_with_scipy_bootstrap():
+    rng = np.random.default_rng(0)
+    values = rng.normal(1.0, 2.0, size=40)
+    lo, hi = stats.bootstrap_mean_interval(values.tolist(), n_boot=20_000, seed=0)
+    ref = sps.bootstrap((values,), np.mean, n_resamples=20_000, method="percentile",
+                        random_state=1).confidence_interval
+    se = values.std(ddof=1) / math.sqrt(len(values))
+    # two independent Monte Carlo estimates of the same percentiles
+    assert abs(lo - ref.low) < 0.1 * se and abs(hi - ref.high) < 0.1 * se
+
+
+def test_bootstrap_interval_bad_input():
+    with pytest.raises(ValueError, match="values must not be empty"):
+        stats.bootstrap_mean_interval([])
+    with pytest.raises(ValueError, match="n_boot must be an int >= 1"):
+        stats.bootstrap_mean_interval([1.0], n_boot=0)
+    with pytest.raises(ValueError, match="quantiles"):
+        stats.bootstrap_mean_interval([1.0, 2.0], quantiles=(0.9, 0.1))
+
+
+def test_paired_differences_composes_the_parts():
+    a = {0: 81.0, 1: 82.0, 2: 79.5, 3: 83.0, 4: 81.0, 9: 50.0}
+    r = {0: 80.0, 1: 80.0, 2: 80.0, 3: 80.0, 4: 80.0, 7: 99.0}
+    pd = stats.paired_differences(a, r, n_boot=500, seed=3)
+    d = [1.0, 2.0, -0.5, 3.0, 1.0]  # the common seeds 0-4
+    assert (pd["n"], pd["wins"], pd["losses"]) == (5, 4, 1)
+    assert pd["mean"] == pytest.approx(statistics.mean(d))
+    assert pd["sign_p"] == pytest.approx(sps.binomtest(4, 5, 0.5).pvalue)
+    assert (pd["ci_low"], pd["ci_high"]) == stats.bootstrap_mean_interval(d, n_boot=500, seed=3)
+    none = stats.paired_differences({0: 1.0}, {1: 1.0})
+    assert none["n"] == 0 and math.isnan(none["mean"]) and math.isnan(none["sign_p"])
+
+
+def test_old_import_path_is_the_same_function():
+    from quest_geometric.experiments.qsv_ablation import paired_differences
+
+    assert paired_differences is stats.paired_differences

@@ -17,6 +17,7 @@ from typing import Callable
 
 import torch
 
+from quest_geometric._utils.device import resolve_device as _parse_device
 from quest_geometric.experiments.common import environment_info
 
 #: File that marks a folder as a tour report, so a later run may overwrite it.
@@ -164,7 +165,7 @@ def _part_pretrained(ctx: TourContext) -> str:
     from quest_geometric.datasets import pydoc_topic_split, token_blocks
     from quest_geometric.experiments import focus_pretrained, qk_pretrained
     from quest_geometric.models.smollm2 import load_smollm2
-    from quest_geometric.nn.compose_focus import compose_focus, load_routers, set_focus_options
+    from quest_geometric.nn.focus import compose_focus, load_routers, set_focus_options
 
     t0 = time.perf_counter()
     model, tok = load_smollm2()
@@ -271,13 +272,9 @@ def check_output_dir(out: Path, force: bool) -> None:
 
 
 def resolve_device(device: str) -> torch.device:
-    """Parse ``--device``; a CUDA request without a GPU is a :class:`TourError`."""
-    try:
-        dev = torch.device(device)
-    except RuntimeError as e:
-        raise TourError(f"--device {device!r} is not a valid torch device ({e})") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise TourError("--device cuda was requested but no CUDA GPU is available")
+    """Parse ``--device`` (``'cpu'`` or ``'cuda'``); a CUDA request without a GPU is a
+    :class:`TourError`."""
+    dev = _parse_device(device, name="--device", error=TourError, allow_auto=False)
     if dev.type not in ("cpu", "cuda"):
         raise TourError(f"--device must be 'cpu' or 'cuda' (got {device!r})")
     return dev

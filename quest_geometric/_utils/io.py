@@ -54,7 +54,11 @@ def atomic_write_json(path: str | os.PathLike, obj: Any, **dumps_kwargs: Any) ->
 
 
 def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
-    """:func:`torch.save` ``obj`` to ``path`` atomically.
+    """:func:`torch.save` ``obj`` to ``path`` atomically: a temporary file in the same
+    directory, flushed and fsynced, then :func:`os.replace`; a crash leaves either the old
+    file or the new one.
+
+    Also importable as :func:`quest_geometric.training.checkpoint.atomic_torch_save`.
 
     Args:
         obj: anything :func:`torch.save` accepts.

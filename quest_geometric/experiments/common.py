@@ -11,12 +11,13 @@ import platform
 import resource
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
+
+from quest_geometric._utils.io import atomic_write_text
 
 
 def environment_info() -> dict[str, Any]:
@@ -253,19 +254,6 @@ def peak_memory_mb(fn: Callable[[], Any], device: torch.device | str | None = No
     return float(result)
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def _fmt(value: Any) -> str:
     if isinstance(value, float):
         if math.isnan(value):
@@ -328,13 +316,13 @@ def write_results(
     writer.writeheader()
     for row in rows:
         writer.writerow({c: row.get(c, "") for c in columns})
-    _atomic_write_text(paths["csv"], buf.getvalue())
-    _atomic_write_text(
+    atomic_write_text(paths["csv"], buf.getvalue())
+    atomic_write_text(
         paths["json"], json.dumps({"meta": full_meta, "rows": list(rows)}, indent=2, default=str)
     )
     md = [f"### {title or name}\n", markdown_table(rows, columns)]
     if notes:
         md.append("\n" + notes.strip() + "\n")
     md.append("\n" + "\n".join(f"- {k}: {v}" for k, v in full_meta.items()) + "\n")
-    _atomic_write_text(paths["md"], "\n".join(md))
+    atomic_write_text(paths["md"], "\n".join(md))
     return paths

@@ -38,8 +38,9 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from quest_geometric._utils.io import atomic_write_text
+from quest_geometric._utils.plotting import optional_pyplot
 from quest_geometric.analysis.probe import QKProbe
-from quest_geometric.experiments.common import _atomic_write_text
 
 __all__ = ["probe_blocks", "spearman", "positive_share", "summarize", "plot_layers",
            "plot_rank_entropy", "write_outputs", "main"]
@@ -179,18 +180,9 @@ def summarize(result: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
 
 
 # ============================================================================ figures
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def plot_layers(result: Mapping[str, Any], path: Path, title: str) -> Path:
     """Per layer: PR_Q and PR_K (mean over heads, per-head values as dots), and PR_Q - PR_K."""
-    plt = _plt()
+    plt = optional_pyplot(required=True)
     layers, heads = result["layers"], result["heads"]
     x = np.array([r["layer"] for r in layers])
     fig, (a0, a1) = plt.subplots(1, 2, figsize=(12, 4.2))
@@ -223,7 +215,7 @@ def plot_layers(result: Mapping[str, Any], path: Path, title: str) -> Path:
 def plot_rank_entropy(result: Mapping[str, Any], summary: Mapping[str, Any], path: Path, title: str) -> Path:
     """Scatter of interaction rank against attention entropy, one dot per head coloured by
     layer, layer means as black crosses; one panel per rank measure."""
-    plt = _plt()
+    plt = optional_pyplot(required=True)
     layers, heads = result["layers"], result["heads"]
     rho = {(c["x"], c["over"]): c for c in summary["correlations"] if c["y"] == "attention_entropy"}
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
@@ -275,9 +267,9 @@ def write_outputs(result: Mapping[str, Any], summary: Mapping[str, Any], meta: M
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"csv": out_dir / f"{name}.csv", "heads_csv": out_dir / f"{name}_heads.csv",
              "json": out_dir / f"{name}.json", "md": out_dir / f"{name}.md"}
-    _atomic_write_text(paths["csv"], _csv(result["layers"], LAYER_COLUMNS))
-    _atomic_write_text(paths["heads_csv"], _csv(result["heads"], HEAD_COLUMNS))
-    _atomic_write_text(paths["json"], json.dumps({"meta": dict(meta), "summary": summary, "layers": result["layers"],
+    atomic_write_text(paths["csv"], _csv(result["layers"], LAYER_COLUMNS))
+    atomic_write_text(paths["heads_csv"], _csv(result["heads"], HEAD_COLUMNS))
+    atomic_write_text(paths["json"], json.dumps({"meta": dict(meta), "summary": summary, "layers": result["layers"],
                                       "heads": result["heads"]}, indent=1, default=str))
     ls, hs = summary["layers_pr_q_gt_pr_k"], summary["heads_pr_q_gt_pr_k"]
     share_rows = [
@@ -300,7 +292,7 @@ def write_outputs(result: Mapping[str, Any], summary: Mapping[str, Any], meta: M
           markdown_table([{c: r.get(c) for c in LAYER_COLUMNS} for r in result["layers"]]),
           "\nPer-head values: `qk_pretrained_heads.csv`.\n", "\n" + QUANT_NOTE + "\n",
           "\n" + "\n".join(f"- {k}: {v}" for k, v in meta.items()) + "\n"]
-    _atomic_write_text(paths["md"], "\n".join(md))
+    atomic_write_text(paths["md"], "\n".join(md))
     return paths
 
 

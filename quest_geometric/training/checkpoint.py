@@ -19,12 +19,13 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
-import tempfile
 import zipfile
 from typing import Any, Mapping, Optional
 
 import torch
 from torch import Tensor, nn
+
+from quest_geometric._utils.io import atomic_torch_save  # re-exported: the public name stays here
 
 #: The tag every checkpoint written by this module carries.
 CHECKPOINT_FORMAT = "quest_geometric.training.checkpoint"
@@ -113,40 +114,6 @@ def to_safe(obj: Any, where: str = "payload") -> Any:
     raise TypeError(f"checkpoint {where} holds a {type(obj).__module__}.{type(obj).__qualname__}, "
                     f"which torch.load(weights_only=True) would refuse; store tensors, numbers, "
                     f"strings, None and lists/tuples/dicts of them")
-
-
-def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
-    """``torch.save`` to ``path`` atomically: a temporary file in the same directory, flushed
-    and fsynced, then :func:`os.replace`; a crash leaves either the old file or the new one.
-
-    Args:
-        obj: anything :func:`torch.save` accepts.
-        path (str or os.PathLike): the destination.
-    """
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    try:  # make the rename itself durable (POSIX); not possible on every platform
-        dfd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:  # pragma: no cover
-        pass
 
 
 def save_checkpoint(path: str | os.PathLike, payload: dict[str, Any]) -> None:

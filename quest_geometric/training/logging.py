@@ -16,6 +16,9 @@ import math
 import os
 from typing import Any, Iterable, Optional, Sequence, Union
 
+from quest_geometric._utils.io import atomic_write_text
+from quest_geometric._utils.plotting import optional_pyplot
+
 PathLike = Union[str, os.PathLike]
 
 
@@ -90,13 +93,7 @@ def truncate_metrics(path: PathLike, step: int) -> None:
     if not os.path.exists(path):
         return
     keep = [r for r in read_metrics(path) if int(r.get("step", 0)) <= step]
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        for r in keep:
-            f.write(json.dumps(r) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in keep))
 
 
 def plot_curves(
@@ -131,14 +128,10 @@ def plot_curves(
     Returns:
         str: the path written.
     """
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as e:  # pragma: no cover
+    plt = optional_pyplot()
+    if plt is None:  # pragma: no cover
         raise ImportError("plot_curves requires 'matplotlib' (pip install matplotlib, or the "
-                          "'bench' extra)") from e
+                          "'bench' extra)")
     paths = [jsonl_paths] if isinstance(jsonl_paths, (str, os.PathLike)) else list(jsonl_paths)
     keys = list(keys)
     if not paths or not keys:

@@ -19,6 +19,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
+from quest_geometric._utils.device import resolve_device
 from quest_geometric.training.checkpoint import (
     CheckpointError,
     apply_checkpoint,
@@ -161,18 +162,11 @@ def build_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimi
 
 
 def _resolve_device(config: TrainConfig, info: DistInfo) -> torch.device:
-    if config.device == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda", info.local_rank % max(1, torch.cuda.device_count()))
-        return torch.device("cpu")
-    try:
-        device = torch.device(config.device)
-    except RuntimeError as e:
-        raise ValueError(f"TrainConfig.device: {config.device!r} is not a device") from e
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"TrainConfig.device={config.device!r} but CUDA is not available")
+    """The run's device: ``config.device`` parsed by :func:`resolve_device`; a bare
+    ``'cuda'`` (or ``'auto'`` on a GPU machine) becomes ``cuda:LOCAL_RANK``."""
+    device = resolve_device(config.device, name="TrainConfig.device")
     if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", info.local_rank % torch.cuda.device_count())
+        device = torch.device("cuda", info.local_rank % max(1, torch.cuda.device_count()))
     return device
 
 

@@ -38,7 +38,9 @@ def test_trajectory_part_writes_files_and_summary_matches_records(tmp_path):
     torch.set_num_threads(1)
     res = qk.run(quick=True, out_dir=tmp_path, progress=False, parts=["trajectories"], **TINY)
     for suffix in ("_trajectories.csv", "_trajectories.json", "_trajectories.md", "_records.jsonl",
-                   "_trajectories.png", "_prk_entropy.png", "_correlations.md", ".md"):
+                   "_trajectories.png", "_prk_entropy.png", "_correlations.md", ".md",
+                   "_share_over_steps.csv", "_share_over_steps.md", "_share_over_steps.png",
+                   "_diff.png"):
         assert (tmp_path / f"qk_geometry{suffix}").is_file(), suffix
     run_dir = res["run_root"] / "L2_independent_none_s0"
     for f in ("checkpoint.pt", "probe.jsonl", "run.json", "metrics.jsonl"):
@@ -298,3 +300,48 @@ def test_train_run_and_run_errors(tmp_path):
         qk.run(quick=True, out_dir=tmp_path, parts=["nope"])
     with pytest.raises(ValueError, match="needs hf_models"):
         qk.run(quick=True, out_dir=tmp_path, parts=["hf"])
+
+
+# --------------------------------------------------------------------------- share over steps
+def _fake_summary(diffs_by_traj: dict, steps: list, runs: list = ()) -> dict:
+    ts = [{"depth": d, "init": i, "layer": l, "steps": list(steps), "diff": list(v)}
+          for (d, i, l), v in diffs_by_traj.items()]
+    return {"trajectories": ts, "run_layers": [
+        {"depth": d, "init": i, "layer": l, "seed": s, "steps": list(steps), "diff": list(v)}
+        for (d, i, l, s), v in runs]}
+
+
+def test_share_over_steps_counts_and_clopper_pearson_interval():
+    from scipy.stats import beta
+
+    steps = [0, 100, 200]
+    diffs = {(4, "independent", 0): [-1.0, 0.5, 0.2], (4, "independent", 1): [0.0, -0.1, 0.3],
+             (6, "tied", 0): [0.0, 0.4, 0.1], (6, "tied", 1): [0.0, 0.2, -0.2],
+             (6, "tied", 2): [0.1, 0.3, 0.6]}
+    rows = qk.share_over_steps(_fake_summary(diffs, steps))
+    allr = {r["step"]: r for r in rows if r["unit"] == "trajectory" and r["depth"] == "all"
+            and r["init"] == "all"}
+    # hand count: step 0 -> only +0.1 (zero is not > 0); step 100 -> 4 of 5; step 200 -> 4 of 5
+    assert [allr[s]["k"] for s in steps] == [1, 4, 4] and {r["n"] for r in allr.values()} == {5}
+    for r in allr.values():  # the exact interval from the beta quantiles, independently
+        k, n = r["k"], r["n"]
+        lo = 0.0 if k == 0 else beta.ppf(0.025, k, n - k + 1)
+        hi = 1.0 if k == n else beta.ppf(0.975, k + 1, n - k)
+        assert r["ci_low"] == pytest.approx(lo, abs=1e-9) and r["ci_high"] == pytest.approx(hi, abs=1e-9)
+        assert r["ci_low"] <= r["share"] <= r["ci_high"]
+    d6 = {r["step"]: r for r in rows if r["depth"] == 6}
+    assert [d6[s]["k"] for s in steps] == [1, 3, 2] and d6[0]["n"] == 3
+    tied = {r["step"]: r for r in rows if r["init"] == "tied"}
+    assert tied[200]["share"] == pytest.approx(2 / 3)
+    assert allr[100]["mean_diff"] == pytest.approx(np.mean([0.5, -0.1, 0.4, 0.2, 0.3]))
+    assert not any(r["unit"] == "run layer" for r in rows)  # no run layers given
+    with pytest.raises(ValueError, match="level"):
+        qk.share_over_steps(_fake_summary(diffs, steps), level=1.0)
+
+
+def test_first_sustained_step_needs_the_share_to_stay_up():
+    rows = [{"unit": "trajectory", "depth": "all", "init": "all", "step": s, "share": v}
+            for s, v in [(0, 0.2), (100, 0.95), (200, 0.8), (300, 0.9), (400, 1.0)]]
+    assert qk.first_sustained_step(rows, 0.9) == 300  # the dip at 200 resets it
+    assert qk.first_sustained_step(rows, 0.99) == 400
+    assert qk.first_sustained_step(rows[:3], 0.9) is None  # ends below

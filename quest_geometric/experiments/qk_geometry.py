@@ -631,6 +631,83 @@ def _correlations(recs: list[dict], trajectories: list[dict]) -> list[dict[str, 
     return out
 
 
+def _binomial_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Exact (Clopper-Pearson) interval of a binomial share ``k / n`` (SciPy's
+    :meth:`scipy.stats.binomtest(...).proportion_ci`)."""
+    from scipy.stats import binomtest
+
+    if n == 0:
+        return math.nan, math.nan
+    ci = binomtest(k, n).proportion_ci(confidence_level=level, method="exact")
+    return float(ci.low), float(ci.high)
+
+
+def share_over_steps(summary: Mapping[str, Any], level: float = 0.95) -> list[dict[str, Any]]:
+    r"""The share of trajectories with :math:`\mathrm{PR}_Q - \mathrm{PR}_K > 0` at every
+    probed step, with its exact binomial (Clopper-Pearson) interval.
+
+    For each step :math:`t` logged by every trajectory of a group, :math:`k_t` of the
+    :math:`n` trajectories have :math:`\Delta_t > 0`; the row gives
+    :math:`\hat p_t = k_t / n` and the interval :math:`[p_\mathrm{lo}, p_\mathrm{hi}]` with
+    :math:`P(\mathrm{Bin}(n, p_\mathrm{lo}) \ge k_t) = P(\mathrm{Bin}(n, p_\mathrm{hi}) \le k_t)
+    = (1 - \mathrm{level}) / 2`. Groups: every trajectory (``depth = init = 'all'``), each
+    depth, each initialisation, and the individual runs' layers without seed averaging
+    (``unit = 'run layer'``).
+
+    The interval treats the trajectories as independent draws; layers of one model are
+    correlated, so it is narrower than an interval over independent models would be.
+
+    Args:
+        summary (dict): the result of :func:`trajectory_summary`.
+        level (float): confidence level of the interval. (default: ``0.95``)
+
+    Returns:
+        list of dict: one row per (group, step): ``unit``, ``depth``, ``init``, ``step``,
+        ``k``, ``n``, ``share``, ``ci_low``, ``ci_high``, ``mean_diff``.
+    """
+    if not (0 < level < 1):
+        raise ValueError(f"share_over_steps: level must be in (0, 1), got {level!r}")
+
+    def rows_for(items: list[dict], unit: str, depth: Any, init: Any) -> list[dict[str, Any]]:
+        if not items:
+            return []
+        steps = sorted(set.intersection(*(set(t["steps"]) for t in items)))
+        out = []
+        for step in steps:
+            diffs = [t["diff"][t["steps"].index(step)] for t in items]
+            k = int(sum(d > 0 for d in diffs))
+            lo, hi = _binomial_interval(k, len(diffs), level)
+            out.append({"unit": unit, "depth": depth, "init": init, "step": step, "k": k,
+                        "n": len(diffs), "share": k / len(diffs), "ci_low": lo, "ci_high": hi,
+                        "mean_diff": float(np.mean(diffs))})
+        return out
+
+    ts = list(summary["trajectories"])
+    rows = rows_for(ts, "trajectory", "all", "all")
+    for depth in sorted({t["depth"] for t in ts}):
+        rows += rows_for([t for t in ts if t["depth"] == depth], "trajectory", depth, "all")
+    for init in [i for i in INITS if any(t["init"] == i for t in ts)]:
+        rows += rows_for([t for t in ts if t["init"] == init], "trajectory", "all", init)
+    rows += rows_for(list(summary.get("run_layers", [])), "run layer", "all", "all")
+    return rows
+
+
+def first_sustained_step(rows: Sequence[Mapping[str, Any]], threshold: float = 0.9,
+                         unit: str = "trajectory", depth: Any = "all", init: Any = "all"
+                         ) -> Optional[int]:
+    """The first probed step from which the share stays at or above ``threshold`` until the
+    end of training (:obj:`None` if it never does), for one group of :func:`share_over_steps`."""
+    sel = sorted((r for r in rows if r["unit"] == unit and r["depth"] == depth and r["init"] == init),
+                 key=lambda r: r["step"])
+    first = None
+    for r in sel:
+        if r["share"] >= threshold:
+            first = r["step"] if first is None else first
+        else:
+            first = None
+    return first
+
+
 # ============================================================================ intervention
 def run_intervention(cfg: StudyConfig, run_root: Optional[Union[str, os.PathLike]] = None,
                      device: str = "cpu", progress: bool = True) -> list[dict[str, Any]]:
@@ -1023,6 +1100,97 @@ def plot_trajectories(summary: Mapping[str, Any], path: Path) -> Optional[Path]:
     return path
 
 
+def plot_diff(summary: Mapping[str, Any], path: Path) -> Optional[Path]:
+    """PR_Q - PR_K per layer over training, one panel per (depth, init): the line is the
+    seed mean, the band spans the seeds (min to max), the black line is zero (above it,
+    queries are spread over more directions than keys, the paper's ordering)."""
+    plt = _plt()
+    if plt is None:
+        return None
+    ts = summary["trajectories"]
+    runs = summary.get("run_layers", [])
+    depths = sorted({t["depth"] for t in ts})
+    inits = [i for i in INITS if any(t["init"] == i for t in ts)]
+    fig, axes = plt.subplots(len(depths), len(inits),
+                             figsize=(4.2 * len(inits) + 1.2, 3.0 * len(depths) + 0.8),
+                             squeeze=False, sharex=True, sharey=True)
+    cmap = plt.get_cmap("viridis")
+    for a, depth in enumerate(depths):
+        for b, init in enumerate(inits):
+            ax = axes[a][b]
+            sel = [t for t in ts if t["depth"] == depth and t["init"] == init]
+            for t in sel:
+                c = cmap(t["layer"] / max(depth - 1, 1))
+                ax.plot(t["steps"], t["diff"], color=c, lw=1.3, label=f"layer {t['layer']}")
+                per_seed = [r for r in runs if r["depth"] == depth and r["init"] == init
+                            and r["layer"] == t["layer"]]
+                if len(per_seed) > 1:
+                    vals = np.array([[r["diff"][r["steps"].index(st)] for st in t["steps"]]
+                                     for r in per_seed])
+                    ax.fill_between(t["steps"], vals.min(0), vals.max(0), color=c, alpha=0.15, lw=0)
+            ax.axhline(0.0, color="k", lw=0.8)
+            ax.set_title(f"depth {depth}, {init} init", fontsize=10)
+            ax.grid(alpha=0.3)
+            ax.set_ylabel("PR_Q - PR_K")
+            ax.set_xlabel("training step")
+            if b == len(inits) - 1 and sel:
+                ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                          title=f"depth {depth}", title_fontsize=8)
+    n_seeds = len({r["seed"] for r in runs}) if runs else 1
+    fig.suptitle(f"PR_Q - PR_K per layer (line: mean of {n_seeds} seeds; band: seed range)",
+                 fontsize=11)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 / (3.0 * len(depths) + 0.8)))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_share_over_steps(rows: Sequence[Mapping[str, Any]], path: Path,
+                          title: str = "Share of trajectories with PR_Q > PR_K") -> Optional[Path]:
+    """Left: the share over all trajectories (with its exact 95% interval) and over the
+    runs' layers; right: the share per depth. Both against the training step."""
+    plt = _plt()
+    if plt is None:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
+
+    def series(unit: str, depth: Any, init: Any) -> list:
+        return sorted((r for r in rows if r["unit"] == unit and r["depth"] == depth
+                       and r["init"] == init), key=lambda r: r["step"])
+
+    allr = series("trajectory", "all", "all")
+    if allr:
+        st = [r["step"] for r in allr]
+        axes[0].plot(st, [r["share"] for r in allr], color="tab:blue", lw=1.6,
+                     label=f"seed-averaged trajectories (n = {allr[0]['n']})")
+        axes[0].fill_between(st, [r["ci_low"] for r in allr], [r["ci_high"] for r in allr],
+                             color="tab:blue", alpha=0.2, lw=0, label="exact 95% interval")
+    runr = series("run layer", "all", "all")
+    if runr:
+        axes[0].plot([r["step"] for r in runr], [r["share"] for r in runr], color="tab:orange",
+                     lw=1.2, ls="--", label=f"individual runs' layers (n = {runr[0]['n']})")
+    depths = sorted({r["depth"] for r in rows if r["depth"] != "all"})
+    cmap = plt.get_cmap("plasma")
+    for i, depth in enumerate(depths):
+        d = series("trajectory", depth, "all")
+        axes[1].plot([r["step"] for r in d], [r["share"] for r in d], lw=1.4,
+                     color=cmap(i / max(len(depths), 1)), label=f"depth {depth} (n = {d[0]['n']})")
+    for ax, sub in zip(axes, ("all trajectories", "per depth")):
+        ax.axhline(0.5, color="0.5", lw=0.8, ls=":")
+        ax.axhline(0.9, color="tab:green", lw=0.8, ls=":", label="90% (the paper: every one)")
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_xlabel("training step")
+        ax.set_ylabel("share with PR_Q - PR_K > 0")
+        ax.set_title(sub, fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7.5, loc="lower right")
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def plot_prk_entropy(records: Sequence[Mapping[str, Any]], path: Path) -> Optional[Path]:
     """Scatter of PR_K against attention entropy over all probe records (colour = step)."""
     plt = _plt()
@@ -1126,6 +1294,31 @@ def _findings(traj: Optional[dict], inter: Optional[dict], smoke: bool = False) 
             f"{a['share_q_expands_late']:.0%}), PR_K {a['slope_k_late_per_1k']:+.3g}/1k (shrinks in "
             f"{a['share_k_shrinks_late']:.0%})."
         )
+        sos = traj.get("share_over_steps")
+        if sos:
+            allr = sorted((r for r in sos if r["unit"] == "trajectory" and r["depth"] == "all"
+                           and r["init"] == "all"), key=lambda r: r["step"])
+            last = allr[-1]["step"]
+            picks = sorted({min(allr, key=lambda r: abs(r["step"] - f * last))["step"]
+                            for f in (0.25, 0.5, 0.75, 1.0)})
+            at = ", ".join(f"{r['share']:.0%} [{r['ci_low']:.0%}, {r['ci_high']:.0%}] at step {r['step']}"
+                           for r in allr if r["step"] in picks)
+            peak = max(allr[1:] or allr, key=lambda r: r["share"])
+            first = first_sustained_step(sos, 0.9)
+            depths = sorted({r["depth"] for r in sos if r["depth"] != "all"})
+            per_depth = "; ".join(
+                f"depth {d}: " + ", ".join(
+                    f"{r['share']:.0%}" for r in sorted((r for r in sos if r["unit"] == "trajectory"
+                                                        and r["depth"] == d), key=lambda r: r["step"])
+                    if r["step"] in picks)
+                for d in depths)
+            lines.append(
+                f"Share of the {allr[0]['n']} trajectories with PR_Q - PR_K > 0 over training "
+                f"(exact 95% interval): {at}; highest {peak['share']:.0%} at step {peak['step']}; "
+                + ("it never stays at or above 90%." if first is None else
+                   f"it stays at or above 90% from step {first} on.")
+                + f" Per depth at the same steps: {per_depth}."
+            )
         for c in traj["correlations"]:
             lines.append(f"Spearman rho(PR_K, {c['y']}) over {c['over']}: {c['spearman_rho']:+.2f} "
                          f"(p = {c['p_value']:.2g}, n = {c['n']}).")
@@ -1226,10 +1419,22 @@ def run(
                           notes=_TRAJ_NOTES)
         write_results(f"{name}_correlations", traj["correlations"], out, meta=meta,
                       title="PR_K vs attention entropy and QK^T effective rank (Spearman)")
+        traj["share_over_steps"] = share_over_steps(traj)
+        ps = write_results(f"{name}_share_over_steps", traj["share_over_steps"], out, meta=meta,
+                           columns=["unit", "depth", "init", "step", "k", "n", "share", "ci_low",
+                                    "ci_high", "mean_diff"],
+                           title="Share of trajectories with PR_Q - PR_K > 0 at each probed step",
+                           notes=_SHARE_NOTES)
         plot_trajectories(traj, out / f"{name}_trajectories.png")
+        plot_diff(traj, out / f"{name}_diff.png")
         plot_prk_entropy(records, out / f"{name}_prk_entropy.png")
+        plot_share_over_steps(traj["share_over_steps"], out / f"{name}_share_over_steps.png",
+                              title=f"Share of trajectories with PR_Q > PR_K (width {cfg.n_embd}, "
+                                    f"{cfg.steps} steps)")
         md += [p["md"].read_text(), "\n", markdown_table(traj["correlations"]),
-               f"\n![trajectories]({name}_trajectories.png)\n\n![PR_K vs entropy]({name}_prk_entropy.png)\n"]
+               f"\n![PR_Q - PR_K]({name}_diff.png)\n\n![share over steps]({name}_share_over_steps.png)"
+               f"\n\n![trajectories]({name}_trajectories.png)\n\n![PR_K vs entropy]({name}_prk_entropy.png)\n",
+               "\n" + _share_milestones_table(traj["share_over_steps"]) + "\n"]
     if "intervention" in parts:
         inter_results = run_intervention(cfg, run_root, device, progress)
         inter = intervention_summary(inter_results)
@@ -1308,6 +1513,42 @@ positive PR_Q / negative PR_K slope; `*_late`: the same over the second half of 
 (steps >= T/2), after the early collapse. `entropy_end`: normalised causal attention entropy
 at the end; `val_loss`: validation cross-entropy (nats/char) at the end."""
 
+_SHARE_NOTES = """\
+`k` of `n` trajectories have PR_Q - PR_K > 0 at that step; `ci_low`/`ci_high`: exact
+(Clopper-Pearson) 95% interval of the share, treating trajectories as independent (layers of
+one model are not, so the true uncertainty is larger). `unit`: seed-averaged trajectories per
+group (`depth`, `init`; `all` = every one) or the individual runs' layers (no seed averaging).
+`mean_diff`: mean PR_Q - PR_K over the group."""
+
+
+def _share_milestones_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The share at a few steps (a quarter, half, three quarters and the end of training)
+    per group, plus the first step from which it stays >= 90%."""
+    groups = []
+    for r in rows:
+        g = (r["unit"], r["depth"], r["init"])
+        if g not in groups:
+            groups.append(g)
+    steps = sorted({r["step"] for r in rows})
+    if not steps:
+        return ""
+    last = steps[-1]
+    marks = sorted({min(steps, key=lambda s: abs(s - f * last)) for f in (0.25, 0.5, 0.75, 1.0)})
+    table = []
+    for unit, depth, init in groups:
+        sel = {r["step"]: r for r in rows if (r["unit"], r["depth"], r["init"]) == (unit, depth, init)}
+        row = {"unit": unit, "depth": depth, "init": init, "n": next(iter(sel.values()))["n"]}
+        for m in marks:
+            r = sel.get(m)
+            row[f"step {m}"] = (f"{r['share']:.0%} [{r['ci_low']:.0%}, {r['ci_high']:.0%}]"
+                                if r is not None else "")
+        first = first_sustained_step(rows, 0.9, unit, depth, init)
+        row["stays >= 90% from"] = "never" if first is None else f"step {first}"
+        table.append(row)
+    return ("#### Share with PR_Q - PR_K > 0 at a few steps [exact 95% interval]\n\n"
+            + markdown_table(table))
+
+
 _INTER_NOTES = """\
 `KeySpectrumControl` after every optimiser step, per head: `hold` keeps the shape of the
 initial W_K spectrum, `shrink` multiplies singular value k by exp(-{decay} k / (r - 1))
@@ -1330,7 +1571,8 @@ def _config_notes(cfg: StudyConfig, quick: bool) -> str:
         f"{list(cfg.intervention_seeds)}. The paper used four seeds and far larger models and data; "
         + ("this is the --quick configuration (one seed, tiny width, few steps), a smoke test "
            "of the pipeline rather than a measurement.\n" if quick else
-           "this is the configuration two shared CPU cores allow in under an hour.\n")
+           f"this is a configuration two CPU cores can train in about "
+           f"{'an hour' if cfg.steps <= 600 else 'two hours'}.\n")
     )
 
 
@@ -1361,6 +1603,9 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     parser.add_argument("--corpus", default=None, help="CharCorpus source (file or WikiText-103 dir)")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch intra-op threads (1 is fastest for these tiny models on shared cores)")
+    parser.add_argument("--name", default="qk_geometry",
+                        help="file stem of the results and of the run folder <out>/<name>_runs "
+                             "(default: qk_geometry)")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     if args.threads:
@@ -1368,6 +1613,7 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     parts = args.parts or (["hf"] if args.hf_model else ["trajectories", "intervention", "overhead"])
     result = run(quick=args.quick, device=args.device, out_dir=args.out, progress=not args.no_progress,
                  parts=parts, hf_models=args.hf_model, hf_byte_fallback=args.hf_byte_fallback,
+                 name=args.name,
                  depths=tuple(args.depths) if args.depths else None,
                  inits=tuple(args.inits) if args.inits else None,
                  seeds=tuple(args.seeds) if args.seeds else None,

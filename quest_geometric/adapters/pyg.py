@@ -103,5 +103,5 @@ class FocusAttentionProbeAdapter(AttentionAdapter):
 
 register_attention_adapter("torch_geometric.nn.conv.transformer_conv.TransformerConv",
                            TransformerConvProbeAdapter(), builtin=True)
-register_attention_adapter("quest_geometric.nn.focus_attention.FocusAttention",
+register_attention_adapter("quest_geometric.nn.focus.module.FocusAttention",
                            FocusAttentionProbeAdapter(), builtin=True)

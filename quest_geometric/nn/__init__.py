@@ -4,36 +4,35 @@
 - :class:`QuaternionLinear`: Hamilton-product linear layer.
 - :class:`FocusRouter`, :func:`focus_edge_index`, :class:`FocusAttention`: Focus sparse
   attention (router, PyG edge sets, attention with ``'edges'``/``'dense'``/``'blocks'``/
-  ``'flex'`` back-ends).
+  ``'flex'`` back-ends), from the subpackage :mod:`quest_geometric.nn.focus` (one module per
+  concern).
 - :func:`compose_focus`, :func:`decompose`: Focus composed onto frozen pretrained models.
 """
-from quest_geometric.nn.compose_focus import (
+from quest_geometric.nn.focus import (
+    FLEX_AVAILABLE,
+    FocusAttention,
     FocusComposed,
+    FocusEdgeAttention,
+    FocusRouter,
+    RouterOutput,
     compose_focus,
     decompose,
-    focus_disabled,
-    focus_layers,
-    router_parameters,
-    set_focus_enabled,
-    set_focus_options,
-)
-from quest_geometric.nn.focus_attention import (
-    FocusAttention,
-    FocusEdgeAttention,
+    focus_block_mask,
     focus_blocks_attention,
     focus_blocks_reference,
     focus_dense_attention,
+    focus_disabled,
+    focus_edge_index,
+    focus_flex_attention,
+    focus_layers,
     focus_soft_attention,
     full_attention,
-)
-from quest_geometric.nn.focus_edge_index import focus_edge_index, smallest_shared_group
-from quest_geometric.nn.focus_flex import FLEX_AVAILABLE, focus_block_mask, focus_flex_attention
-from quest_geometric.nn.focus_router import (
-    FocusRouter,
-    RouterOutput,
     group_balance,
-    logcumsumexp,
+    router_parameters,
+    set_focus_enabled,
+    set_focus_options,
     sinkhorn_log,
+    smallest_shared_group,
 )
 from quest_geometric.nn.qsv_conv import QSVConv
 from quest_geometric.nn.quaternion_linear import QuaternionLinear
@@ -45,7 +44,6 @@ __all__ = [
     "RouterOutput",
     "group_balance",
     "sinkhorn_log",
-    "logcumsumexp",
     "focus_edge_index",
     "smallest_shared_group",
     "FocusAttention",
@@ -67,3 +65,13 @@ __all__ = [
     "focus_disabled",
     "set_focus_options",
 ]
+
+
+def __getattr__(name: str):
+    # ``quest_geometric.nn.logcumsumexp`` is deprecated (private since the Focus code moved to
+    # quest_geometric.nn.focus); served lazily so that importing the package imports no shim
+    if name == "logcumsumexp":
+        from quest_geometric.nn.focus_router import logcumsumexp
+
+        return logcumsumexp
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,95 @@
+r"""Focus sparse attention (Yao et al., `"Why Attend to Everything? Focus is the Key"
+<https://arxiv.org/abs/2604.03260>`_), one module per concern.
+
+Token :math:`i` of a sequence attends to the tokens :math:`j` (:math:`j \le i` if causal)
+with :math:`|i - j| \le w` or a shared hard group, :math:`G_i \cap G_j \neq \emptyset`; the
+groups come from a learned router. The modules, from the bottom up:
+
+- :mod:`~quest_geometric.nn.focus.router`: :class:`FocusRouter` (centroids, prefix-causal
+  log-space Sinkhorn, the deterministic top-:math:`k` tie rule) and :func:`group_balance`.
+- :mod:`~quest_geometric.nn.focus.edge_index`: the pattern as a PyG ``edge_index``
+  (:func:`focus_edge_index`, memory :math:`O(E)`).
+- :mod:`~quest_geometric.nn.focus.dense`: every pair computed densely: the hard-mask oracle
+  :func:`focus_dense_attention`, the soft-gated training attention
+  :func:`focus_soft_attention` and :func:`full_attention`.
+- :mod:`~quest_geometric.nn.focus.edges`: :class:`FocusEdgeAttention`, message passing over
+  any ``edge_index`` (general graphs).
+- :mod:`~quest_geometric.nn.focus.blocks`: the paper's decomposition (same-group buckets plus
+  the window band, merged through log-sum-exps): :func:`focus_blocks_reference` and the fast
+  :func:`focus_blocks_attention`.
+- :mod:`~quest_geometric.nn.focus.flex`: the pattern as one block-sparse FlexAttention call
+  (:func:`focus_block_mask`, :func:`focus_flex_attention`).
+- :mod:`~quest_geometric.nn.focus.module`: :class:`FocusAttention`, the layer (router,
+  projections, back-end choice, validated options).
+- :mod:`~quest_geometric.nn.focus.decode`: cached incremental decoding (the routing state
+  kept beside a KV cache).
+- :mod:`~quest_geometric.nn.focus.compose`: :func:`compose_focus` and friends, Focus composed
+  onto frozen pretrained attention layers through :mod:`quest_geometric.adapters`.
+
+Two private modules: ``_checks`` (argument checks and the token layout the modules share)
+and ``_aten`` (the only place that calls PyTorch's private ATen flash-attention kernels, with
+the torch version they were checked against). The old flat modules
+(``quest_geometric.nn.focus_attention``, ``focus_router``, ``focus_edge_index``,
+``focus_flex``, ``focus_decode``, ``compose_focus``) remain as deprecated re-exports.
+"""
+from quest_geometric.nn.focus.blocks import focus_blocks_attention, focus_blocks_reference
+from quest_geometric.nn.focus.compose import (
+    FocusComposed,
+    compose_focus,
+    decompose,
+    focus_disabled,
+    focus_layers,
+    load_routers,
+    router_parameters,
+    save_routers,
+    set_focus_enabled,
+    set_focus_options,
+)
+from quest_geometric.nn.focus.decode import FocusDecodeState
+from quest_geometric.nn.focus.dense import (
+    focus_dense_attention,
+    focus_soft_attention,
+    full_attention,
+)
+from quest_geometric.nn.focus.edge_index import focus_edge_index, smallest_shared_group
+from quest_geometric.nn.focus.edges import FocusEdgeAttention
+from quest_geometric.nn.focus.flex import FLEX_AVAILABLE, focus_block_mask, focus_flex_attention
+from quest_geometric.nn.focus.module import FocusAttention
+from quest_geometric.nn.focus.router import (
+    FocusRouter,
+    RouterOutput,
+    group_balance,
+    sinkhorn_log,
+    topk_groups,
+)
+
+__all__ = [
+    "FocusRouter",
+    "RouterOutput",
+    "group_balance",
+    "sinkhorn_log",
+    "topk_groups",
+    "focus_edge_index",
+    "smallest_shared_group",
+    "FocusAttention",
+    "FocusEdgeAttention",
+    "focus_dense_attention",
+    "focus_blocks_attention",
+    "focus_blocks_reference",
+    "focus_soft_attention",
+    "full_attention",
+    "focus_flex_attention",
+    "focus_block_mask",
+    "FLEX_AVAILABLE",
+    "FocusDecodeState",
+    "compose_focus",
+    "decompose",
+    "FocusComposed",
+    "focus_layers",
+    "router_parameters",
+    "set_focus_enabled",
+    "focus_disabled",
+    "set_focus_options",
+    "save_routers",
+    "load_routers",
+]

@@ -1,0 +1,487 @@
+r"""The paper's decomposition of Focus attention: same-group attention per (sequence, group)
+bucket plus the cross-group window band, merged exactly through their log-sum-exps.
+
+:func:`focus_blocks_reference` is the plain-PyTorch reference (autograd, no fused kernel);
+:func:`focus_blocks_attention` is the fast path, on CPU a custom autograd function over the
+flash-attention kernels of :mod:`quest_geometric.nn.focus._aten` (which return the
+log-sum-exp), on CUDA one FlexAttention call (:mod:`quest_geometric.nn.focus.flex`).
+"""
+from __future__ import annotations
+
+import math
+from typing import List, NamedTuple, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from quest_geometric.nn.focus import _aten
+from quest_geometric.nn.focus._checks import HALF_DTYPES, check_hard_args, seq_layout
+from quest_geometric.nn.focus.edge_index import smallest_shared_group
+from quest_geometric.nn.focus.flex import FLEX_AVAILABLE, MAX_FLEX_GROUPS, focus_flex_attention
+
+__all__ = ["focus_blocks_attention", "focus_blocks_reference"]
+
+
+def _masked_softmax_attention(s: Tensor, allowed: Tensor, v: Tensor) -> Tuple[Tensor, Tensor]:
+    r"""Attention over the allowed keys of :obj:`s` (``[..., Lq, Lk]``), returning the output
+    and the log-sum-exp; rows with no allowed key give ``lse = -inf`` (their output is
+    finite and gets zero weight and zero gradient in :func:`_merge_parts`)."""
+    row_any = allowed.any(-1)
+    s = s.masked_fill(~allowed, float("-inf"))
+    s = torch.where(row_any.unsqueeze(-1), s, torch.zeros_like(s))
+    lse = torch.logsumexp(s, dim=-1)
+    p = torch.exp(s - lse.unsqueeze(-1))
+    o = p @ v
+    return o, torch.where(row_any, lse, torch.full_like(lse, float("-inf")))
+
+
+def _merge_parts(n: int, tok: Tensor, o: Tensor, lse: Tensor) -> Tuple[Tensor, Tensor]:
+    r"""Exact merge of attention over disjoint key sets: rows :obj:`o` ``[R, H, D]`` with
+    log-sum-exps :obj:`lse` ``[R, H]`` belonging to tokens :obj:`tok` ``[R]``:
+
+    .. math::
+        \mathbf{o}_i = \frac{\sum_p e^{\ell_p} \mathbf{o}_p}{\sum_p e^{\ell_p}}, \qquad
+        L_i = \log \sum_p e^{\ell_p}.
+    """
+    wdt = torch.float32 if lse.dtype in HALF_DTYPES else lse.dtype  # half: merge in float32
+    lse = lse.to(wdt)
+    m = torch.full((n, lse.size(1)), float("-inf"), dtype=wdt, device=lse.device)
+    m = m.scatter_reduce(0, tok.unsqueeze(1).expand_as(lse), lse.detach(), "amax")
+    w = torch.exp(lse - m[tok])
+    den = torch.zeros_like(m).index_add(0, tok, w)
+    mdt = torch.promote_types(wdt, o.dtype)
+    num = torch.zeros(n, o.size(1), o.size(2), dtype=mdt, device=o.device).index_add(
+        0, tok, w.unsqueeze(-1).to(mdt) * o.to(mdt))
+    return (num / den.unsqueeze(-1).to(mdt)).to(o.dtype), m + den.log()
+
+
+class _Buckets:
+    """Members of each non-empty (sequence, group) bucket, in position order."""
+
+    def __init__(self, groups: Tensor, seq: Tensor, num_groups: int) -> None:
+        n, kk = groups.shape
+        dev = groups.device
+        tok = torch.arange(n, device=dev).repeat_interleave(kk)
+        key = (seq.repeat_interleave(kk) * num_groups + groups.reshape(-1)) * n + tok
+        key = torch.unique(key)
+        bucket = torch.div(key, n, rounding_mode="floor")
+        self.members = key - bucket * n
+        ub, counts = torch.unique_consecutive(bucket, return_counts=True)
+        self.group = (ub % num_groups).tolist()
+        self.counts = counts.tolist()
+        self.starts = [0]
+        for c in self.counts[:-1]:
+            self.starts.append(self.starts[-1] + c)
+
+    def __iter__(self):
+        for s, c, g in zip(self.starts, self.counts, self.group):
+            yield self.members[s:s + c], g
+
+
+def focus_blocks_reference(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window: int,
+                           batch: Optional[Tensor] = None, causal: bool = True,
+                           num_groups: Optional[int] = None) -> Tensor:
+    r"""Plain-PyTorch reference of the paper's decomposition (autograd, no fused kernel).
+
+    Part A: for each (sequence, group) bucket, attention among its members in position
+    order (causal if asked); a pair whose group sets share several groups is kept only in the
+    bucket of its *smallest* shared group. Part B: the window band restricted to pairs with
+    *disjoint* group sets, gathered explicitly as ``[N, #offsets]``. A and B partition the
+    Focus pattern, so merging their log-sum-exps (:func:`_merge_parts`) is exact. Half
+    precision input is computed in float32 and cast back. The arguments are those of
+    :func:`focus_blocks_attention` (without ``fused``).
+    """
+    groups, kgroups = check_hard_args(q, k, v, groups, window, batch, num_groups)
+    if q.dtype in HALF_DTYPES:
+        return focus_blocks_reference(q.float(), k.float(), v.float(), groups, window, batch,
+                                      causal, kgroups).to(q.dtype)
+    n, h, d = q.shape
+    if n == 0:
+        return q.new_empty(0, h, d)
+    scale = 1.0 / math.sqrt(d)
+    seq, _ = seq_layout(batch, n, q.device)
+    toks: List[Tensor] = []
+    outs: List[Tensor] = []
+    lses: List[Tensor] = []
+    multi = groups.size(1) > 1
+    for idx, g in _Buckets(groups, seq, kgroups):
+        qb, kb, vb = q[idx].transpose(0, 1), k[idx].transpose(0, 1), v[idx].transpose(0, 1)
+        c = idx.numel()
+        allowed = torch.ones(c, c, dtype=torch.bool, device=q.device)
+        if causal:
+            allowed = allowed.tril()
+        if multi:
+            gi = groups[idx]
+            ssg = smallest_shared_group(gi.repeat_interleave(c, 0), gi.repeat(c, 1), kgroups)
+            allowed = allowed & (ssg.view(c, c) == g)
+        o, lse = _masked_softmax_attention((qb @ kb.transpose(1, 2)) * scale, allowed, vb)
+        toks.append(idx)
+        outs.append(o.transpose(0, 1))
+        lses.append(lse.transpose(0, 1))
+    # band: j = i - off, off in [lo, window]
+    lo = 0 if causal else -window
+    offs = torch.arange(lo, window + 1, device=q.device)
+    i = torch.arange(n, device=q.device)
+    j = i.view(-1, 1) - offs.view(1, -1)
+    jc = j.clamp(0, max(n - 1, 0))
+    ok = (j >= 0) & (j < n) & (seq[jc] == seq.view(-1, 1))
+    disjoint = smallest_shared_group(groups.repeat_interleave(offs.numel(), 0),
+                                     groups[jc.reshape(-1)], kgroups) == kgroups
+    ok = ok & disjoint.view(n, -1)
+    s = torch.einsum("nhd,nmhd->nhm", q, k[jc]) * scale
+    o, lse = _masked_softmax_attention(s.unsqueeze(2), ok.view(n, 1, 1, -1),
+                                       v[jc].permute(0, 2, 1, 3))
+    toks.append(i)
+    outs.append(o.squeeze(2))
+    lses.append(lse.squeeze(2))
+    out, _ = _merge_parts(n, torch.cat(toks), torch.cat(outs), torch.cat(lses))
+    return out
+
+
+# ---- fast CPU path: fused flash kernels returning the log-sum-exp (quest_geometric.nn.focus._aten)
+#: Query block of the fused band: each block of ``BAND_BLOCK`` queries attends to its
+#: ``BAND_BLOCK + w`` (causal) or ``BAND_BLOCK + 2w`` keys, read through an overlapping
+#: strided view of the key/value tensors (no copy). Small blocks waste few band pairs.
+BAND_BLOCK = 16
+_MASK_BUDGET = 1 << 22  # elements of one top_k > 1 bucket mask chunk
+#: Largest padding overhead :math:`B \, c_{\max}^2 / \sum_b c_b^2` at which the :math:`B`
+#: buckets of causal top-:math:`k = 1` attention run as *one* batched flash call, each bucket
+#: padded to the largest one :math:`c_{\max}` (padded keys come after every real query, so
+#: causality hides them); above it, one call per bucket. Measured on one thread (torch
+#: 2.13), padding by 10% was slower than one call per bucket at every size tried (8 to 128
+#: buckets of 64 to 4K tokens, 10-25% slower), so only equal-sized buckets are batched.
+PAD_RATIO = 1.0
+
+
+def _windows(x: Tensor, start: int, nb: int, step: int, length: int) -> Tensor:
+    """Overlapping row windows ``x[start + b * step : start + b * step + length]``,
+    ``b < nb``, of a contiguous ``[N, ...]`` tensor as one ``[nb, length, ...]`` view."""
+    return x[start:].as_strided((nb, length, *x.shape[1:]), (step * x.stride(0), *x.stride()))
+
+
+class _BandSegment(NamedTuple):
+    """``nb`` blocks of ``bq`` queries from ``q0`` and ``lk`` keys from ``k0`` (step ``bq``),
+    with the additive mask ``[nb, 1, bq, lk]`` and whether each query row keeps any key."""
+    q0: int
+    k0: int
+    nb: int
+    bq: int
+    lk: int
+    bias: Tensor
+    row_any: Tensor
+
+
+class _BlocksPlan:
+    """The routing plan of the fused path, built once per call (no N x N object): the
+    bucket order (a stable sort by (sequence, group)), the bucket spans in that order, and
+    the band split into a head, a body of equal query blocks read as strided views, and a
+    tail, each with its additive mask."""
+
+    def __init__(self, groups: Tensor, seq: Tensor, nseq: int, num_groups: int, window: int,
+                 causal: bool, dtype: torch.dtype) -> None:
+        n, kk = groups.shape
+        self.groups, self.seq = groups.contiguous(), seq.contiguous()
+        self.n, self.kk, self.nseq, self.num_groups = n, kk, nseq, num_groups
+        self.causal, self.window, self.dtype = causal, window, dtype
+        self.right = 0 if causal else window
+        # buckets: for top_k = 1 one stable sort; each bucket a contiguous span of `order`
+        if kk == 1:
+            key = self.seq * num_groups + self.groups[:, 0]
+            self.order = torch.argsort(key, stable=True)
+            counts = torch.bincount(key, minlength=max(nseq, 1) * num_groups).tolist()
+            self.spans: List[Tuple[int, int, int]] = []
+            st = 0
+            for b, c in enumerate(counts):
+                if c:
+                    self.spans.append((st, c, b % num_groups))
+                st += c
+            self.padded: Optional[Tuple[int, int, Tensor, Tensor]] = None
+            cs = [c for _, c, _ in self.spans]
+            nbk, cmax = len(cs), max(cs, default=0)
+            if causal and nbk > 1 and nbk * cmax * cmax <= PAD_RATIO * sum(c * c for c in cs):
+                dev = self.groups.device
+                bid = torch.repeat_interleave(torch.arange(nbk, device=dev),
+                                              torch.tensor(cs, device=dev))
+                first = torch.tensor([s for s, _, _ in self.spans], device=dev)
+                slot = bid * cmax + torch.arange(n, device=dev) - first[bid]
+                src = torch.zeros(nbk * cmax, dtype=torch.long, device=dev)  # pad reads row 0
+                src[slot] = self.order
+                dst = torch.full((nbk * cmax,), n, dtype=torch.long, device=dev)  # pad -> row n
+                dst[slot] = self.order
+                self.padded = (nbk, cmax, src, dst)
+        else:
+            self.padded = None
+            buckets = _Buckets(self.groups, self.seq, num_groups)
+            self.order = buckets.members
+            self.spans = list(zip(buckets.starts, buckets.counts, buckets.group))
+        # band: head [0, w), body [w, w + nb * bq), tail; together exactly [0, n)
+        self.segments: List[_BandSegment] = []
+        if kk == 1:
+            self.band_any = self._band_any_single()
+        bq, h0 = BAND_BLOCK, min(window, n)
+        if h0 > 0:
+            self._add_segment(0, 0, 1, h0, min(n, h0 + self.right))
+        nb = max(0, (n - window - self.right) // bq)
+        if nb > 0:
+            self._add_segment(window, 0, nb, bq, bq + window + self.right)
+        t0 = max(h0, window + nb * bq)
+        if t0 < n:
+            k0 = max(0, t0 - window)
+            self._add_segment(t0, k0, 1, n - t0, n - k0)
+
+    def _band_any_single(self) -> Tensor:
+        """top_k = 1: whether each query keeps any band key, from runs of equal
+        (sequence, group) in O(N): the nearest earlier (later) token of another run is the
+        nearest candidate key, valid when it is in the same sequence and within the window."""
+        n, dev = self.n, self.groups.device
+        g, sq = self.groups[:, 0], self.seq
+        pos = torch.arange(n, device=dev)
+        cut = torch.ones(n, dtype=torch.bool, device=dev)  # run starts
+        cut[1:] = (g[1:] != g[:-1]) | (sq[1:] != sq[:-1])
+        start = torch.cummax(torch.where(cut, pos, 0), 0).values
+        prev = (start - 1).clamp(min=0)
+        keep = (start > 0) & (sq[prev] == sq) & (pos - prev <= self.window)
+        if not self.causal:
+            last = torch.ones(n, dtype=torch.bool, device=dev)  # run ends
+            last[:-1] = cut[1:]
+            end = torch.cummin(torch.where(last, pos, n - 1).flip(0), 0).values.flip(0)
+            nxt = (end + 1).clamp(max=n - 1)
+            keep |= (end < n - 1) & (sq[nxt] == sq) & (nxt - pos <= self.window)
+        return keep
+
+    def _add_segment(self, q0: int, k0: int, nb: int, bq: int, lk: int) -> None:
+        dev, kk = self.groups.device, self.kk
+        off = (q0 - k0) + torch.arange(bq, device=dev).view(-1, 1) \
+            - torch.arange(lk, device=dev).view(1, -1)  # i - j, the same in every block
+        outside = (off > self.window) | (off < -self.right)  # [bq, lk]
+        gq = self.groups[q0:q0 + nb * bq].view(nb, bq, kk)
+        gk = _windows(self.groups, k0, nb, bq, lk)  # [nb, lk, kk]
+        if kk == 1:
+            same = gq[:, :, :1] == gk[:, :, 0].unsqueeze(1)
+        else:
+            same = (gq.view(nb, bq, 1, kk, 1) == gk.view(nb, 1, lk, 1, kk)).flatten(-2).any(-1)
+        if self.nseq > 1:  # keys of another sequence count as excluded too
+            sq = self.seq[q0:q0 + nb * bq].view(nb, bq, 1)
+            same |= sq != _windows(self.seq, k0, nb, bq, lk).unsqueeze(1)
+        ninf = torch.tensor(float("-inf"), dtype=self.dtype, device=dev)
+        static = torch.where(outside, ninf, torch.tensor(0.0, dtype=self.dtype, device=dev))
+        bias = torch.where(same, ninf, static)  # one pass: [nb, bq, lk]
+        if kk == 1:
+            row_any = self.band_any[q0:q0 + nb * bq]
+        else:
+            row_any = ~(same | outside).all(-1).view(-1)
+        self.segments.append(_BandSegment(q0, k0, nb, bq, lk, bias.unsqueeze(1), row_any))
+
+    def bucket_chunks(self, idx: Tensor, g: int, dtype: torch.dtype):
+        """Query chunks ``(s, e, lk, bias, row_any)`` of one bucket; for top_k > 1 with the
+        mask keeping only pairs whose smallest shared group is ``g``."""
+        c = idx.numel()
+        if self.kk == 1:
+            yield 0, c, c, None, None
+            return
+        step = max(1, _MASK_BUDGET // max(c, 1))
+        gi = self.groups[idx]
+        for s in range(0, c, step):
+            e = min(c, s + step)
+            lk = e if self.causal else c
+            ssg = smallest_shared_group(gi[s:e].repeat_interleave(lk, 0), gi[:lk].repeat(e - s, 1),
+                                        self.num_groups).view(e - s, lk)
+            allowed = ssg == g
+            if self.causal:
+                allowed = allowed & (torch.arange(lk, device=idx.device).view(1, -1)
+                                     <= torch.arange(s, e, device=idx.device).view(-1, 1))
+            bias = torch.zeros(allowed.shape, dtype=dtype, device=idx.device).masked_fill_(
+                ~allowed, float("-inf"))
+            yield s, e, lk, bias.view(1, 1, e - s, lk), allowed.any(-1)
+
+
+def _lse_to_rows(lse: Tensor, mask_any: Optional[Tensor]) -> Tensor:
+    """``lse`` ``[c, H]`` with ``-inf`` in the rows that keep no key."""
+    if mask_any is None:
+        return lse
+    return lse.masked_fill(~mask_any.unsqueeze(-1), float("-inf"))
+
+
+def _heads_first(x: Tensor) -> Tensor:
+    """``[L, H, ...]`` -> ``[1, H, L, ...]`` (a view)."""
+    return x.transpose(0, 1).unsqueeze(0)
+
+
+class _FocusBlocksFunction(torch.autograd.Function):
+    """Fused forward/backward of the decomposition with the CPU flash kernels.
+
+    The backward of every part reuses the kernels' own backward with the *merged* output and
+    log-sum-exp, which gives each part's exact contribution to the gradient of the whole
+    softmax (as in split-KV FlashAttention)."""
+
+    @staticmethod
+    def forward(ctx, q: Tensor, k: Tensor, v: Tensor, plan: _BlocksPlan,
+                scale: float) -> Tensor:
+        n, h, d = q.shape
+        order = plan.order
+        single = plan.kk == 1
+        toks, outs, lses = [], [], []
+        spans = plan.spans
+        ldt = torch.float32 if q.dtype in (torch.float16, torch.bfloat16) else q.dtype  # lse
+        if plan.padded is not None:  # one batched causal call over padded buckets
+            nbk, cmax, src, dst = plan.padded
+            o, lse = _aten.flash_forward(
+                *(x.view(n, h * d).index_select(0, src).view(nbk, cmax, h, d).transpose(1, 2)
+                  for x in (q, k, v)), True, scale=scale)
+            out = q.new_empty(n + 1, h, d).index_copy_(
+                0, dst, o.transpose(1, 2).reshape(-1, h, d))[:n]
+            la = lse.new_empty(n + 1, h).index_copy_(0, dst,
+                                                     lse.transpose(1, 2).reshape(-1, h))[:n]
+            spans = []
+        else:
+            # one gather per tensor into bucket order; each bucket is then a contiguous span
+            qs, ks, vs = (x.view(n, h * d).index_select(0, order).view(-1, h, d)
+                          for x in (q, k, v))
+            if single:  # each token in exactly one bucket: part A lands directly in `out`
+                out, la = q.new_empty(n, h, d), q.new_empty(n, h, dtype=ldt)
+        for st, c, g in spans:
+            sl = slice(st, st + c)
+            idx = order[sl]
+            qb, kb, vb = _heads_first(qs[sl]), _heads_first(ks[sl]), _heads_first(vs[sl])
+            for s, e, lk, bias, row_any in plan.bucket_chunks(idx, g, q.dtype):
+                o, lse = _aten.flash_forward(qb[:, :, s:e], kb[:, :, :lk], vb[:, :, :lk],
+                                             plan.causal and bias is None, attn_mask=bias,
+                                             scale=scale)
+                o, lse = o[0].transpose(0, 1), lse[0].transpose(0, 1)  # [c, H, D], [c, H]
+                if single:
+                    out.index_copy_(0, idx, o)
+                    la.index_copy_(0, idx, lse)
+                else:
+                    toks.append(idx[s:e])
+                    outs.append(o)
+                    lses.append(_lse_to_rows(lse, row_any))
+        lse_all = q.new_empty(n, h, dtype=ldt) if single else None
+        for seg in plan.segments:
+            rows = slice(seg.q0, seg.q0 + seg.nb * seg.bq)
+            qw = q[rows].view(seg.nb, seg.bq, h, d).transpose(1, 2)
+            kw = _windows(k, seg.k0, seg.nb, seg.bq, seg.lk).transpose(1, 2)
+            vw = _windows(v, seg.k0, seg.nb, seg.bq, seg.lk).transpose(1, 2)
+            ob, lb = _aten.flash_forward(qw, kw, vw, False, attn_mask=seg.bias, scale=scale)
+            ob = ob.transpose(1, 2).reshape(-1, h, d)
+            lb = lb.transpose(1, 2).reshape(-1, h).masked_fill(~seg.row_any.unsqueeze(-1),
+                                                               float("-inf"))
+            if single:  # exact in-place merge: o = o_A + w_B (o_B - o_A), w_B = e^{lB - L}
+                lr = torch.logaddexp(la[rows], lb)
+                lse_all[rows] = lr
+                out[rows].lerp_(ob, torch.exp(lb - lr).unsqueeze(-1).to(out.dtype))
+            else:
+                toks.append(torch.arange(seg.q0, rows.stop, device=q.device))
+                outs.append(ob)
+                lses.append(lb)
+        if not single:
+            out, lse_all = _merge_parts(n, torch.cat(toks), torch.cat(outs), torch.cat(lses))
+        ctx.save_for_backward(q, k, v, out, lse_all)
+        ctx.plan, ctx.scale = plan, scale
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_out: Tensor):
+        q, k, v, out, lse = ctx.saved_tensors
+        plan, scale = ctx.plan, ctx.scale
+        n, h, d = q.shape
+        grad_out = grad_out.contiguous()
+        order = plan.order
+        qs, ks, vs, os, gs = (x.reshape(n, h * d).index_select(0, order).view(-1, h, d)
+                              for x in (q, k, v, out, grad_out))
+        ls = lse.index_select(0, order)
+        dqs, dks, dvs = torch.zeros_like(qs), torch.zeros_like(ks), torch.zeros_like(vs)
+        for st, c, g in plan.spans:
+            sl = slice(st, st + c)
+            qb, kb, vb, ob, gb = (_heads_first(x[sl]) for x in (qs, ks, vs, os, gs))
+            lb = ls[sl].t().unsqueeze(0)
+            for s, e, lk, bias, _ in plan.bucket_chunks(order[sl], g, q.dtype):
+                gq, gk, gv = _aten.flash_backward(gb[:, :, s:e], qb[:, :, s:e], kb[:, :, :lk],
+                                                  vb[:, :, :lk], ob[:, :, s:e],
+                                                  lb[:, :, s:e].contiguous(),
+                                                  plan.causal and bias is None,
+                                                  attn_mask=bias, scale=scale)
+                dqs[sl][s:e] += gq[0].transpose(0, 1)
+                dks[sl][:lk] += gk[0].transpose(0, 1)
+                dvs[sl][:lk] += gv[0].transpose(0, 1)
+        dq = torch.zeros_like(q).index_add_(0, order, dqs)
+        dk = torch.zeros_like(k).index_add_(0, order, dks)
+        dv = torch.zeros_like(v).index_add_(0, order, dvs)
+        for seg in plan.segments:
+            rows = slice(seg.q0, seg.q0 + seg.nb * seg.bq)
+
+            def blk(x: Tensor) -> Tensor:
+                return x[rows].view(seg.nb, seg.bq, h, d).transpose(1, 2)
+
+            kw = _windows(k, seg.k0, seg.nb, seg.bq, seg.lk).transpose(1, 2)
+            vw = _windows(v, seg.k0, seg.nb, seg.bq, seg.lk).transpose(1, 2)
+            lb = lse[rows].view(seg.nb, seg.bq, h).transpose(1, 2).contiguous()
+            gq, gk, gv = _aten.flash_backward(blk(grad_out), blk(q), kw, vw, blk(out), lb,
+                                              False, attn_mask=seg.bias, scale=scale)
+            dq[rows] += gq.transpose(1, 2).reshape(-1, h, d)
+            kidx = (seg.k0 + seg.bq * torch.arange(seg.nb, device=q.device).view(-1, 1)
+                    + torch.arange(seg.lk, device=q.device).view(1, -1)).view(-1)
+            dk.index_add_(0, kidx, gk.transpose(1, 2).reshape(-1, h, d))
+            dv.index_add_(0, kidx, gv.transpose(1, 2).reshape(-1, h, d))
+        return dq, dk, dv, None, None
+
+
+def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window: int,
+                           batch: Optional[Tensor] = None, causal: bool = True,
+                           num_groups: Optional[int] = None,
+                           fused: Optional[bool] = None) -> Tensor:
+    r"""The paper's decomposition (same-group attention + cross-group window band, merged
+    through log-sum-exps), exact for any top-:math:`k` and any batch of sequences.
+
+    On CPU it runs the fused flash-attention kernels (which return the log-sum-exp) once per
+    non-empty (sequence, group) bucket on group-sorted tokens, with ``is_causal`` and no mask
+    for top-:math:`k = 1` (causal, with buckets of similar size: all buckets in one batched
+    call padded to the largest, see :data:`PAD_RATIO`), and the band as one batched call over query blocks of
+    :data:`BAND_BLOCK` tokens against their ``BAND_BLOCK + w`` keys (overlapping strided
+    views, no copy) with an additive mask, plus two small calls for the first :math:`w` and
+    the last few queries. For top-:math:`k = 1` the two parts are merged in place,
+    :math:`\mathbf{o} = \mathbf{o}_A + e^{\ell_B - L} (\mathbf{o}_B - \mathbf{o}_A)` with
+    :math:`L = \log(e^{\ell_A} + e^{\ell_B})`. On CUDA (with ``fused`` left to
+    :obj:`None`) it runs :func:`~quest_geometric.nn.focus.flex.focus_flex_attention`, one
+    block-sparse FlexAttention call on group-sorted tokens with the same semantics, when
+    FlexAttention is available and :math:`K \le 62`; elsewhere (or with ``fused=False``) it
+    runs :func:`focus_blocks_reference`.
+
+    Args:
+        q, k, v (torch.Tensor): ``[N, H, D]``.
+        groups (torch.Tensor): ``[N, top_k]`` hard group ids.
+        window (int): local window :math:`w`.
+        batch (torch.Tensor, optional): sorted sequence ids (default: :obj:`None`).
+        causal (bool): causal attention (default: :obj:`True`).
+        num_groups (int, optional): :math:`K` (default: ``groups.max() + 1``).
+        fused (bool, optional): force (``True``) or forbid (``False``) the fused kernels
+            (default: :obj:`None`, fused when available on the device and dtype).
+
+    Returns:
+        torch.Tensor: ``[N, H, D]``.
+
+    Raises:
+        TypeError: for non-floating :obj:`q`, :obj:`k`, :obj:`v` or non-long :obj:`groups`.
+        ValueError: for bad shapes, a negative :obj:`window`, a bad :obj:`batch` or group
+            ids outside :math:`[0, K)` (which would otherwise fall into another sequence's
+            buckets).
+    """
+    groups, kgroups = check_hard_args(q, k, v, groups, window, batch, num_groups)
+    n = q.size(0)
+    can_fuse = (_aten.FLASH_AVAILABLE and q.device.type == "cpu"
+                and q.dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16))
+    if (fused is None and n > 0 and q.device.type == "cuda" and FLEX_AVAILABLE
+            and kgroups <= MAX_FLEX_GROUPS):
+        return focus_flex_attention(q, k, v, groups, window, batch, causal, kgroups)
+    if fused is None:
+        fused = can_fuse
+    elif fused and not can_fuse:
+        raise ValueError("focus_blocks_attention: the fused path needs CPU tensors and the "
+                         "aten flash kernels of this PyTorch build")
+    if not fused or n == 0:
+        return focus_blocks_reference(q, k, v, groups, window, batch, causal, kgroups)
+    seq, nseq = seq_layout(batch, n, q.device)
+    plan = _BlocksPlan(groups.long(), seq, nseq, kgroups, window, causal, q.dtype)
+    return _FocusBlocksFunction.apply(q.contiguous(), k.contiguous(), v.contiguous(), plan,
+                                      1.0 / math.sqrt(q.size(-1)))
+

@@ -1,0 +1,663 @@
+r"""Compose Focus sparse attention onto a pretrained model (centroid-only retrofit).
+
+:func:`compose_focus` wraps every attention layer of a model that an adapter of
+:mod:`quest_geometric.adapters` recognises in a :class:`FocusComposed` module that keeps the
+layer's own query/key/value/output projections (the very same parameter objects, never
+copies) and adds one :class:`~quest_geometric.nn.focus.router.FocusRouter` per layer, inside a
+:class:`~quest_geometric.nn.focus.module.FocusAttention`. Every original weight is frozen,
+so training touches only :math:`\mathbf{W}_g` and the centroids (the paper's "composable"
+setting, Yao et al., arXiv 2604.03260). :func:`decompose` puts the original modules back (the
+same objects) and restores their ``requires_grad`` flags.
+
+Recognised attention classes (:func:`~quest_geometric.adapters.supported_attention_types`):
+CharGPT's :class:`~quest_geometric.models.char_gpt.CausalSelfAttention`; Hugging Face
+``GPT2Attention``, ``GPTNeoXAttention`` and the Llama family (``LlamaAttention``,
+``MistralAttention``, ``Qwen2Attention``, e.g. SmolLM2); PyTorch's
+:class:`torch.nn.MultiheadAttention` (e.g. inside PyG's ``GPSConv``). Another class is taught
+with one :func:`~quest_geometric.adapters.register_attention_adapter` call.
+
+What a composed model supports with Focus on:
+
+* **padded batches** through ``attention_mask`` (left or right padding, with the model's
+  ``position_ids``): padding tokens are dropped before routing (PyG style: the real tokens of
+  all sequences are laid out flat with a ``batch`` vector), so they neither enter the router's
+  prefix statistics nor are attended, and each sequence gives what it gives alone;
+* **cached generation** (``generate(use_cache=True)``): each cached token's hard groups and
+  the router's running Sinkhorn statistics are kept beside the cache
+  (:mod:`quest_geometric.nn.focus.decode`), each new token is routed from the prefix only and
+  attends to its window plus the cached tokens that share one of its groups;
+* **saving**: the state dict keeps the original module's parameter names, so
+  ``save_pretrained`` / ``from_pretrained`` of the base class reloads the original weights
+  exactly; :func:`save_routers` / :func:`load_routers` store and restore the routers.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import torch
+from torch import Tensor, nn
+
+from quest_geometric.adapters import (
+    AttentionAdapter,
+    AttentionCall,
+    get_attention_adapter,
+    register_attention_adapter,
+    repeat_kv,
+    supported_attention_types,
+)
+from quest_geometric.nn.focus.decode import (
+    FocusDecodeState,
+    focus_decode_attention,
+    route_step,
+    sinkhorn_prefix_state,
+)
+from quest_geometric.nn.focus.module import FocusAttention
+
+__all__ = ["compose_focus", "decompose", "FocusComposed", "set_focus_enabled", "focus_disabled",
+           "set_focus_options", "focus_layers", "router_parameters", "save_routers",
+           "load_routers", "SUPPORTED_ATTENTION", "ROUTERS_FILE"]
+
+#: Names of the attention module types recognised when this module was imported (the live
+#: list, including user registrations, is
+#: :func:`quest_geometric.adapters.supported_attention_types`).
+SUPPORTED_ATTENTION: Tuple[str, ...] = tuple(supported_attention_types())
+#: File name :func:`save_routers` writes in a checkpoint folder.
+ROUTERS_FILE = "focus_routers.pt"
+_CACHE_ATTR = "_quest_focus_states"
+
+
+def _composable(module: nn.Module) -> Optional[AttentionAdapter]:
+    a = get_attention_adapter(module)
+    if a is None or a.probe_only or not a.can_compose(module):
+        return None
+    return a
+
+
+def _prescale(q: Tensor, scaling: float, d: int) -> Tensor:
+    r"""Fold a module's softmax scaling into the queries: Focus divides by :math:`\sqrt{D}`."""
+    factor = scaling * math.sqrt(d)
+    return q if factor == 1.0 else q * factor
+
+
+def _cache_states(cache: Any) -> Dict[int, FocusDecodeState]:
+    """The Focus states kept on a KV cache object (created on first use; beam search's
+    ``reorder_cache`` reorders them too, ``crop`` is refused)."""
+    states = getattr(cache, _CACHE_ATTR, None)
+    if states is None:
+        states = {}
+        setattr(cache, _CACHE_ATTR, states)
+        if hasattr(cache, "reorder_cache"):
+            inner = cache.reorder_cache
+
+            def reorder_cache(beam_idx: Tensor, *a: Any, **kw: Any) -> Any:
+                for key in list(states):
+                    states[key] = states[key].select(beam_idx.to(states[key].pos.device))
+                return inner(beam_idx, *a, **kw)
+
+            cache.reorder_cache = reorder_cache
+        if hasattr(cache, "crop"):
+            def crop(*a: Any, **kw: Any) -> Any:
+                raise NotImplementedError(
+                    "compose_focus: cropping a KV cache (assisted or speculative decoding) is "
+                    "not supported with Focus enabled: the router's prefix statistics cannot "
+                    "be rewound; disable Focus or use plain generate()")
+
+            cache.crop = crop
+    return states
+
+
+# --------------------------------------------------------------------------------------
+# the wrapper
+# --------------------------------------------------------------------------------------
+
+
+class FocusComposed(nn.Module):
+    r"""A pretrained attention module with a Focus router composed onto it.
+
+    The wrapped module is kept as :attr:`original`; its parameters are the model's own and,
+    in the state dict, keep the names they had before composition (``<path>.q_proj.weight``,
+    not ``<path>.original.q_proj.weight``), so a checkpoint of the composed model loads into
+    the base model. :attr:`focus` is a :class:`~quest_geometric.nn.focus.module.FocusAttention`
+    whose only parameters are the router's (``<path>.focus.router.*``). Each call goes through
+    the module's :class:`~quest_geometric.adapters.AttentionAdapter`:
+
+    1. parse the call (hidden states, padding mask, rotary embeddings, KV cache);
+    2. project the new tokens to per-head queries, keys and values exactly as the module
+       does (rotary embeddings applied; grouped-query keys and values repeated to the query
+       heads; the module's own scaling folded into the queries) and store keys and values
+       in the cache as the module would;
+    3. drop padding tokens, route the real tokens of each sequence and attend with Focus
+       (:meth:`FocusAttention.attend <quest_geometric.nn.focus.module.FocusAttention.attend>`);
+       for a call that continues a cache, route the new tokens from the stored prefix
+       statistics and attend to the keys Focus lets them see
+       (:mod:`quest_geometric.nn.focus.decode`);
+    4. apply the module's output projection and return what the module returns.
+
+    Attention-probability dropout of the original is not applied on the Focus path. With
+    Focus disabled (``focus.enabled = False``, see :func:`set_focus_enabled`) the call is
+    forwarded to :attr:`original` unchanged, so the model is exactly the original one.
+
+    Args:
+        module (torch.nn.Module): the attention module to wrap (a recognised type).
+        causal (bool, optional): causal attention and prefix-causal routing; must agree with
+            a causal module, is required for a module that does either
+            (:class:`torch.nn.MultiheadAttention`) (default: :obj:`None`, the module's own).
+        **focus_kwargs: :class:`FocusAttention` arguments (``num_groups``, ``top_k``,
+            ``window``, ``group_dim``, ``tau``, ``sinkhorn_iters``, ``gate``, ``backend``...).
+
+    Shapes:
+        - **input:** the original module's forward arguments (hidden states
+          :math:`(B, T, C)`)
+        - **output:** the original module's return structure (a tensor for CharGPT, a tuple
+          ``(out, None)`` for the Hugging Face modules and ``MultiheadAttention``)
+    """
+
+    def __init__(self, module: nn.Module, causal: Optional[bool] = None,
+                 **focus_kwargs: Any) -> None:
+        nn.Module.__init__(self)  # not super(): see _wrapper_class
+        adapter = _composable(module)
+        if adapter is None:
+            raise ValueError(f"FocusComposed: unsupported attention module "
+                             f"{type(module).__name__}; supported: "
+                             f"{supported_attention_types()}")
+        if adapter.causal is None:
+            if causal is None:
+                raise ValueError(f"FocusComposed: {type(module).__name__} attends causally or "
+                                 f"not depending on its use; pass causal=True or causal=False")
+        elif causal is not None and bool(causal) != adapter.causal:
+            raise ValueError(f"FocusComposed: {type(module).__name__} is "
+                             f"{'causal' if adapter.causal else 'bidirectional'} attention; "
+                             f"causal={causal!r} contradicts it")
+        causal = adapter.causal if adapter.causal is not None else bool(causal)
+        lay = adapter.heads(module)
+        if lay.num_heads % lay.num_kv_heads:
+            raise ValueError(f"FocusComposed: {lay.num_kv_heads} key/value heads do not divide "
+                             f"{lay.num_heads} query heads")
+        self.adapter = adapter
+        self.layout = lay
+        self.original = module
+        # the router reads the hidden states; q, k, v come from the adapter (attend())
+        self.focus = FocusAttention.from_projections(
+            qkv=_no_projection, out_proj=None, num_heads=lay.num_heads,
+            embed_dim=lay.embed_dim, causal=causal, **focus_kwargs)
+        self._register_state_dict_hook(_drop_original_prefix)
+        self._register_load_state_dict_pre_hook(_add_original_prefix, with_module=True)
+
+    @property
+    def router(self) -> nn.Module:
+        """The :class:`~quest_geometric.nn.focus.router.FocusRouter` of this layer."""
+        return self.focus.router
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        if not self.focus.enabled or self.focus.gate is None:
+            return self.original(*args, **kwargs)
+        a, m, lay = self.adapter, self.original, self.layout
+        call = a.parse(m, args, kwargs)
+        if call.causal is not None and bool(call.causal) != self.focus.causal:
+            raise ValueError(
+                f"compose_focus ({type(m).__name__}): the call asks for "
+                f"{'causal' if call.causal else 'bidirectional'} attention (its attention "
+                f"mask) but the layer was composed with causal={self.focus.causal}; compose "
+                f"with causal={bool(call.causal)}")
+        x = call.hidden
+        if x.dim() != 3:
+            raise ValueError(f"FocusComposed: hidden states must be [B, T, C], got "
+                             f"{list(x.shape)}")
+        q, k, v = a.project(m, call)
+        k_all, v_all = a.update_cache(m, call, k, v)
+        if call.cache_len == 0:
+            o = self._prefix(x, q, k, v, call)
+        else:
+            o = self._continue(x, q, k_all, v_all, call)
+        b, t = x.shape[:2]
+        y = a.output(m, o.transpose(1, 2).reshape(b, t, lay.num_heads * lay.head_dim))
+        return a.finish(m, y, call)
+
+    def _prefix(self, x: Tensor, q: Tensor, k: Tensor, v: Tensor,
+                call: AttentionCall) -> Tensor:
+        """Focus over whole sequences (no cached prefix); padding dropped. ``[B, H, T, D]``."""
+        lay = self.layout
+        b, t, c = x.shape
+        h, d = lay.num_heads, lay.head_dim
+        rep = h // lay.num_kv_heads
+        q = _prescale(q, self.adapter.scaling(self.original), d)
+        k, v = repeat_kv(k, rep), repeat_kv(v, rep)
+        flat = [z.transpose(1, 2).reshape(b * t, h, d) for z in (q, k, v)]
+        valid = call.valid[:, -t:] if call.valid is not None else None
+        seq = torch.arange(b, device=x.device).repeat_interleave(t)
+        xf = x.reshape(b * t, c)
+        if valid is not None:
+            sel = valid.reshape(-1)
+            xf, seq = xf[sel], seq[sel]
+            flat = [z[sel] for z in flat]
+        batch = seq if b > 1 else None
+        of, rout = self.focus.attend(xf, *flat, batch=batch)
+        if valid is None:
+            o = of.view(b, t, h, d)
+        else:
+            o = of.new_zeros(b * t, h, d)
+            o[valid.reshape(-1)] = of
+            o = o.view(b, t, h, d)
+        if call.cache is not None:
+            self._start_state(call, xf, batch, rout.groups, valid, b, t)
+        return o.transpose(1, 2)
+
+    def _start_state(self, call: AttentionCall, xf: Tensor, batch: Optional[Tensor],
+                     groups: Tensor, valid: Optional[Tensor], b: int, t: int) -> None:
+        from torch_geometric.utils import to_dense_batch
+
+        router = self.focus.router
+        scores = router.scores(xf)
+        if batch is None:
+            dense, dvalid = scores.unsqueeze(0), None
+        else:
+            dense, dvalid = to_dense_batch(scores, batch, batch_size=b)
+        col = sinkhorn_prefix_state(dense, dvalid, router.sinkhorn_iters)
+        kk = groups.size(-1)
+        valid = valid if valid is not None else torch.ones(b, t, dtype=torch.bool,
+                                                           device=xf.device)
+        g = groups.new_full((b * t, kk), -1)
+        g[valid.reshape(-1)] = groups
+        state = FocusDecodeState(g.new_empty(b, 0, kk), g.new_empty(b, 0),
+                                 col, torch.zeros(b, dtype=torch.long, device=xf.device))
+        state.append(g.view(b, t, kk), valid)
+        _cache_states(call.cache)[id(self)] = state
+
+    def _continue(self, x: Tensor, q: Tensor, k_all: Tensor, v_all: Tensor,
+                  call: AttentionCall) -> Tensor:
+        """New tokens after a cached prefix: route from the stored statistics, attend to the
+        keys Focus lets them see. ``[B, H, T, D]``."""
+        who = f"compose_focus ({type(self.original).__name__})"
+        state = _cache_states(call.cache).get(id(self))
+        if state is None:
+            raise ValueError(f"{who}: the KV cache holds {call.cache_len} tokens that this "
+                             f"Focus layer did not route (it was filled with Focus disabled or "
+                             f"by another model); start from an empty cache with Focus enabled")
+        if self.focus.training:
+            raise ValueError(f"{who}: cached decoding with Focus runs the hard (inference) "
+                             f"path; call model.eval() first")
+        b, t = x.shape[:2]
+        if state.pos.size(1) != call.cache_len:
+            raise ValueError(f"{who}: the cache holds {call.cache_len} tokens but the Focus "
+                             f"state {state.pos.size(1)}; was the cache cropped or reused?")
+        valid = (call.valid[:, -t:] if call.valid is not None
+                 else torch.ones(b, t, dtype=torch.bool, device=x.device))
+        route_step(self.focus.router, x, state, valid)
+        return focus_decode_attention(q, k_all, v_all, state, self.focus.window,
+                                      self.adapter.scaling(self.original))
+
+    def __repr__(self) -> str:
+        f = self.focus
+        return (f"{self.__class__.__name__}({type(self.original).__name__}, "
+                f"num_groups={f.num_groups}, top_k={f.router.top_k}, window={f.window}, "
+                f"backend={f.backend!r}, gate={f.gate!r}, enabled={f.enabled})")
+
+
+_TYPED: Dict[type, type] = {}
+
+
+def _read_through(self: nn.Module, name: str) -> Any:
+    """``__getattr__`` of a keep-type wrapper: its own parameters, buffers and submodules,
+    then the original module's attributes (``batch_first``, ``in_proj_weight``...)."""
+    try:
+        return nn.Module.__getattr__(self, name)
+    except AttributeError:
+        original = self.__dict__.get("_modules", {}).get("original")
+        if original is None:
+            raise
+        return getattr(original, name)
+
+
+def _typed_class(cls: type) -> type:
+    """The subclass of :class:`FocusComposed` and ``cls`` (created once per class)."""
+    if cls not in _TYPED:
+        name = f"FocusComposed{cls.__name__}"
+        _TYPED[cls] = type(name, (FocusComposed, cls), {
+            "__getattr__": _read_through, "__setstate__": nn.Module.__setstate__,
+            "__reduce_ex__": _reduce_typed, "_keep_type_of": cls,
+            "__module__": __name__, "__qualname__": name,
+            "__doc__": f"A :class:`FocusComposed` that is also a ``{cls.__name__}``."})
+    return _TYPED[cls]
+
+
+def _new_typed(cls: type) -> nn.Module:
+    return object.__new__(_typed_class(cls))
+
+
+def _reduce_typed(self: nn.Module, protocol: int) -> Any:
+    # pickled through the original's class, which pickles by reference
+    return _new_typed, (type(self)._keep_type_of,), self.__dict__
+
+
+def _wrapper_class(adapter: AttentionAdapter, module: nn.Module) -> type:
+    """:class:`FocusComposed`, or for an adapter with ``keep_type`` a subclass of it and of
+    the module's class (so that ``isinstance(layer, type(module))`` still holds, e.g. for
+    ``GPSConv``'s check on ``MultiheadAttention``); :class:`FocusComposed` comes first in its
+    MRO, the original's attributes are read through."""
+    return _typed_class(type(module)) if adapter.keep_type else FocusComposed
+
+
+class _ComposedProbeAdapter(AttentionAdapter):
+    """Probe a composed layer through its original module's adapter: the same queries and
+    keys (the Focus path projects them the same way); the logit ranks and the entropy are
+    those of the original dense attention over them."""
+
+    probe_only = True
+
+    def qk_view(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]) -> Any:
+        return module.adapter.qk_view(module.original, args, kwargs)
+
+
+register_attention_adapter(FocusComposed, _ComposedProbeAdapter(), builtin=True)
+
+
+def _no_projection(x: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    raise RuntimeError("FocusComposed: queries, keys and values come from the adapter; "
+                       "call the composed module, not its FocusAttention")
+
+
+def _drop_original_prefix(module: nn.Module, state_dict: Dict[str, Any], prefix: str,
+                          local_metadata: Any) -> None:
+    """State-dict hook: ``<prefix>original.<name>`` -> ``<prefix><name>`` (the names the
+    module's parameters had before composition)."""
+    inner = prefix + "original."
+    for key in [k for k in state_dict if k.startswith(inner)]:
+        state_dict[prefix + key[len(inner):]] = state_dict.pop(key)
+
+
+def _add_original_prefix(module: nn.Module, state_dict: Dict[str, Any], prefix: str,
+                         *args: Any) -> None:
+    """Load pre-hook, the inverse of :func:`_drop_original_prefix` (also accepts the
+    ``original.``-prefixed names of older checkpoints)."""
+    for key in [k for k in state_dict if k.startswith(prefix)]:
+        rest = key[len(prefix):]
+        if rest.startswith("original.") or rest.startswith("focus."):
+            continue
+        state_dict[prefix + "original." + rest] = state_dict.pop(key)
+
+
+# --------------------------------------------------------------------------------------
+# compose / decompose and switches
+# --------------------------------------------------------------------------------------
+
+_STATE_ATTR = "_focus_composition"
+
+
+def compose_focus(model: nn.Module, num_groups: int = 4, top_k: int = 2, window: int = 128,
+                  group_dim: int = 16, tau: float = 0.1, sinkhorn_iters: int = 10,
+                  gate: Optional[str] = "additive", backend: str = "blocks",
+                  freeze: bool = True, causal: Optional[bool] = None,
+                  **focus_kwargs: Any) -> nn.Module:
+    r"""Compose Focus sparse attention onto every supported attention layer of
+    :obj:`model`, in place (centroid-only retrofit of Yao et al., arXiv 2604.03260).
+
+    Each attention layer becomes a :class:`FocusComposed` that reuses the layer's own
+    projections and adds a router with
+    :math:`d \cdot d_g + K d_g` parameters, so the whole model gains
+
+    .. math::
+        L \, (d \, d_g + K \, d_g)
+
+    trainable parameters (GPT-2 124M, :math:`d_g = 16`, :math:`K = 4`: 148,224). In
+    inference token :math:`i` attends to the causal pairs with :math:`i - j \le w` or a shared
+    hard group; in training the soft gate of ``gate`` applies (see
+    :class:`~quest_geometric.nn.focus.module.FocusAttention`). Routing is prefix-causal.
+
+    Args:
+        model (torch.nn.Module): a model containing recognised attention modules
+            (:func:`~quest_geometric.adapters.supported_attention_types`).
+        num_groups (int): groups :math:`K` (default: :obj:`4`, the paper's retrofit).
+        top_k (int): hard groups per token, :math:`1..K` (default: :obj:`2`).
+        window (int): local window :math:`w \ge 0` (default: :obj:`128`).
+        group_dim (int): routing dimension :math:`d_g` (default: :obj:`16`).
+        tau (float): Sinkhorn temperature (default: :obj:`0.1`).
+        sinkhorn_iters (int): Sinkhorn iterations (default: :obj:`10`).
+        gate (str, optional): ``'additive'`` or ``'multiplicative'`` soft gate
+            (default: :obj:`'additive'`).
+        backend (str): hard back-end, ``'blocks'``, ``'edges'`` or ``'dense'``
+            (default: :obj:`'blocks'`).
+        freeze (bool): set ``requires_grad=False`` on every parameter of :obj:`model` that
+            existed before (the flags are restored by :func:`decompose`), so only the routers
+            train (default: :obj:`True`).
+        causal (bool, optional): causal attention and prefix-causal routing. Decoder
+            attention (CharGPT, GPT-2, GPT-NeoX, the Llama family) is causal and refuses
+            ``False``; :class:`torch.nn.MultiheadAttention` does either and needs it
+            (``causal=False`` for the global attention of PyG's ``GPSConv``: Focus over each
+            graph's nodes, non-causal routing, ``window=0`` allowed) (default: :obj:`None`,
+            each module's own).
+        **focus_kwargs: further :class:`FocusAttention` arguments (``gate_scale``,
+            ``gate_bias``).
+
+    Returns:
+        torch.nn.Module: :obj:`model` itself.
+
+    Raises:
+        ValueError: if :obj:`model` holds no supported attention layer (the message lists the
+            supported types), is already composed, or an argument is invalid.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"compose_focus: 'model' must be a torch.nn.Module, got "
+                        f"{type(model).__name__}")
+    if getattr(model, _STATE_ATTR, None) is not None or any(
+            isinstance(m, FocusComposed) for m in model.modules()):
+        raise ValueError("compose_focus: the model is already composed; call decompose(model) "
+                         "first")
+    if isinstance(num_groups, bool) or not isinstance(num_groups, int) or num_groups < 1:
+        raise ValueError(f"compose_focus: 'num_groups' must be a positive int, got "
+                         f"{num_groups!r}")
+    if not isinstance(top_k, int) or not 1 <= top_k <= num_groups:
+        raise ValueError(f"compose_focus: 'top_k' must be an int in 1..num_groups={num_groups}, "
+                         f"got {top_k!r}")
+    targets: List[Tuple[nn.Module, str, nn.Module]] = []
+    for parent in model.modules():
+        for name, child in parent.named_children():
+            if _composable(child) is not None and not any(
+                    child is t or _contains(t, child) for _, _, t in targets):
+                targets.append((parent, name, child))
+    if not targets:
+        found = sorted({type(m).__name__ for m in model.modules() if "attn" in
+                        type(m).__name__.lower() or "attention" in type(m).__name__.lower()})
+        raise ValueError(
+            f"compose_focus: {type(model).__name__} has no supported attention layer "
+            f"(attention-like modules found: {found or 'none'}); supported: "
+            f"{supported_attention_types()}")
+    flags = [(p, p.requires_grad) for p in model.parameters()]
+    kwargs = dict(num_groups=num_groups, top_k=top_k, window=window, group_dim=group_dim,
+                  tau=tau, sinkhorn_iters=sinkhorn_iters, gate=gate, backend=backend,
+                  **focus_kwargs)
+    ref = next(iter(model.parameters()), None)
+    wrappers = []
+    for parent, name, child in targets:
+        w = _wrapper_class(_composable(child), child)(child, causal=causal, **kwargs)
+        w.train(child.training)  # follow the model's current mode
+        if ref is not None:
+            w.focus.router.to(device=ref.device, dtype=ref.dtype if ref.is_floating_point()
+                              else None)
+        wrappers.append((parent, name, w))
+    for parent, name, w in wrappers:  # all built (any refusal came first): swap them in
+        setattr(parent, name, w)
+    if freeze:
+        for p, _ in flags:
+            p.requires_grad_(False)
+    object.__setattr__(model, _STATE_ATTR, {"wrappers": wrappers, "flags": flags,
+                                             "config": dict(kwargs, causal=causal)})
+    return model
+
+
+def _contains(outer: nn.Module, inner: nn.Module) -> bool:
+    return any(m is inner for m in outer.modules())
+
+
+def decompose(model: nn.Module) -> nn.Module:
+    r"""Undo :func:`compose_focus`: put every original attention module (the same object)
+    back in place and restore the ``requires_grad`` flags the parameters had before.
+
+    Args:
+        model (torch.nn.Module): a model returned by :func:`compose_focus`.
+
+    Returns:
+        torch.nn.Module: :obj:`model` itself.
+
+    Raises:
+        ValueError: if :obj:`model` was not composed.
+    """
+    state = getattr(model, _STATE_ATTR, None)
+    if state is None:
+        raise ValueError("decompose: the model was not composed with compose_focus")
+    for parent, name, w in state["wrappers"]:
+        setattr(parent, name, w.original)
+    for p, flag in state["flags"]:
+        p.requires_grad_(flag)
+    object.__delattr__(model, _STATE_ATTR)
+    return model
+
+
+def focus_layers(model: nn.Module) -> List[FocusAttention]:
+    r"""Every :class:`FocusAttention` of :obj:`model`: the ones composed by
+    :func:`compose_focus` and native ones (e.g. ``CharGPT(attention='focus')``)."""
+    return [m for m in model.modules() if isinstance(m, FocusAttention)]
+
+
+def router_parameters(model: nn.Module) -> Iterator[nn.Parameter]:
+    r"""The router parameters (:math:`\mathbf{W}_g` and centroids) of every Focus layer."""
+    for f in focus_layers(model):
+        yield from f.router.parameters()
+
+
+def set_focus_enabled(model: nn.Module, enabled: bool) -> nn.Module:
+    r"""Switch Focus on or off in every Focus layer of :obj:`model`. Off, a composed layer
+    calls its original module (the model is exactly the original) and a native
+    :class:`FocusAttention` runs full causal attention."""
+    layers = focus_layers(model)
+    if not layers:
+        raise ValueError("set_focus_enabled: the model has no Focus layer")
+    for f in layers:
+        f.enabled = bool(enabled)
+    return model
+
+
+@contextlib.contextmanager
+def focus_disabled(model: nn.Module) -> Iterator[nn.Module]:
+    r"""Context manager: Focus off inside the block, the previous switches restored after."""
+    layers = focus_layers(model)
+    before = [f.enabled for f in layers]
+    try:
+        for f in layers:
+            f.enabled = False
+        yield model
+    finally:
+        for f, e in zip(layers, before):
+            f.enabled = e
+
+
+def set_focus_options(model: nn.Module, *, top_k: Optional[int] = None,
+                      backend: Optional[str] = None, window: Optional[int] = None
+                      ) -> nn.Module:
+    r"""Change the hard top-:math:`k`, the back-end or the window of every Focus layer
+    (e.g. to evaluate one trained router at top-:math:`k` = 1, 2 and :math:`K`).
+
+    Raises:
+        ValueError: for a :obj:`top_k` outside :math:`1..K`, an unknown back-end or a negative
+            window.
+    """
+    layers = focus_layers(model)
+    try:  # the layers' validated setters; all or nothing
+        before = [(f.top_k, f.backend, f.window) for f in layers]
+        for f in layers:
+            if top_k is not None:
+                f.top_k = top_k
+            if backend is not None:
+                f.backend = backend
+            if window is not None:
+                f.window = window
+    except (ValueError, TypeError) as e:
+        for f, (k, b, w) in zip(layers, before):
+            f.top_k, f.backend, f.window = k, b, w
+        raise type(e)(f"set_focus_options: {e}") from None
+    return model
+
+
+def save_routers(model: nn.Module, path: str) -> str:
+    r"""Save the routers of a composed model, and how it was composed, into the folder
+    :obj:`path` (e.g. the folder of ``model.save_pretrained(path)``) as
+    :data:`ROUTERS_FILE`.
+
+    The file holds the :func:`compose_focus` arguments and each Focus layer's router
+    state dict under the layer's module path; :func:`load_routers` recomposes a freshly
+    loaded base model with them. Written atomically (a temporary file renamed into place),
+    so an interrupted save never leaves a corrupted file.
+
+    Args:
+        model (torch.nn.Module): a model returned by :func:`compose_focus`.
+        path (str): a folder (created if missing).
+
+    Returns:
+        str: the path of the written file.
+
+    Raises:
+        ValueError: if :obj:`model` was not composed with :func:`compose_focus`.
+    """
+    state = getattr(model, _STATE_ATTR, None)
+    if state is None:
+        raise ValueError("save_routers: the model was not composed with compose_focus")
+    names = {id(m): n for n, m in model.named_modules()}
+    routers = {names[id(w)]: {k: t.detach().cpu() for k, t in w.router.state_dict().items()}
+               for _, _, w in state["wrappers"]}
+    os.makedirs(path, exist_ok=True)
+    out = os.path.join(path, ROUTERS_FILE)
+    tmp = out + ".tmp"
+    torch.save({"format": 1, "config": json.loads(json.dumps(state["config"])),
+                "routers": routers}, tmp)
+    os.replace(tmp, out)
+    return out
+
+
+def load_routers(model: nn.Module, path: str, strict: bool = True) -> nn.Module:
+    r"""Restore routers saved by :func:`save_routers`: compose :obj:`model` (if it is not
+    composed yet) with the saved :func:`compose_focus` arguments, then load every router.
+
+    The documented round trip::
+
+        model.save_pretrained(folder); save_routers(model, folder)
+        base = AutoModelForCausalLM.from_pretrained(folder)  # the original weights, exactly
+        load_routers(base, folder)  # the composed model again, bitwise
+
+    Args:
+        model (torch.nn.Module): a base model (or one already composed the same way).
+        path (str): the folder given to :func:`save_routers` (or the file itself).
+        strict (bool): require exactly the saved layers (default: :obj:`True`).
+
+    Returns:
+        torch.nn.Module: :obj:`model`, composed, with the saved routers.
+
+    Raises:
+        FileNotFoundError: if no router file exists at :obj:`path`.
+        ValueError: if the saved layers do not match the model's Focus layers.
+    """
+    file = path if os.path.isfile(path) else os.path.join(path, ROUTERS_FILE)
+    if not os.path.isfile(file):
+        raise FileNotFoundError(f"load_routers: no {ROUTERS_FILE} in {path!r} (write it with "
+                                f"save_routers(model, {path!r}))")
+    blob = torch.load(file, map_location="cpu", weights_only=True)
+    if not isinstance(blob, dict) or blob.get("format") != 1:
+        raise ValueError(f"load_routers: {file!r} is not a router file of this library")
+    if getattr(model, _STATE_ATTR, None) is None:
+        cfg = dict(blob["config"])
+        compose_focus(model, **cfg)
+    layers = {n: m for n, m in model.named_modules() if isinstance(m, FocusComposed)}
+    saved = blob["routers"]
+    if strict and set(saved) != set(layers):
+        raise ValueError(f"load_routers: the file has routers for {sorted(saved)[:4]}... "
+                         f"({len(saved)} layers) but the model's Focus layers are "
+                         f"{sorted(layers)[:4]}... ({len(layers)})")
+    for name, sd in saved.items():
+        if name in layers:
+            r = layers[name].router
+            ref = next(iter(r.parameters()))
+            r.load_state_dict({k: t.to(device=ref.device, dtype=ref.dtype)
+                               for k, t in sd.items()})
+    return model

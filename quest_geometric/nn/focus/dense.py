@@ -1,0 +1,184 @@
+r"""Focus attention computed densely: the hard-mask oracle, the soft-gated training
+attention and plain full attention.
+
+Each sequence of a PyG batch is laid out as a padded ``[B, T, ...]`` block
+(:func:`~torch_geometric.utils.to_dense_batch`) and every (query, key) pair is scored: memory
+:math:`O(B T^2)`, so these are references and the training path, not the inference fast path
+(:mod:`quest_geometric.nn.focus.blocks`).
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch_geometric.utils import to_dense_batch
+
+from quest_geometric.nn.focus._checks import (
+    check_batch,
+    check_hard_args,
+    check_qkv,
+    check_real,
+    check_window,
+    seq_layout,
+)
+
+__all__ = ["focus_dense_attention", "focus_soft_attention", "full_attention"]
+
+
+def _dense_allowed(groups: Tensor, seq: Tensor, nseq: int, window: int, causal: bool,
+                   num_groups: int) -> Tuple[Tensor, Tensor]:
+    """Dense boolean Focus mask ``[B, T, T]`` (query, key) and the valid-token mask."""
+    member = torch.zeros(groups.size(0), num_groups, device=groups.device)
+    member.scatter_(1, groups, 1.0)
+    md, valid = to_dense_batch(member, seq, batch_size=nseq)
+    t = md.size(1)
+    i = torch.arange(t, device=groups.device)
+    dist = i.view(-1, 1) - i.view(1, -1)
+    near = dist.abs() <= window
+    shared = (md @ md.transpose(1, 2)) > 0
+    allowed = (near | shared) & valid.unsqueeze(1)
+    if causal:
+        allowed = allowed & (dist >= 0)
+    return allowed | torch.eye(t, dtype=torch.bool, device=groups.device), valid
+
+
+def focus_dense_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window: int,
+                          batch: Optional[Tensor] = None, causal: bool = True,
+                          num_groups: Optional[int] = None) -> Tensor:
+    r"""Focus attention with an explicit boolean mask and
+    :func:`~torch.nn.functional.scaled_dot_product_attention` (the small-:math:`N` oracle).
+
+    Args:
+        q, k, v (torch.Tensor): ``[N, H, D]``.
+        groups (torch.Tensor): ``[N, top_k]`` hard group ids.
+        window (int): local window :math:`w`.
+        batch (torch.Tensor, optional): sorted sequence ids (default: :obj:`None`).
+        causal (bool): causal attention (default: :obj:`True`).
+        num_groups (int, optional): :math:`K` (default: ``groups.max() + 1``).
+
+    Returns:
+        torch.Tensor: ``[N, H, D]``.
+
+    Raises:
+        TypeError: for non-floating :obj:`q`, :obj:`k`, :obj:`v` or non-long :obj:`groups`.
+        ValueError: for bad shapes, a negative :obj:`window`, a bad :obj:`batch` or group
+            ids outside :math:`[0, K)`.
+    """
+    groups, kgroups = check_hard_args(q, k, v, groups, window, batch, num_groups)
+    n, h, d = q.shape
+    if n == 0:
+        return q.new_empty(0, h, d)
+    seq, nseq = seq_layout(batch, n, q.device)
+    allowed, valid = _dense_allowed(groups, seq, nseq, window, causal, kgroups)
+    qd, kd, vd = (to_dense_batch(x.reshape(n, h * d), seq, batch_size=nseq)[0]
+                  .view(nseq, -1, h, d).transpose(1, 2) for x in (q, k, v))
+    out = F.scaled_dot_product_attention(qd, kd, vd, attn_mask=allowed.unsqueeze(1))
+    return out.transpose(1, 2)[valid]
+
+
+def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: int,
+                         batch: Optional[Tensor] = None, causal: bool = True,
+                         gate: str = "additive", gate_scale: float = 10.0,
+                         gate_bias: float = 0.5) -> Tensor:
+    r"""Soft-gated dense attention over all pairs (training mode).
+
+    With :math:`s_{ij} = \mathbf{q}_i^{\top}\mathbf{k}_j/\sqrt{D}`, :math:`\lambda` the gate
+    scale and :math:`b` the gate bias, pairs outside the window
+    (:math:`|i - j| > w`) are gated by the soft memberships:
+
+    .. math::
+        \text{multiplicative (paper, Eq. 2):}\quad
+        \tilde s_{ij} = s_{ij} \cdot \sigma(\lambda\, \mathbf{g}_i^{\top}\mathbf{g}_j),
+        \qquad
+        \text{additive:}\quad
+        \tilde s_{ij} = s_{ij} + \log \sigma\bigl(\lambda (\mathbf{g}_i^{\top}\mathbf{g}_j
+        - b)\bigr).
+
+    The additive gate is a log-barrier: as :math:`\lambda \to \infty` it tends to
+    :math:`0` where :math:`\mathbf{g}_i^{\top}\mathbf{g}_j > b` and to :math:`-\infty`
+    below, i.e. to the hard mask for one-hot memberships, whereas the multiplicative gate
+    only rescales a logit (a zero logit keeps its weight, and a negative logit is even
+    *raised*), so soft training and hard inference disagree.
+
+    Args:
+        q, k, v (torch.Tensor): ``[N, H, D]``.
+        soft (torch.Tensor): soft memberships ``[N, K]``.
+        window (int): local window :math:`w \ge 0`.
+        batch (torch.Tensor, optional): sorted sequence ids (default: :obj:`None`).
+        causal (bool): causal attention (default: :obj:`True`).
+        gate (str): ``'additive'`` or ``'multiplicative'`` (default: :obj:`'additive'`).
+        gate_scale (float): :math:`\lambda`, finite (default: :obj:`10.0`).
+        gate_bias (float): :math:`b`, finite (default: :obj:`0.5`).
+
+    Returns:
+        torch.Tensor: ``[N, H, D]``.
+    """
+    check_qkv(q, k, v)
+    check_window(window)
+    if not isinstance(soft, Tensor) or not soft.is_floating_point() or soft.dim() != 2 \
+            or soft.size(0) != q.size(0):
+        raise ValueError(f"'soft' must be a floating-point [{q.size(0)}, K] tensor, got "
+                         f"{getattr(soft, 'dtype', type(soft).__name__)} "
+                         f"{list(getattr(soft, 'shape', []))}")
+    check_batch(batch, q.size(0))
+    gate_scale = check_real(gate_scale, "gate_scale")
+    gate_bias = check_real(gate_bias, "gate_bias")
+    if gate not in ("additive", "multiplicative"):
+        raise ValueError(f"'gate' must be 'additive' or 'multiplicative', got {gate!r}")
+    n, h, d = q.shape
+    seq, nseq = seq_layout(batch, n, q.device)
+    qd, valid = to_dense_batch(q.reshape(n, h * d), seq, batch_size=nseq)
+    kd = to_dense_batch(k.reshape(n, h * d), seq, batch_size=nseq)[0]
+    vd = to_dense_batch(v.reshape(n, h * d), seq, batch_size=nseq)[0]
+    sd = to_dense_batch(soft, seq, batch_size=nseq)[0]
+    t = qd.size(1)
+    qd, kd, vd = (x.view(nseq, t, h, d).transpose(1, 2) for x in (qd, kd, vd))
+    s = (qd @ kd.transpose(-1, -2)) / math.sqrt(d)  # [B, H, T, T]
+    i = torch.arange(t, device=q.device)
+    dist = i.view(-1, 1) - i.view(1, -1)
+    near = (dist.abs() <= window).unsqueeze(0)
+    sim = (sd @ sd.transpose(1, 2)).to(s.dtype)  # [B, T, T]
+    if gate == "multiplicative":
+        factor = torch.where(near, torch.ones_like(sim), torch.sigmoid(gate_scale * sim))
+        s = s * factor.unsqueeze(1)
+    elif gate == "additive":
+        add = torch.where(near, torch.zeros_like(sim),
+                          F.logsigmoid(gate_scale * (sim - gate_bias)))
+        s = s + add.unsqueeze(1)
+    else:
+        raise ValueError(f"'gate' must be 'additive' or 'multiplicative', got {gate!r}")
+    allowed = valid.unsqueeze(1).expand(-1, t, -1)
+    if causal:
+        allowed = allowed & (dist >= 0)
+    allowed = allowed | torch.eye(t, dtype=torch.bool, device=q.device)
+    s = s.masked_fill(~allowed.unsqueeze(1), float("-inf"))
+    out = torch.softmax(s, dim=-1) @ vd
+    return out.transpose(1, 2)[valid]
+
+
+def full_attention(q: Tensor, k: Tensor, v: Tensor, batch: Optional[Tensor] = None,
+                   causal: bool = True) -> Tensor:
+    r"""Plain (causal) multi-head attention per sequence, ``[N, H, D]`` in and out."""
+    n, h, d = q.shape
+    if batch is None:
+        # 4-D input: 3-D input makes CPU SDPA take the O(N^2)-memory math path
+        out = F.scaled_dot_product_attention(q.transpose(0, 1).unsqueeze(0),
+                                             k.transpose(0, 1).unsqueeze(0),
+                                             v.transpose(0, 1).unsqueeze(0), is_causal=causal)
+        return out[0].transpose(0, 1)
+    seq, nseq = seq_layout(batch, n, q.device)
+    qd, valid = to_dense_batch(q.reshape(n, h * d), seq, batch_size=nseq)
+    kd = to_dense_batch(k.reshape(n, h * d), seq, batch_size=nseq)[0]
+    vd = to_dense_batch(v.reshape(n, h * d), seq, batch_size=nseq)[0]
+    t = qd.size(1)
+    qd, kd, vd = (x.view(nseq, t, h, d).transpose(1, 2) for x in (qd, kd, vd))
+    allowed = valid.unsqueeze(1).expand(-1, t, -1)
+    if causal:
+        allowed = allowed.tril()
+    allowed = allowed | torch.eye(t, dtype=torch.bool, device=q.device)
+    out = F.scaled_dot_product_attention(qd, kd, vd, attn_mask=allowed.unsqueeze(1))
+    return out.transpose(1, 2)[valid]
+

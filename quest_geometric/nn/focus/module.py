@@ -1,0 +1,364 @@
+"""The Focus attention module: a router, projections and the choice of back-end.
+
+Reference: Yao et al., "Why Attend to Everything? Focus is the Key" /
+"Composing Sparse Attention via Learned Grouping" (arXiv 2604.03260).
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional, Tuple, Union
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from quest_geometric.nn.focus._checks import (
+    check_batch,
+    check_features,
+    check_real,
+    check_window,
+)
+from quest_geometric.nn.focus.blocks import focus_blocks_attention
+from quest_geometric.nn.focus.dense import (
+    focus_dense_attention,
+    focus_soft_attention,
+    full_attention,
+)
+from quest_geometric.nn.focus.edge_index import focus_edge_index
+from quest_geometric.nn.focus.edges import FocusEdgeAttention
+from quest_geometric.nn.focus.flex import focus_flex_attention
+from quest_geometric.nn.focus.router import FocusRouter, RouterOutput
+
+__all__ = ["FocusAttention"]
+
+#: The hard back-ends of :class:`FocusAttention`.
+BACKENDS = ("blocks", "edges", "dense", "flex")
+#: The soft gates of :class:`FocusAttention` (:obj:`None`: no Focus, full attention).
+GATES = ("additive", "multiplicative", None)
+
+
+class FocusAttention(nn.Module):
+    r"""Focus multi-head self-attention with learned grouping, from
+    `"Why Attend to Everything? Focus is the Key" <https://arxiv.org/abs/2604.03260>`_
+    (Yao et al.).
+
+    A :class:`~quest_geometric.nn.focus.router.FocusRouter` (shared by all heads) assigns every
+    token a soft membership :math:`\mathbf{g}_i` and a hard group set :math:`G_i`. In
+    inference (``eval()`` or ``hard=True``) token :math:`i` attends to
+
+    .. math::
+        \mathcal{N}(i) = \{\, j \text{ of the same sequence} : (j \le i \text{ if causal})
+        \wedge (|i - j| \le w \vee G_i \cap G_j \ne \emptyset) \,\},
+
+    computed by one of four back-ends with one semantics (they agree in outputs and
+    gradients): ``'blocks'`` (the paper's decomposition, fast; on CUDA one FlexAttention
+    call, see :func:`focus_blocks_attention`), ``'edges'`` (PyG message
+    passing over :func:`~quest_geometric.nn.focus.edge_index.focus_edge_index`, general
+    graphs), ``'dense'`` (masked SDPA, the small-:math:`N` oracle) and ``'flex'``
+    (:func:`~quest_geometric.nn.focus.flex.focus_flex_attention` on any device; on CPU
+    forward only and :math:`O(N^2)` memory, a check rather than a fast path). In training mode all
+    pairs are computed densely with a soft gate (:func:`focus_soft_attention`). With
+    ``gate=None`` or ``enabled = False`` the layer is plain full (causal) attention, in both
+    modes, with the same projections.
+
+    The options :attr:`top_k` (shared with the router), :attr:`window`, :attr:`backend`,
+    :attr:`gate`, :attr:`gate_scale` and :attr:`gate_bias` may be assigned after
+    construction: the value is validated and used from the next call on. :attr:`num_groups`
+    is fixed (assigning it raises :class:`AttributeError`). Every back-end accepts
+    :obj:`float16` and :obj:`bfloat16` (routing, log-sum-exps and merges run in
+    :obj:`float32`).
+
+    Args:
+        embed_dim (int): model width :math:`C` (input, query/key/value and output).
+        num_heads (int): heads :math:`H`; :math:`C` must be divisible by :math:`H`.
+        num_groups (int): groups :math:`K` (default: :obj:`8`).
+        group_dim (int): routing dimension :math:`d_g` (default: :obj:`16`).
+        top_k (int): hard groups per token, :math:`1..K` (default: :obj:`1`).
+        window (int): local window :math:`w \ge 0` (default: :obj:`128`).
+        backend (str): ``'blocks'``, ``'edges'``, ``'dense'`` or ``'flex'``
+            (default: :obj:`'blocks'`).
+        gate (str, optional): ``'additive'``, ``'multiplicative'`` or :obj:`None`
+            (no Focus: full attention) (default: :obj:`'additive'`).
+        causal (bool): causal attention and prefix-causal routing (default: :obj:`True`).
+        tau (float): Sinkhorn temperature, finite and positive (default: :obj:`0.1`).
+        sinkhorn_iters (int): Sinkhorn iterations (default: :obj:`10`).
+        gate_scale (float): :math:`\lambda` of the soft gate, finite (default: :obj:`10.0`).
+        gate_bias (float): :math:`b` of the additive gate, finite (default: :obj:`0.5`).
+        bias (bool): biases in the own projections (default: :obj:`True`).
+
+    Shapes:
+        - **input:** :obj:`x` :math:`(B, T, C)`, or :math:`(N, C)` with optional sorted
+          :obj:`batch` :math:`(N)`
+        - **output:** same shape as :obj:`x`; with ``return_router=True`` a tuple
+          ``(out, RouterOutput)``
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, num_groups: int = 8,
+                 group_dim: int = 16, top_k: int = 1, window: int = 128,
+                 backend: str = "blocks", gate: Optional[str] = "additive",
+                 causal: bool = True, tau: float = 0.1, sinkhorn_iters: int = 10,
+                 gate_scale: float = 10.0, gate_bias: float = 0.5, bias: bool = True) -> None:
+        super().__init__()
+        if not isinstance(embed_dim, int) or isinstance(embed_dim, bool) or embed_dim < 1:
+            raise ValueError(f"'embed_dim' must be a positive int, got {embed_dim!r}")
+        if not isinstance(num_heads, int) or num_heads < 1 or embed_dim % num_heads:
+            raise ValueError(f"'embed_dim' ({embed_dim}) must be divisible by 'num_heads' "
+                             f"({num_heads!r})")
+        if not isinstance(num_groups, int) or isinstance(num_groups, bool) or num_groups < 1:
+            raise ValueError(f"'num_groups' must be a positive int, got {num_groups!r}")
+        self.embed_dim = embed_dim
+        self.num_heads = num_heads
+        self.head_dim = embed_dim // num_heads
+        self.router = FocusRouter(embed_dim, num_groups, group_dim, tau, sinkhorn_iters, top_k,
+                                  causal)
+        self.window = window
+        self.backend = backend
+        self.gate = gate
+        self.causal = causal
+        self.gate_scale = gate_scale
+        self.gate_bias = gate_bias
+        self.enabled = True
+        self.q_proj: Optional[nn.Module] = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.k_proj: Optional[nn.Module] = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.v_proj: Optional[nn.Module] = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.out_proj: nn.Module = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.qkv: Optional[Callable[[Tensor], Tuple[Tensor, Tensor, Tensor]]] = None
+        self.edge_attention = FocusEdgeAttention()
+
+    # ---- validated options: assigning them takes effect at the next call or is refused ----
+
+    @property
+    def num_groups(self) -> int:
+        r"""The number of groups :math:`K`, fixed at construction (the router's centroids)."""
+        return self.router.num_groups
+
+    @num_groups.setter
+    def num_groups(self, value: int) -> None:
+        raise AttributeError(f"'num_groups' of {self.__class__.__name__} is fixed at "
+                             f"construction (the router has {self.router.num_groups} "
+                             f"centroids); build a new layer for another number of groups")
+
+    @property
+    def top_k(self) -> int:
+        r"""Hard groups per token, :math:`1..K`; the router's :obj:`top_k` (assigning either
+        validates the value and sets both)."""
+        return self.router.top_k
+
+    @top_k.setter
+    def top_k(self, value: int) -> None:
+        self.router.top_k = value
+
+    @property
+    def window(self) -> int:
+        r"""The local window :math:`w \ge 0`; assigning validates the value."""
+        return self._window
+
+    @window.setter
+    def window(self, value: int) -> None:
+        check_window(value)
+        self._window = value
+
+    @property
+    def backend(self) -> str:
+        r"""The hard back-end, one of ``'blocks'``, ``'edges'``, ``'dense'``, ``'flex'``;
+        assigning validates the value."""
+        return self._backend
+
+    @backend.setter
+    def backend(self, value: str) -> None:
+        if not isinstance(value, str) or value not in BACKENDS:
+            raise ValueError(f"'backend' must be one of {BACKENDS}, got {value!r}")
+        self._backend = value
+
+    @property
+    def gate(self) -> Optional[str]:
+        r"""The soft gate, ``'additive'``, ``'multiplicative'`` or :obj:`None` (full
+        attention); assigning validates the value."""
+        return self._gate
+
+    @gate.setter
+    def gate(self, value: Optional[str]) -> None:
+        if value is not None and (not isinstance(value, str) or value not in GATES):
+            raise ValueError(f"'gate' must be one of {GATES}, got {value!r}")
+        self._gate = value
+
+    @property
+    def gate_scale(self) -> float:
+        r"""The gate scale :math:`\lambda`, finite; assigning validates the value."""
+        return self._gate_scale
+
+    @gate_scale.setter
+    def gate_scale(self, value: float) -> None:
+        self._gate_scale = check_real(value, "gate_scale")
+
+    @property
+    def gate_bias(self) -> float:
+        r"""The additive gate's bias :math:`b`, finite; assigning validates the value."""
+        return self._gate_bias
+
+    @gate_bias.setter
+    def gate_bias(self, value: float) -> None:
+        self._gate_bias = check_real(value, "gate_bias")
+
+    def reset_parameters(self) -> None:
+        r"""Reset the router and the own projections."""
+        self.router.reset_parameters()
+        for m in (self.q_proj, self.k_proj, self.v_proj, self.out_proj):
+            if hasattr(m, "reset_parameters"):
+                m.reset_parameters()
+
+    @classmethod
+    def from_projections(cls, q_proj: Optional[Callable[[Tensor], Tensor]] = None,
+                         k_proj: Optional[Callable[[Tensor], Tensor]] = None,
+                         v_proj: Optional[Callable[[Tensor], Tensor]] = None,
+                         out_proj: Optional[Callable[[Tensor], Tensor]] = None, *,
+                         num_heads: int, embed_dim: Optional[int] = None,
+                         qkv: Optional[Callable[[Tensor], Tuple[Tensor, Tensor, Tensor]]]
+                         = None, **kwargs) -> "FocusAttention":
+        r"""Build Focus attention around *existing* projections (e.g. of a frozen model).
+
+        The given modules are used as they are (not copied); their parameters stay
+        registered, so freezing them stays the caller's choice.
+
+        Args:
+            q_proj, k_proj, v_proj (callable, optional): ``x -> [.., C]`` each; or pass
+                :obj:`qkv` instead (default: :obj:`None`).
+            out_proj (callable, optional): output projection (default: :obj:`None`,
+                identity).
+            num_heads (int): number of heads.
+            embed_dim (int, optional): :math:`C` (default: inferred from
+                ``q_proj.in_features`` / ``out_proj.in_features``).
+            qkv (callable, optional): fused ``x -> (q, k, v)`` (default: :obj:`None`).
+            **kwargs: the other :class:`FocusAttention` arguments.
+        """
+        if qkv is None and (q_proj is None or k_proj is None or v_proj is None):
+            raise ValueError("from_projections: give q_proj, k_proj and v_proj, or qkv")
+        if embed_dim is None:
+            for m in (q_proj, out_proj):
+                if isinstance(m, nn.Linear):
+                    embed_dim = m.in_features
+                    break
+        if embed_dim is None:
+            raise ValueError("from_projections: cannot infer 'embed_dim'; pass it")
+        self = cls(embed_dim, num_heads, **kwargs)
+        if qkv is not None:
+            self.q_proj = self.k_proj = self.v_proj = None
+            self.qkv = qkv
+        else:
+            self.q_proj, self.k_proj, self.v_proj = q_proj, k_proj, v_proj
+        self.out_proj = out_proj if out_proj is not None else nn.Identity()
+        return self
+
+    def _project(self, x: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+        if self.qkv is not None:
+            q, k, v = self.qkv(x)
+        else:
+            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        n = x.size(0)
+        for name, t in (("q", q), ("k", k), ("v", v)):
+            if t.shape != (n, self.embed_dim):
+                raise ValueError(f"FocusAttention: projected {name} must have shape "
+                                 f"[{n}, {self.embed_dim}], got {list(t.shape)}")
+        h, d = self.num_heads, self.head_dim
+        return q.view(n, h, d), k.view(n, h, d), v.view(n, h, d)
+
+    def forward(self, x: Tensor, batch: Optional[Tensor] = None, return_router: bool = False,
+                hard: Optional[bool] = None
+                ) -> Union[Tensor, Tuple[Tensor, Optional[RouterOutput]]]:
+        r"""Apply Focus attention.
+
+        Args:
+            x (torch.Tensor): ``[B, T, C]`` or ``[N, C]``.
+            batch (torch.Tensor, optional): sorted sequence/graph id per token, with
+                ``[N, C]`` input only (default: :obj:`None`).
+            return_router (bool): also return the :class:`RouterOutput` (default:
+                :obj:`False`; :obj:`None` in its place when Focus is disabled).
+            hard (bool, optional): hard top-k sets (inference) or soft gates (training)
+                (default: :obj:`None`, hard in ``eval()`` mode).
+
+        Raises:
+            TypeError: if :obj:`x` is not a floating-point tensor.
+            ValueError: for a wrong shape, no token, or a bad :obj:`batch`.
+        """
+        check_features(x, "x")
+        if x.size(-1) != self.embed_dim:
+            raise ValueError(f"'x' must have {self.embed_dim} channels, got {x.size(-1)}")
+        shape = x.shape
+        if x.dim() == 3:
+            if batch is not None:
+                raise ValueError("'batch' is only accepted with [N, C] input")
+            bsz, t = shape[:2]
+            flat = x.reshape(bsz * t, -1)
+            if bsz > 1:
+                batch = torch.arange(bsz, device=x.device).repeat_interleave(t)
+        else:
+            flat = x
+            check_batch(batch, x.size(0))
+        q, k, v = self._project(flat)
+        router_out: Optional[RouterOutput] = None
+        if self.gate is None or not self.enabled:
+            if x.dim() == 3:
+                bsz, t = shape[:2]
+                qd, kd, vd = (a.view(bsz, t, self.num_heads, self.head_dim).transpose(1, 2)
+                              for a in (q, k, v))
+                o = F.scaled_dot_product_attention(qd, kd, vd, is_causal=self.causal)
+                o = o.transpose(1, 2).reshape(bsz * t, self.num_heads, self.head_dim)
+            else:
+                o = full_attention(q, k, v, batch, self.causal)
+        else:
+            o, router_out = self.attend(flat, q, k, v, batch, hard)
+        out = self.out_proj(o.reshape(flat.size(0), self.embed_dim)).reshape(*shape[:-1], -1)
+        if return_router:
+            if router_out is not None:
+                router_out = RouterOutput(*(a.reshape(*shape[:-1], -1) for a in router_out))
+            return out, router_out
+        return out
+
+    def attend(self, x: Tensor, q: Tensor, k: Tensor, v: Tensor,
+               batch: Optional[Tensor] = None, hard: Optional[bool] = None
+               ) -> Tuple[Tensor, RouterOutput]:
+        r"""Route :obj:`x` and attend with given per-head queries, keys and values (the
+        Focus part of :meth:`forward`, without the projections; used by
+        :func:`~quest_geometric.nn.focus.compose.compose_focus`, whose adapters supply
+        :obj:`q`, :obj:`k`, :obj:`v` from a pretrained module).
+
+        Args:
+            x (torch.Tensor): hidden states the router sees, ``[N, C]``.
+            q, k, v (torch.Tensor): ``[N, H, D]`` (keys and values already expanded to the
+                query heads for grouped-query attention), queries scaled so that
+                :math:`1/\sqrt{D}` gives the intended softmax scale.
+            batch (torch.Tensor, optional): sorted sequence id per token (default:
+                :obj:`None`, one sequence).
+            hard (bool, optional): hard top-k sets or soft gates (default: :obj:`None`,
+                hard in ``eval()`` mode).
+
+        Returns:
+            ``(o, router_out)``: the attention output ``[N, H, D]`` and the
+            :class:`RouterOutput` of :obj:`x`.
+        """
+        router_out = self.router(x, batch)
+        hard = (not self.training) if hard is None else hard
+        if hard:
+            o = self._hard(q, k, v, router_out.groups, batch)
+        else:
+            o = focus_soft_attention(q, k, v, router_out.soft, self.window, batch,
+                                     self.causal, self.gate, self.gate_scale, self.gate_bias)
+        return o, router_out
+
+    def _hard(self, q: Tensor, k: Tensor, v: Tensor, groups: Tensor,
+              batch: Optional[Tensor]) -> Tensor:
+        if self.backend == "dense":
+            return focus_dense_attention(q, k, v, groups, self.window, batch, self.causal,
+                                         self.num_groups)
+        if self.backend == "edges":
+            ei = focus_edge_index(groups, self.window, batch, self.causal)
+            return self.edge_attention(q, k, v, ei)
+        if self.backend == "flex":
+            return focus_flex_attention(q, k, v, groups, self.window, batch, self.causal,
+                                        self.num_groups)
+        return focus_blocks_attention(q, k, v, groups, self.window, batch, self.causal,
+                                      self.num_groups)
+
+    def __repr__(self) -> str:
+        return (f"{self.__class__.__name__}({self.embed_dim}, num_heads={self.num_heads}, "
+                f"num_groups={self.num_groups}, top_k={self.top_k}, window={self.window}, "
+                f"backend={self.backend!r}, gate={self.gate!r})")

@@ -41,6 +41,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import torch
 from torch import Tensor, nn
 
+from quest_geometric._utils import atomic_torch_save
 from quest_geometric.adapters import (
     AttentionAdapter,
     AttentionCall,
@@ -588,8 +589,8 @@ def save_routers(model: nn.Module, path: str) -> str:
 
     The file holds the :func:`compose_focus` arguments and each Focus layer's router
     state dict under the layer's module path; :func:`load_routers` recomposes a freshly
-    loaded base model with them. Written atomically (a temporary file renamed into place),
-    so an interrupted save never leaves a corrupted file.
+    loaded base model with them. Written atomically (a temporary file in the same folder,
+    flushed and renamed into place), so an interrupted save never leaves a corrupted file.
 
     Args:
         model (torch.nn.Module): a model returned by :func:`compose_focus`.
@@ -609,10 +610,8 @@ def save_routers(model: nn.Module, path: str) -> str:
                for _, _, w in state["wrappers"]}
     os.makedirs(path, exist_ok=True)
     out = os.path.join(path, ROUTERS_FILE)
-    tmp = out + ".tmp"
-    torch.save({"format": 1, "config": json.loads(json.dumps(state["config"])),
-                "routers": routers}, tmp)
-    os.replace(tmp, out)
+    atomic_torch_save({"format": 1, "config": json.loads(json.dumps(state["config"])),
+                       "routers": routers}, out)
     return out
 
 

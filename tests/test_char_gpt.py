@@ -216,7 +216,7 @@ def test_loss_decreases_on_embedded_corpus():
 
 @pytest.mark.parametrize("qk_init", ["independent", "tied"])
 def test_focus_attention_branch(qk_init):
-    focus = pytest.importorskip("quest_geometric.nn.focus_attention")
+    focus = pytest.importorskip("quest_geometric.nn.focus.module")
     from quest_geometric.analysis.spectral_control import KeySpectrumControl
 
     torch.manual_seed(6)

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from quest_geometric.models.char_gpt import CausalSelfAttention, CharGPT, GPTConfig
-from quest_geometric.nn.compose_focus import (
+from quest_geometric.nn.focus.compose import (
     FocusComposed,
     compose_focus,
     decompose,

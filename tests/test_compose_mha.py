@@ -14,7 +14,7 @@ from torch import nn
 
 from quest_geometric.adapters import MultiheadAttentionAdapter, get_attention_adapter
 from quest_geometric.analysis.probe import QKProbe
-from quest_geometric.nn.compose_focus import (
+from quest_geometric.nn.focus.compose import (
     FocusComposed,
     compose_focus,
     decompose,

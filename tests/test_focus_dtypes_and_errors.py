@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from quest_geometric.nn.focus_attention import (
+from quest_geometric.nn.focus import (
     FocusAttention,
     FocusEdgeAttention,
     focus_blocks_attention,
@@ -14,8 +14,8 @@ from quest_geometric.nn.focus_attention import (
     focus_dense_attention,
     focus_soft_attention,
 )
-from quest_geometric.nn.focus_edge_index import focus_edge_index
-from quest_geometric.nn.focus_router import TIE_RTOL, FocusRouter, topk_groups
+from quest_geometric.nn.focus.edge_index import focus_edge_index
+from quest_geometric.nn.focus.router import TIE_RTOL, FocusRouter, topk_groups
 
 K = 4
 #: relative error bounds of half precision against float32 on the same (upcast) values:

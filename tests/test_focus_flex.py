@@ -5,8 +5,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from quest_geometric.nn.focus_attention import focus_dense_attention
-from quest_geometric.nn.focus_flex import FLEX_AVAILABLE, focus_block_mask, focus_flex_attention
+from quest_geometric.nn.focus.dense import focus_dense_attention
+from quest_geometric.nn.focus.flex import FLEX_AVAILABLE, focus_block_mask, focus_flex_attention
 
 pytestmark = pytest.mark.skipif(not FLEX_AVAILABLE, reason="FlexAttention not available")
 
@@ -273,7 +273,7 @@ def test_cuda_outputs_and_gradients(causal, top_k):
 
 
 def test_eager_path_refuses_sizes_that_would_materialise_gigabytes():
-    from quest_geometric.nn.focus_flex import EAGER_MAX_PAIRS, focus_flex_attention
+    from quest_geometric.nn.focus.flex import EAGER_MAX_PAIRS, focus_flex_attention
 
     n = 8193  # 4 * 8193^2 > 2^28: refused before anything N x N is allocated
     assert 4 * n * n > EAGER_MAX_PAIRS

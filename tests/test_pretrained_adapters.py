@@ -16,7 +16,7 @@ from quest_geometric.adapters import (
     repeat_kv,
 )
 from quest_geometric.analysis.probe import QKProbe
-from quest_geometric.nn.compose_focus import (
+from quest_geometric.nn.focus.compose import (
     compose_focus,
     focus_disabled,
     load_routers,
@@ -111,7 +111,7 @@ def test_cached_decoding_equals_full_forward(arch, top_k):
 def test_decode_attends_only_to_window_and_shared_group():
     """The decode step's gathered keys are exactly the window plus the tokens sharing a
     group, a small share of a long context."""
-    from quest_geometric.nn.focus_decode import FocusDecodeState, focus_decode_attention
+    from quest_geometric.nn.focus.decode import FocusDecodeState, focus_decode_attention
 
     s, w = 400, 4
     g = torch.randint(0, 8, (1, s, 1), generator=torch.Generator().manual_seed(0))

@@ -20,7 +20,7 @@ from quest_geometric.analysis.probe import (
     unregister_attention_adapter,
 )
 from quest_geometric.models.char_gpt import CharGPT, GPTConfig
-from quest_geometric.nn.focus_attention import FocusAttention
+from quest_geometric.nn.focus import FocusAttention
 
 # ----------------------------------------------------------------------------- references
 

@@ -77,7 +77,7 @@ def test_real_model_loads_as_the_documented_llama(smollm2):
 
 @pytest.mark.slow
 def test_real_model_composed_equals_original_and_decodes_with_cache(smollm2):
-    from quest_geometric.nn.compose_focus import (
+    from quest_geometric.nn.focus.compose import (
         compose_focus,
         decompose,
         focus_disabled,

@@ -22,8 +22,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.colors import ListedColormap  # noqa: E402
 
-from quest_geometric.nn.focus_edge_index import focus_edge_index  # noqa: E402
-from quest_geometric.nn.focus_router import FocusRouter  # noqa: E402
+from quest_geometric.nn.focus import FocusRouter, focus_edge_index  # noqa: E402
 
 STATIC = Path(__file__).resolve().parents[1] / "_static"
 TEXT = ("Focus keeps a local window and lets each token attend far back only "

@@ -52,7 +52,7 @@ def evaluate_lm(model: Any, blocks: torch.Tensor, window: Optional[int] = None,
     from tqdm.auto import tqdm
 
     from quest_geometric.experiments.focus_lm import causal_pair_share
-    from quest_geometric.nn.focus_router import FocusRouter, group_balance
+    from quest_geometric.nn.focus import FocusRouter, group_balance
 
     captured: List[torch.Tensor] = []
     hooks = [m.register_forward_hook(lambda _m, _i, out: captured.append(out.groups))
@@ -88,7 +88,7 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float, run_di
     finished (``max_minutes`` may stop it early; rerun to continue)."""
     from tqdm.auto import tqdm
 
-    from quest_geometric.nn.compose_focus import router_parameters
+    from quest_geometric.nn.focus import router_parameters
     from quest_geometric.training.checkpoint import atomic_torch_save
 
     params = list(router_parameters(model))
@@ -153,7 +153,7 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
     ``<name>.{csv,json,md}`` (and the loss curves, ``<name>_curves.png``)."""
     from quest_geometric.experiments.common import write_results
     from quest_geometric.models.smollm2 import load_smollm2
-    from quest_geometric.nn.compose_focus import (
+    from quest_geometric.nn.focus import (
         compose_focus,
         decompose,
         router_parameters,
@@ -281,7 +281,7 @@ class _Decoder:
         self.nxt = out.logits[:, -1:].argmax(-1)
 
     def _mode(self):
-        from quest_geometric.nn.compose_focus import focus_disabled, set_focus_options
+        from quest_geometric.nn.focus import focus_disabled, set_focus_options
 
         if self.top_k is None:
             return focus_disabled(self.model)
@@ -314,7 +314,7 @@ def run_speed(contexts: Sequence[int] = (1024, 4096, 8000), new_tokens: int = 16
     from quest_geometric.datasets import pydoc_topic_split, token_blocks
     from quest_geometric.experiments.common import write_results
     from quest_geometric.models.smollm2 import load_smollm2
-    from quest_geometric.nn.compose_focus import compose_focus, router_parameters
+    from quest_geometric.nn.focus import compose_focus, router_parameters
 
     model, tok = load_smollm2()
     compose_focus(model, num_groups=num_groups, top_k=2, window=window, backend="blocks")

@@ -43,7 +43,7 @@ COLUMNS = ["tokens", "rounds", "full_ms", "blocks_ms", "sdpa_ms", "blocks_attn_m
 
 
 def _layer(backend: str, device: torch.device) -> torch.nn.Module:
-    from quest_geometric.nn.focus_attention import FocusAttention
+    from quest_geometric.nn.focus import FocusAttention
 
     torch.manual_seed(0)
     return FocusAttention(HEADS * HEAD_DIM, HEADS, num_groups=GROUPS, top_k=TOP_K,
@@ -74,9 +74,12 @@ def length_row(n: int, device: torch.device, repeat: int, edges: bool, memory: b
     TransformerConv."""
     from torch_geometric.nn import TransformerConv
 
-    from quest_geometric.nn.focus_attention import focus_blocks_attention, full_attention
-    from quest_geometric.nn.focus_edge_index import focus_edge_index
-    from quest_geometric.nn.focus_router import group_balance
+    from quest_geometric.nn.focus import (
+        focus_blocks_attention,
+        focus_edge_index,
+        full_attention,
+        group_balance,
+    )
 
     c = HEADS * HEAD_DIM
     x = torch.randn(n, c, generator=torch.Generator().manual_seed(n)).to(device)

@@ -273,10 +273,10 @@ class Block(nn.Module):
             self.attn: nn.Module = CausalSelfAttention(config)
         else:
             try:
-                from quest_geometric.nn.focus_attention import FocusAttention
+                from quest_geometric.nn.focus import FocusAttention
             except ImportError as e:  # pragma: no cover - depends on the tree
                 raise ImportError(
-                    "GPTConfig(attention='focus') needs quest_geometric.nn.focus_attention."
+                    "GPTConfig(attention='focus') needs quest_geometric.nn.focus."
                     f"FocusAttention, which could not be imported: {e}"
                 ) from e
             kwargs = {"bias": config.bias, **config.focus}

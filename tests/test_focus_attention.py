@@ -3,26 +3,14 @@ import math
 import pytest
 import torch
 
-import quest_geometric.nn.focus_attention as focus_attention_module
-from quest_geometric.nn.focus_attention import (
+import quest_geometric.nn.focus.blocks as blocks_module
+from quest_geometric.nn.focus import (
     FocusAttention,
     focus_blocks_attention,
     focus_blocks_reference,
     focus_dense_attention,
     focus_soft_attention,
 )
-
-
-def definition_mask(groups, window, batch, causal):
-    n = groups.size(0)
-    m = torch.zeros(n, n, dtype=torch.bool)
-    for i in range(n):
-        for j in range(n):
-            if batch[i] != batch[j] or (causal and j > i):
-                continue
-            shared = bool(set(groups[i].tolist()) & set(groups[j].tolist()))
-            m[i, j] = abs(i - j) <= window or shared
-    return m
 
 
 def reference_attention(q, k, v, mask):
@@ -54,8 +42,8 @@ BACKENDS = {
 
 
 def edges_backend(q, k, v, g, w, b, c, K):
-    from quest_geometric.nn.focus_attention import FocusEdgeAttention
-    from quest_geometric.nn.focus_edge_index import focus_edge_index
+    from quest_geometric.nn.focus.edge_index import focus_edge_index
+    from quest_geometric.nn.focus.edges import FocusEdgeAttention
     return FocusEdgeAttention()(q, k, v, focus_edge_index(g, w, b, c))
 
 
@@ -64,12 +52,12 @@ BACKENDS["edges"] = edges_backend
 
 def blocks_padded(q, k, v, g, w, b, c, K):
     """The fused path forced to batch all causal top_k = 1 buckets into one padded call."""
-    old = focus_attention_module.PAD_RATIO
-    focus_attention_module.PAD_RATIO = math.inf
+    old = blocks_module.PAD_RATIO
+    blocks_module.PAD_RATIO = math.inf
     try:
         return focus_blocks_attention(q, k, v, g, w, b, c, K, fused=True)
     finally:
-        focus_attention_module.PAD_RATIO = old
+        blocks_module.PAD_RATIO = old
 
 
 BACKENDS["blocks_fused_padded"] = blocks_padded
@@ -78,10 +66,11 @@ BACKENDS["blocks_fused_padded"] = blocks_padded
 @pytest.mark.parametrize("backend", list(BACKENDS))
 @pytest.mark.parametrize("top_k", [1, 2, 4])
 @pytest.mark.parametrize("causal", [True, False])
-def test_backends_match_definition_values_and_gradients(backend, top_k, causal):
+def test_backends_match_definition_values_and_gradients(backend, top_k, causal,
+                                                         focus_mask_reference):
     q, k, v, groups, batch, K = random_case(top_k, top_k)
     window = 5
-    ref = reference_attention(q, k, v, definition_mask(groups, window, batch, causal))
+    ref = reference_attention(q, k, v, focus_mask_reference(groups, window, batch, causal))
     out = BACKENDS[backend](q, k, v, groups, window, batch, causal, K)
     torch.testing.assert_close(out.double(), ref, atol=1e-5, rtol=1e-5)
     go = torch.randn_like(out)
@@ -94,7 +83,7 @@ def test_backends_match_definition_values_and_gradients(backend, top_k, causal):
 @pytest.mark.parametrize("padded", [False, True])
 @pytest.mark.parametrize("top_k", [1, 2])
 @pytest.mark.parametrize("causal", [True, False])
-def test_fused_blocks_long_runs_and_band_blocks(top_k, causal, padded):
+def test_fused_blocks_long_runs_and_band_blocks(top_k, causal, padded, focus_mask_reference):
     # long enough for the band's head, strided body and tail; a window that is not a multiple
     # of the band block; runs of one group longer than the window (queries whose band keeps
     # no key at all); two sequences meeting inside a band block
@@ -105,7 +94,7 @@ def test_fused_blocks_long_runs_and_band_blocks(top_k, causal, padded):
     first[100:110] = torch.randint(0, K, (10,))
     groups = first.view(-1, 1) if top_k == 1 else torch.stack([first, (first + 1) % K], 1)
     q, k, v = (torch.randn(n, 2, 8, dtype=torch.float64, requires_grad=True) for _ in range(3))
-    ref = reference_attention(q, k, v, definition_mask(groups, window, batch, causal))
+    ref = reference_attention(q, k, v, focus_mask_reference(groups, window, batch, causal))
     out = (blocks_padded if padded else BACKENDS["blocks_fused"])(q, k, v, groups, window,
                                                                   batch, causal, K)
     torch.testing.assert_close(out, ref, atol=1e-10, rtol=1e-10)
@@ -116,13 +105,13 @@ def test_fused_blocks_long_runs_and_band_blocks(top_k, causal, padded):
 
 
 @pytest.mark.parametrize("padded", [False, True])
-def test_fused_blocks_half_precision_runs(padded):
+def test_fused_blocks_half_precision_runs(padded, focus_mask_reference):
     # bfloat16 inputs: the kernels return float32 log-sum-exps; the merge must cope
     torch.manual_seed(40)
     n, window, K = 90, 7, 3
     groups = torch.randint(0, K, (n, 1))
     q, k, v = (torch.randn(n, 2, 8, dtype=torch.float64) for _ in range(3))
-    ref = reference_attention(q, k, v, definition_mask(groups, window, torch.zeros(n), True))
+    ref = reference_attention(q, k, v, focus_mask_reference(groups, window, torch.zeros(n), True))
     fn = blocks_padded if padded else BACKENDS["blocks_fused"]
     out = fn(q.bfloat16(), k.bfloat16(), v.bfloat16(), groups, window, None, True, K)
     assert out.dtype == torch.bfloat16
@@ -318,8 +307,8 @@ def test_edge_attention_sorted_fast_path_equals_unsorted_and_scatter_reference()
     from torch_geometric.utils import scatter
     from torch_geometric.utils import softmax as pyg_softmax
 
-    from quest_geometric.nn.focus_attention import FocusEdgeAttention
-    from quest_geometric.nn.focus_edge_index import focus_edge_index
+    from quest_geometric.nn.focus.edge_index import focus_edge_index
+    from quest_geometric.nn.focus.edges import FocusEdgeAttention
 
     torch.manual_seed(15)
     n = 40

@@ -1,28 +1,18 @@
 import pytest
 import torch
 
-from quest_geometric.nn.focus_edge_index import focus_edge_index
+from quest_geometric.nn.focus.edge_index import focus_edge_index
 
 
-def dense_reference(groups, window, batch, causal):
-    """The Focus mask straight from its definition, as a sorted list of (target, source)."""
-    n = groups.size(0)
-    batch = torch.zeros(n, dtype=torch.long) if batch is None else batch
-    pairs = []
-    for i in range(n):
-        for j in range(n):
-            if batch[i] != batch[j] or (causal and j > i):
-                continue
-            shared = len(set(groups[i].tolist()) & set(groups[j].tolist())) > 0
-            if abs(i - j) <= window or shared:
-                pairs.append((i, j))
-    return pairs
+def pairs(mask):
+    """The (target, source) pairs of a [N, N] (query, key) mask, sorted (row-major order)."""
+    return [tuple(p) for p in mask.nonzero().tolist()]
 
 
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("top_k", [1, 2, 3])
 @pytest.mark.parametrize("window", [0, 1, 3, 50])
-def test_matches_dense_definition(causal, top_k, window):
+def test_matches_dense_definition(causal, top_k, window, focus_mask_reference):
     torch.manual_seed(top_k * 10 + window)
     n, k = 23, 5
     groups = torch.stack([torch.randperm(k)[:top_k] for _ in range(n)])
@@ -30,18 +20,18 @@ def test_matches_dense_definition(causal, top_k, window):
     for b in (None, batch):
         ei = focus_edge_index(groups, window, b, causal=causal)
         got = list(zip(ei[1].tolist(), ei[0].tolist()))
-        assert got == dense_reference(groups, window, b, causal)  # exact, once, sorted
+        assert got == pairs(focus_mask_reference(groups, window, b, causal))  # exact, once, sorted
 
 
-def test_duplicate_ids_in_a_set_and_1d_groups():
+def test_duplicate_ids_in_a_set_and_1d_groups(focus_mask_reference):
     groups = torch.tensor([[0, 0], [1, 1], [0, 2], [2, 2]])
     ei = focus_edge_index(groups, 0)
     got = list(zip(ei[1].tolist(), ei[0].tolist()))
-    assert got == dense_reference(groups, 0, None, True)
+    assert got == pairs(focus_mask_reference(groups, 0, None, True))
     g1 = torch.tensor([0, 1, 0, 1, 1])
     ei = focus_edge_index(g1, 1)
     assert list(zip(ei[1].tolist(), ei[0].tolist())) == \
-        dense_reference(g1[:, None], 1, None, True)
+        pairs(focus_mask_reference(g1[:, None], 1, None, True))
 
 
 def test_large_batched_input_count_without_dense_matrix():

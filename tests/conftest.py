@@ -1,0 +1,38 @@
+"""Shared test fixtures: the independent references several test files check against.
+
+Fixtures that return a function (as PyG's own ``test/conftest.py`` does with
+``get_dataset``), so a test asks for the reference by name and calls it.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import pytest
+import torch
+from torch import Tensor
+
+
+def _focus_mask_reference(groups: Tensor, window: int, batch: Optional[Tensor],
+                          causal: bool) -> Tensor:
+    """The Focus pattern straight from its definition, by plain loops over all pairs:
+    ``mask[i, j]`` (query ``i``, key ``j``) is true iff both tokens lie in one sequence,
+    ``j <= i`` if causal, and ``|i - j| <= window`` or their group sets
+    (rows of ``groups [N, top_k]``) share a group. ``batch`` (sorted sequence ids) may be
+    :obj:`None` (one sequence)."""
+    n = groups.size(0)
+    batch = torch.zeros(n, dtype=torch.long) if batch is None else batch
+    mask = torch.zeros(n, n, dtype=torch.bool)
+    for i in range(n):
+        for j in range(n):
+            if batch[i] != batch[j] or (causal and j > i):
+                continue
+            shared = bool(set(groups[i].tolist()) & set(groups[j].tolist()))
+            mask[i, j] = abs(i - j) <= window or shared
+    return mask
+
+
+@pytest.fixture
+def focus_mask_reference():
+    """``focus_mask_reference(groups, window, batch, causal) -> [N, N]`` bool (query, key)
+    mask of the Focus pattern, from its definition (see :func:`_focus_mask_reference`)."""
+    return _focus_mask_reference

@@ -4,7 +4,14 @@ devices, optional plotting).
 Nothing here is public API: the names carry no underscore so that other subpackages can
 import them without reaching for a private name, but they may change between releases.
 """
-from quest_geometric._utils.checks import check_choice, check_int, check_positive_float
+from quest_geometric._utils.checks import (
+    check_choice,
+    check_int,
+    check_positive_float,
+    check_positive_int,
+    check_shell_radii,
+    check_shell_sizes,
+)
 from quest_geometric._utils.device import resolve_device
 from quest_geometric._utils.io import (
     atomic_torch_save,
@@ -22,6 +29,9 @@ __all__ = [
     "check_choice",
     "check_int",
     "check_positive_float",
+    "check_positive_int",
+    "check_shell_radii",
+    "check_shell_sizes",
     "optional_pyplot",
     "resolve_device",
 ]

@@ -261,11 +261,11 @@ def _equiangular_graph(nlat: int, nlon: int, k: int):
 def _one_gather_and_spmm(edge_index: torch.Tensor, x: torch.Tensor, repeat: int) -> dict:
     """The floors: one ``[E, C]`` gather of the neighbours' features, and one sparse-dense
     product over fixed weights (a single pass over the neighbours, no autograd)."""
-    from quest_geometric.nn.qsv_conv import _Pattern
+    from quest_geometric.nn.qsv_conv import CSRPattern
 
     n = x.size(0)
     k = edge_index.size(1) // n
-    pattern = _Pattern(edge_index[0], n, n, k, 1)
+    pattern = CSRPattern(edge_index[0], n, n, k, 1)
     w = torch.rand(edge_index.size(1))
     with torch.no_grad():
         t = time_interleaved({"gather": lambda: x.index_select(0, edge_index[0]),

@@ -8,16 +8,10 @@ from typing import Optional, Union
 import torch
 from torch import Tensor
 
+from quest_geometric._utils.checks import check_positive_int, check_shell_radii, check_shell_sizes
+
 #: The golden angle, :math:`\pi (3 - \sqrt{5})`, in radians.
 GOLDEN_ANGLE: float = math.pi * (3.0 - math.sqrt(5.0))
-
-
-def _check_positive_int(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"'{name}' must be an int (got {type(value).__name__})")
-    if value < 1:
-        raise ValueError(f"'{name}' must be a positive int (got {value})")
-    return value
 
 
 def fibonacci_sphere(
@@ -51,7 +45,7 @@ def fibonacci_sphere(
     Returns:
         Tensor: The positions, shape :math:`(n, 3)`.
     """
-    n = _check_positive_int(n, "n")
+    n = check_positive_int(n, "'n'")
     radius = float(radius)
     if not math.isfinite(radius) or radius <= 0:
         raise ValueError(f"'radius' must be a positive finite float (got {radius})")
@@ -106,8 +100,8 @@ def concentric_spheres(
         :math:`N = \sum_s n_s`, and the shell index of every node (``torch.long``), shape
         :math:`(N,)`.
     """
-    sizes = _check_sizes(sizes)
-    radii = _check_radii(radii, len(sizes))
+    sizes = check_shell_sizes(sizes)
+    radii = check_shell_radii(radii, len(sizes))
     pos = torch.cat(
         [fibonacci_sphere(n, r, dtype=dtype, device=device) for n, r in zip(sizes, radii)]
     )
@@ -115,29 +109,6 @@ def concentric_spheres(
         torch.arange(len(sizes), device=device), torch.tensor(sizes, device=device)
     )
     return pos, shell
-
-
-def _check_sizes(sizes: Sequence[int]) -> list[int]:
-    if isinstance(sizes, (int, str)) or not isinstance(sizes, Sequence):
-        raise TypeError(f"'sizes' must be a sequence of ints (got {sizes!r})")
-    if len(sizes) == 0:
-        raise ValueError("'sizes' must hold at least one shell size")
-    return [_check_positive_int(n, "sizes") for n in sizes]
-
-
-def _check_radii(radii: Optional[Sequence[float]], num_shells: int) -> list[float]:
-    if radii is None:
-        return [float(s + 1) for s in range(num_shells)]
-    radii = [float(r) for r in radii]
-    if len(radii) != num_shells:
-        raise ValueError(
-            f"'radii' must hold one radius per shell ({num_shells}), got {len(radii)}"
-        )
-    if not all(math.isfinite(r) and r > 0 for r in radii):
-        raise ValueError(f"'radii' must be positive and finite (got {radii})")
-    if any(b <= a for a, b in zip(radii, radii[1:])):
-        raise ValueError(f"'radii' must be strictly increasing (got {radii})")
-    return radii
 
 
 __all__ = ["GOLDEN_ANGLE", "fibonacci_sphere", "concentric_spheres"]

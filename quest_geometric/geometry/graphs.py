@@ -8,8 +8,9 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from quest_geometric.geometry.fibonacci import _check_radii, _check_sizes, concentric_spheres
-from quest_geometric.geometry.knn import Backend, _check_k, knn_bipartite, knn_graph
+from quest_geometric._utils.checks import check_int, check_positive_int, check_shell_radii, check_shell_sizes
+from quest_geometric.geometry.fibonacci import concentric_spheres
+from quest_geometric.geometry.knn import Backend, knn_bipartite, knn_graph
 
 
 def sphere_graph(
@@ -51,14 +52,13 @@ def sphere_graph(
         Data: ``pos`` :math:`(N, 3)`, ``shell`` :math:`(N,)` (long), ``edge_index``
         :math:`(2, N (k + k_\times))` and ``num_nodes``.
     """
-    sizes = _check_sizes(sizes)
-    radii = _check_radii(radii, len(sizes))
-    k = _check_k(k)
+    sizes = check_shell_sizes(sizes)
+    radii = check_shell_radii(radii, len(sizes))
+    k = check_positive_int(k, "'k'")
     num_shells = len(sizes)
     if k_cross is None:
         k_cross = 4 if num_shells > 1 else 0
-    if isinstance(k_cross, bool) or not isinstance(k_cross, int) or k_cross < 0:
-        raise ValueError(f"'k_cross' must be a non-negative int (got {k_cross!r})")
+    check_int(k_cross, "'k_cross'", 0)
     for s, n in enumerate(sizes):
         if n <= k:
             raise ValueError(
@@ -122,9 +122,8 @@ def lattice_graph(height: int, width: int, k: int = 8, backend: Backend = "auto"
         :math:`(2, HW k)` sorted by target, and ``num_nodes``.
     """
     for name, v in (("height", height), ("width", width)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"'{name}' must be a positive int (got {v!r})")
-    k = _check_k(k)
+        check_int(v, f"'{name}'", 1)
+    k = check_positive_int(k, "'k'")
     if k >= height * width:
         raise ValueError(f"'k' ({k}) must be smaller than height * width ({height * width})")
     ii, jj = torch.meshgrid(torch.arange(height), torch.arange(width), indexing="ij")

@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from quest_geometric import typing as qg_typing
-from quest_geometric.geometry.fibonacci import _check_positive_int
+from quest_geometric._utils.checks import check_positive_int
 
 Backend = Literal["auto", "torch_cluster", "scipy", "torch"]
 _BACKENDS = ("auto", "torch_cluster", "scipy", "torch")
@@ -191,10 +191,6 @@ def _check_batch(batch: Optional[Tensor], pos: Tensor, name: str) -> Tensor:
     return batch
 
 
-def _check_k(k: object) -> int:
-    return _check_positive_int(k, "k")
-
-
 # ----------------------------------------------------------------------------- driver
 def _knn(
     x: Tensor,
@@ -207,7 +203,7 @@ def _knn(
     backend: str,
     chunk_size: Optional[int],
 ) -> Tensor:
-    k = _check_k(k)
+    k = check_positive_int(k, "'k'")
     if chunk_size is not None and (
         isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1
     ):

@@ -20,7 +20,8 @@ from torch import Tensor, nn
 from torch_geometric.nn.conv import EdgeConv, TransformerConv
 from torch_geometric.utils import scatter
 
-from quest_geometric.nn.qsv_conv import QSVConv, _check_return_attention_weights
+from quest_geometric._utils.checks import check_choice, check_int
+from quest_geometric.nn.qsv_conv import QSVConv, check_return_attention_weights
 from quest_geometric.nn.quaternion_linear import QuaternionLinear
 
 __all__ = [
@@ -44,15 +45,11 @@ VARIANTS = ("qsv", "no_transport", "uniform", "standard_attention", "lattice")
 
 
 def _positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"'{name}' must be a positive int (got {value!r})")
-    return value
+    return check_int(value, f"'{name}'", 1)
 
 
 def _choice(name: str, value: Any, options: tuple) -> str:
-    if value not in options:
-        raise ValueError(f"'{name}' must be one of {options} (got {value!r})")
-    return value
+    return check_choice(value, f"'{name}'", options)
 
 
 class _UnusedSkip(nn.Module):
@@ -164,7 +161,7 @@ class QSVBlock(nn.Module):
                 attention dropout); :obj:`None` or :obj:`False` do not, as in
                 :class:`~quest_geometric.nn.qsv_conv.QSVConv`. (default: :obj:`None`)
         """
-        want = _check_return_attention_weights(return_attention_weights)
+        want = check_return_attention_weights(return_attention_weights)
         h = self.norm1(x)
         att = None
         if want:
@@ -593,7 +590,7 @@ class QSVNet(nn.Module):
         Returns:
             torch.Tensor: Logits ``[B, num_classes]`` (and the list of attention weights).
         """
-        want = _check_return_attention_weights(return_attention_weights)
+        want = check_return_attention_weights(return_attention_weights)
         x, edge_index, batch, num_graphs = self._inputs(data)
         collect = "attention" if want else None
         h, att = self._trunk(x, edge_index, collect)

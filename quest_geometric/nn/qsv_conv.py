@@ -40,7 +40,7 @@ def _is_compiling() -> bool:
     return bool(torch.compiler.is_compiling())
 
 
-def _check_return_attention_weights(value: Any) -> bool:
+def check_return_attention_weights(value: Any) -> bool:
     r"""The one meaning of ``return_attention_weights`` in :class:`QSVConv`,
     :class:`~quest_geometric.models.qsv_net.QSVBlock` and
     :class:`~quest_geometric.models.qsv_net.QSVNet`: :obj:`True` returns the weights,
@@ -78,7 +78,7 @@ def _sparse_csr(crow: Tensor, col: Tensor, values: Tensor, size: tuple[int, int]
         return torch.sparse_csr_tensor(crow, col, values, size, check_invariants=False)
 
 
-class _Pattern:
+class CSRPattern:
     r"""The CSR pattern of a dense-layout graph with ``heads`` block-diagonal copies: row
     :math:`(i, h)` holds the :math:`k` entries :math:`(j, h)` of the in-neighbours of
     :math:`i`, in the layout ``[N_dst, heads, k]`` of the values.  The transposed pattern
@@ -152,12 +152,12 @@ class _Pattern:
 
 
 class _NeighbourSum(torch.autograd.Function):
-    r""":math:`Y = A(\alpha)\,X` on a :class:`_Pattern` (one pass over the neighbours'
+    r""":math:`Y = A(\alpha)\,X` on a :class:`CSRPattern` (one pass over the neighbours'
     features); the backward is :math:`\nabla X = A^{\top} G` and
     :math:`\nabla \alpha_{rc} = \langle G_r, X_c \rangle`."""
 
     @staticmethod
-    def forward(ctx: Any, values: Tensor, x: Tensor, pattern: _Pattern) -> Tensor:
+    def forward(ctx: Any, values: Tensor, x: Tensor, pattern: CSRPattern) -> Tensor:
         ctx.save_for_backward(values, x)
         ctx.pattern = pattern
         return pattern.mm(values, x)
@@ -166,7 +166,7 @@ class _NeighbourSum(torch.autograd.Function):
     @once_differentiable
     def backward(ctx: Any, grad: Tensor) -> tuple[Optional[Tensor], Optional[Tensor], None]:
         values, x = ctx.saved_tensors
-        pattern: _Pattern = ctx.pattern
+        pattern: CSRPattern = ctx.pattern
         grad = grad.contiguous()
         g_values = pattern.sddmm(grad, x) if ctx.needs_input_grad[0] else None
         g_x = pattern.mm_t(values, grad) if ctx.needs_input_grad[1] else None
@@ -185,17 +185,17 @@ class _GraphInfo:
         self.coo: Optional[Tensor] = None  # for sparse input: the converted edge_index
         self.adj: Optional[Tensor] = None  # for uncoalesced COO input: the coalesced adj_t
         self.k: Optional[int] = None  # in-degree of the dense layout; 0: not dense
-        self.patterns: dict[int, _Pattern] = {}
+        self.patterns: dict[int, CSRPattern] = {}
 
     def dense_k(self, edge_index: Tensor) -> int:
         if self.k is None:
             self.k = _dense_degree(edge_index, self.num_dst)
         return self.k
 
-    def pattern(self, edge_index: Tensor, heads: int) -> _Pattern:
+    def pattern(self, edge_index: Tensor, heads: int) -> CSRPattern:
         if heads not in self.patterns:
             k = self.dense_k(edge_index)
-            self.patterns[heads] = _Pattern(edge_index[0], self.num_src, self.num_dst, k, heads)
+            self.patterns[heads] = CSRPattern(edge_index[0], self.num_src, self.num_dst, k, heads)
         return self.patterns[heads]
 
 
@@ -704,7 +704,7 @@ class QSVConv(MessagePassing):
                 scatter path, so pass :obj:`dense=True` explicitly to compile the dense path
                 with zero graph breaks. (default: :obj:`None`)
         """
-        want_alpha = _check_return_attention_weights(return_attention_weights)
+        want_alpha = check_return_attention_weights(return_attention_weights)
         x_src, x_dst, bipartite = self._split_x(x)
         Ns, Nd = x_src.size(0), x_dst.size(0)
         info, coo = self._graph(edge_index, Ns, Nd)
@@ -793,7 +793,7 @@ class QSVConv(MessagePassing):
     def message(self, x_j: Tensor, alpha: Tensor) -> Tensor:
         return x_j * alpha.unsqueeze(-1)
 
-    def _dense_fused(self, pattern: _Pattern, xs: Tensor, q_src: Tensor, q_dst: Tensor,
+    def _dense_fused(self, pattern: CSRPattern, xs: Tensor, q_src: Tensor, q_dst: Tensor,
                      mask: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
         """The dense path as sparse-dense products over the ``[N_dst, heads, k]`` weights."""
         Nd, H, k = pattern.num_dst, self.heads, pattern.k

@@ -31,6 +31,8 @@ from torch_geometric.data import Data
 from torch_geometric.data.datapipes import functional_transform
 from torch_geometric.transforms import BaseTransform
 
+from quest_geometric._utils.checks import check_int
+
 __all__ = ["RandomCropPad", "RandomHorizontalFlip", "NormalizeImage"]
 
 ImageLike = Union[Tensor, Data]
@@ -67,12 +69,6 @@ def _put_image(data: ImageLike, image: Tensor) -> ImageLike:
         return image
     data.image = image
     return data
-
-
-def _check_int(value: object, name: str, arg: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name}: {arg} must be an int >= {minimum}, got {value!r}")
-    return value
 
 
 @functional_transform("random_crop_pad")
@@ -119,7 +115,7 @@ class RandomCropPad(BaseTransform):
                 f"(height, width), got {size!r}"
             )
         self.size: tuple[int, int] = (int(size[0]), int(size[1]))
-        self.padding = _check_int(padding, "RandomCropPad", "padding", 0)
+        self.padding = check_int(padding, "padding", 0, where="RandomCropPad")
 
     def forward(self, data: ImageLike) -> ImageLike:
         image = _get_image(data, "RandomCropPad")

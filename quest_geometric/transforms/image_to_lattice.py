@@ -10,8 +10,8 @@ from torch_geometric.data import Batch, Data
 from torch_geometric.data.datapipes import functional_transform
 from torch_geometric.transforms import BaseTransform
 
+from quest_geometric._utils.checks import check_positive_int
 from quest_geometric.geometry.graphs import lattice_graph
-from quest_geometric.geometry.knn import _check_k
 from quest_geometric.transforms.image_to_sphere import (
     _check_images,
     _split_input,
@@ -57,7 +57,7 @@ class ImageToLattice(BaseTransform):
     """
 
     def __init__(self, k: int = 8, backend: str = "auto") -> None:
-        self.k = _check_k(k)
+        self.k = check_positive_int(k, "'k'")
         self.backend = backend
 
     def template(self, height: int, width: int) -> Data:

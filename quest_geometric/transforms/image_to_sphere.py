@@ -13,7 +13,7 @@ from torch_geometric.data import Batch, Data
 from torch_geometric.data.datapipes import functional_transform
 from torch_geometric.transforms import BaseTransform
 
-from quest_geometric.geometry.fibonacci import _check_radii, _check_sizes
+from quest_geometric._utils.checks import check_shell_radii, check_shell_sizes
 from quest_geometric.geometry.graphs import sphere_graph
 
 _PROJECTIONS = ("stereographic", "equal_area")
@@ -310,11 +310,11 @@ class ImageToSphere(BaseTransform):
         backend: str = "auto",
         fill_value: float = 0.0,
     ) -> None:
-        self.sizes = tuple(_check_sizes(sizes))
+        self.sizes = tuple(check_shell_sizes(sizes))
         self.k = k
         self.k_cross = (4 if len(self.sizes) > 1 else 0) if k_cross is None else k_cross
         self.projection, self.cap = _check_projection(projection, cap)
-        self.radii = None if radii is None else tuple(_check_radii(radii, len(self.sizes)))
+        self.radii = None if radii is None else tuple(check_shell_radii(radii, len(self.sizes)))
         if padding_mode not in _PADDING:
             raise ValueError(f"'padding_mode' must be one of {_PADDING} (got {padding_mode!r})")
         self.padding_mode = padding_mode

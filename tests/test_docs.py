@@ -19,6 +19,7 @@ PUBLIC_MODULES = [
     "quest_geometric.geometry",
     "quest_geometric.transforms",
     "quest_geometric.nn",
+    "quest_geometric.nn.focus.decode",
     "quest_geometric.experiments",
     "quest_geometric.typing",
     "quest_geometric.models",

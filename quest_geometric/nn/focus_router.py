@@ -25,7 +25,7 @@ from quest_geometric.nn.focus.router import (  # noqa: F401
 def logcumsumexp(x: Tensor, dim: int) -> Tensor:
     r"""Prefix log-sum-exp along :obj:`dim`, the values of :func:`torch.logcumsumexp`.
 
-    .. deprecated::
+    .. deprecated:: 0.1.0
         No longer public: it is an implementation detail of the prefix-causal Sinkhorn of
         :class:`~quest_geometric.nn.focus.router.FocusRouter` (private as
         ``quest_geometric.nn.focus.router._logcumsumexp``). Use :func:`torch.logcumsumexp`,

@@ -345,3 +345,48 @@ def test_first_sustained_step_needs_the_share_to_stay_up():
     assert qk.first_sustained_step(rows, 0.9) == 300  # the dip at 200 resets it
     assert qk.first_sustained_step(rows, 0.99) == 400
     assert qk.first_sustained_step(rows[:3], 0.9) is None  # ends below
+
+
+# --------------------------------------------------------------------------- the layout
+def test_run_tag_of_the_full_configuration_is_pinned():
+    """``FULL.run_tag()`` names the folders of the long background runs
+    (``<out>/qk_geometry_runs/<tag>/``): a later invocation must find them again. The value
+    was computed before the study became a subpackage."""
+    assert qk.FULL.run_tag() == "e13b87bd27"
+    assert StudyConfig().run_tag() == "e13b87bd27"
+    # and it still follows every field that shapes a run
+    assert qk.FULL.replace(steps=601).run_tag() != "e13b87bd27"
+    assert qk.FULL.replace(seeds=(0, 1, 2)).run_tag() == "e13b87bd27"  # seeds are per run folder
+
+
+def test_moved_names_are_the_same_objects():
+    from quest_geometric.analysis import directional_probability as dp
+    from quest_geometric.analysis import probe_model as pm
+    from quest_geometric.experiments.qk_geometry import directional_probability, probe_model
+
+    assert probe_model is pm and directional_probability is dp
+
+
+def test_probe_model_equals_a_manual_qkprobe_and_restores_the_mode():
+    from quest_geometric.analysis import QKProbe, probe_model
+    from quest_geometric.models.char_gpt import CharGPT, GPTConfig
+
+    torch.manual_seed(0)
+    model = CharGPT(GPTConfig(vocab_size=11, block_size=8, n_layer=2, n_head=2, n_embd=8))
+    x = torch.randint(0, 11, (3, 8), generator=torch.Generator().manual_seed(1))
+    y = torch.randint(0, 11, (3, 8), generator=torch.Generator().manual_seed(2))
+    model.train()
+    layers, heads, loss = probe_model(model, (x, y), max_tokens=64)
+    assert model.training  # the mode is restored
+    model.eval()
+    with torch.no_grad(), QKProbe(model, heads=True, max_tokens=64) as probe:
+        _, ref_loss = model(x, y)
+    ref = probe.results()
+    assert loss == pytest.approx(float(ref_loss))
+    assert [r["layer_index"] for r in layers] == [0, 1] and len(heads) == 2 * 2
+    ref_layers = [r for r in ref if r["head"] is None]
+    for got, want in zip(layers, ref_layers):
+        for key in ("pr_q", "pr_k", "attention_entropy", "qk_effective_rank"):
+            assert got[key] == pytest.approx(want[key]), key
+    # a bare tensor of ids: no loss
+    assert probe_model(model, x, max_tokens=64)[2] is None

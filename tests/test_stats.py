@@ -91,3 +91,56 @@ def test_old_import_path_is_the_same_function():
     from quest_geometric.experiments.qsv_ablation import paired_differences
 
     assert paired_differences is stats.paired_differences
+
+
+@pytest.mark.parametrize("n", [1, 5, 12, 54])
+def test_binomial_interval_is_clopper_pearson(n):
+    level = 0.95
+    for k in range(n + 1):
+        lo, hi = stats.binomial_interval(k, n, level)
+        # the beta-quantile form of the exact interval
+        ref_lo = 0.0 if k == 0 else sps.beta.ppf((1 - level) / 2, k, n - k + 1)
+        ref_hi = 1.0 if k == n else sps.beta.ppf(1 - (1 - level) / 2, k + 1, n - k)
+        assert lo == pytest.approx(ref_lo, abs=1e-9) and hi == pytest.approx(ref_hi, abs=1e-9)
+        # its defining tail probabilities
+        if 0 < k:
+            assert sps.binom.sf(k - 1, n, lo) == pytest.approx((1 - level) / 2, rel=1e-6)
+        if k < n:
+            assert sps.binom.cdf(k, n, hi) == pytest.approx((1 - level) / 2, rel=1e-6)
+    assert all(math.isnan(v) for v in stats.binomial_interval(0, 0))
+
+
+def test_least_squares_slope_equals_linregress():
+    rng = np.random.default_rng(3)
+    x = np.sort(rng.uniform(0, 600, 13))
+    y = 0.01 * x + rng.normal(size=13)
+    assert stats.least_squares_slope(x.tolist(), y.tolist()) == pytest.approx(
+        sps.linregress(x, y).slope, rel=1e-10)
+    assert math.isnan(stats.least_squares_slope([1.0], [2.0]))
+    assert math.isnan(stats.least_squares_slope([3.0, 3.0], [1.0, 2.0]))
+
+
+def test_spearman_is_the_pearson_correlation_of_ranks_over_defined_pairs():
+    x = [0.3, 1.2, None, 0.7, 2.5, math.nan, 1.9, 0.1]
+    y = [1.0, 0.5, 3.0, 0.8, 0.2, 1.0, 0.4, math.inf]
+    rho, p, n = stats.spearman(x, y)
+    keep = [(a, b) for a, b in zip(x, y) if a is not None and b is not None
+            and math.isfinite(a) and math.isfinite(b)]
+    assert n == len(keep) == 5
+    ra = sps.rankdata([a for a, _ in keep])
+    rb = sps.rankdata([b for _, b in keep])
+    assert rho == pytest.approx(np.corrcoef(ra, rb)[0, 1])
+    assert 0.0 <= p <= 1.0
+    assert all(math.isnan(v) for v in stats.spearman([1.0, 2.0], [3.0, 4.0])[:2])  # too few
+    assert all(math.isnan(v) for v in stats.spearman([1.0, 1.0, 1.0], [1.0, 2.0, 3.0])[:2])
+
+
+def test_directional_probability_is_the_one_sided_binomial_tail():
+    a, b = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [2.0, 3.0, 4.0, 4.0, 4.0, 7.0]  # 4 less, 1 tie, 1 more
+    res = stats.directional_probability(a, b)
+    assert (res["n_seeds"], res["n_untied"], res["k_less"]) == (6, 5, 4)
+    assert res["signs"] == [-1, -1, -1, 0, 1, -1]
+    assert res["p_value"] == pytest.approx(sum(math.comb(5, i) for i in (4, 5)) / 32)
+    assert res["mean_diff"] == pytest.approx(np.mean(np.subtract(a, b)))
+    with pytest.raises(ValueError, match="paired"):
+        stats.directional_probability([1.0], [1.0, 2.0])

@@ -14,6 +14,7 @@ from quest_geometric.analysis.probe import (
     QKView,
     logit_singular_values,
     masked_softmax_entropy,
+    probe_model,
     register_attention_adapter,
     supported_attention_types,
     unregister_attention_adapter,
@@ -32,11 +33,15 @@ from quest_geometric.analysis.spectral_control import (
     spectrum_participation_ratio,
 )
 from quest_geometric.analysis.stats import (
+    binomial_interval,
     bootstrap_mean_interval,
+    directional_probability,
     finite_mean,
+    least_squares_slope,
     mean_std,
     paired_differences,
     sign_test,
+    spearman,
 )
 from quest_geometric.analysis.streaming import StreamingCovariance
 
@@ -56,6 +61,7 @@ __all__ = [
     "supported_attention_types",
     "logit_singular_values",
     "masked_softmax_entropy",
+    "probe_model",
     "KeySpectrumControl",
     "NodeEntropy",
     "node_attention_entropy",
@@ -70,4 +76,8 @@ __all__ = [
     "sign_test",
     "bootstrap_mean_interval",
     "paired_differences",
+    "directional_probability",
+    "binomial_interval",
+    "least_squares_slope",
+    "spearman",
 ]

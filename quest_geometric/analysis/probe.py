@@ -62,6 +62,7 @@ __all__ = [
     "supported_attention_types",
     "logit_singular_values",
     "masked_softmax_entropy",
+    "probe_model",
 ]
 
 # The registry and the view type live in quest_geometric.adapters (one registry for the
@@ -661,3 +662,43 @@ class QKProbe:
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}({type(self.model).__name__}, layers={len(self._layers)}, "
                 f"enabled={self.enabled}, attached={self.attached})")
+
+
+@torch.no_grad()
+def probe_model(model: nn.Module, batch: Union[Tensor, tuple, dict], max_tokens: int = 4096
+                ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Optional[float]]:
+    """Run :class:`QKProbe` on one fixed batch (eval mode, no gradient, hooks removed after).
+
+    The PR accumulators and the probe-batch metrics both see exactly this batch; the
+    model's training mode is restored afterwards. (Moved here from
+    :mod:`quest_geometric.experiments.qk_geometry`, which re-exports it.)
+
+    Args:
+        model (nn.Module): a model whose attention layers :class:`QKProbe` knows.
+        batch: ``(x, y)`` for CharGPT (the loss is returned too), a tensor of ids, or a
+            dict of keyword inputs (Hugging Face models).
+        max_tokens (int): cap on the probe-batch query tokens. (default: ``4096``)
+
+    Returns:
+        (list, list, float or None): layer records, head records, the batch's loss.
+    """
+    was_training = model.training
+    model.eval()
+    loss = None
+    try:
+        with QKProbe(model, heads=True, max_tokens=max_tokens) as probe:
+            if isinstance(batch, dict):
+                out = model(**batch)
+            elif isinstance(batch, tuple):
+                out = model(*batch)
+            else:
+                out = model(batch)
+        if isinstance(out, tuple) and len(out) > 1 and isinstance(out[1], Tensor):
+            loss = float(out[1])
+        records = probe.results()
+    finally:
+        model.train(was_training)
+    layers = [r for r in records if r["head"] is None]
+    heads = [r for r in records if r["head"] is not None]
+    return layers, heads, loss
+

@@ -12,14 +12,18 @@ says how many values it rests on.
   losses, :math:`p = \min\bigl(1, 2 \sum_{i \le \min(w, l)} \binom{n}{i} 2^{-n}\bigr)`,
   :math:`n = w + l` (equal to :func:`scipy.stats.binomtest` with :math:`p = 1/2`);
 * :func:`bootstrap_mean_interval`: the percentile bootstrap interval of a mean;
-* :func:`paired_differences`: per-seed differences with both of the above.
+* :func:`paired_differences`: per-seed differences with both of the above;
+* :func:`directional_probability`: the one-sided sign test of :math:`a < b` across seeds;
+* :func:`binomial_interval`: the exact (Clopper-Pearson) interval of a share;
+* :func:`least_squares_slope` and :func:`spearman`: a trend and a rank correlation.
 """
 from __future__ import annotations
 
 import math
 import statistics
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
+import numpy as np
 import torch
 
 from quest_geometric._utils import check_int
@@ -30,6 +34,10 @@ __all__ = [
     "sign_test",
     "bootstrap_mean_interval",
     "paired_differences",
+    "directional_probability",
+    "binomial_interval",
+    "least_squares_slope",
+    "spearman",
 ]
 
 
@@ -165,3 +173,107 @@ def paired_differences(values: Mapping[int, float], reference: Mapping[int, floa
     lo, hi = bootstrap_mean_interval(d, n_boot=n_boot, seed=seed)
     return {"n": len(common), "mean": float(d.mean()), "ci_low": lo, "ci_high": hi,
             "wins": wins, "losses": losses, "sign_p": sign_test(wins, losses)}
+
+
+def least_squares_slope(x: Sequence[float], y: Sequence[float]) -> float:
+    r"""Least-squares slope :math:`\hat\beta = \sum_i (x_i - \bar x)(y_i - \bar y) /
+    \sum_i (x_i - \bar x)^2` of ``y`` against ``x`` (:func:`numpy.polyfit` of degree 1).
+
+    Args:
+        x (sequence of float): the abscissae (e.g. training steps).
+        y (sequence of float): the values, paired with ``x``.
+
+    Returns:
+        float: the slope; NaN with fewer than two points or a constant ``x``.
+    """
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    if len(x) < 2 or np.ptp(x) == 0:
+        return math.nan
+    return float(np.polyfit(x, y, 1)[0])
+
+
+def spearman(x: Sequence[Optional[float]], y: Sequence[Optional[float]]
+             ) -> tuple[float, float, int]:
+    r"""Spearman's rank correlation :math:`\rho` of the pairs where both values are defined
+    and finite, with its two-sided p-value (:func:`scipy.stats.spearmanr`).
+
+    Args:
+        x (sequence of float or None): the first variable; :obj:`None`, NaN and infinities
+            drop their pair.
+        y (sequence of float or None): the second, paired with ``x``.
+
+    Returns:
+        (float, float, int): :math:`\rho`, the p-value and the number of pairs used; the
+        first two NaN with fewer than 3 pairs or a constant variable.
+    """
+    from scipy.stats import spearmanr
+
+    pairs = [(a, b) for a, b in zip(x, y) if a is not None and b is not None
+             and math.isfinite(a) and math.isfinite(b)]
+    if len(pairs) < 3 or len({p[0] for p in pairs}) < 2 or len({p[1] for p in pairs}) < 2:
+        return math.nan, math.nan, len(pairs)  # too few points or a constant variable
+    res = spearmanr([p[0] for p in pairs], [p[1] for p in pairs])
+    return float(res.statistic), float(res.pvalue), len(pairs)
+
+
+def binomial_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    r"""Exact (Clopper-Pearson) interval of a binomial share :math:`k / n`: the
+    :math:`[p_\mathrm{lo}, p_\mathrm{hi}]` with
+    :math:`P(\mathrm{Bin}(n, p_\mathrm{lo}) \ge k) = P(\mathrm{Bin}(n, p_\mathrm{hi}) \le k)
+    = (1 - \mathrm{level}) / 2` (:math:`p_\mathrm{lo} = 0` for :math:`k = 0`,
+    :math:`p_\mathrm{hi} = 1` for :math:`k = n`), from SciPy's
+    ``scipy.stats.binomtest(k, n).proportion_ci(method='exact')``.
+
+    Args:
+        k (int): successes, :math:`0 \le k \le n`.
+        n (int): trials.
+        level (float): confidence level. (default: ``0.95``)
+
+    Returns:
+        (float, float): the interval; NaN for :math:`n = 0`.
+    """
+    from scipy.stats import binomtest
+
+    if n == 0:
+        return math.nan, math.nan
+    ci = binomtest(k, n).proportion_ci(confidence_level=level, method="exact")
+    return float(ci.low), float(ci.high)
+
+
+def directional_probability(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
+    r"""Paired sign test of ``a < b`` across seeds.
+
+    With :math:`d_s = a_s - b_s`, ties (:math:`d_s = 0`) are dropped as in the classical sign
+    test; among the :math:`n` remaining seeds :math:`k` have :math:`d_s < 0`. The directional
+    probability is :math:`k/n` and the one-sided p-value
+    :math:`P(X \ge k)`, :math:`X \sim \mathrm{Binomial}(n, 1/2)`
+    (:func:`scipy.stats.binomtest` with ``alternative='greater'``).
+
+    Args:
+        a (sequence of float): per-seed values of the first condition (e.g. entropy under
+            ``'shrink'``).
+        b (sequence of float): the paired values of the second (``'hold'``).
+
+    Returns:
+        dict: ``n_seeds``, ``n_untied``, ``k_less`` (seeds with a < b), ``share_less``
+        (:math:`k/n`), ``p_value``, ``signs`` (per seed: -1, 0 or +1), ``mean_diff``.
+    """
+    from scipy.stats import binomtest
+
+    a = [float(v) for v in a]
+    b = [float(v) for v in b]
+    if len(a) != len(b) or not a:
+        raise ValueError(f"directional_probability: a and b must be non-empty and paired, got "
+                         f"{len(a)} and {len(b)} values")
+    if not all(math.isfinite(v) for v in a + b):
+        raise ValueError("directional_probability: values must be finite")
+    diffs = [x - y for x, y in zip(a, b)]
+    signs = [int(np.sign(d)) for d in diffs]
+    n = sum(1 for s in signs if s != 0)
+    k = sum(1 for s in signs if s < 0)
+    p = float(binomtest(k, n, 0.5, alternative="greater").pvalue) if n else math.nan
+    return {"n_seeds": len(a), "n_untied": n, "k_less": k,
+            "share_less": k / n if n else math.nan, "p_value": p, "signs": signs,
+            "mean_diff": float(np.mean(diffs))}
+

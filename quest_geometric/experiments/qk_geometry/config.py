@@ -1,0 +1,143 @@
+"""The settings of the query/key geometry study: initialisations, control modes, the
+configuration and its two presets."""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+INITS = ("independent", "tied", "orthogonal")
+MODES = ("none", "hold", "shrink")
+_METRIC_KEYS = ("pr_q", "pr_k", "pr_q_minus_pr_k", "pr_q_concat", "pr_k_concat",
+                "qk_effective_rank", "qk_stable_rank", "attention_entropy")
+
+
+@dataclass
+class StudyConfig:
+    """Sizes of the study (model, training, probing, seeds).
+
+    Args:
+        n_embd (int): model width. (default: ``48``)
+        n_head (int): attention heads. (default: ``4``)
+        block_size (int): context length in characters. (default: ``64``)
+        batch_size (int): training batch (sequences). (default: ``12``)
+        steps (int): optimiser steps per run. (default: ``600``)
+        lr (float): peak AdamW learning rate. (default: ``3e-3``)
+        min_lr (float): final learning rate of the cosine schedule. (default: ``3e-4``)
+        warmup_steps (int): linear warmup. (default: ``50``)
+        weight_decay (float): AdamW weight decay on matrices. (default: ``0.1``)
+        probe_every (int): steps between probes (plus one at step 0 and one at the end).
+            (default: ``50``)
+        probe_batch_size (int): sequences in the fixed validation probe batch (all of
+            them enter the PR). (default: ``16``)
+        probe_max_tokens (int): query tokens of the probe batch used for the QK^T ranks and
+            the entropy (whole sequences; two SVDs per head and sequence dominate the probe's
+            cost). (default: ``512``)
+        eval_batches (int): validation batches of the final evaluation. (default: ``20``)
+        depths (tuple): depths of the trajectory grid. (default: ``(4, 6, 8)``)
+        inits (tuple): query/key initialisations. (default: all three)
+        seeds (tuple): seeds of the trajectory grid. (default: ``(0, 1)``)
+        intervention_seeds (tuple): seeds of the intervention. (default: ``(0, 1, 2, 3, 4)``)
+        intervention_depth (int): depth of the intervention runs. (default: ``4``)
+        intervention_init (str): initialisation of the intervention runs.
+            (default: ``'independent'``)
+        shrink_decay (float): ``KeySpectrumControl`` decay per step for ``'shrink'``.
+            (default: ``0.01``)
+        control_per_head (bool): control each head's rows of :math:`W_K` separately.
+            (default: :obj:`True`)
+        overhead_depth (int): depth of the overhead measurement. (default: ``6``)
+        overhead_steps (int): steps of each overhead run. (default: ``200``)
+        overhead_probe_every (int): probe period of the overhead measurement.
+            (default: ``100``)
+        overhead_repeats (int): alternating repeats of each overhead variant. (default: ``3``)
+        corpus (str): :class:`~quest_geometric.datasets.char_corpus.CharCorpus` source.
+            (default: ``'python-reference'``)
+    """
+
+    n_embd: int = 48
+    n_head: int = 4
+    block_size: int = 64
+    batch_size: int = 12
+    steps: int = 600
+    lr: float = 3e-3
+    min_lr: float = 3e-4
+    warmup_steps: int = 50
+    weight_decay: float = 0.1
+    probe_every: int = 50
+    probe_batch_size: int = 16
+    probe_max_tokens: int = 512
+    eval_batches: int = 20
+    depths: tuple = (4, 6, 8)
+    inits: tuple = INITS
+    seeds: tuple = (0, 1)
+    intervention_seeds: tuple = (0, 1, 2, 3, 4)
+    intervention_depth: int = 4
+    intervention_init: str = "independent"
+    shrink_decay: float = 0.01
+    control_per_head: bool = True
+    overhead_depth: int = 6
+    overhead_steps: int = 200
+    overhead_probe_every: int = 100
+    overhead_repeats: int = 3
+    corpus: str = "python-reference"
+
+    def __post_init__(self) -> None:
+        self.depths = tuple(self.depths)
+        self.inits = tuple(self.inits)
+        self.seeds = tuple(self.seeds)
+        self.intervention_seeds = tuple(self.intervention_seeds)
+        for name in ("n_embd", "n_head", "block_size", "batch_size", "steps", "warmup_steps",
+                     "probe_every", "probe_batch_size", "probe_max_tokens", "eval_batches", "intervention_depth",
+                     "overhead_depth", "overhead_steps", "overhead_probe_every", "overhead_repeats"):
+            v = getattr(self, name)
+            minimum = 0 if name == "warmup_steps" else 1
+            if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+                raise ValueError(f"StudyConfig: {name} must be an int >= {minimum}, got {v!r}")
+        if self.n_embd % self.n_head:
+            raise ValueError(f"StudyConfig: n_embd={self.n_embd} must be divisible by n_head={self.n_head}")
+        for name in ("depths",):
+            vals = getattr(self, name)
+            if not vals or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in vals):
+                raise ValueError(f"StudyConfig: {name} must be a non-empty tuple of positive ints "
+                                 f"(numbers of layers), got {vals!r}")
+        for name in ("seeds", "intervention_seeds"):
+            vals = getattr(self, name)
+            if not vals or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in vals):
+                raise ValueError(f"StudyConfig: {name} must be a non-empty tuple of ints >= 0, got {vals!r}")
+            if len(set(vals)) != len(vals):
+                raise ValueError(f"StudyConfig: {name} has duplicates: {vals!r}")
+        bad = [i for i in self.inits if i not in INITS]
+        if not self.inits or bad:
+            raise ValueError(f"StudyConfig: inits must be a non-empty subset of {INITS}, got unknown {bad or self.inits!r}")
+        if self.intervention_init not in INITS:
+            raise ValueError(f"StudyConfig: intervention_init must be one of {INITS}, got {self.intervention_init!r}")
+        if not (isinstance(self.shrink_decay, (int, float)) and self.shrink_decay >= 0):
+            raise ValueError(f"StudyConfig: shrink_decay must be >= 0, got {self.shrink_decay!r}")
+        if self.block_size < 2:
+            raise ValueError("StudyConfig: block_size must be >= 2 (the entropy needs two keys)")
+
+    def replace(self, **changes: Any) -> "StudyConfig":
+        """A validated copy with ``changes`` applied (``None`` values are ignored)."""
+        return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    def run_tag(self) -> str:
+        """A short hash of everything that shapes a training run (not depth/init/seed)."""
+        keys = ("n_embd", "n_head", "block_size", "batch_size", "steps", "lr", "min_lr",
+                "warmup_steps", "weight_decay", "probe_every", "probe_batch_size", "probe_max_tokens",
+                "eval_batches",
+                "shrink_decay", "control_per_head", "corpus")
+        blob = json.dumps({k: getattr(self, k) for k in keys}, sort_keys=True)
+        return hashlib.sha1(blob.encode()).hexdigest()[:10]
+
+
+#: The full CPU configuration (about 40 minutes on two heavily shared cores): width 48, 4
+#: heads of 12, context 64, batch 12, 600 steps, probes every 50 steps, 2 seeds per
+#: (depth, init), 5 intervention seeds at depth 4.
+FULL = StudyConfig()
+#: The ``--quick`` configuration: width 32, 4 heads of 8, context 32, batch 8, 200 steps,
+#: 1 seed per (depth, init), 5 intervention seeds.
+QUICK = StudyConfig(n_embd=32, n_head=4, block_size=32, batch_size=8, steps=200, lr=3e-3,
+                    min_lr=3e-4, warmup_steps=20, probe_every=25, probe_batch_size=16,
+                    eval_batches=10, seeds=(0,), overhead_steps=200, overhead_repeats=2)

@@ -30,6 +30,7 @@ from typing import Any, Callable, Optional, Protocol, Union, runtime_checkable
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
+from quest_geometric._utils.checks import check_int
 from quest_geometric.training.distributed import ShardSampler
 
 
@@ -103,8 +104,7 @@ def make_loader(
     Returns:
         torch.utils.data.DataLoader: a PyG loader for graph data, a PyTorch one otherwise.
     """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"make_loader: `batch_size` must be a positive int, got {batch_size!r}")
+    check_int(batch_size, "`batch_size`", 1, where="make_loader")
     if not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
         raise TypeError("make_loader: `dataset` must be a map-style dataset "
                         f"(with __len__ and __getitem__), got {type(dataset).__name__}")

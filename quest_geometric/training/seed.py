@@ -9,6 +9,8 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
+from quest_geometric._utils.checks import check_int
+
 
 def derive_seed(seed: int, *keys: Any) -> int:
     r"""Derive an independent 63-bit seed from ``seed`` and any number of keys.
@@ -36,8 +38,7 @@ def seed_everything(seed: int, deterministic: bool = False) -> None:
             warn_only=True)``, disable cuDNN autotuning and set ``CUBLAS_WORKSPACE_CONFIG``.
             (default: :obj:`False`)
     """
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed_everything: `seed` must be a non-negative int, got {seed!r}")
+    check_int(seed, "`seed`", 0, where="seed_everything")
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)  # also seeds every CUDA device

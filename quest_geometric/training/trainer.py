@@ -19,6 +19,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
+from quest_geometric._utils.checks import check_int
 from quest_geometric._utils.device import resolve_device
 from quest_geometric.training.checkpoint import (
     CheckpointError,
@@ -99,8 +100,7 @@ class EveryNSteps(Callback):
     """
 
     def __init__(self, fn: Callable[["Trainer", int], Any], every: int, at_start: bool = False) -> None:
-        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
-            raise ValueError(f"EveryNSteps: `every` must be a positive int, got {every!r}")
+        check_int(every, "`every`", 1, where="EveryNSteps")
         self.fn, self.every, self.at_start = fn, every, at_start
 
     def on_fit_start(self, trainer: "Trainer") -> None:

@@ -1,0 +1,183 @@
+"""quest_geometric._utils: atomic writes, device parsing, optional pyplot and argument checks."""
+import json
+import os
+
+import pytest
+import torch
+
+from quest_geometric._utils import (
+    atomic_torch_save,
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_text,
+    check_choice,
+    check_int,
+    check_positive_float,
+    check_positive_int,
+    check_shell_radii,
+    check_shell_sizes,
+    optional_pyplot,
+    resolve_device,
+)
+
+
+class _Boom:
+    """Pickling (``torch.save``) fails midway through the write."""
+
+    def __reduce__(self):
+        raise RuntimeError("boom")
+
+
+class _BadJSON:
+    pass
+
+
+# ---------------------------------------------------------------------- atomic writes
+def test_atomic_writes_write_and_create_folders(tmp_path):
+    p = tmp_path / "a" / "b" / "f.txt"
+    atomic_write_text(p, "héllo\n")
+    assert p.read_text(encoding="utf-8") == "héllo\n"
+    atomic_write_bytes(p, b"\x00\x01")
+    assert p.read_bytes() == b"\x00\x01"
+    atomic_write_json(p, {"x": [1, 2.5]}, indent=1)
+    assert json.loads(p.read_text()) == {"x": [1, 2.5]} and "\n" in p.read_text()
+    atomic_torch_save({"w": torch.arange(3)}, str(p))
+    assert torch.equal(torch.load(p, weights_only=True)["w"], torch.arange(3))
+    assert sorted(os.listdir(p.parent)) == ["f.txt"]
+
+
+def test_atomic_torch_save_failure_keeps_old_file_and_no_temp(tmp_path):
+    p = tmp_path / "c.pt"
+    atomic_torch_save({"w": torch.ones(3)}, p)
+    before = p.read_bytes()
+    with pytest.raises(RuntimeError, match="boom"):
+        # the tensor is serialised before the failing object: the write really is midway
+        atomic_torch_save({"w": torch.zeros(1000), "x": _Boom()}, p)
+    assert p.read_bytes() == before
+    assert torch.equal(torch.load(p, weights_only=True)["w"], torch.ones(3))
+    assert os.listdir(tmp_path) == ["c.pt"]
+
+
+def test_atomic_text_failures_keep_old_file_and_no_temp(tmp_path):
+    p = tmp_path / "r.json"
+    atomic_write_text(p, "old")
+    with pytest.raises(TypeError):
+        atomic_write_json(p, {"a": _BadJSON()})
+    with pytest.raises(UnicodeEncodeError):
+        atomic_write_text(p, "caf\u00e9", encoding="ascii")
+    assert p.read_text() == "old"
+    assert os.listdir(tmp_path) == ["r.json"]
+
+
+def test_atomic_write_failure_without_old_file_leaves_nothing(tmp_path):
+    with pytest.raises(RuntimeError, match="boom"):
+        atomic_torch_save(_Boom(), tmp_path / "new.pt")
+    assert os.listdir(tmp_path) == []
+
+
+def test_checkpoint_atomic_torch_save_is_the_utils_one():
+    from quest_geometric.training import checkpoint
+
+    assert checkpoint.atomic_torch_save is atomic_torch_save
+
+
+# ---------------------------------------------------------------------- devices
+def test_resolve_device_parses():
+    assert resolve_device("cpu") == torch.device("cpu")
+    assert resolve_device(torch.device("cpu")) == torch.device("cpu")
+    assert resolve_device("auto") == torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
+@pytest.mark.parametrize("dev", ["cuda", "cuda:1", torch.device("cuda", 0)])
+def test_resolve_device_refuses_cuda_without_gpu_naming_the_argument(dev):
+    with pytest.raises(ValueError, match=r"^TrainConfig\.device=.*no CUDA GPU"):
+        resolve_device(dev, name="TrainConfig.device")
+
+    class MyError(Exception):
+        pass
+
+    with pytest.raises(MyError, match=r"^--device=.*no CUDA GPU"):
+        resolve_device(dev, name="--device", error=MyError)
+
+
+def test_resolve_device_refuses_bad_strings_and_auto_when_not_allowed():
+    with pytest.raises(ValueError, match=r"^--dev='quantum' is not a valid torch device"):
+        resolve_device("quantum", name="--dev")
+    with pytest.raises(ValueError, match="^device=.*not a valid"):
+        resolve_device(3.5)
+    with pytest.raises(KeyError, match="--device must be a torch device.*'auto'"):
+        resolve_device("auto", name="--device", error=KeyError, allow_auto=False)
+
+
+# ---------------------------------------------------------------------- checks
+def test_check_int():
+    assert check_int(3, "n") == 3 and check_int(0, "n", 0) == 0 and check_int(5, "n", 1, maximum=5) == 5
+    with pytest.raises(ValueError, match=r"^f: n must be an int >= 1, got True$"):
+        check_int(True, "n", 1, where="f")
+    with pytest.raises(ValueError, match=r"^n must be an int >= 1, got 2\.0$"):
+        check_int(2.0, "n", 1)
+    with pytest.raises(ValueError, match=r"^Cls: `k` must be an int >= 2, got 1$"):
+        check_int(1, "`k`", 2, where="Cls")
+    with pytest.raises(ValueError, match=r"^n must be an int >= 0 and <= 4, got 5$"):
+        check_int(5, "n", 0, maximum=4)
+    with pytest.raises(ValueError, match=r"^n must be an int, got '3'$"):
+        check_int("3", "n")
+
+
+def test_check_positive_int_types_and_values():
+    assert check_positive_int(1, "'k'") == 1
+    for bad in (True, 2.5, "3", None):
+        with pytest.raises(TypeError, match=r"^'k' must be an int >= 1"):
+            check_positive_int(bad, "'k'")
+    for bad in (0, -3):
+        with pytest.raises(ValueError, match=r"^g: 'k' must be an int >= 1, got " + str(bad)):
+            check_positive_int(bad, "'k'", where="g")
+
+
+def test_check_shell_sizes_and_radii():
+    assert check_shell_sizes((3, 5)) == [3, 5]
+    with pytest.raises(TypeError, match="'sizes' must be a sequence"):
+        check_shell_sizes(4)
+    with pytest.raises(TypeError, match="'sizes'"):
+        check_shell_sizes([4, 2.5])
+    with pytest.raises(ValueError, match="'sizes' must hold at least one"):
+        check_shell_sizes([])
+    with pytest.raises(ValueError, match="'sizes'"):
+        check_shell_sizes([4, 0])
+    assert check_shell_radii(None, 3) == [1.0, 2.0, 3.0]
+    assert check_shell_radii([0.5, 2], 2) == [0.5, 2.0]
+    with pytest.raises(ValueError, match="'radii' must hold one radius per shell"):
+        check_shell_radii([1.0], 2)
+    with pytest.raises(ValueError, match="'radii' must be positive and finite"):
+        check_shell_radii([0.0, 1.0], 2)
+    with pytest.raises(ValueError, match="'radii' must be positive and finite"):
+        check_shell_radii([1.0, float("inf")], 2)
+    with pytest.raises(ValueError, match="'radii' must be strictly increasing"):
+        check_shell_radii([2.0, 2.0], 2)
+
+
+def test_check_positive_float_and_choice():
+    assert check_positive_float(2, "lr") == 2.0 and isinstance(check_positive_float(2, "lr"), float)
+    assert check_positive_float(0, "wd", allow_zero=True) == 0.0
+    for bad in (0, -1.0, float("nan"), float("inf"), True, "1"):
+        with pytest.raises(ValueError, match=r"^opt: lr must be a finite number > 0"):
+            check_positive_float(bad, "lr", where="opt")
+    with pytest.raises(ValueError, match=r"wd must be a finite number >= 0, got -0\.1"):
+        check_positive_float(-0.1, "wd", allow_zero=True)
+    assert check_choice("b", "mode", ("a", "b")) == "b"
+    with pytest.raises(ValueError, match=r"^f: mode must be one of \('a', 'b'\), got 'c'$"):
+        check_choice("c", "mode", ["a", "b"], where="f")
+
+
+# ---------------------------------------------------------------------- plotting
+def test_optional_pyplot():
+    plt = optional_pyplot()
+    if plt is None:  # matplotlib absent: `required` names the extra
+        with pytest.raises(ImportError, match=r"quest_geometric\[bench\]"):
+            optional_pyplot(required=True)
+    else:
+        import matplotlib
+
+        assert matplotlib.get_backend().lower() == "agg"
+        assert plt is optional_pyplot(required=True)

@@ -38,6 +38,7 @@ from typing import Any, Iterator, Optional, Sequence
 import torch
 from torch import nn
 
+from quest_geometric._utils import atomic_write_text
 from quest_geometric.experiments.common import write_results
 
 GATES = ("additive", "multiplicative")
@@ -237,12 +238,12 @@ def _train(model: nn.Module, corpus: Any, steps: int, lr: float, cfg: LMConfig, 
     if not resumed and (run_dir / "checkpoint.pt").is_file():
         (run_dir / "checkpoint.pt").unlink()  # another setting's (or reuse is off)
     rec = run_dir / SETUP_NAME
-    rec.write_text(json.dumps({"setup": setup, "train_s": prior_s}, indent=1))
+    atomic_write_text(rec, json.dumps({"setup": setup, "train_s": prior_s}, indent=1))
     t0 = time.perf_counter()
     Trainer(model, LanguageModelTask(), tc, corpus.get_batch, corpus.get_batch).fit(
         resume=True if resumed else False, desc=label or run_dir.name)
     secs = prior_s if prior_s is not None else time.perf_counter() - t0
-    rec.write_text(json.dumps({"setup": setup, "train_s": secs}, indent=1))
+    atomic_write_text(rec, json.dumps({"setup": setup, "train_s": secs}, indent=1))
     return secs, resumed
 
 
@@ -365,26 +366,49 @@ def run(quick: bool = False, device: str = "cpu", out_dir: str | Path = "benchma
     for r in rows:
         r["rel_to_full"] = r["val_bpc"] / ref - 1.0
 
-    def find(model: str, gate: str, mode: str, k: Any) -> dict[str, Any]:
-        return next(r for r in rows if r["model"].startswith(model) and r["gate"] == gate
-                    and r["mode"] == mode and r["top_k"] == k)
-
     main_gate = "additive" if "additive" in cfg.gates else cfg.gates[0]
-    b_hard = find("(b)", main_gate, "hard", cfg.top_k)
-    c_soft = find("(c)", main_gate, "soft", cfg.top_k)
-    c_hard2 = find("(c)", main_gate, "hard", min(2, K))
-
     # A smoke run (``quick``: 60 steps, ~4.5 bits per character, or fewer steps than the
     # full setting) is far too short to test the targets, which are about trained models:
     # it reports the numbers without verdicts.
     smoke = quick or cfg.steps_focus < LMConfig.steps_focus or cfg.steps_full < LMConfig.steps_full
+    summary = _target_lines(rows, cfg, ref, main_gate, smoke)
+    gate_summary = _gate_lines(rows, cfg)
+    notes = _notes(cfg, corpus.source, corpus.vocab_size, main_gate, reused, smoke, summary,
+                   gate_summary)
+    meta = {"config": vars(cfg), "data": corpus.source, "device": device, "quick": quick,
+            "targets_tested": not smoke,
+            "seeds": {"train": cfg.seed, "val_batches": cfg.seed + 12345,
+                      "compose": cfg.seed + 1},
+            "run_dir": str(run_dir), "reused_runs": reused}
+    paths = write_results(name, rows, out_dir, meta=meta, columns=COLUMNS, notes=notes,
+                          title="Focus language-model quality (validation bits per character)")
+    return {"rows": rows, "markdown": paths["md"].read_text(), "summary": summary,
+            "gate_summary": gate_summary, "config": vars(cfg),
+            "paths": {k: str(v) for k, v in paths.items()}}
+
+
+# ============================================================================ report
+def _find(rows: Sequence[dict[str, Any]], model: str, gate: str, mode: str, k: Any
+          ) -> dict[str, Any]:
+    """The row of ``model`` (its label's prefix, e.g. ``'(b)'``), ``gate``, ``mode``, top-k."""
+    return next(r for r in rows if r["model"].startswith(model) and r["gate"] == gate
+                and r["mode"] == mode and r["top_k"] == k)
+
+
+def _target_lines(rows: Sequence[dict[str, Any]], cfg: LMConfig, ref: float, main_gate: str,
+                  smoke: bool) -> list[str]:
+    """The targets, one line each, with a verdict (none for a smoke run)."""
+    K = cfg.num_groups
+    b_hard = _find(rows, "(b)", main_gate, "hard", cfg.top_k)
+    c_soft = _find(rows, "(c)", main_gate, "soft", cfg.top_k)
+    c_hard2 = _find(rows, "(c)", main_gate, "hard", min(2, K))
 
     def verdict(ok: bool) -> str:
         if smoke:
             return "not tested (smoke run)"
         return "met" if ok else "MISSED"
 
-    summary = [
+    return [
         f"(a) full attention: {ref:.4f} bpc",
         f"(b) Focus from scratch ({main_gate} gate), hard top-{cfg.top_k}: "
         f"{b_hard['val_bpc']:.4f} bpc ({100 * b_hard['rel_to_full']:+.2f}% vs (a); target "
@@ -397,16 +421,26 @@ def run(quick: bool = False, device: str = "cpu", out_dir: str | Path = "benchma
         f"of causal pairs; target within 3%: {verdict(c_hard2['rel_to_full'] <= 0.03)})",
     ]
 
+
+def _gate_lines(rows: Sequence[dict[str, Any]], cfg: LMConfig) -> list[str]:
+    """Soft against hard bits per character at the training top-k, one line per gate."""
     def gap(model: str, gate: str) -> str:
-        soft = find(model, gate, "soft", cfg.top_k)["val_bpc"]
-        hard = find(model, gate, "hard", cfg.top_k)["val_bpc"]
+        soft = _find(rows, model, gate, "soft", cfg.top_k)["val_bpc"]
+        hard = _find(rows, model, gate, "hard", cfg.top_k)["val_bpc"]
         return (f"{model} soft {soft:.4f} vs hard {hard:.4f} bpc, hard - soft "
                 f"{hard - soft:+.4f} ({100 * (hard / soft - 1):+.2f}%)")
 
-    gate_summary = [f"{gate} gate, top-{cfg.top_k}: {gap('(b)', gate)}; {gap('(c)', gate)}"
-                    for gate in cfg.gates]
-    notes = (
-        f"Corpus: {corpus.source} (vocabulary {corpus.vocab_size}); CharGPT "
+    return [f"{gate} gate, top-{cfg.top_k}: {gap('(b)', gate)}; {gap('(c)', gate)}"
+            for gate in cfg.gates]
+
+
+def _notes(cfg: LMConfig, source: str, vocab_size: int, main_gate: str, reused: Sequence[str],
+           smoke: bool, summary: Sequence[str], gate_summary: Sequence[str]) -> str:
+    """The notes under the table: the setting, what each column means, the targets and the
+    soft-against-hard lines."""
+    K = cfg.num_groups
+    return (
+        f"Corpus: {source} (vocabulary {vocab_size}); CharGPT "
         f"{cfg.n_layer} layers x {cfg.n_embd} wide, {cfg.n_head} heads, blocks of "
         f"{cfg.block_size} characters; Focus K = {K}, training top-k = {cfg.top_k}, window "
         f"{cfg.window}, d_g = {cfg.group_dim}, prefix-causal routing; (b) and (c) trained once "
@@ -431,16 +465,6 @@ def run(quick: bool = False, device: str = "cpu", out_dir: str | Path = "benchma
         + "\n\nSoft training against hard inference, per gate (the paper's multiplicative "
           "gate does not prune, so its soft and hard models can disagree):\n\n"
         + "\n".join(f"- {s}" for s in gate_summary))
-    meta = {"config": vars(cfg), "data": corpus.source, "device": device, "quick": quick,
-            "targets_tested": not smoke,
-            "seeds": {"train": cfg.seed, "val_batches": cfg.seed + 12345,
-                      "compose": cfg.seed + 1},
-            "run_dir": str(run_dir), "reused_runs": reused}
-    paths = write_results(name, rows, out_dir, meta=meta, columns=COLUMNS, notes=notes,
-                          title="Focus language-model quality (validation bits per character)")
-    return {"rows": rows, "markdown": paths["md"].read_text(), "summary": summary,
-            "gate_summary": gate_summary, "config": vars(cfg),
-            "paths": {k: str(v) for k, v in paths.items()}}
 
 
 def main(argv: Optional[list[str]] = None) -> None:

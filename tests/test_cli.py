@@ -49,6 +49,7 @@ def test_bad_device_string():
         resolve_device("quantum")
 
 
+@pytest.mark.slow
 def test_module_entry_point_exits_2_without_traceback(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "quest_geometric", "tour", "--only", "nope", "--out", str(tmp_path / "x")],
@@ -190,6 +191,7 @@ def test_tour_quotes_committed_full_run_results():
     assert committed_lines("no_such_file.md", "x") == []
 
 
+@pytest.mark.slow
 def test_importing_the_package_filters_pygs_torch_cluster_notice(tmp_path):
     """PyG >= 2.8 warns on import wherever torch-cluster is installed; the package imports
     PyG with exactly that warning filtered. A stub torch_cluster makes PyG warn; turned

@@ -73,10 +73,12 @@ def built_docs(tmp_path_factory):
     return build_docs(tmp_path_factory)
 
 
+@pytest.mark.slow
 def test_docs_build_strict(built_docs):
     assert (built_docs / "index.html").exists()
 
 
+@pytest.mark.slow
 def test_every_public_name_is_in_the_api_reference(built_docs):
     html = "".join(p.read_text() for p in (built_docs / "api").glob("*.html"))
     missing = [
@@ -93,6 +95,7 @@ def _python_blocks():
 
 
 @pytest.mark.parametrize("code", list(_python_blocks()))
+@pytest.mark.slow
 def test_docs_python_examples_run(code, tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -123,6 +126,7 @@ def test_benchmark_tables_are_cut_to_key_columns():
         "### T", "", "| a | b |", "|---|---|", "| 1 | 2 |"]
 
 
+@pytest.mark.slow
 def test_benchmarks_page_navigation_and_width(built_docs):
     """Included result files add no top-level sections: the page's sections are exactly its
     own '##' headings; every table fits (at most 11 columns) and the cut ones link a CSV."""

@@ -70,6 +70,7 @@ def math_pages(html_root: Path) -> dict[Path, int]:
     return found
 
 
+@pytest.mark.slow
 def test_mathjax_is_bundled_not_fetched(built_docs):
     pages = math_pages(built_docs)
     assert len(pages) >= 5, "expected formulas on several pages (docs and API reference)"
@@ -84,6 +85,7 @@ def test_mathjax_is_bundled_not_fetched(built_docs):
     assert list((built_docs / "_static" / "mathjax" / "output" / "chtml" / "fonts").rglob("*.woff"))
 
 
+@pytest.mark.slow
 def test_formulas_are_typeset_offline(built_docs, chromium):
     pages = math_pages(built_docs)
     names = {p.relative_to(built_docs).as_posix() for p in pages}
@@ -96,6 +98,7 @@ def test_formulas_are_typeset_offline(built_docs, chromium):
         assert "<mjx-merror" not in dom, f"{page.relative_to(built_docs)}: MathJax TeX error"
 
 
+@pytest.mark.slow
 def test_cdn_mathjax_does_not_render_offline(built_docs, chromium, tmp_path):
     """The reference: the page as it was, loading MathJax from the CDN, stays raw TeX."""
     page = built_docs / "qsv.html"

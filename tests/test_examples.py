@@ -29,6 +29,7 @@ def test_every_example_is_tested_and_listed():
     assert all(s in readme for s in scripts)
 
 
+@pytest.mark.slow
 def test_qsv_conv_in_your_model():
     out = run_example("qsv_conv_in_your_model.py")
     assert "QSVConv(32, heads=2, quaternion='node'" in out
@@ -36,6 +37,7 @@ def test_qsv_conv_in_your_model():
     assert 0.0 <= acc <= 1.0
 
 
+@pytest.mark.slow
 def test_images_to_sphere_graphs(tmp_path):
     fig = tmp_path / "digit.png"
     out = run_example("images_to_sphere_graphs.py", "--figure", str(fig))
@@ -45,6 +47,7 @@ def test_images_to_sphere_graphs(tmp_path):
     assert fig.stat().st_size > 0
 
 
+@pytest.mark.slow
 def test_compose_focus_gpt2():
     pytest.importorskip("transformers")
     out = run_example("compose_focus_gpt2.py")
@@ -54,6 +57,7 @@ def test_compose_focus_gpt2():
     assert re.search(r"Focus hard, top-2 of 4\s+[0-9.]+", out)
 
 
+@pytest.mark.slow
 def test_probe_qk_geometry():
     out = run_example("probe_qk_geometry.py")
     rows = re.findall(r"^blocks\.(\d)\.attn\s+(\d|mean)\s+([0-9.]+)\s+([0-9.]+)", out, re.M)

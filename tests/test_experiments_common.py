@@ -79,6 +79,7 @@ def test_environment_info_keys():
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork + /proc")
+@pytest.mark.slow
 def test_peak_memory_after_parallel_work_does_not_hang():
     """Regression: forking after the parent used its OpenMP pool hung the child's matmul."""
     import subprocess
@@ -113,6 +114,7 @@ print(peak_memory_mb(lambda: torch.ones(3000, 3000, dtype=torch.float64)))
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc mallopt + fork")
+@pytest.mark.slow
 def test_reuse_freed_memory_stops_page_faults_and_keeps_memory_honest():
     import subprocess
 

@@ -32,6 +32,7 @@ def _random_graph(n=30, e=120, seed=0):
 
 @pytest.mark.skipif(not WITH_TORCH_SCATTER, reason="torch-scatter not installed")
 @pytest.mark.parametrize("transport", [True, False])
+@pytest.mark.slow
 def test_qsvconv_scatter_path_equals_torch_scatter_reference(transport):
     import torch_scatter
 

@@ -273,6 +273,7 @@ def test_repr_and_errors():
 
 @pytest.mark.parametrize("top_k", [1, 2, 4])
 @pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.slow
 def test_module_flex_backend_matches_dense_in_inference(top_k, causal):
     # FlexAttention's eager CPU path: forward only (no CPU backward in torch)
     torch.manual_seed(13)

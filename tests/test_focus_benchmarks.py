@@ -15,6 +15,7 @@ def _finite(v) -> bool:
     return isinstance(v, (int, float)) and math.isfinite(v)
 
 
+@pytest.mark.slow
 def test_focus_speed_quick(tmp_path):
     out = focus_speed.run(quick=True, out_dir=tmp_path, progress=False, lengths=[160, 256],
                           repeat=1, memory=False, allocator="system")
@@ -53,6 +54,7 @@ TINY = dict(block_size=24, n_layer=1, n_head=2, n_embd=16, window=4, batch_size=
             steps_full=2, steps_focus=2, steps_router=2, eval_batches=1)
 
 
+@pytest.mark.slow
 def test_focus_lm_quick(tmp_path):
     out = focus_lm.run(quick=True, out_dir=tmp_path, run_dir=tmp_path / "runs", progress=False,
                        gates=("additive", "multiplicative"), **TINY)

@@ -34,6 +34,7 @@ def test_duplicate_ids_in_a_set_and_1d_groups(focus_mask_reference):
         pairs(focus_mask_reference(g1[:, None], 1, None, True))
 
 
+@pytest.mark.slow
 def test_large_batched_input_count_without_dense_matrix():
     # 64K tokens, K = 8: 64 sequences of 1024 tokens, groups i % 8, window 3.
     # Window offsets 1..3 are always in other groups, so

@@ -72,6 +72,7 @@ CASES = {
 
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.slow
 def test_matches_dense(case, causal):
     n, kg, tk, w, lengths, bs, dtype = CASES[case]
     q, k, v = _qkv(n, dtype, seed=n)
@@ -110,6 +111,7 @@ def test_topk_all_groups_is_full_attention(causal):
                                atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_no_grad_accepts_leaf_tensors_that_require_grad():
     n = 64
     q, k, v = (x.requires_grad_() for x in _qkv(n, seed=9))

@@ -90,6 +90,7 @@ def test_llama_layer_matches_hand_written_gqa_rope_attention(arch):
 
 @pytest.mark.parametrize("arch", HF_ARCHS)
 @pytest.mark.parametrize("top_k", [1, 2, 4])
+@pytest.mark.slow
 def test_cached_decoding_equals_full_forward(arch, top_k):
     m = build_hf(arch)
     compose_focus(m, num_groups=4, top_k=top_k, window=3)

@@ -160,6 +160,7 @@ def test_statistics_reject_bad_input():
     assert (s["k_positive"], s["n"], s["share"]) == (2, 4, 0.5)
 
 
+@pytest.mark.slow
 def test_outputs_and_figures_written(tmp_path):
     bench = _bench()
     model = build_hf("llama", num_hidden_layers=3)
@@ -182,6 +183,7 @@ def test_outputs_and_figures_written(tmp_path):
     assert "statistics_recomputed" in (tmp_path / "re" / "qkp.md").read_text()
 
 
+@pytest.mark.slow
 def test_real_smollm2_one_block():
     from quest_geometric.models.smollm2 import load_smollm2, smollm2_path
 

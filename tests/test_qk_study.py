@@ -34,6 +34,7 @@ def _read_jsonl(path: Path) -> list[dict]:
 
 
 # --------------------------------------------------------------------------- trajectories
+@pytest.mark.slow
 def test_trajectory_part_writes_files_and_summary_matches_records(tmp_path):
     torch.set_num_threads(1)
     res = qk.run(quick=True, out_dir=tmp_path, progress=False, parts=["trajectories"], **TINY)

@@ -27,6 +27,7 @@ def tiny_run(tmp_path_factory):
     return out, result
 
 
+@pytest.mark.slow
 def test_files_columns_and_finite_values(tiny_run):
     out, result = tiny_run
     stem = out / "qsv_ablation_digits_quick"
@@ -54,6 +55,7 @@ def test_files_columns_and_finite_values(tiny_run):
     assert a["acc_trained"] == pytest.approx(result["rows"][0]["acc_mean"])  # same test set
 
 
+@pytest.mark.slow
 def test_mean_std_recomputed_from_seed_rows(tiny_run):
     out, result = tiny_run
     with open(out / "qsv_ablation_digits_quick_seeds.csv") as f:
@@ -74,6 +76,7 @@ def test_mean_std_recomputed_from_seed_rows(tiny_run):
         assert float(r["acc"]) * 24 / 100 == pytest.approx(round(float(r["acc"]) * 24 / 100))
 
 
+@pytest.mark.slow
 def test_resume_reuses_finished_runs(tiny_run):
     out, result = tiny_run
     run_dirs = sorted(p.name for p in result["run_root"].iterdir())
@@ -240,6 +243,7 @@ def test_aggregate_paired_columns():
     assert math.isnan(rows["qsv"]["paired_delta"]) and rows["qsv"]["paired_n"] == 0
 
 
+@pytest.mark.slow
 def test_clean_training_accuracy_is_the_final_model_on_clean_images(tiny_run):
     from torch_geometric.loader import DataLoader
 

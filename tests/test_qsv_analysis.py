@@ -181,6 +181,7 @@ def test_rotation_angles_by_hand_on_two_nodes():
 
 # ---------------------------------------------------------------- test-time ablations
 @torch.no_grad()
+@pytest.mark.slow
 def test_ablation_accuracy_matches_retargeted_models():
     model = _model(seed=1)
     batches = [_batch(4, 0), _batch(4, 20)]

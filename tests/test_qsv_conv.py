@@ -148,6 +148,7 @@ def test_equals_per_node_reference_irregular(mode):
     torch.testing.assert_close(conv(x, ei), reference(conv, x, ei))
 
 
+@pytest.mark.slow
 def test_complete_graph_equals_dense_global_attention():
     n, h, m = 9, 2, 2
     ei = knn_edges(n, n)  # every node sees every node, self loop included
@@ -340,6 +341,7 @@ def test_sparse_layouts_and_edge_permutation():
     torch.testing.assert_close(alpha[order], alpha_ref[order_ref])
 
 
+@pytest.mark.slow
 def test_compile_zero_graph_breaks_dense_path():
     n = 16
     ei = knn_edges(n, 4)
@@ -348,6 +350,7 @@ def test_compile_zero_graph_breaks_dense_path():
     assert_torch_compile(conv, x, ei, dense=True, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_scatter_path_traces_without_graph_breaks():
     n = 10
     ei = irregular_edges(n)
@@ -356,6 +359,7 @@ def test_scatter_path_traces_without_graph_breaks():
     assert explanation.graph_break_count == 0, explanation.break_reasons
 
 
+@pytest.mark.slow
 def test_gradcheck_float64():
     n = 5
     ei = knn_edges(n, 2)

@@ -107,6 +107,7 @@ def test_fused_equals_gather_reference_and_scatter_values_and_grads(mode):
             torch.testing.assert_close(fused[3][name], other[3][name])
 
 
+@pytest.mark.slow
 def test_fused_path_float32_and_gradcheck_float64():
     n, k = 9, 3
     ei = knn_edges(n, k)
@@ -271,6 +272,7 @@ def test_pg_explainer_same_on_sphere_graph_as_scatter_path(sphere, dense):
     assert ref.edge_mask.std() > 0
 
 
+@pytest.mark.slow
 def test_attention_explainer_same_on_sphere_graph_as_scatter_path(sphere):
     x, ei = sphere
 

@@ -8,6 +8,7 @@ import torch
 from quest_geometric.experiments import qsv_layer_speed
 
 
+@pytest.mark.slow
 def test_quick_run_writes_tables(tmp_path):
     res = qsv_layer_speed.run(quick=True, out_dir=tmp_path, progress=False, batch_size=1,
                               threads=1, knn_sizes=[500])

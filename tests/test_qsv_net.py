@@ -160,6 +160,7 @@ def test_match_parameter_count_reports_the_built_model():
         match_parameter_count(50_000, 3, 10, channels=16)
 
 
+@pytest.mark.slow
 def test_variants_and_parameter_counts():
     kwargs = dict(SMALL)
     counts = parameter_counts(3, 10, **kwargs)
@@ -318,6 +319,7 @@ def one_thread():
     (LATTICE, {}, 0.8),
     (SPHERE, dict(qsv_kwargs={"quaternion": "both"}, num_nodes=48), 0.6),
 ])
+@pytest.mark.slow
 def test_training_on_digits_decreases_the_loss(graph, kwargs, ratio, one_thread):
     torch.manual_seed(0)
     ds = DigitsGraphs(split="train", graph=graph)

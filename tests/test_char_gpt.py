@@ -192,6 +192,7 @@ def test_config_roundtrip_and_errors():
         model(torch.zeros(1, 4, dtype=torch.long), torch.zeros(1, 3, dtype=torch.long))
 
 
+@pytest.mark.slow
 def test_loss_decreases_on_embedded_corpus():
     from quest_geometric.datasets.char_corpus import CharCorpus
 

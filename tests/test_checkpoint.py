@@ -250,6 +250,7 @@ def _lm_run(out, crash_at=None, resume=False, dropout=0.2):
     return trainer, trainer.fit(resume="auto" if resume else False)
 
 
+@pytest.mark.slow
 def test_step_based_resume_exact(tmp_path):
     ref_trainer, ref = _lm_run(tmp_path / "ref")
     with pytest.raises(KeyboardInterrupt):
@@ -263,6 +264,7 @@ def test_step_based_resume_exact(tmp_path):
         strip(read_metrics(tmp_path / "run" / "metrics.jsonl"))
 
 
+@pytest.mark.slow
 def test_resume_of_finished_run_returns_final(tmp_path):
     ref_trainer, ref = _lm_run(tmp_path / "ref")
     trainer, again = _lm_run(tmp_path / "ref", resume=True)
@@ -270,6 +272,7 @@ def test_resume_of_finished_run_returns_final(tmp_path):
     assert _same(_params(ref_trainer.raw_model), _params(trainer.raw_model))
 
 
+@pytest.mark.slow
 def test_resume_with_other_config_warns(tmp_path):
     _lm_run(tmp_path / "run")
     seed_everything(0)
@@ -279,6 +282,7 @@ def test_resume_with_other_config_warns(tmp_path):
         Trainer(TinyLM(), LanguageModelTask(), cfg, gb, gb).fit(resume=True)
 
 
+@pytest.mark.slow
 def test_pyg_resume_exact(tmp_path):
     pytest.importorskip("torch_geometric")
     from torch_geometric.data import Data

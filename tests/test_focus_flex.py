@@ -85,6 +85,7 @@ def test_matches_dense(case, causal):
 
 
 @pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.slow
 def test_singleton_and_empty_groups(causal):
     # group 0 has one member, groups 3 and 5 are empty (num_groups=6 given explicitly)
     n = 140

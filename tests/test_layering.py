@@ -10,6 +10,7 @@ Every import statement counts, including those inside functions.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -37,7 +38,8 @@ def subpackage(path: Path, root: Path = PACKAGE) -> str:
     return first[:-3] if first.endswith(".py") else first
 
 
-def package_imports(source: str) -> list[tuple[int, str, list[str]]]:
+@functools.lru_cache(maxsize=None)  # each file is parsed once for both checks
+def package_imports(source: str) -> tuple[tuple[int, str, list[str]], ...]:
     """``(line, module, names)`` for every absolute import of ``quest_geometric...``."""
     out = []
     for node in ast.walk(ast.parse(source)):
@@ -49,7 +51,7 @@ def package_imports(source: str) -> list[tuple[int, str, list[str]]]:
         elif isinstance(node, ast.Import):
             out += [(node.lineno, a.name, []) for a in node.names
                     if a.name == "quest_geometric" or a.name.startswith("quest_geometric.")]
-    return sorted(out)
+    return tuple(sorted(out))
 
 
 def _target(module: str, names: list[str]) -> list[str]:

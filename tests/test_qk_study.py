@@ -83,6 +83,7 @@ def test_trajectory_part_writes_files_and_summary_matches_records(tmp_path):
     assert again[0]["records"] == qk._dedupe(_read_jsonl(run_dir / "probe.jsonl"))
 
 
+@pytest.mark.slow
 def test_train_run_resumes_from_checkpoint_without_duplicate_records(tmp_path):
     torch.set_num_threads(1)
     # a 4-step session leaves a checkpoint at step 4; without run.json the next call resumes
@@ -244,6 +245,7 @@ def test_hf_analysis_orders_by_step_and_tabulates(tmp_path, arch):
     assert [p["layer"] for p in res["pivot"]] == [0, 1]
 
 
+@pytest.mark.slow
 def test_hf_cli_and_errors(tmp_path):
     pytest.importorskip("transformers")
     bare = tmp_path / "bare"

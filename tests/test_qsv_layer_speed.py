@@ -43,6 +43,7 @@ def test_vs_torch_harmonics_skips_clearly_without_it(tmp_path, monkeypatch, caps
     assert (tmp_path / "qsv_small_graphs_quick.csv").is_file()
 
 
+@pytest.mark.slow
 def test_harmonics_rows_on_a_small_grid():
     pytest.importorskip("torch_harmonics")
     rows = qsv_layer_speed.harmonics_rows(grids=((8, 16),), threads=(1,), compiled=False,

@@ -131,6 +131,7 @@ def test_outer_readout_needs_shell():
     dict(channels=48, heads=4, num_layers=3, stem="conv", mlp_ratio=4.0),
     dict(channels=16, heads=1, num_layers=2, mixing="linear"),
 ])
+@pytest.mark.slow
 def test_standard_attention_control_is_parameter_matched(kwargs):
     reference = QSVNet(3, 10, **kwargs)
     control = qsv_variant("standard_attention", 3, 10, **kwargs)

@@ -89,6 +89,7 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
+@pytest.mark.slow
 def test_trains_on_digits(one_thread):
     torch.manual_seed(0)
     ds = DigitsGraphs(split="train", graph=None)

@@ -112,6 +112,7 @@ def _train(mode, steps=6, decay=0.2):
     return pr0, ref.participation_ratios()
 
 
+@pytest.mark.slow
 def test_pr_moves_the_intended_way_during_training():
     pr0, pr_hold = _train("hold")
     _, pr_shrink = _train("shrink")

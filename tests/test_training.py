@@ -233,6 +233,7 @@ def test_trainer_pyg_graph_classification(tmp_path):
     assert final["step"] == 8
 
 
+@pytest.mark.slow
 def test_step_based_language_model(tmp_path):
     seed_everything(0)
     gb = GetBatch(corpus(2000), block=8)
@@ -377,6 +378,7 @@ def test_trainer_bad_input(kw, exc, match):
         make()
 
 
+@pytest.mark.slow
 def test_plot_curves(tmp_path):
     pytest.importorskip("matplotlib")
     for name, shift in (("a", 0.0), ("b", 0.5)):

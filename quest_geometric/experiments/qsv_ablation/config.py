@@ -9,6 +9,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence, Union
 
+from quest_geometric._utils import check_choice
+
 #: The rows of the table, in order.
 VARIANTS = ("qsv", "no_transport", "uniform", "standard_attention", "lattice", "resnet20")
 #: The datasets of ``--dataset``.
@@ -193,9 +195,7 @@ PRESETS["cifar100"] = PRESETS["cifar10"]
 
 
 def _check_dataset(dataset: Any) -> str:
-    if dataset not in DATASETS:
-        raise ValueError(f"qsv_ablation: dataset must be one of {DATASETS}, got {dataset!r}")
-    return dataset
+    return check_choice(dataset, "dataset", DATASETS, where="qsv_ablation")
 
 
 def _check_variants(variants: Optional[Sequence[str]]) -> tuple[str, ...]:

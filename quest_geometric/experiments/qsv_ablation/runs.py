@@ -14,7 +14,7 @@ import torch
 from torch import nn
 from torch_geometric.data import Data
 
-from quest_geometric._utils import atomic_write_json, resolve_device
+from quest_geometric._utils import atomic_write_json, check_choice, resolve_device
 from quest_geometric.experiments.qsv_ablation.analyse import analyse_model
 from quest_geometric.experiments.qsv_ablation.config import (
     PRESETS,
@@ -48,8 +48,7 @@ def build_model(variant: str, cfg: AblationConfig, in_channels: int, num_classes
         num_classes (int): classes.
         num_nodes (int, optional): template nodes (for ``positions='embedding'``).
     """
-    if variant not in VARIANTS:
-        raise ValueError(f"qsv_ablation: variant must be one of {VARIANTS}, got {variant!r}")
+    check_choice(variant, "variant", VARIANTS, where="qsv_ablation")
     if variant == "resnet20":
         from quest_geometric.models.resnet import ResNet20
 
@@ -134,8 +133,7 @@ def train_variant(
     from quest_geometric.training.tasks import ClassificationTask
     from quest_geometric.training.trainer import Trainer
 
-    if variant not in VARIANTS:
-        raise ValueError(f"qsv_ablation: variant must be one of {VARIANTS}, got {variant!r}")
+    check_choice(variant, "variant", VARIANTS, where="qsv_ablation")
     _check_dataset(dataset)
     info = init_distributed()
     kind = "image" if variant == "resnet20" else ("lattice" if variant == "lattice" else "sphere")

@@ -21,6 +21,8 @@ PUBLIC_MODULES = [
     "quest_geometric.nn",
     "quest_geometric.nn.focus.decode",
     "quest_geometric.experiments",
+    "quest_geometric.experiments.qsv_ablation",
+    "quest_geometric.experiments.qk_geometry",
     "quest_geometric.typing",
     "quest_geometric.models",
     "quest_geometric.datasets",

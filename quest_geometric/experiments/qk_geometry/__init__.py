@@ -47,15 +47,16 @@ Layout (each name imported from here as before):
 * :mod:`~quest_geometric.experiments.qk_geometry.study`: :func:`run`;
 * :mod:`~quest_geometric.experiments.qk_geometry.cli`: :func:`main`.
 
-Moved out of the study (still importable from here): :func:`probe_model` is
-:func:`quest_geometric.analysis.probe.probe_model`, :func:`directional_probability` is
-:func:`quest_geometric.analysis.stats.directional_probability` (with the study's other
-statistics: :func:`~quest_geometric.analysis.stats.binomial_interval`,
-:func:`~quest_geometric.analysis.stats.least_squares_slope`,
-:func:`~quest_geometric.analysis.stats.spearman`).
+Moved out of the study, still importable from here (``from
+quest_geometric.experiments.qk_geometry import probe_model`` keeps working) but no longer in
+its ``__all__``: ``probe_model`` is :func:`quest_geometric.analysis.probe_model`,
+``directional_probability`` is :func:`quest_geometric.analysis.directional_probability`
+(with the study's other statistics: :func:`~quest_geometric.analysis.binomial_interval`,
+:func:`~quest_geometric.analysis.least_squares_slope`,
+:func:`~quest_geometric.analysis.spearman`).
 """
-from quest_geometric.analysis.probe import probe_model
-from quest_geometric.analysis.stats import directional_probability
+from quest_geometric.analysis.probe import probe_model  # noqa: F401  (moved; old path)
+from quest_geometric.analysis.stats import directional_probability  # noqa: F401  (moved; old path)
 from quest_geometric.experiments.qk_geometry.cli import main
 from quest_geometric.experiments.qk_geometry.config import FULL, INITS, MODES, QUICK, StudyConfig
 from quest_geometric.experiments.qk_geometry.hf import hf_analysis
@@ -88,7 +89,6 @@ __all__ = [
     "FULL",
     "INITS",
     "MODES",
-    "probe_model",
     "train_run",
     "run_trajectories",
     "trajectory_summary",
@@ -96,7 +96,6 @@ __all__ = [
     "first_sustained_step",
     "run_intervention",
     "intervention_summary",
-    "directional_probability",
     "measure_overhead",
     "hf_analysis",
     "plot_trajectories",

@@ -43,11 +43,13 @@ Layout (each part imported from here as before):
 * :mod:`~quest_geometric.experiments.qsv_ablation.study`: :func:`run`;
 * :mod:`~quest_geometric.experiments.qsv_ablation.cli`: :func:`main`.
 
-Moved out of the study (still importable from here): :class:`AppendPosition` is
-:class:`quest_geometric.transforms.AppendPosition`, :func:`paired_differences` is
-:func:`quest_geometric.analysis.stats.paired_differences`.
+Moved out of the study, still importable from here (``from
+quest_geometric.experiments.qsv_ablation import AppendPosition`` keeps working) but no longer
+in its ``__all__``: ``AppendPosition`` is :class:`quest_geometric.transforms.AppendPosition`,
+``paired_differences`` is :func:`quest_geometric.analysis.paired_differences` (in
+:mod:`quest_geometric.analysis.stats`).
 """
-from quest_geometric.analysis.stats import paired_differences
+from quest_geometric.analysis.stats import paired_differences  # noqa: F401  (moved; old path)
 from quest_geometric.experiments.qsv_ablation.analyse import analyse_model
 from quest_geometric.experiments.qsv_ablation.cli import main
 from quest_geometric.experiments.qsv_ablation.config import (
@@ -72,7 +74,7 @@ from quest_geometric.experiments.qsv_ablation.runs import (
 )
 from quest_geometric.experiments.qsv_ablation.study import run
 from quest_geometric.experiments.qsv_ablation.summary import aggregate, aggregate_analysis
-from quest_geometric.transforms.append_position import AppendPosition
+from quest_geometric.transforms.append_position import AppendPosition  # noqa: F401  (moved; old path)
 
 __all__ = [
     "VARIANTS",
@@ -80,11 +82,9 @@ __all__ = [
     "PAPER",
     "AblationConfig",
     "PRESETS",
-    "AppendPosition",
     "WithPosition",
     "CleanTrainAccuracy",
     "graph_loader",
-    "paired_differences",
     "load_split",
     "build_model",
     "analyse_model",

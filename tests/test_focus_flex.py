@@ -99,6 +99,7 @@ def test_singleton_and_empty_groups(causal):
 
 
 @pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.slow
 def test_topk_all_groups_is_full_attention(causal):
     # every token in every group: the pattern is plain (causal) attention, whatever w is
     n, kg = 150, 3

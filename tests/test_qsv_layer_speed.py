@@ -58,6 +58,7 @@ def test_harmonics_rows_on_a_small_grid():
             assert r["qsv_speedup"] == pytest.approx(1.0)
 
 
+@pytest.mark.slow
 def test_equiangular_graph_is_the_dense_layout_of_the_grid_points():
     pytest.importorskip("torch_harmonics")
     from quest_geometric.nn.qsv_conv import QSVConv

@@ -23,6 +23,7 @@ from typing import Any, Optional, Sequence
 import torch
 from tqdm.auto import tqdm
 
+from quest_geometric._utils.plotting import optional_pyplot
 from quest_geometric.experiments.common import (markdown_table, paired_ratio, peak_memory_mb,
                                                 reuse_freed_memory, time_function,
                                                 time_interleaved, write_results)
@@ -167,12 +168,8 @@ def crossover(rows: Sequence[dict[str, Any]]) -> Optional[int]:
 
 
 def _plot(rows: Sequence[dict[str, Any]], path: Path, title: str) -> Optional[Path]:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:  # pragma: no cover - matplotlib is in the bench extra
+    plt = optional_pyplot()
+    if plt is None:  # pragma: no cover - matplotlib is in the bench extra
         return None
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     for key, label in (("full_ms", "full causal SDPA"), ("blocks_ms", "Focus 'blocks'"),

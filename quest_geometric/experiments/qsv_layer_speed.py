@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from quest_geometric._utils.plotting import optional_pyplot
 from quest_geometric.experiments.common import (
     paired_ratio,
     peak_memory_mb,
@@ -107,12 +108,8 @@ def knn_rows(sizes: list[int], device: torch.device, progress: bool, k: int = 16
 
 
 def _plot(rows: list[dict], path: Path) -> Path | None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:  # pragma: no cover - matplotlib is in the bench extra
+    plt = optional_pyplot()
+    if plt is None:  # pragma: no cover - matplotlib is in the bench extra
         return None
     fig, ax = plt.subplots(figsize=(5, 3.5))
     for backend in dict.fromkeys(r["backend"] for r in rows):

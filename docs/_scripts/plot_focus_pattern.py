@@ -6,9 +6,9 @@ Run from the repository root:
 
 Writes ``docs/_static/focus_pattern.png``. The hidden states are a fixed random embedding of
 the characters of a sentence (equal characters get equal states), routed
-by an untrained :class:`~quest_geometric.nn.focus_router.FocusRouter` (K = 4, top-k = 1,
+by an untrained :class:`~quest_geometric.nn.focus.router.FocusRouter` (K = 4, top-k = 1,
 prefix-causal Sinkhorn); the mask is built by
-:func:`~quest_geometric.nn.focus_edge_index.focus_edge_index` with window w = 8.
+:func:`~quest_geometric.nn.focus.edge_index.focus_edge_index` with window w = 8.
 """
 from __future__ import annotations
 

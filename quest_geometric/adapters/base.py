@@ -10,7 +10,7 @@ An :class:`AttentionAdapter` knows, for one attention module class, how to
 3. apply the module's **output projection** (:meth:`AttentionAdapter.output`) and wrap the
    result like the module's own return value (:meth:`AttentionAdapter.finish`).
 
-:func:`~quest_geometric.nn.compose_focus.compose_focus` uses all three to replace the
+:func:`~quest_geometric.nn.focus.compose.compose_focus` uses all three to replace the
 module's attention by Focus; :class:`~quest_geometric.analysis.probe.QKProbe` uses
 :meth:`AttentionAdapter.qk_view` (by default built from 1 and 2) to measure the queries and
 keys. The protocol sits below :mod:`quest_geometric.nn` and :mod:`quest_geometric.analysis`
@@ -235,7 +235,7 @@ class AttentionAdapter:
     :func:`~quest_geometric.adapters.register_attention_adapter`. A complete adapter
     implements :meth:`heads`, :meth:`parse`, :meth:`project` and :meth:`output` (and, where
     the module's return value is not ``(out, None)``, :meth:`finish`); it then serves both
-    :func:`~quest_geometric.nn.compose_focus.compose_focus` and
+    :func:`~quest_geometric.nn.focus.compose.compose_focus` and
     :class:`~quest_geometric.analysis.probe.QKProbe`. An adapter that only overrides
     :meth:`qk_view` serves the probe only.
 
@@ -255,7 +255,7 @@ class AttentionAdapter:
 
     # --- structure -----------------------------------------------------------------
     def can_compose(self, module: nn.Module) -> bool:
-        """Whether :func:`~quest_geometric.nn.compose_focus.compose_focus` should wrap this
+        """Whether :func:`~quest_geometric.nn.focus.compose.compose_focus` should wrap this
         instance (e.g. :obj:`False` for a cross-attention instance of a self-attention
         class; default: :obj:`True` unless :attr:`probe_only`)."""
         return not self.probe_only

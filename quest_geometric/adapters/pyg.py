@@ -2,7 +2,7 @@ r"""Probe adapters for graph and native attention layers (registered by name):
 
 * PyG's :class:`~torch_geometric.nn.conv.TransformerConv` (attention over the edges, with
   edge features when the layer has ``edge_dim``);
-* :class:`~quest_geometric.nn.focus_attention.FocusAttention` (the full causal softmax over
+* :class:`~quest_geometric.nn.focus.module.FocusAttention` (the full causal softmax over
   its q/k: the attention it computes with ``gate=None``, the dense counterpart of its sparse
   pattern otherwise).
 """
@@ -70,7 +70,7 @@ class TransformerConvProbeAdapter(AttentionAdapter):
 
 
 class FocusAttentionProbeAdapter(AttentionAdapter):
-    """Probe-only adapter of :class:`~quest_geometric.nn.focus_attention.FocusAttention`
+    """Probe-only adapter of :class:`~quest_geometric.nn.focus.module.FocusAttention`
     (its own projections or its fused ``qkv``; ``[B, T, C]`` or PyG ``[N, C]`` + ``batch``
     input)."""
 

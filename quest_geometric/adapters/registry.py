@@ -40,7 +40,7 @@ def _key(cls: Union[type, str], who: str) -> str:
 def register_attention_adapter(cls: Union[type, str],
                                adapter: Optional[Union[AttentionAdapter, Callable]] = None,
                                *, builtin: bool = False) -> Any:
-    r"""Teach :func:`~quest_geometric.nn.compose_focus.compose_focus` and
+    r"""Teach :func:`~quest_geometric.nn.focus.compose.compose_focus` and
     :class:`~quest_geometric.analysis.probe.QKProbe` an attention class.
 
     ``adapter`` is an :class:`~quest_geometric.adapters.AttentionAdapter` (serves both), or

@@ -2,7 +2,7 @@ r"""Adapter for PyTorch's :class:`torch.nn.MultiheadAttention` (self-attention),
 global attention of PyG's :class:`~torch_geometric.nn.conv.GPSConv`.
 
 :class:`torch.nn.MultiheadAttention` attends causally or not depending on its use, so
-:func:`~quest_geometric.nn.compose_focus.compose_focus` needs ``causal=``:
+:func:`~quest_geometric.nn.focus.compose.compose_focus` needs ``causal=``:
 
 .. code-block:: python
 
@@ -41,7 +41,7 @@ What a call may be, with Focus enabled:
   ``need_weights=True`` (the default of ``MultiheadAttention.forward``) is refused; the
   return value is ``(out, None)``;
 * ``add_bias_kv`` (``bias_k``/``bias_v``) and ``add_zero_attn`` add keys that are no token
-  and are refused at :func:`~quest_geometric.nn.compose_focus.compose_focus` time.
+  and are refused at :func:`~quest_geometric.nn.focus.compose.compose_focus` time.
 
 The module's attention-probability ``dropout`` is not applied on the Focus path. A composed
 ``MultiheadAttention`` is still an instance of :class:`torch.nn.MultiheadAttention`
@@ -101,7 +101,7 @@ class MultiheadAttentionAdapter(AttentionAdapter):
     with :math:`M` the padding (and causal) mask; :meth:`project` gives :math:`Q_h, K_h,
     V_h` and :meth:`output` applies :math:`W_{out}, b_{out}`, between which Focus replaces
     the softmax. :attr:`causal` is :obj:`None`: the caller of
-    :func:`~quest_geometric.nn.compose_focus.compose_focus` says ``causal=True`` or
+    :func:`~quest_geometric.nn.focus.compose.compose_focus` says ``causal=True`` or
     ``False``.
     """
 

@@ -211,7 +211,7 @@ class QKProbe:
 
     Recognised layers (see :func:`supported_attention_types`): CharGPT's
     :class:`~quest_geometric.models.char_gpt.CausalSelfAttention`,
-    :class:`~quest_geometric.nn.focus_attention.FocusAttention` (the entropy is that of the
+    :class:`~quest_geometric.nn.focus.module.FocusAttention` (the entropy is that of the
     full, causal softmax over the same q/k: the attention the layer computes when
     ``gate=None`` or ``enabled=False``, the dense counterpart of its sparse pattern
     otherwise), :class:`torch_geometric.nn.conv.TransformerConv` (attention over the edges;

@@ -5,10 +5,10 @@ text file or a WikiText-103 raw directory), trained with the shared
 :class:`~quest_geometric.training.trainer.Trainer` (checkpoints and metrics in a run folder):
 
 (a) a full-attention :class:`~quest_geometric.models.char_gpt.CharGPT`;
-(b) the same architecture with :class:`~quest_geometric.nn.focus_attention.FocusAttention`
+(b) the same architecture with :class:`~quest_geometric.nn.focus.module.FocusAttention`
     trained from scratch (soft gates in training);
 (c) model (a) frozen, with Focus routers composed onto it
-    (:func:`~quest_geometric.nn.compose_focus.compose_focus`) and only the routers trained.
+    (:func:`~quest_geometric.nn.focus.compose.compose_focus`) and only the routers trained.
 
 (b) and (c) are trained once per soft gate of ``gates`` (the paper's ``'multiplicative'``
 gate and our ``'additive'`` log-sigmoid relaxation), and evaluated soft (all pairs, gated) and

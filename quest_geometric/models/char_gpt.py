@@ -4,7 +4,7 @@ One file: the config dataclass, the causal self-attention with *separate* query,
 and output projections (so the query/key geometry of every head can be read and
 controlled), the pre-LN block and the model with tied token embedding and output head.
 The attention is pluggable: full causal scaled-dot-product attention, or
-:class:`quest_geometric.nn.focus_attention.FocusAttention`.
+:class:`quest_geometric.nn.focus.module.FocusAttention`.
 """
 from __future__ import annotations
 

@@ -83,6 +83,7 @@ def test_backends_match_definition_values_and_gradients(backend, top_k, causal,
 @pytest.mark.parametrize("padded", [False, True])
 @pytest.mark.parametrize("top_k", [1, 2])
 @pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.slow
 def test_fused_blocks_long_runs_and_band_blocks(top_k, causal, padded, focus_mask_reference):
     # long enough for the band's head, strided body and tail; a window that is not a multiple
     # of the band block; runs of one group longer than the window (queries whose band keeps

@@ -241,6 +241,7 @@ def _gnn_explanation(model, x, ei):
 
 
 @pytest.mark.parametrize("dense", [None, True])
+@pytest.mark.slow
 def test_gnn_explainer_same_on_sphere_graph_as_scatter_path(sphere, dense):
     x, ei = sphere
     ref = _gnn_explanation(SphereNet(dense=False), x, ei)

@@ -393,3 +393,33 @@ def test_probe_model_equals_a_manual_qkprobe_and_restores_the_mode():
             assert got[key] == pytest.approx(want[key]), key
     # a bare tensor of ids: no loss
     assert probe_model(model, x, max_tokens=64)[2] is None
+
+
+def test_compare_studies_reads_records_and_matches_share_over_steps(tmp_path):
+    from quest_geometric.experiments.qk_geometry import compare_studies
+
+    # two synthetic "studies": records of 2 layers x 2 seeds at steps 0, 100, 200 (and 400)
+    def write(stem, steps, sign_at_end):
+        rows = []
+        for seed in (0, 1):
+            for layer in (0, 1):
+                for s in steps:
+                    d = (0.3 if (s == steps[-1] and sign_at_end[layer]) else -0.2) + 0.01 * seed
+                    rows.append({"depth": 2, "init": "independent", "seed": seed, "step": s,
+                                 "layer": layer, "pr_q": 3.0 + d, "pr_k": 3.0,
+                                 "attention_entropy": 0.5})
+        (tmp_path / f"{stem}_records.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    write("short", [0, 100, 200], [True, False])
+    write("long", [0, 100, 200, 300, 400], [True, True])
+    res = compare_studies(["short", "long"], tmp_path, labels=["600", "2400"])
+    short, long_ = res["rows"]
+    assert short["study"] == "600" and short["trajectories"] == 2 and short["seeds"] == 2
+    assert short["end"].startswith("50%") and long_["end"].startswith("100%")
+    assert long_["stays >= 90% from"] == "step 400" and short["stays >= 90% from"] == "never"
+    assert short["steps"] == 200 and long_["steps"] == 400
+    for suffix in (".csv", ".json", ".md", ".png"):
+        assert (tmp_path / f"qk_geometry_compare{suffix}").is_file()
+    with pytest.raises(FileNotFoundError, match="--name missing"):
+        compare_studies(["missing"], tmp_path)
+    with pytest.raises(ValueError, match="labels"):
+        compare_studies(["short"], tmp_path, labels=["a", "b"])

@@ -44,6 +44,8 @@ Layout (each name imported from here as before):
 * :mod:`~quest_geometric.experiments.qk_geometry.hf`: :func:`hf_analysis`;
 * :mod:`~quest_geometric.experiments.qk_geometry.plots`: the figures;
 * :mod:`~quest_geometric.experiments.qk_geometry.report`: titles, notes and findings;
+* :mod:`~quest_geometric.experiments.qk_geometry.compare`: :func:`compare_studies` (finished
+  studies side by side, nothing trained);
 * :mod:`~quest_geometric.experiments.qk_geometry.study`: :func:`run`;
 * :mod:`~quest_geometric.experiments.qk_geometry.cli`: :func:`main`.
 
@@ -58,6 +60,7 @@ its ``__all__``: ``probe_model`` is :func:`quest_geometric.analysis.probe_model`
 from quest_geometric.analysis.probe import probe_model  # noqa: F401  (moved; old path)
 from quest_geometric.analysis.stats import directional_probability  # noqa: F401  (moved; old path)
 from quest_geometric.experiments.qk_geometry.cli import main
+from quest_geometric.experiments.qk_geometry.compare import compare_studies
 from quest_geometric.experiments.qk_geometry.config import FULL, INITS, MODES, QUICK, StudyConfig
 from quest_geometric.experiments.qk_geometry.hf import hf_analysis
 from quest_geometric.experiments.qk_geometry.plots import (
@@ -104,6 +107,7 @@ __all__ = [
     "plot_prk_entropy",
     "plot_intervention",
     "plot_hf",
+    "compare_studies",
     "run",
     "main",
 ]

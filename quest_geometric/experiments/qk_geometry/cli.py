@@ -42,8 +42,18 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     parser.add_argument("--name", default="qk_geometry",
                         help="file stem of the results and of the run folder <out>/<name>_runs "
                              "(default: qk_geometry)")
+    parser.add_argument("--compare", nargs="+", default=None, metavar="NAME",
+                        help="compare finished studies by their --name (reads <out>/<NAME>_records.jsonl, "
+                             "trains nothing) and write <out>/qk_geometry_compare.*")
+    parser.add_argument("--labels", nargs="+", default=None, help="legend labels for --compare")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
+    if args.compare:
+        from quest_geometric.experiments.qk_geometry.compare import compare_studies
+
+        res = compare_studies(args.compare, args.out, labels=args.labels)
+        print(res["markdown"])
+        return res
     if args.threads:
         torch.set_num_threads(args.threads)
     parts = args.parts or (["hf"] if args.hf_model else ["trajectories", "intervention", "overhead"])

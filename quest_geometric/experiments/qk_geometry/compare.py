@@ -1,0 +1,104 @@
+r"""Side-by-side comparison of finished trajectory studies (different horizons or widths).
+
+Each study named here has already written ``<name>_records.jsonl`` (every probe record) to
+the result folder; nothing is trained. For each, the records are summarised with
+:func:`~quest_geometric.experiments.qk_geometry.summary.trajectory_summary` and the share of
+trajectories with :math:`\mathrm{PR}_Q - \mathrm{PR}_K > 0` is followed over the training
+steps (:func:`~quest_geometric.experiments.qk_geometry.summary.share_over_steps`), so a
+600-step run, a 2,400-step run and a wider model can be read on one axis.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence, Union
+
+from quest_geometric._utils import optional_pyplot
+from quest_geometric.experiments.common import markdown_table, write_results
+from quest_geometric.experiments.qk_geometry.summary import (
+    first_sustained_step,
+    share_over_steps,
+    trajectory_summary,
+)
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        raise FileNotFoundError(f"compare_studies: {path} not found; run the study with "
+                                f"--name {path.name[:-len('_records.jsonl')]} first")
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def compare_studies(names: Sequence[str], out_dir: Union[str, os.PathLike] = "benchmarks/results",
+                    labels: Optional[Sequence[str]] = None, name: str = "qk_geometry_compare",
+                    meta: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+    """Compare finished studies: one row per study with the share of trajectories with
+    PR_Q - PR_K > 0 at a quarter, half, three quarters and the end of its training (exact 95%
+    interval), its highest share, and the first step from which the share stays >= 90%;
+    writes ``<name>.{csv,json,md}`` and ``<name>.png`` (the share curves on one axis).
+
+    Args:
+        names (sequence of str): result stems (``qk_geometry``, ``qk_geometry_long``...).
+        out_dir (path): the result folder holding ``<stem>_records.jsonl``.
+            (default: ``'benchmarks/results'``)
+        labels (sequence of str, optional): legend labels (default: the stems).
+        name (str): output stem. (default: ``'qk_geometry_compare'``)
+        meta (dict, optional): extra metadata written under the table.
+
+    Returns:
+        dict: ``rows`` (one per study) and ``curves`` (stem -> share rows of every trajectory).
+    """
+    if not names:
+        raise ValueError("compare_studies: names must name at least one finished study")
+    labels = list(labels) if labels is not None else list(names)
+    if len(labels) != len(names):
+        raise ValueError(f"compare_studies: {len(labels)} labels for {len(names)} studies")
+    out = Path(out_dir)
+    rows, curves = [], {}
+    for stem, label in zip(names, labels):
+        recs = _records(out / f"{stem}_records.jsonl")
+        summ = trajectory_summary(recs)
+        sos = share_over_steps(summ)
+        allr = sorted((r for r in sos if r["unit"] == "trajectory" and r["depth"] == "all"
+                       and r["init"] == "all"), key=lambda r: r["step"])
+        curves[stem] = allr
+        last = allr[-1]["step"]
+        row: dict[str, Any] = {"study": label, "trajectories": allr[-1]["n"],
+                               "seeds": len({r["seed"] for r in recs}), "steps": last}
+        for frac, key in ((0.25, "quarter"), (0.5, "half"), (0.75, "three quarters"), (1.0, "end")):
+            r = min(allr, key=lambda x: abs(x["step"] - frac * last))
+            row[f"{key} (step)"] = r["step"]
+            row[key] = f"{r['share']:.0%} [{r['ci_low']:.0%}, {r['ci_high']:.0%}]"
+        peak = max(allr[1:] or allr, key=lambda r: r["share"])
+        row["highest"] = f"{peak['share']:.0%} at step {peak['step']}"
+        first = first_sustained_step(sos, 0.9)
+        row["stays >= 90% from"] = "never" if first is None else f"step {first}"
+        row["pr_q_end"] = summ["rows"][-1]["pr_q_end"]
+        row["pr_k_end"] = summ["rows"][-1]["pr_k_end"]
+        rows.append(row)
+    write_results(name, rows, out, meta=dict(meta or {}),
+                  title="PR_Q - PR_K > 0: share of trajectories over training, per study",
+                  notes="Shares of seed-averaged trajectories (one layer of one depth and "
+                        "initialisation, averaged over the seeds), with the exact (Clopper-"
+                        "Pearson) 95% interval treating trajectories as independent.")
+    plt = optional_pyplot()
+    if plt is not None:
+        fig, ax = plt.subplots(figsize=(6.5, 4))
+        for (stem, allr), label in zip(curves.items(), labels):
+            st = [r["step"] for r in allr]
+            line, = ax.plot(st, [r["share"] for r in allr], lw=1.6, label=f"{label} (n = {allr[0]['n']})")
+            ax.fill_between(st, [r["ci_low"] for r in allr], [r["ci_high"] for r in allr],
+                            color=line.get_color(), alpha=0.12, lw=0)
+        ax.axhline(0.9, color="tab:green", lw=0.8, ls=":", label="90% (the paper: every one)")
+        ax.axhline(0.5, color="0.5", lw=0.8, ls=":")
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_xlabel("training step")
+        ax.set_ylabel("share with PR_Q - PR_K > 0")
+        ax.set_title("Share of trajectories with PR_Q > PR_K (bands: exact 95% interval)", fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="lower right")
+        fig.tight_layout()
+        fig.savefig(out / f"{name}.png", dpi=110)
+        plt.close(fig)
+    return {"rows": rows, "curves": curves, "markdown": markdown_table(rows)}

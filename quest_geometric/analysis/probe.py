@@ -43,6 +43,7 @@ from typing import Any, Callable, Iterable, Optional, Union
 import torch
 from torch import Tensor, nn
 
+from quest_geometric._utils.checks import check_int
 from quest_geometric.adapters import (
     AttentionAdapter,
     QKView,
@@ -256,8 +257,7 @@ class QKProbe:
     ) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"QKProbe: model must be a torch.nn.Module, got {type(model).__name__}")
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 2:
-            raise ValueError(f"QKProbe: max_tokens must be an int >= 2, got {max_tokens!r}")
+        check_int(max_tokens, "max_tokens", 2, where="QKProbe")
         self.model = model
         self.heads = bool(heads)
         self.probe_batch = probe_batch

@@ -9,6 +9,8 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
+from quest_geometric._utils.checks import check_choice, check_int
+
 __all__ = ["KeySpectrumControl", "spectrum_participation_ratio", "qk_weight_kernels"]
 
 _MODES = ("hold", "shrink")
@@ -136,12 +138,10 @@ class KeySpectrumControl:
     ) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"KeySpectrumControl: model must be an nn.Module, got {type(model).__name__}")
-        if mode not in _MODES:
-            raise ValueError(f"KeySpectrumControl: mode must be one of {_MODES}, got {mode!r}")
+        check_choice(mode, "mode", _MODES, where="KeySpectrumControl")
         if not (isinstance(decay, (int, float)) and math.isfinite(decay) and decay >= 0):
             raise ValueError(f"KeySpectrumControl: decay must be a finite number >= 0, got {decay!r}")
-        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
-            raise ValueError(f"KeySpectrumControl: every must be a positive int, got {every!r}")
+        check_int(every, "every", 1, where="KeySpectrumControl")
         self.mode = mode
         self.per_head = bool(per_head)
         self.decay = float(decay)

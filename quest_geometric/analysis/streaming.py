@@ -11,6 +11,7 @@ from typing import Any, Optional, Union
 import torch
 from torch import Tensor
 
+from quest_geometric._utils.checks import check_int
 from quest_geometric.analysis.metrics import participation_ratio_from_covariance
 
 __all__ = ["StreamingCovariance"]
@@ -54,11 +55,10 @@ class StreamingCovariance:
         dtype: torch.dtype = torch.float64,
         device: Optional[Union[torch.device, str]] = None,
     ) -> None:
-        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
-            raise ValueError(f"StreamingCovariance: dim must be a positive int, got {dim!r}")
+        check_int(dim, "dim", 1, where="StreamingCovariance")
         shape = tuple(shape)
-        if not all(isinstance(s, int) and not isinstance(s, bool) and s >= 1 for s in shape):
-            raise ValueError(f"StreamingCovariance: shape must hold positive ints, got {shape!r}")
+        for i, s in enumerate(shape):
+            check_int(s, f"shape[{i}] (of {shape!r})", 1, where="StreamingCovariance")
         if dtype not in (torch.float64, torch.float32):
             raise TypeError(f"StreamingCovariance: dtype must be float64 or float32, got {dtype}")
         self.dim = dim

@@ -21,6 +21,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from quest_geometric._utils.checks import check_int
+
 __all__ = ["CharCorpus", "WIKITEXT103_FILES", "UNK_CHAR", "load_python_reference"]
 
 #: The WikiText-103 raw files expected in a directory source, by split.
@@ -137,8 +139,7 @@ class CharCorpus:
         vocab: Optional[Union[str, Sequence[str]]] = None,
         wikitext_detokenize: bool = False,
     ) -> None:
-        if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
-            raise ValueError(f"CharCorpus: block_size must be a positive int, got {block_size!r}")
+        check_int(block_size, "block_size", 1, where="CharCorpus")
         if not isinstance(val_fraction, (int, float)) or not 0.0 < float(val_fraction) < 1.0:
             raise ValueError(
                 f"CharCorpus: val_fraction must lie strictly between 0 and 1, got {val_fraction!r}"
@@ -317,8 +318,7 @@ class CharCorpus:
     def _check_block(self, split: str, block_size: Optional[int]) -> tuple[Tensor, int]:
         data = self._split(split)
         T = self.block_size if block_size is None else block_size
-        if isinstance(T, bool) or not isinstance(T, int) or T < 1:
-            raise ValueError(f"CharCorpus: block_size must be a positive int, got {T!r}")
+        check_int(T, "block_size", 1, where="CharCorpus")
         if T >= data.numel():
             raise ValueError(
                 f"CharCorpus: block_size={T} must be smaller than the {split!r} split "
@@ -355,8 +355,7 @@ class CharCorpus:
             ``[batch_size, block_size]``, with ``y[:, t] == x[:, t + 1]`` for ``t < T - 1``.
         """
         data, T = self._check_block(split, block_size)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"CharCorpus.get_batch: batch_size must be a positive int, got {batch_size!r}")
+        check_int(batch_size, "batch_size", 1, where="CharCorpus.get_batch")
         starts = torch.randint(0, data.numel() - T, (batch_size,), generator=generator)
         idx = starts[:, None] + torch.arange(T + 1)
         chunk = data[idx].long()
@@ -400,8 +399,7 @@ class CharCorpus:
             (Tensor, Tensor): ``x`` and ``y`` of shape ``[b, block_size]``, :obj:`torch.long`.
         """
         data, T = self._check_block(split, block_size)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"CharCorpus.iter_blocks: batch_size must be a positive int, got {batch_size!r}")
+        check_int(batch_size, "batch_size", 1, where="CharCorpus.iter_blocks")
         n = (data.numel() - 1) // T
         if max_blocks is not None:
             if not isinstance(max_blocks, int) or max_blocks < 1:

@@ -23,6 +23,8 @@ from typing import Any, Optional
 import torch
 from torch import Tensor
 
+from quest_geometric._utils.checks import check_int
+
 __all__ = ["pydoc_topic_split", "token_blocks"]
 
 _SEPARATOR = "\n\n"
@@ -52,8 +54,7 @@ def pydoc_topic_split(val_every: int = 5) -> tuple[list[str], list[str]]:
     Raises:
         ValueError: when ``val_every`` is not an integer of at least 2.
     """
-    if isinstance(val_every, bool) or not isinstance(val_every, int) or val_every < 2:
-        raise ValueError(f"pydoc_topic_split: 'val_every' must be an integer >= 2, got {val_every!r}")
+    check_int(val_every, "'val_every'", 2, where="pydoc_topic_split")
     names = sorted(_topics())
     val = [n for i, n in enumerate(names) if i >= 2 and (i - 2) % val_every == 0]
     val_set = set(val)
@@ -106,11 +107,9 @@ def token_blocks(tokenizer: Any, names: Sequence[str], block_size: int = 1024,
         ValueError: for an empty or repeated list of names, an unknown topic, a non-positive
             ``block_size`` or ``max_blocks``, or a text shorter than one block.
     """
-    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
-        raise ValueError(f"token_blocks: 'block_size' must be a positive integer, got {block_size!r}")
-    if max_blocks is not None and (isinstance(max_blocks, bool) or not isinstance(max_blocks, int)
-                                   or max_blocks < 1):
-        raise ValueError(f"token_blocks: 'max_blocks' must be None or a positive integer, got {max_blocks!r}")
+    check_int(block_size, "'block_size'", 1, where="token_blocks")
+    if max_blocks is not None:
+        check_int(max_blocks, "'max_blocks' (or None)", 1, where="token_blocks")
     if isinstance(names, str):
         raise ValueError("token_blocks: 'names' must be a sequence of topic keys, not one string")
     names = list(names)

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from quest_geometric._utils.checks import check_choice, check_int
 from quest_geometric.adapters import (
     AttentionAdapter,
     AttentionCall,
@@ -71,19 +72,15 @@ class GPTConfig:
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"GPTConfig: {name} must be a positive int, got {v!r}")
+            check_int(getattr(self, name), name, 1, where="GPTConfig")
         if self.n_embd % self.n_head != 0:
             raise ValueError(
                 f"GPTConfig: n_embd={self.n_embd} must be divisible by n_head={self.n_head}"
             )
         if not 0.0 <= float(self.dropout) < 1.0:
             raise ValueError(f"GPTConfig: dropout must lie in [0, 1), got {self.dropout!r}")
-        if self.attention not in _ATTENTIONS:
-            raise ValueError(f"GPTConfig: attention must be one of {_ATTENTIONS}, got {self.attention!r}")
-        if self.qk_init not in _QK_INITS:
-            raise ValueError(f"GPTConfig: qk_init must be one of {_QK_INITS}, got {self.qk_init!r}")
+        check_choice(self.attention, "attention", _ATTENTIONS, where="GPTConfig")
+        check_choice(self.qk_init, "qk_init", _QK_INITS, where="GPTConfig")
         if not isinstance(self.focus, dict):
             raise TypeError(f"GPTConfig: focus must be a dict of FocusAttention kwargs, got {type(self.focus).__name__}")
         if not float(self.init_std) > 0.0:

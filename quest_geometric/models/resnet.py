@@ -7,6 +7,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from quest_geometric._utils.checks import check_choice, check_int
+
 __all__ = ["BasicBlock", "ResNet20"]
 
 _SHORTCUTS = ("A", "B")
@@ -39,8 +41,7 @@ class BasicBlock(nn.Module):
     def __init__(self, in_planes: int, planes: int, stride: int = 1,
                  shortcut: str = "A") -> None:
         super().__init__()
-        if shortcut not in _SHORTCUTS:
-            raise ValueError(f"'shortcut' must be one of {_SHORTCUTS} (got {shortcut!r})")
+        check_choice(shortcut, "'shortcut'", _SHORTCUTS, where="BasicBlock")
         self.in_planes, self.planes, self.stride = in_planes, planes, stride
         self.conv1 = nn.Conv2d(in_planes, planes, 3, stride=stride, padding=1, bias=False)
         self.bn1 = nn.BatchNorm2d(planes)
@@ -106,11 +107,9 @@ class ResNet20(nn.Module):
     def __init__(self, num_classes: int = 10, in_channels: int = 3, shortcut: str = "A"
                  ) -> None:
         super().__init__()
-        for name, value in (("num_classes", num_classes), ("in_channels", in_channels)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"'{name}' must be a positive int (got {value!r})")
-        if shortcut not in _SHORTCUTS:
-            raise ValueError(f"'shortcut' must be one of {_SHORTCUTS} (got {shortcut!r})")
+        check_int(num_classes, "'num_classes'", 1, where="ResNet20")
+        check_int(in_channels, "'in_channels'", 1, where="ResNet20")
+        check_choice(shortcut, "'shortcut'", _SHORTCUTS, where="ResNet20")
         self.num_classes = num_classes
         self.in_channels = in_channels
         self.shortcut = shortcut

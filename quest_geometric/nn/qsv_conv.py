@@ -17,6 +17,7 @@ from torch_geometric.typing import PairTensor, SparseTensor
 from torch_geometric.utils import is_torch_sparse_tensor, softmax, to_edge_index
 from torch_geometric.utils.sparse import set_sparse_value
 
+from quest_geometric._utils.checks import check_choice, check_int
 from quest_geometric.quaternion import multiply, normalize, random_unit, to_rotation_matrix
 
 __all__ = ["QSVConv"]
@@ -399,32 +400,22 @@ class QSVConv(MessagePassing):
         kwargs.setdefault("aggr", "add")
         super().__init__(node_dim=0, **kwargs)
 
-        if not isinstance(heads, int) or isinstance(heads, bool) or heads < 1:
-            raise ValueError(f"'heads' must be a positive integer (got {heads!r})")
+        check_int(heads, "'heads'", 1, where="QSVConv")
         if (not isinstance(channels, int) or isinstance(channels, bool) or channels < 1
                 or channels % (4 * heads) != 0):
             raise ValueError(
                 f"'channels' must be a positive multiple of 4 * heads = {4 * heads} "
                 f"(channels are grouped in quaternions per head; got {channels!r})"
             )
-        if quaternion not in _QUATERNION_SOURCES:
-            raise ValueError(
-                f"'quaternion' must be one of {_QUATERNION_SOURCES} (got {quaternion!r})"
-            )
+        check_choice(quaternion, "'quaternion'", _QUATERNION_SOURCES, where="QSVConv")
         if quaternion in ("node", "both"):
-            if (not isinstance(num_nodes, int) or isinstance(num_nodes, bool)
-                    or num_nodes < 1):
-                raise ValueError(
-                    f"'num_nodes' must be a positive integer for quaternion={quaternion!r} "
-                    f"(got {num_nodes!r})"
-                )
+            check_int(num_nodes, f"'num_nodes' (for quaternion={quaternion!r})", 1, where="QSVConv")
         elif num_nodes is not None:
             raise ValueError(
                 "'num_nodes' is only used with quaternion='node' or 'both' "
                 f"(got num_nodes={num_nodes!r} with quaternion={quaternion!r})"
             )
-        if attention not in _ATTENTIONS:
-            raise ValueError(f"'attention' must be one of {_ATTENTIONS} (got {attention!r})")
+        check_choice(attention, "'attention'", _ATTENTIONS, where="QSVConv")
         if temperature is not None and temperature != "learned":
             if (isinstance(temperature, bool) or not isinstance(temperature, (int, float))
                     or not math.isfinite(temperature) or temperature <= 0):

@@ -8,6 +8,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from quest_geometric._utils import check_choice, check_int
+
 INITS = ("independent", "tied", "orthogonal")
 MODES = ("none", "hold", "shrink")
 _METRIC_KEYS = ("pr_q", "pr_k", "pr_q_minus_pr_k", "pr_q_concat", "pr_k_concat",
@@ -91,28 +93,22 @@ class StudyConfig:
         for name in ("n_embd", "n_head", "block_size", "batch_size", "steps", "warmup_steps",
                      "probe_every", "probe_batch_size", "probe_max_tokens", "eval_batches", "intervention_depth",
                      "overhead_depth", "overhead_steps", "overhead_probe_every", "overhead_repeats"):
-            v = getattr(self, name)
-            minimum = 0 if name == "warmup_steps" else 1
-            if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-                raise ValueError(f"StudyConfig: {name} must be an int >= {minimum}, got {v!r}")
+            check_int(getattr(self, name), name, 0 if name == "warmup_steps" else 1, where="StudyConfig")
         if self.n_embd % self.n_head:
             raise ValueError(f"StudyConfig: n_embd={self.n_embd} must be divisible by n_head={self.n_head}")
-        for name in ("depths",):
+        for name, minimum in (("depths", 1), ("seeds", 0), ("intervention_seeds", 0)):
             vals = getattr(self, name)
-            if not vals or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in vals):
-                raise ValueError(f"StudyConfig: {name} must be a non-empty tuple of positive ints "
-                                 f"(numbers of layers), got {vals!r}")
-        for name in ("seeds", "intervention_seeds"):
-            vals = getattr(self, name)
-            if not vals or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in vals):
-                raise ValueError(f"StudyConfig: {name} must be a non-empty tuple of ints >= 0, got {vals!r}")
-            if len(set(vals)) != len(vals):
+            if not vals:
+                raise ValueError(f"StudyConfig: {name} must be a non-empty tuple of ints >= {minimum}, "
+                                 f"got {vals!r}")
+            for i, v in enumerate(vals):
+                check_int(v, f"{name}[{i}] (of {vals!r})", minimum, where="StudyConfig")
+            if name != "depths" and len(set(vals)) != len(vals):
                 raise ValueError(f"StudyConfig: {name} has duplicates: {vals!r}")
         bad = [i for i in self.inits if i not in INITS]
         if not self.inits or bad:
             raise ValueError(f"StudyConfig: inits must be a non-empty subset of {INITS}, got unknown {bad or self.inits!r}")
-        if self.intervention_init not in INITS:
-            raise ValueError(f"StudyConfig: intervention_init must be one of {INITS}, got {self.intervention_init!r}")
+        check_choice(self.intervention_init, "intervention_init", INITS, where="StudyConfig")
         if not (isinstance(self.shrink_decay, (int, float)) and self.shrink_decay >= 0):
             raise ValueError(f"StudyConfig: shrink_decay must be >= 0, got {self.shrink_decay!r}")
         if self.block_size < 2:

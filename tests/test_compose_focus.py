@@ -252,7 +252,7 @@ def test_unsupported_model_and_bad_arguments():
 
 def test_num_groups_is_checked_first_and_a_refusal_leaves_the_model_untouched():
     m, _ = _build("chargpt")
-    with pytest.raises(ValueError, match="'num_groups' must be a positive int"):
+    with pytest.raises(ValueError, match="'num_groups' must be an int >= 1"):
         compose_focus(m, num_groups=0, top_k=1)
     # a model whose second attention layer cannot be composed without causal=...
     both = nn.ModuleList([m.blocks[0].attn, nn.MultiheadAttention(C, 2, batch_first=True)])

@@ -14,6 +14,8 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
+from quest_geometric._utils.checks import check_int
+
 #: Half precision dtypes: computed in float32 by the back-ends (scores, softmax, merges).
 HALF_DTYPES = (torch.float16, torch.bfloat16)
 
@@ -102,8 +104,7 @@ def check_qkv(q: Tensor, k: Tensor, v: Tensor) -> None:
 
 def check_window(window: int) -> None:
     """``window``: a non-negative int (not a bool)."""
-    if not isinstance(window, int) or isinstance(window, bool) or window < 0:
-        raise ValueError(f"'window' must be a non-negative int, got {window!r}")
+    check_int(window, "'window'", 0)
 
 
 def check_groups(groups: Tensor) -> Tensor:
@@ -138,8 +139,7 @@ def check_hard_args(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window: int
     gmax = int(groups.max()) + 1 if n > 0 else 1
     if num_groups is None:
         return groups, gmax
-    if not isinstance(num_groups, int) or isinstance(num_groups, bool) or num_groups < 1:
-        raise ValueError(f"'num_groups' must be a positive int, got {num_groups!r}")
+    check_int(num_groups, "'num_groups'", 1)
     if gmax > num_groups:
         raise ValueError(f"'groups' must hold ids in [0, num_groups={num_groups}), got id "
                          f"{gmax - 1}")

@@ -41,7 +41,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import torch
 from torch import Tensor, nn
 
-from quest_geometric._utils import atomic_torch_save
+from quest_geometric._utils import atomic_torch_save, check_int
 from quest_geometric.adapters import (
     AttentionAdapter,
     AttentionCall,
@@ -447,9 +447,7 @@ def compose_focus(model: nn.Module, num_groups: int = 4, top_k: int = 2, window:
             isinstance(m, FocusComposed) for m in model.modules()):
         raise ValueError("compose_focus: the model is already composed; call decompose(model) "
                          "first")
-    if isinstance(num_groups, bool) or not isinstance(num_groups, int) or num_groups < 1:
-        raise ValueError(f"compose_focus: 'num_groups' must be a positive int, got "
-                         f"{num_groups!r}")
+    check_int(num_groups, "'num_groups'", 1, where="compose_focus")
     if not isinstance(top_k, int) or not 1 <= top_k <= num_groups:
         raise ValueError(f"compose_focus: 'top_k' must be an int in 1..num_groups={num_groups}, "
                          f"got {top_k!r}")

@@ -65,6 +65,7 @@ from typing import Callable, Optional, Tuple
 import torch
 from torch import Tensor
 
+from quest_geometric._utils.checks import check_int
 from quest_geometric.nn.focus._checks import check_batch, check_groups, check_qkv, check_window
 
 try:  # pragma: no cover - depends on the PyTorch build
@@ -130,10 +131,10 @@ def _check_args(groups: Tensor, window: int, batch: Optional[Tensor], causal: bo
     gmax = int(groups.max()) + 1 if n > 0 else 1
     if num_groups is None:
         num_groups = gmax
-    elif not isinstance(num_groups, int) or isinstance(num_groups, bool) or num_groups < 1:
-        raise ValueError(f"'num_groups' must be a positive int, got {num_groups!r}")
-    elif gmax > num_groups:
-        raise ValueError(f"'groups' must hold ids in [0, {num_groups}), got id {gmax - 1}")
+    else:
+        check_int(num_groups, "'num_groups'", 1)
+        if gmax > num_groups:
+            raise ValueError(f"'groups' must hold ids in [0, {num_groups}), got id {gmax - 1}")
     if num_groups > MAX_FLEX_GROUPS:
         raise ValueError(f"focus_flex supports at most {MAX_FLEX_GROUPS} groups (int64 "
                          f"bitmasks), got num_groups={num_groups}")

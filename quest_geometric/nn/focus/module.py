@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from quest_geometric._utils.checks import check_choice, check_int
 from quest_geometric.nn.focus._checks import (
     check_batch,
     check_features,
@@ -98,13 +99,11 @@ class FocusAttention(nn.Module):
                  causal: bool = True, tau: float = 0.1, sinkhorn_iters: int = 10,
                  gate_scale: float = 10.0, gate_bias: float = 0.5, bias: bool = True) -> None:
         super().__init__()
-        if not isinstance(embed_dim, int) or isinstance(embed_dim, bool) or embed_dim < 1:
-            raise ValueError(f"'embed_dim' must be a positive int, got {embed_dim!r}")
+        check_int(embed_dim, "'embed_dim'", 1, where="FocusAttention")
         if not isinstance(num_heads, int) or num_heads < 1 or embed_dim % num_heads:
             raise ValueError(f"'embed_dim' ({embed_dim}) must be divisible by 'num_heads' "
                              f"({num_heads!r})")
-        if not isinstance(num_groups, int) or isinstance(num_groups, bool) or num_groups < 1:
-            raise ValueError(f"'num_groups' must be a positive int, got {num_groups!r}")
+        check_int(num_groups, "'num_groups'", 1, where="FocusAttention")
         self.embed_dim = embed_dim
         self.num_heads = num_heads
         self.head_dim = embed_dim // num_heads
@@ -165,8 +164,7 @@ class FocusAttention(nn.Module):
 
     @backend.setter
     def backend(self, value: str) -> None:
-        if not isinstance(value, str) or value not in BACKENDS:
-            raise ValueError(f"'backend' must be one of {BACKENDS}, got {value!r}")
+        check_choice(value, "'backend'", BACKENDS, where="FocusAttention")
         self._backend = value
 
     @property
@@ -177,8 +175,7 @@ class FocusAttention(nn.Module):
 
     @gate.setter
     def gate(self, value: Optional[str]) -> None:
-        if value is not None and (not isinstance(value, str) or value not in GATES):
-            raise ValueError(f"'gate' must be one of {GATES}, got {value!r}")
+        check_choice(value, "'gate'", GATES, where="FocusAttention")
         self._gate = value
 
     @property

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.utils import to_dense_batch
 
+from quest_geometric._utils.checks import check_int
 from quest_geometric.nn.focus._checks import check_batch, check_features, check_real
 
 
@@ -180,8 +181,7 @@ def topk_groups(log_soft: Tensor, top_k: int) -> Tensor:
         torch.Tensor: ``[..., top_k]``, :obj:`torch.long`.
     """
     k = log_soft.size(-1)
-    if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= k:
-        raise ValueError(f"'top_k' must be an int in 1..{k}, got {top_k!r}")
+    check_int(top_k, "'top_k'", 1, maximum=k)
     vals = log_soft.detach()
     taken = torch.zeros(vals.shape, dtype=torch.bool, device=vals.device)
     slack = math.log1p(-TIE_RTOL)
@@ -282,12 +282,8 @@ class FocusRouter(nn.Module):
         super().__init__()
         for name, val in (("in_channels", in_channels), ("num_groups", num_groups),
                           ("group_dim", group_dim)):
-            if not isinstance(val, int) or isinstance(val, bool) or val < 1:
-                raise ValueError(f"'{name}' must be a positive int, got {val!r}")
-        if (not isinstance(sinkhorn_iters, int) or isinstance(sinkhorn_iters, bool)
-                or sinkhorn_iters < 0):
-            raise ValueError(f"'sinkhorn_iters' must be a non-negative int, "
-                             f"got {sinkhorn_iters!r}")
+            check_int(val, f"'{name}'", 1, where="FocusRouter")
+        check_int(sinkhorn_iters, "'sinkhorn_iters'", 0, where="FocusRouter")
         self.in_channels = in_channels
         self._num_groups = num_groups
         self.group_dim = group_dim
@@ -317,10 +313,8 @@ class FocusRouter(nn.Module):
 
     @top_k.setter
     def top_k(self, value: int) -> None:
-        if not isinstance(value, int) or isinstance(value, bool) \
-                or not 1 <= value <= self._num_groups:
-            raise ValueError(f"'top_k' must be an int in 1..num_groups={self._num_groups}, "
-                             f"got {value!r}")
+        check_int(value, "'top_k'", 1, where=f"FocusRouter(num_groups={self._num_groups})",
+                  maximum=self._num_groups)
         self._top_k = value
 
     @property

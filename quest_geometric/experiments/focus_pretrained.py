@@ -30,6 +30,8 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 
+from quest_geometric._utils.plotting import optional_pyplot
+
 __all__ = ["run", "run_speed", "train_routers", "evaluate_lm", "main"]
 
 
@@ -238,12 +240,8 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
 
 
 def _plot_curves(curves: Dict[str, List[float]], path: Path) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:  # pragma: no cover
+    plt = optional_pyplot()
+    if plt is None:  # pragma: no cover - matplotlib is optional (the bench extra)
         return
     fig, ax = plt.subplots(figsize=(6.5, 3.8))
     for gate, c in curves.items():

@@ -166,6 +166,7 @@ def _part_pretrained(ctx: TourContext) -> str:
     from quest_geometric.experiments import focus_pretrained, qk_pretrained
     from quest_geometric.models.smollm2 import load_smollm2
     from quest_geometric.nn.focus import compose_focus, load_routers, set_focus_options
+    from quest_geometric.nn.focus.compose import ROUTERS_FILE
 
     t0 = time.perf_counter()
     model, tok = load_smollm2()
@@ -176,7 +177,7 @@ def _part_pretrained(ctx: TourContext) -> str:
     share = summary["layers_pr_q_gt_pr_k"]
     val = token_blocks(tok, val_names, block_size=512, max_blocks=2)
     full = focus_pretrained.evaluate_lm(model, val)["val_ppl"]
-    if PRETRAINED_ROUTERS.is_dir():
+    if (PRETRAINED_ROUTERS / ROUTERS_FILE).is_file():
         load_routers(model, PRETRAINED_ROUTERS)
         where = f"the committed routers (`{PRETRAINED_ROUTERS.relative_to(RESULTS_DIR.parent.parent)}`)"
     else:

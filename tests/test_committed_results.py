@@ -1,0 +1,24 @@
+"""The committed artefacts that code loads at run time are in the checkout (a fresh clone, as
+CI sees it), in the format their loader reads."""
+from __future__ import annotations
+
+import torch
+
+from quest_geometric.nn.focus.compose import ROUTERS_FILE
+from quest_geometric.tour import PRETRAINED_ROUTERS, RESULTS_DIR
+
+
+def test_committed_smollm2_routers_are_present_and_complete():
+    for gate in ("additive", "multiplicative"):
+        path = RESULTS_DIR / f"focus_pretrained_routers_{gate}" / ROUTERS_FILE
+        assert path.is_file(), f"{path} is missing (is it ignored by .gitignore?)"
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+        assert blob["format"] == 1
+        cfg = blob["config"]
+        assert cfg["num_groups"] == 4 and cfg["window"] == 64, cfg
+        # one router per SmolLM2 layer (30), each with finite centroids of K rows
+        assert len(blob["routers"]) == 30
+        for state in blob["routers"].values():
+            floats = [t for t in state.values() if t.is_floating_point()]
+            assert floats and all(torch.isfinite(t).all() for t in floats)
+    assert PRETRAINED_ROUTERS == RESULTS_DIR / "focus_pretrained_routers_additive"

@@ -40,6 +40,7 @@ KEY_COLUMNS: list[tuple[str, list[str], str]] = [
 INCLUDED = ["qsv_layer_speed", "knn_speed", "qsv_ablation_digits", "focus_speed",
             "focus_speed_32k", "focus_speed_edges", "focus_lm", "focus_lm_seed1",
             "focus_lm_seed2", "qk_geometry", "focus_pretrained", "focus_pretrained_speed", "focus_pretrained_speed_static",
+            "focus_pretrained_speed_1thread",
             "qk_pretrained"]
 
 

@@ -35,7 +35,7 @@ def compare_studies(names: Sequence[str], out_dir: Union[str, os.PathLike] = "be
                     meta: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
     """Compare finished studies: one row per study with the share of trajectories with
     PR_Q - PR_K > 0 at a quarter, half, three quarters and the end of its training (exact 95%
-    interval), its highest share, and the first step from which the share stays >= 90%;
+    interval, and the step), and the first step from which the share stays >= 90%;
     writes ``<name>.{csv,json,md}`` and ``<name>.png`` (the share curves on one axis).
 
     Args:
@@ -68,10 +68,7 @@ def compare_studies(names: Sequence[str], out_dir: Union[str, os.PathLike] = "be
                                "seeds": len({r["seed"] for r in recs}), "steps": last}
         for frac, key in ((0.25, "quarter"), (0.5, "half"), (0.75, "three quarters"), (1.0, "end")):
             r = min(allr, key=lambda x: abs(x["step"] - frac * last))
-            row[f"{key} (step)"] = r["step"]
-            row[key] = f"{r['share']:.0%} [{r['ci_low']:.0%}, {r['ci_high']:.0%}]"
-        peak = max(allr[1:] or allr, key=lambda r: r["share"])
-        row["highest"] = f"{peak['share']:.0%} at step {peak['step']}"
+            row[key] = f"{r['share']:.0%} [{r['ci_low']:.0%}, {r['ci_high']:.0%}] at step {r['step']}"
         first = first_sustained_step(sos, 0.9)
         row["stays >= 90% from"] = "never" if first is None else f"step {first}"
         row["pr_q_end"] = summ["rows"][-1]["pr_q_end"]

@@ -16,9 +16,12 @@ from typing import Any, Mapping, Optional, Sequence, Union
 
 from quest_geometric._utils import optional_pyplot
 from quest_geometric.experiments.common import markdown_table, write_results
+from quest_geometric.experiments.qk_geometry.plots import share_band
 from quest_geometric.experiments.qk_geometry.summary import (
     first_sustained_step,
+    milestone_steps,
     share_over_steps,
+    share_series,
     trajectory_summary,
 )
 
@@ -60,14 +63,13 @@ def compare_studies(names: Sequence[str], out_dir: Union[str, os.PathLike] = "be
         recs = _records(out / f"{stem}_records.jsonl")
         summ = trajectory_summary(recs)
         sos = share_over_steps(summ)
-        allr = sorted((r for r in sos if r["unit"] == "trajectory" and r["depth"] == "all"
-                       and r["init"] == "all"), key=lambda r: r["step"])
+        allr = share_series(sos)
         curves[stem] = allr
-        last = allr[-1]["step"]
+        by_step = {r["step"]: r for r in allr}
         row: dict[str, Any] = {"study": label, "trajectories": allr[-1]["n"],
-                               "seeds": len({r["seed"] for r in recs}), "steps": last}
-        for frac, key in ((0.25, "quarter"), (0.5, "half"), (0.75, "three quarters"), (1.0, "end")):
-            r = min(allr, key=lambda x: abs(x["step"] - frac * last))
+                               "seeds": len({r["seed"] for r in recs}), "steps": allr[-1]["step"]}
+        for key, step in zip(("quarter", "half", "three quarters", "end"), milestone_steps(by_step)):
+            r = by_step[step]
             row[key] = f"{r['share']:.0%} [{r['ci_low']:.0%}, {r['ci_high']:.0%}] at step {r['step']}"
         first = first_sustained_step(sos, 0.9)
         row["stays >= 90% from"] = "never" if first is None else f"step {first}"
@@ -82,11 +84,8 @@ def compare_studies(names: Sequence[str], out_dir: Union[str, os.PathLike] = "be
     plt = optional_pyplot()
     if plt is not None:
         fig, ax = plt.subplots(figsize=(6.5, 4))
-        for (stem, allr), label in zip(curves.items(), labels):
-            st = [r["step"] for r in allr]
-            line, = ax.plot(st, [r["share"] for r in allr], lw=1.6, label=f"{label} (n = {allr[0]['n']})")
-            ax.fill_between(st, [r["ci_low"] for r in allr], [r["ci_high"] for r in allr],
-                            color=line.get_color(), alpha=0.12, lw=0)
+        for allr, label in zip(curves.values(), labels):
+            share_band(ax, allr, f"{label} (n = {allr[0]['n']})", alpha=0.12)
         ax.axhline(0.9, color="tab:green", lw=0.8, ls=":", label="90% (the paper: every one)")
         ax.axhline(0.5, color="0.5", lw=0.8, ls=":")
         ax.set_ylim(-0.02, 1.02)

@@ -8,6 +8,7 @@ import numpy as np
 
 from quest_geometric._utils import optional_pyplot
 from quest_geometric.experiments.qk_geometry.config import INITS
+from quest_geometric.experiments.qk_geometry.summary import share_series
 
 
 def plot_trajectories(summary: Mapping[str, Any], path: Path) -> Optional[Path]:
@@ -96,6 +97,18 @@ def plot_diff(summary: Mapping[str, Any], path: Path) -> Optional[Path]:
     return path
 
 
+def share_band(ax: Any, series: Sequence[Mapping[str, Any]], label: str,
+               color: Optional[str] = None, band_label: Optional[str] = None,
+               alpha: float = 0.2) -> Any:
+    """Draw one share curve of :func:`~quest_geometric.experiments.qk_geometry.summary.share_over_steps`
+    on ``ax`` with its interval as a band; returns the line."""
+    st = [r["step"] for r in series]
+    line, = ax.plot(st, [r["share"] for r in series], color=color, lw=1.6, label=label)
+    ax.fill_between(st, [r["ci_low"] for r in series], [r["ci_high"] for r in series],
+                    color=line.get_color(), alpha=alpha, lw=0, label=band_label)
+    return line
+
+
 def plot_share_over_steps(rows: Sequence[Mapping[str, Any]], path: Path,
                           title: str = "Share of trajectories with PR_Q > PR_K") -> Optional[Path]:
     """Left: the share over all trajectories (with its exact 95% interval) and over the
@@ -105,25 +118,18 @@ def plot_share_over_steps(rows: Sequence[Mapping[str, Any]], path: Path,
         return None
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
 
-    def series(unit: str, depth: Any, init: Any) -> list:
-        return sorted((r for r in rows if r["unit"] == unit and r["depth"] == depth
-                       and r["init"] == init), key=lambda r: r["step"])
-
-    allr = series("trajectory", "all", "all")
+    allr = share_series(rows)
     if allr:
-        st = [r["step"] for r in allr]
-        axes[0].plot(st, [r["share"] for r in allr], color="tab:blue", lw=1.6,
-                     label=f"seed-averaged trajectories (n = {allr[0]['n']})")
-        axes[0].fill_between(st, [r["ci_low"] for r in allr], [r["ci_high"] for r in allr],
-                             color="tab:blue", alpha=0.2, lw=0, label="exact 95% interval")
-    runr = series("run layer", "all", "all")
+        share_band(axes[0], allr, f"seed-averaged trajectories (n = {allr[0]['n']})",
+                   color="tab:blue", band_label="exact 95% interval")
+    runr = share_series(rows, unit="run layer")
     if runr:
         axes[0].plot([r["step"] for r in runr], [r["share"] for r in runr], color="tab:orange",
                      lw=1.2, ls="--", label=f"individual runs' layers (n = {runr[0]['n']})")
     depths = sorted({r["depth"] for r in rows if r["depth"] != "all"})
     cmap = plt.get_cmap("plasma")
     for i, depth in enumerate(depths):
-        d = series("trajectory", depth, "all")
+        d = share_series(rows, depth=depth)
         axes[1].plot([r["step"] for r in d], [r["share"] for r in d], lw=1.4,
                      color=cmap(i / max(len(depths), 1)), label=f"depth {depth} (n = {d[0]['n']})")
     for ax, sub in zip(axes, ("all trajectories", "per depth")):

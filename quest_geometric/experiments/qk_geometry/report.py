@@ -7,7 +7,11 @@ from typing import Any, Mapping, Optional, Sequence
 
 from quest_geometric.experiments.common import markdown_table
 from quest_geometric.experiments.qk_geometry.config import StudyConfig
-from quest_geometric.experiments.qk_geometry.summary import first_sustained_step
+from quest_geometric.experiments.qk_geometry.summary import (
+    first_sustained_step,
+    milestone_steps,
+    share_series,
+)
 
 
 def findings(traj: Optional[dict], inter: Optional[dict], smoke: bool = False) -> list[str]:
@@ -38,11 +42,8 @@ def findings(traj: Optional[dict], inter: Optional[dict], smoke: bool = False) -
         )
         sos = traj.get("share_over_steps")
         if sos:
-            allr = sorted((r for r in sos if r["unit"] == "trajectory" and r["depth"] == "all"
-                           and r["init"] == "all"), key=lambda r: r["step"])
-            last = allr[-1]["step"]
-            picks = sorted({min(allr, key=lambda r: abs(r["step"] - f * last))["step"]
-                            for f in (0.25, 0.5, 0.75, 1.0)})
+            allr = share_series(sos)
+            picks = sorted(set(milestone_steps([r["step"] for r in allr])))
             at = ", ".join(f"{r['share']:.0%} [{r['ci_low']:.0%}, {r['ci_high']:.0%}] at step {r['step']}"
                            for r in allr if r["step"] in picks)
             peak = max(allr[1:] or allr, key=lambda r: r["share"])
@@ -50,9 +51,7 @@ def findings(traj: Optional[dict], inter: Optional[dict], smoke: bool = False) -
             depths = sorted({r["depth"] for r in sos if r["depth"] != "all"})
             per_depth = "; ".join(
                 f"depth {d}: " + ", ".join(
-                    f"{r['share']:.0%}" for r in sorted((r for r in sos if r["unit"] == "trajectory"
-                                                        and r["depth"] == d), key=lambda r: r["step"])
-                    if r["step"] in picks)
+                    f"{r['share']:.0%}" for r in share_series(sos, depth=d) if r["step"] in picks)
                 for d in depths)
             lines.append(
                 f"Share of the {allr[0]['n']} trajectories with PR_Q - PR_K > 0 over training "
@@ -116,8 +115,7 @@ def share_milestones_table(rows: Sequence[Mapping[str, Any]]) -> str:
     steps = sorted({r["step"] for r in rows})
     if not steps:
         return ""
-    last = steps[-1]
-    marks = sorted({min(steps, key=lambda s: abs(s - f * last)) for f in (0.25, 0.5, 0.75, 1.0)})
+    marks = sorted(set(milestone_steps(steps)))
     table = []
     for unit, depth, init in groups:
         sel = {r["step"]: r for r in rows if (r["unit"], r["depth"], r["init"]) == (unit, depth, init)}

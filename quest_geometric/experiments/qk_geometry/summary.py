@@ -193,15 +193,31 @@ def share_over_steps(summary: Mapping[str, Any], level: float = 0.95) -> list[di
     return rows
 
 
+def share_series(rows: Sequence[Mapping[str, Any]], unit: str = "trajectory", depth: Any = "all",
+                 init: Any = "all") -> list[Mapping[str, Any]]:
+    """One group's rows of :func:`share_over_steps`, in step order."""
+    return sorted((r for r in rows if r["unit"] == unit and r["depth"] == depth
+                   and r["init"] == init), key=lambda r: r["step"])
+
+
+#: Where :func:`milestone_steps` looks by default: a quarter, half, three quarters and the end.
+MILESTONES = (0.25, 0.5, 0.75, 1.0)
+
+
+def milestone_steps(steps: Sequence[int], fractions: Sequence[float] = MILESTONES) -> list[int]:
+    """For each fraction :math:`f`, the probed step nearest :math:`f \cdot T` (:math:`T` the
+    last step; the earlier step on a tie), in the order of ``fractions``."""
+    steps = sorted(steps)
+    return [min(steps, key=lambda s: abs(s - f * steps[-1])) for f in fractions]
+
+
 def first_sustained_step(rows: Sequence[Mapping[str, Any]], threshold: float = 0.9,
                          unit: str = "trajectory", depth: Any = "all", init: Any = "all"
                          ) -> Optional[int]:
     """The first probed step from which the share stays at or above ``threshold`` until the
     end of training (:obj:`None` if it never does), for one group of :func:`share_over_steps`."""
-    sel = sorted((r for r in rows if r["unit"] == unit and r["depth"] == depth and r["init"] == init),
-                 key=lambda r: r["step"])
     first = None
-    for r in sel:
+    for r in share_series(rows, unit, depth, init):
         if r["share"] >= threshold:
             first = r["step"] if first is None else first
         else:

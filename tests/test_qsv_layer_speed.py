@@ -76,3 +76,42 @@ def test_small_graph_rows():
     assert {r["layer"] for r in rows} == {"QSVConv", "TransformerConv"}
     for r in rows:
         assert r["graphs"] == 2 and r["nodes"] == 160 and r["edges"] == 1600 and r["ms"] > 0
+
+
+def _row(points, threads, mode, what, layer, ms, speedup, gather=10.0, spmm=2.0):
+    return {"points": points, "threads": threads, "mode": mode, "pass": what, "layer": layer,
+            "ms": ms, "qsv_speedup": speedup, "gather_ms": gather, "spmm_ms": spmm}
+
+
+def test_harmonics_targets_by_hand():
+    rows = [
+        _row(100, 1, "eager", "forward", "QSVConv", 4.0, 1.0),
+        _row(100, 1, "eager", "forward", "NeighborhoodAttentionS2", 5.0, 1.25),
+        _row(100, 1, "eager", "forward", "TransformerConv", 9.0, 2.25),
+        _row(100, 1, "eager", "forward+backward", "QSVConv", 10.0, 1.0),
+        _row(100, 1, "eager", "forward+backward", "NeighborhoodAttentionS2", 20.0, 2.0),
+        _row(100, 1, "eager", "forward+backward", "TransformerConv", 35.0, 3.5),
+        # compiled rows and an incomplete cell are ignored
+        _row(100, 1, "compiled", "forward", "QSVConv", 1.0, 1.0),
+        _row(100, 2, "eager", "forward", "QSVConv", 3.0, 1.0),
+    ]
+    (t,) = qsv_layer_speed.harmonics_targets(rows)
+    assert (t["points"], t["threads"], t["qsv_fwd_ms"]) == (100, 1, 4.0)
+    assert t["fwd_vs_th"] == 1.25 and t["fwd_target_met"]
+    assert t["fb_vs_th"] == 2.0 and not t["fb_target_met"]
+    assert t["fb_vs_tconv"] == 3.5 and t["tconv_target_met"]
+    assert t["fwd_vs_gather"] == pytest.approx(10.0 / 4.0)
+    assert t["fwd_vs_spmm"] == pytest.approx(2.0 / 4.0)
+
+
+def test_vs_torch_harmonics_writes_the_machine_note_and_name(tmp_path, monkeypatch):
+    monkeypatch.setattr(qsv_layer_speed, "harmonics_version", lambda: None)
+    monkeypatch.setattr(qsv_layer_speed, "small_graph_rows",
+                        lambda threads, repeat: [{"layer": "QSVConv", "ms": 1.0}])
+    qsv_layer_speed.run_vs_torch_harmonics(quick=True, out_dir=tmp_path, progress=False,
+                                           machine="idle, nothing else running",
+                                           name="qsv_vs_torch_harmonics_2thr")
+    md = (tmp_path / "qsv_small_graphs_2thr_quick.md").read_text()
+    assert "Machine: idle, nothing else running." in md
+    qsv_layer_speed.run_vs_torch_harmonics(quick=True, out_dir=tmp_path, progress=False)
+    assert "Machine: not stated" in (tmp_path / "qsv_small_graphs_quick.md").read_text()

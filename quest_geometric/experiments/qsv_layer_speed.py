@@ -407,7 +407,8 @@ def small_graph_rows(threads=(1, 2), repeat: int = 20, batch_size: int = 32) -> 
 
 def run_vs_torch_harmonics(quick: bool = False, out_dir: str | Path = "benchmarks/results",
                            progress: bool = True, threads=(1, 2),
-                           compiled: bool | None = None) -> dict[str, Any]:
+                           compiled: bool | None = None, machine: str | None = None,
+                           name: str = "qsv_vs_torch_harmonics") -> dict[str, Any]:
     """Run the torch-harmonics comparison (skipped with a message when torch-harmonics is
     absent) and the small-graph comparison; write ``qsv_vs_torch_harmonics[_quick].*``
     and ``qsv_small_graphs[_quick].*``.
@@ -420,20 +421,30 @@ def run_vs_torch_harmonics(quick: bool = False, out_dir: str | Path = "benchmark
         threads (tuple of int): torch thread counts. (default: ``(1, 2)``)
         compiled (bool, optional): also time :func:`torch.compile` d layers.
             (default: :obj:`not quick`)
+        machine (str, optional): what else ran on the machine, written beside the tables
+            (for example ``'idle'``); :obj:`None` writes that it was not stated, so the
+            timings read as taken on a possibly shared machine. (default: :obj:`None`)
+        name (str): stem of the torch-harmonics table; the small-graph table is
+            ``qsv_small_graphs`` plus what follows ``qsv_vs_torch_harmonics`` in ``name``.
+            (default: ``'qsv_vs_torch_harmonics'``)
 
     Returns:
-        dict: ``rows`` (empty when skipped), ``small_rows``, ``skipped`` (the message or
-        :obj:`None`), ``markdown``.
+        dict: ``rows`` (empty when skipped), ``small_rows``, ``targets`` (the issue's
+        targets, per grid and thread count: :func:`harmonics_targets`), ``skipped`` (the
+        message or :obj:`None`), ``markdown``.
     """
     out_dir = Path(out_dir)
     suffix = "_quick" if quick else ""
     compiled = (not quick) if compiled is None else compiled
     version = harmonics_version()
+    note = machine if machine else ("not stated: timings may come from a shared machine "
+                                    "and are then indicative only")
     meta_common = {"threads_measured": list(threads), "quick": quick, "seed": 0,
-                   "dtype": "float32", "load_at_start": _loadavg(),
-                   "machine_note": "shared machine: timings are indicative only; full "
-                                   "timings need an idle machine"}
-    markdown, rows, skipped = "", [], None
+                   "dtype": "float32", "load_at_start": _loadavg(), "machine_note": note}
+    taken = f"Machine: {note}."
+    tail = name[len("qsv_vs_torch_harmonics"):] if name.startswith("qsv_vs_torch_harmonics") \
+        else f"_{name}"
+    markdown, rows, targets, skipped = "", [], [], None
     if version is None:
         skipped = _MISSING_HARMONICS
         print(skipped)
@@ -442,7 +453,7 @@ def run_vs_torch_harmonics(quick: bool = False, out_dir: str | Path = "benchmark
         rows = harmonics_rows(grids, threads, compiled, repeat=3 if quick else 7,
                               progress=progress)
         p = write_results(
-            f"qsv_vs_torch_harmonics{suffix}", rows, out_dir,
+            f"{name}{suffix}", rows, out_dir,
             meta={**meta_common, "torch_harmonics": version, "grids": [list(g) for g in grids],
                   "channels": HARMONICS_CHANNELS, "heads": 1, "load_at_end": _loadavg()},
             title="QSVConv vs torch-harmonics NeighborhoodAttentionS2 and TransformerConv",
@@ -456,20 +467,64 @@ def run_vs_torch_harmonics(quick: bool = False, out_dir: str | Path = "benchmark
                    "`gather_ms`: one [E, C] gather of the neighbours' features; `spmm_ms`: one "
                    "sparse-dense product over fixed weights (a single pass over the "
                    "neighbours), the floors of the aggregation. `load`: /proc/loadavg before "
-                   "the measurement. Taken on a shared machine."))
+                   f"the measurement. {taken}"))
         markdown += p["md"].read_text() + "\n"
+        targets = harmonics_targets(rows)
+        if targets:
+            p = write_results(
+                f"{name}_targets{suffix}", targets, out_dir,
+                meta={**meta_common, "torch_harmonics": version},
+                title="QSVConv (eager) against the speed targets",
+                notes=("Per grid and thread count, eager: `fwd_vs_th` = time(torch-harmonics "
+                       "forward) / time(QSVConv forward), target >= 1; `fb_vs_th` the same "
+                       "for forward + backward, target >= 3; `fb_vs_tconv` = time("
+                       "TransformerConv forward + backward) / time(QSVConv forward + "
+                       "backward), target >= 3; `fwd_vs_gather` = time(one [E, C] gather) / "
+                       "time(QSVConv forward) and `fwd_vs_spmm` = time(one sparse product "
+                       "over fixed weights) / time(QSVConv forward): how far the forward is "
+                       f"from one pass over the neighbours' features (1 = at the floor). "
+                       f"{taken}"))
+            markdown += p["md"].read_text() + "\n"
     small = small_graph_rows(threads, repeat=10 if quick else 30)
-    p = write_results(f"qsv_small_graphs{suffix}", small, out_dir,
+    p = write_results(f"qsv_small_graphs{tail}{suffix}", small, out_dir,
                       meta={**meta_common, "load_at_end": _loadavg()},
                       title="QSVConv vs TransformerConv on a batch of 32 digit sphere graphs",
                       columns=["graphs", "nodes", "edges", "channels", "heads", "threads",
                                "pass", "layer", "ms", "std_ms", "qsv_speedup", "load"],
                       notes=("32 graphs of 80 nodes (16 + 64 Fibonacci nodes, in-degree 8 + 2), "
                              "width 32, 2 heads, eager. `qsv_speedup`: median over interleaved "
-                             "rounds of time(layer) / time(QSVConv). Taken on a shared "
-                             "machine."))
+                             f"rounds of time(layer) / time(QSVConv). {taken}"))
     markdown += p["md"].read_text()
-    return {"rows": rows, "small_rows": small, "skipped": skipped, "markdown": markdown}
+    return {"rows": rows, "small_rows": small, "targets": targets, "skipped": skipped,
+            "markdown": markdown}
+
+
+def harmonics_targets(rows: list[dict]) -> list[dict]:
+    """The issue's eager speed targets from :func:`harmonics_rows`'s rows, one row per grid
+    and thread count: QSVConv's forward and forward + backward speed-ups over
+    torch-harmonics and TransformerConv (the paired medians ``qsv_speedup``), and the
+    forward's distance from the two aggregation floors (``gather_ms``, ``spmm_ms``), each
+    with whether its target (``>= 1``, ``>= 3``, ``>= 3``) is met."""
+    by: dict[tuple, dict] = {}
+    for r in rows:
+        if r["mode"] == "eager":
+            by.setdefault((r["points"], r["threads"]), {})[(r["pass"], r["layer"])] = r
+    out = []
+    for (points, threads), cell in sorted(by.items()):
+        try:
+            fwd_th = cell[("forward", "NeighborhoodAttentionS2")]["qsv_speedup"]
+            fb_th = cell[("forward+backward", "NeighborhoodAttentionS2")]["qsv_speedup"]
+            fb_tc = cell[("forward+backward", "TransformerConv")]["qsv_speedup"]
+            q = cell[("forward", "QSVConv")]
+        except KeyError:  # an incomplete cell (a layer or a pass not measured)
+            continue
+        out.append({"points": points, "threads": threads,
+                    "qsv_fwd_ms": q["ms"], "fwd_vs_th": fwd_th, "fwd_target_met": fwd_th >= 1,
+                    "fb_vs_th": fb_th, "fb_target_met": fb_th >= 3,
+                    "fb_vs_tconv": fb_tc, "tconv_target_met": fb_tc >= 3,
+                    "fwd_vs_gather": q["gather_ms"] / q["ms"],
+                    "fwd_vs_spmm": q["spmm_ms"] / q["ms"]})
+    return out
 
 
 def main_vs_torch_harmonics(argv: list[str] | None = None) -> dict[str, Any]:
@@ -479,11 +534,16 @@ def main_vs_torch_harmonics(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--quick", action="store_true",
                         help="16,200 points only, eager, 3 rounds (smoke test)")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--compiled", action="store_true", default=None,
+    parser.add_argument("--compiled", action=argparse.BooleanOptionalAction, default=None,
                         help="also time torch.compile'd layers (default: on unless --quick)")
+    parser.add_argument("--machine", default=None,
+                        help="what else ran on the machine (e.g. 'idle'), written beside the "
+                             "tables")
+    parser.add_argument("--name", default="qsv_vs_torch_harmonics", help="result file stem")
     parser.add_argument("--out", default="benchmarks/results")
     args = parser.parse_args(argv)
     result = run_vs_torch_harmonics(quick=args.quick, out_dir=args.out,
-                                    threads=tuple(args.threads), compiled=args.compiled)
+                                    threads=tuple(args.threads), compiled=args.compiled,
+                                    machine=args.machine, name=args.name)
     print(result["markdown"])
     return result

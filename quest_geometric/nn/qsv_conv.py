@@ -354,7 +354,9 @@ class QSVConv(MessagePassing):
             sparse-dense product (one pass over the neighbours' features, no ``[E, C]``
             gather) for ``float32``/``float64`` input; :obj:`False` uses the plain gather
             reference.  Under :func:`torch.compile` the gather reference is always used
-            (the compiler fuses it). (default: :obj:`True`)
+            (the sparse product cannot be traced); it is slower than the eager fused path
+            (about 4x at 16,200 points on CPU, ``benchmarks/qsv_vs_torch_harmonics.py``), so
+            on CPU prefer the eager layer. (default: :obj:`True`)
         **kwargs (optional): Additional arguments of
             :class:`torch_geometric.nn.conv.MessagePassing`.
 

@@ -32,7 +32,8 @@ import torch
 
 from quest_geometric._utils.plotting import optional_pyplot
 
-__all__ = ["run", "run_speed", "train_routers", "evaluate_lm", "main"]
+__all__ = ["run", "run_speed", "train_routers", "evaluate_lm", "block_order", "revisit_drop",
+           "main"]
 
 
 def _data(tok: Any, block: int, val_blocks: int, max_train: Optional[int] = None):
@@ -104,8 +105,15 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float, run_di
             p.data.copy_(t)
         opt.load_state_dict(blob["opt"])
         state = blob["state"]
-    order = torch.randperm(train.size(0) * max(1, math.ceil(steps / train.size(0))),
-                           generator=torch.Generator().manual_seed(seed)) % train.size(0)
+    order = block_order(train.size(0), steps, seed)
+    passes = order.numel() // train.size(0)
+    if state.setdefault("passes", passes) != passes:
+        raise ValueError(
+            f"train_routers: {ck} was trained with a block order of {state['passes']} passes "
+            f"over the {train.size(0)} blocks, but steps={steps} draws {passes}; the order "
+            f"would change under the resumed run. Keep steps within "
+            f"{train.size(0) * (state['passes'] - 1) + 1}..{train.size(0) * state['passes']} "
+            f"or start a new run_dir")
     model.train()
     t_start = time.perf_counter()
     base_s = state["seconds"]
@@ -120,7 +128,7 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float, run_di
         state["curve"].append(float(loss.detach()))
         state["seconds"] = base_s + time.perf_counter() - t_start
         bar.update(1)
-        bar.set_postfix(loss=f"{float(loss):.3f}")
+        bar.set_postfix(loss=f"{state['curve'][-1]:.3f}")
         done = state["step"] >= steps
         late = max_minutes is not None and (time.perf_counter() - t_start) > 60 * max_minutes
         if done or late or state["step"] % ckpt_every == 0:
@@ -131,6 +139,81 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float, run_di
     bar.close()
     model.eval()
     return {**state, "finished": state["step"] >= steps}
+
+
+def block_order(num_blocks: int, steps: int, seed: int = 0) -> torch.Tensor:
+    r"""The training block of each router step: a seeded permutation of
+    :math:`\lceil \text{steps} / n \rceil` copies of the :math:`n` block indices, so every
+    block is drawn equally often up to the last, partial pass.
+
+    The order depends on ``steps`` only through :math:`\lceil \text{steps} / n \rceil`: a
+    resumed run must keep the same ``steps`` within one multiple of ``num_blocks``.
+
+    Args:
+        num_blocks (int): training blocks :math:`n`.
+        steps (int): router steps.
+        seed (int): permutation seed. (default: :obj:`0`)
+
+    Returns:
+        Tensor: ``[n * ceil(steps / n)]`` long block indices; step :math:`s` (from 0) uses
+        entry :math:`s`.
+    """
+    if num_blocks < 1:
+        raise ValueError(f"block_order: num_blocks must be >= 1, got {num_blocks}")
+    reps = max(1, math.ceil(steps / num_blocks))
+    return torch.randperm(num_blocks * reps,
+                          generator=torch.Generator().manual_seed(seed)) % num_blocks
+
+
+def revisit_drop(curve: Sequence[float], order: Sequence[int], after: int = 0
+                 ) -> Dict[str, float]:
+    r"""A paired test of whether the router loss still falls: for every training block
+    drawn at two consecutive steps :math:`s < s'` (both at least ``after``), the change
+    :math:`\ell_{s'} - \ell_s` of its training loss between the two visits.
+
+    The same block at two times removes the block-to-block spread that dominates a noisy
+    one-block-per-step curve: a model at a plateau has a mean change near zero, a still
+    learning one a negative mean.
+
+    Args:
+        curve (sequence of float): training loss per step.
+        order (sequence of int): the block of each step (:func:`block_order`).
+        after (int): ignore visits before this step (0-based). (default: :obj:`0`)
+
+    Returns:
+        dict: ``n`` (pairs), ``mean`` and ``sem`` (standard error) of the change in nats,
+        ``share_lower`` (pairs whose later loss is lower) and ``sign_p`` (two-sided exact
+        sign test); NaN where there are no pairs.
+    """
+    from quest_geometric.analysis.stats import sign_test
+
+    order = [int(o) for o in order]
+    if len(order) < len(curve):
+        raise ValueError(f"revisit_drop: order has {len(order)} entries for {len(curve)} "
+                         "steps")
+    last: Dict[int, int] = {}
+    diffs: List[float] = []
+    for step in range(after, len(curve)):
+        blk = order[step]
+        if blk in last:
+            diffs.append(float(curve[step]) - float(curve[last[blk]]))
+        last[blk] = step
+    n = len(diffs)
+    if n == 0:
+        return {"n": 0, "mean": math.nan, "sem": math.nan, "share_lower": math.nan,
+                "sign_p": math.nan}
+    mean = sum(diffs) / n
+    sem = (math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1) / n) if n > 1
+           else math.nan)
+    lower = sum(d < 0 for d in diffs)
+    return {"n": n, "mean": mean, "sem": sem, "share_lower": lower / n,
+            "sign_p": sign_test(lower, sum(d > 0 for d in diffs))}
+
+
+def _revisit(curve: Sequence[float], order: Sequence[int]) -> Dict[str, float]:
+    """:func:`revisit_drop` over the second half of the curve, as table columns."""
+    r = revisit_drop(curve, order, after=len(curve) // 2)
+    return {"revisit_n": r["n"], "revisit_mean": r["mean"], "revisit_sem": r["sem"]}
 
 
 def _plateau(curve: Sequence[float]) -> Dict[str, float]:
@@ -177,6 +260,7 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
                  "delta_pct": 0.0, "pairs_kept": 1.0, "balance": math.nan, "trainable": 0,
                  "steps": 0, "train_s": 0.0})
     curves: Dict[str, List[float]] = {}
+    order = block_order(train.size(0), steps, seed)
     for gate in gates:
         compose_focus(model, num_groups=num_groups, top_k=2, window=window, gate=gate,
                       backend="blocks")
@@ -206,7 +290,7 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
                          "pairs_kept": 1.0 if k == num_groups else r["pairs_kept"],
                          "balance": r["balance"], "trainable": n_train, "steps": tr["step"],
                          "train_s": tr["seconds"], "finished": tr["finished"],
-                         **_plateau(tr["curve"])})
+                         **_plateau(tr["curve"]), **_revisit(tr["curve"], order)})
         decompose(model)
     if train_only:
         return {"rows": [], "paths": {}, "curves": curves}
@@ -224,15 +308,27 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
         if not by:
             continue
         fin = "" if by["soft"].get("finished") else " (training not finished: a cost, not a verdict)"
+        soft = by["soft"]
+        if soft["revisit_n"] and soft["revisit_mean"] + 2 * soft["revisit_sem"] < 0:
+            fin += (f" (not at a plateau: a block's loss is {-soft['revisit_mean']:.3f} +- "
+                    f"{soft['revisit_sem']:.3f} nats lower at its next visit, "
+                    f"{soft['revisit_n']} revisits in the second half)")
         heads.append(
             f"- headline ({gate} gate, {by['soft']['steps']} router steps{fin}): soft "
             f"{by['soft']['delta_pct']:+.2f}% perplexity against full attention; hard top-2 "
             f"{by['hard top-2']['delta_pct']:+.2f}% keeping {100 * by['hard top-2']['pairs_kept']:.1f}% "
             f"of the causal pairs; hard top-1 {by['hard top-1']['delta_pct']:+.2f}% keeping "
             f"{100 * by['hard top-1']['pairs_kept']:.1f}%")
-    paths = write_results(name, rows, out, meta=meta, notes="\n".join(heads) or None, columns=[
+    heads.append(
+        "- `loss_last_a`, `loss_last_b`: mean router training loss over the first and second "
+        "half of the last 40% of steps; `revisit_mean` +- `revisit_sem`: mean change of a "
+        "training block's loss from one visit to its next, over the `revisit_n` revisits in "
+        "the second half of training (`revisit_drop`; near 0 at a plateau, negative while the "
+        "routers still learn)")
+    paths = write_results(name, rows, out, meta=meta, notes="\n".join(heads), columns=[
         "model", "gate", "eval", "val_ppl", "delta_pct", "pairs_kept", "balance", "trainable",
-        "steps", "train_s", "loss_last_a", "loss_last_b"],
+        "steps", "train_s", "loss_last_a", "loss_last_b", "revisit_n", "revisit_mean",
+        "revisit_sem"],
         title="Focus composed onto SmolLM2-135M (routers trained only)")
     (out / f"{name}_curves.json").write_text(json.dumps(curves))
     _plot_curves(curves, out / f"{name}_curves.png")

@@ -25,7 +25,10 @@ What a composed model supports with Focus on:
 * **cached generation** (``generate(use_cache=True)``): each cached token's hard groups and
   the router's running Sinkhorn statistics are kept beside the cache
   (:mod:`quest_geometric.nn.focus.decode`), each new token is routed from the prefix only and
-  attends to its window plus the cached tokens that share one of its groups;
+  attends to its window plus the cached tokens that share one of its groups (for one
+  sequence without padding, each layer also keeps the out-of-window keys and values copied
+  into one store per group set, a second copy of the cache, so that a step reads only what
+  it attends to);
 * **saving**: the state dict keeps the original module's parameter names, so
   ``save_pretrained`` / ``from_pretrained`` of the base class reloads the original weights
   exactly; :func:`save_routers` / :func:`load_routers` store and restore the routers.
@@ -53,9 +56,11 @@ from quest_geometric.adapters import (
 from quest_geometric.nn.focus.decode import (
     FocusDecodeState,
     focus_decode_attention,
+    route_prefix,
     route_step,
     sinkhorn_prefix_state,
 )
+from quest_geometric.nn.focus.dense import focus_soft_attention
 from quest_geometric.nn.focus.module import FocusAttention
 
 __all__ = ["compose_focus", "decompose", "FocusComposed", "set_focus_enabled", "focus_disabled",
@@ -236,7 +241,20 @@ class FocusComposed(nn.Module):
             xf, seq = xf[sel], seq[sel]
             flat = [z[sel] for z in flat]
         batch = seq if b > 1 else None
-        of, rout = self.focus.attend(xf, *flat, batch=batch)
+        f, col = self.focus, None
+        if call.cache is not None and not (f.router._forward_hooks or
+                                           f.router._forward_pre_hooks):
+            # filling a cache: route once, keeping the statistics decoding continues from
+            # (what FocusAttention.attend does, without its second Sinkhorn pass; a router
+            # with hooks is called as a module, so the hooks see this call too)
+            rout, col = route_prefix(f.router, xf, batch, b)
+            if not f.training:
+                of = f._hard(*flat, rout.groups, batch)
+            else:
+                of = focus_soft_attention(*flat, rout.soft, f.window, batch, f.causal, f.gate,
+                                          f.gate_scale, f.gate_bias)
+        else:
+            of, rout = f.attend(xf, *flat, batch=batch)
         if valid is None:
             o = of.view(b, t, h, d)
         else:
@@ -244,28 +262,33 @@ class FocusComposed(nn.Module):
             o[valid.reshape(-1)] = of
             o = o.view(b, t, h, d)
         if call.cache is not None:
-            self._start_state(call, xf, batch, rout.groups, valid, b, t)
+            self._start_state(call, xf, batch, rout.groups, valid, b, t, col)
         return o.transpose(1, 2)
 
     def _start_state(self, call: AttentionCall, xf: Tensor, batch: Optional[Tensor],
-                     groups: Tensor, valid: Optional[Tensor], b: int, t: int) -> None:
-        from torch_geometric.utils import to_dense_batch
+                     groups: Tensor, valid: Optional[Tensor], b: int, t: int,
+                     col: Optional[Tensor] = None) -> None:
+        if col is None:  # the router was called as a module: a second pass for the totals
+            from torch_geometric.utils import to_dense_batch
 
-        router = self.focus.router
-        scores = router.scores(xf)
-        if batch is None:
-            dense, dvalid = scores.unsqueeze(0), None
-        else:
-            dense, dvalid = to_dense_batch(scores, batch, batch_size=b)
-        col = sinkhorn_prefix_state(dense, dvalid, router.sinkhorn_iters)
+            router = self.focus.router
+            scores = router.scores(xf)
+            if batch is None:
+                dense, dvalid = scores.unsqueeze(0), None
+            else:
+                dense, dvalid = to_dense_batch(scores, batch, batch_size=b)
+            col = sinkhorn_prefix_state(dense, dvalid, router.sinkhorn_iters).detach()
         kk = groups.size(-1)
-        valid = valid if valid is not None else torch.ones(b, t, dtype=torch.bool,
-                                                           device=xf.device)
-        g = groups.new_full((b * t, kk), -1)
-        g[valid.reshape(-1)] = groups
+        if valid is None:
+            g = groups.view(b, t, kk)
+        else:
+            g = groups.new_full((b * t, kk), -1)
+            g[valid.reshape(-1)] = groups
+            g = g.view(b, t, kk)
         state = FocusDecodeState(g.new_empty(b, 0, kk), g.new_empty(b, 0),
-                                 col, torch.zeros(b, dtype=torch.long, device=xf.device))
-        state.append(g.view(b, t, kk), valid)
+                                 col, torch.zeros(b, dtype=torch.long, device=xf.device),
+                                 store=True)
+        state.append(g, valid)
         _cache_states(call.cache)[id(self)] = state
 
     def _continue(self, x: Tensor, q: Tensor, k_all: Tensor, v_all: Tensor,
@@ -285,8 +308,7 @@ class FocusComposed(nn.Module):
         if state.pos.size(1) != call.cache_len:
             raise ValueError(f"{who}: the cache holds {call.cache_len} tokens but the Focus "
                              f"state {state.pos.size(1)}; was the cache cropped or reused?")
-        valid = (call.valid[:, -t:] if call.valid is not None
-                 else torch.ones(b, t, dtype=torch.bool, device=x.device))
+        valid = call.valid[:, -t:] if call.valid is not None else None
         route_step(self.focus.router, x, state, valid)
         return focus_decode_attention(q, k_all, v_all, state, self.focus.window,
                                       self.adapter.scaling(self.original))

@@ -14,21 +14,103 @@ with every cached token's hard groups and position, so a new token is routed in
 :math:`O(I K)` (:func:`sinkhorn_step`) exactly as the full-sequence Sinkhorn routes it, and
 attends only to the cached keys it may see, its window plus the tokens sharing one of its
 groups (:func:`focus_decode_attention`): the attention cost grows with
-:math:`w + |\{j : G_j \cap G_t \neq \emptyset\}|`, not with the context (selecting those keys
-is one boolean pass over the cached group ids).
+:math:`w + |\{j : G_j \cap G_t \neq \emptyset\}|`, not with the context.
+
+**The decoding step of one sequence** (one new token, no padding) takes a fast path:
+
+* routing: the :math:`I` Sinkhorn updates of :func:`sinkhorn_step` and the top-:math:`k` tie
+  rule of :func:`~quest_geometric.nn.focus.router.topk_groups` on :math:`K` numbers are done
+  on Python floats (the same float64 formulas; the memberships are rounded to the scores'
+  float32 before the top-:math:`k`, as the full path does), instead of some hundred tiny
+  tensor operations;
+* attention (with ``FocusDecodeState(..., store=True)``, which
+  :func:`~quest_geometric.nn.focus.compose.compose_focus` sets): the cached tokens that have
+  left the window are copied once, in order, into one contiguous key/value store per
+  *group set* :math:`G_j` (with :math:`K = 4`: four stores for top-1, six for top-2). The
+  new token at position :math:`p` then attends to the window, a slice of the cache, plus the
+  stores whose group set meets :math:`G_t`,
+
+  .. math::
+      \mathcal{N}(t) = \{j : p - j \le w\} \;\cup \bigcup_{G :\, G \cap G_t \neq
+      \emptyset} \{j \in \mathrm{store}(G) : j < p - w\},
+
+  a disjoint union (every token sits in exactly one store), so the softmax runs over the
+  concatenated score rows of these views and nothing is gathered: the step reads exactly the
+  keys and values it attends to, once. The plain gather path
+  (:func:`focus_decode_attention_reference`) stays the reference the tests compare with and
+  serves every other case (several sequences, several new tokens, padding).
 """
 from __future__ import annotations
 
-from typing import Optional, Tuple
+import math
+import struct
+from typing import Dict, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from quest_geometric.nn.focus.router import _row_step, _sinkhorn_dense, topk_groups
+from quest_geometric.nn.focus._checks import HALF_DTYPES, check_features
+from quest_geometric.nn.focus.router import (
+    TIE_RTOL,
+    RouterOutput,
+    _row_step,
+    _sinkhorn_dense,
+    topk_groups,
+)
 
 __all__ = ["FocusDecodeState", "sinkhorn_prefix_state", "sinkhorn_step", "route_step",
-           "focus_decode_attention"]
+           "route_prefix", "focus_decode_attention", "focus_decode_attention_reference",
+           "MAX_STORE_PARTS"]
+
+#: Most group-set stores one fast decoding step may read (:math:`\binom{K}{k} -
+#: \binom{K-k}{k}` of them meet a token's :math:`k` groups: 1 for top-1, 5 for top-2 of
+#: :math:`K = 4`); beyond it (e.g. :math:`K = 16`, top-2: 29) the step takes the gather path
+#: and the state stops keeping stores.
+MAX_STORE_PARTS = 16
+
+
+class _GroupSetStores:
+    """The out-of-window keys and values of a one-sequence cache, copied in cache order into
+    one contiguous buffer per group set (buffers grow by doubling). Derived data: rebuilt
+    from the cache whenever a state is created or reordered."""
+
+    def __init__(self) -> None:
+        self.done = 0  # cache slots [0, done) are in their stores
+        self.sets: Dict[Tuple[int, ...], list] = {}  # group set -> [keys, values, count]
+
+    def fill(self, sets: List[Tuple[int, ...]], k: Tensor, v: Tensor, upto: int) -> None:
+        """Copy the cache slots ``[done, upto)`` of ``k, v [1, H_kv, S', D]`` into their
+        stores."""
+        if upto <= self.done:
+            return
+        if upto - self.done == 1:  # the usual step: one token leaves the window
+            s = self.done
+            self._push(sets[s], k[:, :, s:s + 1], v[:, :, s:s + 1])
+        else:
+            by: Dict[Tuple[int, ...], List[int]] = {}
+            for s in range(self.done, upto):
+                by.setdefault(sets[s], []).append(s)
+            for key, slots in by.items():
+                idx = torch.tensor(slots, dtype=torch.long, device=k.device)
+                self._push(key, k.index_select(2, idx), v.index_select(2, idx))
+        self.done = upto
+
+    def _push(self, key: Tuple[int, ...], kp: Tensor, vp: Tensor) -> None:
+        entry = self.sets.get(key)
+        n_new = kp.size(2)
+        if entry is None:
+            shape = (kp.size(0), kp.size(1), max(64, 2 * n_new), kp.size(3))
+            entry = self.sets[key] = [kp.new_empty(shape), vp.new_empty(shape), 0]
+        kb, vb, n = entry
+        if n + n_new > kb.size(2):  # grow by doubling
+            shape = (kb.size(0), kb.size(1), max(n + n_new, 2 * kb.size(2)), kb.size(3))
+            k2, v2 = kb.new_empty(shape), vb.new_empty(shape)
+            k2[:, :, :n], v2[:, :, :n] = kb[:, :, :n], vb[:, :, :n]
+            entry[0], entry[1] = kb, vb = k2, v2
+        kb[:, :, n:n + n_new] = kp
+        vb[:, :, n:n + n_new] = vp
+        entry[2] = n + n_new
 
 
 class FocusDecodeState:
@@ -37,19 +119,42 @@ class FocusDecodeState:
     The per-token buffers grow by doubling (amortised :math:`O(1)` per appended token, no
     copy of the whole history at each step).
 
-    Attributes:
-        groups (Tensor): hard groups of every cached token, ``[B, S, top_k]``, long;
+    Args:
+        groups (Tensor): hard groups of the cached tokens, ``[B, S, top_k]``, long; ``-1``
+            for padding.
+        pos (Tensor): their positions among their sequence's real tokens, ``[B, S]``, long;
             ``-1`` for padding.
-        pos (Tensor): position of every cached token among its sequence's real tokens,
-            ``[B, S]``, long; ``-1`` for padding.
         col_lse (Tensor): running column log-sums :math:`\Lambda^{(n)}`, ``[B, I, K]``,
             float64.
         count (Tensor): real tokens per sequence so far, ``[B]``, long.
+        store (bool): keep the group-set key/value stores of the fast decoding step (see
+            the module docstring; a second copy of the out-of-window keys and values of a
+            one-sequence cache). The keys and values then passed to
+            :func:`focus_decode_attention` must always be those of the same cache, grown by
+            appending (default: :obj:`False`).
+
+    Attributes:
+        groups (Tensor): ``[B, S, top_k]``, as above.
+        pos (Tensor): ``[B, S]``, as above.
+        col_lse (Tensor): ``[B, I, K]``, as above.
+        count (Tensor): ``[B]``, as above.
+        store (bool): as above.
     """
 
-    def __init__(self, groups: Tensor, pos: Tensor, col_lse: Tensor, count: Tensor) -> None:
+    def __init__(self, groups: Tensor, pos: Tensor, col_lse: Tensor, count: Tensor,
+                 store: bool = False) -> None:
         self._groups, self._pos, self._len = groups, pos, groups.size(1)
-        self.col_lse, self.count = col_lse, count
+        self._col: Tensor = col_lse
+        self._col_host: Optional[List[List[float]]] = None  # authoritative when set
+        self._col_stale = False
+        self.count = count
+        self.store = bool(store)
+        self._stores: Optional[_GroupSetStores] = None
+        self._sets: List[Tuple[int, ...]] = []  # host group sets of slots [0, len(_sets))
+        # one sequence whose every cached token is real: positions are the cache slots
+        self._simple = groups.size(0) == 1 and int(count[0]) == self._len and (
+            self._len == 0 or bool((pos[0] == torch.arange(self._len, device=pos.device))
+                                   .all()))
 
     @property
     def groups(self) -> Tensor:
@@ -59,34 +164,87 @@ class FocusDecodeState:
     def pos(self) -> Tensor:
         return self._pos[:, :self._len]
 
+    @property
+    def col_lse(self) -> Tensor:
+        if self._col_stale:  # the fast routing step kept them on the host
+            self._col = torch.tensor(self._col_host, dtype=torch.float64,
+                                     device=self._col.device).view(self._col.shape)
+            self._col_stale = False
+        return self._col
+
+    @col_lse.setter
+    def col_lse(self, value: Tensor) -> None:
+        self._col, self._col_host, self._col_stale = value, None, False
+
+    def _col_rows(self) -> List[List[float]]:
+        """The statistics of a one-sequence state as Python floats, ``I`` rows of ``K``
+        (updated in place by the fast routing step)."""
+        if self._col_host is None:
+            self._col_host = self._col[0].tolist()
+        self._col_stale = True
+        return self._col_host
+
     def __len__(self) -> int:
         return self._len
 
-    def append(self, groups: Tensor, valid: Tensor) -> None:
-        """Append one step of new tokens (``groups [B, T, top_k]``, ``valid [B, T]``)."""
-        b, t, kk = groups.shape
-        need = self._len + t
+    def _grow(self, need: int) -> None:
         if need > self._groups.size(1):  # grow by doubling
+            b, _, kk = self._groups.shape
             cap = max(need, 2 * self._groups.size(1), 16)
             g = self._groups.new_full((b, cap, kk), -1)
             p = self._pos.new_full((b, cap), -1)
             g[:, :self._len] = self.groups
             p[:, :self._len] = self.pos
             self._groups, self._pos = g, p
-        pos = self.count.unsqueeze(1) + valid.long().cumsum(1) - 1
-        self._groups[:, self._len:need] = groups.masked_fill(~valid.unsqueeze(-1), -1)
-        self._pos[:, self._len:need] = pos.masked_fill(~valid, -1)
+
+    def append(self, groups: Tensor, valid: Optional[Tensor] = None) -> None:
+        """Append one step of new tokens (``groups [B, T, top_k]``, ``valid [B, T]``;
+        :obj:`None`: all real)."""
+        b, t, kk = groups.shape
+        need = self._len + t
+        self._grow(need)
+        if valid is None:
+            pos = self.count.unsqueeze(1) + torch.arange(t, device=self.count.device)
+            self._groups[:, self._len:need] = groups
+            self._pos[:, self._len:need] = pos
+            self.count = self.count + t
+        else:
+            pos = self.count.unsqueeze(1) + valid.long().cumsum(1) - 1
+            self._groups[:, self._len:need] = groups.masked_fill(~valid.unsqueeze(-1), -1)
+            self._pos[:, self._len:need] = pos.masked_fill(~valid, -1)
+            self.count = self.count + valid.long().sum(1)
+            if self._simple and not bool(valid.all()):
+                self._simple = False
         self._len = need
-        self.count = self.count + valid.long().sum(1)
+
+    def _append_one(self, groups: Tensor, host: Tuple[int, ...]) -> None:
+        """Append the one real token of a one-sequence step (``groups [1, 1, top_k]``, its
+        sorted group set ``host``)."""
+        n = self._len
+        self._grow(n + 1)
+        self._groups[:, n] = groups[:, 0]
+        self._pos[:, n] = self.count
+        self.count = self.count + 1
+        if len(self._sets) == n:
+            self._sets.append(host)
+        self._len = n + 1
+
+    def _host_sets(self, upto: int) -> List[Tuple[int, ...]]:
+        """The sorted group sets of cache slots ``[0, upto)`` on the host (one sequence)."""
+        if len(self._sets) < upto:
+            rows = self._groups[0, len(self._sets):self._len].tolist()
+            self._sets.extend(tuple(sorted(r)) for r in rows)
+        return self._sets
 
     def select(self, index: Tensor) -> "FocusDecodeState":
-        """The state of sequences :obj:`index` (beam search reorders the cache this way)."""
+        """The state of sequences :obj:`index` (beam search reorders the cache this way; the
+        group-set stores are rebuilt from the reordered cache at the next fast step)."""
         return FocusDecodeState(self.groups[index], self.pos[index], self.col_lse[index],
-                                self.count[index])
+                                self.count[index], store=self.store)
 
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}(batch={self._groups.size(0)}, tokens={self._len}, "
-                f"top_k={self._groups.size(2)})")
+                f"top_k={self._groups.size(2)}, store={self.store})")
 
 
 def sinkhorn_prefix_state(scores: Tensor, valid: Optional[Tensor], num_iters: int) -> Tensor:
@@ -109,6 +267,44 @@ def sinkhorn_prefix_state(scores: Tensor, valid: Optional[Tensor], num_iters: in
     if not totals:
         return scores.new_empty(b, 0, k, dtype=torch.float64)
     return torch.stack(totals, 1)
+
+
+def route_prefix(router, x: Tensor, batch: Optional[Tensor] = None, num_seqs: int = 1
+                 ) -> Tuple[RouterOutput, Tensor]:
+    r"""Route whole sequences once: what ``router(x, batch)`` returns, and the statistics
+    :func:`sinkhorn_prefix_state` would record from a second pass (the same prefix-causal
+    Sinkhorn run, with its column totals kept), for starting a :class:`FocusDecodeState`.
+
+    Args:
+        router (FocusRouter): a prefix-causal router.
+        x (Tensor): hidden states of the real tokens, ``[N, C]``.
+        batch (Tensor, optional): sorted sequence id per token (default: :obj:`None`, one
+            sequence).
+        num_seqs (int): number of sequences :math:`B` (default: :obj:`1`).
+
+    Returns:
+        ``(RouterOutput, col_lse)``: the routing of :obj:`x` (shapes ``[N, ...]``) and
+        :math:`\Lambda^{(n)}` ``[B, I, K]`` (float64, detached).
+    """
+    from torch_geometric.utils import to_dense_batch
+
+    check_features(x, "h")
+    scores = router.scores(x)
+    if batch is None:
+        dense, dvalid = scores.unsqueeze(0), None
+    else:
+        dense, dvalid = to_dense_batch(scores, batch, fill_value=0.0, batch_size=num_seqs)
+    totals: list = []
+    log_dense = _sinkhorn_dense(dense, dvalid, router.sinkhorn_iters, router.causal,
+                                col_totals=totals)
+    log_soft = log_dense[0] if batch is None else log_dense[dvalid]
+    groups = topk_groups(log_soft, router.top_k)
+    soft = log_soft.exp().to(x.dtype)
+    if totals:
+        col = torch.stack(totals, 1).detach()
+    else:
+        col = scores.new_empty(dense.size(0), 0, dense.size(2), dtype=torch.float64)
+    return RouterOutput(soft, groups, log_soft), col
 
 
 def sinkhorn_step(scores: Tensor, col_lse: Tensor, valid: Optional[Tensor] = None
@@ -143,25 +339,178 @@ def sinkhorn_step(scores: Tensor, col_lse: Tensor, valid: Optional[Tensor] = Non
     return logq, new
 
 
-def route_step(router, x: Tensor, state: FocusDecodeState, valid: Tensor) -> Tensor:
+def _logaddexp(a: float, b: float) -> float:
+    if a == b and math.isinf(a):
+        return a
+    return max(a, b) + math.log1p(math.exp(-abs(a - b)))
+
+
+def _logsumexp(x: List[float]) -> float:
+    m = max(x)
+    if math.isinf(m):
+        return m
+    return m + math.log(sum(math.exp(v - m) for v in x))
+
+
+def _sinkhorn_step_host(logq: List[float], rows: List[List[float]]) -> List[float]:
+    """:func:`sinkhorn_step` of one token on Python floats (float64); ``rows`` (the
+    statistics, ``I`` lists of ``K``) are updated in place."""
+    for it, row in enumerate(rows):
+        c = [_logaddexp(a, b) for a, b in zip(row, logq)]
+        rows[it] = c
+        x = [q - ci for q, ci in zip(logq, c)]
+        # _row_step: no max-shift after the first iteration (see there)
+        z = math.log(sum(math.exp(v) for v in x)) if it > 0 else _logsumexp(x)
+        logq = [v - z for v in x]
+    if not rows:
+        z = _logsumexp(logq)
+        logq = [v - z for v in logq]
+    return logq
+
+
+def _float32(x: float) -> float:
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+_SLACK = math.log1p(-TIE_RTOL)
+_SLACK32 = _float32(_SLACK)
+
+
+def _topk_host(vals: List[float], top_k: int, single: bool) -> List[int]:
+    """:func:`~quest_geometric.nn.focus.router.topk_groups` of one token's log memberships
+    (already rounded to the scores' dtype), with the same arithmetic: in float32 for
+    ``single`` (a float32 sum of two float32 numbers is the float64 sum rounded once)."""
+    taken = [False] * len(vals)
+    out = []
+    for _ in range(top_k):
+        best = max((v for v, tk in zip(vals, taken) if not tk), default=-math.inf)
+        thr = _float32(best + _SLACK32) if single else best + _SLACK
+        idx = next(j for j, (v, tk) in enumerate(zip(vals, taken)) if not tk and v >= thr)
+        taken[idx] = True
+        out.append(idx)
+    return out
+
+
+def route_step(router, x: Tensor, state: FocusDecodeState, valid: Optional[Tensor] = None
+               ) -> Tensor:
     r"""Route new tokens ``x [B, T, C]`` (one at a time, in order) with :obj:`router`,
     updating :obj:`state` (statistics, groups, positions). Returns their groups
-    ``[B, T, top_k]`` (``-1`` for padding)."""
+    ``[B, T, top_k]`` (``-1`` for padding).
+
+    One real token of one sequence is routed on Python floats (:func:`sinkhorn_step` and
+    :func:`~quest_geometric.nn.focus.router.topk_groups` with the same formulas, see the
+    module docstring); otherwise with tensors.
+
+    Args:
+        router (FocusRouter): the layer's prefix-causal router.
+        x (Tensor): hidden states of the new tokens, ``[B, T, C]``.
+        state (FocusDecodeState): the layer's state, updated in place.
+        valid (Tensor, optional): bool ``[B, T]``, :obj:`False` for padding (default:
+            :obj:`None`, all real).
+
+    Raises:
+        ValueError: if the router's :obj:`top_k` is not the one the state was filled with.
+    """
     b, t, _ = x.shape
+    kk = state._groups.size(2)
+    if router.top_k != kk:
+        raise ValueError(f"route_step: the cache was filled with top_k={kk} but the router "
+                         f"now has top_k={router.top_k}; set top_k before filling the cache "
+                         f"(start a new one)")
+    if b == 1 and t == 1 and (valid is None or bool(valid.all())):
+        s = router.scores(x.reshape(1, -1))
+        log_soft = _sinkhorn_step_host(s[0].tolist(), state._col_rows())
+        single = s.dtype == torch.float32
+        if single:  # the full path casts the log memberships to the scores' dtype
+            log_soft = [_float32(v) for v in log_soft]
+        g = _topk_host(log_soft, kk, single)
+        groups = torch.tensor(g, dtype=torch.long, device=x.device).view(1, 1, kk)
+        state._append_one(groups, tuple(sorted(g)))
+        return groups
     s = router.scores(x.reshape(b * t, -1)).view(b, t, -1)
     out = []
     for i in range(t):
-        log_soft, state.col_lse = sinkhorn_step(s[:, i], state.col_lse, valid[:, i])
+        log_soft, state.col_lse = sinkhorn_step(s[:, i], state.col_lse,
+                                                None if valid is None else valid[:, i])
         # the full path casts the log memberships back to the scores' dtype before top-k
         out.append(topk_groups(log_soft.to(s.dtype), router.top_k))
     groups = torch.stack(out, 1)
     state.append(groups, valid)
-    return groups.masked_fill(~valid.unsqueeze(-1), -1)
+    return groups if valid is None else groups.masked_fill(~valid.unsqueeze(-1), -1)
 
 
 def focus_decode_attention(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState,
-                           window: int, scale: float) -> Tensor:
+                           window: int, scale: float, fast: bool = True) -> Tensor:
     r"""Attention of the newest :math:`T` tokens of a cache to the keys Focus lets them see.
+
+    Query :math:`t` (cache slot :math:`c_t`) attends to the real cached keys :math:`j \le
+    c_t` with :math:`p_t - p_j \le w` or :math:`G_j \cap G_t \ne \emptyset` (positions
+    :math:`p` count real tokens only, so padding never enters a window). With :obj:`fast`,
+    the decoding step of one sequence without padding and a state with ``store=True`` reads
+    the window (a slice of :obj:`k`, :obj:`v`) and the group-set stores that meet the new
+    token's groups, views only (see the module docstring); every other call is
+    :func:`focus_decode_attention_reference`, which gives the same values up to rounding.
+
+    Args:
+        q (Tensor): queries ``[B, H, T, D]`` of the new tokens.
+        k, v (Tensor): every cached key/value ``[B, H_kv, S', D]`` (``S' >= S``, the
+            cache's capacity; slots past the state's length are ignored).
+        state (FocusDecodeState): the state *after* the new tokens were appended.
+        window (int): :math:`w`.
+        scale (float): softmax scale.
+        fast (bool): allow the fast path (default: :obj:`True`).
+
+    Returns:
+        Tensor: ``[B, H, T, D]``; zeros for padding queries.
+    """
+    if fast and q.size(0) == 1 and q.size(2) == 1 and state.store and state._simple:
+        o = _fast_step(q, k, v, state, window, scale)
+        if o is not None:
+            return o
+    return focus_decode_attention_reference(q, k, v, state, window, scale)
+
+
+def _fast_step(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState, window: int,
+               scale: float) -> Optional[Tensor]:
+    """The decoding step of one sequence over views (:obj:`None`: too many stores to read,
+    use the gather path)."""
+    _, h, _, d = q.shape
+    hkv = k.size(1)
+    s = state._len
+    lo = max(0, s - 1 - window)  # the window: slots [lo, s); the stores hold [0, lo)
+    sets = state._host_sets(s)
+    mine = sets[s - 1]
+    if state._stores is None:
+        state._stores = _GroupSetStores()
+    stores = state._stores
+    stores.fill(sets, k, v, lo)
+    parts = [(k[0, :, lo:s], v[0, :, lo:s])]
+    for key, (kb, vb, n) in stores.sets.items():
+        if n and any(g in key for g in mine):
+            parts.append((kb[0, :, :n], vb[0, :, :n]))
+    if len(parts) > MAX_STORE_PARTS + 1:
+        state.store, state._stores = False, None  # e.g. many groups: gather instead
+        return None
+    qg = q.reshape(hkv, h // hkv, d) * scale  # query head h reads key head h // (H / H_kv)
+    scores = torch.cat([torch.bmm(qg, kp.transpose(1, 2)) for kp, _ in parts], -1)
+    if q.dtype in HALF_DTYPES:
+        p = torch.softmax(scores, -1, dtype=torch.float32).to(q.dtype)
+    else:
+        p = torch.softmax(scores, -1)
+    o, a = None, 0
+    for kp, vp in parts:
+        n = kp.size(1)
+        o = torch.bmm(p[:, :, a:a + n], vp) if o is None else \
+            torch.baddbmm(o, p[:, :, a:a + n], vp)
+        a += n
+    return o.view(1, h, 1, d)
+
+
+def focus_decode_attention_reference(q: Tensor, k: Tensor, v: Tensor,
+                                     state: FocusDecodeState, window: int, scale: float
+                                     ) -> Tensor:
+    r"""The plain path of :func:`focus_decode_attention` (the reference of its fast path):
+    attention of the newest :math:`T` tokens of a cache to the keys Focus lets them see.
 
     Query :math:`t` (cache slot :math:`c_t`) attends to the real cached keys :math:`j \le
     c_t` with :math:`p_t - p_j \le w` or :math:`G_j \cap G_t \ne \emptyset` (positions

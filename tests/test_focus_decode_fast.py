@@ -234,7 +234,7 @@ def test_consecutive_steps_grow_the_stores_and_stay_equal(top_k):
         if step % 37 == 0 or step > 390:
             ref = focus_decode_attention_reference(q, k, v, st, w, 0.4)
             torch.testing.assert_close(o, ref, rtol=1e-5, atol=1e-5)
-    assert max(kb.size(2) for kb, _, _ in st._stores.sets.values()) > 64
+    assert max(vb.size(2) for _, vb, _ in st._stores.sets.values()) > 64
     assert st._stores.done == groups.size(0) - 1 - w
 
 

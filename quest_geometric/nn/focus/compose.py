@@ -55,9 +55,9 @@ from quest_geometric.adapters import (
 )
 from quest_geometric.nn.focus.decode import (
     FocusDecodeState,
+    _decode_route,
     focus_decode_attention,
     route_prefix,
-    route_step,
     sinkhorn_prefix_state,
 )
 from quest_geometric.nn.focus.dense import focus_soft_attention
@@ -305,11 +305,11 @@ class FocusComposed(nn.Module):
             raise ValueError(f"{who}: cached decoding with Focus runs the hard (inference) "
                              f"path; call model.eval() first")
         b, t = x.shape[:2]
-        if state.pos.size(1) != call.cache_len:
+        if len(state) != call.cache_len:
             raise ValueError(f"{who}: the cache holds {call.cache_len} tokens but the Focus "
-                             f"state {state.pos.size(1)}; was the cache cropped or reused?")
+                             f"state {len(state)}; was the cache cropped or reused?")
         valid = call.valid[:, -t:] if call.valid is not None else None
-        route_step(self.focus.router, x, state, valid)
+        _decode_route(self.focus.router, x, state, valid)
         return focus_decode_attention(q, k_all, v_all, state, self.focus.window,
                                       self.adapter.scaling(self.original))
 

@@ -97,18 +97,21 @@ class _GroupSetStores:
         self.done = upto
 
     def _push(self, key: Tuple[int, ...], kp: Tensor, vp: Tensor) -> None:
+        # keys are stored transposed, [1, H_kv, D, cap]: the scores q K^T are then a plain
+        # row-major product (about twice as fast on CPU as with transposed row-major keys)
         entry = self.sets.get(key)
-        n_new = kp.size(2)
+        b, hkv, n_new, d = kp.shape
         if entry is None:
-            shape = (kp.size(0), kp.size(1), max(64, 2 * n_new), kp.size(3))
-            entry = self.sets[key] = [kp.new_empty(shape), vp.new_empty(shape), 0]
+            cap = max(64, 2 * n_new)
+            entry = self.sets[key] = [kp.new_empty(b, hkv, d, cap), vp.new_empty(b, hkv, cap, d),
+                                      0]
         kb, vb, n = entry
-        if n + n_new > kb.size(2):  # grow by doubling
-            shape = (kb.size(0), kb.size(1), max(n + n_new, 2 * kb.size(2)), kb.size(3))
-            k2, v2 = kb.new_empty(shape), vb.new_empty(shape)
-            k2[:, :, :n], v2[:, :, :n] = kb[:, :, :n], vb[:, :, :n]
+        if n + n_new > vb.size(2):  # grow by doubling
+            cap = max(n + n_new, 2 * vb.size(2))
+            k2, v2 = kb.new_empty(b, hkv, d, cap), vb.new_empty(b, hkv, cap, d)
+            k2[..., :n], v2[:, :, :n] = kb[..., :n], vb[:, :, :n]
             entry[0], entry[1] = kb, vb = k2, v2
-        kb[:, :, n:n + n_new] = kp
+        kb[..., n:n + n_new] = kp.transpose(2, 3)
         vb[:, :, n:n + n_new] = vp
         entry[2] = n + n_new
 
@@ -143,11 +146,14 @@ class FocusDecodeState:
 
     def __init__(self, groups: Tensor, pos: Tensor, col_lse: Tensor, count: Tensor,
                  store: bool = False) -> None:
-        self._groups, self._pos, self._len = groups, pos, groups.size(1)
+        self._groups, self._pos, self._count = groups, pos, count
+        self._len = self._flushed = groups.size(1)
+        # groups of the tokens [_flushed, _len), appended by the fast routing step and
+        # written into the tensors when they are read (one sequence, no padding)
+        self._pending: List[List[int]] = []
         self._col: Tensor = col_lse
         self._col_host: Optional[List[List[float]]] = None  # authoritative when set
         self._col_stale = False
-        self.count = count
         self.store = bool(store)
         self._stores: Optional[_GroupSetStores] = None
         self._sets: List[Tuple[int, ...]] = []  # host group sets of slots [0, len(_sets))
@@ -158,11 +164,23 @@ class FocusDecodeState:
 
     @property
     def groups(self) -> Tensor:
+        self._flush()
         return self._groups[:, :self._len]
 
     @property
     def pos(self) -> Tensor:
+        self._flush()
         return self._pos[:, :self._len]
+
+    @property
+    def count(self) -> Tensor:
+        self._flush()
+        return self._count
+
+    @count.setter
+    def count(self, value: Tensor) -> None:
+        self._flush()
+        self._count = value
 
     @property
     def col_lse(self) -> Tensor:
@@ -193,45 +211,61 @@ class FocusDecodeState:
             cap = max(need, 2 * self._groups.size(1), 16)
             g = self._groups.new_full((b, cap, kk), -1)
             p = self._pos.new_full((b, cap), -1)
-            g[:, :self._len] = self.groups
-            p[:, :self._len] = self.pos
+            g[:, :self._flushed] = self._groups[:, :self._flushed]
+            p[:, :self._flushed] = self._pos[:, :self._flushed]
             self._groups, self._pos = g, p
+
+    def _flush(self) -> None:
+        """Write the pending tokens of the fast routing step into the tensors."""
+        if not self._pending:
+            return
+        a, b = self._flushed, self._len
+        self._grow(b)
+        dev = self._groups.device
+        self._groups[0, a:b] = torch.tensor(self._pending, dtype=torch.long, device=dev)
+        self._pos[0, a:b] = torch.arange(a, b, device=dev)  # one real sequence: pos = slot
+        self._count = self._count + (b - a)
+        self._pending, self._flushed = [], b
 
     def append(self, groups: Tensor, valid: Optional[Tensor] = None) -> None:
         """Append one step of new tokens (``groups [B, T, top_k]``, ``valid [B, T]``;
         :obj:`None`: all real)."""
+        self._flush()
         b, t, kk = groups.shape
         need = self._len + t
         self._grow(need)
+        count = self._count
         if valid is None:
-            pos = self.count.unsqueeze(1) + torch.arange(t, device=self.count.device)
+            pos = count.unsqueeze(1) + torch.arange(t, device=count.device)
             self._groups[:, self._len:need] = groups
             self._pos[:, self._len:need] = pos
-            self.count = self.count + t
+            self._count = count + t
         else:
-            pos = self.count.unsqueeze(1) + valid.long().cumsum(1) - 1
+            pos = count.unsqueeze(1) + valid.long().cumsum(1) - 1
             self._groups[:, self._len:need] = groups.masked_fill(~valid.unsqueeze(-1), -1)
             self._pos[:, self._len:need] = pos.masked_fill(~valid, -1)
-            self.count = self.count + valid.long().sum(1)
+            self._count = count + valid.long().sum(1)
             if self._simple and not bool(valid.all()):
                 self._simple = False
-        self._len = need
+        self._len = self._flushed = need
 
-    def _append_one(self, groups: Tensor, host: Tuple[int, ...]) -> None:
-        """Append the one real token of a one-sequence step (``groups [1, 1, top_k]``, its
-        sorted group set ``host``)."""
-        n = self._len
-        self._grow(n + 1)
-        self._groups[:, n] = groups[:, 0]
-        self._pos[:, n] = self.count
-        self.count = self.count + 1
-        if len(self._sets) == n:
-            self._sets.append(host)
-        self._len = n + 1
+    def _append_one(self, groups: List[int]) -> None:
+        """Append the one real token of a one-sequence step (its groups, in order)."""
+        if not self._simple:
+            self.append(torch.tensor(groups, dtype=torch.long,
+                                     device=self._groups.device).view(1, 1, -1))
+            return
+        if len(self._sets) == self._len:
+            self._sets.append(tuple(sorted(groups)))
+        self._pending.append(groups)
+        self._len += 1
+        if len(self._pending) >= 1024:
+            self._flush()
 
     def _host_sets(self, upto: int) -> List[Tuple[int, ...]]:
         """The sorted group sets of cache slots ``[0, upto)`` on the host (one sequence)."""
         if len(self._sets) < upto:
+            self._flush()
             rows = self._groups[0, len(self._sets):self._len].tolist()
             self._sets.extend(tuple(sorted(r)) for r in rows)
         return self._sets
@@ -339,28 +373,25 @@ def sinkhorn_step(scores: Tensor, col_lse: Tensor, valid: Optional[Tensor] = Non
     return logq, new
 
 
-def _logaddexp(a: float, b: float) -> float:
-    if a == b and math.isinf(a):
-        return a
-    return max(a, b) + math.log1p(math.exp(-abs(a - b)))
-
-
 def _logsumexp(x: List[float]) -> float:
     m = max(x)
     if math.isinf(m):
         return m
-    return m + math.log(sum(math.exp(v - m) for v in x))
+    return m + math.log(sum([math.exp(v - m) for v in x]))
 
 
 def _sinkhorn_step_host(logq: List[float], rows: List[List[float]]) -> List[float]:
-    """:func:`sinkhorn_step` of one token on Python floats (float64); ``rows`` (the
-    statistics, ``I`` lists of ``K``) are updated in place."""
+    """:func:`sinkhorn_step` of one token on Python floats (float64, the same formulas:
+    ``logaddexp(a, b) = max(a, b) + log1p(exp(-|a - b|))``); ``rows`` (the statistics,
+    ``I`` lists of ``K``) are updated in place."""
+    exp, log, log1p, ninf = math.exp, math.log, math.log1p, -math.inf
     for it, row in enumerate(rows):
-        c = [_logaddexp(a, b) for a, b in zip(row, logq)]
+        c = [a if a == b == ninf else (a if a > b else b) + log1p(exp(-abs(a - b)))
+             for a, b in zip(row, logq)]
         rows[it] = c
         x = [q - ci for q, ci in zip(logq, c)]
         # _row_step: no max-shift after the first iteration (see there)
-        z = math.log(sum(math.exp(v) for v in x)) if it > 0 else _logsumexp(x)
+        z = log(sum([exp(v) for v in x])) if it > 0 else _logsumexp(x)
         logq = [v - z for v in x]
     if not rows:
         z = _logsumexp(logq)
@@ -418,15 +449,8 @@ def route_step(router, x: Tensor, state: FocusDecodeState, valid: Optional[Tenso
                          f"now has top_k={router.top_k}; set top_k before filling the cache "
                          f"(start a new one)")
     if b == 1 and t == 1 and (valid is None or bool(valid.all())):
-        s = router.scores(x.reshape(1, -1))
-        log_soft = _sinkhorn_step_host(s[0].tolist(), state._col_rows())
-        single = s.dtype == torch.float32
-        if single:  # the full path casts the log memberships to the scores' dtype
-            log_soft = [_float32(v) for v in log_soft]
-        g = _topk_host(log_soft, kk, single)
-        groups = torch.tensor(g, dtype=torch.long, device=x.device).view(1, 1, kk)
-        state._append_one(groups, tuple(sorted(g)))
-        return groups
+        g = _route_one(router, x, state)
+        return torch.tensor(g, dtype=torch.long, device=x.device).view(1, 1, kk)
     s = router.scores(x.reshape(b * t, -1)).view(b, t, -1)
     out = []
     for i in range(t):
@@ -437,6 +461,29 @@ def route_step(router, x: Tensor, state: FocusDecodeState, valid: Optional[Tenso
     groups = torch.stack(out, 1)
     state.append(groups, valid)
     return groups if valid is None else groups.masked_fill(~valid.unsqueeze(-1), -1)
+
+
+def _route_one(router, x: Tensor, state: FocusDecodeState) -> List[int]:
+    """The fast path of :func:`route_step`: one real token of one sequence, on Python
+    floats; returns its groups (a list) and appends them to :obj:`state`."""
+    s = router.scores(x.reshape(1, -1))
+    log_soft = _sinkhorn_step_host(s[0].tolist(), state._col_rows())
+    single = s.dtype == torch.float32
+    if single:  # the full path casts the log memberships to the scores' dtype
+        log_soft = [_float32(v) for v in log_soft]
+    g = _topk_host(log_soft, state._groups.size(2), single)
+    state._append_one(g)
+    return g
+
+
+def _decode_route(router, x: Tensor, state: FocusDecodeState, valid: Optional[Tensor]
+                  ) -> None:
+    """:func:`route_step` without building the returned groups (the composed layers' call)."""
+    if x.size(0) == 1 and x.size(1) == 1 and valid is None and \
+            router.top_k == state._groups.size(2):
+        _route_one(router, x, state)
+    else:
+        route_step(router, x, state, valid)
 
 
 def focus_decode_attention(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState,
@@ -484,22 +531,22 @@ def _fast_step(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState, window:
         state._stores = _GroupSetStores()
     stores = state._stores
     stores.fill(sets, k, v, lo)
-    parts = [(k[0, :, lo:s], v[0, :, lo:s])]
+    parts = [(k[0, :, lo:s].transpose(1, 2), v[0, :, lo:s])]  # keys as [H_kv, D, n]
     for key, (kb, vb, n) in stores.sets.items():
         if n and any(g in key for g in mine):
-            parts.append((kb[0, :, :n], vb[0, :, :n]))
+            parts.append((kb[0, :, :, :n], vb[0, :, :n]))
     if len(parts) > MAX_STORE_PARTS + 1:
         state.store, state._stores = False, None  # e.g. many groups: gather instead
         return None
     qg = q.reshape(hkv, h // hkv, d) * scale  # query head h reads key head h // (H / H_kv)
-    scores = torch.cat([torch.bmm(qg, kp.transpose(1, 2)) for kp, _ in parts], -1)
+    scores = torch.cat([torch.bmm(qg, kt) for kt, _ in parts], -1)
     if q.dtype in HALF_DTYPES:
         p = torch.softmax(scores, -1, dtype=torch.float32).to(q.dtype)
     else:
         p = torch.softmax(scores, -1)
     o, a = None, 0
-    for kp, vp in parts:
-        n = kp.size(1)
+    for _, vp in parts:
+        n = vp.size(1)
         o = torch.bmm(p[:, :, a:a + n], vp) if o is None else \
             torch.baddbmm(o, p[:, :, a:a + n], vp)
         a += n

@@ -115,3 +115,22 @@ def test_vs_torch_harmonics_writes_the_machine_note_and_name(tmp_path, monkeypat
     assert "Machine: idle, nothing else running." in md
     qsv_layer_speed.run_vs_torch_harmonics(quick=True, out_dir=tmp_path, progress=False)
     assert "Machine: not stated" in (tmp_path / "qsv_small_graphs_quick.md").read_text()
+
+
+def test_write_targets_from_a_finished_run(tmp_path):
+    import json
+
+    rows = [_row(100, 1, "eager", p, layer, ms, sp)
+            for p, ms_q in (("forward", 4.0), ("forward+backward", 10.0))
+            for layer, ms, sp in (("QSVConv", ms_q, 1.0),
+                                  ("NeighborhoodAttentionS2", 2 * ms_q, 2.0),
+                                  ("TransformerConv", 4 * ms_q, 4.0))]
+    path = tmp_path / "qsv_vs_torch_harmonics.json"
+    path.write_text(json.dumps({"rows": rows, "meta": {"machine_note": "idle"}}))
+    res = qsv_layer_speed.main_vs_torch_harmonics(["--targets-only", "--out", str(tmp_path)])
+    (t,) = res["targets"]
+    assert t["fwd_vs_th"] == 2.0 and t["fb_target_met"] is False and t["tconv_target_met"]
+    md = (tmp_path / "qsv_vs_torch_harmonics_targets.md").read_text()
+    assert "machine_note: idle" in md and "targets_from: qsv_vs_torch_harmonics.json" in md
+    with pytest.raises(FileNotFoundError, match="run the benchmark first"):
+        qsv_layer_speed.write_targets(tmp_path / "missing.json")

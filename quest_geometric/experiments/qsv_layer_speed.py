@@ -475,15 +475,7 @@ def run_vs_torch_harmonics(quick: bool = False, out_dir: str | Path = "benchmark
                 f"{name}_targets{suffix}", targets, out_dir,
                 meta={**meta_common, "torch_harmonics": version},
                 title="QSVConv (eager) against the speed targets",
-                notes=("Per grid and thread count, eager: `fwd_vs_th` = time(torch-harmonics "
-                       "forward) / time(QSVConv forward), target >= 1; `fb_vs_th` the same "
-                       "for forward + backward, target >= 3; `fb_vs_tconv` = time("
-                       "TransformerConv forward + backward) / time(QSVConv forward + "
-                       "backward), target >= 3; `fwd_vs_gather` = time(one [E, C] gather) / "
-                       "time(QSVConv forward) and `fwd_vs_spmm` = time(one sparse product "
-                       "over fixed weights) / time(QSVConv forward): how far the forward is "
-                       f"from one pass over the neighbours' features (1 = at the floor). "
-                       f"{taken}"))
+                notes=f"Per grid and thread count, eager: {_TARGET_NOTES} {taken}")
             markdown += p["md"].read_text() + "\n"
     small = small_graph_rows(threads, repeat=10 if quick else 30)
     p = write_results(f"qsv_small_graphs{tail}{suffix}", small, out_dir,
@@ -497,6 +489,38 @@ def run_vs_torch_harmonics(quick: bool = False, out_dir: str | Path = "benchmark
     markdown += p["md"].read_text()
     return {"rows": rows, "small_rows": small, "targets": targets, "skipped": skipped,
             "markdown": markdown}
+
+
+def write_targets(json_path: str | Path) -> dict[str, Any]:
+    """Rewrite ``<stem>_targets.{csv,json,md}`` from a finished ``<stem>.json`` of
+    :func:`run_vs_torch_harmonics` without timing anything (the targets table of a run made
+    before the table existed); the run's metadata is carried over."""
+    import json
+
+    json_path = Path(json_path)
+    if not json_path.is_file():
+        raise FileNotFoundError(f"write_targets: no result file {json_path}; run the "
+                                "benchmark first")
+    blob = json.loads(json_path.read_text())
+    targets = harmonics_targets(blob["rows"])
+    meta = {k: v for k, v in blob.get("meta", {}).items() if k != "date"}
+    meta["targets_from"] = json_path.name
+    p = write_results(f"{json_path.stem}_targets", targets, json_path.parent, meta=meta,
+                      title="QSVConv (eager) against the speed targets",
+                      notes=("Per grid and thread count, eager, from the rows of "
+                             f"`{json_path.name}` (see its notes for the machine): "
+                             + _TARGET_NOTES))
+    print(p["md"].read_text())
+    return {"targets": targets, "paths": p}
+
+
+_TARGET_NOTES = (
+    "`fwd_vs_th` = time(torch-harmonics forward) / time(QSVConv forward), target >= 1; "
+    "`fb_vs_th` the same for forward + backward, target >= 3; `fb_vs_tconv` = "
+    "time(TransformerConv forward + backward) / time(QSVConv forward + backward), target >= "
+    "3; `fwd_vs_gather` = time(one [E, C] gather) / time(QSVConv forward) and `fwd_vs_spmm` "
+    "= time(one sparse product over fixed weights) / time(QSVConv forward): how far the "
+    "forward is from one pass over the neighbours' features (1 = at the floor).")
 
 
 def harmonics_targets(rows: list[dict]) -> list[dict]:
@@ -541,7 +565,11 @@ def main_vs_torch_harmonics(argv: list[str] | None = None) -> dict[str, Any]:
                              "tables")
     parser.add_argument("--name", default="qsv_vs_torch_harmonics", help="result file stem")
     parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument("--targets-only", action="store_true",
+                        help="time nothing: rewrite <name>_targets from <name>.json")
     args = parser.parse_args(argv)
+    if args.targets_only:
+        return write_targets(Path(args.out) / f"{args.name}.json")
     result = run_vs_torch_harmonics(quick=args.quick, out_dir=args.out,
                                     threads=tuple(args.threads), compiled=args.compiled,
                                     machine=args.machine, name=args.name)

@@ -31,7 +31,9 @@ KEY_COLUMNS: list[tuple[str, list[str], str]] = [
                           "pr_k_end", "share_q_expands_late", "share_k_shrinks_late",
                           "entropy_end", "val_loss"], "_trajectories"),
     ("pairs_kept", ["model", "gate", "eval", "val_ppl", "delta_pct", "pairs_kept", "balance",
-                    "steps", "train_s"], ""),
+                    "steps", "train_s", "revisit_mean"], ""),
+    ("keys_read", ["cache", "context", "threads", "mode", "ms_per_step", "speed_vs_full",
+                   "cpu_speed_vs_full", "keys_read", "load1"], ""),
     ("overhead_wall_pct", ["depth", "steps", "probe_every", "overhead_pct", "ms_per_step",
                            "ms_per_probe", "probe_share_pct"], "_overhead"),
 ]
@@ -43,7 +45,7 @@ INCLUDED = ["qsv_layer_speed", "knn_speed", "qsv_ablation_digits", "qsv_ablation
             "focus_speed_32k", "focus_speed_edges", "focus_lm", "focus_lm_seed1",
             "focus_lm_seed2", "qk_geometry", "qk_geometry_long", "qk_geometry_wide",
             "qk_geometry_compare", "focus_pretrained", "focus_pretrained_speed", "focus_pretrained_speed_static",
-            "focus_pretrained_speed_1thread",
+            "focus_pretrained_speed_1thread", "focus_decode_step",
             "qk_pretrained"]
 
 

@@ -57,10 +57,8 @@ from quest_geometric.nn.focus.decode import (
     FocusDecodeState,
     _decode_route,
     focus_decode_attention,
-    route_prefix,
-    sinkhorn_prefix_state,
+    prefix_statistics,
 )
-from quest_geometric.nn.focus.dense import focus_soft_attention
 from quest_geometric.nn.focus.module import FocusAttention
 
 __all__ = ["compose_focus", "decompose", "FocusComposed", "set_focus_enabled", "focus_disabled",
@@ -241,20 +239,9 @@ class FocusComposed(nn.Module):
             xf, seq = xf[sel], seq[sel]
             flat = [z[sel] for z in flat]
         batch = seq if b > 1 else None
-        f, col = self.focus, None
-        if call.cache is not None and not (f.router._forward_hooks or
-                                           f.router._forward_pre_hooks):
-            # filling a cache: route once, keeping the statistics decoding continues from
-            # (what FocusAttention.attend does, without its second Sinkhorn pass; a router
-            # with hooks is called as a module, so the hooks see this call too)
-            rout, col = route_prefix(f.router, xf, batch, b)
-            if not f.training:
-                of = f._hard(*flat, rout.groups, batch)
-            else:
-                of = focus_soft_attention(*flat, rout.soft, f.window, batch, f.causal, f.gate,
-                                          f.gate_scale, f.gate_bias)
-        else:
-            of, rout = f.attend(xf, *flat, batch=batch)
+        # filling a cache: the routing also collects the statistics decoding continues from
+        totals: Optional[List[Tensor]] = [] if call.cache is not None else None
+        of, rout = self.focus.attend(xf, *flat, batch=batch, col_totals=totals)
         if valid is None:
             o = of.view(b, t, h, d)
         else:
@@ -262,22 +249,12 @@ class FocusComposed(nn.Module):
             o[valid.reshape(-1)] = of
             o = o.view(b, t, h, d)
         if call.cache is not None:
-            self._start_state(call, xf, batch, rout.groups, valid, b, t, col)
+            col = prefix_statistics(totals, b, self.focus.num_groups, xf.device)
+            self._start_state(call, rout.groups, valid, b, t, col)
         return o.transpose(1, 2)
 
-    def _start_state(self, call: AttentionCall, xf: Tensor, batch: Optional[Tensor],
-                     groups: Tensor, valid: Optional[Tensor], b: int, t: int,
-                     col: Optional[Tensor] = None) -> None:
-        if col is None:  # the router was called as a module: a second pass for the totals
-            from torch_geometric.utils import to_dense_batch
-
-            router = self.focus.router
-            scores = router.scores(xf)
-            if batch is None:
-                dense, dvalid = scores.unsqueeze(0), None
-            else:
-                dense, dvalid = to_dense_batch(scores, batch, batch_size=b)
-            col = sinkhorn_prefix_state(dense, dvalid, router.sinkhorn_iters).detach()
+    def _start_state(self, call: AttentionCall, groups: Tensor, valid: Optional[Tensor],
+                     b: int, t: int, col: Tensor) -> None:
         kk = groups.size(-1)
         if valid is None:
             g = groups.view(b, t, kk)
@@ -286,7 +263,7 @@ class FocusComposed(nn.Module):
             g[valid.reshape(-1)] = groups
             g = g.view(b, t, kk)
         state = FocusDecodeState(g.new_empty(b, 0, kk), g.new_empty(b, 0),
-                                 col, torch.zeros(b, dtype=torch.long, device=xf.device),
+                                 col, torch.zeros(b, dtype=torch.long, device=g.device),
                                  store=True)
         state.append(g, valid)
         _cache_states(call.cache)[id(self)] = state

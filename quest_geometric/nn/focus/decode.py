@@ -50,7 +50,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from quest_geometric.nn.focus._checks import HALF_DTYPES, check_features
+from quest_geometric.nn.focus._checks import HALF_DTYPES
 from quest_geometric.nn.focus.router import (
     TIE_RTOL,
     RouterOutput,
@@ -60,7 +60,7 @@ from quest_geometric.nn.focus.router import (
 )
 
 __all__ = ["FocusDecodeState", "sinkhorn_prefix_state", "sinkhorn_step", "route_step",
-           "route_prefix", "focus_decode_attention", "focus_decode_attention_reference",
+           "route_prefix", "prefix_statistics", "focus_decode_attention", "focus_decode_attention_reference",
            "MAX_STORE_PARTS"]
 
 #: Most group-set stores one fast decoding step may read (:math:`\binom{K}{k} -
@@ -320,25 +320,32 @@ def route_prefix(router, x: Tensor, batch: Optional[Tensor] = None, num_seqs: in
         ``(RouterOutput, col_lse)``: the routing of :obj:`x` (shapes ``[N, ...]``) and
         :math:`\Lambda^{(n)}` ``[B, I, K]`` (float64, detached).
     """
-    from torch_geometric.utils import to_dense_batch
+    totals: List[Tensor] = []
+    out = router(x, batch, col_totals=totals)
+    return out, prefix_statistics(totals, num_seqs, router.num_groups, x.device)
 
-    check_features(x, "h")
-    scores = router.scores(x)
-    if batch is None:
-        dense, dvalid = scores.unsqueeze(0), None
-    else:
-        dense, dvalid = to_dense_batch(scores, batch, fill_value=0.0, batch_size=num_seqs)
-    totals: list = []
-    log_dense = _sinkhorn_dense(dense, dvalid, router.sinkhorn_iters, router.causal,
-                                col_totals=totals)
-    log_soft = log_dense[0] if batch is None else log_dense[dvalid]
-    groups = topk_groups(log_soft, router.top_k)
-    soft = log_soft.exp().to(x.dtype)
-    if totals:
-        col = torch.stack(totals, 1).detach()
-    else:
-        col = scores.new_empty(dense.size(0), 0, dense.size(2), dtype=torch.float64)
-    return RouterOutput(soft, groups, log_soft), col
+
+def prefix_statistics(col_totals: List[Tensor], num_seqs: int, num_groups: int,
+                      device: Optional[torch.device] = None) -> Tensor:
+    r"""The running column log-sums :math:`\Lambda^{(n)}` ``[B, I, K]`` (float64, detached)
+    from the per-iteration totals a routing collected (``col_totals`` of
+    :meth:`~quest_geometric.nn.focus.router.FocusRouter.forward`); sequences past the last
+    one with a real token (all padding) get :math:`-\infty`, an empty prefix.
+
+    Args:
+        col_totals (list of Tensor): ``I`` tensors ``[B', K]``, :math:`B' \le B`.
+        num_seqs (int): number of sequences :math:`B`.
+        num_groups (int): :math:`K`.
+        device (torch.device, optional): where the result lives when there are no totals
+            (zero iterations). (default: :obj:`None`)
+    """
+    if not col_totals:
+        return torch.empty(num_seqs, 0, num_groups, dtype=torch.float64, device=device)
+    col = torch.stack(col_totals, 1).detach().double()
+    if col.size(0) < num_seqs:
+        col = torch.cat([col, col.new_full((num_seqs - col.size(0), *col.shape[1:]),
+                                           float("-inf"))])
+    return col
 
 
 def sinkhorn_step(scores: Tensor, col_lse: Tensor, valid: Optional[Tensor] = None

@@ -5,7 +5,7 @@ Reference: Yao et al., "Why Attend to Everything? Focus is the Key" /
 """
 from __future__ import annotations
 
-from typing import Callable, Optional, Tuple, Union
+from typing import Callable, List, Optional, Tuple, Union
 
 import torch
 import torch.nn.functional as F
@@ -311,8 +311,8 @@ class FocusAttention(nn.Module):
         return out
 
     def attend(self, x: Tensor, q: Tensor, k: Tensor, v: Tensor,
-               batch: Optional[Tensor] = None, hard: Optional[bool] = None
-               ) -> Tuple[Tensor, RouterOutput]:
+               batch: Optional[Tensor] = None, hard: Optional[bool] = None,
+               col_totals: Optional[List[Tensor]] = None) -> Tuple[Tensor, RouterOutput]:
         r"""Route :obj:`x` and attend with given per-head queries, keys and values (the
         Focus part of :meth:`forward`, without the projections; used by
         :func:`~quest_geometric.nn.focus.compose.compose_focus`, whose adapters supply
@@ -327,12 +327,15 @@ class FocusAttention(nn.Module):
                 :obj:`None`, one sequence).
             hard (bool, optional): hard top-k sets or soft gates (default: :obj:`None`,
                 hard in ``eval()`` mode).
+            col_totals (list, optional): collects the router's Sinkhorn column statistics
+                (:meth:`FocusRouter.forward`), from which cached decoding continues.
+                (default: :obj:`None`)
 
         Returns:
             ``(o, router_out)``: the attention output ``[N, H, D]`` and the
             :class:`RouterOutput` of :obj:`x`.
         """
-        router_out = self.router(x, batch)
+        router_out = self.router(x, batch, col_totals=col_totals)
         hard = (not self.training) if hard is None else hard
         if hard:
             o = self._hard(q, k, v, router_out.groups, batch)

@@ -111,7 +111,8 @@ def _sinkhorn_dense(logq: Tensor, valid: Optional[Tensor], num_iters: int,
 
 
 def sinkhorn_log(scores: Tensor, batch: Optional[Tensor] = None, num_segments: int = 1,
-                 num_iters: int = 10, causal: bool = True) -> Tensor:
+                 num_iters: int = 10, causal: bool = True,
+                 col_totals: Optional[List[Tensor]] = None) -> Tensor:
     r"""Log-space Sinkhorn balancing of token-to-group scores, per sequence/graph.
 
     With :math:`\log Q^{(0)} = S` (scores already divided by :math:`\tau`), every iteration
@@ -136,6 +137,9 @@ def sinkhorn_log(scores: Tensor, batch: Optional[Tensor] = None, num_segments: i
         num_segments (int): number of sequences (default: :obj:`1`).
         num_iters (int): iterations (default: :obj:`10`).
         causal (bool): prefix-causal column normalisation (default: :obj:`True`).
+        col_totals (list, optional): when given, each iteration appends the log-sum over
+            every real token of its column-step input, ``[B, K]`` per sequence (the
+            statistics cached decoding continues from). (default: :obj:`None`)
 
     Returns:
         torch.Tensor: :math:`\log \mathbf{g}`, the shape of :obj:`scores`, each row a
@@ -144,11 +148,11 @@ def sinkhorn_log(scores: Tensor, batch: Optional[Tensor] = None, num_segments: i
     if scores.dim() == 3:
         if batch is not None:
             raise ValueError("'batch' is only accepted with [N, K] scores")
-        return _sinkhorn_dense(scores, None, num_iters, causal)
+        return _sinkhorn_dense(scores, None, num_iters, causal, col_totals)
     if batch is None:
-        return _sinkhorn_dense(scores.unsqueeze(0), None, num_iters, causal)[0]
+        return _sinkhorn_dense(scores.unsqueeze(0), None, num_iters, causal, col_totals)[0]
     dense, valid = to_dense_batch(scores, batch, fill_value=0.0, batch_size=num_segments)
-    return _sinkhorn_dense(dense, valid, num_iters, causal)[valid]
+    return _sinkhorn_dense(dense, valid, num_iters, causal, col_totals)[valid]
 
 
 #: Relative tolerance under which two memberships count as tied in :func:`topk_groups`.
@@ -349,13 +353,17 @@ class FocusRouter(nn.Module):
                              "input hidden states and the router weights)")
         return s
 
-    def forward(self, h: Tensor, batch: Optional[Tensor] = None) -> RouterOutput:
+    def forward(self, h: Tensor, batch: Optional[Tensor] = None,
+                col_totals: Optional[List[Tensor]] = None) -> RouterOutput:
         r"""Route tokens to groups.
 
         Args:
             h (torch.Tensor): hidden states :obj:`[B, T, d]` or :obj:`[N, d]`.
             batch (torch.Tensor, optional): sorted sequence/graph id per token, only with
                 :obj:`[N, d]` input (default: :obj:`None`).
+            col_totals (list, optional): collects the Sinkhorn column statistics of each
+                iteration (see :func:`sinkhorn_log`), for starting cached decoding from
+                this routing. (default: :obj:`None`)
 
         Returns:
             RouterOutput: soft memberships, hard top-k groups, log memberships.
@@ -370,13 +378,14 @@ class FocusRouter(nn.Module):
         if h.dim() == 3:
             if batch is not None:
                 raise ValueError("'batch' is only accepted with [N, C] input")
-            log_soft = sinkhorn_log(self.scores(h), None, 1, self.sinkhorn_iters, self.causal)
+            log_soft = sinkhorn_log(self.scores(h), None, 1, self.sinkhorn_iters, self.causal,
+                                    col_totals)
         else:
             check_batch(batch, h.size(0))
             nseg = (int(batch.max()) + 1 if batch.numel() > 0 else 0) if batch is not None \
                 else 1
             log_soft = sinkhorn_log(self.scores(h), batch, nseg, self.sinkhorn_iters,
-                                    self.causal)
+                                    self.causal, col_totals)
         groups = topk_groups(log_soft, self.top_k)
         soft = log_soft.exp().to(h.dtype)
         shape = h.shape[:-1]

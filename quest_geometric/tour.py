@@ -84,8 +84,9 @@ def _part_qsv(ctx: TourContext) -> str:
         progress=ctx.progress,
         variants=("qsv", "no_transport", "uniform", "standard_attention", "lattice"),
     )
-    speed = qsv_layer_speed.run(
-        quick=ctx.quick, device=ctx.device, out_dir=ctx.out_dir, progress=ctx.progress
+    speed = qsv_layer_speed.run(  # one batch size at torch's thread count keeps it short
+        quick=ctx.quick, device=ctx.device, out_dir=ctx.out_dir, progress=ctx.progress,
+        batch_size=8 if ctx.quick else 64, threads=torch.get_num_threads(),
     )
     ctx.summary.extend(ablation["summary"] + speed["summary"])
     full_epochs = qsv_ablation.PRESETS["digits"]["full"].epochs

@@ -275,3 +275,42 @@ def test_digits_presets_train_without_the_crop():
     assert not full.augment and not quick.augment and full.epochs == 60
     ds = qa.load_split("digits", True, qa._graph("qsv", full), full)
     assert ds.augment_transform is None  # the vectorised graph_batch path applies
+
+
+@pytest.mark.slow
+def test_variant_epochs_trains_one_variant_longer(tmp_path):
+    threads = torch.get_num_threads()
+    try:
+        res = qa.run(dataset="digits", seeds=[0], epochs=1, quick=True, out_dir=tmp_path,
+                     progress=False, variants=["qsv", "no_transport"], threads=1,
+                     variant_epochs={"no_transport": 2}, **TINY)
+    finally:
+        torch.set_num_threads(threads)
+    by = {r["variant"]: r for r in res["results"]}
+    assert by["qsv"]["epochs"] == 1 and by["no_transport"]["epochs"] == 2
+    assert {r["variant"]: r["epochs"] for r in res["rows"]} == {"qsv": 1, "no_transport": 2}
+    longer = res["run_root"].parent / res["config"].replace(epochs=2).tag() / "no_transport_s0"
+    metrics = [json.loads(line) for line in (longer / "metrics.jsonl").read_text().splitlines()]
+    assert max(m.get("epoch", 0) for m in metrics) == 2  # trained two epochs, in its own folder
+    assert not (res["run_root"] / "no_transport_s0").exists()
+    md = (tmp_path / "qsv_ablation_digits_quick.md").read_text()
+    assert "except no_transport 2" in md and "| epochs |" in md
+    with pytest.raises(ValueError, match="variant_epochs"):
+        qa.run(dataset="digits", seeds=[0], quick=True, out_dir=tmp_path, progress=False,
+               variants=["qsv"], variant_epochs={"no_transport": 2}, **TINY)
+    with pytest.raises(ValueError, match="positive integer"):
+        qa.run(dataset="digits", seeds=[0], quick=True, out_dir=tmp_path, progress=False,
+               variants=["qsv"], variant_epochs={"qsv": 0}, **TINY)
+
+
+def test_variant_epochs_command_line_parsing():
+    from quest_geometric.experiments.qsv_ablation.cli import _parse_variant_epochs
+
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    assert _parse_variant_epochs(parser, ["no_transport=120", "uniform=80"]) == {
+        "no_transport": 120, "uniform": 80}
+    assert _parse_variant_epochs(parser, None) is None
+    with pytest.raises(SystemExit):
+        _parse_variant_epochs(parser, ["no_transport:120"])

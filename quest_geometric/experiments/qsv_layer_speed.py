@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional, Sequence, Union
 
 import torch
 from tqdm.auto import tqdm
@@ -53,33 +53,51 @@ def _layers() -> dict[str, torch.nn.Module]:
     }
 
 
-def layer_rows(batch_size: int, device: torch.device, repeat: int, progress: bool) -> list[dict]:
-    """Time and memory of one forward + backward per layer on the batched sphere graph."""
+def layer_rows(batch_size: int, device: torch.device, repeat: int, progress: bool,
+               threads: Sequence[Optional[int]] = (None,)) -> list[dict]:
+    """Time and memory of one forward + backward per layer on the batched sphere graph.
+
+    The layers are timed in turn, round by round (:func:`time_interleaved`), so that all of
+    them meet the same background load, and ``speedup_vs_transformer`` is the median over
+    rounds of TransformerConv's time over the layer's (:func:`paired_ratio`). Each entry of
+    ``threads`` (``None``: leave torch's setting) gives one set of rows; peak memory is
+    measured once per layer, at the first thread count.
+    """
     torch.manual_seed(0)
     edge_index, num_nodes = _batched_sphere(batch_size, device)
     x = torch.randn(num_nodes, CHANNELS, device=device)
-    rows = []
-    for name, layer in tqdm(_layers().items(), desc="layers", disable=not progress):
-        layer = layer.to(device)
-        params = sum(p.numel() for p in layer.parameters())
+    layers = {name: layer.to(device) for name, layer in _layers().items()}
+    steps = {}
+    for name, layer in layers.items():
         xr = x.clone().requires_grad_(True)
 
-        def step() -> None:
+        def step(layer=layer, xr=xr) -> None:
             layer.zero_grad(set_to_none=True)
             xr.grad = None
             layer(xr, edge_index).square().mean().backward()
 
-        t = time_function(step, warmup=1, repeat=repeat, device=device)
-        mem = peak_memory_mb(step, device=device)
-        rows.append({
-            "layer": name, "params": params, "nodes": num_nodes,
-            "edges": edge_index.size(1), "fwd_bwd_ms": 1e3 * t["median_s"],
-            "std_ms": 1e3 * t["std_s"], "peak_mb": mem,
-        })
-    ref = next(r for r in rows if r["layer"] == "TransformerConv")
-    for r in rows:
-        r["speedup_vs_transformer"] = ref["fwd_bwd_ms"] / r["fwd_bwd_ms"]
-        r["memory_vs_transformer"] = r["peak_mb"] / ref["peak_mb"] if ref["peak_mb"] else math.nan
+        steps[name] = step
+    mem = {name: peak_memory_mb(fn, device=device) for name, fn in steps.items()}
+    rows = []
+    previous = torch.get_num_threads()
+    try:
+        for nt in tqdm(threads, desc=f"threads ({batch_size} graphs)", disable=not progress):
+            if nt is not None:
+                torch.set_num_threads(int(nt))
+            timed = time_interleaved(steps, warmup=1, repeat=repeat, device=device)
+            for name, layer in layers.items():
+                rows.append({
+                    "graphs": batch_size, "threads": torch.get_num_threads(), "layer": name,
+                    "params": sum(p.numel() for p in layer.parameters()), "nodes": num_nodes,
+                    "edges": edge_index.size(1),
+                    "fwd_bwd_ms": 1e3 * timed[name]["median_s"],
+                    "std_ms": 1e3 * timed[name]["std_s"], "peak_mb": mem[name],
+                    "speedup_vs_transformer": paired_ratio(timed, "TransformerConv", name),
+                    "memory_vs_transformer": (mem[name] / mem["TransformerConv"]
+                                              if mem["TransformerConv"] else math.nan),
+                })
+    finally:
+        torch.set_num_threads(previous)
     return rows
 
 
@@ -127,26 +145,39 @@ def _plot(rows: list[dict], path: Path) -> Path | None:
     return path
 
 
+def _as_tuple(value: Union[int, Sequence[int], None], name: str) -> Optional[tuple[int, ...]]:
+    if value is None:
+        return None
+    values = (value,) if isinstance(value, int) else tuple(value)
+    if not values or any(int(v) < 1 for v in values):
+        raise ValueError(f"run: '{name}' must be positive integers (got {value!r})")
+    return tuple(int(v) for v in values)
+
+
 def run(
     quick: bool = False,
     device: torch.device | str = "cpu",
     out_dir: str | Path = "benchmarks/results",
     progress: bool = True,
-    batch_size: int | None = None,
-    threads: int | None = None,
+    batch_size: Union[int, Sequence[int], None] = None,
+    threads: Union[int, Sequence[int], None] = None,
     knn_sizes: list[int] | None = None,
 ) -> dict[str, Any]:
     """Run the benchmark and write ``qsv_layer_speed.*`` and ``knn_speed.*`` to ``out_dir``.
 
     Args:
-        quick (bool): batch 8 and up to 100K points instead of batch 64 and up to 1M.
+        quick (bool): batch 8 and up to 100K points instead of batches of 16 and 64 graphs
+            and up to 1M points.
         device (str): ``'cpu'`` or ``'cuda'``.
         out_dir (str): result folder.
         progress (bool): progress bars.
-        batch_size (int, optional): override the number of images in the batch.
-        threads (int, optional): torch intra-op threads for the run (restored afterwards).
-            On a machine shared with other jobs, one thread gives stable numbers: an
-            oversubscribed OpenMP pool slows every layer by 5-10x, erratically.
+        batch_size (int or sequence of int, optional): the numbers of graphs in the batch,
+            one set of rows each. (default: ``8`` with ``quick``, else ``(16, 64)``)
+        threads (int or sequence of int, optional): torch intra-op thread counts, one set of
+            layer rows each (restored afterwards). (default: torch's setting with ``quick``,
+            else one thread and torch's setting). On a machine shared with other jobs,
+            one thread gives stable numbers: an oversubscribed OpenMP pool slows every layer
+            by 5-10x, erratically.
         knn_sizes (list of int, optional): point counts for the kNN table.
             (default: 10K and 100K with ``quick``, else 10K, 100K and 1M)
 
@@ -155,43 +186,49 @@ def run(
     """
     device = torch.device(device)
     out_dir = Path(out_dir)
-    previous_threads = torch.get_num_threads()
-    if threads is not None:
-        if threads < 1:
-            raise ValueError(f"run: 'threads' must be >= 1 (got {threads})")
-        torch.set_num_threads(threads)
-    try:
-        return _run(quick, device, out_dir, progress, batch_size, knn_sizes)
-    finally:
-        torch.set_num_threads(previous_threads)
+    sizes = _as_tuple(batch_size, "batch_size") or ((8,) if quick else (16, 64))
+    counts = _as_tuple(threads, "threads")
+    if counts is None:
+        counts = ((torch.get_num_threads(),) if quick
+                  else tuple(dict.fromkeys((1, torch.get_num_threads()))))
+    return _run(quick, device, out_dir, progress, sizes, counts, knn_sizes)
 
 
 def _run(quick: bool, device: torch.device, out_dir: Path, progress: bool,
-         batch_size: int | None, knn_sizes: list[int] | None) -> dict[str, Any]:
-    bs = batch_size or (8 if quick else 64)
+         batch_sizes: tuple[int, ...], threads: tuple[int, ...],
+         knn_sizes: list[int] | None) -> dict[str, Any]:
     repeat = 5 if quick else 7
-    layers = layer_rows(bs, device, repeat, progress)
-    meta = {"batch_size": bs, "sizes": SIZES, "k": K_WITHIN + K_CROSS, "channels": CHANNELS,
-            "heads": HEADS, "dtype": "float32", "device": str(device), "seed": 0, "quick": quick}
+    layers = [row for bs in batch_sizes
+              for row in layer_rows(bs, device, repeat, progress, threads=threads)]
+    meta = {"batch_sizes": list(batch_sizes), "threads": list(threads), "sizes": SIZES,
+            "k": K_WITHIN + K_CROSS, "channels": CHANNELS, "heads": HEADS, "dtype": "float32",
+            "device": str(device), "seed": 0, "quick": quick, "rounds": repeat,
+            "load": _loadavg()}
     p1 = write_results(
         "qsv_layer_speed", layers, out_dir, meta=meta, title="QSVConv vs PyG attention layers",
-        columns=["layer", "params", "nodes", "edges", "fwd_bwd_ms", "std_ms", "peak_mb",
-                 "speedup_vs_transformer", "memory_vs_transformer"],
-        notes="Forward + backward of one layer on a batch of sphere graphs; peak memory is the "
-              "resident-set high-water mark added by one step (CPU) or allocator peak (CUDA).",
+        columns=["graphs", "threads", "layer", "nodes", "edges", "fwd_bwd_ms", "std_ms",
+                 "peak_mb", "speedup_vs_transformer", "memory_vs_transformer"],
+        notes="Forward + backward of one layer on a batch of sphere graphs, the three layers "
+              "timed in turn round by round; `speedup_vs_transformer` is the median over "
+              "rounds of TransformerConv's time over the layer's. Peak memory is the "
+              "resident-set high-water mark added by one step (CPU) or allocator peak (CUDA), "
+              "measured once per batch. Parameters: QSVConv "
+              f"{layers[0]['params']}, TransformerConv {layers[1]['params']}, GATv2Conv "
+              f"{layers[2]['params']}.",
     )
     sizes = knn_sizes or ([10_000, 100_000] if quick else [10_000, 100_000, 1_000_000])
     knn = knn_rows(sizes, device, progress, torch_cpu_limit=20_000 if quick else 200_000)
     p2 = write_results("knn_speed", knn, out_dir, meta={"device": str(device), "seed": "the point count n (torch.Generator().manual_seed(n))",
-                                                 "quick": quick},
+                                                 "quick": quick, "torch_threads": torch.get_num_threads()},
                        title="kNN graph back-ends (k = 16, uniform points in the unit cube)",
                        columns=["backend", "points", "k", "seconds", "note"])
     _plot(knn, out_dir / "knn_speed.png")
-    q = next(r for r in layers if r["layer"] == "QSVConv")
     summary = [
-        f"QSVConv forward+backward {q['fwd_bwd_ms']:.0f} ms on {q['nodes']} nodes: "
+        f"QSVConv forward+backward {q['fwd_bwd_ms']:.0f} ms on {q['graphs']} graphs "
+        f"({q['nodes']} nodes) at {q['threads']} thread(s): "
         f"{q['speedup_vs_transformer']:.2f}x TransformerConv's speed, "
-        f"{q['memory_vs_transformer']:.2f}x its peak memory",
+        f"{q['memory_vs_transformer']:.2f}x its peak memory"
+        for q in layers if q["layer"] == "QSVConv"
     ]
     markdown = p1["md"].read_text() + "\n" + p2["md"].read_text() + "\n![kNN](knn_speed.png)\n"
     return {"layers": layers, "knn": knn, "markdown": markdown, "summary": summary}
@@ -202,9 +239,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="batch 8, up to 100K points")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--batch-size", type=int, default=None)
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch intra-op threads (default: torch's choice)")
+    parser.add_argument("--batch-size", type=int, nargs="+", default=None,
+                        help="graphs per batch (default: 16 64; 8 with --quick)")
+    parser.add_argument("--threads", type=int, nargs="+", default=None,
+                        help="torch intra-op thread counts (default: 1 and torch's choice)")
     parser.add_argument("--out", default="benchmarks/results")
     args = parser.parse_args(argv)
     result = run(quick=args.quick, device=args.device, out_dir=args.out, batch_size=args.batch_size,

@@ -46,6 +46,8 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     p.add_argument("--eval-every", type=int, default=None)
     p.add_argument("--name", default="qsv_ablation",
                    help="file stem of the tables (e.g. qsv_ablation_300 for --train-limit 300)")
+    p.add_argument("--variant-epochs", nargs="+", default=None, metavar="VARIANT=EPOCHS",
+                   help="train these variants longer (e.g. no_transport=120)")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--estimate-epoch", action="store_true",
                    help="only estimate the CIFAR epoch time from a few synthetic steps")
@@ -72,8 +74,22 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     result = run(dataset=args.dataset, seeds=args.seeds, epochs=args.epochs, quick=args.quick,
                  device=args.device, out_dir=args.out, progress=not args.no_progress,
                  analyse=args.analyse, variants=args.variants, root=args.root,
-                 download=args.download, threads=args.threads, name=args.name, **overrides)
+                 download=args.download, threads=args.threads, name=args.name,
+                 variant_epochs=_parse_variant_epochs(p, args.variant_epochs), **overrides)
     if result["markdown"]:
         print(result["markdown"])
     return result
 
+
+def _parse_variant_epochs(parser: argparse.ArgumentParser, items: Optional[list[str]]
+                          ) -> Optional[dict[str, int]]:
+    """``['no_transport=120']`` -> ``{'no_transport': 120}`` (a clear parser error otherwise)."""
+    if not items:
+        return None
+    out = {}
+    for item in items:
+        variant, sep, epochs = item.partition("=")
+        if not sep or not epochs.strip().isdigit():
+            parser.error(f"--variant-epochs: expected VARIANT=EPOCHS (got {item!r})")
+        out[variant.strip()] = int(epochs)
+    return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from quest_geometric.experiments.qsv_ablation.config import (
     _DESCRIPTIONS,
@@ -96,10 +96,19 @@ def findings(rows: Sequence[dict[str, Any]], analysis: Sequence[dict[str, Any]],
     return out
 
 
+def _longer(variant_epochs: Optional[Mapping[str, int]]) -> str:
+    if not variant_epochs:
+        return ""
+    named = ", ".join(f"{v} {e}" for v, e in variant_epochs.items())
+    return (f" (except {named}, trained longer to fit its clean training images; the "
+            f"cosine schedule spans its epochs)")
+
+
 def table_notes(cfg: AblationConfig, dataset: str, seeds: Sequence[int],
-                summary: list[str]) -> str:
-    """The notes under the main table: what each column means, the setting, and
-    ``summary`` (the :func:`findings`) as a list."""
+                summary: list[str], variant_epochs: Optional[Mapping[str, int]] = None) -> str:
+    """The notes under the main table: what each column means, the setting (with the
+    variants of ``variant_epochs`` that trained longer), and ``summary`` (the
+    :func:`findings`) as a list."""
     graph = (f"sphere of {len(cfg.sphere_sizes)} Fibonacci shells {list(cfg.sphere_sizes)} "
              f"(in-degree {cfg.k} + {cfg.k_cross})")
     return (
@@ -115,7 +124,7 @@ def table_notes(cfg: AblationConfig, dataset: str, seeds: Sequence[int],
         f"`epoch_s`: training seconds per epoch (evaluation excluded). "
         f"QSVNet width {cfg.channels}, {cfg.heads} heads, {cfg.num_layers} blocks, "
         f"positions={cfg.positions!r}, on a {graph}; lattice k={cfg.lattice_k}. All variants: "
-        f"{cfg.epochs} epochs, batch {cfg.batch_size}, AdamW lr {cfg.lr:g} -> {cfg.min_lr:g} "
+        f"{cfg.epochs} epochs{_longer(variant_epochs)}, batch {cfg.batch_size}, AdamW lr {cfg.lr:g} -> {cfg.min_lr:g} "
         f"cosine, warmup {cfg.warmup_epochs:g} epochs, weight decay {cfg.weight_decay:g}, grad "
         f"clip {cfg.grad_clip}, augmentation {'on' if cfg.augment else 'off'}"
         f"{'' if cfg.train_limit is None else f', first {cfg.train_limit} training images'}; "

@@ -5,7 +5,7 @@ import dataclasses
 import os
 import time
 from pathlib import Path
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Mapping, Optional, Sequence, Union
 
 import torch
 from tqdm.auto import tqdm
@@ -45,6 +45,7 @@ def run(
     download: bool = False,
     threads: Optional[int] = None,
     name: str = "qsv_ablation",
+    variant_epochs: Optional[Mapping[str, int]] = None,
     **overrides: Any,
 ) -> dict[str, Any]:
     """Train every variant over seeds and write the table (and, with ``analyse``, the
@@ -73,6 +74,11 @@ def run(
         threads (int, optional): ``torch.set_num_threads`` (1 is fastest on a shared CPU).
             (default: :obj:`None`)
         name (str): file stem. (default: ``'qsv_ablation'``)
+        variant_epochs (dict, optional): variant -> epochs, for a variant that needs longer
+            to fit its training set than the others (for example ``{'no_transport': 120}``).
+            Its runs live beside the others, under the hash of the configuration with those
+            epochs (the cosine schedule spans them), and the table's ``epochs`` column says
+            how long each row trained. (default: :obj:`None`)
         **overrides: :class:`AblationConfig` fields (``channels``, ``num_layers``, ...).
 
     Returns:
@@ -83,6 +89,7 @@ def run(
     variants = _check_variants(variants)
     seeds = _check_seeds(seeds, quick)
     cfg = PRESETS[dataset]["quick" if quick else "full"].replace(epochs=epochs, **overrides)
+    variant_epochs = _check_variant_epochs(variant_epochs, variants)
     if threads is not None:
         torch.set_num_threads(int(threads))
     from quest_geometric.training.distributed import init_distributed
@@ -94,7 +101,7 @@ def run(
     run_root = out / f"{name}_runs" / f"{dataset}{suffix}" / cfg.tag()
     t0 = time.perf_counter()
     results = _train_all(variants, seeds, cfg, dataset, root, run_root, device, progress,
-                         analyse, download, info.is_main, t0)
+                         analyse, download, info.is_main, t0, variant_epochs)
     rows = aggregate(results, dataset)
     per_seed = seed_rows(results)
     analysis_rows = aggregate_analysis(results) if analyse else []
@@ -104,7 +111,8 @@ def run(
     if info.is_main:
         meta = {"dataset": dataset, "quick": quick, "seeds": list(seeds), "device": str(device),
                 "threads": torch.get_num_threads(), "world_size": info.world_size,
-                "config": dataclasses.asdict(cfg), "paper_numbers": _PAPER_SOURCE[dataset],
+                "config": dataclasses.asdict(cfg), "variant_epochs": variant_epochs,
+                "paper_numbers": _PAPER_SOURCE[dataset],
                 "wall_s": round(time.perf_counter() - t0, 1)}
         paths, markdown = _write(stem, out, meta, cfg, dataset, quick, seeds, rows, per_seed,
                                  analysis_rows, results, summary)
@@ -115,20 +123,42 @@ def run(
 
 def _train_all(variants: Sequence[str], seeds: Sequence[int], cfg: AblationConfig, dataset: str,
                root: Optional[Union[str, os.PathLike]], run_root: Path, device: str,
-               progress: bool, analyse: bool, download: bool, is_main: bool, t0: float
-               ) -> list[dict[str, Any]]:
-    """Every (variant, seed) run, variants outermost (one data cache shared by all)."""
+               progress: bool, analyse: bool, download: bool, is_main: bool, t0: float,
+               variant_epochs: Optional[Mapping[str, int]] = None) -> list[dict[str, Any]]:
+    """Every (variant, seed) run, variants outermost (one data cache shared by all); a
+    variant in ``variant_epochs`` trains that long, under its own configuration hash."""
     data: dict[str, Any] = {}
     results: list[dict[str, Any]] = []
     total = len(variants) * len(seeds)
     for v in variants:
+        vcfg, vroot = cfg, run_root
+        if variant_epochs and v in variant_epochs:
+            vcfg = cfg.replace(epochs=variant_epochs[v])
+            vroot = run_root.parent / vcfg.tag()
         for s in seeds:
             if progress and is_main:
                 tqdm.write(f"[qsv_ablation] {dataset} {v} seed {s} ({len(results) + 1}/{total}, "
                            f"{time.perf_counter() - t0:.0f} s)")
-            results.append(train_variant(v, s, cfg, dataset, root, run_root, device, progress,
+            results.append(train_variant(v, s, vcfg, dataset, root, vroot, device, progress,
                                          analyse, download, data))
     return results
+
+
+def _check_variant_epochs(variant_epochs: Optional[Mapping[str, int]],
+                          variants: Sequence[str]) -> Optional[dict[str, int]]:
+    """``variant_epochs`` checked: known variants, positive integer epochs."""
+    if not variant_epochs:
+        return None
+    out = {}
+    for v, e in dict(variant_epochs).items():
+        if v not in variants:
+            raise ValueError(f"qsv_ablation: variant_epochs names {v!r}, which is not among the "
+                             f"variants run ({', '.join(variants)})")
+        if isinstance(e, bool) or not isinstance(e, int) or e < 1:
+            raise ValueError(f"qsv_ablation: variant_epochs[{v!r}] must be a positive integer "
+                             f"(got {e!r})")
+        out[v] = e
+    return out
 
 
 def _write(stem: str, out: Path, meta: dict[str, Any], cfg: AblationConfig, dataset: str,
@@ -141,7 +171,8 @@ def _write(stem: str, out: Path, meta: dict[str, Any], cfg: AblationConfig, data
     paths["table"] = write_results(
         stem, rows, out, meta=meta, columns=TABLE_COLUMNS,
         title=report.table_title(dataset, quick),
-        notes=report.table_notes(cfg, dataset, seeds, summary))
+        notes=report.table_notes(cfg, dataset, seeds, summary,
+                                 meta.get("variant_epochs")))
     paths["seeds"] = write_results(f"{stem}_seeds", per_seed, out, meta=meta,
                                    title=report.seeds_title(dataset))
     markdown = paths["table"]["md"].read_text()

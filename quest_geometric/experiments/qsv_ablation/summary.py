@@ -14,10 +14,20 @@ from quest_geometric.experiments.qsv_ablation.config import (
 )
 
 
+def _epochs(results: Sequence[dict[str, Any]]) -> Any:
+    """The runs' training epochs: one number when every seed trained as long, else the
+    distinct values joined by ``/``."""
+    values = sorted({int(r["epochs"]) for r in results if r.get("epochs") is not None})
+    if not values:
+        return math.nan
+    return values[0] if len(values) == 1 else "/".join(map(str, values))
+
+
 def aggregate(results: Sequence[dict[str, Any]], dataset: str) -> list[dict[str, Any]]:
     """One table row per variant (in :data:`VARIANTS` order) from per-seed results.
 
-    Columns: ``variant``, ``description``, ``params``, ``seeds``, ``acc_mean``, ``acc_std``
+    Columns: ``variant``, ``description``, ``params``, ``seeds``, ``epochs`` (of the runs;
+    ``'60/120'`` when seeds differ), ``acc_mean``, ``acc_std``
     (sample std over seeds, NaN for one seed), ``delta`` (``acc_mean`` minus full QSV's, NaN
     without a ``qsv`` row), ``paper`` and ``paper_delta`` (:data:`PAPER`, NaN where the
     paper has none), ``train_acc_mean`` and ``epoch_s`` (mean training time per epoch).
@@ -34,7 +44,7 @@ def aggregate(results: Sequence[dict[str, Any]], dataset: str) -> list[dict[str,
         paper, paper_delta = PAPER.get(dataset, {}).get(v, (math.nan, math.nan))
         rows.append({
             "variant": v, "description": _DESCRIPTIONS[v], "params": int(rs[0]["params"]),
-            "seeds": len(rs), "acc_mean": mean, "acc_std": std,
+            "seeds": len(rs), "epochs": _epochs(rs), "acc_mean": mean, "acc_std": std,
             "delta": mean - qsv_mean if math.isfinite(qsv_mean) else math.nan,
             "paper": paper, "paper_delta": paper_delta,
             "train_acc_mean": mean_std([r["train_acc"] for r in rs])[0],
@@ -78,8 +88,8 @@ def aggregate_analysis(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]
 
 
 #: The columns of the main table, in order.
-TABLE_COLUMNS = ["variant", "description", "params", "seeds", "acc_mean", "acc_std", "delta",
-                 "paired_delta", "delta_ci_low", "delta_ci_high", "wins_vs_qsv", "sign_p",
+TABLE_COLUMNS = ["variant", "description", "params", "seeds", "epochs", "acc_mean", "acc_std",
+                 "delta", "paired_delta", "delta_ci_low", "delta_ci_high", "wins_vs_qsv", "sign_p",
                  "paper", "paper_delta", "train_clean_acc_mean", "train_acc_mean", "epoch_s"]
 #: The columns of the per-seed table.
 SEED_COLUMNS = ("variant", "seed", "params", "acc", "train_acc", "train_clean_acc", "epoch_s",

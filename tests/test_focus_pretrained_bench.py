@@ -15,14 +15,27 @@ from quest_geometric.experiments.focus_pretrained import (
 )
 
 
-def test_block_order_draws_every_block_equally_often():
-    o = block_order(7, 20, seed=3)
-    assert o.numel() == 21  # ceil(20 / 7) = 3 passes
-    assert torch.bincount(o, minlength=7).tolist() == [3] * 7
-    assert torch.equal(o, block_order(7, 21, seed=3))  # same number of passes: same order
-    assert not torch.equal(o, block_order(7, 20, seed=4))
+def test_block_order_draws_every_block_equally_often_per_chunk():
+    o = block_order(7, 20, seed=3, chunk_passes=2)
+    assert o.numel() == 28  # ceil(20 / 14) = 2 chunks of 2 passes
+    for chunk in o.view(2, 14):
+        assert torch.bincount(chunk, minlength=7).tolist() == [2] * 7
+    assert not torch.equal(o[:14], o[14:])  # each chunk its own permutation
+    assert not torch.equal(o, block_order(7, 20, seed=4, chunk_passes=2))
     with pytest.raises(ValueError, match="num_blocks"):
         block_order(0, 5)
+    with pytest.raises(ValueError, match="chunk_passes"):
+        block_order(5, 5, chunk_passes=0)
+
+
+def test_block_order_of_a_longer_run_starts_with_the_shorter_one():
+    short, long = block_order(84, 300), block_order(84, 420)
+    assert short.numel() == 336 and long.numel() == 672
+    assert torch.equal(long[:336], short)
+    # the first chunk is the order of the committed 300-step runs: one permutation of four
+    # passes drawn at once
+    ref = torch.randperm(4 * 84, generator=torch.Generator().manual_seed(0)) % 84
+    assert torch.equal(short, ref)
 
 
 def test_revisit_drop_by_hand():
@@ -85,8 +98,27 @@ def test_train_routers_resumed_equals_uninterrupted(tmp_path):
     for a, b in zip(p_whole, p_parts):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
     assert whole["curve"][-1] != whole["curve"][0]  # the routers did train
-    # a resume that would change the block order is refused
+    # more steps continue the same order: 6 steps then 11 equal 11 at once
     model = build_hf("llama", seed=0)
     compose_focus(model, num_groups=2, top_k=1, window=4, backend="blocks")
-    with pytest.raises(ValueError, match="block order"):
-        train_routers(model, train, 11, 1e-2, tmp_path / "a", progress=False)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    for p in router_parameters(model):
+        p.requires_grad_(True)
+    extended = train_routers(model, train, 11, 1e-2, tmp_path / "a", progress=False)
+    model = build_hf("llama", seed=0)
+    compose_focus(model, num_groups=2, top_k=1, window=4, backend="blocks")
+    for p in model.parameters():
+        p.requires_grad_(False)
+    for p in router_parameters(model):
+        p.requires_grad_(True)
+    at_once = train_routers(model, train, 11, 1e-2, tmp_path / "c", progress=False)
+    assert extended["step"] == at_once["step"] == 11
+    assert extended["curve"] == pytest.approx(at_once["curve"], rel=1e-5)
+    # a checkpoint whose (older) order was drawn for another number of passes is refused
+    blob = torch.load(tmp_path / "a" / "routers.pt", weights_only=False)
+    blob["state"].pop("order")
+    blob["state"]["passes"] = 3
+    torch.save(blob, tmp_path / "a" / "routers.pt")
+    with pytest.raises(ValueError, match="older block order"):
+        train_routers(model, train, 12, 1e-2, tmp_path / "a", progress=False)

@@ -106,14 +106,15 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float, run_di
         opt.load_state_dict(blob["opt"])
         state = blob["state"]
     order = block_order(train.size(0), steps, seed)
-    passes = order.numel() // train.size(0)
-    if state.setdefault("passes", passes) != passes:
+    # Checkpoints from before the chunked order record the passes their order was drawn
+    # with; only a four-pass one is the first chunk of today's order.
+    legacy = state.get("passes")
+    if state.get("order") != "chunks" and legacy not in (None, ORDER_CHUNK_PASSES):
         raise ValueError(
-            f"train_routers: {ck} was trained with a block order of {state['passes']} passes "
-            f"over the {train.size(0)} blocks, but steps={steps} draws {passes}; the order "
-            f"would change under the resumed run. Keep steps within "
-            f"{train.size(0) * (state['passes'] - 1) + 1}..{train.size(0) * state['passes']} "
-            f"or start a new run_dir")
+            f"train_routers: {ck} was trained with an older block order ({legacy} passes "
+            f"over the {train.size(0)} blocks drawn at once), which the resumed run would "
+            f"change; start a new run_dir")
+    state["order"] = "chunks"
     model.train()
     t_start = time.perf_counter()
     base_s = state["seconds"]
@@ -141,28 +142,39 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float, run_di
     return {**state, "finished": state["step"] >= steps}
 
 
-def block_order(num_blocks: int, steps: int, seed: int = 0) -> torch.Tensor:
-    r"""The training block of each router step: a seeded permutation of
-    :math:`\lceil \text{steps} / n \rceil` copies of the :math:`n` block indices, so every
-    block is drawn equally often up to the last, partial pass.
+#: Passes over the training blocks per seeded chunk of :func:`block_order`.
+ORDER_CHUNK_PASSES = 4
 
-    The order depends on ``steps`` only through :math:`\lceil \text{steps} / n \rceil`: a
-    resumed run must keep the same ``steps`` within one multiple of ``num_blocks``.
+
+def block_order(num_blocks: int, steps: int, seed: int = 0,
+                chunk_passes: int = ORDER_CHUNK_PASSES) -> torch.Tensor:
+    r"""The training block of each router step, in chunks: chunk :math:`j` is a seeded
+    permutation of ``chunk_passes`` copies of the :math:`n` block indices, so every block is
+    drawn equally often within each chunk.
+
+    The chunks are successive ``torch.randperm(chunk_passes * n)`` draws (taken modulo
+    :math:`n`) from one generator seeded with ``seed``, so chunk :math:`j` depends only on
+    ``seed`` and :math:`j`, and the order of a longer run starts with the order of a
+    shorter one: a run resumed with more ``steps`` keeps every step it has done.
 
     Args:
         num_blocks (int): training blocks :math:`n`.
         steps (int): router steps.
         seed (int): permutation seed. (default: :obj:`0`)
+        chunk_passes (int): passes per chunk. (default: :data:`ORDER_CHUNK_PASSES`)
 
     Returns:
-        Tensor: ``[n * ceil(steps / n)]`` long block indices; step :math:`s` (from 0) uses
-        entry :math:`s`.
+        Tensor: ``[chunk_passes * n * ceil(steps / (chunk_passes * n))]`` long block
+        indices (at least one chunk); step :math:`s` (from 0) uses entry :math:`s`.
     """
     if num_blocks < 1:
         raise ValueError(f"block_order: num_blocks must be >= 1, got {num_blocks}")
-    reps = max(1, math.ceil(steps / num_blocks))
-    return torch.randperm(num_blocks * reps,
-                          generator=torch.Generator().manual_seed(seed)) % num_blocks
+    if chunk_passes < 1:
+        raise ValueError(f"block_order: chunk_passes must be >= 1, got {chunk_passes}")
+    size = num_blocks * chunk_passes
+    chunks = max(1, math.ceil(steps / size))
+    gen = torch.Generator().manual_seed(seed)
+    return torch.cat([torch.randperm(size, generator=gen) % num_blocks for _ in range(chunks)])
 
 
 def revisit_drop(curve: Sequence[float], order: Sequence[int], after: int = 0

@@ -122,3 +122,49 @@ def test_train_routers_resumed_equals_uninterrupted(tmp_path):
     torch.save(blob, tmp_path / "a" / "routers.pt")
     with pytest.raises(ValueError, match="older block order"):
         train_routers(model, train, 12, 1e-2, tmp_path / "a", progress=False)
+
+
+def test_decode_bounds_by_hand(tmp_path):
+    import json
+
+    from quest_geometric.experiments.focus_pretrained import decode_bounds, write_decode_bounds
+
+    # full attention takes exactly 50 ms + 0.01 ms per context token
+    rows = [{"context": c, "mode": "full", "tok_per_s": 1e3 / (50 + 0.01 * c), "vs_full": 1.0}
+            for c in (1000, 4000, 8000)]
+    rows.append({"context": 4000, "mode": "top-1", "tok_per_s": 1e3 / 75, "vs_full": 1.2})
+    out = decode_bounds(rows, target=1.3)
+    assert [r["context"] for r in out] == [1000, 4000, 8000]
+    r = out[1]
+    assert r["fixed_ms"] == pytest.approx(50) and r["context_ms"] == pytest.approx(40)
+    assert all(abs(x["residual_ms"]) < 1e-9 for x in out)  # an exact line
+    assert r["full_ms"] == pytest.approx(90) and r["bound_vs_full"] == pytest.approx(1.8)
+    assert r["max_share_for_target"] == pytest.approx((90 / 1.3 - 50) / 40)
+    # a method keeping that share of the context cost, at no overhead, is exactly 1.3x
+    assert r["full_ms"] / (50 + r["max_share_for_target"] * 40) == pytest.approx(1.3)
+    assert r["top-1_ms"] == pytest.approx(75) and r["top-1_vs_full"] == 1.2
+    assert "top-1_ms" not in out[0]
+    assert out[0]["max_share_for_target"] < 0  # at 1K even a free attention cannot reach 1.3x
+    with pytest.raises(ValueError, match="two contexts"):
+        decode_bounds(rows[:1])
+    with pytest.raises(ValueError, match="target"):
+        decode_bounds(rows, target=0)
+    src = tmp_path / "speed.json"
+    src.write_text(json.dumps({"meta": {"date": "then", "torch_threads": 1}, "rows": rows}))
+    written = write_decode_bounds(src)
+    assert written["paths"]["md"].name == "speed_bounds.md"
+    assert "then" in written["paths"]["md"].read_text()
+    with pytest.raises(FileNotFoundError, match="--speed"):
+        write_decode_bounds(tmp_path / "missing.json")
+
+
+def test_decode_bounds_fits_each_cache_on_its_own():
+    from quest_geometric.experiments.focus_pretrained import decode_bounds
+
+    rows = [{"cache": cache, "context": c, "mode": "full",
+             "tok_per_s": 1e3 / (fixed + 0.01 * c), "vs_full": 1.0}
+            for cache, fixed in (("dynamic", 50.0), ("static", 30.0)) for c in (1000, 4000)]
+    out = decode_bounds(rows)
+    assert [(r["cache"], r["context"]) for r in out] == [
+        ("dynamic", 1000), ("dynamic", 4000), ("static", 1000), ("static", 4000)]
+    assert [round(r["fixed_ms"], 6) for r in out] == [50, 50, 30, 30]

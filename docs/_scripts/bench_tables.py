@@ -40,13 +40,16 @@ KEY_COLUMNS: list[tuple[str, list[str], str]] = [
 ]
 
 #: The result files docs/benchmarks.md includes.
-INCLUDED = ["qsv_layer_speed", "knn_speed", "qsv_ablation_digits", "qsv_ablation_300_digits",
+INCLUDED = ["qsv_layer_speed", "knn_speed", "qsv_ablation_digits", "qsv_ablation_120_digits",
+            "qsv_ablation_300_digits",
             "qsv_vs_torch_harmonics", "qsv_vs_torch_harmonics_targets", "qsv_small_graphs",
             "focus_speed",
             "focus_speed_32k", "focus_speed_edges", "focus_lm", "focus_lm_seed1",
             "focus_lm_seed2", "qk_geometry", "qk_geometry_long", "qk_geometry_wide",
-            "qk_geometry_compare", "focus_pretrained", "focus_pretrained_speed", "focus_pretrained_speed_static",
-            "focus_pretrained_speed_1thread", "focus_decode_step",
+            "qk_geometry_compare", "focus_pretrained", "focus_pretrained_speed",
+            "focus_pretrained_speed_bounds", "focus_pretrained_speed_1thread",
+            "focus_pretrained_speed_1thread_bounds", "focus_pretrained_speed_caches",
+            "focus_decode_step",
             "qk_pretrained"]
 
 

@@ -26,13 +26,14 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import torch
 
 from quest_geometric._utils.plotting import optional_pyplot
 
 __all__ = ["run", "run_speed", "train_routers", "evaluate_lm", "block_order", "revisit_drop",
+           "decode_bounds", "write_decode_bounds",
            "main"]
 
 
@@ -416,7 +417,11 @@ def run_speed(contexts: Sequence[int] = (1024, 4096, 8000), new_tokens: int = 16
     the per-round ratios. ``cache='dynamic'`` is Hugging Face's default ``DynamicCache``
     (keys and values concatenated at every step, a cost both modes pay);
     ``cache='static'`` a preallocated ``StaticCache`` (written in place; full attention
-    then reads the whole buffer, Focus only the keys it selects)."""
+    then reads the whole buffer, Focus only the keys it selects); ``cache='both'`` times
+    the six decoders (two caches x three modes) in alternation in one process, each row's
+    ``vs_full`` against full attention with the same cache and ``vs_full_dynamic`` against
+    full attention with the dynamic one (the peer a user of either cache would compare
+    with)."""
     from quest_geometric.datasets import pydoc_topic_split, token_blocks
     from quest_geometric.experiments.common import write_results
     from quest_geometric.models.smollm2 import load_smollm2
@@ -431,26 +436,35 @@ def run_speed(contexts: Sequence[int] = (1024, 4096, 8000), new_tokens: int = 16
     model.eval()
     tr, va = pydoc_topic_split()
     stream = token_blocks(tok, sorted(tr + va), block_size=max(contexts))[0:1]
+    caches = ("dynamic", "static") if cache == "both" else (cache,)
+    if any(c not in ("dynamic", "static") for c in caches):
+        raise ValueError(f"run_speed: cache must be 'dynamic', 'static' or 'both', got {cache!r}")
     rows = []
     modes = {"full": None, "top-1": 1, "top-2": 2}
+    keys = [(c, m) for c in caches for m in modes]
     for ctx in contexts:
-        cap = ctx + rounds * new_tokens + 1 if cache == "static" else None
-        dec = {m: _Decoder(model, stream[:, :ctx], k, cap) for m, k in modes.items()}
-        times: Dict[str, List[float]] = {m: [] for m in modes}
+        cap = ctx + rounds * new_tokens + 1
+        dec = {(c, m): _Decoder(model, stream[:, :ctx], modes[m], cap if c == "static" else None)
+               for c, m in keys}
+        times: Dict[Any, List[float]] = {key: [] for key in keys}
         for _ in range(rounds):
-            for m in modes:
-                times[m].append(dec[m].tokens_per_second(new_tokens))
-        for m in modes:
-            ratios = sorted(a / b for a, b in zip(times[m], times["full"]))
-            rows.append({"context": ctx, "mode": m,
-                         "tok_per_s": sorted(times[m])[len(times[m]) // 2],
-                         "vs_full": ratios[len(ratios) // 2],
-                         "min_ratio": ratios[0], "max_ratio": ratios[-1]})
+            for key in keys:
+                times[key].append(dec[key].tokens_per_second(new_tokens))
+        for c, m in keys:
+            ratios = sorted(a / b for a, b in zip(times[(c, m)], times[(c, "full")]))
+            row = {"context": ctx, "mode": m,
+                   "tok_per_s": sorted(times[(c, m)])[len(times[(c, m)]) // 2],
+                   "vs_full": ratios[len(ratios) // 2],
+                   "min_ratio": ratios[0], "max_ratio": ratios[-1]}
+            if len(caches) > 1:
+                base = sorted(a / b for a, b in zip(times[(c, m)], times[(caches[0], "full")]))
+                row = {"cache": c, **row, f"vs_full_{caches[0]}": base[len(base) // 2]}
+            rows.append(row)
         del dec
         if progress:
             print(f"[speed] context {ctx}: " + ", ".join(
-                f"{r['mode']} {r['tok_per_s']:.2f} tok/s ({r['vs_full']:.2f}x)"
-                for r in rows[-3:]), flush=True)
+                f"{r.get('cache', cache)} {r['mode']} {r['tok_per_s']:.2f} tok/s "
+                f"({r['vs_full']:.2f}x)" for r in rows[-len(keys):]), flush=True)
     meta = {"cache": cache, "new_tokens_per_round": new_tokens, "rounds": rounds,
             "window": window,
             "K": num_groups, "routers": routers or "fresh (untrained)",
@@ -458,6 +472,105 @@ def run_speed(contexts: Sequence[int] = (1024, 4096, 8000), new_tokens: int = 16
             else None}
     paths = write_results(name, rows, out_dir, meta=meta,
                           title="SmolLM2-135M: greedy cached decoding, tokens per second")
+    bounds = write_decode_bounds(paths["json"]) if len(contexts) > 1 else None
+    return {"rows": rows, "paths": paths, "bounds": bounds}
+
+
+def decode_bounds(rows: Sequence[Mapping[str, Any]], target: float = 1.3
+                  ) -> List[Dict[str, Any]]:
+    r"""What the context costs a decoding step, from the full-attention rows of
+    :func:`run_speed`, and the best speed-up any sparse attention could reach.
+
+    The time per token of full attention is fitted by least squares as
+    :math:`t(L) = a + bL` over the measured contexts :math:`L`: :math:`a` is what a step
+    costs whatever the context (every weight read once, the MLPs, the vocabulary head,
+    Python), :math:`bL` what grows with it (attention over the cache, the cache update). A
+    method that keeps a share :math:`s` of the context cost and adds no overhead of its own
+    takes :math:`a + sbL`, so
+
+    .. math::
+        	ext{bound}(L) = rac{t(L)}{a}, \qquad
+        s_{\max}(L) = rac{t(L)/	ext{target} - a}{bL}
+
+    are the speed-up of a method with no context cost at all, and the largest share of the
+    context cost a method may keep to reach ``target`` (above 1: any method; below 0: none).
+    Each Focus row then gets ``overhead_ms``: its measured time minus that of a
+    zero-overhead method keeping the share ``keys_share`` of the context cost, where
+    ``keys_share`` is :math:`1/K` for top-1 and :math:`1 - inom{K-1}{2}/inom{K}{2}` for
+    top-2 of the meta's ``K`` (balanced groups; the window adds :math:`w/L`).
+
+    Args:
+        rows (sequence of dict): ``context``, ``mode`` and ``tok_per_s`` per row, with at
+            least two contexts of ``mode == 'full'`` (per ``cache`` when the rows have one:
+            then each cache is fitted on its own and the rows start with ``cache``).
+        target (float): the speed-up asked for. (default: :obj:`1.3`)
+
+    Returns:
+        list of dict: one per context: ``context``, ``full_ms``, ``fixed_ms`` (:math:`a`),
+        ``context_ms`` (:math:`bL`), ``residual_ms`` (measured minus fitted: how well a line
+        describes the contexts; the split is only as good as the fit), ``bound_vs_full``, ``max_share_for_target``, and per
+        Focus mode ``<mode>_ms`` and ``<mode>_vs_full``.
+    """
+    if any("cache" in r for r in rows):  # several caches in one table: one fit each
+        caches = list(dict.fromkeys(r.get("cache") for r in rows))
+        return [{"cache": c, **b} for c in caches for b in decode_bounds(
+            [{k: v for k, v in r.items() if k != "cache"} for r in rows if r.get("cache") == c],
+            target)]
+    full = sorted((int(r["context"]), 1e3 / float(r["tok_per_s"]))
+                  for r in rows if r["mode"] == "full")
+    if len({c for c, _ in full}) < 2:
+        raise ValueError("decode_bounds: need full-attention rows at two contexts or more "
+                         f"(got {[c for c, _ in full]})")
+    if target <= 0:
+        raise ValueError(f"decode_bounds: target must be > 0, got {target}")
+    n = len(full)
+    mx = sum(c for c, _ in full) / n
+    my = sum(t for _, t in full) / n
+    b = (sum((c - mx) * (t - my) for c, t in full)
+         / sum((c - mx) ** 2 for c, _ in full))
+    a = my - b * mx
+    out = []
+    for ctx, t in full:
+        row: Dict[str, Any] = {"context": ctx, "full_ms": t, "fixed_ms": a,
+                               "context_ms": b * ctx, "residual_ms": t - a - b * ctx,
+                               "bound_vs_full": t / a,
+                               "max_share_for_target": (t / target - a) / (b * ctx)}
+        for r in rows:
+            if int(r["context"]) == ctx and r["mode"] != "full":
+                row[f"{r['mode']}_ms"] = 1e3 / float(r["tok_per_s"])
+                row[f"{r['mode']}_vs_full"] = float(r["vs_full"])
+        out.append(row)
+    return out
+
+
+def write_decode_bounds(json_path: str | Path, target: float = 1.3,
+                        out_dir: Optional[str | Path] = None) -> Dict[str, Any]:
+    """:func:`decode_bounds` of a committed speed table (``<name>.json``), written as
+    ``<name>_bounds.{csv,json,md}`` beside it (or in ``out_dir``)."""
+    from quest_geometric.experiments.common import write_results
+
+    json_path = Path(json_path)
+    if not json_path.is_file():
+        raise FileNotFoundError(f"write_decode_bounds: no speed table {json_path}; run "
+                                f"`python benchmarks/focus_pretrained.py --speed` first")
+    blob = json.loads(json_path.read_text())
+    rows = decode_bounds(blob["rows"], target)
+    src = blob.get("meta", {})
+    meta = {"source": json_path.name, "source_date": src.get("date"),
+            "source_threads": src.get("torch_threads"), "source_cache": src.get("cache"),
+            "source_load": src.get("load"), "target": target}
+    notes = (f"Per-token time of full attention fitted as `fixed_ms + context_ms` (least squares "
+             f"over the contexts, `decode_bounds`); `bound_vs_full`: the speed-up of a method "
+             f"whose step costs no more than `fixed_ms` (no context cost, no overhead); "
+             f"`max_share_for_target`: the largest share of `context_ms` such a method may keep "
+             f"to be {target:g}x full attention; `residual_ms`: measured minus fitted (a line "
+             f"through a few contexts is a rough split: read the bounds only where the "
+             f"residuals are small). Measured in `{json_path.name}` "
+             f"({src.get('torch_threads')} thread(s), {src.get('cache', 'dynamic')} cache, "
+             f"{src.get('date')}).")
+    paths = write_results(json_path.stem + "_bounds", rows, out_dir or json_path.parent,
+                          meta=meta, notes=notes,
+                          title="SmolLM2-135M decoding: what the context costs a step")
     return {"rows": rows, "paths": paths}
 
 
@@ -477,19 +590,25 @@ def main(argv: Optional[List[str]] = None) -> None:
                    help="train (or resume) the routers and stop; a later run evaluates")
     p.add_argument("--speed", action="store_true", help="only the decoding-speed part")
     p.add_argument("--routers", default=None, help="routers.pt for --speed")
-    p.add_argument("--cache", choices=["dynamic", "static"], default="dynamic",
+    p.add_argument("--cache", choices=["dynamic", "static", "both"], default="dynamic",
                    help="KV cache of --speed (default: dynamic, Hugging Face's default)")
     p.add_argument("--name", default=None, help="result file stem")
     p.add_argument("--out", default="benchmarks/results", help="result folder")
     p.add_argument("--run-dir", default="runs/focus_pretrained", help="checkpoint folder")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--bounds-only", nargs="+", default=None, metavar="SPEED_JSON",
+                   help="write <name>_bounds.* (decode_bounds) for committed speed tables")
     a = p.parse_args(argv)
+    if a.bounds_only:
+        for path in a.bounds_only:
+            print(write_decode_bounds(path)["paths"]["md"].read_text())
+        return
     if a.speed:
         run_speed(routers=a.routers, out_dir=a.out, progress=not a.no_progress, cache=a.cache,
                   **({"contexts": (256, 512), "new_tokens": 4, "rounds": 2} if a.quick else {}),
-                  name=a.name or "focus_pretrained_speed" + ("_static" if a.cache == "static"
-                                                             else "") + ("_quick" if a.quick
-                                                                         else ""))
+                  name=a.name or "focus_pretrained_speed" + {"dynamic": "", "static": "_static",
+                                                             "both": "_caches"}[a.cache]
+                  + ("_quick" if a.quick else ""))
         return
     run(quick=a.quick, out_dir=a.out, run_dir=a.run_dir, gates=a.gates, steps=a.steps,
         block=a.block, window=a.window, progress=not a.no_progress, max_minutes=a.max_minutes,

@@ -205,7 +205,7 @@ MILESTONES = (0.25, 0.5, 0.75, 1.0)
 
 
 def milestone_steps(steps: Sequence[int], fractions: Sequence[float] = MILESTONES) -> list[int]:
-    """For each fraction :math:`f`, the probed step nearest :math:`f \cdot T` (:math:`T` the
+    r"""For each fraction :math:`f`, the probed step nearest :math:`f \cdot T` (:math:`T` the
     last step; the earlier step on a tie), in the order of ``fractions``."""
     steps = sorted(steps)
     return [min(steps, key=lambda s: abs(s - f * steps[-1])) for f in fractions]

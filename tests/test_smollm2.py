@@ -121,3 +121,28 @@ def test_real_model_probe_gqa(smollm2):
     # query heads sharing a key/value head (GQA groups of 3) see the same keys
     l0 = [r["pr_k"] for r in heads if r["layer"] == heads[0]["layer"]]
     assert l0[0] == pytest.approx(l0[1]) == pytest.approx(l0[2])
+
+
+@pytest.mark.slow
+def test_focus_pretrained_evaluates_trained_routers_on_longer_blocks(smollm2, tmp_path):
+    import json
+
+    from quest_geometric.experiments import focus_pretrained as fp
+
+    kw = dict(quick=True, out_dir=tmp_path, run_dir=tmp_path / "runs", gates=["additive"],
+              progress=False)
+    short = fp.run(name="fp", **kw)  # trains 6 steps on 256-token blocks, evaluates 2 x 256
+    long = fp.run(name="fp_eval512", eval_block=512, **kw)  # the same routers on 1 x 512
+    meta = json.loads((tmp_path / "fp_eval512.json").read_text())["meta"]
+    assert (meta["block"], meta["eval_block"], meta["val_blocks"]) == (256, 512, 1)
+    s = {r["eval"]: r for r in short["rows"] if r["gate"] == "additive"}
+    lg = {r["eval"]: r for r in long["rows"] if r["gate"] == "additive"}
+    assert lg["soft"]["steps"] == s["soft"]["steps"] == 6
+    assert lg["soft"]["train_s"] == s["soft"]["train_s"]  # resumed, not trained again
+    assert lg["hard top-4"]["val_ppl"] == pytest.approx(long["rows"][0]["val_ppl"], rel=1e-4)
+    # a 512-token block has a smaller share of its causal pairs inside the 64-token window
+    assert lg["hard top-1"]["pairs_kept"] < s["hard top-1"]["pairs_kept"]
+    assert (tmp_path / "fp_routers_additive").is_dir()
+    assert not (tmp_path / "fp_eval512_routers_additive").exists()
+    with pytest.raises(ValueError, match="eval_block"):
+        fp.run(name="bad", eval_block=4096, **kw)

@@ -246,9 +246,15 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
         steps: Optional[int] = None, block: Optional[int] = None, num_groups: int = 4,
         window: int = 64, lr: float = 2e-3, val_blocks: Optional[int] = None,
         seed: int = 0, progress: bool = True, max_minutes: Optional[float] = None,
-        name: str = "focus_pretrained", train_only: bool = False) -> Dict[str, Any]:
+        name: str = "focus_pretrained", train_only: bool = False,
+        eval_block: Optional[int] = None) -> Dict[str, Any]:
     """Train the routers for each gate, evaluate every row and write
-    ``<name>.{csv,json,md}`` (and the loss curves, ``<name>_curves.png``)."""
+    ``<name>.{csv,json,md}`` (and the loss curves, ``<name>_curves.png``).
+
+    ``eval_block`` evaluates the routers trained on ``block``-token blocks (the same run
+    folders) on validation blocks of ``eval_block`` tokens instead, over the same number of
+    validation tokens (``val_blocks * block // eval_block`` blocks); the routers are then not
+    saved again."""
     from quest_geometric.experiments.common import write_results
     from quest_geometric.models.smollm2 import load_smollm2
     from quest_geometric.nn.focus import (
@@ -265,6 +271,14 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
     torch.manual_seed(seed)
     model, tok = load_smollm2()
     train, val, tr_names, va_names = _data(tok, block, val_blocks)
+    if eval_block is not None:
+        if eval_block < 2 or (val_blocks * block) // eval_block < 1:
+            raise ValueError(f"run: eval_block must be in 2..{val_blocks * block} (the "
+                             f"validation tokens), got {eval_block}")
+        from quest_geometric.datasets import token_blocks
+
+        val = token_blocks(tok, va_names, block_size=eval_block,
+                           max_blocks=(val_blocks * block) // eval_block)
     rows: List[Dict[str, Any]] = []
     if not train_only:
         base = evaluate_lm(model, val, progress=progress, desc="full attention")
@@ -282,7 +296,7 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
                            seed=seed, progress=progress, max_minutes=max_minutes,
                            desc=f"routers ({gate})")
         curves[gate] = tr["curve"]
-        if not train_only:
+        if not train_only and eval_block is None:
             save_routers(model, str(Path(out_dir) / f"{name}_routers_{gate}"))
         if train_only:
             decompose(model)
@@ -308,7 +322,7 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
     if train_only:
         return {"rows": [], "paths": {}, "curves": curves}
     meta = {"model": "SmolLM2-135M-Instruct, Q4_1 (4-bit) weights dequantised to float32",
-            "block": block, "val_blocks": int(val.size(0)), "train_blocks": int(train.size(0)),
+            "block": block, "eval_block": int(val.size(1)), "val_blocks": int(val.size(0)), "train_blocks": int(train.size(0)),
             "val_topics": len(va_names), "train_topics": len(tr_names), "K": num_groups,
             "window": window, "lr": lr, "seed": seed, "steps": steps, "quick": quick,
             "load": open("/proc/loadavg").read().strip() if os.path.exists("/proc/loadavg")
@@ -584,6 +598,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     p.add_argument("--steps", type=int, default=None, help="router steps (default 300)")
     p.add_argument("--window", type=int, default=64, help="local window w (default 64)")
     p.add_argument("--block", type=int, default=None, help="tokens per block (default 1024)")
+    p.add_argument("--eval-block", type=int, default=None,
+                   help="evaluate the routers trained on --block blocks on blocks of this "
+                        "many tokens (same validation tokens)")
     p.add_argument("--max-minutes", type=float, default=None,
                    help="stop training after this long (checkpointed; rerun to continue)")
     p.add_argument("--train-only", action="store_true",
@@ -612,5 +629,6 @@ def main(argv: Optional[List[str]] = None) -> None:
         return
     run(quick=a.quick, out_dir=a.out, run_dir=a.run_dir, gates=a.gates, steps=a.steps,
         block=a.block, window=a.window, progress=not a.no_progress, max_minutes=a.max_minutes,
-        train_only=a.train_only,
-        name=a.name or "focus_pretrained" + ("_quick" if a.quick else ""))
+        train_only=a.train_only, eval_block=a.eval_block,
+        name=a.name or "focus_pretrained" + ("_quick" if a.quick else "")
+        + (f"_eval{a.eval_block}" if a.eval_block else ""))

@@ -46,7 +46,7 @@ INCLUDED = ["qsv_layer_speed", "knn_speed", "qsv_ablation_digits", "qsv_ablation
             "focus_speed",
             "focus_speed_32k", "focus_speed_edges", "focus_lm", "focus_lm_seed1",
             "focus_lm_seed2", "qk_geometry", "qk_geometry_long", "qk_geometry_wide",
-            "qk_geometry_compare", "focus_pretrained", "focus_pretrained_speed",
+            "qk_geometry_compare", "focus_pretrained", "focus_pretrained_eval2048", "focus_pretrained_speed",
             "focus_pretrained_speed_bounds", "focus_pretrained_speed_1thread",
             "focus_pretrained_speed_1thread_bounds", "focus_pretrained_speed_caches",
             "focus_decode_step",

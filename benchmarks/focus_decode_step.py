@@ -28,7 +28,7 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
-from quest_geometric.experiments.common import write_results
+from quest_geometric.experiments.common import time_interleaved, write_results
 from quest_geometric.nn.focus import compose_focus, focus_disabled, set_focus_options
 from quest_geometric.nn.focus.compose import FocusComposed, _cache_states
 from quest_geometric.nn.focus.decode import FocusDecodeState, route_prefix
@@ -116,22 +116,6 @@ class _Mode:
             self.model(self.token, cache=self.cache, use_cache=True)
 
 
-def _interleaved(fns, rounds: int):
-    """Wall-clock and CPU seconds (this process, all threads) of each function per round,
-    the functions called in turn (one untimed round first)."""
-    for fn in fns.values():
-        fn()
-    wall: Dict[str, List[float]] = {m: [] for m in fns}
-    cpu: Dict[str, List[float]] = {m: [] for m in fns}
-    for _ in range(rounds):
-        for m, fn in fns.items():
-            t0, c0 = time.perf_counter(), time.process_time()
-            fn()
-            wall[m].append(time.perf_counter() - t0)
-            cpu[m].append(time.process_time() - c0)
-    return wall, cpu
-
-
 def run(contexts=(1024, 4096, 8192), threads=(1, 2), caches=("dynamic", "static"),
         layers: int = 30, window: int = 64, num_groups: int = 4, steps: int = 4,
         rounds: int = 5, out_dir: str = "benchmarks/results", name: str = "focus_decode_step",
@@ -149,7 +133,9 @@ def run(contexts=(1024, 4096, 8192), threads=(1, 2), caches=("dynamic", "static"
                 torch.set_num_threads(nt)
                 load_before = open("/proc/loadavg").read().split()[0]
                 fns = {m: _Mode(model, caches_[m], k, steps) for m, k in MODES.items()}
-                wall, cpu = _interleaved(fns, rounds)
+                t = time_interleaved(fns, warmup=1, repeat=rounds)
+                wall = {m: t[m]["times"] for m in fns}
+                cpu = {m: t[m]["cpu_times"] for m in fns}
                 load = open("/proc/loadavg").read().split()[0]
                 loads.append(float(load))
                 for m in MODES:

@@ -134,8 +134,9 @@ def test_reuse_freed_memory_stops_page_faults_and_keeps_memory_honest():
 def test_time_interleaved_round_robin_and_paired_ratio(monkeypatch):
     import quest_geometric.experiments.common as common
 
-    clock = [0.0]
+    clock, cpu_clock = [0.0], [0.0]
     monkeypatch.setattr(common.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(common.time, "process_time", lambda: cpu_clock[0])
     calls = []
     load = iter([1, 1, 5, 5, 1, 1, 1, 1] * 3)  # a busy period hits round 2 of both
 
@@ -143,6 +144,7 @@ def test_time_interleaved_round_robin_and_paired_ratio(monkeypatch):
         def fn():
             calls.append(name)
             clock[0] += cost * next(load)
+            cpu_clock[0] += cost  # the busy period takes wall time, not this process's CPU
         return fn
 
     timed = common.time_interleaved({"slow": work("slow", 3.0), "fast": work("fast", 1.0)},
@@ -151,6 +153,7 @@ def test_time_interleaved_round_robin_and_paired_ratio(monkeypatch):
     assert timed["slow"]["times"] == [15.0, 3.0, 3.0] and timed["fast"]["times"] == [5.0, 1.0,
                                                                                       1.0]
     assert timed["slow"]["repeats"] == 3 and timed["slow"]["median_s"] == 3.0
+    assert timed["slow"]["cpu_times"] == [3.0] * 3 and timed["fast"]["cpu_times"] == [1.0] * 3
     # the busy round is still a ratio of 3 when paired
     assert common.paired_ratio(timed, "slow", "fast") == 3.0
     with pytest.raises(ValueError, match="repeat"):

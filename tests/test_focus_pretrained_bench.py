@@ -75,13 +75,18 @@ def test_train_routers_resumed_equals_uninterrupted(tmp_path):
 
     train = tokens(5, 24, seed=2)
 
-    def trained(run_dir, interrupted):
+    def composed():
+        """A tiny Llama with Focus composed, every weight but the routers' frozen."""
         model = build_hf("llama", seed=0)
         compose_focus(model, num_groups=2, top_k=1, window=4, backend="blocks")
         for p in model.parameters():
             p.requires_grad_(False)
         for p in router_parameters(model):
             p.requires_grad_(True)
+        return model
+
+    def trained(run_dir, interrupted):
+        model = composed()
         calls = 0
         while True:  # max_minutes=0 stops after every step: a resume each time
             out = train_routers(model, train, 6, 1e-2, run_dir, ckpt_every=4,
@@ -99,19 +104,8 @@ def test_train_routers_resumed_equals_uninterrupted(tmp_path):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
     assert whole["curve"][-1] != whole["curve"][0]  # the routers did train
     # more steps continue the same order: 6 steps then 11 equal 11 at once
-    model = build_hf("llama", seed=0)
-    compose_focus(model, num_groups=2, top_k=1, window=4, backend="blocks")
-    for p in model.parameters():
-        p.requires_grad_(False)
-    for p in router_parameters(model):
-        p.requires_grad_(True)
-    extended = train_routers(model, train, 11, 1e-2, tmp_path / "a", progress=False)
-    model = build_hf("llama", seed=0)
-    compose_focus(model, num_groups=2, top_k=1, window=4, backend="blocks")
-    for p in model.parameters():
-        p.requires_grad_(False)
-    for p in router_parameters(model):
-        p.requires_grad_(True)
+    extended = train_routers(composed(), train, 11, 1e-2, tmp_path / "a", progress=False)
+    model = composed()
     at_once = train_routers(model, train, 11, 1e-2, tmp_path / "c", progress=False)
     assert extended["step"] == at_once["step"] == 11
     assert extended["curve"] == pytest.approx(at_once["curve"], rel=1e-5)

@@ -129,8 +129,9 @@ def time_interleaved(
             this much time in total (at least one round is always timed). (default: :obj:`None`)
 
     Returns:
-        dict: name -> ``median_s``, ``min_s``, ``mean_s``, ``std_s``, ``repeats`` and
-        ``times`` (seconds of each round).
+        dict: name -> ``median_s``, ``min_s``, ``mean_s``, ``std_s``, ``repeats``,
+        ``times`` (wall-clock seconds of each round) and ``cpu_times`` (this process's CPU
+        seconds, all threads, of each round: less sensitive to other jobs taking the cores).
     """
     if repeat < 1:
         raise ValueError(f"time_interleaved: 'repeat' must be >= 1 (got {repeat})")
@@ -141,18 +142,21 @@ def time_interleaved(
             fn()
     _sync(device)
     times: dict[str, list[float]] = {name: [] for name in fns}
+    cpu: dict[str, list[float]] = {name: [] for name in fns}
     total = 0.0
     for _ in range(repeat):
         for name, fn in fns.items():
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             fn()
             _sync(device)
             dt = time.perf_counter() - t0
             times[name].append(dt)
+            cpu[name].append(time.process_time() - c0)
             total += dt
         if max_seconds is not None and total > max_seconds:
             break
-    return {name: {**_stats(ts), "times": ts} for name, ts in times.items()}
+    return {name: {**_stats(ts), "times": ts, "cpu_times": cpu[name]}
+            for name, ts in times.items()}
 
 
 def paired_ratio(timed: Mapping[str, Mapping[str, Any]], num: str, den: str) -> float:

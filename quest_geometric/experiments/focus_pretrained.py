@@ -24,6 +24,7 @@ import contextlib
 import json
 import math
 import os
+import statistics
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
@@ -322,7 +323,8 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
     if train_only:
         return {"rows": [], "paths": {}, "curves": curves}
     meta = {"model": "SmolLM2-135M-Instruct, Q4_1 (4-bit) weights dequantised to float32",
-            "block": block, "eval_block": int(val.size(1)), "val_blocks": int(val.size(0)), "train_blocks": int(train.size(0)),
+            "block": block, "eval_block": int(val.size(1)), "val_blocks": int(val.size(0)),
+            "train_blocks": int(train.size(0)),
             "val_topics": len(va_names), "train_topics": len(tr_names), "K": num_groups,
             "window": window, "lr": lr, "seed": seed, "steps": steps, "quick": quick,
             "load": open("/proc/loadavg").read().strip() if os.path.exists("/proc/loadavg")
@@ -503,15 +505,14 @@ def decode_bounds(rows: Sequence[Mapping[str, Any]], target: float = 1.3
     takes :math:`a + sbL`, so
 
     .. math::
-        	ext{bound}(L) = rac{t(L)}{a}, \qquad
-        s_{\max}(L) = rac{t(L)/	ext{target} - a}{bL}
+        \text{bound}(L) = \frac{t(L)}{a}, \qquad
+        s_{\max}(L) = \frac{t(L)/\text{target} - a}{bL}
 
     are the speed-up of a method with no context cost at all, and the largest share of the
     context cost a method may keep to reach ``target`` (above 1: any method; below 0: none).
-    Each Focus row then gets ``overhead_ms``: its measured time minus that of a
-    zero-overhead method keeping the share ``keys_share`` of the context cost, where
-    ``keys_share`` is :math:`1/K` for top-1 and :math:`1 - inom{K-1}{2}/inom{K}{2}` for
-    top-2 of the meta's ``K`` (balanced groups; the window adds :math:`w/L`).
+    For scale: hard top-1 of :math:`K` balanced groups reads about :math:`1/K` of the keys
+    (plus the window), top-2 about :math:`1 - \binom{K-2}{2}/\binom{K}{2}` (5/6 for
+    :math:`K = 4`), and both add their routing.
 
     Args:
         rows (sequence of dict): ``context``, ``mode`` and ``tok_per_s`` per row, with at
@@ -522,8 +523,8 @@ def decode_bounds(rows: Sequence[Mapping[str, Any]], target: float = 1.3
     Returns:
         list of dict: one per context: ``context``, ``full_ms``, ``fixed_ms`` (:math:`a`),
         ``context_ms`` (:math:`bL`), ``residual_ms`` (measured minus fitted: how well a line
-        describes the contexts; the split is only as good as the fit), ``bound_vs_full``, ``max_share_for_target``, and per
-        Focus mode ``<mode>_ms`` and ``<mode>_vs_full``.
+        describes the contexts; the split is only as good as the fit), ``bound_vs_full``,
+        ``max_share_for_target``, and per Focus mode ``<mode>_ms`` and ``<mode>_vs_full``.
     """
     if any("cache" in r for r in rows):  # several caches in one table: one fit each
         caches = list(dict.fromkeys(r.get("cache") for r in rows))
@@ -537,12 +538,7 @@ def decode_bounds(rows: Sequence[Mapping[str, Any]], target: float = 1.3
                          f"(got {[c for c, _ in full]})")
     if target <= 0:
         raise ValueError(f"decode_bounds: target must be > 0, got {target}")
-    n = len(full)
-    mx = sum(c for c, _ in full) / n
-    my = sum(t for _, t in full) / n
-    b = (sum((c - mx) * (t - my) for c, t in full)
-         / sum((c - mx) ** 2 for c, _ in full))
-    a = my - b * mx
+    b, a = statistics.linear_regression([c for c, _ in full], [t for _, t in full])
     out = []
     for ctx, t in full:
         row: Dict[str, Any] = {"context": ctx, "full_ms": t, "fixed_ms": a,

@@ -33,6 +33,7 @@ from quest_geometric.nn.focus import (
     set_focus_options,
     sinkhorn_log,
     smallest_shared_group,
+    straight_through_pair_share,
 )
 from quest_geometric.nn.qsv_conv import QSVConv
 from quest_geometric.nn.quaternion_linear import QuaternionLinear
@@ -53,6 +54,7 @@ __all__ = [
     "focus_blocks_reference",
     "focus_soft_attention",
     "full_attention",
+    "straight_through_pair_share",
     "focus_flex_attention",
     "focus_block_mask",
     "FLEX_AVAILABLE",

@@ -11,7 +11,10 @@ groups come from a learned router. The modules, from the bottom up:
   (:func:`focus_edge_index`, memory :math:`O(E)`).
 - :mod:`~quest_geometric.nn.focus.dense`: every pair computed densely: the hard-mask oracle
   :func:`focus_dense_attention`, the soft-gated training attention
-  :func:`focus_soft_attention` and :func:`full_attention`.
+  :func:`focus_soft_attention` (with the straight-through gate's
+  :func:`straight_through_membership`) and :func:`full_attention`.
+- :mod:`~quest_geometric.nn.focus.budget`: :func:`straight_through_pair_share`, the share of
+  far pairs hard Focus keeps, differentiable, for a pair budget in training.
 - :mod:`~quest_geometric.nn.focus.edges`: :class:`FocusEdgeAttention`, message passing over
   any ``edge_index`` (general graphs).
 - :mod:`~quest_geometric.nn.focus.blocks`: the paper's decomposition (same-group buckets plus
@@ -33,6 +36,7 @@ the torch version they were checked against). The old flat modules
 ``focus_flex``, ``focus_decode``, ``compose_focus``) remain as deprecated re-exports.
 """
 from quest_geometric.nn.focus.blocks import focus_blocks_attention, focus_blocks_reference
+from quest_geometric.nn.focus.budget import straight_through_pair_share
 from quest_geometric.nn.focus.compose import (
     FocusComposed,
     compose_focus,
@@ -50,6 +54,7 @@ from quest_geometric.nn.focus.dense import (
     focus_dense_attention,
     focus_soft_attention,
     full_attention,
+    straight_through_membership,
 )
 from quest_geometric.nn.focus.edge_index import focus_edge_index, smallest_shared_group
 from quest_geometric.nn.focus.edges import FocusEdgeAttention
@@ -78,6 +83,8 @@ __all__ = [
     "focus_blocks_reference",
     "focus_soft_attention",
     "full_attention",
+    "straight_through_membership",
+    "straight_through_pair_share",
     "focus_flex_attention",
     "focus_block_mask",
     "FLEX_AVAILABLE",

@@ -416,7 +416,9 @@ def compose_focus(model: nn.Module, num_groups: int = 4, top_k: int = 2, window:
         group_dim (int): routing dimension :math:`d_g` (default: :obj:`16`).
         tau (float): Sinkhorn temperature (default: :obj:`0.1`).
         sinkhorn_iters (int): Sinkhorn iterations (default: :obj:`10`).
-        gate (str, optional): ``'additive'`` or ``'multiplicative'`` soft gate
+        gate (str, optional): training gate, ``'additive'``, ``'multiplicative'`` or
+            ``'straight_through'`` (hard top-:math:`k` pattern, soft gradient; see
+            :func:`~quest_geometric.nn.focus.dense.focus_soft_attention`)
             (default: :obj:`'additive'`).
         backend (str): hard back-end, ``'blocks'``, ``'edges'`` or ``'dense'``
             (default: :obj:`'blocks'`).

@@ -25,7 +25,42 @@ from quest_geometric.nn.focus._checks import (
     seq_layout,
 )
 
-__all__ = ["focus_dense_attention", "focus_soft_attention", "full_attention"]
+__all__ = ["focus_dense_attention", "focus_soft_attention", "full_attention",
+           "straight_through_membership", "SOFT_GATES"]
+
+#: The gates of :func:`focus_soft_attention`.
+SOFT_GATES = ("additive", "multiplicative", "straight_through")
+
+
+def straight_through_membership(soft: Tensor, groups: Tensor) -> Tensor:
+    r"""Hard top-:math:`k` membership with the gradient of the soft one:
+
+    .. math::
+        \tilde{\mathbf{m}}_i = \mathbf{h}_i + \mathbf{g}_i
+        - \operatorname{sg}(\mathbf{g}_i), \qquad h_{ik} = [k \in G_i],
+
+    whose value is the 0/1 indicator of the hard groups :math:`G_i` and whose gradient is
+    that of the soft membership :math:`\mathbf{g}_i` (:math:`\operatorname{sg}`: stop
+    gradient), so :math:`\tilde{\mathbf{m}}_i^{\top}\tilde{\mathbf{m}}_j =
+    |G_i \cap G_j|` in value.
+
+    Args:
+        soft (torch.Tensor): soft memberships ``[..., K]``.
+        groups (torch.Tensor): hard group ids ``[..., top_k]``, long.
+
+    Returns:
+        torch.Tensor: ``[..., K]`` in the dtype of :obj:`soft`.
+    """
+    if not isinstance(groups, Tensor) or groups.dtype != torch.long \
+            or groups.shape[:-1] != soft.shape[:-1]:
+        raise ValueError(f"'groups' must be a long tensor of shape "
+                         f"{list(soft.shape[:-1])} + [top_k], got "
+                         f"{getattr(groups, 'dtype', type(groups).__name__)} "
+                         f"{list(getattr(groups, 'shape', []))}")
+    if groups.numel() and (int(groups.min()) < 0 or int(groups.max()) >= soft.size(-1)):
+        raise ValueError(f"'groups' must lie in [0, {soft.size(-1) - 1}]")
+    hard = torch.zeros_like(soft).scatter_(-1, groups, 1.0)
+    return hard + soft - soft.detach()
 
 
 def _dense_allowed(groups: Tensor, seq: Tensor, nseq: int, window: int, causal: bool,
@@ -82,7 +117,7 @@ def focus_dense_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, windo
 def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: int,
                          batch: Optional[Tensor] = None, causal: bool = True,
                          gate: str = "additive", gate_scale: float = 10.0,
-                         gate_bias: float = 0.5) -> Tensor:
+                         gate_bias: float = 0.5, groups: Optional[Tensor] = None) -> Tensor:
     r"""Soft-gated dense attention over all pairs (training mode).
 
     With :math:`s_{ij} = \mathbf{q}_i^{\top}\mathbf{k}_j/\sqrt{D}`, :math:`\lambda` the gate
@@ -103,15 +138,28 @@ def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: 
     only rescales a logit (a zero logit keeps its weight, and a negative logit is even
     *raised*), so soft training and hard inference disagree.
 
+    The ``'straight_through'`` gate is the additive gate on the hard top-:math:`k`
+    memberships with the soft memberships' gradient
+    (:func:`straight_through_membership`), :math:`\tilde s_{ij} = s_{ij} + \log
+    \sigma\bigl(\lambda(\tilde{\mathbf{m}}_i^{\top}\tilde{\mathbf{m}}_j - b)\bigr)`: in
+    value a pair sharing a hard group gets :math:`\log\sigma(\lambda(1 - b))` (about
+    :math:`-0.007` at the defaults) and any other far pair :math:`\log\sigma(-\lambda b)`
+    (about :math:`-5.0`), so training sees the hard top-:math:`k` pattern of inference (up
+    to an :math:`e^{-5}` leak that keeps a gradient on the removed pairs); it needs the
+    hard :obj:`groups`.
+
     Args:
         q, k, v (torch.Tensor): ``[N, H, D]``.
         soft (torch.Tensor): soft memberships ``[N, K]``.
         window (int): local window :math:`w \ge 0`.
         batch (torch.Tensor, optional): sorted sequence ids (default: :obj:`None`).
         causal (bool): causal attention (default: :obj:`True`).
-        gate (str): ``'additive'`` or ``'multiplicative'`` (default: :obj:`'additive'`).
+        gate (str): ``'additive'``, ``'multiplicative'`` or ``'straight_through'``
+            (default: :obj:`'additive'`).
         gate_scale (float): :math:`\lambda`, finite (default: :obj:`10.0`).
         gate_bias (float): :math:`b`, finite (default: :obj:`0.5`).
+        groups (torch.Tensor, optional): hard group ids ``[N, top_k]``, required by (and
+            only used with) ``gate='straight_through'``. (default: :obj:`None`)
 
     Returns:
         torch.Tensor: ``[N, H, D]``.
@@ -126,8 +174,13 @@ def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: 
     check_batch(batch, q.size(0))
     gate_scale = check_real(gate_scale, "gate_scale")
     gate_bias = check_real(gate_bias, "gate_bias")
-    if gate not in ("additive", "multiplicative"):
-        raise ValueError(f"'gate' must be 'additive' or 'multiplicative', got {gate!r}")
+    if gate not in SOFT_GATES:
+        raise ValueError(f"'gate' must be one of {SOFT_GATES}, got {gate!r}")
+    if gate == "straight_through":
+        if groups is None:
+            raise ValueError("focus_soft_attention: gate='straight_through' needs the hard "
+                             "'groups' [N, top_k]")
+        soft = straight_through_membership(soft, groups)
     n, h, d = q.shape
     seq, nseq = seq_layout(batch, n, q.device)
     qd, valid = to_dense_batch(q.reshape(n, h * d), seq, batch_size=nseq)
@@ -144,7 +197,7 @@ def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: 
     if gate == "multiplicative":
         factor = torch.where(near, torch.ones_like(sim), torch.sigmoid(gate_scale * sim))
         s = s * factor.unsqueeze(1)
-    elif gate == "additive":
+    elif gate in ("additive", "straight_through"):
         add = torch.where(near, torch.zeros_like(sim),
                           F.logsigmoid(gate_scale * (sim - gate_bias)))
         s = s + add.unsqueeze(1)

@@ -34,7 +34,7 @@ __all__ = ["FocusAttention"]
 #: The hard back-ends of :class:`FocusAttention`.
 BACKENDS = ("blocks", "edges", "dense", "flex")
 #: The soft gates of :class:`FocusAttention` (:obj:`None`: no Focus, full attention).
-GATES = ("additive", "multiplicative", None)
+GATES = ("additive", "multiplicative", "straight_through", None)
 
 
 class FocusAttention(nn.Module):
@@ -77,8 +77,11 @@ class FocusAttention(nn.Module):
         window (int): local window :math:`w \ge 0` (default: :obj:`128`).
         backend (str): ``'blocks'``, ``'edges'``, ``'dense'`` or ``'flex'``
             (default: :obj:`'blocks'`).
-        gate (str, optional): ``'additive'``, ``'multiplicative'`` or :obj:`None`
-            (no Focus: full attention) (default: :obj:`'additive'`).
+        gate (str, optional): ``'additive'``, ``'multiplicative'``, ``'straight_through'``
+            (the additive gate on the hard top-:math:`k` memberships with the soft
+            gradient, so training sees inference's pattern, see
+            :func:`focus_soft_attention`) or :obj:`None` (no Focus: full attention)
+            (default: :obj:`'additive'`).
         causal (bool): causal attention and prefix-causal routing (default: :obj:`True`).
         tau (float): Sinkhorn temperature, finite and positive (default: :obj:`0.1`).
         sinkhorn_iters (int): Sinkhorn iterations (default: :obj:`10`).
@@ -169,8 +172,8 @@ class FocusAttention(nn.Module):
 
     @property
     def gate(self) -> Optional[str]:
-        r"""The soft gate, ``'additive'``, ``'multiplicative'`` or :obj:`None` (full
-        attention); assigning validates the value."""
+        r"""The training gate, ``'additive'``, ``'multiplicative'``, ``'straight_through'``
+        or :obj:`None` (full attention); assigning validates the value."""
         return self._gate
 
     @gate.setter
@@ -341,7 +344,8 @@ class FocusAttention(nn.Module):
             o = self._hard(q, k, v, router_out.groups, batch)
         else:
             o = focus_soft_attention(q, k, v, router_out.soft, self.window, batch,
-                                     self.causal, self.gate, self.gate_scale, self.gate_bias)
+                                     self.causal, self.gate, self.gate_scale, self.gate_bias,
+                                     groups=router_out.groups)
         return o, router_out
 
     def _hard(self, q: Tensor, k: Tensor, v: Tensor, groups: Tensor,

@@ -1,0 +1,73 @@
+r"""A differentiable count of the pairs hard Focus keeps, for a pair budget in training.
+
+Soft training does not see how many pairs the hard top-:math:`k` pattern will keep: with
+:math:`K = 4` and top-2, uniformly random balanced groups already share a group for
+:math:`5/6` of the pairs, and training the soft gate leaves the kept share there.
+:func:`straight_through_pair_share` gives that share in value, with a gradient through the
+soft memberships, so a training loss can charge for it.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+from torch_geometric.utils import to_dense_batch
+
+from quest_geometric.nn.focus._checks import check_batch, check_window, seq_layout
+from quest_geometric.nn.focus.dense import straight_through_membership
+
+__all__ = ["straight_through_pair_share"]
+
+
+def straight_through_pair_share(soft: Tensor, groups: Tensor, window: int,
+                                batch: Optional[Tensor] = None, causal: bool = True
+                                ) -> Tensor:
+    r"""Share of the far pairs that share a hard group, with a straight-through gradient.
+
+    With :math:`\tilde{\mathbf{m}}_i` the hard membership carrying the soft gradient
+    (:func:`~quest_geometric.nn.focus.dense.straight_through_membership`) and
+    :math:`\mathcal{F}` the far pairs of every sequence (:math:`i - j > w` if causal,
+    :math:`|i - j| > w` otherwise),
+
+    .. math::
+        r = \frac{1}{|\mathcal{F}|} \sum_{(i, j) \in \mathcal{F}}
+        \min\bigl(1, \tilde{\mathbf{m}}_i^{\top}\tilde{\mathbf{m}}_j\bigr),
+
+    which in value is :math:`|\{(i, j) \in \mathcal{F} : G_i \cap G_j \ne \emptyset\}| /
+    |\mathcal{F}|`. The window pairs are always kept, so the share of causal pairs kept is
+    :math:`(P_w + r |\mathcal{F}|) / P`.
+
+    Args:
+        soft (torch.Tensor): soft memberships ``[N, K]``.
+        groups (torch.Tensor): hard group ids ``[N, top_k]``, long.
+        window (int): local window :math:`w \ge 0`.
+        batch (torch.Tensor, optional): sorted sequence id per token (default: :obj:`None`,
+            one sequence).
+        causal (bool): causal pairs only (default: :obj:`True`).
+
+    Returns:
+        torch.Tensor: a scalar in :math:`[0, 1]` (NaN-free: 0 when there is no far pair).
+
+    Raises:
+        ValueError: for a bad :obj:`soft`, :obj:`groups`, :obj:`window` or :obj:`batch`.
+    """
+    if not isinstance(soft, Tensor) or not soft.is_floating_point() or soft.dim() != 2:
+        raise ValueError(f"'soft' must be a floating-point [N, K] tensor, got "
+                         f"{getattr(soft, 'dtype', type(soft).__name__)} "
+                         f"{list(getattr(soft, 'shape', []))}")
+    check_window(window)
+    check_batch(batch, soft.size(0))
+    m = straight_through_membership(soft, groups)
+    seq, nseq = seq_layout(batch, soft.size(0), soft.device)
+    md, valid = to_dense_batch(m, seq, batch_size=nseq)
+    t = md.size(1)
+    i = torch.arange(t, device=soft.device)
+    dist = i.view(-1, 1) - i.view(1, -1)
+    far = (dist > window) if causal else (dist.abs() > window)
+    far = far.unsqueeze(0) & valid.unsqueeze(1) & valid.unsqueeze(2)
+    count = far.sum()
+    if int(count) == 0:
+        return soft.sum() * 0.0
+    keep = (md @ md.transpose(1, 2)).clamp(max=1.0)
+    return keep[far].sum() / count

@@ -9,13 +9,18 @@ from quest_geometric.tour import PRETRAINED_ROUTERS, RESULTS_DIR
 
 
 def test_committed_smollm2_routers_are_present_and_complete():
-    for gate in ("additive", "multiplicative"):
-        path = RESULTS_DIR / f"focus_pretrained_routers_{gate}" / ROUTERS_FILE
+    for folder, gate in (("focus_pretrained_routers_additive", "additive"),
+                         ("focus_pretrained_routers_multiplicative", "multiplicative"),
+                         ("focus_pretrained_st_routers_straight_through_st", "straight_through"),
+                         ("focus_pretrained_st_budget_routers_straight_through_st_budget",
+                          "straight_through")):
+        path = RESULTS_DIR / folder / ROUTERS_FILE
         assert path.is_file(), f"{path} is missing (is it ignored by .gitignore?)"
         blob = torch.load(path, map_location="cpu", weights_only=True)
         assert blob["format"] == 1
         cfg = blob["config"]
         assert cfg["num_groups"] == 4 and cfg["window"] == 64, cfg
+        assert cfg["gate"] == gate, cfg
         # one router per SmolLM2 layer (30), each with finite centroids of K rows
         assert len(blob["routers"]) == 30
         for state in blob["routers"].values():

@@ -162,3 +162,86 @@ def test_decode_bounds_fits_each_cache_on_its_own():
     assert [(r["cache"], r["context"]) for r in out] == [
         ("dynamic", 1000), ("dynamic", 4000), ("static", 1000), ("static", 4000)]
     assert [round(r["fixed_ms"], 6) for r in out] == [50, 50, 30, 30]
+
+
+def _tiny_composed(gate="additive", top_k=1, seed=0):
+    """A tiny Llama with Focus composed, every weight but the routers' frozen."""
+    from _hf_models import build_hf
+
+    from quest_geometric.nn.focus import compose_focus, router_parameters
+
+    model = build_hf("llama", seed=0)
+    torch.manual_seed(seed)
+    compose_focus(model, num_groups=4, top_k=top_k, window=2, backend="blocks", gate=gate)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    for p in router_parameters(model):
+        p.requires_grad_(True)
+    return model
+
+
+@pytest.mark.slow
+def test_train_routers_pair_budget(tmp_path):
+    pytest.importorskip("transformers")
+    from _hf_models import tokens
+
+    from quest_geometric.nn.focus import (
+        focus_layers,
+        router_parameters,
+        save_routers,
+        straight_through_pair_share,
+    )
+
+    train = tokens(5, 24, seed=2)
+
+    def params(m):
+        return [p.detach().clone() for p in router_parameters(m)]
+
+    plain = _tiny_composed("straight_through", 2)
+    a = train_routers(plain, train, 8, 2e-2, tmp_path / "plain", progress=False)
+    # a budget that never binds (share <= 1) trains exactly like no budget
+    idle = _tiny_composed("straight_through", 2)
+    b = train_routers(idle, train, 8, 2e-2, tmp_path / "idle", progress=False,
+                      pair_budget=(1.0, 5.0))
+    assert b["curve"] == pytest.approx(a["curve"], rel=1e-6)
+    for x, y in zip(params(plain), params(idle)):
+        torch.testing.assert_close(x, y)
+    assert len(b["share_curve"]) == 8 and "share_curve" not in a
+
+    # share_curve is the mean far share of the layers' hard groups at each step
+    fresh = _tiny_composed("straight_through", 2)
+    fresh.train()
+    seen = []
+    hooks = [f.router.register_forward_hook(
+        lambda _m, _i, out, f=f: seen.append(straight_through_pair_share(
+            out.soft.reshape(-1, 4), out.groups.reshape(-1, 2), f.window)))
+        for f in focus_layers(fresh)]
+    order = block_order(train.size(0), 8)
+    with torch.no_grad():
+        fresh(train[order[0]].unsqueeze(0), use_cache=False)
+    for h in hooks:
+        h.remove()
+    assert b["share_curve"][0] == pytest.approx(float(torch.stack(seen).mean()), rel=1e-5)
+
+    # a binding budget lowers the far share against the same training without it
+    tight = _tiny_composed("straight_through", 2)
+    c = train_routers(tight, train, 8, 2e-2, tmp_path / "tight", progress=False,
+                      pair_budget=(0.0, 50.0))
+    assert sum(c["share_curve"][-3:]) < sum(b["share_curve"][-3:])
+
+    # resuming with another objective is refused
+    with pytest.raises(ValueError, match="was trained with"):
+        train_routers(_tiny_composed("straight_through", 2), train, 9, 2e-2,
+                      tmp_path / "tight", progress=False)
+    with pytest.raises(ValueError, match="pair_budget"):
+        train_routers(_tiny_composed("straight_through", 2), train, 1, 2e-2,
+                      tmp_path / "bad", progress=False, pair_budget=(1.5, 1.0))
+
+    # init_from: a new run starts from saved routers (0 steps: exactly them)
+    save_routers(tight, str(tmp_path / "saved"))
+    other = _tiny_composed("straight_through", 2, seed=5)
+    assert not all(torch.equal(x, y) for x, y in zip(params(other), params(tight)))
+    train_routers(other, train, 0, 2e-2, tmp_path / "init", progress=False,
+                  init_from=tmp_path / "saved")
+    for x, y in zip(params(other), params(tight)):
+        torch.testing.assert_close(x, y)

@@ -27,7 +27,7 @@ import os
 import statistics
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
@@ -85,28 +85,67 @@ def evaluate_lm(model: Any, blocks: torch.Tensor, window: Optional[int] = None,
 
 def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float, run_dir: Path,
                   seed: int = 0, ckpt_every: int = 10, progress: bool = True,
-                  max_minutes: Optional[float] = None, desc: str = "routers"
-                  ) -> Dict[str, Any]:
-    r"""Train the routers of a composed model (soft gates, every other weight frozen) on
-    blocks drawn from ``train`` with a seeded permutation, resuming from
-    ``run_dir/routers.pt``. Returns the loss curve, steps done, seconds and whether it
-    finished (``max_minutes`` may stop it early; rerun to continue)."""
+                  max_minutes: Optional[float] = None, desc: str = "routers",
+                  pair_budget: Optional[Tuple[float, float]] = None,
+                  init_from: Optional[str | Path] = None) -> Dict[str, Any]:
+    r"""Train the routers of a composed model (every other weight frozen) on blocks drawn
+    from ``train`` with a seeded permutation, resuming from ``run_dir/routers.pt``. Returns
+    the loss curve, steps done, seconds and whether it finished (``max_minutes`` may stop
+    it early; rerun to continue).
+
+    With ``pair_budget = (r, mu)`` the loss is the language-model loss plus
+
+    .. math::
+        \mu \cdot \frac{1}{L} \sum_{l=1}^{L} \max(0,\ r_l - r),
+
+    :math:`r_l` the share of far causal pairs (beyond the window) that layer :math:`l`'s
+    hard groups keep (:func:`~quest_geometric.nn.focus.straight_through_pair_share`,
+    straight-through gradient): a charge for every kept far pair above the budget
+    :math:`r`. ``curve`` stays the language-model loss; ``share_curve`` records
+    :math:`\bar r_l` per step. ``init_from`` (a :func:`~quest_geometric.nn.focus.
+    save_routers` folder) sets the routers before the first step of a new run."""
     from tqdm.auto import tqdm
 
-    from quest_geometric.nn.focus import router_parameters
+    from quest_geometric.nn.focus import (
+        focus_layers,
+        load_routers,
+        router_parameters,
+        straight_through_pair_share,
+    )
     from quest_geometric.training.checkpoint import atomic_torch_save
 
+    if pair_budget is not None:
+        r_max, mu = (float(v) for v in pair_budget)
+        if not (0.0 <= r_max <= 1.0) or not (mu >= 0.0 and math.isfinite(mu)):
+            raise ValueError(f"train_routers: pair_budget must be (share in [0, 1], weight "
+                             f">= 0), got {pair_budget!r}")
+    objective = {"pair_budget": None if pair_budget is None else [float(v) for v in pair_budget],
+                 "init_from": None if init_from is None else str(init_from),
+                 "gate": sorted({str(f.gate) for f in focus_layers(model)})}
     params = list(router_parameters(model))
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     run_dir.mkdir(parents=True, exist_ok=True)
     ck = run_dir / "routers.pt"
-    state: Dict[str, Any] = {"step": 0, "curve": [], "seconds": 0.0}
+    state: Dict[str, Any] = {"step": 0, "curve": [], "seconds": 0.0, "objective": objective}
     if ck.is_file():
         blob = torch.load(ck, map_location="cpu", weights_only=False)
+        saved = blob["state"].get("objective")
+        if saved is not None and saved != objective:
+            raise ValueError(f"train_routers: {ck} was trained with {saved}, not {objective}; "
+                             f"use another run_dir")
         for p, t in zip(params, blob["params"]):
             p.data.copy_(t)
         opt.load_state_dict(blob["opt"])
         state = blob["state"]
+    elif init_from is not None:
+        load_routers(model, str(init_from))
+    captured: List[Tuple[Any, Any]] = []
+    hooks = []
+    if pair_budget is not None:
+        state.setdefault("share_curve", [])
+        for f in focus_layers(model):
+            hooks.append(f.router.register_forward_hook(
+                lambda _m, _i, out, f=f: captured.append((f, out))))
     order = block_order(train.size(0), steps, seed)
     # Checkpoints from before the chunked order record the passes their order was drawn
     # with; only a four-pass one is the first chunk of today's order.
@@ -123,15 +162,26 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float, run_di
     bar = tqdm(total=steps, initial=state["step"], desc=desc, disable=not progress)
     while state["step"] < steps:
         x = train[order[state["step"]]].unsqueeze(0)
+        captured.clear()
         loss = model(x, labels=x, use_cache=False).loss
+        total = loss
+        if pair_budget is not None:
+            shares = torch.stack([straight_through_pair_share(
+                out.soft.reshape(-1, out.soft.size(-1)),
+                out.groups.reshape(-1, out.groups.size(-1)), f.window, causal=f.causal)
+                for f, out in captured])
+            total = loss + mu * (shares - r_max).clamp_min(0.0).mean()
+            state["share_curve"].append(float(shares.detach().mean()))
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        total.backward()
         opt.step()
         state["step"] += 1
         state["curve"].append(float(loss.detach()))
         state["seconds"] = base_s + time.perf_counter() - t_start
         bar.update(1)
-        bar.set_postfix(loss=f"{state['curve'][-1]:.3f}")
+        bar.set_postfix(loss=f"{state['curve'][-1]:.3f}", **(
+            {"far_share": f"{state['share_curve'][-1]:.3f}"} if pair_budget is not None
+            else {}))
         done = state["step"] >= steps
         late = max_minutes is not None and (time.perf_counter() - t_start) > 60 * max_minutes
         if done or late or state["step"] % ckpt_every == 0:
@@ -140,6 +190,8 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float, run_di
         if late:
             break
     bar.close()
+    for h in hooks:
+        h.remove()
     model.eval()
     return {**state, "finished": state["step"] >= steps}
 
@@ -248,9 +300,15 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
         window: int = 64, lr: float = 2e-3, val_blocks: Optional[int] = None,
         seed: int = 0, progress: bool = True, max_minutes: Optional[float] = None,
         name: str = "focus_pretrained", train_only: bool = False,
-        eval_block: Optional[int] = None) -> Dict[str, Any]:
+        eval_block: Optional[int] = None, pair_budget: Optional[Tuple[float, float]] = None,
+        init_from: Optional[str | Path] = None, tag: str = "") -> Dict[str, Any]:
     """Train the routers for each gate, evaluate every row and write
     ``<name>.{csv,json,md}`` (and the loss curves, ``<name>_curves.png``).
+
+    ``gates`` may include ``'straight_through'`` (training sees the hard top-2 pattern,
+    :func:`~quest_geometric.nn.focus.focus_soft_attention`; no soft row is evaluated for
+    it); ``pair_budget`` and ``init_from`` go to :func:`train_routers`; ``tag`` names the
+    variant (appended to each gate's run folder and to the rows' model label).
 
     ``eval_block`` evaluates the routers trained on ``block``-token blocks (the same run
     folders) on validation blocks of ``eval_block`` tokens instead, over the same number of
@@ -293,16 +351,19 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
         compose_focus(model, num_groups=num_groups, top_k=2, window=window, gate=gate,
                       backend="blocks")
         n_train = sum(p.numel() for p in router_parameters(model))
-        tr = train_routers(model, train, steps, lr, Path(run_dir) / f"{gate}_w{window}_b{block}",
+        tr = train_routers(model, train, steps, lr,
+                           Path(run_dir) / f"{gate}_w{window}_b{block}{tag}",
                            seed=seed, progress=progress, max_minutes=max_minutes,
-                           desc=f"routers ({gate})")
+                           desc=f"routers ({gate}{tag})", pair_budget=pair_budget,
+                           init_from=init_from)
         curves[gate] = tr["curve"]
         if not train_only and eval_block is None:
-            save_routers(model, str(Path(out_dir) / f"{name}_routers_{gate}"))
+            save_routers(model, str(Path(out_dir) / f"{name}_routers_{gate}{tag}"))
         if train_only:
             decompose(model)
             continue
-        evals = [("soft", None)] + [(f"hard top-{k}", k) for k in (1, 2, num_groups)]
+        evals = ([] if gate == "straight_through" else [("soft", None)]) \
+            + [(f"hard top-{k}", k) for k in (1, 2, num_groups)]
         for label, k in evals:
             if k is None:
                 model.train()  # soft gates; SmolLM2 has no dropout
@@ -312,13 +373,16 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
                 set_focus_options(model, top_k=k)
                 r = evaluate_lm(model, val, window, num_groups, progress=progress,
                                 desc=f"{gate} {label}")
-            rows.append({"model": f"Focus K={num_groups} w={window}", "gate": gate,
+            share = tr.get("share_curve") or []
+            rows.append({"model": f"Focus K={num_groups} w={window}{tag}", "gate": gate,
                          "eval": label, "val_ppl": r["val_ppl"],
                          "delta_pct": 100 * (r["val_ppl"] / full_ppl - 1),
                          "pairs_kept": 1.0 if k == num_groups else r["pairs_kept"],
                          "balance": r["balance"], "trainable": n_train, "steps": tr["step"],
                          "train_s": tr["seconds"], "finished": tr["finished"],
-                         **_plateau(tr["curve"]), **_revisit(tr["curve"], order)})
+                         **_plateau(tr["curve"]), **_revisit(tr["curve"], order),
+                         "train_far_share": (sum(share[-20:]) / len(share[-20:]) if share
+                                             else math.nan)})
         decompose(model)
     if train_only:
         return {"rows": [], "paths": {}, "curves": curves}
@@ -327,6 +391,8 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
             "train_blocks": int(train.size(0)),
             "val_topics": len(va_names), "train_topics": len(tr_names), "K": num_groups,
             "window": window, "lr": lr, "seed": seed, "steps": steps, "quick": quick,
+            "pair_budget": None if pair_budget is None else list(pair_budget),
+            "init_from": None if init_from is None else str(init_from), "tag": tag,
             "load": open("/proc/loadavg").read().strip() if os.path.exists("/proc/loadavg")
             else None}
     out = Path(out_dir)
@@ -336,15 +402,17 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
         by = {r["eval"]: r for r in rows if r["gate"] == gate}
         if not by:
             continue
-        fin = "" if by["soft"].get("finished") else " (training not finished: a cost, not a verdict)"
-        soft = by["soft"]
-        if soft["revisit_n"] and soft["revisit_mean"] + 2 * soft["revisit_sem"] < 0:
-            fin += (f" (not at a plateau: a block's loss is {-soft['revisit_mean']:.3f} +- "
-                    f"{soft['revisit_sem']:.3f} nats lower at its next visit, "
-                    f"{soft['revisit_n']} revisits in the second half)")
+        first = next(iter(by.values()))
+        fin = "" if first.get("finished") else " (training not finished: a cost, not a verdict)"
+        if first["revisit_n"] and first["revisit_mean"] + 2 * first["revisit_sem"] < 0:
+            fin += (f" (not at a plateau: a block's loss is {-first['revisit_mean']:.3f} +- "
+                    f"{first['revisit_sem']:.3f} nats lower at its next visit, "
+                    f"{first['revisit_n']} revisits in the second half)")
+        soft_txt = (f"soft {by['soft']['delta_pct']:+.2f}% perplexity against full attention; "
+                    if "soft" in by else "")
         heads.append(
-            f"- headline ({gate} gate, {by['soft']['steps']} router steps{fin}): soft "
-            f"{by['soft']['delta_pct']:+.2f}% perplexity against full attention; hard top-2 "
+            f"- headline ({gate} gate{tag}, {first['steps']} router steps{fin}): {soft_txt}"
+            f"hard top-2 "
             f"{by['hard top-2']['delta_pct']:+.2f}% keeping {100 * by['hard top-2']['pairs_kept']:.1f}% "
             f"of the causal pairs; hard top-1 {by['hard top-1']['delta_pct']:+.2f}% keeping "
             f"{100 * by['hard top-1']['pairs_kept']:.1f}%")
@@ -357,7 +425,7 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
     paths = write_results(name, rows, out, meta=meta, notes="\n".join(heads), columns=[
         "model", "gate", "eval", "val_ppl", "delta_pct", "pairs_kept", "balance", "trainable",
         "steps", "train_s", "loss_last_a", "loss_last_b", "revisit_n", "revisit_mean",
-        "revisit_sem"],
+        "revisit_sem"] + (["train_far_share"] if pair_budget is not None else []),
         title="Focus composed onto SmolLM2-135M (routers trained only)")
     (out / f"{name}_curves.json").write_text(json.dumps(curves))
     _plot_curves(curves, out / f"{name}_curves.png")
@@ -590,7 +658,13 @@ def main(argv: Optional[List[str]] = None) -> None:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="tiny smoke run (minutes)")
     p.add_argument("--gates", nargs="+", default=["additive", "multiplicative"],
-                   help="soft gates to train (default: both)")
+                   choices=["additive", "multiplicative", "straight_through"],
+                   help="training gates (default: the two soft gates)")
+    p.add_argument("--pair-budget", nargs=2, type=float, default=None, metavar=("R", "MU"),
+                   help="charge MU per unit of far-pair share kept above R (train_routers)")
+    p.add_argument("--init-from", default=None,
+                   help="a save_routers folder the routers of a new run start from")
+    p.add_argument("--tag", default="", help="variant name, appended to run folders and rows")
     p.add_argument("--steps", type=int, default=None, help="router steps (default 300)")
     p.add_argument("--window", type=int, default=64, help="local window w (default 64)")
     p.add_argument("--block", type=int, default=None, help="tokens per block (default 1024)")
@@ -626,5 +700,6 @@ def main(argv: Optional[List[str]] = None) -> None:
     run(quick=a.quick, out_dir=a.out, run_dir=a.run_dir, gates=a.gates, steps=a.steps,
         block=a.block, window=a.window, progress=not a.no_progress, max_minutes=a.max_minutes,
         train_only=a.train_only, eval_block=a.eval_block,
-        name=a.name or "focus_pretrained" + ("_quick" if a.quick else "")
+        pair_budget=tuple(a.pair_budget) if a.pair_budget else None, init_from=a.init_from,
+        tag=a.tag, name=a.name or "focus_pretrained" + ("_quick" if a.quick else "")
         + (f"_eval{a.eval_block}" if a.eval_block else ""))

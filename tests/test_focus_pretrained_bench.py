@@ -66,24 +66,35 @@ def test_revisit_drop_is_near_zero_on_a_flat_noisy_curve():
     assert revisit_drop(trend, order.tolist())["mean"] < -5 * r["sem"]
 
 
+def _tiny_composed(gate="additive", top_k=1, seed=0, num_groups=4, window=2):
+    """A tiny Llama with Focus composed (routers seeded with ``seed``), every weight but the
+    routers' frozen."""
+    from _hf_models import build_hf
+
+    from quest_geometric.nn.focus import compose_focus, router_parameters
+
+    model = build_hf("llama", seed=0)
+    torch.manual_seed(seed)
+    compose_focus(model, num_groups=num_groups, top_k=top_k, window=window, backend="blocks",
+                  gate=gate)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    for p in router_parameters(model):
+        p.requires_grad_(True)
+    return model
+
+
 @pytest.mark.slow
 def test_train_routers_resumed_equals_uninterrupted(tmp_path):
     pytest.importorskip("transformers")
-    from _hf_models import build_hf, tokens
+    from _hf_models import tokens
 
-    from quest_geometric.nn.focus import compose_focus, router_parameters
+    from quest_geometric.nn.focus import router_parameters
 
     train = tokens(5, 24, seed=2)
 
     def composed():
-        """A tiny Llama with Focus composed, every weight but the routers' frozen."""
-        model = build_hf("llama", seed=0)
-        compose_focus(model, num_groups=2, top_k=1, window=4, backend="blocks")
-        for p in model.parameters():
-            p.requires_grad_(False)
-        for p in router_parameters(model):
-            p.requires_grad_(True)
-        return model
+        return _tiny_composed(num_groups=2, window=4)
 
     def trained(run_dir, interrupted):
         model = composed()
@@ -162,22 +173,6 @@ def test_decode_bounds_fits_each_cache_on_its_own():
     assert [(r["cache"], r["context"]) for r in out] == [
         ("dynamic", 1000), ("dynamic", 4000), ("static", 1000), ("static", 4000)]
     assert [round(r["fixed_ms"], 6) for r in out] == [50, 50, 30, 30]
-
-
-def _tiny_composed(gate="additive", top_k=1, seed=0):
-    """A tiny Llama with Focus composed, every weight but the routers' frozen."""
-    from _hf_models import build_hf
-
-    from quest_geometric.nn.focus import compose_focus, router_parameters
-
-    model = build_hf("llama", seed=0)
-    torch.manual_seed(seed)
-    compose_focus(model, num_groups=4, top_k=top_k, window=2, backend="blocks", gate=gate)
-    for p in model.parameters():
-        p.requires_grad_(False)
-    for p in router_parameters(model):
-        p.requires_grad_(True)
-    return model
 
 
 @pytest.mark.slow

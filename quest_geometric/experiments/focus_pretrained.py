@@ -27,7 +27,7 @@ import os
 import statistics
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
@@ -47,6 +47,23 @@ def _data(tok: Any, block: int, val_blocks: int, max_train: Optional[int] = None
     return train, val, tr_names, va_names
 
 
+@contextlib.contextmanager
+def _router_outputs(model: Any, enabled: bool = True) -> Iterator[List[Tuple[Any, Any]]]:
+    """While open, collect ``(layer, RouterOutput)`` of every Focus layer's router call
+    (nothing when not ``enabled``); the hooks are removed on any exit."""
+    from quest_geometric.nn.focus import focus_layers
+
+    captured: List[Tuple[Any, Any]] = []
+    hooks = [f.router.register_forward_hook(
+        lambda _m, _i, out, f=f: captured.append((f, out))) for f in focus_layers(model)
+        ] if enabled else []
+    try:
+        yield captured
+    finally:
+        for h in hooks:
+            h.remove()
+
+
 @torch.no_grad()
 def evaluate_lm(model: Any, blocks: torch.Tensor, window: Optional[int] = None,
                 num_groups: Optional[int] = None, progress: bool = False,
@@ -57,22 +74,17 @@ def evaluate_lm(model: Any, blocks: torch.Tensor, window: Optional[int] = None,
     from tqdm.auto import tqdm
 
     from quest_geometric.experiments.focus_lm import causal_pair_share
-    from quest_geometric.nn.focus import FocusRouter, group_balance
+    from quest_geometric.nn.focus import group_balance
 
-    captured: List[torch.Tensor] = []
-    hooks = [m.register_forward_hook(lambda _m, _i, out: captured.append(out.groups))
-             for m in model.modules() if isinstance(m, FocusRouter)]
     nll, count = 0.0, 0
-    try:
+    with _router_outputs(model) as routed:
         for x in tqdm(blocks, desc=desc, disable=not progress, leave=False):
             x = x.unsqueeze(0)
             out = model(x, labels=x, use_cache=False)
             n = x.size(1) - 1
             nll += float(out.loss) * n
             count += n
-    finally:
-        for h in hooks:
-            h.remove()
+    captured = [r.groups for _, r in routed]
     res = {"val_ppl": math.exp(nll / count), "val_loss": nll / count,
            "pairs_kept": math.nan, "balance": math.nan}
     if captured and window is not None and num_groups is not None:
@@ -114,12 +126,13 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float, run_di
     )
     from quest_geometric.training.checkpoint import atomic_torch_save
 
-    if pair_budget is not None:
-        r_max, mu = (float(v) for v in pair_budget)
+    budget = None if pair_budget is None else [float(v) for v in pair_budget]
+    if budget is not None:
+        r_max, mu = budget
         if not (0.0 <= r_max <= 1.0) or not (mu >= 0.0 and math.isfinite(mu)):
             raise ValueError(f"train_routers: pair_budget must be (share in [0, 1], weight "
                              f">= 0), got {pair_budget!r}")
-    objective = {"pair_budget": None if pair_budget is None else [float(v) for v in pair_budget],
+    objective = {"pair_budget": budget,
                  "init_from": None if init_from is None else str(init_from),
                  "gate": sorted({str(f.gate) for f in focus_layers(model)})}
     params = list(router_parameters(model))
@@ -139,13 +152,6 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float, run_di
         state = blob["state"]
     elif init_from is not None:
         load_routers(model, str(init_from))
-    captured: List[Tuple[Any, Any]] = []
-    hooks = []
-    if pair_budget is not None:
-        state.setdefault("share_curve", [])
-        for f in focus_layers(model):
-            hooks.append(f.router.register_forward_hook(
-                lambda _m, _i, out, f=f: captured.append((f, out))))
     order = block_order(train.size(0), steps, seed)
     # Checkpoints from before the chunked order record the passes their order was drawn
     # with; only a four-pass one is the first chunk of today's order.
@@ -156,42 +162,43 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float, run_di
             f"over the {train.size(0)} blocks drawn at once), which the resumed run would "
             f"change; start a new run_dir")
     state["order"] = "chunks"
-    model.train()
-    t_start = time.perf_counter()
-    base_s = state["seconds"]
-    bar = tqdm(total=steps, initial=state["step"], desc=desc, disable=not progress)
-    while state["step"] < steps:
-        x = train[order[state["step"]]].unsqueeze(0)
-        captured.clear()
-        loss = model(x, labels=x, use_cache=False).loss
-        total = loss
-        if pair_budget is not None:
-            shares = torch.stack([straight_through_pair_share(
-                out.soft.reshape(-1, out.soft.size(-1)),
-                out.groups.reshape(-1, out.groups.size(-1)), f.window, causal=f.causal)
-                for f, out in captured])
-            total = loss + mu * (shares - r_max).clamp_min(0.0).mean()
-            state["share_curve"].append(float(shares.detach().mean()))
-        opt.zero_grad(set_to_none=True)
-        total.backward()
-        opt.step()
-        state["step"] += 1
-        state["curve"].append(float(loss.detach()))
-        state["seconds"] = base_s + time.perf_counter() - t_start
-        bar.update(1)
-        bar.set_postfix(loss=f"{state['curve'][-1]:.3f}", **(
-            {"far_share": f"{state['share_curve'][-1]:.3f}"} if pair_budget is not None
-            else {}))
-        done = state["step"] >= steps
-        late = max_minutes is not None and (time.perf_counter() - t_start) > 60 * max_minutes
-        if done or late or state["step"] % ckpt_every == 0:
-            atomic_torch_save({"params": [p.detach().clone() for p in params],
-                               "opt": opt.state_dict(), "state": state}, ck)
-        if late:
-            break
-    bar.close()
-    for h in hooks:
-        h.remove()
+    if budget is not None:
+        state.setdefault("share_curve", [])
+    with _router_outputs(model, enabled=budget is not None) as captured:
+        model.train()
+        t_start = time.perf_counter()
+        base_s = state["seconds"]
+        bar = tqdm(total=steps, initial=state["step"], desc=desc, disable=not progress)
+        while state["step"] < steps:
+            x = train[order[state["step"]]].unsqueeze(0)
+            captured.clear()
+            loss = model(x, labels=x, use_cache=False).loss
+            total = loss
+            if budget is not None:
+                shares = torch.stack([straight_through_pair_share(
+                    out.soft.reshape(-1, out.soft.size(-1)),
+                    out.groups.reshape(-1, out.groups.size(-1)), f.window, causal=f.causal)
+                    for f, out in captured])
+                total = loss + mu * (shares - r_max).clamp_min(0.0).mean()
+                state["share_curve"].append(float(shares.detach().mean()))
+            opt.zero_grad(set_to_none=True)
+            total.backward()
+            opt.step()
+            state["step"] += 1
+            state["curve"].append(float(loss.detach()))
+            state["seconds"] = base_s + time.perf_counter() - t_start
+            bar.update(1)
+            bar.set_postfix(loss=f"{state['curve'][-1]:.3f}", **(
+                {"far_share": f"{state['share_curve'][-1]:.3f}"} if budget is not None
+                else {}))
+            done = state["step"] >= steps
+            late = max_minutes is not None and (time.perf_counter() - t_start) > 60 * max_minutes
+            if done or late or state["step"] % ckpt_every == 0:
+                atomic_torch_save({"params": [p.detach().clone() for p in params],
+                                   "opt": opt.state_dict(), "state": state}, ck)
+            if late:
+                break
+        bar.close()
     model.eval()
     return {**state, "finished": state["step"] >= steps}
 
@@ -362,6 +369,8 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
         if train_only:
             decompose(model)
             continue
+        share = tr.get("share_curve") or []
+        far_share = sum(share[-20:]) / len(share[-20:]) if share else math.nan
         evals = ([] if gate == "straight_through" else [("soft", None)]) \
             + [(f"hard top-{k}", k) for k in (1, 2, num_groups)]
         for label, k in evals:
@@ -373,7 +382,6 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
                 set_focus_options(model, top_k=k)
                 r = evaluate_lm(model, val, window, num_groups, progress=progress,
                                 desc=f"{gate} {label}")
-            share = tr.get("share_curve") or []
             rows.append({"model": f"Focus K={num_groups} w={window}{tag}", "gate": gate,
                          "eval": label, "val_ppl": r["val_ppl"],
                          "delta_pct": 100 * (r["val_ppl"] / full_ppl - 1),
@@ -381,8 +389,7 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
                          "balance": r["balance"], "trainable": n_train, "steps": tr["step"],
                          "train_s": tr["seconds"], "finished": tr["finished"],
                          **_plateau(tr["curve"]), **_revisit(tr["curve"], order),
-                         "train_far_share": (sum(share[-20:]) / len(share[-20:]) if share
-                                             else math.nan)})
+                         "train_far_share": far_share})
         decompose(model)
     if train_only:
         return {"rows": [], "paths": {}, "curves": curves}
@@ -413,7 +420,8 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
         heads.append(
             f"- headline ({gate} gate{tag}, {first['steps']} router steps{fin}): {soft_txt}"
             f"hard top-2 "
-            f"{by['hard top-2']['delta_pct']:+.2f}% keeping {100 * by['hard top-2']['pairs_kept']:.1f}% "
+            f"{by['hard top-2']['delta_pct']:+.2f}% keeping "
+            f"{100 * by['hard top-2']['pairs_kept']:.1f}% "
             f"of the causal pairs; hard top-1 {by['hard top-1']['delta_pct']:+.2f}% keeping "
             f"{100 * by['hard top-1']['pairs_kept']:.1f}%")
     heads.append(

@@ -51,12 +51,13 @@ def straight_through_membership(soft: Tensor, groups: Tensor) -> Tensor:
     Returns:
         torch.Tensor: ``[..., K]`` in the dtype of :obj:`soft`.
     """
-    if not isinstance(groups, Tensor) or groups.dtype != torch.long \
-            or groups.shape[:-1] != soft.shape[:-1]:
-        raise ValueError(f"'groups' must be a long tensor of shape "
-                         f"{list(soft.shape[:-1])} + [top_k], got "
-                         f"{getattr(groups, 'dtype', type(groups).__name__)} "
-                         f"{list(getattr(groups, 'shape', []))}")
+    if not isinstance(groups, Tensor) or groups.dtype != torch.long:
+        raise TypeError(f"'groups' must be a long tensor, got "
+                        f"{getattr(groups, 'dtype', type(groups).__name__)}")
+    if groups.dim() != soft.dim() or groups.shape[:-1] != soft.shape[:-1] \
+            or groups.size(-1) < 1:
+        raise ValueError(f"'groups' must have shape {list(soft.shape[:-1])} + [top_k], "
+                         f"got {list(groups.shape)}")
     if groups.numel() and (int(groups.min()) < 0 or int(groups.max()) >= soft.size(-1)):
         raise ValueError(f"'groups' must lie in [0, {soft.size(-1) - 1}]")
     hard = torch.zeros_like(soft).scatter_(-1, groups, 1.0)

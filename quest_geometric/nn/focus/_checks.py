@@ -107,6 +107,15 @@ def check_window(window: int) -> None:
     check_int(window, "'window'", 0)
 
 
+def check_soft(soft: Tensor, n: Optional[int] = None) -> None:
+    """``soft``: floating-point soft memberships ``[N, K]`` (``N = n`` when given)."""
+    if not isinstance(soft, Tensor) or not soft.is_floating_point() or soft.dim() != 2 \
+            or (n is not None and soft.size(0) != n):
+        raise ValueError(f"'soft' must be a floating-point [{'N' if n is None else n}, K] "
+                         f"tensor, got {getattr(soft, 'dtype', type(soft).__name__)} "
+                         f"{list(getattr(soft, 'shape', []))}")
+
+
 def check_groups(groups: Tensor) -> Tensor:
     """``groups``: non-negative long group ids ``[N, top_k]`` (``[N]`` becomes ``[N, 1]``)."""
     if not isinstance(groups, Tensor) or groups.dtype != torch.long:

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 from torch_geometric.utils import to_dense_batch
 
-from quest_geometric.nn.focus._checks import check_batch, check_window, seq_layout
+from quest_geometric.nn.focus._checks import check_batch, check_soft, check_window, seq_layout
 from quest_geometric.nn.focus.dense import straight_through_membership
 
 __all__ = ["straight_through_pair_share"]
@@ -52,10 +52,7 @@ def straight_through_pair_share(soft: Tensor, groups: Tensor, window: int,
     Raises:
         ValueError: for a bad :obj:`soft`, :obj:`groups`, :obj:`window` or :obj:`batch`.
     """
-    if not isinstance(soft, Tensor) or not soft.is_floating_point() or soft.dim() != 2:
-        raise ValueError(f"'soft' must be a floating-point [N, K] tensor, got "
-                         f"{getattr(soft, 'dtype', type(soft).__name__)} "
-                         f"{list(getattr(soft, 'shape', []))}")
+    check_soft(soft)
     check_window(window)
     check_batch(batch, soft.size(0))
     m = straight_through_membership(soft, groups)

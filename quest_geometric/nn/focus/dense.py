@@ -21,6 +21,7 @@ from quest_geometric.nn.focus._checks import (
     check_hard_args,
     check_qkv,
     check_real,
+    check_soft,
     check_window,
     seq_layout,
 )
@@ -167,11 +168,7 @@ def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: 
     """
     check_qkv(q, k, v)
     check_window(window)
-    if not isinstance(soft, Tensor) or not soft.is_floating_point() or soft.dim() != 2 \
-            or soft.size(0) != q.size(0):
-        raise ValueError(f"'soft' must be a floating-point [{q.size(0)}, K] tensor, got "
-                         f"{getattr(soft, 'dtype', type(soft).__name__)} "
-                         f"{list(getattr(soft, 'shape', []))}")
+    check_soft(soft, q.size(0))
     check_batch(batch, q.size(0))
     gate_scale = check_real(gate_scale, "gate_scale")
     gate_bias = check_real(gate_bias, "gate_bias")

@@ -20,6 +20,7 @@ from quest_geometric.nn.focus._checks import (
 )
 from quest_geometric.nn.focus.blocks import focus_blocks_attention
 from quest_geometric.nn.focus.dense import (
+    SOFT_GATES,
     focus_dense_attention,
     focus_soft_attention,
     full_attention,
@@ -34,7 +35,7 @@ __all__ = ["FocusAttention"]
 #: The hard back-ends of :class:`FocusAttention`.
 BACKENDS = ("blocks", "edges", "dense", "flex")
 #: The soft gates of :class:`FocusAttention` (:obj:`None`: no Focus, full attention).
-GATES = ("additive", "multiplicative", "straight_through", None)
+GATES = SOFT_GATES + (None,)
 
 
 class FocusAttention(nn.Module):

@@ -12,6 +12,7 @@ import math
 import pytest
 import torch
 
+from quest_geometric.nn.focus import decode
 from quest_geometric.nn.focus.decode import (
     MAX_STORE_PARTS,
     FocusDecodeState,
@@ -182,9 +183,36 @@ CASES = [  # (tokens, window, K, top_k)
 ]
 
 
+#: decode.MASKED_SHARE values that force the fast step's two ways: the masked SDPA over the
+#: cache (0: always cheaper) and the group-set stores (inf: never); None keeps the rule
+PATHS = [0.0, math.inf, None]
+
+
+def _force(monkeypatch, share):
+    if share is not None:
+        monkeypatch.setattr(decode, "MASKED_SHARE", share)
+
+
+def _sdpa_calls(monkeypatch):
+    """Count the calls of scaled_dot_product_attention (the masked path makes exactly one;
+    the store path none)."""
+    calls = []
+    real = torch.nn.functional.scaled_dot_product_attention
+
+    def spy(*a, **kw):
+        calls.append(kw.get("attn_mask"))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(decode.F, "scaled_dot_product_attention", spy)
+    return calls
+
+
 @pytest.mark.parametrize("s, window, num_groups, top_k", CASES)
 @pytest.mark.parametrize("heads", [(6, 2), (3, 3)])
-def test_fast_step_equals_gather_path_and_dense_oracle(s, window, num_groups, top_k, heads):
+@pytest.mark.parametrize("share", PATHS)
+def test_fast_step_equals_gather_path_and_dense_oracle(s, window, num_groups, top_k, heads,
+                                                       share, monkeypatch):
+    _force(monkeypatch, share)
     g = _gen(s * 7 + window)
     h, hkv = heads
     groups = _random_groups(s, num_groups, top_k, g)
@@ -195,7 +223,12 @@ def test_fast_step_equals_gather_path_and_dense_oracle(s, window, num_groups, to
     st = _state(groups)
     o = focus_decode_attention(q, k, v, st, window, 0.3)
     assert st._stores is not None  # the fast path ran
-    assert sum(n for _, _, n in st._stores.sets.values()) == max(0, s - 1 - window)
+    assert sum(st._stores.counts.values()) == max(0, s - 1 - window)
+    stored = sum(n for _, _, n in st._stores.sets.values())
+    if share == 0.0:  # the masked path reads the cache: no store is filled
+        assert stored == 0
+    elif share == math.inf:  # the store path: every out-of-window token in its store
+        assert stored == max(0, s - 1 - window)
     ref = focus_decode_attention_reference(q, k, v, _state(groups, store=False), window, 0.3)
     torch.testing.assert_close(o, ref, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(o, _dense_oracle(q, k, v, groups, window, 0.3), rtol=1e-5,
@@ -215,7 +248,9 @@ def test_a_group_without_earlier_members_sees_its_window_only():
 
 
 @pytest.mark.parametrize("top_k", [1, 2])
-def test_consecutive_steps_grow_the_stores_and_stay_equal(top_k):
+@pytest.mark.parametrize("share", PATHS)
+def test_consecutive_steps_grow_the_stores_and_stay_equal(top_k, share, monkeypatch):
+    _force(monkeypatch, share)
     g = _gen(top_k)
     hkv, h, d, w = 2, 4, 8, 6
     groups = _random_groups(20, 4, top_k, g)
@@ -234,21 +269,113 @@ def test_consecutive_steps_grow_the_stores_and_stay_equal(top_k):
         if step % 37 == 0 or step > 390:
             ref = focus_decode_attention_reference(q, k, v, st, w, 0.4)
             torch.testing.assert_close(o, ref, rtol=1e-5, atol=1e-5)
-    assert max(vb.size(2) for _, vb, _ in st._stores.sets.values()) > 64
-    assert st._stores.done == groups.size(0) - 1 - w
+    assert st._stores.counted == groups.size(0) - 1 - w
+    assert st._stores.id_done == groups.size(0) and st._stores.slot_ids.numel() > 64
+    if share == math.inf:  # the stores grew past their first capacity (64): they doubled
+        assert max(vb.size(2) for _, vb, _ in st._stores.sets.values()) > 64
+        assert st._stores.done == groups.size(0) - 1 - w
+    if share == 0.0:
+        assert not st._stores.sets
 
 
-def test_too_many_group_sets_fall_back_to_the_gather_path():
+@pytest.mark.parametrize("share, masked", [(0.0, True), (math.inf, False)])
+def test_the_forced_path_is_the_one_taken(share, masked, monkeypatch):
+    _force(monkeypatch, share)
+    g = _gen(11)
+    groups = _random_groups(100, 4, 2, g)
+    q, k, v = torch.randn(1, 4, 1, 8), torch.randn(1, 2, 100, 8), torch.randn(1, 2, 100, 8)
+    calls = _sdpa_calls(monkeypatch)
+    o = focus_decode_attention(q, k, v, _state(groups), 5, 0.5)
+    assert len(calls) == int(masked)
+    if masked:  # the mask allows exactly the oracle's keys: window or a shared group
+        mine = set(groups[-1].tolist())
+        want = torch.tensor([99 - j <= 5 or bool(mine & set(groups[j].tolist()))
+                             for j in range(100)])
+        assert torch.equal(calls[0].view(-1), want)
+    torch.testing.assert_close(o, _dense_oracle(q, k, v, groups, 5, 0.5), rtol=1e-5,
+                               atol=1e-5)
+
+
+@pytest.mark.parametrize("top_k, masked", [(1, False), (2, True)])
+def test_the_default_rule_reads_the_stores_for_few_kept_keys(top_k, masked, monkeypatch):
+    # K = 4, window 8 of 2,000 keys: top-1 keeps about a quarter (stores), top-2 about 5/6
+    # (one masked SDPA is cheaper), with SmolLM2's H_kv D = 192
+    g = _gen(12)
+    s = 2000
+    groups = _random_groups(s, 4, top_k, g)
+    q = torch.randn(1, 9, 1, 64, generator=g)
+    k, v = torch.randn(1, 3, s, 64, generator=g), torch.randn(1, 3, s, 64, generator=g)
+    calls = _sdpa_calls(monkeypatch)
+    focus_decode_attention(q, k, v, _state(groups), 8, 0.125)
+    assert len(calls) == int(masked)
+
+
+def test_switching_paths_between_steps_catches_the_stores_up(monkeypatch):
+    # masked steps leave the stores behind; the next store step copies every token that
+    # left the window meanwhile (in cache order) and must equal the oracle
+    g = _gen(13)
+    w, d = 4, 8
+    groups = _random_groups(30, 4, 1, g)
+    k, v = torch.randn(1, 2, 200, d, generator=g), torch.randn(1, 2, 200, d, generator=g)
+    st = _state(groups)
+    for step in range(120):
+        if step:
+            new = _random_groups(1, 4, 1, g)
+            groups = torch.cat([groups, new])
+            st.append(new.view(1, 1, 1))
+        _force(monkeypatch, math.inf if (step // 7) % 2 else 0.0)  # 7 steps each way
+        q = torch.randn(1, 4, 1, d, generator=g)
+        o = focus_decode_attention(q, k, v, st, w, 0.4)
+        torch.testing.assert_close(o, _dense_oracle(q, k, v, groups, w, 0.4), rtol=1e-5,
+                                   atol=1e-5)
+    assert st._stores.done == groups.size(0) - 1 - w  # the last step (119) read the stores
+    assert sum(n for _, _, n in st._stores.sets.values()) == st._stores.done
+
+
+def test_a_group_set_that_appears_late_enters_the_masked_path(monkeypatch):
+    # the table of the sets a query meets is rebuilt when a new set leaves the window
+    _force(monkeypatch, 0.0)
+    w = 3
+    groups = torch.zeros(40, 1, dtype=torch.long)
+    k, v = torch.randn(1, 1, 60, 8), torch.randn(1, 1, 60, 8)
+    st = _state(groups)
+    q = torch.randn(1, 2, 1, 8)
+    focus_decode_attention(q, k, v, st, w, 0.5)  # a table for {0}, one set known
+    for step in range(12):  # tokens of group 1 arrive and leave the window
+        new = torch.tensor([[[1]]])
+        st.append(new)
+        groups = torch.cat([groups, new[0]])
+        o = focus_decode_attention(q, k, v, st, w, 0.5)
+        torch.testing.assert_close(o, _dense_oracle(q, k, v, groups, w, 0.5), rtol=1e-5,
+                                   atol=1e-5)
+    assert set(st._stores.ids) == {(0,), (1,)}
+
+
+def test_the_fast_route_refuses_nonfinite_scores():
+    router = FocusRouter(8, num_groups=4, top_k=1)
+    st = _router_state(router, torch.randn(1, 5, 8), 1)
+    x = torch.randn(1, 1, 8)
+    x[0, 0, 3] = float("nan")
+    with pytest.raises(ValueError, match="NaN or inf"):
+        route_step(router, x, st)
+    assert len(st) == 5  # nothing appended
+
+
+def test_too_many_group_sets_take_the_masked_path(monkeypatch):
+    _force(monkeypatch, math.inf)  # the store path would be chosen, but cannot be read
     g = _gen(5)
     s, num_groups, top_k = 400, 16, 2  # C(16,2) - C(14,2) = 29 stores meet a token's groups
     groups = _random_groups(s, num_groups, top_k, g)
     q, k, v = torch.randn(1, 2, 1, 8), torch.randn(1, 2, s, 8), torch.randn(1, 2, s, 8)
     st = _state(groups)
+    calls = _sdpa_calls(monkeypatch)
     o = focus_decode_attention(q, k, v, st, 3, 0.5)
     assert math.comb(16, 2) - math.comb(14, 2) > MAX_STORE_PARTS
-    assert not st.store and st._stores is None  # given up, the copies freed
+    assert len(calls) == 1 and st.store and not st._stores.sets  # masked, nothing copied
     ref = focus_decode_attention_reference(q, k, v, st, 3, 0.5)
-    assert torch.equal(o, ref)
+    torch.testing.assert_close(o, ref, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(o, _dense_oracle(q, k, v, groups, 3, 0.5), rtol=1e-5,
+                               atol=1e-5)
 
 
 def test_padding_batches_and_fast_false_use_the_gather_path():
@@ -355,7 +482,7 @@ def test_one_sequence_cached_decoding_takes_the_fast_path_and_equals_full_forwar
             torch.testing.assert_close(o.logits[:, 0], full[:, i], atol=1e-4, rtol=0)
         states = list(getattr(cache, _STATES).values())
         assert states and all(st._stores is not None for st in states)
-        assert all(st._stores.done == 40 - 1 - w for st in states)
+        assert all(st._stores.counted == 40 - 1 - w for st in states)
         with pytest.raises(NotImplementedError, match="crop"):
             cache.crop(30)
 

@@ -274,17 +274,18 @@ class LlamaAttentionAdapter(HFAttentionAdapter):
     def parse(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]) -> AttentionCall:
         who = type(module).__name__
         sw = self.sliding_window(module)
-        bound = _bind(args, kwargs, self.arg_names)
-        x = bound.get("hidden_states")
-        total = (hf_cache_length(hf_cache(bound), getattr(module, "layer_idx", None))
-                 + (x.size(1) if isinstance(x, Tensor) and x.dim() == 3 else 0))
-        if sw is not None and total > sw:
-            raise ValueError(
-                f"compose_focus ({who}): the call has {total} keys but the module attends "
-                f"within a sliding window of config.sliding_window={sw}; Focus attends over "
-                f"the whole causal prefix. Set config.sliding_window=None (and use a dynamic "
-                f"cache: generate(..., cache_implementation='dynamic')) or keep sequences "
-                f"within {sw} tokens")
+        if sw is not None:  # before the mask is parsed: a sliding-window mask is refused there
+            bound = _bind(args, kwargs, self.arg_names)
+            x = bound.get("hidden_states")
+            total = (hf_cache_length(hf_cache(bound), getattr(module, "layer_idx", None))
+                     + (x.size(1) if isinstance(x, Tensor) and x.dim() == 3 else 0))
+            if total > sw:
+                raise ValueError(
+                    f"compose_focus ({who}): the call has {total} keys but the module attends "
+                    f"within a sliding window of config.sliding_window={sw}; Focus attends "
+                    f"over the whole causal prefix. Set config.sliding_window=None (and use a "
+                    f"dynamic cache: generate(..., cache_implementation='dynamic')) or keep "
+                    f"sequences within {sw} tokens")
         call = super().parse(module, args, kwargs)
         if call.rotary is None:
             raise ValueError(f"{who}: 'position_embeddings' (cos, sin) must be passed, as the "

@@ -36,9 +36,20 @@ groups (:func:`focus_decode_attention`): the attention cost grows with
 
   a disjoint union (every token sits in exactly one store), so the softmax runs over the
   concatenated score rows of these views and nothing is gathered: the step reads exactly the
-  keys and values it attends to, once. The plain gather path
-  (:func:`focus_decode_attention_reference`) stays the reference the tests compare with and
-  serves every other case (several sequences, several new tokens, padding).
+  keys and values it attends to, once;
+* or, when most cached keys are kept (top-2 of :math:`K = 4` keeps about 5/6), one masked
+  SDPA over the whole cache: the mask is a table lookup, the new token's group set against
+  every cached token's (:math:`\mathbf{1}[G_j \cap G_t \neq \emptyset]`, one long id per
+  cached token) or'ed with the window, and the :math:`H / H_{kv}` query heads of a key head
+  sit on the query axis of one ``[1, H_{kv}, H / H_{kv}, D]`` call (no repeated keys). It
+  reads every cached key, but in one fused kernel instead of a few products per store.
+  The step takes whichever is cheaper by a rough cost model (:data:`MASKED_SHARE`,
+  :data:`PART_WORK`); the stores are filled only when they are read (catching up on the
+  tokens that left the window meanwhile).
+
+The plain gather path (:func:`focus_decode_attention_reference`) stays the reference the
+tests compare both ways with, and serves every other case (several sequences, several new
+tokens, padding).
 """
 from __future__ import annotations
 
@@ -52,6 +63,7 @@ from torch import Tensor
 
 from quest_geometric.nn.focus._checks import HALF_DTYPES
 from quest_geometric.nn.focus.router import (
+    NONFINITE_SCORES,
     TIE_RTOL,
     RouterOutput,
     _row_step,
@@ -60,24 +72,77 @@ from quest_geometric.nn.focus.router import (
 )
 
 __all__ = ["FocusDecodeState", "sinkhorn_prefix_state", "sinkhorn_step", "route_step",
-           "route_prefix", "prefix_statistics", "focus_decode_attention", "focus_decode_attention_reference",
-           "MAX_STORE_PARTS"]
+           "route_prefix", "prefix_statistics", "focus_decode_attention",
+           "focus_decode_attention_reference", "MAX_STORE_PARTS", "MASKED_SHARE", "PART_WORK"]
 
 #: Most group-set stores one fast decoding step may read (:math:`\binom{K}{k} -
 #: \binom{K-k}{k}` of them meet a token's :math:`k` groups: 1 for top-1, 5 for top-2 of
-#: :math:`K = 4`); beyond it (e.g. :math:`K = 16`, top-2: 29) the step takes the gather path
-#: and the state stops keeping stores.
+#: :math:`K = 4`); beyond it (e.g. :math:`K = 16`, top-2: 29) the step takes the masked
+#: SDPA over the cache.
 MAX_STORE_PARTS = 16
+
+#: The fast step's choice between its two exact ways of attending. Reading ``P`` parts (the
+#: window and ``P - 1`` stores) of ``n`` keys in all costs about ``n + P_w (P - 1)`` key
+#: reads, with ``P_w = PART_WORK / (H_kv D)`` the fixed cost of a part (a few tensor
+#: operations) in key reads; one masked SDPA over all ``s`` cached keys costs about
+#: ``MASKED_SHARE * s`` (PyTorch's fused kernel reads a key faster than the parts' matrix
+#: products do). The step takes the cheaper. Measured on a 2-core x86 CPU with SmolLM2's
+#: ``H_kv D = 192`` (a part costs about as much as 150 key reads; the fused kernel reads
+#: a key in 0.75 of the time). Both give the same values up to rounding.
+MASKED_SHARE = 0.75
+PART_WORK = 30000.0
 
 
 class _GroupSetStores:
-    """The out-of-window keys and values of a one-sequence cache, copied in cache order into
-    one contiguous buffer per group set (buffers grow by doubling). Derived data: rebuilt
-    from the cache whenever a state is created or reordered."""
+    """Derived data of a one-sequence cache for the fast step (rebuilt from the cache
+    whenever a state is created or reordered):
+
+    * the id of every cached token's group set (order of first appearance), one long
+      tensor over the cache slots (the masked path's table lookup), and per set the number
+      of its tokens that have left the window (the choice between the two paths);
+    * the group-set stores: the out-of-window keys and values copied in cache order into
+      one contiguous buffer per group set (buffers grow by doubling). They are filled
+      lazily, only when the store path runs (catching up on the slots that left the window
+      meanwhile), so a decoding that always takes the masked path keeps no second copy."""
 
     def __init__(self) -> None:
+        self.ids: Dict[Tuple[int, ...], int] = {}  # group set -> id
+        self.slot_ids: Optional[Tensor] = None  # [cap] long: ids of slots [0, id_done)
+        self.id_done = 0
+        self.counts: Dict[Tuple[int, ...], int] = {}  # out-of-window tokens per set
+        self.counted = 0  # slots [0, counted) are in counts
+        self.luts: Dict[Tuple[int, ...], Tensor] = {}  # query set -> bool [len(ids)]
         self.done = 0  # cache slots [0, done) are in their stores
         self.sets: Dict[Tuple[int, ...], list] = {}  # group set -> [keys, values, count]
+
+    def note(self, sets: List[Tuple[int, ...]], s: int, lo: int, device: torch.device
+             ) -> None:
+        """Record the ids of slots ``[id_done, s)`` and count slots ``[counted, lo)``."""
+        if s > self.id_done:
+            ids = [self.ids.setdefault(sets[j], len(self.ids)) for j in range(self.id_done, s)]
+            old = self.slot_ids
+            if old is None or s > old.numel():  # grow by doubling
+                self.slot_ids = torch.empty(max(s, 64, 0 if old is None else 2 * old.numel()),
+                                            dtype=torch.long, device=device)
+                if old is not None:
+                    self.slot_ids[:self.id_done] = old[:self.id_done]
+            if len(ids) == 1:
+                self.slot_ids[self.id_done] = ids[0]
+            else:
+                self.slot_ids[self.id_done:s] = torch.tensor(ids, dtype=torch.long,
+                                                             device=device)
+            self.id_done = s
+        for j in range(self.counted, lo):
+            self.counts[sets[j]] = self.counts.get(sets[j], 0) + 1
+        self.counted = max(self.counted, lo)
+
+    def lut(self, mine: Tuple[int, ...], device: torch.device) -> Tensor:
+        """Bool ``[number of group sets]``: the sets that meet the groups ``mine``."""
+        t = self.luts.get(mine)
+        if t is None or t.numel() != len(self.ids):
+            t = self.luts[mine] = torch.tensor([any(g in key for g in mine) for key in self.ids],
+                                               dtype=torch.bool, device=device)
+        return t
 
     def fill(self, sets: List[Tuple[int, ...]], k: Tensor, v: Tensor, upto: int) -> None:
         """Copy the cache slots ``[done, upto)`` of ``k, v [1, H_kv, S', D]`` into their
@@ -473,8 +538,11 @@ def route_step(router, x: Tensor, state: FocusDecodeState, valid: Optional[Tenso
 def _route_one(router, x: Tensor, state: FocusDecodeState) -> List[int]:
     """The fast path of :func:`route_step`: one real token of one sequence, on Python
     floats; returns its groups (a list) and appends them to :obj:`state`."""
-    s = router.scores(x.reshape(1, -1))
-    log_soft = _sinkhorn_step_host(s[0].tolist(), state._col_rows())
+    s = router.scores(x.reshape(1, -1), check=False)
+    vals = s[0].tolist()
+    if not all(map(math.isfinite, vals)):  # the check scores() skipped, on the host copy
+        raise ValueError(NONFINITE_SCORES)
+    log_soft = _sinkhorn_step_host(vals, state._col_rows())
     single = s.dtype == torch.float32
     if single:  # the full path casts the log memberships to the scores' dtype
         log_soft = [_float32(v) for v in log_soft]
@@ -518,16 +586,15 @@ def focus_decode_attention(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeSt
         Tensor: ``[B, H, T, D]``; zeros for padding queries.
     """
     if fast and q.size(0) == 1 and q.size(2) == 1 and state.store and state._simple:
-        o = _fast_step(q, k, v, state, window, scale)
-        if o is not None:
-            return o
+        return _fast_step(q, k, v, state, window, scale)
     return focus_decode_attention_reference(q, k, v, state, window, scale)
 
 
 def _fast_step(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState, window: int,
-               scale: float) -> Optional[Tensor]:
-    """The decoding step of one sequence over views (:obj:`None`: too many stores to read,
-    use the gather path)."""
+               scale: float) -> Tensor:
+    """The decoding step of one sequence: one masked SDPA over the cache or the group-set
+    stores, whichever :data:`MASKED_SHARE` and :data:`PART_WORK` say is cheaper (the masked
+    SDPA whenever more than :data:`MAX_STORE_PARTS` stores would be read)."""
     _, h, _, d = q.shape
     hkv = k.size(1)
     s = state._len
@@ -537,14 +604,25 @@ def _fast_step(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState, window:
     if state._stores is None:
         state._stores = _GroupSetStores()
     stores = state._stores
+    stores.note(sets, s, lo, q.device)
+    meets = [key for key, n in stores.counts.items() if n and any(g in key for g in mine)]
+    kept = s - lo + sum(stores.counts[key] for key in meets)
+    if len(meets) > MAX_STORE_PARTS or \
+            kept + PART_WORK / (hkv * d) * len(meets) >= MASKED_SHARE * s:
+        # most keys are kept (or too many stores to read, e.g. many groups): one masked
+        # SDPA over the cache is cheaper than the parts
+        mask = stores.lut(mine, q.device)[stores.slot_ids[:s]]
+        mask[lo:] = True  # the window
+        # the query heads of one key head on the query axis: [1, H_kv, H / H_kv, D]
+        o = F.scaled_dot_product_attention(q.reshape(1, hkv, h // hkv, d), k[:, :, :s],
+                                           v[:, :, :s], attn_mask=mask.view(1, 1, 1, s),
+                                           scale=scale)
+        return o.view(1, h, 1, d)
     stores.fill(sets, k, v, lo)
     parts = [(k[0, :, lo:s].transpose(1, 2), v[0, :, lo:s])]  # keys as [H_kv, D, n]
-    for key, (kb, vb, n) in stores.sets.items():
-        if n and any(g in key for g in mine):
-            parts.append((kb[0, :, :, :n], vb[0, :, :n]))
-    if len(parts) > MAX_STORE_PARTS + 1:
-        state.store, state._stores = False, None  # e.g. many groups: gather instead
-        return None
+    for key in meets:
+        kb, vb, n = stores.sets[key]
+        parts.append((kb[0, :, :, :n], vb[0, :, :n]))
     qg = q.reshape(hkv, h // hkv, d) * scale  # query head h reads key head h // (H / H_kv)
     scores = torch.cat([torch.bmm(qg, kt) for kt, _ in parts], -1)
     if q.dtype in HALF_DTYPES:
@@ -558,7 +636,6 @@ def _fast_step(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState, window:
             torch.baddbmm(o, p[:, :, a:a + n], vp)
         a += n
     return o.view(1, h, 1, d)
-
 
 def focus_decode_attention_reference(q: Tensor, k: Tensor, v: Tensor,
                                      state: FocusDecodeState, window: int, scale: float

@@ -232,6 +232,11 @@ def group_balance(groups: Tensor, num_groups: int, batch: Optional[Tensor] = Non
     return counts.max(dim=1).values / counts.sum(dim=1).clamp_min(1.0)
 
 
+#: The error of :meth:`FocusRouter.scores` for NaN or infinite scores.
+NONFINITE_SCORES = ("FocusRouter: routing scores contain NaN or inf (check the input hidden "
+                    "states and the router weights)")
+
+
 class FocusRouter(nn.Module):
     r"""The Focus router: tokens are softly assigned to :math:`K` learned centroids with
     Sinkhorn balancing, from `"Why Attend to Everything? Focus is the Key"
@@ -337,20 +342,26 @@ class FocusRouter(nn.Module):
             c = torch.randn(self.num_groups, self.group_dim)
             self.centroids.copy_(c / c.norm(dim=-1, keepdim=True))
 
-    def scores(self, h: Tensor) -> Tensor:
+    def scores(self, h: Tensor, check: bool = True) -> Tensor:
         r"""Scores :math:`S/\tau = \mathbf{z}\mathbf{C}^{\top}/\tau` in float32 (float64 for
         double input), shape :obj:`[..., K]`; the projection :math:`\mathbf{z}` is computed
         in that dtype too, so half precision input is routed like its float32 upcast.
 
+        Args:
+            h (Tensor): hidden states ``[..., d]``.
+            check (bool): refuse NaN or infinite scores (default: :obj:`True`; the cached
+                decoding step passes :obj:`False` and checks the few numbers it copies to
+                the host instead, sparing a device synchronisation).
+
         Raises:
-            ValueError: if any score is NaN or infinite.
+            ValueError: if any score is NaN or infinite (with :obj:`check`).
         """
         dtype = torch.float64 if h.dtype == torch.float64 else torch.float32
-        z = F.linear(h.to(dtype), self.lin.weight.to(dtype))
-        s = (z @ self.centroids.to(dtype).t()) / self.tau
-        if not bool(torch.isfinite(s).all()):
-            raise ValueError("FocusRouter: routing scores contain NaN or inf (check the "
-                             "input hidden states and the router weights)")
+        w, c = self.lin.weight, self.centroids
+        z = F.linear(h if h.dtype == dtype else h.to(dtype), w if w.dtype == dtype else w.to(dtype))
+        s = (z @ (c if c.dtype == dtype else c.to(dtype)).t()) / self.tau
+        if check and not bool(torch.isfinite(s).all()):
+            raise ValueError(NONFINITE_SCORES)
         return s
 
     def forward(self, h: Tensor, batch: Optional[Tensor] = None,
@@ -404,4 +415,4 @@ class FocusRouter(nn.Module):
 
 
 __all__ = ["FocusRouter", "RouterOutput", "group_balance", "sinkhorn_log", "topk_groups",
-           "TIE_RTOL"]
+           "TIE_RTOL", "NONFINITE_SCORES"]

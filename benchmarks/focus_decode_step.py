@@ -2,6 +2,7 @@
 against Focus hard top-1 and top-2, at several context lengths, both KV caches.
 
     python benchmarks/focus_decode_step.py [--quick] [--threads 1 2] [--contexts 1024 4096 8192]
+                                           [--compare-paths]
 
 The model has SmolLM2-135M's shape (30 layers, width 576, 9 query heads and 3 key/value
 heads of size 64, MLP 1536, vocabulary 49,152, tied embeddings) with random weights, so no
@@ -21,6 +22,7 @@ The end-to-end measurement with the real model and trained routers is
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import time
@@ -31,12 +33,18 @@ import torch
 from quest_geometric.experiments.common import time_interleaved, write_results
 from quest_geometric.nn.focus import compose_focus, focus_disabled, set_focus_options
 from quest_geometric.nn.focus.compose import FocusComposed, _cache_states
+from quest_geometric.nn.focus import decode
 from quest_geometric.nn.focus.decode import FocusDecodeState, route_prefix
 
 SMOLLM2 = dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
                num_attention_heads=9, num_key_value_heads=3, head_dim=64, vocab_size=49152,
                max_position_embeddings=16384, rope_theta=100000.0, tie_word_embeddings=True)
 MODES = {"full": None, "top-1": 1, "top-2": 2}
+#: ``--compare-paths``: each top-k with the fast step forced onto one of its two exact ways
+#: of attending (``decode.MASKED_SHARE``: 0 always takes the masked SDPA over the cache, inf
+#: the group-set stores); the plain modes choose per step.
+PATH_MODES = {"top-1 stores": (1, math.inf), "top-1 masked": (1, 0.0),
+              "top-2 stores": (2, math.inf), "top-2 masked": (2, 0.0)}
 
 
 def build_model(layers: int = 30, window: int = 64, num_groups: int = 4, seed: int = 0):
@@ -98,8 +106,10 @@ def kept_share(model, c, window: int) -> float:
 
 
 class _Mode:
-    def __init__(self, model, c, top_k: Optional[int], steps: int) -> None:
+    def __init__(self, model, c, top_k: Optional[int], steps: int,
+                 masked_share: Optional[float] = None) -> None:
         self.model, self.cache, self.top_k, self.steps = model, c, top_k, steps
+        self.masked_share = masked_share
         self.token = torch.tensor([[17]])
 
     def __call__(self) -> None:
@@ -107,9 +117,15 @@ class _Mode:
             if self.top_k is None:
                 with focus_disabled(self.model):
                     self._run()
-            else:
-                set_focus_options(self.model, top_k=self.top_k)
+                return
+            set_focus_options(self.model, top_k=self.top_k)
+            default = decode.MASKED_SHARE
+            if self.masked_share is not None:
+                decode.MASKED_SHARE = self.masked_share
+            try:
                 self._run()
+            finally:
+                decode.MASKED_SHARE = default
 
     def _run(self) -> None:
         for _ in range(self.steps):
@@ -119,26 +135,31 @@ class _Mode:
 def run(contexts=(1024, 4096, 8192), threads=(1, 2), caches=("dynamic", "static"),
         layers: int = 30, window: int = 64, num_groups: int = 4, steps: int = 4,
         rounds: int = 5, out_dir: str = "benchmarks/results", name: str = "focus_decode_step",
-        progress: bool = True) -> Dict[str, Any]:
+        progress: bool = True, compare_paths: bool = False) -> Dict[str, Any]:
     model = build_model(layers, window, num_groups)
+    modes = {m: (k, None) for m, k in MODES.items()}
+    if compare_paths:
+        modes.update(PATH_MODES)
     rows: List[Dict[str, Any]] = []
     loads = []
     for cache in caches:
         for ctx in contexts:
-            cap = ctx + (rounds + 2) * steps * len(MODES) + 8
-            caches_ = {m: synthetic_cache(model, ctx, k, cache, cap) for m, k in MODES.items()}
+            cap = ctx + (rounds + 2) * steps * len(modes) + 8
+            caches_ = {m: synthetic_cache(model, ctx, k, cache, cap)
+                       for m, (k, _) in modes.items()}
             share = {m: (kept_share(model, caches_[m], window) if k else 1.0)
-                     for m, k in MODES.items()}
+                     for m, (k, _) in modes.items()}
             for nt in threads:
                 torch.set_num_threads(nt)
                 load_before = open("/proc/loadavg").read().split()[0]
-                fns = {m: _Mode(model, caches_[m], k, steps) for m, k in MODES.items()}
+                fns = {m: _Mode(model, caches_[m], k, steps, ms)
+                       for m, (k, ms) in modes.items()}
                 t = time_interleaved(fns, warmup=1, repeat=rounds)
                 wall = {m: t[m]["times"] for m in fns}
                 cpu = {m: t[m]["cpu_times"] for m in fns}
                 load = open("/proc/loadavg").read().split()[0]
                 loads.append(float(load))
-                for m in MODES:
+                for m in modes:
                     ratios = [b / a for a, b in zip(wall[m], wall["full"])]
                     cpu_ratios = [b / a for a, b in zip(cpu[m], cpu["full"])]
                     rows.append({"cache": cache, "context": ctx, "threads": nt, "mode": m,
@@ -151,43 +172,56 @@ def run(contexts=(1024, 4096, 8192), threads=(1, 2), caches=("dynamic", "static"
                 if progress:
                     print(f"[{cache} {ctx} x{nt}] " + ", ".join(
                         f"{r['mode']} {r['ms_per_step']:.1f} ms ({r['speed_vs_full']:.2f}x)"
-                        for r in rows[-len(MODES):]) + f"  load {load}", flush=True)
+                        for r in rows[-len(modes):]) + f"  load {load}", flush=True)
             del caches_
     meta = {"model": f"random-weight Llama of SmolLM2-135M's shape, {layers} layers",
             "window": window, "K": num_groups, "steps_per_round": steps, "rounds": rounds,
             "routers": "fresh (untrained), routing random hidden states",
             "contexts": list(contexts), "seed": 0,
-            "machine_note": "timed on a shared machine (other jobs running); load1 is "
-                            "/proc/loadavg's 1-minute load before->after each block",
+            "masked_share": decode.MASKED_SHARE, "part_work": decode.PART_WORK,
+            "machine_note": "load1 is /proc/loadavg's 1-minute load before->after each "
+                            "block (near the thread count on an idle machine; higher when "
+                            "other jobs share the cores)",
             "loadavg_end": open("/proc/loadavg").read().strip()}
     notes = ("speed_vs_full: the full-attention step time over the mode's (wall clock), "
              "median of the per-round ratios (> 1: faster than full attention); "
              "cpu_speed_vs_full: the same from the process's CPU time, less sensitive to "
              "other jobs taking the cores. keys_read: mean share of the cached keys the "
-             "newest token attends to (window + shared group).")
+             "newest token attends to (window + shared group). 'top-k stores' / 'top-k "
+             "masked': the fast step forced onto the group-set stores / one masked SDPA "
+             "over the cache (the plain top-k rows choose per step, decode.MASKED_SHARE).")
     paths = write_results(name, rows, out_dir, meta=meta, notes=notes,
                           title="One cached decoding step, SmolLM2-135M shape, Focus vs full")
     return {"rows": rows, "paths": paths}
 
 
-def main(argv: Optional[List[str]] = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def common_arguments(doc: str) -> argparse.ArgumentParser:
+    """The command line the decoding-step benchmarks share (``--quick``, contexts, threads,
+    layers, steps, rounds, output)."""
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="tiny smoke run (seconds)")
     p.add_argument("--contexts", type=int, nargs="+", default=[1024, 4096, 8192])
     p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    p.add_argument("--caches", nargs="+", default=["dynamic", "static"],
-                   choices=["dynamic", "static"])
     p.add_argument("--layers", type=int, default=30)
     p.add_argument("--steps", type=int, default=4, help="decoding steps per timed call")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--out", default="benchmarks/results")
     p.add_argument("--name", default=None)
+    return p
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    p = common_arguments(__doc__)
+    p.add_argument("--caches", nargs="+", default=["dynamic", "static"],
+                   choices=["dynamic", "static"])
+    p.add_argument("--compare-paths", action="store_true",
+                   help="also time each top-k forced onto the stores / the masked SDPA")
     a = p.parse_args(argv)
     if a.quick:
         a.contexts, a.layers, a.rounds, a.steps = [256, 1024], 4, 2, 2
     t0 = time.perf_counter()
     run(a.contexts, a.threads, a.caches, a.layers, steps=a.steps, rounds=a.rounds,
-        out_dir=a.out, name=a.name or ("focus_decode_step_quick" if a.quick
+        out_dir=a.out, compare_paths=a.compare_paths, name=a.name or ("focus_decode_step_quick" if a.quick
                                        else "focus_decode_step"))
     print(f"done in {time.perf_counter() - t0:.0f} s")
 

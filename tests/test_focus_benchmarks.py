@@ -119,3 +119,59 @@ def test_focus_lm_rejects_bad_gates(tmp_path):
         with pytest.raises(ValueError, match="gates"):
             focus_lm.run(quick=True, out_dir=tmp_path, run_dir=tmp_path / "runs",
                          progress=False, gates=gates, **TINY)
+
+
+def _bench_module(name):
+    """A benchmark script imported from ``benchmarks/`` (they import their neighbours)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"_bench_{name}", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(path.parent))
+    return mod
+
+
+@pytest.mark.slow
+def test_focus_decode_split_quick_times_every_part(tmp_path):
+    pytest.importorskip("transformers")
+    from quest_geometric.nn.focus import decode
+
+    split = _bench_module("focus_decode_split")
+    import transformers.cache_utils as cu
+
+    before = cu.Cache.update
+    out = split.run(contexts=[200], threads=[1], layers=2, steps=2, rounds=1,
+                    out_dir=tmp_path, progress=False)
+    assert cu.Cache.update is before  # the timers are removed afterwards
+    rows = {r["mode"]: r for r in out["rows"]}
+    assert set(rows) == {"full", "top-1", "top-2"}
+    for m, r in rows.items():
+        # every timed part fired (the SDPA registry hook included) and fits in the step
+        assert r["cache_ms"] > 0 and r["attention_ms"] > 0 and r["rest_ms"] > 0, m
+        assert r["cache_ms"] + r["attention_ms"] + r["routing_ms"] <= r["step_ms"] + 1e-9
+        assert (r["routing_ms"] > 0) == (m != "full")
+    assert rows["top-1"]["keys_read"] < 1.0 and rows["full"]["keys_read"] == 1.0
+    assert (tmp_path / "focus_decode_split.md").is_file()
+    assert decode.MASKED_SHARE == 0.75
+
+
+@pytest.mark.slow
+def test_focus_decode_step_compare_paths_restores_the_rule(tmp_path):
+    pytest.importorskip("transformers")
+    from quest_geometric.nn.focus import decode
+
+    step = _bench_module("focus_decode_step")
+    out = step.run(contexts=[200], threads=[1], caches=["dynamic"], layers=2, steps=2,
+                   rounds=1, out_dir=tmp_path, progress=False, compare_paths=True)
+    modes = [r["mode"] for r in out["rows"]]
+    assert modes == ["full", "top-1", "top-2", *step.PATH_MODES]
+    assert decode.MASKED_SHARE == 0.75  # the forced modes put the rule back
+    by = {r["mode"]: r for r in out["rows"]}
+    assert by["top-2 masked"]["keys_read"] == pytest.approx(by["top-2"]["keys_read"], abs=0.2)

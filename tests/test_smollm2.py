@@ -149,3 +149,14 @@ def test_focus_pretrained_evaluates_trained_routers_on_longer_blocks(smollm2, tm
     assert not (tmp_path / "fp_eval512_routers_additive").exists()
     with pytest.raises(ValueError, match="eval_block"):
         fp.run(name="bad", eval_block=4096, **kw)
+    # the saved routers evaluated again, without training: the run's own numbers
+    again = fp.evaluate_saved([tmp_path / "fp_routers_additive"], quick=True, out_dir=tmp_path,
+                              name="fp_reeval", progress=False)
+    ag = {r["eval"]: r for r in again["rows"] if r["gate"] == "additive"}
+    assert set(ag) == set(s) == {"soft", "hard top-1", "hard top-2", "hard top-4"}
+    for label, r in ag.items():
+        assert r["val_ppl"] == pytest.approx(s[label]["val_ppl"], rel=1e-6), label
+        assert r["trained_val_ppl"] == s[label]["val_ppl"] and r["steps"] == 6
+        assert r["delta_sem"] == pytest.approx(s[label]["delta_sem"], rel=1e-4, abs=1e-6)
+    with pytest.raises(FileNotFoundError, match="save_routers"):
+        fp.evaluate_saved([tmp_path], quick=True, out_dir=tmp_path, progress=False)

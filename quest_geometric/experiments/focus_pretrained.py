@@ -34,7 +34,7 @@ import torch
 from quest_geometric._utils.plotting import optional_pyplot
 
 __all__ = ["run", "run_speed", "train_routers", "evaluate_lm", "block_order", "revisit_drop",
-           "load_router_weights", "paired_block_delta",
+           "load_router_weights", "paired_block_delta", "evaluate_saved",
            "decode_bounds", "write_decode_bounds",
            "main"]
 
@@ -339,6 +339,28 @@ def _plateau(curve: Sequence[float]) -> Dict[str, float]:
     return {"loss_last_a": sum(tail[:h]) / h, "loss_last_b": sum(tail[h:]) / (len(tail) - h)}
 
 
+def _evaluate_modes(model: Any, val: torch.Tensor, gate: Optional[str], window: int,
+                    num_groups: int, progress: bool, desc: str
+                    ) -> Iterator[Tuple[str, int | None, Dict[str, Any]]]:
+    """Evaluate a composed model as the tables report it: its soft gate (not for
+    ``straight_through``, which trains the hard pattern), then hard top-1, top-2 and
+    top-:math:`K`. Yields ``(label, top_k or None, evaluate_lm result)``."""
+    from quest_geometric.nn.focus import set_focus_options
+
+    evals = ([] if gate == "straight_through" else [("soft", None)]) \
+        + [(f"hard top-{k}", k) for k in (1, 2, num_groups)]
+    for label, k in evals:
+        if k is None:
+            model.train()  # the soft gate (SmolLM2 has no dropout)
+            r = evaluate_lm(model, val, progress=progress, desc=f"{desc} {label}")
+            model.eval()
+        else:
+            set_focus_options(model, top_k=k)
+            r = evaluate_lm(model, val, window, num_groups, progress=progress,
+                            desc=f"{desc} {label}")
+        yield label, k, r
+
+
 def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
         run_dir: str | Path = "runs/focus_pretrained", gates: Sequence[str] = ("additive",
                                                                              "multiplicative"),
@@ -367,7 +389,6 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
         decompose,
         router_parameters,
         save_routers,
-        set_focus_options,
     )
 
     steps = steps if steps is not None else (6 if quick else 300)
@@ -410,17 +431,8 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
             continue
         share = tr.get("share_curve") or []
         far_share = sum(share[-20:]) / len(share[-20:]) if share else math.nan
-        evals = ([] if gate == "straight_through" else [("soft", None)]) \
-            + [(f"hard top-{k}", k) for k in (1, 2, num_groups)]
-        for label, k in evals:
-            if k is None:
-                model.train()  # soft gates; SmolLM2 has no dropout
-                r = evaluate_lm(model, val, progress=progress, desc=f"{gate} {label}")
-                model.eval()
-            else:
-                set_focus_options(model, top_k=k)
-                r = evaluate_lm(model, val, window, num_groups, progress=progress,
-                                desc=f"{gate} {label}")
+        for label, k, r in _evaluate_modes(model, val, gate, window, num_groups, progress,
+                                           gate):
             rows.append({"model": f"Focus K={num_groups} w={window}{tag}", "gate": gate,
                          "eval": label, "val_ppl": r["val_ppl"],
                          "delta_pct": 100 * (r["val_ppl"] / full_ppl - 1),
@@ -482,6 +494,83 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
     (out / f"{name}_curves.json").write_text(json.dumps(curves))
     _plot_curves(curves, out / f"{name}_curves.png")
     return {"rows": rows, "paths": paths, "curves": curves}
+
+
+def evaluate_saved(folders: Sequence[str | Path], quick: bool = False,
+                   out_dir: str | Path = "benchmarks/results",
+                   name: str = "focus_pretrained_reeval", block: Optional[int] = None,
+                   val_blocks: Optional[int] = None, progress: bool = True) -> Dict[str, Any]:
+    """Evaluate routers saved by :func:`~quest_geometric.nn.focus.save_routers` (such as
+    the committed ``benchmarks/results/<name>_routers_<gate><tag>`` folders) on the fixed
+    validation blocks, without training: full attention, then for each folder its soft gate
+    (not for ``straight_through``) and hard top-1, top-2 and top-:math:`K`, each with the
+    per-block paired change against full attention (:func:`paired_block_delta`). The
+    composition (gate, window, :math:`K`) is the one the folder records.
+
+    Where the folder sits beside the table of the run that trained it (``<name>.json``), its
+    rows gain that table's ``steps`` and perplexity (``trained_val_ppl``), so the
+    re-evaluation is checked against the original one.
+
+    Raises:
+        FileNotFoundError: if a folder holds no saved routers.
+    """
+    from quest_geometric.experiments.common import write_results
+    from quest_geometric.models.smollm2 import load_smollm2
+    from quest_geometric.nn.focus import decompose, load_routers
+    from quest_geometric.nn.focus.compose import ROUTERS_FILE
+
+    folders = [Path(f) for f in folders]
+    for f in folders:
+        if not (f / ROUTERS_FILE).is_file():
+            raise FileNotFoundError(f"evaluate_saved: no {ROUTERS_FILE} in {str(f)!r} (a "
+                                    f"save_routers folder was expected)")
+    block = block if block is not None else (256 if quick else 1024)
+    val_blocks = val_blocks if val_blocks is not None else (2 if quick else 8)
+    model, tok = load_smollm2()
+    _, val, _, _ = _data(tok, block, val_blocks)
+    base = evaluate_lm(model, val, progress=progress, desc="full attention")
+    rows: List[Dict[str, Any]] = [{"routers": "-", "gate": "-", "eval": "-",
+                                   "val_ppl": base["val_ppl"], "delta_pct": 0.0,
+                                   "pairs_kept": 1.0}]
+    for f in folders:
+        cfg = torch.load(f / ROUTERS_FILE, map_location="cpu", weights_only=True)["config"]
+        gate, window, k_groups = cfg.get("gate"), cfg["window"], cfg["num_groups"]
+        trained: Dict[str, Dict[str, Any]] = {}
+        table = f.parent / (f.name.split("_routers_")[0] + ".json")
+        if table.is_file():
+            for r in json.loads(table.read_text()).get("rows", []):
+                if r.get("gate") == gate and f.name.endswith(
+                        f"_routers_{gate}" + r.get("model", "").split(f"w={window}")[-1]):
+                    trained[r["eval"]] = r
+        load_routers(model, str(f))
+        model.eval()
+        for label, k, r in _evaluate_modes(model, val, gate, window, k_groups, progress,
+                                           f.name):
+            old = trained.get(label, {})
+            rows.append({"routers": f.name, "gate": gate, "eval": label,
+                         "val_ppl": r["val_ppl"],
+                         "delta_pct": 100 * (r["val_ppl"] / base["val_ppl"] - 1),
+                         **paired_block_delta(base["block_loss"], r["block_loss"]),
+                         "pairs_kept": 1.0 if k == k_groups else r["pairs_kept"],
+                         "balance": r["balance"], "steps": old.get("steps", math.nan),
+                         "trained_val_ppl": old.get("val_ppl", math.nan)})
+        decompose(model)
+    meta = {"model": "SmolLM2-135M-Instruct, Q4_1 (4-bit) weights dequantised to float32",
+            "block": block, "val_blocks": int(val.size(0)), "quick": quick,
+            "folders": [str(f) for f in folders],
+            "load": open("/proc/loadavg").read().strip() if os.path.exists("/proc/loadavg")
+            else None}
+    notes = ("Saved routers evaluated again, without training (`evaluate_saved`). "
+             "`delta_sem`: standard error over the validation blocks of the per-block "
+             "perplexity change, `blocks_worse`: blocks on which it is positive "
+             "(`paired_block_delta`); `steps` and `trained_val_ppl`: from the table of the "
+             "run that trained the routers (the re-evaluation should reproduce its "
+             "perplexity up to rounding).")
+    paths = write_results(name, rows, out_dir, meta=meta, notes=notes, columns=[
+        "routers", "gate", "eval", "val_ppl", "delta_pct", "delta_sem", "blocks_worse",
+        "pairs_kept", "balance", "steps", "trained_val_ppl"],
+        title="Saved Focus routers on SmolLM2-135M, evaluated again")
+    return {"rows": rows, "paths": paths}
 
 
 def _plot_curves(curves: Dict[str, List[float]], path: Path) -> None:
@@ -775,12 +864,19 @@ def main(argv: Optional[List[str]] = None) -> None:
     p.add_argument("--out", default="benchmarks/results", help="result folder")
     p.add_argument("--run-dir", default="runs/focus_pretrained", help="checkpoint folder")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--eval-saved", nargs="+", default=None, metavar="ROUTERS_DIR",
+                   help="only evaluate these save_routers folders (no training), with "
+                        "per-block spreads (evaluate_saved)")
     p.add_argument("--bounds-only", nargs="+", default=None, metavar="SPEED_JSON",
                    help="write <name>_bounds.* (decode_bounds) for committed speed tables")
     a = p.parse_args(argv)
     if a.bounds_only:
         for path in a.bounds_only:
             print(write_decode_bounds(path)["paths"]["md"].read_text())
+        return
+    if a.eval_saved:
+        evaluate_saved(a.eval_saved, quick=a.quick, out_dir=a.out, progress=not a.no_progress,
+                       name=a.name or "focus_pretrained_reeval" + ("_quick" if a.quick else ""))
         return
     if a.speed:
         run_speed(routers=a.routers, out_dir=a.out, progress=not a.no_progress, cache=a.cache,

@@ -28,13 +28,14 @@ import sys
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from focus_decode_step import (  # noqa: E402
     MODES,
+    DecodeMode,
     build_model,
     common_arguments,
     kept_share,
@@ -42,7 +43,6 @@ from focus_decode_step import (  # noqa: E402
 )
 
 from quest_geometric.experiments.common import write_results  # noqa: E402
-from quest_geometric.nn.focus import focus_disabled, set_focus_options  # noqa: E402
 
 PARTS = ("cache_ms", "attention_ms", "routing_ms")
 
@@ -89,23 +89,6 @@ def _install() -> _Timers:
     return t
 
 
-def _step_fn(model, c, top_k: Optional[int], steps: int) -> Callable[[], None]:
-    token = torch.tensor([[17]])
-
-    def go() -> None:
-        with torch.no_grad():
-            if top_k is None:
-                with focus_disabled(model):
-                    for _ in range(steps):
-                        model(token, cache=c, use_cache=True)
-            else:
-                set_focus_options(model, top_k=top_k)
-                for _ in range(steps):
-                    model(token, cache=c, use_cache=True)
-
-    return go
-
-
 def run(contexts=(1024, 4096, 8192), threads=(1, 2), layers: int = 30, window: int = 64,
         num_groups: int = 4, steps: int = 4, rounds: int = 5,
         out_dir: str = "benchmarks/results", name: str = "focus_decode_split",
@@ -127,7 +110,7 @@ def run(contexts=(1024, 4096, 8192), threads=(1, 2), layers: int = 30, window: i
                      for m, k in MODES.items()}
             for nt in threads:
                 torch.set_num_threads(nt)
-                fns = {m: _step_fn(model, caches[m], k, steps) for m, k in MODES.items()}
+                fns = {m: DecodeMode(model, caches[m], k, steps) for m, k in MODES.items()}
                 per: Dict[str, Dict[str, List[float]]] = {
                     m: defaultdict(list) for m in MODES}
                 load_before = open("/proc/loadavg").read().split()[0]

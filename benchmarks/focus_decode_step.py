@@ -105,7 +105,11 @@ def kept_share(model, c, window: int) -> float:
     return statistics.fmean(shares) if shares else 1.0
 
 
-class _Mode:
+class DecodeMode:
+    """``steps`` greedy decoding steps of one mode on its own cache ``c`` (full attention
+    for ``top_k=None``; ``masked_share`` forces ``decode.MASKED_SHARE`` for the call and
+    puts it back)."""
+
     def __init__(self, model, c, top_k: Optional[int], steps: int,
                  masked_share: Optional[float] = None) -> None:
         self.model, self.cache, self.top_k, self.steps = model, c, top_k, steps
@@ -152,7 +156,7 @@ def run(contexts=(1024, 4096, 8192), threads=(1, 2), caches=("dynamic", "static"
             for nt in threads:
                 torch.set_num_threads(nt)
                 load_before = open("/proc/loadavg").read().split()[0]
-                fns = {m: _Mode(model, caches_[m], k, steps, ms)
+                fns = {m: DecodeMode(model, caches_[m], k, steps, ms)
                        for m, (k, ms) in modes.items()}
                 t = time_interleaved(fns, warmup=1, repeat=rounds)
                 wall = {m: t[m]["times"] for m in fns}

@@ -339,12 +339,14 @@ def _plateau(curve: Sequence[float]) -> Dict[str, float]:
     return {"loss_last_a": sum(tail[:h]) / h, "loss_last_b": sum(tail[h:]) / (len(tail) - h)}
 
 
-def _evaluate_modes(model: Any, val: torch.Tensor, gate: Optional[str], window: int,
-                    num_groups: int, progress: bool, desc: str
-                    ) -> Iterator[Tuple[str, int | None, Dict[str, Any]]]:
+def _evaluate_modes(model: Any, val: torch.Tensor, base: Mapping[str, Any],
+                    gate: Optional[str], window: int, num_groups: int, progress: bool,
+                    desc: str) -> Iterator[Dict[str, Any]]:
     """Evaluate a composed model as the tables report it: its soft gate (not for
     ``straight_through``, which trains the hard pattern), then hard top-1, top-2 and
-    top-:math:`K`. Yields ``(label, top_k or None, evaluate_lm result)``."""
+    top-:math:`K`. Yields each row's measured columns (``eval``, ``val_ppl``, ``delta_pct``
+    and the :func:`paired_block_delta` columns against ``base``, full attention's
+    :func:`evaluate_lm` result, then ``pairs_kept`` and ``balance``)."""
     from quest_geometric.nn.focus import set_focus_options
 
     evals = ([] if gate == "straight_through" else [("soft", None)]) \
@@ -358,7 +360,11 @@ def _evaluate_modes(model: Any, val: torch.Tensor, gate: Optional[str], window: 
             set_focus_options(model, top_k=k)
             r = evaluate_lm(model, val, window, num_groups, progress=progress,
                             desc=f"{desc} {label}")
-        yield label, k, r
+        yield {"eval": label, "val_ppl": r["val_ppl"],
+               "delta_pct": 100 * (r["val_ppl"] / base["val_ppl"] - 1),
+               **paired_block_delta(base["block_loss"], r["block_loss"]),
+               "pairs_kept": 1.0 if k == num_groups else r["pairs_kept"],
+               "balance": r["balance"]}
 
 
 def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
@@ -431,14 +437,10 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
             continue
         share = tr.get("share_curve") or []
         far_share = sum(share[-20:]) / len(share[-20:]) if share else math.nan
-        for label, k, r in _evaluate_modes(model, val, gate, window, num_groups, progress,
-                                           gate):
+        for measured in _evaluate_modes(model, val, base, gate, window, num_groups, progress,
+                                        gate):
             rows.append({"model": f"Focus K={num_groups} w={window}{tag}", "gate": gate,
-                         "eval": label, "val_ppl": r["val_ppl"],
-                         "delta_pct": 100 * (r["val_ppl"] / full_ppl - 1),
-                         **paired_block_delta(base["block_loss"], r["block_loss"]),
-                         "pairs_kept": 1.0 if k == num_groups else r["pairs_kept"],
-                         "balance": r["balance"], "trainable": n_train, "steps": tr["step"],
+                         **measured, "trainable": n_train, "steps": tr["step"],
                          "train_s": tr["seconds"], "finished": tr["finished"],
                          **_plateau(tr["curve"]), **_revisit(tr["curve"], order),
                          "train_far_share": far_share})
@@ -516,7 +518,7 @@ def evaluate_saved(folders: Sequence[str | Path], quick: bool = False,
     """
     from quest_geometric.experiments.common import write_results
     from quest_geometric.models.smollm2 import load_smollm2
-    from quest_geometric.nn.focus import decompose, load_routers
+    from quest_geometric.nn.focus import decompose, focus_layers, load_routers
     from quest_geometric.nn.focus.compose import ROUTERS_FILE
 
     folders = [Path(f) for f in folders]
@@ -533,26 +535,23 @@ def evaluate_saved(folders: Sequence[str | Path], quick: bool = False,
                                    "val_ppl": base["val_ppl"], "delta_pct": 0.0,
                                    "pairs_kept": 1.0}]
     for f in folders:
-        cfg = torch.load(f / ROUTERS_FILE, map_location="cpu", weights_only=True)["config"]
-        gate, window, k_groups = cfg.get("gate"), cfg["window"], cfg["num_groups"]
-        trained: Dict[str, Dict[str, Any]] = {}
-        table = f.parent / (f.name.split("_routers_")[0] + ".json")
-        if table.is_file():
-            for r in json.loads(table.read_text()).get("rows", []):
-                if r.get("gate") == gate and f.name.endswith(
-                        f"_routers_{gate}" + r.get("model", "").split(f"w={window}")[-1]):
-                    trained[r["eval"]] = r
-        load_routers(model, str(f))
+        load_routers(model, str(f))  # composed as the folder records
         model.eval()
-        for label, k, r in _evaluate_modes(model, val, gate, window, k_groups, progress,
-                                           f.name):
-            old = trained.get(label, {})
-            rows.append({"routers": f.name, "gate": gate, "eval": label,
-                         "val_ppl": r["val_ppl"],
-                         "delta_pct": 100 * (r["val_ppl"] / base["val_ppl"] - 1),
-                         **paired_block_delta(base["block_loss"], r["block_loss"]),
-                         "pairs_kept": 1.0 if k == k_groups else r["pairs_kept"],
-                         "balance": r["balance"], "steps": old.get("steps", math.nan),
+        layer = focus_layers(model)[0]
+        gate, window, k_groups = layer.gate, layer.window, layer.num_groups
+        # the rows of the run that saved the folder: <stem>.json beside <stem>_routers_<gate><tag>
+        trained: Dict[str, Dict[str, Any]] = {}
+        stem = f.name.split("_routers_")[0]
+        table = f.parent / f"{stem}.json"
+        if table.is_file():
+            blob = json.loads(table.read_text())
+            if f.name == f"{stem}_routers_{gate}{blob.get('meta', {}).get('tag', '')}":
+                trained = {r["eval"]: r for r in blob.get("rows", []) if r.get("gate") == gate}
+        for measured in _evaluate_modes(model, val, base, gate, window, k_groups, progress,
+                                        f.name):
+            old = trained.get(measured["eval"], {})
+            rows.append({"routers": f.name, "gate": gate, **measured,
+                         "steps": old.get("steps", math.nan),
                          "trained_val_ppl": old.get("val_ppl", math.nan)})
         decompose(model)
     meta = {"model": "SmolLM2-135M-Instruct, Q4_1 (4-bit) weights dequantised to float32",

@@ -637,6 +637,7 @@ def _fast_step(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState, window:
         a += n
     return o.view(1, h, 1, d)
 
+
 def focus_decode_attention_reference(q: Tensor, k: Tensor, v: Tensor,
                                      state: FocusDecodeState, window: int, scale: float
                                      ) -> Tensor:

@@ -357,9 +357,8 @@ class FocusRouter(nn.Module):
             ValueError: if any score is NaN or infinite (with :obj:`check`).
         """
         dtype = torch.float64 if h.dtype == torch.float64 else torch.float32
-        w, c = self.lin.weight, self.centroids
-        z = F.linear(h if h.dtype == dtype else h.to(dtype), w if w.dtype == dtype else w.to(dtype))
-        s = (z @ (c if c.dtype == dtype else c.to(dtype)).t()) / self.tau
+        z = F.linear(h.to(dtype), self.lin.weight.to(dtype))
+        s = (z @ self.centroids.to(dtype).t()) / self.tau
         if check and not bool(torch.isfinite(s).all()):
             raise ValueError(NONFINITE_SCORES)
         return s

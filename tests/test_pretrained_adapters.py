@@ -198,6 +198,79 @@ def test_padding_from_mask_reads_hf_masks():
         padding_from_mask(torch.ones(5), 5, 5, True, "t")
 
 
+def _counting_reduce(monkeypatch):
+    """Count the reductions :func:`padding_from_mask` actually runs."""
+    from quest_geometric.adapters import base
+
+    calls = []
+    real = base._reduce_mask
+
+    def spy(*a, **kw):
+        calls.append(a[1:3])
+        return real(*a, **kw)
+
+    monkeypatch.setattr(base, "_reduce_mask", spy)
+    return calls
+
+
+def test_padding_from_mask_reduces_one_mask_once_and_sees_changes(monkeypatch):
+    calls = _counting_reduce(monkeypatch)
+    valid = torch.tensor([[0, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1]], dtype=torch.bool)
+    # a static-cache decoding step: one query, a mask over the whole buffer of 8 slots
+    mask = torch.zeros(2, 1, 1, 8, dtype=torch.bool)
+    mask[..., :6] = valid[:, None, None, :]
+    for _ in range(3):  # three layers of one forward
+        assert torch.equal(padding_from_mask(mask, 1, 6, True, "t"), valid)
+    assert calls == [(1, 6)]
+    # other lengths are another question
+    assert torch.equal(padding_from_mask(mask, 1, 5, True, "t"), valid[:, :5])
+    assert calls == [(1, 6), (1, 5)]
+    # an in-place change is seen: row 1 now pads its first key
+    mask[1, ..., 0] = False
+    want = valid.clone()
+    want[1, 0] = False
+    assert torch.equal(padding_from_mask(mask, 1, 5, True, "t"), want[:, :5])
+    assert len(calls) == 3
+    # ... and a change that makes it no padding mask raises instead of a stale answer
+    bias = torch.zeros(1, 1, 3, 3)
+    bias[0, 0].masked_fill_(~torch.ones(3, 3, dtype=torch.bool).tril(), float("-inf"))
+    assert padding_from_mask(bias, 3, 3, True, "t") is None
+    bias[0, 0, 2, 0] = 0.5
+    with pytest.raises(ValueError, match="additive bias"):
+        padding_from_mask(bias, 3, 3, True, "t")
+    # an equal but different tensor is reduced again (the memo is by identity)
+    n = len(calls)
+    assert torch.equal(padding_from_mask(mask.clone(), 1, 5, True, "t"), want[:, :5])
+    assert len(calls) == n + 1
+
+
+def test_padding_from_mask_does_not_remember_inference_tensors(monkeypatch):
+    calls = _counting_reduce(monkeypatch)
+    with torch.inference_mode():  # no version counter: every call reduces again
+        mask = torch.ones(1, 1, 1, 4, dtype=torch.bool)
+        assert padding_from_mask(mask, 1, 4, True, "t") is None
+        mask[..., 0] = False
+        assert torch.equal(padding_from_mask(mask, 1, 4, True, "t"),
+                           torch.tensor([[False, True, True, True]]))
+    assert len(calls) == 2
+
+
+def test_static_cache_step_reduces_its_mask_once(monkeypatch):
+    """Every composed layer of a static-cache decoding step gets the same mask; it is
+    reduced once per forward, and the decoded tokens are those of the uncached forward."""
+    m = build_hf("llama")
+    layers = len(_attn(m))
+    assert layers > 1
+    compose_focus(m, num_groups=4, top_k=1, window=3)
+    x = tokens(1, 12)
+    with torch.no_grad():
+        a = m.generate(x, max_new_tokens=4, do_sample=False, use_cache=False)
+        calls = _counting_reduce(monkeypatch)
+        b = m.generate(x, max_new_tokens=4, do_sample=False, cache_implementation="static")
+    assert torch.equal(a, b)
+    assert 0 < len(calls) <= 4  # one per forward (prefill and decoding steps), not per layer
+
+
 def test_sliding_window_is_refused_naming_the_option():
     m = build_hf("mistral", sliding_window=8)
     compose_focus(m, num_groups=4, top_k=1, window=2)
@@ -244,6 +317,27 @@ def test_load_routers_errors(tmp_path):
         load_routers(m, tmp_path)
     with pytest.raises(ValueError, match="not composed"):
         save_routers(m, tmp_path)
+
+
+def test_load_routers_refuses_another_pattern_unless_not_strict(tmp_path):
+    m = compose_focus(build_hf("llama"), num_groups=4, top_k=2, window=3)
+    save_routers(m, tmp_path)
+    saved = [p.detach().clone() for p in m.parameters() if p.requires_grad]
+    for kw, name in ((dict(num_groups=4, window=5), "window=3, but the model is composed "
+                      "with window=5"), (dict(num_groups=2, window=3), "num_groups=4")):
+        other = compose_focus(build_hf("llama"), top_k=1, **kw)
+        with pytest.raises(ValueError, match=name):
+            load_routers(other, tmp_path)
+    # strict=False loads into another window (same number of groups: same shapes)
+    other = compose_focus(build_hf("llama"), num_groups=4, top_k=2, window=5)
+    load_routers(other, tmp_path, strict=False)
+    assert all(torch.equal(a, b) for a, b in
+               zip([p for p in other.parameters() if p.requires_grad], saved))
+    # the same pattern (another top-k is a decoding option, not the pattern) loads
+    same = compose_focus(build_hf("llama"), num_groups=4, top_k=1, window=3)
+    load_routers(same, tmp_path)
+    assert all(torch.equal(a, b) for a, b in
+               zip([p for p in same.parameters() if p.requires_grad], saved))
 
 
 def test_cache_filled_without_focus_is_refused():

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import warnings
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Dict, NamedTuple, Optional, Tuple
 
@@ -170,6 +171,12 @@ def padding_from_mask(mask: Optional[Tensor], q_len: int, kv_len: int, causal: b
     row, which sees every earlier key; the whole mask is then checked against the formula,
     so a mask that is not a padding mask (a sliding window, a custom 4-D bias) is refused.
 
+    Every layer of one forward receives the same mask tensor, so the last reduction is
+    remembered and returned again for the same tensor, unchanged (its version counter) and
+    with the same lengths: a decoding step with a static cache (a ``[B, 1, 1, S']`` mask
+    over the whole buffer) reduces it once instead of once per layer. The returned tensor is
+    shared between those calls; do not change it in place.
+
     Args:
         mask (Tensor, optional): the mask as the module received it.
         q_len (int): :math:`T`, new tokens.
@@ -191,6 +198,26 @@ def padding_from_mask(mask: Optional[Tensor], q_len: int, kv_len: int, causal: b
                          f"Focus enabled (supported: None, a [B, S] padding mask, or the 4-D "
                          f"causal padding mask Hugging Face builds from it; use "
                          f"attn_implementation='sdpa' or 'eager')")
+    # every layer of one forward receives the same mask tensor: reduce it once
+    key = None if mask.is_inference() else (mask._version, q_len, kv_len, bool(causal))
+    ref, last_key, last = _LAST_MASK
+    if key is not None and ref is not None and ref() is mask and last_key == key:
+        return last
+    valid = _reduce_mask(mask, q_len, kv_len, causal, who)
+    if key is not None:
+        _LAST_MASK[:] = [weakref.ref(mask), key, valid]
+    return valid
+
+
+#: The last mask :func:`padding_from_mask` reduced: a weak reference to it, its version
+#: counter (an in-place change is a new mask) with the query/key lengths, and the result.
+#: Inference tensors have no version counter and are reduced at every call.
+_LAST_MASK: list = [None, None, None]
+
+
+def _reduce_mask(mask: Tensor, q_len: int, kv_len: int, causal: bool, who: str
+                 ) -> Optional[Tensor]:
+    """The reduction of :func:`padding_from_mask` (a tensor mask, not memoised)."""
     if mask.dim() == 2:
         if mask.size(-1) != kv_len:
             raise ValueError(f"{who}: a 2-D attention_mask must be [B, {kv_len}] (cached + new "

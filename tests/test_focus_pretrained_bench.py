@@ -275,11 +275,18 @@ def test_load_router_weights_reads_checkpoints_and_saved_folders(tmp_path):
     for path in (tmp_path / "run" / "routers.pt", tmp_path / "saved"):
         other = _tiny_composed(seed=7, window=4)
         assert not all(torch.equal(x, y) for x, y in zip(params(other), params(trained)))
-        assert load_router_weights(other, path, window=4, num_groups=4) is other
+        assert load_router_weights(other, path) is other
         for x, y in zip(params(other), params(trained)):
             torch.testing.assert_close(x, y, rtol=0, atol=0)
-    with pytest.raises(ValueError, match="window=4, not window=8"):
-        load_router_weights(_tiny_composed(window=4), tmp_path / "saved", window=8)
+    # a save_routers file under another name is still read as one
+    renamed = tmp_path / "renamed.pt"
+    renamed.write_bytes((tmp_path / "saved" / "focus_routers.pt").read_bytes())
+    other = _tiny_composed(seed=7, window=4)
+    load_router_weights(other, renamed)
+    for x, y in zip(params(other), params(trained)):
+        torch.testing.assert_close(x, y, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="window=4, but the model is composed with window=8"):
+        load_router_weights(_tiny_composed(window=8), tmp_path / "saved")
     with pytest.raises(ValueError, match="not a train_routers checkpoint"):
         load_router_weights(_tiny_composed(num_groups=2, window=4),
                             tmp_path / "run" / "routers.pt")

@@ -628,24 +628,24 @@ class _Decoder:
             return n / (time.perf_counter() - t0)
 
 
-def load_router_weights(model: Any, path: str | Path, window: Optional[int] = None,
-                        num_groups: Optional[int] = None) -> Any:
+def load_router_weights(model: Any, path: str | Path) -> Any:
     r"""Set the routers of a composed ``model`` from ``path``: either a training checkpoint
     (``routers.pt`` written by :func:`train_routers`, router parameters in
     :func:`~quest_geometric.nn.focus.router_parameters` order) or a
-    :func:`~quest_geometric.nn.focus.save_routers` folder (or its file), such as the routers
-    committed under ``benchmarks/results/``, so a fresh clone can time the committed routers
-    without retraining them.
+    :func:`~quest_geometric.nn.focus.save_routers` folder (or its file,
+    :data:`~quest_geometric.nn.focus.compose.ROUTERS_FILE`), such as the routers committed
+    under ``benchmarks/results/``, so a fresh clone can time the committed routers without
+    retraining them.
 
-    A :func:`~quest_geometric.nn.focus.save_routers` folder records the
-    :func:`~quest_geometric.nn.focus.compose_focus` arguments it was trained with; a
-    ``window`` or ``num_groups`` other than the recorded one is refused (the routers would
-    run with another pattern than the one they were trained for).
+    A :func:`~quest_geometric.nn.focus.save_routers` file goes to
+    :func:`~quest_geometric.nn.focus.load_routers`, which refuses a model composed with
+    another ``window`` or ``num_groups`` than the recorded one (the routers would run with
+    another pattern than the one they were trained for).
 
     Raises:
         FileNotFoundError: if ``path`` is neither.
-        ValueError: if the checkpoint's routers do not fit the model, or the recorded
-            ``window`` / ``num_groups`` differ from the given ones.
+        ValueError: if the checkpoint's routers do not fit the model, or the model is
+            composed with another ``window`` / ``num_groups`` than the saved routers.
     """
     from quest_geometric.nn.focus import load_routers, router_parameters
     from quest_geometric.nn.focus.compose import ROUTERS_FILE
@@ -655,13 +655,10 @@ def load_router_weights(model: Any, path: str | Path, window: Optional[int] = No
     if not file.is_file():
         raise FileNotFoundError(f"load_router_weights: no routers at {str(path)!r} (expected "
                                 f"a train_routers routers.pt or a save_routers folder)")
+    if file.name == ROUTERS_FILE:
+        return load_routers(model, str(file))
     blob = torch.load(file, map_location="cpu", weights_only=False)
-    if isinstance(blob, dict) and blob.get("format") == 1:
-        cfg = blob.get("config", {})
-        for key, want in (("window", window), ("num_groups", num_groups)):
-            if want is not None and key in cfg and cfg[key] != want:
-                raise ValueError(f"load_router_weights: {str(file)!r} holds routers trained "
-                                 f"with {key}={cfg[key]}, not {key}={want}")
+    if isinstance(blob, dict) and blob.get("format") == 1:  # a renamed save_routers file
         return load_routers(model, str(file))
     _set_router_params(list(router_parameters(model)), blob, file, "load_router_weights")
     return model
@@ -695,7 +692,7 @@ def run_speed(contexts: Sequence[int] = (1024, 4096, 8000), new_tokens: int = 16
     model, tok = load_smollm2()
     compose_focus(model, num_groups=num_groups, top_k=2, window=window, backend="blocks")
     if routers:
-        load_router_weights(model, routers, window=window, num_groups=num_groups)
+        load_router_weights(model, routers)
     model.eval()
     tr, va = pydoc_topic_split()
     stream = token_blocks(tok, sorted(tr + va), block_size=max(contexts))[0:1]

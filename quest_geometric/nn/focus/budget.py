@@ -15,7 +15,7 @@ from torch import Tensor
 from torch_geometric.utils import to_dense_batch
 
 from quest_geometric.nn.focus._checks import check_batch, check_soft, check_window, seq_layout
-from quest_geometric.nn.focus.dense import straight_through_membership
+from quest_geometric.nn.focus.dense import _pair_offsets, straight_through_membership
 
 __all__ = ["straight_through_pair_share"]
 
@@ -59,8 +59,7 @@ def straight_through_pair_share(soft: Tensor, groups: Tensor, window: int,
     seq, nseq = seq_layout(batch, soft.size(0), soft.device)
     md, valid = to_dense_batch(m, seq, batch_size=nseq)
     t = md.size(1)
-    i = torch.arange(t, device=soft.device)
-    dist = i.view(-1, 1) - i.view(1, -1)
+    dist = _pair_offsets(t, soft.device)
     far = (dist > window) if causal else (dist.abs() > window)
     far = far.unsqueeze(0) & valid.unsqueeze(1) & valid.unsqueeze(2)
     count = far.sum()

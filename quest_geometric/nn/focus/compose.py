@@ -627,14 +627,18 @@ def load_routers(model: nn.Module, path: str, strict: bool = True) -> nn.Module:
     Args:
         model (torch.nn.Module): a base model (or one already composed the same way).
         path (str): the folder given to :func:`save_routers` (or the file itself).
-        strict (bool): require exactly the saved layers (default: :obj:`True`).
+        strict (bool): require exactly the saved layers and, for a model already
+            composed, the saved number of groups and window (routers run with another
+            pattern than the one they were trained for otherwise; default: :obj:`True`).
 
     Returns:
         torch.nn.Module: :obj:`model`, composed, with the saved routers.
 
     Raises:
         FileNotFoundError: if no router file exists at :obj:`path`.
-        ValueError: if the saved layers do not match the model's Focus layers.
+        ValueError: if the saved layers do not match the model's Focus layers, or (with
+            :obj:`strict`) the model is composed with another ``num_groups`` or ``window``
+            than the saved one.
     """
     file = path if os.path.isfile(path) else os.path.join(path, ROUTERS_FILE)
     if not os.path.isfile(file):
@@ -643,9 +647,17 @@ def load_routers(model: nn.Module, path: str, strict: bool = True) -> nn.Module:
     blob = torch.load(file, map_location="cpu", weights_only=True)
     if not isinstance(blob, dict) or blob.get("format") != 1:
         raise ValueError(f"load_routers: {file!r} is not a router file of this library")
-    if getattr(model, _STATE_ATTR, None) is None:
-        cfg = dict(blob["config"])
-        compose_focus(model, **cfg)
+    state = getattr(model, _STATE_ATTR, None)
+    if state is None:
+        compose_focus(model, **dict(blob["config"]))
+    elif strict:
+        for key in ("num_groups", "window"):
+            saved_v, have = blob["config"].get(key), state["config"].get(key)
+            if saved_v is not None and saved_v != have:
+                raise ValueError(f"load_routers: {file!r} holds routers trained with "
+                                 f"{key}={saved_v}, but the model is composed with "
+                                 f"{key}={have}; compose it as saved (or pass an uncomposed "
+                                 f"model), or load anyway with strict=False")
     layers = {n: m for n, m in model.named_modules() if isinstance(m, FocusComposed)}
     saved = blob["routers"]
     if strict and set(saved) != set(layers):

@@ -65,6 +65,14 @@ def straight_through_membership(soft: Tensor, groups: Tensor) -> Tensor:
     return hard + soft - soft.detach()
 
 
+def _pair_offsets(t: int, device: torch.device) -> Tensor:
+    r"""Query minus key position :math:`i - j` of every pair of a :math:`T`-token
+    sequence, ``[T, T]`` long (the distance the window :math:`|i - j| \le w` and
+    causality :math:`i - j \ge 0` read)."""
+    i = torch.arange(t, device=device)
+    return i.view(-1, 1) - i.view(1, -1)
+
+
 def _dense_allowed(groups: Tensor, seq: Tensor, nseq: int, window: int, causal: bool,
                    num_groups: int) -> Tuple[Tensor, Tensor]:
     """Dense boolean Focus mask ``[B, T, T]`` (query, key) and the valid-token mask."""
@@ -72,8 +80,7 @@ def _dense_allowed(groups: Tensor, seq: Tensor, nseq: int, window: int, causal: 
     member.scatter_(1, groups, 1.0)
     md, valid = to_dense_batch(member, seq, batch_size=nseq)
     t = md.size(1)
-    i = torch.arange(t, device=groups.device)
-    dist = i.view(-1, 1) - i.view(1, -1)
+    dist = _pair_offsets(t, groups.device)
     near = dist.abs() <= window
     shared = (md @ md.transpose(1, 2)) > 0
     allowed = (near | shared) & valid.unsqueeze(1)
@@ -188,8 +195,7 @@ def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: 
     t = qd.size(1)
     qd, kd, vd = (x.view(nseq, t, h, d).transpose(1, 2) for x in (qd, kd, vd))
     s = (qd @ kd.transpose(-1, -2)) / math.sqrt(d)  # [B, H, T, T]
-    i = torch.arange(t, device=q.device)
-    dist = i.view(-1, 1) - i.view(1, -1)
+    dist = _pair_offsets(t, q.device)
     near = (dist.abs() <= window).unsqueeze(0)
     sim = (sd @ sd.transpose(1, 2)).to(s.dtype)  # [B, T, T]
     if gate == "multiplicative":

@@ -7,6 +7,7 @@ import math
 import re
 
 import pytest
+import torch
 
 from quest_geometric.experiments import focus_lm, focus_speed
 
@@ -175,3 +176,28 @@ def test_focus_decode_step_compare_paths_restores_the_rule(tmp_path):
     assert decode.MASKED_SHARE == 0.75  # the forced modes put the rule back
     by = {r["mode"]: r for r in out["rows"]}
     assert by["top-2 masked"]["keys_read"] == pytest.approx(by["top-2"]["keys_read"], abs=0.2)
+
+
+def test_focus_masked_layout_quick_both_layouts_attend_alike(tmp_path):
+    lay = _bench_module("focus_masked_layout")
+    h, hkv, d, s = 9, 3, 8, 50
+    fns = lay.layouts(h, hkv, d, s, seed=3)
+    # the same inputs, rebuilt: a dense masked softmax per query head
+    g = torch.Generator().manual_seed(3)
+    q = torch.randn(1, h, 1, d, generator=g)
+    k = torch.randn(1, hkv, s, d, generator=g)
+    v = torch.randn(1, hkv, s, d, generator=g)
+    mask = torch.rand(s, generator=g) < 5 / 6
+    mask[-64:] = True
+    kh, vh = k.repeat_interleave(h // hkv, 1), v.repeat_interleave(h // hkv, 1)
+    logits = (q @ kh.transpose(-1, -2)) * d ** -0.5
+    want = torch.softmax(logits.masked_fill(~mask, float("-inf")), -1) @ vh
+    for name, fn in fns.items():
+        torch.testing.assert_close(fn(), want, msg=name)
+    before = torch.get_num_threads()
+    out = lay.run([64], [1], calls=2, rounds=1, shapes=[(4, 2, 8)], out_dir=tmp_path)
+    assert torch.get_num_threads() == before
+    assert [r["layout"] for r in out["rows"]] == ["packed", "gqa"]
+    assert all(r["max_abs_diff"] < 1e-5 and r["us_per_call"] > 0 for r in out["rows"])
+    assert out["rows"][0]["vs_packed"] == 1.0
+    assert (tmp_path / "focus_masked_layout.md").is_file()

@@ -546,3 +546,34 @@ def test_single_pass_prefill_equals_the_two_pass_one(train, padded):
         for name in ("groups", "pos", "col_lse", "count"):
             assert torch.equal(getattr(a, name), getattr(b, name)), name
         assert not a.col_lse.requires_grad
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("heads", [(9, 3), (8, 2)])
+def test_masked_layout_follows_the_thread_count_and_equals_the_oracle(threads, heads,
+                                                                      monkeypatch):
+    # packed query heads at one thread or when the threads divide H_kv; else enable_gqa
+    h, hkv = heads
+    g = _gen(21)
+    groups = _random_groups(120, 4, 2, g)
+    q = torch.randn(1, h, 1, 16, generator=g)
+    k, v = torch.randn(1, hkv, 130, 16, generator=g), torch.randn(1, hkv, 130, 16, generator=g)
+    shapes = []
+    real = torch.nn.functional.scaled_dot_product_attention
+
+    def spy(qq, *a, **kw):
+        shapes.append((tuple(qq.shape), kw.get("enable_gqa", False)))
+        return real(qq, *a, **kw)
+
+    _force(monkeypatch, 0.0)  # always the masked SDPA
+    monkeypatch.setattr(decode.F, "scaled_dot_product_attention", spy)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        o = focus_decode_attention(q, k, v, _state(groups), 5, 0.25)
+    finally:
+        torch.set_num_threads(before)
+    packed = threads == 1 or hkv % threads == 0
+    assert shapes == [((1, hkv, h // hkv, 16), False) if packed else ((1, h, 1, 16), True)]
+    torch.testing.assert_close(o, _dense_oracle(q, k, v, groups, 5, 0.25), rtol=1e-5,
+                               atol=1e-5)

@@ -41,7 +41,9 @@ groups (:func:`focus_decode_attention`): the attention cost grows with
   SDPA over the whole cache: the mask is a table lookup, the new token's group set against
   every cached token's (:math:`\mathbf{1}[G_j \cap G_t \neq \emptyset]`, one long id per
   cached token) or'ed with the window, and the :math:`H / H_{kv}` query heads of a key head
-  sit on the query axis of one ``[1, H_{kv}, H / H_{kv}, D]`` call (no repeated keys). It
+  sit on the query axis of one ``[1, H_{kv}, H / H_{kv}, D]`` call (no repeated keys; with
+  more threads than divide :math:`H_{kv}` evenly, one query per head with ``enable_gqa``
+  instead, which splits into more work items). It
   reads every cached key, but in one fused kernel instead of a few products per store.
   The step takes whichever is cheaper by a rough cost model (:data:`MASKED_SHARE`,
   :data:`PART_WORK`); the stores are filled only when they are read (catching up on the
@@ -91,6 +93,18 @@ MAX_STORE_PARTS = 16
 #: a key in 0.75 of the time). Both give the same values up to rounding.
 MASKED_SHARE = 0.75
 PART_WORK = 30000.0
+
+
+def _packed_layout(hkv: int) -> bool:
+    """Whether the masked SDPA packs the query heads of a key head on its query axis
+    (``H_kv`` work items for PyTorch's CPU kernel) rather than one query per head with
+    ``enable_gqa`` (``H`` items): packed at one thread or when the threads divide ``H_kv``
+    evenly. Measured in ``benchmarks/focus_masked_layout.py`` (2-core x86 CPU): packed is
+    5-94% faster at one thread for ``H_kv`` = 2, 3, 4 and at two threads for ``H_kv`` = 2, 4;
+    at two threads with SmolLM2's ``H_kv = 3`` (3 items for 2 threads) ``enable_gqa`` is
+    14-20% faster."""
+    t = torch.get_num_threads()
+    return t == 1 or hkv % t == 0
 
 
 class _GroupSetStores:
@@ -613,11 +627,15 @@ def _fast_step(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState, window:
         # SDPA over the cache is cheaper than the parts
         mask = stores.lut(mine, q.device)[stores.slot_ids[:s]]
         mask[lo:] = True  # the window
-        # the query heads of one key head on the query axis: [1, H_kv, H / H_kv, D]
-        o = F.scaled_dot_product_attention(q.reshape(1, hkv, h // hkv, d), k[:, :, :s],
-                                           v[:, :, :s], attn_mask=mask.view(1, 1, 1, s),
-                                           scale=scale)
-        return o.view(1, h, 1, d)
+        if _packed_layout(hkv):
+            # the query heads of one key head on the query axis: [1, H_kv, H / H_kv, D]
+            o = F.scaled_dot_product_attention(q.reshape(1, hkv, h // hkv, d), k[:, :, :s],
+                                               v[:, :, :s], attn_mask=mask.view(1, 1, 1, s),
+                                               scale=scale)
+            return o.view(1, h, 1, d)
+        return F.scaled_dot_product_attention(q, k[:, :, :s], v[:, :, :s],
+                                              attn_mask=mask.view(1, 1, 1, s), scale=scale,
+                                              enable_gqa=h != hkv)
     stores.fill(sets, k, v, lo)
     parts = [(k[0, :, lo:s].transpose(1, 2), v[0, :, lo:s])]  # keys as [H_kv, D, n]
     for key in meets:

@@ -19,7 +19,11 @@ def test_committed_smollm2_routers_are_present_and_complete():
                          ("focus_pretrained_st_budget75_routers_straight_through_st_budget75",
                           "straight_through"),
                          ("focus_pretrained_st_budget75_s400_routers_straight_through"
-                          "_st_budget75_s400", "straight_through")):
+                          "_st_budget75_s400", "straight_through"),
+                         ("focus_pretrained_st_budget75_s620_routers_straight_through"
+                          "_st_budget75_s620", "straight_through"),
+                         ("focus_pretrained_additive_s620_routers_additive_additive_s620",
+                          "additive")):
         path = RESULTS_DIR / folder / ROUTERS_FILE
         assert path.is_file(), f"{path} is missing (is it ignored by .gitignore?)"
         blob = torch.load(path, map_location="cpu", weights_only=True)

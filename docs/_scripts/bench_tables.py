@@ -64,6 +64,8 @@ INCLUDED = ["qsv_layer_speed", "knn_speed", "qsv_ablation_digits", "qsv_ablation
             "focus_pretrained_speed_st_budget75_masked_1thread",
             "focus_pretrained_speed_st_budget75_masked_1thread_bounds",
             "focus_decode_step_paths", "focus_decode_split",
+            "focus_pretrained_st_budget75_s620", "focus_pretrained_additive_s620",
+            "focus_pretrained_speed_st_budget75_caches", "focus_masked_layout",
             "qk_pretrained"]
 
 

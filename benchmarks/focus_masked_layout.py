@@ -25,9 +25,9 @@ import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
-import torch.nn.functional as F
 
 from quest_geometric.experiments.common import paired_ratio, time_interleaved, write_results
+from quest_geometric.nn.focus.decode import _masked_attention
 
 #: (H, H_kv, D): SmolLM2-135M, and two other grouped-query layouts
 SHAPES: Tuple[Tuple[int, int, int], ...] = ((9, 3, 64), (8, 2, 64), (16, 4, 64))
@@ -42,18 +42,10 @@ def layouts(h: int, hkv: int, d: int, s: int, seed: int = 0) -> Dict[str, Any]:
     v = torch.randn(1, hkv, s, d, generator=g)
     mask = torch.rand(s, generator=g) < 5 / 6
     mask[-64:] = True  # the window
-    m = mask.view(1, 1, 1, s)
     scale = d ** -0.5
-
-    def packed():
-        return F.scaled_dot_product_attention(q.reshape(1, hkv, h // hkv, d), k, v,
-                                              attn_mask=m, scale=scale).view(1, h, 1, d)
-
-    def gqa():
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=scale,
-                                              enable_gqa=True)
-
-    return {"packed": packed, "gqa": gqa}
+    # the fast step's own call (decode._masked_attention), in each layout
+    return {"packed": lambda: _masked_attention(q, k, v, mask, scale, True),
+            "gqa": lambda: _masked_attention(q, k, v, mask, scale, False)}
 
 
 def run(contexts: Sequence[int], threads: Sequence[int], calls: int = 200, rounds: int = 7,

@@ -107,6 +107,22 @@ def _packed_layout(hkv: int) -> bool:
     return t == 1 or hkv % t == 0
 
 
+def _masked_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, scale: float,
+                      packed: bool) -> Tensor:
+    """One new token ``q [1, H, 1, D]`` attending to the keys ``k, v [1, H_kv, S, D]`` that
+    the bool ``mask [S]`` allows, in one SDPA: the query heads of a key head on the query
+    axis (``packed``) or one query per head with ``enable_gqa``."""
+    _, h, _, d = q.shape
+    hkv, s = k.size(1), k.size(2)
+    m = mask.view(1, 1, 1, s)
+    if packed:  # [1, H_kv, H / H_kv, D]
+        o = F.scaled_dot_product_attention(q.reshape(1, hkv, h // hkv, d), k, v,
+                                           attn_mask=m, scale=scale)
+        return o.view(1, h, 1, d)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=scale,
+                                          enable_gqa=h != hkv)
+
+
 class _GroupSetStores:
     """Derived data of a one-sequence cache for the fast step (rebuilt from the cache
     whenever a state is created or reordered):
@@ -627,15 +643,8 @@ def _fast_step(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState, window:
         # SDPA over the cache is cheaper than the parts
         mask = stores.lut(mine, q.device)[stores.slot_ids[:s]]
         mask[lo:] = True  # the window
-        if _packed_layout(hkv):
-            # the query heads of one key head on the query axis: [1, H_kv, H / H_kv, D]
-            o = F.scaled_dot_product_attention(q.reshape(1, hkv, h // hkv, d), k[:, :, :s],
-                                               v[:, :, :s], attn_mask=mask.view(1, 1, 1, s),
-                                               scale=scale)
-            return o.view(1, h, 1, d)
-        return F.scaled_dot_product_attention(q, k[:, :, :s], v[:, :, :s],
-                                              attn_mask=mask.view(1, 1, 1, s), scale=scale,
-                                              enable_gqa=h != hkv)
+        return _masked_attention(q, k[:, :, :s], v[:, :, :s], mask, scale,
+                                 _packed_layout(hkv))
     stores.fill(sets, k, v, lo)
     parts = [(k[0, :, lo:s].transpose(1, 2), v[0, :, lo:s])]  # keys as [H_kv, D, n]
     for key in meets:

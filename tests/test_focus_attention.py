@@ -193,18 +193,19 @@ def test_soft_gates_match_formulas():
         torch.testing.assert_close(out[:, 0], ref)
 
 
-@pytest.mark.parametrize("top_k", [1, 2])
+@pytest.mark.parametrize("top_k", [1, 2, 3])
 def test_additive_gate_tends_to_hard_mask(top_k):
     q, k, v, groups, batch, K = random_case(20 + top_k, top_k)
     onehot = torch.zeros(groups.size(0), K).scatter_(1, groups, 1.0 / top_k)
     hard = focus_dense_attention(q, k, v, groups, 3, batch, True, K)
-    # overlap of two sets is >= 1/top_k^2 when they intersect, 0 otherwise
+    # overlap of two sets is >= 1/top_k^2 when they intersect, 0 otherwise: b = 1/(2 top_k^2)
     soft = focus_soft_attention(q, k, v, onehot, 3, batch, True, "additive",
                                 gate_scale=1e4, gate_bias=0.5 / top_k ** 2)
     torch.testing.assert_close(soft, hard, atol=1e-5, rtol=1e-5)
-    mult = focus_soft_attention(q, k, v, onehot, 3, batch, True, "multiplicative",
-                                gate_scale=1e4)
-    assert not torch.allclose(mult, hard, atol=1e-3)  # the paper's gate does not prune
+    if 2 * top_k <= 4:  # some sets of top_k of the 4 used groups are disjoint
+        mult = focus_soft_attention(q, k, v, onehot, 3, batch, True, "multiplicative",
+                                    gate_scale=1e4)
+        assert not torch.allclose(mult, hard, atol=1e-3)  # the paper's gate does not prune
 
 
 def test_training_mode_gradients_reach_router():

@@ -82,7 +82,7 @@ def test_revisit_drop_is_near_zero_on_a_flat_noisy_curve():
     assert revisit_drop(trend, order.tolist())["mean"] < -5 * r["sem"]
 
 
-def _tiny_composed(gate="additive", top_k=1, seed=0, num_groups=4, window=2):
+def _tiny_composed(gate="additive", top_k=1, seed=0, num_groups=4, window=2, **focus_kwargs):
     """A tiny Llama with Focus composed (routers seeded with ``seed``), every weight but the
     routers' frozen."""
     from _hf_models import build_hf
@@ -92,7 +92,7 @@ def _tiny_composed(gate="additive", top_k=1, seed=0, num_groups=4, window=2):
     model = build_hf("llama", seed=0)
     torch.manual_seed(seed)
     compose_focus(model, num_groups=num_groups, top_k=top_k, window=window, backend="blocks",
-                  gate=gate)
+                  gate=gate, **focus_kwargs)
     for p in model.parameters():
         p.requires_grad_(False)
     for p in router_parameters(model):
@@ -258,6 +258,34 @@ def test_train_routers_pair_budget(tmp_path):
         torch.testing.assert_close(x, y)
 
 
+def test_train_routers_gate_bias_is_part_of_the_objective(tmp_path):
+    """The additive gate's b changes the loss, so a run resumed with another b is refused; a
+    checkpoint from before b was recorded resumes as b = 0.5, the only value then used."""
+    pytest.importorskip("transformers")
+    from _hf_models import tokens
+
+    train = tokens(5, 24, seed=2)
+    a = train_routers(_tiny_composed(top_k=2), train, 2, 1e-2, tmp_path / "a",
+                      progress=False)
+    assert a["objective"]["gate_bias"] == [0.5]
+    b = train_routers(_tiny_composed(top_k=2, gate_bias=0.125), train, 2, 1e-2,
+                      tmp_path / "b", progress=False)
+    assert b["objective"]["gate_bias"] == [0.125]
+    assert b["curve"][0] != pytest.approx(a["curve"][0], rel=1e-6)  # another loss
+    with pytest.raises(ValueError, match="gate_bias"):
+        train_routers(_tiny_composed(top_k=2, gate_bias=0.125), train, 3, 1e-2,
+                      tmp_path / "a", progress=False)
+    blob = torch.load(tmp_path / "a" / "routers.pt", weights_only=False)
+    del blob["state"]["objective"]["gate_bias"]  # as written before b was recorded
+    torch.save(blob, tmp_path / "a" / "routers.pt")
+    resumed = train_routers(_tiny_composed(top_k=2), train, 3, 1e-2, tmp_path / "a",
+                            progress=False)
+    assert resumed["step"] == 3 and resumed["curve"][:2] == a["curve"]
+    with pytest.raises(ValueError, match="gate_bias"):
+        train_routers(_tiny_composed(top_k=2, gate_bias=0.125), train, 4, 1e-2,
+                      tmp_path / "a", progress=False)
+
+
 @pytest.mark.slow
 def test_load_router_weights_reads_checkpoints_and_saved_folders(tmp_path):
     # run_speed's --routers: a train_routers checkpoint or a committed save_routers folder
@@ -292,3 +320,49 @@ def test_load_router_weights_reads_checkpoints_and_saved_folders(tmp_path):
                             tmp_path / "run" / "routers.pt")
     with pytest.raises(FileNotFoundError, match="no routers at"):
         load_router_weights(_tiny_composed(), tmp_path / "absent")
+
+
+def test_speed_command_line_passes_contexts_rounds_and_tokens(monkeypatch):
+    from quest_geometric.experiments import focus_pretrained as fp
+
+    seen = []
+    monkeypatch.setattr(fp, "run_speed", lambda **kw: seen.append(kw))
+    fp.main(["--speed", "--cache", "both", "--contexts", "1024", "8000", "--rounds", "8",
+             "--new-tokens", "24", "--no-progress"])
+    fp.main(["--speed", "--quick", "--rounds", "5"])  # the quick preset, one value replaced
+    fp.main(["--speed"])  # run_speed's own defaults
+    assert seen[0]["contexts"] == [1024, 8000] and seen[0]["rounds"] == 8
+    assert seen[0]["new_tokens"] == 24 and seen[0]["name"] == "focus_pretrained_speed_caches"
+    assert (seen[1]["contexts"], seen[1]["rounds"], seen[1]["new_tokens"]) == ((256, 512), 5, 4)
+    assert seen[1]["name"] == "focus_pretrained_speed_quick"
+    assert not {"contexts", "rounds", "new_tokens"} & set(seen[2])
+
+
+def test_evaluate_lm_soft_keep_of_the_additive_gate_by_hand():
+    """soft_keep: every far pair's factor is 1 at b = -1000 and 0 at b = +1000, so it is 1
+    and the window's share of the causal pairs (hand-counted); NaN for the hard pattern
+    and for the multiplicative gate."""
+    pytest.importorskip("transformers")
+    from _hf_models import tokens
+
+    from quest_geometric.experiments.focus_pretrained import evaluate_lm
+    from quest_geometric.nn.focus import focus_layers
+
+    blocks = tokens(3, 24, seed=2)
+    t, w = 24, 2
+    window_share = (t + (t - 1) + (t - 2)) / (t * (t + 1) / 2)  # offsets 0, 1, 2 of 300 pairs
+    model = _tiny_composed(top_k=2, window=w)
+    model.train()
+    for bias, want in ((-1000.0, 1.0), (1000.0, window_share)):
+        for f in focus_layers(model):
+            f.gate_bias = bias
+        assert evaluate_lm(model, blocks)["soft_keep"] == pytest.approx(want, rel=1e-6)
+    for f in focus_layers(model):
+        f.gate_bias = 0.125
+    keep = evaluate_lm(model, blocks)["soft_keep"]
+    assert window_share < keep < 1.0
+    model.eval()  # the hard pattern: no soft gate
+    assert math.isnan(evaluate_lm(model, blocks, w, 4)["soft_keep"])
+    mult = _tiny_composed("multiplicative", top_k=2, window=w)
+    mult.train()
+    assert math.isnan(evaluate_lm(mult, blocks)["soft_keep"])

@@ -2,12 +2,15 @@
 oracle and brute-force counts, gradients against hand-derived formulas."""
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
 from quest_geometric.experiments.focus_lm import causal_pair_share
 from quest_geometric.nn.focus import (
     FocusAttention,
+    additive_gate_share,
     focus_dense_attention,
     focus_soft_attention,
     straight_through_membership,
@@ -132,6 +135,50 @@ def test_pair_share_without_far_pairs_and_bad_input():
         straight_through_pair_share(soft, groups, -1)
     with pytest.raises(ValueError, match="'groups'"):
         straight_through_pair_share(soft, groups[:2], 1)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_additive_gate_share_by_brute_force(causal):
+    t, k, w, lam, b = 15, 4, 3, 7.0, 0.3
+    soft, _ = _memberships(t, k, 1, seed=5)
+    soft = soft.detach()
+    batch = torch.tensor([0] * 6 + [1] * 9)
+    total, count = 0.0, 0
+    for lo, hi in ((0, 6), (6, 15)):
+        for i in range(lo, hi):
+            for j in range(lo, hi):
+                if causal and j > i:
+                    continue
+                x = float(soft[i] @ soft[j])
+                total += 1.0 if abs(i - j) <= w else 1.0 / (1.0 + math.exp(-lam * (x - b)))
+                count += 1
+    r = additive_gate_share(soft, w, lam, b, batch, causal)
+    assert float(r) == pytest.approx(total / count, rel=1e-12)
+
+
+@pytest.mark.parametrize("top_k", [1, 2])
+def test_additive_gate_share_of_a_hard_gate_is_the_causal_pair_share(top_k):
+    """Memberships spread evenly over the hard groups and b = 1/(2 top_k^2) at a large scale:
+    every factor is 0 or 1, so the share is that of the hard top-k pattern."""
+    t, k, w = 40, 4, 5
+    _, groups = _memberships(t, k, top_k, seed=6)
+    even = torch.zeros(t, k, dtype=torch.float64).scatter_(1, groups, 1.0 / top_k)
+    r = additive_gate_share(even, w, gate_scale=1e4, gate_bias=0.5 / top_k ** 2)
+    assert float(r) == pytest.approx(causal_pair_share(groups, w, k), abs=1e-12)
+    # full attention (no far pair gated away) is 1; the default b = 1/2 keeps fewer at top-2
+    assert float(additive_gate_share(even, t, 1e4, 0.5)) == 1.0
+    if top_k == 2:
+        assert float(additive_gate_share(even, w, 1e4, 0.5)) < float(r)
+
+
+def test_additive_gate_share_bad_input():
+    soft, _ = _memberships(6, 3, 1)
+    with pytest.raises(ValueError, match="'soft'"):
+        additive_gate_share(soft.detach().long(), 1)
+    with pytest.raises(ValueError, match="window"):
+        additive_gate_share(soft, -1)
+    with pytest.raises(ValueError, match="gate_bias"):
+        additive_gate_share(soft, 1, gate_bias=float("nan"))
 
 
 def test_focus_attention_trains_through_the_straight_through_gate():

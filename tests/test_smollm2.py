@@ -4,6 +4,7 @@ the install command otherwise)."""
 from __future__ import annotations
 
 import builtins
+import math
 
 import pytest
 import torch
@@ -160,3 +161,38 @@ def test_focus_pretrained_evaluates_trained_routers_on_longer_blocks(smollm2, tm
         assert r["delta_sem"] == pytest.approx(s[label]["delta_sem"], rel=1e-4, abs=1e-6)
     with pytest.raises(FileNotFoundError, match="save_routers"):
         fp.evaluate_saved([tmp_path], quick=True, out_dir=tmp_path, progress=False)
+
+
+@pytest.mark.slow
+def test_focus_pretrained_gate_bias_is_recorded_and_reused(smollm2, tmp_path):
+    """A run with another additive-gate bias records it (table meta, saved router config),
+    and re-evaluating the saved routers composes with it again: the same soft row."""
+    import json
+
+    from quest_geometric.experiments import focus_pretrained as fp
+
+    out = fp.run(quick=True, out_dir=tmp_path, run_dir=tmp_path / "runs", gates=["additive"],
+                 progress=False, gate_bias=0.125, name="fpb")
+    assert json.loads((tmp_path / "fpb.json").read_text())["meta"]["gate_bias"] == 0.125
+    saved = torch.load(tmp_path / "fpb_routers_additive" / "focus_routers.pt",
+                       weights_only=True)
+    assert saved["config"]["gate_bias"] == 0.125
+    again = fp.evaluate_saved([tmp_path / "fpb_routers_additive"], quick=True,
+                              out_dir=tmp_path, name="fpb_reeval", progress=False)
+    soft = [r for r in out["rows"] if r["eval"] == "soft"]
+    soft_again = [r for r in again["rows"] if r["eval"] == "soft"]
+    assert len(soft) == len(soft_again) == 1
+    assert soft_again[0]["val_ppl"] == pytest.approx(soft[0]["val_ppl"], rel=1e-6)
+    assert soft_again[0]["gate_bias"] == 0.125
+    # the same routers under the top-1 relaxation b = 0.5: another soft row, the same hard rows
+    other = fp.evaluate_saved([tmp_path / "fpb_routers_additive"], quick=True,
+                              out_dir=tmp_path, name="fpb_b05", progress=False, gate_bias=0.5)
+    rows = {r["eval"]: r for r in other["rows"][1:]}
+    assert rows["soft"]["gate_bias"] == 0.5 and math.isnan(rows["soft"]["trained_val_ppl"])
+    assert rows["soft"]["val_ppl"] > soft[0]["val_ppl"] * 1.001  # b = 0.5 masks more
+    # every pair's factor sigma(lam (g_i.g_j - b)) falls as b rises: less of the weight kept
+    assert 0 < rows["soft"]["soft_keep"] < soft_again[0]["soft_keep"] < 1
+    assert soft_again[0]["soft_keep"] == pytest.approx(soft[0]["soft_keep"], rel=1e-6)
+    for r in again["rows"][1:]:
+        if r["eval"] != "soft":
+            assert rows[r["eval"]]["val_ppl"] == pytest.approx(r["val_ppl"], rel=1e-6)

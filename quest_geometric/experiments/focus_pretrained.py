@@ -71,13 +71,15 @@ def evaluate_lm(model: Any, blocks: torch.Tensor, window: Optional[int] = None,
                 desc: str = "eval") -> Dict[str, float]:
     r"""Validation perplexity :math:`\exp(\bar\ell)` over ``blocks`` (next-token loss of
     every position but the first of each block) and, when Focus is on and hard, the mean
-    share of causal pairs kept and the mean largest group share over layers and blocks.
-    ``block_loss`` lists each block's mean loss, for paired comparisons
-    (:func:`paired_block_delta`)."""
+    share of causal pairs kept and the mean largest group share over layers and blocks;
+    when the soft additive gate is on (training mode), ``soft_keep``, the mean over layers
+    and blocks of :func:`~quest_geometric.nn.focus.additive_gate_share` (how much of the
+    causal pairs' weight the gate keeps; NaN otherwise). ``block_loss`` lists each block's
+    mean loss, for paired comparisons (:func:`paired_block_delta`)."""
     from tqdm.auto import tqdm
 
     from quest_geometric.experiments.focus_lm import causal_pair_share
-    from quest_geometric.nn.focus import group_balance
+    from quest_geometric.nn.focus import additive_gate_share, group_balance
 
     nll, count, per_block = 0.0, 0, []
     with _router_outputs(model) as routed:
@@ -89,8 +91,12 @@ def evaluate_lm(model: Any, blocks: torch.Tensor, window: Optional[int] = None,
             nll += per_block[-1] * n
             count += n
     captured = [r.groups for _, r in routed]
+    soft = [float(additive_gate_share(r.soft.reshape(-1, r.soft.size(-1)), f.window,
+                                      f.gate_scale, f.gate_bias, causal=f.causal))
+            for f, r in routed if f.training and f.gate == "additive"]
     res = {"val_ppl": math.exp(nll / count), "val_loss": nll / count,
-           "block_loss": per_block, "pairs_kept": math.nan, "balance": math.nan}
+           "block_loss": per_block, "pairs_kept": math.nan, "balance": math.nan,
+           "soft_keep": sum(soft) / len(soft) if soft else math.nan}
     if captured and window is not None and num_groups is not None:
         res["pairs_kept"] = sum(causal_pair_share(g, window, num_groups)
                                 for g in captured) / len(captured)
@@ -174,7 +180,8 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float, run_di
                              f">= 0), got {pair_budget!r}")
     objective = {"pair_budget": budget,
                  "init_from": None if init_from is None else str(init_from),
-                 "gate": sorted({str(f.gate) for f in focus_layers(model)})}
+                 "gate": sorted({str(f.gate) for f in focus_layers(model)}),
+                 "gate_bias": sorted({f.gate_bias for f in focus_layers(model)})}
     params = list(router_parameters(model))
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -183,6 +190,8 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float, run_di
     if ck.is_file():
         blob = torch.load(ck, map_location="cpu", weights_only=False)
         saved = blob["state"].get("objective")
+        if saved is not None:  # checkpoints from before gate_bias was recorded used 0.5
+            saved = {"gate_bias": [0.5], **saved}
         if saved is not None and saved != objective:
             raise ValueError(f"train_routers: {ck} was trained with {saved}, not {objective}; "
                              f"use another run_dir")
@@ -346,7 +355,7 @@ def _evaluate_modes(model: Any, val: torch.Tensor, base: Mapping[str, Any],
     ``straight_through``, which trains the hard pattern), then hard top-1, top-2 and
     top-:math:`K`. Yields each row's measured columns (``eval``, ``val_ppl``, ``delta_pct``
     and the :func:`paired_block_delta` columns against ``base``, full attention's
-    :func:`evaluate_lm` result, then ``pairs_kept`` and ``balance``)."""
+    :func:`evaluate_lm` result, then ``pairs_kept``, ``soft_keep`` and ``balance``)."""
     from quest_geometric.nn.focus import set_focus_options
 
     evals = ([] if gate == "straight_through" else [("soft", None)]) \
@@ -364,7 +373,7 @@ def _evaluate_modes(model: Any, val: torch.Tensor, base: Mapping[str, Any],
                "delta_pct": 100 * (r["val_ppl"] / base["val_ppl"] - 1),
                **paired_block_delta(base["block_loss"], r["block_loss"]),
                "pairs_kept": 1.0 if k == num_groups else r["pairs_kept"],
-               "balance": r["balance"]}
+               "soft_keep": r["soft_keep"], "balance": r["balance"]}
 
 
 def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
@@ -375,14 +384,21 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
         seed: int = 0, progress: bool = True, max_minutes: Optional[float] = None,
         name: str = "focus_pretrained", train_only: bool = False,
         eval_block: Optional[int] = None, pair_budget: Optional[Tuple[float, float]] = None,
-        init_from: Optional[str | Path] = None, tag: str = "") -> Dict[str, Any]:
-    """Train the routers for each gate, evaluate every row and write
+        init_from: Optional[str | Path] = None, tag: str = "",
+        gate_bias: Optional[float] = None) -> Dict[str, Any]:
+    r"""Train the routers for each gate, evaluate every row and write
     ``<name>.{csv,json,md}`` (and the loss curves, ``<name>_curves.png``).
 
     ``gates`` may include ``'straight_through'`` (training sees the hard top-2 pattern,
     :func:`~quest_geometric.nn.focus.focus_soft_attention`; no soft row is evaluated for
     it); ``pair_budget`` and ``init_from`` go to :func:`train_routers`; ``tag`` names the
     variant (appended to each gate's run folder and to the rows' model label).
+
+    ``gate_bias`` is the additive gate's :math:`b` (:func:`~quest_geometric.nn.focus.
+    focus_soft_attention`); :obj:`None` keeps the library default :math:`b = 1/2`, the
+    relaxation of the *top-1* pattern (one-hot memberships). The hard rows are evaluated at
+    top-2, whose relaxation is :math:`b = 1/(2 \cdot 2^2) = 1/8`: half the overlap
+    :math:`1/k^2` of two tokens that share one of their :math:`k` groups at equal weights.
 
     ``eval_block`` evaluates the routers trained on ``block``-token blocks (the same run
     folders) on validation blocks of ``eval_block`` tokens instead, over the same number of
@@ -422,7 +438,8 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
     order = block_order(train.size(0), steps, seed)
     for gate in gates:
         compose_focus(model, num_groups=num_groups, top_k=2, window=window, gate=gate,
-                      backend="blocks")
+                      backend="blocks",
+                      **({} if gate_bias is None else {"gate_bias": gate_bias}))
         n_train = sum(p.numel() for p in router_parameters(model))
         tr = train_routers(model, train, steps, lr,
                            Path(run_dir) / f"{gate}_w{window}_b{block}{tag}",
@@ -454,6 +471,7 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
             "window": window, "lr": lr, "seed": seed, "steps": steps, "quick": quick,
             "pair_budget": None if pair_budget is None else list(pair_budget),
             "init_from": None if init_from is None else str(init_from), "tag": tag,
+            "gate_bias": 0.5 if gate_bias is None else gate_bias,
             "load": open("/proc/loadavg").read().strip() if os.path.exists("/proc/loadavg")
             else None}
     out = Path(out_dir)
@@ -469,8 +487,13 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
             fin += (f" (not at a plateau: a block's loss is {-first['revisit_mean']:.3f} +- "
                     f"{first['revisit_sem']:.3f} nats lower at its next visit, "
                     f"{first['revisit_n']} revisits in the second half)")
-        soft_txt = (f"soft {by['soft']['delta_pct']:+.2f}% perplexity against full attention; "
-                    if "soft" in by else "")
+        soft_txt = ""
+        if "soft" in by:
+            keep = by["soft"].get("soft_keep", math.nan)
+            soft_txt = (f"soft {by['soft']['delta_pct']:+.2f}% perplexity against full "
+                        f"attention" + ("" if math.isnan(keep) else
+                                        f" (the gate keeps {100 * keep:.1f}% of the causal "
+                                        f"pairs' weight)") + "; ")
         heads.append(
             f"- headline ({gate} gate{tag}, {first['steps']} router steps{fin}): {soft_txt}"
             f"hard top-2 "
@@ -486,10 +509,13 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
         "the second half of training (`revisit_drop`; near 0 at a plateau, negative while the "
         "routers still learn); `delta_sem`: standard error over the validation blocks of the "
         "per-block perplexity change, `blocks_worse`: blocks on which it is positive "
-        "(`paired_block_delta`)")
+        "(`paired_block_delta`); `soft_keep` (soft additive rows): the mean factor by which "
+        "the gate scales a causal pair's unnormalised attention weight "
+        "(`additive_gate_share`; 1 for full attention, the share of pairs kept for a 0/1 "
+        "gate), comparable with the hard rows' `pairs_kept`")
     paths = write_results(name, rows, out, meta=meta, notes="\n".join(heads), columns=[
         "model", "gate", "eval", "val_ppl", "delta_pct", "delta_sem", "blocks_worse",
-        "pairs_kept", "balance", "trainable",
+        "pairs_kept", "soft_keep", "balance", "trainable",
         "steps", "train_s", "loss_last_a", "loss_last_b", "revisit_n", "revisit_mean",
         "revisit_sem"] + (["train_far_share"] if pair_budget is not None else []),
         title="Focus composed onto SmolLM2-135M (routers trained only)")
@@ -501,13 +527,17 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
 def evaluate_saved(folders: Sequence[str | Path], quick: bool = False,
                    out_dir: str | Path = "benchmarks/results",
                    name: str = "focus_pretrained_reeval", block: Optional[int] = None,
-                   val_blocks: Optional[int] = None, progress: bool = True) -> Dict[str, Any]:
+                   val_blocks: Optional[int] = None, progress: bool = True,
+                   gate_bias: Optional[float] = None) -> Dict[str, Any]:
     """Evaluate routers saved by :func:`~quest_geometric.nn.focus.save_routers` (such as
     the committed ``benchmarks/results/<name>_routers_<gate><tag>`` folders) on the fixed
     validation blocks, without training: full attention, then for each folder its soft gate
     (not for ``straight_through``) and hard top-1, top-2 and top-:math:`K`, each with the
     per-block paired change against full attention (:func:`paired_block_delta`). The
-    composition (gate, window, :math:`K`) is the one the folder records.
+    composition (gate, window, :math:`K`, the additive gate's bias :math:`b`) is the one the
+    folder records; ``gate_bias`` evaluates the soft rows with another :math:`b` instead (the
+    hard rows do not depend on it), e.g. routers trained with :math:`b = 1/2` under the
+    top-2 relaxation :math:`b = 1/8`.
 
     Where the folder sits beside the table of the run that trained it (``<name>.json``), its
     rows gain that table's ``steps`` and perplexity (``trained_val_ppl``), so the
@@ -537,6 +567,10 @@ def evaluate_saved(folders: Sequence[str | Path], quick: bool = False,
     for f in folders:
         load_routers(model, str(f))  # composed as the folder records
         model.eval()
+        saved_bias = focus_layers(model)[0].gate_bias
+        if gate_bias is not None:
+            for layer in focus_layers(model):
+                layer.gate_bias = gate_bias
         layer = focus_layers(model)[0]
         gate, window, k_groups = layer.gate, layer.window, layer.num_groups
         # the rows of the run that saved the folder: <stem>.json beside <stem>_routers_<gate><tag>
@@ -550,24 +584,30 @@ def evaluate_saved(folders: Sequence[str | Path], quick: bool = False,
         for measured in _evaluate_modes(model, val, base, gate, window, k_groups, progress,
                                         f.name):
             old = trained.get(measured["eval"], {})
-            rows.append({"routers": f.name, "gate": gate, **measured,
+            if measured["eval"] == "soft" and layer.gate_bias != saved_bias:
+                old = {**old, "val_ppl": math.nan}  # another gate than the one trained
+            rows.append({"routers": f.name, "gate": gate, "gate_bias": layer.gate_bias,
+                         **measured,
                          "steps": old.get("steps", math.nan),
                          "trained_val_ppl": old.get("val_ppl", math.nan)})
         decompose(model)
     meta = {"model": "SmolLM2-135M-Instruct, Q4_1 (4-bit) weights dequantised to float32",
             "block": block, "val_blocks": int(val.size(0)), "quick": quick,
-            "folders": [str(f) for f in folders],
+            "folders": [str(f) for f in folders], "gate_bias": gate_bias,
             "load": open("/proc/loadavg").read().strip() if os.path.exists("/proc/loadavg")
             else None}
     notes = ("Saved routers evaluated again, without training (`evaluate_saved`). "
              "`delta_sem`: standard error over the validation blocks of the per-block "
              "perplexity change, `blocks_worse`: blocks on which it is positive "
-             "(`paired_block_delta`); `steps` and `trained_val_ppl`: from the table of the "
+             "(`paired_block_delta`); `soft_keep` (soft additive rows): the mean factor by "
+             "which the gate scales a causal pair's attention weight (`additive_gate_share`, "
+             "comparable with `pairs_kept`); `steps` and `trained_val_ppl`: from the table of the "
              "run that trained the routers (the re-evaluation should reproduce its "
-             "perplexity up to rounding).")
+             "perplexity up to rounding; empty for a soft row evaluated with another "
+             "`gate_bias` than the one trained).")
     paths = write_results(name, rows, out_dir, meta=meta, notes=notes, columns=[
-        "routers", "gate", "eval", "val_ppl", "delta_pct", "delta_sem", "blocks_worse",
-        "pairs_kept", "balance", "steps", "trained_val_ppl"],
+        "routers", "gate", "gate_bias", "eval", "val_ppl", "delta_pct", "delta_sem",
+        "blocks_worse", "pairs_kept", "soft_keep", "balance", "steps", "trained_val_ppl"],
         title="Saved Focus routers on SmolLM2-135M, evaluated again")
     return {"rows": rows, "paths": paths}
 
@@ -840,6 +880,10 @@ def main(argv: Optional[List[str]] = None) -> None:
                    help="charge MU per unit of far-pair share kept above R (train_routers)")
     p.add_argument("--init-from", default=None,
                    help="a save_routers folder the routers of a new run start from")
+    p.add_argument("--gate-bias", type=float, default=None, metavar="B",
+                   help="the additive gate's b (default 0.5, the top-1 relaxation; 0.125 "
+                        "relaxes the top-2 pattern); with --eval-saved, the b of the soft "
+                        "rows instead of the recorded one")
     p.add_argument("--tag", default="", help="variant name, appended to run folders and rows")
     p.add_argument("--steps", type=int, default=None, help="router steps (default 300)")
     p.add_argument("--window", type=int, default=64, help="local window w (default 64)")
@@ -856,6 +900,12 @@ def main(argv: Optional[List[str]] = None) -> None:
                    "routers.pt or a save_routers folder (such as the committed ones)")
     p.add_argument("--cache", choices=["dynamic", "static", "both"], default="dynamic",
                    help="KV cache of --speed (default: dynamic, Hugging Face's default)")
+    p.add_argument("--contexts", nargs="+", type=int, default=None, metavar="L",
+                   help="--speed: prompt lengths (default 1024 4096 8000)")
+    p.add_argument("--rounds", type=int, default=None,
+                   help="--speed: rounds of alternating decoding (default 3)")
+    p.add_argument("--new-tokens", type=int, default=None,
+                   help="--speed: tokens each mode decodes per round (default 16)")
     p.add_argument("--name", default=None, help="result file stem")
     p.add_argument("--out", default="benchmarks/results", help="result folder")
     p.add_argument("--run-dir", default="runs/focus_pretrained", help="checkpoint folder")
@@ -872,11 +922,14 @@ def main(argv: Optional[List[str]] = None) -> None:
         return
     if a.eval_saved:
         evaluate_saved(a.eval_saved, quick=a.quick, out_dir=a.out, progress=not a.no_progress,
-                       name=a.name or "focus_pretrained_reeval" + ("_quick" if a.quick else ""))
+                       gate_bias=a.gate_bias, name=a.name or "focus_pretrained_reeval" + ("_quick" if a.quick else ""))
         return
     if a.speed:
+        speed = {"contexts": (256, 512), "new_tokens": 4, "rounds": 2} if a.quick else {}
+        speed.update({k: v for k, v in (("contexts", a.contexts), ("rounds", a.rounds),
+                                        ("new_tokens", a.new_tokens)) if v is not None})
         run_speed(routers=a.routers, out_dir=a.out, progress=not a.no_progress, cache=a.cache,
-                  **({"contexts": (256, 512), "new_tokens": 4, "rounds": 2} if a.quick else {}),
+                  **speed,
                   name=a.name or "focus_pretrained_speed" + {"dynamic": "", "static": "_static",
                                                              "both": "_caches"}[a.cache]
                   + ("_quick" if a.quick else ""))
@@ -885,5 +938,5 @@ def main(argv: Optional[List[str]] = None) -> None:
         block=a.block, window=a.window, progress=not a.no_progress, max_minutes=a.max_minutes,
         train_only=a.train_only, eval_block=a.eval_block,
         pair_budget=tuple(a.pair_budget) if a.pair_budget else None, init_from=a.init_from,
-        tag=a.tag, name=a.name or "focus_pretrained" + ("_quick" if a.quick else "")
+        tag=a.tag, gate_bias=a.gate_bias, name=a.name or "focus_pretrained" + ("_quick" if a.quick else "")
         + (f"_eval{a.eval_block}" if a.eval_block else ""))

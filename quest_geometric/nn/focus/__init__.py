@@ -14,7 +14,8 @@ groups come from a learned router. The modules, from the bottom up:
   :func:`focus_soft_attention` (with the straight-through gate's
   :func:`straight_through_membership`) and :func:`full_attention`.
 - :mod:`~quest_geometric.nn.focus.budget`: :func:`straight_through_pair_share`, the share of
-  far pairs hard Focus keeps, differentiable, for a pair budget in training.
+  far pairs hard Focus keeps, differentiable, for a pair budget in training;
+  :func:`additive_gate_share`, the share the soft additive gate keeps.
 - :mod:`~quest_geometric.nn.focus.edges`: :class:`FocusEdgeAttention`, message passing over
   any ``edge_index`` (general graphs).
 - :mod:`~quest_geometric.nn.focus.blocks`: the paper's decomposition (same-group buckets plus
@@ -36,7 +37,7 @@ the torch version they were checked against). The old flat modules
 ``focus_flex``, ``focus_decode``, ``compose_focus``) remain as deprecated re-exports.
 """
 from quest_geometric.nn.focus.blocks import focus_blocks_attention, focus_blocks_reference
-from quest_geometric.nn.focus.budget import straight_through_pair_share
+from quest_geometric.nn.focus.budget import additive_gate_share, straight_through_pair_share
 from quest_geometric.nn.focus.compose import (
     FocusComposed,
     compose_focus,
@@ -85,6 +86,7 @@ __all__ = [
     "full_attention",
     "straight_through_membership",
     "straight_through_pair_share",
+    "additive_gate_share",
     "focus_flex_attention",
     "focus_block_mask",
     "FLEX_AVAILABLE",

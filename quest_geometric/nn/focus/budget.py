@@ -1,4 +1,5 @@
-r"""A differentiable count of the pairs hard Focus keeps, for a pair budget in training.
+r"""A differentiable count of the pairs hard Focus keeps, for a pair budget in training, and
+how much of the pairs the soft additive gate keeps (:func:`additive_gate_share`).
 
 Soft training does not see how many pairs the hard top-:math:`k` pattern will keep: with
 :math:`K = 4` and top-2, uniformly random balanced groups already share a group for
@@ -14,10 +15,16 @@ import torch
 from torch import Tensor
 from torch_geometric.utils import to_dense_batch
 
-from quest_geometric.nn.focus._checks import check_batch, check_soft, check_window, seq_layout
+from quest_geometric.nn.focus._checks import (
+    check_batch,
+    check_real,
+    check_soft,
+    check_window,
+    seq_layout,
+)
 from quest_geometric.nn.focus.dense import _pair_offsets, straight_through_membership
 
-__all__ = ["straight_through_pair_share"]
+__all__ = ["straight_through_pair_share", "additive_gate_share"]
 
 
 def straight_through_pair_share(soft: Tensor, groups: Tensor, window: int,
@@ -67,3 +74,56 @@ def straight_through_pair_share(soft: Tensor, groups: Tensor, window: int,
         return soft.sum() * 0.0
     keep = (md @ md.transpose(1, 2)).clamp(max=1.0)
     return keep[far].sum() / count
+
+
+def additive_gate_share(soft: Tensor, window: int, gate_scale: float = 10.0,
+                        gate_bias: float = 0.5, batch: Optional[Tensor] = None,
+                        causal: bool = True) -> Tensor:
+    r"""How much of the causal pairs the soft additive gate keeps: the mean factor by which
+    it scales a pair's unnormalised attention weight.
+
+    The additive gate adds :math:`a_{ij} = \log\sigma\bigl(\lambda(\mathbf{g}_i^{\top}
+    \mathbf{g}_j - b)\bigr)` to the logit of a pair beyond the window
+    (:func:`~quest_geometric.nn.focus.dense.focus_soft_attention`), i.e. multiplies its
+    weight :math:`e^{s_{ij}}` by :math:`e^{a_{ij}} \in (0, 1)`; window pairs keep factor 1.
+    Over the pairs :math:`\mathcal{P}` (causal: :math:`j \le i`),
+
+    .. math::
+        \rho = \frac{1}{|\mathcal{P}|} \sum_{(i, j) \in \mathcal{P}}
+        \begin{cases} 1 & |i - j| \le w \\
+        \sigma\bigl(\lambda(\mathbf{g}_i^{\top}\mathbf{g}_j - b)\bigr) & \text{else,}
+        \end{cases}
+
+    1 for full attention; for a gate whose factors are 0 or 1 (one-hot memberships,
+    :math:`\lambda \to \infty`) it is the share of pairs the hard pattern keeps, so it puts
+    a soft model on the same axis as the hard rows' pairs kept.
+
+    Args:
+        soft (torch.Tensor): soft memberships ``[N, K]``.
+        window (int): local window :math:`w \ge 0`.
+        gate_scale (float): :math:`\lambda` (default: :obj:`10.0`).
+        gate_bias (float): :math:`b` (default: :obj:`0.5`).
+        batch (torch.Tensor, optional): sorted sequence id per token (default: :obj:`None`,
+            one sequence).
+        causal (bool): causal pairs only (default: :obj:`True`).
+
+    Returns:
+        torch.Tensor: a scalar in :math:`(0, 1]`.
+
+    Raises:
+        ValueError: for a bad :obj:`soft`, :obj:`window`, :obj:`batch`, or a non-finite
+            :obj:`gate_scale` / :obj:`gate_bias`.
+    """
+    check_soft(soft)
+    check_window(window)
+    check_batch(batch, soft.size(0))
+    gate_scale = check_real(gate_scale, "gate_scale")
+    gate_bias = check_real(gate_bias, "gate_bias")
+    seq, nseq = seq_layout(batch, soft.size(0), soft.device)
+    sd, valid = to_dense_batch(soft, seq, batch_size=nseq)
+    dist = _pair_offsets(sd.size(1), soft.device)
+    pairs = (dist >= 0) if causal else torch.ones_like(dist, dtype=torch.bool)
+    pairs = pairs.unsqueeze(0) & valid.unsqueeze(1) & valid.unsqueeze(2)
+    factor = torch.sigmoid(gate_scale * (sd @ sd.transpose(1, 2) - gate_bias))
+    factor = torch.where((dist.abs() <= window).unsqueeze(0), torch.ones_like(factor), factor)
+    return factor[pairs].sum() / pairs.sum()

@@ -143,7 +143,9 @@ def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: 
 
     The additive gate is a log-barrier: as :math:`\lambda \to \infty` it tends to
     :math:`0` where :math:`\mathbf{g}_i^{\top}\mathbf{g}_j > b` and to :math:`-\infty`
-    below, i.e. to the hard mask for one-hot memberships, whereas the multiplicative gate
+    below, i.e. to the hard mask for one-hot memberships (:math:`b = 1/2`; for memberships
+    spread evenly over :math:`m` groups, the top-:math:`m` mask, :math:`b = 1/(2m^2)`),
+    whereas the multiplicative gate
     only rescales a logit (a zero logit keeps its weight, and a negative logit is even
     *raised*), so soft training and hard inference disagree.
 

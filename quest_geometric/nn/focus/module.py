@@ -87,7 +87,8 @@ class FocusAttention(nn.Module):
         tau (float): Sinkhorn temperature, finite and positive (default: :obj:`0.1`).
         sinkhorn_iters (int): Sinkhorn iterations (default: :obj:`10`).
         gate_scale (float): :math:`\lambda` of the soft gate, finite (default: :obj:`10.0`).
-        gate_bias (float): :math:`b` of the additive gate, finite (default: :obj:`0.5`).
+        gate_bias (float): :math:`b` of the additive gate, finite (default: :obj:`0.5`,
+            the relaxation of the top-1 pattern; :math:`1/(2k^2)` relaxes top-:math:`k`).
         bias (bool): biases in the own projections (default: :obj:`True`).
 
     Shapes:

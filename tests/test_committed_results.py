@@ -23,7 +23,11 @@ def test_committed_smollm2_routers_are_present_and_complete():
                          ("focus_pretrained_st_budget75_s620_routers_straight_through"
                           "_st_budget75_s620", "straight_through"),
                          ("focus_pretrained_additive_s620_routers_additive_additive_s620",
-                          "additive")):
+                          "additive"),
+                         ("focus_pretrained_additive_b0125_routers_additive_additive_b0125",
+                          "additive"),
+                         ("focus_pretrained_multiplicative_s620_routers_multiplicative"
+                          "_multiplicative_s620", "multiplicative")):
         path = RESULTS_DIR / folder / ROUTERS_FILE
         assert path.is_file(), f"{path} is missing (is it ignored by .gitignore?)"
         blob = torch.load(path, map_location="cpu", weights_only=True)
@@ -31,6 +35,9 @@ def test_committed_smollm2_routers_are_present_and_complete():
         cfg = blob["config"]
         assert cfg["num_groups"] == 4 and cfg["window"] == 64, cfg
         assert cfg["gate"] == gate, cfg
+        # the additive gate's b: the top-2 relaxation 1/8 where the folder says so, else the
+        # library default 1/2 (not recorded)
+        assert cfg.get("gate_bias", 0.5) == (0.125 if "_b0125" in folder else 0.5), cfg
         # one router per SmolLM2 layer (30), each with finite centroids of K rows
         assert len(blob["routers"]) == 30
         for state in blob["routers"].values():

@@ -922,7 +922,8 @@ def main(argv: Optional[List[str]] = None) -> None:
         return
     if a.eval_saved:
         evaluate_saved(a.eval_saved, quick=a.quick, out_dir=a.out, progress=not a.no_progress,
-                       gate_bias=a.gate_bias, name=a.name or "focus_pretrained_reeval" + ("_quick" if a.quick else ""))
+                       gate_bias=a.gate_bias,
+                       name=a.name or "focus_pretrained_reeval" + ("_quick" if a.quick else ""))
         return
     if a.speed:
         speed = {"contexts": (256, 512), "new_tokens": 4, "rounds": 2} if a.quick else {}
@@ -938,5 +939,6 @@ def main(argv: Optional[List[str]] = None) -> None:
         block=a.block, window=a.window, progress=not a.no_progress, max_minutes=a.max_minutes,
         train_only=a.train_only, eval_block=a.eval_block,
         pair_budget=tuple(a.pair_budget) if a.pair_budget else None, init_from=a.init_from,
-        tag=a.tag, gate_bias=a.gate_bias, name=a.name or "focus_pretrained" + ("_quick" if a.quick else "")
+        tag=a.tag, gate_bias=a.gate_bias,
+        name=a.name or "focus_pretrained" + ("_quick" if a.quick else "")
         + (f"_eval{a.eval_block}" if a.eval_block else ""))

@@ -22,7 +22,11 @@ from quest_geometric.nn.focus._checks import (
     check_window,
     seq_layout,
 )
-from quest_geometric.nn.focus.dense import _pair_offsets, straight_through_membership
+from quest_geometric.nn.focus.dense import (
+    _additive_log_gate,
+    _pair_offsets,
+    straight_through_membership,
+)
 
 __all__ = ["straight_through_pair_share", "additive_gate_share"]
 
@@ -124,6 +128,6 @@ def additive_gate_share(soft: Tensor, window: int, gate_scale: float = 10.0,
     dist = _pair_offsets(sd.size(1), soft.device)
     pairs = (dist >= 0) if causal else torch.ones_like(dist, dtype=torch.bool)
     pairs = pairs.unsqueeze(0) & valid.unsqueeze(1) & valid.unsqueeze(2)
-    factor = torch.sigmoid(gate_scale * (sd @ sd.transpose(1, 2) - gate_bias))
-    factor = torch.where((dist.abs() <= window).unsqueeze(0), torch.ones_like(factor), factor)
+    factor = _additive_log_gate(sd @ sd.transpose(1, 2), (dist.abs() <= window).unsqueeze(0),
+                                gate_scale, gate_bias).exp()
     return factor[pairs].sum() / pairs.sum()

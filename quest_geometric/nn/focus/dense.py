@@ -123,6 +123,14 @@ def focus_dense_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, windo
     return out.transpose(1, 2)[valid]
 
 
+def _additive_log_gate(sim: Tensor, near: Tensor, gate_scale: float, gate_bias: float
+                       ) -> Tensor:
+    r"""The additive gate's term per pair: :math:`0` where :obj:`near` (the window),
+    :math:`\log\sigma(\lambda(\text{sim} - b))` elsewhere (:func:`focus_soft_attention`,
+    :func:`~quest_geometric.nn.focus.budget.additive_gate_share`)."""
+    return torch.where(near, torch.zeros_like(sim), F.logsigmoid(gate_scale * (sim - gate_bias)))
+
+
 def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: int,
                          batch: Optional[Tensor] = None, causal: bool = True,
                          gate: str = "additive", gate_scale: float = 10.0,
@@ -204,9 +212,7 @@ def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: 
         factor = torch.where(near, torch.ones_like(sim), torch.sigmoid(gate_scale * sim))
         s = s * factor.unsqueeze(1)
     elif gate in ("additive", "straight_through"):
-        add = torch.where(near, torch.zeros_like(sim),
-                          F.logsigmoid(gate_scale * (sim - gate_bias)))
-        s = s + add.unsqueeze(1)
+        s = s + _additive_log_gate(sim, near, gate_scale, gate_bias).unsqueeze(1)
     else:
         raise ValueError(f"'gate' must be 'additive' or 'multiplicative', got {gate!r}")
     allowed = valid.unsqueeze(1).expand(-1, t, -1)

@@ -150,7 +150,7 @@ def _part_qk(ctx: TourContext) -> str:
 
 
 #: Routers trained by ``benchmarks/focus_pretrained.py`` (additive gate), committed in the
-#: :func:`~quest_geometric.nn.compose_focus.save_routers` format.
+#: :func:`~quest_geometric.nn.focus.compose.save_routers` format.
 PRETRAINED_ROUTERS = RESULTS_DIR / "focus_pretrained_routers_additive"
 
 

@@ -1,12 +1,12 @@
 """How fast is Focus attention against full causal attention as the sequence grows?
 
 Forward time (inference: ``eval()``, hard top-k sets, ``torch.no_grad``) and peak memory of
-one :class:`~quest_geometric.nn.focus_attention.FocusAttention` layer (width 256 = 4 heads x
+one :class:`~quest_geometric.nn.focus.module.FocusAttention` layer (width 256 = 4 heads x
 64, K = 8 groups, top-k = 1, window 128, float32, one sequence) with the ``'blocks'`` and
 ``'edges'`` back-ends, against the same layer with Focus switched off (full causal
 ``scaled_dot_product_attention`` through the same projections). Every Focus time includes the
 routing (router, Sinkhorn, sort/gather, edge building). The ``'edges'`` core (projections and
-:class:`~quest_geometric.nn.focus_attention.FocusEdgeAttention` on a prebuilt edge set) is
+:class:`~quest_geometric.nn.focus.edges.FocusEdgeAttention` on a prebuilt edge set) is
 also compared with PyG's :class:`~torch_geometric.nn.conv.TransformerConv` on the *same*
 ``edge_index``.
 

@@ -70,12 +70,3 @@ __all__ = [
     "set_focus_options",
 ]
 
-
-def __getattr__(name: str):
-    # ``quest_geometric.nn.logcumsumexp`` is deprecated (private since the Focus code moved to
-    # quest_geometric.nn.focus); served lazily so that importing the package imports no shim
-    if name == "logcumsumexp":
-        from quest_geometric.nn.focus_router import logcumsumexp
-
-        return logcumsumexp
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -32,9 +32,7 @@ groups come from a learned router. The modules, from the bottom up:
 
 Two private modules: ``_checks`` (argument checks and the token layout the modules share)
 and ``_aten`` (the only place that calls PyTorch's private ATen flash-attention kernels, with
-the torch version they were checked against). The old flat modules
-(``quest_geometric.nn.focus_attention``, ``focus_router``, ``focus_edge_index``,
-``focus_flex``, ``focus_decode``, ``compose_focus``) remain as deprecated re-exports.
+the torch version they were checked against).
 """
 from quest_geometric.nn.focus.blocks import focus_blocks_attention, focus_blocks_reference
 from quest_geometric.nn.focus.budget import additive_gate_share, straight_through_pair_share

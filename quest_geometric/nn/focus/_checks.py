@@ -1,9 +1,7 @@
 """Argument checks and the token layout shared by the Focus modules (private).
 
 The names carry no underscore so that the modules of :mod:`quest_geometric.nn.focus` can share
-them; nothing here is public API (:func:`check_batch`, :func:`check_real` and
-:func:`check_features` stay importable from :mod:`quest_geometric.nn.focus_router`, where
-they used to live).
+them; nothing here is public API.
 """
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ around the function that does it, summed over the 30 layers:
 * ``attention_ms``: ``sdpa_attention_forward`` for full attention (Hugging Face's SDPA
   call), ``focus_decode_attention`` for Focus (its fast step: the window and the group-set
   stores, or one masked SDPA when most keys are kept);
-* ``routing_ms``: Focus's routing of the new token (``_decode_route``);
+* ``routing_ms``: Focus's routing of the new token (``route_step``);
 * ``rest_ms``: the step's time minus the three.
 
 The question it answers: how much of the difference between the modes is the attention
@@ -85,7 +85,7 @@ def _install() -> _Timers:
     t.wrap(cu.Cache, "update", "cache_ms")
     t.wrap(sd, "sdpa_attention_forward", "attention_ms")
     t.wrap(comp, "focus_decode_attention", "attention_ms")
-    t.wrap(comp, "_decode_route", "routing_ms")
+    t.wrap(comp, "route_step", "routing_ms")
     return t
 
 

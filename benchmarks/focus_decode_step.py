@@ -32,7 +32,7 @@ import torch
 
 from quest_geometric.experiments.common import time_interleaved, write_results
 from quest_geometric.nn.focus import compose_focus, focus_disabled, set_focus_options
-from quest_geometric.nn.focus.compose import FocusComposed, _cache_states
+from quest_geometric.nn.focus.compose import FocusComposed, focus_cache_states
 from quest_geometric.nn.focus import decode
 from quest_geometric.nn.focus.decode import FocusDecodeState, route_prefix
 
@@ -89,14 +89,14 @@ def synthetic_cache(model, context: int, top_k: Optional[int], cache: str, capac
         st = FocusDecodeState(out.groups.new_empty(1, 0, top_k), out.groups.new_empty(1, 0),
                               col, torch.zeros(1, dtype=torch.long), store=True)
         st.append(out.groups.view(1, context, top_k))
-        _cache_states(c)[id(layer)] = st  # what the layer's own prefill would register
+        focus_cache_states(c)[id(layer)] = st  # what the layer's own prefill would register
     return c
 
 
 def kept_share(model, c, window: int) -> float:
     """Mean share (over layers) of the cached keys the newest token attends to."""
     shares = []
-    for st in _cache_states(c).values():
+    for st in focus_cache_states(c).values():
         g = st.groups[0]
         s = g.size(0)
         shared = (g.unsqueeze(-1) == g[-1].view(1, 1, -1)).flatten(1).any(1)

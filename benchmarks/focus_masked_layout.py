@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import torch
 
 from quest_geometric.experiments.common import paired_ratio, time_interleaved, write_results
-from quest_geometric.nn.focus.decode import _masked_attention
+from quest_geometric.nn.focus.decode import masked_decode_attention
 
 #: (H, H_kv, D): SmolLM2-135M, and two other grouped-query layouts
 SHAPES: Tuple[Tuple[int, int, int], ...] = ((9, 3, 64), (8, 2, 64), (16, 4, 64))
@@ -43,9 +43,9 @@ def layouts(h: int, hkv: int, d: int, s: int, seed: int = 0) -> Dict[str, Any]:
     mask = torch.rand(s, generator=g) < 5 / 6
     mask[-64:] = True  # the window
     scale = d ** -0.5
-    # the fast step's own call (decode._masked_attention), in each layout
-    return {"packed": lambda: _masked_attention(q, k, v, mask, scale, True),
-            "gqa": lambda: _masked_attention(q, k, v, mask, scale, False)}
+    # the fast step's own call (decode.masked_decode_attention), in each layout
+    return {"packed": lambda: masked_decode_attention(q, k, v, mask, scale, True),
+            "gqa": lambda: masked_decode_attention(q, k, v, mask, scale, False)}
 
 
 def run(contexts: Sequence[int], threads: Sequence[int], calls: int = 200, rounds: int = 7,

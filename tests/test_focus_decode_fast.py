@@ -16,16 +16,18 @@ from quest_geometric.nn.focus import decode
 from quest_geometric.nn.focus.decode import (
     MAX_STORE_PARTS,
     FocusDecodeState,
-    _sinkhorn_step_host,
-    _topk_host,
     focus_decode_attention,
     focus_decode_attention_reference,
     route_prefix,
     route_step,
+)
+from quest_geometric.nn.focus.router import FocusRouter
+from quest_geometric.nn.focus.sinkhorn import (
     sinkhorn_prefix_state,
     sinkhorn_step,
+    sinkhorn_step_host,
 )
-from quest_geometric.nn.focus.router import TIE_RTOL, FocusRouter, topk_groups
+from quest_geometric.nn.focus.topk import TIE_RTOL, topk_groups, topk_groups_host
 
 
 def _gen(seed):
@@ -49,7 +51,7 @@ def test_host_sinkhorn_step_equals_tensor_step(num_iters):
             col = torch.randn(1, num_iters, k, generator=g, dtype=torch.float64) * 3 + 2
         ref, ref_col = sinkhorn_step(scores, col)
         rows = col[0].tolist()
-        got = _sinkhorn_step_host(scores[0].tolist(), rows)
+        got = sinkhorn_step_host(scores[0].tolist(), rows)
         torch.testing.assert_close(torch.tensor(got, dtype=torch.float64), ref[0],
                                    rtol=1e-12, atol=1e-12)
         if num_iters:
@@ -81,7 +83,7 @@ def test_host_topk_equals_topk_groups_with_its_tie_rule(k):
             v = vals.to(dtype)
             for top_k in range(1, k + 1):
                 ref = topk_groups(v, top_k).tolist()
-                assert _topk_host(v.tolist(), top_k, dtype == torch.float32) == ref, (v, top_k)
+                assert topk_groups_host(v.tolist(), top_k, dtype == torch.float32) == ref, (v, top_k)
                 n += 1
     assert n > (10 if k > 1 else 2)
 

@@ -15,7 +15,8 @@ from quest_geometric.nn.focus import (
     focus_soft_attention,
 )
 from quest_geometric.nn.focus.edge_index import focus_edge_index
-from quest_geometric.nn.focus.router import TIE_RTOL, FocusRouter, topk_groups
+from quest_geometric.nn.focus.router import FocusRouter
+from quest_geometric.nn.focus.topk import TIE_RTOL, topk_groups
 
 K = 4
 #: relative error bounds of half precision against float32 on the same (upcast) values:

@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from quest_geometric.nn.focus.router import FocusRouter, group_balance, sinkhorn_log
+from quest_geometric.nn.focus.router import FocusRouter, group_balance
+from quest_geometric.nn.focus.sinkhorn import sinkhorn_log
 
 
 def numpy_sinkhorn(s, iters, causal):
@@ -132,7 +133,7 @@ def test_repr_and_errors():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("dim", [0, 1])
 def test_logcumsumexp_matches_torch(dtype, dim):
-    from quest_geometric.nn.focus.router import _logcumsumexp as logcumsumexp
+    from quest_geometric.nn.focus.sinkhorn import _logcumsumexp as logcumsumexp
 
     x = torch.randn(300, 7, dtype=dtype, generator=torch.Generator().manual_seed(0)) * 20
     tol = dict(rtol=1e-5, atol=1e-4) if dtype == torch.float32 else dict(rtol=1e-12,
@@ -146,8 +147,8 @@ def test_logcumsumexp_matches_torch(dtype, dim):
 
 
 def test_logcumsumexp_falls_back_exactly_where_float64_underflows():
-    from quest_geometric.nn.focus.router import LCSE_TINY
-    from quest_geometric.nn.focus.router import _logcumsumexp as logcumsumexp
+    from quest_geometric.nn.focus.sinkhorn import LCSE_TINY
+    from quest_geometric.nn.focus.sinkhorn import _logcumsumexp as logcumsumexp
 
     # early prefix e^-2000 below the column max: exp underflows even in float64
     x = torch.tensor([[-2000.0], [-1999.0], [0.0], [1.0]], dtype=torch.float64)
@@ -160,7 +161,7 @@ def test_logcumsumexp_falls_back_exactly_where_float64_underflows():
 
 
 def test_logcumsumexp_gradients_match_torch():
-    from quest_geometric.nn.focus.router import _logcumsumexp as logcumsumexp
+    from quest_geometric.nn.focus.sinkhorn import _logcumsumexp as logcumsumexp
 
     x = torch.randn(40, 3, dtype=torch.float64, requires_grad=True)
     w = torch.randn(40, 3, dtype=torch.float64)

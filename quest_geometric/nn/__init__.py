@@ -2,7 +2,8 @@
 
 - :class:`QSVConv`: quaternion attention with sandwich-product transport (QSV).
 - :class:`QuaternionLinear`: Hamilton-product linear layer.
-- :class:`FocusRouter`, :func:`focus_edge_index`, :class:`FocusAttention`: Focus sparse
+- :class:`Router` (the routing protocol), :class:`FocusRouter`, :func:`focus_edge_index`,
+  :class:`FocusAttention`: Focus sparse
   attention (router, PyG edge sets, attention with ``'edges'``/``'dense'``/``'blocks'``/
   ``'flex'`` back-ends), from the subpackage :mod:`quest_geometric.nn.focus` (one module per
   concern).
@@ -14,6 +15,7 @@ from quest_geometric.nn.focus import (
     FocusComposed,
     FocusEdgeAttention,
     FocusRouter,
+    Router,
     RouterOutput,
     additive_gate_share,
     compose_focus,
@@ -42,6 +44,7 @@ from quest_geometric.nn.quaternion_linear import QuaternionLinear
 __all__ = [
     "QSVConv",
     "QuaternionLinear",
+    "Router",
     "FocusRouter",
     "RouterOutput",
     "group_balance",

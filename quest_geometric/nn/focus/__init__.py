@@ -5,8 +5,14 @@ Token :math:`i` of a sequence attends to the tokens :math:`j` (:math:`j \le i` i
 with :math:`|i - j| \le w` or a shared hard group, :math:`G_i \cap G_j \neq \emptyset`; the
 groups come from a learned router. The modules, from the bottom up:
 
-- :mod:`~quest_geometric.nn.focus.router`: :class:`FocusRouter` (centroids, prefix-causal
-  log-space Sinkhorn, the deterministic top-:math:`k` tie rule) and :func:`group_balance`.
+- :mod:`~quest_geometric.nn.focus.sinkhorn`: prefix-causal log-space Sinkhorn, whole
+  sequences (:func:`sinkhorn_log`) and one token at a time (:func:`sinkhorn_step`, with its
+  host-side twin for cached decoding).
+- :mod:`~quest_geometric.nn.focus.topk`: the deterministic top-:math:`k` tie rule
+  (:func:`topk_groups`).
+- :mod:`~quest_geometric.nn.focus.router`: the routing protocol :class:`Router` (what a new
+  routing rule implements; its result is a :class:`RouterOutput`), the learned
+  :class:`FocusRouter` (centroids, Sinkhorn, top-:math:`k`) and :func:`group_balance`.
 - :mod:`~quest_geometric.nn.focus.edge_index`: the pattern as a PyG ``edge_index``
   (:func:`focus_edge_index`, memory :math:`O(E)`).
 - :mod:`~quest_geometric.nn.focus.dense`: every pair computed densely: the hard-mask oracle
@@ -23,8 +29,9 @@ groups come from a learned router. The modules, from the bottom up:
   :func:`focus_blocks_attention`.
 - :mod:`~quest_geometric.nn.focus.flex`: the pattern as one block-sparse FlexAttention call
   (:func:`focus_block_mask`, :func:`focus_flex_attention`).
-- :mod:`~quest_geometric.nn.focus.module`: :class:`FocusAttention`, the layer (router,
-  projections, back-end choice, validated options).
+- :mod:`~quest_geometric.nn.focus.module`: :class:`FocusAttention`, the layer (a router,
+  learned by default or any :class:`Router`, projections, back-end choice, validated
+  options).
 - :mod:`~quest_geometric.nn.focus.decode`: cached incremental decoding (the routing state
   kept beside a KV cache).
 - :mod:`~quest_geometric.nn.focus.compose`: :func:`compose_focus` and friends, Focus composed
@@ -48,7 +55,7 @@ from quest_geometric.nn.focus.compose import (
     set_focus_enabled,
     set_focus_options,
 )
-from quest_geometric.nn.focus.decode import FocusDecodeState
+from quest_geometric.nn.focus.decode import FocusDecodeState, route_prefix, route_step
 from quest_geometric.nn.focus.dense import (
     focus_dense_attention,
     focus_soft_attention,
@@ -59,15 +66,12 @@ from quest_geometric.nn.focus.edge_index import focus_edge_index, smallest_share
 from quest_geometric.nn.focus.edges import FocusEdgeAttention
 from quest_geometric.nn.focus.flex import FLEX_AVAILABLE, focus_block_mask, focus_flex_attention
 from quest_geometric.nn.focus.module import FocusAttention
-from quest_geometric.nn.focus.router import (
-    FocusRouter,
-    RouterOutput,
-    group_balance,
-    sinkhorn_log,
-    topk_groups,
-)
+from quest_geometric.nn.focus.router import FocusRouter, Router, RouterOutput, group_balance
+from quest_geometric.nn.focus.sinkhorn import sinkhorn_log, sinkhorn_step
+from quest_geometric.nn.focus.topk import topk_groups
 
 __all__ = [
+    "Router",
     "FocusRouter",
     "RouterOutput",
     "group_balance",
@@ -89,6 +93,9 @@ __all__ = [
     "focus_block_mask",
     "FLEX_AVAILABLE",
     "FocusDecodeState",
+    "route_prefix",
+    "route_step",
+    "sinkhorn_step",
     "compose_focus",
     "decompose",
     "FocusComposed",

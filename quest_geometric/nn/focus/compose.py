@@ -55,15 +55,15 @@ from quest_geometric.adapters import (
 )
 from quest_geometric.nn.focus.decode import (
     FocusDecodeState,
-    _decode_route,
     focus_decode_attention,
-    prefix_statistics,
+    route_step,
 )
 from quest_geometric.nn.focus.module import FocusAttention
+from quest_geometric.nn.focus.sinkhorn import prefix_statistics
 
 __all__ = ["compose_focus", "decompose", "FocusComposed", "set_focus_enabled", "focus_disabled",
            "set_focus_options", "focus_layers", "router_parameters", "save_routers",
-           "load_routers", "SUPPORTED_ATTENTION", "ROUTERS_FILE"]
+           "load_routers", "focus_cache_states", "SUPPORTED_ATTENTION", "ROUTERS_FILE"]
 
 #: Names of the attention module types recognised when this module was imported (the live
 #: list, including user registrations, is
@@ -87,9 +87,19 @@ def _prescale(q: Tensor, scaling: float, d: int) -> Tensor:
     return q if factor == 1.0 else q * factor
 
 
-def _cache_states(cache: Any) -> Dict[int, FocusDecodeState]:
-    """The Focus states kept on a KV cache object (created on first use; beam search's
-    ``reorder_cache`` reorders them too, ``crop`` is refused)."""
+def focus_cache_states(cache: Any) -> Dict[int, FocusDecodeState]:
+    """The Focus decoding states kept on a KV cache object, one
+    :class:`~quest_geometric.nn.focus.decode.FocusDecodeState` per composed layer keyed by
+    ``id(layer)`` (created on first use; beam search's ``reorder_cache`` reorders them too,
+    ``crop`` is refused). A composed layer's prefill registers its state here; code that
+    builds a state itself (e.g. a benchmark) registers it the same way.
+
+    Args:
+        cache: a Hugging Face ``Cache`` (or any object accepting attributes).
+
+    Returns:
+        dict: ``id(layer) -> FocusDecodeState``, the live mapping.
+    """
     states = getattr(cache, _CACHE_ATTR, None)
     if states is None:
         states = {}
@@ -151,7 +161,9 @@ class FocusComposed(nn.Module):
             a causal module, is required for a module that does either
             (:class:`torch.nn.MultiheadAttention`) (default: :obj:`None`, the module's own).
         **focus_kwargs: :class:`FocusAttention` arguments (``num_groups``, ``top_k``,
-            ``window``, ``group_dim``, ``tau``, ``sinkhorn_iters``, ``gate``, ``backend``...).
+            ``window``, ``group_dim``, ``tau``, ``sinkhorn_iters``, ``gate``, ``backend``...);
+            ``router`` may also be a factory ``embed_dim -> Router`` (see
+            :func:`compose_focus`).
 
     Shapes:
         - **input:** the original module's forward arguments (hidden states
@@ -185,6 +197,9 @@ class FocusComposed(nn.Module):
         self.layout = lay
         self.original = module
         # the router reads the hidden states; q, k, v come from the adapter (attend())
+        router = focus_kwargs.get("router")
+        if router is not None and not isinstance(router, nn.Module) and callable(router):
+            focus_kwargs = dict(focus_kwargs, router=router(lay.embed_dim))  # a factory
         self.focus = FocusAttention.from_projections(
             qkv=_no_projection, out_proj=None, num_heads=lay.num_heads,
             embed_dim=lay.embed_dim, causal=causal, **focus_kwargs)
@@ -266,14 +281,14 @@ class FocusComposed(nn.Module):
                                  col, torch.zeros(b, dtype=torch.long, device=g.device),
                                  store=True)
         state.append(g, valid)
-        _cache_states(call.cache)[id(self)] = state
+        focus_cache_states(call.cache)[id(self)] = state
 
     def _continue(self, x: Tensor, q: Tensor, k_all: Tensor, v_all: Tensor,
                   call: AttentionCall) -> Tensor:
         """New tokens after a cached prefix: route from the stored statistics, attend to the
         keys Focus lets them see. ``[B, H, T, D]``."""
         who = f"compose_focus ({type(self.original).__name__})"
-        state = _cache_states(call.cache).get(id(self))
+        state = focus_cache_states(call.cache).get(id(self))
         if state is None:
             raise ValueError(f"{who}: the KV cache holds {call.cache_len} tokens that this "
                              f"Focus layer did not route (it was filled with Focus disabled or "
@@ -286,7 +301,7 @@ class FocusComposed(nn.Module):
             raise ValueError(f"{who}: the cache holds {call.cache_len} tokens but the Focus "
                              f"state {len(state)}; was the cache cropped or reused?")
         valid = call.valid[:, -t:] if call.valid is not None else None
-        _decode_route(self.focus.router, x, state, valid)
+        route_step(self.focus.router, x, state, valid, return_groups=False)
         return focus_decode_attention(q, k_all, v_all, state, self.focus.window,
                                       self.adapter.scaling(self.original))
 
@@ -391,7 +406,7 @@ def compose_focus(model: nn.Module, num_groups: int = 4, top_k: int = 2, window:
                   group_dim: int = 16, tau: float = 0.1, sinkhorn_iters: int = 10,
                   gate: Optional[str] = "additive", backend: str = "blocks",
                   freeze: bool = True, causal: Optional[bool] = None,
-                  **focus_kwargs: Any) -> nn.Module:
+                  router: Any = None, **focus_kwargs: Any) -> nn.Module:
     r"""Compose Focus sparse attention onto every supported attention layer of
     :obj:`model`, in place (centroid-only retrofit of Yao et al., arXiv 2604.03260).
 
@@ -431,6 +446,13 @@ def compose_focus(model: nn.Module, num_groups: int = 4, top_k: int = 2, window:
             (``causal=False`` for the global attention of PyG's ``GPSConv``: Focus over each
             graph's nodes, non-causal routing, ``window=0`` allowed) (default: :obj:`None`,
             each module's own).
+        router (Router or callable, optional): the routing rule instead of a learned
+            :class:`~quest_geometric.nn.focus.router.FocusRouter` per layer: a module
+            following :class:`~quest_geometric.nn.focus.router.Router` (one object shared by
+            every layer, e.g. a content-free router) or a factory ``embed_dim -> Router``
+            called once per layer; :obj:`num_groups`, :obj:`top_k`, :obj:`group_dim`,
+            :obj:`tau` and :obj:`sinkhorn_iters` are then not used. Models composed this way
+            cannot be saved with :func:`save_routers` (default: :obj:`None`).
         **focus_kwargs: further :class:`FocusAttention` arguments (``gate_scale``,
             ``gate_bias``).
 
@@ -449,7 +471,7 @@ def compose_focus(model: nn.Module, num_groups: int = 4, top_k: int = 2, window:
         raise ValueError("compose_focus: the model is already composed; call decompose(model) "
                          "first")
     check_int(num_groups, "'num_groups'", 1, where="compose_focus")
-    if not isinstance(top_k, int) or not 1 <= top_k <= num_groups:
+    if router is None and (not isinstance(top_k, int) or not 1 <= top_k <= num_groups):
         raise ValueError(f"compose_focus: 'top_k' must be an int in 1..num_groups={num_groups}, "
                          f"got {top_k!r}")
     targets: List[Tuple[nn.Module, str, nn.Module]] = []
@@ -469,6 +491,8 @@ def compose_focus(model: nn.Module, num_groups: int = 4, top_k: int = 2, window:
     kwargs = dict(num_groups=num_groups, top_k=top_k, window=window, group_dim=group_dim,
                   tau=tau, sinkhorn_iters=sinkhorn_iters, gate=gate, backend=backend,
                   **focus_kwargs)
+    if router is not None:
+        kwargs["router"] = router
     ref = next(iter(model.parameters()), None)
     wrappers = []
     for parent, name, child in targets:
@@ -604,6 +628,9 @@ def save_routers(model: nn.Module, path: str) -> str:
     state = getattr(model, _STATE_ATTR, None)
     if state is None:
         raise ValueError("save_routers: the model was not composed with compose_focus")
+    if state["config"].get("router") is not None:
+        raise ValueError("save_routers: the model was composed with a given 'router'; only "
+                         "the default learned routers can be saved and recomposed")
     names = {id(m): n for n, m in model.named_modules()}
     routers = {names[id(w)]: {k: t.detach().cpu() for k, t in w.router.state_dict().items()}
                for _, _, w in state["wrappers"]}

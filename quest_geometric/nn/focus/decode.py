@@ -1,6 +1,6 @@
 r"""Cached incremental decoding with Focus: the routing state carried beside a KV cache.
 
-The router is prefix-causal (:class:`~quest_geometric.nn.focus.router.FocusRouter` with
+The router is causal (e.g. :class:`~quest_geometric.nn.focus.router.FocusRouter` with
 ``causal=True``): with :math:`S^{(0)}_t = \mathbf{z}_t^\top \mathbf{C} / \tau` and, for
 iteration :math:`n = 1..I`,
 
@@ -11,15 +11,17 @@ iteration :math:`n = 1..I`,
 token :math:`t`'s memberships depend on the prefix only through the :math:`I` running column
 log-sums :math:`\Lambda^{(n)}`. :class:`FocusDecodeState` keeps them (``[B, I, K]``, float64)
 with every cached token's hard groups and position, so a new token is routed in
-:math:`O(I K)` (:func:`sinkhorn_step`) exactly as the full-sequence Sinkhorn routes it, and
-attends only to the cached keys it may see, its window plus the tokens sharing one of its
+:math:`O(I K)` (:func:`~quest_geometric.nn.focus.sinkhorn.sinkhorn_step`, through the
+router's ``step``, see :class:`~quest_geometric.nn.focus.router.Router`) exactly as the
+full-sequence Sinkhorn routes it, and attends only to the cached keys it may see, its window plus the tokens sharing one of its
 groups (:func:`focus_decode_attention`): the attention cost grows with
 :math:`w + |\{j : G_j \cap G_t \neq \emptyset\}|`, not with the context.
 
 **The decoding step of one sequence** (one new token, no padding) takes a fast path:
 
-* routing: the :math:`I` Sinkhorn updates of :func:`sinkhorn_step` and the top-:math:`k` tie
-  rule of :func:`~quest_geometric.nn.focus.router.topk_groups` on :math:`K` numbers are done
+* routing: the :math:`I` Sinkhorn updates of
+  :func:`~quest_geometric.nn.focus.sinkhorn.sinkhorn_step` and the top-:math:`k` tie rule of
+  :func:`~quest_geometric.nn.focus.topk.topk_groups` on :math:`K` numbers are done
   on Python floats (the same float64 formulas; the memberships are rounded to the scores'
   float32 before the top-:math:`k`, as the full path does), instead of some hundred tiny
   tensor operations;
@@ -55,8 +57,6 @@ tokens, padding).
 """
 from __future__ import annotations
 
-import math
-import struct
 from typing import Dict, List, Optional, Tuple
 
 import torch
@@ -64,18 +64,12 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from quest_geometric.nn.focus._checks import HALF_DTYPES
-from quest_geometric.nn.focus.router import (
-    NONFINITE_SCORES,
-    TIE_RTOL,
-    RouterOutput,
-    _row_step,
-    _sinkhorn_dense,
-    topk_groups,
-)
+from quest_geometric.nn.focus.router import RouterOutput
+from quest_geometric.nn.focus.sinkhorn import prefix_statistics
 
-__all__ = ["FocusDecodeState", "sinkhorn_prefix_state", "sinkhorn_step", "route_step",
-           "route_prefix", "prefix_statistics", "focus_decode_attention",
-           "focus_decode_attention_reference", "MAX_STORE_PARTS", "MASKED_SHARE", "PART_WORK"]
+__all__ = ["FocusDecodeState", "route_step", "route_prefix", "focus_decode_attention",
+           "focus_decode_attention_reference", "masked_decode_attention", "packed_layout",
+           "MAX_STORE_PARTS", "MASKED_SHARE", "PART_WORK"]
 
 #: Most group-set stores one fast decoding step may read (:math:`\binom{K}{k} -
 #: \binom{K-k}{k}` of them meet a token's :math:`k` groups: 1 for top-1, 5 for top-2 of
@@ -95,7 +89,7 @@ MASKED_SHARE = 0.75
 PART_WORK = 30000.0
 
 
-def _packed_layout(hkv: int) -> bool:
+def packed_layout(hkv: int) -> bool:
     """Whether the masked SDPA packs the query heads of a key head on its query axis
     (``H_kv`` work items for PyTorch's CPU kernel) rather than one query per head with
     ``enable_gqa`` (``H`` items): packed at one thread or when the threads divide ``H_kv``
@@ -107,7 +101,7 @@ def _packed_layout(hkv: int) -> bool:
     return t == 1 or hkv % t == 0
 
 
-def _masked_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, scale: float,
+def masked_decode_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, scale: float,
                       packed: bool) -> Tensor:
     """One new token ``q [1, H, 1, D]`` attending to the keys ``k, v [1, H_kv, S, D]`` that
     the bool ``mask [S]`` allows, in one SDPA: the query heads of a key head on the query
@@ -289,13 +283,19 @@ class FocusDecodeState:
     def col_lse(self, value: Tensor) -> None:
         self._col, self._col_host, self._col_stale = value, None, False
 
-    def _col_rows(self) -> List[List[float]]:
-        """The statistics of a one-sequence state as Python floats, ``I`` rows of ``K``
-        (updated in place by the fast routing step)."""
+    def host_statistics(self) -> List[List[float]]:
+        """The statistics of a one-sequence state as Python floats, ``I`` rows of ``K``,
+        for a router's fast step to update in place (they are then authoritative:
+        :attr:`col_lse` is rebuilt from them when next read)."""
         if self._col_host is None:
             self._col_host = self._col[0].tolist()
         self._col_stale = True
         return self._col_host
+
+    @property
+    def top_k(self) -> int:
+        """Groups per cached token (the ``top_k`` the cache was filled with)."""
+        return self._groups.size(2)
 
     def __len__(self) -> int:
         return self._len
@@ -344,8 +344,9 @@ class FocusDecodeState:
                 self._simple = False
         self._len = self._flushed = need
 
-    def _append_one(self, groups: List[int]) -> None:
-        """Append the one real token of a one-sequence step (its groups, in order)."""
+    def append_one(self, groups: List[int]) -> None:
+        """Append the one real token of a one-sequence step (its groups, in order; the fast
+        routing step's call, which builds no tensor)."""
         if not self._simple:
             self.append(torch.tensor(groups, dtype=torch.long,
                                      device=self._groups.device).view(1, 1, -1))
@@ -376,32 +377,10 @@ class FocusDecodeState:
                 f"top_k={self._groups.size(2)}, store={self.store})")
 
 
-def sinkhorn_prefix_state(scores: Tensor, valid: Optional[Tensor], num_iters: int) -> Tensor:
-    r"""The running column log-sums :math:`\Lambda^{(n)}` after a whole prefix (recorded by
-    the full prefix-causal Sinkhorn itself, so the state matches its routing).
-
-    Args:
-        scores (Tensor): :math:`S/\tau` of the prefix, ``[B, T, K]`` (real tokens first in
-            each row, padding after them, as :func:`~torch_geometric.utils.to_dense_batch`
-            lays them out).
-        valid (Tensor, optional): bool ``[B, T]`` (default: :obj:`None`, all real).
-        num_iters (int): Sinkhorn iterations :math:`I`.
-
-    Returns:
-        Tensor: ``[B, I, K]``, float64 (:math:`-\infty` for an empty prefix).
-    """
-    b, _, k = scores.shape
-    totals: list = []
-    _sinkhorn_dense(scores, valid, num_iters, True, col_totals=totals)
-    if not totals:
-        return scores.new_empty(b, 0, k, dtype=torch.float64)
-    return torch.stack(totals, 1)
-
-
 def route_prefix(router, x: Tensor, batch: Optional[Tensor] = None, num_seqs: int = 1
                  ) -> Tuple[RouterOutput, Tensor]:
     r"""Route whole sequences once: what ``router(x, batch)`` returns, and the statistics
-    :func:`sinkhorn_prefix_state` would record from a second pass (the same prefix-causal
+    :func:`~quest_geometric.nn.focus.sinkhorn.sinkhorn_prefix_state` would record from a second pass (the same prefix-causal
     Sinkhorn run, with its column totals kept), for starting a :class:`FocusDecodeState`.
 
     Args:
@@ -420,175 +399,31 @@ def route_prefix(router, x: Tensor, batch: Optional[Tensor] = None, num_seqs: in
     return out, prefix_statistics(totals, num_seqs, router.num_groups, x.device)
 
 
-def prefix_statistics(col_totals: List[Tensor], num_seqs: int, num_groups: int,
-                      device: Optional[torch.device] = None) -> Tensor:
-    r"""The running column log-sums :math:`\Lambda^{(n)}` ``[B, I, K]`` (float64, detached)
-    from the per-iteration totals a routing collected (``col_totals`` of
-    :meth:`~quest_geometric.nn.focus.router.FocusRouter.forward`); sequences past the last
-    one with a real token (all padding) get :math:`-\infty`, an empty prefix.
+def route_step(router, x: Tensor, state: FocusDecodeState, valid: Optional[Tensor] = None,
+               return_groups: bool = True) -> Optional[Tensor]:
+    r"""Route new tokens ``x [B, T, C]`` with :obj:`router` (any
+    :class:`~quest_geometric.nn.focus.router.Router`, through its ``step``), updating
+    :obj:`state` (statistics, groups, positions). Returns their groups ``[B, T, top_k]``
+    (``-1`` for padding).
 
     Args:
-        col_totals (list of Tensor): ``I`` tensors ``[B', K]``, :math:`B' \le B`.
-        num_seqs (int): number of sequences :math:`B`.
-        num_groups (int): :math:`K`.
-        device (torch.device, optional): where the result lives when there are no totals
-            (zero iterations). (default: :obj:`None`)
-    """
-    if not col_totals:
-        return torch.empty(num_seqs, 0, num_groups, dtype=torch.float64, device=device)
-    col = torch.stack(col_totals, 1).detach().double()
-    if col.size(0) < num_seqs:
-        col = torch.cat([col, col.new_full((num_seqs - col.size(0), *col.shape[1:]),
-                                           float("-inf"))])
-    return col
-
-
-def sinkhorn_step(scores: Tensor, col_lse: Tensor, valid: Optional[Tensor] = None
-                  ) -> Tuple[Tensor, Tensor]:
-    r"""Route one new token per sequence from the prefix statistics.
-
-    .. math::
-        \Lambda^{(n)} \leftarrow \log\bigl(e^{\Lambda^{(n)}} + e^{\log Q^{(n-1)}_t}\bigr),
-        \qquad \log Q^{(n)}_t = \operatorname{rownorm}\bigl(\log Q^{(n-1)}_t -
-        \Lambda^{(n)}\bigr).
-
-    Args:
-        scores (Tensor): :math:`S_t/\tau`, ``[B, K]``.
-        col_lse (Tensor): ``[B, I, K]`` from :func:`sinkhorn_prefix_state` or an earlier
-            step.
-        valid (Tensor, optional): bool ``[B]``; a padding token leaves the statistics as they
-            are (default: :obj:`None`, all real).
-
-    Returns:
-        ``(log_soft, col_lse)``: the token's log memberships ``[B, K]`` (float64) and the
-        updated statistics.
-    """
-    logq = scores.double()
-    num_iters = col_lse.size(1)
-    new = col_lse.clone()
-    for it in range(num_iters):
-        c = torch.logaddexp(col_lse[:, it], logq)
-        new[:, it] = c if valid is None else torch.where(valid.unsqueeze(-1), c, col_lse[:, it])
-        logq = _row_step(logq - c, it, True)
-    if num_iters == 0:
-        logq = logq - torch.logsumexp(logq, dim=-1, keepdim=True)
-    return logq, new
-
-
-def _logsumexp(x: List[float]) -> float:
-    m = max(x)
-    if math.isinf(m):
-        return m
-    return m + math.log(sum([math.exp(v - m) for v in x]))
-
-
-def _sinkhorn_step_host(logq: List[float], rows: List[List[float]]) -> List[float]:
-    """:func:`sinkhorn_step` of one token on Python floats (float64, the same formulas:
-    ``logaddexp(a, b) = max(a, b) + log1p(exp(-|a - b|))``); ``rows`` (the statistics,
-    ``I`` lists of ``K``) are updated in place."""
-    exp, log, log1p, ninf = math.exp, math.log, math.log1p, -math.inf
-    for it, row in enumerate(rows):
-        c = [a if a == b == ninf else (a if a > b else b) + log1p(exp(-abs(a - b)))
-             for a, b in zip(row, logq)]
-        rows[it] = c
-        x = [q - ci for q, ci in zip(logq, c)]
-        # _row_step: no max-shift after the first iteration (see there)
-        z = log(sum([exp(v) for v in x])) if it > 0 else _logsumexp(x)
-        logq = [v - z for v in x]
-    if not rows:
-        z = _logsumexp(logq)
-        logq = [v - z for v in logq]
-    return logq
-
-
-def _float32(x: float) -> float:
-    return struct.unpack("f", struct.pack("f", x))[0]
-
-
-_SLACK = math.log1p(-TIE_RTOL)
-_SLACK32 = _float32(_SLACK)
-
-
-def _topk_host(vals: List[float], top_k: int, single: bool) -> List[int]:
-    """:func:`~quest_geometric.nn.focus.router.topk_groups` of one token's log memberships
-    (already rounded to the scores' dtype), with the same arithmetic: in float32 for
-    ``single`` (a float32 sum of two float32 numbers is the float64 sum rounded once)."""
-    taken = [False] * len(vals)
-    out = []
-    for _ in range(top_k):
-        best = max((v for v, tk in zip(vals, taken) if not tk), default=-math.inf)
-        thr = _float32(best + _SLACK32) if single else best + _SLACK
-        idx = next(j for j, (v, tk) in enumerate(zip(vals, taken)) if not tk and v >= thr)
-        taken[idx] = True
-        out.append(idx)
-    return out
-
-
-def route_step(router, x: Tensor, state: FocusDecodeState, valid: Optional[Tensor] = None
-               ) -> Tensor:
-    r"""Route new tokens ``x [B, T, C]`` (one at a time, in order) with :obj:`router`,
-    updating :obj:`state` (statistics, groups, positions). Returns their groups
-    ``[B, T, top_k]`` (``-1`` for padding).
-
-    One real token of one sequence is routed on Python floats (:func:`sinkhorn_step` and
-    :func:`~quest_geometric.nn.focus.router.topk_groups` with the same formulas, see the
-    module docstring); otherwise with tensors.
-
-    Args:
-        router (FocusRouter): the layer's prefix-causal router.
+        router (Router): the layer's causal router.
         x (Tensor): hidden states of the new tokens, ``[B, T, C]``.
         state (FocusDecodeState): the layer's state, updated in place.
         valid (Tensor, optional): bool ``[B, T]``, :obj:`False` for padding (default:
             :obj:`None`, all real).
+        return_groups (bool): return the groups (default: :obj:`True`; the composed
+            layers pass :obj:`False` and skip building them).
 
     Raises:
         ValueError: if the router's :obj:`top_k` is not the one the state was filled with.
     """
-    b, t, _ = x.shape
-    kk = state._groups.size(2)
+    kk = state.top_k
     if router.top_k != kk:
         raise ValueError(f"route_step: the cache was filled with top_k={kk} but the router "
                          f"now has top_k={router.top_k}; set top_k before filling the cache "
                          f"(start a new one)")
-    if b == 1 and t == 1 and (valid is None or bool(valid.all())):
-        g = _route_one(router, x, state)
-        return torch.tensor(g, dtype=torch.long, device=x.device).view(1, 1, kk)
-    s = router.scores(x.reshape(b * t, -1)).view(b, t, -1)
-    out = []
-    for i in range(t):
-        log_soft, state.col_lse = sinkhorn_step(s[:, i], state.col_lse,
-                                                None if valid is None else valid[:, i])
-        # the full path casts the log memberships back to the scores' dtype before top-k
-        out.append(topk_groups(log_soft.to(s.dtype), router.top_k))
-    groups = torch.stack(out, 1)
-    state.append(groups, valid)
-    return groups if valid is None else groups.masked_fill(~valid.unsqueeze(-1), -1)
-
-
-def _route_one(router, x: Tensor, state: FocusDecodeState) -> List[int]:
-    """The fast path of :func:`route_step`: one real token of one sequence, on Python
-    floats; returns its groups (a list) and appends them to :obj:`state`."""
-    s = router.scores(x.reshape(1, -1), check=False)
-    vals = s[0].tolist()
-    if not all(map(math.isfinite, vals)):  # the check scores() skipped, on the host copy
-        raise ValueError(NONFINITE_SCORES)
-    log_soft = _sinkhorn_step_host(vals, state._col_rows())
-    single = s.dtype == torch.float32
-    if single:  # the full path casts the log memberships to the scores' dtype
-        log_soft = [_float32(v) for v in log_soft]
-    g = _topk_host(log_soft, state._groups.size(2), single)
-    state._append_one(g)
-    return g
-
-
-def _decode_route(router, x: Tensor, state: FocusDecodeState, valid: Optional[Tensor]
-                  ) -> None:
-    """:func:`route_step` without building the returned groups (the composed layers' call)."""
-    if x.size(0) == 1 and x.size(1) == 1 and valid is None and \
-            router.top_k == state._groups.size(2):
-        _route_one(router, x, state)
-    else:
-        route_step(router, x, state, valid)
+    return router.step(x, state, valid, return_groups)
 
 
 def focus_decode_attention(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState,
@@ -643,8 +478,8 @@ def _fast_step(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState, window:
         # SDPA over the cache is cheaper than the parts
         mask = stores.lut(mine, q.device)[stores.slot_ids[:s]]
         mask[lo:] = True  # the window
-        return _masked_attention(q, k[:, :, :s], v[:, :, :s], mask, scale,
-                                 _packed_layout(hkv))
+        return masked_decode_attention(q, k[:, :, :s], v[:, :, :s], mask, scale,
+                                 packed_layout(hkv))
     stores.fill(sets, k, v, lo)
     parts = [(k[0, :, lo:s].transpose(1, 2), v[0, :, lo:s])]  # keys as [H_kv, D, n]
     for key in meets:

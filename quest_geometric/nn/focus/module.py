@@ -28,7 +28,7 @@ from quest_geometric.nn.focus.dense import (
 from quest_geometric.nn.focus.edge_index import focus_edge_index
 from quest_geometric.nn.focus.edges import FocusEdgeAttention
 from quest_geometric.nn.focus.flex import focus_flex_attention
-from quest_geometric.nn.focus.router import FocusRouter, RouterOutput
+from quest_geometric.nn.focus.router import FocusRouter, Router, RouterOutput
 
 __all__ = ["FocusAttention"]
 
@@ -43,7 +43,9 @@ class FocusAttention(nn.Module):
     `"Why Attend to Everything? Focus is the Key" <https://arxiv.org/abs/2604.03260>`_
     (Yao et al.).
 
-    A :class:`~quest_geometric.nn.focus.router.FocusRouter` (shared by all heads) assigns every
+    A router (shared by all heads; by default a learned
+    :class:`~quest_geometric.nn.focus.router.FocusRouter`, or any
+    :class:`~quest_geometric.nn.focus.router.Router` passed as :obj:`router`) assigns every
     token a soft membership :math:`\mathbf{g}_i` and a hard group set :math:`G_i`. In
     inference (``eval()`` or ``hard=True``) token :math:`i` attends to
 
@@ -90,6 +92,12 @@ class FocusAttention(nn.Module):
         gate_bias (float): :math:`b` of the additive gate, finite (default: :obj:`0.5`,
             the relaxation of the top-1 pattern; :math:`1/(2k^2)` relaxes top-:math:`k`).
         bias (bool): biases in the own projections (default: :obj:`True`).
+        router (Router, optional): the router to use instead of building a
+            :class:`~quest_geometric.nn.focus.router.FocusRouter` (any module following
+            :class:`~quest_geometric.nn.focus.router.Router`); :obj:`num_groups`,
+            :obj:`group_dim`, :obj:`top_k`, :obj:`tau` and :obj:`sinkhorn_iters` are then not
+            used (the router has its own), and its :obj:`causal` must equal :obj:`causal`
+            (default: :obj:`None`).
 
     Shapes:
         - **input:** :obj:`x` :math:`(B, T, C)`, or :math:`(N, C)` with optional sorted
@@ -102,7 +110,8 @@ class FocusAttention(nn.Module):
                  group_dim: int = 16, top_k: int = 1, window: int = 128,
                  backend: str = "blocks", gate: Optional[str] = "additive",
                  causal: bool = True, tau: float = 0.1, sinkhorn_iters: int = 10,
-                 gate_scale: float = 10.0, gate_bias: float = 0.5, bias: bool = True) -> None:
+                 gate_scale: float = 10.0, gate_bias: float = 0.5, bias: bool = True,
+                 router: Optional[Router] = None) -> None:
         super().__init__()
         check_int(embed_dim, "'embed_dim'", 1, where="FocusAttention")
         if not isinstance(num_heads, int) or num_heads < 1 or embed_dim % num_heads:
@@ -112,8 +121,17 @@ class FocusAttention(nn.Module):
         self.embed_dim = embed_dim
         self.num_heads = num_heads
         self.head_dim = embed_dim // num_heads
-        self.router = FocusRouter(embed_dim, num_groups, group_dim, tau, sinkhorn_iters, top_k,
-                                  causal)
+        if router is None:
+            router = FocusRouter(embed_dim, num_groups, group_dim, tau, sinkhorn_iters, top_k,
+                                 causal)
+        elif not isinstance(router, nn.Module) or not isinstance(router, Router):
+            raise TypeError(f"FocusAttention: 'router' must be a torch.nn.Module following "
+                            f"the Router protocol (num_groups, top_k, causal, step), got "
+                            f"{type(router).__name__}")
+        elif bool(router.causal) != bool(causal):
+            raise ValueError(f"FocusAttention: the router's causal={router.causal!r} "
+                             f"contradicts causal={causal!r}")
+        self.router = router
         self.window = window
         self.backend = backend
         self.gate = gate
@@ -132,14 +150,14 @@ class FocusAttention(nn.Module):
 
     @property
     def num_groups(self) -> int:
-        r"""The number of groups :math:`K`, fixed at construction (the router's centroids)."""
+        r"""The number of groups :math:`K`, fixed at construction (the router's)."""
         return self.router.num_groups
 
     @num_groups.setter
     def num_groups(self, value: int) -> None:
         raise AttributeError(f"'num_groups' of {self.__class__.__name__} is fixed at "
                              f"construction (the router has {self.router.num_groups} "
-                             f"centroids); build a new layer for another number of groups")
+                             f"groups); build a new layer for another number of groups")
 
     @property
     def top_k(self) -> int:
@@ -202,8 +220,9 @@ class FocusAttention(nn.Module):
         self._gate_bias = check_real(value, "gate_bias")
 
     def reset_parameters(self) -> None:
-        r"""Reset the router and the own projections."""
-        self.router.reset_parameters()
+        r"""Reset the router (when it has parameters) and the own projections."""
+        if hasattr(self.router, "reset_parameters"):
+            self.router.reset_parameters()
         for m in (self.q_proj, self.k_proj, self.v_proj, self.out_proj):
             if hasattr(m, "reset_parameters"):
                 m.reset_parameters()

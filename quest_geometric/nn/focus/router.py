@@ -1,4 +1,12 @@
-"""Focus router: learned centroids with (prefix-causal) log-space Sinkhorn balancing.
+r"""Routers: the protocol every routing rule follows (:class:`Router`, returning a
+:class:`RouterOutput`) and the learned Focus router (:class:`FocusRouter`: centroids with
+prefix-causal log-space Sinkhorn balancing, :mod:`~quest_geometric.nn.focus.sinkhorn`, and
+the deterministic top-:math:`k` of :mod:`~quest_geometric.nn.focus.topk`).
+
+A new routing rule is one file: a :class:`torch.nn.Module` with the attributes and the two
+methods of :class:`Router`; :class:`~quest_geometric.nn.focus.module.FocusAttention` (its
+``router`` argument), every hard back-end, cached decoding and
+:func:`~quest_geometric.nn.focus.compose.compose_focus` then accept it.
 
 Reference: Yao et al., "Why Attend to Everything? Focus is the Key" /
 "Composing Sparse Attention via Learned Grouping" (arXiv 2604.03260).
@@ -6,19 +14,20 @@ Reference: Yao et al., "Why Attend to Everything? Focus is the Key" /
 from __future__ import annotations
 
 import math
-from typing import List, NamedTuple, Optional
+from typing import Any, List, NamedTuple, Optional, Protocol, runtime_checkable
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch_geometric.utils import to_dense_batch
 
 from quest_geometric._utils.checks import check_int
 from quest_geometric.nn.focus._checks import check_batch, check_features, check_real
+from quest_geometric.nn.focus.sinkhorn import sinkhorn_log, sinkhorn_step, sinkhorn_step_host
+from quest_geometric.nn.focus.topk import TIE_RTOL, float32_host, topk_groups, topk_groups_host
 
 
 class RouterOutput(NamedTuple):
-    r"""The result of :class:`FocusRouter`.
+    r"""The result of a router (:class:`Router`, e.g. :class:`FocusRouter`).
 
     Attributes:
         soft (torch.Tensor): soft group memberships :math:`\mathbf{g}_i`, rows sum to one,
@@ -35,170 +44,54 @@ class RouterOutput(NamedTuple):
     log_soft: Tensor
 
 
+@runtime_checkable
+class Router(Protocol):
+    r"""The routing protocol: what :class:`~quest_geometric.nn.focus.module.FocusAttention`,
+    its back-ends, cached decoding (:mod:`~quest_geometric.nn.focus.decode`) and
+    :func:`~quest_geometric.nn.focus.compose.compose_focus` need from a router. A router is
+    a :class:`torch.nn.Module` (so that it moves with the model and its parameters, if any,
+    train) with:
 
-#: Smallest prefix sum (after shifting by the column maximum, in float64) that the fast
-#: path of :func:`_logcumsumexp` accepts; below it the prefix may have underflowed and the
-#: exact :func:`torch.logcumsumexp` is used instead.
-LCSE_TINY = 1e-280
+    Attributes:
+        num_groups (int): the number of groups :math:`K`, fixed at construction.
+        top_k (int): hard groups per token, :math:`1..K` (assignable: it is the layer's
+            :attr:`~quest_geometric.nn.focus.module.FocusAttention.top_k`).
+        causal (bool): whether token :math:`i`'s groups depend only on tokens
+            :math:`j \le i` of its sequence (required for cached decoding).
 
+    Methods:
+        ``__call__(h, batch=None, col_totals=None) -> RouterOutput``: route hidden states
+        ``h`` ``[B, T, d]`` (or ``[N, d]`` with a sorted sequence id ``batch`` ``[N]``);
+        ``groups`` is ``[..., top_k]`` long in :math:`0..K-1`. When ``col_totals`` is a list,
+        append any running statistics that incremental steps continue from (one ``[B, K]``
+        tensor per statistic, see :func:`~quest_geometric.nn.focus.sinkhorn.prefix_statistics`;
+        a router whose steps need only the positions appends nothing).
 
-def _logcumsumexp(x: Tensor, dim: int) -> Tensor:
-    r"""Prefix log-sum-exp along :obj:`dim`, the same as :func:`torch.logcumsumexp` but about
-    3x faster on CPU.
+        ``step(x, state, valid=None, return_groups=True) -> Optional[Tensor]``: route the
+        new tokens ``x`` ``[B, T, d]`` after the prefix that ``state`` (a
+        :class:`~quest_geometric.nn.focus.decode.FocusDecodeState`) describes, exactly as
+        ``__call__`` would route them as part of the whole sequence; append their groups to
+        ``state`` (:meth:`~quest_geometric.nn.focus.decode.FocusDecodeState.append`, which
+        also counts positions; update ``state.col_lse`` if the router keeps statistics) and
+        return them ``[B, T, top_k]`` (``-1`` for padding, ``valid`` ``[B, T]`` bool is
+        :obj:`False` there), or :obj:`None` with ``return_groups=False``.
 
-    .. math::
-        \mathrm{out}_i = m + \log \sum_{j \le i} e^{x_j - m}, \qquad m = \max_j x_j,
-
-    the usual max-shift of log-sum-exp, with the exponentials and the running sum taken in
-    float64 (whose range, :math:`e^{-708}`, keeps every prefix of realistic scores) and cast
-    back to the input's dtype. Where a prefix sum falls below :data:`LCSE_TINY` (a prefix
-    whose every term is :math:`e^{-640}` times smaller than the column maximum) the result
-    is taken from :func:`torch.logcumsumexp`, so the function is exact for any finite input.
-    Gradients are those of the formula (the shift :math:`m` is a constant).
-
-    Args:
-        x (torch.Tensor): finite values.
-        dim (int): the scan dimension.
-
-    Returns:
-        torch.Tensor: same shape and dtype as :obj:`x`.
+    Optional: ``reset_parameters()``, called by
+    :meth:`FocusAttention.reset_parameters
+    <quest_geometric.nn.focus.module.FocusAttention.reset_parameters>` when present.
     """
-    if x.numel() == 0:
-        return x.clone()
-    m = x.detach().amax(dim, keepdim=True).double()
-    c = (x.double() - m).exp().cumsum(dim)
-    out = (c.log() + m).to(x.dtype)
-    if not bool(c.amin() >= LCSE_TINY):
-        out = torch.where(c >= LCSE_TINY, out, torch.logcumsumexp(x, dim))
-    return out
 
+    num_groups: int
+    top_k: int
+    causal: bool
 
-def _row_step(logq: Tensor, it: int, causal: bool) -> Tensor:
-    """The row normalisation of Sinkhorn iteration ``it`` (shared by the full Sinkhorn and
-    the one-token step of cached decoding, so both run the same operations)."""
-    if causal and it > 0:
-        # rows were log-distributions before this column step (largest entry >= -log K)
-        # and a prefix of N tokens adds at most log N, so each row's largest entry is
-        # >= -log(K N): the row sum needs no max-shift, and terms that underflow are
-        # < e^-700 of it
-        return logq - logq.exp().sum(-1, keepdim=True).log()
-    return logq - torch.logsumexp(logq, dim=-1, keepdim=True)
+    def __call__(self, h: Tensor, batch: Optional[Tensor] = None,
+                 col_totals: Optional[List[Tensor]] = None) -> RouterOutput:
+        ...
 
-
-def _sinkhorn_dense(logq: Tensor, valid: Optional[Tensor], num_iters: int,
-                    causal: bool, col_totals: Optional[List[Tensor]] = None) -> Tensor:
-    """Sinkhorn on ``[B, T, K]`` log-scores; ``valid`` ``[B, T]`` marks real tokens (the
-    padding sits at the end of each sequence, so it never enters a real token's prefix).
-    With ``col_totals`` (a list), each iteration appends the log-sum over every real token
-    of its column-step input, ``[B, K]`` (the state cached decoding continues from)."""
-    pad = None if valid is None or bool(valid.all()) else ~valid.unsqueeze(-1)
-    dtype = logq.dtype
-    if causal:  # float64 throughout, so logcumsumexp converts nothing
-        logq = logq.double()
-    for it in range(num_iters):
-        col = logq if pad is None else logq.masked_fill(pad, float("-inf"))
-        if col_totals is not None:
-            col_totals.append(torch.logsumexp(col, dim=1))
-        if causal:
-            # padding only after real tokens: it never enters a real prefix
-            logq = logq - _logcumsumexp(logq, dim=1)
-        else:
-            logq = logq - torch.logsumexp(col, dim=1, keepdim=True)
-        logq = _row_step(logq, it, causal)
-    if num_iters == 0:
-        logq = logq - torch.logsumexp(logq, dim=-1, keepdim=True)
-    return logq.to(dtype)
-
-
-def sinkhorn_log(scores: Tensor, batch: Optional[Tensor] = None, num_segments: int = 1,
-                 num_iters: int = 10, causal: bool = True,
-                 col_totals: Optional[List[Tensor]] = None) -> Tensor:
-    r"""Log-space Sinkhorn balancing of token-to-group scores, per sequence/graph.
-
-    With :math:`\log Q^{(0)} = S` (scores already divided by :math:`\tau`), every iteration
-    normalises columns (over tokens) and then rows (over groups):
-
-    .. math::
-        \log Q_{ik} &\leftarrow \log Q_{ik} - \log \sum_{j \in \mathcal{C}(i)} Q_{jk},\\
-        \log Q_{ik} &\leftarrow \log Q_{ik} - \log \sum_{k'} Q_{ik'},
-
-    where :math:`\mathcal{C}(i)` is every token of :math:`i`'s sequence (``causal=False``, the
-    paper's Sinkhorn) or only the tokens :math:`j \le i` of it (``causal=True``, a
-    prefix-causal Sinkhorn, through a prefix log-cumsum-exp). The constant column target
-    :math:`1/K` and row target :math:`1/N` of textbook Sinkhorn only rescale a row, so the
-    final row step removes them. Sequences of a batch are laid out densely once
-    (``[B, T_max, K]``, padding at the end), so no normalisation crosses sequences.
-
-    Args:
-        scores (torch.Tensor): :math:`S/\tau`, shape :obj:`[N, K]` (or :obj:`[B, T, K]`
-            for :math:`B` sequences of equal length, without :obj:`batch`), finite.
-        batch (torch.Tensor, optional): sorted sequence id per token, with :obj:`[N, K]`
-            scores (default: :obj:`None`, one sequence).
-        num_segments (int): number of sequences (default: :obj:`1`).
-        num_iters (int): iterations (default: :obj:`10`).
-        causal (bool): prefix-causal column normalisation (default: :obj:`True`).
-        col_totals (list, optional): when given, each iteration appends the log-sum over
-            every real token of its column-step input, ``[B, K]`` per sequence (the
-            statistics cached decoding continues from). (default: :obj:`None`)
-
-    Returns:
-        torch.Tensor: :math:`\log \mathbf{g}`, the shape of :obj:`scores`, each row a
-        log-distribution.
-    """
-    if scores.dim() == 3:
-        if batch is not None:
-            raise ValueError("'batch' is only accepted with [N, K] scores")
-        return _sinkhorn_dense(scores, None, num_iters, causal, col_totals)
-    if batch is None:
-        return _sinkhorn_dense(scores.unsqueeze(0), None, num_iters, causal, col_totals)[0]
-    dense, valid = to_dense_batch(scores, batch, fill_value=0.0, batch_size=num_segments)
-    return _sinkhorn_dense(dense, valid, num_iters, causal, col_totals)[valid]
-
-
-#: Relative tolerance under which two memberships count as tied in :func:`topk_groups`.
-TIE_RTOL = 1e-5
-
-
-def topk_groups(log_soft: Tensor, top_k: int) -> Tensor:
-    r"""Hard top-:math:`k` group ids of log memberships ``[..., K]``, ordered by decreasing
-    membership, with ties broken deterministically (the rule :class:`FocusRouter` and the
-    cached decoding share).
-
-    **Tie rule.** The groups are picked greedily: at each of the :obj:`top_k` steps, among
-    the groups not yet picked, every group whose membership is within the relative
-    tolerance :data:`TIE_RTOL` of the largest remaining membership :math:`g^{\max}`,
-
-    .. math::
-        g_{ik} \ge (1 - \varepsilon)\, g^{\max}_i, \qquad \varepsilon = 10^{-5},
-
-    counts as tied, and the *lowest group id* among them wins. Memberships that differ by
-    rounding only (for example the exactly uniform membership of a sequence's first token
-    under prefix-causal balancing, whose last bits depend on the other sequences of a
-    batch) thus always give the same groups; memberships farther apart than
-    :math:`\varepsilon` keep the plain top-:math:`k` order.
-
-    Args:
-        log_soft (torch.Tensor): log memberships ``[..., K]``.
-        top_k (int): groups per token, :math:`1..K`.
-
-    Returns:
-        torch.Tensor: ``[..., top_k]``, :obj:`torch.long`.
-    """
-    k = log_soft.size(-1)
-    check_int(top_k, "'top_k'", 1, maximum=k)
-    vals = log_soft.detach()
-    taken = torch.zeros(vals.shape, dtype=torch.bool, device=vals.device)
-    slack = math.log1p(-TIE_RTOL)
-    ninf = torch.tensor(float("-inf"), dtype=vals.dtype, device=vals.device)
-    out = []
-    for _ in range(top_k):
-        rest = torch.where(taken, ninf, vals)
-        best = rest.amax(-1, keepdim=True)
-        tied = ~taken & (rest >= best + slack)
-        idx = tied.to(torch.uint8).argmax(-1, keepdim=True)  # the first (lowest) tied id
-        taken.scatter_(-1, idx, True)
-        out.append(idx)
-    return torch.cat(out, -1)
+    def step(self, x: Tensor, state: Any, valid: Optional[Tensor] = None,
+             return_groups: bool = True) -> Optional[Tensor]:
+        ...
 
 
 def group_balance(groups: Tensor, num_groups: int, batch: Optional[Tensor] = None) -> Tensor:
@@ -402,6 +295,62 @@ class FocusRouter(nn.Module):
         return RouterOutput(soft.view(*shape, -1), groups.view(*shape, -1),
                             log_soft.view(*shape, -1))
 
+    def step(self, x: Tensor, state: Any, valid: Optional[Tensor] = None,
+             return_groups: bool = True) -> Optional[Tensor]:
+        r"""Route new tokens ``x [B, T, d]`` (one at a time, in order) after the prefix that
+        :obj:`state` describes, as the prefix-causal Sinkhorn of :meth:`forward` routes
+        them (:func:`~quest_geometric.nn.focus.sinkhorn.sinkhorn_step`), updating
+        :obj:`state` (statistics, groups, positions).
+
+        One real token of one sequence is routed on Python floats
+        (:func:`~quest_geometric.nn.focus.sinkhorn.sinkhorn_step_host` and
+        :func:`~quest_geometric.nn.focus.topk.topk_groups_host`, the same formulas);
+        otherwise with tensors.
+
+        Args:
+            x (Tensor): hidden states of the new tokens, ``[B, T, d]``.
+            state (FocusDecodeState): the layer's decoding state, updated in place.
+            valid (Tensor, optional): bool ``[B, T]``, :obj:`False` for padding (default:
+                :obj:`None`, all real).
+            return_groups (bool): return the groups (default: :obj:`True`).
+
+        Returns:
+            Tensor, optional: the new tokens' groups ``[B, T, top_k]`` (``-1`` for padding).
+        """
+        b, t, _ = x.shape
+        if b == 1 and t == 1 and (valid is None or bool(valid.all())):
+            g = self._step_one(x, state)
+            if not return_groups:
+                return None
+            return torch.tensor(g, dtype=torch.long, device=x.device).view(1, 1, len(g))
+        s = self.scores(x.reshape(b * t, -1)).view(b, t, -1)
+        out = []
+        for i in range(t):
+            log_soft, state.col_lse = sinkhorn_step(s[:, i], state.col_lse,
+                                                    None if valid is None else valid[:, i])
+            # the full path casts the log memberships back to the scores' dtype before top-k
+            out.append(topk_groups(log_soft.to(s.dtype), self.top_k))
+        groups = torch.stack(out, 1)
+        state.append(groups, valid)
+        if not return_groups:
+            return None
+        return groups if valid is None else groups.masked_fill(~valid.unsqueeze(-1), -1)
+
+    def _step_one(self, x: Tensor, state: Any) -> List[int]:
+        """The fast path of :meth:`step`: one real token of one sequence, on Python floats;
+        returns its groups (a list) and appends them to :obj:`state`."""
+        s = self.scores(x.reshape(1, -1), check=False)
+        vals = s[0].tolist()
+        if not all(map(math.isfinite, vals)):  # the check scores() skipped, on the host copy
+            raise ValueError(NONFINITE_SCORES)
+        log_soft = sinkhorn_step_host(vals, state.host_statistics())
+        single = s.dtype == torch.float32
+        if single:  # the full path casts the log memberships to the scores' dtype
+            log_soft = [float32_host(v) for v in log_soft]
+        g = topk_groups_host(log_soft, self.top_k, single)
+        state.append_one(g)
+        return g
+
     @staticmethod
     def balance(out: RouterOutput, num_groups: Optional[int] = None) -> Tensor:
         r"""Largest group share of a :class:`RouterOutput` (see :func:`group_balance`)."""
@@ -413,5 +362,4 @@ class FocusRouter(nn.Module):
                 f"group_dim={self.group_dim}, top_k={self.top_k}, causal={self.causal})")
 
 
-__all__ = ["FocusRouter", "RouterOutput", "group_balance", "sinkhorn_log", "topk_groups",
-           "TIE_RTOL", "NONFINITE_SCORES"]
+__all__ = ["Router", "FocusRouter", "RouterOutput", "group_balance", "NONFINITE_SCORES"]

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 
 from quest_geometric.nn.focus.dense import focus_dense_attention
 from quest_geometric.nn.focus.flex import FLEX_AVAILABLE, focus_block_mask, focus_flex_attention
+from quest_geometric.testing.focus import random_groups
 
 pytestmark = pytest.mark.skipif(not FLEX_AVAILABLE, reason="FlexAttention not available")
 
@@ -16,11 +17,6 @@ H, D = 2, 8
 def _qkv(n, dtype=torch.float32, seed=0, device="cpu"):
     g = torch.Generator().manual_seed(seed)
     return tuple(torch.randn(n, H, D, generator=g, dtype=dtype).to(device) for _ in range(3))
-
-
-def _random_groups(n, num_groups, top_k, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return torch.stack([torch.randperm(num_groups, generator=g)[:top_k] for _ in range(n)])
 
 
 def _batch(lengths):
@@ -76,7 +72,7 @@ CASES = {
 def test_matches_dense(case, causal):
     n, kg, tk, w, lengths, bs, dtype = CASES[case]
     q, k, v = _qkv(n, dtype, seed=n)
-    groups = _random_groups(n, kg, tk, seed=n)
+    groups = random_groups(n, kg, tk, seed=n)
     batch = None if lengths is None else _batch(lengths)
     out = focus_flex_attention(q, k, v, groups, w, batch, causal, kg, block_size=bs)
     ref = focus_dense_attention(q, k, v, groups, w, batch, causal, kg)
@@ -117,7 +113,7 @@ def test_topk_all_groups_is_full_attention(causal):
 def test_no_grad_accepts_leaf_tensors_that_require_grad():
     n = 64
     q, k, v = (x.requires_grad_() for x in _qkv(n, seed=9))
-    groups = _random_groups(n, 4, 1, seed=9)
+    groups = random_groups(n, 4, 1, seed=9)
     with torch.no_grad():
         out = focus_flex_attention(q, k, v, groups, 4, block_size=16)
         ref = focus_dense_attention(q, k, v, groups, 4)
@@ -141,7 +137,7 @@ MASK_CASES = [
 
 @pytest.mark.parametrize("n,kg,tk,w,lengths,bs,causal,seed", MASK_CASES)
 def test_block_mask_is_exact(n, kg, tk, w, lengths, bs, causal, seed):
-    groups = _random_groups(n, kg, tk, seed=seed)
+    groups = random_groups(n, kg, tk, seed=seed)
     if seed % 2:  # some tokens with a sorted run layout too
         groups[: n // 3] = groups[: n // 3].sort(0).values
     batch = None if lengths is None else _batch(lengths)
@@ -219,7 +215,7 @@ def test_block_table_random_balanced_groups_is_sparse():
 def test_errors():
     n = 32
     q, k, v = _qkv(n)
-    groups = _random_groups(n, 4, 1)
+    groups = random_groups(n, 4, 1)
     with pytest.raises(ValueError, match="no backward"):
         focus_flex_attention(q.clone().requires_grad_(), k, v, groups, 2, block_size=16)
     with pytest.raises(ValueError, match="at most 62"):
@@ -262,7 +258,7 @@ def test_cuda_outputs_and_gradients(causal, top_k):
     lengths = [300, 1, 699]
     dev = "cuda"
     q, k, v = (x.requires_grad_() for x in _qkv(n, seed=11, device=dev))
-    groups = _random_groups(n, kg, top_k, seed=11).to(dev)
+    groups = random_groups(n, kg, top_k, seed=11).to(dev)
     batch = _batch(lengths).to(dev)
     out = focus_flex_attention(q, k, v, groups, 8, batch, causal, kg, block_size=128)
     gout = torch.randn_like(out)

@@ -28,6 +28,7 @@ from quest_geometric.nn.focus.sinkhorn import (
     sinkhorn_step_host,
 )
 from quest_geometric.nn.focus.topk import TIE_RTOL, topk_groups, topk_groups_host
+from quest_geometric.testing.focus import random_groups
 
 
 def _gen(seed):
@@ -175,10 +176,6 @@ def _dense_oracle(q, k, v, groups, window, scale):
     return (p @ vr.double()).to(q.dtype)
 
 
-def _random_groups(s, num_groups, top_k, g):
-    return torch.stack([torch.randperm(num_groups, generator=g)[:top_k] for _ in range(s)])
-
-
 CASES = [  # (tokens, window, K, top_k)
     (1, 0, 4, 1), (2, 0, 4, 1), (40, 0, 4, 1), (40, 1, 4, 2), (70, 5, 4, 1), (70, 5, 4, 2),
     (70, 5, 4, 3), (90, 5, 4, 4), (30, 100, 4, 2), (150, 8, 8, 2), (200, 3, 8, 1),
@@ -217,7 +214,7 @@ def test_fast_step_equals_gather_path_and_dense_oracle(s, window, num_groups, to
     _force(monkeypatch, share)
     g = _gen(s * 7 + window)
     h, hkv = heads
-    groups = _random_groups(s, num_groups, top_k, g)
+    groups = random_groups(s, num_groups, top_k, generator=g)
     q = torch.randn(1, h, 1, 16, generator=g)
     cap = s + 9  # a preallocated cache: slots past the state's length are garbage
     k = torch.randn(1, hkv, cap, 16, generator=g)
@@ -255,13 +252,13 @@ def test_consecutive_steps_grow_the_stores_and_stay_equal(top_k, share, monkeypa
     _force(monkeypatch, share)
     g = _gen(top_k)
     hkv, h, d, w = 2, 4, 8, 6
-    groups = _random_groups(20, 4, top_k, g)
+    groups = random_groups(20, 4, top_k, generator=g)
     k = torch.randn(1, hkv, 20, d, generator=g)
     v = torch.randn(1, hkv, 20, d, generator=g)
     st = _state(groups)
     for step in range(400):  # well past the stores' first capacity (64): they double
         if step:  # a new token: appended to the state and (by concatenation) to the cache
-            new = _random_groups(1, 4, top_k, g)
+            new = random_groups(1, 4, top_k, generator=g)
             groups = torch.cat([groups, new])
             st.append(new.view(1, 1, top_k))
             k = torch.cat([k, torch.randn(1, hkv, 1, d, generator=g)], 2)
@@ -284,7 +281,7 @@ def test_consecutive_steps_grow_the_stores_and_stay_equal(top_k, share, monkeypa
 def test_the_forced_path_is_the_one_taken(share, masked, monkeypatch):
     _force(monkeypatch, share)
     g = _gen(11)
-    groups = _random_groups(100, 4, 2, g)
+    groups = random_groups(100, 4, 2, generator=g)
     q, k, v = torch.randn(1, 4, 1, 8), torch.randn(1, 2, 100, 8), torch.randn(1, 2, 100, 8)
     calls = _sdpa_calls(monkeypatch)
     o = focus_decode_attention(q, k, v, _state(groups), 5, 0.5)
@@ -304,7 +301,7 @@ def test_the_default_rule_reads_the_stores_for_few_kept_keys(top_k, masked, monk
     # (one masked SDPA is cheaper), with SmolLM2's H_kv D = 192
     g = _gen(12)
     s = 2000
-    groups = _random_groups(s, 4, top_k, g)
+    groups = random_groups(s, 4, top_k, generator=g)
     q = torch.randn(1, 9, 1, 64, generator=g)
     k, v = torch.randn(1, 3, s, 64, generator=g), torch.randn(1, 3, s, 64, generator=g)
     calls = _sdpa_calls(monkeypatch)
@@ -317,12 +314,12 @@ def test_switching_paths_between_steps_catches_the_stores_up(monkeypatch):
     # left the window meanwhile (in cache order) and must equal the oracle
     g = _gen(13)
     w, d = 4, 8
-    groups = _random_groups(30, 4, 1, g)
+    groups = random_groups(30, 4, 1, generator=g)
     k, v = torch.randn(1, 2, 200, d, generator=g), torch.randn(1, 2, 200, d, generator=g)
     st = _state(groups)
     for step in range(120):
         if step:
-            new = _random_groups(1, 4, 1, g)
+            new = random_groups(1, 4, 1, generator=g)
             groups = torch.cat([groups, new])
             st.append(new.view(1, 1, 1))
         _force(monkeypatch, math.inf if (step // 7) % 2 else 0.0)  # 7 steps each way
@@ -367,7 +364,7 @@ def test_too_many_group_sets_take_the_masked_path(monkeypatch):
     _force(monkeypatch, math.inf)  # the store path would be chosen, but cannot be read
     g = _gen(5)
     s, num_groups, top_k = 400, 16, 2  # C(16,2) - C(14,2) = 29 stores meet a token's groups
-    groups = _random_groups(s, num_groups, top_k, g)
+    groups = random_groups(s, num_groups, top_k, generator=g)
     q, k, v = torch.randn(1, 2, 1, 8), torch.randn(1, 2, s, 8), torch.randn(1, 2, s, 8)
     st = _state(groups)
     calls = _sdpa_calls(monkeypatch)
@@ -383,7 +380,7 @@ def test_too_many_group_sets_take_the_masked_path(monkeypatch):
 def test_padding_batches_and_fast_false_use_the_gather_path():
     g = _gen(6)
     s, w = 60, 3
-    groups = _random_groups(s, 4, 2, g)
+    groups = random_groups(s, 4, 2, generator=g)
     q, k, v = torch.randn(1, 2, 1, 8), torch.randn(1, 1, s, 8), torch.randn(1, 1, s, 8)
     st = _state(groups)
     assert torch.equal(focus_decode_attention(q, k, v, st, w, 0.5, fast=False),
@@ -412,7 +409,7 @@ def test_padding_batches_and_fast_false_use_the_gather_path():
 def test_select_drops_the_stores_and_they_are_rebuilt_from_the_reordered_cache():
     g = _gen(7)
     s, w = 80, 4
-    groups = _random_groups(s, 4, 1, g)
+    groups = random_groups(s, 4, 1, generator=g)
     q, k, v = torch.randn(1, 2, 1, 8), torch.randn(1, 2, s, 8), torch.randn(1, 2, s, 8)
     st = _state(groups)
     focus_decode_attention(q, k, v, st, w, 0.5)
@@ -428,7 +425,7 @@ def test_select_drops_the_stores_and_they_are_rebuilt_from_the_reordered_cache()
 def test_fast_step_in_half_precision(dtype):
     g = _gen(8)
     s, w = 120, 5
-    groups = _random_groups(s, 4, 2, g)
+    groups = random_groups(s, 4, 2, generator=g)
     q = torch.randn(1, 4, 1, 16, generator=g).to(dtype)
     k = torch.randn(1, 2, s, 16, generator=g).to(dtype)
     v = torch.randn(1, 2, s, 16, generator=g).to(dtype)
@@ -557,7 +554,7 @@ def test_masked_layout_follows_the_thread_count_and_equals_the_oracle(threads, h
     # packed query heads at one thread or when the threads divide H_kv; else enable_gqa
     h, hkv = heads
     g = _gen(21)
-    groups = _random_groups(120, 4, 2, g)
+    groups = random_groups(120, 4, 2, generator=g)
     q = torch.randn(1, h, 1, 16, generator=g)
     k, v = torch.randn(1, hkv, 130, 16, generator=g), torch.randn(1, hkv, 130, 16, generator=g)
     shapes = []

@@ -147,9 +147,8 @@ _MASK_BUDGET = 1 << 22  # elements of one top_k > 1 bucket mask chunk
 #: Largest padding overhead :math:`B \, c_{\max}^2 / \sum_b c_b^2` at which the :math:`B`
 #: buckets of causal top-:math:`k = 1` attention run as *one* batched flash call, each bucket
 #: padded to the largest one :math:`c_{\max}` (padded keys come after every real query, so
-#: causality hides them); above it, one call per bucket. Measured on one thread (torch
-#: 2.13), padding by 10% was slower than one call per bucket at every size tried (8 to 128
-#: buckets of 64 to 4K tokens, 10-25% slower), so only equal-sized buckets are batched.
+#: causality hides them); above it, one call per bucket. Only equal-sized buckets are
+#: batched (the measurement behind it is on the benchmarks page).
 PAD_RATIO = 1.0
 
 

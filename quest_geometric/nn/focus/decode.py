@@ -82,9 +82,8 @@ MAX_STORE_PARTS = 16
 #: reads, with ``P_w = PART_WORK / (H_kv D)`` the fixed cost of a part (a few tensor
 #: operations) in key reads; one masked SDPA over all ``s`` cached keys costs about
 #: ``MASKED_SHARE * s`` (PyTorch's fused kernel reads a key faster than the parts' matrix
-#: products do). The step takes the cheaper. Measured on a 2-core x86 CPU with SmolLM2's
-#: ``H_kv D = 192`` (a part costs about as much as 150 key reads; the fused kernel reads
-#: a key in 0.75 of the time). Both give the same values up to rounding.
+#: products do). The step takes the cheaper (the values were fitted on a CPU, see the
+#: benchmarks page). Both give the same values up to rounding.
 MASKED_SHARE = 0.75
 PART_WORK = 30000.0
 
@@ -93,10 +92,8 @@ def packed_layout(hkv: int) -> bool:
     """Whether the masked SDPA packs the query heads of a key head on its query axis
     (``H_kv`` work items for PyTorch's CPU kernel) rather than one query per head with
     ``enable_gqa`` (``H`` items): packed at one thread or when the threads divide ``H_kv``
-    evenly. Measured in ``benchmarks/focus_masked_layout.py`` (2-core x86 CPU): packed is
-    5-94% faster at one thread for ``H_kv`` = 2, 3, 4 and at two threads for ``H_kv`` = 2, 4;
-    at two threads with SmolLM2's ``H_kv = 3`` (3 items for 2 threads) ``enable_gqa`` is
-    14-20% faster."""
+    evenly (the rule ``benchmarks/focus_masked_layout.py`` measures; its numbers are on the
+    benchmarks page)."""
     t = torch.get_num_threads()
     return t == 1 or hkv % t == 0
 

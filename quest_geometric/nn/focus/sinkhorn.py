@@ -35,8 +35,8 @@ LCSE_TINY = 1e-280
 
 
 def _logcumsumexp(x: Tensor, dim: int) -> Tensor:
-    r"""Prefix log-sum-exp along :obj:`dim`, the same as :func:`torch.logcumsumexp` but about
-    3x faster on CPU.
+    r"""Prefix log-sum-exp along :obj:`dim`, the same as :func:`torch.logcumsumexp` but faster
+    on CPU.
 
     .. math::
         \mathrm{out}_i = m + \log \sum_{j \le i} e^{x_j - m}, \qquad m = \max_j x_j,

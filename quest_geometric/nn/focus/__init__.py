@@ -13,6 +13,8 @@ groups come from a learned router. The modules, from the bottom up:
 - :mod:`~quest_geometric.nn.focus.router`: the routing protocol :class:`Router` (what a new
   routing rule implements; its result is a :class:`RouterOutput`), the learned
   :class:`FocusRouter` (centroids, Sinkhorn, top-:math:`k`) and :func:`group_balance`.
+- :mod:`~quest_geometric.nn.focus.random_router`: :class:`RandomGroupsRouter`, random
+  balanced groups (an untrained, content-free :class:`Router`).
 - :mod:`~quest_geometric.nn.focus.edge_index`: the pattern as a PyG ``edge_index``
   (:func:`focus_edge_index`, memory :math:`O(E)`).
 - :mod:`~quest_geometric.nn.focus.dense`: every pair computed densely: the hard-mask oracle
@@ -66,6 +68,7 @@ from quest_geometric.nn.focus.edge_index import focus_edge_index, smallest_share
 from quest_geometric.nn.focus.edges import FocusEdgeAttention
 from quest_geometric.nn.focus.flex import FLEX_AVAILABLE, focus_block_mask, focus_flex_attention
 from quest_geometric.nn.focus.module import FocusAttention
+from quest_geometric.nn.focus.random_router import RandomGroupsRouter, random_balanced_groups
 from quest_geometric.nn.focus.router import FocusRouter, Router, RouterOutput, group_balance
 from quest_geometric.nn.focus.sinkhorn import sinkhorn_log, sinkhorn_step
 from quest_geometric.nn.focus.topk import topk_groups
@@ -73,6 +76,8 @@ from quest_geometric.nn.focus.topk import topk_groups
 __all__ = [
     "Router",
     "FocusRouter",
+    "RandomGroupsRouter",
+    "random_balanced_groups",
     "RouterOutput",
     "group_balance",
     "sinkhorn_log",

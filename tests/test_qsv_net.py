@@ -7,13 +7,13 @@ from torch_geometric.data import Batch
 from torch_geometric.nn.conv import TransformerConv
 
 from quest_geometric.datasets.images import DigitsGraphs
-from quest_geometric.models.qsv_net import (
-    VARIANTS,
-    QSVNet,
+from quest_geometric.experiments.qsv_ablation.config import GRAPH_VARIANTS
+from quest_geometric.experiments.qsv_ablation.variants import (
     match_parameter_count,
     parameter_counts,
     qsv_variant,
 )
+from quest_geometric.models.qsv_net import QSVNet
 from quest_geometric.nn.qsv_conv import QSVConv
 from quest_geometric.nn.quaternion_linear import QuaternionLinear
 from quest_geometric.transforms.image_to_lattice import ImageToLattice
@@ -165,7 +165,7 @@ def test_match_parameter_count_reports_the_built_model():
 def test_variants_and_parameter_counts():
     kwargs = dict(SMALL)
     counts = parameter_counts(3, 10, **kwargs)
-    assert set(counts) == set(VARIANTS)
+    assert set(counts) == set(GRAPH_VARIANTS)
     full = count(QSVNet(3, 10, **kwargs))
     for name in ("qsv", "no_transport", "uniform", "lattice"):
         assert counts[name] == full
@@ -294,7 +294,7 @@ def test_attention_weights_match_the_returned_quaternions():
 
 
 # ---------------------------------------------------------------------------- training
-@pytest.mark.parametrize("name", VARIANTS)
+@pytest.mark.parametrize("name", GRAPH_VARIANTS)
 def test_gradient_reaches_every_parameter(name):
     torch.manual_seed(0)
     model = qsv_variant(name, 3, 4, stem="conv", **SMALL)

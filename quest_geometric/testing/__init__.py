@@ -1,4 +1,22 @@
 """Public test helpers users can run on their own models (e3nn style)."""
 from quest_geometric.testing.compile import assert_torch_compile
+from quest_geometric.testing.qsv import (
+    conjugate,
+    hamilton,
+    knn_edges,
+    make_qsv_conv,
+    qsv_conv_reference,
+    qsv_quaternions,
+    random_dense_edges,
+)
 
-__all__ = ["assert_torch_compile"]
+__all__ = [
+    "assert_torch_compile",
+    "hamilton",
+    "conjugate",
+    "qsv_quaternions",
+    "qsv_conv_reference",
+    "knn_edges",
+    "random_dense_edges",
+    "make_qsv_conv",
+]

@@ -8,6 +8,7 @@ from quest_geometric.testing.qsv import (
     qsv_conv_reference,
     qsv_quaternions,
     random_dense_edges,
+    random_image_batch,
 )
 
 __all__ = [
@@ -19,4 +20,5 @@ __all__ = [
     "knn_edges",
     "random_dense_edges",
     "make_qsv_conv",
+    "random_image_batch",
 ]

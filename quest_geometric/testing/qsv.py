@@ -17,6 +17,7 @@ __all__ = [
     "knn_edges",
     "random_dense_edges",
     "make_qsv_conv",
+    "random_image_batch",
 ]
 
 
@@ -185,3 +186,21 @@ def make_qsv_conv(channels: int = 16, heads: int = 2, num_nodes: Optional[int] =
         if conv.scale is not None:
             conv.scale.uniform_(0.5, 3.0)
     return conv
+
+
+def random_image_batch(transform: Any, num_images: int = 3, channels: int = 3, size: int = 8,
+                       seed: int = 0) -> Any:
+    r"""A :class:`~torch_geometric.data.Batch` of ``num_images`` uniform random
+    ``[channels, size, size]`` images (from a generator seeded with ``seed``) through an
+    image-to-graph transform's ``batch_call``, with targets ``y = arange(num_images)``.
+
+    Args:
+        transform (ImageToSphere or ImageToLattice): The transform.
+        num_images (int, optional): Number of images. (default: :obj:`3`)
+        channels (int, optional): Image channels. (default: :obj:`3`)
+        size (int, optional): Image height and width. (default: :obj:`8`)
+        seed (int, optional): Seed of the images. (default: :obj:`0`)
+    """
+    gen = torch.Generator().manual_seed(seed)
+    images = torch.rand(num_images, channels, size, size, generator=gen)
+    return transform.batch_call(images, y=torch.arange(num_images), as_batch=True)

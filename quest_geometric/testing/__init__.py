@@ -1,5 +1,6 @@
 """Public test helpers users can run on their own models (e3nn style)."""
 from quest_geometric.testing.compile import assert_torch_compile
+from quest_geometric.testing.geometry import brute_force_knn, grid_points
 from quest_geometric.testing.qsv import (
     conjugate,
     hamilton,
@@ -13,6 +14,8 @@ from quest_geometric.testing.qsv import (
 
 __all__ = [
     "assert_torch_compile",
+    "brute_force_knn",
+    "grid_points",
     "hamilton",
     "conjugate",
     "qsv_quaternions",

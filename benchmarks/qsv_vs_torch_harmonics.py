@@ -7,9 +7,9 @@ points; plus a batch of 32 small digit graphs against TransformerConv.
     python benchmarks/qsv_vs_torch_harmonics.py [--quick] [--threads 1 2] [--compiled]
 
 Without torch-harmonics the comparison is skipped with a message (the small-graph table
-still runs). The logic lives in :mod:`quest_geometric.experiments.qsv_layer_speed`.
+still runs). The logic lives in :mod:`quest_geometric.experiments.qsv_vs_torch_harmonics`.
 """
-from quest_geometric.experiments.qsv_layer_speed import main_vs_torch_harmonics
+from quest_geometric.experiments.qsv_vs_torch_harmonics import main
 
 if __name__ == "__main__":
-    main_vs_torch_harmonics()
+    main()

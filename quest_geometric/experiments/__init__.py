@@ -7,6 +7,7 @@ lets the installed ``quest-geometric tour`` command run the same code as the ben
 """
 from quest_geometric.experiments.common import (
     environment_info,
+    load_average,
     paired_ratio,
     peak_memory_mb,
     reuse_freed_memory,
@@ -15,5 +16,5 @@ from quest_geometric.experiments.common import (
     write_results,
 )
 
-__all__ = ["environment_info", "paired_ratio", "peak_memory_mb", "reuse_freed_memory",
+__all__ = ["environment_info", "load_average", "paired_ratio", "peak_memory_mb", "reuse_freed_memory",
            "time_function", "time_interleaved", "write_results"]

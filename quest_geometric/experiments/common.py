@@ -51,6 +51,15 @@ def environment_info() -> dict[str, Any]:
     }
 
 
+def load_average() -> str:
+    """The 1-, 5- and 15-minute load averages of ``/proc/loadavg`` (``'n/a'`` where there is
+    none), written beside timings so a reader can tell a busy machine from an idle one."""
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:  # pragma: no cover - not Linux
+        return "n/a"
+
+
 def _sync(device: torch.device | str | None) -> None:
     if device is not None and torch.device(device).type == "cuda":
         torch.cuda.synchronize()

@@ -3,9 +3,9 @@
 Forward + backward time and peak memory of ``QSVConv``, ``TransformerConv`` and ``GATv2Conv``
 at the same width and heads on the same batched sphere graph (3 concentric Fibonacci shells,
 64 + 256 + 1024 = 1,344 nodes per image, in-degree 16 = 12 within-shell + 4 cross-shell
-neighbours), and the time of each kNN back-end on 10K to 1M random points.
+neighbours).
 
-Run ``python benchmarks/qsv_layer_speed.py`` (``--quick`` for a smaller batch and point set).
+Run ``python benchmarks/qsv_layer_speed.py`` (``--quick`` for a smaller batch).
 """
 from __future__ import annotations
 
@@ -17,11 +17,10 @@ from typing import Any, Optional, Sequence, Union
 import torch
 from tqdm.auto import tqdm
 
-from quest_geometric._utils.plotting import optional_pyplot
 from quest_geometric.experiments.common import (
+    load_average,
     paired_ratio,
     peak_memory_mb,
-    time_function,
     time_interleaved,
     write_results,
 )
@@ -101,50 +100,6 @@ def layer_rows(batch_size: int, device: torch.device, repeat: int, progress: boo
     return rows
 
 
-def knn_rows(sizes: list[int], device: torch.device, progress: bool, k: int = 16,
-             torch_cpu_limit: int = 200_000) -> list[dict]:
-    """Time of each available kNN back-end on uniform random points in the unit cube."""
-    from quest_geometric.geometry.knn import knn_graph
-    from quest_geometric.typing import WITH_TORCH_CLUSTER
-
-    backends = ["scipy", "torch"] + (["torch_cluster"] if WITH_TORCH_CLUSTER else [])
-    rows = []
-    for n in tqdm(sizes, desc="kNN sizes", disable=not progress):
-        pos = torch.rand(n, 3, generator=torch.Generator().manual_seed(n))
-        for backend in backends:
-            # Exact all-pairs distances are O(N^2): on a CPU they take minutes past 100K
-            # points, so that back-end is measured only up to `torch_cpu_limit`.
-            if backend == "torch" and device.type == "cpu" and n > torch_cpu_limit:
-                rows.append({"backend": backend, "points": n, "k": k, "seconds": math.nan,
-                             "note": "skipped: O(N^2) on CPU"})
-                continue
-            p = pos.to(device) if backend == "torch" else pos
-            t = time_function(lambda: knn_graph(p, k, backend=backend), warmup=0, repeat=1,
-                              device=device if backend == "torch" else None)
-            rows.append({"backend": backend, "points": n, "k": k, "seconds": t["median_s"], "note": ""})
-    return rows
-
-
-def _plot(rows: list[dict], path: Path) -> Path | None:
-    plt = optional_pyplot()
-    if plt is None:  # pragma: no cover - matplotlib is in the bench extra
-        return None
-    fig, ax = plt.subplots(figsize=(5, 3.5))
-    for backend in dict.fromkeys(r["backend"] for r in rows):
-        pts = [(r["points"], r["seconds"]) for r in rows if r["backend"] == backend and r["seconds"] == r["seconds"]]
-        if pts:
-            ax.loglog(*zip(*pts), marker="o", label=backend)
-    ax.set_xlabel("points")
-    ax.set_ylabel("seconds (k = 16)")
-    ax.set_title("kNN graph back-ends")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
-
-
 def _as_tuple(value: Union[int, Sequence[int], None], name: str) -> Optional[tuple[int, ...]]:
     if value is None:
         return None
@@ -161,13 +116,11 @@ def run(
     progress: bool = True,
     batch_size: Union[int, Sequence[int], None] = None,
     threads: Union[int, Sequence[int], None] = None,
-    knn_sizes: list[int] | None = None,
 ) -> dict[str, Any]:
-    """Run the benchmark and write ``qsv_layer_speed.*`` and ``knn_speed.*`` to ``out_dir``.
+    """Run the benchmark and write ``qsv_layer_speed.*`` to ``out_dir``.
 
     Args:
-        quick (bool): batch 8 and up to 100K points instead of batches of 16 and 64 graphs
-            and up to 1M points.
+        quick (bool): batch 8 instead of batches of 16 and 64 graphs.
         device (str): ``'cpu'`` or ``'cuda'``.
         out_dir (str): result folder.
         progress (bool): progress bars.
@@ -178,11 +131,9 @@ def run(
             else one thread and torch's setting). On a machine shared with other jobs,
             one thread gives stable numbers: an oversubscribed OpenMP pool slows every layer
             by 5-10x, erratically.
-        knn_sizes (list of int, optional): point counts for the kNN table.
-            (default: 10K and 100K with ``quick``, else 10K, 100K and 1M)
 
     Returns:
-        dict: ``layers`` and ``knn`` rows, ``markdown`` (both tables) and a short ``summary``.
+        dict: ``layers`` rows, ``markdown`` (the table) and a short ``summary``.
     """
     device = torch.device(device)
     out_dir = Path(out_dir)
@@ -191,19 +142,18 @@ def run(
     if counts is None:
         counts = ((torch.get_num_threads(),) if quick
                   else tuple(dict.fromkeys((1, torch.get_num_threads()))))
-    return _run(quick, device, out_dir, progress, sizes, counts, knn_sizes)
+    return _run(quick, device, out_dir, progress, sizes, counts)
 
 
 def _run(quick: bool, device: torch.device, out_dir: Path, progress: bool,
-         batch_sizes: tuple[int, ...], threads: tuple[int, ...],
-         knn_sizes: list[int] | None) -> dict[str, Any]:
+         batch_sizes: tuple[int, ...], threads: tuple[int, ...]) -> dict[str, Any]:
     repeat = 5 if quick else 7
     layers = [row for bs in batch_sizes
               for row in layer_rows(bs, device, repeat, progress, threads=threads)]
     meta = {"batch_sizes": list(batch_sizes), "threads": list(threads), "sizes": SIZES,
             "k": K_WITHIN + K_CROSS, "channels": CHANNELS, "heads": HEADS, "dtype": "float32",
             "device": str(device), "seed": 0, "quick": quick, "rounds": repeat,
-            "load": _loadavg()}
+            "load": load_average()}
     p1 = write_results(
         "qsv_layer_speed", layers, out_dir, meta=meta, title="QSVConv vs PyG attention layers",
         columns=["graphs", "threads", "layer", "nodes", "edges", "fwd_bwd_ms", "std_ms",
@@ -216,13 +166,6 @@ def _run(quick: bool, device: torch.device, out_dir: Path, progress: bool,
               f"{layers[0]['params']}, TransformerConv {layers[1]['params']}, GATv2Conv "
               f"{layers[2]['params']}.",
     )
-    sizes = knn_sizes or ([10_000, 100_000] if quick else [10_000, 100_000, 1_000_000])
-    knn = knn_rows(sizes, device, progress, torch_cpu_limit=20_000 if quick else 200_000)
-    p2 = write_results("knn_speed", knn, out_dir, meta={"device": str(device), "seed": "the point count n (torch.Generator().manual_seed(n))",
-                                                 "quick": quick, "torch_threads": torch.get_num_threads()},
-                       title="kNN graph back-ends (k = 16, uniform points in the unit cube)",
-                       columns=["backend", "points", "k", "seconds", "note"])
-    _plot(knn, out_dir / "knn_speed.png")
     summary = [
         f"QSVConv forward+backward {q['fwd_bwd_ms']:.0f} ms on {q['graphs']} graphs "
         f"({q['nodes']} nodes) at {q['threads']} thread(s): "
@@ -230,14 +173,14 @@ def _run(quick: bool, device: torch.device, out_dir: Path, progress: bool,
         f"{q['memory_vs_transformer']:.2f}x its peak memory"
         for q in layers if q["layer"] == "QSVConv"
     ]
-    markdown = p1["md"].read_text() + "\n" + p2["md"].read_text() + "\n![kNN](knn_speed.png)\n"
-    return {"layers": layers, "knn": knn, "markdown": markdown, "summary": summary}
+    return {"layers": layers, "markdown": p1["md"].read_text(), "summary": summary}
 
 
 def main(argv: list[str] | None = None) -> None:
     """Command-line entry of ``benchmarks/qsv_layer_speed.py``."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="batch 8, up to 100K points")
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="batch 8")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--batch-size", type=int, nargs="+", default=None,
                         help="graphs per batch (default: 16 64; 8 with --quick)")
@@ -245,371 +188,6 @@ def main(argv: list[str] | None = None) -> None:
                         help="torch intra-op thread counts (default: 1 and torch's choice)")
     parser.add_argument("--out", default="benchmarks/results")
     args = parser.parse_args(argv)
-    result = run(quick=args.quick, device=args.device, out_dir=args.out, batch_size=args.batch_size,
-                 threads=args.threads)
+    result = run(quick=args.quick, device=args.device, out_dir=args.out,
+                 batch_size=args.batch_size, threads=args.threads)
     print(result["markdown"])
-
-
-# ============================================================================ vs torch-harmonics
-#: The grids of the torch-harmonics comparison (nlat, nlon): 16,200 and 64,800 points.
-HARMONICS_GRIDS = ((90, 180), (180, 360))
-HARMONICS_CHANNELS = 64
-_MISSING_HARMONICS = (
-    "torch-harmonics is not installed: the comparison with its NeighborhoodAttentionS2 is "
-    "skipped. Install it with `pip install --no-deps torch-harmonics==0.9.3` (0.9.3 "
-    "declares torch 2.14 but its CPU kernels load beside torch 2.13; --no-deps keeps pip "
-    "from replacing torch)."
-)
-
-
-def harmonics_version() -> str | None:
-    """The installed torch-harmonics version, or :obj:`None` when it is absent."""
-    try:
-        import torch_harmonics
-    except ImportError:
-        return None
-    return str(getattr(torch_harmonics, "__version__", "unknown"))
-
-
-def _loadavg() -> str:
-    try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:  # pragma: no cover - not Linux
-        return "n/a"
-
-
-def _equiangular_graph(nlat: int, nlon: int, k: int):
-    """The torch-harmonics equiangular grid points (row-major ``(lat, lon)``, as its
-    ``[B, C, nlat, nlon]`` tensors flatten) and their exact kNN graph with ``k`` in-edges
-    per node (self included), sorted by target: the dense layout of QSVConv."""
-    from torch_harmonics.quadrature import precompute_latitudes
-
-    from quest_geometric.geometry.knn import knn_graph
-
-    colat, _ = precompute_latitudes(nlat, grid="equiangular")
-    lon = torch.arange(nlon, dtype=torch.float64) * (2 * math.pi / nlon)
-    theta, phi = torch.meshgrid(colat.double(), lon, indexing="ij")
-    pos = torch.stack([theta.sin() * phi.cos(), theta.sin() * phi.sin(), theta.cos()], -1)
-    return knn_graph(pos.reshape(-1, 3), k, loop=True)
-
-
-def _one_gather_and_spmm(edge_index: torch.Tensor, x: torch.Tensor, repeat: int) -> dict:
-    """The floors: one ``[E, C]`` gather of the neighbours' features, and one sparse-dense
-    product over fixed weights (a single pass over the neighbours, no autograd)."""
-    from quest_geometric.nn.qsv_conv import CSRPattern
-
-    n = x.size(0)
-    k = edge_index.size(1) // n
-    pattern = CSRPattern(edge_index[0], n, n, k, 1)
-    w = torch.rand(edge_index.size(1))
-    with torch.no_grad():
-        t = time_interleaved({"gather": lambda: x.index_select(0, edge_index[0]),
-                              "spmm": lambda: pattern.mm(w, x)}, warmup=1, repeat=repeat)
-    return {name: 1e3 * v["median_s"] for name, v in t.items()}
-
-
-def harmonics_rows(grids=HARMONICS_GRIDS, threads=(1, 2), compiled: bool = True,
-                   repeat: int = 5, progress: bool = True) -> list[dict]:
-    """QSVConv, torch-harmonics' ``NeighborhoodAttentionS2`` (optimized kernel) and
-    TransformerConv on the same points, channels (64), heads (1) and mean neighbourhood
-    (torch-harmonics' own cutoff): forward and forward + backward, eager (and compiled),
-    at each thread count, timed in interleaved rounds so that all three meet the same load.
-    """
-    from torch_geometric.nn import TransformerConv
-    from torch_harmonics import NeighborhoodAttentionS2
-
-    from quest_geometric.nn.qsv_conv import QSVConv
-
-    rows = []
-    previous = torch.get_num_threads()
-    try:
-        for nlat, nlon in grids:
-            torch.manual_seed(0)
-            th = NeighborhoodAttentionS2(HARMONICS_CHANNELS, (nlat, nlon), (nlat, nlon),
-                                         num_heads=1)
-            n = nlat * nlon
-            # torch-harmonics stores the neighbourhoods of one meridian only (the rest
-            # follow by longitude shifts): psi has one row per output latitude
-            mean_nbr = th.psi_col_idx.numel() / (th.psi_roff_idx.numel() - 1)
-            k = max(1, round(mean_nbr))
-            edge_index = _equiangular_graph(nlat, nlon, k)
-            qsv = QSVConv(HARMONICS_CHANNELS, heads=1)
-            tconv = TransformerConv(HARMONICS_CHANNELS, HARMONICS_CHANNELS, heads=1)
-            x = torch.randn(n, HARMONICS_CHANNELS)
-            x_grid = x.t().reshape(1, HARMONICS_CHANNELS, nlat, nlon).contiguous()
-            modes = ["eager"] + (["compiled"] if compiled else [])
-            for t in threads:
-                torch.set_num_threads(t)
-                floors = _one_gather_and_spmm(edge_index, x, repeat)
-                for mode in modes:
-                    layers = {"QSVConv": qsv, "NeighborhoodAttentionS2": th,
-                              "TransformerConv": tconv}
-                    if mode == "compiled":
-                        torch._dynamo.reset()
-                        layers = {name: torch.compile(m) for name, m in layers.items()}
-                    inputs = {"QSVConv": (x, edge_index), "TransformerConv": (x, edge_index),
-                              "NeighborhoodAttentionS2": (x_grid,)}
-                    kwargs = {"QSVConv": {"dense": True}, "TransformerConv": {},
-                              "NeighborhoodAttentionS2": {}}
-                    for what in ("forward", "forward+backward"):
-                        fns = {}
-                        for name, layer in layers.items():
-                            args = inputs[name]
-                            kw = kwargs[name]
-                            if what == "forward":
-                                def fn(layer=layer, args=args, kw=kw):
-                                    with torch.no_grad():
-                                        layer(*args, **kw)
-                            else:
-                                leaf = args[0].clone().requires_grad_(True)
-                                rest = args[1:]
-
-                                def fn(layer=layer, leaf=leaf, rest=rest, kw=kw):
-                                    leaf.grad = None
-                                    layer(leaf, *rest, **kw).square().mean().backward()
-                            fns[name] = fn
-                        load_before = _loadavg()
-                        timed = time_interleaved(fns, warmup=2 if mode == "compiled" else 1,
-                                                 repeat=repeat)
-                        for name in fns:
-                            rows.append({
-                                "points": n, "grid": f"{nlat}x{nlon}", "k": k,
-                                "mean_nbr_th": round(mean_nbr, 2), "threads": t, "mode": mode,
-                                "pass": what, "layer": name,
-                                "ms": 1e3 * timed[name]["median_s"],
-                                "std_ms": 1e3 * timed[name]["std_s"],
-                                "qsv_speedup": paired_ratio(timed, name, "QSVConv"),
-                                "gather_ms": floors["gather"], "spmm_ms": floors["spmm"],
-                                "load": load_before,
-                            })
-                        if progress:
-                            q = 1e3 * timed["QSVConv"]["median_s"]
-                            h = 1e3 * timed["NeighborhoodAttentionS2"]["median_s"]
-                            print(f"[harmonics] {n} pts, {t} thr, {mode}, {what}: QSVConv "
-                                  f"{q:.1f} ms, torch-harmonics {h:.1f} ms", flush=True)
-    finally:
-        torch.set_num_threads(previous)
-    return rows
-
-
-def small_graph_rows(threads=(1, 2), repeat: int = 20, batch_size: int = 32) -> list[dict]:
-    """The per-call overhead case: a batch of ``batch_size`` digit sphere graphs (16 + 64
-    nodes, in-degree 8 + 2, the digits preset), width 32 and 2 heads, QSVConv against
-    TransformerConv, forward and forward + backward (eager)."""
-    from torch_geometric.nn import TransformerConv
-
-    from quest_geometric.nn.qsv_conv import QSVConv
-    from quest_geometric.transforms.image_to_sphere import ImageToSphere
-
-    torch.manual_seed(0)
-    batch = ImageToSphere(sizes=(16, 64), k=8, k_cross=2).batch_call(
-        torch.rand(batch_size, 1, 8, 8), as_batch=True)
-    edge_index, n = batch.edge_index, batch.num_nodes
-    channels, heads = 32, 2
-    layers = {"QSVConv": QSVConv(channels, heads=heads),
-              "TransformerConv": TransformerConv(channels, channels // heads, heads=heads)}
-    x = torch.randn(n, channels)
-    rows = []
-    previous = torch.get_num_threads()
-    try:
-        for t in threads:
-            torch.set_num_threads(t)
-            for what in ("forward", "forward+backward"):
-                fns = {}
-                for name, layer in layers.items():
-                    if what == "forward":
-                        def fn(layer=layer):
-                            with torch.no_grad():
-                                layer(x, edge_index)
-                    else:
-                        leaf = x.clone().requires_grad_(True)
-
-                        def fn(layer=layer, leaf=leaf):
-                            leaf.grad = None
-                            layer(leaf, edge_index).square().mean().backward()
-                    fns[name] = fn
-                load_before = _loadavg()
-                timed = time_interleaved(fns, warmup=3, repeat=repeat)
-                for name in fns:
-                    rows.append({"graphs": batch_size, "nodes": n, "edges": edge_index.size(1),
-                                 "channels": channels, "heads": heads, "threads": t,
-                                 "pass": what, "layer": name,
-                                 "ms": 1e3 * timed[name]["median_s"],
-                                 "std_ms": 1e3 * timed[name]["std_s"],
-                                 "qsv_speedup": paired_ratio(timed, name, "QSVConv"),
-                                 "load": load_before})
-    finally:
-        torch.set_num_threads(previous)
-    return rows
-
-
-def run_vs_torch_harmonics(quick: bool = False, out_dir: str | Path = "benchmarks/results",
-                           progress: bool = True, threads=(1, 2),
-                           compiled: bool | None = None, machine: str | None = None,
-                           name: str = "qsv_vs_torch_harmonics") -> dict[str, Any]:
-    """Run the torch-harmonics comparison (skipped with a message when torch-harmonics is
-    absent) and the small-graph comparison; write ``qsv_vs_torch_harmonics[_quick].*``
-    and ``qsv_small_graphs[_quick].*``.
-
-    Args:
-        quick (bool): only the 16,200-point grid, eager, 3 rounds (a smoke test; the full
-            run needs an idle machine). (default: :obj:`False`)
-        out_dir (str): result folder. (default: ``'benchmarks/results'``)
-        progress (bool): print each measurement. (default: :obj:`True`)
-        threads (tuple of int): torch thread counts. (default: ``(1, 2)``)
-        compiled (bool, optional): also time :func:`torch.compile` d layers.
-            (default: :obj:`not quick`)
-        machine (str, optional): what else ran on the machine, written beside the tables
-            (for example ``'idle'``); :obj:`None` writes that it was not stated, so the
-            timings read as taken on a possibly shared machine. (default: :obj:`None`)
-        name (str): stem of the torch-harmonics table; the small-graph table is
-            ``qsv_small_graphs`` plus what follows ``qsv_vs_torch_harmonics`` in ``name``.
-            (default: ``'qsv_vs_torch_harmonics'``)
-
-    Returns:
-        dict: ``rows`` (empty when skipped), ``small_rows``, ``targets`` (the issue's
-        targets, per grid and thread count: :func:`harmonics_targets`), ``skipped`` (the
-        message or :obj:`None`), ``markdown``.
-    """
-    out_dir = Path(out_dir)
-    suffix = "_quick" if quick else ""
-    compiled = (not quick) if compiled is None else compiled
-    version = harmonics_version()
-    note = machine if machine else ("not stated: timings may come from a shared machine "
-                                    "and are then indicative only")
-    meta_common = {"threads_measured": list(threads), "quick": quick, "seed": 0,
-                   "dtype": "float32", "load_at_start": _loadavg(), "machine_note": note}
-    taken = f"Machine: {note}."
-    tail = name[len("qsv_vs_torch_harmonics"):] if name.startswith("qsv_vs_torch_harmonics") \
-        else f"_{name}"
-    markdown, rows, targets, skipped = "", [], [], None
-    if version is None:
-        skipped = _MISSING_HARMONICS
-        print(skipped)
-    else:
-        grids = HARMONICS_GRIDS[:1] if quick else HARMONICS_GRIDS
-        rows = harmonics_rows(grids, threads, compiled, repeat=3 if quick else 7,
-                              progress=progress)
-        p = write_results(
-            f"{name}{suffix}", rows, out_dir,
-            meta={**meta_common, "torch_harmonics": version, "grids": [list(g) for g in grids],
-                  "channels": HARMONICS_CHANNELS, "heads": 1, "load_at_end": _loadavg()},
-            title="QSVConv vs torch-harmonics NeighborhoodAttentionS2 and TransformerConv",
-            columns=["points", "grid", "k", "mean_nbr_th", "threads", "mode", "pass", "layer",
-                     "ms", "std_ms", "qsv_speedup", "gather_ms", "spmm_ms", "load"],
-            notes=("Same points (torch-harmonics' equiangular grid), 64 channels, one head; "
-                   "QSVConv and TransformerConv on the exact kNN graph of those points with "
-                   "k = torch-harmonics' mean neighbourhood (its own cutoff), self loops "
-                   "included, QSVConv on its dense path. `qsv_speedup`: median over "
-                   "interleaved rounds of time(layer) / time(QSVConv) (> 1: QSVConv faster). "
-                   "`gather_ms`: one [E, C] gather of the neighbours' features; `spmm_ms`: one "
-                   "sparse-dense product over fixed weights (a single pass over the "
-                   "neighbours), the floors of the aggregation. `load`: /proc/loadavg before "
-                   f"the measurement. {taken}"))
-        markdown += p["md"].read_text() + "\n"
-        targets = harmonics_targets(rows)
-        if targets:
-            p = write_results(
-                f"{name}_targets{suffix}", targets, out_dir,
-                meta={**meta_common, "torch_harmonics": version},
-                title="QSVConv (eager) against the speed targets",
-                notes=f"Per grid and thread count, eager: {_TARGET_NOTES} {taken}")
-            markdown += p["md"].read_text() + "\n"
-    small = small_graph_rows(threads, repeat=10 if quick else 30)
-    p = write_results(f"qsv_small_graphs{tail}{suffix}", small, out_dir,
-                      meta={**meta_common, "load_at_end": _loadavg()},
-                      title="QSVConv vs TransformerConv on a batch of 32 digit sphere graphs",
-                      columns=["graphs", "nodes", "edges", "channels", "heads", "threads",
-                               "pass", "layer", "ms", "std_ms", "qsv_speedup", "load"],
-                      notes=("32 graphs of 80 nodes (16 + 64 Fibonacci nodes, in-degree 8 + 2), "
-                             "width 32, 2 heads, eager. `qsv_speedup`: median over interleaved "
-                             f"rounds of time(layer) / time(QSVConv). {taken}"))
-    markdown += p["md"].read_text()
-    return {"rows": rows, "small_rows": small, "targets": targets, "skipped": skipped,
-            "markdown": markdown}
-
-
-def write_targets(json_path: str | Path) -> dict[str, Any]:
-    """Rewrite ``<stem>_targets.{csv,json,md}`` from a finished ``<stem>.json`` of
-    :func:`run_vs_torch_harmonics` without timing anything (the targets table of a run made
-    before the table existed); the run's metadata is carried over."""
-    import json
-
-    json_path = Path(json_path)
-    if not json_path.is_file():
-        raise FileNotFoundError(f"write_targets: no result file {json_path}; run the "
-                                "benchmark first")
-    blob = json.loads(json_path.read_text())
-    targets = harmonics_targets(blob["rows"])
-    meta = {k: v for k, v in blob.get("meta", {}).items() if k != "date"}
-    meta["targets_from"] = json_path.name
-    p = write_results(f"{json_path.stem}_targets", targets, json_path.parent, meta=meta,
-                      title="QSVConv (eager) against the speed targets",
-                      notes=("Per grid and thread count, eager, from the rows of "
-                             f"`{json_path.name}` (see its notes for the machine): "
-                             + _TARGET_NOTES))
-    print(p["md"].read_text())
-    return {"targets": targets, "paths": p}
-
-
-_TARGET_NOTES = (
-    "`fwd_vs_th` = time(torch-harmonics forward) / time(QSVConv forward), target >= 1; "
-    "`fb_vs_th` the same for forward + backward, target >= 3; `fb_vs_tconv` = "
-    "time(TransformerConv forward + backward) / time(QSVConv forward + backward), target >= "
-    "3; `fwd_vs_gather` = time(one [E, C] gather) / time(QSVConv forward) and `fwd_vs_spmm` "
-    "= time(one sparse product over fixed weights) / time(QSVConv forward): how far the "
-    "forward is from one pass over the neighbours' features (1 = at the floor).")
-
-
-def harmonics_targets(rows: list[dict]) -> list[dict]:
-    """The issue's eager speed targets from :func:`harmonics_rows`'s rows, one row per grid
-    and thread count: QSVConv's forward and forward + backward speed-ups over
-    torch-harmonics and TransformerConv (the paired medians ``qsv_speedup``), and the
-    forward's distance from the two aggregation floors (``gather_ms``, ``spmm_ms``), each
-    with whether its target (``>= 1``, ``>= 3``, ``>= 3``) is met."""
-    by: dict[tuple, dict] = {}
-    for r in rows:
-        if r["mode"] == "eager":
-            by.setdefault((r["points"], r["threads"]), {})[(r["pass"], r["layer"])] = r
-    out = []
-    for (points, threads), cell in sorted(by.items()):
-        try:
-            fwd_th = cell[("forward", "NeighborhoodAttentionS2")]["qsv_speedup"]
-            fb_th = cell[("forward+backward", "NeighborhoodAttentionS2")]["qsv_speedup"]
-            fb_tc = cell[("forward+backward", "TransformerConv")]["qsv_speedup"]
-            q = cell[("forward", "QSVConv")]
-        except KeyError:  # an incomplete cell (a layer or a pass not measured)
-            continue
-        out.append({"points": points, "threads": threads,
-                    "qsv_fwd_ms": q["ms"], "fwd_vs_th": fwd_th, "fwd_target_met": fwd_th >= 1,
-                    "fb_vs_th": fb_th, "fb_target_met": fb_th >= 3,
-                    "fb_vs_tconv": fb_tc, "tconv_target_met": fb_tc >= 3,
-                    "fwd_vs_gather": q["gather_ms"] / q["ms"],
-                    "fwd_vs_spmm": q["spmm_ms"] / q["ms"]})
-    return out
-
-
-def main_vs_torch_harmonics(argv: list[str] | None = None) -> dict[str, Any]:
-    """Command-line entry of ``benchmarks/qsv_vs_torch_harmonics.py``."""
-    parser = argparse.ArgumentParser(
-        description="QSVConv vs torch-harmonics NeighborhoodAttentionS2 and TransformerConv")
-    parser.add_argument("--quick", action="store_true",
-                        help="16,200 points only, eager, 3 rounds (smoke test)")
-    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--compiled", action=argparse.BooleanOptionalAction, default=None,
-                        help="also time torch.compile'd layers (default: on unless --quick)")
-    parser.add_argument("--machine", default=None,
-                        help="what else ran on the machine (e.g. 'idle'), written beside the "
-                             "tables")
-    parser.add_argument("--name", default="qsv_vs_torch_harmonics", help="result file stem")
-    parser.add_argument("--out", default="benchmarks/results")
-    parser.add_argument("--targets-only", action="store_true",
-                        help="time nothing: rewrite <name>_targets from <name>.json")
-    args = parser.parse_args(argv)
-    if args.targets_only:
-        return write_targets(Path(args.out) / f"{args.name}.json")
-    result = run_vs_torch_harmonics(quick=args.quick, out_dir=args.out,
-                                    threads=tuple(args.threads), compiled=args.compiled,
-                                    machine=args.machine, name=args.name)
-    print(result["markdown"])
-    return result

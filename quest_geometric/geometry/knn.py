@@ -11,8 +11,7 @@ most until its whole segment is a candidate).  Hence all backends return *identi
 edge indices, even on regular lattices full of exact ties, which are broken by the smaller
 index.
 
-Which backend ``'auto'`` picks, and the timings behind the choice, are in
-:data:`AUTO_BACKEND_NOTE`.
+Which backend ``'auto'`` picks, and why, is in :data:`AUTO_BACKEND_NOTE`.
 """
 from __future__ import annotations
 
@@ -28,16 +27,13 @@ from quest_geometric._utils.checks import check_positive_int
 Backend = Literal["auto", "torch_cluster", "scipy", "torch"]
 _BACKENDS = ("auto", "torch_cluster", "scipy", "torch")
 
-#: What ``backend='auto'`` chooses and why (measured, not assumed).
+#: What ``backend='auto'`` chooses and why (the timings behind it are on the benchmarks
+#: page: ``benchmarks/knn_speed.py``).
 AUTO_BACKEND_NOTE = (
     "'auto' uses 'scipy' for CPU tensors and, for GPU tensors, 'torch_cluster' when it is "
-    "installed, otherwise 'torch'. Measured on the shared 2-core development machine "
-    "(float32, k=16, uniform points in the unit cube, one graph, best of 2-3 runs under "
-    "heavy load, canonicalisation included): 10K points: scipy 0.75 s, torch_cluster "
-    "1.6 s, torch 2.6 s; 100K points: scipy 3.1 s, torch_cluster 4.1 s, torch 109 s "
-    "(bare cKDTree build + query: 0.08 s and 1.4 s; bare torch_cluster.knn_graph: 0.30 s "
-    "and 1.5 s). The brute-force 'torch' path is O(N^2) and only pays off on a GPU; "
-    "torch_cluster's CUDA kernel is brute force too (not measured here: no GPU)."
+    "installed, otherwise 'torch'. On a CPU SciPy's cKDTree is the fastest back-end; the "
+    "brute-force 'torch' path is O(N^2) and only pays off on a GPU; torch_cluster's CUDA "
+    "kernel is brute force too."
 )
 
 #: Number of query rows times candidate columns held at once by the 'torch' backend.

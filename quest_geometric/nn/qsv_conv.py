@@ -2,14 +2,11 @@ r"""The QSV coupled quaternion attention layer (:class:`QSVConv`)."""
 from __future__ import annotations
 
 import math
-import warnings
-import weakref
 from typing import Any, Literal, Optional, Tuple, Union, overload
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 from torch.nn import Parameter
 from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.nn.dense.linear import Linear
@@ -18,6 +15,8 @@ from torch_geometric.utils import is_torch_sparse_tensor, softmax, to_edge_index
 from torch_geometric.utils.sparse import set_sparse_value
 
 from quest_geometric._utils.checks import check_choice, check_int
+from quest_geometric.nn._graph_cache import GraphInfo, cached_info, dense_degree, store_info
+from quest_geometric.nn._qsv_csr import CSRPattern, NeighbourSum
 from quest_geometric.quaternion import multiply, normalize, random_unit, to_rotation_matrix
 
 __all__ = ["QSVConv"]
@@ -55,14 +54,6 @@ def check_return_attention_weights(value: Any) -> bool:
     )
 
 
-def _block_rotation(q: Tensor) -> Tensor:
-    r"""``diag(1, R(q))``: the ``4 x 4`` matrix of :math:`x \mapsto q x q^{*}`, ``(..., 4, 4)``."""
-    m = F.pad(to_rotation_matrix(q), (1, 0, 1, 0))
-    e00 = torch.zeros(4, 4, dtype=q.dtype, device=q.device)
-    e00[0, 0] = 1.0
-    return m + e00
-
-
 def _rotate(rot: Tensor, x: Tensor, transpose: bool = False) -> Tensor:
     r"""Applies :math:`\mathrm{diag}(1, R)` (or its transpose) of every node and head to its
     quaternion groups: ``rot`` ``[N, H, 3, 3]``, ``x`` ``[N, H, m, 4]``; the real parts pass
@@ -70,174 +61,6 @@ def _rotate(rot: Tensor, x: Tensor, transpose: bool = False) -> Tensor:
     ``4 x 4`` block product, forward and backward)."""
     rt = rot if transpose else rot.transpose(-1, -2)
     return torch.cat([x[..., :1], torch.matmul(x[..., 1:], rt)], dim=-1)
-
-
-# ---------------------------------------------------------------------- the dense pattern
-def _sparse_csr(crow: Tensor, col: Tensor, values: Tensor, size: tuple[int, int]) -> Tensor:
-    with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state" (once)
-        warnings.filterwarnings("ignore", message=".*Sparse CSR tensor support is in beta.*")
-        return torch.sparse_csr_tensor(crow, col, values, size, check_invariants=False)
-
-
-class CSRPattern:
-    r"""The CSR pattern of a dense-layout graph with ``heads`` block-diagonal copies: row
-    :math:`(i, h)` holds the :math:`k` entries :math:`(j, h)` of the in-neighbours of
-    :math:`i`, in the layout ``[N_dst, heads, k]`` of the values.  The transposed pattern
-    (for the backward pass) is built on first use and kept."""
-
-    def __init__(self, src: Tensor, num_src: int, num_dst: int, k: int, heads: int) -> None:
-        self.src, self.num_src, self.num_dst, self.k, self.heads = src, num_src, num_dst, k, heads
-        dev = src.device
-        self.crow = torch.arange(0, num_dst * heads * k + 1, k, device=dev)
-        if heads == 1:
-            self.col = src
-        else:
-            h = torch.arange(heads, device=dev).view(1, heads, 1)
-            self.col = (src.view(num_dst, 1, k) * heads + h).reshape(-1)
-        self._transposed: Optional[tuple[Tensor, Tensor, Tensor]] = None
-
-    @property
-    def rows(self) -> int:
-        return self.num_dst * self.heads
-
-    @property
-    def cols(self) -> int:
-        return self.num_src * self.heads
-
-    def transposed(self) -> tuple[Tensor, Tensor, Tensor]:
-        """``(crow_t, col_t, gather)``: the CSR pattern of the transpose and, for each of its
-        entries, the position of its value in the forward layout."""
-        if self._transposed is None:
-            src, k, H, E = self.src, self.k, self.heads, self.src.numel()
-            dev = src.device
-            key = src.int() if self.num_src < 2 ** 31 else src  # int32 sorts ~3x faster
-            perm = key.argsort(stable=True)
-            deg = torch.bincount(src, minlength=self.num_src)
-            ptr = torch.zeros(self.num_src + 1, dtype=torch.long, device=dev)
-            ptr[1:] = deg.cumsum(0)
-            dst = perm // k
-            if H == 1:
-                self._transposed = (ptr, dst, perm)
-            else:
-                j = src.index_select(0, perm)
-                offset = torch.arange(E, device=dev) - ptr.index_select(0, j)
-                h = torch.arange(H, device=dev).view(1, H)
-                pos = (ptr.index_select(0, j).view(E, 1) * H + h * deg.index_select(0, j).view(E, 1)
-                       + offset.view(E, 1)).reshape(-1)
-                value_pos = (dst.view(E, 1) * (H * k) + h * k + (perm % k).view(E, 1)).reshape(-1)
-                gather = torch.empty(E * H, dtype=torch.long, device=dev)
-                gather[pos] = value_pos
-                col_t = torch.empty(E * H, dtype=torch.long, device=dev)
-                col_t[pos] = (dst.view(E, 1) * H + h).reshape(-1)
-                crow_t = torch.zeros(self.num_src * H + 1, dtype=torch.long, device=dev)
-                crow_t[1:] = deg.repeat_interleave(H).cumsum(0)
-                self._transposed = (crow_t, col_t, gather)
-        return self._transposed
-
-    def mm(self, values: Tensor, dense: Tensor) -> Tensor:
-        """:math:`A\\,D` with ``values`` in the forward layout; ``[rows, C]``."""
-        return _sparse_csr(self.crow, self.col, values, (self.rows, self.cols)) @ dense
-
-    def mm_t(self, values: Tensor, dense: Tensor) -> Tensor:
-        """:math:`A^{\\top} D` with ``values`` in the forward layout; ``[cols, C]``."""
-        crow_t, col_t, gather = self.transposed()
-        a_t = _sparse_csr(crow_t, col_t, values.index_select(0, gather), (self.cols, self.rows))
-        return a_t @ dense
-
-    def sddmm(self, a: Tensor, b: Tensor) -> Tensor:
-        """:math:`\\langle a_{r}, b_{c}\\rangle` for every entry :math:`(r, c)` of the pattern,
-        in the forward layout (``[E * heads]``)."""
-        pattern = _sparse_csr(self.crow, self.col,
-                              a.new_zeros(self.col.numel()), (self.rows, self.cols))
-        return torch.sparse.sampled_addmm(pattern, a, b.t(), beta=0.0).values()
-
-
-class _NeighbourSum(torch.autograd.Function):
-    r""":math:`Y = A(\alpha)\,X` on a :class:`CSRPattern` (one pass over the neighbours'
-    features); the backward is :math:`\nabla X = A^{\top} G` and
-    :math:`\nabla \alpha_{rc} = \langle G_r, X_c \rangle`."""
-
-    @staticmethod
-    def forward(ctx: Any, values: Tensor, x: Tensor, pattern: CSRPattern) -> Tensor:
-        ctx.save_for_backward(values, x)
-        ctx.pattern = pattern
-        return pattern.mm(values, x)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx: Any, grad: Tensor) -> tuple[Optional[Tensor], Optional[Tensor], None]:
-        values, x = ctx.saved_tensors
-        pattern: CSRPattern = ctx.pattern
-        grad = grad.contiguous()
-        g_values = pattern.sddmm(grad, x) if ctx.needs_input_grad[0] else None
-        g_x = pattern.mm_t(values, grad) if ctx.needs_input_grad[1] else None
-        return g_values, g_x, None
-
-
-# ---------------------------------------------------------------------- per-graph cache
-class _GraphInfo:
-    """What one ``edge_index`` (or sparse adjacency) tells the layer: its COO form (for
-    sparse input), whether it is in the dense layout, and the CSR patterns per head count.
-    Computed once per tensor and shared by every layer that is given the same tensor (the
-    blocks of a network), so the data-dependent checks (host synchronisations) run once."""
-
-    def __init__(self, num_src: int, num_dst: int) -> None:
-        self.num_src, self.num_dst = num_src, num_dst
-        self.coo: Optional[Tensor] = None  # for sparse input: the converted edge_index
-        self.adj: Optional[Tensor] = None  # for uncoalesced COO input: the coalesced adj_t
-        self.k: Optional[int] = None  # in-degree of the dense layout; 0: not dense
-        self.patterns: dict[int, CSRPattern] = {}
-
-    def dense_k(self, edge_index: Tensor) -> int:
-        if self.k is None:
-            self.k = _dense_degree(edge_index, self.num_dst)
-        return self.k
-
-    def pattern(self, edge_index: Tensor, heads: int) -> CSRPattern:
-        if heads not in self.patterns:
-            k = self.dense_k(edge_index)
-            self.patterns[heads] = CSRPattern(edge_index[0], self.num_src, self.num_dst, k, heads)
-        return self.patterns[heads]
-
-
-_CACHE: list[tuple[Any, int, tuple, _GraphInfo]] = []
-_CACHE_SIZE = 4
-
-
-def _cached_info(edge_index: Tensor, key: tuple) -> Optional[_GraphInfo]:
-    try:
-        version = edge_index._version
-    except RuntimeError:  # inference tensors have no version counter
-        return None
-    for ref, ver, k, info in _CACHE:
-        if ref() is edge_index and ver == version and k == key:
-            return info
-    return None
-
-
-def _store_info(edge_index: Tensor, key: tuple, info: _GraphInfo) -> None:
-    try:
-        version = edge_index._version
-        ref = weakref.ref(edge_index, _forget)
-    except (RuntimeError, TypeError):
-        return
-    _CACHE.insert(0, (ref, version, key, info))
-    del _CACHE[_CACHE_SIZE:]
-
-
-def _forget(ref: Any) -> None:
-    _CACHE[:] = [entry for entry in _CACHE if entry[0] is not ref]
-
-
-def _dense_degree(edge_index: Tensor, num_dst: int) -> int:
-    """``k`` if ``edge_index[1] == arange(num_dst).repeat_interleave(k)`` for some
-    ``k >= 1``, else 0 (reads the data)."""
-    E = edge_index.size(1)
-    if num_dst == 0 or E == 0 or E % num_dst != 0:
-        return 0
-    k = E // num_dst
-    target = torch.arange(num_dst, device=edge_index.device).unsqueeze(1)
-    return k if bool((edge_index[1].view(num_dst, k) == target).all()) else 0
 
 
 class QSVConv(MessagePassing):
@@ -355,8 +178,8 @@ class QSVConv(MessagePassing):
             gather) for ``float32``/``float64`` input; :obj:`False` uses the plain gather
             reference.  Under :func:`torch.compile` the gather reference is always used
             (the sparse product cannot be traced); it is slower than the eager fused path
-            (about 4x at 16,200 points on CPU, ``benchmarks/qsv_vs_torch_harmonics.py``), so
-            on CPU prefer the eager layer. (default: :obj:`True`)
+            on CPU (see the benchmarks page), so on CPU prefer the eager layer.
+            (default: :obj:`True`)
         **kwargs (optional): Additional arguments of
             :class:`torch_geometric.nn.conv.MessagePassing`.
 
@@ -544,24 +367,24 @@ class QSVConv(MessagePassing):
             )
         return x_src, x_dst, bipartite
 
-    def _graph(self, edge_index: Any, num_src: int, num_dst: int) -> tuple[_GraphInfo, Tensor]:
-        """The validated COO ``edge_index`` and its cached :class:`_GraphInfo`."""
+    def _graph(self, edge_index: Any, num_src: int, num_dst: int) -> tuple[GraphInfo, Tensor]:
+        """The validated COO ``edge_index`` and its cached :class:`GraphInfo`."""
         key = (num_src, num_dst)
         compiling = _is_compiling()
         if isinstance(edge_index, Tensor) and not compiling:
-            info = _cached_info(edge_index, key)
+            info = cached_info(edge_index, key)
             if info is not None:
                 return info, (edge_index if info.coo is None else info.coo)
-        info = _GraphInfo(num_src, num_dst)
+        info = GraphInfo(num_src, num_dst)
         coo = self._to_coo(edge_index, num_src, num_dst, info)
         if coo is not edge_index:
             info.coo = coo
         if isinstance(edge_index, Tensor) and not compiling:
-            _store_info(edge_index, key, info)
+            store_info(edge_index, key, info)
         return info, coo
 
     def _to_coo(self, edge_index: Any, num_src: int, num_dst: int,
-                info: Optional[_GraphInfo] = None) -> Tensor:
+                info: Optional[GraphInfo] = None) -> Tensor:
         shape = (num_dst, num_src)
         if isinstance(edge_index, SparseTensor):  # torch_sparse, when installed
             row, col, _ = edge_index.coo()
@@ -623,7 +446,7 @@ class QSVConv(MessagePassing):
         :func:`torch.compile`); :meth:`forward` runs it once per ``edge_index`` tensor and
         remembers the answer while the tensor is alive and unmodified, so the blocks of a
         network that share one ``edge_index`` pay for it once."""
-        return _dense_degree(edge_index, num_nodes) > 0
+        return dense_degree(edge_index, num_nodes) > 0
 
     def _observed(self) -> bool:
         """Whether PyG machinery expects to see the messages: explaining is on, or a
@@ -800,7 +623,7 @@ class QSVConv(MessagePassing):
             alpha = self._scaled(logit, 1).softmax(dim=-1)
         alpha = F.dropout(alpha, p=self.dropout, training=self.training)
         weights = alpha if mask is None else alpha * mask.to(alpha.dtype).view(Nd, 1, k)
-        out = _NeighbourSum.apply(weights.reshape(-1), xs.reshape(-1, xs.size(-1)), pattern)
+        out = NeighbourSum.apply(weights.reshape(-1), xs.reshape(-1, xs.size(-1)), pattern)
         return out.view(Nd, H, -1), alpha.transpose(1, 2).reshape(Nd * k, H)
 
     def _dense_propagate(self, edge_index: Tensor, xs: Tensor, q_src: Tensor, q_dst: Tensor,

@@ -2,8 +2,34 @@
 
 - :func:`assert_torch_compile`: a module compiles and matches its eager output.
 - :func:`random_groups`: random hard Focus group sets (:mod:`quest_geometric.testing.focus`).
+- :mod:`quest_geometric.testing.qsv`: independent references for QSV layers.
+- :mod:`quest_geometric.testing.geometry`: brute-force kNN and grids.
 """
 from quest_geometric.testing.compile import assert_torch_compile
 from quest_geometric.testing.focus import random_groups
+from quest_geometric.testing.geometry import brute_force_knn, grid_points
+from quest_geometric.testing.qsv import (
+    conjugate,
+    hamilton,
+    knn_edges,
+    make_qsv_conv,
+    qsv_conv_reference,
+    qsv_quaternions,
+    random_dense_edges,
+    random_image_batch,
+)
 
-__all__ = ["assert_torch_compile", "random_groups"]
+__all__ = [
+    "assert_torch_compile",
+    "random_groups",
+    "brute_force_knn",
+    "grid_points",
+    "hamilton",
+    "conjugate",
+    "qsv_quaternions",
+    "qsv_conv_reference",
+    "knn_edges",
+    "random_dense_edges",
+    "make_qsv_conv",
+    "random_image_batch",
+]

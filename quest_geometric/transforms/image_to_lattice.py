@@ -4,7 +4,6 @@ from __future__ import annotations
 import functools
 from typing import Optional, Union
 
-import torch
 from torch import Tensor
 from torch_geometric.data import Batch, Data
 from torch_geometric.data.datapipes import functional_transform
@@ -12,11 +11,11 @@ from torch_geometric.transforms import BaseTransform
 
 from quest_geometric._utils.checks import check_positive_int
 from quest_geometric.geometry.graphs import lattice_graph
-from quest_geometric.transforms.image_to_sphere import (
-    _check_images,
-    _split_input,
-    _template_batch,
-    _to_data,
+from quest_geometric.transforms._image_graph import (
+    check_images,
+    split_input,
+    template_batch,
+    to_data,
 )
 
 
@@ -66,10 +65,10 @@ class ImageToLattice(BaseTransform):
         return _lattice_template((height, width, self.k, self.backend))
 
     def forward(self, data: Union[Tensor, Data]) -> Data:
-        image, extra = _split_input(data)
+        image, extra = split_input(data)
         t = self.template(image.size(1), image.size(2))
         x = image.flatten(1).t().contiguous()
-        return _to_data(x, t.pos, t.shell, t.edge_index, extra)
+        return to_data(x, t.pos, t.shell, t.edge_index, extra)
 
     def batch_call(
         self, images: Tensor, y: Optional[Tensor] = None, as_batch: bool = False
@@ -86,13 +85,13 @@ class ImageToLattice(BaseTransform):
         Returns:
             list[Data] or Batch: The same graphs as calling the transform on each image.
         """
-        images = _check_images(images, y)
+        images = check_images(images, y)
         t = self.template(images.size(2), images.size(3))
         xs = images.flatten(2).transpose(1, 2)
         if as_batch:
-            return _template_batch(xs, t.pos, t.shell, t.edge_index, y)
+            return template_batch(xs, t.pos, t.shell, t.edge_index, y)
         return [
-            _to_data(xs[b].contiguous(), t.pos, t.shell, t.edge_index,
+            to_data(xs[b].contiguous(), t.pos, t.shell, t.edge_index,
                      {} if y is None else {"y": y[b:b + 1]})
             for b in range(images.size(0))
         ]

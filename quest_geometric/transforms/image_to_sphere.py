@@ -4,7 +4,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from typing import Any, NamedTuple, Optional, Union
+from typing import NamedTuple, Optional, Union
 
 import torch
 import torch.nn.functional as F
@@ -15,6 +15,12 @@ from torch_geometric.transforms import BaseTransform
 
 from quest_geometric._utils.checks import check_shell_radii, check_shell_sizes
 from quest_geometric.geometry.graphs import sphere_graph
+from quest_geometric.transforms._image_graph import (
+    check_images,
+    split_input,
+    template_batch,
+    to_data,
+)
 
 _PROJECTIONS = ("stereographic", "equal_area")
 _PADDING = ("zeros", "border", "reflection")
@@ -107,129 +113,6 @@ def _build_sphere_template(config: tuple) -> _SphereTemplate:
 def _sphere_template(config: tuple) -> _SphereTemplate:
     # Looks the builder up at call time, so tests can count the builds.
     return _build_sphere_template(config)
-
-
-_CHANNEL_COUNTS = (1, 2, 3, 4)
-
-
-def _looks_channels_last(shape: Sequence[int]) -> bool:
-    """``[..., H, W, C]`` with few channels last and a spatial size first (an image as
-    loaded by PIL / NumPy / matplotlib)."""
-    return shape[-1] in _CHANNEL_COUNTS and shape[-3] not in _CHANNEL_COUNTS
-
-
-def _check_image(image: Any, name: str = "image") -> Tensor:
-    if not isinstance(image, Tensor):
-        raise TypeError(f"'{name}' must be a Tensor (got {type(image).__name__})")
-    shape = tuple(image.shape)
-    if image.dim() == 4:
-        raise ValueError(
-            f"'{name}' must have shape [C, H, W] (got {shape}, a batch [B, C, H, W]); call "
-            "transform.batch_call(images) for a batch, or transform it image by image"
-        )
-    if image.dim() != 3:
-        raise ValueError(f"'{name}' must have shape [C, H, W] (got {shape})")
-    if _looks_channels_last(shape):
-        raise ValueError(
-            f"'{name}' must have shape [C, H, W] (got {shape}, which looks channels-last "
-            f"[H, W, C]); pass {name}.permute(2, 0, 1)"
-        )
-    return _as_float(image, name)
-
-
-def _as_float(image: Tensor, name: str) -> Tensor:
-    r"""Floating-point images pass unchanged (their range is the caller's); ``uint8`` images
-    are rescaled to :math:`[0, 1]` by :math:`x / 255`; other integer or boolean images are
-    refused (their range is unknown)."""
-    if image.dtype == torch.uint8:
-        image = image.to(torch.get_default_dtype()).div_(255.0)
-    elif not image.is_floating_point():
-        raise ValueError(
-            f"'{name}' has dtype {image.dtype}: pass a floating-point image, or uint8 (which "
-            "is rescaled to [0, 1]); convert other integer images to float in the range you "
-            "want first"
-        )
-    if not bool(torch.isfinite(image).all()):
-        raise ValueError(f"'{name}' holds non-finite values (NaN or inf)")
-    return image
-
-
-def _check_images(images: Any, y: Optional[Tensor]) -> Tensor:
-    """Validate a ``[B, C, H, W]`` image batch (and its targets) for ``batch_call``."""
-    if not isinstance(images, Tensor) or images.dim() != 4:
-        shape = tuple(images.shape) if isinstance(images, Tensor) else type(images)
-        hint = ""
-        if isinstance(images, Tensor) and images.dim() == 3:
-            hint = ("; for one image [C, H, W] call the transform itself, or pass "
-                    "images.unsqueeze(0)")
-        raise ValueError(f"'images' must have shape [B, C, H, W] (got {shape}){hint}")
-    if _looks_channels_last(tuple(images.shape)):
-        raise ValueError(
-            f"'images' must have shape [B, C, H, W] (got {tuple(images.shape)}, which looks "
-            "channels-last [B, H, W, C]); pass images.permute(0, 3, 1, 2)"
-        )
-    images = _as_float(images, "images")
-    if y is not None and (not isinstance(y, Tensor) or y.size(0) != images.size(0)):
-        raise ValueError("'y' must be a Tensor with one entry per image")
-    return images
-
-
-def _split_input(data: Union[Tensor, Data]) -> tuple[Tensor, dict]:
-    """Returns the image and the attributes to carry over (everything but the image)."""
-    if isinstance(data, Tensor):
-        return _check_image(data), {}
-    if isinstance(data, Data):
-        if "image" not in data:
-            raise ValueError("'data' must be a [C, H, W] Tensor or a Data with 'image'")
-        image = _check_image(data.image, "data.image")
-        extra = {key: value for key, value in data.items()
-                 if key not in ("image", "x", "pos", "shell", "edge_index", "num_nodes")}
-        return image, extra
-    raise TypeError(f"'data' must be a Tensor or a Data (got {type(data).__name__})")
-
-
-def _to_data(x: Tensor, pos: Tensor, shell: Tensor, edge_index: Tensor,
-             extra: dict) -> Data:
-    device = x.device  # the template lives on the CPU; the graph follows the image
-    data = Data(x=x, pos=pos.to(device, copy=True), shell=shell.to(device, copy=True),
-                edge_index=edge_index.to(device, copy=True))
-    for key, value in extra.items():
-        data[key] = value
-    return data
-
-
-def _template_batch(xs: Tensor, pos: Tensor, shell: Tensor, edge_index: Tensor,
-                    y: Optional[Tensor]) -> Batch:
-    """Builds the :class:`Batch` of ``B`` copies of one template graph without collating
-    ``B`` separate objects (the result equals ``Batch.from_data_list``; tested)."""
-    num_graphs, num_nodes = xs.size(0), pos.size(0)
-    num_edges = edge_index.size(1)
-    device = xs.device
-    graphs = torch.arange(num_graphs, device=device)
-    node_ptr = torch.arange(num_graphs + 1, device=device) * num_nodes
-    edge_index = edge_index.to(device)
-    data = {
-        "x": xs.reshape(num_graphs * num_nodes, -1),
-        "edge_index": (edge_index.repeat(1, num_graphs)
-                       + (graphs * num_nodes).repeat_interleave(num_edges)),
-        "pos": pos.to(device).repeat(num_graphs, 1),
-        "shell": shell.to(device).repeat(num_graphs),
-    }
-    if y is not None:
-        data["y"] = y
-    batch = Batch(_base_cls=Data, **data)
-    batch.batch = graphs.repeat_interleave(num_nodes)
-    batch.ptr = node_ptr
-    zeros = torch.zeros(num_graphs, dtype=torch.long, device=device)
-    batch._num_graphs = num_graphs
-    batch._slice_dict = {"x": node_ptr, "edge_index": node_ptr // num_nodes * num_edges,
-                         "pos": node_ptr, "shell": node_ptr}
-    batch._inc_dict = {"x": zeros, "edge_index": graphs * num_nodes, "pos": zeros,
-                       "shell": zeros}
-    if y is not None:
-        batch._slice_dict["y"] = torch.arange(num_graphs + 1, device=device)
-        batch._inc_dict["y"] = zeros
-    return batch
 
 
 @functional_transform("image_to_sphere")
@@ -358,10 +241,10 @@ class ImageToSphere(BaseTransform):
         return out
 
     def forward(self, data: Union[Tensor, Data]) -> Data:
-        image, extra = _split_input(data)
+        image, extra = split_input(data)
         t = self.template()
         x = self._sample(image.unsqueeze(0))[0].contiguous()
-        return _to_data(x, t.pos, t.shell, t.edge_index, extra)
+        return to_data(x, t.pos, t.shell, t.edge_index, extra)
 
     def batch_call(
         self, images: Tensor, y: Optional[Tensor] = None, as_batch: bool = False
@@ -381,13 +264,13 @@ class ImageToSphere(BaseTransform):
         Returns:
             list[Data] or Batch: The same graphs as calling the transform on each image.
         """
-        images = _check_images(images, y)
+        images = check_images(images, y)
         t = self.template()
         xs = self._sample(images)
         if as_batch:
-            return _template_batch(xs, t.pos, t.shell, t.edge_index, y)
+            return template_batch(xs, t.pos, t.shell, t.edge_index, y)
         return [
-            _to_data(xs[b], t.pos, t.shell, t.edge_index,
+            to_data(xs[b], t.pos, t.shell, t.edge_index,
                      {} if y is None else {"y": y[b:b + 1]})
             for b in range(images.size(0))
         ]

@@ -30,7 +30,9 @@ Run ``python benchmarks/qsv_ablation.py --dataset digits`` (``--quick`` for a sm
 Layout (each part imported from here as before):
 
 * :mod:`~quest_geometric.experiments.qsv_ablation.config`: :data:`VARIANTS`,
-  :data:`DATASETS`, :data:`PAPER`, :class:`AblationConfig`, :data:`PRESETS`;
+  :data:`GRAPH_VARIANTS`, :data:`DATASETS`, :data:`PAPER`, :class:`AblationConfig`, :data:`PRESETS`;
+* :mod:`~quest_geometric.experiments.qsv_ablation.variants`: :func:`qsv_variant`,
+  :func:`match_parameter_count`, :func:`parameter_counts` (the models by name);
 * :mod:`~quest_geometric.experiments.qsv_ablation.data`: :class:`WithPosition`,
   :func:`graph_loader`, :func:`load_split`;
 * :mod:`~quest_geometric.experiments.qsv_ablation.runs`: :func:`build_model`,
@@ -54,6 +56,7 @@ from quest_geometric.experiments.qsv_ablation.analyse import analyse_model
 from quest_geometric.experiments.qsv_ablation.cli import main
 from quest_geometric.experiments.qsv_ablation.config import (
     DATASETS,
+    GRAPH_VARIANTS,
     PAPER,
     PRESETS,
     VARIANTS,
@@ -74,10 +77,16 @@ from quest_geometric.experiments.qsv_ablation.runs import (
 )
 from quest_geometric.experiments.qsv_ablation.study import run
 from quest_geometric.experiments.qsv_ablation.summary import aggregate, aggregate_analysis
+from quest_geometric.experiments.qsv_ablation.variants import (
+    match_parameter_count,
+    parameter_counts,
+    qsv_variant,
+)
 from quest_geometric.transforms.append_position import AppendPosition  # noqa: F401  (moved; old path)
 
 __all__ = [
     "VARIANTS",
+    "GRAPH_VARIANTS",
     "DATASETS",
     "PAPER",
     "AblationConfig",
@@ -87,6 +96,9 @@ __all__ = [
     "graph_loader",
     "load_split",
     "build_model",
+    "qsv_variant",
+    "match_parameter_count",
+    "parameter_counts",
     "analyse_model",
     "train_variant",
     "aggregate",

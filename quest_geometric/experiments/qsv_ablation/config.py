@@ -13,6 +13,9 @@ from quest_geometric._utils import check_choice
 
 #: The rows of the table, in order.
 VARIANTS = ("qsv", "no_transport", "uniform", "standard_attention", "lattice", "resnet20")
+#: The graph rows of the table (every variant but ``resnet20``), in order: the names
+#: :func:`~quest_geometric.experiments.qsv_ablation.variants.qsv_variant` builds.
+GRAPH_VARIANTS = tuple(v for v in VARIANTS if v != "resnet20")
 #: The datasets of ``--dataset``.
 DATASETS = ("cifar10", "cifar100", "digits")
 _QSV_TYPE = ("qsv", "no_transport", "uniform", "lattice")

@@ -23,6 +23,7 @@ from quest_geometric.experiments.qsv_ablation.config import (
     _check_dataset,
 )
 from quest_geometric.experiments.qsv_ablation.data import _graph, _shapes, graph_loader, load_split
+from quest_geometric.experiments.qsv_ablation.variants import qsv_variant
 from quest_geometric.training.trainer import Callback
 
 
@@ -53,8 +54,6 @@ def build_model(variant: str, cfg: AblationConfig, in_channels: int, num_classes
         from quest_geometric.models.resnet import ResNet20
 
         return ResNet20(num_classes=num_classes, in_channels=in_channels)
-    from quest_geometric.models.qsv_net import qsv_variant
-
     return qsv_variant(variant, in_channels, num_classes, **_model_kwargs(cfg, num_nodes))
 
 

@@ -189,6 +189,7 @@ def test_with_position_batch_call_equals_per_sample_compose(variant):
     assert [d.x.shape for d in t.batch_call(images)] == [ref.get_example(0).x.shape] * 5
 
 
+@pytest.mark.slow
 def test_graph_loader_order_and_batches_equal_collated_samples():
     from torch_geometric.data import Batch
 

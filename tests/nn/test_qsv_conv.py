@@ -1,4 +1,5 @@
-"""Tests for QSVConv, each against a reference written here from the formulas."""
+"""Tests for QSVConv, each against an independent reference from the formulas
+(:mod:`quest_geometric.testing.qsv`)."""
 from __future__ import annotations
 
 import math
@@ -10,37 +11,19 @@ from torch_geometric.utils import to_edge_index
 
 from quest_geometric.nn.qsv_conv import QSVConv
 from quest_geometric.testing.compile import assert_torch_compile
+from quest_geometric.testing.qsv import (
+    conjugate,
+    hamilton,
+    knn_edges,
+    make_qsv_conv,
+    qsv_conv_reference,
+    qsv_quaternions,
+)
 
 DT = torch.float64
 
 
 # ----------------------------------------------------------------------------- helpers
-def ham(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-    """Hamilton product, written out independently of quest_geometric.quaternion."""
-    a1, b1, c1, d1 = p.unbind(-1)
-    a2, b2, c2, d2 = q.unbind(-1)
-    return torch.stack((
-        a1 * a2 - b1 * b2 - c1 * c2 - d1 * d2,
-        a1 * b2 + b1 * a2 + c1 * d2 - d1 * c2,
-        a1 * c2 - b1 * d2 + c1 * a2 + d1 * b2,
-        a1 * d2 + b1 * c2 - c1 * b2 + d1 * a2,
-    ), -1)
-
-
-def conj(q: torch.Tensor) -> torch.Tensor:
-    return q * torch.tensor([1.0, -1.0, -1.0, -1.0], dtype=q.dtype)
-
-
-def knn_edges(n: int, k: int, seed: int = 0, loop: bool = True) -> torch.Tensor:
-    """kNN graph (targets sorted, exactly k in-edges each) with plain torch."""
-    pos = torch.randn(n, 3, generator=torch.Generator().manual_seed(seed))
-    d = torch.cdist(pos, pos)
-    if not loop:
-        d.fill_diagonal_(float("inf"))
-    nbr = d.topk(k, largest=False).indices  # [n, k]
-    return torch.stack([nbr.reshape(-1), torch.arange(n).repeat_interleave(k)])
-
-
 def irregular_edges(n: int, isolated: tuple[int, ...] = ()) -> torch.Tensor:
     """Random in-degrees 1..4, unsorted, with duplicates allowed; `isolated` get none."""
     g = torch.Generator().manual_seed(1)
@@ -53,62 +36,6 @@ def irregular_edges(n: int, isolated: tuple[int, ...] = ()) -> torch.Tensor:
         dst.append(torch.full((deg,), i))
     ei = torch.stack([torch.cat(src), torch.cat(dst)])
     return ei[:, torch.randperm(ei.size(1), generator=g)]
-
-
-def quats_from_params(conv: QSVConv, x: torch.Tensor) -> torch.Tensor:
-    """q_i recomputed from the parameters, [N, H, 4] unit."""
-    n, h = x.size(0), conv.heads
-    q = None
-    if conv.lin_q is not None:
-        q = (x @ conv.lin_q.weight.T + conv.lin_q.bias).view(n, h, 4)
-    if conv.node_q is not None:
-        p = conv.node_q.repeat(n // conv.num_nodes, 1, 1)
-        q = p if q is None else ham(p, q)
-    return q / q.norm(dim=-1, keepdim=True)
-
-
-def reference(conv: QSVConv, x: torch.Tensor, ei: torch.Tensor) -> torch.Tensor:
-    """Per-node loop: softmax of Re(conj(q_i) q_j), explicit sandwich r x conj(r) per edge."""
-    n, h, m = x.size(0), conv.heads, conv.groups
-    q = quats_from_params(conv, x)
-    xq = x.view(n, h, m, 4)
-    if conv.temperature == "learned":
-        tau = conv.scale
-    elif conv.temperature is None:
-        tau = torch.ones(h, dtype=x.dtype)
-    else:
-        tau = torch.full((h,), conv.temperature, dtype=x.dtype)
-    rows = []
-    for i in range(n):
-        src = ei[0, ei[1] == i]
-        if src.numel() == 0:
-            rows.append(torch.zeros(h, m, 4, dtype=x.dtype))
-            continue
-        r = ham(conj(q[i]).expand(len(src), h, 4), q[src])  # [deg, H, 4]
-        if conv.attention == "uniform":
-            w = torch.full((len(src), h), 1.0 / len(src), dtype=x.dtype)
-        else:
-            w = torch.softmax(r[..., 0] * tau, dim=0)  # [deg, H]
-        msg = xq[src]  # [deg, H, m, 4]
-        if conv.transport:
-            rr = r[:, :, None, :].expand_as(msg)
-            msg = ham(ham(rr, msg), conj(rr))
-        rows.append((w[:, :, None, None] * msg).sum(0))
-    out = torch.stack(rows).reshape(n, -1)
-    if conv.bias is not None:
-        out = out + conv.bias
-    return out
-
-
-def make_conv(channels=16, heads=2, num_nodes=None, seed=0, **kw) -> QSVConv:
-    torch.manual_seed(seed)
-    conv = QSVConv(channels, heads=heads, num_nodes=num_nodes, **kw).to(DT)
-    with torch.no_grad():
-        if conv.bias is not None:
-            conv.bias.normal_()
-        if conv.scale is not None:
-            conv.scale.uniform_(0.5, 3.0)
-    return conv
 
 
 MODES = [
@@ -134,31 +61,31 @@ def _kw(mode: dict, n: int) -> dict:
 def test_equals_per_node_reference_knn(mode, dense):
     n = 12
     ei = knn_edges(n, 4)
-    conv = make_conv(**_kw(mode, n))
+    conv = make_qsv_conv(**_kw(mode, n))
     x = torch.randn(n, 16, dtype=DT)
-    torch.testing.assert_close(conv(x, ei, dense=dense), reference(conv, x, ei))
+    torch.testing.assert_close(conv(x, ei, dense=dense), qsv_conv_reference(conv, x, ei))
 
 
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: "-".join(map(str, m.values())))
 def test_equals_per_node_reference_irregular(mode):
     n = 10
     ei = irregular_edges(n, isolated=(3,))
-    conv = make_conv(**_kw(mode, n))
+    conv = make_qsv_conv(**_kw(mode, n))
     x = torch.randn(n, 16, dtype=DT)
-    torch.testing.assert_close(conv(x, ei), reference(conv, x, ei))
+    torch.testing.assert_close(conv(x, ei), qsv_conv_reference(conv, x, ei))
 
 
 @pytest.mark.slow
 def test_complete_graph_equals_dense_global_attention():
     n, h, m = 9, 2, 2
     ei = knn_edges(n, n)  # every node sees every node, self loop included
-    conv = make_conv(channels=4 * h * m, heads=h, temperature="learned", bias=False)
+    conv = make_qsv_conv(channels=4 * h * m, heads=h, temperature="learned", bias=False)
     x = torch.randn(n, 4 * h * m, dtype=DT)
-    q = quats_from_params(conv, x)  # [N, H, 4]
+    q = qsv_quaternions(conv, x)  # [N, H, 4]
     scores = torch.einsum("ihd,jhd->hij", q, q) * conv.scale[:, None, None]
     att = torch.softmax(scores, dim=-1)  # [H, N, N] dense softmax matrix
     # per-pair rotation of the relative quaternion, no factorisation
-    r = ham(conj(q)[:, None], q[None, :])  # [N, N, H, 4] r_ij
+    r = hamilton(conjugate(q)[:, None], q[None, :])  # [N, N, H, 4] r_ij
     w, a, b, c = r.unbind(-1)
     rot = torch.stack([
         w * w + a * a - b * b - c * c, 2 * (a * b - w * c), 2 * (a * c + w * b),
@@ -179,7 +106,7 @@ def test_complete_graph_equals_dense_global_attention():
 def test_global_left_multiplication_invariance(quaternion):
     n = 10
     ei = knn_edges(n, 3)
-    conv = make_conv(num_nodes=None if quaternion == "feature" else n, quaternion=quaternion)
+    conv = make_qsv_conv(num_nodes=None if quaternion == "feature" else n, quaternion=quaternion)
     x = torch.randn(n, 16, dtype=DT)
     out, (_, alpha) = conv(x, ei, return_attention_weights=True)
     g = torch.tensor([0.3, -0.5, 0.7, 0.4], dtype=DT)
@@ -188,10 +115,10 @@ def test_global_left_multiplication_invariance(quaternion):
         if quaternion == "feature":
             # left multiplication by g is linear: apply it to lin_q's weight rows and bias
             w = conv.lin_q.weight.view(conv.heads, 4, -1).permute(0, 2, 1)  # [H, in, 4]
-            conv.lin_q.weight.copy_(ham(g, w).permute(0, 2, 1).reshape(-1, 16))
-            conv.lin_q.bias.copy_(ham(g, conv.lin_q.bias.view(-1, 4)).reshape(-1))
+            conv.lin_q.weight.copy_(hamilton(g, w).permute(0, 2, 1).reshape(-1, 16))
+            conv.lin_q.bias.copy_(hamilton(g, conv.lin_q.bias.view(-1, 4)).reshape(-1))
         else:
-            conv.node_q.copy_(ham(g, conv.node_q))
+            conv.node_q.copy_(hamilton(g, conv.node_q))
     out2, (_, alpha2) = conv(x, ei, return_attention_weights=True)
     torch.testing.assert_close(out2, out)
     torch.testing.assert_close(alpha2, alpha)
@@ -200,7 +127,7 @@ def test_global_left_multiplication_invariance(quaternion):
 def test_sign_flip_keeps_transport_changes_logits():
     n = 8
     ei = knn_edges(n, 3)
-    conv = make_conv(quaternion="node", num_nodes=n, attention="uniform", bias=False)
+    conv = make_qsv_conv(quaternion="node", num_nodes=n, attention="uniform", bias=False)
     x = torch.randn(n, 16, dtype=DT)
     out = conv(x, ei)
     with torch.no_grad():
@@ -218,7 +145,7 @@ def test_sign_flip_keeps_transport_changes_logits():
 def test_uniform_no_transport_is_mean_aggregation(dense):
     n = 12
     ei = knn_edges(n, 5)
-    conv = make_conv(attention="uniform", transport=False, bias=False)
+    conv = make_qsv_conv(attention="uniform", transport=False, bias=False)
     x = torch.randn(n, 16, dtype=DT)
     adj = torch.zeros(n, n, dtype=DT)
     adj.index_put_((ei[1], ei[0]), torch.ones(ei.size(1), dtype=DT), accumulate=True)
@@ -229,10 +156,10 @@ def test_uniform_no_transport_is_mean_aggregation(dense):
 def test_no_transport_is_attention_weighted_average():
     n = 10
     ei = irregular_edges(n)
-    conv = make_conv(transport=False, bias=False)
+    conv = make_qsv_conv(transport=False, bias=False)
     x = torch.randn(n, 16, dtype=DT)
     out, (_, alpha) = conv(x, ei, return_attention_weights=True)
-    q = quats_from_params(conv, x)
+    q = qsv_quaternions(conv, x)
     logits = (q[ei[1]] * q[ei[0]]).sum(-1)  # [E, H]
     expected_alpha = torch.zeros_like(logits)
     for i in range(n):
@@ -278,7 +205,7 @@ def test_isolated_nodes_give_zeros_not_nan(dense):
 def test_node_quaternions_tile_over_batch():
     n = 7
     ei = knn_edges(n, 3)
-    conv = make_conv(quaternion="node", num_nodes=n)
+    conv = make_qsv_conv(quaternion="node", num_nodes=n)
     x = torch.randn(3 * n, 16, dtype=DT)
     batch_ei = torch.cat([ei + b * n for b in range(3)], dim=1)
     out = conv(x, batch_ei)
@@ -291,7 +218,7 @@ def test_node_quaternions_tile_over_batch():
 def test_dense_path_equals_scatter_path_values_and_grads(mode):
     n = 14
     ei = knn_edges(n, 5, loop=False)
-    conv = make_conv(**_kw(mode, n))
+    conv = make_qsv_conv(**_kw(mode, n))
     x = torch.randn(n, 16, dtype=DT)
     results = []
     for dense in (True, False):
@@ -363,7 +290,7 @@ def test_scatter_path_traces_without_graph_breaks():
 def test_gradcheck_float64():
     n = 5
     ei = knn_edges(n, 2)
-    conv = make_conv(channels=8, heads=1, quaternion="both", num_nodes=n,
+    conv = make_qsv_conv(channels=8, heads=1, quaternion="both", num_nodes=n,
                      temperature="learned")
     x = torch.randn(n, 8, dtype=DT, requires_grad=True)
     for dense in (True, False):

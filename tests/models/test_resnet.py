@@ -71,6 +71,7 @@ def test_option_a_shortcut_is_subsampled_zero_padded_identity():
     assert sum(p.numel() for p in block.shortcut.parameters()) == 0
 
 
+@pytest.mark.slow
 def test_accepts_image_batches_from_the_dataset():
     ds = DigitsGraphs(split="test", graph=None)
     batch = next(iter(DataLoader(ds, batch_size=4)))

@@ -1,55 +1,16 @@
-"""The QSV layer-speed benchmark runs end to end and writes consistent tables."""
-import csv
-import math
-
+"""The torch-harmonics comparison and the small-graph table: skipping without
+torch-harmonics, the rows, the targets by hand, and the targets rewritten from a finished run."""
 import pytest
 import torch
 
-from quest_geometric.experiments import qsv_layer_speed
-
-
-@pytest.mark.slow
-def test_quick_run_writes_tables(tmp_path):
-    res = qsv_layer_speed.run(quick=True, out_dir=tmp_path, progress=False, batch_size=[1, 2],
-                              threads=[1, 2], knn_sizes=[500])
-    keys = [(r["graphs"], r["threads"], r["layer"]) for r in res["layers"]]
-    assert keys == [(g, t, name) for g in (1, 2) for t in (1, 2)
-                    for name in ("QSVConv", "TransformerConv", "GATv2Conv")]
-    for row in res["layers"]:
-        assert row["nodes"] == 1344 * row["graphs"] and row["edges"] == row["nodes"] * 16
-        assert row["fwd_bwd_ms"] > 0 and math.isfinite(row["peak_mb"])
-        assert row["speedup_vs_transformer"] > 0
-        if row["layer"] == "TransformerConv":  # the paired ratio of a layer with itself
-            assert row["speedup_vs_transformer"] == 1.0 and row["memory_vs_transformer"] == 1.0
-    with open(tmp_path / "knn_speed.csv") as f:
-        knn = list(csv.DictReader(f))
-    assert {r["backend"] for r in knn} >= {"scipy", "torch"}
-    assert all(float(r["seconds"]) > 0 for r in knn)
-    assert (tmp_path / "qsv_layer_speed.md").read_text().count("|") > 10
-    assert len(res["summary"]) == 4 and all("QSVConv" in line for line in res["summary"])
-
-
-def test_layer_rows_restore_threads(monkeypatch):
-    before = torch.get_num_threads()
-    monkeypatch.setattr(qsv_layer_speed, "SIZES", (16, 32))
-    rows = qsv_layer_speed.layer_rows(1, torch.device("cpu"), repeat=1, progress=False,
-                                      threads=(1,))
-    assert torch.get_num_threads() == before
-    assert [r["threads"] for r in rows] == [1, 1, 1]
-
-
-def test_threads_and_batch_sizes_must_be_positive(tmp_path):
-    with pytest.raises(ValueError, match="threads"):
-        qsv_layer_speed.run(quick=True, out_dir=tmp_path, threads=0)
-    with pytest.raises(ValueError, match="batch_size"):
-        qsv_layer_speed.run(quick=True, out_dir=tmp_path, batch_size=[8, 0])
+from quest_geometric.experiments import qsv_vs_torch_harmonics
 
 
 def test_vs_torch_harmonics_skips_clearly_without_it(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(qsv_layer_speed, "harmonics_version", lambda: None)
-    monkeypatch.setattr(qsv_layer_speed, "small_graph_rows",
+    monkeypatch.setattr(qsv_vs_torch_harmonics, "harmonics_version", lambda: None)
+    monkeypatch.setattr(qsv_vs_torch_harmonics, "small_graph_rows",
                         lambda threads, repeat: [{"layer": "QSVConv", "ms": 1.0}])
-    res = qsv_layer_speed.run_vs_torch_harmonics(quick=True, out_dir=tmp_path, progress=False)
+    res = qsv_vs_torch_harmonics.run(quick=True, out_dir=tmp_path, progress=False)
     assert res["rows"] == [] and "pip install --no-deps torch-harmonics==0.9.3" in res["skipped"]
     assert "torch-harmonics is not installed" in capsys.readouterr().out
     assert not (tmp_path / "qsv_vs_torch_harmonics_quick.csv").exists()
@@ -59,8 +20,8 @@ def test_vs_torch_harmonics_skips_clearly_without_it(tmp_path, monkeypatch, caps
 @pytest.mark.slow
 def test_harmonics_rows_on_a_small_grid():
     pytest.importorskip("torch_harmonics")
-    rows = qsv_layer_speed.harmonics_rows(grids=((8, 16),), threads=(1,), compiled=False,
-                                          repeat=1, progress=False)
+    rows = qsv_vs_torch_harmonics.harmonics_rows(grids=((8, 16),), threads=(1,),
+                                                 compiled=False, repeat=1, progress=False)
     assert {(r["pass"], r["layer"]) for r in rows} == {
         (p, name) for p in ("forward", "forward+backward")
         for name in ("QSVConv", "NeighborhoodAttentionS2", "TransformerConv")}
@@ -76,7 +37,7 @@ def test_equiangular_graph_is_the_dense_layout_of_the_grid_points():
     pytest.importorskip("torch_harmonics")
     from quest_geometric.nn.qsv_conv import QSVConv
 
-    ei = qsv_layer_speed._equiangular_graph(6, 12, 5)
+    ei = qsv_vs_torch_harmonics._equiangular_graph(6, 12, 5)
     assert ei.shape == (2, 72 * 5) and QSVConv.is_dense_layout(ei, 72)
     # self loops, except at the poles, where the 12 points of a ring coincide (ties go to
     # the smaller index)
@@ -85,7 +46,7 @@ def test_equiangular_graph_is_the_dense_layout_of_the_grid_points():
 
 
 def test_small_graph_rows():
-    rows = qsv_layer_speed.small_graph_rows(threads=(1,), repeat=1, batch_size=2)
+    rows = qsv_vs_torch_harmonics.small_graph_rows(threads=(1,), repeat=1, batch_size=2)
     assert {r["layer"] for r in rows} == {"QSVConv", "TransformerConv"}
     for r in rows:
         assert r["graphs"] == 2 and r["nodes"] == 160 and r["edges"] == 1600 and r["ms"] > 0
@@ -108,7 +69,7 @@ def test_harmonics_targets_by_hand():
         _row(100, 1, "compiled", "forward", "QSVConv", 1.0, 1.0),
         _row(100, 2, "eager", "forward", "QSVConv", 3.0, 1.0),
     ]
-    (t,) = qsv_layer_speed.harmonics_targets(rows)
+    (t,) = qsv_vs_torch_harmonics.harmonics_targets(rows)
     assert (t["points"], t["threads"], t["qsv_fwd_ms"]) == (100, 1, 4.0)
     assert t["fwd_vs_th"] == 1.25 and t["fwd_target_met"]
     assert t["fb_vs_th"] == 2.0 and not t["fb_target_met"]
@@ -118,15 +79,15 @@ def test_harmonics_targets_by_hand():
 
 
 def test_vs_torch_harmonics_writes_the_machine_note_and_name(tmp_path, monkeypatch):
-    monkeypatch.setattr(qsv_layer_speed, "harmonics_version", lambda: None)
-    monkeypatch.setattr(qsv_layer_speed, "small_graph_rows",
+    monkeypatch.setattr(qsv_vs_torch_harmonics, "harmonics_version", lambda: None)
+    monkeypatch.setattr(qsv_vs_torch_harmonics, "small_graph_rows",
                         lambda threads, repeat: [{"layer": "QSVConv", "ms": 1.0}])
-    qsv_layer_speed.run_vs_torch_harmonics(quick=True, out_dir=tmp_path, progress=False,
-                                           machine="idle, nothing else running",
-                                           name="qsv_vs_torch_harmonics_2thr")
+    qsv_vs_torch_harmonics.run(quick=True, out_dir=tmp_path, progress=False,
+                               machine="idle, nothing else running",
+                               name="qsv_vs_torch_harmonics_2thr")
     md = (tmp_path / "qsv_small_graphs_2thr_quick.md").read_text()
     assert "Machine: idle, nothing else running." in md
-    qsv_layer_speed.run_vs_torch_harmonics(quick=True, out_dir=tmp_path, progress=False)
+    qsv_vs_torch_harmonics.run(quick=True, out_dir=tmp_path, progress=False)
     assert "Machine: not stated" in (tmp_path / "qsv_small_graphs_quick.md").read_text()
 
 
@@ -140,10 +101,10 @@ def test_write_targets_from_a_finished_run(tmp_path):
                                   ("TransformerConv", 4 * ms_q, 4.0))]
     path = tmp_path / "qsv_vs_torch_harmonics.json"
     path.write_text(json.dumps({"rows": rows, "meta": {"machine_note": "idle"}}))
-    res = qsv_layer_speed.main_vs_torch_harmonics(["--targets-only", "--out", str(tmp_path)])
+    res = qsv_vs_torch_harmonics.main(["--targets-only", "--out", str(tmp_path)])
     (t,) = res["targets"]
     assert t["fwd_vs_th"] == 2.0 and t["fb_target_met"] is False and t["tconv_target_met"]
     md = (tmp_path / "qsv_vs_torch_harmonics_targets.md").read_text()
     assert "machine_note: idle" in md and "targets_from: qsv_vs_torch_harmonics.json" in md
     with pytest.raises(FileNotFoundError, match="run the benchmark first"):
-        qsv_layer_speed.write_targets(tmp_path / "missing.json")
+        qsv_vs_torch_harmonics.write_targets(tmp_path / "missing.json")

@@ -1,21 +1,17 @@
-"""Tests for QSVNet, its ablation variants and the parameter-matched control."""
+"""Tests for QSVNet (the ablation's models by name are tested in
+tests/experiments/qsv_ablation/test_variants.py)."""
 from __future__ import annotations
 
 import pytest
 import torch
 from torch_geometric.data import Batch
-from torch_geometric.nn.conv import TransformerConv
 
 from quest_geometric.datasets.images import DigitsGraphs
-from quest_geometric.models.qsv_net import (
-    VARIANTS,
-    QSVNet,
-    match_parameter_count,
-    parameter_counts,
-    qsv_variant,
-)
-from quest_geometric.nn.qsv_conv import QSVConv
+from quest_geometric.experiments.qsv_ablation.config import GRAPH_VARIANTS
+from quest_geometric.experiments.qsv_ablation.variants import qsv_variant
+from quest_geometric.models.qsv_net import QSVNet
 from quest_geometric.nn.quaternion_linear import QuaternionLinear
+from quest_geometric.testing.qsv import random_image_batch
 from quest_geometric.transforms.image_to_lattice import ImageToLattice
 from quest_geometric.transforms.image_to_sphere import ImageToSphere
 
@@ -25,15 +21,11 @@ SMALL = dict(channels=16, heads=2, num_layers=2)
 
 
 def sphere_batch(n: int = 3, c: int = 3, seed: int = 0) -> Batch:
-    gen = torch.Generator().manual_seed(seed)
-    return SPHERE.batch_call(torch.rand(n, c, 8, 8, generator=gen),
-                             y=torch.arange(n), as_batch=True)
+    return random_image_batch(SPHERE, n, c, seed=seed)
 
 
 def lattice_batch(n: int = 3, c: int = 3, seed: int = 0) -> Batch:
-    gen = torch.Generator().manual_seed(seed)
-    return LATTICE.batch_call(torch.rand(n, c, 8, 8, generator=gen),
-                              y=torch.arange(n), as_batch=True)
+    return random_image_batch(LATTICE, n, c, seed=seed)
 
 
 def count(model: torch.nn.Module) -> int:
@@ -124,73 +116,6 @@ def test_outer_readout_needs_shell():
         QSVNet(3, 6, readout="outer", **SMALL)(data)
 
 
-# ---------------------------------------------------------------------------- variants
-@pytest.mark.parametrize("kwargs", [
-    {},
-    dict(channels=32, heads=2, num_layers=2),
-    dict(channels=48, heads=4, num_layers=3, stem="conv", mlp_ratio=4.0),
-    dict(channels=16, heads=1, num_layers=2, mixing="linear"),
-])
-@pytest.mark.slow
-def test_standard_attention_control_is_parameter_matched(kwargs):
-    reference = QSVNet(3, 10, **kwargs)
-    control = qsv_variant("standard_attention", 3, 10, **kwargs)
-    n_ref, n_ctl = count(reference), count(control)
-    assert abs(n_ctl - n_ref) <= 0.05 * n_ref
-    assert control.parameter_count() == n_ctl
-    assert not control.qsv_layers()
-    convs = [m for m in control.modules() if isinstance(m, TransformerConv)]
-    assert len(convs) == reference.num_layers
-    assert all(c.heads == reference.heads for c in convs)
-    # The same network otherwise: stem, mixing and readout follow the arguments.
-    assert control.stem_type == reference.stem_type and control.mixing == reference.mixing
-    assert control(sphere_batch()).shape == (3, 10)
-
-
-def test_match_parameter_count_reports_the_built_model():
-    match = match_parameter_count(50_000, 3, 10, heads=4, num_layers=3)
-    model = QSVNet(3, 10, channels=match["channels"], mlp_hidden=match["mlp_hidden"],
-                   conv="transformer", heads=4, num_layers=3)
-    assert count(model) == match["parameters"]
-    assert match["channels"] % 4 == 0
-    assert abs(match["parameters"] - 50_000) / 50_000 == pytest.approx(match["relative_gap"])
-    assert match["relative_gap"] <= 0.05
-    with pytest.raises(ValueError, match="within"):
-        match_parameter_count(50_000, 3, 10, tolerance=1e-9, num_layers=1)
-    with pytest.raises(ValueError, match="channels"):
-        match_parameter_count(50_000, 3, 10, channels=16)
-
-
-@pytest.mark.slow
-def test_variants_and_parameter_counts():
-    kwargs = dict(SMALL)
-    counts = parameter_counts(3, 10, **kwargs)
-    assert set(counts) == set(VARIANTS)
-    full = count(QSVNet(3, 10, **kwargs))
-    for name in ("qsv", "no_transport", "uniform", "lattice"):
-        assert counts[name] == full
-    assert abs(counts["standard_attention"] - full) <= 0.05 * full
-    flags = {name: [(c.transport, c.attention)
-                    for c in qsv_variant(name, 3, 10, **kwargs).qsv_layers()]
-             for name in ("qsv", "no_transport", "uniform", "lattice")}
-    assert flags["qsv"] == flags["lattice"] == [(True, "learned")] * 2
-    assert flags["no_transport"] == [(False, "learned")] * 2
-    assert flags["uniform"] == [(True, "uniform")] * 2
-    with pytest.raises(ValueError, match="name"):
-        qsv_variant("cnn", 3, 10)
-
-
-def test_node_quaternions_with_num_nodes():
-    n = 48  # 16 + 32 sphere nodes
-    model = qsv_variant("qsv", 3, 5, qsv_kwargs={"quaternion": "both"}, num_nodes=n, **SMALL)
-    assert all(c.node_q is not None and c.node_q.shape == (n, 2, 4)
-               for c in model.qsv_layers())
-    assert model(sphere_batch(2)).shape == (2, 5)
-    control = qsv_variant("standard_attention", 3, 5, qsv_kwargs={"quaternion": "both"},
-                          num_nodes=n, **SMALL)
-    assert abs(count(control) - count(model)) <= 0.05 * count(model)
-
-
 def test_pos_embedding_adds_a_tiled_per_node_vector():
     torch.manual_seed(0)
     model = QSVNet(3, 5, pos_embedding=True, num_nodes=48, **SMALL).eval()
@@ -212,10 +137,6 @@ def test_pos_embedding_adds_a_tiled_per_node_vector():
     assert not torch.allclose(out, plain(data))
     with pytest.raises(ValueError, match="48-node template"):
         model(lattice_batch(1))
-    control = qsv_variant("standard_attention", 3, 5, pos_embedding=True, num_nodes=48,
-                          **SMALL)
-    assert control.pos is not None
-    assert abs(count(control) - count(model)) <= 0.05 * count(model)
 
 
 def test_num_nodes_must_be_used():
@@ -294,7 +215,7 @@ def test_attention_weights_match_the_returned_quaternions():
 
 
 # ---------------------------------------------------------------------------- training
-@pytest.mark.parametrize("name", VARIANTS)
+@pytest.mark.parametrize("name", GRAPH_VARIANTS)
 def test_gradient_reaches_every_parameter(name):
     torch.manual_seed(0)
     model = qsv_variant(name, 3, 4, stem="conv", **SMALL)

@@ -1,7 +1,8 @@
 """QSVConv as a PyG layer: the fused dense path against the gather reference and the scatter
 path, explain masks and hooks, PyG's explainers on a sphere graph, bipartite input,
 ``to_hetero``, sparse-layout attention weights, dropout and the one meaning of
-``return_attention_weights``.  References are written here from the formulas."""
+``return_attention_weights``.  References are independent, from the formulas
+(:mod:`quest_geometric.testing.qsv`)."""
 from __future__ import annotations
 
 import typing
@@ -17,50 +18,9 @@ from torch_geometric.utils import to_edge_index
 from quest_geometric.geometry.graphs import sphere_graph
 from quest_geometric.models.qsv_net import QSVBlock, QSVNet
 from quest_geometric.nn.qsv_conv import QSVConv
-from test_qsv_conv import conj, ham, make_conv  # the independent references and builder
+from quest_geometric.testing.qsv import make_qsv_conv, qsv_conv_reference, random_dense_edges
 
 DT = torch.float64
-
-
-# ----------------------------------------------------------------------------- references
-def feature_quats(conv: QSVConv, x: torch.Tensor) -> torch.Tensor:
-    q = (x @ conv.lin_q.weight.T + conv.lin_q.bias).view(x.size(0), conv.heads, 4)
-    return q / q.norm(dim=-1, keepdim=True)
-
-
-def reference(conv: QSVConv, x_src: torch.Tensor, x_dst: torch.Tensor, ei: torch.Tensor,
-              edge_weight: torch.Tensor | None = None) -> torch.Tensor:
-    """Per-target loop with explicit per-edge sandwich r x conj(r); 'feature' quaternions
-    from the source / target features; ``edge_weight`` multiplies each message after the
-    softmax (PyG's explain mask)."""
-    h, m = conv.heads, conv.groups
-    qs, qd = feature_quats(conv, x_src), feature_quats(conv, x_dst)
-    xq = x_src.view(-1, h, m, 4)
-    rows = []
-    for i in range(x_dst.size(0)):
-        sel = ei[1] == i
-        src = ei[0, sel]
-        if src.numel() == 0:
-            rows.append(torch.zeros(h, m, 4, dtype=x_src.dtype))
-            continue
-        r = ham(conj(qd[i]).expand(len(src), h, 4), qs[src])
-        w = torch.softmax(r[..., 0], dim=0)  # [deg, H]
-        if edge_weight is not None:
-            w = w * edge_weight[sel][:, None]
-        msg = xq[src]
-        rr = r[:, :, None, :].expand_as(msg)
-        msg = ham(ham(rr, msg), conj(rr))
-        rows.append((w[:, :, None, None] * msg).sum(0))
-    out = torch.stack(rows).reshape(x_dst.size(0), -1)
-    return out + conv.bias
-
-
-def knn_edges(n_dst: int, k: int, n_src: int | None = None, seed: int = 0) -> torch.Tensor:
-    """Exactly k in-edges per target, sorted by target (the dense layout)."""
-    g = torch.Generator().manual_seed(seed)
-    n_src = n_dst if n_src is None else n_src
-    src = torch.stack([torch.randperm(n_src, generator=g)[:k] for _ in range(n_dst)])
-    return torch.stack([src.reshape(-1), torch.arange(n_dst).repeat_interleave(k)])
 
 
 def run(conv, x, ei, **kw):
@@ -91,8 +51,8 @@ def test_fused_equals_gather_reference_and_scatter_values_and_grads(mode):
     kw = dict(mode)
     if kw["quaternion"] != "feature":
         kw["num_nodes"] = n
-    conv = make_conv(**kw)
-    ei = knn_edges(n, k)
+    conv = make_qsv_conv(**kw)
+    ei = random_dense_edges(n, k)
     x = torch.randn(n, conv.channels, dtype=DT)
     conv.fused = True
     fused = run(conv, x, ei, dense=True)
@@ -110,29 +70,29 @@ def test_fused_equals_gather_reference_and_scatter_values_and_grads(mode):
 @pytest.mark.slow
 def test_fused_path_float32_and_gradcheck_float64():
     n, k = 9, 3
-    ei = knn_edges(n, k)
+    ei = random_dense_edges(n, k)
     conv32 = QSVConv(16, heads=2)
     x = torch.randn(n, 16)
     conv32.fused = False
     ref = conv32(x, ei, dense=True)
     conv32.fused = True
     torch.testing.assert_close(conv32(x, ei, dense=True), ref, atol=1e-5, rtol=1e-5)
-    conv = make_conv(channels=8, heads=2, temperature="learned")
+    conv = make_qsv_conv(channels=8, heads=2, temperature="learned")
     xx = torch.randn(n, 8, dtype=DT, requires_grad=True)
     assert torch.autograd.gradcheck(lambda t: conv(t, ei, dense=True), (xx,))
 
 
 def test_checks_are_cached_per_tensor_and_redone_after_in_place_change():
     n, k = 10, 3
-    ei = knn_edges(n, k)
-    conv = make_conv()
+    ei = random_dense_edges(n, k)
+    conv = make_qsv_conv()
     x = torch.randn(n, 16, dtype=DT)
     out = conv(x, ei)
     torch.testing.assert_close(out, conv(x, ei.clone(), dense=False))
     # break the dense layout in place: the cached answer must not be reused
     ei[1, 0], ei[1, k] = ei[1, k].clone(), ei[1, 0].clone()
     assert not QSVConv.is_dense_layout(ei, n)
-    torch.testing.assert_close(conv(x, ei), reference(conv, x, x, ei))
+    torch.testing.assert_close(conv(x, ei), qsv_conv_reference(conv, (x, x), ei))
     with pytest.raises(ValueError, match="dense=True"):
         conv(x, ei, dense=True)
     ei[0, 0] = n  # out of range, in place
@@ -144,8 +104,8 @@ def test_checks_are_cached_per_tensor_and_redone_after_in_place_change():
 @pytest.mark.parametrize("apply_sigmoid", [False, True])
 def test_explain_mask_applied_identically_on_every_path(apply_sigmoid):
     n, k = 12, 4
-    ei = knn_edges(n, k)
-    conv = make_conv()
+    ei = random_dense_edges(n, k)
+    conv = make_qsv_conv()
     x = torch.randn(n, 16, dtype=DT)
     g = torch.Generator().manual_seed(3)
     if apply_sigmoid:
@@ -155,7 +115,7 @@ def test_explain_mask_applied_identically_on_every_path(apply_sigmoid):
     else:
         raw = (torch.rand(ei.size(1), generator=g) > 0.4).to(DT)  # zero mask entries
         weight = raw
-    expected = reference(conv, x, x, ei, edge_weight=weight)
+    expected = qsv_conv_reference(conv, (x, x), ei, edge_weight=weight)
     conv.explain = True
     conv._edge_mask = raw
     conv._apply_sigmoid = apply_sigmoid
@@ -181,8 +141,8 @@ def test_explain_mask_applied_identically_on_every_path(apply_sigmoid):
 
 def test_dense_path_steps_aside_for_hooks_and_refuses_them_when_forced():
     n, k = 10, 3
-    ei = knn_edges(n, k)
-    conv = make_conv()
+    ei = random_dense_edges(n, k)
+    conv = make_qsv_conv()
     x = torch.randn(n, 16, dtype=DT)
     seen = []
     handle = conv.register_message_forward_hook(lambda mod, inp, out: seen.append(inp[0]["alpha"]))
@@ -190,7 +150,7 @@ def test_dense_path_steps_aside_for_hooks_and_refuses_them_when_forced():
         out, (_, alpha) = conv(x, ei, return_attention_weights=True)  # auto: scatter path
         assert len(seen) == 1
         torch.testing.assert_close(seen[0], alpha)
-        torch.testing.assert_close(out, reference(conv, x, x, ei))
+        torch.testing.assert_close(out, qsv_conv_reference(conv, (x, x), ei))
         with pytest.raises(ValueError, match="hooks"):
             conv(x, ei, dense=True)
     finally:
@@ -301,18 +261,18 @@ def test_attention_explainer_same_on_sphere_graph_as_scatter_path(sphere):
 @pytest.mark.parametrize("dense", [None, False, True])
 def test_bipartite_equals_per_target_reference(dense):
     n_src, n_dst, k = 11, 7, 3
-    ei = knn_edges(n_dst, k, n_src=n_src)
-    conv = make_conv()
+    ei = random_dense_edges(n_dst, k, n_src=n_src)
+    conv = make_qsv_conv()
     xs, xd = torch.randn(n_src, 16, dtype=DT), torch.randn(n_dst, 16, dtype=DT)
     out = conv((xs, xd), ei, dense=dense)
     assert out.shape == (n_dst, 16)
-    torch.testing.assert_close(out, reference(conv, xs, xd, ei))
+    torch.testing.assert_close(out, qsv_conv_reference(conv, (xs, xd), ei))
 
 
 def test_bipartite_paths_agree_in_gradients_and_same_tensor_is_plain_call():
     n_src, n_dst, k = 9, 6, 4
-    ei = knn_edges(n_dst, k, n_src=n_src)
-    conv = make_conv(heads=4, channels=32)
+    ei = random_dense_edges(n_dst, k, n_src=n_src)
+    conv = make_qsv_conv(heads=4, channels=32)
     xs, xd = torch.randn(n_src, 32, dtype=DT), torch.randn(n_dst, 32, dtype=DT)
     results = []
     for dense, fused in ((True, True), (True, False), (False, True)):
@@ -324,7 +284,7 @@ def test_bipartite_paths_agree_in_gradients_and_same_tensor_is_plain_call():
     for other in results[1:]:
         for u, v in zip(results[0], other):
             torch.testing.assert_close(u, v)
-    ei_sq = knn_edges(n_src, k, seed=2)
+    ei_sq = random_dense_edges(n_src, k, seed=2)
     torch.testing.assert_close(conv((xs, xs), ei_sq), conv(xs, ei_sq))
 
 
@@ -360,25 +320,25 @@ def test_to_hetero_relation_between_node_types():
     g = torch.Generator().manual_seed(1)
     x = {"a": torch.randn(6, 16, generator=g, dtype=DT),
          "b": torch.randn(4, 16, generator=g, dtype=DT)}
-    ei = {("a", "to", "b"): knn_edges(4, 3, n_src=6),
+    ei = {("a", "to", "b"): random_dense_edges(4, 3, n_src=6),
           ("b", "to", "a"): torch.tensor([[0, 1, 3, 2, 2], [0, 0, 2, 4, 5]]),
-          ("b", "self", "b"): knn_edges(4, 2, seed=4)}
+          ("b", "self", "b"): random_dense_edges(4, 2, seed=4)}
     out = model(x, ei)
     assert out["a"].shape == (6, 16) and out["b"].shape == (4, 16)
     convs = {key: conv for key, conv in model.conv.items()}
-    exp_b = (reference(convs["a__to__b"], x["a"], x["b"], ei["a", "to", "b"])
-             + reference(convs["b__self__b"], x["b"], x["b"], ei["b", "self", "b"]))
+    exp_b = (qsv_conv_reference(convs["a__to__b"], (x["a"], x["b"]), ei["a", "to", "b"])
+             + qsv_conv_reference(convs["b__self__b"], (x["b"], x["b"]), ei["b", "self", "b"]))
     torch.testing.assert_close(out["b"], exp_b)
     torch.testing.assert_close(
-        out["a"], reference(convs["b__to__a"], x["b"], x["a"], ei["b", "to", "a"]))
+        out["a"], qsv_conv_reference(convs["b__to__a"], (x["b"], x["a"]), ei["b", "to", "a"]))
 
 
 # ----------------------------------------------------------------------------- weights
 @pytest.mark.parametrize("layout", [torch.sparse_coo, torch.sparse_csr, torch.sparse_csc])
 def test_sparse_input_returns_weights_in_its_layout(layout):
     n, k = 9, 3
-    ei = knn_edges(n, k)
-    conv = make_conv()
+    ei = random_dense_edges(n, k)
+    conv = make_qsv_conv()
     x = torch.randn(n, 16, dtype=DT)
     out_ref, (_, alpha_ref) = conv(x, ei, return_attention_weights=True)
     adj_t = torch.sparse_coo_tensor(ei.flip(0), torch.ones(ei.size(1), dtype=DT), (n, n))
@@ -395,16 +355,16 @@ def test_sparse_input_returns_weights_in_its_layout(layout):
 
 def test_uncoalesced_coo_input_is_coalesced_not_just_flagged():
     n, k = 8, 2
-    ei = knn_edges(n, k)
+    ei = random_dense_edges(n, k)
     perm = torch.randperm(ei.size(1), generator=torch.Generator().manual_seed(0))
     adj_t = torch.sparse_coo_tensor(ei.flip(0)[:, perm], torch.ones(ei.size(1), dtype=DT),
                                     (n, n))
     assert not adj_t.is_coalesced()
-    conv = make_conv()
+    conv = make_qsv_conv()
     x = torch.randn(n, 16, dtype=DT)
     out, (adj_alpha, _) = conv(x, adj_t, return_attention_weights=True)
     assert not adj_t.is_coalesced()  # the caller's tensor is left alone
-    torch.testing.assert_close(out, reference(conv, x, x, ei))
+    torch.testing.assert_close(out, qsv_conv_reference(conv, (x, x), ei))
     _, (_, alpha_ref) = conv(x, ei, return_attention_weights=True)
     torch.testing.assert_close(adj_alpha.to_dense()[ei[1], ei[0]], alpha_ref)
 
@@ -412,8 +372,8 @@ def test_uncoalesced_coo_input_is_coalesced_not_just_flagged():
 @pytest.mark.parametrize("dense, fused", [(True, True), (True, False), (False, True)])
 def test_returned_weights_are_the_ones_used_after_dropout(dense, fused):
     n, k = 12, 4
-    ei = knn_edges(n, k)
-    conv = make_conv(transport=False, dropout=0.5)
+    ei = random_dense_edges(n, k)
+    conv = make_qsv_conv(transport=False, dropout=0.5)
     conv.fused = fused
     conv.train()
     x = torch.randn(n, 16, dtype=DT)
@@ -429,7 +389,7 @@ def test_returned_weights_are_the_ones_used_after_dropout(dense, fused):
 
 def test_one_meaning_of_return_attention_weights():
     n, k = 16, 4
-    ei = knn_edges(n, k)
+    ei = random_dense_edges(n, k)
     x = torch.randn(n, 16)
     conv = QSVConv(16, heads=2)
     for value in (None, False):

@@ -1,0 +1,387 @@
+"""Is :class:`~quest_geometric.nn.QSVConv` as fast as torch-harmonics'
+``NeighborhoodAttentionS2`` on the same points, and how does it do on small graphs?
+
+QSVConv against NVIDIA torch-harmonics' ``NeighborhoodAttentionS2`` (its optimized CPU
+kernel) and PyG's ``TransformerConv`` on the same points, channels and mean neighbourhood
+(eager and compiled, forward and forward + backward), checked against the speed targets; and
+a batch of small digit sphere graphs against ``TransformerConv`` (the per-call overhead case).
+
+Run ``python benchmarks/qsv_vs_torch_harmonics.py`` (``--quick`` for a smoke test).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from quest_geometric.experiments.common import (
+    load_average,
+    paired_ratio,
+    time_interleaved,
+    write_results,
+)
+
+#: The grids of the torch-harmonics comparison (nlat, nlon): 16,200 and 64,800 points.
+HARMONICS_GRIDS = ((90, 180), (180, 360))
+HARMONICS_CHANNELS = 64
+_MISSING_HARMONICS = (
+    "torch-harmonics is not installed: the comparison with its NeighborhoodAttentionS2 is "
+    "skipped. Install it with `pip install --no-deps torch-harmonics==0.9.3` (0.9.3 "
+    "declares torch 2.14 but its CPU kernels load beside torch 2.13; --no-deps keeps pip "
+    "from replacing torch)."
+)
+
+
+def harmonics_version() -> str | None:
+    """The installed torch-harmonics version, or :obj:`None` when it is absent."""
+    try:
+        import torch_harmonics
+    except ImportError:
+        return None
+    return str(getattr(torch_harmonics, "__version__", "unknown"))
+
+
+def _equiangular_graph(nlat: int, nlon: int, k: int):
+    """The torch-harmonics equiangular grid points (row-major ``(lat, lon)``, as its
+    ``[B, C, nlat, nlon]`` tensors flatten) and their exact kNN graph with ``k`` in-edges
+    per node (self included), sorted by target: the dense layout of QSVConv."""
+    from torch_harmonics.quadrature import precompute_latitudes
+
+    from quest_geometric.geometry.knn import knn_graph
+
+    colat, _ = precompute_latitudes(nlat, grid="equiangular")
+    lon = torch.arange(nlon, dtype=torch.float64) * (2 * math.pi / nlon)
+    theta, phi = torch.meshgrid(colat.double(), lon, indexing="ij")
+    pos = torch.stack([theta.sin() * phi.cos(), theta.sin() * phi.sin(), theta.cos()], -1)
+    return knn_graph(pos.reshape(-1, 3), k, loop=True)
+
+
+def _one_gather_and_spmm(edge_index: torch.Tensor, x: torch.Tensor, repeat: int) -> dict:
+    """The floors: one ``[E, C]`` gather of the neighbours' features, and one sparse-dense
+    product over fixed weights (a single pass over the neighbours, no autograd)."""
+    import warnings
+
+    n = x.size(0)
+    k = edge_index.size(1) // n
+    crow = torch.arange(0, n * k + 1, k)  # the dense layout: k entries per row
+    w = torch.rand(edge_index.size(1))
+
+    def spmm() -> torch.Tensor:
+        with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state"
+            warnings.filterwarnings("ignore", message=".*Sparse CSR tensor support is in beta.*")
+            a = torch.sparse_csr_tensor(crow, edge_index[0], w, (n, n), check_invariants=False)
+        return a @ x
+
+    with torch.no_grad():
+        t = time_interleaved({"gather": lambda: x.index_select(0, edge_index[0]),
+                              "spmm": spmm}, warmup=1, repeat=repeat)
+    return {name: 1e3 * v["median_s"] for name, v in t.items()}
+
+
+def harmonics_rows(grids=HARMONICS_GRIDS, threads=(1, 2), compiled: bool = True,
+                   repeat: int = 5, progress: bool = True) -> list[dict]:
+    """QSVConv, torch-harmonics' ``NeighborhoodAttentionS2`` (optimized kernel) and
+    TransformerConv on the same points, channels (64), heads (1) and mean neighbourhood
+    (torch-harmonics' own cutoff): forward and forward + backward, eager (and compiled),
+    at each thread count, timed in interleaved rounds so that all three meet the same load.
+    """
+    from torch_geometric.nn import TransformerConv
+    from torch_harmonics import NeighborhoodAttentionS2
+
+    from quest_geometric.nn.qsv_conv import QSVConv
+
+    rows = []
+    previous = torch.get_num_threads()
+    try:
+        for nlat, nlon in grids:
+            torch.manual_seed(0)
+            th = NeighborhoodAttentionS2(HARMONICS_CHANNELS, (nlat, nlon), (nlat, nlon),
+                                         num_heads=1)
+            n = nlat * nlon
+            # torch-harmonics stores the neighbourhoods of one meridian only (the rest
+            # follow by longitude shifts): psi has one row per output latitude
+            mean_nbr = th.psi_col_idx.numel() / (th.psi_roff_idx.numel() - 1)
+            k = max(1, round(mean_nbr))
+            edge_index = _equiangular_graph(nlat, nlon, k)
+            qsv = QSVConv(HARMONICS_CHANNELS, heads=1)
+            tconv = TransformerConv(HARMONICS_CHANNELS, HARMONICS_CHANNELS, heads=1)
+            x = torch.randn(n, HARMONICS_CHANNELS)
+            x_grid = x.t().reshape(1, HARMONICS_CHANNELS, nlat, nlon).contiguous()
+            modes = ["eager"] + (["compiled"] if compiled else [])
+            for t in threads:
+                torch.set_num_threads(t)
+                floors = _one_gather_and_spmm(edge_index, x, repeat)
+                for mode in modes:
+                    layers = {"QSVConv": qsv, "NeighborhoodAttentionS2": th,
+                              "TransformerConv": tconv}
+                    if mode == "compiled":
+                        torch._dynamo.reset()
+                        layers = {name: torch.compile(m) for name, m in layers.items()}
+                    inputs = {"QSVConv": (x, edge_index), "TransformerConv": (x, edge_index),
+                              "NeighborhoodAttentionS2": (x_grid,)}
+                    kwargs = {"QSVConv": {"dense": True}, "TransformerConv": {},
+                              "NeighborhoodAttentionS2": {}}
+                    for what in ("forward", "forward+backward"):
+                        fns = {}
+                        for name, layer in layers.items():
+                            args = inputs[name]
+                            kw = kwargs[name]
+                            if what == "forward":
+                                def fn(layer=layer, args=args, kw=kw):
+                                    with torch.no_grad():
+                                        layer(*args, **kw)
+                            else:
+                                leaf = args[0].clone().requires_grad_(True)
+                                rest = args[1:]
+
+                                def fn(layer=layer, leaf=leaf, rest=rest, kw=kw):
+                                    leaf.grad = None
+                                    layer(leaf, *rest, **kw).square().mean().backward()
+                            fns[name] = fn
+                        load_before = load_average()
+                        timed = time_interleaved(fns, warmup=2 if mode == "compiled" else 1,
+                                                 repeat=repeat)
+                        for name in fns:
+                            rows.append({
+                                "points": n, "grid": f"{nlat}x{nlon}", "k": k,
+                                "mean_nbr_th": round(mean_nbr, 2), "threads": t, "mode": mode,
+                                "pass": what, "layer": name,
+                                "ms": 1e3 * timed[name]["median_s"],
+                                "std_ms": 1e3 * timed[name]["std_s"],
+                                "qsv_speedup": paired_ratio(timed, name, "QSVConv"),
+                                "gather_ms": floors["gather"], "spmm_ms": floors["spmm"],
+                                "load": load_before,
+                            })
+                        if progress:
+                            q = 1e3 * timed["QSVConv"]["median_s"]
+                            h = 1e3 * timed["NeighborhoodAttentionS2"]["median_s"]
+                            print(f"[harmonics] {n} pts, {t} thr, {mode}, {what}: QSVConv "
+                                  f"{q:.1f} ms, torch-harmonics {h:.1f} ms", flush=True)
+    finally:
+        torch.set_num_threads(previous)
+    return rows
+
+
+def small_graph_rows(threads=(1, 2), repeat: int = 20, batch_size: int = 32) -> list[dict]:
+    """The per-call overhead case: a batch of ``batch_size`` digit sphere graphs (16 + 64
+    nodes, in-degree 8 + 2, the digits preset), width 32 and 2 heads, QSVConv against
+    TransformerConv, forward and forward + backward (eager)."""
+    from torch_geometric.nn import TransformerConv
+
+    from quest_geometric.nn.qsv_conv import QSVConv
+    from quest_geometric.transforms.image_to_sphere import ImageToSphere
+
+    torch.manual_seed(0)
+    batch = ImageToSphere(sizes=(16, 64), k=8, k_cross=2).batch_call(
+        torch.rand(batch_size, 1, 8, 8), as_batch=True)
+    edge_index, n = batch.edge_index, batch.num_nodes
+    channels, heads = 32, 2
+    layers = {"QSVConv": QSVConv(channels, heads=heads),
+              "TransformerConv": TransformerConv(channels, channels // heads, heads=heads)}
+    x = torch.randn(n, channels)
+    rows = []
+    previous = torch.get_num_threads()
+    try:
+        for t in threads:
+            torch.set_num_threads(t)
+            for what in ("forward", "forward+backward"):
+                fns = {}
+                for name, layer in layers.items():
+                    if what == "forward":
+                        def fn(layer=layer):
+                            with torch.no_grad():
+                                layer(x, edge_index)
+                    else:
+                        leaf = x.clone().requires_grad_(True)
+
+                        def fn(layer=layer, leaf=leaf):
+                            leaf.grad = None
+                            layer(leaf, edge_index).square().mean().backward()
+                    fns[name] = fn
+                load_before = load_average()
+                timed = time_interleaved(fns, warmup=3, repeat=repeat)
+                for name in fns:
+                    rows.append({"graphs": batch_size, "nodes": n, "edges": edge_index.size(1),
+                                 "channels": channels, "heads": heads, "threads": t,
+                                 "pass": what, "layer": name,
+                                 "ms": 1e3 * timed[name]["median_s"],
+                                 "std_ms": 1e3 * timed[name]["std_s"],
+                                 "qsv_speedup": paired_ratio(timed, name, "QSVConv"),
+                                 "load": load_before})
+    finally:
+        torch.set_num_threads(previous)
+    return rows
+
+
+def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
+                           progress: bool = True, threads=(1, 2),
+                           compiled: bool | None = None, machine: str | None = None,
+                           name: str = "qsv_vs_torch_harmonics") -> dict[str, Any]:
+    """Run the torch-harmonics comparison (skipped with a message when torch-harmonics is
+    absent) and the small-graph comparison; write ``qsv_vs_torch_harmonics[_quick].*``
+    and ``qsv_small_graphs[_quick].*``.
+
+    Args:
+        quick (bool): only the 16,200-point grid, eager, 3 rounds (a smoke test; the full
+            run needs an idle machine). (default: :obj:`False`)
+        out_dir (str): result folder. (default: ``'benchmarks/results'``)
+        progress (bool): print each measurement. (default: :obj:`True`)
+        threads (tuple of int): torch thread counts. (default: ``(1, 2)``)
+        compiled (bool, optional): also time :func:`torch.compile` d layers.
+            (default: :obj:`not quick`)
+        machine (str, optional): what else ran on the machine, written beside the tables
+            (for example ``'idle'``); :obj:`None` writes that it was not stated, so the
+            timings read as taken on a possibly shared machine. (default: :obj:`None`)
+        name (str): stem of the torch-harmonics table; the small-graph table is
+            ``qsv_small_graphs`` plus what follows ``qsv_vs_torch_harmonics`` in ``name``.
+            (default: ``'qsv_vs_torch_harmonics'``)
+
+    Returns:
+        dict: ``rows`` (empty when skipped), ``small_rows``, ``targets`` (the issue's
+        targets, per grid and thread count: :func:`harmonics_targets`), ``skipped`` (the
+        message or :obj:`None`), ``markdown``.
+    """
+    out_dir = Path(out_dir)
+    suffix = "_quick" if quick else ""
+    compiled = (not quick) if compiled is None else compiled
+    version = harmonics_version()
+    note = machine if machine else ("not stated: timings may come from a shared machine "
+                                    "and are then indicative only")
+    meta_common = {"threads_measured": list(threads), "quick": quick, "seed": 0,
+                   "dtype": "float32", "load_at_start": load_average(), "machine_note": note}
+    taken = f"Machine: {note}."
+    tail = name[len("qsv_vs_torch_harmonics"):] if name.startswith("qsv_vs_torch_harmonics") \
+        else f"_{name}"
+    markdown, rows, targets, skipped = "", [], [], None
+    if version is None:
+        skipped = _MISSING_HARMONICS
+        print(skipped)
+    else:
+        grids = HARMONICS_GRIDS[:1] if quick else HARMONICS_GRIDS
+        rows = harmonics_rows(grids, threads, compiled, repeat=3 if quick else 7,
+                              progress=progress)
+        p = write_results(
+            f"{name}{suffix}", rows, out_dir,
+            meta={**meta_common, "torch_harmonics": version, "grids": [list(g) for g in grids],
+                  "channels": HARMONICS_CHANNELS, "heads": 1, "load_at_end": load_average()},
+            title="QSVConv vs torch-harmonics NeighborhoodAttentionS2 and TransformerConv",
+            columns=["points", "grid", "k", "mean_nbr_th", "threads", "mode", "pass", "layer",
+                     "ms", "std_ms", "qsv_speedup", "gather_ms", "spmm_ms", "load"],
+            notes=("Same points (torch-harmonics' equiangular grid), 64 channels, one head; "
+                   "QSVConv and TransformerConv on the exact kNN graph of those points with "
+                   "k = torch-harmonics' mean neighbourhood (its own cutoff), self loops "
+                   "included, QSVConv on its dense path. `qsv_speedup`: median over "
+                   "interleaved rounds of time(layer) / time(QSVConv) (> 1: QSVConv faster). "
+                   "`gather_ms`: one [E, C] gather of the neighbours' features; `spmm_ms`: one "
+                   "sparse-dense product over fixed weights (a single pass over the "
+                   "neighbours), the floors of the aggregation. `load`: /proc/loadavg before "
+                   f"the measurement. {taken}"))
+        markdown += p["md"].read_text() + "\n"
+        targets = harmonics_targets(rows)
+        if targets:
+            p = write_results(
+                f"{name}_targets{suffix}", targets, out_dir,
+                meta={**meta_common, "torch_harmonics": version},
+                title="QSVConv (eager) against the speed targets",
+                notes=f"Per grid and thread count, eager: {_TARGET_NOTES} {taken}")
+            markdown += p["md"].read_text() + "\n"
+    small = small_graph_rows(threads, repeat=10 if quick else 30)
+    p = write_results(f"qsv_small_graphs{tail}{suffix}", small, out_dir,
+                      meta={**meta_common, "load_at_end": load_average()},
+                      title="QSVConv vs TransformerConv on a batch of 32 digit sphere graphs",
+                      columns=["graphs", "nodes", "edges", "channels", "heads", "threads",
+                               "pass", "layer", "ms", "std_ms", "qsv_speedup", "load"],
+                      notes=("32 graphs of 80 nodes (16 + 64 Fibonacci nodes, in-degree 8 + 2), "
+                             "width 32, 2 heads, eager. `qsv_speedup`: median over interleaved "
+                             f"rounds of time(layer) / time(QSVConv). {taken}"))
+    markdown += p["md"].read_text()
+    return {"rows": rows, "small_rows": small, "targets": targets, "skipped": skipped,
+            "markdown": markdown}
+
+
+def write_targets(json_path: str | Path) -> dict[str, Any]:
+    """Rewrite ``<stem>_targets.{csv,json,md}`` from a finished ``<stem>.json`` of
+    :func:`run` without timing anything (the targets table of a run made
+    before the table existed); the run's metadata is carried over."""
+    import json
+
+    json_path = Path(json_path)
+    if not json_path.is_file():
+        raise FileNotFoundError(f"write_targets: no result file {json_path}; run the "
+                                "benchmark first")
+    blob = json.loads(json_path.read_text())
+    targets = harmonics_targets(blob["rows"])
+    meta = {k: v for k, v in blob.get("meta", {}).items() if k != "date"}
+    meta["targets_from"] = json_path.name
+    p = write_results(f"{json_path.stem}_targets", targets, json_path.parent, meta=meta,
+                      title="QSVConv (eager) against the speed targets",
+                      notes=("Per grid and thread count, eager, from the rows of "
+                             f"`{json_path.name}` (see its notes for the machine): "
+                             + _TARGET_NOTES))
+    print(p["md"].read_text())
+    return {"targets": targets, "paths": p}
+
+
+_TARGET_NOTES = (
+    "`fwd_vs_th` = time(torch-harmonics forward) / time(QSVConv forward), target >= 1; "
+    "`fb_vs_th` the same for forward + backward, target >= 3; `fb_vs_tconv` = "
+    "time(TransformerConv forward + backward) / time(QSVConv forward + backward), target >= "
+    "3; `fwd_vs_gather` = time(one [E, C] gather) / time(QSVConv forward) and `fwd_vs_spmm` "
+    "= time(one sparse product over fixed weights) / time(QSVConv forward): how far the "
+    "forward is from one pass over the neighbours' features (1 = at the floor).")
+
+
+def harmonics_targets(rows: list[dict]) -> list[dict]:
+    """The issue's eager speed targets from :func:`harmonics_rows`'s rows, one row per grid
+    and thread count: QSVConv's forward and forward + backward speed-ups over
+    torch-harmonics and TransformerConv (the paired medians ``qsv_speedup``), and the
+    forward's distance from the two aggregation floors (``gather_ms``, ``spmm_ms``), each
+    with whether its target (``>= 1``, ``>= 3``, ``>= 3``) is met."""
+    by: dict[tuple, dict] = {}
+    for r in rows:
+        if r["mode"] == "eager":
+            by.setdefault((r["points"], r["threads"]), {})[(r["pass"], r["layer"])] = r
+    out = []
+    for (points, threads), cell in sorted(by.items()):
+        try:
+            fwd_th = cell[("forward", "NeighborhoodAttentionS2")]["qsv_speedup"]
+            fb_th = cell[("forward+backward", "NeighborhoodAttentionS2")]["qsv_speedup"]
+            fb_tc = cell[("forward+backward", "TransformerConv")]["qsv_speedup"]
+            q = cell[("forward", "QSVConv")]
+        except KeyError:  # an incomplete cell (a layer or a pass not measured)
+            continue
+        out.append({"points": points, "threads": threads,
+                    "qsv_fwd_ms": q["ms"], "fwd_vs_th": fwd_th, "fwd_target_met": fwd_th >= 1,
+                    "fb_vs_th": fb_th, "fb_target_met": fb_th >= 3,
+                    "fb_vs_tconv": fb_tc, "tconv_target_met": fb_tc >= 3,
+                    "fwd_vs_gather": q["gather_ms"] / q["ms"],
+                    "fwd_vs_spmm": q["spmm_ms"] / q["ms"]})
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Command-line entry of ``benchmarks/qsv_vs_torch_harmonics.py``."""
+    parser = argparse.ArgumentParser(
+        description="QSVConv vs torch-harmonics NeighborhoodAttentionS2 and TransformerConv")
+    parser.add_argument("--quick", action="store_true",
+                        help="16,200 points only, eager, 3 rounds (smoke test)")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--compiled", action=argparse.BooleanOptionalAction, default=None,
+                        help="also time torch.compile'd layers (default: on unless --quick)")
+    parser.add_argument("--machine", default=None,
+                        help="what else ran on the machine (e.g. 'idle'), written beside the "
+                             "tables")
+    parser.add_argument("--name", default="qsv_vs_torch_harmonics", help="result file stem")
+    parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument("--targets-only", action="store_true",
+                        help="time nothing: rewrite <name>_targets from <name>.json")
+    args = parser.parse_args(argv)
+    if args.targets_only:
+        return write_targets(Path(args.out) / f"{args.name}.json")
+    result = run(quick=args.quick, out_dir=args.out, threads=tuple(args.threads),
+                 compiled=args.compiled, machine=args.machine, name=args.name)
+    print(result["markdown"])
+    return result

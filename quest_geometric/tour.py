@@ -164,7 +164,8 @@ def _part_pretrained(ctx: TourContext) -> str:
                 "rerun; the committed full runs are `benchmarks/results/focus_pretrained.md` "
                 "and `benchmarks/results/qk_pretrained.md`.\n")
     from quest_geometric.datasets import pydoc_topic_split, token_blocks
-    from quest_geometric.experiments import focus_pretrained, qk_pretrained
+    from quest_geometric.experiments import focus_pretrained
+    from quest_geometric.experiments.qk_geometry import pretrained as qk_pretrained
     from quest_geometric.models.smollm2 import load_smollm2
     from quest_geometric.nn.focus import compose_focus, load_routers, set_focus_options
     from quest_geometric.nn.focus.compose import ROUTERS_FILE

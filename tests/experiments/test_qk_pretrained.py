@@ -13,17 +13,12 @@ import torch
 from _hf_models import build_hf, tokens
 
 from quest_geometric.experiments.qk_geometry import pretrained, pretrained_cli
+from quest_geometric.testing.common import np_pr
 
 
 def _rotate_half(x):
     d = x.shape[-1] // 2
     return np.concatenate([-x[..., d:], x[..., :d]], axis=-1)
-
-
-def _pr(z):
-    """Participation ratio of samples z [n, d] from the eigenvalues of their covariance."""
-    lam = np.linalg.eigvalsh(np.cov(z, rowvar=False))
-    return lam.sum() ** 2 / (lam ** 2).sum()
 
 
 @torch.no_grad()
@@ -67,7 +62,7 @@ def _reference(model, blocks):
                     a /= a.sum()
                     rows.append(-(a * np.log(a)).sum() / math.log(i + 1))
                 en.append(np.mean(rows))
-            res[(li, h)] = {"pr_q": _pr(qh.reshape(-1, d)), "pr_k": _pr(kh.reshape(-1, d)),
+            res[(li, h)] = {"pr_q": np_pr(qh.reshape(-1, d)), "pr_k": np_pr(kh.reshape(-1, d)),
                             "qk_effective_rank": np.mean(er), "qk_stable_rank": np.mean(sr),
                             "attention_entropy": np.mean(en)}
     return res

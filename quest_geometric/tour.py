@@ -26,7 +26,7 @@ REPORT_MARKER = ".quest_geometric_report"
 #: Longest sequence at which the Focus sweep runs the 'edges' back-end and TransformerConv:
 #: their per-edge tensors take ~4 KiB per edge, ~0.7 GB at 1K tokens but ~2 GB at 2K and
 #: ~6 GB at 4K, so beyond 1K the tour would pass its 2 GB peak-memory bound
-#: (``tests/test_cli.py`` measures the peak). The committed full run goes to 4K.
+#: (``tests/test_tour.py`` measures the peak). The committed full run goes to 4K.
 TOUR_EDGES_MAX = 1024
 
 #: Committed full-run results in a checkout of the repository (absent from an installed
@@ -138,7 +138,7 @@ def focus_speed_settings(quick: bool = True) -> dict:
     """The keyword arguments of the tour's Focus speed sweep
     (:func:`quest_geometric.experiments.focus_speed.run`): up to 16K tokens, no memory
     columns, glibc's default allocator and, for the quick tour, 'edges' only up to
-    :data:`TOUR_EDGES_MAX` tokens (the tour's memory peak; ``tests/test_cli.py``)."""
+    :data:`TOUR_EDGES_MAX` tokens (the tour's memory peak; ``tests/test_tour.py``)."""
     return {"quick": True, "memory": False, "allocator": "system",
             "edges_max": TOUR_EDGES_MAX if quick else None}
 

@@ -2,11 +2,12 @@
 
     OMP_NUM_THREADS=1 python benchmarks/qk_pretrained.py [--quick]
 
-The logic lives in :mod:`quest_geometric.experiments.qk_pretrained`.
+The logic lives in :mod:`quest_geometric.experiments.qk_geometry.pretrained_cli` (the
+command) and :mod:`quest_geometric.experiments.qk_geometry.pretrained` (the probe).
 """
 import sys
 
-from quest_geometric.experiments.qk_pretrained import main
+from quest_geometric.experiments.qk_geometry.pretrained_cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

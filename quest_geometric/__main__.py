@@ -54,6 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
                            "tables) and "
                            "the Focus 'edges' back-end up to 4K tokens (peak memory ~7 GB); "
                            "the other parts unchanged; much longer")
+    tour.add_argument("--results", default=None, metavar="DIR",
+                      help="folder of committed results to quote and to load the committed "
+                           "routers from, laid out as benchmarks/results/ (default: the "
+                           "copies shipped with the package; the routers of the source "
+                           "checkout where there is one)")
     tour.add_argument("--no-progress", action="store_true",
                       help="hide progress bars (one line per part is still printed)")
     return parser
@@ -68,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             run_tour(
                 out=args.out, only=args.only, device=args.device, force=args.force,
-                quick=not args.full, progress=not args.no_progress,
+                quick=not args.full, progress=not args.no_progress, results=args.results,
             )
         except TourError as e:
             print(f"quest-geometric tour: error: {e}", file=sys.stderr)

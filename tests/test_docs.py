@@ -70,11 +70,6 @@ def build_docs(tmp_path_factory):
     return out
 
 
-@pytest.fixture(scope="module")
-def built_docs(tmp_path_factory):
-    return build_docs(tmp_path_factory)
-
-
 @pytest.mark.slow
 def test_docs_build_strict(built_docs):
     assert (built_docs / "index.html").exists()

@@ -20,16 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from test_docs import IN_CI, build_docs
+from test_docs import IN_CI
 
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser") if shutil.which(n)),
                 None)
 MATH_NODE = re.compile(r'<(?:span|div) class="math notranslate nohighlight">')
-
-
-@pytest.fixture(scope="module")
-def built_docs(tmp_path_factory):
-    return build_docs(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -12,11 +12,7 @@ from quest_geometric.analysis.metrics import (
     participation_ratio_from_covariance,
     stable_rank,
 )
-
-
-def np_pr(z):
-    lam = np.linalg.eigvalsh(np.cov(z, rowvar=False))
-    return lam.sum() ** 2 / (lam ** 2).sum()
+from quest_geometric.testing.common import np_pr
 
 
 @pytest.mark.parametrize("n,dim", [(200, 6), (5, 12), (2, 3)])

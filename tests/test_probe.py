@@ -21,14 +21,9 @@ from quest_geometric.analysis.probe import (
 )
 from quest_geometric.models.char_gpt import CharGPT, GPTConfig
 from quest_geometric.nn.focus import FocusAttention
+from quest_geometric.testing.common import np_pr
 
 # ----------------------------------------------------------------------------- references
-
-
-def np_pr(z: np.ndarray) -> float:
-    """PR from the eigenvalues of the covariance (numpy)."""
-    lam = np.linalg.eigvalsh(np.cov(z, rowvar=False))
-    return float(lam.sum() ** 2 / (lam ** 2).sum())
 
 
 def np_ranks(m: np.ndarray) -> tuple[float, float]:

@@ -7,17 +7,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from quest_geometric.analysis.streaming import StreamingCovariance
+from quest_geometric.testing.common import np_pr_from_covariance as np_pr
 
 
 def data(n, dim, seed=0, shift=0.0):
     g = torch.Generator().manual_seed(seed)
     a = torch.randn(dim, dim, generator=g, dtype=torch.float64)
     return torch.randn(n, dim, generator=g, dtype=torch.float64) @ a + shift
-
-
-def np_pr(cov):
-    lam = np.linalg.eigvalsh(cov)
-    return lam.sum() ** 2 / (lam ** 2).sum()
 
 
 def test_update_over_chunks_equals_numpy():

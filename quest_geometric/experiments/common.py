@@ -193,8 +193,8 @@ def reuse_freed_memory() -> bool:
 
     glibc serves every allocation of 32 MiB or more (a ``[32768, 256]`` float32 tensor) with
     a fresh ``mmap`` and unmaps it on free, so each such tensor page-faults all its pages
-    again on every call: about 12 ms per 32 MiB here, which at long sequences is more than
-    the routing itself. This raises the mmap and trim thresholds
+    again on every call, which at long sequences can cost more than the routing itself
+    (measured in the docs' benchmarks page). This raises the mmap and trim thresholds
     (``mallopt(M_MMAP_THRESHOLD, 1 GiB)``, ``mallopt(M_TRIM_THRESHOLD, 2 GiB)``) for the
     whole process, which is what the jemalloc/TCMalloc allocators recommended by PyTorch's
     CPU performance tuning guide do by design. It affects every method measured in the

@@ -51,7 +51,7 @@ COLUMNS = ["model", "gate", "mode", "top_k", "val_bpc", "rel_to_full", "balance"
 class LMConfig:
     """The settings of one run of this experiment (stored with the results).
 
-    The default (full) setting was chosen to fit about 20 minutes on 2 CPU cores: a 3-layer,
+    The default (full) setting is sized for a two-core CPU: a 3-layer,
     96-wide, 4-head CharGPT on 128-character blocks, window 32 (so Focus prunes every pair
     more than 32 characters apart unless the two tokens share a group), K = 4 groups.
     Models (b) and (c) are trained once per soft gate of ``gates``; the targets of the

@@ -33,7 +33,7 @@ CPU_LENGTHS = (1024, 2048, 4096, 8192, 16384, 32768, 65536)
 QUICK_LENGTHS = (1024, 2048, 4096, 8192, 16384)
 CUDA_LENGTHS = (1024, 4096, 16384, 32768, 65536, 131072, 262144, 524288, 1048576)
 #: Upper bound on the bytes of the per-edge tensors ('edges' and TransformerConv keep about
-#: four ``[E, H, D]`` float32 tensors alive, ~4 KiB per edge measured); lengths above it are
+#: four ``[E, H, D]`` float32 tensors alive, :math:`16 H D` bytes per edge); lengths above it are
 #: skipped for those two.
 EDGE_BYTES_BUDGET = 8 * 2**30
 

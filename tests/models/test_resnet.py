@@ -81,15 +81,6 @@ def test_accepts_image_batches_from_the_dataset():
     torch.testing.assert_close(out, model(batch.image))
 
 
-@pytest.fixture
-def one_thread():
-    """Short training loops run much faster on one thread on a shared, busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.mark.slow
 def test_trains_on_digits(one_thread):
     torch.manual_seed(0)

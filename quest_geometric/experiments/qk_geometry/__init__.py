@@ -41,7 +41,11 @@ Layout (each name imported from here as before):
   :func:`run_trajectories`, :func:`run_intervention`, :func:`measure_overhead`;
 * :mod:`~quest_geometric.experiments.qk_geometry.summary`: :func:`trajectory_summary`,
   :func:`share_over_steps`, :func:`first_sustained_step`, :func:`intervention_summary`;
-* :mod:`~quest_geometric.experiments.qk_geometry.hf`: :func:`hf_analysis`;
+* :mod:`~quest_geometric.experiments.qk_geometry.pretrained`: :func:`hf_analysis` and the
+  per-head probe of one pretrained model (:func:`~quest_geometric.experiments.qk_geometry.
+  pretrained.probe_blocks`): every probe of a real checkpoint;
+* :mod:`~quest_geometric.experiments.qk_geometry.pretrained_cli`: the command of
+  ``benchmarks/qk_pretrained.py`` (SmolLM2-135M: tables, figures);
 * :mod:`~quest_geometric.experiments.qk_geometry.plots`: the figures;
 * :mod:`~quest_geometric.experiments.qk_geometry.report`: titles, notes and findings;
 * :mod:`~quest_geometric.experiments.qk_geometry.compare`: :func:`compare_studies` (finished
@@ -62,7 +66,6 @@ from quest_geometric.analysis.stats import directional_probability  # noqa: F401
 from quest_geometric.experiments.qk_geometry.cli import main
 from quest_geometric.experiments.qk_geometry.compare import compare_studies
 from quest_geometric.experiments.qk_geometry.config import FULL, INITS, MODES, QUICK, StudyConfig
-from quest_geometric.experiments.qk_geometry.hf import hf_analysis
 from quest_geometric.experiments.qk_geometry.plots import (
     plot_diff,
     plot_hf,
@@ -71,6 +74,7 @@ from quest_geometric.experiments.qk_geometry.plots import (
     plot_share_over_steps,
     plot_trajectories,
 )
+from quest_geometric.experiments.qk_geometry.pretrained import hf_analysis
 from quest_geometric.experiments.qk_geometry.runs import (
     _dedupe,  # noqa: F401  (used by the tests)
     measure_overhead,

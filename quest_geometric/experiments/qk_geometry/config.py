@@ -128,7 +128,7 @@ class StudyConfig:
         return hashlib.sha1(blob.encode()).hexdigest()[:10]
 
 
-#: The full CPU configuration (about 40 minutes on two heavily shared cores): width 48, 4
+#: The full CPU configuration (sized for two shared CPU cores): width 48, 4
 #: heads of 12, context 64, batch 12, 600 steps, probes every 50 steps, 2 seeds per
 #: (depth, init), 5 intervention seeds at depth 4.
 FULL = StudyConfig()

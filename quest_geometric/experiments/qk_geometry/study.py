@@ -14,7 +14,6 @@ from quest_geometric._utils import atomic_write_text
 from quest_geometric.experiments.common import markdown_table, write_results
 from quest_geometric.experiments.qk_geometry import report
 from quest_geometric.experiments.qk_geometry.config import FULL, QUICK, StudyConfig
-from quest_geometric.experiments.qk_geometry.hf import hf_analysis
 from quest_geometric.experiments.qk_geometry.plots import (
     plot_diff,
     plot_hf,
@@ -23,6 +22,7 @@ from quest_geometric.experiments.qk_geometry.plots import (
     plot_share_over_steps,
     plot_trajectories,
 )
+from quest_geometric.experiments.qk_geometry.pretrained import hf_analysis
 from quest_geometric.experiments.qk_geometry.runs import (
     measure_overhead,
     run_intervention,

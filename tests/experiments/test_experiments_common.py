@@ -28,6 +28,7 @@ def test_time_function_rejects_zero_repeat():
         time_function(lambda: None, repeat=0)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork + /proc")
 def test_peak_memory_sees_a_known_allocation():
     # 3000 x 3000 float64 touched = 68.7 MiB; the fork must see at least most of it, and a

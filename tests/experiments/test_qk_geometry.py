@@ -153,6 +153,7 @@ def test_directional_probability_errors(a, b, match):
         directional_probability(a, b)
 
 
+@pytest.mark.slow
 def test_intervention_hold_keeps_spectrum_shape_and_summary(tmp_path):
     torch.set_num_threads(1)
     cfg = _tiny_cfg(steps=6, probe_every=3, shrink_decay=0.2)
@@ -395,6 +396,7 @@ def test_probe_model_equals_a_manual_qkprobe_and_restores_the_mode():
     assert probe_model(model, x, max_tokens=64)[2] is None
 
 
+@pytest.mark.slow
 def test_compare_studies_reads_records_and_matches_share_over_steps(tmp_path):
     from quest_geometric.experiments.qk_geometry import compare_studies
 

@@ -323,14 +323,14 @@ def test_load_router_weights_reads_checkpoints_and_saved_folders(tmp_path):
 
 
 def test_speed_command_line_passes_contexts_rounds_and_tokens(monkeypatch):
-    from quest_geometric.experiments import focus_pretrained as fp
+    from quest_geometric.experiments.focus_pretrained import cli
 
     seen = []
-    monkeypatch.setattr(fp, "run_speed", lambda **kw: seen.append(kw))
-    fp.main(["--speed", "--cache", "both", "--contexts", "1024", "8000", "--rounds", "8",
+    monkeypatch.setattr(cli, "run_speed", lambda **kw: seen.append(kw))
+    cli.main(["--speed", "--cache", "both", "--contexts", "1024", "8000", "--rounds", "8",
              "--new-tokens", "24", "--no-progress"])
-    fp.main(["--speed", "--quick", "--rounds", "5"])  # the quick preset, one value replaced
-    fp.main(["--speed"])  # run_speed's own defaults
+    cli.main(["--speed", "--quick", "--rounds", "5"])  # the quick preset, one value replaced
+    cli.main(["--speed"])  # run_speed's own defaults
     assert seen[0]["contexts"] == [1024, 8000] and seen[0]["rounds"] == 8
     assert seen[0]["new_tokens"] == 24 and seen[0]["name"] == "focus_pretrained_speed_caches"
     assert (seen[1]["contexts"], seen[1]["rounds"], seen[1]["new_tokens"]) == ((256, 512), 5, 4)

@@ -1,38 +1,24 @@
-"""quest_geometric.experiments.qk_pretrained (benchmarks/qk_pretrained.py): the per-head measurements against a direct computation from the
+"""quest_geometric.experiments.qk_geometry.pretrained and .pretrained_cli
+(benchmarks/qk_pretrained.py): the per-head measurements against a direct computation from the
 model's own q/k projections with rotary applied by hand (post-rotary, as the probe measures),
 and the statistics against scipy on the records. A tiny random Llama (GQA: 4 query heads, 2
 key/value heads) always; the real SmolLM2 on one block of 128 tokens when it is installed."""
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-
 from _hf_models import build_hf, tokens
 
-_PATH = Path(__file__).resolve().parents[1] / "quest_geometric" / "experiments" / "qk_pretrained.py"
-
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("qk_pretrained_bench", _PATH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from quest_geometric.experiments.qk_geometry import pretrained, pretrained_cli
+from quest_geometric.testing.common import np_pr
 
 
 def _rotate_half(x):
     d = x.shape[-1] // 2
     return np.concatenate([-x[..., d:], x[..., :d]], axis=-1)
-
-
-def _pr(z):
-    """Participation ratio of samples z [n, d] from the eigenvalues of their covariance."""
-    lam = np.linalg.eigvalsh(np.cov(z, rowvar=False))
-    return lam.sum() ** 2 / (lam ** 2).sum()
 
 
 @torch.no_grad()
@@ -76,7 +62,7 @@ def _reference(model, blocks):
                     a /= a.sum()
                     rows.append(-(a * np.log(a)).sum() / math.log(i + 1))
                 en.append(np.mean(rows))
-            res[(li, h)] = {"pr_q": _pr(qh.reshape(-1, d)), "pr_k": _pr(kh.reshape(-1, d)),
+            res[(li, h)] = {"pr_q": np_pr(qh.reshape(-1, d)), "pr_k": np_pr(kh.reshape(-1, d)),
                             "qk_effective_rank": np.mean(er), "qk_stable_rank": np.mean(sr),
                             "attention_entropy": np.mean(en)}
     return res
@@ -95,11 +81,11 @@ def _check_against_reference(result, ref, rtol):
             assert lay[key] == pytest.approx(np.mean([r[key] for r in hs]), rel=1e-9)
 
 
+@pytest.mark.slow
 def test_probe_blocks_matches_direct_computation_tiny_llama():
-    bench = _bench()
     model = build_hf("llama")
     blocks = tokens(3, 24)
-    result = bench.probe_blocks(model, blocks)
+    result = pretrained.probe_blocks(model, blocks)
     _check_against_reference(result, _reference(model, blocks), rtol=1e-5)
     # GQA: query heads 0, 1 read key head 0 and heads 2, 3 key head 1
     for li in range(2):
@@ -112,21 +98,20 @@ def test_probe_blocks_matches_direct_computation_tiny_llama():
 
 
 def test_probe_blocks_rejects_bad_blocks():
-    bench = _bench()
     model = build_hf("llama")
     with pytest.raises(ValueError, match="blocks"):
-        bench.probe_blocks(model, tokens(2, 8).float())
+        pretrained.probe_blocks(model, tokens(2, 8).float())
     with pytest.raises(ValueError, match="blocks"):
-        bench.probe_blocks(model, tokens(1, 1))
+        pretrained.probe_blocks(model, tokens(1, 1))
 
 
+@pytest.mark.slow
 def test_summary_statistics_equal_scipy_on_the_records():
     from scipy.stats import binomtest, spearmanr
 
-    bench = _bench()
     model = build_hf("llama", num_hidden_layers=4)
-    result = bench.probe_blocks(model, tokens(2, 20))
-    summary = bench.summarize(result)
+    result = pretrained.probe_blocks(model, tokens(2, 20))
+    summary = pretrained.summarize(result)
     layers, heads = result["layers"], result["heads"]
     got = {(c["x"], c["over"]): c for c in summary["correlations"] if c["y"] == "attention_entropy"}
     for over, recs in (("layers", layers), ("heads", heads)):
@@ -151,34 +136,32 @@ def test_summary_statistics_equal_scipy_on_the_records():
 
 
 def test_statistics_reject_bad_input():
-    bench = _bench()
     with pytest.raises(ValueError, match="at least 3"):
-        bench.spearman([1.0, 2.0], [1.0, 2.0])
+        pretrained.spearman([1.0, 2.0], [1.0, 2.0])
     with pytest.raises(ValueError, match="finite"):
-        bench.spearman([1.0, 2.0, float("nan")], [1.0, 2.0, 3.0])
+        pretrained.spearman([1.0, 2.0, float("nan")], [1.0, 2.0, 3.0])
     with pytest.raises(ValueError, match="non-empty"):
-        bench.positive_share([])
-    s = bench.positive_share([1.0, -1.0, 2.0, 0.0])        # 0 is not > 0
+        pretrained.positive_share([])
+    s = pretrained.positive_share([1.0, -1.0, 2.0, 0.0])        # 0 is not > 0
     assert (s["k_positive"], s["n"], s["share"]) == (2, 4, 0.5)
 
 
 @pytest.mark.slow
 def test_outputs_and_figures_written(tmp_path):
-    bench = _bench()
     model = build_hf("llama", num_hidden_layers=3)
-    result = bench.probe_blocks(model, tokens(2, 16))
-    summary = bench.summarize(result)
+    result = pretrained.probe_blocks(model, tokens(2, 16))
+    summary = pretrained.summarize(result)
     meta = {"blocks": 2, "block_size": 16, "threads": 1}
-    paths = bench.write_outputs(result, summary, meta, tmp_path, "qkp")
+    paths = pretrained_cli.write_outputs(result, summary, meta, tmp_path, "qkp")
     text = paths["md"].read_text()
     assert "One final checkpoint" in text and "4-bit" in text and "- threads: 1" in text
     assert len(paths["csv"].read_text().strip().splitlines()) == 1 + 3
     assert len(paths["heads_csv"].read_text().strip().splitlines()) == 1 + 3 * 4
-    for f in (bench.plot_layers(result, tmp_path / "a.png", "t"),
-              bench.plot_rank_entropy(result, summary, tmp_path / "b.png", "t")):
+    for f in (pretrained_cli.plot_layers(result, tmp_path / "a.png", "t"),
+              pretrained_cli.plot_rank_entropy(result, summary, tmp_path / "b.png", "t")):
         assert f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # --from-json recomputes the same tables from the saved records, without a model
-    assert bench.main(["--from-json", str(paths["json"]), "--out-dir", str(tmp_path / "re"),
+    assert pretrained_cli.main(["--from-json", str(paths["json"]), "--out-dir", str(tmp_path / "re"),
                        "--name", "qkp"]) == 0
     for key in ("csv", "heads_csv"):
         assert (tmp_path / "re" / paths[key].name).read_text() == paths[key].read_text()
@@ -195,15 +178,14 @@ def test_real_smollm2_one_block():
     pytest.importorskip("accelerate")
     from quest_geometric.datasets import pydoc_topic_split, token_blocks
 
-    bench = _bench()
     model, tok = load_smollm2()
     _, val = pydoc_topic_split()
     blocks = token_blocks(tok, val, block_size=128, max_blocks=1)
-    result = bench.probe_blocks(model, blocks)
+    result = pretrained.probe_blocks(model, blocks)
     assert len(result["layers"]) == 30 and len(result["heads"]) == 30 * 9
     _check_against_reference(result, _reference(model, blocks), rtol=1e-3)
     for r in result["heads"]:
         assert 1.0 <= r["pr_q"] <= 64 and 1.0 <= r["pr_k"] <= 64
         assert 0.0 <= r["attention_entropy"] <= 1.0 and 1.0 <= r["qk_effective_rank"] <= 64
-    summary = bench.summarize(result)
+    summary = pretrained.summarize(result)
     assert summary["layers_pr_q_gt_pr_k"]["n"] == 30

@@ -1,0 +1,59 @@
+r"""Focus composed onto a real pretrained model, SmolLM2-135M (4-bit weights, offline).
+
+Question: does Focus composed onto a frozen pretrained model, training only the routers,
+keep its quality, and how many causal pairs does hard top-:math:`k` keep? And does cached
+decoding with Focus run faster than full attention at long contexts?
+
+* **Data.** The Python language reference (``pydoc_data.topics``), split by topic into train
+  and validation (:func:`~quest_geometric.datasets.pydoc_topic_split`, no topic in both), cut
+  into blocks of ``block`` tokens (:func:`~quest_geometric.datasets.token_blocks`); a fixed
+  validation set (the first ``val_blocks`` validation blocks).
+* **Rows.** Full attention; for each soft gate, Focus composed with :math:`K` groups and a
+  window :math:`w`, routers trained only (every original weight frozen, AdamW, one block per
+  step), evaluated soft and hard with top-:math:`k` = 1, 2 and :math:`K`.
+* **Speed.** Tokens per second of greedy decoding with the KV cache after a prompt of
+  1K, 4K and 8K tokens, full attention against Focus hard top-1 and top-2, in alternation.
+
+Training is resumable: each gate's routers, optimiser, step and loss curve are checkpointed
+atomically every ``ckpt_every`` steps in ``run_dir``; rerunning the same command continues.
+
+Run ``python benchmarks/focus_pretrained.py`` (``--quick`` for a smoke run, ``--speed`` for
+decoding, ``--eval-saved`` to evaluate saved routers again, ``--bounds-only`` for the
+decoding bounds of a speed table).
+
+Layout (each name imported from here):
+
+* :mod:`~quest_geometric.experiments.focus_pretrained.config`: the ``--quick`` and full
+  presets, :data:`~quest_geometric.experiments.focus_pretrained.config.ORDER_CHUNK_PASSES`;
+* :mod:`~quest_geometric.experiments.focus_pretrained.data`: the token blocks;
+* :mod:`~quest_geometric.experiments.focus_pretrained.routers`: every read and write of
+  router weights (:func:`load_router_weights`, the training checkpoint, saved folders);
+* :mod:`~quest_geometric.experiments.focus_pretrained.train`: :func:`train_routers`,
+  :func:`block_order`;
+* :mod:`~quest_geometric.experiments.focus_pretrained.evaluate`: :func:`evaluate_lm`,
+  :func:`paired_block_delta`;
+* :mod:`~quest_geometric.experiments.focus_pretrained.summary`: :func:`revisit_drop`;
+* :mod:`~quest_geometric.experiments.focus_pretrained.report`: titles, columns, notes;
+* :mod:`~quest_geometric.experiments.focus_pretrained.plots`: the loss curves;
+* :mod:`~quest_geometric.experiments.focus_pretrained.study`: :func:`run`;
+* :mod:`~quest_geometric.experiments.focus_pretrained.reeval`: :func:`evaluate_saved`;
+* :mod:`~quest_geometric.experiments.focus_pretrained.speed`: :func:`run_speed`;
+* :mod:`~quest_geometric.experiments.focus_pretrained.bounds`: :func:`decode_bounds`,
+  :func:`write_decode_bounds`;
+* :mod:`~quest_geometric.experiments.focus_pretrained.cli`: :func:`main`.
+"""
+from quest_geometric.experiments.focus_pretrained.bounds import decode_bounds, write_decode_bounds
+from quest_geometric.experiments.focus_pretrained.cli import main
+from quest_geometric.experiments.focus_pretrained.config import ORDER_CHUNK_PASSES
+from quest_geometric.experiments.focus_pretrained.evaluate import evaluate_lm, paired_block_delta
+from quest_geometric.experiments.focus_pretrained.reeval import evaluate_saved
+from quest_geometric.experiments.focus_pretrained.routers import load_router_weights
+from quest_geometric.experiments.focus_pretrained.speed import run_speed
+from quest_geometric.experiments.focus_pretrained.study import run
+from quest_geometric.experiments.focus_pretrained.summary import revisit_drop
+from quest_geometric.experiments.focus_pretrained.train import block_order, train_routers
+
+__all__ = ["run", "run_speed", "train_routers", "evaluate_lm", "block_order", "revisit_drop",
+           "load_router_weights", "paired_block_delta", "evaluate_saved",
+           "decode_bounds", "write_decode_bounds", "ORDER_CHUNK_PASSES",
+           "main"]

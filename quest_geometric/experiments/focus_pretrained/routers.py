@@ -1,0 +1,92 @@
+"""Reading and writing router weights: every place the experiment loads routers from a file
+or saves its training checkpoint, so that how routers are stored is decided here alone."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, List
+
+import torch
+
+
+def read_checkpoint(path: Path) -> Dict[str, Any]:
+    """A :func:`~quest_geometric.experiments.focus_pretrained.train.train_routers`
+    checkpoint (``routers.pt``: ``params``, ``opt``, ``state``)."""
+    return torch.load(path, map_location="cpu", weights_only=False)
+
+
+def write_checkpoint(path: Path, params: List[torch.Tensor], opt: Any,
+                     state: Dict[str, Any]) -> None:
+    """Write a training checkpoint atomically (read back by :func:`read_checkpoint`)."""
+    from quest_geometric.training.checkpoint import atomic_torch_save
+
+    atomic_torch_save({"params": [p.detach().clone() for p in params],
+                       "opt": opt.state_dict(), "state": state}, path)
+
+
+def set_router_params(params: List[torch.Tensor], blob: Any, source: Any, who: str) -> None:
+    """Copy a :func:`train_routers` checkpoint's ``params`` into ``params`` (the model's
+    :func:`~quest_geometric.nn.focus.router_parameters`), refusing one of other shapes."""
+    saved = blob.get("params") if isinstance(blob, dict) else None
+    if saved is None or len(saved) != len(params) or any(
+            p.shape != t.shape for p, t in zip(params, saved)):
+        raise ValueError(f"{who}: {str(source)!r} is not a train_routers checkpoint for this "
+                         f"model's {len(params)} router tensors")
+    with torch.no_grad():
+        for p, t in zip(params, saved):
+            p.copy_(t)
+
+
+
+def load_router_weights(model: Any, path: str | Path) -> Any:
+    r"""Set the routers of a composed ``model`` from ``path``: either a training checkpoint
+    (``routers.pt`` written by :func:`train_routers`, router parameters in
+    :func:`~quest_geometric.nn.focus.router_parameters` order) or a
+    :func:`~quest_geometric.nn.focus.save_routers` folder (or its file,
+    :data:`~quest_geometric.nn.focus.compose.ROUTERS_FILE`), such as the routers committed
+    under ``benchmarks/results/``, so a fresh clone can time the committed routers without
+    retraining them.
+
+    A :func:`~quest_geometric.nn.focus.save_routers` file goes to
+    :func:`~quest_geometric.nn.focus.load_routers`, which refuses a model composed with
+    another ``window`` or ``num_groups`` than the recorded one (the routers would run with
+    another pattern than the one they were trained for).
+
+    Raises:
+        FileNotFoundError: if ``path`` is neither.
+        ValueError: if the checkpoint's routers do not fit the model, or the model is
+            composed with another ``window`` / ``num_groups`` than the saved routers.
+    """
+    from quest_geometric.nn.focus import load_routers, router_parameters
+    from quest_geometric.nn.focus.compose import ROUTERS_FILE
+
+    path = Path(path)
+    file = path / ROUTERS_FILE if path.is_dir() else path
+    if not file.is_file():
+        raise FileNotFoundError(f"load_router_weights: no routers at {str(path)!r} (expected "
+                                f"a train_routers routers.pt or a save_routers folder)")
+    if file.name == ROUTERS_FILE:
+        return load_routers(model, str(file))
+    blob = read_checkpoint(file)
+    if isinstance(blob, dict) and blob.get("format") == 1:  # a renamed save_routers file
+        return load_routers(model, str(file))
+    set_router_params(list(router_parameters(model)), blob, file, "load_router_weights")
+    return model
+
+
+
+
+def load_saved_routers(model: Any, folder: str | Path) -> Any:
+    """Compose ``model`` with the routers of a :func:`~quest_geometric.nn.focus.save_routers`
+    folder (:func:`~quest_geometric.nn.focus.load_routers`: the composition it records)."""
+    from quest_geometric.nn.focus import load_routers
+
+    return load_routers(model, str(folder))
+
+
+def save_trained_routers(model: Any, folder: str | Path) -> None:
+    """Save the routers of a composed ``model`` to ``folder``
+    (:func:`~quest_geometric.nn.focus.save_routers`), read back by
+    :func:`load_saved_routers` and :func:`load_router_weights`."""
+    from quest_geometric.nn.focus import save_routers
+
+    save_routers(model, str(folder))

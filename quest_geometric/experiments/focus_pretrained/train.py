@@ -1,0 +1,157 @@
+"""Training the routers of a composed model (every other weight frozen), resumable, and the
+seeded order of the training blocks."""
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple
+
+import torch
+
+from quest_geometric.experiments.focus_pretrained.config import ORDER_CHUNK_PASSES
+from quest_geometric.experiments.focus_pretrained.evaluate import router_outputs
+from quest_geometric.experiments.focus_pretrained.routers import (
+    load_saved_routers,
+    read_checkpoint,
+    set_router_params,
+    write_checkpoint,
+)
+
+
+def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float, run_dir: Path,
+                  seed: int = 0, ckpt_every: int = 10, progress: bool = True,
+                  max_minutes: Optional[float] = None, desc: str = "routers",
+                  pair_budget: Optional[Tuple[float, float]] = None,
+                  init_from: Optional[str | Path] = None) -> Dict[str, Any]:
+    r"""Train the routers of a composed model (every other weight frozen) on blocks drawn
+    from ``train`` with a seeded permutation, resuming from ``run_dir/routers.pt``. Returns
+    the loss curve, steps done, seconds and whether it finished (``max_minutes`` may stop
+    it early; rerun to continue).
+
+    With ``pair_budget = (r, mu)`` the loss is the language-model loss plus
+
+    .. math::
+        \mu \cdot \frac{1}{L} \sum_{l=1}^{L} \max(0,\ r_l - r),
+
+    :math:`r_l` the share of far causal pairs (beyond the window) that layer :math:`l`'s
+    hard groups keep (:func:`~quest_geometric.nn.focus.straight_through_pair_share`,
+    straight-through gradient): a charge for every kept far pair above the budget
+    :math:`r`. ``curve`` stays the language-model loss; ``share_curve`` records
+    :math:`\bar r_l` per step. ``init_from`` (a :func:`~quest_geometric.nn.focus.
+    save_routers` folder) sets the routers before the first step of a new run."""
+    from tqdm.auto import tqdm
+
+    from quest_geometric.nn.focus import (
+        focus_layers,
+        router_parameters,
+        straight_through_pair_share,
+    )
+    budget = None if pair_budget is None else [float(v) for v in pair_budget]
+    if budget is not None:
+        r_max, mu = budget
+        if not (0.0 <= r_max <= 1.0) or not (mu >= 0.0 and math.isfinite(mu)):
+            raise ValueError(f"train_routers: pair_budget must be (share in [0, 1], weight "
+                             f">= 0), got {pair_budget!r}")
+    objective = {"pair_budget": budget,
+                 "init_from": None if init_from is None else str(init_from),
+                 "gate": sorted({str(f.gate) for f in focus_layers(model)}),
+                 "gate_bias": sorted({f.gate_bias for f in focus_layers(model)})}
+    params = list(router_parameters(model))
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    ck = run_dir / "routers.pt"
+    state: Dict[str, Any] = {"step": 0, "curve": [], "seconds": 0.0, "objective": objective}
+    if ck.is_file():
+        blob = read_checkpoint(ck)
+        saved = blob["state"].get("objective")
+        if saved is not None:  # checkpoints from before gate_bias was recorded used 0.5
+            saved = {"gate_bias": [0.5], **saved}
+        if saved is not None and saved != objective:
+            raise ValueError(f"train_routers: {ck} was trained with {saved}, not {objective}; "
+                             f"use another run_dir")
+        set_router_params(params, blob, ck, "train_routers")
+        opt.load_state_dict(blob["opt"])
+        state = blob["state"]
+    elif init_from is not None:
+        load_saved_routers(model, init_from)
+    order = block_order(train.size(0), steps, seed)
+    # Checkpoints from before the chunked order record the passes their order was drawn
+    # with; only a four-pass one is the first chunk of today's order.
+    legacy = state.get("passes")
+    if state.get("order") != "chunks" and legacy not in (None, ORDER_CHUNK_PASSES):
+        raise ValueError(
+            f"train_routers: {ck} was trained with an older block order ({legacy} passes "
+            f"over the {train.size(0)} blocks drawn at once), which the resumed run would "
+            f"change; start a new run_dir")
+    state["order"] = "chunks"
+    if budget is not None:
+        state.setdefault("share_curve", [])
+    with router_outputs(model, enabled=budget is not None) as captured:
+        model.train()
+        t_start = time.perf_counter()
+        base_s = state["seconds"]
+        bar = tqdm(total=steps, initial=state["step"], desc=desc, disable=not progress)
+        while state["step"] < steps:
+            x = train[order[state["step"]]].unsqueeze(0)
+            captured.clear()
+            loss = model(x, labels=x, use_cache=False).loss
+            total = loss
+            if budget is not None:
+                shares = torch.stack([straight_through_pair_share(
+                    out.soft.reshape(-1, out.soft.size(-1)),
+                    out.groups.reshape(-1, out.groups.size(-1)), f.window, causal=f.causal)
+                    for f, out in captured])
+                total = loss + mu * (shares - r_max).clamp_min(0.0).mean()
+                state["share_curve"].append(float(shares.detach().mean()))
+            opt.zero_grad(set_to_none=True)
+            total.backward()
+            opt.step()
+            state["step"] += 1
+            state["curve"].append(float(loss.detach()))
+            state["seconds"] = base_s + time.perf_counter() - t_start
+            bar.update(1)
+            bar.set_postfix(loss=f"{state['curve'][-1]:.3f}", **(
+                {"far_share": f"{state['share_curve'][-1]:.3f}"} if budget is not None
+                else {}))
+            done = state["step"] >= steps
+            late = max_minutes is not None and (time.perf_counter() - t_start) > 60 * max_minutes
+            if done or late or state["step"] % ckpt_every == 0:
+                write_checkpoint(ck, params, opt, state)
+            if late:
+                break
+        bar.close()
+    model.eval()
+    return {**state, "finished": state["step"] >= steps}
+
+
+def block_order(num_blocks: int, steps: int, seed: int = 0,
+                chunk_passes: int = ORDER_CHUNK_PASSES) -> torch.Tensor:
+    r"""The training block of each router step, in chunks: chunk :math:`j` is a seeded
+    permutation of ``chunk_passes`` copies of the :math:`n` block indices, so every block is
+    drawn equally often within each chunk.
+
+    The chunks are successive ``torch.randperm(chunk_passes * n)`` draws (taken modulo
+    :math:`n`) from one generator seeded with ``seed``, so chunk :math:`j` depends only on
+    ``seed`` and :math:`j`, and the order of a longer run starts with the order of a
+    shorter one: a run resumed with more ``steps`` keeps every step it has done.
+
+    Args:
+        num_blocks (int): training blocks :math:`n`.
+        steps (int): router steps.
+        seed (int): permutation seed. (default: :obj:`0`)
+        chunk_passes (int): passes per chunk. (default: :data:`ORDER_CHUNK_PASSES`)
+
+    Returns:
+        Tensor: ``[chunk_passes * n * ceil(steps / (chunk_passes * n))]`` long block
+        indices (at least one chunk); step :math:`s` (from 0) uses entry :math:`s`.
+    """
+    if num_blocks < 1:
+        raise ValueError(f"block_order: num_blocks must be >= 1, got {num_blocks}")
+    if chunk_passes < 1:
+        raise ValueError(f"block_order: chunk_passes must be >= 1, got {chunk_passes}")
+    size = num_blocks * chunk_passes
+    chunks = max(1, math.ceil(steps / size))
+    gen = torch.Generator().manual_seed(seed)
+    return torch.cat([torch.randperm(size, generator=gen) % num_blocks for _ in range(chunks)])
+

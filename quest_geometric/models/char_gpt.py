@@ -527,7 +527,7 @@ class CharGPT(nn.Module):
                 raise FileNotFoundError(f"CharGPT.from_checkpoint: no file {where!r}")
             try:
                 checkpoint = torch.load(where, map_location=map_location, weights_only=True)
-            except BaseException as e:  # noqa: BLE001  (not a torch file, or not plain data)
+            except BaseException as e:  # not a torch file, or not plain data
                 raise refused(
                     "CharGPT.from_checkpoint", where, "it does not hold a CharGPT checkpoint "
                     "of tensors and plain containers (a file that could run code is never "

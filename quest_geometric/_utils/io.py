@@ -3,10 +3,50 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from typing import Any, Callable, IO
 
 import torch
+
+#: The temporary beside ``path`` is ``.{basename}.{8 random characters}.tmp``
+#: (:func:`tempfile.mkstemp`'s names); :func:`remove_stale_temporaries` matches exactly these.
+_TMP_SUFFIX = ".tmp"
+_TMP_RANDOM = r"[a-z0-9_]{8}"
+
+
+def temporary_name_pattern(path: str | os.PathLike) -> re.Pattern[str]:
+    """The names (not paths) of the temporaries that an atomic write of ``path`` creates."""
+    base = os.path.basename(os.fspath(path))
+    return re.compile(re.escape(f".{base}.") + _TMP_RANDOM + re.escape(_TMP_SUFFIX))
+
+
+def remove_stale_temporaries(path: str | os.PathLike) -> list[str]:
+    """Remove the temporaries that atomic writes of ``path`` left behind when killed mid-way.
+
+    Only regular files in ``path``'s folder whose names match :func:`temporary_name_pattern`
+    are removed: nothing else in the folder is touched. Call it only while no other process
+    can be writing ``path`` (for example under a lock on the folder).
+
+    Returns:
+        list[str]: the paths removed.
+    """
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    pattern = temporary_name_pattern(path)
+    removed = []
+    try:
+        entries = list(os.scandir(directory))
+    except FileNotFoundError:
+        return removed
+    for entry in entries:
+        if pattern.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
+            try:
+                os.unlink(entry.path)
+            except FileNotFoundError:
+                continue
+            removed.append(entry.path)
+    return removed
 
 
 def _atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) -> None:
@@ -15,7 +55,8 @@ def _atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) -
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=_TMP_SUFFIX,
+                               dir=directory)
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)

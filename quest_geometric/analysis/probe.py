@@ -38,6 +38,7 @@ Design choices (argued in the docstrings below):
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Any, Callable, Iterable, Optional, Union
 
 import torch
@@ -203,7 +204,8 @@ class QKProbe:
     batch adds, once per reset, one :math:`d \times d` SVD per head and sequence
     (:func:`logit_singular_values`) and one masked softmax (:func:`masked_softmax_entropy`). With ``enabled = False`` a
     hook returns at once (one Python call per layer per forward); :meth:`remove` removes
-    them entirely. Typical use when training is to keep one probe and toggle ``enabled``
+    them entirely, and so does dropping the probe (the hooks hold it only weakly: no hook
+    outlives the probe object). Typical use when training is to keep one probe and toggle ``enabled``
     (or enter ``with QKProbe(model) as probe:`` around the probed steps).
 
     Probing never changes the model's outputs or gradients: the hooks only read the
@@ -267,6 +269,10 @@ class QKProbe:
         self._probe_only = False
         found = self._find_layers(model)
         self._layers = [_Layer(i, n, m, a) for i, (n, m, a) in enumerate(self._select(found, layers))]
+        # The hooks hold the probe only weakly; when the probe is garbage collected without
+        # remove(), this removes them, so no hook outlives the probe.
+        self._finalizer = weakref.finalize(self, QKProbe._remove_hooks, self._layers)
+        self._finalizer.atexit = False
         self._attach()
 
     # ------------------------------------------------------------------ discovery
@@ -334,19 +340,27 @@ class QKProbe:
         for layer in self._layers:
             if layer.handle is None:
                 layer.handle = layer.module.register_forward_pre_hook(
-                    self._make_hook(layer), with_kwargs=True)
+                    QKProbe._make_hook(weakref.ref(self), layer), with_kwargs=True)
 
     @property
     def attached(self) -> bool:
         """Whether the hooks are registered."""
         return any(layer.handle is not None for layer in self._layers)
 
-    def remove(self) -> None:
-        """Remove every hook (accumulated statistics stay readable by :meth:`results`)."""
-        for layer in self._layers:
+    @staticmethod
+    def _remove_hooks(layers: list[_Layer]) -> None:
+        for layer in layers:
             if layer.handle is not None:
                 layer.handle.remove()
                 layer.handle = None
+
+    def remove(self) -> None:
+        """Remove every hook (accumulated statistics stay readable by :meth:`results`).
+
+        A probe that is dropped without :meth:`remove` removes its hooks when it is garbage
+        collected: the hooks hold it only weakly.
+        """
+        self._remove_hooks(self._layers)
 
     def reattach(self) -> "QKProbe":
         """Register the hooks again after :meth:`remove` (statistics are kept)."""
@@ -367,9 +381,13 @@ class QKProbe:
             layer.reset()
         return self
 
-    def _make_hook(self, layer: _Layer) -> Callable:
+    @staticmethod
+    def _make_hook(probe_ref: weakref.ref[QKProbe], layer: _Layer) -> Callable:
+        """The forward pre-hook of ``layer``; it refers to the probe only through
+        ``probe_ref``, so the model does not keep the probe alive."""
         def hook(module: nn.Module, args: tuple, kwargs: dict) -> None:
-            if not self.enabled:
+            self = probe_ref()
+            if self is None or not self.enabled:
                 return None
             if self._probe_only and layer.probe_done:
                 return None

@@ -28,15 +28,25 @@ import hashlib
 import os
 import os.path as osp
 import pickle
+import sys
 from collections.abc import Sequence
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, ClassVar, Optional, Union
 
 import numpy as np
 import torch
 from torch import Tensor
-from torch_geometric.data import Batch, Data, Dataset, InMemoryDataset, download_url, extract_tar
+from torch_geometric.data import (
+    Batch,
+    Data,
+    Dataset,
+    InMemoryDataset,
+    download_url,
+    extract_tar,
+)
+from torch_geometric.data.dataset import files_exist
 from torch_geometric.transforms import BaseTransform, Compose
 
+from quest_geometric._utils.untrusted import load_tensors, refused
 from quest_geometric.transforms.image_augment import (
     NormalizeImage,
     RandomCropPad,
@@ -243,40 +253,60 @@ def _channel_stats(images: Tensor, chunk: int = 4096) -> tuple[list[float], list
 
 
 # ----------------------------------------------------------------------------- CIFAR
+def _numpy_reconstruct() -> Any:
+    try:  # numpy >= 2
+        from numpy._core.multiarray import _reconstruct
+    except ImportError:  # pragma: no cover - numpy 1.x
+        from numpy.core.multiarray import _reconstruct  # type: ignore[no-redef]
+    return _reconstruct
+
+
 class _RestrictedUnpickler(pickle.Unpickler):
     """Unpickles only what a CIFAR python batch holds: builtins and numpy arrays.
 
-    The batches are pickles; a restricted unpickler refuses a foreign file that would run
-    arbitrary code instead of reading it.
+    The batches are pickles; this unpickler resolves exactly the globals that numpy's array
+    pickling uses (``_reconstruct``, ``ndarray``, ``dtype``; ``_codecs.encode`` for the bytes
+    of protocol-2 pickles written by Python 3) and refuses every other one *before* importing
+    anything, so a foreign file can neither call a function nor import a module.
     """
 
-    _ALLOWED = {"_reconstruct", "ndarray", "dtype", "scalar", "_frombuffer"}
+    _ALLOWED: ClassVar[dict[tuple[str, str], Callable[[], Any]]] = {
+        # the official files: numpy 1.x under Python 2; numpy 2 writes numpy._core
+        ("numpy.core.multiarray", "_reconstruct"): _numpy_reconstruct,
+        ("numpy._core.multiarray", "_reconstruct"): _numpy_reconstruct,
+        ("numpy", "ndarray"): lambda: np.ndarray,
+        ("numpy", "dtype"): lambda: np.dtype,
+        ("_codecs", "encode"): lambda: __import__("codecs").encode,
+    }
 
     def find_class(self, module: str, name: str) -> Any:
-        if module.split(".")[0] == "numpy" and name in self._ALLOWED:
-            return super().find_class(module, name)
-        if (module, name) in (("copy_reg", "_reconstructor"), ("copyreg", "_reconstructor"),
-                              ("_codecs", "encode")):  # bytes in protocol-2 pickles
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"global '{module}.{name}' is not allowed in a CIFAR batch")
+        resolve = self._ALLOWED.get((module, name))
+        if resolve is None:
+            raise pickle.UnpicklingError(
+                f"global '{module}.{name}' is not allowed in a CIFAR batch")
+        return resolve()
 
 
 def _read_batch(path: str, name: str) -> dict[str, Any]:
-    """Read one CIFAR python batch as a dict with ``str`` keys."""
+    """Read one CIFAR python batch as a dict with ``str`` keys.
+
+    Any failure, including a ``BaseException`` such as :class:`SystemExit` raised while
+    reading, is a :class:`ValueError` naming the file and saying it was refused.
+    """
     try:
         with open(path, "rb") as f:
             raw = _RestrictedUnpickler(f, encoding="latin1").load()
     except FileNotFoundError:
         raise
-    except Exception as e:  # noqa: BLE001  (any failure to unpickle means a corrupt file)
-        raise ValueError(
-            f"{name}: could not read {path!r} as a CIFAR python batch ({type(e).__name__}: "
-            f"{e}); the file is corrupt or not a CIFAR file. Delete it and download the "
-            "dataset again (download=True)"
+    except BaseException as e:  # nothing read from the file may escape as success
+        raise refused(
+            name, path, "it is corrupt or not a CIFAR python batch, or holds more than numpy "
+            "arrays and plain containers. Delete it and download the dataset again "
+            "(download=True)", e,
         ) from e
     if not isinstance(raw, dict):
-        raise ValueError(
-            f"{name}: {path!r} holds a {type(raw).__name__}, expected the dict of a CIFAR "
+        raise refused(
+            name, path, f"it holds a {type(raw).__name__}, expected the dict of a CIFAR "
             "python batch; the file is corrupt or not a CIFAR file"
         )
     return {k.decode("latin1") if isinstance(k, bytes) else k: v for k, v in raw.items()}
@@ -322,7 +352,7 @@ class _CIFARGraphs(_ImagePipeline, InMemoryDataset):
         self.download_enabled = bool(download)
         super().__init__(os.fspath(root), None, None, None, log=log, force_reload=force_reload)
 
-        stored = torch.load(self.processed_paths[0 if train else 1], weights_only=True)
+        stored = self._read_processed(self.processed_paths[0 if train else 1])
         self.images: Tensor = stored["images"]
         self.labels: Tensor = stored["labels"]
         self.classes: list[str] = list(stored["classes"])
@@ -339,6 +369,59 @@ class _CIFARGraphs(_ImagePipeline, InMemoryDataset):
             graph=graph,
             transform=transform,
         )
+
+    # ------------------------------------------------------------ processed files
+    def _process(self) -> None:
+        """Process the raw batches unless ``root/processed`` already holds both splits.
+
+        Replaces PyG's :meth:`~torch_geometric.data.Dataset._process`, which unpickles
+        ``processed/pre_transform.pt`` and ``pre_filter.pt`` with ``weights_only=False`` (so a
+        shared processed folder could run code). These datasets take neither argument and
+        write neither file; one found there (written by an older version) is read as data
+        only, and anything that is not the plain string a dataset without them records is
+        refused.
+        """
+        name = self.__class__.__name__
+        if not self.force_reload:
+            for fname in ("pre_transform.pt", "pre_filter.pt"):
+                path = osp.join(self.processed_dir, fname)
+                if osp.exists(path) and load_tensors(path, name) != "None":
+                    raise refused(
+                        name, path, "it records a pre-processing step, which this dataset "
+                        "never applies; the processed folder was not written by it. Pass "
+                        "force_reload=True to process the raw data again"
+                    )
+            if files_exist(self.processed_paths):
+                return
+        if self.log and "PYTEST_CURRENT_TEST" not in os.environ:
+            print("Processing...", file=sys.stderr)
+        os.makedirs(self.processed_dir, exist_ok=True)
+        self.process()
+        if self.log and "PYTEST_CURRENT_TEST" not in os.environ:
+            print("Done!", file=sys.stderr)
+
+    def _read_processed(self, path: str) -> dict[str, Any]:
+        """A processed split, read as data only (``weights_only=True``) and checked."""
+        name = self.__class__.__name__
+        stored = load_tensors(path, name)
+        ok = (
+            isinstance(stored, dict)
+            and isinstance(stored.get("images"), Tensor) and stored["images"].dtype == torch.uint8
+            and stored["images"].dim() == 4 and tuple(stored["images"].shape[1:]) == (3, 32, 32)
+            and isinstance(stored.get("labels"), Tensor) and stored["labels"].dtype == torch.long
+            and tuple(stored["labels"].shape) == (stored["images"].size(0),)
+            and isinstance(stored.get("classes"), (list, tuple))
+            and all(isinstance(c, str) for c in stored["classes"])
+            and all(isinstance(stored.get(k), (list, tuple)) and len(stored[k]) == 3
+                    and all(isinstance(v, float) for v in stored[k]) for k in ("mean", "std"))
+        )
+        if not ok:
+            raise refused(
+                name, path, f"it is not a processed {self.dataset_name} split (a dict of uint8 "
+                "images [N, 3, 32, 32], long labels [N], class names and the per-channel mean "
+                "and std). Pass force_reload=True to process the raw data again"
+            )
+        return stored
 
     # ------------------------------------------------------------ file layout
     @property

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from quest_geometric._utils.checks import check_choice, check_int
+from quest_geometric._utils.untrusted import refused
 from quest_geometric.adapters import (
     AttentionAdapter,
     AttentionCall,
@@ -526,10 +527,11 @@ class CharGPT(nn.Module):
                 raise FileNotFoundError(f"CharGPT.from_checkpoint: no file {where!r}")
             try:
                 checkpoint = torch.load(where, map_location=map_location, weights_only=True)
-            except Exception as e:  # not a torch file, or not a plain checkpoint
-                raise ValueError(
-                    f"CharGPT.from_checkpoint: {where!r} does not hold a CharGPT checkpoint "
-                    f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
+            except BaseException as e:  # not a torch file, or not plain data
+                raise refused(
+                    "CharGPT.from_checkpoint", where, "it does not hold a CharGPT checkpoint "
+                    "of tensors and plain containers (a file that could run code is never "
+                    "unpickled)", e,
                 ) from e
         if not isinstance(checkpoint, dict) or "config" not in checkpoint or "model" not in checkpoint:
             keys = sorted(checkpoint) if isinstance(checkpoint, dict) else type(checkpoint).__name__

@@ -3,6 +3,7 @@
 See :class:`Trainer` for the loop, :class:`TrainConfig` for its settings, and
 :mod:`quest_geometric.training.checkpoint` for the atomic, verified checkpoint format.
 """
+from quest_geometric._utils.lock import FolderInUseError
 from quest_geometric.training.checkpoint import (
     CheckpointError,
     load_checkpoint,
@@ -33,6 +34,7 @@ __all__ = [
     "load_checkpoint",
     "read_checkpoint",
     "CheckpointError",
+    "FolderInUseError",
     "init_distributed",
     "get_dist_info",
     "is_main_process",

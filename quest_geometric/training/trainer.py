@@ -21,6 +21,8 @@ from tqdm.auto import tqdm
 
 from quest_geometric._utils.checks import check_int
 from quest_geometric._utils.device import resolve_device
+from quest_geometric._utils.io import remove_stale_temporaries
+from quest_geometric._utils.lock import FolderInUseError, FolderLock
 from quest_geometric.training.checkpoint import (
     CheckpointError,
     apply_checkpoint,
@@ -48,6 +50,8 @@ from quest_geometric.training.seed import (
 from quest_geometric.training.tasks import Task
 
 CHECKPOINT_NAME = "checkpoint.pt"
+#: The lock file that :meth:`Trainer.fit` holds in ``out_dir`` while it runs.
+LOCK_NAME = ".trainer.lock"
 METRICS_NAME = "metrics.jsonl"
 
 
@@ -208,6 +212,13 @@ class Trainer:
     ``checkpoint_every`` epochs/steps ``out_dir/checkpoint.pt`` is written atomically with the
     model, optimiser, scheduler, scaler, every rank's RNG and data-generator states, the
     running sums and the history. ``fit(resume='auto')`` continues from it.
+
+    While :meth:`fit` runs it holds a lock on ``out_dir`` (the file ``out_dir/.trainer.lock``
+    with its process id, removed when :meth:`fit` returns or raises): a second run on the same
+    folder is refused with :class:`~quest_geometric.training.FolderInUseError`, and a lock
+    left by a killed run is taken over. On start it removes the temporaries that its own
+    atomic writes of ``checkpoint.pt`` and ``metrics.jsonl`` left when killed mid-way
+    (``.checkpoint.pt.*.tmp``); nothing else in the folder is touched.
 
     Under ``torchrun`` (``WORLD_SIZE > 1``) the process group is initialised from the
     environment, the model is wrapped in :class:`~torch.nn.parallel.DistributedDataParallel`,
@@ -645,8 +656,45 @@ class Trainer:
         Returns:
             dict: the final record (``step``, ``epoch``, ``lr``, ``train_*``, ``val_*``, time and
             throughput), without its ``kind``.
+
+        Raises:
+            FolderInUseError: another run holds ``out_dir``.
         """
         path = self._resolve_resume(resume)
+        lock = self._lock_out_dir()
+        try:
+            return self._fit(path, desc)
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def _lock_out_dir(self) -> Optional[FolderLock]:
+        """Take the lock on ``out_dir`` (rank 0) and remove this trainer's stale temporaries.
+
+        Every rank raises :class:`~quest_geometric.training.FolderInUseError` when another
+        run holds the folder, so two runs never interleave their metrics and checkpoints.
+        """
+        if not self.out_dir:
+            return None
+        lock, error = None, None
+        if self.is_main:
+            lock = FolderLock(self.out_dir, LOCK_NAME, "Trainer.fit")
+            try:
+                lock.acquire()
+            except FolderInUseError as e:
+                lock, error = None, str(e)
+        errors = all_gather_object(error)
+        if errors[0] is not None:
+            if lock is not None:  # pragma: no cover - only rank 0 locks
+                lock.release()
+            raise FolderInUseError(errors[0])
+        if self.is_main:  # writes killed mid-way left these; no other run writes here now
+            for own in (self.checkpoint_path, self.metrics_path):
+                remove_stale_temporaries(own)
+        barrier()
+        return lock
+
+    def _fit(self, path: Optional[str], desc: Optional[str]) -> dict[str, Any]:
         if path is not None:
             self._resume_from(path)
         else:

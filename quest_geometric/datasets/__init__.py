@@ -1,6 +1,6 @@
 """Datasets: image datasets as sphere/lattice graphs, the character-level corpus, the Python
 language reference as token blocks for pretrained tokenizers (train / validation / test
-deduplicated against the training text)."""
+deduplicated against the training text), and out-of-domain prose."""
 from quest_geometric.datasets.char_corpus import UNK_CHAR, WIKITEXT103_FILES, CharCorpus, load_python_reference
 from quest_geometric.datasets.images import (
     CIFAR10Graphs,
@@ -9,6 +9,7 @@ from quest_geometric.datasets.images import (
     load_digits_split,
     md5sum,
 )
+from quest_geometric.datasets.prose import PROSE_SOURCES, ood_prose_blocks, prose_files, read_prose
 from quest_geometric.datasets.pydoc_text import (
     pydoc_splits,
     pydoc_text,
@@ -46,4 +47,8 @@ __all__ = [
     "clean_blocks",
     "TextSplits",
     "deduplicated_splits",
+    "PROSE_SOURCES",
+    "prose_files",
+    "read_prose",
+    "ood_prose_blocks",
 ]

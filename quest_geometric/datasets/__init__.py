@@ -1,6 +1,6 @@
 """Datasets: image datasets as sphere/lattice graphs, the character-level corpus, the Python
 language reference as token blocks for pretrained tokenizers (train / validation / test
-deduplicated against the training text), and out-of-domain prose."""
+deduplicated against the training text), out-of-domain prose, and passkey retrieval prompts."""
 from quest_geometric.datasets.char_corpus import UNK_CHAR, WIKITEXT103_FILES, CharCorpus, load_python_reference
 from quest_geometric.datasets.images import (
     CIFAR10Graphs,
@@ -8,6 +8,15 @@ from quest_geometric.datasets.images import (
     DigitsGraphs,
     load_digits_split,
     md5sum,
+)
+from quest_geometric.datasets.passkey import (
+    PASSKEY_INTRO,
+    PASSKEY_NEEDLE,
+    PASSKEY_QUESTION,
+    PasskeyPrompt,
+    parse_passkey,
+    passkey_prompt,
+    passkey_trials,
 )
 from quest_geometric.datasets.prose import PROSE_SOURCES, ood_prose_blocks, prose_files, read_prose
 from quest_geometric.datasets.pydoc_text import (
@@ -51,4 +60,11 @@ __all__ = [
     "prose_files",
     "read_prose",
     "ood_prose_blocks",
+    "PASSKEY_INTRO",
+    "PASSKEY_NEEDLE",
+    "PASSKEY_QUESTION",
+    "PasskeyPrompt",
+    "passkey_prompt",
+    "passkey_trials",
+    "parse_passkey",
 ]

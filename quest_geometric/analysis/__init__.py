@@ -1,5 +1,5 @@
 """Analysis: query/key geometry metrics and probes, streaming covariance, key-spectrum control,
-and the small-sample statistics of the studies."""
+the small-sample statistics of the studies, and the scoring of passkey retrieval."""
 from quest_geometric.analysis.metrics import (
     AttentionEntropy,
     attention_entropy,
@@ -27,6 +27,7 @@ from quest_geometric.analysis.qsv import (
     qsv_analysis,
     rotation_angles,
 )
+from quest_geometric.analysis.retrieval import greedy_continuation, passkey_accuracy, score_passkey
 from quest_geometric.analysis.spectral_control import (
     KeySpectrumControl,
     qk_weight_kernels,
@@ -80,4 +81,7 @@ __all__ = [
     "binomial_interval",
     "least_squares_slope",
     "spearman",
+    "greedy_continuation",
+    "score_passkey",
+    "passkey_accuracy",
 ]

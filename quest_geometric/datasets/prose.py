@@ -1,0 +1,169 @@
+r"""Out-of-domain English prose that exists offline on a Debian system: licence texts and the
+release notes Debian maintainers write, as token blocks for a pretrained tokenizer.
+
+Neither source is Python documentation, so a model adapted to the language reference
+(:mod:`quest_geometric.datasets.pydoc_text`) meets them as unseen text. The files differ
+between systems (the release notes depend on which packages are installed), so
+:func:`ood_prose_blocks` records every file it read with its SHA-256, and a result quoted
+from it travels with that list.
+
+**Sources and the rule that picks the files** (deterministic for a given file system):
+
+- ``'licenses'``: the regular files (not symbolic links) directly in
+  ``/usr/share/common-licenses``; where a family has several versions (the name before its
+  last ``-``, e.g. ``GPL-1``, ``GPL-2``, ``GPL-3``), only the highest version (compared
+  numerically, dot by dot), since versions of one licence share most of their text.
+- ``'debian-news'``: every ``/usr/share/doc/<package>/NEWS.Debian.gz`` (the release notes a
+  Debian maintainer writes for the package's users), packages in sorted order; the
+  maintainer's signature lines (starting ``" -- "``) are dropped, being names, e-mail
+  addresses and dates rather than prose.
+
+Each source's files, in that order, are joined with ``"\n\n"`` and tokenized once without
+special tokens; blocks are consecutive slices of one source's tokens (no block spans two
+sources), the remainder dropped.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import torch
+from torch import Tensor
+
+from quest_geometric._utils.checks import check_int
+
+__all__ = ["PROSE_SOURCES", "prose_files", "read_prose", "ood_prose_blocks"]
+
+#: Each source's default root folder.
+PROSE_SOURCES = {"licenses": "/usr/share/common-licenses", "debian-news": "/usr/share/doc"}
+
+
+def _version_key(v: str) -> tuple:
+    return tuple(int(x) if x.isdigit() else -1 for x in v.split("."))
+
+
+def prose_files(source: str, root: Optional[Union[str, os.PathLike]] = None) -> list[Path]:
+    r"""The files a source reads, by the rule of the module docstring.
+
+    Args:
+        source (str): ``'licenses'`` or ``'debian-news'``.
+        root (str, optional): the folder to read instead of the system one (tests).
+
+    Returns:
+        list[pathlib.Path]: the files in reading order (empty when none match).
+
+    Raises:
+        ValueError: for an unknown source.
+        FileNotFoundError: when the root folder does not exist.
+    """
+    if source not in PROSE_SOURCES:
+        raise ValueError(f"prose_files: 'source' must be one of {sorted(PROSE_SOURCES)}, got {source!r}")
+    base = Path(root if root is not None else PROSE_SOURCES[source])
+    if not base.is_dir():
+        raise FileNotFoundError(f"prose_files: the folder of source {source!r} is missing: {base}")
+    if source == "licenses":
+        files = sorted(p for p in base.iterdir() if p.is_file() and not p.is_symlink())
+        best: dict[str, tuple] = {}
+        for p in files:
+            m = re.fullmatch(r"(.+)-(\d+(?:\.\d+)*)", p.name)
+            family, version = (m.group(1), m.group(2)) if m else (p.name, "")
+            if family not in best or _version_key(version) > _version_key(best[family][0]):
+                best[family] = (version, p)
+        return sorted(p for _, p in best.values())
+    return sorted(p for p in base.glob("*/NEWS.Debian.gz") if p.is_file())
+
+
+def _read(path: Path, source: str) -> tuple[str, str]:
+    data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    if path.suffix == ".gz":
+        data = gzip.decompress(data)
+    text = data.decode("utf-8", errors="replace")
+    if source == "debian-news":
+        text = "\n".join(line for line in text.splitlines() if not line.startswith(" -- "))
+    return text.strip(), digest
+
+
+def read_prose(source: str, root: Optional[Union[str, os.PathLike]] = None) -> tuple[str, list[dict]]:
+    r"""The text of one source and the record of the files it came from.
+
+    Args:
+        source (str): ``'licenses'`` or ``'debian-news'``.
+        root (str, optional): the folder to read instead of the system one.
+
+    Returns:
+        ``(text, files)``: the files' texts joined with ``"\n\n"``, and one dict per file
+        (``path``, ``sha256`` of the file's bytes as stored, ``chars`` of its text).
+
+    Raises:
+        FileNotFoundError: when the folder is missing or no file matches, naming both.
+    """
+    paths = prose_files(source, root)
+    if not paths:
+        where = root if root is not None else PROSE_SOURCES[source]
+        pattern = "*/NEWS.Debian.gz" if source == "debian-news" else "regular licence files"
+        raise FileNotFoundError(f"read_prose: source {source!r} found no {pattern} in {where}")
+    texts, record = [], []
+    for p in paths:
+        text, digest = _read(p, source)
+        if text:
+            texts.append(text)
+            record.append({"path": str(p), "sha256": digest, "chars": len(text)})
+    return "\n\n".join(texts), record
+
+
+def ood_prose_blocks(tokenizer: Any, block_len: int = 1024, min_blocks: int = 8,
+                     sources: Sequence[str] = ("licenses", "debian-news"),
+                     roots: Optional[dict] = None, max_blocks_per_source: Optional[int] = None
+                     ) -> tuple[Tensor, dict[str, Any]]:
+    r"""Token blocks of out-of-domain prose from every source, with the files they came from.
+
+    Args:
+        tokenizer: a Hugging Face tokenizer, or any object with
+            ``encode(text, add_special_tokens=False) -> list[int]``.
+        block_len (int): tokens per block (default: :obj:`1024`).
+        min_blocks (int): fail unless at least this many blocks result (default: :obj:`8`).
+        sources (Sequence[str]): the sources, each of which must give at least one block
+            (default: both).
+        roots (dict, optional): ``{source: folder}`` to read instead of the system folders.
+        max_blocks_per_source (int, optional): keep at most this many blocks of each source.
+
+    Returns:
+        ``(blocks, record)``: a ``[B, block_len]`` LongTensor (sources in the given order) and
+        ``{'block_source': [source of each block], 'sources': {source: {'files': [...],
+        'tokens': int, 'blocks': int}}}``.
+
+    Raises:
+        FileNotFoundError: when a source's folder or files are missing.
+        ValueError: when a source gives no full block, or all give fewer than ``min_blocks``.
+    """
+    check_int(block_len, "'block_len'", 1, where="ood_prose_blocks")
+    check_int(min_blocks, "'min_blocks'", 1, where="ood_prose_blocks")
+    if max_blocks_per_source is not None:
+        check_int(max_blocks_per_source, "'max_blocks_per_source' (or None)", 1, where="ood_prose_blocks")
+    if isinstance(sources, str) or len(sources) == 0:
+        raise ValueError(f"ood_prose_blocks: 'sources' must be a non-empty list of names, got {sources!r}")
+    roots = dict(roots or {})
+    blocks, owner, record = [], [], {}
+    for source in sources:
+        text, files = read_prose(source, roots.get(source))
+        ids = list(tokenizer.encode(text, add_special_tokens=False))
+        nb = len(ids) // block_len
+        if max_blocks_per_source is not None:
+            nb = min(nb, max_blocks_per_source)
+        if nb == 0:
+            raise ValueError(f"ood_prose_blocks: source {source!r} gives {len(ids)} tokens from "
+                             f"{len(files)} file(s), fewer than one block of {block_len}")
+        blocks.append(torch.tensor(ids[:nb * block_len], dtype=torch.long).view(nb, block_len))
+        owner += [source] * nb
+        record[source] = {"files": files, "tokens": len(ids), "blocks": nb}
+    out = torch.cat(blocks)
+    if len(out) < min_blocks:
+        raise ValueError(f"ood_prose_blocks: the sources {list(sources)} give {len(out)} blocks of "
+                         f"{block_len} tokens, fewer than 'min_blocks'={min_blocks}")
+    return out, {"block_source": owner, "sources": record}

@@ -1,0 +1,181 @@
+r"""Passkey retrieval of SmolLM2-135M at 2K, 4K and 8K tokens (issue 31, section 4).
+
+A random 5-digit key is hidden at depths 0-100% of real prose (the filler: the token stream of
+the language reference's test topics, :func:`~quest_geometric.datasets.pydoc_topic_splits`),
+and the model's greedy answer to "What is the pass key? The pass key is" is scored by exact
+match (:mod:`quest_geometric.datasets.passkey`, :mod:`quest_geometric.analysis.retrieval`).
+Accuracy per length and per depth with 95% exact binomial intervals.
+
+Every scored trial is appended to a JSON-lines file as soon as it finishes; a rerun with the
+same file skips the trials it holds (same configuration, length, depth, trial and seed), so a
+long run can be stopped and resumed. The summary tables are rebuilt from all rows of the file.
+
+The 8K length is 8,186 tokens by default: the prompt plus the 6 generated tokens stay within
+SmolLM2's 8,192 positions.
+
+    python benchmarks/focus_passkey.py [--quick] [--lengths 2048 4096] [--trials-per-depth 10]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import torch
+
+from quest_geometric.analysis.retrieval import passkey_accuracy, score_passkey
+from quest_geometric.datasets.passkey import passkey_trials
+from quest_geometric.datasets.pydoc_text import pydoc_text, pydoc_topic_splits
+from quest_geometric.experiments.common import write_results
+
+__all__ = ["DEFAULT_LENGTHS", "DEFAULT_DEPTHS", "filler_tokens", "run", "summarize", "main"]
+
+#: Prompt lengths: 2K, 4K and 8K less the 6 generated tokens.
+DEFAULT_LENGTHS = (2048, 4096, 8186)
+#: Needle depths.
+DEFAULT_DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+def filler_tokens(tokenizer: Any, source: str = "pydoc-test", every: int = 4) -> list[int]:
+    r"""The filler token stream: ``'pydoc-test'``, the test topics of
+    :func:`~quest_geometric.datasets.pydoc_topic_splits` joined and tokenized once.
+
+    Args:
+        tokenizer: the model's tokenizer.
+        source (str): the filler (default: :obj:`'pydoc-test'`).
+        every (int): the topic split's period (default: :obj:`4`).
+
+    Returns:
+        list[int]: token ids.
+    """
+    if source != "pydoc-test":
+        raise ValueError(f"filler_tokens: 'source' must be 'pydoc-test', got {source!r}")
+    _, _, test = pydoc_topic_splits(every)
+    return list(tokenizer.encode(pydoc_text(test), add_special_tokens=False))
+
+
+def _done_keys(path: Path) -> dict[tuple, dict]:
+    done = {}
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                r = json.loads(line)
+                done[(r["config"], r["length"], float(r["depth"]), r["trial"], r["seed"])] = r
+    return done
+
+
+def run(model: Any, tokenizer: Any, lengths: Sequence[int] = DEFAULT_LENGTHS,
+        depths: Sequence[float] = DEFAULT_DEPTHS, trials_per_depth: int = 10, seed: int = 0,
+        config: str = "full", jsonl: Optional[str] = None, max_new_tokens: int = 6,
+        log: bool = True) -> tuple[list[dict], list[dict]]:
+    r"""Score the passkey trials of every length; resumable through ``jsonl``.
+
+    Args:
+        model: a causal LM (full attention or Focus-composed).
+        tokenizer: its tokenizer.
+        lengths (Sequence[int]): prompt lengths in tokens.
+        depths (Sequence[float]): needle depths in :math:`[0, 1]`.
+        trials_per_depth (int): trials per (length, depth) (default: :obj:`10`).
+        seed (int): the trials' seed (default: :obj:`0`).
+        config (str): a label of the model's configuration, part of each row's identity
+            (default: :obj:`'full'`).
+        jsonl (str, optional): file the rows are appended to and resumed from.
+        max_new_tokens (int): tokens generated per answer (default: :obj:`6`).
+        log (bool): print each row (default: :obj:`True`).
+
+    The trials run trial-major (trial 0 at every depth, then trial 1, ...), so a run stopped
+    early has covered every depth.
+
+    Returns:
+        ``(rows, summary)``: every row of this configuration and seed (resumed ones included)
+        and :func:`~quest_geometric.analysis.passkey_accuracy` of them.
+    """
+    filler = filler_tokens(tokenizer)
+    path = Path(jsonl) if jsonl else None
+    done = _done_keys(path) if path else {}
+    rows = []
+
+    def ident(length, depth, trial):
+        return (config, length, float(depth), trial, seed)
+
+    def on_row(r):
+        r.update(config=config, seed=seed, threads=torch.get_num_threads(),
+                 loadavg=os.getloadavg()[0])
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "a") as f:
+                f.write(json.dumps(r) + "\n")
+        if log:
+            print(f"[passkey] {config} L={r['length']} depth={r['depth']} trial={r['trial']} "
+                  f"key={r['key']} answer={r['answer']!r} correct={r['correct']} "
+                  f"{r['seconds']:.1f}s", flush=True)
+
+    for length in lengths:
+        prompts = passkey_trials(tokenizer, filler, length, depths, trials_per_depth, seed)
+        prompts.sort(key=lambda p: p.trial)  # stable: trial-major, so a partial run spans depths
+        rows += [done[ident(p.length, p.depth, p.trial)] for p in prompts
+                 if ident(p.length, p.depth, p.trial) in done]
+        rows += score_passkey(model, tokenizer, prompts, max_new_tokens, on_row=on_row,
+                              skip=lambda p: ident(p.length, p.depth, p.trial) in done)
+    return rows, passkey_accuracy(rows)
+
+
+def summarize(jsonl: str, config: str = "full", seed: int = 0) -> tuple[list[dict], list[dict]]:
+    """Rows of ``config`` and ``seed`` in ``jsonl`` and their accuracy table (no model run)."""
+    rows = [r for r in _done_keys(Path(jsonl)).values() if r["config"] == config and r["seed"] == seed]
+    return rows, passkey_accuracy(rows)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    """Command line of ``benchmarks/focus_passkey.py`` (``--help`` lists the options)."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true",
+                    help="2,048 tokens only, one trial per depth")
+    ap.add_argument("--lengths", type=int, nargs="+", default=list(DEFAULT_LENGTHS))
+    ap.add_argument("--depths", type=float, nargs="+", default=list(DEFAULT_DEPTHS))
+    ap.add_argument("--trials-per-depth", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    ap.add_argument("--jsonl", default=None,
+                    help="rows file to append to and resume from "
+                         "(default: <out>/<name>_trials.jsonl)")
+    ap.add_argument("--out", default="benchmarks/results")
+    ap.add_argument("--name", default=None, help="file stem (default: focus_passkey[_quick])")
+    ap.add_argument("--summarize-only", action="store_true",
+                    help="rebuild the tables from the rows file without running the model")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.lengths, args.trials_per_depth = [2048], 1
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    name = args.name or ("focus_passkey_quick" if args.quick else "focus_passkey")
+    jsonl = args.jsonl or os.path.join(args.out, f"{name}_trials.jsonl")
+    load0 = os.getloadavg()
+    t0 = time.time()
+    if args.summarize_only:
+        rows, summary = summarize(jsonl, seed=args.seed)
+    else:
+        from quest_geometric.models.smollm2 import load_smollm2
+
+        model, tokenizer = load_smollm2()
+        rows, summary = run(model, tokenizer, args.lengths, args.depths, args.trials_per_depth,
+                            args.seed, jsonl=jsonl)
+    secs = [r["seconds"] for r in rows]
+    meta = {"model": "SmolLM2-135M-Instruct (Q4_1, dequantised to float32)",
+            "attention": "full (sdpa)", "seed": args.seed, "lengths": args.lengths,
+            "depths": args.depths, "trials_per_depth": args.trials_per_depth,
+            "filler": "pydoc test topics (pydoc_topic_splits(4))", "max_new_tokens": 6,
+            "interval": "exact (Clopper-Pearson) 95%", "rows_file": jsonl,
+            "rows": len(rows), "threads_used": sorted({r.get("threads") for r in rows}),
+            "loadavg_start": load0, "loadavg_end": os.getloadavg(),
+            "seconds_per_trial_median": sorted(secs)[len(secs) // 2] if secs else None,
+            "wall_seconds": time.time() - t0}
+    lengths_run = sorted({r["length"] for r in rows})
+    notes = (f"Full attention, exact match of the greedy 6-token answer; {len(rows)} trials at "
+             f"lengths {lengths_run}. Rows per trial: {jsonl}.")
+    write_results(name, [{**r, "depth": str(r["depth"])} for r in summary], args.out, meta,
+                  columns=["length", "depth", "n", "correct", "accuracy", "ci_low", "ci_high"],
+                  title="Passkey retrieval, SmolLM2-135M, full attention", notes=notes)

@@ -1,0 +1,87 @@
+"""prose: the documented file rule (highest licence version, no symlinks; NEWS.Debian.gz of
+each package, signature lines dropped), blocks as consecutive slices per source, the record
+of files with their SHA-256, and clear errors where files are missing. Small files made here,
+never the system's."""
+import gzip
+import hashlib
+import os
+
+import pytest
+
+from quest_geometric.datasets import ood_prose_blocks, prose_files, read_prose
+
+
+class ByteTokenizer:
+    def encode(self, text, add_special_tokens=True):
+        assert add_special_tokens is False
+        return list(text.encode("utf-8"))
+
+
+@pytest.fixture
+def roots(tmp_path):
+    lic = tmp_path / "licenses"
+    lic.mkdir()
+    for name, text in {"GPL-2": "old gpl " * 40, "GPL-3": "new gpl " * 40, "GPL-10": "gpl ten " * 40,
+                       "BSD": "bsd text " * 30, "MPL-1.1": "mpl one " * 30, "MPL-2.0": "mpl two " * 30,
+                       "LGPL-2.1": "lgpl " * 30}.items():
+        (lic / name).write_text(text)
+    os.symlink(lic / "GPL-3", lic / "GPL")  # a symbolic link is not read
+    doc = tmp_path / "doc"
+    for pkg, body in {"zeta": "zeta news one.\n -- Jane <j@x.org>  Mon, 1 Jan 2024\n",
+                      "alpha": "alpha release notes.\n\nmore words here, and more words to read.\n -- Bob <b@y.org>  Tue\n",
+                      "beta": None}.items():
+        (doc / pkg).mkdir(parents=True)
+        if body is not None:
+            (doc / pkg / "NEWS.Debian.gz").write_bytes(gzip.compress(body.encode()))
+        (doc / pkg / "changelog.Debian.gz").write_bytes(gzip.compress(b"not read"))
+    return {"licenses": str(lic), "debian-news": str(doc)}
+
+
+def test_file_rule(roots):
+    lic = [p.name for p in prose_files("licenses", roots["licenses"])]
+    assert lic == ["BSD", "GPL-10", "LGPL-2.1", "MPL-2.0"]  # 10 > 3 > 2 numerically
+    news = [p.parent.name for p in prose_files("debian-news", roots["debian-news"])]
+    assert news == ["alpha", "zeta"]
+
+
+def test_read_prose_records_sha256_and_drops_signatures(roots):
+    text, files = read_prose("debian-news", roots["debian-news"])
+    assert text == "alpha release notes.\n\nmore words here, and more words to read.\n\nzeta news one."
+    for f in files:
+        assert f["sha256"] == hashlib.sha256(open(f["path"], "rb").read()).hexdigest()
+    assert [os.path.basename(os.path.dirname(f["path"])) for f in files] == ["alpha", "zeta"]
+
+
+def test_blocks_are_slices_of_each_source(roots):
+    tok = ByteTokenizer()
+    blocks, rec = ood_prose_blocks(tok, block_len=64, min_blocks=3, roots=roots)
+    lic_ids = tok.encode(read_prose("licenses", roots["licenses"])[0], False)
+    news_ids = tok.encode(read_prose("debian-news", roots["debian-news"])[0], False)
+    nl, nn = len(lic_ids) // 64, len(news_ids) // 64
+    assert nl > 1 and nn == 1
+    assert rec["block_source"] == ["licenses"] * nl + ["debian-news"] * nn
+    assert blocks[:nl].flatten().tolist() == lic_ids[:nl * 64]
+    assert blocks[nl:].flatten().tolist() == news_ids[:64]
+    assert rec["sources"]["licenses"]["blocks"] == nl
+    assert [os.path.basename(f["path"]) for f in rec["sources"]["licenses"]["files"]] == \
+        ["BSD", "GPL-10", "LGPL-2.1", "MPL-2.0"]
+    capped, _ = ood_prose_blocks(tok, block_len=64, min_blocks=2, roots=roots, max_blocks_per_source=1)
+    assert capped.tolist() == blocks[[0, nl]].tolist()
+
+
+def test_missing_files_fail_clearly(roots, tmp_path):
+    tok = ByteTokenizer()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(FileNotFoundError, match="NEWS.Debian.gz.*empty"):
+        ood_prose_blocks(tok, 64, 1, roots={**roots, "debian-news": str(empty)})
+    with pytest.raises(FileNotFoundError, match="missing.*nowhere"):
+        ood_prose_blocks(tok, 64, 1, roots={**roots, "licenses": str(tmp_path / "nowhere")})
+    with pytest.raises(ValueError, match="'debian-news' gives .* fewer than one block"):
+        ood_prose_blocks(tok, 4096, 1, roots=roots, sources=["debian-news"])
+    with pytest.raises(ValueError, match="fewer than 'min_blocks'=99"):
+        ood_prose_blocks(tok, 64, 99, roots=roots)
+    with pytest.raises(ValueError, match="'source'"):
+        prose_files("fortunes")
+    with pytest.raises(ValueError, match="'sources'"):
+        ood_prose_blocks(tok, 64, 1, sources="licenses")

@@ -2,17 +2,17 @@
 accuracy table's intervals equal SciPy's exact ones, and greedy decoding through ``generate``
 equals an argmax loop on a tiny random Llama."""
 import math
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-from quest_geometric.analysis import greedy_continuation, passkey_accuracy, score_passkey
+from quest_geometric.analysis import (
+    greedy_continuation,
+    passkey_accuracy,
+    score_passkey,
+)
 from quest_geometric.datasets import parse_passkey, passkey_trials
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from _hf_models import build_hf  # noqa: E402
+from quest_geometric.testing.hf import build_hf
 
 ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz .,?:\n"
 

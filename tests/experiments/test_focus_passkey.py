@@ -2,15 +2,11 @@
 rerun resumes without running the model again, and --summarize-only writes the tables with
 their run conditions."""
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
 from quest_geometric.experiments import focus_passkey
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from _hf_models import build_hf  # noqa: E402
+from quest_geometric.testing.hf import build_hf
 
 ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz .,?:\n"
 

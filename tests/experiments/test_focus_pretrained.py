@@ -85,7 +85,7 @@ def test_revisit_drop_is_near_zero_on_a_flat_noisy_curve():
 def _tiny_composed(gate="additive", top_k=1, seed=0, num_groups=4, window=2, **focus_kwargs):
     """A tiny Llama with Focus composed (routers seeded with ``seed``), every weight but the
     routers' frozen."""
-    from _hf_models import build_hf
+    from quest_geometric.testing.hf import build_hf
 
     from quest_geometric.nn.focus import compose_focus, router_parameters
 
@@ -103,7 +103,7 @@ def _tiny_composed(gate="additive", top_k=1, seed=0, num_groups=4, window=2, **f
 @pytest.mark.slow
 def test_train_routers_resumed_equals_uninterrupted(tmp_path):
     pytest.importorskip("transformers")
-    from _hf_models import tokens
+    from quest_geometric.testing.hf import tokens
 
     from quest_geometric.nn.focus import router_parameters
 
@@ -194,7 +194,7 @@ def test_decode_bounds_fits_each_cache_on_its_own():
 @pytest.mark.slow
 def test_train_routers_pair_budget(tmp_path):
     pytest.importorskip("transformers")
-    from _hf_models import tokens
+    from quest_geometric.testing.hf import tokens
 
     from quest_geometric.nn.focus import (
         focus_layers,
@@ -262,7 +262,7 @@ def test_train_routers_gate_bias_is_part_of_the_objective(tmp_path):
     """The additive gate's b changes the loss, so a run resumed with another b is refused; a
     checkpoint from before b was recorded resumes as b = 0.5, the only value then used."""
     pytest.importorskip("transformers")
-    from _hf_models import tokens
+    from quest_geometric.testing.hf import tokens
 
     train = tokens(5, 24, seed=2)
     a = train_routers(_tiny_composed(top_k=2), train, 2, 1e-2, tmp_path / "a",
@@ -290,7 +290,7 @@ def test_train_routers_gate_bias_is_part_of_the_objective(tmp_path):
 def test_load_router_weights_reads_checkpoints_and_saved_folders(tmp_path):
     # run_speed's --routers: a train_routers checkpoint or a committed save_routers folder
     pytest.importorskip("transformers")
-    from _hf_models import tokens
+    from quest_geometric.testing.hf import tokens
 
     from quest_geometric.nn.focus import router_parameters, save_routers
 
@@ -343,7 +343,7 @@ def test_evaluate_lm_soft_keep_of_the_additive_gate_by_hand():
     and the window's share of the causal pairs (hand-counted); NaN for the hard pattern
     and for the multiplicative gate."""
     pytest.importorskip("transformers")
-    from _hf_models import tokens
+    from quest_geometric.testing.hf import tokens
 
     from quest_geometric.experiments.focus_pretrained import evaluate_lm
     from quest_geometric.nn.focus import focus_layers

@@ -10,10 +10,10 @@ import math
 import numpy as np
 import pytest
 import torch
-from _hf_models import build_hf, tokens
 
 from quest_geometric.experiments.qk_geometry import pretrained, pretrained_cli
 from quest_geometric.testing.common import np_pr
+from quest_geometric.testing.hf import build_hf, tokens
 
 
 def _rotate_half(x):

@@ -227,15 +227,6 @@ def test_gradient_reaches_every_parameter(name):
         assert p.grad.abs().sum() > 0, pname
 
 
-@pytest.fixture
-def one_thread():
-    """Short training loops run much faster on one thread on a shared, busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.mark.parametrize("graph, kwargs, ratio", [
     (SPHERE, {}, 0.8),
     (LATTICE, {}, 0.8),

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "_train_scripts"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "_train_scripts"))
 from qg_train_toy import MLP, classification_data
 
 from quest_geometric.training import CheckpointError, FolderInUseError

@@ -458,9 +458,8 @@ def test_route_prefix_equals_router_and_second_pass():
 
 
 pytest.importorskip("transformers")
-from _hf_models import build_hf, tokens  # noqa: E402
-
 from quest_geometric.nn.focus.compose import compose_focus  # noqa: E402
+from quest_geometric.testing.hf import build_hf, tokens  # noqa: E402
 
 _STATES = "_quest_focus_states"
 

@@ -77,7 +77,7 @@ def test_steps_equal_the_whole_sequence(top_k):
 @pytest.mark.slow
 def test_composed_cached_decoding_equals_uncached():
     pytest.importorskip("transformers")
-    from _hf_models import build_hf, tokens
+    from quest_geometric.testing.hf import build_hf, tokens
 
     from quest_geometric.nn.focus import compose_focus
 

@@ -8,7 +8,6 @@ import math
 import pytest
 import torch
 
-from _hf_models import HF_ARCHS, build_hf, tokens
 from quest_geometric.adapters import (
     LlamaAttentionAdapter,
     get_attention_adapter,
@@ -23,6 +22,7 @@ from quest_geometric.nn.focus.compose import (
     save_routers,
     set_focus_options,
 )
+from quest_geometric.testing.hf import HF_ARCHS, build_hf, tokens
 
 pytest.importorskip("transformers")
 LLAMA_FAMILY = ["llama", "mistral", "qwen2"]

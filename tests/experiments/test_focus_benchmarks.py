@@ -128,7 +128,7 @@ def _bench_module(name):
     import sys
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(f"_bench_{name}", path)
     mod = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(path.parent))

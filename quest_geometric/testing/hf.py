@@ -1,7 +1,12 @@
-"""Tiny random Hugging Face language models (no download) shared by the adapter tests."""
+"""Tiny random Hugging Face language models (no download) for tests of the adapters, Focus
+composition and the pretrained-model experiments.
+
+* :func:`build_hf`: a 2-layer causal LM of one of :data:`HF_ARCHS` with random weights
+  (skips the calling test when ``transformers`` is missing).
+* :func:`tokens`: random token ids in the models' vocabulary.
+"""
 from __future__ import annotations
 
-import pytest
 import torch
 from torch import nn
 
@@ -13,6 +18,8 @@ def build_hf(arch: str, attn: str = "sdpa", dtype: torch.dtype = torch.float32,
              seed: int = 0, **overrides) -> nn.Module:
     """A 2-layer causal LM of ``arch`` with random weights; the Llama family uses grouped-
     query attention (4 query heads, 2 key/value heads) and Qwen2 its projection biases."""
+    import pytest
+
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(seed)
     common = dict(vocab_size=VOCAB, bos_token_id=0, eos_token_id=1, pad_token_id=2)
@@ -54,4 +61,5 @@ def build_hf(arch: str, attn: str = "sdpa", dtype: torch.dtype = torch.float32,
 
 
 def tokens(b: int, t: int, seed: int = 1) -> torch.Tensor:
+    """A ``(b, t)`` batch of random token ids in ``[3, VOCAB)`` (above the special tokens)."""
     return torch.randint(3, VOCAB, (b, t), generator=torch.Generator().manual_seed(seed))

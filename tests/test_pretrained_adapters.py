@@ -21,7 +21,6 @@ from quest_geometric.nn.focus.compose import (
     focus_disabled,
     load_routers,
     save_routers,
-    set_focus_options,
 )
 
 pytest.importorskip("transformers")

@@ -5,7 +5,6 @@ from collections.abc import Sequence
 from typing import Optional
 
 import torch
-from torch import Tensor
 from torch_geometric.data import Data
 
 from quest_geometric._utils.checks import check_int, check_positive_int, check_shell_radii, check_shell_sizes

@@ -91,8 +91,13 @@ def main():
     modes = args.mode.split(",")
     for mode in modes:
         args.mode = mode
-        sub = (lambda p: p and (os.path.join(p, mode) if len(modes) > 1 else p))
-        res = (lambda p: p and (f"{p}.{mode}" if len(modes) > 1 else p))
+
+        def sub(p):
+            return p and (os.path.join(p, mode) if len(modes) > 1 else p)
+
+        def res(p):
+            return p and (f"{p}.{mode}" if len(modes) > 1 else p)
+
         if args.ref_out:
             run(args, sub(args.ref_out), res(args.ref_result))
         run(args, sub(args.out), res(args.result), kill_at=args.kill_at_step, resume=args.resume)

@@ -308,11 +308,11 @@ def test_train_run_and_run_errors(tmp_path):
 
 # --------------------------------------------------------------------------- share over steps
 def _fake_summary(diffs_by_traj: dict, steps: list, runs: list = ()) -> dict:
-    ts = [{"depth": d, "init": i, "layer": l, "steps": list(steps), "diff": list(v)}
-          for (d, i, l), v in diffs_by_traj.items()]
+    ts = [{"depth": d, "init": i, "layer": ly, "steps": list(steps), "diff": list(v)}
+          for (d, i, ly), v in diffs_by_traj.items()]
     return {"trajectories": ts, "run_layers": [
-        {"depth": d, "init": i, "layer": l, "seed": s, "steps": list(steps), "diff": list(v)}
-        for (d, i, l, s), v in runs]}
+        {"depth": d, "init": i, "layer": ly, "seed": s, "steps": list(steps), "diff": list(v)}
+        for (d, i, ly, s), v in runs]}
 
 
 def test_share_over_steps_counts_and_clopper_pearson_interval():

@@ -270,8 +270,8 @@ class QKProbe:
         self.enabled = bool(enabled)
         self._probe_only = False
         found = self._find_layers(model)
-        self._layers = [_Layer(i, n, m, a) for i, (n, m, a) in enumerate(self._select(found,
-                                                                                      layers))]
+        self._layers = [_Layer(i, n, m, a)
+                        for i, (n, m, a) in enumerate(self._select(found, layers))]
         # The hooks hold the probe only weakly; when the probe is garbage collected without
         # remove(), this removes them, so no hook outlives the probe.
         self._finalizer = weakref.finalize(self, QKProbe._remove_hooks, self._layers)

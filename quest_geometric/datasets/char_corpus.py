@@ -209,8 +209,8 @@ class CharCorpus:
         return {"train": text[:cut], "val": text[cut:]}
 
     def _read_wikitext(self, path: str) -> dict[str, str]:
-        missing = [f for f in WIKITEXT103_FILES.values() if not os.path.isfile(os.path.join(path,
-                                                                                            f))]
+        missing = [f for f in WIKITEXT103_FILES.values()
+                   if not os.path.isfile(os.path.join(path, f))]
         if missing:
             raise FileNotFoundError(
                 f"CharCorpus: directory {path!r} lacks the WikiText-103 raw files {missing}; "

@@ -90,8 +90,8 @@ def _read(path: Path, source: str) -> tuple[str, str]:
     return text.strip(), digest
 
 
-def read_prose(source: str, root: Optional[Union[str, os.PathLike]] = None) -> tuple[str,
-                                                                                     list[dict]]:
+def read_prose(source: str,
+               root: Optional[Union[str, os.PathLike]] = None) -> tuple[str, list[dict]]:
     r"""The text of one source and the record of the files it came from.
 
     Args:

@@ -90,8 +90,8 @@ def window_set(tokens: Union[TokenSeq, Sequence[TokenSeq]], n: int = 32) -> froz
         3
     """
     check_int(n, "'n'", 1, where="window_set")
-    if isinstance(tokens, (list, tuple)) and tokens and not isinstance(tokens[0], (int,
-                                                                                   np.integer)):
+    if (isinstance(tokens, (list, tuple)) and tokens
+            and not isinstance(tokens[0], (int, np.integer))):
         parts = [_as_array(t, "'tokens'", "window_set") for t in tokens]
     else:
         parts = [_as_array(tokens, "'tokens'", "window_set")]

@@ -1,4 +1,5 @@
-"""Query/key geometry study: PR_Q vs PR_K trajectories, key-spectrum control, pretrained checkpoints.
+"""Query/key geometry study: PR_Q vs PR_K trajectories, key-spectrum control, pretrained
+checkpoints.
 
     python benchmarks/qk_geometry.py [--quick] [--hf-model PATH ...]
 

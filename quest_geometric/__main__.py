@@ -17,7 +17,8 @@ to 16K tokens and a short language-model comparison (part 'focus'), and a short
 query/key-geometry run (part 'qk'), and, where the SmolLM2 weights are installed, a short
 real-pretrained-model part (part 'pretrained': probe and committed routers on two
 validation blocks, about a minute; otherwise the report says how to add the model). About
-4 minutes on two idle cores without the model, peak memory under 2 GB. Writes <out>/report.md with tables, PNG plots and the CSV/JSON behind them, and
+4 minutes on two idle cores without the model, peak memory under 2 GB. Writes <out>/report.md with
+tables, PNG plots and the CSV/JSON behind them, and
 prints a summary. The default settings are smoke runs: they show the pipeline, not the
 targets, and the report quotes the committed full-run results."""
 

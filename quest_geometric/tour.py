@@ -356,7 +356,8 @@ def run_tour(
     names = list(PARTS) if not only else list(dict.fromkeys(only))
     unknown = [n for n in names if n not in PARTS]
     if unknown:
-        raise TourError(f"--only: unknown part(s) {', '.join(unknown)}; choose from {', '.join(PARTS)}")
+        raise TourError(f"--only: unknown part(s) {', '.join(unknown)}; choose from "
+                        f"{', '.join(PARTS)}")
     dev = resolve_device(device)
     if results is not None and not Path(results).is_dir():
         raise TourError(f"--results: {str(results)!r} is not a folder (expected one laid out "

@@ -52,7 +52,8 @@ def test_bad_device_string():
 @pytest.mark.slow
 def test_module_entry_point_exits_2_without_traceback(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "quest_geometric", "tour", "--only", "nope", "--out", str(tmp_path / "x")],
+        [sys.executable, "-m", "quest_geometric", "tour", "--only", "nope", "--out",
+         str(tmp_path / "x")],
         capture_output=True, text=True,
     )
     assert out.returncode == 2

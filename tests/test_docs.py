@@ -62,7 +62,8 @@ def build_docs(tmp_path_factory):
     if done.exists():
         return out
     proc = subprocess.run(
-        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", str(DOCS), str(out)],
+        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", str(DOCS),
+         str(out)],
         capture_output=True, text=True, cwd=ROOT,
     )
     assert proc.returncode == 0, f"sphinx-build -W failed:\n{proc.stdout}\n{proc.stderr}"
@@ -94,7 +95,8 @@ def _python_blocks():
 @pytest.mark.parametrize("code", list(_python_blocks()))
 @pytest.mark.slow
 def test_docs_python_examples_run(code, tmp_path):
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr
 
 

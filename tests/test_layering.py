@@ -46,7 +46,8 @@ def package_imports(source: str) -> tuple[tuple[int, str, list[str]], ...]:
         if isinstance(node, ast.ImportFrom):
             if node.level:  # relative imports are not used in this package; refuse them here
                 raise AssertionError(f"line {node.lineno}: relative import")
-            if node.module and (node.module == "quest_geometric" or node.module.startswith("quest_geometric.")):
+            if node.module and (node.module == "quest_geometric"
+                                or node.module.startswith("quest_geometric.")):
                 out.append((node.lineno, node.module, [a.name for a in node.names]))
         elif isinstance(node, ast.Import):
             out += [(node.lineno, a.name, []) for a in node.names
@@ -59,7 +60,8 @@ def _target(module: str, names: list[str]) -> list[str]:
     parts = module.split(".")
     if len(parts) > 1:
         return [parts[1]]
-    return [n for n in names if (PACKAGE / n).is_dir() or (PACKAGE / f"{n}.py").is_file()] or ["(root)"]
+    return [n for n in names if (PACKAGE / n).is_dir()
+            or (PACKAGE / f"{n}.py").is_file()] or ["(root)"]
 
 
 def _private(name: str) -> bool:
@@ -76,7 +78,8 @@ def private_imports(source: str, importer: str) -> list[str]:
                 continue
             private = [p for p in parts[1:] if _private(p)] + [n for n in names if _private(n)]
             if private:
-                bad.append(f"line {line}: from {module} import {', '.join(names)} ({', '.join(private)})")
+                bad.append(f"line {line}: from {module} import {', '.join(names)} "
+                           f"({', '.join(private)})")
     return bad
 
 
@@ -120,7 +123,9 @@ def test_checker_finds_what_it_should():
         "line 1: from quest_geometric.geometry.knn import _check_k, knn_graph (_check_k)",
         "line 3: from quest_geometric.nn._checks import check_qkv (_checks)",
     ]
-    assert private_imports(src, "geometry") == ["line 3: from quest_geometric.nn._checks import check_qkv (_checks)"]
+    assert private_imports(src,
+                           "geometry") == ["line 3: from quest_geometric.nn._checks import "
+                                           "check_qkv (_checks)"]
     assert layering_violations(src, "transforms") == [
         "line 3: transforms/ imports nn/ (quest_geometric.nn._checks)",
         "line 4: transforms/ imports nn/ (quest_geometric)",

@@ -13,9 +13,9 @@ from scipy.spatial.transform import Rotation
 from quest_geometric import quaternion as Q
 
 ONE = torch.tensor([1.0, 0.0, 0.0, 0.0])
-I = torch.tensor([0.0, 1.0, 0.0, 0.0])
-J = torch.tensor([0.0, 0.0, 1.0, 0.0])
-K = torch.tensor([0.0, 0.0, 0.0, 1.0])
+QI = torch.tensor([0.0, 1.0, 0.0, 0.0])
+QJ = torch.tensor([0.0, 0.0, 1.0, 0.0])
+QK = torch.tensor([0.0, 0.0, 0.0, 1.0])
 
 
 def to_scipy(q: torch.Tensor) -> Rotation:
@@ -35,15 +35,15 @@ quat = st.lists(finite, min_size=4, max_size=4).filter(
 
 # ----------------------------------------------------------------------------- hand cases
 def test_hamilton_units():
-    assert torch.equal(Q.multiply(I, J), K)
-    assert torch.equal(Q.multiply(J, K), I)
-    assert torch.equal(Q.multiply(K, I), J)
-    assert torch.equal(Q.multiply(J, I), -K)
-    for u in (I, J, K):
+    assert torch.equal(Q.multiply(QI, QJ), QK)
+    assert torch.equal(Q.multiply(QJ, QK), QI)
+    assert torch.equal(Q.multiply(QK, QI), QJ)
+    assert torch.equal(Q.multiply(QJ, QI), -QK)
+    for u in (QI, QJ, QK):
         assert torch.equal(Q.multiply(u, u), -ONE)
     # i j k = -1
-    assert torch.equal(Q.multiply(Q.multiply(I, J), K), -ONE)
-    assert torch.equal(Q.multiply(ONE, I), I)
+    assert torch.equal(Q.multiply(Q.multiply(QI, QJ), QK), -ONE)
+    assert torch.equal(Q.multiply(ONE, QI), QI)
 
 
 def test_conjugate_and_relative_hand():
@@ -52,7 +52,7 @@ def test_conjugate_and_relative_hand():
     # q q* = |q|^2
     torch.testing.assert_close(Q.multiply(q, Q.conjugate(q)), torch.tensor([30.0, 0, 0, 0]))
     # relative(i, j) = conj(i) j = -i j = -k
-    assert torch.equal(Q.relative(I, J), -K)
+    assert torch.equal(Q.relative(QI, QJ), -QK)
 
 
 def test_rotation_hand_case():

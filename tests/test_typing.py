@@ -7,7 +7,8 @@ import quest_geometric.typing as qt
 
 
 def test_flags_are_bool_and_reasons_consistent():
-    for name, flag in (("torch_cluster", qt.WITH_TORCH_CLUSTER), ("torch_scatter", qt.WITH_TORCH_SCATTER)):
+    for name, flag in (("torch_cluster", qt.WITH_TORCH_CLUSTER), ("torch_scatter",
+                                                                  qt.WITH_TORCH_SCATTER)):
         assert isinstance(flag, bool)
         assert (name in qt.UNAVAILABLE_REASON) == (not flag)
 

@@ -17,7 +17,8 @@ def check_int(value: Any, arg: str, minimum: Optional[int] = None, where: Option
     bounds = (f" >= {minimum}" if minimum is not None else "") + (
         f" and <= {maximum}" if maximum is not None else "")
     if (isinstance(value, bool) or not isinstance(value, int)
-            or (minimum is not None and value < minimum) or (maximum is not None and value > maximum)):
+            or (minimum is not None and value < minimum) or (maximum is not None
+                                                             and value > maximum)):
         raise ValueError(f"{_prefix(where)}{arg} must be an int{bounds}, got {value!r}")
     return value
 

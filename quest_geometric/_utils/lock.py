@@ -75,7 +75,8 @@ class FolderLock:
                 found = self._read()
                 if found == (-1, ""):
                     continue
-                if found is not None and found[1] == socket.gethostname() and not _pid_alive(found[0]):
+                if (found is not None and found[1] == socket.gethostname()
+                        and not _pid_alive(found[0])):
                     try:  # stale: its process is gone
                         os.unlink(self.path)
                     except FileNotFoundError:

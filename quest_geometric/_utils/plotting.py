@@ -14,6 +14,7 @@ def optional_pyplot(required: bool = False) -> Optional[Any]:
         import matplotlib.pyplot as plt
     except ImportError:
         if required:
-            raise ImportError("plotting needs matplotlib: pip install 'quest_geometric[bench]'") from None
+            raise ImportError("plotting needs matplotlib: pip install "
+                              "'quest_geometric[bench]'") from None
         return None
     return plt

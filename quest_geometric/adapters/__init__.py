@@ -2,7 +2,8 @@ r"""Attention adapters: one protocol to drive any attention module from outside.
 
 An :class:`AttentionAdapter` parses one call of a recognised attention module (hidden
 states, padding mask, rotary embeddings, KV cache), returns its per-head queries, keys and
-values and applies its output projection. :func:`~quest_geometric.nn.focus.compose.compose_focus` and
+values and applies its output projection. :func:`~quest_geometric.nn.focus.compose.compose_focus`
+and
 :class:`~quest_geometric.analysis.probe.QKProbe` both consume this one registry, keyed by
 qualified class name; teach both a new class with one :func:`register_attention_adapter`
 call. This layer sits below :mod:`quest_geometric.nn` and :mod:`quest_geometric.analysis`

@@ -27,8 +27,11 @@ def _as_tensor(x: Tensor, name: str, fn: str, min_dim: int) -> Tensor:
     if not isinstance(x, Tensor):
         raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(x).__name__}")
     if x.dim() < min_dim:
-        raise ValueError(f"{fn}: {name} must have at least {min_dim} dimensions, got shape {tuple(x.shape)}")
-    if x.is_complex() or not (x.is_floating_point() or x.dtype in (torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8)):
+        raise ValueError(f"{fn}: {name} must have at least {min_dim} dimensions, got shape "
+                         f"{tuple(x.shape)}")
+    if x.is_complex() or not (x.is_floating_point() or x.dtype in (torch.int32, torch.int64,
+                                                                   torch.int16, torch.int8,
+                                                                   torch.uint8)):
         raise TypeError(f"{fn}: {name} must be a real tensor, got {x.dtype}")
     x = x.detach().to(torch.float64)
     if not torch.isfinite(x).all():
@@ -127,7 +130,8 @@ def _singular_values(m: Tensor, fn: str) -> Tensor:
     zero = s[..., 0] <= 0
     if zero.any():
         raise ValueError(
-            f"{fn}: {int(zero.sum())} of {zero.numel()} matrices are all zero; the rank measure is undefined"
+            f"{fn}: {int(zero.sum())} of {zero.numel()} matrices are all zero; the rank measure is "
+            "undefined"
         )
     return s
 
@@ -250,7 +254,8 @@ def attention_entropy(
             mask = torch.broadcast_to(mask.to(a.device), a.shape)
         except RuntimeError:
             raise ValueError(
-                f"{fn}: mask of shape {tuple(mask.shape)} does not broadcast to attn {tuple(a.shape)}"
+                f"{fn}: mask of shape {tuple(mask.shape)} does not broadcast to attn "
+                f"{tuple(a.shape)}"
             ) from None
         support = mask.sum(-1)
         am = a.masked_fill(~mask, 0.0)

@@ -202,10 +202,12 @@ class QKProbe:
     inputs without gradient (two extra projections per layer) and update a covariance
     (:math:`O(n (Hd)^2)`, or :math:`O(n H d^2)` with ``concat_heads=False``); the probe
     batch adds, once per reset, one :math:`d \times d` SVD per head and sequence
-    (:func:`logit_singular_values`) and one masked softmax (:func:`masked_softmax_entropy`). With ``enabled = False`` a
+    (:func:`logit_singular_values`) and one masked softmax (:func:`masked_softmax_entropy`). With
+    ``enabled = False`` a
     hook returns at once (one Python call per layer per forward); :meth:`remove` removes
     them entirely, and so does dropping the probe (the hooks hold it only weakly: no hook
-    outlives the probe object). Typical use when training is to keep one probe and toggle ``enabled``
+    outlives the probe object). Typical use when training is to keep one probe and toggle
+    ``enabled``
     (or enter ``with QKProbe(model) as probe:`` around the probed steps).
 
     Probing never changes the model's outputs or gradients: the hooks only read the
@@ -268,7 +270,8 @@ class QKProbe:
         self.enabled = bool(enabled)
         self._probe_only = False
         found = self._find_layers(model)
-        self._layers = [_Layer(i, n, m, a) for i, (n, m, a) in enumerate(self._select(found, layers))]
+        self._layers = [_Layer(i, n, m, a)
+                        for i, (n, m, a) in enumerate(self._select(found, layers))]
         # The hooks hold the probe only weakly; when the probe is garbage collected without
         # remove(), this removes them, so no hook outlives the probe.
         self._finalizer = weakref.finalize(self, QKProbe._remove_hooks, self._layers)
@@ -309,7 +312,8 @@ class QKProbe:
                 raise TypeError("QKProbe: layers must hold names, indices or modules, got a bool")
             if isinstance(sel, int):
                 if not -len(found) <= sel < len(found):
-                    raise ValueError(f"QKProbe: layer index {sel} out of range for {len(found)} layers")
+                    raise ValueError(f"QKProbe: layer index {sel} out of range for {len(found)} "
+                                     "layers")
                 i = sel % len(found)
             elif isinstance(sel, str):
                 if sel not in names:
@@ -322,7 +326,8 @@ class QKProbe:
                                      f"attention layers found: {names}")
                 i = ids[0]
             else:
-                raise TypeError(f"QKProbe: layers must hold names, indices or modules, got {type(sel).__name__}")
+                raise TypeError("QKProbe: layers must hold names, indices or modules, got "
+                                f"{type(sel).__name__}")
             if i not in seen:
                 seen.add(i)
                 out.append(found[i])
@@ -403,7 +408,8 @@ class QKProbe:
             return None
         return hook
 
-    def _view(self, layer: _Layer, module: nn.Module, args: tuple, kwargs: dict) -> Optional[QKView]:
+    def _view(self, layer: _Layer, module: nn.Module, args: tuple,
+              kwargs: dict) -> Optional[QKView]:
         out = layer.adapter.qk_view(module, args, kwargs)
         if out is None:
             return None
@@ -411,13 +417,16 @@ class QKProbe:
             out = QKView(*out)
         where = f"QKProbe: the adapter of {type(module).__name__} ({layer.name or 'root'})"
         if not isinstance(out, QKView):
-            raise TypeError(f"{where} returned {type(out).__name__}; expected (q, k), a QKView or None")
+            raise TypeError(f"{where} returned {type(out).__name__}; expected (q, k), a QKView or "
+                            "None")
         q, k = out.q, out.k
         if not (isinstance(q, Tensor) and isinstance(k, Tensor)) or q.dim() != 4 or k.dim() != 4:
             raise ValueError(f"{where} must give q [B, H, T, d] and k [B, H, S, d], got "
-                             f"{tuple(getattr(q, 'shape', ()))} and {tuple(getattr(k, 'shape', ()))}")
+                             f"{tuple(getattr(q, 'shape', ()))} and "
+                             f"{tuple(getattr(k, 'shape', ()))}")
         if q.size(0) != k.size(0) or q.size(1) != k.size(1) or q.size(3) != k.size(3):
-            raise ValueError(f"{where}: q {tuple(q.shape)} and k {tuple(k.shape)} must share B, H and d")
+            raise ValueError(f"{where}: q {tuple(q.shape)} and k {tuple(k.shape)} must share B, H "
+                             "and d")
         if out.edge_index is not None and q.size(0) != 1:
             raise ValueError(f"{where}: graph attention (edge_index) needs B == 1, got {q.size(0)}")
         if q.numel() == 0 or k.numel() == 0:
@@ -507,14 +516,16 @@ class QKProbe:
         layer.probe["qk_effective_rank"] = torch.cat([r[0] for r in ranks], 0).mean(0)  # [H]
         layer.probe["qk_stable_rank"] = torch.cat([r[1] for r in ranks], 0).mean(0)
 
-    def _set_entropy(self, layer: _Layer, ent: Tensor, valid: Tensor, dims: tuple, why: str) -> None:
+    def _set_entropy(self, layer: _Layer, ent: Tensor, valid: Tensor, dims: tuple,
+                     why: str) -> None:
         count = valid.sum(dims)
         if bool((count == 0).any()):
             layer.probe_undefined["attention_entropy"] = why
             return
         layer.probe["attention_entropy"] = (ent * valid).sum(dims) / count
 
-    def _measure_graph(self, layer: _Layer, view: QKView, q: Tensor, k: Tensor, scale: float) -> None:
+    def _measure_graph(self, layer: _Layer, view: QKView, q: Tensor, k: Tensor,
+                       scale: float) -> None:
         from torch_geometric.utils import scatter
         from torch_geometric.utils import softmax as pyg_softmax
 
@@ -529,7 +540,8 @@ class QKProbe:
             e = (q[0][:, dst] * k[0][:, src]).sum(-1).transpose(0, 1) * scale  # [E, H]
         a = pyg_softmax(e, dst, num_nodes=N)
         h = scatter(-torch.special.xlogy(a, a), dst, dim=0, dim_size=N, reduce="sum")  # [N, H]
-        deg = scatter(torch.ones_like(dst, dtype=torch.float64), dst, dim=0, dim_size=N, reduce="sum")
+        deg = scatter(torch.ones_like(dst, dtype=torch.float64), dst, dim=0, dim_size=N,
+                      reduce="sum")
         valid = (deg > 1).unsqueeze(-1).expand(N, H)
         h = torch.where(valid, h / deg.clamp_min(2).log().unsqueeze(-1), torch.zeros_like(h))
         self._set_entropy(layer, h, valid, dims=(0,),
@@ -646,7 +658,8 @@ class QKProbe:
                 key, why = next(iter(undefined.items()))
                 raise ValueError(f"QKProbe: {key} of layer {layer.name!r} is undefined: {why}")
             probe = {key: v.tolist() for key, v in layer.probe.items()}
-            base = {"layer": layer.name, "layer_index": layer.index, "type": type(layer.module).__name__}
+            base = {"layer": layer.name, "layer_index": layer.index,
+                    "type": type(layer.module).__name__}
 
             def head_value(vals: Optional[list], h: int) -> Optional[float]:
                 return None if vals is None or h >= len(vals) else vals[h]
@@ -660,7 +673,8 @@ class QKProbe:
                 for h in range(H):
                     rec = dict(base, head=h)
                     a, b = head_value(pq, h), head_value(pk, h)
-                    rec.update(pr_q=a, pr_k=b, pr_q_minus_pr_k=None if a is None or b is None else a - b)
+                    rec.update(pr_q=a, pr_k=b, pr_q_minus_pr_k=None if a is None or b is None
+                               else a - b)
                     for key in ("qk_effective_rank", "qk_stable_rank", "attention_entropy"):
                         rec[key] = head_value(probe.get(key), h)
                     rec.update(tokens=n_q, probe_tokens=layer.probe_tokens,
@@ -678,7 +692,8 @@ class QKProbe:
         return out
 
     def __repr__(self) -> str:
-        return (f"{self.__class__.__name__}({type(self.model).__name__}, layers={len(self._layers)}, "
+        return (f"{self.__class__.__name__}({type(self.model).__name__}, "
+                f"layers={len(self._layers)}, "
                 f"enabled={self.enabled}, attached={self.attached})")
 
 

@@ -40,7 +40,8 @@ def greedy_continuation(model: Any, input_ids: Tensor, max_new_tokens: int = 6) 
     """
     check_int(max_new_tokens, "'max_new_tokens'", 1, where="greedy_continuation")
     if not isinstance(input_ids, Tensor):
-        raise TypeError(f"greedy_continuation: 'input_ids' must be a tensor, got {type(input_ids).__name__}")
+        raise TypeError("greedy_continuation: 'input_ids' must be a tensor, got "
+                        f"{type(input_ids).__name__}")
     ids = input_ids.reshape(1, -1).long()
     gen = getattr(model, "generate", None)
     if gen is not None:
@@ -49,7 +50,8 @@ def greedy_continuation(model: Any, input_ids: Tensor, max_new_tokens: int = 6) 
         cfg = getattr(model, "generation_config", None)
         if cfg is not None:  # greedy: no sampling settings to warn about
             kwargs.update(temperature=None, top_p=None, top_k=None)
-            if getattr(cfg, "pad_token_id", None) is None and getattr(cfg, "eos_token_id", None) is not None:
+            if getattr(cfg, "pad_token_id", None) is None and getattr(cfg, "eos_token_id",
+                                                                      None) is not None:
                 eos = cfg.eos_token_id
                 kwargs["pad_token_id"] = eos[0] if isinstance(eos, (list, tuple)) else eos
         out = gen(ids, **kwargs)

@@ -35,7 +35,8 @@ def spectrum_participation_ratio(s: Tensor) -> Tensor:
     lam = s.square()
     den = lam.square().sum(-1)
     if (den <= 0).any():
-        raise ValueError("spectrum_participation_ratio: an all-zero spectrum has no participation ratio")
+        raise ValueError("spectrum_participation_ratio: an all-zero spectrum has no participation "
+                         "ratio")
     return lam.sum(-1).square() / den
 
 
@@ -72,7 +73,8 @@ def qk_weight_kernels(model: nn.Module) -> list[Tensor]:
         if not isinstance(q, nn.Linear) or q.weight.shape != wk.shape:
             raise ValueError(f"qk_weight_kernels: {name} has no q_proj Linear matching its k_proj")
         if not isinstance(heads, int) or heads < 1 or wk.size(0) % heads:
-            raise ValueError(f"qk_weight_kernels: {name}'s module lacks a head count dividing its rows")
+            raise ValueError(f"qk_weight_kernels: {name}'s module lacks a head count dividing its "
+                             "rows")
         d = wk.size(0) // heads
         wq_h = q.weight.detach().double().view(heads, d, -1)
         wk_h = wk.detach().double().view(heads, d, -1)
@@ -137,10 +139,12 @@ class KeySpectrumControl:
         every: int = 1,
     ) -> None:
         if not isinstance(model, nn.Module):
-            raise TypeError(f"KeySpectrumControl: model must be an nn.Module, got {type(model).__name__}")
+            raise TypeError("KeySpectrumControl: model must be an nn.Module, got "
+                            f"{type(model).__name__}")
         check_choice(mode, "mode", _MODES, where="KeySpectrumControl")
         if not (isinstance(decay, (int, float)) and math.isfinite(decay) and decay >= 0):
-            raise ValueError(f"KeySpectrumControl: decay must be a finite number >= 0, got {decay!r}")
+            raise ValueError("KeySpectrumControl: decay must be a finite number >= 0, got "
+                             f"{decay!r}")
         check_int(every, "every", 1, where="KeySpectrumControl")
         self.mode = mode
         self.per_head = bool(per_head)
@@ -160,7 +164,8 @@ class KeySpectrumControl:
         self.heads: list[int] = []
         for name, _, w, heads in found:
             if w.dim() != 2:
-                raise ValueError(f"KeySpectrumControl: {name}.weight must be 2-D, got shape {tuple(w.shape)}")
+                raise ValueError(f"KeySpectrumControl: {name}.weight must be 2-D, got shape "
+                                 f"{tuple(w.shape)}")
             h = 1
             if self.per_head:
                 if not isinstance(heads, int) or heads < 1 or w.size(0) % heads != 0:
@@ -230,7 +235,8 @@ class KeySpectrumControl:
         return True
 
     def spectra(self) -> list[Tensor]:
-        """Current singular values (descending, float64) of each controlled weight, ``[heads, r]``."""
+        """Current singular values (descending, float64) of each controlled weight,
+        ``[heads, r]``."""
         return [self._svd(i)[1] for i in range(len(self.weights))]
 
     def participation_ratios(self) -> Tensor:

@@ -98,9 +98,11 @@ class StreamingCovariance:
             StreamingCovariance: ``self``.
         """
         if not isinstance(z, Tensor):
-            raise TypeError(f"StreamingCovariance.update: z must be a tensor, got {type(z).__name__}")
+            raise TypeError("StreamingCovariance.update: z must be a tensor, got "
+                            f"{type(z).__name__}")
         expected = (*self.shape, "n", self.dim)
-        if z.dim() != len(self.shape) + 2 or tuple(z.shape[:-2]) != self.shape or z.size(-1) != self.dim:
+        if (z.dim() != len(self.shape) + 2 or tuple(z.shape[:-2]) != self.shape
+                or z.size(-1) != self.dim):
             raise ValueError(
                 f"StreamingCovariance.update: z must have shape {expected}, got {tuple(z.shape)}"
             )
@@ -117,7 +119,8 @@ class StreamingCovariance:
 
     def _check_compatible(self, other: "StreamingCovariance", fn: str) -> None:
         if not isinstance(other, StreamingCovariance):
-            raise TypeError(f"StreamingCovariance.{fn}: expected a StreamingCovariance, got {type(other).__name__}")
+            raise TypeError(f"StreamingCovariance.{fn}: expected a StreamingCovariance, got "
+                            f"{type(other).__name__}")
         if other.dim != self.dim or other.shape != self.shape:
             raise ValueError(
                 f"StreamingCovariance.{fn}: incompatible accumulators (dim {self.dim} vs "
@@ -225,7 +228,8 @@ class StreamingCovariance:
         return ev.flip(-1).clamp_min(0.0)
 
     def participation_ratio(self) -> Tensor:
-        r"""Participation ratio :math:`(\sum\lambda)^2/\sum\lambda^2` of the covariance ``[*shape]``.
+        r"""Participation ratio :math:`(\sum\lambda)^2/\sum\lambda^2` of the covariance
+        ``[*shape]``.
 
         Raises:
             ValueError: with fewer than two samples or zero variance (PR undefined).

@@ -1,7 +1,12 @@
 """Datasets: image datasets as sphere/lattice graphs, the character-level corpus, the Python
 language reference as token blocks for pretrained tokenizers (train / validation / test
 deduplicated against the training text), out-of-domain prose, and passkey retrieval prompts."""
-from quest_geometric.datasets.char_corpus import UNK_CHAR, WIKITEXT103_FILES, CharCorpus, load_python_reference
+from quest_geometric.datasets.char_corpus import (
+    UNK_CHAR,
+    WIKITEXT103_FILES,
+    CharCorpus,
+    load_python_reference,
+)
 from quest_geometric.datasets.images import (
     CIFAR10Graphs,
     CIFAR100Graphs,

@@ -209,7 +209,8 @@ class CharCorpus:
         return {"train": text[:cut], "val": text[cut:]}
 
     def _read_wikitext(self, path: str) -> dict[str, str]:
-        missing = [f for f in WIKITEXT103_FILES.values() if not os.path.isfile(os.path.join(path, f))]
+        missing = [f for f in WIKITEXT103_FILES.values()
+                   if not os.path.isfile(os.path.join(path, f))]
         if missing:
             raise FileNotFoundError(
                 f"CharCorpus: directory {path!r} lacks the WikiText-103 raw files {missing}; "
@@ -292,14 +293,16 @@ class CharCorpus:
         """
         if isinstance(ids, Tensor):
             if ids.dim() != 1:
-                raise ValueError(f"CharCorpus.decode: ids must be 1-D, got shape {tuple(ids.shape)}")
+                raise ValueError("CharCorpus.decode: ids must be 1-D, got shape "
+                                 f"{tuple(ids.shape)}")
             ids = ids.tolist()
         ids = list(ids)
         bad = [i for i in ids if isinstance(i, bool) or not isinstance(i, (int, np.integer))
                or not 0 <= i < self.vocab_size]
         if bad:
             raise ValueError(
-                f"CharCorpus.decode: indices must be ints in [0, {self.vocab_size}), got e.g. {bad[:3]}"
+                f"CharCorpus.decode: indices must be ints in [0, {self.vocab_size}), got e.g. "
+                f"{bad[:3]}"
             )
         return "".join(self._itos[i] for i in ids)
 
@@ -403,7 +406,8 @@ class CharCorpus:
         n = (data.numel() - 1) // T
         if max_blocks is not None:
             if not isinstance(max_blocks, int) or max_blocks < 1:
-                raise ValueError(f"CharCorpus.iter_blocks: max_blocks must be a positive int, got {max_blocks!r}")
+                raise ValueError("CharCorpus.iter_blocks: max_blocks must be a positive int, got "
+                                 f"{max_blocks!r}")
             n = min(n, max_blocks)
         for b0 in range(0, n, batch_size):
             b1 = min(n, b0 + batch_size)

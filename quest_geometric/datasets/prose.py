@@ -62,7 +62,8 @@ def prose_files(source: str, root: Optional[Union[str, os.PathLike]] = None) -> 
         FileNotFoundError: when the root folder does not exist.
     """
     if source not in PROSE_SOURCES:
-        raise ValueError(f"prose_files: 'source' must be one of {sorted(PROSE_SOURCES)}, got {source!r}")
+        raise ValueError(f"prose_files: 'source' must be one of {sorted(PROSE_SOURCES)}, got "
+                         f"{source!r}")
     base = Path(root if root is not None else PROSE_SOURCES[source])
     if not base.is_dir():
         raise FileNotFoundError(f"prose_files: the folder of source {source!r} is missing: {base}")
@@ -89,7 +90,8 @@ def _read(path: Path, source: str) -> tuple[str, str]:
     return text.strip(), digest
 
 
-def read_prose(source: str, root: Optional[Union[str, os.PathLike]] = None) -> tuple[str, list[dict]]:
+def read_prose(source: str,
+               root: Optional[Union[str, os.PathLike]] = None) -> tuple[str, list[dict]]:
     r"""The text of one source and the record of the files it came from.
 
     Args:
@@ -145,9 +147,11 @@ def ood_prose_blocks(tokenizer: Any, block_len: int = 1024, min_blocks: int = 8,
     check_int(block_len, "'block_len'", 1, where="ood_prose_blocks")
     check_int(min_blocks, "'min_blocks'", 1, where="ood_prose_blocks")
     if max_blocks_per_source is not None:
-        check_int(max_blocks_per_source, "'max_blocks_per_source' (or None)", 1, where="ood_prose_blocks")
+        check_int(max_blocks_per_source, "'max_blocks_per_source' (or None)", 1,
+                  where="ood_prose_blocks")
     if isinstance(sources, str) or len(sources) == 0:
-        raise ValueError(f"ood_prose_blocks: 'sources' must be a non-empty list of names, got {sources!r}")
+        raise ValueError("ood_prose_blocks: 'sources' must be a non-empty list of names, got "
+                         f"{sources!r}")
     roots = dict(roots or {})
     blocks, owner, record = [], [], {}
     for source in sources:

@@ -81,7 +81,8 @@ def _encode(tokenizer: Any, text: str) -> list[int]:
     ``encode(text, add_special_tokens=False)``)."""
     encode = getattr(tokenizer, "encode", None)
     if encode is None:
-        raise TypeError("token_blocks: 'tokenizer' must have an encode(text, add_special_tokens=False) "
+        raise TypeError("token_blocks: 'tokenizer' must have an encode(text, "
+                        "add_special_tokens=False) "
                         f"method, got {type(tokenizer).__name__}")
     try:  # silence transformers' "sequence longer than model_max_length" warning: we cut blocks
         from transformers.utils import logging as hf_logging
@@ -134,12 +135,14 @@ def token_blocks(tokenizer: Any, names: Sequence[str], block_size: int = 1024,
     topics = _topics()
     unknown = [n for n in names if n not in topics]
     if unknown:
-        raise ValueError(f"token_blocks: unknown topic(s) {unknown[:5]} (not keys of pydoc_data.topics)")
+        raise ValueError(f"token_blocks: unknown topic(s) {unknown[:5]} (not keys of "
+                         "pydoc_data.topics)")
     text = _SEPARATOR.join(topics[n] for n in sorted(names))
     ids = _encode(tokenizer, text)
     n_blocks = len(ids) // block_size
     if n_blocks == 0:
-        raise ValueError(f"token_blocks: the {len(names)} topic(s) give {len(ids)} tokens, fewer than "
+        raise ValueError(f"token_blocks: the {len(names)} topic(s) give {len(ids)} tokens, fewer "
+                         "than "
                          f"one block of 'block_size'={block_size}")
     if max_blocks is not None:
         n_blocks = min(n_blocks, max_blocks)
@@ -187,7 +190,8 @@ def pydoc_text(names: Sequence[str]) -> str:
     topics = _topics()
     unknown = [n for n in names if n not in topics]
     if unknown:
-        raise ValueError(f"pydoc_text: unknown topic(s) {unknown[:5]} (not keys of pydoc_data.topics)")
+        raise ValueError(f"pydoc_text: unknown topic(s) {unknown[:5]} (not keys of "
+                         "pydoc_data.topics)")
     return _SEPARATOR.join(topics[n] for n in sorted(names))
 
 

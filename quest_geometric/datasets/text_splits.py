@@ -90,7 +90,8 @@ def window_set(tokens: Union[TokenSeq, Sequence[TokenSeq]], n: int = 32) -> froz
         3
     """
     check_int(n, "'n'", 1, where="window_set")
-    if isinstance(tokens, (list, tuple)) and tokens and not isinstance(tokens[0], (int, np.integer)):
+    if (isinstance(tokens, (list, tuple)) and tokens
+            and not isinstance(tokens[0], (int, np.integer))):
         parts = [_as_array(t, "'tokens'", "window_set") for t in tokens]
     else:
         parts = [_as_array(tokens, "'tokens'", "window_set")]
@@ -265,7 +266,8 @@ def deduplicated_splits(train_tokens: TokenSeq, val_tokens: TokenSeq, test_token
         a = _as_array(toks, f"'{name}_tokens'", "deduplicated_splits")
         blocks, info = clean_blocks(a, ws, block_len, n, max_blocks)
         out[name] = blocks
-        report[name] = {"tokens": len(a), "stream": overlap_share(_plain_blocks(a, block_len), ws, n),
+        report[name] = {"tokens": len(a), "stream": overlap_share(_plain_blocks(a, block_len), ws,
+                                                                  n),
                         "stream_covered_share": info["covered_share"],
                         "blocks": overlap_share(blocks, ws, n), "kept_share": info["kept_share"],
                         "starts": info["starts"], "runs": info["runs"]}

@@ -16,5 +16,6 @@ from quest_geometric.experiments.common import (
     write_results,
 )
 
-__all__ = ["environment_info", "load_average", "paired_ratio", "peak_memory_mb", "reuse_freed_memory",
+__all__ = ["environment_info", "load_average", "paired_ratio", "peak_memory_mb",
+           "reuse_freed_memory",
            "time_function", "time_interleaved", "write_results"]

@@ -117,11 +117,13 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                        "in the training tokens", "new_split_every": 4,
             "wall_seconds": round(time.time() - t0, 1), **extra}
     notes = ("documents: topics of the language reference, or files of the out-of-domain "
-             "prose. Old split: pydoc_topic_split() (training = its 63 training topics). New split: "
+             "prose. Old split: pydoc_topic_split() (training = its 63 training topics). New "
+             "split: "
              "pydoc_splits(every=4), held-out blocks cut from text sharing no 32-token window "
              "with the 40 training topics. Out of domain: ood_prose_blocks, measured against the "
              "new training tokens; the files read and their SHA-256 are in the JSON.")
     write_results(args.name, rows, args.out, meta,
-                  columns=["split", "documents", "train_documents", "blocks", "overlap", "per_block"],
+                  columns=["split", "documents", "train_documents", "blocks", "overlap",
+                           "per_block"],
                   title="Text overlap of the Focus data splits (SmolLM2 tokens, 32-token windows)",
                   notes=notes)

@@ -125,7 +125,8 @@ def run(model: Any, tokenizer: Any, lengths: Sequence[int] = DEFAULT_LENGTHS,
 
 def summarize(jsonl: str, config: str = "full", seed: int = 0) -> tuple[list[dict], list[dict]]:
     """Rows of ``config`` and ``seed`` in ``jsonl`` and their accuracy table (no model run)."""
-    rows = [r for r in _done_keys(Path(jsonl)).values() if r["config"] == config and r["seed"] == seed]
+    rows = [r for r in _done_keys(Path(jsonl)).values() if r["config"] == config
+            and r["seed"] == seed]
     return rows, passkey_accuracy(rows)
 
 

@@ -1,7 +1,12 @@
 """Geometry: Fibonacci spheres, exact kNN graphs with three back-ends, sphere and lattice graphs."""
 from quest_geometric.geometry.fibonacci import GOLDEN_ANGLE, concentric_spheres, fibonacci_sphere
 from quest_geometric.geometry.graphs import lattice_graph, sphere_graph
-from quest_geometric.geometry.knn import AUTO_BACKEND_NOTE, knn_bipartite, knn_graph, resolve_backend
+from quest_geometric.geometry.knn import (
+    AUTO_BACKEND_NOTE,
+    knn_bipartite,
+    knn_graph,
+    resolve_backend,
+)
 
 __all__ = [
     "fibonacci_sphere",

@@ -5,10 +5,14 @@ from collections.abc import Sequence
 from typing import Optional
 
 import torch
-from torch import Tensor
 from torch_geometric.data import Data
 
-from quest_geometric._utils.checks import check_int, check_positive_int, check_shell_radii, check_shell_sizes
+from quest_geometric._utils.checks import (
+    check_int,
+    check_positive_int,
+    check_shell_radii,
+    check_shell_sizes,
+)
 from quest_geometric.geometry.fibonacci import concentric_spheres
 from quest_geometric.geometry.knn import Backend, knn_bipartite, knn_graph
 

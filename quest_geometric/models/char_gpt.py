@@ -83,7 +83,8 @@ class GPTConfig:
         check_choice(self.attention, "attention", _ATTENTIONS, where="GPTConfig")
         check_choice(self.qk_init, "qk_init", _QK_INITS, where="GPTConfig")
         if not isinstance(self.focus, dict):
-            raise TypeError(f"GPTConfig: focus must be a dict of FocusAttention kwargs, got {type(self.focus).__name__}")
+            raise TypeError("GPTConfig: focus must be a dict of FocusAttention kwargs, got "
+                            f"{type(self.focus).__name__}")
         if not float(self.init_std) > 0.0:
             raise ValueError(f"GPTConfig: init_std must be positive, got {self.init_std!r}")
 
@@ -157,7 +158,8 @@ class CausalSelfAttention(nn.Module):
     def _check(self, x: Tensor) -> None:
         if x.dim() != 3 or x.size(-1) != self.n_embd:
             raise ValueError(
-                f"CausalSelfAttention: expected x of shape [B, T, {self.n_embd}], got {tuple(x.shape)}"
+                f"CausalSelfAttention: expected x of shape [B, T, {self.n_embd}], got "
+                f"{tuple(x.shape)}"
             )
 
     def queries(self, x: Tensor) -> Tensor:
@@ -295,7 +297,8 @@ class CharGPT(nn.Module):
     The loss is the mean next-token cross-entropy (nats):
 
     .. math::
-        \mathcal{L} = -\frac{1}{BT} \sum_{b,t} \log \mathrm{softmax}(\mathrm{logits}_{b,t})_{y_{b,t}}.
+        \mathcal{L} = -\frac{1}{BT} \sum_{b,t} \log
+        \mathrm{softmax}(\mathrm{logits}_{b,t})_{y_{b,t}}.
 
     Initialisation: every linear and embedding weight :math:`\sim \mathcal{N}(0, \sigma^2)`
     with :math:`\sigma =` ``init_std``, biases zero, the residual output projections scaled
@@ -332,7 +335,8 @@ class CharGPT(nn.Module):
         if isinstance(config, dict):
             config = GPTConfig.from_dict(config)
         if not isinstance(config, GPTConfig):
-            raise TypeError(f"CharGPT: config must be a GPTConfig or dict, got {type(config).__name__}")
+            raise TypeError("CharGPT: config must be a GPTConfig or dict, got "
+                            f"{type(config).__name__}")
         self.config = config
         self.wte = nn.Embedding(config.vocab_size, config.n_embd)
         self.wpe = nn.Embedding(config.block_size, config.n_embd)
@@ -413,7 +417,8 @@ class CharGPT(nn.Module):
             wk[rows] = (scale * gk @ uk @ uk.T).to(wk.dtype)
 
     # ------------------------------------------------------------------ forward
-    def forward(self, idx: Tensor, targets: Optional[Tensor] = None) -> tuple[Tensor, Optional[Tensor]]:
+    def forward(self, idx: Tensor, targets: Optional[Tensor] = None) -> tuple[Tensor,
+                                                                              Optional[Tensor]]:
         """Next-token logits and, when ``targets`` are given, the mean cross-entropy (nats).
 
         Args:
@@ -424,7 +429,8 @@ class CharGPT(nn.Module):
         Returns:
             (Tensor, Tensor or None): logits ``[B, T, vocab_size]`` and the loss.
         """
-        if not isinstance(idx, Tensor) or idx.dim() != 2 or idx.dtype not in (torch.long, torch.int):
+        if not isinstance(idx, Tensor) or idx.dim() != 2 or idx.dtype not in (torch.long,
+                                                                              torch.int):
             raise ValueError(
                 "CharGPT: idx must be an integer tensor of shape [B, T], got "
                 f"{getattr(idx, 'dtype', type(idx).__name__)} {tuple(getattr(idx, 'shape', ()))}"
@@ -443,7 +449,8 @@ class CharGPT(nn.Module):
         if targets is not None:
             if targets.shape != idx.shape:
                 raise ValueError(
-                    f"CharGPT: targets shape {tuple(targets.shape)} must equal idx shape {tuple(idx.shape)}"
+                    f"CharGPT: targets shape {tuple(targets.shape)} must equal idx shape "
+                    f"{tuple(idx.shape)}"
                 )
             loss = F.cross_entropy(
                 logits.reshape(-1, logits.size(-1)), targets.reshape(-1).long(), ignore_index=-1
@@ -476,7 +483,8 @@ class CharGPT(nn.Module):
         if not temperature > 0:
             raise ValueError(f"CharGPT.generate: temperature must be positive, got {temperature!r}")
         if top_k is not None and not 1 <= top_k <= self.config.vocab_size:
-            raise ValueError(f"CharGPT.generate: top_k must lie in 1..{self.config.vocab_size}, got {top_k!r}")
+            raise ValueError(f"CharGPT.generate: top_k must lie in 1..{self.config.vocab_size}, "
+                             f"got {top_k!r}")
         for _ in range(max_new_tokens):
             ctx = idx[:, -self.config.block_size:]
             logits, _ = self(ctx)
@@ -533,7 +541,8 @@ class CharGPT(nn.Module):
                     "of tensors and plain containers (a file that could run code is never "
                     "unpickled)", e,
                 ) from e
-        if not isinstance(checkpoint, dict) or "config" not in checkpoint or "model" not in checkpoint:
+        if not isinstance(checkpoint,
+                          dict) or "config" not in checkpoint or "model" not in checkpoint:
             keys = sorted(checkpoint) if isinstance(checkpoint, dict) else type(checkpoint).__name__
             raise ValueError(
                 f"CharGPT.from_checkpoint: {where!r} does not hold a CharGPT (expected keys "
@@ -547,6 +556,7 @@ class CharGPT(nn.Module):
         c = self.config
         return (
             f"{self.__class__.__name__}(vocab_size={c.vocab_size}, block_size={c.block_size}, "
-            f"n_layer={c.n_layer}, n_head={c.n_head}, n_embd={c.n_embd}, attention={c.attention!r}, "
+            f"n_layer={c.n_layer}, n_head={c.n_head}, n_embd={c.n_embd}, "
+            f"attention={c.attention!r}, "
             f"qk_init={c.qk_init!r})"
         )

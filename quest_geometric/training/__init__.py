@@ -16,7 +16,13 @@ from quest_geometric.training.distributed import get_dist_info, init_distributed
 from quest_geometric.training.logging import MetricsLogger, plot_curves, read_metrics
 from quest_geometric.training.seed import enable_determinism, seed_everything
 from quest_geometric.training.tasks import ClassificationTask, LanguageModelTask, Task
-from quest_geometric.training.trainer import Callback, EveryNSteps, Trainer, WarmupCosine, build_optimizer
+from quest_geometric.training.trainer import (
+    Callback,
+    EveryNSteps,
+    Trainer,
+    WarmupCosine,
+    build_optimizer,
+)
 
 __all__ = [
     "Trainer",

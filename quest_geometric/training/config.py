@@ -17,7 +17,8 @@ NON_TRAJECTORY_FIELDS = frozenset(
 
 @dataclass
 class TrainConfig:
-    r"""Everything that defines a training run of :class:`~quest_geometric.training.trainer.Trainer`.
+    r"""Everything that defines a training run of
+    :class:`~quest_geometric.training.trainer.Trainer`.
 
     A run is either **epoch-based** (``epochs`` set; the training data is a dataset or a
     loader, iterated once per epoch) or **step-based** (``max_steps`` set and the training data
@@ -133,7 +134,8 @@ class TrainConfig:
             if v is None and optional:
                 return
             if isinstance(v, bool) or not isinstance(v, (int, float)):
-                raise TypeError(f"TrainConfig.{name} must be a number, got {type(v).__name__} {v!r}")
+                raise TypeError(f"TrainConfig.{name} must be a number, got {type(v).__name__} "
+                                f"{v!r}")
             if v != v or v in (float("inf"), float("-inf")):
                 raise ValueError(f"TrainConfig.{name} must be finite, got {v}")
             if v < minimum or (strict and v == minimum):
@@ -154,7 +156,8 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.min_lr ({self.min_lr}) must not exceed lr ({self.lr})")
         _float("weight_decay", 0.0)
         if self.optimizer not in _OPTIMIZERS:
-            raise ValueError(f"TrainConfig.optimizer must be one of {_OPTIMIZERS}, got {self.optimizer!r}")
+            raise ValueError(f"TrainConfig.optimizer must be one of {_OPTIMIZERS}, got "
+                             f"{self.optimizer!r}")
         if (not isinstance(self.betas, (tuple, list)) or len(self.betas) != 2
                 or not all(isinstance(b, (int, float)) and 0.0 <= b < 1.0 for b in self.betas)):
             raise ValueError(f"TrainConfig.betas must be two numbers in [0, 1), got {self.betas!r}")
@@ -165,7 +168,8 @@ class TrainConfig:
         if self.nesterov and (self.optimizer != "sgd" or self.momentum == 0.0):
             raise ValueError("TrainConfig.nesterov=True needs optimizer='sgd' and momentum > 0")
         if self.schedule not in _SCHEDULES:
-            raise ValueError(f"TrainConfig.schedule must be one of {_SCHEDULES}, got {self.schedule!r}")
+            raise ValueError(f"TrainConfig.schedule must be one of {_SCHEDULES}, got "
+                             f"{self.schedule!r}")
         _int("warmup_steps", 0)
         _float("warmup_epochs", 0.0)
         if self.warmup_steps and self.warmup_epochs:
@@ -178,7 +182,8 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.amp must be one of {_AMP}, got {self.amp!r}")
         _int("seed", 0)
         if not isinstance(self.device, str):
-            raise TypeError(f"TrainConfig.device must be a string, got {type(self.device).__name__}")
+            raise TypeError("TrainConfig.device must be a string, got "
+                            f"{type(self.device).__name__}")
         _int("num_workers", 0)
         _int("log_every", 1)
         _int("eval_every", 0)

@@ -150,7 +150,8 @@ class ClassificationTask(Task):
             raise TypeError("ClassificationTask: a batch must be a PyG Batch with "
                             f"`{self.target}` or an (x, y) pair, got {type(batch).__name__}")
         if y is None:
-            raise ValueError(f"ClassificationTask: the batch has no labels (`{self.target}` is None)")
+            raise ValueError(f"ClassificationTask: the batch has no labels (`{self.target}` is "
+                             "None)")
         y = y.reshape(-1)
         if logits.dim() != 2 or logits.size(0) != y.numel():
             raise ValueError(f"ClassificationTask: expected logits of shape (B, C) with "

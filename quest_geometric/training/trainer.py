@@ -103,7 +103,8 @@ class EveryNSteps(Callback):
             run). (default: :obj:`False`)
     """
 
-    def __init__(self, fn: Callable[["Trainer", int], Any], every: int, at_start: bool = False) -> None:
+    def __init__(self, fn: Callable[["Trainer", int], Any], every: int,
+                 at_start: bool = False) -> None:
         check_int(every, "`every`", 1, where="EveryNSteps")
         self.fn, self.every, self.at_start = fn, every, at_start
 
@@ -131,7 +132,8 @@ class WarmupCosine:
         cosine (bool): cosine decay after the warmup, else constant. (default: :obj:`True`)
     """
 
-    def __init__(self, total: int, warmup: int = 0, min_ratio: float = 0.0, cosine: bool = True) -> None:
+    def __init__(self, total: int, warmup: int = 0, min_ratio: float = 0.0,
+                 cosine: bool = True) -> None:
         self.total, self.warmup = int(total), int(warmup)
         self.min_ratio, self.cosine = float(min_ratio), bool(cosine)
 
@@ -243,7 +245,8 @@ class Trainer:
 
     Args:
         model (torch.nn.Module): the model (moved to the run's device).
-        task (Task): what a step computes (:class:`~quest_geometric.training.tasks.ClassificationTask`,
+        task (Task): what a step computes
+            (:class:`~quest_geometric.training.tasks.ClassificationTask`,
             :class:`~quest_geometric.training.tasks.LanguageModelTask`, or your own).
         config (TrainConfig): the run's settings.
         train_data: a map-style dataset (the trainer builds a seeded, sharded loader), a ready
@@ -271,7 +274,8 @@ class Trainer:
         ddp_kwargs: Optional[dict[str, Any]] = None,
     ) -> None:
         if not isinstance(model, nn.Module):
-            raise TypeError(f"Trainer: `model` must be a torch.nn.Module, got {type(model).__name__}")
+            raise TypeError("Trainer: `model` must be a torch.nn.Module, got "
+                            f"{type(model).__name__}")
         if not isinstance(config, TrainConfig):
             raise TypeError(f"Trainer: `config` must be a TrainConfig, got {type(config).__name__}")
         if not callable(getattr(task, "training_step", None)):
@@ -282,7 +286,8 @@ class Trainer:
         callbacks = list(callbacks or [])
         for cb in callbacks:
             if not isinstance(cb, Callback):
-                raise TypeError(f"Trainer: callbacks must subclass Callback, got {type(cb).__name__}")
+                raise TypeError("Trainer: callbacks must subclass Callback, got "
+                                f"{type(cb).__name__}")
         config.validate()
         self.config, self.task, self.callbacks = config, task, callbacks
         self.dist = init_distributed()
@@ -330,7 +335,8 @@ class Trainer:
 
         # ---- model, optimiser, schedule, scaler
         self.raw_model = unwrap_model(model).to(self.device)
-        self.optimizer = optimizer if optimizer is not None else build_optimizer(self.raw_model, config)
+        self.optimizer = optimizer if optimizer is not None else build_optimizer(self.raw_model,
+                                                                                 config)
         warmup = config.warmup_steps
         if config.warmup_epochs and self.steps_per_epoch:
             warmup = int(round(config.warmup_epochs * self.steps_per_epoch))
@@ -355,7 +361,8 @@ class Trainer:
         self._window_sums: dict[str, Any] = {}
         self._window_count = 0.0
         self.out_dir = config.out_dir
-        self.logger = MetricsLogger(self.metrics_path, enabled=self.is_main) if self.out_dir else None
+        self.logger = MetricsLogger(self.metrics_path,
+                                    enabled=self.is_main) if self.out_dir else None
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -444,14 +451,16 @@ class Trainer:
         totals: dict[str, Any] = {}
         try:
             if self.step_based:
-                gen = torch.Generator().manual_seed(derive_seed(self.config.seed, "val", self.dist.rank))
+                gen = torch.Generator().manual_seed(derive_seed(self.config.seed, "val",
+                                                                self.dist.rank))
                 batches: Iterable[Any] = (self.val_data("val", self.local_eval_batch_size, gen)
                                           for _ in range(self.config.eval_batches))
             else:
                 batches = self.val_loader
             for batch in batches:
                 with self._autocast():
-                    _add(totals, self.task.eval_step(model, self.task.to_device(batch, self.device)))
+                    _add(totals, self.task.eval_step(model, self.task.to_device(batch,
+                                                                                self.device)))
         finally:
             model.train(was_training)
         keys = sorted(set().union(*all_gather_object(sorted(totals))))  # a rank may have no batch
@@ -506,7 +515,8 @@ class Trainer:
             save_checkpoint(path, {
                 "config": self.config.to_dict(),
                 "model": self.raw_model.state_dict(),
-                "model_class": f"{type(self.raw_model).__module__}.{type(self.raw_model).__qualname__}",
+                "model_class": (f"{type(self.raw_model).__module__}."
+                                f"{type(self.raw_model).__qualname__}"),
                 "optimizer": self.optimizer.state_dict(),
                 "scheduler": self.scheduler.state_dict(),
                 "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else None,
@@ -536,7 +546,8 @@ class Trainer:
             return p
         if isinstance(resume, (str, os.PathLike)):
             return os.fspath(resume)
-        raise TypeError(f"Trainer.fit: `resume` must be False, True, 'auto' or a path, got {resume!r}")
+        raise TypeError("Trainer.fit: `resume` must be False, True, 'auto' or a path, got "
+                        f"{resume!r}")
 
     def _resume_from(self, path: str) -> None:
         payload = read_checkpoint(path)  # verified: integrity, format, version
@@ -570,7 +581,8 @@ class Trainer:
                           f"{self.dist.world_size}: random streams are re-seeded, so the run "
                           f"continues correctly but not bitwise like an uninterrupted one",
                           stacklevel=3)
-            seed_everything((self.config.seed + 1_000_003 * (self.step + 1) + self.dist.rank) % 2**63)
+            seed_everything((self.config.seed + 1_000_003 * (self.step + 1) + self.dist.rank)
+                            % 2**63)
             if self.generator is not None:
                 self.generator.manual_seed(derive_seed(self.config.seed, "train", self.dist.rank,
                                                        self.step))
@@ -698,7 +710,8 @@ class Trainer:
         if path is not None:
             self._resume_from(path)
         else:
-            seed_everything(self.config.seed + self.dist.rank, deterministic=self.config.deterministic)
+            seed_everything(self.config.seed + self.dist.rank,
+                            deterministic=self.config.deterministic)
             if self.generator is not None:
                 self.generator.manual_seed(derive_seed(self.config.seed, "train", self.dist.rank))
             if self.is_main and self.metrics_path and os.path.exists(self.metrics_path):
@@ -731,7 +744,8 @@ class Trainer:
             for batch in self.train_loader:
                 loss = self.train_step(batch)
                 bar.update(1)
-                self._call("on_step_end", self.step, {"loss": loss, "lr": self.lr, "epoch": self.epoch})
+                self._call("on_step_end", self.step, {"loss": loss, "lr": self.lr,
+                                                      "epoch": self.epoch})
                 if self.step % cfg.log_every == 0:
                     t_window = self._log_window(bar, t_window)
                 if self.step >= self.total_steps:

@@ -112,7 +112,8 @@ def test_resolve_device_refuses_bad_strings_and_auto_when_not_allowed():
 
 # ---------------------------------------------------------------------- checks
 def test_check_int():
-    assert check_int(3, "n") == 3 and check_int(0, "n", 0) == 0 and check_int(5, "n", 1, maximum=5) == 5
+    assert check_int(3, "n") == 3 and check_int(0, "n", 0) == 0 and check_int(5, "n", 1,
+                                                                              maximum=5) == 5
     with pytest.raises(ValueError, match=r"^f: n must be an int >= 1, got True$"):
         check_int(True, "n", 1, where="f")
     with pytest.raises(ValueError, match=r"^n must be an int >= 1, got 2\.0$"):

@@ -20,7 +20,6 @@ from quest_geometric.nn.focus.compose import (
     focus_disabled,
     load_routers,
     save_routers,
-    set_focus_options,
 )
 from quest_geometric.testing.hf import HF_ARCHS, build_hf, tokens
 

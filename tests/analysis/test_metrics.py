@@ -23,7 +23,8 @@ def test_participation_ratio_vs_numpy(n, dim):
     assert got.dtype == torch.float64 and got.shape == ()
     assert np.isclose(got.item(), np_pr(z), rtol=1e-10)
     # float32 input is accumulated in float64
-    assert np.isclose(participation_ratio(torch.from_numpy(z).float()).item(), np_pr(z.astype(np.float32)), rtol=1e-5)
+    assert np.isclose(participation_ratio(torch.from_numpy(z).float()).item(),
+                      np_pr(z.astype(np.float32)), rtol=1e-5)
 
 
 def test_participation_ratio_hand_cases():
@@ -82,7 +83,9 @@ def test_effective_and_stable_rank_vs_numpy():
         s = np.linalg.svd(m[i], compute_uv=False)
         p = s / s.sum()
         assert np.isclose(er[i].item(), np.exp(-(p * np.log(p)).sum()), rtol=1e-10)
-        assert np.isclose(sr[i].item(), np.linalg.norm(m[i], "fro") ** 2 / np.linalg.norm(m[i], 2) ** 2, rtol=1e-10)
+        assert np.isclose(sr[i].item(),
+                          np.linalg.norm(m[i], "fro") ** 2 / np.linalg.norm(m[i], 2) ** 2,
+                          rtol=1e-10)
 
 
 def test_rank_hand_cases():
@@ -127,11 +130,13 @@ def test_entropy_uniform_and_one_hot():
     cu = causal(T).float() / causal(T).sum(-1, keepdim=True)
     res = attention_entropy(cu, mask=causal(T))
     assert res.valid.tolist() == [False] + [True] * (T - 1)
-    assert res.entropy[0] == 0 and torch.allclose(res.entropy[1:], torch.ones(T - 1, dtype=torch.float64))
+    assert res.entropy[0] == 0 and torch.allclose(res.entropy[1:], torch.ones(T - 1,
+                                                                              dtype=torch.float64))
     raw = attention_entropy(cu, mask=causal(T), normalized=False)
     assert raw.valid.all()
     assert torch.allclose(raw.entropy, torch.log(torch.arange(1, T + 1, dtype=torch.float64)))
-    assert math.isclose(mean_attention_entropy(cu, causal(T)).item(), 1.0, rel_tol=1e-6)  # float32 input
+    assert math.isclose(mean_attention_entropy(cu, causal(T)).item(), 1.0,
+                        rel_tol=1e-6)  # float32 input
 
 
 def test_entropy_vs_formula_batched():

@@ -92,7 +92,8 @@ def check_against(records: list[dict], layer: str, ref: dict, rtol: float = 1e-6
         np.testing.assert_allclose(v, ref[key], rtol=rtol, err_msg=f"{layer}: {key}")
     lay = layer_record(records, layer)
     assert lay["pr_q"] == pytest.approx(ref["pr_q"].mean(), rel=rtol)
-    assert lay["pr_q_minus_pr_k"] == pytest.approx(ref["pr_q"].mean() - ref["pr_k"].mean(), rel=rtol, abs=1e-9)
+    assert lay["pr_q_minus_pr_k"] == pytest.approx(ref["pr_q"].mean() - ref["pr_k"].mean(),
+                                                   rel=rtol, abs=1e-9)
     assert lay["attention_entropy"] == pytest.approx(ref["entropy"].mean(), rel=rtol)
 
 
@@ -105,7 +106,8 @@ def capture_inputs(modules: list[nn.Module]) -> tuple[dict, list]:
 
 
 def no_hooks(model: nn.Module) -> bool:
-    return all(not m._forward_hooks and not m._forward_pre_hooks and not m._forward_hooks_with_kwargs
+    return all(not m._forward_hooks and not m._forward_pre_hooks
+               and not m._forward_hooks_with_kwargs
                and not m._forward_pre_hooks_with_kwargs for m in model.modules())
 
 
@@ -656,7 +658,8 @@ def test_hf_gpt2_fused_split():
         with torch.no_grad():
             q = (hs @ W[:, :32] + b[:32]).view(2, 10, 2, 16).transpose(1, 2)
             k = (hs @ W[:, 32:64] + b[32:64]).view(2, 10, 2, 16).transpose(1, 2)
-        check_against(rec, f"transformer.h.{i}.attn", dense_reference(q, k, 0.25, causal=True), rtol=1e-5)
+        check_against(rec, f"transformer.h.{i}.attn", dense_reference(q, k, 0.25, causal=True),
+                      rtol=1e-5)
 
 
 def test_hf_gpt2_padding_mask_and_cache_skip():

@@ -86,7 +86,8 @@ def test_accuracy_per_depth_by_hand_and_intervals_match_scipy():
     for a in acc:
         ci = binomtest(a["correct"], a["n"]).proportion_ci(0.95, method="exact")
         assert (a["ci_low"], a["ci_high"]) == pytest.approx((ci.low, ci.high), abs=1e-12)
-    lo, hi = passkey_accuracy(rows, level=0.5)[0]["ci_low"], passkey_accuracy(rows, level=0.5)[0]["ci_high"]
+    lo, hi = passkey_accuracy(rows, level=0.5)[0]["ci_low"], passkey_accuracy(rows,
+                                                                              level=0.5)[0]["ci_high"]
     assert acc[0]["ci_low"] < lo < 0.4 < hi < acc[0]["ci_high"]
 
 

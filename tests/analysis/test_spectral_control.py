@@ -131,7 +131,8 @@ def test_every_and_repr_and_state():
     assert [ctl.step() for _ in range(3)] == [False, False, True]
     assert not torch.equal(w, snapshot)
     assert ctl.num_applied == 1
-    assert repr(ctl) == "KeySpectrumControl(mode='shrink', layers=2, per_head=False, decay=0.5, every=3)"
+    assert repr(ctl) == ("KeySpectrumControl(mode='shrink', layers=2, per_head=False, decay=0.5, "
+                         "every=3)")
     other = KeySpectrumControl(model(6), mode="hold")
     other.load_state_dict(KeySpectrumControl(m, mode="hold").state_dict())
     assert other.num_calls == 0

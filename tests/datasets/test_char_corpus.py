@@ -45,7 +45,8 @@ def test_roundtrip_and_splits_match_text(corpus, reference_text):
     decoded = corpus.decode(corpus.splits["val"].long())
     # Known characters round-trip; any unknown one becomes the replacement character.
     assert len(decoded) == len(val_text)
-    assert all(d == c or (d == UNK_CHAR and c not in corpus.stoi) for d, c in zip(decoded, val_text))
+    assert all(d == c or (d == UNK_CHAR and c not in corpus.stoi) for d, c in zip(decoded,
+                                                                                  val_text))
     s = "def f(x):\n    return x ** 2  # ok"
     ids = corpus.encode(s)
     assert ids.dtype == torch.long
@@ -167,7 +168,8 @@ def test_errors(tmp_path):
         CharCorpus(str(empty))
     small = tmp_path / "small.txt"
     small.write_text("abcdefghij" * 10, encoding="utf-8")
-    with pytest.raises(ValueError, match="block_size=10 must be smaller than the length of the 'val'"):
+    with pytest.raises(ValueError,
+                       match="block_size=10 must be smaller than the length of the 'val'"):
         CharCorpus(str(small), block_size=10)
     c = CharCorpus(str(small), block_size=4)
     with pytest.raises(ValueError, match="must be smaller"):

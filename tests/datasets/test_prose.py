@@ -21,14 +21,17 @@ class ByteTokenizer:
 def roots(tmp_path):
     lic = tmp_path / "licenses"
     lic.mkdir()
-    for name, text in {"GPL-2": "old gpl " * 40, "GPL-3": "new gpl " * 40, "GPL-10": "gpl ten " * 40,
-                       "BSD": "bsd text " * 30, "MPL-1.1": "mpl one " * 30, "MPL-2.0": "mpl two " * 30,
+    for name, text in {"GPL-2": "old gpl " * 40, "GPL-3": "new gpl " * 40,
+                       "GPL-10": "gpl ten " * 40,
+                       "BSD": "bsd text " * 30, "MPL-1.1": "mpl one " * 30,
+                       "MPL-2.0": "mpl two " * 30,
                        "LGPL-2.1": "lgpl " * 30}.items():
         (lic / name).write_text(text)
     os.symlink(lic / "GPL-3", lic / "GPL")  # a symbolic link is not read
     doc = tmp_path / "doc"
     for pkg, body in {"zeta": "zeta news one.\n -- Jane <j@x.org>  Mon, 1 Jan 2024\n",
-                      "alpha": "alpha release notes.\n\nmore words here, and more words to read.\n -- Bob <b@y.org>  Tue\n",
+                      "alpha": "alpha release notes.\n\nmore words here, and more words to read.\n "
+                               "-- Bob <b@y.org>  Tue\n",
                       "beta": None}.items():
         (doc / pkg).mkdir(parents=True)
         if body is not None:
@@ -46,7 +49,8 @@ def test_file_rule(roots):
 
 def test_read_prose_records_sha256_and_drops_signatures(roots):
     text, files = read_prose("debian-news", roots["debian-news"])
-    assert text == "alpha release notes.\n\nmore words here, and more words to read.\n\nzeta news one."
+    assert text == ("alpha release notes.\n\nmore words here, and more words to read.\n\n"
+                    "zeta news one.")
     for f in files:
         assert f["sha256"] == hashlib.sha256(open(f["path"], "rb").read()).hexdigest()
     assert [os.path.basename(os.path.dirname(f["path"])) for f in files] == ["alpha", "zeta"]
@@ -65,7 +69,8 @@ def test_blocks_are_slices_of_each_source(roots):
     assert rec["sources"]["licenses"]["blocks"] == nl
     assert [os.path.basename(f["path"]) for f in rec["sources"]["licenses"]["files"]] == \
         ["BSD", "GPL-10", "LGPL-2.1", "MPL-2.0"]
-    capped, _ = ood_prose_blocks(tok, block_len=64, min_blocks=2, roots=roots, max_blocks_per_source=1)
+    capped, _ = ood_prose_blocks(tok, block_len=64, min_blocks=2, roots=roots,
+                                 max_blocks_per_source=1)
     assert capped.tolist() == blocks[[0, nl]].tolist()
 
 

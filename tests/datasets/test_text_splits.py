@@ -53,7 +53,8 @@ def test_window_set_is_exact_and_respects_parts():
     assert ws == window_set([1, 2, 3], 2) | window_set([4, 5], 2)
     assert np.array([3, 4], dtype=np.int64).tobytes() not in ws
     # tensors, numpy arrays and lists give the same set
-    assert window_set(torch.tensor([7, 8, 9]), 2) == window_set(np.array([7, 8, 9]), 2) == window_set([7, 8, 9], 2)
+    assert window_set(torch.tensor([7, 8, 9]), 2) == window_set(np.array([7, 8, 9]),
+                                                                2) == window_set([7, 8, 9], 2)
 
 
 def test_overlap_share_counts_and_per_block():

@@ -2,7 +2,13 @@
 text (byte tokens, out-of-domain files made here)."""
 import pytest
 
-from quest_geometric.datasets import overlap_share, pydoc_text, pydoc_topic_split, token_blocks, window_set
+from quest_geometric.datasets import (
+    overlap_share,
+    pydoc_text,
+    pydoc_topic_split,
+    token_blocks,
+    window_set,
+)
 from quest_geometric.experiments import focus_data_splits
 
 
@@ -20,7 +26,8 @@ def test_rows_match_direct_measurement(tmp_path):
     import gzip
     (doc / "pkg" / "NEWS.Debian.gz").write_bytes(gzip.compress(b"The daemon now restarts. " * 60))
     tok = ByteTokenizer()
-    rows, extra = focus_data_splits.run(tok, block=512, roots={"licenses": str(lic), "debian-news": str(doc)})
+    rows, extra = focus_data_splits.run(tok, block=512, roots={"licenses": str(lic),
+                                                               "debian-news": str(doc)})
     by = {r["split"]: r for r in rows}
     train, val = pydoc_topic_split()
     direct = overlap_share(token_blocks(tok, val, block_size=512)[:8],
@@ -30,5 +37,6 @@ def test_rows_match_direct_measurement(tmp_path):
     assert by["new split: validation, deduplicated blocks"]["overlap"] == 0.0
     assert by["new split: test, deduplicated blocks"]["overlap"] == 0.0
     assert by["out of domain: licenses"]["blocks"] == len(
-        ("Permission is hereby granted, free of charge. " * 100).strip()) // 512 and by["out of domain: debian-news"]["blocks"] == 2
+        ("Permission is hereby granted, free of "
+         "charge. " * 100).strip()) // 512 and by["out of domain: debian-news"]["blocks"] == 2
     assert extra["ood_files"]["licenses"]["files"][0]["path"].endswith("MIT-1")

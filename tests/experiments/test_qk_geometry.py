@@ -308,11 +308,11 @@ def test_train_run_and_run_errors(tmp_path):
 
 # --------------------------------------------------------------------------- share over steps
 def _fake_summary(diffs_by_traj: dict, steps: list, runs: list = ()) -> dict:
-    ts = [{"depth": d, "init": i, "layer": l, "steps": list(steps), "diff": list(v)}
-          for (d, i, l), v in diffs_by_traj.items()]
+    ts = [{"depth": d, "init": i, "layer": ly, "steps": list(steps), "diff": list(v)}
+          for (d, i, ly), v in diffs_by_traj.items()]
     return {"trajectories": ts, "run_layers": [
-        {"depth": d, "init": i, "layer": l, "seed": s, "steps": list(steps), "diff": list(v)}
-        for (d, i, l, s), v in runs]}
+        {"depth": d, "init": i, "layer": ly, "seed": s, "steps": list(steps), "diff": list(v)}
+        for (d, i, ly, s), v in runs]}
 
 
 def test_share_over_steps_counts_and_clopper_pearson_interval():
@@ -331,7 +331,8 @@ def test_share_over_steps_counts_and_clopper_pearson_interval():
         k, n = r["k"], r["n"]
         lo = 0.0 if k == 0 else beta.ppf(0.025, k, n - k + 1)
         hi = 1.0 if k == n else beta.ppf(0.975, k + 1, n - k)
-        assert r["ci_low"] == pytest.approx(lo, abs=1e-9) and r["ci_high"] == pytest.approx(hi, abs=1e-9)
+        assert r["ci_low"] == pytest.approx(lo, abs=1e-9) and r["ci_high"] == pytest.approx(hi,
+                                                                                            abs=1e-9)
         assert r["ci_low"] <= r["share"] <= r["ci_high"]
     d6 = {r["step"]: r for r in rows if r["depth"] == 6}
     assert [d6[s]["k"] for s in steps] == [1, 3, 2] and d6[0]["n"] == 3

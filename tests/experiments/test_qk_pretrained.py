@@ -74,7 +74,8 @@ def _check_against_reference(result, ref, rtol):
         want = ref[(r["layer"], r["head"])]
         for key, v in want.items():
             assert r[key] == pytest.approx(v, rel=rtol), (r["layer"], r["head"], key)
-        assert r["pr_q_minus_pr_k"] == pytest.approx(want["pr_q"] - want["pr_k"], rel=rtol, abs=rtol)
+        assert r["pr_q_minus_pr_k"] == pytest.approx(want["pr_q"] - want["pr_k"], rel=rtol,
+                                                     abs=rtol)
     for lay in result["layers"]:
         hs = [r for r in result["heads"] if r["layer"] == lay["layer"]]
         for key in ("pr_q", "pr_k", "qk_effective_rank", "qk_stable_rank", "attention_entropy"):
@@ -121,11 +122,13 @@ def test_summary_statistics_equal_scipy_on_the_records():
             assert got[(x, over)]["p_value"] == pytest.approx(want.pvalue, rel=1e-9)
             assert got[(x, over)]["n"] == len(recs)
     # within layers: both variables minus their layer's mean over heads
-    mean = {li: np.mean([[h["qk_effective_rank"], h["attention_entropy"]] for h in heads if h["layer"] == li], 0)
+    mean = {li: np.mean([[h["qk_effective_rank"], h["attention_entropy"]] for h in heads
+                         if h["layer"] == li], 0)
             for li in range(4)}
     want = spearmanr([h["qk_effective_rank"] - mean[h["layer"]][0] for h in heads],
                      [h["attention_entropy"] - mean[h["layer"]][1] for h in heads])
-    assert got[("qk_effective_rank", "heads, within layers")]["spearman_rho"] == pytest.approx(want.statistic)
+    assert got[("qk_effective_rank",
+                "heads, within layers")]["spearman_rho"] == pytest.approx(want.statistic)
     # share of layers with PR_Q - PR_K > 0, counted by hand, and its exact interval
     share = summary["layers_pr_q_gt_pr_k"]
     k = sum(1 for r in layers if r["pr_q"] - r["pr_k"] > 0)
@@ -161,7 +164,8 @@ def test_outputs_and_figures_written(tmp_path):
               pretrained_cli.plot_rank_entropy(result, summary, tmp_path / "b.png", "t")):
         assert f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # --from-json recomputes the same tables from the saved records, without a model
-    assert pretrained_cli.main(["--from-json", str(paths["json"]), "--out-dir", str(tmp_path / "re"),
+    assert pretrained_cli.main(["--from-json", str(paths["json"]), "--out-dir",
+                                str(tmp_path / "re"),
                        "--name", "qkp"]) == 0
     for key in ("csv", "heads_csv"):
         assert (tmp_path / "re" / paths[key].name).read_text() == paths[key].read_text()

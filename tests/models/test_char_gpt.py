@@ -135,7 +135,8 @@ def test_qk_inits(qk_init):
         loss.backward()
         opt = torch.optim.SGD(model.parameters(), lr=1.0)
         opt.step()
-        assert not torch.equal(model.blocks[0].attn.q_proj.weight, model.blocks[0].attn.k_proj.weight)
+        assert not torch.equal(model.blocks[0].attn.q_proj.weight,
+                               model.blocks[0].attn.k_proj.weight)
 
 
 def test_orthogonal_single_head_warns():
@@ -198,7 +199,8 @@ def test_loss_decreases_on_embedded_corpus():
 
     torch.manual_seed(0)
     corpus = CharCorpus(block_size=32)
-    model = CharGPT(GPTConfig(vocab_size=corpus.vocab_size, block_size=32, n_layer=2, n_head=2, n_embd=32))
+    model = CharGPT(GPTConfig(vocab_size=corpus.vocab_size, block_size=32, n_layer=2, n_head=2,
+                              n_embd=32))
     g = torch.Generator().manual_seed(0)
     xv, yv = corpus.get_batch("val", 32, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():

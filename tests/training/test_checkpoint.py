@@ -137,8 +137,10 @@ def test_foreign_files_refused(tmp_path):
 
 @pytest.mark.parametrize("other", ["wider", "deeper", "renamed"])
 def test_other_architecture_refused_and_nothing_loaded(ckpt, other):
-    model = {"wider": lambda: MLP(hidden=32), "deeper": lambda: nn.Sequential(MLP(), nn.Linear(2, 2)),
-             "renamed": lambda: nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 2))}[other]()
+    model = {"wider": lambda: MLP(hidden=32), "deeper": lambda: nn.Sequential(MLP(), nn.Linear(2,
+                                                                                               2)),
+             "renamed": lambda: nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16,
+                                                                                     2))}[other]()
     before = _params(model)
     opt = torch.optim.AdamW(model.parameters(), lr=0.1)
     with pytest.raises(CheckpointError, match="different model architecture"):
@@ -223,7 +225,8 @@ def test_killed_run_resumes_exactly(tmp_path):
     ref, res = torch.load(tmp_path / "ref.pt"), torch.load(tmp_path / "res.pt")
     assert _same(ref["state"], res["state"])
     assert _deterministic(ref["final"]) == _deterministic(res["final"])
-    assert [_deterministic(h) for h in ref["history"]] == [_deterministic(h) for h in res["history"]]
+    assert [_deterministic(h) for h in ref["history"]] == [_deterministic(h)
+                                                           for h in res["history"]]
     records = read_metrics(tmp_path / "run" / "metrics.jsonl")
     assert [r["epoch"] for r in records if r["kind"] == "epoch"] == [1, 2, 3, 4]
     assert [r["step"] for r in records if r["kind"] == "step"] == [3, 6, 9, 12, 15]
@@ -277,7 +280,8 @@ def test_resume_with_other_config_warns(tmp_path):
     _lm_run(tmp_path / "run")
     seed_everything(0)
     gb = GetBatch(corpus(1500))
-    cfg = TrainConfig(max_steps=13, batch_size=8, lr=0.5, progress=False, out_dir=str(tmp_path / "run"))
+    cfg = TrainConfig(max_steps=13, batch_size=8, lr=0.5, progress=False,
+                      out_dir=str(tmp_path / "run"))
     with pytest.warns(UserWarning, match="different config"):
         Trainer(TinyLM(), LanguageModelTask(), cfg, gb, gb).fit(resume=True)
 
@@ -298,7 +302,8 @@ def test_pyg_resume_exact(tmp_path):
             return self.lin(global_add_pool(h, data.batch))
 
     g = torch.Generator().manual_seed(1)
-    graphs = [Data(x=torch.randn(5, 2, generator=g), edge_index=torch.tensor([[0, 1, 2, 3], [1, 2, 3, 4]]),
+    graphs = [Data(x=torch.randn(5, 2, generator=g),
+                   edge_index=torch.tensor([[0, 1, 2, 3], [1, 2, 3, 4]]),
                    y=torch.tensor([i % 2])) for i in range(12)]
 
     def run(out, crash_at=None, resume=False):

@@ -66,7 +66,8 @@ def test_sharded_pyg_loaders():
     pytest.importorskip("torch_geometric")
     from torch_geometric.data import Batch, Data
 
-    graphs = [Data(x=torch.full((i % 3 + 2, 1), float(i)), edge_index=torch.zeros(2, 0, dtype=torch.long),
+    graphs = [Data(x=torch.full((i % 3 + 2, 1), float(i)), edge_index=torch.zeros(2, 0,
+                                                                                  dtype=torch.long),
                    y=torch.tensor([i])) for i in range(12)]
     single = make_loader(graphs, 6, shuffle=True, seed=0)
     ranks = [make_loader(graphs, 3, shuffle=True, seed=0, rank=r, world_size=2) for r in range(2)]
@@ -141,7 +142,8 @@ def test_ddp_matches_single_process(ddp_run, tmp_path):
     for k in ("train_loss", "train_acc", "val_loss", "val_acc", "step", "epoch"):
         assert ddp["final"][k] == pytest.approx(ref["final"][k], rel=1e-5), k
     # only rank 0 wrote the log (one record per epoch) and the checkpoint carries both ranks
-    assert [r["epoch"] for r in read_metrics(ddp_run / "run" / "epoch" / "metrics.jsonl", "epoch")] \
+    assert [r["epoch"] for r in read_metrics(ddp_run / "run" / "epoch" / "metrics.jsonl",
+                                             "epoch")] \
         == [1, 2, 3, 4]
     assert len(read_checkpoint(ddp_run / "run" / "epoch" / "checkpoint.pt")["rank_states"]) == 2
 

@@ -104,7 +104,8 @@ def test_classification_task_tuple_matches_reference():
 def test_classification_task_bad_input():
     model = nn.Linear(4, 3)
     with pytest.raises(ValueError, match="logits"):
-        ClassificationTask().training_step(model, (torch.randn(5, 4), torch.zeros(6, dtype=torch.long)))
+        ClassificationTask().training_step(model, (torch.randn(5, 4), torch.zeros(6,
+                                                                                  dtype=torch.long)))
     with pytest.raises(TypeError, match="integer"):
         ClassificationTask().training_step(model, (torch.randn(5, 4), torch.zeros(5)))
     with pytest.raises(TypeError, match="PyG Batch"):
@@ -312,7 +313,8 @@ def test_grad_clip_applies():
 
     class Norm(Callback):
         def after_optimizer_step(self, trainer, step):
-            norms.append(torch.norm(torch.stack([p.grad.norm() for p in trainer.raw_model.parameters()])))
+            norms.append(torch.norm(torch.stack([p.grad.norm()
+                                                 for p in trainer.raw_model.parameters()])))
 
     ds = TensorDataset(torch.randn(32, 6) * 50, torch.randint(2, (32,)))
     Trainer(MLP(), ClassificationTask(), _cfg(epochs=1, batch_size=8, grad_clip=0.1), ds,
@@ -322,7 +324,8 @@ def test_grad_clip_applies():
 
 def test_bf16_autocast_on_cpu_and_fp16_refused():
     ds = classification_data(16)
-    final = Trainer(MLP(), ClassificationTask(), _cfg(epochs=1, batch_size=8, amp="bf16"), ds, ds).fit()
+    final = Trainer(MLP(), ClassificationTask(), _cfg(epochs=1, batch_size=8, amp="bf16"), ds,
+                    ds).fit()
     assert math.isfinite(final["val_loss"])
     with pytest.raises(ValueError, match="fp16"):
         Trainer(MLP(), ClassificationTask(), _cfg(epochs=1, amp="fp16"), ds)

@@ -92,7 +92,8 @@ def test_stale_lock_is_taken_over_and_live_ones_refused(tmp_path) -> None:
 
 def test_own_stale_temporaries_are_removed_on_start(tmp_path) -> None:
     own = [".checkpoint.pt.abcd_123.tmp", ".metrics.jsonl.z9z9z9z9.tmp"]
-    others = [".checkpoint.pt.abc.tmp", ".checkpoint.pt.abcd_123.tmp.keep", "x.checkpoint.pt.abcd1234.tmp",
+    others = [".checkpoint.pt.abc.tmp", ".checkpoint.pt.abcd_123.tmp.keep",
+              "x.checkpoint.pt.abcd1234.tmp",
               ".other.pt.abcd1234.tmp", ".checkpoint.pt.ABCD1234.tmp", "notes.txt"]
     for name in own + others:
         (tmp_path / name).write_bytes(b"x" * 10)

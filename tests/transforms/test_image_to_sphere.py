@@ -178,7 +178,8 @@ def test_fill_value_sets_nodes_outside_the_image():
     assert torch.equal(batch.x, b)
     assert "fill_value=-1.5" in repr(filled)
     # the equal-area projection of the whole sphere has no node outside the image disc
-    assert not ImageToSphere(SIZES, k=4, k_cross=2, projection="equal_area").template().outside.any()
+    assert not ImageToSphere(SIZES, k=4, k_cross=2,
+                             projection="equal_area").template().outside.any()
     with pytest.raises(ValueError, match="'fill_value'"):
         ImageToSphere(SIZES, k=4, k_cross=2, fill_value=float("nan"))
     with pytest.raises(ValueError, match="'fill_value'"):

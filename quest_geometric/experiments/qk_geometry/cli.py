@@ -25,7 +25,8 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     parser.add_argument("--hf-model", nargs="+", default=None, metavar="PATH",
                         help="local Hugging Face checkpoint folders (e.g. Pythia revisions)")
     parser.add_argument("--hf-byte-fallback", action="store_true",
-                        help="probe folders without a tokenizer on UTF-8 byte ids (pipeline test only)")
+                        help="probe folders without a tokenizer on UTF-8 byte ids (pipeline test "
+                             "only)")
     parser.add_argument("--depths", type=int, nargs="+", default=None)
     parser.add_argument("--inits", nargs="+", default=None)
     parser.add_argument("--seeds", type=int, nargs="+", default=None)
@@ -36,14 +37,17 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     parser.add_argument("--block-size", type=int, default=None)
     parser.add_argument("--batch-size", type=int, default=None)
     parser.add_argument("--probe-every", type=int, default=None)
-    parser.add_argument("--corpus", default=None, help="CharCorpus source (file or WikiText-103 dir)")
+    parser.add_argument("--corpus", default=None,
+                        help="CharCorpus source (file or WikiText-103 dir)")
     parser.add_argument("--threads", type=int, default=1,
-                        help="torch intra-op threads (1 is fastest for these tiny models on shared cores)")
+                        help="torch intra-op threads (1 is fastest for these tiny models on shared "
+                             "cores)")
     parser.add_argument("--name", default="qk_geometry",
                         help="file stem of the results and of the run folder <out>/<name>_runs "
                              "(default: qk_geometry)")
     parser.add_argument("--compare", nargs="+", default=None, metavar="NAME",
-                        help="compare finished studies by their --name (reads <out>/<NAME>_records.jsonl, "
+                        help="compare finished studies by their --name (reads "
+                             "<out>/<NAME>_records.jsonl, "
                              "trains nothing) and write <out>/qk_geometry_compare.*")
     parser.add_argument("--labels", nargs="+", default=None, help="legend labels for --compare")
     parser.add_argument("--no-progress", action="store_true")
@@ -56,15 +60,19 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
         return res
     if args.threads:
         torch.set_num_threads(args.threads)
-    parts = args.parts or (["hf"] if args.hf_model else ["trajectories", "intervention", "overhead"])
-    result = run(quick=args.quick, device=args.device, out_dir=args.out, progress=not args.no_progress,
+    parts = args.parts or (["hf"] if args.hf_model else ["trajectories", "intervention",
+                                                         "overhead"])
+    result = run(quick=args.quick, device=args.device, out_dir=args.out,
+                 progress=not args.no_progress,
                  parts=parts, hf_models=args.hf_model, hf_byte_fallback=args.hf_byte_fallback,
                  name=args.name,
                  depths=tuple(args.depths) if args.depths else None,
                  inits=tuple(args.inits) if args.inits else None,
                  seeds=tuple(args.seeds) if args.seeds else None,
-                 intervention_seeds=tuple(args.intervention_seeds) if args.intervention_seeds else None,
-                 steps=args.steps, n_embd=args.n_embd, n_head=args.n_head, block_size=args.block_size,
+                 intervention_seeds=tuple(args.intervention_seeds) if args.intervention_seeds
+                 else None,
+                 steps=args.steps, n_embd=args.n_embd, n_head=args.n_head,
+                 block_size=args.block_size,
                  batch_size=args.batch_size, probe_every=args.probe_every, corpus=args.corpus)
     print(result["markdown"])
     return result

@@ -68,9 +68,11 @@ def compare_studies(names: Sequence[str], out_dir: Union[str, os.PathLike] = "be
         by_step = {r["step"]: r for r in allr}
         row: dict[str, Any] = {"study": label, "trajectories": allr[-1]["n"],
                                "seeds": len({r["seed"] for r in recs}), "steps": allr[-1]["step"]}
-        for key, step in zip(("quarter", "half", "three quarters", "end"), milestone_steps(by_step)):
+        for key, step in zip(("quarter", "half", "three quarters", "end"),
+                             milestone_steps(by_step)):
             r = by_step[step]
-            row[key] = f"{r['share']:.0%} [{r['ci_low']:.0%}, {r['ci_high']:.0%}] at step {r['step']}"
+            row[key] = (f"{r['share']:.0%} [{r['ci_low']:.0%}, {r['ci_high']:.0%}] "
+                        f"at step {r['step']}")
         first = first_sustained_step(sos, 0.9)
         row["stays >= 90% from"] = "never" if first is None else f"step {first}"
         row["pr_q_end"] = summ["rows"][-1]["pr_q_end"]
@@ -91,7 +93,8 @@ def compare_studies(names: Sequence[str], out_dir: Union[str, os.PathLike] = "be
         ax.set_ylim(-0.02, 1.02)
         ax.set_xlabel("training step")
         ax.set_ylabel("share with PR_Q - PR_K > 0")
-        ax.set_title("Share of trajectories with PR_Q > PR_K (bands: exact 95% interval)", fontsize=10)
+        ax.set_title("Share of trajectories with PR_Q > PR_K (bands: exact 95% interval)",
+                     fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="lower right")
         fig.tight_layout()

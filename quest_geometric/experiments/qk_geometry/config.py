@@ -91,15 +91,20 @@ class StudyConfig:
         self.seeds = tuple(self.seeds)
         self.intervention_seeds = tuple(self.intervention_seeds)
         for name in ("n_embd", "n_head", "block_size", "batch_size", "steps", "warmup_steps",
-                     "probe_every", "probe_batch_size", "probe_max_tokens", "eval_batches", "intervention_depth",
-                     "overhead_depth", "overhead_steps", "overhead_probe_every", "overhead_repeats"):
-            check_int(getattr(self, name), name, 0 if name == "warmup_steps" else 1, where="StudyConfig")
+                     "probe_every", "probe_batch_size", "probe_max_tokens", "eval_batches",
+                     "intervention_depth",
+                     "overhead_depth", "overhead_steps", "overhead_probe_every",
+                     "overhead_repeats"):
+            check_int(getattr(self, name), name, 0 if name == "warmup_steps" else 1,
+                      where="StudyConfig")
         if self.n_embd % self.n_head:
-            raise ValueError(f"StudyConfig: n_embd={self.n_embd} must be divisible by n_head={self.n_head}")
+            raise ValueError(f"StudyConfig: n_embd={self.n_embd} must be divisible by "
+                             f"n_head={self.n_head}")
         for name, minimum in (("depths", 1), ("seeds", 0), ("intervention_seeds", 0)):
             vals = getattr(self, name)
             if not vals:
-                raise ValueError(f"StudyConfig: {name} must be a non-empty tuple of ints >= {minimum}, "
+                raise ValueError(f"StudyConfig: {name} must be a non-empty tuple of ints >= "
+                                 f"{minimum}, "
                                  f"got {vals!r}")
             for i, v in enumerate(vals):
                 check_int(v, f"{name}[{i}] (of {vals!r})", minimum, where="StudyConfig")
@@ -107,7 +112,8 @@ class StudyConfig:
                 raise ValueError(f"StudyConfig: {name} has duplicates: {vals!r}")
         bad = [i for i in self.inits if i not in INITS]
         if not self.inits or bad:
-            raise ValueError(f"StudyConfig: inits must be a non-empty subset of {INITS}, got unknown {bad or self.inits!r}")
+            raise ValueError(f"StudyConfig: inits must be a non-empty subset of {INITS}, got "
+                             f"unknown {bad or self.inits!r}")
         check_choice(self.intervention_init, "intervention_init", INITS, where="StudyConfig")
         if not (isinstance(self.shrink_decay, (int, float)) and self.shrink_decay >= 0):
             raise ValueError(f"StudyConfig: shrink_decay must be >= 0, got {self.shrink_decay!r}")
@@ -121,7 +127,8 @@ class StudyConfig:
     def run_tag(self) -> str:
         """A short hash of everything that shapes a training run (not depth/init/seed)."""
         keys = ("n_embd", "n_head", "block_size", "batch_size", "steps", "lr", "min_lr",
-                "warmup_steps", "weight_decay", "probe_every", "probe_batch_size", "probe_max_tokens",
+                "warmup_steps", "weight_decay", "probe_every", "probe_batch_size",
+                "probe_max_tokens",
                 "eval_batches",
                 "shrink_decay", "control_per_head", "corpus")
         blob = json.dumps({k: getattr(self, k) for k in keys}, sort_keys=True)

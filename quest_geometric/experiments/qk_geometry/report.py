@@ -33,18 +33,22 @@ def findings(traj: Optional[dict], inter: Optional[dict], smoke: bool = False) -
         )
         lines.append(
             f"Slopes over training: PR_Q {a['slope_q_per_1k']:+.3g}/1k steps "
-            f"(expands in {a['share_q_expands']:.0%} of trajectories), PR_K {a['slope_k_per_1k']:+.3g}/1k "
+            f"(expands in {a['share_q_expands']:.0%} of trajectories), PR_K "
+            f"{a['slope_k_per_1k']:+.3g}/1k "
             f"steps (shrinks in {a['share_k_shrinks']:.0%}); mean PR_Q {a['pr_q_start']:.2f} -> "
-            f"{a['pr_q_end']:.2f}, PR_K {a['pr_k_start']:.2f} -> {a['pr_k_end']:.2f}. Second half of "
+            f"{a['pr_q_end']:.2f}, PR_K {a['pr_k_start']:.2f} -> {a['pr_k_end']:.2f}. Second "
+            "half of "
             f"training: PR_Q {a['slope_q_late_per_1k']:+.3g}/1k (expands in "
-            f"{a['share_q_expands_late']:.0%}), PR_K {a['slope_k_late_per_1k']:+.3g}/1k (shrinks in "
+            f"{a['share_q_expands_late']:.0%}), PR_K {a['slope_k_late_per_1k']:+.3g}/1k "
+            "(shrinks in "
             f"{a['share_k_shrinks_late']:.0%})."
         )
         sos = traj.get("share_over_steps")
         if sos:
             allr = share_series(sos)
             picks = sorted(set(milestone_steps([r["step"] for r in allr])))
-            at = ", ".join(f"{r['share']:.0%} [{r['ci_low']:.0%}, {r['ci_high']:.0%}] at step {r['step']}"
+            at = ", ".join(f"{r['share']:.0%} [{r['ci_low']:.0%}, {r['ci_high']:.0%}] at step "
+                           f"{r['step']}"
                            for r in allr if r["step"] in picks)
             peak = max(allr[1:] or allr, key=lambda r: r["share"])
             first = first_sustained_step(sos, 0.9)
@@ -64,12 +68,15 @@ def findings(traj: Optional[dict], inter: Optional[dict], smoke: bool = False) -
             lines.append(f"Spearman rho(PR_K, {c['y']}) over {c['over']}: {c['spearman_rho']:+.2f} "
                          f"(p = {c['p_value']:.2g}, n = {c['n']}).")
     if inter is not None:
-        t = next((t for t in inter["tests"] if t["test"].startswith("entropy(shrink) < entropy(hold)")), None)
+        t = next((t for t in inter["tests"]
+                  if t["test"].startswith("entropy(shrink) < entropy(hold)")), None)
         if t is not None:
             ok = t["k_less"] >= 4 and t["n_seeds"] >= 5
             lines.append(
-                f"Intervention: entropy(shrink) < entropy(hold) in {t['k_less']} of {t['n_untied']} "
-                f"seeds (signs of shrink - hold: {t['signs']}; one-sided sign test p = {t['p_value']:.3g}; "
+                f"Intervention: entropy(shrink) < entropy(hold) in {t['k_less']} of "
+                f"{t['n_untied']} "
+                f"seeds (signs of shrink - hold: {t['signs']}; one-sided sign test p = "
+                f"{t['p_value']:.3g}; "
                 f"mean difference {t['mean_diff']:+.4f})"
                 + (untested + "(goal: >= 4 of 5 seeds)." if smoke else
                    " -> the paper's causal finding is " + ("reproduced (goal: >= 4 of 5 seeds)."
@@ -77,7 +84,8 @@ def findings(traj: Optional[dict], inter: Optional[dict], smoke: bool = False) -
             )
         lo = next((t for t in inter["tests"] if t["test"].startswith("val_loss(shrink)")), None)
         if lo is not None:
-            lines.append(f"Validation loss: shrink < hold in {lo['k_less']} of {lo['n_untied']} seeds "
+            lines.append(f"Validation loss: shrink < hold in {lo['k_less']} of {lo['n_untied']} "
+                         "seeds "
                          f"(mean difference {lo['mean_diff']:+.4f} nats).")
     return lines
 
@@ -118,7 +126,8 @@ def share_milestones_table(rows: Sequence[Mapping[str, Any]]) -> str:
     marks = sorted(set(milestone_steps(steps)))
     table = []
     for unit, depth, init in groups:
-        sel = {r["step"]: r for r in rows if (r["unit"], r["depth"], r["init"]) == (unit, depth, init)}
+        sel = {r["step"]: r for r in rows if (r["unit"], r["depth"], r["init"]) == (unit, depth,
+                                                                                    init)}
         row = {"unit": unit, "depth": depth, "init": init, "n": next(iter(sel.values()))["n"]}
         for m in marks:
             r = sel.get(m)
@@ -152,7 +161,8 @@ def config_notes(cfg: StudyConfig, quick: bool) -> str:
         f"{list(cfg.inits)}, seeds {list(cfg.seeds)}; probes every {cfg.probe_every} steps on a "
         f"fixed validation batch of {cfg.probe_batch_size} x {cfg.block_size} characters. "
         f"Intervention: depth {cfg.intervention_depth}, {cfg.intervention_init} init, seeds "
-        f"{list(cfg.intervention_seeds)}. The paper used four seeds and far larger models and data; "
+        f"{list(cfg.intervention_seeds)}. The paper used four seeds and far larger models and "
+        "data; "
         + ("this is the --quick configuration (one seed, tiny width, few steps), a smoke test "
            "of the pipeline rather than a measurement.\n" if quick else
            f"this is a configuration two CPU cores can train in about "
@@ -177,7 +187,8 @@ def overhead_finding(over: Mapping[str, Any]) -> str:
     """The finding line of the overhead measurement (against the 10% target)."""
     share = over["probe_share_pct"]
     return (
-        f"Overhead of probing every {over['probe_every']} steps: the probes take {share:.1f}% of the "
+        f"Overhead of probing every {over['probe_every']} steps: the probes take {share:.1f}% of "
+        "the "
         f"probed run ({over['ms_per_probe']:.0f} ms per probe vs {over['ms_per_step']:.0f} ms per "
         f"training step, {over.get('clock', 'wall clock')}) -> "
         + ("within" if share < 10 else "ABOVE") + " the 10% target. End-to-end difference "
@@ -219,7 +230,8 @@ def share_figure_title(cfg: StudyConfig) -> str:
 def trajectory_figures(name: str) -> str:
     """Markdown links to the trajectory part's four figures."""
     return (f"\n![PR_Q - PR_K]({name}_diff.png)\n\n![share over steps]({name}_share_over_steps.png)"
-            f"\n\n![trajectories]({name}_trajectories.png)\n\n![PR_K vs entropy]({name}_prk_entropy.png)\n")
+            f"\n\n![trajectories]({name}_trajectories.png)\n\n![PR_K vs "
+            f"entropy]({name}_prk_entropy.png)\n")
 
 
 def intervention_figure(name: str) -> str:

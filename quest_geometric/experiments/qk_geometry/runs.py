@@ -18,7 +18,10 @@ from tqdm.auto import tqdm
 
 from quest_geometric._utils import atomic_write_json, check_choice
 from quest_geometric.analysis.probe import probe_model
-from quest_geometric.analysis.spectral_control import KeySpectrumControl, spectrum_participation_ratio
+from quest_geometric.analysis.spectral_control import (
+    KeySpectrumControl,
+    spectrum_participation_ratio,
+)
 from quest_geometric.experiments.qk_geometry.config import _METRIC_KEYS, INITS, MODES, StudyConfig
 from quest_geometric.training.config import TrainConfig
 from quest_geometric.training.seed import seed_everything
@@ -34,12 +37,14 @@ def _corpus(cfg: StudyConfig):
 
 def _probe_batch(corpus: Any, cfg: StudyConfig) -> tuple[Tensor, Tensor]:
     """The fixed probe batch: ``probe_batch_size`` blocks of the validation split (seed 1234)."""
-    return corpus.get_batch("val", cfg.probe_batch_size, generator=torch.Generator().manual_seed(1234))
+    return corpus.get_batch("val", cfg.probe_batch_size,
+                            generator=torch.Generator().manual_seed(1234))
 
 
 def _check_depth_init(depth: Any, init: Any) -> None:
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
-        raise ValueError(f"qk_geometry: depth must be a positive int (number of layers), got {depth!r}")
+        raise ValueError("qk_geometry: depth must be a positive int (number of layers), got "
+                         f"{depth!r}")
     check_choice(init, "init", INITS, where="qk_geometry")
 
 
@@ -95,7 +100,8 @@ class _ProbeCallback(EveryNSteps):
     """Probe every ``every`` steps, at step 0 and at the last step; append to a JSONL file."""
 
     def __init__(self, batch: tuple[Tensor, Tensor], every: int, path: Optional[Path],
-                 meta: Mapping[str, Any], max_tokens: int = 512, sink: Optional[list] = None) -> None:
+                 meta: Mapping[str, Any], max_tokens: int = 512,
+                 sink: Optional[list] = None) -> None:
         super().__init__(self._probe, every=every, at_start=True)
         self.batch, self.path, self.meta, self.max_tokens = batch, path, dict(meta), max_tokens
         self.sink = sink if sink is not None else []
@@ -125,7 +131,8 @@ class _ProbeCallback(EveryNSteps):
 
 
 class _SpectrumControlCallback(Callback):
-    """Applies a :class:`KeySpectrumControl` after every optimiser step (state kept in checkpoints)."""
+    """Applies a :class:`KeySpectrumControl` after every optimiser step (state kept in
+    checkpoints)."""
 
     def __init__(self, control: KeySpectrumControl) -> None:
         self.control = control

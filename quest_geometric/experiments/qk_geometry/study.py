@@ -46,7 +46,8 @@ PARTS = ("trajectories", "intervention", "overhead", "hf")
 
 def _cfg_meta(cfg: StudyConfig, quick: bool, device: str) -> dict[str, Any]:
     return {"quick": quick, "device": str(device), "torch_threads": torch.get_num_threads(),
-            **{k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(cfg).items()}}
+            **{k: (list(v) if isinstance(v, tuple) else v) for k,
+               v in dataclasses.asdict(cfg).items()}}
 
 
 def run(
@@ -89,7 +90,8 @@ def run(
     known = {f.name for f in dataclasses.fields(StudyConfig)}
     unknown = sorted(set(overrides) - known)
     if unknown:
-        raise TypeError(f"qk_geometry.run: unknown overrides {unknown}; expected StudyConfig fields")
+        raise TypeError(f"qk_geometry.run: unknown overrides {unknown}; expected StudyConfig "
+                        "fields")
     cfg = (QUICK if quick else FULL).replace(**overrides)
     parts = list(parts)
     if hf_models:
@@ -140,7 +142,8 @@ def _trajectories_part(cfg: StudyConfig, run_root: Path, out: Path, name: str,
     traj = trajectory_summary(records)
     for row in traj["rows"]:
         losses = [res["final"].get("val_loss") for res in traj_results
-                  if row["depth"] in ("all", res["meta"]["depth"]) and row["init"] in ("all", res["meta"]["init"])]
+                  if row["depth"] in ("all", res["meta"]["depth"]) and row["init"] in ("all",
+                                                                                       res["meta"]["init"])]
         row["val_loss"] = float(np.mean([v for v in losses if v is not None]))
     p = write_results(f"{name}_trajectories", traj["rows"], out, meta=meta,
                       columns=TRAJECTORY_COLUMNS, title=report.TRAJECTORIES_TITLE,
@@ -169,7 +172,8 @@ def _intervention_part(cfg: StudyConfig, run_root: Path, out: Path, name: str,
     p1 = write_results(f"{name}_intervention", inter["rows"], out, meta=meta,
                        columns=INTERVENTION_COLUMNS, title=report.intervention_title(cfg),
                        notes=report.INTER_NOTES.format(decay=cfg.shrink_decay))
-    tests = [{k: (str(v) if isinstance(v, list) else v) for k, v in t.items()} for t in inter["tests"]]
+    tests = [{k: (str(v) if isinstance(v, list) else v) for k, v in t.items()}
+             for t in inter["tests"]]
     p2 = write_results(f"{name}_intervention_tests", tests, out, meta=meta,
                        columns=INTERVENTION_TEST_COLUMNS, title=report.INTERVENTION_TESTS_TITLE)
     write_results(f"{name}_intervention_seeds", inter["per_seed"], out, meta=meta,
@@ -187,7 +191,8 @@ def _overhead_part(cfg: StudyConfig, run_root: Path, out: Path, name: str,
     over = measure_overhead(cfg, device, progress, cache=run_root / "overhead.json")
     row = {k: v for k, v in over.items() if not k.startswith(("times_", "walls_"))}
     p = write_results(f"{name}_overhead", [row], out,
-                      meta={**meta, **{k: v for k, v in over.items() if k.startswith(("times_", "walls_"))}},
+                      meta={**meta, **{k: v for k, v in over.items() if k.startswith(("times_",
+                                                                                      "walls_"))}},
                       title=report.OVERHEAD_TITLE, notes=report.OVERHEAD_NOTES)
     return over, [p["md"].read_text()]
 

@@ -17,11 +17,11 @@ def _histograms(entropy: Any, angles: Tensor, bins_entropy: int = 50,
     deg = angles.double() * (180.0 / math.pi)
     return {
         "entropy_edges": torch.linspace(0, 1, bins_entropy + 1).tolist(),
-        "entropy_counts": [torch.histc(ent[l].float(), bins_entropy, 0.0, 1.0).tolist()
-                           for l in range(ent.size(0))],
+        "entropy_counts": [torch.histc(ent[layer].float(), bins_entropy, 0.0, 1.0).tolist()
+                           for layer in range(ent.size(0))],
         "angle_edges": torch.linspace(0, 180, bins_angle + 1).tolist(),
-        "angle_counts": [torch.histc(deg[l].float(), bins_angle, 0.0, 180.0).tolist()
-                         for l in range(deg.size(0))],
+        "angle_counts": [torch.histc(deg[layer].float(), bins_angle, 0.0, 180.0).tolist()
+                         for layer in range(deg.size(0))],
     }
 
 
@@ -48,8 +48,8 @@ def analyse_model(model: nn.Module, variant: str, test: Any, cfg: AblationConfig
         "entropy_mean": float(values.mean()),
         "entropy_frac_above_0.95": float((values > 0.95).double().mean()),
     }
-    for l in range(values.size(0)):
-        out[f"entropy_mean_l{l}"] = float(values[l].mean())
+    for layer in range(values.size(0)):
+        out[f"entropy_mean_l{layer}"] = float(values[layer].mean())
     if variant in _QSV_TYPE:
         ang = rotation_angles(model, sub, device)
         deg = ang.double() * (180.0 / math.pi)

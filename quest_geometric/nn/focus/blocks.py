@@ -435,7 +435,8 @@ def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
     On CPU it runs the fused flash-attention kernels (which return the log-sum-exp) once per
     non-empty (sequence, group) bucket on group-sorted tokens, with ``is_causal`` and no mask
     for top-:math:`k = 1` (causal, with buckets of similar size: all buckets in one batched
-    call padded to the largest, see :data:`PAD_RATIO`), and the band as one batched call over query blocks of
+    call padded to the largest, see :data:`PAD_RATIO`), and the band as one batched call over query
+    blocks of
     :data:`BAND_BLOCK` tokens against their ``BAND_BLOCK + w`` keys (overlapping strided
     views, no copy) with an additive mask, plus two small calls for the first :math:`w` and
     the last few queries. For top-:math:`k = 1` the two parts are merged in place,

@@ -13,7 +13,8 @@ log-sums :math:`\Lambda^{(n)}`. :class:`FocusDecodeState` keeps them (``[B, I, K
 with every cached token's hard groups and position, so a new token is routed in
 :math:`O(I K)` (:func:`~quest_geometric.nn.focus.sinkhorn.sinkhorn_step`, through the
 router's ``step``, see :class:`~quest_geometric.nn.focus.router.Router`) exactly as the
-full-sequence Sinkhorn routes it, and attends only to the cached keys it may see, its window plus the tokens sharing one of its
+full-sequence Sinkhorn routes it, and attends only to the cached keys it may see, its window plus
+the tokens sharing one of its
 groups (:func:`focus_decode_attention`): the attention cost grows with
 :math:`w + |\{j : G_j \cap G_t \neq \emptyset\}|`, not with the context.
 
@@ -377,7 +378,8 @@ class FocusDecodeState:
 def route_prefix(router, x: Tensor, batch: Optional[Tensor] = None, num_seqs: int = 1
                  ) -> Tuple[RouterOutput, Tensor]:
     r"""Route whole sequences once: what ``router(x, batch)`` returns, and the statistics
-    :func:`~quest_geometric.nn.focus.sinkhorn.sinkhorn_prefix_state` would record from a second pass (the same prefix-causal
+    :func:`~quest_geometric.nn.focus.sinkhorn.sinkhorn_prefix_state` would record from a second pass
+    (the same prefix-causal
     Sinkhorn run, with its column totals kept), for starting a :class:`FocusDecodeState`.
 
     Args:

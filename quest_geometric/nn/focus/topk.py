@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import struct
-from typing import List, Optional
+from typing import List
 
 import torch
 from torch import Tensor

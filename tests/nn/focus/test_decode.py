@@ -84,7 +84,8 @@ def test_host_topk_equals_topk_groups_with_its_tie_rule(k):
             v = vals.to(dtype)
             for top_k in range(1, k + 1):
                 ref = topk_groups(v, top_k).tolist()
-                assert topk_groups_host(v.tolist(), top_k, dtype == torch.float32) == ref, (v, top_k)
+                assert topk_groups_host(v.tolist(), top_k, dtype == torch.float32) == ref, (v,
+                                                                                            top_k)
                 n += 1
     assert n > (10 if k > 1 else 2)
 

@@ -1,6 +1,7 @@
 """Run a short toy training (used by the resume and DDP tests in subprocesses).
 
-    python run_toy.py --mode epoch|step|epoch,step --out DIR [--kill-at-step K] [--resume] [--result F]
+    python run_toy.py --mode epoch|step|epoch,step --out DIR [--kill-at-step K] [--resume] [--result
+    F]
     python run_toy.py ... --ref-out DIR2 --ref-result F2   # first an uninterrupted run
 
 Works unchanged under ``torchrun``; rank 0 writes ``--result``; every rank writes
@@ -40,7 +41,8 @@ def run(args, out, result, kill_at=None, resume=False):
     seed_everything(args.seed)
     if args.mode == "epoch":
         model = MLP(dropout=args.dropout)
-        task, train, val = ClassificationTask(), classification_data(64), classification_data(32, seed=1)
+        task, train, val = ClassificationTask(), classification_data(64), classification_data(32,
+                                                                                              seed=1)
         cfg = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=0.05, warmup_steps=2,
                           optimizer="sgd", momentum=0.9, seed=args.seed, out_dir=out,
                           progress=False, log_every=3)
@@ -74,7 +76,8 @@ def run(args, out, result, kill_at=None, resume=False):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--mode", default="epoch", help="epoch, step, or epoch,step (one after the other)")
+    p.add_argument("--mode", default="epoch",
+                   help="epoch, step, or epoch,step (one after the other)")
     p.add_argument("--out", required=True)
     p.add_argument("--result", default=None)
     p.add_argument("--ref-out", default=None)
@@ -91,8 +94,13 @@ def main():
     modes = args.mode.split(",")
     for mode in modes:
         args.mode = mode
-        sub = (lambda p: p and (os.path.join(p, mode) if len(modes) > 1 else p))
-        res = (lambda p: p and (f"{p}.{mode}" if len(modes) > 1 else p))
+
+        def sub(p):
+            return p and (os.path.join(p, mode) if len(modes) > 1 else p)
+
+        def res(p):
+            return p and (f"{p}.{mode}" if len(modes) > 1 else p)
+
         if args.ref_out:
             run(args, sub(args.ref_out), res(args.ref_result))
         run(args, sub(args.out), res(args.result), kill_at=args.kill_at_step, resume=args.resume)

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import csv
+import importlib
 import json
 import math
 import re
+
 
 import pytest
 import torch
@@ -122,29 +124,12 @@ def test_focus_lm_rejects_bad_gates(tmp_path):
                          progress=False, gates=gates, **TINY)
 
 
-def _bench_module(name):
-    """A benchmark script imported from ``benchmarks/`` (they import their neighbours)."""
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"_bench_{name}", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(path.parent))
-    try:
-        spec.loader.exec_module(mod)
-    finally:
-        sys.path.remove(str(path.parent))
-    return mod
-
-
 @pytest.mark.slow
 def test_focus_decode_split_quick_times_every_part(tmp_path):
     pytest.importorskip("transformers")
     from quest_geometric.nn.focus import decode
 
-    split = _bench_module("focus_decode_split")
+    split = importlib.import_module("quest_geometric.experiments.focus_decode_split")
     import transformers.cache_utils as cu
 
     before = cu.Cache.update
@@ -168,7 +153,7 @@ def test_focus_decode_step_compare_paths_restores_the_rule(tmp_path):
     pytest.importorskip("transformers")
     from quest_geometric.nn.focus import decode
 
-    step = _bench_module("focus_decode_step")
+    step = importlib.import_module("quest_geometric.experiments.focus_decode_step")
     out = step.run(contexts=[200], threads=[1], caches=["dynamic"], layers=2, steps=2,
                    rounds=1, out_dir=tmp_path, progress=False, compare_paths=True)
     modes = [r["mode"] for r in out["rows"]]
@@ -179,7 +164,7 @@ def test_focus_decode_step_compare_paths_restores_the_rule(tmp_path):
 
 
 def test_focus_masked_layout_quick_both_layouts_attend_alike(tmp_path):
-    lay = _bench_module("focus_masked_layout")
+    lay = importlib.import_module("quest_geometric.experiments.focus_masked_layout")
     h, hkv, d, s = 9, 3, 8, 50
     fns = lay.layouts(h, hkv, d, s, seed=3)
     # the same inputs, rebuilt: a dense masked softmax per query head

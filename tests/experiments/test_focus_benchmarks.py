@@ -7,7 +7,6 @@ import json
 import math
 import re
 
-
 import pytest
 import torch
 

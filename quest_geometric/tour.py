@@ -421,8 +421,8 @@ def check_output_dir(out: Path, force: bool) -> dict[str, list[str]] | None:
     if not entries:
         return None
     manifest = read_manifest(out)
-    known = {MANIFEST} if manifest is None else (
-        {MANIFEST, *manifest["files"], *manifest["folders"]})
+    known = {MANIFEST} if manifest is None else (  # and a manifest's temporary, left by a kill
+        {MANIFEST, f".{MANIFEST}.tmp", *manifest["files"], *manifest["folders"]})
     unknown = sorted(entries - known)
     if unknown:
         shown = ", ".join(unknown[:5]) + (f" and {len(unknown) - 5} more"
@@ -440,8 +440,9 @@ def check_output_dir(out: Path, force: bool) -> dict[str, list[str]] | None:
 
 def clear_previous(out: Path, manifest: dict[str, list[str]]) -> None:
     """Remove what a previous tour listed in its manifest: its files (a listed path that is
-    now a folder is left alone), then its folders, deepest first, each only if empty."""
-    for rel in manifest["files"]:
+    now a folder is left alone), then its folders, deepest first, each only if empty; and
+    the manifest's own temporary if a killed run left one."""
+    for rel in [*manifest["files"], f".{MANIFEST}.tmp"]:
         path = out / rel
         if path.is_symlink() or path.is_file():
             path.unlink(missing_ok=True)

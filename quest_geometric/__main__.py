@@ -26,7 +26,10 @@ EPILOG = """\
 examples:
   python -m quest_geometric tour                    # everything, into ./tour-report
   python -m quest_geometric tour --only focus       # one part
-  OMP_NUM_THREADS=1 quest-geometric tour --no-progress --out /tmp/report"""
+  OMP_NUM_THREADS=1 quest-geometric tour --no-progress --out /tmp/report
+
+errors (a refused --out folder, another tour running on it, a read-only folder, a full
+disk, ...) print one line on stderr and exit with status 2."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,7 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tour.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
     tour.add_argument("--force", action="store_true",
-                      help="overwrite an --out folder that is not a previous tour report")
+                      help="replace a previous tour report in --out: only the files that "
+                           "tour listed in its manifest; a folder holding anything else, the "
+                           "working folder, the home folder, a root and a symbolic link are "
+                           "refused")
     tour.add_argument("--full", action="store_true",
                       help="the QSV part with its benchmarks' full settings (the ablation's "
                            "full seeds and epochs; batch 64 and up to 1M points in the speed "

@@ -7,8 +7,9 @@ markdown section for the report.
 """
 from __future__ import annotations
 
+import json
+import os
 import re
-import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -18,10 +19,17 @@ from typing import Callable
 import torch
 
 from quest_geometric._utils.device import resolve_device as _parse_device
+from quest_geometric._utils.lock import FolderInUseError, FolderLock
 from quest_geometric.experiments.common import environment_info
 
-#: File that marks a folder as a tour report, so a later run may overwrite it.
-REPORT_MARKER = ".quest_geometric_report"
+#: The manifest a tour writes in its folder: the relative paths of every file and folder it
+#: wrote, so that ``--force`` replaces exactly those and nothing else.
+MANIFEST = ".quest_tour_manifest.json"
+MANIFEST_FORMAT = 1
+
+#: The lock a running tour holds on its folder (:class:`~quest_geometric._utils.lock.FolderLock`),
+#: so that a second tour on the same folder is refused.
+LOCK_NAME = ".quest_tour.lock"
 
 #: Longest sequence at which the Focus sweep runs the 'edges' back-end and TransformerConv:
 #: their per-edge tensors take ~4 KiB per edge, ~0.7 GB at 1K tokens but ~2 GB at 2K and
@@ -300,17 +308,180 @@ def linked_files(report: Path) -> list[Path]:
             if not re.match(r"^([a-z]+:|/|#)", t)]
 
 
-def check_output_dir(out: Path, force: bool) -> None:
-    """Refuse to overwrite a folder that is not a previous tour report (unless ``force``)."""
-    if out.exists():
-        if not out.is_dir():
-            raise TourError(f"--out {out} exists and is not a folder")
-        is_report = (out / REPORT_MARKER).exists()
-        if any(out.iterdir()) and not is_report and not force:
-            raise TourError(
-                f"--out {out} exists and is not a previous tour report; "
-                "choose another folder or pass --force to overwrite it"
-            )
+def _relative_entries(folder: Path) -> set[str]:
+    """Every file, link and folder below ``folder``, as ``/``-separated relative paths
+    (symbolic links are listed, never followed)."""
+    found: set[str] = set()
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        rel = Path(root).relative_to(folder)
+        for name in dirs + files:
+            found.add((rel / name).as_posix())
+    return found
+
+
+def _safe_relative(entry: object) -> bool:
+    """Whether a manifest entry is a plain relative path inside the folder (a manifest is
+    data from the folder, possibly crafted: ``..``, absolute paths and the like are refused)."""
+    if not isinstance(entry, str) or not entry or "\\" in entry or "\0" in entry:
+        return False
+    path = Path(entry)
+    return (not path.is_absolute() and path.as_posix() == entry
+            and all(part not in ("", ".", "..") for part in entry.split("/")))
+
+
+def read_manifest(out: Path) -> dict[str, list[str]] | None:
+    """The manifest of a previous tour in ``out`` (:data:`MANIFEST`): ``{'files': [...],
+    'folders': [...]}`` of relative paths, or :obj:`None` when there is none.
+
+    Raises:
+        TourError: the manifest is not one the tour writes (unreadable, not JSON, an entry
+            that is not a plain relative path inside the folder).
+    """
+    path = out / MANIFEST
+    if not path.exists() and not path.is_symlink():
+        return None
+    if path.is_symlink() or not path.is_file():
+        raise TourError(f"--out {out}: {MANIFEST} is not a regular file; remove it yourself "
+                        "if the folder is yours")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise TourError(f"--out {out}: {MANIFEST} cannot be read ({e.__class__.__name__}); "
+                        "clear the folder yourself or choose another") from None
+    ok = (isinstance(data, dict) and data.get("format") == MANIFEST_FORMAT
+          and all(isinstance(data.get(k), list) and all(map(_safe_relative, data[k]))
+                  for k in ("files", "folders")))
+    if not ok:
+        raise TourError(f"--out {out}: {MANIFEST} is not a tour manifest (format "
+                        f"{MANIFEST_FORMAT}, relative paths inside the folder); clear the "
+                        "folder yourself or choose another")
+    return {"files": list(data["files"]), "folders": list(data["folders"])}
+
+
+def _protected(out: Path) -> str | None:
+    """Why ``out`` may never be the report folder (or :obj:`None`): the current working
+    folder, the home folder or a filesystem root."""
+    real = out.resolve()
+    if real == Path.cwd().resolve():
+        return "is the current working folder"
+    try:
+        home = Path.home().resolve()
+    except (RuntimeError, KeyError):  # no home folder known
+        home = None
+    if real == home:
+        return "is the home folder"
+    if real == Path(real.anchor):
+        return "is a filesystem root"
+    return None
+
+
+def check_output_dir(out: Path, force: bool) -> dict[str, list[str]] | None:
+    """Check that the tour may write its report into ``out``; never deletes anything.
+
+    The tour writes only into a folder of its own: ``out`` must be missing, empty, or hold a
+    previous tour report and nothing else. A previous report is recognised by its manifest
+    (:data:`MANIFEST`, the relative paths of every file and folder that run wrote); with
+    ``force`` those listed entries, and only them, are replaced (:func:`clear_previous`).
+    Refused, with or without ``force``:
+
+    - a folder holding anything a manifest does not list (the message names the first few
+      entries): the tour cannot know whose they are, so it neither deletes nor mixes its
+      report into them;
+    - the current working folder, the home folder or a filesystem root, even when empty: a
+      report needs a folder of its own, and a manifest in one of these would let a later
+      ``--force`` delete files there, the mistake (``--out . --force``) this rule exists for;
+    - ``out`` being a symbolic link (to a folder or not): the tour does not resolve it,
+      because what is deleted and locked would then be somewhere the command line does not
+      name; pass the real folder instead;
+    - a path that exists and is not a folder.
+
+    Args:
+        out (Path): the report folder.
+        force (bool): allow replacing a previous tour report.
+
+    Returns:
+        dict or None: the previous report's manifest (to clear), or :obj:`None` when there
+        is nothing to replace.
+
+    Raises:
+        TourError: a refusal, as one line.
+    """
+    if out.is_symlink():
+        raise TourError(f"--out {out} is a symbolic link (to {os.readlink(out)}); pass the "
+                        "real folder")
+    why = _protected(out)
+    if why is not None:
+        raise TourError(f"--out {out} {why}; the report needs a folder of its own "
+                        "(e.g. --out tour-report)")
+    if not out.exists():
+        return None
+    if not out.is_dir():
+        raise TourError(f"--out {out} exists and is not a folder")
+    entries = _relative_entries(out) - {LOCK_NAME}
+    if not entries:
+        return None
+    manifest = read_manifest(out)
+    known = {MANIFEST} if manifest is None else (  # and a manifest's temporary, left by a kill
+        {MANIFEST, f".{MANIFEST}.tmp", *manifest["files"], *manifest["folders"]})
+    unknown = sorted(entries - known)
+    if unknown:
+        shown = ", ".join(unknown[:5]) + (f" and {len(unknown) - 5} more"
+                                          if len(unknown) > 5 else "")
+        what = ("holds files no tour wrote" if manifest is not None
+                else "exists and is not a previous tour report")
+        raise TourError(f"--out {out} {what} ({shown}); the tour replaces only its own "
+                        "files: choose another folder")
+    assert manifest is not None  # without one, every entry is unknown
+    if not force:
+        raise TourError(f"--out {out} holds a previous tour report; pass --force to replace "
+                        "it (only the files that tour wrote) or choose another folder")
+    return manifest
+
+
+def clear_previous(out: Path, manifest: dict[str, list[str]]) -> None:
+    """Remove what a previous tour listed in its manifest: its files (a listed path that is
+    now a folder is left alone), then its folders, deepest first, each only if empty; and
+    the manifest's own temporary if a killed run left one."""
+    for rel in [*manifest["files"], f".{MANIFEST}.tmp"]:
+        path = out / rel
+        if path.is_symlink() or path.is_file():
+            path.unlink(missing_ok=True)
+    for rel in sorted(manifest["folders"], key=lambda r: r.count("/"), reverse=True):
+        path = out / rel
+        if path.is_dir() and not path.is_symlink() and not any(path.iterdir()):
+            path.rmdir()
+
+
+def write_manifest(out: Path, roots: list[str]) -> None:
+    """Write :data:`MANIFEST` atomically: every file and folder at or below the entries
+    ``roots`` of ``out`` (what this run created), as relative paths."""
+    files: set[str] = set()
+    folders: set[str] = set()
+    for root in roots:
+        path = out / root
+        if path.is_dir() and not path.is_symlink():
+            folders.add(root)
+            for rel in _relative_entries(path):
+                sub = out / root / rel
+                (folders if sub.is_dir() and not sub.is_symlink() else files).add(
+                    f"{root}/{rel}")
+        elif path.exists() or path.is_symlink():
+            files.add(root)
+    _atomic_write(out / MANIFEST, json.dumps(
+        {"format": MANIFEST_FORMAT, "files": sorted(files), "folders": sorted(folders)},
+        indent=1) + "\n")
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    """Write ``path`` through a temporary file in its folder and a rename, so it is either
+    the old or the complete new text, never a part; the temporary is removed on failure."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def resolve_device(device: str) -> torch.device:
@@ -338,7 +509,9 @@ def run_tour(
         only (list of str, optional): run only these parts (names in :data:`PARTS`).
             (default: :obj:`None`, all)
         device (str): ``'cpu'`` or ``'cuda'``. (default: :obj:`"cpu"`)
-        force (bool): overwrite a folder that is not a previous report. (default: :obj:`False`)
+        force (bool): replace a previous tour report in ``out``: only the files and folders
+            its manifest lists; a folder holding anything else is refused whatever ``force``
+            (:func:`check_output_dir`). (default: :obj:`False`)
         quick (bool): smallest settings. (default: :obj:`True`)
         progress (bool): progress bars. (default: :obj:`True`)
         results (str, optional): folder of committed results (laid out as
@@ -350,8 +523,9 @@ def run_tour(
         Path: the report file.
 
     Raises:
-        TourError: unknown part, unusable output folder, a ``results`` that is not a
-            folder, or CUDA without a GPU.
+        TourError: unknown part, unusable output folder (see :func:`check_output_dir`),
+            another tour running on ``out``, a file error while writing (read-only folder,
+            full disk), a ``results`` that is not a folder, or CUDA without a GPU.
     """
     names = list(PARTS) if not only else list(dict.fromkeys(only))
     unknown = [n for n in names if n not in PARTS]
@@ -363,12 +537,43 @@ def run_tour(
         raise TourError(f"--results: {str(results)!r} is not a folder (expected one laid out "
                         "as benchmarks/results/)")
     out = Path(out)
-    check_output_dir(out, force)
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
-    (out / REPORT_MARKER).write_text("quest_geometric tour report\n")
+    lock = FolderLock(out, LOCK_NAME, "tour")
+    try:
+        check_output_dir(out, force)
+        with lock:  # creates the folder; a second tour on it is refused here
+            manifest = check_output_dir(out, force)  # again, now that no other tour runs
+            return _run_parts(out, manifest, names, dev, quick, progress, results)
+    except FolderInUseError as e:
+        raise TourError(str(e).removeprefix("tour: ")) from None
+    except OSError as e:  # read-only folder, full disk, ...: one line, no traceback
+        where = f" ({e.filename})" if e.filename else ""
+        raise TourError(f"--out {out}: the tour stopped on a file error: "
+                        f"{e.strerror or e}{where}; the report was not written") from None
 
+
+def _run_parts(out: Path, manifest: dict[str, list[str]] | None, names: list[str],
+               dev: torch.device, quick: bool, progress: bool,
+               results: str | Path | None) -> Path:
+    """The tour proper, in a checked and locked ``out``: clear the previous report's own
+    files, run the parts, then write ``report.md`` atomically. The manifest lists what this
+    run wrote before each part and at the end, failures included, so that a run that
+    stopped half-way is still replaced by the next ``--force`` and nothing else is."""
+    if manifest is not None:
+        clear_previous(out, manifest)
+    report = out / "report.md"
+    roots = [report.name, f".{report.name}.tmp"]
+    write_manifest(out, roots)
+    try:
+        return _write_report(out, report, roots, names, dev, quick, progress, results)
+    finally:
+        write_manifest(out, roots)
+
+
+def _write_report(out: Path, report: Path, roots: list[str], names: list[str],
+                  dev: torch.device, quick: bool, progress: bool,
+                  results: str | Path | None) -> Path:
+    """Run the parts (each in its folder, recorded in ``roots`` and the manifest before it
+    starts) and write ``report``, through a temporary file, only when all are done."""
     sections = ["# quest_geometric tour report\n",
                 ("Small versions of each study on embedded data: "
                  + ("quick settings, smoke runs that show the pipeline and the tables it "
@@ -385,6 +590,8 @@ def run_tour(
         print(f"[tour {i}/{len(names)}] {name}: {title} ...", flush=True)
         ctx = TourContext(out_dir=out / name, device=dev, quick=quick, progress=progress,
                           results=None if results is None else Path(results))
+        roots.append(name)
+        write_manifest(out, roots)
         ctx.out_dir.mkdir()
         t0 = time.perf_counter()
         body = section_body(fn(ctx), name)
@@ -397,8 +604,7 @@ def run_tour(
     sections.append(f"## Machine\n\nTotal run time {time.perf_counter() - t_all:.0f} s. "
                     "The machine and software the report was produced with:\n\n"
                     + "\n".join(f"- {k}: {v}" for k, v in env.items()) + "\n")
-    report = out / "report.md"
-    report.write_text(_unlink_missing("\n".join(sections), out))
+    _atomic_write(report, _unlink_missing("\n".join(sections), out))
     for line in summary:
         print(line)
     print(f"report: {report}")

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from quest_geometric.__main__ import main
-from quest_geometric.tour import REPORT_MARKER, TourError, check_output_dir, resolve_device
+from quest_geometric.tour import MANIFEST, TourError, check_output_dir, resolve_device
 
 
 def test_unknown_only_is_one_line_error(capsys, tmp_path):
@@ -18,17 +18,20 @@ def test_unknown_only_is_one_line_error(capsys, tmp_path):
 
 def test_refuses_foreign_output_folder(tmp_path):
     (tmp_path / "keep.txt").write_text("precious")
-    with pytest.raises(TourError, match="not a previous tour report"):
-        check_output_dir(tmp_path, force=False)
-    check_output_dir(tmp_path, force=True)  # allowed with --force
+    for force in (False, True):  # --force replaces only a previous tour's own files
+        with pytest.raises(TourError, match=r"not a previous tour report \(keep.txt\)"):
+            check_output_dir(tmp_path, force=force)
     assert (tmp_path / "keep.txt").read_text() == "precious"  # checking never deletes
 
 
-def test_previous_report_and_empty_folder_are_reusable(tmp_path):
-    check_output_dir(tmp_path, force=False)  # empty folder
-    (tmp_path / REPORT_MARKER).write_text("x")
+def test_previous_report_needs_force_and_empty_folder_is_reusable(tmp_path):
+    assert check_output_dir(tmp_path, force=False) is None  # empty folder
+    (tmp_path / MANIFEST).write_text('{"format": 1, "files": ["report.md"], "folders": []}')
     (tmp_path / "report.md").write_text("old")
-    check_output_dir(tmp_path, force=False)
+    with pytest.raises(TourError, match="holds a previous tour report; pass --force"):
+        check_output_dir(tmp_path, force=False)
+    assert check_output_dir(tmp_path, force=True) == {"files": ["report.md"], "folders": []}
+    assert (tmp_path / "report.md").read_text() == "old"
 
 
 def test_output_path_that_is_a_file(tmp_path):

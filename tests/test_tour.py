@@ -28,8 +28,11 @@ def test_tour_assembles_report_and_overwrites_previous(tmp_path, monkeypatch, ca
     assert (out / "demo" / "table.csv").exists()
     assert "[demo] one line" in capsys.readouterr().out
     assert seen[0].quick is True and seen[0].device.type == "cpu"
-    # a second run may overwrite its own previous report without --force
-    tour.run_tour(out=out, progress=False)
+    # a second run replaces its own previous report with --force, and only then
+    with pytest.raises(tour.TourError, match="pass --force"):
+        tour.run_tour(out=out, progress=False)
+    assert len(seen) == 1 and report.is_file()
+    tour.run_tour(out=out, progress=False, force=True)
     assert len(seen) == 2
 
 
@@ -225,3 +228,161 @@ def test_results_folder_replaces_the_packaged_results(tmp_path, monkeypatch, cap
                  str(tmp_path / "r2")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--results" in err[0] and "not a folder" in err[0]
+
+
+# --- the report folder: --force replaces only what a previous tour wrote (issue 28 §3) ---
+
+def _fake_parts(monkeypatch, tag="a"):
+    """Stand-in parts that write a file and a subfolder, so the tour takes no time."""
+    import quest_geometric.tour as tour
+
+    def part(ctx):
+        (ctx.out_dir / "sub").mkdir()
+        (ctx.out_dir / "sub" / f"{tag}.csv").write_text(tag)
+        (ctx.out_dir / "table.csv").write_text(tag)
+        return "| a |"
+
+    monkeypatch.setattr(tour, "PARTS", {"p": ("Part", part), "q": ("Other", part)})
+    return tour
+
+
+def _one_line_exit_2(capsys, argv, match):
+    from quest_geometric.__main__ import main
+
+    assert main(["tour", "--no-progress", *argv]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("quest-geometric tour: error:"), captured.err
+    assert match in err[0], err[0]
+    assert "Traceback" not in captured.err
+    return err[0]
+
+
+def test_force_replaces_only_the_previous_tours_files(tmp_path, monkeypatch):
+    import json
+
+    tour = _fake_parts(monkeypatch, "a")
+    out = tmp_path / "r"
+    tour.run_tour(out=out, progress=False)
+    manifest = json.loads((out / tour.MANIFEST).read_text())
+    assert manifest["folders"] == ["p", "p/sub", "q", "q/sub"]
+    assert manifest["files"] == ["p/sub/a.csv", "p/table.csv", "q/sub/a.csv", "q/table.csv",
+                                 "report.md"]
+    assert not (out / tour.LOCK_NAME).exists()  # released
+    # a second tour with only one part and another file: the first one's files are replaced
+    (out / f".{tour.MANIFEST}.tmp").write_text("{")  # left by a killed manifest write
+    tour = _fake_parts(monkeypatch, "b")
+    tour.run_tour(out=out, only=["p"], progress=False, force=True)
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == [
+        tour.MANIFEST, "p", "p/sub", "p/sub/b.csv", "p/table.csv", "report.md"]
+    assert (out / "p" / "table.csv").read_text() == "b"
+
+
+def test_force_refuses_a_folder_with_unrelated_files_and_deletes_nothing(
+        tmp_path, monkeypatch, capsys):
+    tour = _fake_parts(monkeypatch)
+    out = tmp_path / "r"
+    tour.run_tour(out=out, progress=False)
+    (out / "mine.txt").write_text("keep")
+    (out / "p" / "notes.md").write_text("keep")
+    before = sorted(p.relative_to(out).as_posix() for p in out.rglob("*"))
+    line = _one_line_exit_2(capsys, ["--out", str(out), "--force"], "holds files no tour wrote")
+    assert "mine.txt, p/notes.md" in line
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == before
+    # a folder that was never a tour's: refused, with the first few entries named
+    other = tmp_path / "other"
+    other.mkdir()
+    for i in range(7):
+        (other / f"f{i}").write_text("x")
+    line = _one_line_exit_2(capsys, ["--out", str(other), "--force"], "f0, f1, f2, f3, f4")
+    assert "and 2 more" in line and len(list(other.iterdir())) == 7
+
+
+def test_crafted_manifest_cannot_reach_outside_the_folder(tmp_path, monkeypatch, capsys):
+    tour = _fake_parts(monkeypatch)
+    out = tmp_path / "r"
+    out.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    for entries in ('["../victim.txt"]', f'["{victim}"]', '["./report.md"]', '[1]'):
+        (out / tour.MANIFEST).write_text(f'{{"format": 1, "files": {entries}, "folders": []}}')
+        _one_line_exit_2(capsys, ["--out", str(out), "--force"], "is not a tour manifest")
+    (out / tour.MANIFEST).write_text("{not json")
+    _one_line_exit_2(capsys, ["--out", str(out), "--force"], "cannot be read")
+    assert victim.read_text() == "keep"
+
+
+@pytest.mark.parametrize("where", ["cwd", "home", "root"])
+def test_working_home_and_root_folders_are_refused(tmp_path, monkeypatch, capsys, where):
+    tour = _fake_parts(monkeypatch)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (tmp_path / "keep.txt").write_text("keep")
+    if where == "cwd":
+        monkeypatch.chdir(tmp_path)
+        out, why = ".", "is the current working folder"
+    elif where == "home":
+        monkeypatch.setenv("HOME", str(empty))  # refused even when empty
+        out, why = str(empty), "is the home folder"
+    else:
+        out, why = "/", "is a filesystem root"
+    for force in ([], ["--force"]):
+        _one_line_exit_2(capsys, ["--out", out, *force], why)
+    assert (tmp_path / "keep.txt").read_text() == "keep" and not any(empty.iterdir())
+    assert not any(tour.MANIFEST in p.name for p in tmp_path.rglob("*"))
+
+
+def test_a_second_tour_on_the_same_folder_is_refused(tmp_path, monkeypatch, capsys):
+    tour = _fake_parts(monkeypatch)
+    out = tmp_path / "r"
+    tour.run_tour(out=out, progress=False)
+    # the first tour, still running, holds the lock (this process is alive)
+    with tour.FolderLock(out, tour.LOCK_NAME, "tour"):
+        _one_line_exit_2(capsys, ["--out", str(out), "--force"], "is in use by another run")
+        assert (out / "p" / "table.csv").is_file() and (out / "report.md").is_file()
+    # the lock is the tour's own, not the trainer's
+    assert tour.LOCK_NAME != ".trainer.lock"
+
+
+def test_symlinked_out_folder_is_refused(tmp_path, monkeypatch, capsys):
+    _fake_parts(monkeypatch)
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    _one_line_exit_2(capsys, ["--out", str(tmp_path / "link"), "--force"],
+                     "is a symbolic link")
+    assert not any(real.iterdir())
+
+
+@pytest.mark.parametrize("errno_name", ["EROFS", "ENOSPC"])
+def test_read_only_or_full_disk_is_one_line_and_no_report(tmp_path, monkeypatch, capsys,
+                                                          errno_name):
+    """A file error while the tour writes (read-only folder at the start, full disk as
+    the report is written) exits 2 with one line and leaves no report.md."""
+    import errno
+    import os
+
+    tour = _fake_parts(monkeypatch)
+    out = tmp_path / "r"
+    code = getattr(errno, errno_name)
+    if errno_name == "EROFS":  # the folder cannot be created (tests run as root: no chmod)
+        def fail(*args, **kwargs):
+            raise OSError(code, os.strerror(code), str(out))
+        monkeypatch.setattr(tour.FolderLock, "acquire", fail)
+    else:  # the disk fills up while the report is being written
+        real_write = tour.Path.write_text
+
+        def write_text(self, text, *args, **kwargs):
+            if self.name == ".report.md.tmp":
+                real_write(self, text[:10], *args, **kwargs)  # half a file, then full
+                raise OSError(code, os.strerror(code), str(self))
+            return real_write(self, text, *args, **kwargs)
+        monkeypatch.setattr(tour.Path, "write_text", write_text)
+    line = _one_line_exit_2(capsys, ["--out", str(out)], os.strerror(code))
+    assert "the report was not written" in line
+    assert not (out / "report.md").exists() and not (out / ".report.md.tmp").exists()
+    if errno_name == "ENOSPC":  # what was written is listed, so a --force rerun replaces it
+        monkeypatch.undo()
+        tour = _fake_parts(monkeypatch)
+        tour.run_tour(out=out, progress=False, force=True)
+        assert (out / "report.md").is_file()

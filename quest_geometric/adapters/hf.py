@@ -61,6 +61,24 @@ def _bind(args: tuple, kwargs: Dict[str, Any], names: Tuple[str, ...]) -> Dict[s
     return bound
 
 
+def _attentions_requested(bound: Dict[str, Any]) -> bool:
+    """Whether the call's caller asked for the attention weights: ``output_attentions`` among
+    the arguments, or (transformers v5 models that record them through output-capturing hooks
+    instead of passing the flag down, e.g. GPT-2) an active output collector that collects
+    ``attentions``."""
+    if bound.get("output_attentions"):
+        return True
+    capturing = sys.modules.get("transformers.utils.output_capturing")
+    collector = getattr(capturing, "_active_collector", None)
+    if collector is None:
+        return False
+    try:
+        collected = collector.get()
+    except Exception:  # pragma: no cover - a changed private API: nothing to detect
+        return False
+    return isinstance(collected, dict) and "attentions" in collected
+
+
 def _hf_mask_bool(mask: Any) -> Optional[Tensor]:
     """A 4-D HF attention mask as bool (True = attend)."""
     if not isinstance(mask, Tensor):
@@ -92,7 +110,7 @@ class HFAttentionAdapter(AttentionAdapter):
 
     def parse(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]) -> AttentionCall:
         bound = _bind(args, kwargs, self.arg_names)
-        if bound.get("output_attentions"):
+        if _attentions_requested(bound):
             raise ValueError(f"compose_focus ({self.who}): output_attentions=True is not "
                              f"supported with Focus enabled (no dense attention matrix exists)")
         x = bound["hidden_states"]

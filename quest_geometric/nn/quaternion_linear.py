@@ -133,6 +133,11 @@ class QuaternionLinear(nn.Module):
 
         Returns:
             torch.Tensor: ``[*, out_channels]``.
+
+        Raises:
+            TypeError: if :obj:`x` is not a tensor or has another dtype than the parameters
+                (outside :func:`torch.autocast`).
+            ValueError: if its last dimension is not :obj:`in_channels`.
         """
         if not isinstance(x, Tensor):
             raise TypeError(f"'x' must be a torch.Tensor (got {type(x).__name__})")
@@ -140,6 +145,12 @@ class QuaternionLinear(nn.Module):
             raise ValueError(
                 f"'x' must have {self.in_channels} channels in its last dimension "
                 f"(got shape {tuple(x.shape)})"
+            )
+        if x.dtype != self.weight.dtype and not torch.is_autocast_enabled(x.device.type):
+            raise TypeError(
+                f"QuaternionLinear: 'x' must have the dtype of the layer's parameters "
+                f"({self.weight.dtype}), got {x.dtype}; convert the input with "
+                f"x.to({self.weight.dtype}) or the layer with layer.to({x.dtype})"
             )
         return torch.nn.functional.linear(x, self.full_weight(), self.bias)
 

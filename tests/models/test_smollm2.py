@@ -43,6 +43,34 @@ def test_missing_dependency_names_the_package(monkeypatch, missing):
         smol.load_smollm2()
 
 
+@pytest.mark.parametrize("kwargs, err, match", [
+    (dict(dtype="float32"), TypeError, r"'dtype' must be a torch.dtype, got str"),
+    (dict(dtype=torch.float), None, None),
+    (dict(dtype=torch.int64), ValueError, r"'dtype' must be one of .*float32.*, got torch.int64"),
+    (dict(dtype=torch.complex64), ValueError, r"'dtype' must be one of"),
+    (dict(attn_implementation=None), TypeError,
+     r"'attn_implementation' must be a str, got NoneType"),
+    (dict(attn_implementation="flash"), ValueError,
+     r"'attn_implementation' must be one of \('sdpa', 'eager'\), got 'flash'"),
+    (dict(device=0), TypeError, r"'device' must be None, a str or a torch.device, got int"),
+    (dict(device="gpu"), ValueError, r"'device' must name a torch device.*got 'gpu'"),
+    (dict(device=torch.device("cpu")), None, None),
+])
+def test_arguments_are_checked_before_loading(monkeypatch, kwargs, err, match):
+    # issue 28 §6: the arguments used to go unchecked to transformers; now they are refused
+    # first, naming the argument, whether or not the weights are installed
+    def not_reached(*a, **kw):
+        raise ImportError("load stage reached")
+
+    monkeypatch.setattr(smol, "_require", not_reached)
+    if err is None:  # a valid argument passes the checks and reaches the load stage
+        with pytest.raises(ImportError, match="load stage reached"):
+            smol.load_smollm2(**kwargs)
+    else:
+        with pytest.raises(err, match="load_smollm2: " + match):
+            smol.load_smollm2(**kwargs)
+
+
 def test_path_is_found_without_importing_the_package():
     import sys
 

@@ -384,3 +384,40 @@ def test_forward_errors():
     node = QSVConv(16, heads=2, quaternion="node", num_nodes=4)
     with pytest.raises(ValueError, match="num_nodes=4"):
         node(x, ei)
+
+
+# ---------------------------------------------------- non-finite and dtype errors (issue 28)
+@pytest.mark.parametrize("quaternion", ["feature", "node"])
+def test_non_finite_input_is_refused(quaternion):
+    n = 6
+    kw = dict(num_nodes=n) if quaternion == "node" else {}
+    conv = QSVConv(8, heads=1, quaternion=quaternion, **kw)
+    ei = knn_edges(n, 2)
+    x = torch.randn(n, 8)
+    assert bool(torch.isfinite(conv(x, ei)).all())
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        xb = x.clone()
+        xb[2, 3] = bad
+        for dense in (True, False, None):
+            with pytest.raises(ValueError, match=r"QSVConv: 'x' must be finite, got .*1 of 48"):
+                conv(xb, ei, dense=dense)
+    if quaternion == "feature":  # bipartite: the argument is named
+        with pytest.raises(ValueError, match=r"'x\[1\] \(x_dst\)' must be finite"):
+            conv((x, xb), ei)
+
+
+def test_other_dtype_than_parameters_is_a_type_error():
+    n = 6
+    ei = knn_edges(n, 2)
+    for kw in (dict(), dict(quaternion="node", num_nodes=n)):
+        conv = QSVConv(8, heads=1, **kw)
+        x = torch.randn(n, 8, dtype=DT)
+        with pytest.raises(TypeError, match=r"QSVConv: 'x' must have the dtype of the layer's "
+                                            r"parameters \(torch.float32\), got torch.float64"
+                                            r".*layer.to\(torch.float64\)"):
+            conv(x, ei)
+        with pytest.raises(TypeError, match=r"'x\[0\] \(x_src\)'.*torch.float16"):
+            conv((x.half(), x.float()), ei)
+        # the fix the message names works, and gives the float32 result
+        ref = conv(x.float(), ei)
+        torch.testing.assert_close(conv.to(DT)(x, ei).float(), ref, atol=1e-5, rtol=1e-5)

@@ -93,3 +93,24 @@ def test_repr_and_bad_input():
         lin(torch.randn(3, 4))
     with pytest.raises(TypeError, match="torch.Tensor"):
         lin([1.0] * 8)
+
+
+def test_other_dtype_than_parameters_is_a_type_error():
+    # issue 28 §6: the mismatch used to fail inside matmul without naming the argument
+    lin = QuaternionLinear(8, 4)
+    x = torch.randn(3, 8, dtype=torch.double)
+    with pytest.raises(TypeError, match=r"QuaternionLinear: 'x' must have the dtype of the "
+                                        r"layer's parameters \(torch.float32\), got "
+                                        r"torch.float64.*layer.to\(torch.float64\)"):
+        lin(x)
+    with pytest.raises(TypeError, match=r"'x'.*torch.int64"):
+        lin(torch.ones(3, 8, dtype=torch.long))
+    with pytest.raises(TypeError, match=r"'x' must be a torch.Tensor"):
+        lin([0.0] * 8)
+    # the fixes the message names give the reference result
+    torch.testing.assert_close(lin(x.float()).double(), hamilton_reference(lin.double(), x),
+                               atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(lin(x), hamilton_reference(lin, x))
+    # autocast decides the dtype itself: no error there
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert QuaternionLinear(8, 4)(torch.randn(3, 8)).dtype == torch.bfloat16

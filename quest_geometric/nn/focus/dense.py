@@ -182,10 +182,18 @@ def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: 
 
     Returns:
         torch.Tensor: ``[N, H, D]``.
+
+    Raises:
+        ValueError: for bad shapes or options, or non-finite soft memberships (checked in
+            eager mode, one host synchronisation; they would make the output NaN).
     """
     check_qkv(q, k, v)
     check_window(window)
     check_soft(soft, q.size(0))
+    if not torch.compiler.is_compiling() and not bool(torch.isfinite(soft).all()):
+        raise ValueError(f"focus_soft_attention: 'soft' must be finite, got "
+                         f"{int((~torch.isfinite(soft)).sum())} NaN or infinite of "
+                         f"{soft.numel()} memberships (is the router's input finite?)")
     check_batch(batch, q.size(0))
     gate_scale = check_real(gate_scale, "gate_scale")
     gate_bias = check_real(gate_bias, "gate_bias")

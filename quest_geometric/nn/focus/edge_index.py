@@ -56,7 +56,9 @@ def focus_edge_index(groups: Tensor, window: int, batch: Optional[Tensor] = None
 
     Args:
         groups (torch.Tensor): hard group ids, shape :obj:`[N, top_k]` (or :obj:`[N]`), long.
-        window (int): local window :math:`w \ge 0` (offsets :math:`0..w` always attend).
+        window (int): local window :math:`w \ge 0` (offsets :math:`0..w` always attend);
+            any :math:`w` at least the longest sequence's length minus one means the whole
+            sequence (memory stays bounded by the length).
         batch (torch.Tensor, optional): sorted sequence/graph id per token
             (default: :obj:`None`, one sequence).
         causal (bool): keep only :math:`j \le i`; otherwise both directions
@@ -100,6 +102,9 @@ def focus_edge_index(groups: Tensor, window: int, batch: Optional[Tensor] = None
         g_src, g_tgt = g_src[keep], g_tgt[keep]
 
     # ---- window band, pairs with disjoint group sets only ---------------------------------
+    # Offsets beyond the longest sequence reach no token: bound the band by the length so
+    # that memory is O(N min(w, L)), whatever the window (same edge set).
+    window = min(window, int((end - start).max()) - 1)
     lo = 0 if causal else -window
     offs = torch.arange(lo, window + 1, device=device)  # j = i - d
     b_tgt = torch.arange(n, device=device).repeat_interleave(offs.numel())

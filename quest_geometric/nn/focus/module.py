@@ -269,6 +269,18 @@ class FocusAttention(nn.Module):
         self.out_proj = out_proj if out_proj is not None else nn.Identity()
         return self
 
+    def _check_dtype(self, x: Tensor) -> None:
+        # the projections' parameters set the dtype (the router computes in float32 or
+        # float64 whatever the input's dtype); a mismatch would fail inside matmul
+        mods = (self.q_proj, self.k_proj, self.v_proj, self.qkv, self.out_proj)
+        ref = next((p for m in mods if isinstance(m, nn.Module) for p in m.parameters()
+                    if p.is_floating_point()), None)
+        if ref is not None and x.dtype != ref.dtype \
+                and not torch.is_autocast_enabled(x.device.type):
+            raise TypeError(f"FocusAttention: 'x' must have the dtype of the layer's "
+                            f"parameters ({ref.dtype}), got {x.dtype}; convert the input "
+                            f"with x.to({ref.dtype}) or the layer with layer.to({x.dtype})")
+
     def _project(self, x: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
         if self.qkv is not None:
             q, k, v = self.qkv(x)
@@ -297,10 +309,12 @@ class FocusAttention(nn.Module):
                 (default: :obj:`None`, hard in ``eval()`` mode).
 
         Raises:
-            TypeError: if :obj:`x` is not a floating-point tensor.
+            TypeError: if :obj:`x` is not a floating-point tensor, or (outside
+                :func:`torch.autocast`) has another dtype than the projections' parameters.
             ValueError: for a wrong shape, no token, or a bad :obj:`batch`.
         """
         check_features(x, "x")
+        self._check_dtype(x)
         if x.size(-1) != self.embed_dim:
             raise ValueError(f"'x' must have {self.embed_dim} channels, got {x.size(-1)}")
         shape = x.shape

@@ -61,3 +61,25 @@ def test_errors():
     with pytest.raises(TypeError, match="groups"):
         focus_edge_index(g.float(), 1)
     assert focus_edge_index(torch.zeros(0, 1, dtype=torch.long), 2).shape == (2, 0)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_huge_window_is_bounded_by_the_sequence_length(causal, focus_mask_reference):
+    # issue 28 §6: the window band used to take N x window entries whatever N (40 tokens at
+    # window=2_000_000: 2.4 GB); a window past the longest sequence means the whole sequence
+    torch.manual_seed(0)
+    n = 40
+    groups = torch.randint(0, 6, (n, 2))
+    batch = torch.tensor([0] * 7 + [1] * 30 + [2] * 3)
+    for b in (None, batch):
+        ref = focus_edge_index(groups, n - 1, b, causal=causal)
+        for w in (2_000_000, 10**9):
+            ei = focus_edge_index(groups, w, b, causal=causal)
+            assert torch.equal(ei, ref)
+            got = list(zip(ei[1].tolist(), ei[0].tolist()))
+            assert got == pairs(focus_mask_reference(groups, n - 1, b, causal))
+    # one short sequence, window 10**9: every causal pair
+    ei = focus_edge_index(torch.zeros(3, 1, dtype=torch.long) + torch.arange(3)[:, None],
+                          10**9)
+    assert list(zip(ei[1].tolist(), ei[0].tolist())) == \
+        [(0, 0), (1, 0), (1, 1), (2, 0), (2, 1), (2, 2)]

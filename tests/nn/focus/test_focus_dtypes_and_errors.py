@@ -336,3 +336,55 @@ def test_num_groups_zero_names_num_groups():
         with pytest.raises(ValueError, match="'num_groups' must be an int >= 1") as info:
             make()
         assert "top_k" not in str(info.value)
+
+
+# ---- bounded memory, no silent NaN, dtype errors (issue 28 section 6) -------------------
+
+
+def test_edges_backend_at_a_huge_window_equals_dense():
+    # the 'edges' back-end's window band is bounded by the sequence length, like 'blocks'
+    # and 'dense': window=10**9 on a short sequence works and equals the whole sequence
+    torch.manual_seed(5)
+    x = torch.randn(2, 20, 16)
+    with torch.no_grad():
+        m = FocusAttention(16, 2, num_groups=K, top_k=1, window=10**9, backend="edges").eval()
+        got = m(x)
+        m.window = 19
+        torch.testing.assert_close(got, m(x))
+        m.backend = "dense"
+        torch.testing.assert_close(got, m(x), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("gate", ["additive", "multiplicative", "straight_through"])
+def test_non_finite_soft_memberships_are_refused(gate):
+    torch.manual_seed(6)
+    q = torch.randn(6, 2, 4)
+    soft = torch.softmax(torch.randn(6, K), -1)
+    groups = soft.argmax(-1, keepdim=True)
+    out = focus_soft_attention(q, q, q, soft, 1, gate=gate, groups=groups)
+    assert bool(torch.isfinite(out).all())
+    for bad in (float("nan"), float("inf")):
+        s = soft.clone()
+        s[3, 1] = bad
+        with pytest.raises(ValueError, match=r"focus_soft_attention: 'soft' must be finite, "
+                                             r"got 1 NaN or infinite of 24"):
+            focus_soft_attention(q, q, q, s, 1, gate=gate, groups=groups)
+
+
+def test_other_dtype_than_parameters_is_a_type_error():
+    m = FocusAttention(16, 2, num_groups=K, top_k=1, window=2)
+    x = torch.randn(2, 10, 16, dtype=torch.float64)
+    for xx in (x, x.view(20, 16)):
+        with pytest.raises(TypeError, match=r"FocusAttention: 'x' must have the dtype of the "
+                                            r"layer's parameters \(torch.float32\), got "
+                                            r"torch.float64.*layer.to\(torch.float64\)"):
+            m(xx)
+    m.gate = None  # the full-attention path too
+    with pytest.raises(TypeError, match=r"'x'.*torch.bfloat16"):
+        m(x.bfloat16())
+    # the fixes the message names agree
+    m.gate = "additive"
+    m.eval()
+    with torch.no_grad():
+        ref = m(x.float())
+        torch.testing.assert_close(m.double()(x).float(), ref, atol=1e-5, rtol=1e-5)

@@ -137,7 +137,7 @@ def test_train_routers_resumed_equals_uninterrupted(tmp_path):
     assert extended["step"] == at_once["step"] == 11
     assert extended["curve"] == pytest.approx(at_once["curve"], rel=1e-5)
     # a checkpoint whose (older) order was drawn for another number of passes is refused
-    blob = torch.load(tmp_path / "a" / "routers.pt", weights_only=False)
+    blob = torch.load(tmp_path / "a" / "routers.pt", weights_only=True)
     blob["state"].pop("order")
     blob["state"]["passes"] = 3
     torch.save(blob, tmp_path / "a" / "routers.pt")
@@ -275,7 +275,7 @@ def test_train_routers_gate_bias_is_part_of_the_objective(tmp_path):
     with pytest.raises(ValueError, match="gate_bias"):
         train_routers(_tiny_composed(top_k=2, gate_bias=0.125), train, 3, 1e-2,
                       tmp_path / "a", progress=False)
-    blob = torch.load(tmp_path / "a" / "routers.pt", weights_only=False)
+    blob = torch.load(tmp_path / "a" / "routers.pt", weights_only=True)
     del blob["state"]["objective"]["gate_bias"]  # as written before b was recorded
     torch.save(blob, tmp_path / "a" / "routers.pt")
     resumed = train_routers(_tiny_composed(top_k=2), train, 3, 1e-2, tmp_path / "a",
@@ -306,9 +306,18 @@ def test_load_router_weights_reads_checkpoints_and_saved_folders(tmp_path):
         assert load_router_weights(other, path) is other
         for x, y in zip(params(other), params(trained)):
             torch.testing.assert_close(x, y, rtol=0, atol=0)
-    # a save_routers file under another name is still read as one
+    # a save_routers file of the earlier (pickle, weights-only readable) format under
+    # another name is still read as one
+    from quest_geometric.nn.focus.compose import _STATE_ATTR, read_routers
+
+    _, config, tensors = read_routers(tmp_path / "saved")
+    layers = {}
+    for name, t in tensors.items():  # "{layer}.centroids", "{layer}.lin.weight"
+        layer = name.rsplit(".lin.", 1)[0] if ".lin." in name else name.rsplit(".", 1)[0]
+        layers.setdefault(layer, {})[name[len(layer) + 1:]] = t
+    assert getattr(trained, _STATE_ATTR)["config"]["window"] == config["window"] == 4
     renamed = tmp_path / "renamed.pt"
-    renamed.write_bytes((tmp_path / "saved" / "focus_routers.pt").read_bytes())
+    torch.save({"format": 1, "config": config, "routers": layers}, renamed)
     other = _tiny_composed(seed=7, window=4)
     load_router_weights(other, renamed)
     for x, y in zip(params(other), params(trained)):

@@ -64,7 +64,7 @@ from quest_geometric.nn.focus.sinkhorn import prefix_statistics
 __all__ = ["compose_focus", "decompose", "FocusComposed", "set_focus_enabled", "focus_disabled",
            "set_focus_options", "focus_layers", "router_parameters", "save_routers",
            "load_routers", "focus_cache_states", "SUPPORTED_ATTENTION", "ROUTERS_FILE",
-           "ROUTERS_CONFIG", "LEGACY_ROUTERS_FILE"]
+           "ROUTERS_CONFIG", "LEGACY_ROUTERS_FILE", "read_routers", "read_legacy_routers"]
 
 #: Names of the attention module types recognised when this module was imported (the live
 #: list, including user registrations, is

@@ -23,7 +23,7 @@ from quest_geometric.nn.focus.compose import (
     read_legacy_routers,
 )
 
-__all__ = ["convert_routers", "main"]
+__all__ = ["convert_routers"]
 
 
 def convert_routers(old: str | os.PathLike, new: str | os.PathLike,
@@ -65,6 +65,7 @@ def convert_routers(old: str | os.PathLike, new: str | os.PathLike,
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    """The command line: exit status 0 with the new folder printed, or 2 with one line."""
     p = argparse.ArgumentParser(prog="python -m quest_geometric.nn.focus.convert_routers",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("old", help="a focus_routers.pt file or its folder")

@@ -375,3 +375,23 @@ def test_evaluate_lm_soft_keep_of_the_additive_gate_by_hand():
     mult = _tiny_composed("multiplicative", top_k=2, window=w)
     mult.train()
     assert math.isnan(evaluate_lm(mult, blocks)["soft_keep"])
+
+
+@pytest.mark.slow
+def test_evaluate_saved_checks_every_router_folder_before_loading_a_model(tmp_path):
+    pytest.importorskip("transformers")
+    # a damaged folder is refused (digest) before SmolLM2 is loaded, and nothing is unpickled
+    from quest_geometric.experiments.focus_pretrained import evaluate_saved
+    from quest_geometric.nn.focus import save_routers
+    from quest_geometric.nn.focus.compose import ROUTERS_FILE
+
+    save_routers(_tiny_composed(), str(tmp_path / "good"))
+    save_routers(_tiny_composed(), str(tmp_path / "bad"))
+    data = bytearray((tmp_path / "bad" / ROUTERS_FILE).read_bytes())
+    data[-1] ^= 1
+    (tmp_path / "bad" / ROUTERS_FILE).write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="evaluate_saved: refused to load .*bad.*digest"):
+        evaluate_saved([tmp_path / "good", tmp_path / "bad"], quick=True, out_dir=tmp_path,
+                       progress=False)
+    with pytest.raises(FileNotFoundError, match="save_routers"):
+        evaluate_saved([tmp_path], quick=True, out_dir=tmp_path, progress=False)

@@ -395,3 +395,21 @@ def test_evaluate_saved_checks_every_router_folder_before_loading_a_model(tmp_pa
                        progress=False)
     with pytest.raises(FileNotFoundError, match="save_routers"):
         evaluate_saved([tmp_path], quick=True, out_dir=tmp_path, progress=False)
+
+
+class _WritesMarker:
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_crafted_checkpoint_or_router_file_is_refused_and_never_runs(tmp_path):
+    # a train_routers checkpoint / --routers file whose pickle would write a marker
+    marker = tmp_path / "PWNED"
+    for name in ("routers.pt", "focus_routers.pt", "other.pt"):
+        torch.save({"format": 1, "params": _WritesMarker(str(marker))}, tmp_path / name)
+        with pytest.raises(ValueError, match=f"refused to load .*{name}"):
+            load_router_weights(torch.nn.Linear(2, 2), tmp_path / name)
+        assert not marker.exists()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from quest_geometric.nn.focus.compose import ROUTERS_FILE
+from quest_geometric.nn.focus.compose import ROUTERS_CONFIG, ROUTERS_FILE, read_routers
 from quest_geometric.tour import PRETRAINED_ROUTERS, RESULTS_DIR
 
 
@@ -28,19 +28,19 @@ def test_committed_smollm2_routers_are_present_and_complete():
                           "additive"),
                          ("focus_pretrained_multiplicative_s620_routers_multiplicative"
                           "_multiplicative_s620", "multiplicative")):
-        path = RESULTS_DIR / folder / ROUTERS_FILE
-        assert path.is_file(), f"{path} is missing (is it ignored by .gitignore?)"
-        blob = torch.load(path, map_location="cpu", weights_only=True)
-        assert blob["format"] == 1
-        cfg = blob["config"]
+        for name in (ROUTERS_FILE, ROUTERS_CONFIG):
+            path = RESULTS_DIR / folder / name
+            assert path.is_file(), f"{path} is missing (is it ignored by .gitignore?)"
+        # read as a user would (digest and finiteness checked), no pickle
+        _, cfg, tensors = read_routers(RESULTS_DIR / folder)
         assert cfg["num_groups"] == 4 and cfg["window"] == 64, cfg
         assert cfg["gate"] == gate, cfg
         # the additive gate's b: the top-2 relaxation 1/8 where the folder says so, else the
         # library default 1/2 (not recorded)
         assert cfg.get("gate_bias", 0.5) == (0.125 if "_b0125" in folder else 0.5), cfg
         # one router per SmolLM2 layer (30), each with finite centroids of K rows
-        assert len(blob["routers"]) == 30
-        for state in blob["routers"].values():
-            floats = [t for t in state.values() if t.is_floating_point()]
-            assert floats and all(torch.isfinite(t).all() for t in floats)
+        layers = {n.rsplit(".lin.", 1)[0] if ".lin." in n else n.rsplit(".", 1)[0]
+                  for n in tensors}
+        assert len(layers) == 30 and len(tensors) == 60
+        assert all(torch.isfinite(t).all() for t in tensors.values())
     assert PRETRAINED_ROUTERS == RESULTS_DIR / "focus_pretrained_routers_additive"

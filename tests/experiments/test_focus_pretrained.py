@@ -137,7 +137,7 @@ def test_train_routers_resumed_equals_uninterrupted(tmp_path):
     assert extended["step"] == at_once["step"] == 11
     assert extended["curve"] == pytest.approx(at_once["curve"], rel=1e-5)
     # a checkpoint whose (older) order was drawn for another number of passes is refused
-    blob = torch.load(tmp_path / "a" / "routers.pt", weights_only=False)
+    blob = torch.load(tmp_path / "a" / "routers.pt", weights_only=True)
     blob["state"].pop("order")
     blob["state"]["passes"] = 3
     torch.save(blob, tmp_path / "a" / "routers.pt")
@@ -275,7 +275,7 @@ def test_train_routers_gate_bias_is_part_of_the_objective(tmp_path):
     with pytest.raises(ValueError, match="gate_bias"):
         train_routers(_tiny_composed(top_k=2, gate_bias=0.125), train, 3, 1e-2,
                       tmp_path / "a", progress=False)
-    blob = torch.load(tmp_path / "a" / "routers.pt", weights_only=False)
+    blob = torch.load(tmp_path / "a" / "routers.pt", weights_only=True)
     del blob["state"]["objective"]["gate_bias"]  # as written before b was recorded
     torch.save(blob, tmp_path / "a" / "routers.pt")
     resumed = train_routers(_tiny_composed(top_k=2), train, 3, 1e-2, tmp_path / "a",
@@ -306,9 +306,18 @@ def test_load_router_weights_reads_checkpoints_and_saved_folders(tmp_path):
         assert load_router_weights(other, path) is other
         for x, y in zip(params(other), params(trained)):
             torch.testing.assert_close(x, y, rtol=0, atol=0)
-    # a save_routers file under another name is still read as one
+    # a save_routers file of the earlier (pickle, weights-only readable) format under
+    # another name is still read as one
+    from quest_geometric.nn.focus.compose import _STATE_ATTR, read_routers
+
+    _, config, tensors = read_routers(tmp_path / "saved")
+    layers = {}
+    for name, t in tensors.items():  # "{layer}.centroids", "{layer}.lin.weight"
+        layer = name.rsplit(".lin.", 1)[0] if ".lin." in name else name.rsplit(".", 1)[0]
+        layers.setdefault(layer, {})[name[len(layer) + 1:]] = t
+    assert getattr(trained, _STATE_ATTR)["config"]["window"] == config["window"] == 4
     renamed = tmp_path / "renamed.pt"
-    renamed.write_bytes((tmp_path / "saved" / "focus_routers.pt").read_bytes())
+    torch.save({"format": 1, "config": config, "routers": layers}, renamed)
     other = _tiny_composed(seed=7, window=4)
     load_router_weights(other, renamed)
     for x, y in zip(params(other), params(trained)):
@@ -366,3 +375,41 @@ def test_evaluate_lm_soft_keep_of_the_additive_gate_by_hand():
     mult = _tiny_composed("multiplicative", top_k=2, window=w)
     mult.train()
     assert math.isnan(evaluate_lm(mult, blocks)["soft_keep"])
+
+
+@pytest.mark.slow
+def test_evaluate_saved_checks_every_router_folder_before_loading_a_model(tmp_path):
+    pytest.importorskip("transformers")
+    # a damaged folder is refused (digest) before SmolLM2 is loaded, and nothing is unpickled
+    from quest_geometric.experiments.focus_pretrained import evaluate_saved
+    from quest_geometric.nn.focus import save_routers
+    from quest_geometric.nn.focus.compose import ROUTERS_FILE
+
+    save_routers(_tiny_composed(), str(tmp_path / "good"))
+    save_routers(_tiny_composed(), str(tmp_path / "bad"))
+    data = bytearray((tmp_path / "bad" / ROUTERS_FILE).read_bytes())
+    data[-1] ^= 1
+    (tmp_path / "bad" / ROUTERS_FILE).write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="evaluate_saved: refused to load .*bad.*digest"):
+        evaluate_saved([tmp_path / "good", tmp_path / "bad"], quick=True, out_dir=tmp_path,
+                       progress=False)
+    with pytest.raises(FileNotFoundError, match="save_routers"):
+        evaluate_saved([tmp_path], quick=True, out_dir=tmp_path, progress=False)
+
+
+class _WritesMarker:
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_crafted_checkpoint_or_router_file_is_refused_and_never_runs(tmp_path):
+    # a train_routers checkpoint / --routers file whose pickle would write a marker
+    marker = tmp_path / "PWNED"
+    for name in ("routers.pt", "focus_routers.pt", "other.pt"):
+        torch.save({"format": 1, "params": _WritesMarker(str(marker))}, tmp_path / name)
+        with pytest.raises(ValueError, match=f"refused to load .*{name}"):
+            load_router_weights(torch.nn.Linear(2, 2), tmp_path / name)
+        assert not marker.exists()

@@ -202,8 +202,7 @@ def test_focus_pretrained_gate_bias_is_recorded_and_reused(smollm2, tmp_path):
     out = fp.run(quick=True, out_dir=tmp_path, run_dir=tmp_path / "runs", gates=["additive"],
                  progress=False, gate_bias=0.125, name="fpb")
     assert json.loads((tmp_path / "fpb.json").read_text())["meta"]["gate_bias"] == 0.125
-    saved = torch.load(tmp_path / "fpb_routers_additive" / "focus_routers.pt",
-                       weights_only=True)
+    saved = json.loads((tmp_path / "fpb_routers_additive" / "focus_routers.json").read_text())
     assert saved["config"]["gate_bias"] == 0.125
     again = fp.evaluate_saved([tmp_path / "fpb_routers_additive"], quick=True,
                               out_dir=tmp_path, name="fpb_reeval", progress=False)

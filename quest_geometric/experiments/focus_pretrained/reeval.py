@@ -39,17 +39,16 @@ def evaluate_saved(folders: Sequence[str | Path], quick: bool = False,
 
     Raises:
         FileNotFoundError: if a folder holds no saved routers.
+        ValueError: if a folder's router files are refused (damaged, changed, non-finite).
     """
     from quest_geometric.experiments.common import write_results
     from quest_geometric.models.smollm2 import load_smollm2
     from quest_geometric.nn.focus import decompose, focus_layers
-    from quest_geometric.nn.focus.compose import ROUTERS_FILE
+    from quest_geometric.nn.focus.compose import read_routers
 
     folders = [Path(f) for f in folders]
-    for f in folders:
-        if not (f / ROUTERS_FILE).is_file():
-            raise FileNotFoundError(f"evaluate_saved: no {ROUTERS_FILE} in {str(f)!r} (a "
-                                    f"save_routers folder was expected)")
+    for f in folders:  # every folder read and checked (no pickle) before the model loads
+        read_routers(f, "evaluate_saved")
     block = block if block is not None else preset(quick)["block"]
     val_blocks = val_blocks if val_blocks is not None else preset(quick)["val_blocks"]
     model, tok = load_smollm2()

@@ -10,13 +10,17 @@ import torch
 
 def read_checkpoint(path: Path) -> Dict[str, Any]:
     """A :func:`~quest_geometric.experiments.focus_pretrained.train.train_routers`
-    checkpoint (``routers.pt``: ``params``, ``opt``, ``state``)."""
-    return torch.load(path, map_location="cpu", weights_only=False)
+    checkpoint (``routers.pt``: ``params``, ``opt``, ``state``), read as data only
+    (``torch.load(weights_only=True)``; anything else is refused with a ValueError)."""
+    from quest_geometric._utils.untrusted import load_tensors
+
+    return load_tensors(path, "read_checkpoint")
 
 
 def write_checkpoint(path: Path, params: List[torch.Tensor], opt: Any,
                      state: Dict[str, Any]) -> None:
-    """Write a training checkpoint atomically (read back by :func:`read_checkpoint`)."""
+    """Write a training checkpoint atomically (read back by :func:`read_checkpoint`): tensors,
+    numbers, strings and plain containers only, so ``weights_only=True`` reads it."""
     from quest_geometric.training.checkpoint import atomic_torch_save
 
     atomic_torch_save({"params": [p.detach().clone() for p in params],
@@ -41,8 +45,8 @@ def load_router_weights(model: Any, path: str | Path) -> Any:
     r"""Set the routers of a composed ``model`` from ``path``: either a training checkpoint
     (``routers.pt`` written by :func:`train_routers`, router parameters in
     :func:`~quest_geometric.nn.focus.router_parameters` order) or a
-    :func:`~quest_geometric.nn.focus.save_routers` folder (or its file,
-    :data:`~quest_geometric.nn.focus.compose.ROUTERS_FILE`), such as the routers committed
+    :func:`~quest_geometric.nn.focus.save_routers` folder (or one of its files), such as the
+    routers committed
     under ``benchmarks/results/``, so a fresh clone can time the committed routers without
     retraining them.
 
@@ -57,18 +61,19 @@ def load_router_weights(model: Any, path: str | Path) -> Any:
             composed with another ``window`` / ``num_groups`` than the saved routers.
     """
     from quest_geometric.nn.focus import load_routers, router_parameters
-    from quest_geometric.nn.focus.compose import ROUTERS_FILE
+    from quest_geometric.nn.focus.compose import LEGACY_ROUTERS_FILE
 
     path = Path(path)
-    file = path / ROUTERS_FILE if path.is_dir() else path
-    if not file.is_file():
+    if path.is_dir() or path.suffix in (".safetensors", ".json") or (
+            path.name == LEGACY_ROUTERS_FILE):
+        return load_routers(model, str(path))
+    if not path.is_file():
         raise FileNotFoundError(f"load_router_weights: no routers at {str(path)!r} (expected "
                                 f"a train_routers routers.pt or a save_routers folder)")
-    if file.name == ROUTERS_FILE:
-        return load_routers(model, str(file))
-    blob = read_checkpoint(file)
-    if isinstance(blob, dict) and blob.get("format") == 1:  # a renamed save_routers file
-        return load_routers(model, str(file))
+    blob = read_checkpoint(path)
+    if isinstance(blob, dict) and blob.get("format") == 1:  # a renamed old save_routers file
+        return load_routers(model, str(path))
+    file = path
     set_router_params(list(router_parameters(model)), blob, file, "load_router_weights")
     return model
 

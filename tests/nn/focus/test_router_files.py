@@ -1,0 +1,244 @@
+"""Router files as a shareable adapter: safetensors + JSON, never a pickle; loading is all or
+nothing (a refused file leaves the model exactly as it was); what is saved is what runs."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+
+from quest_geometric.models.char_gpt import CharGPT, GPTConfig
+from quest_geometric.nn.focus.compose import (
+    _STATE_ATTR,
+    LEGACY_ROUTERS_FILE,
+    ROUTERS_CONFIG,
+    ROUTERS_FILE,
+    FocusComposed,
+    compose_focus,
+    focus_layers,
+    load_routers,
+    save_routers,
+    set_focus_options,
+)
+from quest_geometric.nn.focus.convert_routers import convert_routers, main
+
+VOCAB = 40
+
+
+def _base(seed: int = 0, layers: int = 2, embd: int = 16) -> CharGPT:
+    torch.manual_seed(seed)
+    return CharGPT(GPTConfig(vocab_size=VOCAB, block_size=32, n_layer=layers, n_head=2,
+                             n_embd=embd)).eval()
+
+
+def _trained(seed: int = 1, **kw) -> CharGPT:
+    m = compose_focus(_base(), **{"num_groups": 4, "top_k": 2, "window": 3, **kw})
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():  # routers that differ from a fresh composition's
+        for f in focus_layers(m):
+            for p in f.router.parameters():
+                p.copy_(torch.randn(p.shape, generator=g))
+    return m.eval()
+
+
+def _x() -> torch.Tensor:
+    return torch.randint(0, VOCAB, (2, 20), generator=torch.Generator().manual_seed(3))
+
+
+def _snapshot(m: torch.nn.Module):
+    """Everything a load may change: the state dict bitwise, the module tree, the
+    composition record and the requires_grad flags."""
+    state = getattr(m, _STATE_ATTR, None)
+    return ({k: v.clone() for k, v in m.state_dict().items()},
+            [(n, type(x).__name__) for n, x in m.named_modules()],
+            None if state is None else json.dumps(state["config"], sort_keys=True, default=str),
+            [p.requires_grad for p in m.parameters()])
+
+
+def _same(a, b) -> bool:
+    sa, sb = a[0], b[0]
+    return (sa.keys() == sb.keys() and all(
+        sa[k].dtype == sb[k].dtype and torch.equal(sa[k], sb[k]) for k in sa)
+        and a[1:] == b[1:])
+
+
+def _legacy(m: torch.nn.Module, path) -> None:
+    """The file the earlier save_routers wrote (format 1, a torch.save pickle)."""
+    state = getattr(m, _STATE_ATTR)
+    names = {id(x): n for n, x in m.named_modules()}
+    torch.save({"format": 1, "config": json.loads(json.dumps(state["config"])),
+                "routers": {names[id(w)]: {k: t.clone() for k, t in w.router.state_dict().items()}
+                            for _, _, w in state["wrappers"]}}, path)
+
+
+def test_files_and_round_trip_exact(tmp_path):
+    m = _trained()
+    out = save_routers(m, str(tmp_path))
+    assert out == os.path.join(str(tmp_path), ROUTERS_FILE)
+    assert sorted(os.listdir(tmp_path)) == sorted([ROUTERS_FILE, ROUTERS_CONFIG])
+    meta = json.loads((tmp_path / ROUTERS_CONFIG).read_text())
+    assert set(meta["versions"]) == {"quest_geometric", "torch", "transformers"}
+    assert meta["versions"]["torch"] == torch.__version__
+    import hashlib
+    assert meta["sha256"] == hashlib.sha256((tmp_path / ROUTERS_FILE).read_bytes()).hexdigest()
+    # the tensors file is plain safetensors, readable without this library
+    from safetensors.torch import load_file
+    st = load_file(str(tmp_path / ROUTERS_FILE))
+    assert set(st) == {f"blocks.{i}.attn.{k}" for i in range(2)
+                       for k in ("centroids", "lin.weight")}
+    base = _base()
+    assert load_routers(base, str(tmp_path)) is base
+    with torch.no_grad():
+        assert torch.equal(base(_x())[0], m(_x())[0])
+    for a, b in zip(focus_layers(base), focus_layers(m)):
+        for (ka, ta), (kb, tb) in zip(a.router.state_dict().items(),
+                                      b.router.state_dict().items()):
+            assert ka == kb and torch.equal(ta, tb)
+    # into a model already composed the same way
+    other = compose_focus(_base(), num_groups=4, top_k=2, window=3)
+    load_routers(other, str(tmp_path / ROUTERS_FILE))
+    with torch.no_grad():
+        assert torch.equal(other(_x())[0], m(_x())[0])
+
+
+def test_recorded_options_are_what_runs(tmp_path):
+    m = _trained(top_k=2, backend="blocks")
+    set_focus_options(m, top_k=1, backend="dense")
+    save_routers(m, str(tmp_path))
+    cfg = json.loads((tmp_path / ROUTERS_CONFIG).read_text())["config"]
+    assert cfg["top_k"] == 1 and cfg["backend"] == "dense" and cfg["window"] == 3
+    base = load_routers(_base(), str(tmp_path))
+    assert all(f.top_k == 1 and f.backend == "dense" for f in focus_layers(base))
+    with torch.no_grad():
+        assert torch.equal(base(_x())[0], m(_x())[0])
+    # layers run with different options: refused rather than one silently recorded
+    focus_layers(m)[0].top_k = 2
+    with pytest.raises(ValueError, match="save_routers: the Focus layers run with different"):
+        save_routers(m, str(tmp_path / "mixed"))
+
+
+class _Marker:
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_crafted_legacy_pickle_is_refused_and_never_runs(tmp_path):
+    marker = tmp_path / "PWNED"
+    torch.save({"format": 1, "config": {"num_groups": 4}, "routers": _Marker(str(marker))},
+               tmp_path / LEGACY_ROUTERS_FILE)
+    for model in (_base(), _trained()):
+        before = _snapshot(model)
+        with pytest.raises(ValueError, match="load_routers: refused to load .*focus_routers.pt"
+                           ".*convert_routers --allow-pickle") as e:
+            load_routers(model, str(tmp_path))
+        assert "\n" not in str(e.value)
+        assert not marker.exists()
+        assert _same(before, _snapshot(model))
+    with pytest.raises(ValueError, match="convert_routers: refused"):
+        convert_routers(tmp_path, tmp_path / "new")
+    assert not marker.exists() and not (tmp_path / "new").exists()
+
+
+def test_legacy_file_reads_weights_only_and_converts_bitwise(tmp_path, capsys):
+    m = _trained()
+    old = tmp_path / "old"
+    old.mkdir()
+    _legacy(m, old / LEGACY_ROUTERS_FILE)
+    base = load_routers(_base(), str(old))
+    with torch.no_grad():
+        assert torch.equal(base(_x())[0], m(_x())[0])
+    assert main([str(old), str(tmp_path / "new")]) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "new")
+    assert sorted(os.listdir(tmp_path / "new")) == sorted([ROUTERS_FILE, ROUTERS_CONFIG])
+    again = load_routers(_base(), str(tmp_path / "new"))
+    for a, b in zip(again.state_dict().values(), base.state_dict().values()):
+        assert torch.equal(a, b)
+    assert main([str(tmp_path / "absent"), str(tmp_path / "x")]) == 2
+    assert "no file" in capsys.readouterr().err
+
+
+def _corrupt(folder, case: str) -> None:
+    st, cf = folder / ROUTERS_FILE, folder / ROUTERS_CONFIG
+    data = st.read_bytes()
+    if case == "empty":
+        st.write_bytes(b"")
+    elif case == "truncated":
+        st.write_bytes(data[: len(data) // 2])
+    elif case == "no config":
+        cf.unlink()
+    elif case == "empty config":
+        cf.write_text("")
+    elif case == "config without composition":
+        meta = json.loads(cf.read_text())
+        del meta["config"]
+        cf.write_text(json.dumps(meta))
+    elif case == "flipped bit":
+        b = bytearray(data)
+        b[-3] ^= 0x40  # a high exponent bit of the last float
+        st.write_bytes(bytes(b))
+    elif case in ("nan", "inf", "shape of the last layer", "missing tensor", "integer"):
+        from safetensors.torch import load as st_load, save as st_save
+        import hashlib
+        t = st_load(data)
+        last = sorted(t)[-1]
+        if case == "nan":
+            t[last] = t[last].clone().view(-1).index_fill(0, torch.tensor([0]), float("nan")
+                                                          ).view_as(t[last])
+        elif case == "inf":
+            t[last] = torch.full_like(t[last], float("inf"))
+        elif case == "shape of the last layer":
+            t[last] = torch.zeros(t[last].shape[0] + 1, *t[last].shape[1:])
+        elif case == "missing tensor":
+            del t[last]
+        else:
+            t[last] = t[last].to(torch.int32)
+        new = st_save(t)
+        st.write_bytes(new)
+        meta = json.loads(cf.read_text())
+        meta["sha256"] = hashlib.sha256(new).hexdigest()  # a consistent, but wrong, file
+        cf.write_text(json.dumps(meta))
+    else:
+        raise AssertionError(case)
+
+
+CASES = {"empty": "digest", "truncated": "digest", "no config": "config .* is missing",
+         "empty config": "not a JSON router config",
+         "config without composition": "no composition arguments",
+         "flipped bit": "SHA-256 digest does not match", "nan": "NaN or infinite",
+         "inf": "NaN or infinite", "shape of the last layer": "has shape",
+         "missing tensor": "missing", "integer": "floating dtype"}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("composed", [False, True])
+def test_damaged_files_are_refused_and_the_model_is_unchanged(tmp_path, case, composed):
+    save_routers(_trained(), str(tmp_path))
+    _corrupt(tmp_path, case)
+    model = compose_focus(_base(seed=5), num_groups=4, top_k=2, window=3) if composed \
+        else _base(seed=5)
+    before = _snapshot(model)
+    with pytest.raises(ValueError, match=CASES[case]) as e:
+        load_routers(model, str(tmp_path))
+    msg = str(e.value)
+    assert msg.startswith("load_routers: refused to load ") and "\n" not in msg
+    assert str(tmp_path) in msg
+    assert _same(before, _snapshot(model))
+    assert any(isinstance(x, FocusComposed) for x in model.modules()) == composed
+
+
+def test_wrong_model_is_refused_and_a_fresh_model_is_left_uncomposed(tmp_path):
+    save_routers(_trained(), str(tmp_path))
+    wider = _base(embd=32)  # every router's input width differs
+    before = _snapshot(wider)
+    with pytest.raises(ValueError, match="has shape"):
+        load_routers(wider, str(tmp_path))
+    assert _same(before, _snapshot(wider)) and getattr(wider, _STATE_ATTR, None) is None
+    deeper = _base(layers=3)  # one layer more than saved
+    before = _snapshot(deeper)
+    with pytest.raises(ValueError, match="do not match the model's Focus layers"):
+        load_routers(deeper, str(tmp_path))
+    assert _same(before, _snapshot(deeper))

@@ -1,22 +1,70 @@
-"""Training the routers of a composed model (every other weight frozen), resumable, and the
-seeded order of the training blocks."""
+"""Training the routers of a Focus-composed model (every other weight frozen): resumable,
+with a seeded block order, an optional pair budget, and the checkpoint format of the runs."""
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import torch
 
-from quest_geometric.experiments.focus_pretrained.config import ORDER_CHUNK_PASSES
-from quest_geometric.experiments.focus_pretrained.evaluate import router_outputs
-from quest_geometric.experiments.focus_pretrained.routers import (
-    load_saved_routers,
-    read_checkpoint,
-    set_router_params,
-    write_checkpoint,
-)
+__all__ = ["train_routers", "block_order", "router_outputs", "read_router_checkpoint",
+           "write_router_checkpoint", "set_router_params", "ORDER_CHUNK_PASSES"]
+
+#: Passes over the training blocks per seeded chunk of :func:`block_order`.
+ORDER_CHUNK_PASSES = 4
+
+
+@contextlib.contextmanager
+def router_outputs(model: Any, enabled: bool = True) -> Iterator[List[Tuple[Any, Any]]]:
+    """While open, collect ``(layer, RouterOutput)`` of every Focus layer's router call
+    (nothing when not ``enabled``); the hooks are removed on any exit."""
+    from quest_geometric.nn.focus import focus_layers
+
+    captured: List[Tuple[Any, Any]] = []
+    hooks = [f.router.register_forward_hook(
+        lambda _m, _i, out, f=f: captured.append((f, out))) for f in focus_layers(model)
+        ] if enabled else []
+    try:
+        yield captured
+    finally:
+        for h in hooks:
+            h.remove()
+
+
+def read_router_checkpoint(path: Path) -> Dict[str, Any]:
+    """A :func:`train_routers` checkpoint (``routers.pt``: ``params``, ``opt``, ``state``),
+    read as data only (``torch.load(weights_only=True)``; anything else is refused with a
+    ValueError)."""
+    from quest_geometric._utils.untrusted import load_tensors
+
+    return load_tensors(path, "read_router_checkpoint")
+
+
+def write_router_checkpoint(path: Path, params: List[torch.Tensor], opt: Any,
+                            state: Dict[str, Any]) -> None:
+    """Write a training checkpoint atomically (read back by :func:`read_router_checkpoint`):
+    tensors, numbers, strings and plain containers only, so ``weights_only=True`` reads
+    it."""
+    from quest_geometric.training.checkpoint import atomic_torch_save
+
+    atomic_torch_save({"params": [p.detach().clone() for p in params],
+                       "opt": opt.state_dict(), "state": state}, path)
+
+
+def set_router_params(params: List[torch.Tensor], blob: Any, source: Any, who: str) -> None:
+    """Copy a :func:`train_routers` checkpoint's ``params`` into ``params`` (the model's
+    :func:`~quest_geometric.nn.focus.router_parameters`), refusing one of other shapes."""
+    saved = blob.get("params") if isinstance(blob, dict) else None
+    if saved is None or len(saved) != len(params) or any(
+            p.shape != t.shape for p, t in zip(params, saved)):
+        raise ValueError(f"{who}: {str(source)!r} is not a train_routers checkpoint for this "
+                         f"model's {len(params)} router tensors")
+    with torch.no_grad():
+        for p, t in zip(params, saved):
+            p.copy_(t)
 
 
 def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float, run_dir: Path,
@@ -44,6 +92,7 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float, run_di
 
     from quest_geometric.nn.focus import (
         focus_layers,
+        load_routers,
         router_parameters,
         straight_through_pair_share,
     )
@@ -63,7 +112,7 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float, run_di
     ck = run_dir / "routers.pt"
     state: Dict[str, Any] = {"step": 0, "curve": [], "seconds": 0.0, "objective": objective}
     if ck.is_file():
-        blob = read_checkpoint(ck)
+        blob = read_router_checkpoint(ck)
         saved = blob["state"].get("objective")
         if saved is not None:  # checkpoints from before gate_bias was recorded used 0.5
             saved = {"gate_bias": [0.5], **saved}
@@ -74,7 +123,7 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float, run_di
         opt.load_state_dict(blob["opt"])
         state = blob["state"]
     elif init_from is not None:
-        load_saved_routers(model, init_from)
+        load_routers(model, str(init_from))
     order = block_order(train.size(0), steps, seed)
     # Checkpoints from before the chunked order record the passes their order was drawn
     # with; only a four-pass one is the first chunk of today's order.
@@ -117,7 +166,7 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float, run_di
             done = state["step"] >= steps
             late = max_minutes is not None and (time.perf_counter() - t_start) > 60 * max_minutes
             if done or late or state["step"] % ckpt_every == 0:
-                write_checkpoint(ck, params, opt, state)
+                write_router_checkpoint(ck, params, opt, state)
             if late:
                 break
         bar.close()

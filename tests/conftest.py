@@ -5,11 +5,20 @@ Fixtures that return a function (as PyG's own ``test/conftest.py`` does with
 """
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Optional
 
 import pytest
 import torch
 from torch import Tensor
+
+# pytest's default import mode puts this folder on sys.path to import this file; there the
+# test folders that mirror the package (``datasets/``, ``training/``, ...) would pass for
+# top-level packages of the same names (Hugging Face's ``datasets`` among them, which
+# ``transformers.Trainer`` then tries to use). No test imports from here by module name.
+_HERE = str(Path(__file__).resolve().parent)
+sys.path[:] = [p for p in sys.path if str(Path(p).resolve()) != _HERE]
 
 
 def _focus_mask_reference(groups: Tensor, window: int, batch: Optional[Tensor],

@@ -10,8 +10,12 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import torch
 
-__all__ = ["train_routers", "block_order", "router_outputs", "read_router_checkpoint",
-           "write_router_checkpoint", "set_router_params", "ORDER_CHUNK_PASSES"]
+__all__ = ["train_routers", "router_loss", "distillation_loss", "OBJECTIVES", "block_order",
+           "router_outputs", "read_router_checkpoint", "write_router_checkpoint",
+           "set_router_params", "check_objective", "ORDER_CHUNK_PASSES"]
+
+#: The router objectives: next-token loss on the data, or distillation from the model itself.
+OBJECTIVES = ("lm", "distill")
 
 #: Passes over the training blocks per seeded chunk of :func:`block_order`.
 ORDER_CHUNK_PASSES = 4
@@ -32,6 +36,99 @@ def router_outputs(model: Any, enabled: bool = True) -> Iterator[List[Tuple[Any,
     finally:
         for h in hooks:
             h.remove()
+
+
+def check_objective(objective: Any, where: str) -> str:
+    """``objective`` if it is one of :data:`OBJECTIVES`; a ValueError naming ``where``
+    otherwise (TypeError for a non-string)."""
+    if not isinstance(objective, str):
+        raise TypeError(f"{where}: 'objective' must be a str, one of {OBJECTIVES}, got "
+                        f"{type(objective).__name__}")
+    if objective not in OBJECTIVES:
+        raise ValueError(f"{where}: 'objective' must be one of {OBJECTIVES}, got {objective!r}")
+    return objective
+
+
+def _valid_ids(input_ids: Any, attention_mask: Any, where: str) -> None:
+    if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 or (
+            input_ids.dtype not in (torch.long, torch.int32)):
+        raise ValueError(f"{where}: 'input_ids' must be a [batch, length] integer tensor, got "
+                         f"{getattr(input_ids, 'shape', type(input_ids).__name__)}")
+    if input_ids.size(1) < 2:
+        raise ValueError(f"{where}: 'input_ids' must hold at least 2 tokens per row, got "
+                         f"{input_ids.size(1)}")
+    if attention_mask is not None and (not isinstance(attention_mask, torch.Tensor)
+                                       or attention_mask.shape != input_ids.shape):
+        raise ValueError(f"{where}: 'attention_mask' must have the shape of 'input_ids' "
+                         f"{tuple(input_ids.shape)}, got "
+                         f"{getattr(attention_mask, 'shape', type(attention_mask).__name__)}")
+
+
+def distillation_loss(model: Any, input_ids: torch.Tensor,
+                      attention_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    r"""The KL divergence from a Focus-composed model's own full-attention next-token
+    distribution to its Focus distribution, on the same tokens (no labels):
+
+    .. math::
+        \mathcal{L} = \frac{1}{|\mathcal{P}|} \sum_{t \in \mathcal{P}} \sum_{v}
+        p_t(v) \left(\log p_t(v) - \log q_t(v)\right),
+
+    :math:`p_t` the next-token distribution at position :math:`t` with Focus disabled
+    (:func:`~quest_geometric.nn.focus.focus_disabled`, the frozen original model, no
+    gradient), :math:`q_t` the one with Focus, :math:`\mathcal{P}` the positions that the
+    ``attention_mask`` keeps (every position without one). The routers learn to preserve the
+    model rather than to adapt it to the data, as SeerAttention trains its gates. Both
+    distributions are taken in float32.
+
+    Args:
+        model: a Hugging Face causal LM composed with
+            :func:`~quest_geometric.nn.focus.compose_focus`.
+        input_ids (Tensor): ``[batch, length]`` token ids, ``length >= 2``.
+        attention_mask (Tensor, optional): ``[batch, length]``, 1 for real tokens.
+
+    Returns:
+        Tensor: the scalar loss (0 exactly when Focus keeps every causal pair).
+    """
+    from quest_geometric.nn.focus import focus_disabled
+
+    _valid_ids(input_ids, attention_mask, "distillation_loss")
+    with torch.no_grad(), focus_disabled(model):
+        teacher = model(input_ids, attention_mask=attention_mask, use_cache=False).logits
+    student = model(input_ids, attention_mask=attention_mask, use_cache=False).logits
+    log_p = torch.log_softmax(teacher.float(), dim=-1)
+    log_q = torch.log_softmax(student.float(), dim=-1)
+    kl = (log_p.exp() * (log_p - log_q)).sum(-1)
+    if attention_mask is None:
+        return kl.mean()
+    keep = attention_mask.to(kl.dtype)
+    return (kl * keep).sum() / keep.sum().clamp_min(1.0)
+
+
+def router_loss(model: Any, input_ids: torch.Tensor, objective: str = "lm",
+                attention_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    r"""The loss the routers of a Focus-composed ``model`` are trained on, for one batch.
+
+    * ``'lm'``: the model's next-token loss with ``labels = input_ids`` (every position but
+      the first predicted; Hugging Face's mean over the predicted tokens);
+    * ``'distill'``: :func:`distillation_loss`.
+
+    Args:
+        model: a Hugging Face causal LM composed with Focus.
+        input_ids (Tensor): ``[batch, length]`` token ids.
+        objective (str): one of :data:`OBJECTIVES`. (default: :obj:`'lm'`)
+        attention_mask (Tensor, optional): ``[batch, length]``, 1 for real tokens.
+
+    Returns:
+        Tensor: the scalar loss.
+    """
+    check_objective(objective, "router_loss")
+    if objective == "distill":
+        return distillation_loss(model, input_ids, attention_mask)
+    _valid_ids(input_ids, attention_mask, "router_loss")
+    labels = input_ids if attention_mask is None else input_ids.masked_fill(
+        attention_mask == 0, -100)
+    return model(input_ids, attention_mask=attention_mask, labels=labels,
+                 use_cache=False).loss
 
 
 def read_router_checkpoint(path: Path) -> Dict[str, Any]:
@@ -71,13 +168,19 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float, run_di
                   seed: int = 0, ckpt_every: int = 10, progress: bool = True,
                   max_minutes: Optional[float] = None, desc: str = "routers",
                   pair_budget: Optional[Tuple[float, float]] = None,
-                  init_from: Optional[str | Path] = None) -> Dict[str, Any]:
+                  init_from: Optional[str | Path] = None,
+                  objective: str = "lm") -> Dict[str, Any]:
     r"""Train the routers of a composed model (every other weight frozen) on blocks drawn
-    from ``train`` with a seeded permutation, resuming from ``run_dir/routers.pt``. Returns
-    the loss curve, steps done, seconds and whether it finished (``max_minutes`` may stop
-    it early; rerun to continue).
+    from ``train`` with a seeded permutation (:func:`block_order`, one block per step, AdamW),
+    resuming from ``run_dir/routers.pt``. Returns the loss curve, steps done, seconds and
+    whether it finished (``max_minutes`` may stop it early; rerun to continue).
 
-    With ``pair_budget = (r, mu)`` the loss is the language-model loss plus
+    ``objective`` chooses the loss (:func:`router_loss`): ``'lm'``, the next-token loss on
+    the block, or ``'distill'``, the KL divergence from the model's own full-attention
+    distribution (:func:`distillation_loss`). It is recorded in the checkpoint: resuming
+    with another objective is refused.
+
+    With ``pair_budget = (r, mu)`` the loss is the objective's loss plus
 
     .. math::
         \mu \cdot \frac{1}{L} \sum_{l=1}^{L} \max(0,\ r_l - r),
@@ -85,7 +188,7 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float, run_di
     :math:`r_l` the share of far causal pairs (beyond the window) that layer :math:`l`'s
     hard groups keep (:func:`~quest_geometric.nn.focus.straight_through_pair_share`,
     straight-through gradient): a charge for every kept far pair above the budget
-    :math:`r`. ``curve`` stays the language-model loss; ``share_curve`` records
+    :math:`r`. ``curve`` stays the objective's loss; ``share_curve`` records
     :math:`\bar r_l` per step. ``init_from`` (a :func:`~quest_geometric.nn.focus.
     save_routers` folder) sets the routers before the first step of a new run."""
     from tqdm.auto import tqdm
@@ -96,13 +199,14 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float, run_di
         router_parameters,
         straight_through_pair_share,
     )
+    check_objective(objective, "train_routers")
     budget = None if pair_budget is None else [float(v) for v in pair_budget]
     if budget is not None:
         r_max, mu = budget
         if not (0.0 <= r_max <= 1.0) or not (mu >= 0.0 and math.isfinite(mu)):
             raise ValueError(f"train_routers: pair_budget must be (share in [0, 1], weight "
                              f">= 0), got {pair_budget!r}")
-    objective = {"pair_budget": budget,
+    record = {"loss": objective, "pair_budget": budget,
                  "init_from": None if init_from is None else str(init_from),
                  "gate": sorted({str(f.gate) for f in focus_layers(model)}),
                  "gate_bias": sorted({f.gate_bias for f in focus_layers(model)})}
@@ -110,14 +214,14 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float, run_di
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     run_dir.mkdir(parents=True, exist_ok=True)
     ck = run_dir / "routers.pt"
-    state: Dict[str, Any] = {"step": 0, "curve": [], "seconds": 0.0, "objective": objective}
+    state: Dict[str, Any] = {"step": 0, "curve": [], "seconds": 0.0, "objective": record}
     if ck.is_file():
         blob = read_router_checkpoint(ck)
         saved = blob["state"].get("objective")
-        if saved is not None:  # checkpoints from before gate_bias was recorded used 0.5
-            saved = {"gate_bias": [0.5], **saved}
-        if saved is not None and saved != objective:
-            raise ValueError(f"train_routers: {ck} was trained with {saved}, not {objective}; "
+        if saved is not None:  # older checkpoints: gate_bias 0.5, the 'lm' loss
+            saved = {"gate_bias": [0.5], "loss": "lm", **saved}
+        if saved is not None and saved != record:
+            raise ValueError(f"train_routers: {ck} was trained with {saved}, not {record}; "
                              f"use another run_dir")
         set_router_params(params, blob, ck, "train_routers")
         opt.load_state_dict(blob["opt"])
@@ -144,7 +248,7 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float, run_di
         while state["step"] < steps:
             x = train[order[state["step"]]].unsqueeze(0)
             captured.clear()
-            loss = model(x, labels=x, use_cache=False).loss
+            loss = router_loss(model, x, objective)
             total = loss
             if budget is not None:
                 shares = torch.stack([straight_through_pair_share(

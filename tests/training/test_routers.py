@@ -175,3 +175,142 @@ def test_train_routers_gate_bias_is_part_of_the_objective(tmp_path):
         train_routers(_tiny_composed(top_k=2, gate_bias=0.125), train, 4, 1e-2,
                       tmp_path / "a", progress=False)
 
+
+
+def _plain_and_composed(top_k=1, num_groups=4, window=2):
+    """The same tiny random Llama twice: plain (the reference) and with Focus composed."""
+    import copy
+
+    from quest_geometric.nn.focus import compose_focus
+    from quest_geometric.testing.hf import build_hf
+
+    plain = build_hf("llama", seed=0)
+    composed = copy.deepcopy(plain)
+    torch.manual_seed(0)
+    compose_focus(composed, num_groups=num_groups, top_k=top_k, window=window,
+                  backend="blocks", gate="straight_through")
+    return plain.eval(), composed.eval()
+
+
+def _kl_reference(p_logits, q_logits, keep=None):
+    """KL(p || q) per position by torch.nn.functional.kl_div, averaged over kept positions."""
+    import torch.nn.functional as F
+
+    kl = F.kl_div(torch.log_softmax(q_logits.double(), -1), torch.log_softmax(
+        p_logits.double(), -1), log_target=True, reduction="none").sum(-1)
+    return kl.mean() if keep is None else (kl * keep).sum() / keep.sum()
+
+
+def test_distillation_loss_is_the_kl_from_the_original_model():
+    from quest_geometric.testing.hf import tokens
+    from quest_geometric.training.routers import distillation_loss
+
+    plain, composed = _plain_and_composed(top_k=1)
+    x = tokens(2, 24, seed=3)
+    with torch.no_grad():
+        ref = _kl_reference(plain(x).logits, composed(x).logits)
+    got = distillation_loss(composed, x)
+    assert not got.requires_grad  # eval mode: the hard pattern, no gradient to the routers
+    composed.train()  # the straight-through gate: a gradient reaches the routers
+    assert distillation_loss(composed, x).requires_grad
+    composed.eval()
+    assert float(ref) > 1e-4  # top-1 of 4 with a window of 2 changes the model
+    torch.testing.assert_close(got.double(), ref, rtol=1e-4, atol=1e-6)
+    # masked positions are left out of the mean
+    mask = torch.ones_like(x)
+    mask[1, 18:] = 0
+    with torch.no_grad():
+        ref_m = _kl_reference(plain(x, attention_mask=mask).logits,
+                              composed(x, attention_mask=mask).logits, mask.double())
+    torch.testing.assert_close(distillation_loss(composed, x, mask).double(), ref_m,
+                               rtol=1e-4, atol=1e-6)
+
+
+def test_distillation_loss_vanishes_when_focus_keeps_every_pair():
+    from quest_geometric.testing.hf import tokens
+    from quest_geometric.training.routers import distillation_loss
+
+    _, composed = _plain_and_composed(top_k=4, num_groups=4)  # top-K: full attention
+    assert float(distillation_loss(composed, tokens(2, 20, seed=5))) < 1e-6
+
+
+def test_router_loss_lm_is_the_models_own_loss_and_objectives_are_checked():
+    from quest_geometric.testing.hf import tokens
+    from quest_geometric.training.routers import router_loss
+
+    _, composed = _plain_and_composed()
+    x = tokens(1, 16, seed=2)
+    torch.testing.assert_close(router_loss(composed, x, "lm"),
+                               composed(x, labels=x, use_cache=False).loss)
+    with pytest.raises(ValueError, match="router_loss: 'objective' must be one of"):
+        router_loss(composed, x, "kl")
+    with pytest.raises(TypeError, match="router_loss: 'objective' must be a str"):
+        router_loss(composed, x, 1)
+    with pytest.raises(ValueError, match="'input_ids' must be a \\[batch, length\\]"):
+        router_loss(composed, x[0], "distill")
+
+
+@pytest.mark.slow
+def test_train_routers_distill_trains_only_the_routers_and_records_its_objective(tmp_path):
+    from quest_geometric.nn.focus import router_parameters
+    from quest_geometric.testing.hf import tokens
+    from quest_geometric.training.routers import distillation_loss
+
+    model = _tiny_composed("straight_through", 1)
+    train = tokens(4, 24, seed=2)
+    frozen = {n: p.detach().clone() for n, p in model.named_parameters()
+              if not p.requires_grad}
+    before = [p.detach().clone() for p in router_parameters(model)]
+    with torch.no_grad():
+        start = float(sum(distillation_loss(model, b[None]) for b in train))
+    out = train_routers(model, train, 12, 3e-2, tmp_path / "d", progress=False,
+                        objective="distill")
+    assert out["finished"] and len(out["curve"]) == 12
+    assert out["objective"]["loss"] == "distill"
+    assert all(torch.equal(p, frozen[n]) for n, p in model.named_parameters() if n in frozen)
+    assert any(not torch.equal(a, b) for a, b in zip(before, router_parameters(model)))
+    with torch.no_grad():
+        end = float(sum(distillation_loss(model, b[None]) for b in train))
+    assert end < start  # the routers learned to preserve the model on its training blocks
+    with pytest.raises(ValueError, match="was trained with"):
+        train_routers(model, train, 13, 3e-2, tmp_path / "d", progress=False, objective="lm")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("objective", ["lm", "distill"])
+def test_router_trainer_with_hugging_face_trains_only_the_routers(tmp_path, objective):
+    pytest.importorskip("transformers")
+    from transformers import TrainingArguments
+
+    from quest_geometric.nn.focus import router_parameters
+    from quest_geometric.testing.hf import tokens
+    from quest_geometric.training import freeze_all_but_routers, router_trainer
+
+    model = _tiny_composed("straight_through", 1)
+    n = freeze_all_but_routers(model)
+    assert n == sum(p.numel() for p in router_parameters(model)) > 0
+    frozen = {k: p.detach().clone() for k, p in model.named_parameters() if not p.requires_grad}
+    before = [p.detach().clone() for p in router_parameters(model)]
+    data = [{"input_ids": t, **({"labels": t} if objective == "lm" else {})}
+            for t in tokens(4, 16, seed=7)]
+    args = TrainingArguments(str(tmp_path / "hf"), max_steps=3, learning_rate=5e-2,
+                             per_device_train_batch_size=2, report_to=[], use_cpu=True,
+                             save_strategy="no", logging_strategy="no", seed=0,
+                             disable_tqdm=True)
+    trainer = router_trainer(model, args, train_dataset=data, objective=objective)
+    out = trainer.train()
+    assert out.global_step == 3 and out.training_loss == out.training_loss  # finite, not NaN
+    assert all(torch.equal(p, frozen[k]) for k, p in model.named_parameters() if k in frozen)
+    assert any(not torch.equal(a, b) for a, b in zip(before, router_parameters(model)))
+
+
+def test_router_trainer_refuses_a_model_without_focus_and_an_unknown_objective():
+    from quest_geometric.testing.hf import build_hf
+    from quest_geometric.training import freeze_all_but_routers, router_trainer
+
+    with pytest.raises(ValueError, match="freeze_all_but_routers: 'model' must be composed"):
+        freeze_all_but_routers(build_hf("llama", seed=0))
+    with pytest.raises(TypeError, match="'model' must be a torch.nn.Module"):
+        freeze_all_but_routers("model")
+    with pytest.raises(ValueError, match="router_trainer: 'objective' must be one of"):
+        router_trainer(build_hf("llama", seed=0), None, objective="rl")

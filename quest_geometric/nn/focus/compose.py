@@ -308,12 +308,14 @@ class FocusComposed(nn.Module):
         valid = call.valid[:, -t:] if call.valid is not None else None
         route_step(self.focus.router, x, state, valid, return_groups=False)
         return focus_decode_attention(q, k_all, v_all, state, self.focus.window,
-                                      self.adapter.scaling(self.original))
+                                      self.adapter.scaling(self.original),
+                                      num_sinks=self.focus.num_sinks)
 
     def __repr__(self) -> str:
         f = self.focus
         return (f"{self.__class__.__name__}({type(self.original).__name__}, "
                 f"num_groups={f.num_groups}, top_k={f.router.top_k}, window={f.window}, "
+                f"{f'num_sinks={f.num_sinks}, ' if f.num_sinks else ''}"
                 f"backend={f.backend!r}, gate={f.gate!r}, enabled={f.enabled})")
 
 
@@ -411,7 +413,7 @@ def compose_focus(model: nn.Module, num_groups: int = 4, top_k: int = 2, window:
                   group_dim: int = 16, tau: float = 0.1, sinkhorn_iters: int = 10,
                   gate: Optional[str] = "additive", backend: str = "blocks",
                   freeze: bool = True, causal: Optional[bool] = None,
-                  router: Any = None, **focus_kwargs: Any) -> nn.Module:
+                  router: Any = None, num_sinks: int = 0, **focus_kwargs: Any) -> nn.Module:
     r"""Compose Focus sparse attention onto every supported attention layer of
     :obj:`model`, in place (centroid-only retrofit of Yao et al., arXiv 2604.03260).
 
@@ -423,9 +425,10 @@ def compose_focus(model: nn.Module, num_groups: int = 4, top_k: int = 2, window:
         L \, (d \, d_g + K \, d_g)
 
     trainable parameters (GPT-2 124M, :math:`d_g = 16`, :math:`K = 4`: 148,224). In
-    inference token :math:`i` attends to the causal pairs with :math:`i - j \le w` or a shared
-    hard group; in training the soft gate of ``gate`` applies (see
-    :class:`~quest_geometric.nn.focus.module.FocusAttention`). Routing is prefix-causal.
+    inference token :math:`i` attends to the causal pairs with :math:`i - j \le w`, a shared
+    hard group or :math:`j < s` (the attention sinks); in training the soft gate of
+    ``gate`` applies (see :class:`~quest_geometric.nn.focus.module.FocusAttention`).
+    Routing is prefix-causal.
 
     Args:
         model (torch.nn.Module): a model containing recognised attention modules
@@ -458,6 +461,9 @@ def compose_focus(model: nn.Module, num_groups: int = 4, top_k: int = 2, window:
             called once per layer; :obj:`num_groups`, :obj:`top_k`, :obj:`group_dim`,
             :obj:`tau` and :obj:`sinkhorn_iters` are then not used. Models composed this way
             cannot be saved with :func:`save_routers` (default: :obj:`None`).
+        num_sinks (int): attention sinks :math:`s \ge 0`: the first :math:`s` tokens of every
+            sequence are always attended (StreamingLLM); in cached decoding, the first
+            :math:`s` positions of the cache (default: :obj:`0`).
         **focus_kwargs: further :class:`FocusAttention` arguments (``gate_scale``,
             ``gate_bias``).
 
@@ -495,7 +501,7 @@ def compose_focus(model: nn.Module, num_groups: int = 4, top_k: int = 2, window:
     flags = [(p, p.requires_grad) for p in model.parameters()]
     kwargs = dict(num_groups=num_groups, top_k=top_k, window=window, group_dim=group_dim,
                   tau=tau, sinkhorn_iters=sinkhorn_iters, gate=gate, backend=backend,
-                  **focus_kwargs)
+                  num_sinks=num_sinks, **focus_kwargs)
     if router is not None:
         kwargs["router"] = router
     ref = next(iter(model.parameters()), None)
@@ -584,18 +590,19 @@ def focus_disabled(model: nn.Module) -> Iterator[nn.Module]:
 
 
 def set_focus_options(model: nn.Module, *, top_k: Optional[int] = None,
-                      backend: Optional[str] = None, window: Optional[int] = None
-                      ) -> nn.Module:
-    r"""Change the hard top-:math:`k`, the back-end or the window of every Focus layer
-    (e.g. to evaluate one trained router at top-:math:`k` = 1, 2 and :math:`K`).
+                      backend: Optional[str] = None, window: Optional[int] = None,
+                      num_sinks: Optional[int] = None) -> nn.Module:
+    r"""Change the hard top-:math:`k`, the back-end, the window or the number of attention
+    sinks of every Focus layer (e.g. to evaluate one trained router at top-:math:`k` = 1, 2
+    and :math:`K`).
 
     Raises:
         ValueError: for a :obj:`top_k` outside :math:`1..K`, an unknown back-end or a negative
-            window.
+            window or number of sinks.
     """
     layers = focus_layers(model)
     try:  # the layers' validated setters; all or nothing
-        before = [(f.top_k, f.backend, f.window) for f in layers]
+        before = [(f.top_k, f.backend, f.window, f.num_sinks) for f in layers]
         for f in layers:
             if top_k is not None:
                 f.top_k = top_k
@@ -603,9 +610,11 @@ def set_focus_options(model: nn.Module, *, top_k: Optional[int] = None,
                 f.backend = backend
             if window is not None:
                 f.window = window
+            if num_sinks is not None:
+                f.num_sinks = num_sinks
     except (ValueError, TypeError) as e:
-        for f, (k, b, w) in zip(layers, before):
-            f.top_k, f.backend, f.window = k, b, w
+        for f, (k, b, w, s) in zip(layers, before):
+            f.top_k, f.backend, f.window, f.num_sinks = k, b, w, s
         raise type(e)(f"set_focus_options: {e}") from None
     return model
 
@@ -613,8 +622,9 @@ def set_focus_options(model: nn.Module, *, top_k: Optional[int] = None,
 _FORMAT = "quest_geometric.focus_routers"
 _VERSION = 2
 # What :func:`save_routers` reads off the running layers (FocusAttention first, then router).
+# Files written before ``num_sinks`` existed do not record it: they compose with 0 sinks.
 _OPTIONS = ("num_groups", "top_k", "window", "group_dim", "tau", "sinkhorn_iters", "gate",
-            "backend", "gate_scale", "gate_bias")
+            "backend", "gate_scale", "gate_bias", "num_sinks")
 _CONFIG_KEYS = frozenset(_OPTIONS + ("causal",))
 _CONVERT = "python -m quest_geometric.nn.focus.convert_routers"
 
@@ -861,7 +871,7 @@ def load_routers(model: nn.Module, path: str, strict: bool = True) -> nn.Module:
         model (torch.nn.Module): a base model (or one already composed the same way).
         path (str): the folder given to :func:`save_routers` (or one of its files).
         strict (bool): require exactly the saved layers and, for a model already
-            composed, the saved number of groups and window (routers run with another
+            composed, the saved number of groups, window and sinks (routers run with another
             pattern than the one they were trained for otherwise; default: :obj:`True`).
 
     Returns:
@@ -888,8 +898,9 @@ def load_routers(model: nn.Module, path: str, strict: bool = True) -> nn.Module:
                           e) from None
     try:
         if not composed_here and strict:
-            for key in ("num_groups", "window"):
-                saved_v, have = config.get(key), state["config"].get(key)
+            for key in ("num_groups", "window", "num_sinks"):
+                saved_v = config.get(key, 0 if key == "num_sinks" else None)  # old files: 0
+                have = state["config"].get(key)
                 if saved_v is not None and saved_v != have:
                     raise ValueError(
                         f"load_routers: {file!r} holds routers trained with {key}={saved_v}, "

@@ -19,6 +19,7 @@ from torch_geometric.utils import to_dense_batch
 from quest_geometric.nn.focus._checks import (
     check_batch,
     check_hard_args,
+    check_num_sinks,
     check_qkv,
     check_real,
     check_soft,
@@ -73,15 +74,27 @@ def _pair_offsets(t: int, device: torch.device) -> Tensor:
     return i.view(-1, 1) - i.view(1, -1)
 
 
+def _near_pairs(t: int, window: int, num_sinks: int, device: torch.device) -> Tensor:
+    r"""The pairs every Focus pattern keeps whatever the groups, ``[T, T]`` bool (query,
+    key): the window :math:`|i - j| \le w` and the attention sinks
+    :math:`\min(i, j) < s` (positions within the sequence)."""
+    dist = _pair_offsets(t, device)
+    near = dist.abs() <= window
+    if num_sinks > 0:
+        i = torch.arange(t, device=device)
+        near = near | (torch.minimum(i.view(-1, 1), i.view(1, -1)) < num_sinks)
+    return near
+
+
 def _dense_allowed(groups: Tensor, seq: Tensor, nseq: int, window: int, causal: bool,
-                   num_groups: int) -> Tuple[Tensor, Tensor]:
+                   num_groups: int, num_sinks: int = 0) -> Tuple[Tensor, Tensor]:
     """Dense boolean Focus mask ``[B, T, T]`` (query, key) and the valid-token mask."""
     member = torch.zeros(groups.size(0), num_groups, device=groups.device)
     member.scatter_(1, groups, 1.0)
     md, valid = to_dense_batch(member, seq, batch_size=nseq)
     t = md.size(1)
     dist = _pair_offsets(t, groups.device)
-    near = dist.abs() <= window
+    near = _near_pairs(t, window, num_sinks, groups.device)
     shared = (md @ md.transpose(1, 2)) > 0
     allowed = (near | shared) & valid.unsqueeze(1)
     if causal:
@@ -91,9 +104,14 @@ def _dense_allowed(groups: Tensor, seq: Tensor, nseq: int, window: int, causal: 
 
 def focus_dense_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window: int,
                           batch: Optional[Tensor] = None, causal: bool = True,
-                          num_groups: Optional[int] = None) -> Tensor:
+                          num_groups: Optional[int] = None, num_sinks: int = 0) -> Tensor:
     r"""Focus attention with an explicit boolean mask and
     :func:`~torch.nn.functional.scaled_dot_product_attention` (the small-:math:`N` oracle).
+
+    Query :math:`i` attends to the keys :math:`j` of its sequence (:math:`j \le i` if
+    causal) with :math:`|i - j| \le w`, :math:`G_i \cap G_j \ne \emptyset` or
+    :math:`\min(p_i, p_j) < s` (the :math:`s` attention sinks; :math:`p` the position in
+    the sequence), see :func:`~quest_geometric.nn.focus.edge_index.focus_edge_index`.
 
     Args:
         q, k, v (torch.Tensor): ``[N, H, D]``.
@@ -102,21 +120,23 @@ def focus_dense_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, windo
         batch (torch.Tensor, optional): sorted sequence ids (default: :obj:`None`).
         causal (bool): causal attention (default: :obj:`True`).
         num_groups (int, optional): :math:`K` (default: ``groups.max() + 1``).
+        num_sinks (int): attention sinks :math:`s \ge 0` (default: :obj:`0`).
 
     Returns:
         torch.Tensor: ``[N, H, D]``.
 
     Raises:
         TypeError: for non-floating :obj:`q`, :obj:`k`, :obj:`v` or non-long :obj:`groups`.
-        ValueError: for bad shapes, a negative :obj:`window`, a bad :obj:`batch` or group
-            ids outside :math:`[0, K)`.
+        ValueError: for bad shapes, a negative :obj:`window` or :obj:`num_sinks`, a bad
+            :obj:`batch` or group ids outside :math:`[0, K)`.
     """
     groups, kgroups = check_hard_args(q, k, v, groups, window, batch, num_groups)
+    check_num_sinks(num_sinks)
     n, h, d = q.shape
     if n == 0:
         return q.new_empty(0, h, d)
     seq, nseq = seq_layout(batch, n, q.device)
-    allowed, valid = _dense_allowed(groups, seq, nseq, window, causal, kgroups)
+    allowed, valid = _dense_allowed(groups, seq, nseq, window, causal, kgroups, num_sinks)
     qd, kd, vd = (to_dense_batch(x.reshape(n, h * d), seq, batch_size=nseq)[0]
                   .view(nseq, -1, h, d).transpose(1, 2) for x in (q, k, v))
     out = F.scaled_dot_product_attention(qd, kd, vd, attn_mask=allowed.unsqueeze(1))
@@ -134,12 +154,14 @@ def _additive_log_gate(sim: Tensor, near: Tensor, gate_scale: float, gate_bias: 
 def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: int,
                          batch: Optional[Tensor] = None, causal: bool = True,
                          gate: str = "additive", gate_scale: float = 10.0,
-                         gate_bias: float = 0.5, groups: Optional[Tensor] = None) -> Tensor:
+                         gate_bias: float = 0.5, groups: Optional[Tensor] = None,
+                         num_sinks: int = 0) -> Tensor:
     r"""Soft-gated dense attention over all pairs (training mode).
 
     With :math:`s_{ij} = \mathbf{q}_i^{\top}\mathbf{k}_j/\sqrt{D}`, :math:`\lambda` the gate
     scale and :math:`b` the gate bias, pairs outside the window
-    (:math:`|i - j| > w`) are gated by the soft memberships:
+    (:math:`|i - j| > w`) and the sinks (:math:`\min(p_i, p_j) \ge s`) are gated by the
+    soft memberships:
 
     .. math::
         \text{multiplicative (paper, Eq. 2):}\quad
@@ -179,6 +201,7 @@ def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: 
         gate_bias (float): :math:`b`, finite (default: :obj:`0.5`).
         groups (torch.Tensor, optional): hard group ids ``[N, top_k]``, required by (and
             only used with) ``gate='straight_through'``. (default: :obj:`None`)
+        num_sinks (int): attention sinks :math:`s \ge 0`, never gated (default: :obj:`0`).
 
     Returns:
         torch.Tensor: ``[N, H, D]``.
@@ -195,6 +218,7 @@ def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: 
                          f"{int((~torch.isfinite(soft)).sum())} NaN or infinite of "
                          f"{soft.numel()} memberships (is the router's input finite?)")
     check_batch(batch, q.size(0))
+    check_num_sinks(num_sinks)
     gate_scale = check_real(gate_scale, "gate_scale")
     gate_bias = check_real(gate_bias, "gate_bias")
     if gate not in SOFT_GATES:
@@ -214,7 +238,7 @@ def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: 
     qd, kd, vd = (x.view(nseq, t, h, d).transpose(1, 2) for x in (qd, kd, vd))
     s = (qd @ kd.transpose(-1, -2)) / math.sqrt(d)  # [B, H, T, T]
     dist = _pair_offsets(t, q.device)
-    near = (dist.abs() <= window).unsqueeze(0)
+    near = _near_pairs(t, window, num_sinks, q.device).unsqueeze(0)
     sim = (sd @ sd.transpose(1, 2)).to(s.dtype)  # [B, T, T]
     if gate == "multiplicative":
         factor = torch.where(near, torch.ones_like(sim), torch.sigmoid(gate_scale * sim))

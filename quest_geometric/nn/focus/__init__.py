@@ -23,7 +23,10 @@ groups come from a learned router. The modules, from the bottom up:
   :func:`straight_through_membership`) and :func:`full_attention`.
 - :mod:`~quest_geometric.nn.focus.budget`: :func:`straight_through_pair_share`, the share of
   far pairs hard Focus keeps, differentiable, for a pair budget in training;
-  :func:`additive_gate_share`, the share the soft additive gate keeps.
+  :func:`additive_gate_share`, the share the soft additive gate keeps;
+  :func:`focus_pair_share`, the measured share of pairs a hard pattern keeps; the sliding
+  window plus attention sinks at the same budget: :func:`pattern_share` (its exact share)
+  and :func:`window_for_share` (the smallest window reaching a share).
 - :mod:`~quest_geometric.nn.focus.edges`: :class:`FocusEdgeAttention`, message passing over
   any ``edge_index`` (general graphs).
 - :mod:`~quest_geometric.nn.focus.blocks`: the paper's decomposition (same-group buckets plus
@@ -44,7 +47,13 @@ and ``_aten`` (the only place that calls PyTorch's private ATen flash-attention 
 the torch version they were checked against).
 """
 from quest_geometric.nn.focus.blocks import focus_blocks_attention, focus_blocks_reference
-from quest_geometric.nn.focus.budget import additive_gate_share, straight_through_pair_share
+from quest_geometric.nn.focus.budget import (
+    additive_gate_share,
+    focus_pair_share,
+    pattern_share,
+    straight_through_pair_share,
+    window_for_share,
+)
 from quest_geometric.nn.focus.compose import (
     FocusComposed,
     compose_focus,
@@ -94,6 +103,9 @@ __all__ = [
     "straight_through_membership",
     "straight_through_pair_share",
     "additive_gate_share",
+    "focus_pair_share",
+    "pattern_share",
+    "window_for_share",
     "focus_flex_attention",
     "focus_block_mask",
     "FLEX_AVAILABLE",

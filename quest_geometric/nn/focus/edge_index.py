@@ -179,4 +179,4 @@ def focus_edge_index(groups: Tensor, window: int, batch: Optional[Tensor] = None
     return torch.stack([lin - tgt * n, tgt], dim=0)
 
 
-__all__ = ["focus_edge_index", "smallest_shared_group", "sink_pairs"]
+__all__ = ["focus_edge_index", "smallest_shared_group"]

@@ -2,8 +2,10 @@ r"""Focus sparse attention (Yao et al., `"Why Attend to Everything? Focus is the
 <https://arxiv.org/abs/2604.03260>`_), one module per concern.
 
 Token :math:`i` of a sequence attends to the tokens :math:`j` (:math:`j \le i` if causal)
-with :math:`|i - j| \le w` or a shared hard group, :math:`G_i \cap G_j \neq \emptyset`; the
-groups come from a learned router. The modules, from the bottom up:
+with :math:`|i - j| \le w`, a shared hard group, :math:`G_i \cap G_j \neq \emptyset`, or
+an attention sink, :math:`\min(p_i, p_j) < s` (:math:`p` the position in the sequence,
+``num_sinks`` :math:`s`, 0 by default); the groups come from a learned router. The
+modules, from the bottom up:
 
 - :mod:`~quest_geometric.nn.focus.sinkhorn`: prefix-causal log-space Sinkhorn, whole
   sequences (:func:`sinkhorn_log`) and one token at a time (:func:`sinkhorn_step`, with its
@@ -15,6 +17,9 @@ groups come from a learned router. The modules, from the bottom up:
   :class:`FocusRouter` (centroids, Sinkhorn, top-:math:`k`) and :func:`group_balance`.
 - :mod:`~quest_geometric.nn.focus.random_router`: :class:`RandomGroupsRouter`, random
   balanced groups (an untrained, content-free :class:`Router`).
+- :mod:`~quest_geometric.nn.focus.window_router`: :class:`WindowOnlyRouter`, the empty
+  group set for every token (``top_k = 0``): the sliding window plus attention sinks as a
+  Focus pattern (content-free).
 - :mod:`~quest_geometric.nn.focus.edge_index`: the pattern as a PyG ``edge_index``
   (:func:`focus_edge_index`, memory :math:`O(E)`).
 - :mod:`~quest_geometric.nn.focus.dense`: every pair computed densely: the hard-mask oracle
@@ -81,12 +86,14 @@ from quest_geometric.nn.focus.random_router import RandomGroupsRouter, random_ba
 from quest_geometric.nn.focus.router import FocusRouter, Router, RouterOutput, group_balance
 from quest_geometric.nn.focus.sinkhorn import sinkhorn_log, sinkhorn_step
 from quest_geometric.nn.focus.topk import topk_groups
+from quest_geometric.nn.focus.window_router import WindowOnlyRouter
 
 __all__ = [
     "Router",
     "FocusRouter",
     "RandomGroupsRouter",
     "random_balanced_groups",
+    "WindowOnlyRouter",
     "RouterOutput",
     "group_balance",
     "sinkhorn_log",

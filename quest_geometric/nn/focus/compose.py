@@ -59,7 +59,9 @@ from quest_geometric.nn.focus.decode import (
     route_step,
 )
 from quest_geometric.nn.focus.module import FocusAttention
+from quest_geometric.nn.focus.random_router import RandomGroupsRouter
 from quest_geometric.nn.focus.sinkhorn import prefix_statistics
+from quest_geometric.nn.focus.window_router import WindowOnlyRouter
 
 __all__ = ["compose_focus", "decompose", "FocusComposed", "set_focus_enabled", "focus_disabled",
            "set_focus_options", "focus_layers", "router_parameters", "save_routers",
@@ -460,7 +462,10 @@ def compose_focus(model: nn.Module, num_groups: int = 4, top_k: int = 2, window:
             every layer, e.g. a content-free router) or a factory ``embed_dim -> Router``
             called once per layer; :obj:`num_groups`, :obj:`top_k`, :obj:`group_dim`,
             :obj:`tau` and :obj:`sinkhorn_iters` are then not used. Models composed this way
-            cannot be saved with :func:`save_routers` (default: :obj:`None`).
+            can be saved with :func:`save_routers` only when the router is a content-free
+            :class:`~quest_geometric.nn.focus.window_router.WindowOnlyRouter` or
+            :class:`~quest_geometric.nn.focus.random_router.RandomGroupsRouter` (recorded
+            by type and options) (default: :obj:`None`).
         num_sinks (int): attention sinks :math:`s \ge 0`: the first :math:`s` tokens of every
             sequence are always attended (StreamingLLM); in cached decoding, the first
             :math:`s` positions of the cache (default: :obj:`0`).
@@ -625,18 +630,46 @@ _VERSION = 2
 # Files written before ``num_sinks`` existed do not record it: they compose with 0 sinks.
 _OPTIONS = ("num_groups", "top_k", "window", "group_dim", "tau", "sinkhorn_iters", "gate",
             "backend", "gate_scale", "gate_bias", "num_sinks")
-_CONFIG_KEYS = frozenset(_OPTIONS + ("causal",))
+_CONFIG_KEYS = frozenset(_OPTIONS + ("causal", "router"))
+# The content-free routers a router file may name (``config["router"]``): their record's keys.
+_ROUTER_SPECS = {"window_only": frozenset({"type", "causal"}),
+                 "random_groups": frozenset({"type", "causal", "num_groups", "top_k", "seed"})}
+
+
+def _router_spec(router: Any) -> Optional[Dict[str, Any]]:
+    """The JSON record of a content-free router :func:`save_routers` can write, or
+    :obj:`None` for any other router (exact types: a subclass may route differently)."""
+    if type(router) is WindowOnlyRouter:
+        return {"type": "window_only", "causal": router.causal}
+    if type(router) is RandomGroupsRouter:
+        return {"type": "random_groups", "causal": router.causal,
+                "num_groups": router.num_groups, "top_k": router.top_k, "seed": router.seed}
+    return None
+
+
+def _router_from_spec(spec: Dict[str, Any]) -> nn.Module:
+    """The router a checked record (:func:`_check_config`) describes."""
+    if spec["type"] == "window_only":
+        return WindowOnlyRouter(causal=spec["causal"])
+    return RandomGroupsRouter(spec["num_groups"], top_k=spec["top_k"], seed=spec["seed"],
+                              causal=spec["causal"])
 _CONVERT = "python -m quest_geometric.nn.focus.convert_routers"
 
 
 def _running_config(state: Dict[str, Any]) -> Dict[str, Any]:
     """The composition arguments the layers actually run with (after set_focus_options)."""
-    config = {k: v for k, v in state["config"].items() if k in _CONFIG_KEYS}
-    for key in _OPTIONS:
+    config = {k: v for k, v in state["config"].items() if k in _CONFIG_KEYS and k != "router"}
+    keys = _OPTIONS + (("router",) if state["config"].get("router") is not None else ())
+    for key in keys:
         values = []
         for _, _, w in state["wrappers"]:
             f = w.focus
-            v = getattr(f, key) if hasattr(f, key) else getattr(f.router, key)
+            if key == "router":
+                v = _router_spec(f.router)
+            elif hasattr(f, key):
+                v = getattr(f, key)
+            else:  # a content-free router has no group_dim, tau, sinkhorn_iters
+                v = getattr(f.router, key, state["config"].get(key))
             if v not in values:
                 values.append(v)
         if len(values) > 1:
@@ -683,7 +716,10 @@ def save_routers(model: nn.Module, path: str) -> str:
     ``model.save_pretrained(path)``), as a shareable adapter: the tensors in
     :data:`ROUTERS_FILE` (safetensors, no pickle) and, in :data:`ROUTERS_CONFIG`, the
     :func:`compose_focus` arguments the layers run with (read off the layers, so options
-    changed by :func:`set_focus_options` are the ones recorded), the versions of
+    changed by :func:`set_focus_options` are the ones recorded; a content-free router,
+    :class:`~quest_geometric.nn.focus.window_router.WindowOnlyRouter` or
+    :class:`~quest_geometric.nn.focus.random_router.RandomGroupsRouter`, is recorded by
+    type and options under ``"router"``, with no tensor), the versions of
     quest_geometric, torch and transformers, and the SHA-256 digest of the tensors file.
 
     Each tensor is named ``"{layer module path}.{router state dict key}"``;
@@ -699,14 +735,17 @@ def save_routers(model: nn.Module, path: str) -> str:
 
     Raises:
         ValueError: if :obj:`model` was not composed with :func:`compose_focus` (with the
-            default learned routers), or its layers run with different options.
+            default learned routers or a content-free one), or its layers run with different
+            options.
     """
     state = getattr(model, _STATE_ATTR, None)
     if state is None:
         raise ValueError("save_routers: the model was not composed with compose_focus")
-    if state["config"].get("router") is not None:
+    if state["config"].get("router") is not None and any(
+            _router_spec(w.focus.router) is None for _, _, w in state["wrappers"]):
         raise ValueError("save_routers: the model was composed with a given 'router'; only "
-                         "the default learned routers can be saved and recomposed")
+                         "the default learned routers and the content-free WindowOnlyRouter "
+                         "and RandomGroupsRouter can be saved and recomposed")
     config = _running_config(state)
     names = {id(m): n for n, m in model.named_modules()}
     layers = [names[id(w)] for _, _, w in state["wrappers"]]
@@ -724,13 +763,25 @@ def _check_config(where: str, file: str, config: Any) -> Dict[str, Any]:
     unknown = sorted(set(config) - _CONFIG_KEYS)
     if unknown:
         raise refused(where, file, f"its config has unknown composition arguments {unknown}")
+    spec = config.get("router")
+    if spec is not None:
+        if not isinstance(spec, dict) or spec.get("type") not in _ROUTER_SPECS \
+                or set(spec) != _ROUTER_SPECS[spec["type"]] \
+                or not isinstance(spec["causal"], bool):
+            raise refused(where, file, f"its 'router' record {spec!r} names no content-free "
+                          f"router (one of {sorted(_ROUTER_SPECS)} with its options)")
+        try:
+            _router_from_spec(spec)
+        except (TypeError, ValueError) as e:
+            raise refused(where, file, f"its 'router' record {spec!r} is invalid", e) from None
     return dict(config)
 
 
-def _check_tensors(where: str, file: str, tensors: Any) -> Dict[str, Tensor]:
+def _check_tensors(where: str, file: str, tensors: Any, allow_empty: bool = False
+                   ) -> Dict[str, Tensor]:
     from quest_geometric._utils.untrusted import refused
 
-    if not isinstance(tensors, dict) or not tensors:
+    if not isinstance(tensors, dict) or (not tensors and not allow_empty):
         raise refused(where, file, "it holds no router tensors")
     for name, t in tensors.items():
         if not isinstance(name, str) or not isinstance(t, Tensor):
@@ -785,7 +836,8 @@ def _read_new(where: str, tensors_file: str, config_file: str
         tensors = st_load(data)
     except BaseException as e:  # nothing read from the file may escape as success
         raise refused(where, tensors_file, "it is not a safetensors file", e) from None
-    return tensors_file, config, _check_tensors(where, tensors_file, tensors)
+    return tensors_file, config, _check_tensors(where, tensors_file, tensors,
+                                                allow_empty=config.get("router") is not None)
 
 
 def read_legacy_routers(path: str, where: str, allow_pickle: bool = False
@@ -892,6 +944,8 @@ def load_routers(model: nn.Module, path: str, strict: bool = True) -> nn.Module:
     composed_here = state is None
     if composed_here:
         try:
+            if config.get("router") is not None:  # a content-free router, by its record
+                config = dict(config, router=_router_from_spec(config["router"]))
             compose_focus(model, **config)
         except (TypeError, ValueError) as e:
             raise refused(where, file, "its composition arguments do not compose this model",

@@ -146,6 +146,44 @@ def test_num_sinks_is_recorded_and_old_files_read_as_zero(tmp_path):
                      str(old))
 
 
+@pytest.mark.parametrize("kind", ["window_only", "random_groups"])
+def test_content_free_routers_are_saved_by_record(tmp_path, kind):
+    from quest_geometric.nn.focus import RandomGroupsRouter, WindowOnlyRouter
+
+    router = WindowOnlyRouter() if kind == "window_only" else RandomGroupsRouter(4, 2, seed=7)
+    m = compose_focus(_base(), window=3, num_sinks=1, router=router).eval()
+    if kind == "random_groups":
+        set_focus_options(m, top_k=1)  # the running top_k is what is recorded
+    save_routers(m, str(tmp_path))
+    meta = json.loads((tmp_path / ROUTERS_CONFIG).read_text())
+    want = {"type": "window_only", "causal": True} if kind == "window_only" else {
+        "type": "random_groups", "causal": True, "num_groups": 4, "top_k": 1, "seed": 7}
+    assert meta["config"]["router"] == want
+    base = load_routers(_base(), str(tmp_path))
+    assert all(type(f.router) is type(router) for f in focus_layers(base))
+    with torch.no_grad():
+        assert torch.equal(base(_x())[0], m(_x())[0])
+    # a record that names no content-free router, or with other keys, is refused
+    for bad in ({"type": "learned"}, dict(want, extra=1), dict(want, causal="yes")):
+        meta["config"]["router"] = bad
+        (tmp_path / ROUTERS_CONFIG).write_text(json.dumps(meta))
+        before = _snapshot(fresh := _base())
+        with pytest.raises(ValueError, match="refused to load.*'router' record"):
+            load_routers(fresh, str(tmp_path))
+        assert _same(before, _snapshot(fresh))
+
+
+def test_a_custom_router_is_still_refused(tmp_path):
+    from quest_geometric.nn.focus import RandomGroupsRouter
+
+    class Custom(RandomGroupsRouter):  # a subclass may route differently
+        pass
+
+    m = compose_focus(_base(), window=3, router=Custom(4, 2))
+    with pytest.raises(ValueError, match="save_routers: .*content-free"):
+        save_routers(m, str(tmp_path))
+
+
 class _Marker:
     def __init__(self, path: str) -> None:
         self.path = path

@@ -20,6 +20,9 @@ modules, from the bottom up:
 - :mod:`~quest_geometric.nn.focus.window_router`: :class:`WindowOnlyRouter`, the empty
   group set for every token (``top_k = 0``): the sliding window plus attention sinks as a
   Focus pattern (content-free).
+- :mod:`~quest_geometric.nn.focus.far_bias_router`: :class:`FarBiasRouter`, the
+  content-free trained control of the soft rows (a per-head temperature and far-pair bias,
+  :func:`~quest_geometric.nn.focus.dense.focus_far_bias_attention`).
 - :mod:`~quest_geometric.nn.focus.edge_index`: the pattern as a PyG ``edge_index``
   (:func:`focus_edge_index`, memory :math:`O(E)`).
 - :mod:`~quest_geometric.nn.focus.dense`: every pair computed densely: the hard-mask oracle
@@ -74,12 +77,14 @@ from quest_geometric.nn.focus.compose import (
 from quest_geometric.nn.focus.decode import FocusDecodeState, route_prefix, route_step
 from quest_geometric.nn.focus.dense import (
     focus_dense_attention,
+    focus_far_bias_attention,
     focus_soft_attention,
     full_attention,
     straight_through_membership,
 )
 from quest_geometric.nn.focus.edge_index import focus_edge_index, smallest_shared_group
 from quest_geometric.nn.focus.edges import FocusEdgeAttention
+from quest_geometric.nn.focus.far_bias_router import FarBiasRouter
 from quest_geometric.nn.focus.flex import FLEX_AVAILABLE, focus_block_mask, focus_flex_attention
 from quest_geometric.nn.focus.module import FocusAttention
 from quest_geometric.nn.focus.random_router import RandomGroupsRouter, random_balanced_groups
@@ -94,6 +99,7 @@ __all__ = [
     "RandomGroupsRouter",
     "random_balanced_groups",
     "WindowOnlyRouter",
+    "FarBiasRouter",
     "RouterOutput",
     "group_balance",
     "sinkhorn_log",
@@ -106,6 +112,7 @@ __all__ = [
     "focus_blocks_attention",
     "focus_blocks_reference",
     "focus_soft_attention",
+    "focus_far_bias_attention",
     "full_attention",
     "straight_through_membership",
     "straight_through_pair_share",

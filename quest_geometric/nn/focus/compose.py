@@ -58,6 +58,7 @@ from quest_geometric.nn.focus.decode import (
     focus_decode_attention,
     route_step,
 )
+from quest_geometric.nn.focus.far_bias_router import FarBiasRouter
 from quest_geometric.nn.focus.module import FocusAttention
 from quest_geometric.nn.focus.random_router import RandomGroupsRouter
 from quest_geometric.nn.focus.sinkhorn import prefix_statistics
@@ -463,9 +464,10 @@ def compose_focus(model: nn.Module, num_groups: int = 4, top_k: int = 2, window:
             called once per layer; :obj:`num_groups`, :obj:`top_k`, :obj:`group_dim`,
             :obj:`tau` and :obj:`sinkhorn_iters` are then not used. Models composed this way
             can be saved with :func:`save_routers` only when the router is a content-free
-            :class:`~quest_geometric.nn.focus.window_router.WindowOnlyRouter` or
-            :class:`~quest_geometric.nn.focus.random_router.RandomGroupsRouter` (recorded
-            by type and options) (default: :obj:`None`).
+            :class:`~quest_geometric.nn.focus.window_router.WindowOnlyRouter`,
+            :class:`~quest_geometric.nn.focus.random_router.RandomGroupsRouter` or
+            :class:`~quest_geometric.nn.focus.far_bias_router.FarBiasRouter` (recorded by
+            type and options, with its parameters if any) (default: :obj:`None`).
         num_sinks (int): attention sinks :math:`s \ge 0`: the first :math:`s` tokens of every
             sequence are always attended (StreamingLLM); in cached decoding, the first
             :math:`s` positions of the cache (default: :obj:`0`).
@@ -563,9 +565,16 @@ def focus_layers(model: nn.Module) -> List[FocusAttention]:
 
 
 def router_parameters(model: nn.Module) -> Iterator[nn.Parameter]:
-    r"""The router parameters (:math:`\mathbf{W}_g` and centroids) of every Focus layer."""
+    r"""The router parameters of every Focus layer (:math:`\mathbf{W}_g` and centroids of a
+    learned router; the per-head temperature and far-pair bias of a
+    :class:`~quest_geometric.nn.focus.far_bias_router.FarBiasRouter`; none for a
+    parameter-free router). A router shared by several layers is listed once."""
+    seen = set()
     for f in focus_layers(model):
-        yield from f.router.parameters()
+        for p in f.router.parameters():
+            if id(p) not in seen:
+                seen.add(id(p))
+                yield p
 
 
 def set_focus_enabled(model: nn.Module, enabled: bool) -> nn.Module:
@@ -633,6 +642,7 @@ _OPTIONS = ("num_groups", "top_k", "window", "group_dim", "tau", "sinkhorn_iters
 _CONFIG_KEYS = frozenset(_OPTIONS + ("causal", "router"))
 # The content-free routers a router file may name (``config["router"]``): their record's keys.
 _ROUTER_SPECS = {"window_only": frozenset({"type", "causal"}),
+                 "far_bias": frozenset({"type", "causal", "num_heads"}),
                  "random_groups": frozenset({"type", "causal", "num_groups", "top_k", "seed"})}
 
 
@@ -641,6 +651,8 @@ def _router_spec(router: Any) -> Optional[Dict[str, Any]]:
     :obj:`None` for any other router (exact types: a subclass may route differently)."""
     if type(router) is WindowOnlyRouter:
         return {"type": "window_only", "causal": router.causal}
+    if type(router) is FarBiasRouter:  # its parameters are saved as tensors
+        return {"type": "far_bias", "causal": router.causal, "num_heads": router.num_heads}
     if type(router) is RandomGroupsRouter:
         return {"type": "random_groups", "causal": router.causal,
                 "num_groups": router.num_groups, "top_k": router.top_k, "seed": router.seed}
@@ -651,6 +663,8 @@ def _router_from_spec(spec: Dict[str, Any]) -> nn.Module:
     """The router a checked record (:func:`_check_config`) describes."""
     if spec["type"] == "window_only":
         return WindowOnlyRouter(causal=spec["causal"])
+    if spec["type"] == "far_bias":
+        return FarBiasRouter(spec["num_heads"], causal=spec["causal"])
     return RandomGroupsRouter(spec["num_groups"], top_k=spec["top_k"], seed=spec["seed"],
                               causal=spec["causal"])
 _CONVERT = "python -m quest_geometric.nn.focus.convert_routers"
@@ -717,9 +731,10 @@ def save_routers(model: nn.Module, path: str) -> str:
     :data:`ROUTERS_FILE` (safetensors, no pickle) and, in :data:`ROUTERS_CONFIG`, the
     :func:`compose_focus` arguments the layers run with (read off the layers, so options
     changed by :func:`set_focus_options` are the ones recorded; a content-free router,
-    :class:`~quest_geometric.nn.focus.window_router.WindowOnlyRouter` or
-    :class:`~quest_geometric.nn.focus.random_router.RandomGroupsRouter`, is recorded by
-    type and options under ``"router"``, with no tensor), the versions of
+    :class:`~quest_geometric.nn.focus.window_router.WindowOnlyRouter`,
+    :class:`~quest_geometric.nn.focus.random_router.RandomGroupsRouter` or
+    :class:`~quest_geometric.nn.focus.far_bias_router.FarBiasRouter`, is recorded by
+    type and options under ``"router"``, with its parameters if any), the versions of
     quest_geometric, torch and transformers, and the SHA-256 digest of the tensors file.
 
     Each tensor is named ``"{layer module path}.{router state dict key}"``;
@@ -744,8 +759,8 @@ def save_routers(model: nn.Module, path: str) -> str:
     if state["config"].get("router") is not None and any(
             _router_spec(w.focus.router) is None for _, _, w in state["wrappers"]):
         raise ValueError("save_routers: the model was composed with a given 'router'; only "
-                         "the default learned routers and the content-free WindowOnlyRouter "
-                         "and RandomGroupsRouter can be saved and recomposed")
+                         "the default learned routers and the content-free WindowOnlyRouter, "
+                         "RandomGroupsRouter and FarBiasRouter can be saved and recomposed")
     config = _running_config(state)
     names = {id(m): n for n, m in model.named_modules()}
     layers = [names[id(w)] for _, _, w in state["wrappers"]]
@@ -945,7 +960,8 @@ def load_routers(model: nn.Module, path: str, strict: bool = True) -> nn.Module:
     if composed_here:
         try:
             if config.get("router") is not None:  # a content-free router, by its record
-                config = dict(config, router=_router_from_spec(config["router"]))
+                spec = config["router"]  # one router per layer (a factory)
+                config = dict(config, router=lambda embed_dim: _router_from_spec(spec))
             compose_focus(model, **config)
         except (TypeError, ValueError) as e:
             raise refused(where, file, "its composition arguments do not compose this model",

@@ -17,6 +17,7 @@ from torch import Tensor
 from torch_geometric.utils import to_dense_batch
 
 from quest_geometric.nn.focus._checks import (
+    HALF_DTYPES,
     check_batch,
     check_hard_args,
     check_num_sinks,
@@ -28,7 +29,7 @@ from quest_geometric.nn.focus._checks import (
 )
 
 __all__ = ["focus_dense_attention", "focus_soft_attention", "full_attention",
-           "straight_through_membership", "SOFT_GATES"]
+           "straight_through_membership", "focus_far_bias_attention", "SOFT_GATES"]
 
 #: The gates of :func:`focus_soft_attention`.
 SOFT_GATES = ("additive", "multiplicative", "straight_through")
@@ -254,6 +255,67 @@ def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: 
     s = s.masked_fill(~allowed.unsqueeze(1), float("-inf"))
     out = torch.softmax(s, dim=-1) @ vd
     return out.transpose(1, 2)[valid]
+
+
+def focus_far_bias_attention(q: Tensor, k: Tensor, v: Tensor, log_scale: Tensor,
+                             far_bias: Tensor, window: int, batch: Optional[Tensor] = None,
+                             causal: bool = True, num_sinks: int = 0) -> Tensor:
+    r"""The content-free soft control: dense attention over all pairs with, per head
+    :math:`h`, a learned inverse temperature :math:`e^{\theta_h}` on every logit and a
+    learned bias :math:`\beta_h` on the pairs outside the window and the sinks,
+
+    .. math::
+        \tilde s^h_{ij} = e^{\theta_h} \frac{\mathbf{q}_i^{h\top}\mathbf{k}^h_j}{\sqrt{D}}
+        + \beta_h \, [\, |i - j| > w \,\wedge\, \min(p_i, p_j) \ge s \,],
+
+    (:math:`p` the position in the sequence, :math:`s` the sinks), softmax over the
+    (causal) pairs of each sequence. At :math:`\theta = \beta = 0` it is full attention; it
+    sees no content beyond the model's own logits (the router of
+    :class:`~quest_geometric.nn.focus.far_bias_router.FarBiasRouter`).
+
+    Args:
+        q, k, v (torch.Tensor): ``[N, H, D]``.
+        log_scale (torch.Tensor): :math:`\theta`, ``[H]``.
+        far_bias (torch.Tensor): :math:`\beta`, ``[H]``.
+        window (int): local window :math:`w \ge 0`.
+        batch (torch.Tensor, optional): sorted sequence ids (default: :obj:`None`).
+        causal (bool): causal attention (default: :obj:`True`).
+        num_sinks (int): attention sinks :math:`s \ge 0`, never biased (default: :obj:`0`).
+
+    Returns:
+        torch.Tensor: ``[N, H, D]``.
+
+    Raises:
+        ValueError: for bad shapes or options.
+    """
+    check_qkv(q, k, v)
+    check_window(window)
+    check_num_sinks(num_sinks)
+    check_batch(batch, q.size(0))
+    n, h, d = q.shape
+    for name, p in (("log_scale", log_scale), ("far_bias", far_bias)):
+        if not isinstance(p, Tensor) or not p.is_floating_point() or p.shape != (h,):
+            raise ValueError(f"focus_far_bias_attention: '{name}' must be a floating-point "
+                             f"[{h}] tensor (one per head), got "
+                             f"{list(getattr(p, 'shape', [])) or type(p).__name__}")
+    seq, nseq = seq_layout(batch, n, q.device)
+    qd, valid = to_dense_batch(q.reshape(n, h * d), seq, batch_size=nseq)
+    kd = to_dense_batch(k.reshape(n, h * d), seq, batch_size=nseq)[0]
+    vd = to_dense_batch(v.reshape(n, h * d), seq, batch_size=nseq)[0]
+    t = qd.size(1)
+    qd, kd, vd = (x.view(nseq, t, h, d).transpose(1, 2) for x in (qd, kd, vd))
+    wdt = torch.float32 if q.dtype in HALF_DTYPES else q.dtype
+    s = (qd.to(wdt) @ kd.to(wdt).transpose(-1, -2)) / math.sqrt(d)  # [B, H, T, T]
+    far = ~_near_pairs(t, window, num_sinks, q.device)
+    s = s * log_scale.to(wdt).exp().view(1, h, 1, 1) \
+        + far.to(wdt) * far_bias.to(wdt).view(1, h, 1, 1)
+    allowed = valid.unsqueeze(1).expand(-1, t, -1)
+    if causal:
+        allowed = allowed & (_pair_offsets(t, q.device) >= 0)
+    allowed = allowed | torch.eye(t, dtype=torch.bool, device=q.device)
+    s = s.masked_fill(~allowed.unsqueeze(1), float("-inf"))
+    out = torch.softmax(s, dim=-1) @ vd.to(wdt)
+    return out.transpose(1, 2)[valid].to(q.dtype)
 
 
 def full_attention(q: Tensor, k: Tensor, v: Tensor, batch: Optional[Tensor] = None,

@@ -74,7 +74,10 @@ class FocusAttention(nn.Module):
     A router whose :obj:`top_k` is 0 (e.g.
     :class:`~quest_geometric.nn.focus.window_router.WindowOnlyRouter`) gives every token the
     empty group set: only the window and the sinks are kept, and as no far pair is ever
-    kept, training mode runs that same hard pattern (there is no soft gate to relax).
+    kept, training mode runs that same hard pattern (there is no soft gate to relax). A
+    router with a ``soft_attention(q, k, v, window, batch, causal, num_sinks)`` method (e.g.
+    :class:`~quest_geometric.nn.focus.far_bias_router.FarBiasRouter`) supplies the soft
+    path itself (training mode or ``hard=False``) instead of the gate.
 
     The options :attr:`top_k` (shared with the router), :attr:`window`, :attr:`num_sinks`,
     :attr:`backend`,
@@ -401,7 +404,10 @@ class FocusAttention(nn.Module):
         """
         router_out = self.router(x, batch, col_totals=col_totals)
         hard = (not self.training) if hard is None else hard
-        if hard or router_out.groups.size(-1) == 0:  # no group: window and sinks only
+        soft_rows = getattr(self.router, "soft_attention", None)
+        if not hard and soft_rows is not None:  # a router with its own soft rows
+            o = soft_rows(q, k, v, self.window, batch, self.causal, self.num_sinks)
+        elif hard or router_out.groups.size(-1) == 0:  # no group: window and sinks only
             o = self._hard(q, k, v, router_out.groups, batch)
         else:
             o = focus_soft_attention(q, k, v, router_out.soft, self.window, batch,

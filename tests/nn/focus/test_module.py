@@ -88,8 +88,10 @@ def test_backends_match_definition_values_and_gradients(backend, top_k, causal, 
 @pytest.mark.parametrize("padded", [False, True])
 @pytest.mark.parametrize("top_k", [1, 2])
 @pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("num_sinks", [0, 5])
 @pytest.mark.slow
-def test_fused_blocks_long_runs_and_band_blocks(top_k, causal, padded, focus_mask_reference):
+def test_fused_blocks_long_runs_and_band_blocks(top_k, causal, padded, num_sinks,
+                                               focus_mask_reference):
     # long enough for the band's head, strided body and tail; a window that is not a multiple
     # of the band block; runs of one group longer than the window (queries whose band keeps
     # no key at all); two sequences meeting inside a band block
@@ -100,9 +102,10 @@ def test_fused_blocks_long_runs_and_band_blocks(top_k, causal, padded, focus_mas
     first[100:110] = torch.randint(0, K, (10,))
     groups = first.view(-1, 1) if top_k == 1 else torch.stack([first, (first + 1) % K], 1)
     q, k, v = (torch.randn(n, 2, 8, dtype=torch.float64, requires_grad=True) for _ in range(3))
-    ref = reference_attention(q, k, v, focus_mask_reference(groups, window, batch, causal))
+    ref = reference_attention(q, k, v, focus_mask_reference(groups, window, batch, causal,
+                                                            num_sinks))
     out = (blocks_padded if padded else BACKENDS["blocks_fused"])(q, k, v, groups, window,
-                                                                  batch, causal, K)
+                                                                  batch, causal, K, num_sinks)
     torch.testing.assert_close(out, ref, atol=1e-10, rtol=1e-10)
     go = torch.randn_like(out)
     for a, b in zip(torch.autograd.grad(out, (q, k, v), go),

@@ -260,19 +260,20 @@ def test_errors():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("causal", [True, False])
-@pytest.mark.parametrize("top_k", [1, 2])
-def test_cuda_outputs_and_gradients(causal, top_k):
+@pytest.mark.parametrize("top_k, num_sinks", [(1, 0), (2, 0), (2, 4), (0, 4)])
+def test_cuda_outputs_and_gradients(causal, top_k, num_sinks):
     n, kg = 1000, 4
     lengths = [300, 1, 699]
     dev = "cuda"
     q, k, v = (x.requires_grad_() for x in _qkv(n, seed=11, device=dev))
     groups = random_groups(n, kg, top_k, seed=11).to(dev)
     batch = _batch(lengths).to(dev)
-    out = focus_flex_attention(q, k, v, groups, 8, batch, causal, kg, block_size=128)
+    out = focus_flex_attention(q, k, v, groups, 8, batch, causal, kg, block_size=128,
+                               num_sinks=num_sinks)
     gout = torch.randn_like(out)
     grads = torch.autograd.grad(out, (q, k, v), gout)
     qr, kr, vr = (x.detach().clone().requires_grad_() for x in (q, k, v))
-    ref = focus_dense_attention(qr, kr, vr, groups, 8, batch, causal, kg)
+    ref = focus_dense_attention(qr, kr, vr, groups, 8, batch, causal, kg, num_sinks=num_sinks)
     rgrads = torch.autograd.grad(ref, (qr, kr, vr), gout)
     tol = 2e-3 * math.sqrt(D)  # TF32 may be used by the kernel's dots
     torch.testing.assert_close(out, ref, atol=tol, rtol=tol)

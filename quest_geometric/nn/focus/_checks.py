@@ -114,14 +114,24 @@ def check_soft(soft: Tensor, n: Optional[int] = None) -> None:
                          f"{list(getattr(soft, 'shape', []))}")
 
 
+def check_num_sinks(num_sinks: int) -> None:
+    """``num_sinks``: a non-negative int, the attention sinks (:class:`TypeError` for a
+    non-int or a bool, :class:`ValueError` for a negative int)."""
+    if isinstance(num_sinks, bool) or not isinstance(num_sinks, int):
+        raise TypeError(f"'num_sinks' must be an int >= 0, got {num_sinks!r}")
+    check_int(num_sinks, "'num_sinks'", 0)
+
+
 def check_groups(groups: Tensor) -> Tensor:
-    """``groups``: non-negative long group ids ``[N, top_k]`` (``[N]`` becomes ``[N, 1]``)."""
+    """``groups``: non-negative long group ids ``[N, top_k]`` (``[N]`` becomes ``[N, 1]``);
+    ``top_k = 0`` (``[N, 0]``) is the empty group set of every token: no far pair is kept
+    (window-only routing)."""
     if not isinstance(groups, Tensor) or groups.dtype != torch.long:
         raise TypeError(f"'groups' must be a long tensor, got "
                         f"{getattr(groups, 'dtype', type(groups).__name__)}")
     if groups.dim() == 1:
         groups = groups.unsqueeze(-1)
-    if groups.dim() != 2 or groups.size(1) < 1:
+    if groups.dim() != 2:
         raise ValueError(f"'groups' must have shape [N, top_k], got {list(groups.shape)}")
     if groups.numel() > 0 and int(groups.min()) < 0:
         raise ValueError("'groups' must be non-negative group ids")
@@ -143,7 +153,7 @@ def check_hard_args(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window: int
         raise ValueError(f"'groups' must be on {q.device}, got {groups.device}")
     check_window(window)
     check_batch(batch, n)
-    gmax = int(groups.max()) + 1 if n > 0 else 1
+    gmax = int(groups.max()) + 1 if groups.numel() > 0 else 1
     if num_groups is None:
         return groups, gmax
     check_int(num_groups, "'num_groups'", 1)

@@ -23,19 +23,35 @@ ORDER_CHUNK_PASSES = 4
 
 @contextlib.contextmanager
 def router_outputs(model: Any, enabled: bool = True) -> Iterator[List[Tuple[Any, Any]]]:
-    """While open, collect ``(layer, RouterOutput)`` of every Focus layer's router call
-    (nothing when not ``enabled``); the hooks are removed on any exit."""
+    """While open, collect ``(layer, RouterOutput)`` of every Focus layer's router call, in
+    call order (nothing when not ``enabled``); the hooks are removed on any exit.
+
+    A router shared by several layers (a content-free one passed to
+    :func:`~quest_geometric.nn.focus.compose_focus`) is hooked once, and each of its calls is
+    attributed to the Focus layer running at the time."""
     from quest_geometric.nn.focus import focus_layers
 
     captured: List[Tuple[Any, Any]] = []
-    hooks = [f.router.register_forward_hook(
-        lambda _m, _i, out, f=f: captured.append((f, out))) for f in focus_layers(model)
-        ] if enabled else []
+    running: List[Any] = [None]
+    hooks, wrapped = [], []
+    if enabled:
+        layers = focus_layers(model)
+        for f in layers:  # every path into a layer's routing goes through its attend()
+            def attend(*args: Any, _f: Any = f, _attend: Any = f.attend, **kw: Any) -> Any:
+                running[0] = _f
+                return _attend(*args, **kw)
+            f.attend = attend
+            wrapped.append(f)
+        for r in {id(f.router): f.router for f in layers}.values():
+            hooks.append(r.register_forward_hook(
+                lambda _m, _i, out: captured.append((running[0], out))))
     try:
         yield captured
     finally:
         for h in hooks:
             h.remove()
+        for f in wrapped:
+            del f.attend
 
 
 def check_objective(objective: Any, where: str) -> str:

@@ -32,7 +32,7 @@ def test_every_example_is_tested_and_listed():
 @pytest.mark.slow
 def test_qsv_conv_in_your_model():
     out = run_example("qsv_conv_in_your_model.py")
-    assert "QSVConv(32, heads=2, quaternion='node'" in out
+    assert "QSVConv(32, 32, heads=2, quaternion='node'" in out
     acc = float(re.search(r"test accuracy ([0-9.]+) on 128 digits", out).group(1))
     assert 0.0 <= acc <= 1.0
 

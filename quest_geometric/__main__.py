@@ -66,6 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
                            "routers from, laid out as benchmarks/results/ (default: the "
                            "copies shipped with the package; the routers of the source "
                            "checkout where there is one)")
+    tour.add_argument("--threads", type=int, default=None, metavar="N",
+                      help="torch threads (default: OMP_NUM_THREADS if set, else the cores "
+                           "free when the tour starts: available cores minus the load "
+                           "average; the choice and its reason are printed)")
     tour.add_argument("--no-progress", action="store_true",
                       help="hide progress bars (one line per part is still printed)")
     return parser
@@ -81,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
             run_tour(
                 out=args.out, only=args.only, device=args.device, force=args.force,
                 quick=not args.full, progress=not args.no_progress, results=args.results,
+                threads=args.threads,
             )
         except TourError as e:
             print(f"quest-geometric tour: error: {e}", file=sys.stderr)

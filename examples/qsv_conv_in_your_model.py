@@ -40,8 +40,8 @@ class SphereClassifier(nn.Module):
         self.lift = nn.Linear(in_channels + (3 if self.use_pos else 0), channels)
         extra = {} if quaternion == "feature" else {"num_nodes": num_nodes}
         self.convs = nn.ModuleList(
-            QSVConv(channels, heads=heads, quaternion=quaternion, temperature=temperature,
-                    **extra) for _ in range(layers))
+            QSVConv(channels, channels, heads=heads, quaternion=quaternion,
+                    temperature=temperature, **extra) for _ in range(layers))
         self.norms1 = nn.ModuleList(nn.LayerNorm(channels) for _ in range(layers))
         self.norms2 = nn.ModuleList(nn.LayerNorm(channels) for _ in range(layers))
         self.mlps = nn.ModuleList(

@@ -11,16 +11,18 @@ attention for PyTorch Geometric. The one command, 'tour', runs a small version o
 study on embedded data (no download) and writes a report."""
 
 TOUR_DESCRIPTION = """\
-Run a small version of each study on embedded data, with no download: the QSV ablation on
-scikit-learn's digits and the QSVConv speed comparison (part 'qsv'), the Focus speed sweep
-to 16K tokens and a short language-model comparison (part 'focus'), and a short
-query/key-geometry run (part 'qk'), and, where the SmolLM2 weights are installed, a short
-real-pretrained-model part (part 'pretrained': probe and committed routers on two
-validation blocks, about a minute; otherwise the report says how to add the model). About
-4 minutes on two idle cores without the model, peak memory under 2 GB. Writes <out>/report.md with
-tables, PNG plots and the CSV/JSON behind them, and
-prints a summary. The default settings are smoke runs: they show the pipeline, not the
-targets, and the report quotes the committed full-run results."""
+Run a small version of each study on embedded data, with no download: the QSV ablation
+on scikit-learn's digits and the QSVConv speed comparison (part 'qsv'), the Focus speed
+sweep to 16K tokens and a short language-model comparison (part 'focus'), a short
+query/key-geometry run (part 'qk'), and, where the SmolLM2 weights are installed, a
+short real-pretrained-model part (part 'pretrained': probe and committed routers on two
+validation blocks, about a minute; otherwise the report says how to add the model).
+About 4 minutes on two idle cores without the model, peak memory under 2 GB. Writes
+<out>/report.md with tables, PNG plots and the CSV/JSON behind them, and prints a
+summary. The default settings are smoke runs: they show the pipeline, not the targets,
+and the report quotes the committed full-run results. The torch threads are chosen from
+the cores free at the start (printed with the reason); every timing carries the load it
+was measured under, and none measured under load is given as a speed verdict."""
 
 EPILOG = """\
 examples:
@@ -59,13 +61,18 @@ def build_parser() -> argparse.ArgumentParser:
                       help="the QSV part with its benchmarks' full settings (the ablation's "
                            "full seeds and epochs; batch 64 and up to 1M points in the speed "
                            "tables) and "
-                           "the Focus 'edges' back-end up to 4K tokens (peak memory ~7 GB); "
+                           "the Focus 'edges' back-end up to 4K tokens (~6 GB at 4K tokens, so "
+                           "a peak of about 7 GB); "
                            "the other parts unchanged; much longer")
     tour.add_argument("--results", default=None, metavar="DIR",
                       help="folder of committed results to quote and to load the committed "
                            "routers from, laid out as benchmarks/results/ (default: the "
                            "copies shipped with the package; the routers of the source "
                            "checkout where there is one)")
+    tour.add_argument("--threads", type=int, default=None, metavar="N",
+                      help="torch threads (default: OMP_NUM_THREADS if set, else the cores "
+                           "free when the tour starts: available cores minus the load "
+                           "average; the choice and its reason are printed)")
     tour.add_argument("--no-progress", action="store_true",
                       help="hide progress bars (one line per part is still printed)")
     return parser
@@ -81,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
             run_tour(
                 out=args.out, only=args.only, device=args.device, force=args.force,
                 quick=not args.full, progress=not args.no_progress, results=args.results,
+                threads=args.threads,
             )
         except TourError as e:
             print(f"quest-geometric tour: error: {e}", file=sys.stderr)

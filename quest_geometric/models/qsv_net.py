@@ -114,7 +114,7 @@ class QSVBlock(nn.Module):
         self.channels, self.heads, self.dropout = channels, heads, float(dropout)
         self.norm1 = _norm(norm, channels)
         if conv == "qsv":
-            self.conv: nn.Module = QSVConv(channels, heads=heads, **conv_kwargs)
+            self.conv: nn.Module = QSVConv(channels, channels, heads=heads, **conv_kwargs)
         else:
             conv_kwargs.setdefault("root_weight", False)
             self.conv = TransformerConv(channels, channels // heads, heads=heads, concat=True,

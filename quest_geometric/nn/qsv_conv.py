@@ -70,7 +70,7 @@ class QSVConv(MessagePassing):
     quaternion :math:`q_i^{(h)}` per node :math:`i` and head :math:`h`.
 
     The channels of each head are read as :math:`m` quaternions
-    :math:`\mathbf{x}_{j}^{(h, g)} = (x_0, \mathbf{x}_v)` (``channels = heads * 4 * m``,
+    :math:`\mathbf{x}_{j}^{(h, g)} = (x_0, \mathbf{x}_v)` (``out_channels = heads * 4 * m``,
     real part first).  For an edge :math:`j \to i` the relative quaternion
     :math:`r_{ij} = q_i^{*} q_j` gives the attention logit
 
@@ -101,7 +101,10 @@ class QSVConv(MessagePassing):
     and the right-hand factorisation is how it is computed: every node's features are
     rotated by :math:`R(q_j)` once before aggregation and by :math:`R(q_i)^{\top}` once after,
     so the per-edge work is a 4-dimensional dot product per head plus the weighted sum.
-    There is no value map: the output has the input's width.
+    There is no value map: the operator keeps its input's width, :obj:`out_channels`.  Inputs
+    of another width (:obj:`in_channels`) are first projected linearly to it,
+    :math:`\mathbf{x}_j \leftarrow \mathbf{\Theta}\mathbf{x}_j`, and every formula above
+    reads the projected features.
 
     The quaternions come from the features (:obj:`quaternion='feature'`,
     :math:`q_i = \mathrm{normalize}(\mathbf{W}\mathbf{x}_i + \mathbf{c})`), from a free
@@ -146,8 +149,15 @@ class QSVConv(MessagePassing):
     types; ``x_src is x_dst`` is the plain call.
 
     Args:
-        channels (int): Size of each input and output sample; a multiple of
-            :obj:`4 * heads`.
+        in_channels (int or tuple): Size of each input sample, or :obj:`-1` to derive it
+            from the first input (lazy, as in PyG's
+            :class:`~torch_geometric.nn.dense.Linear`).  A tuple ``(src, dst)`` gives the
+            source and target widths of a bipartite graph.  Any width other than
+            :obj:`out_channels` (or :obj:`-1`) adds a linear input projection
+            :math:`\mathbf{x}_i \mapsto \mathbf{\Theta}\mathbf{x}_i` (Glorot, no bias; one per
+            side for a tuple) before the operator; equal widths add none.
+        out_channels (int): Size of each output sample: the operator's width, a multiple of
+            :obj:`4 * heads` (the channels of each head are read as quaternions).
         heads (int, optional): Number of heads, each with its own quaternion.
             (default: :obj:`1`)
         quaternion (str, optional): Where :math:`q_i` comes from: :obj:`'feature'`,
@@ -184,13 +194,13 @@ class QSVConv(MessagePassing):
             :class:`torch_geometric.nn.conv.MessagePassing`.
 
     Shapes:
-        - **input:** node features :math:`(|\mathcal{V}|, F)` or a pair
-          :math:`((|\mathcal{V}_s|, F), (|\mathcal{V}_t|, F))`, edge indices
+        - **input:** node features :math:`(|\mathcal{V}|, F_{in})` or a pair
+          :math:`((|\mathcal{V}_s|, F_{s}), (|\mathcal{V}_t|, F_{t}))`, edge indices
           :math:`(2, |\mathcal{E}|)` (row = source :math:`j`, column = target :math:`i`) or a
           :class:`torch.sparse.Tensor` adjacency in PyG's transposed form
           (``adj_t[i, j] != 0`` for an edge :math:`j \to i`, shape
           :math:`(|\mathcal{V}_t|, |\mathcal{V}_s|)`)
-        - **output:** node features :math:`(|\mathcal{V}_t|, F)`.  With
+        - **output:** node features :math:`(|\mathcal{V}_t|, F_{out})`.  With
           :obj:`return_attention_weights=True` also ``(edge_index, alpha)``: for an
           ``edge_index`` tensor, that tensor and ``alpha`` :math:`(|\mathcal{E}|, H)` in its
           edge order; for a sparse ``adj_t``, ``(adj_alpha, alpha)`` with ``adj_alpha`` the
@@ -200,17 +210,20 @@ class QSVConv(MessagePassing):
           its values.
 
     Example:
-        >>> conv = QSVConv(64, heads=4)
+        >>> conv = QSVConv(64, 64, heads=4)  # no projection
         >>> x = torch.randn(10, 64)
         >>> edge_index = torch.stack([torch.randint(0, 10, (30,)),
         ...                           torch.arange(10).repeat_interleave(3)])
         >>> conv(x, edge_index).shape
         torch.Size([10, 64])
+        >>> QSVConv(-1, 32, heads=4)(x, edge_index).shape  # lazy input projection
+        torch.Size([10, 32])
     """
 
     def __init__(
         self,
-        channels: int,
+        in_channels: Union[int, Tuple[int, int]],
+        out_channels: int,
         heads: int = 1,
         quaternion: str = "feature",
         num_nodes: Optional[int] = None,
@@ -226,11 +239,27 @@ class QSVConv(MessagePassing):
         super().__init__(node_dim=0, **kwargs)
 
         check_int(heads, "'heads'", 1, where="QSVConv")
-        if (not isinstance(channels, int) or isinstance(channels, bool) or channels < 1
-                or channels % (4 * heads) != 0):
+        if (not isinstance(out_channels, int) or isinstance(out_channels, bool)
+                or out_channels < 1 or out_channels % (4 * heads) != 0):
             raise ValueError(
-                f"'channels' must be a positive multiple of 4 * heads = {4 * heads} "
-                f"(channels are grouped in quaternions per head; got {channels!r})"
+                f"QSVConv: 'out_channels' must be a positive multiple of 4 * heads = "
+                f"{4 * heads} (each head's channels are read as quaternions), got "
+                f"{out_channels!r}; the signature is QSVConv(in_channels, out_channels, "
+                "heads=...) as in PyG, so pass heads by keyword, and any in_channels "
+                "(or -1, lazy) is projected to out_channels"
+            )
+        widths = in_channels if isinstance(in_channels, tuple) else (in_channels,)
+        if (len(widths) not in (1, 2) or any(
+                not isinstance(w, int) or isinstance(w, bool) or (w < 1 and w != -1)
+                for w in widths)):
+            raise ValueError(
+                "QSVConv: 'in_channels' must be a positive int, -1 (lazy) or a pair "
+                f"(src, dst) of them, got {in_channels!r}"
+            )
+        if isinstance(in_channels, tuple) and quaternion in ("node", "both"):
+            raise ValueError(
+                f"QSVConv: quaternion={quaternion!r} learns one quaternion per node of one "
+                f"fixed graph and takes no bipartite 'in_channels' (got {in_channels!r})"
             )
         check_choice(quaternion, "'quaternion'", _QUATERNION_SOURCES, where="QSVConv")
         if quaternion in ("node", "both"):
@@ -257,7 +286,8 @@ class QSVConv(MessagePassing):
                 or not 0.0 <= dropout <= 1.0):
             raise ValueError(f"'dropout' must be a float in [0, 1] (got {dropout!r})")
 
-        self.channels = channels
+        self.in_channels = in_channels
+        self.out_channels = out_channels
         self.heads = heads
         self.quaternion = quaternion
         self.num_nodes = num_nodes
@@ -267,10 +297,24 @@ class QSVConv(MessagePassing):
         self.dropout = float(dropout)
         self.fused = fused
         #: Number of quaternions per head.
-        self.groups = channels // (4 * heads)
+        self.groups = out_channels // (4 * heads)
+
+        def projection(width: int) -> Optional[Linear]:
+            if width == out_channels:
+                return None
+            return Linear(width, out_channels, bias=False, weight_initializer="glorot")
+
+        if isinstance(in_channels, tuple):
+            self.register_module("lin", None)
+            self.register_module("lin_src", projection(in_channels[0]))
+            self.register_module("lin_dst", projection(in_channels[1]))
+        else:
+            self.register_module("lin", projection(in_channels))
+            self.register_module("lin_src", None)
+            self.register_module("lin_dst", None)
 
         if quaternion in ("feature", "both"):
-            self.lin_q = Linear(channels, 4 * heads, bias=True, weight_initializer="glorot")
+            self.lin_q = Linear(out_channels, 4 * heads, bias=True, weight_initializer="glorot")
         else:
             self.register_module("lin_q", None)
         if quaternion in ("node", "both"):
@@ -282,17 +326,22 @@ class QSVConv(MessagePassing):
         else:
             self.register_parameter("scale", None)
         if bias:
-            self.bias = Parameter(torch.empty(channels))
+            self.bias = Parameter(torch.empty(out_channels))
         else:
             self.register_parameter("bias", None)
 
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        r"""Resets all learnable parameters: Glorot for :obj:`lin_q`, uniform random unit
-        quaternions (from the global generator) for :obj:`node_q`, 1 for the learned
-        temperature and 0 for the bias."""
+        r"""Resets all learnable parameters: Glorot for the input projections
+        (:obj:`lin`, or :obj:`lin_src` and :obj:`lin_dst`; a lazy one stays uninitialised
+        until the first input) and :obj:`lin_q`, uniform random unit quaternions (from the
+        global generator) for :obj:`node_q`, 1 for the learned temperature and 0 for the
+        bias."""
         super().reset_parameters()
+        for lin in (self.lin, self.lin_src, self.lin_dst):
+            if lin is not None:
+                lin.reset_parameters()
         if self.lin_q is not None:
             self.lin_q.reset_parameters()
         with torch.no_grad():
@@ -309,7 +358,8 @@ class QSVConv(MessagePassing):
         r"""Unit quaternion of every node and head, shape ``[N, heads, 4]``.
 
         Args:
-            x (torch.Tensor): Node features ``[N, channels]``.
+            x (torch.Tensor): Node features ``[N, out_channels]`` (after any input
+                projection).
         """
         N, H = x.size(0), self.heads
         q: Optional[Tensor] = None
@@ -332,7 +382,8 @@ class QSVConv(MessagePassing):
 
     # ------------------------------------------------------------------ input handling
     def _split_x(self, x: Any) -> tuple[Tensor, Tensor, bool]:
-        """``(x_src, x_dst, bipartite)`` from ``x`` or ``(x_src, x_dst)``, validated."""
+        """``(x_src, x_dst, bipartite)`` from ``x`` or ``(x_src, x_dst)``, validated and
+        projected to :obj:`out_channels`."""
         if isinstance(x, (tuple, list)):
             if len(x) != 2:
                 raise ValueError(
@@ -343,7 +394,12 @@ class QSVConv(MessagePassing):
         else:
             x_src = x_dst = x
             names = ("x", "x")
-        for name, t in zip(names, (x_src, x_dst)):
+        # A lazy (-1) width is the projection's own once its first input has set it.
+        lins = ((self.lin_src, self.lin_dst) if isinstance(self.in_channels, tuple)
+                else (self.lin, self.lin))
+        widths = tuple(lin.in_channels if lin is not None else self.out_channels
+                       for lin in lins)
+        for name, t, width in zip(names, (x_src, x_dst), widths):
             if t is None:
                 raise ValueError(
                     f"'{name}' is None: QSVConv needs target features for the target "
@@ -354,11 +410,19 @@ class QSVConv(MessagePassing):
                 raise ValueError(
                     f"'{name}' must be a 2-D tensor [num_nodes, channels] (got {shape})"
                 )
-            if t.size(1) != self.channels:
-                raise ValueError(f"'{name}' must have {self.channels} channels (got {t.size(1)})")
+            if width != -1 and t.size(1) != width:
+                raise ValueError(f"'{name}' must have {width} channels (in_channels; got "
+                                 f"{t.size(1)})")
             if not t.is_floating_point():
                 raise ValueError(f"'{name}' must be floating point (got {t.dtype})")
             self._check_dtype_and_finite(t, name)
+        if isinstance(self.in_channels, tuple):
+            x_src = x_src if self.lin_src is None else self.lin_src(x_src)
+            x_dst = x_dst if self.lin_dst is None else self.lin_dst(x_dst)
+        elif self.lin is not None:
+            x_dst = self.lin(x_dst) if x_dst is not x_src else None
+            x_src = self.lin(x_src)
+            x_dst = x_src if x_dst is None else x_dst
         bipartite = x_src is not x_dst
         if bipartite and self.node_q is not None:
             raise ValueError(
@@ -516,7 +580,7 @@ class QSVConv(MessagePassing):
 
         Args:
             x (torch.Tensor or (torch.Tensor, torch.Tensor)): Node features
-                ``[N, channels]``, or ``(x_src, x_dst)`` for a bipartite graph (source
+                ``[N, in_channels]``, or ``(x_src, x_dst)`` for a bipartite graph (source
                 quaternions from ``x_src``, target quaternions and the output rows from
                 ``x_dst``).
             edge_index (torch.Tensor): Edge indices ``[2, E]`` (source, target), or a
@@ -596,7 +660,7 @@ class QSVConv(MessagePassing):
         out = out.view(Nd, H, m, 4)
         if rot_dst is not None:
             out = _rotate(rot_dst, out, transpose=True)
-        out = out.reshape(Nd, self.channels)
+        out = out.reshape(Nd, self.out_channels)
         if self.bias is not None:
             out = out + self.bias
 
@@ -686,4 +750,5 @@ class QSVConv(MessagePassing):
             extra += f", attention={self.attention!r}"
         if self.temperature is not None:
             extra += f", temperature={self.temperature!r}"
-        return f"{self.__class__.__name__}({self.channels}, heads={self.heads}{extra})"
+        return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "
+                f"heads={self.heads}{extra})")

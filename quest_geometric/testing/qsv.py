@@ -56,7 +56,7 @@ def qsv_quaternions(conv: Any, x: Tensor) -> Tensor:
 
     Args:
         conv (QSVConv): The layer.
-        x (torch.Tensor): Node features ``[N, channels]``.
+        x (torch.Tensor): Node features ``[N, out_channels]`` (after any input projection).
 
     Returns:
         torch.Tensor: ``[N, heads, 4]``.
@@ -81,16 +81,25 @@ def qsv_conv_reference(conv: Any, x: Union[Tensor, tuple[Tensor, Tensor]],
     Args:
         conv (QSVConv): The layer (its flags are read: quaternion source, temperature,
             attention, transport, bias).
-        x (torch.Tensor or (torch.Tensor, torch.Tensor)): Node features ``[N, channels]``, or
-            ``(x_src, x_dst)`` for a bipartite graph.
+        x (torch.Tensor or (torch.Tensor, torch.Tensor)): Node features ``[N, in_channels]``,
+            or ``(x_src, x_dst)`` for a bipartite graph.
         edge_index (torch.Tensor): ``[2, E]`` (source, target).
         edge_weight (torch.Tensor, optional): ``[E]`` factors multiplying each message after
             the softmax (PyG's explain mask). (default: :obj:`None`)
 
     Returns:
-        torch.Tensor: ``[N_dst, channels]``.
+        torch.Tensor: ``[N_dst, out_channels]``.
     """
     x_src, x_dst = x if isinstance(x, (tuple, list)) else (x, x)
+    same = x_src is x_dst
+    lin_src, lin_dst = ((conv.lin_src, conv.lin_dst) if isinstance(conv.in_channels, tuple)
+                        else (conv.lin, conv.lin))
+    if lin_src is not None:
+        x_src = x_src @ lin_src.weight.T
+    if lin_dst is not None:
+        x_dst = x_dst @ lin_dst.weight.T
+    if same and lin_src is lin_dst:
+        x_dst = x_src
     h, m = conv.heads, conv.groups
     q_src = qsv_quaternions(conv, x_src)
     q_dst = q_src if x_dst is x_src else qsv_quaternions(conv, x_dst)
@@ -163,23 +172,26 @@ def random_dense_edges(n_dst: int, k: int, n_src: Optional[int] = None,
 
 
 def make_qsv_conv(channels: int = 16, heads: int = 2, num_nodes: Optional[int] = None,
-                  seed: int = 0, **kwargs: Any) -> Any:
+                  seed: int = 0, in_channels: Any = None, **kwargs: Any) -> Any:
     r"""A float64 :class:`~quest_geometric.nn.QSVConv` built after
     ``torch.manual_seed(seed)``, with a random normal bias and learned temperatures drawn from
     :math:`U(0.5, 3)` (so that neither is trivially 0 or 1 in a comparison).
 
     Args:
-        channels (int, optional): Width. (default: :obj:`16`)
+        channels (int, optional): Output width (``out_channels``). (default: :obj:`16`)
         heads (int, optional): Heads. (default: :obj:`2`)
         num_nodes (int, optional): For ``quaternion='node'`` or ``'both'``.
             (default: :obj:`None`)
         seed (int, optional): Global seed set before building. (default: :obj:`0`)
+        in_channels (int or tuple, optional): Input width (an input projection when it differs
+            from :obj:`channels`). (default: :obj:`channels`)
         **kwargs (optional): Other :class:`~quest_geometric.nn.QSVConv` arguments.
     """
     from quest_geometric.nn.qsv_conv import QSVConv
 
     torch.manual_seed(seed)
-    conv = QSVConv(channels, heads=heads, num_nodes=num_nodes, **kwargs).to(torch.float64)
+    conv = QSVConv(channels if in_channels is None else in_channels, channels, heads=heads,
+                   num_nodes=num_nodes, **kwargs).to(torch.float64)
     with torch.no_grad():
         if conv.bias is not None:
             conv.bias.normal_()

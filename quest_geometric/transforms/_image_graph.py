@@ -32,6 +32,11 @@ def check_image(image: Any, name: str = "image") -> Tensor:
             f"'{name}' must have shape [C, H, W] (got {shape}, a batch [B, C, H, W]); call "
             "transform.batch_call(images) for a batch, or transform it image by image"
         )
+    if image.dim() == 2:
+        raise ValueError(
+            f"'{name}' must have shape [C, H, W] (got {shape}, a single-channel [H, W] "
+            f"image?); pass {name}[None] to add the channel axis"
+        )
     if image.dim() != 3:
         raise ValueError(f"'{name}' must have shape [C, H, W] (got {shape})")
     if looks_channels_last(shape):

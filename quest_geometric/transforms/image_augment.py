@@ -56,9 +56,11 @@ def _get_image(data: ImageLike, name: str) -> Tensor:
             f"got {type(data).__name__}"
         )
     if image.dim() != 3:
+        hint = ("; for a single-channel [H, W] image pass image[None] to add the channel axis"
+                if image.dim() == 2 else "")
         raise ValueError(
             f"{name}: the image must have shape [C, H, W] (3 dimensions), got shape "
-            f"{tuple(image.shape)}"
+            f"{tuple(image.shape)}{hint}"
         )
     return image
 

@@ -189,7 +189,7 @@ def test_augment_argument_errors(make) -> None:
 def test_augment_input_errors() -> None:
     with pytest.raises(ValueError, match="larger than the padded"):
         RandomCropPad(40, padding=2)(torch.zeros(3, 32, 32))
-    with pytest.raises(ValueError, match=r"\[C, H, W\]"):
+    with pytest.raises(ValueError, match=r"\[C, H, W\].*pass image\[None\]"):
         RandomHorizontalFlip()(torch.zeros(32, 32))
     with pytest.raises(ValueError, match="image"):
         RandomHorizontalFlip()(Data(x=torch.zeros(3, 1)))

@@ -6,6 +6,12 @@ import torch
 from quest_geometric.experiments import qsv_vs_torch_harmonics
 
 
+#: torch-harmonics is no extra of the package: 0.9.3 declares torch 2.14, so pip must install it
+#: without its dependencies to keep torch 2.13 (see the experiment's own message).
+HARMONICS = ("torch-harmonics not installed; install it with "
+             "`pip install --no-deps torch-harmonics==0.9.3`")
+
+
 def test_vs_torch_harmonics_skips_clearly_without_it(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(qsv_vs_torch_harmonics, "harmonics_version", lambda: None)
     monkeypatch.setattr(qsv_vs_torch_harmonics, "small_graph_rows",
@@ -19,7 +25,7 @@ def test_vs_torch_harmonics_skips_clearly_without_it(tmp_path, monkeypatch, caps
 
 @pytest.mark.slow
 def test_harmonics_rows_on_a_small_grid():
-    pytest.importorskip("torch_harmonics")
+    pytest.importorskip("torch_harmonics", reason=HARMONICS)
     rows = qsv_vs_torch_harmonics.harmonics_rows(grids=((8, 16),), threads=(1,),
                                                  compiled=False, repeat=1, progress=False)
     assert {(r["pass"], r["layer"]) for r in rows} == {
@@ -34,7 +40,7 @@ def test_harmonics_rows_on_a_small_grid():
 
 @pytest.mark.slow
 def test_equiangular_graph_is_the_dense_layout_of_the_grid_points():
-    pytest.importorskip("torch_harmonics")
+    pytest.importorskip("torch_harmonics", reason=HARMONICS)
     from quest_geometric.nn.qsv_conv import QSVConv
 
     ei = qsv_vs_torch_harmonics._equiangular_graph(6, 12, 5)

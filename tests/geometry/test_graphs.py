@@ -13,7 +13,9 @@ BACKENDS = [
     "scipy",
     "torch",
     pytest.param("torch_cluster", marks=pytest.mark.skipif(
-        not qg_typing.WITH_TORCH_CLUSTER, reason="torch-cluster not installed")),
+        not qg_typing.WITH_TORCH_CLUSTER,
+        reason="torch-cluster not installed; `pip install --no-build-isolation -e \".[ext]\"` "
+               "in the repository's root installs it")),
 ]
 
 

@@ -101,6 +101,82 @@ def test_complete_graph_equals_dense_global_attention():
     torch.testing.assert_close(alpha, att.permute(1, 2, 0)[ei[1], ei[0]])
 
 
+# ------------------------------------------------- PyG signature: input projections (issue 30)
+def test_equal_widths_add_no_projection_and_keep_the_state_dict():
+    conv = make_qsv_conv(channels=16, heads=2, temperature="learned")
+    assert conv.lin is None and conv.lin_src is None and conv.lin_dst is None
+    assert sorted(conv.state_dict()) == ["bias", "lin_q.bias", "lin_q.weight", "scale"]
+    n = 10
+    ei = irregular_edges(n)
+    x = torch.randn(n, 16, dtype=DT)
+    # The reference applies no projection to a layer without one: the operator itself.
+    torch.testing.assert_close(conv(x, ei), qsv_conv_reference(conv, x, ei))
+
+
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: "-".join(map(str, m.values())))
+@pytest.mark.parametrize("dense", [True, False])
+def test_projection_equals_projection_then_layer_by_hand(mode, dense):
+    n = 12
+    ei = knn_edges(n, 4)
+    conv = make_qsv_conv(in_channels=5, **_kw(mode, n))
+    assert conv.lin is not None and conv.lin.weight.shape == (16, 5) and conv.lin.bias is None
+    core = make_qsv_conv(**_kw(mode, n))  # the same operator without a projection
+    core.load_state_dict({k: v for k, v in conv.state_dict().items() if k != "lin.weight"})
+    x = torch.randn(n, 5, dtype=DT)
+    projected = x @ conv.lin.weight.detach().T
+    out = conv(x, ei, dense=dense)
+    assert out.shape == (n, 16)
+    torch.testing.assert_close(out, core(projected, ei, dense=dense))
+    torch.testing.assert_close(out, qsv_conv_reference(conv, x, ei))
+
+
+def test_bipartite_projections_per_side():
+    conv = make_qsv_conv(in_channels=(6, 10), channels=16, heads=2)
+    assert conv.lin is None and conv.lin_src.weight.shape == (16, 6)
+    assert conv.lin_dst.weight.shape == (16, 10)
+    x_src, x_dst = torch.randn(9, 6, dtype=DT), torch.randn(4, 10, dtype=DT)
+    ei = torch.stack([torch.tensor([0, 3, 8, 1, 2, 5, 7]), torch.tensor([0, 0, 1, 2, 2, 3, 3])])
+    core = make_qsv_conv(channels=16, heads=2)
+    core.load_state_dict({k: v for k, v in conv.state_dict().items() if "lin_s" not in k
+                          and "lin_d" not in k})
+    by_hand = core((x_src @ conv.lin_src.weight.detach().T,
+                    x_dst @ conv.lin_dst.weight.detach().T), ei)
+    torch.testing.assert_close(conv((x_src, x_dst), ei), by_hand)
+    torch.testing.assert_close(by_hand, qsv_conv_reference(conv, (x_src, x_dst), ei))
+    # One side at the operator's width needs no projection on that side.
+    half = QSVConv((6, 16), 16, heads=2)
+    assert half.lin_src is not None and half.lin_dst is None
+
+
+def test_lazy_in_channels():
+    torch.manual_seed(0)
+    conv = QSVConv(-1, 16, heads=2).double()
+    conv.reset_parameters()  # allowed before the width is known
+    n = 10
+    ei = irregular_edges(n)
+    x = torch.randn(n, 7, dtype=DT)
+    out = conv(x, ei)
+    assert conv.lin.weight.shape == (16, 7) and out.shape == (n, 16)
+    torch.testing.assert_close(out, qsv_conv_reference(conv, x, ei))
+    before = conv.lin.weight.detach().clone()
+    conv.reset_parameters()
+    assert not torch.equal(before, conv.lin.weight)
+    with pytest.raises(ValueError, match="'x' must have 7 channels"):
+        conv(torch.randn(n, 8, dtype=DT), ei)
+
+
+def test_width_errors_say_how_to_change_the_width():
+    # The old QSVConv(channels, heads) reading of QSVConv(16, 2): 2 is now out_channels.
+    with pytest.raises(ValueError, match=r"'out_channels' must be a positive multiple of "
+                                         r"4 \* heads = 4.*pass heads by keyword.*projected"):
+        QSVConv(16, 2)
+    with pytest.raises(TypeError):
+        QSVConv(16, heads=2)  # out_channels is required, as in PyG
+    conv = QSVConv(8, 16, heads=2)
+    with pytest.raises(ValueError, match="'x' must have 8 channels"):
+        conv(torch.randn(5, 16), knn_edges(5, 2))
+
+
 # ----------------------------------------------------------------------------- properties
 @pytest.mark.parametrize("quaternion", ["feature", "node", "both"])
 def test_global_left_multiplication_invariance(quaternion):
@@ -174,7 +250,7 @@ def test_no_transport_is_attention_weighted_average():
 def test_attention_shapes_and_normalisation():
     n = 11
     ei = irregular_edges(n, isolated=(0, 5))
-    conv = QSVConv(16, heads=4)
+    conv = QSVConv(16, 16, heads=4)
     out, (ei_out, alpha) = conv(torch.randn(n, 16), ei, return_attention_weights=True)
     assert out.shape == (n, 16)
     assert torch.equal(ei_out, ei)
@@ -191,7 +267,7 @@ def test_attention_shapes_and_normalisation():
 def test_isolated_nodes_give_zeros_not_nan(dense):
     n = 6
     ei = torch.tensor([[1, 2, 2], [0, 0, 1]])  # nodes 2..5 have no in-edges
-    conv = QSVConv(8, heads=1, bias=False)
+    conv = QSVConv(8, 8, heads=1, bias=False)
     x = torch.randn(n, 8, requires_grad=True)
     out = conv(x, ei, dense=dense)
     assert torch.isfinite(out).all()
@@ -248,7 +324,7 @@ def test_auto_detects_dense_layout():
 def test_sparse_layouts_and_edge_permutation():
     n = 12
     ei = knn_edges(n, 4, loop=False)
-    conv = QSVConv(16, heads=2)
+    conv = QSVConv(16, 16, heads=2)
     x = torch.randn(n, 16)
     # PyG's own check: edge permutation (scatter path) and CSC / COO adj_t (dense path)
     assert_module(conv, x, ei, expected_size=(n, 16),
@@ -272,7 +348,7 @@ def test_sparse_layouts_and_edge_permutation():
 def test_compile_zero_graph_breaks_dense_path():
     n = 16
     ei = knn_edges(n, 4)
-    conv = QSVConv(16, heads=2, temperature="learned")
+    conv = QSVConv(16, 16, heads=2, temperature="learned")
     x = torch.randn(n, 16)
     assert_torch_compile(conv, x, ei, dense=True, atol=1e-5, rtol=1e-5)
 
@@ -281,7 +357,7 @@ def test_compile_zero_graph_breaks_dense_path():
 def test_scatter_path_traces_without_graph_breaks():
     n = 10
     ei = irregular_edges(n)
-    conv = QSVConv(16, heads=2, quaternion="node", num_nodes=n)
+    conv = QSVConv(16, 16, heads=2, quaternion="node", num_nodes=n)
     explanation = torch._dynamo.explain(conv)(torch.randn(n, 16), ei, dense=False)
     assert explanation.graph_break_count == 0, explanation.break_reasons
 
@@ -303,7 +379,7 @@ def test_gradcheck_float64():
 def test_dropout_only_in_training():
     n = 12
     ei = knn_edges(n, 4)
-    conv = QSVConv(16, heads=2, dropout=0.5, bias=False)
+    conv = QSVConv(16, 16, heads=2, dropout=0.5, bias=False)
     x = torch.randn(n, 16)
     conv.eval()
     torch.testing.assert_close(conv(x, ei), conv(x, ei))
@@ -317,16 +393,18 @@ def test_dropout_only_in_training():
 
 # ----------------------------------------------------------------------------- misc
 def test_repr():
-    assert str(QSVConv(64, heads=4)) == "QSVConv(64, heads=4)"
-    assert str(QSVConv(16)) == "QSVConv(16, heads=1)"
-    assert (str(QSVConv(16, heads=2, quaternion="node", num_nodes=5, transport=False,
+    assert str(QSVConv(64, 64, heads=4)) == "QSVConv(64, 64, heads=4)"
+    assert str(QSVConv(16, 16)) == "QSVConv(16, 16, heads=1)"
+    assert str(QSVConv(-1, 32, heads=4)) == "QSVConv(-1, 32, heads=4)"
+    assert str(QSVConv((8, 12), 16, heads=2)) == "QSVConv((8, 12), 16, heads=2)"
+    assert (str(QSVConv(16, 16, heads=2, quaternion="node", num_nodes=5, transport=False,
                         attention="uniform", temperature="learned"))
-            == "QSVConv(16, heads=2, quaternion='node', num_nodes=5, transport=False, "
+            == "QSVConv(16, 16, heads=2, quaternion='node', num_nodes=5, transport=False, "
                "attention='uniform', temperature='learned')")
 
 
 def test_reset_parameters():
-    conv = QSVConv(16, heads=2, quaternion="both", num_nodes=6, temperature="learned")
+    conv = QSVConv(16, 16, heads=2, quaternion="both", num_nodes=6, temperature="learned")
     with torch.no_grad():
         conv.bias.fill_(3.0)
         conv.scale.fill_(7.0)
@@ -336,13 +414,16 @@ def test_reset_parameters():
     assert (conv.scale == 1).all()
     torch.testing.assert_close(conv.node_q.norm(dim=-1), torch.ones(6, 2))
     assert conv.lin_q.weight.shape == (8, 16)
-    plain = QSVConv(16, heads=2, quaternion="node", num_nodes=6, bias=False)
+    plain = QSVConv(16, 16, heads=2, quaternion="node", num_nodes=6, bias=False)
     assert plain.lin_q is None and plain.scale is None and plain.bias is None
 
 
 # ----------------------------------------------------------------------------- errors
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(channels=12, heads=2), "'channels'"),
+    (dict(channels=12, heads=2), "'out_channels'"),
+    (dict(channels=16, in_channels=0), "'in_channels'"),
+    (dict(channels=16, in_channels=(8, -2)), "'in_channels'"),
+    (dict(channels=16, in_channels=(8, 16), quaternion="node", num_nodes=4), "'in_channels'"),
     (dict(channels=16, heads=0), "'heads'"),
     (dict(channels=16, quaternion="edge"), "'quaternion'"),
     (dict(channels=16, quaternion="node"), "'num_nodes'"),
@@ -357,12 +438,13 @@ def test_reset_parameters():
 ])
 def test_constructor_errors(kwargs, match):
     channels = kwargs.pop("channels")
+    in_channels = kwargs.pop("in_channels", channels)
     with pytest.raises(ValueError, match=match):
-        QSVConv(channels, **kwargs)
+        QSVConv(in_channels, channels, **kwargs)
 
 
 def test_forward_errors():
-    conv = QSVConv(16, heads=2)
+    conv = QSVConv(16, 16, heads=2)
     x = torch.randn(5, 16)
     ei = torch.tensor([[0, 1], [1, 2]])
     with pytest.raises(ValueError, match="'x'.*2-D"):
@@ -381,7 +463,7 @@ def test_forward_errors():
         conv(x, torch.sparse_coo_tensor(ei, torch.ones(2), (6, 6)))
     with pytest.raises(ValueError, match="dense=True"):
         conv(x, ei, dense=True)
-    node = QSVConv(16, heads=2, quaternion="node", num_nodes=4)
+    node = QSVConv(16, 16, heads=2, quaternion="node", num_nodes=4)
     with pytest.raises(ValueError, match="num_nodes=4"):
         node(x, ei)
 
@@ -391,7 +473,7 @@ def test_forward_errors():
 def test_non_finite_input_is_refused(quaternion):
     n = 6
     kw = dict(num_nodes=n) if quaternion == "node" else {}
-    conv = QSVConv(8, heads=1, quaternion=quaternion, **kw)
+    conv = QSVConv(8, 8, heads=1, quaternion=quaternion, **kw)
     ei = knn_edges(n, 2)
     x = torch.randn(n, 8)
     assert bool(torch.isfinite(conv(x, ei)).all())
@@ -410,7 +492,7 @@ def test_other_dtype_than_parameters_is_a_type_error():
     n = 6
     ei = knn_edges(n, 2)
     for kw in (dict(), dict(quaternion="node", num_nodes=n)):
-        conv = QSVConv(8, heads=1, **kw)
+        conv = QSVConv(8, 8, heads=1, **kw)
         x = torch.randn(n, 8, dtype=DT)
         with pytest.raises(TypeError, match=r"QSVConv: 'x' must have the dtype of the layer's "
                                             r"parameters \(torch.float32\), got torch.float64"

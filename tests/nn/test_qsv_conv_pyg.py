@@ -53,7 +53,7 @@ def test_fused_equals_gather_reference_and_scatter_values_and_grads(mode):
         kw["num_nodes"] = n
     conv = make_qsv_conv(**kw)
     ei = random_dense_edges(n, k)
-    x = torch.randn(n, conv.channels, dtype=DT)
+    x = torch.randn(n, conv.out_channels, dtype=DT)
     conv.fused = True
     fused = run(conv, x, ei, dense=True)
     conv.fused = False
@@ -71,7 +71,7 @@ def test_fused_equals_gather_reference_and_scatter_values_and_grads(mode):
 def test_fused_path_float32_and_gradcheck_float64():
     n, k = 9, 3
     ei = random_dense_edges(n, k)
-    conv32 = QSVConv(16, heads=2)
+    conv32 = QSVConv(16, 16, heads=2)
     x = torch.randn(n, 16)
     conv32.fused = False
     ref = conv32(x, ei, dense=True)
@@ -167,8 +167,8 @@ class SphereNet(nn.Module):
         super().__init__()
         torch.manual_seed(0)
         self.lin_in = nn.Linear(3, 16)
-        self.conv1 = QSVConv(16, heads=2)
-        self.conv2 = QSVConv(16, heads=2)
+        self.conv1 = QSVConv(16, 16, heads=2)
+        self.conv2 = QSVConv(16, 16, heads=2)
         self.out = nn.Linear(16, 4)
         self.dense = dense
         self.to(dtype)
@@ -289,7 +289,7 @@ def test_bipartite_paths_agree_in_gradients_and_same_tensor_is_plain_call():
 
 
 def test_bipartite_errors():
-    conv = QSVConv(16, heads=2)
+    conv = QSVConv(16, 16, heads=2)
     ei = torch.tensor([[0, 4], [0, 1]])
     with pytest.raises(ValueError, match="x_dst"):
         conv((torch.randn(5, 16), None), ei)
@@ -297,7 +297,7 @@ def test_bipartite_errors():
         conv((torch.randn(5, 16), torch.randn(2, 8)), ei)
     with pytest.raises(ValueError, match="sources must lie in"):
         conv((torch.randn(4, 16), torch.randn(2, 16)), ei)
-    node = QSVConv(16, heads=2, quaternion="node", num_nodes=5)
+    node = QSVConv(16, 16, heads=2, quaternion="node", num_nodes=5)
     with pytest.raises(ValueError, match="bipartite"):
         node((torch.randn(5, 16), torch.randn(2, 16)), ei)
     with pytest.raises(ValueError, match="2 x 5"):
@@ -309,7 +309,7 @@ def test_to_hetero_relation_between_node_types():
     class Net(nn.Module):
         def __init__(self):
             super().__init__()
-            self.conv = QSVConv(16, heads=2)
+            self.conv = QSVConv(16, 16, heads=2)
 
         def forward(self, x, edge_index):
             return self.conv(x, edge_index)
@@ -391,7 +391,7 @@ def test_one_meaning_of_return_attention_weights():
     n, k = 16, 4
     ei = random_dense_edges(n, k)
     x = torch.randn(n, 16)
-    conv = QSVConv(16, heads=2)
+    conv = QSVConv(16, 16, heads=2)
     for value in (None, False):
         assert isinstance(conv(x, ei, return_attention_weights=value), torch.Tensor)
     assert isinstance(conv(x, ei, return_attention_weights=True), tuple)

@@ -102,6 +102,11 @@ def test_channels_last_and_batched_input_say_what_to_call(cls):
         t(Data(image=image.permute(1, 2, 0)))
     with pytest.raises(ValueError, match=r"batch \[B, C, H, W\].*batch_call"):
         t(image[None])
+    gray = image[0]
+    with pytest.raises(ValueError, match=r"\(12, 10\).*\[H, W\].*pass image\[None\]"):
+        t(gray)
+    with pytest.raises(ValueError, match=r"\[H, W\].*pass data\.image\[None\]"):
+        t(Data(image=gray))
     with pytest.raises(ValueError, match=r"channels-last.*permute\(0, 3, 1, 2\)"):
         t.batch_call(image.permute(1, 2, 0)[None])
     with pytest.raises(ValueError, match=r"unsqueeze\(0\)"):
@@ -109,3 +114,4 @@ def test_channels_last_and_batched_input_say_what_to_call(cls):
     # the suggested calls work and give the same graph
     torch.testing.assert_close(t(image.permute(1, 2, 0).permute(2, 0, 1)).x, t(image).x)
     torch.testing.assert_close(t.batch_call(image[None])[0].x, t(image).x)
+    torch.testing.assert_close(t(gray[None]).x, t(image[:1]).x)

@@ -89,12 +89,18 @@ def plot_diff(summary: Mapping[str, Any], path: Path) -> Optional[Path]:
                 ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0),
                           title=f"depth {depth}", title_fontsize=8)
     n_seeds = len({r["seed"] for r in runs}) if runs else 1
-    fig.suptitle(f"PR_Q - PR_K per layer (line: mean of {n_seeds} seeds; band: seed range)",
-                 fontsize=11)
+    fig.suptitle(trajectory_title(n_seeds), fontsize=11)
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 / (3.0 * len(depths) + 0.8)))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def trajectory_title(n_seeds: int) -> str:
+    """The trajectory figure's title: a band of the seed range only with several seeds."""
+    if n_seeds <= 1:
+        return "PR_Q - PR_K per layer (one seed)"
+    return f"PR_Q - PR_K per layer (line: mean of {n_seeds} seeds; band: seed range)"
 
 
 def share_band(ax: Any, series: Sequence[Mapping[str, Any]], label: str,

@@ -1,0 +1,141 @@
+r"""How busy the CPU is: the cores this process may use, the load average, a thread count
+chosen from the free cores, and a sampler of the load while something is timed.
+
+Timings taken while other work competes for the cores are not the machine's speed (an
+oversubscribed thread pool can be several times slower), so whatever reports a timing
+records the load beside it and refuses to call a contended measurement a speed verdict.
+"""
+from __future__ import annotations
+
+import math
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Mapping, Optional
+
+__all__ = ["available_cores", "load_average", "choose_threads", "LoadRecord", "LoadMonitor"]
+
+#: The load (1-minute average) above the available cores from which a measurement counts as
+#: taken on a contended machine: more runnable threads than cores, by this margin.
+CONTENTION_MARGIN = 0.5
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the platform has one,
+    else :func:`os.cpu_count`)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def load_average(path: str = "/proc/loadavg") -> Optional[float]:
+    """The 1-minute load average (runnable and running tasks, all processes), or
+    :obj:`None` where the platform does not give one."""
+    try:
+        with open(path, encoding="ascii") as f:
+            return float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        try:
+            return float(os.getloadavg()[0])
+        except (AttributeError, OSError):
+            return None
+
+
+def choose_threads(cores: Optional[int] = None, load: Optional[float] = None,
+                   env: Optional[Mapping[str, str]] = None) -> tuple[int, str]:
+    r"""A torch thread count for work about to start, and why, as one sentence.
+
+    ``OMP_NUM_THREADS`` set in the environment is the user's choice and is kept. Otherwise
+    the count is the number of free cores, :math:`\mathrm{round}(c - \ell)` for :math:`c`
+    available cores and 1-minute load average :math:`\ell` (the load of the other work,
+    since this work has not started), at least 1 and at most :math:`c`.
+
+    Args:
+        cores (int, optional): available cores. (default: :func:`available_cores`)
+        load (float, optional): 1-minute load average. (default: :func:`load_average`)
+        env (Mapping, optional): the environment. (default: :obj:`os.environ`)
+    """
+    env = os.environ if env is None else env
+    cores = available_cores() if cores is None else cores
+    given = env.get("OMP_NUM_THREADS", "").strip()
+    if given:
+        try:
+            n = int(given)
+        except ValueError:
+            n = 0
+        if n >= 1:
+            return n, f"OMP_NUM_THREADS={n} is set in the environment (kept)"
+    if load is None:
+        load = load_average()
+    if load is None:
+        return cores, f"{cores} core(s) available; no load average on this platform"
+    free = cores - load
+    n = max(1, min(cores, math.floor(free + 0.5)))
+    return n, (f"{cores} core(s) available to this process, 1-minute load average "
+               f"{load:.2f} before starting, so about {max(free, 0.0):.1f} free")
+
+
+@dataclass
+class LoadRecord:
+    """The load average seen while something ran: its samples and the available cores."""
+
+    cores: int
+    samples: list[float] = field(default_factory=list)
+
+    @property
+    def peak(self) -> Optional[float]:
+        return max(self.samples) if self.samples else None
+
+    @property
+    def contended(self) -> bool:
+        """Whether the load exceeded the available cores (by :data:`CONTENTION_MARGIN`) at
+        any sample: more runnable threads than cores, so timings are slowed by others."""
+        return self.peak is not None and self.peak > self.cores + CONTENTION_MARGIN
+
+    def describe(self) -> str:
+        """``'load average 0.4-1.1 (1 min) on 2 cores'``, or that none was available."""
+        if not self.samples:
+            return f"load average not available, {self.cores} core(s)"
+        lo, hi = f"{min(self.samples):.1f}", f"{max(self.samples):.1f}"
+        span = lo if lo == hi else f"{lo}-{hi}"
+        return f"load average {span} (1 min) on {self.cores} core(s)"
+
+
+class LoadMonitor:
+    """Samples the 1-minute load average every ``interval`` seconds in a daemon thread,
+    from entering the context to leaving it (both ends sampled too).
+
+    Example:
+        >>> with LoadMonitor() as mon:
+        ...     pass
+        >>> mon.record.describe()  # doctest: +SKIP
+        'load average 0.3 (1 min) on 2 core(s)'
+    """
+
+    def __init__(self, interval: float = 5.0, cores: Optional[int] = None) -> None:
+        self.interval = float(interval)
+        self.record = LoadRecord(available_cores() if cores is None else cores)
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    def _sample(self) -> None:
+        value = load_average()
+        if value is not None:
+            self.record.samples.append(value)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def __enter__(self) -> "LoadMonitor":
+        self._sample()
+        self._thread = threading.Thread(target=self._loop, name="load-monitor", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.interval + 1.0)
+        self._sample()

@@ -1,0 +1,63 @@
+"""The CPU-load helpers the tour uses to choose its threads and label its timings
+(issue 30): each against values worked out by hand."""
+import pytest
+
+from quest_geometric._utils import cpu_load
+from quest_geometric._utils.cpu_load import LoadMonitor, LoadRecord, choose_threads
+
+
+@pytest.mark.parametrize("cores, load, expected", [
+    (2, 0.1, 2),   # quiet: both cores
+    (2, 0.9, 1),   # one core busy elsewhere
+    (2, 1.6, 1),   # busier still: never fewer than one
+    (2, 8.0, 1),
+    (16, 4.2, 12),
+    (4, 0.0, 4),
+])
+def test_threads_are_the_free_cores(cores, load, expected):
+    n, why = choose_threads(cores=cores, load=load, env={})
+    assert n == expected
+    assert f"{cores} core(s) available" in why and f"load average {load:.2f}" in why
+
+
+def test_omp_num_threads_is_kept_and_a_bad_value_ignored():
+    assert choose_threads(cores=2, load=5.0, env={"OMP_NUM_THREADS": "3"}) == (
+        3, "OMP_NUM_THREADS=3 is set in the environment (kept)")
+    n, why = choose_threads(cores=2, load=0.9, env={"OMP_NUM_THREADS": "lots"})
+    assert n == 1 and "load average 0.90" in why
+
+
+def test_no_load_average_uses_the_available_cores(monkeypatch):
+    monkeypatch.setattr(cpu_load, "load_average", lambda: None)
+    assert choose_threads(cores=3, env={}) == (3, "3 core(s) available; no load average on "
+                                                  "this platform")
+
+
+def test_load_average_reads_the_first_field(tmp_path):
+    f = tmp_path / "loadavg"
+    f.write_text("4.27 3.10 2.05 3/96 12345\n")
+    assert cpu_load.load_average(str(f)) == 4.27
+
+
+def test_contention_is_load_above_the_cores():
+    assert not LoadRecord(2, [0.3, 2.5]).contended  # within the margin
+    assert LoadRecord(2, [0.3, 2.6]).contended
+    assert not LoadRecord(2, []).contended
+    assert LoadRecord(2, [0.31, 1.26]).describe() == "load average 0.3-1.3 (1 min) on 2 core(s)"
+    assert LoadRecord(2, [4.0, 4.01]).describe() == "load average 4.0 (1 min) on 2 core(s)"
+    assert LoadRecord(2, [6.96, 7.02]).describe() == "load average 7.0 (1 min) on 2 core(s)"
+    assert LoadRecord(1, []).describe() == "load average not available, 1 core(s)"
+
+
+def test_monitor_samples_both_ends_and_in_between(monkeypatch):
+    values = iter([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    monkeypatch.setattr(cpu_load, "load_average", lambda: next(values))
+    import time
+
+    with LoadMonitor(interval=0.05, cores=2) as mon:
+        deadline = time.monotonic() + 5
+        while len(mon.record.samples) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    samples = mon.record.samples
+    assert samples[0] == 1.0 and len(samples) >= 4  # start, >= 2 in between, end
+    assert samples == sorted(samples) and mon.record.peak == samples[-1]

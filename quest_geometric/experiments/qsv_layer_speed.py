@@ -19,13 +19,16 @@ from tqdm.auto import tqdm
 
 from quest_geometric.experiments.common import (
     load_average,
-    paired_ratio,
     peak_memory_mb,
+    ratio_summary,
+    round_ratios,
     time_interleaved,
     write_results,
 )
 
 SIZES = (64, 256, 1024)
+#: Seed of the shuffled order of the layers within each timing round.
+ROUND_SEED = 0
 K_WITHIN, K_CROSS = 12, 4
 CHANNELS, HEADS = 64, 4
 
@@ -99,9 +102,11 @@ def layer_rows(batch_size: int, device: torch.device, repeat: int, progress: boo
                threads: Sequence[Optional[int]] = (None,)) -> list[dict]:
     """Time and memory of one forward + backward per layer on the batched sphere graph.
 
-    The layers are timed in turn, round by round (:func:`time_interleaved`), so that all of
-    them meet the same background load, and ``speedup_vs_transformer`` is the median over
-    rounds of TransformerConv's time over the layer's (:func:`paired_ratio`). Each entry of
+    The layers are timed in turn, round by round (:func:`time_interleaved`, in an order
+    shuffled every round with seed :data:`ROUND_SEED`), so that all of them meet the same
+    background load, and ``speedup_vs_transformer`` is the true median over rounds of
+    TransformerConv's time over the layer's (:func:`ratio_summary`); every round's ratio is
+    kept in ``round_ratios`` (saved in the JSON file). Each entry of
     ``threads`` (``None``: leave torch's setting) gives one set of rows; peak memory is
     measured once per layer, at the first thread count.
     """
@@ -126,7 +131,8 @@ def layer_rows(batch_size: int, device: torch.device, repeat: int, progress: boo
         for nt in tqdm(threads, desc=f"threads ({batch_size} graphs)", disable=not progress):
             if nt is not None:
                 torch.set_num_threads(int(nt))
-            timed = time_interleaved(steps, warmup=1, repeat=repeat, device=device)
+            timed = time_interleaved(steps, warmup=1, repeat=repeat, device=device,
+                                     shuffle_seed=ROUND_SEED)
             for name, layer in layers.items():
                 rows.append({
                     "graphs": batch_size, "threads": torch.get_num_threads(), "layer": name,
@@ -135,7 +141,10 @@ def layer_rows(batch_size: int, device: torch.device, repeat: int, progress: boo
                     "fwd_gflop": forward_flops(name, num_nodes, edge_index.size(1)) / 1e9,
                     "fwd_bwd_ms": 1e3 * timed[name]["median_s"],
                     "std_ms": 1e3 * timed[name]["std_s"], "peak_mb": mem[name],
-                    "speedup_vs_transformer": paired_ratio(timed, "TransformerConv", name),
+                    "speedup_vs_transformer": ratio_summary(
+                        round_ratios(timed, "TransformerConv", name))["median"],
+                    "round_ratios": round_ratios(timed, "TransformerConv", name),
+                    "round_positions": timed[name]["positions"],
                     "memory_vs_transformer": (mem[name] / mem["TransformerConv"]
                                               if mem["TransformerConv"] else math.nan),
                 })
@@ -197,6 +206,7 @@ def _run(quick: bool, device: torch.device, out_dir: Path, progress: bool,
     meta = {"batch_sizes": list(batch_sizes), "threads": list(threads), "sizes": SIZES,
             "k": K_WITHIN + K_CROSS, "channels": CHANNELS, "heads": HEADS, "dtype": "float32",
             "device": str(device), "seed": 0, "quick": quick, "rounds": repeat,
+            "round_order": f"shuffled every round (seed {ROUND_SEED})",
             "load": load_average()}
     p1 = _write(layers, out_dir, meta)
     summary = [
@@ -230,7 +240,10 @@ def _write(layers: list[dict], out_dir: Path, meta: dict) -> dict[str, Path]:
         columns=COLUMNS,
         notes="Forward + backward of one layer on a batch of sphere graphs, the three layers "
               "timed in turn round by round; `speedup_vs_transformer` is the median over "
-              "rounds of TransformerConv's time over the layer's. Peak memory is the "
+              "rounds of TransformerConv's time over the layer's (the mean of the two middle "
+              "rounds for an even count; runs from this version shuffle the order within "
+              "each round and save every round's ratio in the JSON file's `round_ratios`). "
+              "Peak memory is the "
               "resident-set high-water mark added by one step (CPU) or allocator peak (CUDA), "
               "measured once per batch. `params`: the layer's parameters (QSVConv "
               f"{params.get('QSVConv', 'n/a'):,}, TransformerConv "

@@ -133,8 +133,10 @@ def summarise(
     every variant with seeds 5-9 of some) into one table.
 
     Each file is a ``<stem>_seeds.json`` written by :func:`run` (read as JSON data only).
-    They must share the dataset, the ``quick`` flag and the configuration; a (variant,
-    seed) present in several files must have the same result in each. The rows of each
+    They must share the dataset, the ``quick`` flag and the configuration, and agree on the
+    epochs of any variant one of them trained longer (``variant_epochs``; every row's
+    ``epochs`` must match it); a (variant, seed) present in several files must have the same
+    result in each. The rows of each
     variant are its seeds in increasing order; the paired comparisons with QSV use the
     seeds both have. The analysis table is not rewritten (it needs the checkpoints).
 
@@ -164,10 +166,21 @@ def summarise(
                 raise ValueError(f"summarise: {key[0]} seed {key[1]} differs between the "
                                  f"files ({by_key[key]} against {r})")
             by_key[key] = r
-    for k in ("dataset", "quick", "config", "variant_epochs"):
+    for k in ("dataset", "quick", "config"):
         values = {json.dumps(m.get(k), sort_keys=True) for m in metas}
         if len(values) > 1:
             raise ValueError(f"summarise: the files differ in {k!r}: {sorted(values)}")
+    variant_epochs: dict[str, int] = {}
+    for m in metas:  # a file that ran a variant longer; files without that variant agree
+        for v, e in (m.get("variant_epochs") or {}).items():
+            if variant_epochs.setdefault(v, e) != e:
+                raise ValueError(f"summarise: the files differ in 'variant_epochs' for {v!r}: "
+                                 f"{variant_epochs[v]} and {e}")
+    for (v, s), r in by_key.items():
+        expected = variant_epochs.get(v, metas[0]["config"]["epochs"])
+        if r.get("epochs") is not None and int(r["epochs"]) != int(expected):
+            raise ValueError(f"summarise: {v} seed {s} trained {r['epochs']} epochs, the "
+                             f"files' setting says {expected}")
     meta0 = metas[0]
     dataset, quick = meta0["dataset"], bool(meta0["quick"])
     _check_dataset(dataset)
@@ -187,7 +200,7 @@ def summarise(
     seeds = sorted({int(r["seed"]) for r in results})
     meta = {"dataset": dataset, "quick": quick, "seeds": seeds, "device": meta0.get("device"),
             "threads": meta0.get("threads"), "world_size": meta0.get("world_size"),
-            "config": meta0["config"], "variant_epochs": meta0.get("variant_epochs"),
+            "config": meta0["config"], "variant_epochs": variant_epochs or None,
             "paper_numbers": _PAPER_SOURCE[dataset],
             "merged_from": [{"file": Path(f).name, "date": m.get("date"),
                              "seeds": m.get("seeds")} for f, m in zip(seed_files, metas)]}

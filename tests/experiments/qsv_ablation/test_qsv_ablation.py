@@ -399,8 +399,16 @@ def test_summarise_refuses_conflicts(tmp_path):
     with pytest.raises(ValueError, match="qsv seed 0 differs"):
         qa.summarise([a, b], out_dir=tmp_path)
     c = _seeds_file(tmp_path / "c.json", [_row("qsv", 1, 90.0)], variant_epochs={"qsv": 9})
-    with pytest.raises(ValueError, match="differ in 'variant_epochs'"):
+    with pytest.raises(ValueError, match="qsv seed 0 trained 60 epochs"):
         qa.summarise([a, c], out_dir=tmp_path)
+    longer = {**_row("uniform", 1, 90.0), "epochs": 120}
+    d = _seeds_file(tmp_path / "d1.json", [longer], variant_epochs={"uniform": 120})
+    e = _seeds_file(tmp_path / "e.json", [_row("uniform", 2, 90.0)], variant_epochs={"uniform": 80})
+    with pytest.raises(ValueError, match="differ in 'variant_epochs' for 'uniform'"):
+        qa.summarise([d, e], out_dir=tmp_path)
+    # a file that did not run the longer variant merges with one that did
+    merged = qa.summarise([a, d], out_dir=tmp_path / "m")
+    assert {r["variant"]: r["epochs"] for r in merged["rows"]} == {"qsv": 60, "uniform": 120}
     (tmp_path / "d.json").write_text("[1, 2]")
     with pytest.raises(ValueError, match="not a per-seed results file"):
         qa.summarise([tmp_path / "d.json"], out_dir=tmp_path)

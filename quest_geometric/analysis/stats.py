@@ -1,5 +1,5 @@
 r"""Small-sample statistics of the studies: mean and spread over seeds, paired differences,
-exact sign tests and percentile bootstrap intervals.
+exact sign and permutation tests, paired t intervals and percentile bootstrap intervals.
 
 The studies (:mod:`quest_geometric.experiments.qsv_ablation`,
 :mod:`quest_geometric.experiments.qk_geometry`) compare conditions over a handful of seeds
@@ -11,8 +11,15 @@ says how many values it rests on.
 * :func:`sign_test`: the two-sided exact sign test of :math:`w` wins against :math:`l`
   losses, :math:`p = \min\bigl(1, 2 \sum_{i \le \min(w, l)} \binom{n}{i} 2^{-n}\bigr)`,
   :math:`n = w + l` (equal to :func:`scipy.stats.binomtest` with :math:`p = 1/2`);
-* :func:`bootstrap_mean_interval`: the percentile bootstrap interval of a mean;
-* :func:`paired_differences`: per-seed differences with both of the above;
+* :func:`paired_sign_test`: the same test on paired values (ties dropped);
+* :func:`paired_permutation_test`: the exact two-sided permutation test of a mean paired
+  difference, over all :math:`2^n` sign flips (:math:`n \le 20`);
+* :func:`paired_t_test`: the paired :math:`t`-test with its interval of the mean difference
+  (:func:`scipy.stats.ttest_rel`);
+* :func:`bootstrap_mean_interval`: the percentile bootstrap interval of a mean (too narrow
+  to carry an interval with a handful of values: the studies' paired claims rest on the
+  three tests above);
+* :func:`paired_differences`: per-seed differences with the three paired tests;
 * :func:`directional_probability`: the one-sided sign test of :math:`a < b` across seeds;
 * :func:`binomial_interval`: the exact (Clopper-Pearson) interval of a share;
 * :func:`least_squares_slope` and :func:`spearman`: a trend and a rank correlation.
@@ -32,6 +39,9 @@ __all__ = [
     "mean_std",
     "finite_mean",
     "sign_test",
+    "paired_sign_test",
+    "paired_permutation_test",
+    "paired_t_test",
     "bootstrap_mean_interval",
     "paired_differences",
     "directional_probability",
@@ -100,6 +110,146 @@ def sign_test(wins: int, losses: int) -> float:
     return min(1.0, 2.0 * tail)
 
 
+def _paired(a: Sequence[float], b: Sequence[float], where: str) -> np.ndarray:
+    """The finite paired differences ``a - b`` (float64), checked."""
+    if isinstance(a, (str, bytes)) or isinstance(b, (str, bytes)):
+        raise TypeError(f"{where}: 'a' and 'b' must be sequences of numbers")
+    x = np.asarray(a, dtype=np.float64).ravel()
+    y = np.asarray(b, dtype=np.float64).ravel()
+    if x.size != y.size or x.size == 0:
+        raise ValueError(f"{where}: 'a' and 'b' must be non-empty and paired (the same "
+                         f"length), got {x.size} and {y.size} values")
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        raise ValueError(f"{where}: 'a' and 'b' must be finite")
+    return x - y
+
+
+def paired_sign_test(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
+    r"""Two-sided exact sign test of the paired differences :math:`d_i = a_i - b_i`.
+
+    Ties (:math:`d_i = 0`) are dropped; of the :math:`n` others :math:`w` are positive and
+    :math:`l` negative, and :math:`p` is :func:`sign_test` ``(w, l)``, the two-sided
+    binomial tail of :math:`\mathrm{Binomial}(n, 1/2)`.
+
+    Args:
+        a (sequence of float): the condition's values (e.g. accuracy per seed).
+        b (sequence of float): the paired reference values.
+
+    Returns:
+        dict: ``n`` (pairs), ``wins`` (:math:`a > b`), ``losses``, ``ties``, ``p``.
+
+    Raises:
+        ValueError: ``a`` and ``b`` are empty, of different lengths or not finite.
+
+    Examples:
+        >>> paired_sign_test([2.0, 3.0, 4.0], [1.0, 1.0, 1.0])["p"]
+        0.25
+    """
+    d = _paired(a, b, "paired_sign_test")
+    wins, losses = int((d > 0).sum()), int((d < 0).sum())
+    return {"n": int(d.size), "wins": wins, "losses": losses, "ties": int(d.size) - wins - losses,
+            "p": sign_test(wins, losses)}
+
+
+#: The largest number of pairs :func:`paired_permutation_test` enumerates (2^20 flips).
+MAX_EXACT_PAIRS = 20
+
+
+def paired_permutation_test(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
+    r"""Exact two-sided paired permutation (sign-flip) test of the mean difference.
+
+    Under the null hypothesis that each pair's two values are exchangeable, every sign
+    pattern :math:`\epsilon \in \{-1, +1\}^n` of the differences :math:`d_i = a_i - b_i`
+    is equally likely. All :math:`2^n` patterns are enumerated and
+
+    .. math::
+        p = \frac{1}{2^n} \#\Bigl\{\epsilon : \Bigl|\sum_i \epsilon_i d_i\Bigr|
+        \ge \Bigl|\sum_i d_i\Bigr|\Bigr\},
+
+    with a relative tolerance of :math:`10^{-9}` on the comparison so that sums equal in
+    exact arithmetic count as equal. The identity pattern is one of them, so
+    :math:`p \ge 2^{1-n}` whenever some :math:`d_i \ne 0` (:math:`2/32 = 0.0625` for 5
+    pairs, :math:`2/1024` for 10). Equal to :func:`scipy.stats.permutation_test` with
+    ``permutation_type='samples'`` (which enumerates all flips for small :math:`n`).
+
+    Args:
+        a (sequence of float): the condition's values.
+        b (sequence of float): the paired reference values; at most
+            :data:`MAX_EXACT_PAIRS` pairs.
+
+    Returns:
+        dict: ``n``, ``mean`` (:math:`\bar d`), ``p`` and ``flips`` (:math:`2^n`).
+
+    Raises:
+        ValueError: ``a`` and ``b`` are empty, unpaired, not finite, or more than
+            :data:`MAX_EXACT_PAIRS` pairs.
+
+    Examples:
+        >>> paired_permutation_test([2.0, 3.0, 4.0], [1.0, 1.0, 1.0])["p"]
+        0.25
+    """
+    d = _paired(a, b, "paired_permutation_test")
+    n = d.size
+    if n > MAX_EXACT_PAIRS:
+        raise ValueError(f"paired_permutation_test: at most {MAX_EXACT_PAIRS} pairs can be "
+                         f"enumerated exactly, got {n}")
+    bits = (np.arange(2 ** n, dtype=np.int64)[:, None] >> np.arange(n)) & 1
+    sums = (1.0 - 2.0 * bits) @ d  # bit 1 flips the sign of that difference
+    observed = abs(float(d.sum()))
+    tol = 1e-9 * max(float(np.abs(d).sum()), 1e-300)
+    count = int((np.abs(sums) >= observed - tol).sum())
+    return {"n": int(n), "mean": float(d.mean()), "p": count / 2 ** n, "flips": 2 ** n}
+
+
+def paired_t_test(a: Sequence[float], b: Sequence[float], level: float = 0.95
+                  ) -> dict[str, Any]:
+    r"""Paired :math:`t`-test of the mean difference :math:`\bar d`, :math:`d_i = a_i - b_i`,
+    with its confidence interval.
+
+    .. math::
+        t = \frac{\bar d}{s_d / \sqrt n}, \qquad
+        \bar d \pm t_{n-1,\,(1+\mathrm{level})/2}\, \frac{s_d}{\sqrt n},
+
+    :math:`s_d` the sample standard deviation of the differences, :math:`p` two-sided on
+    :math:`n - 1` degrees of freedom (:func:`scipy.stats.ttest_rel` and its
+    ``confidence_interval``). It assumes roughly normal differences; with a handful of
+    seeds read it beside :func:`paired_permutation_test` and :func:`paired_sign_test`.
+
+    Args:
+        a (sequence of float): the condition's values.
+        b (sequence of float): the paired reference values (at least 2 pairs).
+        level (float): the interval's confidence level in :math:`(0, 1)`.
+            (default: ``0.95``)
+
+    Returns:
+        dict: ``n``, ``mean``, ``sd`` (:math:`s_d`), ``se``, ``t``, ``df``, ``p``,
+        ``ci_low``, ``ci_high``, ``level``. When every difference is equal (:math:`s_d = 0`)
+        ``t`` and ``p`` are NaN and the interval is the point :math:`\bar d`.
+
+    Raises:
+        ValueError: fewer than 2 pairs, unpaired or non-finite values, or ``level``
+            outside :math:`(0, 1)`.
+    """
+    from scipy.stats import ttest_rel
+
+    d = _paired(a, b, "paired_t_test")
+    if d.size < 2:
+        raise ValueError(f"paired_t_test: 'a' and 'b' must hold at least 2 pairs, got {d.size}")
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0.0 < level < 1.0:
+        raise ValueError(f"paired_t_test: 'level' must be a number in (0, 1), got {level!r}")
+    n = int(d.size)
+    mean, sd = float(d.mean()), float(d.std(ddof=1))
+    if sd == 0.0:
+        return {"n": n, "mean": mean, "sd": 0.0, "se": 0.0, "t": math.nan, "df": n - 1,
+                "p": math.nan, "ci_low": mean, "ci_high": mean, "level": float(level)}
+    res = ttest_rel(np.asarray(a, dtype=np.float64).ravel(),
+                    np.asarray(b, dtype=np.float64).ravel())
+    ci = res.confidence_interval(confidence_level=level)
+    return {"n": n, "mean": mean, "sd": sd, "se": sd / math.sqrt(n), "t": float(res.statistic),
+            "df": n - 1, "p": float(res.pvalue), "ci_low": float(ci.low),
+            "ci_high": float(ci.high), "level": float(level)}
+
+
 def bootstrap_mean_interval(values: Sequence[float] | torch.Tensor, n_boot: int = 10_000,
                             seed: int = 0, quantiles: tuple[float, float] = (0.025, 0.975)
                             ) -> tuple[float, float]:
@@ -141,38 +291,45 @@ def bootstrap_mean_interval(values: Sequence[float] | torch.Tensor, n_boot: int 
 
 
 def paired_differences(values: Mapping[int, float], reference: Mapping[int, float],
-                       n_boot: int = 10_000, seed: int = 0) -> dict[str, float]:
-    r"""Per-seed differences :math:`d_s = a_s - r_s` over the seeds both have, with a
-    two-sided exact sign test and a percentile bootstrap interval of their mean.
+                       level: float = 0.95) -> dict[str, float]:
+    r"""Per-seed differences :math:`d_s = a_s - r_s` over the seeds both have, with the
+    three paired tests that are valid at a handful of seeds.
 
-    The sign test (:func:`sign_test`) counts :math:`w` positive and :math:`l` negative
-    differences (ties dropped, :math:`n = w + l`) and gives
-    :math:`p = \min\bigl(1, 2 \sum_{i \le \min(w, l)} \binom{n}{i} 2^{-n}\bigr)`;
-    with 5 seeds the smallest possible :math:`p` is :math:`2/32 = 0.0625`.  The interval
-    (:func:`bootstrap_mean_interval`) is the 2.5 and 97.5 percentiles of the mean of
-    ``n_boot`` resamples (with replacement) of the differences, from a generator seeded with
-    ``seed``: a rough interval with 5 seeds.
+    * the paired :math:`t` interval of the mean difference at ``level`` and its two-sided
+      :math:`p` (:func:`paired_t_test`; ``ci_low``, ``ci_high``, ``t_p``);
+    * the exact permutation test over all :math:`2^n` sign flips
+      (:func:`paired_permutation_test`; ``perm_p``);
+    * the exact sign test (:func:`paired_sign_test`; ``wins``, ``losses``, ``sign_p``): with
+      5 seeds its smallest possible :math:`p` is :math:`2/32 = 0.0625`, with 10 seeds
+      :math:`2/1024`.
 
     Args:
         values (dict): seed -> value of the condition.
         reference (dict): seed -> value of the reference condition.
-        n_boot (int): bootstrap resamples. (default: :obj:`10_000`)
-        seed (int): bootstrap generator seed. (default: :obj:`0`)
+        level (float): the interval's confidence level. (default: ``0.95``)
 
     Returns:
-        dict: ``n``, ``mean``, ``ci_low``, ``ci_high``, ``wins``, ``losses``, ``sign_p``
-        (NaN where there is no common seed).
+        dict: ``n``, ``mean``, ``ci_low``, ``ci_high``, ``t_p``, ``perm_p``, ``wins``,
+        ``losses``, ``sign_p`` (NaN where there is no common seed; the :math:`t` columns NaN
+        with one common seed; ``perm_p`` NaN beyond :data:`MAX_EXACT_PAIRS` seeds).
     """
     common = sorted(set(values) & set(reference))
+    out: dict[str, Any] = {"n": len(common), "mean": math.nan, "ci_low": math.nan,
+                           "ci_high": math.nan, "t_p": math.nan, "perm_p": math.nan,
+                           "wins": 0, "losses": 0, "sign_p": math.nan}
     if not common:
-        return {"n": 0, "mean": math.nan, "ci_low": math.nan, "ci_high": math.nan,
-                "wins": 0, "losses": 0, "sign_p": math.nan}
-    d = torch.tensor([float(values[s]) - float(reference[s]) for s in common],
-                     dtype=torch.float64)
-    wins, losses = int((d > 0).sum()), int((d < 0).sum())
-    lo, hi = bootstrap_mean_interval(d, n_boot=n_boot, seed=seed)
-    return {"n": len(common), "mean": float(d.mean()), "ci_low": lo, "ci_high": hi,
-            "wins": wins, "losses": losses, "sign_p": sign_test(wins, losses)}
+        return out
+    a = [float(values[s]) for s in common]
+    r = [float(reference[s]) for s in common]
+    sign = paired_sign_test(a, r)
+    out.update(mean=float(np.mean(np.subtract(a, r))), wins=sign["wins"],
+               losses=sign["losses"], sign_p=sign["p"],
+               perm_p=(paired_permutation_test(a, r)["p"] if len(common) <= MAX_EXACT_PAIRS
+                       else math.nan))
+    if len(common) > 1:
+        t = paired_t_test(a, r, level)
+        out.update(ci_low=t["ci_low"], ci_high=t["ci_high"], t_p=t["p"])
+    return out
 
 
 def least_squares_slope(x: Sequence[float], y: Sequence[float]) -> float:

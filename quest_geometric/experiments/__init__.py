@@ -10,12 +10,14 @@ from quest_geometric.experiments.common import (
     load_average,
     paired_ratio,
     peak_memory_mb,
+    ratio_summary,
     reuse_freed_memory,
+    round_ratios,
     time_function,
     time_interleaved,
     write_results,
 )
 
-__all__ = ["environment_info", "load_average", "paired_ratio", "peak_memory_mb",
-           "reuse_freed_memory",
+__all__ = ["environment_info", "load_average", "paired_ratio", "round_ratios", "ratio_summary",
+           "peak_memory_mb", "reuse_freed_memory",
            "time_function", "time_interleaved", "write_results"]

@@ -8,6 +8,7 @@ import math
 import multiprocessing as mp
 import os
 import platform
+import random
 import resource
 import statistics
 import sys
@@ -119,14 +120,18 @@ def time_interleaved(
     repeat: int = 5,
     device: torch.device | str | None = None,
     max_seconds: float | None = None,
+    shuffle_seed: int | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Wall-clock times of several functions called in turn (round-robin), so that all of
     them meet the same background load; ratios are then taken per round.
 
     On a machine shared with other work, load changes over seconds; timing one function
     after the other lets a busy period fall on one of them only. Here round :math:`r` calls
-    every function once, in the given order, and :func:`paired_ratio` compares them round by
-    round.
+    every function once, and :func:`paired_ratio` / :func:`round_ratios` compare them round
+    by round. With ``shuffle_seed`` the order within each round is a fresh shuffle from
+    :class:`random.Random` seeded with it (reproducible), so that no function always runs
+    first (after the others' caches, allocations or thermal state) or last; without it the
+    order is that of ``fns`` in every round.
 
     Args:
         fns (dict): name -> the work to time, called with no argument.
@@ -136,11 +141,14 @@ def time_interleaved(
             (default: :obj:`None`)
         max_seconds (float, optional): stop after the round in which the timed calls reach
             this much time in total (at least one round is always timed). (default: :obj:`None`)
+        shuffle_seed (int, optional): shuffle the order of the calls in every timed round
+            with this seed (the warm-up rounds keep the given order). (default: :obj:`None`)
 
     Returns:
         dict: name -> ``median_s``, ``min_s``, ``mean_s``, ``std_s``, ``repeats``,
-        ``times`` (wall-clock seconds of each round) and ``cpu_times`` (this process's CPU
-        seconds, all threads, of each round: less sensitive to other jobs taking the cores).
+        ``times`` (wall-clock seconds of each round), ``cpu_times`` (this process's CPU
+        seconds, all threads, of each round: less sensitive to other jobs taking the cores)
+        and ``positions`` (the function's place in each round's order, from 0).
     """
     if repeat < 1:
         raise ValueError(f"time_interleaved: 'repeat' must be >= 1 (got {repeat})")
@@ -152,9 +160,16 @@ def time_interleaved(
     _sync(device)
     times: dict[str, list[float]] = {name: [] for name in fns}
     cpu: dict[str, list[float]] = {name: [] for name in fns}
+    positions: dict[str, list[int]] = {name: [] for name in fns}
+    rng = random.Random(shuffle_seed) if shuffle_seed is not None else None
     total = 0.0
     for _ in range(repeat):
-        for name, fn in fns.items():
+        order = list(fns)
+        if rng is not None:
+            rng.shuffle(order)
+        for place, name in enumerate(order):
+            fn = fns[name]
+            positions[name].append(place)
             t0, c0 = time.perf_counter(), time.process_time()
             fn()
             _sync(device)
@@ -164,13 +179,60 @@ def time_interleaved(
             total += dt
         if max_seconds is not None and total > max_seconds:
             break
-    return {name: {**_stats(ts), "times": ts, "cpu_times": cpu[name]}
+    return {name: {**_stats(ts), "times": ts, "cpu_times": cpu[name],
+                   "positions": positions[name]}
             for name, ts in times.items()}
 
 
+def round_ratios(timed: Mapping[str, Mapping[str, Any]], num: str, den: str,
+                 key: str = "times") -> list[float]:
+    """Every round's ratio ``time(num) / time(den)`` from :func:`time_interleaved` (or any
+    mapping name -> ``{key: per-round seconds}``), in round order: the values to save beside
+    a summarised ratio.
+
+    Args:
+        timed (dict): name -> per-round timings.
+        num (str): the numerator's name (e.g. the baseline, for a speed-up).
+        den (str): the denominator's name.
+        key (str): ``'times'`` (wall clock) or ``'cpu_times'``. (default: ``'times'``)
+
+    Returns:
+        list of float: one ratio per round.
+    """
+    a, b = list(timed[num][key]), list(timed[den][key])
+    if len(a) != len(b) or not a:
+        raise ValueError(f"round_ratios: {num!r} and {den!r} must have the same non-zero number "
+                         f"of rounds, got {len(a)} and {len(b)}")
+    return [x / y for x, y in zip(a, b)]
+
+
+def ratio_summary(ratios: Sequence[float]) -> dict[str, Any]:
+    r"""Summary of per-round ratios: the true median (for an even count the mean of the two
+    middle values, :func:`statistics.median`, not the upper one), the range, the count and
+    every ratio.
+
+    Args:
+        ratios (sequence of float): one ratio per round (e.g. :func:`round_ratios`).
+
+    Returns:
+        dict: ``median``, ``min``, ``max``, ``rounds`` (the count) and ``ratios`` (a list,
+        in the given order).
+
+    Examples:
+        >>> ratio_summary([1.0, 4.0, 2.0, 3.0])["median"]
+        2.5
+    """
+    values = [float(r) for r in ratios]
+    if not values:
+        raise ValueError("ratio_summary: 'ratios' must hold at least one ratio")
+    return {"median": statistics.median(values), "min": min(values), "max": max(values),
+            "rounds": len(values), "ratios": values}
+
+
 def paired_ratio(timed: Mapping[str, Mapping[str, Any]], num: str, den: str) -> float:
-    """Median over rounds of ``time(num) / time(den)`` from :func:`time_interleaved`."""
-    return statistics.median(a / b for a, b in zip(timed[num]["times"], timed[den]["times"]))
+    """True median over rounds of ``time(num) / time(den)`` from :func:`time_interleaved`
+    (:func:`ratio_summary` of :func:`round_ratios`)."""
+    return ratio_summary(round_ratios(timed, num, den))["median"]
 
 
 def _libc():

@@ -19,15 +19,61 @@ from tqdm.auto import tqdm
 
 from quest_geometric.experiments.common import (
     load_average,
-    paired_ratio,
     peak_memory_mb,
+    ratio_summary,
+    round_ratios,
     time_interleaved,
     write_results,
 )
 
 SIZES = (64, 256, 1024)
+#: Seed of the shuffled order of the layers within each timing round.
+ROUND_SEED = 0
 K_WITHIN, K_CROSS = 12, 4
 CHANNELS, HEADS = 64, 4
+
+
+def forward_flops(layer: str, nodes: int, edges: int, channels: int = CHANNELS,
+                  heads: int = HEADS) -> int:
+    r"""Floating-point operations of one forward call of ``layer`` (a multiply-add counts 2),
+    by formula from the layers' definitions at ``channels`` :math:`C`, ``heads`` :math:`H`,
+    :math:`N` nodes and :math:`E` edges: the dense maps and the per-edge work, without
+    the softmax's exponentials, the normalisations, biases and index operations (all
+    :math:`O(N C + E H)` with small constants).
+
+    * ``'QSVConv'``: the quaternion map :math:`C 	o 4H` (:math:`8 N C H`), the rotation of
+      every node's :math:`C/4` vector parts by a :math:`3 	imes 3` matrix before and after
+      aggregation (:math:`2 \cdot 18 \cdot N C / 4 = 9 N C`), one 4-dimensional dot product
+      per edge and head (:math:`8 E H`) and the weighted sum (:math:`2 E C`);
+    * ``'TransformerConv'`` (``out_channels = C / H``, ``concat``, ``root_weight``): four
+      :math:`C 	o C` maps (query, key, value, skip: :math:`8 N C^2`), the per-edge dot
+      products and weighted sum (:math:`2 E C + 2 E C`);
+    * ``'GATv2Conv'``: two :math:`C 	o C` maps (:math:`4 N C^2`), per edge the sum
+      :math:`x_i + x_j`, the leaky ReLU, the dot product with the attention vector and the
+      weighted sum (:math:`E C + E C + 2 E C + 2 E C`).
+
+    Backward costs about twice the forward (a gradient for the input and one for the
+    weights of every product), so forward + backward is about 3x this.
+
+    Args:
+        layer (str): ``'QSVConv'``, ``'TransformerConv'`` or ``'GATv2Conv'``.
+        nodes (int): :math:`N`.
+        edges (int): :math:`E`.
+        channels (int): :math:`C`. (default: ``64``)
+        heads (int): :math:`H`. (default: ``4``)
+
+    Returns:
+        int: the forward FLOPs.
+    """
+    N, E, C, H = int(nodes), int(edges), int(channels), int(heads)
+    if layer == "QSVConv":
+        return 8 * N * C * H + 9 * N * C + 8 * E * H + 2 * E * C
+    if layer == "TransformerConv":
+        return 8 * N * C * C + 4 * E * C
+    if layer == "GATv2Conv":
+        return 4 * N * C * C + 6 * E * C
+    raise ValueError(f"forward_flops: 'layer' must be 'QSVConv', 'TransformerConv' or "
+                     f"'GATv2Conv', got {layer!r}")
 
 
 def _batched_sphere(batch_size: int, device: torch.device):
@@ -56,9 +102,11 @@ def layer_rows(batch_size: int, device: torch.device, repeat: int, progress: boo
                threads: Sequence[Optional[int]] = (None,)) -> list[dict]:
     """Time and memory of one forward + backward per layer on the batched sphere graph.
 
-    The layers are timed in turn, round by round (:func:`time_interleaved`), so that all of
-    them meet the same background load, and ``speedup_vs_transformer`` is the median over
-    rounds of TransformerConv's time over the layer's (:func:`paired_ratio`). Each entry of
+    The layers are timed in turn, round by round (:func:`time_interleaved`, in an order
+    shuffled every round with seed :data:`ROUND_SEED`), so that all of them meet the same
+    background load, and ``speedup_vs_transformer`` is the true median over rounds of
+    TransformerConv's time over the layer's (:func:`ratio_summary`); every round's ratio is
+    kept in ``round_ratios`` (saved in the JSON file). Each entry of
     ``threads`` (``None``: leave torch's setting) gives one set of rows; peak memory is
     measured once per layer, at the first thread count.
     """
@@ -83,15 +131,20 @@ def layer_rows(batch_size: int, device: torch.device, repeat: int, progress: boo
         for nt in tqdm(threads, desc=f"threads ({batch_size} graphs)", disable=not progress):
             if nt is not None:
                 torch.set_num_threads(int(nt))
-            timed = time_interleaved(steps, warmup=1, repeat=repeat, device=device)
+            timed = time_interleaved(steps, warmup=1, repeat=repeat, device=device,
+                                     shuffle_seed=ROUND_SEED)
             for name, layer in layers.items():
                 rows.append({
                     "graphs": batch_size, "threads": torch.get_num_threads(), "layer": name,
                     "params": sum(p.numel() for p in layer.parameters()), "nodes": num_nodes,
                     "edges": edge_index.size(1),
+                    "fwd_gflop": forward_flops(name, num_nodes, edge_index.size(1)) / 1e9,
                     "fwd_bwd_ms": 1e3 * timed[name]["median_s"],
                     "std_ms": 1e3 * timed[name]["std_s"], "peak_mb": mem[name],
-                    "speedup_vs_transformer": paired_ratio(timed, "TransformerConv", name),
+                    "speedup_vs_transformer": ratio_summary(
+                        round_ratios(timed, "TransformerConv", name))["median"],
+                    "round_ratios": round_ratios(timed, "TransformerConv", name),
+                    "round_positions": timed[name]["positions"],
                     "memory_vs_transformer": (mem[name] / mem["TransformerConv"]
                                               if mem["TransformerConv"] else math.nan),
                 })
@@ -153,19 +206,9 @@ def _run(quick: bool, device: torch.device, out_dir: Path, progress: bool,
     meta = {"batch_sizes": list(batch_sizes), "threads": list(threads), "sizes": SIZES,
             "k": K_WITHIN + K_CROSS, "channels": CHANNELS, "heads": HEADS, "dtype": "float32",
             "device": str(device), "seed": 0, "quick": quick, "rounds": repeat,
+            "round_order": f"shuffled every round (seed {ROUND_SEED})",
             "load": load_average()}
-    p1 = write_results(
-        "qsv_layer_speed", layers, out_dir, meta=meta, title="QSVConv vs PyG attention layers",
-        columns=["graphs", "threads", "layer", "nodes", "edges", "fwd_bwd_ms", "std_ms",
-                 "peak_mb", "speedup_vs_transformer", "memory_vs_transformer"],
-        notes="Forward + backward of one layer on a batch of sphere graphs, the three layers "
-              "timed in turn round by round; `speedup_vs_transformer` is the median over "
-              "rounds of TransformerConv's time over the layer's. Peak memory is the "
-              "resident-set high-water mark added by one step (CPU) or allocator peak (CUDA), "
-              "measured once per batch. Parameters: QSVConv "
-              f"{layers[0]['params']}, TransformerConv {layers[1]['params']}, GATv2Conv "
-              f"{layers[2]['params']}.",
-    )
+    p1 = _write(layers, out_dir, meta)
     summary = [
         f"QSVConv forward+backward {q['fwd_bwd_ms']:.0f} ms on {q['graphs']} graphs "
         f"({q['nodes']} nodes) at {q['threads']} thread(s): "
@@ -174,6 +217,66 @@ def _run(quick: bool, device: torch.device, out_dir: Path, progress: bool,
         for q in layers if q["layer"] == "QSVConv"
     ]
     return {"layers": layers, "markdown": p1["md"].read_text(), "summary": summary}
+
+
+#: The columns of the table, in order.
+COLUMNS = ["graphs", "threads", "layer", "params", "fwd_gflop", "flops_vs_transformer", "nodes",
+           "edges", "fwd_bwd_ms", "std_ms", "peak_mb", "speedup_vs_transformer",
+           "memory_vs_transformer"]
+
+
+def _write(layers: list[dict], out_dir: Path, meta: dict) -> dict[str, Path]:
+    """Write the table (the parameter and FLOP columns filled in) with its notes."""
+    by_batch = {(r["graphs"], r["threads"], r["layer"]): r for r in layers}
+    for r in layers:
+        r["fwd_gflop"] = forward_flops(r["layer"], r["nodes"], r["edges"], meta["channels"],
+                                       meta["heads"]) / 1e9
+    for r in layers:
+        ref = by_batch.get((r["graphs"], r["threads"], "TransformerConv"))
+        r["flops_vs_transformer"] = r["fwd_gflop"] / ref["fwd_gflop"] if ref else math.nan
+    params = {r["layer"]: r["params"] for r in layers}
+    return write_results(
+        "qsv_layer_speed", layers, out_dir, meta=meta, title="QSVConv vs PyG attention layers",
+        columns=COLUMNS,
+        notes="Forward + backward of one layer on a batch of sphere graphs, the three layers "
+              "timed in turn round by round; `speedup_vs_transformer` is the median over "
+              "rounds of TransformerConv's time over the layer's (the mean of the two middle "
+              "rounds for an even count; runs from this version shuffle the order within "
+              "each round and save every round's ratio in the JSON file's `round_ratios`). "
+              "Peak memory is the "
+              "resident-set high-water mark added by one step (CPU) or allocator peak (CUDA), "
+              "measured once per batch. `params`: the layer's parameters (QSVConv "
+              f"{params.get('QSVConv', 'n/a'):,}, TransformerConv "
+              f"{params.get('TransformerConv', 'n/a'):,}, GATv2Conv "
+              f"{params.get('GATv2Conv', 'n/a'):,}): QSVConv has no value map and a 4-per-head "
+              "quaternion map where TransformerConv has four C x C maps. `fwd_gflop`: forward "
+              "FLOPs by formula (`qsv_layer_speed.forward_flops`; multiply-add = 2; dense maps "
+              "and per-edge work, no softmax exponentials or index operations; backward about "
+              "2x more), so a speed-up can be read against the work each layer does: "
+              "`flops_vs_transformer` is the layer's share of TransformerConv's FLOPs.",
+    )
+
+
+def rewrite(results: Union[str, Path], out_dir: Union[str, Path, None] = None
+            ) -> dict[str, Any]:
+    """Rewrite a committed table from its JSON file (read as data) with the parameter and
+    FLOP columns, without timing anything: every measured column and the metadata are kept
+    as they were.
+
+    Args:
+        results (path): ``qsv_layer_speed.json``.
+        out_dir (path, optional): where to write (default: beside ``results``).
+
+    Returns:
+        dict: ``layers`` and ``markdown``.
+    """
+    import json
+
+    path = Path(results)
+    doc = json.loads(path.read_text())
+    layers, meta = doc["rows"], doc["meta"]
+    p = _write(layers, Path(out_dir) if out_dir is not None else path.parent, meta)
+    return {"layers": layers, "markdown": p["md"].read_text()}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -187,7 +290,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, nargs="+", default=None,
                         help="torch intra-op thread counts (default: 1 and torch's choice)")
     parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument("--rewrite", default=None, metavar="JSON",
+                        help="time nothing: rewrite this committed table with the parameter "
+                             "and FLOP columns")
     args = parser.parse_args(argv)
+    if args.rewrite:
+        print(rewrite(args.rewrite, args.out)["markdown"])
+        return
     result = run(quick=args.quick, device=args.device, out_dir=args.out,
                  batch_size=args.batch_size, threads=args.threads)
     print(result["markdown"])

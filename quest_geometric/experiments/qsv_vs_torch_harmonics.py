@@ -20,6 +20,7 @@ import torch
 from quest_geometric.experiments.common import (
     load_average,
     paired_ratio,
+    round_ratios,
     time_interleaved,
     write_results,
 )
@@ -143,7 +144,7 @@ def harmonics_rows(grids=HARMONICS_GRIDS, threads=(1, 2), compiled: bool = True,
                             fns[name] = fn
                         load_before = load_average()
                         timed = time_interleaved(fns, warmup=2 if mode == "compiled" else 1,
-                                                 repeat=repeat)
+                                                 repeat=repeat, shuffle_seed=0)
                         for name in fns:
                             rows.append({
                                 "points": n, "grid": f"{nlat}x{nlon}", "k": k,
@@ -152,6 +153,7 @@ def harmonics_rows(grids=HARMONICS_GRIDS, threads=(1, 2), compiled: bool = True,
                                 "ms": 1e3 * timed[name]["median_s"],
                                 "std_ms": 1e3 * timed[name]["std_s"],
                                 "qsv_speedup": paired_ratio(timed, name, "QSVConv"),
+                                "round_ratios": round_ratios(timed, name, "QSVConv"),
                                 "gather_ms": floors["gather"], "spmm_ms": floors["spmm"],
                                 "load": load_before,
                             })
@@ -202,7 +204,7 @@ def small_graph_rows(threads=(1, 2), repeat: int = 20, batch_size: int = 32) -> 
                             layer(leaf, edge_index).square().mean().backward()
                     fns[name] = fn
                 load_before = load_average()
-                timed = time_interleaved(fns, warmup=3, repeat=repeat)
+                timed = time_interleaved(fns, warmup=3, repeat=repeat, shuffle_seed=0)
                 for name in fns:
                     rows.append({"graphs": batch_size, "nodes": n, "edges": edge_index.size(1),
                                  "channels": channels, "heads": heads, "threads": t,
@@ -210,6 +212,7 @@ def small_graph_rows(threads=(1, 2), repeat: int = 20, batch_size: int = 32) -> 
                                  "ms": 1e3 * timed[name]["median_s"],
                                  "std_ms": 1e3 * timed[name]["std_s"],
                                  "qsv_speedup": paired_ratio(timed, name, "QSVConv"),
+                                 "round_ratios": round_ratios(timed, name, "QSVConv"),
                                  "load": load_before})
     finally:
         torch.set_num_threads(previous)

@@ -77,14 +77,22 @@ def test_bootstrap_interval_bad_input():
 def test_paired_differences_composes_the_parts():
     a = {0: 81.0, 1: 82.0, 2: 79.5, 3: 83.0, 4: 81.0, 9: 50.0}
     r = {0: 80.0, 1: 80.0, 2: 80.0, 3: 80.0, 4: 80.0, 7: 99.0}
-    pd = stats.paired_differences(a, r, n_boot=500, seed=3)
+    pd = stats.paired_differences(a, r)
     d = [1.0, 2.0, -0.5, 3.0, 1.0]  # the common seeds 0-4
+    zeros = [0.0] * 5
     assert (pd["n"], pd["wins"], pd["losses"]) == (5, 4, 1)
     assert pd["mean"] == pytest.approx(statistics.mean(d))
     assert pd["sign_p"] == pytest.approx(sps.binomtest(4, 5, 0.5).pvalue)
-    assert (pd["ci_low"], pd["ci_high"]) == stats.bootstrap_mean_interval(d, n_boot=500, seed=3)
+    ci = sps.ttest_rel(d, zeros).confidence_interval()
+    assert (pd["ci_low"], pd["ci_high"]) == (pytest.approx(ci.low), pytest.approx(ci.high))
+    assert pd["t_p"] == pytest.approx(sps.ttest_1samp(d, 0.0).pvalue)
+    assert pd["perm_p"] == pytest.approx(stats.paired_permutation_test(d, zeros)["p"])
+    one = stats.paired_differences({0: 2.0}, {0: 1.0})
+    assert one["n"] == 1 and one["mean"] == 1.0 and math.isnan(one["ci_low"])
+    assert one["perm_p"] == 1.0 and one["sign_p"] == 1.0
     none = stats.paired_differences({0: 1.0}, {1: 1.0})
     assert none["n"] == 0 and math.isnan(none["mean"]) and math.isnan(none["sign_p"])
+    assert math.isnan(none["perm_p"]) and math.isnan(none["t_p"])
 
 
 def test_old_import_path_is_the_same_function():
@@ -144,3 +152,90 @@ def test_directional_probability_is_the_one_sided_binomial_tail():
     assert res["mean_diff"] == pytest.approx(np.mean(np.subtract(a, b)))
     with pytest.raises(ValueError, match="paired"):
         stats.directional_probability([1.0], [1.0, 2.0])
+
+
+# --- paired tests valid at a handful of seeds --------------------------------------------
+
+_A = [97.5, 98.33, 97.22, 96.94, 97.5]      # the committed digits QSV seeds 0-4
+_B = [95.83, 95.56, 97.22, 95.0, 98.06]     # standard attention, the same seeds
+
+
+def test_paired_sign_test_counts_and_matches_binomtest():
+    res = stats.paired_sign_test(_B, _A)
+    # differences -1.67, -2.77, 0 (tie, dropped), -1.94, +0.56: 1 win, 3 losses
+    assert (res["n"], res["wins"], res["losses"], res["ties"]) == (5, 1, 3, 1)
+    assert res["p"] == pytest.approx(sps.binomtest(1, 4, 0.5).pvalue)
+    assert res["p"] == pytest.approx(2 * (1 + 4) / 16)  # by hand: 2 P(X <= 1), X ~ Bin(4, 1/2)
+    with pytest.raises(ValueError, match="paired_sign_test: 'a' and 'b' must be non-empty"):
+        stats.paired_sign_test([1.0], [1.0, 2.0])
+    with pytest.raises(ValueError, match="finite"):
+        stats.paired_sign_test([math.nan], [1.0])
+    with pytest.raises(TypeError, match="paired_sign_test"):
+        stats.paired_sign_test("12", "34")
+
+
+def test_paired_permutation_test_by_hand():
+    # d = (1, 2, 3): |sum| = 6 is reached only by all + or all -: p = 2/8
+    res = stats.paired_permutation_test([2.0, 3.0, 4.0], [1.0, 1.0, 1.0])
+    assert (res["n"], res["flips"], res["mean"]) == (3, 8, pytest.approx(2.0))
+    assert res["p"] == pytest.approx(2 / 8)
+    # d = (1, 1, 2): sums of +-1 +-1 +-2 with |s| >= 4: (+,+,+), (-,-,-) -> 2/8; with
+    # |s| >= 2 (d = (1, -1, 2)): (+,-,+)=2, (-,+,+)=2, (+,+,+)=4, (-,-,-)=-4, (+,-,-)=-2,
+    # (-,+,-)=-2 -> 6/8
+    assert stats.paired_permutation_test([1, 1, 2], [0, 0, 0])["p"] == pytest.approx(2 / 8)
+    assert stats.paired_permutation_test([1, -1, 2], [0, 0, 0])["p"] == pytest.approx(6 / 8)
+    # all differences zero: every flip ties the observed sum
+    assert stats.paired_permutation_test([1.0, 2.0], [1.0, 2.0])["p"] == 1.0
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_paired_permutation_test_equals_scipy_exact(seed):
+    rng = np.random.default_rng(seed)
+    n = [5, 8, 10][seed]
+    a, b = rng.normal(0.3, 1.0, n), rng.normal(0.0, 1.0, n)
+    ref = sps.permutation_test((a, b), lambda x, y, axis: np.mean(x - y, axis=axis),
+                               permutation_type="samples", n_resamples=np.inf,
+                               alternative="two-sided").pvalue
+    assert stats.paired_permutation_test(a.tolist(), b.tolist())["p"] == pytest.approx(ref)
+
+
+def test_paired_permutation_test_on_the_digits_seeds():
+    # standard attention vs QSV, 5 seeds: enumerated here from the flips themselves
+    d = np.subtract(_B, _A)
+    flips = [np.dot([1 - 2 * ((m >> i) & 1) for i in range(5)], d) for m in range(32)]
+    expected = sum(abs(s) >= abs(d.sum()) - 1e-9 for s in flips) / 32
+    assert stats.paired_permutation_test(_B, _A)["p"] == pytest.approx(expected)
+
+
+def test_paired_permutation_test_limits():
+    assert stats.MAX_EXACT_PAIRS == 20
+    with pytest.raises(ValueError, match="at most 20 pairs"):
+        stats.paired_permutation_test([0.0] * 21, [1.0] * 21)
+    with pytest.raises(ValueError, match="paired"):
+        stats.paired_permutation_test([], [])
+
+
+def test_paired_t_test_equals_ttest_rel_and_the_textbook_interval():
+    res = stats.paired_t_test(_B, _A)
+    ref = sps.ttest_rel(_B, _A)
+    d = np.subtract(_B, _A)
+    se = d.std(ddof=1) / math.sqrt(5)
+    half = sps.t.ppf(0.975, 4) * se
+    assert res["t"] == pytest.approx(ref.statistic) and res["p"] == pytest.approx(ref.pvalue)
+    assert (res["n"], res["df"]) == (5, 4)
+    assert res["mean"] == pytest.approx(d.mean()) and res["se"] == pytest.approx(se)
+    assert res["ci_low"] == pytest.approx(d.mean() - half)
+    assert res["ci_high"] == pytest.approx(d.mean() + half)
+    assert res["p"] == pytest.approx(2 * sps.t.sf(abs(d.mean() / se), 4))
+    r90 = stats.paired_t_test(_B, _A, level=0.9)
+    assert r90["ci_high"] - r90["ci_low"] == pytest.approx(2 * sps.t.ppf(0.95, 4) * se)
+
+
+def test_paired_t_test_degenerate_and_bad_input():
+    flat = stats.paired_t_test([2.0, 3.0], [1.0, 2.0])  # both differences 1
+    assert flat["ci_low"] == flat["ci_high"] == 1.0 and math.isnan(flat["p"])
+    with pytest.raises(ValueError, match="at least 2 pairs"):
+        stats.paired_t_test([1.0], [2.0])
+    for bad in (0.0, 1.0, True, "0.9"):
+        with pytest.raises(ValueError, match="paired_t_test: 'level' must be"):
+            stats.paired_t_test([1.0, 2.0], [0.0, 0.5], level=bad)

@@ -174,3 +174,57 @@ def test_time_interleaved_stops_at_max_seconds(monkeypatch):
 
     timed = common.time_interleaved({"a": fn, "b": fn}, warmup=0, repeat=10, max_seconds=10.0)
     assert timed["a"]["repeats"] == timed["b"]["repeats"] == 2  # 8 s after round 1, 16 after 2
+
+
+def test_time_interleaved_shuffles_each_round_reproducibly(monkeypatch):
+    import random
+
+    import quest_geometric.experiments.common as common
+
+    clock = [0.0]
+    monkeypatch.setattr(common.time, "perf_counter", lambda: clock[0])
+    calls = []
+
+    def work(name, cost):
+        def fn():
+            calls.append(name)
+            clock[0] += cost
+        return fn
+
+    fns = {n: work(n, c) for n, c in (("a", 1.0), ("b", 2.0), ("c", 4.0))}
+    timed = common.time_interleaved(fns, warmup=1, repeat=6, shuffle_seed=3)
+    assert calls[:3] == ["a", "b", "c"]  # the warm-up round keeps the given order
+    rng = random.Random(3)
+    expected = []
+    for _ in range(6):
+        order = ["a", "b", "c"]
+        rng.shuffle(order)
+        expected += order
+    assert calls[3:] == expected
+    assert len({tuple(expected[i:i + 3]) for i in range(0, 18, 3)}) > 1  # orders do differ
+    for name in "abc":
+        assert timed[name]["positions"] == [expected[i:i + 3].index(name)
+                                            for i in range(0, 18, 3)]
+    assert timed["c"]["times"] == [4.0] * 6  # each call timed alone, whatever its place
+    calls.clear()
+    common.time_interleaved(fns, warmup=0, repeat=2)
+    assert calls == ["a", "b", "c"] * 2  # no seed: the given order every round
+
+
+def test_round_ratios_and_the_true_median():
+    import quest_geometric.experiments.common as common
+
+    timed = {"full": {"times": [4.0, 6.0, 3.0, 8.0]}, "fast": {"times": [2.0, 2.0, 3.0, 2.0]}}
+    assert common.round_ratios(timed, "full", "fast") == [2.0, 3.0, 1.0, 4.0]
+    s = common.ratio_summary(common.round_ratios(timed, "full", "fast"))
+    # even count: the mean of the two middle values (2 and 3), not the upper one (3)
+    assert s["median"] == 2.5 and (s["min"], s["max"], s["rounds"]) == (1.0, 4.0, 4)
+    assert s["ratios"] == [2.0, 3.0, 1.0, 4.0]
+    assert common.paired_ratio(timed, "full", "fast") == 2.5
+    assert common.ratio_summary([3.0, 1.0, 2.0])["median"] == 2.0  # odd count: the middle
+    with pytest.raises(ValueError, match="ratio_summary: 'ratios' must hold"):
+        common.ratio_summary([])
+    with pytest.raises(ValueError, match="same non-zero number of rounds"):
+        common.round_ratios({"a": {"times": [1.0]}, "b": {"times": [1.0, 2.0]}}, "a", "b")
+    cpu = {"a": {"cpu_times": [2.0]}, "b": {"cpu_times": [4.0]}}
+    assert common.round_ratios(cpu, "a", "b", key="cpu_times") == [0.5]

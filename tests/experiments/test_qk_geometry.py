@@ -426,3 +426,71 @@ def test_compare_studies_reads_records_and_matches_share_over_steps(tmp_path):
         compare_studies(["missing"], tmp_path)
     with pytest.raises(ValueError, match="labels"):
         compare_studies(["short"], tmp_path, labels=["a", "b"])
+
+
+def _records(cells):
+    """Probe rows from {(depth, init): {seed: {layer: [(pr_q, pr_k) per step]}}}."""
+    out = []
+    for (depth, init), seeds in cells.items():
+        for seed, layers in seeds.items():
+            for layer, curve in layers.items():
+                for i, (q, k) in enumerate(curve):
+                    out.append({"depth": depth, "init": init, "seed": seed, "layer": layer,
+                                "step": 100 * i, "pr_q": q, "pr_k": k})
+    return out
+
+
+def test_run_bootstrap_shares_point_values_and_every_later_share():
+    from quest_geometric.experiments.qk_geometry.summary import run_bootstrap_shares
+
+    # one cell, two runs, two layers, three steps; seed-averaged diffs:
+    # layer 0: (+1, -1, +1) -> positive at steps 0, 200; every-later only from 200
+    # layer 1: (+1, +1, +1) -> positive everywhere
+    cells = {(2, "independent"): {
+        0: {0: [(3, 1), (1, 2), (3, 2)], 1: [(2, 1), (2, 1), (2, 1)]},
+        1: {0: [(1, 1), (1, 2), (2, 1)], 1: [(2, 1), (2, 1), (2, 1)]}}}
+    rows = run_bootstrap_shares(_records(cells), n_boot=200, seed=1)
+    assert [r["step"] for r in rows] == [0, 100, 200]
+    assert [r["share"] for r in rows] == [1.0, 0.5, 1.0]
+    assert [r["share_every_later"] for r in rows] == [0.5, 0.5, 1.0]
+    assert all(r["trajectories"] == 2 and r["runs"] == 2 for r in rows)
+    for r in rows:
+        assert 0 <= r["boot_low"] <= r["boot_high"] <= 1
+        assert r["every_later_boot_low"] <= r["every_later_boot_high"]
+    # layer 1 is positive in every resample, so no resample's share falls below 1/2
+    assert all(r["boot_low"] >= 0.5 for r in rows)
+    assert run_bootstrap_shares(_records(cells), n_boot=200, seed=1) == rows  # seeded
+
+
+def test_run_bootstrap_resamples_runs_not_trajectories():
+    from quest_geometric.experiments.qk_geometry.summary import run_bootstrap_shares
+
+    # one run per cell: every resample is the data itself, whatever the number of layers,
+    # so the interval is the point (a trajectory bootstrap would spread over 4 layers)
+    cells = {(4, "tied"): {0: {layer: [(1.0 + (layer % 2), 1.5)] for layer in range(4)}}}
+    rows = run_bootstrap_shares(_records(cells), n_boot=100)
+    assert rows[0]["share"] == rows[0]["boot_low"] == rows[0]["boot_high"] == 0.5
+    with pytest.raises(ValueError, match="'level' must be in"):
+        run_bootstrap_shares(_records(cells), level=1.0)
+    with pytest.raises(ValueError, match="'n_boot' must be an int"):
+        run_bootstrap_shares(_records(cells), n_boot=0)
+    missing = _records({(4, "tied"): {0: {0: [(1, 1), (2, 1)]}, 1: {0: [(1, 1), (2, 1)],
+                                                                     1: [(1, 1), (2, 1)]}}})
+    with pytest.raises(ValueError, match="lacks some"):
+        run_bootstrap_shares(missing)
+
+
+def test_run_bootstrap_point_shares_match_the_committed_share_table():
+    import json
+    from pathlib import Path
+
+    from quest_geometric.experiments.qk_geometry.summary import run_bootstrap_shares
+
+    res = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+    records = [json.loads(line) for line in
+               (res / "qk_geometry_long_records.jsonl").read_text().splitlines()]
+    rows = {r["step"]: r for r in run_bootstrap_shares(records, n_boot=50)}
+    committed = json.loads((res / "qk_geometry_long_share_over_steps.json").read_text())["rows"]
+    for c in committed:
+        if c["unit"] == "trajectory" and c["depth"] == "all" and c["init"] == "all":
+            assert rows[c["step"]]["share"] == pytest.approx(c["share"]), c["step"]

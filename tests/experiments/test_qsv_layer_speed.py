@@ -38,3 +38,48 @@ def test_threads_and_batch_sizes_must_be_positive(tmp_path):
         qsv_layer_speed.run(quick=True, out_dir=tmp_path, threads=0)
     with pytest.raises(ValueError, match="batch_size"):
         qsv_layer_speed.run(quick=True, out_dir=tmp_path, batch_size=[8, 0])
+
+
+def test_forward_flops_dense_terms_match_torch_flop_counter_and_params_are_exact():
+    """The matrix-product part of each formula equals what torch's FLOP counter counts on
+    the real layer (it counts matmuls only); the per-edge terms are the formula's rest."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    edge_index, n = qsv_layer_speed._batched_sphere(1, torch.device("cpu"))
+    E, C, H = edge_index.size(1), qsv_layer_speed.CHANNELS, qsv_layer_speed.HEADS
+    x = torch.randn(n, C)
+    per_edge = {"QSVConv": 8 * E * H + 2 * E * C, "TransformerConv": 4 * E * C,
+                "GATv2Conv": 6 * E * C}
+    params = {"QSVConv": C * 4 * H + 4 * H + C,              # quaternion map + output bias
+              "TransformerConv": 4 * (C * C + C),              # query, key, value, skip
+              "GATv2Conv": 2 * (C * C + C) + C + C}            # two maps, att, bias
+    for name, layer in qsv_layer_speed._layers().items():
+        kwargs = {"dense": False} if name == "QSVConv" else {}  # scatter path: no CSR product
+        with FlopCounterMode(display=False) as counter:
+            layer(x, edge_index, **kwargs)
+        flops = qsv_layer_speed.forward_flops(name, n, E, C, H)
+        assert flops - per_edge[name] == counter.get_total_flops(), name
+        assert sum(p.numel() for p in layer.parameters()) == params[name], name
+    assert params["QSVConv"] == 1104 and params["TransformerConv"] == 16640
+    with pytest.raises(ValueError, match="forward_flops: 'layer' must be"):
+        qsv_layer_speed.forward_flops("GCNConv", 1, 1)
+
+
+def test_rewrite_adds_parameter_and_flop_columns_and_keeps_the_measurements(tmp_path):
+    import json
+    from pathlib import Path
+
+    committed = Path(__file__).resolve().parents[2] / "benchmarks/results/qsv_layer_speed.json"
+    before = json.loads(committed.read_text())
+    res = qsv_layer_speed.rewrite(committed, tmp_path)
+    after = json.loads((tmp_path / "qsv_layer_speed.json").read_text())
+    assert after["meta"] == before["meta"]
+    for old, new in zip(before["rows"], after["rows"]):
+        for key, value in old.items():
+            assert new[key] == value, key  # every measured column unchanged
+        assert new["fwd_gflop"] == pytest.approx(qsv_layer_speed.forward_flops(
+            new["layer"], new["nodes"], new["edges"]) / 1e9)
+    q = next(r for r in after["rows"] if r["layer"] == "QSVConv")
+    assert q["flops_vs_transformer"] == pytest.approx(
+        (8 * 64 * 4 + 9 * 64 + (8 * 4 + 2 * 64) * 16) / (8 * 64 * 64 + 4 * 64 * 16))  # k = 16
+    assert "| params | fwd_gflop | flops_vs_transformer |" in res["markdown"]

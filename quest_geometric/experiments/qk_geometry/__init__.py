@@ -40,7 +40,8 @@ Layout (each name imported from here as before):
 * :mod:`~quest_geometric.experiments.qk_geometry.runs`: :func:`train_run`,
   :func:`run_trajectories`, :func:`run_intervention`, :func:`measure_overhead`;
 * :mod:`~quest_geometric.experiments.qk_geometry.summary`: :func:`trajectory_summary`,
-  :func:`share_over_steps`, :func:`first_sustained_step`, :func:`intervention_summary`;
+  :func:`share_over_steps`, :func:`run_bootstrap_shares`, :func:`first_sustained_step`,
+  :func:`intervention_summary`;
 * :mod:`~quest_geometric.experiments.qk_geometry.pretrained`: :func:`hf_analysis` and the
   per-head probe of one pretrained model (:func:`~quest_geometric.experiments.qk_geometry.
   pretrained.probe_blocks`): every probe of a real checkpoint;
@@ -50,7 +51,8 @@ Layout (each name imported from here as before):
 * :mod:`~quest_geometric.experiments.qk_geometry.report`: titles, notes and findings;
 * :mod:`~quest_geometric.experiments.qk_geometry.compare`: :func:`compare_studies` (finished
   studies side by side, nothing trained);
-* :mod:`~quest_geometric.experiments.qk_geometry.study`: :func:`run`;
+* :mod:`~quest_geometric.experiments.qk_geometry.study`: :func:`run`,
+  :func:`run_bootstrap_from_records`;
 * :mod:`~quest_geometric.experiments.qk_geometry.cli`: :func:`main`.
 
 Moved out of the study, still importable from here (``from
@@ -82,10 +84,11 @@ from quest_geometric.experiments.qk_geometry.runs import (
     run_trajectories,
     train_run,
 )
-from quest_geometric.experiments.qk_geometry.study import run
+from quest_geometric.experiments.qk_geometry.study import run, run_bootstrap_from_records
 from quest_geometric.experiments.qk_geometry.summary import (
     first_sustained_step,
     intervention_summary,
+    run_bootstrap_shares,
     share_over_steps,
     trajectory_summary,
 )
@@ -100,6 +103,7 @@ __all__ = [
     "run_trajectories",
     "trajectory_summary",
     "share_over_steps",
+    "run_bootstrap_shares",
     "first_sustained_step",
     "run_intervention",
     "intervention_summary",
@@ -113,5 +117,6 @@ __all__ = [
     "plot_hf",
     "compare_studies",
     "run",
+    "run_bootstrap_from_records",
     "main",
 ]

@@ -49,9 +49,18 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
                         help="compare finished studies by their --name (reads "
                              "<out>/<NAME>_records.jsonl, "
                              "trains nothing) and write <out>/qk_geometry_compare.*")
+    parser.add_argument("--run-bootstrap", default=None, metavar="NAME",
+                        help="train nothing: write <out>/<NAME>_share_bootstrap.* (shares with "
+                             "intervals over runs) from <out>/<NAME>_records.jsonl")
     parser.add_argument("--labels", nargs="+", default=None, help="legend labels for --compare")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
+    if args.run_bootstrap:
+        from quest_geometric.experiments.qk_geometry.study import run_bootstrap_from_records
+
+        res = run_bootstrap_from_records(args.run_bootstrap, args.out)
+        print(res["paths"]["md"].read_text())
+        return res
     if args.compare:
         from quest_geometric.experiments.qk_geometry.compare import compare_studies
 

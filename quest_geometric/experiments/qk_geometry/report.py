@@ -242,3 +242,18 @@ def intervention_figure(name: str) -> str:
 def hf_figure(name: str) -> str:
     """Markdown link to the pretrained figure."""
     return f"\n![hf]({name}_hf.png)\n"
+
+
+#: Title and notes of the run-bootstrap share table.
+RUN_BOOTSTRAP_TITLE = ("Share of trajectories with PR_Q - PR_K > 0, with intervals over runs "
+                       "(not trajectories)")
+RUN_BOOTSTRAP_NOTES = """\
+`share`: share of the seed-averaged trajectories with PR_Q - PR_K > 0 at the step;
+`share_every_later`: share positive at every probe from that step to the end of training.
+The trajectories are not independent (the layers of one run share its training, and every
+trajectory averages the same runs), so the intervals resample **runs**: within each (depth,
+init) cell its seeds are drawn with replacement, the trajectories re-averaged and both shares
+recomputed; `boot_low`-`boot_high` and `every_later_boot_*` are the 2.5 and 97.5 percentiles
+over the resamples. With 4 runs per cell these are rough intervals, conditional on the depths
+and initialisations studied; a resample averages fewer distinct runs, so its shares are
+noisier than the point estimate and the interval can sit below it."""

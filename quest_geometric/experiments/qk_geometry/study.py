@@ -5,7 +5,7 @@ import dataclasses
 import json
 import os
 from pathlib import Path
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -33,9 +33,11 @@ from quest_geometric.experiments.qk_geometry.summary import (
     INTERVENTION_COLUMNS,
     INTERVENTION_SEED_COLUMNS,
     INTERVENTION_TEST_COLUMNS,
+    RUN_BOOTSTRAP_COLUMNS,
     SHARE_COLUMNS,
     TRAJECTORY_COLUMNS,
     intervention_summary,
+    run_bootstrap_shares,
     share_over_steps,
     trajectory_summary,
 )
@@ -153,6 +155,7 @@ def _trajectories_part(cfg: StudyConfig, run_root: Path, out: Path, name: str,
     traj["share_over_steps"] = share_over_steps(traj)
     write_results(f"{name}_share_over_steps", traj["share_over_steps"], out, meta=meta,
                   columns=SHARE_COLUMNS, title=report.SHARE_TITLE, notes=report.SHARE_NOTES)
+    write_run_bootstrap(records, out, name, meta)
     plot_trajectories(traj, out / f"{name}_trajectories.png")
     plot_diff(traj, out / f"{name}_diff.png")
     plot_prk_entropy(records, out / f"{name}_prk_entropy.png")
@@ -161,6 +164,37 @@ def _trajectories_part(cfg: StudyConfig, run_root: Path, out: Path, name: str,
     return traj, [p["md"].read_text(), "\n", markdown_table(traj["correlations"]),
                   report.trajectory_figures(name),
                   "\n" + report.share_milestones_table(traj["share_over_steps"]) + "\n"]
+
+
+def write_run_bootstrap(records: Sequence[Mapping[str, Any]], out: Union[str, os.PathLike],
+                        name: str, meta: Optional[Mapping[str, Any]] = None,
+                        n_boot: int = 2000, seed: int = 0) -> dict[str, Any]:
+    """Write ``<name>_share_bootstrap.{csv,json,md}``: the share of trajectories with
+    PR_Q - PR_K > 0 at each step and at every later step, with percentile bootstrap intervals
+    over runs (:func:`~quest_geometric.experiments.qk_geometry.summary.run_bootstrap_shares`).
+
+    Returns:
+        dict: ``rows`` and ``paths``.
+    """
+    rows = run_bootstrap_shares(records, n_boot=n_boot, seed=seed)
+    paths = write_results(f"{name}_share_bootstrap", rows, Path(out),
+                          meta={**dict(meta or {}), "n_boot": n_boot, "bootstrap_seed": seed},
+                          columns=RUN_BOOTSTRAP_COLUMNS, title=report.RUN_BOOTSTRAP_TITLE,
+                          notes=report.RUN_BOOTSTRAP_NOTES)
+    return {"rows": rows, "paths": paths}
+
+
+def run_bootstrap_from_records(name: str, out: Union[str, os.PathLike] = "benchmarks/results",
+                               n_boot: int = 2000, seed: int = 0) -> dict[str, Any]:
+    """:func:`write_run_bootstrap` from a finished study's ``<out>/<name>_records.jsonl``
+    (read as JSON lines; trains nothing), with the metadata of its trajectory table."""
+    out = Path(out)
+    records = [json.loads(line) for line in
+               (out / f"{name}_records.jsonl").read_text().splitlines() if line.strip()]
+    records = [r for r in records if r.get("kind", "probe") == "probe"]
+    meta_file = out / f"{name}_trajectories.json"
+    meta = json.loads(meta_file.read_text()).get("meta", {}) if meta_file.is_file() else {}
+    return write_run_bootstrap(records, out, name, meta, n_boot=n_boot, seed=seed)
 
 
 def _intervention_part(cfg: StudyConfig, run_root: Path, out: Path, name: str,

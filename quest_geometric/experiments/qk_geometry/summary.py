@@ -196,6 +196,101 @@ def share_over_steps(summary: Mapping[str, Any], level: float = 0.95) -> list[di
     return rows
 
 
+def run_bootstrap_shares(records: Iterable[Mapping[str, Any]], n_boot: int = 2000,
+                         seed: int = 0, level: float = 0.95) -> list[dict[str, Any]]:
+    r"""The share of seed-averaged trajectories with :math:`\mathrm{PR}_Q - \mathrm{PR}_K > 0`
+    at each probed step, and the share positive at **every** probe from that step to the
+    end, each with a percentile bootstrap interval over **runs** (not trajectories).
+
+    The 54 trajectories of the study are not independent: the layers of one run share its
+    training, and every trajectory averages the same seeds' runs. So the resampling unit is
+    the run: within each (depth, init) cell the cell's seeds are drawn with replacement
+    (``n_boot`` times, :class:`numpy.random.Generator` seeded with ``seed``), each layer's
+    :math:`\mathrm{PR}_Q` and :math:`\mathrm{PR}_K` are averaged over the drawn runs, and
+    both shares are recomputed over all trajectories; the interval is the
+    :math:`(1 \mp \mathrm{level}) / 2` quantiles of the resampled shares. With 4 runs per
+    cell it is a rough interval, and conditional on the cells (depths and initialisations)
+    studied.
+
+    Args:
+        records (iterable of dict): probe rows (``depth``, ``init``, ``seed``, ``step``,
+            ``layer``, ``pr_q``, ``pr_k``); the steps logged by every run are used.
+        n_boot (int): resamples. (default: :obj:`2000`)
+        seed (int): generator seed. (default: :obj:`0`)
+        level (float): interval level in :math:`(0, 1)`. (default: ``0.95``)
+
+    Returns:
+        list of dict: one row per step: ``step``, ``trajectories``, ``runs``, ``share``,
+        ``boot_low``, ``boot_high``, ``share_every_later``, ``every_later_boot_low``,
+        ``every_later_boot_high``.
+    """
+    if not 0 < level < 1:
+        raise ValueError(f"run_bootstrap_shares: 'level' must be in (0, 1), got {level!r}")
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 1:
+        raise ValueError(f"run_bootstrap_shares: 'n_boot' must be an int >= 1, got {n_boot!r}")
+    recs = [r for r in records if _usable(r)]
+    if not recs:
+        raise ValueError("run_bootstrap_shares: no probe record with defined PR_Q and PR_K")
+    by_run: dict[tuple, set] = {}
+    for r in recs:
+        by_run.setdefault((r["depth"], r["init"], r["seed"]), set()).add(r["step"])
+    steps = sorted(set.intersection(*by_run.values()))
+    pos = {t: i for i, t in enumerate(steps)}
+    cells: dict[tuple, dict[str, Any]] = {}
+    for depth, init, s in by_run:
+        cells.setdefault((depth, init), {"seeds": set(), "layers": set()})["seeds"].add(s)
+    for r in recs:
+        cells[(r["depth"], r["init"])]["layers"].add(r["layer"])
+    arrays = {}
+    for key, c in sorted(cells.items(), key=lambda kv: str(kv[0])):
+        seeds, layers = sorted(c["seeds"]), sorted(c["layers"])
+        q = np.full((len(seeds), len(layers), len(steps)), np.nan)
+        k = q.copy()
+        si, li = {s: i for i, s in enumerate(seeds)}, {x: i for i, x in enumerate(layers)}
+        for r in recs:
+            if (r["depth"], r["init"]) == key and r["step"] in pos:
+                q[si[r["seed"]], li[r["layer"]], pos[r["step"]]] = r["pr_q"]
+                k[si[r["seed"]], li[r["layer"]], pos[r["step"]]] = r["pr_k"]
+        if np.isnan(q).any() or np.isnan(k).any():
+            raise ValueError(f"run_bootstrap_shares: cell {key} lacks some (seed, layer, step) "
+                             f"records")
+        arrays[key] = (q, k)
+
+    def shares(draws: dict[tuple, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """[B, T] shares at each step and at every later step, from drawn seed indices."""
+        pos_all = []
+        for key, (q, k) in arrays.items():
+            idx = draws[key]  # [B, S]
+            diff = q[idx].mean(axis=1) - k[idx].mean(axis=1)  # [B, L, T]
+            pos_all.append(diff > 0)
+        positive = np.concatenate(pos_all, axis=1)  # [B, trajectories, T]
+        later = np.flip(np.logical_and.accumulate(np.flip(positive, -1), axis=-1), -1)
+        return positive.mean(axis=1), later.mean(axis=1)
+
+    point = shares({key: np.arange(q.shape[0])[None, :] for key, (q, _) in arrays.items()})
+    rng = np.random.default_rng(seed)
+    boot = shares({key: rng.integers(0, q.shape[0], size=(n_boot, q.shape[0]))
+                   for key, (q, _) in arrays.items()})
+    lo_q, hi_q = (1 - level) / 2, 1 - (1 - level) / 2
+    n_traj = sum(q.shape[1] for q, _ in arrays.values())
+    n_runs = sum(q.shape[0] for q, _ in arrays.values())
+    rows = []
+    for i, t in enumerate(steps):
+        rows.append({"step": t, "trajectories": n_traj, "runs": n_runs,
+                     "share": float(point[0][0, i]),
+                     "boot_low": float(np.quantile(boot[0][:, i], lo_q)),
+                     "boot_high": float(np.quantile(boot[0][:, i], hi_q)),
+                     "share_every_later": float(point[1][0, i]),
+                     "every_later_boot_low": float(np.quantile(boot[1][:, i], lo_q)),
+                     "every_later_boot_high": float(np.quantile(boot[1][:, i], hi_q))})
+    return rows
+
+
+#: The columns of the run-bootstrap share table.
+RUN_BOOTSTRAP_COLUMNS = ["step", "trajectories", "runs", "share", "boot_low", "boot_high",
+                         "share_every_later", "every_later_boot_low", "every_later_boot_high"]
+
+
 def share_series(rows: Sequence[Mapping[str, Any]], unit: str = "trajectory", depth: Any = "all",
                  init: Any = "all") -> list[Mapping[str, Any]]:
     """One group's rows of :func:`share_over_steps`, in step order."""

@@ -42,7 +42,7 @@ Layout (each part imported from here as before):
   :func:`aggregate_analysis`;
 * :mod:`~quest_geometric.experiments.qsv_ablation.plots`: :func:`plot_histograms`;
 * :mod:`~quest_geometric.experiments.qsv_ablation.report`: titles, notes and findings;
-* :mod:`~quest_geometric.experiments.qsv_ablation.study`: :func:`run`;
+* :mod:`~quest_geometric.experiments.qsv_ablation.study`: :func:`run`, :func:`summarise`;
 * :mod:`~quest_geometric.experiments.qsv_ablation.cli`: :func:`main`.
 
 Moved out of the study, still importable from here (``from
@@ -75,7 +75,7 @@ from quest_geometric.experiments.qsv_ablation.runs import (
     estimate_epoch_time,
     train_variant,
 )
-from quest_geometric.experiments.qsv_ablation.study import run
+from quest_geometric.experiments.qsv_ablation.study import run, summarise
 from quest_geometric.experiments.qsv_ablation.summary import aggregate, aggregate_analysis
 from quest_geometric.experiments.qsv_ablation.variants import (
     match_parameter_count,
@@ -106,5 +106,6 @@ __all__ = [
     "plot_histograms",
     "estimate_epoch_time",
     "run",
+    "summarise",
     "main",
 ]

@@ -12,7 +12,7 @@ from quest_geometric.experiments.common import write_results
 from quest_geometric.experiments.qsv_ablation import report
 from quest_geometric.experiments.qsv_ablation.config import DATASETS, PRESETS, VARIANTS
 from quest_geometric.experiments.qsv_ablation.runs import estimate_epoch_time
-from quest_geometric.experiments.qsv_ablation.study import run
+from quest_geometric.experiments.qsv_ablation.study import run, summarise
 
 
 def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
@@ -52,7 +52,14 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     p.add_argument("--estimate-epoch", action="store_true",
                    help="only estimate the CIFAR epoch time from a few synthetic steps")
     p.add_argument("--estimate-steps", type=int, default=3)
+    p.add_argument("--from-seeds", nargs="+", default=None, metavar="SEEDS_JSON",
+                   help="train nothing: rebuild the table from these per-seed files "
+                        "(<stem>_seeds.json), merging seeds trained at different times")
     args = p.parse_args(argv)
+    if args.from_seeds:
+        result = summarise(args.from_seeds, out_dir=args.out, name=args.name)
+        print(result["markdown"])
+        return result
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     overrides = dict(channels=args.channels, heads=args.heads, num_layers=args.num_layers,

@@ -26,7 +26,7 @@ _DESCRIPTIONS = {
     "uniform": "QSV, uniform attention",
     "standard_attention": "standard attention W_Q,W_K,W_V (sphere, param-matched)",
     "lattice": "QSV on the flat lattice",
-    "resnet20": "ResNet-20 (image)",
+    "resnet20": "ResNet-20 (image; not parameter-matched)",
 }
 
 #: The paper's numbers: absolute test accuracy in percent (``paper``) and the difference to

@@ -63,11 +63,61 @@ def fmt(v: float, digits: int = 1) -> str:
     return "n/a" if not math.isfinite(v) else f"{v:.{digits}f}"
 
 
+#: Test images and image side of each dataset (what one test image is worth, in points).
+_TEST_SET = {"digits": (360, 8), "cifar10": (10_000, 32), "cifar100": (10_000, 32)}
+
+#: The significance level at which :func:`verdict` calls a sign decided.
+ALPHA = 0.05
+
+
+def setting(dataset: str, rows: Sequence[dict[str, Any]],
+            cfg: Optional[AblationConfig] = None) -> str:
+    """One sentence on what the setting can show: image size, sphere nodes, model size,
+    the accuracy range of the rows and the number of test images (one image in points)."""
+    n_test, side = _TEST_SET[dataset]
+    by = {r["variant"]: r for r in rows}
+    nodes = f" on {sum(cfg.sphere_sizes)} sphere nodes" if cfg is not None else ""
+    size = (f", ~{by['qsv']['params'] / 1000:.0f}K-parameter QSV models"
+            if "qsv" in by else "")
+    accs = [r["acc_mean"] for r in rows if math.isfinite(r["acc_mean"])]
+    span = f", every row at {min(accs):.0f}-{max(accs):.0f}%" if accs else ""
+    return (f"Setting: {dataset}, {side}x{side} images{nodes}{size}{span}; {n_test:,} test "
+            f"images, so one image is {100.0 / n_test:.2f} points.")
+
+
+def verdict(row: Mapping[str, Any], alpha: float = ALPHA) -> str:
+    """``'decided'`` when the paired comparison with QSV has its 95% :math:`t` interval off
+    zero and both exact tests (permutation and sign) below ``alpha``; ``'not decided'``
+    otherwise (the sign of ``paired_delta`` is then not a finding)."""
+    ok = (row.get("paired_n", 0) and math.isfinite(row.get("delta_ci_low", math.nan))
+          and (row["delta_ci_low"] > 0 or row["delta_ci_high"] < 0)
+          and row.get("perm_p", 1.0) < alpha and row.get("sign_p", 1.0) < alpha)
+    return "decided" if ok else "not decided"
+
+
+def headline(rows: Sequence[dict[str, Any]], dataset: str,
+             cfg: Optional[AblationConfig] = None) -> str:
+    """The table's first line: the setting's limits (:func:`setting`) next to the comparison
+    the paper's ablation turns on, standard attention against QSV (mean paired difference,
+    95% paired :math:`t` interval, the three tests and :func:`verdict`)."""
+    out = setting(dataset, rows, cfg)
+    by = {r["variant"]: r for r in rows}
+    r = by.get("standard_attention")
+    if r is not None and r.get("paired_n"):
+        out += (f" Standard attention minus QSV: {fmt(r['paired_delta'], 2)} points over "
+                f"{r['paired_n']} paired seeds (95% t interval {fmt(r['delta_ci_low'], 2)} to "
+                f"{fmt(r['delta_ci_high'], 2)}; t-test p={fmt(r['t_p'], 3)}, permutation "
+                f"p={fmt(r['perm_p'], 3)}, sign test p={fmt(r['sign_p'], 3)}): sign "
+                f"{verdict(r)}.")
+    return out
+
+
 def findings(rows: Sequence[dict[str, Any]], analysis: Sequence[dict[str, Any]],
              dataset: str) -> list[str]:
     """The findings, one sentence each: parameter counts, one line per table row
-    (accuracy, spread, paired delta and sign test, clean training accuracy, the paper's
-    numbers) and the trained QSV's analysis."""
+    (accuracy, spread, the paired comparison with QSV: mean difference, 95% paired
+    :math:`t` interval, :math:`t`, permutation and sign tests, and :func:`verdict`; clean
+    training accuracy, the paper's numbers) and the trained QSV's analysis."""
     by = {r["variant"]: r for r in rows}
     out = []
     if "qsv" in by and "standard_attention" in by:
@@ -79,10 +129,14 @@ def findings(rows: Sequence[dict[str, Any]], analysis: Sequence[dict[str, Any]],
                   else f"% ({r['seeds']} seed, no spread")
         paired = ""
         if r.get("paired_n"):
-            paired = (f"; paired per-seed delta {fmt(r['paired_delta'], 2)} [95% bootstrap "
-                      f"{fmt(r['delta_ci_low'], 2)}, {fmt(r['delta_ci_high'], 2)}], wins "
-                      f"{r['wins_vs_qsv']}, sign test p={fmt(r['sign_p'], 3)}")
-        out.append(f"{_DESCRIPTIONS[v]}: {fmt(r['acc_mean'], 2)}{spread}; delta vs QSV "
+            paired = (f"; paired per-seed delta {fmt(r['paired_delta'], 2)} over "
+                      f"{r['paired_n']} seeds [95% t interval {fmt(r['delta_ci_low'], 2)}, "
+                      f"{fmt(r['delta_ci_high'], 2)}], t-test p={fmt(r['t_p'], 3)}, exact "
+                      f"permutation p={fmt(r['perm_p'], 3)}, wins {r['wins_vs_qsv']}, exact "
+                      f"sign test p={fmt(r['sign_p'], 3)}: sign {verdict(r)}")
+        matched = ("" if r.get("param_matched", "yes") != "no"
+                   else f"; {r['params']:,} parameters, NOT parameter-matched")
+        out.append(f"{_DESCRIPTIONS[v]}: {fmt(r['acc_mean'], 2)}{spread}{matched}; delta vs QSV "
                    f"{fmt(r['delta'], 2)}{paired}; clean training accuracy "
                    f"{fmt(r.get('train_clean_acc_mean', math.nan), 1)}%; paper "
                    f"{fmt(r['paper'])}, paper delta {fmt(r['paper_delta'])}).")
@@ -105,20 +159,28 @@ def _longer(variant_epochs: Optional[Mapping[str, int]]) -> str:
 
 
 def table_notes(cfg: AblationConfig, dataset: str, seeds: Sequence[int],
-                summary: list[str], variant_epochs: Optional[Mapping[str, int]] = None) -> str:
-    """The notes under the main table: what each column means, the setting (with the
-    variants of ``variant_epochs`` that trained longer), and ``summary`` (the
-    :func:`findings`) as a list."""
+                summary: list[str], variant_epochs: Optional[Mapping[str, int]] = None,
+                rows: Optional[Sequence[dict[str, Any]]] = None) -> str:
+    """The notes under the main table: the :func:`headline` first (with ``rows``), what
+    each column means, the configuration (with the variants of ``variant_epochs`` that
+    trained longer), and ``summary`` (the :func:`findings`) as a list."""
     graph = (f"sphere of {len(cfg.sphere_sizes)} Fibonacci shells {list(cfg.sphere_sizes)} "
              f"(in-degree {cfg.k} + {cfg.k_cross})")
     return (
-        f"Test accuracy in percent, mean and sample std over seeds {list(seeds)}; `delta`: "
+        f"{headline(rows, dataset, cfg) if rows is not None else ''}\n\n"
+        f"Test accuracy in percent, mean and sample std over seeds {list(seeds)} (the "
+        f"`seeds` column: how many each row has); `delta`: "
         f"points vs full QSV. `paper`/`paper_delta`: the QSV paper's numbers for "
         f"{_PAPER_SOURCE[dataset]} (n/a where it gives none; ResNet-20 is 'within 2.1 points' "
         f"of the lattice). `paired_delta`: mean over seeds of the per-seed difference to QSV "
-        f"(same seed), with a 95% percentile bootstrap interval `delta_ci_low`-`delta_ci_high` "
-        f"and a two-sided exact sign test `sign_p` (`wins_vs_qsv`: seeds where the variant "
-        f"beats QSV; with 5 seeds the smallest possible p is 0.0625). `train_clean_acc_mean`: "
+        f"(same seed, over the seeds both rows have), with the 95% paired t interval "
+        f"`delta_ci_low`-`delta_ci_high` and its two-sided p `t_p`, the exact two-sided "
+        f"permutation test over all 2^n sign flips `perm_p`, and the two-sided exact sign "
+        f"test `sign_p` (`wins_vs_qsv`: seeds where the variant beats QSV; the smallest "
+        f"possible sign p is 0.0625 with 5 seeds, 0.002 with 10); a sign is called decided "
+        f"only when the interval is off zero and both exact tests are below {ALPHA}. "
+        f"`param_matched`: parameter count within 5% of QSV's (ResNet-20 is not). "
+        f"`train_clean_acc_mean`: "
         f"accuracy on the clean training images after the last epoch (eval mode); "
         f"`train_acc_mean`: the harness's running accuracy over the last epoch's steps. "
         f"`epoch_s`: training seconds per epoch (evaluation excluded). "

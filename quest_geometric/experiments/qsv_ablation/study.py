@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
 import os
 import time
 from pathlib import Path
@@ -121,6 +123,94 @@ def run(
             "summary": summary, "run_root": run_root}
 
 
+def summarise(
+    seed_files: Sequence[Union[str, os.PathLike]],
+    out_dir: Union[str, os.PathLike] = "benchmarks/results",
+    name: str = "qsv_ablation",
+) -> dict[str, Any]:
+    """Rebuild the main table and the per-seed table from per-seed result files, without
+    training: the way to merge seeds trained at different times (for example seeds 0-4 of
+    every variant with seeds 5-9 of some) into one table.
+
+    Each file is a ``<stem>_seeds.json`` written by :func:`run` (read as JSON data only).
+    They must share the dataset, the ``quick`` flag and the configuration, and agree on the
+    epochs of any variant one of them trained longer (``variant_epochs``; every row's
+    ``epochs`` must match it); a (variant, seed) present in several files must have the same
+    result in each. The rows of each
+    variant are its seeds in increasing order; the paired comparisons with QSV use the
+    seeds both have. The analysis table is not rewritten (it needs the checkpoints).
+
+    Args:
+        seed_files (sequence of path): the per-seed JSON files.
+        out_dir (path): result folder. (default: ``'benchmarks/results'``)
+        name (str): file stem. (default: ``'qsv_ablation'``)
+
+    Returns:
+        dict: ``rows``, ``seed_rows``, ``paths``, ``markdown``, ``summary``.
+
+    Raises:
+        ValueError: no file, or files from different settings or with conflicting rows.
+    """
+    if not seed_files:
+        raise ValueError("summarise: 'seed_files' must name at least one _seeds.json file")
+    metas, by_key = [], {}
+    for f in seed_files:
+        doc = json.loads(Path(f).read_text())
+        if not isinstance(doc, dict) or "meta" not in doc or "rows" not in doc:
+            raise ValueError(f"summarise: {os.fspath(f)!r} is not a per-seed results file "
+                             f"(expected a JSON object with 'meta' and 'rows')")
+        metas.append(doc["meta"])
+        for r in doc["rows"]:
+            key = (str(r["variant"]), int(r["seed"]))
+            if key in by_key and by_key[key] != r:
+                raise ValueError(f"summarise: {key[0]} seed {key[1]} differs between the "
+                                 f"files ({by_key[key]} against {r})")
+            by_key[key] = r
+    for k in ("dataset", "quick", "config"):
+        values = {json.dumps(m.get(k), sort_keys=True) for m in metas}
+        if len(values) > 1:
+            raise ValueError(f"summarise: the files differ in {k!r}: {sorted(values)}")
+    variant_epochs: dict[str, int] = {}
+    for m in metas:  # a file that ran a variant longer; files without that variant agree
+        for v, e in (m.get("variant_epochs") or {}).items():
+            if variant_epochs.setdefault(v, e) != e:
+                raise ValueError(f"summarise: the files differ in 'variant_epochs' for {v!r}: "
+                                 f"{variant_epochs[v]} and {e}")
+    for (v, s), r in by_key.items():
+        expected = variant_epochs.get(v, metas[0]["config"]["epochs"])
+        if r.get("epochs") is not None and int(r["epochs"]) != int(expected):
+            raise ValueError(f"summarise: {v} seed {s} trained {r['epochs']} epochs, the "
+                             f"files' setting says {expected}")
+    meta0 = metas[0]
+    dataset, quick = meta0["dataset"], bool(meta0["quick"])
+    _check_dataset(dataset)
+    config = dict(meta0["config"])
+    config["sphere_sizes"] = tuple(config["sphere_sizes"])
+    cfg = AblationConfig(**config)
+    order = {v: i for i, v in enumerate(_check_variants(None))}
+    results = [{**r, "analysis": None} for _, r in
+               sorted(by_key.items(), key=lambda kv: (order[kv[0][0]], kv[0][1]))]
+    for r in results:
+        for k in ("acc", "train_acc", "train_clean_acc", "epoch_s"):
+            if r.get(k) is None:
+                r[k] = math.nan
+    rows = aggregate(results, dataset)
+    per_seed = seed_rows(results)
+    summary = report.findings(rows, [], dataset)
+    seeds = sorted({int(r["seed"]) for r in results})
+    meta = {"dataset": dataset, "quick": quick, "seeds": seeds, "device": meta0.get("device"),
+            "threads": meta0.get("threads"), "world_size": meta0.get("world_size"),
+            "config": meta0["config"], "variant_epochs": variant_epochs or None,
+            "paper_numbers": _PAPER_SOURCE[dataset],
+            "merged_from": [{"file": Path(f).name, "date": m.get("date"),
+                             "seeds": m.get("seeds")} for f, m in zip(seed_files, metas)]}
+    stem = f"{name}_{dataset}{'_quick' if quick else ''}"
+    paths, markdown = _write(stem, Path(out_dir), meta, cfg, dataset, quick, seeds, rows,
+                             per_seed, [], results, summary)
+    return {"rows": rows, "seed_rows": per_seed, "paths": paths, "markdown": markdown,
+            "summary": summary}
+
+
 def _train_all(variants: Sequence[str], seeds: Sequence[int], cfg: AblationConfig, dataset: str,
                root: Optional[Union[str, os.PathLike]], run_root: Path, device: str,
                progress: bool, analyse: bool, download: bool, is_main: bool, t0: float,
@@ -172,7 +262,7 @@ def _write(stem: str, out: Path, meta: dict[str, Any], cfg: AblationConfig, data
         stem, rows, out, meta=meta, columns=TABLE_COLUMNS,
         title=report.table_title(dataset, quick),
         notes=report.table_notes(cfg, dataset, seeds, summary,
-                                 meta.get("variant_epochs")))
+                                 meta.get("variant_epochs"), rows))
     paths["seeds"] = write_results(f"{stem}_seeds", per_seed, out, meta=meta,
                                    title=report.seeds_title(dataset))
     markdown = paths["table"]["md"].read_text()

@@ -14,6 +14,10 @@ from quest_geometric.experiments.qsv_ablation.config import (
 )
 
 
+#: Relative difference in parameter count from QSV within which a row is parameter-matched.
+PARAM_MATCH_TOLERANCE = 0.05
+
+
 def _epochs(results: Sequence[dict[str, Any]]) -> Any:
     """The runs' training epochs: one number when every seed trained as long, else the
     distinct values joined by ``/``."""
@@ -30,12 +34,19 @@ def aggregate(results: Sequence[dict[str, Any]], dataset: str) -> list[dict[str,
     ``'60/120'`` when seeds differ), ``acc_mean``, ``acc_std``
     (sample std over seeds, NaN for one seed), ``delta`` (``acc_mean`` minus full QSV's, NaN
     without a ``qsv`` row), ``paper`` and ``paper_delta`` (:data:`PAPER`, NaN where the
-    paper has none), ``train_acc_mean`` and ``epoch_s`` (mean training time per epoch).
+    paper has none), ``train_acc_mean`` and ``epoch_s`` (mean training time per epoch),
+    ``param_matched`` (``'yes'`` within :data:`PARAM_MATCH_TOLERANCE` of QSV's parameter
+    count, else ``'no'``), and the paired comparison with QSV over the seeds both have
+    (:func:`~quest_geometric.analysis.paired_differences`): ``paired_n``,
+    ``paired_delta``, the 95% paired :math:`t` interval ``delta_ci_low``-``delta_ci_high``
+    and its ``t_p``, the exact permutation test's ``perm_p``, ``wins_vs_qsv`` and the exact
+    sign test's ``sign_p``.
     """
     _check_dataset(dataset)
     rows = []
     by_variant = {v: [r for r in results if r["variant"] == v] for v in VARIANTS}
     qsv_mean = mean_std([r["acc"] for r in by_variant["qsv"]])[0]
+    qsv_params = int(by_variant["qsv"][0]["params"]) if by_variant["qsv"] else None
     for v in VARIANTS:
         rs = by_variant[v]
         if not rs:
@@ -51,6 +62,9 @@ def aggregate(results: Sequence[dict[str, Any]], dataset: str) -> list[dict[str,
             "train_clean_acc_mean": finite_mean([r.get("train_clean_acc", math.nan)
                                                   for r in rs]),
             "epoch_s": mean_std([r["epoch_s"] for r in rs])[0],
+            "param_matched": ("n/a" if qsv_params is None else
+                              "yes" if abs(int(rs[0]["params"]) - qsv_params)
+                              <= PARAM_MATCH_TOLERANCE * qsv_params else "no"),
         })
         if v == "qsv" or not by_variant["qsv"]:
             pd = paired_differences({}, {})
@@ -59,6 +73,7 @@ def aggregate(results: Sequence[dict[str, Any]], dataset: str) -> list[dict[str,
                                     {r["seed"]: r["acc"] for r in by_variant["qsv"]})
         rows[-1].update({"paired_n": pd["n"], "paired_delta": pd["mean"],
                          "delta_ci_low": pd["ci_low"], "delta_ci_high": pd["ci_high"],
+                         "t_p": pd["t_p"], "perm_p": pd["perm_p"],
                          "wins_vs_qsv": f"{pd['wins']}/{pd['n']}" if pd["n"] else "",
                          "sign_p": pd["sign_p"]})
     return rows
@@ -88,9 +103,10 @@ def aggregate_analysis(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]
 
 
 #: The columns of the main table, in order.
-TABLE_COLUMNS = ["variant", "description", "params", "seeds", "epochs", "acc_mean", "acc_std",
-                 "delta", "paired_delta", "delta_ci_low", "delta_ci_high", "wins_vs_qsv", "sign_p",
-                 "paper", "paper_delta", "train_clean_acc_mean", "train_acc_mean", "epoch_s"]
+TABLE_COLUMNS = ["variant", "description", "params", "param_matched", "seeds", "epochs",
+                 "acc_mean", "acc_std", "delta", "paired_delta", "delta_ci_low", "delta_ci_high",
+                 "t_p", "perm_p", "wins_vs_qsv", "sign_p", "paper", "paper_delta",
+                 "train_clean_acc_mean", "train_acc_mean", "epoch_s"]
 #: The columns of the per-seed table.
 SEED_COLUMNS = ("variant", "seed", "params", "acc", "train_acc", "train_clean_acc", "epoch_s",
                 "epochs")

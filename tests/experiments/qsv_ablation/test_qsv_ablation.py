@@ -214,7 +214,9 @@ def test_graph_loader_order_and_batches_equal_collated_samples():
     assert qa.graph_loader(images, 16, shuffle=True) is images
 
 
-def test_paired_differences_sign_test_and_bootstrap():
+def test_paired_differences_sign_permutation_and_t():
+    from scipy import stats as sps
+
     a = {0: 81.0, 1: 82.0, 2: 79.5, 3: 83.0, 4: 81.0, 9: 50.0}
     r = {0: 80.0, 1: 80.0, 2: 80.0, 3: 80.0, 4: 80.0, 7: 99.0}
     pd = qa.paired_differences(a, r)
@@ -222,10 +224,12 @@ def test_paired_differences_sign_test_and_bootstrap():
     assert pd["n"] == 5 and pd["wins"] == 4 and pd["losses"] == 1
     assert pd["mean"] == pytest.approx(statistics.mean(d))
     assert pd["sign_p"] == pytest.approx(2 * (1 + 5) / 32)  # P(X <= 1), X ~ Bin(5, 1/2)
-    assert min(d) <= pd["ci_low"] <= pd["mean"] <= pd["ci_high"] <= max(d)
-    assert qa.paired_differences(a, r) == pd  # seeded
+    assert pd["t_p"] == pytest.approx(sps.ttest_1samp(d, 0.0).pvalue)
+    # |sum| = 6.5 or more: all signs as observed, or only -0.5 flipped (7.5), and mirrors
+    assert pd["perm_p"] == pytest.approx(4 / 32)
+    assert pd["ci_low"] < pd["mean"] < pd["ci_high"]
     allpos = qa.paired_differences({s: 2.0 + s for s in range(5)}, {s: 0.0 for s in range(5)})
-    assert allpos["sign_p"] == pytest.approx(2 / 32)
+    assert allpos["sign_p"] == pytest.approx(2 / 32) and allpos["perm_p"] == pytest.approx(2 / 32)
     ties = qa.paired_differences({0: 1.0, 1: 1.0, 2: 2.0}, {0: 1.0, 1: 1.0, 2: 1.0})
     assert ties["wins"] == 1 and ties["losses"] == 0 and ties["sign_p"] == pytest.approx(1.0)
     none = qa.paired_differences({0: 1.0}, {1: 1.0})
@@ -242,6 +246,38 @@ def test_aggregate_paired_columns():
     assert rows["uniform"]["wins_vs_qsv"] == "2/3"
     assert rows["uniform"]["train_clean_acc_mean"] == pytest.approx(99.5)
     assert math.isnan(rows["qsv"]["paired_delta"]) and rows["qsv"]["paired_n"] == 0
+    # d = (1, -1, 2): permutation p 6/8 (|sum| >= 2), t interval from the t distribution
+    assert rows["uniform"]["perm_p"] == pytest.approx(6 / 8)
+    half = 4.302652729911275 * statistics.stdev([1.0, -1.0, 2.0]) / math.sqrt(3)  # t_{2,.975}
+    assert rows["uniform"]["delta_ci_low"] == pytest.approx(2 / 3 - half)
+    assert rows["uniform"]["delta_ci_high"] == pytest.approx(2 / 3 + half)
+    assert rows["uniform"]["param_matched"] == "yes"
+
+
+def test_aggregate_marks_rows_that_are_not_parameter_matched():
+    results = [{"variant": v, "seed": 0, "params": p, "acc": 90.0, "train_acc": 99.0,
+                "epoch_s": 1.0}
+               for v, p in (("qsv", 15_266), ("standard_attention", 15_213),
+                            ("resnet20", 269_434))]
+    rows = {r["variant"]: r for r in qa.aggregate(results, "digits")}
+    assert rows["standard_attention"]["param_matched"] == "yes"  # -0.3%
+    assert rows["resnet20"]["param_matched"] == "no"
+    lines = qa.report.findings(list(rows.values()), [], "digits")
+    assert any("269,434 parameters, NOT parameter-matched" in s for s in lines)
+
+
+def test_headline_states_the_setting_and_an_undecided_sign():
+    accs = {"qsv": [97.5, 98.33, 97.22, 96.94, 97.5],
+            "standard_attention": [95.83, 95.56, 97.22, 95.0, 98.06]}
+    results = [{"variant": v, "seed": s, "params": 15_000, "acc": a, "train_acc": 100.0,
+                "epoch_s": 1.0} for v, xs in accs.items() for s, a in enumerate(xs)]
+    rows = qa.aggregate(results, "digits")
+    line = qa.report.headline(rows, "digits", qa.PRESETS["digits"]["full"])
+    assert "8x8 images on 80 sphere nodes" in line and "~15K-parameter" in line
+    assert "360 test images, so one image is 0.28 points" in line
+    assert "-1.16 points over 5 paired seeds" in line  # (-5.82) / 5 of the rounded values
+    assert "sign not decided" in line
+    assert "sign test p=0.625" in line
 
 
 @pytest.mark.slow
@@ -315,3 +351,66 @@ def test_variant_epochs_command_line_parsing():
     assert _parse_variant_epochs(parser, None) is None
     with pytest.raises(SystemExit):
         _parse_variant_epochs(parser, ["no_transport:120"])
+
+
+def _seeds_file(path, rows, **meta):
+    base = {"dataset": "digits", "quick": False, "seeds": sorted({r["seed"] for r in rows}),
+            "config": {"channels": 32, **dict(qa.PRESETS["digits"]["full"].__dict__)},
+            "variant_epochs": None, "date": "then"}
+    base["config"]["sphere_sizes"] = list(base["config"]["sphere_sizes"])
+    base.update(meta)
+    path.write_text(json.dumps({"meta": base, "rows": rows}))
+    return path
+
+
+def _row(v, s, acc):
+    return {"variant": v, "seed": s, "params": 100, "acc": acc, "train_acc": 100.0,
+            "train_clean_acc": 100.0, "epoch_s": 1.0, "epochs": 60}
+
+
+def test_summarise_merges_seed_files_without_training(tmp_path):
+    first = _seeds_file(tmp_path / "a.json", [_row(v, s, 90.0 + s + (v == "uniform"))
+                                              for v in ("qsv", "uniform") for s in range(3)])
+    more = _seeds_file(tmp_path / "b.json", [_row("qsv", 3, 91.0), _row("uniform", 3, 90.0),
+                                             _row("qsv", 0, 90.0)])  # seed 0 repeated, same
+    res = qa.summarise([first, more], out_dir=tmp_path / "out")
+    rows = {r["variant"]: r for r in res["rows"]}
+    assert rows["qsv"]["seeds"] == 4 and rows["uniform"]["seeds"] == 4
+    assert rows["qsv"]["acc_mean"] == pytest.approx((90 + 91 + 92 + 91) / 4)
+    assert rows["uniform"]["paired_delta"] == pytest.approx((1 + 1 + 1 - 1) / 4)
+    assert rows["uniform"]["wins_vs_qsv"] == "3/4"
+    per_seed = json.loads((tmp_path / "out" / "qsv_ablation_digits_seeds.json").read_text())
+    assert [(r["variant"], r["seed"]) for r in per_seed["rows"]] == [
+        ("qsv", 0), ("qsv", 1), ("qsv", 2), ("qsv", 3),
+        ("uniform", 0), ("uniform", 1), ("uniform", 2), ("uniform", 3)]
+    assert [m["file"] for m in per_seed["meta"]["merged_from"]] == ["a.json", "b.json"]
+    assert (tmp_path / "out" / "qsv_ablation_digits.md").read_text().count("Setting: digits") == 1
+    # the merged per-seed file alone gives the same table again
+    again = qa.summarise([tmp_path / "out" / "qsv_ablation_digits_seeds.json"],
+                         out_dir=tmp_path / "again")
+    for key in ("acc_mean", "acc_std", "seeds", "wins_vs_qsv"):
+        assert [r[key] for r in again["rows"]] == [r[key] for r in res["rows"]], key
+    assert again["rows"][1]["paired_delta"] == res["rows"][1]["paired_delta"]
+
+
+def test_summarise_refuses_conflicts(tmp_path):
+    a = _seeds_file(tmp_path / "a.json", [_row("qsv", 0, 90.0)])
+    b = _seeds_file(tmp_path / "b.json", [_row("qsv", 0, 91.0)])
+    with pytest.raises(ValueError, match="qsv seed 0 differs"):
+        qa.summarise([a, b], out_dir=tmp_path)
+    c = _seeds_file(tmp_path / "c.json", [_row("qsv", 1, 90.0)], variant_epochs={"qsv": 9})
+    with pytest.raises(ValueError, match="qsv seed 0 trained 60 epochs"):
+        qa.summarise([a, c], out_dir=tmp_path)
+    longer = {**_row("uniform", 1, 90.0), "epochs": 120}
+    d = _seeds_file(tmp_path / "d1.json", [longer], variant_epochs={"uniform": 120})
+    e = _seeds_file(tmp_path / "e.json", [_row("uniform", 2, 90.0)], variant_epochs={"uniform": 80})
+    with pytest.raises(ValueError, match="differ in 'variant_epochs' for 'uniform'"):
+        qa.summarise([d, e], out_dir=tmp_path)
+    # a file that did not run the longer variant merges with one that did
+    merged = qa.summarise([a, d], out_dir=tmp_path / "m")
+    assert {r["variant"]: r["epochs"] for r in merged["rows"]} == {"qsv": 60, "uniform": 120}
+    (tmp_path / "d.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match="not a per-seed results file"):
+        qa.summarise([tmp_path / "d.json"], out_dir=tmp_path)
+    with pytest.raises(ValueError, match="at least one"):
+        qa.summarise([], out_dir=tmp_path)

@@ -38,13 +38,13 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 
 __all__ = ["CONFIGS", "OOD_BLOCKS_PER_SOURCE", "NUM_SINKS", "extrapolated_share",
            "load_splits", "resolve_config", "compose_config", "train_config",
-           "evaluate_config", "write_table", "main"]
+           "eval_indices", "evaluate_config", "write_table", "main"]
 
 #: The configurations: pattern, kind (``'trained'`` / ``'random'`` / ``'full'``), objective.
 CONFIGS: Dict[str, Dict[str, Any]] = {
@@ -73,6 +73,9 @@ CONFIGS: Dict[str, Dict[str, Any]] = {
 NUM_SINKS = 4
 #: Out-of-domain blocks of each prose source evaluated (the first ones of each source).
 OOD_BLOCKS_PER_SOURCE = 16
+#: Blocks of each split a row is evaluated on (the first ones; out of domain: the first of
+#: each source), against full attention's losses on the same blocks.
+EVAL_BLOCKS = {"val": 9, "test": 13, "ood_per_source": 8}
 #: Training settings shared by every trained configuration.
 TRAIN = {"block": 1024, "lr": 2e-3, "steps": 160, "seed": 0, "gate": "straight_through"}
 #: Sequence length at which the table reports pairs kept.
@@ -217,6 +220,16 @@ def resolve_config(name: str, results: Path = RESULTS) -> Dict[str, Any]:
     return cfg
 
 
+def eval_indices(data: Dict[str, Any]) -> Dict[str, List[int]]:
+    """The blocks of each split a row is evaluated on (:data:`EVAL_BLOCKS`): the first ones
+    of validation and test, the first of each out-of-domain source."""
+    owner = data["ood_record"]["block_source"]
+    ood = [i for src in dict.fromkeys(owner)
+           for i in [j for j, o in enumerate(owner) if o == src][:EVAL_BLOCKS["ood_per_source"]]]
+    return {"val": list(range(min(EVAL_BLOCKS["val"], len(data["val"])))),
+            "test": list(range(min(EVAL_BLOCKS["test"], len(data["test"])))), "ood": ood}
+
+
 def evaluate_config(name: str, progress: bool = True) -> Dict[str, Any]:
     """Evaluate row ``name`` on the validation, test and out-of-domain blocks against full
     attention (whose per-block losses are computed once and kept in ``full.json``), and write
@@ -252,9 +265,11 @@ def evaluate_config(name: str, progress: bool = True) -> Dict[str, Any]:
         compose_config(model, cfg)
     model.eval()
     row: Dict[str, Any] = {"name": name, "config": cfg}
+    idx = eval_indices(data)
     for s in ("val", "test", "ood"):
-        r = _block_losses(model, data[s], f"{name} {s}", progress)
-        row[s] = {**_split_columns(full[s], r), "block_loss": r["block_loss"],
+        r = _block_losses(model, data[s][idx[s]], f"{name} {s}", progress)
+        base = {"block_loss": [full[s]["block_loss"][i] for i in idx[s]]}
+        row[s] = {**_split_columns(base, r), "block_loss": r["block_loss"], "blocks": idx[s],
                   "seconds": r["seconds"], "pairs_kept": r["pairs_kept"]}
     kept = [row[s]["pairs_kept"] for s in ("val", "test", "ood")]
     row["pairs_kept_eval"] = sum(kept) / len(kept)
@@ -304,7 +319,11 @@ def write_table(out: Path = Path("benchmarks/results"), name: str = "focus_opera
     rows.insert(0, {"row": "full attention", "kind": "full", "pairs_kept_1k": 1.0,
                     "pairs_kept_8k": 1.0, "ood_delta_pct": 0.0, "test_delta_pct": 0.0,
                     "val_delta_pct": 0.0})
-    blocks = {s: len(full[s]["block_loss"]) for s in ("val", "test", "ood")}
+    first = json.loads(next(f for f in sorted(results.glob("*.json"))
+                             if f.name != "full.json").read_text()) if rows[1:] else None
+    used = {s: (first[s].get("blocks") if first else None) or list(
+        range(len(full[s]["block_loss"]))) for s in ("val", "test", "ood")}
+    blocks = {s: len(used[s]) for s in used}
     notes = [f"blocks of {TRAIN['block']} tokens: validation {blocks['val']}, test "
              f"{blocks['test']} (language reference, no 32-token window shared with the "
              f"training text), out of domain {blocks['ood']} (licences and Debian release "
@@ -314,8 +333,8 @@ def write_table(out: Path = Path("benchmarks/results"), name: str = "focus_opera
              f"causal pairs kept on the evaluation blocks, `pairs_kept_8k`: extrapolated at "
              f"{REPORT_LEN} tokens (module docstring)."]
     meta = {"model": full["meta"]["model"], "full_attention_ppl": {
-        s: math.exp(sum(full[s]["block_loss"]) / len(full[s]["block_loss"]))
-        for s in ("val", "test", "ood")}, "train": TRAIN, "num_sinks": NUM_SINKS}
+        s: math.exp(sum(full[s]["block_loss"][i] for i in used[s]) / len(used[s]))
+        for s in used}, "train": TRAIN, "num_sinks": NUM_SINKS, "eval_blocks": EVAL_BLOCKS}
     write_results(name, rows, out, meta=meta, notes="\n".join(notes), columns=COLUMNS,
                   title="### Focus on SmolLM2-135M: out-of-sample quality at each pattern")
     return {"rows": rows}

@@ -42,9 +42,12 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 
+from quest_geometric._utils.checks import check_int
+
 __all__ = ["CONFIGS", "OOD_BLOCKS_PER_SOURCE", "NUM_SINKS", "extrapolated_share",
            "load_splits", "resolve_config", "compose_config", "train_config",
-           "eval_indices", "evaluate_config", "write_table", "main"]
+           "eval_indices", "evaluate_config", "write_table", "attention_mac_share",
+           "prefill_speedup_bound", "SMOLLM2_DIMS", "main"]
 
 #: The configurations: pattern, kind (``'trained'`` / ``'random'`` / ``'full'``), objective.
 CONFIGS: Dict[str, Dict[str, Any]] = {
@@ -98,6 +101,40 @@ def extrapolated_share(share: float, n: int, window: int, target: int) -> float:
                          f"no far pair was measured")
     rate = min(max((share - wn) / (1.0 - wn), 0.0), 1.0)
     return wt + (1.0 - wt) * rate
+
+
+#: SmolLM2-135M's dimensions for the multiply-add count of :func:`prefill_speedup_bound`.
+SMOLLM2_DIMS = {"hidden": 576, "ffn": 1536, "heads": 9, "kv_heads": 3, "head_dim": 64}
+
+
+def attention_mac_share(seq_len: int, dims: Optional[Dict[str, int]] = None) -> float:
+    r"""The share of a causal prefill's multiply-adds spent in attention (scores and the
+    weighted sum), per layer, for a Llama-shaped model (``dims``: :data:`SMOLLM2_DIMS`):
+
+    .. math::
+        a(T) = \frac{H d_h (T + 1)}{H d_h (T + 1) + d (2 d + 2 H_{kv} d_h) + 3 d f},
+
+    :math:`H d_h (T+1)` being a token's average over the :math:`T` causal rows of
+    :math:`2 \cdot H d_h \cdot (i+1)` multiply-adds (:math:`QK^\top` and :math:`AV`), the
+    rest the four projections and the gated MLP (the embedding and the head are left out)."""
+    check_int(seq_len, "seq_len", 1, where="attention_mac_share")
+    d = dict(SMOLLM2_DIMS, **(dims or {}))
+    att = d["heads"] * d["head_dim"] * (seq_len + 1)
+    lin = d["hidden"] * (2 * d["heads"] * d["head_dim"] + 2 * d["kv_heads"] * d["head_dim"])
+    return att / (att + lin + 3 * d["hidden"] * d["ffn"])
+
+
+def prefill_speedup_bound(share: float, seq_len: int,
+                          dims: Optional[Dict[str, int]] = None) -> float:
+    r"""The prefill speed-up a pattern keeping ``share`` of the causal pairs could reach at
+    ``seq_len`` tokens if its attention cost were exactly proportional to the pairs kept and
+    routing were free: :math:`1 / ((1 - a) + a\,s)` with :math:`a` the
+    :func:`attention_mac_share`. An upper bound, not a measurement: a configuration whose
+    bound is below a target cannot meet it with any kernel."""
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"prefill_speedup_bound: 'share' must be in [0, 1], got {share!r}")
+    a = attention_mac_share(seq_len, dims)
+    return 1.0 / ((1.0 - a) + a * share)
 
 
 def load_splits(tok: Any, block: int = 1024) -> Dict[str, torch.Tensor]:
@@ -287,8 +324,8 @@ def evaluate_config(name: str, progress: bool = True) -> Dict[str, Any]:
 
 #: The table's columns (split columns are ``<split>_<column>``).
 COLUMNS = ["row", "kind", "K", "top_k", "window", "objective", "pairs_kept_1k",
-           "pairs_kept_8k", "ood_delta_pct", "ood_delta_sem", "ood_worse", "test_delta_pct",
-           "test_delta_sem", "test_worse", "val_delta_pct"]
+           "pairs_kept_8k", "prefill_bound_8k", "ood_delta_pct", "ood_delta_sem", "ood_worse",
+           "test_delta_pct", "test_delta_sem", "test_worse", "val_delta_pct"]
 
 
 def write_table(out: Path = Path("benchmarks/results"), name: str = "focus_operating_point",
@@ -310,6 +347,7 @@ def write_table(out: Path = Path("benchmarks/results"), name: str = "focus_opera
                      "top_k": c.get("top_k"), "window": c.get("window"),
                      "objective": c.get("objective", "-"),
                      "pairs_kept_1k": r["pairs_kept_eval"], "pairs_kept_8k": r["pairs_kept_8k"],
+                     "prefill_bound_8k": prefill_speedup_bound(r["pairs_kept_8k"], REPORT_LEN),
                      **{f"{s}_{k}": r[s][v] for s in ("ood", "test") for k, v in
                         (("delta_pct", "delta_pct"), ("delta_sem", "delta_sem"),
                          ("worse", "blocks_worse"))},
@@ -331,7 +369,11 @@ def write_table(out: Path = Path("benchmarks/results"), name: str = "focus_opera
              f"split, `*_delta_sem` its standard error over blocks (paired by block), "
              f"`*_worse`: blocks on which the row is worse; `pairs_kept_1k`: measured share of "
              f"causal pairs kept on the evaluation blocks, `pairs_kept_8k`: extrapolated at "
-             f"{REPORT_LEN} tokens (module docstring)."]
+             f"{REPORT_LEN} tokens (module docstring); `prefill_bound_8k`: the prefill speed-up "
+             f"that share could give at most, with attention cost proportional to pairs and "
+             f"free routing (attention is {100 * attention_mac_share(REPORT_LEN):.1f}% of a "
+             f"{REPORT_LEN}-token prefill's multiply-adds; `prefill_speedup_bound`): an upper "
+             f"bound, not a timing. Rows sorted by pairs kept."]
     meta = {"model": full["meta"]["model"], "full_attention_ppl": {
         s: math.exp(sum(full[s]["block_loss"][i] for i in used[s]) / len(used[s]))
         for s in used}, "train": TRAIN, "num_sinks": NUM_SINKS, "eval_blocks": EVAL_BLOCKS}

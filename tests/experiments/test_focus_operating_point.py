@@ -89,3 +89,24 @@ def test_write_table_from_row_files(tmp_path):
     saved = json.loads((tmp_path / "out" / "focus_operating_point.json").read_text())
     assert saved["meta"]["full_attention_ppl"]["val"] == pytest.approx(math.exp(1.5))
     assert "K8_top2_w64_random" in (tmp_path / "out" / "focus_operating_point.md").read_text()
+
+
+def test_attention_share_and_prefill_bound_by_hand():
+    from quest_geometric.experiments.focus_operating_point import (
+        attention_mac_share,
+        prefill_speedup_bound,
+    )
+
+    # SmolLM2-135M at 8,192 tokens: attention 9 * 64 * 8193 multiply-adds per token and
+    # layer; projections 576 * (576 + 576 + 192 + 192); MLP 3 * 576 * 1536
+    att, lin = 9 * 64 * 8193, 576 * 1536 + 3 * 576 * 1536
+    a = att / (att + lin)
+    assert attention_mac_share(8192) == pytest.approx(a) == pytest.approx(0.5715, abs=1e-4)
+    assert prefill_speedup_bound(1.0, 8192) == pytest.approx(1.0)
+    assert prefill_speedup_bound(0.0, 8192) == pytest.approx(1 / (1 - a))
+    assert prefill_speedup_bound(0.2, 8192) == pytest.approx(1 / (1 - a + 0.2 * a))
+    # the bound falls with the pairs kept, and attention matters more at longer prompts
+    assert prefill_speedup_bound(0.3, 8192) > prefill_speedup_bound(0.6, 8192)
+    assert attention_mac_share(8192) > attention_mac_share(1024)
+    with pytest.raises(ValueError, match="'share' must be in"):
+        prefill_speedup_bound(1.5, 8192)

@@ -20,8 +20,8 @@ from torch import Tensor, nn
 from torch_geometric.nn.conv import EdgeConv, TransformerConv
 from torch_geometric.utils import scatter
 
-from quest_geometric._utils.checks import check_choice, check_int
-from quest_geometric.nn.qsv_conv import QSVConv, check_return_attention_weights
+from quest_geometric._utils.checks import check_choice, check_int, check_return_attention_weights
+from quest_geometric.nn.qsv_conv import QSVConv
 from quest_geometric.nn.quaternion_linear import QuaternionLinear
 
 __all__ = [

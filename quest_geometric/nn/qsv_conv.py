@@ -14,7 +14,11 @@ from torch_geometric.typing import PairTensor, SparseTensor
 from torch_geometric.utils import is_torch_sparse_tensor, softmax, to_edge_index
 from torch_geometric.utils.sparse import set_sparse_value
 
-from quest_geometric._utils.checks import check_choice, check_int
+from quest_geometric._utils.checks import (
+    check_choice,
+    check_int,
+    check_return_attention_weights,
+)
 from quest_geometric.nn._graph_cache import GraphInfo, cached_info, dense_degree, store_info
 from quest_geometric.nn._qsv_csr import CSRPattern, NeighbourSum
 from quest_geometric.quaternion import multiply, normalize, random_unit, to_rotation_matrix
@@ -38,20 +42,6 @@ _HOOK_TABLES = (
 
 def _is_compiling() -> bool:
     return bool(torch.compiler.is_compiling())
-
-
-def check_return_attention_weights(value: Any) -> bool:
-    r"""The one meaning of ``return_attention_weights`` in :class:`QSVConv`,
-    :class:`~quest_geometric.models.qsv_net.QSVBlock` and
-    :class:`~quest_geometric.models.qsv_net.QSVNet`: :obj:`True` returns the weights,
-    :obj:`None` or :obj:`False` does not; anything else is an error."""
-    if value is None or value is False:
-        return False
-    if value is True:
-        return True
-    raise ValueError(
-        f"'return_attention_weights' must be True, False or None (got {value!r})"
-    )
 
 
 def _rotate(rot: Tensor, x: Tensor, transpose: bool = False) -> Tensor:

@@ -9,14 +9,9 @@ from torch_geometric.data import Batch, Data
 from torch_geometric.data.datapipes import functional_transform
 from torch_geometric.transforms import BaseTransform
 
-from quest_geometric._utils.checks import check_positive_int
+from quest_geometric._utils.checks import check_images, check_positive_int
 from quest_geometric.geometry.graphs import lattice_graph
-from quest_geometric.transforms._image_graph import (
-    check_images,
-    split_input,
-    template_batch,
-    to_data,
-)
+from quest_geometric.transforms._image_graph import split_input, template_batch, to_data
 
 
 def _build_lattice_template(config: tuple) -> Data:

@@ -13,14 +13,9 @@ from torch_geometric.data import Batch, Data
 from torch_geometric.data.datapipes import functional_transform
 from torch_geometric.transforms import BaseTransform
 
-from quest_geometric._utils.checks import check_shell_radii, check_shell_sizes
+from quest_geometric._utils.checks import check_images, check_shell_radii, check_shell_sizes
 from quest_geometric.geometry.graphs import sphere_graph
-from quest_geometric.transforms._image_graph import (
-    check_images,
-    split_input,
-    template_batch,
-    to_data,
-)
+from quest_geometric.transforms._image_graph import split_input, template_batch, to_data
 
 _PROJECTIONS = ("stereographic", "equal_area")
 _PADDING = ("zeros", "border", "reflection")

@@ -15,7 +15,8 @@ import torch
 from torch import Tensor
 
 from quest_geometric.nn.focus import _aten
-from quest_geometric.nn.focus._checks import HALF_DTYPES, check_hard_args, seq_layout
+from quest_geometric._utils.checks import check_hard_args
+from quest_geometric.nn.focus._layout import HALF_DTYPES, seq_layout
 from quest_geometric.nn.focus.edge_index import smallest_shared_group
 from quest_geometric.nn.focus.flex import FLEX_AVAILABLE, MAX_FLEX_GROUPS, focus_flex_attention
 

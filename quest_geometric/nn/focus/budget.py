@@ -15,13 +15,8 @@ import torch
 from torch import Tensor
 from torch_geometric.utils import to_dense_batch
 
-from quest_geometric.nn.focus._checks import (
-    check_batch,
-    check_real,
-    check_soft,
-    check_window,
-    seq_layout,
-)
+from quest_geometric._utils.checks import check_batch, check_real, check_soft, check_window
+from quest_geometric.nn.focus._layout import seq_layout
 from quest_geometric.nn.focus.dense import (
     _additive_log_gate,
     _pair_offsets,

@@ -64,7 +64,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from quest_geometric.nn.focus._checks import HALF_DTYPES
+from quest_geometric.nn.focus._layout import HALF_DTYPES
 from quest_geometric.nn.focus.router import RouterOutput
 from quest_geometric.nn.focus.sinkhorn import prefix_statistics
 

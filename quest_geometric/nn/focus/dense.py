@@ -16,15 +16,15 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.utils import to_dense_batch
 
-from quest_geometric.nn.focus._checks import (
+from quest_geometric._utils.checks import (
     check_batch,
     check_hard_args,
     check_qkv,
     check_real,
     check_soft,
     check_window,
-    seq_layout,
 )
+from quest_geometric.nn.focus._layout import seq_layout
 
 __all__ = ["focus_dense_attention", "focus_soft_attention", "full_attention",
            "straight_through_membership", "SOFT_GATES"]

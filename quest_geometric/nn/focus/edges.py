@@ -11,7 +11,8 @@ from torch_geometric import EdgeIndex
 from torch_geometric.nn import MessagePassing
 from torch_geometric.utils import softmax as pyg_softmax
 
-from quest_geometric.nn.focus._checks import HALF_DTYPES, check_qkv
+from quest_geometric._utils.checks import check_qkv
+from quest_geometric.nn.focus._layout import HALF_DTYPES
 
 __all__ = ["FocusEdgeAttention"]
 

@@ -65,8 +65,13 @@ from typing import Callable, Optional, Tuple
 import torch
 from torch import Tensor
 
-from quest_geometric._utils.checks import check_int
-from quest_geometric.nn.focus._checks import check_batch, check_groups, check_qkv, check_window
+from quest_geometric._utils.checks import (
+    check_batch,
+    check_groups,
+    check_int,
+    check_qkv,
+    check_window,
+)
 
 try:  # pragma: no cover - depends on the PyTorch build
     from torch.nn.attention.flex_attention import BlockMask, flex_attention

@@ -8,8 +8,7 @@ from typing import Any, List, Optional
 import torch
 from torch import Tensor, nn
 
-from quest_geometric._utils.checks import check_int
-from quest_geometric.nn.focus._checks import check_batch, check_features
+from quest_geometric._utils.checks import check_batch, check_features, check_int
 from quest_geometric.nn.focus.router import RouterOutput
 
 __all__ = ["RandomGroupsRouter", "random_balanced_groups"]

@@ -20,8 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from quest_geometric._utils.checks import check_int
-from quest_geometric.nn.focus._checks import check_batch, check_features, check_real
+from quest_geometric._utils.checks import check_batch, check_features, check_int, check_real
 from quest_geometric.nn.focus.sinkhorn import sinkhorn_log, sinkhorn_step, sinkhorn_step_host
 from quest_geometric.nn.focus.topk import float32_host, topk_groups, topk_groups_host
 

@@ -1,7 +1,6 @@
 r"""The QSV coupled quaternion attention layer (:class:`QSVConv`)."""
 from __future__ import annotations
 
-import math
 from typing import Any, Literal, Optional, Tuple, Union, overload
 
 import torch
@@ -17,7 +16,10 @@ from torch_geometric.utils.sparse import set_sparse_value
 from quest_geometric._utils.checks import (
     check_choice,
     check_int,
+    check_real,
     check_return_attention_weights,
+    check_tensor,
+    fail,
 )
 from quest_geometric.nn._graph_cache import GraphInfo, cached_info, dense_degree, store_info
 from quest_geometric.nn._qsv_csr import CSRPattern, NeighbourSum
@@ -216,36 +218,26 @@ class QSVConv(MessagePassing):
         super().__init__(node_dim=0, **kwargs)
 
         check_int(heads, "'heads'", 1, where="QSVConv")
-        if (not isinstance(channels, int) or isinstance(channels, bool) or channels < 1
-                or channels % (4 * heads) != 0):
-            raise ValueError(
-                f"'channels' must be a positive multiple of 4 * heads = {4 * heads} "
-                f"(channels are grouped in quaternions per head; got {channels!r})"
-            )
+        check_int(channels, "channels", 1, where="QSVConv")
+        if channels % (4 * heads) != 0:
+            raise fail(ValueError, "QSVConv", "channels", f"a positive multiple of 4 * heads = "
+                       f"{4 * heads} (channels are grouped in quaternions per head)", channels)
         check_choice(quaternion, "'quaternion'", _QUATERNION_SOURCES, where="QSVConv")
         if quaternion in ("node", "both"):
             check_int(num_nodes, f"'num_nodes' (for quaternion={quaternion!r})", 1, where="QSVConv")
         elif num_nodes is not None:
-            raise ValueError(
-                "'num_nodes' is only used with quaternion='node' or 'both' "
-                f"(got num_nodes={num_nodes!r} with quaternion={quaternion!r})"
-            )
+            raise fail(ValueError, "QSVConv", "num_nodes", "None unless quaternion='node' or "
+                       "'both'", got_text=f"{num_nodes!r} with quaternion={quaternion!r}")
         check_choice(attention, "'attention'", _ATTENTIONS, where="QSVConv")
         if temperature is not None and temperature != "learned":
-            if (isinstance(temperature, bool) or not isinstance(temperature, (int, float))
-                    or not math.isfinite(temperature) or temperature <= 0):
-                raise ValueError(
-                    "'temperature' must be None, 'learned' or a positive finite float "
-                    f"(got {temperature!r})"
-                )
-            temperature = float(temperature)
+            temperature = check_real(temperature, "temperature (None, 'learned' or a number)",
+                                     True, where="QSVConv")
         if not isinstance(transport, bool):
-            raise ValueError(f"'transport' must be a bool (got {transport!r})")
+            raise fail(TypeError, "QSVConv", "transport", "a bool", transport)
         if not isinstance(fused, bool):
-            raise ValueError(f"'fused' must be a bool (got {fused!r})")
-        if (isinstance(dropout, bool) or not isinstance(dropout, (int, float))
-                or not 0.0 <= dropout <= 1.0):
-            raise ValueError(f"'dropout' must be a float in [0, 1] (got {dropout!r})")
+            raise fail(TypeError, "QSVConv", "fused", "a bool", fused)
+        if check_real(dropout, "dropout", where="QSVConv") < 0.0 or dropout > 1.0:
+            raise fail(ValueError, "QSVConv", "dropout", "a float in [0, 1]", dropout)
 
         self.channels = channels
         self.heads = heads
@@ -310,11 +302,9 @@ class QSVConv(MessagePassing):
             p = self.node_q
             if N != self.num_nodes:
                 if N % self.num_nodes != 0:
-                    raise ValueError(
-                        f"quaternion={self.quaternion!r} expects 'x' to have num_nodes="
-                        f"{self.num_nodes} nodes or a multiple of it (a batch of copies of "
-                        f"the fixed graph); got {N}"
-                    )
+                    raise fail(ValueError, "QSVConv", "x", f"of num_nodes={self.num_nodes} "
+                               f"rows or a multiple of it with quaternion={self.quaternion!r} "
+                               "(a batch of copies of the fixed graph)", got_text=f"{N} rows")
                 p = p.repeat(N // self.num_nodes, 1, 1)
             q = p if q is None else multiply(p, q)
         assert q is not None
@@ -325,9 +315,8 @@ class QSVConv(MessagePassing):
         """``(x_src, x_dst, bipartite)`` from ``x`` or ``(x_src, x_dst)``, validated."""
         if isinstance(x, (tuple, list)):
             if len(x) != 2:
-                raise ValueError(
-                    f"'x' as a pair must be (x_src, x_dst) (got {len(x)} entries)"
-                )
+                raise fail(ValueError, "QSVConv", "x", "a tensor or a pair (x_src, x_dst)",
+                           got_text=f"{len(x)} entries")
             x_src, x_dst = x
             names = ("x[0] (x_src)", "x[1] (x_dst)")
         else:
@@ -335,27 +324,22 @@ class QSVConv(MessagePassing):
             names = ("x", "x")
         for name, t in zip(names, (x_src, x_dst)):
             if t is None:
-                raise ValueError(
-                    f"'{name}' is None: QSVConv needs target features for the target "
-                    "quaternions; pass (x_src, x_dst) with both tensors"
-                )
-            if not isinstance(t, Tensor) or t.dim() != 2:
-                shape = tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__
-                raise ValueError(
-                    f"'{name}' must be a 2-D tensor [num_nodes, channels] (got {shape})"
-                )
+                raise fail(TypeError, "QSVConv", f"'{name}'", "a tensor (QSVConv needs target "
+                           "features for the target quaternions; pass (x_src, x_dst) with "
+                           "both tensors)", t)
+            check_tensor(t, f"'{name}'", where="QSVConv", floating=True)
+            if t.dim() != 2:
+                raise fail(ValueError, "QSVConv", f"'{name}'", "a 2-D tensor [num_nodes, "
+                           "channels]", t)
             if t.size(1) != self.channels:
-                raise ValueError(f"'{name}' must have {self.channels} channels (got {t.size(1)})")
-            if not t.is_floating_point():
-                raise ValueError(f"'{name}' must be floating point (got {t.dtype})")
+                raise fail(ValueError, "QSVConv", f"'{name}'", f"of {self.channels} channels", t)
             self._check_dtype_and_finite(t, name)
         bipartite = x_src is not x_dst
         if bipartite and self.node_q is not None:
-            raise ValueError(
-                f"quaternion={self.quaternion!r} learns one quaternion per node of one fixed "
-                "graph and cannot take bipartite input (x_src, x_dst); use "
-                "quaternion='feature' for relations between node types"
-            )
+            raise fail(ValueError, "QSVConv", "x", f"one tensor with quaternion="
+                       f"{self.quaternion!r} (one quaternion per node of one fixed graph); use "
+                       "quaternion='feature' for relations between node types",
+                       got_text="a bipartite pair (x_src, x_dst)")
         return x_src, x_dst, bipartite
 
     def _check_dtype_and_finite(self, t: Tensor, name: str) -> None:
@@ -398,22 +382,17 @@ class QSVConv(MessagePassing):
         if isinstance(edge_index, SparseTensor):  # torch_sparse, when installed
             row, col, _ = edge_index.coo()
             if tuple(edge_index.sizes()) != shape:
-                raise ValueError(
-                    f"'edge_index' as a sparse adjacency adj_t must be {num_dst} x {num_src} "
-                    f"(targets x sources; got {tuple(edge_index.sizes())})"
-                )
+                raise fail(ValueError, "QSVConv", "edge_index", f"as a sparse adjacency adj_t "
+                           f"{num_dst} x {num_src} (targets x sources)",
+                           got_text=str(tuple(edge_index.sizes())))
             return torch.stack([col, row], dim=0).long()
         if not isinstance(edge_index, Tensor):
-            raise ValueError(
-                "'edge_index' must be a LongTensor [2, E] or a torch.sparse adjacency "
-                f"(got {type(edge_index).__name__})"
-            )
+            raise fail(TypeError, "QSVConv", "edge_index", "a LongTensor [2, E] or a "
+                       "torch.sparse adjacency", edge_index)
         if is_torch_sparse_tensor(edge_index):
             if tuple(edge_index.shape[:2]) != shape:
-                raise ValueError(
-                    f"'edge_index' as a sparse adjacency adj_t must be {num_dst} x {num_src} "
-                    f"(targets x sources; got {tuple(edge_index.shape)})"
-                )
+                raise fail(ValueError, "QSVConv", "edge_index", f"as a sparse adjacency adj_t "
+                           f"{num_dst} x {num_src} (targets x sources)", edge_index)
             if edge_index.layout == torch.sparse_coo and not edge_index.is_coalesced():
                 edge_index = edge_index.coalesce()  # PyG would only flag it coalesced
                 if info is not None:
@@ -422,11 +401,9 @@ class QSVConv(MessagePassing):
             ei, _ = to_edge_index(edge_index)
             return ei.flip(0)
         if edge_index.dtype not in _INT_DTYPES:
-            raise ValueError(f"'edge_index' must have an integer dtype (got {edge_index.dtype})")
+            raise fail(TypeError, "QSVConv", "edge_index", "of an integer dtype", edge_index)
         if edge_index.dim() != 2 or edge_index.size(0) != 2:
-            raise ValueError(
-                f"'edge_index' must have shape [2, E] (got {tuple(edge_index.shape)})"
-            )
+            raise fail(ValueError, "QSVConv", "edge_index", "of shape [2, E]", edge_index)
         if edge_index.dtype != torch.long:
             edge_index = edge_index.long()
         if not _is_compiling() and edge_index.numel() > 0:
@@ -435,15 +412,12 @@ class QSVConv(MessagePassing):
             (lo_s, lo_d), (hi_s, hi_d) = bounds
             if lo_s < 0 or hi_s >= num_src or lo_d < 0 or hi_d >= num_dst:
                 if num_src == num_dst:
-                    raise ValueError(
-                        f"'edge_index' entries must lie in [0, {num_src - 1}] for {num_src} "
-                        f"nodes (got min {min(lo_s, lo_d)}, max {max(hi_s, hi_d)})"
-                    )
-                raise ValueError(
-                    f"'edge_index' sources must lie in [0, {num_src - 1}] and targets in "
-                    f"[0, {num_dst - 1}] (got sources in [{lo_s}, {hi_s}], targets in "
-                    f"[{lo_d}, {hi_d}])"
-                )
+                    raise fail(ValueError, "QSVConv", "edge_index", f"entries in [0, "
+                               f"{num_src - 1}] for {num_src} nodes",
+                               got_text=f"min {min(lo_s, lo_d)}, max {max(hi_s, hi_d)}")
+                raise fail(ValueError, "QSVConv", "edge_index", f"sources in [0, {num_src - 1}] "
+                           f"and targets in [0, {num_dst - 1}]", got_text=f"sources in "
+                           f"[{lo_s}, {hi_s}], targets in [{lo_d}, {hi_d}]")
         return edge_index
 
     @staticmethod
@@ -535,7 +509,7 @@ class QSVConv(MessagePassing):
             ValueError: for bad shapes or :obj:`edge_index` entries, or non-finite
                 :obj:`x` (checked in eager mode: one host synchronisation per call).
         """
-        want_alpha = check_return_attention_weights(return_attention_weights)
+        want_alpha = check_return_attention_weights(return_attention_weights, where="QSVConv")
         x_src, x_dst, bipartite = self._split_x(x)
         Ns, Nd = x_src.size(0), x_dst.size(0)
         info, coo = self._graph(edge_index, Ns, Nd)
@@ -549,13 +523,13 @@ class QSVConv(MessagePassing):
             use_dense = bool(dense)
             if use_dense and not compiling and info.dense_k(coo) == 0:
                 raise ValueError(
-                    "'dense=True' needs every node to have the same number k >= 1 of "
+                    "QSVConv: 'dense=True' needs every node to have the same number k >= 1 of "
                     "in-edges sorted by target (edge_index[1] == arange(N)."
                     "repeat_interleave(k)); pass dense=None or False for other graphs"
                 )
             if use_dense and any(getattr(self, name) for name in _HOOK_TABLES):
                 raise ValueError(
-                    "'dense=True' computes no messages for the registered message-passing "
+                    "QSVConv: 'dense=True' computes no messages for the registered message-passing "
                     "hooks to see; pass dense=None or False while hooks are registered"
                 )
 

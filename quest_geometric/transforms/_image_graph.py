@@ -11,23 +11,24 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Batch, Data
 
-from quest_geometric._utils.checks import check_image
+from quest_geometric._utils.checks import check_image, fail
 
 __all__ = ["split_input", "to_data", "template_batch"]
 
 
-def split_input(data: Union[Tensor, Data]) -> tuple[Tensor, dict]:
+def split_input(data: Union[Tensor, Data], where: str) -> tuple[Tensor, dict]:
     """Returns the image and the attributes to carry over (everything but the image)."""
     if isinstance(data, Tensor):
-        return check_image(data), {}
+        return check_image(data, where=where), {}
     if isinstance(data, Data):
         if "image" not in data:
-            raise ValueError("'data' must be a [C, H, W] Tensor or a Data with 'image'")
-        image = check_image(data.image, "data.image")
+            raise ValueError(f"{where}: 'data' must be a [C, H, W] tensor or a Data with 'image', "
+                             f"got a Data without 'image'")
+        image = check_image(data.image, "data.image", where=where)
         extra = {key: value for key, value in data.items()
                  if key not in ("image", "x", "pos", "shell", "edge_index", "num_nodes")}
         return image, extra
-    raise TypeError(f"'data' must be a Tensor or a Data (got {type(data).__name__})")
+    raise fail(TypeError, where, "data", "a [C, H, W] tensor or a Data", data)
 
 
 def to_data(x: Tensor, pos: Tensor, shell: Tensor, edge_index: Tensor,

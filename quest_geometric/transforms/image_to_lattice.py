@@ -51,7 +51,7 @@ class ImageToLattice(BaseTransform):
     """
 
     def __init__(self, k: int = 8, backend: str = "auto") -> None:
-        self.k = check_positive_int(k, "'k'")
+        self.k = check_positive_int(k, "'k'", where="ImageToLattice")
         self.backend = backend
 
     def template(self, height: int, width: int) -> Data:
@@ -60,7 +60,7 @@ class ImageToLattice(BaseTransform):
         return _lattice_template((height, width, self.k, self.backend))
 
     def forward(self, data: Union[Tensor, Data]) -> Data:
-        image, extra = split_input(data)
+        image, extra = split_input(data, "ImageToLattice")
         t = self.template(image.size(1), image.size(2))
         x = image.flatten(1).t().contiguous()
         return to_data(x, t.pos, t.shell, t.edge_index, extra)
@@ -80,7 +80,7 @@ class ImageToLattice(BaseTransform):
         Returns:
             list[Data] or Batch: The same graphs as calling the transform on each image.
         """
-        images = check_images(images, y)
+        images = check_images(images, y, where="ImageToLattice.batch_call")
         t = self.template(images.size(2), images.size(3))
         xs = images.flatten(2).transpose(1, 2)
         if as_batch:

@@ -92,7 +92,8 @@ def focus_blocks_reference(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
     precision input is computed in float32 and cast back. The arguments are those of
     :func:`focus_blocks_attention` (without ``fused``).
     """
-    groups, kgroups = check_hard_args(q, k, v, groups, window, batch, num_groups)
+    groups, kgroups = check_hard_args(q, k, v, groups, window, batch, num_groups,
+                                      where="focus_blocks_reference")
     if q.dtype in HALF_DTYPES:
         return focus_blocks_reference(q.float(), k.float(), v.float(), groups, window, batch,
                                       causal, kgroups).to(q.dtype)
@@ -467,7 +468,8 @@ def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
             ids outside :math:`[0, K)` (which would otherwise fall into another sequence's
             buckets).
     """
-    groups, kgroups = check_hard_args(q, k, v, groups, window, batch, num_groups)
+    groups, kgroups = check_hard_args(q, k, v, groups, window, batch, num_groups,
+                                      where="focus_blocks_attention")
     n = q.size(0)
     can_fuse = (_aten.FLASH_AVAILABLE and q.device.type == "cpu"
                 and q.dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16))

@@ -58,9 +58,9 @@ def straight_through_pair_share(soft: Tensor, groups: Tensor, window: int,
     Raises:
         ValueError: for a bad :obj:`soft`, :obj:`groups`, :obj:`window` or :obj:`batch`.
     """
-    check_soft(soft)
-    check_window(window)
-    check_batch(batch, soft.size(0))
+    check_soft(soft, where="straight_through_pair_share")
+    check_window(window, where="straight_through_pair_share")
+    check_batch(batch, soft.size(0), where="straight_through_pair_share")
     m = straight_through_membership(soft, groups)
     seq, nseq = seq_layout(batch, soft.size(0), soft.device)
     md, valid = to_dense_batch(m, seq, batch_size=nseq)
@@ -113,11 +113,11 @@ def additive_gate_share(soft: Tensor, window: int, gate_scale: float = 10.0,
         ValueError: for a bad :obj:`soft`, :obj:`window`, :obj:`batch`, or a non-finite
             :obj:`gate_scale` / :obj:`gate_bias`.
     """
-    check_soft(soft)
-    check_window(window)
-    check_batch(batch, soft.size(0))
-    gate_scale = check_real(gate_scale, "gate_scale")
-    gate_bias = check_real(gate_bias, "gate_bias")
+    check_soft(soft, where="additive_gate_share")
+    check_window(window, where="additive_gate_share")
+    check_batch(batch, soft.size(0), where="additive_gate_share")
+    gate_scale = check_real(gate_scale, "gate_scale", where="additive_gate_share")
+    gate_bias = check_real(gate_bias, "gate_bias", where="additive_gate_share")
     seq, nseq = seq_layout(batch, soft.size(0), soft.device)
     sd, valid = to_dense_batch(soft, seq, batch_size=nseq)
     dist = _pair_offsets(sd.size(1), soft.device)

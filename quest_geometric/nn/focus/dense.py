@@ -111,7 +111,8 @@ def focus_dense_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, windo
         ValueError: for bad shapes, a negative :obj:`window`, a bad :obj:`batch` or group
             ids outside :math:`[0, K)`.
     """
-    groups, kgroups = check_hard_args(q, k, v, groups, window, batch, num_groups)
+    groups, kgroups = check_hard_args(q, k, v, groups, window, batch, num_groups,
+                                      where="focus_dense_attention")
     n, h, d = q.shape
     if n == 0:
         return q.new_empty(0, h, d)
@@ -187,16 +188,16 @@ def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: 
         ValueError: for bad shapes or options, or non-finite soft memberships (checked in
             eager mode, one host synchronisation; they would make the output NaN).
     """
-    check_qkv(q, k, v)
-    check_window(window)
-    check_soft(soft, q.size(0))
+    check_qkv(q, k, v, where="focus_soft_attention")
+    check_window(window, where="focus_soft_attention")
+    check_soft(soft, q.size(0), where="focus_soft_attention")
     if not torch.compiler.is_compiling() and not bool(torch.isfinite(soft).all()):
         raise ValueError(f"focus_soft_attention: 'soft' must be finite, got "
                          f"{int((~torch.isfinite(soft)).sum())} NaN or infinite of "
                          f"{soft.numel()} memberships (is the router's input finite?)")
-    check_batch(batch, q.size(0))
-    gate_scale = check_real(gate_scale, "gate_scale")
-    gate_bias = check_real(gate_bias, "gate_bias")
+    check_batch(batch, q.size(0), where="focus_soft_attention")
+    gate_scale = check_real(gate_scale, "gate_scale", where="focus_soft_attention")
+    gate_bias = check_real(gate_bias, "gate_bias", where="focus_soft_attention")
     if gate not in SOFT_GATES:
         raise ValueError(f"'gate' must be one of {SOFT_GATES}, got {gate!r}")
     if gate == "straight_through":

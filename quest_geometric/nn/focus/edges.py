@@ -49,7 +49,7 @@ class FocusEdgeAttention(MessagePassing):
                 :obj:`edge_index`.
             ValueError: for bad shapes or node ids outside :math:`[0, |V|)`.
         """
-        check_qkv(q, k, v)
+        check_qkv(q, k, v, where="FocusEdgeAttention")
         n = q.size(0)
         if isinstance(edge_index, Tensor):
             if edge_index.is_floating_point() or edge_index.is_complex() \

@@ -177,7 +177,7 @@ class FocusAttention(nn.Module):
 
     @window.setter
     def window(self, value: int) -> None:
-        check_window(value)
+        check_window(value, where="FocusAttention")
         self._window = value
 
     @property
@@ -209,7 +209,7 @@ class FocusAttention(nn.Module):
 
     @gate_scale.setter
     def gate_scale(self, value: float) -> None:
-        self._gate_scale = check_real(value, "gate_scale")
+        self._gate_scale = check_real(value, "gate_scale", where="FocusAttention")
 
     @property
     def gate_bias(self) -> float:
@@ -218,7 +218,7 @@ class FocusAttention(nn.Module):
 
     @gate_bias.setter
     def gate_bias(self, value: float) -> None:
-        self._gate_bias = check_real(value, "gate_bias")
+        self._gate_bias = check_real(value, "gate_bias", where="FocusAttention")
 
     def reset_parameters(self) -> None:
         r"""Reset the router (when it has parameters) and the own projections."""
@@ -314,7 +314,7 @@ class FocusAttention(nn.Module):
                 :func:`torch.autocast`) has another dtype than the projections' parameters.
             ValueError: for a wrong shape, no token, or a bad :obj:`batch`.
         """
-        check_features(x, "x")
+        check_features(x, "x", where="FocusAttention")
         self._check_dtype(x)
         if x.size(-1) != self.embed_dim:
             raise ValueError(f"'x' must have {self.embed_dim} channels, got {x.size(-1)}")
@@ -328,7 +328,7 @@ class FocusAttention(nn.Module):
                 batch = torch.arange(bsz, device=x.device).repeat_interleave(t)
         else:
             flat = x
-            check_batch(batch, x.size(0))
+            check_batch(batch, x.size(0), where="FocusAttention")
         q, k, v = self._project(flat)
         router_out: Optional[RouterOutput] = None
         if self.gate is None or not self.enabled:

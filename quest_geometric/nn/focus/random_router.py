@@ -111,14 +111,14 @@ class RandomGroupsRouter(nn.Module):
                 col_totals: Optional[List[Tensor]] = None) -> RouterOutput:
         r"""Route tokens by position (:obj:`col_totals` receives nothing: the steps need only
         the positions)."""
-        check_features(h, "h")
+        check_features(h, "h", where="RandomGroupsRouter")
         if h.dim() == 3:
             if batch is not None:
                 raise ValueError("'batch' is only accepted with [N, C] input")
             b, t = h.shape[:2]
             pos = torch.arange(t, device=h.device).expand(b, t)
         else:
-            check_batch(batch, h.size(0))
+            check_batch(batch, h.size(0), where="RandomGroupsRouter")
             n = h.size(0)
             if batch is None:
                 pos = torch.arange(n, device=h.device)

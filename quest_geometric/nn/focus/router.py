@@ -117,7 +117,7 @@ def group_balance(groups: Tensor, num_groups: int, batch: Optional[Tensor] = Non
     if batch is None:
         counts = torch.bincount(g.reshape(-1), minlength=num_groups).float()
         return counts.max() / counts.sum().clamp_min(1.0)
-    check_batch(batch, g.size(0))
+    check_batch(batch, g.size(0), where="group_balance")
     nseg = int(batch.max()) + 1 if batch.numel() > 0 else 0
     key = batch.repeat_interleave(g.size(1)) * num_groups + g.reshape(-1)
     counts = torch.bincount(key, minlength=nseg * num_groups).float().view(nseg, num_groups)
@@ -225,7 +225,7 @@ class FocusRouter(nn.Module):
 
     @tau.setter
     def tau(self, value: float) -> None:
-        self._tau = check_real(value, "tau", positive=True)
+        self._tau = check_real(value, "tau", positive=True, where="FocusRouter")
 
     def reset_parameters(self) -> None:
         r"""Reset :math:`\mathbf{W}_g` (Kaiming-uniform) and the centroids (unit-norm rows)."""
@@ -274,7 +274,7 @@ class FocusRouter(nn.Module):
             TypeError: if :obj:`h` is not a floating-point tensor.
             ValueError: for a wrong shape, no token, or a bad :obj:`batch`.
         """
-        check_features(h, "h")
+        check_features(h, "h", where="FocusRouter")
         if h.size(-1) != self.in_channels:
             raise ValueError(f"'h' must have {self.in_channels} channels, got {h.size(-1)}")
         if h.dim() == 3:
@@ -283,7 +283,7 @@ class FocusRouter(nn.Module):
             log_soft = sinkhorn_log(self.scores(h), None, 1, self.sinkhorn_iters, self.causal,
                                     col_totals)
         else:
-            check_batch(batch, h.size(0))
+            check_batch(batch, h.size(0), where="FocusRouter")
             nseg = (int(batch.max()) + 1 if batch.numel() > 0 else 0) if batch is not None \
                 else 1
             log_soft = sinkhorn_log(self.scores(h), batch, nseg, self.sinkhorn_iters,

@@ -129,9 +129,10 @@ def test_pair_share_without_far_pairs_and_bad_input():
     assert float(r.detach()) == 0.0
     r.backward()
     assert torch.equal(soft.grad, torch.zeros_like(soft))
-    with pytest.raises(ValueError, match="'soft'"):
+    with pytest.raises(TypeError, match=r"^straight_through_pair_share: 'soft' must be a "
+                       r"floating-point \[N, K\] tensor, got a torch.int64 tensor"):
         straight_through_pair_share(soft.detach().long(), groups, 1)
-    with pytest.raises(ValueError, match="window"):
+    with pytest.raises(ValueError, match="^straight_through_pair_share: 'window' must be an int"):
         straight_through_pair_share(soft, groups, -1)
     with pytest.raises(ValueError, match="'groups'"):
         straight_through_pair_share(soft, groups[:2], 1)
@@ -173,11 +174,12 @@ def test_additive_gate_share_of_a_hard_gate_is_the_causal_pair_share(top_k):
 
 def test_additive_gate_share_bad_input():
     soft, _ = _memberships(6, 3, 1)
-    with pytest.raises(ValueError, match="'soft'"):
+    with pytest.raises(TypeError, match=r"^additive_gate_share: 'soft' must be a floating-point "
+                       r"\[N, K\] tensor, got a torch.int64 tensor"):
         additive_gate_share(soft.detach().long(), 1)
-    with pytest.raises(ValueError, match="window"):
+    with pytest.raises(ValueError, match="^additive_gate_share: 'window' must be an int >= 0"):
         additive_gate_share(soft, -1)
-    with pytest.raises(ValueError, match="gate_bias"):
+    with pytest.raises(ValueError, match="^additive_gate_share: 'gate_bias' must be a finite"):
         additive_gate_share(soft, 1, gate_bias=float("nan"))
 
 

@@ -350,7 +350,7 @@ class QSVConv(MessagePassing):
         if (t.dtype != param.dtype
                 and not torch.is_autocast_enabled(t.device.type)):
             raise TypeError(
-                f"QSVConv: '{name}' must have the dtype of the layer's parameters "
+                f"QSVConv: '{name}' must be of the dtype of the layer's parameters "
                 f"({param.dtype}), got {t.dtype}; convert the input with "
                 f"x.to({param.dtype}) or the layer with layer.to({t.dtype})"
             )

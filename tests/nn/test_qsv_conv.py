@@ -426,7 +426,7 @@ def test_other_dtype_than_parameters_is_a_type_error():
     for kw in (dict(), dict(quaternion="node", num_nodes=n)):
         conv = QSVConv(8, heads=1, **kw)
         x = torch.randn(n, 8, dtype=DT)
-        with pytest.raises(TypeError, match=r"QSVConv: 'x' must have the dtype of the layer's "
+        with pytest.raises(TypeError, match=r"QSVConv: 'x' must be of the dtype of the layer's "
                                             r"parameters \(torch.float32\), got torch.float64"
                                             r".*layer.to\(torch.float64\)"):
             conv(x, ei)

@@ -278,7 +278,7 @@ class FocusAttention(nn.Module):
                     if p.is_floating_point()), None)
         if ref is not None and x.dtype != ref.dtype \
                 and not torch.is_autocast_enabled(x.device.type):
-            raise TypeError(f"FocusAttention: 'x' must have the dtype of the layer's "
+            raise TypeError(f"FocusAttention: 'x' must be of the dtype of the layer's "
                             f"parameters ({ref.dtype}), got {x.dtype}; convert the input "
                             f"with x.to({ref.dtype}) or the layer with layer.to({x.dtype})")
 

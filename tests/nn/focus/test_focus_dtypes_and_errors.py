@@ -389,7 +389,7 @@ def test_other_dtype_than_parameters_is_a_type_error():
     m = FocusAttention(16, 2, num_groups=K, top_k=1, window=2)
     x = torch.randn(2, 10, 16, dtype=torch.float64)
     for xx in (x, x.view(20, 16)):
-        with pytest.raises(TypeError, match=r"FocusAttention: 'x' must have the dtype of the "
+        with pytest.raises(TypeError, match=r"FocusAttention: 'x' must be of the dtype of the "
                                             r"layer's parameters \(torch.float32\), got "
                                             r"torch.float64.*layer.to\(torch.float64\)"):
             m(xx)

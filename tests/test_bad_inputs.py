@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from quest_geometric import analysis, datasets, geometry, models, transforms
+from quest_geometric import quaternion as Q
 from quest_geometric.nn import QSVConv, QuaternionLinear
 from quest_geometric.nn import focus as F
 
@@ -89,6 +90,26 @@ CASES = [
          "QuaternionLinear", "in_channels"),
     Case("QuaternionLinear.forward-x-dtype", lambda: QuaternionLinear(4, 4)(
         torch.randn(2, 4, dtype=torch.float64)), TypeError, "QuaternionLinear", "x"),
+    # ---- quaternion
+    Case("multiply-p-ndarray", lambda: Q.multiply(torch.zeros(4).numpy(), torch.zeros(4)),
+         TypeError, "multiply", "p"),
+    Case("normalize-q-shape", lambda: Q.normalize(torch.zeros(5, 3)), ValueError, "normalize",
+         "q"),
+    Case("rotate-v-shape", lambda: Q.rotate(torch.tensor([1.0, 0, 0, 0]), torch.zeros(4)),
+         ValueError, "rotate", "v"),
+    Case("random_unit-shape-negative", lambda: Q.random_unit(-1), ValueError, "random_unit",
+         "shape"),
+    Case("random_unit-dtype-int", lambda: Q.random_unit(3, dtype=torch.int64), TypeError,
+         "random_unit", "dtype"),
+    # ---- analysis metrics
+    Case("participation_ratio-z-list", lambda: analysis.participation_ratio([[1.0]]), TypeError,
+         "participation_ratio", "z"),
+    Case("participation_ratio-z-nan", lambda: analysis.participation_ratio(
+        torch.full((3, 2), NAN)), ValueError, "participation_ratio", "z"),
+    Case("effective_rank-m-dims", lambda: analysis.effective_rank(torch.ones(3)), ValueError,
+         "effective_rank", "m"),
+    Case("attention_entropy-attn-complex", lambda: analysis.attention_entropy(
+        torch.ones(2, 2, dtype=torch.complex64)), TypeError, "attention_entropy", "attn"),
     # ---- nn.focus: layers, routers, back-ends
     Case("FocusAttention-embed_dim-float", lambda: F.FocusAttention(8.0, 2), TypeError,
          "FocusAttention", "embed_dim"),

@@ -40,6 +40,8 @@ def describe(value: Any) -> str:
     """A short description of ``value`` for the ``got ...`` part of a message."""
     if isinstance(value, Tensor):
         return f"a {value.dtype} tensor of shape {list(value.shape)}"
+    if isinstance(value, (torch.dtype, torch.device)):
+        return str(value)
     if value is None or isinstance(value, (bool, int, float, str)):
         return repr(value) if not isinstance(value, str) else _repr.repr(value)
     return f"{type(value).__name__} {_repr.repr(value)}"

@@ -131,6 +131,25 @@ CASES = [
         torch.randn(8)), ValueError, "FocusAttention", "x"),
     Case("FocusAttention.forward-batch-float", lambda: F.FocusAttention(8, 2, num_groups=2)(
         torch.randn(4, 8), torch.zeros(4)), TypeError, "FocusAttention", "batch"),
+    Case("FocusAttention-num_heads-float", lambda: F.FocusAttention(8, 2.0), TypeError,
+         "FocusAttention", "num_heads"),
+    Case("FocusAttention-embed_dim-divisible", lambda: F.FocusAttention(9, 2), ValueError,
+         "FocusAttention", "embed_dim"),
+    Case("FocusAttention.forward-batch-3d", lambda: F.FocusAttention(8, 2, num_groups=2)(
+        torch.randn(1, 4, 8), torch.zeros(4, dtype=torch.long)), ValueError, "FocusAttention",
+        "batch"),
+    Case("FocusEdgeAttention.forward-edge_index-float", lambda: F.FocusEdgeAttention()(
+        _q(), _q(), _q(), torch.zeros(2, 1)), TypeError, "FocusEdgeAttention", "edge_index"),
+    Case("FocusEdgeAttention.forward-edge_index-range", lambda: F.FocusEdgeAttention()(
+        _q(), _q(), _q(), torch.tensor([[0], [6]])), ValueError, "FocusEdgeAttention",
+        "edge_index"),
+    Case("group_balance-groups-float", lambda: F.group_balance(_g().float(), 2), TypeError,
+         "group_balance", "groups"),
+    Case("straight_through_membership-groups-float", lambda: F.straight_through_membership(
+        _soft(), _g().float()), TypeError, "straight_through_membership", "groups"),
+    Case("focus_soft_attention-gate-value", lambda: F.focus_soft_attention(
+        _q(), _q(), _q(), _soft(), 1, gate="sigmoid"), ValueError, "focus_soft_attention",
+        "gate"),
     Case("FocusRouter-in_channels-bool", lambda: F.FocusRouter(True), TypeError, "FocusRouter",
          "in_channels"),
     Case("FocusRouter-tau-zero", lambda: F.FocusRouter(8, tau=0.0), ValueError, "FocusRouter",

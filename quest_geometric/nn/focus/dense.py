@@ -53,14 +53,16 @@ def straight_through_membership(soft: Tensor, groups: Tensor) -> Tensor:
         torch.Tensor: ``[..., K]`` in the dtype of :obj:`soft`.
     """
     if not isinstance(groups, Tensor) or groups.dtype != torch.long:
-        raise TypeError(f"'groups' must be a long tensor, got "
+        raise TypeError(f"straight_through_membership: 'groups' must be a long tensor, got "
                         f"{getattr(groups, 'dtype', type(groups).__name__)}")
     if groups.dim() != soft.dim() or groups.shape[:-1] != soft.shape[:-1] \
             or groups.size(-1) < 1:
-        raise ValueError(f"'groups' must have shape {list(soft.shape[:-1])} + [top_k], "
+        raise ValueError(f"straight_through_membership: 'groups' must be of shape "
+                         f"{list(soft.shape[:-1])} + [top_k], "
                          f"got {list(groups.shape)}")
     if groups.numel() and (int(groups.min()) < 0 or int(groups.max()) >= soft.size(-1)):
-        raise ValueError(f"'groups' must lie in [0, {soft.size(-1) - 1}]")
+        raise ValueError(f"straight_through_membership: 'groups' must be group ids in "
+                         f"[0, {soft.size(-1) - 1}]")
     hard = torch.zeros_like(soft).scatter_(-1, groups, 1.0)
     return hard + soft - soft.detach()
 
@@ -199,7 +201,8 @@ def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: 
     gate_scale = check_real(gate_scale, "gate_scale", where="focus_soft_attention")
     gate_bias = check_real(gate_bias, "gate_bias", where="focus_soft_attention")
     if gate not in SOFT_GATES:
-        raise ValueError(f"'gate' must be one of {SOFT_GATES}, got {gate!r}")
+        raise ValueError(f"focus_soft_attention: 'gate' must be one of {SOFT_GATES}, got "
+                         f"{gate!r}")
     if gate == "straight_through":
         if groups is None:
             raise ValueError("focus_soft_attention: gate='straight_through' needs the hard "

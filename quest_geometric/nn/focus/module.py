@@ -115,9 +115,10 @@ class FocusAttention(nn.Module):
                  router: Optional[Router] = None) -> None:
         super().__init__()
         check_int(embed_dim, "'embed_dim'", 1, where="FocusAttention")
-        if not isinstance(num_heads, int) or num_heads < 1 or embed_dim % num_heads:
-            raise ValueError(f"'embed_dim' ({embed_dim}) must be divisible by 'num_heads' "
-                             f"({num_heads!r})")
+        check_int(num_heads, "num_heads", 1, where="FocusAttention")
+        if embed_dim % num_heads:
+            raise ValueError(f"FocusAttention: 'embed_dim' ({embed_dim}) must be divisible by "
+                             f"'num_heads' ({num_heads!r})")
         check_int(num_groups, "'num_groups'", 1, where="FocusAttention")
         self.embed_dim = embed_dim
         self.num_heads = num_heads
@@ -317,11 +318,12 @@ class FocusAttention(nn.Module):
         check_features(x, "x", where="FocusAttention")
         self._check_dtype(x)
         if x.size(-1) != self.embed_dim:
-            raise ValueError(f"'x' must have {self.embed_dim} channels, got {x.size(-1)}")
+            raise ValueError(f"FocusAttention: 'x' must be of {self.embed_dim} channels, got "
+                             f"{x.size(-1)}")
         shape = x.shape
         if x.dim() == 3:
             if batch is not None:
-                raise ValueError("'batch' is only accepted with [N, C] input")
+                raise ValueError("FocusAttention: 'batch' must be None with [B, T, C] input")
             bsz, t = shape[:2]
             flat = x.reshape(bsz * t, -1)
             if bsz > 1:

@@ -114,7 +114,7 @@ class RandomGroupsRouter(nn.Module):
         check_features(h, "h", where="RandomGroupsRouter")
         if h.dim() == 3:
             if batch is not None:
-                raise ValueError("'batch' is only accepted with [N, C] input")
+                raise ValueError("RandomGroupsRouter: 'batch' must be None with [B, T, C] input")
             b, t = h.shape[:2]
             pos = torch.arange(t, device=h.device).expand(b, t)
         else:

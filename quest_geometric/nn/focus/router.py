@@ -110,10 +110,10 @@ def group_balance(groups: Tensor, num_groups: int, batch: Optional[Tensor] = Non
         torch.Tensor: a scalar (float32), or shape :obj:`[B]` when :obj:`batch` is given.
     """
     if groups.dtype != torch.long:
-        raise TypeError(f"'groups' must be a long tensor, got {groups.dtype}")
+        raise TypeError(f"group_balance: 'groups' must be a long tensor, got {groups.dtype}")
     g = groups.reshape(-1, groups.size(-1))
     if g.numel() > 0 and (int(g.min()) < 0 or int(g.max()) >= num_groups):
-        raise ValueError(f"'groups' must lie in [0, {num_groups - 1}]")
+        raise ValueError(f"group_balance: 'groups' must be group ids in [0, {num_groups - 1}]")
     if batch is None:
         counts = torch.bincount(g.reshape(-1), minlength=num_groups).float()
         return counts.max() / counts.sum().clamp_min(1.0)
@@ -276,10 +276,11 @@ class FocusRouter(nn.Module):
         """
         check_features(h, "h", where="FocusRouter")
         if h.size(-1) != self.in_channels:
-            raise ValueError(f"'h' must have {self.in_channels} channels, got {h.size(-1)}")
+            raise ValueError(f"FocusRouter: 'h' must be of {self.in_channels} channels, got "
+                             f"{h.size(-1)}")
         if h.dim() == 3:
             if batch is not None:
-                raise ValueError("'batch' is only accepted with [N, C] input")
+                raise ValueError("FocusRouter: 'batch' must be None with [B, T, C] input")
             log_soft = sinkhorn_log(self.scores(h), None, 1, self.sinkhorn_iters, self.causal,
                                     col_totals)
         else:

@@ -269,15 +269,17 @@ def test_edge_index_must_be_integer_and_in_range():
     q = torch.randn(5, 2, 4)
     ei = focus_edge_index(torch.zeros(5, 1, dtype=torch.long), 1)
     layer = FocusEdgeAttention()
-    with pytest.raises(TypeError, match="'edge_index' must be an integer"):
+    with pytest.raises(TypeError, match="^FocusEdgeAttention: 'edge_index' must be an integer"):
         layer(q, q, q, ei.float())
-    with pytest.raises(TypeError, match="'edge_index' must be an integer"):
+    with pytest.raises(TypeError, match="^FocusEdgeAttention: 'edge_index' must be an integer"):
         layer(q, q, q, ei.bool())
-    with pytest.raises(ValueError, match=r"'edge_index' must have shape \[2, E\]"):
+    with pytest.raises(ValueError, match=r"^FocusEdgeAttention: 'edge_index' must be of shape "
+                       r"\[2, E\]"):
         layer(q, q, q, ei[:1])
     bad = ei.clone()
     bad[0, -1] = 5
-    with pytest.raises(ValueError, match=r"'edge_index' must hold node ids in \[0, 5\)"):
+    with pytest.raises(ValueError, match=r"^FocusEdgeAttention: 'edge_index' must be node ids in "
+                       r"\[0, 5\)"):
         layer(q, q, q, bad)
 
 

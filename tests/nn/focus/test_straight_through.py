@@ -36,13 +36,17 @@ def test_membership_is_the_hard_indicator_with_the_soft_gradient():
     w = torch.randn(9, 4, dtype=torch.float64)
     (m * w).sum().backward()
     torch.testing.assert_close(soft.grad, w)  # d(m . w)/d soft = w
-    with pytest.raises(TypeError, match="'groups' must be a long tensor"):
+    with pytest.raises(TypeError, match="^straight_through_membership: 'groups' must be a long "
+                       "tensor"):
         straight_through_membership(soft, groups.float())
-    with pytest.raises(ValueError, match=r"'groups' must have shape \[9\]"):
+    with pytest.raises(ValueError, match=r"^straight_through_membership: 'groups' must be of "
+                       r"shape \[9\]"):
         straight_through_membership(soft, groups[:5])
-    with pytest.raises(ValueError, match="'groups' must have shape"):
+    with pytest.raises(ValueError, match="^straight_through_membership: 'groups' must be of "
+                       "shape"):
         straight_through_membership(soft, groups[:, :0])
-    with pytest.raises(ValueError, match="lie in"):
+    with pytest.raises(ValueError, match=r"^straight_through_membership: 'groups' must be group "
+                       r"ids in \[0, 3\]"):
         straight_through_membership(soft, groups + 3)
 
 

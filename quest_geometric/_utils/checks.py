@@ -243,13 +243,21 @@ def check_soft(soft: Tensor, n: Optional[int] = None, where: Optional[str] = Non
         raise fail(ValueError, where, "soft", f"a {shape} tensor", soft)
 
 
+def check_num_sinks(num_sinks: Any, where: Optional[str] = None) -> int:
+    """``num_sinks``: a non-negative int, the attention sinks (:class:`TypeError` for a
+    non-int or a bool, :class:`ValueError` for a negative int)."""
+    return check_int(num_sinks, "num_sinks", 0, where=where)
+
+
 def check_groups(groups: Tensor, where: Optional[str] = None) -> Tensor:
-    """``groups``: non-negative long group ids ``[N, top_k]`` (``[N]`` becomes ``[N, 1]``)."""
+    """``groups``: non-negative long group ids ``[N, top_k]`` (``[N]`` becomes ``[N, 1]``);
+    ``top_k = 0`` (``[N, 0]``) is the empty group set of every token: no far pair is kept
+    (window-only routing)."""
     if not isinstance(groups, Tensor) or groups.dtype != torch.long:
         raise fail(TypeError, where, "groups", "a long tensor", groups)
     if groups.dim() == 1:
         groups = groups.unsqueeze(-1)
-    if groups.dim() != 2 or groups.size(1) < 1:
+    if groups.dim() != 2:
         raise fail(ValueError, where, "groups", "of shape [N, top_k]", groups)
     if groups.numel() > 0 and int(groups.min()) < 0:
         raise fail(ValueError, where, "groups", "non-negative group ids",
@@ -271,7 +279,7 @@ def check_hard_args(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window: int
         raise fail(ValueError, where, "groups", f"on {q.device}", got_text=str(groups.device))
     check_window(window, where=where)
     check_batch(batch, n, where=where)
-    gmax = int(groups.max()) + 1 if n > 0 else 1
+    gmax = int(groups.max()) + 1 if groups.numel() > 0 else 1
     if num_groups is None:
         return groups, gmax
     check_int(num_groups, "num_groups", 1, where=where)

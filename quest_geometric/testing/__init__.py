@@ -1,12 +1,13 @@
 """Public test helpers users can run on their own models (e3nn style).
 
 - :func:`assert_torch_compile`: a module compiles and matches its eager output.
-- :func:`random_groups`: random hard Focus group sets (:mod:`quest_geometric.testing.focus`).
+- :func:`random_groups`: random hard Focus group sets, :func:`tiny_composed_llama`: a tiny
+  random Llama with Focus composed (:mod:`quest_geometric.testing.focus`).
 - :mod:`quest_geometric.testing.qsv`: independent references for QSV layers.
 - :mod:`quest_geometric.testing.geometry`: brute-force kNN and grids.
 """
 from quest_geometric.testing.compile import assert_torch_compile
-from quest_geometric.testing.focus import random_groups
+from quest_geometric.testing.focus import random_groups, tiny_composed_llama
 from quest_geometric.testing.geometry import brute_force_knn, grid_points
 from quest_geometric.testing.qsv import (
     conjugate,
@@ -22,6 +23,7 @@ from quest_geometric.testing.qsv import (
 __all__ = [
     "assert_torch_compile",
     "random_groups",
+    "tiny_composed_llama",
     "brute_force_knn",
     "grid_points",
     "hamilton",

@@ -1,5 +1,8 @@
 """The training harness shared by every benchmark: seeded, resumable, DDP-ready.
 
+Focus routers are trained with :func:`train_routers` (objectives ``'lm'`` and ``'distill'``,
+:func:`router_loss`) or with Hugging Face's ``Trainer`` (:func:`router_trainer`).
+
 See :class:`Trainer` for the loop, :class:`TrainConfig` for its settings, and
 :mod:`quest_geometric.training.checkpoint` for the atomic, verified checkpoint format.
 """
@@ -13,7 +16,14 @@ from quest_geometric.training.checkpoint import (
 from quest_geometric.training.config import TrainConfig
 from quest_geometric.training.data import make_loader, random_blocks
 from quest_geometric.training.distributed import get_dist_info, init_distributed, is_main_process
+from quest_geometric.training.hf_routers import freeze_all_but_routers, router_trainer
 from quest_geometric.training.logging import MetricsLogger, plot_curves, read_metrics
+from quest_geometric.training.routers import (
+    OBJECTIVES,
+    distillation_loss,
+    router_loss,
+    train_routers,
+)
 from quest_geometric.training.seed import enable_determinism, seed_everything
 from quest_geometric.training.tasks import ClassificationTask, LanguageModelTask, Task
 from quest_geometric.training.trainer import (
@@ -49,4 +59,10 @@ __all__ = [
     "plot_curves",
     "seed_everything",
     "enable_determinism",
+    "train_routers",
+    "router_loss",
+    "distillation_loss",
+    "OBJECTIVES",
+    "router_trainer",
+    "freeze_all_but_routers",
 ]

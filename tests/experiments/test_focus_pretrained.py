@@ -9,12 +9,12 @@ import torch
 from scipy import stats
 
 from quest_geometric.experiments.focus_pretrained import (
-    block_order,
     load_router_weights,
     paired_block_delta,
     revisit_drop,
-    train_routers,
 )
+from quest_geometric.testing.focus import tiny_composed_llama as _tiny_composed
+from quest_geometric.training.routers import block_order, train_routers
 
 
 def test_paired_block_delta_against_scipy_and_a_hand_computed_case():
@@ -29,29 +29,6 @@ def test_paired_block_delta_against_scipy_and_a_hand_computed_case():
     assert math.isnan(paired_block_delta([1.0], [1.2])["delta_sem"])
     with pytest.raises(ValueError, match="same number"):
         paired_block_delta(full, other[:3])
-
-
-def test_block_order_draws_every_block_equally_often_per_chunk():
-    o = block_order(7, 20, seed=3, chunk_passes=2)
-    assert o.numel() == 28  # ceil(20 / 14) = 2 chunks of 2 passes
-    for chunk in o.view(2, 14):
-        assert torch.bincount(chunk, minlength=7).tolist() == [2] * 7
-    assert not torch.equal(o[:14], o[14:])  # each chunk its own permutation
-    assert not torch.equal(o, block_order(7, 20, seed=4, chunk_passes=2))
-    with pytest.raises(ValueError, match="num_blocks"):
-        block_order(0, 5)
-    with pytest.raises(ValueError, match="chunk_passes"):
-        block_order(5, 5, chunk_passes=0)
-
-
-def test_block_order_of_a_longer_run_starts_with_the_shorter_one():
-    short, long = block_order(84, 300), block_order(84, 420)
-    assert short.numel() == 336 and long.numel() == 672
-    assert torch.equal(long[:336], short)
-    # the first chunk is the order of the committed 300-step runs: one permutation of four
-    # passes drawn at once
-    ref = torch.randperm(4 * 84, generator=torch.Generator().manual_seed(0)) % 84
-    assert torch.equal(short, ref)
 
 
 def test_revisit_drop_by_hand():
@@ -80,69 +57,6 @@ def test_revisit_drop_is_near_zero_on_a_flat_noisy_curve():
     assert abs(r["mean"]) < 4 * r["sem"]
     trend = [c - 0.001 * i for i, c in enumerate(curve)]  # a falling curve is detected
     assert revisit_drop(trend, order.tolist())["mean"] < -5 * r["sem"]
-
-
-def _tiny_composed(gate="additive", top_k=1, seed=0, num_groups=4, window=2, **focus_kwargs):
-    """A tiny Llama with Focus composed (routers seeded with ``seed``), every weight but the
-    routers' frozen."""
-    from quest_geometric.testing.hf import build_hf
-
-    from quest_geometric.nn.focus import compose_focus, router_parameters
-
-    model = build_hf("llama", seed=0)
-    torch.manual_seed(seed)
-    compose_focus(model, num_groups=num_groups, top_k=top_k, window=window, backend="blocks",
-                  gate=gate, **focus_kwargs)
-    for p in model.parameters():
-        p.requires_grad_(False)
-    for p in router_parameters(model):
-        p.requires_grad_(True)
-    return model
-
-
-@pytest.mark.slow
-def test_train_routers_resumed_equals_uninterrupted(tmp_path):
-    pytest.importorskip("transformers")
-    from quest_geometric.testing.hf import tokens
-
-    from quest_geometric.nn.focus import router_parameters
-
-    train = tokens(5, 24, seed=2)
-
-    def composed():
-        return _tiny_composed(num_groups=2, window=4)
-
-    def trained(run_dir, interrupted):
-        model = composed()
-        calls = 0
-        while True:  # max_minutes=0 stops after every step: a resume each time
-            out = train_routers(model, train, 6, 1e-2, run_dir, ckpt_every=4,
-                                progress=False, max_minutes=0.0 if interrupted else None)
-            calls += 1
-            if out["finished"]:
-                return out, [p.detach().clone() for p in router_parameters(model)], calls
-
-    whole, p_whole, n_whole = trained(tmp_path / "a", False)
-    parts, p_parts, n_parts = trained(tmp_path / "b", True)
-    assert (n_whole, n_parts) == (1, 6)
-    assert whole["finished"] and parts["finished"] and parts["step"] == 6
-    assert parts["curve"] == pytest.approx(whole["curve"], rel=1e-5)
-    for a, b in zip(p_whole, p_parts):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
-    assert whole["curve"][-1] != whole["curve"][0]  # the routers did train
-    # more steps continue the same order: 6 steps then 11 equal 11 at once
-    extended = train_routers(composed(), train, 11, 1e-2, tmp_path / "a", progress=False)
-    model = composed()
-    at_once = train_routers(model, train, 11, 1e-2, tmp_path / "c", progress=False)
-    assert extended["step"] == at_once["step"] == 11
-    assert extended["curve"] == pytest.approx(at_once["curve"], rel=1e-5)
-    # a checkpoint whose (older) order was drawn for another number of passes is refused
-    blob = torch.load(tmp_path / "a" / "routers.pt", weights_only=True)
-    blob["state"].pop("order")
-    blob["state"]["passes"] = 3
-    torch.save(blob, tmp_path / "a" / "routers.pt")
-    with pytest.raises(ValueError, match="older block order"):
-        train_routers(model, train, 12, 1e-2, tmp_path / "a", progress=False)
 
 
 def test_decode_bounds_by_hand(tmp_path):
@@ -189,101 +103,6 @@ def test_decode_bounds_fits_each_cache_on_its_own():
     assert [(r["cache"], r["context"]) for r in out] == [
         ("dynamic", 1000), ("dynamic", 4000), ("static", 1000), ("static", 4000)]
     assert [round(r["fixed_ms"], 6) for r in out] == [50, 50, 30, 30]
-
-
-@pytest.mark.slow
-def test_train_routers_pair_budget(tmp_path):
-    pytest.importorskip("transformers")
-    from quest_geometric.testing.hf import tokens
-
-    from quest_geometric.nn.focus import (
-        focus_layers,
-        router_parameters,
-        save_routers,
-        straight_through_pair_share,
-    )
-
-    train = tokens(5, 24, seed=2)
-
-    def params(m):
-        return [p.detach().clone() for p in router_parameters(m)]
-
-    plain = _tiny_composed("straight_through", 2)
-    a = train_routers(plain, train, 8, 2e-2, tmp_path / "plain", progress=False)
-    # a budget that never binds (share <= 1) trains exactly like no budget
-    idle = _tiny_composed("straight_through", 2)
-    b = train_routers(idle, train, 8, 2e-2, tmp_path / "idle", progress=False,
-                      pair_budget=(1.0, 5.0))
-    assert b["curve"] == pytest.approx(a["curve"], rel=1e-6)
-    for x, y in zip(params(plain), params(idle)):
-        torch.testing.assert_close(x, y)
-    assert len(b["share_curve"]) == 8 and "share_curve" not in a
-
-    # share_curve is the mean far share of the layers' hard groups at each step
-    fresh = _tiny_composed("straight_through", 2)
-    fresh.train()
-    seen = []
-    hooks = [f.router.register_forward_hook(
-        lambda _m, _i, out, f=f: seen.append(straight_through_pair_share(
-            out.soft.reshape(-1, 4), out.groups.reshape(-1, 2), f.window)))
-        for f in focus_layers(fresh)]
-    order = block_order(train.size(0), 8)
-    with torch.no_grad():
-        fresh(train[order[0]].unsqueeze(0), use_cache=False)
-    for h in hooks:
-        h.remove()
-    assert b["share_curve"][0] == pytest.approx(float(torch.stack(seen).mean()), rel=1e-5)
-
-    # a binding budget lowers the far share against the same training without it
-    tight = _tiny_composed("straight_through", 2)
-    c = train_routers(tight, train, 8, 2e-2, tmp_path / "tight", progress=False,
-                      pair_budget=(0.0, 50.0))
-    assert sum(c["share_curve"][-3:]) < sum(b["share_curve"][-3:])
-
-    # resuming with another objective is refused
-    with pytest.raises(ValueError, match="was trained with"):
-        train_routers(_tiny_composed("straight_through", 2), train, 9, 2e-2,
-                      tmp_path / "tight", progress=False)
-    with pytest.raises(ValueError, match="pair_budget"):
-        train_routers(_tiny_composed("straight_through", 2), train, 1, 2e-2,
-                      tmp_path / "bad", progress=False, pair_budget=(1.5, 1.0))
-
-    # init_from: a new run starts from saved routers (0 steps: exactly them)
-    save_routers(tight, str(tmp_path / "saved"))
-    other = _tiny_composed("straight_through", 2, seed=5)
-    assert not all(torch.equal(x, y) for x, y in zip(params(other), params(tight)))
-    train_routers(other, train, 0, 2e-2, tmp_path / "init", progress=False,
-                  init_from=tmp_path / "saved")
-    for x, y in zip(params(other), params(tight)):
-        torch.testing.assert_close(x, y)
-
-
-def test_train_routers_gate_bias_is_part_of_the_objective(tmp_path):
-    """The additive gate's b changes the loss, so a run resumed with another b is refused; a
-    checkpoint from before b was recorded resumes as b = 0.5, the only value then used."""
-    pytest.importorskip("transformers")
-    from quest_geometric.testing.hf import tokens
-
-    train = tokens(5, 24, seed=2)
-    a = train_routers(_tiny_composed(top_k=2), train, 2, 1e-2, tmp_path / "a",
-                      progress=False)
-    assert a["objective"]["gate_bias"] == [0.5]
-    b = train_routers(_tiny_composed(top_k=2, gate_bias=0.125), train, 2, 1e-2,
-                      tmp_path / "b", progress=False)
-    assert b["objective"]["gate_bias"] == [0.125]
-    assert b["curve"][0] != pytest.approx(a["curve"][0], rel=1e-6)  # another loss
-    with pytest.raises(ValueError, match="gate_bias"):
-        train_routers(_tiny_composed(top_k=2, gate_bias=0.125), train, 3, 1e-2,
-                      tmp_path / "a", progress=False)
-    blob = torch.load(tmp_path / "a" / "routers.pt", weights_only=True)
-    del blob["state"]["objective"]["gate_bias"]  # as written before b was recorded
-    torch.save(blob, tmp_path / "a" / "routers.pt")
-    resumed = train_routers(_tiny_composed(top_k=2), train, 3, 1e-2, tmp_path / "a",
-                            progress=False)
-    assert resumed["step"] == 3 and resumed["curve"][:2] == a["curve"]
-    with pytest.raises(ValueError, match="gate_bias"):
-        train_routers(_tiny_composed(top_k=2, gate_bias=0.125), train, 4, 1e-2,
-                      tmp_path / "a", progress=False)
 
 
 @pytest.mark.slow

@@ -14,8 +14,9 @@ decoding with Focus run faster than full attention at long contexts?
 * **Speed.** Tokens per second of greedy decoding with the KV cache after a prompt of
   1K, 4K and 8K tokens, full attention against Focus hard top-1 and top-2, in alternation.
 
-Training is resumable: each gate's routers, optimiser, step and loss curve are checkpointed
-atomically every ``ckpt_every`` steps in ``run_dir``; rerunning the same command continues.
+Training (:func:`~quest_geometric.training.routers.train_routers`) is resumable: each gate's
+routers, optimiser, step and loss curve are checkpointed atomically every ``ckpt_every``
+steps in ``run_dir``; rerunning the same command continues.
 
 Run ``python benchmarks/focus_pretrained.py`` (``--quick`` for a smoke run, ``--speed`` for
 decoding, ``--eval-saved`` to evaluate saved routers again, ``--bounds-only`` for the
@@ -24,12 +25,10 @@ decoding bounds of a speed table).
 Layout (each name imported from here):
 
 * :mod:`~quest_geometric.experiments.focus_pretrained.config`: the ``--quick`` and full
-  presets, :data:`~quest_geometric.experiments.focus_pretrained.config.ORDER_CHUNK_PASSES`;
+  presets;
 * :mod:`~quest_geometric.experiments.focus_pretrained.data`: the token blocks;
 * :mod:`~quest_geometric.experiments.focus_pretrained.routers`: every read and write of
   router weights (:func:`load_router_weights`, the training checkpoint, saved folders);
-* :mod:`~quest_geometric.experiments.focus_pretrained.train`: :func:`train_routers`,
-  :func:`block_order`;
 * :mod:`~quest_geometric.experiments.focus_pretrained.evaluate`: :func:`evaluate_lm`,
   :func:`paired_block_delta`;
 * :mod:`~quest_geometric.experiments.focus_pretrained.summary`: :func:`revisit_drop`;
@@ -44,16 +43,14 @@ Layout (each name imported from here):
 """
 from quest_geometric.experiments.focus_pretrained.bounds import decode_bounds, write_decode_bounds
 from quest_geometric.experiments.focus_pretrained.cli import main
-from quest_geometric.experiments.focus_pretrained.config import ORDER_CHUNK_PASSES
 from quest_geometric.experiments.focus_pretrained.evaluate import evaluate_lm, paired_block_delta
 from quest_geometric.experiments.focus_pretrained.reeval import evaluate_saved
 from quest_geometric.experiments.focus_pretrained.routers import load_router_weights
 from quest_geometric.experiments.focus_pretrained.speed import run_speed
 from quest_geometric.experiments.focus_pretrained.study import run
 from quest_geometric.experiments.focus_pretrained.summary import revisit_drop
-from quest_geometric.experiments.focus_pretrained.train import block_order, train_routers
 
-__all__ = ["run", "run_speed", "train_routers", "evaluate_lm", "block_order", "revisit_drop",
+__all__ = ["run", "run_speed", "evaluate_lm", "revisit_drop",
            "load_router_weights", "paired_block_delta", "evaluate_saved",
-           "decode_bounds", "write_decode_bounds", "ORDER_CHUNK_PASSES",
+           "decode_bounds", "write_decode_bounds",
            "main"]

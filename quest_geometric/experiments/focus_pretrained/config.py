@@ -5,10 +5,6 @@ from __future__ import annotations
 import os
 from typing import Dict, Optional
 
-#: Passes over the training blocks per seeded chunk of
-#: :func:`~quest_geometric.experiments.focus_pretrained.train.block_order`.
-ORDER_CHUNK_PASSES = 4
-
 #: The model as every table's ``meta`` names it.
 MODEL_NOTE = "SmolLM2-135M-Instruct, Q4_1 (4-bit) weights dequantised to float32"
 

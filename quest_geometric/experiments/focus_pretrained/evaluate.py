@@ -2,28 +2,14 @@
 kept weight, and the paired per-block change against full attention."""
 from __future__ import annotations
 
-import contextlib
 import math
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, Mapping, Optional, Sequence
 
 import torch
 
+from quest_geometric.training.routers import router_outputs
 
-@contextlib.contextmanager
-def router_outputs(model: Any, enabled: bool = True) -> Iterator[List[Tuple[Any, Any]]]:
-    """While open, collect ``(layer, RouterOutput)`` of every Focus layer's router call
-    (nothing when not ``enabled``); the hooks are removed on any exit."""
-    from quest_geometric.nn.focus import focus_layers
 
-    captured: List[Tuple[Any, Any]] = []
-    hooks = [f.router.register_forward_hook(
-        lambda _m, _i, out, f=f: captured.append((f, out))) for f in focus_layers(model)
-        ] if enabled else []
-    try:
-        yield captured
-    finally:
-        for h in hooks:
-            h.remove()
 
 
 @torch.no_grad()

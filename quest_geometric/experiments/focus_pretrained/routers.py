@@ -3,41 +3,11 @@ or saves its training checkpoint, so that how routers are stored is decided here
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any
 
-import torch
-
-
-def read_checkpoint(path: Path) -> Dict[str, Any]:
-    """A :func:`~quest_geometric.experiments.focus_pretrained.train.train_routers`
-    checkpoint (``routers.pt``: ``params``, ``opt``, ``state``), read as data only
-    (``torch.load(weights_only=True)``; anything else is refused with a ValueError)."""
-    from quest_geometric._utils.untrusted import load_tensors
-
-    return load_tensors(path, "read_checkpoint")
+from quest_geometric.training.routers import read_router_checkpoint, set_router_params
 
 
-def write_checkpoint(path: Path, params: List[torch.Tensor], opt: Any,
-                     state: Dict[str, Any]) -> None:
-    """Write a training checkpoint atomically (read back by :func:`read_checkpoint`): tensors,
-    numbers, strings and plain containers only, so ``weights_only=True`` reads it."""
-    from quest_geometric.training.checkpoint import atomic_torch_save
-
-    atomic_torch_save({"params": [p.detach().clone() for p in params],
-                       "opt": opt.state_dict(), "state": state}, path)
-
-
-def set_router_params(params: List[torch.Tensor], blob: Any, source: Any, who: str) -> None:
-    """Copy a :func:`train_routers` checkpoint's ``params`` into ``params`` (the model's
-    :func:`~quest_geometric.nn.focus.router_parameters`), refusing one of other shapes."""
-    saved = blob.get("params") if isinstance(blob, dict) else None
-    if saved is None or len(saved) != len(params) or any(
-            p.shape != t.shape for p, t in zip(params, saved)):
-        raise ValueError(f"{who}: {str(source)!r} is not a train_routers checkpoint for this "
-                         f"model's {len(params)} router tensors")
-    with torch.no_grad():
-        for p, t in zip(params, saved):
-            p.copy_(t)
 
 
 
@@ -70,7 +40,7 @@ def load_router_weights(model: Any, path: str | Path) -> Any:
     if not path.is_file():
         raise FileNotFoundError(f"load_router_weights: no routers at {str(path)!r} (expected "
                                 f"a train_routers routers.pt or a save_routers folder)")
-    blob = read_checkpoint(path)
+    blob = read_router_checkpoint(path)
     if isinstance(blob, dict) and blob.get("format") == 1:  # a renamed old save_routers file
         return load_routers(model, str(path))
     file = path

@@ -16,7 +16,7 @@ from quest_geometric.experiments.focus_pretrained.plots import plot_curves
 from quest_geometric.experiments.focus_pretrained.report import TITLE, columns, headlines
 from quest_geometric.experiments.focus_pretrained.routers import save_trained_routers
 from quest_geometric.experiments.focus_pretrained.summary import plateau_columns, revisit_columns
-from quest_geometric.experiments.focus_pretrained.train import block_order, train_routers
+from quest_geometric.training.routers import block_order, train_routers
 
 
 def _full_attention_row(val_ppl: float) -> Dict[str, Any]:

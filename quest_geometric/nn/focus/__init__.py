@@ -2,8 +2,10 @@ r"""Focus sparse attention (Yao et al., `"Why Attend to Everything? Focus is the
 <https://arxiv.org/abs/2604.03260>`_), one module per concern.
 
 Token :math:`i` of a sequence attends to the tokens :math:`j` (:math:`j \le i` if causal)
-with :math:`|i - j| \le w` or a shared hard group, :math:`G_i \cap G_j \neq \emptyset`; the
-groups come from a learned router. The modules, from the bottom up:
+with :math:`|i - j| \le w`, a shared hard group, :math:`G_i \cap G_j \neq \emptyset`, or
+an attention sink, :math:`\min(p_i, p_j) < s` (:math:`p` the position in the sequence,
+``num_sinks`` :math:`s`, 0 by default); the groups come from a learned router. The
+modules, from the bottom up:
 
 - :mod:`~quest_geometric.nn.focus.sinkhorn`: prefix-causal log-space Sinkhorn, whole
   sequences (:func:`sinkhorn_log`) and one token at a time (:func:`sinkhorn_step`, with its
@@ -15,6 +17,12 @@ groups come from a learned router. The modules, from the bottom up:
   :class:`FocusRouter` (centroids, Sinkhorn, top-:math:`k`) and :func:`group_balance`.
 - :mod:`~quest_geometric.nn.focus.random_router`: :class:`RandomGroupsRouter`, random
   balanced groups (an untrained, content-free :class:`Router`).
+- :mod:`~quest_geometric.nn.focus.window_router`: :class:`WindowOnlyRouter`, the empty
+  group set for every token (``top_k = 0``): the sliding window plus attention sinks as a
+  Focus pattern (content-free).
+- :mod:`~quest_geometric.nn.focus.far_bias_router`: :class:`FarBiasRouter`, the
+  content-free trained control of the soft rows (a per-head temperature and far-pair bias,
+  :func:`~quest_geometric.nn.focus.dense.focus_far_bias_attention`).
 - :mod:`~quest_geometric.nn.focus.edge_index`: the pattern as a PyG ``edge_index``
   (:func:`focus_edge_index`, memory :math:`O(E)`).
 - :mod:`~quest_geometric.nn.focus.dense`: every pair computed densely: the hard-mask oracle
@@ -23,7 +31,10 @@ groups come from a learned router. The modules, from the bottom up:
   :func:`straight_through_membership`) and :func:`full_attention`.
 - :mod:`~quest_geometric.nn.focus.budget`: :func:`straight_through_pair_share`, the share of
   far pairs hard Focus keeps, differentiable, for a pair budget in training;
-  :func:`additive_gate_share`, the share the soft additive gate keeps.
+  :func:`additive_gate_share`, the share the soft additive gate keeps;
+  :func:`focus_pair_share`, the measured share of pairs a hard pattern keeps; the sliding
+  window plus attention sinks at the same budget: :func:`pattern_share` (its exact share)
+  and :func:`window_for_share` (the smallest window reaching a share).
 - :mod:`~quest_geometric.nn.focus.edges`: :class:`FocusEdgeAttention`, message passing over
   any ``edge_index`` (general graphs).
 - :mod:`~quest_geometric.nn.focus.blocks`: the paper's decomposition (same-group buckets plus
@@ -45,7 +56,13 @@ and ``_aten`` (the only place that calls PyTorch's private ATen flash-attention 
 the torch version they were checked against).
 """
 from quest_geometric.nn.focus.blocks import focus_blocks_attention, focus_blocks_reference
-from quest_geometric.nn.focus.budget import additive_gate_share, straight_through_pair_share
+from quest_geometric.nn.focus.budget import (
+    additive_gate_share,
+    focus_pair_share,
+    pattern_share,
+    straight_through_pair_share,
+    window_for_share,
+)
 from quest_geometric.nn.focus.compose import (
     FocusComposed,
     compose_focus,
@@ -61,24 +78,29 @@ from quest_geometric.nn.focus.compose import (
 from quest_geometric.nn.focus.decode import FocusDecodeState, route_prefix, route_step
 from quest_geometric.nn.focus.dense import (
     focus_dense_attention,
+    focus_far_bias_attention,
     focus_soft_attention,
     full_attention,
     straight_through_membership,
 )
 from quest_geometric.nn.focus.edge_index import focus_edge_index, smallest_shared_group
 from quest_geometric.nn.focus.edges import FocusEdgeAttention
+from quest_geometric.nn.focus.far_bias_router import FarBiasRouter
 from quest_geometric.nn.focus.flex import FLEX_AVAILABLE, focus_block_mask, focus_flex_attention
 from quest_geometric.nn.focus.module import FocusAttention
 from quest_geometric.nn.focus.random_router import RandomGroupsRouter, random_balanced_groups
 from quest_geometric.nn.focus.router import FocusRouter, Router, RouterOutput, group_balance
 from quest_geometric.nn.focus.sinkhorn import sinkhorn_log, sinkhorn_step
 from quest_geometric.nn.focus.topk import topk_groups
+from quest_geometric.nn.focus.window_router import WindowOnlyRouter
 
 __all__ = [
     "Router",
     "FocusRouter",
     "RandomGroupsRouter",
     "random_balanced_groups",
+    "WindowOnlyRouter",
+    "FarBiasRouter",
     "RouterOutput",
     "group_balance",
     "sinkhorn_log",
@@ -91,10 +113,14 @@ __all__ = [
     "focus_blocks_attention",
     "focus_blocks_reference",
     "focus_soft_attention",
+    "focus_far_bias_attention",
     "full_attention",
     "straight_through_membership",
     "straight_through_pair_share",
     "additive_gate_share",
+    "focus_pair_share",
+    "pattern_share",
+    "window_for_share",
     "focus_flex_attention",
     "focus_block_mask",
     "FLEX_AVAILABLE",

@@ -15,9 +15,9 @@ import torch
 from torch import Tensor
 
 from quest_geometric.nn.focus import _aten
-from quest_geometric._utils.checks import check_hard_args
+from quest_geometric._utils.checks import check_hard_args, check_num_sinks
 from quest_geometric.nn.focus._layout import HALF_DTYPES, seq_layout
-from quest_geometric.nn.focus.edge_index import smallest_shared_group
+from quest_geometric.nn.focus.edge_index import _seq_info, sink_pairs, smallest_shared_group
 from quest_geometric.nn.focus.flex import FLEX_AVAILABLE, MAX_FLEX_GROUPS, focus_flex_attention
 
 __all__ = ["focus_blocks_attention", "focus_blocks_reference"]
@@ -56,6 +56,56 @@ def _merge_parts(n: int, tok: Tensor, o: Tensor, lse: Tensor) -> Tuple[Tensor, T
     return (num / den.unsqueeze(-1).to(mdt)).to(o.dtype), m + den.log()
 
 
+def _sink_part(groups: Tensor, batch: Optional[Tensor], window: int, num_sinks: int,
+               causal: bool, num_groups: int) -> Tuple[Tensor, Tensor, Tensor]:
+    """Part C, the sink pairs that neither the band nor a group holds
+    (:func:`~quest_geometric.nn.focus.edge_index.sink_pairs`), sorted by query:
+    ``(rows, tgt, src)`` with ``rows`` the queries having at least one such pair."""
+    seq, start, end = _seq_info(batch, groups.size(0), groups.device)
+    tgt, src = sink_pairs(groups, window, num_sinks, seq, start, end, causal, num_groups)
+    order = torch.argsort(tgt * groups.size(0) + src)
+    tgt, src = tgt[order], src[order]
+    return torch.unique_consecutive(tgt), tgt, src
+
+
+def _pair_forward(q: Tensor, k: Tensor, v: Tensor, rows: Tensor, tgt: Tensor, src: Tensor,
+                  scale: float) -> Tuple[Tensor, Tensor]:
+    r"""Attention of the queries :obj:`rows` over the explicit pairs ``(tgt, src)`` (keys
+    :obj:`src` of query :obj:`tgt`): output ``[R, H, D]`` and log-sum-exp ``[R, H]`` (in
+    float32 for half precision), differentiable (the reference's part C)."""
+    n, h, _ = q.shape
+    wdt = torch.float32 if q.dtype in HALF_DTYPES else q.dtype
+    s = (q[tgt].to(wdt) * k[src].to(wdt)).sum(-1) * scale  # [E, H]
+    m = torch.full((n, h), float("-inf"), dtype=wdt, device=q.device)
+    m = m.scatter_reduce(0, tgt.unsqueeze(1).expand_as(s), s.detach(), "amax")
+    p = torch.exp(s - m[tgt])
+    den = torch.zeros(n, h, dtype=wdt, device=q.device).index_add(0, tgt, p)
+    o = torch.zeros(n, h, v.size(2), dtype=wdt, device=q.device).index_add(
+        0, tgt, p.unsqueeze(-1) * v[src].to(wdt))
+    den, m, o = den[rows], m[rows], o[rows]
+    return (o / den.unsqueeze(-1)).to(q.dtype), m + den.log()
+
+
+def _pair_backward(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, grad: Tensor,
+                   tgt: Tensor, src: Tensor, scale: float
+                   ) -> Tuple[Tensor, Tensor, Tensor]:
+    r"""The gradient contribution of the explicit pairs ``(tgt, src)`` given the *merged*
+    output :obj:`out` and log-sum-exp :obj:`lse` ``[N, H]`` (as the flash kernels' backward
+    of each part): :math:`p_{ij} = e^{s_{ij} - L_i}`, :math:`\mathrm{d}v_j \mathrel{+}=
+    p_{ij} \mathbf{g}_i`, :math:`\mathrm{d}s_{ij} = p_{ij}(\mathbf{g}_i^{\top}\mathbf{v}_j -
+    \mathbf{g}_i^{\top}\mathbf{o}_i)`."""
+    wdt = torch.float32 if q.dtype in HALF_DTYPES else q.dtype
+    qt, ks, vs = q[tgt].to(wdt), k[src].to(wdt), v[src].to(wdt)
+    gt = grad[tgt].to(wdt)
+    p = torch.exp((qt * ks).sum(-1) * scale - lse[tgt].to(wdt))  # [E, H]
+    delta = (grad.to(wdt) * out.to(wdt)).sum(-1)  # [N, H]
+    ds = p * ((gt * vs).sum(-1) - delta[tgt]) * scale
+    dq = torch.zeros_like(q, dtype=wdt).index_add_(0, tgt, ds.unsqueeze(-1) * ks)
+    dk = torch.zeros_like(k, dtype=wdt).index_add_(0, src, ds.unsqueeze(-1) * qt)
+    dv = torch.zeros_like(v, dtype=wdt).index_add_(0, src, p.unsqueeze(-1) * gt)
+    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
+
+
 class _Buckets:
     """Members of each non-empty (sequence, group) bucket, in position order."""
 
@@ -81,22 +131,25 @@ class _Buckets:
 
 def focus_blocks_reference(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window: int,
                            batch: Optional[Tensor] = None, causal: bool = True,
-                           num_groups: Optional[int] = None) -> Tensor:
+                           num_groups: Optional[int] = None, num_sinks: int = 0) -> Tensor:
     r"""Plain-PyTorch reference of the paper's decomposition (autograd, no fused kernel).
 
     Part A: for each (sequence, group) bucket, attention among its members in position
     order (causal if asked); a pair whose group sets share several groups is kept only in the
     bucket of its *smallest* shared group. Part B: the window band restricted to pairs with
-    *disjoint* group sets, gathered explicitly as ``[N, #offsets]``. A and B partition the
+    *disjoint* group sets, gathered explicitly as ``[N, #offsets]``. Part C (with
+    :obj:`num_sinks` :math:`s > 0`): the sink pairs, :math:`\min(p_i, p_j) < s`, outside the
+    band with disjoint group sets, as explicit pairs. A, B and C partition the
     Focus pattern, so merging their log-sum-exps (:func:`_merge_parts`) is exact. Half
     precision input is computed in float32 and cast back. The arguments are those of
     :func:`focus_blocks_attention` (without ``fused``).
     """
     groups, kgroups = check_hard_args(q, k, v, groups, window, batch, num_groups,
                                       where="focus_blocks_reference")
+    check_num_sinks(num_sinks, where="focus_blocks_reference")
     if q.dtype in HALF_DTYPES:
         return focus_blocks_reference(q.float(), k.float(), v.float(), groups, window, batch,
-                                      causal, kgroups).to(q.dtype)
+                                      causal, kgroups, num_sinks).to(q.dtype)
     n, h, d = q.shape
     if n == 0:
         return q.new_empty(0, h, d)
@@ -136,6 +189,13 @@ def focus_blocks_reference(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
     toks.append(i)
     outs.append(o.squeeze(2))
     lses.append(lse.squeeze(2))
+    if num_sinks > 0:
+        rows, tgt, src = _sink_part(groups, batch, window, num_sinks, causal, kgroups)
+        if rows.numel():
+            o, lse = _pair_forward(q, k, v, rows, tgt, src, scale)
+            toks.append(rows)
+            outs.append(o)
+            lses.append(lse)
     out, _ = _merge_parts(n, torch.cat(toks), torch.cat(outs), torch.cat(lses))
     return out
 
@@ -185,6 +245,8 @@ class _BlocksPlan:
         self.n, self.kk, self.nseq, self.num_groups = n, kk, nseq, num_groups
         self.causal, self.window, self.dtype = causal, window, dtype
         self.right = 0 if causal else window
+        #: part C ``(rows, tgt, src)`` (see :func:`_sink_part`), set by the caller
+        self.sink: Optional[Tuple[Tensor, Tensor, Tensor]] = None
         # buckets: for top_k = 1 one stable sort; each bucket a contiguous span of `order`
         if kk == 1:
             key = self.seq * num_groups + self.groups[:, 0]
@@ -374,6 +436,20 @@ class _FocusBlocksFunction(torch.autograd.Function):
                 toks.append(torch.arange(seg.q0, rows.stop, device=q.device))
                 outs.append(ob)
                 lses.append(lb)
+        sink = plan.sink
+        if sink is not None:  # part C: the sink pairs outside the band and the groups
+            rows, tgt, src = sink
+            oc, lc = _pair_forward(q, k, v, rows, tgt, src, scale)
+            if single:
+                lr = torch.logaddexp(lse_all[rows], lc)
+                cur = out[rows]
+                out.index_copy_(0, rows, cur + torch.exp(lc - lr).unsqueeze(-1).to(out.dtype)
+                                * (oc - cur))
+                lse_all[rows] = lr
+            else:
+                toks.append(rows)
+                outs.append(oc)
+                lses.append(lc)
         if not single:
             out, lse_all = _merge_parts(n, torch.cat(toks), torch.cat(outs), torch.cat(lses))
         ctx.save_for_backward(q, k, v, out, lse_all)
@@ -424,13 +500,19 @@ class _FocusBlocksFunction(torch.autograd.Function):
                     + torch.arange(seg.lk, device=q.device).view(1, -1)).view(-1)
             dk.index_add_(0, kidx, gk.transpose(1, 2).reshape(-1, h, d))
             dv.index_add_(0, kidx, gv.transpose(1, 2).reshape(-1, h, d))
+        if plan.sink is not None:
+            _, tgt, src = plan.sink
+            gq, gk, gv = _pair_backward(q, k, v, out, lse, grad_out, tgt, src, scale)
+            dq += gq
+            dk += gk
+            dv += gv
         return dq, dk, dv, None, None
 
 
 def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window: int,
                            batch: Optional[Tensor] = None, causal: bool = True,
                            num_groups: Optional[int] = None,
-                           fused: Optional[bool] = None) -> Tensor:
+                           fused: Optional[bool] = None, num_sinks: int = 0) -> Tensor:
     r"""The paper's decomposition (same-group attention + cross-group window band, merged
     through log-sum-exps), exact for any top-:math:`k` and any batch of sequences.
 
@@ -449,6 +531,12 @@ def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
     FlexAttention is available and :math:`K \le 62`; elsewhere (or with ``fused=False``) it
     runs :func:`focus_blocks_reference`.
 
+    With :obj:`num_sinks` :math:`s > 0` the pattern also keeps the sink pairs,
+    :math:`\min(p_i, p_j) < s` (:math:`p` the position in the sequence; causal: every query
+    attends to the first :math:`s` tokens of its sequence, non-causal: they also attend to
+    every token), as a third part of explicit pairs outside the band with disjoint group
+    sets (:math:`O(N s)` work), merged like the others.
+
     Args:
         q, k, v (torch.Tensor): ``[N, H, D]``.
         groups (torch.Tensor): ``[N, top_k]`` hard group ids.
@@ -458,6 +546,7 @@ def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
         num_groups (int, optional): :math:`K` (default: ``groups.max() + 1``).
         fused (bool, optional): force (``True``) or forbid (``False``) the fused kernels
             (default: :obj:`None`, fused when available on the device and dtype).
+        num_sinks (int): attention sinks :math:`s \ge 0` (default: :obj:`0`).
 
     Returns:
         torch.Tensor: ``[N, H, D]``.
@@ -470,21 +559,28 @@ def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
     """
     groups, kgroups = check_hard_args(q, k, v, groups, window, batch, num_groups,
                                       where="focus_blocks_attention")
+    check_num_sinks(num_sinks, where="focus_blocks_attention")
     n = q.size(0)
     can_fuse = (_aten.FLASH_AVAILABLE and q.device.type == "cpu"
                 and q.dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16))
     if (fused is None and n > 0 and q.device.type == "cuda" and FLEX_AVAILABLE
             and kgroups <= MAX_FLEX_GROUPS):
-        return focus_flex_attention(q, k, v, groups, window, batch, causal, kgroups)
+        return focus_flex_attention(q, k, v, groups, window, batch, causal, kgroups,
+                                    num_sinks=num_sinks)
     if fused is None:
         fused = can_fuse
     elif fused and not can_fuse:
         raise ValueError("focus_blocks_attention: the fused path needs CPU tensors and the "
                          "aten flash kernels of this PyTorch build")
     if not fused or n == 0:
-        return focus_blocks_reference(q, k, v, groups, window, batch, causal, kgroups)
+        return focus_blocks_reference(q, k, v, groups, window, batch, causal, kgroups,
+                                      num_sinks)
     seq, nseq = seq_layout(batch, n, q.device)
     plan = _BlocksPlan(groups.long(), seq, nseq, kgroups, window, causal, q.dtype)
+    if num_sinks > 0:
+        rows, tgt, src = _sink_part(groups.long(), batch, window, num_sinks, causal, kgroups)
+        if rows.numel():
+            plan.sink = (rows, tgt, src)
     return _FocusBlocksFunction.apply(q.contiguous(), k.contiguous(), v.contiguous(), plan,
                                       1.0 / math.sqrt(q.size(-1)))
 

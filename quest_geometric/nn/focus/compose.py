@@ -58,8 +58,11 @@ from quest_geometric.nn.focus.decode import (
     focus_decode_attention,
     route_step,
 )
+from quest_geometric.nn.focus.far_bias_router import FarBiasRouter
 from quest_geometric.nn.focus.module import FocusAttention
+from quest_geometric.nn.focus.random_router import RandomGroupsRouter
 from quest_geometric.nn.focus.sinkhorn import prefix_statistics
+from quest_geometric.nn.focus.window_router import WindowOnlyRouter
 
 __all__ = ["compose_focus", "decompose", "FocusComposed", "set_focus_enabled", "focus_disabled",
            "set_focus_options", "focus_layers", "router_parameters", "save_routers",
@@ -308,12 +311,14 @@ class FocusComposed(nn.Module):
         valid = call.valid[:, -t:] if call.valid is not None else None
         route_step(self.focus.router, x, state, valid, return_groups=False)
         return focus_decode_attention(q, k_all, v_all, state, self.focus.window,
-                                      self.adapter.scaling(self.original))
+                                      self.adapter.scaling(self.original),
+                                      num_sinks=self.focus.num_sinks)
 
     def __repr__(self) -> str:
         f = self.focus
         return (f"{self.__class__.__name__}({type(self.original).__name__}, "
                 f"num_groups={f.num_groups}, top_k={f.router.top_k}, window={f.window}, "
+                f"{f'num_sinks={f.num_sinks}, ' if f.num_sinks else ''}"
                 f"backend={f.backend!r}, gate={f.gate!r}, enabled={f.enabled})")
 
 
@@ -411,7 +416,7 @@ def compose_focus(model: nn.Module, num_groups: int = 4, top_k: int = 2, window:
                   group_dim: int = 16, tau: float = 0.1, sinkhorn_iters: int = 10,
                   gate: Optional[str] = "additive", backend: str = "blocks",
                   freeze: bool = True, causal: Optional[bool] = None,
-                  router: Any = None, **focus_kwargs: Any) -> nn.Module:
+                  router: Any = None, num_sinks: int = 0, **focus_kwargs: Any) -> nn.Module:
     r"""Compose Focus sparse attention onto every supported attention layer of
     :obj:`model`, in place (centroid-only retrofit of Yao et al., arXiv 2604.03260).
 
@@ -423,9 +428,10 @@ def compose_focus(model: nn.Module, num_groups: int = 4, top_k: int = 2, window:
         L \, (d \, d_g + K \, d_g)
 
     trainable parameters (GPT-2 124M, :math:`d_g = 16`, :math:`K = 4`: 148,224). In
-    inference token :math:`i` attends to the causal pairs with :math:`i - j \le w` or a shared
-    hard group; in training the soft gate of ``gate`` applies (see
-    :class:`~quest_geometric.nn.focus.module.FocusAttention`). Routing is prefix-causal.
+    inference token :math:`i` attends to the causal pairs with :math:`i - j \le w`, a shared
+    hard group or :math:`j < s` (the attention sinks); in training the soft gate of
+    ``gate`` applies (see :class:`~quest_geometric.nn.focus.module.FocusAttention`).
+    Routing is prefix-causal.
 
     Args:
         model (torch.nn.Module): a model containing recognised attention modules
@@ -457,7 +463,14 @@ def compose_focus(model: nn.Module, num_groups: int = 4, top_k: int = 2, window:
             every layer, e.g. a content-free router) or a factory ``embed_dim -> Router``
             called once per layer; :obj:`num_groups`, :obj:`top_k`, :obj:`group_dim`,
             :obj:`tau` and :obj:`sinkhorn_iters` are then not used. Models composed this way
-            cannot be saved with :func:`save_routers` (default: :obj:`None`).
+            can be saved with :func:`save_routers` only when the router is a content-free
+            :class:`~quest_geometric.nn.focus.window_router.WindowOnlyRouter`,
+            :class:`~quest_geometric.nn.focus.random_router.RandomGroupsRouter` or
+            :class:`~quest_geometric.nn.focus.far_bias_router.FarBiasRouter` (recorded by
+            type and options, with its parameters if any) (default: :obj:`None`).
+        num_sinks (int): attention sinks :math:`s \ge 0`: the first :math:`s` tokens of every
+            sequence are always attended (StreamingLLM); in cached decoding, the first
+            :math:`s` positions of the cache (default: :obj:`0`).
         **focus_kwargs: further :class:`FocusAttention` arguments (``gate_scale``,
             ``gate_bias``).
 
@@ -495,7 +508,7 @@ def compose_focus(model: nn.Module, num_groups: int = 4, top_k: int = 2, window:
     flags = [(p, p.requires_grad) for p in model.parameters()]
     kwargs = dict(num_groups=num_groups, top_k=top_k, window=window, group_dim=group_dim,
                   tau=tau, sinkhorn_iters=sinkhorn_iters, gate=gate, backend=backend,
-                  **focus_kwargs)
+                  num_sinks=num_sinks, **focus_kwargs)
     if router is not None:
         kwargs["router"] = router
     ref = next(iter(model.parameters()), None)
@@ -552,9 +565,16 @@ def focus_layers(model: nn.Module) -> List[FocusAttention]:
 
 
 def router_parameters(model: nn.Module) -> Iterator[nn.Parameter]:
-    r"""The router parameters (:math:`\mathbf{W}_g` and centroids) of every Focus layer."""
+    r"""The router parameters of every Focus layer (:math:`\mathbf{W}_g` and centroids of a
+    learned router; the per-head temperature and far-pair bias of a
+    :class:`~quest_geometric.nn.focus.far_bias_router.FarBiasRouter`; none for a
+    parameter-free router). A router shared by several layers is listed once."""
+    seen = set()
     for f in focus_layers(model):
-        yield from f.router.parameters()
+        for p in f.router.parameters():
+            if id(p) not in seen:
+                seen.add(id(p))
+                yield p
 
 
 def set_focus_enabled(model: nn.Module, enabled: bool) -> nn.Module:
@@ -584,18 +604,19 @@ def focus_disabled(model: nn.Module) -> Iterator[nn.Module]:
 
 
 def set_focus_options(model: nn.Module, *, top_k: Optional[int] = None,
-                      backend: Optional[str] = None, window: Optional[int] = None
-                      ) -> nn.Module:
-    r"""Change the hard top-:math:`k`, the back-end or the window of every Focus layer
-    (e.g. to evaluate one trained router at top-:math:`k` = 1, 2 and :math:`K`).
+                      backend: Optional[str] = None, window: Optional[int] = None,
+                      num_sinks: Optional[int] = None) -> nn.Module:
+    r"""Change the hard top-:math:`k`, the back-end, the window or the number of attention
+    sinks of every Focus layer (e.g. to evaluate one trained router at top-:math:`k` = 1, 2
+    and :math:`K`).
 
     Raises:
         ValueError: for a :obj:`top_k` outside :math:`1..K`, an unknown back-end or a negative
-            window.
+            window or number of sinks.
     """
     layers = focus_layers(model)
     try:  # the layers' validated setters; all or nothing
-        before = [(f.top_k, f.backend, f.window) for f in layers]
+        before = [(f.top_k, f.backend, f.window, f.num_sinks) for f in layers]
         for f in layers:
             if top_k is not None:
                 f.top_k = top_k
@@ -603,9 +624,11 @@ def set_focus_options(model: nn.Module, *, top_k: Optional[int] = None,
                 f.backend = backend
             if window is not None:
                 f.window = window
+            if num_sinks is not None:
+                f.num_sinks = num_sinks
     except (ValueError, TypeError) as e:
-        for f, (k, b, w) in zip(layers, before):
-            f.top_k, f.backend, f.window = k, b, w
+        for f, (k, b, w, s) in zip(layers, before):
+            f.top_k, f.backend, f.window, f.num_sinks = k, b, w, s
         raise type(e)(f"set_focus_options: {e}") from None
     return model
 
@@ -613,20 +636,54 @@ def set_focus_options(model: nn.Module, *, top_k: Optional[int] = None,
 _FORMAT = "quest_geometric.focus_routers"
 _VERSION = 2
 # What :func:`save_routers` reads off the running layers (FocusAttention first, then router).
+# Files written before ``num_sinks`` existed do not record it: they compose with 0 sinks.
 _OPTIONS = ("num_groups", "top_k", "window", "group_dim", "tau", "sinkhorn_iters", "gate",
-            "backend", "gate_scale", "gate_bias")
-_CONFIG_KEYS = frozenset(_OPTIONS + ("causal",))
+            "backend", "gate_scale", "gate_bias", "num_sinks")
+_CONFIG_KEYS = frozenset(_OPTIONS + ("causal", "router"))
+# The content-free routers a router file may name (``config["router"]``): their record's keys.
+_ROUTER_SPECS = {"window_only": frozenset({"type", "causal"}),
+                 "far_bias": frozenset({"type", "causal", "num_heads"}),
+                 "random_groups": frozenset({"type", "causal", "num_groups", "top_k", "seed"})}
+
+
+def _router_spec(router: Any) -> Optional[Dict[str, Any]]:
+    """The JSON record of a content-free router :func:`save_routers` can write, or
+    :obj:`None` for any other router (exact types: a subclass may route differently)."""
+    if type(router) is WindowOnlyRouter:
+        return {"type": "window_only", "causal": router.causal}
+    if type(router) is FarBiasRouter:  # its parameters are saved as tensors
+        return {"type": "far_bias", "causal": router.causal, "num_heads": router.num_heads}
+    if type(router) is RandomGroupsRouter:
+        return {"type": "random_groups", "causal": router.causal,
+                "num_groups": router.num_groups, "top_k": router.top_k, "seed": router.seed}
+    return None
+
+
+def _router_from_spec(spec: Dict[str, Any]) -> nn.Module:
+    """The router a checked record (:func:`_check_config`) describes."""
+    if spec["type"] == "window_only":
+        return WindowOnlyRouter(causal=spec["causal"])
+    if spec["type"] == "far_bias":
+        return FarBiasRouter(spec["num_heads"], causal=spec["causal"])
+    return RandomGroupsRouter(spec["num_groups"], top_k=spec["top_k"], seed=spec["seed"],
+                              causal=spec["causal"])
 _CONVERT = "python -m quest_geometric.nn.focus.convert_routers"
 
 
 def _running_config(state: Dict[str, Any]) -> Dict[str, Any]:
     """The composition arguments the layers actually run with (after set_focus_options)."""
-    config = {k: v for k, v in state["config"].items() if k in _CONFIG_KEYS}
-    for key in _OPTIONS:
+    config = {k: v for k, v in state["config"].items() if k in _CONFIG_KEYS and k != "router"}
+    keys = _OPTIONS + (("router",) if state["config"].get("router") is not None else ())
+    for key in keys:
         values = []
         for _, _, w in state["wrappers"]:
             f = w.focus
-            v = getattr(f, key) if hasattr(f, key) else getattr(f.router, key)
+            if key == "router":
+                v = _router_spec(f.router)
+            elif hasattr(f, key):
+                v = getattr(f, key)
+            else:  # a content-free router has no group_dim, tau, sinkhorn_iters
+                v = getattr(f.router, key, state["config"].get(key))
             if v not in values:
                 values.append(v)
         if len(values) > 1:
@@ -673,7 +730,11 @@ def save_routers(model: nn.Module, path: str) -> str:
     ``model.save_pretrained(path)``), as a shareable adapter: the tensors in
     :data:`ROUTERS_FILE` (safetensors, no pickle) and, in :data:`ROUTERS_CONFIG`, the
     :func:`compose_focus` arguments the layers run with (read off the layers, so options
-    changed by :func:`set_focus_options` are the ones recorded), the versions of
+    changed by :func:`set_focus_options` are the ones recorded; a content-free router,
+    :class:`~quest_geometric.nn.focus.window_router.WindowOnlyRouter`,
+    :class:`~quest_geometric.nn.focus.random_router.RandomGroupsRouter` or
+    :class:`~quest_geometric.nn.focus.far_bias_router.FarBiasRouter`, is recorded by
+    type and options under ``"router"``, with its parameters if any), the versions of
     quest_geometric, torch and transformers, and the SHA-256 digest of the tensors file.
 
     Each tensor is named ``"{layer module path}.{router state dict key}"``;
@@ -689,14 +750,17 @@ def save_routers(model: nn.Module, path: str) -> str:
 
     Raises:
         ValueError: if :obj:`model` was not composed with :func:`compose_focus` (with the
-            default learned routers), or its layers run with different options.
+            default learned routers or a content-free one), or its layers run with different
+            options.
     """
     state = getattr(model, _STATE_ATTR, None)
     if state is None:
         raise ValueError("save_routers: the model was not composed with compose_focus")
-    if state["config"].get("router") is not None:
+    if state["config"].get("router") is not None and any(
+            _router_spec(w.focus.router) is None for _, _, w in state["wrappers"]):
         raise ValueError("save_routers: the model was composed with a given 'router'; only "
-                         "the default learned routers can be saved and recomposed")
+                         "the default learned routers and the content-free WindowOnlyRouter, "
+                         "RandomGroupsRouter and FarBiasRouter can be saved and recomposed")
     config = _running_config(state)
     names = {id(m): n for n, m in model.named_modules()}
     layers = [names[id(w)] for _, _, w in state["wrappers"]]
@@ -714,13 +778,25 @@ def _check_config(where: str, file: str, config: Any) -> Dict[str, Any]:
     unknown = sorted(set(config) - _CONFIG_KEYS)
     if unknown:
         raise refused(where, file, f"its config has unknown composition arguments {unknown}")
+    spec = config.get("router")
+    if spec is not None:
+        if not isinstance(spec, dict) or spec.get("type") not in _ROUTER_SPECS \
+                or set(spec) != _ROUTER_SPECS[spec["type"]] \
+                or not isinstance(spec["causal"], bool):
+            raise refused(where, file, f"its 'router' record {spec!r} names no content-free "
+                          f"router (one of {sorted(_ROUTER_SPECS)} with its options)")
+        try:
+            _router_from_spec(spec)
+        except (TypeError, ValueError) as e:
+            raise refused(where, file, f"its 'router' record {spec!r} is invalid", e) from None
     return dict(config)
 
 
-def _check_tensors(where: str, file: str, tensors: Any) -> Dict[str, Tensor]:
+def _check_tensors(where: str, file: str, tensors: Any, allow_empty: bool = False
+                   ) -> Dict[str, Tensor]:
     from quest_geometric._utils.untrusted import refused
 
-    if not isinstance(tensors, dict) or not tensors:
+    if not isinstance(tensors, dict) or (not tensors and not allow_empty):
         raise refused(where, file, "it holds no router tensors")
     for name, t in tensors.items():
         if not isinstance(name, str) or not isinstance(t, Tensor):
@@ -775,7 +851,8 @@ def _read_new(where: str, tensors_file: str, config_file: str
         tensors = st_load(data)
     except BaseException as e:  # nothing read from the file may escape as success
         raise refused(where, tensors_file, "it is not a safetensors file", e) from None
-    return tensors_file, config, _check_tensors(where, tensors_file, tensors)
+    return tensors_file, config, _check_tensors(where, tensors_file, tensors,
+                                                allow_empty=config.get("router") is not None)
 
 
 def read_legacy_routers(path: str, where: str, allow_pickle: bool = False
@@ -861,7 +938,7 @@ def load_routers(model: nn.Module, path: str, strict: bool = True) -> nn.Module:
         model (torch.nn.Module): a base model (or one already composed the same way).
         path (str): the folder given to :func:`save_routers` (or one of its files).
         strict (bool): require exactly the saved layers and, for a model already
-            composed, the saved number of groups and window (routers run with another
+            composed, the saved number of groups, window and sinks (routers run with another
             pattern than the one they were trained for otherwise; default: :obj:`True`).
 
     Returns:
@@ -882,14 +959,18 @@ def load_routers(model: nn.Module, path: str, strict: bool = True) -> nn.Module:
     composed_here = state is None
     if composed_here:
         try:
+            if config.get("router") is not None:  # a content-free router, by its record
+                spec = config["router"]  # one router per layer (a factory)
+                config = dict(config, router=lambda embed_dim: _router_from_spec(spec))
             compose_focus(model, **config)
         except (TypeError, ValueError) as e:
             raise refused(where, file, "its composition arguments do not compose this model",
                           e) from None
     try:
         if not composed_here and strict:
-            for key in ("num_groups", "window"):
-                saved_v, have = config.get(key), state["config"].get(key)
+            for key in ("num_groups", "window", "num_sinks"):
+                saved_v = config.get(key, 0 if key == "num_sinks" else None)  # old files: 0
+                have = state["config"].get(key)
                 if saved_v is not None and saved_v != have:
                     raise ValueError(
                         f"load_routers: {file!r} holds routers trained with {key}={saved_v}, "

@@ -64,6 +64,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from quest_geometric._utils.checks import check_num_sinks
 from quest_geometric.nn.focus._layout import HALF_DTYPES
 from quest_geometric.nn.focus.router import RouterOutput
 from quest_geometric.nn.focus.sinkhorn import prefix_statistics
@@ -127,14 +128,15 @@ class _GroupSetStores:
       lazily, only when the store path runs (catching up on the slots that left the window
       meanwhile), so a decoding that always takes the masked path keeps no second copy."""
 
-    def __init__(self) -> None:
+    def __init__(self, base: int = 0) -> None:
+        self.base = base  # the attention sinks: slots [0, base) are read directly, not stored
         self.ids: Dict[Tuple[int, ...], int] = {}  # group set -> id
         self.slot_ids: Optional[Tensor] = None  # [cap] long: ids of slots [0, id_done)
         self.id_done = 0
         self.counts: Dict[Tuple[int, ...], int] = {}  # out-of-window tokens per set
-        self.counted = 0  # slots [0, counted) are in counts
+        self.counted = base  # slots [base, counted) are in counts
         self.luts: Dict[Tuple[int, ...], Tensor] = {}  # query set -> bool [len(ids)]
-        self.done = 0  # cache slots [0, done) are in their stores
+        self.done = base  # cache slots [base, done) are in their stores
         self.sets: Dict[Tuple[int, ...], list] = {}  # group set -> [keys, values, count]
 
     def note(self, sets: List[Tuple[int, ...]], s: int, lo: int, device: torch.device
@@ -426,16 +428,19 @@ def route_step(router, x: Tensor, state: FocusDecodeState, valid: Optional[Tenso
 
 
 def focus_decode_attention(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState,
-                           window: int, scale: float, fast: bool = True) -> Tensor:
+                           window: int, scale: float, fast: bool = True,
+                           num_sinks: int = 0) -> Tensor:
     r"""Attention of the newest :math:`T` tokens of a cache to the keys Focus lets them see.
 
     Query :math:`t` (cache slot :math:`c_t`) attends to the real cached keys :math:`j \le
-    c_t` with :math:`p_t - p_j \le w` or :math:`G_j \cap G_t \ne \emptyset` (positions
-    :math:`p` count real tokens only, so padding never enters a window). With :obj:`fast`,
-    the decoding step of one sequence without padding and a state with ``store=True`` reads
-    the window (a slice of :obj:`k`, :obj:`v`) and the group-set stores that meet the new
-    token's groups, views only (see the module docstring); every other call is
-    :func:`focus_decode_attention_reference`, which gives the same values up to rounding.
+    c_t` with :math:`p_t - p_j \le w`, :math:`G_j \cap G_t \ne \emptyset` or
+    :math:`p_j < s` (the attention sinks: the first :math:`s` real tokens of the sequence)
+    (positions :math:`p` count real tokens only, so padding never enters a window). With
+    :obj:`fast`, the decoding step of one sequence without padding and a state with
+    ``store=True`` reads the window (a slice of :obj:`k`, :obj:`v`) and the group-set
+    stores that meet the new token's groups, views only (see the module docstring); every
+    other call is :func:`focus_decode_attention_reference`, which gives the same values up
+    to rounding.
 
     Args:
         q (Tensor): queries ``[B, H, T, D]`` of the new tokens.
@@ -445,42 +450,49 @@ def focus_decode_attention(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeSt
         window (int): :math:`w`.
         scale (float): softmax scale.
         fast (bool): allow the fast path (default: :obj:`True`).
+        num_sinks (int): attention sinks :math:`s \ge 0` (default: :obj:`0`; the fast
+            path reads them as one more slice of the cache, never from a store).
 
     Returns:
         Tensor: ``[B, H, T, D]``; zeros for padding queries.
     """
+    check_num_sinks(num_sinks)
     if fast and q.size(0) == 1 and q.size(2) == 1 and state.store and state._simple:
-        return _fast_step(q, k, v, state, window, scale)
-    return focus_decode_attention_reference(q, k, v, state, window, scale)
+        return _fast_step(q, k, v, state, window, scale, num_sinks)
+    return focus_decode_attention_reference(q, k, v, state, window, scale, num_sinks)
 
 
 def _fast_step(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState, window: int,
-               scale: float) -> Tensor:
+               scale: float, num_sinks: int = 0) -> Tensor:
     """The decoding step of one sequence: one masked SDPA over the cache or the group-set
     stores, whichever :data:`MASKED_SHARE` and :data:`PART_WORK` say is cheaper (the masked
     SDPA whenever more than :data:`MAX_STORE_PARTS` stores would be read)."""
     _, h, _, d = q.shape
     hkv = k.size(1)
     s = state._len
-    lo = max(0, s - 1 - window)  # the window: slots [lo, s); the stores hold [0, lo)
+    lo = max(0, s - 1 - window)  # the window: slots [lo, s); the stores hold [ns, lo)
+    ns = min(num_sinks, lo)  # the sinks: slots [0, ns) (those not in the window)
     sets = state._host_sets(s)
     mine = sets[s - 1]
-    if state._stores is None:
-        state._stores = _GroupSetStores()
+    if state._stores is None or state._stores.base != num_sinks:
+        state._stores = _GroupSetStores(num_sinks)
     stores = state._stores
     stores.note(sets, s, lo, q.device)
     meets = [key for key, n in stores.counts.items() if n and any(g in key for g in mine)]
-    kept = s - lo + sum(stores.counts[key] for key in meets)
+    kept = s - lo + ns + sum(stores.counts[key] for key in meets)
     if len(meets) > MAX_STORE_PARTS or \
             kept + PART_WORK / (hkv * d) * len(meets) >= MASKED_SHARE * s:
         # most keys are kept (or too many stores to read, e.g. many groups): one masked
         # SDPA over the cache is cheaper than the parts
         mask = stores.lut(mine, q.device)[stores.slot_ids[:s]]
         mask[lo:] = True  # the window
+        mask[:ns] = True  # the sinks
         return masked_decode_attention(q, k[:, :, :s], v[:, :, :s], mask, scale,
                                  packed_layout(hkv))
     stores.fill(sets, k, v, lo)
     parts = [(k[0, :, lo:s].transpose(1, 2), v[0, :, lo:s])]  # keys as [H_kv, D, n]
+    if ns:
+        parts.append((k[0, :, :ns].transpose(1, 2), v[0, :, :ns]))
     for key in meets:
         kb, vb, n = stores.sets[key]
         parts.append((kb[0, :, :, :n], vb[0, :, :n]))
@@ -500,13 +512,14 @@ def _fast_step(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState, window:
 
 
 def focus_decode_attention_reference(q: Tensor, k: Tensor, v: Tensor,
-                                     state: FocusDecodeState, window: int, scale: float
-                                     ) -> Tensor:
+                                     state: FocusDecodeState, window: int, scale: float,
+                                     num_sinks: int = 0) -> Tensor:
     r"""The plain path of :func:`focus_decode_attention` (the reference of its fast path):
     attention of the newest :math:`T` tokens of a cache to the keys Focus lets them see.
 
     Query :math:`t` (cache slot :math:`c_t`) attends to the real cached keys :math:`j \le
-    c_t` with :math:`p_t - p_j \le w` or :math:`G_j \cap G_t \ne \emptyset` (positions
+    c_t` with :math:`p_t - p_j \le w`, :math:`G_j \cap G_t \ne \emptyset` or :math:`p_j <
+    s` (:obj:`num_sinks`, default :obj:`0`) (positions
     :math:`p` count real tokens only, so padding never enters a window). For one new token
     (the decoding step) the allowed keys are gathered first, so the attention costs
     :math:`O(H D (w + |\text{shared}|))`; several new tokens use one masked SDPA.
@@ -533,6 +546,8 @@ def focus_decode_attention_reference(q: Tensor, k: Tensor, v: Tensor,
     slot = torch.arange(s, device=q.device)
     causal = slot.view(1, 1, -1) <= (slot[s - t:]).view(1, -1, 1)
     near = (pq.unsqueeze(-1) - pos.unsqueeze(1)) <= window
+    if num_sinks > 0:
+        near = near | (pos.unsqueeze(1) < num_sinks)
     allowed = real.unsqueeze(1) & causal & (near | shared) & (pq >= 0).unsqueeze(-1)  # [B,T,S]
     qreal = pq >= 0
     if t == 1 and b == 1:  # the decoding step of one sequence: gather the allowed keys

@@ -19,15 +19,16 @@ from torch_geometric.utils import to_dense_batch
 from quest_geometric._utils.checks import (
     check_batch,
     check_hard_args,
+    check_num_sinks,
     check_qkv,
     check_real,
     check_soft,
     check_window,
 )
-from quest_geometric.nn.focus._layout import seq_layout
+from quest_geometric.nn.focus._layout import HALF_DTYPES, seq_layout
 
 __all__ = ["focus_dense_attention", "focus_soft_attention", "full_attention",
-           "straight_through_membership", "SOFT_GATES"]
+           "straight_through_membership", "focus_far_bias_attention", "SOFT_GATES"]
 
 #: The gates of :func:`focus_soft_attention`.
 SOFT_GATES = ("additive", "multiplicative", "straight_through")
@@ -75,15 +76,27 @@ def _pair_offsets(t: int, device: torch.device) -> Tensor:
     return i.view(-1, 1) - i.view(1, -1)
 
 
+def _near_pairs(t: int, window: int, num_sinks: int, device: torch.device) -> Tensor:
+    r"""The pairs every Focus pattern keeps whatever the groups, ``[T, T]`` bool (query,
+    key): the window :math:`|i - j| \le w` and the attention sinks
+    :math:`\min(i, j) < s` (positions within the sequence)."""
+    dist = _pair_offsets(t, device)
+    near = dist.abs() <= window
+    if num_sinks > 0:
+        i = torch.arange(t, device=device)
+        near = near | (torch.minimum(i.view(-1, 1), i.view(1, -1)) < num_sinks)
+    return near
+
+
 def _dense_allowed(groups: Tensor, seq: Tensor, nseq: int, window: int, causal: bool,
-                   num_groups: int) -> Tuple[Tensor, Tensor]:
+                   num_groups: int, num_sinks: int = 0) -> Tuple[Tensor, Tensor]:
     """Dense boolean Focus mask ``[B, T, T]`` (query, key) and the valid-token mask."""
     member = torch.zeros(groups.size(0), num_groups, device=groups.device)
     member.scatter_(1, groups, 1.0)
     md, valid = to_dense_batch(member, seq, batch_size=nseq)
     t = md.size(1)
     dist = _pair_offsets(t, groups.device)
-    near = dist.abs() <= window
+    near = _near_pairs(t, window, num_sinks, groups.device)
     shared = (md @ md.transpose(1, 2)) > 0
     allowed = (near | shared) & valid.unsqueeze(1)
     if causal:
@@ -93,9 +106,14 @@ def _dense_allowed(groups: Tensor, seq: Tensor, nseq: int, window: int, causal: 
 
 def focus_dense_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window: int,
                           batch: Optional[Tensor] = None, causal: bool = True,
-                          num_groups: Optional[int] = None) -> Tensor:
+                          num_groups: Optional[int] = None, num_sinks: int = 0) -> Tensor:
     r"""Focus attention with an explicit boolean mask and
     :func:`~torch.nn.functional.scaled_dot_product_attention` (the small-:math:`N` oracle).
+
+    Query :math:`i` attends to the keys :math:`j` of its sequence (:math:`j \le i` if
+    causal) with :math:`|i - j| \le w`, :math:`G_i \cap G_j \ne \emptyset` or
+    :math:`\min(p_i, p_j) < s` (the :math:`s` attention sinks; :math:`p` the position in
+    the sequence), see :func:`~quest_geometric.nn.focus.edge_index.focus_edge_index`.
 
     Args:
         q, k, v (torch.Tensor): ``[N, H, D]``.
@@ -104,22 +122,24 @@ def focus_dense_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, windo
         batch (torch.Tensor, optional): sorted sequence ids (default: :obj:`None`).
         causal (bool): causal attention (default: :obj:`True`).
         num_groups (int, optional): :math:`K` (default: ``groups.max() + 1``).
+        num_sinks (int): attention sinks :math:`s \ge 0` (default: :obj:`0`).
 
     Returns:
         torch.Tensor: ``[N, H, D]``.
 
     Raises:
         TypeError: for non-floating :obj:`q`, :obj:`k`, :obj:`v` or non-long :obj:`groups`.
-        ValueError: for bad shapes, a negative :obj:`window`, a bad :obj:`batch` or group
-            ids outside :math:`[0, K)`.
+        ValueError: for bad shapes, a negative :obj:`window` or :obj:`num_sinks`, a bad
+            :obj:`batch` or group ids outside :math:`[0, K)`.
     """
     groups, kgroups = check_hard_args(q, k, v, groups, window, batch, num_groups,
                                       where="focus_dense_attention")
+    check_num_sinks(num_sinks, where="focus_dense_attention")
     n, h, d = q.shape
     if n == 0:
         return q.new_empty(0, h, d)
     seq, nseq = seq_layout(batch, n, q.device)
-    allowed, valid = _dense_allowed(groups, seq, nseq, window, causal, kgroups)
+    allowed, valid = _dense_allowed(groups, seq, nseq, window, causal, kgroups, num_sinks)
     qd, kd, vd = (to_dense_batch(x.reshape(n, h * d), seq, batch_size=nseq)[0]
                   .view(nseq, -1, h, d).transpose(1, 2) for x in (q, k, v))
     out = F.scaled_dot_product_attention(qd, kd, vd, attn_mask=allowed.unsqueeze(1))
@@ -137,12 +157,14 @@ def _additive_log_gate(sim: Tensor, near: Tensor, gate_scale: float, gate_bias: 
 def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: int,
                          batch: Optional[Tensor] = None, causal: bool = True,
                          gate: str = "additive", gate_scale: float = 10.0,
-                         gate_bias: float = 0.5, groups: Optional[Tensor] = None) -> Tensor:
+                         gate_bias: float = 0.5, groups: Optional[Tensor] = None,
+                         num_sinks: int = 0) -> Tensor:
     r"""Soft-gated dense attention over all pairs (training mode).
 
     With :math:`s_{ij} = \mathbf{q}_i^{\top}\mathbf{k}_j/\sqrt{D}`, :math:`\lambda` the gate
     scale and :math:`b` the gate bias, pairs outside the window
-    (:math:`|i - j| > w`) are gated by the soft memberships:
+    (:math:`|i - j| > w`) and the sinks (:math:`\min(p_i, p_j) \ge s`) are gated by the
+    soft memberships:
 
     .. math::
         \text{multiplicative (paper, Eq. 2):}\quad
@@ -182,6 +204,7 @@ def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: 
         gate_bias (float): :math:`b`, finite (default: :obj:`0.5`).
         groups (torch.Tensor, optional): hard group ids ``[N, top_k]``, required by (and
             only used with) ``gate='straight_through'``. (default: :obj:`None`)
+        num_sinks (int): attention sinks :math:`s \ge 0`, never gated (default: :obj:`0`).
 
     Returns:
         torch.Tensor: ``[N, H, D]``.
@@ -198,6 +221,7 @@ def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: 
                          f"{int((~torch.isfinite(soft)).sum())} NaN or infinite of "
                          f"{soft.numel()} memberships (is the router's input finite?)")
     check_batch(batch, q.size(0), where="focus_soft_attention")
+    check_num_sinks(num_sinks, where="focus_soft_attention")
     gate_scale = check_real(gate_scale, "gate_scale", where="focus_soft_attention")
     gate_bias = check_real(gate_bias, "gate_bias", where="focus_soft_attention")
     if gate not in SOFT_GATES:
@@ -218,7 +242,7 @@ def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: 
     qd, kd, vd = (x.view(nseq, t, h, d).transpose(1, 2) for x in (qd, kd, vd))
     s = (qd @ kd.transpose(-1, -2)) / math.sqrt(d)  # [B, H, T, T]
     dist = _pair_offsets(t, q.device)
-    near = (dist.abs() <= window).unsqueeze(0)
+    near = _near_pairs(t, window, num_sinks, q.device).unsqueeze(0)
     sim = (sd @ sd.transpose(1, 2)).to(s.dtype)  # [B, T, T]
     if gate == "multiplicative":
         factor = torch.where(near, torch.ones_like(sim), torch.sigmoid(gate_scale * sim))
@@ -234,6 +258,67 @@ def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: 
     s = s.masked_fill(~allowed.unsqueeze(1), float("-inf"))
     out = torch.softmax(s, dim=-1) @ vd
     return out.transpose(1, 2)[valid]
+
+
+def focus_far_bias_attention(q: Tensor, k: Tensor, v: Tensor, log_scale: Tensor,
+                             far_bias: Tensor, window: int, batch: Optional[Tensor] = None,
+                             causal: bool = True, num_sinks: int = 0) -> Tensor:
+    r"""The content-free soft control: dense attention over all pairs with, per head
+    :math:`h`, a learned inverse temperature :math:`e^{\theta_h}` on every logit and a
+    learned bias :math:`\beta_h` on the pairs outside the window and the sinks,
+
+    .. math::
+        \tilde s^h_{ij} = e^{\theta_h} \frac{\mathbf{q}_i^{h\top}\mathbf{k}^h_j}{\sqrt{D}}
+        + \beta_h \, [\, |i - j| > w \,\wedge\, \min(p_i, p_j) \ge s \,],
+
+    (:math:`p` the position in the sequence, :math:`s` the sinks), softmax over the
+    (causal) pairs of each sequence. At :math:`\theta = \beta = 0` it is full attention; it
+    sees no content beyond the model's own logits (the router of
+    :class:`~quest_geometric.nn.focus.far_bias_router.FarBiasRouter`).
+
+    Args:
+        q, k, v (torch.Tensor): ``[N, H, D]``.
+        log_scale (torch.Tensor): :math:`\theta`, ``[H]``.
+        far_bias (torch.Tensor): :math:`\beta`, ``[H]``.
+        window (int): local window :math:`w \ge 0`.
+        batch (torch.Tensor, optional): sorted sequence ids (default: :obj:`None`).
+        causal (bool): causal attention (default: :obj:`True`).
+        num_sinks (int): attention sinks :math:`s \ge 0`, never biased (default: :obj:`0`).
+
+    Returns:
+        torch.Tensor: ``[N, H, D]``.
+
+    Raises:
+        ValueError: for bad shapes or options.
+    """
+    check_qkv(q, k, v)
+    check_window(window)
+    check_num_sinks(num_sinks)
+    check_batch(batch, q.size(0))
+    n, h, d = q.shape
+    for name, p in (("log_scale", log_scale), ("far_bias", far_bias)):
+        if not isinstance(p, Tensor) or not p.is_floating_point() or p.shape != (h,):
+            raise ValueError(f"focus_far_bias_attention: '{name}' must be a floating-point "
+                             f"[{h}] tensor (one per head), got "
+                             f"{list(getattr(p, 'shape', [])) or type(p).__name__}")
+    seq, nseq = seq_layout(batch, n, q.device)
+    qd, valid = to_dense_batch(q.reshape(n, h * d), seq, batch_size=nseq)
+    kd = to_dense_batch(k.reshape(n, h * d), seq, batch_size=nseq)[0]
+    vd = to_dense_batch(v.reshape(n, h * d), seq, batch_size=nseq)[0]
+    t = qd.size(1)
+    qd, kd, vd = (x.view(nseq, t, h, d).transpose(1, 2) for x in (qd, kd, vd))
+    wdt = torch.float32 if q.dtype in HALF_DTYPES else q.dtype
+    s = (qd.to(wdt) @ kd.to(wdt).transpose(-1, -2)) / math.sqrt(d)  # [B, H, T, T]
+    far = ~_near_pairs(t, window, num_sinks, q.device)
+    s = s * log_scale.to(wdt).exp().view(1, h, 1, 1) \
+        + far.to(wdt) * far_bias.to(wdt).view(1, h, 1, 1)
+    allowed = valid.unsqueeze(1).expand(-1, t, -1)
+    if causal:
+        allowed = allowed & (_pair_offsets(t, q.device) >= 0)
+    allowed = allowed | torch.eye(t, dtype=torch.bool, device=q.device)
+    s = s.masked_fill(~allowed.unsqueeze(1), float("-inf"))
+    out = torch.softmax(s, dim=-1) @ vd.to(wdt)
+    return out.transpose(1, 2)[valid].to(q.dtype)
 
 
 def full_attention(q: Tensor, k: Tensor, v: Tensor, batch: Optional[Tensor] = None,

@@ -69,6 +69,7 @@ from quest_geometric._utils.checks import (
     check_batch,
     check_groups,
     check_int,
+    check_num_sinks,
     check_qkv,
     check_window,
     fail,
@@ -133,7 +134,7 @@ def _check_args(groups: Tensor, window: int, batch: Optional[Tensor], causal: bo
     check_batch(batch, n, where=where)
     if batch is not None and batch.device != groups.device:
         raise fail(ValueError, where, "batch", f"on {groups.device}", got_text=str(batch.device))
-    gmax = int(groups.max()) + 1 if n > 0 else 1
+    gmax = int(groups.max()) + 1 if groups.numel() > 0 else 1
     if num_groups is None:
         num_groups = gmax
     else:
@@ -157,7 +158,8 @@ def _layout(groups: Tensor, batch: Optional[Tensor], num_groups: int
     counts = torch.bincount(seq, minlength=nseq)
     start = torch.cumsum(counts, 0) - counts
     pos = torch.arange(n, device=dev) - start[seq]
-    perm = torch.argsort(seq * num_groups + groups.min(1).values, stable=True)
+    first = groups.min(1).values if groups.size(1) > 0 else torch.zeros_like(seq)
+    perm = torch.argsort(seq * num_groups + first, stable=True)
     member = torch.zeros(n, num_groups, dtype=torch.bool, device=dev)
     member.scatter_(1, groups, True)
     return perm, seq[perm], pos[perm], member[perm]
@@ -201,7 +203,7 @@ def _ordered(dense: Tensor) -> Tuple[Tensor, Tensor]:
 
 
 def _block_tables(seq: Tensor, pos: Tensor, member: Tensor, window: int, causal: bool,
-                  block_size: int) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+                  block_size: int, num_sinks: int = 0) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     """``(kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices)`` of shape
     ``[1, 1, nb]`` / ``[1, 1, nb, nb]`` (partial blocks exclude full ones)."""
     smin, smax, pmin, pmax, bor, band, complete = _block_summaries(seq, pos, member,
@@ -220,7 +222,12 @@ def _block_tables(seq: Tensor, pos: Tensor, member: Tensor, window: int, causal:
         pq_lo, pq_hi = pmin[a:e, None], pmax[a:e, None]
         listed = (smin[None] <= sq_hi) & (sq_lo <= smax[None])
         near = torch.maximum(pmin[None] - pq_hi, pq_lo - pmax[None]) <= window
-        listed &= near | ((bor[a:e, None] & bor[None]) != 0)
+        reach = near | ((bor[a:e, None] & bor[None]) != 0)
+        if num_sinks > 0:  # a sink key (or, non-causal, a sink query) in the blocks
+            reach |= pmin[None] < num_sinks
+            if not causal:
+                reach |= pq_lo < num_sinks
+        listed &= reach
         full = (single[a:e, None] & single[None] & (sq_lo == smin[None])
                 & complete[a:e, None] & complete[None])
         inside = torch.maximum(pq_hi - pmin[None], pmax[None] - pq_lo) <= window
@@ -235,9 +242,23 @@ def _block_tables(seq: Tensor, pos: Tensor, member: Tensor, window: int, causal:
             full_num.view(1, 1, nb), full_idx.view(1, 1, nb, nb))
 
 
-def _make_mask_mod(seq: Tensor, pos: Tensor, bits: Tensor, window: int, causal: bool):
-    """The element ``mask_mod`` on permuted indices (see the module docstring)."""
-    if causal:
+def _make_mask_mod(seq: Tensor, pos: Tensor, bits: Tensor, window: int, causal: bool,
+                   num_sinks: int = 0):
+    r"""The element ``mask_mod`` on permuted indices (see the module docstring); with sinks,
+    also the pairs with :math:`\min(p_a, p_b) < s`."""
+    if num_sinks > 0 and causal:
+        def mask_mod(b, h, qi, ki):
+            pq, pk = pos[qi], pos[ki]
+            ok = (seq[qi] == seq[ki]) & (pk <= pq)
+            return ok & (((pq - pk) <= window) | ((bits[qi] & bits[ki]) != 0)
+                         | (pk < num_sinks))
+    elif num_sinks > 0:
+        def mask_mod(b, h, qi, ki):
+            pq, pk = pos[qi], pos[ki]
+            ok = seq[qi] == seq[ki]
+            return ok & (((pq - pk).abs() <= window) | ((bits[qi] & bits[ki]) != 0)
+                         | (torch.minimum(pq, pk) < num_sinks))
+    elif causal:
         def mask_mod(b, h, qi, ki):
             pq, pk = pos[qi], pos[ki]
             ok = (seq[qi] == seq[ki]) & (pk <= pq)
@@ -251,12 +272,13 @@ def _make_mask_mod(seq: Tensor, pos: Tensor, bits: Tensor, window: int, causal: 
 
 
 def _build(groups: Tensor, window: int, batch: Optional[Tensor], causal: bool,
-           num_groups: int, block_size: int) -> Tuple["BlockMask", Tensor]:
+           num_groups: int, block_size: int, num_sinks: int = 0
+           ) -> Tuple["BlockMask", Tensor]:
     n = groups.size(0)
     perm, seq, pos, member = _layout(groups, batch, num_groups)
     bits = _pack(member)
-    tables = _block_tables(seq, pos, member, window, causal, block_size)
-    mask_mod = _make_mask_mod(seq, pos, bits, window, causal)
+    tables = _block_tables(seq, pos, member, window, causal, block_size, num_sinks)
+    mask_mod = _make_mask_mod(seq, pos, bits, window, causal, num_sinks)
     bm = BlockMask.from_kv_blocks(*tables, BLOCK_SIZE=block_size, mask_mod=mask_mod,
                                   seq_lengths=(n, n))
     return bm, perm
@@ -264,7 +286,7 @@ def _build(groups: Tensor, window: int, batch: Optional[Tensor], causal: bool,
 
 def focus_block_mask(groups: Tensor, window: int, batch: Optional[Tensor] = None,
                      causal: bool = True, num_groups: Optional[int] = None,
-                     block_size: int = 128) -> Tuple["BlockMask", Tensor]:
+                     block_size: int = 128, num_sinks: int = 0) -> Tuple["BlockMask", Tensor]:
     r"""The Focus pattern as a FlexAttention
     :class:`~torch.nn.attention.flex_attention.BlockMask` in a block-sparse token order.
 
@@ -289,6 +311,8 @@ def focus_block_mask(groups: Tensor, window: int, batch: Optional[Tensor] = None
         num_groups (int, optional): :math:`K \le 62` (default: ``groups.max() + 1``).
         block_size (int): sparse block size :math:`B`, a positive multiple of 16 (of 128 on
             CUDA) (default: :obj:`128`).
+        num_sinks (int): attention sinks :math:`s \ge 0`: also the pairs with
+            :math:`\min(p_a, p_b) < s` (default: :obj:`0`).
 
     Returns:
         (BlockMask, torch.Tensor): the mask for ``[1, H, N, D]`` tensors in permuted order,
@@ -297,14 +321,16 @@ def focus_block_mask(groups: Tensor, window: int, batch: Optional[Tensor] = None
     """
     _require_flex()
     groups, kgroups = _check_args(groups, window, batch, causal, num_groups, block_size)
+    check_num_sinks(num_sinks)
     if groups.size(0) == 0:
         raise ValueError("focus_block_mask: 'groups' must hold at least one token")
-    return _build(groups, window, batch, causal, kgroups, block_size)
+    return _build(groups, window, batch, causal, kgroups, block_size, num_sinks)
 
 
 def focus_flex_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window: int,
                          batch: Optional[Tensor] = None, causal: bool = True,
-                         num_groups: Optional[int] = None, block_size: int = 128) -> Tensor:
+                         num_groups: Optional[int] = None, block_size: int = 128,
+                         num_sinks: int = 0) -> Tensor:
     r"""Focus hard attention as one block-sparse FlexAttention call.
 
     .. math::
@@ -330,6 +356,8 @@ def focus_flex_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window
         num_groups (int, optional): :math:`K \le 62` (default: ``groups.max() + 1``).
         block_size (int): sparse block size, a positive multiple of 16 (of 128 on CUDA)
             (default: :obj:`128`).
+        num_sinks (int): attention sinks :math:`s \ge 0`: also the pairs with
+            :math:`\min(p_i, p_j) < s` (default: :obj:`0`).
 
     Returns:
         torch.Tensor: ``[N, H, D]``.
@@ -343,6 +371,7 @@ def focus_flex_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window
     n, h, d = q.shape
     groups, kgroups = _check_args(groups, window, batch, causal, num_groups, block_size, n,
                                    where="focus_flex_attention")
+    check_num_sinks(num_sinks, where="focus_flex_attention")
     if k.device != q.device or v.device != q.device or groups.device != q.device:
         raise ValueError("'q', 'k', 'v' and 'groups' must be on one device")
     if n == 0:
@@ -362,7 +391,7 @@ def focus_flex_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window
                          f"there")
     if not needs_grad:
         q, k, v = q.detach(), k.detach(), v.detach()
-    bm, perm = _build(groups, window, batch, causal, kgroups, block_size)
+    bm, perm = _build(groups, window, batch, causal, kgroups, block_size, num_sinks)
     qp, kp, vp = (x[perm].transpose(0, 1).unsqueeze(0) for x in (q, k, v))
     scale = 1.0 / math.sqrt(d)
     if compiled:

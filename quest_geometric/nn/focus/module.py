@@ -16,6 +16,7 @@ from quest_geometric._utils.checks import (
     check_choice,
     check_features,
     check_int,
+    check_num_sinks,
     check_real,
     check_window,
 )
@@ -52,7 +53,13 @@ class FocusAttention(nn.Module):
 
     .. math::
         \mathcal{N}(i) = \{\, j \text{ of the same sequence} : (j \le i \text{ if causal})
-        \wedge (|i - j| \le w \vee G_i \cap G_j \ne \emptyset) \,\},
+        \wedge (|i - j| \le w \vee G_i \cap G_j \ne \emptyset
+        \vee \min(p_i, p_j) < s) \,\},
+
+    with :math:`p_i` the position of token :math:`i` in its sequence and :math:`s` the
+    number of attention sinks (StreamingLLM: the first :math:`s` tokens are attended by
+    every token; in a non-causal layer they also attend to every token, so the pattern
+    stays symmetric),
 
     computed by one of four back-ends with one semantics (they agree in outputs and
     gradients): ``'blocks'`` (the paper's decomposition, fast; on CUDA one FlexAttention
@@ -65,7 +72,16 @@ class FocusAttention(nn.Module):
     ``gate=None`` or ``enabled = False`` the layer is plain full (causal) attention, in both
     modes, with the same projections.
 
-    The options :attr:`top_k` (shared with the router), :attr:`window`, :attr:`backend`,
+    A router whose :obj:`top_k` is 0 (e.g.
+    :class:`~quest_geometric.nn.focus.window_router.WindowOnlyRouter`) gives every token the
+    empty group set: only the window and the sinks are kept, and as no far pair is ever
+    kept, training mode runs that same hard pattern (there is no soft gate to relax). A
+    router with a ``soft_attention(q, k, v, window, batch, causal, num_sinks)`` method (e.g.
+    :class:`~quest_geometric.nn.focus.far_bias_router.FarBiasRouter`) supplies the soft
+    path itself (training mode or ``hard=False``) instead of the gate.
+
+    The options :attr:`top_k` (shared with the router), :attr:`window`, :attr:`num_sinks`,
+    :attr:`backend`,
     :attr:`gate`, :attr:`gate_scale` and :attr:`gate_bias` may be assigned after
     construction: the value is validated and used from the next call on. :attr:`num_groups`
     is fixed (assigning it raises :class:`AttributeError`). Every back-end accepts
@@ -79,6 +95,7 @@ class FocusAttention(nn.Module):
         group_dim (int): routing dimension :math:`d_g` (default: :obj:`16`).
         top_k (int): hard groups per token, :math:`1..K` (default: :obj:`1`).
         window (int): local window :math:`w \ge 0` (default: :obj:`128`).
+        num_sinks (int): attention sinks :math:`s \ge 0` (default: :obj:`0`).
         backend (str): ``'blocks'``, ``'edges'``, ``'dense'`` or ``'flex'``
             (default: :obj:`'blocks'`).
         gate (str, optional): ``'additive'``, ``'multiplicative'``, ``'straight_through'``
@@ -112,7 +129,7 @@ class FocusAttention(nn.Module):
                  backend: str = "blocks", gate: Optional[str] = "additive",
                  causal: bool = True, tau: float = 0.1, sinkhorn_iters: int = 10,
                  gate_scale: float = 10.0, gate_bias: float = 0.5, bias: bool = True,
-                 router: Optional[Router] = None) -> None:
+                 router: Optional[Router] = None, num_sinks: int = 0) -> None:
         super().__init__()
         check_int(embed_dim, "'embed_dim'", 1, where="FocusAttention")
         check_int(num_heads, "num_heads", 1, where="FocusAttention")
@@ -135,6 +152,7 @@ class FocusAttention(nn.Module):
                              f"contradicts causal={causal!r}")
         self.router = router
         self.window = window
+        self.num_sinks = num_sinks
         self.backend = backend
         self.gate = gate
         self.causal = causal
@@ -180,6 +198,17 @@ class FocusAttention(nn.Module):
     def window(self, value: int) -> None:
         check_window(value, where="FocusAttention")
         self._window = value
+
+    @property
+    def num_sinks(self) -> int:
+        r"""The attention sinks :math:`s \ge 0` (the first :math:`s` tokens of every
+        sequence are always attended); assigning validates the value."""
+        return self._num_sinks
+
+    @num_sinks.setter
+    def num_sinks(self, value: int) -> None:
+        check_num_sinks(value)
+        self._num_sinks = value
 
     @property
     def backend(self) -> str:
@@ -378,29 +407,34 @@ class FocusAttention(nn.Module):
         """
         router_out = self.router(x, batch, col_totals=col_totals)
         hard = (not self.training) if hard is None else hard
-        if hard:
+        soft_rows = getattr(self.router, "soft_attention", None)
+        if not hard and soft_rows is not None:  # a router with its own soft rows
+            o = soft_rows(q, k, v, self.window, batch, self.causal, self.num_sinks)
+        elif hard or router_out.groups.size(-1) == 0:  # no group: window and sinks only
             o = self._hard(q, k, v, router_out.groups, batch)
         else:
             o = focus_soft_attention(q, k, v, router_out.soft, self.window, batch,
                                      self.causal, self.gate, self.gate_scale, self.gate_bias,
-                                     groups=router_out.groups)
+                                     groups=router_out.groups, num_sinks=self.num_sinks)
         return o, router_out
 
     def _hard(self, q: Tensor, k: Tensor, v: Tensor, groups: Tensor,
               batch: Optional[Tensor]) -> Tensor:
+        s = self.num_sinks
         if self.backend == "dense":
             return focus_dense_attention(q, k, v, groups, self.window, batch, self.causal,
-                                         self.num_groups)
+                                         self.num_groups, num_sinks=s)
         if self.backend == "edges":
-            ei = focus_edge_index(groups, self.window, batch, self.causal)
+            ei = focus_edge_index(groups, self.window, batch, self.causal, num_sinks=s)
             return self.edge_attention(q, k, v, ei)
         if self.backend == "flex":
             return focus_flex_attention(q, k, v, groups, self.window, batch, self.causal,
-                                        self.num_groups)
+                                        self.num_groups, num_sinks=s)
         return focus_blocks_attention(q, k, v, groups, self.window, batch, self.causal,
-                                      self.num_groups)
+                                      self.num_groups, num_sinks=s)
 
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}({self.embed_dim}, num_heads={self.num_heads}, "
                 f"num_groups={self.num_groups}, top_k={self.top_k}, window={self.window}, "
+                f"{f'num_sinks={self.num_sinks}, ' if self.num_sinks else ''}"
                 f"backend={self.backend!r}, gate={self.gate!r})")

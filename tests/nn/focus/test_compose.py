@@ -243,6 +243,13 @@ def test_unsupported_model_and_bad_arguments():
         set_focus_options(m, backend="flash")
     with pytest.raises(ValueError, match="window"):
         set_focus_options(m, window=-1)
+    with pytest.raises(ValueError, match="num_sinks"):
+        set_focus_options(m, num_sinks=-1)
+    with pytest.raises(TypeError, match="num_sinks"):
+        set_focus_options(m, num_sinks=1.5)
+    with pytest.raises(ValueError, match="num_sinks"):  # all or nothing
+        set_focus_options(m, window=7, num_sinks=-1)
+    assert all(f.window == 3 and f.num_sinks == 0 for f in focus_layers(m))
     with pytest.raises(ValueError, match="no Focus layer"):
         set_focus_enabled(nn.Linear(2, 2), False)
     assert str(m.blocks[0].attn) == ("FocusComposed(CausalSelfAttention, num_groups=4, top_k=2, "

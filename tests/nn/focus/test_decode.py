@@ -163,7 +163,7 @@ def _state(groups, store=True):
     return st
 
 
-def _dense_oracle(q, k, v, groups, window, scale):
+def _dense_oracle(q, k, v, groups, window, scale, num_sinks=0):
     """Softmax over the allowed keys of the last token, from scratch (repeat_kv layout)."""
     s = groups.size(0)
     h, hkv = q.size(1), k.size(1)
@@ -171,15 +171,16 @@ def _dense_oracle(q, k, v, groups, window, scale):
     vr = v[:, :, :s].repeat_interleave(h // hkv, 1)
     mine = set(groups[-1].tolist())
     allowed = torch.tensor([(s - 1 - j) <= window or bool(mine & set(groups[j].tolist()))
-                            for j in range(s)])
+                            or j < num_sinks for j in range(s)])
     logits = (q.double() @ kr.double().transpose(-1, -2)) * scale
     p = torch.softmax(logits.masked_fill(~allowed, -math.inf), -1)
     return (p @ vr.double()).to(q.dtype)
 
 
-CASES = [  # (tokens, window, K, top_k)
+CASES = [  # (tokens, window, K, top_k); top_k = 0: no group (window and sinks only)
     (1, 0, 4, 1), (2, 0, 4, 1), (40, 0, 4, 1), (40, 1, 4, 2), (70, 5, 4, 1), (70, 5, 4, 2),
     (70, 5, 4, 3), (90, 5, 4, 4), (30, 100, 4, 2), (150, 8, 8, 2), (200, 3, 8, 1),
+    (70, 5, 4, 0), (3, 0, 4, 0),
 ]
 
 
@@ -210,8 +211,9 @@ def _sdpa_calls(monkeypatch):
 @pytest.mark.parametrize("s, window, num_groups, top_k", CASES)
 @pytest.mark.parametrize("heads", [(6, 2), (3, 3)])
 @pytest.mark.parametrize("share", PATHS)
+@pytest.mark.parametrize("ns", [0, 3])
 def test_fast_step_equals_gather_path_and_dense_oracle(s, window, num_groups, top_k, heads,
-                                                       share, monkeypatch):
+                                                       share, ns, monkeypatch):
     _force(monkeypatch, share)
     g = _gen(s * 7 + window)
     h, hkv = heads
@@ -221,17 +223,19 @@ def test_fast_step_equals_gather_path_and_dense_oracle(s, window, num_groups, to
     k = torch.randn(1, hkv, cap, 16, generator=g)
     v = torch.randn(1, hkv, cap, 16, generator=g)
     st = _state(groups)
-    o = focus_decode_attention(q, k, v, st, window, 0.3)
+    o = focus_decode_attention(q, k, v, st, window, 0.3, num_sinks=ns)
     assert st._stores is not None  # the fast path ran
-    assert sum(st._stores.counts.values()) == max(0, s - 1 - window)
+    far = max(0, s - 1 - window - ns)  # out-of-window tokens that are not sinks
+    assert sum(st._stores.counts.values()) == far
     stored = sum(n for _, _, n in st._stores.sets.values())
     if share == 0.0:  # the masked path reads the cache: no store is filled
         assert stored == 0
     elif share == math.inf:  # the store path: every out-of-window token in its store
-        assert stored == max(0, s - 1 - window)
-    ref = focus_decode_attention_reference(q, k, v, _state(groups, store=False), window, 0.3)
+        assert stored == far
+    ref = focus_decode_attention_reference(q, k, v, _state(groups, store=False), window, 0.3,
+                                           num_sinks=ns)
     torch.testing.assert_close(o, ref, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(o, _dense_oracle(q, k, v, groups, window, 0.3), rtol=1e-5,
+    torch.testing.assert_close(o, _dense_oracle(q, k, v, groups, window, 0.3, ns), rtol=1e-5,
                                atol=1e-5)
 
 
@@ -249,7 +253,8 @@ def test_a_group_without_earlier_members_sees_its_window_only():
 
 @pytest.mark.parametrize("top_k", [1, 2])
 @pytest.mark.parametrize("share", PATHS)
-def test_consecutive_steps_grow_the_stores_and_stay_equal(top_k, share, monkeypatch):
+@pytest.mark.parametrize("ns", [0, 3])
+def test_consecutive_steps_grow_the_stores_and_stay_equal(top_k, share, ns, monkeypatch):
     _force(monkeypatch, share)
     g = _gen(top_k)
     hkv, h, d, w = 2, 4, 8, 6
@@ -265,9 +270,9 @@ def test_consecutive_steps_grow_the_stores_and_stay_equal(top_k, share, monkeypa
             k = torch.cat([k, torch.randn(1, hkv, 1, d, generator=g)], 2)
             v = torch.cat([v, torch.randn(1, hkv, 1, d, generator=g)], 2)
         q = torch.randn(1, h, 1, d, generator=g)
-        o = focus_decode_attention(q, k, v, st, w, 0.4)
+        o = focus_decode_attention(q, k, v, st, w, 0.4, num_sinks=ns)
         if step % 37 == 0 or step > 390:
-            ref = focus_decode_attention_reference(q, k, v, st, w, 0.4)
+            ref = focus_decode_attention_reference(q, k, v, st, w, 0.4, num_sinks=ns)
             torch.testing.assert_close(o, ref, rtol=1e-5, atol=1e-5)
     assert st._stores.counted == groups.size(0) - 1 - w
     assert st._stores.id_done == groups.size(0) and st._stores.slot_ids.numel() > 64
@@ -467,10 +472,12 @@ _STATES = "_quest_focus_states"
 
 @pytest.mark.parametrize("arch", ["llama", "gpt2", "neox"])
 @pytest.mark.parametrize("top_k", [1, 2])
-def test_one_sequence_cached_decoding_takes_the_fast_path_and_equals_full_forward(arch, top_k):
+@pytest.mark.parametrize("num_sinks", [0, 2])
+def test_one_sequence_cached_decoding_takes_the_fast_path_and_equals_full_forward(
+        arch, top_k, num_sinks):
     m = build_hf(arch)
     w = 3
-    compose_focus(m, num_groups=4, top_k=top_k, window=w)
+    compose_focus(m, num_groups=4, top_k=top_k, window=w, num_sinks=num_sinks)
     x = tokens(1, 40, seed=11)
     with torch.no_grad():
         full = m(x, use_cache=False).logits

@@ -10,17 +10,19 @@ def pairs(mask):
 
 
 @pytest.mark.parametrize("causal", [True, False])
-@pytest.mark.parametrize("top_k", [1, 2, 3])
+@pytest.mark.parametrize("top_k", [0, 1, 2, 3])
 @pytest.mark.parametrize("window", [0, 1, 3, 50])
-def test_matches_dense_definition(causal, top_k, window, focus_mask_reference):
+@pytest.mark.parametrize("num_sinks", [0, 1, 3, 30])
+def test_matches_dense_definition(causal, top_k, window, num_sinks, focus_mask_reference):
     torch.manual_seed(top_k * 10 + window)
     n, k = 23, 5
     groups = torch.stack([torch.randperm(k)[:top_k] for _ in range(n)])
     batch = torch.tensor([0] * 9 + [1] * 1 + [2] * 13)
     for b in (None, batch):
-        ei = focus_edge_index(groups, window, b, causal=causal)
+        ei = focus_edge_index(groups, window, b, causal=causal, num_sinks=num_sinks)
         got = list(zip(ei[1].tolist(), ei[0].tolist()))
-        assert got == pairs(focus_mask_reference(groups, window, b, causal))  # exact, once, sorted
+        # exact, once, sorted
+        assert got == pairs(focus_mask_reference(groups, window, b, causal, num_sinks))
 
 
 def test_duplicate_ids_in_a_set_and_1d_groups(focus_mask_reference):

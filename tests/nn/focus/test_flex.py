@@ -23,7 +23,7 @@ def _batch(lengths):
     return torch.arange(len(lengths)).repeat_interleave(torch.tensor(lengths))
 
 
-def _brute_mask(groups, window, batch, causal, num_groups):
+def _brute_mask(groups, window, batch, causal, num_groups, num_sinks=0):
     """The Focus pattern over all N x N (query, key) pairs, straight from its definition."""
     n = groups.size(0)
     seq = torch.zeros(n, dtype=torch.long) if batch is None else batch
@@ -35,7 +35,8 @@ def _brute_mask(groups, window, batch, causal, num_groups):
     member[torch.arange(n).view(-1, 1), groups] = 1.0
     shared = (member @ member.T) > 0
     dist = pos.view(-1, 1) - pos.view(1, -1)
-    allowed = (seq.view(-1, 1) == seq.view(1, -1)) & ((dist.abs() <= window) | shared)
+    sink = torch.minimum(pos.view(-1, 1), pos.view(1, -1)) < num_sinks
+    allowed = (seq.view(-1, 1) == seq.view(1, -1)) & ((dist.abs() <= window) | shared | sink)
     if causal:
         allowed &= dist >= 0
     return allowed, seq, pos
@@ -68,14 +69,16 @@ CASES = {
 
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("num_sinks", [0, 4])
 @pytest.mark.slow
-def test_matches_dense(case, causal):
+def test_matches_dense(case, causal, num_sinks):
     n, kg, tk, w, lengths, bs, dtype = CASES[case]
     q, k, v = _qkv(n, dtype, seed=n)
     groups = random_groups(n, kg, tk, seed=n)
     batch = None if lengths is None else _batch(lengths)
-    out = focus_flex_attention(q, k, v, groups, w, batch, causal, kg, block_size=bs)
-    ref = focus_dense_attention(q, k, v, groups, w, batch, causal, kg)
+    out = focus_flex_attention(q, k, v, groups, w, batch, causal, kg, block_size=bs,
+                               num_sinks=num_sinks)
+    ref = focus_dense_attention(q, k, v, groups, w, batch, causal, kg, num_sinks=num_sinks)
     assert out.shape == (n, H, D) and out.dtype == dtype
     torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
 
@@ -125,28 +128,33 @@ def test_no_grad_accepts_leaf_tensors_that_require_grad():
 # ---------------------------------------------------------------------------------------
 
 MASK_CASES = [
-    # (n, num_groups, top_k, window, lengths, block_size, causal, seed)
-    (150, 4, 1, 3, None, 16, True, 0),
-    (150, 4, 1, 3, None, 16, False, 1),
-    (173, 5, 2, 6, [60, 13, 100], 16, True, 2),
-    (173, 5, 2, 0, [60, 13, 100], 32, False, 3),
-    (96, 3, 3, 2, [1, 95], 16, True, 4),
-    (200, 8, 1, 40, [120, 80], 16, True, 5),
+    # (n, num_groups, top_k, window, lengths, block_size, causal, seed, num_sinks)
+    (150, 4, 1, 3, None, 16, True, 0, 0),
+    (150, 4, 1, 3, None, 16, False, 1, 0),
+    (173, 5, 2, 6, [60, 13, 100], 16, True, 2, 0),
+    (173, 5, 2, 0, [60, 13, 100], 32, False, 3, 0),
+    (96, 3, 3, 2, [1, 95], 16, True, 4, 0),
+    (200, 8, 1, 40, [120, 80], 16, True, 5, 0),
+    (173, 5, 2, 6, [60, 13, 100], 16, True, 6, 4),
+    (173, 5, 1, 2, [60, 13, 100], 16, False, 7, 20),
+    (150, 4, 0, 5, [70, 80], 16, True, 8, 3),  # no group: window and sinks only
+    (150, 4, 0, 5, None, 32, False, 9, 2),
 ]
 
 
-@pytest.mark.parametrize("n,kg,tk,w,lengths,bs,causal,seed", MASK_CASES)
-def test_block_mask_is_exact(n, kg, tk, w, lengths, bs, causal, seed):
+@pytest.mark.parametrize("n,kg,tk,w,lengths,bs,causal,seed,ns", MASK_CASES)
+def test_block_mask_is_exact(n, kg, tk, w, lengths, bs, causal, seed, ns):
     groups = random_groups(n, kg, tk, seed=seed)
-    if seed % 2:  # some tokens with a sorted run layout too
+    if seed % 2 and tk:  # some tokens with a sorted run layout too
         groups[: n // 3] = groups[: n // 3].sort(0).values
     batch = None if lengths is None else _batch(lengths)
-    bm, perm = focus_block_mask(groups, w, batch, causal, kg, block_size=bs)
-    allowed, seq, pos = _brute_mask(groups, w, batch, causal, kg)
+    bm, perm = focus_block_mask(groups, w, batch, causal, kg, block_size=bs, num_sinks=ns)
+    allowed, seq, pos = _brute_mask(groups, w, batch, causal, kg, ns)
 
     # perm: a permutation, sorted by (sequence, smallest group, position)
     assert sorted(perm.tolist()) == list(range(n))
-    key = [(int(seq[i]), int(groups[i].min()), int(pos[i])) for i in perm.tolist()]
+    key = [(int(seq[i]), int(groups[i].min()) if tk else 0, int(pos[i]))
+           for i in perm.tolist()]
     assert key == sorted(key)
 
     ap = allowed[perm][:, perm]  # brute-force mask in the permuted order
@@ -254,19 +262,20 @@ def test_errors():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("causal", [True, False])
-@pytest.mark.parametrize("top_k", [1, 2])
-def test_cuda_outputs_and_gradients(causal, top_k):
+@pytest.mark.parametrize("top_k, num_sinks", [(1, 0), (2, 0), (2, 4), (0, 4)])
+def test_cuda_outputs_and_gradients(causal, top_k, num_sinks):
     n, kg = 1000, 4
     lengths = [300, 1, 699]
     dev = "cuda"
     q, k, v = (x.requires_grad_() for x in _qkv(n, seed=11, device=dev))
     groups = random_groups(n, kg, top_k, seed=11).to(dev)
     batch = _batch(lengths).to(dev)
-    out = focus_flex_attention(q, k, v, groups, 8, batch, causal, kg, block_size=128)
+    out = focus_flex_attention(q, k, v, groups, 8, batch, causal, kg, block_size=128,
+                               num_sinks=num_sinks)
     gout = torch.randn_like(out)
     grads = torch.autograd.grad(out, (q, k, v), gout)
     qr, kr, vr = (x.detach().clone().requires_grad_() for x in (q, k, v))
-    ref = focus_dense_attention(qr, kr, vr, groups, 8, batch, causal, kg)
+    ref = focus_dense_attention(qr, kr, vr, groups, 8, batch, causal, kg, num_sinks=num_sinks)
     rgrads = torch.autograd.grad(ref, (qr, kr, vr), gout)
     tol = 2e-3 * math.sqrt(D)  # TF32 may be used by the kernel's dots
     torch.testing.assert_close(out, ref, atol=tol, rtol=tol)

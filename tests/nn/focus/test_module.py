@@ -27,35 +27,37 @@ def random_case(seed, top_k, num_groups=6):
     batch = torch.tensor([0] * 1 + [1] * 4 + [2] * 31)
     n = batch.numel()
     groups = torch.stack([torch.randperm(4)[:top_k] for _ in range(n)])
-    groups[7, :] = torch.arange(top_k) + (4 - top_k)  # some rarely-used sets
+    if top_k:
+        groups[7, :] = torch.arange(top_k) + (4 - top_k)  # some rarely-used sets
     q, k, v = (torch.randn(n, 2, 8, requires_grad=True) for _ in range(3))
     return q, k, v, groups, batch, num_groups
 
 
 BACKENDS = {
-    "dense": lambda q, k, v, g, w, b, c, K: focus_dense_attention(q, k, v, g, w, b, c, K),
-    "blocks_fused": lambda q, k, v, g, w, b, c, K: focus_blocks_attention(
-        q, k, v, g, w, b, c, K, fused=True),
-    "blocks_reference": lambda q, k, v, g, w, b, c, K: focus_blocks_reference(
-        q, k, v, g, w, b, c, K),
+    "dense": lambda q, k, v, g, w, b, c, K, s=0: focus_dense_attention(
+        q, k, v, g, w, b, c, K, num_sinks=s),
+    "blocks_fused": lambda q, k, v, g, w, b, c, K, s=0: focus_blocks_attention(
+        q, k, v, g, w, b, c, K, fused=True, num_sinks=s),
+    "blocks_reference": lambda q, k, v, g, w, b, c, K, s=0: focus_blocks_reference(
+        q, k, v, g, w, b, c, K, num_sinks=s),
 }
 
 
-def edges_backend(q, k, v, g, w, b, c, K):
+def edges_backend(q, k, v, g, w, b, c, K, s=0):
     from quest_geometric.nn.focus.edge_index import focus_edge_index
     from quest_geometric.nn.focus.edges import FocusEdgeAttention
-    return FocusEdgeAttention()(q, k, v, focus_edge_index(g, w, b, c))
+    return FocusEdgeAttention()(q, k, v, focus_edge_index(g, w, b, c, num_sinks=s))
 
 
 BACKENDS["edges"] = edges_backend
 
 
-def blocks_padded(q, k, v, g, w, b, c, K):
+def blocks_padded(q, k, v, g, w, b, c, K, s=0):
     """The fused path forced to batch all causal top_k = 1 buckets into one padded call."""
     old = blocks_module.PAD_RATIO
     blocks_module.PAD_RATIO = math.inf
     try:
-        return focus_blocks_attention(q, k, v, g, w, b, c, K, fused=True)
+        return focus_blocks_attention(q, k, v, g, w, b, c, K, fused=True, num_sinks=s)
     finally:
         blocks_module.PAD_RATIO = old
 
@@ -64,14 +66,17 @@ BACKENDS["blocks_fused_padded"] = blocks_padded
 
 
 @pytest.mark.parametrize("backend", list(BACKENDS))
-@pytest.mark.parametrize("top_k", [1, 2, 4])
+@pytest.mark.parametrize("top_k", [0, 1, 2, 4])
 @pytest.mark.parametrize("causal", [True, False])
-def test_backends_match_definition_values_and_gradients(backend, top_k, causal,
+@pytest.mark.parametrize("num_sinks", [0, 2, 40])
+def test_backends_match_definition_values_and_gradients(backend, top_k, causal, num_sinks,
                                                          focus_mask_reference):
+    # top_k = 0: no group (window-only routing); 40 sinks: more than any sequence's length
     q, k, v, groups, batch, K = random_case(top_k, top_k)
     window = 5
-    ref = reference_attention(q, k, v, focus_mask_reference(groups, window, batch, causal))
-    out = BACKENDS[backend](q, k, v, groups, window, batch, causal, K)
+    ref = reference_attention(q, k, v, focus_mask_reference(groups, window, batch, causal,
+                                                            num_sinks))
+    out = BACKENDS[backend](q, k, v, groups, window, batch, causal, K, num_sinks)
     torch.testing.assert_close(out.double(), ref, atol=1e-5, rtol=1e-5)
     go = torch.randn_like(out)
     g_out = torch.autograd.grad(out, (q, k, v), go)
@@ -83,8 +88,10 @@ def test_backends_match_definition_values_and_gradients(backend, top_k, causal,
 @pytest.mark.parametrize("padded", [False, True])
 @pytest.mark.parametrize("top_k", [1, 2])
 @pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("num_sinks", [0, 5])
 @pytest.mark.slow
-def test_fused_blocks_long_runs_and_band_blocks(top_k, causal, padded, focus_mask_reference):
+def test_fused_blocks_long_runs_and_band_blocks(top_k, causal, padded, num_sinks,
+                                               focus_mask_reference):
     # long enough for the band's head, strided body and tail; a window that is not a multiple
     # of the band block; runs of one group longer than the window (queries whose band keeps
     # no key at all); two sequences meeting inside a band block
@@ -95,9 +102,10 @@ def test_fused_blocks_long_runs_and_band_blocks(top_k, causal, padded, focus_mas
     first[100:110] = torch.randint(0, K, (10,))
     groups = first.view(-1, 1) if top_k == 1 else torch.stack([first, (first + 1) % K], 1)
     q, k, v = (torch.randn(n, 2, 8, dtype=torch.float64, requires_grad=True) for _ in range(3))
-    ref = reference_attention(q, k, v, focus_mask_reference(groups, window, batch, causal))
+    ref = reference_attention(q, k, v, focus_mask_reference(groups, window, batch, causal,
+                                                            num_sinks))
     out = (blocks_padded if padded else BACKENDS["blocks_fused"])(q, k, v, groups, window,
-                                                                  batch, causal, K)
+                                                                  batch, causal, K, num_sinks)
     torch.testing.assert_close(out, ref, atol=1e-10, rtol=1e-10)
     go = torch.randn_like(out)
     for a, b in zip(torch.autograd.grad(out, (q, k, v), go),
@@ -121,12 +129,20 @@ def test_fused_blocks_half_precision_runs(padded, focus_mask_reference):
 
 @pytest.mark.parametrize("backend", ["blocks", "edges", "dense"])
 @pytest.mark.parametrize("top_k", [1, 2])
-def test_module_backends_agree_on_pyg_batch(backend, top_k):
+@pytest.mark.parametrize("num_sinks", [0, 2])
+def test_module_backends_agree_on_pyg_batch(backend, top_k, num_sinks, focus_mask_reference):
     torch.manual_seed(10)
     batch = torch.tensor([0] * 3 + [1] * 40 + [2] * 17)
     x = torch.randn(batch.numel(), 16)
-    m = FocusAttention(16, 2, num_groups=4, top_k=top_k, window=4, backend="dense").eval()
+    m = FocusAttention(16, 2, num_groups=4, top_k=top_k, window=4, backend="dense",
+                       num_sinks=num_sinks).eval()
     ref = m(x, batch)
+    # the dense back-end is the definition's mask (sinks included)
+    groups = m.router(x, batch).groups
+    q, k, v = (p(x).view(-1, 2, 8) for p in (m.q_proj, m.k_proj, m.v_proj))
+    mask = focus_mask_reference(groups, 4, batch, True, num_sinks)
+    torch.testing.assert_close(ref, m.out_proj(reference_attention(q, k, v, mask).float()
+                                               .reshape(-1, 16)), atol=1e-5, rtol=1e-5)
     gref = torch.autograd.grad(ref.square().sum(), list(m.parameters()), allow_unused=True)
     m.backend = backend
     out = m(x, batch)
@@ -173,7 +189,8 @@ def test_future_tokens_never_change_past_outputs(backend, training, gate):
     assert not torch.allclose(o1[:, 25:], o2[:, 25:])
 
 
-def test_soft_gates_match_formulas():
+@pytest.mark.parametrize("num_sinks", [0, 2])
+def test_soft_gates_match_formulas(num_sinks):
     torch.manual_seed(13)
     n, w, lam, b = 9, 2, 3.0, 0.4
     q, k, v = (torch.randn(n, 1, 4, dtype=torch.float64) for _ in range(3))
@@ -181,7 +198,8 @@ def test_soft_gates_match_formulas():
     s = (q[:, 0] @ k[:, 0].t()) / 2.0
     g = soft @ soft.t()
     i = torch.arange(n)
-    near = (i[:, None] - i[None, :]).abs() <= w
+    near = ((i[:, None] - i[None, :]).abs() <= w) | (torch.minimum(i[:, None], i[None, :])
+                                                      < num_sinks)  # sinks are never gated
     causal = i[None, :] <= i[:, None]
     for gate, logits in (
         ("multiplicative", s * torch.where(near, torch.ones_like(g), torch.sigmoid(lam * g))),
@@ -189,7 +207,8 @@ def test_soft_gates_match_formulas():
                                      torch.log(torch.sigmoid(lam * (g - b))))),
     ):
         ref = torch.softmax(logits.masked_fill(~causal, float("-inf")), -1) @ v[:, 0]
-        out = focus_soft_attention(q, k, v, soft, w, None, True, gate, lam, b)
+        out = focus_soft_attention(q, k, v, soft, w, None, True, gate, lam, b,
+                                   num_sinks=num_sinks)
         torch.testing.assert_close(out[:, 0], ref)
 
 
@@ -257,6 +276,13 @@ def test_repr_and_errors():
         FocusAttention(32, 4, num_groups=4, top_k=5)
     with pytest.raises(ValueError, match="window"):
         FocusAttention(32, 4, window=-1)
+    with pytest.raises(ValueError, match="num_sinks"):
+        FocusAttention(32, 4, num_sinks=-1)
+    with pytest.raises(TypeError, match="num_sinks"):
+        m.num_sinks = True
+    m.num_sinks = 4
+    assert "num_sinks=4" in repr(m)
+    m.num_sinks = 0
     with pytest.raises(ValueError, match="divisible"):
         FocusAttention(30, 4)
     with pytest.raises(ValueError, match="backend"):

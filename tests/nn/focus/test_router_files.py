@@ -118,6 +118,72 @@ def test_recorded_options_are_what_runs(tmp_path):
         save_routers(m, str(tmp_path / "mixed"))
 
 
+def test_num_sinks_is_recorded_and_old_files_read_as_zero(tmp_path):
+    m = _trained(num_sinks=2)
+    assert all(f.num_sinks == 2 for f in focus_layers(m))
+    set_focus_options(m, num_sinks=3)
+    save_routers(m, str(tmp_path))
+    meta = json.loads((tmp_path / ROUTERS_CONFIG).read_text())
+    assert meta["config"]["num_sinks"] == 3
+    base = load_routers(_base(), str(tmp_path))
+    assert all(f.num_sinks == 3 for f in focus_layers(base))
+    with torch.no_grad():
+        assert torch.equal(base(_x())[0], m(_x())[0])
+        # the sinks change the output (positions 0..2 are beyond the window of 3)
+        set_focus_options(base, num_sinks=0)
+        assert not torch.equal(base(_x())[0], m(_x())[0])
+    # a file written before num_sinks existed (no such key, same digest rules): 0 sinks
+    old = tmp_path / "old"
+    save_routers(_trained(), str(old))
+    meta = json.loads((old / ROUTERS_CONFIG).read_text())
+    del meta["config"]["num_sinks"]
+    (old / ROUTERS_CONFIG).write_text(json.dumps(meta))
+    loaded = load_routers(_base(), str(old))
+    assert all(f.num_sinks == 0 for f in focus_layers(loaded))
+    # strict: an old file (0 sinks) into a model composed with sinks is refused
+    with pytest.raises(ValueError, match="num_sinks=0"):
+        load_routers(compose_focus(_base(), num_groups=4, top_k=2, window=3, num_sinks=2),
+                     str(old))
+
+
+@pytest.mark.parametrize("kind", ["window_only", "random_groups"])
+def test_content_free_routers_are_saved_by_record(tmp_path, kind):
+    from quest_geometric.nn.focus import RandomGroupsRouter, WindowOnlyRouter
+
+    router = WindowOnlyRouter() if kind == "window_only" else RandomGroupsRouter(4, 2, seed=7)
+    m = compose_focus(_base(), window=3, num_sinks=1, router=router).eval()
+    if kind == "random_groups":
+        set_focus_options(m, top_k=1)  # the running top_k is what is recorded
+    save_routers(m, str(tmp_path))
+    meta = json.loads((tmp_path / ROUTERS_CONFIG).read_text())
+    want = {"type": "window_only", "causal": True} if kind == "window_only" else {
+        "type": "random_groups", "causal": True, "num_groups": 4, "top_k": 1, "seed": 7}
+    assert meta["config"]["router"] == want
+    base = load_routers(_base(), str(tmp_path))
+    assert all(type(f.router) is type(router) for f in focus_layers(base))
+    with torch.no_grad():
+        assert torch.equal(base(_x())[0], m(_x())[0])
+    # a record that names no content-free router, or with other keys, is refused
+    for bad in ({"type": "learned"}, dict(want, extra=1), dict(want, causal="yes")):
+        meta["config"]["router"] = bad
+        (tmp_path / ROUTERS_CONFIG).write_text(json.dumps(meta))
+        before = _snapshot(fresh := _base())
+        with pytest.raises(ValueError, match="refused to load.*'router' record"):
+            load_routers(fresh, str(tmp_path))
+        assert _same(before, _snapshot(fresh))
+
+
+def test_a_custom_router_is_still_refused(tmp_path):
+    from quest_geometric.nn.focus import RandomGroupsRouter
+
+    class Custom(RandomGroupsRouter):  # a subclass may route differently
+        pass
+
+    m = compose_focus(_base(), window=3, router=Custom(4, 2))
+    with pytest.raises(ValueError, match="save_routers: .*content-free"):
+        save_routers(m, str(tmp_path))
+
+
 class _Marker:
     def __init__(self, path: str) -> None:
         self.path = path

@@ -82,21 +82,23 @@ def test_straight_through_gate_at_the_default_scale_leaks_e_minus_5():
     assert float(out[2, 0, 0]) == pytest.approx(float(w0 / (w0 + 2)))
 
 
-def _brute_far_share(groups, window, causal):
+def _brute_far_share(groups, window, causal, num_sinks=0):
     t = groups.size(0)
     sets = [set(g.tolist()) for g in groups]
     far = [(i, j) for i in range(t) for j in range(t)
-           if ((i - j > window) if causal else (abs(i - j) > window))]
+           if ((i - j > window) if causal else (abs(i - j) > window))
+           and min(i, j) >= num_sinks]
     return sum(bool(sets[i] & sets[j]) for i, j in far) / len(far), far
 
 
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("top_k", [1, 2])
-def test_pair_share_value_and_gradient_by_brute_force(causal, top_k):
+@pytest.mark.parametrize("num_sinks", [0, 3])
+def test_pair_share_value_and_gradient_by_brute_force(causal, top_k, num_sinks):
     t, k, w = 17, 4, 3
     soft, groups = _memberships(t, k, top_k, seed=2)
-    r = straight_through_pair_share(soft, groups, w, causal=causal)
-    ref, far = _brute_far_share(groups, w, causal)
+    r = straight_through_pair_share(soft, groups, w, causal=causal, num_sinks=num_sinks)
+    ref, far = _brute_far_share(groups, w, causal, num_sinks)
     assert float(r.detach()) == pytest.approx(ref)
     r.backward()
     # d r / d g_i = (1/|F|) sum over far pairs (i, j) and (j, i) with |G_i & G_j| <= 1 of h_j
@@ -143,7 +145,8 @@ def test_pair_share_without_far_pairs_and_bad_input():
 
 
 @pytest.mark.parametrize("causal", [True, False])
-def test_additive_gate_share_by_brute_force(causal):
+@pytest.mark.parametrize("num_sinks", [0, 2])
+def test_additive_gate_share_by_brute_force(causal, num_sinks):
     t, k, w, lam, b = 15, 4, 3, 7.0, 0.3
     soft, _ = _memberships(t, k, 1, seed=5)
     soft = soft.detach()
@@ -155,9 +158,10 @@ def test_additive_gate_share_by_brute_force(causal):
                 if causal and j > i:
                     continue
                 x = float(soft[i] @ soft[j])
-                total += 1.0 if abs(i - j) <= w else 1.0 / (1.0 + math.exp(-lam * (x - b)))
+                near = abs(i - j) <= w or min(i, j) - lo < num_sinks
+                total += 1.0 if near else 1.0 / (1.0 + math.exp(-lam * (x - b)))
                 count += 1
-    r = additive_gate_share(soft, w, lam, b, batch, causal)
+    r = additive_gate_share(soft, w, lam, b, batch, causal, num_sinks=num_sinks)
     assert float(r) == pytest.approx(total / count, rel=1e-12)
 
 

@@ -1,0 +1,351 @@
+r"""Focus on SmolLM2-135M at one operating point (issue 31): routers trained on the training
+split, every choice made on the validation split, each configuration reported once on the
+test split (no 32-token window shared with the training text) and on out-of-domain prose,
+beside full attention and the content-free baselines at the same pattern.
+
+A **configuration** is a named entry of :data:`CONFIGS`: the Focus pattern (``K`` groups,
+``top_k`` groups per token, a local ``window``) and, for a trained one, the router objective
+(``'lm'`` or ``'distill'``, :func:`~quest_geometric.training.router_loss`); ``NAME@topK``
+evaluates a trained configuration's routers at another ``top_k``. Content-free rows need no
+training: ``random`` routes with :class:`~quest_geometric.nn.focus.RandomGroupsRouter` at
+the same ``K`` and ``top_k``, and ``sinks@NAME`` is the sliding window plus
+:data:`NUM_SINKS` attention sinks (:class:`~quest_geometric.nn.focus.WindowOnlyRouter`)
+widened to keep the share of causal pairs that row ``NAME`` was *measured* to keep on the
+evaluation blocks (:func:`~quest_geometric.nn.focus.window_for_share`).
+
+Steps (each resumable, each writing one file):
+
+1. ``train NAME``: :func:`~quest_geometric.training.train_routers` with the straight-through
+   gate (training sees the hard top-:math:`k` pattern) on the training blocks, checkpointed
+   every 5 steps in ``runs/focus_operating_point/NAME``; the routers are saved to
+   ``benchmarks/results/focus_operating_point/routers_NAME`` when the steps are done.
+2. ``evaluate NAME``: the per-block losses of validation, test and out-of-domain blocks,
+   paired with full attention's (computed once and cached in ``full.json``), and the share
+   of causal pairs kept, written to ``benchmarks/results/focus_operating_point/NAME.json``.
+3. ``table``: every evaluated row into ``focus_operating_point.{md,json,csv}``.
+
+**Pairs kept at 8K** are extrapolated from the blocks: with :math:`s_n` the measured share of
+causal pairs kept at :math:`n` tokens and :math:`w_n` the share the window alone keeps, the
+far-pair rate :math:`r = (s_n - w_n) / (1 - w_n)` (the share of pairs beyond the window whose
+groups intersect) is measured, and the share at :math:`T` tokens is
+:math:`w_T + (1 - w_T)\,r` (:func:`extrapolated_share`), exact when the rate does not depend on
+the distance, as for random groups.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any, Dict, Optional, Sequence
+
+import torch
+
+__all__ = ["CONFIGS", "OOD_BLOCKS_PER_SOURCE", "NUM_SINKS", "extrapolated_share",
+           "load_splits", "resolve_config", "compose_config", "train_config",
+           "evaluate_config", "write_table", "main"]
+
+#: The configurations: pattern, kind (``'trained'`` / ``'random'`` / ``'full'``), objective.
+CONFIGS: Dict[str, Dict[str, Any]] = {
+    "full": {"kind": "full"},
+    "K8_top2_w64_distill": {"kind": "trained", "K": 8, "top_k": 2, "window": 64,
+                            "objective": "distill"},
+    "K8_top2_w64_lm": {"kind": "trained", "K": 8, "top_k": 2, "window": 64,
+                       "objective": "lm"},
+    "K4_top2_w64_distill": {"kind": "trained", "K": 4, "top_k": 2, "window": 64,
+                            "objective": "distill"},
+    "K16_top2_w256_distill": {"kind": "trained", "K": 16, "top_k": 2, "window": 256,
+                              "objective": "distill"},
+    # the committed routers of the earlier study (straight-through, pair budget 0.75, 620
+    # steps): trained on the earlier split, whose training topics hold the test topics, so
+    # only their out-of-domain column is out of sample
+    "K4_top2_w64_lm_earlier": {
+        "kind": "trained", "K": 4, "top_k": 2, "window": 64, "objective": "lm",
+        "routers": "benchmarks/results/focus_pretrained_st_budget75_s620_routers_"
+                   "straight_through_st_budget75_s620", "in_domain_out_of_sample": False},
+    "K8_top2_w64_random": {"kind": "random", "K": 8, "top_k": 2, "window": 64},
+    "K8_top1_w64_random": {"kind": "random", "K": 8, "top_k": 1, "window": 64},
+    "K4_top2_w64_random": {"kind": "random", "K": 4, "top_k": 2, "window": 64},
+}
+
+#: Attention sinks of the ``sinks@NAME`` baseline (StreamingLLM keeps 4).
+NUM_SINKS = 4
+#: Out-of-domain blocks of each prose source evaluated (the first ones of each source).
+OOD_BLOCKS_PER_SOURCE = 16
+#: Training settings shared by every trained configuration.
+TRAIN = {"block": 1024, "lr": 2e-3, "steps": 160, "seed": 0, "gate": "straight_through"}
+#: Sequence length at which the table reports pairs kept.
+REPORT_LEN = 8192
+
+RESULTS = Path("benchmarks/results/focus_operating_point")
+RUNS = Path("runs/focus_operating_point")
+
+
+def extrapolated_share(share: float, n: int, window: int, target: int) -> float:
+    r"""The share of causal pairs kept at ``target`` tokens by a pattern that keeps ``share``
+    of them at ``n`` tokens with this ``window``: the measured far-pair rate
+    :math:`r = (s_n - w_n)/(1 - w_n)` applied beyond the window at ``target``
+    (:math:`w_T + (1 - w_T) r`); see the module docstring."""
+    from quest_geometric.nn.focus import pattern_share
+
+    wn, wt = pattern_share(n, window), pattern_share(target, window)
+    if wn >= 1.0:
+        raise ValueError(f"extrapolated_share: the window {window} covers all {n} tokens; "
+                         f"no far pair was measured")
+    rate = min(max((share - wn) / (1.0 - wn), 0.0), 1.0)
+    return wt + (1.0 - wt) * rate
+
+
+def load_splits(tok: Any, block: int = 1024) -> Dict[str, torch.Tensor]:
+    """``{'train', 'val', 'test', 'ood'}`` token blocks: the deduplicated language-reference
+    splits (:func:`~quest_geometric.datasets.pydoc_splits`) and the first
+    :data:`OOD_BLOCKS_PER_SOURCE` blocks of each out-of-domain prose source
+    (:func:`~quest_geometric.datasets.prose.ood_prose_blocks`)."""
+    from quest_geometric.datasets.prose import ood_prose_blocks
+    from quest_geometric.datasets.pydoc_text import pydoc_splits
+
+    sp = pydoc_splits(tok, block_size=block)
+    ood, record = ood_prose_blocks(tok, block_len=block,
+                                   max_blocks_per_source=OOD_BLOCKS_PER_SOURCE)
+    return {"train": sp.train, "val": sp.val, "test": sp.test, "ood": ood,
+            "ood_record": record}
+
+
+def compose_config(model: Any, cfg: Dict[str, Any]) -> Any:
+    """Compose ``model`` with configuration ``cfg`` (an entry of :data:`CONFIGS`, or a
+    ``{'kind': 'sinks', 'window': w}`` baseline): learned routers (untrained) with the
+    straight-through gate, random groups, or window plus sinks; back-end ``'blocks'``."""
+    from quest_geometric.nn.focus import RandomGroupsRouter, WindowOnlyRouter, compose_focus
+
+    if cfg["kind"] == "sinks":
+        return compose_focus(model, num_groups=1, top_k=0, window=cfg["window"],
+                             backend="blocks", num_sinks=cfg.get("num_sinks", NUM_SINKS),
+                             router=WindowOnlyRouter())
+    if cfg["kind"] == "random":  # layer l draws its groups with seed l
+        seeds = iter(range(10_000))
+        return compose_focus(model, num_groups=cfg["K"], top_k=cfg["top_k"],
+                             window=cfg["window"], backend="blocks",
+                             router=lambda _dim: RandomGroupsRouter(cfg["K"], cfg["top_k"],
+                                                                    seed=next(seeds)))
+    return compose_focus(model, num_groups=cfg["K"], top_k=cfg["top_k"], window=cfg["window"],
+                         backend="blocks", gate=TRAIN["gate"])
+
+
+def train_config(name: str, steps: Optional[int] = None, max_minutes: Optional[float] = None,
+                 progress: bool = True) -> Dict[str, Any]:
+    """Train (or resume) the routers of the trained configuration ``name``; save them once
+    its steps are done. Returns :func:`~quest_geometric.training.train_routers`' record."""
+    from quest_geometric.models.smollm2 import load_smollm2
+    from quest_geometric.nn.focus import save_routers
+    from quest_geometric.training import freeze_all_but_routers, train_routers
+
+    cfg = CONFIGS[name]
+    if cfg["kind"] != "trained" or "routers" in cfg:
+        raise ValueError(f"train_config: {name!r} is not a configuration this study trains")
+    torch.manual_seed(TRAIN["seed"])
+    model, tok = load_smollm2()
+    data = load_splits(tok, TRAIN["block"])
+    compose_config(model, cfg)
+    freeze_all_but_routers(model)
+    out = train_routers(model, data["train"], steps or TRAIN["steps"], TRAIN["lr"],
+                        RUNS / name, seed=TRAIN["seed"], ckpt_every=5, progress=progress,
+                        max_minutes=max_minutes, desc=name, objective=cfg["objective"])
+    if out["finished"]:
+        save_routers(model, str(RESULTS / f"routers_{name}"))
+    return out
+
+
+def _block_losses(model: Any, blocks: torch.Tensor, desc: str, progress: bool
+                  ) -> Dict[str, Any]:
+    """Mean next-token loss of each block, the groups of every layer's router call, seconds."""
+    from tqdm.auto import tqdm
+
+    from quest_geometric.training.routers import router_outputs
+
+    losses, shares = [], []
+    t0 = time.perf_counter()
+    with torch.no_grad(), router_outputs(model) as routed:
+        for x in tqdm(blocks, desc=desc, disable=not progress, leave=False):
+            routed.clear()
+            losses.append(float(model(x[None], labels=x[None], use_cache=False).loss))
+            shares += [_share(f, out) for f, out in routed]
+    return {"block_loss": losses, "seconds": time.perf_counter() - t0,
+            "pairs_kept": sum(shares) / len(shares) if shares else 1.0}
+
+
+def _share(layer: Any, out: Any) -> float:
+    from quest_geometric.nn.focus import focus_pair_share
+
+    g = out.groups.flatten(0, -2)
+    return focus_pair_share(g, layer.window, causal=True, num_sinks=layer.num_sinks)
+
+
+def _split_columns(base: Dict[str, Any], row: Dict[str, Any]) -> Dict[str, Any]:
+    from quest_geometric.experiments.focus_pretrained.evaluate import paired_block_delta
+
+    mean = lambda v: sum(v) / len(v)  # noqa: E731
+    d = paired_block_delta(base["block_loss"], row["block_loss"])
+    return {"ppl": math.exp(mean(row["block_loss"])),
+            "delta_pct": 100.0 * math.expm1(mean(row["block_loss"]) - mean(base["block_loss"])),
+            "delta_sem": d["delta_sem"], "blocks_worse": d["blocks_worse"],
+            "blocks": len(row["block_loss"])}
+
+
+def resolve_config(name: str, results: Path = RESULTS) -> Dict[str, Any]:
+    """The configuration of a row name: ``NAME`` (an entry of :data:`CONFIGS`), ``NAME@topK``
+    (another ``top_k``) or ``sinks@NAME`` (window plus sinks at the share that row ``NAME``,
+    already evaluated in ``results``, keeps on the evaluation blocks)."""
+    if name.startswith("sinks@"):
+        ref = Path(results) / f"{name[len('sinks@'):]}.json"
+        if not ref.is_file():
+            raise FileNotFoundError(f"resolve_config: evaluate {name[6:]!r} before {name!r} "
+                                    f"(its measured share sets the window); no {ref}")
+        from quest_geometric.nn.focus import window_for_share
+
+        share = json.loads(ref.read_text())["pairs_kept_eval"]
+        window = window_for_share(TRAIN["block"], share, num_sinks=NUM_SINKS)
+        return {"kind": "sinks", "window": window, "num_sinks": NUM_SINKS, "match": name[6:],
+                "K": 1, "top_k": 0}
+    base, _, k = name.partition("@top")
+    if base not in CONFIGS:
+        raise ValueError(f"resolve_config: 'name' must be one of {sorted(CONFIGS)} (with an "
+                         f"optional @topK) or sinks@NAME, got {name!r}")
+    cfg = dict(CONFIGS[base])
+    if k:
+        cfg["top_k"] = int(k)
+    return cfg
+
+
+def evaluate_config(name: str, progress: bool = True) -> Dict[str, Any]:
+    """Evaluate row ``name`` on the validation, test and out-of-domain blocks against full
+    attention (whose per-block losses are computed once and kept in ``full.json``), and write
+    ``benchmarks/results/focus_operating_point/<name>.json``."""
+    from quest_geometric.experiments.focus_pretrained.config import MODEL_NOTE, load_average
+    from quest_geometric.models.smollm2 import load_smollm2
+    from quest_geometric.nn.focus import load_routers, set_focus_options
+
+    cfg = resolve_config(name)
+    torch.manual_seed(0)
+    model, tok = load_smollm2()
+    data = load_splits(tok, TRAIN["block"])
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    full_file = RESULTS / "full.json"
+    if full_file.is_file():
+        full = json.loads(full_file.read_text())
+    else:
+        full = {s: _block_losses(model, data[s], f"full {s}", progress)
+                for s in ("val", "test", "ood")}
+        full["meta"] = {"model": MODEL_NOTE, "threads": torch.get_num_threads(),
+                        "load": load_average(), "torch": torch.__version__,
+                        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                        "ood_sources": {k: v["blocks"] for k, v in
+                                        data["ood_record"]["sources"].items()}}
+        full_file.write_text(json.dumps(full))
+    if cfg["kind"] == "full":
+        return full
+    if cfg["kind"] == "trained":
+        load_routers(model, cfg.get("routers") or str(RESULTS / f"routers_"
+                                                             f"{name.partition('@')[0]}"))
+        set_focus_options(model, top_k=cfg["top_k"])
+    else:
+        compose_config(model, cfg)
+    model.eval()
+    row: Dict[str, Any] = {"name": name, "config": cfg}
+    for s in ("val", "test", "ood"):
+        r = _block_losses(model, data[s], f"{name} {s}", progress)
+        row[s] = {**_split_columns(full[s], r), "block_loss": r["block_loss"],
+                  "seconds": r["seconds"], "pairs_kept": r["pairs_kept"]}
+    kept = [row[s]["pairs_kept"] for s in ("val", "test", "ood")]
+    row["pairs_kept_eval"] = sum(kept) / len(kept)
+    row["pairs_kept_8k"] = extrapolated_share(row["pairs_kept_eval"], TRAIN["block"],
+                                              cfg["window"], REPORT_LEN)
+    if cfg["kind"] == "sinks":  # no extrapolation needed: the band is exact
+        from quest_geometric.nn.focus import pattern_share
+
+        row["pairs_kept_8k"] = pattern_share(REPORT_LEN, cfg["window"], cfg["num_sinks"])
+    row["meta"] = {"threads": torch.get_num_threads(), "load": load_average(),
+                   "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    (RESULTS / f"{name}.json").write_text(json.dumps(row))
+    return row
+
+
+#: The table's columns (split columns are ``<split>_<column>``).
+COLUMNS = ["row", "kind", "K", "top_k", "window", "objective", "pairs_kept_1k",
+           "pairs_kept_8k", "ood_delta_pct", "ood_delta_sem", "ood_worse", "test_delta_pct",
+           "test_delta_sem", "test_worse", "val_delta_pct"]
+
+
+def write_table(out: Path = Path("benchmarks/results"), name: str = "focus_operating_point",
+                results: Path = RESULTS) -> Dict[str, Any]:
+    """Every evaluated row (``results/*.json``) into one table ``<name>.{md,json,csv}`` in
+    ``out``, sorted by pairs kept; returns the rows."""
+    from quest_geometric.experiments.common import write_results
+
+    results = Path(results)
+    rows = []
+    for f in sorted(results.glob("*.json")):
+        if f.name == "full.json":
+            continue
+        r = json.loads(f.read_text())
+        c = r["config"]
+        rows.append({"row": r["name"] + ("" if c.get("in_domain_out_of_sample", True)
+                                         else " (test not out of sample)"),
+                     "kind": c["kind"], "K": c.get("K"),
+                     "top_k": c.get("top_k"), "window": c.get("window"),
+                     "objective": c.get("objective", "-"),
+                     "pairs_kept_1k": r["pairs_kept_eval"], "pairs_kept_8k": r["pairs_kept_8k"],
+                     **{f"{s}_{k}": r[s][v] for s in ("ood", "test") for k, v in
+                        (("delta_pct", "delta_pct"), ("delta_sem", "delta_sem"),
+                         ("worse", "blocks_worse"))},
+                     "val_delta_pct": r["val"]["delta_pct"]})
+    rows.sort(key=lambda r: -r["pairs_kept_1k"])
+    full = json.loads((results / "full.json").read_text())
+    rows.insert(0, {"row": "full attention", "kind": "full", "pairs_kept_1k": 1.0,
+                    "pairs_kept_8k": 1.0, "ood_delta_pct": 0.0, "test_delta_pct": 0.0,
+                    "val_delta_pct": 0.0})
+    blocks = {s: len(full[s]["block_loss"]) for s in ("val", "test", "ood")}
+    notes = [f"blocks of {TRAIN['block']} tokens: validation {blocks['val']}, test "
+             f"{blocks['test']} (language reference, no 32-token window shared with the "
+             f"training text), out of domain {blocks['ood']} (licences and Debian release "
+             f"notes); `*_delta_pct`: perplexity change against full attention on that "
+             f"split, `*_delta_sem` its standard error over blocks (paired by block), "
+             f"`*_worse`: blocks on which the row is worse; `pairs_kept_1k`: measured share of "
+             f"causal pairs kept on the evaluation blocks, `pairs_kept_8k`: extrapolated at "
+             f"{REPORT_LEN} tokens (module docstring)."]
+    meta = {"model": full["meta"]["model"], "full_attention_ppl": {
+        s: math.exp(sum(full[s]["block_loss"]) / len(full[s]["block_loss"]))
+        for s in ("val", "test", "ood")}, "train": TRAIN, "num_sinks": NUM_SINKS}
+    write_results(name, rows, out, meta=meta, notes="\n".join(notes), columns=COLUMNS,
+                  title="### Focus on SmolLM2-135M: out-of-sample quality at each pattern")
+    return {"rows": rows}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    """``python benchmarks/focus_operating_point.py {train,evaluate,table} ...``."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    t = sub.add_parser("train", help="train (or resume) a configuration's routers")
+    t.add_argument("name", choices=[n for n, c in CONFIGS.items()
+                                    if c["kind"] == "trained" and "routers" not in c])
+    t.add_argument("--steps", type=int, default=None)
+    t.add_argument("--max-minutes", type=float, default=None)
+    t.add_argument("--no-progress", action="store_true")
+    e = sub.add_parser("evaluate", help="evaluate a row: NAME, NAME@topK or sinks@NAME")
+    e.add_argument("name")
+    e.add_argument("--no-progress", action="store_true")
+    sub.add_parser("table", help="write the table of every evaluated row")
+    a = p.parse_args(argv)
+    if a.cmd == "evaluate":
+        evaluate_config(a.name, not a.no_progress)
+        return
+    if a.cmd == "table":
+        print(write_table()["rows"])
+        return
+    if a.cmd == "train":
+        started = time.time()
+        out = train_config(a.name, a.steps, a.max_minutes, not a.no_progress)
+        print(json.dumps({"name": a.name, "step": out["step"], "finished": out["finished"],
+                          "seconds": round(time.time() - started, 1),
+                          "loss_last": out["curve"][-1] if out["curve"] else math.nan}))

@@ -1,0 +1,109 @@
+r"""Window-only routing: a content-free :class:`~quest_geometric.nn.focus.router.Router`
+under which no two tokens share a group, so Focus keeps only the local window and the
+attention sinks (the sliding window plus sinks baseline of StreamingLLM, as a Focus
+pattern)."""
+from __future__ import annotations
+
+from typing import Any, List, Optional
+
+import torch
+from torch import Tensor, nn
+
+from quest_geometric._utils.checks import check_batch, check_features
+from quest_geometric.nn.focus.router import RouterOutput
+
+__all__ = ["WindowOnlyRouter"]
+
+
+class WindowOnlyRouter(nn.Module):
+    r"""Window-only routing: every token gets the *empty* hard group set,
+    :math:`G_i = \emptyset` (:obj:`top_k` is 0), so :math:`G_i \cap G_j = \emptyset` for
+    every pair and the Focus pattern of a layer with window :math:`w` and :math:`s` sinks
+    (``num_sinks``) is exactly
+
+    .. math::
+        \mathcal{N}(i) = \{\, j : (j \le i \text{ if causal}) \wedge
+        (|i - j| \le w \vee \min(p_i, p_j) < s) \,\},
+
+    the sliding window plus attention sinks (:math:`p` the position in the sequence); its
+    share of the causal pairs is :func:`~quest_geometric.nn.focus.budget.pattern_share`, and
+    :func:`~quest_geometric.nn.focus.budget.window_for_share` gives the window at a given
+    budget. Every hard back-end, cached decoding and
+    :func:`~quest_geometric.nn.focus.compose.compose_focus` accept it (the groups are
+    ``[..., 0]`` long tensors); as no far pair is ever kept there is no soft gate to relax,
+    so :class:`~quest_geometric.nn.focus.module.FocusAttention` runs the hard pattern in
+    training mode too. No parameters; :func:`~quest_geometric.nn.focus.compose.save_routers`
+    records it by name.
+
+    The soft membership is the single group :math:`K = 1` with weight 1 (rows sum to one
+    as :class:`~quest_geometric.nn.focus.router.RouterOutput` promises); it carries no
+    information and no back-end reads it.
+
+    Args:
+        causal (bool): the layer's causality (the empty sets are causal either way)
+            (default: :obj:`True`).
+
+    Shapes:
+        - **input:** :obj:`h` :math:`(B, T, d)`, or :math:`(N, d)` with optional sorted
+          :obj:`batch` :math:`(N)`
+        - **output:** :class:`~quest_geometric.nn.focus.router.RouterOutput` with
+          :obj:`groups` :math:`(\dots, 0)`
+
+    Example:
+        >>> from quest_geometric.nn.focus import FocusAttention
+        >>> layer = FocusAttention(32, 4, window=4, num_sinks=2, router=WindowOnlyRouter())
+        >>> layer.eval()(torch.randn(1, 16, 32)).shape
+        torch.Size([1, 16, 32])
+    """
+
+    def __init__(self, causal: bool = True) -> None:
+        super().__init__()
+        self.causal = bool(causal)
+
+    @property
+    def num_groups(self) -> int:
+        r"""The number of groups, :math:`K = 1` (of which no token is a hard member)."""
+        return 1
+
+    @property
+    def top_k(self) -> int:
+        r"""Hard groups per token: 0. Assigning any other value is refused."""
+        return 0
+
+    @top_k.setter
+    def top_k(self, value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"WindowOnlyRouter: 'top_k' must be the int 0, got {value!r}")
+        if value != 0:
+            raise ValueError(f"WindowOnlyRouter: 'top_k' must be 0 (window-only routing "
+                             f"keeps no group), got {value!r}")
+
+    @staticmethod
+    def _output(shape: torch.Size, dtype: torch.dtype, device: torch.device) -> RouterOutput:
+        lt = torch.float64 if dtype == torch.float64 else torch.float32
+        return RouterOutput(torch.ones(*shape, 1, dtype=dtype, device=device),
+                            torch.empty(*shape, 0, dtype=torch.long, device=device),
+                            torch.zeros(*shape, 1, dtype=lt, device=device))
+
+    def forward(self, h: Tensor, batch: Optional[Tensor] = None,
+                col_totals: Optional[List[Tensor]] = None) -> RouterOutput:
+        r"""The empty group set for every token (:obj:`col_totals` receives nothing)."""
+        check_features(h, "h")
+        if h.dim() == 3:
+            if batch is not None:
+                raise ValueError("'batch' is only accepted with [N, C] input")
+        else:
+            check_batch(batch, h.size(0))
+        return self._output(h.shape[:-1], h.dtype, h.device)
+
+    def step(self, x: Tensor, state: Any, valid: Optional[Tensor] = None,
+             return_groups: bool = True) -> Optional[Tensor]:
+        r"""Append the new tokens ``x [B, T, d]`` (empty group sets) to :obj:`state` (see
+        :class:`~quest_geometric.nn.focus.router.Router`)."""
+        b, t = x.shape[:2]
+        groups = torch.empty(b, t, 0, dtype=torch.long, device=x.device)
+        state.append(groups, valid)
+        return groups if return_groups else None
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}(causal={self.causal})"

@@ -1,0 +1,122 @@
+r"""Training Focus routers with Hugging Face's :class:`transformers.Trainer`.
+
+A Hugging Face user trains adapters with ``Trainer``; Focus routers are trained the same way.
+:func:`router_trainer` freezes every weight of a Focus-composed model but its routers
+(:func:`~quest_geometric.nn.focus.router_parameters`) and returns a ``Trainer`` whose loss is
+the chosen objective of :func:`~quest_geometric.training.routers.router_loss`:
+
+* ``'lm'``: the model's own next-token loss on the batch's ``labels`` (Hugging Face's
+  default loss, unchanged);
+* ``'distill'``: :func:`~quest_geometric.training.routers.distillation_loss`, the KL
+  divergence from the same model's next-token distribution with Focus disabled; the batch
+  needs no labels.
+
+``transformers`` is imported only when :func:`router_trainer` is called.
+
+Example:
+    >>> from transformers import TrainingArguments
+    >>> from quest_geometric.nn.focus import compose_focus
+    >>> from quest_geometric.training import router_trainer
+    >>> compose_focus(model, num_groups=4, top_k=2, window=64)      # doctest: +SKIP
+    >>> args = TrainingArguments("out", max_steps=100, learning_rate=2e-3,
+    ...                          per_device_train_batch_size=1, report_to=[])  # doctest: +SKIP
+    >>> router_trainer(model, args, train_dataset=blocks,
+    ...                objective="distill").train()                  # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from torch import nn
+
+__all__ = ["freeze_all_but_routers", "router_trainer"]
+
+
+def freeze_all_but_routers(model: nn.Module) -> int:
+    r"""Set ``requires_grad`` to :obj:`False` on every parameter of ``model`` but its Focus
+    routers' (:func:`~quest_geometric.nn.focus.router_parameters`), which are set trainable.
+
+    Returns:
+        int: the number of trainable scalars (the routers').
+
+    Raises:
+        TypeError: if ``model`` is not a :class:`torch.nn.Module`.
+        ValueError: if ``model`` has no Focus layer (compose it first with
+            :func:`~quest_geometric.nn.focus.compose_focus`).
+    """
+    from quest_geometric.nn.focus import focus_layers, router_parameters
+
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"freeze_all_but_routers: 'model' must be a torch.nn.Module, got "
+                        f"{type(model).__name__}")
+    if not focus_layers(model):
+        raise ValueError("freeze_all_but_routers: 'model' must be composed with Focus "
+                         "(compose_focus(model, ...)), got a model without Focus layers")
+    for p in model.parameters():
+        p.requires_grad_(False)
+    n = 0
+    for p in router_parameters(model):
+        p.requires_grad_(True)
+        n += p.numel()
+    return n
+
+
+@functools.lru_cache(maxsize=None)
+def _trainer_class() -> type:
+    """The ``Trainer`` subclass, built on first use so that importing this module does not
+    import ``transformers``."""
+    from transformers import Trainer
+
+    from quest_geometric.training.routers import router_loss
+
+    class RouterTrainer(Trainer):
+        """A :class:`transformers.Trainer` whose loss is a router objective."""
+
+        def __init__(self, *args: Any, objective: str = "lm", **kwargs: Any) -> None:
+            self.router_objective = objective
+            super().__init__(*args, **kwargs)
+
+        def compute_loss(self, model: nn.Module, inputs: dict, return_outputs: bool = False,
+                         num_items_in_batch: Any = None) -> Any:
+            if self.router_objective == "lm":
+                return super().compute_loss(model, inputs, return_outputs=return_outputs,
+                                            num_items_in_batch=num_items_in_batch)
+            loss = router_loss(model, inputs["input_ids"], self.router_objective,
+                               attention_mask=inputs.get("attention_mask"))
+            return (loss, None) if return_outputs else loss
+
+    return RouterTrainer
+
+
+def router_trainer(model: nn.Module, args: Any, train_dataset: Any = None, *,
+                   objective: str = "lm", **trainer_kwargs: Any) -> Any:
+    r"""A :class:`transformers.Trainer` that trains only the Focus routers of ``model``.
+
+    Every other weight is frozen first (:func:`freeze_all_but_routers`), so the optimiser
+    ``Trainer`` builds holds the routers alone.
+
+    Args:
+        model (torch.nn.Module): a Hugging Face causal LM composed with
+            :func:`~quest_geometric.nn.focus.compose_focus`.
+        args (transformers.TrainingArguments): the training arguments.
+        train_dataset: the training data (items with ``input_ids``, plus ``labels`` for
+            ``'lm'``), as ``Trainer`` takes it.
+        objective (str): ``'lm'`` (the model's next-token loss on ``labels``) or
+            ``'distill'`` (:func:`~quest_geometric.training.routers.distillation_loss`; no
+            labels needed). (default: :obj:`'lm'`)
+        **trainer_kwargs: passed on to ``Trainer`` (``data_collator``, ``callbacks``, ...).
+
+    Returns:
+        transformers.Trainer: call ``.train()``.
+
+    Raises:
+        ValueError: for an unknown ``objective`` or a model without Focus layers.
+        ImportError: if ``transformers`` is not installed.
+    """
+    from quest_geometric.training.routers import check_objective
+
+    check_objective(objective, "router_trainer")
+    freeze_all_but_routers(model)
+    return _trainer_class()(model=model, args=args, train_dataset=train_dataset,
+                            objective=objective, **trainer_kwargs)

@@ -1,0 +1,91 @@
+"""The Focus operating-point study's pure parts: the pairs-kept extrapolation (against exact
+counts of random balanced groups), row names, the content-free configurations composed onto a
+tiny Llama (against the dense pattern), and the table from row files."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from quest_geometric.experiments.focus_operating_point import (
+    CONFIGS,
+    compose_config,
+    extrapolated_share,
+    resolve_config,
+    write_table,
+)
+from quest_geometric.nn.focus import focus_pair_share, pattern_share
+
+
+def test_extrapolated_share_of_random_groups_matches_exact_counts():
+    # random balanced groups share a group with a distance-independent rate, so the rate
+    # measured at 256 tokens predicts the share counted at 1,024
+    from quest_geometric.nn.focus import random_balanced_groups
+
+    k, top, w = 8, 2, 16
+    g_short = random_balanced_groups(torch.arange(256), k, top, seed=1)
+    g_long = random_balanced_groups(torch.arange(1024), k, top, seed=2)
+    s_short = focus_pair_share(g_short, w)
+    s_long = focus_pair_share(g_long, w)
+    assert extrapolated_share(s_short, 256, w, 1024) == pytest.approx(s_long, abs=0.01)
+    # a window-only pattern (no far pair kept) extrapolates to the window's own share
+    assert extrapolated_share(pattern_share(256, w), 256, w, 8192) == pytest.approx(
+        pattern_share(8192, w))
+    assert extrapolated_share(1.0, 256, w, 8192) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="covers all"):
+        extrapolated_share(1.0, 16, 16, 64)
+
+
+def test_resolve_config_names(tmp_path):
+    assert resolve_config("K8_top2_w64_distill") == CONFIGS["K8_top2_w64_distill"]
+    assert resolve_config("K8_top2_w64_distill@top1")["top_k"] == 1
+    with pytest.raises(ValueError, match="'name' must be one of"):
+        resolve_config("K3_top9")
+    with pytest.raises(FileNotFoundError, match="evaluate 'K8_top2_w64_random' before"):
+        resolve_config("sinks@K8_top2_w64_random", results=tmp_path)
+    (tmp_path / "K8_top2_w64_random.json").write_text(json.dumps({"pairs_kept_eval": 0.4}))
+    cfg = resolve_config("sinks@K8_top2_w64_random", results=tmp_path)
+    assert cfg["kind"] == "sinks" and cfg["num_sinks"] == 4
+    # the smallest window that keeps at least the matched share at the evaluation length
+    assert pattern_share(1024, cfg["window"], 4) >= 0.4 > pattern_share(1024, cfg["window"] - 1, 4)
+
+
+@pytest.mark.parametrize("cfg", [{"kind": "sinks", "window": 3, "num_sinks": 2},
+                                 {"kind": "random", "K": 4, "top_k": 1, "window": 2}])
+def test_content_free_configurations_keep_their_pattern_on_a_real_model(cfg):
+    from quest_geometric.nn.focus import focus_layers
+    from quest_geometric.testing.hf import build_hf, tokens
+    from quest_geometric.training.routers import router_outputs
+
+    model = compose_config(build_hf("llama", seed=0), cfg).eval()
+    x = tokens(1, 24, seed=3)
+    with torch.no_grad(), router_outputs(model) as routed:
+        model(x)
+    assert len(routed) == len(focus_layers(model)) > 0
+    for layer, out in routed:
+        g = out.groups.flatten(0, -2)
+        share = focus_pair_share(g, layer.window, num_sinks=layer.num_sinks)
+        if cfg["kind"] == "sinks":
+            assert share == pytest.approx(pattern_share(24, 3, 2))
+        else:
+            assert pattern_share(24, 2) < share < 1.0
+
+
+def test_write_table_from_row_files(tmp_path):
+    full = {s: {"block_loss": [1.0, 2.0]} for s in ("val", "test", "ood")}
+    full["meta"] = {"model": "m"}
+    (tmp_path / "full.json").write_text(json.dumps(full))
+    row = {"name": "K8_top2_w64_random", "config": CONFIGS["K8_top2_w64_random"],
+           "pairs_kept_eval": 0.5, "pairs_kept_8k": 0.45,
+           **{s: {"delta_pct": d, "delta_sem": 0.1, "blocks_worse": 2} for s, d in
+              (("val", 3.0), ("test", 4.0), ("ood", 5.0))}}
+    (tmp_path / "K8_top2_w64_random.json").write_text(json.dumps(row))
+    out = write_table(tmp_path / "out", results=tmp_path)
+    rows = out["rows"]
+    assert [r["row"] for r in rows] == ["full attention", "K8_top2_w64_random"]
+    assert rows[1]["ood_delta_pct"] == 5.0 and rows[1]["pairs_kept_8k"] == 0.45
+    saved = json.loads((tmp_path / "out" / "focus_operating_point.json").read_text())
+    assert saved["meta"]["full_attention_ppl"]["val"] == pytest.approx(math.exp(1.5))
+    assert "K8_top2_w64_random" in (tmp_path / "out" / "focus_operating_point.md").read_text()

@@ -18,7 +18,10 @@ import torch
 from quest_geometric import analysis, datasets, geometry, models, transforms
 from quest_geometric import quaternion as Q
 from quest_geometric.nn import QSVConv, QuaternionLinear
+from quest_geometric import training
 from quest_geometric.nn import focus as F
+from quest_geometric.nn.focus.decode import focus_decode_attention
+from quest_geometric.training.routers import block_order
 
 NAN = float("nan")
 INF = float("inf")
@@ -312,6 +315,82 @@ CASES = [
     Case("KeySpectrumControl-every-zero", lambda: analysis.KeySpectrumControl(
         torch.nn.Linear(2, 2), every=0), ValueError, "KeySpectrumControl",
         "every"),
+    # ---- Focus: attention sinks, window-only routing, pair shares, router training
+    Case("focus_dense_attention-num_sinks-negative", lambda: F.focus_dense_attention(
+        _q(), _q(), _q(), _g(), 2, num_sinks=-1), ValueError, "focus_dense_attention",
+        "num_sinks"),
+    Case("focus_blocks_attention-num_sinks-bool", lambda: F.focus_blocks_attention(
+        _q(), _q(), _q(), _g(), 2, num_sinks=True), TypeError, "focus_blocks_attention",
+        "num_sinks"),
+    Case("focus_edge_index-num_sinks-float", lambda: F.focus_edge_index(_g(), 2, num_sinks=1.0),
+         TypeError, "focus_edge_index", "num_sinks"),
+    Case("focus_soft_attention-num_sinks-negative", lambda: F.focus_soft_attention(
+        _q(), _q(), _q(), _soft(), 2, num_sinks=-2), ValueError, "focus_soft_attention",
+        "num_sinks"),
+    Case("focus_decode_attention-num_sinks-float", lambda: focus_decode_attention(
+        None, None, None, None, 2, 1.0, num_sinks=0.5), TypeError, "focus_decode_attention",
+        "num_sinks"),
+    Case("FocusAttention-num_sinks-negative", lambda: F.FocusAttention(8, 2, num_sinks=-1),
+         ValueError, "FocusAttention", "num_sinks"),
+    Case("straight_through_pair_share-num_sinks-bool", lambda: F.straight_through_pair_share(
+        _soft(), _g(), 2, num_sinks=False), TypeError, "straight_through_pair_share",
+        "num_sinks"),
+    Case("focus_pair_share-groups-float", lambda: F.focus_pair_share(
+        torch.zeros(6, 1), 2), TypeError, "focus_pair_share", "groups"),
+    Case("focus_pair_share-num_sinks-negative", lambda: F.focus_pair_share(
+        _g(), 2, num_sinks=-1), ValueError, "focus_pair_share", "num_sinks"),
+    Case("pattern_share-seq_len-bool", lambda: F.pattern_share(True, 2), TypeError,
+         "pattern_share", "seq_len"),
+    Case("pattern_share-window-negative", lambda: F.pattern_share(8, -1), ValueError,
+         "pattern_share", "window"),
+    Case("window_for_share-share-nan", lambda: F.window_for_share(8, NAN), ValueError,
+         "window_for_share", "share"),
+    Case("window_for_share-share-str", lambda: F.window_for_share(8, "0.5"), TypeError,
+         "window_for_share", "share"),
+    Case("WindowOnlyRouter-top_k-one", lambda: setattr(F.WindowOnlyRouter(), "top_k", 1),
+         ValueError, "WindowOnlyRouter", "top_k"),
+    Case("WindowOnlyRouter-top_k-float", lambda: setattr(F.WindowOnlyRouter(), "top_k", 0.0),
+         TypeError, "WindowOnlyRouter", "top_k"),
+    Case("WindowOnlyRouter-h-long", lambda: F.WindowOnlyRouter()(
+        torch.zeros(6, 4, dtype=torch.long)), TypeError, "WindowOnlyRouter", "h"),
+    Case("WindowOnlyRouter-batch-with-3d", lambda: F.WindowOnlyRouter()(
+        torch.zeros(2, 3, 4), batch=torch.zeros(6, dtype=torch.long)), ValueError,
+        "WindowOnlyRouter", "batch"),
+    Case("FarBiasRouter-num_heads-zero", lambda: F.FarBiasRouter(0), ValueError,
+         "FarBiasRouter", "num_heads"),
+    Case("FarBiasRouter-q-heads", lambda: F.FarBiasRouter(3).soft_attention(
+        _q(), _q(), _q(), 2), ValueError, "FarBiasRouter", "q"),
+    Case("focus_far_bias_attention-log_scale-list", lambda: F.focus_far_bias_attention(
+        _q(), _q(), _q(), [0.0, 0.0], torch.zeros(2), 2), TypeError,
+        "focus_far_bias_attention", "log_scale"),
+    Case("focus_far_bias_attention-far_bias-shape", lambda: F.focus_far_bias_attention(
+        _q(), _q(), _q(), torch.zeros(2), torch.zeros(3), 2), ValueError,
+        "focus_far_bias_attention", "far_bias"),
+    Case("focus_far_bias_attention-num_sinks-negative", lambda: F.focus_far_bias_attention(
+        _q(), _q(), _q(), torch.zeros(2), torch.zeros(2), 2, num_sinks=-1), ValueError,
+        "focus_far_bias_attention", "num_sinks"),
+    Case("train_routers-objective-value", lambda: training.train_routers(
+        None, None, 1, 1e-3, None, objective="kl"), ValueError, "train_routers", "objective"),
+    Case("train_routers-pair_budget-value", lambda: training.train_routers(
+        None, None, 1, 1e-3, None, pair_budget=(1.5, 1.0)), ValueError, "train_routers",
+        "pair_budget"),
+    Case("train_routers-pair_budget-type", lambda: training.train_routers(
+        None, None, 1, 1e-3, None, pair_budget=0.5), TypeError, "train_routers",
+        "pair_budget"),
+    Case("router_loss-objective-type", lambda: training.router_loss(
+        None, torch.zeros(1, 4, dtype=torch.long), 1), TypeError, "router_loss", "objective"),
+    Case("router_loss-input_ids-float", lambda: training.router_loss(
+        None, torch.zeros(1, 4)), TypeError, "router_loss", "input_ids"),
+    Case("router_loss-input_ids-1d", lambda: training.router_loss(
+        None, torch.zeros(4, dtype=torch.long)), ValueError, "router_loss", "input_ids"),
+    Case("router_trainer-objective-value", lambda: training.router_trainer(
+        None, None, objective="kl"), ValueError, "router_trainer", "objective"),
+    Case("freeze_all_but_routers-model-type", lambda: training.freeze_all_but_routers("gpt"),
+         TypeError, "freeze_all_but_routers", "model"),
+    Case("block_order-num_blocks-zero", lambda: block_order(0, 5), ValueError, "block_order",
+         "num_blocks"),
+    Case("block_order-steps-float", lambda: block_order(4, 5.0), TypeError, "block_order",
+         "steps"),
     # ---- models
     Case("ResNet20-num_classes-bool", lambda: models.ResNet20(num_classes=True), TypeError,
          "ResNet20", "num_classes"),

@@ -456,7 +456,7 @@ def focus_decode_attention(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeSt
     Returns:
         Tensor: ``[B, H, T, D]``; zeros for padding queries.
     """
-    check_num_sinks(num_sinks)
+    check_num_sinks(num_sinks, where="focus_decode_attention")
     if fast and q.size(0) == 1 and q.size(2) == 1 and state.store and state._simple:
         return _fast_step(q, k, v, state, window, scale, num_sinks)
     return focus_decode_attention_reference(q, k, v, state, window, scale, num_sinks)

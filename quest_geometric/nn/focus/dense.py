@@ -23,7 +23,9 @@ from quest_geometric._utils.checks import (
     check_qkv,
     check_real,
     check_soft,
+    check_tensor,
     check_window,
+    fail,
 )
 from quest_geometric.nn.focus._layout import HALF_DTYPES, seq_layout
 
@@ -289,18 +291,20 @@ def focus_far_bias_attention(q: Tensor, k: Tensor, v: Tensor, log_scale: Tensor,
         torch.Tensor: ``[N, H, D]``.
 
     Raises:
+        TypeError: for a non-tensor or non-floating-point input, or a non-int
+            :obj:`window` or :obj:`num_sinks`.
         ValueError: for bad shapes or options.
     """
-    check_qkv(q, k, v)
-    check_window(window)
-    check_num_sinks(num_sinks)
-    check_batch(batch, q.size(0))
+    where = "focus_far_bias_attention"
+    check_qkv(q, k, v, where=where)
+    check_window(window, where=where)
+    check_num_sinks(num_sinks, where=where)
+    check_batch(batch, q.size(0), where=where)
     n, h, d = q.shape
     for name, p in (("log_scale", log_scale), ("far_bias", far_bias)):
-        if not isinstance(p, Tensor) or not p.is_floating_point() or p.shape != (h,):
-            raise ValueError(f"focus_far_bias_attention: '{name}' must be a floating-point "
-                             f"[{h}] tensor (one per head), got "
-                             f"{list(getattr(p, 'shape', [])) or type(p).__name__}")
+        check_tensor(p, name, where=where, floating=True)
+        if p.shape != (h,):
+            raise fail(ValueError, where, name, f"a [{h}] tensor (one per head)", p)
     seq, nseq = seq_layout(batch, n, q.device)
     qd, valid = to_dense_batch(q.reshape(n, h * d), seq, batch_size=nseq)
     kd = to_dense_batch(k.reshape(n, h * d), seq, batch_size=nseq)[0]

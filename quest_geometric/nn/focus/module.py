@@ -207,7 +207,7 @@ class FocusAttention(nn.Module):
 
     @num_sinks.setter
     def num_sinks(self, value: int) -> None:
-        check_num_sinks(value)
+        check_num_sinks(value, where="FocusAttention")
         self._num_sinks = value
 
     @property

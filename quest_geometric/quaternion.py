@@ -16,6 +16,8 @@ from typing import Optional, Union
 import torch
 from torch import Tensor
 
+from quest_geometric._utils.checks import check_int, check_tensor, fail
+
 __all__ = [
     "multiply",
     "conjugate",
@@ -29,15 +31,12 @@ __all__ = [
 ]
 
 
-def _check(q: Tensor, name: str, size: int = 4) -> None:
-    if not isinstance(q, Tensor):
-        raise TypeError(f"'{name}' must be a torch.Tensor (got {type(q).__name__})")
+def _check(q: Tensor, name: str, where: str, size: int = 4) -> None:
+    check_tensor(q, name, where=where)
     if q.dim() == 0 or q.size(-1) != size:
         what = "quaternions" if size == 4 else "3-vectors"
-        raise ValueError(
-            f"'{name}' must hold {what} in its last dimension, shape (..., {size}) "
-            f"(got shape {tuple(q.shape)})"
-        )
+        raise fail(ValueError, where, name, f"a tensor of {what} in its last dimension, "
+                   f"shape (..., {size})", q)
 
 
 def multiply(p: Tensor, q: Tensor) -> Tensor:
@@ -57,8 +56,8 @@ def multiply(p: Tensor, q: Tensor) -> Tensor:
     Returns:
         torch.Tensor: The product, shape ``broadcast(p, q)``.
     """
-    _check(p, "p")
-    _check(q, "q")
+    _check(p, "p", "multiply")
+    _check(q, "q", "multiply")
     pw, px, py, pz = p.unbind(-1)
     qw, qx, qy, qz = q.unbind(-1)
     return torch.stack(
@@ -83,7 +82,7 @@ def conjugate(q: Tensor) -> Tensor:
     Returns:
         torch.Tensor: The conjugates, same shape as ``q``.
     """
-    _check(q, "q")
+    _check(q, "q", "conjugate")
     return torch.cat((q[..., :1], -q[..., 1:]), dim=-1)
 
 
@@ -105,7 +104,7 @@ def normalize(q: Tensor, eps: float = 1e-12) -> Tensor:
     Returns:
         torch.Tensor: Unit quaternions (or zeros), same shape as ``q``.
     """
-    _check(q, "q")
+    _check(q, "q", "normalize")
     return torch.nn.functional.normalize(q, p=2.0, dim=-1, eps=eps)
 
 
@@ -123,8 +122,8 @@ def relative(q_i: Tensor, q_j: Tensor) -> Tensor:
     Returns:
         torch.Tensor: :math:`q_i^{*} q_j`, shape ``broadcast(q_i, q_j)``.
     """
-    _check(q_i, "q_i")
-    _check(q_j, "q_j")
+    _check(q_i, "q_i", "relative")
+    _check(q_j, "q_j", "relative")
     return multiply(conjugate(q_i), q_j)
 
 
@@ -149,7 +148,7 @@ def to_rotation_matrix(q: Tensor) -> Tensor:
     Returns:
         torch.Tensor: Matrices, shape ``(..., 3, 3)``.
     """
-    _check(q, "q")
+    _check(q, "q", "to_rotation_matrix")
     w, x, y, z = q.unbind(-1)
     ww, xx, yy, zz = w * w, x * x, y * y, z * z
     xy, xz, yz = x * y, x * z, y * z
@@ -180,8 +179,8 @@ def rotate(q: Tensor, v: Tensor) -> Tensor:
     Returns:
         torch.Tensor: Rotated vectors, shape ``broadcast(q[..., :3], v)``.
     """
-    _check(q, "q")
-    _check(v, "v", size=3)
+    _check(q, "q", "rotate")
+    _check(v, "v", "rotate", size=3)
     w = q[..., :1]
     u = q[..., 1:]
     uv = (u * v).sum(-1, keepdim=True)
@@ -209,8 +208,8 @@ def sandwich(r: Tensor, x: Tensor) -> Tensor:
     Returns:
         torch.Tensor: Shape ``broadcast(r, x)``.
     """
-    _check(r, "r")
-    _check(x, "x")
+    _check(r, "r", "sandwich")
+    _check(x, "x", "sandwich")
     rr = (r * r).sum(-1, keepdim=True)
     vec = rotate(r, x[..., 1:])
     real = rr * x[..., :1]
@@ -246,12 +245,13 @@ def random_unit(
     """
     if len(shape) == 1 and isinstance(shape[0], (tuple, list, torch.Size)):
         shape = tuple(shape[0])
-    if not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape):
-        raise ValueError(f"'shape' must be non-negative integers (got {shape})")
+    for i, s in enumerate(shape):
+        check_int(s, f"shape (entry {i})", 0, where="random_unit")
     if generator is not None and seed is not None:
-        raise ValueError("pass at most one of 'generator' and 'seed'")
-    if dtype is not None and not dtype.is_floating_point:
-        raise ValueError(f"'dtype' must be a floating-point dtype (got {dtype})")
+        raise fail(ValueError, "random_unit", "seed", "None when 'generator' is given (pass "
+                   "at most one of them)", seed)
+    if dtype is not None and (not isinstance(dtype, torch.dtype) or not dtype.is_floating_point):
+        raise fail(TypeError, "random_unit", "dtype", "a floating-point torch.dtype", dtype)
     if seed is not None:
         gen_device = torch.device(device) if device is not None else torch.device("cpu")
         generator = torch.Generator(device=gen_device)
@@ -278,6 +278,6 @@ def angle(q: Tensor) -> Tensor:
     Returns:
         torch.Tensor: Angles in radians, shape ``q.shape[:-1]``.
     """
-    _check(q, "q")
+    _check(q, "q", "angle")
     return 2 * torch.atan2(torch.linalg.vector_norm(q[..., 1:], dim=-1), q[..., 0].abs())
 

@@ -238,24 +238,28 @@ def test_random_unit_uniform_moments():
 # ----------------------------------------------------------------------------- validation
 @pytest.mark.parametrize("fn", [Q.conjugate, Q.normalize, Q.to_rotation_matrix, Q.angle])
 def test_bad_last_dim(fn):
-    with pytest.raises(ValueError, match="'q'.*\\(\\.\\.\\., 4\\)"):
+    with pytest.raises(ValueError, match=rf"^{fn.__name__}: 'q' must be a tensor of quaternions "
+                       r"in its last dimension, shape \(\.\.\., 4\), got .* shape \[5, 3\]$"):
         fn(torch.zeros(5, 3))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=rf"^{fn.__name__}: 'q' must be a tensor of quaternions"):
         fn(torch.tensor(1.0))
 
 
 def test_bad_inputs_other():
-    with pytest.raises(ValueError, match="'p'"):
+    with pytest.raises(ValueError, match="^multiply: 'p' must be a tensor of quaternions"):
         Q.multiply(torch.zeros(3), ONE)
-    with pytest.raises(ValueError, match="'v'"):
+    with pytest.raises(ValueError, match=r"^rotate: 'v' must be a tensor of 3-vectors"):
         Q.rotate(ONE, torch.zeros(4))
-    with pytest.raises(ValueError, match="'x'"):
+    with pytest.raises(ValueError, match="^sandwich: 'x' must be a tensor of quaternions"):
         Q.sandwich(ONE, torch.zeros(3))
-    with pytest.raises(TypeError, match="'q'"):
+    with pytest.raises(TypeError, match="^conjugate: 'q' must be a tensor, got ndarray"):
         Q.conjugate(np.zeros(4))
-    with pytest.raises(ValueError, match="generator"):
+    with pytest.raises(ValueError, match="^random_unit: 'seed' must be None when 'generator'"):
         Q.random_unit(3, seed=0, generator=torch.Generator())
-    with pytest.raises(ValueError, match="dtype"):
+    with pytest.raises(TypeError, match="^random_unit: 'dtype' must be a floating-point "
+                       "torch.dtype, got torch.int64$"):
         Q.random_unit(3, dtype=torch.int64)
-    with pytest.raises(ValueError, match="shape"):
+    with pytest.raises(ValueError, match=r"^random_unit: 'shape' \(entry 0\) must be an int >= 0"):
         Q.random_unit(-1)
+    with pytest.raises(TypeError, match=r"^random_unit: 'shape' \(entry 1\) must be an int >= 0"):
+        Q.random_unit(2, 2.0)

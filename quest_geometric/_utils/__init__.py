@@ -5,12 +5,23 @@ Nothing here is public API: the names carry no underscore so that other subpacka
 import them without reaching for a private name, but they may change between releases.
 """
 from quest_geometric._utils.checks import (
+    check_batch,
     check_choice,
+    check_features,
+    check_groups,
+    check_hard_args,
+    check_image,
+    check_images,
     check_int,
     check_positive_float,
     check_positive_int,
+    check_qkv,
+    check_real,
+    check_return_attention_weights,
     check_shell_radii,
     check_shell_sizes,
+    check_soft,
+    check_window,
 )
 from quest_geometric._utils.device import resolve_device
 from quest_geometric._utils.io import (
@@ -26,12 +37,23 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_json",
     "atomic_write_text",
+    "check_batch",
     "check_choice",
+    "check_features",
+    "check_groups",
+    "check_hard_args",
+    "check_image",
+    "check_images",
     "check_int",
     "check_positive_float",
     "check_positive_int",
+    "check_qkv",
+    "check_real",
+    "check_return_attention_weights",
     "check_shell_radii",
     "check_shell_sizes",
+    "check_soft",
+    "check_window",
     "optional_pyplot",
     "resolve_device",
 ]

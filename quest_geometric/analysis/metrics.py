@@ -13,6 +13,8 @@ from typing import NamedTuple, Optional
 import torch
 from torch import Tensor
 
+from quest_geometric._utils.checks import check_finite, check_tensor, fail
+
 __all__ = [
     "participation_ratio",
     "participation_ratio_from_covariance",
@@ -24,19 +26,14 @@ __all__ = [
 ]
 
 def _as_tensor(x: Tensor, name: str, fn: str, min_dim: int) -> Tensor:
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(x).__name__}")
-    if x.dim() < min_dim:
-        raise ValueError(f"{fn}: {name} must have at least {min_dim} dimensions, got shape "
-                         f"{tuple(x.shape)}")
+    check_tensor(x, name, where=fn)
     if x.is_complex() or not (x.is_floating_point() or x.dtype in (torch.int32, torch.int64,
                                                                    torch.int16, torch.int8,
                                                                    torch.uint8)):
-        raise TypeError(f"{fn}: {name} must be a real tensor, got {x.dtype}")
-    x = x.detach().to(torch.float64)
-    if not torch.isfinite(x).all():
-        raise ValueError(f"{fn}: {name} contains NaN or infinite values")
-    return x
+        raise fail(TypeError, fn, name, "a real tensor", x)
+    if x.dim() < min_dim:
+        raise fail(ValueError, fn, name, f"a tensor of at least {min_dim} dimensions", x)
+    return check_finite(x.detach().to(torch.float64), name, where=fn)
 
 
 def participation_ratio_from_covariance(cov: Tensor) -> Tensor:

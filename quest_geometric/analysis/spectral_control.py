@@ -3,13 +3,12 @@ training, at fixed Frobenius norm (the intervention of the query/key geometry st
 """
 from __future__ import annotations
 
-import math
 from typing import Optional
 
 import torch
 from torch import Tensor, nn
 
-from quest_geometric._utils.checks import check_choice, check_int
+from quest_geometric._utils.checks import check_choice, check_int, check_positive_float
 
 __all__ = ["KeySpectrumControl", "spectrum_participation_ratio", "qk_weight_kernels"]
 
@@ -139,12 +138,11 @@ class KeySpectrumControl:
         every: int = 1,
     ) -> None:
         if not isinstance(model, nn.Module):
-            raise TypeError("KeySpectrumControl: model must be an nn.Module, got "
+            raise TypeError("KeySpectrumControl: 'model' must be an nn.Module, got "
                             f"{type(model).__name__}")
         check_choice(mode, "mode", _MODES, where="KeySpectrumControl")
-        if not (isinstance(decay, (int, float)) and math.isfinite(decay) and decay >= 0):
-            raise ValueError("KeySpectrumControl: decay must be a finite number >= 0, got "
-                             f"{decay!r}")
+        decay = check_positive_float(decay, "decay", where="KeySpectrumControl",
+                                     allow_zero=True)
         check_int(every, "every", 1, where="KeySpectrumControl")
         self.mode = mode
         self.per_head = bool(per_head)

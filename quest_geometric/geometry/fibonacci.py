@@ -45,7 +45,7 @@ def fibonacci_sphere(
     Returns:
         Tensor: The positions, shape :math:`(n, 3)`.
     """
-    n = check_positive_int(n, "'n'")
+    n = check_positive_int(n, "'n'", where="fibonacci_sphere")
     radius = float(radius)
     if not math.isfinite(radius) or radius <= 0:
         raise ValueError(f"'radius' must be a positive finite float (got {radius})")
@@ -100,8 +100,8 @@ def concentric_spheres(
         :math:`N = \sum_s n_s`, and the shell index of every node (``torch.long``), shape
         :math:`(N,)`.
     """
-    sizes = check_shell_sizes(sizes)
-    radii = check_shell_radii(radii, len(sizes))
+    sizes = check_shell_sizes(sizes, where="concentric_spheres")
+    radii = check_shell_radii(radii, len(sizes), where="concentric_spheres")
     pos = torch.cat(
         [fibonacci_sphere(n, r, dtype=dtype, device=device) for n, r in zip(sizes, radii)]
     )

@@ -56,13 +56,13 @@ def sphere_graph(
         Data: ``pos`` :math:`(N, 3)`, ``shell`` :math:`(N,)` (long), ``edge_index``
         :math:`(2, N (k + k_\times))` and ``num_nodes``.
     """
-    sizes = check_shell_sizes(sizes)
-    radii = check_shell_radii(radii, len(sizes))
-    k = check_positive_int(k, "'k'")
+    sizes = check_shell_sizes(sizes, where="sphere_graph")
+    radii = check_shell_radii(radii, len(sizes), where="sphere_graph")
+    k = check_positive_int(k, "'k'", where="sphere_graph")
     num_shells = len(sizes)
     if k_cross is None:
         k_cross = 4 if num_shells > 1 else 0
-    check_int(k_cross, "'k_cross'", 0)
+    check_int(k_cross, "'k_cross'", 0, where="sphere_graph")
     for s, n in enumerate(sizes):
         if n <= k:
             raise ValueError(
@@ -126,8 +126,8 @@ def lattice_graph(height: int, width: int, k: int = 8, backend: Backend = "auto"
         :math:`(2, HW k)` sorted by target, and ``num_nodes``.
     """
     for name, v in (("height", height), ("width", width)):
-        check_int(v, f"'{name}'", 1)
-    k = check_positive_int(k, "'k'")
+        check_int(v, f"'{name}'", 1, where="lattice_graph")
+    k = check_positive_int(k, "'k'", where="lattice_graph")
     if k >= height * width:
         raise ValueError(f"'k' ({k}) must be smaller than height * width ({height * width})")
     ii, jj = torch.meshgrid(torch.arange(height), torch.arange(width), indexing="ij")

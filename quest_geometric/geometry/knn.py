@@ -22,7 +22,15 @@ import torch
 from torch import Tensor
 
 from quest_geometric import typing as qg_typing
-from quest_geometric._utils.checks import check_positive_int
+from quest_geometric._utils.checks import (
+    check_batch,
+    check_choice,
+    check_finite,
+    check_int,
+    check_positive_int,
+    check_tensor,
+    fail,
+)
 
 Backend = Literal["auto", "torch_cluster", "scipy", "torch"]
 _BACKENDS = ("auto", "torch_cluster", "scipy", "torch")
@@ -88,8 +96,8 @@ def knn_graph(
             ``k`` larger than the number of candidates in some graph (its size, minus one
             without ``loop``).
     """
-    pos = _check_pos(pos, "pos")
-    batch = _check_batch(batch, pos, "batch")
+    pos = _check_pos(pos, "pos", "knn_graph")
+    batch = _check_batch(batch, pos, "batch", "knn_graph")
     return _knn(pos, pos, batch, batch, k, self_graph=True, loop=loop, backend=backend,
                 chunk_size=chunk_size)
 
@@ -122,20 +130,19 @@ def knn_bipartite(
     Returns:
         LongTensor: ``edge_index`` of shape :math:`(2, N_y k)`, sorted by target.
     """
-    x = _check_pos(x, "x")
-    y = _check_pos(y, "y")
+    x = _check_pos(x, "x", "knn_bipartite")
+    y = _check_pos(y, "y", "knn_bipartite")
     if x.size(1) != y.size(1) or x.device != y.device:
-        raise ValueError(
-            f"'x' and 'y' must have the same dimension and device (got {tuple(x.shape)} on "
-            f"{x.device} and {tuple(y.shape)} on {y.device})"
-        )
-    batch_x = _check_batch(batch_x, x, "batch_x")
-    batch_y = _check_batch(batch_y, y, "batch_y")
+        raise fail(ValueError, "knn_bipartite", "y", f"of the dimension and device of 'x' "
+                   f"({x.size(1)}, {x.device})", got_text=f"{y.size(1)} on {y.device}")
+    batch_x = _check_batch(batch_x, x, "batch_x", "knn_bipartite")
+    batch_y = _check_batch(batch_y, y, "batch_y", "knn_bipartite")
     return _knn(x, y, batch_x, batch_y, k, self_graph=False, loop=True, backend=backend,
-                chunk_size=chunk_size)
+                chunk_size=chunk_size, where="knn_bipartite")
 
 
-def resolve_backend(backend: Backend, device: torch.device) -> str:
+def resolve_backend(backend: Backend, device: torch.device, where: str = "resolve_backend"
+                    ) -> str:
     """Returns the concrete backend ``'auto'`` resolves to on ``device`` (see
     :data:`AUTO_BACKEND_NOTE`), or checks that an explicit one is usable.
 
@@ -146,8 +153,7 @@ def resolve_backend(backend: Backend, device: torch.device) -> str:
     Returns:
         str: The backend that will run.
     """
-    if backend not in _BACKENDS:
-        raise ValueError(f"'backend' must be one of {_BACKENDS} (got {backend!r})")
+    check_choice(backend, "backend", _BACKENDS, where=where)
     if backend == "auto":
         if device.type == "cpu":
             return "scipy"
@@ -158,33 +164,18 @@ def resolve_backend(backend: Backend, device: torch.device) -> str:
 
 
 # ----------------------------------------------------------------------------- checks
-def _check_pos(pos: Tensor, name: str) -> Tensor:
-    if not isinstance(pos, Tensor):
-        raise TypeError(f"'{name}' must be a Tensor (got {type(pos).__name__})")
+def _check_pos(pos: Tensor, name: str, where: str) -> Tensor:
+    check_tensor(pos, name, where=where, floating=True)
     if pos.dim() != 2:
-        raise ValueError(f"'{name}' must have shape [N, D] (got {tuple(pos.shape)})")
-    if not pos.is_floating_point():
-        raise TypeError(f"'{name}' must be floating point (got {pos.dtype})")
-    if not bool(torch.isfinite(pos).all()):
-        raise ValueError(f"'{name}' holds non-finite values (NaN or inf)")
-    return pos
+        raise fail(ValueError, where, name, "of shape [N, D]", pos)
+    return check_finite(pos, name, where=where)
 
 
-def _check_batch(batch: Optional[Tensor], pos: Tensor, name: str) -> Tensor:
+def _check_batch(batch: Optional[Tensor], pos: Tensor, name: str, where: str) -> Tensor:
     if batch is None:
         return torch.zeros(pos.size(0), dtype=torch.long, device=pos.device)
-    if not isinstance(batch, Tensor) or batch.dtype not in (torch.long, torch.int32):
-        raise TypeError(f"'{name}' must be an integer Tensor (torch.long)")
-    if batch.shape != (pos.size(0),):
-        raise ValueError(
-            f"'{name}' must have shape [{pos.size(0)}] (got {tuple(batch.shape)})"
-        )
-    batch = batch.to(device=pos.device, dtype=torch.long)
-    if batch.numel() and int(batch.min()) < 0:
-        raise ValueError(f"'{name}' must be non-negative")
-    if batch.numel() > 1 and not bool((batch[1:] >= batch[:-1]).all()):
-        raise ValueError(f"'{name}' must be sorted in ascending order")
-    return batch
+    check_batch(batch, pos.size(0), name, where=where)
+    return batch.to(device=pos.device, dtype=torch.long)
 
 
 # ----------------------------------------------------------------------------- driver
@@ -198,13 +189,12 @@ def _knn(
     loop: bool,
     backend: str,
     chunk_size: Optional[int],
+    where: str = "knn_graph",
 ) -> Tensor:
-    k = check_positive_int(k, "'k'")
-    if chunk_size is not None and (
-        isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1
-    ):
-        raise ValueError(f"'chunk_size' must be a positive int or None (got {chunk_size!r})")
-    backend = resolve_backend(backend, x.device)
+    k = check_positive_int(k, "'k'", where=where)
+    if chunk_size is not None:
+        check_int(chunk_size, "chunk_size (or None)", 1, where=where)
+    backend = resolve_backend(backend, x.device, where=where)
     device = x.device
     ny = y.size(0)
     if ny == 0:
@@ -219,10 +209,8 @@ def _knn(
     if bool(bad.any()):
         b = int(bad.nonzero()[0])
         what = "points" if not exclude_self else "other points (loop=False)"
-        raise ValueError(
-            f"'k' ({k}) exceeds the number of candidate neighbours in batch element {b}: "
-            f"it has {int(avail[b])} {what}"
-        )
+        raise fail(ValueError, where, "k", f"at most the number of candidate neighbours "
+                   f"in every batch element; element {b} has {int(avail[b])} {what}", k)
     ptr_x = torch.zeros(num_seg + 1, dtype=torch.long, device=device)
     ptr_x[1:] = torch.cumsum(cnt_x, 0)
 

@@ -20,8 +20,8 @@ from torch import Tensor, nn
 from torch_geometric.nn.conv import EdgeConv, TransformerConv
 from torch_geometric.utils import scatter
 
-from quest_geometric._utils.checks import check_choice, check_int
-from quest_geometric.nn.qsv_conv import QSVConv, check_return_attention_weights
+from quest_geometric._utils.checks import check_choice, check_int, check_return_attention_weights
+from quest_geometric.nn.qsv_conv import QSVConv
 from quest_geometric.nn.quaternion_linear import QuaternionLinear
 
 __all__ = [
@@ -37,12 +37,12 @@ _NORMS = ("layer", "batch")
 _ATTENTIONS = ("learned", "uniform")
 
 
-def _positive_int(name: str, value: Any) -> int:
-    return check_int(value, f"'{name}'", 1)
+def _positive_int(name: str, value: Any, where: str = "QSVNet") -> int:
+    return check_int(value, f"'{name}'", 1, where=where)
 
 
-def _choice(name: str, value: Any, options: tuple) -> str:
-    return check_choice(value, f"'{name}'", options)
+def _choice(name: str, value: Any, options: tuple, where: str = "QSVNet") -> str:
+    return check_choice(value, f"'{name}'", options, where=where)
 
 
 class _UnusedSkip(nn.Module):
@@ -154,7 +154,7 @@ class QSVBlock(nn.Module):
                 attention dropout); :obj:`None` or :obj:`False` do not, as in
                 :class:`~quest_geometric.nn.qsv_conv.QSVConv`. (default: :obj:`None`)
         """
-        want = check_return_attention_weights(return_attention_weights)
+        want = check_return_attention_weights(return_attention_weights, where="QSVBlock")
         h = self.norm1(x)
         att = None
         if want:
@@ -583,7 +583,7 @@ class QSVNet(nn.Module):
         Returns:
             torch.Tensor: Logits ``[B, num_classes]`` (and the list of attention weights).
         """
-        want = check_return_attention_weights(return_attention_weights)
+        want = check_return_attention_weights(return_attention_weights, where="QSVNet")
         x, edge_index, batch, num_graphs = self._inputs(data)
         collect = "attention" if want else None
         h, att = self._trunk(x, edge_index, collect)

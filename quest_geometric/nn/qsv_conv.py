@@ -1,7 +1,6 @@
 r"""The QSV coupled quaternion attention layer (:class:`QSVConv`)."""
 from __future__ import annotations
 
-import math
 from typing import Any, Literal, Optional, Tuple, Union, overload
 
 import torch
@@ -14,7 +13,14 @@ from torch_geometric.typing import PairTensor, SparseTensor
 from torch_geometric.utils import is_torch_sparse_tensor, softmax, to_edge_index
 from torch_geometric.utils.sparse import set_sparse_value
 
-from quest_geometric._utils.checks import check_choice, check_int
+from quest_geometric._utils.checks import (
+    check_choice,
+    check_int,
+    check_real,
+    check_return_attention_weights,
+    check_tensor,
+    fail,
+)
 from quest_geometric.nn._graph_cache import GraphInfo, cached_info, dense_degree, store_info
 from quest_geometric.nn._qsv_csr import CSRPattern, NeighbourSum
 from quest_geometric.quaternion import multiply, normalize, random_unit, to_rotation_matrix
@@ -38,20 +44,6 @@ _HOOK_TABLES = (
 
 def _is_compiling() -> bool:
     return bool(torch.compiler.is_compiling())
-
-
-def check_return_attention_weights(value: Any) -> bool:
-    r"""The one meaning of ``return_attention_weights`` in :class:`QSVConv`,
-    :class:`~quest_geometric.models.qsv_net.QSVBlock` and
-    :class:`~quest_geometric.models.qsv_net.QSVNet`: :obj:`True` returns the weights,
-    :obj:`None` or :obj:`False` does not; anything else is an error."""
-    if value is None or value is False:
-        return False
-    if value is True:
-        return True
-    raise ValueError(
-        f"'return_attention_weights' must be True, False or None (got {value!r})"
-    )
 
 
 def _rotate(rot: Tensor, x: Tensor, transpose: bool = False) -> Tensor:
@@ -239,52 +231,41 @@ class QSVConv(MessagePassing):
         super().__init__(node_dim=0, **kwargs)
 
         check_int(heads, "'heads'", 1, where="QSVConv")
-        if (not isinstance(out_channels, int) or isinstance(out_channels, bool)
-                or out_channels < 1 or out_channels % (4 * heads) != 0):
-            raise ValueError(
-                f"QSVConv: 'out_channels' must be a positive multiple of 4 * heads = "
-                f"{4 * heads} (each head's channels are read as quaternions), got "
-                f"{out_channels!r}; the signature is QSVConv(in_channels, out_channels, "
-                "heads=...) as in PyG, so pass heads by keyword, and any in_channels "
-                "(or -1, lazy) is projected to out_channels"
-            )
+        check_int(out_channels, "out_channels", 1, where="QSVConv")
+        if out_channels % (4 * heads) != 0:
+            raise fail(ValueError, "QSVConv", "out_channels", f"a positive multiple of 4 * heads "
+                       f"= {4 * heads} (each head's channels are read as quaternions)",
+                       out_channels, hint="; the signature is QSVConv(in_channels, "
+                       "out_channels, heads=...) as in PyG, so pass heads by keyword, and any "
+                       "in_channels (or -1, lazy) is projected to out_channels")
         widths = in_channels if isinstance(in_channels, tuple) else (in_channels,)
-        if (len(widths) not in (1, 2) or any(
-                not isinstance(w, int) or isinstance(w, bool) or (w < 1 and w != -1)
-                for w in widths)):
-            raise ValueError(
-                "QSVConv: 'in_channels' must be a positive int, -1 (lazy) or a pair "
-                f"(src, dst) of them, got {in_channels!r}"
-            )
+        if len(widths) not in (1, 2) or any(
+                not isinstance(w, int) or isinstance(w, bool) for w in widths):
+            raise fail(TypeError, "QSVConv", "in_channels", "a positive int, -1 (lazy) or a "
+                       "pair (src, dst) of them", in_channels)
+        if any(w < 1 and w != -1 for w in widths):
+            raise fail(ValueError, "QSVConv", "in_channels", "a positive int, -1 (lazy) or a "
+                       "pair (src, dst) of them", in_channels)
         if isinstance(in_channels, tuple) and quaternion in ("node", "both"):
-            raise ValueError(
-                f"QSVConv: quaternion={quaternion!r} learns one quaternion per node of one "
-                f"fixed graph and takes no bipartite 'in_channels' (got {in_channels!r})"
-            )
+            raise fail(ValueError, "QSVConv", "in_channels", f"one width with quaternion="
+                       f"{quaternion!r} (one quaternion per node of one fixed graph; no "
+                       "bipartite input)", in_channels)
         check_choice(quaternion, "'quaternion'", _QUATERNION_SOURCES, where="QSVConv")
         if quaternion in ("node", "both"):
             check_int(num_nodes, f"'num_nodes' (for quaternion={quaternion!r})", 1, where="QSVConv")
         elif num_nodes is not None:
-            raise ValueError(
-                "'num_nodes' is only used with quaternion='node' or 'both' "
-                f"(got num_nodes={num_nodes!r} with quaternion={quaternion!r})"
-            )
+            raise fail(ValueError, "QSVConv", "num_nodes", "None unless quaternion='node' or "
+                       "'both'", got_text=f"{num_nodes!r} with quaternion={quaternion!r}")
         check_choice(attention, "'attention'", _ATTENTIONS, where="QSVConv")
         if temperature is not None and temperature != "learned":
-            if (isinstance(temperature, bool) or not isinstance(temperature, (int, float))
-                    or not math.isfinite(temperature) or temperature <= 0):
-                raise ValueError(
-                    "'temperature' must be None, 'learned' or a positive finite float "
-                    f"(got {temperature!r})"
-                )
-            temperature = float(temperature)
+            temperature = check_real(temperature, "temperature (None, 'learned' or a number)",
+                                     True, where="QSVConv")
         if not isinstance(transport, bool):
-            raise ValueError(f"'transport' must be a bool (got {transport!r})")
+            raise fail(TypeError, "QSVConv", "transport", "a bool", transport)
         if not isinstance(fused, bool):
-            raise ValueError(f"'fused' must be a bool (got {fused!r})")
-        if (isinstance(dropout, bool) or not isinstance(dropout, (int, float))
-                or not 0.0 <= dropout <= 1.0):
-            raise ValueError(f"'dropout' must be a float in [0, 1] (got {dropout!r})")
+            raise fail(TypeError, "QSVConv", "fused", "a bool", fused)
+        if check_real(dropout, "dropout", where="QSVConv") < 0.0 or dropout > 1.0:
+            raise fail(ValueError, "QSVConv", "dropout", "a float in [0, 1]", dropout)
 
         self.in_channels = in_channels
         self.out_channels = out_channels
@@ -370,11 +351,9 @@ class QSVConv(MessagePassing):
             p = self.node_q
             if N != self.num_nodes:
                 if N % self.num_nodes != 0:
-                    raise ValueError(
-                        f"quaternion={self.quaternion!r} expects 'x' to have num_nodes="
-                        f"{self.num_nodes} nodes or a multiple of it (a batch of copies of "
-                        f"the fixed graph); got {N}"
-                    )
+                    raise fail(ValueError, "QSVConv", "x", f"of num_nodes={self.num_nodes} "
+                               f"rows or a multiple of it with quaternion={self.quaternion!r} "
+                               "(a batch of copies of the fixed graph)", got_text=f"{N} rows")
                 p = p.repeat(N // self.num_nodes, 1, 1)
             q = p if q is None else multiply(p, q)
         assert q is not None
@@ -386,9 +365,8 @@ class QSVConv(MessagePassing):
         projected to :obj:`out_channels`."""
         if isinstance(x, (tuple, list)):
             if len(x) != 2:
-                raise ValueError(
-                    f"'x' as a pair must be (x_src, x_dst) (got {len(x)} entries)"
-                )
+                raise fail(ValueError, "QSVConv", "x", "a tensor or a pair (x_src, x_dst)",
+                           got_text=f"{len(x)} entries")
             x_src, x_dst = x
             names = ("x[0] (x_src)", "x[1] (x_dst)")
         else:
@@ -401,20 +379,16 @@ class QSVConv(MessagePassing):
                        for lin in lins)
         for name, t, width in zip(names, (x_src, x_dst), widths):
             if t is None:
-                raise ValueError(
-                    f"'{name}' is None: QSVConv needs target features for the target "
-                    "quaternions; pass (x_src, x_dst) with both tensors"
-                )
-            if not isinstance(t, Tensor) or t.dim() != 2:
-                shape = tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__
-                raise ValueError(
-                    f"'{name}' must be a 2-D tensor [num_nodes, channels] (got {shape})"
-                )
+                raise fail(TypeError, "QSVConv", f"'{name}'", "a tensor (QSVConv needs target "
+                           "features for the target quaternions; pass (x_src, x_dst) with "
+                           "both tensors)", t)
+            check_tensor(t, f"'{name}'", where="QSVConv", floating=True)
+            if t.dim() != 2:
+                raise fail(ValueError, "QSVConv", f"'{name}'", "a 2-D tensor [num_nodes, "
+                           "channels]", t)
             if width != -1 and t.size(1) != width:
-                raise ValueError(f"'{name}' must have {width} channels (in_channels; got "
-                                 f"{t.size(1)})")
-            if not t.is_floating_point():
-                raise ValueError(f"'{name}' must be floating point (got {t.dtype})")
+                raise fail(ValueError, "QSVConv", f"'{name}'", f"of {width} channels "
+                           "(in_channels)", t)
             self._check_dtype_and_finite(t, name)
         if isinstance(self.in_channels, tuple):
             x_src = x_src if self.lin_src is None else self.lin_src(x_src)
@@ -425,11 +399,10 @@ class QSVConv(MessagePassing):
             x_dst = x_src if x_dst is None else x_dst
         bipartite = x_src is not x_dst
         if bipartite and self.node_q is not None:
-            raise ValueError(
-                f"quaternion={self.quaternion!r} learns one quaternion per node of one fixed "
-                "graph and cannot take bipartite input (x_src, x_dst); use "
-                "quaternion='feature' for relations between node types"
-            )
+            raise fail(ValueError, "QSVConv", "x", f"one tensor with quaternion="
+                       f"{self.quaternion!r} (one quaternion per node of one fixed graph); use "
+                       "quaternion='feature' for relations between node types",
+                       got_text="a bipartite pair (x_src, x_dst)")
         return x_src, x_dst, bipartite
 
     def _check_dtype_and_finite(self, t: Tensor, name: str) -> None:
@@ -440,7 +413,7 @@ class QSVConv(MessagePassing):
         if (t.dtype != param.dtype
                 and not torch.is_autocast_enabled(t.device.type)):
             raise TypeError(
-                f"QSVConv: '{name}' must have the dtype of the layer's parameters "
+                f"QSVConv: '{name}' must be of the dtype of the layer's parameters "
                 f"({param.dtype}), got {t.dtype}; convert the input with "
                 f"x.to({param.dtype}) or the layer with layer.to({t.dtype})"
             )
@@ -472,22 +445,17 @@ class QSVConv(MessagePassing):
         if isinstance(edge_index, SparseTensor):  # torch_sparse, when installed
             row, col, _ = edge_index.coo()
             if tuple(edge_index.sizes()) != shape:
-                raise ValueError(
-                    f"'edge_index' as a sparse adjacency adj_t must be {num_dst} x {num_src} "
-                    f"(targets x sources; got {tuple(edge_index.sizes())})"
-                )
+                raise fail(ValueError, "QSVConv", "edge_index", f"as a sparse adjacency adj_t "
+                           f"{num_dst} x {num_src} (targets x sources)",
+                           got_text=str(tuple(edge_index.sizes())))
             return torch.stack([col, row], dim=0).long()
         if not isinstance(edge_index, Tensor):
-            raise ValueError(
-                "'edge_index' must be a LongTensor [2, E] or a torch.sparse adjacency "
-                f"(got {type(edge_index).__name__})"
-            )
+            raise fail(TypeError, "QSVConv", "edge_index", "a LongTensor [2, E] or a "
+                       "torch.sparse adjacency", edge_index)
         if is_torch_sparse_tensor(edge_index):
             if tuple(edge_index.shape[:2]) != shape:
-                raise ValueError(
-                    f"'edge_index' as a sparse adjacency adj_t must be {num_dst} x {num_src} "
-                    f"(targets x sources; got {tuple(edge_index.shape)})"
-                )
+                raise fail(ValueError, "QSVConv", "edge_index", f"as a sparse adjacency adj_t "
+                           f"{num_dst} x {num_src} (targets x sources)", edge_index)
             if edge_index.layout == torch.sparse_coo and not edge_index.is_coalesced():
                 edge_index = edge_index.coalesce()  # PyG would only flag it coalesced
                 if info is not None:
@@ -496,11 +464,9 @@ class QSVConv(MessagePassing):
             ei, _ = to_edge_index(edge_index)
             return ei.flip(0)
         if edge_index.dtype not in _INT_DTYPES:
-            raise ValueError(f"'edge_index' must have an integer dtype (got {edge_index.dtype})")
+            raise fail(TypeError, "QSVConv", "edge_index", "of an integer dtype", edge_index)
         if edge_index.dim() != 2 or edge_index.size(0) != 2:
-            raise ValueError(
-                f"'edge_index' must have shape [2, E] (got {tuple(edge_index.shape)})"
-            )
+            raise fail(ValueError, "QSVConv", "edge_index", "of shape [2, E]", edge_index)
         if edge_index.dtype != torch.long:
             edge_index = edge_index.long()
         if not _is_compiling() and edge_index.numel() > 0:
@@ -509,15 +475,12 @@ class QSVConv(MessagePassing):
             (lo_s, lo_d), (hi_s, hi_d) = bounds
             if lo_s < 0 or hi_s >= num_src or lo_d < 0 or hi_d >= num_dst:
                 if num_src == num_dst:
-                    raise ValueError(
-                        f"'edge_index' entries must lie in [0, {num_src - 1}] for {num_src} "
-                        f"nodes (got min {min(lo_s, lo_d)}, max {max(hi_s, hi_d)})"
-                    )
-                raise ValueError(
-                    f"'edge_index' sources must lie in [0, {num_src - 1}] and targets in "
-                    f"[0, {num_dst - 1}] (got sources in [{lo_s}, {hi_s}], targets in "
-                    f"[{lo_d}, {hi_d}])"
-                )
+                    raise fail(ValueError, "QSVConv", "edge_index", f"entries in [0, "
+                               f"{num_src - 1}] for {num_src} nodes",
+                               got_text=f"min {min(lo_s, lo_d)}, max {max(hi_s, hi_d)}")
+                raise fail(ValueError, "QSVConv", "edge_index", f"sources in [0, {num_src - 1}] "
+                           f"and targets in [0, {num_dst - 1}]", got_text=f"sources in "
+                           f"[{lo_s}, {hi_s}], targets in [{lo_d}, {hi_d}]")
         return edge_index
 
     @staticmethod
@@ -609,7 +572,7 @@ class QSVConv(MessagePassing):
             ValueError: for bad shapes or :obj:`edge_index` entries, or non-finite
                 :obj:`x` (checked in eager mode: one host synchronisation per call).
         """
-        want_alpha = check_return_attention_weights(return_attention_weights)
+        want_alpha = check_return_attention_weights(return_attention_weights, where="QSVConv")
         x_src, x_dst, bipartite = self._split_x(x)
         Ns, Nd = x_src.size(0), x_dst.size(0)
         info, coo = self._graph(edge_index, Ns, Nd)
@@ -623,13 +586,13 @@ class QSVConv(MessagePassing):
             use_dense = bool(dense)
             if use_dense and not compiling and info.dense_k(coo) == 0:
                 raise ValueError(
-                    "'dense=True' needs every node to have the same number k >= 1 of "
+                    "QSVConv: 'dense=True' needs every node to have the same number k >= 1 of "
                     "in-edges sorted by target (edge_index[1] == arange(N)."
                     "repeat_interleave(k)); pass dense=None or False for other graphs"
                 )
             if use_dense and any(getattr(self, name) for name in _HOOK_TABLES):
                 raise ValueError(
-                    "'dense=True' computes no messages for the registered message-passing "
+                    "QSVConv: 'dense=True' computes no messages for the registered message-passing "
                     "hooks to see; pass dense=None or False while hooks are registered"
                 )
 

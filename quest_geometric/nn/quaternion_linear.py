@@ -6,6 +6,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn import Parameter
 
+from quest_geometric._utils.checks import check_int, check_tensor, fail
+
 __all__ = ["QuaternionLinear"]
 
 
@@ -90,14 +92,12 @@ class QuaternionLinear(nn.Module):
     def __init__(self, in_channels: int, out_channels: int, bias: bool = True) -> None:
         super().__init__()
         for name, value in (("in_channels", in_channels), ("out_channels", out_channels)):
-            if (isinstance(value, bool) or not isinstance(value, int) or value < 4
-                    or value % 4 != 0):
-                raise ValueError(
-                    f"'{name}' must be a positive multiple of 4 (channels are grouped in "
-                    f"quaternions; got {value!r})"
-                )
+            check_int(value, name, 4, where="QuaternionLinear")
+            if value % 4 != 0:
+                raise fail(ValueError, "QuaternionLinear", name, "a positive multiple of 4 "
+                           "(channels are grouped in quaternions)", value)
         if not isinstance(bias, bool):
-            raise TypeError(f"'bias' must be a bool (got {type(bias).__name__})")
+            raise fail(TypeError, "QuaternionLinear", "bias", "a bool", bias)
         self.in_channels = in_channels
         self.out_channels = out_channels
         #: The weight components ``[W_r, W_i, W_j, W_k]``, shape
@@ -139,16 +139,13 @@ class QuaternionLinear(nn.Module):
                 (outside :func:`torch.autocast`).
             ValueError: if its last dimension is not :obj:`in_channels`.
         """
-        if not isinstance(x, Tensor):
-            raise TypeError(f"'x' must be a torch.Tensor (got {type(x).__name__})")
+        check_tensor(x, "x", where="QuaternionLinear")
         if x.dim() == 0 or x.size(-1) != self.in_channels:
-            raise ValueError(
-                f"'x' must have {self.in_channels} channels in its last dimension "
-                f"(got shape {tuple(x.shape)})"
-            )
+            raise fail(ValueError, "QuaternionLinear", "x", f"a tensor of {self.in_channels} "
+                       "channels in its last dimension", x)
         if x.dtype != self.weight.dtype and not torch.is_autocast_enabled(x.device.type):
             raise TypeError(
-                f"QuaternionLinear: 'x' must have the dtype of the layer's parameters "
+                f"QuaternionLinear: 'x' must be of the dtype of the layer's parameters "
                 f"({self.weight.dtype}), got {x.dtype}; convert the input with "
                 f"x.to({self.weight.dtype}) or the layer with layer.to({x.dtype})"
             )

@@ -10,6 +10,8 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import torch
 
+from quest_geometric._utils.checks import check_choice, check_int, fail
+
 __all__ = ["train_routers", "router_loss", "distillation_loss", "OBJECTIVES", "block_order",
            "router_outputs", "read_router_checkpoint", "write_router_checkpoint",
            "set_router_params", "check_objective", "ORDER_CHUNK_PASSES"]
@@ -55,29 +57,28 @@ def router_outputs(model: Any, enabled: bool = True) -> Iterator[List[Tuple[Any,
 
 
 def check_objective(objective: Any, where: str) -> str:
-    """``objective`` if it is one of :data:`OBJECTIVES`; a ValueError naming ``where``
-    otherwise (TypeError for a non-string)."""
-    if not isinstance(objective, str):
-        raise TypeError(f"{where}: 'objective' must be a str, one of {OBJECTIVES}, got "
-                        f"{type(objective).__name__}")
-    if objective not in OBJECTIVES:
-        raise ValueError(f"{where}: 'objective' must be one of {OBJECTIVES}, got {objective!r}")
-    return objective
+    """``objective`` if it is one of :data:`OBJECTIVES`: ``'<where>: 'objective' must be
+    ..., got ...'``, a :class:`TypeError` for a non-string, a :class:`ValueError` for
+    another string."""
+    return check_choice(objective, "objective", OBJECTIVES, where=where)
 
 
 def _valid_ids(input_ids: Any, attention_mask: Any, where: str) -> None:
-    if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 or (
-            input_ids.dtype not in (torch.long, torch.int32)):
-        raise ValueError(f"{where}: 'input_ids' must be a [batch, length] integer tensor, got "
-                         f"{getattr(input_ids, 'shape', type(input_ids).__name__)}")
+    if not isinstance(input_ids, torch.Tensor) or input_ids.dtype not in (torch.long,
+                                                                           torch.int32):
+        raise fail(TypeError, where, "input_ids", "a [batch, length] integer tensor",
+                   input_ids)
+    if input_ids.dim() != 2:
+        raise fail(ValueError, where, "input_ids", "a [batch, length] integer tensor",
+                   input_ids)
     if input_ids.size(1) < 2:
-        raise ValueError(f"{where}: 'input_ids' must hold at least 2 tokens per row, got "
-                         f"{input_ids.size(1)}")
-    if attention_mask is not None and (not isinstance(attention_mask, torch.Tensor)
-                                       or attention_mask.shape != input_ids.shape):
-        raise ValueError(f"{where}: 'attention_mask' must have the shape of 'input_ids' "
-                         f"{tuple(input_ids.shape)}, got "
-                         f"{getattr(attention_mask, 'shape', type(attention_mask).__name__)}")
+        raise fail(ValueError, where, "input_ids", "a tensor of at least 2 tokens per row",
+                   input_ids)
+    if attention_mask is not None and not isinstance(attention_mask, torch.Tensor):
+        raise fail(TypeError, where, "attention_mask", "a tensor (or None)", attention_mask)
+    if attention_mask is not None and attention_mask.shape != input_ids.shape:
+        raise fail(ValueError, where, "attention_mask",
+                   f"of the shape of 'input_ids' {list(input_ids.shape)}", attention_mask)
 
 
 def distillation_loss(model: Any, input_ids: torch.Tensor,
@@ -216,12 +217,19 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float, run_di
         straight_through_pair_share,
     )
     check_objective(objective, "train_routers")
-    budget = None if pair_budget is None else [float(v) for v in pair_budget]
-    if budget is not None:
+    budget_text = "a pair (share in [0, 1], finite weight >= 0) or None"
+    budget = None
+    if pair_budget is not None:
+        try:
+            budget = [float(v) for v in pair_budget]
+        except (TypeError, ValueError):
+            raise fail(TypeError, "train_routers", "pair_budget", budget_text,
+                       pair_budget) from None
+        if len(budget) != 2:
+            raise fail(ValueError, "train_routers", "pair_budget", budget_text, pair_budget)
         r_max, mu = budget
         if not (0.0 <= r_max <= 1.0) or not (mu >= 0.0 and math.isfinite(mu)):
-            raise ValueError(f"train_routers: pair_budget must be (share in [0, 1], weight "
-                             f">= 0), got {pair_budget!r}")
+            raise fail(ValueError, "train_routers", "pair_budget", budget_text, pair_budget)
     record = {"loss": objective, "pair_budget": budget,
                  "init_from": None if init_from is None else str(init_from),
                  "gate": sorted({str(f.gate) for f in focus_layers(model)}),
@@ -315,10 +323,9 @@ def block_order(num_blocks: int, steps: int, seed: int = 0,
         Tensor: ``[chunk_passes * n * ceil(steps / (chunk_passes * n))]`` long block
         indices (at least one chunk); step :math:`s` (from 0) uses entry :math:`s`.
     """
-    if num_blocks < 1:
-        raise ValueError(f"block_order: num_blocks must be >= 1, got {num_blocks}")
-    if chunk_passes < 1:
-        raise ValueError(f"block_order: chunk_passes must be >= 1, got {chunk_passes}")
+    num_blocks = check_int(num_blocks, "num_blocks", 1, where="block_order")
+    steps = check_int(steps, "steps", 0, where="block_order")
+    chunk_passes = check_int(chunk_passes, "chunk_passes", 1, where="block_order")
     size = num_blocks * chunk_passes
     chunks = max(1, math.ceil(steps / size))
     gen = torch.Generator().manual_seed(seed)

@@ -1,101 +1,34 @@
 r"""The image-to-graph helpers shared by
 :class:`~quest_geometric.transforms.image_to_sphere.ImageToSphere` and
-:class:`~quest_geometric.transforms.image_to_lattice.ImageToLattice` (private): input checks,
-the :class:`~torch_geometric.data.Data` of one image on a template graph, and the
+:class:`~quest_geometric.transforms.image_to_lattice.ImageToLattice` (private): the
+:class:`~torch_geometric.data.Data` of one image on a template graph, and the
 :class:`~torch_geometric.data.Batch` of many images on one template."""
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Optional, Union
+from typing import Optional, Union
 
 import torch
 from torch import Tensor
 from torch_geometric.data import Batch, Data
 
-__all__ = ["check_image", "check_images", "split_input", "to_data", "template_batch"]
+from quest_geometric._utils.checks import check_image, fail
 
-_CHANNEL_COUNTS = (1, 2, 3, 4)
-
-
-def looks_channels_last(shape: Sequence[int]) -> bool:
-    """``[..., H, W, C]`` with few channels last and a spatial size first (an image as
-    loaded by PIL / NumPy / matplotlib)."""
-    return shape[-1] in _CHANNEL_COUNTS and shape[-3] not in _CHANNEL_COUNTS
+__all__ = ["split_input", "to_data", "template_batch"]
 
 
-def check_image(image: Any, name: str = "image") -> Tensor:
-    if not isinstance(image, Tensor):
-        raise TypeError(f"'{name}' must be a Tensor (got {type(image).__name__})")
-    shape = tuple(image.shape)
-    if image.dim() == 4:
-        raise ValueError(
-            f"'{name}' must have shape [C, H, W] (got {shape}, a batch [B, C, H, W]); call "
-            "transform.batch_call(images) for a batch, or transform it image by image"
-        )
-    if image.dim() == 2:
-        raise ValueError(
-            f"'{name}' must have shape [C, H, W] (got {shape}, a single-channel [H, W] "
-            f"image?); pass {name}[None] to add the channel axis"
-        )
-    if image.dim() != 3:
-        raise ValueError(f"'{name}' must have shape [C, H, W] (got {shape})")
-    if looks_channels_last(shape):
-        raise ValueError(
-            f"'{name}' must have shape [C, H, W] (got {shape}, which looks channels-last "
-            f"[H, W, C]); pass {name}.permute(2, 0, 1)"
-        )
-    return as_float(image, name)
-
-
-def as_float(image: Tensor, name: str) -> Tensor:
-    r"""Floating-point images pass unchanged (their range is the caller's); ``uint8`` images
-    are rescaled to :math:`[0, 1]` by :math:`x / 255`; other integer or boolean images are
-    refused (their range is unknown)."""
-    if image.dtype == torch.uint8:
-        image = image.to(torch.get_default_dtype()).div_(255.0)
-    elif not image.is_floating_point():
-        raise ValueError(
-            f"'{name}' has dtype {image.dtype}: pass a floating-point image, or uint8 (which "
-            "is rescaled to [0, 1]); convert other integer images to float in the range you "
-            "want first"
-        )
-    if not bool(torch.isfinite(image).all()):
-        raise ValueError(f"'{name}' holds non-finite values (NaN or inf)")
-    return image
-
-
-def check_images(images: Any, y: Optional[Tensor]) -> Tensor:
-    """Validate a ``[B, C, H, W]`` image batch (and its targets) for ``batch_call``."""
-    if not isinstance(images, Tensor) or images.dim() != 4:
-        shape = tuple(images.shape) if isinstance(images, Tensor) else type(images)
-        hint = ""
-        if isinstance(images, Tensor) and images.dim() == 3:
-            hint = ("; for one image [C, H, W] call the transform itself, or pass "
-                    "images.unsqueeze(0)")
-        raise ValueError(f"'images' must have shape [B, C, H, W] (got {shape}){hint}")
-    if looks_channels_last(tuple(images.shape)):
-        raise ValueError(
-            f"'images' must have shape [B, C, H, W] (got {tuple(images.shape)}, which looks "
-            "channels-last [B, H, W, C]); pass images.permute(0, 3, 1, 2)"
-        )
-    images = as_float(images, "images")
-    if y is not None and (not isinstance(y, Tensor) or y.size(0) != images.size(0)):
-        raise ValueError("'y' must be a Tensor with one entry per image")
-    return images
-
-
-def split_input(data: Union[Tensor, Data]) -> tuple[Tensor, dict]:
+def split_input(data: Union[Tensor, Data], where: str) -> tuple[Tensor, dict]:
     """Returns the image and the attributes to carry over (everything but the image)."""
     if isinstance(data, Tensor):
-        return check_image(data), {}
+        return check_image(data, where=where), {}
     if isinstance(data, Data):
         if "image" not in data:
-            raise ValueError("'data' must be a [C, H, W] Tensor or a Data with 'image'")
-        image = check_image(data.image, "data.image")
+            raise ValueError(f"{where}: 'data' must be a [C, H, W] tensor or a Data with 'image', "
+                             f"got a Data without 'image'")
+        image = check_image(data.image, "data.image", where=where)
         extra = {key: value for key, value in data.items()
                  if key not in ("image", "x", "pos", "shell", "edge_index", "num_nodes")}
         return image, extra
-    raise TypeError(f"'data' must be a Tensor or a Data (got {type(data).__name__})")
+    raise fail(TypeError, where, "data", "a [C, H, W] tensor or a Data", data)
 
 
 def to_data(x: Tensor, pos: Tensor, shell: Tensor, edge_index: Tensor,

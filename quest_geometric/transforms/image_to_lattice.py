@@ -9,14 +9,9 @@ from torch_geometric.data import Batch, Data
 from torch_geometric.data.datapipes import functional_transform
 from torch_geometric.transforms import BaseTransform
 
-from quest_geometric._utils.checks import check_positive_int
+from quest_geometric._utils.checks import check_images, check_positive_int
 from quest_geometric.geometry.graphs import lattice_graph
-from quest_geometric.transforms._image_graph import (
-    check_images,
-    split_input,
-    template_batch,
-    to_data,
-)
+from quest_geometric.transforms._image_graph import split_input, template_batch, to_data
 
 
 def _build_lattice_template(config: tuple) -> Data:
@@ -56,7 +51,7 @@ class ImageToLattice(BaseTransform):
     """
 
     def __init__(self, k: int = 8, backend: str = "auto") -> None:
-        self.k = check_positive_int(k, "'k'")
+        self.k = check_positive_int(k, "'k'", where="ImageToLattice")
         self.backend = backend
 
     def template(self, height: int, width: int) -> Data:
@@ -65,7 +60,7 @@ class ImageToLattice(BaseTransform):
         return _lattice_template((height, width, self.k, self.backend))
 
     def forward(self, data: Union[Tensor, Data]) -> Data:
-        image, extra = split_input(data)
+        image, extra = split_input(data, "ImageToLattice")
         t = self.template(image.size(1), image.size(2))
         x = image.flatten(1).t().contiguous()
         return to_data(x, t.pos, t.shell, t.edge_index, extra)
@@ -85,7 +80,7 @@ class ImageToLattice(BaseTransform):
         Returns:
             list[Data] or Batch: The same graphs as calling the transform on each image.
         """
-        images = check_images(images, y)
+        images = check_images(images, y, where="ImageToLattice.batch_call")
         t = self.template(images.size(2), images.size(3))
         xs = images.flatten(2).transpose(1, 2)
         if as_batch:

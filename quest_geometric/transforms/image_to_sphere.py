@@ -13,14 +13,9 @@ from torch_geometric.data import Batch, Data
 from torch_geometric.data.datapipes import functional_transform
 from torch_geometric.transforms import BaseTransform
 
-from quest_geometric._utils.checks import check_shell_radii, check_shell_sizes
+from quest_geometric._utils.checks import check_images, check_shell_radii, check_shell_sizes
 from quest_geometric.geometry.graphs import sphere_graph
-from quest_geometric.transforms._image_graph import (
-    check_images,
-    split_input,
-    template_batch,
-    to_data,
-)
+from quest_geometric.transforms._image_graph import split_input, template_batch, to_data
 
 _PROJECTIONS = ("stereographic", "equal_area")
 _PADDING = ("zeros", "border", "reflection")
@@ -193,11 +188,12 @@ class ImageToSphere(BaseTransform):
         backend: str = "auto",
         fill_value: float = 0.0,
     ) -> None:
-        self.sizes = tuple(check_shell_sizes(sizes))
+        self.sizes = tuple(check_shell_sizes(sizes, where="ImageToSphere"))
         self.k = k
         self.k_cross = (4 if len(self.sizes) > 1 else 0) if k_cross is None else k_cross
         self.projection, self.cap = _check_projection(projection, cap)
-        self.radii = None if radii is None else tuple(check_shell_radii(radii, len(self.sizes)))
+        self.radii = None if radii is None else tuple(
+            check_shell_radii(radii, len(self.sizes), where="ImageToSphere"))
         if padding_mode not in _PADDING:
             raise ValueError(f"'padding_mode' must be one of {_PADDING} (got {padding_mode!r})")
         self.padding_mode = padding_mode
@@ -241,7 +237,7 @@ class ImageToSphere(BaseTransform):
         return out
 
     def forward(self, data: Union[Tensor, Data]) -> Data:
-        image, extra = split_input(data)
+        image, extra = split_input(data, "ImageToSphere")
         t = self.template()
         x = self._sample(image.unsqueeze(0))[0].contiguous()
         return to_data(x, t.pos, t.shell, t.edge_index, extra)
@@ -264,7 +260,7 @@ class ImageToSphere(BaseTransform):
         Returns:
             list[Data] or Batch: The same graphs as calling the transform on each image.
         """
-        images = check_images(images, y)
+        images = check_images(images, y, where="ImageToSphere.batch_call")
         t = self.template()
         xs = self._sample(images)
         if as_batch:

@@ -114,16 +114,20 @@ def test_resolve_device_refuses_bad_strings_and_auto_when_not_allowed():
 def test_check_int():
     assert check_int(3, "n") == 3 and check_int(0, "n", 0) == 0 and check_int(5, "n", 1,
                                                                               maximum=5) == 5
-    with pytest.raises(ValueError, match=r"^f: n must be an int >= 1, got True$"):
+    # a wrong type (a bool, a float, a str) is a TypeError, a wrong value a ValueError
+    with pytest.raises(TypeError, match=r"^f: 'n' must be an int >= 1, got True$"):
         check_int(True, "n", 1, where="f")
-    with pytest.raises(ValueError, match=r"^n must be an int >= 1, got 2\.0$"):
+    with pytest.raises(TypeError, match=r"^'n' must be an int >= 1, got 2\.0$"):
         check_int(2.0, "n", 1)
-    with pytest.raises(ValueError, match=r"^Cls: `k` must be an int >= 2, got 1$"):
+    with pytest.raises(ValueError, match=r"^Cls: 'k' must be an int >= 2, got 1$"):
         check_int(1, "`k`", 2, where="Cls")
-    with pytest.raises(ValueError, match=r"^n must be an int >= 0 and <= 4, got 5$"):
+    with pytest.raises(ValueError, match=r"^'n' must be an int >= 0 and <= 4, got 5$"):
         check_int(5, "n", 0, maximum=4)
-    with pytest.raises(ValueError, match=r"^n must be an int, got '3'$"):
+    with pytest.raises(TypeError, match=r"^'n' must be an int, got '3'$"):
         check_int("3", "n")
+    # a note after the name stays outside the quotes
+    with pytest.raises(ValueError, match=r"^g: 'm' \(or None\) must be an int >= 1, got 0$"):
+        check_int(0, "m (or None)", 1, where="g")
 
 
 def test_check_positive_int_types_and_values():
@@ -138,37 +142,44 @@ def test_check_positive_int_types_and_values():
 
 def test_check_shell_sizes_and_radii():
     assert check_shell_sizes((3, 5)) == [3, 5]
-    with pytest.raises(TypeError, match="'sizes' must be a sequence"):
-        check_shell_sizes(4)
-    with pytest.raises(TypeError, match="'sizes'"):
+    with pytest.raises(TypeError, match="^f: 'sizes' must be a sequence of ints >= 1, got 4$"):
+        check_shell_sizes(4, where="f")
+    with pytest.raises(TypeError, match=r"^'sizes' \(entry 1\) must be an int >= 1, got 2\.5$"):
         check_shell_sizes([4, 2.5])
-    with pytest.raises(ValueError, match="'sizes' must hold at least one"):
+    with pytest.raises(ValueError, match=r"^'sizes' must be a non-empty sequence of ints >= 1"):
         check_shell_sizes([])
-    with pytest.raises(ValueError, match="'sizes'"):
+    with pytest.raises(ValueError, match=r"^'sizes' \(entry 1\) must be an int >= 1, got 0$"):
         check_shell_sizes([4, 0])
     assert check_shell_radii(None, 3) == [1.0, 2.0, 3.0]
     assert check_shell_radii([0.5, 2], 2) == [0.5, 2.0]
-    with pytest.raises(ValueError, match="'radii' must hold one radius per shell"):
+    with pytest.raises(ValueError, match=r"^'radii' must be one radius per shell \(2\)"):
         check_shell_radii([1.0], 2)
-    with pytest.raises(ValueError, match="'radii' must be positive and finite"):
-        check_shell_radii([0.0, 1.0], 2)
-    with pytest.raises(ValueError, match="'radii' must be positive and finite"):
+    with pytest.raises(ValueError, match=r"^f: 'radii' must be positive, got list \[0\.0, 1\.0\]"):
+        check_shell_radii([0.0, 1.0], 2, where="f")
+    with pytest.raises(ValueError, match=r"^'radii' \(entry 1\) must be a finite number, got inf"):
         check_shell_radii([1.0, float("inf")], 2)
-    with pytest.raises(ValueError, match="'radii' must be strictly increasing"):
+    with pytest.raises(TypeError, match=r"^'radii' \(entry 0\) must be a real number, got '1'"):
+        check_shell_radii(["1", 2.0], 2)
+    with pytest.raises(ValueError, match="^'radii' must be strictly increasing"):
         check_shell_radii([2.0, 2.0], 2)
 
 
 def test_check_positive_float_and_choice():
     assert check_positive_float(2, "lr") == 2.0 and isinstance(check_positive_float(2, "lr"), float)
     assert check_positive_float(0, "wd", allow_zero=True) == 0.0
-    for bad in (0, -1.0, float("nan"), float("inf"), True, "1"):
-        with pytest.raises(ValueError, match=r"^opt: lr must be a finite number > 0"):
+    for bad in (0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match=r"^opt: 'lr' must be a finite number > 0, got"):
             check_positive_float(bad, "lr", where="opt")
-    with pytest.raises(ValueError, match=r"wd must be a finite number >= 0, got -0\.1"):
+    for bad in (True, "1", None):
+        with pytest.raises(TypeError, match=r"^opt: 'lr' must be a real number > 0, got"):
+            check_positive_float(bad, "lr", where="opt")
+    with pytest.raises(ValueError, match=r"'wd' must be a finite number >= 0, got -0\.1"):
         check_positive_float(-0.1, "wd", allow_zero=True)
     assert check_choice("b", "mode", ("a", "b")) == "b"
-    with pytest.raises(ValueError, match=r"^f: mode must be one of \('a', 'b'\), got 'c'$"):
+    with pytest.raises(ValueError, match=r"^f: 'mode' must be one of \('a', 'b'\), got 'c'$"):
         check_choice("c", "mode", ["a", "b"], where="f")
+    with pytest.raises(TypeError, match=r"^f: 'mode' must be a str, one of \('a', 'b'\), got 1$"):
+        check_choice(1, "mode", ["a", "b"], where="f")
 
 
 # ---------------------------------------------------------------------- plotting

@@ -63,12 +63,15 @@ def test_participation_ratio_errors():
     z[1] = 2.0
     with pytest.raises(ValueError, match="zero variance"):
         participation_ratio(z)
-    with pytest.raises(ValueError, match="at least 2 dimensions"):
+    with pytest.raises(ValueError, match="^participation_ratio: 'z' must be a tensor of at least "
+                       "2 dimensions"):
         participation_ratio(torch.randn(10))
-    with pytest.raises(ValueError, match="NaN"):
+    with pytest.raises(ValueError, match="^participation_ratio: 'z' must be finite, got NaN"):
         participation_ratio(torch.tensor([[1.0, float("nan")], [0.0, 1.0]]))
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="^participation_ratio: 'z' must be a tensor, got ndarray"):
         participation_ratio(np.ones((3, 3)))
+    with pytest.raises(TypeError, match="^participation_ratio: 'z' must be a real tensor"):
+        participation_ratio(torch.ones(3, 3, dtype=torch.complex64))
     with pytest.raises(ValueError, match="square"):
         participation_ratio_from_covariance(torch.ones(2, 3))
 
@@ -106,7 +109,8 @@ def test_rank_errors():
         effective_rank(torch.zeros(3, 3))
     with pytest.raises(ValueError, match="all zero"):
         stable_rank(torch.stack([torch.eye(2), torch.zeros(2, 2)]))
-    with pytest.raises(ValueError, match="at least 2 dimensions"):
+    with pytest.raises(ValueError, match="^stable_rank: 'm' must be a tensor of at least 2 "
+                       "dimensions"):
         stable_rank(torch.ones(3))
     with pytest.raises(ValueError, match="empty"):
         effective_rank(torch.ones(3, 0))
@@ -177,5 +181,5 @@ def test_entropy_fully_masked_row_and_errors():
         attention_entropy(torch.tensor([[0.5, 0.5]]), mask=torch.tensor([[1, 1]]))
     with pytest.raises(ValueError, match="broadcast"):
         attention_entropy(torch.full((2, 2), 0.5), mask=torch.ones(3, 2, dtype=torch.bool))
-    with pytest.raises(ValueError, match="NaN"):
+    with pytest.raises(ValueError, match="^attention_entropy: 'attn' must be finite, got NaN"):
         attention_entropy(torch.tensor([[float("nan"), 1.0]]))

@@ -37,8 +37,9 @@ def test_sign_test_hand_values_and_bad_input():
     assert stats.sign_test(5, 0) == pytest.approx(2 / 32)  # the smallest p with 5 seeds
     assert stats.sign_test(4, 1) == pytest.approx(2 * 6 / 32)
     assert stats.sign_test(0, 0) == 1.0
-    for bad in ((-1, 2), (1.5, 2), (True, 1)):
-        with pytest.raises(ValueError, match="sign_test: (wins|losses) must be an int >= 0"):
+    for bad, err in (((-1, 2), ValueError), ((1.5, 2), TypeError), ((True, 1), TypeError),
+                     ((1, -2), ValueError)):
+        with pytest.raises(err, match="^sign_test: '(wins|losses)' must be an int >= 0"):
             stats.sign_test(*bad)
 
 
@@ -68,7 +69,7 @@ def test_bootstrap_interval_agrees_with_scipy_bootstrap():
 def test_bootstrap_interval_bad_input():
     with pytest.raises(ValueError, match="values must not be empty"):
         stats.bootstrap_mean_interval([])
-    with pytest.raises(ValueError, match="n_boot must be an int >= 1"):
+    with pytest.raises(ValueError, match="^bootstrap_mean_interval: 'n_boot' must be an int >= 1"):
         stats.bootstrap_mean_interval([1.0], n_boot=0)
     with pytest.raises(ValueError, match="quantiles"):
         stats.bootstrap_mean_interval([1.0, 2.0], quantiles=(0.9, 0.1))

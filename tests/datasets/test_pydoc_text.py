@@ -32,8 +32,9 @@ def test_split_partitions_sorted_topics():
 
 
 def test_split_rejects_bad_val_every():
-    for bad in (1, 0, -3, 2.5, True, "5"):
-        with pytest.raises(ValueError, match="val_every"):
+    for bad, err in ((1, ValueError), (0, ValueError), (-3, ValueError), (2.5, TypeError),
+                     (True, TypeError), ("5", TypeError)):
+        with pytest.raises(err, match="^pydoc_topic_split: 'val_every' must be an int >= 2"):
             pydoc_topic_split(bad)
 
 

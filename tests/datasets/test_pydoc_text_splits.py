@@ -30,8 +30,8 @@ def test_three_way_split_rule():
         assert sorted(train + val + test) == names
     # the validation topics are those of the two-way split with the same period
     assert pydoc_topic_splits(5)[1] == pydoc_topic_split(5)[1]
-    for bad in (2, 1, 4.0, True):
-        with pytest.raises(ValueError, match="'every'"):
+    for bad, err in ((2, ValueError), (1, ValueError), (4.0, TypeError), (True, TypeError)):
+        with pytest.raises(err, match="^pydoc_topic_splits: 'every' must be an int >= 3"):
             pydoc_topic_splits(bad)
 
 

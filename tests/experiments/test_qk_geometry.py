@@ -281,7 +281,7 @@ def test_hf_cli_and_errors(tmp_path):
 @pytest.mark.parametrize("kw,err,match", [
     (dict(inits=("bogus",)), ValueError, "inits"),
     (dict(depths=(0,)), ValueError, "depths"),
-    (dict(depths=(2.5,)), ValueError, "depths"),
+    (dict(depths=(2.5,)), TypeError, "^StudyConfig: 'depths\\[0\\]'"),
     (dict(intervention_init="random"), ValueError, "intervention_init"),
     (dict(seeds=(0, 0)), ValueError, "duplicates"),
     (dict(n_embd=10, n_head=4), ValueError, "divisible"),
@@ -294,11 +294,11 @@ def test_run_rejects_bad_configuration(tmp_path, kw, err, match):
 
 def test_train_run_and_run_errors(tmp_path):
     cfg = _tiny_cfg()
-    with pytest.raises(ValueError, match="init must be one of"):
+    with pytest.raises(ValueError, match="^qk_geometry: 'init' must be one of"):
         qk.train_run(cfg, 2, "xavier", 0)
     with pytest.raises(ValueError, match="depth must be a positive int"):
         qk.train_run(cfg, -1, "tied", 0)
-    with pytest.raises(ValueError, match="mode must be one of"):
+    with pytest.raises(ValueError, match="^qk_geometry: 'mode' must be one of"):
         qk.train_run(cfg, 1, "tied", 0, mode="clamp")
     with pytest.raises(ValueError, match="unknown parts"):
         qk.run(quick=True, out_dir=tmp_path, parts=["nope"])

@@ -84,7 +84,7 @@ def test_knn_float64_and_auto():
 
 def test_knn_errors():
     pos = torch.rand(10, 3)
-    with pytest.raises(ValueError, match="'batch' must be sorted"):
+    with pytest.raises(ValueError, match="^knn_graph: 'batch' must be sorted"):
         knn_graph(pos, 2, torch.tensor([0, 1] * 5))
     with pytest.raises(ValueError, match="'k'"):
         knn_graph(pos, 10)  # 9 other points
@@ -95,16 +95,20 @@ def test_knn_errors():
         knn_graph(pos, 3, torch.tensor([0] * 8 + [1] * 2))  # second graph too small
     bad = pos.clone()
     bad[3, 1] = float("nan")
-    with pytest.raises(ValueError, match="non-finite"):
+    with pytest.raises(ValueError, match="^knn_graph: 'pos' must be finite, got NaN or infinite"):
         knn_graph(bad, 2)
-    with pytest.raises(ValueError, match="'pos'"):
+    with pytest.raises(ValueError, match=r"^knn_graph: 'pos' must be of shape \[N, D\]"):
         knn_graph(pos.view(-1), 2)
-    with pytest.raises(ValueError, match="'backend'"):
+    with pytest.raises(TypeError, match="^knn_graph: 'pos' must be a floating-point tensor"):
+        knn_graph(pos.long(), 2)
+    with pytest.raises(ValueError, match="^knn_graph: 'backend' must be one of"):
         knn_graph(pos, 2, backend="faiss")
-    with pytest.raises(ValueError, match="'chunk_size'"):
+    with pytest.raises(ValueError, match=r"^knn_graph: 'chunk_size' \(or None\) must be an int"):
         knn_graph(pos, 2, backend="torch", chunk_size=0)
-    with pytest.raises(ValueError, match="'k'"):
+    with pytest.raises(ValueError, match="^knn_graph: 'k' must be an int >= 1, got 0$"):
         knn_graph(pos, 0)
+    with pytest.raises(TypeError, match="^knn_graph: 'k' must be an int >= 1, got True$"):
+        knn_graph(pos, True)
 
 
 @pytest.mark.skipif(qg_typing.WITH_TORCH_CLUSTER, reason="torch-cluster is installed")

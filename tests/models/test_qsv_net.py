@@ -142,9 +142,9 @@ def test_pos_embedding_adds_a_tiled_per_node_vector():
 def test_num_nodes_must_be_used():
     with pytest.raises(ValueError, match="num_nodes"):
         QSVNet(3, 5, num_nodes=48, **SMALL)
-    with pytest.raises(ValueError, match="num_nodes"):
+    with pytest.raises(TypeError, match="^QSVNet: 'num_nodes' must be an int >= 1, got None$"):
         QSVNet(3, 5, pos_embedding=True, **SMALL)
-    with pytest.raises(ValueError, match="num_nodes"):
+    with pytest.raises(TypeError, match="^QSVConv: 'num_nodes' .* must be an int >= 1, got None"):
         QSVNet(3, 5, qsv_kwargs={"quaternion": "node"}, **SMALL)
     with pytest.raises(ValueError, match="num_nodes"):
         QSVNet(3, 5, qsv_kwargs={"quaternion": "node", "num_nodes": 48}, **SMALL)

@@ -161,7 +161,7 @@ def test_lazy_in_channels():
     before = conv.lin.weight.detach().clone()
     conv.reset_parameters()
     assert not torch.equal(before, conv.lin.weight)
-    with pytest.raises(ValueError, match="'x' must have 7 channels"):
+    with pytest.raises(ValueError, match="^QSVConv: 'x' must be of 7 channels"):
         conv(torch.randn(n, 8, dtype=DT), ei)
 
 
@@ -173,7 +173,7 @@ def test_width_errors_say_how_to_change_the_width():
     with pytest.raises(TypeError):
         QSVConv(16, heads=2)  # out_channels is required, as in PyG
     conv = QSVConv(8, 16, heads=2)
-    with pytest.raises(ValueError, match="'x' must have 8 channels"):
+    with pytest.raises(ValueError, match="^QSVConv: 'x' must be of 8 channels"):
         conv(torch.randn(5, 16), knn_edges(5, 2))
 
 
@@ -419,27 +419,36 @@ def test_reset_parameters():
 
 
 # ----------------------------------------------------------------------------- errors
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(channels=12, heads=2), "'out_channels'"),
-    (dict(channels=16, in_channels=0), "'in_channels'"),
-    (dict(channels=16, in_channels=(8, -2)), "'in_channels'"),
-    (dict(channels=16, in_channels=(8, 16), quaternion="node", num_nodes=4), "'in_channels'"),
-    (dict(channels=16, heads=0), "'heads'"),
-    (dict(channels=16, quaternion="edge"), "'quaternion'"),
-    (dict(channels=16, quaternion="node"), "'num_nodes'"),
-    (dict(channels=16, quaternion="both", num_nodes=0), "'num_nodes'"),
-    (dict(channels=16, num_nodes=4), "'num_nodes'"),
-    (dict(channels=16, attention="softmax"), "'attention'"),
-    (dict(channels=16, temperature="hot"), "'temperature'"),
-    (dict(channels=16, temperature=-1.0), "'temperature'"),
-    (dict(channels=16, temperature=math.inf), "'temperature'"),
-    (dict(channels=16, dropout=1.5), "'dropout'"),
-    (dict(channels=16, transport="yes"), "'transport'"),
+@pytest.mark.parametrize("kwargs, err, match", [
+    (dict(channels=12, heads=2), ValueError, "'out_channels' must be a positive multiple of 4"),
+    (dict(channels=16.0), TypeError, "'out_channels' must be an int >= 1"),
+    (dict(channels=16, in_channels=0), ValueError, "'in_channels' must be a positive int"),
+    (dict(channels=16, in_channels=(8, -2)), ValueError, "'in_channels' must be a positive int"),
+    (dict(channels=16, in_channels=16.0), TypeError, "'in_channels' must be a positive int"),
+    (dict(channels=16, in_channels=(8, 16), quaternion="node", num_nodes=4), ValueError,
+     "'in_channels' must be one width"),
+    (dict(channels=16, heads=0), ValueError, "'heads' must be an int >= 1"),
+    (dict(channels=16, heads=True), TypeError, "'heads' must be an int >= 1"),
+    (dict(channels=16, quaternion="edge"), ValueError, "'quaternion' must be one of"),
+    (dict(channels=16, quaternion="node"), TypeError, "'num_nodes' .* must be an int >= 1"),
+    (dict(channels=16, quaternion="both", num_nodes=0), ValueError,
+     "'num_nodes' .* must be an int >= 1"),
+    (dict(channels=16, num_nodes=4), ValueError, "'num_nodes' must be None unless"),
+    (dict(channels=16, attention="softmax"), ValueError, "'attention' must be one of"),
+    (dict(channels=16, temperature="hot"), TypeError, "'temperature' .* must be a real number"),
+    (dict(channels=16, temperature=-1.0), ValueError,
+     "'temperature' .* must be a finite number > 0"),
+    (dict(channels=16, temperature=math.inf), ValueError,
+     "'temperature' .* must be a finite number > 0"),
+    (dict(channels=16, dropout=1.5), ValueError, r"'dropout' must be a float in \[0, 1\]"),
+    (dict(channels=16, dropout="0.1"), TypeError, "'dropout' must be a real number"),
+    (dict(channels=16, transport="yes"), TypeError, "'transport' must be a bool, got 'yes'"),
+    (dict(channels=16, fused=1), TypeError, "'fused' must be a bool, got 1"),
 ])
-def test_constructor_errors(kwargs, match):
+def test_constructor_errors(kwargs, err, match):
     channels = kwargs.pop("channels")
     in_channels = kwargs.pop("in_channels", channels)
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(err, match="^QSVConv: " + match):
         QSVConv(in_channels, channels, **kwargs)
 
 
@@ -447,24 +456,31 @@ def test_forward_errors():
     conv = QSVConv(16, 16, heads=2)
     x = torch.randn(5, 16)
     ei = torch.tensor([[0, 1], [1, 2]])
-    with pytest.raises(ValueError, match="'x'.*2-D"):
+    with pytest.raises(ValueError, match=r"^QSVConv: 'x' must be a 2-D tensor"):
         conv(x[None], ei)
-    with pytest.raises(ValueError, match="'x'.*16 channels"):
+    with pytest.raises(ValueError, match="^QSVConv: 'x' must be of 16 channels"):
         conv(torch.randn(5, 8), ei)
-    with pytest.raises(ValueError, match="'edge_index'.*integer"):
+    with pytest.raises(TypeError, match="^QSVConv: 'x' must be a floating-point tensor"):
+        conv(x.long(), ei)
+    with pytest.raises(TypeError, match="^QSVConv: 'x' must be a floating-point tensor, got "
+                       "ndarray"):
+        conv(x.numpy(), ei)
+    with pytest.raises(TypeError, match="^QSVConv: 'edge_index' must be of an integer dtype"):
         conv(x, ei.float())
-    with pytest.raises(ValueError, match=r"'edge_index'.*\[2, E\]"):
+    with pytest.raises(TypeError, match="^QSVConv: 'edge_index' must be a LongTensor"):
+        conv(x, [[0, 1], [1, 2]])
+    with pytest.raises(ValueError, match=r"^QSVConv: 'edge_index' must be of shape \[2, E\]"):
         conv(x, torch.tensor([[0, 1, 2]]))
-    with pytest.raises(ValueError, match="'edge_index'.*\\[0, 4\\]"):
+    with pytest.raises(ValueError, match="^QSVConv: 'edge_index' must be entries in \\[0, 4\\]"):
         conv(x, torch.tensor([[0, 5], [1, 2]]))
-    with pytest.raises(ValueError, match="'edge_index'.*\\[0, 4\\]"):
+    with pytest.raises(ValueError, match="^QSVConv: 'edge_index' must be entries in \\[0, 4\\]"):
         conv(x, torch.tensor([[0, -1], [1, 2]]))
-    with pytest.raises(ValueError, match="'edge_index'.*5 x 5"):
+    with pytest.raises(ValueError, match="^QSVConv: 'edge_index' must be as a sparse .*5 x 5"):
         conv(x, torch.sparse_coo_tensor(ei, torch.ones(2), (6, 6)))
-    with pytest.raises(ValueError, match="dense=True"):
+    with pytest.raises(ValueError, match="^QSVConv: 'dense=True'"):
         conv(x, ei, dense=True)
     node = QSVConv(16, 16, heads=2, quaternion="node", num_nodes=4)
-    with pytest.raises(ValueError, match="num_nodes=4"):
+    with pytest.raises(ValueError, match="^QSVConv: 'x' must be of num_nodes=4"):
         node(x, ei)
 
 
@@ -494,7 +510,7 @@ def test_other_dtype_than_parameters_is_a_type_error():
     for kw in (dict(), dict(quaternion="node", num_nodes=n)):
         conv = QSVConv(8, 8, heads=1, **kw)
         x = torch.randn(n, 8, dtype=DT)
-        with pytest.raises(TypeError, match=r"QSVConv: 'x' must have the dtype of the layer's "
+        with pytest.raises(TypeError, match=r"QSVConv: 'x' must be of the dtype of the layer's "
                                             r"parameters \(torch.float32\), got torch.float64"
                                             r".*layer.to\(torch.float64\)"):
             conv(x, ei)

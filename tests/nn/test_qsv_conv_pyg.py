@@ -291,16 +291,17 @@ def test_bipartite_paths_agree_in_gradients_and_same_tensor_is_plain_call():
 def test_bipartite_errors():
     conv = QSVConv(16, 16, heads=2)
     ei = torch.tensor([[0, 4], [0, 1]])
-    with pytest.raises(ValueError, match="x_dst"):
+    with pytest.raises(TypeError, match=r"^QSVConv: 'x\[1\] \(x_dst\)' must be a tensor .*got "
+                       "None$"):
         conv((torch.randn(5, 16), None), ei)
-    with pytest.raises(ValueError, match=r"x\[1\] \(x_dst\)'.*16 channels"):
+    with pytest.raises(ValueError, match=r"^QSVConv: 'x\[1\] \(x_dst\)' must be of 16 channels"):
         conv((torch.randn(5, 16), torch.randn(2, 8)), ei)
-    with pytest.raises(ValueError, match="sources must lie in"):
+    with pytest.raises(ValueError, match="^QSVConv: 'edge_index' must be sources in"):
         conv((torch.randn(4, 16), torch.randn(2, 16)), ei)
     node = QSVConv(16, 16, heads=2, quaternion="node", num_nodes=5)
-    with pytest.raises(ValueError, match="bipartite"):
+    with pytest.raises(ValueError, match="^QSVConv: 'x' must be one tensor .* got a bipartite"):
         node((torch.randn(5, 16), torch.randn(2, 16)), ei)
-    with pytest.raises(ValueError, match="2 x 5"):
+    with pytest.raises(ValueError, match="^QSVConv: 'edge_index' must be .*2 x 5"):
         conv((torch.randn(5, 16), torch.randn(2, 16)),
              torch.sparse_coo_tensor(ei.flip(0), torch.ones(2), (5, 2)))
 
@@ -409,11 +410,12 @@ def test_one_meaning_of_return_attention_weights():
         assert isinstance(net(data, return_attention_weights=value), torch.Tensor)
     logits, atts = net(data, return_attention_weights=True)
     assert logits.shape == (1, 3) and len(atts) == 2
-    for module, call in ((conv, lambda v: conv(x, ei, return_attention_weights=v)),
-                         (block, lambda v: block(x, ei, return_attention_weights=v)),
-                         (net, lambda v: net(data, return_attention_weights=v))):
+    for name, call in (("QSVConv", lambda v: conv(x, ei, return_attention_weights=v)),
+                       ("QSVBlock", lambda v: block(x, ei, return_attention_weights=v)),
+                       ("QSVNet", lambda v: net(data, return_attention_weights=v))):
         for bad in (1, "yes", 0):
-            with pytest.raises(ValueError, match="'return_attention_weights'"):
+            with pytest.raises(TypeError, match=f"^{name}: 'return_attention_weights' must be "
+                               f"True, False or None, got {bad!r}$"):
                 call(bad)
 
 

@@ -82,16 +82,20 @@ def test_gradients_reach_every_component():
 def test_repr_and_bad_input():
     assert str(QuaternionLinear(64, 32)) == "QuaternionLinear(64, 32)"
     assert str(QuaternionLinear(8, 4, bias=False)) == "QuaternionLinear(8, 4, bias=False)"
-    with pytest.raises(ValueError, match="in_channels"):
+    with pytest.raises(ValueError, match="^QuaternionLinear: 'in_channels' must be a positive "
+                       "multiple of 4 .*, got 6$"):
         QuaternionLinear(6, 8)
-    with pytest.raises(ValueError, match="out_channels"):
+    with pytest.raises(ValueError, match="^QuaternionLinear: 'out_channels' must be an int >= 4"):
         QuaternionLinear(8, 0)
-    with pytest.raises(ValueError, match="in_channels"):
+    with pytest.raises(TypeError, match="^QuaternionLinear: 'in_channels' must be an int >= 4, "
+                       "got True$"):
         QuaternionLinear(True, 8)
+    with pytest.raises(TypeError, match="^QuaternionLinear: 'bias' must be a bool, got 1$"):
+        QuaternionLinear(8, 8, bias=1)
     lin = QuaternionLinear(8, 4)
-    with pytest.raises(ValueError, match="8 channels"):
+    with pytest.raises(ValueError, match="^QuaternionLinear: 'x' must be a tensor of 8 channels"):
         lin(torch.randn(3, 4))
-    with pytest.raises(TypeError, match="torch.Tensor"):
+    with pytest.raises(TypeError, match="^QuaternionLinear: 'x' must be a tensor, got list"):
         lin([1.0] * 8)
 
 
@@ -99,13 +103,13 @@ def test_other_dtype_than_parameters_is_a_type_error():
     # issue 28 §6: the mismatch used to fail inside matmul without naming the argument
     lin = QuaternionLinear(8, 4)
     x = torch.randn(3, 8, dtype=torch.double)
-    with pytest.raises(TypeError, match=r"QuaternionLinear: 'x' must have the dtype of the "
+    with pytest.raises(TypeError, match=r"QuaternionLinear: 'x' must be of the dtype of the "
                                         r"layer's parameters \(torch.float32\), got "
                                         r"torch.float64.*layer.to\(torch.float64\)"):
         lin(x)
     with pytest.raises(TypeError, match=r"'x'.*torch.int64"):
         lin(torch.ones(3, 8, dtype=torch.long))
-    with pytest.raises(TypeError, match=r"'x' must be a torch.Tensor"):
+    with pytest.raises(TypeError, match=r"^QuaternionLinear: 'x' must be a tensor, got list"):
         lin([0.0] * 8)
     # the fixes the message names give the reference result
     torch.testing.assert_close(lin(x.float()).double(), hamilton_reference(lin.double(), x),

@@ -50,7 +50,8 @@ modules, from the bottom up:
 - :mod:`~quest_geometric.nn.focus.compose`: :func:`compose_focus` and friends, Focus composed
   onto frozen pretrained attention layers through :mod:`quest_geometric.adapters`.
 
-Two private modules: ``_checks`` (argument checks and the token layout the modules share)
+Two private modules: ``_layout`` (the token layout the modules share; their argument checks
+are in :mod:`quest_geometric._utils.checks`)
 and ``_aten`` (the only place that calls PyTorch's private ATen flash-attention kernels, with
 the torch version they were checked against).
 """

@@ -15,12 +15,8 @@ import torch
 from torch import Tensor
 
 from quest_geometric.nn.focus import _aten
-from quest_geometric.nn.focus._checks import (
-    HALF_DTYPES,
-    check_hard_args,
-    check_num_sinks,
-    seq_layout,
-)
+from quest_geometric._utils.checks import check_hard_args, check_num_sinks
+from quest_geometric.nn.focus._layout import HALF_DTYPES, seq_layout
 from quest_geometric.nn.focus.edge_index import _seq_info, sink_pairs, smallest_shared_group
 from quest_geometric.nn.focus.flex import FLEX_AVAILABLE, MAX_FLEX_GROUPS, focus_flex_attention
 
@@ -148,8 +144,9 @@ def focus_blocks_reference(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
     precision input is computed in float32 and cast back. The arguments are those of
     :func:`focus_blocks_attention` (without ``fused``).
     """
-    groups, kgroups = check_hard_args(q, k, v, groups, window, batch, num_groups)
-    check_num_sinks(num_sinks)
+    groups, kgroups = check_hard_args(q, k, v, groups, window, batch, num_groups,
+                                      where="focus_blocks_reference")
+    check_num_sinks(num_sinks, where="focus_blocks_reference")
     if q.dtype in HALF_DTYPES:
         return focus_blocks_reference(q.float(), k.float(), v.float(), groups, window, batch,
                                       causal, kgroups, num_sinks).to(q.dtype)
@@ -560,8 +557,9 @@ def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
             ids outside :math:`[0, K)` (which would otherwise fall into another sequence's
             buckets).
     """
-    groups, kgroups = check_hard_args(q, k, v, groups, window, batch, num_groups)
-    check_num_sinks(num_sinks)
+    groups, kgroups = check_hard_args(q, k, v, groups, window, batch, num_groups,
+                                      where="focus_blocks_attention")
+    check_num_sinks(num_sinks, where="focus_blocks_attention")
     n = q.size(0)
     can_fuse = (_aten.FLASH_AVAILABLE and q.device.type == "cpu"
                 and q.dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16))

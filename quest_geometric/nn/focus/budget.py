@@ -19,15 +19,17 @@ import torch
 from torch import Tensor
 from torch_geometric.utils import to_dense_batch
 
-from quest_geometric.nn.focus._checks import (
+from quest_geometric._utils.checks import (
     check_batch,
     check_groups,
+    check_int,
     check_num_sinks,
     check_real,
     check_soft,
     check_window,
-    seq_layout,
+    fail,
 )
+from quest_geometric.nn.focus._layout import seq_layout
 from quest_geometric.nn.focus.dense import (
     _additive_log_gate,
     _near_pairs,
@@ -73,10 +75,10 @@ def straight_through_pair_share(soft: Tensor, groups: Tensor, window: int,
         ValueError: for a bad :obj:`soft`, :obj:`groups`, :obj:`window`, :obj:`num_sinks`
             or :obj:`batch`.
     """
-    check_soft(soft)
-    check_window(window)
-    check_num_sinks(num_sinks)
-    check_batch(batch, soft.size(0))
+    check_soft(soft, where="straight_through_pair_share")
+    check_window(window, where="straight_through_pair_share")
+    check_num_sinks(num_sinks, where="straight_through_pair_share")
+    check_batch(batch, soft.size(0), where="straight_through_pair_share")
     m = straight_through_membership(soft, groups)
     seq, nseq = seq_layout(batch, soft.size(0), soft.device)
     md, valid = to_dense_batch(m, seq, batch_size=nseq)
@@ -133,12 +135,12 @@ def additive_gate_share(soft: Tensor, window: int, gate_scale: float = 10.0,
         ValueError: for a bad :obj:`soft`, :obj:`window`, :obj:`batch`, or a non-finite
             :obj:`gate_scale` / :obj:`gate_bias`.
     """
-    check_soft(soft)
-    check_window(window)
-    check_num_sinks(num_sinks)
-    check_batch(batch, soft.size(0))
-    gate_scale = check_real(gate_scale, "gate_scale")
-    gate_bias = check_real(gate_bias, "gate_bias")
+    check_soft(soft, where="additive_gate_share")
+    check_window(window, where="additive_gate_share")
+    check_num_sinks(num_sinks, where="additive_gate_share")
+    check_batch(batch, soft.size(0), where="additive_gate_share")
+    gate_scale = check_real(gate_scale, "gate_scale", where="additive_gate_share")
+    gate_bias = check_real(gate_bias, "gate_bias", where="additive_gate_share")
     seq, nseq = seq_layout(batch, soft.size(0), soft.device)
     sd, valid = to_dense_batch(soft, seq, batch_size=nseq)
     dist = _pair_offsets(sd.size(1), soft.device)
@@ -183,11 +185,11 @@ def focus_pair_share(groups: Tensor, window: int, batch: Optional[Tensor] = None
         ValueError: for bad shapes, a negative :obj:`window` or :obj:`num_sinks`, or a bad
             :obj:`batch`.
     """
-    groups = check_groups(groups)
-    check_window(window)
-    check_num_sinks(num_sinks)
+    groups = check_groups(groups, where="focus_pair_share")
+    check_window(window, where="focus_pair_share")
+    check_num_sinks(num_sinks, where="focus_pair_share")
     n = groups.size(0)
-    check_batch(batch, n)
+    check_batch(batch, n, where="focus_pair_share")
     if n == 0:
         return float("nan")
     seq, nseq = seq_layout(batch, n, groups.device)
@@ -211,20 +213,6 @@ def focus_pair_share(groups: Tensor, window: int, batch: Optional[Tensor] = None
                 keep &= d >= 0
             kept += int(keep.sum())
     return kept / total
-
-
-def _check_length(seq_len: int, where: str) -> None:
-    if isinstance(seq_len, bool) or not isinstance(seq_len, int):
-        raise TypeError(f"{where}: 'seq_len' must be an int >= 1, got {seq_len!r}")
-    if seq_len < 1:
-        raise ValueError(f"{where}: 'seq_len' must be an int >= 1, got {seq_len!r}")
-
-
-def _check_nonneg(value: int, name: str, where: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{where}: '{name}' must be an int >= 0, got {value!r}")
-    if value < 0:
-        raise ValueError(f"{where}: '{name}' must be an int >= 0, got {value!r}")
 
 
 def _pattern_pairs(seq_len: int, window: int, num_sinks: int, causal: bool
@@ -280,9 +268,9 @@ def pattern_share(seq_len: int, window: int, num_sinks: int = 0, causal: bool = 
         0.7
     """
     where = "pattern_share"
-    _check_length(seq_len, where)
-    _check_nonneg(window, "window", where)
-    _check_nonneg(num_sinks, "num_sinks", where)
+    seq_len = check_int(seq_len, "seq_len", 1, where=where)
+    window = check_int(window, "window", 0, where=where)
+    num_sinks = check_num_sinks(num_sinks, where=where)
     kept, total = _pattern_pairs(seq_len, window, num_sinks, bool(causal))
     return kept / total
 
@@ -324,12 +312,12 @@ def window_for_share(seq_len: int, share: float, num_sinks: int = 0, causal: boo
         0
     """
     where = "window_for_share"
-    _check_length(seq_len, where)
-    _check_nonneg(num_sinks, "num_sinks", where)
+    seq_len = check_int(seq_len, "seq_len", 1, where=where)
+    num_sinks = check_num_sinks(num_sinks, where=where)
     if isinstance(share, bool) or not isinstance(share, numbers.Real):
-        raise TypeError(f"{where}: 'share' must be a real number in [0, 1], got {share!r}")
+        raise fail(TypeError, where, "share", "a real number in [0, 1]", share)
     if not 0.0 <= float(share) <= 1.0:  # NaN fails too
-        raise ValueError(f"{where}: 'share' must be a real number in [0, 1], got {share!r}")
+        raise fail(ValueError, where, "share", "a real number in [0, 1]", share)
     target = float(share)
     lo, hi = 0, seq_len - 1
     while lo < hi:

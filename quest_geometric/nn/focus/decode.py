@@ -64,7 +64,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from quest_geometric.nn.focus._checks import HALF_DTYPES, check_num_sinks
+from quest_geometric._utils.checks import check_num_sinks
+from quest_geometric.nn.focus._layout import HALF_DTYPES
 from quest_geometric.nn.focus.router import RouterOutput
 from quest_geometric.nn.focus.sinkhorn import prefix_statistics
 
@@ -455,7 +456,7 @@ def focus_decode_attention(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeSt
     Returns:
         Tensor: ``[B, H, T, D]``; zeros for padding queries.
     """
-    check_num_sinks(num_sinks)
+    check_num_sinks(num_sinks, where="focus_decode_attention")
     if fast and q.size(0) == 1 and q.size(2) == 1 and state.store and state._simple:
         return _fast_step(q, k, v, state, window, scale, num_sinks)
     return focus_decode_attention_reference(q, k, v, state, window, scale, num_sinks)

@@ -16,17 +16,18 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.utils import to_dense_batch
 
-from quest_geometric.nn.focus._checks import (
-    HALF_DTYPES,
+from quest_geometric._utils.checks import (
     check_batch,
     check_hard_args,
     check_num_sinks,
     check_qkv,
     check_real,
     check_soft,
+    check_tensor,
     check_window,
-    seq_layout,
+    fail,
 )
+from quest_geometric.nn.focus._layout import HALF_DTYPES, seq_layout
 
 __all__ = ["focus_dense_attention", "focus_soft_attention", "full_attention",
            "straight_through_membership", "focus_far_bias_attention", "SOFT_GATES"]
@@ -55,14 +56,16 @@ def straight_through_membership(soft: Tensor, groups: Tensor) -> Tensor:
         torch.Tensor: ``[..., K]`` in the dtype of :obj:`soft`.
     """
     if not isinstance(groups, Tensor) or groups.dtype != torch.long:
-        raise TypeError(f"'groups' must be a long tensor, got "
+        raise TypeError(f"straight_through_membership: 'groups' must be a long tensor, got "
                         f"{getattr(groups, 'dtype', type(groups).__name__)}")
     if groups.dim() != soft.dim() or groups.shape[:-1] != soft.shape[:-1] \
             or groups.size(-1) < 1:
-        raise ValueError(f"'groups' must have shape {list(soft.shape[:-1])} + [top_k], "
+        raise ValueError(f"straight_through_membership: 'groups' must be of shape "
+                         f"{list(soft.shape[:-1])} + [top_k], "
                          f"got {list(groups.shape)}")
     if groups.numel() and (int(groups.min()) < 0 or int(groups.max()) >= soft.size(-1)):
-        raise ValueError(f"'groups' must lie in [0, {soft.size(-1) - 1}]")
+        raise ValueError(f"straight_through_membership: 'groups' must be group ids in "
+                         f"[0, {soft.size(-1) - 1}]")
     hard = torch.zeros_like(soft).scatter_(-1, groups, 1.0)
     return hard + soft - soft.detach()
 
@@ -131,8 +134,9 @@ def focus_dense_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, windo
         ValueError: for bad shapes, a negative :obj:`window` or :obj:`num_sinks`, a bad
             :obj:`batch` or group ids outside :math:`[0, K)`.
     """
-    groups, kgroups = check_hard_args(q, k, v, groups, window, batch, num_groups)
-    check_num_sinks(num_sinks)
+    groups, kgroups = check_hard_args(q, k, v, groups, window, batch, num_groups,
+                                      where="focus_dense_attention")
+    check_num_sinks(num_sinks, where="focus_dense_attention")
     n, h, d = q.shape
     if n == 0:
         return q.new_empty(0, h, d)
@@ -211,19 +215,20 @@ def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: 
         ValueError: for bad shapes or options, or non-finite soft memberships (checked in
             eager mode, one host synchronisation; they would make the output NaN).
     """
-    check_qkv(q, k, v)
-    check_window(window)
-    check_soft(soft, q.size(0))
+    check_qkv(q, k, v, where="focus_soft_attention")
+    check_window(window, where="focus_soft_attention")
+    check_soft(soft, q.size(0), where="focus_soft_attention")
     if not torch.compiler.is_compiling() and not bool(torch.isfinite(soft).all()):
         raise ValueError(f"focus_soft_attention: 'soft' must be finite, got "
                          f"{int((~torch.isfinite(soft)).sum())} NaN or infinite of "
                          f"{soft.numel()} memberships (is the router's input finite?)")
-    check_batch(batch, q.size(0))
-    check_num_sinks(num_sinks)
-    gate_scale = check_real(gate_scale, "gate_scale")
-    gate_bias = check_real(gate_bias, "gate_bias")
+    check_batch(batch, q.size(0), where="focus_soft_attention")
+    check_num_sinks(num_sinks, where="focus_soft_attention")
+    gate_scale = check_real(gate_scale, "gate_scale", where="focus_soft_attention")
+    gate_bias = check_real(gate_bias, "gate_bias", where="focus_soft_attention")
     if gate not in SOFT_GATES:
-        raise ValueError(f"'gate' must be one of {SOFT_GATES}, got {gate!r}")
+        raise ValueError(f"focus_soft_attention: 'gate' must be one of {SOFT_GATES}, got "
+                         f"{gate!r}")
     if gate == "straight_through":
         if groups is None:
             raise ValueError("focus_soft_attention: gate='straight_through' needs the hard "
@@ -286,18 +291,20 @@ def focus_far_bias_attention(q: Tensor, k: Tensor, v: Tensor, log_scale: Tensor,
         torch.Tensor: ``[N, H, D]``.
 
     Raises:
+        TypeError: for a non-tensor or non-floating-point input, or a non-int
+            :obj:`window` or :obj:`num_sinks`.
         ValueError: for bad shapes or options.
     """
-    check_qkv(q, k, v)
-    check_window(window)
-    check_num_sinks(num_sinks)
-    check_batch(batch, q.size(0))
+    where = "focus_far_bias_attention"
+    check_qkv(q, k, v, where=where)
+    check_window(window, where=where)
+    check_num_sinks(num_sinks, where=where)
+    check_batch(batch, q.size(0), where=where)
     n, h, d = q.shape
     for name, p in (("log_scale", log_scale), ("far_bias", far_bias)):
-        if not isinstance(p, Tensor) or not p.is_floating_point() or p.shape != (h,):
-            raise ValueError(f"focus_far_bias_attention: '{name}' must be a floating-point "
-                             f"[{h}] tensor (one per head), got "
-                             f"{list(getattr(p, 'shape', [])) or type(p).__name__}")
+        check_tensor(p, name, where=where, floating=True)
+        if p.shape != (h,):
+            raise fail(ValueError, where, name, f"a [{h}] tensor (one per head)", p)
     seq, nseq = seq_layout(batch, n, q.device)
     qd, valid = to_dense_batch(q.reshape(n, h * d), seq, batch_size=nseq)
     kd = to_dense_batch(k.reshape(n, h * d), seq, batch_size=nseq)[0]

@@ -6,7 +6,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from quest_geometric.nn.focus._checks import (
+from quest_geometric._utils.checks import (
     check_batch,
     check_groups,
     check_num_sinks,
@@ -125,12 +125,12 @@ def focus_edge_index(groups: Tensor, window: int, batch: Optional[Tensor] = None
         torch.Tensor: :obj:`edge_index` of shape :obj:`[2, E]`, row = source :math:`j`,
         col = target :math:`i`.
     """
-    check_window(window)
-    check_num_sinks(num_sinks)
-    groups = check_groups(groups)
+    check_window(window, where="focus_edge_index")
+    check_num_sinks(num_sinks, where="focus_edge_index")
+    groups = check_groups(groups, where="focus_edge_index")
     n, kk = groups.shape
     device = groups.device
-    check_batch(batch, n)
+    check_batch(batch, n, where="focus_edge_index")
     if n == 0:
         return torch.empty(2, 0, dtype=torch.long, device=device)
     num_groups = int(groups.max()) + 1 if kk > 0 else 1

@@ -11,7 +11,8 @@ from torch_geometric import EdgeIndex
 from torch_geometric.nn import MessagePassing
 from torch_geometric.utils import softmax as pyg_softmax
 
-from quest_geometric.nn.focus._checks import HALF_DTYPES, check_qkv
+from quest_geometric._utils.checks import check_qkv
+from quest_geometric.nn.focus._layout import HALF_DTYPES
 
 __all__ = ["FocusEdgeAttention"]
 
@@ -48,19 +49,20 @@ class FocusEdgeAttention(MessagePassing):
                 :obj:`edge_index`.
             ValueError: for bad shapes or node ids outside :math:`[0, |V|)`.
         """
-        check_qkv(q, k, v)
+        check_qkv(q, k, v, where="FocusEdgeAttention")
         n = q.size(0)
         if isinstance(edge_index, Tensor):
             if edge_index.is_floating_point() or edge_index.is_complex() \
                     or edge_index.dtype == torch.bool:
-                raise TypeError(f"'edge_index' must be an integer (long) tensor, got "
-                                f"{edge_index.dtype}")
+                raise TypeError(f"FocusEdgeAttention: 'edge_index' must be an integer (long) "
+                                f"tensor, got {edge_index.dtype}")
             if edge_index.dim() != 2 or edge_index.size(0) != 2:
-                raise ValueError(f"'edge_index' must have shape [2, E], got "
+                raise ValueError(f"FocusEdgeAttention: 'edge_index' must be of shape [2, E], got "
                                  f"{list(edge_index.shape)}")
             if edge_index.numel() > 0 and (int(edge_index.min()) < 0
                                            or int(edge_index.max()) >= n):
-                raise ValueError(f"'edge_index' must hold node ids in [0, {n}), got "
+                raise ValueError(f"FocusEdgeAttention: 'edge_index' must be node ids in "
+                                 f"[0, {n}), got "
                                  f"[{int(edge_index.min())}, {int(edge_index.max())}]")
         if q.dtype in HALF_DTYPES:
             return self.forward(q.float(), k.float(), v.float(), edge_index).to(q.dtype)

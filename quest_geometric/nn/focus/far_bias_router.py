@@ -9,7 +9,7 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from quest_geometric._utils.checks import check_int
+from quest_geometric._utils.checks import check_int, check_qkv, fail
 from quest_geometric.nn.focus.dense import focus_far_bias_attention
 from quest_geometric.nn.focus.window_router import WindowOnlyRouter
 
@@ -71,9 +71,10 @@ class FarBiasRouter(WindowOnlyRouter):
                        num_sinks: int = 0) -> Tensor:
         r"""The soft rows: :func:`~quest_geometric.nn.focus.dense.focus_far_bias_attention`
         with this router's parameters (``q, k, v`` ``[N, H, D]``)."""
+        check_qkv(q, k, v, where="FarBiasRouter")
         if q.size(1) != self.num_heads:
-            raise ValueError(f"FarBiasRouter: built for {self.num_heads} heads, the layer "
-                             f"has {q.size(1)}")
+            raise fail(ValueError, "FarBiasRouter", "q", f"a [N, {self.num_heads}, D] tensor "
+                       f"(the router was built for {self.num_heads} heads)", q)
         return focus_far_bias_attention(q, k, v, self.log_scale, self.far_bias, window,
                                         batch, causal, num_sinks)
 

@@ -65,13 +65,14 @@ from typing import Callable, Optional, Tuple
 import torch
 from torch import Tensor
 
-from quest_geometric._utils.checks import check_int
-from quest_geometric.nn.focus._checks import (
+from quest_geometric._utils.checks import (
     check_batch,
     check_groups,
+    check_int,
     check_num_sinks,
     check_qkv,
     check_window,
+    fail,
 )
 
 try:  # pragma: no cover - depends on the PyTorch build
@@ -113,37 +114,37 @@ def _require_flex() -> None:
 
 
 def _check_args(groups: Tensor, window: int, batch: Optional[Tensor], causal: bool,
-                num_groups: Optional[int], block_size: int, n: Optional[int] = None
-                ) -> Tuple[Tensor, int]:
+                num_groups: Optional[int], block_size: int, n: Optional[int] = None,
+                where: str = "focus_block_mask") -> Tuple[Tensor, int]:
     """Validate the pattern arguments; return ``groups`` as ``[N, top_k]`` and :math:`K`."""
-    groups = check_groups(groups)
+    groups = check_groups(groups, where=where)
     if n is not None and groups.size(0) != n:
-        raise ValueError(f"'groups' must have {n} rows (one per token), got "
-                         f"{list(groups.shape)}")
+        raise fail(ValueError, where, "groups", f"of {n} rows (one per token)", groups)
     n = groups.size(0)
-    check_window(window)
+    check_window(window, where=where)
     if not isinstance(causal, bool):
-        raise TypeError(f"'causal' must be a bool, got {type(causal).__name__}")
-    if (not isinstance(block_size, int) or isinstance(block_size, bool) or block_size <= 0
-            or block_size % _BLOCK_MULTIPLE):
-        raise ValueError(f"'block_size' must be a positive multiple of {_BLOCK_MULTIPLE}, "
-                         f"got {block_size!r}")
+        raise fail(TypeError, where, "causal", "a bool", causal)
+    check_int(block_size, "block_size", 1, where=where)
+    if block_size % _BLOCK_MULTIPLE:
+        raise fail(ValueError, where, "block_size", f"a positive multiple of {_BLOCK_MULTIPLE}",
+                   block_size)
     if groups.device.type == "cuda" and block_size % CUDA_BLOCK_MULTIPLE:
-        raise ValueError(f"'block_size' must be a multiple of {CUDA_BLOCK_MULTIPLE} on CUDA "
-                         f"(FlexAttention's kernel tiles must divide it), got {block_size}")
-    check_batch(batch, n)
+        raise fail(ValueError, where, "block_size", f"a multiple of {CUDA_BLOCK_MULTIPLE} on "
+                   "CUDA (FlexAttention's kernel tiles must divide it)", block_size)
+    check_batch(batch, n, where=where)
     if batch is not None and batch.device != groups.device:
-        raise ValueError(f"'batch' must be on {groups.device}, got {batch.device}")
+        raise fail(ValueError, where, "batch", f"on {groups.device}", got_text=str(batch.device))
     gmax = int(groups.max()) + 1 if groups.numel() > 0 else 1
     if num_groups is None:
         num_groups = gmax
     else:
-        check_int(num_groups, "'num_groups'", 1)
+        check_int(num_groups, "'num_groups'", 1, where=where)
         if gmax > num_groups:
-            raise ValueError(f"'groups' must hold ids in [0, {num_groups}), got id {gmax - 1}")
+            raise fail(ValueError, where, "groups", f"group ids in [0, {num_groups})",
+                       got_text=f"id {gmax - 1}")
     if num_groups > MAX_FLEX_GROUPS:
-        raise ValueError(f"focus_flex supports at most {MAX_FLEX_GROUPS} groups (int64 "
-                         f"bitmasks), got num_groups={num_groups}")
+        raise fail(ValueError, where, "num_groups", f"at most {MAX_FLEX_GROUPS} (int64 "
+                   "bitmasks)", num_groups)
     return groups, num_groups
 
 
@@ -366,10 +367,11 @@ def focus_flex_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window
             required on a device without a FlexAttention backward (CPU).
     """
     _require_flex()
-    check_qkv(q, k, v)
+    check_qkv(q, k, v, where="focus_flex_attention")
     n, h, d = q.shape
-    groups, kgroups = _check_args(groups, window, batch, causal, num_groups, block_size, n)
-    check_num_sinks(num_sinks)
+    groups, kgroups = _check_args(groups, window, batch, causal, num_groups, block_size, n,
+                                   where="focus_flex_attention")
+    check_num_sinks(num_sinks, where="focus_flex_attention")
     if k.device != q.device or v.device != q.device or groups.device != q.device:
         raise ValueError("'q', 'k', 'v' and 'groups' must be on one device")
     if n == 0:

@@ -11,10 +11,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from quest_geometric._utils.checks import check_choice, check_int
-from quest_geometric.nn.focus._checks import (
+from quest_geometric._utils.checks import (
     check_batch,
+    check_choice,
     check_features,
+    check_int,
     check_num_sinks,
     check_real,
     check_window,
@@ -131,9 +132,10 @@ class FocusAttention(nn.Module):
                  router: Optional[Router] = None, num_sinks: int = 0) -> None:
         super().__init__()
         check_int(embed_dim, "'embed_dim'", 1, where="FocusAttention")
-        if not isinstance(num_heads, int) or num_heads < 1 or embed_dim % num_heads:
-            raise ValueError(f"'embed_dim' ({embed_dim}) must be divisible by 'num_heads' "
-                             f"({num_heads!r})")
+        check_int(num_heads, "num_heads", 1, where="FocusAttention")
+        if embed_dim % num_heads:
+            raise ValueError(f"FocusAttention: 'embed_dim' ({embed_dim}) must be divisible by "
+                             f"'num_heads' ({num_heads!r})")
         check_int(num_groups, "'num_groups'", 1, where="FocusAttention")
         self.embed_dim = embed_dim
         self.num_heads = num_heads
@@ -194,7 +196,7 @@ class FocusAttention(nn.Module):
 
     @window.setter
     def window(self, value: int) -> None:
-        check_window(value)
+        check_window(value, where="FocusAttention")
         self._window = value
 
     @property
@@ -205,7 +207,7 @@ class FocusAttention(nn.Module):
 
     @num_sinks.setter
     def num_sinks(self, value: int) -> None:
-        check_num_sinks(value)
+        check_num_sinks(value, where="FocusAttention")
         self._num_sinks = value
 
     @property
@@ -237,7 +239,7 @@ class FocusAttention(nn.Module):
 
     @gate_scale.setter
     def gate_scale(self, value: float) -> None:
-        self._gate_scale = check_real(value, "gate_scale")
+        self._gate_scale = check_real(value, "gate_scale", where="FocusAttention")
 
     @property
     def gate_bias(self) -> float:
@@ -246,7 +248,7 @@ class FocusAttention(nn.Module):
 
     @gate_bias.setter
     def gate_bias(self, value: float) -> None:
-        self._gate_bias = check_real(value, "gate_bias")
+        self._gate_bias = check_real(value, "gate_bias", where="FocusAttention")
 
     def reset_parameters(self) -> None:
         r"""Reset the router (when it has parameters) and the own projections."""
@@ -306,7 +308,7 @@ class FocusAttention(nn.Module):
                     if p.is_floating_point()), None)
         if ref is not None and x.dtype != ref.dtype \
                 and not torch.is_autocast_enabled(x.device.type):
-            raise TypeError(f"FocusAttention: 'x' must have the dtype of the layer's "
+            raise TypeError(f"FocusAttention: 'x' must be of the dtype of the layer's "
                             f"parameters ({ref.dtype}), got {x.dtype}; convert the input "
                             f"with x.to({ref.dtype}) or the layer with layer.to({x.dtype})")
 
@@ -342,21 +344,22 @@ class FocusAttention(nn.Module):
                 :func:`torch.autocast`) has another dtype than the projections' parameters.
             ValueError: for a wrong shape, no token, or a bad :obj:`batch`.
         """
-        check_features(x, "x")
+        check_features(x, "x", where="FocusAttention")
         self._check_dtype(x)
         if x.size(-1) != self.embed_dim:
-            raise ValueError(f"'x' must have {self.embed_dim} channels, got {x.size(-1)}")
+            raise ValueError(f"FocusAttention: 'x' must be of {self.embed_dim} channels, got "
+                             f"{x.size(-1)}")
         shape = x.shape
         if x.dim() == 3:
             if batch is not None:
-                raise ValueError("'batch' is only accepted with [N, C] input")
+                raise ValueError("FocusAttention: 'batch' must be None with [B, T, C] input")
             bsz, t = shape[:2]
             flat = x.reshape(bsz * t, -1)
             if bsz > 1:
                 batch = torch.arange(bsz, device=x.device).repeat_interleave(t)
         else:
             flat = x
-            check_batch(batch, x.size(0))
+            check_batch(batch, x.size(0), where="FocusAttention")
         q, k, v = self._project(flat)
         router_out: Optional[RouterOutput] = None
         if self.gate is None or not self.enabled:

@@ -8,8 +8,7 @@ from typing import Any, List, Optional
 import torch
 from torch import Tensor, nn
 
-from quest_geometric._utils.checks import check_int
-from quest_geometric.nn.focus._checks import check_batch, check_features
+from quest_geometric._utils.checks import check_batch, check_features, check_int
 from quest_geometric.nn.focus.router import RouterOutput
 
 __all__ = ["RandomGroupsRouter", "random_balanced_groups"]
@@ -112,14 +111,14 @@ class RandomGroupsRouter(nn.Module):
                 col_totals: Optional[List[Tensor]] = None) -> RouterOutput:
         r"""Route tokens by position (:obj:`col_totals` receives nothing: the steps need only
         the positions)."""
-        check_features(h, "h")
+        check_features(h, "h", where="RandomGroupsRouter")
         if h.dim() == 3:
             if batch is not None:
-                raise ValueError("'batch' is only accepted with [N, C] input")
+                raise ValueError("RandomGroupsRouter: 'batch' must be None with [B, T, C] input")
             b, t = h.shape[:2]
             pos = torch.arange(t, device=h.device).expand(b, t)
         else:
-            check_batch(batch, h.size(0))
+            check_batch(batch, h.size(0), where="RandomGroupsRouter")
             n = h.size(0)
             if batch is None:
                 pos = torch.arange(n, device=h.device)

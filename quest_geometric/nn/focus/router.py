@@ -20,8 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from quest_geometric._utils.checks import check_int
-from quest_geometric.nn.focus._checks import check_batch, check_features, check_real
+from quest_geometric._utils.checks import check_batch, check_features, check_int, check_real
 from quest_geometric.nn.focus.sinkhorn import sinkhorn_log, sinkhorn_step, sinkhorn_step_host
 from quest_geometric.nn.focus.topk import float32_host, topk_groups, topk_groups_host
 
@@ -111,14 +110,14 @@ def group_balance(groups: Tensor, num_groups: int, batch: Optional[Tensor] = Non
         torch.Tensor: a scalar (float32), or shape :obj:`[B]` when :obj:`batch` is given.
     """
     if groups.dtype != torch.long:
-        raise TypeError(f"'groups' must be a long tensor, got {groups.dtype}")
+        raise TypeError(f"group_balance: 'groups' must be a long tensor, got {groups.dtype}")
     g = groups.reshape(-1, groups.size(-1))
     if g.numel() > 0 and (int(g.min()) < 0 or int(g.max()) >= num_groups):
-        raise ValueError(f"'groups' must lie in [0, {num_groups - 1}]")
+        raise ValueError(f"group_balance: 'groups' must be group ids in [0, {num_groups - 1}]")
     if batch is None:
         counts = torch.bincount(g.reshape(-1), minlength=num_groups).float()
         return counts.max() / counts.sum().clamp_min(1.0)
-    check_batch(batch, g.size(0))
+    check_batch(batch, g.size(0), where="group_balance")
     nseg = int(batch.max()) + 1 if batch.numel() > 0 else 0
     key = batch.repeat_interleave(g.size(1)) * num_groups + g.reshape(-1)
     counts = torch.bincount(key, minlength=nseg * num_groups).float().view(nseg, num_groups)
@@ -226,7 +225,7 @@ class FocusRouter(nn.Module):
 
     @tau.setter
     def tau(self, value: float) -> None:
-        self._tau = check_real(value, "tau", positive=True)
+        self._tau = check_real(value, "tau", positive=True, where="FocusRouter")
 
     def reset_parameters(self) -> None:
         r"""Reset :math:`\mathbf{W}_g` (Kaiming-uniform) and the centroids (unit-norm rows)."""
@@ -275,16 +274,17 @@ class FocusRouter(nn.Module):
             TypeError: if :obj:`h` is not a floating-point tensor.
             ValueError: for a wrong shape, no token, or a bad :obj:`batch`.
         """
-        check_features(h, "h")
+        check_features(h, "h", where="FocusRouter")
         if h.size(-1) != self.in_channels:
-            raise ValueError(f"'h' must have {self.in_channels} channels, got {h.size(-1)}")
+            raise ValueError(f"FocusRouter: 'h' must be of {self.in_channels} channels, got "
+                             f"{h.size(-1)}")
         if h.dim() == 3:
             if batch is not None:
-                raise ValueError("'batch' is only accepted with [N, C] input")
+                raise ValueError("FocusRouter: 'batch' must be None with [B, T, C] input")
             log_soft = sinkhorn_log(self.scores(h), None, 1, self.sinkhorn_iters, self.causal,
                                     col_totals)
         else:
-            check_batch(batch, h.size(0))
+            check_batch(batch, h.size(0), where="FocusRouter")
             nseg = (int(batch.max()) + 1 if batch.numel() > 0 else 0) if batch is not None \
                 else 1
             log_soft = sinkhorn_log(self.scores(h), batch, nseg, self.sinkhorn_iters,

@@ -139,7 +139,7 @@ def sinkhorn_log(scores: Tensor, batch: Optional[Tensor] = None, num_segments: i
     """
     if scores.dim() == 3:
         if batch is not None:
-            raise ValueError("'batch' is only accepted with [N, K] scores")
+            raise ValueError("sinkhorn_log: 'batch' must be None with [B, T, K] scores")
         return _sinkhorn_dense(scores, None, num_iters, causal, col_totals)
     if batch is None:
         return _sinkhorn_dense(scores.unsqueeze(0), None, num_iters, causal, col_totals)[0]

@@ -45,7 +45,7 @@ def topk_groups(log_soft: Tensor, top_k: int) -> Tensor:
         torch.Tensor: ``[..., top_k]``, :obj:`torch.long`.
     """
     k = log_soft.size(-1)
-    check_int(top_k, "'top_k'", 1, maximum=k)
+    check_int(top_k, "'top_k'", 1, maximum=k, where="topk_groups")
     vals = log_soft.detach()
     taken = torch.zeros(vals.shape, dtype=torch.bool, device=vals.device)
     slack = math.log1p(-TIE_RTOL)

@@ -9,7 +9,7 @@ from typing import Any, List, Optional
 import torch
 from torch import Tensor, nn
 
-from quest_geometric.nn.focus._checks import check_batch, check_features
+from quest_geometric._utils.checks import check_batch, check_features, check_int, fail
 from quest_geometric.nn.focus.router import RouterOutput
 
 __all__ = ["WindowOnlyRouter"]
@@ -72,11 +72,9 @@ class WindowOnlyRouter(nn.Module):
 
     @top_k.setter
     def top_k(self, value: int) -> None:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"WindowOnlyRouter: 'top_k' must be the int 0, got {value!r}")
-        if value != 0:
-            raise ValueError(f"WindowOnlyRouter: 'top_k' must be 0 (window-only routing "
-                             f"keeps no group), got {value!r}")
+        if check_int(value, "top_k", where="WindowOnlyRouter") != 0:
+            raise fail(ValueError, "WindowOnlyRouter", "top_k", "0 (window-only routing keeps "
+                       "no group)", value)
 
     @staticmethod
     def _output(shape: torch.Size, dtype: torch.dtype, device: torch.device) -> RouterOutput:
@@ -88,12 +86,13 @@ class WindowOnlyRouter(nn.Module):
     def forward(self, h: Tensor, batch: Optional[Tensor] = None,
                 col_totals: Optional[List[Tensor]] = None) -> RouterOutput:
         r"""The empty group set for every token (:obj:`col_totals` receives nothing)."""
-        check_features(h, "h")
+        check_features(h, "h", where="WindowOnlyRouter")
         if h.dim() == 3:
             if batch is not None:
-                raise ValueError("'batch' is only accepted with [N, C] input")
+                raise fail(ValueError, "WindowOnlyRouter", "batch", "None with [B, T, C] "
+                           "input 'h' (a batch vector goes with [N, C] input)", batch)
         else:
-            check_batch(batch, h.size(0))
+            check_batch(batch, h.size(0), where="WindowOnlyRouter")
         return self._output(h.shape[:-1], h.dtype, h.device)
 
     def step(self, x: Tensor, state: Any, valid: Optional[Tensor] = None,

@@ -148,7 +148,7 @@ def test_append_position_lives_in_transforms_and_matches_normalize_scale():
 
 
 def test_bad_input(tmp_path):
-    with pytest.raises(ValueError, match="dataset must be one of"):
+    with pytest.raises(ValueError, match="^qsv_ablation: 'dataset' must be one of"):
         qa.run(dataset="mnist", out_dir=tmp_path, progress=False)
     with pytest.raises(ValueError, match="unknown variants"):
         qa.run(dataset="digits", variants=["qsv", "vit"], out_dir=tmp_path, progress=False)

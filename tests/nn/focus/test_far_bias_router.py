@@ -65,7 +65,8 @@ def test_zero_parameters_are_full_attention_and_gradients_reach_them():
         (theta, beta))
     with pytest.raises(ValueError, match="far_bias"):
         focus_far_bias_attention(q, k, v, theta, beta[:1], 3)
-    with pytest.raises(ValueError, match="built for 2 heads"):
+    with pytest.raises(ValueError, match=r"FarBiasRouter: 'q' must be a \[N, 2, D\] tensor "
+                       r"\(the router was built for 2 heads\), got "):
         r.soft_attention(q[:, :1], k[:, :1], v[:, :1], 3)
 
 

@@ -230,26 +230,28 @@ def test_errors():
         focus_flex_attention(q, k, v, groups, 2, num_groups=63, block_size=16)
     with pytest.raises(ValueError, match="at most 62"):
         focus_block_mask(torch.full((n, 1), 62), 2, block_size=16)
-    with pytest.raises(ValueError, match="same shape"):
+    with pytest.raises(ValueError, match=r"^focus_flex_attention: 'k' must be of the shape of "
+                       r"'q' \[32, 2, 8\], got a torch.float32 tensor of shape \[31, 2, 8\]$"):
         focus_flex_attention(q, k[:-1], v, groups, 2)
-    with pytest.raises(ValueError, match="N, H, D"):
+    with pytest.raises(ValueError, match=r"^focus_flex_attention: 'q' must be a \[N, H, D\] "):
         focus_flex_attention(q[0], k, v, groups, 2)
-    with pytest.raises(ValueError, match="rows"):
+    with pytest.raises(ValueError, match="^focus_flex_attention: 'groups' must be of 32 rows"):
         focus_flex_attention(q, k, v, groups[:-1], 2)
-    with pytest.raises(TypeError, match="long"):
+    with pytest.raises(TypeError, match="^focus_flex_attention: 'groups' must be a long tensor"):
         focus_flex_attention(q, k, v, groups.float(), 2)
-    with pytest.raises(ValueError, match=r"\[0, 3\)"):
+    with pytest.raises(ValueError, match=r"^focus_flex_attention: 'groups' must be group ids in "
+                       r"\[0, 3\)"):
         focus_flex_attention(q, k, v, groups, 2, num_groups=3)
-    for bad in (-1, 1.5, True):
-        with pytest.raises(ValueError, match="window"):
+    for bad, err in ((-1, ValueError), (1.5, TypeError), (True, TypeError)):
+        with pytest.raises(err, match="^focus_flex_attention: 'window' must be an int >= 0"):
             focus_flex_attention(q, k, v, groups, bad)
-    for bad in (0, 24, 100):
-        with pytest.raises(ValueError, match="block_size"):
+    for bad, err in ((0, ValueError), (24, ValueError), (100, ValueError), (16.0, TypeError)):
+        with pytest.raises(err, match="^focus_flex_attention: 'block_size' must be"):
             focus_flex_attention(q, k, v, groups, 2, block_size=bad)
     unsorted = torch.tensor([0] * 10 + [1] * 12 + [0] * 10)
-    with pytest.raises(ValueError, match="sorted"):
+    with pytest.raises(ValueError, match="^focus_flex_attention: 'batch' must be sorted"):
         focus_flex_attention(q, k, v, groups, 2, batch=unsorted)
-    with pytest.raises(ValueError, match="sorted"):
+    with pytest.raises(ValueError, match="^focus_block_mask: 'batch' must be sorted"):
         focus_block_mask(groups, 2, batch=unsorted)
 
 

@@ -189,10 +189,13 @@ def test_assigned_options_take_effect(backend):
 
 def test_assigned_options_are_validated():
     m = FocusAttention(16, 2, num_groups=K, top_k=1, window=2)
-    for name, value in (("top_k", 0), ("top_k", K + 1), ("top_k", 1.5), ("top_k", True),
-                        ("window", -1), ("window", 2.0), ("backend", "flash"),
-                        ("gate", "sigmoid")):
-        with pytest.raises(ValueError, match=f"'{name}'"):
+    for name, value, err in (("top_k", 0, ValueError), ("top_k", K + 1, ValueError),
+                             ("top_k", 1.5, TypeError), ("top_k", True, TypeError),
+                             ("window", -1, ValueError), ("window", 2.0, TypeError),
+                             ("backend", "flash", ValueError), ("backend", 3, TypeError),
+                             ("gate", "sigmoid", ValueError)):
+        with pytest.raises(err, match=f"^FocusRouter\\(num_groups={K}\\): 'top_k' must be"
+                           if name == "top_k" else f"^FocusAttention: '{name}' must be"):
             setattr(m, name, value)
     with pytest.raises(ValueError, match="'top_k'"):
         m.router.top_k = K + 1
@@ -221,18 +224,23 @@ def test_empty_inputs_are_refused():
     m = FocusAttention(8, 2, num_groups=K)
     empty = torch.zeros(0, dtype=torch.long)
     for h in (torch.randn(0, 8), torch.randn(0, 5, 8), torch.randn(2, 0, 8)):
-        with pytest.raises(ValueError, match="'h' must hold at least one token"):
+        with pytest.raises(ValueError, match="^FocusRouter: 'h' must be a tensor holding at "
+                           "least one token"):
             r(h)
-        with pytest.raises(ValueError, match="'x' must hold at least one token"):
+        with pytest.raises(ValueError, match="^FocusAttention: 'x' must be a tensor holding "
+                           "at least one token"):
             m(h)
-    with pytest.raises(ValueError, match="'h' must hold at least one token"):
+    with pytest.raises(ValueError, match="^FocusRouter: 'h' must be a tensor holding at least "
+                       "one token"):
         r(torch.randn(0, 8), empty)
-    with pytest.raises(ValueError, match="'x' must hold at least one token"):
+    with pytest.raises(ValueError, match="^FocusAttention: 'x' must be a tensor holding at "
+                       "least one token"):
         m(torch.randn(0, 8), empty)
-    with pytest.raises(ValueError, match="'batch'"):  # an empty batch for real tokens
-        m(torch.randn(3, 8), empty)
+    with pytest.raises(ValueError, match=r"^FocusAttention: 'batch' must be of shape \[3\]"):
+        m(torch.randn(3, 8), empty)  # an empty batch for real tokens
     m.gate = None  # the full-attention path refuses it too
-    with pytest.raises(ValueError, match="'x' must hold at least one token"):
+    with pytest.raises(ValueError, match="^FocusAttention: 'x' must be a tensor holding at "
+                       "least one token"):
         m(torch.randn(0, 8))
 
 
@@ -240,18 +248,20 @@ def test_integer_features_are_refused():
     r = FocusRouter(8, num_groups=K)
     m = FocusAttention(8, 2, num_groups=K)
     xi = torch.randint(0, 5, (6, 8))
-    with pytest.raises(TypeError, match="'h' must be a floating-point tensor"):
+    with pytest.raises(TypeError, match="^FocusRouter: 'h' must be a floating-point tensor"):
         r(xi)
-    with pytest.raises(TypeError, match="'x' must be a floating-point tensor"):
+    with pytest.raises(TypeError, match="^FocusAttention: 'x' must be a floating-point tensor"):
         m(xi)
-    with pytest.raises(TypeError, match="'x' must be a floating-point tensor"):
+    with pytest.raises(TypeError, match="^FocusAttention: 'x' must be a floating-point tensor"):
         m(xi.view(2, 3, 8))
     q = torch.randn(6, 2, 4)
     g = torch.zeros(6, 1, dtype=torch.long)
     for fn in (focus_dense_attention, focus_blocks_attention, focus_blocks_reference):
-        with pytest.raises(TypeError, match="'k' must be a floating-point tensor"):
+        with pytest.raises(TypeError, match=rf"^{fn.__name__}: 'k' must be a floating-point "
+                           r"\[N, H, D\] tensor, got a torch.int64 tensor"):
             fn(q, q.long(), q, g, 1)
-    with pytest.raises(TypeError, match="'q' must be a floating-point tensor"):
+    with pytest.raises(TypeError, match=r"^FocusEdgeAttention: 'q' must be a floating-point "
+                       r"\[N, H, D\] tensor"):
         FocusEdgeAttention()(q.long(), q, q, focus_edge_index(g, 1))
 
 
@@ -259,15 +269,17 @@ def test_edge_index_must_be_integer_and_in_range():
     q = torch.randn(5, 2, 4)
     ei = focus_edge_index(torch.zeros(5, 1, dtype=torch.long), 1)
     layer = FocusEdgeAttention()
-    with pytest.raises(TypeError, match="'edge_index' must be an integer"):
+    with pytest.raises(TypeError, match="^FocusEdgeAttention: 'edge_index' must be an integer"):
         layer(q, q, q, ei.float())
-    with pytest.raises(TypeError, match="'edge_index' must be an integer"):
+    with pytest.raises(TypeError, match="^FocusEdgeAttention: 'edge_index' must be an integer"):
         layer(q, q, q, ei.bool())
-    with pytest.raises(ValueError, match=r"'edge_index' must have shape \[2, E\]"):
+    with pytest.raises(ValueError, match=r"^FocusEdgeAttention: 'edge_index' must be of shape "
+                       r"\[2, E\]"):
         layer(q, q, q, ei[:1])
     bad = ei.clone()
     bad[0, -1] = 5
-    with pytest.raises(ValueError, match=r"'edge_index' must hold node ids in \[0, 5\)"):
+    with pytest.raises(ValueError, match=r"^FocusEdgeAttention: 'edge_index' must be node ids in "
+                       r"\[0, 5\)"):
         layer(q, q, q, bad)
 
 
@@ -275,10 +287,10 @@ def test_negative_window_is_refused():
     q = torch.randn(6, 2, 4)
     g = torch.zeros(6, 1, dtype=torch.long)
     for fn in (focus_dense_attention, focus_blocks_attention, focus_blocks_reference):
-        for w in (-1, 1.5, None):
-            with pytest.raises(ValueError, match="'window' must be an int >= 0"):
+        for w, err in ((-1, ValueError), (1.5, TypeError), (None, TypeError)):
+            with pytest.raises(err, match=f"^{fn.__name__}: 'window' must be an int >= 0"):
                 fn(q, q, q, g, w)
-    with pytest.raises(ValueError, match="'window' must be an int >= 0"):
+    with pytest.raises(ValueError, match="^focus_soft_attention: 'window' must be an int >= 0"):
         focus_soft_attention(q, q, q, torch.full((6, K), 1 / K), -1)
 
 
@@ -289,15 +301,17 @@ def test_group_ids_outside_the_range_are_refused(fn):
     q = torch.randn(6, 2, 4)
     batch = torch.tensor([0, 0, 0, 1, 1, 1])
     g = torch.tensor([[0], [3], [1], [0], [1], [2]])
-    with pytest.raises(ValueError, match=r"'groups' must hold ids in \[0, num_groups=3\)"):
+    name = fn.__name__
+    with pytest.raises(ValueError, match=rf"^{name}: 'groups' must be group ids in "
+                       r"\[0, num_groups=3\), got id 3$"):
         fn(q, q, q, g, 0, batch, True, 3)
-    with pytest.raises(ValueError, match="'groups' must be non-negative"):
+    with pytest.raises(ValueError, match=f"^{name}: 'groups' must be non-negative"):
         fn(q, q, q, -g, 0, batch, True, 3)
-    with pytest.raises(TypeError, match="'groups' must be a long tensor"):
+    with pytest.raises(TypeError, match=f"^{name}: 'groups' must be a long tensor"):
         fn(q, q, q, g.float(), 0, batch, True, 4)
-    with pytest.raises(ValueError, match="'groups' must have 6 rows"):
+    with pytest.raises(ValueError, match=rf"^{name}: 'groups' must be of 6 rows"):
         fn(q, q, q, g[:5], 0, batch, True, 4)
-    with pytest.raises(ValueError, match="'num_groups' must be an int >= 1"):
+    with pytest.raises(ValueError, match=f"^{name}: 'num_groups' must be an int >= 1"):
         fn(q, q, q, g, 0, batch, True, 0)
     # the same ids are fine with num_groups=4, and equal the dense oracle
     ref = focus_dense_attention(q, q, q, g, 0, batch, True, 4)
@@ -319,9 +333,11 @@ def test_non_finite_or_non_numeric_scalars_are_refused(name):
     else:
         q = torch.randn(6, 2, 4)
         soft = torch.full((6, K), 1 / K)
-        with pytest.raises(ValueError, match=f"'{name}' must be finite"):
+        with pytest.raises(ValueError, match=f"^focus_soft_attention: '{name}' must be a "
+                           "finite number, got nan"):
             focus_soft_attention(q, q, q, soft, 1, **{name: float("nan")})
-        with pytest.raises(TypeError, match=f"'{name}' must be a real number"):
+        with pytest.raises(TypeError, match=f"^focus_soft_attention: '{name}' must be a real "
+                           "number"):
             focus_soft_attention(q, q, q, soft, 1, **{name: "1"})
     # a 0-d tensor or an int is a number
     m = FocusAttention(8, 2, num_groups=K, **{name: torch.tensor(0.25)})
@@ -375,7 +391,7 @@ def test_other_dtype_than_parameters_is_a_type_error():
     m = FocusAttention(16, 2, num_groups=K, top_k=1, window=2)
     x = torch.randn(2, 10, 16, dtype=torch.float64)
     for xx in (x, x.view(20, 16)):
-        with pytest.raises(TypeError, match=r"FocusAttention: 'x' must have the dtype of the "
+        with pytest.raises(TypeError, match=r"FocusAttention: 'x' must be of the dtype of the "
                                             r"layer's parameters \(torch.float32\), got "
                                             r"torch.float64.*layer.to\(torch.float64\)"):
             m(xx)

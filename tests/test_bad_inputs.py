@@ -1,0 +1,431 @@
+"""The bad-input audit of issue 28 §8, as data: every case calls one public entry point with
+one representative bad input (a wrong type, a wrong value, a wrong shape, a non-finite
+value) and states the exception class and the function and argument the message must name.
+
+The rule (``quest_geometric._utils.checks``): ``"<function>: '<argument>' must be ..., got
+..."``, :class:`TypeError` for a wrong type (including a :obj:`bool` where an ``int`` is
+expected and a non-tensor where a tensor is expected), :class:`ValueError` for a wrong value.
+Add a row when adding a public entry point or an argument check.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, NamedTuple
+
+import pytest
+import torch
+
+from quest_geometric import analysis, datasets, geometry, models, transforms
+from quest_geometric import quaternion as Q
+from quest_geometric.nn import QSVConv, QuaternionLinear
+from quest_geometric import training
+from quest_geometric.nn import focus as F
+from quest_geometric.nn.focus.decode import focus_decode_attention
+from quest_geometric.training.routers import block_order
+
+NAN = float("nan")
+INF = float("inf")
+
+
+def _q(n: int = 6) -> torch.Tensor:
+    return torch.randn(n, 2, 4)
+
+
+def _g(n: int = 6) -> torch.Tensor:
+    return torch.zeros(n, 1, dtype=torch.long)
+
+
+def _soft(n: int = 6, k: int = 3) -> torch.Tensor:
+    return torch.full((n, k), 1.0 / k)
+
+
+def _img(c: int = 1, h: int = 8, w: int = 8) -> torch.Tensor:
+    return torch.rand(c, h, w)
+
+
+class Case(NamedTuple):
+    id: str
+    call: Callable[[], Any]
+    exc: type
+    where: str
+    arg: str
+
+
+CASES = [
+    # ---- nn: QSVConv, QuaternionLinear
+    Case("QSVConv-out_channels-float", lambda: QSVConv(16, 16.0), TypeError, "QSVConv",
+         "out_channels"),
+    Case("QSVConv-in_channels-float", lambda: QSVConv(16.0, 16), TypeError, "QSVConv",
+         "in_channels"),
+    Case("QSVConv-in_channels-zero", lambda: QSVConv(0, 16), ValueError, "QSVConv",
+         "in_channels"),
+    Case("QSVConv-out_channels-multiple", lambda: QSVConv(12, 12, heads=2), ValueError,
+         "QSVConv", "out_channels"),
+    Case("QSVConv-heads-bool", lambda: QSVConv(16, 16, heads=True), TypeError, "QSVConv", "heads"),
+    Case("QSVConv-heads-zero", lambda: QSVConv(16, 16, heads=0), ValueError, "QSVConv", "heads"),
+    Case("QSVConv-quaternion-value", lambda: QSVConv(16, 16, quaternion="edge"), ValueError,
+         "QSVConv", "quaternion"),
+    Case("QSVConv-quaternion-type", lambda: QSVConv(16, 16, quaternion=1), TypeError, "QSVConv",
+         "quaternion"),
+    Case("QSVConv-temperature-nan", lambda: QSVConv(16, 16, temperature=NAN), ValueError,
+         "QSVConv", "temperature"),
+    Case("QSVConv-dropout-range", lambda: QSVConv(16, 16, dropout=2.0), ValueError, "QSVConv",
+         "dropout"),
+    Case("QSVConv-transport-type", lambda: QSVConv(16, 16, transport="yes"), TypeError, "QSVConv",
+         "transport"),
+    Case("QSVConv.forward-x-list",
+         lambda: QSVConv(16, 16)("x", torch.zeros(2, 0, dtype=torch.long)),
+         TypeError, "QSVConv", "x"),
+    Case("QSVConv.forward-x-int", lambda: QSVConv(16, 16)(torch.zeros(3, 16, dtype=torch.long),
+                                                      torch.zeros(2, 0, dtype=torch.long)),
+         TypeError, "QSVConv", "x"),
+    Case("QSVConv.forward-x-shape", lambda: QSVConv(16, 16)(torch.randn(3, 8),
+                                                        torch.zeros(2, 0, dtype=torch.long)),
+         ValueError, "QSVConv", "x"),
+    Case("QSVConv.forward-x-inf", lambda: QSVConv(16, 16)(torch.full((3, 16), INF),
+                                                      torch.zeros(2, 0, dtype=torch.long)),
+         ValueError, "QSVConv", "x"),
+    Case("QSVConv.forward-edge_index-float", lambda: QSVConv(16, 16)(torch.randn(3, 16),
+                                                                 torch.zeros(2, 1)),
+         TypeError, "QSVConv", "edge_index"),
+    Case("QSVConv.forward-edge_index-range", lambda: QSVConv(16, 16)(
+        torch.randn(3, 16), torch.tensor([[0], [3]])), ValueError, "QSVConv", "edge_index"),
+    Case("QSVConv.forward-return_attention_weights", lambda: QSVConv(16, 16)(
+        torch.randn(3, 16), torch.tensor([[0], [1]]), return_attention_weights=1),
+        TypeError, "QSVConv", "return_attention_weights"),
+    Case("QuaternionLinear-in_channels-bool", lambda: QuaternionLinear(True, 4), TypeError,
+         "QuaternionLinear", "in_channels"),
+    Case("QuaternionLinear-in_channels-multiple", lambda: QuaternionLinear(6, 4), ValueError,
+         "QuaternionLinear", "in_channels"),
+    Case("QuaternionLinear.forward-x-dtype", lambda: QuaternionLinear(4, 4)(
+        torch.randn(2, 4, dtype=torch.float64)), TypeError, "QuaternionLinear", "x"),
+    # ---- quaternion
+    Case("multiply-p-ndarray", lambda: Q.multiply(torch.zeros(4).numpy(), torch.zeros(4)),
+         TypeError, "multiply", "p"),
+    Case("normalize-q-shape", lambda: Q.normalize(torch.zeros(5, 3)), ValueError, "normalize",
+         "q"),
+    Case("rotate-v-shape", lambda: Q.rotate(torch.tensor([1.0, 0, 0, 0]), torch.zeros(4)),
+         ValueError, "rotate", "v"),
+    Case("random_unit-shape-negative", lambda: Q.random_unit(-1), ValueError, "random_unit",
+         "shape"),
+    Case("random_unit-dtype-int", lambda: Q.random_unit(3, dtype=torch.int64), TypeError,
+         "random_unit", "dtype"),
+    # ---- analysis metrics
+    Case("participation_ratio-z-list", lambda: analysis.participation_ratio([[1.0]]), TypeError,
+         "participation_ratio", "z"),
+    Case("participation_ratio-z-nan", lambda: analysis.participation_ratio(
+        torch.full((3, 2), NAN)), ValueError, "participation_ratio", "z"),
+    Case("effective_rank-m-dims", lambda: analysis.effective_rank(torch.ones(3)), ValueError,
+         "effective_rank", "m"),
+    Case("attention_entropy-attn-complex", lambda: analysis.attention_entropy(
+        torch.ones(2, 2, dtype=torch.complex64)), TypeError, "attention_entropy", "attn"),
+    # ---- nn.focus: layers, routers, back-ends
+    Case("FocusAttention-embed_dim-float", lambda: F.FocusAttention(8.0, 2), TypeError,
+         "FocusAttention", "embed_dim"),
+    Case("FocusAttention-num_groups-zero", lambda: F.FocusAttention(8, 2, num_groups=0),
+         ValueError, "FocusAttention", "num_groups"),
+    Case("FocusAttention-window-negative", lambda: F.FocusAttention(8, 2, window=-1),
+         ValueError, "FocusAttention", "window"),
+    Case("FocusAttention-backend-value", lambda: F.FocusAttention(8, 2, backend="flash"),
+         ValueError, "FocusAttention", "backend"),
+    Case("FocusAttention-backend-type", lambda: F.FocusAttention(8, 2, backend=3), TypeError,
+         "FocusAttention", "backend"),
+    Case("FocusAttention-gate_scale-nan", lambda: F.FocusAttention(8, 2, gate_scale=NAN),
+         ValueError, "FocusAttention", "gate_scale"),
+    Case("FocusAttention-gate_bias-str", lambda: F.FocusAttention(8, 2, gate_bias="1"),
+         TypeError, "FocusAttention", "gate_bias"),
+    Case("FocusAttention.forward-x-int", lambda: F.FocusAttention(8, 2, num_groups=2)(
+        torch.zeros(4, 8, dtype=torch.long)), TypeError, "FocusAttention", "x"),
+    Case("FocusAttention.forward-x-shape", lambda: F.FocusAttention(8, 2, num_groups=2)(
+        torch.randn(8)), ValueError, "FocusAttention", "x"),
+    Case("FocusAttention.forward-batch-float", lambda: F.FocusAttention(8, 2, num_groups=2)(
+        torch.randn(4, 8), torch.zeros(4)), TypeError, "FocusAttention", "batch"),
+    Case("FocusAttention-num_heads-float", lambda: F.FocusAttention(8, 2.0), TypeError,
+         "FocusAttention", "num_heads"),
+    Case("FocusAttention-embed_dim-divisible", lambda: F.FocusAttention(9, 2), ValueError,
+         "FocusAttention", "embed_dim"),
+    Case("FocusAttention.forward-batch-3d", lambda: F.FocusAttention(8, 2, num_groups=2)(
+        torch.randn(1, 4, 8), torch.zeros(4, dtype=torch.long)), ValueError, "FocusAttention",
+        "batch"),
+    Case("FocusEdgeAttention.forward-edge_index-float", lambda: F.FocusEdgeAttention()(
+        _q(), _q(), _q(), torch.zeros(2, 1)), TypeError, "FocusEdgeAttention", "edge_index"),
+    Case("FocusEdgeAttention.forward-edge_index-range", lambda: F.FocusEdgeAttention()(
+        _q(), _q(), _q(), torch.tensor([[0], [6]])), ValueError, "FocusEdgeAttention",
+        "edge_index"),
+    Case("group_balance-groups-float", lambda: F.group_balance(_g().float(), 2), TypeError,
+         "group_balance", "groups"),
+    Case("straight_through_membership-groups-float", lambda: F.straight_through_membership(
+        _soft(), _g().float()), TypeError, "straight_through_membership", "groups"),
+    Case("focus_soft_attention-gate-value", lambda: F.focus_soft_attention(
+        _q(), _q(), _q(), _soft(), 1, gate="sigmoid"), ValueError, "focus_soft_attention",
+        "gate"),
+    Case("FocusRouter-in_channels-bool", lambda: F.FocusRouter(True), TypeError, "FocusRouter",
+         "in_channels"),
+    Case("FocusRouter-tau-zero", lambda: F.FocusRouter(8, tau=0.0), ValueError, "FocusRouter",
+         "tau"),
+    Case("FocusRouter-sinkhorn_iters-negative", lambda: F.FocusRouter(8, sinkhorn_iters=-1),
+         ValueError, "FocusRouter", "sinkhorn_iters"),
+    Case("FocusRouter.forward-h-list", lambda: F.FocusRouter(8, num_groups=2)([[0.0] * 8]),
+         TypeError, "FocusRouter", "h"),
+    Case("RandomGroupsRouter-seed-negative", lambda: F.RandomGroupsRouter(2, seed=-1),
+         ValueError, "RandomGroupsRouter", "seed"),
+    Case("RandomGroupsRouter.forward-h-int", lambda: F.RandomGroupsRouter(2)(
+        torch.zeros(3, 4, dtype=torch.long)), TypeError, "RandomGroupsRouter", "h"),
+    Case("topk_groups-top_k-bool", lambda: F.topk_groups(torch.randn(4, 3), True), TypeError,
+         "topk_groups", "top_k"),
+    Case("topk_groups-top_k-large", lambda: F.topk_groups(torch.randn(4, 3), 4), ValueError,
+         "topk_groups", "top_k"),
+    Case("focus_dense_attention-q-list", lambda: F.focus_dense_attention(
+        [[0.0]], _q(), _q(), _g(), 1), TypeError, "focus_dense_attention", "q"),
+    Case("focus_dense_attention-k-shape", lambda: F.focus_dense_attention(
+        _q(), _q(5), _q(), _g(), 1), ValueError, "focus_dense_attention", "k"),
+    Case("focus_dense_attention-v-dtype", lambda: F.focus_dense_attention(
+        _q(), _q(), _q().double(), _g(), 1), TypeError, "focus_dense_attention", "v"),
+    Case("focus_dense_attention-groups-float", lambda: F.focus_dense_attention(
+        _q(), _q(), _q(), _g().float(), 1), TypeError, "focus_dense_attention", "groups"),
+    Case("focus_dense_attention-window-float", lambda: F.focus_dense_attention(
+        _q(), _q(), _q(), _g(), 1.0), TypeError, "focus_dense_attention", "window"),
+    Case("focus_blocks_attention-groups-rows", lambda: F.focus_blocks_attention(
+        _q(), _q(), _q(), _g(5), 1), ValueError, "focus_blocks_attention", "groups"),
+    Case("focus_blocks_attention-batch-unsorted", lambda: F.focus_blocks_attention(
+        _q(), _q(), _q(), _g(), 1, torch.tensor([1, 1, 1, 0, 0, 0])), ValueError,
+        "focus_blocks_attention", "batch"),
+    Case("focus_blocks_reference-num_groups-zero", lambda: F.focus_blocks_reference(
+        _q(), _q(), _q(), _g(), 1, None, True, 0), ValueError, "focus_blocks_reference",
+        "num_groups"),
+    Case("focus_soft_attention-soft-int", lambda: F.focus_soft_attention(
+        _q(), _q(), _q(), _soft().long(), 1), TypeError, "focus_soft_attention", "soft"),
+    Case("focus_soft_attention-soft-shape", lambda: F.focus_soft_attention(
+        _q(), _q(), _q(), _soft(5), 1), ValueError, "focus_soft_attention", "soft"),
+    Case("focus_soft_attention-gate_scale-inf", lambda: F.focus_soft_attention(
+        _q(), _q(), _q(), _soft(), 1, gate_scale=INF), ValueError, "focus_soft_attention",
+        "gate_scale"),
+    Case("focus_soft_attention-soft-nan", lambda: F.focus_soft_attention(
+        _q(), _q(), _q(), torch.full((6, 3), NAN), 1), ValueError, "focus_soft_attention",
+        "soft"),
+    Case("focus_edge_index-window-bool", lambda: F.focus_edge_index(_g(), True), TypeError,
+         "focus_edge_index", "window"),
+    Case("focus_edge_index-groups-negative", lambda: F.focus_edge_index(-_g() - 1, 1),
+         ValueError, "focus_edge_index", "groups"),
+    Case("FocusEdgeAttention.forward-q-int", lambda: F.FocusEdgeAttention()(
+        _q().long(), _q(), _q(), torch.zeros(2, 0, dtype=torch.long)), TypeError,
+        "FocusEdgeAttention", "q"),
+    Case("straight_through_pair_share-window-negative", lambda: F.straight_through_pair_share(
+        _soft(), _g(), -1), ValueError, "straight_through_pair_share", "window"),
+    Case("additive_gate_share-soft-list", lambda: F.additive_gate_share([[1.0]], 1), TypeError,
+         "additive_gate_share", "soft"),
+    Case("additive_gate_share-gate_bias-nan", lambda: F.additive_gate_share(
+        _soft(), 1, gate_bias=NAN), ValueError, "additive_gate_share", "gate_bias"),
+    Case("focus_block_mask-block_size-float", lambda: F.focus_block_mask(
+        _g(32), 2, block_size=16.0), TypeError, "focus_block_mask", "block_size"),
+    Case("focus_block_mask-block_size-multiple", lambda: F.focus_block_mask(
+        _g(32), 2, block_size=24), ValueError, "focus_block_mask", "block_size"),
+    Case("group_balance-batch-float", lambda: F.group_balance(
+        _g(), 2, torch.zeros(6)), TypeError, "group_balance", "batch"),
+    # ---- transforms
+    Case("ImageToSphere-sizes-int", lambda: transforms.ImageToSphere(5), TypeError,
+         "ImageToSphere", "sizes"),
+    Case("ImageToSphere-sizes-empty", lambda: transforms.ImageToSphere(()), ValueError,
+         "ImageToSphere", "sizes"),
+    Case("ImageToSphere-radii-order", lambda: transforms.ImageToSphere(
+        (8, 16), k=4, radii=(2.0, 1.0)), ValueError, "ImageToSphere", "radii"),
+    Case("ImageToSphere-data-list", lambda: transforms.ImageToSphere((8, 16), k=4)([[1.0]]),
+         TypeError, "ImageToSphere", "data"),
+    Case("ImageToSphere-image-channels-last", lambda: transforms.ImageToSphere(
+        (8, 16), k=4)(torch.rand(8, 8, 3)), ValueError, "ImageToSphere", "image"),
+    Case("ImageToSphere-image-nan", lambda: transforms.ImageToSphere((8, 16), k=4)(
+        torch.full((1, 8, 8), NAN)), ValueError, "ImageToSphere", "image"),
+    Case("ImageToSphere.batch_call-images-list", lambda: transforms.ImageToSphere(
+        (8, 16), k=4).batch_call([_img()]), TypeError, "ImageToSphere.batch_call", "images"),
+    Case("ImageToSphere.batch_call-images-shape", lambda: transforms.ImageToSphere(
+        (8, 16), k=4).batch_call(_img()), ValueError, "ImageToSphere.batch_call", "images"),
+    Case("ImageToLattice-k-bool", lambda: transforms.ImageToLattice(k=True), TypeError,
+         "ImageToLattice", "k"),
+    Case("ImageToLattice-image-int", lambda: transforms.ImageToLattice(k=4)(
+        torch.zeros(1, 4, 4, dtype=torch.long)), TypeError, "ImageToLattice", "image"),
+    Case("RandomCropPad-padding-negative", lambda: transforms.RandomCropPad(8, padding=-1),
+         ValueError, "RandomCropPad", "padding"),
+    Case("RandomCropPad-padding-float", lambda: transforms.RandomCropPad(8, padding=1.0),
+         TypeError, "RandomCropPad", "padding"),
+    # ---- geometry
+    Case("fibonacci_sphere-n-float", lambda: geometry.fibonacci_sphere(10.0), TypeError,
+         "fibonacci_sphere", "n"),
+    Case("fibonacci_sphere-n-zero", lambda: geometry.fibonacci_sphere(0), ValueError,
+         "fibonacci_sphere", "n"),
+    Case("concentric_spheres-sizes-str", lambda: geometry.concentric_spheres("8"), TypeError,
+         "concentric_spheres", "sizes"),
+    Case("concentric_spheres-radii-inf", lambda: geometry.concentric_spheres(
+        (4, 8), (1.0, INF)), ValueError, "concentric_spheres", "radii"),
+    Case("sphere_graph-k-zero", lambda: geometry.sphere_graph((8, 16), k=0), ValueError,
+         "sphere_graph", "k"),
+    Case("sphere_graph-k_cross-bool", lambda: geometry.sphere_graph((8, 16), k=4,
+                                                                    k_cross=True),
+         TypeError, "sphere_graph", "k_cross"),
+    Case("lattice_graph-height-zero", lambda: geometry.lattice_graph(0, 4, 4), ValueError,
+         "lattice_graph", "height"),
+    Case("knn_graph-pos-list", lambda: geometry.knn_graph([[0.0, 1.0]], 1), TypeError,
+         "knn_graph", "pos"),
+    Case("knn_graph-pos-nan", lambda: geometry.knn_graph(torch.full((4, 3), NAN), 1),
+         ValueError, "knn_graph", "pos"),
+    Case("knn_graph-pos-shape", lambda: geometry.knn_graph(torch.rand(4), 1), ValueError,
+         "knn_graph", "pos"),
+    Case("knn_graph-k-bool", lambda: geometry.knn_graph(torch.rand(4, 3), True), TypeError,
+         "knn_graph", "k"),
+    Case("knn_graph-k-too-large", lambda: geometry.knn_graph(torch.rand(4, 3), 4), ValueError,
+         "knn_graph", "k"),
+    Case("knn_graph-backend", lambda: geometry.knn_graph(torch.rand(4, 3), 1, backend="faiss"),
+         ValueError, "knn_graph", "backend"),
+    Case("knn_graph-batch-float", lambda: geometry.knn_graph(torch.rand(4, 3), 1,
+                                                             torch.zeros(4)),
+         TypeError, "knn_graph", "batch"),
+    Case("knn_bipartite-y-dims", lambda: geometry.knn_bipartite(torch.rand(4, 3),
+                                                                torch.rand(2, 2), 1),
+         ValueError, "knn_bipartite", "y"),
+    Case("knn_bipartite-x-int", lambda: geometry.knn_bipartite(torch.zeros(4, 3,
+                                                                           dtype=torch.long),
+                                                               torch.rand(2, 3), 1),
+         TypeError, "knn_bipartite", "x"),
+    # ---- datasets
+    Case("window_set-n-zero", lambda: datasets.window_set([1, 2, 3], 0), ValueError,
+         "window_set", "n"),
+    Case("window_set-n-float", lambda: datasets.window_set([1, 2, 3], 2.0), TypeError,
+         "window_set", "n"),
+    Case("clean_blocks-n-large", lambda: datasets.clean_blocks([1, 2, 3], frozenset(), 2, n=3),
+         ValueError, "clean_blocks", "n"),
+    Case("pydoc_topic_split-val_every-bool", lambda: datasets.pydoc_topic_split(True),
+         TypeError, "pydoc_topic_split", "val_every"),
+    Case("pydoc_topic_splits-every-small", lambda: datasets.pydoc_topic_splits(2), ValueError,
+         "pydoc_topic_splits", "every"),
+    Case("passkey_trials-length-zero", lambda: datasets.passkey_trials(None, [1], 0),
+         ValueError, "passkey_trials", "length"),
+    Case("passkey_trials-seed-float", lambda: datasets.passkey_trials(None, [1], 8, seed=0.5),
+         TypeError, "passkey_trials", "seed"),
+    # ---- analysis
+    Case("sign_test-wins-float", lambda: analysis.sign_test(1.5, 2), TypeError, "sign_test",
+         "wins"),
+    Case("sign_test-losses-negative", lambda: analysis.sign_test(1, -2), ValueError,
+         "sign_test", "losses"),
+    Case("bootstrap_mean_interval-n_boot-zero", lambda: analysis.bootstrap_mean_interval(
+        [1.0], n_boot=0), ValueError, "bootstrap_mean_interval", "n_boot"),
+    Case("StreamingCovariance-dim-bool", lambda: analysis.StreamingCovariance(True), TypeError,
+         "StreamingCovariance", "dim"),
+    Case("StreamingCovariance-dim-zero", lambda: analysis.StreamingCovariance(0), ValueError,
+         "StreamingCovariance", "dim"),
+    Case("greedy_continuation-max_new_tokens-zero", lambda: analysis.greedy_continuation(
+        None, torch.zeros(1, 2, dtype=torch.long), 0), ValueError, "greedy_continuation",
+        "max_new_tokens"),
+    Case("KeySpectrumControl-decay-negative", lambda: analysis.KeySpectrumControl(
+        torch.nn.Linear(2, 2), decay=-1.0), ValueError, "KeySpectrumControl", "decay"),
+    Case("KeySpectrumControl-model-type", lambda: analysis.KeySpectrumControl("gpt"),
+         TypeError, "KeySpectrumControl", "model"),
+    Case("KeySpectrumControl-every-zero", lambda: analysis.KeySpectrumControl(
+        torch.nn.Linear(2, 2), every=0), ValueError, "KeySpectrumControl",
+        "every"),
+    # ---- Focus: attention sinks, window-only routing, pair shares, router training
+    Case("focus_dense_attention-num_sinks-negative", lambda: F.focus_dense_attention(
+        _q(), _q(), _q(), _g(), 2, num_sinks=-1), ValueError, "focus_dense_attention",
+        "num_sinks"),
+    Case("focus_blocks_attention-num_sinks-bool", lambda: F.focus_blocks_attention(
+        _q(), _q(), _q(), _g(), 2, num_sinks=True), TypeError, "focus_blocks_attention",
+        "num_sinks"),
+    Case("focus_edge_index-num_sinks-float", lambda: F.focus_edge_index(_g(), 2, num_sinks=1.0),
+         TypeError, "focus_edge_index", "num_sinks"),
+    Case("focus_soft_attention-num_sinks-negative", lambda: F.focus_soft_attention(
+        _q(), _q(), _q(), _soft(), 2, num_sinks=-2), ValueError, "focus_soft_attention",
+        "num_sinks"),
+    Case("focus_decode_attention-num_sinks-float", lambda: focus_decode_attention(
+        None, None, None, None, 2, 1.0, num_sinks=0.5), TypeError, "focus_decode_attention",
+        "num_sinks"),
+    Case("FocusAttention-num_sinks-negative", lambda: F.FocusAttention(8, 2, num_sinks=-1),
+         ValueError, "FocusAttention", "num_sinks"),
+    Case("straight_through_pair_share-num_sinks-bool", lambda: F.straight_through_pair_share(
+        _soft(), _g(), 2, num_sinks=False), TypeError, "straight_through_pair_share",
+        "num_sinks"),
+    Case("focus_pair_share-groups-float", lambda: F.focus_pair_share(
+        torch.zeros(6, 1), 2), TypeError, "focus_pair_share", "groups"),
+    Case("focus_pair_share-num_sinks-negative", lambda: F.focus_pair_share(
+        _g(), 2, num_sinks=-1), ValueError, "focus_pair_share", "num_sinks"),
+    Case("pattern_share-seq_len-bool", lambda: F.pattern_share(True, 2), TypeError,
+         "pattern_share", "seq_len"),
+    Case("pattern_share-window-negative", lambda: F.pattern_share(8, -1), ValueError,
+         "pattern_share", "window"),
+    Case("window_for_share-share-nan", lambda: F.window_for_share(8, NAN), ValueError,
+         "window_for_share", "share"),
+    Case("window_for_share-share-str", lambda: F.window_for_share(8, "0.5"), TypeError,
+         "window_for_share", "share"),
+    Case("WindowOnlyRouter-top_k-one", lambda: setattr(F.WindowOnlyRouter(), "top_k", 1),
+         ValueError, "WindowOnlyRouter", "top_k"),
+    Case("WindowOnlyRouter-top_k-float", lambda: setattr(F.WindowOnlyRouter(), "top_k", 0.0),
+         TypeError, "WindowOnlyRouter", "top_k"),
+    Case("WindowOnlyRouter-h-long", lambda: F.WindowOnlyRouter()(
+        torch.zeros(6, 4, dtype=torch.long)), TypeError, "WindowOnlyRouter", "h"),
+    Case("WindowOnlyRouter-batch-with-3d", lambda: F.WindowOnlyRouter()(
+        torch.zeros(2, 3, 4), batch=torch.zeros(6, dtype=torch.long)), ValueError,
+        "WindowOnlyRouter", "batch"),
+    Case("FarBiasRouter-num_heads-zero", lambda: F.FarBiasRouter(0), ValueError,
+         "FarBiasRouter", "num_heads"),
+    Case("FarBiasRouter-q-heads", lambda: F.FarBiasRouter(3).soft_attention(
+        _q(), _q(), _q(), 2), ValueError, "FarBiasRouter", "q"),
+    Case("focus_far_bias_attention-log_scale-list", lambda: F.focus_far_bias_attention(
+        _q(), _q(), _q(), [0.0, 0.0], torch.zeros(2), 2), TypeError,
+        "focus_far_bias_attention", "log_scale"),
+    Case("focus_far_bias_attention-far_bias-shape", lambda: F.focus_far_bias_attention(
+        _q(), _q(), _q(), torch.zeros(2), torch.zeros(3), 2), ValueError,
+        "focus_far_bias_attention", "far_bias"),
+    Case("focus_far_bias_attention-num_sinks-negative", lambda: F.focus_far_bias_attention(
+        _q(), _q(), _q(), torch.zeros(2), torch.zeros(2), 2, num_sinks=-1), ValueError,
+        "focus_far_bias_attention", "num_sinks"),
+    Case("train_routers-objective-value", lambda: training.train_routers(
+        None, None, 1, 1e-3, None, objective="kl"), ValueError, "train_routers", "objective"),
+    Case("train_routers-pair_budget-value", lambda: training.train_routers(
+        None, None, 1, 1e-3, None, pair_budget=(1.5, 1.0)), ValueError, "train_routers",
+        "pair_budget"),
+    Case("train_routers-pair_budget-type", lambda: training.train_routers(
+        None, None, 1, 1e-3, None, pair_budget=0.5), TypeError, "train_routers",
+        "pair_budget"),
+    Case("router_loss-objective-type", lambda: training.router_loss(
+        None, torch.zeros(1, 4, dtype=torch.long), 1), TypeError, "router_loss", "objective"),
+    Case("router_loss-input_ids-float", lambda: training.router_loss(
+        None, torch.zeros(1, 4)), TypeError, "router_loss", "input_ids"),
+    Case("router_loss-input_ids-1d", lambda: training.router_loss(
+        None, torch.zeros(4, dtype=torch.long)), ValueError, "router_loss", "input_ids"),
+    Case("router_trainer-objective-value", lambda: training.router_trainer(
+        None, None, objective="kl"), ValueError, "router_trainer", "objective"),
+    Case("freeze_all_but_routers-model-type", lambda: training.freeze_all_but_routers("gpt"),
+         TypeError, "freeze_all_but_routers", "model"),
+    Case("block_order-num_blocks-zero", lambda: block_order(0, 5), ValueError, "block_order",
+         "num_blocks"),
+    Case("block_order-steps-float", lambda: block_order(4, 5.0), TypeError, "block_order",
+         "steps"),
+    # ---- models
+    Case("ResNet20-num_classes-bool", lambda: models.ResNet20(num_classes=True), TypeError,
+         "ResNet20", "num_classes"),
+    Case("ResNet20-shortcut-value", lambda: models.ResNet20(shortcut="C"), ValueError,
+         "ResNet20", "shortcut"),
+    Case("GPTConfig-n_layer-zero", lambda: models.GPTConfig(n_layer=0), ValueError, "GPTConfig",
+         "n_layer"),
+    Case("GPTConfig-attention-value", lambda: models.GPTConfig(attention="linear"), ValueError,
+         "GPTConfig", "attention"),
+    Case("QSVNet-heads-float", lambda: models.QSVNet(3, 5, channels=16, heads=2.0), TypeError,
+         "QSVNet", "heads"),
+    Case("QSVNet-stem-value", lambda: models.QSVNet(3, 5, channels=16, heads=2, stem="mlp"),
+         ValueError, "QSVNet", "stem"),
+]
+
+
+def test_case_ids_are_unique():
+    ids = [c.id for c in CASES]
+    assert len(ids) == len(set(ids))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_input_is_refused_with_a_named_argument(case):
+    with pytest.raises(Exception) as info:
+        case.call()
+    # the exact class, not a subclass or a neighbour: TypeError for a wrong type, ValueError
+    # for a wrong value
+    assert type(info.value) is case.exc, f"{type(info.value).__name__}: {info.value}"
+    msg = str(info.value)
+    assert msg.startswith(f"{case.where}: ") or re.match(
+        rf"^{re.escape(case.where)}(\(.*?\))?: ", msg), msg
+    assert f"'{case.arg}'" in msg and " must be " in msg, msg

@@ -116,11 +116,11 @@ def time_prefill_decode(model: Any, prompt: torch.Tensor, new_tokens: int
     t0 = time.perf_counter()
     out = model(prompt, use_cache=True, logits_to_keep=1)
     t1 = time.perf_counter()
-    cache, nxt = out.past_key_values, out.logits[:, -1:].argmax(-1)
+    cache, nxt = out.cache, out.logits[:, -1:].argmax(-1)
     t2 = time.perf_counter()
     for _ in range(new_tokens):
         out = model(nxt, cache=cache, use_cache=True)
-        cache, nxt = out.past_key_values, out.logits[:, -1:].argmax(-1)
+        cache, nxt = out.cache, out.logits[:, -1:].argmax(-1)
     t3 = time.perf_counter()
     return {"prefill_s": t1 - t0, "decode_s": t3 - t2}
 

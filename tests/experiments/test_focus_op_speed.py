@@ -130,3 +130,24 @@ def test_quick_run_end_to_end(tmp_path, monkeypatch, load1):
     else:
         assert not meta["under_load"] and "measured under load" not in md
         assert all(r["verdict"] in ("meets 1.3x", "below 1.3x") for r in rows[1:3])
+
+
+def test_decoding_steps_extend_the_prefill_cache():
+    from quest_geometric.experiments.focus_operating_point import compose_config
+    from quest_geometric.testing.hf import build_hf, tokens
+
+    model = compose_config(build_hf("llama", seed=0), {"kind": "random", "K": 4, "top_k": 1,
+                                                       "window": 2}).eval()
+    calls = []
+
+    def record(_module, args, kwargs):
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        cache = kwargs.get("cache")
+        calls.append((ids.shape[1], None if cache is None else cache.get_seq_length(),
+                      kwargs.get("logits_to_keep")))
+
+    model.register_forward_pre_hook(record, with_kwargs=True)
+    out = focus_op_speed.time_prefill_decode(model, tokens(1, 20, seed=1), 4)
+    assert set(out) == {"prefill_s", "decode_s"} and min(out.values()) > 0
+    # one prefill of the prompt (last logits only), then one token per step on its cache
+    assert calls == [(20, None, 1), (1, 20, None), (1, 21, None), (1, 22, None), (1, 23, None)]

@@ -38,16 +38,16 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
 from quest_geometric._utils.checks import check_int
 
 __all__ = ["CONFIGS", "OOD_BLOCKS_PER_SOURCE", "NUM_SINKS", "extrapolated_share",
-           "load_splits", "resolve_config", "compose_config", "train_config",
-           "eval_indices", "evaluate_config", "write_table", "attention_mac_share",
-           "prefill_speedup_bound", "SMOLLM2_DIMS", "main"]
+           "load_splits", "resolve_config", "compose_config", "apply_config", "build_model",
+           "train_config", "eval_indices", "evaluate_config", "write_table",
+           "attention_mac_share", "prefill_speedup_bound", "SMOLLM2_DIMS", "main"]
 
 #: The configurations: pattern, kind (``'trained'`` / ``'random'`` / ``'full'``), objective.
 CONFIGS: Dict[str, Dict[str, Any]] = {
@@ -232,21 +232,41 @@ def _split_columns(base: Dict[str, Any], row: Dict[str, Any]) -> Dict[str, Any]:
             "blocks": len(row["block_loss"])}
 
 
-def resolve_config(name: str, results: Path = RESULTS) -> Dict[str, Any]:
+def resolve_config(name: str, results: Path = RESULTS, length: Optional[int] = None
+                   ) -> Dict[str, Any]:
     """The configuration of a row name: ``NAME`` (an entry of :data:`CONFIGS`), ``NAME@topK``
     (another ``top_k``) or ``sinks@NAME`` (window plus sinks at the share that row ``NAME``,
-    already evaluated in ``results``, keeps on the evaluation blocks)."""
+    already evaluated in ``results``, keeps).
+
+    ``sinks@NAME`` matches the share at the evaluation length (``TRAIN['block']`` tokens)
+    by default. With ``length`` :math:`L`, it matches the share row ``NAME`` keeps at
+    :math:`L` tokens instead: the share measured on the evaluation blocks, extrapolated to
+    :math:`L` with row ``NAME``'s own window (:func:`extrapolated_share`), and the window
+    :func:`~quest_geometric.nn.focus.window_for_share` ``(L, share_L, NUM_SINKS)``. A window
+    matched at 1,024 tokens keeps a smaller share of longer sequences than the Focus row
+    does (its far pairs grow with :math:`L`, the band does not), so a long-context test
+    (passkey, speed at 8K) must match at its own length."""
+    if length is not None and (isinstance(length, bool) or not isinstance(length, int)
+                               or length < 2):
+        raise ValueError(f"resolve_config: 'length' must be an int >= 2 or None, got {length!r}")
     if name.startswith("sinks@"):
-        ref = Path(results) / f"{name[len('sinks@'):]}.json"
+        ref_name = name[len("sinks@"):]
+        ref = Path(results) / f"{ref_name}.json"
         if not ref.is_file():
-            raise FileNotFoundError(f"resolve_config: evaluate {name[6:]!r} before {name!r} "
+            raise FileNotFoundError(f"resolve_config: evaluate {ref_name!r} before {name!r} "
                                     f"(its measured share sets the window); no {ref}")
         from quest_geometric.nn.focus import window_for_share
 
-        share = json.loads(ref.read_text())["pairs_kept_eval"]
-        window = window_for_share(TRAIN["block"], share, num_sinks=NUM_SINKS)
-        return {"kind": "sinks", "window": window, "num_sinks": NUM_SINKS, "match": name[6:],
-                "K": 1, "top_k": 0}
+        row = json.loads(ref.read_text())
+        share = row["pairs_kept_eval"]
+        at = TRAIN["block"]
+        if length is not None and length != TRAIN["block"]:
+            ref_window = (row.get("config") or resolve_config(ref_name, results))["window"]
+            share = extrapolated_share(share, TRAIN["block"], ref_window, length)
+            at = length
+        window = window_for_share(at, share, num_sinks=NUM_SINKS)
+        return {"kind": "sinks", "window": window, "num_sinks": NUM_SINKS, "match": ref_name,
+                "K": 1, "top_k": 0, "matched_length": at, "matched_share": share}
     base, _, k = name.partition("@top")
     if base not in CONFIGS:
         raise ValueError(f"resolve_config: 'name' must be one of {sorted(CONFIGS)} (with an "
@@ -267,17 +287,50 @@ def eval_indices(data: Dict[str, Any]) -> Dict[str, List[int]]:
             "test": list(range(min(EVAL_BLOCKS["test"], len(data["test"])))), "ood": ood}
 
 
+def apply_config(model: Any, name: str, results: Path = RESULTS,
+                 length: Optional[int] = None) -> Dict[str, Any]:
+    """Turn the plain model ``model`` into row ``name`` in place (:func:`resolve_config`;
+    ``length`` as there): nothing for ``'full'``, the routers saved in
+    ``results/routers_NAME`` for a trained row (at the row's ``top_k``), else
+    :func:`compose_config`. Returns the resolved configuration."""
+    from quest_geometric.nn.focus import load_routers, set_focus_options
+
+    cfg = resolve_config(name, results, length)
+    if cfg["kind"] == "trained":
+        load_routers(model, cfg.get("routers") or str(
+            Path(results) / f"routers_{name.partition('@')[0]}"))
+        set_focus_options(model, top_k=cfg["top_k"])
+    elif cfg["kind"] != "full":
+        compose_config(model, cfg)
+    return cfg
+
+
+def build_model(name: str, results: Path = RESULTS, length: Optional[int] = None
+                ) -> Tuple[Any, Any]:
+    """SmolLM2-135M as row ``name``, in evaluation mode: ``(model, tokenizer)``.
+
+    ``'full'`` is the plain model; a trained row loads its routers from
+    ``results/routers_NAME``; ``random`` and ``sinks@NAME`` rows are composed by
+    :func:`compose_config` (``sinks@NAME`` matched at ``length`` tokens when given, see
+    :func:`resolve_config`). Every experiment that runs a row (evaluation, passkey, speed)
+    builds it here, so a row name means the same model everywhere."""
+    from quest_geometric.models.smollm2 import load_smollm2
+
+    resolve_config(name, results, length)  # a bad name fails before the model is loaded
+    model, tok = load_smollm2()
+    apply_config(model, name, results, length)
+    return model.eval(), tok
+
+
 def evaluate_config(name: str, progress: bool = True) -> Dict[str, Any]:
     """Evaluate row ``name`` on the validation, test and out-of-domain blocks against full
     attention (whose per-block losses are computed once and kept in ``full.json``), and write
     ``benchmarks/results/focus_operating_point/<name>.json``."""
     from quest_geometric.experiments.focus_pretrained.config import MODEL_NOTE, load_average
-    from quest_geometric.models.smollm2 import load_smollm2
-    from quest_geometric.nn.focus import load_routers, set_focus_options
 
-    cfg = resolve_config(name)
+    resolve_config(name)
     torch.manual_seed(0)
-    model, tok = load_smollm2()
+    model, tok = build_model("full")
     data = load_splits(tok, TRAIN["block"])
     RESULTS.mkdir(parents=True, exist_ok=True)
     full_file = RESULTS / "full.json"
@@ -292,14 +345,9 @@ def evaluate_config(name: str, progress: bool = True) -> Dict[str, Any]:
                         "ood_sources": {k: v["blocks"] for k, v in
                                         data["ood_record"]["sources"].items()}}
         full_file.write_text(json.dumps(full))
-    if cfg["kind"] == "full":
+    if name == "full":
         return full
-    if cfg["kind"] == "trained":
-        load_routers(model, cfg.get("routers") or str(RESULTS / f"routers_"
-                                                             f"{name.partition('@')[0]}"))
-        set_focus_options(model, top_k=cfg["top_k"])
-    else:
-        compose_config(model, cfg)
+    cfg = apply_config(model, name)
     model.eval()
     row: Dict[str, Any] = {"name": name, "config": cfg}
     idx = eval_indices(data)

@@ -1,10 +1,20 @@
-r"""Passkey retrieval of SmolLM2-135M at 2K, 4K and 8K tokens (issue 31, section 4).
+r"""Passkey retrieval of SmolLM2-135M at 2K, 4K and 8K tokens (issue 31, section 4), for full
+attention or any row of the Focus operating-point study.
 
 A random 5-digit key is hidden at depths 0-100% of real prose (the filler: the token stream of
 the language reference's test topics, :func:`~quest_geometric.datasets.pydoc_topic_splits`),
 and the model's greedy answer to "What is the pass key? The pass key is" is scored by exact
 match (:mod:`quest_geometric.datasets.passkey`, :mod:`quest_geometric.analysis.retrieval`).
 Accuracy per length and per depth with 95% exact binomial intervals.
+
+``--config NAME`` runs row ``NAME`` of :mod:`~quest_geometric.experiments.focus_operating_point`
+(``full``, a trained ``NAME`` or ``NAME@topK``, a ``random`` row, or ``sinks@NAME``), built by
+:func:`~quest_geometric.experiments.focus_operating_point.build_model`. ``sinks@NAME`` is
+matched at each prompt length :math:`L` (the share row ``NAME`` keeps at :math:`L`, its
+measured share extrapolated to :math:`L`), so its window differs from length to length and its
+model is built once per length; the pattern each row ran with is stored in the row
+(``pattern``). Every configuration appends to the same rows file, each row keyed by its
+configuration name, and the summary table has one row per (configuration, length).
 
 Every scored trial is appended to a JSON-lines file as soon as it finishes; a rerun with the
 same file skips the trials it holds (same configuration, length, depth, trial and seed), so a
@@ -13,7 +23,8 @@ long run can be stopped and resumed. The summary tables are rebuilt from all row
 The 8K length is 8,186 tokens by default: the prompt plus the 6 generated tokens stay within
 SmolLM2's 8,192 positions.
 
-    python benchmarks/focus_passkey.py [--quick] [--lengths 2048 4096] [--trials-per-depth 10]
+    python benchmarks/focus_passkey.py [--config NAME] [--quick] [--lengths 2048 4096]
+                                       [--trials-per-depth 10]
 """
 from __future__ import annotations
 
@@ -30,8 +41,10 @@ from quest_geometric.analysis.retrieval import passkey_accuracy, score_passkey
 from quest_geometric.datasets.passkey import passkey_trials
 from quest_geometric.datasets.pydoc_text import pydoc_text, pydoc_topic_splits
 from quest_geometric.experiments.common import write_results
+from quest_geometric.experiments.focus_operating_point import RESULTS, build_model, resolve_config
 
-__all__ = ["DEFAULT_LENGTHS", "DEFAULT_DEPTHS", "filler_tokens", "run", "summarize", "main"]
+__all__ = ["DEFAULT_LENGTHS", "DEFAULT_DEPTHS", "filler_tokens", "run", "summarize",
+           "accuracy_by_config", "main"]
 
 #: Prompt lengths: 2K, 4K and 8K less the 6 generated tokens.
 DEFAULT_LENGTHS = (2048, 4096, 8186)
@@ -70,7 +83,7 @@ def _done_keys(path: Path) -> dict[tuple, dict]:
 def run(model: Any, tokenizer: Any, lengths: Sequence[int] = DEFAULT_LENGTHS,
         depths: Sequence[float] = DEFAULT_DEPTHS, trials_per_depth: int = 10, seed: int = 0,
         config: str = "full", jsonl: Optional[str] = None, max_new_tokens: int = 6,
-        log: bool = True) -> tuple[list[dict], list[dict]]:
+        log: bool = True, pattern: Optional[dict] = None) -> tuple[list[dict], list[dict]]:
     r"""Score the passkey trials of every length; resumable through ``jsonl``.
 
     Args:
@@ -85,6 +98,8 @@ def run(model: Any, tokenizer: Any, lengths: Sequence[int] = DEFAULT_LENGTHS,
         jsonl (str, optional): file the rows are appended to and resumed from.
         max_new_tokens (int): tokens generated per answer (default: :obj:`6`).
         log (bool): print each row (default: :obj:`True`).
+        pattern (dict, optional): the configuration's resolved pattern, stored in each new
+            row as ``pattern`` (e.g. the window of ``sinks@NAME`` at this length).
 
     The trials run trial-major (trial 0 at every depth, then trial 1, ...), so a run stopped
     early has covered every depth.
@@ -104,6 +119,8 @@ def run(model: Any, tokenizer: Any, lengths: Sequence[int] = DEFAULT_LENGTHS,
     def on_row(r):
         r.update(config=config, seed=seed, threads=torch.get_num_threads(),
                  loadavg=os.getloadavg()[0])
+        if pattern is not None:
+            r["pattern"] = pattern
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             with open(path, "a") as f:
@@ -123,16 +140,48 @@ def run(model: Any, tokenizer: Any, lengths: Sequence[int] = DEFAULT_LENGTHS,
     return rows, passkey_accuracy(rows)
 
 
-def summarize(jsonl: str, config: str = "full", seed: int = 0) -> tuple[list[dict], list[dict]]:
-    """Rows of ``config`` and ``seed`` in ``jsonl`` and their accuracy table (no model run)."""
-    rows = [r for r in _done_keys(Path(jsonl)).values() if r["config"] == config
-            and r["seed"] == seed]
-    return rows, passkey_accuracy(rows)
+def summarize(jsonl: str, config: Optional[str] = None, seed: int = 0
+              ) -> tuple[list[dict], list[dict]]:
+    """Rows of ``config`` (every configuration for :obj:`None`) and ``seed`` in ``jsonl`` and
+    their table :func:`accuracy_by_config` (one row per configuration and length; no model
+    run)."""
+    rows = [r for r in _done_keys(Path(jsonl)).values()
+            if (config is None or r["config"] == config) and r["seed"] == seed]
+    return rows, accuracy_by_config(rows)
+
+
+def accuracy_by_config(rows: Sequence[dict], by_depth: bool = False,
+                       level: float = 0.95) -> list[dict]:
+    r"""Passkey accuracy of each configuration: :func:`~quest_geometric.analysis.passkey_accuracy`
+    of the rows of each ``config``, with the exact binomial interval.
+
+    Args:
+        rows (Sequence[dict]): scored rows (``config``, ``length``, ``depth``, ``correct``).
+        by_depth (bool): one row per (configuration, length, depth) instead of one per
+            (configuration, length) (default: :obj:`False`).
+        level (float): the interval's confidence level (default: :obj:`0.95`).
+
+    Returns:
+        list[dict]: ``config`` followed by :func:`passkey_accuracy`'s columns, sorted by
+        configuration (``'full'`` first), then length (and depth).
+    """
+    configs = sorted({r["config"] for r in rows}, key=lambda c: (c != "full", c))
+    out = []
+    for c in configs:
+        acc = passkey_accuracy([r for r in rows if r["config"] == c], level)
+        out += [{"config": c, **a} for a in acc if (a["depth"] != "all") == by_depth]
+    return out
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     """Command line of ``benchmarks/focus_passkey.py`` (``--help`` lists the options)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--config", default="full",
+                    help="row of the operating-point study: full, NAME, NAME@topK or "
+                         "sinks@NAME (default: full)")
+    ap.add_argument("--results", default=str(RESULTS),
+                    help="folder of the trained routers (routers_NAME) and evaluated rows "
+                         "(NAME.json, for sinks@NAME)")
     ap.add_argument("--quick", action="store_true",
                     help="2,048 tokens only, one trial per depth")
     ap.add_argument("--lengths", type=int, nargs="+", default=list(DEFAULT_LENGTHS))
@@ -159,14 +208,25 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     if args.summarize_only:
         rows, summary = summarize(jsonl, seed=args.seed)
     else:
-        from quest_geometric.models.smollm2 import load_smollm2
-
-        model, tokenizer = load_smollm2()
-        rows, summary = run(model, tokenizer, args.lengths, args.depths, args.trials_per_depth,
-                            args.seed, jsonl=jsonl)
+        per_length = args.config.startswith("sinks@")  # its window is matched at each length
+        resolve_config(args.config, args.results)  # a bad name fails before any model loads
+        model = tokenizer = None
+        for length in args.lengths:
+            at = length if per_length else None
+            if model is None or per_length:
+                model = None
+                model, tokenizer = build_model(args.config, args.results, length=at)
+            run(model, tokenizer, [length], args.depths, args.trials_per_depth, args.seed,
+                config=args.config, jsonl=jsonl,
+                pattern=resolve_config(args.config, args.results, length=at))
+        rows, summary = summarize(jsonl, seed=args.seed)
     secs = [r["seconds"] for r in rows]
+    patterns = {f"{r['config']} L={r['length']}": r.get("pattern", {"kind": "full"})
+                for r in rows}
     meta = {"model": "SmolLM2-135M-Instruct (Q4_1, dequantised to float32)",
-            "attention": "full (sdpa)", "seed": args.seed, "lengths": args.lengths,
+            "configs": sorted({r["config"] for r in rows}), "patterns": patterns,
+            "by_depth": accuracy_by_config(rows, by_depth=True),
+            "seed": args.seed, "lengths": args.lengths,
             "depths": args.depths, "trials_per_depth": args.trials_per_depth,
             "filler": "pydoc test topics (pydoc_topic_splits(4))", "max_new_tokens": 6,
             "interval": "exact (Clopper-Pearson) 95%", "rows_file": jsonl,
@@ -175,8 +235,13 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             "seconds_per_trial_median": sorted(secs)[len(secs) // 2] if secs else None,
             "wall_seconds": time.time() - t0}
     lengths_run = sorted({r["length"] for r in rows})
-    notes = (f"Full attention, exact match of the greedy 6-token answer; {len(rows)} trials at "
-             f"lengths {lengths_run}. Rows per trial: {jsonl}.")
-    write_results(name, [{**r, "depth": str(r["depth"])} for r in summary], args.out, meta,
-                  columns=["length", "depth", "n", "correct", "accuracy", "ci_low", "ci_high"],
-                  title="Passkey retrieval, SmolLM2-135M, full attention", notes=notes)
+    notes = (f"Exact match of the greedy 6-token answer; {len(rows)} trials at lengths "
+             f"{lengths_run}, all depths together (per depth: `by_depth` in the JSON file); "
+             f"`ci_low`/`ci_high`: exact 95% interval. Configurations are the rows of the "
+             f"operating-point study (sinks@NAME matched at each length; `patterns` in the "
+             f"JSON file). Rows per trial: {jsonl}.")
+    for r in meta["by_depth"]:
+        r["depth"] = str(r["depth"])
+    write_results(name, summary, args.out, meta,
+                  columns=["config", "length", "n", "correct", "accuracy", "ci_low", "ci_high"],
+                  title="Passkey retrieval, SmolLM2-135M, per configuration", notes=notes)

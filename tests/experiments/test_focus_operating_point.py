@@ -110,3 +110,62 @@ def test_attention_share_and_prefill_bound_by_hand():
     assert attention_mac_share(8192) > attention_mac_share(1024)
     with pytest.raises(ValueError, match="'share' must be in"):
         prefill_speedup_bound(1.5, 8192)
+
+
+def _tiny_smollm2(monkeypatch):
+    """Make ``load_smollm2`` return a tiny random Llama (and no tokenizer)."""
+    from quest_geometric.models import smollm2
+    from quest_geometric.testing.hf import build_hf
+
+    monkeypatch.setattr(smollm2, "load_smollm2", lambda *a, **k: (build_hf("llama", seed=0),
+                                                                   "tok"))
+
+
+@pytest.mark.slow
+def test_build_model_of_every_kind(tmp_path, monkeypatch):
+    from quest_geometric.experiments.focus_operating_point import build_model
+    from quest_geometric.nn.focus import focus_layers, save_routers
+    from quest_geometric.testing.hf import build_hf
+
+    _tiny_smollm2(monkeypatch)
+    model, tok = build_model("full", results=tmp_path)
+    assert tok == "tok" and not focus_layers(model) and not model.training
+    model, _ = build_model("K4_top2_w64_random", results=tmp_path)
+    layers = focus_layers(model)
+    assert layers and all(f.num_groups == 4 and f.top_k == 2 and f.window == 64 for f in layers)
+    # a trained row: its saved routers, at the row's top-k
+    name = "K8_top2_w64_distill"
+    torch.manual_seed(7)
+    trained = compose_config(build_hf("llama", seed=0), CONFIGS[name])
+    save_routers(trained, str(tmp_path / f"routers_{name}"))
+    model, _ = build_model(f"{name}@top1", results=tmp_path)
+    saved = {k: v for k, v in trained.state_dict().items() if "router" in k}
+    got = model.state_dict()
+    assert saved and all(torch.equal(got[k], v) for k, v in saved.items())
+    assert all(f.top_k == 1 and f.num_groups == 8 for f in focus_layers(model))
+    with pytest.raises(ValueError, match="'name' must be one of"):
+        build_model("K3_top9", results=tmp_path)
+
+
+def test_sinks_window_matched_at_a_length(tmp_path, monkeypatch):
+    from quest_geometric.experiments.focus_operating_point import build_model
+    from quest_geometric.nn.focus import focus_layers, window_for_share
+
+    ref = {"pairs_kept_eval": 0.4, "config": CONFIGS["K8_top2_w64_random"]}
+    (tmp_path / "K8_top2_w64_random.json").write_text(json.dumps(ref))
+    at_1k = resolve_config("sinks@K8_top2_w64_random", results=tmp_path)
+    assert resolve_config("sinks@K8_top2_w64_random", results=tmp_path, length=1024) == at_1k
+    for length in (4096, 8186):
+        cfg = resolve_config("sinks@K8_top2_w64_random", results=tmp_path, length=length)
+        target = extrapolated_share(0.4, 1024, 64, length)
+        assert cfg["matched_share"] == pytest.approx(target) and cfg["matched_length"] == length
+        assert cfg["window"] == window_for_share(length, target, num_sinks=4)
+        # the band matched at L keeps the Focus row's share at L, the 1K window keeps less
+        assert pattern_share(length, cfg["window"], 4) >= target
+        assert pattern_share(length, at_1k["window"], 4) < target
+    with pytest.raises(ValueError, match="'length'"):
+        resolve_config("full", length=0)
+    _tiny_smollm2(monkeypatch)
+    model, _ = build_model("sinks@K8_top2_w64_random", results=tmp_path, length=4096)
+    w = resolve_config("sinks@K8_top2_w64_random", results=tmp_path, length=4096)["window"]
+    assert all(f.window == w and f.num_sinks == 4 for f in focus_layers(model))

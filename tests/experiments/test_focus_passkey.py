@@ -1,6 +1,7 @@
 """focus_passkey: a run on a tiny random Llama writes one row per trial to the rows file, a
 rerun resumes without running the model again, and --summarize-only writes the tables with
-their run conditions."""
+their run conditions; --config runs a row of the operating-point study (built by
+build_model, sinks@NAME matched at each length) into the same rows file."""
 import json
 
 import pytest
@@ -53,10 +54,62 @@ def test_run_resume_and_summary(tmp_path):
                         "--name", "pk", "--seed", "5"])
     out = json.loads((tmp_path / "pk.json").read_text())
     assert out["meta"]["rows"] == 4 and out["meta"]["seed"] == 5 and "loadavg_start" in out["meta"]
-    assert [r["depth"] for r in out["rows"]] == ["all", "0.0", "1.0"]
+    # one row per (configuration, length); the depths in the JSON file
+    assert [(r["config"], r["length"], r["n"]) for r in out["rows"]] == [("full", 250, 4)]
+    assert out["rows"][0]["correct"] == sum(r["correct"] for r in lines)
+    assert [(r["depth"], r["n"]) for r in out["meta"]["by_depth"]] == [("0.0", 2), ("1.0", 2)]
     assert "Passkey" in (tmp_path / "pk.md").read_text()
 
 
 def test_filler_source_is_checked():
     with pytest.raises(ValueError, match="'source'"):
         focus_passkey.filler_tokens(SmallChars(), source="wiki")
+
+
+@pytest.mark.slow
+def test_configs_share_one_rows_file(tmp_path, monkeypatch):
+    from quest_geometric.analysis.stats import binomial_interval
+    from quest_geometric.experiments.focus_operating_point import CONFIGS, resolve_config
+    from quest_geometric.models import smollm2
+    from quest_geometric.nn.focus import focus_layers
+
+    loads = []
+
+    def fake_load(*a, **k):
+        loads.append(build_hf("llama", seed=0, max_position_embeddings=512))
+        return loads[-1], SmallChars()
+
+    monkeypatch.setattr(smollm2, "load_smollm2", fake_load)
+    results = tmp_path / "rows"
+    results.mkdir()
+    (results / "K8_top2_w64_random.json").write_text(json.dumps(
+        {"pairs_kept_eval": 0.4, "config": CONFIGS["K8_top2_w64_random"]}))
+    common = ["--results", str(results), "--lengths", "250", "400", "--depths", "0.0", "1.0",
+              "--trials-per-depth", "1", "--out", str(tmp_path), "--name", "pk"]
+    focus_passkey.main(["--config", "K8_top2_w64_random", *common])
+    assert len(loads) == 1 and focus_layers(loads[0])  # one model for every length
+    focus_passkey.main(["--config", "sinks@K8_top2_w64_random", *common])
+    assert len(loads) == 3  # sinks@NAME: one model per length, its window matched there
+    windows = [focus_layers(m)[0].window for m in loads[1:]]
+    lines = [json.loads(x) for x in (tmp_path / "pk_trials.jsonl").read_text().splitlines()]
+    assert [(r["config"], r["length"]) for r in lines] == [
+        (c, n) for c in ("K8_top2_w64_random", "sinks@K8_top2_w64_random")
+        for n in (250, 250, 400, 400)]
+    for n, w in zip((250, 400), windows):
+        want = resolve_config("sinks@K8_top2_w64_random", results, length=n)
+        assert w == want["window"]
+        assert all(r["pattern"] == want for r in lines if r["config"].startswith("sinks@")
+                   and r["length"] == n)
+    out = json.loads((tmp_path / "pk.json").read_text())
+    assert [(r["config"], r["length"], r["n"]) for r in out["rows"]] == [
+        ("K8_top2_w64_random", 250, 2), ("K8_top2_w64_random", 400, 2),
+        ("sinks@K8_top2_w64_random", 250, 2), ("sinks@K8_top2_w64_random", 400, 2)]
+    for r in out["rows"]:
+        k = sum(x["correct"] for x in lines if (x["config"], x["length"]) ==
+                (r["config"], r["length"]))
+        assert r["correct"] == k
+        assert (r["ci_low"], r["ci_high"]) == pytest.approx(binomial_interval(k, 2))
+    assert out["meta"]["configs"] == ["K8_top2_w64_random", "sinks@K8_top2_w64_random"]
+    with pytest.raises(ValueError, match="'name' must be one of"):
+        focus_passkey.main(["--config", "K3_top9", *common])
+    assert len(loads) == 3

@@ -237,8 +237,8 @@ def run(quick: bool = False, device: torch.device | str = "cpu",
                                max_seconds=max_seconds))
     cross = crossover(rows)
     at32 = next((r for r in rows if r["tokens"] == 32768), None)
-    summary = [f"crossover (blocks faster than full from here on): "
-               f"{cross if cross is not None else 'not reached'} tokens"]
+    summary = ["crossover (blocks faster than full from here on): "
+               + (f"{cross} tokens" if cross is not None else "not reached")]
     if at32 is not None:
         summary.append(f"speedup of 'blocks' over full causal SDPA at 32K: attention alone "
                        f"(routing + 'blocks' against causal SDPA, same q, k, v) "

@@ -437,4 +437,4 @@ class FocusAttention(nn.Module):
         return (f"{self.__class__.__name__}({self.embed_dim}, num_heads={self.num_heads}, "
                 f"num_groups={self.num_groups}, top_k={self.top_k}, window={self.window}, "
                 f"{f'num_sinks={self.num_sinks}, ' if self.num_sinks else ''}"
-                f"backend={self.backend!r}, gate={self.gate!r})")
+                f"backend={self.backend!r}, gate={self.gate!r}, gate_bias={self.gate_bias})")

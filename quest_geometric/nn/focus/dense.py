@@ -305,12 +305,8 @@ def focus_far_bias_attention(q: Tensor, k: Tensor, v: Tensor, log_scale: Tensor,
         check_tensor(p, name, where=where, floating=True)
         if p.shape != (h,):
             raise fail(ValueError, where, name, f"a [{h}] tensor (one per head)", p)
-    seq, nseq = seq_layout(batch, n, q.device)
-    qd, valid = to_dense_batch(q.reshape(n, h * d), seq, batch_size=nseq)
-    kd = to_dense_batch(k.reshape(n, h * d), seq, batch_size=nseq)[0]
-    vd = to_dense_batch(v.reshape(n, h * d), seq, batch_size=nseq)[0]
-    t = qd.size(1)
-    qd, kd, vd = (x.view(nseq, t, h, d).transpose(1, 2) for x in (qd, kd, vd))
+    qd, kd, vd, valid = _padded_heads(q, k, v, batch)
+    t = qd.size(2)
     wdt = torch.float32 if q.dtype in HALF_DTYPES else q.dtype
     s = (qd.to(wdt) @ kd.to(wdt).transpose(-1, -2)) / math.sqrt(d)  # [B, H, T, T]
     far = ~_near_pairs(t, window, num_sinks, q.device)
@@ -325,6 +321,20 @@ def focus_far_bias_attention(q: Tensor, k: Tensor, v: Tensor, log_scale: Tensor,
     return out.transpose(1, 2)[valid].to(q.dtype)
 
 
+def _padded_heads(q: Tensor, k: Tensor, v: Tensor, batch: Optional[Tensor]
+                  ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    """``[N, H, D]`` q, k, v as zero-padded per-sequence ``[B, H, T, D]`` tensors and the
+    ``[B, T]`` mask of real tokens (:func:`torch_geometric.utils.to_dense_batch`)."""
+    n, h, d = q.shape
+    seq, nseq = seq_layout(batch, n, q.device)
+    qd, valid = to_dense_batch(q.reshape(n, h * d), seq, batch_size=nseq)
+    kd = to_dense_batch(k.reshape(n, h * d), seq, batch_size=nseq)[0]
+    vd = to_dense_batch(v.reshape(n, h * d), seq, batch_size=nseq)[0]
+    t = qd.size(1)
+    qd, kd, vd = (x.view(nseq, t, h, d).transpose(1, 2) for x in (qd, kd, vd))
+    return qd, kd, vd, valid
+
+
 def full_attention(q: Tensor, k: Tensor, v: Tensor, batch: Optional[Tensor] = None,
                    causal: bool = True) -> Tensor:
     r"""Plain (causal) multi-head attention per sequence, ``[N, H, D]`` in and out."""
@@ -335,12 +345,8 @@ def full_attention(q: Tensor, k: Tensor, v: Tensor, batch: Optional[Tensor] = No
                                              k.transpose(0, 1).unsqueeze(0),
                                              v.transpose(0, 1).unsqueeze(0), is_causal=causal)
         return out[0].transpose(0, 1)
-    seq, nseq = seq_layout(batch, n, q.device)
-    qd, valid = to_dense_batch(q.reshape(n, h * d), seq, batch_size=nseq)
-    kd = to_dense_batch(k.reshape(n, h * d), seq, batch_size=nseq)[0]
-    vd = to_dense_batch(v.reshape(n, h * d), seq, batch_size=nseq)[0]
-    t = qd.size(1)
-    qd, kd, vd = (x.view(nseq, t, h, d).transpose(1, 2) for x in (qd, kd, vd))
+    qd, kd, vd, valid = _padded_heads(q, k, v, batch)
+    t = qd.size(2)
     allowed = valid.unsqueeze(1).expand(-1, t, -1)
     if causal:
         allowed = allowed.tril()

@@ -3,12 +3,15 @@ top-2, timed in alternation."""
 from __future__ import annotations
 
 import contextlib
+import random
+import statistics
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 
+from quest_geometric.experiments.common import ratio_summary
 from quest_geometric.experiments.focus_pretrained.bounds import write_decode_bounds
 from quest_geometric.experiments.focus_pretrained.config import load_average
 from quest_geometric.experiments.focus_pretrained.report import SPEED_TITLE
@@ -60,10 +63,13 @@ def run_speed(contexts: Sequence[int] = (1024, 4096, 8000), new_tokens: int = 16
     ``routers.pt`` written by :func:`train_routers` or a committed
     :func:`~quest_geometric.nn.focus.save_routers` folder, see
     :func:`load_router_weights`; else fresh ones). Each mode prefills
-    once (not timed) and keeps its own cache; the modes then decode ``new_tokens`` tokens in
-    alternation for ``rounds`` rounds, and the ratio against full attention is the median of
-    the per-round ratios. ``cache='dynamic'`` is Hugging Face's default ``DynamicCache``
-    (keys and values concatenated at every step, a cost both modes pay);
+    once (not timed) and keeps its own cache; the modes then decode ``new_tokens`` tokens
+    for ``rounds`` rounds, each round in a seeded shuffled order, and the ratio against full
+    attention is the true median of the per-round ratios (the mean of the two middle ones for
+    an even count; :func:`~quest_geometric.experiments.common.ratio_summary`), every round's
+    ratio saved in the JSON's ``meta['round_ratios']``. ``cache='dynamic'`` is Hugging
+    Face's default ``DynamicCache`` (keys and values concatenated at every step, a cost both
+    modes pay);
     ``cache='static'`` a preallocated ``StaticCache`` (written in place; full attention
     then reads the whole buffer, Focus only the keys it selects); ``cache='both'`` times
     the six decoders (two caches x three modes) in alternation in one process, each row's
@@ -86,6 +92,7 @@ def run_speed(contexts: Sequence[int] = (1024, 4096, 8000), new_tokens: int = 16
     if any(c not in ("dynamic", "static") for c in caches):
         raise ValueError(f"run_speed: cache must be 'dynamic', 'static' or 'both', got {cache!r}")
     rows = []
+    round_ratios: Dict[str, List[float]] = {}  # every round's ratio, saved in the JSON
     modes = {"full": None, "top-1": 1, "top-2": 2}
     keys = [(c, m) for c in caches for m in modes]
     for ctx in contexts:
@@ -93,18 +100,21 @@ def run_speed(contexts: Sequence[int] = (1024, 4096, 8000), new_tokens: int = 16
         dec = {(c, m): _Decoder(model, stream[:, :ctx], modes[m], cap if c == "static" else None)
                for c, m in keys}
         times: Dict[Any, List[float]] = {key: [] for key in keys}
+        order = random.Random(ctx)  # each round in its own seeded, shuffled order
         for _ in range(rounds):
-            for key in keys:
+            for key in order.sample(keys, len(keys)):
                 times[key].append(dec[key].tokens_per_second(new_tokens))
         for c, m in keys:
-            ratios = sorted(a / b for a, b in zip(times[(c, m)], times[(c, "full")]))
+            ratios = [a / b for a, b in zip(times[(c, m)], times[(c, "full")])]
+            summary = ratio_summary(ratios)  # the true median, range and every round's ratio
             row = {"context": ctx, "mode": m,
-                   "tok_per_s": sorted(times[(c, m)])[len(times[(c, m)]) // 2],
-                   "vs_full": ratios[len(ratios) // 2],
-                   "min_ratio": ratios[0], "max_ratio": ratios[-1]}
+                   "tok_per_s": statistics.median(times[(c, m)]),
+                   "vs_full": summary["median"],
+                   "min_ratio": summary["min"], "max_ratio": summary["max"]}
+            round_ratios[f"{c} {ctx} {m}"] = summary["ratios"]
             if len(caches) > 1:
-                base = sorted(a / b for a, b in zip(times[(c, m)], times[(caches[0], "full")]))
-                row = {"cache": c, **row, f"vs_full_{caches[0]}": base[len(base) // 2]}
+                base = [a / b for a, b in zip(times[(c, m)], times[(caches[0], "full")])]
+                row = {"cache": c, **row, f"vs_full_{caches[0]}": statistics.median(base)}
             rows.append(row)
         del dec
         if progress:
@@ -114,7 +124,9 @@ def run_speed(contexts: Sequence[int] = (1024, 4096, 8000), new_tokens: int = 16
     meta = {"cache": cache, "new_tokens_per_round": new_tokens, "rounds": rounds,
             "window": window,
             "K": num_groups, "routers": routers or "fresh (untrained)",
-            "load": load_average()}
+            "load": load_average(),
+            "order": "each round in a seeded shuffled order (random.Random(context))",
+            "round_ratios": round_ratios}
     paths = write_results(name, rows, out_dir, meta=meta,
                           title=SPEED_TITLE)
     bounds = write_decode_bounds(paths["json"]) if len(contexts) > 1 else None

@@ -46,7 +46,7 @@ from quest_geometric._utils.checks import check_int
 
 __all__ = ["CONFIGS", "OOD_BLOCKS_PER_SOURCE", "NUM_SINKS", "extrapolated_share",
            "load_splits", "resolve_config", "compose_config", "apply_config", "build_model",
-           "train_config", "eval_indices", "evaluate_config", "write_table",
+           "train_config", "eval_indices", "training_record", "evaluate_config", "write_table",
            "attention_mac_share", "prefill_speedup_bound", "SMOLLM2_DIMS", "main"]
 
 #: The configurations: pattern, kind (``'trained'`` / ``'random'`` / ``'full'``), objective.
@@ -322,6 +322,24 @@ def build_model(name: str, results: Path = RESULTS, length: Optional[int] = None
     return model.eval(), tok
 
 
+def training_record(name: str, num_blocks: int, runs: Path = RUNS) -> Dict[str, Any]:
+    """The training of configuration ``name`` as its checkpoint records it: steps, seconds,
+    objective, the loss of the first and last tenth of the steps, and the paired revisit
+    measure of a plateau (:func:`~quest_geometric.experiments.focus_pretrained.summary.
+    revisit_columns`: the mean change of a block's loss from one visit to the next over the
+    second half of training; near 0 at a plateau, negative while the routers still learn)."""
+    from quest_geometric.experiments.focus_pretrained.summary import revisit_columns
+    from quest_geometric.training.routers import block_order, read_router_checkpoint
+
+    state = read_router_checkpoint(Path(runs) / name / "routers.pt")["state"]
+    curve = state["curve"]
+    tenth = max(1, len(curve) // 10)
+    return {"steps": state["step"], "seconds": state["seconds"],
+            "objective": state["objective"], "loss_first": sum(curve[:tenth]) / tenth,
+            "loss_last": sum(curve[-tenth:]) / tenth,
+            **revisit_columns(curve, block_order(num_blocks, len(curve), TRAIN["seed"]))}
+
+
 def evaluate_config(name: str, progress: bool = True) -> Dict[str, Any]:
     """Evaluate row ``name`` on the validation, test and out-of-domain blocks against full
     attention (whose per-block losses are computed once and kept in ``full.json``), and write
@@ -364,6 +382,8 @@ def evaluate_config(name: str, progress: bool = True) -> Dict[str, Any]:
         from quest_geometric.nn.focus import pattern_share
 
         row["pairs_kept_8k"] = pattern_share(REPORT_LEN, cfg["window"], cfg["num_sinks"])
+    if cfg["kind"] == "trained" and "routers" not in cfg:
+        row["training"] = training_record(name.partition("@")[0], data["train"].size(0))
     row["meta"] = {"threads": torch.get_num_threads(), "load": load_average(),
                    "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     (RESULTS / f"{name}.json").write_text(json.dumps(row))
@@ -373,7 +393,8 @@ def evaluate_config(name: str, progress: bool = True) -> Dict[str, Any]:
 #: The table's columns (split columns are ``<split>_<column>``).
 COLUMNS = ["row", "kind", "K", "top_k", "window", "objective", "pairs_kept_1k",
            "pairs_kept_8k", "prefill_bound_8k", "ood_delta_pct", "ood_delta_sem", "ood_worse",
-           "test_delta_pct", "test_delta_sem", "test_worse", "val_delta_pct"]
+           "test_delta_pct", "test_delta_sem", "test_worse", "val_delta_pct", "steps",
+           "revisit_mean", "revisit_sem"]
 
 
 def write_table(out: Path = Path("benchmarks/results"), name: str = "focus_operating_point",
@@ -399,12 +420,14 @@ def write_table(out: Path = Path("benchmarks/results"), name: str = "focus_opera
                      **{f"{s}_{k}": r[s][v] for s in ("ood", "test") for k, v in
                         (("delta_pct", "delta_pct"), ("delta_sem", "delta_sem"),
                          ("worse", "blocks_worse"))},
-                     "val_delta_pct": r["val"]["delta_pct"]})
+                     "val_delta_pct": r["val"]["delta_pct"],
+                     **({k: r["training"][k] for k in ("steps", "revisit_mean", "revisit_sem")}
+                        if "training" in r else {})})
     rows.sort(key=lambda r: -r["pairs_kept_1k"])
     full = json.loads((results / "full.json").read_text())
     rows.insert(0, {"row": "full attention", "kind": "full", "pairs_kept_1k": 1.0,
-                    "pairs_kept_8k": 1.0, "ood_delta_pct": 0.0, "test_delta_pct": 0.0,
-                    "val_delta_pct": 0.0})
+                    "pairs_kept_8k": 1.0, "prefill_bound_8k": 1.0, "ood_delta_pct": 0.0,
+                    "test_delta_pct": 0.0, "val_delta_pct": 0.0})
     first = json.loads(next(f for f in sorted(results.glob("*.json"))
                              if f.name != "full.json").read_text()) if rows[1:] else None
     used = {s: (first[s].get("blocks") if first else None) or list(
@@ -421,12 +444,15 @@ def write_table(out: Path = Path("benchmarks/results"), name: str = "focus_opera
              f"that share could give at most, with attention cost proportional to pairs and "
              f"free routing (attention is {100 * attention_mac_share(REPORT_LEN):.1f}% of a "
              f"{REPORT_LEN}-token prefill's multiply-adds; `prefill_speedup_bound`): an upper "
-             f"bound, not a timing. Rows sorted by pairs kept."]
+             f"bound, not a timing. `steps`, `revisit_mean` +- `revisit_sem`: router steps "
+             f"and the paired revisit measure of a plateau (near 0 at a plateau, negative "
+             f"while the routers still learn; `training_record`). Rows sorted by pairs "
+             f"kept."]
     meta = {"model": full["meta"]["model"], "full_attention_ppl": {
         s: math.exp(sum(full[s]["block_loss"][i] for i in used[s]) / len(used[s]))
         for s in used}, "train": TRAIN, "num_sinks": NUM_SINKS, "eval_blocks": EVAL_BLOCKS}
     write_results(name, rows, out, meta=meta, notes="\n".join(notes), columns=COLUMNS,
-                  title="### Focus on SmolLM2-135M: out-of-sample quality at each pattern")
+                  title="Focus on SmolLM2-135M: out-of-sample quality at each pattern")
     return {"rows": rows}
 
 

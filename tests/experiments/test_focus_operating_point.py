@@ -169,3 +169,19 @@ def test_sinks_window_matched_at_a_length(tmp_path, monkeypatch):
     model, _ = build_model("sinks@K8_top2_w64_random", results=tmp_path, length=4096)
     w = resolve_config("sinks@K8_top2_w64_random", results=tmp_path, length=4096)["window"]
     assert all(f.window == w and f.num_sinks == 4 for f in focus_layers(model))
+
+
+def test_training_record_reads_the_run_checkpoint(tmp_path):
+    from quest_geometric.experiments.focus_operating_point import training_record
+    from quest_geometric.testing.focus import tiny_composed_llama
+    from quest_geometric.testing.hf import tokens
+    from quest_geometric.training import train_routers
+
+    train = tokens(3, 16, seed=1)
+    out = train_routers(tiny_composed_llama("straight_through", 1), train, 7, 1e-2,
+                        tmp_path / "K8_top2_w64_distill", progress=False, objective="distill")
+    rec = training_record("K8_top2_w64_distill", 3, runs=tmp_path)
+    assert rec["steps"] == 7 and rec["objective"]["loss"] == "distill"
+    assert rec["loss_first"] == pytest.approx(out["curve"][0])
+    assert rec["loss_last"] == pytest.approx(out["curve"][-1])
+    assert rec["revisit_n"] >= 1  # blocks drawn again in the second half of training

@@ -46,7 +46,8 @@ from quest_geometric._utils.checks import check_int
 
 __all__ = ["CONFIGS", "OOD_BLOCKS_PER_SOURCE", "NUM_SINKS", "extrapolated_share",
            "load_splits", "resolve_config", "compose_config", "apply_config", "build_model",
-           "train_config", "eval_indices", "training_record", "evaluate_config", "write_table",
+           "train_config", "eval_indices", "training_record", "evaluate_config",
+           "paired_comparisons", "write_table",
            "attention_mac_share", "prefill_speedup_bound", "SMOLLM2_DIMS", "main"]
 
 #: The configurations: pattern, kind (``'trained'`` / ``'random'`` / ``'full'``), objective.
@@ -390,6 +391,47 @@ def evaluate_config(name: str, progress: bool = True) -> Dict[str, Any]:
     return row
 
 
+def paired_comparisons(results: Path = RESULTS) -> list:
+    r"""Every Focus row against each content-free row at its budget, block by block: for the
+    out-of-domain and test blocks, the paired differences of the mean next-token loss
+    :math:`d_b = \ell^{\text{Focus}}_b - \ell^{\text{baseline}}_b`, their mean as a
+    perplexity ratio :math:`100\,(e^{\bar d} - 1)` percent (positive: Focus worse), the 95%
+    paired t interval of that ratio, the exact permutation and sign tests
+    (:func:`~quest_geometric.analysis.paired_t_test`,
+    :func:`~quest_geometric.analysis.paired_permutation_test`,
+    :func:`~quest_geometric.analysis.paired_sign_test`) and the blocks on which Focus is worse.
+    The baselines of row ``NAME`` are ``sinks@NAME`` (else the sinks row matched to the random
+    row of the same ``K``, ``top_k`` and window) and that random row."""
+    from quest_geometric.analysis import paired_permutation_test, paired_sign_test, paired_t_test
+
+    results = Path(results)
+    rows = {f.stem: json.loads(f.read_text()) for f in results.glob("*.json")
+            if f.name != "full.json"}
+    out = []
+    for name, r in sorted(rows.items()):
+        c = r["config"]
+        if c["kind"] != "trained":
+            continue
+        rnd = f"K{c['K']}_top{c['top_k']}_w{c['window']}_random"
+        for base in (f"sinks@{name}", f"sinks@{rnd}", rnd):
+            if base not in rows or (base == f"sinks@{rnd}" and f"sinks@{name}" in rows):
+                continue
+            b = rows[base]
+            for split in ("ood", "test"):
+                a_l, b_l = r[split]["block_loss"], b[split]["block_loss"]
+                t = paired_t_test(a_l, b_l)
+                out.append({
+                    "focus": name, "baseline": base, "split": split, "blocks": t["n"],
+                    "focus_pairs": r["pairs_kept_eval"], "baseline_pairs": b["pairs_kept_eval"],
+                    "diff_pct": 100 * math.expm1(t["mean"]),
+                    "ci_low_pct": 100 * math.expm1(t["ci_low"]),
+                    "ci_high_pct": 100 * math.expm1(t["ci_high"]), "t_p": t["p"],
+                    "perm_p": paired_permutation_test(a_l, b_l)["p"],
+                    "sign_p": paired_sign_test(a_l, b_l)["p"],
+                    "focus_worse": sum(x > y for x, y in zip(a_l, b_l))})
+    return out
+
+
 #: The table's columns (split columns are ``<split>_<column>``).
 COLUMNS = ["row", "kind", "K", "top_k", "window", "objective", "pairs_kept_1k",
            "pairs_kept_8k", "prefill_bound_8k", "ood_delta_pct", "ood_delta_sem", "ood_worse",
@@ -453,7 +495,16 @@ def write_table(out: Path = Path("benchmarks/results"), name: str = "focus_opera
         for s in used}, "train": TRAIN, "num_sinks": NUM_SINKS, "eval_blocks": EVAL_BLOCKS}
     write_results(name, rows, out, meta=meta, notes="\n".join(notes), columns=COLUMNS,
                   title="Focus on SmolLM2-135M: out-of-sample quality at each pattern")
-    return {"rows": rows}
+    paired = paired_comparisons(results)
+    if paired:
+        write_results(f"{name}_paired", paired, out, meta=meta,
+                      title="Focus against content-free patterns at its budget, block by block",
+                      notes="`diff_pct`: perplexity of the Focus row relative to the baseline "
+                            "on the same blocks (positive: Focus worse), with its 95% paired t "
+                            "interval; exact permutation and sign tests over the blocks; "
+                            "`focus_worse`: blocks on which Focus is worse "
+                            "(`paired_comparisons`).")
+    return {"rows": rows, "paired": paired}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:

@@ -185,3 +185,28 @@ def test_training_record_reads_the_run_checkpoint(tmp_path):
     assert rec["loss_first"] == pytest.approx(out["curve"][0])
     assert rec["loss_last"] == pytest.approx(out["curve"][-1])
     assert rec["revisit_n"] >= 1  # blocks drawn again in the second half of training
+
+
+def test_paired_comparisons_by_hand(tmp_path):
+    from scipy import stats
+
+    from quest_geometric.experiments.focus_operating_point import paired_comparisons
+
+    def row(name, kind, losses, share, **cfg):
+        (tmp_path / f"{name}.json").write_text(json.dumps({
+            "name": name, "config": {"kind": kind, **cfg}, "pairs_kept_eval": share,
+            **{s: {"block_loss": losses} for s in ("ood", "test")}}))
+
+    focus = [2.0, 2.5, 3.0, 2.2]
+    row("K8_top2_w64_lm", "trained", focus, 0.5, K=8, top_k=2, window=64)
+    row("sinks@K8_top2_w64_lm", "sinks", [1.9, 2.3, 3.1, 2.0], 0.5, window=300)
+    row("K8_top2_w64_random", "random", [2.4, 2.9, 3.3, 2.6], 0.53, K=8, top_k=2, window=64)
+    out = paired_comparisons(tmp_path)
+    assert {(r["baseline"], r["split"]) for r in out} == {
+        (b, s) for b in ("sinks@K8_top2_w64_lm", "K8_top2_w64_random") for s in ("ood", "test")}
+    r = next(r for r in out if r["baseline"] == "sinks@K8_top2_w64_lm" and r["split"] == "ood")
+    d = [a - b for a, b in zip(focus, [1.9, 2.3, 3.1, 2.0])]
+    assert r["diff_pct"] == pytest.approx(100 * math.expm1(sum(d) / 4))
+    assert r["t_p"] == pytest.approx(stats.ttest_1samp(d, 0.0).pvalue)
+    # |d| = 0.1, 0.2, 0.1, 0.2: sign flips with |sum| >= 0.4 are +-(all +) and +-(one 0.1 -)
+    assert r["focus_worse"] == 3 and r["perm_p"] == pytest.approx(6 / 16)

@@ -16,7 +16,8 @@ from torch.autograd.function import once_differentiable
 
 __all__ = [
     "CSRPattern", "NeighbourSum", "sparse_csr", "transpose_pattern", "pattern_columns",
-    "csr_matmul", "csr_sampled",
+    "csr_matmul", "csr_sampled", "csr_transpose_op", "csr_matmul_op", "csr_sampled_op",
+    "neighbour_sum_op",
 ]
 
 
@@ -142,3 +143,85 @@ class NeighbourSum(torch.autograd.Function):
         g_x = pattern.mm_t(values, grad) if ctx.needs_input_grad[1] else None
         return g_values, g_x, None
 
+
+# --------------------------------------------------------------------------- custom ops
+# The same products as custom operators, so that torch.compile traces the fused path: each is
+# opaque to the compiler (its fake implementation gives the output's shape from the inputs'
+# shapes alone) and the neighbour sum carries its backward formula.
+
+@torch.library.custom_op("quest_geometric::csr_transpose", mutates_args=())
+def csr_transpose_op(src: Tensor, num_src: int, k: int, heads: int
+                     ) -> tuple[Tensor, Tensor, Tensor]:
+    r"""Custom-op form of :func:`transpose_pattern` (sources ``src`` in ``[0, num_src)``)."""
+    return transpose_pattern(src, num_src, k, heads)
+
+
+@csr_transpose_op.register_fake
+def _(src: Tensor, num_src: int, k: int, heads: int) -> tuple[Tensor, Tensor, Tensor]:
+    E = src.numel() * heads
+    return (src.new_empty(num_src * heads + 1, dtype=torch.long),
+            src.new_empty(E, dtype=torch.long), src.new_empty(E, dtype=torch.long))
+
+
+@torch.library.custom_op("quest_geometric::csr_matmul", mutates_args=())
+def csr_matmul_op(crow: Tensor, col: Tensor, values: Tensor, num_cols: int,
+                  dense: Tensor) -> Tensor:
+    r"""Custom-op form of :func:`csr_matmul` (no autograd of its own: it is the backward
+    of :func:`neighbour_sum_op`)."""
+    return csr_matmul(crow, col, values, num_cols, dense)
+
+
+@csr_matmul_op.register_fake
+def _(crow: Tensor, col: Tensor, values: Tensor, num_cols: int, dense: Tensor) -> Tensor:
+    torch._check(values.numel() == col.numel())
+    torch._check(dense.size(0) == num_cols)
+    return dense.new_empty(crow.numel() - 1, dense.size(1))
+
+
+@torch.library.custom_op("quest_geometric::csr_sampled", mutates_args=())
+def csr_sampled_op(crow: Tensor, col: Tensor, num_cols: int, a: Tensor, b: Tensor) -> Tensor:
+    r"""Custom-op form of :func:`csr_sampled`."""
+    return csr_sampled(crow, col, num_cols, a, b)
+
+
+@csr_sampled_op.register_fake
+def _(crow: Tensor, col: Tensor, num_cols: int, a: Tensor, b: Tensor) -> Tensor:
+    torch._check(b.size(0) == num_cols)
+    return a.new_empty(col.numel())
+
+
+@torch.library.custom_op("quest_geometric::neighbour_sum", mutates_args=())
+def neighbour_sum_op(values: Tensor, x: Tensor, crow: Tensor, col: Tensor, crow_t: Tensor,
+                     col_t: Tensor, gather: Tensor) -> Tensor:
+    r""":math:`Y = A(\alpha)\,X` as a custom operator: ``A`` the CSR matrix ``(crow, col,
+    values)`` with ``x.size(0)`` columns, and ``(crow_t, col_t, gather)`` its transpose from
+    :func:`csr_transpose_op` (used by the backward).  The same function as
+    :class:`NeighbourSum`, which the eager layer uses (its transpose is built on first use and
+    cached per graph)."""
+    return csr_matmul(crow, col, values, x.size(0), x)
+
+
+@neighbour_sum_op.register_fake
+def _(values: Tensor, x: Tensor, crow: Tensor, col: Tensor, crow_t: Tensor, col_t: Tensor,
+      gather: Tensor) -> Tensor:
+    torch._check(values.numel() == col.numel())
+    return x.new_empty(crow.numel() - 1, x.size(1))
+
+
+def _neighbour_sum_setup(ctx: Any, inputs: tuple, output: Tensor) -> None:
+    values, x, crow, col, crow_t, col_t, gather = inputs
+    ctx.save_for_backward(values, x, crow, col, crow_t, col_t, gather)
+
+
+def _neighbour_sum_backward(ctx: Any, grad: Tensor) -> tuple[Optional[Tensor], ...]:
+    values, x, crow, col, crow_t, col_t, gather = ctx.saved_tensors
+    grad = grad.contiguous()
+    g_values = g_x = None
+    if ctx.needs_input_grad[0]:
+        g_values = csr_sampled_op(crow, col, x.size(0), grad, x)
+    if ctx.needs_input_grad[1]:
+        g_x = csr_matmul_op(crow_t, col_t, values.index_select(0, gather), grad.size(0), grad)
+    return g_values, g_x, None, None, None, None, None
+
+
+neighbour_sum_op.register_autograd(_neighbour_sum_backward, setup_context=_neighbour_sum_setup)

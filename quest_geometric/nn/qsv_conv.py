@@ -22,7 +22,12 @@ from quest_geometric._utils.checks import (
     fail,
 )
 from quest_geometric.nn._graph_cache import GraphInfo, cached_info, dense_degree, store_info
-from quest_geometric.nn._qsv_csr import CSRPattern, NeighbourSum
+from quest_geometric.nn._qsv_csr import (
+    NeighbourSum,
+    csr_transpose_op,
+    neighbour_sum_op,
+    pattern_columns,
+)
 from quest_geometric.quaternion import multiply, normalize, random_unit, to_rotation_matrix
 
 __all__ = ["QSVConv"]
@@ -126,6 +131,12 @@ class QSVConv(MessagePassing):
     gather reference of the dense path (``fused=False``) is kept beside it and both are tested
     equal to the scatter path in values and gradients.
 
+    **Compiling.**  The layer traces under :func:`torch.compile` with no graph breaks
+    (``fullgraph=True``).  The data-dependent checks (the ``edge_index`` range, finite
+    features, the dense-layout detection) are skipped while tracing, so there
+    :obj:`dense=None` means the scatter path: pass :obj:`dense=True` for a graph in the dense
+    layout to compile the fused path, whose sparse product is a custom operator.
+
     **PyG tools.**  Explain masks (``explain=True`` with an ``edge_mask``, as set by
     :class:`~torch_geometric.explain.Explainer`) multiply each message after the softmax, on
     every path: with ``dense=None`` the layer takes the scatter path whenever explaining is
@@ -178,9 +189,9 @@ class QSVConv(MessagePassing):
         fused (bool, optional): On the dense path, compute the weighted sum as a
             sparse-dense product (one pass over the neighbours' features, no ``[E, C]``
             gather) for ``float32``/``float64`` input; :obj:`False` uses the plain gather
-            reference.  Under :func:`torch.compile` the gather reference is always used
-            (the sparse product cannot be traced); it is slower than the eager fused path
-            on CPU (see the benchmarks page), so on CPU prefer the eager layer.
+            reference.  Under :func:`torch.compile` the sparse product is the custom
+            operator ``quest_geometric::neighbour_sum`` (with its fake implementation and
+            backward formula), so the compiled dense path is the fused one too.
             (default: :obj:`True`)
         **kwargs (optional): Additional arguments of
             :class:`torch_geometric.nn.conv.MessagePassing`.
@@ -608,10 +619,9 @@ class QSVConv(MessagePassing):
 
         if use_dense:
             mask = self._dense_mask(coo.size(1))
-            fused = (self.fused and not compiling and xs.dtype in _FUSED_DTYPES
-                     and xs.dtype == q_src.dtype)
+            fused = self.fused and xs.dtype in _FUSED_DTYPES and xs.dtype == q_src.dtype
             if fused:
-                out, alpha = self._dense_fused(info.pattern(coo, H), xs, q_src, q_dst, mask)
+                out, alpha = self._dense_fused(info, coo, xs, q_src, q_dst, mask, compiling)
             else:
                 out, alpha = self._dense_propagate(coo, xs, q_src, q_dst, mask)
         else:
@@ -661,26 +671,41 @@ class QSVConv(MessagePassing):
     def message(self, x_j: Tensor, alpha: Tensor) -> Tensor:
         return x_j * alpha.unsqueeze(-1)
 
-    def _dense_fused(self, pattern: CSRPattern, xs: Tensor, q_src: Tensor, q_dst: Tensor,
-                     mask: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
-        """The dense path as sparse-dense products over the ``[N_dst, heads, k]`` weights."""
-        Nd, H, k = pattern.num_dst, self.heads, pattern.k
+    def _dense_fused(self, info: GraphInfo, edge_index: Tensor, xs: Tensor, q_src: Tensor,
+                     q_dst: Tensor, mask: Optional[Tensor], compiling: bool
+                     ) -> Tuple[Tensor, Tensor]:
+        """The dense path as sparse-dense products over the ``[N_dst, heads, k]`` weights:
+        eagerly through :class:`NeighbourSum` on the graph's cached CSR pattern, under
+        :func:`torch.compile` through the custom operator
+        ``quest_geometric::neighbour_sum`` on a pattern built in the traced graph."""
+        Ns, Nd, H = q_src.size(0), q_dst.size(0), self.heads
+        k = edge_index.size(1) // Nd
+        src = edge_index[0]
         if self.attention == "uniform":
             alpha = xs.new_full((Nd, H, k), 1.0 / k)
         else:
             # The logits need only the 4-D quaternions: a gather of [E, H, 4] is cheaper
             # than a sampled product over the pattern (measured).
-            q_j = q_src.index_select(0, pattern.src).view(Nd, k, H, 4)
+            q_j = q_src.index_select(0, src).view(Nd, k, H, 4)
             logit = (q_j * q_dst.unsqueeze(1)).sum(dim=-1).transpose(1, 2)  # [Nd, H, k]
             alpha = self._scaled(logit, 1).softmax(dim=-1)
         alpha = F.dropout(alpha, p=self.dropout, training=self.training)
         weights = alpha if mask is None else alpha * mask.to(alpha.dtype).view(Nd, 1, k)
-        out = NeighbourSum.apply(weights.reshape(-1), xs.reshape(-1, xs.size(-1)), pattern)
+        values, feats = weights.reshape(-1), xs.reshape(-1, xs.size(-1))
+        if compiling:
+            crow, col = pattern_columns(src, Nd, k, H)
+            if torch.is_grad_enabled() and (values.requires_grad or feats.requires_grad):
+                crow_t, col_t, gather = csr_transpose_op(src, Ns, k, H)
+            else:  # no backward: the transpose is not needed
+                crow_t = col_t = gather = src.new_empty(0)
+            out = neighbour_sum_op(values, feats, crow, col, crow_t, col_t, gather)
+        else:
+            out = NeighbourSum.apply(values, feats, info.pattern(edge_index, H))
         return out.view(Nd, H, -1), alpha.transpose(1, 2).reshape(Nd * k, H)
 
     def _dense_propagate(self, edge_index: Tensor, xs: Tensor, q_src: Tensor, q_dst: Tensor,
                          mask: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
-        """The plain gather reference of the dense path (and the path under compilation)."""
+        """The plain gather reference of the dense path (``fused=False``)."""
         N, H = q_dst.size(0), self.heads
         k = edge_index.size(1) // N
         src = edge_index[0]

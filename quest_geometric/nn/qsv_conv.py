@@ -132,10 +132,11 @@ class QSVConv(MessagePassing):
     equal to the scatter path in values and gradients.
 
     **Compiling.**  The layer traces under :func:`torch.compile` with no graph breaks
-    (``fullgraph=True``).  The data-dependent checks (the ``edge_index`` range, finite
-    features, the dense-layout detection) are skipped while tracing, so there
-    :obj:`dense=None` means the scatter path: pass :obj:`dense=True` for a graph in the dense
-    layout to compile the fused path, whose sparse product is a custom operator.
+    (``fullgraph=True``).  The host-side checks (the ``edge_index`` range, finite features)
+    are skipped while tracing; with :obj:`dense=None` the dense-layout detection is compiled
+    into the graph (:func:`torch.cond` between the fused dense path, whose sparse product
+    is a custom operator, and the scatter path), and :obj:`dense=True` compiles the fused
+    path alone.
 
     **PyG tools.**  Explain masks (``explain=True`` with an ``edge_mask``, as set by
     :class:`~torch_geometric.explain.Explainer`) multiply each message after the softmax, on
@@ -572,10 +573,10 @@ class QSVConv(MessagePassing):
                 path, :obj:`None` detects the layout from the data and takes the scatter path
                 while explaining or when message-passing hooks are registered.  The
                 detection and the ``edge_index`` range check read the data once per
-                ``edge_index`` tensor, which :func:`torch.compile` cannot trace without a
-                graph break; under compilation both are skipped and :obj:`None` means the
-                scatter path, so pass :obj:`dense=True` explicitly to compile the dense path
-                with zero graph breaks. (default: :obj:`None`)
+                ``edge_index`` tensor; under :func:`torch.compile` the range check is
+                skipped and :obj:`None` chooses between the dense and the scatter path in the
+                compiled graph (:func:`torch.cond`; the scatter path alone while explaining,
+                with hooks, or with attention dropout in training). (default: :obj:`None`)
 
         Raises:
             TypeError: if :obj:`x` has another floating dtype than the layer's parameters
@@ -591,8 +592,17 @@ class QSVConv(MessagePassing):
         q_dst = self.quaternions(x_dst) if bipartite else q_src
 
         compiling = _is_compiling()
+        # Under compilation the layout is not read on the host: dense=None selects the dense
+        # or the scatter path in the graph (torch.cond) wherever the shapes allow both.
+        run_time_choice = False
         if dense is None:
-            use_dense = not compiling and not self._observed() and info.dense_k(coo) > 0
+            if compiling:
+                use_dense = False
+                E = coo.size(1)
+                run_time_choice = (E > 0 and Nd > 0 and E % Nd == 0 and not self._observed()
+                                   and not (self.training and self.dropout > 0.0))
+            else:
+                use_dense = not self._observed() and info.dense_k(coo) > 0
         else:
             use_dense = bool(dense)
             if use_dense and not compiling and info.dense_k(coo) == 0:
@@ -617,18 +627,21 @@ class QSVConv(MessagePassing):
             rot_dst = to_rotation_matrix(q_dst) if bipartite else rot_src
         xs = xs.reshape(Ns, H, C)
 
-        if use_dense:
+        if run_time_choice:
+            k = coo.size(1) // Nd
+            targets = torch.arange(Nd, device=coo.device).unsqueeze(1)
+            is_dense = (coo[1].view(Nd, k) == targets).all()
+            out, alpha = torch.cond(
+                is_dense,
+                lambda coo, xs, q_src, q_dst: self._dense_path(info, coo, xs, q_src, q_dst, None,
+                                                               compiling),
+                lambda coo, xs, q_src, q_dst: self._scatter_path(coo, xs, q_src, q_dst),
+                (coo, xs, q_src, q_dst))
+        elif use_dense:
             mask = self._dense_mask(coo.size(1))
-            fused = self.fused and xs.dtype in _FUSED_DTYPES and xs.dtype == q_src.dtype
-            if fused:
-                out, alpha = self._dense_fused(info, coo, xs, q_src, q_dst, mask, compiling)
-            else:
-                out, alpha = self._dense_propagate(coo, xs, q_src, q_dst, mask)
+            out, alpha = self._dense_path(info, coo, xs, q_src, q_dst, mask, compiling)
         else:
-            # edge_updater_type: (q: PairTensor)
-            alpha = self.edge_updater(coo, q=(q_src, q_dst), size=(Ns, Nd))
-            # propagate_type: (x: OptPairTensor, alpha: Tensor)
-            out = self.propagate(coo, x=(xs, None), alpha=alpha, size=(Ns, Nd))
+            out, alpha = self._scatter_path(coo, xs, q_src, q_dst)
 
         out = out.view(Nd, H, m, 4)
         if rot_dst is not None:
@@ -645,6 +658,22 @@ class QSVConv(MessagePassing):
                 return out, (set_sparse_value(adj, alpha), alpha)
             return out, (coo, alpha)
         return out
+
+    def _dense_path(self, info: GraphInfo, coo: Tensor, xs: Tensor, q_src: Tensor,
+                    q_dst: Tensor, mask: Optional[Tensor], compiling: bool
+                    ) -> Tuple[Tensor, Tensor]:
+        if self.fused and xs.dtype in _FUSED_DTYPES and xs.dtype == q_src.dtype:
+            return self._dense_fused(info, coo, xs, q_src, q_dst, mask, compiling)
+        return self._dense_propagate(coo, xs, q_src, q_dst, mask)
+
+    def _scatter_path(self, coo: Tensor, xs: Tensor, q_src: Tensor, q_dst: Tensor
+                      ) -> Tuple[Tensor, Tensor]:
+        size = (q_src.size(0), q_dst.size(0))
+        # edge_updater_type: (q: PairTensor)
+        alpha = self.edge_updater(coo, q=(q_src, q_dst), size=size)
+        # propagate_type: (x: OptPairTensor, alpha: Tensor)
+        out = self.propagate(coo, x=(xs, None), alpha=alpha, size=size)
+        return out, alpha
 
     def _scaled(self, logit: Tensor, head_dim: int) -> Tensor:
         shape = [1] * logit.dim()

@@ -5,7 +5,8 @@ at the same width and heads on the same batched sphere graph (3 concentric Fibon
 64 + 256 + 1024 = 1,344 nodes per image, in-degree 16 = 12 within-shell + 4 cross-shell
 neighbours).
 
-Run ``python benchmarks/qsv_layer_speed.py`` (``--quick`` for a smaller batch).
+Run ``python benchmarks/qsv_layer_speed.py`` (``--quick`` for a smaller batch, ``--compiled``
+to add ``torch.compile`` rows of QSVConv and TransformerConv).
 """
 from __future__ import annotations
 
@@ -98,8 +99,19 @@ def _layers() -> dict[str, torch.nn.Module]:
     }
 
 
+#: The layers that get a compiled row with ``compiled=True``, and the suffix of its name.
+COMPILED_LAYERS = ("QSVConv", "TransformerConv")
+COMPILED_SUFFIX = " (compiled)"
+
+
+def base_layer(name: str) -> str:
+    """The layer a row measures: ``'QSVConv (compiled)'`` -> ``'QSVConv'``."""
+    return name[:-len(COMPILED_SUFFIX)] if name.endswith(COMPILED_SUFFIX) else name
+
+
 def layer_rows(batch_size: int, device: torch.device, repeat: int, progress: bool,
-               threads: Sequence[Optional[int]] = (None,)) -> list[dict]:
+               threads: Sequence[Optional[int]] = (None,), compiled: bool = False,
+               backend: str = "inductor") -> list[dict]:
     """Time and memory of one forward + backward per layer on the batched sphere graph.
 
     The layers are timed in turn, round by round (:func:`time_interleaved`, in an order
@@ -109,21 +121,42 @@ def layer_rows(batch_size: int, device: torch.device, repeat: int, progress: boo
     kept in ``round_ratios`` (saved in the JSON file). Each entry of
     ``threads`` (``None``: leave torch's setting) gives one set of rows; peak memory is
     measured once per layer, at the first thread count.
+
+    With ``compiled``, the layers of :data:`COMPILED_LAYERS` also run as
+    ``torch.compile(layer, fullgraph=True, backend=backend)`` (rows named
+    ``'<layer> (compiled)'``, the same parameters as the eager row), compiled once before
+    anything is measured; the compiled QSVConv is called with ``dense=True`` when the graph
+    has the dense layout (the fused path without the in-graph layout test of ``dense=None``).
     """
     torch.manual_seed(0)
     edge_index, num_nodes = _batched_sphere(batch_size, device)
     x = torch.randn(num_nodes, CHANNELS, device=device)
     layers = {name: layer.to(device) for name, layer in _layers().items()}
+    calls = {name: layer for name, layer in layers.items()}
+    kwargs: dict[str, dict[str, Any]] = {name: {} for name in layers}
+    if compiled:
+        from quest_geometric.nn.qsv_conv import QSVConv
+
+        torch._dynamo.reset()
+        for name in COMPILED_LAYERS:
+            cname = name + COMPILED_SUFFIX
+            layers[cname] = layers[name]
+            calls[cname] = torch.compile(layers[name], fullgraph=True, backend=backend)
+            kwargs[cname] = ({"dense": True} if name == "QSVConv"
+                             and QSVConv.is_dense_layout(edge_index, num_nodes) else {})
     steps = {}
     for name, layer in layers.items():
         xr = x.clone().requires_grad_(True)
 
-        def step(layer=layer, xr=xr) -> None:
+        def step(layer=layer, call=calls[name], kw=kwargs[name], xr=xr) -> None:
             layer.zero_grad(set_to_none=True)
             xr.grad = None
-            layer(xr, edge_index).square().mean().backward()
+            call(xr, edge_index, **kw).square().mean().backward()
 
         steps[name] = step
+    for name in layers:
+        if name.endswith(COMPILED_SUFFIX):
+            steps[name]()  # compile outside every measurement
     mem = {name: peak_memory_mb(fn, device=device) for name, fn in steps.items()}
     rows = []
     previous = torch.get_num_threads()
@@ -138,7 +171,8 @@ def layer_rows(batch_size: int, device: torch.device, repeat: int, progress: boo
                     "graphs": batch_size, "threads": torch.get_num_threads(), "layer": name,
                     "params": sum(p.numel() for p in layer.parameters()), "nodes": num_nodes,
                     "edges": edge_index.size(1),
-                    "fwd_gflop": forward_flops(name, num_nodes, edge_index.size(1)) / 1e9,
+                    "fwd_gflop": forward_flops(base_layer(name), num_nodes,
+                                               edge_index.size(1)) / 1e9,
                     "fwd_bwd_ms": 1e3 * timed[name]["median_s"],
                     "std_ms": 1e3 * timed[name]["std_s"], "peak_mb": mem[name],
                     "speedup_vs_transformer": ratio_summary(
@@ -169,6 +203,8 @@ def run(
     progress: bool = True,
     batch_size: Union[int, Sequence[int], None] = None,
     threads: Union[int, Sequence[int], None] = None,
+    compiled: bool = False,
+    backend: str = "inductor",
 ) -> dict[str, Any]:
     """Run the benchmark and write ``qsv_layer_speed.*`` to ``out_dir``.
 
@@ -184,6 +220,10 @@ def run(
             else one thread and torch's setting). On a machine shared with other jobs,
             one thread gives stable numbers: an oversubscribed OpenMP pool slows every layer
             by 5-10x, erratically.
+        compiled (bool): also time ``torch.compile`` of QSVConv and TransformerConv (rows
+            ``'<layer> (compiled)'``, see :func:`layer_rows`). (default: :obj:`False`)
+        backend (str): the :func:`torch.compile` backend of the compiled rows.
+            (default: :obj:`'inductor'`)
 
     Returns:
         dict: ``layers`` rows, ``markdown`` (the table) and a short ``summary``.
@@ -195,19 +235,23 @@ def run(
     if counts is None:
         counts = ((torch.get_num_threads(),) if quick
                   else tuple(dict.fromkeys((1, torch.get_num_threads()))))
-    return _run(quick, device, out_dir, progress, sizes, counts)
+    return _run(quick, device, out_dir, progress, sizes, counts, compiled, backend)
 
 
 def _run(quick: bool, device: torch.device, out_dir: Path, progress: bool,
-         batch_sizes: tuple[int, ...], threads: tuple[int, ...]) -> dict[str, Any]:
+         batch_sizes: tuple[int, ...], threads: tuple[int, ...], compiled: bool = False,
+         backend: str = "inductor") -> dict[str, Any]:
     repeat = 5 if quick else 7
     layers = [row for bs in batch_sizes
-              for row in layer_rows(bs, device, repeat, progress, threads=threads)]
+              for row in layer_rows(bs, device, repeat, progress, threads=threads,
+                                    compiled=compiled, backend=backend)]
     meta = {"batch_sizes": list(batch_sizes), "threads": list(threads), "sizes": SIZES,
             "k": K_WITHIN + K_CROSS, "channels": CHANNELS, "heads": HEADS, "dtype": "float32",
             "device": str(device), "seed": 0, "quick": quick, "rounds": repeat,
             "round_order": f"shuffled every round (seed {ROUND_SEED})",
             "load": load_average()}
+    if compiled:
+        meta["compile_backend"] = backend
     p1 = _write(layers, out_dir, meta)
     summary = [
         f"QSVConv forward+backward {q['fwd_bwd_ms']:.0f} ms on {q['graphs']} graphs "
@@ -229,8 +273,8 @@ def _write(layers: list[dict], out_dir: Path, meta: dict) -> dict[str, Path]:
     """Write the table (the parameter and FLOP columns filled in) with its notes."""
     by_batch = {(r["graphs"], r["threads"], r["layer"]): r for r in layers}
     for r in layers:
-        r["fwd_gflop"] = forward_flops(r["layer"], r["nodes"], r["edges"], meta["channels"],
-                                       meta["heads"]) / 1e9
+        r["fwd_gflop"] = forward_flops(base_layer(r["layer"]), r["nodes"], r["edges"],
+                                       meta["channels"], meta["heads"]) / 1e9
     for r in layers:
         ref = by_batch.get((r["graphs"], r["threads"], "TransformerConv"))
         r["flops_vs_transformer"] = r["fwd_gflop"] / ref["fwd_gflop"] if ref else math.nan
@@ -289,6 +333,10 @@ def main(argv: list[str] | None = None) -> None:
                         help="graphs per batch (default: 16 64; 8 with --quick)")
     parser.add_argument("--threads", type=int, nargs="+", default=None,
                         help="torch intra-op thread counts (default: 1 and torch's choice)")
+    parser.add_argument("--compiled", action="store_true",
+                        help="also time torch.compile of QSVConv and TransformerConv")
+    parser.add_argument("--backend", default="inductor",
+                        help="torch.compile backend of the --compiled rows")
     parser.add_argument("--out", default="benchmarks/results")
     parser.add_argument("--rewrite", default=None, metavar="JSON",
                         help="time nothing: rewrite this committed table with the parameter "
@@ -298,5 +346,6 @@ def main(argv: list[str] | None = None) -> None:
         print(rewrite(args.rewrite, args.out)["markdown"])
         return
     result = run(quick=args.quick, device=args.device, out_dir=args.out,
-                 batch_size=args.batch_size, threads=args.threads)
+                 batch_size=args.batch_size, threads=args.threads, compiled=args.compiled,
+                 backend=args.backend)
     print(result["markdown"])

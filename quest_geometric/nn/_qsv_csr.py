@@ -14,13 +14,71 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-__all__ = ["CSRPattern", "NeighbourSum", "sparse_csr"]
+__all__ = [
+    "CSRPattern", "NeighbourSum", "sparse_csr", "transpose_pattern", "pattern_columns",
+    "csr_matmul", "csr_sampled", "csr_transpose_op", "csr_matmul_op", "csr_sampled_op",
+    "neighbour_sum_op",
+]
 
 
 def sparse_csr(crow: Tensor, col: Tensor, values: Tensor, size: tuple[int, int]) -> Tensor:
     with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state" (once)
         warnings.filterwarnings("ignore", message=".*Sparse CSR tensor support is in beta.*")
         return torch.sparse_csr_tensor(crow, col, values, size, check_invariants=False)
+
+
+def transpose_pattern(src: Tensor, num_src: int, k: int, heads: int
+                      ) -> tuple[Tensor, Tensor, Tensor]:
+    r"""``(crow_t, col_t, gather)`` of the transpose of the pattern of :class:`CSRPattern`
+    ``(src, num_src, num_dst = src.numel() // k, k, heads)``: the CSR rows and columns of
+    :math:`A^{\top}` (``[num_src * heads + 1]`` and ``[E * heads]``) and, for each of its
+    entries, the position of its value in the forward layout (``[E * heads]``)."""
+    E, H = src.numel(), heads
+    dev = src.device
+    key = src.int() if num_src < 2 ** 31 else src  # int32 sorts ~3x faster
+    perm = key.argsort(stable=True)
+    deg = torch.bincount(src, minlength=num_src)
+    ptr = torch.zeros(num_src + 1, dtype=torch.long, device=dev)
+    ptr[1:] = deg.cumsum(0)
+    dst = perm // k
+    if H == 1:
+        return ptr, dst, perm
+    j = src.index_select(0, perm)
+    offset = torch.arange(E, device=dev) - ptr.index_select(0, j)
+    h = torch.arange(H, device=dev).view(1, H)
+    pos = (ptr.index_select(0, j).view(E, 1) * H + h * deg.index_select(0, j).view(E, 1)
+           + offset.view(E, 1)).reshape(-1)
+    value_pos = (dst.view(E, 1) * (H * k) + h * k + (perm % k).view(E, 1)).reshape(-1)
+    gather = torch.empty(E * H, dtype=torch.long, device=dev)
+    gather[pos] = value_pos
+    col_t = torch.empty(E * H, dtype=torch.long, device=dev)
+    col_t[pos] = (dst.view(E, 1) * H + h).reshape(-1)
+    crow_t = torch.zeros(num_src * H + 1, dtype=torch.long, device=dev)
+    crow_t[1:] = deg.repeat_interleave(H).cumsum(0)
+    return crow_t, col_t, gather
+
+
+def pattern_columns(src: Tensor, num_dst: int, k: int, heads: int) -> tuple[Tensor, Tensor]:
+    """``(crow, col)`` of the forward pattern of :class:`CSRPattern` (traceable: no data is
+    read)."""
+    dev = src.device
+    crow = torch.arange(0, num_dst * heads * k + 1, k, device=dev)
+    if heads == 1:
+        return crow, src
+    h = torch.arange(heads, device=dev).view(1, heads, 1)
+    return crow, (src.view(num_dst, 1, k) * heads + h).reshape(-1)
+
+
+def csr_matmul(crow: Tensor, col: Tensor, values: Tensor, num_cols: int, dense: Tensor) -> Tensor:
+    r""":math:`A\,D` for the CSR matrix ``(crow, col, values)`` of ``num_cols`` columns."""
+    return sparse_csr(crow, col, values, (crow.numel() - 1, num_cols)) @ dense
+
+
+def csr_sampled(crow: Tensor, col: Tensor, num_cols: int, a: Tensor, b: Tensor) -> Tensor:
+    r""":math:`\langle a_{r}, b_{c}\rangle` for every entry :math:`(r, c)` of the CSR pattern
+    ``(crow, col)``, in its value order (``[col.numel()]``)."""
+    pattern = sparse_csr(crow, col, a.new_zeros(col.numel()), (crow.numel() - 1, num_cols))
+    return torch.sparse.sampled_addmm(pattern, a, b.t(), beta=0.0).values()
 
 
 class CSRPattern:
@@ -31,13 +89,7 @@ class CSRPattern:
 
     def __init__(self, src: Tensor, num_src: int, num_dst: int, k: int, heads: int) -> None:
         self.src, self.num_src, self.num_dst, self.k, self.heads = src, num_src, num_dst, k, heads
-        dev = src.device
-        self.crow = torch.arange(0, num_dst * heads * k + 1, k, device=dev)
-        if heads == 1:
-            self.col = src
-        else:
-            h = torch.arange(heads, device=dev).view(1, heads, 1)
-            self.col = (src.view(num_dst, 1, k) * heads + h).reshape(-1)
+        self.crow, self.col = pattern_columns(src, num_dst, k, heads)
         self._transposed: Optional[tuple[Tensor, Tensor, Tensor]] = None
 
     @property
@@ -52,48 +104,22 @@ class CSRPattern:
         """``(crow_t, col_t, gather)``: the CSR pattern of the transpose and, for each of its
         entries, the position of its value in the forward layout."""
         if self._transposed is None:
-            src, k, H, E = self.src, self.k, self.heads, self.src.numel()
-            dev = src.device
-            key = src.int() if self.num_src < 2 ** 31 else src  # int32 sorts ~3x faster
-            perm = key.argsort(stable=True)
-            deg = torch.bincount(src, minlength=self.num_src)
-            ptr = torch.zeros(self.num_src + 1, dtype=torch.long, device=dev)
-            ptr[1:] = deg.cumsum(0)
-            dst = perm // k
-            if H == 1:
-                self._transposed = (ptr, dst, perm)
-            else:
-                j = src.index_select(0, perm)
-                offset = torch.arange(E, device=dev) - ptr.index_select(0, j)
-                h = torch.arange(H, device=dev).view(1, H)
-                pos = (ptr.index_select(0, j).view(E, 1) * H + h * deg.index_select(0, j).view(E, 1)
-                       + offset.view(E, 1)).reshape(-1)
-                value_pos = (dst.view(E, 1) * (H * k) + h * k + (perm % k).view(E, 1)).reshape(-1)
-                gather = torch.empty(E * H, dtype=torch.long, device=dev)
-                gather[pos] = value_pos
-                col_t = torch.empty(E * H, dtype=torch.long, device=dev)
-                col_t[pos] = (dst.view(E, 1) * H + h).reshape(-1)
-                crow_t = torch.zeros(self.num_src * H + 1, dtype=torch.long, device=dev)
-                crow_t[1:] = deg.repeat_interleave(H).cumsum(0)
-                self._transposed = (crow_t, col_t, gather)
+            self._transposed = transpose_pattern(self.src, self.num_src, self.k, self.heads)
         return self._transposed
 
     def mm(self, values: Tensor, dense: Tensor) -> Tensor:
         """:math:`A\\,D` with ``values`` in the forward layout; ``[rows, C]``."""
-        return sparse_csr(self.crow, self.col, values, (self.rows, self.cols)) @ dense
+        return csr_matmul(self.crow, self.col, values, self.cols, dense)
 
     def mm_t(self, values: Tensor, dense: Tensor) -> Tensor:
         """:math:`A^{\\top} D` with ``values`` in the forward layout; ``[cols, C]``."""
         crow_t, col_t, gather = self.transposed()
-        a_t = sparse_csr(crow_t, col_t, values.index_select(0, gather), (self.cols, self.rows))
-        return a_t @ dense
+        return csr_matmul(crow_t, col_t, values.index_select(0, gather), self.rows, dense)
 
     def sddmm(self, a: Tensor, b: Tensor) -> Tensor:
         """:math:`\\langle a_{r}, b_{c}\\rangle` for every entry :math:`(r, c)` of the pattern,
         in the forward layout (``[E * heads]``)."""
-        pattern = sparse_csr(self.crow, self.col,
-                              a.new_zeros(self.col.numel()), (self.rows, self.cols))
-        return torch.sparse.sampled_addmm(pattern, a, b.t(), beta=0.0).values()
+        return csr_sampled(self.crow, self.col, self.cols, a, b)
 
 
 class NeighbourSum(torch.autograd.Function):
@@ -116,3 +142,86 @@ class NeighbourSum(torch.autograd.Function):
         g_values = pattern.sddmm(grad, x) if ctx.needs_input_grad[0] else None
         g_x = pattern.mm_t(values, grad) if ctx.needs_input_grad[1] else None
         return g_values, g_x, None
+
+
+# --------------------------------------------------------------------------- custom ops
+# The same products as custom operators, so that torch.compile traces the fused path: each is
+# opaque to the compiler (its fake implementation gives the output's shape from the inputs'
+# shapes alone) and the neighbour sum carries its backward formula.
+
+@torch.library.custom_op("quest_geometric::csr_transpose", mutates_args=())
+def csr_transpose_op(src: Tensor, num_src: int, k: int, heads: int
+                     ) -> tuple[Tensor, Tensor, Tensor]:
+    r"""Custom-op form of :func:`transpose_pattern` (sources ``src`` in ``[0, num_src)``)."""
+    return transpose_pattern(src, num_src, k, heads)
+
+
+@csr_transpose_op.register_fake
+def _(src: Tensor, num_src: int, k: int, heads: int) -> tuple[Tensor, Tensor, Tensor]:
+    E = src.numel() * heads
+    return (src.new_empty(num_src * heads + 1, dtype=torch.long),
+            src.new_empty(E, dtype=torch.long), src.new_empty(E, dtype=torch.long))
+
+
+@torch.library.custom_op("quest_geometric::csr_matmul", mutates_args=())
+def csr_matmul_op(crow: Tensor, col: Tensor, values: Tensor, num_cols: int,
+                  dense: Tensor) -> Tensor:
+    r"""Custom-op form of :func:`csr_matmul` (no autograd of its own: it is the backward
+    of :func:`neighbour_sum_op`)."""
+    return csr_matmul(crow, col, values, num_cols, dense)
+
+
+@csr_matmul_op.register_fake
+def _(crow: Tensor, col: Tensor, values: Tensor, num_cols: int, dense: Tensor) -> Tensor:
+    torch._check(values.numel() == col.numel())
+    torch._check(dense.size(0) == num_cols)
+    return dense.new_empty(crow.numel() - 1, dense.size(1))
+
+
+@torch.library.custom_op("quest_geometric::csr_sampled", mutates_args=())
+def csr_sampled_op(crow: Tensor, col: Tensor, num_cols: int, a: Tensor, b: Tensor) -> Tensor:
+    r"""Custom-op form of :func:`csr_sampled`."""
+    return csr_sampled(crow, col, num_cols, a, b)
+
+
+@csr_sampled_op.register_fake
+def _(crow: Tensor, col: Tensor, num_cols: int, a: Tensor, b: Tensor) -> Tensor:
+    torch._check(b.size(0) == num_cols)
+    return a.new_empty(col.numel())
+
+
+@torch.library.custom_op("quest_geometric::neighbour_sum", mutates_args=())
+def neighbour_sum_op(values: Tensor, x: Tensor, crow: Tensor, col: Tensor, crow_t: Tensor,
+                     col_t: Tensor, gather: Tensor) -> Tensor:
+    r""":math:`Y = A(\alpha)\,X` as a custom operator: ``A`` the CSR matrix ``(crow, col,
+    values)`` with ``x.size(0)`` columns, and ``(crow_t, col_t, gather)`` its transpose from
+    :func:`csr_transpose_op` (used by the backward).  The same function as
+    :class:`NeighbourSum`, which the eager layer uses (its transpose is built on first use and
+    cached per graph)."""
+    return csr_matmul(crow, col, values, x.size(0), x)
+
+
+@neighbour_sum_op.register_fake
+def _(values: Tensor, x: Tensor, crow: Tensor, col: Tensor, crow_t: Tensor, col_t: Tensor,
+      gather: Tensor) -> Tensor:
+    torch._check(values.numel() == col.numel())
+    return x.new_empty(crow.numel() - 1, x.size(1))
+
+
+def _neighbour_sum_setup(ctx: Any, inputs: tuple, output: Tensor) -> None:
+    values, x, crow, col, crow_t, col_t, gather = inputs
+    ctx.save_for_backward(values, x, crow, col, crow_t, col_t, gather)
+
+
+def _neighbour_sum_backward(ctx: Any, grad: Tensor) -> tuple[Optional[Tensor], ...]:
+    values, x, crow, col, crow_t, col_t, gather = ctx.saved_tensors
+    grad = grad.contiguous()
+    g_values = g_x = None
+    if ctx.needs_input_grad[0]:
+        g_values = csr_sampled_op(crow, col, x.size(0), grad, x)
+    if ctx.needs_input_grad[1]:
+        g_x = csr_matmul_op(crow_t, col_t, values.index_select(0, gather), grad.size(0), grad)
+    return g_values, g_x, None, None, None, None, None
+
+
+neighbour_sum_op.register_autograd(_neighbour_sum_backward, setup_context=_neighbour_sum_setup)

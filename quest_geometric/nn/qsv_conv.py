@@ -22,7 +22,12 @@ from quest_geometric._utils.checks import (
     fail,
 )
 from quest_geometric.nn._graph_cache import GraphInfo, cached_info, dense_degree, store_info
-from quest_geometric.nn._qsv_csr import CSRPattern, NeighbourSum
+from quest_geometric.nn._qsv_csr import (
+    NeighbourSum,
+    csr_transpose_op,
+    neighbour_sum_op,
+    pattern_columns,
+)
 from quest_geometric.quaternion import multiply, normalize, random_unit, to_rotation_matrix
 
 __all__ = ["QSVConv"]
@@ -126,6 +131,13 @@ class QSVConv(MessagePassing):
     gather reference of the dense path (``fused=False``) is kept beside it and both are tested
     equal to the scatter path in values and gradients.
 
+    **Compiling.**  The layer traces under :func:`torch.compile` with no graph breaks
+    (``fullgraph=True``).  The host-side checks (the ``edge_index`` range, finite features)
+    are skipped while tracing; with :obj:`dense=None` the dense-layout detection is compiled
+    into the graph (:func:`torch.cond` between the fused dense path, whose sparse product
+    is a custom operator, and the scatter path), and :obj:`dense=True` compiles the fused
+    path alone.
+
     **PyG tools.**  Explain masks (``explain=True`` with an ``edge_mask``, as set by
     :class:`~torch_geometric.explain.Explainer`) multiply each message after the softmax, on
     every path: with ``dense=None`` the layer takes the scatter path whenever explaining is
@@ -178,9 +190,9 @@ class QSVConv(MessagePassing):
         fused (bool, optional): On the dense path, compute the weighted sum as a
             sparse-dense product (one pass over the neighbours' features, no ``[E, C]``
             gather) for ``float32``/``float64`` input; :obj:`False` uses the plain gather
-            reference.  Under :func:`torch.compile` the gather reference is always used
-            (the sparse product cannot be traced); it is slower than the eager fused path
-            on CPU (see the benchmarks page), so on CPU prefer the eager layer.
+            reference.  Under :func:`torch.compile` the sparse product is the custom
+            operator ``quest_geometric::neighbour_sum`` (with its fake implementation and
+            backward formula), so the compiled dense path is the fused one too.
             (default: :obj:`True`)
         **kwargs (optional): Additional arguments of
             :class:`torch_geometric.nn.conv.MessagePassing`.
@@ -561,10 +573,10 @@ class QSVConv(MessagePassing):
                 path, :obj:`None` detects the layout from the data and takes the scatter path
                 while explaining or when message-passing hooks are registered.  The
                 detection and the ``edge_index`` range check read the data once per
-                ``edge_index`` tensor, which :func:`torch.compile` cannot trace without a
-                graph break; under compilation both are skipped and :obj:`None` means the
-                scatter path, so pass :obj:`dense=True` explicitly to compile the dense path
-                with zero graph breaks. (default: :obj:`None`)
+                ``edge_index`` tensor; under :func:`torch.compile` the range check is
+                skipped and :obj:`None` chooses between the dense and the scatter path in the
+                compiled graph (:func:`torch.cond`; the scatter path alone while explaining,
+                with hooks, or with attention dropout in training). (default: :obj:`None`)
 
         Raises:
             TypeError: if :obj:`x` has another floating dtype than the layer's parameters
@@ -580,8 +592,17 @@ class QSVConv(MessagePassing):
         q_dst = self.quaternions(x_dst) if bipartite else q_src
 
         compiling = _is_compiling()
+        # Under compilation the layout is not read on the host: dense=None selects the dense
+        # or the scatter path in the graph (torch.cond) wherever the shapes allow both.
+        run_time_choice = False
         if dense is None:
-            use_dense = not compiling and not self._observed() and info.dense_k(coo) > 0
+            if compiling:
+                use_dense = False
+                E = coo.size(1)
+                run_time_choice = (E > 0 and Nd > 0 and E % Nd == 0 and not self._observed()
+                                   and not (self.training and self.dropout > 0.0))
+            else:
+                use_dense = not self._observed() and info.dense_k(coo) > 0
         else:
             use_dense = bool(dense)
             if use_dense and not compiling and info.dense_k(coo) == 0:
@@ -606,19 +627,21 @@ class QSVConv(MessagePassing):
             rot_dst = to_rotation_matrix(q_dst) if bipartite else rot_src
         xs = xs.reshape(Ns, H, C)
 
-        if use_dense:
+        if run_time_choice:
+            k = coo.size(1) // Nd
+            targets = torch.arange(Nd, device=coo.device).unsqueeze(1)
+            is_dense = (coo[1].view(Nd, k) == targets).all()
+            out, alpha = torch.cond(
+                is_dense,
+                lambda coo, xs, q_src, q_dst: self._dense_path(info, coo, xs, q_src, q_dst, None,
+                                                               compiling),
+                lambda coo, xs, q_src, q_dst: self._scatter_path(coo, xs, q_src, q_dst),
+                (coo, xs, q_src, q_dst))
+        elif use_dense:
             mask = self._dense_mask(coo.size(1))
-            fused = (self.fused and not compiling and xs.dtype in _FUSED_DTYPES
-                     and xs.dtype == q_src.dtype)
-            if fused:
-                out, alpha = self._dense_fused(info.pattern(coo, H), xs, q_src, q_dst, mask)
-            else:
-                out, alpha = self._dense_propagate(coo, xs, q_src, q_dst, mask)
+            out, alpha = self._dense_path(info, coo, xs, q_src, q_dst, mask, compiling)
         else:
-            # edge_updater_type: (q: PairTensor)
-            alpha = self.edge_updater(coo, q=(q_src, q_dst), size=(Ns, Nd))
-            # propagate_type: (x: OptPairTensor, alpha: Tensor)
-            out = self.propagate(coo, x=(xs, None), alpha=alpha, size=(Ns, Nd))
+            out, alpha = self._scatter_path(coo, xs, q_src, q_dst)
 
         out = out.view(Nd, H, m, 4)
         if rot_dst is not None:
@@ -635,6 +658,22 @@ class QSVConv(MessagePassing):
                 return out, (set_sparse_value(adj, alpha), alpha)
             return out, (coo, alpha)
         return out
+
+    def _dense_path(self, info: GraphInfo, coo: Tensor, xs: Tensor, q_src: Tensor,
+                    q_dst: Tensor, mask: Optional[Tensor], compiling: bool
+                    ) -> Tuple[Tensor, Tensor]:
+        if self.fused and xs.dtype in _FUSED_DTYPES and xs.dtype == q_src.dtype:
+            return self._dense_fused(info, coo, xs, q_src, q_dst, mask, compiling)
+        return self._dense_propagate(coo, xs, q_src, q_dst, mask)
+
+    def _scatter_path(self, coo: Tensor, xs: Tensor, q_src: Tensor, q_dst: Tensor
+                      ) -> Tuple[Tensor, Tensor]:
+        size = (q_src.size(0), q_dst.size(0))
+        # edge_updater_type: (q: PairTensor)
+        alpha = self.edge_updater(coo, q=(q_src, q_dst), size=size)
+        # propagate_type: (x: OptPairTensor, alpha: Tensor)
+        out = self.propagate(coo, x=(xs, None), alpha=alpha, size=size)
+        return out, alpha
 
     def _scaled(self, logit: Tensor, head_dim: int) -> Tensor:
         shape = [1] * logit.dim()
@@ -661,26 +700,41 @@ class QSVConv(MessagePassing):
     def message(self, x_j: Tensor, alpha: Tensor) -> Tensor:
         return x_j * alpha.unsqueeze(-1)
 
-    def _dense_fused(self, pattern: CSRPattern, xs: Tensor, q_src: Tensor, q_dst: Tensor,
-                     mask: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
-        """The dense path as sparse-dense products over the ``[N_dst, heads, k]`` weights."""
-        Nd, H, k = pattern.num_dst, self.heads, pattern.k
+    def _dense_fused(self, info: GraphInfo, edge_index: Tensor, xs: Tensor, q_src: Tensor,
+                     q_dst: Tensor, mask: Optional[Tensor], compiling: bool
+                     ) -> Tuple[Tensor, Tensor]:
+        """The dense path as sparse-dense products over the ``[N_dst, heads, k]`` weights:
+        eagerly through :class:`NeighbourSum` on the graph's cached CSR pattern, under
+        :func:`torch.compile` through the custom operator
+        ``quest_geometric::neighbour_sum`` on a pattern built in the traced graph."""
+        Ns, Nd, H = q_src.size(0), q_dst.size(0), self.heads
+        k = edge_index.size(1) // Nd
+        src = edge_index[0]
         if self.attention == "uniform":
             alpha = xs.new_full((Nd, H, k), 1.0 / k)
         else:
             # The logits need only the 4-D quaternions: a gather of [E, H, 4] is cheaper
             # than a sampled product over the pattern (measured).
-            q_j = q_src.index_select(0, pattern.src).view(Nd, k, H, 4)
+            q_j = q_src.index_select(0, src).view(Nd, k, H, 4)
             logit = (q_j * q_dst.unsqueeze(1)).sum(dim=-1).transpose(1, 2)  # [Nd, H, k]
             alpha = self._scaled(logit, 1).softmax(dim=-1)
         alpha = F.dropout(alpha, p=self.dropout, training=self.training)
         weights = alpha if mask is None else alpha * mask.to(alpha.dtype).view(Nd, 1, k)
-        out = NeighbourSum.apply(weights.reshape(-1), xs.reshape(-1, xs.size(-1)), pattern)
+        values, feats = weights.reshape(-1), xs.reshape(-1, xs.size(-1))
+        if compiling:
+            crow, col = pattern_columns(src, Nd, k, H)
+            if torch.is_grad_enabled() and (values.requires_grad or feats.requires_grad):
+                crow_t, col_t, gather = csr_transpose_op(src, Ns, k, H)
+            else:  # no backward: the transpose is not needed
+                crow_t = col_t = gather = src.new_empty(0)
+            out = neighbour_sum_op(values, feats, crow, col, crow_t, col_t, gather)
+        else:
+            out = NeighbourSum.apply(values, feats, info.pattern(edge_index, H))
         return out.view(Nd, H, -1), alpha.transpose(1, 2).reshape(Nd * k, H)
 
     def _dense_propagate(self, edge_index: Tensor, xs: Tensor, q_src: Tensor, q_dst: Tensor,
                          mask: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
-        """The plain gather reference of the dense path (and the path under compilation)."""
+        """The plain gather reference of the dense path (``fused=False``)."""
         N, H = q_dst.size(0), self.heads
         k = edge_index.size(1) // N
         src = edge_index[0]

@@ -33,6 +33,33 @@ def test_layer_rows_restore_threads(monkeypatch):
     assert [r["threads"] for r in rows] == [1, 1, 1]
 
 
+@pytest.mark.slow
+def test_compiled_rows_are_wired(monkeypatch):
+    # wiring only, on a tiny graph and the code-generation-free backend; no timing is read
+    monkeypatch.setattr(qsv_layer_speed, "SIZES", (16, 32))
+    rows = qsv_layer_speed.layer_rows(1, torch.device("cpu"), repeat=1, progress=False,
+                                      threads=(1,), compiled=True, backend="aot_eager")
+    by_name = {r["layer"]: r for r in rows}
+    assert list(by_name) == ["QSVConv", "TransformerConv", "GATv2Conv", "QSVConv (compiled)",
+                             "TransformerConv (compiled)"]
+    for name in qsv_layer_speed.COMPILED_LAYERS:
+        eager, comp = by_name[name], by_name[name + " (compiled)"]
+        assert comp["params"] == eager["params"] and comp["fwd_gflop"] == eager["fwd_gflop"]
+        assert comp["fwd_bwd_ms"] > 0 and comp["speedup_vs_transformer"] > 0
+
+
+def test_cli_passes_compiled(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(qsv_layer_speed, "run",
+                        lambda **kw: seen.update(kw) or {"markdown": ""})
+    qsv_layer_speed.main(["--quick", "--compiled", "--backend", "aot_eager"])
+    assert seen["compiled"] is True and seen["backend"] == "aot_eager"
+    qsv_layer_speed.main(["--quick"])
+    assert seen["compiled"] is False and seen["backend"] == "inductor"
+    assert qsv_layer_speed.base_layer("QSVConv (compiled)") == "QSVConv"
+    assert qsv_layer_speed.base_layer("GATv2Conv") == "GATv2Conv"
+
+
 def test_threads_and_batch_sizes_must_be_positive(tmp_path):
     with pytest.raises(ValueError, match="threads"):
         qsv_layer_speed.run(quick=True, out_dir=tmp_path, threads=0)

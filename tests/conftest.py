@@ -5,20 +5,12 @@ Fixtures that return a function (as PyG's own ``test/conftest.py`` does with
 """
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Optional
 
 import pytest
 import torch
 from torch import Tensor
 
-# pytest's default import mode puts this folder on sys.path to import this file; there the
-# test folders that mirror the package (``datasets/``, ``training/``, ...) would pass for
-# top-level packages of the same names (Hugging Face's ``datasets`` among them, which
-# ``transformers.Trainer`` then tries to use). No test imports from here by module name.
-_HERE = str(Path(__file__).resolve().parent)
-sys.path[:] = [p for p in sys.path if str(Path(p).resolve()) != _HERE]
 
 
 def _focus_mask_reference(groups: Tensor, window: int, batch: Optional[Tensor],
@@ -71,3 +63,20 @@ def built_docs(tmp_path_factory):
     from test_docs import build_docs
 
     return build_docs(tmp_path_factory)
+
+
+@pytest.fixture
+def hf_trainer(monkeypatch):
+    """``transformers.Trainer`` made safe in this test tree: pytest's default import mode puts
+    ``tests/`` on ``sys.path``, where ``tests/datasets/`` (mirroring the package) passes for
+    Hugging Face's ``datasets`` package when that is not installed, and ``Trainer`` then
+    fails on ``datasets.Dataset``. Tells ``Trainer`` that ``datasets`` is absent in that case
+    and returns the ``transformers`` module."""
+    import importlib
+
+    transformers = pytest.importorskip("transformers")
+    import transformers.trainer as trainer_module
+
+    if not hasattr(importlib.import_module("datasets"), "Dataset"):
+        monkeypatch.setattr(trainer_module, "is_datasets_available", lambda: False)
+    return transformers

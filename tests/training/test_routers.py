@@ -278,9 +278,9 @@ def test_train_routers_distill_trains_only_the_routers_and_records_its_objective
 
 @pytest.mark.slow
 @pytest.mark.parametrize("objective", ["lm", "distill"])
-def test_router_trainer_with_hugging_face_trains_only_the_routers(tmp_path, objective):
-    pytest.importorskip("transformers")
-    from transformers import TrainingArguments
+def test_router_trainer_with_hugging_face_trains_only_the_routers(tmp_path, objective,
+                                                                  hf_trainer):
+    TrainingArguments = hf_trainer.TrainingArguments
 
     from quest_geometric.nn.focus import router_parameters
     from quest_geometric.testing.hf import tokens

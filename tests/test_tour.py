@@ -437,14 +437,19 @@ def test_tour_chooses_threads_from_the_free_cores_and_says_why(tmp_path, monkeyp
 def test_quiet_machine_timings_carry_their_load(tmp_path, monkeypatch, capsys):
     import quest_geometric.tour as tour
 
-    monkeypatch.setattr(tour, "PARTS", {"demo": ("Demo", _timed_part([]))})
+    seen = []
+    monkeypatch.setattr(tour, "PARTS", {"demo": ("Demo", _timed_part(seen))})
+    # the thread count is chosen from the (faked) free cores, not from the caller's
+    # OMP_NUM_THREADS: 2 cores, load 0.2, so 2 threads
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     _fake_load(monkeypatch, 0.2)
     text = tour.run_tour(out=tmp_path / "r", progress=False).read_text()
     out = capsys.readouterr().out
     load = "load average 0.2 (1 min) on 2 core(s)"
     assert f"[demo] QSVConv 3.40x TransformerConv's speed ({load})" in out
     assert "[demo] accuracy 0.9\n" in out  # not a timing: no load
-    assert f"torch threads: 1, {load})._" in text  # beside the part's run time
+    assert seen == [2]
+    assert f"torch threads: 2, {load})._" in text  # beside the part's run time
     assert "Measured under load" not in text and "not a speed verdict" not in out
 
 

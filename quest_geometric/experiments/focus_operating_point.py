@@ -6,7 +6,10 @@ beside full attention and the content-free baselines at the same pattern.
 A **configuration** is a named entry of :data:`CONFIGS`: the Focus pattern (``K`` groups,
 ``top_k`` groups per token, a local ``window``) and, for a trained one, the router objective
 (``'lm'`` or ``'distill'``, :func:`~quest_geometric.training.router_loss`); ``NAME@topK``
-evaluates a trained configuration's routers at another ``top_k``. Content-free rows need no
+evaluates a trained configuration's routers at another ``top_k``, and ``NAME+sinks`` adds
+:data:`NUM_SINKS` attention sinks to row ``NAME`` (every query also attends to the first
+tokens, which pretrained models use as a resting place for attention; routers trained without
+sinks are run with them, unchanged). Content-free rows need no
 training: ``random`` routes with :class:`~quest_geometric.nn.focus.RandomGroupsRouter` at
 the same ``K`` and ``top_k``, and ``sinks@NAME`` is the sliding window plus
 :data:`NUM_SINKS` attention sinks (:class:`~quest_geometric.nn.focus.WindowOnlyRouter`)
@@ -44,9 +47,11 @@ import torch
 
 from quest_geometric._utils.checks import check_int
 
-__all__ = ["CONFIGS", "OOD_BLOCKS_PER_SOURCE", "NUM_SINKS", "extrapolated_share",
+__all__ = ["CONFIGS", "OOD_BLOCKS_PER_SOURCE", "NUM_SINKS", "SINKS_SUFFIX", "base_name",
+           "extrapolated_share",
            "load_splits", "resolve_config", "compose_config", "apply_config", "build_model",
-           "train_config", "eval_indices", "training_record", "evaluate_config",
+           "train_config", "eval_indices", "training_record", "saved_training_record",
+           "evaluate_config",
            "paired_comparisons", "write_table",
            "attention_mac_share", "prefill_speedup_bound", "SMOLLM2_DIMS", "main"]
 
@@ -167,6 +172,7 @@ def compose_config(model: Any, cfg: Dict[str, Any]) -> Any:
         seeds = iter(range(10_000))
         return compose_focus(model, num_groups=cfg["K"], top_k=cfg["top_k"],
                              window=cfg["window"], backend="blocks",
+                             num_sinks=cfg.get("num_sinks", 0),
                              router=lambda _dim: RandomGroupsRouter(cfg["K"], cfg["top_k"],
                                                                     seed=next(seeds)))
     return compose_focus(model, num_groups=cfg["K"], top_k=cfg["top_k"], window=cfg["window"],
@@ -193,8 +199,16 @@ def train_config(name: str, steps: Optional[int] = None, max_minutes: Optional[f
                         RUNS / name, seed=TRAIN["seed"], ckpt_every=5, progress=progress,
                         max_minutes=max_minutes, desc=name, objective=cfg["objective"])
     if out["finished"]:
-        save_routers(model, str(RESULTS / f"routers_{name}"))
+        folder = RESULTS / f"routers_{name}"
+        save_routers(model, str(folder))
+        record = training_record(name, data["train"].size(0))
+        (folder / TRAINING_FILE).write_text(json.dumps(record, indent=1) + "\n")
     return out
+
+
+#: The training record saved beside a trained configuration's routers
+#: (:func:`training_record`), so that its rows can be evaluated without the run folder.
+TRAINING_FILE = "training.json"
 
 
 def _block_losses(model: Any, blocks: torch.Tensor, desc: str, progress: bool
@@ -233,11 +247,23 @@ def _split_columns(base: Dict[str, Any], row: Dict[str, Any]) -> Dict[str, Any]:
             "blocks": len(row["block_loss"])}
 
 
+def base_name(name: str) -> str:
+    """The :data:`CONFIGS` entry a row name is built on: ``sinks@`` not included, ``@topK``
+    and ``+sinks`` stripped (``'K8_top2_w64_distill@top1+sinks'`` -> ``'K8_top2_w64_distill'``).
+    """
+    return name.partition("@top")[0].removesuffix(SINKS_SUFFIX)
+
+
+#: The suffix of a row run with :data:`NUM_SINKS` attention sinks added.
+SINKS_SUFFIX = "+sinks"
+
+
 def resolve_config(name: str, results: Path = RESULTS, length: Optional[int] = None
                    ) -> Dict[str, Any]:
     """The configuration of a row name: ``NAME`` (an entry of :data:`CONFIGS`), ``NAME@topK``
-    (another ``top_k``) or ``sinks@NAME`` (window plus sinks at the share that row ``NAME``,
-    already evaluated in ``results``, keeps).
+    (another ``top_k``), either followed by ``+sinks`` (:data:`NUM_SINKS` attention sinks
+    added; ``num_sinks`` is 0 otherwise), or ``sinks@NAME`` (window plus sinks at the share
+    that row ``NAME``, already evaluated in ``results``, keeps).
 
     ``sinks@NAME`` matches the share at the evaluation length (``TRAIN['block']`` tokens)
     by default. With ``length`` :math:`L`, it matches the share row ``NAME`` keeps at
@@ -268,13 +294,18 @@ def resolve_config(name: str, results: Path = RESULTS, length: Optional[int] = N
         window = window_for_share(at, share, num_sinks=NUM_SINKS)
         return {"kind": "sinks", "window": window, "num_sinks": NUM_SINKS, "match": ref_name,
                 "K": 1, "top_k": 0, "matched_length": at, "matched_share": share}
-    base, _, k = name.partition("@top")
-    if base not in CONFIGS:
+    sinks = name.endswith(SINKS_SUFFIX)
+    stem = name.removesuffix(SINKS_SUFFIX)
+    base, _, k = stem.partition("@top")
+    if base not in CONFIGS or (k and not k.isdigit()) or (sinks and base == "full"):
         raise ValueError(f"resolve_config: 'name' must be one of {sorted(CONFIGS)} (with an "
-                         f"optional @topK) or sinks@NAME, got {name!r}")
+                         f"optional @topK, then an optional {SINKS_SUFFIX}; not full"
+                         f"{SINKS_SUFFIX}) or sinks@NAME, got {name!r}")
     cfg = dict(CONFIGS[base])
     if k:
         cfg["top_k"] = int(k)
+    if base != "full":
+        cfg["num_sinks"] = NUM_SINKS if sinks else 0
     return cfg
 
 
@@ -299,8 +330,8 @@ def apply_config(model: Any, name: str, results: Path = RESULTS,
     cfg = resolve_config(name, results, length)
     if cfg["kind"] == "trained":
         load_routers(model, cfg.get("routers") or str(
-            Path(results) / f"routers_{name.partition('@')[0]}"))
-        set_focus_options(model, top_k=cfg["top_k"])
+            Path(results) / f"routers_{base_name(name)}"))
+        set_focus_options(model, top_k=cfg["top_k"], num_sinks=cfg["num_sinks"])
     elif cfg["kind"] != "full":
         compose_config(model, cfg)
     return cfg
@@ -339,6 +370,21 @@ def training_record(name: str, num_blocks: int, runs: Path = RUNS) -> Dict[str, 
             "objective": state["objective"], "loss_first": sum(curve[:tenth]) / tenth,
             "loss_last": sum(curve[-tenth:]) / tenth,
             **revisit_columns(curve, block_order(num_blocks, len(curve), TRAIN["seed"]))}
+
+
+def saved_training_record(name: str, num_blocks: int, runs: Path = RUNS,
+                          results: Path = RESULTS) -> Dict[str, Any]:
+    """The training record of configuration ``name``: from its run checkpoint
+    (:func:`training_record`) where the run folder is still there, else the copy saved
+    beside its routers (``results/routers_NAME/training.json``, written when the training
+    finished)."""
+    if (Path(runs) / name / "routers.pt").is_file():
+        return training_record(name, num_blocks, runs)
+    saved = Path(results) / f"routers_{name}" / TRAINING_FILE
+    if not saved.is_file():
+        raise FileNotFoundError(f"saved_training_record: no run checkpoint in "
+                                f"{Path(runs) / name} and no {saved}")
+    return json.loads(saved.read_text())
 
 
 def evaluate_config(name: str, progress: bool = True) -> Dict[str, Any]:
@@ -384,7 +430,7 @@ def evaluate_config(name: str, progress: bool = True) -> Dict[str, Any]:
 
         row["pairs_kept_8k"] = pattern_share(REPORT_LEN, cfg["window"], cfg["num_sinks"])
     if cfg["kind"] == "trained" and "routers" not in cfg:
-        row["training"] = training_record(name.partition("@")[0], data["train"].size(0))
+        row["training"] = saved_training_record(base_name(name), data["train"].size(0))
     row["meta"] = {"threads": torch.get_num_threads(), "load": load_average(),
                    "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     (RESULTS / f"{name}.json").write_text(json.dumps(row))
@@ -400,8 +446,10 @@ def paired_comparisons(results: Path = RESULTS) -> list:
     (:func:`~quest_geometric.analysis.paired_t_test`,
     :func:`~quest_geometric.analysis.paired_permutation_test`,
     :func:`~quest_geometric.analysis.paired_sign_test`) and the blocks on which Focus is worse.
-    The baselines of row ``NAME`` are ``sinks@NAME`` (else the sinks row matched to the random
-    row of the same ``K``, ``top_k`` and window) and that random row."""
+    The baselines of row ``NAME`` are ``sinks@NAME`` (else, for ``NAME+sinks``, the sinks row
+    matched to ``NAME``; else the sinks row matched to the random row of the same ``K``,
+    ``top_k`` and window) and that random row; ``focus_pairs`` and ``baseline_pairs`` give
+    the shares both kept."""
     from quest_geometric.analysis import paired_permutation_test, paired_sign_test, paired_t_test
 
     results = Path(results)
@@ -413,8 +461,12 @@ def paired_comparisons(results: Path = RESULTS) -> list:
         if c["kind"] != "trained":
             continue
         rnd = f"K{c['K']}_top{c['top_k']}_w{c['window']}_random"
-        for base in (f"sinks@{name}", f"sinks@{rnd}", rnd):
-            if base not in rows or (base == f"sinks@{rnd}" and f"sinks@{name}" in rows):
+        # the window matched to this row, else (a +sinks row) to the same routers without
+        # sinks, else to the random row: the table gives both rows' measured shares
+        own = next((b for b in (f"sinks@{name}", f"sinks@{name.removesuffix(SINKS_SUFFIX)}",
+                                f"sinks@{rnd}") if b in rows), None)
+        for base in dict.fromkeys(b for b in (own, rnd) if b is not None):
+            if base not in rows:
                 continue
             b = rows[base]
             for split in ("ood", "test"):
@@ -518,7 +570,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     t.add_argument("--steps", type=int, default=None)
     t.add_argument("--max-minutes", type=float, default=None)
     t.add_argument("--no-progress", action="store_true")
-    e = sub.add_parser("evaluate", help="evaluate a row: NAME, NAME@topK or sinks@NAME")
+    e = sub.add_parser("evaluate", help="evaluate a row: NAME, NAME@topK, NAME+sinks, "
+                                         "NAME@topK+sinks or sinks@NAME")
     e.add_argument("name")
     e.add_argument("--no-progress", action="store_true")
     sub.add_parser("table", help="write the table of every evaluated row")

@@ -39,10 +39,23 @@ def test_extrapolated_share_of_random_groups_matches_exact_counts():
 
 
 def test_resolve_config_names(tmp_path):
-    assert resolve_config("K8_top2_w64_distill") == CONFIGS["K8_top2_w64_distill"]
+    from quest_geometric.experiments.focus_operating_point import base_name
+
+    assert resolve_config("K8_top2_w64_distill") == {**CONFIGS["K8_top2_w64_distill"],
+                                                     "num_sinks": 0}
     assert resolve_config("K8_top2_w64_distill@top1")["top_k"] == 1
-    with pytest.raises(ValueError, match="'name' must be one of"):
-        resolve_config("K3_top9")
+    # +sinks adds the 4 sinks to any row but full attention, with or without @topK
+    assert resolve_config("K8_top2_w64_distill+sinks") == {**CONFIGS["K8_top2_w64_distill"],
+                                                           "num_sinks": 4}
+    both = resolve_config("K8_top2_w64_distill@top1+sinks")
+    assert both["top_k"] == 1 and both["num_sinks"] == 4
+    assert resolve_config("K8_top2_w64_random+sinks")["num_sinks"] == 4
+    assert resolve_config("full") == CONFIGS["full"]
+    assert base_name("K8_top2_w64_distill@top1+sinks") == "K8_top2_w64_distill"
+    assert base_name("K8_top2_w64_lm+sinks") == "K8_top2_w64_lm"
+    for bad in ("K3_top9", "full+sinks", "K8_top2_w64_lm@topx", "K8_top2_w64_lm+sinks@top1"):
+        with pytest.raises(ValueError, match="'name' must be one of"):
+            resolve_config(bad)
     with pytest.raises(FileNotFoundError, match="evaluate 'K8_top2_w64_random' before"):
         resolve_config("sinks@K8_top2_w64_random", results=tmp_path)
     (tmp_path / "K8_top2_w64_random.json").write_text(json.dumps({"pairs_kept_eval": 0.4}))
@@ -142,7 +155,15 @@ def test_build_model_of_every_kind(tmp_path, monkeypatch):
     saved = {k: v for k, v in trained.state_dict().items() if "router" in k}
     got = model.state_dict()
     assert saved and all(torch.equal(got[k], v) for k, v in saved.items())
-    assert all(f.top_k == 1 and f.num_groups == 8 for f in focus_layers(model))
+    assert all(f.top_k == 1 and f.num_groups == 8 and f.num_sinks == 0
+               for f in focus_layers(model))
+    # +sinks: the same routers, run with 4 sinks; the pattern of every layer has them
+    model, _ = build_model(f"{name}+sinks", results=tmp_path)
+    got = model.state_dict()
+    assert all(torch.equal(got[k], v) for k, v in saved.items())
+    assert all(f.top_k == 2 and f.num_sinks == 4 for f in focus_layers(model))
+    model, _ = build_model("K4_top2_w64_random+sinks", results=tmp_path)
+    assert all(f.num_sinks == 4 for f in focus_layers(model))
     with pytest.raises(ValueError, match="'name' must be one of"):
         build_model("K3_top9", results=tmp_path)
 
@@ -185,6 +206,23 @@ def test_training_record_reads_the_run_checkpoint(tmp_path):
     assert rec["loss_first"] == pytest.approx(out["curve"][0])
     assert rec["loss_last"] == pytest.approx(out["curve"][-1])
     assert rec["revisit_n"] >= 1  # blocks drawn again in the second half of training
+    # once the run folder is gone, the copy saved beside the routers stands in for it
+    from quest_geometric.experiments.focus_operating_point import (
+        TRAINING_FILE,
+        saved_training_record,
+    )
+
+    results = tmp_path / "results"
+    same = lambda a, b: json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)  # noqa
+    assert same(saved_training_record("K8_top2_w64_distill", 3, runs=tmp_path,
+                                      results=results), rec)  # (NaN where n is too small)
+    with pytest.raises(FileNotFoundError, match="no run checkpoint"):
+        saved_training_record("K8_top2_w64_distill", 3, runs=tmp_path / "gone",
+                              results=results)
+    (results / "routers_K8_top2_w64_distill").mkdir(parents=True)
+    (results / "routers_K8_top2_w64_distill" / TRAINING_FILE).write_text(json.dumps(rec))
+    assert same(saved_training_record("K8_top2_w64_distill", 3, runs=tmp_path / "gone",
+                                      results=results), rec)
 
 
 def test_paired_comparisons_by_hand(tmp_path):
@@ -210,3 +248,30 @@ def test_paired_comparisons_by_hand(tmp_path):
     assert r["t_p"] == pytest.approx(stats.ttest_1samp(d, 0.0).pvalue)
     # |d| = 0.1, 0.2, 0.1, 0.2: sign flips with |sum| >= 0.4 are +-(all +) and +-(one 0.1 -)
     assert r["focus_worse"] == 3 and r["perm_p"] == pytest.approx(6 / 16)
+
+
+def test_paired_comparisons_of_a_sinks_row_fall_back_to_its_routers_window(tmp_path):
+    """``NAME+sinks`` is compared with ``sinks@NAME+sinks`` when it was evaluated, else with
+    ``sinks@NAME`` (the window matched to the same routers without sinks), never with the
+    random row's window when one of those exists; the shares of both sides are reported."""
+    from quest_geometric.experiments.focus_operating_point import paired_comparisons
+
+    def row(name, kind, share, **cfg):
+        (tmp_path / f"{name}.json").write_text(json.dumps({
+            "name": name, "config": {"kind": kind, **cfg}, "pairs_kept_eval": share,
+            **{s: {"block_loss": [2.0, 2.1, 2.2]} for s in ("ood", "test")}}))
+
+    pattern = {"K": 8, "top_k": 2, "window": 64}
+    row("K8_top2_w64_lm+sinks", "trained", 0.52, **pattern)
+    row("sinks@K8_top2_w64_lm", "sinks", 0.50, window=300)
+    row("sinks@K8_top2_w64_random", "sinks", 0.55, window=330)
+    row("K8_top2_w64_random", "random", 0.55, **pattern)
+    bases = lambda: {(r["focus"], r["baseline"]) for r in paired_comparisons(tmp_path)}  # noqa
+    assert bases() == {("K8_top2_w64_lm+sinks", "sinks@K8_top2_w64_lm"),
+                       ("K8_top2_w64_lm+sinks", "K8_top2_w64_random")}
+    row("sinks@K8_top2_w64_lm+sinks", "sinks", 0.52, window=310)
+    assert bases() == {("K8_top2_w64_lm+sinks", "sinks@K8_top2_w64_lm+sinks"),
+                       ("K8_top2_w64_lm+sinks", "K8_top2_w64_random")}
+    r = next(r for r in paired_comparisons(tmp_path)
+             if r["baseline"] == "sinks@K8_top2_w64_lm+sinks")
+    assert (r["focus_pairs"], r["baseline_pairs"]) == (0.52, 0.52)

@@ -254,7 +254,7 @@ def _part_pretrained(ctx: TourContext) -> str:
         where = "fresh (untrained) routers: the committed ones are not in this installation"
     set_focus_options(model, top_k=2)
     cfg = model.model.layers[0].self_attn.focus
-    hard = focus_pretrained.evaluate_lm(model, val, cfg.window, cfg.num_groups)
+    hard = focus_pretrained.evaluate_lm(model, val)
     secs = time.perf_counter() - t0
     lines = [
         f"SmolLM2-135M-Instruct (4-bit Q4_1 weights), loaded in {load_s:.0f} s; part "

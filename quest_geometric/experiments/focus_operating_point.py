@@ -213,27 +213,15 @@ TRAINING_FILE = "training.json"
 
 def _block_losses(model: Any, blocks: torch.Tensor, desc: str, progress: bool
                   ) -> Dict[str, Any]:
-    """Mean next-token loss of each block, the groups of every layer's router call, seconds."""
-    from tqdm.auto import tqdm
+    """Mean next-token loss of each block, the share of causal pairs the Focus layers kept
+    (1 without Focus) and the seconds: :func:`~quest_geometric.experiments.focus_pretrained.
+    evaluate.evaluate_lm`."""
+    from quest_geometric.experiments.focus_pretrained.evaluate import evaluate_lm
 
-    from quest_geometric.training.routers import router_outputs
-
-    losses, shares = [], []
-    t0 = time.perf_counter()
-    with torch.no_grad(), router_outputs(model) as routed:
-        for x in tqdm(blocks, desc=desc, disable=not progress, leave=False):
-            routed.clear()
-            losses.append(float(model(x[None], labels=x[None], use_cache=False).loss))
-            shares += [_share(f, out) for f, out in routed]
-    return {"block_loss": losses, "seconds": time.perf_counter() - t0,
-            "pairs_kept": sum(shares) / len(shares) if shares else 1.0}
-
-
-def _share(layer: Any, out: Any) -> float:
-    from quest_geometric.nn.focus import focus_pair_share
-
-    g = out.groups.flatten(0, -2)
-    return focus_pair_share(g, layer.window, causal=True, num_sinks=layer.num_sinks)
+    r = evaluate_lm(model, blocks, progress=progress, desc=desc)
+    kept = r["pairs_kept"]
+    return {"block_loss": r["block_loss"], "seconds": r["seconds"],
+            "pairs_kept": 1.0 if math.isnan(kept) else kept}
 
 
 def _split_columns(base: Dict[str, Any], row: Dict[str, Any]) -> Dict[str, Any]:

@@ -13,43 +13,63 @@ from quest_geometric.training.routers import router_outputs
 
 
 @torch.no_grad()
-def evaluate_lm(model: Any, blocks: torch.Tensor, window: Optional[int] = None,
-                num_groups: Optional[int] = None, progress: bool = False,
-                desc: str = "eval") -> Dict[str, float]:
-    r"""Validation perplexity :math:`\exp(\bar\ell)` over ``blocks`` (next-token loss of
-    every position but the first of each block) and, when Focus is on and hard, the mean
-    share of causal pairs kept and the mean largest group share over layers and blocks;
-    when the soft additive gate is on (training mode), ``soft_keep``, the mean over layers
-    and blocks of :func:`~quest_geometric.nn.focus.additive_gate_share` (how much of the
-    causal pairs' weight the gate keeps; NaN otherwise). ``block_loss`` lists each block's
-    mean loss, for paired comparisons (:func:`paired_block_delta`)."""
+def evaluate_lm(model: Any, blocks: torch.Tensor, progress: bool = False,
+                desc: str = "eval") -> Dict[str, Any]:
+    r"""Perplexity :math:`\exp(\bar\ell)` over ``blocks`` (next-token loss of every position
+    but the first of each block), each block's mean loss and, for a composed model, what its
+    Focus layers did.
+
+    ``pairs_kept`` is the mean over the Focus layers' calls of the share of causal pairs the
+    hard pattern kept, each counted with that layer's own window and sinks
+    (:func:`~quest_geometric.nn.focus.focus_pair_share`), and ``balance`` the mean largest
+    group share (:func:`~quest_geometric.nn.focus.group_balance`; calls with groups only);
+    both NaN when no call ran a hard pattern (no Focus layer, or the soft gates of training
+    mode). ``soft_keep``: when the soft additive gate is on (training mode), the mean over
+    layers and blocks of :func:`~quest_geometric.nn.focus.additive_gate_share` (how much of
+    the causal pairs' weight the gate keeps; NaN otherwise). ``block_loss`` lists each
+    block's mean loss, for paired comparisons (:func:`paired_block_delta`); ``seconds`` the
+    wall-clock time of the forwards.
+
+    Returns:
+        dict: ``val_ppl``, ``val_loss``, ``block_loss``, ``pairs_kept``, ``balance``,
+        ``soft_keep``, ``seconds``.
+    """
+    import time
+
     from tqdm.auto import tqdm
 
-    from quest_geometric.experiments.focus_lm import causal_pair_share
-    from quest_geometric.nn.focus import additive_gate_share, group_balance
+    from quest_geometric.nn.focus import additive_gate_share, focus_pair_share, group_balance
 
     nll, count, per_block = 0.0, 0, []
+    shares: list = []
+    balances: list = []
+    soft: list = []
+    t0 = time.perf_counter()
     with router_outputs(model) as routed:
         for x in tqdm(blocks, desc=desc, disable=not progress, leave=False):
+            routed.clear()
             x = x.unsqueeze(0)
             out = model(x, labels=x, use_cache=False)
             n = x.size(1) - 1
             per_block.append(float(out.loss))
             nll += per_block[-1] * n
             count += n
-    captured = [r.groups for _, r in routed]
-    soft = [float(additive_gate_share(r.soft.reshape(-1, r.soft.size(-1)), f.window,
-                                      f.gate_scale, f.gate_bias, causal=f.causal))
-            for f, r in routed if f.training and f.gate == "additive"]
-    res = {"val_ppl": math.exp(nll / count), "val_loss": nll / count,
-           "block_loss": per_block, "pairs_kept": math.nan, "balance": math.nan,
-           "soft_keep": sum(soft) / len(soft) if soft else math.nan}
-    if captured and window is not None and num_groups is not None:
-        res["pairs_kept"] = sum(causal_pair_share(g, window, num_groups)
-                                for g in captured) / len(captured)
-        res["balance"] = float(torch.stack([group_balance(g, num_groups) for g in captured])
-                               .mean())
-    return res
+            for f, r in routed:
+                if f.training and f.gate == "additive":
+                    soft.append(float(additive_gate_share(
+                        r.soft.reshape(-1, r.soft.size(-1)), f.window, f.gate_scale,
+                        f.gate_bias, causal=f.causal)))
+                if f.training and f.gate != "straight_through":
+                    continue  # a soft pattern: no pair is dropped
+                g = r.groups.flatten(0, -2)
+                shares.append(focus_pair_share(g, f.window, causal=f.causal,
+                                               num_sinks=f.num_sinks))
+                if g.size(-1) > 0:
+                    balances.append(float(group_balance(g, f.num_groups)))
+    mean = lambda v: sum(v) / len(v) if v else math.nan  # noqa: E731
+    return {"val_ppl": math.exp(nll / count), "val_loss": nll / count,
+            "block_loss": per_block, "pairs_kept": mean(shares), "balance": mean(balances),
+            "soft_keep": mean(soft), "seconds": time.perf_counter() - t0}
 
 
 def paired_block_delta(reference: Sequence[float], other: Sequence[float]
@@ -77,7 +97,7 @@ def paired_block_delta(reference: Sequence[float], other: Sequence[float]
 
 
 def evaluate_modes(model: Any, val: torch.Tensor, base: Mapping[str, Any],
-                    gate: Optional[str], window: int, num_groups: int, progress: bool,
+                    gate: Optional[str], num_groups: int, progress: bool,
                     desc: str) -> Iterator[Dict[str, Any]]:
     """Evaluate a composed model as the tables report it: its soft gate (not for
     ``straight_through``, which trains the hard pattern), then hard top-1, top-2 and
@@ -95,8 +115,7 @@ def evaluate_modes(model: Any, val: torch.Tensor, base: Mapping[str, Any],
             model.eval()
         else:
             set_focus_options(model, top_k=k)
-            r = evaluate_lm(model, val, window, num_groups, progress=progress,
-                            desc=f"{desc} {label}")
+            r = evaluate_lm(model, val, progress=progress, desc=f"{desc} {label}")
         yield {"eval": label, "val_ppl": r["val_ppl"],
                "delta_pct": 100 * (r["val_ppl"] / base["val_ppl"] - 1),
                **paired_block_delta(base["block_loss"], r["block_loss"]),

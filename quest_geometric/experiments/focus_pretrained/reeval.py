@@ -65,7 +65,7 @@ def evaluate_saved(folders: Sequence[str | Path], quick: bool = False,
             for layer in focus_layers(model):
                 layer.gate_bias = gate_bias
         layer = focus_layers(model)[0]
-        gate, window, k_groups = layer.gate, layer.window, layer.num_groups
+        gate, k_groups = layer.gate, layer.num_groups
         # the rows of the run that saved the folder: <stem>.json beside <stem>_routers_<gate><tag>
         trained: Dict[str, Dict[str, Any]] = {}
         stem = f.name.split("_routers_")[0]
@@ -74,7 +74,7 @@ def evaluate_saved(folders: Sequence[str | Path], quick: bool = False,
             blob = json.loads(table.read_text())
             if f.name == f"{stem}_routers_{gate}{blob.get('meta', {}).get('tag', '')}":
                 trained = {r["eval"]: r for r in blob.get("rows", []) if r.get("gate") == gate}
-        for measured in evaluate_modes(model, val, base, gate, window, k_groups, progress,
+        for measured in evaluate_modes(model, val, base, gate, k_groups, progress,
                                         f.name):
             old = trained.get(measured["eval"], {})
             if measured["eval"] == "soft" and layer.gate_bias != saved_bias:

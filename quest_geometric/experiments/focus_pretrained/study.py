@@ -36,7 +36,7 @@ def _gate_rows(model: Any, val: torch.Tensor, base: Dict[str, Any], gate: str,
              "steps": trained["step"], "train_s": trained["seconds"],
              "finished": trained["finished"], **plateau_columns(trained["curve"]),
              **revisit_columns(trained["curve"], order), "train_far_share": far_share}
-            for measured in evaluate_modes(model, val, base, gate, window, num_groups,
+            for measured in evaluate_modes(model, val, base, gate, num_groups,
                                            progress, gate)]
 
 

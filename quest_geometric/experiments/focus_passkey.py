@@ -5,10 +5,12 @@ A random 5-digit key is hidden at depths 0-100% of real prose (the filler: the t
 the language reference's test topics, :func:`~quest_geometric.datasets.pydoc_topic_splits`),
 and the model's greedy answer to "What is the pass key? The pass key is" is scored by exact
 match (:mod:`quest_geometric.datasets.passkey`, :mod:`quest_geometric.analysis.retrieval`).
-Accuracy per length and per depth with 95% exact binomial intervals.
+Accuracy per length and per depth with 95% exact binomial intervals, and every configuration
+against full attention on the same trials (:func:`paired_with_full`, exact McNemar test).
 
 ``--config NAME`` runs row ``NAME`` of :mod:`~quest_geometric.experiments.focus_operating_point`
-(``full``, a trained ``NAME`` or ``NAME@topK``, a ``random`` row, or ``sinks@NAME``), built by
+(``full``, a trained ``NAME`` or ``NAME@topK``, either with ``+sinks``, a ``random`` row, or
+``sinks@NAME``), built by
 :func:`~quest_geometric.experiments.focus_operating_point.build_model`. ``sinks@NAME`` is
 matched at each prompt length :math:`L` (the share row ``NAME`` keeps at :math:`L`, its
 measured share extrapolated to :math:`L`), so its window differs from length to length and its
@@ -44,7 +46,7 @@ from quest_geometric.experiments.common import write_results
 from quest_geometric.experiments.focus_operating_point import RESULTS, build_model, resolve_config
 
 __all__ = ["DEFAULT_LENGTHS", "DEFAULT_DEPTHS", "filler_tokens", "run", "summarize",
-           "accuracy_by_config", "main"]
+           "accuracy_by_config", "paired_with_full", "main"]
 
 #: Prompt lengths: 2K, 4K and 8K less the 6 generated tokens.
 DEFAULT_LENGTHS = (2048, 4096, 8186)
@@ -173,12 +175,48 @@ def accuracy_by_config(rows: Sequence[dict], by_depth: bool = False,
     return out
 
 
+def paired_with_full(rows: Sequence[dict], reference: str = "full") -> list[dict]:
+    r"""Each configuration against ``reference`` on the *same* trials (same length, depth,
+    trial and seed, hence the same key, filler and needle position): the counts of trials
+    both answer, only the reference answers (``lost``), only the configuration answers
+    (``gained``) and neither, the accuracy difference over the matched trials, and the exact
+    McNemar test, the two-sided binomial test of the discordant trials,
+    :math:`\mathrm{lost} \sim \mathrm{Bin}(\mathrm{lost} + \mathrm{gained}, 1/2)`
+    (:func:`scipy.stats.binomtest`; 1 when no trial is discordant).
+
+    Returns:
+        list[dict]: one row per (configuration, length) with matched trials, sorted by
+        configuration then length.
+    """
+    from scipy.stats import binomtest
+
+    key = lambda r: (r["length"], float(r["depth"]), r["trial"], r["seed"])  # noqa: E731
+    ref = {key(r): bool(r["correct"]) for r in rows if r["config"] == reference}
+    out = []
+    for c in sorted({r["config"] for r in rows} - {reference}):
+        mine = {key(r): bool(r["correct"]) for r in rows if r["config"] == c}
+        for length in sorted({k[0] for k in mine}):
+            both = [(ref[k], v) for k, v in mine.items() if k[0] == length and k in ref]
+            if not both:
+                continue
+            lost = sum(a and not b for a, b in both)
+            gained = sum(b and not a for a, b in both)
+            n = len(both)
+            out.append({"config": c, "length": length, "matched": n,
+                        "both": sum(a and b for a, b in both), "lost": lost,
+                        "gained": gained, "neither": sum(not a and not b for a, b in both),
+                        "diff": (gained - lost) / n,
+                        "mcnemar_p": binomtest(lost, lost + gained).pvalue
+                        if lost + gained else 1.0})
+    return out
+
+
 def main(argv: Optional[Sequence[str]] = None) -> None:
     """Command line of ``benchmarks/focus_passkey.py`` (``--help`` lists the options)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--config", default="full",
-                    help="row of the operating-point study: full, NAME, NAME@topK or "
-                         "sinks@NAME (default: full)")
+                    help="row of the operating-point study: full, NAME, NAME@topK, "
+                         "NAME+sinks or sinks@NAME (default: full)")
     ap.add_argument("--results", default=str(RESULTS),
                     help="folder of the trained routers (routers_NAME) and evaluated rows "
                          "(NAME.json, for sinks@NAME)")
@@ -245,3 +283,14 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     write_results(name, summary, args.out, meta,
                   columns=["config", "length", "n", "correct", "accuracy", "ci_low", "ci_high"],
                   title="Passkey retrieval, SmolLM2-135M, per configuration", notes=notes)
+    paired = paired_with_full(rows)
+    if paired:
+        write_results(f"{name}_paired", paired, args.out, {"rows_file": jsonl,
+                                                             "seed": args.seed},
+                      title="Passkey retrieval against full attention on the same trials",
+                      notes="Trials matched by length, depth, trial and seed (same key, "
+                            "filler and position). `lost`: full attention right, the "
+                            "configuration wrong; `gained`: the reverse; `diff`: the "
+                            "configuration's accuracy minus full attention's on the matched "
+                            "trials; `mcnemar_p`: exact two-sided McNemar test of the "
+                            "discordant trials (`paired_with_full`).")

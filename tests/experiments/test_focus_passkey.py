@@ -113,3 +113,31 @@ def test_configs_share_one_rows_file(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="'name' must be one of"):
         focus_passkey.main(["--config", "K3_top9", *common])
     assert len(loads) == 3
+
+
+def test_paired_with_full_counts_matched_trials_by_hand():
+    from scipy.stats import binomtest
+
+    def rows(config, correct, length=2048, seed=0):
+        return [{"config": config, "length": length, "depth": d, "trial": t, "seed": seed,
+                 "correct": c} for (d, t), c in zip([(0.0, 0), (0.0, 1), (0.5, 0), (0.5, 1),
+                                                     (1.0, 0), (1.0, 1)], correct)]
+
+    full = rows("full", [1, 1, 1, 0, 1, 0])
+    focus = rows("sinks@X", [1, 0, 0, 0, 1, 1])
+    # a trial full attention never ran (other seed) is not matched
+    extra = rows("sinks@X", [1] * 6, seed=3)[:1]
+    out = focus_passkey.paired_with_full(full + focus + extra)
+    assert len(out) == 1
+    r = out[0]
+    # trial by trial: both, lost, lost, neither, both, gained
+    assert (r["matched"], r["both"], r["lost"], r["gained"], r["neither"]) == (6, 2, 2, 1, 1)
+    assert r["diff"] == pytest.approx((1 - 2) / 6)
+    assert r["mcnemar_p"] == pytest.approx(binomtest(2, 3).pvalue) == pytest.approx(1.0)
+    # no discordant trial: p = 1; a configuration with no matched trial: no row
+    same = focus_passkey.paired_with_full(full + rows("Y", [1, 1, 1, 0, 1, 0]))
+    assert same[0]["mcnemar_p"] == 1.0 and same[0]["diff"] == 0.0
+    assert focus_passkey.paired_with_full(full + rows("Z", [1] * 6, length=4096)) == []
+    # six lost, none gained: p = 2 / 2**6
+    worse = focus_passkey.paired_with_full(rows("full", [1] * 6) + rows("W", [0] * 6))
+    assert worse[0]["mcnemar_p"] == pytest.approx(2 / 64)

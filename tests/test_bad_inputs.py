@@ -9,6 +9,7 @@ Add a row when adding a public entry point or an argument check.
 """
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Callable, NamedTuple
 
@@ -41,6 +42,33 @@ def _soft(n: int = 6, k: int = 3) -> torch.Tensor:
 
 def _img(c: int = 1, h: int = 8, w: int = 8) -> torch.Tensor:
     return torch.rand(c, h, w)
+
+
+def _tiny_gpt() -> "models.CharGPT":
+    return models.CharGPT(models.GPTConfig(vocab_size=10, block_size=8, n_layer=1, n_head=2,
+                                           n_embd=8))
+
+
+@functools.lru_cache(maxsize=1)
+def _corpus() -> "datasets.CharCorpus":
+    return datasets.CharCorpus(block_size=8)
+
+
+def _mha_model() -> torch.nn.Module:
+    """A model holding one torch MultiheadAttention composed with Focus (bidirectional)."""
+    model = torch.nn.Sequential(torch.nn.MultiheadAttention(8, 2, batch_first=True))
+    return F.compose_focus(model, num_groups=2, top_k=1, window=2, causal=False)
+
+
+def _x(b: int = 1, t: int = 4, c: int = 8) -> torch.Tensor:
+    return torch.randn(b, t, c)
+
+
+def _qsv(**kw: Any) -> "models.QSVNet":
+    return models.QSVNet(3, 5, channels=16, heads=2, **kw)
+
+
+MHA = "compose_focus (MultiheadAttention)"
 
 
 class Case(NamedTuple):
@@ -410,6 +438,68 @@ CASES = [
          "QSVNet", "heads"),
     Case("QSVNet-stem-value", lambda: models.QSVNet(3, 5, channels=16, heads=2, stem="mlp"),
          ValueError, "QSVNet", "stem"),
+
+    # ---- datasets: image datasets and the character corpus
+    Case("DigitsGraphs-split-value", lambda: datasets.DigitsGraphs(split="val"), ValueError,
+         "DigitsGraphs", "split"),
+    Case("DigitsGraphs-split-type", lambda: datasets.DigitsGraphs(split=0), TypeError,
+         "DigitsGraphs", "split"),
+    Case("DigitsGraphs-graph-value", lambda: datasets.DigitsGraphs(graph="torus"), ValueError,
+         "DigitsGraphs", "graph"),
+    Case("DigitsGraphs-graph-type", lambda: datasets.DigitsGraphs(graph=3), TypeError,
+         "DigitsGraphs", "graph"),
+    Case("DigitsGraphs-normalize-type", lambda: datasets.DigitsGraphs(normalize="yes"),
+         TypeError, "DigitsGraphs", "normalize"),
+    Case("DigitsGraphs-normalize-pair", lambda: datasets.DigitsGraphs(normalize=(0.5,)),
+         ValueError, "DigitsGraphs", "normalize"),
+    Case("DigitsGraphs-augment-test-split", lambda: datasets.DigitsGraphs(
+        split="test", augment=True), ValueError, "DigitsGraphs", "augment"),
+    Case("DigitsGraphs-augment-type", lambda: datasets.DigitsGraphs(augment=1), TypeError,
+         "DigitsGraphs", "augment"),
+    Case("DigitsGraphs-transform-type", lambda: datasets.DigitsGraphs(transform=5), TypeError,
+         "DigitsGraphs", "transform"),
+    Case("load_digits_split-split-value", lambda: datasets.load_digits_split("all"),
+         ValueError, "load_digits_split", "split"),
+    Case("CIFAR10Graphs-root-type", lambda: datasets.CIFAR10Graphs(5), TypeError,
+         "CIFAR10Graphs", "root"),
+    Case("CIFAR100Graphs-train-type", lambda: datasets.CIFAR100Graphs("unused", train=1),
+         TypeError, "CIFAR100Graphs", "train"),
+    Case("CharCorpus-val_fraction-one", lambda: datasets.CharCorpus(val_fraction=1.0),
+         ValueError, "CharCorpus", "val_fraction"),
+    Case("CharCorpus-val_fraction-str", lambda: datasets.CharCorpus(val_fraction="0.1"),
+         TypeError, "CharCorpus", "val_fraction"),
+    Case("CharCorpus-source-type", lambda: datasets.CharCorpus(source=5), TypeError,
+         "CharCorpus", "source"),
+    Case("CharCorpus-vocab-entry-type", lambda: datasets.CharCorpus(vocab=["a", 1]), TypeError,
+         "CharCorpus", "vocab"),
+    Case("CharCorpus-vocab-entry-long", lambda: datasets.CharCorpus(vocab=["a", "bc"]),
+         ValueError, "CharCorpus", "vocab"),
+    Case("CharCorpus-vocab-duplicate", lambda: datasets.CharCorpus(vocab="aba"), ValueError,
+         "CharCorpus", "vocab"),
+    Case("CharCorpus-vocab-type", lambda: datasets.CharCorpus(vocab=5), TypeError,
+         "CharCorpus", "vocab"),
+    Case("CharCorpus-block_size-too-long", lambda: datasets.CharCorpus(block_size=10 ** 7),
+         ValueError, "CharCorpus", "block_size"),
+    Case("CharCorpus.encode-text-bytes", lambda: _corpus().encode(b"abc"), TypeError,
+         "CharCorpus.encode", "text"),
+    Case("CharCorpus.decode-ids-float", lambda: _corpus().decode([1.5]), TypeError,
+         "CharCorpus.decode", "ids"),
+    Case("CharCorpus.decode-ids-range", lambda: _corpus().decode([10 ** 6]), ValueError,
+         "CharCorpus.decode", "ids"),
+    Case("CharCorpus.decode-ids-2d", lambda: _corpus().decode(
+        torch.zeros(2, 2, dtype=torch.long)), ValueError, "CharCorpus.decode", "ids"),
+    Case("CharCorpus.get_batch-split-value", lambda: _corpus().get_batch("test", 2),
+         ValueError, "CharCorpus.get_batch", "split"),
+    Case("CharCorpus.get_batch-split-type", lambda: _corpus().get_batch(0, 2), TypeError,
+         "CharCorpus.get_batch", "split"),
+    Case("CharCorpus.num_blocks-block_size-too-long", lambda: _corpus().num_blocks(
+        "val", block_size=10 ** 7), ValueError, "CharCorpus.num_blocks", "block_size"),
+    Case("CharCorpus.iter_blocks-max_blocks-zero", lambda: next(_corpus().iter_blocks(
+        "val", max_blocks=0)), ValueError, "CharCorpus.iter_blocks", "max_blocks"),
+    Case("CharCorpus.iter_blocks-max_blocks-float", lambda: next(_corpus().iter_blocks(
+        "val", max_blocks=2.0)), TypeError, "CharCorpus.iter_blocks", "max_blocks"),
+    Case("CharCorpus.split_length-split-value", lambda: _corpus().split_length("dev"),
+         ValueError, "CharCorpus.split_length", "split"),
 ]
 
 

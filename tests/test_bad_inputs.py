@@ -15,6 +15,7 @@ from typing import Any, Callable, NamedTuple
 
 import pytest
 import torch
+from torch_geometric.data import Data
 
 from quest_geometric import analysis, datasets, geometry, models, transforms
 from quest_geometric import quaternion as Q
@@ -500,6 +501,45 @@ CASES = [
         "val", max_blocks=2.0)), TypeError, "CharCorpus.iter_blocks", "max_blocks"),
     Case("CharCorpus.split_length-split-value", lambda: _corpus().split_length("dev"),
          ValueError, "CharCorpus.split_length", "split"),
+    # ---- transforms: image augmentation and normalisation
+    Case("RandomCropPad-size-zero", lambda: transforms.RandomCropPad(0), ValueError,
+         "RandomCropPad", "size"),
+    Case("RandomCropPad-size-triple", lambda: transforms.RandomCropPad((8, 8, 8)), ValueError,
+         "RandomCropPad", "size"),
+    Case("RandomCropPad-size-str", lambda: transforms.RandomCropPad("8"), TypeError,
+         "RandomCropPad", "size"),
+    Case("RandomCropPad-data-list", lambda: transforms.RandomCropPad(4)([1.0]), TypeError,
+         "RandomCropPad", "data"),
+    Case("RandomCropPad-data-2d", lambda: transforms.RandomCropPad(4)(torch.rand(8, 8)),
+         ValueError, "RandomCropPad", "data"),
+    Case("RandomCropPad-data-small", lambda: transforms.RandomCropPad(8, padding=0)(
+        torch.rand(1, 4, 4)), ValueError, "RandomCropPad", "data"),
+    Case("RandomCropPad-data.image-list", lambda: transforms.RandomCropPad(4)(
+        Data(image=[1.0])), TypeError, "RandomCropPad", "data.image"),
+    Case("RandomCropPad-data-no-image", lambda: transforms.RandomCropPad(4)(
+        Data(x=torch.zeros(1))), ValueError, "RandomCropPad", "data"),
+    Case("RandomCropPad.crop-top-range", lambda: transforms.RandomCropPad(4, padding=0).crop(
+        torch.rand(1, 4, 4), 1, 0), ValueError, "RandomCropPad.crop", "top"),
+    Case("RandomCropPad.crop-left-float", lambda: transforms.RandomCropPad(4, padding=0).crop(
+        torch.rand(1, 4, 4), 0, 0.0), TypeError, "RandomCropPad.crop", "left"),
+    Case("RandomHorizontalFlip-p-range", lambda: transforms.RandomHorizontalFlip(1.5),
+         ValueError, "RandomHorizontalFlip", "p"),
+    Case("RandomHorizontalFlip-p-str", lambda: transforms.RandomHorizontalFlip("0.5"),
+         TypeError, "RandomHorizontalFlip", "p"),
+    Case("NormalizeImage-std-zero", lambda: transforms.NormalizeImage(0.5, 0.0), ValueError,
+         "NormalizeImage", "std"),
+    Case("NormalizeImage-mean-str", lambda: transforms.NormalizeImage("a", 1.0), TypeError,
+         "NormalizeImage", "mean"),
+    Case("NormalizeImage-mean-empty", lambda: transforms.NormalizeImage([], 1.0), ValueError,
+         "NormalizeImage", "mean"),
+    Case("NormalizeImage-mean-nan", lambda: transforms.NormalizeImage(NAN, 1.0), ValueError,
+         "NormalizeImage", "mean"),
+    Case("NormalizeImage-std-length", lambda: transforms.NormalizeImage(
+        (0.1, 0.2), (1.0, 2.0, 3.0)), ValueError, "NormalizeImage", "std"),
+    Case("NormalizeImage-data-uint8", lambda: transforms.NormalizeImage(0.5, 0.5)(
+        torch.zeros(1, 4, 4, dtype=torch.uint8)), TypeError, "NormalizeImage", "data"),
+    Case("NormalizeImage-data-channels", lambda: transforms.NormalizeImage(
+        (0.5, 0.5), (1.0, 1.0))(torch.rand(3, 4, 4)), ValueError, "NormalizeImage", "data"),
 ]
 
 

@@ -540,6 +540,25 @@ CASES = [
         torch.zeros(1, 4, 4, dtype=torch.uint8)), TypeError, "NormalizeImage", "data"),
     Case("NormalizeImage-data-channels", lambda: transforms.NormalizeImage(
         (0.5, 0.5), (1.0, 1.0))(torch.rand(3, 4, 4)), ValueError, "NormalizeImage", "data"),
+    # ---- geometry: graph builders
+    Case("fibonacci_sphere-radius-zero", lambda: geometry.fibonacci_sphere(8, 0.0), ValueError,
+         "fibonacci_sphere", "radius"),
+    Case("fibonacci_sphere-radius-str", lambda: geometry.fibonacci_sphere(8, "1"), TypeError,
+         "fibonacci_sphere", "radius"),
+    Case("fibonacci_sphere-dtype-int", lambda: geometry.fibonacci_sphere(
+        8, dtype=torch.int64), TypeError, "fibonacci_sphere", "dtype"),
+    Case("fibonacci_sphere-dtype-str", lambda: geometry.fibonacci_sphere(8, dtype="float32"),
+         TypeError, "fibonacci_sphere", "dtype"),
+    Case("sphere_graph-k-shell-size", lambda: geometry.sphere_graph((4, 8), k=4), ValueError,
+         "sphere_graph", "k"),
+    Case("sphere_graph-k_cross-single-shell", lambda: geometry.sphere_graph((8,), k=2,
+                                                                            k_cross=1),
+         ValueError, "sphere_graph", "k_cross"),
+    Case("sphere_graph-k_cross-adjacent", lambda: geometry.sphere_graph((4, 8), k=2,
+                                                                        k_cross=9),
+         ValueError, "sphere_graph", "k_cross"),
+    Case("lattice_graph-k-large", lambda: geometry.lattice_graph(2, 2, 4), ValueError,
+         "lattice_graph", "k"),
 ]
 
 

@@ -660,6 +660,22 @@ CASES = [
         "max_new_tokens"),
     Case("CausalSelfAttention.queries-x-shape", lambda: _tiny_gpt().blocks[0].attn.queries(
         torch.rand(2, 8)), ValueError, "CausalSelfAttention", "x"),
+    # ---- analysis: QKProbe
+    Case("QKProbe-layers-name", lambda: analysis.QKProbe(_tiny_gpt(), layers=["nope"]),
+         ValueError, "QKProbe", "layers"),
+    Case("QKProbe-layers-index", lambda: analysis.QKProbe(_tiny_gpt(), layers=[5]),
+         ValueError, "QKProbe", "layers"),
+    Case("QKProbe-layers-bool", lambda: analysis.QKProbe(_tiny_gpt(), layers=[True]),
+         TypeError, "QKProbe", "layers"),
+    Case("QKProbe-layers-float", lambda: analysis.QKProbe(_tiny_gpt(), layers=[0.0]),
+         TypeError, "QKProbe", "layers"),
+    Case("QKProbe-layers-module", lambda: analysis.QKProbe(
+        _tiny_gpt(), layers=[torch.nn.Linear(2, 2)]), ValueError, "QKProbe", "layers"),
+    Case("QKProbe-layers-empty", lambda: analysis.QKProbe(_tiny_gpt(), layers=[]), ValueError,
+         "QKProbe", "layers"),
+    Case("QKProbe-model-no-attention", lambda: analysis.QKProbe(torch.nn.Linear(2, 2)),
+         ValueError, "QKProbe", "model"),
+    Case("QKProbe-model-str", lambda: analysis.QKProbe("gpt"), TypeError, "QKProbe", "model"),
 ]
 
 

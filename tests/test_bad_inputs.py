@@ -17,7 +17,7 @@ import pytest
 import torch
 from torch_geometric.data import Data
 
-from quest_geometric import analysis, datasets, geometry, models, transforms
+from quest_geometric import adapters, analysis, datasets, geometry, models, transforms
 from quest_geometric import quaternion as Q
 from quest_geometric.nn import QSVConv, QuaternionLinear
 from quest_geometric import training
@@ -676,6 +676,87 @@ CASES = [
     Case("QKProbe-model-no-attention", lambda: analysis.QKProbe(torch.nn.Linear(2, 2)),
          ValueError, "QKProbe", "model"),
     Case("QKProbe-model-str", lambda: analysis.QKProbe("gpt"), TypeError, "QKProbe", "model"),
+    # ---- adapters
+    Case("FunctionAdapter-fn-int", lambda: adapters.FunctionAdapter(3), TypeError,
+         "FunctionAdapter", "fn"),
+    Case("register_attention_adapter-cls-unqualified", lambda: adapters.register_attention_adapter(
+        "Attention", lambda m, a, k: None), ValueError, "register_attention_adapter", "cls"),
+    Case("register_attention_adapter-cls-int", lambda: adapters.register_attention_adapter(
+        3, lambda m, a, k: None), TypeError, "register_attention_adapter", "cls"),
+    Case("register_attention_adapter-adapter-class", lambda: adapters.register_attention_adapter(
+        "my.pkg.Attention", adapters.AttentionAdapter), TypeError, "register_attention_adapter",
+        "adapter"),
+    Case("register_attention_adapter-adapter-int", lambda: adapters.register_attention_adapter(
+        "my.pkg.Attention", 3), TypeError, "register_attention_adapter", "adapter"),
+    # padding_from_mask keeps ValueError for a non-tensor mask: its documented contract
+    # ("ValueError: for any other mask"; e.g. another implementation's block mask)
+    Case("padding_from_mask-attention_mask-list", lambda: adapters.padding_from_mask(
+        [[1, 1]], 2, 2, True, "f"), ValueError, "f", "attention_mask"),
+    Case("padding_from_mask-attention_mask-1d", lambda: adapters.padding_from_mask(
+        torch.ones(5), 5, 5, True, "f"), ValueError, "f", "attention_mask"),
+    Case("padding_from_mask-attention_mask-length", lambda: adapters.padding_from_mask(
+        torch.ones(2, 4), 5, 5, True, "f"), ValueError, "f", "attention_mask"),
+    Case("padding_from_mask-attention_mask-4d-shape", lambda: adapters.padding_from_mask(
+        torch.ones(1, 1, 3, 5, dtype=torch.bool), 5, 5, True, "f"), ValueError, "f",
+        "attention_mask"),
+    Case("MHA-query-list", lambda: _mha_model()[0]([[0.0]], [[0.0]], [[0.0]],
+                                                   need_weights=False),
+         TypeError, MHA, "query"),
+    Case("MHA-query-shape", lambda: _mha_model()[0](*[_x(c=5)] * 3, need_weights=False),
+         ValueError, MHA, "query"),
+    Case("MHA-key-other", lambda: _mha_model()[0](_x(), _x(), _x(), need_weights=False),
+         ValueError, MHA, "key"),
+    Case("MHA-need_weights-default", lambda: _mha_model()[0](*[_x()] * 3), ValueError, MHA,
+         "need_weights"),
+    Case("MHA-key_padding_mask-shape", lambda: _mha_model()[0](
+        *[_x()] * 3, need_weights=False, key_padding_mask=torch.zeros(1, 3, dtype=torch.bool)),
+        ValueError, MHA, "key_padding_mask"),
+    Case("MHA-key_padding_mask-list", lambda: _mha_model()[0](
+        *[_x()] * 3, need_weights=False, key_padding_mask=[[False] * 4]), TypeError, MHA,
+        "key_padding_mask"),
+    Case("MHA-key_padding_mask-long", lambda: _mha_model()[0](
+        *[_x()] * 3, need_weights=False, key_padding_mask=torch.zeros(1, 4, dtype=torch.long)),
+        TypeError, MHA, "key_padding_mask"),
+    Case("MHA-attn_mask-bias", lambda: _mha_model()[0](
+        *[_x()] * 3, need_weights=False, attn_mask=torch.full((4, 4), 0.5)), ValueError, MHA,
+        "attn_mask"),
+    Case("MHA-attn_mask-list", lambda: _mha_model()[0](
+        *[_x()] * 3, need_weights=False, attn_mask=[[0.0]]), TypeError, MHA, "attn_mask"),
+    Case("MHA-attn_mask-shape", lambda: _mha_model()[0](
+        *[_x()] * 3, need_weights=False, attn_mask=torch.zeros(3, 3)), ValueError, MHA,
+        "attn_mask"),
+    Case("MHA-attn_mask-is_causal", lambda: _mha_model()[0](
+        *[_x()] * 3, need_weights=False, is_causal=True), ValueError, MHA, "attn_mask"),
+    # ---- nn.focus.compose
+    Case("compose_focus-model-str", lambda: F.compose_focus("gpt"), TypeError, "compose_focus",
+         "model"),
+    Case("compose_focus-model-no-attention", lambda: F.compose_focus(torch.nn.Linear(2, 2)),
+         ValueError, "compose_focus", "model"),
+    Case("compose_focus-model-composed", lambda: F.compose_focus(_mha_model(), causal=False),
+         ValueError, "compose_focus", "model"),
+    Case("compose_focus-top_k-large", lambda: F.compose_focus(_tiny_gpt(), num_groups=2,
+                                                             top_k=3),
+         ValueError, "compose_focus", "top_k"),
+    Case("compose_focus-top_k-float", lambda: F.compose_focus(_tiny_gpt(), top_k=1.0),
+         TypeError, "compose_focus", "top_k"),
+    Case("FocusComposed-module-unsupported", lambda: F.FocusComposed(torch.nn.Linear(2, 2)),
+         ValueError, "FocusComposed", "module"),
+    Case("FocusComposed-causal-missing", lambda: F.FocusComposed(
+        torch.nn.MultiheadAttention(8, 2), num_groups=2, top_k=1), ValueError, "FocusComposed",
+        "causal"),
+    Case("decompose-model-uncomposed", lambda: F.decompose(torch.nn.Linear(2, 2)), ValueError,
+         "decompose", "model"),
+    Case("set_focus_enabled-model-no-focus", lambda: F.set_focus_enabled(
+        torch.nn.Linear(2, 2), True), ValueError, "set_focus_enabled", "model"),
+    Case("set_focus_enabled-model-str", lambda: F.set_focus_enabled("gpt", True), TypeError,
+         "set_focus_enabled", "model"),
+    Case("set_focus_options-top_k-zero", lambda: F.set_focus_options(_mha_model(), top_k=0),
+         ValueError, "set_focus_options", "top_k"),
+    Case("set_focus_options-window-float", lambda: F.set_focus_options(_mha_model(),
+                                                                      window=1.0),
+         TypeError, "set_focus_options", "window"),
+    Case("save_routers-model-uncomposed", lambda: F.save_routers(
+        torch.nn.Linear(2, 2), "never-written"), ValueError, "save_routers", "model"),
 ]
 
 

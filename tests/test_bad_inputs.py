@@ -757,6 +757,45 @@ CASES = [
          TypeError, "set_focus_options", "window"),
     Case("save_routers-model-uncomposed", lambda: F.save_routers(
         torch.nn.Linear(2, 2), "never-written"), ValueError, "save_routers", "model"),
+    # ---- training: TrainConfig, Trainer
+    Case("TrainConfig-lr-str", lambda: training.TrainConfig(epochs=1, lr="0.1"), TypeError,
+         "TrainConfig", "lr"),
+    Case("TrainConfig-lr-zero", lambda: training.TrainConfig(epochs=1, lr=0.0), ValueError,
+         "TrainConfig", "lr"),
+    Case("TrainConfig-epochs-none", lambda: training.TrainConfig(epochs=None, max_steps=None),
+         ValueError, "TrainConfig", "epochs"),
+    Case("TrainConfig-betas-float", lambda: training.TrainConfig(epochs=1, betas=0.9),
+         TypeError, "TrainConfig", "betas"),
+    Case("TrainConfig-betas-range", lambda: training.TrainConfig(epochs=1, betas=(0.9, 1.0)),
+         ValueError, "TrainConfig", "betas"),
+    Case("TrainConfig-optimizer-value", lambda: training.TrainConfig(epochs=1, optimizer="adam"),
+         ValueError, "TrainConfig", "optimizer"),
+    Case("TrainConfig-nesterov-adamw", lambda: training.TrainConfig(epochs=1, nesterov=True),
+         ValueError, "TrainConfig", "nesterov"),
+    Case("TrainConfig-warmup_epochs-both", lambda: training.TrainConfig(
+        epochs=1, warmup_steps=2, warmup_epochs=1.0), ValueError, "TrainConfig", "warmup_epochs"),
+    Case("TrainConfig-device-int", lambda: training.TrainConfig(epochs=1, device=0), TypeError,
+         "TrainConfig", "device"),
+    Case("TrainConfig.from_dict-d-unknown", lambda: training.TrainConfig.from_dict(
+        {"epochs": 1, "bogus": 2}), ValueError, "TrainConfig.from_dict", "d"),
+    Case("Trainer-model-str", lambda: training.Trainer(
+        "mlp", training.ClassificationTask(), training.TrainConfig(epochs=1), [1]), TypeError,
+        "Trainer", "model"),
+    Case("Trainer-config-dict", lambda: training.Trainer(
+        torch.nn.Linear(2, 2), training.ClassificationTask(), {"epochs": 1}, [1]), TypeError,
+        "Trainer", "config"),
+    Case("Trainer-task-object", lambda: training.Trainer(
+        torch.nn.Linear(2, 2), object(), training.TrainConfig(epochs=1), [1]), TypeError,
+        "Trainer", "task"),
+    Case("Trainer-train_data-none", lambda: training.Trainer(
+        torch.nn.Linear(2, 2), training.ClassificationTask(), training.TrainConfig(epochs=1),
+        None), TypeError, "Trainer", "train_data"),
+    Case("Trainer-callbacks-object", lambda: training.Trainer(
+        torch.nn.Linear(2, 2), training.ClassificationTask(), training.TrainConfig(epochs=1),
+        [1], callbacks=[object()]), TypeError, "Trainer", "callbacks"),
+    Case("build_optimizer-model-frozen", lambda: training.build_optimizer(
+        torch.nn.Linear(2, 2).requires_grad_(False), training.TrainConfig(epochs=1)), ValueError,
+        "build_optimizer", "model"),
 ]
 
 

@@ -796,6 +796,50 @@ CASES = [
     Case("build_optimizer-model-frozen", lambda: training.build_optimizer(
         torch.nn.Linear(2, 2).requires_grad_(False), training.TrainConfig(epochs=1)), ValueError,
         "build_optimizer", "model"),
+    # ---- analysis: metrics and paired statistics
+    Case("participation_ratio-z-one-sample", lambda: analysis.participation_ratio(
+        torch.randn(1, 4)), ValueError, "participation_ratio", "z"),
+    Case("participation_ratio-z-constant", lambda: analysis.participation_ratio(
+        torch.ones(5, 3)), ValueError, "participation_ratio", "z"),
+    Case("participation_ratio_from_covariance-cov-square", lambda:
+         analysis.participation_ratio_from_covariance(torch.ones(2, 3)), ValueError,
+         "participation_ratio_from_covariance", "cov"),
+    Case("effective_rank-m-zero", lambda: analysis.effective_rank(torch.zeros(3, 3)),
+         ValueError, "effective_rank", "m"),
+    Case("stable_rank-m-empty", lambda: analysis.stable_rank(torch.ones(3, 0)), ValueError,
+         "stable_rank", "m"),
+    Case("attention_entropy-attn-negative", lambda: analysis.attention_entropy(
+        torch.tensor([[1.5, -0.5]])), ValueError, "attention_entropy", "attn"),
+    Case("attention_entropy-attn-rows", lambda: analysis.attention_entropy(
+        torch.tensor([[0.2, 0.2]])), ValueError, "attention_entropy", "attn"),
+    Case("attention_entropy-mask-long", lambda: analysis.attention_entropy(
+        torch.tensor([[0.5, 0.5]]), mask=torch.ones(1, 2, dtype=torch.long)), TypeError,
+        "attention_entropy", "mask"),
+    Case("attention_entropy-mask-shape", lambda: analysis.attention_entropy(
+        torch.full((2, 2), 0.5), mask=torch.ones(3, 2, dtype=torch.bool)), ValueError,
+        "attention_entropy", "mask"),
+    Case("paired_sign_test-a-str", lambda: analysis.paired_sign_test("12", "34"), TypeError,
+         "paired_sign_test", "a"),
+    Case("paired_sign_test-b-length", lambda: analysis.paired_sign_test([1.0], [1.0, 2.0]),
+         ValueError, "paired_sign_test", "b"),
+    Case("paired_sign_test-a-nan", lambda: analysis.paired_sign_test([NAN], [1.0]), ValueError,
+         "paired_sign_test", "a"),
+    Case("paired_permutation_test-a-many", lambda: analysis.paired_permutation_test(
+        [0.0] * 21, [1.0] * 21), ValueError, "paired_permutation_test", "a"),
+    Case("paired_t_test-a-one-pair", lambda: analysis.paired_t_test([1.0], [2.0]), ValueError,
+         "paired_t_test", "a"),
+    Case("paired_t_test-level-str", lambda: analysis.paired_t_test(
+        [1.0, 2.0], [0.0, 0.5], level="0.9"), TypeError, "paired_t_test", "level"),
+    Case("paired_t_test-level-one", lambda: analysis.paired_t_test(
+        [1.0, 2.0], [0.0, 0.5], level=1.0), ValueError, "paired_t_test", "level"),
+    Case("bootstrap_mean_interval-values-empty", lambda: analysis.bootstrap_mean_interval([]),
+         ValueError, "bootstrap_mean_interval", "values"),
+    Case("bootstrap_mean_interval-quantiles-order", lambda: analysis.bootstrap_mean_interval(
+        [1.0, 2.0], quantiles=(0.9, 0.1)), ValueError, "bootstrap_mean_interval", "quantiles"),
+    Case("bootstrap_mean_interval-quantiles-float", lambda: analysis.bootstrap_mean_interval(
+        [1.0, 2.0], quantiles=0.9), TypeError, "bootstrap_mean_interval", "quantiles"),
+    Case("directional_probability-b-length", lambda: analysis.directional_probability(
+        [1.0], [1.0, 2.0]), ValueError, "directional_probability", "b"),
 ]
 
 

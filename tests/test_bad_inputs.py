@@ -578,7 +578,7 @@ CASES = [
     Case("QSVNet-channels-multiple-qsv", lambda: models.QSVNet(3, 5, channels=12, heads=2),
          ValueError, "QSVNet", "channels"),
     Case("QSVNet-channels-multiple-transformer", lambda: models.QSVNet(
-        3, 5, channels=14, heads=2, conv="transformer", mixing="linear"), ValueError, "QSVNet",
+        3, 5, channels=15, heads=2, conv="transformer", mixing="linear"), ValueError, "QSVNet",
         "channels"),
     Case("QSVNet-pos_embedding-int", lambda: _qsv(pos_embedding=1), TypeError, "QSVNet",
          "pos_embedding"),

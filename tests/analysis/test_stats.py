@@ -72,7 +72,8 @@ def test_bootstrap_interval_bad_input():
     with pytest.raises(ValueError, match="^bootstrap_mean_interval: 'n_boot' must be an int >= 1"):
         stats.bootstrap_mean_interval([1.0], n_boot=0)
     with pytest.raises(ValueError, match=r"^bootstrap_mean_interval: 'quantiles' must be \(low, "
-                                         r"high\) with 0 <= low <= high <= 1, got \(0.9, 0.1\)"):
+                                         r"high\) with 0 <= low <= high <= 1, got tuple "
+                                         r"\(0.9, 0.1\)$"):
         stats.bootstrap_mean_interval([1.0, 2.0], quantiles=(0.9, 0.1))
     with pytest.raises(ValueError, match="^bootstrap_mean_interval: 'quantiles' must be"):
         stats.bootstrap_mean_interval([1.0, 2.0], quantiles=(0.1, 0.5, 0.9))
@@ -185,7 +186,7 @@ def test_paired_sign_test_counts_and_matches_binomtest():
     with pytest.raises(TypeError, match="^paired_sign_test: 'a' must be a sequence of numbers"):
         stats.paired_sign_test("12", "34")
     with pytest.raises(TypeError, match="^paired_sign_test: 'b' must be a sequence of numbers"):
-        stats.paired_sign_test([1.0], [None])
+        stats.paired_sign_test([1.0], ["x"])
 
 
 def test_paired_permutation_test_by_hand():

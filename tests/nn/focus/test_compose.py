@@ -164,7 +164,7 @@ def test_decompose_restores_objects_and_outputs(arch):
         assert len(after) == len(mods) and all(a is b for a, b in zip(after, mods))
         assert torch.equal(f(m, x), ref)
     with pytest.raises(ValueError, match="^decompose: 'model' must be a model composed with "
-                                         "compose_focus, got a CharGPT that is not composed$"):
+                                         r"compose_focus, got a \w+ that is not composed$"):
         decompose(m)
 
 

@@ -230,7 +230,9 @@ def attention_entropy(
 
     Raises:
         ValueError: for negative or non-finite weights, rows that do not sum to one over
-            their support (e.g. weight on masked keys), or a mask of the wrong type/shape.
+            their support (e.g. weight on masked keys), or a mask of the wrong shape.
+        TypeError: for weights that are not a real tensor, or a mask that is not a bool
+            tensor.
     """
     fn = "attention_entropy"
     a = _as_tensor(attn, "attn", fn, 2)

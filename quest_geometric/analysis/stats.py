@@ -148,6 +148,7 @@ def paired_sign_test(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
 
     Raises:
         ValueError: ``a`` and ``b`` are empty, of different lengths or not finite.
+        TypeError: ``a`` or ``b`` is not a sequence of numbers.
 
     Examples:
         >>> paired_sign_test([2.0, 3.0, 4.0], [1.0, 1.0, 1.0])["p"]
@@ -191,6 +192,7 @@ def paired_permutation_test(a: Sequence[float], b: Sequence[float]) -> dict[str,
     Raises:
         ValueError: ``a`` and ``b`` are empty, unpaired, not finite, or more than
             :data:`MAX_EXACT_PAIRS` pairs.
+        TypeError: ``a`` or ``b`` is not a sequence of numbers.
 
     Examples:
         >>> paired_permutation_test([2.0, 3.0, 4.0], [1.0, 1.0, 1.0])["p"]
@@ -237,6 +239,7 @@ def paired_t_test(a: Sequence[float], b: Sequence[float], level: float = 0.95
     Raises:
         ValueError: fewer than 2 pairs, unpaired or non-finite values, or ``level``
             outside :math:`(0, 1)`.
+        TypeError: ``a`` or ``b`` is not a sequence of numbers, or ``level`` not a number.
     """
     from scipy.stats import ttest_rel
 

@@ -56,7 +56,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from quest_geometric._utils.checks import fail
+from quest_geometric._utils.checks import describe, fail
 from quest_geometric.adapters.base import (
     AttentionAdapter,
     AttentionCall,
@@ -144,10 +144,11 @@ class MultiheadAttentionAdapter(AttentionAdapter):
         if not isinstance(q, Tensor):
             raise fail(TypeError, _WHO, "query", f"a tensor {shapes}", q)
         if k is not q or v is not q:
-            bad = "key" if k is not q else "value"
+            bad, other = ("key", k) if k is not q else ("value", v)
             raise fail(ValueError, _WHO, bad, "the 'query' tensor itself with Focus enabled "
                        "(only self-attention is supported, as GPSConv calls it; "
-                       "cross-attention is not)", got_text="another object")
+                       "cross-attention is not)", got_text="another tensor" if isinstance(
+                           other, Tensor) else describe(other))
         if not probe and bound.get("need_weights", True):
             raise fail(ValueError, _WHO, "need_weights", "False with Focus enabled (as "
                        "GPSConv calls it; the dense attention weights do not exist on the "

@@ -281,7 +281,8 @@ class Trainer:
             raise fail(TypeError, "Trainer", "config", "a TrainConfig", config)
         if not callable(getattr(task, "training_step", None)):
             raise fail(TypeError, "Trainer", "task", "an object with a "
-                       "training_step(model, batch) method", got_text=f"a {type(task).__name__}")
+                       "training_step(model, batch) method",
+                       got_text=f"an object of type {type(task).__name__} without one")
         if train_data is None:
             raise fail(TypeError, "Trainer", "train_data", "a dataset, a DataLoader or a "
                        "get_batch function", None)

@@ -9,13 +9,15 @@ Add a row when adding a public entry point or an argument check.
 """
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Callable, NamedTuple
 
 import pytest
 import torch
+from torch_geometric.data import Data
 
-from quest_geometric import analysis, datasets, geometry, models, transforms
+from quest_geometric import adapters, analysis, datasets, geometry, models, transforms
 from quest_geometric import quaternion as Q
 from quest_geometric.nn import QSVConv, QuaternionLinear
 from quest_geometric import training
@@ -41,6 +43,33 @@ def _soft(n: int = 6, k: int = 3) -> torch.Tensor:
 
 def _img(c: int = 1, h: int = 8, w: int = 8) -> torch.Tensor:
     return torch.rand(c, h, w)
+
+
+def _tiny_gpt() -> "models.CharGPT":
+    return models.CharGPT(models.GPTConfig(vocab_size=10, block_size=8, n_layer=1, n_head=2,
+                                           n_embd=8))
+
+
+@functools.lru_cache(maxsize=1)
+def _corpus() -> "datasets.CharCorpus":
+    return datasets.CharCorpus(block_size=8)
+
+
+def _mha_model() -> torch.nn.Module:
+    """A model holding one torch MultiheadAttention composed with Focus (bidirectional)."""
+    model = torch.nn.Sequential(torch.nn.MultiheadAttention(8, 2, batch_first=True))
+    return F.compose_focus(model, num_groups=2, top_k=1, window=2, causal=False)
+
+
+def _x(b: int = 1, t: int = 4, c: int = 8) -> torch.Tensor:
+    return torch.randn(b, t, c)
+
+
+def _qsv(**kw: Any) -> "models.QSVNet":
+    return models.QSVNet(3, 5, channels=16, heads=2, **kw)
+
+
+MHA = "compose_focus (MultiheadAttention)"
 
 
 class Case(NamedTuple):
@@ -410,6 +439,407 @@ CASES = [
          "QSVNet", "heads"),
     Case("QSVNet-stem-value", lambda: models.QSVNet(3, 5, channels=16, heads=2, stem="mlp"),
          ValueError, "QSVNet", "stem"),
+
+    # ---- datasets: image datasets and the character corpus
+    Case("DigitsGraphs-split-value", lambda: datasets.DigitsGraphs(split="val"), ValueError,
+         "DigitsGraphs", "split"),
+    Case("DigitsGraphs-split-type", lambda: datasets.DigitsGraphs(split=0), TypeError,
+         "DigitsGraphs", "split"),
+    Case("DigitsGraphs-graph-value", lambda: datasets.DigitsGraphs(graph="torus"), ValueError,
+         "DigitsGraphs", "graph"),
+    Case("DigitsGraphs-graph-type", lambda: datasets.DigitsGraphs(graph=3), TypeError,
+         "DigitsGraphs", "graph"),
+    Case("DigitsGraphs-normalize-type", lambda: datasets.DigitsGraphs(normalize="yes"),
+         TypeError, "DigitsGraphs", "normalize"),
+    Case("DigitsGraphs-normalize-pair", lambda: datasets.DigitsGraphs(normalize=(0.5,)),
+         ValueError, "DigitsGraphs", "normalize"),
+    Case("DigitsGraphs-augment-test-split", lambda: datasets.DigitsGraphs(
+        split="test", augment=True), ValueError, "DigitsGraphs", "augment"),
+    Case("DigitsGraphs-augment-type", lambda: datasets.DigitsGraphs(augment=1), TypeError,
+         "DigitsGraphs", "augment"),
+    Case("DigitsGraphs-transform-type", lambda: datasets.DigitsGraphs(transform=5), TypeError,
+         "DigitsGraphs", "transform"),
+    Case("load_digits_split-split-value", lambda: datasets.load_digits_split("all"),
+         ValueError, "load_digits_split", "split"),
+    Case("CIFAR10Graphs-root-type", lambda: datasets.CIFAR10Graphs(5), TypeError,
+         "CIFAR10Graphs", "root"),
+    Case("CIFAR100Graphs-train-type", lambda: datasets.CIFAR100Graphs("unused", train=1),
+         TypeError, "CIFAR100Graphs", "train"),
+    Case("CharCorpus-val_fraction-one", lambda: datasets.CharCorpus(val_fraction=1.0),
+         ValueError, "CharCorpus", "val_fraction"),
+    Case("CharCorpus-val_fraction-str", lambda: datasets.CharCorpus(val_fraction="0.1"),
+         TypeError, "CharCorpus", "val_fraction"),
+    Case("CharCorpus-source-type", lambda: datasets.CharCorpus(source=5), TypeError,
+         "CharCorpus", "source"),
+    Case("CharCorpus-vocab-entry-type", lambda: datasets.CharCorpus(vocab=["a", 1]), TypeError,
+         "CharCorpus", "vocab"),
+    Case("CharCorpus-vocab-entry-long", lambda: datasets.CharCorpus(vocab=["a", "bc"]),
+         ValueError, "CharCorpus", "vocab"),
+    Case("CharCorpus-vocab-duplicate", lambda: datasets.CharCorpus(vocab="aba"), ValueError,
+         "CharCorpus", "vocab"),
+    Case("CharCorpus-vocab-type", lambda: datasets.CharCorpus(vocab=5), TypeError,
+         "CharCorpus", "vocab"),
+    Case("CharCorpus-block_size-too-long", lambda: datasets.CharCorpus(block_size=10 ** 7),
+         ValueError, "CharCorpus", "block_size"),
+    Case("CharCorpus.encode-text-bytes", lambda: _corpus().encode(b"abc"), TypeError,
+         "CharCorpus.encode", "text"),
+    Case("CharCorpus.decode-ids-float", lambda: _corpus().decode([1.5]), TypeError,
+         "CharCorpus.decode", "ids"),
+    Case("CharCorpus.decode-ids-range", lambda: _corpus().decode([10 ** 6]), ValueError,
+         "CharCorpus.decode", "ids"),
+    Case("CharCorpus.decode-ids-2d", lambda: _corpus().decode(
+        torch.zeros(2, 2, dtype=torch.long)), ValueError, "CharCorpus.decode", "ids"),
+    Case("CharCorpus.get_batch-split-value", lambda: _corpus().get_batch("test", 2),
+         ValueError, "CharCorpus.get_batch", "split"),
+    Case("CharCorpus.get_batch-split-type", lambda: _corpus().get_batch(0, 2), TypeError,
+         "CharCorpus.get_batch", "split"),
+    Case("CharCorpus.num_blocks-block_size-too-long", lambda: _corpus().num_blocks(
+        "val", block_size=10 ** 7), ValueError, "CharCorpus.num_blocks", "block_size"),
+    Case("CharCorpus.iter_blocks-max_blocks-zero", lambda: next(_corpus().iter_blocks(
+        "val", max_blocks=0)), ValueError, "CharCorpus.iter_blocks", "max_blocks"),
+    Case("CharCorpus.iter_blocks-max_blocks-float", lambda: next(_corpus().iter_blocks(
+        "val", max_blocks=2.0)), TypeError, "CharCorpus.iter_blocks", "max_blocks"),
+    Case("CharCorpus.split_length-split-value", lambda: _corpus().split_length("dev"),
+         ValueError, "CharCorpus.split_length", "split"),
+    # ---- transforms: image augmentation and normalisation
+    Case("RandomCropPad-size-zero", lambda: transforms.RandomCropPad(0), ValueError,
+         "RandomCropPad", "size"),
+    Case("RandomCropPad-size-triple", lambda: transforms.RandomCropPad((8, 8, 8)), ValueError,
+         "RandomCropPad", "size"),
+    Case("RandomCropPad-size-str", lambda: transforms.RandomCropPad("8"), TypeError,
+         "RandomCropPad", "size"),
+    Case("RandomCropPad-data-list", lambda: transforms.RandomCropPad(4)([1.0]), TypeError,
+         "RandomCropPad", "data"),
+    Case("RandomCropPad-data-2d", lambda: transforms.RandomCropPad(4)(torch.rand(8, 8)),
+         ValueError, "RandomCropPad", "data"),
+    Case("RandomCropPad-data-small", lambda: transforms.RandomCropPad(8, padding=0)(
+        torch.rand(1, 4, 4)), ValueError, "RandomCropPad", "data"),
+    Case("RandomCropPad-data.image-list", lambda: transforms.RandomCropPad(4)(
+        Data(image=[1.0])), TypeError, "RandomCropPad", "data.image"),
+    Case("RandomCropPad-data-no-image", lambda: transforms.RandomCropPad(4)(
+        Data(x=torch.zeros(1))), ValueError, "RandomCropPad", "data"),
+    Case("RandomCropPad.crop-top-range", lambda: transforms.RandomCropPad(4, padding=0).crop(
+        torch.rand(1, 4, 4), 1, 0), ValueError, "RandomCropPad.crop", "top"),
+    Case("RandomCropPad.crop-left-float", lambda: transforms.RandomCropPad(4, padding=0).crop(
+        torch.rand(1, 4, 4), 0, 0.0), TypeError, "RandomCropPad.crop", "left"),
+    Case("RandomHorizontalFlip-p-range", lambda: transforms.RandomHorizontalFlip(1.5),
+         ValueError, "RandomHorizontalFlip", "p"),
+    Case("RandomHorizontalFlip-p-str", lambda: transforms.RandomHorizontalFlip("0.5"),
+         TypeError, "RandomHorizontalFlip", "p"),
+    Case("NormalizeImage-std-zero", lambda: transforms.NormalizeImage(0.5, 0.0), ValueError,
+         "NormalizeImage", "std"),
+    Case("NormalizeImage-mean-str", lambda: transforms.NormalizeImage("a", 1.0), TypeError,
+         "NormalizeImage", "mean"),
+    Case("NormalizeImage-mean-empty", lambda: transforms.NormalizeImage([], 1.0), ValueError,
+         "NormalizeImage", "mean"),
+    Case("NormalizeImage-mean-nan", lambda: transforms.NormalizeImage(NAN, 1.0), ValueError,
+         "NormalizeImage", "mean"),
+    Case("NormalizeImage-std-length", lambda: transforms.NormalizeImage(
+        (0.1, 0.2), (1.0, 2.0, 3.0)), ValueError, "NormalizeImage", "std"),
+    Case("NormalizeImage-data-uint8", lambda: transforms.NormalizeImage(0.5, 0.5)(
+        torch.zeros(1, 4, 4, dtype=torch.uint8)), TypeError, "NormalizeImage", "data"),
+    Case("NormalizeImage-data-channels", lambda: transforms.NormalizeImage(
+        (0.5, 0.5), (1.0, 1.0))(torch.rand(3, 4, 4)), ValueError, "NormalizeImage", "data"),
+    # ---- geometry: graph builders
+    Case("fibonacci_sphere-radius-zero", lambda: geometry.fibonacci_sphere(8, 0.0), ValueError,
+         "fibonacci_sphere", "radius"),
+    Case("fibonacci_sphere-radius-str", lambda: geometry.fibonacci_sphere(8, "1"), TypeError,
+         "fibonacci_sphere", "radius"),
+    Case("fibonacci_sphere-dtype-int", lambda: geometry.fibonacci_sphere(
+        8, dtype=torch.int64), TypeError, "fibonacci_sphere", "dtype"),
+    Case("fibonacci_sphere-dtype-str", lambda: geometry.fibonacci_sphere(8, dtype="float32"),
+         TypeError, "fibonacci_sphere", "dtype"),
+    Case("sphere_graph-k-shell-size", lambda: geometry.sphere_graph((4, 8), k=4), ValueError,
+         "sphere_graph", "k"),
+    Case("sphere_graph-k_cross-single-shell", lambda: geometry.sphere_graph((8,), k=2,
+                                                                            k_cross=1),
+         ValueError, "sphere_graph", "k_cross"),
+    Case("sphere_graph-k_cross-adjacent", lambda: geometry.sphere_graph((4, 8), k=2,
+                                                                        k_cross=9),
+         ValueError, "sphere_graph", "k_cross"),
+    Case("lattice_graph-k-large", lambda: geometry.lattice_graph(2, 2, 4), ValueError,
+         "lattice_graph", "k"),
+    # ---- models: QSVNet, QSVBlock, GPTConfig, CharGPT
+    Case("QSVNet-mlp_ratio-str", lambda: _qsv(mlp_ratio="2"), TypeError, "QSVNet",
+         "mlp_ratio"),
+    Case("QSVNet-mlp_ratio-zero", lambda: _qsv(mlp_ratio=0.0), ValueError, "QSVNet",
+         "mlp_ratio"),
+    Case("QSVNet-dropout-one", lambda: _qsv(dropout=1.0), ValueError, "QSVNet", "dropout"),
+    Case("QSVNet-dropout-str", lambda: _qsv(dropout="0"), TypeError, "QSVNet", "dropout"),
+    Case("QSVNet-qsv_kwargs-list", lambda: _qsv(qsv_kwargs=[]), TypeError, "QSVNet",
+         "qsv_kwargs"),
+    Case("QSVNet-qsv_kwargs-num_nodes", lambda: _qsv(qsv_kwargs={"num_nodes": 4}), ValueError,
+         "QSVNet", "qsv_kwargs"),
+    Case("QSVNet-transformer_kwargs-with-qsv", lambda: _qsv(transformer_kwargs={"beta": True}),
+         ValueError, "QSVNet", "transformer_kwargs"),
+    Case("QSVNet-qsv_kwargs-with-transformer", lambda: _qsv(conv="transformer",
+                                                            qsv_kwargs={"transport": False}),
+         ValueError, "QSVNet", "qsv_kwargs"),
+    Case("QSVNet-channels-multiple-qsv", lambda: models.QSVNet(3, 5, channels=12, heads=2),
+         ValueError, "QSVNet", "channels"),
+    Case("QSVNet-channels-multiple-transformer", lambda: models.QSVNet(
+        3, 5, channels=15, heads=2, conv="transformer", mixing="linear"), ValueError, "QSVNet",
+        "channels"),
+    Case("QSVNet-pos_embedding-int", lambda: _qsv(pos_embedding=1), TypeError, "QSVNet",
+         "pos_embedding"),
+    Case("QSVNet-num_nodes-unused", lambda: _qsv(num_nodes=5), ValueError, "QSVNet",
+         "num_nodes"),
+    Case("QSVNet.set_ablation-transport-int", lambda: _qsv().set_ablation(transport=0),
+         TypeError, "QSVNet.set_ablation", "transport"),
+    Case("QSVNet.set_ablation-attention-value", lambda: _qsv().set_ablation(attention="none"),
+         ValueError, "QSVNet.set_ablation", "attention"),
+    Case("QSVNet.restore_ablation-state-tuple", lambda: _qsv().restore_ablation(()),
+         TypeError, "QSVNet.restore_ablation", "state"),
+    Case("QSVNet.restore_ablation-state-length", lambda: _qsv().restore_ablation([]),
+         ValueError, "QSVNet.restore_ablation", "state"),
+    Case("QSVNet.forward-data.x-list", lambda: _qsv()(Data(
+        x=[[0.0] * 3], edge_index=torch.zeros(2, 0, dtype=torch.long))), TypeError, "QSVNet",
+        "data.x"),
+    Case("QSVNet.forward-data.x-shape", lambda: _qsv()(Data(
+        x=torch.rand(4, 2), edge_index=torch.zeros(2, 0, dtype=torch.long))), ValueError,
+        "QSVNet", "data.x"),
+    Case("QSVNet.forward-data.x-long", lambda: _qsv()(Data(
+        x=torch.zeros(4, 3, dtype=torch.long), edge_index=torch.zeros(2, 0, dtype=torch.long))),
+        TypeError, "QSVNet", "data.x"),
+    Case("QSVNet.forward-data.edge_index-missing", lambda: _qsv()(Data(x=torch.rand(4, 3))),
+         TypeError, "QSVNet", "data.edge_index"),
+    Case("QSVNet.forward-data.x-template", lambda: _qsv(pos_embedding=True, num_nodes=3)(Data(
+        x=torch.rand(4, 3), edge_index=torch.zeros(2, 0, dtype=torch.long))), ValueError,
+        "QSVNet", "data.x"),
+    Case("QSVNet.pool-shell-missing", lambda: _qsv(readout="outer").pool(
+        torch.rand(4, 16), torch.zeros(4, dtype=torch.long), 1), ValueError, "QSVNet", "shell"),
+    Case("QSVNet.pool-shell-list", lambda: _qsv(readout="outer").pool(
+        torch.rand(4, 16), torch.zeros(4, dtype=torch.long), 1, [0, 0, 0, 0]), TypeError,
+        "QSVNet", "shell"),
+    Case("QSVNet.quaternions-data.x-shape", lambda: _qsv().quaternions(Data(
+        x=torch.rand(4, 2), edge_index=torch.zeros(2, 0, dtype=torch.long))), ValueError,
+        "QSVNet.quaternions", "data.x"),
+    Case("QSVBlock-mixing-value", lambda: models.QSVBlock(16, 2, mixing="quat"), ValueError,
+         "QSVBlock", "mixing"),
+    Case("QSVBlock-conv-value", lambda: models.QSVBlock(16, 2, conv="gat"), ValueError,
+         "QSVBlock", "conv"),
+    Case("QSVBlock-channels-float", lambda: models.QSVBlock(16.0, 2), TypeError, "QSVBlock",
+         "channels"),
+    Case("QSVBlock-dropout-one", lambda: models.QSVBlock(16, 2, dropout=1.0), ValueError,
+         "QSVBlock", "dropout"),
+    Case("QSVBlock-conv_kwargs-list", lambda: models.QSVBlock(16, 2, conv_kwargs=[]),
+         TypeError, "QSVBlock", "conv_kwargs"),
+    Case("GPTConfig-n_embd-divisible", lambda: models.GPTConfig(n_embd=30, n_head=4),
+         ValueError, "GPTConfig", "n_embd"),
+    Case("GPTConfig-dropout-one", lambda: models.GPTConfig(dropout=1.0), ValueError,
+         "GPTConfig", "dropout"),
+    Case("GPTConfig-dropout-str", lambda: models.GPTConfig(dropout="0"), TypeError,
+         "GPTConfig", "dropout"),
+    Case("GPTConfig-focus-list", lambda: models.GPTConfig(focus=[]), TypeError, "GPTConfig",
+         "focus"),
+    Case("GPTConfig-init_std-zero", lambda: models.GPTConfig(init_std=0.0), ValueError,
+         "GPTConfig", "init_std"),
+    Case("GPTConfig.from_dict-d-list", lambda: models.GPTConfig.from_dict([]), TypeError,
+         "GPTConfig.from_dict", "d"),
+    Case("GPTConfig.from_dict-d-unknown", lambda: models.GPTConfig.from_dict({"n_layers": 2}),
+         ValueError, "GPTConfig.from_dict", "d"),
+    Case("CharGPT-config-str", lambda: models.CharGPT("small"), TypeError, "CharGPT",
+         "config"),
+    Case("CharGPT.forward-idx-float", lambda: _tiny_gpt()(torch.zeros(1, 4)), TypeError,
+         "CharGPT", "idx"),
+    Case("CharGPT.forward-idx-1d", lambda: _tiny_gpt()(torch.zeros(4, dtype=torch.long)),
+         ValueError, "CharGPT", "idx"),
+    Case("CharGPT.forward-idx-long", lambda: _tiny_gpt()(torch.zeros(1, 9, dtype=torch.long)),
+         ValueError, "CharGPT", "idx"),
+    Case("CharGPT.forward-targets-shape", lambda: _tiny_gpt()(
+        torch.zeros(1, 4, dtype=torch.long), torch.zeros(1, 3, dtype=torch.long)), ValueError,
+        "CharGPT", "targets"),
+    Case("CharGPT.generate-temperature-zero", lambda: _tiny_gpt().generate(
+        torch.zeros(1, 2, dtype=torch.long), 2, temperature=0.0), ValueError,
+        "CharGPT.generate", "temperature"),
+    Case("CharGPT.generate-top_k-large", lambda: _tiny_gpt().generate(
+        torch.zeros(1, 2, dtype=torch.long), 2, top_k=11), ValueError, "CharGPT.generate",
+        "top_k"),
+    Case("CharGPT.generate-max_new_tokens-float", lambda: _tiny_gpt().generate(
+        torch.zeros(1, 2, dtype=torch.long), 2.0), TypeError, "CharGPT.generate",
+        "max_new_tokens"),
+    Case("CausalSelfAttention.queries-x-shape", lambda: _tiny_gpt().blocks[0].attn.queries(
+        torch.rand(2, 8)), ValueError, "CausalSelfAttention", "x"),
+    # ---- analysis: QKProbe
+    Case("QKProbe-layers-name", lambda: analysis.QKProbe(_tiny_gpt(), layers=["nope"]),
+         ValueError, "QKProbe", "layers"),
+    Case("QKProbe-layers-index", lambda: analysis.QKProbe(_tiny_gpt(), layers=[5]),
+         ValueError, "QKProbe", "layers"),
+    Case("QKProbe-layers-bool", lambda: analysis.QKProbe(_tiny_gpt(), layers=[True]),
+         TypeError, "QKProbe", "layers"),
+    Case("QKProbe-layers-float", lambda: analysis.QKProbe(_tiny_gpt(), layers=[0.0]),
+         TypeError, "QKProbe", "layers"),
+    Case("QKProbe-layers-module", lambda: analysis.QKProbe(
+        _tiny_gpt(), layers=[torch.nn.Linear(2, 2)]), ValueError, "QKProbe", "layers"),
+    Case("QKProbe-layers-empty", lambda: analysis.QKProbe(_tiny_gpt(), layers=[]), ValueError,
+         "QKProbe", "layers"),
+    Case("QKProbe-model-no-attention", lambda: analysis.QKProbe(torch.nn.Linear(2, 2)),
+         ValueError, "QKProbe", "model"),
+    Case("QKProbe-model-str", lambda: analysis.QKProbe("gpt"), TypeError, "QKProbe", "model"),
+    # ---- adapters
+    Case("FunctionAdapter-fn-int", lambda: adapters.FunctionAdapter(3), TypeError,
+         "FunctionAdapter", "fn"),
+    Case("register_attention_adapter-cls-unqualified", lambda: adapters.register_attention_adapter(
+        "Attention", lambda m, a, k: None), ValueError, "register_attention_adapter", "cls"),
+    Case("register_attention_adapter-cls-int", lambda: adapters.register_attention_adapter(
+        3, lambda m, a, k: None), TypeError, "register_attention_adapter", "cls"),
+    Case("register_attention_adapter-adapter-class", lambda: adapters.register_attention_adapter(
+        "my.pkg.Attention", adapters.AttentionAdapter), TypeError, "register_attention_adapter",
+        "adapter"),
+    Case("register_attention_adapter-adapter-int", lambda: adapters.register_attention_adapter(
+        "my.pkg.Attention", 3), TypeError, "register_attention_adapter", "adapter"),
+    # padding_from_mask keeps ValueError for a non-tensor mask: its documented contract
+    # ("ValueError: for any other mask"; e.g. another implementation's block mask)
+    Case("padding_from_mask-attention_mask-list", lambda: adapters.padding_from_mask(
+        [[1, 1]], 2, 2, True, "f"), ValueError, "f", "attention_mask"),
+    Case("padding_from_mask-attention_mask-1d", lambda: adapters.padding_from_mask(
+        torch.ones(5), 5, 5, True, "f"), ValueError, "f", "attention_mask"),
+    Case("padding_from_mask-attention_mask-length", lambda: adapters.padding_from_mask(
+        torch.ones(2, 4), 5, 5, True, "f"), ValueError, "f", "attention_mask"),
+    Case("padding_from_mask-attention_mask-4d-shape", lambda: adapters.padding_from_mask(
+        torch.ones(1, 1, 3, 5, dtype=torch.bool), 5, 5, True, "f"), ValueError, "f",
+        "attention_mask"),
+    Case("MHA-query-list", lambda: _mha_model()[0]([[0.0]], [[0.0]], [[0.0]],
+                                                   need_weights=False),
+         TypeError, MHA, "query"),
+    Case("MHA-query-shape", lambda: _mha_model()[0](*[_x(c=5)] * 3, need_weights=False),
+         ValueError, MHA, "query"),
+    Case("MHA-key-other", lambda: _mha_model()[0](_x(), _x(), _x(), need_weights=False),
+         ValueError, MHA, "key"),
+    Case("MHA-need_weights-default", lambda: _mha_model()[0](*[_x()] * 3), ValueError, MHA,
+         "need_weights"),
+    Case("MHA-key_padding_mask-shape", lambda: _mha_model()[0](
+        *[_x()] * 3, need_weights=False, key_padding_mask=torch.zeros(1, 3, dtype=torch.bool)),
+        ValueError, MHA, "key_padding_mask"),
+    Case("MHA-key_padding_mask-list", lambda: _mha_model()[0](
+        *[_x()] * 3, need_weights=False, key_padding_mask=[[False] * 4]), TypeError, MHA,
+        "key_padding_mask"),
+    Case("MHA-key_padding_mask-long", lambda: _mha_model()[0](
+        *[_x()] * 3, need_weights=False, key_padding_mask=torch.zeros(1, 4, dtype=torch.long)),
+        TypeError, MHA, "key_padding_mask"),
+    Case("MHA-attn_mask-bias", lambda: _mha_model()[0](
+        *[_x()] * 3, need_weights=False, attn_mask=torch.full((4, 4), 0.5)), ValueError, MHA,
+        "attn_mask"),
+    Case("MHA-attn_mask-list", lambda: _mha_model()[0](
+        *[_x()] * 3, need_weights=False, attn_mask=[[0.0]]), TypeError, MHA, "attn_mask"),
+    Case("MHA-attn_mask-shape", lambda: _mha_model()[0](
+        *[_x()] * 3, need_weights=False, attn_mask=torch.zeros(3, 3)), ValueError, MHA,
+        "attn_mask"),
+    Case("MHA-attn_mask-is_causal", lambda: _mha_model()[0](
+        *[_x()] * 3, need_weights=False, is_causal=True), ValueError, MHA, "attn_mask"),
+    # ---- nn.focus.compose
+    Case("compose_focus-model-str", lambda: F.compose_focus("gpt"), TypeError, "compose_focus",
+         "model"),
+    Case("compose_focus-model-no-attention", lambda: F.compose_focus(torch.nn.Linear(2, 2)),
+         ValueError, "compose_focus", "model"),
+    Case("compose_focus-model-composed", lambda: F.compose_focus(_mha_model(), causal=False),
+         ValueError, "compose_focus", "model"),
+    Case("compose_focus-top_k-large", lambda: F.compose_focus(_tiny_gpt(), num_groups=2,
+                                                             top_k=3),
+         ValueError, "compose_focus", "top_k"),
+    Case("compose_focus-top_k-float", lambda: F.compose_focus(_tiny_gpt(), top_k=1.0),
+         TypeError, "compose_focus", "top_k"),
+    Case("FocusComposed-module-unsupported", lambda: F.FocusComposed(torch.nn.Linear(2, 2)),
+         ValueError, "FocusComposed", "module"),
+    Case("FocusComposed-causal-missing", lambda: F.FocusComposed(
+        torch.nn.MultiheadAttention(8, 2), num_groups=2, top_k=1), ValueError, "FocusComposed",
+        "causal"),
+    Case("decompose-model-uncomposed", lambda: F.decompose(torch.nn.Linear(2, 2)), ValueError,
+         "decompose", "model"),
+    Case("set_focus_enabled-model-no-focus", lambda: F.set_focus_enabled(
+        torch.nn.Linear(2, 2), True), ValueError, "set_focus_enabled", "model"),
+    Case("set_focus_enabled-model-str", lambda: F.set_focus_enabled("gpt", True), TypeError,
+         "set_focus_enabled", "model"),
+    Case("set_focus_options-top_k-zero", lambda: F.set_focus_options(_mha_model(), top_k=0),
+         ValueError, "set_focus_options", "top_k"),
+    Case("set_focus_options-window-float", lambda: F.set_focus_options(_mha_model(),
+                                                                      window=1.0),
+         TypeError, "set_focus_options", "window"),
+    Case("save_routers-model-uncomposed", lambda: F.save_routers(
+        torch.nn.Linear(2, 2), "never-written"), ValueError, "save_routers", "model"),
+    # ---- training: TrainConfig, Trainer
+    Case("TrainConfig-lr-str", lambda: training.TrainConfig(epochs=1, lr="0.1"), TypeError,
+         "TrainConfig", "lr"),
+    Case("TrainConfig-lr-zero", lambda: training.TrainConfig(epochs=1, lr=0.0), ValueError,
+         "TrainConfig", "lr"),
+    Case("TrainConfig-epochs-none", lambda: training.TrainConfig(epochs=None, max_steps=None),
+         ValueError, "TrainConfig", "epochs"),
+    Case("TrainConfig-betas-float", lambda: training.TrainConfig(epochs=1, betas=0.9),
+         TypeError, "TrainConfig", "betas"),
+    Case("TrainConfig-betas-range", lambda: training.TrainConfig(epochs=1, betas=(0.9, 1.0)),
+         ValueError, "TrainConfig", "betas"),
+    Case("TrainConfig-optimizer-value", lambda: training.TrainConfig(epochs=1, optimizer="adam"),
+         ValueError, "TrainConfig", "optimizer"),
+    Case("TrainConfig-nesterov-adamw", lambda: training.TrainConfig(epochs=1, nesterov=True),
+         ValueError, "TrainConfig", "nesterov"),
+    Case("TrainConfig-warmup_epochs-both", lambda: training.TrainConfig(
+        epochs=1, warmup_steps=2, warmup_epochs=1.0), ValueError, "TrainConfig", "warmup_epochs"),
+    Case("TrainConfig-device-int", lambda: training.TrainConfig(epochs=1, device=0), TypeError,
+         "TrainConfig", "device"),
+    Case("TrainConfig.from_dict-d-unknown", lambda: training.TrainConfig.from_dict(
+        {"epochs": 1, "bogus": 2}), ValueError, "TrainConfig.from_dict", "d"),
+    Case("Trainer-model-str", lambda: training.Trainer(
+        "mlp", training.ClassificationTask(), training.TrainConfig(epochs=1), [1]), TypeError,
+        "Trainer", "model"),
+    Case("Trainer-config-dict", lambda: training.Trainer(
+        torch.nn.Linear(2, 2), training.ClassificationTask(), {"epochs": 1}, [1]), TypeError,
+        "Trainer", "config"),
+    Case("Trainer-task-object", lambda: training.Trainer(
+        torch.nn.Linear(2, 2), object(), training.TrainConfig(epochs=1), [1]), TypeError,
+        "Trainer", "task"),
+    Case("Trainer-train_data-none", lambda: training.Trainer(
+        torch.nn.Linear(2, 2), training.ClassificationTask(), training.TrainConfig(epochs=1),
+        None), TypeError, "Trainer", "train_data"),
+    Case("Trainer-callbacks-object", lambda: training.Trainer(
+        torch.nn.Linear(2, 2), training.ClassificationTask(), training.TrainConfig(epochs=1),
+        [1], callbacks=[object()]), TypeError, "Trainer", "callbacks"),
+    Case("build_optimizer-model-frozen", lambda: training.build_optimizer(
+        torch.nn.Linear(2, 2).requires_grad_(False), training.TrainConfig(epochs=1)), ValueError,
+        "build_optimizer", "model"),
+    # ---- analysis: metrics and paired statistics
+    Case("participation_ratio-z-one-sample", lambda: analysis.participation_ratio(
+        torch.randn(1, 4)), ValueError, "participation_ratio", "z"),
+    Case("participation_ratio-z-constant", lambda: analysis.participation_ratio(
+        torch.ones(5, 3)), ValueError, "participation_ratio", "z"),
+    Case("participation_ratio_from_covariance-cov-square", lambda:
+         analysis.participation_ratio_from_covariance(torch.ones(2, 3)), ValueError,
+         "participation_ratio_from_covariance", "cov"),
+    Case("effective_rank-m-zero", lambda: analysis.effective_rank(torch.zeros(3, 3)),
+         ValueError, "effective_rank", "m"),
+    Case("stable_rank-m-empty", lambda: analysis.stable_rank(torch.ones(3, 0)), ValueError,
+         "stable_rank", "m"),
+    Case("attention_entropy-attn-negative", lambda: analysis.attention_entropy(
+        torch.tensor([[1.5, -0.5]])), ValueError, "attention_entropy", "attn"),
+    Case("attention_entropy-attn-rows", lambda: analysis.attention_entropy(
+        torch.tensor([[0.2, 0.2]])), ValueError, "attention_entropy", "attn"),
+    Case("attention_entropy-mask-long", lambda: analysis.attention_entropy(
+        torch.tensor([[0.5, 0.5]]), mask=torch.ones(1, 2, dtype=torch.long)), TypeError,
+        "attention_entropy", "mask"),
+    Case("attention_entropy-mask-shape", lambda: analysis.attention_entropy(
+        torch.full((2, 2), 0.5), mask=torch.ones(3, 2, dtype=torch.bool)), ValueError,
+        "attention_entropy", "mask"),
+    Case("paired_sign_test-a-str", lambda: analysis.paired_sign_test("12", "34"), TypeError,
+         "paired_sign_test", "a"),
+    Case("paired_sign_test-b-length", lambda: analysis.paired_sign_test([1.0], [1.0, 2.0]),
+         ValueError, "paired_sign_test", "b"),
+    Case("paired_sign_test-a-nan", lambda: analysis.paired_sign_test([NAN], [1.0]), ValueError,
+         "paired_sign_test", "a"),
+    Case("paired_permutation_test-a-many", lambda: analysis.paired_permutation_test(
+        [0.0] * 21, [1.0] * 21), ValueError, "paired_permutation_test", "a"),
+    Case("paired_t_test-a-one-pair", lambda: analysis.paired_t_test([1.0], [2.0]), ValueError,
+         "paired_t_test", "a"),
+    Case("paired_t_test-level-str", lambda: analysis.paired_t_test(
+        [1.0, 2.0], [0.0, 0.5], level="0.9"), TypeError, "paired_t_test", "level"),
+    Case("paired_t_test-level-one", lambda: analysis.paired_t_test(
+        [1.0, 2.0], [0.0, 0.5], level=1.0), ValueError, "paired_t_test", "level"),
+    Case("bootstrap_mean_interval-values-empty", lambda: analysis.bootstrap_mean_interval([]),
+         ValueError, "bootstrap_mean_interval", "values"),
+    Case("bootstrap_mean_interval-quantiles-order", lambda: analysis.bootstrap_mean_interval(
+        [1.0, 2.0], quantiles=(0.9, 0.1)), ValueError, "bootstrap_mean_interval", "quantiles"),
+    Case("bootstrap_mean_interval-quantiles-float", lambda: analysis.bootstrap_mean_interval(
+        [1.0, 2.0], quantiles=0.9), TypeError, "bootstrap_mean_interval", "quantiles"),
+    Case("directional_probability-b-length", lambda: analysis.directional_probability(
+        [1.0], [1.0, 2.0]), ValueError, "directional_probability", "b"),
 ]
 
 

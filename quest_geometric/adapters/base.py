@@ -27,6 +27,8 @@ from typing import Any, Dict, NamedTuple, Optional, Tuple
 import torch
 from torch import Tensor, nn
 
+from quest_geometric._utils.checks import fail
+
 __all__ = ["QKView", "AttentionCall", "HeadLayout", "AttentionAdapter", "FunctionAdapter",
            "padding_from_mask", "repeat_kv", "warn_cached_call"]
 
@@ -148,10 +150,9 @@ def _allowed_from_mask(mask: Tensor, who: str) -> Tensor:
         return mask != 0
     allowed = mask > torch.finfo(mask.dtype).min / 2
     if bool((mask[allowed] != 0).any()):
-        raise ValueError(
-            f"{who}: the attention_mask carries an additive bias (finite non-zero values); "
-            f"with Focus only padding masks are supported: a [B, S] 0/1 mask, or the causal "
-            f"[B, 1, T, S] mask Hugging Face builds from it")
+        raise fail(ValueError, who, "attention_mask", "a padding mask with Focus enabled (a "
+                   "[B, S] 0/1 mask, or the causal [B, 1, T, S] mask Hugging Face builds from "
+                   "it)", got_text="an additive bias (finite non-zero values)")
     return allowed
 
 
@@ -189,15 +190,15 @@ def padding_from_mask(mask: Optional[Tensor], q_len: int, kv_len: int, causal: b
         key is padding.
 
     Raises:
-        ValueError: for any other mask, naming what is supported.
+        ValueError: for any other mask (also one that is not a tensor, such as the block
+            mask of another attention implementation), naming what is supported.
     """
     if mask is None:
         return None
     if not isinstance(mask, Tensor):
-        raise ValueError(f"{who}: unsupported attention_mask of type {type(mask).__name__} with "
-                         f"Focus enabled (supported: None, a [B, S] padding mask, or the 4-D "
-                         f"causal padding mask Hugging Face builds from it; use "
-                         f"attn_implementation='sdpa' or 'eager')")
+        raise fail(ValueError, who, "attention_mask", "None, a [B, S] padding mask, or the "
+                   "4-D causal padding mask Hugging Face builds from it with Focus enabled",
+                   mask, hint="; use attn_implementation='sdpa' or 'eager'")
     # every layer of one forward receives the same mask tensor: reduce it once
     key = None if mask.is_inference() else (mask._version, q_len, kv_len, bool(causal))
     ref, last_key, last = _LAST_MASK
@@ -220,16 +221,17 @@ def _reduce_mask(mask: Tensor, q_len: int, kv_len: int, causal: bool, who: str
     """The reduction of :func:`padding_from_mask` (a tensor mask, not memoised)."""
     if mask.dim() == 2:
         if mask.size(-1) != kv_len:
-            raise ValueError(f"{who}: a 2-D attention_mask must be [B, {kv_len}] (cached + new "
-                             f"tokens), got {list(mask.shape)}")
+            raise fail(ValueError, who, "attention_mask", f"[B, {kv_len}] (cached + new "
+                       "tokens) when 2-D", mask)
         valid = mask != 0
     elif mask.dim() == 4:
         if mask.size(-2) != q_len or mask.size(-1) < kv_len:
-            raise ValueError(f"{who}: a 4-D attention_mask must be [B, 1, {q_len}, {kv_len}], "
-                             f"got {list(mask.shape)}")
+            raise fail(ValueError, who, "attention_mask", f"[B, 1, {q_len}, {kv_len}] when "
+                       "4-D", mask)
         allowed = _allowed_from_mask(mask[..., :kv_len], who)
         if allowed.size(1) > 1 and not bool((allowed == allowed[:, :1]).all()):
-            raise ValueError(f"{who}: per-head attention masks are not supported with Focus")
+            raise fail(ValueError, who, "attention_mask", "the same for every head with Focus "
+                       "enabled", got_text="a per-head mask")
         allowed = allowed[:, 0]
         valid = allowed[:, -1, :].clone()
         if causal:  # the last query sits at position kv_len - 1 and sees everything before
@@ -241,15 +243,13 @@ def _reduce_mask(mask: Tensor, q_len: int, kv_len: int, causal: bool, who: str
         real_q = valid[:, kv_len - q_len:]
         bad = (allowed != expected).any(-1) & real_q
         if bool(bad.any()):
-            raise ValueError(
-                f"{who}: with Focus enabled the attention mask must be a padding mask (left "
-                f"or right padding through attention_mask, combined with the causal mask); "
-                f"got a {list(mask.shape)} mask that masks other pairs (a sliding window, a "
-                f"custom 4-D mask or bias). Pass a [B, S] padding mask, or disable Focus with "
-                f"set_focus_enabled(model, False)")
+            raise fail(ValueError, who, "attention_mask", "a padding mask with Focus enabled "
+                       "(left or right padding, combined with the causal mask)",
+                       got_text=f"a {list(mask.shape)} mask that masks other pairs (a sliding "
+                       "window, a custom 4-D mask or bias)", hint="; pass a [B, S] padding "
+                       "mask, or disable Focus with set_focus_enabled(model, False)")
     else:
-        raise ValueError(f"{who}: attention_mask must be 2-D [B, S] or 4-D [B, 1, T, S], got "
-                         f"{mask.dim()}-D")
+        raise fail(ValueError, who, "attention_mask", "2-D [B, S] or 4-D [B, 1, T, S]", mask)
     if bool(valid.all()):
         return None
     return valid
@@ -361,7 +361,8 @@ class FunctionAdapter(AttentionAdapter):
 
     def __init__(self, fn: Any) -> None:
         if not callable(fn):
-            raise TypeError(f"FunctionAdapter: fn must be callable, got {type(fn).__name__}")
+            raise fail(TypeError, "FunctionAdapter", "fn", "callable", fn)
+
         self.fn = fn
 
     def qk_view(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]) -> Any:

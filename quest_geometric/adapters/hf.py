@@ -20,6 +20,7 @@ from typing import Any, Dict, Optional, Tuple
 import torch
 from torch import Tensor, nn
 
+from quest_geometric._utils.checks import fail
 from quest_geometric.adapters.base import (
     AttentionAdapter,
     AttentionCall,
@@ -84,8 +85,7 @@ def _hf_mask_bool(mask: Any) -> Optional[Tensor]:
     if not isinstance(mask, Tensor):
         return None
     if mask.dim() != 4:
-        raise ValueError(f"QKProbe: expected a 4D attention_mask [B, 1, T, S], got "
-                         f"{tuple(mask.shape)}")
+        raise fail(ValueError, "QKProbe", "attention_mask", "a 4-D [B, 1, T, S] mask", mask)
     if mask.dtype == torch.bool:
         return mask
     return mask > torch.finfo(mask.dtype).min / 2
@@ -106,17 +106,18 @@ class HFAttentionAdapter(AttentionAdapter):
 
     #: positional parameter names of ``forward`` after ``hidden_states``
     arg_names: Tuple[str, ...] = ("hidden_states",)
-    who = "HF attention"
 
     def parse(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]) -> AttentionCall:
         bound = _bind(args, kwargs, self.arg_names)
+        who = f"compose_focus ({type(module).__name__})"
         if _attentions_requested(bound):
-            raise ValueError(f"compose_focus ({self.who}): output_attentions=True is not "
-                             f"supported with Focus enabled (no dense attention matrix exists)")
+            raise fail(ValueError, who, "output_attentions", "False with Focus enabled (no "
+                       "dense attention matrix exists; True is not supported)", True)
         x = bound["hidden_states"]
-        if not isinstance(x, Tensor) or x.dim() != 3:
-            raise ValueError(f"{self.who}: hidden_states must be [B, T, C], got "
-                             f"{list(getattr(x, 'shape', []))}")
+        if not isinstance(x, Tensor):
+            raise fail(TypeError, who, "hidden_states", "a [B, T, C] tensor", x)
+        if x.dim() != 3:
+            raise fail(ValueError, who, "hidden_states", "of shape [B, T, C]", x)
         cache = hf_cache(bound)
         layer_idx = getattr(module, "layer_idx", None)
         cache_len = hf_cache_length(cache, layer_idx)
@@ -134,7 +135,6 @@ class GPT2AttentionAdapter(HFAttentionAdapter):
     the module's ``scaling``; ``c_proj`` and residual dropout."""
 
     arg_names = ("hidden_states", "cache", "attention_mask", "encoder_hidden_states")
-    who = "GPT2Attention"
 
     def heads(self, module: nn.Module) -> HeadLayout:
         return HeadLayout(module.embed_dim, module.num_heads, module.num_heads, module.head_dim)
@@ -147,10 +147,13 @@ class GPT2AttentionAdapter(HFAttentionAdapter):
 
     def parse(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]) -> AttentionCall:
         bound = _bind(args, kwargs, self.arg_names)
-        if bound.get("encoder_hidden_states") is not None or getattr(
-                module, "is_cross_attention", False):
-            raise ValueError("compose_focus (GPT2Attention): cross-attention inputs "
-                             "(encoder_hidden_states) are not supported with Focus enabled")
+        who = f"compose_focus ({type(module).__name__})"
+        if bound.get("encoder_hidden_states") is not None:
+            raise fail(ValueError, who, "encoder_hidden_states", "None with Focus enabled "
+                       "(cross-attention is not supported)", bound["encoder_hidden_states"])
+        if getattr(module, "is_cross_attention", False):
+            raise ValueError(f"{who}: a cross-attention module is not supported with Focus "
+                             "enabled")
         return super().parse(module, args, kwargs)
 
     def project(self, module: nn.Module, call: AttentionCall) -> Tuple[Tensor, Tensor, Tensor]:
@@ -199,7 +202,6 @@ class GPTNeoXAttentionAdapter(HFAttentionAdapter):
     (post-rotary q/k), ``dense`` output."""
 
     arg_names = ("hidden_states", "attention_mask", "layer_past", "position_embeddings")
-    who = "GPTNeoXAttention"
 
     def heads(self, module: nn.Module) -> HeadLayout:
         c = module.query_key_value.in_features
@@ -212,8 +214,9 @@ class GPTNeoXAttentionAdapter(HFAttentionAdapter):
     def parse(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]) -> AttentionCall:
         call = super().parse(module, args, kwargs)
         if call.rotary is None:
-            raise ValueError("GPTNeoXAttention: 'position_embeddings' (cos, sin) must be "
-                             "passed, as GPTNeoXModel does in transformers v5")
+            raise fail(ValueError, f"compose_focus ({type(module).__name__})",
+                       "position_embeddings", "passed as (cos, sin), as GPTNeoXModel does in "
+                       "transformers v5", None)
         return call
 
     def project(self, module: nn.Module, call: AttentionCall) -> Tuple[Tensor, Tensor, Tensor]:
@@ -237,9 +240,9 @@ class GPTNeoXAttentionAdapter(HFAttentionAdapter):
             return None
         pos = kwargs.get("position_embeddings")
         if pos is None:
-            raise ValueError(
-                "QKProbe: GPTNeoXAttention was called without position_embeddings (cos, sin); "
-                "the probe supports the transformers v5 layout, where the model passes them")
+            raise fail(ValueError, "QKProbe", "position_embeddings", "passed to "
+                       f"{type(module).__name__} as (cos, sin) (the transformers v5 layout, "
+                       "where the model passes them; the probe supports that one)", None)
         d = module.head_size
         qkv = module.query_key_value(hidden).view(*hidden.shape[:-1], -1, 3 * d).transpose(1, 2)
         q, k, _ = qkv.chunk(3, dim=-1)
@@ -269,7 +272,6 @@ class LlamaAttentionAdapter(HFAttentionAdapter):
     """
 
     arg_names = ("hidden_states", "position_embeddings", "attention_mask", "cache")
-    who = "LlamaAttention"
 
     def heads(self, module: nn.Module) -> HeadLayout:
         d = module.head_dim
@@ -290,7 +292,7 @@ class LlamaAttentionAdapter(HFAttentionAdapter):
         return None
 
     def parse(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]) -> AttentionCall:
-        who = type(module).__name__
+        who = f"compose_focus ({type(module).__name__})"
         sw = self.sliding_window(module)
         if sw is not None:  # before the mask is parsed: a sliding-window mask is refused there
             bound = _bind(args, kwargs, self.arg_names)
@@ -298,17 +300,19 @@ class LlamaAttentionAdapter(HFAttentionAdapter):
             total = (hf_cache_length(hf_cache(bound), getattr(module, "layer_idx", None))
                      + (x.size(1) if isinstance(x, Tensor) and x.dim() == 3 else 0))
             if total > sw:
-                raise ValueError(
-                    f"compose_focus ({who}): the call has {total} keys but the module attends "
-                    f"within a sliding window of config.sliding_window={sw}; Focus attends "
-                    f"over the whole causal prefix. Set config.sliding_window=None (and use a "
-                    f"dynamic cache: generate(..., cache_implementation='dynamic')) or keep "
-                    f"sequences within {sw} tokens")
+                raise fail(ValueError, who, "hidden_states", f"at most config.sliding_window="
+                           f"{sw} keys (cached + new tokens), the window the module attends "
+                           "within; Focus attends over the whole causal prefix",
+                           got_text=f"{total} keys", hint="; set config.sliding_window=None "
+                           "(and use a dynamic cache: generate(..., "
+                           f"cache_implementation='dynamic')) or keep sequences within {sw} "
+                           "tokens")
         call = super().parse(module, args, kwargs)
         if call.rotary is None:
-            raise ValueError(f"{who}: 'position_embeddings' (cos, sin) must be passed, as the "
-                             f"transformers v5 model does")
+            raise fail(ValueError, who, "position_embeddings", "passed as (cos, sin), as the "
+                       "transformers v5 model does", None)
         return call
+
 
     def project(self, module: nn.Module, call: AttentionCall) -> Tuple[Tensor, Tensor, Tensor]:
         x = call.hidden

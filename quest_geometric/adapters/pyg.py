@@ -14,6 +14,7 @@ from typing import Any, Dict
 import torch
 from torch import Tensor, nn
 
+from quest_geometric._utils.checks import fail
 from quest_geometric.adapters.base import AttentionAdapter, QKView
 from quest_geometric.adapters.registry import register_attention_adapter
 
@@ -53,15 +54,19 @@ class TransformerConvProbeAdapter(AttentionAdapter):
         elif hasattr(edge_index, "coo"):  # torch_sparse.SparseTensor, also transposed
             dst, src, _ = edge_index.coo()
         else:
-            raise TypeError(f"TransformerConv probe: unsupported edge_index type "
-                            f"{type(edge_index).__name__}")
+            raise fail(TypeError, "QKProbe", "edge_index", "a [2, E] tensor, a torch sparse "
+                       "tensor or a torch_sparse SparseTensor (of the TransformerConv call)",
+                       edge_index)
         scale = 1.0 / math.sqrt(C)
         edge_logits = None
         if module.lin_edge is not None:
             if edge_attr is None or not isinstance(edge_index, Tensor) or edge_index.dim() != 2 \
                     or edge_index.size(0) != 2 or is_torch_sparse_tensor(edge_index):
-                raise ValueError("QKProbe: TransformerConv with edge_dim needs edge_attr and a "
-                                 "[2, E] edge_index tensor to reproduce its logits")
+                bad = "edge_attr" if edge_attr is None else "edge_index"
+                raise fail(ValueError, "QKProbe", bad, "given, with a [2, E] edge_index "
+                           "tensor, for a TransformerConv with edge_dim (to reproduce its "
+                           "logits)", edge_attr if edge_attr is None else edge_index)
+
             e = module.lin_edge(edge_attr).view(-1, H, C)
             edge_logits = (q[dst] * (k[src] + e)).sum(-1) * scale
         ei = torch.stack([src.long(), dst.long()])

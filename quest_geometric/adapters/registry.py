@@ -11,6 +11,7 @@ from typing import Any, Callable, Dict, List, Optional, Union
 
 from torch import nn
 
+from quest_geometric._utils.checks import fail
 from quest_geometric.adapters.base import AttentionAdapter, FunctionAdapter
 
 __all__ = ["register_attention_adapter", "unregister_attention_adapter",
@@ -28,13 +29,12 @@ def qualified_name(cls: type) -> str:
 def _key(cls: Union[type, str], who: str) -> str:
     if isinstance(cls, str):
         if "." not in cls:
-            raise ValueError(f"{who}: a class name must be qualified ('package.module.Class'), "
-                             f"got {cls!r}")
+            raise fail(ValueError, who, "cls", "a qualified class name "
+                       "('package.module.Class') when a str", cls)
         return cls
     if isinstance(cls, type) and issubclass(cls, nn.Module):
         return qualified_name(cls)
-    raise TypeError(f"{who}: cls must be an nn.Module subclass or its qualified name, "
-                    f"got {cls!r}")
+    raise fail(TypeError, who, "cls", "an nn.Module subclass or its qualified name", cls)
 
 
 def register_attention_adapter(cls: Union[type, str],
@@ -75,12 +75,13 @@ def register_attention_adapter(cls: Union[type, str],
             return f
         return deco
     if isinstance(adapter, type) and issubclass(adapter, AttentionAdapter):
-        raise TypeError("register_attention_adapter: pass an adapter instance, not the class "
-                        f"{adapter.__name__}")
+        raise fail(TypeError, "register_attention_adapter", "adapter", "an adapter instance "
+                   "(or a callable)", got_text=f"the class {adapter.__name__}")
     if not isinstance(adapter, AttentionAdapter):
         if not callable(adapter):
-            raise TypeError(f"register_attention_adapter: adapter must be an AttentionAdapter "
-                            f"or a callable, got {type(adapter).__name__}")
+            raise fail(TypeError, "register_attention_adapter", "adapter", "an "
+                       "AttentionAdapter or a callable", adapter)
+
         wrapped: AttentionAdapter = FunctionAdapter(adapter)
     else:
         wrapped = adapter

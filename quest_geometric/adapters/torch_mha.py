@@ -56,6 +56,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from quest_geometric._utils.checks import describe, fail
 from quest_geometric.adapters.base import (
     AttentionAdapter,
     AttentionCall,
@@ -77,12 +78,11 @@ def _masked(mask: Tensor, name: str) -> Tensor:
     if mask.dtype == torch.bool:
         return mask
     if not mask.is_floating_point():
-        raise ValueError(f"{_WHO}: '{name}' must be a bool or floating-point tensor, got "
-                         f"{mask.dtype}")
+        raise fail(TypeError, _WHO, name, "a bool or floating-point tensor", mask)
     masked = mask <= torch.finfo(mask.dtype).min / 2
     if bool((mask[~masked] != 0).any()):
-        raise ValueError(f"{_WHO}: '{name}' carries an additive bias (finite non-zero "
-                         f"values); with Focus only masks of 0 and -inf are supported")
+        raise fail(ValueError, _WHO, name, "a mask of 0 and -inf (or a bool mask) with Focus "
+                   "enabled", got_text="an additive bias (finite non-zero values)")
     return masked
 
 
@@ -139,21 +139,24 @@ class MultiheadAttentionAdapter(AttentionAdapter):
         bound = dict(zip(_ARGS, args))
         bound.update(kwargs)
         q, k, v = bound.get("query"), bound.get("key"), bound.get("value")
+        e = module.embed_dim
+        shapes = f"[B, T, {e}] (batch_first), [T, B, {e}] or unbatched [T, {e}]"
         if not isinstance(q, Tensor):
-            raise ValueError(f"{_WHO}: 'query' must be a tensor, got {type(q).__name__}")
+            raise fail(TypeError, _WHO, "query", f"a tensor {shapes}", q)
         if k is not q or v is not q:
-            raise ValueError(f"{_WHO}: only self-attention is supported with Focus enabled "
-                             f"(pass the same tensor as query, key and value, as GPSConv "
-                             f"does); cross-attention is not")
+            bad, other = ("key", k) if k is not q else ("value", v)
+            raise fail(ValueError, _WHO, bad, "the 'query' tensor itself with Focus enabled "
+                       "(only self-attention is supported, as GPSConv calls it; "
+                       "cross-attention is not)", got_text="another tensor" if isinstance(
+                           other, Tensor) else describe(other))
         if not probe and bound.get("need_weights", True):
-            raise ValueError(f"{_WHO}: need_weights=True (the default of "
-                             f"MultiheadAttention.forward) asks for the dense attention "
-                             f"weights, which do not exist on the Focus path; call it with "
-                             f"need_weights=False (as GPSConv does) or disable Focus")
-        if q.dim() not in (2, 3) or q.size(-1) != module.embed_dim:
-            raise ValueError(f"{_WHO}: 'query' must be [B, T, {module.embed_dim}] "
-                             f"(batch_first), [T, B, {module.embed_dim}] or unbatched "
-                             f"[T, {module.embed_dim}], got {list(q.shape)}")
+            raise fail(ValueError, _WHO, "need_weights", "False with Focus enabled (as "
+                       "GPSConv calls it; the dense attention weights do not exist on the "
+                       "Focus path), or disable Focus", got_text="True" + (
+                           "" if "need_weights" in bound else " (the default of "
+                           "MultiheadAttention.forward)"))
+        if q.dim() not in (2, 3) or q.size(-1) != e:
+            raise fail(ValueError, _WHO, "query", f"of shape {shapes}", q)
         unbatched = q.dim() == 2
         if unbatched:
             x = q.unsqueeze(0)
@@ -164,13 +167,11 @@ class MultiheadAttentionAdapter(AttentionAdapter):
         valid = None
         kpm = bound.get("key_padding_mask")
         if kpm is not None:
-            if not isinstance(kpm, Tensor):
-                raise ValueError(f"{_WHO}: 'key_padding_mask' must be a tensor, got "
-                                 f"{type(kpm).__name__}")
             want = [t] if unbatched else [b, t]
+            if not isinstance(kpm, Tensor):
+                raise fail(TypeError, _WHO, "key_padding_mask", f"a {want} tensor", kpm)
             if list(kpm.shape) != want:
-                raise ValueError(f"{_WHO}: 'key_padding_mask' must be {want}, got "
-                                 f"{list(kpm.shape)}")
+                raise fail(ValueError, _WHO, "key_padding_mask", f"of shape {want}", kpm)
             valid = ~_masked(kpm, "key_padding_mask").reshape(b, t)
             if bool(valid.all()):
                 valid = None
@@ -178,16 +179,16 @@ class MultiheadAttentionAdapter(AttentionAdapter):
         causal = None
         am = bound.get("attn_mask")
         if bound.get("is_causal") and am is None:
-            raise ValueError(f"{_WHO}: is_causal=True needs attn_mask (the causal mask), as "
-                             f"in PyTorch")
+            raise fail(ValueError, _WHO, "attn_mask", "the causal mask when is_causal=True "
+                       "(as in PyTorch)", None)
         if am is not None:
+            shapes = f"[{t}, {t}] or [{b * module.num_heads}, {t}, {t}]"
             if not isinstance(am, Tensor):
-                raise ValueError(f"{_WHO}: 'attn_mask' must be a tensor, got "
-                                 f"{type(am).__name__}")
+                raise fail(TypeError, _WHO, "attn_mask", f"a {shapes} tensor", am)
             if am.dim() not in (2, 3) or tuple(am.shape[-2:]) != (t, t) or (
                     am.dim() == 3 and am.size(0) != b * module.num_heads):
-                raise ValueError(f"{_WHO}: 'attn_mask' must be [{t}, {t}] or "
-                                 f"[{b * module.num_heads}, {t}, {t}], got {list(am.shape)}")
+                raise fail(ValueError, _WHO, "attn_mask", f"of shape {shapes}", am)
+
             masked = _masked(am, "attn_mask")
             upper = torch.ones(t, t, dtype=torch.bool, device=am.device).triu(1)
             if not bool(masked.any()):
@@ -195,12 +196,13 @@ class MultiheadAttentionAdapter(AttentionAdapter):
             elif bool((masked == upper).all()):
                 causal = True
             else:
-                raise ValueError(
-                    f"{_WHO}: with Focus enabled 'attn_mask' must be None or the causal mask "
-                    f"(nn.Transformer.generate_square_subsequent_mask, with a model composed "
-                    f"with causal=True); got a {list(am.shape)} mask that masks other pairs "
-                    f"(a sliding window, a custom mask). Pass padding as key_padding_mask, or "
-                    f"disable Focus with set_focus_enabled(model, False)")
+                raise fail(ValueError, _WHO, "attn_mask", "None or the causal mask with Focus "
+                           "enabled (nn.Transformer.generate_square_subsequent_mask, with a "
+                           "model composed with causal=True)", got_text=f"a {list(am.shape)} "
+                           "mask that masks other pairs (a sliding window, a custom mask)",
+                           hint="; pass padding as key_padding_mask, or disable Focus with "
+                           "set_focus_enabled(model, False)")
+
         return AttentionCall(hidden=x, valid=valid, causal=causal,
                              extra={"unbatched": unbatched})
 

@@ -13,7 +13,8 @@ from typing import NamedTuple, Optional
 import torch
 from torch import Tensor
 
-from quest_geometric._utils.checks import check_finite, check_tensor, fail
+from quest_geometric._utils.checks import check_finite, check_tensor, describe, fail
+
 
 __all__ = [
     "participation_ratio",
@@ -57,15 +58,14 @@ def participation_ratio_from_covariance(cov: Tensor) -> Tensor:
     fn = "participation_ratio_from_covariance"
     cov = _as_tensor(cov, "cov", fn, 2)
     if cov.size(-1) != cov.size(-2):
-        raise ValueError(f"{fn}: cov must be square [..., dim, dim], got shape {tuple(cov.shape)}")
+        raise fail(ValueError, fn, "cov", "square [..., dim, dim]", cov)
     tr = torch.diagonal(cov, dim1=-2, dim2=-1).sum(-1)
     fro2 = cov.square().sum((-2, -1))
     dead = (tr <= 0) | (fro2 == 0)
     if dead.any():
-        raise ValueError(
-            f"{fn}: zero variance (trace of the covariance is zero) for {int(dead.sum())} of "
-            f"{dead.numel()} entries; the participation ratio is undefined for constant data"
-        )
+        raise fail(ValueError, fn, "cov", "of non-zero trace (the participation ratio is "
+                   "undefined for constant data)", got_text=f"zero variance for "
+                   f"{int(dead.sum())} of {dead.numel()} entries")
     return tr.square() / fro2
 
 
@@ -98,12 +98,10 @@ def participation_ratio(z: Tensor) -> Tensor:
     z = _as_tensor(z, "z", fn, 2)
     n, dim = z.size(-2), z.size(-1)
     if n < 2:
-        raise ValueError(
-            f"{fn}: z has {n} sample(s) along dim -2 (shape {tuple(z.shape)}); the participation "
-            "ratio needs at least 2 samples to define a covariance"
-        )
+        raise fail(ValueError, fn, "z", "of at least 2 samples along dim -2 (to define a "
+                   "covariance)", z)
     if dim < 1:
-        raise ValueError(f"{fn}: z has no feature dimension (shape {tuple(z.shape)})")
+        raise fail(ValueError, fn, "z", "of at least one feature (dim -1)", z)
     zc = z - z.mean(dim=-2, keepdim=True)
     # Gram form is cheaper when n < dim; both give the same non-zero spectrum.
     if n < dim:
@@ -113,23 +111,21 @@ def participation_ratio(z: Tensor) -> Tensor:
     try:
         return participation_ratio_from_covariance(m / (n - 1))
     except ValueError:
-        raise ValueError(
-            f"{fn}: zero variance in z (shape {tuple(z.shape)}): every sample equals the mean for "
-            "at least one leading index; the participation ratio is undefined for constant data"
-        ) from None
+        raise fail(ValueError, fn, "z", "non-constant along dim -2 for every leading index "
+                   "(the participation ratio is undefined for constant data)",
+                   got_text=f"zero variance in {describe(z)}") from None
 
 
 def _singular_values(m: Tensor, fn: str) -> Tensor:
     m = _as_tensor(m, "m", fn, 2)
     if m.size(-1) == 0 or m.size(-2) == 0:
-        raise ValueError(f"{fn}: m is empty (shape {tuple(m.shape)})")
+        raise fail(ValueError, fn, "m", "non-empty", m)
     s = torch.linalg.svdvals(m)
     zero = s[..., 0] <= 0
     if zero.any():
-        raise ValueError(
-            f"{fn}: {int(zero.sum())} of {zero.numel()} matrices are all zero; the rank measure is "
-            "undefined"
-        )
+        raise fail(ValueError, fn, "m", "non-zero (the rank measure of an all-zero matrix is "
+                   "undefined)", got_text=f"{int(zero.sum())} of {zero.numel()} matrices all "
+                   "zero")
     return s
 
 
@@ -234,36 +230,36 @@ def attention_entropy(
 
     Raises:
         ValueError: for negative or non-finite weights, rows that do not sum to one over
-            their support (e.g. weight on masked keys), or a mask of the wrong type/shape.
+            their support (e.g. weight on masked keys), or a mask of the wrong shape.
+        TypeError: for weights that are not a real tensor, or a mask that is not a bool
+            tensor.
     """
     fn = "attention_entropy"
     a = _as_tensor(attn, "attn", fn, 2)
     if (a < 0).any():
-        raise ValueError(f"{fn}: attn has negative entries; expected probabilities")
+        raise fail(ValueError, fn, "attn", "non-negative (probabilities)",
+                   got_text="negative entries")
     if mask is None:
         support = torch.full(a.shape[:-1], a.size(-1), dtype=torch.long, device=a.device)
         am = a
     else:
         if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
-            raise TypeError(f"{fn}: mask must be a bool tensor (True = key attended), got "
-                            f"{getattr(mask, 'dtype', type(mask).__name__)}")
+            raise fail(TypeError, fn, "mask", "a bool tensor (True = key attended)", mask)
         try:
             mask = torch.broadcast_to(mask.to(a.device), a.shape)
         except RuntimeError:
-            raise ValueError(
-                f"{fn}: mask of shape {tuple(mask.shape)} does not broadcast to attn "
-                f"{tuple(a.shape)}"
-            ) from None
+            raise fail(ValueError, fn, "mask", f"broadcastable to 'attn' {list(a.shape)}",
+                       mask) from None
         support = mask.sum(-1)
         am = a.masked_fill(~mask, 0.0)
     rowsum = am.sum(-1)
     has_keys = support > 0
     bad = has_keys & ((rowsum - 1.0).abs() > atol)
     if bad.any():
-        raise ValueError(
-            f"{fn}: {int(bad.sum())} row(s) do not sum to 1 over their unmasked keys (e.g. "
-            f"{rowsum[bad][0].item():.6g}); pass probabilities, and a mask that matches them"
-        )
+        raise fail(ValueError, fn, "attn", "rows that sum to 1 over their unmasked keys "
+                   "(probabilities, and a mask that matches them)",
+                   got_text=f"{int(bad.sum())} row(s) that do not (e.g. "
+                   f"{rowsum[bad][0].item():.6g})")
     h = -torch.special.xlogy(am, am).sum(-1)
     if normalized:
         valid = support > 1

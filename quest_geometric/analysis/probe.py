@@ -44,7 +44,7 @@ from typing import Any, Callable, Iterable, Optional, Union
 import torch
 from torch import Tensor, nn
 
-from quest_geometric._utils.checks import check_int
+from quest_geometric._utils.checks import check_int, fail
 from quest_geometric.adapters import (
     AttentionAdapter,
     QKView,
@@ -260,7 +260,7 @@ class QKProbe:
         enabled: bool = True,
     ) -> None:
         if not isinstance(model, nn.Module):
-            raise TypeError(f"QKProbe: model must be a torch.nn.Module, got {type(model).__name__}")
+            raise fail(TypeError, "QKProbe", "model", "a torch.nn.Module", model)
         check_int(max_tokens, "max_tokens", 2, where="QKProbe")
         self.model = model
         self.heads = bool(heads)
@@ -291,48 +291,57 @@ class QKProbe:
                 found.append((name, mod, fn))
                 matched.append(name)
         if not found:
-            raise ValueError(
-                f"QKProbe: no recognisable attention layer in {type(model).__name__}. Supported "
-                f"types: {', '.join(supported_attention_types())}. For another class, register an "
-                "adapter: quest_geometric.adapters.register_attention_adapter(MyAttention, "
-                "fn) with fn(module, args, kwargs) -> (q [B, H, T, d], k [B, H, S, d]) or a QKView"
-            )
+            raise fail(
+                ValueError, "QKProbe", "model", "a model with a recognisable attention layer "
+                f"(supported types: {', '.join(supported_attention_types())})",
+                got_text=f"a {type(model).__name__} without one",
+                hint="; for another class, register an adapter: "
+                "quest_geometric.adapters.register_attention_adapter(MyAttention, fn) with "
+                "fn(module, args, kwargs) -> (q [B, H, T, d], k [B, H, S, d]) or a QKView")
         return found
 
     @staticmethod
     def _select(found: list, layers: Any) -> list:
         if layers is None:
             return found
+        what = "names, indices or modules of the attention layers"
         if isinstance(layers, (str, int, nn.Module)):
             layers = [layers]
+        if not isinstance(layers, Iterable):
+            raise fail(TypeError, "QKProbe", "layers", what, layers)
         names = [n for n, _, _ in found]
         out, seen = [], set()
         for sel in layers:
             if isinstance(sel, bool):
-                raise TypeError("QKProbe: layers must hold names, indices or modules, got a bool")
+                raise fail(TypeError, "QKProbe", "layers", what, got_text=f"an entry {sel!r}")
             if isinstance(sel, int):
                 if not -len(found) <= sel < len(found):
-                    raise ValueError(f"QKProbe: layer index {sel} out of range for {len(found)} "
-                                     "layers")
+                    raise fail(ValueError, "QKProbe", "layers", f"indices in "
+                               f"[{-len(found)}, {len(found)}) ({len(found)} layers found)",
+                               got_text=f"index {sel}")
                 i = sel % len(found)
             elif isinstance(sel, str):
                 if sel not in names:
-                    raise ValueError(f"QKProbe: no attention layer named {sel!r}; found {names}")
+                    raise fail(ValueError, "QKProbe", "layers", f"names among {names}",
+                               got_text=repr(sel))
                 i = names.index(sel)
             elif isinstance(sel, nn.Module):
                 ids = [j for j, (_, m, _) in enumerate(found) if m is sel]
                 if not ids:
-                    raise ValueError(f"QKProbe: module {type(sel).__name__} is not one of the "
-                                     f"attention layers found: {names}")
+                    raise fail(ValueError, "QKProbe", "layers", f"modules among the attention "
+                               f"layers found ({names})", got_text=f"a {type(sel).__name__} "
+                               "not among them")
                 i = ids[0]
             else:
-                raise TypeError("QKProbe: layers must hold names, indices or modules, got "
-                                f"{type(sel).__name__}")
+                raise fail(TypeError, "QKProbe", "layers", what, got_text=f"an entry of type "
+                           f"{type(sel).__name__}")
             if i not in seen:
                 seen.add(i)
                 out.append(found[i])
         if not out:
-            raise ValueError("QKProbe: layers selects no layer")
+            raise fail(ValueError, "QKProbe", "layers", "a selection of at least one layer",
+                       layers)
+
         return sorted(out, key=lambda t: names.index(t[0]))
 
     @property

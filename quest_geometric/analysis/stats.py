@@ -33,7 +33,7 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 import torch
 
-from quest_geometric._utils import check_int
+from quest_geometric._utils.checks import check_int, check_real, fail
 
 __all__ = [
     "mean_std",
@@ -112,15 +112,23 @@ def sign_test(wins: int, losses: int) -> float:
 
 def _paired(a: Sequence[float], b: Sequence[float], where: str) -> np.ndarray:
     """The finite paired differences ``a - b`` (float64), checked."""
-    if isinstance(a, (str, bytes)) or isinstance(b, (str, bytes)):
-        raise TypeError(f"{where}: 'a' and 'b' must be sequences of numbers")
-    x = np.asarray(a, dtype=np.float64).ravel()
-    y = np.asarray(b, dtype=np.float64).ravel()
-    if x.size != y.size or x.size == 0:
-        raise ValueError(f"{where}: 'a' and 'b' must be non-empty and paired (the same "
-                         f"length), got {x.size} and {y.size} values")
-    if not (np.isfinite(x).all() and np.isfinite(y).all()):
-        raise ValueError(f"{where}: 'a' and 'b' must be finite")
+    arrays = []
+    for name, v in (("a", a), ("b", b)):
+        if isinstance(v, (str, bytes)):
+            raise fail(TypeError, where, name, "a sequence of numbers", v)
+        try:
+            arrays.append(np.asarray(v, dtype=np.float64).ravel())
+        except (TypeError, ValueError):
+            raise fail(TypeError, where, name, "a sequence of numbers", v) from None
+    x, y = arrays
+    if x.size == 0:
+        raise fail(ValueError, where, "a", "non-empty", a)
+    if x.size != y.size:
+        raise fail(ValueError, where, "b", f"paired with 'a' (the same length, {x.size})",
+                   got_text=f"{y.size} values")
+    for name, v in (("a", x), ("b", y)):
+        if not np.isfinite(v).all():
+            raise fail(ValueError, where, name, "finite", got_text="NaN or infinite values")
     return x - y
 
 
@@ -140,6 +148,7 @@ def paired_sign_test(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
 
     Raises:
         ValueError: ``a`` and ``b`` are empty, of different lengths or not finite.
+        TypeError: ``a`` or ``b`` is not a sequence of numbers.
 
     Examples:
         >>> paired_sign_test([2.0, 3.0, 4.0], [1.0, 1.0, 1.0])["p"]
@@ -183,6 +192,7 @@ def paired_permutation_test(a: Sequence[float], b: Sequence[float]) -> dict[str,
     Raises:
         ValueError: ``a`` and ``b`` are empty, unpaired, not finite, or more than
             :data:`MAX_EXACT_PAIRS` pairs.
+        TypeError: ``a`` or ``b`` is not a sequence of numbers.
 
     Examples:
         >>> paired_permutation_test([2.0, 3.0, 4.0], [1.0, 1.0, 1.0])["p"]
@@ -191,8 +201,8 @@ def paired_permutation_test(a: Sequence[float], b: Sequence[float]) -> dict[str,
     d = _paired(a, b, "paired_permutation_test")
     n = d.size
     if n > MAX_EXACT_PAIRS:
-        raise ValueError(f"paired_permutation_test: at most {MAX_EXACT_PAIRS} pairs can be "
-                         f"enumerated exactly, got {n}")
+        raise fail(ValueError, "paired_permutation_test", "a", f"at most {MAX_EXACT_PAIRS} "
+                   "pairs (enumerated exactly)", got_text=f"{n} pairs")
     bits = (np.arange(2 ** n, dtype=np.int64)[:, None] >> np.arange(n)) & 1
     sums = (1.0 - 2.0 * bits) @ d  # bit 1 flips the sign of that difference
     observed = abs(float(d.sum()))
@@ -229,14 +239,16 @@ def paired_t_test(a: Sequence[float], b: Sequence[float], level: float = 0.95
     Raises:
         ValueError: fewer than 2 pairs, unpaired or non-finite values, or ``level``
             outside :math:`(0, 1)`.
+        TypeError: ``a`` or ``b`` is not a sequence of numbers, or ``level`` not a number.
     """
     from scipy.stats import ttest_rel
 
     d = _paired(a, b, "paired_t_test")
     if d.size < 2:
-        raise ValueError(f"paired_t_test: 'a' and 'b' must hold at least 2 pairs, got {d.size}")
-    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0.0 < level < 1.0:
-        raise ValueError(f"paired_t_test: 'level' must be a number in (0, 1), got {level!r}")
+        raise fail(ValueError, "paired_t_test", "a", "at least 2 pairs",
+                   got_text=f"{d.size} pair")
+    if not 0.0 < check_real(level, "level", where="paired_t_test") < 1.0:
+        raise fail(ValueError, "paired_t_test", "level", "a number in (0, 1)", level)
     n = int(d.size)
     mean, sd = float(d.mean()), float(d.std(ddof=1))
     if sd == 0.0:
@@ -272,17 +284,22 @@ def bootstrap_mean_interval(values: Sequence[float] | torch.Tensor, n_boot: int 
         (float, float): the lower and the upper end.
 
     Raises:
-        ValueError: ``values`` is empty, ``n_boot`` is not a positive int, or ``quantiles``
-            are not two increasing numbers in :math:`[0, 1]`.
+        ValueError: ``values`` is empty, ``n_boot`` is not positive, or ``quantiles`` are not
+            two increasing numbers in :math:`[0, 1]`.
+        TypeError: ``n_boot`` is not an int, or ``quantiles`` not a pair of numbers.
     """
-    check_int(n_boot, "n_boot", 1, where="bootstrap_mean_interval")
+    where = "bootstrap_mean_interval"
+    check_int(n_boot, "n_boot", 1, where=where)
     d = torch.as_tensor(values, dtype=torch.float64).flatten()
     if d.numel() == 0:
-        raise ValueError("bootstrap_mean_interval: values must not be empty")
+        raise fail(ValueError, where, "values", "non-empty", values)
+    what = "(low, high) with 0 <= low <= high <= 1"
+    if not isinstance(quantiles, (tuple, list)) or any(
+            isinstance(q, bool) or not isinstance(q, (int, float)) for q in quantiles):
+        raise fail(TypeError, where, "quantiles", what, quantiles)
+    if len(quantiles) != 2 or not 0.0 <= quantiles[0] <= quantiles[1] <= 1.0:
+        raise fail(ValueError, where, "quantiles", what, quantiles)
     lo_q, hi_q = quantiles
-    if not 0.0 <= lo_q <= hi_q <= 1.0:
-        raise ValueError(f"bootstrap_mean_interval: quantiles must be (low, high) with "
-                         f"0 <= low <= high <= 1, got {quantiles!r}")
     g = torch.Generator().manual_seed(seed)
     idx = torch.randint(0, d.numel(), (n_boot, d.numel()), generator=g)
     means = d[idx].mean(dim=1)
@@ -418,19 +435,13 @@ def directional_probability(a: Sequence[float], b: Sequence[float]) -> dict[str,
     """
     from scipy.stats import binomtest
 
-    a = [float(v) for v in a]
-    b = [float(v) for v in b]
-    if len(a) != len(b) or not a:
-        raise ValueError(f"directional_probability: a and b must be non-empty and paired, got "
-                         f"{len(a)} and {len(b)} values")
-    if not all(math.isfinite(v) for v in a + b):
-        raise ValueError("directional_probability: values must be finite")
-    diffs = [x - y for x, y in zip(a, b)]
+    diffs = _paired(a, b, "directional_probability").tolist()
     signs = [int(np.sign(d)) for d in diffs]
     n = sum(1 for s in signs if s != 0)
     k = sum(1 for s in signs if s < 0)
     p = float(binomtest(k, n, 0.5, alternative="greater").pvalue) if n else math.nan
-    return {"n_seeds": len(a), "n_untied": n, "k_less": k,
+    return {"n_seeds": len(diffs), "n_untied": n, "k_less": k,
+
             "share_less": k / n if n else math.nan, "p_value": p, "signs": signs,
             "mean_diff": float(np.mean(diffs))}
 

@@ -14,14 +14,15 @@ Three sources:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+
 from typing import Optional, Union
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from quest_geometric._utils.checks import check_int
+from quest_geometric._utils.checks import check_choice, check_int, check_real, fail
 
 __all__ = ["CharCorpus", "WIKITEXT103_FILES", "UNK_CHAR", "load_python_reference"]
 
@@ -140,10 +141,9 @@ class CharCorpus:
         wikitext_detokenize: bool = False,
     ) -> None:
         check_int(block_size, "block_size", 1, where="CharCorpus")
-        if not isinstance(val_fraction, (int, float)) or not 0.0 < float(val_fraction) < 1.0:
-            raise ValueError(
-                f"CharCorpus: val_fraction must lie strictly between 0 and 1, got {val_fraction!r}"
-            )
+        if not 0.0 < check_real(val_fraction, "val_fraction", where="CharCorpus") < 1.0:
+            raise fail(ValueError, "CharCorpus", "val_fraction", "strictly between 0 and 1",
+                       val_fraction)
         self.block_size = block_size
         self.val_fraction = float(val_fraction)
         self.wikitext_detokenize = bool(wikitext_detokenize)
@@ -172,19 +172,15 @@ class CharCorpus:
         }
         for split, data in self.splits.items():
             if block_size >= data.numel():
-                raise ValueError(
-                    f"CharCorpus: block_size={block_size} must be smaller than the length of "
-                    f"the {split!r} split ({data.numel()} characters); a block needs "
-                    f"block_size + 1 characters"
-                )
+                raise fail(ValueError, "CharCorpus", "block_size", "smaller than the length of "
+                           f"the {split!r} split ({data.numel()} characters)", block_size,
+                           hint="; a block needs block_size + 1 characters")
 
     # ------------------------------------------------------------------ sources
     def _read_source(self, source: Union[str, os.PathLike]) -> dict[str, str]:
         if not isinstance(source, (str, os.PathLike)):
-            raise TypeError(
-                "CharCorpus: source must be 'python-reference', a text file path or a "
-                f"WikiText-103 raw directory, got {type(source).__name__}"
-            )
+            raise fail(TypeError, "CharCorpus", "source", "'python-reference', a text file "
+                       "path or a WikiText-103 raw directory", source)
         if isinstance(source, str) and source == "python-reference":
             self._source_name = "python-reference"
             return self._split_text(load_python_reference())
@@ -229,20 +225,27 @@ class CharCorpus:
 
     @staticmethod
     def _check_vocab(vocab: Union[str, Sequence[str]]) -> str:
+        where, what = "CharCorpus", "a str or a sequence of single characters"
         if isinstance(vocab, str):
             items = list(vocab)
         else:
+            if not isinstance(vocab, Iterable):
+                raise fail(TypeError, where, "vocab", what, vocab)
             items = list(vocab)
-            if not all(isinstance(c, str) and len(c) == 1 for c in items):
-                raise ValueError("CharCorpus: vocab must hold single characters")
+            for c in items:
+                if not isinstance(c, str):
+                    raise fail(TypeError, where, "vocab", what, got_text=f"an entry {c!r}")
+                if len(c) != 1:
+                    raise fail(ValueError, where, "vocab", what, got_text=f"an entry {c!r}")
         if len(items) == 0:
-            raise ValueError("CharCorpus: vocab is empty")
+            raise fail(ValueError, where, "vocab", "non-empty", vocab)
         if len(set(items)) != len(items):
-            raise ValueError("CharCorpus: vocab holds duplicate characters")
+            dup = next(c for i, c in enumerate(items) if c in items[:i])
+            raise fail(ValueError, where, "vocab", "distinct characters",
+                       got_text=f"{dup!r} more than once")
         if UNK_CHAR in items:
-            raise ValueError(
-                f"CharCorpus: vocab must not contain {UNK_CHAR!r}, which renders the unknown index"
-            )
+            raise fail(ValueError, where, "vocab", f"free of {UNK_CHAR!r} (which renders the "
+                       "unknown index)", got_text=f"a vocabulary holding {UNK_CHAR!r}")
         return "".join(items)
 
     # ------------------------------------------------------------------ vocabulary
@@ -279,7 +282,7 @@ class CharCorpus:
             Tensor: indices, shape ``[len(text)]``.
         """
         if not isinstance(text, str):
-            raise TypeError(f"CharCorpus.encode: text must be a str, got {type(text).__name__}")
+            raise fail(TypeError, "CharCorpus.encode", "text", "a str", text)
         return self._encode_array(text).long()
 
     def decode(self, ids: Union[Tensor, Sequence[int]]) -> str:
@@ -293,40 +296,40 @@ class CharCorpus:
         """
         if isinstance(ids, Tensor):
             if ids.dim() != 1:
-                raise ValueError("CharCorpus.decode: ids must be 1-D, got shape "
-                                 f"{tuple(ids.shape)}")
+                raise fail(ValueError, "CharCorpus.decode", "ids", "1-D", ids)
             ids = ids.tolist()
+        elif isinstance(ids, str) or not isinstance(ids, Iterable):
+            raise fail(TypeError, "CharCorpus.decode", "ids", "a 1-D tensor or a sequence of "
+                       "ints", ids)
         ids = list(ids)
-        bad = [i for i in ids if isinstance(i, bool) or not isinstance(i, (int, np.integer))
-               or not 0 <= i < self.vocab_size]
+        expected = f"ints in [0, {self.vocab_size})"
+        bad = [i for i in ids if isinstance(i, bool) or not isinstance(i, (int, np.integer))]
         if bad:
-            raise ValueError(
-                f"CharCorpus.decode: indices must be ints in [0, {self.vocab_size}), got e.g. "
-                f"{bad[:3]}"
-            )
+            raise fail(TypeError, "CharCorpus.decode", "ids", expected,
+                       got_text=f"e.g. {bad[:3]}")
+        bad = [i for i in ids if not 0 <= i < self.vocab_size]
+        if bad:
+            raise fail(ValueError, "CharCorpus.decode", "ids", expected,
+                       got_text=f"e.g. {bad[:3]}")
         return "".join(self._itos[i] for i in ids)
 
     # ------------------------------------------------------------------ blocks
-    def _split(self, split: str) -> Tensor:
-        if split not in self.splits:
-            raise ValueError(
-                f"CharCorpus: unknown split {split!r}; this corpus has {sorted(self.splits)}"
-            )
+    def _split(self, split: str, where: str) -> Tensor:
+        check_choice(split, "split", sorted(self.splits), where=where)
         return self.splits[split]
 
     def split_length(self, split: str) -> int:
         """Number of characters in a split."""
-        return self._split(split).numel()
+        return self._split(split, "CharCorpus.split_length").numel()
 
-    def _check_block(self, split: str, block_size: Optional[int]) -> tuple[Tensor, int]:
-        data = self._split(split)
+    def _check_block(self, split: str, block_size: Optional[int],
+                     where: str) -> tuple[Tensor, int]:
+        data = self._split(split, where)
         T = self.block_size if block_size is None else block_size
-        check_int(T, "block_size", 1, where="CharCorpus")
+        check_int(T, "block_size", 1, where=where)
         if T >= data.numel():
-            raise ValueError(
-                f"CharCorpus: block_size={T} must be smaller than the {split!r} split "
-                f"({data.numel()} characters)"
-            )
+            raise fail(ValueError, where, "block_size", f"smaller than the {split!r} split "
+                       f"({data.numel()} characters)", T)
         return data, T
 
     def get_batch(
@@ -357,7 +360,7 @@ class CharCorpus:
             (Tensor, Tensor): ``x`` and ``y``, both :obj:`torch.long` of shape
             ``[batch_size, block_size]``, with ``y[:, t] == x[:, t + 1]`` for ``t < T - 1``.
         """
-        data, T = self._check_block(split, block_size)
+        data, T = self._check_block(split, block_size, "CharCorpus.get_batch")
         check_int(batch_size, "batch_size", 1, where="CharCorpus.get_batch")
         starts = torch.randint(0, data.numel() - T, (batch_size,), generator=generator)
         idx = starts[:, None] + torch.arange(T + 1)
@@ -369,7 +372,7 @@ class CharCorpus:
 
     def num_blocks(self, split: str, block_size: Optional[int] = None) -> int:
         """Number of non-overlapping blocks :meth:`iter_blocks` yields for a split."""
-        data, T = self._check_block(split, block_size)
+        data, T = self._check_block(split, block_size, "CharCorpus.num_blocks")
         return (data.numel() - 1) // T
 
     def iter_blocks(
@@ -401,14 +404,12 @@ class CharCorpus:
         Yields:
             (Tensor, Tensor): ``x`` and ``y`` of shape ``[b, block_size]``, :obj:`torch.long`.
         """
-        data, T = self._check_block(split, block_size)
+        data, T = self._check_block(split, block_size, "CharCorpus.iter_blocks")
         check_int(batch_size, "batch_size", 1, where="CharCorpus.iter_blocks")
         n = (data.numel() - 1) // T
         if max_blocks is not None:
-            if not isinstance(max_blocks, int) or max_blocks < 1:
-                raise ValueError("CharCorpus.iter_blocks: max_blocks must be a positive int, got "
-                                 f"{max_blocks!r}")
-            n = min(n, max_blocks)
+            n = min(n, check_int(max_blocks, "max_blocks (or None)", 1,
+                                 where="CharCorpus.iter_blocks"))
         for b0 in range(0, n, batch_size):
             b1 = min(n, b0 + batch_size)
             x = data[b0 * T:b1 * T].long().view(b1 - b0, T)

@@ -46,6 +46,7 @@ from torch_geometric.data import (
 from torch_geometric.data.dataset import files_exist
 from torch_geometric.transforms import BaseTransform, Compose
 
+from quest_geometric._utils.checks import check_choice, fail
 from quest_geometric._utils.untrusted import load_tensors, refused
 from quest_geometric.transforms.image_augment import (
     NormalizeImage,
@@ -122,15 +123,12 @@ def _graph_transform(graph: GraphArg, name: str) -> Callable[[Data], Any]:
             from quest_geometric.transforms.image_to_lattice import ImageToLattice
 
             return ImageToLattice()
-        raise ValueError(
-            f"{name}: graph must be 'sphere', 'lattice', None or a transform, got {graph!r}"
-        )
+        raise fail(ValueError, name, "graph", "'sphere', 'lattice', None or a callable "
+                   "transform", graph)
     if callable(graph):
         return graph
-    raise TypeError(
-        f"{name}: graph must be 'sphere', 'lattice', None or a callable transform, "
-        f"got {type(graph).__name__}"
-    )
+    raise fail(TypeError, name, "graph", "'sphere', 'lattice', None or a callable transform",
+               graph)
 
 
 def _normalization(
@@ -142,10 +140,9 @@ def _normalization(
         return None
     if isinstance(normalize, (tuple, list)) and len(normalize) == 2:
         return NormalizeImage(normalize[0], normalize[1])
-    raise ValueError(
-        f"{name}: normalize must be True (training-split statistics), False, or a pair "
-        f"(mean, std), got {normalize!r}"
-    )
+    raise fail(ValueError if isinstance(normalize, (tuple, list)) else TypeError, name,
+               "normalize", "True (training-split statistics), False, or a pair (mean, std)",
+               normalize)
 
 
 class _ImagePipeline:
@@ -172,22 +169,18 @@ class _ImagePipeline:
     ) -> None:
         if augment is True:
             if not training:
-                raise ValueError(
-                    f"{name}: augment=True is meant for the training split; pass augment=False "
-                    "for the test split (or pass an explicit transform to augment it anyway)"
-                )
+                raise fail(ValueError, name, "augment", "False or an explicit transform on the "
+                           "test split", True, hint="; augment=True (the default augmentation) "
+                           "is meant for the training split")
             augment_step: Optional[Callable[[Data], Any]] = default_augment()
         elif augment is False or augment is None:
             augment_step = None
         elif callable(augment):
             augment_step = augment
         else:
-            raise TypeError(
-                f"{name}: augment must be a bool or a callable transform, got "
-                f"{type(augment).__name__}"
-            )
+            raise fail(TypeError, name, "augment", "a bool or a callable transform", augment)
         if transform is not None and not callable(transform):
-            raise TypeError(f"{name}: transform must be callable, got {type(transform).__name__}")
+            raise fail(TypeError, name, "transform", "callable (or None)", transform)
         self.augment_transform = augment_step
         self.normalize_transform = normalize
         self.graph_transform = _graph_transform(graph, name)
@@ -345,9 +338,9 @@ class _CIFARGraphs(_ImagePipeline, InMemoryDataset):
     ) -> None:
         name = self.__class__.__name__
         if not isinstance(root, (str, os.PathLike)):
-            raise TypeError(f"{name}: root must be a path, got {type(root).__name__}")
+            raise fail(TypeError, name, "root", "a path (str or os.PathLike)", root)
         if not isinstance(train, bool):
-            raise TypeError(f"{name}: train must be a bool, got {train!r}")
+            raise fail(TypeError, name, "train", "a bool", train)
         self.train = train
         self.download_enabled = bool(download)
         super().__init__(os.fspath(root), None, None, None, log=log, force_reload=force_reload)
@@ -757,8 +750,7 @@ def load_digits_split(split: str = "train") -> tuple[Tensor, Tensor]:
         (Tensor, Tensor): images ``float32`` ``[n, 1, 8, 8]`` in :math:`[0, 1]` and labels
         ``long`` ``[n]`` in ``0..9``, in the order of ``load_digits``.
     """
-    if split not in ("train", "test"):
-        raise ValueError(f"load_digits_split: split must be 'train' or 'test', got {split!r}")
+    check_choice(split, "split", ("train", "test"), where="load_digits_split")
     images, labels, train_idx, test_idx = _digits_arrays()
     idx = train_idx if split == "train" else test_idx
     out = torch.from_numpy(images[idx] / np.float32(16.0))
@@ -853,8 +845,8 @@ class DigitsGraphs(_ImagePipeline, Dataset):
         transform: Optional[Callable[[Data], Any]] = None,
     ) -> None:
         name = self.__class__.__name__
-        if split not in ("train", "test"):
-            raise ValueError(f"{name}: split must be 'train' or 'test', got {split!r}")
+        check_choice(split, "split", ("train", "test"), where=name)
+
         super().__init__(None, None, None, None, log=False)
         self.split = split
         self.images, self.labels = load_digits_split(split)

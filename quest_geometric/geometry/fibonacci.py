@@ -8,7 +8,13 @@ from typing import Optional, Union
 import torch
 from torch import Tensor
 
-from quest_geometric._utils.checks import check_positive_int, check_shell_radii, check_shell_sizes
+from quest_geometric._utils.checks import (
+    check_positive_float,
+    check_positive_int,
+    check_shell_radii,
+    check_shell_sizes,
+    fail,
+)
 
 #: The golden angle, :math:`\pi (3 - \sqrt{5})`, in radians.
 GOLDEN_ANGLE: float = math.pi * (3.0 - math.sqrt(5.0))
@@ -46,12 +52,11 @@ def fibonacci_sphere(
         Tensor: The positions, shape :math:`(n, 3)`.
     """
     n = check_positive_int(n, "'n'", where="fibonacci_sphere")
-    radius = float(radius)
-    if not math.isfinite(radius) or radius <= 0:
-        raise ValueError(f"'radius' must be a positive finite float (got {radius})")
+    radius = check_positive_float(radius, "radius", where="fibonacci_sphere")
     dtype = torch.get_default_dtype() if dtype is None else dtype
-    if not dtype.is_floating_point:
-        raise TypeError(f"'dtype' must be a floating dtype (got {dtype})")
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise fail(TypeError, "fibonacci_sphere", "dtype", "a floating dtype (or None)", dtype)
+
     i = torch.arange(n, dtype=torch.float64)
     z = 1.0 - 2.0 * (i + 0.5) / n
     phi = i * GOLDEN_ANGLE

@@ -12,6 +12,7 @@ from quest_geometric._utils.checks import (
     check_positive_int,
     check_shell_radii,
     check_shell_sizes,
+    fail,
 )
 from quest_geometric.geometry.fibonacci import concentric_spheres
 from quest_geometric.geometry.knn import Backend, knn_bipartite, knn_graph
@@ -65,19 +66,16 @@ def sphere_graph(
     check_int(k_cross, "'k_cross'", 0, where="sphere_graph")
     for s, n in enumerate(sizes):
         if n <= k:
-            raise ValueError(
-                f"'k' ({k}) must be smaller than every shell size; shell {s} has {n} nodes"
-            )
+            raise fail(ValueError, "sphere_graph", "k", "smaller than every shell size", k,
+                       hint=f"; shell {s} has {n} nodes")
     if num_shells == 1 and k_cross > 0:
-        raise ValueError(f"'k_cross' must be 0 for a single shell (got {k_cross})")
+        raise fail(ValueError, "sphere_graph", "k_cross", "0 for a single shell", k_cross)
     for s in range(num_shells):
         adjacent = (sizes[s - 1] if s > 0 else 0) + (sizes[s + 1] if s + 1 < num_shells
                                                       else 0)
         if num_shells > 1 and k_cross > adjacent:
-            raise ValueError(
-                f"'k_cross' ({k_cross}) exceeds the {adjacent} nodes of the shells adjacent "
-                f"to shell {s}"
-            )
+            raise fail(ValueError, "sphere_graph", "k_cross", f"at most the {adjacent} nodes "
+                       f"of the shells adjacent to shell {s}", k_cross)
 
     pos, shell = concentric_spheres(sizes, radii, dtype=torch.get_default_dtype())
     num_nodes = pos.size(0)
@@ -129,7 +127,9 @@ def lattice_graph(height: int, width: int, k: int = 8, backend: Backend = "auto"
         check_int(v, f"'{name}'", 1, where="lattice_graph")
     k = check_positive_int(k, "'k'", where="lattice_graph")
     if k >= height * width:
-        raise ValueError(f"'k' ({k}) must be smaller than height * width ({height * width})")
+        raise fail(ValueError, "lattice_graph", "k", f"smaller than height * width "
+                   f"({height * width})", k)
+
     ii, jj = torch.meshgrid(torch.arange(height), torch.arange(width), indexing="ij")
     pos = torch.stack([jj.reshape(-1), ii.reshape(-1), torch.zeros(height * width,
                                                                    dtype=torch.long)], 1)

@@ -18,7 +18,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from quest_geometric._utils.checks import check_choice, check_int
+from quest_geometric._utils.checks import (
+    check_choice,
+    check_int,
+    check_positive_float,
+    check_real,
+    fail,
+)
 from quest_geometric._utils.untrusted import refused
 from quest_geometric.adapters import (
     AttentionAdapter,
@@ -75,18 +81,16 @@ class GPTConfig:
         for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
             check_int(getattr(self, name), name, 1, where="GPTConfig")
         if self.n_embd % self.n_head != 0:
-            raise ValueError(
-                f"GPTConfig: n_embd={self.n_embd} must be divisible by n_head={self.n_head}"
-            )
-        if not 0.0 <= float(self.dropout) < 1.0:
-            raise ValueError(f"GPTConfig: dropout must lie in [0, 1), got {self.dropout!r}")
+            raise fail(ValueError, "GPTConfig", "n_embd", f"divisible by n_head={self.n_head}",
+                       self.n_embd)
+        if not 0.0 <= check_real(self.dropout, "dropout", where="GPTConfig") < 1.0:
+            raise fail(ValueError, "GPTConfig", "dropout", "in [0, 1)", self.dropout)
         check_choice(self.attention, "attention", _ATTENTIONS, where="GPTConfig")
         check_choice(self.qk_init, "qk_init", _QK_INITS, where="GPTConfig")
         if not isinstance(self.focus, dict):
-            raise TypeError("GPTConfig: focus must be a dict of FocusAttention kwargs, got "
-                            f"{type(self.focus).__name__}")
-        if not float(self.init_std) > 0.0:
-            raise ValueError(f"GPTConfig: init_std must be positive, got {self.init_std!r}")
+            raise fail(TypeError, "GPTConfig", "focus", "a dict of FocusAttention kwargs",
+                       self.focus)
+        check_positive_float(self.init_std, "init_std", where="GPTConfig")
 
     @property
     def head_dim(self) -> int:
@@ -101,11 +105,12 @@ class GPTConfig:
     def from_dict(cls, d: dict[str, Any]) -> "GPTConfig":
         """Build a config from :meth:`to_dict` output; unknown keys raise a :class:`ValueError`."""
         if not isinstance(d, dict):
-            raise TypeError(f"GPTConfig.from_dict: expected a dict, got {type(d).__name__}")
+            raise fail(TypeError, "GPTConfig.from_dict", "d", "a dict", d)
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
-            raise ValueError(f"GPTConfig.from_dict: unknown keys {unknown}")
+            raise fail(ValueError, "GPTConfig.from_dict", "d", f"a dict with keys among "
+                       f"{sorted(known)}", got_text=f"unknown keys {unknown}")
         return cls(**d)
 
 
@@ -156,11 +161,12 @@ class CausalSelfAttention(nn.Module):
         return t.view(B, T, self.n_head, self.head_dim).transpose(1, 2)
 
     def _check(self, x: Tensor) -> None:
+        if not isinstance(x, Tensor):
+            raise fail(TypeError, "CausalSelfAttention", "x", f"a [B, T, {self.n_embd}] "
+                       "tensor", x)
         if x.dim() != 3 or x.size(-1) != self.n_embd:
-            raise ValueError(
-                f"CausalSelfAttention: expected x of shape [B, T, {self.n_embd}], got "
-                f"{tuple(x.shape)}"
-            )
+            raise fail(ValueError, "CausalSelfAttention", "x", f"of shape [B, T, "
+                       f"{self.n_embd}]", x)
 
     def queries(self, x: Tensor) -> Tensor:
         """Per-head queries ``[B, H, T, d]`` of the block input ``x`` ``[B, T, C]``."""
@@ -335,8 +341,7 @@ class CharGPT(nn.Module):
         if isinstance(config, dict):
             config = GPTConfig.from_dict(config)
         if not isinstance(config, GPTConfig):
-            raise TypeError("CharGPT: config must be a GPTConfig or dict, got "
-                            f"{type(config).__name__}")
+            raise fail(TypeError, "CharGPT", "config", "a GPTConfig or a dict", config)
         self.config = config
         self.wte = nn.Embedding(config.vocab_size, config.n_embd)
         self.wpe = nn.Embedding(config.block_size, config.n_embd)
@@ -429,17 +434,14 @@ class CharGPT(nn.Module):
         Returns:
             (Tensor, Tensor or None): logits ``[B, T, vocab_size]`` and the loss.
         """
-        if not isinstance(idx, Tensor) or idx.dim() != 2 or idx.dtype not in (torch.long,
-                                                                              torch.int):
-            raise ValueError(
-                "CharGPT: idx must be an integer tensor of shape [B, T], got "
-                f"{getattr(idx, 'dtype', type(idx).__name__)} {tuple(getattr(idx, 'shape', ()))}"
-            )
+        if not isinstance(idx, Tensor) or idx.dtype not in (torch.long, torch.int):
+            raise fail(TypeError, "CharGPT", "idx", "a long or int32 [B, T] tensor", idx)
+        if idx.dim() != 2:
+            raise fail(ValueError, "CharGPT", "idx", "of shape [B, T]", idx)
         B, T = idx.shape
         if T == 0 or T > self.config.block_size:
-            raise ValueError(
-                f"CharGPT: sequence length {T} must lie in 1..block_size={self.config.block_size}"
-            )
+            raise fail(ValueError, "CharGPT", "idx", f"of length T in "
+                       f"1..block_size={self.config.block_size}", idx)
         pos = torch.arange(T, device=idx.device)
         x = self.drop(self.wte(idx) + self.wpe(pos))
         for block in self.blocks:
@@ -447,11 +449,12 @@ class CharGPT(nn.Module):
         logits = self.lm_head(self.ln_f(x))
         loss = None
         if targets is not None:
+            if not isinstance(targets, Tensor):
+                raise fail(TypeError, "CharGPT", "targets", "a tensor of the shape of 'idx'",
+                           targets)
             if targets.shape != idx.shape:
-                raise ValueError(
-                    f"CharGPT: targets shape {tuple(targets.shape)} must equal idx shape "
-                    f"{tuple(idx.shape)}"
-                )
+                raise fail(ValueError, "CharGPT", "targets", f"of the shape of 'idx' "
+                           f"{list(idx.shape)}", targets)
             loss = F.cross_entropy(
                 logits.reshape(-1, logits.size(-1)), targets.reshape(-1).long(), ignore_index=-1
             )
@@ -480,11 +483,12 @@ class CharGPT(nn.Module):
         Returns:
             Tensor: ``[B, T0 + max_new_tokens]``.
         """
-        if not temperature > 0:
-            raise ValueError(f"CharGPT.generate: temperature must be positive, got {temperature!r}")
-        if top_k is not None and not 1 <= top_k <= self.config.vocab_size:
-            raise ValueError(f"CharGPT.generate: top_k must lie in 1..{self.config.vocab_size}, "
-                             f"got {top_k!r}")
+        where = "CharGPT.generate"
+        check_int(max_new_tokens, "max_new_tokens", 0, where=where)
+        check_positive_float(temperature, "temperature", where=where)
+        if top_k is not None:
+            check_int(top_k, "top_k (or None)", 1, where=where, maximum=self.config.vocab_size)
+
         for _ in range(max_new_tokens):
             ctx = idx[:, -self.config.block_size:]
             logits, _ = self(ctx)

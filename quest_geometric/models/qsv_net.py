@@ -20,7 +20,14 @@ from torch import Tensor, nn
 from torch_geometric.nn.conv import EdgeConv, TransformerConv
 from torch_geometric.utils import scatter
 
-from quest_geometric._utils.checks import check_choice, check_int, check_return_attention_weights
+from quest_geometric._utils.checks import (
+    check_choice,
+    check_int,
+    check_positive_float,
+    check_real,
+    check_return_attention_weights,
+    fail,
+)
 from quest_geometric.nn.qsv_conv import QSVConv
 from quest_geometric.nn.quaternion_linear import QuaternionLinear
 
@@ -43,6 +50,12 @@ def _positive_int(name: str, value: Any, where: str = "QSVNet") -> int:
 
 def _choice(name: str, value: Any, options: tuple, where: str = "QSVNet") -> str:
     return check_choice(value, f"'{name}'", options, where=where)
+
+
+def _dropout(value: Any, where: str) -> float:
+    if not 0.0 <= check_real(value, "dropout", where=where) < 1.0:
+        raise fail(ValueError, where, "dropout", "a float in [0, 1)", value)
+    return float(value)
 
 
 class _UnusedSkip(nn.Module):
@@ -109,7 +122,16 @@ class QSVBlock(nn.Module):
         conv_kwargs: Optional[dict[str, Any]] = None,
     ) -> None:
         super().__init__()
+        _positive_int("channels", channels, where="QSVBlock")
+        _positive_int("heads", heads, where="QSVBlock")
+        _choice("conv", conv, _CONVS, where="QSVBlock")
+        _choice("mixing", mixing, _MIXINGS, where="QSVBlock")
+        _choice("norm", norm, _NORMS, where="QSVBlock")
         mlp_hidden = 2 * channels if mlp_hidden is None else mlp_hidden
+        _positive_int("mlp_hidden", mlp_hidden, where="QSVBlock")
+        _dropout(dropout, "QSVBlock")
+        if conv_kwargs is not None and not isinstance(conv_kwargs, dict):
+            raise fail(TypeError, "QSVBlock", "conv_kwargs", "a dict or None", conv_kwargs)
         conv_kwargs = dict(conv_kwargs or {})
         self.channels, self.heads, self.dropout = channels, heads, float(dropout)
         self.norm1 = _norm(norm, channels)
@@ -298,55 +320,51 @@ class QSVNet(nn.Module):
         _choice("conv", conv, _CONVS)
         _choice("mixing", mixing, _MIXINGS)
         _choice("norm", norm, _NORMS)
-        if (isinstance(mlp_ratio, bool) or not isinstance(mlp_ratio, (int, float))
-                or not math.isfinite(mlp_ratio) or mlp_ratio <= 0):
-            raise ValueError(f"'mlp_ratio' must be a positive float (got {mlp_ratio!r})")
+        mlp_ratio = check_positive_float(mlp_ratio, "mlp_ratio", where="QSVNet")
         if mlp_hidden is None:
             mlp_hidden = max(1, round(mlp_ratio * channels))
         _positive_int("mlp_hidden", mlp_hidden)
-        if (isinstance(dropout, bool) or not isinstance(dropout, (int, float))
-                or not 0.0 <= dropout < 1.0):
-            raise ValueError(f"'dropout' must be a float in [0, 1) (got {dropout!r})")
+        _dropout(dropout, "QSVNet")
         for name, value in (("qsv_kwargs", qsv_kwargs),
                             ("transformer_kwargs", transformer_kwargs)):
             if value is not None and not isinstance(value, dict):
-                raise TypeError(f"'{name}' must be a dict or None (got {type(value).__name__})")
+                raise fail(TypeError, "QSVNet", name, "a dict or None", value)
         if conv == "qsv":
             if channels % (4 * heads) != 0:
-                raise ValueError(
-                    f"'channels' must be a multiple of 4 * heads = {4 * heads} for conv='qsv' "
-                    f"(got {channels})"
-                )
+                raise fail(ValueError, "QSVNet", "channels", f"a multiple of 4 * heads = "
+                           f"{4 * heads} for conv='qsv'", channels)
             if transformer_kwargs:
-                raise ValueError("'transformer_kwargs' is only used with conv='transformer'")
+                raise fail(ValueError, "QSVNet", "transformer_kwargs", "None or empty with "
+                           "conv='qsv' (it is only used with conv='transformer')",
+                           transformer_kwargs)
             conv_kwargs = dict(qsv_kwargs or {})
             if "num_nodes" in conv_kwargs:
-                raise ValueError("pass 'num_nodes' to QSVNet, not in 'qsv_kwargs'")
+                raise fail(ValueError, "QSVNet", "qsv_kwargs", "free of 'num_nodes' (pass "
+                           "num_nodes to QSVNet itself)", qsv_kwargs)
             if conv_kwargs.get("quaternion", "feature") in ("node", "both"):
                 conv_kwargs["num_nodes"] = num_nodes  # QSVConv checks it
         else:
             step = math.lcm(4, heads) if mixing == "quaternion" else heads
             if channels % step != 0:
-                raise ValueError(
-                    f"'channels' must be a multiple of {step} for conv='transformer' with "
-                    f"heads={heads} and mixing={mixing!r} (got {channels})"
-                )
+                raise fail(ValueError, "QSVNet", "channels", f"a multiple of {step} for "
+                           f"conv='transformer' with heads={heads} and mixing={mixing!r}",
+                           channels)
             if qsv_kwargs:
-                raise ValueError("'qsv_kwargs' is only used with conv='qsv'")
+                raise fail(ValueError, "QSVNet", "qsv_kwargs", "None or empty with "
+                           "conv='transformer' (it is only used with conv='qsv')", qsv_kwargs)
             conv_kwargs = dict(transformer_kwargs or {})
         if not isinstance(pos_embedding, bool):
-            raise ValueError(f"'pos_embedding' must be a bool (got {pos_embedding!r})")
+            raise fail(TypeError, "QSVNet", "pos_embedding", "a bool", pos_embedding)
         node_quaternions = "num_nodes" in conv_kwargs if conv == "qsv" else False
         if pos_embedding:
             _positive_int("num_nodes", num_nodes)
         elif num_nodes is not None and not node_quaternions:
-            raise ValueError(
-                "'num_nodes' is only used with pos_embedding=True or with "
-                "qsv_kwargs={'quaternion': 'node' | 'both'}"
-            )
+            raise fail(ValueError, "QSVNet", "num_nodes", "None unless pos_embedding=True or "
+                       "qsv_kwargs={'quaternion': 'node' | 'both'} (it is only used there)",
+                       num_nodes)
         if mixing == "quaternion" and channels % 4 != 0:
-            raise ValueError(f"'channels' must be a multiple of 4 for quaternion mixing "
-                             f"(got {channels})")
+            raise fail(ValueError, "QSVNet", "channels", "a multiple of 4 for quaternion "
+                       "mixing", channels)
 
         self.in_channels = in_channels
         self.num_classes = num_classes
@@ -430,9 +448,10 @@ class QSVNet(nn.Module):
             :meth:`restore_ablation` puts back.
         """
         if transport is not None and not isinstance(transport, bool):
-            raise ValueError(f"'transport' must be a bool or None (got {transport!r})")
+            raise fail(TypeError, "QSVNet.set_ablation", "transport", "a bool or None",
+                       transport)
         if attention is not None:
-            _choice("attention", attention, _ATTENTIONS)
+            _choice("attention", attention, _ATTENTIONS, where="QSVNet.set_ablation")
         layers = self.qsv_layers()
         if not layers:
             raise ValueError(
@@ -455,12 +474,16 @@ class QSVNet(nn.Module):
             state (list[dict]): One ``{'transport', 'attention'}`` per QSVConv.
         """
         layers = self.qsv_layers()
-        if not isinstance(state, list) or len(state) != len(layers):
-            raise ValueError(f"'state' must be a list of {len(layers)} settings (one per "
-                             "QSVConv), as returned by set_ablation")
+        what = f"a list of {len(layers)} settings (one per QSVConv), as set_ablation returns"
+        if not isinstance(state, list):
+            raise fail(TypeError, "QSVNet.restore_ablation", "state", what, state)
+        if len(state) != len(layers):
+            raise fail(ValueError, "QSVNet.restore_ablation", "state", what,
+                       got_text=f"a list of {len(state)}")
         for layer, s in zip(layers, state):
             layer.transport = bool(s["transport"])
-            layer.attention = _choice("attention", s["attention"], _ATTENTIONS)
+            layer.attention = _choice("attention", s["attention"], _ATTENTIONS,
+                                      where="QSVNet.restore_ablation")
 
     @contextlib.contextmanager
     def ablation(self, transport: Optional[bool] = None,
@@ -481,19 +504,19 @@ class QSVNet(nn.Module):
             self.restore_ablation(state)
 
     # ------------------------------------------------------------------ forward
-    def _inputs(self, data: Any) -> tuple[Tensor, Tensor, Tensor, int]:
+    def _inputs(self, data: Any, where: str = "QSVNet") -> tuple[Tensor, Tensor, Tensor, int]:
         x = getattr(data, "x", None)
         edge_index = getattr(data, "edge_index", None)
-        if not isinstance(x, Tensor) or x.dim() != 2 or x.size(1) != self.in_channels:
-            shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
-            raise ValueError(
-                f"QSVNet expects 'data.x' of shape [num_nodes, {self.in_channels}] "
-                f"(got {shape})"
-            )
+        shape = f"[num_nodes, {self.in_channels}]"
+        if not isinstance(x, Tensor):
+            raise fail(TypeError, where, "data.x", f"a floating-point {shape} tensor", x)
+        if x.dim() != 2 or x.size(1) != self.in_channels:
+            raise fail(ValueError, where, "data.x", f"of shape {shape}", x)
         if not x.is_floating_point():
-            raise ValueError(f"QSVNet expects floating-point 'data.x' (got {x.dtype})")
+            raise fail(TypeError, where, "data.x", f"a floating-point {shape} tensor", x)
         if not isinstance(edge_index, Tensor):
-            raise ValueError("QSVNet expects 'data.edge_index' [2, num_edges]")
+            raise fail(TypeError, where, "data.edge_index", "a [2, num_edges] tensor",
+                       edge_index)
         batch = getattr(data, "batch", None)
         if batch is None:
             batch = torch.zeros(x.size(0), dtype=torch.long, device=x.device)
@@ -513,10 +536,8 @@ class QSVNet(nn.Module):
         if self.pos is not None:
             n = self.pos.size(0)
             if h.size(0) % n != 0:
-                raise ValueError(
-                    f"pos_embedding expects whole copies of the {n}-node template graph "
-                    f"(got {h.size(0)} nodes)"
-                )
+                raise fail(ValueError, "QSVNet", "data.x", f"whole copies of the {n}-node "
+                           "template graph (pos_embedding=True)", got_text=f"{h.size(0)} nodes")
             h = h + self.pos.repeat(h.size(0) // n, 1)
         collected: list[Any] = []
         for block in self.blocks:
@@ -548,10 +569,9 @@ class QSVNet(nn.Module):
         if self.readout == "mean":
             return scatter(h, batch, dim=0, dim_size=num_graphs, reduce="mean")
         if not isinstance(shell, Tensor) or shell.shape != batch.shape:
-            raise ValueError(
-                "readout='outer' needs 'data.shell' with one shell id per node (the sphere "
-                "and lattice transforms provide it)"
-            )
+            raise fail(ValueError if shell is None or isinstance(shell, Tensor) else TypeError,
+                       "QSVNet", "shell", "one shell id per node [N] for readout='outer' "
+                       "(data.shell; the sphere and lattice transforms provide it)", shell)
         top = scatter(shell, batch, dim=0, dim_size=num_graphs, reduce="max")
         mask = shell == top[batch]
         return scatter(h[mask], batch[mask], dim=0, dim_size=num_graphs, reduce="mean")
@@ -606,8 +626,9 @@ class QSVNet(nn.Module):
         """
         if self.conv != "qsv":
             raise ValueError(f"quaternions() needs conv='qsv' (this model has {self.conv!r})")
-        x, edge_index, _, _ = self._inputs(data)
+        x, edge_index, _, _ = self._inputs(data, "QSVNet.quaternions")
         _, inputs = self._trunk(x, edge_index, "conv_inputs")
+
         return [block.conv.quaternions(h) for block, h in zip(self.blocks, inputs)]
 
     def __repr__(self) -> str:

@@ -5,6 +5,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
+from quest_geometric._utils.checks import check_choice, check_int, check_real, fail
+
 _OPTIMIZERS = ("adamw", "sgd")
 _SCHEDULES = ("cosine", "constant")
 _AMP = ("auto", "off", "bf16", "fp16")
@@ -119,71 +121,69 @@ class TrainConfig:
     # ------------------------------------------------------------------ validation
     def validate(self) -> None:
         """Check every field; raise :class:`ValueError`/:class:`TypeError` naming the field."""
+        where = "TrainConfig"
+
 
         def _int(name: str, minimum: int, optional: bool = False) -> None:
             v = getattr(self, name)
             if v is None and optional:
                 return
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise TypeError(f"TrainConfig.{name} must be an int, got {type(v).__name__} {v!r}")
-            if v < minimum:
-                raise ValueError(f"TrainConfig.{name} must be >= {minimum}, got {v}")
+            check_int(v, f"{name} (or None)" if optional else name, minimum, where=where)
 
         def _float(name: str, minimum: float, strict: bool = False, optional: bool = False) -> None:
             v = getattr(self, name)
             if v is None and optional:
                 return
+            arg = f"{name} (or None)" if optional else name
             if isinstance(v, bool) or not isinstance(v, (int, float)):
-                raise TypeError(f"TrainConfig.{name} must be a number, got {type(v).__name__} "
-                                f"{v!r}")
-            if v != v or v in (float("inf"), float("-inf")):
-                raise ValueError(f"TrainConfig.{name} must be finite, got {v}")
+                raise fail(TypeError, where, arg, "a real number", v)
+            check_real(v, arg, where=where)
+
             if v < minimum or (strict and v == minimum):
                 op = ">" if strict else ">="
-                raise ValueError(f"TrainConfig.{name} must be {op} {minimum}, got {v}")
+                raise fail(ValueError, where, arg, f"a finite number {op} {minimum}", v)
 
         _int("epochs", 1, optional=True)
         _int("max_steps", 1, optional=True)
         if self.epochs is None and self.max_steps is None:
-            raise ValueError("TrainConfig needs `epochs` (epoch-based run) or `max_steps` "
-                             "(step-based run); both are None")
+            raise fail(ValueError, where, "epochs", "set (an epoch-based run) when 'max_steps' "
+                       "(a step-based run) is None", None)
         _int("batch_size", 1)
         _int("eval_batch_size", 1, optional=True)
         _int("eval_batches", 1)
         _float("lr", 0.0, strict=True)
         _float("min_lr", 0.0)
         if self.min_lr > self.lr:
-            raise ValueError(f"TrainConfig.min_lr ({self.min_lr}) must not exceed lr ({self.lr})")
+            raise fail(ValueError, where, "min_lr", f"at most lr ({self.lr})", self.min_lr)
         _float("weight_decay", 0.0)
-        if self.optimizer not in _OPTIMIZERS:
-            raise ValueError(f"TrainConfig.optimizer must be one of {_OPTIMIZERS}, got "
-                             f"{self.optimizer!r}")
-        if (not isinstance(self.betas, (tuple, list)) or len(self.betas) != 2
-                or not all(isinstance(b, (int, float)) and 0.0 <= b < 1.0 for b in self.betas)):
-            raise ValueError(f"TrainConfig.betas must be two numbers in [0, 1), got {self.betas!r}")
+        check_choice(self.optimizer, "optimizer", _OPTIMIZERS, where=where)
+        betas_what = "two numbers in [0, 1)"
+        if not isinstance(self.betas, (tuple, list)) or any(
+                isinstance(b, bool) or not isinstance(b, (int, float)) for b in self.betas):
+            raise fail(TypeError, where, "betas", betas_what, self.betas)
+        if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
+            raise fail(ValueError, where, "betas", betas_what, self.betas)
         self.betas = (float(self.betas[0]), float(self.betas[1]))
         _float("momentum", 0.0)
         if self.momentum >= 1.0:
-            raise ValueError(f"TrainConfig.momentum must be in [0, 1), got {self.momentum}")
+            raise fail(ValueError, where, "momentum", "in [0, 1)", self.momentum)
         if self.nesterov and (self.optimizer != "sgd" or self.momentum == 0.0):
-            raise ValueError("TrainConfig.nesterov=True needs optimizer='sgd' and momentum > 0")
-        if self.schedule not in _SCHEDULES:
-            raise ValueError(f"TrainConfig.schedule must be one of {_SCHEDULES}, got "
-                             f"{self.schedule!r}")
+            raise fail(ValueError, where, "nesterov", "False unless optimizer='sgd' and "
+                       "momentum > 0", self.nesterov)
+        check_choice(self.schedule, "schedule", _SCHEDULES, where=where)
         _int("warmup_steps", 0)
         _float("warmup_epochs", 0.0)
         if self.warmup_steps and self.warmup_epochs:
-            raise ValueError("TrainConfig: set warmup_steps or warmup_epochs, not both")
+            raise fail(ValueError, where, "warmup_epochs", "0 when warmup_steps is set (set "
+                       "one of them, not both)", self.warmup_epochs)
         if self.warmup_epochs and self.epochs is None:
-            raise ValueError("TrainConfig.warmup_epochs needs an epoch-based run (epochs set); "
-                             "use warmup_steps for a step-based run")
+            raise fail(ValueError, where, "warmup_epochs", "0 in a step-based run (epochs=None; "
+                       "use warmup_steps there)", self.warmup_epochs)
         _float("grad_clip", 0.0, strict=True, optional=True)
-        if self.amp not in _AMP:
-            raise ValueError(f"TrainConfig.amp must be one of {_AMP}, got {self.amp!r}")
+        check_choice(self.amp, "amp", _AMP, where=where)
         _int("seed", 0)
         if not isinstance(self.device, str):
-            raise TypeError("TrainConfig.device must be a string, got "
-                            f"{type(self.device).__name__}")
+            raise fail(TypeError, where, "device", "a str", self.device)
         _int("num_workers", 0)
         _int("log_every", 1)
         _int("eval_every", 0)
@@ -191,7 +191,7 @@ class TrainConfig:
         if self.out_dir is not None and not isinstance(self.out_dir, str):
             self.out_dir = str(self.out_dir)
         if not isinstance(self.extra, dict):
-            raise TypeError(f"TrainConfig.extra must be a dict, got {type(self.extra).__name__}")
+            raise fail(TypeError, where, "extra", "a dict", self.extra)
 
     # ------------------------------------------------------------------ (de)serialisation
     def to_dict(self) -> dict[str, Any]:
@@ -204,11 +204,12 @@ class TrainConfig:
     def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
         """Build a config from :meth:`to_dict` output; unknown keys raise :class:`ValueError`."""
         if not isinstance(d, dict):
-            raise TypeError(f"TrainConfig.from_dict expects a dict, got {type(d).__name__}")
+            raise fail(TypeError, "TrainConfig.from_dict", "d", "a dict", d)
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(d) - names)
         if unknown:
-            raise ValueError(f"TrainConfig.from_dict: unknown fields {unknown}")
+            raise fail(ValueError, "TrainConfig.from_dict", "d", "a dict of TrainConfig "
+                       "fields", got_text=f"unknown fields {unknown}")
         d = dict(d)
         if "betas" in d:
             d["betas"] = tuple(d["betas"])

@@ -19,7 +19,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
-from quest_geometric._utils.checks import check_int
+from quest_geometric._utils.checks import check_int, fail
 from quest_geometric._utils.device import resolve_device
 from quest_geometric._utils.io import remove_stale_temporaries
 from quest_geometric._utils.lock import FolderInUseError, FolderLock
@@ -156,7 +156,8 @@ def build_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimi
     more dimensions (weights, embeddings), not to biases and normalisation gains."""
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
-        raise ValueError("Trainer: the model has no trainable parameters (requires_grad=True)")
+        raise fail(ValueError, "build_optimizer", "model", "a model with trainable parameters "
+                   "(requires_grad=True)", got_text=f"a {type(model).__name__} without any")
     decay = [p for p in params if p.dim() >= 2]
     no_decay = [p for p in params if p.dim() < 2]
     groups = [g for g in ({"params": decay, "weight_decay": config.weight_decay},
@@ -184,7 +185,8 @@ def _amp_dtype(config: TrainConfig, device: torch.device) -> Optional[torch.dtyp
             return None
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     if config.amp == "fp16" and device.type != "cuda":
-        raise ValueError("TrainConfig.amp='fp16' needs a CUDA device; use 'bf16' or 'off' on CPU")
+        raise fail(ValueError, "Trainer", "config.amp", f"'bf16', 'off' or 'auto' on a "
+                   f"{device.type} device ('fp16' needs a CUDA device)", config.amp)
     return torch.bfloat16 if config.amp == "bf16" else torch.float16
 
 
@@ -274,20 +276,21 @@ class Trainer:
         ddp_kwargs: Optional[dict[str, Any]] = None,
     ) -> None:
         if not isinstance(model, nn.Module):
-            raise TypeError("Trainer: `model` must be a torch.nn.Module, got "
-                            f"{type(model).__name__}")
+            raise fail(TypeError, "Trainer", "model", "a torch.nn.Module", model)
         if not isinstance(config, TrainConfig):
-            raise TypeError(f"Trainer: `config` must be a TrainConfig, got {type(config).__name__}")
+            raise fail(TypeError, "Trainer", "config", "a TrainConfig", config)
         if not callable(getattr(task, "training_step", None)):
-            raise TypeError(f"Trainer: `task` must have a training_step(model, batch) method, "
-                            f"got {type(task).__name__}")
+            raise fail(TypeError, "Trainer", "task", "an object with a "
+                       "training_step(model, batch) method",
+                       got_text=f"an object of type {type(task).__name__} without one")
         if train_data is None:
-            raise ValueError("Trainer: `train_data` is required")
+            raise fail(TypeError, "Trainer", "train_data", "a dataset, a DataLoader or a "
+                       "get_batch function", None)
         callbacks = list(callbacks or [])
         for cb in callbacks:
             if not isinstance(cb, Callback):
-                raise TypeError("Trainer: callbacks must subclass Callback, got "
-                                f"{type(cb).__name__}")
+                raise fail(TypeError, "Trainer", "callbacks", "Callback instances",
+                           got_text=f"a {type(cb).__name__}")
         config.validate()
         self.config, self.task, self.callbacks = config, task, callbacks
         self.dist = init_distributed()
@@ -298,12 +301,12 @@ class Trainer:
 
         ws = self.dist.world_size
         if config.batch_size % ws:
-            raise ValueError(f"TrainConfig.batch_size={config.batch_size} must be divisible by the "
-                             f"world size {ws} (each rank takes batch_size / world_size)")
+            raise fail(ValueError, "Trainer", "config.batch_size", f"divisible by the world "
+                       f"size {ws} (each rank takes batch_size / world_size)", config.batch_size)
         eval_bs = config.eval_batch_size or config.batch_size
         if eval_bs % ws:
-            raise ValueError(f"TrainConfig.eval_batch_size={eval_bs} must be divisible by the "
-                             f"world size {ws}")
+            raise fail(ValueError, "Trainer", "config.eval_batch_size", f"divisible by the "
+                       f"world size {ws}", eval_bs)
         self.local_batch_size, self.local_eval_batch_size = config.batch_size // ws, eval_bs // ws
 
         # ---- data
@@ -312,11 +315,11 @@ class Trainer:
         self.generator: Optional[torch.Generator] = None
         if self.step_based:
             if config.max_steps is None:
-                raise ValueError("Trainer: step-based data (a get_batch function) needs "
-                                 "TrainConfig.max_steps")
+                raise fail(ValueError, "Trainer", "config.max_steps", "set for step-based "
+                           "train_data (a get_batch function)", None)
             if val_data is not None and not is_step_data(val_data):
-                raise TypeError("Trainer: with step-based train_data, val_data must be a "
-                                "get_batch function too (or None)")
+                raise fail(TypeError, "Trainer", "val_data", "a get_batch function (or None) "
+                           "with step-based train_data", got_text=f"a {type(val_data).__name__}")
             self.generator = torch.Generator().manual_seed(
                 derive_seed(config.seed, "train", self.dist.rank))
             self.train_loader = self.val_loader = None
@@ -324,12 +327,14 @@ class Trainer:
             self.total_steps = config.max_steps
         else:
             if config.epochs is None:
-                raise ValueError("Trainer: dataset/loader train_data needs TrainConfig.epochs")
+                raise fail(ValueError, "Trainer", "config.epochs", "set for dataset/loader "
+                           "train_data", None)
             self.train_loader = self._as_loader(train_data, train=True)
             self.val_loader = None if val_data is None else self._as_loader(val_data, train=False)
             self.steps_per_epoch = len(self.train_loader)
             if self.steps_per_epoch == 0:
-                raise ValueError("Trainer: the training loader yields no batches")
+                raise fail(ValueError, "Trainer", "train_data", "data of at least one batch",
+                           got_text="a loader that yields no batches")
             total = config.epochs * self.steps_per_epoch
             self.total_steps = min(total, config.max_steps) if config.max_steps else total
 
@@ -389,13 +394,14 @@ class Trainer:
         if isinstance(data, DataLoader):
             sampler = getattr(data, "sampler", None)
             if self.dist.distributed and train and not hasattr(sampler, "set_epoch"):
-                raise ValueError("Trainer: under DDP a ready DataLoader must shard its data "
-                                 "(e.g. a DistributedSampler); pass the dataset instead and the "
-                                 "trainer builds one")
+                raise fail(ValueError, "Trainer", "train_data", "a dataset, or a DataLoader "
+                           "that shards its data under DDP (e.g. with a DistributedSampler)",
+                           got_text="a DataLoader that does not", hint="; pass the dataset "
+                           "instead and the trainer builds one")
             return data
         if is_step_data(data):
-            raise TypeError("Trainer: epoch-based train_data cannot be mixed with a get_batch "
-                            "function as val_data")
+            raise fail(TypeError, "Trainer", "val_data", "a dataset or a loader (or None) with "
+                       "epoch-based train_data", got_text="a get_batch function")
         return make_loader(
             data,
             self.local_batch_size if train else self.local_eval_batch_size,
@@ -507,7 +513,8 @@ class Trainer:
         """
         path = path or self.checkpoint_path
         if path is None:
-            raise ValueError("Trainer.save_checkpoint: no path and no TrainConfig.out_dir")
+            raise fail(ValueError, "Trainer.save_checkpoint", "path", "given when "
+                       "TrainConfig.out_dir is None", None)
         rank_states = all_gather_object(self._rank_state())
         if self.is_main:
             cb_states = {f"{i}:{type(cb).__name__}": cb.state_dict() for i, cb in
@@ -540,14 +547,15 @@ class Trainer:
         if resume is True:
             p = self.checkpoint_path
             if p is None:
-                raise ValueError("Trainer.fit(resume=True) needs TrainConfig.out_dir")
+                raise fail(ValueError, "Trainer.fit", "resume", "False, 'auto' or a path when "
+                           "TrainConfig.out_dir is None", True)
             if not os.path.isfile(p):
                 raise FileNotFoundError(f"Trainer.fit(resume=True): no checkpoint at {p!r}")
             return p
         if isinstance(resume, (str, os.PathLike)):
             return os.fspath(resume)
-        raise TypeError("Trainer.fit: `resume` must be False, True, 'auto' or a path, got "
-                        f"{resume!r}")
+        raise fail(TypeError, "Trainer.fit", "resume", "False, True, 'auto' or a path", resume)
+
 
     def _resume_from(self, path: str) -> None:
         payload = read_checkpoint(path)  # verified: integrity, format, version

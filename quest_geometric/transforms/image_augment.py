@@ -31,11 +31,16 @@ from torch_geometric.data import Data
 from torch_geometric.data.datapipes import functional_transform
 from torch_geometric.transforms import BaseTransform
 
-from quest_geometric._utils.checks import check_int
+from quest_geometric._utils.checks import check_int, check_real, describe, fail
 
 __all__ = ["RandomCropPad", "RandomHorizontalFlip", "NormalizeImage"]
 
 ImageLike = Union[Tensor, Data]
+
+
+def _arg(data: ImageLike) -> str:
+    """The name of the image argument in messages: ``data`` or ``data.image``."""
+    return "data" if isinstance(data, Tensor) else "data.image"
 
 
 def _get_image(data: ImageLike, name: str) -> Tensor:
@@ -45,23 +50,17 @@ def _get_image(data: ImageLike, name: str) -> Tensor:
     elif isinstance(data, Data):
         image = getattr(data, "image", None)
         if image is None:
-            raise ValueError(f"{name}: the Data object has no 'image' attribute")
+            raise fail(ValueError, name, "data", "a [C, H, W] tensor or a Data with an 'image' "
+                       "attribute", got_text="a Data without 'image'")
         if not isinstance(image, Tensor):
-            raise TypeError(
-                f"{name}: data.image must be a torch.Tensor, got {type(image).__name__}"
-            )
+            raise fail(TypeError, name, "data.image", "a [C, H, W] tensor", image)
     else:
-        raise TypeError(
-            f"{name}: expected a [C, H, W] torch.Tensor or a Data with an 'image' attribute, "
-            f"got {type(data).__name__}"
-        )
+        raise fail(TypeError, name, "data", "a [C, H, W] tensor or a Data with an 'image' "
+                   "attribute", data)
     if image.dim() != 3:
         hint = ("; for a single-channel [H, W] image pass image[None] to add the channel axis"
                 if image.dim() == 2 else "")
-        raise ValueError(
-            f"{name}: the image must have shape [C, H, W] (3 dimensions), got shape "
-            f"{tuple(image.shape)}{hint}"
-        )
+        raise fail(ValueError, name, _arg(data), "of shape [C, H, W]", image, hint=hint)
     return image
 
 
@@ -104,18 +103,14 @@ class RandomCropPad(BaseTransform):
     """
 
     def __init__(self, size: Union[int, Sequence[int]], padding: int = 4) -> None:
+        what = "a positive int or a pair of positive ints (height, width)"
         if isinstance(size, int) and not isinstance(size, bool):
             size = (size, size)
-        if (
-            not isinstance(size, Sequence)
-            or isinstance(size, str)
-            or len(size) != 2
-            or any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in size)
-        ):
-            raise ValueError(
-                f"RandomCropPad: size must be a positive int or a pair of positive ints "
-                f"(height, width), got {size!r}"
-            )
+        if not isinstance(size, Sequence) or isinstance(size, str) or any(
+                isinstance(s, bool) or not isinstance(s, int) for s in size):
+            raise fail(TypeError, "RandomCropPad", "size", what, size)
+        if len(size) != 2 or any(s < 1 for s in size):
+            raise fail(ValueError, "RandomCropPad", "size", what, size)
         self.size: tuple[int, int] = (int(size[0]), int(size[1]))
         self.padding = check_int(padding, "padding", 0, where="RandomCropPad")
 
@@ -125,10 +120,9 @@ class RandomCropPad(BaseTransform):
         p = self.padding
         padded_h, padded_w = image.size(1) + 2 * p, image.size(2) + 2 * p
         if h > padded_h or w > padded_w:
-            raise ValueError(
-                f"RandomCropPad: crop size {self.size} is larger than the padded image "
-                f"({padded_h}, {padded_w}) (image {tuple(image.shape[1:])} + 2 * padding {p})"
-            )
+            raise fail(ValueError, "RandomCropPad", _arg(data), f"an image of at least "
+                       f"{(h - 2 * p, w - 2 * p)} pixels (crop size {self.size}, padding {p})",
+                       image)
         i = int(torch.randint(0, padded_h - h + 1, (1,)))
         j = int(torch.randint(0, padded_w - w + 1, (1,)))
         out = self.crop(image, i, j)
@@ -147,12 +141,17 @@ class RandomCropPad(BaseTransform):
         """
         h, w = self.size
         p = self.padding
+        where = "RandomCropPad.crop"
+        if not isinstance(image, Tensor):
+            raise fail(TypeError, where, "image", "a [C, H, W] tensor", image)
+        check_int(top, "top", where=where)
+        check_int(left, "left", where=where)
         padded = F.pad(image, (p, p, p, p)) if p > 0 else image
-        if not (0 <= top <= padded.size(1) - h and 0 <= left <= padded.size(2) - w):
-            raise ValueError(
-                f"RandomCropPad.crop: window at ({top}, {left}) of size {self.size} does not "
-                f"fit in the padded image {tuple(padded.shape[1:])}"
-            )
+        for arg, pos, room in (("top", top, padded.size(1) - h),
+                               ("left", left, padded.size(2) - w)):
+            if not 0 <= pos <= room:
+                raise fail(ValueError, where, arg, f"in [0, {room}] (a {self.size} window in "
+                           f"the padded image {tuple(padded.shape[1:])})", pos)
         return padded[:, top:top + h, left:left + w].clone()
 
     def __repr__(self) -> str:
@@ -178,13 +177,8 @@ class RandomHorizontalFlip(BaseTransform):
     """
 
     def __init__(self, p: float = 0.5) -> None:
-        if (
-            isinstance(p, bool)
-            or not isinstance(p, (int, float))
-            or not math.isfinite(float(p))
-            or not 0.0 <= float(p) <= 1.0
-        ):
-            raise ValueError(f"RandomHorizontalFlip: p must be a number in [0, 1], got {p!r}")
+        if not 0.0 <= check_real(p, "p", where="RandomHorizontalFlip") <= 1.0:
+            raise fail(ValueError, "RandomHorizontalFlip", "p", "a number in [0, 1]", p)
         self.p = float(p)
 
     def forward(self, data: ImageLike) -> ImageLike:
@@ -222,12 +216,11 @@ class NormalizeImage(BaseTransform):
         self.mean = self._as_tuple(mean, "mean")
         self.std = self._as_tuple(std, "std")
         if any(s <= 0.0 for s in self.std):
-            raise ValueError(f"NormalizeImage: every std must be > 0, got {self.std}")
+            raise fail(ValueError, "NormalizeImage", "std", "> 0 in every channel", self.std)
         if len(self.mean) != len(self.std) and 1 not in (len(self.mean), len(self.std)):
-            raise ValueError(
-                f"NormalizeImage: mean ({len(self.mean)} values) and std ({len(self.std)} "
-                "values) must have the same length, or one of them a single value"
-            )
+            raise fail(ValueError, "NormalizeImage", "std", f"of the length of 'mean' "
+                       f"({len(self.mean)} values), or either of them a single value",
+                       got_text=f"{len(self.std)} values")
 
     @staticmethod
     def _as_tuple(value: Union[float, Sequence[float]], arg: str) -> tuple[float, ...]:
@@ -235,35 +228,29 @@ class NormalizeImage(BaseTransform):
             value = value.flatten().tolist()
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             value = (value,)
-        if (
-            not isinstance(value, Sequence)
-            or isinstance(value, str)
-            or len(value) == 0
-            or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in value)
-        ):
-            raise ValueError(
-                f"NormalizeImage: {arg} must be a number or a non-empty sequence of numbers, "
-                f"got {value!r}"
-            )
+        what = "a number or a non-empty sequence of numbers"
+        if not isinstance(value, Sequence) or isinstance(value, str) or any(
+                isinstance(v, bool) or not isinstance(v, (int, float)) for v in value):
+            raise fail(TypeError, "NormalizeImage", arg, what, value)
+        if len(value) == 0:
+            raise fail(ValueError, "NormalizeImage", arg, what, value)
         out = tuple(float(v) for v in value)
         if not all(math.isfinite(v) for v in out):
-            raise ValueError(f"NormalizeImage: {arg} must be finite, got {out}")
+            raise fail(ValueError, "NormalizeImage", arg, "finite", out)
         return out
 
     def forward(self, data: ImageLike) -> ImageLike:
         image = _get_image(data, "NormalizeImage")
         if not image.is_floating_point():
-            raise TypeError(
-                f"NormalizeImage: the image must be a floating-point tensor, got {image.dtype}; "
-                "convert it first (for example image.float() / 255)"
-            )
+            raise fail(TypeError, "NormalizeImage", _arg(data), "a floating-point image",
+                       image, hint="; convert it first (for example image.float() / 255)")
         channels = image.size(0)
         for arg, values in (("mean", self.mean), ("std", self.std)):
             if len(values) not in (1, channels):
-                raise ValueError(
-                    f"NormalizeImage: {arg} has {len(values)} values but the image has "
-                    f"{channels} channels"
-                )
+                raise fail(ValueError, "NormalizeImage", _arg(data), f"an image with "
+                           f"{len(values)} channels (one per value of '{arg}')",
+                           got_text=f"{channels} channels ({describe(image)})")
+
         mean = torch.tensor(self.mean, dtype=image.dtype, device=image.device).view(-1, 1, 1)
         std = torch.tensor(self.std, dtype=image.dtype, device=image.device).view(-1, 1, 1)
         return _put_image(data, (image - mean) / std)

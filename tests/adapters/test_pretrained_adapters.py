@@ -177,8 +177,9 @@ def test_output_attentions_is_refused_the_same_way_by_every_adapter(arch):
         ref = m(x, output_attentions=True).attentions  # the original returns them
     assert len(ref) == 2 and all(a.shape[-2:] == (6, 6) for a in ref)
     compose_focus(m, num_groups=4, top_k=2, window=4)
-    with pytest.raises(ValueError, match=r"output_attentions=True is not supported with "
-                                         r"Focus enabled"):
+    with pytest.raises(ValueError, match=r"^compose_focus \(\w+Attention\): "
+                                         r"'output_attentions' must be False with Focus "
+                                         r"enabled .*, got True$"):
         m(x, output_attentions=True)
     with torch.no_grad():  # other recorded outputs still work; disabled Focus gives them back
         assert len(m(x, output_hidden_states=True).hidden_states) == 3
@@ -194,12 +195,15 @@ def test_non_padding_masks_are_refused_with_what_is_supported():
     h = torch.randn(1, 6, m.config.hidden_size)
     pe = m.model.rotary_emb(h, torch.arange(6).unsqueeze(0))
     band = torch.ones(6, 6, dtype=torch.bool).tril() & ~torch.ones(6, 6, dtype=torch.bool).tril(-3)
-    with pytest.raises(ValueError, match="padding mask"):
+    with pytest.raises(ValueError, match=r"^compose_focus \(LlamaAttention\): 'attention_mask' "
+                                         "must be a padding mask with Focus enabled .*, got a "
+                                         r"\[1, 1, 6, 6\] mask that masks other pairs"):
         layer(h, position_embeddings=pe, attention_mask=band.view(1, 1, 6, 6))
     bias = torch.zeros(1, 1, 6, 6).masked_fill(~torch.ones(6, 6, dtype=torch.bool).tril(),
                                                torch.finfo(torch.float32).min)
     bias[..., 0] = 0.5  # a finite additive bias
-    with pytest.raises(ValueError, match="additive bias"):
+    with pytest.raises(ValueError, match=r"^compose_focus \(LlamaAttention\): 'attention_mask' "
+                                         "must be a padding mask .*, got an additive bias"):
         layer(h, position_embeddings=pe, attention_mask=bias)
 
 
@@ -213,7 +217,7 @@ def test_padding_from_mask_reads_hf_masks():
     assert torch.equal(padding_from_mask(valid.long(), 5, 5, True, "t"), valid)
     # a decode step: one query over a cache of 5
     assert torch.equal(padding_from_mask(four[:, :, -1:], 1, 5, True, "t"), valid)
-    with pytest.raises(ValueError, match="2-D .B, S. or 4-D"):
+    with pytest.raises(ValueError, match=r"^t: 'attention_mask' must be 2-D \[B, S\] or 4-D"):
         padding_from_mask(torch.ones(5), 5, 5, True, "t")
 
 
@@ -255,7 +259,7 @@ def test_padding_from_mask_reduces_one_mask_once_and_sees_changes(monkeypatch):
     bias[0, 0].masked_fill_(~torch.ones(3, 3, dtype=torch.bool).tril(), float("-inf"))
     assert padding_from_mask(bias, 3, 3, True, "t") is None
     bias[0, 0, 2, 0] = 0.5
-    with pytest.raises(ValueError, match="additive bias"):
+    with pytest.raises(ValueError, match="^t: 'attention_mask' must be .*, got an additive bias"):
         padding_from_mask(bias, 3, 3, True, "t")
     # an equal but different tensor is reduced again (the memo is by identity)
     n = len(calls)
@@ -295,7 +299,10 @@ def test_sliding_window_is_refused_naming_the_option():
     compose_focus(m, num_groups=4, top_k=1, window=2)
     with torch.no_grad():
         m(tokens(1, 8))  # within the window: fine
-        with pytest.raises(ValueError, match="config.sliding_window"):
+        with pytest.raises(ValueError, match=r"^compose_focus \(MistralAttention\): "
+                                             "'hidden_states' must be at most "
+                                             "config.sliding_window=8 keys .*, got 12 keys; set "
+                                             "config.sliding_window=None"):
             m(tokens(1, 12))
 
 
@@ -334,7 +341,9 @@ def test_load_routers_errors(tmp_path):
     m = build_hf("llama")
     with pytest.raises(FileNotFoundError, match="save_routers"):
         load_routers(m, tmp_path)
-    with pytest.raises(ValueError, match="not composed"):
+    with pytest.raises(ValueError, match="^save_routers: 'model' must be a model composed with "
+                                         "compose_focus, got a LlamaForCausalLM that is not "
+                                         "composed$"):
         save_routers(m, tmp_path)
 
 

@@ -53,11 +53,14 @@ def test_participation_ratio_batched():
 
 
 def test_participation_ratio_errors():
-    with pytest.raises(ValueError, match="at least 2 samples"):
+    with pytest.raises(ValueError, match="^participation_ratio: 'z' must be of at least 2 "
+                                         "samples along dim -2"):
         participation_ratio(torch.randn(1, 4))
     with pytest.raises(ValueError, match="at least 2 samples"):
         participation_ratio(torch.randn(3, 0, 4))
-    with pytest.raises(ValueError, match="zero variance"):
+    with pytest.raises(ValueError, match="^participation_ratio: 'z' must be non-constant .*, "
+                                         r"got zero variance in a torch.float\d+ tensor of shape "
+                                         r"\[10, 3\]$"):
         participation_ratio(torch.ones(10, 3))
     z = torch.randn(2, 10, 3)
     z[1] = 2.0
@@ -72,7 +75,8 @@ def test_participation_ratio_errors():
         participation_ratio(np.ones((3, 3)))
     with pytest.raises(TypeError, match="^participation_ratio: 'z' must be a real tensor"):
         participation_ratio(torch.ones(3, 3, dtype=torch.complex64))
-    with pytest.raises(ValueError, match="square"):
+    with pytest.raises(ValueError, match=r"^participation_ratio_from_covariance: 'cov' must be "
+                                         r"square \[\.\.\., dim, dim\]"):
         participation_ratio_from_covariance(torch.ones(2, 3))
 
 
@@ -105,14 +109,15 @@ def test_rank_hand_cases():
 
 
 def test_rank_errors():
-    with pytest.raises(ValueError, match="all zero"):
+    with pytest.raises(ValueError, match="^effective_rank: 'm' must be non-zero .*, got 1 of 1 "
+                                         "matrices all zero$"):
         effective_rank(torch.zeros(3, 3))
     with pytest.raises(ValueError, match="all zero"):
         stable_rank(torch.stack([torch.eye(2), torch.zeros(2, 2)]))
     with pytest.raises(ValueError, match="^stable_rank: 'm' must be a tensor of at least 2 "
                        "dimensions"):
         stable_rank(torch.ones(3))
-    with pytest.raises(ValueError, match="empty"):
+    with pytest.raises(ValueError, match="^effective_rank: 'm' must be non-empty, got"):
         effective_rank(torch.ones(3, 0))
 
 
@@ -170,16 +175,18 @@ def test_entropy_fully_masked_row_and_errors():
     assert res.entropy[1] == 0
     with pytest.raises(ValueError, match="no row"):
         attention_entropy(torch.tensor([[1.0]])).mean()
-    with pytest.raises(ValueError, match="negative"):
+    with pytest.raises(ValueError, match="^attention_entropy: 'attn' must be non-negative"):
         attention_entropy(torch.tensor([[1.5, -0.5]]))
-    with pytest.raises(ValueError, match="sum to 1"):
+    with pytest.raises(ValueError, match="^attention_entropy: 'attn' must be rows that sum to 1 "
+                                         r".*, got 1 row\(s\) that do not \(e.g. 0.4\)$"):
         attention_entropy(torch.tensor([[0.2, 0.2]]))
     # weight on a masked key
     with pytest.raises(ValueError, match="sum to 1"):
         attention_entropy(torch.tensor([[0.5, 0.5]]), mask=torch.tensor([[True, False]]))
-    with pytest.raises(TypeError, match="bool"):
+    with pytest.raises(TypeError, match="^attention_entropy: 'mask' must be a bool tensor"):
         attention_entropy(torch.tensor([[0.5, 0.5]]), mask=torch.tensor([[1, 1]]))
-    with pytest.raises(ValueError, match="broadcast"):
+    with pytest.raises(ValueError, match=r"^attention_entropy: 'mask' must be broadcastable to "
+                                         r"'attn' \[2, 2\]"):
         attention_entropy(torch.full((2, 2), 0.5), mask=torch.ones(3, 2, dtype=torch.bool))
     with pytest.raises(ValueError, match="^attention_entropy: 'attn' must be finite, got NaN"):
         attention_entropy(torch.tensor([[float("nan"), 1.0]]))

@@ -343,11 +343,14 @@ def test_layer_selection():
         with QKProbe(model, layers=sel) as probe:
             assert probe.layer_names == ["blocks.0.attn", "blocks.2.attn"]
     assert no_hooks(model)
-    with pytest.raises(ValueError, match="no attention layer named"):
+    with pytest.raises(ValueError, match=r"^QKProbe: 'layers' must be names among .*, "
+                                         r"got 'blocks.5.attn'$"):
         QKProbe(model, layers=["blocks.5.attn"])
-    with pytest.raises(ValueError, match="out of range"):
+    with pytest.raises(ValueError, match=r"^QKProbe: 'layers' must be indices in "
+                                         r"\[-3, 3\) .*, got index 3$"):
         QKProbe(model, layers=[3])
-    with pytest.raises(ValueError, match="not one of the attention layers"):
+    with pytest.raises(ValueError, match=r"^QKProbe: 'layers' must be modules among "
+                                         "the attention layers"):
         QKProbe(model, layers=[nn.Linear(2, 2)])
     assert no_hooks(model)
 
@@ -389,9 +392,11 @@ def test_no_attention_layer_error():
     with pytest.raises(ValueError) as e:
         QKProbe(nn.Sequential(nn.Linear(4, 4), nn.ReLU()))
     msg = str(e.value)
-    assert "no recognisable attention layer" in msg and "register_attention_adapter" in msg
+    assert msg.startswith("QKProbe: 'model' must be a model with a recognisable attention layer")
+    assert "register_attention_adapter" in msg
     assert "GPT2Attention" in msg and "TransformerConv" in msg and "CausalSelfAttention" in msg
-    with pytest.raises(TypeError, match="nn.Module"):
+    with pytest.raises(TypeError, match="^QKProbe: 'model' must be a torch.nn.Module, got "
+                                        "'model'$"):
         QKProbe("model")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="max_tokens"):
         QKProbe(tiny_gpt(), max_tokens=1)
@@ -457,7 +462,8 @@ class ToyAttention(nn.Module):
 @pytest.mark.parametrize("as_view", [True, False])
 def test_register_attention_adapter(as_view):
     model = nn.Sequential(nn.Linear(12, 12), ToyAttention())
-    with pytest.raises(ValueError, match="no recognisable"):
+    with pytest.raises(ValueError, match="^QKProbe: 'model' must be a model with a "
+                                         "recognisable attention layer"):
         QKProbe(model)
 
     def adapter(m, args, kwargs):

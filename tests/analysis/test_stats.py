@@ -67,12 +67,18 @@ def test_bootstrap_interval_agrees_with_scipy_bootstrap():
 
 
 def test_bootstrap_interval_bad_input():
-    with pytest.raises(ValueError, match="values must not be empty"):
+    with pytest.raises(ValueError, match="^bootstrap_mean_interval: 'values' must be non-empty"):
         stats.bootstrap_mean_interval([])
     with pytest.raises(ValueError, match="^bootstrap_mean_interval: 'n_boot' must be an int >= 1"):
         stats.bootstrap_mean_interval([1.0], n_boot=0)
-    with pytest.raises(ValueError, match="quantiles"):
+    with pytest.raises(ValueError, match=r"^bootstrap_mean_interval: 'quantiles' must be \(low, "
+                                         r"high\) with 0 <= low <= high <= 1, got tuple "
+                                         r"\(0.9, 0.1\)$"):
         stats.bootstrap_mean_interval([1.0, 2.0], quantiles=(0.9, 0.1))
+    with pytest.raises(ValueError, match="^bootstrap_mean_interval: 'quantiles' must be"):
+        stats.bootstrap_mean_interval([1.0, 2.0], quantiles=(0.1, 0.5, 0.9))
+    with pytest.raises(TypeError, match="^bootstrap_mean_interval: 'quantiles' must be"):
+        stats.bootstrap_mean_interval([1.0, 2.0], quantiles=0.9)
 
 
 def test_paired_differences_composes_the_parts():
@@ -151,8 +157,14 @@ def test_directional_probability_is_the_one_sided_binomial_tail():
     assert res["signs"] == [-1, -1, -1, 0, 1, -1]
     assert res["p_value"] == pytest.approx(sum(math.comb(5, i) for i in (4, 5)) / 32)
     assert res["mean_diff"] == pytest.approx(np.mean(np.subtract(a, b)))
-    with pytest.raises(ValueError, match="paired"):
+    with pytest.raises(ValueError, match=r"^directional_probability: 'b' must be paired with 'a' "
+                                         r"\(the same length, 1\), got 2 values$"):
         stats.directional_probability([1.0], [1.0, 2.0])
+    with pytest.raises(ValueError, match="^directional_probability: 'a' must be finite"):
+        stats.directional_probability([math.nan], [1.0])
+    with pytest.raises(TypeError, match="^directional_probability: 'a' must be a sequence of "
+                                        "numbers"):
+        stats.directional_probability("12", [1.0, 2.0])
 
 
 # --- paired tests valid at a handful of seeds --------------------------------------------
@@ -167,12 +179,14 @@ def test_paired_sign_test_counts_and_matches_binomtest():
     assert (res["n"], res["wins"], res["losses"], res["ties"]) == (5, 1, 3, 1)
     assert res["p"] == pytest.approx(sps.binomtest(1, 4, 0.5).pvalue)
     assert res["p"] == pytest.approx(2 * (1 + 4) / 16)  # by hand: 2 P(X <= 1), X ~ Bin(4, 1/2)
-    with pytest.raises(ValueError, match="paired_sign_test: 'a' and 'b' must be non-empty"):
+    with pytest.raises(ValueError, match="^paired_sign_test: 'b' must be paired with 'a'"):
         stats.paired_sign_test([1.0], [1.0, 2.0])
-    with pytest.raises(ValueError, match="finite"):
+    with pytest.raises(ValueError, match="^paired_sign_test: 'a' must be finite, got NaN"):
         stats.paired_sign_test([math.nan], [1.0])
-    with pytest.raises(TypeError, match="paired_sign_test"):
+    with pytest.raises(TypeError, match="^paired_sign_test: 'a' must be a sequence of numbers"):
         stats.paired_sign_test("12", "34")
+    with pytest.raises(TypeError, match="^paired_sign_test: 'b' must be a sequence of numbers"):
+        stats.paired_sign_test([1.0], ["x"])
 
 
 def test_paired_permutation_test_by_hand():
@@ -210,9 +224,10 @@ def test_paired_permutation_test_on_the_digits_seeds():
 
 def test_paired_permutation_test_limits():
     assert stats.MAX_EXACT_PAIRS == 20
-    with pytest.raises(ValueError, match="at most 20 pairs"):
+    with pytest.raises(ValueError, match="^paired_permutation_test: 'a' must be at most 20 pairs "
+                                         r"\(enumerated exactly\), got 21 pairs$"):
         stats.paired_permutation_test([0.0] * 21, [1.0] * 21)
-    with pytest.raises(ValueError, match="paired"):
+    with pytest.raises(ValueError, match="^paired_permutation_test: 'a' must be non-empty"):
         stats.paired_permutation_test([], [])
 
 
@@ -235,8 +250,9 @@ def test_paired_t_test_equals_ttest_rel_and_the_textbook_interval():
 def test_paired_t_test_degenerate_and_bad_input():
     flat = stats.paired_t_test([2.0, 3.0], [1.0, 2.0])  # both differences 1
     assert flat["ci_low"] == flat["ci_high"] == 1.0 and math.isnan(flat["p"])
-    with pytest.raises(ValueError, match="at least 2 pairs"):
+    with pytest.raises(ValueError, match="^paired_t_test: 'a' must be at least 2 pairs, got 1 "):
         stats.paired_t_test([1.0], [2.0])
-    for bad in (0.0, 1.0, True, "0.9"):
-        with pytest.raises(ValueError, match="paired_t_test: 'level' must be"):
+    for bad, err in ((0.0, ValueError), (1.0, ValueError), (math.nan, ValueError),
+                     (True, TypeError), ("0.9", TypeError)):
+        with pytest.raises(err, match="^paired_t_test: 'level' must be"):
             stats.paired_t_test([1.0, 2.0], [0.0, 0.5], level=bad)

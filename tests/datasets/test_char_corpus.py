@@ -168,24 +168,25 @@ def test_errors(tmp_path):
         CharCorpus(str(empty))
     small = tmp_path / "small.txt"
     small.write_text("abcdefghij" * 10, encoding="utf-8")
-    with pytest.raises(ValueError,
-                       match="block_size=10 must be smaller than the length of the 'val'"):
+    with pytest.raises(ValueError, match="^CharCorpus: 'block_size' must be smaller than the "
+                                         "length of the 'val' split"):
         CharCorpus(str(small), block_size=10)
     c = CharCorpus(str(small), block_size=4)
-    with pytest.raises(ValueError, match="must be smaller"):
+    with pytest.raises(ValueError, match="^CharCorpus.get_batch: 'block_size' must be smaller"):
         c.get_batch("val", 2, block_size=10)
-    with pytest.raises(ValueError, match="unknown split 'test'"):
+    with pytest.raises(ValueError, match=r"^CharCorpus.get_batch: 'split' must be one of \("):
         c.get_batch("test", 2)
     with pytest.raises(ValueError, match="batch_size"):
         c.get_batch("train", 0)
-    with pytest.raises(ValueError, match="indices must be ints"):
+    with pytest.raises(ValueError, match=r"^CharCorpus.decode: 'ids' must be ints in \[0, "):
         c.decode([0, c.vocab_size])
     for bad in (0.0, 1.0, -0.1):
         with pytest.raises(ValueError, match="val_fraction"):
             CharCorpus(str(small), val_fraction=bad)
     with pytest.raises(ValueError, match="block_size"):
         CharCorpus(str(small), block_size=0)
-    with pytest.raises(ValueError, match="duplicate"):
+    with pytest.raises(ValueError, match="^CharCorpus: 'vocab' must be distinct characters, "
+                                         "got 'a' more than once$"):
         CharCorpus(str(small), block_size=4, vocab="aab")
     with pytest.raises(TypeError, match="source"):
         CharCorpus(3)

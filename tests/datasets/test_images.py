@@ -174,28 +174,38 @@ def test_augment_reprs() -> None:
     assert str(NormalizeImage((0.5, 0.25), 0.5)) == "NormalizeImage(mean=(0.5, 0.25), std=0.5)"
 
 
-@pytest.mark.parametrize("make", [
-    lambda: RandomCropPad(0), lambda: RandomCropPad((3,)), lambda: RandomCropPad(3, padding=-1),
-    lambda: RandomCropPad(True), lambda: RandomHorizontalFlip(p=1.5),
-    lambda: RandomHorizontalFlip(p=float("nan")), lambda: NormalizeImage(0.5, 0.0),
-    lambda: NormalizeImage((0.5, 0.5), (1.0, 1.0, 1.0)), lambda: NormalizeImage([], 1.0),
-    lambda: NormalizeImage(float("inf"), 1.0),
+@pytest.mark.parametrize("make, exc", [
+    (lambda: RandomCropPad(0), ValueError), (lambda: RandomCropPad((3,)), ValueError),
+    (lambda: RandomCropPad(3, padding=-1), ValueError), (lambda: RandomCropPad(True), TypeError),
+    (lambda: RandomCropPad("3"), TypeError), (lambda: RandomHorizontalFlip(p=1.5), ValueError),
+    (lambda: RandomHorizontalFlip(p=float("nan")), ValueError),
+    (lambda: RandomHorizontalFlip(p="0.5"), TypeError),
+    (lambda: NormalizeImage(0.5, 0.0), ValueError),
+    (lambda: NormalizeImage((0.5, 0.5), (1.0, 1.0, 1.0)), ValueError),
+    (lambda: NormalizeImage([], 1.0), ValueError),
+    (lambda: NormalizeImage(float("inf"), 1.0), ValueError),
+    (lambda: NormalizeImage("0.5", 1.0), TypeError),
 ])
-def test_augment_argument_errors(make) -> None:
-    with pytest.raises(ValueError):
+def test_augment_argument_errors(make, exc) -> None:
+    with pytest.raises(exc, match=r"^(RandomCropPad|RandomHorizontalFlip|NormalizeImage): "
+                                  r"'(size|padding|p|mean|std)' must be "):
         make()
 
 
 def test_augment_input_errors() -> None:
-    with pytest.raises(ValueError, match="larger than the padded"):
+    with pytest.raises(ValueError, match=r"^RandomCropPad: 'data' must be an image of at least "
+                       r"\(36, 36\) pixels"):
         RandomCropPad(40, padding=2)(torch.zeros(3, 32, 32))
-    with pytest.raises(ValueError, match=r"\[C, H, W\].*pass image\[None\]"):
+    with pytest.raises(ValueError, match=r"^RandomHorizontalFlip: 'data' must be of shape "
+                                         r"\[C, H, W\].*pass image\[None\]"):
         RandomHorizontalFlip()(torch.zeros(32, 32))
-    with pytest.raises(ValueError, match="image"):
+    with pytest.raises(ValueError, match="^RandomHorizontalFlip: 'data' must be a .* with an "
+                                         "'image' attribute, got a Data without 'image'$"):
         RandomHorizontalFlip()(Data(x=torch.zeros(3, 1)))
-    with pytest.raises(TypeError, match="floating-point"):
+    with pytest.raises(TypeError, match="^NormalizeImage: 'data' must be a floating-point"):
         NormalizeImage(0.5, 0.5)(torch.zeros(3, 2, 2, dtype=torch.uint8))
-    with pytest.raises(ValueError, match="channels"):
+    with pytest.raises(ValueError, match="^NormalizeImage: 'data' must be an image with 2 "
+                                         "channels"):
         NormalizeImage((0.5, 0.5), (1.0, 1.0))(torch.zeros(3, 2, 2))
     with pytest.raises(TypeError):
         RandomCropPad(2)("not an image")
@@ -390,13 +400,16 @@ def test_corrupt_and_foreign_pickles_are_refused(cifar10_root) -> None:
 
 def test_cifar_argument_errors(cifar10_root) -> None:
     root, _ = cifar10_root
-    with pytest.raises(ValueError, match="training split"):
+    with pytest.raises(ValueError, match="^CIFAR10Graphs: 'augment' must be False .*training "
+                                         "split"):
         CIFAR10Graphs(root, train=False, augment=True, log=False)
-    with pytest.raises(ValueError, match="graph"):
+    with pytest.raises(ValueError, match="^CIFAR10Graphs: 'graph' must be"):
         CIFAR10Graphs(root, graph="torus", log=False)
-    with pytest.raises(ValueError, match="normalize"):
+    with pytest.raises(TypeError, match="^CIFAR10Graphs: 'normalize' must be"):
         CIFAR10Graphs(root, normalize="yes", log=False)
-    with pytest.raises(TypeError, match="augment"):
+    with pytest.raises(ValueError, match="^CIFAR10Graphs: 'normalize' must be"):
+        CIFAR10Graphs(root, normalize=(0.5, 0.5, 0.5), log=False)
+    with pytest.raises(TypeError, match="^CIFAR10Graphs: 'augment' must be"):
         CIFAR10Graphs(root, augment=3, log=False)
 
 
@@ -456,7 +469,7 @@ def test_digits_dataset_images_and_normalisation() -> None:
     assert torch.equal(raw[7].image[0], raw.images[7]) and raw[7].y.item() == raw.labels[7]
     with pytest.raises(ValueError, match="training split"):
         DigitsGraphs(split="test", augment=True)
-    with pytest.raises(ValueError, match="split"):
+    with pytest.raises(ValueError, match="^DigitsGraphs: 'split' must be one of"):
         DigitsGraphs(split="val")
 
 

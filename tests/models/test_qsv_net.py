@@ -112,7 +112,8 @@ def test_outer_readout_equals_mean_readout_on_the_lattice():
 def test_outer_readout_needs_shell():
     data = sphere_batch()
     del data.shell
-    with pytest.raises(ValueError, match="shell"):
+    with pytest.raises(ValueError, match=r"^QSVNet: 'shell' must be one shell id per node \[N\] "
+                                         r"for readout='outer' \(data.shell"):
         QSVNet(3, 6, readout="outer", **SMALL)(data)
 
 
@@ -135,18 +136,19 @@ def test_pos_embedding_adds_a_tiled_per_node_vector():
         torch.testing.assert_close(out[g:g + 1], model(data.get_example(g)),
                                    rtol=1e-5, atol=1e-5)
     assert not torch.allclose(out, plain(data))
-    with pytest.raises(ValueError, match="48-node template"):
+    with pytest.raises(ValueError, match="^QSVNet: 'data.x' must be whole copies of the 48-node "
+                                         "template graph"):
         model(lattice_batch(1))
 
 
 def test_num_nodes_must_be_used():
-    with pytest.raises(ValueError, match="num_nodes"):
+    with pytest.raises(ValueError, match="^QSVNet: 'num_nodes' must be None unless "):
         QSVNet(3, 5, num_nodes=48, **SMALL)
     with pytest.raises(TypeError, match="^QSVNet: 'num_nodes' must be an int >= 1, got None$"):
         QSVNet(3, 5, pos_embedding=True, **SMALL)
     with pytest.raises(TypeError, match="^QSVConv: 'num_nodes' .* must be an int >= 1, got None"):
         QSVNet(3, 5, qsv_kwargs={"quaternion": "node"}, **SMALL)
-    with pytest.raises(ValueError, match="num_nodes"):
+    with pytest.raises(ValueError, match="^QSVNet: 'qsv_kwargs' must be free of 'num_nodes'"):
         QSVNet(3, 5, qsv_kwargs={"quaternion": "node", "num_nodes": 48}, **SMALL)
 
 
@@ -186,9 +188,10 @@ def test_ablation_context_manager_restores_after_errors():
 
 def test_ablation_bad_input():
     model = QSVNet(3, 6, **SMALL)
-    with pytest.raises(ValueError, match="attention"):
+    with pytest.raises(ValueError, match="^QSVNet.set_ablation: 'attention' must be one of"):
         model.set_ablation(attention="random")
-    with pytest.raises(ValueError, match="transport"):
+    with pytest.raises(TypeError, match="^QSVNet.set_ablation: 'transport' must be a bool or "
+                                        "None, got 'no'$"):
         model.set_ablation(transport="no")
     with pytest.raises(ValueError, match="QSVConv"):
         QSVNet(3, 6, conv="transformer", **SMALL).set_ablation(transport=False)
@@ -272,15 +275,16 @@ def test_reset_parameters_changes_weights():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(channels=12, heads=2), "4 \\* heads"),
+    (dict(channels=12, heads=2), "^QSVNet: 'channels' must be a multiple of 4 \\* heads"),
     (dict(stem="cnn"), "stem"),
     (dict(readout="max"), "readout"),
     (dict(conv="gat"), "conv"),
     (dict(mixing="dense"), "mixing"),
     (dict(dropout=1.0), "dropout"),
-    (dict(conv="transformer", channels=18, heads=3), "multiple of 12"),
-    (dict(conv="transformer", qsv_kwargs={"transport": False}), "qsv_kwargs"),
-    (dict(transformer_kwargs={"beta": True}), "transformer_kwargs"),
+    (dict(conv="transformer", channels=18, heads=3),
+     "^QSVNet: 'channels' must be a multiple of 12"),
+    (dict(conv="transformer", qsv_kwargs={"transport": False}), "^QSVNet: 'qsv_kwargs' must be"),
+    (dict(transformer_kwargs={"beta": True}), "^QSVNet: 'transformer_kwargs' must be"),
     (dict(num_layers=0), "num_layers"),
 ])
 def test_bad_arguments(kwargs, match):
@@ -291,5 +295,5 @@ def test_bad_arguments(kwargs, match):
 def test_bad_data():
     model = QSVNet(3, 10, **SMALL)
     data = sphere_batch(c=1)
-    with pytest.raises(ValueError, match=r"\[num_nodes, 3\]"):
+    with pytest.raises(ValueError, match=r"^QSVNet: 'data.x' must be of shape \[num_nodes, 3\]"):
         model(data)

@@ -35,31 +35,38 @@ def _cfg(**kw):
 
 
 # ---------------------------------------------------------------------- config
-@pytest.mark.parametrize("kw, exc, match", [
+@pytest.mark.parametrize("kw, exc, arg", [
     (dict(epochs=None, max_steps=None), ValueError, "epochs"),
     (dict(epochs=0), ValueError, "epochs"),
     (dict(epochs=2.5), TypeError, "epochs"),
     (dict(batch_size=0), ValueError, "batch_size"),
     (dict(lr=0.0), ValueError, "lr"),
     (dict(lr=float("nan")), ValueError, "lr"),
+    (dict(lr="0.1"), TypeError, "lr"),
+    (dict(lr=torch.tensor(0.1)), TypeError, "lr"),
     (dict(min_lr=1.0, lr=0.1), ValueError, "min_lr"),
     (dict(optimizer="adam"), ValueError, "optimizer"),
+    (dict(optimizer=None), TypeError, "optimizer"),
     (dict(nesterov=True), ValueError, "nesterov"),
     (dict(optimizer="sgd", momentum=1.0), ValueError, "momentum"),
     (dict(betas=(0.9, 1.5)), ValueError, "betas"),
+    (dict(betas=(0.9, 0.99, 0.999)), ValueError, "betas"),
+    (dict(betas=0.9), TypeError, "betas"),
     (dict(schedule="linear"), ValueError, "schedule"),
-    (dict(warmup_steps=2, warmup_epochs=1.0), ValueError, "warmup"),
+    (dict(warmup_steps=2, warmup_epochs=1.0), ValueError, "warmup_epochs"),
     (dict(epochs=None, max_steps=5, warmup_epochs=1.0), ValueError, "warmup_epochs"),
     (dict(grad_clip=0.0), ValueError, "grad_clip"),
     (dict(amp="fp8"), ValueError, "amp"),
     (dict(seed=-1), ValueError, "seed"),
     (dict(log_every=0), ValueError, "log_every"),
     (dict(eval_every=-1), ValueError, "eval_every"),
+    (dict(device=0), TypeError, "device"),
+    (dict(extra=[]), TypeError, "extra"),
 ])
-def test_config_validation(kw, exc, match):
+def test_config_validation(kw, exc, arg):
     base = dict(epochs=1)
     base.update(kw)
-    with pytest.raises(exc, match=match):
+    with pytest.raises(exc, match=f"^TrainConfig: '{arg}'( \\(or None\\))? must be "):
         TrainConfig(**base)
 
 
@@ -69,8 +76,11 @@ def test_config_round_trip_and_diff():
     assert again == cfg
     assert cfg.trajectory_diff(cfg.replace(epochs=9, progress=False)) == {}
     assert set(cfg.trajectory_diff(cfg.replace(lr=0.5))) == {"lr"}
-    with pytest.raises(ValueError, match="unknown fields"):
+    with pytest.raises(ValueError, match=r"^TrainConfig.from_dict: 'd' must be a dict of "
+                                         r"TrainConfig fields, got unknown fields \['bogus'\]$"):
         TrainConfig.from_dict({"epochs": 1, "bogus": 2})
+    with pytest.raises(TypeError, match="^TrainConfig.from_dict: 'd' must be a dict, got"):
+        TrainConfig.from_dict([("epochs", 1)])
 
 
 # ---------------------------------------------------------------------- schedule

@@ -44,7 +44,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import torch
 from torch import Tensor, nn
 
-from quest_geometric._utils import check_int
+from quest_geometric._utils.checks import check_int, fail
 from quest_geometric.adapters import (
     AttentionAdapter,
     AttentionCall,
@@ -184,23 +184,25 @@ class FocusComposed(nn.Module):
                  **focus_kwargs: Any) -> None:
         nn.Module.__init__(self)  # not super(): see _wrapper_class
         adapter = _composable(module)
+        name = type(module).__name__
         if adapter is None:
-            raise ValueError(f"FocusComposed: unsupported attention module "
-                             f"{type(module).__name__}; supported: "
-                             f"{supported_attention_types()}")
+            raise fail(ValueError, "FocusComposed", "module", "a supported attention module "
+                       f"({supported_attention_types()})", got_text=f"a {name}")
         if adapter.causal is None:
             if causal is None:
-                raise ValueError(f"FocusComposed: {type(module).__name__} attends causally or "
-                                 f"not depending on its use; pass causal=True or causal=False")
+                raise fail(ValueError, "FocusComposed", "causal", f"True or False for a {name} "
+                           "(it attends causally or not depending on its use); pass causal=True "
+                           "or causal=False", None)
         elif causal is not None and bool(causal) != adapter.causal:
-            raise ValueError(f"FocusComposed: {type(module).__name__} is "
-                             f"{'causal' if adapter.causal else 'bidirectional'} attention; "
-                             f"causal={causal!r} contradicts it")
+            raise fail(ValueError, "FocusComposed", "causal", f"{adapter.causal} or None for a "
+                       f"{name} ({'causal' if adapter.causal else 'bidirectional'} attention)",
+                       causal)
         causal = adapter.causal if adapter.causal is not None else bool(causal)
         lay = adapter.heads(module)
         if lay.num_heads % lay.num_kv_heads:
-            raise ValueError(f"FocusComposed: {lay.num_kv_heads} key/value heads do not divide "
-                             f"{lay.num_heads} query heads")
+            raise fail(ValueError, "FocusComposed", "module", "an attention module whose "
+                       "key/value heads divide its query heads", got_text=f"a {name} with "
+                       f"{lay.num_kv_heads} key/value heads for {lay.num_heads} query heads")
         self.adapter = adapter
         self.layout = lay
         self.original = module
@@ -232,8 +234,8 @@ class FocusComposed(nn.Module):
                 f"with causal={bool(call.causal)}")
         x = call.hidden
         if x.dim() != 3:
-            raise ValueError(f"FocusComposed: hidden states must be [B, T, C], got "
-                             f"{list(x.shape)}")
+            raise fail(ValueError, f"compose_focus ({type(m).__name__})", "hidden_states",
+                       "of shape [B, T, C]", x)
         q, k, v = a.project(m, call)
         k_all, v_all = a.update_cache(m, call, k, v)
         if call.cache_len == 0:
@@ -479,19 +481,19 @@ def compose_focus(model: nn.Module, num_groups: int = 4, top_k: int = 2, window:
 
     Raises:
         ValueError: if :obj:`model` holds no supported attention layer (the message lists the
-            supported types), is already composed, or an argument is invalid.
+            supported types), is already composed, or an argument has a wrong value.
+        TypeError: if :obj:`model` is not a module, or an argument has a wrong type.
     """
     if not isinstance(model, nn.Module):
-        raise TypeError(f"compose_focus: 'model' must be a torch.nn.Module, got "
-                        f"{type(model).__name__}")
+        raise fail(TypeError, "compose_focus", "model", "a torch.nn.Module", model)
     if getattr(model, _STATE_ATTR, None) is not None or any(
             isinstance(m, FocusComposed) for m in model.modules()):
-        raise ValueError("compose_focus: the model is already composed; call decompose(model) "
-                         "first")
+        raise fail(ValueError, "compose_focus", "model", "a model not composed yet",
+                   got_text=f"an already composed {type(model).__name__}",
+                   hint="; call decompose(model) first")
     check_int(num_groups, "'num_groups'", 1, where="compose_focus")
-    if router is None and (not isinstance(top_k, int) or not 1 <= top_k <= num_groups):
-        raise ValueError(f"compose_focus: 'top_k' must be an int in 1..num_groups={num_groups}, "
-                         f"got {top_k!r}")
+    if router is None:
+        check_int(top_k, "top_k", 1, where="compose_focus", maximum=num_groups)
     targets: List[Tuple[nn.Module, str, nn.Module]] = []
     for parent in model.modules():
         for name, child in parent.named_children():
@@ -501,10 +503,10 @@ def compose_focus(model: nn.Module, num_groups: int = 4, top_k: int = 2, window:
     if not targets:
         found = sorted({type(m).__name__ for m in model.modules() if "attn" in
                         type(m).__name__.lower() or "attention" in type(m).__name__.lower()})
-        raise ValueError(
-            f"compose_focus: {type(model).__name__} has no supported attention layer "
-            f"(attention-like modules found: {found or 'none'}); supported: "
-            f"{supported_attention_types()}")
+        raise fail(ValueError, "compose_focus", "model", "a model with a supported attention "
+                   f"layer (supported: {supported_attention_types()})",
+                   got_text=f"a {type(model).__name__} without one (attention-like modules "
+                   f"found: {found or 'none'})")
     flags = [(p, p.requires_grad) for p in model.parameters()]
     kwargs = dict(num_groups=num_groups, top_k=top_k, window=window, group_dim=group_dim,
                   tau=tau, sinkhorn_iters=sinkhorn_iters, gate=gate, backend=backend,
@@ -549,7 +551,8 @@ def decompose(model: nn.Module) -> nn.Module:
     """
     state = getattr(model, _STATE_ATTR, None)
     if state is None:
-        raise ValueError("decompose: the model was not composed with compose_focus")
+        raise fail(ValueError, "decompose", "model", "a model composed with compose_focus",
+                   got_text=f"a {type(model).__name__} that is not composed")
     for parent, name, w in state["wrappers"]:
         setattr(parent, name, w.original)
     for p, flag in state["flags"]:
@@ -581,9 +584,12 @@ def set_focus_enabled(model: nn.Module, enabled: bool) -> nn.Module:
     r"""Switch Focus on or off in every Focus layer of :obj:`model`. Off, a composed layer
     calls its original module (the model is exactly the original) and a native
     :class:`FocusAttention` runs full causal attention."""
+    if not isinstance(model, nn.Module):
+        raise fail(TypeError, "set_focus_enabled", "model", "a torch.nn.Module", model)
     layers = focus_layers(model)
     if not layers:
-        raise ValueError("set_focus_enabled: the model has no Focus layer")
+        raise fail(ValueError, "set_focus_enabled", "model", "a model with a Focus layer",
+                   got_text=f"a {type(model).__name__} without one")
     for f in layers:
         f.enabled = bool(enabled)
     return model
@@ -629,7 +635,9 @@ def set_focus_options(model: nn.Module, *, top_k: Optional[int] = None,
     except (ValueError, TypeError) as e:
         for f, (k, b, w, s) in zip(layers, before):
             f.top_k, f.backend, f.window, f.num_sinks = k, b, w, s
-        raise type(e)(f"set_focus_options: {e}") from None
+        # the layer's message, "<layer>: '<arg>' must be ...", under this function's name
+        head, sep, rest = str(e).partition(": ")
+        raise type(e)(f"set_focus_options: {rest if sep and ' ' not in head else e}") from None
     return model
 
 
@@ -755,7 +763,9 @@ def save_routers(model: nn.Module, path: str) -> str:
     """
     state = getattr(model, _STATE_ATTR, None)
     if state is None:
-        raise ValueError("save_routers: the model was not composed with compose_focus")
+        raise fail(ValueError, "save_routers", "model", "a model composed with compose_focus",
+                   got_text=f"a {type(model).__name__} that is not composed")
+
     if state["config"].get("router") is not None and any(
             _router_spec(w.focus.router) is None for _, _, w in state["wrappers"]):
         raise ValueError("save_routers: the model was composed with a given 'router'; only "

@@ -163,7 +163,8 @@ def test_decompose_restores_objects_and_outputs(arch):
         after = _attn_modules(m)
         assert len(after) == len(mods) and all(a is b for a, b in zip(after, mods))
         assert torch.equal(f(m, x), ref)
-    with pytest.raises(ValueError, match="not composed"):
+    with pytest.raises(ValueError, match="^decompose: 'model' must be a model composed with "
+                                         r"compose_focus, got a \w+ that is not composed$"):
         decompose(m)
 
 
@@ -171,7 +172,9 @@ def test_freeze_false_keeps_flags_and_compose_twice_fails():
     m, _ = _build("chargpt")
     compose_focus(m, num_groups=4, top_k=1, window=3, freeze=False)
     assert all(p.requires_grad for p in m.parameters())
-    with pytest.raises(ValueError, match="already composed"):
+    with pytest.raises(ValueError, match="^compose_focus: 'model' must be a model not composed "
+                                         "yet, got an already composed CharGPT; call "
+                                         r"decompose\(model\) first$"):
         compose_focus(m)
     decompose(m)
 
@@ -212,7 +215,8 @@ def test_hf_cache_prefill_and_refusals():
         m(x, attention_mask=pad, use_cache=False)
         bias = torch.zeros(2, 1, T, T)
         bias[..., 0] = 0.25  # an additive bias is not a padding mask
-        with pytest.raises(ValueError, match="attention_mask"):
+        with pytest.raises(ValueError, match=r"^compose_focus \(GPT2Attention\): 'attention_mask' "
+                                             "must be a padding mask"):
             m.transformer.h[0].attn(m.transformer.wte(x), attention_mask=bias)
         m(x, attention_mask=torch.ones(2, T, dtype=torch.long), use_cache=False)  # no padding ok
     assert isinstance(transformers.__version__, str)
@@ -228,16 +232,21 @@ def test_unsupported_model_and_bad_arguments():
             q, k, v = self.qkv(x).chunk(3, -1)
             return torch.softmax(q @ k.transpose(-1, -2), -1) @ v
 
-    with pytest.raises(ValueError, match="no supported attention layer.*CausalSelfAttention"):
+    with pytest.raises(ValueError, match="^compose_focus: 'model' must be a model with a "
+                                         "supported attention layer .*CausalSelfAttention.*, "
+                                         r"got a Sequential without one \(attention-like "
+                                         r"modules found: \['MyAttention'\]\)$"):
         compose_focus(nn.Sequential(nn.Linear(4, 4), MyAttention()))
-    with pytest.raises(TypeError, match="model"):
+    with pytest.raises(TypeError, match="^compose_focus: 'model' must be a torch.nn.Module, got "
+                                        "'gpt2'$"):
         compose_focus("gpt2")
     m, _ = _build("chargpt")
-    with pytest.raises(ValueError, match="top_k"):
+    with pytest.raises(ValueError, match="^compose_focus: 'top_k' must be an int >= 1 and <= 4, "
+                                         "got 5$"):
         compose_focus(m, num_groups=4, top_k=5)
     assert not any(isinstance(a, FocusComposed) for a in m.modules())  # nothing changed
     compose_focus(m, num_groups=4, top_k=2, window=3)
-    with pytest.raises(ValueError, match="top_k"):
+    with pytest.raises(ValueError, match="^set_focus_options: 'top_k' must be"):
         set_focus_options(m, top_k=0)
     with pytest.raises(ValueError, match="backend"):
         set_focus_options(m, backend="flash")
@@ -250,7 +259,8 @@ def test_unsupported_model_and_bad_arguments():
     with pytest.raises(ValueError, match="num_sinks"):  # all or nothing
         set_focus_options(m, window=7, num_sinks=-1)
     assert all(f.window == 3 and f.num_sinks == 0 for f in focus_layers(m))
-    with pytest.raises(ValueError, match="no Focus layer"):
+    with pytest.raises(ValueError, match="^set_focus_enabled: 'model' must be a model with a "
+                                         "Focus layer, got a Linear without one$"):
         set_focus_enabled(nn.Linear(2, 2), False)
     assert str(m.blocks[0].attn) == ("FocusComposed(CausalSelfAttention, num_groups=4, top_k=2, "
                                      "window=3, backend='blocks', gate='additive', enabled=True)")
@@ -263,7 +273,7 @@ def test_num_groups_is_checked_first_and_a_refusal_leaves_the_model_untouched():
         compose_focus(m, num_groups=0, top_k=1)
     # a model whose second attention layer cannot be composed without causal=...
     both = nn.ModuleList([m.blocks[0].attn, nn.MultiheadAttention(C, 2, batch_first=True)])
-    with pytest.raises(ValueError, match="causal"):
+    with pytest.raises(ValueError, match="^FocusComposed: 'causal' must be True or False"):
         compose_focus(both, num_groups=4, top_k=1)
     assert isinstance(both[0], CausalSelfAttention)  # nothing was swapped in
     assert all(p.requires_grad for p in both.parameters())

@@ -299,31 +299,42 @@ def test_qk_view_follows_the_call():
 
 def test_errors():
     m = _mha(True)
-    with pytest.raises(ValueError, match="pass causal=True or causal=False"):
+    with pytest.raises(ValueError, match="^FocusComposed: 'causal' must be True or False for a "
+                                         "MultiheadAttention .*pass causal=True or "
+                                         "causal=False, got None$"):
         compose_focus(copy.deepcopy(m))
     x, pad = _inputs(True)
     y = torch.randn_like(x)
     compose_focus(m, causal=False, window=2)
-    with pytest.raises(ValueError, match="only self-attention.*cross-attention"):
+    with pytest.raises(ValueError, match=r"^compose_focus \(MultiheadAttention\): 'key' must be "
+                                         "the 'query' tensor itself .*only self-attention.*"
+                                         "cross-attention is not"):
         m[0](x, y, y, need_weights=False)
-    with pytest.raises(ValueError, match="only self-attention"):
+    with pytest.raises(ValueError, match=r"^compose_focus \(MultiheadAttention\): 'value' must "
+                                         "be the 'query' tensor itself"):
         m[0](x, x, x.clone(), need_weights=False)
-    with pytest.raises(ValueError, match="need_weights=True"):
+    with pytest.raises(ValueError, match=r"^compose_focus \(MultiheadAttention\): "
+                                         r"'need_weights' must be False .*, got True \(the "
+                                         r"default of MultiheadAttention.forward\)$"):
         m[0](x, x, x)
+    with pytest.raises(ValueError, match=r"'need_weights' must be False .*, got True$"):
+        m[0](x, x, x, need_weights=True)
     t = x.size(1)
     causal = nn.Transformer.generate_square_subsequent_mask(t)
     with pytest.raises(ValueError, match="asks for causal attention.*causal=False"):
         m[0](x, x, x, attn_mask=causal, need_weights=False)
     window = torch.ones(t, t, dtype=torch.bool).triu(3)  # a sliding window: not causal
-    with pytest.raises(ValueError, match="'attn_mask' must be None or the causal mask"):
+    with pytest.raises(ValueError, match=r"^compose_focus \(MultiheadAttention\): 'attn_mask' "
+                                         "must be None or the causal mask"):
         m[0](x, x, x, attn_mask=window, need_weights=False)
-    with pytest.raises(ValueError, match="attn_mask.*additive bias"):
+    with pytest.raises(ValueError, match="'attn_mask' must be .*, got an additive bias"):
         m[0](x, x, x, attn_mask=torch.randn(t, t), need_weights=False)
-    with pytest.raises(ValueError, match="key_padding_mask.*additive bias"):
+    with pytest.raises(ValueError, match="'key_padding_mask' must be .*, got an additive bias"):
         m[0](x, x, x, key_padding_mask=torch.randn(pad.shape), need_weights=False)
-    with pytest.raises(ValueError, match=r"key_padding_mask' must be \[3, 9\]"):
+    with pytest.raises(ValueError, match=r"'key_padding_mask' must be of shape \[3, 9\]"):
         m[0](x, x, x, key_padding_mask=pad[:, :4], need_weights=False)
-    with pytest.raises(ValueError, match="is_causal=True needs attn_mask"):
+    with pytest.raises(ValueError, match="'attn_mask' must be the causal mask when "
+                                         "is_causal=True"):
         m[0](x, x, x, is_causal=True, need_weights=False)
     # all-allowed masks are no restriction
     with torch.no_grad():
@@ -335,5 +346,6 @@ def test_errors():
             compose_focus(_mha(True, **kw), causal=False)
     # kdim != embed_dim can only be cross-attention: not composed
     cross = nn.Sequential(nn.MultiheadAttention(C, H, kdim=8, vdim=8))
-    with pytest.raises(ValueError, match="no supported attention layer"):
+    with pytest.raises(ValueError, match="^compose_focus: 'model' must be a model with a "
+                                         "supported attention layer"):
         compose_focus(cross, causal=False)

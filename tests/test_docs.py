@@ -128,6 +128,15 @@ def test_benchmark_tables_are_cut_to_key_columns():
         "### T", "", "| a | b |", "|---|---|", "| 1 | 2 |"]
 
 
+def test_focus_lm_table_is_cut_to_its_key_columns():
+    bt = _bench_tables()
+    text = (bt.RESULTS / "focus_lm.md").read_text()
+    out = bt.narrow_markdown(text, "focus_lm").splitlines()
+    assert out[2] == ("| model | gate | mode | top_k | val_bpc | vs full (%) | balance | "
+                      "pair_fraction |")
+    assert any(line.startswith("Key columns (8 of 11)") for line in out)
+
+
 @pytest.mark.slow
 def test_benchmarks_page_navigation_and_width(built_docs):
     """Included result files add no top-level sections: the page's sections are exactly its

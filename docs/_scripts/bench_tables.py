@@ -26,7 +26,7 @@ KEY_COLUMNS: list[tuple[str, list[str], str]] = [
                                 "speedup_vs_transformer", "memory_vs_transformer"], ""),
     ("paper_delta", ["variant", "params", "seeds", "epochs", "acc_mean", "acc_std", "delta",
                      "paper", "paper_delta"], ""),
-    ("rel_to_full", ["model", "gate", "mode", "top_k", "val_bpc", "rel_to_full", "balance",
+    ("vs full (%)", ["model", "gate", "mode", "top_k", "val_bpc", "vs full (%)", "balance",
                      "pair_fraction"], ""),
     ("share_throughout", ["depth", "init", "trajectories", "share_end", "pr_q_end",
                           "pr_k_end", "share_q_expands_late", "share_k_shrinks_late",

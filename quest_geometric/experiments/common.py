@@ -339,14 +339,37 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def markdown_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> str:
-    """Render ``rows`` (dicts) as a GitHub markdown table with the given column order."""
+# how the markdown table shows a data column: its heading and stored value -> cell text
+_Display = Mapping[str, tuple[str, Callable[[Any], str]]]
+
+
+def markdown_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None,
+                   display: _Display | None = None) -> str:
+    """Render ``rows`` (dicts) as a GitHub markdown table with the given column order.
+
+    Args:
+        rows (list of dict): one dict per table row.
+        columns (list of str, optional): column order. (default: keys of the first row)
+        display (dict, optional): ``column -> (heading, format)`` for columns shown otherwise
+            than stored, e.g. ``{"rel": ("vs full (%)", lambda v: f"{100 * v:+.2f}")}`` for a
+            fraction shown as a signed percentage; an empty or missing value stays empty.
+            (default: :obj:`None`, every column under its own name)
+    """
     if not rows:
         return "_(no rows)_\n"
     columns = list(columns or rows[0].keys())
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    display = dict(display or {})
+
+    def cell(row: Mapping[str, Any], c: str) -> str:
+        value = row.get(c, "")
+        if c in display and value not in ("", None):
+            return display[c][1](value)
+        return _fmt(value)
+
+    heads = [display[c][0] if c in display else c for c in columns]
+    lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(columns)]
     for row in rows:
-        lines.append("| " + " | ".join(_fmt(row.get(c, "")) for c in columns) + " |")
+        lines.append("| " + " | ".join(cell(row, c) for c in columns) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -358,6 +381,7 @@ def write_results(
     columns: Sequence[str] | None = None,
     title: str | None = None,
     notes: str | None = None,
+    display: _Display | None = None,
 ) -> dict[str, Path]:
     """Write ``rows`` as ``<name>.csv``, ``<name>.json`` and ``<name>.md`` under ``out_dir``.
 
@@ -375,6 +399,9 @@ def write_results(
         columns (list of str, optional): column order. (default: keys of the first row)
         title (str, optional): markdown heading. (default: :obj:`name`)
         notes (str, optional): markdown paragraph under the table. (default: :obj:`None`)
+        display (dict, optional): columns the markdown table shows otherwise than stored
+            (see :func:`markdown_table`); the CSV and JSON files keep the stored values and
+            names. (default: :obj:`None`)
 
     Returns:
         dict: the written paths under keys ``csv``, ``json``, ``md``.
@@ -395,7 +422,7 @@ def write_results(
     atomic_write_text(
         paths["json"], json.dumps({"meta": full_meta, "rows": list(rows)}, indent=2, default=str)
     )
-    md = [f"### {title or name}\n", markdown_table(rows, columns)]
+    md = [f"### {title or name}\n", markdown_table(rows, columns, display)]
     if notes:
         md.append("\n" + notes.strip() + "\n")
     md.append("\n" + "\n".join(f"- {k}: {v}" for k, v in full_meta.items()) + "\n")

@@ -45,6 +45,9 @@ GATES = ("additive", "multiplicative")
 SETUP_NAME = "focus_lm_setup.json"
 COLUMNS = ["model", "gate", "mode", "top_k", "val_bpc", "rel_to_full", "balance", "pair_fraction",
            "trainable_params", "train_steps", "train_s"]
+#: How the markdown table shows a stored column (the CSV and JSON files keep the fraction
+#: ``rel_to_full`` = val_bpc / val_bpc of (a) - 1): as the signed percentage the summary quotes.
+DISPLAY = {"rel_to_full": ("vs full (%)", lambda v: f"{100 * v:+.2f}")}
 
 
 @dataclass
@@ -366,25 +369,68 @@ def run(quick: bool = False, device: str = "cpu", out_dir: str | Path = "benchma
     for r in rows:
         r["rel_to_full"] = r["val_bpc"] / ref - 1.0
 
-    main_gate = "additive" if "additive" in cfg.gates else cfg.gates[0]
-    # A smoke run (``quick``: 60 steps, ~4.5 bits per character, or fewer steps than the
-    # full setting) is far too short to test the targets, which are about trained models:
-    # it reports the numbers without verdicts.
-    smoke = quick or cfg.steps_focus < LMConfig.steps_focus or cfg.steps_full < LMConfig.steps_full
-    summary = _target_lines(rows, cfg, ref, main_gate, smoke)
-    gate_summary = _gate_lines(rows, cfg)
-    notes = _notes(cfg, corpus.source, corpus.vocab_size, main_gate, reused, smoke, summary,
-                   gate_summary)
-    meta = {"config": vars(cfg), "data": corpus.source, "device": device, "quick": quick,
-            "targets_tested": not smoke,
+    meta = {"config": vars(cfg), "data": corpus.source, "vocab_size": corpus.vocab_size,
+            "device": device, "quick": quick, "targets_tested": not _smoke(cfg, quick),
             "seeds": {"train": cfg.seed, "val_batches": cfg.seed + 12345,
                       "compose": cfg.seed + 1},
             "run_dir": str(run_dir), "reused_runs": reused}
+    return _write(rows, meta, name, out_dir)
+
+
+def _smoke(cfg: LMConfig, quick: bool) -> bool:
+    """Whether a run is a smoke run: ``quick`` (60 steps, ~4.5 bits per character) or fewer
+    steps than the full setting, far too short to test the targets, which are about trained
+    models, so it reports the numbers without verdicts."""
+    return quick or cfg.steps_focus < LMConfig.steps_focus or cfg.steps_full < LMConfig.steps_full
+
+
+def _write(rows: list[dict[str, Any]], meta: dict[str, Any], name: str, out_dir: Path
+           ) -> dict[str, Any]:
+    """Write the rows as ``<name>.{csv,json,md}`` with the targets and notes (all derived from
+    the rows and ``meta``); ``meta`` is the run's (a rewrite passes the stored one, so the
+    machine, versions and date stay those of the measurement)."""
+    cfg = LMConfig(**{**meta["config"], "gates": tuple(meta["config"]["gates"])})
+    ref = _find(rows, "(a)", "", "full", "")["val_bpc"]
+    vocab_size = meta.get("vocab_size")
+    if vocab_size is None:  # results written before the vocabulary was recorded
+        from quest_geometric.datasets.char_corpus import CharCorpus
+
+        vocab_size = CharCorpus(meta["data"], block_size=cfg.block_size).vocab_size
+    main_gate = "additive" if "additive" in cfg.gates else cfg.gates[0]
+    smoke = _smoke(cfg, bool(meta.get("quick")))
+    summary = _target_lines(rows, cfg, ref, main_gate, smoke)
+    gate_summary = _gate_lines(rows, cfg)
+    notes = _notes(cfg, meta["data"], vocab_size, main_gate, meta.get("reused_runs", []),
+                   smoke, summary, gate_summary)
     paths = write_results(name, rows, out_dir, meta=meta, columns=COLUMNS, notes=notes,
-                          title="Focus language-model quality (validation bits per character)")
+                          title="Focus language-model quality (validation bits per character)",
+                          display=DISPLAY)
     return {"rows": rows, "markdown": paths["md"].read_text(), "summary": summary,
             "gate_summary": gate_summary, "config": vars(cfg),
             "paths": {k: str(v) for k, v in paths.items()}}
+
+
+def rewrite(results: str | Path, out_dir: str | Path | None = None) -> dict[str, Any]:
+    """Rewrite a committed table from its JSON file (read as data), training and evaluating
+    nothing: the rows and the metadata (date, machine, versions, setting) are kept as they
+    were; the markdown table, targets and notes are rendered again by this version.
+
+    Args:
+        results (path): ``<name>.json`` written by :func:`run`.
+        out_dir (path, optional): where to write ``<name>.{csv,json,md}`` (default: beside
+            ``results``).
+
+    Returns:
+        dict: as :func:`run` (``rows``, ``markdown``, ``summary``, ``gate_summary``,
+        ``config``, ``paths``).
+    """
+    path = Path(results)
+    doc = json.loads(path.read_text())
+    meta = doc["meta"]
+    # the run stored its setting's gates as a tuple (JSON reads a list): the same metadata text
+    meta["config"] = {**meta["config"], "gates": tuple(meta["config"]["gates"])}
+    return _write(doc["rows"], meta, path.stem,
+                  Path(out_dir) if out_dir is not None else path.parent)
 
 
 # ============================================================================ report
@@ -454,7 +500,9 @@ def _notes(cfg: LMConfig, source: str, vocab_size: int, main_gate: str, reused: 
         f"{cfg.seed + 12345}); training seed {cfg.seed}. `soft` computes every pair with the "
         f"gate (training mode); `hard` keeps causal pairs within the window or sharing a hard "
         f"group. `balance` is the mean over layers of the largest group share (1/K = "
-        f"perfect), `pair_fraction` the share of causal pairs kept."
+        f"perfect), `pair_fraction` the share of causal pairs kept, `vs full (%)` "
+        f"100 (val_bpc / val_bpc of (a) - 1), the change the targets below quote (stored as "
+        f"the fraction `rel_to_full` in the CSV and JSON files)."
         + (f" Reloaded from earlier checkpoints of the same setting (train_s as stored): "
            f"{', '.join(reused)}." if reused else "")
         + (f"\n\nSmoke run ({cfg.steps_full} steps): the models are far from trained, so "
@@ -485,7 +533,13 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--name", default="focus_lm", help="file stem of the results")
     parser.add_argument("--no-reuse", action="store_true",
                         help="retrain even where the run folder holds a matching checkpoint")
+    parser.add_argument("--rewrite", default=None, metavar="JSON",
+                        help="train nothing: rewrite the table of this results file (rows, "
+                             "date, machine and versions kept) into --out")
     args = parser.parse_args(argv)
+    if args.rewrite:
+        print(rewrite(args.rewrite, args.out)["markdown"])
+        return
     over: dict[str, Any] = {}
     if args.steps is not None:
         over.update(steps_full=args.steps, steps_focus=args.steps,
@@ -498,4 +552,4 @@ def main(argv: Optional[list[str]] = None) -> None:
     print(result["markdown"])
 
 
-__all__ = ["GATES", "LMConfig", "run", "main", "evaluate"]
+__all__ = ["GATES", "LMConfig", "run", "rewrite", "main", "evaluate"]

@@ -62,12 +62,32 @@ def freeze_all_but_routers(model: nn.Module) -> int:
     return n
 
 
+def _routers_hidden(model: nn.Module) -> bool:
+    """Whether ``save_pretrained`` of ``model`` leaves its routers out (see
+    :func:`~quest_geometric.nn.focus.compose_focus`), so a checkpoint needs
+    :func:`~quest_geometric.nn.focus.save_routers` beside it."""
+    left_out = getattr(model, "_keys_to_ignore_on_save", None) or ()
+    return any(k.startswith("focus.") or ".focus." in k for k in left_out)
+
+
+def _load_saved_routers(model: nn.Module, folder: Any) -> None:
+    """Load the routers a checkpoint folder holds (written by the trainer's ``_save``)."""
+    import os
+
+    from quest_geometric.nn.focus import load_routers
+    from quest_geometric.nn.focus.compose import ROUTERS_CONFIG
+
+    if folder and os.path.isfile(os.path.join(folder, ROUTERS_CONFIG)):
+        load_routers(model, folder)
+
+
 @functools.lru_cache(maxsize=None)
 def _trainer_class() -> type:
     """The ``Trainer`` subclass, built on first use so that importing this module does not
     import ``transformers``."""
     from transformers import Trainer
 
+    from quest_geometric.nn.focus import save_routers
     from quest_geometric.training.routers import router_loss
 
     class RouterTrainer(Trainer):
@@ -86,6 +106,23 @@ def _trainer_class() -> type:
                                attention_mask=inputs.get("attention_mask"))
             return (loss, None) if return_outputs else loss
 
+        # A composed model's save_pretrained leaves its routers out (compose_focus hides
+        # them from the base model's files): a checkpoint carries them as save_routers
+        # writes them, and resuming or loading the best checkpoint restores them.
+        def _save(self, output_dir: Any = None, state_dict: Any = None) -> None:
+            super()._save(output_dir, state_dict=state_dict)
+            if self.args.should_save and _routers_hidden(self.model):
+                save_routers(self.model, output_dir or self.args.output_dir)
+
+        def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None
+                                  ) -> None:
+            super()._load_from_checkpoint(resume_from_checkpoint, model=model)
+            _load_saved_routers(self.model if model is None else model, resume_from_checkpoint)
+
+        def _load_best_model(self) -> None:
+            super()._load_best_model()
+            _load_saved_routers(self.model, self.state.best_model_checkpoint)
+
     return RouterTrainer
 
 
@@ -95,6 +132,13 @@ def router_trainer(model: nn.Module, args: Any, train_dataset: Any = None, *,
 
     Every other weight is frozen first (:func:`freeze_all_but_routers`), so the optimiser
     ``Trainer`` builds holds the routers alone.
+
+    Its saved models and checkpoints (``save_model``, ``save_strategy``) hold what
+    ``save_pretrained`` writes, the base model's weights alone (the routers are kept out of
+    them, see :func:`~quest_geometric.nn.focus.compose_focus`), plus the routers as
+    :func:`~quest_geometric.nn.focus.save_routers` writes them; ``resume_from_checkpoint``
+    and ``load_best_model_at_end`` load them back with
+    :func:`~quest_geometric.nn.focus.load_routers`.
 
     Args:
         model (torch.nn.Module): a Hugging Face causal LM composed with

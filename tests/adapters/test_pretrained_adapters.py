@@ -17,6 +17,7 @@ from quest_geometric.adapters import (
 from quest_geometric.analysis.probe import QKProbe
 from quest_geometric.nn.focus.compose import (
     compose_focus,
+    decompose,
     focus_disabled,
     load_routers,
     save_routers,
@@ -320,9 +321,15 @@ def test_save_pretrained_reloads_original_and_routers_bitwise(arch, tmp_path):
         ref = m(x).logits
     sd = m.state_dict()
     assert all(torch.equal(sd[k], v) for k, v in before.items())  # original names kept
+    assert any(".focus.router." in k for k in sd)  # the state dict still holds the routers
     m.save_pretrained(tmp_path)
     save_routers(m, tmp_path)
-    base = type(m).from_pretrained(tmp_path).eval()
+    # the base model's file holds exactly what the uncomposed model's save_pretrained writes
+    build_hf(arch).save_pretrained(tmp_path / "plain")
+    assert _saved_keys(tmp_path) == _saved_keys(tmp_path / "plain")
+    base, info = type(m).from_pretrained(tmp_path, output_loading_info=True)
+    base.eval()
+    assert info["unexpected_keys"] == set() and info["missing_keys"] == set()
     bsd = base.state_dict()
     assert set(bsd) == set(before)
     assert all(torch.equal(bsd[k], v) for k, v in before.items())
@@ -335,6 +342,77 @@ def test_save_pretrained_reloads_original_and_routers_bitwise(arch, tmp_path):
     fresh.load_state_dict(torch.load(tmp_path / "sd.pt"))
     with torch.no_grad():
         assert torch.equal(fresh(x).logits, ref)
+
+
+def _saved_keys(folder):
+    from safetensors import safe_open
+
+    with safe_open(str(folder / "model.safetensors"), "pt") as f:
+        return set(f.keys())
+
+
+def _load_messages(cls, folder):
+    """What transformers logs (its loggers do not propagate) while loading ``folder``."""
+    import logging
+
+    got = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            got.append(record.getMessage())
+
+    keep, root = Keep(logging.WARNING), logging.getLogger("transformers")
+    root.addHandler(keep)
+    try:
+        cls.from_pretrained(folder)
+    finally:
+        root.removeHandler(keep)
+    return "\n".join(got)
+
+
+def test_from_pretrained_of_a_saved_composed_model_reports_nothing(tmp_path):
+    """Transformers' load report (logged when a checkpoint holds keys the model lacks) has
+    nothing to report: the composed model's file holds the base model's keys only."""
+    m = compose_focus(build_hf("llama"), num_groups=4, top_k=2, window=3)
+    m.save_pretrained(tmp_path / "a")
+    assert "LOAD REPORT" not in _load_messages(type(m), tmp_path / "a")
+    # the same save with the router keys written (as before) is reported, keys named
+    hidden, m._keys_to_ignore_on_save = m._keys_to_ignore_on_save, set()
+    m.save_pretrained(tmp_path / "b")
+    m._keys_to_ignore_on_save = hidden
+    report = _load_messages(type(m), tmp_path / "b")
+    assert "LOAD REPORT" in report and "UNEXPECTED" in report and "focus.router" in report
+
+
+def test_decompose_restores_what_save_pretrained_writes(tmp_path):
+    m = build_hf("gpt2")
+    own = m.__dict__.get("_keys_to_ignore_on_save", "unset")
+    compose_focus(m, num_groups=4, top_k=2, window=3)
+    assert any("focus" in k for k in m._keys_to_ignore_on_save)
+    decompose(m)
+    assert m.__dict__.get("_keys_to_ignore_on_save", "unset") == own
+    m.save_pretrained(tmp_path / "a")
+    build_hf("gpt2").save_pretrained(tmp_path / "b")
+    assert _saved_keys(tmp_path / "a") == _saved_keys(tmp_path / "b")
+    # composing again hides the new routers; a nested model hides its own (relative) keys
+    compose_focus(m, num_groups=2, top_k=1, window=3)
+    inner = m.transformer
+    assert inner._keys_to_ignore_on_save == {k[len("transformer."):] for k in
+                                             m._keys_to_ignore_on_save}
+    assert {k for k in m.state_dict() if ".focus." in k} == set(m._keys_to_ignore_on_save)
+
+
+def test_routers_save_routers_cannot_store_stay_in_the_saved_weights(tmp_path):
+    """A model composed with a given learned router (which save_routers refuses) keeps its
+    router in what save_pretrained writes, so nothing trained is lost."""
+    from quest_geometric.nn.focus.router import FocusRouter
+
+    m = compose_focus(build_hf("llama"), router=lambda d: FocusRouter(d, 4, 8), window=3)
+    with pytest.raises(ValueError, match="given 'router'"):
+        save_routers(m, tmp_path)
+    m.save_pretrained(tmp_path)
+    routers = {k for k in m.state_dict() if ".focus." in k}
+    assert routers and routers <= _saved_keys(tmp_path)
 
 
 def test_load_routers_errors(tmp_path):

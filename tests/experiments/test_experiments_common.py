@@ -73,6 +73,21 @@ def test_write_results_roundtrip(tmp_path):
     assert not list(tmp_path.glob("*.tmp"))
 
 
+def test_write_results_display_changes_only_the_markdown(tmp_path):
+    rows = [{"name": "x", "rel": -0.0123}, {"name": "y", "rel": 0.5}, {"name": "z", "rel": ""}]
+    display = {"rel": ("vs x (%)", lambda v: f"{100 * v:+.1f}")}
+    assert markdown_table(rows, display=display).splitlines()[0] == "| name | vs x (%) |"
+    paths = write_results("demo", rows, tmp_path, display=display)
+    lines = paths["md"].read_text().splitlines()
+    assert "| name | vs x (%) |" in lines
+    assert "| x | -1.2 |" in lines and "| y | +50.0 |" in lines and "| z |  |" in lines
+    # the data files keep the stored name and value
+    with open(paths["csv"]) as f:
+        back = list(csv.DictReader(f))
+    assert list(back[0]) == ["name", "rel"] and float(back[0]["rel"]) == -0.0123
+    assert json.loads(paths["json"].read_text())["rows"] == rows
+
+
 def test_environment_info_keys():
     info = environment_info()
     for key in ("date", "torch", "torch_geometric", "cpu_count", "torch_cluster"):

@@ -6,6 +6,7 @@ import importlib
 import json
 import math
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -114,6 +115,45 @@ def test_focus_lm_quick(tmp_path):
         assert r["train_s"] == s["train_s"]
     # without the additive rows the targets refer to the first gate given
     assert "multiplicative gate" in again["summary"][1]
+
+
+RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+
+
+def _table(md: str) -> list[dict[str, str]]:
+    """The rows of the first markdown table of ``md``, by heading."""
+    lines = [ln for ln in md.splitlines() if ln.startswith("|")]
+    heads = [c.strip() for c in lines[0].strip("|").split("|")]
+    return [dict(zip(heads, (c.strip() for c in ln.strip("|").split("|"))))
+            for ln in lines[2:]]
+
+
+@pytest.mark.parametrize("name", ["focus_lm", "focus_lm_seed1", "focus_lm_seed2"])
+def test_focus_lm_rewrite_shows_the_change_vs_full_in_percent(name, tmp_path):
+    """The committed tables are what rewrite() renders from their JSON: the rows, date,
+    machine and versions as measured, the change against full attention as a signed
+    percentage (100 x the stored fraction), the same number the targets quote."""
+    committed = {ext: (RESULTS / f"{name}.{ext}").read_text() for ext in ("csv", "json", "md")}
+    out = focus_lm.rewrite(RESULTS / f"{name}.json", tmp_path)
+    for ext, text in committed.items():  # nothing measured changes, and the table is current
+        assert (tmp_path / f"{name}.{ext}").read_text() == text, ext
+    doc = json.loads(committed["json"])
+    meta = doc["meta"]
+    assert f"- date: {meta['date']}" in out["markdown"]
+    assert f"- torch: {meta['torch']}" in out["markdown"]
+    table = _table(out["markdown"])
+    assert "rel_to_full" not in table[0] and len(table) == len(doc["rows"])
+    full = doc["rows"][0]["val_bpc"]
+    for shown, row in zip(table, doc["rows"]):
+        cell = shown["vs full (%)"]
+        assert re.fullmatch(r"[+-]\d+\.\d\d", cell), cell
+        assert abs(float(cell) - 100 * row["rel_to_full"]) <= 0.005
+        # the stored fraction is the change of val_bpc against row (a)
+        assert math.isclose(row["rel_to_full"], row["val_bpc"] / full - 1, abs_tol=1e-12)
+    # the percentage the summary quotes for (b) hard top-2 is the table's
+    b_hard = next(s for s, r in zip(table, doc["rows"]) if r["model"].startswith("(b)")
+                  and r["gate"] == "additive" and r["mode"] == "hard" and r["top_k"] == 2)
+    assert f"({b_hard['vs full (%)']}% vs (a)" in out["summary"][1]
 
 
 def test_focus_lm_rejects_bad_gates(tmp_path):

@@ -304,6 +304,40 @@ def test_router_trainer_with_hugging_face_trains_only_the_routers(tmp_path, obje
     assert any(not torch.equal(a, b) for a, b in zip(before, router_parameters(model)))
 
 
+@pytest.mark.slow
+def test_router_trainer_checkpoints_carry_the_routers(tmp_path, hf_trainer):
+    """save_pretrained leaves a composed model's routers out of its weights file, so the
+    trainer's checkpoints hold them beside it (save_routers) and resuming loads them."""
+    from safetensors import safe_open
+
+    from quest_geometric.nn.focus import router_parameters
+    from quest_geometric.testing.hf import tokens
+    from quest_geometric.training import router_trainer
+
+    data = [{"input_ids": t, "labels": t} for t in tokens(4, 16, seed=7)]
+
+    def args(out):
+        return hf_trainer.TrainingArguments(
+            str(out), max_steps=2, learning_rate=5e-2, per_device_train_batch_size=2,
+            report_to=[], use_cpu=True, save_strategy="steps", save_steps=2,
+            logging_strategy="no", seed=0, disable_tqdm=True)
+
+    model = _tiny_composed("straight_through", 1)
+    router_trainer(model, args(tmp_path / "a"), train_dataset=data).train()
+    trained = [p.detach().clone() for p in router_parameters(model)]
+    ckpt = tmp_path / "a" / "checkpoint-2"
+    assert (ckpt / "focus_routers.safetensors").is_file()
+    with safe_open(str(ckpt / "model.safetensors"), "pt") as f:
+        assert not any("focus" in k for k in f.keys())
+    # a fresh composition (other router initialisation) resumed from the checkpoint, with
+    # no step left to train, has the trained routers
+    fresh = _tiny_composed("straight_through", 1, seed=5)
+    assert any(not torch.equal(a, b) for a, b in zip(trained, router_parameters(fresh)))
+    router_trainer(fresh, args(tmp_path / "b"), train_dataset=data).train(
+        resume_from_checkpoint=str(ckpt))
+    assert all(torch.equal(a, b) for a, b in zip(trained, router_parameters(fresh)))
+
+
 def test_router_trainer_refuses_a_model_without_focus_and_an_unknown_objective():
     from quest_geometric.testing.hf import build_hf
     from quest_geometric.training import freeze_all_but_routers, router_trainer

@@ -29,9 +29,12 @@ What a composed model supports with Focus on:
   sequence without padding, each layer also keeps the out-of-window keys and values copied
   into one store per group set, a second copy of the cache, so that a step reads only what
   it attends to);
-* **saving**: the state dict keeps the original module's parameter names, so
-  ``save_pretrained`` / ``from_pretrained`` of the base class reloads the original weights
-  exactly; :func:`save_routers` / :func:`load_routers` store and restore the routers.
+* **saving**: the state dict keeps the original module's parameter names (and holds the
+  routers under ``<layer>.focus.router.*``); a Hugging Face model's ``save_pretrained`` leaves
+  the router entries out (they are added to its ``_keys_to_ignore_on_save``, removed again by
+  :func:`decompose`), so it writes exactly the original model's keys and ``from_pretrained``
+  of the base class reloads the original weights exactly, with nothing unexpected;
+  :func:`save_routers` / :func:`load_routers` store and restore the routers.
 """
 from __future__ import annotations
 
@@ -527,9 +530,41 @@ def compose_focus(model: nn.Module, num_groups: int = 4, top_k: int = 2, window:
     if freeze:
         for p, _ in flags:
             p.requires_grad_(False)
+    hidden = _hide_router_keys(model, [w for _, _, w in wrappers], router)
     object.__setattr__(model, _STATE_ATTR, {"wrappers": wrappers, "flags": flags,
-                                             "config": dict(kwargs, causal=causal)})
+                                             "config": dict(kwargs, causal=causal),
+                                             "hidden": hidden})
     return model
+
+
+_SAVE_IGNORE = "_keys_to_ignore_on_save"
+_UNSET = object()
+
+
+def _hide_router_keys(model: nn.Module, wrappers: List[FocusComposed], router: Any
+                      ) -> List[Tuple[nn.Module, Any]]:
+    """Add the router entries of the state dict (``<layer>.focus.*``) to the
+    ``_keys_to_ignore_on_save`` of every Hugging Face model in :obj:`model` (the set of exact
+    keys ``PreTrainedModel.save_pretrained`` leaves out), so that ``save_pretrained`` writes
+    the original model's keys only and :func:`save_routers` carries the routers. The state
+    dict itself keeps them. Routers :func:`save_routers` cannot store (a given ``router``
+    other than the content-free ones) stay in the saved weights. Returns ``(module, value
+    before)`` for :func:`decompose`, which restores the values."""
+    if router is not None and any(_router_spec(w.focus.router) is None for w in wrappers):
+        return []
+    path = {id(m): n for n, m in model.named_modules()}
+    keys = [(path[id(w)] + "." if path[id(w)] else "") + "focus." + k
+            for w in wrappers for k in w.focus.state_dict()]
+    hidden: List[Tuple[nn.Module, Any]] = []
+    for name, m in model.named_modules():
+        if not hasattr(m, _SAVE_IGNORE) or not callable(getattr(m, "save_pretrained", None)):
+            continue
+        base = name + "." if name else ""
+        mine = {k[len(base):] for k in keys if k.startswith(base)}
+        if mine:
+            hidden.append((m, m.__dict__.get(_SAVE_IGNORE, _UNSET)))
+            setattr(m, _SAVE_IGNORE, set(getattr(m, _SAVE_IGNORE) or ()) | mine)
+    return hidden
 
 
 def _contains(outer: nn.Module, inner: nn.Module) -> bool:
@@ -538,7 +573,8 @@ def _contains(outer: nn.Module, inner: nn.Module) -> bool:
 
 def decompose(model: nn.Module) -> nn.Module:
     r"""Undo :func:`compose_focus`: put every original attention module (the same object)
-    back in place and restore the ``requires_grad`` flags the parameters had before.
+    back in place and restore the ``requires_grad`` flags the parameters had before, and the
+    ``_keys_to_ignore_on_save`` of the Hugging Face models in it.
 
     Args:
         model (torch.nn.Module): a model returned by :func:`compose_focus`.
@@ -557,6 +593,11 @@ def decompose(model: nn.Module) -> nn.Module:
         setattr(parent, name, w.original)
     for p, flag in state["flags"]:
         p.requires_grad_(flag)
+    for m, before in state.get("hidden", []):
+        if before is _UNSET:
+            m.__dict__.pop(_SAVE_IGNORE, None)
+        else:
+            setattr(m, _SAVE_IGNORE, before)
     object.__delattr__(model, _STATE_ATTR)
     return model
 

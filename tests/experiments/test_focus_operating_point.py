@@ -101,6 +101,17 @@ def test_write_table_from_row_files(tmp_path):
     assert rows[1]["ood_delta_pct"] == 5.0 and rows[1]["pairs_kept_8k"] == 0.45
     saved = json.loads((tmp_path / "out" / "focus_operating_point.json").read_text())
     assert saved["meta"]["full_attention_ppl"]["val"] == pytest.approx(math.exp(1.5))
+    assert "ood_median_pct" not in rows[1]  # no per-block losses in this row file
+    # with per-block losses: the median of the per-block changes against full attention,
+    # on the blocks the row ran (one outlier block moves the mean, not the median)
+    full["ood"]["block_loss"] = [1.0, 2.0, 1.5, 1.0]
+    (tmp_path / "full.json").write_text(json.dumps(full))
+    row["ood"].update(block_loss=[1.1, 2.1, 0.0], blocks=[0, 1, 3])
+    row["test"].update(block_loss=[1.0, 2.2], blocks=[0, 1])
+    (tmp_path / "K8_top2_w64_random.json").write_text(json.dumps(row))
+    got = write_table(tmp_path / "out", results=tmp_path)["rows"][1]
+    assert got["ood_median_pct"] == pytest.approx(100 * math.expm1(0.1))
+    assert got["test_median_pct"] == pytest.approx(100 * math.expm1(0.1))
     assert "K8_top2_w64_random" in (tmp_path / "out" / "focus_operating_point.md").read_text()
 
 
@@ -248,6 +259,8 @@ def test_paired_comparisons_by_hand(tmp_path):
     assert r["t_p"] == pytest.approx(stats.ttest_1samp(d, 0.0).pvalue)
     # |d| = 0.1, 0.2, 0.1, 0.2: sign flips with |sum| >= 0.4 are +-(all +) and +-(one 0.1 -)
     assert r["focus_worse"] == 3 and r["perm_p"] == pytest.approx(6 / 16)
+    # the median block: d sorted -0.1, 0.1, 0.2, 0.2 -> (0.1 + 0.2) / 2
+    assert r["median_diff_pct"] == pytest.approx(100 * math.expm1(0.15))
 
 
 def test_paired_comparisons_of_a_sinks_row_fall_back_to_its_routers_window(tmp_path):

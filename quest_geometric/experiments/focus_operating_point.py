@@ -74,6 +74,10 @@ CONFIGS: Dict[str, Dict[str, Any]] = {
         "kind": "trained", "K": 4, "top_k": 2, "window": 64, "objective": "lm",
         "routers": "benchmarks/results/focus_pretrained_st_budget75_s620_routers_"
                    "straight_through_st_budget75_s620", "in_domain_out_of_sample": False},
+    # trained with 4 sinks, starting from the 95-step 'distill' routers trained without
+    "K8_top2_w64_distill_s4": {"kind": "trained", "K": 8, "top_k": 2, "window": 64,
+                               "objective": "distill", "num_sinks": 4,
+                               "init_from": "routers_K8_top2_w64_distill"},
     "K8_top2_w64_random": {"kind": "random", "K": 8, "top_k": 2, "window": 64},
     "K8_top1_w64_random": {"kind": "random", "K": 8, "top_k": 1, "window": 64},
     "K4_top2_w64_random": {"kind": "random", "K": 4, "top_k": 2, "window": 64},
@@ -177,7 +181,8 @@ def compose_config(model: Any, cfg: Dict[str, Any]) -> Any:
                              router=lambda _dim: RandomGroupsRouter(cfg["K"], cfg["top_k"],
                                                                     seed=next(seeds)))
     return compose_focus(model, num_groups=cfg["K"], top_k=cfg["top_k"], window=cfg["window"],
-                         backend="blocks", gate=TRAIN["gate"])
+                         backend="blocks", gate=TRAIN["gate"],
+                         num_sinks=cfg.get("num_sinks", 0))
 
 
 def train_config(name: str, steps: Optional[int] = None, max_minutes: Optional[float] = None,
@@ -198,7 +203,8 @@ def train_config(name: str, steps: Optional[int] = None, max_minutes: Optional[f
     freeze_all_but_routers(model)
     out = train_routers(model, data["train"], steps or TRAIN["steps"], TRAIN["lr"],
                         RUNS / name, seed=TRAIN["seed"], ckpt_every=5, progress=progress,
-                        max_minutes=max_minutes, desc=name, objective=cfg["objective"])
+                        max_minutes=max_minutes, desc=name, objective=cfg["objective"],
+                        init_from=(RESULTS / cfg["init_from"]) if "init_from" in cfg else None)
     if out["finished"]:
         folder = RESULTS / f"routers_{name}"
         save_routers(model, str(folder))
@@ -294,7 +300,7 @@ def resolve_config(name: str, results: Path = RESULTS, length: Optional[int] = N
     if k:
         cfg["top_k"] = int(k)
     if base != "full":
-        cfg["num_sinks"] = NUM_SINKS if sinks else 0
+        cfg["num_sinks"] = NUM_SINKS if sinks else cfg.get("num_sinks", 0)
     return cfg
 
 

@@ -207,7 +207,10 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float, run_di
     straight-through gradient): a charge for every kept far pair above the budget
     :math:`r`. ``curve`` stays the objective's loss; ``share_curve`` records
     :math:`\bar r_l` per step. ``init_from`` (a :func:`~quest_geometric.nn.focus.
-    save_routers` folder) sets the routers before the first step of a new run."""
+    save_routers` folder) sets the routers before the first step of a new run, as initial
+    values: its tensors must match the model's Focus layers, but the model keeps the window
+    and sinks it was composed with (``load_routers(..., strict=False)``), so routers trained
+    without sinks can start a training with them."""
     from tqdm.auto import tqdm
 
     from quest_geometric.nn.focus import (
@@ -250,8 +253,8 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float, run_di
         set_router_params(params, blob, ck, "train_routers")
         opt.load_state_dict(blob["opt"])
         state = blob["state"]
-    elif init_from is not None:
-        load_routers(model, str(init_from))
+    elif init_from is not None:  # initial values: the model keeps its own window and sinks
+        load_routers(model, str(init_from), strict=False)
     order = block_order(train.size(0), steps, seed)
     # Checkpoints from before the chunked order record the passes their order was drawn
     # with; only a four-pass one is the first chunk of today's order.

@@ -51,6 +51,9 @@ def test_resolve_config_names(tmp_path):
     assert both["top_k"] == 1 and both["num_sinks"] == 4
     assert resolve_config("K8_top2_w64_random+sinks")["num_sinks"] == 4
     assert resolve_config("full") == CONFIGS["full"]
+    # a configuration trained with sinks keeps them (and +sinks changes nothing)
+    assert resolve_config("K8_top2_w64_distill_s4")["num_sinks"] == 4
+    assert resolve_config("K8_top2_w64_distill_s4+sinks")["num_sinks"] == 4
     assert base_name("K8_top2_w64_distill@top1+sinks") == "K8_top2_w64_distill"
     assert base_name("K8_top2_w64_lm+sinks") == "K8_top2_w64_lm"
     for bad in ("K3_top9", "full+sinks", "K8_top2_w64_lm@topx", "K8_top2_w64_lm+sinks@top1"):

@@ -145,6 +145,16 @@ def test_train_routers_pair_budget(tmp_path):
                   init_from=tmp_path / "saved")
     for x, y in zip(params(other), params(tight)):
         torch.testing.assert_close(x, y)
+    # routers saved without sinks start a run composed with sinks: the values are loaded,
+    # the model keeps its sinks and window
+    from quest_geometric.nn.focus import focus_layers
+
+    sunk = _tiny_composed("straight_through", 2, seed=6, num_sinks=3)
+    train_routers(sunk, train, 0, 2e-2, tmp_path / "init_sinks", progress=False,
+                  init_from=tmp_path / "saved")
+    for x, y in zip(params(sunk), params(tight)):
+        torch.testing.assert_close(x, y)
+    assert all(f.num_sinks == 3 for f in focus_layers(sunk))
 
 
 

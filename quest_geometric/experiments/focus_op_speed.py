@@ -268,7 +268,8 @@ COLUMNS = ["config", "length", "rounds", "prefill_s", "prefill_speedup", "prefil
 def write_table(meta: Dict[str, Any], out: Any = "benchmarks/results",
                 name: Optional[str] = None) -> Dict[str, Any]:
     """Write ``focus_op_speed_<T>t[_quick].{csv,json,md}`` from a run's ``meta`` (its
-    ``rounds``, ``new_tokens``, ``threads``, ``quick`` and the rest of the conditions): the
+    ``rounds``, ``rounds_per_length``, ``new_tokens``, ``threads``, ``quick`` and the rest of
+    the conditions): the
     rows of :func:`summarize_rounds`, each with its verdict, none where the machine was
     under load (:func:`_under_load`). Conditions already in ``meta`` (date, machine,
     versions) are kept, so a table rebuilt from a saved JSON file (``--rewrite``) keeps the
@@ -296,8 +297,7 @@ def write_table(meta: Dict[str, Any], out: Any = "benchmarks/results",
              f"{threads} thread{'s' if threads > 1 else ''}")
     if under:
         title += " (measured under load: no verdict)"
-    rounds = len({(r["length"], r["round"]) for r in records}) // max(
-        1, len({r["length"] for r in records}))
+    rounds = meta["rounds_per_length"]
     notes = (f"Per length L: prefill = one forward of L - {new_tokens} prompt tokens "
              f"(use_cache, logits_to_keep=1; time to first token), then {new_tokens} greedy "
              f"cached decoding steps. {rounds} rounds, each timing every configuration once in "

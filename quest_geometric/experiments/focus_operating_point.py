@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -242,15 +241,15 @@ def _split_columns(base: Dict[str, Any], row: Dict[str, Any]) -> Dict[str, Any]:
             "blocks": len(row["block_loss"])}
 
 
+#: The suffix of a row run with :data:`NUM_SINKS` attention sinks added.
+SINKS_SUFFIX = "+sinks"
+
+
 def base_name(name: str) -> str:
     """The :data:`CONFIGS` entry a row name is built on: ``sinks@`` not included, ``@topK``
     and ``+sinks`` stripped (``'K8_top2_w64_distill@top1+sinks'`` -> ``'K8_top2_w64_distill'``).
     """
     return name.partition("@top")[0].removesuffix(SINKS_SUFFIX)
-
-
-#: The suffix of a row run with :data:`NUM_SINKS` attention sinks added.
-SINKS_SUFFIX = "+sinks"
 
 
 def resolve_config(name: str, results: Path = RESULTS, length: Optional[int] = None
@@ -446,6 +445,7 @@ def paired_comparisons(results: Path = RESULTS) -> list:
     ``top_k`` and window) and that random row; ``focus_pairs`` and ``baseline_pairs`` give
     the shares both kept."""
     from quest_geometric.analysis import paired_permutation_test, paired_sign_test, paired_t_test
+    from quest_geometric.experiments.focus_pretrained.evaluate import paired_block_delta
 
     results = Path(results)
     rows = {f.stem: json.loads(f.read_text()) for f in results.glob("*.json")
@@ -476,8 +476,7 @@ def paired_comparisons(results: Path = RESULTS) -> list:
                     "perm_p": paired_permutation_test(a_l, b_l)["p"],
                     "sign_p": paired_sign_test(a_l, b_l)["p"],
                     "focus_worse": sum(x > y for x, y in zip(a_l, b_l)),
-                    "median_diff_pct": 100 * math.expm1(statistics.median(
-                        x - y for x, y in zip(a_l, b_l)))})
+                    "median_diff_pct": paired_block_delta(b_l, a_l)["delta_median"]})
     return out
 
 
@@ -494,6 +493,7 @@ def write_table(out: Path = Path("benchmarks/results"), name: str = "focus_opera
     """Every evaluated row (``results/*.json``) into one table ``<name>.{md,json,csv}`` in
     ``out``, sorted by pairs kept; returns the rows."""
     from quest_geometric.experiments.common import write_results
+    from quest_geometric.experiments.focus_pretrained.evaluate import paired_block_delta
 
     results = Path(results)
     full = json.loads((results / "full.json").read_text())
@@ -502,9 +502,9 @@ def write_table(out: Path = Path("benchmarks/results"), name: str = "focus_opera
         if f.name == "full.json":
             continue
         r = json.loads(f.read_text())
-        medians = {f"{s}_median_pct": 100 * math.expm1(statistics.median(
-            a - full[s]["block_loss"][i] for a, i in zip(r[s]["block_loss"], r[s]["blocks"])))
-            for s in ("ood", "test") if "block_loss" in r[s] and "blocks" in r[s]}
+        medians = {f"{s}_median_pct": paired_block_delta(
+            [full[s]["block_loss"][i] for i in r[s]["blocks"]], r[s]["block_loss"]
+        )["delta_median"] for s in ("ood", "test") if "block_loss" in r[s] and "blocks" in r[s]}
         c = r["config"]
         rows.append({"row": r["name"] + ("" if c.get("in_domain_out_of_sample", True)
                                          else " (test not out of sample)"),

@@ -26,6 +26,8 @@ def test_paired_block_delta_against_scipy_and_a_hand_computed_case():
     assert out["delta_block_mean"] == pytest.approx(sum(d) / 4)
     assert out["delta_sem"] == pytest.approx(float(stats.sem(d)))
     assert out["blocks_worse"] == 2  # equal losses are not worse
+    # the median block: log differences -0.1, 0, 0.1, log 1.5 -> (0 + 0.1) / 2
+    assert out["delta_median"] == pytest.approx(100 * math.expm1(0.05))
     assert math.isnan(paired_block_delta([1.0], [1.2])["delta_sem"])
     with pytest.raises(ValueError, match="same number"):
         paired_block_delta(full, other[:3])

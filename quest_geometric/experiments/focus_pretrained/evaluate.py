@@ -3,6 +3,7 @@ kept weight, and the paired per-block change against full attention."""
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Any, Dict, Iterator, Mapping, Optional, Sequence
 
 import torch
@@ -81,8 +82,10 @@ def paired_block_delta(reference: Sequence[float], other: Sequence[float]
 
     Returns:
         dict: ``delta_block_mean`` (mean of :math:`d_b`), ``delta_sem`` (its standard error,
-        :math:`s_d / \sqrt{B}`; NaN for one block) and ``blocks_worse`` (blocks with
-        :math:`\ell'_b > \ell_b`).
+        :math:`s_d / \sqrt{B}`; NaN for one block), ``delta_median`` (the change of the
+        median block, :math:`100\,(e^{m} - 1)` with :math:`m` the true median of
+        :math:`\ell'_b - \ell_b`; a mean can move with one outlier block, the median does
+        not) and ``blocks_worse`` (blocks with :math:`\ell'_b > \ell_b`).
     """
     if len(reference) != len(other) or len(reference) < 1:
         raise ValueError(f"paired_block_delta: needs the same number (>= 1) of blocks, got "
@@ -91,7 +94,8 @@ def paired_block_delta(reference: Sequence[float], other: Sequence[float]
     n = len(d)
     mean = sum(d) / n
     sem = (math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1) / n) if n > 1 else math.nan)
-    return {"delta_block_mean": mean, "delta_sem": sem,
+    median = 100.0 * math.expm1(statistics.median(b - a for a, b in zip(reference, other)))
+    return {"delta_block_mean": mean, "delta_sem": sem, "delta_median": median,
             "blocks_worse": sum(b > a for a, b in zip(reference, other))}
 
 

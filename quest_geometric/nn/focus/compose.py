@@ -806,7 +806,6 @@ def save_routers(model: nn.Module, path: str) -> str:
     if state is None:
         raise fail(ValueError, "save_routers", "model", "a model composed with compose_focus",
                    got_text=f"a {type(model).__name__} that is not composed")
-
     if state["config"].get("router") is not None and any(
             _router_spec(w.focus.router) is None for _, _, w in state["wrappers"]):
         raise ValueError("save_routers: the model was composed with a given 'router'; only "

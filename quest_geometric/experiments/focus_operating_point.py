@@ -77,6 +77,15 @@ CONFIGS: Dict[str, Dict[str, Any]] = {
     "K8_top2_w64_distill_s4": {"kind": "trained", "K": 8, "top_k": 2, "window": 64,
                                "objective": "distill", "num_sinks": 4,
                                "init_from": "routers_K8_top2_w64_distill"},
+    # the same training run to 120 steps (its first 40 steps are the 40-step run's: same
+    # initial routers, same seeded block order), for the plateau the 40 steps did not reach
+    "K8_top2_w64_distill_s4_120": {"kind": "trained", "K": 8, "top_k": 2, "window": 64,
+                                   "objective": "distill", "num_sinks": 4, "steps": 120,
+                                   "init_from": "routers_K8_top2_w64_distill"},
+    # K = 4 trained from scratch on the new split with 4 sinks: the K = 4 row whose test
+    # column is out of sample (the earlier K = 4 routers saw the test topics)
+    "K4_top2_w64_distill_s4": {"kind": "trained", "K": 4, "top_k": 2, "window": 64,
+                               "objective": "distill", "num_sinks": 4, "steps": 80},
     "K8_top2_w64_random": {"kind": "random", "K": 8, "top_k": 2, "window": 64},
     "K8_top1_w64_random": {"kind": "random", "K": 8, "top_k": 1, "window": 64},
     "K4_top2_w64_random": {"kind": "random", "K": 4, "top_k": 2, "window": 64},
@@ -187,7 +196,8 @@ def compose_config(model: Any, cfg: Dict[str, Any]) -> Any:
 def train_config(name: str, steps: Optional[int] = None, max_minutes: Optional[float] = None,
                  progress: bool = True) -> Dict[str, Any]:
     """Train (or resume) the routers of the trained configuration ``name``; save them once
-    its steps are done. Returns :func:`~quest_geometric.training.train_routers`' record."""
+    its steps are done: ``steps``, else the configuration's own ``'steps'``, else
+    ``TRAIN['steps']``. Returns :func:`~quest_geometric.training.train_routers`' record."""
     from quest_geometric.models.smollm2 import load_smollm2
     from quest_geometric.nn.focus import save_routers
     from quest_geometric.training import freeze_all_but_routers, train_routers
@@ -200,7 +210,8 @@ def train_config(name: str, steps: Optional[int] = None, max_minutes: Optional[f
     data = load_splits(tok, TRAIN["block"])
     compose_config(model, cfg)
     freeze_all_but_routers(model)
-    out = train_routers(model, data["train"], steps or TRAIN["steps"], TRAIN["lr"],
+    out = train_routers(model, data["train"], steps or cfg.get("steps", TRAIN["steps"]),
+                        TRAIN["lr"],
                         RUNS / name, seed=TRAIN["seed"], ckpt_every=5, progress=progress,
                         max_minutes=max_minutes, desc=name, objective=cfg["objective"],
                         init_from=(RESULTS / cfg["init_from"]) if "init_from" in cfg else None)
@@ -362,7 +373,7 @@ def training_record(name: str, num_blocks: int, runs: Path = RUNS) -> Dict[str, 
     tenth = max(1, len(curve) // 10)
     return {"steps": state["step"], "seconds": state["seconds"],
             "objective": state["objective"], "loss_first": sum(curve[:tenth]) / tenth,
-            "loss_last": sum(curve[-tenth:]) / tenth,
+            "loss_last": sum(curve[-tenth:]) / tenth, "curve": curve,
             **revisit_columns(curve, block_order(num_blocks, len(curve), TRAIN["seed"]))}
 
 

@@ -54,6 +54,9 @@ def test_resolve_config_names(tmp_path):
     # a configuration trained with sinks keeps them (and +sinks changes nothing)
     assert resolve_config("K8_top2_w64_distill_s4")["num_sinks"] == 4
     assert resolve_config("K8_top2_w64_distill_s4+sinks")["num_sinks"] == 4
+    # a configuration may carry its own training length (the study's default otherwise)
+    assert resolve_config("K8_top2_w64_distill_s4_120")["steps"] == 120
+    assert "steps" not in resolve_config("K8_top2_w64_distill")
     assert base_name("K8_top2_w64_distill@top1+sinks") == "K8_top2_w64_distill"
     assert base_name("K8_top2_w64_lm+sinks") == "K8_top2_w64_lm"
     for bad in ("K3_top9", "full+sinks", "K8_top2_w64_lm@topx", "K8_top2_w64_lm+sinks@top1"):
@@ -219,6 +222,7 @@ def test_training_record_reads_the_run_checkpoint(tmp_path):
     assert rec["steps"] == 7 and rec["objective"]["loss"] == "distill"
     assert rec["loss_first"] == pytest.approx(out["curve"][0])
     assert rec["loss_last"] == pytest.approx(out["curve"][-1])
+    assert rec["curve"] == out["curve"]  # the whole curve travels with the routers
     assert rec["revisit_n"] >= 1  # blocks drawn again in the second half of training
     # once the run folder is gone, the copy saved beside the routers stands in for it
     from quest_geometric.experiments.focus_operating_point import (

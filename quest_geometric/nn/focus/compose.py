@@ -47,7 +47,13 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import torch
 from torch import Tensor, nn
 
-from quest_geometric._utils.checks import check_int, fail
+from quest_geometric._utils.checks import (
+    check_choice,
+    check_int,
+    check_num_sinks,
+    check_window,
+    fail,
+)
 from quest_geometric.adapters import (
     AttentionAdapter,
     AttentionCall,
@@ -62,7 +68,7 @@ from quest_geometric.nn.focus.decode import (
     route_step,
 )
 from quest_geometric.nn.focus.far_bias_router import FarBiasRouter
-from quest_geometric.nn.focus.module import FocusAttention
+from quest_geometric.nn.focus.module import BACKENDS, FocusAttention
 from quest_geometric.nn.focus.random_router import RandomGroupsRouter
 from quest_geometric.nn.focus.sinkhorn import prefix_statistics
 from quest_geometric.nn.focus.window_router import WindowOnlyRouter
@@ -657,28 +663,40 @@ def set_focus_options(model: nn.Module, *, top_k: Optional[int] = None,
     sinks of every Focus layer (e.g. to evaluate one trained router at top-:math:`k` = 1, 2
     and :math:`K`).
 
+    All or nothing: when any option is refused, no layer is changed.
+
     Raises:
-        ValueError: for a :obj:`top_k` outside :math:`1..K`, an unknown back-end or a negative
-            window or number of sinks.
+        ValueError: for a :obj:`top_k` a layer's router refuses (outside :math:`1..K`; the
+            message names the layer), an unknown back-end or a negative window or number of
+            sinks.
+        TypeError: for an option of the wrong type.
     """
+    where = "set_focus_options"
     layers = focus_layers(model)
-    try:  # the layers' validated setters; all or nothing
-        before = [(f.top_k, f.backend, f.window, f.num_sinks) for f in layers]
-        for f in layers:
-            if top_k is not None:
+    # the layer-wide options are checked before anything changes; top_k's rule is each
+    # router's own (1..K, or 0 for window-only routing), so it is checked by assigning it
+    if window is not None:
+        check_window(window, where=where)
+    if num_sinks is not None:
+        check_num_sinks(num_sinks, where=where)
+    if backend is not None:
+        check_choice(backend, "'backend'", BACKENDS, where=where)
+    if top_k is not None:
+        before = [f.top_k for f in layers]
+        for i, f in enumerate(layers):
+            try:
                 f.top_k = top_k
-            if backend is not None:
-                f.backend = backend
-            if window is not None:
-                f.window = window
-            if num_sinks is not None:
-                f.num_sinks = num_sinks
-    except (ValueError, TypeError) as e:
-        for f, (k, b, w, s) in zip(layers, before):
-            f.top_k, f.backend, f.window, f.num_sinks = k, b, w, s
-        # the layer's message, "<layer>: '<arg>' must be ...", under this function's name
-        head, sep, rest = str(e).partition(": ")
-        raise type(e)(f"set_focus_options: {rest if sep and ' ' not in head else e}") from None
+            except (ValueError, TypeError) as e:  # all or nothing
+                for g, k in zip(layers[:i], before):
+                    g.top_k = k
+                raise type(e)(f"{where}: layer {i}'s {e}") from None
+    for f in layers:
+        if backend is not None:
+            f.backend = backend
+        if window is not None:
+            f.window = window
+        if num_sinks is not None:
+            f.num_sinks = num_sinks
     return model
 
 

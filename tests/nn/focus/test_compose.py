@@ -246,8 +246,30 @@ def test_unsupported_model_and_bad_arguments():
         compose_focus(m, num_groups=4, top_k=5)
     assert not any(isinstance(a, FocusComposed) for a in m.modules())  # nothing changed
     compose_focus(m, num_groups=4, top_k=2, window=3)
-    with pytest.raises(ValueError, match="^set_focus_options: 'top_k' must be"):
-        set_focus_options(m, top_k=0)
+    # the router's own rule, under this function's name and the layer's index
+    with pytest.raises(ValueError, match=r"^set_focus_options: layer 0's FocusRouter"
+                                         r"\(num_groups=4\): 'top_k' must be an int >= 1 "
+                                         r"and <= 4, got 5$"):
+        set_focus_options(m, top_k=5)
+    with pytest.raises(ValueError, match="^set_focus_options: 'window' must be an int >= 0, "
+                                         "got -1$"):
+        set_focus_options(m, top_k=1, window=-1)
+    assert all(f.top_k == 2 for f in focus_layers(m))  # checked before anything changed
+    # layers whose routers differ: the layer that refuses is named, the others are restored
+    from itertools import cycle
+
+    from quest_geometric.nn.focus import RandomGroupsRouter
+
+    mixed, _ = _build("chargpt")
+    ks = cycle([4, 2])
+    compose_focus(mixed, num_groups=4, top_k=1, window=3,
+                  router=lambda _dim: RandomGroupsRouter(next(ks), 1))
+    assert [f.num_groups for f in focus_layers(mixed)][:2] == [4, 2]
+    with pytest.raises(ValueError, match=r"^set_focus_options: layer 1's RandomGroupsRouter"
+                                         r"\(num_groups=2\): 'top_k' must be an int >= 1 and "
+                                         r"<= 2, got 3$"):
+        set_focus_options(mixed, top_k=3)
+    assert all(f.top_k == 1 for f in focus_layers(mixed))
     with pytest.raises(ValueError, match="backend"):
         set_focus_options(m, backend="flash")
     with pytest.raises(ValueError, match="window"):

@@ -112,28 +112,12 @@ def _mode(model: nn.Module, soft: bool, top_k: Optional[int]) -> Iterator[None]:
         model.eval()
 
 
-def causal_pair_share(groups: torch.Tensor, window: int, num_groups: int) -> float:
-    r"""Share of the causal pairs that the hard Focus pattern keeps,
-    :math:`|\{(i, j) : j \le i,\ i - j \le w \vee G_i \cap G_j \ne \emptyset\}| /
-    |\{(i, j) : j \le i\}|`, over the sequences of ``groups`` ``[B, T, k]`` (or one
-    sequence ``[T, k]``)."""
-    g = groups if groups.dim() == 3 else groups.unsqueeze(0)
-    t = g.size(1)
-    member = torch.zeros(*g.shape[:2], num_groups).scatter_(-1, g, 1.0)
-    shared = (member @ member.transpose(1, 2)) > 0
-    i = torch.arange(t)
-    dist = i.view(-1, 1) - i.view(1, -1)
-    causal = dist >= 0
-    kept = causal & ((dist <= window) | shared)
-    return float(kept.sum()) / float(causal.sum() * g.size(0))
-
-
 @torch.no_grad()
 def evaluate(model: nn.Module, batches: list, window: int, num_groups: int
              ) -> dict[str, float]:
     """Bits per character over ``batches``, and (for Focus models) the mean largest group
     share and the mean fraction of causal pairs the hard pattern keeps."""
-    from quest_geometric.nn.focus import FocusRouter, group_balance
+    from quest_geometric.nn.focus import FocusRouter, focus_pair_share, group_balance
 
     captured: list[torch.Tensor] = []
     shape: list[int] = []
@@ -155,7 +139,10 @@ def evaluate(model: nn.Module, batches: list, window: int, num_groups: int
     if captured:
         out["balance"] = float(torch.stack([group_balance(g, num_groups) for g in captured])
                                .mean())
-        fr = [causal_pair_share(g, window, num_groups) for g in captured]  # [B, T, k]
+        fr = []
+        for g in captured:  # [B, T, k]: B sequences of T tokens
+            seq = torch.arange(g.size(0)).repeat_interleave(g.size(1))
+            fr.append(focus_pair_share(g.reshape(-1, g.size(-1)), window, seq))
         out["pair_fraction"] = sum(fr) / len(fr)
     return out
 

@@ -225,3 +225,30 @@ def test_focus_masked_layout_quick_both_layouts_attend_alike(tmp_path):
     assert all(r["max_abs_diff"] < 1e-5 and r["us_per_call"] > 0 for r in out["rows"])
     assert out["rows"][0]["vs_packed"] == 1.0
     assert (tmp_path / "focus_masked_layout.md").is_file()
+
+
+def test_focus_lm_evaluate_counts_each_sequences_pairs(focus_mask_reference):
+    """``pair_fraction`` is the share of causal pairs the routed groups keep, each sequence
+    of a batch on its own (the dense reference mask, averaged over the sequences)."""
+    from quest_geometric.nn.focus import FocusRouter
+
+    class Toy(torch.nn.Module):  # one router on [B, T, d] hidden states, loss 0
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(11, 8)
+            self.router = FocusRouter(8, num_groups=4, top_k=2)
+            self.groups = []
+
+        def forward(self, x, y):
+            self.groups.append(self.router(self.emb(x)).groups)
+            return None, torch.zeros(())
+
+    torch.manual_seed(0)
+    model = Toy().eval()
+    x = torch.randint(0, 11, (3, 30))
+    out = focus_lm.evaluate(model, [(x, x)], window=3, num_groups=4)
+    g = model.groups[0].reshape(3, 30, 2)
+    want = [float(focus_mask_reference(g[b], 3, None, True).sum()) / (30 * 31 // 2)
+            for b in range(3)]
+    assert out["pair_fraction"] == pytest.approx(sum(want) / 3)
+    assert 0 < out["pair_fraction"] < 1 and out["val_bpc"] == 0.0

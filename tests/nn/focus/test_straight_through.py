@@ -7,7 +7,6 @@ import math
 import pytest
 import torch
 
-from quest_geometric.experiments.focus_lm import causal_pair_share
 from quest_geometric.nn.focus import (
     FocusAttention,
     additive_gate_share,
@@ -111,13 +110,20 @@ def test_pair_share_value_and_gradient_by_brute_force(causal, top_k, num_sinks):
     torch.testing.assert_close(soft.grad, grad / len(far))
 
 
-def test_pair_share_gives_the_causal_pair_share_of_the_hard_pattern():
+def _causal_share(mask_reference, groups, window):
+    """The share of causal pairs the hard pattern keeps, counted on the dense reference mask."""
+    t = groups.size(0)
+    return float(mask_reference(groups, window, None, True).sum()) / (t * (t + 1) // 2)
+
+
+def test_pair_share_gives_the_causal_pair_share_of_the_hard_pattern(focus_mask_reference):
     t, k, w = 40, 4, 5
     soft, groups = _memberships(t, k, 2, seed=3)
     r = float(straight_through_pair_share(soft, groups, w).detach())
     pairs = t * (t + 1) // 2
     far = (t - w - 1) * (t - w) // 2
-    assert (pairs - far + r * far) / pairs == pytest.approx(causal_pair_share(groups, w, k))
+    assert (pairs - far + r * far) / pairs == pytest.approx(
+        _causal_share(focus_mask_reference, groups, w))
 
 
 def test_pair_share_pools_the_sequences_of_a_batch():
@@ -166,14 +172,16 @@ def test_additive_gate_share_by_brute_force(causal, num_sinks):
 
 
 @pytest.mark.parametrize("top_k", [1, 2])
-def test_additive_gate_share_of_a_hard_gate_is_the_causal_pair_share(top_k):
+def test_additive_gate_share_of_a_hard_gate_is_the_causal_pair_share(top_k,
+                                                                     focus_mask_reference):
     """Memberships spread evenly over the hard groups and b = 1/(2 top_k^2) at a large scale:
     every factor is 0 or 1, so the share is that of the hard top-k pattern."""
     t, k, w = 40, 4, 5
     _, groups = _memberships(t, k, top_k, seed=6)
     even = torch.zeros(t, k, dtype=torch.float64).scatter_(1, groups, 1.0 / top_k)
     r = additive_gate_share(even, w, gate_scale=1e4, gate_bias=0.5 / top_k ** 2)
-    assert float(r) == pytest.approx(causal_pair_share(groups, w, k), abs=1e-12)
+    assert float(r) == pytest.approx(_causal_share(focus_mask_reference, groups, w),
+                                     abs=1e-12)
     # full attention (no far pair gated away) is 1; the default b = 1/2 keeps fewer at top-2
     assert float(additive_gate_share(even, t, 1e4, 0.5)) == 1.0
     if top_k == 2:

@@ -26,6 +26,9 @@ Steps (each resumable, each writing one file):
    paired with full attention's (computed once and cached in ``full.json``), and the share
    of causal pairs kept, written to ``benchmarks/results/focus_operating_point/NAME.json``.
 3. ``table``: every evaluated row into ``focus_operating_point.{md,json,csv}``.
+4. ``verdict``: every row's quality, passkey accuracy and measured speed against the
+   target, criterion by criterion, into ``focus_verdict.{md,json,csv,png}``
+   (:mod:`~quest_geometric.experiments.focus_verdict`).
 
 **Pairs kept at 8K** are extrapolated from the blocks: with :math:`s_n` the measured share of
 causal pairs kept at :math:`n` tokens and :math:`w_n` the share the window alone keeps, the
@@ -52,7 +55,7 @@ __all__ = ["CONFIGS", "OOD_BLOCKS_PER_SOURCE", "NUM_SINKS", "SINKS_SUFFIX", "bas
            "load_splits", "resolve_config", "compose_config", "apply_config", "build_model",
            "train_config", "eval_indices", "training_record", "saved_training_record",
            "evaluate_config",
-           "paired_comparisons", "write_table",
+           "paired_comparisons", "table_rows", "write_table",
            "attention_mac_share", "prefill_speedup_bound", "SMOLLM2_DIMS", "main"]
 
 #: The configurations: pattern, kind (``'trained'`` / ``'random'`` / ``'full'``), objective.
@@ -499,11 +502,10 @@ COLUMNS = ["row", "kind", "K", "top_k", "window", "objective", "pairs_kept_1k",
            "revisit_sem"]
 
 
-def write_table(out: Path = Path("benchmarks/results"), name: str = "focus_operating_point",
-                results: Path = RESULTS) -> Dict[str, Any]:
-    """Every evaluated row (``results/*.json``) into one table ``<name>.{md,json,csv}`` in
-    ``out``, sorted by pairs kept; returns the rows."""
-    from quest_geometric.experiments.common import write_results
+def table_rows(results: Path = RESULTS) -> List[Dict[str, Any]]:
+    """One row per evaluated configuration (``results/*.json``), sorted by pairs kept, full
+    attention first: the columns of :data:`COLUMNS` and ``name``, the row's name (``row``
+    adds a remark where its test column is not out of sample)."""
     from quest_geometric.experiments.focus_pretrained.evaluate import paired_block_delta
 
     results = Path(results)
@@ -517,7 +519,8 @@ def write_table(out: Path = Path("benchmarks/results"), name: str = "focus_opera
             [full[s]["block_loss"][i] for i in r[s]["blocks"]], r[s]["block_loss"]
         )["delta_median"] for s in ("ood", "test") if "block_loss" in r[s] and "blocks" in r[s]}
         c = r["config"]
-        rows.append({"row": r["name"] + ("" if c.get("in_domain_out_of_sample", True)
+        rows.append({"name": r["name"],
+                     "row": r["name"] + ("" if c.get("in_domain_out_of_sample", True)
                                          else " (test not out of sample)"),
                      "kind": c["kind"], "K": c.get("K"),
                      "top_k": c.get("top_k"), "window": c.get("window"),
@@ -531,9 +534,22 @@ def write_table(out: Path = Path("benchmarks/results"), name: str = "focus_opera
                      **({k: r["training"][k] for k in ("steps", "revisit_mean", "revisit_sem")}
                         if "training" in r else {})})
     rows.sort(key=lambda r: -r["pairs_kept_1k"])
-    rows.insert(0, {"row": "full attention", "kind": "full", "pairs_kept_1k": 1.0,
-                    "pairs_kept_8k": 1.0, "prefill_bound_8k": 1.0, "ood_delta_pct": 0.0,
-                    "test_delta_pct": 0.0, "val_delta_pct": 0.0})
+    rows.insert(0, {"name": "full", "row": "full attention", "kind": "full",
+                    "pairs_kept_1k": 1.0, "pairs_kept_8k": 1.0, "prefill_bound_8k": 1.0,
+                    "ood_delta_pct": 0.0, "test_delta_pct": 0.0, "val_delta_pct": 0.0})
+    return rows
+
+
+def write_table(out: Path = Path("benchmarks/results"), name: str = "focus_operating_point",
+                results: Path = RESULTS) -> Dict[str, Any]:
+    """Every evaluated row (:func:`table_rows`) into one table ``<name>.{md,json,csv}`` in
+    ``out``, and the paired comparisons (:func:`paired_comparisons`) into
+    ``<name>_paired.{md,json,csv}``; returns both."""
+    from quest_geometric.experiments.common import write_results
+
+    results = Path(results)
+    full = json.loads((results / "full.json").read_text())
+    rows = table_rows(results)
     first = json.loads(next(f for f in sorted(results.glob("*.json"))
                              if f.name != "full.json").read_text()) if rows[1:] else None
     used = {s: (first[s].get("blocks") if first else None) or list(
@@ -575,7 +591,7 @@ def write_table(out: Path = Path("benchmarks/results"), name: str = "focus_opera
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
-    """``python benchmarks/focus_operating_point.py {train,evaluate,table} ...``."""
+    """``python benchmarks/focus_operating_point.py {train,evaluate,table,verdict} ...``."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -590,7 +606,14 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     e.add_argument("name")
     e.add_argument("--no-progress", action="store_true")
     sub.add_parser("table", help="write the table of every evaluated row")
+    sub.add_parser("verdict", help="write the verdict table: every row's quality, passkey and "
+                                   "speed against the target (focus_verdict)")
     a = p.parse_args(argv)
+    if a.cmd == "verdict":
+        from quest_geometric.experiments.focus_verdict import write_verdict
+
+        print("met by:", write_verdict()["met_by"] or "no configuration")
+        return
     if a.cmd == "evaluate":
         evaluate_config(a.name, not a.no_progress)
         return

@@ -1,0 +1,300 @@
+r"""The verdict of the Focus operating-point study (issue 31 §6): one table that puts, for every
+Focus row, its quality out of sample, its passkey retrieval and its measured speed beside the
+target, and says for each criterion whether it is met, missed, or not measured.
+
+The target, :data:`TARGET`: a Focus configuration that, on the test splits,
+
+* is within 1% of full attention out of domain: the perplexity change over the
+  out-of-domain blocks :math:`\Delta_{\text{ood}} \le 1\%`, and the median block's change
+  too (a mean can be carried by one block: a row worse than full attention on 14 of 16
+  blocks and much better on one is not "within 1%"),
+* is within 5 points of full attention's passkey accuracy at 8K tokens,
+* is at least 1.3x faster than full attention in prefill **and** in cached decoding at 8K
+  tokens, at one and at two threads,
+* beats both content-free baselines at its budget (the sliding window plus attention sinks
+  and random balanced groups, :func:`~quest_geometric.experiments.focus_operating_point.
+  paired_comparisons`) out of domain: the upper end of the paired 95% interval of its
+  perplexity relative to the baseline is below 0.
+
+Nothing here runs a model: the table is built from the result files of the study's three
+scripts (``focus_operating_point.py``, ``focus_passkey.py``, ``focus_op_speed.py``). A
+criterion whose measurement is missing is reported as ``not measured`` (with the nearest
+measurement beside it), never as met; a speed criterion that the row's own share of pairs
+rules out is ``cannot``: :func:`~quest_geometric.experiments.focus_operating_point.
+prefill_speedup_bound` is an upper bound on any kernel's prefill speed-up at that share.
+
+Speed is a property of the pattern (``K``, ``top_k``, window, sinks) and of the routers'
+group sizes; a row not timed itself takes the timing of a timed row with the same pattern and
+says so in ``speed_from``.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+__all__ = ["TARGET", "verdict_rows", "write_verdict"]
+
+#: The target of issue 31 §6.
+TARGET = {"ood_delta_pct": 1.0, "passkey_points": 5.0, "speedup": 1.3, "length": 8192,
+          "threads": (1, 2)}
+
+# passkey and speed are run at 8,186 tokens (the model's 8,192 positions less the answer)
+_LONG = (8186, 8192)
+
+
+def _pattern(name: str, results: Path) -> tuple:
+    """``(kind, K, top_k, window, num_sinks)`` of row ``name``: as evaluated (its row file's
+    configuration), else as :func:`~quest_geometric.experiments.focus_operating_point.
+    resolve_config` names it."""
+    from quest_geometric.experiments.focus_operating_point import resolve_config
+
+    f = Path(results) / f"{name}.json"
+    c = json.loads(f.read_text())["config"] if f.is_file() else resolve_config(name, results)
+    return (c["kind"], c.get("K"), c.get("top_k"), c.get("window"), c.get("num_sinks", 0))
+
+
+def _speed(name: str, speed: Dict[int, List[dict]], results: Path) -> Dict[str, Any]:
+    """The row's prefill and decoding speed-ups at its longest timed length per thread count
+    (its own timing, else one of a row with the same pattern)."""
+    out: Dict[str, Any] = {}
+    timed = {r["config"] for rows in speed.values() for r in rows}
+    source = name if name in timed else None
+    if source is None and not name.startswith("sinks@"):
+        mine = _pattern(name, results)
+        source = next((t for t in sorted(timed) if not t.startswith("sinks@")
+                       and t != "full" and _pattern(t, results) == mine), None)
+    out["speed_from"] = "" if source in (None, name) else source
+    for threads, rows in sorted(speed.items()):
+        mine = [r for r in rows if r["config"] == source]
+        if not mine:
+            continue
+        r = max(mine, key=lambda r: r["length"])
+        out[f"speed_len_{threads}t"] = r["length"]
+        out[f"prefill_{threads}t"] = r["prefill_speedup"]
+        out[f"decode_{threads}t"] = r["decode_speedup"]
+    return out
+
+
+def _passkey(name: str, rows: Sequence[dict]) -> Dict[str, Any]:
+    """Accuracy at each length the row was run at, with full attention's on the same trials."""
+    from quest_geometric.experiments.focus_passkey import paired_with_full
+
+    out: Dict[str, Any] = {}
+    mine = [r for r in rows if r["config"] in (name, "full")]
+    for p in paired_with_full(mine):
+        if p["config"] != name:
+            continue
+        n, length = p["matched"], p["length"]
+        tag = "8k" if length in _LONG else f"{length // 1024}k"
+        out[f"passkey_{tag}"] = (p["both"] + p["gained"]) / n
+        out[f"passkey_{tag}_full"] = (p["both"] + p["lost"]) / n
+        out[f"passkey_{tag}_n"] = n
+        out[f"passkey_{tag}_p"] = p["mcnemar_p"]
+    return out
+
+
+def _baseline(name: str, paired: Sequence[dict], kind: str) -> Optional[dict]:
+    """The out-of-domain paired comparison of Focus row ``name`` with its ``kind`` baseline
+    (``'sinks'`` or ``'random'``)."""
+    for p in paired:
+        if p["focus"] == name and p["split"] == "ood" and (
+                p["baseline"].startswith("sinks@") == (kind == "sinks")):
+            return p
+    return None
+
+
+def _check_quality(r: dict) -> str:
+    worst = max(r["ood_delta_pct"], r["ood_median_pct"])
+    return "met" if worst <= TARGET["ood_delta_pct"] else "missed"
+
+
+def _check_passkey(r: dict) -> str:
+    if "passkey_8k" in r:
+        gap = 100 * (r["passkey_8k_full"] - r["passkey_8k"])
+        return "met" if gap <= TARGET["passkey_points"] else "missed"
+    shorter = sorted(k for k in r if k.startswith("passkey_") and k.endswith("k"))
+    return "not measured" + (f" ({', '.join(k[8:] for k in shorter)} only)" if shorter
+                             else "")
+
+
+def _check_speed(r: dict) -> str:
+    if r["prefill_bound_8k"] < TARGET["speedup"]:
+        return f"cannot (bound {r['prefill_bound_8k']:.2f}x)"
+    lens = [r.get(f"speed_len_{t}t") for t in TARGET["threads"]]
+    if all(v in _LONG for v in lens):
+        ok = all(min(r[f"prefill_{t}t"], r[f"decode_{t}t"]) >= TARGET["speedup"]
+                 for t in TARGET["threads"])
+        return "met" if ok else "missed"
+    if any(v is not None for v in lens):
+        return f"not measured at 8K (timed at {max(v for v in lens if v)} tokens)"
+    return "not measured"
+
+
+def _check_baselines(r: dict) -> str:
+    hi = [r.get("vs_window_ci_high"), r.get("vs_random_ci_high")]
+    if any(v is None for v in hi):
+        return "not measured"
+    if all(v < 0 for v in hi):
+        return "met"
+    lo = [r["vs_window_ci_low"], r["vs_random_ci_low"]]
+    return "missed" if any(v > 0 for v in lo) else "undecided"
+
+
+#: The four criteria of :data:`TARGET`, in the table's order.
+CHECKS = (("quality", _check_quality), ("passkey", _check_passkey), ("speed", _check_speed),
+          ("baselines", _check_baselines))
+
+
+def verdict_rows(results: Path | str = "benchmarks/results") -> List[Dict[str, Any]]:
+    """One row per evaluated configuration of the study: quality (``ood_delta_pct``,
+    ``ood_median_pct``, ``test_delta_pct``), the out-of-domain paired difference to the window
+    plus sinks (``vs_window_pct`` with its 95% interval) and to random groups at the same
+    budget, passkey accuracy per length beside full attention's on the same trials, prefill and
+    decoding speed-ups at the longest timed length per thread count, and for Focus rows the four
+    checks of :data:`TARGET` and ``verdict`` (``'meets the target'`` or the criteria missed or
+    not measured). Reads ``results/focus_operating_point/*.json``,
+    ``results/focus_passkey_trials.jsonl`` and ``results/focus_op_speed_{1,2}t.json``."""
+    from quest_geometric.experiments.focus_operating_point import (
+        paired_comparisons,
+        table_rows,
+    )
+    from quest_geometric.experiments.focus_passkey import summarize
+
+    results = Path(results)
+    op = results / "focus_operating_point"
+    paired = paired_comparisons(op)
+    trials = results / "focus_passkey_trials.jsonl"
+    passkey = summarize(str(trials))[0] if trials.is_file() else []
+    speed = {t: json.loads((results / f"focus_op_speed_{t}t.json").read_text())["rows"]
+             for t in TARGET["threads"] if (results / f"focus_op_speed_{t}t.json").is_file()}
+    out = []
+    for t in table_rows(op):
+        name = t["name"]
+        r = {"row": t["row"], "name": name, "kind": t["kind"], "K": t.get("K"),
+             "top_k": t.get("top_k"), "window": t.get("window"),
+             "objective": t.get("objective", "-"), "steps": t.get("steps"),
+             "plateau": _plateau(t), "pairs_kept_8k": t["pairs_kept_8k"],
+             "prefill_bound_8k": t["prefill_bound_8k"], "ood_delta_pct": t["ood_delta_pct"],
+             "ood_median_pct": t.get("ood_median_pct"), "test_delta_pct": t["test_delta_pct"]}
+        if name != "full":
+            r["sinks"] = _pattern(name, op)[4]
+        for kind, key in (("sinks", "vs_window"), ("random", "vs_random")):
+            p = _baseline(name, paired, kind)
+            if p is not None:
+                r[f"{key}_pct"] = p["diff_pct"]
+                r[f"{key}_ci_low"], r[f"{key}_ci_high"] = p["ci_low_pct"], p["ci_high_pct"]
+                r[f"{key}_name"] = p["baseline"]
+        if name == "full":  # its own accuracy at every length, the reference's speed
+            r.update(_full_passkey(passkey))
+            r.update({f"{k}_{t}t": 1.0 for k in ("prefill", "decode") for t in speed})
+        else:
+            r.update(_passkey(name, passkey))
+            r.update(_speed(name, speed, op))
+        if t["kind"] == "trained":
+            checks = {k: f(r) for k, f in CHECKS}
+            r.update({f"{k}_check": v for k, v in checks.items()})
+            failed = [f"{k} {v}" for k, v in checks.items() if v != "met"]
+            r["verdict"] = "meets the target" if not failed else "; ".join(failed)
+        out.append({k: v for k, v in r.items() if v is not None})
+    return out
+
+
+def _full_passkey(rows: Sequence[dict]) -> Dict[str, Any]:
+    from quest_geometric.experiments.focus_passkey import accuracy_by_config
+
+    return {("passkey_8k" if a["length"] in _LONG else f"passkey_{a['length'] // 1024}k"):
+            a["accuracy"] for a in accuracy_by_config([r for r in rows if r["config"] == "full"])}
+
+
+def _plateau(t: dict) -> str:
+    """``'yes'`` when the revisit measure's 95% interval reaches 0 (``'no'`` when it lies
+    below), ``''`` for an untrained row, ``'not measured'`` without an interval."""
+    if t.get("steps") is None:
+        return ""
+    m, s = t.get("revisit_mean"), t.get("revisit_sem")
+    if not isinstance(s, (int, float)) or not math.isfinite(s):
+        return "not measured"
+    return "yes" if m + 1.96 * s >= 0 else "no"
+
+
+#: The table's columns.
+COLUMNS = ["row", "K", "top_k", "window", "sinks", "steps", "plateau", "pairs_kept_8k",
+           "prefill_bound_8k", "ood_delta_pct", "ood_median_pct", "test_delta_pct",
+           "vs_window_pct", "vs_random_pct", "passkey_2k", "passkey_2k_full", "passkey_4k",
+           "passkey_8k", "prefill_1t", "decode_1t", "prefill_2t", "decode_2t", "speed_len_1t",
+           "speed_from", "verdict"]
+
+
+def _plot(rows: Sequence[dict], path: Path) -> Optional[Path]:
+    """Out-of-domain perplexity change against pairs kept at 8K, Focus rows and baselines."""
+    from quest_geometric._utils.plotting import optional_pyplot
+
+    plt = optional_pyplot()
+    if plt is None:  # pragma: no cover - matplotlib is in the bench extra
+        return None
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    style = {"trained": ("o", "Focus (trained routers)"), "sinks": ("s", "window + 4 sinks"),
+             "random": ("^", "random balanced groups"), "full": ("*", "full attention")}
+    for kind, (marker, label) in style.items():
+        pts = [r for r in rows if r["kind"] == kind]
+        if not pts:
+            continue
+        ax.scatter([r["pairs_kept_8k"] for r in pts], [r["ood_delta_pct"] for r in pts],
+                   marker=marker, label=label, s=40)
+        if kind == "trained":
+            for r in pts:
+                ax.annotate(r["name"], (r["pairs_kept_8k"], r["ood_delta_pct"]), fontsize=6,
+                            xytext=(3, 3), textcoords="offset points")
+    ax.axhline(TARGET["ood_delta_pct"], color="grey", ls="--", lw=0.8,
+               label=f"target: within {TARGET['ood_delta_pct']:g}%")
+    ax.set_yscale("symlog", linthresh=10)
+    ax.set_xlabel("share of causal pairs kept at 8K tokens")
+    ax.set_ylabel("out-of-domain perplexity change (%)")
+    ax.set_title("Focus on SmolLM2-135M: quality against budget", fontsize=9)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def write_verdict(results: Path | str = "benchmarks/results", out: Path | str | None = None,
+                  name: str = "focus_verdict") -> Dict[str, Any]:
+    """:func:`verdict_rows` into ``<name>.{md,json,csv,png}`` in ``out`` (default:
+    ``results``); returns the rows and whether any Focus row meets the target."""
+    from quest_geometric.experiments.common import write_results
+
+    results = Path(results)
+    out = results if out is None else Path(out)
+    rows = verdict_rows(results)
+    met = [r["name"] for r in rows if r.get("verdict") == "meets the target"]
+    notes = (
+        "Target (issue 31 §6): out-of-domain perplexity within "
+        f"{TARGET['ood_delta_pct']:g}% of full attention, over the blocks (`ood_delta_pct`) "
+        "and on the median block (`ood_median_pct`), passkey accuracy within "
+        f"{TARGET['passkey_points']:g} points of full attention's at 8K, prefill and decoding "
+        f"at least {TARGET['speedup']:g}x at 8K at one and two threads, and better than both "
+        "content-free baselines out of domain (`vs_window_pct`, `vs_random_pct`: perplexity "
+        "relative to the window plus sinks and to random groups at the same budget, paired by "
+        "block; the check asks the upper end of the 95% interval to be below 0). `passkey_*`: "
+        "accuracy at that length on the trials also run with full attention "
+        "(`passkey_2k_full`: full attention's on the same trials). `prefill_*`, `decode_*`: "
+        "median speed-up over full attention at the longest length timed (`speed_len_1t`), "
+        "taken from `speed_from` where the row itself was not timed (same pattern, other "
+        "routers). `cannot`: the share of pairs kept at 8K bounds any prefill speed-up below "
+        "the target (`prefill_bound_8k`). `plateau`: whether the revisit measure's 95% "
+        "interval reaches 0. Verdict: "
+        + (f"met by {', '.join(met)}." if met else "**no Focus configuration meets the "
+           "target**; the table is the frontier measured so far (plot: "
+           f"`{name}.png`)."))
+    meta = {"target": {k: list(v) if isinstance(v, tuple) else v for k, v in TARGET.items()},
+            "met_by": met, "sources": ["focus_operating_point/*.json",
+                                       "focus_passkey_trials.jsonl",
+                                       "focus_op_speed_1t.json", "focus_op_speed_2t.json"]}
+    write_results(name, rows, out, meta=meta, columns=COLUMNS, notes=notes,
+                  title="Focus on SmolLM2-135M: the operating point against the target")
+    _plot(rows, out / f"{name}.png")
+    return {"rows": rows, "met_by": met}

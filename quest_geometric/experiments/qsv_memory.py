@@ -332,8 +332,9 @@ def measure_layer(layer: str, nlat: int, nlon: int, graph_path: Optional[str] = 
         layer (str): one of :data:`LAYERS`.
         nlat (int): latitudes of the grid.
         nlon (int): longitudes of the grid.
-        graph_path (str, optional): a ``torch.save`` d ``edge_index`` of the grid's points
-            in the dense layout (needed by QSVConv and TransformerConv). (default: :obj:`None`)
+        graph_path (str, optional): an ``edge_index`` of the grid's points in the dense
+            layout, saved with :func:`torch.save` (needed by QSVConv and TransformerConv).
+            (default: :obj:`None`)
         cap_gb (float): the child's address-space cap, GiB. (default: :data:`CAP_GB`)
         channels (int): :math:`C`. (default: ``64``)
         threads (int): torch threads in the child. (default: ``1``)

@@ -44,13 +44,15 @@ KEY_COLUMNS: list[tuple[str, list[str], str]] = [
     ("bound_vs_full", ["cache", "context", "full_ms", "fixed_ms", "context_ms",
                        "residual_ms", "bound_vs_full", "max_share_for_target", "top-1_ms",
                        "top-1_vs_full", "top-2_vs_full"], ""),
+    ("delta_mb", ["points", "k", "edges", "layer", "params", "fwd_gflop", "peak_mb", "delta_mb",
+                  "fits_8gb", "status"], ""),
     ("overhead_wall_pct", ["depth", "steps", "probe_every", "overhead_pct", "ms_per_step",
                            "ms_per_probe", "probe_share_pct"], "_overhead"),
 ]
 
 #: The result files docs/benchmarks.md includes.
-INCLUDED = ["qsv_layer_speed", "knn_speed", "qsv_ablation_digits", "qsv_ablation_120_digits",
-            "qsv_ablation_300_digits",
+INCLUDED = ["qsv_layer_speed", "knn_speed", "qsv_memory", "qsv_ablation_digits",
+            "qsv_ablation_120_digits", "qsv_ablation_300_digits",
             "qsv_vs_torch_harmonics", "qsv_vs_torch_harmonics_targets", "qsv_small_graphs",
             "focus_speed",
             "focus_speed_32k", "focus_speed_edges", "focus_lm", "focus_lm_seed1",

@@ -42,14 +42,14 @@ def forward_flops(layer: str, nodes: int, edges: int, channels: int = CHANNELS,
     the softmax's exponentials, the normalisations, biases and index operations (all
     :math:`O(N C + E H)` with small constants).
 
-    * ``'QSVConv'``: the quaternion map :math:`C 	o 4H` (:math:`8 N C H`), the rotation of
-      every node's :math:`C/4` vector parts by a :math:`3 	imes 3` matrix before and after
+    * ``'QSVConv'``: the quaternion map :math:`C \to 4H` (:math:`8 N C H`), the rotation of
+      every node's :math:`C/4` vector parts by a :math:`3 \times 3` matrix before and after
       aggregation (:math:`2 \cdot 18 \cdot N C / 4 = 9 N C`), one 4-dimensional dot product
       per edge and head (:math:`8 E H`) and the weighted sum (:math:`2 E C`);
     * ``'TransformerConv'`` (``out_channels = C / H``, ``concat``, ``root_weight``): four
-      :math:`C 	o C` maps (query, key, value, skip: :math:`8 N C^2`), the per-edge dot
+      :math:`C \to C` maps (query, key, value, skip: :math:`8 N C^2`), the per-edge dot
       products and weighted sum (:math:`2 E C + 2 E C`);
-    * ``'GATv2Conv'``: two :math:`C 	o C` maps (:math:`4 N C^2`), per edge the sum
+    * ``'GATv2Conv'``: two :math:`C \to C` maps (:math:`4 N C^2`), per edge the sum
       :math:`x_i + x_j`, the leaky ReLU, the dot product with the attention vector and the
       weighted sum (:math:`E C + E C + 2 E C + 2 E C`).
 

@@ -14,7 +14,10 @@ The target, :data:`TARGET`: a Focus configuration that, on the test splits,
 * beats both content-free baselines at its budget (the sliding window plus attention sinks
   and random balanced groups, :func:`~quest_geometric.experiments.focus_operating_point.
   paired_comparisons`) out of domain: the upper end of the paired 95% interval of its
-  perplexity relative to the baseline is below 0.
+  perplexity relative to the baseline is below 0. It is *missed* when the interval lies
+  above 0, or when the row is worse than a baseline on most blocks with an exact sign test
+  below 0.05 (one outlier block can widen the interval across 0 while the row loses almost
+  everywhere); otherwise *undecided*.
 
 Nothing here runs a model: the table is built from the result files of the study's three
 scripts (``focus_operating_point.py``, ``focus_passkey.py``, ``focus_op_speed.py``). A
@@ -133,13 +136,15 @@ def _check_speed(r: dict) -> str:
 
 
 def _check_baselines(r: dict) -> str:
-    hi = [r.get("vs_window_ci_high"), r.get("vs_random_ci_high")]
-    if any(v is None for v in hi):
+    keys = ("vs_window", "vs_random")
+    if any(f"{k}_ci_high" not in r for k in keys):
         return "not measured"
-    if all(v < 0 for v in hi):
-        return "met"
-    lo = [r["vs_window_ci_low"], r["vs_random_ci_low"]]
-    return "missed" if any(v > 0 for v in lo) else "undecided"
+    # worse than a baseline: its whole interval above 0, or worse on most blocks with an
+    # exact sign test below 0.05 (robust to one outlier block, which widens the interval)
+    if any(r[f"{k}_ci_low"] > 0 or (r[f"{k}_sign_p"] < 0.05
+                                    and 2 * r[f"{k}_worse"] > r[f"{k}_blocks"]) for k in keys):
+        return "missed"
+    return "met" if all(r[f"{k}_ci_high"] < 0 for k in keys) else "undecided"
 
 
 #: The four criteria of :data:`TARGET`, in the table's order.
@@ -186,6 +191,8 @@ def verdict_rows(results: Path | str = "benchmarks/results") -> List[Dict[str, A
             if p is not None:
                 r[f"{key}_pct"] = p["diff_pct"]
                 r[f"{key}_ci_low"], r[f"{key}_ci_high"] = p["ci_low_pct"], p["ci_high_pct"]
+                r[f"{key}_worse"], r[f"{key}_blocks"] = p["focus_worse"], p["blocks"]
+                r[f"{key}_sign_p"] = p["sign_p"]
                 r[f"{key}_name"] = p["baseline"]
         if name == "full":  # its own accuracy at every length, the reference's speed
             r.update(_full_passkey(passkey))
@@ -282,7 +289,9 @@ def write_verdict(results: Path | str = "benchmarks/results", out: Path | str | 
         f"at least {TARGET['speedup']:g}x at 8K at one and two threads, and better than both "
         "content-free baselines out of domain (`vs_window_pct`, `vs_random_pct`: perplexity "
         "relative to the window plus sinks and to random groups at the same budget, paired by "
-        "block; the check asks the upper end of the 95% interval to be below 0). `passkey_*`: "
+        "block; met when the upper end of both 95% intervals is below 0, missed when an "
+        "interval lies above 0 or the row is worse than a baseline on most blocks with an "
+        "exact sign test below 0.05, undecided otherwise). `passkey_*`: "
         "accuracy at that length on the trials also run with full attention "
         "(`passkey_2k_full`: full attention's on the same trials). `prefill_*`, `decode_*`: "
         "median speed-up over full attention at the longest length timed (`speed_len_1t`), "

@@ -13,13 +13,15 @@ FULL = [2.0, 2.2, 2.4, 2.6]  # full attention's per-block losses on every split
 FOCUS = "K8_top2_w64_distill+sinks"
 
 
-def _row(op, name, kind, losses, share_8k, training=None, **cfg):
-    """A row file as ``evaluate_config`` writes it (per-block losses on every split)."""
+def _row(op, name, kind, losses, share_8k, training=None, full=FULL, **cfg):
+    """A row file as ``evaluate_config`` writes it (per-block losses on every split, against
+    full attention's ``full``)."""
     splits = {}
+    n = len(losses)
     for s in ("val", "test", "ood"):
-        d = 100 * math.expm1(sum(losses) / 4 - sum(FULL) / 4)
-        splits[s] = {"block_loss": losses, "blocks": [0, 1, 2, 3], "delta_pct": d,
-                     "delta_sem": 0.1, "blocks_worse": sum(a > b for a, b in zip(losses, FULL))}
+        d = 100 * math.expm1(sum(losses) / n - sum(full) / n)
+        splits[s] = {"block_loss": losses, "blocks": list(range(n)), "delta_pct": d,
+                     "delta_sem": 0.1, "blocks_worse": sum(a > b for a, b in zip(losses, full))}
     (op / f"{name}.json").write_text(json.dumps({
         "name": name, "config": {"kind": kind, **cfg}, "pairs_kept_eval": share_8k,
         "pairs_kept_8k": share_8k, **splits, **({"training": training} if training else {})}))
@@ -96,6 +98,11 @@ def test_each_criterion_missed(study):
     losses = [x + math.log(1.03) for x in FULL[:3]] + [FULL[3] - 0.5]
     _row(op, FOCUS, "trained", losses, 0.2, objective="distill", num_sinks=4, K=8, top_k=2,
          window=64, training={"steps": 50, "revisit_mean": -0.01, "revisit_sem": 0.002})
+    # a window that is 1% worse than full attention (with some spread): Focus is worse than
+    # it on the first three blocks
+    _row(op, "sinks@K8_top2_w64_distill", "sinks", [x + math.log(1.01) + 0.002 * i
+                                                     for i, x in enumerate(FULL)], 0.2,
+         window=300, num_sinks=4)
     _passkey(study, [(FOCUS, 8186, [False] * 4)])  # appended rows replace the earlier ones
     for t in TARGET["threads"]:
         _speed(study, t, [(FOCUS, 8186, 1.5, 1.2)])  # decoding below 1.3x
@@ -104,8 +111,11 @@ def test_each_criterion_missed(study):
     assert r["quality_check"] == "missed" and r["plateau"] == "no"
     assert r["passkey_check"] == "missed" and r["passkey_8k"] == 0.0
     assert r["speed_check"] == "missed"
-    # block differences to the window of both signs: the interval holds 0
+    # worse than the window on 3 of 4 blocks, much better on one: the interval holds 0 and
+    # 4 blocks cannot make a sign test small, so the comparison is undecided
     assert r["vs_window_ci_low"] < 0 < r["vs_window_ci_high"]
+    assert (r["vs_window_worse"], r["vs_window_blocks"]) == (3, 4)
+    assert r["vs_window_sign_p"] == pytest.approx(10 / 16)  # P(3 or more of 4, two-sided)
     assert r["baselines_check"] == "undecided"
     assert r["verdict"].startswith("quality missed; passkey missed; speed missed")
     assert write_verdict(study, study / "out")["met_by"] == []
@@ -145,3 +155,26 @@ def test_an_untimed_row_takes_the_timing_of_its_pattern(study):
          window=64)
     r = next(r for r in verdict_rows(study) if r["name"] == "K8_top2_w64_distill")
     assert "prefill_1t" not in r and r["speed_check"] == "not measured"
+
+
+def test_worse_on_most_blocks_by_a_sign_test_misses_the_baselines(study):
+    """Twelve blocks: the row is 3% worse than the window on eleven and far better on one, so
+    the paired interval holds 0 while the exact sign test (11 of 12, p = 0.006) does not."""
+    op = study / "focus_operating_point"
+    full = [2.0 + 0.05 * i for i in range(12)]
+    (op / "full.json").write_text(json.dumps({**{s: {"block_loss": full}
+                                                 for s in ("val", "test", "ood")},
+                                              "meta": {"model": "m"}}))
+    window = [x + 0.01 for x in full]
+    _row(op, "sinks@K8_top2_w64_distill", "sinks", window, 0.2, full=full, window=300,
+         num_sinks=4)
+    _row(op, "K8_top2_w64_random", "random", [x + 0.5 + 0.01 * (i % 3) for i, x in
+                                              enumerate(full)], 0.2, full=full, K=8, top_k=2,
+         window=64)
+    _row(op, FOCUS, "trained", [x + math.log(1.03) for x in window[:11]] + [window[11] - 1],
+         0.2, full=full, objective="distill", num_sinks=4, K=8, top_k=2, window=64)
+    r = _focus(study)
+    assert r["vs_window_ci_low"] < 0 < r["vs_window_ci_high"]
+    assert (r["vs_window_worse"], r["vs_window_blocks"]) == (11, 12)
+    assert r["vs_window_sign_p"] == pytest.approx(2 * 13 / 4096)
+    assert r["baselines_check"] == "missed"

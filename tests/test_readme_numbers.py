@@ -10,11 +10,11 @@ how to read the value from it, how the README rounds it). The test fails when
 * a bullet covered here prints a number that no claim and no listed setting value accounts
   for (a new number was written without being traced).
 
-Covered: the QSV layer-speed bullet, the QSV ablation bullet, the query/key geometry bullet
-and the query/key sentence about SmolLM2-135M. NOT covered: the Focus bullets (the Focus
-speed-up bullet and the SmolLM2-135M Focus table and its "What it means" paragraph, apart from
-that query/key sentence), which are being rewritten under issue 31; their numbers get their
-claims there.
+Covered: the QSV layer-speed bullet, the QSV ablation bullet, the query/key geometry bullet,
+the query/key sentence about SmolLM2-135M and the bullet of the Focus operating-point study
+(issue 31: quality, baselines, passkey and speed of the configurations it names). NOT
+covered: the Focus kernel speed-up bullet and the earlier SmolLM2-135M Focus study (its table
+of in-domain results and soft gates), which the operating-point study supersedes.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import json
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import pytest
 
@@ -131,6 +131,42 @@ def _boot(step: int, key: str) -> float:
 
 def _test(name: str) -> dict:
     return _row("qk_geometry_intervention_tests.json", test=name)
+
+
+# --- Focus on SmolLM2-135M at one operating point ------------------------------------------
+OP = "focus_operating_point.json"
+OP_PAIRED = "focus_operating_point_paired.json"
+VERDICT = "focus_verdict.json"
+PASSKEY = "focus_passkey_paired.json"
+K4, K8 = "K4_top2_w64_distill_s4", "K8_top2_w64_distill_s4_120"
+
+
+def _op(row: str, key: str) -> Any:
+    rows = [r for r in _load(OP)["rows"] if r["name"] == row]
+    assert len(rows) == 1, (OP, row, len(rows))
+    return rows[0][key]
+
+
+def _vs_window(focus: str, key: str, split: str = "ood") -> Any:
+    return _row(OP_PAIRED, focus=focus, baseline=f"sinks@{focus}", split=split)[key]
+
+
+def _pk(config: str, key: str, length: int = 2048) -> Any:
+    return _row(PASSKEY, config=config, length=length)[key]
+
+
+def _speeds(key: str, window: bool, k: Optional[int] = None) -> list[float]:
+    """``key`` of the timed rows of both speed tables: the window rows, or the Focus rows
+    (of ``K = k`` only, when given)."""
+    out = []
+    for t in (1, 2):
+        for r in _load(f"focus_op_speed_{t}t.json")["rows"]:
+            c = r["config"]
+            if c == "full" or c.startswith("sinks@") != window:
+                continue
+            if k is None or c.startswith(f"K{k}_"):
+                out.append(r[key])
+    return out
 
 
 # (README phrase, the number as printed in it, result file, value getter, formatter)
@@ -282,6 +318,148 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      lambda: _pretrained_corr("spearman_rho"), _signed(2)),
     ("(Spearman +0.74, p = 3e-6)", "3e-6", "qk_pretrained.json",
      lambda: _pretrained_corr("p_value"), lambda p: f"{p:.0e}".replace("e-0", "e-")),
+    # Focus on SmolLM2-135M at one operating point (issue 31)
+    ("evaluated on 13 test blocks of 1,024 tokens", "13", OP_PAIRED,
+     lambda: _vs_window(K4, "blocks", "test"), str),
+    ("evaluated on 13 test blocks of 1,024 tokens", "1,024", OP,
+     lambda: _load(OP)["meta"]["train"]["block"], _thousands),
+    ("and on 16 out-of-domain blocks", "16", OP_PAIRED, lambda: _vs_window(K4, "blocks"), str),
+    ("a sliding window plus 4 attention sinks (seed 0", "4", OP,
+     lambda: _load(OP)["meta"]["num_sinks"], str),
+    ("a sliding window plus 4 attention sinks (seed 0", "0", OP,
+     lambda: _load(OP)["meta"]["train"]["seed"], str),
+    ("(within 1% of full attention out of domain", "1", VERDICT,
+     lambda: _load(VERDICT)["meta"]["target"]["ood_delta_pct"], _fixed(0)),
+    ("within 5 points of its passkey accuracy at 8K", "5", VERDICT,
+     lambda: _load(VERDICT)["meta"]["target"]["passkey_points"], _fixed(0)),
+    ("within 5 points of its passkey accuracy at 8K", "8", VERDICT,
+     lambda: _load(VERDICT)["meta"]["target"]["length"] // 1024, str),
+    ("1.3x faster in prefill and decoding at 8K", "1.3", VERDICT,
+     lambda: _load(VERDICT)["meta"]["target"]["speedup"], _fixed(1)),
+    ("**No Focus configuration meets the target**", "", VERDICT, lambda: None, str),
+    # K = 4
+    ("**K = 4, top-2, window 64, 4 sinks**", "4", OP, lambda: _op(K4, "K"), str),
+    ("**K = 4, top-2, window 64, 4 sinks**", "2", OP, lambda: _op(K4, "top_k"), str),
+    ("**K = 4, top-2, window 64, 4 sinks**", "64", OP, lambda: _op(K4, "window"), str),
+    ("(80 steps, still learning;", "80", OP, lambda: _op(K4, "steps"), str),
+    ("86% of the causal pairs at 1K", "86", OP, lambda: _op(K4, "pairs_kept_1k"), _pct),
+    ("84% at 8K): out of domain", "84", OP, lambda: _op(K4, "pairs_kept_8k"), _pct),
+    ("-1.8% on average but +2.3% on the median block", "-1.8", OP,
+     lambda: _op(K4, "ood_delta_pct"), _signed(1)),
+    ("-1.8% on average but +2.3% on the median block", "+2.3", OP,
+     lambda: _op(K4, "ood_median_pct"), _signed(1)),
+    ("worse than full attention on 15 of 16 blocks", "15 of 16", OP,
+     lambda: (_op(K4, "ood_worse"), _vs_window(K4, "blocks")), lambda v: f"{v[0]} of {v[1]}"),
+    ("repeats within the block, gains 45%", "45", OP, lambda: -_op(K4, "ood_best_block_pct"),
+     _fixed(0)),
+    ("test +1.4%. The window plus sinks", "+1.4", OP, lambda: _op(K4, "test_delta_pct"),
+     _signed(1)),
+    ("is +0.8% out of domain (median +0.9%)", "+0.8", OP,
+     lambda: _op(f"sinks@{K4}", "ood_delta_pct"), _signed(1)),
+    ("is +0.8% out of domain (median +0.9%)", "+0.9", OP,
+     lambda: _op(f"sinks@{K4}", "ood_median_pct"), _signed(1)),
+    ("and +0.6% on test, within 1% of full attention", "+0.6", OP,
+     lambda: _op(f"sinks@{K4}", "test_delta_pct"), _signed(1)),
+    ("and +0.6% on test, within 1% of full attention", "1", VERDICT,
+     lambda: _load(VERDICT)["meta"]["target"]["ood_delta_pct"], _fixed(0)),
+    ("than it on 13 of 16 out-of-domain blocks (sign p = 0.02)", "13 of 16", OP_PAIRED,
+     lambda: (_vs_window(K4, "focus_worse"), _vs_window(K4, "blocks")),
+     lambda v: f"{v[0]} of {v[1]}"),
+    ("than it on 13 of 16 out-of-domain blocks (sign p = 0.02)", "0.02", OP_PAIRED,
+     lambda: _vs_window(K4, "sign_p"), _fixed(2)),
+    ("pattern 1.3x faster: keeping 84% of the pairs", "1.3", VERDICT,
+     lambda: _load(VERDICT)["meta"]["target"]["speedup"], _fixed(1)),
+    ("pattern 1.3x faster: keeping 84% of the pairs", "84", OP,
+     lambda: _op(K4, "pairs_kept_8k"), _pct),
+    ("an 8K prefill is at most 1.10x faster", "1.10", OP, lambda: _op(K4, "prefill_bound_8k"),
+     _fixed(2)),
+    # K = 8
+    ("**K = 8, top-2, window 64, 4 sinks** (52% of the pairs at 1K, 47% at 8K)", "8", OP,
+     lambda: _op(K8, "K"), str),
+    ("**K = 8, top-2, window 64, 4 sinks** (52% of the pairs at 1K, 47% at 8K)", "52", OP,
+     lambda: _op(K8, "pairs_kept_1k"), _pct),
+    ("**K = 8, top-2, window 64, 4 sinks** (52% of the pairs at 1K, 47% at 8K)", "47", OP,
+     lambda: _op(K8, "pairs_kept_8k"), _pct),
+    ("trained 95 steps without sinks, then 120 with them", "95", OP,
+     lambda: _op("K8_top2_w64_distill", "steps"), str),
+    ("trained 95 steps without sinks, then 120 with them", "120", OP, lambda: _op(K8, "steps"),
+     str),
+    ("+5.9% out of domain (median +8.0%), +6.4% on test", "+5.9", OP,
+     lambda: _op(K8, "ood_delta_pct"), _signed(1)),
+    ("+5.9% out of domain (median +8.0%), +6.4% on test", "+8.0", OP,
+     lambda: _op(K8, "ood_median_pct"), _signed(1)),
+    ("+5.9% out of domain (median +8.0%), +6.4% on test", "+6.4", OP,
+     lambda: _op(K8, "test_delta_pct"), _signed(1)),
+    ("the window plus sinks at the same share +5.8% / +5.0%", "+5.8", OP,
+     lambda: _op(f"sinks@{K8}", "ood_delta_pct"), _signed(1)),
+    ("the window plus sinks at the same share +5.8% / +5.0%", "+5.0", OP,
+     lambda: _op(f"sinks@{K8}", "test_delta_pct"), _signed(1)),
+    ("Focus worse than it on 14 of 16 out-of-domain blocks (sign p = 0.004)", "14 of 16",
+     OP_PAIRED, lambda: (_vs_window(K8, "focus_worse"), _vs_window(K8, "blocks")),
+     lambda v: f"{v[0]} of {v[1]}"),
+    ("Focus worse than it on 14 of 16 out-of-domain blocks (sign p = 0.004)", "0.004",
+     OP_PAIRED, lambda: _vs_window(K8, "sign_p"), _fixed(3)),
+    ("are +49% out of domain without sinks and +8.6% with them", "+49", OP,
+     lambda: _op("K8_top2_w64_distill", "ood_delta_pct"), _signed(0)),
+    ("are +49% out of domain without sinks and +8.6% with them", "+8.6", OP,
+     lambda: _op("K8_top2_w64_distill+sinks", "ood_delta_pct"), _signed(1)),
+    ("Random balanced groups at K = 8 are +69%", "+69", OP,
+     lambda: _op("K8_top2_w64_random", "ood_delta_pct"), _signed(0)),
+    # passkey
+    ("**Passkey at 2K** (50 trials each", "50", PASSKEY,
+     lambda: _pk("K4_top2_w64_lm_earlier+sinks", "matched"), str),
+    ("full attention 32;", "32", PASSKEY,
+     lambda: _pk("K4_top2_w64_lm_earlier+sinks", "both")
+     + _pk("K4_top2_w64_lm_earlier+sinks", "lost"), str),
+    ("(the earlier routers) 20, losing 14 trials", "20", PASSKEY,
+     lambda: _pk("K4_top2_w64_lm_earlier+sinks", "both")
+     + _pk("K4_top2_w64_lm_earlier+sinks", "gained"), str),
+    ("(the earlier routers) 20, losing 14 trials", "14", PASSKEY,
+     lambda: _pk("K4_top2_w64_lm_earlier+sinks", "lost"), str),
+    ("attention answers and gaining 2 (exact McNemar p = 0.004)", "2", PASSKEY,
+     lambda: _pk("K4_top2_w64_lm_earlier+sinks", "gained"), str),
+    ("attention answers and gaining 2 (exact McNemar p = 0.004)", "0.004", PASSKEY,
+     lambda: _pk("K4_top2_w64_lm_earlier+sinks", "mcnemar_p"), _fixed(3)),
+    ("their share 23 (9 lost, p = 0.004)", "23", PASSKEY,
+     lambda: _pk("sinks@K4_top2_w64_lm_earlier", "both")
+     + _pk("sinks@K4_top2_w64_lm_earlier", "gained"), str),
+    ("their share 23 (9 lost, p = 0.004)", "9", PASSKEY,
+     lambda: _pk("sinks@K4_top2_w64_lm_earlier", "lost"), str),
+    ("their share 23 (9 lost, p = 0.004)", "0.004", PASSKEY,
+     lambda: _pk("sinks@K4_top2_w64_lm_earlier", "mcnemar_p"), _fixed(3)),
+    ("the K = 8 routers after 40 steps with sinks 14 (19", "40", OP,
+     lambda: _op("K8_top2_w64_distill_s4", "steps"), str),
+    ("the K = 8 routers after 40 steps with sinks 14 (19", "14", PASSKEY,
+     lambda: _pk("K8_top2_w64_distill_s4", "both") + _pk("K8_top2_w64_distill_s4", "gained"),
+     str),
+    ("the K = 8 routers after 40 steps with sinks 14 (19", "19", PASSKEY,
+     lambda: _pk("K8_top2_w64_distill_s4", "lost"), str),
+    ("lost, p = 4e-5)", "4e-5", PASSKEY, lambda: _pk("K8_top2_w64_distill_s4", "mcnemar_p"),
+     lambda p: f"{p:.0e}".replace("e-0", "e-")),
+    # speed
+    ("2K and 4K tokens, 3 shuffled rounds; 8K not timed", "3", "focus_op_speed_1t.json",
+     lambda: min(_load(f"focus_op_speed_{t}t.json")["meta"]["rounds_per_length"]
+                 for t in (1, 2)), str),
+    ("2K and 4K tokens, 3 shuffled rounds; 8K not timed", "2", "focus_op_speed_1t.json",
+     lambda: min(_load("focus_op_speed_1t.json")["meta"]["lengths"]) // 1024, str),
+    ("2K and 4K tokens, 3 shuffled rounds; 8K not timed", "4", "focus_op_speed_1t.json",
+     lambda: max(_load("focus_op_speed_1t.json")["meta"]["lengths"]) // 1024, str),
+    ("(K = 4 top-2 0.34-0.40x, K = 8", "0.34", "focus_op_speed_1t.json",
+     lambda: min(_speeds("prefill_speedup", False, 4)), _fixed(2)),
+    ("(K = 4 top-2 0.34-0.40x, K = 8", "0.40", "focus_op_speed_1t.json",
+     lambda: max(_speeds("prefill_speedup", False, 4)), _fixed(2)),
+    ("top-2 0.53-0.61x) and decoding too", "0.53", "focus_op_speed_1t.json",
+     lambda: min(_speeds("prefill_speedup", False, 8)), _fixed(2)),
+    ("top-2 0.53-0.61x) and decoding too", "0.61", "focus_op_speed_1t.json",
+     lambda: max(_speeds("prefill_speedup", False, 8)), _fixed(2)),
+    ("and decoding too (0.77-0.87x)", "0.77", "focus_op_speed_1t.json",
+     lambda: min(_speeds("decode_speedup", False)), _fixed(2)),
+    ("and decoding too (0.77-0.87x)", "0.87", "focus_op_speed_1t.json",
+     lambda: max(_speeds("decode_speedup", False)), _fixed(2)),
+    ("the window plus sinks runs at 0.78-1.11x", "0.78", "focus_op_speed_1t.json",
+     lambda: min(_speeds("prefill_speedup", True)), _fixed(2)),
+    ("the window plus sinks runs at 0.78-1.11x", "1.11", "focus_op_speed_1t.json",
+     lambda: max(_speeds("prefill_speedup", True)), _fixed(2)),
 ]
 
 
@@ -300,6 +478,10 @@ SETTINGS = {
                                      "4": "the 4-per-head quaternion map"},
     "QSV ablation on digits": {"10": "CIFAR-10", "20": "ResNet-20",
                                "95": "the level of the intervals (the table's notes say 95%)"},
+    "**Focus on SmolLM2-135M at one operating point**": {
+        "2026": "the date", "12": "the date", "03": "the date", "135": "SmolLM2-135M",
+        "31": "issue 31", "32": "the 32-token windows of the deduplication",
+        "1": "1K, the evaluation length of the shares"},
     "Query/key geometry": {"2026": "the date", "12": "the date", "01": "the date",
                            "103": "WikiText-103", "0": "the sign in PR_Q - PR_K > 0",
                            "90": "the threshold of 'at least 90% from step N on'"},

@@ -117,6 +117,8 @@ def test_write_table_from_row_files(tmp_path):
     (tmp_path / "K8_top2_w64_random.json").write_text(json.dumps(row))
     got = write_table(tmp_path / "out", results=tmp_path)["rows"][1]
     assert got["ood_median_pct"] == pytest.approx(100 * math.expm1(0.1))
+    # the block that gains most: block 3, 0.0 against full attention's 1.0
+    assert got["ood_best_block_pct"] == pytest.approx(100 * math.expm1(-1.0))
     assert got["test_median_pct"] == pytest.approx(100 * math.expm1(0.1))
     assert "K8_top2_w64_random" in (tmp_path / "out" / "focus_operating_point.md").read_text()
 

@@ -43,6 +43,10 @@ __all__ = ["TARGET", "verdict_rows", "write_verdict"]
 TARGET = {"ood_delta_pct": 1.0, "passkey_points": 5.0, "speedup": 1.3, "length": 8192,
           "threads": (1, 2)}
 
+#: The speed tables read per thread count ``t``: the 2K/4K run and the 8K run (a separate
+#: ``focus_op_speed.py --out`` folder, timed on its own).
+SPEED_FILES = ("focus_op_speed_{t}t.json", "focus_op_speed_8k/focus_op_speed_{t}t.json")
+
 # passkey and speed are run at 8,186 tokens (the model's 8,192 positions less the answer)
 _LONG = (8186, 8192)
 
@@ -126,10 +130,12 @@ def _check_speed(r: dict) -> str:
     if r["prefill_bound_8k"] < TARGET["speedup"]:
         return f"cannot (bound {r['prefill_bound_8k']:.2f}x)"
     lens = [r.get(f"speed_len_{t}t") for t in TARGET["threads"]]
-    if all(v in _LONG for v in lens):
-        ok = all(min(r[f"prefill_{t}t"], r[f"decode_{t}t"]) >= TARGET["speedup"]
-                 for t in TARGET["threads"])
-        return "met" if ok else "missed"
+    at_8k = [t for t, v in zip(TARGET["threads"], lens) if v in _LONG]
+    # one thread count timed at 8K below the target is enough to miss it
+    if any(min(r[f"prefill_{t}t"], r[f"decode_{t}t"]) < TARGET["speedup"] for t in at_8k):
+        return "missed"
+    if len(at_8k) == len(lens):
+        return "met"
     if any(v is not None for v in lens):
         return f"not measured at 8K (timed at {max(v for v in lens if v)} tokens)"
     return "not measured"
@@ -160,7 +166,7 @@ def verdict_rows(results: Path | str = "benchmarks/results") -> List[Dict[str, A
     decoding speed-ups at the longest timed length per thread count, and for Focus rows the four
     checks of :data:`TARGET` and ``verdict`` (``'meets the target'`` or the criteria missed or
     not measured). Reads ``results/focus_operating_point/*.json``,
-    ``results/focus_passkey_trials.jsonl`` and ``results/focus_op_speed_{1,2}t.json``."""
+    ``results/focus_passkey_trials.jsonl`` and the speed tables of :data:`SPEED_FILES`."""
     from quest_geometric.experiments.focus_operating_point import (
         paired_comparisons,
         table_rows,
@@ -172,8 +178,12 @@ def verdict_rows(results: Path | str = "benchmarks/results") -> List[Dict[str, A
     paired = paired_comparisons(op)
     trials = results / "focus_passkey_trials.jsonl"
     passkey = summarize(str(trials))[0] if trials.is_file() else []
-    speed = {t: json.loads((results / f"focus_op_speed_{t}t.json").read_text())["rows"]
-             for t in TARGET["threads"] if (results / f"focus_op_speed_{t}t.json").is_file()}
+    speed: Dict[int, List[dict]] = {}
+    for t in TARGET["threads"]:
+        for pattern in SPEED_FILES:
+            f = results / pattern.format(t=t)
+            if f.is_file():
+                speed.setdefault(t, []).extend(json.loads(f.read_text())["rows"])
     out = []
     for t in table_rows(op):
         name = t["name"]
@@ -307,7 +317,8 @@ def write_verdict(results: Path | str = "benchmarks/results", out: Path | str | 
     meta = {"target": {k: list(v) if isinstance(v, tuple) else v for k, v in TARGET.items()},
             "met_by": met, "sources": ["focus_operating_point/*.json",
                                        "focus_passkey_trials.jsonl",
-                                       "focus_op_speed_1t.json", "focus_op_speed_2t.json"]}
+                                       *[f.format(t=t) for f in SPEED_FILES
+                                         for t in TARGET["threads"]]]}
     write_results(name, rows, out, meta=meta, columns=COLUMNS, notes=notes,
                   title="Focus on SmolLM2-135M: the operating point against the target")
     _plot(rows, out / f"{name}.png")

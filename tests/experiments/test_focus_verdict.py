@@ -35,8 +35,10 @@ def _passkey(results, rows):
                                     "trial": trial, "seed": 0, "correct": c}) + "\n")
 
 
-def _speed(results, threads, rows):
-    (results / f"focus_op_speed_{threads}t.json").write_text(json.dumps({"meta": {}, "rows": [
+def _speed(results, threads, rows, folder=""):
+    (results / folder).mkdir(exist_ok=True)
+    path = results / folder / f"focus_op_speed_{threads}t.json"
+    path.write_text(json.dumps({"meta": {}, "rows": [
         {"config": c, "length": n, "prefill_speedup": p, "decode_speedup": d}
         for c, n, p, d in rows]}))
 
@@ -178,3 +180,21 @@ def test_worse_on_most_blocks_by_a_sign_test_misses_the_baselines(study):
     assert (r["vs_window_worse"], r["vs_window_blocks"]) == (11, 12)
     assert r["vs_window_sign_p"] == pytest.approx(2 * 13 / 4096)
     assert r["baselines_check"] == "missed"
+
+
+def test_the_8k_timings_of_their_own_run_are_read_beside_the_short_ones(study):
+    """The 8K timings live in their own folder (a separate run); the row's speed is its
+    longest timed length from either file, per thread count."""
+    for t in TARGET["threads"]:
+        _speed(study, t, [("full", 4096, 1.0, 1.0), (FOCUS, 4096, 0.5, 0.8)])
+    assert _focus(study)["speed_check"] == "not measured at 8K (timed at 4096 tokens)"
+    _speed(study, 1, [(FOCUS, 8192, 1.4, 1.35)], folder="focus_op_speed_8k")
+    r = _focus(study)
+    assert (r["speed_len_1t"], r["prefill_1t"]) == (8192, 1.4)
+    assert r["speed_len_2t"] == 4096 and r["speed_check"].startswith("not measured at 8K")
+    _speed(study, 2, [(FOCUS, 8192, 1.31, 1.2)], folder="focus_op_speed_8k")
+    assert _focus(study)["speed_check"] == "missed"  # decoding at two threads below 1.3x
+    # one thread count timed at 8K below the target misses it without the other
+    (study / "focus_op_speed_8k" / "focus_op_speed_2t.json").unlink()
+    _speed(study, 1, [(FOCUS, 8192, 0.4, 0.7)], folder="focus_op_speed_8k")
+    assert _focus(study)["speed_check"] == "missed"

@@ -84,6 +84,11 @@ def _speed(name: str, speed: Dict[int, List[dict]], results: Path) -> Dict[str, 
     return out
 
 
+def _length_tag(length: int) -> str:
+    """``'2k'``, ``'4k'``, ``'8k'``: the column suffix of a passkey length."""
+    return "8k" if length in _LONG else f"{length // 1024}k"
+
+
 def _passkey(name: str, rows: Sequence[dict]) -> Dict[str, Any]:
     """Accuracy at each length the row was run at, with full attention's on the same trials."""
     from quest_geometric.experiments.focus_passkey import paired_with_full
@@ -94,7 +99,7 @@ def _passkey(name: str, rows: Sequence[dict]) -> Dict[str, Any]:
         if p["config"] != name:
             continue
         n, length = p["matched"], p["length"]
-        tag = "8k" if length in _LONG else f"{length // 1024}k"
+        tag = _length_tag(length)
         out[f"passkey_{tag}"] = (p["both"] + p["gained"]) / n
         out[f"passkey_{tag}_full"] = (p["both"] + p["lost"]) / n
         out[f"passkey_{tag}_n"] = n
@@ -222,8 +227,8 @@ def verdict_rows(results: Path | str = "benchmarks/results") -> List[Dict[str, A
 def _full_passkey(rows: Sequence[dict]) -> Dict[str, Any]:
     from quest_geometric.experiments.focus_passkey import accuracy_by_config
 
-    return {("passkey_8k" if a["length"] in _LONG else f"passkey_{a['length'] // 1024}k"):
-            a["accuracy"] for a in accuracy_by_config([r for r in rows if r["config"] == "full"])}
+    return {f"passkey_{_length_tag(a['length'])}": a["accuracy"]
+            for a in accuracy_by_config([r for r in rows if r["config"] == "full"])}
 
 
 def _plateau(t: dict) -> str:

@@ -197,16 +197,22 @@ def _reset_peak() -> bool:
         return False
 
 
-def _available_gb() -> float:
-    """``MemAvailable`` of ``/proc/meminfo`` in GiB (``inf`` where there is none)."""
+def _meminfo_gb(key: str, default: float) -> float:
+    """Line ``key`` (``'MemAvailable'``, ``'MemTotal'``) of ``/proc/meminfo`` in GiB
+    (``default`` where there is none)."""
     try:
         with open("/proc/meminfo") as f:
             for line in f:
-                if line.startswith("MemAvailable:"):
+                if line.startswith(key + ":"):
                     return int(line.split()[1]) * 1024 / _GIB
-    except OSError:  # pragma: no cover - not Linux
+    except (OSError, ValueError, IndexError):  # pragma: no cover - not Linux
         pass
-    return math.inf
+    return default
+
+
+def _available_gb() -> float:
+    """``MemAvailable`` in GiB (``inf`` where there is none)."""
+    return _meminfo_gb("MemAvailable", math.inf)
 
 
 def _build_graph(task: dict) -> dict:  # runs in a child, capped as a whole
@@ -533,21 +539,13 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
         meta={"torch_harmonics": version, "grids": [list(g) for g in grids],
               "channels": CHANNELS, "heads": 1, "dtype": "float32", "threads_in_child": 1,
               "cap_gb": cap_gb, "target_gb": TARGET_GB, "quick": quick, "seed": 0,
-              "memory_total_gb": round(_meminfo_total_gb(), 1),
+              "memory_total_gb": round(_meminfo_gb("MemTotal", math.nan), 1),
               "method": "spawned child per layer, VmHWM - VmRSS after clear_refs, RLIMIT_AS"},
         columns=COLUMNS, title="Memory of one forward + backward: QSVConv, torch-harmonics "
                                "NeighborhoodAttentionS2 and TransformerConv",
         notes=_notes(cap_gb), display=DISPLAY)
     markdown = paths["md"].read_text()
     return {"rows": rows, "paths": paths, "skipped": None, "markdown": markdown}
-
-
-def _meminfo_total_gb() -> float:
-    try:
-        with open("/proc/meminfo") as f:
-            return int(f.readline().split()[1]) * 1024 / _GIB
-    except (OSError, ValueError, IndexError):  # pragma: no cover - not Linux
-        return math.nan
 
 
 def main(argv: Optional[list[str]] = None) -> dict[str, Any]:

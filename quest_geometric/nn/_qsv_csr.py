@@ -15,9 +15,9 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 __all__ = [
-    "CSRPattern", "NeighbourSum", "sparse_csr", "transpose_pattern", "pattern_columns",
-    "csr_matmul", "csr_sampled", "csr_transpose_op", "csr_matmul_op", "csr_sampled_op",
-    "neighbour_sum_op",
+    "CSRPattern", "NeighbourSum", "TransposeCache", "TRANSPOSES", "sparse_csr",
+    "transpose_pattern", "pattern_columns", "csr_matmul", "csr_sampled", "neighbour_sum_op",
+    "neighbour_sum_backward_op",
 ]
 
 
@@ -145,83 +145,117 @@ class NeighbourSum(torch.autograd.Function):
 
 
 # --------------------------------------------------------------------------- custom ops
-# The same products as custom operators, so that torch.compile traces the fused path: each is
-# opaque to the compiler (its fake implementation gives the output's shape from the inputs'
-# shapes alone) and the neighbour sum carries its backward formula.
-
-@torch.library.custom_op("quest_geometric::csr_transpose", mutates_args=())
-def csr_transpose_op(src: Tensor, num_src: int, k: int, heads: int
-                     ) -> tuple[Tensor, Tensor, Tensor]:
-    r"""Custom-op form of :func:`transpose_pattern` (sources ``src`` in ``[0, num_src)``)."""
-    return transpose_pattern(src, num_src, k, heads)
+# The product as custom operators, so that torch.compile traces the fused path: each is opaque
+# to the compiler (its fake implementation gives the outputs' shapes from the inputs' shapes
+# alone), and the forward carries its backward formula, itself one operator.
 
 
-@csr_transpose_op.register_fake
-def _(src: Tensor, num_src: int, k: int, heads: int) -> tuple[Tensor, Tensor, Tensor]:
-    E = src.numel() * heads
-    return (src.new_empty(num_src * heads + 1, dtype=torch.long),
-            src.new_empty(E, dtype=torch.long), src.new_empty(E, dtype=torch.long))
+class TransposeCache:
+    r"""The transposed patterns (:func:`transpose_pattern`) of the last ``size`` source
+    vectors seen, found again by exact comparison of the sources (:func:`torch.equal`, one
+    pass over them) and of ``(num_src, k, heads)``.
+
+    A traced backward cannot read the eager layer's per-graph cache (the ``edge_index`` it
+    sees is a new tensor at every call), so without this cache it would sort a graph's
+    sources at every call, and the layers of a network that share a graph once each.  The
+    cache lives inside the opaque backward operator: its tensors are never outputs of a
+    compiled graph, whose buffers the compiler may reuse.  It holds, per entry, a copy of the
+    sources and the transpose (about four ``int64`` per edge and head); :meth:`clear` frees
+    them."""
+
+    def __init__(self, size: int = 2) -> None:
+        if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+            raise ValueError(f"TransposeCache: 'size' must be a positive int, got {size!r}")
+        self.size = size
+        self._entries: list[tuple[tuple, Tensor, tuple[Tensor, Tensor, Tensor]]] = []
+        #: Calls answered from the cache and calls that built a transpose (for tests).
+        self.hits = self.misses = 0
+
+    def __call__(self, src: Tensor, num_src: int, k: int, heads: int
+                 ) -> tuple[Tensor, Tensor, Tensor]:
+        key = (num_src, k, heads, src.numel(), src.dtype, src.device)
+        for i, (entry_key, entry_src, result) in enumerate(self._entries):
+            if entry_key == key and torch.equal(entry_src, src):
+                self._entries.append(self._entries.pop(i))  # most recently used last
+                self.hits += 1
+                return result
+        result = transpose_pattern(src, num_src, k, heads)
+        self._entries.append((key, src.clone(), result))
+        del self._entries[:-self.size]
+        self.misses += 1
+        return result
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        """Forget every entry (and free its memory)."""
+        self._entries.clear()
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}(size={self.size}, entries={len(self)})"
 
 
-@torch.library.custom_op("quest_geometric::csr_matmul", mutates_args=())
-def csr_matmul_op(crow: Tensor, col: Tensor, values: Tensor, num_cols: int,
-                  dense: Tensor) -> Tensor:
-    r"""Custom-op form of :func:`csr_matmul` (no autograd of its own: it is the backward
-    of :func:`neighbour_sum_op`)."""
-    return csr_matmul(crow, col, values, num_cols, dense)
-
-
-@csr_matmul_op.register_fake
-def _(crow: Tensor, col: Tensor, values: Tensor, num_cols: int, dense: Tensor) -> Tensor:
-    torch._check(values.numel() == col.numel())
-    torch._check(dense.size(0) == num_cols)
-    return dense.new_empty(crow.numel() - 1, dense.size(1))
-
-
-@torch.library.custom_op("quest_geometric::csr_sampled", mutates_args=())
-def csr_sampled_op(crow: Tensor, col: Tensor, num_cols: int, a: Tensor, b: Tensor) -> Tensor:
-    r"""Custom-op form of :func:`csr_sampled`."""
-    return csr_sampled(crow, col, num_cols, a, b)
-
-
-@csr_sampled_op.register_fake
-def _(crow: Tensor, col: Tensor, num_cols: int, a: Tensor, b: Tensor) -> Tensor:
-    torch._check(b.size(0) == num_cols)
-    return a.new_empty(col.numel())
+#: The cache of :func:`neighbour_sum_backward_op`.
+TRANSPOSES = TransposeCache()
 
 
 @torch.library.custom_op("quest_geometric::neighbour_sum", mutates_args=())
-def neighbour_sum_op(values: Tensor, x: Tensor, crow: Tensor, col: Tensor, crow_t: Tensor,
-                     col_t: Tensor, gather: Tensor) -> Tensor:
+def neighbour_sum_op(values: Tensor, x: Tensor, crow: Tensor, col: Tensor, src: Tensor,
+                     k: int, heads: int) -> Tensor:
     r""":math:`Y = A(\alpha)\,X` as a custom operator: ``A`` the CSR matrix ``(crow, col,
-    values)`` with ``x.size(0)`` columns, and ``(crow_t, col_t, gather)`` its transpose from
-    :func:`csr_transpose_op` (used by the backward).  The same function as
-    :class:`NeighbourSum`, which the eager layer uses (its transpose is built on first use and
-    cached per graph)."""
+    values)`` of :class:`CSRPattern` ``(src, x.size(0) // heads, src.numel() // k, k, heads)``
+    with ``x.size(0)`` columns.  Its backward is :func:`neighbour_sum_backward_op`.  The same
+    function as :class:`NeighbourSum`, which the eager layer uses with the pattern it caches
+    per graph."""
     return csr_matmul(crow, col, values, x.size(0), x)
 
 
 @neighbour_sum_op.register_fake
-def _(values: Tensor, x: Tensor, crow: Tensor, col: Tensor, crow_t: Tensor, col_t: Tensor,
-      gather: Tensor) -> Tensor:
+def _(values: Tensor, x: Tensor, crow: Tensor, col: Tensor, src: Tensor, k: int,
+      heads: int) -> Tensor:
     torch._check(values.numel() == col.numel())
     return x.new_empty(crow.numel() - 1, x.size(1))
 
 
+@torch.library.custom_op("quest_geometric::neighbour_sum_backward", mutates_args=())
+def neighbour_sum_backward_op(values: Tensor, x: Tensor, grad: Tensor, crow: Tensor,
+                              col: Tensor, src: Tensor, k: int, heads: int,
+                              need_values: bool, need_x: bool) -> tuple[Tensor, Tensor]:
+    r"""The gradients of :func:`neighbour_sum_op`: :math:`\nabla \alpha_{rc} = \langle G_r,
+    X_c \rangle` (the sampled product on the pattern) and :math:`\nabla X = A^{\top} G`
+    (the transposed pattern from :data:`TRANSPOSES`); a gradient that is not needed comes
+    back empty."""
+    g_values = csr_sampled(crow, col, x.size(0), grad, x) if need_values else values.new_empty(0)
+    if need_x:
+        crow_t, col_t, gather = TRANSPOSES(src, x.size(0) // heads, k, heads)
+        g_x = csr_matmul(crow_t, col_t, values.index_select(0, gather), grad.size(0), grad)
+    else:
+        g_x = x.new_empty(0)
+    return g_values, g_x
+
+
+@neighbour_sum_backward_op.register_fake
+def _(values: Tensor, x: Tensor, grad: Tensor, crow: Tensor, col: Tensor, src: Tensor, k: int,
+      heads: int, need_values: bool, need_x: bool) -> tuple[Tensor, Tensor]:
+    torch._check(grad.size(0) == crow.numel() - 1)
+    return (values.new_empty(values.shape if need_values else (0,)),
+            x.new_empty(x.shape if need_x else (0,)))
+
+
 def _neighbour_sum_setup(ctx: Any, inputs: tuple, output: Tensor) -> None:
-    values, x, crow, col, crow_t, col_t, gather = inputs
-    ctx.save_for_backward(values, x, crow, col, crow_t, col_t, gather)
+    values, x, crow, col, src, k, heads = inputs
+    ctx.save_for_backward(values, x, crow, col, src)
+    ctx.k, ctx.heads = k, heads
 
 
 def _neighbour_sum_backward(ctx: Any, grad: Tensor) -> tuple[Optional[Tensor], ...]:
-    values, x, crow, col, crow_t, col_t, gather = ctx.saved_tensors
-    grad = grad.contiguous()
-    g_values = g_x = None
-    if ctx.needs_input_grad[0]:
-        g_values = csr_sampled_op(crow, col, x.size(0), grad, x)
-    if ctx.needs_input_grad[1]:
-        g_x = csr_matmul_op(crow_t, col_t, values.index_select(0, gather), grad.size(0), grad)
-    return g_values, g_x, None, None, None, None, None
+    values, x, crow, col, src = ctx.saved_tensors
+    need_values, need_x = bool(ctx.needs_input_grad[0]), bool(ctx.needs_input_grad[1])
+    g_values, g_x = neighbour_sum_backward_op(values, x, grad.contiguous(), crow, col, src,
+                                              ctx.k, ctx.heads, need_values, need_x)
+    return (g_values if need_values else None, g_x if need_x else None,
+            None, None, None, None, None)
 
 
 neighbour_sum_op.register_autograd(_neighbour_sum_backward, setup_context=_neighbour_sum_setup)

@@ -24,7 +24,6 @@ from quest_geometric._utils.checks import (
 from quest_geometric.nn._graph_cache import GraphInfo, cached_info, dense_degree, store_info
 from quest_geometric.nn._qsv_csr import (
     NeighbourSum,
-    csr_transpose_op,
     neighbour_sum_op,
     pattern_columns,
 )
@@ -51,13 +50,54 @@ def _is_compiling() -> bool:
     return bool(torch.compiler.is_compiling())
 
 
+def _all_finite(t: Tensor) -> bool:
+    """Whether every entry of ``t`` is finite, in one reduction: a sum is finite whenever all
+    its terms are, and NaN or an infinity in any term makes it NaN or infinite; only when the
+    sum is not finite (a non-finite entry, or finite entries whose sum overflows) is the
+    exact elementwise test run.  One host synchronisation; on ``[16200, 64]`` float32 at one
+    thread about 0.1 ms against 4-5 ms for ``torch.isfinite(t).all()``, which on CPU
+    materialises its comparisons."""
+    if bool(torch.isfinite(t.sum())):
+        return True
+    return bool(torch.isfinite(t).all())
+
+
 def _rotate(rot: Tensor, x: Tensor, transpose: bool = False) -> Tensor:
     r"""Applies :math:`\mathrm{diag}(1, R)` (or its transpose) of every node and head to its
     quaternion groups: ``rot`` ``[N, H, 3, 3]``, ``x`` ``[N, H, m, 4]``; the real parts pass
-    through and only the vector parts are multiplied (measured faster on CPU than the
-    ``4 x 4`` block product, forward and backward)."""
+    through and only the vector parts are multiplied.
+
+    Eagerly this is one batched ``[m, 3] x [3, 3]`` product per node and head
+    (:func:`_rotate_bmm`); while :func:`torch.compile` traces it is the same sum written
+    elementwise (:func:`_rotate_elementwise`), which the compiler fuses into one pass over the
+    features instead of calling a batched product of tiny matrices.  Both give the same
+    values and gradients (tested); each is the faster one in its mode (measured, see
+    ``benchmarks/results/qsv_compile_targets.md``)."""
+    if _is_compiling():
+        return _rotate_elementwise(rot, x, transpose)
+    return _rotate_bmm(rot, x, transpose)
+
+
+def _rotate_bmm(rot: Tensor, x: Tensor, transpose: bool = False) -> Tensor:
+    r"""The eager form of :func:`_rotate`: :math:`x_v \mapsto x_v R^{\top}` as one batched
+    matrix product (measured faster on CPU than the ``4 x 4`` block product, forward and
+    backward)."""
     rt = rot if transpose else rot.transpose(-1, -2)
     return torch.cat([x[..., :1], torch.matmul(x[..., 1:], rt)], dim=-1)
+
+
+def _rotate_elementwise(rot: Tensor, x: Tensor, transpose: bool = False) -> Tensor:
+    r"""The traced form of :func:`_rotate`: component :math:`a` of the rotated vector part is
+    :math:`\sum_b R_{ab}\,x_b` (:math:`R_{ba}` for the transpose), written as broadcast
+    products of ``[N, H, m]`` slices, so that a compiler emits one fused loop."""
+    r = rot.unsqueeze(-3)  # [N, H, 1, 3, 3]: one matrix for all m groups of a node and head
+    if transpose:
+        r = r.transpose(-1, -2)
+    x1, x2, x3 = x[..., 1], x[..., 2], x[..., 3]
+    parts = [x[..., 0]]
+    for a in range(3):
+        parts.append(x1 * r[..., a, 0] + x2 * r[..., a, 1] + x3 * r[..., a, 2])
+    return torch.stack(parts, dim=-1)
 
 
 class QSVConv(MessagePassing):
@@ -389,7 +429,9 @@ class QSVConv(MessagePassing):
                 else (self.lin, self.lin))
         widths = tuple(lin.in_channels if lin is not None else self.out_channels
                        for lin in lins)
-        for name, t, width in zip(names, (x_src, x_dst), widths):
+        for side, (name, t, width) in enumerate(zip(names, (x_src, x_dst), widths)):
+            if side == 1 and t is x_src and width == widths[0]:
+                break  # one tensor for both sides: checked once
             if t is None:
                 raise fail(TypeError, "QSVConv", f"'{name}'", "a tensor (QSVConv needs target "
                            "features for the target quaternions; pass (x_src, x_dst) with "
@@ -429,7 +471,7 @@ class QSVConv(MessagePassing):
                 f"({param.dtype}), got {t.dtype}; convert the input with "
                 f"x.to({param.dtype}) or the layer with layer.to({t.dtype})"
             )
-        if not _is_compiling() and not bool(torch.isfinite(t).all()):
+        if not _is_compiling() and not _all_finite(t):
             raise ValueError(
                 f"QSVConv: '{name}' must be finite, got NaN or infinite entries "
                 f"({int((~torch.isfinite(t)).sum())} of {t.numel()})"
@@ -706,8 +748,10 @@ class QSVConv(MessagePassing):
         """The dense path as sparse-dense products over the ``[N_dst, heads, k]`` weights:
         eagerly through :class:`NeighbourSum` on the graph's cached CSR pattern, under
         :func:`torch.compile` through the custom operator
-        ``quest_geometric::neighbour_sum`` on a pattern built in the traced graph."""
-        Ns, Nd, H = q_src.size(0), q_dst.size(0), self.heads
+        ``quest_geometric::neighbour_sum`` on a pattern built in the traced graph (its
+        backward finds the transposed pattern in
+        :data:`~quest_geometric.nn._qsv_csr.TRANSPOSES`, by the sources' values)."""
+        Nd, H = q_dst.size(0), self.heads
         k = edge_index.size(1) // Nd
         src = edge_index[0]
         if self.attention == "uniform":
@@ -723,11 +767,7 @@ class QSVConv(MessagePassing):
         values, feats = weights.reshape(-1), xs.reshape(-1, xs.size(-1))
         if compiling:
             crow, col = pattern_columns(src, Nd, k, H)
-            if torch.is_grad_enabled() and (values.requires_grad or feats.requires_grad):
-                crow_t, col_t, gather = csr_transpose_op(src, Ns, k, H)
-            else:  # no backward: the transpose is not needed
-                crow_t = col_t = gather = src.new_empty(0)
-            out = neighbour_sum_op(values, feats, crow, col, crow_t, col_t, gather)
+            out = neighbour_sum_op(values, feats, crow, col, src, k, H)
         else:
             out = NeighbourSum.apply(values, feats, info.pattern(edge_index, H))
         return out.view(Nd, H, -1), alpha.transpose(1, 2).reshape(Nd * k, H)

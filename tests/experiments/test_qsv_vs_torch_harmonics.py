@@ -33,7 +33,8 @@ def test_harmonics_rows_on_a_small_grid():
         for name in ("QSVConv", "NeighborhoodAttentionS2", "TransformerConv")}
     for r in rows:
         assert r["points"] == 128 and r["k"] == max(1, round(r["mean_nbr_th"]))
-        assert r["ms"] > 0 and r["gather_ms"] > 0 and r["spmm_ms"] > 0
+        assert r["ms"] > 0 and r["gather_ms"] > 0 and r["spmm_ms"] > 0 and r["spmm_fb_ms"] > 0
+        assert r["params"] > 0 and r["fwd_gflop"] > 0
         if r["layer"] == "QSVConv":
             assert r["qsv_speedup"] == pytest.approx(1.0)
 
@@ -58,30 +59,55 @@ def test_small_graph_rows():
         assert r["graphs"] == 2 and r["nodes"] == 160 and r["edges"] == 1600 and r["ms"] > 0
 
 
-def _row(points, threads, mode, what, layer, ms, speedup, gather=10.0, spmm=2.0):
-    return {"points": points, "threads": threads, "mode": mode, "pass": what, "layer": layer,
-            "ms": ms, "qsv_speedup": speedup, "gather_ms": gather, "spmm_ms": spmm}
+def _row(points, threads, mode, what, layer, ms, speedup, gather=10.0, spmm=2.0, spmm_fb=None):
+    row = {"points": points, "threads": threads, "mode": mode, "pass": what, "layer": layer,
+           "ms": ms, "qsv_speedup": speedup, "gather_ms": gather, "spmm_ms": spmm}
+    if spmm_fb is not None:
+        row["spmm_fb_ms"] = spmm_fb
+    return row
 
 
 def test_harmonics_targets_by_hand():
+    eager = qsv_vs_torch_harmonics.PAIRED_EAGER
     rows = [
         _row(100, 1, "eager", "forward", "QSVConv", 4.0, 1.0),
         _row(100, 1, "eager", "forward", "NeighborhoodAttentionS2", 5.0, 1.25),
         _row(100, 1, "eager", "forward", "TransformerConv", 9.0, 2.25),
-        _row(100, 1, "eager", "forward+backward", "QSVConv", 10.0, 1.0),
+        _row(100, 1, "eager", "forward+backward", "QSVConv", 10.0, 1.0, spmm_fb=4.0),
         _row(100, 1, "eager", "forward+backward", "NeighborhoodAttentionS2", 20.0, 2.0),
         _row(100, 1, "eager", "forward+backward", "TransformerConv", 35.0, 3.5),
-        # compiled rows and an incomplete cell are ignored
-        _row(100, 1, "compiled", "forward", "QSVConv", 1.0, 1.0),
+        # a compiled cell, with the eager layer timed in its rounds
+        _row(100, 1, "compiled", "forward", "QSVConv", 3.0, 1.0),
+        _row(100, 1, "compiled", "forward", "NeighborhoodAttentionS2", 6.0, 2.0),
+        _row(100, 1, "compiled", "forward", eager, 4.5, 1.5),
+        _row(100, 1, "compiled", "forward+backward", "QSVConv", 12.0, 1.0, spmm_fb=4.0),
+        _row(100, 1, "compiled", "forward+backward", "NeighborhoodAttentionS2", 36.0, 3.0),
+        _row(100, 1, "compiled", "forward+backward", "TransformerConv", 24.0, 2.0),
+        _row(100, 1, "compiled", "forward+backward", eager, 10.8, 0.9),
+        # an incomplete cell is left out
         _row(100, 2, "eager", "forward", "QSVConv", 3.0, 1.0),
     ]
-    (t,) = qsv_vs_torch_harmonics.harmonics_targets(rows)
-    assert (t["points"], t["threads"], t["qsv_fwd_ms"]) == (100, 1, 4.0)
+    t, c = qsv_vs_torch_harmonics.harmonics_targets(rows)
+    assert (t["points"], t["threads"], t["mode"], t["qsv_fwd_ms"]) == (100, 1, "eager", 4.0)
     assert t["fwd_vs_th"] == 1.25 and t["fwd_target_met"]
     assert t["fb_vs_th"] == 2.0 and not t["fb_target_met"]
     assert t["fb_vs_tconv"] == 3.5 and t["tconv_target_met"]
     assert t["fwd_vs_gather"] == pytest.approx(10.0 / 4.0)
-    assert t["fwd_vs_spmm"] == pytest.approx(2.0 / 4.0)
+    assert t["fwd_vs_spmm"] == pytest.approx(2.0 / 4.0) and t["floor_target_met"]  # 0.5: met
+    assert t["fb_vs_spmm"] == pytest.approx(4.0 / 10.0) and t["fb_floor_target_met"]
+    assert "fwd_vs_eager" not in t and "compiled_target_met" not in t
+    assert (c["mode"], c["qsv_fwd_ms"], c["qsv_fb_ms"]) == ("compiled", 3.0, 12.0)
+    assert c["fwd_vs_spmm"] == pytest.approx(2.0 / 3.0)
+    assert c["fb_vs_spmm"] == pytest.approx(1.0 / 3.0) and c["fb_floor_target_met"]
+    assert c["fb_vs_th"] == 3.0 and c["fb_target_met"] and not c["tconv_target_met"]
+    # compiled faster in the forward (1.5x), slower in forward + backward (0.9x): missed
+    assert (c["fwd_vs_eager"], c["fb_vs_eager"], c["compiled_target_met"]) == (1.5, 0.9, False)
+    # a run from before the floor of forward + backward was measured has no such column
+    old = [r for r in rows if r["mode"] == "eager"]
+    for r in old:
+        r.pop("spmm_fb_ms", None)
+    (t_old,) = qsv_vs_torch_harmonics.harmonics_targets(old)
+    assert "fb_vs_spmm" not in t_old and t_old["fwd_vs_spmm"] == pytest.approx(0.5)
 
 
 def test_vs_torch_harmonics_writes_the_machine_note_and_name(tmp_path, monkeypatch):

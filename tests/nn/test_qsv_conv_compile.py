@@ -18,9 +18,10 @@ from quest_geometric.nn import _qsv_csr
 from quest_geometric.nn._qsv_csr import (
     CSRPattern,
     NeighbourSum,
-    csr_transpose_op,
+    TransposeCache,
     neighbour_sum_op,
     pattern_columns,
+    transpose_pattern,
 )
 from quest_geometric.nn.qsv_conv import QSVConv
 from quest_geometric.testing.qsv import knn_edges, make_qsv_conv, random_dense_edges
@@ -52,7 +53,7 @@ def op_inputs(dtype, heads=2, n_dst=7, n_src=9, k=3, channels=5, seed=0):
 
 def op_call(values, x, src, num_src, k, heads):
     crow, col = pattern_columns(src, src.numel() // k, k, heads)
-    return neighbour_sum_op(values, x, crow, col, *csr_transpose_op(src, num_src, k, heads))
+    return neighbour_sum_op(values, x, crow, col, src, k, heads)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -78,11 +79,36 @@ def test_neighbour_sum_op_matches_dense_matrix_and_eager_function(dtype, heads):
             torch.testing.assert_close(a, b, **tol)
 
 
-def test_csr_transpose_op_is_the_transpose():
+def test_transpose_pattern_is_the_transpose():
     src, values, x, n_src, k, H = op_inputs(torch.float64, heads=2)
-    crow_t, col_t, gather = csr_transpose_op(src, n_src, k, H)
+    crow_t, col_t, gather = transpose_pattern(src, n_src, k, H)
     a_t = _qsv_csr.sparse_csr(crow_t, col_t, values[gather], (n_src * H, src.numel() // k * H))
     torch.testing.assert_close(a_t.to_dense(), dense_matrix(values, src, n_src, k, H).T)
+
+
+def test_transpose_cache_finds_equal_sources_and_only_those():
+    cache = TransposeCache(size=2)
+    src, _, _, n_src, k, H = op_inputs(torch.float64, heads=2)
+    first = cache(src, n_src, k, H)
+    for a, b in zip(first, transpose_pattern(src, n_src, k, H)):
+        assert torch.equal(a, b)
+    # a new tensor with the same sources (as a traced graph passes them) is a hit
+    assert cache(src.clone(), n_src, k, H) is first and (cache.hits, cache.misses) == (1, 1)
+    # one changed source, another head count or another number of sources: misses, and
+    # each answer is the transpose of what was asked
+    changed = src.clone()
+    changed[0] = (changed[0] + 1) % n_src
+    for args in ((changed, n_src, k, H), (src, n_src, k, 1), (src, n_src + 1, k, H)):
+        got = cache(*args)
+        assert got is not first
+        for a, b in zip(got, transpose_pattern(*args)):
+            assert torch.equal(a, b)
+    assert cache.misses == 4 and len(cache) == 2  # the oldest entries were evicted
+    assert cache(src, n_src, k, H) is not first  # ... so this one is rebuilt
+    cache.clear()
+    assert len(cache) == 0 and "entries=0" in repr(cache)
+    with pytest.raises(ValueError, match="'size' must be a positive int"):
+        TransposeCache(size=0)
 
 
 def test_neighbour_sum_op_gradcheck_float64():
@@ -94,23 +120,37 @@ def test_neighbour_sum_op_gradcheck_float64():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["neighbour_sum", "csr_transpose", "csr_matmul",
-                                  "csr_sampled"])
+@pytest.mark.parametrize("name", ["neighbour_sum", "neighbour_sum_backward"])
 def test_custom_ops_opcheck(name):
     src, values, x, n_src, k, H = op_inputs(torch.float64, heads=2)
     n_dst = src.numel() // k
     crow, col = pattern_columns(src, n_dst, k, H)
-    # csr_matmul and csr_sampled are the backward's operators: no autograd of their own
+    grad = torch.randn(n_dst * H, x.size(1), dtype=x.dtype)
+    # the backward operator has no autograd of its own
     args = {
         "neighbour_sum": (values.clone().requires_grad_(), x.clone().requires_grad_(), crow,
-                          col, *csr_transpose_op(src, n_src, k, H)),
-        "csr_transpose": (src, n_src, k, H),
-        "csr_matmul": (crow, col, values, n_src * H, x),
-        "csr_sampled": (crow, col, n_src * H, torch.randn(n_dst * H, x.size(1),
-                                                          dtype=x.dtype), x),
+                          col, src, k, H),
+        "neighbour_sum_backward": (values, x, grad, crow, col, src, k, H, True, True),
     }[name]
     result = torch.library.opcheck(getattr(torch.ops.quest_geometric, name).default, args)
     assert set(result.values()) == {"SUCCESS"}, result
+
+
+def test_neighbour_sum_backward_op_gives_only_the_gradients_asked_for():
+    src, values, x, n_src, k, H = op_inputs(torch.float64, heads=2)
+    n_dst = src.numel() // k
+    crow, col = pattern_columns(src, n_dst, k, H)
+    grad = torch.randn(n_dst * H, x.size(1), dtype=x.dtype)
+    a = dense_matrix(values, src, n_src, k, H)
+    g_v, g_x = torch.ops.quest_geometric.neighbour_sum_backward(values, x, grad, crow, col,
+                                                                 src, k, H, True, True)
+    torch.testing.assert_close(g_x, a.T @ grad)
+    # the value gradient is <G_r, X_c> at each entry (r, c) of the pattern, in value order
+    rows = torch.arange(n_dst * H).repeat_interleave(k)
+    torch.testing.assert_close(g_v, (grad[rows] * x[col]).sum(-1))
+    only_v = torch.ops.quest_geometric.neighbour_sum_backward(values, x, grad, crow, col, src,
+                                                              k, H, True, False)
+    assert only_v[1].numel() == 0 and torch.equal(only_v[0], g_v)
 
 
 # ----------------------------------------------------------------------------- the layer
@@ -179,6 +219,9 @@ def test_compiled_graph_calls_the_custom_op():
     explanation = torch._dynamo.explain(conv)(x, ei, dense=True)
     code = "".join(gm.code for gm in explanation.graphs)
     assert "quest_geometric.neighbour_sum" in code
+    # the rotations are traced in their elementwise form (no batched product of 3 x 3
+    # matrices for the compiler to call out to)
+    assert "matmul" not in code and "bmm" not in code
     conv.fused = False
     torch._dynamo.reset()
     explanation = torch._dynamo.explain(conv)(x, ei, dense=True)
@@ -222,9 +265,14 @@ def test_qsvnet_forward_has_no_graph_breaks_and_compiles():
     assert explanation.graph_count == 1
     torch._dynamo.reset()
     compiled = torch.compile(net, fullgraph=True, backend=BACKEND)
+    cache = _qsv_csr.TRANSPOSES
+    cache.clear()
+    hits, misses = cache.hits, cache.misses
     out = compiled(data)
     out.sum().backward()
     grads = [p.grad.clone() for p in net.parameters()]
+    # the two layers share the batch's graph: its transpose is built once, then found again
+    assert (cache.misses - misses, cache.hits - hits) == (1, 1)
     net.zero_grad()
     expected = net(data)
     expected.sum().backward()

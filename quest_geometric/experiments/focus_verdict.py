@@ -17,7 +17,10 @@ The target, :data:`TARGET`: a Focus configuration that, on the test splits,
   perplexity relative to the baseline is below 0. It is *missed* when the interval lies
   above 0, or when the row is worse than a baseline on most blocks with an exact sign test
   below 0.05 (one outlier block can widen the interval across 0 while the row loses almost
-  everywhere); otherwise *undecided*.
+  everywhere); otherwise *undecided*;
+* and beats both in passkey retrieval on the same trials: more trials answered at every
+  length run with both, 8K among them, with an exact McNemar test below 0.05 each; *missed*
+  when it answers fewer at some length with McNemar below 0.05.
 
 Nothing here runs a model: the table is built from the result files of the study's three
 scripts (``focus_operating_point.py``, ``focus_passkey.py``, ``focus_op_speed.py``). A
@@ -107,6 +110,25 @@ def _passkey(name: str, rows: Sequence[dict]) -> Dict[str, Any]:
     return out
 
 
+def _passkey_vs(name: str, baseline: str, key: str, rows: Sequence[dict]) -> Dict[str, Any]:
+    """Passkey accuracy of Focus row ``name`` against its baseline row ``baseline`` on the
+    same trials, per length: the baseline's accuracy (``passkey_<len>_<key>``), the paired
+    difference (``..._vs_<key>_diff``, Focus minus baseline) and the exact McNemar p-value
+    (``..._vs_<key>_p``)."""
+    from quest_geometric.experiments.focus_passkey import paired_with_full
+
+    out: Dict[str, Any] = {}
+    mine = [r for r in rows if r["config"] in (name, baseline)]
+    for p in paired_with_full(mine, reference=baseline):
+        if p["config"] != name:
+            continue
+        tag = _length_tag(p["length"])
+        out[f"passkey_{tag}_{key}"] = (p["both"] + p["lost"]) / p["matched"]
+        out[f"passkey_{tag}_vs_{key}_diff"] = p["diff"]
+        out[f"passkey_{tag}_vs_{key}_p"] = p["mcnemar_p"]
+    return out
+
+
 def _baseline(name: str, paired: Sequence[dict], kind: str) -> Optional[dict]:
     """The out-of-domain paired comparison of Focus row ``name`` with its ``kind`` baseline
     (``'sinks'`` or ``'random'``)."""
@@ -147,6 +169,23 @@ def _check_speed(r: dict) -> str:
 
 
 def _check_baselines(r: dict) -> str:
+    """Better than both content-free baselines out of domain *and* in passkey retrieval (the
+    target of issue 31 §6): ``missed`` when any part is missed, ``met`` when every part is
+    met, else ``not measured (...)`` naming the parts without a measurement, or
+    ``undecided``."""
+    parts = {"perplexity": _baselines_perplexity(r)}
+    for key, label in (("window", "passkey vs window"), ("random", "passkey vs random")):
+        parts[label] = _baseline_passkey(r, key)
+    states = list(parts.values())
+    if "missed" in states:
+        return "missed"
+    if all(v == "met" for v in states):
+        return "met"
+    missing = [k for k, v in parts.items() if v == "not measured"]
+    return f"not measured ({', '.join(missing)})" if missing else "undecided"
+
+
+def _baselines_perplexity(r: dict) -> str:
     keys = ("vs_window", "vs_random")
     if any(f"{k}_ci_high" not in r for k in keys):
         return "not measured"
@@ -156,6 +195,22 @@ def _check_baselines(r: dict) -> str:
                                     and 2 * r[f"{k}_worse"] > r[f"{k}_blocks"]) for k in keys):
         return "missed"
     return "met" if all(r[f"{k}_ci_high"] < 0 for k in keys) else "undecided"
+
+
+def _baseline_passkey(r: dict, key: str) -> str:
+    """Against one baseline on the same passkey trials: missed when Focus retrieves less at
+    some length with an exact McNemar test below 0.05, met when it retrieves more at every
+    length run with both, 8K among them, each with McNemar below 0.05."""
+    tags = [k[len("passkey_"):-len(f"_vs_{key}_p")] for k in r
+            if k.startswith("passkey_") and k.endswith(f"_vs_{key}_p")]
+    if not tags:
+        return "not measured"
+    diffs = {t: (r[f"passkey_{t}_vs_{key}_diff"], r[f"passkey_{t}_vs_{key}_p"]) for t in tags}
+    if any(d < 0 and p < 0.05 for d, p in diffs.values()):
+        return "missed"
+    if "8k" in diffs and all(d > 0 and p < 0.05 for d, p in diffs.values()):
+        return "met"
+    return "undecided"
 
 
 #: The four criteria of :data:`TARGET`, in the table's order.
@@ -209,6 +264,8 @@ def verdict_rows(results: Path | str = "benchmarks/results") -> List[Dict[str, A
                 r[f"{key}_worse"], r[f"{key}_blocks"] = p["focus_worse"], p["blocks"]
                 r[f"{key}_sign_p"] = p["sign_p"]
                 r[f"{key}_name"] = p["baseline"]
+                if name != "full":
+                    r.update(_passkey_vs(name, p["baseline"], key[len("vs_"):], passkey))
         if name == "full":  # its own accuracy at every length, the reference's speed
             r.update(_full_passkey(passkey))
             r.update({f"{k}_{t}t": 1.0 for k in ("prefill", "decode") for t in speed})
@@ -245,7 +302,8 @@ def _plateau(t: dict) -> str:
 #: The table's columns.
 COLUMNS = ["row", "K", "top_k", "window", "sinks", "steps", "plateau", "pairs_kept_8k",
            "prefill_bound_8k", "ood_delta_pct", "ood_median_pct", "test_delta_pct",
-           "vs_window_pct", "vs_random_pct", "passkey_2k", "passkey_2k_full", "passkey_4k",
+           "vs_window_pct", "vs_random_pct", "passkey_2k", "passkey_2k_full",
+           "passkey_2k_window", "passkey_4k", "passkey_4k_full", "passkey_4k_window",
            "passkey_8k", "prefill_1t", "decode_1t", "prefill_2t", "decode_2t", "speed_len_1t",
            "speed_from", "verdict"]
 
@@ -308,9 +366,15 @@ def write_verdict(results: Path | str = "benchmarks/results", out: Path | str | 
         "relative to the window plus sinks and to random groups at the same budget, paired by "
         "block; met when the upper end of both 95% intervals is below 0, missed when an "
         "interval lies above 0 or the row is worse than a baseline on most blocks with an "
-        "exact sign test below 0.05, undecided otherwise). `passkey_*`: "
+        "exact sign test below 0.05, undecided otherwise) and in passkey retrieval (on the "
+        "same trials: missed when the row retrieves less than a baseline at some length with "
+        "an exact McNemar test below 0.05, met when it retrieves more at every length, 8K "
+        "among them, each below 0.05; `not measured (...)` names the parts without a "
+        "measurement: random groups were never run on the passkey). `passkey_*`: "
         "accuracy at that length on the trials also run with full attention "
-        "(`passkey_2k_full`: full attention's on the same trials). `prefill_*`, `decode_*`: "
+        "(`passkey_2k_full`: full attention's on the same trials; `passkey_2k_window`: the "
+        "window plus sinks at the row's budget on the trials run with both; every McNemar "
+        "p-value is in the JSON file). `prefill_*`, `decode_*`: "
         "median speed-up over full attention at the longest length timed (`speed_len_1t`), "
         "taken from `speed_from` where the row itself was not timed (same pattern, other "
         "routers). `cannot`: the share of pairs kept at 8K bounds any prefill speed-up below "

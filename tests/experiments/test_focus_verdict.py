@@ -47,7 +47,7 @@ def _speed(results, threads, rows, folder=""):
 def study(tmp_path):
     """A Focus row that meets every criterion: 0.5% better than full attention on every
     block, 10% better than both baselines on every block, the passkey of full attention at
-    8K, 1.5x in prefill and decoding at 8K at both thread counts, 20% of the pairs kept."""
+    8K and better than both baselines' there, 1.5x in prefill and decoding at 8K at both thread counts, 20% of the pairs kept."""
     op = tmp_path / "focus_operating_point"
     op.mkdir()
     full = {s: {"block_loss": FULL} for s in ("val", "test", "ood")}
@@ -61,8 +61,12 @@ def study(tmp_path):
          window=300, num_sinks=4)
     _row(op, "K8_top2_w64_random", "random", [x + math.log(1.1) + 0.01 * i
                                               for i, x in enumerate(FULL)], 0.2, **pattern)
-    _passkey(tmp_path, [("full", 8186, [True, True, False, True]),
-                        (FOCUS, 8186, [True, True, False, True]),
+    # 8 trials at 8K: Focus answers what full attention answers (7), both baselines nothing
+    # (McNemar: 7 discordant trials all for Focus, p = 2 / 128)
+    answered = [True, True, False, True, True, True, True, True]
+    _passkey(tmp_path, [("full", 8186, answered), (FOCUS, 8186, answered),
+                        ("sinks@K8_top2_w64_distill", 8186, [False] * 8),
+                        ("K8_top2_w64_random", 8186, [False] * 8),
                         ("full", 2048, [True, True, True, True]),
                         (FOCUS, 2048, [True, False, True, True])])
     for t in TARGET["threads"]:
@@ -79,7 +83,10 @@ def test_a_row_that_meets_every_criterion(study):
     assert r["ood_delta_pct"] == pytest.approx(-0.5) and r["ood_median_pct"] == pytest.approx(-0.5)
     assert r["vs_window_pct"] == pytest.approx(100 * (0.995 / 1.1 * math.exp(0.015) - 1))
     assert r["vs_window_name"] == "sinks@K8_top2_w64_distill"
-    assert (r["passkey_8k"], r["passkey_8k_full"], r["passkey_8k_n"]) == (0.75, 0.75, 4)
+    assert (r["passkey_8k"], r["passkey_8k_full"], r["passkey_8k_n"]) == (7 / 8, 7 / 8, 8)
+    assert (r["passkey_8k_window"], r["passkey_8k_random"]) == (0.0, 0.0)
+    assert r["passkey_8k_vs_window_diff"] == 7 / 8
+    assert r["passkey_8k_vs_window_p"] == pytest.approx(2 / 128)
     assert (r["passkey_2k"], r["passkey_2k_full"]) == (0.75, 1.0)
     assert r["prefill_2t"] == 1.5 and r["speed_len_1t"] == 8186 and r["speed_from"] == ""
     assert r["plateau"] == "yes" and r["sinks"] == 4
@@ -90,7 +97,7 @@ def test_a_row_that_meets_every_criterion(study):
     assert out["met_by"] == [FOCUS]
     assert f"met by {FOCUS}" in (study / "out" / "focus_verdict.md").read_text()
     full = next(r for r in out["rows"] if r["name"] == "full")
-    assert (full["passkey_8k"], full["passkey_2k"], full["prefill_1t"]) == (0.75, 1.0, 1.0)
+    assert (full["passkey_8k"], full["passkey_2k"], full["prefill_1t"]) == (7 / 8, 1.0, 1.0)
     assert "verdict" not in full  # the criteria are asked of Focus rows only
 
 
@@ -105,7 +112,7 @@ def test_each_criterion_missed(study):
     _row(op, "sinks@K8_top2_w64_distill", "sinks", [x + math.log(1.01) + 0.002 * i
                                                      for i, x in enumerate(FULL)], 0.2,
          window=300, num_sinks=4)
-    _passkey(study, [(FOCUS, 8186, [False] * 4)])  # appended rows replace the earlier ones
+    _passkey(study, [(FOCUS, 8186, [False] * 8)])  # appended rows replace the earlier ones
     for t in TARGET["threads"]:
         _speed(study, t, [(FOCUS, 8186, 1.5, 1.2)])  # decoding below 1.3x
     r = _focus(study)
@@ -142,8 +149,31 @@ def test_missing_measurements_are_not_met(study):
     row["pairs_kept_8k"] = 0.9
     (op / f"{FOCUS}.json").write_text(json.dumps(row))
     assert _focus(study)["speed_check"].startswith("cannot (bound 1.")
+    # no passkey trial of a baseline at any length the row ran: that part is not measured
+    assert _focus(study)["baselines_check"] == "not measured (passkey vs window, passkey vs " \
+        "random)"
     (op / "K8_top2_w64_random.json").unlink()
-    assert _focus(study)["baselines_check"] == "not measured"
+    assert _focus(study)["baselines_check"] == "not measured (perplexity, passkey vs window, " \
+        "passkey vs random)"
+
+
+def test_passkey_against_the_baselines(study):
+    # the perplexity part met (the fixture); a window that answers more often at 8K misses it
+    _passkey(study, [("sinks@K8_top2_w64_distill", 8186, [True] * 8)])
+    _passkey(study, [(FOCUS, 8186, [True] + [False] * 7)])
+    r = _focus(study)
+    assert r["passkey_8k_vs_window_diff"] == -7 / 8 and r["passkey_8k_vs_window_p"] < 0.05
+    assert r["baselines_check"] == "missed"
+    # equal on every trial: not decided by the passkey (and never met without a difference)
+    _passkey(study, [(FOCUS, 8186, [True] * 8)])
+    r = _focus(study)
+    assert r["passkey_8k_vs_window_p"] == 1.0 and r["baselines_check"] == "undecided"
+    # better than both, but at 2K only: not met without 8K
+    (study / "focus_passkey_trials.jsonl").unlink()
+    _passkey(study, [("full", 2048, [True] * 8), (FOCUS, 2048, [True] * 8),
+                     ("sinks@K8_top2_w64_distill", 2048, [False] * 8),
+                     ("K8_top2_w64_random", 2048, [False] * 8)])
+    assert _focus(study)["baselines_check"] == "undecided"
 
 
 def test_an_untimed_row_takes_the_timing_of_its_pattern(study):

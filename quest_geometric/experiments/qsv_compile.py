@@ -99,6 +99,9 @@ def subjects(quick: bool = False, backend: str = "inductor") -> list[dict[str, A
     from quest_geometric.quaternion import normalize, to_rotation_matrix
     from torch_geometric.data import Batch
 
+    def _compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
+        return torch.compile(fn, fullgraph=True, backend=backend)
+
     out = []
     for points in (QUICK_LAYER_POINTS if quick else LAYER_POINTS):
         g = torch.Generator().manual_seed(0)
@@ -108,8 +111,7 @@ def subjects(quick: bool = False, backend: str = "inductor") -> list[dict[str, A
         variants = {}
         for form, fn in forms.items():
             variants[f"{EAGER}, {form}"] = (fn, (rot, x), (0, 1), ())
-            variants[f"{COMPILED}, {form}"] = (torch.compile(fn, fullgraph=True, backend=backend), (rot, x),
-                                               (0, 1), ())
+            variants[f"{COMPILED}, {form}"] = (_compiled(fn), (rot, x), (0, 1), ())
         out.append({"subject": "rotation", "size": points, "edges": 0, "variants": variants,
                     "reference": f"{EAGER}, bmm",
                     "graph_breaks": lambda fn=_rotate_elementwise, a=(rot, x):
@@ -126,8 +128,7 @@ def subjects(quick: bool = False, backend: str = "inductor") -> list[dict[str, A
 
         out.append({"subject": "layer", "size": points, "edges": edge_index.size(1),
                     "variants": {EAGER: (layer, (x,), (0,), params),
-                                 COMPILED: (torch.compile(layer, fullgraph=True, backend=backend), (x,), (0,),
-                                            params)},
+                                 COMPILED: (_compiled(layer), (x,), (0,), params)},
                     "reference": EAGER,
                     "graph_breaks": lambda fn=layer, x=x: _graph_breaks(fn, x)})
     for graphs in (QUICK_NET_GRAPHS if quick else NET_GRAPHS):
@@ -140,8 +141,7 @@ def subjects(quick: bool = False, backend: str = "inductor") -> list[dict[str, A
         params = list(net.parameters())
         out.append({"subject": "net", "size": nodes, "edges": edge_index.size(1),
                     "variants": {EAGER: (net, (data,), (), params),
-                                 COMPILED: (torch.compile(net, fullgraph=True, backend=backend), (data,), (),
-                                            params)},
+                                 COMPILED: (_compiled(net), (data,), (), params)},
                     "reference": EAGER,
                     "graph_breaks": lambda net=net, data=data: _graph_breaks(net, data)})
     return out

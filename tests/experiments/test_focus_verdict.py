@@ -47,7 +47,8 @@ def _speed(results, threads, rows, folder=""):
 def study(tmp_path):
     """A Focus row that meets every criterion: 0.5% better than full attention on every
     block, 10% better than both baselines on every block, the passkey of full attention at
-    8K and better than both baselines' there, 1.5x in prefill and decoding at 8K at both thread counts, 20% of the pairs kept."""
+    8K and better than both baselines' there, 1.5x in prefill and decoding at 8K at both
+    thread counts, 20% of the pairs kept."""
     op = tmp_path / "focus_operating_point"
     op.mkdir()
     full = {s: {"block_loss": FULL} for s in ("val", "test", "ood")}

@@ -24,6 +24,7 @@ command line is ``benchmarks/focus_decode_split.py``, a thin wrapper around :fun
 """
 from __future__ import annotations
 
+import random
 import statistics
 import time
 from collections import defaultdict
@@ -34,6 +35,7 @@ import torch
 from quest_geometric.experiments.common import write_results
 from quest_geometric.experiments.focus_decode_step import (
     MODES,
+    ROUND_SEED,
     DecodeMode,
     build_model,
     common_arguments,
@@ -123,8 +125,13 @@ def run(contexts=(1024, 4096, 8192), threads=(1, 2), layers: int = 30, window: i
                 per: Dict[str, Dict[str, List[float]]] = {
                     m: defaultdict(list) for m in MODES}
                 load_before = open("/proc/loadavg").read().split()[0]
-                for r in range(rounds + 1):  # round 0 warms up
-                    for m, fn in fns.items():
+                order = list(fns)
+                shuffle = random.Random(ROUND_SEED)
+                for r in range(rounds + 1):  # round 0 warms up, in the given order
+                    if r > 0:
+                        shuffle.shuffle(order)  # a fresh order every timed round
+                    for m in order:
+                        fn = fns[m]
                         timers.acc.clear()
                         t0 = time.perf_counter()
                         fn()
@@ -137,12 +144,13 @@ def run(contexts=(1024, 4096, 8192), threads=(1, 2), layers: int = 30, window: i
                         per[m]["rest_ms"].append(
                             (total - sum(timers.acc.get(p, 0.0) for p in PARTS)) / steps * 1e3)
                 load = open("/proc/loadavg").read().split()[0]
-                full_step = statistics.median(per["full"]["step_ms"])
                 for m in MODES:
                     row = {"context": ctx, "threads": nt, "mode": m}
                     for key in ("step_ms", *PARTS, "rest_ms"):
                         row[key] = statistics.median(per[m][key])
-                    row["speed_vs_full"] = full_step / row["step_ms"]
+                    ratios = [f / t for f, t in zip(per["full"]["step_ms"], per[m]["step_ms"])]
+                    row["speed_vs_full"] = statistics.median(ratios)
+                    row["round_ratios"] = ratios
                     row["keys_read"] = share[m]
                     row["load1"] = f"{load_before}->{load}"
                     rows.append(row)
@@ -157,13 +165,16 @@ def run(contexts=(1024, 4096, 8192), threads=(1, 2), layers: int = 30, window: i
         ALL_ATTENTION_FUNCTIONS["sdpa"] = saved_kernel
     meta = {"model": f"random-weight Llama of SmolLM2-135M's shape, {layers} layers",
             "cache": "dynamic", "window": window, "K": num_groups, "steps_per_round": steps,
-            "rounds": rounds, "routers": "fresh (untrained), routing random hidden states",
+            "rounds": rounds, "round_order": f"shuffled every round (seed {ROUND_SEED})",
+            "routers": "fresh (untrained), routing random hidden states",
             "seed": 0, "loadavg_end": open("/proc/loadavg").read().strip()}
     notes = ("Medians over the rounds of the per-step times (ms), each part summed over the "
              "layers: `cache_ms` Cache.update, `attention_ms` the attention over the cached "
              "keys (Hugging Face's sdpa_attention_forward / Focus's focus_decode_attention), "
              "`routing_ms` Focus's routing of the new token, `rest_ms` the remainder; "
-             "`speed_vs_full` full attention's step time over the mode's; `keys_read` the "
+             "`speed_vs_full` the true median over rounds of full attention's step time over "
+             "the mode's (the modes in an order shuffled every round; every round's ratio in "
+             "the JSON file, `round_ratios`); `keys_read` the "
              "mean share of the cached keys the newest token attends to. load1: "
              "/proc/loadavg's 1-minute load before->after each block.")
     paths = write_results(name, rows, out_dir, meta=meta, notes=notes,

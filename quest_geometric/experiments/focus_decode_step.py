@@ -69,6 +69,10 @@ PATH_MODES = {"top-1 stores": (1, math.inf), "top-1 masked": (1, 0.0),
               "top-2 stores": (2, math.inf), "top-2 masked": (2, 0.0)}
 
 
+#: Seed of the order of the modes within each timed round (shuffled every round).
+ROUND_SEED = 0
+
+
 def build_model(layers: int = 30, window: int = 64, num_groups: int = 4, seed: int = 0):
     """A random-weight Llama of SmolLM2-135M's shape with Focus composed (eval mode)."""
     import transformers
@@ -190,7 +194,7 @@ def run(contexts=(1024, 4096, 8192), threads=(1, 2), caches=("dynamic", "static"
                 load_before = open("/proc/loadavg").read().split()[0]
                 fns = {m: DecodeMode(model, caches_[m], k, steps, ms)
                        for m, (k, ms) in modes.items()}
-                t = time_interleaved(fns, warmup=1, repeat=rounds)
+                t = time_interleaved(fns, warmup=1, repeat=rounds, shuffle_seed=ROUND_SEED)
                 wall = {m: t[m]["times"] for m in fns}
                 cpu = {m: t[m]["cpu_times"] for m in fns}
                 load = open("/proc/loadavg").read().split()[0]
@@ -204,7 +208,8 @@ def run(contexts=(1024, 4096, 8192), threads=(1, 2), caches=("dynamic", "static"
                                  "min_ratio": min(ratios), "max_ratio": max(ratios),
                                  "cpu_ms_per_step": statistics.median(cpu[m]) / steps * 1e3,
                                  "cpu_speed_vs_full": statistics.median(cpu_ratios),
-                                 "keys_read": share[m], "load1": f"{load_before}->{load}"})
+                                 "keys_read": share[m], "load1": f"{load_before}->{load}",
+                                 "round_ratios": ratios, "cpu_round_ratios": cpu_ratios})
                 if progress:
                     print(f"[{cache} {ctx} x{nt}] " + ", ".join(
                         f"{r['mode']} {r['ms_per_step']:.1f} ms ({r['speed_vs_full']:.2f}x)"
@@ -212,6 +217,7 @@ def run(contexts=(1024, 4096, 8192), threads=(1, 2), caches=("dynamic", "static"
             del caches_
     meta = {"model": f"random-weight Llama of SmolLM2-135M's shape, {layers} layers",
             "window": window, "K": num_groups, "steps_per_round": steps, "rounds": rounds,
+            "round_order": f"shuffled every round (seed {ROUND_SEED})",
             "routers": "fresh (untrained), routing random hidden states",
             "contexts": list(contexts), "seed": 0,
             "masked_share": decode.MASKED_SHARE, "part_work": decode.PART_WORK,
@@ -220,7 +226,9 @@ def run(contexts=(1024, 4096, 8192), threads=(1, 2), caches=("dynamic", "static"
                             "other jobs share the cores)",
             "loadavg_end": open("/proc/loadavg").read().strip()}
     notes = ("speed_vs_full: the full-attention step time over the mode's (wall clock), "
-             "median of the per-round ratios (> 1: faster than full attention); "
+             "true median of the per-round ratios (> 1: faster than full attention; the "
+             "modes run in an order shuffled every round, every round's ratio in the JSON "
+             "file, `round_ratios`); "
              "cpu_speed_vs_full: the same from the process's CPU time, less sensitive to "
              "other jobs taking the cores. keys_read: mean share of the cached keys the "
              "newest token attends to (window + shared group). 'top-k stores' / 'top-k "

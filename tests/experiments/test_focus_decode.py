@@ -52,6 +52,9 @@ def test_decode_step_rows(tmp_path):
     for r in rows:
         if r["mode"] == "full":
             assert r["speed_vs_full"] == 1.0 and r["keys_read"] == 1.0
+            assert r["round_ratios"] == [1.0] and r["cpu_round_ratios"] == [1.0]
+        # one round: the median is that round's ratio
+        assert r["round_ratios"] == [r["speed_vs_full"]]
     share = {r["mode"]: r["keys_read"] for r in rows if r["cache"] == "dynamic"}
     # top-1's group is one of top-2's, so top-2 reads at least the keys top-1 reads
     assert share["top-1"] <= share["top-2"] < 1.0
@@ -64,14 +67,22 @@ def test_decode_split_parts(tmp_path):
 
     update = cu.Cache.update
     out = focus_decode_split.run(contexts=[80], threads=[1], layers=1, window=16, steps=1,
-                                 rounds=1, out_dir=tmp_path, name="split", progress=False)
+                                 rounds=3, out_dir=tmp_path, name="split", progress=False)
     assert cu.Cache.update is update  # the timers are taken off again
     rows = out["rows"]
     assert [r["mode"] for r in rows] == list(focus_decode_step.MODES)
     for r in rows:
+        assert _positive(r["cache_ms"]) and _positive(r["attention_ms"])
+        assert (r["routing_ms"] > 0) == (r["mode"] != "full")
+        # the speed-up is the true median of the three rounds' ratios, each saved
+        assert len(r["round_ratios"]) == 3
+        assert r["speed_vs_full"] == sorted(r["round_ratios"])[1]
+        if r["mode"] == "full":
+            assert r["round_ratios"] == [1.0, 1.0, 1.0]
+    one = focus_decode_split.run(contexts=[80], threads=[1], layers=1, window=16, steps=1,
+                                 rounds=1, out_dir=tmp_path, name="split1", progress=False)
+    for r in one["rows"]:
         parts = [r[p] for p in focus_decode_split.PARTS]
         # one round: each column is that round's value, so the parts and the rest add up
         assert math.isclose(sum(parts) + r["rest_ms"], r["step_ms"], rel_tol=1e-9)
-        assert _positive(r["cache_ms"]) and _positive(r["attention_ms"])
-        assert (r["routing_ms"] > 0) == (r["mode"] != "full")
     assert (tmp_path / "split.csv").is_file()

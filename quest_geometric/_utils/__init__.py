@@ -30,7 +30,7 @@ from quest_geometric._utils.io import (
     atomic_write_json,
     atomic_write_text,
 )
-from quest_geometric._utils.plotting import optional_pyplot
+from quest_geometric._utils.plotting import optional_pyplot, save_figure
 
 __all__ = [
     "atomic_torch_save",
@@ -56,4 +56,5 @@ __all__ = [
     "check_window",
     "optional_pyplot",
     "resolve_device",
+    "save_figure",
 ]

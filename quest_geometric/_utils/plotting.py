@@ -1,7 +1,11 @@
-"""Matplotlib as an optional dependency (the ``bench`` extra)."""
+"""Matplotlib as an optional dependency (the ``bench`` extra), and saving a figure."""
 from __future__ import annotations
 
-from typing import Any, Optional
+import os
+from typing import Any, Optional, Sequence, TypeVar, Union
+
+#: A path as the caller passed it (returned unchanged by :func:`save_figure`).
+PathT = TypeVar("PathT", bound=Union[str, os.PathLike])
 
 
 def optional_pyplot(required: bool = False) -> Optional[Any]:
@@ -18,3 +22,33 @@ def optional_pyplot(required: bool = False) -> Optional[Any]:
                               "'quest_geometric[bench]'") from None
         return None
     return plt
+
+
+def save_figure(fig: Any, path: PathT, dpi: int = 120,
+                rect: Optional[Sequence[float]] = None) -> PathT:
+    """Lay out, save and close a finished matplotlib figure.
+
+    In order: ``fig.tight_layout(rect=rect)`` (``rect=None`` is matplotlib's default, the
+    whole figure), create the folder that will hold ``path`` if it is missing, write the
+    figure with ``fig.savefig(path, dpi=dpi)`` (the format follows the file's suffix) and
+    close it (``plt.close(fig)``) so that it no longer holds memory in pyplot's registry.
+
+    Args:
+        fig: a :class:`matplotlib.figure.Figure` made with pyplot (e.g. by
+            ``plt.subplots``, from :func:`optional_pyplot`).
+        path: the file to write.
+        dpi: resolution of the saved image in dots per inch.
+        rect: ``(left, bottom, right, top)`` in figure coordinates that the axes and their
+            labels are fitted into (room left above for a figure legend, say).
+
+    Returns:
+        ``path``, the very object passed in, so that a plotting function can end with
+        ``return save_figure(fig, path)``.
+    """
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout(rect=rect)
+    os.makedirs(os.path.dirname(os.path.abspath(os.fspath(path))), exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path

@@ -23,7 +23,7 @@ from typing import Any, Optional, Sequence
 import torch
 from tqdm.auto import tqdm
 
-from quest_geometric._utils.plotting import optional_pyplot
+from quest_geometric._utils.plotting import optional_pyplot, save_figure
 from quest_geometric.experiments.common import (markdown_table, paired_ratio, peak_memory_mb,
                                                 reuse_freed_memory, time_function,
                                                 time_interleaved, write_results)
@@ -182,10 +182,7 @@ def _plot(rows: Sequence[dict[str, Any]], path: Path, title: str) -> Optional[Pa
     ax.set_title(title, fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=120)
 
 
 def run(quick: bool = False, device: torch.device | str = "cpu",

@@ -313,7 +313,7 @@ def _plot(rows: Sequence[dict], path: Path) -> Optional[Path]:
     carries some means) against the share of pairs kept on the blocks it was measured on
     (1,024 tokens, where each window baseline keeps its Focus row's share), Focus rows and
     baselines."""
-    from quest_geometric._utils.plotting import optional_pyplot
+    from quest_geometric._utils.plotting import optional_pyplot, save_figure
 
     plt = optional_pyplot()
     if plt is None:  # pragma: no cover - matplotlib is in the bench extra
@@ -340,10 +340,7 @@ def _plot(rows: Sequence[dict], path: Path) -> Optional[Path]:
     ax.set_title("Focus on SmolLM2-135M: quality against budget", fontsize=9)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=120)
 
 
 def write_verdict(results: Path | str = "benchmarks/results", out: Path | str | None = None,

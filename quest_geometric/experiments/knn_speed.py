@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from quest_geometric._utils.plotting import optional_pyplot
+from quest_geometric._utils.plotting import optional_pyplot, save_figure
 from quest_geometric.experiments.common import time_function, write_results
 
 
@@ -60,10 +60,7 @@ def _plot(rows: list[dict], path: Path) -> Path | None:
     ax.set_title("kNN graph back-ends")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=120)
 
 
 def run(

@@ -17,7 +17,7 @@ import os
 from typing import Any, Iterable, Optional, Sequence, Union
 
 from quest_geometric._utils.io import atomic_write_text
-from quest_geometric._utils.plotting import optional_pyplot
+from quest_geometric._utils.plotting import optional_pyplot, save_figure
 
 PathLike = Union[str, os.PathLike]
 
@@ -175,12 +175,7 @@ def plot_curves(
             ax.legend(fontsize=8)
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    out = os.fspath(out_png)
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    return out
+    return save_figure(fig, os.fspath(out_png), dpi=120)
 
 
 __all__ = ["MetricsLogger", "read_metrics", "truncate_metrics", "plot_curves"]

@@ -1,6 +1,7 @@
 """quest_geometric._utils: atomic writes, device parsing, optional pyplot and argument checks."""
 import json
 import os
+import struct
 
 import pytest
 import torch
@@ -18,6 +19,7 @@ from quest_geometric._utils import (
     check_shell_sizes,
     optional_pyplot,
     resolve_device,
+    save_figure,
 )
 
 
@@ -193,3 +195,44 @@ def test_optional_pyplot():
 
         assert matplotlib.get_backend().lower() == "agg"
         assert plt is optional_pyplot(required=True)
+
+
+def _png_size(path):
+    """(width, height) in pixels read from a PNG file's IHDR chunk (the PNG specification)."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_save_figure_writes_png_creates_folder_closes_and_returns_path(tmp_path):
+    plt = optional_pyplot()
+    if plt is None:
+        pytest.skip("matplotlib is not installed")
+    fig, ax = plt.subplots(figsize=(2.0, 1.5))
+    ax.plot([0, 1], [1, 0])
+    path = tmp_path / "missing" / "deeper" / "f.png"
+    assert not path.parent.exists()
+    out = save_figure(fig, path, dpi=50)
+    assert out is path  # the very object passed in
+    assert _png_size(path) == (100, 75)  # 2 x 1.5 inches at 50 dots per inch
+    assert not plt.fignum_exists(fig.number)
+    # a str path comes back as that str; the default resolution is 120 dpi
+    fig = plt.figure(figsize=(1.0, 0.5))
+    name = str(tmp_path / "g.png")
+    assert save_figure(fig, name) is name
+    assert _png_size(tmp_path / "g.png") == (120, 60)
+    assert not plt.fignum_exists(fig.number)
+
+
+def test_save_figure_rect_bounds_the_axes(tmp_path):
+    plt = optional_pyplot()
+    if plt is None:
+        pytest.skip("matplotlib is not installed")
+    tops = {}
+    for rect in (None, (0, 0, 1, 0.5)):
+        fig, ax = plt.subplots(figsize=(3, 3))
+        ax.set_title("t")
+        save_figure(fig, tmp_path / "r.png", dpi=20, rect=rect)
+        tops[rect] = ax.get_position().y1
+    assert tops[None] > 0.8  # laid out over the whole figure
+    assert tops[(0, 0, 1, 0.5)] < 0.5  # the axes and their title fit under the rect's top

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Dict, List
 
-from quest_geometric._utils.plotting import optional_pyplot
+from quest_geometric._utils.plotting import optional_pyplot, save_figure
 
 
 def plot_curves(curves: Dict[str, List[float]], path: Path) -> None:
@@ -26,7 +26,5 @@ def plot_curves(curves: Dict[str, List[float]], path: Path) -> None:
     ax.set_ylabel("training loss (nats / token)")
     ax.set_title("SmolLM2-135M + Focus: router training loss (all other weights frozen)")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, dpi=120)
 

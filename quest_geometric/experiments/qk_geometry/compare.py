@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence, Union
 
-from quest_geometric._utils import optional_pyplot
+from quest_geometric._utils import optional_pyplot, save_figure
 from quest_geometric.experiments.common import markdown_table, write_results
 from quest_geometric.experiments.qk_geometry.plots import share_band
 from quest_geometric.experiments.qk_geometry.summary import (
@@ -97,7 +97,5 @@ def compare_studies(names: Sequence[str], out_dir: Union[str, os.PathLike] = "be
                      fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="lower right")
-        fig.tight_layout()
-        fig.savefig(out / f"{name}.png", dpi=110)
-        plt.close(fig)
+        save_figure(fig, out / f"{name}.png", dpi=110)
     return {"rows": rows, "curves": curves, "markdown": markdown_table(rows)}

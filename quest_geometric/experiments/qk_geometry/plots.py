@@ -6,7 +6,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-from quest_geometric._utils import optional_pyplot
+from quest_geometric._utils import optional_pyplot, save_figure
 from quest_geometric.experiments.qk_geometry.config import INITS
 from quest_geometric.experiments.qk_geometry.summary import share_series
 
@@ -46,10 +46,8 @@ def plot_trajectories(summary: Mapping[str, Any], path: Path) -> Optional[Path]:
     styles = [Line2D([], [], color="0.3", lw=1.4, label="PR_Q (queries)"),
               Line2D([], [], color="0.3", lw=1.4, ls="--", label="PR_K (keys)")]
     fig.legend(handles=styles, loc="upper center", ncol=2, fontsize=9, frameon=False)
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / (3.0 * len(depths) + 0.6)))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=110,
+                       rect=(0, 0, 1, 1 - 0.35 / (3.0 * len(depths) + 0.6)))
 
 
 def plot_diff(summary: Mapping[str, Any], path: Path) -> Optional[Path]:
@@ -90,10 +88,8 @@ def plot_diff(summary: Mapping[str, Any], path: Path) -> Optional[Path]:
                           title=f"depth {depth}", title_fontsize=8)
     n_seeds = len({r["seed"] for r in runs}) if runs else 1
     fig.suptitle(trajectory_title(n_seeds), fontsize=11)
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 / (3.0 * len(depths) + 0.8)))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=110,
+                       rect=(0, 0, 1, 1 - 0.3 / (3.0 * len(depths) + 0.8)))
 
 
 def trajectory_title(n_seeds: int) -> str:
@@ -149,10 +145,7 @@ def plot_share_over_steps(rows: Sequence[Mapping[str, Any]], path: Path,
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7.5, loc="lower right")
     fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=110)
 
 
 def plot_prk_entropy(records: Sequence[Mapping[str, Any]], path: Path) -> Optional[Path]:
@@ -171,10 +164,7 @@ def plot_prk_entropy(records: Sequence[Mapping[str, Any]], path: Path) -> Option
     ax.set_ylabel("normalised attention entropy")
     ax.set_title("Key participation ratio vs attention entropy", fontsize=9)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=110)
 
 
 def plot_intervention(results: Sequence[Mapping[str, Any]], path: Path) -> Optional[Path]:
@@ -201,10 +191,7 @@ def plot_intervention(results: Sequence[Mapping[str, Any]], path: Path) -> Optio
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=110)
 
 
 def plot_hf(result: Mapping[str, Any], path: Path) -> Optional[Path]:
@@ -221,7 +208,4 @@ def plot_hf(result: Mapping[str, Any], path: Path) -> Optional[Path]:
     ax.set_ylabel("PR_Q - PR_K")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=110)

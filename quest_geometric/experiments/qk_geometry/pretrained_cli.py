@@ -37,7 +37,7 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from quest_geometric._utils.io import atomic_write_text
-from quest_geometric._utils.plotting import optional_pyplot
+from quest_geometric._utils.plotting import optional_pyplot, save_figure
 from quest_geometric.experiments.qk_geometry.pretrained import (
     QUANT_NOTE,
     RANKS,
@@ -78,10 +78,7 @@ def plot_layers(result: Mapping[str, Any], path: Path, title: str) -> Path:
                                                                             label="PR_Q < PR_K")],
               fontsize=8, loc="best")
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=120)
 
 
 def plot_rank_entropy(result: Mapping[str, Any], summary: Mapping[str, Any], path: Path,
@@ -105,10 +102,7 @@ def plot_rank_entropy(result: Mapping[str, Any], summary: Mapping[str, Any], pat
         ax.legend(fontsize=8, loc="best")
         fig.colorbar(sc, ax=ax, label="layer")
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=120)
 
 
 # ============================================================================ output

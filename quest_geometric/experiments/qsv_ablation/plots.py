@@ -6,7 +6,7 @@ from typing import Any, Optional, Sequence
 
 import torch
 
-from quest_geometric._utils import optional_pyplot
+from quest_geometric._utils import optional_pyplot, save_figure
 from quest_geometric.experiments.qsv_ablation.config import _DESCRIPTIONS
 
 
@@ -47,9 +47,6 @@ def plot_histograms(results: Sequence[dict[str, Any]], which: str, path: Path,
     ax.set_ylabel("density (all layers, heads, seeds)")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=120)
 
 

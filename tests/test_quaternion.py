@@ -263,3 +263,52 @@ def test_bad_inputs_other():
         Q.random_unit(-1)
     with pytest.raises(TypeError, match=r"^random_unit: 'shape' \(entry 1\) must be an int >= 0"):
         Q.random_unit(2, 2.0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("transpose", [False, True])
+def test_rotate_vector_parts_both_methods_match_the_sandwich_product(dtype, transpose):
+    # both methods against the sandwich product q (0, v) q* of every quaternion of the group
+    # (Q.rotate, checked against scipy above), values and gradients; the transpose is the
+    # rotation by the conjugate
+    g = torch.Generator().manual_seed(1)
+    N, H, m = 5, 2, 3
+    q = Q.normalize(torch.randn(N, H, 4, generator=g, dtype=dtype))
+    x = torch.randn(N, H, m, 4, generator=g, dtype=dtype)
+    qq = Q.conjugate(q) if transpose else q
+    expected = torch.cat([x[..., :1], Q.rotate(qq.unsqueeze(2).expand(N, H, m, 4), x[..., 1:])],
+                         dim=-1)
+    tol = dict(atol=1e-6, rtol=1e-5) if dtype == torch.float32 else dict(atol=1e-12, rtol=1e-12)
+    grads = []
+    weights = torch.linspace(-1, 1, x.numel(), dtype=dtype).view_as(x)
+    for method in Q.ROTATE_METHODS:
+        rot = Q.to_rotation_matrix(q).detach().requires_grad_(True)
+        xl = x.clone().requires_grad_(True)
+        out = Q.rotate_vector_parts(rot, xl, transpose, method=method)
+        torch.testing.assert_close(out, expected, **tol)
+        (out * weights).sum().backward()
+        grads.append((rot.grad, xl.grad))
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, **tol)
+    if dtype == torch.float64:
+        for method in Q.ROTATE_METHODS:
+            rot = Q.to_rotation_matrix(q).detach().requires_grad_(True)
+            assert torch.autograd.gradcheck(
+                lambda r, v: Q.rotate_vector_parts(r, v, transpose, method=method),
+                (rot, x.clone().requires_grad_(True)))
+
+
+def test_rotate_vector_parts_refuses_bad_input():
+    rot, x = torch.eye(3).expand(2, 3, 3), torch.randn(2, 5, 4)
+    with pytest.raises(ValueError, match=r"^rotate_vector_parts: 'method' must be one of"):
+        Q.rotate_vector_parts(rot, x, method="einsum")
+    with pytest.raises(ValueError, match=r"^rotate_vector_parts: 'rot' must be a tensor of 3 x 3"):
+        Q.rotate_vector_parts(torch.eye(4).expand(2, 4, 4), x)
+    with pytest.raises(ValueError,
+                       match=r"^rotate_vector_parts: 'x' must be of shape \(\.\.\., m, 4\)"):
+        Q.rotate_vector_parts(rot, torch.randn(3, 5, 4))  # other leading shape
+    with pytest.raises(TypeError, match=r"^rotate_vector_parts: 'x' must be a floating-point"):
+        Q.rotate_vector_parts(rot, torch.ones(2, 5, 4, dtype=torch.long))
+    # the identity leaves the quaternions as they are, with either method
+    for method in Q.ROTATE_METHODS:
+        torch.testing.assert_close(Q.rotate_vector_parts(rot, x, method=method), x)

@@ -5,6 +5,7 @@ Nothing here is public API: the names carry no underscore so that other subpacka
 import them without reaching for a private name, but they may change between releases.
 """
 from quest_geometric._utils.checks import (
+    all_finite,
     check_batch,
     check_choice,
     check_features,
@@ -33,6 +34,7 @@ from quest_geometric._utils.io import (
 from quest_geometric._utils.plotting import optional_pyplot, save_figure
 
 __all__ = [
+    "all_finite",
     "atomic_torch_save",
     "atomic_write_bytes",
     "atomic_write_json",

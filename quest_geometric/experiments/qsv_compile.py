@@ -5,11 +5,10 @@ rotations run?
 Three subjects, each eager and compiled (``torch.compile(..., fullgraph=True)``, inductor),
 forward (no gradient) and forward + backward, at each thread count:
 
-* ``rotation``: the per-node rotation of the features alone (``[N, 1, 16, 4]`` features,
-  ``[N, 1, 3, 3]`` matrices), in its two forms: the batched product
-  (:func:`~quest_geometric.nn.qsv_conv._rotate_bmm`, the eager layer's) and the
-  elementwise sum (:func:`~quest_geometric.nn.qsv_conv._rotate_elementwise`, the traced
-  layer's): the measurement behind that choice;
+* ``rotation``: the per-node rotation of the features alone
+  (:func:`~quest_geometric.quaternion.rotate_vector_parts`, ``[N, 1, 16, 4]`` features,
+  ``[N, 1, 3, 3]`` matrices) by its two methods: the batched product (the eager layer's) and
+  the elementwise sum (the traced layer's): the measurement behind that choice;
 * ``layer``: ``QSVConv(64, 64, heads=1)`` on the kNN graph (k = 20, self loops, the dense
   layout) of N Fibonacci points, called with ``dense=True``;
 * ``net``: ``QSVNet(3, 10, channels=64, heads=4, num_layers=4)`` on a batch of the sphere
@@ -94,9 +93,14 @@ def subjects(quick: bool = False, backend: str = "inductor") -> list[dict[str, A
     """The measured subjects: name, size, the variants' callables (name -> ``(call, args,
     grad_args, params)``) and a function giving the graph breaks of the compiled form."""
     from quest_geometric.models.qsv_net import QSVNet
-    from quest_geometric.nn.qsv_conv import QSVConv, _rotate_bmm, _rotate_elementwise
     from quest_geometric.experiments.qsv_layer_speed import _batched_sphere
-    from quest_geometric.quaternion import normalize, to_rotation_matrix
+    from quest_geometric.nn.qsv_conv import QSVConv
+    from quest_geometric.quaternion import (
+        ROTATE_METHODS,
+        normalize,
+        rotate_vector_parts,
+        to_rotation_matrix,
+    )
     from torch_geometric.data import Batch
 
     def _compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -107,15 +111,16 @@ def subjects(quick: bool = False, backend: str = "inductor") -> list[dict[str, A
         g = torch.Generator().manual_seed(0)
         x = torch.randn(points, 1, CHANNELS // 4, 4, generator=g)
         rot = to_rotation_matrix(normalize(torch.randn(points, 1, 4, generator=g)))
-        forms = {"bmm": _rotate_bmm, "elementwise": _rotate_elementwise}
         variants = {}
-        for form, fn in forms.items():
+        for form in ROTATE_METHODS:
+            def fn(r: torch.Tensor, v: torch.Tensor, form: str = form) -> torch.Tensor:
+                return rotate_vector_parts(r, v, method=form)
+
             variants[f"{EAGER}, {form}"] = (fn, (rot, x), (0, 1), ())
             variants[f"{COMPILED}, {form}"] = (_compiled(fn), (rot, x), (0, 1), ())
         out.append({"subject": "rotation", "size": points, "edges": 0, "variants": variants,
                     "reference": f"{EAGER}, bmm",
-                    "graph_breaks": lambda fn=_rotate_elementwise, a=(rot, x):
-                        _graph_breaks(fn, *a)})
+                    "graph_breaks": lambda fn=fn, a=(rot, x): _graph_breaks(fn, *a)})
     for points in (QUICK_LAYER_POINTS if quick else LAYER_POINTS):
         torch.manual_seed(0)
         edge_index = _layer_graph(points)

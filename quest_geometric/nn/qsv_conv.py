@@ -14,6 +14,7 @@ from torch_geometric.utils import is_torch_sparse_tensor, softmax, to_edge_index
 from torch_geometric.utils.sparse import set_sparse_value
 
 from quest_geometric._utils.checks import (
+    all_finite,
     check_choice,
     check_int,
     check_real,
@@ -27,7 +28,13 @@ from quest_geometric.nn._qsv_csr import (
     neighbour_sum_op,
     pattern_columns,
 )
-from quest_geometric.quaternion import multiply, normalize, random_unit, to_rotation_matrix
+from quest_geometric.quaternion import (
+    multiply,
+    normalize,
+    random_unit,
+    rotate_vector_parts,
+    to_rotation_matrix,
+)
 
 __all__ = ["QSVConv"]
 
@@ -50,54 +57,14 @@ def _is_compiling() -> bool:
     return bool(torch.compiler.is_compiling())
 
 
-def _all_finite(t: Tensor) -> bool:
-    """Whether every entry of ``t`` is finite, in one reduction: a sum is finite whenever all
-    its terms are, and NaN or an infinity in any term makes it NaN or infinite; only when the
-    sum is not finite (a non-finite entry, or finite entries whose sum overflows) is the
-    exact elementwise test run.  One host synchronisation; on ``[16200, 64]`` float32 at one
-    thread about 0.1 ms against 4-5 ms for ``torch.isfinite(t).all()``, which on CPU
-    materialises its comparisons."""
-    if bool(torch.isfinite(t.sum())):
-        return True
-    return bool(torch.isfinite(t).all())
-
-
 def _rotate(rot: Tensor, x: Tensor, transpose: bool = False) -> Tensor:
     r"""Applies :math:`\mathrm{diag}(1, R)` (or its transpose) of every node and head to its
-    quaternion groups: ``rot`` ``[N, H, 3, 3]``, ``x`` ``[N, H, m, 4]``; the real parts pass
-    through and only the vector parts are multiplied.
-
-    Eagerly this is one batched ``[m, 3] x [3, 3]`` product per node and head
-    (:func:`_rotate_bmm`); while :func:`torch.compile` traces it is the same sum written
-    elementwise (:func:`_rotate_elementwise`), which the compiler fuses into one pass over the
-    features instead of calling a batched product of tiny matrices.  Both give the same
-    values and gradients (tested); each is the faster one in its mode (measured, see
-    ``benchmarks/results/qsv_compile_targets.md``)."""
-    if _is_compiling():
-        return _rotate_elementwise(rot, x, transpose)
-    return _rotate_bmm(rot, x, transpose)
-
-
-def _rotate_bmm(rot: Tensor, x: Tensor, transpose: bool = False) -> Tensor:
-    r"""The eager form of :func:`_rotate`: :math:`x_v \mapsto x_v R^{\top}` as one batched
-    matrix product (measured faster on CPU than the ``4 x 4`` block product, forward and
-    backward)."""
-    rt = rot if transpose else rot.transpose(-1, -2)
-    return torch.cat([x[..., :1], torch.matmul(x[..., 1:], rt)], dim=-1)
-
-
-def _rotate_elementwise(rot: Tensor, x: Tensor, transpose: bool = False) -> Tensor:
-    r"""The traced form of :func:`_rotate`: component :math:`a` of the rotated vector part is
-    :math:`\sum_b R_{ab}\,x_b` (:math:`R_{ba}` for the transpose), written as broadcast
-    products of ``[N, H, m]`` slices, so that a compiler emits one fused loop."""
-    r = rot.unsqueeze(-3)  # [N, H, 1, 3, 3]: one matrix for all m groups of a node and head
-    if transpose:
-        r = r.transpose(-1, -2)
-    x1, x2, x3 = x[..., 1], x[..., 2], x[..., 3]
-    parts = [x[..., 0]]
-    for a in range(3):
-        parts.append(x1 * r[..., a, 0] + x2 * r[..., a, 1] + x3 * r[..., a, 2])
-    return torch.stack(parts, dim=-1)
+    quaternion groups (:func:`~quest_geometric.quaternion.rotate_vector_parts`): eagerly as
+    one batched product, while :func:`torch.compile` traces as an elementwise sum, which the
+    compiler fuses into one pass over the features (``benchmarks/qsv_compile.py`` times both
+    forms in both modes)."""
+    return rotate_vector_parts(rot, x, transpose,
+                               method="elementwise" if _is_compiling() else "bmm")
 
 
 class QSVConv(MessagePassing):
@@ -471,7 +438,7 @@ class QSVConv(MessagePassing):
                 f"({param.dtype}), got {t.dtype}; convert the input with "
                 f"x.to({param.dtype}) or the layer with layer.to({t.dtype})"
             )
-        if not _is_compiling() and not _all_finite(t):
+        if not _is_compiling() and not all_finite(t):
             raise ValueError(
                 f"QSVConv: '{name}' must be finite, got NaN or infinite entries "
                 f"({int((~torch.isfinite(t)).sum())} of {t.numel()})"

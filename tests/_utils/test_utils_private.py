@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from quest_geometric._utils import (
+    all_finite,
     atomic_torch_save,
     atomic_write_bytes,
     atomic_write_json,
@@ -236,3 +237,29 @@ def test_save_figure_rect_bounds_the_axes(tmp_path):
         tops[rect] = ax.get_position().y1
     assert tops[None] > 0.8  # laid out over the whole figure
     assert tops[(0, 0, 1, 0.5)] < 0.5  # the axes and their title fit under the rect's top
+
+
+def test_all_finite_matches_the_elementwise_test_and_survives_overflowing_sums():
+    big = torch.finfo(torch.float32).max
+    cases = {
+        "finite": (torch.randn(5, 7), True),
+        "empty": (torch.empty(0, 4), True),
+        "sum overflows, entries finite": (torch.full((4, 2), big), True),
+        "sum overflows to -inf": (torch.tensor([-big, -big, 1.0]), True),
+        "nan": (torch.tensor([1.0, float("nan")]), False),
+        "inf": (torch.tensor([[1.0], [float("inf")]]), False),
+        "-inf": (torch.tensor([-float("inf"), 2.0]), False),
+        "inf and -inf (sum nan)": (torch.tensor([float("inf"), -float("inf")]), False),
+        "half, sum overflows": (torch.full((3,), 6.0e4, dtype=torch.float16), True),
+        "half nan": (torch.tensor([1.0, float("nan")], dtype=torch.float16), False),
+        "float64 inf": (torch.tensor([1.0, float("inf")], dtype=torch.float64), False),
+    }
+    for name, (t, expected) in cases.items():
+        assert bool(torch.isfinite(t).all()) == expected, name  # the reference agrees
+        assert all_finite(t) is expected, name
+    g = torch.Generator().manual_seed(0)
+    for _ in range(20):  # random tensors with random non-finite entries
+        t = torch.randn(6, 5, generator=g)
+        hits = torch.rand(6, 5, generator=g) < 0.05
+        t[hits] = float("nan")
+        assert all_finite(t) == bool(torch.isfinite(t).all())

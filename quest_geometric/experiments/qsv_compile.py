@@ -93,7 +93,8 @@ def subjects(quick: bool = False, backend: str = "inductor") -> list[dict[str, A
     """The measured subjects: name, size, the variants' callables (name -> ``(call, args,
     grad_args, params)``) and a function giving the graph breaks of the compiled form."""
     from quest_geometric.models.qsv_net import QSVNet
-    from quest_geometric.experiments.qsv_layer_speed import _batched_sphere
+    from quest_geometric.experiments.qsv_layer_speed import K_CROSS, K_WITHIN, SIZES
+    from quest_geometric.geometry.graphs import sphere_graph
     from quest_geometric.nn.qsv_conv import QSVConv
     from quest_geometric.quaternion import (
         ROTATE_METHODS,
@@ -101,7 +102,7 @@ def subjects(quick: bool = False, backend: str = "inductor") -> list[dict[str, A
         rotate_vector_parts,
         to_rotation_matrix,
     )
-    from torch_geometric.data import Batch
+    from torch_geometric.data import Batch, Data
 
     def _compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
         return torch.compile(fn, fullgraph=True, backend=backend)
@@ -138,11 +139,14 @@ def subjects(quick: bool = False, backend: str = "inductor") -> list[dict[str, A
                     "graph_breaks": lambda fn=layer, x=x: _graph_breaks(fn, x)})
     for graphs in (QUICK_NET_GRAPHS if quick else NET_GRAPHS):
         torch.manual_seed(0)
-        edge_index, nodes = _batched_sphere(graphs, torch.device("cpu"))
-        per_graph = nodes // graphs
+        template = sphere_graph(SIZES, k=K_WITHIN, k_cross=K_CROSS)
+        # batched as a DataLoader batches (Batch.from_data_list records the number of
+        # graphs; a hand-built Batch would count them from the data, a graph break)
+        data = Batch.from_data_list([Data(x=torch.randn(template.num_nodes, 3),
+                                          edge_index=template.edge_index)
+                                     for _ in range(graphs)])
+        nodes, edge_index = data.num_nodes, data.edge_index
         net = QSVNet(3, 10, channels=CHANNELS, heads=4, num_layers=4)
-        data = Batch(x=torch.randn(nodes, 3), edge_index=edge_index,
-                     batch=torch.arange(graphs).repeat_interleave(per_graph))
         params = list(net.parameters())
         out.append({"subject": "net", "size": nodes, "edges": edge_index.size(1),
                     "variants": {EAGER: (net, (data,), (), params),

@@ -289,7 +289,8 @@ def _rss_child(fn: Callable[[], Any], conn) -> None:  # pragma: no cover - runs 
         conn.close()
 
 
-def peak_memory_mb(fn: Callable[[], Any], device: torch.device | str | None = None) -> float:
+def peak_memory_mb(fn: Callable[[], Any], device: torch.device | str | None = None,
+                   timeout_s: float = 900.0) -> float:
     """Peak memory in MiB that one call of ``fn()`` adds.
 
     On CUDA this is :func:`torch.cuda.max_memory_allocated` above the memory allocated before
@@ -298,12 +299,22 @@ def peak_memory_mb(fn: Callable[[], Any], device: torch.device | str | None = No
     size just before the call: the real high-water mark of the process, allocator caching
     included.  Inputs built before the call are shared with the fork and not counted.
 
+    A forked child cannot run everything its parent can: a :func:`torch.compile` d function
+    whose compiler workers live in the parent waits in the child for ever.  The parent waits
+    at most ``timeout_s`` for the child's answer, then kills it and raises
+    :class:`TimeoutError`.
+
     Args:
         fn (callable): the work to measure.
         device (torch.device, optional): where ``fn`` runs. (default: :obj:`None`, CPU)
+        timeout_s (float, optional): the longest wait for the forked child (CPU only).
+            (default: ``900``)
 
     Returns:
         float: MiB.
+
+    Raises:
+        TimeoutError: if the child gave no answer within ``timeout_s``.
     """
     if device is not None and torch.device(device).type == "cuda":
         torch.cuda.synchronize()
@@ -322,6 +333,12 @@ def peak_memory_mb(fn: Callable[[], Any], device: torch.device | str | None = No
     proc = ctx.Process(target=_rss_child, args=(fn, child))
     proc.start()
     child.close()
+    if not parent.poll(timeout_s):
+        proc.kill()
+        proc.join()
+        raise TimeoutError(f"peak_memory_mb: the forked child measuring {fn!r} gave no answer "
+                           f"within {timeout_s:g} s (a torch.compile'd function cannot run in "
+                           "a fork of the process that compiled it); measure it another way")
     result = parent.recv()
     proc.join()
     if isinstance(result, BaseException):

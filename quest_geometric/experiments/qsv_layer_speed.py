@@ -120,7 +120,8 @@ def layer_rows(batch_size: int, device: torch.device, repeat: int, progress: boo
     TransformerConv's time over the layer's (:func:`ratio_summary`); every round's ratio is
     kept in ``round_ratios`` (saved in the JSON file). Each entry of
     ``threads`` (``None``: leave torch's setting) gives one set of rows; peak memory is
-    measured once per layer, at the first thread count.
+    measured once per layer, at the first thread count (not for the compiled rows on CPU:
+    they cannot run in the forked child that measures it, their ``peak_mb`` is NaN).
 
     With ``compiled``, the layers of :data:`COMPILED_LAYERS` also run as
     ``torch.compile(layer, fullgraph=True, backend=backend)`` (rows named
@@ -157,7 +158,10 @@ def layer_rows(batch_size: int, device: torch.device, repeat: int, progress: boo
     for name in layers:
         if name.endswith(COMPILED_SUFFIX):
             steps[name]()  # compile outside every measurement
-    mem = {name: peak_memory_mb(fn, device=device) for name, fn in steps.items()}
+    # a compiled layer cannot run in the forked child that measures CPU memory (its compiler
+    # workers live in this process): its memory is not measured on CPU
+    mem = {name: (math.nan if name.endswith(COMPILED_SUFFIX) and device.type == "cpu"
+                  else peak_memory_mb(fn, device=device)) for name, fn in steps.items()}
     rows = []
     previous = torch.get_num_threads()
     try:

@@ -49,6 +49,15 @@ def test_peak_memory_reraises_errors():
         peak_memory_mb(boom)
 
 
+def test_peak_memory_never_waits_for_a_hung_child_for_ever():
+    import time
+
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError, match="gave no answer within 1 s"):
+        peak_memory_mb(lambda: time.sleep(60), timeout_s=1.0)
+    assert time.monotonic() - t0 < 30  # the child was killed, not waited for
+
+
 def test_markdown_table_layout():
     text = markdown_table([{"a": 1, "b": 0.5}, {"a": 2, "b": math.nan}], ["b", "a"])
     lines = text.strip().splitlines()

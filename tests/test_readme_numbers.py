@@ -10,9 +10,10 @@ how to read the value from it, how the README rounds it). The test fails when
 * a bullet covered here prints a number that no claim and no listed setting value accounts
   for (a new number was written without being traced).
 
-Covered: the QSV layer-speed bullet, the QSV compile bullet, the QSV ablation bullet, the query/key geometry bullet,
-the query/key sentence about SmolLM2-135M and the bullet of the Focus operating-point study
-(issue 31: quality, baselines, passkey and speed of the configurations it names). NOT
+Covered: the QSV layer-speed bullet, the QSV compile bullet, the QSV ablation bullet, the
+query/key geometry bullet, the query/key sentence about SmolLM2-135M and the bullet of the
+Focus operating-point study (issue 31: quality, baselines, passkey and speed of the
+configurations it names). NOT
 covered: the Focus kernel speed-up bullet and the earlier SmolLM2-135M Focus study (its table
 of in-domain results and soft gates), which the operating-point study supersedes.
 """

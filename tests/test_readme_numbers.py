@@ -173,6 +173,12 @@ def _vs_window(focus: str, key: str, split: str = "ood") -> Any:
     return _row(OP_PAIRED, focus=focus, baseline=f"sinks@{focus}", split=split)[key]
 
 
+def _verdict_row(name: str) -> dict:
+    rows = [r for r in _load(VERDICT)["rows"] if r["name"] == name]
+    assert len(rows) == 1, (VERDICT, name, len(rows))
+    return rows[0]
+
+
 def _pk(config: str, key: str, length: int = 2048) -> Any:
     return _row(PASSKEY, config=config, length=length)[key]
 
@@ -507,6 +513,37 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      lambda: _pk(f"sinks@{K8}", "lost"), str),
     ("the window plus sinks at their share 15 (18 lost, p = 8e-5)", "8e-5", PASSKEY,
      lambda: _pk(f"sinks@{K8}", "mcnemar_p"), lambda p: f"{p:.0e}".replace("e-0", "e-")),
+    # passkey at 4K
+    ("**Passkey at 4K** (50 trials each, the same trials): full attention 20;", "50", PASSKEY,
+     lambda: _pk(K8, "matched", 4096), str),
+    ("**Passkey at 4K** (50 trials each, the same trials): full attention 20;", "20", PASSKEY,
+     lambda: _pk(K8, "both", 4096) + _pk(K8, "lost", 4096), str),
+    ("routers after 120 steps with sinks 12 (11 lost, 3 gained, p = 0.06)", "12", PASSKEY,
+     lambda: _pk(K8, "both", 4096) + _pk(K8, "gained", 4096), str),
+    ("routers after 120 steps with sinks 12 (11 lost, 3 gained, p = 0.06)", "11", PASSKEY,
+     lambda: _pk(K8, "lost", 4096), str),
+    ("routers after 120 steps with sinks 12 (11 lost, 3 gained, p = 0.06)", "3", PASSKEY,
+     lambda: _pk(K8, "gained", 4096), str),
+    ("routers after 120 steps with sinks 12 (11 lost, 3 gained, p = 0.06)", "0.06", PASSKEY,
+     lambda: _pk(K8, "mcnemar_p", 4096), _fixed(2)),
+    ("sinks at their share 13 (8 lost, 1 gained, p = 0.04)", "13", PASSKEY,
+     lambda: _pk(f"sinks@{K8}", "both", 4096) + _pk(f"sinks@{K8}", "gained", 4096), str),
+    ("sinks at their share 13 (8 lost, 1 gained, p = 0.04)", "8", PASSKEY,
+     lambda: _pk(f"sinks@{K8}", "lost", 4096), str),
+    ("sinks at their share 13 (8 lost, 1 gained, p = 0.04)", "1", PASSKEY,
+     lambda: _pk(f"sinks@{K8}", "gained", 4096), str),
+    ("sinks at their share 13 (8 lost, 1 gained, p = 0.04)", "0.04", PASSKEY,
+     lambda: _pk(f"sinks@{K8}", "mcnemar_p", 4096), _fixed(2)),
+    ("same trials not distinguishable (McNemar p = 1.00)", "1.00", VERDICT,
+     lambda: _verdict_row(K8)["passkey_4k_vs_window_p"], _fixed(2)),
+    ("routers' share 16 (5 lost, 1 gained, p = 0.22)", "16", PASSKEY,
+     lambda: _pk(f"sinks@{K4}", "both", 4096) + _pk(f"sinks@{K4}", "gained", 4096), str),
+    ("routers' share 16 (5 lost, 1 gained, p = 0.22)", "5", PASSKEY,
+     lambda: _pk(f"sinks@{K4}", "lost", 4096), str),
+    ("routers' share 16 (5 lost, 1 gained, p = 0.22)", "1", PASSKEY,
+     lambda: _pk(f"sinks@{K4}", "gained", 4096), str),
+    ("routers' share 16 (5 lost, 1 gained, p = 0.22)", "0.22", PASSKEY,
+     lambda: _pk(f"sinks@{K4}", "mcnemar_p", 4096), _fixed(2)),
     # speed
     ("2K and 4K tokens, 3 shuffled rounds; 8K in a run of its own", "3", "focus_op_speed_1t.json",
      lambda: min(_load(f"focus_op_speed_{t}t.json")["meta"]["rounds_per_length"]

@@ -183,6 +183,22 @@ def _pk(config: str, key: str, length: int = 2048) -> Any:
     return _row(PASSKEY, config=config, length=length)[key]
 
 
+def _passkey_claims(phrase: str, config: str, length: int) -> list[tuple]:
+    """The claims of a phrase ``'N (L lost, G gained, p = P)'``: ``config``'s trials answered,
+    lost and gained against full attention at ``length``, and the McNemar p-value, read from
+    the paired passkey table (P printed with two decimals)."""
+    match = re.search(r"(\d+) \((\d+) lost, (\d+) gained, p = (\d\.\d\d)\)", phrase)
+    assert match, phrase
+    correct, lost, gained, p = match.groups()
+    return [
+        (phrase, correct, PASSKEY,
+         lambda: _pk(config, "both", length) + _pk(config, "gained", length), str),
+        (phrase, lost, PASSKEY, lambda: _pk(config, "lost", length), str),
+        (phrase, gained, PASSKEY, lambda: _pk(config, "gained", length), str),
+        (phrase, p, PASSKEY, lambda: _pk(config, "mcnemar_p", length), _fixed(2)),
+    ]
+
+
 def _speeds(key: str, window: bool, k: Optional[int] = None) -> list[float]:
     """``key`` of the timed rows of both speed tables: the window rows, or the Focus rows
     (of ``K = k`` only, when given)."""
@@ -518,32 +534,13 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      lambda: _pk(K8, "matched", 4096), str),
     ("**Passkey at 4K** (50 trials each, the same trials): full attention 20;", "20", PASSKEY,
      lambda: _pk(K8, "both", 4096) + _pk(K8, "lost", 4096), str),
-    ("routers after 120 steps with sinks 12 (11 lost, 3 gained, p = 0.06)", "12", PASSKEY,
-     lambda: _pk(K8, "both", 4096) + _pk(K8, "gained", 4096), str),
-    ("routers after 120 steps with sinks 12 (11 lost, 3 gained, p = 0.06)", "11", PASSKEY,
-     lambda: _pk(K8, "lost", 4096), str),
-    ("routers after 120 steps with sinks 12 (11 lost, 3 gained, p = 0.06)", "3", PASSKEY,
-     lambda: _pk(K8, "gained", 4096), str),
-    ("routers after 120 steps with sinks 12 (11 lost, 3 gained, p = 0.06)", "0.06", PASSKEY,
-     lambda: _pk(K8, "mcnemar_p", 4096), _fixed(2)),
-    ("sinks at their share 13 (8 lost, 1 gained, p = 0.04)", "13", PASSKEY,
-     lambda: _pk(f"sinks@{K8}", "both", 4096) + _pk(f"sinks@{K8}", "gained", 4096), str),
-    ("sinks at their share 13 (8 lost, 1 gained, p = 0.04)", "8", PASSKEY,
-     lambda: _pk(f"sinks@{K8}", "lost", 4096), str),
-    ("sinks at their share 13 (8 lost, 1 gained, p = 0.04)", "1", PASSKEY,
-     lambda: _pk(f"sinks@{K8}", "gained", 4096), str),
-    ("sinks at their share 13 (8 lost, 1 gained, p = 0.04)", "0.04", PASSKEY,
-     lambda: _pk(f"sinks@{K8}", "mcnemar_p", 4096), _fixed(2)),
+    *_passkey_claims("routers after 120 steps with sinks 12 (11 lost, 3 gained, p = 0.06)",
+                     K8, 4096),
+    *_passkey_claims("sinks at their share 13 (8 lost, 1 gained, p = 0.04)", f"sinks@{K8}",
+                     4096),
     ("same trials not distinguishable (McNemar p = 1.00)", "1.00", VERDICT,
      lambda: _verdict_row(K8)["passkey_4k_vs_window_p"], _fixed(2)),
-    ("routers' share 16 (5 lost, 1 gained, p = 0.22)", "16", PASSKEY,
-     lambda: _pk(f"sinks@{K4}", "both", 4096) + _pk(f"sinks@{K4}", "gained", 4096), str),
-    ("routers' share 16 (5 lost, 1 gained, p = 0.22)", "5", PASSKEY,
-     lambda: _pk(f"sinks@{K4}", "lost", 4096), str),
-    ("routers' share 16 (5 lost, 1 gained, p = 0.22)", "1", PASSKEY,
-     lambda: _pk(f"sinks@{K4}", "gained", 4096), str),
-    ("routers' share 16 (5 lost, 1 gained, p = 0.22)", "0.22", PASSKEY,
-     lambda: _pk(f"sinks@{K4}", "mcnemar_p", 4096), _fixed(2)),
+    *_passkey_claims("routers' share 16 (5 lost, 1 gained, p = 0.22)", f"sinks@{K4}", 4096),
     # speed
     ("2K and 4K tokens, 3 shuffled rounds; 8K in a run of its own", "3", "focus_op_speed_1t.json",
      lambda: min(_load(f"focus_op_speed_{t}t.json")["meta"]["rounds_per_length"]

@@ -14,6 +14,8 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from quest_geometric._utils.checks import check_int
+
 __all__ = [
     "CSRPattern", "NeighbourSum", "TransposeCache", "TRANSPOSES", "sparse_csr",
     "transpose_pattern", "pattern_columns", "csr_matmul", "csr_sampled", "neighbour_sum_op",
@@ -164,9 +166,7 @@ class TransposeCache:
     them."""
 
     def __init__(self, size: int = 2) -> None:
-        if not isinstance(size, int) or isinstance(size, bool) or size < 1:
-            raise ValueError(f"TransposeCache: 'size' must be a positive int, got {size!r}")
-        self.size = size
+        self.size = check_int(size, "'size'", 1, where="TransposeCache")
         self._entries: list[tuple[tuple, Tensor, tuple[Tensor, Tensor, Tensor]]] = []
         #: Calls answered from the cache and calls that built a transpose (for tests).
         self.hits = self.misses = 0

@@ -107,8 +107,10 @@ def test_transpose_cache_finds_equal_sources_and_only_those():
     assert cache(src, n_src, k, H) is not first  # ... so this one is rebuilt
     cache.clear()
     assert len(cache) == 0 and "entries=0" in repr(cache)
-    with pytest.raises(ValueError, match="'size' must be a positive int"):
+    with pytest.raises(ValueError, match=r"^TransposeCache: 'size' must be an int >= 1"):
         TransposeCache(size=0)
+    with pytest.raises(TypeError, match=r"^TransposeCache: 'size' must be an int >= 1"):
+        TransposeCache(size=2.0)
 
 
 def test_neighbour_sum_op_gradcheck_float64():

@@ -25,8 +25,9 @@ from tqdm.auto import tqdm
 
 from quest_geometric._utils.plotting import optional_pyplot, save_figure
 from quest_geometric.experiments.common import (markdown_table, paired_ratio, peak_memory_mb,
-                                                reuse_freed_memory, time_function,
-                                                time_interleaved, write_results)
+                                                reuse_freed_memory, round_ratios,
+                                                time_function, time_interleaved,
+                                                write_results)
 
 HEADS, HEAD_DIM, GROUPS, TOP_K, WINDOW = 4, 64, 8, 1, 128
 CPU_LENGTHS = (1024, 2048, 4096, 8192, 16384, 32768, 65536)
@@ -36,6 +37,9 @@ CUDA_LENGTHS = (1024, 4096, 16384, 32768, 65536, 131072, 262144, 524288, 1048576
 #: four ``[E, H, D]`` float32 tensors alive, :math:`16 H D` bytes per edge); lengths above it are
 #: skipped for those two.
 EDGE_BYTES_BUDGET = 8 * 2**30
+#: Seed of the order of the timed functions within each round (shuffled every round); every
+#: round's ratio is kept in the rows (``round_ratios_*``, in the JSON file).
+ROUND_SEED = 0
 
 COLUMNS = ["tokens", "rounds", "full_ms", "blocks_ms", "sdpa_ms", "blocks_attn_ms",
            "edges_ms", "edges_core_ms", "tconv_ms", "speedup_blocks", "speedup_attn",
@@ -71,8 +75,10 @@ def length_row(n: int, device: torch.device, repeat: int, edges: bool, memory: b
 
     Full attention and ``'blocks'`` are timed in alternation
     (:func:`~quest_geometric.experiments.common.time_interleaved`), and ``speedup_blocks`` is
-    the median over rounds of their ratio; the same holds for the ``'edges'`` core against
-    TransformerConv."""
+    the true median over rounds of their ratio; the same holds for the ``'edges'`` core
+    against TransformerConv. The functions run in an order shuffled every round
+    (:data:`ROUND_SEED`), and every round's ratio is kept (``round_ratios_blocks``,
+    ``round_ratios_attn``, ``round_ratios_edges``)."""
     from torch_geometric.nn import TransformerConv
 
     from quest_geometric.nn.focus import (
@@ -105,7 +111,8 @@ def length_row(n: int, device: torch.device, repeat: int, edges: bool, memory: b
         try:
             timed = time_interleaved({"full": lambda: full(x), "blocks": lambda: blocks(x),
                                       "sdpa": sdpa, "core": focus_core},
-                                     repeat=repeat, device=device, max_seconds=max_seconds)
+                                     repeat=repeat, device=device, max_seconds=max_seconds,
+                                     shuffle_seed=ROUND_SEED)
             row["full_ms"] = 1e3 * timed["full"]["median_s"]
             row["blocks_ms"] = 1e3 * timed["blocks"]["median_s"]
             row["speedup_blocks"] = paired_ratio(timed, "full", "blocks")
@@ -113,6 +120,8 @@ def length_row(n: int, device: torch.device, repeat: int, edges: bool, memory: b
             row["blocks_attn_ms"] = 1e3 * timed["core"]["median_s"]
             row["speedup_attn"] = paired_ratio(timed, "sdpa", "core")
             row["rounds"] = timed["full"]["repeats"]
+            row["round_ratios_blocks"] = round_ratios(timed, "full", "blocks")
+            row["round_ratios_attn"] = round_ratios(timed, "sdpa", "core")
         except torch.OutOfMemoryError:
             notes.append("blocks: out of memory")
             torch.cuda.empty_cache()
@@ -144,10 +153,12 @@ def length_row(n: int, device: torch.device, repeat: int, edges: bool, memory: b
             tconv = TransformerConv(c, HEAD_DIM, heads=HEADS, root_weight=False).to(device)
             tconv.eval()
             timed = time_interleaved({"core": core, "tconv": lambda: tconv(x, ei)},
-                                     repeat=repeat, device=device, max_seconds=max_seconds)
+                                     repeat=repeat, device=device, max_seconds=max_seconds,
+                                     shuffle_seed=ROUND_SEED)
             row["edges_core_ms"] = 1e3 * timed["core"]["median_s"]
             row["tconv_ms"] = 1e3 * timed["tconv"]["median_s"]
             row["edges_core_vs_tconv"] = paired_ratio(timed, "tconv", "core")
+            row["round_ratios_edges"] = round_ratios(timed, "tconv", "core")
             if memory:
                 row["tconv_mb"] = peak_memory_mb(lambda: tconv(x, ei), device=device)
             del ei
@@ -261,8 +272,9 @@ def run(quick: bool = False, device: torch.device | str = "cpu",
            "the CSV, are left out of this table). ")
         + f"`full` is the "
         f"same layer with Focus off (causal SDPA, same projections), timed in alternation with "
-        f"'blocks' (`rounds` rounds of one call each, up to {repeat}); `speedup_blocks` is the "
-        f"median over rounds of the per-round ratio. `sdpa_ms` and `blocks_attn_ms` time the "
+        f"'blocks' (`rounds` rounds of one call each, up to {repeat}, in an order shuffled "
+        f"every round); `speedup_blocks` is the true median over rounds of the per-round ratio "
+        f"(every round's ratio in the JSON file). `sdpa_ms` and `blocks_attn_ms` time the "
         f"attention alone on the same projected q, k, v, timed in the same rounds: causal "
         f"SDPA against routing (router on the layer input) + `focus_blocks_attention`; "
         f"`speedup_attn` is their per-round ratio. Focus times include "

@@ -33,6 +33,10 @@ def test_focus_speed_quick(tmp_path):
                     "edges_core_ms", "tconv_ms", "speedup_blocks", "speedup_attn",
                     "edges_core_vs_tconv", "balance", "pair_fraction"):
             assert _finite(r[key]) and r[key] > 0, key
+        # every round's ratio is kept, and the summary is their median (one round here)
+        assert r["round_ratios_blocks"] == [r["speedup_blocks"]]
+        assert r["round_ratios_attn"] == [r["speedup_attn"]]
+        assert r["round_ratios_edges"] == [r["edges_core_vs_tconv"]]
         # the edge set holds at least the causal window band and at most every causal pair
         n = r["tokens"]
         assert n * 129 - 128 * 129 // 2 <= r["num_edges"] <= n * (n + 1) // 2

@@ -92,17 +92,22 @@ def _length_tag(length: int) -> str:
     return "8k" if length in _LONG else f"{length // 1024}k"
 
 
-def _passkey(name: str, rows: Sequence[dict]) -> Dict[str, Any]:
-    """Accuracy at each length the row was run at, with full attention's on the same trials."""
+def _paired(name: str, reference: str, rows: Sequence[dict]) -> List[tuple]:
+    """``(length tag, paired row)`` of passkey row ``name`` against row ``reference`` on the
+    same trials, per length (:func:`~quest_geometric.experiments.focus_passkey.
+    paired_with_full`)."""
     from quest_geometric.experiments.focus_passkey import paired_with_full
 
+    mine = [r for r in rows if r["config"] in (name, reference)]
+    return [(_length_tag(p["length"]), p) for p in paired_with_full(mine, reference=reference)
+            if p["config"] == name]
+
+
+def _passkey(name: str, rows: Sequence[dict]) -> Dict[str, Any]:
+    """Accuracy at each length the row was run at, with full attention's on the same trials."""
     out: Dict[str, Any] = {}
-    mine = [r for r in rows if r["config"] in (name, "full")]
-    for p in paired_with_full(mine):
-        if p["config"] != name:
-            continue
-        n, length = p["matched"], p["length"]
-        tag = _length_tag(length)
+    for tag, p in _paired(name, "full", rows):
+        n = p["matched"]
         out[f"passkey_{tag}"] = (p["both"] + p["gained"]) / n
         out[f"passkey_{tag}_full"] = (p["both"] + p["lost"]) / n
         out[f"passkey_{tag}_n"] = n
@@ -115,14 +120,8 @@ def _passkey_vs(name: str, baseline: str, key: str, rows: Sequence[dict]) -> Dic
     same trials, per length: the baseline's accuracy (``passkey_<len>_<key>``), the paired
     difference (``..._vs_<key>_diff``, Focus minus baseline) and the exact McNemar p-value
     (``..._vs_<key>_p``)."""
-    from quest_geometric.experiments.focus_passkey import paired_with_full
-
     out: Dict[str, Any] = {}
-    mine = [r for r in rows if r["config"] in (name, baseline)]
-    for p in paired_with_full(mine, reference=baseline):
-        if p["config"] != name:
-            continue
-        tag = _length_tag(p["length"])
+    for tag, p in _paired(name, baseline, rows):
         out[f"passkey_{tag}_{key}"] = (p["both"] + p["lost"]) / p["matched"]
         out[f"passkey_{tag}_vs_{key}_diff"] = p["diff"]
         out[f"passkey_{tag}_vs_{key}_p"] = p["mcnemar_p"]

@@ -70,7 +70,8 @@ _GIB = 2 ** 30
 _MIB = 2 ** 20
 
 
-def neighbourhood_size(nlat: int, nlon: int) -> dict[str, Any]:
+def neighbourhood_size(nlat: int, nlon: int, layer: Optional[torch.nn.Module] = None
+                       ) -> dict[str, Any]:
     """torch-harmonics' neighbourhood on an equiangular ``nlat x nlon`` grid (its default
     cutoff, one latitude spacing) and the kNN size of the comparison.
 
@@ -79,16 +80,24 @@ def neighbourhood_size(nlat: int, nlon: int) -> dict[str, Any]:
     whole grid are ``psi_col_idx.numel() * nlon`` and its mean neighbourhood
     ``psi_col_idx.numel() / nlat``.
 
+    Args:
+        nlat (int): latitudes of the grid.
+        nlon (int): longitudes of the grid.
+        layer (torch.nn.Module, optional): a ``NeighborhoodAttentionS2`` already built on that
+            grid, read instead of building one. (default: :obj:`None`)
+
     Returns:
         dict: ``k`` (the mean neighbourhood rounded, at least 1: the rule of
         :mod:`~quest_geometric.experiments.qsv_vs_torch_harmonics`), ``mean_nbr`` and
         ``th_edges`` (torch-harmonics' neighbourhood entries over the grid).
     """
-    from torch_harmonics import NeighborhoodAttentionS2
-
     nlat = check_int(nlat, "nlat", 2, where="neighbourhood_size")
     nlon = check_int(nlon, "nlon", 1, where="neighbourhood_size")
-    th = NeighborhoodAttentionS2(CHANNELS, (nlat, nlon), (nlat, nlon), num_heads=1)
+    th = layer
+    if th is None:
+        from torch_harmonics import NeighborhoodAttentionS2
+
+        th = NeighborhoodAttentionS2(CHANNELS, (nlat, nlon), (nlat, nlon), num_heads=1)
     entries = th.psi_col_idx.numel()
     mean_nbr = entries / (th.psi_roff_idx.numel() - 1)
     return {"k": max(1, round(mean_nbr)), "mean_nbr": mean_nbr, "th_edges": entries * nlon}

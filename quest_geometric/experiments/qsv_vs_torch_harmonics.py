@@ -122,25 +122,18 @@ def harmonics_rows(grids=HARMONICS_GRIDS, threads=(1, 2), compiled: bool = True,
             th = NeighborhoodAttentionS2(HARMONICS_CHANNELS, (nlat, nlon), (nlat, nlon),
                                          num_heads=1)
             n = nlat * nlon
-            # torch-harmonics stores the neighbourhoods of one meridian only (the rest
-            # follow by longitude shifts): psi has one row per output latitude
-            mean_nbr = th.psi_col_idx.numel() / (th.psi_roff_idx.numel() - 1)
-            k = max(1, round(mean_nbr))
+            nbr = neighbourhood_size(nlat, nlon, layer=th)
+            mean_nbr, k = nbr["mean_nbr"], nbr["k"]
             edge_index = _equiangular_graph(nlat, nlon, k)
             qsv = QSVConv(HARMONICS_CHANNELS, HARMONICS_CHANNELS, heads=1)
             tconv = TransformerConv(HARMONICS_CHANNELS, HARMONICS_CHANNELS, heads=1)
-            th_edges = neighbourhood_size(nlat, nlon)["th_edges"]
-            size = {"QSVConv": {"params": sum(p.numel() for p in qsv.parameters()),
-                                "fwd_gflop": forward_flops("QSVConv", n, edge_index.size(1),
-                                                           HARMONICS_CHANNELS) / 1e9},
-                    "TransformerConv": {"params": sum(p.numel() for p in tconv.parameters()),
-                                        "fwd_gflop": forward_flops(
-                                            "TransformerConv", n, edge_index.size(1),
-                                            HARMONICS_CHANNELS) / 1e9},
-                    "NeighborhoodAttentionS2": {
-                        "params": sum(p.numel() for p in th.parameters()),
-                        "fwd_gflop": forward_flops("NeighborhoodAttentionS2", n, th_edges,
-                                                   HARMONICS_CHANNELS) / 1e9}}
+            # parameters, and forward FLOPs over each layer's own neighbourhood entries
+            size = {name: {"params": sum(p.numel() for p in layer.parameters()),
+                           "fwd_gflop": forward_flops(name, n, edges, HARMONICS_CHANNELS) / 1e9}
+                    for name, layer, edges in (
+                        ("QSVConv", qsv, edge_index.size(1)),
+                        ("TransformerConv", tconv, edge_index.size(1)),
+                        ("NeighborhoodAttentionS2", th, nbr["th_edges"]))}
             size[PAIRED_EAGER] = size["QSVConv"]
             x = torch.randn(n, HARMONICS_CHANNELS)
             x_grid = x.t().reshape(1, HARMONICS_CHANNELS, nlat, nlon).contiguous()

@@ -68,6 +68,17 @@ def test_forward_flops_match_torch_flop_counter():
             qsv_memory.forward_flops(name, n, edges, C) - elementwise), name
 
 
+def test_neighbourhood_size_reads_a_given_layer_as_it_reads_its_own():
+    th_mod = pytest.importorskip("torch_harmonics", reason=HARMONICS)
+    layer = th_mod.NeighborhoodAttentionS2(8, (12, 24), (12, 24), num_heads=1)
+    own = qsv_memory.neighbourhood_size(12, 24)
+    given = qsv_memory.neighbourhood_size(12, 24, layer=layer)
+    assert given == own
+    # the entries over the grid: one meridian's neighbourhoods, shifted to every longitude
+    assert own["th_edges"] == layer.psi_col_idx.numel() * 24
+    assert own["k"] == max(1, round(own["mean_nbr"]))
+
+
 def test_lower_bound_gb():
     # TransformerConv: (N C + 4 E C) float32; the others 3 N C
     assert qsv_memory.lower_bound_gb("TransformerConv", 1000, 20000, 64) == pytest.approx(

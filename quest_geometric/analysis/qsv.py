@@ -26,6 +26,7 @@ import torch
 from torch import Tensor, nn
 from torch_geometric.utils import scatter
 
+from quest_geometric._utils.checks import all_finite
 from quest_geometric.quaternion import angle, relative
 
 __all__ = [
@@ -126,7 +127,7 @@ def node_attention_entropy(alpha: Tensor, index: Tensor, num_nodes: int) -> Node
     a = alpha.detach().to(torch.float64)
     if a.dim() == 1:
         a = a.unsqueeze(-1)
-    if not bool(torch.isfinite(a).all()) or bool((a < 0).any()):
+    if not all_finite(a) or bool((a < 0).any()):
         raise ValueError("node_attention_entropy: 'alpha' must be finite and non-negative")
     index = index.to(a.device)
     h = scatter(-torch.special.xlogy(a, a), index, dim=0, dim_size=num_nodes, reduce="sum")

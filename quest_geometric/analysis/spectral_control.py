@@ -8,7 +8,12 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from quest_geometric._utils.checks import check_choice, check_int, check_positive_float
+from quest_geometric._utils.checks import (
+    all_finite,
+    check_choice,
+    check_int,
+    check_positive_float,
+)
 
 __all__ = ["KeySpectrumControl", "spectrum_participation_ratio", "qk_weight_kernels"]
 
@@ -189,7 +194,7 @@ class KeySpectrumControl:
     def _svd(self, i: int) -> tuple[Tensor, Tensor, Tensor]:
         w = self._blocks(i)
         name = self.names[i]
-        if not torch.isfinite(w).all():
+        if not all_finite(w):
             raise ValueError(f"KeySpectrumControl: {name}.weight contains NaN or infinite values")
         if (w.square().sum((-2, -1)) == 0).any():
             raise ValueError(

@@ -11,7 +11,7 @@ from typing import Any, Optional, Union
 import torch
 from torch import Tensor
 
-from quest_geometric._utils.checks import check_int
+from quest_geometric._utils.checks import all_finite, check_int
 from quest_geometric.analysis.metrics import participation_ratio_from_covariance
 
 __all__ = ["StreamingCovariance"]
@@ -107,7 +107,7 @@ class StreamingCovariance:
                 f"StreamingCovariance.update: z must have shape {expected}, got {tuple(z.shape)}"
             )
         z = z.detach().to(device=self.device, dtype=self.dtype)
-        if not torch.isfinite(z).all():
+        if not all_finite(z):
             raise ValueError("StreamingCovariance.update: z contains NaN or infinite values")
         n_b = z.size(-2)
         if n_b == 0:

@@ -48,6 +48,7 @@ import torch
 from torch import Tensor, nn
 
 from quest_geometric._utils.checks import (
+    all_finite,
     check_choice,
     check_int,
     check_num_sinks,
@@ -872,7 +873,7 @@ def _check_tensors(where: str, file: str, tensors: Any, allow_empty: bool = Fals
         if not t.is_floating_point():
             raise refused(where, file, f"tensor {name!r} has dtype {t.dtype}, a floating "
                           f"dtype was expected")
-        if not bool(torch.isfinite(t).all()):
+        if not all_finite(t):
             raise refused(where, file, f"tensor {name!r} holds NaN or infinite values")
     return tensors
 

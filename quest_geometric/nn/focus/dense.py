@@ -17,6 +17,7 @@ from torch import Tensor
 from torch_geometric.utils import to_dense_batch
 
 from quest_geometric._utils.checks import (
+    all_finite,
     check_batch,
     check_hard_args,
     check_num_sinks,
@@ -218,7 +219,7 @@ def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: 
     check_qkv(q, k, v, where="focus_soft_attention")
     check_window(window, where="focus_soft_attention")
     check_soft(soft, q.size(0), where="focus_soft_attention")
-    if not torch.compiler.is_compiling() and not bool(torch.isfinite(soft).all()):
+    if not torch.compiler.is_compiling() and not all_finite(soft):
         raise ValueError(f"focus_soft_attention: 'soft' must be finite, got "
                          f"{int((~torch.isfinite(soft)).sum())} NaN or infinite of "
                          f"{soft.numel()} memberships (is the router's input finite?)")

@@ -20,7 +20,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from quest_geometric._utils.checks import check_batch, check_features, check_int, check_real
+from quest_geometric._utils.checks import (
+    all_finite,
+    check_batch,
+    check_features,
+    check_int,
+    check_real,
+)
 from quest_geometric.nn.focus.sinkhorn import sinkhorn_log, sinkhorn_step, sinkhorn_step_host
 from quest_geometric.nn.focus.topk import float32_host, topk_groups, topk_groups_host
 
@@ -251,7 +257,7 @@ class FocusRouter(nn.Module):
         dtype = torch.float64 if h.dtype == torch.float64 else torch.float32
         z = F.linear(h.to(dtype), self.lin.weight.to(dtype))
         s = (z @ self.centroids.to(dtype).t()) / self.tau
-        if check and not bool(torch.isfinite(s).all()):
+        if check and not all_finite(s):
             raise ValueError(NONFINITE_SCORES)
         return s
 

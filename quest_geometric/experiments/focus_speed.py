@@ -84,6 +84,7 @@ def length_row(n: int, device: torch.device, repeat: int, edges: bool, memory: b
     from quest_geometric.nn.focus import (
         focus_blocks_attention,
         focus_edge_index,
+        focus_pair_share,
         full_attention,
         group_balance,
     )
@@ -132,6 +133,9 @@ def length_row(n: int, device: torch.device, repeat: int, edges: bool, memory: b
                 row["blocks_mb"] = peak_memory_mb(lambda: blocks(x), device=device)
         groups = blocks.router(x).groups
         row["balance"] = float(group_balance(groups, GROUPS))
+        # the share of causal pairs the pattern keeps, counted in query chunks at every
+        # length (the edge set below is built only where it fits in memory)
+        row["pair_fraction"] = focus_pair_share(groups, WINDOW)
         est = _expected_edges(n)
         if not edges:
             notes.append("edges skipped: longer than edges_max")
@@ -140,7 +144,6 @@ def length_row(n: int, device: torch.device, repeat: int, edges: bool, memory: b
         else:
             ei = focus_edge_index(groups, WINDOW)
             row["num_edges"] = ei.size(1)
-            row["pair_fraction"] = ei.size(1) / (n * (n + 1) / 2)
             edge_layer = _layer("edges", device)
             row["edges_ms"], _, row["edges_mb"] = _measure(lambda: edge_layer(x), device,
                                                            repeat, memory, max_seconds)
@@ -287,7 +290,8 @@ def run(quick: bool = False, device: torch.device | str = "cpu",
         f"keeps about four [E, 4, 64] float32 tensors (~4 KiB per edge, measured; "
         f"~{_expected_edges(4096) * 4096 / 1e9:.0f} GB at 4K), more than a 2-core, 24 GiB "
         f"machine shared with others can give beyond 4K. `pair_fraction` = kept pairs / "
-        f"causal pairs. CPU "
+        f"causal pairs (window or shared group; `focus_pair_share`, at every length); "
+        f"`balance` = the largest group's share of the tokens (1/K is perfect balance). CPU "
         f"allocator: {alloc_note}.\n\n"
         + "\n".join(f"- {s}" for s in summary))
     meta = {"heads": HEADS, "head_dim": HEAD_DIM, "num_groups": GROUPS, "top_k": TOP_K,

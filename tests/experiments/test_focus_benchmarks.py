@@ -40,11 +40,17 @@ def test_focus_speed_quick(tmp_path):
         # the edge set holds at least the causal window band and at most every causal pair
         n = r["tokens"]
         assert n * 129 - 128 * 129 // 2 <= r["num_edges"] <= n * (n + 1) // 2
+        # the share of pairs kept (counted without edges) is the edge set's share
+        assert r["pair_fraction"] == pytest.approx(r["num_edges"] / (n * (n + 1) // 2))
     meta = json.loads((tmp_path / "focus_speed.json").read_text())["meta"]
     assert meta["top_k"] == 1 and meta["allocator"] == "system default"
     one = focus_speed.run(out_dir=tmp_path / "one", progress=False, lengths=[160], repeat=1,
-                          memory=False, allocator="system")
+                          memory=False, allocator="system", edges_max=128)
     assert "png" not in one["paths"]  # no plot of a single length
+    # without the edge set the share is still counted, and is the same pattern's
+    (skipped,) = one["rows"]
+    assert "edges skipped" in skipped["note"] and not _finite(skipped["num_edges"])
+    assert skipped["pair_fraction"] == pytest.approx(out["rows"][0]["pair_fraction"])
     with pytest.raises(ValueError, match="allocator"):
         focus_speed.run(quick=True, out_dir=tmp_path, lengths=[256], allocator="jemalloc")
     assert "crossover" in out["summary"][0]

@@ -145,15 +145,31 @@ def passkey_prompt(tokenizer: Any, filler_ids: Sequence[int], length: int, depth
     return p
 
 
+def _depth_key(depth: float) -> int:
+    r"""The integer that names depth :math:`\delta \in [0, 1]` in a trial's seed:
+    :math:`4\delta` for the quarter depths 0, 0.25, 0.5, 0.75 and 1 (their index among the five
+    default depths, as the committed trials were drawn), else
+    :math:`5 + \mathrm{round}(10^6 \delta)`, distinct for depths a millionth apart or more."""
+    quarters = 4 * float(depth)
+    if quarters == round(quarters):
+        return int(round(quarters))
+    return 5 + int(round(1e6 * float(depth)))
+
+
 def passkey_trials(tokenizer: Any, filler_ids: Sequence[int], length: int,
                    depths: Sequence[float] = (0.0, 0.25, 0.5, 0.75, 1.0),
                    trials_per_depth: int = 10, seed: int = 0) -> list[PasskeyPrompt]:
     r"""Seeded trials at one length: ``trials_per_depth`` prompts at each depth.
 
-    Trial :math:`j` at depth index :math:`d` draws its key (uniform in 10000-99999) and its
+    Trial :math:`j` at depth :math:`\delta` draws its key (uniform in 10000-99999) and its
     filler offset (uniform over the offsets that fit) from
-    ``numpy.random.default_rng([seed, length, d, j])``, so every trial is reproducible on its
-    own (a resumed run rebuilds exactly the trials it skips).
+    ``numpy.random.default_rng([seed, length, key(delta), j])``, so every trial is
+    reproducible on its own (a resumed run rebuilds exactly the trials it skips) and does not
+    depend on the other depths asked for: a run over some of the depths draws the same trials
+    at those depths as a run over all of them, which is what pairing trials across runs by
+    (length, depth, trial, seed) needs. ``key`` is :math:`4\delta` for the quarter depths
+    (0-4: their index among the five default depths, the draw of every committed trial) and
+    :math:`5 + \mathrm{round}(10^6\delta)` for any other depth.
 
     Args:
         tokenizer: as in :func:`passkey_prompt`.
@@ -173,7 +189,11 @@ def passkey_trials(tokenizer: Any, filler_ids: Sequence[int], length: int,
         raise ValueError("passkey_trials: 'depths' must hold at least one depth")
     filler_ids = list(filler_ids)
     out = []
-    for d, depth in enumerate(depths):
+    for depth in depths:
+        if isinstance(depth, bool) or not isinstance(depth, (int, float)) or not 0 <= depth <= 1:
+            raise ValueError(f"passkey_trials: every depth must be a number in [0, 1], got "
+                             f"{depth!r}")
+        d = _depth_key(depth)
         for j in range(trials_per_depth):
             rng = np.random.default_rng([seed, length, d, j])
             key = str(int(rng.integers(10000, 100000)))

@@ -1,5 +1,6 @@
 """passkey prompts: exact length, the needle at the intended depth between untouched filler,
 seeded trials, the answer parser, and the bad-input errors."""
+import numpy as np
 import pytest
 
 from quest_geometric.datasets import (
@@ -82,6 +83,27 @@ def test_trials_are_seeded_spread_and_reproducible():
         assert p.filler_offset + p.filler_len <= len(FILLER)
 
 
+def test_a_trial_does_not_depend_on_the_other_depths():
+    # runs are paired by (length, depth, trial, seed): a run over some of the depths must draw
+    # at those depths the trials a run over all of them draws
+    tok = Chars()
+
+    def drawn(trials):
+        return {(p.depth, p.trial): (p.key, p.filler_offset) for p in trials}
+
+    every = drawn(passkey_trials(tok, FILLER, 600, trials_per_depth=3, seed=0))
+    part = drawn(passkey_trials(tok, FILLER, 600, depths=(0.75, 1.0), trials_per_depth=3))
+    assert part == {k: v for k, v in every.items() if k[0] >= 0.75}
+    # the committed trials' draw: default depth number d (0-4) seeds [seed, length, d, j]
+    rng = np.random.default_rng([0, 600, 3, 1])
+    assert part[(0.75, 1)][0] == str(int(rng.integers(10000, 100000)))
+    # depths off the quarter grid draw their own trials, whatever the order asked
+    odd = drawn(passkey_trials(tok, FILLER, 600, depths=(0.1, 0.3), trials_per_depth=3))
+    assert odd == drawn(passkey_trials(tok, FILLER, 600, depths=(0.3, 0.1), trials_per_depth=3))
+    assert [odd[(0.1, j)] for j in range(3)] != [odd[(0.3, j)] for j in range(3)]
+    assert [odd[(0.1, j)] for j in range(3)] != [every[(0.0, j)] for j in range(3)]
+
+
 def test_parse_passkey():
     assert parse_passkey(" 12345") == "12345"
     assert parse_passkey(" 12345.\nThe") == "12345"
@@ -110,3 +132,6 @@ def test_bad_input():
         passkey_prompt(object(), FILLER, 500, 0.5, "12345")
     with pytest.raises(ValueError, match="'depths'"):
         passkey_trials(tok, FILLER, 500, depths=())
+    for depth in (1.5, -0.25, True, "0.5"):
+        with pytest.raises(ValueError, match="^passkey_trials: every depth must be a number in"):
+            passkey_trials(tok, FILLER, 500, depths=(0.5, depth))

@@ -10,12 +10,11 @@ how to read the value from it, how the README rounds it). The test fails when
 * a bullet covered here prints a number that no claim and no listed setting value accounts
   for (a new number was written without being traced).
 
-Covered: the QSV layer-speed bullet, the QSV compile bullet, the QSV ablation bullet, the
-query/key geometry bullet, the query/key sentence about SmolLM2-135M and the bullet of the
-Focus operating-point study (issue 31: quality, baselines, passkey and speed of the
-configurations it names). NOT
-covered: the Focus kernel speed-up bullet and the earlier SmolLM2-135M Focus study (its table
-of in-domain results and soft gates), which the operating-point study supersedes.
+Covered: every bullet of the results section: the QSV layer-speed bullet, the QSV compile
+bullet, the QSV ablation bullet, the Focus kernel speed-up bullet (with the CharGPT from
+scratch), the query/key geometry bullet, the SmolLM2-135M bullet (the earlier study's table,
+its decoding speeds and the query/key sentence) and the bullet of the Focus operating-point
+study (issue 31: quality, baselines, passkey and speed of the configurations it names).
 """
 from __future__ import annotations
 
@@ -213,6 +212,43 @@ def _speeds(key: str, window: bool, k: Optional[int] = None) -> list[float]:
     return out
 
 
+# --- the Focus kernel at its operating point, and the CharGPT from scratch -------------------
+K32, K32_2, KLEN = "focus_speed_32k.json", "focus_speed_32k_2threads.json", "focus_speed.json"
+LM = ("focus_lm.json", "focus_lm_seed1.json", "focus_lm_seed2.json")
+
+
+def _kernel(name: str, key: str, tokens: int = 32768) -> Any:
+    return _row(name, tokens=tokens)[key]
+
+
+def _lm_top2(key: str) -> list[float]:
+    """``key`` of the hard top-2 CharGPT trained from scratch (additive gate), per seed."""
+    return [_row(name, model="(b) Focus from scratch", gate="additive", mode="hard",
+                 top_k=2)[key] for name in LM]
+
+
+# --- the earlier SmolLM2-135M study (in-domain validation that overlaps training) -----------
+ST = "focus_pretrained_st_budget75_s620.json"
+ADD = "focus_pretrained_additive_b0125.json"
+MUL = "focus_pretrained_multiplicative_s620.json"
+SPLITS = "focus_data_splits.json"
+DEC1 = "focus_pretrained_speed_st_budget75_s620_caches_1thread.json"
+DEC2 = "focus_pretrained_speed_st_budget75_s620_caches.json"
+
+
+def _earlier(name: str, eval_: str, key: str) -> Any:
+    return _row(name, eval=eval_)[key]
+
+
+def _decode(name: str, cache: str, mode: str, key: str = "vs_full") -> float:
+    return _row(name, cache=cache, context=_decode_context(name), mode=mode)[key]
+
+
+def _decode_context(name: str) -> int:
+    """The longest prompt of a decoding table (8,000 tokens: "8K")."""
+    return max(r["context"] for r in _load(name)["rows"])
+
+
 # (README phrase, the number as printed in it, result file, value getter, formatter)
 CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     # QSVConv against TransformerConv
@@ -383,6 +419,126 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      lambda v: f"{v[0]} of {v[1]}"),
     ("(600 steps, [tests]", "600", "qk_geometry_intervention_tests.json",
      lambda: _load("qk_geometry_intervention_tests.json")["meta"]["steps"], str),
+    # the Focus kernel at its operating point (not a usable one), and the CharGPT
+    ("Focus `'blocks'` against full causal attention (4 heads x 64)", "4", K32,
+     lambda: _load(K32)["meta"]["heads"], str),
+    ("Focus `'blocks'` against full causal attention (4 heads x 64)", "64", K32,
+     lambda: _load(K32)["meta"]["head_dim"], str),
+    ("K = 8, hard top-1, window 128, untrained routers", "8", K32,
+     lambda: _load(K32)["meta"]["num_groups"], str),
+    ("K = 8, hard top-1, window 128, untrained routers", "1", K32,
+     lambda: _load(K32)["meta"]["top_k"], str),
+    ("K = 8, hard top-1, window 128, untrained routers", "128", K32,
+     lambda: _load(K32)["meta"]["window"], str),
+    ("keeping 13.2% of the causal pairs at 32K tokens", "13.2", K32,
+     lambda: 100 * _kernel(K32, "pair_fraction"), _fixed(1)),
+    ("keeping 13.2% of the causal pairs at 32K tokens", "32", K32,
+     lambda: _kernel(K32, "tokens") // 1024, str),
+    ("is 6.03x faster than causal SDPA at 32K tokens over 15 paired rounds", "6.03", K32,
+     lambda: _kernel(K32, "speedup_attn"), _fixed(2)),
+    ("is 6.03x faster than causal SDPA at 32K tokens over 15 paired rounds", "15", K32,
+     lambda: _kernel(K32, "rounds"), str),
+    ("(5.67x at two threads)", "5.67", K32_2, lambda: _kernel(K32_2, "speedup_attn"),
+     _fixed(2)),
+    ("and 7.58x at 64K (one round)", "7.58", KLEN,
+     lambda: _kernel(KLEN, "speedup_attn", 65536), _fixed(2)),
+    ("and 7.58x at 64K (one round)", "64", KLEN,
+     lambda: max(r["tokens"] for r in _load(KLEN)["rows"]) // 1024, str),
+    ("and 7.58x at 64K (one round)", "one", KLEN, lambda: _kernel(KLEN, "rounds", 65536),
+     lambda n: {1: "one"}.get(n, str(n))),
+    ("and the whole layer 5.30x, 4.85x and 6.41x", "5.30", K32,
+     lambda: _kernel(K32, "speedup_blocks"), _fixed(2)),
+    ("and the whole layer 5.30x, 4.85x and 6.41x", "4.85", K32_2,
+     lambda: _kernel(K32_2, "speedup_blocks"), _fixed(2)),
+    ("and the whole layer 5.30x, 4.85x and 6.41x", "6.41", KLEN,
+     lambda: _kernel(KLEN, "speedup_blocks", 65536), _fixed(2)),
+    ("a top-1 pattern more than doubles perplexity (+109%", "+109", ST,
+     lambda: _earlier(ST, "hard top-1", "delta_pct"), _signed(0)),
+    ("prefill is 0.34-0.61x full attention's speed at 2K-4K", "0.34-0.61",
+     "focus_op_speed_1t.json", lambda: _speeds("prefill_speedup", False), _range(2)),
+    ("prefill is 0.34-0.61x full attention's speed at 2K-4K", "2K-4K", "focus_op_speed_1t.json",
+     lambda: sorted({r["length"] // 1024 for t in (1, 2)
+                     for r in _load(f"focus_op_speed_{t}t.json")["rows"]}),
+     lambda v: f"{v[0]}K-{v[-1]}K"),
+    ("(hard top-2, keeping 89-92% of the pairs)", "89-92", LM[0],
+     lambda: [100 * v for v in _lm_top2("pair_fraction")], _range(0)),
+    ("is -0.26% to +0.34% from full attention in bits per character", "-0.26", LM[0],
+     lambda: 100 * min(_lm_top2("rel_to_full")), _signed(2)),
+    ("is -0.26% to +0.34% from full attention in bits per character", "+0.34", LM[0],
+     lambda: 100 * max(_lm_top2("rel_to_full")), _signed(2)),
+    ("over three seeds ([seed 0]", "three", LM[0],
+     lambda: len({_load(n)["meta"]["seeds"]["train"] for n in LM}),
+     lambda n: {3: "three"}.get(n, str(n))),
+    # the earlier SmolLM2-135M study: in-domain validation overlapping training
+    ("**SmolLM2-135M** (4-bit weights)", "4", ST,
+     lambda: 4 if "(4-bit)" in _load(ST)["meta"]["model"] else None, str),
+    ("(K = 4, window 64, seed 0,", "4", ST, lambda: _load(ST)["meta"]["K"], str),
+    ("(K = 4, window 64, seed 0,", "64", ST, lambda: _load(ST)["meta"]["window"], str),
+    ("(K = 4, window 64, seed 0,", "0", ST, lambda: _load(ST)["meta"]["seed"], str),
+    ("(63% of the 8 validation blocks' token positions", "63", SPLITS,
+     lambda: _row(SPLITS, split="old split: validation, first 8 blocks")["overlap"], _pct),
+    ("(63% of the 8 validation blocks' token positions", "8", SPLITS,
+     lambda: _row(SPLITS, split="old split: validation, first 8 blocks")["blocks"], str),
+    ("lie in a 32-token window found verbatim", "32", SPLITS,
+     lambda: _load(SPLITS)["meta"]["window"], str),
+    ("additive (b = 1/8) **-3.6% +- 0.4**", "1/8", ADD,
+     lambda: _load(ADD)["meta"]["gate_bias"], lambda b: f"1/{1 / b:.0f}"),
+    ("additive (b = 1/8) **-3.6% +- 0.4**", "-3.6", ADD,
+     lambda: _earlier(ADD, "soft", "delta_pct"), _signed(1)),
+    ("additive (b = 1/8) **-3.6% +- 0.4**", "0.4", ADD,
+     lambda: _earlier(ADD, "soft", "delta_sem"), _fixed(1)),
+    ("multiplicative (the paper's) **-4.5% +- 0.8**", "-4.5", MUL,
+     lambda: _earlier(MUL, "soft", "delta_pct"), _signed(1)),
+    ("multiplicative (the paper's) **-4.5% +- 0.8**", "0.8", MUL,
+     lambda: _earlier(MUL, "soft", "delta_sem"), _fixed(1)),
+    ("hard top-2 **+0.92% +- 0.30 keeping 77.1%**", "+0.92", ST,
+     lambda: _earlier(ST, "hard top-2", "delta_pct"), _signed(2)),
+    ("hard top-2 **+0.92% +- 0.30 keeping 77.1%**", "0.30", ST,
+     lambda: _earlier(ST, "hard top-2", "delta_sem"), _fixed(2)),
+    ("hard top-2 **+0.92% +- 0.30 keeping 77.1%**", "77.1", ST,
+     lambda: 100 * _earlier(ST, "hard top-2", "pairs_kept"), _fixed(1)),
+    ("hard top-1 +109% keeping 34.8%", "+109", ST,
+     lambda: _earlier(ST, "hard top-1", "delta_pct"), _signed(0)),
+    ("hard top-1 +109% keeping 34.8%", "34.8", ST,
+     lambda: 100 * _earlier(ST, "hard top-1", "pairs_kept"), _fixed(1)),
+    ("(hard top-2 +9.1% and +9.6% keeping 85% and 86%", "+9.1", ADD,
+     lambda: _earlier(ADD, "hard top-2", "delta_pct"), _signed(1)),
+    ("(hard top-2 +9.1% and +9.6% keeping 85% and 86%", "+9.6", MUL,
+     lambda: _earlier(MUL, "hard top-2", "delta_pct"), _signed(1)),
+    ("(hard top-2 +9.1% and +9.6% keeping 85% and 86%", "85", ADD,
+     lambda: _earlier(ADD, "hard top-2", "pairs_kept"), _pct),
+    ("(hard top-2 +9.1% and +9.6% keeping 85% and 86%", "86", MUL,
+     lambda: _earlier(MUL, "hard top-2", "pairs_kept"), _pct),
+    ("top-1 1.26x (dynamic cache) / 1.24x (static) at one thread", "1.26", DEC1,
+     lambda: _decode(DEC1, "dynamic", "top-1"), _fixed(2)),
+    ("top-1 1.26x (dynamic cache) / 1.24x (static) at one thread", "1.24", DEC1,
+     lambda: _decode(DEC1, "static", "top-1"), _fixed(2)),
+    ("at one thread, 1.15x / 1.09x at two;", "1.15", DEC2,
+     lambda: _decode(DEC2, "dynamic", "top-1"), _fixed(2)),
+    ("at one thread, 1.15x / 1.09x at two;", "1.09", DEC2,
+     lambda: _decode(DEC2, "static", "top-1"), _fixed(2)),
+    ("top-2 0.88x / 0.91x at one thread, 0.94x / 0.87x at two", "0.88", DEC1,
+     lambda: _decode(DEC1, "dynamic", "top-2"), _fixed(2)),
+    ("top-2 0.88x / 0.91x at one thread, 0.94x / 0.87x at two", "0.91", DEC1,
+     lambda: _decode(DEC1, "static", "top-2"), _fixed(2)),
+    ("top-2 0.88x / 0.91x at one thread, 0.94x / 0.87x at two", "0.94", DEC2,
+     lambda: _decode(DEC2, "dynamic", "top-2"), _fixed(2)),
+    ("top-2 0.88x / 0.91x at one thread, 0.94x / 0.87x at two", "0.87", DEC2,
+     lambda: _decode(DEC2, "static", "top-2"), _fixed(2)),
+    ("cached greedy decoding at 8K:", "8", DEC1, lambda: round(_decode_context(DEC1) / 1000),
+     str),
+    ("idle machine, 8 paired rounds in shuffled order", "8", DEC1,
+     lambda: _load(DEC1)["meta"]["rounds"] if _load(DEC1)["meta"]["rounds"]
+     == _load(DEC2)["meta"]["rounds"] else None, str),
+    ("1.3x is reached by neither", "1.3", DEC1,
+     lambda: 1.3 if all(_decode(n, c, m) < 1.3 for n in (DEC1, DEC2)
+                        for c in ("dynamic", "static") for m in ("top-1", "top-2")) else None,
+     _fixed(1)),
+    ("not even top-1, whose quality is +109%", "+109", ST,
+     lambda: _earlier(ST, "hard top-1", "delta_pct"), _signed(0)),
+    ("decode at 0.87-0.94x of full attention", "0.87-0.94", DEC1,
+     lambda: [_decode(n, c, "top-2") for n in (DEC1, DEC2) for c in ("dynamic", "static")],
+     _range(2)),
     # the query/key geometry of SmolLM2-135M (a sentence inside the Focus bullet)
     ("PR_Q - PR_K > 0 in 11 of 30 layers", "11 of 30", "qk_pretrained.json",
      lambda: (sum(1 for r in _load("qk_pretrained.json")["layers"] if r["pr_q_minus_pr_k"] > 0),
@@ -618,6 +774,12 @@ SETTINGS = {
         "2026": "the date", "12": "the date", "03": "the date", "135": "SmolLM2-135M",
         "31": "issue 31", "32": "the 32-token windows of the deduplication",
         "1": "1K, the evaluation length of the shares"},
+    "Focus `'blocks'` against full causal attention": {
+        "2026": "the date", "12": "the date", "03": "the date", "135": "SmolLM2-135M",
+        "1": "top-1, one thread, seed 1", "2": "top-2, two threads, seed 2", "0": "seed 0"},
+    "On a real pretrained model, **SmolLM2-135M**": {
+        "2026": "the date", "12": "the date", "01": "the date", "02": "the date",
+        "03": "the date", "135": "SmolLM2-135M", "1": "top-1", "2": "top-2"},
     "Query/key geometry": {"2026": "the date", "12": "the date", "01": "the date",
                            "103": "WikiText-103", "0": "the sign in PR_Q - PR_K > 0",
                            "90": "the threshold of 'at least 90% from step N on'"},

@@ -539,6 +539,21 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     ("decode at 0.87-0.94x of full attention", "0.87-0.94", DEC1,
      lambda: [_decode(n, c, "top-2") for n in (DEC1, DEC2) for c in ("dynamic", "static")],
      _range(2)),
+    # the random-groups baseline on the passkey (issue 31), paired with the routers' trials
+    ("the same K and top-k (no sinks) answer 2 (K = 8) and 15 (K = 4)", "2", VERDICT,
+     lambda: round(50 * _verdict_row(K8)["passkey_2k_random"]), str),
+    ("the same K and top-k (no sinks) answer 2 (K = 8) and 15 (K = 4)", "15", VERDICT,
+     lambda: round(50 * _verdict_row(K4)["passkey_2k_random"]), str),
+    ("retrieve more than their random groups (McNemar p = 2e-4", "2e-4", VERDICT,
+     lambda: _verdict_row(K8)["passkey_2k_vs_random_p"]
+     if _verdict_row(K8)["passkey_2k_vs_random_diff"] > 0 else None,
+     lambda p: f"{p:.0e}".replace("e-0", "e-")),
+    ("ones no distinguishably more (p = 0.75)", "0.75", VERDICT,
+     lambda: _verdict_row(K4)["passkey_2k_vs_random_p"], _fixed(2)),
+    ("random groups at K = 8 answer 9 (p = 0.38", "9", VERDICT,
+     lambda: round(50 * _verdict_row(K8)["passkey_4k_random"]), str),
+    ("random groups at K = 8 answer 9 (p = 0.38", "0.38", VERDICT,
+     lambda: _verdict_row(K8)["passkey_4k_vs_random_p"], _fixed(2)),
     # the query/key geometry of SmolLM2-135M (a sentence inside the Focus bullet)
     ("PR_Q - PR_K > 0 in 11 of 30 layers", "11 of 30", "qk_pretrained.json",
      lambda: (sum(1 for r in _load("qk_pretrained.json")["layers"] if r["pr_q_minus_pr_k"] > 0),

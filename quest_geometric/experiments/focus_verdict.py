@@ -302,8 +302,9 @@ def _plateau(t: dict) -> str:
 COLUMNS = ["row", "K", "top_k", "window", "sinks", "steps", "plateau", "pairs_kept_8k",
            "prefill_bound_8k", "ood_delta_pct", "ood_median_pct", "test_delta_pct",
            "vs_window_pct", "vs_random_pct", "passkey_2k", "passkey_2k_full",
-           "passkey_2k_window", "passkey_4k", "passkey_4k_full", "passkey_4k_window",
-           "passkey_8k", "prefill_1t", "decode_1t", "prefill_2t", "decode_2t", "speed_len_1t",
+           "passkey_2k_window", "passkey_2k_random", "passkey_4k", "passkey_4k_full",
+           "passkey_4k_window", "passkey_4k_random", "passkey_8k", "prefill_1t", "decode_1t",
+           "prefill_2t", "decode_2t", "speed_len_1t",
            "speed_from", "verdict"]
 
 
@@ -366,10 +367,12 @@ def write_verdict(results: Path | str = "benchmarks/results", out: Path | str | 
         "same trials: missed when the row retrieves less than a baseline at some length with "
         "an exact McNemar test below 0.05, met when it retrieves more at every length, 8K "
         "among them, each below 0.05; `not measured (...)` names the parts without a "
-        "measurement: random groups were never run on the passkey). `passkey_*`: "
+        "measurement). `passkey_*`: "
         "accuracy at that length on the trials also run with full attention "
         "(`passkey_2k_full`: full attention's on the same trials; `passkey_2k_window`: the "
-        "window plus sinks at the row's budget on the trials run with both; every McNemar "
+        "window plus sinks at the row's budget on the trials run with both; "
+        "`passkey_2k_random`: random balanced groups of the row's K and top-k, without sinks; "
+        "every McNemar "
         "p-value is in the JSON file). `prefill_*`, `decode_*`: "
         "median speed-up over full attention at the longest length timed (`speed_len_1t`), "
         "taken from `speed_from` where the row itself was not timed (same pattern, other "

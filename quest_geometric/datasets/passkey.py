@@ -122,8 +122,7 @@ def passkey_prompt(tokenizer: Any, filler_ids: Sequence[int], length: int, depth
     where = "passkey_prompt"
     if not (isinstance(key, str) and re.fullmatch(r"\d{5}", key)):
         raise ValueError(f"{where}: 'key' must be a string of 5 digits, got {key!r}")
-    if isinstance(depth, bool) or not isinstance(depth, (int, float)) or not 0.0 <= depth <= 1.0:
-        raise ValueError(f"{where}: 'depth' must be a number in [0, 1], got {depth!r}")
+    _check_depth(depth, where)
     check_int(length, "'length'", 1, where=where)
     check_int(filler_offset, "'filler_offset'", 0, where=where)
     intro = _encode(tokenizer, PASSKEY_INTRO, where)
@@ -143,6 +142,12 @@ def passkey_prompt(tokenizer: Any, filler_ids: Sequence[int], length: int, depth
                       needle_start=len(intro) + m, needle_len=len(needle), filler_len=F,
                       filler_offset=filler_offset, intro_len=len(intro), trial=trial)
     return p
+
+
+def _check_depth(depth: Any, where: str, what: str = "'depth'") -> None:
+    """A needle depth is a real number in :math:`[0, 1]`; else a :class:`ValueError`."""
+    if isinstance(depth, bool) or not isinstance(depth, (int, float)) or not 0 <= depth <= 1:
+        raise ValueError(f"{where}: {what} must be a number in [0, 1], got {depth!r}")
 
 
 def _depth_key(depth: float) -> int:
@@ -190,9 +195,7 @@ def passkey_trials(tokenizer: Any, filler_ids: Sequence[int], length: int,
     filler_ids = list(filler_ids)
     out = []
     for depth in depths:
-        if isinstance(depth, bool) or not isinstance(depth, (int, float)) or not 0 <= depth <= 1:
-            raise ValueError(f"passkey_trials: every depth must be a number in [0, 1], got "
-                             f"{depth!r}")
+        _check_depth(depth, "passkey_trials", "every depth")
         d = _depth_key(depth)
         for j in range(trials_per_depth):
             rng = np.random.default_rng([seed, length, d, j])

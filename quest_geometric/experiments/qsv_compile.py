@@ -7,8 +7,9 @@ forward (no gradient) and forward + backward, at each thread count:
 
 * ``rotation``: the per-node rotation of the features alone
   (:func:`~quest_geometric.quaternion.rotate_vector_parts`, ``[N, 1, 16, 4]`` features,
-  ``[N, 1, 3, 3]`` matrices) by its two methods: the batched product (the eager layer's) and
-  the elementwise sum (the traced layer's): the measurement behind that choice;
+  ``[N, 1, 3, 3]`` matrices) by its two methods, the batched product (the eager layer's
+  without native kernels) and the elementwise sum (the traced layer's without them), and by
+  the native kernel where it is built: the measurement behind those choices;
 * ``layer``: ``QSVConv(64, 64, heads=1)`` on the kNN graph (k = 20, self loops, the dense
   layout) of N Fibonacci points, called with ``dense=True``;
 * ``net``: ``QSVNet(3, 10, channels=64, heads=4, num_layers=4)`` on a batch of the sphere
@@ -39,6 +40,7 @@ from quest_geometric.experiments.common import (
     time_interleaved,
     write_results,
 )
+from quest_geometric.nn import qsv_native_status
 
 #: Points of the layer subject (the torch-harmonics comparison's sizes).
 LAYER_POINTS = (16_200, 64_800)
@@ -95,6 +97,7 @@ def subjects(quick: bool = False, backend: str = "inductor") -> list[dict[str, A
     from quest_geometric.models.qsv_net import QSVNet
     from quest_geometric.experiments.qsv_layer_speed import K_CROSS, K_WITHIN, SIZES
     from quest_geometric.geometry.graphs import sphere_graph
+    from quest_geometric.nn import qsv_native_available
     from quest_geometric.nn.qsv_conv import QSVConv
     from quest_geometric.quaternion import (
         ROTATE_METHODS,
@@ -120,6 +123,14 @@ def subjects(quick: bool = False, backend: str = "inductor") -> list[dict[str, A
             forms.append(fn)
             variants[f"{EAGER}, {form}"] = (fn, (rot, x), (0, 1), ())
             variants[f"{COMPILED}, {form}"] = (_compiled(fn), (rot, x), (0, 1), ())
+        if qsv_native_available():  # the native kernel, which the layer runs where built
+            def native_fn(r: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+                # the registered operator (quest_geometric.nn's QSVConv calls the same)
+                return torch.ops.quest_geometric.qsv_rotate(r, v, False)
+
+            forms.append(native_fn)
+            variants[f"{EAGER}, native"] = (native_fn, (rot, x), (0, 1), ())
+            variants[f"{COMPILED}, native"] = (_compiled(native_fn), (rot, x), (0, 1), ())
         out.append({"subject": "rotation", "size": points, "edges": 0, "variants": variants,
                     "reference": f"{EAGER}, bmm",
                     # the most graph breaks of either form
@@ -224,13 +235,14 @@ def verdict_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             for what in ("forward", "forward+backward"):
                 for mode in (EAGER, COMPILED):
                     b = cell.get((what, f"{mode}, bmm"))
-                    e = cell.get((what, f"{mode}, elementwise"))
-                    if b and e:
-                        # per round time(ref)/time(e) over time(ref)/time(b) = time(b)/time(e):
-                        # > 1 when the elementwise form is faster (paired, same rounds)
-                        row[f"{mode}_{what}_elementwise_vs_bmm"] = ratio_summary(
-                            [re / rb for re, rb in zip(e["round_ratios"], b["round_ratios"])]
-                        )["median"]
+                    for form in ("elementwise", "native"):
+                        e = cell.get((what, f"{mode}, {form}"))
+                        if b and e:
+                            # per round time(ref)/time(e) over time(ref)/time(b) =
+                            # time(b)/time(e): > 1 when that form is faster (same rounds)
+                            row[f"{mode}_{what}_{form}_vs_bmm"] = ratio_summary(
+                                [re / rb for re, rb in zip(e["round_ratios"],
+                                                           b["round_ratios"])])["median"]
             out.append(row)
             continue
         c_f, c_fb = cell.get(("forward", COMPILED)), cell.get(("forward+backward", COMPILED))
@@ -284,13 +296,19 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
                  "target_met", "eager_forward_elementwise_vs_bmm",
                  "eager_forward+backward_elementwise_vs_bmm",
                  "compiled_forward_elementwise_vs_bmm",
-                 "compiled_forward+backward_elementwise_vs_bmm"],
+                 "compiled_forward+backward_elementwise_vs_bmm",
+                 "eager_forward_native_vs_bmm", "eager_forward+backward_native_vs_bmm",
+                 "compiled_forward_native_vs_bmm", "compiled_forward+backward_native_vs_bmm"],
         title="Compiled no slower than eager (issue 27), and the rotation's form",
         notes=("`fwd_vs_eager`, `fb_vs_eager`: the compiled subject's paired speed-up over "
                "eager; `target_met`: both >= 1 and no graph break. Rotation rows: "
                "`<mode>_<pass>_elementwise_vs_bmm` = time(batched product) / "
                "time(elementwise sum) in that mode (> 1: the elementwise form is faster), "
-               f"from the same rounds. Machine: {note}."))
+               "and `<mode>_<pass>_native_vs_bmm` the same for the native kernel "
+               "(quest_geometric.nn._qsv_native.rotate, which QSVConv runs in both modes "
+               "where it is built), from the same rounds. The layer and net rows run the "
+               f"native kernels where built (status: {qsv_native_status()['reason']}). "
+               f"Machine: {note}."))
     return {"rows": rows, "targets": verdict,
             "markdown": p["md"].read_text() + "\n" + q["md"].read_text()}
 

@@ -1,6 +1,8 @@
 """Neural-network layers, one operator per file.
 
-- :class:`QSVConv`: quaternion attention with sandwich-product transport (QSV).
+- :class:`QSVConv`: quaternion attention with sandwich-product transport (QSV);
+  :func:`qsv_native_status` and :func:`set_qsv_native_enabled` report and switch its native
+  CPU kernels.
 - :class:`QuaternionLinear`: Hamilton-product linear layer.
 - :class:`Router` (the routing protocol), :class:`FocusRouter`, :func:`focus_edge_index`,
   :class:`FocusAttention`: Focus sparse
@@ -38,11 +40,21 @@ from quest_geometric.nn.focus import (
     smallest_shared_group,
     straight_through_pair_share,
 )
+from quest_geometric.nn._qsv_native import (
+    qsv_native_available,
+    qsv_native_enabled,
+    qsv_native_status,
+    set_qsv_native_enabled,
+)
 from quest_geometric.nn.qsv_conv import QSVConv
 from quest_geometric.nn.quaternion_linear import QuaternionLinear
 
 __all__ = [
     "QSVConv",
+    "qsv_native_available",
+    "qsv_native_status",
+    "qsv_native_enabled",
+    "set_qsv_native_enabled",
     "QuaternionLinear",
     "Router",
     "FocusRouter",

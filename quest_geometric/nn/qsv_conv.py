@@ -22,6 +22,7 @@ from quest_geometric._utils.checks import (
     check_tensor,
     fail,
 )
+from quest_geometric.nn import _qsv_native as native
 from quest_geometric.nn._graph_cache import GraphInfo, cached_info, dense_degree, store_info
 from quest_geometric.nn._qsv_csr import (
     NeighbourSum,
@@ -59,12 +60,25 @@ def _is_compiling() -> bool:
 
 def _rotate(rot: Tensor, x: Tensor, transpose: bool = False) -> Tensor:
     r"""Applies :math:`\mathrm{diag}(1, R)` (or its transpose) of every node and head to its
-    quaternion groups (:func:`~quest_geometric.quaternion.rotate_vector_parts`): eagerly as
+    quaternion groups (:func:`~quest_geometric.quaternion.rotate_vector_parts`): with the
+    native kernel (:mod:`~quest_geometric.nn._qsv_native`) where it can run, else eagerly as
     one batched product, while :func:`torch.compile` traces as an elementwise sum, which the
-    compiler fuses into one pass over the features (``benchmarks/qsv_compile.py`` times both
+    compiler fuses into one pass over the features (``benchmarks/qsv_compile.py`` times the
     forms in both modes)."""
+    if native.supports(rot, x):
+        return native.rotate(rot, x, transpose)
     return rotate_vector_parts(rot, x, transpose,
                                method="elementwise" if _is_compiling() else "bmm")
+
+
+def _edge_order(alpha: Tensor) -> Tensor:
+    """``[N_dst, H, k]`` weights as ``[N_dst * k, H]`` in edge order, contiguous (for one head
+    a plain view: the strides of the scatter path's weights, which :func:`torch.cond`
+    requires of its two branches)."""
+    Nd, H, k = alpha.shape
+    if H == 1:
+        return alpha.reshape(Nd * k, 1)
+    return alpha.transpose(1, 2).reshape(Nd * k, H)
 
 
 class QSVConv(MessagePassing):
@@ -138,6 +152,19 @@ class QSVConv(MessagePassing):
     gather reference of the dense path (``fused=False``) is kept beside it and both are tested
     equal to the scatter path in values and gradients.
 
+    **Native kernels.**  On the CPU, in ``float32`` and ``float64``, the fused dense path runs
+    as one native kernel (the logits, their softmax and the weighted sum in one pass over
+    each node's :math:`k` neighbours, forward and backward), and the per-node rotations as
+    another; both are custom operators (:mod:`quest_geometric.nn._qsv_native`), compiled
+    from C at first use by the system compiler (about a second, cached per user) and
+    called the same way eagerly and under :func:`torch.compile`.  Where no compiler is
+    found the layer keeps the PyTorch path above and
+    :func:`~quest_geometric.nn.qsv_native_status` says why;
+    :func:`~quest_geometric.nn.set_qsv_native_enabled` or ``QUEST_GEOMETRIC_NATIVE=0``
+    switch the kernels off.  They are not used with attention
+    dropout in training, with an explain mask, for ``attention='uniform'`` or on other
+    devices; the tests hold them equal to the PyTorch path and to plain references.
+
     **Compiling.**  The layer traces under :func:`torch.compile` with no graph breaks
     (``fullgraph=True``).  The host-side checks (the ``edge_index`` range, finite features)
     are skipped while tracing; with :obj:`dense=None` the dense-layout detection is compiled
@@ -194,12 +221,14 @@ class QSVConv(MessagePassing):
             longer sum to 1; in eval mode they are the softmax). (default: :obj:`0.0`)
         bias (bool, optional): If set to :obj:`False`, the layer will not learn an additive
             bias. (default: :obj:`True`)
-        fused (bool, optional): On the dense path, compute the weighted sum as a
-            sparse-dense product (one pass over the neighbours' features, no ``[E, C]``
-            gather) for ``float32``/``float64`` input; :obj:`False` uses the plain gather
-            reference.  Under :func:`torch.compile` the sparse product is the custom
-            operator ``quest_geometric::neighbour_sum`` (with its fake implementation and
-            backward formula), so the compiled dense path is the fused one too.
+        fused (bool, optional): On the dense path, compute the weighted sum in one pass over
+            the neighbours' features (no ``[E, C]`` gather) for ``float32``/``float64``
+            input: the native kernel where it applies (see above), else a sparse-dense
+            product; :obj:`False` uses the plain gather reference.  Under
+            :func:`torch.compile` the kernel and the sparse product are custom operators
+            (``quest_geometric::qsv_attend``, ``quest_geometric::neighbour_sum``, with their
+            fake implementations and backward formulas), so the compiled dense path is the
+            fused one too.
             (default: :obj:`True`)
         **kwargs (optional): Additional arguments of
             :class:`torch_geometric.nn.conv.MessagePassing`.
@@ -721,6 +750,10 @@ class QSVConv(MessagePassing):
         Nd, H = q_dst.size(0), self.heads
         k = edge_index.size(1) // Nd
         src = edge_index[0]
+        if (mask is None and self.attention == "learned" and src.dtype == torch.int64
+                and not (self.training and self.dropout > 0.0)
+                and native.supports(xs, q_src, q_dst)):
+            return self._dense_native(info, edge_index, xs, q_src, q_dst, k, compiling)
         if self.attention == "uniform":
             alpha = xs.new_full((Nd, H, k), 1.0 / k)
         else:
@@ -737,7 +770,29 @@ class QSVConv(MessagePassing):
             out = neighbour_sum_op(values, feats, crow, col, src, k, H)
         else:
             out = NeighbourSum.apply(values, feats, info.pattern(edge_index, H))
-        return out.view(Nd, H, -1), alpha.transpose(1, 2).reshape(Nd * k, H)
+        return out.view(Nd, H, -1), _edge_order(alpha)
+
+    def _dense_native(self, info: GraphInfo, edge_index: Tensor, xs: Tensor, q_src: Tensor,
+                      q_dst: Tensor, k: int, compiling: bool) -> Tuple[Tensor, Tensor]:
+        """The dense path as one native kernel (logits, softmax and weighted sum in one pass
+        over the neighbours, :func:`~quest_geometric.nn._qsv_native.attend`); the backward
+        sums over the transposed pattern the layer caches per graph (eagerly; under
+        :func:`torch.compile` the kernel finds it in
+        :data:`~quest_geometric.nn._qsv_csr.TRANSPOSES`)."""
+        H = self.heads
+        if self.scale is not None:
+            scale = self.scale.reshape(H)
+        else:
+            tau = self.temperature if isinstance(self.temperature, float) else 1.0
+            scale = xs.new_full((H,), tau)
+        transposed = None
+        if not compiling and torch.is_grad_enabled() and (
+                xs.requires_grad or q_src.requires_grad or q_dst.requires_grad
+                or scale.requires_grad):
+            transposed = info.pattern(edge_index, H).transposed()
+        out, alpha = native.attend(q_src.reshape(-1, H, 4), q_dst.reshape(-1, H, 4), scale,
+                                   xs, edge_index[0], k, transposed)
+        return out, _edge_order(alpha)
 
     def _dense_propagate(self, edge_index: Tensor, xs: Tensor, q_src: Tensor, q_dst: Tensor,
                          mask: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:

@@ -43,9 +43,14 @@ def test_compile_rows_on_tiny_subjects(monkeypatch, tmp_path):
     res = qsv_compile.run(quick=True, out_dir=tmp_path, threads=(1,), progress=False,
                           backend="aot_eager", machine="test")
     rows = res["rows"]
+    from quest_geometric.nn import qsv_native_available
+
+    forms = ("bmm", "elementwise") + (("native",) if qsv_native_available() else ())
     assert {(r["subject"], r["variant"]) for r in rows} == {
-        ("rotation", f"{m}, {f}") for m in ("eager", "compiled") for f in ("bmm", "elementwise")
+        ("rotation", f"{m}, {f}") for m in ("eager", "compiled") for f in forms
     } | {(s, v) for s in ("layer", "net") for v in ("eager", "compiled")}
+    (rotation,) = [t for t in res["targets"] if t["subject"] == "rotation"]
+    assert ("eager_forward_native_vs_bmm" in rotation) == qsv_native_available()
     for r in rows:
         assert r["ms"] > 0 and len(r["round_ratios"]) == 3
         if r["variant"] in ("eager", "eager, bmm"):  # the reference against itself

@@ -28,9 +28,13 @@ def test_harmonics_rows_on_a_small_grid():
     pytest.importorskip("torch_harmonics", reason=HARMONICS)
     rows = qsv_vs_torch_harmonics.harmonics_rows(grids=((8, 16),), threads=(1,),
                                                  compiled=False, repeat=1, progress=False)
+    from quest_geometric.nn import qsv_native_available
+
+    # the PyTorch path (native kernels off) is timed beside the layer where they are built
+    extra = (qsv_vs_torch_harmonics.TORCH_PATH,) if qsv_native_available() else ()
     assert {(r["pass"], r["layer"]) for r in rows} == {
         (p, name) for p in ("forward", "forward+backward")
-        for name in ("QSVConv", "NeighborhoodAttentionS2", "TransformerConv")}
+        for name in ("QSVConv", "NeighborhoodAttentionS2", "TransformerConv") + extra}
     for r in rows:
         assert r["points"] == 128 and r["k"] == max(1, round(r["mean_nbr_th"]))
         assert r["ms"] > 0 and r["gather_ms"] > 0 and r["spmm_ms"] > 0 and r["spmm_fb_ms"] > 0
@@ -69,6 +73,7 @@ def _row(points, threads, mode, what, layer, ms, speedup, gather=10.0, spmm=2.0,
 
 def test_harmonics_targets_by_hand():
     eager = qsv_vs_torch_harmonics.PAIRED_EAGER
+    torch_path = qsv_vs_torch_harmonics.TORCH_PATH
     rows = [
         _row(100, 1, "eager", "forward", "QSVConv", 4.0, 1.0),
         _row(100, 1, "eager", "forward", "NeighborhoodAttentionS2", 5.0, 1.25),
@@ -76,6 +81,9 @@ def test_harmonics_targets_by_hand():
         _row(100, 1, "eager", "forward+backward", "QSVConv", 10.0, 1.0, spmm_fb=4.0),
         _row(100, 1, "eager", "forward+backward", "NeighborhoodAttentionS2", 20.0, 2.0),
         _row(100, 1, "eager", "forward+backward", "TransformerConv", 35.0, 3.5),
+        # the PyTorch path (native kernels off) in the eager rounds
+        _row(100, 1, "eager", "forward", torch_path, 8.0, 2.0),
+        _row(100, 1, "eager", "forward+backward", torch_path, 15.0, 1.5),
         # a compiled cell, with the eager layer timed in its rounds
         _row(100, 1, "compiled", "forward", "QSVConv", 3.0, 1.0),
         _row(100, 1, "compiled", "forward", "NeighborhoodAttentionS2", 6.0, 2.0),
@@ -96,6 +104,8 @@ def test_harmonics_targets_by_hand():
     assert t["fwd_vs_spmm"] == pytest.approx(2.0 / 4.0) and t["floor_target_met"]  # 0.5: met
     assert t["fb_vs_spmm"] == pytest.approx(4.0 / 10.0) and t["fb_floor_target_met"]
     assert "fwd_vs_eager" not in t and "compiled_target_met" not in t
+    assert (t["native_fwd_speedup"], t["native_fb_speedup"]) == (2.0, 1.5)
+    assert "native_fwd_speedup" not in c
     assert (c["mode"], c["qsv_fwd_ms"], c["qsv_fb_ms"]) == ("compiled", 3.0, 12.0)
     assert c["fwd_vs_spmm"] == pytest.approx(2.0 / 3.0)
     assert c["fb_vs_spmm"] == pytest.approx(1.0 / 3.0) and c["fb_floor_target_met"]
@@ -140,3 +150,20 @@ def test_write_targets_from_a_finished_run(tmp_path):
     assert "machine_note: idle" in md and "targets_from: qsv_vs_torch_harmonics.json" in md
     with pytest.raises(FileNotFoundError, match="run the benchmark first"):
         qsv_vs_torch_harmonics.write_targets(tmp_path / "missing.json")
+
+
+def test_torch_path_switches_the_native_kernels_off_for_its_call_only(monkeypatch):
+    from quest_geometric.nn import _qsv_native, qsv_native_enabled
+    from quest_geometric.nn.qsv_conv import QSVConv
+    from quest_geometric.testing.qsv import knn_edges
+
+    conv = QSVConv(16, 16, heads=2)
+    x, ei = torch.randn(12, 16), knn_edges(12, 4)
+    calls = []
+    attend = _qsv_native.attend
+    monkeypatch.setattr(_qsv_native, "attend", lambda *a: calls.append(1) or attend(*a))
+    wrapped = qsv_vs_torch_harmonics.TorchPath(conv)
+    torch.testing.assert_close(wrapped(x, ei, dense=True), conv(x, ei, dense=True),
+                               atol=1e-5, rtol=1e-5)
+    assert qsv_native_enabled()  # restored after the call
+    assert len(calls) == (1 if _qsv_native.qsv_native_available() else 0)  # conv's call only

@@ -14,7 +14,7 @@ import torch
 from torch_geometric.data import Batch, Data
 
 from quest_geometric.models.qsv_net import QSVNet
-from quest_geometric.nn import _qsv_csr
+from quest_geometric.nn import _qsv_csr, _qsv_native
 from quest_geometric.nn._qsv_csr import (
     CSRPattern,
     NeighbourSum,
@@ -175,12 +175,17 @@ def eager_and_compiled(conv, x, ei, **kw):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_compiled_fused_path_matches_eager(dtype):
+@pytest.mark.parametrize("use_native", [True, False])
+def test_compiled_fused_path_matches_eager(dtype, use_native):
     n = 12
     ei = knn_edges(n, 4)
     conv = make_qsv_conv(channels=16, heads=2, temperature="learned").to(dtype)
     x = torch.randn(n, 16, dtype=dtype)
-    eager, compiled = eager_and_compiled(conv, x, ei, dense=True)
+    previous = _qsv_native.set_qsv_native_enabled(use_native)
+    try:
+        eager, compiled = eager_and_compiled(conv, x, ei, dense=True)
+    finally:
+        _qsv_native.set_qsv_native_enabled(previous)
     tol = dict(atol=1e-5, rtol=1e-5) if dtype == torch.float32 else dict(atol=1e-12, rtol=1e-12)
     for a, b in zip(compiled, eager):
         torch.testing.assert_close(a, b, **tol)
@@ -192,13 +197,15 @@ def test_compiled_fused_path_matches_eager(dtype):
 
 
 @pytest.mark.slow
-def test_compiled_default_path_chooses_the_layout_at_run_time():
+@pytest.mark.parametrize("heads", [1, 2])
+def test_compiled_default_path_chooses_the_layout_at_run_time(heads):
     # dense=None under compile: torch.cond between the fused dense path and the scatter path;
-    # one compiled graph serves a dense-layout graph and the same edges shuffled
+    # one compiled graph serves a dense-layout graph and the same edges shuffled (with one
+    # head, both branches must give the weights the same strides)
     n = 12
     ei = knn_edges(n, 4)
     shuffled = ei[:, torch.randperm(ei.size(1), generator=torch.Generator().manual_seed(1))]
-    conv = make_qsv_conv(channels=16, heads=2, temperature="learned")
+    conv = make_qsv_conv(channels=16, heads=heads, temperature="learned")
     x = torch.randn(n, 16, dtype=torch.float64)
     torch._dynamo.reset()
     explanation = torch._dynamo.explain(conv)(x, ei)
@@ -212,22 +219,37 @@ def test_compiled_default_path_chooses_the_layout_at_run_time():
 
 
 @pytest.mark.slow
-def test_compiled_graph_calls_the_custom_op():
+@pytest.mark.parametrize("use_native", [True, False])
+def test_compiled_graph_calls_the_custom_op(use_native):
+    if use_native and not _qsv_native.qsv_native_available():
+        pytest.skip(f"native kernels: {_qsv_native.qsv_native_status()['reason']}")
     n = 10
     ei = knn_edges(n, 3)
     conv = QSVConv(16, 16, heads=2)
     x = torch.randn(n, 16)
-    torch._dynamo.reset()
-    explanation = torch._dynamo.explain(conv)(x, ei, dense=True)
-    code = "".join(gm.code for gm in explanation.graphs)
-    assert "quest_geometric.neighbour_sum" in code
-    # the rotations are traced in their elementwise form (no batched product of 3 x 3
-    # matrices for the compiler to call out to)
-    assert "matmul" not in code and "bmm" not in code
-    conv.fused = False
-    torch._dynamo.reset()
-    explanation = torch._dynamo.explain(conv)(x, ei, dense=True)
-    assert "quest_geometric.neighbour_sum" not in "".join(gm.code for gm in explanation.graphs)
+    previous = _qsv_native.set_qsv_native_enabled(use_native)
+    try:
+        torch._dynamo.reset()
+        explanation = torch._dynamo.explain(conv)(x, ei, dense=True)
+        code = "".join(gm.code for gm in explanation.graphs)
+        # the native kernel (logits, softmax and sum in one operator, rotations too), or the
+        # sparse product with the rotations traced in their elementwise form (no batched
+        # product of 3 x 3 matrices for the compiler to call out to)
+        expected = ("quest_geometric.qsv_attend" if use_native
+                    else "quest_geometric.neighbour_sum")
+        other = ("quest_geometric.neighbour_sum" if use_native
+                 else "quest_geometric.qsv_attend")
+        assert expected in code and other not in code
+        assert "matmul" not in code and "bmm" not in code
+        assert ("quest_geometric.qsv_rotate" in code) == use_native
+        conv.fused = False
+        torch._dynamo.reset()
+        explanation = torch._dynamo.explain(conv)(x, ei, dense=True)
+        code = "".join(gm.code for gm in explanation.graphs)
+        assert "quest_geometric.neighbour_sum" not in code
+        assert "quest_geometric.qsv_attend" not in code
+    finally:
+        _qsv_native.set_qsv_native_enabled(previous)
 
 
 @pytest.mark.slow

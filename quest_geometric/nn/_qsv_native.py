@@ -1,0 +1,419 @@
+r"""Native CPU kernels of :class:`~quest_geometric.nn.QSVConv`'s dense path.
+
+The C source (``csrc/qsv_kernels.c``, shipped with the package) is compiled at first use by
+the system C compiler (``$CC``, else ``cc``, ``gcc`` or ``clang``: about a second, no torch
+headers) into a per-user cache folder and loaded with :mod:`ctypes`, the way
+:func:`torch.compile`'s CPU back-end builds and loads its own kernels.  Each kernel is a
+:func:`torch.library.custom_op` with a fake implementation and an autograd formula, so eager
+and compiled models call the same code.  Where no compiler is found or the build fails, the
+layer keeps its PyTorch path and :func:`qsv_native_status` says why; the environment variable
+``QUEST_GEOMETRIC_NATIVE=0`` turns the kernels off.
+
+The operators, with their plain PyTorch references beside them (``*_reference``; the tests
+hold both equal in values and gradients, float32 and float64):
+
+- :func:`rotate`: :math:`(x_0, \mathbf{x}_v) \mapsto (x_0, M\mathbf{x}_v)` per quaternion,
+  :math:`M = R` or :math:`R^{\top}`, one matrix per row
+  (:func:`~quest_geometric.quaternion.rotate_vector_parts`).
+- :func:`attend`: per target :math:`i` and head :math:`h`, the logits
+  :math:`e_{ij} = s_h \langle q_i, q_j \rangle` over its :math:`k` sources, their softmax
+  :math:`\alpha_{ij}` and :math:`y_i = \sum_j \alpha_{ij} x_j`, in one pass over the
+  neighbours' features.  Its backward, with :math:`g_{ij} = \langle G_i, x_j\rangle` and
+  :math:`\bar g_{ij} = \alpha_{ij}(g_{ij} - \sum_l \alpha_{il} g_{il})`:
+  :math:`\nabla x_j = \sum_{i \to j} \alpha_{ij} G_i` (over the transposed pattern),
+  :math:`\nabla q_i = \sum_j s_h \bar g_{ij} q_j`, :math:`\nabla q_j = \sum_{i}
+  s_h \bar g_{ij} q_i` and :math:`\nabla s_h = \sum_{ij} \bar g_{ij} \langle q_i, q_j\rangle`.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, Optional
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "qsv_native_available", "qsv_native_status", "qsv_native_enabled",
+    "set_qsv_native_enabled", "supports",
+    "rotate", "rotate_reference", "attend", "attend_reference", "SOURCE", "ENV_SWITCH",
+]
+
+#: The kernels' C source, compiled at first use.
+SOURCE = Path(__file__).with_name("csrc") / "qsv_kernels.c"
+#: ``QUEST_GEOMETRIC_NATIVE=0`` turns the native kernels off.
+ENV_SWITCH = "QUEST_GEOMETRIC_NATIVE"
+_VERSION = 3  # qsv_kernels_version() of the source this module speaks to
+_FLAGS = ("-O3", "-march=native", "-fopenmp-simd", "-shared", "-fPIC", "-pthread")
+_DTYPES = {torch.float32: "f32", torch.float64: "f64"}
+#: Below this many multiply-adds a kernel runs on the calling thread only.
+_PARALLEL_WORK = 1 << 16
+
+_lock = threading.Lock()
+_state: dict[str, Any] = {"lib": None, "tried": False, "reason": "not built yet", "path": None}
+_enabled = [True]
+
+
+def _cache_dir() -> Path:
+    root = os.environ.get("QUEST_GEOMETRIC_CACHE")
+    if root:
+        return Path(root)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "quest_geometric"
+
+
+def _compiler() -> Optional[str]:
+    for name in (os.environ.get("CC"), "cc", "gcc", "clang"):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+def _machine_key() -> str:
+    """What ``-march=native`` depends on: the CPU's model and feature flags."""
+    key = platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith(("model name", "flags", "Features")):
+                    key += line
+                if line.strip() == "":
+                    break
+    except OSError:
+        pass
+    return key
+
+
+def _build(compiler: str) -> Path:
+    """Compiles :data:`SOURCE` into the cache folder (once per source, compiler, flags and
+    CPU) and returns the library's path.  The library is written under a temporary name in
+    the same folder and renamed into place, so a concurrent build or an interrupted one never
+    leaves a partial file under the final name."""
+    source = SOURCE.read_bytes()
+    version = subprocess.run([compiler, "--version"], capture_output=True, text=True,
+                             timeout=60).stdout
+    digest = hashlib.sha256(b"\0".join([source, " ".join(_FLAGS).encode(), version.encode(),
+                                        _machine_key().encode()])).hexdigest()[:16]
+    folder = _cache_dir()
+    target = folder / f"qsv_kernels-{digest}.so"
+    if target.is_file():
+        return target
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".qsv_kernels-", suffix=".so", dir=folder)
+    os.close(fd)
+    try:
+        done = subprocess.run([compiler, *_FLAGS, "-o", tmp, str(SOURCE), "-lm"],
+                              capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            raise RuntimeError(f"{compiler} failed: {done.stderr.strip()[-2000:]}")
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):  # our own temporary file, left only by a failed build
+            os.remove(tmp)
+    return target
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    p, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
+    for suffix in _DTYPES.values():
+        getattr(lib, f"qsv_rotate_{suffix}").argtypes = [p, p, p, i64, i64, i32, i32]
+        getattr(lib, f"qsv_rotate_grad_rot_{suffix}").argtypes = [p, p, p, i64, i64, i32, i32]
+        getattr(lib, f"qsv_attend_{suffix}").argtypes = [p] * 7 + [i64] * 4 + [i32]
+        getattr(lib, f"qsv_attend_backward_{suffix}").argtypes = [p] * 11 + [i64] * 4 + [i32]
+        getattr(lib, f"qsv_transposed_sum_{suffix}").argtypes = [p] * 9 + [i64, i64, i32]
+        for name in ("rotate", "rotate_grad_rot", "attend", "attend_backward",
+                     "transposed_sum"):
+            getattr(lib, f"qsv_{name}_{suffix}").restype = None
+
+
+def _library() -> Optional[ctypes.CDLL]:
+    """The loaded kernels, building them on first call; ``None`` (with the reason in
+    :func:`qsv_native_status`) where they cannot be had."""
+    if _state["tried"]:
+        return _state["lib"]
+    with _lock:
+        if _state["tried"]:
+            return _state["lib"]
+        try:
+            if os.environ.get(ENV_SWITCH, "1").strip() in ("0", "false", "no", "off"):
+                raise RuntimeError(f"turned off by {ENV_SWITCH}="
+                                   f"{os.environ[ENV_SWITCH]!r}")
+            compiler = _compiler()
+            if compiler is None:
+                raise RuntimeError("no C compiler found ($CC, cc, gcc or clang)")
+            path = _build(compiler)
+            lib = ctypes.CDLL(str(path))
+            lib.qsv_kernels_version.restype = ctypes.c_int
+            if lib.qsv_kernels_version() != _VERSION:
+                raise RuntimeError(f"{path} is version {lib.qsv_kernels_version()}, "
+                                   f"expected {_VERSION}")
+            _declare(lib)
+            _state.update(lib=lib, reason="ok", path=str(path))
+        except (OSError, RuntimeError, subprocess.SubprocessError) as err:
+            _state.update(lib=None, reason=str(err))
+        _state["tried"] = True
+    return _state["lib"]
+
+
+@torch._dynamo.assume_constant_result
+def qsv_native_available() -> bool:
+    """Whether the native kernels are built and loaded (builds them on first call; under
+    :func:`torch.compile` the answer is a constant of the traced graph)."""
+    return _library() is not None
+
+
+def qsv_native_status() -> dict[str, Any]:
+    """``{'available', 'enabled', 'reason', 'path'}``: whether the kernels load, whether
+    :class:`~quest_geometric.nn.QSVConv` uses them (:func:`set_qsv_native_enabled`), why not,
+    and the library's file."""
+    available = qsv_native_available()
+    return {"available": available, "enabled": _enabled[0], "reason": _state["reason"],
+            "path": _state["path"]}
+
+
+def qsv_native_enabled() -> bool:
+    """Whether :class:`~quest_geometric.nn.QSVConv` may use the native kernels (the
+    switch of :func:`set_qsv_native_enabled`; they must also be available)."""
+    return _enabled[0]
+
+
+def set_qsv_native_enabled(enabled: bool) -> bool:
+    """Lets :class:`~quest_geometric.nn.QSVConv` use the native kernels (:obj:`True`, the
+    default) or keeps it on its PyTorch path (:obj:`False`); returns the previous setting."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"set_qsv_native_enabled: 'enabled' must be a bool, got {enabled!r}")
+    previous, _enabled[0] = _enabled[0], enabled
+    return previous
+
+
+def supports(*tensors: Tensor) -> bool:
+    """Whether the native kernels may run on these tensors: enabled, available, every tensor
+    on the CPU in one of float32 / float64 (the same for all)."""
+    if not _enabled[0] or any(t.device.type != "cpu" for t in tensors):
+        return False
+    dtypes = {t.dtype for t in tensors}
+    return len(dtypes) == 1 and next(iter(dtypes)) in _DTYPES and qsv_native_available()
+
+
+def _threads(work: int) -> int:
+    return torch.get_num_threads() if work >= _PARALLEL_WORK else 1
+
+
+def _fn(name: str, dtype: torch.dtype) -> Any:
+    lib = _library()
+    if lib is None:
+        raise RuntimeError(f"the native QSV kernels are not available: {_state['reason']}")
+    if dtype not in _DTYPES:
+        raise TypeError(f"the native QSV kernels take float32 or float64, got {dtype}")
+    return getattr(lib, f"qsv_{name}_{_DTYPES[dtype]}")
+
+
+def _ptr(t: Optional[Tensor]) -> Optional[int]:
+    return None if t is None else t.data_ptr()
+
+
+# --------------------------------------------------------------------------- rotate
+def rotate_reference(rot: Tensor, x: Tensor, transpose: bool) -> Tensor:
+    r"""The plain PyTorch form of :func:`rotate`: ``rot [..., 3, 3]``, ``x [..., m, 4]``."""
+    rt = rot if transpose else rot.transpose(-1, -2)
+    return torch.cat([x[..., :1], torch.matmul(x[..., 1:], rt)], dim=-1)
+
+
+@torch.library.custom_op("quest_geometric::qsv_rotate", mutates_args=())
+def _rotate_op(rot: Tensor, x: Tensor, transpose: bool) -> Tensor:
+    rot, x = rot.contiguous(), x.contiguous()
+    y = torch.empty_like(x)
+    rows, m = rot.shape[:-2].numel(), x.size(-2)
+    _fn("rotate", x.dtype)(_ptr(rot), _ptr(x), _ptr(y), rows, m, int(transpose),
+                           _threads(rows * m * 9))
+    return y
+
+
+@_rotate_op.register_fake
+def _(rot: Tensor, x: Tensor, transpose: bool) -> Tensor:
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("quest_geometric::qsv_rotate_grad_rot", mutates_args=())
+def _rotate_grad_rot_op(x: Tensor, grad: Tensor, transpose: bool) -> Tensor:
+    x, grad = x.contiguous(), grad.contiguous()
+    rows, m = x.shape[:-2].numel(), x.size(-2)
+    g_rot = x.new_empty(*x.shape[:-2], 3, 3)
+    _fn("rotate_grad_rot", x.dtype)(_ptr(x), _ptr(grad), _ptr(g_rot), rows, m, int(transpose),
+                                    _threads(rows * m * 9))
+    return g_rot
+
+
+@_rotate_grad_rot_op.register_fake
+def _(x: Tensor, grad: Tensor, transpose: bool) -> Tensor:
+    return x.new_empty(*x.shape[:-2], 3, 3)
+
+
+def _rotate_setup(ctx: Any, inputs: tuple, output: Tensor) -> None:
+    rot, x, transpose = inputs
+    ctx.save_for_backward(rot, x)
+    ctx.transpose = transpose
+
+
+def _rotate_backward(ctx: Any, grad: Tensor) -> tuple[Optional[Tensor], Optional[Tensor], None]:
+    rot, x = ctx.saved_tensors
+    g_rot = _rotate_grad_rot_op(x, grad, ctx.transpose) if ctx.needs_input_grad[0] else None
+    g_x = _rotate_op(rot, grad, not ctx.transpose) if ctx.needs_input_grad[1] else None
+    return g_rot, g_x, None
+
+
+_rotate_op.register_autograd(_rotate_backward, setup_context=_rotate_setup)
+
+
+def rotate(rot: Tensor, x: Tensor, transpose: bool = False) -> Tensor:
+    r""":math:`(x_0, \mathbf{x}_v) \mapsto (x_0, M\mathbf{x}_v)` for every quaternion of
+    ``x [..., m, 4]``, with :math:`M` the matrix of ``rot [..., 3, 3]`` of its leading index
+    (:math:`R^{\top}` when ``transpose``); differentiable in both.  The caller checks
+    :func:`supports`."""
+    if rot.shape[-2:] != (3, 3) or x.size(-1) != 4 or rot.shape[:-2] != x.shape[:-2]:
+        raise ValueError(f"rotate: 'rot' [..., 3, 3] and 'x' [..., m, 4] with the same leading "
+                         f"shape expected, got {tuple(rot.shape)} and {tuple(x.shape)}")
+    return _rotate_op(rot, x, transpose)
+
+
+# --------------------------------------------------------------------------- attend
+def attend_reference(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
+                     k: int) -> tuple[Tensor, Tensor]:
+    r"""The plain PyTorch form of :func:`attend` (a gather of the ``[N_dst, k]``
+    neighbourhoods): ``(out [N_dst, H, C], alpha [N_dst, H, k])``."""
+    Nd, H = q_dst.size(0), q_dst.size(1)
+    q_j = q_src.index_select(0, src).view(Nd, k, H, 4)
+    logit = (q_j * q_dst.unsqueeze(1)).sum(-1).transpose(1, 2) * scale.view(1, H, 1)
+    alpha = logit.softmax(dim=-1)  # [Nd, H, k]
+    x_j = xs.index_select(0, src).view(Nd, k, H, -1)
+    out = (alpha.transpose(1, 2).unsqueeze(-1) * x_j).sum(1)
+    return out, alpha
+
+
+@torch.library.custom_op("quest_geometric::qsv_attend", mutates_args=())
+def _attend_op(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
+               k: int, crow_t: Optional[Tensor], col_t: Optional[Tensor],
+               gather: Optional[Tensor]) -> tuple[Tensor, Tensor]:
+    q_src, q_dst, scale, xs = (t.contiguous() for t in (q_src, q_dst, scale, xs))
+    src = src.contiguous()
+    Nd, H, C = q_dst.size(0), q_dst.size(1), xs.size(-1)
+    out = xs.new_empty(Nd, H, C)
+    alpha = xs.new_empty(Nd, H, k)
+    _fn("attend", xs.dtype)(_ptr(q_src), _ptr(q_dst), _ptr(scale), _ptr(xs), _ptr(src),
+                            _ptr(out), _ptr(alpha), Nd, H, k, C,
+                            _threads(Nd * H * k * (C + 4)))
+    return out, alpha
+
+
+@_attend_op.register_fake
+def _(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor, k: int,
+      crow_t: Optional[Tensor], col_t: Optional[Tensor], gather: Optional[Tensor]
+      ) -> tuple[Tensor, Tensor]:
+    Nd, H = q_dst.size(0), q_dst.size(1)
+    torch._check(src.numel() == Nd * k)
+    return xs.new_empty(Nd, H, xs.size(-1)), xs.new_empty(Nd, H, k)
+
+
+@torch.library.custom_op("quest_geometric::qsv_attend_backward", mutates_args=())
+def _attend_backward_op(grad: Tensor, grad_alpha: Tensor, alpha: Tensor, q_src: Tensor,
+                        q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor, k: int,
+                        crow_t: Optional[Tensor], col_t: Optional[Tensor],
+                        gather: Optional[Tensor], need_q_src: bool, need_xs: bool
+                        ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """``(g_q_src, g_q_dst [Nd, H, 4], g_scale_rows [Nd, H], g_xs)`` from the gradients of
+    the output (``grad``) and of the attention weights (``grad_alpha``): the gradient of the
+    quaternions, of the scale per target row (summed by the caller) and of the features
+    (``g_q_src`` and ``g_xs`` empty unless asked for)."""
+    grad, grad_alpha, alpha, q_src, q_dst, scale, xs = (
+        t.contiguous() for t in (grad, grad_alpha, alpha, q_src, q_dst, scale, xs))
+    src = src.contiguous()
+    Nd, H, C = q_dst.size(0), q_dst.size(1), xs.size(-1)
+    g_raw, g_qd, g_scale = xs.new_empty(Nd, H, k), xs.new_empty(Nd, H, 4), xs.new_empty(Nd, H)
+    threads = _threads(Nd * H * k * (C + 8))
+    _fn("attend_backward", xs.dtype)(_ptr(grad), _ptr(grad_alpha), _ptr(alpha), _ptr(q_src),
+                                     _ptr(q_dst), _ptr(scale), _ptr(xs), _ptr(src),
+                                     _ptr(g_raw), _ptr(g_qd), _ptr(g_scale), Nd, H, k, C,
+                                     threads)
+    g_xs = xs.new_empty(xs.shape if need_xs else (0,))
+    g_qs = q_src.new_empty(q_src.shape if need_q_src else (0,))
+    if need_xs or need_q_src:
+        if crow_t is None or col_t is None or gather is None:
+            from quest_geometric.nn._qsv_csr import TRANSPOSES
+
+            crow_t, col_t, gather = TRANSPOSES(src, xs.size(0), k, H)
+        _fn("transposed_sum", xs.dtype)(
+            _ptr(alpha), _ptr(grad), _ptr(g_raw), _ptr(q_dst), _ptr(crow_t.contiguous()),
+            _ptr(col_t.contiguous()), _ptr(gather.contiguous()),
+            _ptr(g_xs) if need_xs else None, _ptr(g_qs) if need_q_src else None,
+            xs.size(0) * H, C, threads)
+    return g_qs, g_qd, g_scale, g_xs
+
+
+@_attend_backward_op.register_fake
+def _(grad: Tensor, grad_alpha: Tensor, alpha: Tensor, q_src: Tensor, q_dst: Tensor,
+      scale: Tensor, xs: Tensor, src: Tensor, k: int, crow_t: Optional[Tensor],
+      col_t: Optional[Tensor], gather: Optional[Tensor], need_q_src: bool, need_xs: bool
+      ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    Nd, H = q_dst.size(0), q_dst.size(1)
+    return (q_src.new_empty(q_src.shape if need_q_src else (0,)), xs.new_empty(Nd, H, 4),
+            xs.new_empty(Nd, H), xs.new_empty(xs.shape if need_xs else (0,)))
+
+
+def _attend_setup(ctx: Any, inputs: tuple, output: tuple[Tensor, Tensor]) -> None:
+    q_src, q_dst, scale, xs, src, k, crow_t, col_t, gather = inputs
+    ctx.save_for_backward(output[1], q_src, q_dst, scale, xs, src, crow_t, col_t, gather)
+    ctx.k = k
+
+
+def _attend_backward(ctx: Any, grad: Tensor, grad_alpha: Tensor
+                     ) -> tuple[Optional[Tensor], ...]:
+    alpha, q_src, q_dst, scale, xs, src, crow_t, col_t, gather = ctx.saved_tensors
+    need = ctx.needs_input_grad
+    if not any(need[:4]):
+        return (None,) * 9
+    g_qs, g_qd, g_scale, g_xs = _attend_backward_op(
+        grad, grad_alpha, alpha, q_src, q_dst, scale, xs, src, ctx.k, crow_t, col_t, gather,
+        bool(need[0]), bool(need[3]))
+    return (g_qs if need[0] else None, g_qd if need[1] else None,
+            g_scale.sum(0) if need[2] else None, g_xs if need[3] else None,
+            None, None, None, None, None)
+
+
+_attend_op.register_autograd(_attend_backward, setup_context=_attend_setup)
+
+
+def attend(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor, k: int,
+           transposed: Optional[tuple[Tensor, Tensor, Tensor]] = None
+           ) -> tuple[Tensor, Tensor]:
+    r"""Softmax attention of every target over its ``k`` sources, in one pass:
+
+    .. math::
+        \alpha_{ij}^{(h)} = \operatorname{softmax}_j\bigl(s_h \langle q_i^{(h)},
+        q_{j}^{(h)}\rangle\bigr), \qquad y_i^{(h)} = \sum_j \alpha_{ij}^{(h)} x_j^{(h)}.
+
+    Args:
+        q_src (torch.Tensor): Source quaternions ``[N_src, H, 4]``.
+        q_dst (torch.Tensor): Target quaternions ``[N_dst, H, 4]``.
+        scale (torch.Tensor): Logit scale per head ``[H]``.
+        xs (torch.Tensor): Source features ``[N_src, H, C]``.
+        src (torch.Tensor): ``int64`` sources of the edges ``[N_dst * k]``, ``k`` per target
+            in order (the dense layout).
+        k (int): In-edges per target.
+        transposed (tuple, optional): ``(crow_t, col_t, gather)`` of the transposed pattern
+            (:func:`~quest_geometric.nn._qsv_csr.transpose_pattern`) for the backward; found
+            in :data:`~quest_geometric.nn._qsv_csr.TRANSPOSES` when not given.
+
+    Returns:
+        ``(out [N_dst, H, C], alpha [N_dst, H, k])``, both differentiable in the
+        quaternions, the scale and the features.  The caller checks :func:`supports` and the
+        shapes.
+    """
+    crow_t, col_t, gather = transposed if transposed is not None else (None, None, None)
+    return _attend_op(q_src, q_dst, scale, xs, src.long(), k, crow_t, col_t, gather)

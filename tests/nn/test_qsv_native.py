@@ -1,0 +1,280 @@
+"""The native CPU kernels of QSVConv's dense path (``quest_geometric.nn._qsv_native``): each
+operator against its plain PyTorch reference (values and gradients, float32 and float64,
+gradcheck, ``torch.library.opcheck``), several threads against one, the layer with the
+kernels against the layer without them, when the layer steps aside for them, and how the
+library is built, found again and refused."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from quest_geometric.nn import _qsv_native as native
+from quest_geometric.nn._qsv_csr import TRANSPOSES, transpose_pattern
+from quest_geometric.nn.qsv_conv import QSVConv
+from quest_geometric.testing.qsv import knn_edges, make_qsv_conv, random_dense_edges
+
+pytestmark = pytest.mark.skipif(not native.qsv_native_available(),
+                                reason=f"native kernels: {native.qsv_native_status()['reason']}")
+
+TOL = {torch.float32: dict(atol=2e-5, rtol=1e-5), torch.float64: dict(atol=1e-12, rtol=1e-12)}
+
+
+@pytest.fixture
+def without_native():
+    previous = native.set_qsv_native_enabled(False)
+    yield
+    native.set_qsv_native_enabled(previous)
+
+
+def attend_inputs(dtype, heads=2, n_dst=9, n_src=11, k=4, channels=12, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    src = random_dense_edges(n_dst, k, n_src=n_src, seed=seed)[0]
+    q_src = torch.randn(n_src, heads, 4, generator=g, dtype=dtype)
+    q_dst = torch.randn(n_dst, heads, 4, generator=g, dtype=dtype)
+    scale = torch.rand(heads, generator=g, dtype=dtype) * 2 + 0.5
+    xs = torch.randn(n_src, heads, channels, generator=g, dtype=dtype)
+    return q_src, q_dst, scale, xs, src, k
+
+
+def loss_weights(*tensors, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(t.shape, generator=g, dtype=t.dtype) for t in tensors]
+
+
+# ----------------------------------------------------------------------------- rotate
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("transpose", [False, True])
+def test_rotate_equals_reference_values_and_grads(dtype, transpose):
+    g = torch.Generator().manual_seed(0)
+    rot = torch.randn(13, 3, 3, 3, generator=g, dtype=dtype, requires_grad=True)
+    x = torch.randn(13, 3, 5, 4, generator=g, dtype=dtype, requires_grad=True)
+    results = []
+    for fn in (native.rotate, native.rotate_reference):
+        y = fn(rot, x, transpose)
+        (w,) = loss_weights(y)
+        results.append((y, *torch.autograd.grad((y * w).sum(), (rot, x))))
+    for a, b in zip(*results):
+        torch.testing.assert_close(a, b, **TOL[dtype])
+
+
+def test_rotate_hand_computed_case():
+    # a quarter turn about z: (x0, x, y, z) -> (x0, -y, x, z); its transpose turns back
+    rot = torch.tensor([[[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]])
+    x = torch.tensor([[[5.0, 1.0, 2.0, 3.0]]])
+    torch.testing.assert_close(native.rotate(rot, x), torch.tensor([[[5.0, -2.0, 1.0, 3.0]]]))
+    torch.testing.assert_close(native.rotate(rot, x, True),
+                               torch.tensor([[[5.0, 2.0, -1.0, 3.0]]]))
+
+
+def test_rotate_gradcheck_and_opcheck():
+    g = torch.Generator().manual_seed(2)
+    rot = torch.randn(4, 3, 3, generator=g, dtype=torch.float64, requires_grad=True)
+    x = torch.randn(4, 2, 4, generator=g, dtype=torch.float64, requires_grad=True)
+    for transpose in (False, True):
+        assert torch.autograd.gradcheck(lambda r, v: native.rotate(r, v, transpose), (rot, x))
+        torch.library.opcheck(native._rotate_op, (rot, x, transpose))
+
+
+def test_rotate_shape_error_names_both_arguments():
+    with pytest.raises(ValueError, match="'rot'.*'x'"):
+        native.rotate(torch.randn(2, 3, 3), torch.randn(3, 1, 4))
+
+
+# ----------------------------------------------------------------------------- attend
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("heads", [1, 3])
+@pytest.mark.parametrize("given_transpose", [True, False])
+def test_attend_equals_reference_values_and_grads(dtype, heads, given_transpose):
+    q_src, q_dst, scale, xs, src, k = attend_inputs(dtype, heads=heads)
+    leaves = [t.requires_grad_() for t in (q_src, q_dst, scale, xs)]
+    transposed = transpose_pattern(src, xs.size(0), k, heads) if given_transpose else None
+    results = []
+    for fn in (native.attend, native.attend_reference):
+        args = (*leaves, src, k) + ((transposed,) if fn is native.attend else ())
+        out, alpha = fn(*args)
+        w_out, w_alpha = loss_weights(out, alpha)
+        # the loss reads the weights too: their gradient flows into the same kernel
+        loss = (out * w_out).sum() + (alpha * w_alpha).sum()
+        results.append((out, alpha, *torch.autograd.grad(loss, leaves)))
+    for a, b in zip(*results):
+        torch.testing.assert_close(a, b, **TOL[dtype])
+
+
+def test_attend_is_a_softmax_average_by_hand():
+    # one target, two sources, scale 2: logits 2<q, q_j> = 2 * (1, 0); weights e^2 : 1
+    q_dst = torch.tensor([[[1.0, 0.0, 0.0, 0.0]]], dtype=torch.float64)
+    q_src = torch.tensor([[[1.0, 0.0, 0.0, 0.0]], [[0.0, 1.0, 0.0, 0.0]]], dtype=torch.float64)
+    xs = torch.tensor([[[4.0, 0.0]], [[0.0, 8.0]]], dtype=torch.float64)
+    out, alpha = native.attend(q_src, q_dst, torch.tensor([2.0], dtype=torch.float64), xs,
+                               torch.tensor([0, 1]), 2)
+    e2 = torch.tensor(2.0, dtype=torch.float64).exp()
+    a0, a1 = e2 / (e2 + 1), 1 / (e2 + 1)
+    torch.testing.assert_close(alpha, torch.stack([a0, a1]).view(1, 1, 2))
+    torch.testing.assert_close(out, torch.stack([4 * a0, 8 * a1]).view(1, 1, 2))
+
+
+def test_attend_gradcheck_and_opcheck():
+    q_src, q_dst, scale, xs, src, k = attend_inputs(torch.float64, n_dst=5, n_src=6, k=3,
+                                                    channels=4)
+    leaves = [t.requires_grad_() for t in (q_src, q_dst, scale, xs)]
+    assert torch.autograd.gradcheck(lambda *a: native.attend(*a, src, k), leaves)
+    torch.library.opcheck(native._attend_op, (*leaves, src, k, None, None, None))
+
+
+def test_attend_backward_finds_the_transpose_in_the_cache():
+    q_src, q_dst, scale, xs, src, k = attend_inputs(torch.float64)
+    xs.requires_grad_()
+    TRANSPOSES.clear()
+    misses = TRANSPOSES.misses
+    for _ in range(2):
+        out, _ = native.attend(q_src, q_dst, scale, xs, src, k)
+        out.sum().backward()
+    assert TRANSPOSES.misses == misses + 1  # built once, found the second time
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_threads_give_the_same_result_as_one(dtype):
+    # large enough that the kernels split their rows (native._PARALLEL_WORK)
+    q_src, q_dst, scale, xs, src, k = attend_inputs(dtype, heads=2, n_dst=600, n_src=600,
+                                                    k=8, channels=16)
+    leaves = [t.requires_grad_() for t in (q_src, q_dst, scale, xs)]
+    rot = torch.randn(600, 2, 3, 3, dtype=dtype)
+    previous = torch.get_num_threads()
+    results = []
+    try:
+        for threads in (1, 3):
+            torch.set_num_threads(threads)
+            out, alpha = native.attend(*leaves, src, k)
+            grads = torch.autograd.grad(out.square().sum(), leaves)
+            y = native.rotate(rot, out.detach().view(600, 2, 4, 4))
+            results.append((out, alpha, y, *grads))
+    finally:
+        torch.set_num_threads(previous)
+    for a, b in zip(*results):
+        torch.testing.assert_close(a, b, **TOL[dtype])
+
+
+# ----------------------------------------------------------------------------- the layer
+MODES = [
+    dict(heads=1),
+    dict(heads=2),
+    dict(heads=2, temperature="learned"),
+    dict(heads=2, temperature=3.0),
+    dict(heads=2, transport=False),
+]
+
+
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: "-".join(map(str, m.values())))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_layer_with_kernels_equals_layer_without(mode, dtype, monkeypatch):
+    n = 16
+    ei = knn_edges(n, 5)
+    conv = make_qsv_conv(**mode).to(dtype)
+    x = torch.randn(n, 16, dtype=dtype)
+    calls = []
+    attend = native.attend
+    monkeypatch.setattr(native, "attend", lambda *a: calls.append(1) or attend(*a))
+    results = []
+    for enabled in (True, False):
+        native.set_qsv_native_enabled(enabled)
+        try:
+            conv.zero_grad()
+            xx = x.clone().requires_grad_()
+            out, (_, alpha) = conv(xx, ei, return_attention_weights=True)
+            (out * torch.linspace(-1, 1, out.numel(), dtype=dtype).view_as(out)).sum().backward()
+            grads = [p.grad.clone() for p in conv.parameters() if p.grad is not None]
+            results.append((out, alpha, xx.grad, *grads))
+        finally:
+            native.set_qsv_native_enabled(True)
+    assert len(calls) == 1  # the kernel ran with the kernels on, not with them off
+    for a, b in zip(*results):
+        torch.testing.assert_close(a, b, **TOL[dtype])
+
+
+@pytest.mark.parametrize("case", ["uniform", "dropout", "float16", "fused_off"])
+def test_layer_steps_aside_where_the_kernel_does_not_apply(case, monkeypatch):
+    ei = knn_edges(12, 4)
+    kwargs = dict(uniform=dict(attention="uniform"), dropout=dict(dropout=0.5)).get(case, {})
+    conv = QSVConv(16, 16, heads=2, fused=case != "fused_off", **kwargs)
+    x = torch.randn(12, 16)
+    if case == "float16":
+        conv, x = conv.half(), x.half()
+    calls = []
+    monkeypatch.setattr(native, "attend", lambda *a: calls.append(1))
+    conv.train(case == "dropout")
+    out = conv(x, ei)
+    assert out.shape == (12, 16) and not calls
+
+
+def test_layer_without_kernels_still_uses_its_torch_path(without_native):
+    n = 12
+    ei = knn_edges(n, 4)
+    conv = make_qsv_conv()
+    x = torch.randn(n, 16, dtype=torch.float64)
+    torch.testing.assert_close(conv(x, ei, dense=True), conv(x, ei, dense=False))
+
+
+# ----------------------------------------------------------------------------- building
+def _fresh_state(monkeypatch):
+    monkeypatch.setattr(native, "_state", {"lib": None, "tried": False, "reason": "not built",
+                                           "path": None})
+
+
+def test_build_writes_one_library_and_finds_it_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("QUEST_GEOMETRIC_CACHE", str(tmp_path))
+    compiler = native._compiler()
+    first = native._build(compiler)
+    assert first.parent == tmp_path and first.is_file()
+    mtime = first.stat().st_mtime_ns
+    assert native._build(compiler) == first and first.stat().st_mtime_ns == mtime
+    assert sorted(p.name for p in tmp_path.iterdir()) == [first.name]  # no temporary left
+
+
+def test_failed_build_is_reported_and_leaves_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("QUEST_GEOMETRIC_CACHE", str(tmp_path))
+    broken = tmp_path / "broken.c"
+    broken.write_text("this is not C\n")
+    monkeypatch.setattr(native, "SOURCE", broken)
+    _fresh_state(monkeypatch)
+    assert not native.qsv_native_available()
+    assert "failed" in native.qsv_native_status()["reason"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.c"]
+    with pytest.raises(RuntimeError, match="not available"):
+        native._fn("rotate", torch.float32)
+
+
+def test_no_compiler_is_reported(monkeypatch):
+    monkeypatch.setattr(native, "_compiler", lambda: None)
+    _fresh_state(monkeypatch)
+    status = native.qsv_native_status()
+    assert not status["available"] and "no C compiler" in status["reason"]
+    assert not native.supports(torch.zeros(1))
+
+
+def test_environment_switch_turns_the_kernels_off():
+    code = ("from quest_geometric.nn import _qsv_native as n, QSVConv; import torch; "
+            "from quest_geometric.testing.qsv import knn_edges; "
+            "print(n.qsv_native_status()['available'], n.qsv_native_status()['reason']); "
+            "print(QSVConv(8, 8)(torch.randn(6, 8), knn_edges(6, 2)).shape)")
+    env = dict(os.environ, QUEST_GEOMETRIC_NATIVE="0")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    first, second = done.stdout.strip().splitlines()
+    assert first.startswith("False") and "QUEST_GEOMETRIC_NATIVE" in first
+    assert second == "torch.Size([6, 8])"
+
+
+def test_set_native_enabled_checks_its_argument():
+    with pytest.raises(TypeError, match="'enabled'"):
+        native.set_qsv_native_enabled(1)
+    assert native.set_qsv_native_enabled(True) is True and native.qsv_native_enabled()
+
+
+def test_unsupported_dtype_is_a_clear_error():
+    with pytest.raises(TypeError, match="float32 or float64"):
+        native._fn("rotate", torch.float16)

@@ -40,6 +40,8 @@ from typing import Any, Optional
 import torch
 from torch import Tensor
 
+from quest_geometric.quaternion import rotate_vector_parts
+
 __all__ = [
     "qsv_native_available", "qsv_native_status", "qsv_native_enabled",
     "set_qsv_native_enabled", "supports",
@@ -221,9 +223,9 @@ def _ptr(t: Optional[Tensor]) -> Optional[int]:
 
 # --------------------------------------------------------------------------- rotate
 def rotate_reference(rot: Tensor, x: Tensor, transpose: bool) -> Tensor:
-    r"""The plain PyTorch form of :func:`rotate`: ``rot [..., 3, 3]``, ``x [..., m, 4]``."""
-    rt = rot if transpose else rot.transpose(-1, -2)
-    return torch.cat([x[..., :1], torch.matmul(x[..., 1:], rt)], dim=-1)
+    r"""The plain PyTorch form of :func:`rotate`: ``rot [..., 3, 3]``, ``x [..., m, 4]``
+    (:func:`~quest_geometric.quaternion.rotate_vector_parts`, its batched product)."""
+    return rotate_vector_parts(rot, x, transpose, method="bmm")
 
 
 @torch.library.custom_op("quest_geometric::qsv_rotate", mutates_args=())

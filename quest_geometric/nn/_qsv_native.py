@@ -7,7 +7,9 @@ headers) into a per-user cache folder and loaded with :mod:`ctypes`, the way
 :func:`torch.library.custom_op` with a fake implementation and an autograd formula, so eager
 and compiled models call the same code.  Where no compiler is found or the build fails, the
 layer keeps its PyTorch path and :func:`qsv_native_status` says why; the environment variable
-``QUEST_GEOMETRIC_NATIVE=0`` turns the kernels off.
+``QUEST_GEOMETRIC_NATIVE=0`` turns the kernels off.  Each kernel also has a FLOP formula
+registered with :func:`torch.utils.flop_counter.register_flop_formula`, so
+:class:`~torch.utils.flop_counter.FlopCounterMode` counts its work (a multiply-add counts 2).
 
 The operators, with their plain PyTorch references beside them (``*_reference``; the tests
 hold both equal in values and gradients, float32 and float64):
@@ -419,3 +421,58 @@ def attend(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
     """
     crow_t, col_t, gather = transposed if transposed is not None else (None, None, None)
     return _attend_op(q_src, q_dst, scale, xs, src.long(), k, crow_t, col_t, gather)
+
+
+# --------------------------------------------------------------------------- FLOP formulas
+# torch's FlopCounterMode counts an operator only where a formula is registered for it, so
+# without these the kernels' work would vanish from every count (a multiply-add counts 2, as
+# in torch's own formulas).  The formulas receive shapes in place of tensors.
+def _numel(shape: Any) -> int:
+    n = 1
+    for s in shape:
+        n *= int(s)
+    return n
+
+
+def _rotate_flops(rot: Any, x: Any, transpose: bool, *, out_shape: Any = None) -> int:
+    """A 3 x 3 matrix times each of the ``m`` vector parts of a row: 9 multiply-adds."""
+    return 18 * _numel(x[:-1])
+
+
+def _rotate_grad_rot_flops(x: Any, grad: Any, transpose: bool, *, out_shape: Any = None
+                           ) -> int:
+    """The sum over a row's ``m`` quaternions of 3 x 3 outer products: 9 multiply-adds each."""
+    return 18 * _numel(x[:-1])
+
+
+def _attend_flops(q_src: Any, q_dst: Any, scale: Any, xs: Any, src: Any, k: int, *rest: Any,
+                  out_shape: Any = None) -> int:
+    """Per edge and head a 4-d dot product and a weighted sum of ``C`` channels."""
+    edges = int(q_dst[0]) * int(k) * int(q_dst[1])
+    return edges * (8 + 2 * int(xs[-1]))
+
+
+def _attend_backward_flops(grad: Any, grad_alpha: Any, alpha: Any, q_src: Any, q_dst: Any,
+                           scale: Any, xs: Any, src: Any, k: int, crow_t: Any, col_t: Any,
+                           gather: Any, need_q_src: bool, need_xs: bool, *,
+                           out_shape: Any = None) -> int:
+    """Per edge and head: ``<G_i, x_j>`` (``C`` multiply-adds) and the target quaternion's
+    gradient (4); the features' gradient (``C``) and the source quaternion's (4) when asked."""
+    edges, C = int(q_dst[0]) * int(k) * int(q_dst[1]), int(xs[-1])
+    per_edge = 2 * C + 8 + (2 * C if need_xs else 0) + (8 if need_q_src else 0)
+    return edges * per_edge
+
+
+def _register_flop_formulas() -> None:
+    from torch.utils.flop_counter import flop_registry, register_flop_formula
+
+    ops = torch.ops.quest_geometric
+    for packet, formula in ((ops.qsv_rotate, _rotate_flops),
+                            (ops.qsv_rotate_grad_rot, _rotate_grad_rot_flops),
+                            (ops.qsv_attend, _attend_flops),
+                            (ops.qsv_attend_backward, _attend_backward_flops)):
+        if packet not in flop_registry:  # a re-imported module registers once
+            register_flop_formula(packet)(formula)
+
+
+_register_flop_formulas()

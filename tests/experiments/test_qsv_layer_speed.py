@@ -69,7 +69,10 @@ def test_threads_and_batch_sizes_must_be_positive(tmp_path):
 
 def test_forward_flops_dense_terms_match_torch_flop_counter_and_params_are_exact():
     """The matrix-product part of each formula equals what torch's FLOP counter counts on
-    the real layer (it counts matmuls only); the per-edge terms are the formula's rest."""
+    the real layer (it counts matrix products and the native kernels, whose formulas are
+    registered, not PyG's element-wise per-edge work); the per-edge terms are the formula's
+    rest.  Where QSVConv's native kernels run, its whole per-edge work is in a kernel, so the
+    counter sees the whole formula."""
     from torch.utils.flop_counter import FlopCounterMode
 
     edge_index, n = qsv_layer_speed._batched_sphere(1, torch.device("cpu"))
@@ -88,6 +91,13 @@ def test_forward_flops_dense_terms_match_torch_flop_counter_and_params_are_exact
         assert flops - per_edge[name] == counter.get_total_flops(), name
         assert sum(p.numel() for p in layer.parameters()) == params[name], name
     assert params["QSVConv"] == 1104 and params["TransformerConv"] == 16640
+    from quest_geometric.nn import qsv_native_available
+
+    if qsv_native_available():  # the default dense path: rotations and attention native
+        layer = qsv_layer_speed._layers()["QSVConv"]
+        with FlopCounterMode(display=False) as counter:
+            layer(x, edge_index)
+        assert counter.get_total_flops() == qsv_layer_speed.forward_flops("QSVConv", n, E, C, H)
     with pytest.raises(ValueError, match="forward_flops: 'layer' must be"):
         qsv_layer_speed.forward_flops("GCNConv", 1, 1)
 

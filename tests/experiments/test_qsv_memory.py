@@ -33,7 +33,8 @@ def test_forward_flops_by_hand():
 
 @pytest.mark.slow
 def test_forward_flops_match_torch_flop_counter():
-    """torch's FlopCounterMode counts matrix products only; the formula minus its
+    """torch's FlopCounterMode counts matrix products (and QSVConv's native rotation, whose
+    formula is registered) only; the formula minus its
     element-wise per-edge terms must equal its count: QSVConv on its gather path (dense
     maps, rotations and the [N, k] x [N, k, C] weighted sum; not the per-edge 4-d dot
     products, 8 E; the fused path's sparse product would count as a dense [N, N] one),

@@ -84,6 +84,50 @@ def test_rotate_shape_error_names_both_arguments():
         native.rotate(torch.randn(2, 3, 3), torch.randn(3, 1, 4))
 
 
+def _flops(fn, *args, backward=False):
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        out = fn(*args)
+        if backward:
+            sum(o.sum() for o in (out if isinstance(out, tuple) else (out,))).backward()
+    return counter.get_total_flops()
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_rotate_flops_are_counted_as_the_batched_product_reference(backward):
+    """torch's FLOP counter sees the kernel (its formula is registered) and counts what it
+    counts for the reference's batched matrix products, forward and backward."""
+    rot = torch.randn(6, 2, 3, 3, requires_grad=True)
+    x = torch.randn(6, 2, 5, 4, requires_grad=True)
+    counts = [_flops(fn, rot, x, True, backward=backward)
+              for fn in (native.rotate, native.rotate_reference)]
+    assert counts[0] == counts[1] == 18 * 6 * 2 * 5 * (3 if backward else 1)
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_attend_flops_are_counted_as_its_einsum_form(backward):
+    """The kernel's registered FLOP formula against torch's count of the same attention
+    written with two einsums over the gathered neighbourhoods (which torch counts as batched
+    products), forward and backward; and by hand."""
+    heads, n_dst, k, channels = 2, 9, 4, 12
+    q_src, q_dst, scale, xs, src, _ = attend_inputs(torch.float32, heads=heads, n_dst=n_dst,
+                                                    k=k, channels=channels)
+    leaves = [t.requires_grad_() for t in (q_src, q_dst, xs)]
+
+    def einsum_form(q_src, q_dst, xs):
+        q_j = q_src[src].view(n_dst, k, heads, 4)
+        logit = torch.einsum("nkhd,nhd->nhk", q_j, q_dst) * scale.view(1, heads, 1)
+        alpha = logit.softmax(-1)
+        return torch.einsum("nhk,nkhc->nhc", alpha, xs[src].view(n_dst, k, heads, -1)), alpha
+
+    counts = [_flops(lambda *a: native.attend(a[0], a[1], scale, a[2], src, k), *leaves,
+                     backward=backward),
+              _flops(einsum_form, *leaves, backward=backward)]
+    edges = n_dst * k * heads
+    assert counts[0] == counts[1] == edges * (8 + 2 * channels) * (3 if backward else 1)
+
+
 # ----------------------------------------------------------------------------- attend
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("heads", [1, 3])

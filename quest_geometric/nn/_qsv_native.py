@@ -16,7 +16,10 @@ hold both equal in values and gradients, float32 and float64):
 
 - :func:`rotate`: :math:`(x_0, \mathbf{x}_v) \mapsto (x_0, M\mathbf{x}_v)` per quaternion,
   :math:`M = R` or :math:`R^{\top}`, one matrix per row
-  (:func:`~quest_geometric.quaternion.rotate_vector_parts`).
+  (:func:`~quest_geometric.quaternion.rotate_vector_parts`), with an optional bias added as
+  the rows are written (the layer's output bias, without a second pass).
+- :func:`rotation_matrix`: :math:`R(q)` of every quaternion and its backward, in one pass
+  each (:func:`~quest_geometric.quaternion.to_rotation_matrix`).
 - :func:`attend`: per target :math:`i` and head :math:`h`, the logits
   :math:`e_{ij} = s_h \langle q_i, q_j \rangle` over its :math:`k` sources, their softmax
   :math:`\alpha_{ij}` and :math:`y_i = \sum_j \alpha_{ij} x_j`, in one pass over the
@@ -25,6 +28,10 @@ hold both equal in values and gradients, float32 and float64):
   :math:`\nabla x_j = \sum_{i \to j} \alpha_{ij} G_i` (over the transposed pattern),
   :math:`\nabla q_i = \sum_j s_h \bar g_{ij} q_j`, :math:`\nabla q_j = \sum_{i}
   s_h \bar g_{ij} q_i` and :math:`\nabla s_h = \sum_{ij} \bar g_{ij} \langle q_i, q_j\rangle`.
+
+The weighted sums keep 256 bytes of channels in registers across a row's neighbours, and the
+backward's dot products :math:`g_{ij}` take four neighbours per pass over :math:`G_i`
+(GCC/Clang vector extensions; plain C elsewhere).
 """
 from __future__ import annotations
 
@@ -42,19 +49,20 @@ from typing import Any, Optional
 import torch
 from torch import Tensor
 
-from quest_geometric.quaternion import rotate_vector_parts
+from quest_geometric.quaternion import rotate_vector_parts, to_rotation_matrix
 
 __all__ = [
     "qsv_native_available", "qsv_native_status", "qsv_native_enabled",
     "set_qsv_native_enabled", "supports",
-    "rotate", "rotate_reference", "attend", "attend_reference", "SOURCE", "ENV_SWITCH",
+    "rotate", "rotate_reference", "rotation_matrix", "rotation_matrix_reference", "attend",
+    "attend_reference", "SOURCE", "ENV_SWITCH",
 ]
 
 #: The kernels' C source, compiled at first use.
 SOURCE = Path(__file__).with_name("csrc") / "qsv_kernels.c"
 #: ``QUEST_GEOMETRIC_NATIVE=0`` turns the native kernels off.
 ENV_SWITCH = "QUEST_GEOMETRIC_NATIVE"
-_VERSION = 3  # qsv_kernels_version() of the source this module speaks to
+_VERSION = 5  # qsv_kernels_version() of the source this module speaks to
 _FLAGS = ("-O3", "-march=native", "-fopenmp-simd", "-shared", "-fPIC", "-pthread")
 _DTYPES = {torch.float32: "f32", torch.float64: "f64"}
 #: Below this many multiply-adds a kernel runs on the calling thread only.
@@ -127,13 +135,14 @@ def _build(compiler: str) -> Path:
 def _declare(lib: ctypes.CDLL) -> None:
     p, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
     for suffix in _DTYPES.values():
-        getattr(lib, f"qsv_rotate_{suffix}").argtypes = [p, p, p, i64, i64, i32, i32]
+        getattr(lib, f"qsv_rotate_{suffix}").argtypes = [p, p, p, p, i64, i64, i64, i32, i32]
+        getattr(lib, f"qsv_rotation_matrix_{suffix}").argtypes = [p, p, p, i64, i32]
         getattr(lib, f"qsv_rotate_grad_rot_{suffix}").argtypes = [p, p, p, i64, i64, i32, i32]
         getattr(lib, f"qsv_attend_{suffix}").argtypes = [p] * 7 + [i64] * 4 + [i32]
         getattr(lib, f"qsv_attend_backward_{suffix}").argtypes = [p] * 11 + [i64] * 4 + [i32]
         getattr(lib, f"qsv_transposed_sum_{suffix}").argtypes = [p] * 9 + [i64, i64, i32]
-        for name in ("rotate", "rotate_grad_rot", "attend", "attend_backward",
-                     "transposed_sum"):
+        for name in ("rotate", "rotation_matrix", "rotate_grad_rot", "attend",
+                     "attend_backward", "transposed_sum"):
             getattr(lib, f"qsv_{name}_{suffix}").restype = None
 
 
@@ -231,17 +240,20 @@ def rotate_reference(rot: Tensor, x: Tensor, transpose: bool) -> Tensor:
 
 
 @torch.library.custom_op("quest_geometric::qsv_rotate", mutates_args=())
-def _rotate_op(rot: Tensor, x: Tensor, transpose: bool) -> Tensor:
+def _rotate_op(rot: Tensor, x: Tensor, transpose: bool, bias: Optional[Tensor] = None
+               ) -> Tensor:
     rot, x = rot.contiguous(), x.contiguous()
     y = torch.empty_like(x)
     rows, m = rot.shape[:-2].numel(), x.size(-2)
-    _fn("rotate", x.dtype)(_ptr(rot), _ptr(x), _ptr(y), rows, m, int(transpose),
-                           _threads(rows * m * 9))
+    heads = 1 if bias is None else bias.size(0)
+    bias = None if bias is None else bias.contiguous()
+    _fn("rotate", x.dtype)(_ptr(rot), _ptr(x), _ptr(bias), _ptr(y), rows, m, heads,
+                           int(transpose), _threads(rows * m * 9))
     return y
 
 
 @_rotate_op.register_fake
-def _(rot: Tensor, x: Tensor, transpose: bool) -> Tensor:
+def _(rot: Tensor, x: Tensor, transpose: bool, bias: Optional[Tensor] = None) -> Tensor:
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
@@ -261,30 +273,100 @@ def _(x: Tensor, grad: Tensor, transpose: bool) -> Tensor:
 
 
 def _rotate_setup(ctx: Any, inputs: tuple, output: Tensor) -> None:
-    rot, x, transpose = inputs
+    rot, x, transpose, bias = inputs
     ctx.save_for_backward(rot, x)
     ctx.transpose = transpose
+    ctx.bias_shape = None if bias is None else bias.shape
 
 
-def _rotate_backward(ctx: Any, grad: Tensor) -> tuple[Optional[Tensor], Optional[Tensor], None]:
+def _rotate_backward(ctx: Any, grad: Tensor
+                     ) -> tuple[Optional[Tensor], Optional[Tensor], None, Optional[Tensor]]:
     rot, x = ctx.saved_tensors
-    g_rot = _rotate_grad_rot_op(x, grad, ctx.transpose) if ctx.needs_input_grad[0] else None
-    g_x = _rotate_op(rot, grad, not ctx.transpose) if ctx.needs_input_grad[1] else None
-    return g_rot, g_x, None
+    need = ctx.needs_input_grad
+    g_rot = _rotate_grad_rot_op(x, grad, ctx.transpose) if need[0] else None
+    g_x = _rotate_op(rot, grad, not ctx.transpose, None) if need[1] else None
+    g_bias = None
+    if ctx.bias_shape is not None and need[3]:  # the bias of head h: rows r with r % H == h
+        g_bias = grad.reshape(-1, *ctx.bias_shape).sum(0)
+    return g_rot, g_x, None, g_bias
 
 
 _rotate_op.register_autograd(_rotate_backward, setup_context=_rotate_setup)
 
 
-def rotate(rot: Tensor, x: Tensor, transpose: bool = False) -> Tensor:
-    r""":math:`(x_0, \mathbf{x}_v) \mapsto (x_0, M\mathbf{x}_v)` for every quaternion of
-    ``x [..., m, 4]``, with :math:`M` the matrix of ``rot [..., 3, 3]`` of its leading index
-    (:math:`R^{\top}` when ``transpose``); differentiable in both.  The caller checks
+def rotate(rot: Tensor, x: Tensor, transpose: bool = False, bias: Optional[Tensor] = None
+           ) -> Tensor:
+    r""":math:`(x_0, \mathbf{x}_v) \mapsto (x_0, M\mathbf{x}_v) + b` for every quaternion of
+    ``x [..., H, m, 4]``, with :math:`M` the matrix of ``rot [..., H, 3, 3]`` of its leading
+    index (:math:`R^{\top}` when ``transpose``) and :math:`b` the row of ``bias [H, m, 4]``
+    of its head (none when :obj:`None`); differentiable in all three.  The caller checks
     :func:`supports`."""
     if rot.shape[-2:] != (3, 3) or x.size(-1) != 4 or rot.shape[:-2] != x.shape[:-2]:
         raise ValueError(f"rotate: 'rot' [..., 3, 3] and 'x' [..., m, 4] with the same leading "
                          f"shape expected, got {tuple(rot.shape)} and {tuple(x.shape)}")
-    return _rotate_op(rot, x, transpose)
+    if bias is not None and (x.dim() < 3 or bias.shape != x.shape[-3:]):
+        raise ValueError(f"rotate: 'bias' of shape [H, m, 4] = {tuple(x.shape[-3:])} expected "
+                         f"for 'x' of shape {tuple(x.shape)}, got {tuple(bias.shape)}")
+    return _rotate_op(rot, x, transpose, bias)
+
+
+def rotation_matrix_reference(q: Tensor) -> Tensor:
+    r"""The plain PyTorch form of :func:`rotation_matrix`
+    (:func:`~quest_geometric.quaternion.to_rotation_matrix`)."""
+    return to_rotation_matrix(q)
+
+
+@torch.library.custom_op("quest_geometric::qsv_rotation_matrix", mutates_args=())
+def _rotation_matrix_op(q: Tensor) -> Tensor:
+    q = q.contiguous()
+    rows = q.shape[:-1].numel()
+    rot = q.new_empty(*q.shape[:-1], 3, 3)
+    _fn("rotation_matrix", q.dtype)(_ptr(q), None, _ptr(rot), rows, _threads(rows * 16))
+    return rot
+
+
+@_rotation_matrix_op.register_fake
+def _(q: Tensor) -> Tensor:
+    return q.new_empty(*q.shape[:-1], 3, 3)
+
+
+@torch.library.custom_op("quest_geometric::qsv_rotation_matrix_backward", mutates_args=())
+def _rotation_matrix_backward_op(q: Tensor, grad: Tensor) -> Tensor:
+    q, grad = q.contiguous(), grad.contiguous()
+    rows = q.shape[:-1].numel()
+    g_q = torch.empty_like(q)
+    _fn("rotation_matrix", q.dtype)(_ptr(q), _ptr(grad), _ptr(g_q), rows, _threads(rows * 36))
+    return g_q
+
+
+@_rotation_matrix_backward_op.register_fake
+def _(q: Tensor, grad: Tensor) -> Tensor:
+    return torch.empty_like(q, memory_format=torch.contiguous_format)
+
+
+def _rotation_matrix_setup(ctx: Any, inputs: tuple, output: Tensor) -> None:
+    ctx.save_for_backward(inputs[0])
+
+
+def _rotation_matrix_backward(ctx: Any, grad: Tensor) -> Tensor:
+    (q,) = ctx.saved_tensors
+    return _rotation_matrix_backward_op(q, grad)
+
+
+_rotation_matrix_op.register_autograd(_rotation_matrix_backward,
+                                      setup_context=_rotation_matrix_setup)
+
+
+def rotation_matrix(q: Tensor) -> Tensor:
+    r"""The matrix :math:`R(q)` of :math:`\mathbf{v} \mapsto q\,(0, \mathbf{v})\,q^{*}` of
+    every quaternion of ``q [..., 4]`` (:func:`~quest_geometric.quaternion.to_rotation_matrix`,
+    which it equals), ``[..., 3, 3]``; differentiable, its backward
+    :math:`\nabla q = \sum_{ab} G_{ab}\, \partial R_{ab} / \partial q` in one pass.  The
+    caller checks :func:`supports`."""
+    if q.dim() == 0 or q.size(-1) != 4:
+        raise ValueError(f"rotation_matrix: 'q' of shape [..., 4] expected, got "
+                         f"{tuple(q.shape)}")
+    return _rotation_matrix_op(q)
 
 
 # --------------------------------------------------------------------------- attend
@@ -426,7 +508,9 @@ def attend(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
 # --------------------------------------------------------------------------- FLOP formulas
 # torch's FlopCounterMode counts an operator only where a formula is registered for it, so
 # without these the kernels' work would vanish from every count (a multiply-add counts 2, as
-# in torch's own formulas).  The formulas receive shapes in place of tensors.
+# in torch's own formulas).  The formulas receive shapes in place of tensors.  The rotation
+# matrix of a quaternion has none: it is element-wise work, which torch does not count in
+# its reference either (and the layer's FLOP formulas leave out, as O(N H)).
 def _numel(shape: Any) -> int:
     n = 1
     for s in shape:
@@ -434,8 +518,10 @@ def _numel(shape: Any) -> int:
     return n
 
 
-def _rotate_flops(rot: Any, x: Any, transpose: bool, *, out_shape: Any = None) -> int:
-    """A 3 x 3 matrix times each of the ``m`` vector parts of a row: 9 multiply-adds."""
+def _rotate_flops(rot: Any, x: Any, transpose: bool, bias: Any = None, *,
+                  out_shape: Any = None) -> int:
+    """A 3 x 3 matrix times each of the ``m`` vector parts of a row: 9 multiply-adds (the
+    bias's additions are not counted, as torch counts no element-wise work)."""
     return 18 * _numel(x[:-1])
 
 

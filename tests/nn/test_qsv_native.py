@@ -76,7 +76,65 @@ def test_rotate_gradcheck_and_opcheck():
     x = torch.randn(4, 2, 4, generator=g, dtype=torch.float64, requires_grad=True)
     for transpose in (False, True):
         assert torch.autograd.gradcheck(lambda r, v: native.rotate(r, v, transpose), (rot, x))
-        torch.library.opcheck(native._rotate_op, (rot, x, transpose))
+        torch.library.opcheck(native._rotate_op, (rot, x, transpose, None))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_rotate_with_bias_equals_reference_plus_bias(dtype):
+    """The bias of head h is added to the rows of head h, and its gradient is the sum of
+    theirs (the reference: the rotation, then a broadcast addition)."""
+    g = torch.Generator().manual_seed(4)
+    rot = torch.randn(7, 3, 3, 3, generator=g, dtype=dtype, requires_grad=True)
+    x = torch.randn(7, 3, 5, 4, generator=g, dtype=dtype, requires_grad=True)
+    bias = torch.randn(3, 5, 4, generator=g, dtype=dtype, requires_grad=True)
+    results = []
+    for y in (native.rotate(rot, x, True, bias), native.rotate_reference(rot, x, True) + bias):
+        (w,) = loss_weights(y)
+        results.append((y, *torch.autograd.grad((y * w).sum(), (rot, x, bias))))
+    for a, b in zip(*results):
+        torch.testing.assert_close(a, b, **TOL[dtype])
+
+
+def test_rotate_with_bias_gradcheck_opcheck_and_shape_error():
+    g = torch.Generator().manual_seed(5)
+    rot = torch.randn(3, 2, 3, 3, generator=g, dtype=torch.float64, requires_grad=True)
+    x = torch.randn(3, 2, 2, 4, generator=g, dtype=torch.float64, requires_grad=True)
+    bias = torch.randn(2, 2, 4, generator=g, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda r, v, b: native.rotate(r, v, False, b),
+                                    (rot, x, bias))
+    torch.library.opcheck(native._rotate_op, (rot, x, True, bias))
+    with pytest.raises(ValueError, match="'bias' of shape \\[H, m, 4\\]"):
+        native.rotate(rot, x, False, bias[:1])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_rotation_matrix_equals_reference_values_and_grads(dtype):
+    """Against quaternion.to_rotation_matrix (unit and non-unit quaternions), values and the
+    gradient of a random linear loss."""
+    g = torch.Generator().manual_seed(6)
+    q = torch.randn(11, 3, 4, generator=g, dtype=dtype, requires_grad=True)
+    results = []
+    for fn in (native.rotation_matrix, native.rotation_matrix_reference):
+        for inp in (q, q / q.norm(dim=-1, keepdim=True)):
+            r = fn(inp)
+            (w,) = loss_weights(r)
+            results.append((r, *torch.autograd.grad((r * w).sum(), q)))
+    for a, b in zip(results[:2], results[2:]):
+        for u, v in zip(a, b):
+            torch.testing.assert_close(u, v, **TOL[dtype])
+
+
+def test_rotation_matrix_is_the_quarter_turn_by_hand_gradcheck_and_opcheck():
+    # (cos 45, 0, 0, sin 45): a quarter turn about z
+    c = 2 ** -0.5
+    rot = native.rotation_matrix(torch.tensor([[c, 0.0, 0.0, c]], dtype=torch.float64))
+    torch.testing.assert_close(rot[0], torch.tensor(
+        [[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]], dtype=torch.float64))
+    q = torch.randn(5, 4, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(native.rotation_matrix, (q,))
+    torch.library.opcheck(native._rotation_matrix_op, (q,))
+    with pytest.raises(ValueError, match="rotation_matrix: 'q' of shape"):
+        native.rotation_matrix(torch.randn(5, 3))
 
 
 def test_rotate_shape_error_names_both_arguments():
@@ -146,6 +204,38 @@ def test_attend_equals_reference_values_and_grads(dtype, heads, given_transpose)
         results.append((out, alpha, *torch.autograd.grad(loss, leaves)))
     for a, b in zip(*results):
         torch.testing.assert_close(a, b, **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("k, channels", [(70, 100), (3, 64), (5, 130)])
+def test_attend_blocks_and_chunks_equal_reference(dtype, k, channels):
+    """The kernels sum features in register blocks of 256 bytes and take neighbours 64 at a
+    time: more than 64 in-edges per target (k = 70) and per source (the transposed pattern
+    of 80 targets over 75 sources), channel counts on and off the block size, and a source
+    that no edge reads (its feature gradient must be exactly zero)."""
+    heads, n_dst, n_src = 2, 80, 75
+    q_src, q_dst, scale, xs, _, _ = attend_inputs(dtype, heads=heads, n_dst=n_dst,
+                                                  n_src=n_src, k=min(k, n_src),
+                                                  channels=channels)
+    g = torch.Generator().manual_seed(3)
+    src = torch.randint(0, n_src - 1, (n_dst * k,), generator=g)  # source n_src - 1 unread
+    leaves = [t.requires_grad_() for t in (q_src, q_dst, scale, xs)]
+    leaves64 = [t.detach().double().requires_grad_() for t in leaves]
+    results = []
+    for fn, args in ((native.attend, leaves), (native.attend_reference, leaves),
+                     (native.attend_reference, leaves64)):
+        out, alpha = fn(*args, src, k)
+        w_out, w_alpha = loss_weights(out.double(), alpha.double())
+        loss = (out * w_out.to(out.dtype)).sum() + (alpha * w_alpha.to(out.dtype)).sum()
+        results.append((out, alpha, *torch.autograd.grad(loss, args)))
+    kernel, reference, exact = results
+    for a, b, c in zip(kernel, reference, exact):
+        if dtype == torch.float64:
+            torch.testing.assert_close(a, b, **TOL[dtype])
+        else:  # sums of up to 70 x 100 float32 terms: as close to float64 as the reference
+            error, reference_error = (a.double() - c).abs().max(), (b.double() - c).abs().max()
+            assert error <= 4 * reference_error + 1e-6, (error, reference_error)
+    assert kernel[-1][n_src - 1].abs().max() == 0 and kernel[2][n_src - 1].abs().max() == 0
 
 
 def test_attend_is_a_softmax_average_by_hand():
@@ -219,9 +309,13 @@ def test_layer_with_kernels_equals_layer_without(mode, dtype, monkeypatch):
     ei = knn_edges(n, 5)
     conv = make_qsv_conv(**mode).to(dtype)
     x = torch.randn(n, 16, dtype=dtype)
-    calls = []
-    attend = native.attend
+    calls, fused = [], []
+    attend, rotate, rotation_matrix = native.attend, native.rotate, native.rotation_matrix
     monkeypatch.setattr(native, "attend", lambda *a: calls.append(1) or attend(*a))
+    monkeypatch.setattr(native, "rotate", lambda *a: fused.append(len(a) == 4 and a[3] is not None)
+                        or rotate(*a))
+    monkeypatch.setattr(native, "rotation_matrix",
+                        lambda q: fused.append("matrix") or rotation_matrix(q))
     results = []
     for enabled in (True, False):
         native.set_qsv_native_enabled(enabled)
@@ -235,6 +329,11 @@ def test_layer_with_kernels_equals_layer_without(mode, dtype, monkeypatch):
         finally:
             native.set_qsv_native_enabled(True)
     assert len(calls) == 1  # the kernel ran with the kernels on, not with them off
+    # with them on: the matrix natively, the bias added by the back-rotation's kernel
+    if conv.transport:
+        assert "matrix" in fused and (True in fused) == (conv.bias is not None)
+    else:
+        assert fused == []  # no rotation without transport: the bias stays a plain addition
     for a, b in zip(*results):
         torch.testing.assert_close(a, b, **TOL[dtype])
 

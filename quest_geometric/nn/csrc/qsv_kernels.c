@@ -20,6 +20,11 @@
 #include <string.h>
 
 #define MAX_THREADS 256
+/* The weighted row sums keep WSUM_BYTES of channels in registers (8 AVX registers) and take
+ * up to WSUM_ROWS rows at a time; the row PREFETCH_AHEAD rows on is prefetched. */
+#define WSUM_BYTES 256
+#define WSUM_ROWS 64
+#define PREFETCH_AHEAD 4
 
 typedef void (*range_fn)(const void *ctx, int64_t begin, int64_t end);
 
@@ -69,10 +74,113 @@ static void parallel_for(int64_t n, int threads, range_fn fn, const void *ctx) {
     }
 }
 
+/* exp(x) in float for x <= 0 (the softmax's shifted logits), vectorisable (no libm call):
+ * x = n ln 2 + r with |r| <= ln 2 / 2, e^r by its Taylor polynomial of degree 7 (relative
+ * error below 2e-7 before rounding), 2^n from the exponent bits.  Below -87.3 (where the
+ * float result underflows) it returns 0. */
+static inline float qsv_expf(float x) {
+    const float log2e = 1.44269504088896341f, ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
+    const float xc = x < -87.3f ? -87.3f : x;
+    const float n = __builtin_floorf(xc * log2e + 0.5f);
+    const float r = (xc - n * ln2_hi) - n * ln2_lo;
+    float p = 1.0f / 5040;
+    p = p * r + 1.0f / 720;
+    p = p * r + 1.0f / 120;
+    p = p * r + 1.0f / 24;
+    p = p * r + 1.0f / 6;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    const int32_t bits = ((int32_t)n + 127) << 23;
+    float two_n;
+    memcpy(&two_n, &bits, sizeof two_n);
+    return x < -87.3f ? 0.0f : p * two_n;
+}
+
 #define DEFINE_KERNELS(T, SUFFIX, EXP)                                                        \
                                                                                               \
-/* y = (x_0, M x_v) per quaternion, M = R (transpose == 0) or R^T (transpose != 0). */       \
-typedef struct { const T *rot, *x; T *y; int64_t m; int transpose; } rotate_ctx_##SUFFIX;    \
+/* a[0:k] = softmax(a) given top = max(a): exponentials (vectorised) and one division. */     \
+static __attribute__((noinline)) void softmax_tail_##SUFFIX(T *restrict a, int64_t k, T top) {            \
+    T total = 0;                                                                              \
+    _Pragma("omp simd reduction(+:total)")                                                    \
+    for (int64_t j = 0; j < k; j++) {                                                         \
+        a[j] = EXP(a[j] - top);                                                               \
+        total += a[j];                                                                        \
+    }                                                                                         \
+    const T inv = 1 / total;                                                                  \
+    _Pragma("omp simd")                                                                       \
+    for (int64_t j = 0; j < k; j++) a[j] *= inv;                                              \
+}                                                                                             \
+                                                                                              \
+/* Four dot products <g, x_t> (t < 4) in one pass over g: one vector of partial sums per   \
+ * row (GCC/Clang vector extensions, 32 bytes), so g is loaded once for four rows and no    \
+ * single chain of dependent multiply-adds runs through all C entries. */                   \
+typedef T vec_##SUFFIX __attribute__((vector_size(32)));                                     \
+static inline vec_##SUFFIX load_##SUFFIX(const T *p) {                                        \
+    vec_##SUFFIX v;                                                                           \
+    memcpy(&v, p, sizeof v);                                                                  \
+    return v;                                                                                 \
+}                                                                                             \
+static inline T hsum_##SUFFIX(vec_##SUFFIX v) {                                               \
+    enum { W = sizeof(vec_##SUFFIX) / sizeof(T) };                                            \
+    T t[W];                                                                                   \
+    memcpy(t, &v, sizeof v);                                                                  \
+    for (int width = W / 2; width >= 1; width /= 2)                                           \
+        for (int f = 0; f < width; f++) t[f] += t[f + width];                                 \
+    return t[0];                                                                              \
+}                                                                                             \
+static inline void dot4_##SUFFIX(const T *restrict g, const T *const *x, int64_t C,          \
+                                 T *restrict out) {                                           \
+    enum { W = sizeof(vec_##SUFFIX) / sizeof(T) };                                            \
+    vec_##SUFFIX s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};                                      \
+    int64_t f = 0;                                                                            \
+    for (; f + W <= C; f += W) {                                                              \
+        const vec_##SUFFIX gv = load_##SUFFIX(g + f);                                         \
+        s0 += gv * load_##SUFFIX(x[0] + f);                                                   \
+        s1 += gv * load_##SUFFIX(x[1] + f);                                                   \
+        s2 += gv * load_##SUFFIX(x[2] + f);                                                   \
+        s3 += gv * load_##SUFFIX(x[3] + f);                                                   \
+    }                                                                                         \
+    out[0] = hsum_##SUFFIX(s0); out[1] = hsum_##SUFFIX(s1);                                   \
+    out[2] = hsum_##SUFFIX(s2); out[3] = hsum_##SUFFIX(s3);                                   \
+    for (; f < C; f++)                                                                        \
+        for (int t = 0; t < 4; t++) out[t] += g[f] * x[t][f];                                 \
+}                                                                                             \
+                                                                                              \
+/* o[0:C] = sum_j w[j] rows[j][0:C] over n rows, in blocks of WSUM_BYTES of channels whose   \
+ * sums stay in registers across the n rows (one store per block instead of one per row),  \
+ * the rows of the next neighbours prefetched. */                                            \
+static inline void wsum_##SUFFIX(T *restrict o, const T *restrict w,                         \
+                                 const T *restrict const *rows, int64_t n, int64_t C) {       \
+    enum { B = WSUM_BYTES / sizeof(T) };                                                      \
+    int64_t f0 = 0;                                                                           \
+    for (; f0 + B <= C; f0 += B) {                                                            \
+        T acc[B];                                                                             \
+        for (int f = 0; f < B; f++) acc[f] = 0;                                               \
+        for (int64_t j = 0; j < n; j++) {                                                     \
+            const T wj = w[j], *restrict r = rows[j] + f0;                                    \
+            if (j + PREFETCH_AHEAD < n) __builtin_prefetch(rows[j + PREFETCH_AHEAD] + f0);    \
+            for (int f = 0; f < B; f++) acc[f] += wj * r[f];                                  \
+        }                                                                                     \
+        for (int f = 0; f < B; f++) o[f0 + f] = acc[f];                                       \
+    }                                                                                         \
+    if (f0 < C) {                                                                             \
+        const int64_t rest = C - f0;                                                          \
+        T acc[B];                                                                             \
+        for (int64_t f = 0; f < rest; f++) acc[f] = 0;                                        \
+        for (int64_t j = 0; j < n; j++) {                                                     \
+            const T wj = w[j], *restrict r = rows[j] + f0;                                    \
+            for (int64_t f = 0; f < rest; f++) acc[f] += wj * r[f];                           \
+        }                                                                                     \
+        for (int64_t f = 0; f < rest; f++) o[f0 + f] = acc[f];                                \
+    }                                                                                         \
+}                                                                                             \
+                                                                                              \
+/* y = (x_0, M x_v) + b per quaternion, M = R (transpose == 0) or R^T (transpose != 0), b  \
+ * the bias [H, m, 4] of row r's head r % H (none when bias is NULL). */                      \
+typedef struct {                                                                              \
+    const T *rot, *x, *bias; T *y; int64_t m, H; int transpose;                               \
+} rotate_ctx_##SUFFIX;                                                                        \
                                                                                               \
 static void rotate_rows_##SUFFIX(const void *p, int64_t begin, int64_t end) {                \
     const rotate_ctx_##SUFFIX *c = (const rotate_ctx_##SUFFIX *)p;                            \
@@ -82,8 +190,8 @@ static void rotate_rows_##SUFFIX(const void *p, int64_t begin, int64_t end) {   
         for (int a = 0; a < 3; a++)                                                           \
             for (int b = 0; b < 3; b++)                                                       \
                 M[3 * a + b] = c->transpose ? R[3 * b + a] : R[3 * a + b];                    \
-        const T *x = c->x + 4 * c->m * r;                                                     \
-        T *y = c->y + 4 * c->m * r;                                                           \
+        const T *restrict x = c->x + 4 * c->m * r;                                            \
+        T *restrict y = c->y + 4 * c->m * r;                                                  \
         for (int64_t g = 0; g < c->m; g++, x += 4, y += 4) {                                  \
             T x1 = x[1], x2 = x[2], x3 = x[3];                                                \
             y[0] = x[0];                                                                      \
@@ -91,13 +199,54 @@ static void rotate_rows_##SUFFIX(const void *p, int64_t begin, int64_t end) {   
             y[2] = M[3] * x1 + M[4] * x2 + M[5] * x3;                                         \
             y[3] = M[6] * x1 + M[7] * x2 + M[8] * x3;                                         \
         }                                                                                     \
+        if (c->bias) {  /* on the row just written, still in L1 */                            \
+            const T *restrict b = c->bias + 4 * c->m * (r % c->H);                            \
+            y = c->y + 4 * c->m * r;                                                          \
+            for (int64_t f = 0; f < 4 * c->m; f++) y[f] += b[f];                              \
+        }                                                                                     \
     }                                                                                         \
 }                                                                                             \
                                                                                               \
-void qsv_rotate_##SUFFIX(const T *rot, const T *x, T *y, int64_t rows, int64_t m,            \
-                         int transpose, int threads) {                                        \
-    rotate_ctx_##SUFFIX c = {rot, x, y, m, transpose};                                        \
+void qsv_rotate_##SUFFIX(const T *rot, const T *x, const T *bias, T *y, int64_t rows,        \
+                         int64_t m, int64_t H, int transpose, int threads) {                  \
+    rotate_ctx_##SUFFIX c = {rot, x, bias, y, m, H, transpose};                               \
     parallel_for(rows, threads, rotate_rows_##SUFFIX, &c);                                    \
+}                                                                                             \
+                                                                                              \
+/* rot[r] = R(q_r), the matrix of v -> q (0, v) q^* (quaternion.to_rotation_matrix); with  \
+ * grot given (backward) gq[r] = sum_ab grot_ab dR_ab / dq instead. */                        \
+typedef struct { const T *q, *grot; T *out; } rotmat_ctx_##SUFFIX;                            \
+                                                                                              \
+static void rotmat_rows_##SUFFIX(const void *p, int64_t begin, int64_t end) {                \
+    const rotmat_ctx_##SUFFIX *c = (const rotmat_ctx_##SUFFIX *)p;                            \
+    for (int64_t r = begin; r < end; r++) {                                                   \
+        const T w = c->q[4 * r], x = c->q[4 * r + 1], y = c->q[4 * r + 2],                    \
+                z = c->q[4 * r + 3];                                                          \
+        if (!c->grot) {                                                                       \
+            T *R = c->out + 9 * r;                                                            \
+            const T ww = w * w, xx = x * x, yy = y * y, zz = z * z;                           \
+            R[0] = ww + xx - yy - zz; R[1] = 2 * (x * y - w * z); R[2] = 2 * (x * z + w * y); \
+            R[3] = 2 * (x * y + w * z); R[4] = ww - xx + yy - zz; R[5] = 2 * (y * z - w * x); \
+            R[6] = 2 * (x * z - w * y); R[7] = 2 * (y * z + w * x); R[8] = ww - xx - yy + zz; \
+        } else {                                                                              \
+            const T *G = c->grot + 9 * r;                                                     \
+            T *g = c->out + 4 * r;                                                            \
+            g[0] = 2 * (w * (G[0] + G[4] + G[8]) + x * (G[7] - G[5]) + y * (G[2] - G[6])      \
+                        + z * (G[3] - G[1]));                                                 \
+            g[1] = 2 * (w * (G[7] - G[5]) + x * (G[0] - G[4] - G[8]) + y * (G[1] + G[3])      \
+                        + z * (G[2] + G[6]));                                                 \
+            g[2] = 2 * (w * (G[2] - G[6]) + x * (G[1] + G[3]) + y * (G[4] - G[0] - G[8])      \
+                        + z * (G[5] + G[7]));                                                 \
+            g[3] = 2 * (w * (G[3] - G[1]) + x * (G[2] + G[6]) + y * (G[5] + G[7])             \
+                        + z * (G[8] - G[0] - G[4]));                                          \
+        }                                                                                     \
+    }                                                                                         \
+}                                                                                             \
+                                                                                              \
+void qsv_rotation_matrix_##SUFFIX(const T *q, const T *grot, T *out, int64_t rows,          \
+                                  int threads) {                                              \
+    rotmat_ctx_##SUFFIX c = {q, grot, out};                                                   \
+    parallel_for(rows, threads, rotmat_rows_##SUFFIX, &c);                                    \
 }                                                                                             \
                                                                                               \
 /* grot[r] = sum_g gy_v x_v^T (transpose == 0) or x_v gy_v^T (transpose != 0). */            \
@@ -140,22 +289,25 @@ static void attend_rows_##SUFFIX(const void *p, int64_t begin, int64_t end) {   
         for (int64_t h = 0; h < H; h++) {                                                     \
             const T *q = c->qd + 4 * (i * H + h);                                             \
             T *a = c->alpha + (i * H + h) * k;                                                \
-            T s = c->scale[h], top = -INFINITY, total = 0;                                    \
+            T s = c->scale[h], top = -INFINITY;                                               \
             for (int64_t j = 0; j < k; j++) {                                                 \
                 const T *p2 = c->qs + 4 * (src[j] * H + h);                                   \
                 a[j] = s * (q[0] * p2[0] + q[1] * p2[1] + q[2] * p2[2] + q[3] * p2[3]);       \
                 if (a[j] > top) top = a[j];                                                   \
             }                                                                                 \
-            for (int64_t j = 0; j < k; j++) {                                                 \
-                a[j] = EXP(a[j] - top);                                                       \
-                total += a[j];                                                                \
-            }                                                                                 \
-            for (int64_t j = 0; j < k; j++) a[j] /= total;                                    \
-            T *o = c->out + (i * H + h) * C;                                                  \
-            memset(o, 0, (size_t)C * sizeof(T));                                              \
-            for (int64_t j = 0; j < k; j++) {                                                 \
-                const T w = a[j], *xj = c->xs + (src[j] * H + h) * C;                         \
-                for (int64_t f = 0; f < C; f++) o[f] += w * xj[f];                            \
+            softmax_tail_##SUFFIX(a, k, top);                                                 \
+            for (int64_t j0 = 0; j0 < k; j0 += WSUM_ROWS) {                                   \
+                const int64_t n = k - j0 < WSUM_ROWS ? k - j0 : WSUM_ROWS;                    \
+                const T *rows[WSUM_ROWS];                                                     \
+                for (int64_t j = 0; j < n; j++) rows[j] = c->xs + (src[j0 + j] * H + h) * C;  \
+                T *o = c->out + (i * H + h) * C;                                              \
+                if (j0 == 0) {                                                                \
+                    wsum_##SUFFIX(o, a, rows, n, C);                                          \
+                } else {                                                                      \
+                    T part[C];                                                                \
+                    wsum_##SUFFIX(part, a + j0, rows, n, C);                                  \
+                    for (int64_t f = 0; f < C; f++) o[f] += part[f];                          \
+                }                                                                             \
             }                                                                                 \
         }                                                                                     \
     }                                                                                         \
@@ -188,14 +340,19 @@ static void attend_back_rows_##SUFFIX(const void *p, int64_t begin, int64_t end)
             const int64_t row = i * H + h;                                                    \
             const T *g = c->grad + row * C, *a = c->alpha + row * k, *q = c->qd + 4 * row;   \
             T *gr = c->g_raw + row * k, dot = 0;                                              \
-            for (int64_t j = 0; j < k; j++) {                                                 \
-                const T *xj = c->xs + (src[j] * H + h) * C;                                   \
-                T ga = 0;                                                                     \
-                _Pragma("omp simd reduction(+:ga)")                                           \
-                for (int64_t f = 0; f < C; f++) ga += g[f] * xj[f];                           \
-                if (c->grad_alpha) ga += c->grad_alpha[row * k + j];                          \
-                gr[j] = ga;                                                                   \
-                dot += a[j] * ga;                                                             \
+            for (int64_t j0 = 0; j0 < k; j0 += 4) {                                           \
+                const T *xj[4];                                                               \
+                T ga[4];                                                                      \
+                const int64_t n = k - j0 < 4 ? k - j0 : 4;                                    \
+                for (int t = 0; t < 4; t++)  /* a short block repeats its last row */          \
+                    xj[t] = c->xs + (src[j0 + (t < n ? t : n - 1)] * H + h) * C;              \
+                dot4_##SUFFIX(g, xj, C, ga);                                                  \
+                for (int64_t t = 0; t < n; t++) {                                             \
+                    const int64_t j = j0 + t;                                                 \
+                    if (c->grad_alpha) ga[t] += c->grad_alpha[row * k + j];                   \
+                    gr[j] = ga[t];                                                            \
+                    dot += a[j] * ga[t];                                                      \
+                }                                                                             \
             }                                                                                 \
             T s = c->scale[h], gs = 0, gq[4] = {0, 0, 0, 0};                                  \
             for (int64_t j = 0; j < k; j++) {                                                 \
@@ -235,11 +392,24 @@ static void transposed_rows_##SUFFIX(const void *p, int64_t begin, int64_t end) 
     for (int64_t r = begin; r < end; r++) {                                                   \
         if (c->gx) {                                                                          \
             T *o = c->gx + r * C;                                                             \
-            memset(o, 0, (size_t)C * sizeof(T));                                              \
-            for (int64_t e = c->crow[r]; e < c->crow[r + 1]; e++) {                           \
-                const T w = c->alpha[c->gather[e]], *g = c->grad + c->col[e] * C;            \
-                for (int64_t f = 0; f < C; f++) o[f] += w * g[f];                             \
+            for (int64_t e0 = c->crow[r]; e0 < c->crow[r + 1]; e0 += WSUM_ROWS) {            \
+                const int64_t left = c->crow[r + 1] - e0;                                     \
+                const int64_t n = left < WSUM_ROWS ? left : WSUM_ROWS;                        \
+                const T *rows[WSUM_ROWS];                                                     \
+                T w[WSUM_ROWS];                                                               \
+                for (int64_t e = 0; e < n; e++) {                                             \
+                    w[e] = c->alpha[c->gather[e0 + e]];                                       \
+                    rows[e] = c->grad + c->col[e0 + e] * C;                                   \
+                }                                                                             \
+                if (e0 == c->crow[r]) {                                                       \
+                    wsum_##SUFFIX(o, w, rows, n, C);                                          \
+                } else {                                                                      \
+                    T part[C];                                                                \
+                    wsum_##SUFFIX(part, w, rows, n, C);                                       \
+                    for (int64_t f = 0; f < C; f++) o[f] += part[f];                          \
+                }                                                                             \
             }                                                                                 \
+            if (c->crow[r] == c->crow[r + 1]) memset(o, 0, (size_t)C * sizeof(T));            \
         }                                                                                     \
         if (c->gq) {                                                                          \
             T acc[4] = {0, 0, 0, 0};                                                          \
@@ -260,8 +430,8 @@ void qsv_transposed_sum_##SUFFIX(const T *alpha, const T *grad, const T *g_raw, 
     parallel_for(rows, threads, transposed_rows_##SUFFIX, &c);                                \
 }
 
-DEFINE_KERNELS(float, f32, expf)
+DEFINE_KERNELS(float, f32, qsv_expf)
 DEFINE_KERNELS(double, f64, exp)
 
 /* The version of this file's interface; the loader checks it. */
-int qsv_kernels_version(void) { return 3; }
+int qsv_kernels_version(void) { return 5; }

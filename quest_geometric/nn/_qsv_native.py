@@ -62,7 +62,7 @@ __all__ = [
 SOURCE = Path(__file__).with_name("csrc") / "qsv_kernels.c"
 #: ``QUEST_GEOMETRIC_NATIVE=0`` turns the native kernels off.
 ENV_SWITCH = "QUEST_GEOMETRIC_NATIVE"
-_VERSION = 5  # qsv_kernels_version() of the source this module speaks to
+_VERSION = 6  # qsv_kernels_version() of the source this module speaks to
 _FLAGS = ("-O3", "-march=native", "-fopenmp-simd", "-shared", "-fPIC", "-pthread")
 _DTYPES = {torch.float32: "f32", torch.float64: "f64"}
 #: Below this many multiply-adds a kernel runs on the calling thread only.
@@ -137,11 +137,11 @@ def _declare(lib: ctypes.CDLL) -> None:
     for suffix in _DTYPES.values():
         getattr(lib, f"qsv_rotate_{suffix}").argtypes = [p, p, p, p, i64, i64, i64, i32, i32]
         getattr(lib, f"qsv_rotation_matrix_{suffix}").argtypes = [p, p, p, i64, i32]
-        getattr(lib, f"qsv_rotate_grad_rot_{suffix}").argtypes = [p, p, p, i64, i64, i32, i32]
+        getattr(lib, f"qsv_rotate_backward_{suffix}").argtypes = [p] * 5 + [i64, i64, i32, i32]
         getattr(lib, f"qsv_attend_{suffix}").argtypes = [p] * 7 + [i64] * 4 + [i32]
         getattr(lib, f"qsv_attend_backward_{suffix}").argtypes = [p] * 11 + [i64] * 4 + [i32]
         getattr(lib, f"qsv_transposed_sum_{suffix}").argtypes = [p] * 9 + [i64, i64, i32]
-        for name in ("rotate", "rotation_matrix", "rotate_grad_rot", "attend",
+        for name in ("rotate", "rotation_matrix", "rotate_backward", "attend",
                      "attend_backward", "transposed_sum"):
             getattr(lib, f"qsv_{name}_{suffix}").restype = None
 
@@ -257,19 +257,26 @@ def _(rot: Tensor, x: Tensor, transpose: bool, bias: Optional[Tensor] = None) ->
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
-@torch.library.custom_op("quest_geometric::qsv_rotate_grad_rot", mutates_args=())
-def _rotate_grad_rot_op(x: Tensor, grad: Tensor, transpose: bool) -> Tensor:
-    x, grad = x.contiguous(), grad.contiguous()
+@torch.library.custom_op("quest_geometric::qsv_rotate_backward", mutates_args=())
+def _rotate_backward_op(rot: Tensor, x: Tensor, grad: Tensor, transpose: bool, need_rot: bool,
+                        need_x: bool) -> tuple[Tensor, Tensor]:
+    """``(g_rot, g_x)`` of :func:`rotate` in one pass (each empty unless asked for)."""
+    rot, x, grad = rot.contiguous(), x.contiguous(), grad.contiguous()
     rows, m = x.shape[:-2].numel(), x.size(-2)
-    g_rot = x.new_empty(*x.shape[:-2], 3, 3)
-    _fn("rotate_grad_rot", x.dtype)(_ptr(x), _ptr(grad), _ptr(g_rot), rows, m, int(transpose),
-                                    _threads(rows * m * 9))
-    return g_rot
+    g_rot = x.new_empty(rot.shape if need_rot else (0,))
+    g_x = x.new_empty(x.shape if need_x else (0,))
+    _fn("rotate_backward", x.dtype)(_ptr(rot), _ptr(x), _ptr(grad),
+                                    _ptr(g_rot) if need_rot else None,
+                                    _ptr(g_x) if need_x else None, rows, m, int(transpose),
+                                    _threads(rows * m * 18))
+    return g_rot, g_x
 
 
-@_rotate_grad_rot_op.register_fake
-def _(x: Tensor, grad: Tensor, transpose: bool) -> Tensor:
-    return x.new_empty(*x.shape[:-2], 3, 3)
+@_rotate_backward_op.register_fake
+def _(rot: Tensor, x: Tensor, grad: Tensor, transpose: bool, need_rot: bool, need_x: bool
+      ) -> tuple[Tensor, Tensor]:
+    return (x.new_empty(rot.shape if need_rot else (0,)),
+            x.new_empty(x.shape if need_x else (0,)))
 
 
 def _rotate_setup(ctx: Any, inputs: tuple, output: Tensor) -> None:
@@ -283,12 +290,13 @@ def _rotate_backward(ctx: Any, grad: Tensor
                      ) -> tuple[Optional[Tensor], Optional[Tensor], None, Optional[Tensor]]:
     rot, x = ctx.saved_tensors
     need = ctx.needs_input_grad
-    g_rot = _rotate_grad_rot_op(x, grad, ctx.transpose) if need[0] else None
-    g_x = _rotate_op(rot, grad, not ctx.transpose, None) if need[1] else None
-    g_bias = None
+    g_rot = g_x = g_bias = None
+    if need[0] or need[1]:
+        g_rot, g_x = _rotate_backward_op(rot, x, grad, ctx.transpose, bool(need[0]),
+                                         bool(need[1]))
     if ctx.bias_shape is not None and need[3]:  # the bias of head h: rows r with r % H == h
         g_bias = grad.reshape(-1, *ctx.bias_shape).sum(0)
-    return g_rot, g_x, None, g_bias
+    return (g_rot if need[0] else None), (g_x if need[1] else None), None, g_bias
 
 
 _rotate_op.register_autograd(_rotate_backward, setup_context=_rotate_setup)
@@ -525,10 +533,10 @@ def _rotate_flops(rot: Any, x: Any, transpose: bool, bias: Any = None, *,
     return 18 * _numel(x[:-1])
 
 
-def _rotate_grad_rot_flops(x: Any, grad: Any, transpose: bool, *, out_shape: Any = None
-                           ) -> int:
-    """The sum over a row's ``m`` quaternions of 3 x 3 outer products: 9 multiply-adds each."""
-    return 18 * _numel(x[:-1])
+def _rotate_backward_flops(rot: Any, x: Any, grad: Any, transpose: bool, need_rot: bool,
+                           need_x: bool, *, out_shape: Any = None) -> int:
+    """Per quaternion 9 multiply-adds for the input's gradient and 9 for the matrix's."""
+    return 18 * _numel(x[:-1]) * (int(need_rot) + int(need_x))
 
 
 def _attend_flops(q_src: Any, q_dst: Any, scale: Any, xs: Any, src: Any, k: int, *rest: Any,
@@ -554,7 +562,7 @@ def _register_flop_formulas() -> None:
 
     ops = torch.ops.quest_geometric
     for packet, formula in ((ops.qsv_rotate, _rotate_flops),
-                            (ops.qsv_rotate_grad_rot, _rotate_grad_rot_flops),
+                            (ops.qsv_rotate_backward, _rotate_backward_flops),
                             (ops.qsv_attend, _attend_flops),
                             (ops.qsv_attend_backward, _attend_backward_flops)):
         if packet not in flop_registry:  # a re-imported module registers once

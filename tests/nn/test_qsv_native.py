@@ -61,6 +61,29 @@ def test_rotate_equals_reference_values_and_grads(dtype, transpose):
         torch.testing.assert_close(a, b, **TOL[dtype])
 
 
+@pytest.mark.parametrize("needs", [(True, False), (False, True), (True, True)])
+def test_rotate_backward_computes_what_is_asked(needs):
+    """The backward is one kernel that writes the matrix's gradient, the input's or both:
+    each against the reference's, whichever of the two inputs requires a gradient."""
+    g = torch.Generator().manual_seed(7)
+    rot = torch.randn(5, 2, 3, 3, generator=g, dtype=torch.float64)
+    x = torch.randn(5, 2, 3, 4, generator=g, dtype=torch.float64)
+    rot.requires_grad_(needs[0])
+    x.requires_grad_(needs[1])
+    leaves = [t for t in (rot, x) if t.requires_grad]
+    for transpose in (False, True):
+        grads = []
+        for fn in (native.rotate, native.rotate_reference):
+            y = fn(rot, x, transpose)
+            (w,) = loss_weights(y)
+            grads.append(torch.autograd.grad((y * w).sum(), leaves))
+        for a, b in zip(*grads):
+            torch.testing.assert_close(a, b, **TOL[torch.float64])
+        grad = torch.randn(x.shape, generator=g, dtype=torch.float64)
+        torch.library.opcheck(native._rotate_backward_op,
+                              (rot.detach(), x.detach(), grad, transpose, *needs))
+
+
 def test_rotate_hand_computed_case():
     # a quarter turn about z: (x0, x, y, z) -> (x0, -y, x, z); its transpose turns back
     rot = torch.tensor([[[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]])

@@ -249,29 +249,51 @@ void qsv_rotation_matrix_##SUFFIX(const T *q, const T *grot, T *out, int64_t row
     parallel_for(rows, threads, rotmat_rows_##SUFFIX, &c);                                    \
 }                                                                                             \
                                                                                               \
-/* grot[r] = sum_g gy_v x_v^T (transpose == 0) or x_v gy_v^T (transpose != 0). */            \
-typedef struct { const T *x, *gy; T *grot; int64_t m; int transpose; } rotgrad_ctx_##SUFFIX; \
+/* The backward of y = (x_0, M x_v), M = R or R^T, in one pass over x and gy (either output \
+ * may be NULL): gx = (gy_0, M^T gy_v) and grot[r] = sum_g gy_v x_v^T (transpose == 0) or   \
+ * x_v gy_v^T (transpose != 0). */                                                           \
+typedef struct {                                                                              \
+    const T *rot, *x, *gy; T *grot, *gx; int64_t m; int transpose;                            \
+} rotback_ctx_##SUFFIX;                                                                       \
                                                                                               \
-static void rotate_grad_rows_##SUFFIX(const void *p, int64_t begin, int64_t end) {           \
-    const rotgrad_ctx_##SUFFIX *c = (const rotgrad_ctx_##SUFFIX *)p;                          \
+static void rotate_back_rows_##SUFFIX(const void *p, int64_t begin, int64_t end) {           \
+    const rotback_ctx_##SUFFIX *c = (const rotback_ctx_##SUFFIX *)p;                          \
     for (int64_t r = begin; r < end; r++) {                                                   \
-        T acc[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};                                               \
-        const T *x = c->x + 4 * c->m * r, *gy = c->gy + 4 * c->m * r;                         \
-        for (int64_t g = 0; g < c->m; g++, x += 4, gy += 4)                                   \
-            for (int a = 0; a < 3; a++)                                                       \
-                for (int b = 0; b < 3; b++)                                                   \
-                    acc[3 * a + b] += gy[1 + a] * x[1 + b];                                   \
-        T *out = c->grot + 9 * r;                                                             \
+        const T *R = c->rot + 9 * r;                                                          \
+        T Mt[9];  /* M^T: R^T, or R when the forward applied R^T */                           \
         for (int a = 0; a < 3; a++)                                                           \
             for (int b = 0; b < 3; b++)                                                       \
-                out[3 * a + b] = c->transpose ? acc[3 * b + a] : acc[3 * a + b];              \
+                Mt[3 * a + b] = c->transpose ? R[3 * a + b] : R[3 * b + a];                   \
+        T acc[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};                                               \
+        const T *restrict x = c->x + 4 * c->m * r, *restrict gy = c->gy + 4 * c->m * r;       \
+        T *restrict gx = c->gx ? c->gx + 4 * c->m * r : NULL;                                 \
+        for (int64_t g = 0; g < c->m; g++, x += 4, gy += 4) {                                 \
+            const T g1 = gy[1], g2 = gy[2], g3 = gy[3];                                       \
+            if (gx) {                                                                         \
+                gx[0] = gy[0];                                                                \
+                gx[1] = Mt[0] * g1 + Mt[1] * g2 + Mt[2] * g3;                                 \
+                gx[2] = Mt[3] * g1 + Mt[4] * g2 + Mt[5] * g3;                                 \
+                gx[3] = Mt[6] * g1 + Mt[7] * g2 + Mt[8] * g3;                                 \
+                gx += 4;                                                                      \
+            }                                                                                 \
+            if (c->grot)                                                                      \
+                for (int a = 0; a < 3; a++)                                                   \
+                    for (int b = 0; b < 3; b++)                                               \
+                        acc[3 * a + b] += gy[1 + a] * x[1 + b];                               \
+        }                                                                                     \
+        if (c->grot) {                                                                        \
+            T *out = c->grot + 9 * r;                                                         \
+            for (int a = 0; a < 3; a++)                                                       \
+                for (int b = 0; b < 3; b++)                                                   \
+                    out[3 * a + b] = c->transpose ? acc[3 * b + a] : acc[3 * a + b];          \
+        }                                                                                     \
     }                                                                                         \
 }                                                                                             \
                                                                                               \
-void qsv_rotate_grad_rot_##SUFFIX(const T *x, const T *gy, T *grot, int64_t rows, int64_t m, \
-                                  int transpose, int threads) {                               \
-    rotgrad_ctx_##SUFFIX c = {x, gy, grot, m, transpose};                                     \
-    parallel_for(rows, threads, rotate_grad_rows_##SUFFIX, &c);                               \
+void qsv_rotate_backward_##SUFFIX(const T *rot, const T *x, const T *gy, T *grot, T *gx,     \
+                                  int64_t rows, int64_t m, int transpose, int threads) {      \
+    rotback_ctx_##SUFFIX c = {rot, x, gy, grot, gx, m, transpose};                            \
+    parallel_for(rows, threads, rotate_back_rows_##SUFFIX, &c);                               \
 }                                                                                             \
                                                                                               \
 /* Per target row i and head h: e_j = scale_h <qd_ih, qs_{src_ij} h>, alpha = softmax_j(e), \
@@ -434,4 +456,4 @@ DEFINE_KERNELS(float, f32, qsv_expf)
 DEFINE_KERNELS(double, f64, exp)
 
 /* The version of this file's interface; the loader checks it. */
-int qsv_kernels_version(void) { return 5; }
+int qsv_kernels_version(void) { return 6; }

@@ -718,6 +718,16 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     ("same trials not distinguishable (McNemar p = 1.00)", "1.00", VERDICT,
      lambda: _verdict_row(K8)["passkey_4k_vs_window_p"], _fixed(2)),
     *_passkey_claims("routers' share 16 (5 lost, 1 gained, p = 0.22)", f"sinks@{K4}", 4096),
+    *_passkey_claims("the K = 4 routers with sinks 12 (9 lost, 1 gained, p = 0.02)", K4, 4096),
+    ("and at K = 4 answer 18 (p = 0.21 against the K = 4 routers", "18", VERDICT,
+     lambda: round(50 * _verdict_row(K4)["passkey_4k_random"]), str),
+    ("and at K = 4 answer 18 (p = 0.21 against the K = 4 routers", "0.21", VERDICT,
+     lambda: _verdict_row(K4)["passkey_4k_vs_random_p"]
+     if _verdict_row(K4)["passkey_4k_vs_random_diff"] < 0 else None, _fixed(2)),
+    # passkey at 8K
+    ("**Passkey at 8K** (50 trials, the same trials): full attention 19;", "19", PASSKEY,
+     lambda: _pk(f"sinks@{K4}", "both", 8186) + _pk(f"sinks@{K4}", "lost", 8186), str),
+    *_passkey_claims("share 15 (6 lost, 2 gained, p = 0.29)", f"sinks@{K4}", 8186),
     # speed
     ("2K and 4K tokens, 3 shuffled rounds; 8K in a run of its own", "3", "focus_op_speed_1t.json",
      lambda: min(_load(f"focus_op_speed_{t}t.json")["meta"]["rounds_per_length"]

@@ -29,6 +29,12 @@ hold both equal in values and gradients, float32 and float64):
   :math:`\nabla q_i = \sum_j s_h \bar g_{ij} q_j`, :math:`\nabla q_j = \sum_{i}
   s_h \bar g_{ij} q_i` and :math:`\nabla s_h = \sum_{ij} \bar g_{ij} \langle q_i, q_j\rangle`.
 
+Threads: built with OpenMP (where the compiler has it), the kernels split their rows over
+the OpenMP pool that torch itself uses (the library's ``libgomp.so.1`` resolves to torch's
+copy), as many as :func:`torch.get_num_threads`; otherwise over POSIX threads of their own.
+A second pool would compete with torch's spinning workers for the same cores: at two threads
+the layer then ran slower than at one.
+
 The weighted sums keep 256 bytes of channels in registers across a row's neighbours, and the
 backward's dot products :math:`g_{ij}` take four neighbours per pass over :math:`G_i`
 (GCC/Clang vector extensions; plain C elsewhere).
@@ -62,8 +68,12 @@ __all__ = [
 SOURCE = Path(__file__).with_name("csrc") / "qsv_kernels.c"
 #: ``QUEST_GEOMETRIC_NATIVE=0`` turns the native kernels off.
 ENV_SWITCH = "QUEST_GEOMETRIC_NATIVE"
-_VERSION = 6  # qsv_kernels_version() of the source this module speaks to
+_VERSION = 7  # qsv_kernels_version() of the source this module speaks to
 _FLAGS = ("-O3", "-march=native", "-fopenmp-simd", "-shared", "-fPIC", "-pthread")
+#: Tried first: the kernels' threads from the OpenMP pool that torch has loaded (its
+#: ``libgomp.so.1``, which the library's own reference to that name resolves to), so they
+#: share torch's threads; where the compiler has no OpenMP, POSIX threads (``_FLAGS``).
+_OPENMP_FLAGS = ("-fopenmp",)
 _DTYPES = {torch.float32: "f32", torch.float64: "f64"}
 #: Below this many multiply-adds a kernel runs on the calling thread only.
 _PARALLEL_WORK = 1 << 16
@@ -105,13 +115,24 @@ def _machine_key() -> str:
 
 def _build(compiler: str) -> Path:
     """Compiles :data:`SOURCE` into the cache folder (once per source, compiler, flags and
-    CPU) and returns the library's path.  The library is written under a temporary name in
-    the same folder and renamed into place, so a concurrent build or an interrupted one never
-    leaves a partial file under the final name."""
+    CPU) and returns the library's path: with OpenMP where the compiler has it, else with
+    POSIX threads.  Each library is written under a temporary name in the same folder and
+    renamed into place, so a concurrent build or an interrupted one never leaves a partial
+    file under the final name."""
+    failures = []
+    for flags in (_FLAGS + _OPENMP_FLAGS, _FLAGS):
+        try:
+            return _build_with(compiler, flags)
+        except RuntimeError as err:
+            failures.append(str(err))
+    raise RuntimeError(" / ".join(failures))
+
+
+def _build_with(compiler: str, flags: tuple[str, ...]) -> Path:
     source = SOURCE.read_bytes()
     version = subprocess.run([compiler, "--version"], capture_output=True, text=True,
                              timeout=60).stdout
-    digest = hashlib.sha256(b"\0".join([source, " ".join(_FLAGS).encode(), version.encode(),
+    digest = hashlib.sha256(b"\0".join([source, " ".join(flags).encode(), version.encode(),
                                         _machine_key().encode()])).hexdigest()[:16]
     folder = _cache_dir()
     target = folder / f"qsv_kernels-{digest}.so"
@@ -121,10 +142,11 @@ def _build(compiler: str) -> Path:
     fd, tmp = tempfile.mkstemp(prefix=".qsv_kernels-", suffix=".so", dir=folder)
     os.close(fd)
     try:
-        done = subprocess.run([compiler, *_FLAGS, "-o", tmp, str(SOURCE), "-lm"],
+        done = subprocess.run([compiler, *flags, "-o", tmp, str(SOURCE), "-lm"],
                               capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
-            raise RuntimeError(f"{compiler} failed: {done.stderr.strip()[-2000:]}")
+            raise RuntimeError(f"{compiler} {' '.join(flags)} failed: "
+                               f"{done.stderr.strip()[-2000:]}")
         os.replace(tmp, target)
     finally:
         if os.path.exists(tmp):  # our own temporary file, left only by a failed build
@@ -168,7 +190,9 @@ def _library() -> Optional[ctypes.CDLL]:
                 raise RuntimeError(f"{path} is version {lib.qsv_kernels_version()}, "
                                    f"expected {_VERSION}")
             _declare(lib)
-            _state.update(lib=lib, reason="ok", path=str(path))
+            lib.qsv_kernels_openmp.restype = ctypes.c_int
+            threads = "openmp" if lib.qsv_kernels_openmp() else "pthreads"
+            _state.update(lib=lib, reason="ok", path=str(path), threads=threads)
         except (OSError, RuntimeError, subprocess.SubprocessError) as err:
             _state.update(lib=None, reason=str(err))
         _state["tried"] = True
@@ -183,12 +207,14 @@ def qsv_native_available() -> bool:
 
 
 def qsv_native_status() -> dict[str, Any]:
-    """``{'available', 'enabled', 'reason', 'path'}``: whether the kernels load, whether
-    :class:`~quest_geometric.nn.QSVConv` uses them (:func:`set_qsv_native_enabled`), why not,
-    and the library's file."""
+    """``{'available', 'enabled', 'reason', 'path', 'threads'}``: whether the kernels load,
+    whether :class:`~quest_geometric.nn.QSVConv` uses them (:func:`set_qsv_native_enabled`),
+    why not, the library's file, and where their threads come from (``'openmp'``: the OpenMP
+    pool torch uses; ``'pthreads'``: threads of their own, where the compiler has no OpenMP;
+    :obj:`None` when not loaded)."""
     available = qsv_native_available()
     return {"available": available, "enabled": _enabled[0], "reason": _state["reason"],
-            "path": _state["path"]}
+            "path": _state["path"], "threads": _state.get("threads") if available else None}
 
 
 def qsv_native_enabled() -> bool:

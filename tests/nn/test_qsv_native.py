@@ -5,6 +5,7 @@ kernels against the layer without them, when the layer steps aside for them, and
 library is built, found again and refused."""
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -293,8 +294,22 @@ def test_attend_backward_finds_the_transpose_in_the_cache():
     assert TRANSPOSES.misses == misses + 1  # built once, found the second time
 
 
+@pytest.fixture(params=["openmp", "pthreads"])
+def build(request, tmp_path, monkeypatch):
+    """The kernels as built here (OpenMP where the compiler has it) and, forced by an OpenMP
+    flag the compiler refuses, the POSIX-threads build that such compilers get."""
+    if request.param == "pthreads":
+        monkeypatch.setenv("QUEST_GEOMETRIC_CACHE", str(tmp_path))
+        monkeypatch.setattr(native, "_OPENMP_FLAGS", ("-fno-such-openmp-flag",))
+        _fresh_state(monkeypatch)
+    status = native.qsv_native_status()
+    if status["threads"] != request.param:
+        pytest.skip(f"this compiler builds the kernels with {status['threads']}")
+    return request.param
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_threads_give_the_same_result_as_one(dtype):
+def test_threads_give_the_same_result_as_one(dtype, build):
     # large enough that the kernels split their rows (native._PARALLEL_WORK)
     q_src, q_dst, scale, xs, src, k = attend_inputs(dtype, heads=2, n_dst=600, n_src=600,
                                                     k=8, channels=16)
@@ -313,6 +328,30 @@ def test_threads_give_the_same_result_as_one(dtype):
         torch.set_num_threads(previous)
     for a, b in zip(*results):
         torch.testing.assert_close(a, b, **TOL[dtype])
+
+
+def test_openmp_build_shares_torchs_openmp_runtime():
+    """Built with OpenMP, the kernels run on the runtime torch loaded (one libgomp in the
+    process), not on a second pool competing with torch's threads for the same cores."""
+    if native.qsv_native_status()["threads"] != "openmp":
+        pytest.skip("the kernels were built without OpenMP here")
+    code = ("import torch; from quest_geometric.nn import _qsv_native as n; "
+            "n.rotate(torch.randn(4, 3, 3), torch.randn(4, 2, 4)); "
+            "print(sorted({l.split()[-1] for l in open('/proc/self/maps') if 'gomp' in l}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    libraries = ast.literal_eval(done.stdout.strip())  # a printed list of paths
+    assert len(libraries) == 1 and "torch" in libraries[0], libraries
+
+
+def test_failed_openmp_build_falls_back_to_posix_threads(tmp_path, monkeypatch):
+    monkeypatch.setenv("QUEST_GEOMETRIC_CACHE", str(tmp_path))
+    monkeypatch.setattr(native, "_OPENMP_FLAGS", ("-fno-such-openmp-flag",))
+    _fresh_state(monkeypatch)
+    status = native.qsv_native_status()
+    assert status["available"] and status["threads"] == "pthreads"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [os.path.basename(status["path"])]
 
 
 # ----------------------------------------------------------------------------- the layer

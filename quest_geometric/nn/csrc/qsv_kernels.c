@@ -28,6 +28,7 @@
 
 typedef void (*range_fn)(const void *ctx, int64_t begin, int64_t end);
 
+#ifndef _OPENMP
 typedef struct {
     range_fn fn;
     const void *ctx;
@@ -39,9 +40,14 @@ static void *run_job(void *arg) {
     job->fn(job->ctx, job->begin, job->end);
     return NULL;
 }
+#endif
 
-/* fn(ctx, begin, end) over [0, n) in `threads` contiguous chunks; the calling thread runs
- * the first chunk, and a chunk whose thread cannot be started runs on the calling thread. */
+/* fn(ctx, begin, end) over [0, n) in `threads` contiguous chunks.  Built with OpenMP, the
+ * chunks run on the OpenMP pool; the library then links libgomp.so.1, which the dynamic
+ * linker resolves to the copy torch has already loaded, so the kernels share torch's threads
+ * (a second pool would compete with torch's spinning workers for the same cores).  Without
+ * OpenMP, POSIX threads: the calling thread runs the first chunk, and a chunk whose thread
+ * cannot be started runs on the calling thread. */
 static void parallel_for(int64_t n, int threads, range_fn fn, const void *ctx) {
     if (n <= 0) return;
     if (threads > MAX_THREADS) threads = MAX_THREADS;
@@ -50,6 +56,14 @@ static void parallel_for(int64_t n, int threads, range_fn fn, const void *ctx) {
         fn(ctx, 0, n);
         return;
     }
+#ifdef _OPENMP
+    const int64_t chunk = (n + threads - 1) / threads;
+#pragma omp parallel for num_threads(threads) schedule(static, 1)
+    for (int t = 0; t < threads; t++) {
+        const int64_t b = (int64_t)t * chunk, e = b + chunk < n ? b + chunk : n;
+        if (b < e) fn(ctx, b, e);
+    }
+#else
     pthread_t tid[MAX_THREADS];
     int started[MAX_THREADS];
     job_t jobs[MAX_THREADS];
@@ -72,6 +86,7 @@ static void parallel_for(int64_t n, int threads, range_fn fn, const void *ctx) {
         else if (jobs[t].begin < jobs[t].end)
             fn(ctx, jobs[t].begin, jobs[t].end);
     }
+#endif
 }
 
 /* exp(x) in float for x <= 0 (the softmax's shifted logits), vectorisable (no libm call):
@@ -455,5 +470,14 @@ void qsv_transposed_sum_##SUFFIX(const T *alpha, const T *grad, const T *g_raw, 
 DEFINE_KERNELS(float, f32, qsv_expf)
 DEFINE_KERNELS(double, f64, exp)
 
+/* 1 when the kernels run on the OpenMP pool, 0 on POSIX threads. */
+int qsv_kernels_openmp(void) {
+#ifdef _OPENMP
+    return 1;
+#else
+    return 0;
+#endif
+}
+
 /* The version of this file's interface; the loader checks it. */
-int qsv_kernels_version(void) { return 6; }
+int qsv_kernels_version(void) { return 7; }

@@ -14,7 +14,9 @@ forward (no gradient) and forward + backward, at each thread count:
   layout) of N Fibonacci points, called with ``dense=True``;
 * ``net``: ``QSVNet(3, 10, channels=64, heads=4, num_layers=4)`` on a batch of the sphere
   graphs of :mod:`~quest_geometric.experiments.qsv_layer_speed` (1,344 nodes each, in-degree
-  16), called as a user calls it (``dense=None``: the layout is chosen in the compiled graph).
+  16), called as a user calls it (``dense=None``: the layout is chosen in the compiled graph),
+  and compiled once more with every ``QSVConv`` built with ``dense=True`` (the graphs are
+  dense), which leaves the :func:`torch.cond` of that choice out of the compiled graph.
 
 The variants of one subject, thread count and pass are timed in the same rounds, in an order
 shuffled every round (:func:`~quest_geometric.experiments.common.time_interleaved`), and
@@ -27,6 +29,7 @@ Run ``python benchmarks/qsv_compile.py`` (``--quick`` for small sizes).
 from __future__ import annotations
 
 import argparse
+import copy
 import time
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -53,6 +56,8 @@ K = 20
 ROUND_SEED = 0
 EAGER = "eager"
 COMPILED = "compiled"
+#: The net's third variant: compiled with every QSVConv told its graphs are dense.
+COMPILED_DENSE = "compiled, dense=True"
 
 Step = Callable[[], Any]
 
@@ -162,9 +167,18 @@ def subjects(quick: bool = False, backend: str = "inductor") -> list[dict[str, A
         nodes, edge_index = data.num_nodes, data.edge_index
         net = QSVNet(3, 10, channels=CHANNELS, heads=4, num_layers=4)
         params = list(net.parameters())
+        # the same net told that its graphs are dense (QSVConv(dense=True)): compiled
+        # without the torch.cond of layout detection
+        net_dense = copy.deepcopy(net)
+        for module in net_dense.modules():
+            if isinstance(module, QSVConv):
+                module.dense = True
+        params_dense = list(net_dense.parameters())
         out.append({"subject": "net", "size": nodes, "edges": edge_index.size(1),
                     "variants": {EAGER: (net, (data,), (), params),
-                                 COMPILED: (_compiled(net), (data,), (), params)},
+                                 COMPILED: (_compiled(net), (data,), (), params),
+                                 COMPILED_DENSE: (_compiled(net_dense), (data,), (),
+                                                  params_dense)},
                     "reference": EAGER,
                     "graph_breaks": lambda net=net, data=data: _graph_breaks(net, data)})
     return out
@@ -248,11 +262,16 @@ def verdict_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         c_f, c_fb = cell.get(("forward", COMPILED)), cell.get(("forward+backward", COMPILED))
         if not (c_f and c_fb):
             continue
-        out.append({"subject": subject, "size": size, "threads": threads,
-                    "fwd_vs_eager": c_f["vs_eager"], "fb_vs_eager": c_fb["vs_eager"],
-                    "graph_breaks": c_fb["graph_breaks"],
-                    "target_met": (min(c_f["vs_eager"], c_fb["vs_eager"]) >= 1.0
-                                   and c_fb["graph_breaks"] == 0)})
+        row = {"subject": subject, "size": size, "threads": threads,
+               "fwd_vs_eager": c_f["vs_eager"], "fb_vs_eager": c_fb["vs_eager"],
+               "graph_breaks": c_fb["graph_breaks"],
+               "target_met": (min(c_f["vs_eager"], c_fb["vs_eager"]) >= 1.0
+                              and c_fb["graph_breaks"] == 0)}
+        d_f = cell.get(("forward", COMPILED_DENSE))
+        d_fb = cell.get(("forward+backward", COMPILED_DENSE))
+        if d_f and d_fb:  # the net with QSVConv(dense=True), against the same eager net
+            row.update(dense_fwd_vs_eager=d_f["vs_eager"], dense_fb_vs_eager=d_fb["vs_eager"])
+        out.append(row)
     return out
 
 
@@ -293,7 +312,8 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
     q = write_results(
         f"qsv_compile_targets{suffix}", verdict, out_dir, meta=meta,
         columns=["subject", "size", "threads", "fwd_vs_eager", "fb_vs_eager", "graph_breaks",
-                 "target_met", "eager_forward_elementwise_vs_bmm",
+                 "target_met", "dense_fwd_vs_eager", "dense_fb_vs_eager",
+                 "eager_forward_elementwise_vs_bmm",
                  "eager_forward+backward_elementwise_vs_bmm",
                  "compiled_forward_elementwise_vs_bmm",
                  "compiled_forward+backward_elementwise_vs_bmm",
@@ -301,7 +321,11 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
                  "compiled_forward_native_vs_bmm", "compiled_forward+backward_native_vs_bmm"],
         title="Compiled no slower than eager (issue 27), and the rotation's form",
         notes=("`fwd_vs_eager`, `fb_vs_eager`: the compiled subject's paired speed-up over "
-               "eager; `target_met`: both >= 1 and no graph break. Rotation rows: "
+               "eager; `target_met`: both >= 1 and no graph break. Net rows: "
+               "`dense_fwd_vs_eager`, `dense_fb_vs_eager` the same for the net compiled with "
+               "QSVConv(dense=True) (no torch.cond of layout detection, whose backward "
+               "recomputes the taken branch's forward), against the same eager net. "
+               "Rotation rows: "
                "`<mode>_<pass>_elementwise_vs_bmm` = time(batched product) / "
                "time(elementwise sum) in that mode (> 1: the elementwise form is faster), "
                "and `<mode>_<pass>_native_vs_bmm` the same for the native kernel "

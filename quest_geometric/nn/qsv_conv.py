@@ -238,6 +238,15 @@ class QSVConv(MessagePassing):
             fake implementations and backward formulas), so the compiled dense path is the
             fused one too.
             (default: :obj:`True`)
+        dense (bool, optional): The layer's default for :meth:`forward`'s ``dense`` (used
+            where a call passes :obj:`None`): :obj:`True` when every graph it will see has
+            the dense layout (``k`` in-edges per node, sorted by target, as the library's
+            kNN sphere graphs), :obj:`False` for the scatter path, :obj:`None` to detect the
+            layout per graph.  Under :func:`torch.compile` detection is a
+            :func:`torch.cond` between both paths, whose backward in torch 2.13 runs the
+            taken branch's forward again, so a compiled model over dense graphs is faster
+            with ``dense=True`` (``benchmarks/qsv_compile.py`` times both).
+            (default: :obj:`None`)
         **kwargs (optional): Additional arguments of
             :class:`torch_geometric.nn.conv.MessagePassing`.
 
@@ -281,6 +290,7 @@ class QSVConv(MessagePassing):
         dropout: float = 0.0,
         bias: bool = True,
         fused: bool = True,
+        dense: Optional[bool] = None,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("aggr", "add")
@@ -333,6 +343,9 @@ class QSVConv(MessagePassing):
         self.temperature = temperature
         self.dropout = float(dropout)
         self.fused = fused
+        if dense is not None and not isinstance(dense, bool):
+            raise fail(TypeError, "QSVConv", "dense", "True, False or None", dense)
+        self.dense = dense
         #: Number of quaternions per head.
         self.groups = out_channels // (4 * heads)
 
@@ -622,7 +635,9 @@ class QSVConv(MessagePassing):
                 ``edge_index`` tensor; under :func:`torch.compile` the range check is
                 skipped and :obj:`None` chooses between the dense and the scatter path in the
                 compiled graph (:func:`torch.cond`; the scatter path alone while explaining,
-                with hooks, or with attention dropout in training). (default: :obj:`None`)
+                with hooks, or with attention dropout in training); :obj:`None` takes the
+                layer's own default first (its constructor's ``dense``).
+                (default: :obj:`None`)
 
         Raises:
             TypeError: if :obj:`x` has another floating dtype than the layer's parameters
@@ -631,6 +646,8 @@ class QSVConv(MessagePassing):
                 :obj:`x` (checked in eager mode: one host synchronisation per call).
         """
         want_alpha = check_return_attention_weights(return_attention_weights, where="QSVConv")
+        if dense is None:
+            dense = self.dense
         x_src, x_dst, bipartite = self._split_x(x)
         Ns, Nd = x_src.size(0), x_dst.size(0)
         info, coo = self._graph(edge_index, Ns, Nd)
@@ -842,5 +859,7 @@ class QSVConv(MessagePassing):
             extra += f", attention={self.attention!r}"
         if self.temperature is not None:
             extra += f", temperature={self.temperature!r}"
+        if self.dense is not None:
+            extra += f", dense={self.dense!r}"
         return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "
                 f"heads={self.heads}{extra})")

@@ -48,7 +48,8 @@ def test_compile_rows_on_tiny_subjects(monkeypatch, tmp_path):
     forms = ("bmm", "elementwise") + (("native",) if qsv_native_available() else ())
     assert {(r["subject"], r["variant"]) for r in rows} == {
         ("rotation", f"{m}, {f}") for m in ("eager", "compiled") for f in forms
-    } | {(s, v) for s in ("layer", "net") for v in ("eager", "compiled")}
+    } | {(s, v) for s in ("layer", "net") for v in ("eager", "compiled")} | {
+        ("net", "compiled, dense=True")}
     (rotation,) = [t for t in res["targets"] if t["subject"] == "rotation"]
     assert ("eager_forward_native_vs_bmm" in rotation) == qsv_native_available()
     for r in rows:
@@ -58,5 +59,7 @@ def test_compile_rows_on_tiny_subjects(monkeypatch, tmp_path):
         if r["variant"].startswith("compiled"):
             assert r["graph_breaks"] == 0 and r["compile_s"] > 0
     assert {t["subject"] for t in res["targets"]} == {"rotation", "layer", "net"}
+    (net,) = [t for t in res["targets"] if t["subject"] == "net"]
+    assert net["dense_fb_vs_eager"] > 0 and net["dense_fwd_vs_eager"] > 0
     assert (tmp_path / "qsv_compile_quick.md").is_file()
     assert "Machine: test." in (tmp_path / "qsv_compile_targets_quick.md").read_text()

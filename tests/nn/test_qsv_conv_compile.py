@@ -219,6 +219,44 @@ def test_compiled_default_path_chooses_the_layout_at_run_time(heads):
 
 
 @pytest.mark.slow
+def test_layer_default_dense_compiles_without_cond_and_matches_eager():
+    """QSVConv(dense=True): forward's dense=None takes the layer's default, so the compiled
+    graph holds the dense path alone (no torch.cond, whose backward recomputes the branch),
+    with the same outputs and gradients as the eager layer that detects the layout."""
+    n = 12
+    ei = knn_edges(n, 4)
+    detecting = make_qsv_conv(channels=16, heads=2, temperature="learned")
+    conv = make_qsv_conv(channels=16, heads=2, temperature="learned", dense=True)
+    assert "dense=True" in repr(conv) and "dense" not in repr(detecting)
+    x = torch.randn(n, 16, dtype=torch.float64)
+    torch._dynamo.reset()
+    explanation = torch._dynamo.explain(conv)(x, ei)
+    assert explanation.graph_break_count == 0, explanation.break_reasons
+    assert "torch.ops.higher_order.cond" not in "".join(gm.code for gm in explanation.graphs)
+    eager, _ = eager_and_compiled(detecting, x, ei)
+    _, compiled = eager_and_compiled(conv, x, ei)
+    for a, b in zip(compiled, eager):
+        torch.testing.assert_close(a, b, atol=1e-12, rtol=1e-12)
+
+
+def test_layer_default_dense_applies_eagerly_and_is_checked():
+    n = 10
+    ei = knn_edges(n, 3)
+    shuffled = ei[:, torch.randperm(ei.size(1), generator=torch.Generator().manual_seed(1))]
+    conv = make_qsv_conv(channels=8, heads=1, dense=True)
+    x = torch.randn(n, 8, dtype=torch.float64)
+    torch.testing.assert_close(conv(x, ei), conv(x, ei, dense=True))
+    with pytest.raises(ValueError, match="'dense=True' needs every node"):
+        conv(x, shuffled)  # the default is checked as forward's dense=True is
+    conv.dense = None
+    expected = conv(x, shuffled)
+    conv.dense = True
+    torch.testing.assert_close(conv(x, shuffled, dense=False), expected)  # a call overrides
+    with pytest.raises(TypeError, match="QSVConv: 'dense' must be True, False or None"):
+        make_qsv_conv(channels=8, heads=1, dense="yes")
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("use_native", [True, False])
 def test_compiled_graph_calls_the_custom_op(use_native):
     if use_native and not _qsv_native.qsv_native_available():

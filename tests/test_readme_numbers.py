@@ -327,24 +327,36 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      lambda: [r["native_fb_speedup"] for r in _load(FLOOR)["rows"] if r["mode"] == "eager"],
      _range(1)),
     # QSVConv under torch.compile
-    ("forward + backward **1.02-1.05x** as fast as eager", "1.02-1.05", COMPILE,
+    ("forward + backward **0.99-1.05x** as fast as eager", "0.99-1.05", COMPILE,
      lambda: _compiled("layer", "fb_vs_eager"), _range(2)),
-    ("on 16,200 and 64,800 points", "16,200", COMPILE, lambda: min(_compiled("layer", "size")),
-     _thousands),
-    ("on 16,200 and 64,800 points", "64,800", COMPILE, lambda: max(_compiled("layer", "size")),
-     _thousands),
-    ("(forward 1.06-1.09x)", "1.06-1.09", COMPILE, lambda: _compiled("layer", "fwd_vs_eager"),
-     _range(2)),
-    ("`QSVNet` on 16 sphere\n  graphs", "16", COMPILE,
+    ("16,200 and 64,800 points at one and two threads (forward 1.04-1.08x)", "16,200", COMPILE,
+     lambda: min(_compiled("layer", "size")), _thousands),
+    ("16,200 and 64,800 points at one and two threads (forward 1.04-1.08x)", "64,800", COMPILE,
+     lambda: max(_compiled("layer", "size")), _thousands),
+    ("16,200 and 64,800 points at one and two threads (forward 1.04-1.08x)", "1.04-1.08",
+     COMPILE, lambda: _compiled("layer", "fwd_vs_eager"), _range(2)),
+    ("is met in 3 of 4 rows and missed by 1%", "3 of 4", COMPILE,
+     lambda: (sum(1 for m in _compiled("layer", "target_met") if m),
+              len(_compiled("layer", "target_met"))), _of),
+    ("is met in 3 of 4 rows and missed by 1%", "1", COMPILE,
+     lambda: 100 * (1 - min(_compiled("layer", "fb_vs_eager"))), _fixed(0)),
+    ("`QSVNet` on 16 sphere graphs", "16", COMPILE,
      lambda: _compiled("net", "size", 1)[0] // (_speed(16, 2, "nodes") // 16), str),
-    ("forward + backward **0.85x** / 0.90x at one / two threads", "0.85", COMPILE,
+    ("forward + backward **0.86x** / 0.85x", "0.86", COMPILE,
      lambda: _compiled("net", "fb_vs_eager", 1)[0], _fixed(2)),
-    ("forward + backward **0.85x** / 0.90x at one / two threads", "0.90", COMPILE,
+    ("forward + backward **0.86x** / 0.85x", "0.85", COMPILE,
      lambda: _compiled("net", "fb_vs_eager", 2)[0], _fixed(2)),
-    ("(forward 1.00x / 1.05x)", "1.00", COMPILE, lambda: _compiled("net", "fwd_vs_eager", 1)[0],
+    ("(forward 1.02x / 1.03x)", "1.02", COMPILE, lambda: _compiled("net", "fwd_vs_eager", 1)[0],
      _fixed(2)),
-    ("(forward 1.00x / 1.05x)", "1.05", COMPILE, lambda: _compiled("net", "fwd_vs_eager", 2)[0],
+    ("(forward 1.02x / 1.03x)", "1.03", COMPILE, lambda: _compiled("net", "fwd_vs_eager", 2)[0],
      _fixed(2)),
+    ("the compiled net runs 0.99x / 0.99x", "0.99", COMPILE,
+     lambda: {round(v, 2) for v in _compiled("net", "dense_fb_vs_eager")},
+     lambda v: f"{min(v):.2f}" if len(v) == 1 else None),
+    ("(forward\n  1.06x / 1.10x)", "1.06", COMPILE,
+     lambda: _compiled("net", "dense_fwd_vs_eager", 1)[0], _fixed(2)),
+    ("(forward\n  1.06x / 1.10x)", "1.10", COMPILE,
+     lambda: _compiled("net", "dense_fwd_vs_eager", 2)[0], _fixed(2)),
     # the QSV ablation on digits
     ("8x8 images", "8", QSV, lambda: 8 if _load(QSV)["meta"]["dataset"] == "digits" else None,
      str),
@@ -922,11 +934,10 @@ def test_the_words_next_to_the_numbers_match_the_files():
     assert "qsv_compile_targets.md" in _links(bullet)
     rows = [r for r in _load(COMPILE)["rows"] if r["subject"] in ("layer", "net")]
     assert rows and all(r["graph_breaks"] == 0 for r in rows)
-    # "met for the layer and missed for the net"
-    assert all(r["target_met"] for r in rows if r["subject"] == "layer")
+    # "missed by 1% in one" layer row; the net below eager in forward + backward both ways
     assert not any(r["target_met"] for r in rows if r["subject"] == "net")
-    assert "met for the\n  layer and missed for the net" in bullet \
-        or "met for the layer and missed for the net" in bullet
+    assert all(r["dense_fb_vs_eager"] < 1 for r in rows if r["subject"] == "net")
+    assert "compiled and eager are at parity" in bullet
     # the sign of standard attention against QSV is called undecided only when it is
     from quest_geometric.experiments.qsv_ablation.report import verdict
 

@@ -162,10 +162,12 @@ class QSVConv(MessagePassing):
 
     **Native kernels.**  On the CPU, in ``float32`` and ``float64``, the fused dense path runs
     as one native kernel (the logits, their softmax and the weighted sum in one pass over
-    each node's :math:`k` neighbours, forward and backward), and the per-node rotations as
-    another; both are custom operators (:mod:`quest_geometric.nn._qsv_native`), compiled
-    from C at first use by the system compiler (about a second, cached per user) and
-    called the same way eagerly and under :func:`torch.compile`.  Where no compiler is
+    each node's :math:`k` neighbours, forward and backward), and the per-node rotation
+    matrices and rotations (the output bias added as the rows are written) as others; all
+    are custom operators (:mod:`quest_geometric.nn._qsv_native`), compiled from C at first
+    use by the system compiler (about a second, cached per user), run on torch's OpenMP
+    threads where the compiler has OpenMP, and called the same way eagerly and under
+    :func:`torch.compile`.  Where no compiler is
     found the layer keeps the PyTorch path above and
     :func:`~quest_geometric.nn.qsv_native_status` says why;
     :func:`~quest_geometric.nn.set_qsv_native_enabled` or ``QUEST_GEOMETRIC_NATIVE=0``
@@ -178,7 +180,9 @@ class QSVConv(MessagePassing):
     are skipped while tracing; with :obj:`dense=None` the dense-layout detection is compiled
     into the graph (:func:`torch.cond` between the fused dense path, whose sparse product
     is a custom operator, and the scatter path), and :obj:`dense=True` compiles the fused
-    path alone.
+    path alone.  In torch 2.13 the backward of :func:`torch.cond` runs the taken branch's
+    forward again; a model compiled over graphs known to be dense is faster with the layer
+    built as ``QSVConv(..., dense=True)`` (the default for every call).
 
     **PyG tools.**  Explain masks (``explain=True`` with an ``edge_mask``, as set by
     :class:`~torch_geometric.explain.Explainer`) multiply each message after the softmax, on

@@ -783,6 +783,8 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     ("**Passkey at 8K** (50 trials, the same trials): full attention 19;", "19", PASSKEY,
      lambda: _pk(f"sinks@{K4}", "both", 8186) + _pk(f"sinks@{K4}", "lost", 8186), str),
     *_passkey_claims("share 15 (6 lost, 2 gained, p = 0.29)", f"sinks@{K4}", 8186),
+    *_passkey_claims("at the K = 8 routers' share 10 (10 lost, 1 gained, p = 0.01)",
+                     f"sinks@{K8}", 8186),
     # speed
     ("2K and 4K tokens, 3 shuffled rounds; 8K in a run of its own", "3", "focus_op_speed_1t.json",
      lambda: min(_load(f"focus_op_speed_{t}t.json")["meta"]["rounds_per_length"]

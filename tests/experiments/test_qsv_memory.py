@@ -162,8 +162,11 @@ def test_qsv_delta_is_positive_and_grows_with_the_points(graphs):
         assert r["peak_mb"] == pytest.approx(r["baseline_mb"] + r["delta_mb"])
         # at least x, its gradient and the output: 3 [N, 64] float32 tensors
         assert r["delta_mb"] >= 3 * 45 * 90 * 64 * 4 / 2**20
-    # 4x the points: clearly more memory (fixed costs keep it under 4x)
-    assert large["delta_mb"] > 2 * small["delta_mb"]
+    # 4x the points: the fixed costs (allocator arenas, thread pools, about 20 MiB here)
+    # cancel in the difference, which holds at least the growth of x, its gradient and the
+    # output. (A ratio test, large > 2 x small, measured 1.96-2.25 across runs: fragile.)
+    growth_mb = 3 * (90 * 180 - 45 * 90) * 64 * 4 / 2**20
+    assert large["delta_mb"] - small["delta_mb"] >= growth_mb
     assert large["baseline_mb"] > small["baseline_mb"]  # the larger graph and input
 
 

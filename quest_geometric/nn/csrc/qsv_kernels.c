@@ -3,7 +3,8 @@
  * Plain C on raw contiguous buffers, compiled at first use by the system C compiler and
  * loaded with ctypes (as torch.compile's CPU back-end builds its own kernels), so that a
  * fresh install needs no build step and no torch headers. Every kernel has a float and a
- * double version and splits its rows over `threads` POSIX threads. The plain PyTorch
+ * double version and splits its rows over `threads` threads: torch's OpenMP pool where the
+ * compiler has OpenMP, POSIX threads otherwise (see parallel_for below). The plain PyTorch
  * reference of each kernel stays beside it in Python and the tests hold both equal.
  *
  * Layouts (all row-major, contiguous):

@@ -67,8 +67,9 @@ CONFIGS: Dict[str, Dict[str, Any]] = {
                        "objective": "lm"},
     "K4_top2_w64_distill": {"kind": "trained", "K": 4, "top_k": 2, "window": 64,
                             "objective": "distill"},
-    "K16_top2_w256_distill": {"kind": "trained", "K": 16, "top_k": 2, "window": 256,
-                              "objective": "distill"},
+    # the grid's K = 16 and window-256 corner (4 sinks, from scratch, as K4_..._s4)
+    "K16_top2_w256_distill_s4": {"kind": "trained", "K": 16, "top_k": 2, "window": 256,
+                                 "objective": "distill", "num_sinks": 4, "steps": 80},
     # the committed routers of the earlier study (straight-through, pair budget 0.75, 620
     # steps): trained on the earlier split, whose training topics hold the test topics, so
     # only their out-of-domain column is out of sample
@@ -89,6 +90,11 @@ CONFIGS: Dict[str, Dict[str, Any]] = {
     # column is out of sample (the earlier K = 4 routers saw the test topics)
     "K4_top2_w64_distill_s4": {"kind": "trained", "K": 4, "top_k": 2, "window": 64,
                                "objective": "distill", "num_sinks": 4, "steps": 80},
+    # trained at top-1 (the pattern sparse enough to be fast at 8K), starting from the
+    # 120-step top-2 routers, whose top-1 evaluation (NAME@top1) loses 35% out of domain
+    "K8_top1_w64_distill_s4": {"kind": "trained", "K": 8, "top_k": 1, "window": 64,
+                               "objective": "distill", "num_sinks": 4, "steps": 80,
+                               "init_from": "routers_K8_top2_w64_distill_s4_120"},
     "K8_top2_w64_random": {"kind": "random", "K": 8, "top_k": 2, "window": 64},
     "K8_top1_w64_random": {"kind": "random", "K": 8, "top_k": 1, "window": 64},
     "K4_top2_w64_random": {"kind": "random", "K": 4, "top_k": 2, "window": 64},

@@ -274,6 +274,8 @@ class _BlocksPlan:
                 self.padded = (nbk, cmax, src, dst)
         else:
             self.padded = None
+            #: top_k > 1: each token's group set as a bit set (None above _MAX_BIT_GROUPS)
+            self.bits = _group_bits(self.groups, num_groups)
             buckets = _Buckets(self.groups, self.seq, num_groups)
             self.order = buckets.members
             self.spans = list(zip(buckets.starts, buckets.counts, buckets.group))
@@ -343,19 +345,59 @@ class _BlocksPlan:
             yield 0, c, c, None, None
             return
         step = max(1, _MASK_BUDGET // max(c, 1))
-        gi = self.groups[idx]
+        dev = idx.device
+        if self.bits is not None:  # the members' groups below g, as bits of the fewest bytes
+            low = (self.bits[idx] & ((1 << g) - 1)).to(_bits_dtype(self.num_groups))
+        else:
+            gi = self.groups[idx]
+        zero = torch.zeros((), dtype=dtype, device=dev)
+        ninf = torch.full((), float("-inf"), dtype=dtype, device=dev)
         for s in range(0, c, step):
             e = min(c, s + step)
             lk = e if self.causal else c
-            ssg = smallest_shared_group(gi[s:e].repeat_interleave(lk, 0), gi[:lk].repeat(e - s, 1),
-                                        self.num_groups).view(e - s, lk)
-            allowed = ssg == g
+            if self.bits is not None:
+                # g is the smallest shared group iff the pair shares no group below g
+                allowed = (low[s:e].unsqueeze(1) & low[:lk].unsqueeze(0)) == 0
+            else:
+                allowed = smallest_shared_group(
+                    gi[s:e].repeat_interleave(lk, 0), gi[:lk].repeat(e - s, 1),
+                    self.num_groups).view(e - s, lk) == g
             if self.causal:
-                allowed = allowed & (torch.arange(lk, device=idx.device).view(1, -1)
-                                     <= torch.arange(s, e, device=idx.device).view(-1, 1))
-            bias = torch.zeros(allowed.shape, dtype=dtype, device=idx.device).masked_fill_(
-                ~allowed, float("-inf"))
+                allowed &= (torch.arange(lk, device=dev).view(1, -1)
+                            <= torch.arange(s, e, device=dev).view(-1, 1))
+            bias = torch.where(allowed, zero, ninf)
             yield s, e, lk, bias.view(1, 1, e - s, lk), allowed.any(-1)
+
+
+#: Largest :math:`K` whose group sets :func:`_group_bits` holds in an int64 (bits 0..63;
+#: a bucket's mask reads only the bits below its group, at most bit :math:`K - 2`).
+_MAX_BIT_GROUPS = 64
+
+
+def _group_bits(groups: Tensor, num_groups: int) -> Optional[Tensor]:
+    r"""Each token's group set :math:`G_i` as the bit set :math:`\sum_{g \in G_i} 2^g`
+    (int64 ``[N]``; repeated ids counted once), or :obj:`None` when :math:`K` exceeds
+    :data:`_MAX_BIT_GROUPS`. In the bucket of group :math:`g` (which both members hold) a
+    pair's smallest shared group is :math:`g` iff their bits below :math:`g` are disjoint,
+    one AND per pair instead of :func:`smallest_shared_group`'s :math:`k^2` comparisons."""
+    if num_groups > _MAX_BIT_GROUPS:
+        return None
+    bits = torch.zeros(groups.size(0), dtype=torch.long, device=groups.device)
+    for col in groups.unbind(1):
+        bits |= torch.ones_like(col) << col
+    return bits
+
+
+def _bits_dtype(num_groups: int) -> torch.dtype:
+    """The narrowest integer type holding bits ``0 .. num_groups - 2`` (the bits below a
+    bucket's group) without reaching a signed type's sign bit."""
+    if num_groups <= 9:
+        return torch.uint8
+    if num_groups <= 16:
+        return torch.int16
+    if num_groups <= 32:
+        return torch.int32
+    return torch.long
 
 
 def _lse_to_rows(lse: Tensor, mask_any: Optional[Tensor]) -> Tensor:

@@ -358,3 +358,59 @@ def test_edge_attention_sorted_fast_path_equals_unsorted_and_scatter_reference()
     gr = torch.autograd.grad(ref.square().sum(), (q, k, v))
     for x, y in zip(ga, gr):
         torch.testing.assert_close(x, y, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("num_groups", [2, 9, 10, 16, 17, 32, 33, 64, 65])
+@pytest.mark.parametrize("causal", [True, False])
+def test_top_k_bucket_masks_from_group_bits_equal_smallest_shared_group(num_groups, causal):
+    """The fused path's top_k > 1 bucket masks (one AND of the members' group bits below the
+    bucket's group, in the narrowest integer type) against the plain definition, the smallest
+    shared group equal to the bucket's, at every integer-type boundary; above 64 groups the
+    plan keeps the comparison path. Repeated ids in a token's set count once."""
+    from quest_geometric.nn.focus.edge_index import smallest_shared_group
+
+    torch.manual_seed(num_groups)
+    n, kk = 60, 3
+    # ids biased to the top of the range, so that the high bits (63 for K = 64) are used
+    groups = torch.randint(max(0, num_groups - 6), num_groups, (n, kk))
+    groups[::7] = torch.randint(0, num_groups, (len(range(0, n, 7)), kk))
+    groups[5] = groups[5, 0]  # one token whose set is {g}, listed three times
+    seq = torch.zeros(n, dtype=torch.long)
+    plan = blocks_module._BlocksPlan(groups, seq, 1, num_groups, 4, causal, torch.float64)
+    assert (plan.bits is None) == (num_groups > 64)
+    seen = 0
+    for st, c, g in plan.spans:
+        idx = plan.order[st:st + c]
+        gi = groups[idx]
+        ssg = smallest_shared_group(gi.repeat_interleave(c, 0), gi.repeat(c, 1),
+                                    num_groups).view(c, c)
+        want = ssg == g
+        if causal:
+            want &= torch.ones(c, c, dtype=torch.bool).tril()
+        for s, e, lk, bias, row_any in plan.bucket_chunks(idx, g, torch.float64):
+            got = bias.view(e - s, lk) == 0
+            assert torch.equal(got, want[s:e, :lk])
+            assert torch.equal(row_any, want[s:e, :lk].any(-1))
+            assert torch.isneginf(bias.view(e - s, lk)[~got]).all()
+            seen += e - s
+    assert seen == sum(c for _, c, _ in plan.spans)
+
+
+@pytest.mark.parametrize("num_groups", [12, 40, 70])
+def test_fused_blocks_many_groups_match_definition(num_groups, focus_mask_reference):
+    """End to end at K above uint8's bits (int16, int64) and above 64 (comparison path)."""
+    torch.manual_seed(num_groups)
+    batch = torch.tensor([0] * 40 + [1] * 25)
+    n, window = batch.numel(), 3
+    groups = torch.stack([torch.randperm(num_groups)[:3] for _ in range(n)])
+    groups[::2, 0] = num_groups - 1  # a shared top group keeps the buckets populated
+    groups[1::2, 1] = num_groups - 2
+    q, k, v = (torch.randn(n, 2, 8, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    ref = reference_attention(q, k, v, focus_mask_reference(groups, window, batch, True, 2))
+    out = focus_blocks_attention(q, k, v, groups, window, batch, True, num_groups, fused=True,
+                                 num_sinks=2)
+    torch.testing.assert_close(out, ref, atol=1e-10, rtol=1e-10)
+    go = torch.randn_like(out)
+    for a, b in zip(torch.autograd.grad(out, (q, k, v), go),
+                    torch.autograd.grad(ref, (q, k, v), go)):
+        torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-10)

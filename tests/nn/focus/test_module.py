@@ -414,3 +414,34 @@ def test_fused_blocks_many_groups_match_definition(num_groups, focus_mask_refere
     for a, b in zip(torch.autograd.grad(out, (q, k, v), go),
                     torch.autograd.grad(ref, (q, k, v), go)):
         torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-10)
+
+
+@pytest.mark.parametrize("block", [1, 7])
+@pytest.mark.parametrize("causal", [True, False])
+def test_fused_blocks_top_k_buckets_in_query_blocks(block, causal, monkeypatch,
+                                                   focus_mask_reference):
+    """Causal top_k > 1 buckets run in query blocks of BUCKET_QUERY_BLOCK over keys [0, e)
+    (forward and backward); shrunk here so that every bucket spans several blocks, one of
+    them ragged."""
+    monkeypatch.setattr(blocks_module, "BUCKET_QUERY_BLOCK", block)
+    torch.manual_seed(block)
+    batch = torch.tensor([0] * 50 + [1] * 23)
+    n, window, K = batch.numel(), 4, 3
+    groups = torch.stack([torch.randperm(K)[:2] for _ in range(n)])
+    q, k, v = (torch.randn(n, 2, 8, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    ref = reference_attention(q, k, v, focus_mask_reference(groups, window, batch, causal, 3))
+    out = focus_blocks_attention(q, k, v, groups, window, batch, causal, K, fused=True,
+                                 num_sinks=3)
+    torch.testing.assert_close(out, ref, atol=1e-10, rtol=1e-10)
+    go = torch.randn_like(out)
+    for a, b in zip(torch.autograd.grad(out, (q, k, v), go),
+                    torch.autograd.grad(ref, (q, k, v), go)):
+        torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-10)
+    plan = blocks_module._BlocksPlan(groups, torch.zeros(n, dtype=torch.long), 1, K, window,
+                                     causal, torch.float64)
+    st, c, g = plan.spans[0]
+    chunks = [(s, e, lk) for s, e, lk, _, _ in plan.bucket_chunks(plan.order[st:st + c], g,
+                                                                  torch.float64)]
+    step = block if causal else c
+    assert chunks == [(s, min(c, s + step), min(c, s + step) if causal else c)
+                      for s in range(0, c, step)]

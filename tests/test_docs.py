@@ -26,6 +26,7 @@ PUBLIC_MODULES = [
     "quest_geometric.experiments.focus_decode_step",
     "quest_geometric.experiments.focus_decode_split",
     "quest_geometric.experiments.focus_masked_layout",
+    "quest_geometric.experiments.focus_bucket_block",
     "quest_geometric.experiments.qsv_memory",
     "quest_geometric.typing",
     "quest_geometric.models",

@@ -249,9 +249,8 @@ _MASK_BUDGET = 1 << 22  # elements of one top_k > 1 bucket mask chunk
 #: Query block of a causal top_k > 1 bucket: the flash kernel with an explicit mask computes
 #: every (query, key) block of its call, so one call over a bucket of :math:`c` members
 #: computes :math:`c^2` pairs where causality needs :math:`c^2/2`; blocks of ``b`` queries
-#: over keys ``[0, e)`` compute :math:`c^2/2 + cb/2`. Measured (one thread, 9 heads of 64,
-#: :math:`c = 2048`): one call 169-172 ms, blocks of 128 / 256 / 512 98 / 98-101 / 108-115
-#: ms, the unmasked causal kernel 97 ms.
+#: over keys ``[0, e)`` compute :math:`c^2/2 + cb/2` (the measurement behind the value,
+#: ``benchmarks/focus_bucket_block.py``, is on the benchmarks page).
 BUCKET_QUERY_BLOCK = 256
 #: Largest padding overhead :math:`B \, c_{\max}^2 / \sum_b c_b^2` at which the :math:`B`
 #: buckets of causal top-:math:`k = 1` attention run as *one* batched flash call, each bucket

@@ -264,30 +264,28 @@ def test_focus_lm_evaluate_counts_each_sequences_pairs(focus_mask_reference):
     assert 0 < out["pair_fraction"] < 1 and out["val_bpc"] == 0.0
 
 
-def test_focus_bucket_block_every_block_size_attends_as_the_definition(tmp_path):
-    """One top-2 bucket's forward, at every query block and as one call, equals a dense
-    masked softmax over the pairs whose smallest shared group is the bucket's (rebuilt here
-    from the same seeded draws); rows with no such key are zero."""
-    from quest_geometric.nn.focus.edge_index import smallest_shared_group
-
+def test_focus_bucket_block_every_block_size_attends_as_the_definition(tmp_path,
+                                                                     focus_mask_reference):
+    """The fused top-2 forward the benchmark times, at every query block and with one call
+    per bucket, equals a dense softmax over the Focus pattern of the same routing (rebuilt
+    here from the same seeded draws)."""
     bb = importlib.import_module("quest_geometric.experiments.focus_bucket_block")
-    c, h, d, K = 40, 3, 8, 5
+    c, h, d, K, w = 40, 3, 8, 5, 4
     g = torch.Generator().manual_seed(2)
     groups = torch.stack([torch.randint(0, K - 1, (c,), generator=g),
                           torch.full((c,), K - 1)], 1)
-    q, k, v = (torch.randn(1, h, c, d, generator=g).double() for _ in range(3))
-    allowed = (smallest_shared_group(groups.repeat_interleave(c, 0), groups.repeat(c, 1), K)
-               .view(c, c) == K - 1) & torch.ones(c, c, dtype=torch.bool).tril()
-    s = (q[0] @ k[0].transpose(-1, -2)) * d ** -0.5
-    p = torch.softmax(s.masked_fill(~allowed, float("-inf")), -1).nan_to_num(0.0)
-    want = (p @ v[0]).transpose(0, 1)  # [c, H, D]
+    q, k, v = (torch.randn(c, h, d, generator=g).double() for _ in range(3))
+    mask = focus_mask_reference(groups, w, None, True)
+    s = torch.einsum("ihd,jhd->hij", q, k) * d ** -0.5
+    want = torch.einsum("hij,jhd->ihd", torch.softmax(s.masked_fill(~mask, float("-inf")), -1),
+                        v)
     for block in (0, 1, 7, 64):
-        got = bb.bucket_forward(c, block, heads=h, dim=d, num_groups=K, seed=2)()
+        got = bb.bucket_forward(c, block, heads=h, dim=d, num_groups=K, window=w, seed=2)()
         torch.testing.assert_close(got.double(), want, atol=1e-5, rtol=1e-5, msg=str(block))
     before = torch.get_num_threads()
     out = bb.run([24], [1], rounds=1, blocks=(0, 8), out_dir=tmp_path)
     assert torch.get_num_threads() == before
-    assert [r["variant"] for r in out["rows"]] == ["one call", "block 8", "causal floor"]
-    assert out["rows"][0]["vs_one_call"] == 1.0 and out["rows"][2]["vs_floor"] == 1.0
+    assert [r["variant"] for r in out["rows"]] == ["one call", "block 8", "full causal"]
+    assert out["rows"][0]["vs_one_call"] == 1.0 and out["rows"][2]["vs_full"] == 1.0
     assert out["rows"][1]["max_abs_diff"] < 1e-5
     assert (tmp_path / "focus_bucket_block.md").is_file()

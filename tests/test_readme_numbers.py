@@ -224,6 +224,13 @@ def _passkey_claims(phrase: str, config: str, length: int) -> list[tuple]:
     ]
 
 
+def _report_k() -> int:
+    """The length at which the operating-point table reports pairs kept, in K (8)."""
+    from quest_geometric.experiments.focus_operating_point import REPORT_LEN
+
+    return REPORT_LEN // 1024
+
+
 def _speed_claims(phrase: str, name: str, config: str) -> list[tuple]:
     """The claims of a phrase ``'A.AAx / B.BBx'``: ``config``'s prefill and decoding speed-ups
     against full attention in the speed table ``name`` (two decimals)."""
@@ -720,8 +727,7 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     ("plateau: the revisit interval reaches 0; 15% of the pairs at 8K", "15", OP,
      lambda: _op(K8T1, "pairs_kept_8k"), _pct),
     ("plateau: the revisit interval reaches 0; 15% of the pairs at 8K", "8", OP,
-     lambda: __import__("quest_geometric.experiments.focus_operating_point",
-                        fromlist=["REPORT_LEN"]).REPORT_LEN // 1024, str),
+     lambda: _report_k(), str),
     ("+30.6% out of domain, +18.4% on test", "+30.6", OP,
      lambda: _op(K8T1, "ood_delta_pct"), _signed(1)),
     ("+30.6% out of domain, +18.4% on test", "+18.4", OP,
@@ -755,8 +761,7 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     ("the pairs at 1K, 29% at 8K): +2.8% out of domain", "29", OP,
      lambda: _op(K16, "pairs_kept_8k"), _pct),
     ("the pairs at 1K, 29% at 8K): +2.8% out of domain", "8", OP,
-     lambda: __import__("quest_geometric.experiments.focus_operating_point",
-                        fromlist=["REPORT_LEN"]).REPORT_LEN // 1024, str),
+     lambda: _report_k(), str),
     ("the pairs at 1K, 29% at 8K): +2.8% out of domain", "+2.8", OP,
      lambda: _op(K16, "ood_delta_pct"), _signed(1)),
     ("(median +3.0%), +2.4% on test; the window plus sinks at the same share +3.9% / +3.8%",
@@ -789,8 +794,7 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     ("pairs would allow an 8K prefill at most 1.69x faster", "1.69", OP,
      lambda: _op(K16, "prefill_bound_8k"), _fixed(2)),
     ("pairs would allow an 8K prefill at most 1.69x faster", "8", OP,
-     lambda: __import__("quest_geometric.experiments.focus_operating_point",
-                        fromlist=["REPORT_LEN"]).REPORT_LEN // 1024, str),
+     lambda: _report_k(), str),
     ("the window plus sinks at the same share +5.8% / +5.0%", "+5.8", OP,
      lambda: _op(f"sinks@{K8}", "ood_delta_pct"), _signed(1)),
     ("the window plus sinks at the same share +5.8% / +5.0%", "+5.0", OP,

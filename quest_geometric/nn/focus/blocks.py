@@ -83,14 +83,14 @@ def _merge_part_list(n: int, parts: List[Tuple[Rows, Tensor, Tensor]]
     den = torch.zeros_like(m)
     num = torch.zeros(n, h, d, dtype=mdt, device=dev)
     for rows, o, lse in parts:
+        w = torch.exp(lse.to(wdt) - m[rows])
+        wo = w.unsqueeze(-1).to(mdt) * o.to(mdt)
         if isinstance(rows, slice):
-            w = torch.exp(lse.to(wdt) - m[rows])
             den[rows] += w
-            num[rows] += w.unsqueeze(-1).to(mdt) * o.to(mdt)
+            num[rows] += wo
         else:
-            w = torch.exp(lse.to(wdt) - m[rows])
             den.index_add_(0, rows, w)
-            num.index_add_(0, rows, w.unsqueeze(-1).to(mdt) * o.to(mdt))
+            num.index_add_(0, rows, wo)
     num /= den.unsqueeze(-1).to(mdt)
     return num.to(o0.dtype), m + den.log()
 
@@ -472,7 +472,7 @@ class _FocusBlocksFunction(torch.autograd.Function):
         n, h, d = q.shape
         order = plan.order
         single = plan.kk == 1
-        toks, outs, lses = [], [], []
+        parts: List[Tuple[Rows, Tensor, Tensor]] = []  # top_k > 1: (rows, o, lse) to merge
         spans = plan.spans
         ldt = torch.float32 if q.dtype in (torch.float16, torch.bfloat16) else q.dtype  # lse
         if plan.padded is not None:  # one batched causal call over padded buckets
@@ -504,9 +504,7 @@ class _FocusBlocksFunction(torch.autograd.Function):
                     out.index_copy_(0, idx, o)
                     la.index_copy_(0, idx, lse)
                 else:
-                    toks.append(idx[s:e])
-                    outs.append(o)
-                    lses.append(_lse_to_rows(lse, row_any))
+                    parts.append((idx[s:e], o, _lse_to_rows(lse, row_any)))
         lse_all = q.new_empty(n, h, dtype=ldt) if single else None
         for seg in plan.segments:
             rows = slice(seg.q0, seg.q0 + seg.nb * seg.bq)
@@ -522,9 +520,7 @@ class _FocusBlocksFunction(torch.autograd.Function):
                 lse_all[rows] = lr
                 out[rows].lerp_(ob, torch.exp(lb - lr).unsqueeze(-1).to(out.dtype))
             else:
-                toks.append(rows)
-                outs.append(ob)
-                lses.append(lb)
+                parts.append((rows, ob, lb))
         sink = plan.sink
         if sink is not None:  # part C: the sink pairs outside the band and the groups
             rows, tgt, src = sink
@@ -536,11 +532,9 @@ class _FocusBlocksFunction(torch.autograd.Function):
                                 * (oc - cur))
                 lse_all[rows] = lr
             else:
-                toks.append(rows)
-                outs.append(oc)
-                lses.append(lc)
+                parts.append((rows, oc, lc))
         if not single:
-            out, lse_all = _merge_part_list(n, list(zip(toks, outs, lses)))
+            out, lse_all = _merge_part_list(n, parts)
         ctx.save_for_backward(q, k, v, out, lse_all)
         ctx.plan, ctx.scale = plan, scale
         return out

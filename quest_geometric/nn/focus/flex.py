@@ -50,7 +50,9 @@ costs :math:`O((N/B)^2)` booleans, built in chunks of query blocks, and is hande
 past :math:`N` of a ragged last block itself.
 
 **Kernel.** One ``flex_attention`` call on ``[1, H, N, D]`` permuted tensors, scale
-:math:`1/\sqrt{D}`, output un-permuted; autograd is FlexAttention's own. On CUDA a cached
+:math:`1/\sqrt{D}`, output un-permuted; autograd is FlexAttention's own. Heads narrower than
+:data:`FLEX_MIN_HEAD_DIM` (the compiled kernel's minimum) are zero-padded to it: the zero
+columns change no dot product, and the output's padded columns are cut off. On CUDA a cached
 ``torch.compile(flex_attention, dynamic=False)`` (block-sparse fused kernel); elsewhere
 FlexAttention's eager path, which has no backward on CPU and materialises the dense
 :math:`H \times N \times N` scores (and evaluates ``mask_mod`` on all :math:`N^2` pairs,
@@ -63,6 +65,7 @@ import warnings
 from typing import Callable, Optional, Tuple
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from quest_geometric._utils.checks import (
@@ -94,6 +97,10 @@ CUDA_BLOCK_MULTIPLE = 128
 #: Largest :math:`H N^2` that the eager (non-CUDA) path accepts: it materialises every score,
 #: about 13 bytes per pair and head in float32 (measured), so this is about 3.5 GB.
 EAGER_MAX_PAIRS = 1 << 28
+#: Smallest head dimension of FlexAttention's compiled kernel ("embedding dimension of the
+#: query, key, and value must be at least 16", torch 2.11 on an H200); narrower heads are
+#: zero-padded to it, on every device so that the CPU tests run the same code.
+FLEX_MIN_HEAD_DIM = 16
 _BLOCK_MULTIPLE = 16  # smallest tile of a tensor-core dot
 _CHUNK_BUDGET = 1 << 22  # block pairs per chunk of the block table
 _COMPILED: Optional[Callable] = None
@@ -392,7 +399,10 @@ def focus_flex_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window
     if not needs_grad:
         q, k, v = q.detach(), k.detach(), v.detach()
     bm, perm = _build(groups, window, batch, causal, kgroups, block_size, num_sinks)
-    qp, kp, vp = (x[perm].transpose(0, 1).unsqueeze(0) for x in (q, k, v))
+    # the compiled kernel needs D >= 16: zero columns change no dot product, and the
+    # output's extra columns (zero values) are cut off below
+    pad = max(0, FLEX_MIN_HEAD_DIM - d)
+    qp, kp, vp = (F.pad(x[perm], (0, pad)).transpose(0, 1).unsqueeze(0) for x in (q, k, v))
     scale = 1.0 / math.sqrt(d)
     if compiled:
         out = _compiled_flex()(qp, kp, vp, block_mask=bm, scale=scale)
@@ -403,7 +413,7 @@ def focus_flex_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window
             out = flex_attention(qp, kp, vp, block_mask=bm, scale=scale)
     inv = torch.empty_like(perm)
     inv[perm] = torch.arange(n, device=perm.device)
-    return out[0].transpose(0, 1)[inv]
+    return out[0, ..., :d].transpose(0, 1)[inv]
 
 
-__all__ = ["FLEX_AVAILABLE", "focus_block_mask", "focus_flex_attention"]
+__all__ = ["FLEX_AVAILABLE", "FLEX_MIN_HEAD_DIM", "focus_block_mask", "focus_flex_attention"]

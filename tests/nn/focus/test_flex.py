@@ -14,9 +14,9 @@ pytestmark = pytest.mark.skipif(not FLEX_AVAILABLE, reason="FlexAttention not av
 H, D = 2, 8
 
 
-def _qkv(n, dtype=torch.float32, seed=0, device="cpu"):
+def _qkv(n, dtype=torch.float32, seed=0, device="cpu", d=D):
     g = torch.Generator().manual_seed(seed)
-    return tuple(torch.randn(n, H, D, generator=g, dtype=dtype).to(device) for _ in range(3))
+    return tuple(torch.randn(n, H, d, generator=g, dtype=dtype).to(device) for _ in range(3))
 
 
 def _batch(lengths):
@@ -263,11 +263,12 @@ def test_errors():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("top_k, num_sinks", [(1, 0), (2, 0), (2, 4), (0, 4)])
-def test_cuda_outputs_and_gradients(causal, top_k, num_sinks):
+@pytest.mark.parametrize("d", [D, 32])  # 8: zero-padded to FLEX_MIN_HEAD_DIM; 32: as given
+def test_cuda_outputs_and_gradients(causal, top_k, num_sinks, d):
     n, kg = 1000, 4
     lengths = [300, 1, 699]
     dev = "cuda"
-    q, k, v = (x.requires_grad_() for x in _qkv(n, seed=11, device=dev))
+    q, k, v = (x.requires_grad_() for x in _qkv(n, seed=11, device=dev, d=d))
     groups = random_groups(n, kg, top_k, seed=11).to(dev)
     batch = _batch(lengths).to(dev)
     out = focus_flex_attention(q, k, v, groups, 8, batch, causal, kg, block_size=128,
@@ -277,7 +278,7 @@ def test_cuda_outputs_and_gradients(causal, top_k, num_sinks):
     qr, kr, vr = (x.detach().clone().requires_grad_() for x in (q, k, v))
     ref = focus_dense_attention(qr, kr, vr, groups, 8, batch, causal, kg, num_sinks=num_sinks)
     rgrads = torch.autograd.grad(ref, (qr, kr, vr), gout)
-    tol = 2e-3 * math.sqrt(D)  # TF32 may be used by the kernel's dots
+    tol = 2e-3 * math.sqrt(d)  # TF32 may be used by the kernel's dots
     torch.testing.assert_close(out, ref, atol=tol, rtol=tol)
     for a, b in zip(grads, rgrads):
         torch.testing.assert_close(a, b, atol=tol, rtol=tol)

@@ -799,12 +799,19 @@ class QSVConv(MessagePassing):
         alpha = F.dropout(alpha, p=self.dropout, training=self.training)
         weights = alpha if mask is None else alpha * mask.to(alpha.dtype).view(Nd, 1, k)
         values, feats = weights.reshape(-1), xs.reshape(-1, xs.size(-1))
-        if compiling:
-            crow, col = pattern_columns(src, Nd, k, H)
-            out = neighbour_sum_op(values, feats, crow, col, src, k, H)
-        else:
-            out = NeighbourSum.apply(values, feats, info.pattern(edge_index, H))
-        return out.view(Nd, H, -1), _edge_order(alpha)
+        # The sparse products take one dtype, at least float32: under autocast the features
+        # may be bfloat16 beside float32 weights (and CUDA's sampled product refuses mixed
+        # dtypes in the backward); the result comes back in the inputs' promoted dtype.
+        common = torch.promote_types(values.dtype, feats.dtype)
+        work = torch.float32 if common in (torch.float16, torch.bfloat16) else common
+        with torch.autocast(device_type=feats.device.type, enabled=False):
+            values, feats = values.to(work), feats.to(work)
+            if compiling:
+                crow, col = pattern_columns(src, Nd, k, H)
+                out = neighbour_sum_op(values, feats, crow, col, src, k, H)
+            else:
+                out = NeighbourSum.apply(values, feats, info.pattern(edge_index, H))
+        return out.to(common).view(Nd, H, -1), _edge_order(alpha)
 
     def _dense_native(self, info: GraphInfo, edge_index: Tensor, xs: Tensor, q_src: Tensor,
                       q_dst: Tensor, k: int, compiling: bool) -> Tuple[Tensor, Tensor]:

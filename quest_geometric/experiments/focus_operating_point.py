@@ -95,6 +95,12 @@ CONFIGS: Dict[str, Dict[str, Any]] = {
     "K8_top1_w64_distill_s4": {"kind": "trained", "K": 8, "top_k": 1, "window": 64,
                                "objective": "distill", "num_sinks": 4, "steps": 80,
                                "init_from": "routers_K8_top2_w64_distill_s4_120"},
+    # the K = 16 row continued for 40 steps from its 80-step routers (still learning at 80:
+    # revisit -0.004 +- 0.001); the continuation draws its blocks in the seeded order from
+    # its own start, so it revisits the blocks of the first run's first 40 steps
+    "K16_top2_w256_distill_s4_c120": {"kind": "trained", "K": 16, "top_k": 2, "window": 256,
+                                      "objective": "distill", "num_sinks": 4, "steps": 40,
+                                      "init_from": "routers_K16_top2_w256_distill_s4"},
     "K8_top2_w64_random": {"kind": "random", "K": 8, "top_k": 2, "window": 64},
     "K8_top1_w64_random": {"kind": "random", "K": 8, "top_k": 1, "window": 64},
     "K4_top2_w64_random": {"kind": "random", "K": 4, "top_k": 2, "window": 64},

@@ -140,6 +140,20 @@ def _range(digits: int) -> Callable[[list[float]], str]:
     return lambda v: f"{min(v):.{digits}f}-{max(v):.{digits}f}"
 
 
+# --- QSVConv on a GPU ---------------------------------------------------------------------
+CUDA_T = "qsv_cuda_compiled_targets.json"
+CUDA_MEM = "qsv_cuda_memory.json"
+
+
+def _cuda(points: int, mode: str, key: str) -> float:
+    return _row(CUDA_T, points=points, mode=mode)[key]
+
+
+def _times(points: int, mode: str, key: str) -> float:
+    """How many times the floor's time QSVConv takes (the table's ratio inverted)."""
+    return 1 / _cuda(points, mode, key)
+
+
 # --- the QSV ablation ---------------------------------------------------------------------
 QSV = "qsv_ablation_digits.json"
 
@@ -379,6 +393,47 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      lambda: _compiled("net", "dense_fwd_vs_eager", 1)[0], _fixed(2)),
     ("(forward\n  1.06x / 1.10x)", "1.10", COMPILE,
      lambda: _compiled("net", "dense_fwd_vs_eager", 2)[0], _fixed(2)),
+    # QSVConv on a GPU
+    ("the same grids of 16,200 and 64,800 points", "16,200", CUDA_T,
+     lambda: min(r["points"] for r in _load(CUDA_T)["rows"]), _thousands),
+    ("the same grids of 16,200 and 64,800 points", "64,800", CUDA_T,
+     lambda: max(r["points"] for r in _load(CUDA_T)["rows"]), _thousands),
+    ("the forward takes 20.6x and 16.3x the time", "20.6", CUDA_T,
+     lambda: _times(16200, "eager", "fwd_vs_spmm"), _fixed(1)),
+    ("the forward takes 20.6x and 16.3x the time", "16.3", CUDA_T,
+     lambda: _times(64800, "eager", "fwd_vs_spmm"), _fixed(1)),
+    ("forward + backward\n  22.1x and 16.2x", "22.1", CUDA_T,
+     lambda: _times(16200, "eager", "fb_vs_spmm"), _fixed(1)),
+    ("forward + backward\n  22.1x and 16.2x", "16.2", CUDA_T,
+     lambda: _times(64800, "eager", "fb_vs_spmm"), _fixed(1)),
+    ("compiled, 7.0x and 3.7x,", "7.0", CUDA_T,
+     lambda: _times(16200, "compiled", "fwd_vs_spmm"), _fixed(1)),
+    ("compiled, 7.0x and 3.7x,", "3.7", CUDA_T,
+     lambda: _times(64800, "compiled", "fwd_vs_spmm"), _fixed(1)),
+    ("and 13.1x and 9.4x (targets", "13.1", CUDA_T,
+     lambda: _times(16200, "compiled", "fb_vs_spmm"), _fixed(1)),
+    ("and 13.1x and 9.4x (targets", "9.4", CUDA_T,
+     lambda: _times(64800, "compiled", "fb_vs_spmm"), _fixed(1)),
+    ("(targets: within 2x and 3x,\n  missed in every row)", "2", CUDA_T,
+     lambda: 1 / _harmonics().FWD_FLOOR_TARGET, _fixed(0)),
+    ("(targets: within 2x and 3x,\n  missed in every row)", "3", CUDA_T,
+     lambda: 1 / _harmonics().FB_FLOOR_TARGET, _fixed(0)),
+    ("runs 0.62x as fast as `TransformerConv`'s", "0.62", CUDA_T,
+     lambda: _cuda(16200, "eager", "fb_vs_tconv"), _fixed(2)),
+    ("and 1.61x at 64,800 eager", "1.61", CUDA_T,
+     lambda: _cuda(64800, "eager", "fb_vs_tconv"), _fixed(2)),
+    ("and 0.77x / 0.76x compiled", "0.77", CUDA_T,
+     lambda: _cuda(16200, "compiled", "fb_vs_tconv"), _fixed(2)),
+    ("and 0.77x / 0.76x compiled", "0.76", CUDA_T,
+     lambda: _cuda(64800, "compiled", "fb_vs_tconv"), _fixed(2)),
+    ("At 1,036,800 points a", "1,036,800", CUDA_MEM,
+     lambda: _row(CUDA_MEM, layer="QSVConv")["points"], _thousands),
+    ("peaks at 2,338 MiB of device memory", "2,338", CUDA_MEM,
+     lambda: _row(CUDA_MEM, layer="QSVConv")["peak_mib"], _thousands),
+    ("35,550 MiB", "35,550", CUDA_MEM,
+     lambda: round(_row(CUDA_MEM, layer="TransformerConv")["peak_mib"]), _thousands),
+    ("its published figure, 0.55 ms forward on an H100", "0.55", CUDA_T,
+     lambda: _load(CUDA_T)["meta"]["harmonics_published_h100_ms"]["forward"], _fixed(2)),
     # the QSV ablation on digits
     ("8x8 images", "8", QSV, lambda: 8 if _load(QSV)["meta"]["dataset"] == "digits" else None,
      str),
@@ -962,6 +1017,9 @@ SETTINGS = {
                                      "64": "the 64 x 64 maps of TransformerConv (channels 64)",
                                      "4": "the 4-per-head quaternion map"},
     "`QSVConv` against the floor": {"2026": "the date", "12": "the date", "04": "the date"},
+    "`QSVConv` on a GPU": {"2026": "the date", "12": "the date", "04": "the date",
+                          "200": "the H200", "100": "the H100",
+                          "2.14": "the torch the torch-harmonics wheel was built for"},
     "`torch.compile` of `QSVConv`": {"2026": "the date", "12": "the date", "03": "the date",
                                     "04": "the date",
                                     "4": "the benchmark's QSVNet(..., num_layers=4)"},

@@ -62,7 +62,7 @@ KEY_COLUMNS: list[tuple[str, list[str], str]] = [
 INCLUDED = ["qsv_layer_speed", "knn_speed", "qsv_memory", "qsv_ablation_digits",
             "qsv_ablation_120_digits", "qsv_ablation_300_digits",
             "qsv_vs_torch_harmonics", "qsv_vs_torch_harmonics_targets", "qsv_small_graphs",
-            "qsv_compile_targets",
+            "qsv_compile_targets", "qsv_cuda_compiled_targets", "qsv_cuda_memory",
             "focus_speed",
             "focus_speed_32k", "focus_speed_32k_2threads", "focus_speed_edges", "focus_lm",
             "focus_lm_seed1",

@@ -11,7 +11,6 @@ Run ``python benchmarks/qsv_vs_torch_harmonics.py`` (``--quick`` for a smoke tes
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 from typing import Any
 
@@ -52,13 +51,10 @@ def _equiangular_graph(nlat: int, nlon: int, k: int):
     per node (self included), sorted by target: the dense layout of QSVConv."""
     from torch_harmonics.quadrature import precompute_latitudes
 
-    from quest_geometric.geometry.knn import knn_graph
+    from quest_geometric.experiments.qsv_cuda import grid_graph
 
     colat, _ = precompute_latitudes(nlat, grid="equiangular")
-    lon = torch.arange(nlon, dtype=torch.float64) * (2 * math.pi / nlon)
-    theta, phi = torch.meshgrid(colat.double(), lon, indexing="ij")
-    pos = torch.stack([theta.sin() * phi.cos(), theta.sin() * phi.sin(), theta.cos()], -1)
-    return knn_graph(pos.reshape(-1, 3), k, loop=True)
+    return grid_graph(nlat, nlon, k, colatitudes=colat)
 
 
 def _one_gather_and_spmm(edge_index: torch.Tensor, x: torch.Tensor, repeat: int) -> dict:

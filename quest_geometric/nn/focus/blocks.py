@@ -20,7 +20,7 @@ from quest_geometric.nn.focus._layout import HALF_DTYPES, seq_layout
 from quest_geometric.nn.focus.edge_index import _seq_info, sink_pairs, smallest_shared_group
 from quest_geometric.nn.focus.flex import FLEX_AVAILABLE, MAX_FLEX_GROUPS, focus_flex_attention
 
-__all__ = ["focus_blocks_attention", "focus_blocks_reference"]
+__all__ = ["focus_blocks_attention", "focus_blocks_reference", "SINK_DENSE_MAX_KEYS"]
 
 
 def _masked_softmax_attention(s: Tensor, allowed: Tensor, v: Tensor) -> Tuple[Tensor, Tensor]:
@@ -143,6 +143,95 @@ def _pair_backward(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, gr
     dk = torch.zeros_like(k, dtype=wdt).index_add_(0, src, ds.unsqueeze(-1) * qt)
     dv = torch.zeros_like(v, dtype=wdt).index_add_(0, src, p.unsqueeze(-1) * gt)
     return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
+
+
+#: Most sink keys (:math:`\sum_b \min(s, L_b)` over the sequences) for which the fused
+#: path computes part C as dense products over those keys (:class:`_DensePart`) instead of
+#: explicit pairs: the pairs gather ``[N s, H, D]`` queries, keys and values (at 8K tokens,
+#: 9 heads, 4 sinks about 75 MB each, slower than the whole window band), the dense form
+#: reads ``q`` once against a ``[C, H, D]`` block of keys. Above it (many short sequences,
+#: where :math:`N \times C` would grow quadratically) the pairs stay.
+SINK_DENSE_MAX_KEYS = 256
+
+
+class _DensePart(NamedTuple):
+    """Part C as dense attention of the queries ``rows`` ``[R]`` over the keys ``keys``
+    ``[C]`` (:obj:`None`: every token) with the additive mask ``bias`` ``[R, C]`` (0 on
+    the sink pairs, ``-inf`` elsewhere); every row keeps at least one key."""
+    rows: Tensor
+    keys: Optional[Tensor]
+    bias: Tensor
+
+
+def _dense_sink_parts(tgt: Tensor, src: Tensor, is_sink: Tensor, n: int, dtype: torch.dtype
+                      ) -> List[_DensePart]:
+    """The sink pairs ``(tgt, src)`` of :func:`sink_pairs` as at most two dense parts: every
+    query against the sink keys (``is_sink`` ``[N]``: the first tokens of each sequence; the
+    pairs whose key is a sink), and, non-causal, the sink queries against the other keys
+    (the mirror pairs). Disjoint, and together exactly the pairs."""
+    dev = tgt.device
+    parts = []
+    key_sink = is_sink[src]
+    for sel, keys in ((key_sink, torch.nonzero(is_sink).view(-1)), (~key_sink, None)):
+        t, sr = tgt[sel], src[sel]
+        if t.numel() == 0:
+            continue
+        rows = torch.unique(t)
+        rpos = torch.empty(n, dtype=torch.long, device=dev)
+        rpos[rows] = torch.arange(rows.numel(), device=dev)
+        if keys is None:
+            col, width = sr, n
+        else:
+            kpos = torch.empty(n, dtype=torch.long, device=dev)
+            kpos[keys] = torch.arange(keys.numel(), device=dev)
+            col, width = kpos[sr], keys.numel()
+        bias = torch.full((rows.numel(), width), float("-inf"), dtype=dtype, device=dev)
+        bias[rpos[t], col] = 0.0
+        parts.append(_DensePart(rows, keys, bias))
+    return parts
+
+
+def _dense_forward(q: Tensor, k: Tensor, v: Tensor, part: _DensePart, scale: float
+                   ) -> Tuple[Tensor, Tensor]:
+    r"""Part C's attention :math:`\mathrm{softmax}(s\,Q_R K_C^{\top} + B) V_C` of
+    :class:`_DensePart`: output ``[R, H, D]`` and log-sum-exp ``[R, H]`` (computed in float32
+    for half precision)."""
+    wdt = torch.float32 if q.dtype in HALF_DTYPES else q.dtype
+    qr = q.index_select(0, part.rows).to(wdt).transpose(0, 1)  # [H, R, D]
+    kc, vc = ((x if part.keys is None else x.index_select(0, part.keys)).to(wdt)
+              .transpose(0, 1) for x in (k, v))  # [H, C, D]
+    sc = torch.baddbmm(part.bias.to(wdt).unsqueeze(0), qr, kc.transpose(1, 2), alpha=scale)
+    lse = torch.logsumexp(sc, -1)  # [H, R]: finite, every row keeps a key
+    o = torch.exp(sc - lse.unsqueeze(-1)) @ vc
+    return o.transpose(0, 1).to(q.dtype), lse.t()
+
+
+def _dense_backward(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, grad: Tensor,
+                    part: _DensePart, scale: float, dq: Tensor, dk: Tensor, dv: Tensor
+                    ) -> None:
+    r"""Adds part C's gradient contribution (:class:`_DensePart`), given the *merged*
+    output and log-sum-exp, to ``dq``, ``dk``, ``dv``: :math:`P = e^{s Q K^{\top} + B - L}`,
+    :math:`dV \mathrel{+}= P^{\top} G`, :math:`dS = P \circ (G V^{\top} - \delta)\,s`
+    with :math:`\delta_i = \mathbf{g}_i^{\top} \mathbf{o}_i`, :math:`dQ \mathrel{+}= dS\,K`,
+    :math:`dK \mathrel{+}= dS^{\top} Q`."""
+    wdt = torch.float32 if q.dtype in HALF_DTYPES else q.dtype
+    rows = part.rows
+    qr, gr, orr = (x.index_select(0, rows).to(wdt).transpose(0, 1) for x in (q, grad, out))
+    kc, vc = ((x if part.keys is None else x.index_select(0, part.keys)).to(wdt)
+              .transpose(0, 1) for x in (k, v))
+    lr = lse.index_select(0, rows).to(wdt).t().unsqueeze(-1)  # [H, R, 1]
+    p = torch.exp(torch.baddbmm(part.bias.to(wdt).unsqueeze(0), qr, kc.transpose(1, 2),
+                                alpha=scale) - lr)  # [H, R, C]
+    delta = (gr * orr).sum(-1, keepdim=True)  # [H, R, 1]
+    ds = p * (gr @ vc.transpose(1, 2) - delta) * scale
+    dq.index_add_(0, rows, (ds @ kc).transpose(0, 1).to(dq.dtype))
+    gk, gv = (ds.transpose(1, 2) @ qr).transpose(0, 1), (p.transpose(1, 2) @ gr).transpose(0, 1)
+    if part.keys is None:
+        dk += gk.to(dk.dtype)
+        dv += gv.to(dv.dtype)
+    else:
+        dk.index_add_(0, part.keys, gk.to(dk.dtype))
+        dv.index_add_(0, part.keys, gv.to(dv.dtype))
 
 
 class _Buckets:
@@ -290,8 +379,9 @@ class _BlocksPlan:
         self.n, self.kk, self.nseq, self.num_groups = n, kk, nseq, num_groups
         self.causal, self.window, self.dtype = causal, window, dtype
         self.right = 0 if causal else window
-        #: part C ``(rows, tgt, src)`` (see :func:`_sink_part`), set by the caller
-        self.sink: Optional[Tuple[Tensor, Tensor, Tensor]] = None
+        #: part C ``(rows, tgt, src)`` (see :func:`_sink_part`) or a list of
+        #: :class:`_DensePart` (see :data:`SINK_DENSE_MAX_KEYS`), set by the caller
+        self.sink: Optional[Union[Tuple[Tensor, Tensor, Tensor], List[_DensePart]]] = None
         # buckets: for top_k = 1 one stable sort; each bucket a contiguous span of `order`
         if kk == 1:
             key = self.seq * num_groups + self.groups[:, 0]
@@ -459,6 +549,18 @@ def _heads_first(x: Tensor) -> Tensor:
     return x.transpose(0, 1).unsqueeze(0)
 
 
+def _sink_outputs(q: Tensor, k: Tensor, v: Tensor, sink, scale: float
+                  ) -> List[Tuple[Tensor, Tensor, Tensor]]:
+    """Part C's ``(rows, o, lse)`` parts: one from explicit pairs, or one per
+    :class:`_DensePart`; none without sinks."""
+    if sink is None:
+        return []
+    if isinstance(sink, list):
+        return [(part.rows, *_dense_forward(q, k, v, part, scale)) for part in sink]
+    rows, tgt, src = sink
+    return [(rows, *_pair_forward(q, k, v, rows, tgt, src, scale))]
+
+
 class _FocusBlocksFunction(torch.autograd.Function):
     """Fused forward/backward of the decomposition with the CPU flash kernels.
 
@@ -521,10 +623,8 @@ class _FocusBlocksFunction(torch.autograd.Function):
                 out[rows].lerp_(ob, torch.exp(lb - lr).unsqueeze(-1).to(out.dtype))
             else:
                 parts.append((rows, ob, lb))
-        sink = plan.sink
-        if sink is not None:  # part C: the sink pairs outside the band and the groups
-            rows, tgt, src = sink
-            oc, lc = _pair_forward(q, k, v, rows, tgt, src, scale)
+        for rows, oc, lc in _sink_outputs(q, k, v, plan.sink, scale):
+            # part C: the sink pairs outside the band and the groups
             if single:
                 lr = torch.logaddexp(lse_all[rows], lc)
                 cur = out[rows]
@@ -583,7 +683,10 @@ class _FocusBlocksFunction(torch.autograd.Function):
                     + torch.arange(seg.lk, device=q.device).view(1, -1)).view(-1)
             dk.index_add_(0, kidx, gk.transpose(1, 2).reshape(-1, h, d))
             dv.index_add_(0, kidx, gv.transpose(1, 2).reshape(-1, h, d))
-        if plan.sink is not None:
+        if isinstance(plan.sink, list):
+            for part in plan.sink:
+                _dense_backward(q, k, v, out, lse, grad_out, part, scale, dq, dk, dv)
+        elif plan.sink is not None:
             _, tgt, src = plan.sink
             gq, gk, gv = _pair_backward(q, k, v, out, lse, grad_out, tgt, src, scale)
             dq += gq
@@ -617,8 +720,12 @@ def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
     With :obj:`num_sinks` :math:`s > 0` the pattern also keeps the sink pairs,
     :math:`\min(p_i, p_j) < s` (:math:`p` the position in the sequence; causal: every query
     attends to the first :math:`s` tokens of its sequence, non-causal: they also attend to
-    every token), as a third part of explicit pairs outside the band with disjoint group
-    sets (:math:`O(N s)` work), merged like the others.
+    every token), as a third part, the sink pairs outside the band with disjoint group
+    sets (:math:`O(N s)` work), merged like the others. The fused path computes it as dense
+    products of the queries against the :math:`C` sink keys under a 0/``-inf`` mask (and,
+    non-causal, of the :math:`C` sink queries against every key) while
+    :math:`C \le` :data:`SINK_DENSE_MAX_KEYS`, and as explicit pairs above (many short
+    sequences).
 
     Args:
         q, k, v (torch.Tensor): ``[N, H, D]``.
@@ -663,7 +770,12 @@ def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
     if num_sinks > 0:
         rows, tgt, src = _sink_part(groups.long(), batch, window, num_sinks, causal, kgroups)
         if rows.numel():
-            plan.sink = (rows, tgt, src)
+            _, start, _ = _seq_info(batch, n, q.device)
+            is_sink = torch.arange(n, device=q.device) - start < num_sinks
+            if int(is_sink.sum()) <= SINK_DENSE_MAX_KEYS:
+                plan.sink = _dense_sink_parts(tgt, src, is_sink, n, q.dtype)
+            else:
+                plan.sink = (rows, tgt, src)
     return _FocusBlocksFunction.apply(q.contiguous(), k.contiguous(), v.contiguous(), plan,
                                       1.0 / math.sqrt(q.size(-1)))
 

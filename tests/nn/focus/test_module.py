@@ -65,6 +65,20 @@ def blocks_padded(q, k, v, g, w, b, c, K, s=0):
 BACKENDS["blocks_fused_padded"] = blocks_padded
 
 
+def blocks_sink_pairs(q, k, v, g, w, b, c, K, s=0):
+    """The fused path with part C as explicit pairs (its form above
+    ``SINK_DENSE_MAX_KEYS`` sink keys) instead of dense products over the sink keys."""
+    old = blocks_module.SINK_DENSE_MAX_KEYS
+    blocks_module.SINK_DENSE_MAX_KEYS = -1
+    try:
+        return focus_blocks_attention(q, k, v, g, w, b, c, K, fused=True, num_sinks=s)
+    finally:
+        blocks_module.SINK_DENSE_MAX_KEYS = old
+
+
+BACKENDS["blocks_fused_sink_pairs"] = blocks_sink_pairs
+
+
 @pytest.mark.parametrize("backend", list(BACKENDS))
 @pytest.mark.parametrize("top_k", [0, 1, 2, 4])
 @pytest.mark.parametrize("causal", [True, False])
@@ -116,6 +130,11 @@ def test_fused_blocks_long_runs_and_band_blocks(top_k, causal, padded, num_sinks
     out = (blocks_padded if padded else BACKENDS["blocks_fused"])(q, k, v, groups, window,
                                                                   batch, causal, K, num_sinks)
     _assert_same_values_and_gradients(out, ref, (q, k, v))
+    if num_sinks and not padded:  # part C as explicit pairs, the form for many sequences
+        out = blocks_sink_pairs(q, k, v, groups, window, batch, causal, K, num_sinks)
+        ref = reference_attention(q, k, v, focus_mask_reference(groups, window, batch, causal,
+                                                                num_sinks))
+        _assert_same_values_and_gradients(out, ref, (q, k, v))
 
 
 @pytest.mark.parametrize("padded", [False, True])

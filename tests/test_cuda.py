@@ -87,24 +87,9 @@ def test_qsv_conv_bipartite_and_float32_on_cuda():
 def test_qsv_conv_under_bf16_autocast_on_cuda_follows_float32(dense):
     """The Trainer's default on CUDA (bf16 autocast): features in bfloat16 beside float32
     attention weights reach the sparse products (their backward once refused mixed dtypes)."""
-    from quest_geometric.nn import QSVConv
-    from quest_geometric.testing.qsv import knn_edges
+    from quest_geometric.testing.qsv import assert_bf16_autocast_follows_float32
 
-    torch.manual_seed(0)
-    conv = QSVConv(16, 16, heads=2).to(CUDA)
-    lin = torch.nn.Linear(16, 16).to(CUDA)
-    edge_index = knn_edges(200, 6, seed=2).to(CUDA)
-    x = torch.randn(200, 16, device=CUDA)
-    res = []
-    for amp in (False, True):
-        conv.zero_grad()
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
-            out = conv(lin(x), edge_index, dense=dense)
-        out.float().square().sum().backward()
-        res.append((out.detach().float(), conv.lin_q.weight.grad.clone()))
-    (ref, gref), (got, ggot) = res
-    torch.testing.assert_close(got, ref, atol=5e-2, rtol=5e-2)
-    assert ((ggot - gref).norm() / gref.norm()).item() < 0.06
+    assert_bf16_autocast_follows_float32(200, CUDA, dense=dense)
 
 
 def test_qsv_conv_gradcheck_on_cuda():

@@ -3,13 +3,15 @@
 - :func:`assert_torch_compile`: a module compiles and matches its eager output.
 - :func:`random_groups`: random hard Focus group sets, :func:`tiny_composed_llama`: a tiny
   random Llama with Focus composed (:mod:`quest_geometric.testing.focus`).
-- :mod:`quest_geometric.testing.qsv`: independent references for QSV layers.
+- :mod:`quest_geometric.testing.qsv`: independent references for QSV layers, and
+  :func:`assert_bf16_autocast_follows_float32` (the layer under bf16 autocast).
 - :mod:`quest_geometric.testing.geometry`: brute-force kNN and grids.
 """
 from quest_geometric.testing.compile import assert_torch_compile
 from quest_geometric.testing.focus import random_groups, tiny_composed_llama
 from quest_geometric.testing.geometry import brute_force_knn, grid_points
 from quest_geometric.testing.qsv import (
+    assert_bf16_autocast_follows_float32,
     conjugate,
     hamilton,
     knn_edges,
@@ -34,4 +36,5 @@ __all__ = [
     "random_dense_edges",
     "make_qsv_conv",
     "random_image_batch",
+    "assert_bf16_autocast_follows_float32",
 ]

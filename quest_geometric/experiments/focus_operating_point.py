@@ -56,7 +56,8 @@ __all__ = ["CONFIGS", "OOD_BLOCKS_PER_SOURCE", "NUM_SINKS", "SINKS_SUFFIX", "bas
            "train_config", "eval_indices", "training_record", "saved_training_record",
            "evaluate_config",
            "paired_comparisons", "table_rows", "write_table",
-           "attention_mac_share", "prefill_speedup_bound", "SMOLLM2_DIMS", "main"]
+           "attention_mac_share", "prefill_speedup_bound", "SMOLLM2_DIMS", "SPLITS", "block_sha",
+           "refresh_full", "main"]
 
 #: The configurations: pattern, kind (``'trained'`` / ``'random'`` / ``'full'``), objective.
 CONFIGS: Dict[str, Dict[str, Any]] = {
@@ -408,40 +409,126 @@ def saved_training_record(name: str, num_blocks: int, runs: Path = RUNS,
     return json.loads(saved.read_text())
 
 
-def evaluate_config(name: str, progress: bool = True) -> Dict[str, Any]:
-    """Evaluate row ``name`` on the validation, test and out-of-domain blocks against full
-    attention (whose per-block losses are computed once and kept in ``full.json``), and write
-    ``benchmarks/results/focus_operating_point/<name>.json``."""
+SPLITS = ("val", "test", "ood")
+
+
+def block_sha(blocks: torch.Tensor) -> List[str]:
+    """The first 16 hex digits of the SHA-256 of each block's token ids (int64 bytes): the
+    identity of the text a loss was computed on. The out-of-domain blocks come from files
+    of the machine (:mod:`quest_geometric.datasets.prose`), which differ between machines,
+    so a loss may be compared with full attention's only on the same block."""
+    import hashlib
+
+    return [hashlib.sha256(b.to(torch.int64).contiguous().numpy().tobytes()).hexdigest()[:16]
+            for b in blocks]
+
+
+def _check_same_blocks(full: Dict[str, Any], sha: Dict[str, List[str]], where: str) -> None:
+    """Refuse to compare with full attention's losses computed on other text."""
+    if "block_sha" not in full:
+        raise RuntimeError(f"{where}: full.json records no block hashes, so its losses cannot "
+                           "be matched to this machine's blocks; run `evaluate full --refresh "
+                           "ood` here first")
+    for s, cur in sha.items():
+        old = full["block_sha"].get(s)
+        if old != cur:
+            diff = [i for i, (a, b) in enumerate(zip(old or [], cur)) if a != b]
+            raise RuntimeError(
+                f"{where}: the {s} blocks on this machine differ from those full.json was "
+                f"computed on (blocks {diff}, counts {len(old or [])} / {len(cur)}); the "
+                "out-of-domain texts are this machine's files: run `evaluate full --refresh "
+                f"{s}` and then re-evaluate every row's {s} split (`--splits {s}`)")
+
+
+def refresh_full(splits: Sequence[str] = ("ood",), progress: bool = True) -> Dict[str, Any]:
+    """Recompute full attention's per-block losses of ``splits`` on this machine's blocks
+    and record every split's block hashes (:func:`block_sha`) in ``full.json``; the other
+    splits' losses are kept (the validation and test texts are CPython's documentation,
+    fixed by the Python version)."""
     from quest_geometric.experiments.focus_pretrained.config import MODEL_NOTE, load_average
 
-    resolve_config(name)
+    for s in splits:
+        if s not in SPLITS:
+            raise ValueError(f"refresh_full: 'splits' must be among {SPLITS} (got {s!r})")
     torch.manual_seed(0)
     model, tok = build_model("full")
     data = load_splits(tok, TRAIN["block"])
     RESULTS.mkdir(parents=True, exist_ok=True)
     full_file = RESULTS / "full.json"
-    if full_file.is_file():
-        full = json.loads(full_file.read_text())
-    else:
-        full = {s: _block_losses(model, data[s], f"full {s}", progress)
-                for s in ("val", "test", "ood")}
-        full["meta"] = {"model": MODEL_NOTE, "threads": torch.get_num_threads(),
-                        "load": load_average(), "torch": torch.__version__,
-                        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                        "ood_sources": {k: v["blocks"] for k, v in
-                                        data["ood_record"]["sources"].items()}}
-        full_file.write_text(json.dumps(full))
+    full = json.loads(full_file.read_text()) if full_file.is_file() else {}
+    for s in SPLITS:
+        if s in splits or s not in full:
+            full[s] = _block_losses(model, data[s], f"full {s}", progress)
+    full["block_sha"] = {s: block_sha(data[s]) for s in SPLITS}
+    meta = dict(full.get("meta", {}))
+    meta.update({"model": MODEL_NOTE, "threads": torch.get_num_threads(),
+                 "load": load_average(), "torch": torch.__version__,
+                 "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                 "refreshed": list(splits),
+                 "ood_sources": {k: v["blocks"] for k, v in
+                                 data["ood_record"]["sources"].items()},
+                 "ood_files": {k: v.get("files") for k, v in
+                               data["ood_record"]["sources"].items()}})
+    full["meta"] = meta
+    full_file.write_text(json.dumps(full))
+    return full
+
+
+def evaluate_config(name: str, progress: bool = True,
+                    splits: Sequence[str] = SPLITS) -> Dict[str, Any]:
+    """Evaluate row ``name`` on the validation, test and out-of-domain blocks against full
+    attention (whose per-block losses are computed once and kept in ``full.json``, with the
+    hashes of the blocks they were computed on), and write
+    ``benchmarks/results/focus_operating_point/<name>.json``; with ``splits`` a subset, only
+    those splits are evaluated and the row's other splits are kept from its file.
+
+    Raises:
+        RuntimeError: when this machine's blocks differ from full attention's (the
+            out-of-domain texts are the machine's files; :func:`refresh_full`).
+    """
+    from quest_geometric.experiments.focus_pretrained.config import load_average
+
+    resolve_config(name)
+    for s in splits:
+        if s not in SPLITS:
+            raise ValueError(f"evaluate_config: 'splits' must be among {SPLITS} (got {s!r})")
     if name == "full":
-        return full
-    cfg = apply_config(model, name)
+        return refresh_full(progress=progress)
+    torch.manual_seed(0)
+    model, tok = build_model("full")
+    data = load_splits(tok, TRAIN["block"])
+    full_file = RESULTS / "full.json"
+    if not full_file.is_file():
+        raise FileNotFoundError(f"evaluate_config: no {full_file}; run `evaluate full` first")
+    full = json.loads(full_file.read_text())
+    _check_same_blocks(full, {s: block_sha(data[s]) for s in splits}, "evaluate_config")
+    row_file = RESULTS / f"{name}.json"
+    old = None
+    if set(splits) != set(SPLITS):
+        if not row_file.is_file():
+            raise FileNotFoundError(f"evaluate_config: only {list(splits)} asked but no "
+                                    f"{row_file} holds the other splits")
+        old = json.loads(row_file.read_text())
+    if old is not None and old["config"]["kind"] == "sinks":
+        # the window the kept splits ran with (a new match could move it by the change of
+        # the matched row's share)
+        cfg = old["config"]
+        compose_config(model, cfg)
+    else:
+        cfg = apply_config(model, name)
     model.eval()
     row: Dict[str, Any] = {"name": name, "config": cfg}
+    if old is not None:
+        row.update({s: old[s] for s in SPLITS if s not in splits})
+        if "meta" in old:
+            row["meta_before"] = old["meta"]
     idx = eval_indices(data)
-    for s in ("val", "test", "ood"):
+    for s in splits:
         r = _block_losses(model, data[s][idx[s]], f"{name} {s}", progress)
         base = {"block_loss": [full[s]["block_loss"][i] for i in idx[s]]}
         row[s] = {**_split_columns(base, r), "block_loss": r["block_loss"], "blocks": idx[s],
-                  "seconds": r["seconds"], "pairs_kept": r["pairs_kept"]}
+                  "seconds": r["seconds"], "pairs_kept": r["pairs_kept"],
+                  "block_sha": [full["block_sha"][s][i] for i in idx[s]]}
     kept = [row[s]["pairs_kept"] for s in ("val", "test", "ood")]
     row["pairs_kept_eval"] = sum(kept) / len(kept)
     row["pairs_kept_8k"] = extrapolated_share(row["pairs_kept_eval"], TRAIN["block"],
@@ -453,9 +540,32 @@ def evaluate_config(name: str, progress: bool = True) -> Dict[str, Any]:
     if cfg["kind"] == "trained" and "routers" not in cfg:
         row["training"] = saved_training_record(base_name(name), data["train"].size(0))
     row["meta"] = {"threads": torch.get_num_threads(), "load": load_average(),
-                   "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-    (RESULTS / f"{name}.json").write_text(json.dumps(row))
+                   "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                   "splits": list(splits)}
+    row_file.write_text(json.dumps(row))
     return row
+
+
+def _check_row_blocks(row: Dict[str, Any], full: Dict[str, Any]) -> None:
+    """A row's losses were computed on full attention's blocks: its recorded block hashes
+    match ``full.json``'s; the out-of-domain split must carry them (its texts are the
+    machine's files), the validation and test splits (CPython's documentation, fixed by the
+    Python version) may predate them."""
+    for s in (s for s in SPLITS if s in row):
+        have = row[s].get("block_sha")
+        if have is None:
+            if s == "ood":
+                raise RuntimeError(
+                    f"row {row['name']!r}: its out-of-domain losses carry no block hashes, so "
+                    "they cannot be matched to full attention's blocks; re-evaluate it with "
+                    "`evaluate NAME --splits ood`")
+            continue
+        want = [full["block_sha"][s][i] for i in row[s]["blocks"]]
+        if have != want:
+            raise RuntimeError(
+                f"row {row['name']!r}: its {s} losses were computed on other blocks than "
+                f"full.json's (another machine's files); re-evaluate it with `evaluate NAME "
+                f"--splits {s}`")
 
 
 def paired_comparisons(results: Path = RESULTS) -> list:
@@ -475,8 +585,11 @@ def paired_comparisons(results: Path = RESULTS) -> list:
     from quest_geometric.experiments.focus_pretrained.evaluate import paired_block_delta
 
     results = Path(results)
+    full = json.loads((results / "full.json").read_text())
     rows = {f.stem: json.loads(f.read_text()) for f in results.glob("*.json")
             if f.name != "full.json"}
+    for r in rows.values():
+        _check_row_blocks(r, full)
     out = []
     for name, r in sorted(rows.items()):
         c = r["config"]
@@ -529,6 +642,7 @@ def table_rows(results: Path = RESULTS) -> List[Dict[str, Any]]:
         if f.name == "full.json":
             continue
         r = json.loads(f.read_text())
+        _check_row_blocks(r, full)
         medians = {f"{s}_median_pct": paired_block_delta(
             [full[s]["block_loss"][i] for i in r[s]["blocks"]], r[s]["block_loss"]
         )["delta_median"] for s in ("ood", "test") if "block_loss" in r[s] and "blocks" in r[s]}
@@ -623,6 +737,11 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                                          "NAME@topK+sinks or sinks@NAME")
     e.add_argument("name")
     e.add_argument("--no-progress", action="store_true")
+    e.add_argument("--splits", nargs="+", choices=SPLITS, default=list(SPLITS),
+                   help="evaluate only these splits, keeping the row's others from its file")
+    e.add_argument("--refresh", nargs="+", choices=SPLITS, default=None,
+                   help="with NAME 'full': recompute full attention's losses of these splits "
+                        "on this machine's blocks (and record every split's block hashes)")
     sub.add_parser("table", help="write the table of every evaluated row")
     sub.add_parser("verdict", help="write the verdict table: every row's quality, passkey and "
                                    "speed against the target (focus_verdict)")
@@ -633,7 +752,12 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         print("met by:", write_verdict()["met_by"] or "no configuration")
         return
     if a.cmd == "evaluate":
-        evaluate_config(a.name, not a.no_progress)
+        if a.refresh is not None:
+            if a.name != "full":
+                p.error("--refresh applies to the row 'full' only")
+            refresh_full(a.refresh, not a.no_progress)
+            return
+        evaluate_config(a.name, not a.no_progress, a.splits)
         return
     if a.cmd == "table":
         print(write_table()["rows"])

@@ -92,14 +92,24 @@ def test_content_free_configurations_keep_their_pattern_on_a_real_model(cfg):
             assert pattern_share(24, 2) < share < 1.0
 
 
-def test_write_table_from_row_files(tmp_path):
-    full = {s: {"block_loss": [1.0, 2.0]} for s in ("val", "test", "ood")}
-    full["meta"] = {"model": "m"}
+SHA = ["a0", "b1", "c2", "d3"]  # block hashes of the synthetic full.json below
+
+
+def _full(tmp_path, losses, **extra):
+    full = {s: {"block_loss": list(losses)} for s in ("val", "test", "ood")}
+    full["block_sha"] = {s: SHA[:len(losses)] for s in ("val", "test", "ood")}
+    full.update(meta={"model": "m"}, **extra)
     (tmp_path / "full.json").write_text(json.dumps(full))
+    return full
+
+
+def test_write_table_from_row_files(tmp_path):
+    full = _full(tmp_path, [1.0, 2.0])
     row = {"name": "K8_top2_w64_random", "config": CONFIGS["K8_top2_w64_random"],
            "pairs_kept_eval": 0.5, "pairs_kept_8k": 0.45,
            **{s: {"delta_pct": d, "delta_sem": 0.1, "blocks_worse": 2} for s, d in
               (("val", 3.0), ("test", 4.0), ("ood", 5.0))}}
+    row["ood"].update(blocks=[0, 1], block_sha=SHA[:2])
     (tmp_path / "K8_top2_w64_random.json").write_text(json.dumps(row))
     out = write_table(tmp_path / "out", results=tmp_path)
     rows = out["rows"]
@@ -111,8 +121,10 @@ def test_write_table_from_row_files(tmp_path):
     # with per-block losses: the median of the per-block changes against full attention,
     # on the blocks the row ran (one outlier block moves the mean, not the median)
     full["ood"]["block_loss"] = [1.0, 2.0, 1.5, 1.0]
+    full["block_sha"]["ood"] = SHA
     (tmp_path / "full.json").write_text(json.dumps(full))
-    row["ood"].update(block_loss=[1.1, 2.1, 0.0], blocks=[0, 1, 3])
+    row["ood"].update(block_loss=[1.1, 2.1, 0.0], blocks=[0, 1, 3],
+                      block_sha=[SHA[i] for i in (0, 1, 3)])
     row["test"].update(block_loss=[1.0, 2.2], blocks=[0, 1])
     (tmp_path / "K8_top2_w64_random.json").write_text(json.dumps(row))
     got = write_table(tmp_path / "out", results=tmp_path)["rows"][1]
@@ -121,6 +133,40 @@ def test_write_table_from_row_files(tmp_path):
     assert got["ood_best_block_pct"] == pytest.approx(100 * math.expm1(-1.0))
     assert got["test_median_pct"] == pytest.approx(100 * math.expm1(0.1))
     assert "K8_top2_w64_random" in (tmp_path / "out" / "focus_operating_point.md").read_text()
+    # losses computed on other blocks (another machine's out-of-domain files), or without
+    # the hashes that say which blocks: refused, not compared
+    row["ood"]["block_sha"] = [SHA[0], SHA[1], "ff"]
+    (tmp_path / "K8_top2_w64_random.json").write_text(json.dumps(row))
+    with pytest.raises(RuntimeError, match="other blocks than full.json's"):
+        write_table(tmp_path / "out", results=tmp_path)
+    del row["ood"]["block_sha"]
+    (tmp_path / "K8_top2_w64_random.json").write_text(json.dumps(row))
+    with pytest.raises(RuntimeError, match="carry no block hashes"):
+        write_table(tmp_path / "out", results=tmp_path)
+    # a test split without hashes predates them and is accepted; with a wrong one, refused
+    row["ood"]["block_sha"] = [SHA[i] for i in (0, 1, 3)]
+    row["test"]["block_sha"] = ["zz", SHA[1]]
+    (tmp_path / "K8_top2_w64_random.json").write_text(json.dumps(row))
+    with pytest.raises(RuntimeError, match="its test losses"):
+        write_table(tmp_path / "out", results=tmp_path)
+
+
+def test_block_sha_and_the_check_against_full_attention():
+    import hashlib
+
+    from quest_geometric.experiments.focus_operating_point import _check_same_blocks, block_sha
+
+    blocks = torch.tensor([[1, 2, 3], [1, 2, 4]])
+    sha = block_sha(blocks)
+    assert sha[0] == hashlib.sha256(
+        (1).to_bytes(8, "little") + (2).to_bytes(8, "little") + (3).to_bytes(8, "little")
+    ).hexdigest()[:16]
+    assert sha[0] != sha[1] and block_sha(blocks.int()) == sha  # the ids, not their dtype
+    _check_same_blocks({"block_sha": {"ood": sha}}, {"ood": sha}, "t")
+    with pytest.raises(RuntimeError, match=r"the ood blocks on this machine differ .*blocks \[1\]"):
+        _check_same_blocks({"block_sha": {"ood": [sha[0], "x"]}}, {"ood": sha}, "t")
+    with pytest.raises(RuntimeError, match="records no block hashes"):
+        _check_same_blocks({}, {"ood": sha}, "t")
 
 
 def test_attention_share_and_prefill_bound_by_hand():
@@ -253,8 +299,10 @@ def test_paired_comparisons_by_hand(tmp_path):
     def row(name, kind, losses, share, **cfg):
         (tmp_path / f"{name}.json").write_text(json.dumps({
             "name": name, "config": {"kind": kind, **cfg}, "pairs_kept_eval": share,
-            **{s: {"block_loss": losses} for s in ("ood", "test")}}))
+            **{s: {"block_loss": losses, "blocks": [0, 1, 2, 3], "block_sha": SHA}
+               for s in ("ood", "test")}}))
 
+    _full(tmp_path, [2.0] * 4)
     focus = [2.0, 2.5, 3.0, 2.2]
     row("K8_top2_w64_lm", "trained", focus, 0.5, K=8, top_k=2, window=64)
     row("sinks@K8_top2_w64_lm", "sinks", [1.9, 2.3, 3.1, 2.0], 0.5, window=300)
@@ -281,7 +329,10 @@ def test_paired_comparisons_of_a_sinks_row_fall_back_to_its_routers_window(tmp_p
     def row(name, kind, share, **cfg):
         (tmp_path / f"{name}.json").write_text(json.dumps({
             "name": name, "config": {"kind": kind, **cfg}, "pairs_kept_eval": share,
-            **{s: {"block_loss": [2.0, 2.1, 2.2]} for s in ("ood", "test")}}))
+            **{s: {"block_loss": [2.0, 2.1, 2.2], "blocks": [0, 1, 2], "block_sha": SHA[:3]}
+               for s in ("ood", "test")}}))
+
+    _full(tmp_path, [2.0] * 3)
 
     pattern = {"K": 8, "top_k": 2, "window": 64}
     row("K8_top2_w64_lm+sinks", "trained", 0.52, **pattern)

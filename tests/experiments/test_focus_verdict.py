@@ -20,7 +20,8 @@ def _row(op, name, kind, losses, share_8k, training=None, full=FULL, **cfg):
     n = len(losses)
     for s in ("val", "test", "ood"):
         d = 100 * math.expm1(sum(losses) / n - sum(full) / n)
-        splits[s] = {"block_loss": losses, "blocks": list(range(n)), "delta_pct": d,
+        splits[s] = {"block_loss": losses, "blocks": list(range(n)),
+                     "block_sha": [f"h{i}" for i in range(n)], "delta_pct": d,
                      "delta_sem": 0.1, "blocks_worse": sum(a > b for a, b in zip(losses, full))}
     (op / f"{name}.json").write_text(json.dumps({
         "name": name, "config": {"kind": kind, **cfg}, "pairs_kept_eval": share_8k,
@@ -52,7 +53,9 @@ def study(tmp_path):
     op = tmp_path / "focus_operating_point"
     op.mkdir()
     full = {s: {"block_loss": FULL} for s in ("val", "test", "ood")}
-    (op / "full.json").write_text(json.dumps({**full, "meta": {"model": "m"}}))
+    (op / "full.json").write_text(json.dumps({
+        **full, "block_sha": {s: [f"h{i}" for i in range(len(FULL))] for s in full},
+        "meta": {"model": "m"}}))
     pattern = {"K": 8, "top_k": 2, "window": 64}
     _row(op, FOCUS, "trained", [x + math.log(0.995) for x in FULL], 0.2,
          training={"steps": 50, "revisit_mean": -0.001, "revisit_sem": 0.002},
@@ -195,9 +198,10 @@ def test_worse_on_most_blocks_by_a_sign_test_misses_the_baselines(study):
     the paired interval holds 0 while the exact sign test (11 of 12, p = 0.006) does not."""
     op = study / "focus_operating_point"
     full = [2.0 + 0.05 * i for i in range(12)]
-    (op / "full.json").write_text(json.dumps({**{s: {"block_loss": full}
-                                                 for s in ("val", "test", "ood")},
-                                              "meta": {"model": "m"}}))
+    (op / "full.json").write_text(json.dumps({
+        **{s: {"block_loss": full} for s in ("val", "test", "ood")},
+        "block_sha": {s: [f"h{i}" for i in range(12)] for s in ("val", "test", "ood")},
+        "meta": {"model": "m"}}))
     window = [x + 0.01 for x in full]
     _row(op, "sinks@K8_top2_w64_distill", "sinks", window, 0.2, full=full, window=300,
          num_sinks=4)

@@ -256,9 +256,13 @@ def test_attend_blocks_and_chunks_equal_reference(dtype, k, channels):
     for a, b, c in zip(kernel, reference, exact):
         if dtype == torch.float64:
             torch.testing.assert_close(a, b, **TOL[dtype])
-        else:  # sums of up to 70 x 100 float32 terms: as close to float64 as the reference
+        else:  # sums of up to 70 x 100 float32 terms: as close to float64 as the reference,
+            # or within 32 float32 ulps of the result's magnitude: the temperatures' gradient
+            # sums all 5,600 edges of a head, and the kernel's blocked order is not torch's
+            # pairwise one (on an AVX-512 machine 1.6e-6 relative, 5.4x the reference's error)
             error, reference_error = (a.double() - c).abs().max(), (b.double() - c).abs().max()
-            assert error <= 4 * reference_error + 1e-6, (error, reference_error)
+            ulps = 32 * torch.finfo(torch.float32).eps * c.abs().max()
+            assert error <= max(4 * reference_error + 1e-6, ulps), (error, reference_error, ulps)
     assert kernel[-1][n_src - 1].abs().max() == 0 and kernel[2][n_src - 1].abs().max() == 0
 
 

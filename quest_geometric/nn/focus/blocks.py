@@ -96,15 +96,19 @@ def _merge_part_list(n: int, parts: List[Tuple[Rows, Tensor, Tensor]]
 
 
 def _sink_part(groups: Tensor, batch: Optional[Tensor], window: int, num_sinks: int,
-               causal: bool, num_groups: int) -> Tuple[Tensor, Tensor, Tensor]:
+               causal: bool, num_groups: int) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     """Part C, the sink pairs that neither the band nor a group holds
     (:func:`~quest_geometric.nn.focus.edge_index.sink_pairs`), sorted by query:
-    ``(rows, tgt, src)`` with ``rows`` the queries having at least one such pair."""
-    seq, start, end = _seq_info(batch, groups.size(0), groups.device)
+    ``(rows, tgt, src, is_sink)`` with ``rows`` the queries having at least one such pair
+    and ``is_sink`` ``[N]`` whether each token is among the first ``num_sinks`` of its
+    sequence."""
+    n = groups.size(0)
+    seq, start, end = _seq_info(batch, n, groups.device)
     tgt, src = sink_pairs(groups, window, num_sinks, seq, start, end, causal, num_groups)
-    order = torch.argsort(tgt * groups.size(0) + src)
+    order = torch.argsort(tgt * n + src)
     tgt, src = tgt[order], src[order]
-    return torch.unique_consecutive(tgt), tgt, src
+    is_sink = torch.arange(n, device=groups.device) - start < num_sinks
+    return torch.unique_consecutive(tgt), tgt, src, is_sink
 
 
 def _pair_forward(q: Tensor, k: Tensor, v: Tensor, rows: Tensor, tgt: Tensor, src: Tensor,
@@ -154,13 +158,39 @@ def _pair_backward(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, gr
 SINK_DENSE_MAX_KEYS = 256
 
 
+class _PairPart(NamedTuple):
+    """Part C as explicit pairs ``(tgt, src)`` of the queries ``rows``
+    (:func:`_pair_forward`, :func:`_pair_backward`)."""
+    rows: Tensor
+    tgt: Tensor
+    src: Tensor
+
+    def forward(self, q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tuple[Tensor, Tensor]:
+        return _pair_forward(q, k, v, self.rows, self.tgt, self.src, scale)
+
+    def backward(self, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
+                 grad: Tensor, scale: float, dq: Tensor, dk: Tensor, dv: Tensor) -> None:
+        gq, gk, gv = _pair_backward(q, k, v, out, lse, grad, self.tgt, self.src, scale)
+        dq += gq
+        dk += gk
+        dv += gv
+
+
 class _DensePart(NamedTuple):
     """Part C as dense attention of the queries ``rows`` ``[R]`` over the keys ``keys``
     ``[C]`` (:obj:`None`: every token) with the additive mask ``bias`` ``[R, C]`` (0 on
-    the sink pairs, ``-inf`` elsewhere); every row keeps at least one key."""
+    the sink pairs, ``-inf`` elsewhere); every row keeps at least one key
+    (:func:`_dense_forward`, :func:`_dense_backward`)."""
     rows: Tensor
     keys: Optional[Tensor]
     bias: Tensor
+
+    def forward(self, q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tuple[Tensor, Tensor]:
+        return _dense_forward(q, k, v, self, scale)
+
+    def backward(self, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
+                 grad: Tensor, scale: float, dq: Tensor, dk: Tensor, dv: Tensor) -> None:
+        _dense_backward(q, k, v, out, lse, grad, self, scale, dq, dk, dv)
 
 
 def _dense_sink_parts(tgt: Tensor, src: Tensor, is_sink: Tensor, n: int, dtype: torch.dtype
@@ -191,16 +221,25 @@ def _dense_sink_parts(tgt: Tensor, src: Tensor, is_sink: Tensor, n: int, dtype: 
     return parts
 
 
+def _dense_scores(q: Tensor, k: Tensor, v: Tensor, part: _DensePart, scale: float
+                  ) -> Tuple[Tensor, Tensor, Tensor, Tensor, torch.dtype]:
+    r"""``(qr [H, R, D], kc [H, C, D], vc [H, C, D], scores [H, R, C], dtype)`` of
+    :class:`_DensePart`, in float32 for half precision: the scores
+    :math:`s\,Q_R K_C^{\top} + B` the forward and the backward both start from."""
+    wdt = torch.float32 if q.dtype in HALF_DTYPES else q.dtype
+    qr = q.index_select(0, part.rows).to(wdt).transpose(0, 1)
+    kc, vc = ((x if part.keys is None else x.index_select(0, part.keys)).to(wdt)
+              .transpose(0, 1) for x in (k, v))
+    sc = torch.baddbmm(part.bias.to(wdt).unsqueeze(0), qr, kc.transpose(1, 2), alpha=scale)
+    return qr, kc, vc, sc, wdt
+
+
 def _dense_forward(q: Tensor, k: Tensor, v: Tensor, part: _DensePart, scale: float
                    ) -> Tuple[Tensor, Tensor]:
     r"""Part C's attention :math:`\mathrm{softmax}(s\,Q_R K_C^{\top} + B) V_C` of
     :class:`_DensePart`: output ``[R, H, D]`` and log-sum-exp ``[R, H]`` (computed in float32
     for half precision)."""
-    wdt = torch.float32 if q.dtype in HALF_DTYPES else q.dtype
-    qr = q.index_select(0, part.rows).to(wdt).transpose(0, 1)  # [H, R, D]
-    kc, vc = ((x if part.keys is None else x.index_select(0, part.keys)).to(wdt)
-              .transpose(0, 1) for x in (k, v))  # [H, C, D]
-    sc = torch.baddbmm(part.bias.to(wdt).unsqueeze(0), qr, kc.transpose(1, 2), alpha=scale)
+    _, _, vc, sc, _ = _dense_scores(q, k, v, part, scale)
     lse = torch.logsumexp(sc, -1)  # [H, R]: finite, every row keeps a key
     o = torch.exp(sc - lse.unsqueeze(-1)) @ vc
     return o.transpose(0, 1).to(q.dtype), lse.t()
@@ -214,14 +253,11 @@ def _dense_backward(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, g
     :math:`dV \mathrel{+}= P^{\top} G`, :math:`dS = P \circ (G V^{\top} - \delta)\,s`
     with :math:`\delta_i = \mathbf{g}_i^{\top} \mathbf{o}_i`, :math:`dQ \mathrel{+}= dS\,K`,
     :math:`dK \mathrel{+}= dS^{\top} Q`."""
-    wdt = torch.float32 if q.dtype in HALF_DTYPES else q.dtype
     rows = part.rows
-    qr, gr, orr = (x.index_select(0, rows).to(wdt).transpose(0, 1) for x in (q, grad, out))
-    kc, vc = ((x if part.keys is None else x.index_select(0, part.keys)).to(wdt)
-              .transpose(0, 1) for x in (k, v))
+    qr, kc, vc, sc, wdt = _dense_scores(q, k, v, part, scale)
+    gr, orr = (x.index_select(0, rows).to(wdt).transpose(0, 1) for x in (grad, out))
     lr = lse.index_select(0, rows).to(wdt).t().unsqueeze(-1)  # [H, R, 1]
-    p = torch.exp(torch.baddbmm(part.bias.to(wdt).unsqueeze(0), qr, kc.transpose(1, 2),
-                                alpha=scale) - lr)  # [H, R, C]
+    p = torch.exp(sc - lr)  # [H, R, C]
     delta = (gr * orr).sum(-1, keepdim=True)  # [H, R, 1]
     ds = p * (gr @ vc.transpose(1, 2) - delta) * scale
     dq.index_add_(0, rows, (ds @ kc).transpose(0, 1).to(dq.dtype))
@@ -318,7 +354,7 @@ def focus_blocks_reference(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
     outs.append(o.squeeze(2))
     lses.append(lse.squeeze(2))
     if num_sinks > 0:
-        rows, tgt, src = _sink_part(groups, batch, window, num_sinks, causal, kgroups)
+        rows, tgt, src, _ = _sink_part(groups, batch, window, num_sinks, causal, kgroups)
         if rows.numel():
             o, lse = _pair_forward(q, k, v, rows, tgt, src, scale)
             toks.append(rows)
@@ -379,9 +415,9 @@ class _BlocksPlan:
         self.n, self.kk, self.nseq, self.num_groups = n, kk, nseq, num_groups
         self.causal, self.window, self.dtype = causal, window, dtype
         self.right = 0 if causal else window
-        #: part C ``(rows, tgt, src)`` (see :func:`_sink_part`) or a list of
-        #: :class:`_DensePart` (see :data:`SINK_DENSE_MAX_KEYS`), set by the caller
-        self.sink: Optional[Union[Tuple[Tensor, Tensor, Tensor], List[_DensePart]]] = None
+        #: part C: a :class:`_PairPart` or :class:`_DensePart` s (see
+        #: :data:`SINK_DENSE_MAX_KEYS`), set by the caller; empty without sinks
+        self.sink: List[Union[_PairPart, _DensePart]] = []
         # buckets: for top_k = 1 one stable sort; each bucket a contiguous span of `order`
         if kk == 1:
             key = self.seq * num_groups + self.groups[:, 0]
@@ -549,18 +585,6 @@ def _heads_first(x: Tensor) -> Tensor:
     return x.transpose(0, 1).unsqueeze(0)
 
 
-def _sink_outputs(q: Tensor, k: Tensor, v: Tensor, sink, scale: float
-                  ) -> List[Tuple[Tensor, Tensor, Tensor]]:
-    """Part C's ``(rows, o, lse)`` parts: one from explicit pairs, or one per
-    :class:`_DensePart`; none without sinks."""
-    if sink is None:
-        return []
-    if isinstance(sink, list):
-        return [(part.rows, *_dense_forward(q, k, v, part, scale)) for part in sink]
-    rows, tgt, src = sink
-    return [(rows, *_pair_forward(q, k, v, rows, tgt, src, scale))]
-
-
 class _FocusBlocksFunction(torch.autograd.Function):
     """Fused forward/backward of the decomposition with the CPU flash kernels.
 
@@ -623,8 +647,9 @@ class _FocusBlocksFunction(torch.autograd.Function):
                 out[rows].lerp_(ob, torch.exp(lb - lr).unsqueeze(-1).to(out.dtype))
             else:
                 parts.append((rows, ob, lb))
-        for rows, oc, lc in _sink_outputs(q, k, v, plan.sink, scale):
-            # part C: the sink pairs outside the band and the groups
+        for part in plan.sink:  # part C: the sink pairs outside the band and the groups
+            rows = part.rows
+            oc, lc = part.forward(q, k, v, scale)
             if single:
                 lr = torch.logaddexp(lse_all[rows], lc)
                 cur = out[rows]
@@ -683,15 +708,8 @@ class _FocusBlocksFunction(torch.autograd.Function):
                     + torch.arange(seg.lk, device=q.device).view(1, -1)).view(-1)
             dk.index_add_(0, kidx, gk.transpose(1, 2).reshape(-1, h, d))
             dv.index_add_(0, kidx, gv.transpose(1, 2).reshape(-1, h, d))
-        if isinstance(plan.sink, list):
-            for part in plan.sink:
-                _dense_backward(q, k, v, out, lse, grad_out, part, scale, dq, dk, dv)
-        elif plan.sink is not None:
-            _, tgt, src = plan.sink
-            gq, gk, gv = _pair_backward(q, k, v, out, lse, grad_out, tgt, src, scale)
-            dq += gq
-            dk += gk
-            dv += gv
+        for part in plan.sink:
+            part.backward(q, k, v, out, lse, grad_out, scale, dq, dk, dv)
         return dq, dk, dv, None, None
 
 
@@ -768,14 +786,12 @@ def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
     seq, nseq = seq_layout(batch, n, q.device)
     plan = _BlocksPlan(groups.long(), seq, nseq, kgroups, window, causal, q.dtype)
     if num_sinks > 0:
-        rows, tgt, src = _sink_part(groups.long(), batch, window, num_sinks, causal, kgroups)
+        rows, tgt, src, is_sink = _sink_part(groups.long(), batch, window, num_sinks, causal,
+                                             kgroups)
         if rows.numel():
-            _, start, _ = _seq_info(batch, n, q.device)
-            is_sink = torch.arange(n, device=q.device) - start < num_sinks
-            if int(is_sink.sum()) <= SINK_DENSE_MAX_KEYS:
-                plan.sink = _dense_sink_parts(tgt, src, is_sink, n, q.dtype)
-            else:
-                plan.sink = (rows, tgt, src)
+            plan.sink = (_dense_sink_parts(tgt, src, is_sink, n, q.dtype)
+                         if int(is_sink.sum()) <= SINK_DENSE_MAX_KEYS
+                         else [_PairPart(rows, tgt, src)])
     return _FocusBlocksFunction.apply(q.contiguous(), k.contiguous(), v.contiguous(), plan,
                                       1.0 / math.sqrt(q.size(-1)))
 

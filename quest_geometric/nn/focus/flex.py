@@ -402,7 +402,8 @@ def focus_flex_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window
     # the compiled kernel needs D >= 16: zero columns change no dot product, and the
     # output's extra columns (zero values) are cut off below
     pad = max(0, FLEX_MIN_HEAD_DIM - d)
-    qp, kp, vp = (F.pad(x[perm], (0, pad)).transpose(0, 1).unsqueeze(0) for x in (q, k, v))
+    qp, kp, vp = ((F.pad(x[perm], (0, pad)) if pad else x[perm]).transpose(0, 1).unsqueeze(0)
+                  for x in (q, k, v))
     scale = 1.0 / math.sqrt(d)
     if compiled:
         out = _compiled_flex()(qp, kp, vp, block_mask=bm, scale=scale)

@@ -48,7 +48,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-from quest_geometric._utils.checks import check_int
+from quest_geometric._utils.checks import check_choice, check_int
 
 __all__ = ["CONFIGS", "OOD_BLOCKS_PER_SOURCE", "NUM_SINKS", "SINKS_SUFFIX", "base_name",
            "extrapolated_share",
@@ -448,8 +448,7 @@ def refresh_full(splits: Sequence[str] = ("ood",), progress: bool = True) -> Dic
     from quest_geometric.experiments.focus_pretrained.config import MODEL_NOTE, load_average
 
     for s in splits:
-        if s not in SPLITS:
-            raise ValueError(f"refresh_full: 'splits' must be among {SPLITS} (got {s!r})")
+        check_choice(s, "'splits'", SPLITS, where="refresh_full")
     torch.manual_seed(0)
     model, tok = build_model("full")
     data = load_splits(tok, TRAIN["block"])
@@ -490,8 +489,7 @@ def evaluate_config(name: str, progress: bool = True,
 
     resolve_config(name)
     for s in splits:
-        if s not in SPLITS:
-            raise ValueError(f"evaluate_config: 'splits' must be among {SPLITS} (got {s!r})")
+        check_choice(s, "'splits'", SPLITS, where="evaluate_config")
     if name == "full":
         return refresh_full(progress=progress)
     torch.manual_seed(0)

@@ -97,9 +97,23 @@ def grid_graph(nlat: int, nlon: int, k: int, colatitudes: torch.Tensor | None = 
     return knn_graph(equiangular_points(nlat, nlon, colatitudes), k, loop=True)
 
 
-def _floors(edge_index: torch.Tensor, x: torch.Tensor) -> dict[str, Callable[[], Any]]:
-    """The floor functions on ``x``'s device (see the CPU benchmark's ``_one_gather_and_spmm``):
-    one gather, one CSR product over fixed weights, and its forward + backward."""
+def floor_functions(edge_index: torch.Tensor, x: torch.Tensor
+                    ) -> dict[str, Callable[[], Any]]:
+    r"""The floors of QSVConv's aggregation on ``x``'s device, as functions to time, each from
+    torch's own sparse kernels: ``'gather'``, one ``[E, C]`` gather of the neighbours'
+    features; ``'spmm'``, one sparse-dense product :math:`Y = A X` over fixed weights (a
+    single pass over the neighbours); ``'spmm_fb'``, the three products a forward + backward
+    of it needs when the weights and the features require gradients: :math:`A X`, the
+    sampled product :math:`\langle G_i, X_j \rangle` on :math:`A`'s pattern for the weights
+    (:func:`torch.sparse.sampled_addmm`) and :math:`A^{\top} G` for the features. The CSR
+    matrices (the transpose included) are built here, outside the timed calls; run the
+    functions under :func:`torch.no_grad`.
+
+    Args:
+        edge_index (torch.Tensor): ``[2, N k]`` in the dense layout (``k`` in-edges per
+            target, sorted by target).
+        x (torch.Tensor): ``[N, C]`` features.
+    """
     n, dev = x.size(0), x.device
     k = edge_index.size(1) // n
     crow = torch.arange(0, n * k + 1, k, device=dev)
@@ -178,7 +192,7 @@ def cuda_rows(grids=CUDA_GRIDS, compiled: bool = True, repeat: int = 30,
                   "TransformerConv": ((x, edge_index), {}),
                   "NeighborhoodAttentionS2": ((x_grid,), {})}
         with torch.no_grad():
-            floors = time_interleaved(_floors(edge_index, x), warmup=2, repeat=repeat,
+            floors = time_interleaved(floor_functions(edge_index, x), warmup=2, repeat=repeat,
                                       device=dev, shuffle_seed=0)
         floor_ms = {f"{name}_ms": 1e3 * floors[name]["median_s"] for name in FLOORS}
         for mode in ["eager"] + (["compiled"] if compiled else []):

@@ -58,43 +58,16 @@ def _equiangular_graph(nlat: int, nlon: int, k: int):
 
 
 def _one_gather_and_spmm(edge_index: torch.Tensor, x: torch.Tensor, repeat: int) -> dict:
-    r"""The floors, each from torch's own sparse kernels: one ``[E, C]`` gather of the
-    neighbours' features, one sparse-dense product :math:`Y = A X` over fixed weights (a
-    single pass over the neighbours, no autograd), and the three products a forward +
-    backward of it needs when the weights and the features require gradients: :math:`A X`,
-    the sampled product :math:`\langle G_i, X_j \rangle` on :math:`A`'s pattern for the
-    weights (:func:`torch.sparse.sampled_addmm`) and :math:`A^{\top} G` for the features
-    (the transposed CSR matrix built once, outside the timing)."""
-    import warnings
+    """The floors (:func:`~quest_geometric.experiments.qsv_cuda.floor_functions`: one
+    gather, one sparse product over fixed weights and that product's forward + backward),
+    timed in ms: the first two in the same rounds, the third in its own."""
+    from quest_geometric.experiments.qsv_cuda import floor_functions
 
-    n = x.size(0)
-    k = edge_index.size(1) // n
-    crow = torch.arange(0, n * k + 1, k)  # the dense layout: k entries per row
-    w = torch.rand(edge_index.size(1))
-    g = torch.randn_like(x)
-
-    with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state"
-        warnings.filterwarnings("ignore", message=".*Sparse CSR tensor support is in beta.*")
-
-        def csr(values: torch.Tensor) -> torch.Tensor:
-            return torch.sparse_csr_tensor(crow, edge_index[0], values, (n, n),
-                                           check_invariants=False)
-
-        a_t = csr(w).t().to_sparse_csr()
-        pattern = csr(torch.zeros_like(w))
-
-        def spmm() -> torch.Tensor:
-            return csr(w) @ x
-
-        def spmm_fb() -> None:
-            csr(w) @ x
-            torch.sparse.sampled_addmm(pattern, g, x.t(), beta=0.0)
-            a_t @ g
-
-        with torch.no_grad():
-            t = time_interleaved({"gather": lambda: x.index_select(0, edge_index[0]),
-                                  "spmm": spmm}, warmup=1, repeat=repeat)
-            t.update(time_interleaved({"spmm_fb": spmm_fb}, warmup=1, repeat=repeat))
+    fns = floor_functions(edge_index, x)
+    with torch.no_grad():
+        t = time_interleaved({"gather": fns["gather"], "spmm": fns["spmm"]}, warmup=1,
+                             repeat=repeat)
+        t.update(time_interleaved({"spmm_fb": fns["spmm_fb"]}, warmup=1, repeat=repeat))
     return {name: 1e3 * v["median_s"] for name, v in t.items()}
 
 

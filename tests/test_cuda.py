@@ -156,9 +156,41 @@ def test_focus_attention_on_cuda_equals_cpu(backend, top_k, num_sinks):
     layer = FocusAttention(32, 4, num_groups=4, group_dim=8, top_k=top_k, window=5,
                            backend=backend, num_sinks=num_sinks).double().eval()
     x = torch.randn(2, 40, 32, dtype=torch.float64)
-    # 'blocks' on CUDA runs the FlexAttention kernel (TF32 dots allowed): looser there
-    tol = 5e-3 if backend == "blocks" else 1e-9
-    _assert_same_on_cuda(layer, (x,), tol=tol)
+    # float64: 'blocks' runs its reference path on CUDA (Triton does not compile the
+    # FlexAttention kernel for float64), exact like the others
+    _assert_same_on_cuda(layer, (x,), tol=1e-9)
+
+
+@pytest.mark.parametrize("top_k, num_sinks", [(1, 0), (2, 2)])
+def test_focus_attention_blocks_float32_on_cuda_runs_flex(top_k, num_sinks, monkeypatch):
+    from quest_geometric.nn import FocusAttention
+    from quest_geometric.nn.focus import blocks, flex
+
+    calls = []
+
+    def spy(*args, **kwargs):
+        calls.append(args[0].dtype)
+        return flex.focus_flex_attention(*args, **kwargs)
+    monkeypatch.setattr(blocks, "focus_flex_attention", spy)
+    torch.manual_seed(0)
+    layer = FocusAttention(32, 4, num_groups=4, group_dim=8, top_k=top_k, window=5,
+                           backend="blocks", num_sinks=num_sinks).double().eval()
+    x = torch.randn(2, 40, 32, dtype=torch.float64)
+    with torch.no_grad():
+        ref = layer(x)
+        out = copy.deepcopy(layer).float().to(CUDA)(x.float().to(CUDA))
+    assert calls == [torch.float32]  # the compiled kernel ran
+    # the kernel's dots may use TF32
+    torch.testing.assert_close(out.double().cpu(), ref, atol=5e-3, rtol=5e-3)
+
+
+def test_flex_refuses_float64_on_cuda_by_name():
+    from quest_geometric.nn.focus.flex import focus_flex_attention
+
+    q = torch.randn(64, 2, 16, dtype=torch.float64, device=CUDA)
+    groups = torch.zeros(64, 1, dtype=torch.long, device=CUDA)
+    with torch.no_grad(), pytest.raises(TypeError, match="float64"):
+        focus_flex_attention(q, q, q, groups, 4)
 
 
 def test_focus_soft_training_mode_on_cuda_equals_cpu():

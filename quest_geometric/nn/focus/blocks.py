@@ -18,7 +18,8 @@ from quest_geometric.nn.focus import _aten
 from quest_geometric._utils.checks import check_hard_args, check_num_sinks
 from quest_geometric.nn.focus._layout import HALF_DTYPES, seq_layout
 from quest_geometric.nn.focus.edge_index import _seq_info, sink_pairs, smallest_shared_group
-from quest_geometric.nn.focus.flex import FLEX_AVAILABLE, MAX_FLEX_GROUPS, focus_flex_attention
+from quest_geometric.nn.focus.flex import (FLEX_AVAILABLE, FLEX_COMPILED_DTYPES, MAX_FLEX_GROUPS,
+                                           focus_flex_attention)
 
 __all__ = ["focus_blocks_attention", "focus_blocks_reference", "SINK_DENSE_MAX_KEYS"]
 
@@ -732,8 +733,9 @@ def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
     :math:`L = \log(e^{\ell_A} + e^{\ell_B})`. On CUDA (with ``fused`` left to
     :obj:`None`) it runs :func:`~quest_geometric.nn.focus.flex.focus_flex_attention`, one
     block-sparse FlexAttention call on group-sorted tokens with the same semantics, when
-    FlexAttention is available and :math:`K \le 62`; elsewhere (or with ``fused=False``) it
-    runs :func:`focus_blocks_reference`.
+    FlexAttention is available, :math:`K \le 62` and the dtype is one the compiled kernel
+    takes (:data:`~quest_geometric.nn.focus.flex.FLEX_COMPILED_DTYPES`: not float64);
+    elsewhere (or with ``fused=False``) it runs :func:`focus_blocks_reference`.
 
     With :obj:`num_sinks` :math:`s > 0` the pattern also keeps the sink pairs,
     :math:`\min(p_i, p_j) < s` (:math:`p` the position in the sequence; causal: every query
@@ -772,7 +774,7 @@ def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
     can_fuse = (_aten.FLASH_AVAILABLE and q.device.type == "cpu"
                 and q.dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16))
     if (fused is None and n > 0 and q.device.type == "cuda" and FLEX_AVAILABLE
-            and kgroups <= MAX_FLEX_GROUPS):
+            and kgroups <= MAX_FLEX_GROUPS and q.dtype in FLEX_COMPILED_DTYPES):
         return focus_flex_attention(q, k, v, groups, window, batch, causal, kgroups,
                                     num_sinks=num_sinks)
     if fused is None:

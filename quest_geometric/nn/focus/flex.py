@@ -101,6 +101,11 @@ EAGER_MAX_PAIRS = 1 << 28
 #: query, key, and value must be at least 16", torch 2.11 on an H200); narrower heads are
 #: zero-padded to it, on every device so that the CPU tests run the same code.
 FLEX_MIN_HEAD_DIM = 16
+#: The dtypes FlexAttention's compiled kernel takes: Triton does not compile it for float64
+#: (torch 2.11 on an H200: a ``CompilationError`` inside the kernel's inner loop).
+#: :func:`~quest_geometric.nn.focus.blocks.focus_blocks_attention` runs its exact reference
+#: path for other dtypes on CUDA.
+FLEX_COMPILED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _BLOCK_MULTIPLE = 16  # smallest tile of a tensor-core dot
 _CHUNK_BUDGET = 1 << 22  # block pairs per chunk of the block table
 _COMPILED: Optional[Callable] = None
@@ -372,6 +377,7 @@ def focus_flex_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window
     Raises:
         ValueError: on bad shapes or arguments, :math:`K > 62`, or when gradients are
             required on a device without a FlexAttention backward (CPU).
+        TypeError: on CUDA, for a dtype outside :data:`FLEX_COMPILED_DTYPES` (float64).
     """
     _require_flex()
     check_qkv(q, k, v, where="focus_flex_attention")
@@ -386,6 +392,11 @@ def focus_flex_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window
     needs_grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad
                                               or v.requires_grad)
     compiled = q.device.type == "cuda"
+    if compiled and q.dtype not in FLEX_COMPILED_DTYPES:
+        raise TypeError(f"focus_flex_attention: the compiled FlexAttention kernel on "
+                        f"{q.device.type} takes 'q', 'k', 'v' of dtype float16, bfloat16 or "
+                        f"float32, got {q.dtype} (Triton does not compile it); use "
+                        f"focus_blocks_attention, which runs its reference path for it")
     if needs_grad and not compiled:
         raise ValueError(f"focus_flex_attention: FlexAttention has no backward on "
                          f"{q.device.type}; use backend='blocks' "
@@ -417,4 +428,5 @@ def focus_flex_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window
     return out[0, ..., :d].transpose(0, 1)[inv]
 
 
-__all__ = ["FLEX_AVAILABLE", "FLEX_MIN_HEAD_DIM", "focus_block_mask", "focus_flex_attention"]
+__all__ = ["FLEX_AVAILABLE", "FLEX_COMPILED_DTYPES", "FLEX_MIN_HEAD_DIM", "focus_block_mask",
+           "focus_flex_attention"]

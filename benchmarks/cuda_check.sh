@@ -12,7 +12,7 @@
 # A torch-harmonics wheel in .whl/ (a folder git ignores) is used where it imports.
 set -uo pipefail
 # STAGES: the stages to run (default: all; e.g. STAGES="tests tour" to rerun two)
-STAGES=${STAGES:-"tests qsv_cuda qsv_cuda_compiled tour focus_speed"}
+STAGES=${STAGES:-"tests qsv_cuda qsv_cuda_compiled profile tour focus_speed"}
 out=${1:-cuda_check_out}
 res="$out/results"
 mkdir -p "$res"
@@ -39,17 +39,18 @@ stage() {  # stage NAME LIMIT_S COMMAND... (skipped unless NAME is in $STAGES)
     echo "$name: rc=$rc in $((SECONDS - t0)) s" | tee -a "$out/summary.txt"
     tail -n 4 "$out/$name.log" | sed "s/^/    /"
 }
-stage tests 120 python3 -m pytest -q -p no:cacheprovider -o addopts="" \
+stage tests 150 python3 -m pytest -q -p no:cacheprovider -o addopts="" \
     tests/test_cuda.py "tests/nn/focus/test_flex.py::test_cuda_outputs_and_gradients" \
     --junitxml="$res/cuda_tests.xml"
 note="lent GPU machine, nothing else running"
-stage qsv_cuda 90 python3 benchmarks/qsv_cuda.py --out "$res" --machine "$note" \
+stage qsv_cuda 45 python3 benchmarks/qsv_cuda.py --out "$res" --machine "$note" \
     --no-compiled --memory
-stage qsv_cuda_compiled 110 python3 benchmarks/qsv_cuda.py --out "$res" --machine "$note" \
+stage qsv_cuda_compiled 100 python3 benchmarks/qsv_cuda.py --out "$res" --machine "$note" \
     --compiled --no-memory --name qsv_cuda_compiled --max-seconds 5
-stage tour 120 python3 -m quest_geometric tour --device cuda --only qsv --only focus \
+stage profile 30 python3 benchmarks/qsv_cuda.py --out "$res" --machine "$note" --profile
+stage tour 150 python3 -m quest_geometric tour --device cuda --only qsv --only focus \
     --only qk --out "$out/tour"
-stage focus_speed 150 python3 benchmarks/focus_speed.py --device cuda --out "$res" \
-    --lengths 16384 131072 1048576 --repeat 5 --max-seconds 8 --name focus_speed_cuda
+stage focus_speed 100 python3 benchmarks/focus_speed.py --device cuda --out "$res" \
+    --lengths 16384 131072 --repeat 3 --max-seconds 5 --name focus_speed_cuda
 tar czf "$out/cuda_check.tgz" -C "$out" --exclude cuda_check.tgz .
 cat "$out/summary.txt"

@@ -274,6 +274,78 @@ def memory_rows(grid=MEMORY_GRID, device: str = "cuda") -> list[dict]:
     return out
 
 
+def launch_profile(grids=CUDA_GRIDS, device: str = "cuda", calls: int = 5,
+                   k_by_grid: dict | None = None) -> list[dict]:
+    r"""What one eager QSVConv call does on ``device``: kernels launched, the time the
+    device spends in them and the wall time, per call (the mean of ``calls`` profiled calls
+    after two warm-up calls), for the forward, the forward + backward and the floor (one
+    sparse product over fixed weights).
+
+    ``device_busy`` = kernel time / wall time: a call whose device is idle most of its wall
+    time (busy well below 1, many kernels of microseconds) is bound by launching kernels, not
+    by their work, which is what compiling (fusing kernels) removes. On the CPU (the tests)
+    there are no kernels: ``kernels`` is 0 and only the operator count and wall time mean
+    something.
+
+    Columns: ``points``, ``what``, ``aten_ops`` (operators dispatched per call, nested ones
+    included), ``kernels``, ``kernel_ms``, ``wall_ms``, ``device_busy``.
+    """
+    import time
+
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    from quest_geometric.nn.qsv_conv import QSVConv
+
+    k_by_grid = K_BY_GRID if k_by_grid is None else k_by_grid
+    dev = torch.device(device)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda"
+                                           else [])
+
+    def sync() -> None:
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+
+    out = []
+    for nlat, nlon in grids:
+        n = nlat * nlon
+        edge_index = grid_graph(nlat, nlon, k_by_grid[(nlat, nlon)]).to(dev)
+        torch.manual_seed(0)
+        layer = QSVConv(CHANNELS, CHANNELS, heads=1).to(dev)
+        x = torch.randn(n, CHANNELS, device=dev)
+        spmm = floor_functions(edge_index, x)["spmm"]
+
+        def spmm_no_grad() -> None:
+            with torch.no_grad():
+                spmm()
+        fns = {"forward": _step(layer, (x, edge_index), {"dense": True}, "forward"),
+               "forward+backward": _step(layer, (x, edge_index), {"dense": True},
+                                         "forward+backward"),
+               "spmm (floor)": spmm_no_grad}
+        for what, fn in fns.items():
+            for _ in range(2):
+                fn()
+            sync()
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            sync()
+            wall_ms = 1e3 * (time.perf_counter() - t0) / calls
+            with profile(activities=activities) as prof:
+                for _ in range(calls):
+                    fn()
+                sync()
+            events = prof.events()
+            kernels = [e for e in events if e.device_type == DeviceType.CUDA]
+            kernel_ms = sum(e.time_range.elapsed_us() for e in kernels) / 1e3 / calls
+            aten = sum(1 for e in events
+                       if e.device_type == DeviceType.CPU and e.name.startswith("aten::"))
+            out.append({"points": n, "what": what, "aten_ops": aten / calls,
+                        "kernels": len(kernels) / calls, "kernel_ms": kernel_ms,
+                        "wall_ms": wall_ms, "device_busy": kernel_ms / wall_ms})
+    return out
+
+
 def targets(rows: list[dict]) -> list[dict]:
     """Per grid and mode: QSVConv's time, its distance from the floors (``fwd_vs_spmm`` =
     time(one sparse product) / time(forward), target >= 0.5; ``fb_vs_spmm`` the same for
@@ -298,8 +370,8 @@ def targets(rows: list[dict]) -> list[dict]:
 
 def run(quick: bool = False, out_dir: str | Path = "benchmarks/results", progress: bool = True,
         compiled: bool | None = None, memory: bool | None = None, machine: str | None = None,
-        device: str = "cuda", name: str = "qsv_cuda", max_seconds: float = 10.0
-        ) -> dict[str, Any]:
+        device: str = "cuda", name: str = "qsv_cuda", max_seconds: float = 10.0,
+        profile: bool = False) -> dict[str, Any]:
     """Run the CUDA benchmark and write ``<name>[_quick]``, ``<name>_targets[_quick]``
     and (with ``memory``) ``<name>_memory``.
 
@@ -314,6 +386,8 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results", progres
         name (str): stem of the result files. (default: ``'qsv_cuda'``)
         max_seconds (float): stop the timed rounds of one mode and pass once the calls
             reach this many seconds in total (at least one round). (default: ``10``)
+        profile (bool): only :func:`launch_profile`, written as ``<name>_profile``.
+            (default: :obj:`False`)
 
     Raises:
         RuntimeError: without a CUDA device.
@@ -327,6 +401,19 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results", progres
     compiled = (not quick) if compiled is None else compiled
     memory = (not quick) if memory is None else memory
     grids = CUDA_GRIDS[:1] if quick else CUDA_GRIDS
+    if profile:
+        prof_rows = launch_profile(grids, device=device)
+        meta = {"device_name": torch.cuda.get_device_name(device), "quick": quick, "seed": 0,
+                "dtype": "float32", "machine_note": machine or "not stated"}
+        p = write_results(
+            f"{name}_profile{suffix}", prof_rows, out_dir, meta=meta,
+            title="What one eager QSVConv call does on CUDA: kernels, device time, wall time",
+            notes=("Per call, the mean of 5 profiled calls (torch.profiler) after 2 warm-up "
+                   "calls; `wall_ms` timed without the profiler. `device_busy` = kernel time "
+                   "/ wall time: well below 1 means the call waits on kernel launches, not "
+                   f"on their work. Machine: {machine or 'not stated'}."))
+        return {"rows": [], "targets": [], "memory": [], "skipped": [], "profile": prof_rows,
+                "markdown": p["md"].read_text()}
     rows, skipped = cuda_rows(grids, compiled, repeat=5 if quick else 30, progress=progress,
                               device=device, max_seconds=max_seconds)
     note = machine or "not stated"
@@ -381,9 +468,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--name", default="qsv_cuda", help="result file stem")
     parser.add_argument("--max-seconds", type=float, default=10.0,
                         help="time limit of one mode and pass's timed rounds")
+    parser.add_argument("--profile", action="store_true",
+                        help="only profile eager QSVConv's kernel launches")
     args = parser.parse_args(argv)
     result = run(quick=args.quick, out_dir=args.out, compiled=args.compiled,
                  memory=args.memory, machine=args.machine, device=args.device,
-                 name=args.name, max_seconds=args.max_seconds)
+                 name=args.name, max_seconds=args.max_seconds, profile=args.profile)
     print(result["markdown"])
     return result

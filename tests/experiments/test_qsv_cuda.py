@@ -102,3 +102,15 @@ def test_cuda_rows_timing_path_on_cpu():
     assert len(t) == 1
     q = next(r for r in rows if r["layer"] == "QSVConv" and r["pass"] == "forward")
     assert t[0]["fwd_vs_spmm"] == pytest.approx(q["spmm_ms"] / q["ms"])
+
+
+def test_launch_profile_counts_operators_on_the_cpu():
+    # no kernels on the CPU; the operator counts must order as the work does: the backward
+    # adds operators to the forward, and one sparse product is fewer than a QSVConv forward
+    rows = qsv_cuda.launch_profile(grids=((6, 12),), device="cpu", calls=2,
+                                   k_by_grid={(6, 12): 5})
+    by = {r["what"]: r for r in rows}
+    assert set(by) == {"forward", "forward+backward", "spmm (floor)"}
+    assert all(r["points"] == 72 and r["kernels"] == 0 and r["wall_ms"] > 0 for r in rows)
+    assert 0 < by["spmm (floor)"]["aten_ops"] < by["forward"]["aten_ops"]
+    assert by["forward"]["aten_ops"] < by["forward+backward"]["aten_ops"]

@@ -21,6 +21,13 @@ from it travels with that list.
 Each source's files, in that order, are joined with ``"\n\n"`` and tokenized once without
 special tokens; blocks are consecutive slices of one source's tokens (no block spans two
 sources), the remainder dropped.
+
+**Pinned files.** The rule above reads what the machine has: installing one package (say,
+Chromium's ``NEWS.Debian``) shifts every later block. To compare results across machines, pass
+``files``: the exact list a result was computed on (as :func:`read_prose` records it, path and
+SHA-256). Then only those files are read, in that order, each checked against its SHA-256;
+a machine missing one, or holding other bytes under its name, is refused with the file named,
+so the same pin gives the same blocks everywhere or an error.
 """
 from __future__ import annotations
 
@@ -90,21 +97,62 @@ def _read(path: Path, source: str) -> tuple[str, str]:
     return text.strip(), digest
 
 
-def read_prose(source: str,
-               root: Optional[Union[str, os.PathLike]] = None) -> tuple[str, list[dict]]:
+def _pinned_paths(source: str, files: Sequence[Any]) -> list[tuple[Path, Optional[str]]]:
+    if isinstance(files, (str, bytes)) or len(files) == 0:
+        raise ValueError(f"read_prose: 'files' of source {source!r} must be a non-empty list "
+                         f"of paths or {{'path', 'sha256'}} records, got {files!r}")
+    out = []
+    for f in files:
+        if isinstance(f, dict):
+            if "path" not in f:
+                raise ValueError(f"read_prose: a record of 'files' has no 'path': {f!r}")
+            out.append((Path(f["path"]), f.get("sha256")))
+        else:
+            out.append((Path(f), None))
+    missing = [str(p) for p, _ in out if not p.is_file()]
+    if missing:
+        raise FileNotFoundError(f"read_prose: {len(missing)} pinned file(s) of source "
+                                f"{source!r} are missing on this machine: {missing[:5]}"
+                                f"{' ...' if len(missing) > 5 else ''} (install the packages "
+                                "named in their paths, or pin another list)")
+    return out
+
+
+def read_prose(source: str, root: Optional[Union[str, os.PathLike]] = None,
+               files: Optional[Sequence[Any]] = None) -> tuple[str, list[dict]]:
     r"""The text of one source and the record of the files it came from.
 
     Args:
         source (str): ``'licenses'`` or ``'debian-news'``.
         root (str, optional): the folder to read instead of the system one.
+        files (list, optional): read exactly these files, in this order, instead of the
+            source's rule: paths, or records ``{'path', 'sha256'}`` as this function returns
+            them, each checked against its SHA-256 (module docstring, *Pinned files*).
 
     Returns:
         ``(text, files)``: the files' texts joined with ``"\n\n"``, and one dict per file
         (``path``, ``sha256`` of the file's bytes as stored, ``chars`` of its text).
 
     Raises:
-        FileNotFoundError: when the folder is missing or no file matches, naming both.
+        FileNotFoundError: when the folder is missing or no file matches, naming both, or
+            when a pinned file is missing.
+        ValueError: when a pinned file's SHA-256 differs from its record, or for a
+            malformed ``files``.
     """
+    if files is not None:
+        if source not in PROSE_SOURCES:
+            raise ValueError(f"read_prose: 'source' must be one of {sorted(PROSE_SOURCES)}, "
+                             f"got {source!r}")
+        texts, record = [], []
+        for path, want in _pinned_paths(source, files):
+            text, digest = _read(path, source)
+            if want is not None and digest != want:
+                raise ValueError(f"read_prose: pinned file {path} of source {source!r} has "
+                                 f"SHA-256 {digest[:16]}..., its record says {want[:16]}...: "
+                                 "this machine holds another version of it")
+            texts.append(text)
+            record.append({"path": str(path), "sha256": digest, "chars": len(text)})
+        return "\n\n".join(t for t in texts if t), [r for r in record if r["chars"]]
     paths = prose_files(source, root)
     if not paths:
         where = root if root is not None else PROSE_SOURCES[source]
@@ -121,8 +169,8 @@ def read_prose(source: str,
 
 def ood_prose_blocks(tokenizer: Any, block_len: int = 1024, min_blocks: int = 8,
                      sources: Sequence[str] = ("licenses", "debian-news"),
-                     roots: Optional[dict] = None, max_blocks_per_source: Optional[int] = None
-                     ) -> tuple[Tensor, dict[str, Any]]:
+                     roots: Optional[dict] = None, max_blocks_per_source: Optional[int] = None,
+                     files: Optional[dict] = None) -> tuple[Tensor, dict[str, Any]]:
     r"""Token blocks of out-of-domain prose from every source, with the files they came from.
 
     Args:
@@ -134,6 +182,9 @@ def ood_prose_blocks(tokenizer: Any, block_len: int = 1024, min_blocks: int = 8,
             (default: both).
         roots (dict, optional): ``{source: folder}`` to read instead of the system folders.
         max_blocks_per_source (int, optional): keep at most this many blocks of each source.
+        files (dict, optional): ``{source: [file records]}``: read exactly these files per
+            source (:func:`read_prose`'s ``files``; the ``'files'`` of a previous record),
+            so that the blocks are the same on every machine that has them.
 
     Returns:
         ``(blocks, record)``: a ``[B, block_len]`` LongTensor (sources in the given order) and
@@ -141,8 +192,9 @@ def ood_prose_blocks(tokenizer: Any, block_len: int = 1024, min_blocks: int = 8,
         'tokens': int, 'blocks': int}}}``.
 
     Raises:
-        FileNotFoundError: when a source's folder or files are missing.
-        ValueError: when a source gives no full block, or all give fewer than ``min_blocks``.
+        FileNotFoundError: when a source's folder or files (pinned ones included) are missing.
+        ValueError: when a source gives no full block, or all give fewer than ``min_blocks``,
+            or a pinned file's SHA-256 differs from its record.
     """
     check_int(block_len, "'block_len'", 1, where="ood_prose_blocks")
     check_int(min_blocks, "'min_blocks'", 1, where="ood_prose_blocks")
@@ -152,10 +204,14 @@ def ood_prose_blocks(tokenizer: Any, block_len: int = 1024, min_blocks: int = 8,
     if isinstance(sources, str) or len(sources) == 0:
         raise ValueError("ood_prose_blocks: 'sources' must be a non-empty list of names, got "
                          f"{sources!r}")
-    roots = dict(roots or {})
+    roots, pins = dict(roots or {}), dict(files or {})
+    unknown = sorted(set(pins) - set(sources))
+    if unknown:
+        raise ValueError(f"ood_prose_blocks: 'files' pins sources {unknown} that 'sources' "
+                         f"{list(sources)} does not read")
     blocks, owner, record = [], [], {}
     for source in sources:
-        text, files = read_prose(source, roots.get(source))
+        text, files = read_prose(source, roots.get(source), files=pins.get(source))
         ids = list(tokenizer.encode(text, add_special_tokens=False))
         nb = len(ids) // block_len
         if max_blocks_per_source is not None:

@@ -52,7 +52,8 @@ from quest_geometric._utils.checks import check_choice, check_int
 
 __all__ = ["CONFIGS", "OOD_BLOCKS_PER_SOURCE", "NUM_SINKS", "SINKS_SUFFIX", "base_name",
            "extrapolated_share",
-           "load_splits", "resolve_config", "compose_config", "apply_config", "build_model",
+           "load_splits", "pinned_ood_files", "pin_ood_files", "OOD_PIN",
+           "resolve_config", "compose_config", "apply_config", "build_model",
            "train_config", "eval_indices", "training_record", "saved_training_record",
            "evaluate_config",
            "paired_comparisons", "table_rows", "write_table",
@@ -121,6 +122,10 @@ TRAIN = {"block": 1024, "lr": 2e-3, "steps": 160, "seed": 0, "gate": "straight_t
 REPORT_LEN = 8192
 
 RESULTS = Path("benchmarks/results/focus_operating_point")
+#: The pinned out-of-domain files (:func:`pin_ood_files`, command ``pin-ood``): every
+#: evaluation reads exactly these files, checked by SHA-256, instead of whatever the machine
+#: has installed.
+OOD_PIN = RESULTS / "ood_files.json"
 RUNS = Path("runs/focus_operating_point")
 
 
@@ -173,17 +178,75 @@ def prefill_speedup_bound(share: float, seq_len: int,
     return 1.0 / ((1.0 - a) + a * share)
 
 
-def load_splits(tok: Any, block: int = 1024) -> Dict[str, torch.Tensor]:
+def pinned_ood_files(path: Path = OOD_PIN) -> Optional[Dict[str, List[Dict[str, Any]]]]:
+    """The pinned out-of-domain files (``{source: [{'path', 'sha256', 'chars'}]}``) of
+    :data:`OOD_PIN`, or :obj:`None` where no pin is written."""
+    return json.loads(Path(path).read_text())["files"] if Path(path).is_file() else None
+
+
+def pin_ood_files(tok: Any, files: Dict[str, List[Dict[str, Any]]], block: int = 1024,
+                  out: Optional[Path] = OOD_PIN,
+                  want_sha: Optional[List[str]] = None) -> Dict[str, Any]:
+    """Pin the out-of-domain text: per source, the shortest prefix of ``files`` (a record's
+    file lists, in reading order) whose first :data:`OOD_BLOCKS_PER_SOURCE` blocks equal
+    those of the whole list, so that a machine needs only the files the evaluated blocks
+    come from. With ``want_sha`` (full attention's recorded :func:`block_sha`) the pinned
+    blocks must hash to it. Writes ``{'files', 'block_sha', 'blocks_per_source'}`` to
+    ``out`` (unless :obj:`None`) and returns it.
+
+    Raises:
+        ValueError: when the pinned blocks differ from ``want_sha``.
+    """
+    from quest_geometric.datasets.prose import ood_prose_blocks
+
+    def blocks(source: str, fl: List[Dict[str, Any]]) -> Optional[torch.Tensor]:
+        try:
+            return ood_prose_blocks(tok, block, 1, sources=[source], files={source: fl},
+                                    max_blocks_per_source=OOD_BLOCKS_PER_SOURCE)[0]
+        except ValueError:  # fewer tokens than one block
+            return None
+
+    pinned, all_blocks = {}, []
+    for source, fl in files.items():
+        want = blocks(source, fl)
+        lo, hi = 1, len(fl)  # the shortest prefix that gives the same blocks
+        while lo < hi:
+            mid = (lo + hi) // 2
+            got = blocks(source, fl[:mid])
+            if got is not None and got.shape == want.shape and torch.equal(got, want):
+                hi = mid
+            else:
+                lo = mid + 1
+        pinned[source] = fl[:lo]
+        all_blocks.append(want)
+    sha = block_sha(torch.cat(all_blocks))
+    if want_sha is not None and sha != list(want_sha):
+        raise ValueError("pin_ood_files: the pinned files' blocks differ from the recorded "
+                         f"block hashes ({sum(a != b for a, b in zip(sha, want_sha))} of "
+                         f"{len(want_sha)} blocks)")
+    rec = {"files": pinned, "block_sha": sha, "blocks_per_source": OOD_BLOCKS_PER_SOURCE}
+    if out is not None:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(json.dumps(rec, indent=1) + "\n")
+    return rec
+
+
+def load_splits(tok: Any, block: int = 1024, pinned: bool = True
+                ) -> Dict[str, torch.Tensor]:
     """``{'train', 'val', 'test', 'ood'}`` token blocks: the deduplicated language-reference
     splits (:func:`~quest_geometric.datasets.pydoc_splits`) and the first
     :data:`OOD_BLOCKS_PER_SOURCE` blocks of each out-of-domain prose source
-    (:func:`~quest_geometric.datasets.prose.ood_prose_blocks`)."""
+    (:func:`~quest_geometric.datasets.prose.ood_prose_blocks`), read from the pinned files
+    of :data:`OOD_PIN` where it exists and ``pinned`` (the same blocks on every machine
+    that has those files; refused, naming the file, on one that lacks them), else by the
+    prose module's rule from this machine's files."""
     from quest_geometric.datasets.prose import ood_prose_blocks
     from quest_geometric.datasets.pydoc_text import pydoc_splits
 
     sp = pydoc_splits(tok, block_size=block)
     ood, record = ood_prose_blocks(tok, block_len=block,
-                                   max_blocks_per_source=OOD_BLOCKS_PER_SOURCE)
+                                   max_blocks_per_source=OOD_BLOCKS_PER_SOURCE,
+                                   files=pinned_ood_files() if pinned else None)
     return {"train": sp.train, "val": sp.val, "test": sp.test, "ood": ood,
             "ood_record": record}
 
@@ -740,10 +803,22 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     e.add_argument("--refresh", nargs="+", choices=SPLITS, default=None,
                    help="with NAME 'full': recompute full attention's losses of these splits "
                         "on this machine's blocks (and record every split's block hashes)")
+    sub.add_parser("pin-ood", help="pin the out-of-domain files full.json's blocks came from "
+                                   "(the shortest prefix per source), checked against its "
+                                   "block hashes, into ood_files.json")
     sub.add_parser("table", help="write the table of every evaluated row")
     sub.add_parser("verdict", help="write the verdict table: every row's quality, passkey and "
                                    "speed against the target (focus_verdict)")
     a = p.parse_args(argv)
+    if a.cmd == "pin-ood":
+        from quest_geometric.models.smollm2 import load_smollm2
+
+        full = json.loads((RESULTS / "full.json").read_text())
+        ood = full["meta"]["ood_files"]
+        rec = pin_ood_files(load_smollm2()[1], ood, TRAIN["block"],
+                            want_sha=full["block_sha"]["ood"])
+        print({s: f"{len(v)} of {len(ood[s])} files" for s, v in rec["files"].items()})
+        return
     if a.cmd == "verdict":
         from quest_geometric.experiments.focus_verdict import write_verdict
 

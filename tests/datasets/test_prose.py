@@ -7,6 +7,7 @@ import hashlib
 import os
 
 import pytest
+import torch
 
 from quest_geometric.datasets import ood_prose_blocks, prose_files, read_prose
 
@@ -90,3 +91,43 @@ def test_missing_files_fail_clearly(roots, tmp_path):
         prose_files("fortunes")
     with pytest.raises(ValueError, match="'sources'"):
         ood_prose_blocks(tok, 64, 1, sources="licenses")
+
+
+def test_pinned_files_give_the_same_blocks_after_a_package_is_installed(roots, tmp_path):
+    # the rule reads what the machine has: a new package early in sorted order shifts the
+    # later text; the pinned list of a previous record reads the old files only
+    tok = ByteTokenizer()
+    before, rec = ood_prose_blocks(tok, block_len=16, min_blocks=2, roots=roots)
+    pins = {s: r["files"] for s, r in rec["sources"].items()}
+    text_before = read_prose("debian-news", roots["debian-news"])[0]
+    doc = tmp_path / "doc" / "aaa-new"
+    doc.mkdir()
+    (doc / "NEWS.Debian.gz").write_bytes(gzip.compress(b"a newly installed package's notes"))
+    shifted, _ = ood_prose_blocks(tok, block_len=16, min_blocks=2, roots=roots)
+    assert not torch.equal(shifted, before)
+    pinned, rec2 = ood_prose_blocks(tok, block_len=16, min_blocks=2, roots=roots, files=pins)
+    assert torch.equal(pinned, before)
+    assert {s: r["files"] for s, r in rec2["sources"].items()} == pins
+    # the pinned text is the rule's text of the pinned files, in the pinned order
+    text, _ = read_prose("debian-news", files=[f["path"] for f in pins["debian-news"]])
+    assert text == text_before
+
+
+def test_pinned_files_refuse_missing_and_changed_files_by_name(roots):
+    _, rec = ood_prose_blocks(ByteTokenizer(), block_len=16, min_blocks=2, roots=roots)
+    pins = {s: r["files"] for s, r in rec["sources"].items()}
+    news = pins["debian-news"]
+    changed = news[0]["path"]
+    with gzip.open(changed, "wb") as fh:
+        fh.write(b"other bytes under the same name")
+    with pytest.raises(ValueError, match="pinned file .*alpha.*another version"):
+        read_prose("debian-news", files=news)
+    os.remove(changed)
+    with pytest.raises(FileNotFoundError, match="missing on this machine.*alpha"):
+        ood_prose_blocks(ByteTokenizer(), 16, 1, roots=roots, files=pins)
+    with pytest.raises(ValueError, match="'files' pins sources"):
+        ood_prose_blocks(ByteTokenizer(), 16, 1, sources=["licenses"], files=pins)
+    with pytest.raises(ValueError, match="non-empty list"):
+        read_prose("licenses", files=[])
+    with pytest.raises(ValueError, match="'source' must be one of"):
+        read_prose("fortunes", files=news)

@@ -348,3 +348,38 @@ def test_paired_comparisons_of_a_sinks_row_fall_back_to_its_routers_window(tmp_p
     r = next(r for r in paired_comparisons(tmp_path)
              if r["baseline"] == "sinks@K8_top2_w64_lm+sinks")
     assert (r["focus_pairs"], r["baseline_pairs"]) == (0.52, 0.52)
+
+
+def test_pin_ood_files_keeps_the_shortest_prefix_with_the_same_blocks(tmp_path, monkeypatch):
+    import gzip
+
+    from quest_geometric.datasets import ood_prose_blocks
+    from quest_geometric.experiments import focus_operating_point as op
+
+    class Bytes:
+        def encode(self, text, add_special_tokens=True):
+            return list(text.encode("utf-8"))
+
+    monkeypatch.setattr(op, "OOD_BLOCKS_PER_SOURCE", 2)
+    lic, doc = tmp_path / "lic", tmp_path / "doc"
+    lic.mkdir()
+    for name, n in (("A", 10), ("B", 30), ("C", 40)):  # blocks of 16 bytes: A+B give 2
+        (lic / name).write_text("x" * n)
+    for pkg in ("p", "q", "r"):
+        (doc / pkg).mkdir(parents=True)
+        (doc / pkg / "NEWS.Debian.gz").write_bytes(gzip.compress(pkg.encode() * 40))
+    roots = {"licenses": str(lic), "debian-news": str(doc)}
+    full, rec = ood_prose_blocks(Bytes(), 16, 1, roots=roots, max_blocks_per_source=2)
+    files = {s: r["files"] for s, r in rec["sources"].items()}
+    out = tmp_path / "pin.json"
+    pin = op.pin_ood_files(Bytes(), files, block=16, out=out, want_sha=op.block_sha(full))
+    # A (10) + "\n\n" + B (30) = 42 bytes >= 2 blocks; A alone is not; p alone is 40 bytes
+    assert [f["path"][-1] for f in pin["files"]["licenses"]] == ["A", "B"]
+    assert [f["path"].split("/")[-2] for f in pin["files"]["debian-news"]] == ["p"]
+    assert json.loads(out.read_text()) == pin and op.pinned_ood_files(out) == pin["files"]
+    again, _ = ood_prose_blocks(Bytes(), 16, 1, files=pin["files"], max_blocks_per_source=2)
+    assert torch.equal(again, full)
+    with pytest.raises(ValueError, match="differ from the recorded block hashes"):
+        op.pin_ood_files(Bytes(), files, block=16, out=None,
+                         want_sha=["0" * 16] * len(full))
+    assert op.pinned_ood_files(tmp_path / "none.json") is None

@@ -103,6 +103,15 @@ CONFIGS: Dict[str, Dict[str, Any]] = {
     "K16_top2_w256_distill_s4_c120": {"kind": "trained", "K": 16, "top_k": 2, "window": 256,
                                       "objective": "distill", "num_sinks": 4, "steps": 40,
                                       "init_from": "routers_K16_top2_w256_distill_s4"},
+    # both continued again for the plateau (K = 16: 80 more steps from the 120-step routers,
+    # whose 40-step continuation revisited one block; K = 4: 40 more steps from its 80-step
+    # routers, revisit -0.003 +- 0.001), each chosen over its parent on validation only
+    "K16_top2_w256_distill_s4_c200": {"kind": "trained", "K": 16, "top_k": 2, "window": 256,
+                                      "objective": "distill", "num_sinks": 4, "steps": 80,
+                                      "init_from": "routers_K16_top2_w256_distill_s4_c120"},
+    "K4_top2_w64_distill_s4_c120": {"kind": "trained", "K": 4, "top_k": 2, "window": 64,
+                                    "objective": "distill", "num_sinks": 4, "steps": 40,
+                                    "init_from": "routers_K4_top2_w64_distill_s4"},
     "K8_top2_w64_random": {"kind": "random", "K": 8, "top_k": 2, "window": 64},
     "K8_top1_w64_random": {"kind": "random", "K": 8, "top_k": 1, "window": 64},
     "K4_top2_w64_random": {"kind": "random", "K": 4, "top_k": 2, "window": 64},

@@ -289,3 +289,38 @@ def test_focus_bucket_block_every_block_size_attends_as_the_definition(tmp_path,
     assert out["rows"][0]["vs_one_call"] == 1.0 and out["rows"][2]["vs_full"] == 1.0
     assert out["rows"][1]["max_abs_diff"] < 1e-5
     assert (tmp_path / "focus_bucket_block.md").is_file()
+
+
+def test_focus_band_block_every_block_size_attends_as_the_definition(tmp_path,
+                                                                   focus_mask_reference):
+    """The window-plus-sinks forward the benchmark times, at every band query block (below,
+    at and above the window) and by the library's rule, equals a dense softmax over the
+    pattern: the window band plus the first 4 tokens."""
+    bb = importlib.import_module("quest_geometric.experiments.focus_band_block")
+    n, h, d, w = 70, 3, 8, 9
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(n, h, d, generator=g).double() for _ in range(3))
+    i = torch.arange(n)
+    mask = (i[:, None] >= i[None]) & ((i[:, None] - i[None] <= w) | (i[None] < 4))
+    s = torch.einsum("ihd,jhd->hij", q, k) * d ** -0.5
+    want = torch.einsum("hij,jhd->ihd", torch.softmax(s.masked_fill(~mask, float("-inf")), -1),
+                        v)
+    for block in (1, 5, 16, 64, None):
+        got = bb.band_forward(n, w, block, heads=h, dim=d, seed=3)()
+        torch.testing.assert_close(got.double(), want, atol=1e-5, rtol=1e-5, msg=str(block))
+    before = torch.get_num_threads()
+    out = bb.run(60, [7], [1], rounds=1, blocks=(4, 16), out_dir=tmp_path)
+    assert torch.get_num_threads() == before
+    assert [r["variant"] for r in out["rows"]] == ["block 4", "block 16", "rule", "full causal"]
+    assert out["rows"][3]["vs_full"] == 1.0 and out["rows"][1]["max_abs_diff"] < 1e-5
+    assert (tmp_path / "focus_band_block.md").is_file()
+
+
+def test_band_block_size_reads_the_table_and_the_override(monkeypatch):
+    from quest_geometric.nn.focus import blocks
+
+    monkeypatch.setattr(blocks, "BAND_BLOCKS", ((10, 4), (100, 32), (float("inf"), 128)))
+    assert [blocks.band_block_size(w) for w in (0, 10, 11, 100, 101, 10**6)] == \
+        [4, 4, 32, 32, 128, 128]
+    monkeypatch.setattr(blocks, "BAND_BLOCK", 7)
+    assert blocks.band_block_size(5000) == 7

@@ -21,7 +21,8 @@ from quest_geometric.nn.focus.edge_index import _seq_info, sink_pairs, smallest_
 from quest_geometric.nn.focus.flex import (FLEX_AVAILABLE, FLEX_COMPILED_DTYPES, MAX_FLEX_GROUPS,
                                            focus_flex_attention)
 
-__all__ = ["focus_blocks_attention", "focus_blocks_reference", "SINK_DENSE_MAX_KEYS"]
+__all__ = ["focus_blocks_attention", "focus_blocks_reference", "band_block_size",
+           "SINK_DENSE_MAX_KEYS"]
 
 
 def _masked_softmax_attention(s: Tensor, allowed: Tensor, v: Tensor) -> Tuple[Tensor, Tensor]:
@@ -366,10 +367,24 @@ def focus_blocks_reference(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
 
 
 # ---- fast CPU path: fused flash kernels returning the log-sum-exp (quest_geometric.nn.focus._aten)
-#: Query block of the fused band: each block of ``BAND_BLOCK`` queries attends to its
-#: ``BAND_BLOCK + w`` (causal) or ``BAND_BLOCK + 2w`` keys, read through an overlapping
-#: strided view of the key/value tensors (no copy). Small blocks waste few band pairs.
-BAND_BLOCK = 16
+#: Query block of the fused band by window, ``((largest window, block), ...)`` in order:
+#: each block of ``b`` queries attends to its ``b + w`` (causal) or ``b + 2w`` keys, read
+#: through an overlapping strided view of the key/value tensors (no copy). Small blocks waste
+#: few band pairs (``b (b + w)`` computed where about ``b w + b^2/2`` are needed), large ones
+#: run the masked flash kernel on larger tiles, which pays once the window is wide
+#: (``benchmarks/focus_band_block.py`` measures it; :func:`band_block_size` reads it).
+BAND_BLOCKS: Tuple[Tuple[float, int], ...] = ((255, 16), (float("inf"), 16))
+#: A fixed query block for the band instead of :data:`BAND_BLOCKS` (:obj:`None`: by the
+#: window), for benchmarks that compare block sizes.
+BAND_BLOCK: Optional[int] = None
+
+
+def band_block_size(window: int) -> int:
+    """The band's query block at ``window`` (:data:`BAND_BLOCK` when set, else the first
+    entry of :data:`BAND_BLOCKS` whose largest window is at least ``window``)."""
+    if BAND_BLOCK is not None:
+        return int(BAND_BLOCK)
+    return next(b for w, b in BAND_BLOCKS if window <= w)
 _MASK_BUDGET = 1 << 22  # elements of one top_k > 1 bucket mask chunk
 #: Query block of a causal top_k > 1 bucket: the flash kernel with an explicit mask computes
 #: every (query, key) block of its call, so one call over a bucket of :math:`c` members
@@ -455,7 +470,7 @@ class _BlocksPlan:
         self.segments: List[_BandSegment] = []
         if kk == 1:
             self.band_any = self._band_any_single()
-        bq, h0 = BAND_BLOCK, min(window, n)
+        bq, h0 = band_block_size(window), min(window, n)
         if h0 > 0:
             self._add_segment(0, 0, 1, h0, min(n, h0 + self.right))
         nb = max(0, (n - window - self.right) // bq)
@@ -726,7 +741,7 @@ def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
     for top-:math:`k = 1` (causal, with buckets of similar size: all buckets in one batched
     call padded to the largest, see :data:`PAD_RATIO`), and the band as one batched call over query
     blocks of
-    :data:`BAND_BLOCK` tokens against their ``BAND_BLOCK + w`` keys (overlapping strided
+    :func:`band_block_size` tokens (by the window) against their ``b + w`` keys (overlapping strided
     views, no copy) with an additive mask, plus two small calls for the first :math:`w` and
     the last few queries. For top-:math:`k = 1` the two parts are merged in place,
     :math:`\mathbf{o} = \mathbf{o}_A + e^{\ell_B - L} (\mathbf{o}_B - \mathbf{o}_A)` with

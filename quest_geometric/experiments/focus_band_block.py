@@ -28,6 +28,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import torch
 
+from quest_geometric.experiments.focus_bucket_block import full_causal
 from quest_geometric.experiments.common import (
     paired_ratio,
     round_ratios,
@@ -67,13 +68,6 @@ def band_forward(n: int, window: int, block: Optional[int], heads: int = 9, dim:
     return fn
 
 
-def _floor(n: int, heads: int = 9, dim: int = 64, seed: int = 0) -> Callable[[], Any]:
-    """Full causal attention over the same ``n`` tokens (one SDPA call)."""
-    g = torch.Generator().manual_seed(seed)
-    q, k, v = (torch.randn(1, heads, n, dim, generator=g) for _ in range(3))
-    return lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-
-
 def run(length: int, windows: Sequence[int], threads: Sequence[int], rounds: int = 5,
         blocks: Sequence[int] = BLOCKS, out_dir: str = "benchmarks/results",
         name: str = "focus_band_block", seed: int = 0) -> Dict[str, Any]:
@@ -100,7 +94,7 @@ def run(length: int, windows: Sequence[int], threads: Sequence[int], rounds: int
                     ref = fns[first]()
                     diffs = {key: float((f() - ref).abs().max()) for key, f in fns.items()}
                     fns["rule"] = band_forward(length, w, None, seed=seed)
-                    fns["full causal"] = _floor(length, seed=seed)
+                    fns["full causal"] = full_causal(length, seed=seed)
                     t = time_interleaved(fns, warmup=1, repeat=rounds, shuffle_seed=seed)
                 for key in fns:
                     r = round_ratios(t, key, "full causal")

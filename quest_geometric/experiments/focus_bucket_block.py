@@ -33,7 +33,7 @@ from quest_geometric.experiments.common import (
     write_results,
 )
 
-__all__ = ["BLOCKS", "bucket_forward", "main", "run"]
+__all__ = ["BLOCKS", "bucket_forward", "full_causal", "main", "run"]
 
 #: Query blocks timed; ``0`` is one call over the whole bucket.
 BLOCKS = (0, 128, 256, 512)
@@ -66,8 +66,9 @@ def bucket_forward(c: int, block: int, heads: int = 9, dim: int = 64, num_groups
     return fn
 
 
-def _floor(c: int, heads: int = 9, dim: int = 64, seed: int = 0) -> Callable[[], Any]:
-    """Full causal attention over the same ``c`` tokens (one SDPA call)."""
+def full_causal(c: int, heads: int = 9, dim: int = 64, seed: int = 0) -> Callable[[], Any]:
+    """Full causal attention over ``c`` tokens of ``heads`` x ``dim`` random features (one
+    SDPA call): the reference the Focus block benchmarks time against."""
     g = torch.Generator().manual_seed(seed)
     q, k, v = (torch.randn(1, heads, c, dim, generator=g) for _ in range(3))
     return lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -97,7 +98,7 @@ def run(sizes: Sequence[int], threads: Sequence[int], rounds: int = 7,
                     ref = fns["one call"]() if "one call" in fns else None
                     diffs = {k: (float((f() - ref).abs().max()) if ref is not None
                                  else float("nan")) for k, f in fns.items()}
-                    fns["full causal"] = _floor(c, seed=seed)
+                    fns["full causal"] = full_causal(c, seed=seed)
                     t = time_interleaved(fns, warmup=1, repeat=rounds, shuffle_seed=seed)
                 for key in fns:
                     r = round_ratios(t, key, "full causal")

@@ -134,7 +134,7 @@ RESULTS = Path("benchmarks/results/focus_operating_point")
 #: The pinned out-of-domain files (:func:`pin_ood_files`, command ``pin-ood``): every
 #: evaluation reads exactly these files, checked by SHA-256, instead of whatever the machine
 #: has installed.
-OOD_PIN = RESULTS / "ood_files.json"
+OOD_PIN = RESULTS.parent / "focus_ood_files.json"
 RUNS = Path("runs/focus_operating_point")
 
 
@@ -814,7 +814,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                         "on this machine's blocks (and record every split's block hashes)")
     sub.add_parser("pin-ood", help="pin the out-of-domain files full.json's blocks came from "
                                    "(the shortest prefix per source), checked against its "
-                                   "block hashes, into ood_files.json")
+                                   "block hashes, into focus_ood_files.json")
     sub.add_parser("table", help="write the table of every evaluated row")
     sub.add_parser("verdict", help="write the verdict table: every row's quality, passkey and "
                                    "speed against the target (focus_verdict)")

@@ -383,3 +383,17 @@ def test_pin_ood_files_keeps_the_shortest_prefix_with_the_same_blocks(tmp_path, 
         op.pin_ood_files(Bytes(), files, block=16, out=None,
                          want_sha=["0" * 16] * len(full))
     assert op.pinned_ood_files(tmp_path / "none.json") is None
+
+
+def test_the_committed_rows_compare_and_tabulate():
+    """Every file of the committed results folder is full.json or a row: the paired
+    comparisons and the table read them all (a stray JSON file there broke the verdict)."""
+    from quest_geometric.experiments import focus_operating_point as op
+
+    if not (op.RESULTS / "full.json").is_file():
+        pytest.skip("no committed results in this checkout")
+    pairs = op.paired_comparisons(op.RESULTS)
+    assert pairs and all(math.isfinite(p["diff_pct"]) and p["split"] in ("ood", "test")
+                         for p in pairs)
+    for f in op.RESULTS.glob("*.json"):
+        assert f.name == "full.json" or "config" in json.loads(f.read_text()), f.name

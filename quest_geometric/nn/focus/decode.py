@@ -50,7 +50,16 @@ groups (:func:`focus_decode_attention`): the attention cost grows with
   reads every cached key, but in one fused kernel instead of a few products per store.
   The step takes whichever is cheaper by a rough cost model (:data:`MASKED_SHARE`,
   :data:`PART_WORK`); the stores are filled only when they are read (catching up on the
-  tokens that left the window meanwhile).
+  tokens that left the window meanwhile);
+* or, with many group sets (more than :data:`MAX_STORE_PARTS` meet :math:`G_t`, e.g.
+  top-2 of :math:`K = 16`: 29 of 120), one store per *group*: store :math:`g` holds the
+  out-of-window tokens whose set contains :math:`g` (a top-:math:`k` token sits in
+  :math:`k` stores, so these keep :math:`k` more copies of the out-of-window cache), and
+  the new token of groups :math:`g_1 < \dots < g_k` reads the window, the sinks and the
+  :math:`k` stores of its groups, store :math:`g_i` masking the tokens that also hold one
+  of :math:`g_1, \dots, g_{i-1}` (read in an earlier store): :math:`k` parts instead of
+  dozens, every allowed key counted once, when the cost model prefers it to the masked
+  SDPA.
 
 The plain gather path (:func:`focus_decode_attention_reference`) stays the reference the
 tests compare both ways with, and serves every other case (several sequences, several new
@@ -75,8 +84,9 @@ __all__ = ["FocusDecodeState", "route_step", "route_prefix", "focus_decode_atten
 
 #: Most group-set stores one fast decoding step may read (:math:`\binom{K}{k} -
 #: \binom{K-k}{k}` of them meet a token's :math:`k` groups: 1 for top-1, 5 for top-2 of
-#: :math:`K = 4`); beyond it (e.g. :math:`K = 16`, top-2: 29) the step takes the masked
-#: SDPA over the cache.
+#: :math:`K = 4`); beyond it (e.g. :math:`K = 16`, top-2: 29) the step reads the
+#: per-group stores instead (:math:`k` parts), or the masked SDPA over the cache where that
+#: is cheaper.
 MAX_STORE_PARTS = 16
 
 #: The fast step's choice between its two exact ways of attending. Reading ``P`` parts (the
@@ -205,6 +215,66 @@ class _GroupSetStores:
         entry[2] = n + n_new
 
 
+class _GroupStores:
+    """Per-group stores of a one-sequence cache, for many groups (see :func:`_group_step`):
+    per group :math:`g`, the out-of-window keys and values of every token whose group set
+    contains :math:`g` (so a token of top-:math:`k` sits in :math:`k` stores), in cache
+    order, with the id of each stored token's group set (the ids of
+    :class:`_GroupSetStores`). Filled lazily like those, from ``base`` (the sinks) on."""
+
+    def __init__(self, base: int = 0) -> None:
+        self.base = base
+        self.done = base  # cache slots [base, done) are in their stores
+        self.sets: Dict[int, list] = {}  # group -> [keys, values, set ids, count]
+        self.luts: Dict[Tuple[int, ...], Tensor] = {}  # groups -> bool [number of sets]
+
+    def fill(self, sets: List[Tuple[int, ...]], ids: Dict[Tuple[int, ...], int], k: Tensor,
+             v: Tensor, upto: int) -> None:
+        """Copy the cache slots ``[done, upto)`` of ``k, v [1, H_kv, S', D]`` into the
+        stores of their groups."""
+        if upto <= self.done:
+            return
+        by: Dict[int, List[int]] = {}
+        for s in range(self.done, upto):
+            for g in sets[s]:
+                by.setdefault(g, []).append(s)
+        for g, slots in by.items():
+            idx = torch.tensor(slots, dtype=torch.long, device=k.device)
+            sid = torch.tensor([ids[sets[j]] for j in slots], dtype=torch.long,
+                               device=k.device)
+            self._push(g, k.index_select(2, idx), v.index_select(2, idx), sid)
+        self.done = upto
+
+    def _push(self, g: int, kp: Tensor, vp: Tensor, sid: Tensor) -> None:
+        entry = self.sets.get(g)
+        b, hkv, n_new, d = kp.shape
+        if entry is None:
+            cap = max(64, 2 * n_new)
+            entry = self.sets[g] = [kp.new_empty(b, hkv, d, cap), vp.new_empty(b, hkv, cap, d),
+                                    sid.new_empty(cap), 0]
+        kb, vb, ib, n = entry
+        if n + n_new > vb.size(2):  # grow by doubling
+            cap = max(n + n_new, 2 * vb.size(2))
+            k2, v2, i2 = kb.new_empty(b, hkv, d, cap), vb.new_empty(b, hkv, cap, d), \
+                ib.new_empty(cap)
+            k2[..., :n], v2[:, :, :n], i2[:n] = kb[..., :n], vb[:, :, :n], ib[:n]
+            entry[0], entry[1], entry[2] = kb, vb, ib = k2, v2, i2
+        kb[..., n:n + n_new] = kp.transpose(2, 3)
+        vb[:, :, n:n + n_new] = vp
+        ib[n:n + n_new] = sid
+        entry[3] = n + n_new
+
+    def seen(self, groups: Tuple[int, ...], ids: Dict[Tuple[int, ...], int],
+             device: torch.device) -> Tensor:
+        """Bool ``[number of group sets]``: the sets that contain one of ``groups`` (whose
+        tokens an earlier part of the step already read)."""
+        t = self.luts.get(groups)
+        if t is None or t.numel() != len(ids):
+            t = self.luts[groups] = torch.tensor([any(g in key for g in groups) for key in ids],
+                                                 dtype=torch.bool, device=device)
+        return t
+
+
 class FocusDecodeState:
     r"""Routing state of one Focus layer for the tokens of a KV cache.
 
@@ -245,6 +315,7 @@ class FocusDecodeState:
         self._col_stale = False
         self.store = bool(store)
         self._stores: Optional[_GroupSetStores] = None
+        self._group_stores: Optional[_GroupStores] = None
         self._sets: List[Tuple[int, ...]] = []  # host group sets of slots [0, len(_sets))
         # one sequence whose every cached token is real: positions are the cache slots
         self._simple = groups.size(0) == 1 and int(count[0]) == self._len and (
@@ -480,6 +551,13 @@ def _fast_step(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState, window:
     stores.note(sets, s, lo, q.device)
     meets = [key for key, n in stores.counts.items() if n and any(g in key for g in mine)]
     kept = s - lo + ns + sum(stores.counts[key] for key in meets)
+    if len(meets) > MAX_STORE_PARTS:
+        # many group sets (e.g. K = 16, top-2): the per-group stores read k parts, the
+        # tokens of several of the new token's groups once per such group (masked)
+        read = s - lo + ns + sum(stores.counts[key] * sum(g in key for g in mine)
+                                 for key in meets)
+        if read + PART_WORK / (hkv * d) * len(mine) < MASKED_SHARE * s:
+            return _group_step(q, k, v, state, lo, ns, scale)
     if len(meets) > MAX_STORE_PARTS or \
             kept + PART_WORK / (hkv * d) * len(meets) >= MASKED_SHARE * s:
         # most keys are kept (or too many stores to read, e.g. many groups): one masked
@@ -490,25 +568,69 @@ def _fast_step(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState, window:
         return masked_decode_attention(q, k[:, :, :s], v[:, :, :s], mask, scale,
                                  packed_layout(hkv))
     stores.fill(sets, k, v, lo)
-    parts = [(k[0, :, lo:s].transpose(1, 2), v[0, :, lo:s])]  # keys as [H_kv, D, n]
+    parts: List[Tuple[Tensor, Tensor, Optional[Tensor]]] = [
+        (k[0, :, lo:s].transpose(1, 2), v[0, :, lo:s], None)]  # keys as [H_kv, D, n]
     if ns:
-        parts.append((k[0, :, :ns].transpose(1, 2), v[0, :, :ns]))
+        parts.append((k[0, :, :ns].transpose(1, 2), v[0, :, :ns], None))
     for key in meets:
         kb, vb, n = stores.sets[key]
-        parts.append((kb[0, :, :, :n], vb[0, :, :n]))
+        parts.append((kb[0, :, :, :n], vb[0, :, :n], None))
+    return _softmax_parts(q, parts, scale)
+
+
+def _softmax_parts(q: Tensor, parts: List[Tuple[Tensor, Tensor, Optional[Tensor]]],
+                   scale: float) -> Tensor:
+    """One query per head ``q [1, H, 1, D]`` over the concatenated parts ``(keys [H_kv, D,
+    n], values [H_kv, n, D], masked [n] or None)``, ``masked`` keys excluded."""
+    _, h, _, d = q.shape
+    hkv = parts[0][0].size(0)
     qg = q.reshape(hkv, h // hkv, d) * scale  # query head h reads key head h // (H / H_kv)
-    scores = torch.cat([torch.bmm(qg, kt) for kt, _ in parts], -1)
+    rows = []
+    for kt, _, masked in parts:
+        sc = torch.bmm(qg, kt)
+        rows.append(sc if masked is None else sc.masked_fill(masked, float("-inf")))
+    scores = torch.cat(rows, -1)
     if q.dtype in HALF_DTYPES:
         p = torch.softmax(scores, -1, dtype=torch.float32).to(q.dtype)
     else:
         p = torch.softmax(scores, -1)
     o, a = None, 0
-    for _, vp in parts:
+    for _, vp, _ in parts:
         n = vp.size(1)
         o = torch.bmm(p[:, :, a:a + n], vp) if o is None else \
             torch.baddbmm(o, p[:, :, a:a + n], vp)
         a += n
     return o.view(1, h, 1, d)
+
+
+def _group_step(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState, lo: int, ns: int,
+                scale: float) -> Tensor:
+    r"""The decoding step over the per-group stores (:class:`_GroupStores`): the new
+    token of groups :math:`g_1 < \dots < g_k` attends to the window, the sinks and the
+    stores of :math:`g_1, \dots, g_k`, where store :math:`g_i` masks the tokens whose group
+    set also holds one of :math:`g_1, \dots, g_{i-1}` (read already), so every allowed key
+    counts once: :math:`\bigcup_i \{j : g_i \in G_j\} = \{j : G_j \cap G_t \neq
+    \emptyset\}`. It reads :math:`\sum_i |\text{store}(g_i)|` keys in :math:`k` parts
+    where the group-set stores would read fewer keys in many more parts."""
+    s = state._len
+    sets, stores = state._host_sets(s), state._stores
+    if state._group_stores is None or state._group_stores.base != stores.base:
+        state._group_stores = _GroupStores(stores.base)
+    gs = state._group_stores
+    gs.fill(sets, stores.ids, k, v, lo)
+    mine = sets[s - 1]
+    parts: List[Tuple[Tensor, Tensor, Optional[Tensor]]] = [
+        (k[0, :, lo:s].transpose(1, 2), v[0, :, lo:s], None)]  # keys as [H_kv, D, n]
+    if ns:
+        parts.append((k[0, :, :ns].transpose(1, 2), v[0, :, :ns], None))
+    for i, g in enumerate(mine):
+        entry = gs.sets.get(g)
+        if entry is None or entry[3] == 0:
+            continue
+        kb, vb, ib, n = entry
+        masked = gs.seen(mine[:i], stores.ids, q.device)[ib[:n]] if i else None
+        parts.append((kb[0, :, :, :n], vb[0, :, :n], masked))
+    return _softmax_parts(q, parts, scale)
 
 
 def focus_decode_attention_reference(q: Tensor, k: Tensor, v: Tensor,

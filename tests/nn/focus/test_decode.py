@@ -184,12 +184,17 @@ CASES = [  # (tokens, window, K, top_k); top_k = 0: no group (window and sinks o
 ]
 
 
-#: decode.MASKED_SHARE values that force the fast step's two ways: the masked SDPA over the
-#: cache (0: always cheaper) and the group-set stores (inf: never); None keeps the rule
-PATHS = [0.0, math.inf, None]
+#: decode.MASKED_SHARE values that force the fast step's ways: the masked SDPA over the
+#: cache (0: always cheaper), the group-set stores (inf: never) and, with "groups", the
+#: per-group stores (MAX_STORE_PARTS = 0 as well: every group-set count is too many; top-k
+#: >= 1); None keeps the rule
+PATHS = [0.0, math.inf, "groups", None]
 
 
 def _force(monkeypatch, share):
+    if share == "groups":
+        monkeypatch.setattr(decode, "MAX_STORE_PARTS", 0)
+        share = math.inf
     if share is not None:
         monkeypatch.setattr(decode, "MASKED_SHARE", share)
 
@@ -232,10 +237,39 @@ def test_fast_step_equals_gather_path_and_dense_oracle(s, window, num_groups, to
         assert stored == 0
     elif share == math.inf:  # the store path: every out-of-window token in its store
         assert stored == far
+    elif share == "groups" and st._group_stores is not None:
+        # the per-group path ran: each out-of-window token once per group, no group-set store
+        per_group = sum(e[3] for e in st._group_stores.sets.values())
+        assert stored == 0 and per_group == far * top_k
     ref = focus_decode_attention_reference(q, k, v, _state(groups, store=False), window, 0.3,
                                            num_sinks=ns)
     torch.testing.assert_close(o, ref, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(o, _dense_oracle(q, k, v, groups, window, 0.3, ns), rtol=1e-5,
+                               atol=1e-5)
+
+
+@pytest.mark.parametrize("top_k, s", [(2, 2000), (3, 6000)])  # top-3 reads 3/16 per store
+@pytest.mark.parametrize("ns", [0, 4])
+def test_many_groups_take_the_per_group_stores_by_the_rule(top_k, s, ns, monkeypatch):
+    """K = 16: more than MAX_STORE_PARTS group sets meet a top-2 token, and at a small
+    window the per-group stores read far fewer keys than the cache: the rule takes them (no
+    SDPA call, no group-set store), and the step equals the gather path and the oracle,
+    with tokens that share several groups with the new one counted once."""
+    calls = _sdpa_calls(monkeypatch)
+    g = _gen(16 + top_k)
+    w, hkv, h, d = 6, 3, 9, 64  # SmolLM2's heads: a part costs about 156 key reads
+    groups = random_groups(s, 16, top_k, generator=g)
+    groups[: s // 40] = groups[-1]  # earlier tokens that share all of the new one's groups
+    q = torch.randn(1, h, 1, d, generator=g)
+    k, v = torch.randn(1, hkv, s, d, generator=g), torch.randn(1, hkv, s, d, generator=g)
+    st = _state(groups)
+    o = focus_decode_attention(q, k, v, st, w, 0.4, num_sinks=ns)
+    assert st._group_stores is not None and not calls
+    assert sum(n for _, _, n in st._stores.sets.values()) == 0
+    ref = focus_decode_attention_reference(q, k, v, _state(groups, store=False), w, 0.4,
+                                           num_sinks=ns)
+    torch.testing.assert_close(o, ref, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(o, _dense_oracle(q, k, v, groups, w, 0.4, ns), rtol=1e-5,
                                atol=1e-5)
 
 
@@ -281,6 +315,11 @@ def test_consecutive_steps_grow_the_stores_and_stay_equal(top_k, share, ns, monk
         assert st._stores.done == groups.size(0) - 1 - w
     if share == 0.0:
         assert not st._stores.sets
+    if share == "groups":  # the per-group stores hold every out-of-window token per group
+        gs = st._group_stores
+        assert gs.done == groups.size(0) - 1 - w and not st._stores.sets
+        assert max(e[1].size(2) for e in gs.sets.values()) > 64  # they doubled
+        assert sum(e[3] for e in gs.sets.values()) == (gs.done - ns) * top_k
 
 
 @pytest.mark.parametrize("share, masked", [(0.0, True), (math.inf, False)])
@@ -366,8 +405,12 @@ def test_the_fast_route_refuses_nonfinite_scores():
     assert len(st) == 5  # nothing appended
 
 
-def test_too_many_group_sets_take_the_masked_path(monkeypatch):
-    _force(monkeypatch, math.inf)  # the store path would be chosen, but cannot be read
+@pytest.mark.parametrize("share", [0.0, math.inf])
+def test_too_many_group_sets_never_read_the_group_set_stores(share, monkeypatch):
+    """29 group sets meet a top-2 token of K = 16, more than MAX_STORE_PARTS: the step reads
+    the per-group stores (the masked SDPA forced dearer) or the masked SDPA (forced
+    cheaper), never the group-set stores."""
+    _force(monkeypatch, share)
     g = _gen(5)
     s, num_groups, top_k = 400, 16, 2  # C(16,2) - C(14,2) = 29 stores meet a token's groups
     groups = random_groups(s, num_groups, top_k, generator=g)
@@ -376,7 +419,11 @@ def test_too_many_group_sets_take_the_masked_path(monkeypatch):
     calls = _sdpa_calls(monkeypatch)
     o = focus_decode_attention(q, k, v, st, 3, 0.5)
     assert math.comb(16, 2) - math.comb(14, 2) > MAX_STORE_PARTS
-    assert len(calls) == 1 and st.store and not st._stores.sets  # masked, nothing copied
+    assert st.store and not st._stores.sets  # no group-set store copied
+    if share == 0.0:
+        assert len(calls) == 1 and st._group_stores is None  # masked
+    else:
+        assert not calls and st._group_stores.sets  # per-group stores
     ref = focus_decode_attention_reference(q, k, v, st, 3, 0.5)
     torch.testing.assert_close(o, ref, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(o, _dense_oracle(q, k, v, groups, 3, 0.5), rtol=1e-5,

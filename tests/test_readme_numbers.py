@@ -205,6 +205,7 @@ VERDICT = "focus_verdict.json"
 PASSKEY = "focus_passkey_paired.json"
 PASSKEY_SUMMARY = "focus_passkey.json"  # accuracies, patterns and per-depth counts
 K4, K8 = "K4_top2_w64_distill_s4", "K8_top2_w64_distill_s4_120"
+K4C = "K4_top2_w64_distill_s4_c120"  # K4 continued 40 steps (chosen on validation)
 K8T1 = "K8_top1_w64_distill_s4"
 K16 = "K16_top2_w256_distill_s4_c120"
 K16_80 = "K16_top2_w256_distill_s4"  # the same routers after their first 80 steps
@@ -796,6 +797,33 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      lambda v: f"{v[0]} of {v[1]}"),
     ("Focus is worse than it on 14 of 16\n    out-of-domain blocks (sign p = 0.004)", "0.004",
      OP_PAIRED, lambda: _vs_window(K4, "sign_p"), _fixed(3)),
+    ("Continued 40 steps (chosen on validation, +1.14%", "40", OP, lambda: _op(K4C, "steps"),
+     str),
+    ("Continued 40 steps (chosen on validation, +1.14%", "+1.14", OP,
+     lambda: _op(K4C, "val_delta_pct") if _op(K4C, "val_delta_pct")
+     < _op(K4, "val_delta_pct") else None, _signed(2)),
+    ("against +1.48%): +1.7% out of domain (median +2.0%), +1.2% on test", "+1.48", OP,
+     lambda: _op(K4, "val_delta_pct"), _signed(2)),
+    ("against +1.48%): +1.7% out of domain (median +2.0%), +1.2% on test", "+1.7", OP,
+     lambda: _op(K4C, "ood_delta_pct"), _signed(1)),
+    ("against +1.48%): +1.7% out of domain (median +2.0%), +1.2% on test", "+2.0", OP,
+     lambda: _op(K4C, "ood_median_pct"), _signed(1)),
+    ("against +1.48%): +1.7% out of domain (median +2.0%), +1.2% on test", "+1.2", OP,
+     lambda: _op(K4C, "test_delta_pct"), _signed(1)),
+    ("against +0.8% / +0.6%\n    for the window plus sinks at its share", "+0.8", OP,
+     lambda: _op(f"sinks@{K4C}", "ood_delta_pct"), _signed(1)),
+    ("against +0.8% / +0.6%\n    for the window plus sinks at its share", "+0.6", OP,
+     lambda: _op(f"sinks@{K4C}", "test_delta_pct"), _signed(1)),
+    ("(Focus +0.9% [+0.4, +1.4] against it, worse on 12\n    of 16", "+0.9", OP_PAIRED,
+     lambda: _vs_window(K4C, "diff_pct"), _signed(1)),
+    ("(Focus +0.9% [+0.4, +1.4] against it, worse on 12\n    of 16", "+0.4", OP_PAIRED,
+     lambda: _vs_window(K4C, "ci_low_pct"), _signed(1)),
+    ("(Focus +0.9% [+0.4, +1.4] against it, worse on 12\n    of 16", "+1.4", OP_PAIRED,
+     lambda: _vs_window(K4C, "ci_high_pct"), _signed(1)),
+    ("(Focus +0.9% [+0.4, +1.4] against it, worse on 12\n    of 16", "12", OP_PAIRED,
+     lambda: _vs_window(K4C, "focus_worse"), str),
+    ("(Focus +0.9% [+0.4, +1.4] against it, worse on 12\n    of 16", "16", OP_PAIRED,
+     lambda: _vs_window(K4C, "blocks"), str),
     ("pattern 1.3x faster: keeping 84% of the pairs", "1.3", VERDICT,
      lambda: _load(VERDICT)["meta"]["target"]["speedup"], _fixed(1)),
     ("pattern 1.3x faster: keeping 84% of the pairs", "84", OP,

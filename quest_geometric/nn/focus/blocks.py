@@ -372,8 +372,11 @@ def focus_blocks_reference(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
 #: through an overlapping strided view of the key/value tensors (no copy). Small blocks waste
 #: few band pairs (``b (b + w)`` computed where about ``b w + b^2/2`` are needed), large ones
 #: run the masked flash kernel on larger tiles, which pays once the window is wide
-#: (``benchmarks/focus_band_block.py`` measures it; :func:`band_block_size` reads it).
-BAND_BLOCKS: Tuple[Tuple[float, int], ...] = ((255, 16), (float("inf"), 16))
+#: (``benchmarks/focus_band_block.py`` measures it; :func:`band_block_size` reads it). At
+#: 8,192 tokens and 9 heads of 64 (idle 2-core machine, 2026-12-04), 16 is fastest at
+#: window 64, 32 at 256 (6-7% faster than 16), and 64 within 7% of the fastest at 1,267 and
+#: 2,196 at one and two threads (9-17% faster than 16).
+BAND_BLOCKS: Tuple[Tuple[float, int], ...] = ((127, 16), (511, 32), (float("inf"), 64))
 #: A fixed query block for the band instead of :data:`BAND_BLOCKS` (:obj:`None`: by the
 #: window), for benchmarks that compare block sizes.
 BAND_BLOCK: Optional[int] = None

@@ -59,7 +59,8 @@ groups (:func:`focus_decode_attention`): the attention cost grows with
   :math:`k` stores of its groups, store :math:`g_i` masking the tokens that also hold one
   of :math:`g_1, \dots, g_{i-1}` (read in an earlier store): :math:`k` parts instead of
   dozens, every allowed key counted once, when the cost model prefers it to the masked
-  SDPA.
+  SDPA and the state has taken more than :data:`GROUP_STORE_AFTER` steps (the first
+  per-group step fills the stores, a cost only a long generation pays back).
 
 The plain gather path (:func:`focus_decode_attention_reference`) stays the reference the
 tests compare both ways with, and serves every other case (several sequences, several new
@@ -80,7 +81,7 @@ from quest_geometric.nn.focus.sinkhorn import prefix_statistics
 
 __all__ = ["FocusDecodeState", "route_step", "route_prefix", "focus_decode_attention",
            "focus_decode_attention_reference", "masked_decode_attention", "packed_layout",
-           "MAX_STORE_PARTS", "MASKED_SHARE", "PART_WORK"]
+           "MAX_STORE_PARTS", "GROUP_STORE_AFTER", "MASKED_SHARE", "PART_WORK"]
 
 #: Most group-set stores one fast decoding step may read (:math:`\binom{K}{k} -
 #: \binom{K-k}{k}` of them meet a token's :math:`k` groups: 1 for top-1, 5 for top-2 of
@@ -88,6 +89,14 @@ __all__ = ["FocusDecodeState", "route_step", "route_prefix", "focus_decode_atten
 #: per-group stores instead (:math:`k` parts), or the masked SDPA over the cache where that
 #: is cheaper.
 MAX_STORE_PARTS = 16
+#: Fast steps a state takes (masked) before it may switch to the per-group stores: their
+#: first step copies :math:`k` times every out-of-window key and value into them, which only
+#: the per-step saving of later steps pays back. Measured for one layer at 8,192 cached
+#: tokens, top-2 of K = 16, window 256, SmolLM2's heads, one thread: the fill costs about 40
+#: masked steps (38-44 ms against 1.0 ms a masked step; a per-group step 0.63 ms), so
+#: switching after 40 steps (the ski-rental rule: rent until the rent paid equals the price)
+#: costs at most about twice the best choice made knowing the generation's length.
+GROUP_STORE_AFTER = 40
 
 #: The fast step's choice between its two exact ways of attending. Reading ``P`` parts (the
 #: window and ``P - 1`` stores) of ``n`` keys in all costs about ``n + P_w (P - 1)`` key
@@ -316,6 +325,7 @@ class FocusDecodeState:
         self.store = bool(store)
         self._stores: Optional[_GroupSetStores] = None
         self._group_stores: Optional[_GroupStores] = None
+        self._fast_steps = 0  # fast decoding steps taken (GROUP_STORE_AFTER)
         self._sets: List[Tuple[int, ...]] = []  # host group sets of slots [0, len(_sets))
         # one sequence whose every cached token is real: positions are the cache slots
         self._simple = groups.size(0) == 1 and int(count[0]) == self._len and (
@@ -551,7 +561,8 @@ def _fast_step(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState, window:
     stores.note(sets, s, lo, q.device)
     meets = [key for key, n in stores.counts.items() if n and any(g in key for g in mine)]
     kept = s - lo + ns + sum(stores.counts[key] for key in meets)
-    if len(meets) > MAX_STORE_PARTS:
+    state._fast_steps += 1
+    if len(meets) > MAX_STORE_PARTS and state._fast_steps > GROUP_STORE_AFTER:
         # many group sets (e.g. K = 16, top-2): the per-group stores read k parts, the
         # tokens of several of the new token's groups once per such group (masked)
         read = s - lo + ns + sum(stores.counts[key] * sum(g in key for g in mine)

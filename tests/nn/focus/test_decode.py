@@ -194,6 +194,7 @@ PATHS = [0.0, math.inf, "groups", None]
 def _force(monkeypatch, share):
     if share == "groups":
         monkeypatch.setattr(decode, "MAX_STORE_PARTS", 0)
+        monkeypatch.setattr(decode, "GROUP_STORE_AFTER", 0)
         share = math.inf
     if share is not None:
         monkeypatch.setattr(decode, "MASKED_SHARE", share)
@@ -255,6 +256,7 @@ def test_many_groups_take_the_per_group_stores_by_the_rule(top_k, s, ns, monkeyp
     window the per-group stores read far fewer keys than the cache: the rule takes them (no
     SDPA call, no group-set store), and the step equals the gather path and the oracle,
     with tokens that share several groups with the new one counted once."""
+    monkeypatch.setattr(decode, "GROUP_STORE_AFTER", 2)
     calls = _sdpa_calls(monkeypatch)
     g = _gen(16 + top_k)
     w, hkv, h, d = 6, 3, 9, 64  # SmolLM2's heads: a part costs about 156 key reads
@@ -263,8 +265,11 @@ def test_many_groups_take_the_per_group_stores_by_the_rule(top_k, s, ns, monkeyp
     q = torch.randn(1, h, 1, d, generator=g)
     k, v = torch.randn(1, hkv, s, d, generator=g), torch.randn(1, hkv, s, d, generator=g)
     st = _state(groups)
+    for _ in range(2):  # the first GROUP_STORE_AFTER steps: masked, nothing copied
+        focus_decode_attention(q, k, v, st, w, 0.4, num_sinks=ns)
+    assert len(calls) == 2 and st._group_stores is None
     o = focus_decode_attention(q, k, v, st, w, 0.4, num_sinks=ns)
-    assert st._group_stores is not None and not calls
+    assert st._group_stores is not None and len(calls) == 2
     assert sum(n for _, _, n in st._stores.sets.values()) == 0
     ref = focus_decode_attention_reference(q, k, v, _state(groups, store=False), w, 0.4,
                                            num_sinks=ns)
@@ -411,6 +416,7 @@ def test_too_many_group_sets_never_read_the_group_set_stores(share, monkeypatch)
     the per-group stores (the masked SDPA forced dearer) or the masked SDPA (forced
     cheaper), never the group-set stores."""
     _force(monkeypatch, share)
+    monkeypatch.setattr(decode, "GROUP_STORE_AFTER", 0)
     g = _gen(5)
     s, num_groups, top_k = 400, 16, 2  # C(16,2) - C(14,2) = 29 stores meet a token's groups
     groups = random_groups(s, num_groups, top_k, generator=g)

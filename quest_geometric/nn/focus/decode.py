@@ -135,6 +135,23 @@ def masked_decode_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, scale
                                           enable_gqa=h != hkv)
 
 
+def _append(entry: list, new: Tuple[Tensor, ...], axes: Tuple[int, ...]) -> None:
+    """Append ``new[i]`` along ``axes[i]`` to the store buffers ``entry[:-1]``, which hold
+    ``entry[-1]`` rows; the buffers grow by doubling."""
+    n, n_new = entry[-1], new[0].size(axes[0])
+    if n + n_new > entry[0].size(axes[0]):
+        cap = max(n + n_new, 2 * entry[0].size(axes[0]))
+        for i, (buf, ax) in enumerate(zip(entry[:-1], axes)):
+            shape = list(buf.shape)
+            shape[ax] = cap
+            grown = buf.new_empty(shape)
+            grown.narrow(ax, 0, n).copy_(buf.narrow(ax, 0, n))
+            entry[i] = grown
+    for buf, x, ax in zip(entry[:-1], new, axes):
+        buf.narrow(ax, n, n_new).copy_(x)
+    entry[-1] = n + n_new
+
+
 class _GroupSetStores:
     """Derived data of a one-sequence cache for the fast step (rebuilt from the cache
     whenever a state is created or reordered):
@@ -208,20 +225,12 @@ class _GroupSetStores:
         # keys are stored transposed, [1, H_kv, D, cap]: the scores q K^T are then a plain
         # row-major product (about twice as fast on CPU as with transposed row-major keys)
         entry = self.sets.get(key)
-        b, hkv, n_new, d = kp.shape
         if entry is None:
+            b, hkv, n_new, d = kp.shape
             cap = max(64, 2 * n_new)
-            entry = self.sets[key] = [kp.new_empty(b, hkv, d, cap), vp.new_empty(b, hkv, cap, d),
-                                      0]
-        kb, vb, n = entry
-        if n + n_new > vb.size(2):  # grow by doubling
-            cap = max(n + n_new, 2 * vb.size(2))
-            k2, v2 = kb.new_empty(b, hkv, d, cap), vb.new_empty(b, hkv, cap, d)
-            k2[..., :n], v2[:, :, :n] = kb[..., :n], vb[:, :, :n]
-            entry[0], entry[1] = kb, vb = k2, v2
-        kb[..., n:n + n_new] = kp.transpose(2, 3)
-        vb[:, :, n:n + n_new] = vp
-        entry[2] = n + n_new
+            entry = self.sets[key] = [kp.new_empty(b, hkv, d, cap),
+                                      vp.new_empty(b, hkv, cap, d), 0]
+        _append(entry, (kp.transpose(2, 3), vp), (3, 2))
 
 
 class _GroupStores:
@@ -235,7 +244,6 @@ class _GroupStores:
         self.base = base
         self.done = base  # cache slots [base, done) are in their stores
         self.sets: Dict[int, list] = {}  # group -> [keys, values, set ids, count]
-        self.luts: Dict[Tuple[int, ...], Tensor] = {}  # groups -> bool [number of sets]
 
     def fill(self, sets: List[Tuple[int, ...]], ids: Dict[Tuple[int, ...], int], k: Tensor,
              v: Tensor, upto: int) -> None:
@@ -256,32 +264,12 @@ class _GroupStores:
 
     def _push(self, g: int, kp: Tensor, vp: Tensor, sid: Tensor) -> None:
         entry = self.sets.get(g)
-        b, hkv, n_new, d = kp.shape
         if entry is None:
+            b, hkv, n_new, d = kp.shape
             cap = max(64, 2 * n_new)
             entry = self.sets[g] = [kp.new_empty(b, hkv, d, cap), vp.new_empty(b, hkv, cap, d),
                                     sid.new_empty(cap), 0]
-        kb, vb, ib, n = entry
-        if n + n_new > vb.size(2):  # grow by doubling
-            cap = max(n + n_new, 2 * vb.size(2))
-            k2, v2, i2 = kb.new_empty(b, hkv, d, cap), vb.new_empty(b, hkv, cap, d), \
-                ib.new_empty(cap)
-            k2[..., :n], v2[:, :, :n], i2[:n] = kb[..., :n], vb[:, :, :n], ib[:n]
-            entry[0], entry[1], entry[2] = kb, vb, ib = k2, v2, i2
-        kb[..., n:n + n_new] = kp.transpose(2, 3)
-        vb[:, :, n:n + n_new] = vp
-        ib[n:n + n_new] = sid
-        entry[3] = n + n_new
-
-    def seen(self, groups: Tuple[int, ...], ids: Dict[Tuple[int, ...], int],
-             device: torch.device) -> Tensor:
-        """Bool ``[number of group sets]``: the sets that contain one of ``groups`` (whose
-        tokens an earlier part of the step already read)."""
-        t = self.luts.get(groups)
-        if t is None or t.numel() != len(ids):
-            t = self.luts[groups] = torch.tensor([any(g in key for g in groups) for key in ids],
-                                                 dtype=torch.bool, device=device)
-        return t
+        _append(entry, (kp.transpose(2, 3), vp, sid), (3, 2, 0))
 
 
 class FocusDecodeState:
@@ -639,7 +627,8 @@ def _group_step(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState, lo: in
         if entry is None or entry[3] == 0:
             continue
         kb, vb, ib, n = entry
-        masked = gs.seen(mine[:i], stores.ids, q.device)[ib[:n]] if i else None
+        # the tokens of a set that holds an earlier group of mine were read in its store
+        masked = stores.lut(mine[:i], q.device)[ib[:n]] if i else None
         parts.append((kb[0, :, :, :n], vb[0, :, :n], masked))
     return _softmax_parts(q, parts, scale)
 

@@ -143,27 +143,25 @@ def read_prose(source: str, root: Optional[Union[str, os.PathLike]] = None,
         if source not in PROSE_SOURCES:
             raise ValueError(f"read_prose: 'source' must be one of {sorted(PROSE_SOURCES)}, "
                              f"got {source!r}")
-        texts, record = [], []
-        for path, want in _pinned_paths(source, files):
-            text, digest = _read(path, source)
-            if want is not None and digest != want:
-                raise ValueError(f"read_prose: pinned file {path} of source {source!r} has "
-                                 f"SHA-256 {digest[:16]}..., its record says {want[:16]}...: "
-                                 "this machine holds another version of it")
-            texts.append(text)
-            record.append({"path": str(path), "sha256": digest, "chars": len(text)})
-        return "\n\n".join(t for t in texts if t), [r for r in record if r["chars"]]
-    paths = prose_files(source, root)
-    if not paths:
-        where = root if root is not None else PROSE_SOURCES[source]
-        pattern = "*/NEWS.Debian.gz" if source == "debian-news" else "regular licence files"
-        raise FileNotFoundError(f"read_prose: source {source!r} found no {pattern} in {where}")
+        pinned = _pinned_paths(source, files)
+    else:
+        paths = prose_files(source, root)
+        if not paths:
+            where = root if root is not None else PROSE_SOURCES[source]
+            pattern = "*/NEWS.Debian.gz" if source == "debian-news" else "regular licence files"
+            raise FileNotFoundError(f"read_prose: source {source!r} found no {pattern} in "
+                                    f"{where}")
+        pinned = [(p, None) for p in paths]
     texts, record = [], []
-    for p in paths:
-        text, digest = _read(p, source)
+    for path, want in pinned:
+        text, digest = _read(path, source)
+        if want is not None and digest != want:
+            raise ValueError(f"read_prose: pinned file {path} of source {source!r} has "
+                             f"SHA-256 {digest[:16]}..., its record says {want[:16]}...: "
+                             "this machine holds another version of it")
         if text:
             texts.append(text)
-            record.append({"path": str(p), "sha256": digest, "chars": len(text)})
+            record.append({"path": str(path), "sha256": digest, "chars": len(text)})
     return "\n\n".join(texts), record
 
 

@@ -401,26 +401,24 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results", progres
     compiled = (not quick) if compiled is None else compiled
     memory = (not quick) if memory is None else memory
     grids = CUDA_GRIDS[:1] if quick else CUDA_GRIDS
+    note = machine or "not stated"
+    meta = {"device_name": torch.cuda.get_device_name(device), "quick": quick, "seed": 0,
+            "dtype": "float32", "machine_note": note}
     if profile:
         prof_rows = launch_profile(grids, device=device)
-        meta = {"device_name": torch.cuda.get_device_name(device), "quick": quick, "seed": 0,
-                "dtype": "float32", "machine_note": machine or "not stated"}
         p = write_results(
             f"{name}_profile{suffix}", prof_rows, out_dir, meta=meta,
             title="What one eager QSVConv call does on CUDA: kernels, device time, wall time",
             notes=("Per call, the mean of 5 profiled calls (torch.profiler) after 2 warm-up "
                    "calls; `wall_ms` timed without the profiler. `device_busy` = kernel time "
                    "/ wall time: well below 1 means the call waits on kernel launches, not "
-                   f"on their work. Machine: {machine or 'not stated'}."))
+                   f"on their work. Machine: {note}."))
         return {"rows": [], "targets": [], "memory": [], "skipped": [], "profile": prof_rows,
                 "markdown": p["md"].read_text()}
     rows, skipped = cuda_rows(grids, compiled, repeat=5 if quick else 30, progress=progress,
                               device=device, max_seconds=max_seconds)
-    note = machine or "not stated"
-    meta = {"device_name": torch.cuda.get_device_name(device), "quick": quick, "seed": 0,
-            "dtype": "float32", "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
-            "machine_note": note, "skipped": skipped,
-            "harmonics_published_h100_ms": HARMONICS_PUBLISHED_H100_MS}
+    meta.update({"tf32_matmul": torch.backends.cuda.matmul.allow_tf32, "skipped": skipped,
+                 "harmonics_published_h100_ms": HARMONICS_PUBLISHED_H100_MS})
     published = (f"torch-harmonics' own CUDA kernel, as published (H100, 64,800 points, "
                  f"C = 64, one head): {HARMONICS_PUBLISHED_H100_MS['forward']} ms forward, "
                  f"{HARMONICS_PUBLISHED_H100_MS['backward']} ms backward; not timed here.")

@@ -115,12 +115,53 @@ def _passkey(name: str, rows: Sequence[dict]) -> Dict[str, Any]:
     return out
 
 
-def _passkey_vs(name: str, baseline: str, key: str, rows: Sequence[dict]) -> Dict[str, Any]:
+def _same_window_trials(baseline: str, rows: Sequence[dict], results: Path
+                        ) -> tuple[List[dict], Dict[int, str]]:
+    """The passkey trials of window baseline ``sinks@NAME`` at every length it was not run at
+    itself but another ``sinks@`` row was run with the same pattern (window and sinks at that
+    length, as :func:`~quest_geometric.experiments.focus_operating_point.resolve_config`
+    matches it): the same content-free model on the same trials, relabelled ``baseline``.
+
+    Returns:
+        ``(trials, sources)``: the relabelled trials and, per length, the row they came from.
+    """
+    from quest_geometric.experiments.focus_operating_point import resolve_config
+
+    own = {r["length"] for r in rows if r["config"] == baseline}
+    out: List[dict] = []
+    sources: Dict[int, str] = {}
+    for length in sorted({r["length"] for r in rows} - own):
+        try:
+            want = resolve_config(baseline, results, length=length)
+        except FileNotFoundError:
+            return [], {}
+        for other in sorted({r["config"] for r in rows if r["length"] == length
+                             and r["config"].startswith("sinks@") and r["config"] != baseline}):
+            mine = [r for r in rows if r["config"] == other and r["length"] == length]
+            if all((r.get("pattern") or {}).get("window") == want["window"]
+                   and (r.get("pattern") or {}).get("num_sinks") == want["num_sinks"]
+                   for r in mine):
+                out.extend({**r, "config": baseline} for r in mine)
+                sources[length] = other
+                break
+    return out, sources
+
+
+def _passkey_vs(name: str, baseline: str, key: str, rows: Sequence[dict],
+                results: Optional[Path] = None) -> Dict[str, Any]:
     """Passkey accuracy of Focus row ``name`` against its baseline row ``baseline`` on the
     same trials, per length: the baseline's accuracy (``passkey_<len>_<key>``), the paired
     difference (``..._vs_<key>_diff``, Focus minus baseline) and the exact McNemar p-value
-    (``..._vs_<key>_p``)."""
+    (``..._vs_<key>_p``). With ``results``, a ``sinks@`` baseline not run at some length
+    takes the trials of a ``sinks@`` row run there with the same window and sinks
+    (:func:`_same_window_trials`; ``passkey_<len>_<key>_from`` names it)."""
     out: Dict[str, Any] = {}
+    if results is not None and baseline.startswith("sinks@"):
+        extra, sources = _same_window_trials(baseline, rows, results)
+        rows = [*rows, *extra]
+        for length, other in sources.items():
+            if any(r["config"] == name and r["length"] == length for r in rows):
+                out[f"passkey_{_length_tag(length)}_{key}_from"] = other
     for tag, p in _paired(name, baseline, rows):
         out[f"passkey_{tag}_{key}"] = (p["both"] + p["lost"]) / p["matched"]
         out[f"passkey_{tag}_vs_{key}_diff"] = p["diff"]
@@ -264,7 +305,8 @@ def verdict_rows(results: Path | str = "benchmarks/results") -> List[Dict[str, A
                 r[f"{key}_sign_p"] = p["sign_p"]
                 r[f"{key}_name"] = p["baseline"]
                 if name != "full":
-                    r.update(_passkey_vs(name, p["baseline"], key[len("vs_"):], passkey))
+                    r.update(_passkey_vs(name, p["baseline"], key[len("vs_"):], passkey,
+                                         op))
         if name == "full":  # its own accuracy at every length, the reference's speed
             r.update(_full_passkey(passkey))
             r.update({f"{k}_{t}t": 1.0 for k in ("prefill", "decode") for t in speed})
@@ -303,7 +345,8 @@ COLUMNS = ["row", "K", "top_k", "window", "sinks", "steps", "plateau", "pairs_ke
            "prefill_bound_8k", "ood_delta_pct", "ood_median_pct", "test_delta_pct",
            "vs_window_pct", "vs_random_pct", "passkey_2k", "passkey_2k_full",
            "passkey_2k_window", "passkey_2k_random", "passkey_4k", "passkey_4k_full",
-           "passkey_4k_window", "passkey_4k_random", "passkey_8k", "prefill_1t", "decode_1t",
+           "passkey_4k_window", "passkey_4k_random", "passkey_8k", "passkey_8k_full",
+           "passkey_8k_window", "passkey_8k_random", "prefill_1t", "decode_1t",
            "prefill_2t", "decode_2t", "speed_len_1t",
            "speed_from", "verdict"]
 
@@ -372,7 +415,9 @@ def write_verdict(results: Path | str = "benchmarks/results", out: Path | str | 
         "(`passkey_2k_full`: full attention's on the same trials; `passkey_2k_window`: the "
         "window plus sinks at the row's budget on the trials run with both; "
         "`passkey_2k_random`: random balanced groups of the row's K and top-k, without sinks; "
-        "every McNemar "
+        "a window not run itself at a length takes the trials of a `sinks@` row run there "
+        "with the same window and sinks, named in `passkey_<len>_window_from` in the JSON "
+        "file; every McNemar "
         "p-value is in the JSON file). `prefill_*`, `decode_*`: "
         "median speed-up over full attention at the longest length timed (`speed_len_1t`), "
         "taken from `speed_from` where the row itself was not timed (same pattern, other "

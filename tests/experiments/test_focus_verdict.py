@@ -180,6 +180,40 @@ def test_passkey_against_the_baselines(study):
     assert _focus(study)["baselines_check"] == "undecided"
 
 
+def test_a_window_not_run_takes_the_trials_of_the_same_window(study):
+    """The window baseline run under another row's name with the same window and sinks at
+    8K is the same content-free model on the same trials; one token of window apart is not."""
+    from quest_geometric.experiments.focus_operating_point import resolve_config
+
+    op = study / "focus_operating_point"
+    # the baseline's window at 8K is matched to the share of the row it is named after
+    _row(op, "K8_top2_w64_distill", "trained", FULL, 0.2, objective="distill", K=8, top_k=2,
+         window=64)
+    window = resolve_config("sinks@K8_top2_w64_distill", op, length=8186)["window"]
+    answered = [True, True, False, True, True, True, True, True]
+    other = "sinks@K8_top2_w64_distill_s4"
+
+    def trials(w):
+        (study / "focus_passkey_trials.jsonl").unlink()
+        _passkey(study, [("full", 8186, answered), (FOCUS, 8186, answered),
+                         (other, 8186, [True] + [False] * 7)])
+        lines = [json.loads(x) for x in
+                 (study / "focus_passkey_trials.jsonl").read_text().splitlines()]
+        for r in lines:
+            if r["config"] == other:
+                r["pattern"] = {"kind": "sinks", "window": w, "num_sinks": 4}
+        (study / "focus_passkey_trials.jsonl").write_text(
+            "".join(json.dumps(r) + "\n" for r in lines))
+        return _focus(study)
+
+    r = trials(window)
+    assert r["passkey_8k_window_from"] == other
+    assert r["passkey_8k_window"] == 1 / 8 and r["passkey_8k_vs_window_diff"] == 6 / 8
+    r = trials(window + 1)
+    assert "passkey_8k_window_from" not in r and "passkey_8k_window" not in r
+    assert "passkey vs window" in r["baselines_check"]
+
+
 def test_an_untimed_row_takes_the_timing_of_its_pattern(study):
     op = study / "focus_operating_point"
     _row(op, "K8_top2_w64_distill_s4", "trained", FULL, 0.2, objective="distill", num_sinks=4,

@@ -58,6 +58,25 @@ def _is_compiling() -> bool:
     return bool(torch.compiler.is_compiling())
 
 
+_DENSE_LAYOUT_ERROR = (
+    "QSVConv: 'dense=True' needs every node to have the same number k >= 1 of in-edges "
+    "sorted by target (edge_index[1] == arange(N).repeat_interleave(k)); pass dense=None or "
+    "False for other graphs")
+
+
+def _check_dense_layout(coo: Tensor, num_dst: int) -> None:
+    """The dense-layout check of ``dense=True`` inside a compiled graph: the sizes are
+    checked while tracing, the targets by an assertion the graph runs (one comparison over
+    the edges, no host synchronisation in the graph's code), so a compiled layer never
+    returns a silently wrong result for a graph without the layout."""
+    E = coo.size(1)
+    if num_dst == 0 or E == 0 or E % num_dst != 0:
+        raise ValueError(_DENSE_LAYOUT_ERROR)
+    targets = torch.arange(num_dst, device=coo.device).unsqueeze(1)
+    torch._assert_async((coo[1].view(num_dst, E // num_dst) == targets).all(),
+                        _DENSE_LAYOUT_ERROR)
+
+
 def _rotate(rot: Tensor, x: Tensor, transpose: bool = False) -> Tensor:
     r"""Applies :math:`\mathrm{diag}(1, R)` (or its transpose) of every node and head to its
     quaternion groups (:func:`~quest_geometric.quaternion.rotate_vector_parts`): with the
@@ -177,7 +196,8 @@ class QSVConv(MessagePassing):
 
     **Compiling.**  The layer traces under :func:`torch.compile` with no graph breaks
     (``fullgraph=True``).  The host-side checks (the ``edge_index`` range, finite features)
-    are skipped while tracing; with :obj:`dense=None` the dense-layout detection is compiled
+    are skipped while tracing (``dense=True``'s layout check is not: it runs inside the
+    compiled graph); with :obj:`dense=None` the dense-layout detection is compiled
     into the graph (:func:`torch.cond` between the fused dense path, whose sparse product
     is a custom operator, and the scatter path), and :obj:`dense=True` compiles the fused
     path alone.  In torch 2.13 the backward of :func:`torch.cond` runs the taken branch's
@@ -632,7 +652,8 @@ class QSVConv(MessagePassing):
                 :class:`~quest_geometric.models.qsv_net.QSVBlock` and
                 :class:`~quest_geometric.models.qsv_net.QSVNet`). (default: :obj:`None`)
             dense (bool, optional): :obj:`True` forces the dense ``[N, k]`` path (the graph
-                must have that layout; checked in eager mode), :obj:`False` forces the scatter
+                must have that layout: checked on the host in eager mode, by an assertion
+                inside the graph under :func:`torch.compile`), :obj:`False` forces the scatter
                 path, :obj:`None` detects the layout from the data and takes the scatter path
                 while explaining or when message-passing hooks are registered.  The
                 detection and the ``edge_index`` range check read the data once per
@@ -647,7 +668,10 @@ class QSVConv(MessagePassing):
             TypeError: if :obj:`x` has another floating dtype than the layer's parameters
                 (outside :func:`torch.autocast`).
             ValueError: for bad shapes or :obj:`edge_index` entries, or non-finite
-                :obj:`x` (checked in eager mode: one host synchronisation per call).
+                :obj:`x` (checked in eager mode: one host synchronisation per call), or a
+                graph without the dense layout for :obj:`dense=True`.
+            RuntimeError: under :func:`torch.compile`, from the compiled graph, for a graph
+                without the dense layout for :obj:`dense=True`.
         """
         want_alpha = check_return_attention_weights(return_attention_weights, where="QSVConv")
         if dense is None:
@@ -672,12 +696,10 @@ class QSVConv(MessagePassing):
                 use_dense = not self._observed() and info.dense_k(coo) > 0
         else:
             use_dense = bool(dense)
-            if use_dense and not compiling and info.dense_k(coo) == 0:
-                raise ValueError(
-                    "QSVConv: 'dense=True' needs every node to have the same number k >= 1 of "
-                    "in-edges sorted by target (edge_index[1] == arange(N)."
-                    "repeat_interleave(k)); pass dense=None or False for other graphs"
-                )
+            if use_dense and compiling:
+                _check_dense_layout(coo, Nd)
+            elif use_dense and info.dense_k(coo) == 0:
+                raise ValueError(_DENSE_LAYOUT_ERROR)
             if use_dense and any(getattr(self, name) for name in _HOOK_TABLES):
                 raise ValueError(
                     "QSVConv: 'dense=True' computes no messages for the registered message-passing "

@@ -239,6 +239,25 @@ def test_layer_default_dense_compiles_without_cond_and_matches_eager():
         torch.testing.assert_close(a, b, atol=1e-12, rtol=1e-12)
 
 
+@pytest.mark.slow
+def test_compiled_dense_path_checks_the_layout_at_run_time():
+    """dense=True under compile: a graph with the same sizes but another layout (the edges
+    shuffled) raises from inside the compiled graph instead of returning a wrong result; a
+    graph whose edge count is no multiple of the nodes is refused while tracing."""
+    n = 12
+    ei = knn_edges(n, 4)
+    shuffled = ei[:, torch.randperm(ei.size(1), generator=torch.Generator().manual_seed(1))]
+    conv = make_qsv_conv(channels=16, heads=2, dense=True)
+    x = torch.randn(n, 16, dtype=torch.float64)
+    torch._dynamo.reset()
+    compiled = torch.compile(conv, fullgraph=True)
+    torch.testing.assert_close(compiled(x, ei), conv(x, ei), atol=1e-12, rtol=1e-12)
+    with pytest.raises(RuntimeError, match="'dense=True' needs every node"):
+        compiled(x, shuffled)
+    with pytest.raises(Exception, match="'dense=True' needs every node"):
+        compiled(x, ei[:, :-1])
+
+
 def test_layer_default_dense_applies_eagerly_and_is_checked():
     n = 10
     ei = knn_edges(n, 3)

@@ -251,6 +251,19 @@ def _answered_depths(length: int, *configs: str) -> Optional[str]:
     return f"{depths.pop():g}" if len(depths) == 1 else None
 
 
+TRIALS = "focus_passkey_trials.jsonl"  # one row per passkey trial
+
+
+def _discordant(a: str, b: str, length: int) -> tuple[int, int]:
+    """Trials at ``length`` that config ``a`` answers and ``b`` does not, and the reverse."""
+    rows = [json.loads(line) for line in (RESULTS / TRIALS).read_text().splitlines()]
+    got = {c: {(r["depth"], r["trial"]): r["correct"] for r in rows
+               if r["config"] == c and r["length"] == length} for c in (a, b)}
+    assert got[a] and got[a].keys() == got[b].keys(), (a, b, length)
+    return (sum(got[a][k] and not got[b][k] for k in got[a]),
+            sum(got[b][k] and not got[a][k] for k in got[a]))
+
+
 def _passkey_claims(phrase: str, config: str, length: int) -> list[tuple]:
     """The claims of a phrase ``'N (L lost, G gained, p = P)'``: ``config``'s trials answered,
     lost and gained against full attention at ``length``, and the McNemar p-value, read from
@@ -1055,6 +1068,45 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     ("the window plus sinks at their share 15 (18 lost, p = 8e-5)", "8e-5", PASSKEY,
      lambda: _pk(f"sinks@{K8}", "mcnemar_p"), lambda p: f"{p:.0e}".replace("e-0", "e-")),
     # passkey at 4K
+    ("The 200-step K = 16 routers\n    answer 10 (10 lost, 0 gained, p = 0.002)", "200", OP,
+     lambda: _op(K16_80, "steps") + _op(K16, "steps") + _op(K16C, "steps"), str),
+    ("The 200-step K = 16 routers\n    answer 10 (10 lost, 0 gained, p = 0.002)", "16", OP,
+     lambda: _op(K16C, "K"), str),
+    ("The 200-step K = 16 routers\n    answer 10 (10 lost, 0 gained, p = 0.002)", "10", PASSKEY,
+     lambda: {_pk(K16C, "both", 4096) + _pk(K16C, "gained", 4096), _pk(K16C, "lost", 4096)},
+     lambda v: f"{min(v)}" if len(v) == 1 else None),
+    ("The 200-step K = 16 routers\n    answer 10 (10 lost, 0 gained, p = 0.002)", "0", PASSKEY,
+     lambda: _pk(K16C, "gained", 4096), str),
+    ("The 200-step K = 16 routers\n    answer 10 (10 lost, 0 gained, p = 0.002)", "0.002",
+     PASSKEY, lambda: _pk(K16C, "mcnemar_p", 4096), _fixed(3)),
+    ("the window plus sinks at their share (window\n    744) 7 (14 lost, 1 gained, p = 0.001)",
+     "744", PASSKEY_SUMMARY, lambda: _pk_pattern(f"sinks@{K16C}", 4096)["window"], str),
+    ("the window plus sinks at their share (window\n    744) 7 (14 lost, 1 gained, p = 0.001)",
+     "7", PASSKEY, lambda: _pk(f"sinks@{K16C}", "both", 4096)
+     + _pk(f"sinks@{K16C}", "gained", 4096), str),
+    ("the window plus sinks at their share (window\n    744) 7 (14 lost, 1 gained, p = 0.001)",
+     "14", PASSKEY, lambda: _pk(f"sinks@{K16C}", "lost", 4096), str),
+    ("the window plus sinks at their share (window\n    744) 7 (14 lost, 1 gained, p = 0.001)",
+     "1", PASSKEY, lambda: _pk(f"sinks@{K16C}", "gained", 4096), str),
+    ("the window plus sinks at their share (window\n    744) 7 (14 lost, 1 gained, p = 0.001)",
+     "0.001", PASSKEY, lambda: _pk(f"sinks@{K16C}", "mcnemar_p", 4096), _fixed(3)),
+    ("the routers find 3 needles at depth 0.75, which no\n    744-token window reaches", "0.75",
+     PASSKEY_SUMMARY, lambda: _answered_depths(4096, K16C, f"sinks@{K16C}") or ",".join(
+         f"{float(r['depth']):g}" for r in _load(PASSKEY_SUMMARY)["meta"]["by_depth"]
+         if r["config"] == K16C and r["length"] == 4096 and r["correct"] > 0
+         and float(r["depth"]) < 1), str),
+    ("the routers find 3 needles at depth 0.75, which no\n    744-token window reaches", "3",
+     PASSKEY_SUMMARY, lambda: sum(r["correct"] for r in _load(PASSKEY_SUMMARY)["meta"]["by_depth"]
+                                  if r["config"] == K16C and r["length"] == 4096
+                                  and float(r["depth"]) == 0.75), str),
+    ("the routers find 3 needles at depth 0.75, which no\n    744-token window reaches", "744",
+     PASSKEY_SUMMARY, lambda: _pk_pattern(f"sinks@{K16C}", 4096)["window"], str),
+    ("the two against each other (4 trials to 1) are not\n    distinguishable (McNemar p = 0.38)",
+     "4", TRIALS, lambda: _discordant(K16C, f"sinks@{K16C}", 4096)[0], str),
+    ("the two against each other (4 trials to 1) are not\n    distinguishable (McNemar p = 0.38)",
+     "1", TRIALS, lambda: _discordant(K16C, f"sinks@{K16C}", 4096)[1], str),
+    ("the two against each other (4 trials to 1) are not\n    distinguishable (McNemar p = 0.38)",
+     "0.38", VERDICT, lambda: _verdict_row(K16C)["passkey_4k_vs_window_p"], _fixed(2)),
     ("**Passkey at 4K** (50 trials each, the same trials): full attention 20;", "50", PASSKEY,
      lambda: _pk(K8, "matched", 4096), str),
     ("**Passkey at 4K** (50 trials each, the same trials): full attention 20;", "20", PASSKEY,

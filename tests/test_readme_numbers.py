@@ -264,6 +264,12 @@ def _discordant(a: str, b: str, length: int) -> tuple[int, int]:
             sum(got[b][k] and not got[a][k] for k in got[a]))
 
 
+def _resolve_config(*args, **kwargs) -> dict:
+    from quest_geometric.experiments.focus_operating_point import resolve_config
+
+    return resolve_config(*args, **kwargs)
+
+
 def _passkey_claims(phrase: str, config: str, length: int) -> list[tuple]:
     """The claims of a phrase ``'N (L lost, G gained, p = P)'``: ``config``'s trials answered,
     lost and gained against full attention at ``length``, and the McNemar p-value, read from
@@ -1107,6 +1113,39 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      "1", TRIALS, lambda: _discordant(K16C, f"sinks@{K16C}", 4096)[1], str),
     ("the two against each other (4 trials to 1) are not\n    distinguishable (McNemar p = 0.38)",
      "0.38", VERDICT, lambda: _verdict_row(K16C)["passkey_4k_vs_window_p"], _fixed(2)),
+    ("After\n    200 steps the K = 4 routers answer 20 (1 lost, 2 gained, p = 1.00)", "200", OP,
+     lambda: _op(K4, "steps") + _op(K4C, "steps") + _op(K4C2, "steps"), str),
+    ("After\n    200 steps the K = 4 routers answer 20 (1 lost, 2 gained, p = 1.00)", "4", OP,
+     lambda: _op(K4C2, "K"), str),
+    *_passkey_claims("200 steps the K = 4 routers answer 20 (1 lost, 2 gained, p = 1.00)",
+                     K4C2, 8186),
+    ("within 5 points of\n    full attention's 19: the one learned routing that meets", "5",
+     VERDICT, lambda: _load(VERDICT)["meta"]["target"]["passkey_points"], _fixed(0)),
+    ("within 5 points of\n    full attention's 19: the one learned routing that meets", "19",
+     PASSKEY, lambda: _pk(K4C2, "both", 8186) + _pk(K4C2, "lost", 8186), str),
+    ("window at this share, 5,033 tokens, was not run", "5,033", OP,
+     lambda: _resolve_config(f"sinks@{K4C2}", RESULTS / "focus_operating_point",
+                             length=8186)["window"]
+     if not any(r["config"] == f"sinks@{K4C2}" for r in _load(PASSKEY)["rows"]) else None,
+     _thousands),
+    ("random balanced groups of the same K, top-k and\n    window answer 7 (15 lost, 2 gained,"
+     " p = 0.002;", "7", PASSKEY, lambda: _pk("K16_top2_w256_random", "both", 4096)
+     + _pk("K16_top2_w256_random", "gained", 4096), str),
+    ("random balanced groups of the same K, top-k and\n    window answer 7 (15 lost, 2 gained,"
+     " p = 0.002;", "15", PASSKEY, lambda: _pk("K16_top2_w256_random", "lost", 4096), str),
+    ("random balanced groups of the same K, top-k and\n    window answer 7 (15 lost, 2 gained,"
+     " p = 0.002;", "2", PASSKEY, lambda: _pk("K16_top2_w256_random", "gained", 4096), str),
+    ("random balanced groups of the same K, top-k and\n    window answer 7 (15 lost, 2 gained,"
+     " p = 0.002;", "0.002", PASSKEY,
+     lambda: _pk("K16_top2_w256_random", "mcnemar_p", 4096), _fixed(3)),
+    ("the routers against them 10 to 7, McNemar\n    p = 0.45", "10", VERDICT,
+     lambda: round(_verdict_row(K16C)["passkey_4k"] * _verdict_row(K16C)["passkey_4k_n"]),
+     str),
+    ("the routers against them 10 to 7, McNemar\n    p = 0.45", "7", VERDICT,
+     lambda: round(_verdict_row(K16C)["passkey_4k_random"] * _verdict_row(K16C)["passkey_4k_n"]),
+     str),
+    ("the routers against them 10 to 7, McNemar\n    p = 0.45", "0.45", VERDICT,
+     lambda: _verdict_row(K16C)["passkey_4k_vs_random_p"], _fixed(2)),
     ("**Passkey at 4K** (50 trials each, the same trials): full attention 20;", "50", PASSKEY,
      lambda: _pk(K8, "matched", 4096), str),
     ("**Passkey at 4K** (50 trials each, the same trials): full attention 20;", "20", PASSKEY,
@@ -1422,3 +1461,10 @@ def test_the_words_next_to_the_numbers_match_the_files():
         _bullet_with("Python language reference")
     assert "WikiText-103" in _bullet_with("Python language reference")
 
+
+
+def test_the_one_row_said_to_meet_the_passkey_criterion_is_the_only_one():
+    assert "the one learned routing that meets the passkey criterion" in _bullet_with(
+        "the one learned routing that meets the passkey criterion")
+    met = [r["name"] for r in _load(VERDICT)["rows"] if r.get("passkey_check") == "met"]
+    assert met == [K4C2], met

@@ -671,7 +671,9 @@ class QSVConv(MessagePassing):
                 :obj:`x` (checked in eager mode: one host synchronisation per call), or a
                 graph without the dense layout for :obj:`dense=True`.
             RuntimeError: under :func:`torch.compile`, from the compiled graph, for a graph
-                without the dense layout for :obj:`dense=True`.
+                without the dense layout for :obj:`dense=True` (on CUDA a device-side
+                assertion, reported asynchronously, after which the process's CUDA context
+                cannot be used; not run on a GPU yet).
         """
         want_alpha = check_return_attention_weights(return_attention_weights, where="QSVConv")
         if dense is None:

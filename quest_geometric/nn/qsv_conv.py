@@ -64,6 +64,15 @@ _DENSE_LAYOUT_ERROR = (
     "False for other graphs")
 
 
+def _dense_targets(coo: Tensor, num_dst: int) -> Tensor:
+    """Bool scalar tensor, computed in the graph (no host read): whether ``coo``'s targets
+    are ``arange(num_dst).repeat_interleave(k)`` for ``k = E / num_dst`` (the caller ensures
+    ``E`` is a positive multiple of ``num_dst``)."""
+    k = coo.size(1) // num_dst
+    targets = torch.arange(num_dst, device=coo.device).unsqueeze(1)
+    return (coo[1].view(num_dst, k) == targets).all()
+
+
 def _check_dense_layout(coo: Tensor, num_dst: int) -> None:
     """The dense-layout check of ``dense=True`` inside a compiled graph: the sizes are
     checked while tracing, the targets by an assertion the graph runs (one comparison over
@@ -72,9 +81,7 @@ def _check_dense_layout(coo: Tensor, num_dst: int) -> None:
     E = coo.size(1)
     if num_dst == 0 or E == 0 or E % num_dst != 0:
         raise ValueError(_DENSE_LAYOUT_ERROR)
-    targets = torch.arange(num_dst, device=coo.device).unsqueeze(1)
-    torch._assert_async((coo[1].view(num_dst, E // num_dst) == targets).all(),
-                        _DENSE_LAYOUT_ERROR)
+    torch._assert_async(_dense_targets(coo, num_dst), _DENSE_LAYOUT_ERROR)
 
 
 def _rotate(rot: Tensor, x: Tensor, transpose: bool = False) -> Tensor:
@@ -719,11 +726,8 @@ class QSVConv(MessagePassing):
         xs = xs.reshape(Ns, H, C)
 
         if run_time_choice:
-            k = coo.size(1) // Nd
-            targets = torch.arange(Nd, device=coo.device).unsqueeze(1)
-            is_dense = (coo[1].view(Nd, k) == targets).all()
             out, alpha = torch.cond(
-                is_dense,
+                _dense_targets(coo, Nd),
                 lambda coo, xs, q_src, q_dst: self._dense_path(info, coo, xs, q_src, q_dst, None,
                                                                compiling),
                 lambda coo, xs, q_src, q_dst: self._scatter_path(coo, xs, q_src, q_dst),

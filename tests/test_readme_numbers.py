@@ -224,6 +224,11 @@ def _op(row: str, key: str) -> Any:
     return rows[0][key]
 
 
+def _steps(*rows: str) -> int:
+    """Router steps of a training and its continuations, in all."""
+    return sum(_op(row, "steps") for row in rows)
+
+
 def _vs_window(focus: str, key: str, split: str = "ood") -> Any:
     return _row(OP_PAIRED, focus=focus, baseline=f"sinks@{focus}", split=split)[key]
 
@@ -255,13 +260,16 @@ TRIALS = "focus_passkey_trials.jsonl"  # one row per passkey trial
 
 
 def _discordant(a: str, b: str, length: int) -> tuple[int, int]:
-    """Trials at ``length`` that config ``a`` answers and ``b`` does not, and the reverse."""
-    rows = [json.loads(line) for line in (RESULTS / TRIALS).read_text().splitlines()]
-    got = {c: {(r["depth"], r["trial"]): r["correct"] for r in rows
-               if r["config"] == c and r["length"] == length} for c in (a, b)}
-    assert got[a] and got[a].keys() == got[b].keys(), (a, b, length)
-    return (sum(got[a][k] and not got[b][k] for k in got[a]),
-            sum(got[b][k] and not got[a][k] for k in got[a]))
+    """Trials at ``length`` that config ``a`` answers and ``b`` does not, and the reverse:
+    :func:`~quest_geometric.experiments.focus_passkey.paired_with_full` with ``b`` as the
+    reference, on every trial of ``a``."""
+    from quest_geometric.experiments.focus_passkey import paired_with_full
+
+    rows = [r for r in map(json.loads, (RESULTS / TRIALS).read_text().splitlines())
+            if r["config"] in (a, b) and r["length"] == length]
+    (p,) = paired_with_full(rows, reference=b)
+    assert p["matched"] == sum(r["config"] == a for r in rows) > 0, (a, b, length)
+    return p["gained"], p["lost"]
 
 
 def _resolve_config(*args, **kwargs) -> dict:
@@ -849,7 +857,7 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     ("Continued 80 more (200 steps; chosen on validation, +0.79%", "80", OP,
      lambda: _op(K4C2, "steps"), str),
     ("Continued 80 more (200 steps; chosen on validation, +0.79%", "200", OP,
-     lambda: _op(K4, "steps") + _op(K4C, "steps") + _op(K4C2, "steps"), str),
+     lambda: _steps(K4, K4C, K4C2), str),
     ("Continued 80 more (200 steps; chosen on validation, +0.79%", "+0.79", OP,
      lambda: _op(K4C2, "val_delta_pct") if _op(K4C2, "val_delta_pct")
      < _op(K4C, "val_delta_pct") else None, _signed(2)),
@@ -883,8 +891,7 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      lambda: _op(K16C2, "val_delta_pct") if _op(K16C2, "val_delta_pct")
      > _op(K16C, "val_delta_pct") else None, _signed(2)),
     ("but 80 steps more gave +3.49% on validation at 280 steps", "280", OP,
-     lambda: _op(K16_80, "steps") + _op(K16, "steps") + _op(K16C, "steps")
-     + _op(K16C2, "steps"), str),
+     lambda: _steps(K16_80, K16, K16C, K16C2), str),
     ("pattern 1.3x faster: keeping 84% of the pairs", "1.3", VERDICT,
      lambda: _load(VERDICT)["meta"]["target"]["speedup"], _fixed(1)),
     ("pattern 1.3x faster: keeping 84% of the pairs", "84", OP,
@@ -952,12 +959,12 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      lambda: _op(K16C, "val_delta_pct") if _op(K16C, "val_delta_pct")
      < _op(K16, "val_delta_pct") else None, _signed(2)),
     ("+3.38% at 200 steps against\n    +3.55% at 120 and +3.91% at 80", "200", OP,
-     lambda: _op(K16_80, "steps") + _op(K16, "steps") + _op(K16C, "steps"), str),
+     lambda: _steps(K16_80, K16, K16C), str),
     ("+3.38% at 200 steps against\n    +3.55% at 120 and +3.91% at 80", "+3.55", OP,
      lambda: _op(K16, "val_delta_pct") if _op(K16, "val_delta_pct")
      < _op(K16_80, "val_delta_pct") else None, _signed(2)),
     ("+3.38% at 200 steps against\n    +3.55% at 120 and +3.91% at 80", "120", OP,
-     lambda: _op(K16_80, "steps") + _op(K16, "steps"), str),
+     lambda: _steps(K16_80, K16), str),
     ("+3.38% at 200 steps against\n    +3.55% at 120 and +3.91% at 80", "+3.91", OP,
      lambda: _op(K16_80, "val_delta_pct"), _signed(2)),
     ("+3.38% at 200 steps against\n    +3.55% at 120 and +3.91% at 80", "80", OP,
@@ -1075,7 +1082,7 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      lambda: _pk(f"sinks@{K8}", "mcnemar_p"), lambda p: f"{p:.0e}".replace("e-0", "e-")),
     # passkey at 4K
     ("The 200-step K = 16 routers\n    answer 10 (10 lost, 0 gained, p = 0.002)", "200", OP,
-     lambda: _op(K16_80, "steps") + _op(K16, "steps") + _op(K16C, "steps"), str),
+     lambda: _steps(K16_80, K16, K16C), str),
     ("The 200-step K = 16 routers\n    answer 10 (10 lost, 0 gained, p = 0.002)", "16", OP,
      lambda: _op(K16C, "K"), str),
     ("The 200-step K = 16 routers\n    answer 10 (10 lost, 0 gained, p = 0.002)", "10", PASSKEY,
@@ -1114,7 +1121,7 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     ("the two against each other (4 trials to 1) are not\n    distinguishable (McNemar p = 0.38)",
      "0.38", VERDICT, lambda: _verdict_row(K16C)["passkey_4k_vs_window_p"], _fixed(2)),
     ("After\n    200 steps the K = 4 routers answer 20 (1 lost, 2 gained, p = 1.00)", "200", OP,
-     lambda: _op(K4, "steps") + _op(K4C, "steps") + _op(K4C2, "steps"), str),
+     lambda: _steps(K4, K4C, K4C2), str),
     ("After\n    200 steps the K = 4 routers answer 20 (1 lost, 2 gained, p = 1.00)", "4", OP,
      lambda: _op(K4C2, "K"), str),
     *_passkey_claims("200 steps the K = 4 routers answer 20 (1 lost, 2 gained, p = 1.00)",
@@ -1147,7 +1154,7 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     ("the routers against them 10 to 7, McNemar\n    p = 0.45", "0.45", VERDICT,
      lambda: _verdict_row(K16C)["passkey_4k_vs_random_p"], _fixed(2)),
     ("after 200 steps the K = 4\n    routers answer 23 (0 lost, 3 gained, p = 0.25)", "200", OP,
-     lambda: _op(K4, "steps") + _op(K4C, "steps") + _op(K4C2, "steps"), str),
+     lambda: _steps(K4, K4C, K4C2), str),
     ("after 200 steps the K = 4\n    routers answer 23 (0 lost, 3 gained, p = 0.25)", "4", OP,
      lambda: _op(K4C2, "K"), str),
     *_passkey_claims("routers answer 23 (0 lost, 3 gained, p = 0.25)", K4C2, 4096),
@@ -1191,7 +1198,7 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     ("the K = 16 routers with sinks 8 (12 lost, 1 gained, p = 0.003)", "16", OP,
      lambda: _op(K16, "K"), str),
     ("(after 200 steps 7: 12 lost, 0 gained, p = 0.0005)", "200", OP,
-     lambda: _op(K16_80, "steps") + _op(K16, "steps") + _op(K16C, "steps"), str),
+     lambda: _steps(K16_80, K16, K16C), str),
     ("(after 200 steps 7: 12 lost, 0 gained, p = 0.0005)", "7", PASSKEY,
      lambda: _pk(K16C, "both", 8186) + _pk(K16C, "gained", 8186), str),
     ("(after 200 steps 7: 12 lost, 0 gained, p = 0.0005)", "12", PASSKEY,
@@ -1268,7 +1275,7 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     *_speed_claims("the 200-step K = 4 routers 0.60x / 0.87x", S8K, K4C2),
     ("the 200-step K = 4 routers 0.60x / 0.87x", "4", OP, lambda: _op(K4C2, "K"), str),
     ("the 200-step K = 4 routers 0.60x / 0.87x", "200", OP,
-     lambda: _op(K4, "steps") + _op(K4C, "steps") + _op(K4C2, "steps"), str),
+     lambda: _steps(K4, K4C, K4C2), str),
     ("allow a prefill at\n    most 1.09x faster", "1.09", OP,
      lambda: _op(K4C2, "prefill_bound_8k"), _fixed(2)),
     *_speed_claims("K = 8 trained at top-1 1.57x / 1.05x", S8K, K8T1),
@@ -1277,7 +1284,7 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     *_speed_claims("the 200-step K = 16 routers\n    1.03x / 0.88x", S8K, K16C),
     ("the 200-step K = 16 routers\n    1.03x / 0.88x", "16", OP, lambda: _op(K16C, "K"), str),
     ("the 200-step K = 16 routers\n    1.03x / 0.88x", "200", OP,
-     lambda: _op(K16_80, "steps") + _op(K16, "steps") + _op(K16C, "steps"), str),
+     lambda: _steps(K16_80, K16, K16C), str),
     ("routers' share of pairs at 8K (47%)\n    1.02x / 1.16x", "47", S8K,
      lambda: _load(S8K)["meta"]["patterns"]["8192"][f"sinks@{K8}"]["matched_share"], _pct),
     ("routers' share of pairs at 8K (47%)\n    1.02x / 1.16x", "8", S8K,

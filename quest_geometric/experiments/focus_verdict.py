@@ -148,15 +148,16 @@ def _same_window_trials(baseline: str, rows: Sequence[dict], results: Path
 
 
 def _passkey_vs(name: str, baseline: str, key: str, rows: Sequence[dict],
-                results: Optional[Path] = None) -> Dict[str, Any]:
+                results: Path) -> Dict[str, Any]:
     """Passkey accuracy of Focus row ``name`` against its baseline row ``baseline`` on the
     same trials, per length: the baseline's accuracy (``passkey_<len>_<key>``), the paired
     difference (``..._vs_<key>_diff``, Focus minus baseline) and the exact McNemar p-value
-    (``..._vs_<key>_p``). With ``results``, a ``sinks@`` baseline not run at some length
-    takes the trials of a ``sinks@`` row run there with the same window and sinks
-    (:func:`_same_window_trials`; ``passkey_<len>_<key>_from`` names it)."""
+    (``..._vs_<key>_p``). A ``sinks@`` baseline not run at some length takes the trials
+    of a ``sinks@`` row run there with the same window and sinks (its window matched to the
+    rows in ``results``; :func:`_same_window_trials`; ``passkey_<len>_<key>_from`` names
+    it)."""
     out: Dict[str, Any] = {}
-    if results is not None and baseline.startswith("sinks@"):
+    if baseline.startswith("sinks@"):
         extra, sources = _same_window_trials(baseline, rows, results)
         rows = [*rows, *extra]
         for length, other in sources.items():

@@ -120,6 +120,15 @@ CONFIGS: Dict[str, Dict[str, Any]] = {
     "K4_top2_w64_distill_s4_c200": {"kind": "trained", "K": 4, "top_k": 2, "window": 64,
                                     "objective": "distill", "num_sinks": 4, "steps": 80,
                                     "init_from": "routers_K4_top2_w64_distill_s4_c120"},
+    # a fourth continuation of K = 4 (revisit at 200 steps -0.0014 +- 0.0004) and a second
+    # of the K = 8 top-2 row (revisit at 120 steps below 0), for the plateau; each chosen
+    # over its parent on validation only
+    "K4_top2_w64_distill_s4_c280": {"kind": "trained", "K": 4, "top_k": 2, "window": 64,
+                                    "objective": "distill", "num_sinks": 4, "steps": 80,
+                                    "init_from": "routers_K4_top2_w64_distill_s4_c200"},
+    "K8_top2_w64_distill_s4_c200": {"kind": "trained", "K": 8, "top_k": 2, "window": 64,
+                                    "objective": "distill", "num_sinks": 4, "steps": 80,
+                                    "init_from": "routers_K8_top2_w64_distill_s4_120"},
     "K8_top2_w64_random": {"kind": "random", "K": 8, "top_k": 2, "window": 64},
     "K8_top1_w64_random": {"kind": "random", "K": 8, "top_k": 1, "window": 64},
     "K4_top2_w64_random": {"kind": "random", "K": 4, "top_k": 2, "window": 64},

@@ -107,6 +107,14 @@ def _compiled(subject: str, key: str, threads: Optional[int] = None) -> list[flo
             and (threads is None or r["threads"] == threads)]
 
 
+def _missed_layer() -> dict:
+    """The one compiled layer row slower than eager in forward + backward."""
+    missed = [r for r in _load(COMPILE)["rows"]
+              if r["subject"] == "layer" and not r["target_met"]]
+    assert len(missed) == 1, missed
+    return missed[0]
+
+
 def _harmonics() -> Any:
     from quest_geometric.experiments import qsv_vs_torch_harmonics
 
@@ -419,34 +427,38 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      lambda: [r["native_fb_speedup"] for r in _load(FLOOR)["rows"] if r["mode"] == "eager"],
      _range(1)),
     # QSVConv under torch.compile
-    ("forward\n  + backward **1.03-1.04x** as fast as eager", "1.03-1.04", COMPILE,
+    ("forward\n  + backward **0.99-1.03x** as fast as eager", "0.99-1.03", COMPILE,
      lambda: _compiled("layer", "fb_vs_eager"), _range(2)),
-    ("on 16,200 and 64,800 points at one and two\n  threads (forward 1.04-1.05x)", "16,200",
+    ("on 16,200 and 64,800 points at one and two\n  threads (forward 1.02-1.08x)", "16,200",
      COMPILE, lambda: min(_compiled("layer", "size")), _thousands),
-    ("on 16,200 and 64,800 points at one and two\n  threads (forward 1.04-1.05x)", "64,800",
+    ("on 16,200 and 64,800 points at one and two\n  threads (forward 1.02-1.08x)", "64,800",
      COMPILE, lambda: max(_compiled("layer", "size")), _thousands),
-    ("on 16,200 and 64,800 points at one and two\n  threads (forward 1.04-1.05x)",
-     "1.04-1.05", COMPILE, lambda: _compiled("layer", "fwd_vs_eager"), _range(2)),
-    ("eager\" is met in 4 of 4 rows", "4 of 4", COMPILE,
+    ("on 16,200 and 64,800 points at one and two\n  threads (forward 1.02-1.08x)",
+     "1.02-1.08", COMPILE, lambda: _compiled("layer", "fwd_vs_eager"), _range(2)),
+    ("eager\" is met in 3 of 4 rows", "3 of 4", COMPILE,
      lambda: (sum(1 for m in _compiled("layer", "target_met") if m),
               len(_compiled("layer", "target_met"))), _of),
+    ("(the fourth: 0.99x at 64,800 points and two threads)", "0.99", COMPILE,
+     lambda: _missed_layer()["fb_vs_eager"], _fixed(2)),
+    ("(the fourth: 0.99x at 64,800 points and two threads)", "64,800", COMPILE,
+     lambda: _missed_layer()["size"], _thousands),
     ("`QSVNet` on 16 sphere graphs", "16", COMPILE,
      lambda: _compiled("net", "size", 1)[0] // (_speed(16, 2, "nodes") // 16), str),
-    ("backward **0.89x** / 0.92x", "0.89", COMPILE,
+    ("backward **1.03x** / 1.04x", "1.03", COMPILE,
      lambda: _compiled("net", "fb_vs_eager", 1)[0], _fixed(2)),
-    ("backward **0.89x** / 0.92x", "0.92", COMPILE,
+    ("backward **1.03x** / 1.04x", "1.04", COMPILE,
      lambda: _compiled("net", "fb_vs_eager", 2)[0], _fixed(2)),
-    ("(forward 1.02x / 1.07x)", "1.02", COMPILE, lambda: _compiled("net", "fwd_vs_eager", 1)[0],
+    ("(forward 1.03x / 1.06x)", "1.03", COMPILE, lambda: _compiled("net", "fwd_vs_eager", 1)[0],
      _fixed(2)),
-    ("(forward 1.02x / 1.07x)", "1.07", COMPILE, lambda: _compiled("net", "fwd_vs_eager", 2)[0],
+    ("(forward 1.03x / 1.06x)", "1.06", COMPILE, lambda: _compiled("net", "fwd_vs_eager", 2)[0],
      _fixed(2)),
-    ("the compiled net runs 1.04x / 1.05x", "1.04", COMPILE,
+    ("the compiled net runs 1.00x / 1.07x", "1.00", COMPILE,
      lambda: _compiled("net", "dense_fb_vs_eager", 1)[0], _fixed(2)),
-    ("the compiled net runs 1.04x / 1.05x", "1.05", COMPILE,
+    ("the compiled net runs 1.00x / 1.07x", "1.07", COMPILE,
      lambda: _compiled("net", "dense_fb_vs_eager", 2)[0], _fixed(2)),
-    ("(forward 1.05x / 1.10x)", "1.05", COMPILE,
+    ("(forward 1.07x / 1.10x)", "1.07", COMPILE,
      lambda: _compiled("net", "dense_fwd_vs_eager", 1)[0], _fixed(2)),
-    ("(forward 1.05x / 1.10x)", "1.10", COMPILE,
+    ("(forward 1.07x / 1.10x)", "1.10", COMPILE,
      lambda: _compiled("net", "dense_fwd_vs_eager", 2)[0], _fixed(2)),
     # QSVConv on a GPU
     ("the same grids of 16,200 and 64,800 points", "16,200", CUDA_T,
@@ -1459,9 +1471,12 @@ def test_the_words_next_to_the_numbers_match_the_files():
     assert "qsv_compile_targets.md" in _links(bullet)
     rows = [r for r in _load(COMPILE)["rows"] if r["subject"] in ("layer", "net")]
     assert rows and all(r["graph_breaks"] == 0 for r in rows)
-    # the default net below eager in forward + backward, the net told its layout not
-    assert not any(r["target_met"] for r in rows if r["subject"] == "net")
+    # the default net (layout found inside the operator) and the net told its layout both
+    # no slower compiled than eager in forward + backward; the layer row that misses is the
+    # one the bullet names
+    assert all(r["target_met"] for r in rows if r["subject"] == "net")
     assert all(r["dense_fb_vs_eager"] >= 1 for r in rows if r["subject"] == "net")
+    assert "`quest_geometric::qsv_attend_graph`" in bullet
     assert "compiled and eager are at parity" in bullet
     # the sign of standard attention against QSV is called undecided only when it is
     from quest_geometric.experiments.qsv_ablation.report import verdict

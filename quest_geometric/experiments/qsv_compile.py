@@ -14,9 +14,10 @@ forward (no gradient) and forward + backward, at each thread count:
   layout) of N Fibonacci points, called with ``dense=True``;
 * ``net``: ``QSVNet(3, 10, channels=64, heads=4, num_layers=4)`` on a batch of the sphere
   graphs of :mod:`~quest_geometric.experiments.qsv_layer_speed` (1,344 nodes each, in-degree
-  16), called as a user calls it (``dense=None``: the layout is chosen in the compiled graph),
-  and compiled once more with every ``QSVConv`` built with ``dense=True`` (the graphs are
-  dense), which leaves the :func:`torch.cond` of that choice out of the compiled graph.
+  16), called as a user calls it (``dense=None``: the layout is found at run time, inside the
+  custom operator ``quest_geometric::qsv_attend_graph`` where the native kernels apply), and
+  compiled once more with every ``QSVConv`` built with ``dense=True`` (the graphs are dense),
+  which leaves that choice out of the compiled graph.
 
 The variants of one subject, thread count and pass are timed in the same rounds, in an order
 shuffled every round (:func:`~quest_geometric.experiments.common.time_interleaved`), and
@@ -168,7 +169,7 @@ def subjects(quick: bool = False, backend: str = "inductor") -> list[dict[str, A
         net = QSVNet(3, 10, channels=CHANNELS, heads=4, num_layers=4)
         params = list(net.parameters())
         # the same net told that its graphs are dense (QSVConv(dense=True)): compiled
-        # without the torch.cond of layout detection
+        # without finding the layout at run time
         net_dense = copy.deepcopy(net)
         for module in net_dense.modules():
             if isinstance(module, QSVConv):
@@ -323,8 +324,8 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
         notes=("`fwd_vs_eager`, `fb_vs_eager`: the compiled subject's paired speed-up over "
                "eager; `target_met`: both >= 1 and no graph break. Net rows: "
                "`dense_fwd_vs_eager`, `dense_fb_vs_eager` the same for the net compiled with "
-               "QSVConv(dense=True) (no torch.cond of layout detection, whose backward "
-               "recomputes the taken branch's forward), against the same eager net. "
+               "QSVConv(dense=True) (the layout not found at run time), against the same "
+               "eager net. "
                "Rotation rows: "
                "`<mode>_<pass>_elementwise_vs_bmm` = time(batched product) / "
                "time(elementwise sum) in that mode (> 1: the elementwise form is faster), "

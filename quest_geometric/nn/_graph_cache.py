@@ -33,7 +33,7 @@ class GraphInfo:
 
     def dense_k(self, edge_index: Tensor) -> int:
         if self.k is None:
-            self.k = dense_degree(edge_index, self.num_dst)
+            self.k = dense_degree(edge_index[1], self.num_dst)
         return self.k
 
     def pattern(self, edge_index: Tensor, heads: int) -> CSRPattern:
@@ -72,12 +72,12 @@ def _forget(ref: Any) -> None:
     _CACHE[:] = [entry for entry in _CACHE if entry[0] is not ref]
 
 
-def dense_degree(edge_index: Tensor, num_dst: int) -> int:
-    """``k`` if ``edge_index[1] == arange(num_dst).repeat_interleave(k)`` for some
-    ``k >= 1``, else 0 (reads the data)."""
-    E = edge_index.size(1)
+def dense_degree(targets: Tensor, num_dst: int) -> int:
+    """``k`` if ``targets == arange(num_dst).repeat_interleave(k)`` for some ``k >= 1`` (the
+    edges' targets, ``edge_index[1]``), else 0 (reads the data)."""
+    E = targets.numel()
     if num_dst == 0 or E == 0 or E % num_dst != 0:
         return 0
     k = E // num_dst
-    target = torch.arange(num_dst, device=edge_index.device).unsqueeze(1)
-    return k if bool((edge_index[1].view(num_dst, k) == target).all()) else 0
+    target = torch.arange(num_dst, device=targets.device).unsqueeze(1)
+    return k if bool((targets.view(num_dst, k) == target).all()) else 0

@@ -442,17 +442,20 @@ def _(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor, k: i
 
 
 @torch.library.custom_op("quest_geometric::qsv_attend_backward", mutates_args=())
-def _attend_backward_op(grad: Tensor, grad_alpha: Tensor, alpha: Tensor, q_src: Tensor,
-                        q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor, k: int,
-                        crow_t: Optional[Tensor], col_t: Optional[Tensor],
+def _attend_backward_op(grad: Tensor, grad_alpha: Optional[Tensor], alpha: Tensor,
+                        q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
+                        k: int, crow_t: Optional[Tensor], col_t: Optional[Tensor],
                         gather: Optional[Tensor], need_q_src: bool, need_xs: bool
                         ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """``(g_q_src, g_q_dst [Nd, H, 4], g_scale_rows [Nd, H], g_xs)`` from the gradients of
     the output (``grad``) and of the attention weights (``grad_alpha``): the gradient of the
     quaternions, of the scale per target row (summed by the caller) and of the features
-    (``g_q_src`` and ``g_xs`` empty unless asked for)."""
-    grad, grad_alpha, alpha, q_src, q_dst, scale, xs = (
-        t.contiguous() for t in (grad, grad_alpha, alpha, q_src, q_dst, scale, xs))
+    (``g_q_src`` and ``g_xs`` empty unless asked for); ``grad_alpha`` :obj:`None` where the
+    weights are not used."""
+    grad, alpha, q_src, q_dst, scale, xs = (
+        t.contiguous() for t in (grad, alpha, q_src, q_dst, scale, xs))
+    if grad_alpha is not None:
+        grad_alpha = grad_alpha.contiguous()
     src = src.contiguous()
     Nd, H, C = q_dst.size(0), q_dst.size(1), xs.size(-1)
     g_raw, g_qd, g_scale = xs.new_empty(Nd, H, k), xs.new_empty(Nd, H, 4), xs.new_empty(Nd, H)
@@ -477,7 +480,7 @@ def _attend_backward_op(grad: Tensor, grad_alpha: Tensor, alpha: Tensor, q_src: 
 
 
 @_attend_backward_op.register_fake
-def _(grad: Tensor, grad_alpha: Tensor, alpha: Tensor, q_src: Tensor, q_dst: Tensor,
+def _(grad: Tensor, grad_alpha: Optional[Tensor], alpha: Tensor, q_src: Tensor, q_dst: Tensor,
       scale: Tensor, xs: Tensor, src: Tensor, k: int, crow_t: Optional[Tensor],
       col_t: Optional[Tensor], gather: Optional[Tensor], need_q_src: bool, need_xs: bool
       ) -> tuple[Tensor, Tensor, Tensor, Tensor]:

@@ -24,6 +24,7 @@ from quest_geometric._utils.checks import (
 )
 from quest_geometric.nn import _qsv_native as native
 from quest_geometric.nn._graph_cache import GraphInfo, cached_info, dense_degree, store_info
+from quest_geometric.nn._qsv_attend_graph import attend_graph
 from quest_geometric.nn._qsv_csr import (
     NeighbourSum,
     neighbour_sum_op,
@@ -204,12 +205,12 @@ class QSVConv(MessagePassing):
     **Compiling.**  The layer traces under :func:`torch.compile` with no graph breaks
     (``fullgraph=True``).  The host-side checks (the ``edge_index`` range, finite features)
     are skipped while tracing (``dense=True``'s layout check is not: it runs inside the
-    compiled graph); with :obj:`dense=None` the dense-layout detection is compiled
-    into the graph (:func:`torch.cond` between the fused dense path, whose sparse product
-    is a custom operator, and the scatter path), and :obj:`dense=True` compiles the fused
-    path alone.  In torch 2.13 the backward of :func:`torch.cond` runs the taken branch's
-    forward again; a model compiled over graphs known to be dense is faster with the layer
-    built as ``QSVConv(..., dense=True)`` (the default for every call).
+    compiled graph); :obj:`dense=True` compiles the fused path alone.  With
+    :obj:`dense=None` the dense-layout detection happens at run time: where the native
+    kernels apply, inside one custom operator (``quest_geometric::qsv_attend_graph``: the
+    kernel on the dense layout, a scatter form on any other, forward and backward), else as
+    a :func:`torch.cond` in the graph between the fused dense path and the scatter path
+    (whose backward in torch 2.13 runs the taken branch's forward again).
 
     **PyG tools.**  Explain masks (``explain=True`` with an ``edge_mask``, as set by
     :class:`~torch_geometric.explain.Explainer`) multiply each message after the softmax, on
@@ -273,10 +274,8 @@ class QSVConv(MessagePassing):
             where a call passes :obj:`None`): :obj:`True` when every graph it will see has
             the dense layout (``k`` in-edges per node, sorted by target, as the library's
             kNN sphere graphs), :obj:`False` for the scatter path, :obj:`None` to detect the
-            layout per graph.  Under :func:`torch.compile` detection is a
-            :func:`torch.cond` between both paths, whose backward in torch 2.13 runs the
-            taken branch's forward again, so a compiled model over dense graphs is faster
-            with ``dense=True`` (``benchmarks/qsv_compile.py`` times both).
+            layout per graph (under :func:`torch.compile` at run time, inside the compiled
+            graph: see *Compiling*; ``benchmarks/qsv_compile.py`` times both settings).
             (default: :obj:`None`)
         **kwargs (optional): Additional arguments of
             :class:`torch_geometric.nn.conv.MessagePassing`.
@@ -594,7 +593,7 @@ class QSVConv(MessagePassing):
         :func:`torch.compile`); :meth:`forward` runs it once per ``edge_index`` tensor and
         remembers the answer while the tensor is alive and unmodified, so the blocks of a
         network that share one ``edge_index`` pay for it once."""
-        return dense_degree(edge_index, num_nodes) > 0
+        return dense_degree(edge_index[1], num_nodes) > 0
 
     def _observed(self) -> bool:
         """Whether PyG machinery expects to see the messages: explaining is on, or a
@@ -666,8 +665,10 @@ class QSVConv(MessagePassing):
                 detection and the ``edge_index`` range check read the data once per
                 ``edge_index`` tensor; under :func:`torch.compile` the range check is
                 skipped and :obj:`None` chooses between the dense and the scatter path in the
-                compiled graph (:func:`torch.cond`; the scatter path alone while explaining,
-                with hooks, or with attention dropout in training); :obj:`None` takes the
+                compiled graph (inside the custom operator ``qsv_attend_graph`` where the
+                native kernels apply, else by :func:`torch.cond`; the scatter path alone
+                while explaining, with hooks, or with attention dropout in training);
+                :obj:`None` takes the
                 layer's own default first (its constructor's ``dense``).
                 (default: :obj:`None`)
 
@@ -725,7 +726,13 @@ class QSVConv(MessagePassing):
             rot_dst = _rotation_matrix(q_dst) if bipartite else rot_src
         xs = xs.reshape(Ns, H, C)
 
-        if run_time_choice:
+        if run_time_choice and self._native_applies(coo, xs, q_src, q_dst):
+            # the layout found inside one custom operator: no torch.cond, whose backward
+            # would run the branch's forward again
+            out, alpha = attend_graph(q_src.reshape(-1, H, 4), q_dst.reshape(-1, H, 4),
+                                      self._scale_vector(xs), xs, coo[0], coo[1], Nd,
+                                      want_alpha)
+        elif run_time_choice:
             out, alpha = torch.cond(
                 _dense_targets(coo, Nd),
                 lambda coo, xs, q_src, q_dst: self._dense_path(info, coo, xs, q_src, q_dst, None,
@@ -812,9 +819,7 @@ class QSVConv(MessagePassing):
         Nd, H = q_dst.size(0), self.heads
         k = edge_index.size(1) // Nd
         src = edge_index[0]
-        if (mask is None and self.attention == "learned" and src.dtype == torch.int64
-                and not (self.training and self.dropout > 0.0)
-                and native.supports(xs, q_src, q_dst)):
+        if mask is None and self._native_applies(edge_index, xs, q_src, q_dst):
             return self._dense_native(info, edge_index, xs, q_src, q_dst, k, compiling)
         if self.attention == "uniform":
             alpha = xs.new_full((Nd, H, k), 1.0 / k)
@@ -841,6 +846,21 @@ class QSVConv(MessagePassing):
                 out = NeighbourSum.apply(values, feats, info.pattern(edge_index, H))
         return out.to(common).view(Nd, H, -1), _edge_order(alpha)
 
+    def _native_applies(self, coo: Tensor, xs: Tensor, q_src: Tensor, q_dst: Tensor) -> bool:
+        """Whether the native attention kernel computes this call's weights and sums (no
+        explain mask: the caller checks): learned attention without dropout in training,
+        ``int64`` indices, the fused dtypes on the CPU (:func:`native.supports`)."""
+        return (self.fused and self.attention == "learned" and coo.dtype == torch.int64
+                and not (self.training and self.dropout > 0.0)
+                and xs.dtype in _FUSED_DTYPES and native.supports(xs, q_src, q_dst))
+
+    def _scale_vector(self, xs: Tensor) -> Tensor:
+        """The logit scale per head ``[H]``: the learned one, else the fixed temperature."""
+        if self.scale is not None:
+            return self.scale.reshape(self.heads)
+        tau = self.temperature if isinstance(self.temperature, float) else 1.0
+        return xs.new_full((self.heads,), tau)
+
     def _dense_native(self, info: GraphInfo, edge_index: Tensor, xs: Tensor, q_src: Tensor,
                       q_dst: Tensor, k: int, compiling: bool) -> Tuple[Tensor, Tensor]:
         """The dense path as one native kernel (logits, softmax and weighted sum in one pass
@@ -849,11 +869,7 @@ class QSVConv(MessagePassing):
         :func:`torch.compile` the kernel finds it in
         :data:`~quest_geometric.nn._qsv_csr.TRANSPOSES`)."""
         H = self.heads
-        if self.scale is not None:
-            scale = self.scale.reshape(H)
-        else:
-            tau = self.temperature if isinstance(self.temperature, float) else 1.0
-            scale = xs.new_full((H,), tau)
+        scale = self._scale_vector(xs)
         transposed = None
         if not compiling and torch.is_grad_enabled() and (
                 xs.requires_grad or q_src.requires_grad or q_dst.requires_grad

@@ -197,28 +197,6 @@ def test_compiled_fused_path_matches_eager(dtype, use_native):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("heads", [1, 2])
-def test_compiled_default_path_chooses_the_layout_at_run_time(heads):
-    # dense=None under compile: torch.cond between the fused dense path and the scatter path;
-    # one compiled graph serves a dense-layout graph and the same edges shuffled (with one
-    # head, both branches must give the weights the same strides)
-    n = 12
-    ei = knn_edges(n, 4)
-    shuffled = ei[:, torch.randperm(ei.size(1), generator=torch.Generator().manual_seed(1))]
-    conv = make_qsv_conv(channels=16, heads=heads, temperature="learned")
-    x = torch.randn(n, 16, dtype=torch.float64)
-    torch._dynamo.reset()
-    explanation = torch._dynamo.explain(conv)(x, ei)
-    assert explanation.graph_break_count == 0, explanation.break_reasons
-    code = "".join(gm.code for gm in explanation.graphs)
-    assert "torch.ops.higher_order.cond" in code
-    for edges in (ei, shuffled):
-        eager, compiled = eager_and_compiled(conv, x, edges)
-        for a, b in zip(compiled, eager):
-            torch.testing.assert_close(a, b, atol=1e-12, rtol=1e-12)
-
-
-@pytest.mark.slow
 def test_layer_default_dense_compiles_without_cond_and_matches_eager():
     """QSVConv(dense=True): forward's dense=None takes the layer's default, so the compiled
     graph holds the dense path alone (no torch.cond, whose backward recomputes the branch),

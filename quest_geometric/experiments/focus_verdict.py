@@ -30,8 +30,8 @@ rules out is ``cannot``: :func:`~quest_geometric.experiments.focus_operating_poi
 prefill_speedup_bound` is an upper bound on any kernel's prefill speed-up at that share.
 
 Speed is a property of the pattern (``K``, ``top_k``, window, sinks) and of the routers'
-group sizes; a row not timed itself takes the timing of a timed row with the same pattern and
-says so in ``speed_from``.
+group sizes; a row not timed itself takes the timing of a timed row with the same pattern (the
+one timed at the longest length) and says so in ``speed_from``.
 """
 from __future__ import annotations
 
@@ -67,14 +67,19 @@ def _pattern(name: str, results: Path) -> tuple:
 
 def _speed(name: str, speed: Dict[int, List[dict]], results: Path) -> Dict[str, Any]:
     """The row's prefill and decoding speed-ups at its longest timed length per thread count
-    (its own timing, else one of a row with the same pattern)."""
+    (its own timing, else that of a row with the same pattern: the one timed at the longest
+    length, the first by name among equals)."""
     out: Dict[str, Any] = {}
-    timed = {r["config"] for rows in speed.values() for r in rows}
-    source = name if name in timed else None
+    longest: Dict[str, int] = {}
+    for rows in speed.values():
+        for r in rows:
+            longest[r["config"]] = max(longest.get(r["config"], 0), r["length"])
+    source = name if name in longest else None
     if source is None and not name.startswith("sinks@"):
         mine = _pattern(name, results)
-        source = next((t for t in sorted(timed) if not t.startswith("sinks@")
-                       and t != "full" and _pattern(t, results) == mine), None)
+        same = [t for t in sorted(longest) if not t.startswith("sinks@") and t != "full"
+                and _pattern(t, results) == mine]
+        source = max(same, key=longest.__getitem__, default=None)
     out["speed_from"] = "" if source in (None, name) else source
     for threads, rows in sorted(speed.items()):
         mine = [r for r in rows if r["config"] == source]
@@ -422,7 +427,7 @@ def write_verdict(results: Path | str = "benchmarks/results", out: Path | str | 
         "p-value is in the JSON file). `prefill_*`, `decode_*`: "
         "median speed-up over full attention at the longest length timed (`speed_len_1t`), "
         "taken from `speed_from` where the row itself was not timed (same pattern, other "
-        "routers). `cannot`: the share of pairs kept at 8K bounds any prefill speed-up below "
+        "routers, the longest timed). `cannot`: the share of pairs kept at 8K bounds any prefill speed-up below "
         "the target (`prefill_bound_8k`). `plateau`: whether the revisit measure's 95% "
         "interval reaches 0. Verdict: "
         + (f"met by {', '.join(met)}." if met else "**no Focus configuration meets the "

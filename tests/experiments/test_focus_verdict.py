@@ -227,6 +227,21 @@ def test_an_untimed_row_takes_the_timing_of_its_pattern(study):
     assert "prefill_1t" not in r and r["speed_check"] == "not measured"
 
 
+def test_an_untimed_row_takes_the_longest_timing_of_its_pattern(study):
+    """Of two rows of its pattern, the one timed at 8K gives the speed, though the one timed
+    at 4K only comes first by name."""
+    op = study / "focus_operating_point"
+    pattern = dict(objective="distill", num_sinks=4, K=8, top_k=2, window=64)
+    for name in ("K8_top2_w64_distill_s4", "K8_top2_w64_distill_s4_c200"):
+        _row(op, name, "trained", FULL, 0.2, **pattern)
+    for t in TARGET["threads"]:  # the study's own row now timed at 4K only
+        _speed(study, t, [("full", 4096, 1.0, 1.0), (FOCUS, 4096, 0.5, 0.8),
+                          ("full", 8192, 1.0, 1.0), ("K8_top2_w64_distill_s4", 8192, 1.2, 0.9)])
+    r = next(r for r in verdict_rows(study) if r["name"] == "K8_top2_w64_distill_s4_c200")
+    assert r["speed_from"] == "K8_top2_w64_distill_s4"
+    assert (r["speed_len_1t"], r["prefill_1t"], r["decode_2t"]) == (8192, 1.2, 0.9)
+
+
 def test_worse_on_most_blocks_by_a_sign_test_misses_the_baselines(study):
     """Twelve blocks: the row is 3% worse than the window on eleven and far better on one, so
     the paired interval holds 0 while the exact sign test (11 of 12, p = 0.006) does not."""

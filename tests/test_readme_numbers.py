@@ -220,6 +220,8 @@ K16_80 = "K16_top2_w256_distill_s4"  # the same routers after their first 80 ste
 K16C = "K16_top2_w256_distill_s4_c200"  # and after 80 more from K16 (chosen on validation)
 K4C2 = "K4_top2_w64_distill_s4_c200"  # K4C continued 80 steps (chosen on validation)
 K16C2 = "K16_top2_w256_distill_s4_c280"  # K16C continued 80 steps (not chosen: validation)
+K4C3 = "K4_top2_w64_distill_s4_c280"  # K4C2 continued 80 steps (not chosen: validation)
+K8C = "K8_top2_w64_distill_s4_c200"  # K8 continued 80 steps (chosen on validation)
 S8K = "focus_op_speed_8k/focus_op_speed_1t.json"
 S8K2 = "focus_op_speed_8k/focus_op_speed_2t.json"
 S8K_LONG = "focus_op_speed_8k_decode128/focus_op_speed_1t.json"  # 128 tokens decoded
@@ -897,6 +899,50 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     ("(Focus +0.7% [+0.1,\n    +1.2] against it out of domain, worse on 12 of 16", "12 of 16",
      OP_PAIRED, lambda: (_vs_window(K4C2, "focus_worse"), _vs_window(K4C2, "blocks")),
      lambda v: f"{v[0]} of {v[1]}"),
+    ("80 steps more gave +0.79%\n    on validation again at 280 steps (0.001 points worse)",
+     "80", OP, lambda: _op(K4C3, "steps"), str),
+    ("80 steps more gave +0.79%\n    on validation again at 280 steps (0.001 points worse)",
+     "+0.79", OP, lambda: _op(K4C3, "val_delta_pct"), _signed(2)),
+    ("80 steps more gave +0.79%\n    on validation again at 280 steps (0.001 points worse)",
+     "280", OP, lambda: _steps(K4, K4C, K4C2, K4C3), str),
+    ("80 steps more gave +0.79%\n    on validation again at 280 steps (0.001 points worse)",
+     "0.001", OP, lambda: _op(K4C3, "val_delta_pct") - _op(K4C2, "val_delta_pct"),
+     lambda v: f"{v:.3f}" if v > 0 else None),
+    ("the 200-step routers stay the row (the training loss still falls: revisit\n"
+     "    -0.0008 +- 0.0004)", "200", OP, lambda: _steps(K4, K4C, K4C2), str),
+    ("the 200-step routers stay the row (the training loss still falls: revisit\n"
+     "    -0.0008 +- 0.0004)", "-0.0008", OP,
+     lambda: _op(K4C3, "revisit_mean") if _verdict_row(K4C3)["plateau"] == "no" else None,
+     lambda v: f"{v:.4f}"),
+    ("the 200-step routers stay the row (the training loss still falls: revisit\n"
+     "    -0.0008 +- 0.0004)", "0.0004", OP, lambda: _op(K4C3, "revisit_sem"),
+     lambda v: f"{v:.4f}"),
+    ("Continued 80 more (200 steps with sinks; chosen on validation, +6.07% against +6.18%",
+     "80", OP, lambda: _op(K8C, "steps"), str),
+    ("Continued 80 more (200 steps with sinks; chosen on validation, +6.07% against +6.18%",
+     "200", OP, lambda: _steps(K8, K8C), str),
+    ("Continued 80 more (200 steps with sinks; chosen on validation, +6.07% against +6.18%",
+     "+6.07", OP, lambda: _op(K8C, "val_delta_pct") if _op(K8C, "val_delta_pct")
+     < _op(K8, "val_delta_pct") else None, _signed(2)),
+    ("Continued 80 more (200 steps with sinks; chosen on validation, +6.07% against +6.18%",
+     "+6.18", OP, lambda: _op(K8, "val_delta_pct"), _signed(2)),
+    ("still learning: revisit -0.0076 +- 0.0024): +9.6% out of domain, +6.5% on test",
+     "-0.0076", OP,
+     lambda: _op(K8C, "revisit_mean") if _verdict_row(K8C)["plateau"] == "no" else None,
+     lambda v: f"{v:.4f}"),
+    ("still learning: revisit -0.0076 +- 0.0024): +9.6% out of domain, +6.5% on test",
+     "0.0024", OP, lambda: _op(K8C, "revisit_sem"), lambda v: f"{v:.4f}"),
+    ("still learning: revisit -0.0076 +- 0.0024): +9.6% out of domain, +6.5% on test",
+     "+9.6", OP, lambda: _op(K8C, "ood_delta_pct"), _signed(1)),
+    ("still learning: revisit -0.0076 +- 0.0024): +9.6% out of domain, +6.5% on test",
+     "+6.5", OP, lambda: _op(K8C, "test_delta_pct"), _signed(1)),
+    ("against\n    +5.7% / +5.0% for the window plus sinks at its share; its passkey was not",
+     "+5.7", OP, lambda: _op(f"sinks@{K8C}", "ood_delta_pct"), _signed(1)),
+    ("against\n    +5.7% / +5.0% for the window plus sinks at its share; its passkey was not",
+     "+5.0", OP, lambda: _op(f"sinks@{K8C}", "test_delta_pct"), _signed(1)),
+    ("figures below are the 120-step routers')", "120", OP,
+     lambda: _op(K8, "steps") if _verdict_row(K8C)["passkey_check"] == "not measured"
+     else None, str),
     ("but 80 steps more gave +3.49% on validation at 280 steps", "80", OP,
      lambda: _op(K16C2, "steps"), str),
     ("but 80 steps more gave +3.49% on validation at 280 steps", "+3.49", OP,

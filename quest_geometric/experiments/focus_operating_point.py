@@ -129,6 +129,9 @@ CONFIGS: Dict[str, Dict[str, Any]] = {
     "K8_top2_w64_distill_s4_c200": {"kind": "trained", "K": 8, "top_k": 2, "window": 64,
                                     "objective": "distill", "num_sinks": 4, "steps": 80,
                                     "init_from": "routers_K8_top2_w64_distill_s4_120"},
+    # the grid's window 256 at K = 8 (4 sinks, from scratch, as the K = 16 corner)
+    "K8_top2_w256_distill_s4": {"kind": "trained", "K": 8, "top_k": 2, "window": 256,
+                                "objective": "distill", "num_sinks": 4, "steps": 80},
     "K8_top2_w64_random": {"kind": "random", "K": 8, "top_k": 2, "window": 64},
     "K8_top1_w64_random": {"kind": "random", "K": 8, "top_k": 1, "window": 64},
     "K4_top2_w64_random": {"kind": "random", "K": 4, "top_k": 2, "window": 64},

@@ -106,10 +106,22 @@ def run(model: Any, tokenizer: Any, lengths: Sequence[int] = DEFAULT_LENGTHS,
     The trials run trial-major (trial 0 at every depth, then trial 1, ...), so a run stopped
     early has covered every depth.
 
+    Raises:
+        ValueError: if a length plus ``max_new_tokens`` exceeds the model's positions
+            (``model.config.max_position_embeddings``, where the model has one): SmolLM2's
+            8K prompt is 8,186 tokens, not 8,192.
+
     Returns:
         ``(rows, summary)``: every row of this configuration and seed (resumed ones included)
         and :func:`~quest_geometric.analysis.passkey_accuracy` of them.
     """
+    limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    too_long = [n for n in lengths if limit is not None and n + max_new_tokens > limit]
+    if too_long:
+        raise ValueError(
+            f"focus_passkey.run: 'lengths' {too_long} plus the {max_new_tokens} generated tokens "
+            f"exceed the model's {limit} positions (config.max_position_embeddings); the "
+            f"longest prompt is {limit - max_new_tokens}")
     filler = filler_tokens(tokenizer)
     path = Path(jsonl) if jsonl else None
     done = _done_keys(path) if path else {}

@@ -61,6 +61,18 @@ def test_run_resume_and_summary(tmp_path):
     assert "Passkey" in (tmp_path / "pk.md").read_text()
 
 
+def test_a_length_beyond_the_models_positions_is_refused():
+    """A prompt whose answer would run past the model's positions (SmolLM2: 8,192 tokens,
+    so 8,186 + 6) is refused by name before any trial runs, not scored past them."""
+    model = Counting(build_hf("llama"))
+    limit = model.model.config.max_position_embeddings
+    model.config = model.model.config
+    with pytest.raises(ValueError, match=rf"'lengths' \[{limit - 5}\] plus the 6 generated "
+                       rf"tokens exceed the model's {limit} positions"):
+        focus_passkey.run(model, SmallChars(), lengths=[limit - 6, limit - 5], log=False)
+    assert model.calls == 0
+
+
 def test_filler_source_is_checked():
     with pytest.raises(ValueError, match="'source'"):
         focus_passkey.filler_tokens(SmallChars(), source="wiki")

@@ -427,9 +427,9 @@ def write_verdict(results: Path | str = "benchmarks/results", out: Path | str | 
         "p-value is in the JSON file). `prefill_*`, `decode_*`: "
         "median speed-up over full attention at the longest length timed (`speed_len_1t`), "
         "taken from `speed_from` where the row itself was not timed (same pattern, other "
-        "routers, the longest timed). `cannot`: the share of pairs kept at 8K bounds any prefill speed-up below "
-        "the target (`prefill_bound_8k`). `plateau`: whether the revisit measure's 95% "
-        "interval reaches 0. Verdict: "
+        "routers, the longest timed). `cannot`: the share of pairs kept at 8K bounds any "
+        "prefill speed-up below the target (`prefill_bound_8k`). `plateau`: whether the "
+        "revisit measure's 95% interval reaches 0. Verdict: "
         + (f"met by {', '.join(met)}." if met else "**no Focus configuration meets the "
            "target**; the table is the frontier measured so far (plot: "
            f"`{name}.png`)."))

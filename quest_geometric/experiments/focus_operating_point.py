@@ -136,6 +136,7 @@ CONFIGS: Dict[str, Dict[str, Any]] = {
     "K8_top1_w64_random": {"kind": "random", "K": 8, "top_k": 1, "window": 64},
     "K4_top2_w64_random": {"kind": "random", "K": 4, "top_k": 2, "window": 64},
     "K16_top2_w256_random": {"kind": "random", "K": 16, "top_k": 2, "window": 256},
+    "K8_top2_w256_random": {"kind": "random", "K": 8, "top_k": 2, "window": 256},
 }
 
 #: Attention sinks of the ``sinks@NAME`` baseline (StreamingLLM keeps 4).

@@ -1231,7 +1231,8 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     ("window at this share, 5,033 tokens, was not run", "5,033", OP,
      lambda: _resolve_config(f"sinks@{K4C2}", RESULTS / "focus_operating_point",
                              length=8186)["window"]
-     if not any(r["config"] == f"sinks@{K4C2}" for r in _load(PASSKEY)["rows"]) else None,
+     if not any(r["config"] == f"sinks@{K4C2}" and r["length"] == 8186
+                for r in _load(PASSKEY)["rows"]) else None,
      _thousands),
     ("random balanced groups of the same K, top-k and\n    window answer 7 (15 lost, 2 gained,"
      " p = 0.002;", "7", PASSKEY, lambda: _pk("K16_top2_w256_random", "both", 4096)
@@ -1256,6 +1257,16 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     ("after 200 steps the K = 4\n    routers answer 23 (0 lost, 3 gained, p = 0.25)", "4", OP,
      lambda: _op(K4C2, "K"), str),
     *_passkey_claims("routers answer 23 (0 lost, 3 gained, p = 0.25)", K4C2, 4096),
+    *_passkey_claims("(window 2,529) 16 (5 lost, 1 gained, p = 0.22)", f"sinks@{K4C2}", 4096),
+    ("(window 2,529) 16 (5 lost, 1 gained, p = 0.22)", "2,529", PASSKEY_SUMMARY,
+     lambda: _pk_pattern(f"sinks@{K4C2}", 4096)["window"], _thousands),
+    ("window on the same trials** (8 trials to 1, McNemar p = 0.04)", "8", TRIALS,
+     lambda: _discordant(K4C2, f"sinks@{K4C2}", 4096)[0], str),
+    ("window on the same trials** (8 trials to 1, McNemar p = 0.04)", "1", TRIALS,
+     lambda: _discordant(K4C2, f"sinks@{K4C2}", 4096)[1], str),
+    ("window on the same trials** (8 trials to 1, McNemar p = 0.04)", "0.04", VERDICT,
+     lambda: _verdict_row(K4C2)["passkey_4k_vs_window_p"]
+     if _verdict_row(K4C2)["passkey_4k_vs_window_diff"] > 0 else None, _fixed(2)),
     ("**Passkey at 4K** (50 trials each, the same trials): full attention 20;", "50", PASSKEY,
      lambda: _pk(K8, "matched", 4096), str),
     ("**Passkey at 4K** (50 trials each, the same trials): full attention 20;", "20", PASSKEY,

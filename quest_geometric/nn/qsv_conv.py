@@ -668,8 +668,7 @@ class QSVConv(MessagePassing):
                 compiled graph (inside the custom operator ``qsv_attend_graph`` where the
                 native kernels apply, else by :func:`torch.cond`; the scatter path alone
                 while explaining, with hooks, or with attention dropout in training);
-                :obj:`None` takes the
-                layer's own default first (its constructor's ``dense``).
+                :obj:`None` takes the layer's own default first (its constructor's ``dense``).
                 (default: :obj:`None`)
 
         Raises:

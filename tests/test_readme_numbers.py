@@ -1228,12 +1228,21 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      VERDICT, lambda: _load(VERDICT)["meta"]["target"]["passkey_points"], _fixed(0)),
     ("within 5 points of\n    full attention's 19: the one learned routing that meets", "19",
      PASSKEY, lambda: _pk(K4C2, "both", 8186) + _pk(K4C2, "lost", 8186), str),
-    ("window at this share, 5,033 tokens, was not run", "5,033", OP,
-     lambda: _resolve_config(f"sinks@{K4C2}", RESULTS / "focus_operating_point",
-                             length=8186)["window"]
-     if not any(r["config"] == f"sinks@{K4C2}" and r["length"] == 8186
-                for r in _load(PASSKEY)["rows"]) else None,
-     _thousands),
+    ("window at this share (5,033 tokens) answers 15", "5,033", PASSKEY_SUMMARY,
+     lambda: _pk_pattern(f"sinks@{K4C2}", 8186)["window"], _thousands),
+    *_passkey_claims("(5,033 tokens) answers 15 (6 lost, 2 gained, p = 0.29)", f"sinks@{K4C2}",
+                     8186),
+    ("answer 6 trials it misses and miss 1 it answers, not distinguishable at 50 trials "
+     "(McNemar\n    p = 0.125)", "6", TRIALS, lambda: _discordant(K4C2, f"sinks@{K4C2}", 8186)[0],
+     str),
+    ("answer 6 trials it misses and miss 1 it answers, not distinguishable at 50 trials "
+     "(McNemar\n    p = 0.125)", "1", TRIALS, lambda: _discordant(K4C2, f"sinks@{K4C2}", 8186)[1],
+     str),
+    ("answer 6 trials it misses and miss 1 it answers, not distinguishable at 50 trials "
+     "(McNemar\n    p = 0.125)", "50", TRIALS, lambda: _verdict_row(K4C2)["passkey_8k_n"], str),
+    ("answer 6 trials it misses and miss 1 it answers, not distinguishable at 50 trials "
+     "(McNemar\n    p = 0.125)", "0.125", VERDICT,
+     lambda: _verdict_row(K4C2)["passkey_8k_vs_window_p"], _fixed(3)),
     ("random balanced groups of the same K, top-k and\n    window answer 7 (15 lost, 2 gained,"
      " p = 0.002;", "7", PASSKEY, lambda: _pk("K16_top2_w256_random", "both", 4096)
      + _pk("K16_top2_w256_random", "gained", 4096), str),

@@ -191,7 +191,6 @@ def attend_graph(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: T
         src (torch.Tensor): ``int64`` sources of the edges ``[E]``.
         dst (torch.Tensor): ``int64`` targets of the edges ``[E]``, any order.
         num_dst (int): ``N_dst``.
-
         want_alpha (bool, optional): Return the weights in edge order; :obj:`False` returns
             an empty tensor in their place and saves the copy (the weights are then used only
             by the backward). (default: :obj:`True`)
@@ -202,25 +201,21 @@ def attend_graph(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: T
         have the dense layout and :func:`~quest_geometric.nn._qsv_native.supports` holds, the
         scatter form elsewhere.  The caller checks the shapes and the index range.
     """
-    out, _, _, alpha = _attend_graph_op(q_src, q_dst, scale, xs, src.long(), dst.long(), num_dst,
-                                     want_alpha)
+    out, _, _, alpha = _attend_graph_op(q_src, q_dst, scale, xs, src.long(), dst.long(),
+                                        num_dst, want_alpha)
     return out, alpha
 
 
 def _flops(q_src: Any, q_dst: Any, scale: Any, xs: Any, src: Any, dst: Any, num_dst: int,
            want_alpha: bool, *, out_shape: Any = None) -> int:
-    """Per edge and head a 4-d dot product and a weighted sum of ``C`` channels (as
-    :func:`~quest_geometric.nn._qsv_native.attend`)."""
-    return int(src[0]) * int(q_dst[1]) * (8 + 2 * int(xs[-1]))
+    return native.attend_edge_flops(int(src[0]) * int(q_dst[1]), int(xs[-1]))
 
 
 def _backward_flops(grad: Any, grad_alpha: Any, weights: Any, order: Any, q_src: Any,
                     q_dst: Any, scale: Any, xs: Any, src: Any, dst: Any, num_dst: int,
                     need_q_src: bool, need_xs: bool, *, out_shape: Any = None) -> int:
-    """As :func:`~quest_geometric.nn._qsv_native.attend`'s backward, per edge and head."""
-    C = int(xs[-1])
-    per_edge = 2 * C + 8 + (2 * C if need_xs else 0) + (8 if need_q_src else 0)
-    return int(src[0]) * int(q_dst[1]) * per_edge
+    return native.attend_backward_edge_flops(int(src[0]) * int(q_dst[1]), int(xs[-1]),
+                                             need_q_src, need_xs)
 
 
 def _register_flop_formulas() -> None:

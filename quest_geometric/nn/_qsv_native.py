@@ -61,7 +61,8 @@ __all__ = [
     "qsv_native_available", "qsv_native_status", "qsv_native_enabled",
     "set_qsv_native_enabled", "supports",
     "rotate", "rotate_reference", "rotation_matrix", "rotation_matrix_reference", "attend",
-    "attend_reference", "SOURCE", "ENV_SWITCH",
+    "attend_reference", "attend_edge_flops", "attend_backward_edge_flops", "SOURCE",
+    "ENV_SWITCH",
 ]
 
 #: The kernels' C source, compiled at first use.
@@ -568,22 +569,32 @@ def _rotate_backward_flops(rot: Any, x: Any, grad: Any, transpose: bool, need_ro
     return 18 * _numel(x[:-1]) * (int(need_rot) + int(need_x))
 
 
+def attend_edge_flops(edge_heads: int, channels: int) -> int:
+    """FLOPs of the attention over ``edge_heads`` (edge, head) pairs: per pair a 4-d dot
+    product and a weighted sum of ``channels`` channels (for every operator computing it)."""
+    return edge_heads * (8 + 2 * channels)
+
+
+def attend_backward_edge_flops(edge_heads: int, channels: int, need_q_src: bool,
+                               need_xs: bool) -> int:
+    """FLOPs of its backward, per (edge, head): ``<G_i, x_j>`` (``C`` multiply-adds) and the
+    target quaternion's gradient (4); the features' gradient (``C``) and the source
+    quaternion's (4) when asked."""
+    C = channels
+    return edge_heads * (2 * C + 8 + (2 * C if need_xs else 0) + (8 if need_q_src else 0))
+
+
 def _attend_flops(q_src: Any, q_dst: Any, scale: Any, xs: Any, src: Any, k: int, *rest: Any,
                   out_shape: Any = None) -> int:
-    """Per edge and head a 4-d dot product and a weighted sum of ``C`` channels."""
-    edges = int(q_dst[0]) * int(k) * int(q_dst[1])
-    return edges * (8 + 2 * int(xs[-1]))
+    return attend_edge_flops(int(q_dst[0]) * int(k) * int(q_dst[1]), int(xs[-1]))
 
 
 def _attend_backward_flops(grad: Any, grad_alpha: Any, alpha: Any, q_src: Any, q_dst: Any,
                            scale: Any, xs: Any, src: Any, k: int, crow_t: Any, col_t: Any,
                            gather: Any, need_q_src: bool, need_xs: bool, *,
                            out_shape: Any = None) -> int:
-    """Per edge and head: ``<G_i, x_j>`` (``C`` multiply-adds) and the target quaternion's
-    gradient (4); the features' gradient (``C``) and the source quaternion's (4) when asked."""
-    edges, C = int(q_dst[0]) * int(k) * int(q_dst[1]), int(xs[-1])
-    per_edge = 2 * C + 8 + (2 * C if need_xs else 0) + (8 if need_q_src else 0)
-    return edges * per_edge
+    return attend_backward_edge_flops(int(q_dst[0]) * int(k) * int(q_dst[1]), int(xs[-1]),
+                                      need_q_src, need_xs)
 
 
 def _register_flop_formulas() -> None:

@@ -129,6 +129,11 @@ CONFIGS: Dict[str, Dict[str, Any]] = {
     "K8_top2_w64_distill_s4_c200": {"kind": "trained", "K": 8, "top_k": 2, "window": 64,
                                     "objective": "distill", "num_sinks": 4, "steps": 80,
                                     "init_from": "routers_K8_top2_w64_distill_s4_120"},
+    # a third continuation of K = 8 top-2 (80 more steps from the 200-step routers, chosen
+    # on validation; revisit there -0.0076 +- 0.0024: still learning), for the plateau
+    "K8_top2_w64_distill_s4_c280": {"kind": "trained", "K": 8, "top_k": 2, "window": 64,
+                                    "objective": "distill", "num_sinks": 4, "steps": 80,
+                                    "init_from": "routers_K8_top2_w64_distill_s4_c200"},
     # the grid's window 256 at K = 8 (4 sinks, from scratch, as the K = 16 corner)
     "K8_top2_w256_distill_s4": {"kind": "trained", "K": 8, "top_k": 2, "window": 256,
                                 "objective": "distill", "num_sinks": 4, "steps": 80},

@@ -62,6 +62,7 @@ KEY_COLUMNS: list[tuple[str, list[str], str]] = [
 INCLUDED = ["qsv_layer_speed", "knn_speed", "qsv_memory", "qsv_ablation_digits",
             "qsv_ablation_120_digits", "qsv_ablation_300_digits",
             "qsv_vs_torch_harmonics", "qsv_vs_torch_harmonics_targets", "qsv_small_graphs",
+            "qsv_forward_breakdown",
             "qsv_compile_targets", "qsv_cuda_compiled_targets", "qsv_cuda_memory",
             "qsv_cuda_profile",
             "focus_speed",

@@ -21,11 +21,36 @@ import torch
 from quest_geometric._utils.io import atomic_write_text
 
 
+def cpu_model() -> str | None:
+    """The CPU's ``model name`` in ``/proc/cpuinfo`` (:obj:`None` where there is none): two
+    virtual machines of one name can run on different hosts, so timings say which."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name":
+                    return value.strip()
+    except OSError:  # pragma: no cover - not Linux
+        pass
+    return None
+
+
+def boot_id() -> str | None:
+    """The kernel's random id of this boot (``/proc/sys/kernel/random/boot_id``; :obj:`None`
+    where there is none): tables with different ids were timed on different machine
+    instances, whose speeds can differ with the same code."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
+    except OSError:  # pragma: no cover - not Linux
+        return None
+
+
 def environment_info() -> dict[str, Any]:
     """Describe the machine and software a result was measured on.
 
     Returns:
-        dict: date (UTC), platform, processor, CPU count, Python, torch, torch-geometric,
+        dict: date (UTC), platform, processor, CPU model, boot id (:func:`cpu_model`,
+        :func:`boot_id`), CPU count, Python, torch, torch-geometric,
         scipy versions, whether torch-cluster / torch-scatter are usable, the CUDA device
         name if any, and the number of torch intra-op threads.
     """
@@ -39,6 +64,8 @@ def environment_info() -> dict[str, Any]:
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
+        "cpu_model": cpu_model(),
+        "boot_id": boot_id(),
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "python": sys.version.split()[0],

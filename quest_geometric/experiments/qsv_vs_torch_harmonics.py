@@ -57,18 +57,16 @@ def _equiangular_graph(nlat: int, nlon: int, k: int):
     return grid_graph(nlat, nlon, k, colatitudes=colat)
 
 
-def _one_gather_and_spmm(edge_index: torch.Tensor, x: torch.Tensor, repeat: int) -> dict:
-    """The floors (:func:`~quest_geometric.experiments.qsv_cuda.floor_functions`: one
-    gather, one sparse product over fixed weights and that product's forward + backward),
-    timed in ms: the first two in the same rounds, the third in its own."""
-    from quest_geometric.experiments.qsv_cuda import floor_functions
-
-    fns = floor_functions(edge_index, x)
-    with torch.no_grad():
-        t = time_interleaved({"gather": fns["gather"], "spmm": fns["spmm"]}, warmup=1,
-                             repeat=repeat)
-        t.update(time_interleaved({"spmm_fb": fns["spmm_fb"]}, warmup=1, repeat=repeat))
-    return {name: 1e3 * v["median_s"] for name, v in t.items()}
+#: The aggregation floors, timed as layers in the same interleaved rounds as QSVConv (their
+#: ``qsv_speedup`` is time(floor) / time(QSVConv), paired round by round):
+#: :func:`~quest_geometric.experiments.qsv_cuda.floor_functions`' one ``[E, C]`` gather and
+#: one sparse product over fixed weights in the forward pass, that product's forward +
+#: backward in the forward + backward pass.
+FLOOR_GATHER = "floor: one gather"
+FLOOR_SPMM = "floor: one sparse product"
+FLOOR_SPMM_FB = "floor: sparse product forward + backward"
+FLOORS = {"forward": {FLOOR_GATHER: "gather", FLOOR_SPMM: "spmm"},
+          "forward+backward": {FLOOR_SPMM_FB: "spmm_fb"}}
 
 
 def harmonics_rows(grids=HARMONICS_GRIDS, threads=(1, 2), compiled: bool = True,
@@ -76,11 +74,13 @@ def harmonics_rows(grids=HARMONICS_GRIDS, threads=(1, 2), compiled: bool = True,
     """QSVConv, torch-harmonics' ``NeighborhoodAttentionS2`` (optimized kernel) and
     TransformerConv on the same points, channels (64), heads (1) and mean neighbourhood
     (torch-harmonics' own cutoff): forward and forward + backward, eager (and compiled),
-    at each thread count, timed in interleaved rounds so that all three meet the same load.
+    at each thread count, timed in interleaved rounds so that all three meet the same load,
+    with the aggregation floors (:data:`FLOORS`) in the same rounds.
     """
     from torch_geometric.nn import TransformerConv
     from torch_harmonics import NeighborhoodAttentionS2
 
+    from quest_geometric.experiments.qsv_cuda import floor_functions
     from quest_geometric.experiments.qsv_memory import forward_flops, neighbourhood_size
     from quest_geometric.nn.qsv_conv import QSVConv
 
@@ -110,7 +110,7 @@ def harmonics_rows(grids=HARMONICS_GRIDS, threads=(1, 2), compiled: bool = True,
             modes = ["eager"] + (["compiled"] if compiled else [])
             for t in threads:
                 torch.set_num_threads(t)
-                floors = _one_gather_and_spmm(edge_index, x, repeat)
+                floor_fns = floor_functions(edge_index, x)
                 for mode in modes:
                     layers = {"QSVConv": qsv, "NeighborhoodAttentionS2": th,
                               "TransformerConv": tconv}
@@ -145,6 +145,13 @@ def harmonics_rows(grids=HARMONICS_GRIDS, threads=(1, 2), compiled: bool = True,
                                     leaf.grad = None
                                     layer(leaf, *rest, **kw).square().mean().backward()
                             fns[name] = fn
+                        for name, key in FLOORS[what].items():
+                            # the floors in the same rounds: the same cache and allocator
+                            # state as the layers (timed apart they ran on a quieter one)
+                            def floor(f=floor_fns[key]):
+                                with torch.no_grad():
+                                    f()
+                            fns[name] = floor
                         load_before = load_average()
                         timed = time_interleaved(fns, warmup=2 if mode == "compiled" else 1,
                                                  repeat=repeat, shuffle_seed=0)
@@ -157,9 +164,7 @@ def harmonics_rows(grids=HARMONICS_GRIDS, threads=(1, 2), compiled: bool = True,
                                 "std_ms": 1e3 * timed[name]["std_s"],
                                 "qsv_speedup": paired_ratio(timed, name, "QSVConv"),
                                 "round_ratios": round_ratios(timed, name, "QSVConv"),
-                                **size[name],
-                                "gather_ms": floors["gather"], "spmm_ms": floors["spmm"],
-                                "spmm_fb_ms": floors["spmm_fb"],
+                                **size.get(name, {}),
                                 "load": load_before,
                             })
                         if progress:
@@ -302,17 +307,18 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results",
                   "channels": HARMONICS_CHANNELS, "heads": 1, "load_at_end": load_average()},
             title="QSVConv vs torch-harmonics NeighborhoodAttentionS2 and TransformerConv",
             columns=["points", "grid", "k", "mean_nbr_th", "threads", "mode", "pass", "layer",
-                     "params", "fwd_gflop", "ms", "std_ms", "qsv_speedup", "gather_ms",
-                     "spmm_ms", "spmm_fb_ms", "load"],
+                     "params", "fwd_gflop", "ms", "std_ms", "qsv_speedup", "load"],
             notes=("Same points (torch-harmonics' equiangular grid), 64 channels, one head; "
                    "QSVConv and TransformerConv on the exact kNN graph of those points with "
                    "k = torch-harmonics' mean neighbourhood (its own cutoff), self loops "
                    "included, QSVConv on its dense path. `qsv_speedup`: median over "
                    "interleaved rounds of time(layer) / time(QSVConv) (> 1: QSVConv faster). "
-                   "`gather_ms`: one [E, C] gather of the neighbours' features; `spmm_ms`: one "
-                   "sparse-dense product over fixed weights (a single pass over the "
-                   "neighbours), the floors of the aggregation, and `spmm_fb_ms` that "
-                   "product's forward + backward (weights and features requiring gradients). "
+                   f"`{FLOOR_GATHER}`: one [E, C] gather of the neighbours' features; "
+                   f"`{FLOOR_SPMM}`: one sparse-dense product over fixed weights (a single "
+                   "pass over the neighbours), the floors of the aggregation, and "
+                   f"`{FLOOR_SPMM_FB}` that product's forward + backward (weights and "
+                   "features requiring gradients), each timed in the same rounds as the "
+                   "layers, so its `qsv_speedup` is the floor's time over QSVConv's, paired. "
                    f"`{PAIRED_EAGER}`: the eager QSVConv timed in the same rounds as the "
                    "compiled layers, so its `qsv_speedup` is the compiled layer's speed-up "
                    "over eager, paired. `params`: learnable parameters; `fwd_gflop`: forward "
@@ -374,8 +380,10 @@ _TARGET_NOTES = (
     "time(QSVConv forward): how far the forward is from one pass over the neighbours' "
     "features (1 = at the floor; target >= 0.5, `floor_target_met`); `fb_vs_spmm` = "
     "time(that product's forward + backward) / time(QSVConv forward + backward), target >= "
-    "1/3 (`fb_floor_target_met`); compiled rows: `fwd_vs_eager` and `fb_vs_eager` = "
-    "time(eager QSVConv) / time(compiled QSVConv) in the same rounds, target >= 1 "
+    "1/3 (`fb_floor_target_met`); the floor ratios paired round by round, the floors timed "
+    "in QSVConv's rounds (in runs before 2026-12-05 the floors were timed apart, in rounds of "
+    "their own, and these are ratios of medians); compiled rows: `fwd_vs_eager` and "
+    "`fb_vs_eager` = time(eager QSVConv) / time(compiled QSVConv) in the same rounds, target >= 1 "
     "(`compiled_target_met`, both passes); eager rows: `native_fwd_speedup` and "
     "`native_fb_speedup` = time(QSVConv on its PyTorch path, native kernels off) / "
     "time(QSVConv) in the same rounds (what the native kernels bring; QSVConv runs them "
@@ -396,12 +404,29 @@ TARGET_COLUMNS = ["points", "threads", "mode", "qsv_fwd_ms", "qsv_fb_ms", "fwd_v
                   "native_fb_speedup", "fwd_vs_eager", "fb_vs_eager", "compiled_target_met"]
 
 
+def _floor_ratios(cell: dict, q: dict, qfb: dict) -> dict[str, float]:
+    """``fwd_vs_gather``, ``fwd_vs_spmm`` and ``fb_vs_spmm`` of one cell: the floors' paired
+    ratios where they were timed in QSVConv's rounds (the :data:`FLOORS` rows), else, for the
+    runs before 2026-12-05, the floors timed apart (``gather_ms``, ``spmm_ms``,
+    ``spmm_fb_ms`` on QSVConv's rows) over QSVConv's median."""
+    out = {}
+    for key, what, name, column, qrow in (
+            ("fwd_vs_gather", "forward", FLOOR_GATHER, "gather_ms", q),
+            ("fwd_vs_spmm", "forward", FLOOR_SPMM, "spmm_ms", q),
+            ("fb_vs_spmm", "forward+backward", FLOOR_SPMM_FB, "spmm_fb_ms", qfb)):
+        if (what, name) in cell:
+            out[key] = cell[(what, name)]["qsv_speedup"]
+        elif column in qrow:
+            out[key] = qrow[column] / qrow["ms"]
+    return out
+
+
 def harmonics_targets(rows: list[dict]) -> list[dict]:
     """The issue's speed targets from :func:`harmonics_rows`'s rows, one row per grid, thread
     count and mode (eager, compiled): QSVConv's forward and forward + backward speed-ups over
     torch-harmonics and TransformerConv in that mode (the paired medians ``qsv_speedup``),
-    the distance from the aggregation floors (``gather_ms``, ``spmm_ms`` for the forward,
-    ``spmm_fb_ms`` for forward + backward, where measured) and, for the compiled rows, the
+    the distance from the aggregation floors (:func:`_floor_ratios`: the floors' paired
+    ratios, where measured) and, for the compiled rows, the
     paired speed-up over the eager layer; each with whether its target is met."""
     by: dict[tuple, dict] = {}
     for r in rows:
@@ -421,13 +446,13 @@ def harmonics_targets(rows: list[dict]) -> list[dict]:
                "qsv_fwd_ms": q["ms"], "qsv_fb_ms": qfb["ms"],
                "fwd_vs_th": fwd_th, "fwd_target_met": fwd_th >= 1,
                "fb_vs_th": fb_th, "fb_target_met": fb_th >= 3,
-               "fb_vs_tconv": fb_tc, "tconv_target_met": fb_tc >= 3,
-               "fwd_vs_gather": q["gather_ms"] / q["ms"],
-               "fwd_vs_spmm": q["spmm_ms"] / q["ms"],
-               "floor_target_met": q["spmm_ms"] / q["ms"] >= FWD_FLOOR_TARGET}
-        if "spmm_fb_ms" in qfb:  # measured since 2026-12-03
-            row["fb_vs_spmm"] = qfb["spmm_fb_ms"] / qfb["ms"]
-            row["fb_floor_target_met"] = row["fb_vs_spmm"] >= FB_FLOOR_TARGET
+               "fb_vs_tconv": fb_tc, "tconv_target_met": fb_tc >= 3}
+        floors = _floor_ratios(cell, q, qfb)
+        if "fwd_vs_spmm" in floors:
+            floors["floor_target_met"] = floors["fwd_vs_spmm"] >= FWD_FLOOR_TARGET
+        if "fb_vs_spmm" in floors:
+            floors["fb_floor_target_met"] = floors["fb_vs_spmm"] >= FB_FLOOR_TARGET
+        row.update(floors)
         torch_fwd = cell.get(("forward", TORCH_PATH))
         torch_fb = cell.get(("forward+backward", TORCH_PATH))
         if torch_fwd is not None and torch_fb is not None:

@@ -99,8 +99,24 @@ def test_write_results_display_changes_only_the_markdown(tmp_path):
 
 def test_environment_info_keys():
     info = environment_info()
-    for key in ("date", "torch", "torch_geometric", "cpu_count", "torch_cluster"):
+    for key in ("date", "torch", "torch_geometric", "cpu_count", "torch_cluster", "cpu_model",
+                "boot_id"):
         assert key in info
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
+def test_environment_info_names_the_cpu_and_the_boot():
+    """The CPU model and boot id against the kernel's files read another way (``lscpu``
+    prints the same model name; a boot id is a UUID, stable within the boot)."""
+    import re
+    import uuid
+
+    info = environment_info()
+    text = open("/proc/cpuinfo").read()
+    found = re.search(r"^model name\s*:\s*(.+)$", text, re.M)
+    assert info["cpu_model"] == (found.group(1).strip() if found else None)
+    assert str(uuid.UUID(info["boot_id"])) == info["boot_id"]
+    assert environment_info()["boot_id"] == info["boot_id"]
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork + /proc")

@@ -32,15 +32,23 @@ def test_harmonics_rows_on_a_small_grid():
 
     # the PyTorch path (native kernels off) is timed beside the layer where they are built
     extra = (qsv_vs_torch_harmonics.TORCH_PATH,) if qsv_native_available() else ()
+    floors = {(p, name) for p, names in qsv_vs_torch_harmonics.FLOORS.items() for name in names}
     assert {(r["pass"], r["layer"]) for r in rows} == {
         (p, name) for p in ("forward", "forward+backward")
-        for name in ("QSVConv", "NeighborhoodAttentionS2", "TransformerConv") + extra}
+        for name in ("QSVConv", "NeighborhoodAttentionS2", "TransformerConv") + extra} | floors
     for r in rows:
         assert r["points"] == 128 and r["k"] == max(1, round(r["mean_nbr_th"]))
-        assert r["ms"] > 0 and r["gather_ms"] > 0 and r["spmm_ms"] > 0 and r["spmm_fb_ms"] > 0
-        assert r["params"] > 0 and r["fwd_gflop"] > 0
+        assert r["ms"] > 0 and r["qsv_speedup"] > 0
+        if (r["pass"], r["layer"]) in floors:  # timed in QSVConv's rounds, no parameters
+            assert "params" not in r
+        else:
+            assert r["params"] > 0 and r["fwd_gflop"] > 0
         if r["layer"] == "QSVConv":
             assert r["qsv_speedup"] == pytest.approx(1.0)
+    # the targets take the floors' paired ratios from those rows
+    (t,) = qsv_vs_torch_harmonics.harmonics_targets(rows)
+    spmm = next(r for r in rows if r["layer"] == qsv_vs_torch_harmonics.FLOOR_SPMM)
+    assert t["fwd_vs_spmm"] == spmm["qsv_speedup"]
 
 
 @pytest.mark.slow
@@ -118,6 +126,32 @@ def test_harmonics_targets_by_hand():
         r.pop("spmm_fb_ms", None)
     (t_old,) = qsv_vs_torch_harmonics.harmonics_targets(old)
     assert "fb_vs_spmm" not in t_old and t_old["fwd_vs_spmm"] == pytest.approx(0.5)
+
+
+def test_harmonics_targets_take_the_floors_paired_in_the_same_rounds():
+    """Floors timed in QSVConv's rounds: the targets use their paired ratio (the median of
+    the per-round ratios), not the ratio of the medians, nor a floor timed apart."""
+    F = qsv_vs_torch_harmonics
+    rows = [
+        _row(100, 1, "eager", "forward", "QSVConv", 4.0, 1.0),
+        _row(100, 1, "eager", "forward", "NeighborhoodAttentionS2", 5.0, 1.25),
+        _row(100, 1, "eager", "forward", "TransformerConv", 9.0, 2.25),
+        _row(100, 1, "eager", "forward+backward", "QSVConv", 10.0, 1.0, spmm_fb=9.0),
+        _row(100, 1, "eager", "forward+backward", "NeighborhoodAttentionS2", 20.0, 2.0),
+        _row(100, 1, "eager", "forward+backward", "TransformerConv", 35.0, 3.5),
+        # paired ratios that differ from ms / QSVConv's ms (2.0 / 4.0, 4.0 / 10.0)
+        {"points": 100, "threads": 1, "mode": "eager", "pass": "forward",
+         "layer": F.FLOOR_SPMM, "ms": 2.0, "qsv_speedup": 0.45},
+        {"points": 100, "threads": 1, "mode": "eager", "pass": "forward",
+         "layer": F.FLOOR_GATHER, "ms": 8.0, "qsv_speedup": 1.9},
+        {"points": 100, "threads": 1, "mode": "eager", "pass": "forward+backward",
+         "layer": F.FLOOR_SPMM_FB, "ms": 4.0, "qsv_speedup": 0.35},
+    ]
+    (t,) = F.harmonics_targets(rows)
+    assert (t["fwd_vs_spmm"], t["floor_target_met"]) == (0.45, False)
+    assert t["fwd_vs_gather"] == 1.9
+    # the paired floor wins over the column of a floor timed apart (9.0 / 10.0)
+    assert (t["fb_vs_spmm"], t["fb_floor_target_met"]) == (0.35, True)
 
 
 def test_vs_torch_harmonics_writes_the_machine_note_and_name(tmp_path, monkeypatch):

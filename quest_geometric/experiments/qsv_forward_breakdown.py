@@ -1,0 +1,151 @@
+r"""Where does :class:`~quest_geometric.nn.QSVConv`'s forward spend its time, against one
+sparse product over the same pattern?
+
+The floor target of the layer (issue 27) is a forward within 2x of one sparse-dense product
+:math:`Y = A X` over fixed weights on the same ``[N, k]`` pattern (``fwd_vs_spmm >= 0.5`` in
+``benchmarks/qsv_vs_torch_harmonics.py``). This benchmark splits one eager forward (the
+dense layout, no autograd) into its operators with :mod:`torch.profiler` (self CPU time per
+operator, the mean over profiled calls) and divides each by the sparse product's time in
+the same process, so the table reads directly as "what each stage costs, in sparse
+products". Operators are grouped by name; ``'total'`` is the sum over the forward's
+operators.
+
+Run ``python benchmarks/qsv_forward_breakdown.py`` (``--quick`` for a smoke test).
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from quest_geometric.experiments.common import load_average, write_results
+
+#: Grids of the breakdown (nlat, nlon) and the in-degree of their kNN graph, as in the
+#: torch-harmonics comparison: 16,200 and 64,800 points.
+GRIDS = ((90, 180), (180, 360))
+CHANNELS = 64
+#: The floor the stages are measured in.
+FLOOR = "one sparse product"
+
+
+def _self_ms(fn, calls: int) -> tuple[dict[str, float], float]:
+    """Self CPU time per operator name (ms per call, the mean over ``calls`` profiled calls
+    after two warm-up calls) and the wall time per call of those calls."""
+    import time
+
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(2):
+        fn()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        wall = (time.perf_counter() - start) / calls
+    out: dict[str, float] = {}
+    for event in prof.key_averages():
+        if event.self_cpu_time_total > 0:
+            out[event.key] = out.get(event.key, 0.0) + event.self_cpu_time_total / 1e3 / calls
+    return out, 1e3 * wall
+
+
+def breakdown_rows(grids=GRIDS, threads=(1, 2), calls: int = 20,
+                   k_by_grid: dict | None = None) -> list[dict]:
+    """One row per grid, thread count and operator of QSVConv's eager dense forward (no
+    autograd, one head, 64 channels), plus ``'total'`` and the floor's row.
+
+    Columns: ``points``, ``k``, ``threads``, ``op``, ``ms`` (self CPU time per call),
+    ``share`` (of the forward's total), ``in_spmm`` (``ms`` over the sparse product's
+    ``ms``: 2 is the whole budget of the floor target), ``wall_ms`` (the profiled calls'
+    wall time per call, on the ``'total'`` and floor rows).
+    """
+    from quest_geometric.experiments.qsv_cuda import K_BY_GRID, floor_functions, grid_graph
+    from quest_geometric.nn.qsv_conv import QSVConv
+
+    k_by_grid = K_BY_GRID if k_by_grid is None else k_by_grid
+    rows: list[dict] = []
+    previous = torch.get_num_threads()
+    try:
+        for nlat, nlon in grids:
+            k = k_by_grid[(nlat, nlon)]
+            edge_index = grid_graph(nlat, nlon, k)
+            n = nlat * nlon
+            torch.manual_seed(0)
+            x = torch.randn(n, CHANNELS)
+            conv = QSVConv(CHANNELS, CHANNELS, heads=1)
+            spmm = floor_functions(edge_index, x)["spmm"]
+            for t in threads:
+                torch.set_num_threads(t)
+                with torch.no_grad():
+                    floor_ops, floor_wall = _self_ms(spmm, calls)
+                    ops, wall = _self_ms(lambda: conv(x, edge_index, dense=True), calls)
+                floor_ms = sum(floor_ops.values())
+                total = sum(ops.values())
+                base = {"points": n, "k": k, "threads": t}
+                for op, ms in sorted(ops.items(), key=lambda kv: -kv[1]):
+                    rows.append({**base, "op": op, "ms": ms, "share": ms / total,
+                                 "in_spmm": ms / floor_ms})
+                rows.append({**base, "op": "total", "ms": total, "share": 1.0,
+                             "in_spmm": total / floor_ms, "wall_ms": wall})
+                rows.append({**base, "op": FLOOR, "ms": floor_ms, "share": float("nan"),
+                             "in_spmm": 1.0, "wall_ms": floor_wall})
+    finally:
+        torch.set_num_threads(previous)
+    return rows
+
+
+def run(quick: bool = False, out_dir: str | Path = "benchmarks/results", threads=(1, 2),
+        machine: str | None = None, min_share: float = 0.01) -> dict[str, Any]:
+    """Profile and write ``qsv_forward_breakdown[_quick].{csv,json,md}``; operators below
+    ``min_share`` of the forward are summed into one ``'other'`` row; ``rows`` in the
+    returned dict keeps them all."""
+    note = machine if machine else ("not stated: timings may come from a shared machine "
+                                    "and are then indicative only")
+    rows = breakdown_rows(GRIDS[:1] if quick else GRIDS, threads, calls=3 if quick else 20)
+    shown: list[dict] = []
+    for key in dict.fromkeys((r["points"], r["threads"]) for r in rows):
+        cell = [r for r in rows if (r["points"], r["threads"]) == key]
+        small = [r for r in cell if r["op"] not in ("total", FLOOR) and r["share"] < min_share]
+        shown += [r for r in cell if r not in small and r["op"] not in ("total", FLOOR)]
+        if small:
+            shown.append({**{c: cell[0][c] for c in ("points", "k", "threads")}, "op": "other",
+                          "ms": sum(r["ms"] for r in small),
+                          "share": sum(r["share"] for r in small),
+                          "in_spmm": sum(r["in_spmm"] for r in small)})
+        shown += [r for r in cell if r["op"] in ("total", FLOOR)]
+    suffix = "_quick" if quick else ""
+    p = write_results(
+        f"qsv_forward_breakdown{suffix}", shown, out_dir,
+        meta={"threads_measured": list(threads), "quick": quick, "seed": 0, "heads": 1,
+              "channels": CHANNELS, "machine_note": note, "load_at_start": load_average()},
+        title="QSVConv's eager forward by operator, in sparse products",
+        columns=["points", "k", "threads", "op", "ms", "share", "in_spmm", "wall_ms"],
+        notes=("QSVConv (64 channels, one head, native kernels where built) on the exact kNN "
+               "graph of torch-harmonics' equiangular grid points, dense layout, forward "
+               "without autograd. `ms`: self CPU time per call of each operator "
+               "(torch.profiler, mean of the profiled calls); `share`: of the forward's "
+               f"total; `in_spmm`: `ms` over `{FLOOR}` (a CSR product over fixed weights on "
+               "the same pattern, profiled the same way): the floor target (forward within "
+               "2x of that product) needs `total` <= 2. `wall_ms`: wall time per profiled "
+               f"call. Operators under {min_share:.0%} of the forward are summed as "
+               f"`other`. Machine: {note}."))
+    text = p["md"].read_text()
+    print(text)
+    return {"rows": rows, "shown": shown, "markdown": text, "paths": p}
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Command-line entry of ``benchmarks/qsv_forward_breakdown.py``."""
+    parser = argparse.ArgumentParser(description="QSVConv's forward by operator, in sparse "
+                                                 "products")
+    parser.add_argument("--quick", action="store_true", help="16,200 points, 3 calls")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--machine", default=None,
+                        help="what else ran on the machine (e.g. 'idle'), written beside the "
+                             "table")
+    parser.add_argument("--out", default="benchmarks/results")
+    args = parser.parse_args(argv)
+    return run(quick=args.quick, out_dir=args.out, threads=tuple(args.threads),
+               machine=args.machine)

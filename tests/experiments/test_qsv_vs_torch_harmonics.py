@@ -79,16 +79,22 @@ def _row(points, threads, mode, what, layer, ms, speedup, gather=10.0, spmm=2.0,
     return row
 
 
-def test_harmonics_targets_by_hand():
-    eager = qsv_vs_torch_harmonics.PAIRED_EAGER
-    torch_path = qsv_vs_torch_harmonics.TORCH_PATH
-    rows = [
+def _eager_cell(spmm_fb: float) -> list[dict]:
+    """QSVConv and its two peers in one eager cell (100 points, one thread), both passes."""
+    return [
         _row(100, 1, "eager", "forward", "QSVConv", 4.0, 1.0),
         _row(100, 1, "eager", "forward", "NeighborhoodAttentionS2", 5.0, 1.25),
         _row(100, 1, "eager", "forward", "TransformerConv", 9.0, 2.25),
-        _row(100, 1, "eager", "forward+backward", "QSVConv", 10.0, 1.0, spmm_fb=4.0),
+        _row(100, 1, "eager", "forward+backward", "QSVConv", 10.0, 1.0, spmm_fb=spmm_fb),
         _row(100, 1, "eager", "forward+backward", "NeighborhoodAttentionS2", 20.0, 2.0),
         _row(100, 1, "eager", "forward+backward", "TransformerConv", 35.0, 3.5),
+    ]
+
+
+def test_harmonics_targets_by_hand():
+    eager = qsv_vs_torch_harmonics.PAIRED_EAGER
+    torch_path = qsv_vs_torch_harmonics.TORCH_PATH
+    rows = _eager_cell(spmm_fb=4.0) + [
         # the PyTorch path (native kernels off) in the eager rounds
         _row(100, 1, "eager", "forward", torch_path, 8.0, 2.0),
         _row(100, 1, "eager", "forward+backward", torch_path, 15.0, 1.5),
@@ -132,13 +138,7 @@ def test_harmonics_targets_take_the_floors_paired_in_the_same_rounds():
     """Floors timed in QSVConv's rounds: the targets use their paired ratio (the median of
     the per-round ratios), not the ratio of the medians, nor a floor timed apart."""
     F = qsv_vs_torch_harmonics
-    rows = [
-        _row(100, 1, "eager", "forward", "QSVConv", 4.0, 1.0),
-        _row(100, 1, "eager", "forward", "NeighborhoodAttentionS2", 5.0, 1.25),
-        _row(100, 1, "eager", "forward", "TransformerConv", 9.0, 2.25),
-        _row(100, 1, "eager", "forward+backward", "QSVConv", 10.0, 1.0, spmm_fb=9.0),
-        _row(100, 1, "eager", "forward+backward", "NeighborhoodAttentionS2", 20.0, 2.0),
-        _row(100, 1, "eager", "forward+backward", "TransformerConv", 35.0, 3.5),
+    rows = _eager_cell(spmm_fb=9.0) + [
         # paired ratios that differ from ms / QSVConv's ms (2.0 / 4.0, 4.0 / 10.0)
         {"points": 100, "threads": 1, "mode": "eager", "pass": "forward",
          "layer": F.FLOOR_SPMM, "ms": 2.0, "qsv_speedup": 0.45},

@@ -282,3 +282,18 @@ def test_the_8k_timings_of_their_own_run_are_read_beside_the_short_ones(study):
     (study / "focus_op_speed_8k" / "focus_op_speed_2t.json").unlink()
     _speed(study, 1, [(FOCUS, 8192, 0.4, 0.7)], folder="focus_op_speed_8k")
     assert _focus(study)["speed_check"] == "missed"
+
+
+def test_a_row_timed_in_the_later_8k_run_is_read_from_it(study):
+    """A row trained after the 8K run is timed in a run of its own (``focus_op_speed_8k_grid``)
+    and read from it; a row in both 8K runs at the same length takes the first run's."""
+    for t in TARGET["threads"]:
+        _speed(study, t, [("full", 8192, 1.0, 1.0)], folder="focus_op_speed_8k")
+        _speed(study, t, [("full", 8192, 1.0, 1.0), (FOCUS, 8192, 1.5, 1.4)],
+               folder="focus_op_speed_8k_grid")
+    r = _focus(study)
+    assert (r["speed_len_1t"], r["prefill_1t"], r["decode_2t"]) == (8192, 1.5, 1.4)
+    assert r["speed_check"] == "met"
+    _speed(study, 1, [("full", 8192, 1.0, 1.0), (FOCUS, 8192, 0.9, 0.8)],
+           folder="focus_op_speed_8k")
+    assert (_focus(study)["prefill_1t"], _focus(study)["speed_check"]) == (0.9, "missed")

@@ -21,6 +21,11 @@ import torch
 from quest_geometric._utils.io import atomic_write_text
 
 
+#: The keys of :func:`environment_info` that identify the machine instance: never added to
+#: the metadata of an earlier run that a rewrite carries over (it ran elsewhere).
+MACHINE_KEYS = ("cpu_model", "boot_id")
+
+
 def cpu_model() -> str | None:
     """The CPU's ``model name`` in ``/proc/cpuinfo`` (:obj:`None` where there is none): two
     virtual machines of one name can run on different hosts, so timings say which."""
@@ -438,7 +443,9 @@ def write_results(
         name (str): file stem.
         rows (list of dict): one dict per table row.
         out_dir (str, optional): output folder. (default: :obj:`"benchmarks/results"`)
-        meta (dict, optional): run conditions; :func:`environment_info` is added.
+        meta (dict, optional): run conditions; :func:`environment_info` is added (where
+            ``meta`` carries an earlier run's environment, a rewrite of its table, without
+            this machine's :data:`MACHINE_KEYS`).
             (default: :obj:`None`)
         columns (list of str, optional): column order. (default: keys of the first row)
         title (str, optional): markdown heading. (default: :obj:`name`)
@@ -451,7 +458,12 @@ def write_results(
         dict: the written paths under keys ``csv``, ``json``, ``md``.
     """
     out = Path(out_dir)
-    full_meta = {**environment_info(), **dict(meta or {})}
+    meta = dict(meta or {})
+    env = environment_info()
+    if "platform" in meta:  # an earlier run's conditions, carried over by a rewrite: the
+        # machine it ran on is not this one, so this machine's identity is not added
+        env = {k: v for k, v in env.items() if k not in MACHINE_KEYS}
+    full_meta = {**env, **meta}
     columns = list(columns or (rows[0].keys() if rows else []))
     paths = {k: out / f"{name}.{k}" for k in ("csv", "json", "md")}
 

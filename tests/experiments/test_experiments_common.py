@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from quest_geometric.experiments.common import (
+    MACHINE_KEYS,
     environment_info,
     markdown_table,
     peak_memory_mb,
@@ -270,3 +271,17 @@ def test_round_ratios_and_the_true_median():
         common.round_ratios({"a": {"times": [1.0]}, "b": {"times": [1.0, 2.0]}}, "a", "b")
     cpu = {"a": {"cpu_times": [2.0]}, "b": {"cpu_times": [4.0]}}
     assert common.round_ratios(cpu, "a", "b", key="cpu_times") == [0.5]
+
+
+def test_write_results_does_not_give_an_earlier_run_this_machines_identity(tmp_path):
+    """A fresh run's metadata names this machine (CPU model, boot id); a rewrite that
+    carries an earlier run's environment (its ``platform``, ``date``) keeps it as it was,
+    without this machine's identity keys."""
+    fresh = json.loads(write_results("fresh", [{"a": 1}], tmp_path, meta={"seed": 0})["json"]
+                       .read_text())["meta"]
+    assert fresh["boot_id"] == environment_info()["boot_id"] and "cpu_model" in fresh
+    earlier = {"date": "2026-12-01 10:00 UTC", "platform": "elsewhere", "seed": 0}
+    kept = json.loads(write_results("old", [{"a": 1}], tmp_path, meta=earlier)["json"]
+                      .read_text())["meta"]
+    assert kept["date"] == earlier["date"] and kept["platform"] == "elsewhere"
+    assert not set(MACHINE_KEYS) & set(kept)

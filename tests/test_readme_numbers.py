@@ -1041,9 +1041,6 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     (K8C2_TEXT, "14 of 16", OP_PAIRED,
      lambda: (_vs_window(K8C2, "focus_worse"), _vs_window(K8C2, "blocks")),
      lambda v: f"{v[0]} of {v[1]}"),
-    ("figures below are the 120-step\n    routers')", "120", OP,
-     lambda: _op(K8, "steps") if _verdict_row(K8C2)["passkey_check"] == "not measured"
-     else None, str),
     ("but 80 steps more gave +3.49% on validation at 280 steps", "80", OP,
      lambda: _op(K16C2, "steps"), str),
     ("but 80 steps more gave +3.49% on validation at 280 steps", "+3.49", OP,
@@ -1285,10 +1282,37 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      lambda: _op(K4C2, "K"), str),
     *_passkey_claims("200 steps the K = 4 routers answer 20 (1 lost, 2 gained, p = 1.00)",
                      K4C2, 8186),
-    ("within 5 points of\n    full attention's 19: the one learned routing that meets", "5",
+    ("within 5 points of\n    full attention's 19: one of the two learned routings that meet", "5",
      VERDICT, lambda: _load(VERDICT)["meta"]["target"]["passkey_points"], _fixed(0)),
-    ("within 5 points of\n    full attention's 19: the one learned routing that meets", "19",
+    ("within 5 points of\n    full attention's 19: one of the two learned routings that meet", "19",
      PASSKEY, lambda: _pk(K4C2, "both", 8186) + _pk(K4C2, "lost", 8186), str),
+    *_passkey_claims("After 280 steps the K = 8\n    routers answer 17 (6 lost, 4 gained, p = "
+                     "0.75)", K8C2, 8186),
+    ("After 280 steps the K = 8\n    routers answer 17", "280", OP,
+     lambda: _steps(K8, K8C, K8C2), str),
+    ("After 280 steps the K = 8\n    routers answer 17", "8", OP, lambda: _op(K8C2, "K"), str),
+    ("also within 5 points: the other", "5", VERDICT,
+     lambda: _load(VERDICT)["meta"]["target"]["passkey_points"]
+     if _verdict_row(K8C2)["passkey_check"] == "met" else None, _fixed(0)),
+    ("their quality (+8.9% out of domain) and speed miss the target", "+8.9", OP,
+     lambda: _op(K8C2, "ood_delta_pct") if _verdict_row(K8C2)["quality_check"] == "missed"
+     else None, _signed(1)),
+    ("after 280 steps the K = 8 routers\n    answer 12 (10 lost, 2 gained, p = 0.04)", "280", OP,
+     lambda: _steps(K8, K8C, K8C2), str),
+    ("after 280 steps the K = 8 routers\n    answer 12 (10 lost, 2 gained, p = 0.04)", "8", OP,
+     lambda: _op(K8C2, "K"), str),
+    *_passkey_claims("answer 12 (10 lost, 2 gained, p = 0.04)", K8C2, 4096),
+    ("the window plus sinks at their share (window\n    1,138)", "1,138", PASSKEY_SUMMARY,
+     lambda: _pk_pattern(f"sinks@{K8C2}", 4096)["window"], _thousands),
+    *_passkey_claims("1,138) 13 (8 lost, 1 gained, p = 0.04)", f"sinks@{K8C2}", 4096),
+    ("1,138) 13 (8 lost, 1 gained, p = 0.04), 4 trials to 5 (McNemar p = 1.00)", "4", TRIALS,
+     lambda: _discordant(K8C2, f"sinks@{K8C2}", 4096)[0], str),
+    ("1,138) 13 (8 lost, 1 gained, p = 0.04), 4 trials to 5 (McNemar p = 1.00)", "5", TRIALS,
+     lambda: _discordant(K8C2, f"sinks@{K8C2}", 4096)[1], str),
+    ("1,138) 13 (8 lost, 1 gained, p = 0.04), 4 trials to 5 (McNemar p = 1.00)", "1.00",
+     VERDICT, lambda: _verdict_row(K8C2)["passkey_4k_vs_window_p"], _fixed(2)),
+    ("its passkeys are below (\"after 280 steps\")", "280", OP,
+     lambda: _steps(K8, K8C, K8C2), str),
     ("window at this share (5,033 tokens) answers 15", "5,033", PASSKEY_SUMMARY,
      lambda: _pk_pattern(f"sinks@{K4C2}", 8186)["window"], _thousands),
     *_passkey_claims("(5,033 tokens) answers 15 (6 lost, 2 gained, p = 0.29)", f"sinks@{K4C2}",
@@ -1667,8 +1691,8 @@ def test_the_words_next_to_the_numbers_match_the_files():
 
 
 
-def test_the_one_row_said_to_meet_the_passkey_criterion_is_the_only_one():
-    assert "the one learned routing that meets the passkey criterion" in _bullet_with(
-        "the one learned routing that meets the passkey criterion")
+def test_the_two_rows_said_to_meet_the_passkey_criterion_are_the_only_ones():
+    assert "one of the two learned routings that meet the passkey criterion" in _bullet_with(
+        "one of the two learned routings that meet the passkey criterion")
     met = [r["name"] for r in _load(VERDICT)["rows"] if r.get("passkey_check") == "met"]
-    assert met == [K4C2], met
+    assert sorted(met) == sorted([K4C2, K8C2]), met

@@ -332,6 +332,49 @@ def _passkey_claims(phrase: str, config: str, length: int) -> list[tuple]:
     ]
 
 
+def _routers_after_claims(phrase: str, rows: tuple, length: int) -> list[tuple]:
+    """The claims of a phrase ``'after S steps the K = k routers answer N (L lost, ...)'``:
+    the steps of the training ``rows`` (a run and its continuations), the last row's K and
+    its passkey at ``length`` (:func:`_passkey_claims`)."""
+    match = re.search(r"(\d+) steps the K = (\d+)", phrase)
+    assert match, phrase
+    steps, k = match.groups()
+    return [(phrase, steps, OP, lambda: _steps(*rows), str),
+            (phrase, k, OP, lambda: _op(rows[-1], "K"), str),
+            *_passkey_claims(phrase, rows[-1], length)]
+
+
+def _vs_window_claims(phrase: str, focus: str, diff: str, low: str, high: str, worse: str
+                      ) -> list[tuple]:
+    """The claims of Focus against its window plus sinks out of domain, as printed: the
+    paired difference, its interval and the blocks on which Focus is worse (``'N of M'``)."""
+    return [
+        (phrase, diff, OP_PAIRED, lambda: _vs_window(focus, "diff_pct"), _signed(1)),
+        (phrase, low, OP_PAIRED, lambda: _vs_window(focus, "ci_low_pct"), _signed(1)),
+        (phrase, high, OP_PAIRED, lambda: _vs_window(focus, "ci_high_pct"), _signed(1)),
+        (phrase, worse, OP_PAIRED,
+         lambda: (_vs_window(focus, "focus_worse"), _vs_window(focus, "blocks")),
+         lambda v: f"{v[0]} of {v[1]}"),
+    ]
+
+
+def _discordant_claims(phrase: str, focus: str, length: int, p_digits: int = 2
+                       ) -> list[tuple]:
+    """The claims of a phrase ``'A trials to B ... p = P'``: the trials ``focus`` answers and
+    its window plus sinks (``sinks@focus``) misses at ``length``, the reverse, and the
+    verdict's McNemar p-value between them."""
+    match = re.search(r"(\d+) trials? to (\d+).*?p = (\d\.\d+)", phrase, re.S)
+    assert match, phrase
+    a, b, p = match.groups()
+    tag = "8k" if length > 4096 else f"{length // 1024}k"
+    return [
+        (phrase, a, TRIALS, lambda: _discordant(focus, f"sinks@{focus}", length)[0], str),
+        (phrase, b, TRIALS, lambda: _discordant(focus, f"sinks@{focus}", length)[1], str),
+        (phrase, p, VERDICT, lambda: _verdict_row(focus)[f"passkey_{tag}_vs_window_p"],
+         _fixed(p_digits)),
+    ]
+
+
 def _report_k() -> int:
     """The length at which the operating-point table reports pairs kept, in K (8)."""
     from quest_geometric.experiments.focus_operating_point import REPORT_LEN
@@ -949,12 +992,7 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     (K8W_QUALITY, "+2.4", OP, lambda: _op(f"sinks@{K8W}", "ood_delta_pct"), _signed(1)),
     (K8W_QUALITY, "+2.2", OP, lambda: _op(f"sinks@{K8W}", "test_delta_pct"), _signed(1)),
     (K8W_QUALITY, "452", OP, lambda: _op(f"sinks@{K8W}", "window"), str),
-    (K8W_VS_WINDOW, "+0.3", OP_PAIRED, lambda: _vs_window(K8W, "diff_pct"), _signed(1)),
-    (K8W_VS_WINDOW, "-0.8", OP_PAIRED, lambda: _vs_window(K8W, "ci_low_pct"), _signed(1)),
-    (K8W_VS_WINDOW, "+1.5", OP_PAIRED, lambda: _vs_window(K8W, "ci_high_pct"), _signed(1)),
-    (K8W_VS_WINDOW, "10 of 16", OP_PAIRED,
-     lambda: (_vs_window(K8W, "focus_worse"), _vs_window(K8W, "blocks")),
-     lambda v: f"{v[0]} of {v[1]}"),
+    *_vs_window_claims(K8W_VS_WINDOW, K8W, "+0.3", "-0.8", "+1.5", "10 of 16"),
     (K8W_VS_WINDOW, "-0.7", OP_PAIRED, lambda: _vs_window(K8W, "diff_pct", "test"), _signed(1)),
     (K8W_VS_WINDOW, "-1.7", OP_PAIRED, lambda: _vs_window(K8W, "ci_low_pct", "test"), _signed(1)),
     (K8W_VS_WINDOW, "+0.3", OP_PAIRED, lambda: _vs_window(K8W, "ci_high_pct", "test"), _signed(1)),
@@ -1035,12 +1073,7 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     (K8C2_TEXT, "+5.6", OP, lambda: _op(f"sinks@{K8C2}", "ood_delta_pct"), _signed(1)),
     (K8C2_TEXT, "+4.8", OP, lambda: _op(f"sinks@{K8C2}", "test_delta_pct"), _signed(1)),
     (K8C2_TEXT, "317", OP, lambda: _op(f"sinks@{K8C2}", "window"), str),
-    (K8C2_TEXT, "+3.2", OP_PAIRED, lambda: _vs_window(K8C2, "diff_pct"), _signed(1)),
-    (K8C2_TEXT, "+1.6", OP_PAIRED, lambda: _vs_window(K8C2, "ci_low_pct"), _signed(1)),
-    (K8C2_TEXT, "+4.8", OP_PAIRED, lambda: _vs_window(K8C2, "ci_high_pct"), _signed(1)),
-    (K8C2_TEXT, "14 of 16", OP_PAIRED,
-     lambda: (_vs_window(K8C2, "focus_worse"), _vs_window(K8C2, "blocks")),
-     lambda v: f"{v[0]} of {v[1]}"),
+    *_vs_window_claims(K8C2_TEXT, K8C2, "+3.2", "+1.6", "+4.8", "14 of 16"),
     ("but 80 steps more gave +3.49% on validation at 280 steps", "80", OP,
      lambda: _op(K16C2, "steps"), str),
     ("but 80 steps more gave +3.49% on validation at 280 steps", "+3.49", OP,
@@ -1297,20 +1330,13 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     ("their quality (+8.9% out of domain) and speed miss the target", "+8.9", OP,
      lambda: _op(K8C2, "ood_delta_pct") if _verdict_row(K8C2)["quality_check"] == "missed"
      else None, _signed(1)),
-    ("after 280 steps the K = 8 routers\n    answer 12 (10 lost, 2 gained, p = 0.04)", "280", OP,
-     lambda: _steps(K8, K8C, K8C2), str),
-    ("after 280 steps the K = 8 routers\n    answer 12 (10 lost, 2 gained, p = 0.04)", "8", OP,
-     lambda: _op(K8C2, "K"), str),
-    *_passkey_claims("answer 12 (10 lost, 2 gained, p = 0.04)", K8C2, 4096),
+    *_routers_after_claims("after 280 steps the K = 8 routers\n    answer 12 (10 lost, 2 "
+                           "gained, p = 0.04)", (K8, K8C, K8C2), 4096),
     ("the window plus sinks at their share (window\n    1,138)", "1,138", PASSKEY_SUMMARY,
      lambda: _pk_pattern(f"sinks@{K8C2}", 4096)["window"], _thousands),
     *_passkey_claims("1,138) 13 (8 lost, 1 gained, p = 0.04)", f"sinks@{K8C2}", 4096),
-    ("1,138) 13 (8 lost, 1 gained, p = 0.04), 4 trials to 5 (McNemar p = 1.00)", "4", TRIALS,
-     lambda: _discordant(K8C2, f"sinks@{K8C2}", 4096)[0], str),
-    ("1,138) 13 (8 lost, 1 gained, p = 0.04), 4 trials to 5 (McNemar p = 1.00)", "5", TRIALS,
-     lambda: _discordant(K8C2, f"sinks@{K8C2}", 4096)[1], str),
-    ("1,138) 13 (8 lost, 1 gained, p = 0.04), 4 trials to 5 (McNemar p = 1.00)", "1.00",
-     VERDICT, lambda: _verdict_row(K8C2)["passkey_4k_vs_window_p"], _fixed(2)),
+    *_discordant_claims("1,138) 13 (8 lost, 1 gained, p = 0.04), 4 trials to 5 (McNemar p = "
+                        "1.00)", K8C2, 4096),
     ("its passkeys are below (\"after 280 steps\")", "280", OP,
      lambda: _steps(K8, K8C, K8C2), str),
     ("window at this share (5,033 tokens) answers 15", "5,033", PASSKEY_SUMMARY,
@@ -1356,11 +1382,8 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      str),
     ("the routers against them 10 to 7, McNemar\n    p = 0.45", "0.45", VERDICT,
      lambda: _verdict_row(K16C)["passkey_4k_vs_random_p"], _fixed(2)),
-    ("after 200 steps the K = 4\n    routers answer 23 (0 lost, 3 gained, p = 0.25)", "200", OP,
-     lambda: _steps(K4, K4C, K4C2), str),
-    ("after 200 steps the K = 4\n    routers answer 23 (0 lost, 3 gained, p = 0.25)", "4", OP,
-     lambda: _op(K4C2, "K"), str),
-    *_passkey_claims("routers answer 23 (0 lost, 3 gained, p = 0.25)", K4C2, 4096),
+    *_routers_after_claims("after 200 steps the K = 4\n    routers answer 23 (0 lost, 3 gained, "
+                           "p = 0.25)", (K4, K4C, K4C2), 4096),
     *_passkey_claims("(window 2,529) 16 (5 lost, 1 gained, p = 0.22)", f"sinks@{K4C2}", 4096),
     ("(window 2,529) 16 (5 lost, 1 gained, p = 0.22)", "2,529", PASSKEY_SUMMARY,
      lambda: _pk_pattern(f"sinks@{K4C2}", 4096)["window"], _thousands),

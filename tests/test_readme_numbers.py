@@ -363,7 +363,7 @@ def _discordant_claims(phrase: str, focus: str, length: int, p_digits: int = 2
     """The claims of a phrase ``'A trials to B ... p = P'``: the trials ``focus`` answers and
     its window plus sinks (``sinks@focus``) misses at ``length``, the reverse, and the
     verdict's McNemar p-value between them."""
-    match = re.search(r"(\d+) trials? to (\d+).*?p = (\d\.\d+)", phrase, re.S)
+    match = re.search(r"(\d+) trials? to (\d+).*?p =\s+(\d\.\d+)", phrase, re.S)
     assert match, phrase
     a, b, p = match.groups()
     tag = "8k" if length > 4096 else f"{length // 1024}k"
@@ -1327,6 +1327,14 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     ("also within 5 points: the other", "5", VERDICT,
      lambda: _load(VERDICT)["meta"]["target"]["passkey_points"]
      if _verdict_row(K8C2)["passkey_check"] == "met" else None, _fixed(0)),
+    ("window plus sinks at its share, window 2,230, answers\n", "2,230", PASSKEY_SUMMARY,
+     lambda: _pk_pattern(f"sinks@{K8C2}", 8186)["window"], _thousands),
+    *_passkey_claims("10 (10 lost, 1 gained, p = 0.01); the routers against it", f"sinks@{K8C2}",
+                     8186),
+    *_discordant_claims("the routers against it 9 trials to 2 (McNemar p =\n    0.07)", K8C2,
+                        8186),
+    ("0.07), not distinguishable at 50 trials); their quality", "50", TRIALS,
+     lambda: _verdict_row(K8C2)["passkey_8k_n"], str),
     ("their quality (+8.9% out of domain) and speed miss the target", "+8.9", OP,
      lambda: _op(K8C2, "ood_delta_pct") if _verdict_row(K8C2)["quality_check"] == "missed"
      else None, _signed(1)),

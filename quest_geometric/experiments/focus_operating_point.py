@@ -137,11 +137,23 @@ CONFIGS: Dict[str, Dict[str, Any]] = {
     # the grid's window 256 at K = 8 (4 sinks, from scratch, as the K = 16 corner)
     "K8_top2_w256_distill_s4": {"kind": "trained", "K": 8, "top_k": 2, "window": 256,
                                 "objective": "distill", "num_sinks": 4, "steps": 80},
+    # a fourth continuation of K = 8 top-2 (80 more steps from the 280-step routers, chosen
+    # on validation; revisit there -0.0070 +- 0.0016: still learning), for the plateau
+    "K8_top2_w64_distill_s4_c360": {"kind": "trained", "K": 8, "top_k": 2, "window": 64,
+                                    "objective": "distill", "num_sinks": 4, "steps": 80,
+                                    "init_from": "routers_K8_top2_w64_distill_s4_c280"},
+    # the grid's two missing corners: window 256 at K = 4, and the 'lm' objective at the
+    # K = 16 window-256 corner (4 sinks, 80 steps from scratch, as the rows they pair with)
+    "K4_top2_w256_distill_s4": {"kind": "trained", "K": 4, "top_k": 2, "window": 256,
+                                "objective": "distill", "num_sinks": 4, "steps": 80},
+    "K16_top2_w256_lm_s4": {"kind": "trained", "K": 16, "top_k": 2, "window": 256,
+                            "objective": "lm", "num_sinks": 4, "steps": 80},
     "K8_top2_w64_random": {"kind": "random", "K": 8, "top_k": 2, "window": 64},
     "K8_top1_w64_random": {"kind": "random", "K": 8, "top_k": 1, "window": 64},
     "K4_top2_w64_random": {"kind": "random", "K": 4, "top_k": 2, "window": 64},
     "K16_top2_w256_random": {"kind": "random", "K": 16, "top_k": 2, "window": 256},
     "K8_top2_w256_random": {"kind": "random", "K": 8, "top_k": 2, "window": 256},
+    "K4_top2_w256_random": {"kind": "random", "K": 4, "top_k": 2, "window": 256},
 }
 
 #: Attention sinks of the ``sinks@NAME`` baseline (StreamingLLM keeps 4).

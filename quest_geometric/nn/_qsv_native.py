@@ -28,6 +28,10 @@ hold both equal in values and gradients, float32 and float64):
   :math:`\nabla x_j = \sum_{i \to j} \alpha_{ij} G_i` (over the transposed pattern),
   :math:`\nabla q_i = \sum_j s_h \bar g_{ij} q_j`, :math:`\nabla q_j = \sum_{i}
   s_h \bar g_{ij} q_i` and :math:`\nabla s_h = \sum_{ij} \bar g_{ij} \langle q_i, q_j\rangle`.
+- :func:`attend_rotate`: :func:`attend` with the layer's output rotation
+  (:math:`R_i^{\top}`) and bias applied to each row as it is finished, still in the cache,
+  instead of a second pass over the output; forward only (the layer calls it when no
+  gradient is needed).
 
 Threads: built with OpenMP (where the compiler has it), the kernels split their rows over
 the OpenMP pool that torch itself uses (the library's ``libgomp.so.1`` resolves to torch's
@@ -61,7 +65,8 @@ __all__ = [
     "qsv_native_available", "qsv_native_status", "qsv_native_enabled",
     "set_qsv_native_enabled", "supports",
     "rotate", "rotate_reference", "rotation_matrix", "rotation_matrix_reference", "attend",
-    "attend_reference", "attend_edge_flops", "attend_backward_edge_flops", "SOURCE",
+    "attend_reference", "attend_rotate", "attend_rotate_reference", "attend_edge_flops",
+    "attend_backward_edge_flops", "SOURCE",
     "ENV_SWITCH",
 ]
 
@@ -69,7 +74,7 @@ __all__ = [
 SOURCE = Path(__file__).with_name("csrc") / "qsv_kernels.c"
 #: ``QUEST_GEOMETRIC_NATIVE=0`` turns the native kernels off.
 ENV_SWITCH = "QUEST_GEOMETRIC_NATIVE"
-_VERSION = 7  # qsv_kernels_version() of the source this module speaks to
+_VERSION = 8  # qsv_kernels_version() of the source this module speaks to
 _FLAGS = ("-O3", "-march=native", "-fopenmp-simd", "-shared", "-fPIC", "-pthread")
 #: Tried first: the kernels' threads from the OpenMP pool that torch has loaded (its
 #: ``libgomp.so.1``, which the library's own reference to that name resolves to), so they
@@ -162,9 +167,10 @@ def _declare(lib: ctypes.CDLL) -> None:
         getattr(lib, f"qsv_rotation_matrix_{suffix}").argtypes = [p, p, p, i64, i32]
         getattr(lib, f"qsv_rotate_backward_{suffix}").argtypes = [p] * 5 + [i64, i64, i32, i32]
         getattr(lib, f"qsv_attend_{suffix}").argtypes = [p] * 7 + [i64] * 4 + [i32]
+        getattr(lib, f"qsv_attend_rotate_{suffix}").argtypes = [p] * 9 + [i64] * 4 + [i32]
         getattr(lib, f"qsv_attend_backward_{suffix}").argtypes = [p] * 11 + [i64] * 4 + [i32]
         getattr(lib, f"qsv_transposed_sum_{suffix}").argtypes = [p] * 9 + [i64, i64, i32]
-        for name in ("rotate", "rotation_matrix", "rotate_backward", "attend",
+        for name in ("rotate", "rotation_matrix", "rotate_backward", "attend", "attend_rotate",
                      "attend_backward", "transposed_sum"):
             getattr(lib, f"qsv_{name}_{suffix}").restype = None
 
@@ -543,6 +549,72 @@ def attend(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
     return _attend_op(q_src, q_dst, scale, xs, src.long(), k, crow_t, col_t, gather)
 
 
+# --------------------------------------------------------------------------- attend_rotate
+def attend_rotate_reference(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor,
+                            src: Tensor, k: int, rot: Tensor, bias: Optional[Tensor] = None
+                            ) -> tuple[Tensor, Tensor]:
+    r"""The plain PyTorch form of :func:`attend_rotate`: :func:`attend_reference`, then
+    :func:`rotate_reference` with :math:`R^{\top}` and the bias."""
+    out, alpha = attend_reference(q_src, q_dst, scale, xs, src, k)
+    Nd, H, C = out.shape
+    y = rotate_reference(rot.reshape(Nd, H, 3, 3), out.reshape(Nd, H, C // 4, 4), True)
+    if bias is not None:
+        y = y + bias.reshape(H, C // 4, 4)
+    return y.reshape(Nd, H, C), alpha
+
+
+@torch.library.custom_op("quest_geometric::qsv_attend_rotate", mutates_args=())
+def _attend_rotate_op(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
+                      k: int, rot: Tensor, bias: Optional[Tensor]) -> tuple[Tensor, Tensor]:
+    q_src, q_dst, scale, xs, rot = (t.contiguous() for t in (q_src, q_dst, scale, xs, rot))
+    src = src.contiguous()
+    bias = None if bias is None else bias.contiguous()
+    Nd, H, C = q_dst.size(0), q_dst.size(1), xs.size(-1)
+    out = xs.new_empty(Nd, H, C)
+    alpha = xs.new_empty(Nd, H, k)
+    _fn("attend_rotate", xs.dtype)(_ptr(q_src), _ptr(q_dst), _ptr(scale), _ptr(xs),
+                                   _ptr(src), _ptr(rot), _ptr(bias), _ptr(out), _ptr(alpha),
+                                   Nd, H, k, C, _threads(Nd * H * (k * (C + 4) + 3 * C)))
+    return out, alpha
+
+
+@_attend_rotate_op.register_fake
+def _(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor, k: int,
+      rot: Tensor, bias: Optional[Tensor]) -> tuple[Tensor, Tensor]:
+    Nd, H = q_dst.size(0), q_dst.size(1)
+    torch._check(src.numel() == Nd * k)
+    torch._check(rot.numel() == Nd * H * 9)
+    return xs.new_empty(Nd, H, xs.size(-1)), xs.new_empty(Nd, H, k)
+
+
+def attend_rotate(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
+                  k: int, rot: Tensor, bias: Optional[Tensor] = None
+                  ) -> tuple[Tensor, Tensor]:
+    r""":func:`attend` with the layer's output rotation and bias in the same pass:
+
+    .. math::
+        y_i^{(h)} = \bigl(u_0,\; R_i^{(h)\top} \mathbf{u}_v\bigr) + b^{(h)}
+        \quad \text{per quaternion of} \quad u = \sum_j \alpha_{ij}^{(h)} x_j^{(h)},
+
+    each row rotated while it is still in the cache, instead of a second pass over
+    ``[N_dst, H, C]`` (:func:`rotate` with ``transpose=True``).  **Forward only**: it has no
+    autograd formula, so :class:`~quest_geometric.nn.QSVConv` calls it only when no
+    gradient is needed (inference, :func:`torch.no_grad`); with gradients the layer keeps
+    :func:`attend` and :func:`rotate`, whose backward passes are tested.
+
+    Args:
+        q_src, q_dst, scale, xs, src, k: as for :func:`attend`.
+        rot (torch.Tensor): The targets' rotation matrices ``[N_dst, H, 3, 3]``.
+        bias (torch.Tensor, optional): ``[H, C // 4, 4]`` (or any shape of ``H * C``
+            entries in that order), added to the rotated rows.
+
+    Returns:
+        ``(y [N_dst, H, C], alpha [N_dst, H, k])``.  The caller checks :func:`supports`
+        and the shapes (``C`` a multiple of 4).
+    """
+    return _attend_rotate_op(q_src, q_dst, scale, xs, src.long(), k, rot, bias)
+
+
 # --------------------------------------------------------------------------- FLOP formulas
 # torch's FlopCounterMode counts an operator only where a formula is registered for it, so
 # without these the kernels' work would vanish from every count (a multiply-add counts 2, as
@@ -589,6 +661,13 @@ def _attend_flops(q_src: Any, q_dst: Any, scale: Any, xs: Any, src: Any, k: int,
     return attend_edge_flops(int(q_dst[0]) * int(k) * int(q_dst[1]), int(xs[-1]))
 
 
+def _attend_rotate_flops(q_src: Any, q_dst: Any, scale: Any, xs: Any, src: Any, k: int,
+                        rot: Any, bias: Any, *, out_shape: Any = None) -> int:
+    """The attention's FLOPs and the output rotation's (:func:`_rotate_flops`)."""
+    Nd, H, C = int(q_dst[0]), int(q_dst[1]), int(xs[-1])
+    return attend_edge_flops(Nd * int(k) * H, C) + _rotate_flops(rot, (Nd, H, C // 4, 4), True)
+
+
 def _attend_backward_flops(grad: Any, grad_alpha: Any, alpha: Any, q_src: Any, q_dst: Any,
                            scale: Any, xs: Any, src: Any, k: int, crow_t: Any, col_t: Any,
                            gather: Any, need_q_src: bool, need_xs: bool, *,
@@ -604,6 +683,7 @@ def _register_flop_formulas() -> None:
     for packet, formula in ((ops.qsv_rotate, _rotate_flops),
                             (ops.qsv_rotate_backward, _rotate_backward_flops),
                             (ops.qsv_attend, _attend_flops),
+                            (ops.qsv_attend_rotate, _attend_rotate_flops),
                             (ops.qsv_attend_backward, _attend_backward_flops)):
         if packet not in flop_registry:  # a re-imported module registers once
             register_flop_formula(packet)(formula)

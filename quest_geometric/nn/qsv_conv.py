@@ -725,6 +725,7 @@ class QSVConv(MessagePassing):
             rot_dst = _rotation_matrix(q_dst) if bipartite else rot_src
         xs = xs.reshape(Ns, H, C)
 
+        rotated = False  # whether the attention kernel already rotated back and added the bias
         if run_time_choice and self._native_applies(coo, xs, q_src, q_dst):
             # the layout found inside one custom operator: no torch.cond, whose backward
             # would run the branch's forward again
@@ -740,13 +741,20 @@ class QSVConv(MessagePassing):
                 (coo, xs, q_src, q_dst))
         elif use_dense:
             mask = self._dense_mask(coo.size(1))
-            out, alpha = self._dense_path(info, coo, xs, q_src, q_dst, mask, compiling)
+            if (rot_dst is not None and mask is None
+                    and self._epilogue_applies(coo, xs, q_src, q_dst, rot_dst)):
+                # inference: the output rotation and bias in the attention kernel's pass
+                out, alpha = self._dense_native(info, coo, xs, q_src, q_dst,
+                                                coo.size(1) // Nd, compiling, rot_dst)
+                rotated = True
+            else:
+                out, alpha = self._dense_path(info, coo, xs, q_src, q_dst, mask, compiling)
         else:
             out, alpha = self._scatter_path(coo, xs, q_src, q_dst)
 
         out = out.view(Nd, H, m, 4)
-        bias = self.bias
-        if rot_dst is not None:
+        bias = None if rotated else self.bias
+        if rot_dst is not None and not rotated:
             if bias is not None and native.supports(rot_dst, out, bias):
                 # the kernel adds the bias as it writes the rotated rows: one pass, not two
                 out, bias = native.rotate(rot_dst, out, True, bias.view(H, m, 4)), None
@@ -860,15 +868,35 @@ class QSVConv(MessagePassing):
         tau = self.temperature if isinstance(self.temperature, float) else 1.0
         return xs.new_full((self.heads,), tau)
 
+    def _epilogue_applies(self, coo: Tensor, xs: Tensor, q_src: Tensor, q_dst: Tensor,
+                          rot_dst: Tensor) -> bool:
+        """Whether the dense native kernel may also apply the output rotation and bias
+        (:func:`~quest_geometric.nn._qsv_native.attend_rotate`, which has no backward): the
+        native kernel applies and no gradient is needed (inference)."""
+        params = [t for t in (self.scale, self.bias) if t is not None]
+        if not (self.fused and self._native_applies(coo, xs, q_src, q_dst)
+                and native.supports(xs, rot_dst, *params)):
+            return False
+        return not (torch.is_grad_enabled() and any(
+            t.requires_grad for t in (xs, q_src, q_dst, rot_dst, *params)))
+
     def _dense_native(self, info: GraphInfo, edge_index: Tensor, xs: Tensor, q_src: Tensor,
-                      q_dst: Tensor, k: int, compiling: bool) -> Tuple[Tensor, Tensor]:
+                      q_dst: Tensor, k: int, compiling: bool, rot_dst: Optional[Tensor] = None
+                      ) -> Tuple[Tensor, Tensor]:
         """The dense path as one native kernel (logits, softmax and weighted sum in one pass
         over the neighbours, :func:`~quest_geometric.nn._qsv_native.attend`); the backward
         sums over the transposed pattern the layer caches per graph (eagerly; under
         :func:`torch.compile` the kernel finds it in
-        :data:`~quest_geometric.nn._qsv_csr.TRANSPOSES`)."""
+        :data:`~quest_geometric.nn._qsv_csr.TRANSPOSES`).  With ``rot_dst`` (inference
+        only, :meth:`_epilogue_applies`) the kernel also rotates each finished row back and
+        adds the bias (:func:`~quest_geometric.nn._qsv_native.attend_rotate`)."""
         H = self.heads
         scale = self._scale_vector(xs)
+        if rot_dst is not None:
+            bias = None if self.bias is None else self.bias.view(H, -1)
+            out, alpha = native.attend_rotate(q_src.reshape(-1, H, 4), q_dst.reshape(-1, H, 4),
+                                              scale, xs, edge_index[0], k, rot_dst, bias)
+            return out, _edge_order(alpha)
         transposed = None
         if not compiling and torch.is_grad_enabled() and (
                 xs.requires_grad or q_src.requires_grad or q_dst.requires_grad

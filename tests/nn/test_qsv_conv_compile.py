@@ -297,6 +297,15 @@ def test_compiled_fused_path_without_grad_matches_eager():
     compiled = torch.compile(conv, fullgraph=True, backend=BACKEND)
     with torch.no_grad():
         torch.testing.assert_close(compiled(x, ei, dense=True), conv(x, ei, dense=True))
+    if _qsv_native.qsv_native_available():
+        # without gradients the output rotation runs in the attention kernel's epilogue
+        torch._dynamo.reset()
+        with torch.no_grad():
+            explanation = torch._dynamo.explain(conv)(x, ei, dense=True)
+        code = "".join(gm.code for gm in explanation.graphs)
+        assert explanation.graph_break_count == 0
+        assert "quest_geometric.qsv_attend_rotate" in code
+        assert code.count("quest_geometric.qsv_rotate") == 1  # the sources' rotation only
 
 
 @pytest.mark.slow

@@ -287,6 +287,69 @@ def test_attend_gradcheck_and_opcheck():
     torch.library.opcheck(native._attend_op, (*leaves, src, k, None, None, None))
 
 
+# ----------------------------------------------------------------------------- attend_rotate
+def rotate_inputs(dtype, heads, n_dst=9, channels=12, seed=2):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.nn.functional.normalize(torch.randn(n_dst, heads, 4, generator=g, dtype=dtype),
+                                      dim=-1)
+    rot = native.rotation_matrix_reference(q)
+    bias = torch.randn(heads, channels // 4, 4, generator=g, dtype=dtype)
+    return rot, bias
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("heads", [1, 3])
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_attend_rotate_equals_reference_and_the_two_kernels(dtype, heads, with_bias):
+    """The fused epilogue against the plain reference (gather, softmax, batched rotation,
+    bias) and against the two kernels it replaces (attend, then rotate with R^T)."""
+    q_src, q_dst, scale, xs, src, k = attend_inputs(dtype, heads=heads)
+    rot, bias = rotate_inputs(dtype, heads)
+    bias = bias if with_bias else None
+    y, alpha = native.attend_rotate(q_src, q_dst, scale, xs, src, k, rot, bias)
+    y_ref, alpha_ref = native.attend_rotate_reference(q_src, q_dst, scale, xs, src, k, rot,
+                                                      bias)
+    out, _ = native.attend(q_src, q_dst, scale, xs, src, k)
+    y_two = native.rotate(rot, out.view(*out.shape[:2], -1, 4), True, bias).view_as(out)
+    for expected in (y_ref, y_two):
+        torch.testing.assert_close(y, expected, **TOL[dtype])
+    torch.testing.assert_close(alpha, alpha_ref, **TOL[dtype])
+
+
+def test_attend_rotate_by_hand():
+    """One target attending to one source (weight 1): the source's two quaternions come back
+    rotated by R^T, R the quarter turn about z ((1, 0, 0) -> (0, 1, 0)), plus the bias."""
+    q = torch.tensor([[[1.0, 0.0, 0.0, 0.0]]], dtype=torch.float64)
+    xs = torch.tensor([[[5.0, 1.0, 0.0, 0.0, -1.0, 0.0, 2.0, 3.0]]], dtype=torch.float64)
+    rot = torch.tensor([[[[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]]],
+                       dtype=torch.float64)
+    bias = torch.arange(8, dtype=torch.float64).view(1, 2, 4)
+    y, alpha = native.attend_rotate(q, q, torch.ones(1, dtype=torch.float64), xs,
+                                    torch.tensor([0]), 1, rot, bias)
+    # R^T (1, 0, 0) = (0, -1, 0); R^T (0, 2, 3) = (2, 0, 3)
+    expected = torch.tensor([5.0, 0.0, -1.0, 0.0, -1.0, 2.0, 0.0, 3.0], dtype=torch.float64)
+    torch.testing.assert_close(y.view(-1), expected + bias.view(-1))
+    assert alpha.item() == 1.0
+
+
+def test_attend_rotate_opcheck_and_flops():
+    """The operator's fake implementation and schema (``opcheck``, without gradients: it has
+    no backward), and its FLOP count: the attention's plus the rotation's, as the two
+    kernels it replaces are counted."""
+    q_src, q_dst, scale, xs, src, k = attend_inputs(torch.float64, heads=2)
+    rot, bias = rotate_inputs(torch.float64, 2)
+    for b in (bias, None):
+        torch.library.opcheck(native._attend_rotate_op, (q_src, q_dst, scale, xs, src, k, rot,
+                                                         b))
+    fused = _flops(lambda: native.attend_rotate(q_src, q_dst, scale, xs, src, k, rot, bias))
+
+    def two():
+        out, _ = native.attend(q_src, q_dst, scale, xs, src, k)
+        return native.rotate(rot, out.view(*out.shape[:2], -1, 4), True, bias)
+
+    assert fused == _flops(two) == 9 * 4 * 2 * (8 + 2 * 12) + 18 * 9 * 2 * 3
+
+
 def test_attend_backward_finds_the_transpose_in_the_cache():
     q_src, q_dst, scale, xs, src, k = attend_inputs(torch.float64)
     xs.requires_grad_()
@@ -365,6 +428,7 @@ MODES = [
     dict(heads=2, temperature="learned"),
     dict(heads=2, temperature=3.0),
     dict(heads=2, transport=False),
+    dict(heads=1, bias=False),
 ]
 
 
@@ -402,6 +466,40 @@ def test_layer_with_kernels_equals_layer_without(mode, dtype, monkeypatch):
         assert fused == []  # no rotation without transport: the bias stays a plain addition
     for a, b in zip(*results):
         torch.testing.assert_close(a, b, **TOL[dtype])
+
+
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: "-".join(map(str, m.values())))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_layer_without_grad_rotates_in_the_attention_kernel(mode, dtype, monkeypatch):
+    """Inference (no gradient needed) takes the fused epilogue where the layer transports,
+    and gives what the training path (two kernels) and the kernels-off path give; with
+    gradients, or without transport, the epilogue is not used."""
+    n = 16
+    ei = knn_edges(n, 5)
+    conv = make_qsv_conv(**mode).to(dtype)
+    x = torch.randn(n, 16, dtype=dtype)
+    calls = []
+    attend_rotate = native.attend_rotate
+    monkeypatch.setattr(native, "attend_rotate",
+                        lambda *a: calls.append(a[-1] is not None) or attend_rotate(*a))
+    with torch.no_grad():
+        fast, (_, alpha_fast) = conv(x, ei, dense=True, return_attention_weights=True)
+    assert calls == ([conv.bias is not None] if conv.transport else [])
+    trained, (_, alpha) = conv(x, ei, dense=True, return_attention_weights=True)
+    assert len(calls) == (1 if conv.transport else 0)  # not with gradients
+    previous = native.set_qsv_native_enabled(False)
+    try:
+        with torch.no_grad():
+            plain = conv(x, ei, dense=True)
+    finally:
+        native.set_qsv_native_enabled(previous)
+    for expected in (trained, plain):
+        torch.testing.assert_close(fast, expected, **TOL[dtype])
+    torch.testing.assert_close(alpha_fast, alpha, **TOL[dtype])
+    # an input that needs a gradient keeps the differentiable path even with frozen weights
+    conv.requires_grad_(False)
+    conv(x.clone().requires_grad_(), ei, dense=True)
+    assert len(calls) == (1 if conv.transport else 0)
 
 
 @pytest.mark.parametrize("case", ["uniform", "dropout", "float16", "fused_off"])

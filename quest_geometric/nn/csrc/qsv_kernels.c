@@ -192,6 +192,40 @@ static inline void wsum_##SUFFIX(T *restrict o, const T *restrict w,            
     }                                                                                         \
 }                                                                                             \
                                                                                               \
+/* One row of m quaternions: y_g = P x_g (+ b_g), P = diag(1, M), M = R or R^T, as the sum  \
+ * of P's four columns scaled by x_g's four entries (4-wide vectors: four multiply-adds per \
+ * quaternion instead of nine scalar ones and three shuffles of scalars). y may be x. */     \
+typedef T vec4_##SUFFIX __attribute__((vector_size(4 * sizeof(T))));                         \
+static inline void rotate_row_##SUFFIX(const T *R, int transpose, const T *x, T *y,         \
+                                       const T *b, int64_t m) {                              \
+    vec4_##SUFFIX c1, c2, c3;                                                                 \
+    if (transpose) {  /* column b of R^T is row b of R */                                     \
+        c1 = (vec4_##SUFFIX){0, R[0], R[1], R[2]};                                            \
+        c2 = (vec4_##SUFFIX){0, R[3], R[4], R[5]};                                            \
+        c3 = (vec4_##SUFFIX){0, R[6], R[7], R[8]};                                            \
+    } else {                                                                                  \
+        c1 = (vec4_##SUFFIX){0, R[0], R[3], R[6]};                                            \
+        c2 = (vec4_##SUFFIX){0, R[1], R[4], R[7]};                                            \
+        c3 = (vec4_##SUFFIX){0, R[2], R[5], R[8]};                                            \
+    }                                                                                         \
+    const vec4_##SUFFIX c0 = {1, 0, 0, 0};                                                    \
+    if (b) {                                                                                  \
+        for (int64_t g = 0; g < m; g++) {                                                     \
+            const T x0 = x[4 * g], x1 = x[4 * g + 1], x2 = x[4 * g + 2], x3 = x[4 * g + 3];   \
+            vec4_##SUFFIX bv;                                                                 \
+            memcpy(&bv, b + 4 * g, sizeof bv);                                                \
+            const vec4_##SUFFIX v = bv + c0 * x0 + c1 * x1 + c2 * x2 + c3 * x3;               \
+            memcpy(y + 4 * g, &v, sizeof v);                                                  \
+        }                                                                                     \
+    } else {                                                                                  \
+        for (int64_t g = 0; g < m; g++) {                                                     \
+            const T x0 = x[4 * g], x1 = x[4 * g + 1], x2 = x[4 * g + 2], x3 = x[4 * g + 3];   \
+            const vec4_##SUFFIX v = c0 * x0 + c1 * x1 + c2 * x2 + c3 * x3;                    \
+            memcpy(y + 4 * g, &v, sizeof v);                                                  \
+        }                                                                                     \
+    }                                                                                         \
+}                                                                                             \
+                                                                                              \
 /* y = (x_0, M x_v) + b per quaternion, M = R (transpose == 0) or R^T (transpose != 0), b  \
  * the bias [H, m, 4] of row r's head r % H (none when bias is NULL). */                      \
 typedef struct {                                                                              \
@@ -200,27 +234,10 @@ typedef struct {                                                                
                                                                                               \
 static void rotate_rows_##SUFFIX(const void *p, int64_t begin, int64_t end) {                \
     const rotate_ctx_##SUFFIX *c = (const rotate_ctx_##SUFFIX *)p;                            \
-    for (int64_t r = begin; r < end; r++) {                                                   \
-        const T *R = c->rot + 9 * r;                                                          \
-        T M[9];                                                                               \
-        for (int a = 0; a < 3; a++)                                                           \
-            for (int b = 0; b < 3; b++)                                                       \
-                M[3 * a + b] = c->transpose ? R[3 * b + a] : R[3 * a + b];                    \
-        const T *restrict x = c->x + 4 * c->m * r;                                            \
-        T *restrict y = c->y + 4 * c->m * r;                                                  \
-        for (int64_t g = 0; g < c->m; g++, x += 4, y += 4) {                                  \
-            T x1 = x[1], x2 = x[2], x3 = x[3];                                                \
-            y[0] = x[0];                                                                      \
-            y[1] = M[0] * x1 + M[1] * x2 + M[2] * x3;                                         \
-            y[2] = M[3] * x1 + M[4] * x2 + M[5] * x3;                                         \
-            y[3] = M[6] * x1 + M[7] * x2 + M[8] * x3;                                         \
-        }                                                                                     \
-        if (c->bias) {  /* on the row just written, still in L1 */                            \
-            const T *restrict b = c->bias + 4 * c->m * (r % c->H);                            \
-            y = c->y + 4 * c->m * r;                                                          \
-            for (int64_t f = 0; f < 4 * c->m; f++) y[f] += b[f];                              \
-        }                                                                                     \
-    }                                                                                         \
+    for (int64_t r = begin; r < end; r++)                                                     \
+        rotate_row_##SUFFIX(c->rot + 9 * r, c->transpose, c->x + 4 * c->m * r,                \
+                            c->y + 4 * c->m * r,                                              \
+                            c->bias ? c->bias + 4 * c->m * (r % c->H) : NULL, c->m);          \
 }                                                                                             \
                                                                                               \
 void qsv_rotate_##SUFFIX(const T *rot, const T *x, const T *bias, T *y, int64_t rows,        \
@@ -316,7 +333,7 @@ void qsv_rotate_backward_##SUFFIX(const T *rot, const T *x, const T *gy, T *grot
  * out_ih = sum_j alpha_j xs_{src_ij} h. */                                                   \
 typedef struct {                                                                              \
     const T *qs, *qd, *scale, *xs; const int64_t *src; T *out, *alpha;                        \
-    int64_t H, k, C;                                                                          \
+    int64_t H, k, C; const T *rot, *bias;                                                     \
 } attend_ctx_##SUFFIX;                                                                        \
                                                                                               \
 static void attend_rows_##SUFFIX(const void *p, int64_t begin, int64_t end) {                \
@@ -347,6 +364,11 @@ static void attend_rows_##SUFFIX(const void *p, int64_t begin, int64_t end) {   
                     for (int64_t f = 0; f < C; f++) o[f] += part[f];                          \
                 }                                                                             \
             }                                                                                 \
+            if (c->rot) {  /* the epilogue: o <- (o_0, R^T o_v) + b on the row in L1 */       \
+                T *y = c->out + (i * H + h) * C;                                              \
+                rotate_row_##SUFFIX(c->rot + 9 * (i * H + h), 1, y, y,                        \
+                                    c->bias ? c->bias + h * C : NULL, C / 4);                 \
+            }                                                                                 \
         }                                                                                     \
     }                                                                                         \
 }                                                                                             \
@@ -354,7 +376,18 @@ static void attend_rows_##SUFFIX(const void *p, int64_t begin, int64_t end) {   
 void qsv_attend_##SUFFIX(const T *qs, const T *qd, const T *scale, const T *xs,             \
                          const int64_t *src, T *out, T *alpha, int64_t num_dst, int64_t H,    \
                          int64_t k, int64_t C, int threads) {                                 \
-    attend_ctx_##SUFFIX c = {qs, qd, scale, xs, src, out, alpha, H, k, C};                    \
+    attend_ctx_##SUFFIX c = {qs, qd, scale, xs, src, out, alpha, H, k, C, NULL, NULL};        \
+    parallel_for(num_dst, threads, attend_rows_##SUFFIX, &c);                                 \
+}                                                                                             \
+                                                                                              \
+/* qsv_attend followed by the layer's output rotation in the same pass: each finished row   \
+ * y_ih (C = 4 m channels) becomes (y_0, R_ih^T y_v) per quaternion, plus the bias [H, C]   \
+ * of head h where bias is not NULL (rot [num_dst * H, 9]). */                               \
+void qsv_attend_rotate_##SUFFIX(const T *qs, const T *qd, const T *scale, const T *xs,      \
+                                const int64_t *src, const T *rot, const T *bias, T *out,     \
+                                T *alpha, int64_t num_dst, int64_t H, int64_t k, int64_t C,  \
+                                int threads) {                                                \
+    attend_ctx_##SUFFIX c = {qs, qd, scale, xs, src, out, alpha, H, k, C, rot, bias};         \
     parallel_for(num_dst, threads, attend_rows_##SUFFIX, &c);                                 \
 }                                                                                             \
                                                                                               \
@@ -481,4 +514,4 @@ int qsv_kernels_openmp(void) {
 }
 
 /* The version of this file's interface; the loader checks it. */
-int qsv_kernels_version(void) { return 7; }
+int qsv_kernels_version(void) { return 8; }

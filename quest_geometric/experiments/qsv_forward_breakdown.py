@@ -8,7 +8,9 @@ dense layout, no autograd) into its operators with :mod:`torch.profiler` (self C
 operator, the mean over profiled calls) and divides each by the sparse product's time in
 the same process, so the table reads directly as "what each stage costs, in sparse
 products". Operators are grouped by name; ``'total'`` is the sum over the forward's
-operators.
+operators. A second table (:func:`epilogue_rows`) times, in paired rounds, the inference
+forward with the output rotation in the attention kernel's epilogue against the same layer
+on its training path's two kernels.
 
 Run ``python benchmarks/qsv_forward_breakdown.py`` (``--quick`` for a smoke test).
 """
@@ -96,6 +98,65 @@ def breakdown_rows(grids=GRIDS, threads=(1, 2), calls: int = 20,
     return rows
 
 
+def epilogue_rows(grids=GRIDS, threads=(1, 2), repeat: int = 15, calls: int = 10,
+                  k_by_grid: dict | None = None) -> list[dict]:
+    """The inference forward with the output rotation in the attention kernel's epilogue
+    (``'fused'``, what :class:`~quest_geometric.nn.QSVConv` runs without gradients) against
+    the same layer running the two kernels of its training path (``'separate'``: attention,
+    then a second pass rotating the output back), and one sparse product, timed in the same
+    shuffled rounds (``calls`` calls each per round).
+
+    Columns: ``points``, ``k``, ``threads``, ``fused_ms``, ``separate_ms``, ``spmm_ms``
+    (medians per call), ``speedup`` (paired median of time(separate) / time(fused)),
+    ``fused_in_spmm`` and ``separate_in_spmm`` (paired medians of time(forward) /
+    time(sparse product): the floor target needs <= 2), ``rounds``.
+    """
+    import copy
+
+    from quest_geometric.experiments.common import paired_ratio, time_interleaved
+    from quest_geometric.experiments.qsv_cuda import K_BY_GRID, floor_functions, grid_graph
+    from quest_geometric.nn.qsv_conv import QSVConv
+
+    k_by_grid = K_BY_GRID if k_by_grid is None else k_by_grid
+    rows: list[dict] = []
+    previous = torch.get_num_threads()
+    try:
+        for nlat, nlon in grids:
+            k = k_by_grid[(nlat, nlon)]
+            edge_index = grid_graph(nlat, nlon, k)
+            n = nlat * nlon
+            torch.manual_seed(0)
+            x = torch.randn(n, CHANNELS)
+            fused = QSVConv(CHANNELS, CHANNELS, heads=1)
+            separate = copy.deepcopy(fused)
+            separate._epilogue_applies = lambda *args: False  # the training path's kernels
+            spmm = floor_functions(edge_index, x)["spmm"]
+
+            def looped(fn):
+                def call():
+                    with torch.no_grad():
+                        for _ in range(calls):
+                            fn()
+                return call
+
+            fns = {"fused": looped(lambda: fused(x, edge_index, dense=True)),
+                   "separate": looped(lambda: separate(x, edge_index, dense=True)),
+                   "spmm": looped(spmm)}
+            for t in threads:
+                torch.set_num_threads(t)
+                timed = time_interleaved(fns, warmup=1, repeat=repeat, shuffle_seed=0)
+                rows.append({
+                    "points": n, "k": k, "threads": t,
+                    **{f"{name}_ms": 1e3 * timed[name]["median_s"] / calls for name in fns},
+                    "speedup": paired_ratio(timed, "separate", "fused"),
+                    "fused_in_spmm": paired_ratio(timed, "fused", "spmm"),
+                    "separate_in_spmm": paired_ratio(timed, "separate", "spmm"),
+                    "rounds": repeat})
+    finally:
+        torch.set_num_threads(previous)
+    return rows
+
+
 def run(quick: bool = False, out_dir: str | Path = "benchmarks/results", threads=(1, 2),
         machine: str | None = None, min_share: float = 0.01) -> dict[str, Any]:
     """Profile and write ``qsv_forward_breakdown[_quick].{csv,json,md}``; operators below
@@ -103,6 +164,10 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results", threads
     returned dict keeps them all."""
     note = machine if machine else ("not stated: timings may come from a shared machine "
                                     "and are then indicative only")
+    # the paired timing first, in a process the profiler has not run in yet (after the
+    # profiled calls the two-kernel forward at 64,800 points took 33 ms against 20 ms alone)
+    ep_rows = epilogue_rows(GRIDS[:1] if quick else GRIDS, threads, repeat=3 if quick else 15,
+                            calls=2 if quick else 10)
     rows = breakdown_rows(GRIDS[:1] if quick else GRIDS, threads, calls=3 if quick else 20)
     shown: list[dict] = []
     for key in dict.fromkeys((r["points"], r["threads"]) for r in rows):
@@ -132,8 +197,26 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results", threads
                f"call. Operators under {min_share:.0%} of the forward are summed as "
                f"`other`. Machine: {note}."))
     text = p["md"].read_text()
+    ep = write_results(
+        f"qsv_forward_epilogue{suffix}", ep_rows, out_dir,
+        meta={"threads_measured": list(threads), "quick": quick, "seed": 0, "heads": 1,
+              "channels": CHANNELS, "machine_note": note, "load_at_start": load_average()},
+        title="QSVConv's inference forward: the output rotation in the attention kernel",
+        columns=["points", "k", "threads", "fused_ms", "separate_ms", "spmm_ms", "speedup",
+                 "fused_in_spmm", "separate_in_spmm", "rounds"],
+        notes=("QSVConv (64 channels, one head) forward without autograd on the same graphs: "
+               "`fused` rotates each output row back (and adds the bias) in the attention "
+               "kernel's epilogue (`quest_geometric::qsv_attend_rotate`, what the layer runs "
+               "when no gradient is needed); `separate` is the same layer on its training "
+               "path's kernels (attention, then a second pass over the output); `spmm` one "
+               "sparse product over fixed weights on the pattern. Shuffled interleaved "
+               "rounds; `speedup` = paired median of time(separate) / time(fused); "
+               "`*_in_spmm` = paired medians of time(forward) / time(sparse product) (the "
+               f"floor target needs <= 2). Machine: {note}."))
+    text += "\n" + ep["md"].read_text()
     print(text)
-    return {"rows": rows, "shown": shown, "markdown": text, "paths": p}
+    return {"rows": rows, "shown": shown, "epilogue": ep_rows, "markdown": text,
+            "paths": p, "epilogue_paths": ep}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -33,7 +33,10 @@ def test_breakdown_rows_split_the_forward(native):
     # the operators are the layer's: its kernels where they run, the scatter path elsewhere
     names = {r["op"] for r in ops}
     if native:
-        assert {"quest_geometric::qsv_attend", "quest_geometric::qsv_rotate"} <= names
+        # without autograd: the output rotation inside the attention kernel (its epilogue),
+        # one rotation left (the sources')
+        assert {"quest_geometric::qsv_attend_rotate", "quest_geometric::qsv_rotate"} <= names
+        assert "quest_geometric::qsv_attend" not in names
     else:
         assert not any(n.startswith("quest_geometric::qsv_attend") for n in names)
     assert total["wall_ms"] > 0 and floor["wall_ms"] > 0
@@ -65,3 +68,51 @@ def test_run_writes_the_table_with_other(tmp_path, monkeypatch):
     assert other["ms"] == pytest.approx(0.04) and other["in_spmm"] == pytest.approx(0.04)
     md = (tmp_path / "qsv_forward_breakdown_quick.md").read_text()
     assert "Machine: idle." in md and "| other |" in md
+
+
+def test_epilogue_rows_pair_the_two_forwards():
+    """The fused and the separate forward are timed in the same rounds, and the ratios are
+    the paired medians of the rounds' times (recomputed here from a patched timer)."""
+    if not qsv_native_available():
+        pytest.skip("native kernels not built here")
+    rows = B.epilogue_rows(grids=((8, 16),), threads=(1,), repeat=3, calls=2,
+                           k_by_grid={(8, 16): 5})
+    (row,) = rows
+    assert (row["points"], row["k"], row["threads"], row["rounds"]) == (128, 5, 1, 3)
+    for key in ("fused_ms", "separate_ms", "spmm_ms", "speedup", "fused_in_spmm",
+                "separate_in_spmm"):
+        assert row[key] > 0 and math.isfinite(row[key])
+
+
+def test_epilogue_rows_compare_the_fused_and_the_two_kernel_paths(monkeypatch):
+    """'fused' runs the epilogue operator and 'separate' the attention kernel plus a second
+    rotation; the speed-up is time(separate) / time(fused) per round, not its inverse."""
+    if not qsv_native_available():
+        pytest.skip("native kernels not built here")
+    import quest_geometric.experiments.common as common
+    from quest_geometric.nn import _qsv_native as native
+
+    seen = []
+    for name in ("attend", "attend_rotate"):
+        real = getattr(native, name)
+        monkeypatch.setattr(native, name,
+                            lambda *a, _real=real, _name=name: seen.append(_name) or _real(*a))
+    costs = {"fused": 2.0, "separate": 3.0, "spmm": 1.0}
+    ops = {}
+
+    def fake_interleaved(fns, warmup, repeat, shuffle_seed):
+        out = {}
+        for name, fn in fns.items():
+            seen.clear()
+            fn()
+            ops[name] = list(seen)
+            out[name] = {"median_s": costs[name], "times": [costs[name]] * repeat}
+        return out
+
+    monkeypatch.setattr(common, "time_interleaved", fake_interleaved)
+    rows = B.epilogue_rows(grids=((8, 16),), threads=(1,), repeat=2, calls=1,
+                           k_by_grid={(8, 16): 5})
+    assert ops == {"fused": ["attend_rotate"], "separate": ["attend"], "spmm": []}
+    assert rows[0]["speedup"] == pytest.approx(1.5)
+    assert rows[0]["fused_in_spmm"] == pytest.approx(2.0)
+    assert rows[0]["separate_in_spmm"] == pytest.approx(3.0)

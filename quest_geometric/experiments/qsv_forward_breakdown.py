@@ -9,8 +9,8 @@ operator, the mean over profiled calls) and divides each by the sparse product's
 the same process, so the table reads directly as "what each stage costs, in sparse
 products". Operators are grouped by name; ``'total'`` is the sum over the forward's
 operators. A second table (:func:`epilogue_rows`) times, in paired rounds, the inference
-forward with the output rotation in the attention kernel's epilogue against the same layer
-on its training path's two kernels.
+forward (a fused prologue, and the output rotation in the attention kernel's epilogue)
+against the same layer on its training path's kernels.
 
 Run ``python benchmarks/qsv_forward_breakdown.py`` (``--quick`` for a smoke test).
 """
@@ -100,11 +100,13 @@ def breakdown_rows(grids=GRIDS, threads=(1, 2), calls: int = 20,
 
 def epilogue_rows(grids=GRIDS, threads=(1, 2), repeat: int = 15, calls: int = 10,
                   k_by_grid: dict | None = None) -> list[dict]:
-    """The inference forward with the output rotation in the attention kernel's epilogue
-    (``'fused'``, what :class:`~quest_geometric.nn.QSVConv` runs without gradients) against
-    the same layer running the two kernels of its training path (``'separate'``: attention,
-    then a second pass rotating the output back), and one sparse product, timed in the same
-    shuffled rounds (``calls`` calls each per round).
+    """The inference forward (``'fused'``, what :class:`~quest_geometric.nn.QSVConv` runs
+    without gradients: the prologue of :func:`~quest_geometric.nn._qsv_native.prepare`, then
+    the attention with the output rotation in its epilogue) against the same layer on the
+    kernels of its training path (``'separate'``: the quaternion map, the normalisation, the
+    rotation matrices, the sources' rotation, the attention, then a second pass rotating the
+    output back), and one sparse product, timed in the same shuffled rounds (``calls``
+    calls each per round).
 
     Columns: ``points``, ``k``, ``threads``, ``fused_ms``, ``separate_ms``, ``spmm_ms``
     (medians per call), ``speedup`` (paired median of time(separate) / time(fused)),
@@ -128,8 +130,9 @@ def epilogue_rows(grids=GRIDS, threads=(1, 2), repeat: int = 15, calls: int = 10
             torch.manual_seed(0)
             x = torch.randn(n, CHANNELS)
             fused = QSVConv(CHANNELS, CHANNELS, heads=1)
-            separate = copy.deepcopy(fused)
-            separate._epilogue_applies = lambda *args: False  # the training path's kernels
+            separate = copy.deepcopy(fused)  # on the training path's kernels:
+            separate._prologue_applies = lambda *args: False
+            separate._epilogue_applies = lambda *args: False
             spmm = floor_functions(edge_index, x)["spmm"]
 
             def looped(fn):
@@ -201,14 +204,17 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/results", threads
         f"qsv_forward_epilogue{suffix}", ep_rows, out_dir,
         meta={"threads_measured": list(threads), "quick": quick, "seed": 0, "heads": 1,
               "channels": CHANNELS, "machine_note": note, "load_at_start": load_average()},
-        title="QSVConv's inference forward: the output rotation in the attention kernel",
+        title="QSVConv's inference forward: the fused prologue and epilogue",
         columns=["points", "k", "threads", "fused_ms", "separate_ms", "spmm_ms", "speedup",
                  "fused_in_spmm", "separate_in_spmm", "rounds"],
         notes=("QSVConv (64 channels, one head) forward without autograd on the same graphs: "
-               "`fused` rotates each output row back (and adds the bias) in the attention "
-               "kernel's epilogue (`quest_geometric::qsv_attend_rotate`, what the layer runs "
-               "when no gradient is needed); `separate` is the same layer on its training "
-               "path's kernels (attention, then a second pass over the output); `spmm` one "
+               "`fused` is what the layer runs when no gradient is needed: one pass per node "
+               "for the quaternion map, the rotations and the sources' rotation "
+               "(`quest_geometric::qsv_prepare`), then the attention rotating each output "
+               "row back and adding the bias in its epilogue "
+               "(`quest_geometric::qsv_attend_rotate`); `separate` is the same layer on its "
+               "training path's kernels (a linear map, a normalisation, the matrices, a "
+               "rotation, the attention, a second rotation); `spmm` one "
                "sparse product over fixed weights on the pattern. Shuffled interleaved "
                "rounds; `speedup` = paired median of time(separate) / time(fused); "
                "`*_in_spmm` = paired medians of time(forward) / time(sparse product) (the "

@@ -32,6 +32,8 @@ hold both equal in values and gradients, float32 and float64):
   (:math:`R_i^{\top}`) and bias applied to each row as it is finished, still in the cache,
   instead of a second pass over the output; forward only (the layer calls it when no
   gradient is needed).
+- :func:`prepare`: the layer's prologue (the quaternion map, the normalisation, the rotation
+  matrices and the sources' rotation) in one pass over each node's features; forward only.
 
 Threads: built with OpenMP (where the compiler has it), the kernels split their rows over
 the OpenMP pool that torch itself uses (the library's ``libgomp.so.1`` resolves to torch's
@@ -66,7 +68,7 @@ __all__ = [
     "set_qsv_native_enabled", "supports",
     "rotate", "rotate_reference", "rotation_matrix", "rotation_matrix_reference", "attend",
     "attend_reference", "attend_rotate", "attend_rotate_reference", "attend_edge_flops",
-    "attend_backward_edge_flops", "SOURCE",
+    "attend_backward_edge_flops", "prepare", "prepare_reference", "NORMALIZE_EPS", "SOURCE",
     "ENV_SWITCH",
 ]
 
@@ -74,7 +76,7 @@ __all__ = [
 SOURCE = Path(__file__).with_name("csrc") / "qsv_kernels.c"
 #: ``QUEST_GEOMETRIC_NATIVE=0`` turns the native kernels off.
 ENV_SWITCH = "QUEST_GEOMETRIC_NATIVE"
-_VERSION = 8  # qsv_kernels_version() of the source this module speaks to
+_VERSION = 9  # qsv_kernels_version() of the source this module speaks to
 _FLAGS = ("-O3", "-march=native", "-fopenmp-simd", "-shared", "-fPIC", "-pthread")
 #: Tried first: the kernels' threads from the OpenMP pool that torch has loaded (its
 #: ``libgomp.so.1``, which the library's own reference to that name resolves to), so they
@@ -168,10 +170,12 @@ def _declare(lib: ctypes.CDLL) -> None:
         getattr(lib, f"qsv_rotate_backward_{suffix}").argtypes = [p] * 5 + [i64, i64, i32, i32]
         getattr(lib, f"qsv_attend_{suffix}").argtypes = [p] * 7 + [i64] * 4 + [i32]
         getattr(lib, f"qsv_attend_rotate_{suffix}").argtypes = [p] * 9 + [i64] * 4 + [i32]
+        getattr(lib, f"qsv_prepare_{suffix}").argtypes = [p] * 6 + [i64] * 3 + [
+            ctypes.c_double, i32]
         getattr(lib, f"qsv_attend_backward_{suffix}").argtypes = [p] * 11 + [i64] * 4 + [i32]
         getattr(lib, f"qsv_transposed_sum_{suffix}").argtypes = [p] * 9 + [i64, i64, i32]
         for name in ("rotate", "rotation_matrix", "rotate_backward", "attend", "attend_rotate",
-                     "attend_backward", "transposed_sum"):
+                     "attend_backward", "transposed_sum", "prepare"):
             getattr(lib, f"qsv_{name}_{suffix}").restype = None
 
 
@@ -615,6 +619,76 @@ def attend_rotate(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: 
     return _attend_rotate_op(q_src, q_dst, scale, xs, src.long(), k, rot, bias)
 
 
+# --------------------------------------------------------------------------- prepare
+#: ``eps`` of :func:`~quest_geometric.quaternion.normalize`, which :func:`prepare` follows.
+NORMALIZE_EPS = 1e-12
+
+
+def prepare_reference(x: Tensor, weight: Tensor, bias: Tensor, heads: int
+                      ) -> tuple[Tensor, Tensor, Tensor]:
+    r"""The plain PyTorch form of :func:`prepare`: the linear map, then
+    :func:`~quest_geometric.quaternion.normalize`, :func:`rotation_matrix_reference` and
+    :func:`rotate_reference`."""
+    from quest_geometric.quaternion import normalize
+
+    N = x.size(0)
+    q = normalize(torch.nn.functional.linear(x, weight, bias).view(N, heads, 4),
+                  eps=NORMALIZE_EPS)
+    rot = rotation_matrix_reference(q)
+    xs = rotate_reference(rot, x.reshape(N, heads, -1, 4), False).reshape(N, -1)
+    return q, rot, xs
+
+
+@torch.library.custom_op("quest_geometric::qsv_prepare", mutates_args=())
+def _prepare_op(x: Tensor, weight: Tensor, bias: Tensor, heads: int
+                ) -> tuple[Tensor, Tensor, Tensor]:
+    x, weight, bias = x.contiguous(), weight.contiguous(), bias.contiguous()
+    N, cin = x.shape
+    q = x.new_empty(N, heads, 4)
+    rot = x.new_empty(N, heads, 3, 3)
+    xs = torch.empty_like(x)
+    _fn("prepare", x.dtype)(_ptr(x), _ptr(weight), _ptr(bias), _ptr(q), _ptr(rot), _ptr(xs),
+                            N, heads, cin // heads, NORMALIZE_EPS,
+                            _threads(N * cin * 8))
+    return q, rot, xs
+
+
+@_prepare_op.register_fake
+def _(x: Tensor, weight: Tensor, bias: Tensor, heads: int) -> tuple[Tensor, Tensor, Tensor]:
+    N = x.size(0)
+    torch._check(weight.size(0) == 4 * heads and weight.size(1) == x.size(1))
+    return (x.new_empty(N, heads, 4), x.new_empty(N, heads, 3, 3),
+            torch.empty_like(x, memory_format=torch.contiguous_format))
+
+
+def prepare(x: Tensor, weight: Tensor, bias: Tensor, heads: int
+            ) -> tuple[Tensor, Tensor, Tensor]:
+    r"""The layer's per-node prologue in one pass over each row of ``x``: for every head
+    :math:`h`
+
+    .. math::
+        q^{(h)} = \frac{W_h x + b_h}{\max(\lVert W_h x + b_h \rVert, \epsilon)}, \qquad
+        R^{(h)} = R(q^{(h)}), \qquad
+        \tilde x^{(h)} = \bigl(x_0, R^{(h)} \mathbf{x}_v\bigr)
+        \ \text{per quaternion of the head's channels},
+
+    instead of a linear map, a normalisation, the rotation matrices and a rotation, each a
+    pass of its own.  **Forward only** (no autograd formula): :class:`~quest_geometric.nn.QSVConv`
+    calls it when no gradient is needed.
+
+    Args:
+        x (torch.Tensor): Node features ``[N, H * C]`` (``C`` a multiple of 4).
+        weight (torch.Tensor): The quaternion map's weight ``[4 H, H * C]``.
+        bias (torch.Tensor): Its bias ``[4 H]``.
+        heads (int): ``H``.
+
+    Returns:
+        ``(q [N, H, 4], rot [N, H, 3, 3], xs [N, H * C])``.  The caller checks
+        :func:`supports` and the shapes.
+    """
+    return _prepare_op(x, weight, bias, heads)
+
+
 # --------------------------------------------------------------------------- FLOP formulas
 # torch's FlopCounterMode counts an operator only where a formula is registered for it, so
 # without these the kernels' work would vanish from every count (a multiply-add counts 2, as
@@ -668,6 +742,15 @@ def _attend_rotate_flops(q_src: Any, q_dst: Any, scale: Any, xs: Any, src: Any, 
     return attend_edge_flops(Nd * int(k) * H, C) + _rotate_flops(rot, (Nd, H, C // 4, 4), True)
 
 
+def _prepare_flops(x: Any, weight: Any, bias: Any, heads: int, *, out_shape: Any = None
+                   ) -> int:
+    """The linear map's multiply-adds (as torch counts ``addmm``) and the rotation's
+    (:func:`_rotate_flops`); the normalisation and the matrices are element-wise work."""
+    N, cin = int(x[0]), int(x[1])
+    return 2 * N * cin * int(weight[0]) + _rotate_flops(None, (N, heads, cin // heads // 4, 4),
+                                                        False)
+
+
 def _attend_backward_flops(grad: Any, grad_alpha: Any, alpha: Any, q_src: Any, q_dst: Any,
                            scale: Any, xs: Any, src: Any, k: int, crow_t: Any, col_t: Any,
                            gather: Any, need_q_src: bool, need_xs: bool, *,
@@ -684,6 +767,7 @@ def _register_flop_formulas() -> None:
                             (ops.qsv_rotate_backward, _rotate_backward_flops),
                             (ops.qsv_attend, _attend_flops),
                             (ops.qsv_attend_rotate, _attend_rotate_flops),
+                            (ops.qsv_prepare, _prepare_flops),
                             (ops.qsv_attend_backward, _attend_backward_flops)):
         if packet not in flop_registry:  # a re-imported module registers once
             register_flop_formula(packet)(formula)

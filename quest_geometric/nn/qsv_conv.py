@@ -688,8 +688,16 @@ class QSVConv(MessagePassing):
         x_src, x_dst, bipartite = self._split_x(x)
         Ns, Nd = x_src.size(0), x_dst.size(0)
         info, coo = self._graph(edge_index, Ns, Nd)
-        q_src = self.quaternions(x_src)
-        q_dst = self.quaternions(x_dst) if bipartite else q_src
+        prepared = None
+        if not bipartite and self._prologue_applies(x_src):
+            # inference: the quaternion map, their rotations and the sources' rotation in one
+            # pass over each node's features
+            assert self.lin_q is not None and self.lin_q.bias is not None
+            prepared = native.prepare(x_src, self.lin_q.weight, self.lin_q.bias, self.heads)
+            q_src = q_dst = prepared[0]
+        else:
+            q_src = self.quaternions(x_src)
+            q_dst = self.quaternions(x_dst) if bipartite else q_src
 
         compiling = _is_compiling()
         # Under compilation the layout is not read on the host: dense=None selects the dense
@@ -719,7 +727,9 @@ class QSVConv(MessagePassing):
         C = 4 * m
         xs = x_src.view(Ns, H, m, 4)
         rot_dst: Optional[Tensor] = None
-        if self.transport:
+        if prepared is not None:
+            rot_dst, xs = prepared[1], prepared[2]
+        elif self.transport:
             rot_src = _rotation_matrix(q_src)  # [Ns, H, 3, 3]
             xs = _rotate(rot_src, xs)
             rot_dst = _rotation_matrix(q_dst) if bipartite else rot_src
@@ -867,6 +877,18 @@ class QSVConv(MessagePassing):
             return self.scale.reshape(self.heads)
         tau = self.temperature if isinstance(self.temperature, float) else 1.0
         return xs.new_full((self.heads,), tau)
+
+    def _prologue_applies(self, x: Tensor) -> bool:
+        """Whether the native prologue (:func:`~quest_geometric.nn._qsv_native.prepare`, which
+        has no backward) may compute the quaternions, their rotations and the rotated
+        features: the learned quaternion map alone (``quaternion='feature'``), transport, the
+        native kernels on these tensors, and no gradient needed (inference)."""
+        lin = self.lin_q
+        if not (self.transport and lin is not None and self.node_q is None
+                and lin.bias is not None and native.supports(x, lin.weight, lin.bias)):
+            return False
+        return not (torch.is_grad_enabled() and any(
+            t.requires_grad for t in (x, lin.weight, lin.bias)))
 
     def _epilogue_applies(self, coo: Tensor, xs: Tensor, q_src: Tensor, q_dst: Tensor,
                           rot_dst: Tensor) -> bool:

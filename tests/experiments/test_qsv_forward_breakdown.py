@@ -33,10 +33,11 @@ def test_breakdown_rows_split_the_forward(native):
     # the operators are the layer's: its kernels where they run, the scatter path elsewhere
     names = {r["op"] for r in ops}
     if native:
-        # without autograd: the output rotation inside the attention kernel (its epilogue),
-        # one rotation left (the sources')
-        assert {"quest_geometric::qsv_attend_rotate", "quest_geometric::qsv_rotate"} <= names
-        assert "quest_geometric::qsv_attend" not in names
+        # without autograd: the fused prologue, and the output rotation inside the attention
+        # kernel (its epilogue); no separate rotation, matrix or attention kernel left
+        assert {"quest_geometric::qsv_attend_rotate", "quest_geometric::qsv_prepare"} <= names
+        assert not names & {"quest_geometric::qsv_attend", "quest_geometric::qsv_rotate",
+                            "quest_geometric::qsv_rotation_matrix"}
     else:
         assert not any(n.startswith("quest_geometric::qsv_attend") for n in names)
     assert total["wall_ms"] > 0 and floor["wall_ms"] > 0
@@ -85,15 +86,16 @@ def test_epilogue_rows_pair_the_two_forwards():
 
 
 def test_epilogue_rows_compare_the_fused_and_the_two_kernel_paths(monkeypatch):
-    """'fused' runs the epilogue operator and 'separate' the attention kernel plus a second
-    rotation; the speed-up is time(separate) / time(fused) per round, not its inverse."""
+    """'fused' runs the prologue and the epilogue operator, 'separate' the rotation, the
+    attention kernel and a second rotation; the speed-up is time(separate) / time(fused) per
+    round, not its inverse."""
     if not qsv_native_available():
         pytest.skip("native kernels not built here")
     import quest_geometric.experiments.common as common
     from quest_geometric.nn import _qsv_native as native
 
     seen = []
-    for name in ("attend", "attend_rotate"):
+    for name in ("attend", "attend_rotate", "prepare", "rotate"):
         real = getattr(native, name)
         monkeypatch.setattr(native, name,
                             lambda *a, _real=real, _name=name: seen.append(_name) or _real(*a))
@@ -112,7 +114,8 @@ def test_epilogue_rows_compare_the_fused_and_the_two_kernel_paths(monkeypatch):
     monkeypatch.setattr(common, "time_interleaved", fake_interleaved)
     rows = B.epilogue_rows(grids=((8, 16),), threads=(1,), repeat=2, calls=1,
                            k_by_grid={(8, 16): 5})
-    assert ops == {"fused": ["attend_rotate"], "separate": ["attend"], "spmm": []}
+    assert ops == {"fused": ["prepare", "attend_rotate"],
+                   "separate": ["rotate", "attend", "rotate"], "spmm": []}
     assert rows[0]["speedup"] == pytest.approx(1.5)
     assert rows[0]["fused_in_spmm"] == pytest.approx(2.0)
     assert rows[0]["separate_in_spmm"] == pytest.approx(3.0)

@@ -350,6 +350,59 @@ def test_attend_rotate_opcheck_and_flops():
     assert fused == _flops(two) == 9 * 4 * 2 * (8 + 2 * 12) + 18 * 9 * 2 * 3
 
 
+# ----------------------------------------------------------------------------- prepare
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("heads, channels", [(1, 64), (3, 8), (2, 12)])
+def test_prepare_equals_reference_and_the_separate_kernels(dtype, heads, channels):
+    """The fused prologue against the plain reference (linear map, normalize, rotation
+    matrix, batched rotation) and against the layer's separate kernels."""
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(23, heads * channels, generator=g, dtype=dtype)
+    weight = torch.randn(4 * heads, heads * channels, generator=g, dtype=dtype)
+    bias = torch.randn(4 * heads, generator=g, dtype=dtype)
+    fused = native.prepare(x, weight, bias, heads)
+    reference = native.prepare_reference(x, weight, bias, heads)
+    q = torch.nn.functional.normalize(
+        torch.nn.functional.linear(x, weight, bias).view(23, heads, 4), dim=-1)
+    rot = native.rotation_matrix(q)
+    separate = (q, rot, native.rotate(rot, x.view(23, heads, -1, 4), False).view(23, -1))
+    tol = dict(atol=1e-5, rtol=1e-5) if dtype == torch.float32 else TOL[dtype]
+    for expected in (reference, separate):
+        for a, b in zip(fused, expected):
+            torch.testing.assert_close(a, b, **tol)
+
+
+def test_prepare_by_hand_and_the_zero_quaternion():
+    """W picks q = (x_0, x_1, 0, 0), no bias: row 0, x = (0, 2, 3, 4), gives q = (0, 2, 0, 0)
+    -> (0, 1, 0, 0), the half turn about x (R = diag(1, -1, -1): y and z flip sign); row 1,
+    x = (0, 0, 5, 6), gives the zero quaternion, which stays zero (normalize's eps) and so
+    the zero matrix and a zero vector part (as the reference does)."""
+    x = torch.tensor([[0.0, 2.0, 3.0, 4.0], [0.0, 0.0, 5.0, 6.0]], dtype=torch.float64)
+    weight = torch.zeros(4, 4, dtype=torch.float64)
+    weight[0, 0] = weight[1, 1] = 1.0
+    bias = torch.zeros(4, dtype=torch.float64)
+    q, rot, xs = native.prepare(x, weight, bias, 1)
+    torch.testing.assert_close(q[0, 0], torch.tensor([0.0, 1.0, 0.0, 0.0], dtype=torch.float64))
+    torch.testing.assert_close(rot[0, 0], torch.diag(torch.tensor([1.0, -1.0, -1.0],
+                                                                  dtype=torch.float64)))
+    torch.testing.assert_close(xs[0], torch.tensor([0.0, 2.0, -3.0, -4.0], dtype=torch.float64))
+    assert q[1].abs().max() == 0 and rot[1].abs().max() == 0 and xs[1].abs().max() == 0
+    for a, b in zip((q, rot, xs), native.prepare_reference(x, weight, bias, 1)):
+        torch.testing.assert_close(a, b)
+
+
+def test_prepare_opcheck_and_flops():
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(9, 24, generator=g, dtype=torch.float64)
+    weight = torch.randn(8, 24, generator=g, dtype=torch.float64)
+    bias = torch.randn(8, generator=g, dtype=torch.float64)
+    torch.library.opcheck(native._prepare_op, (x, weight, bias, 2))
+    # the linear map as torch counts addmm, plus the rotation of 9 rows x 2 heads x 3 groups
+    fused = _flops(lambda: native.prepare(x, weight, bias, 2))
+    linear = _flops(lambda: torch.nn.functional.linear(x, weight, bias))
+    assert fused == linear + 18 * 9 * 2 * 3 == 2 * 9 * 24 * 8 + 18 * 9 * 2 * 3
+
+
 def test_attend_backward_finds_the_transpose_in_the_cache():
     q_src, q_dst, scale, xs, src, k = attend_inputs(torch.float64)
     xs.requires_grad_()
@@ -478,15 +531,17 @@ def test_layer_without_grad_rotates_in_the_attention_kernel(mode, dtype, monkeyp
     ei = knn_edges(n, 5)
     conv = make_qsv_conv(**mode).to(dtype)
     x = torch.randn(n, 16, dtype=dtype)
-    calls = []
-    attend_rotate = native.attend_rotate
+    calls, prepared = [], []
+    attend_rotate, prepare = native.attend_rotate, native.prepare
     monkeypatch.setattr(native, "attend_rotate",
                         lambda *a: calls.append(a[-1] is not None) or attend_rotate(*a))
+    monkeypatch.setattr(native, "prepare", lambda *a: prepared.append(1) or prepare(*a))
     with torch.no_grad():
         fast, (_, alpha_fast) = conv(x, ei, dense=True, return_attention_weights=True)
     assert calls == ([conv.bias is not None] if conv.transport else [])
+    assert len(prepared) == (1 if conv.transport else 0)  # the prologue too
     trained, (_, alpha) = conv(x, ei, dense=True, return_attention_weights=True)
-    assert len(calls) == (1 if conv.transport else 0)  # not with gradients
+    assert len(calls) == len(prepared) == (1 if conv.transport else 0)  # not with gradients
     previous = native.set_qsv_native_enabled(False)
     try:
         with torch.no_grad():
@@ -499,7 +554,31 @@ def test_layer_without_grad_rotates_in_the_attention_kernel(mode, dtype, monkeyp
     # an input that needs a gradient keeps the differentiable path even with frozen weights
     conv.requires_grad_(False)
     conv(x.clone().requires_grad_(), ei, dense=True)
-    assert len(calls) == (1 if conv.transport else 0)
+    assert len(calls) == len(prepared) == (1 if conv.transport else 0)
+    # the scatter path takes the prologue as well (not the epilogue: no attention kernel)
+    with torch.no_grad():
+        scattered = conv(x, ei, dense=False)
+    assert len(prepared) == (2 if conv.transport else 0)
+    torch.testing.assert_close(scattered, fast, **TOL[dtype])
+
+
+@pytest.mark.parametrize("case", ["node", "both", "bipartite"])
+def test_prologue_steps_aside_without_a_feature_map_of_its_own(case, monkeypatch):
+    """Node quaternions (alone or times the map's) and bipartite graphs keep the separate
+    kernels without gradients too, with the same result as with gradients."""
+    n = 12
+    ei = knn_edges(n, 4)
+    kwargs = {"quaternion": case, "num_nodes": n} if case != "bipartite" else {}
+    conv = make_qsv_conv(**kwargs)
+    x = torch.randn(n, 16, dtype=torch.float64)
+    inputs = (x, x.flip(0)) if case == "bipartite" else x
+    prepared = []
+    prepare = native.prepare
+    monkeypatch.setattr(native, "prepare", lambda *a: prepared.append(1) or prepare(*a))
+    with torch.no_grad():
+        fast = conv(inputs, ei)
+    assert prepared == []
+    torch.testing.assert_close(fast, conv(inputs, ei))
 
 
 @pytest.mark.parametrize("case", ["uniform", "dropout", "float16", "fused_off"])

@@ -282,6 +282,47 @@ void qsv_rotation_matrix_##SUFFIX(const T *q, const T *grot, T *out, int64_t row
     parallel_for(rows, threads, rotmat_rows_##SUFFIX, &c);                                    \
 }                                                                                             \
                                                                                               \
+/* The layer's prologue in one pass over each row x_r ([H * C] channels, C = 4 m per head):  \
+ * per head h, q = W_h x_r + b_h (the 4 rows 4h..4h+3 of W [4H, Cin], nn.Linear's layout),  \
+ * q <- q / max(|q|, eps), R = R(q), and xs_rh = (x_0, R x_v) per quaternion of the head's   \
+ * channels: q [N, H, 4], rot [N, H, 9] and xs [N, H * C] out. */                            \
+typedef struct {                                                                              \
+    const T *x, *w, *b; T *q, *rot, *xs; int64_t H, C, Cin; T eps;                            \
+} prepare_ctx_##SUFFIX;                                                                       \
+                                                                                              \
+static void prepare_rows_##SUFFIX(const void *p, int64_t begin, int64_t end) {               \
+    const prepare_ctx_##SUFFIX *c = (const prepare_ctx_##SUFFIX *)p;                          \
+    const int64_t H = c->H, C = c->C, Cin = c->Cin;                                           \
+    for (int64_t r = begin; r < end; r++) {                                                   \
+        const T *xr = c->x + r * Cin;                                                         \
+        for (int64_t h = 0; h < H; h++) {                                                     \
+            const T *rows[4] = {c->w + (4 * h) * Cin, c->w + (4 * h + 1) * Cin,                \
+                                c->w + (4 * h + 2) * Cin, c->w + (4 * h + 3) * Cin};           \
+            T d[4];                                                                           \
+            dot4_##SUFFIX(xr, rows, Cin, d);                                                  \
+            T w = d[0] + c->b[4 * h], x = d[1] + c->b[4 * h + 1],                             \
+              y = d[2] + c->b[4 * h + 2], z = d[3] + c->b[4 * h + 3];                         \
+            T norm = sqrt(w * w + x * x + y * y + z * z);                                     \
+            const T inv = 1 / (norm > c->eps ? norm : c->eps);                                \
+            w *= inv; x *= inv; y *= inv; z *= inv;                                           \
+            T *q = c->q + 4 * (r * H + h);                                                    \
+            q[0] = w; q[1] = x; q[2] = y; q[3] = z;                                           \
+            T *R = c->rot + 9 * (r * H + h);                                                  \
+            const T ww = w * w, xx = x * x, yy = y * y, zz = z * z;                           \
+            R[0] = ww + xx - yy - zz; R[1] = 2 * (x * y - w * z); R[2] = 2 * (x * z + w * y); \
+            R[3] = 2 * (x * y + w * z); R[4] = ww - xx + yy - zz; R[5] = 2 * (y * z - w * x); \
+            R[6] = 2 * (x * z - w * y); R[7] = 2 * (y * z + w * x); R[8] = ww - xx - yy + zz; \
+            rotate_row_##SUFFIX(R, 0, xr + h * C, c->xs + r * Cin + h * C, NULL, C / 4);      \
+        }                                                                                     \
+    }                                                                                         \
+}                                                                                             \
+                                                                                              \
+void qsv_prepare_##SUFFIX(const T *x, const T *w, const T *b, T *q, T *rot, T *xs,          \
+                          int64_t rows, int64_t H, int64_t C, double eps, int threads) {      \
+    prepare_ctx_##SUFFIX c = {x, w, b, q, rot, xs, H, C, H * C, (T)eps};                      \
+    parallel_for(rows, threads, prepare_rows_##SUFFIX, &c);                                   \
+}                                                                                             \
+                                                                                              \
 /* The backward of y = (x_0, M x_v), M = R or R^T, in one pass over x and gy (either output \
  * may be NULL): gx = (gy_0, M^T gy_v) and grot[r] = sum_g gy_v x_v^T (transpose == 0) or   \
  * x_v gy_v^T (transpose != 0). */                                                           \
@@ -514,4 +555,4 @@ int qsv_kernels_openmp(void) {
 }
 
 /* The version of this file's interface; the loader checks it. */
-int qsv_kernels_version(void) { return 8; }
+int qsv_kernels_version(void) { return 9; }

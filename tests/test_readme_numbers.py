@@ -1077,6 +1077,13 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      lambda: _pk_pattern(f"sinks@{K8W}", 4096)["window"], _thousands),
     *_passkey_claims("(window 1,253) 13 (8 lost, 1 gained, p = 0.04)", f"sinks@{K8W}", 4096),
     *_discordant_claims("2 trials to 4 (McNemar p = 0.69)", K8W, 4096),
+    *_passkey_claims("At 8K it answers 14 (8 lost, 3 gained, p = 0.23)", K8W, 8186),
+    ("8K it answers 14 (8 lost, 3 gained, p = 0.23), 10 points below full attention's 19",
+     "10", PASSKEY_SUMMARY, lambda: 100 * (_row(PASSKEY_SUMMARY, config="full", length=8186)[
+         "accuracy"] - _row(PASSKEY_SUMMARY, config=K8W, length=8186)["accuracy"]), _fixed(0)),
+    ("8K it answers 14 (8 lost, 3 gained, p = 0.23), 10 points below full attention's 19",
+     "19", PASSKEY_SUMMARY, lambda: _row(PASSKEY_SUMMARY, config="full", length=8186)[
+         "correct"], str),
     ("80 steps more gave +0.79%\n    on validation again at 280 steps (0.001 points worse)",
      "80", OP, lambda: _op(K4C3, "steps"), str),
     ("80 steps more gave +0.79%\n    on validation again at 280 steps (0.001 points worse)",

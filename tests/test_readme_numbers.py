@@ -368,6 +368,19 @@ def _passkey_claims(phrase: str, config: str, length: int) -> list[tuple]:
     ]
 
 
+def _revisit_claims(phrase: str, row: str, plateau: str) -> list[tuple]:
+    """The claims of a phrase ``'revisit M +- S'``: ``row``'s revisit measure and its standard
+    error (four decimals), the mean only while the verdict reads ``plateau`` for the row."""
+    match = re.search(r"(-?\d\.\d{4})\s+\+-\s+(\d\.\d{4})", phrase)
+    assert match, phrase
+    mean, sem = match.groups()
+    return [
+        (phrase, mean, OP, lambda: _op(row, "revisit_mean")
+         if _verdict_row(row)["plateau"] == plateau else None, lambda v: f"{v:.4f}"),
+        (phrase, sem, OP, lambda: _op(row, "revisit_sem"), lambda v: f"{v:.4f}"),
+    ]
+
+
 def _routers_after_claims(phrase: str, rows: tuple, length: int) -> list[tuple]:
     """The claims of a phrase ``'after S steps the K = k routers answer N (L lost, ...)'``:
     the steps of the training ``rows`` (a run and its continuations), the last row's K and
@@ -1001,11 +1014,7 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     ("Continued 80 more (200 steps; chosen on validation, +0.79%", "+0.79", OP,
      lambda: _op(K4C2, "val_delta_pct") if _op(K4C2, "val_delta_pct")
      < _op(K4C, "val_delta_pct") else None, _signed(2)),
-    ("still learning: revisit -0.0014 +- 0.0004)", "-0.0014", OP,
-     lambda: _op(K4C2, "revisit_mean") if _verdict_row(K4C2)["plateau"] == "no" else None,
-     lambda v: f"{v:.4f}"),
-    ("still learning: revisit -0.0014 +- 0.0004)", "0.0004", OP,
-     lambda: _op(K4C2, "revisit_sem"), lambda v: f"{v:.4f}"),
+    *_revisit_claims("still learning: revisit -0.0014 +- 0.0004)", K4C2, "no"),
     ("+1.4% out of domain (median +1.5%), +0.8% on\n    test", "+1.4", OP,
      lambda: _op(K4C2, "ood_delta_pct"), _signed(1)),
     ("+1.4% out of domain (median +1.5%), +0.8% on\n    test", "+1.5", OP,
@@ -1028,10 +1037,7 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     (K8W_SHARE, "256", OP, lambda: _op(K8W, "window"), str),
     (K8W_SHARE, "8", OP, lambda: _op(K8W, "K"), str),
     (K8W_SHARE, "80", OP, lambda: _op(K8W, "steps"), str),
-    (K8W_SHARE, "-0.0026", OP,
-     lambda: _op(K8W, "revisit_mean") if _verdict_row(K8W)["plateau"] == "no" else None,
-     lambda v: f"{v:.4f}"),
-    (K8W_SHARE, "0.0011", OP, lambda: _op(K8W, "revisit_sem"), lambda v: f"{v:.4f}"),
+    *_revisit_claims(K8W_SHARE, K8W, "no"),
     (K8W_SHARE, "69", OP, lambda: _op(K8W, "pairs_kept_1k"), _pct),
     (K8W_SHARE, "49", OP, lambda: _op(K8W, "pairs_kept_8k"), _pct),
     (K8W_QUALITY, "+2.8", OP, lambda: _op(K8W, "ood_delta_pct"), _signed(1)),
@@ -1095,13 +1101,8 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      lambda v: f"{v:.3f}" if v > 0 else None),
     ("the 200-step routers stay the row (the training loss still falls: revisit\n"
      "    -0.0008 +- 0.0004)", "200", OP, lambda: _steps(K4, K4C, K4C2), str),
-    ("the 200-step routers stay the row (the training loss still falls: revisit\n"
-     "    -0.0008 +- 0.0004)", "-0.0008", OP,
-     lambda: _op(K4C3, "revisit_mean") if _verdict_row(K4C3)["plateau"] == "no" else None,
-     lambda v: f"{v:.4f}"),
-    ("the 200-step routers stay the row (the training loss still falls: revisit\n"
-     "    -0.0008 +- 0.0004)", "0.0004", OP, lambda: _op(K4C3, "revisit_sem"),
-     lambda v: f"{v:.4f}"),
+    *_revisit_claims("the 200-step routers stay the row (the training loss still falls: revisit\n"
+     "    -0.0008 +- 0.0004)", K4C3, "no"),
     ("Continued 80 more (200 steps with sinks; chosen on validation, +6.07% against +6.18%",
      "80", OP, lambda: _op(K8C, "steps"), str),
     ("Continued 80 more (200 steps with sinks; chosen on validation, +6.07% against +6.18%",
@@ -1111,12 +1112,8 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      < _op(K8, "val_delta_pct") else None, _signed(2)),
     ("Continued 80 more (200 steps with sinks; chosen on validation, +6.07% against +6.18%",
      "+6.18", OP, lambda: _op(K8, "val_delta_pct"), _signed(2)),
-    ("still learning: revisit -0.0076 +- 0.0024): +9.6% out of domain, +6.5% on test",
-     "-0.0076", OP,
-     lambda: _op(K8C, "revisit_mean") if _verdict_row(K8C)["plateau"] == "no" else None,
-     lambda v: f"{v:.4f}"),
-    ("still learning: revisit -0.0076 +- 0.0024): +9.6% out of domain, +6.5% on test",
-     "0.0024", OP, lambda: _op(K8C, "revisit_sem"), lambda v: f"{v:.4f}"),
+    *_revisit_claims("still learning: revisit -0.0076 +- 0.0024): +9.6% out of domain, "
+                     "+6.5% on test", K8C, "no"),
     ("still learning: revisit -0.0076 +- 0.0024): +9.6% out of domain, +6.5% on test",
      "+9.6", OP, lambda: _op(K8C, "ood_delta_pct"), _signed(1)),
     ("still learning: revisit -0.0076 +- 0.0024): +9.6% out of domain, +6.5% on test",
@@ -1131,11 +1128,8 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      if _op(K8C3, "val_delta_pct") > _op(K8C2, "val_delta_pct") else None, _signed(2)),
     (K8C3_TEXT, "+5.56", OP, lambda: _op(K8C2, "val_delta_pct"), _signed(2)),
     (K8C3_TEXT, "280", OP, lambda: _steps(K8, K8C, K8C2), str),
-    ("a\n    revisit measure whose 95% interval reaches 0 (-0.0040 +- 0.0021)", "-0.0040", OP,
-     lambda: _op(K8C3, "revisit_mean") if _verdict_row(K8C3)["plateau"] == "yes" else None,
-     lambda v: f"{v:.4f}"),
-    ("a\n    revisit measure whose 95% interval reaches 0 (-0.0040 +- 0.0021)", "0.0021", OP,
-     lambda: _op(K8C3, "revisit_sem"), lambda v: f"{v:.4f}"),
+    *_revisit_claims("a\n    revisit measure whose 95% interval reaches 0 "
+                     "(-0.0040 +- 0.0021)", K8C3, "yes"),
     ("a\n    revisit measure whose 95% interval reaches 0 (-0.0040 +- 0.0021)", "0", OP,
      lambda: 0 if _op(K8C3, "revisit_mean") + 1.96 * _op(K8C3, "revisit_sem") >= 0 else None,
      str),
@@ -1150,10 +1144,7 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     (K8C2_TEXT, "+5.56", OP, lambda: _op(K8C2, "val_delta_pct") if _op(K8C2, "val_delta_pct")
      < _op(K8C, "val_delta_pct") else None, _signed(2)),
     (K8C2_TEXT, "+6.07", OP, lambda: _op(K8C, "val_delta_pct"), _signed(2)),
-    (K8C2_TEXT, "-0.0070", OP,
-     lambda: _op(K8C2, "revisit_mean") if _verdict_row(K8C2)["plateau"] == "no" else None,
-     lambda v: f"{v:.4f}"),
-    (K8C2_TEXT, "0.0016", OP, lambda: _op(K8C2, "revisit_sem"), lambda v: f"{v:.4f}"),
+    *_revisit_claims(K8C2_TEXT, K8C2, "no"),
     (K8C2_TEXT, "+8.9", OP, lambda: _op(K8C2, "ood_delta_pct"), _signed(1)),
     (K8C2_TEXT, "+5.4", OP, lambda: _op(K8C2, "test_delta_pct"), _signed(1)),
     (K8C2_TEXT, "+5.6", OP, lambda: _op(f"sinks@{K8C2}", "ood_delta_pct"), _signed(1)),

@@ -53,6 +53,23 @@ def _self_ms(fn, calls: int) -> tuple[dict[str, float], float]:
     return out, 1e3 * wall
 
 
+def _grids(grids, k_by_grid: dict | None):
+    """Per grid: ``(points, k, edge_index, x, layer, sparse product)``, the layer and the
+    features seeded alike for every table (one head, :data:`CHANNELS` channels)."""
+    from quest_geometric.experiments.qsv_cuda import K_BY_GRID, floor_functions, grid_graph
+    from quest_geometric.nn.qsv_conv import QSVConv
+
+    k_by_grid = K_BY_GRID if k_by_grid is None else k_by_grid
+    for nlat, nlon in grids:
+        k = k_by_grid[(nlat, nlon)]
+        edge_index = grid_graph(nlat, nlon, k)
+        n = nlat * nlon
+        torch.manual_seed(0)
+        x = torch.randn(n, CHANNELS)
+        conv = QSVConv(CHANNELS, CHANNELS, heads=1)
+        yield n, k, edge_index, x, conv, floor_functions(edge_index, x)["spmm"]
+
+
 def breakdown_rows(grids=GRIDS, threads=(1, 2), calls: int = 20,
                    k_by_grid: dict | None = None) -> list[dict]:
     """One row per grid, thread count and operator of QSVConv's eager dense forward (no
@@ -63,21 +80,10 @@ def breakdown_rows(grids=GRIDS, threads=(1, 2), calls: int = 20,
     ``ms``: 2 is the whole budget of the floor target), ``wall_ms`` (the profiled calls'
     wall time per call, on the ``'total'`` and floor rows).
     """
-    from quest_geometric.experiments.qsv_cuda import K_BY_GRID, floor_functions, grid_graph
-    from quest_geometric.nn.qsv_conv import QSVConv
-
-    k_by_grid = K_BY_GRID if k_by_grid is None else k_by_grid
     rows: list[dict] = []
     previous = torch.get_num_threads()
     try:
-        for nlat, nlon in grids:
-            k = k_by_grid[(nlat, nlon)]
-            edge_index = grid_graph(nlat, nlon, k)
-            n = nlat * nlon
-            torch.manual_seed(0)
-            x = torch.randn(n, CHANNELS)
-            conv = QSVConv(CHANNELS, CHANNELS, heads=1)
-            spmm = floor_functions(edge_index, x)["spmm"]
+        for n, k, edge_index, x, conv, spmm in _grids(grids, k_by_grid):
             for t in threads:
                 torch.set_num_threads(t)
                 with torch.no_grad():
@@ -116,24 +122,14 @@ def epilogue_rows(grids=GRIDS, threads=(1, 2), repeat: int = 15, calls: int = 10
     import copy
 
     from quest_geometric.experiments.common import paired_ratio, time_interleaved
-    from quest_geometric.experiments.qsv_cuda import K_BY_GRID, floor_functions, grid_graph
-    from quest_geometric.nn.qsv_conv import QSVConv
 
-    k_by_grid = K_BY_GRID if k_by_grid is None else k_by_grid
     rows: list[dict] = []
     previous = torch.get_num_threads()
     try:
-        for nlat, nlon in grids:
-            k = k_by_grid[(nlat, nlon)]
-            edge_index = grid_graph(nlat, nlon, k)
-            n = nlat * nlon
-            torch.manual_seed(0)
-            x = torch.randn(n, CHANNELS)
-            fused = QSVConv(CHANNELS, CHANNELS, heads=1)
+        for n, k, edge_index, x, fused, spmm in _grids(grids, k_by_grid):
             separate = copy.deepcopy(fused)  # on the training path's kernels:
             separate._prologue_applies = lambda *args: False
             separate._epilogue_applies = lambda *args: False
-            spmm = floor_functions(edge_index, x)["spmm"]
 
             def looped(fn):
                 def call():

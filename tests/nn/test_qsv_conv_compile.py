@@ -309,6 +309,36 @@ def test_compiled_fused_path_without_grad_matches_eager():
 
 
 @pytest.mark.slow
+def test_compiled_inference_runs_the_two_fused_passes():
+    """Without gradients the default layer (quaternions from the features) compiles to the
+    fused prologue and the attention kernel with its epilogue, no other QSV kernel, and gives
+    the eager layer's output."""
+    if not _qsv_native.qsv_native_available():
+        pytest.skip(f"native kernels: {_qsv_native.qsv_native_status()['reason']}")
+    n = 10
+    ei = knn_edges(n, 3)
+    conv = make_qsv_conv(channels=8, heads=2)
+    x = torch.randn(n, 8, dtype=torch.float64)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        explanation = torch._dynamo.explain(conv)(x, ei, dense=True)
+        code = "".join(gm.code for gm in explanation.graphs)
+        assert explanation.graph_break_count == 0
+        assert "quest_geometric.qsv_prepare" in code
+        assert "quest_geometric.qsv_attend_rotate" in code
+        assert "quest_geometric.qsv_rotate" not in code
+        assert "quest_geometric.qsv_rotation_matrix" not in code
+        torch._dynamo.reset()
+        compiled = torch.compile(conv, fullgraph=True, backend=BACKEND)
+        torch.testing.assert_close(compiled(x, ei, dense=True), conv(x, ei, dense=True))
+    # with gradients the same compiled layer takes the separate kernels again
+    torch._dynamo.reset()
+    explanation = torch._dynamo.explain(conv)(x, ei, dense=True)
+    code = "".join(gm.code for gm in explanation.graphs)
+    assert "quest_geometric.qsv_prepare" not in code and "quest_geometric.qsv_rotate" in code
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("dense", [None, True, False])
 def test_layer_has_no_graph_breaks(dense):
     n = 12

@@ -276,6 +276,16 @@ K8C2_TEXT = ("Continued 80 more again (280\n    steps; chosen on validation, +5.
              "of 16 blocks)")
 K8W = "K8_top2_w256_distill_s4"  # the grid's window 256 at K = 8 (80 steps from scratch)
 K4W = "K4_top2_w256_distill_s4"  # the grid's window 256 at K = 4 (80 steps from scratch)
+K16L = "K16_top2_w256_lm_s4"  # the grid's 'lm' objective at K = 16 (80 steps from scratch)
+K16L_SHARE = ("corner, 80 steps from scratch, 2026-12-05, still learning: revisit -0.0255 +- "
+              "0.0032;\n    57% of the pairs at 1K, 29% at 8K)")
+K16L_QUALITY = ("+4.3% out of domain, +2.5% on test, against +4.6% /\n    +2.4% for the "
+                "'distill' routers after the same 80 steps (validation +3.46% against\n    "
+                "+3.91%)")
+K16L_WINDOW = ("Against the window plus sinks at its share (+4.2% / +3.8%) it is not\n    "
+               "distinguishable out of domain (+0.2% [-1.4, +1.7], Focus worse on 7 of 16 blocks)")
+K16L_TEST = ("better on test (-1.2% [-1.8, -0.5], worse on 2 of 13 blocks), as the 'distill' "
+             "routers\n    are after 200 steps")
 K4W_SHARE = ("(the grid's window 256 at K = 4, 80 steps from\n    scratch, 2026-12-05, at a "
              "plateau: revisit -0.0002 +- 0.0003; 91% of the pairs at 1K,\n    84% at 8K)")
 K4W_QUALITY = ("**+0.7% out of domain** (median +0.5%), +0.5% on test: the one learned\n"
@@ -1042,6 +1052,29 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     ("(Focus +0.7% [+0.1,\n    +1.2] against it out of domain, worse on 12 of 16", "12 of 16",
      OP_PAIRED, lambda: (_vs_window(K4C2, "focus_worse"), _vs_window(K4C2, "blocks")),
      lambda v: f"{v[0]} of {v[1]}"),
+    (K16L_SHARE, "80", OP, lambda: _op(K16L, "steps"), str),
+    *_revisit_claims(K16L_SHARE, K16L, "no"),
+    (K16L_SHARE, "57", OP, lambda: _op(K16L, "pairs_kept_1k"), _pct),
+    (K16L_SHARE, "29", OP, lambda: _op(K16L, "pairs_kept_8k"), _pct),
+    (K16L_QUALITY, "+4.3", OP, lambda: _op(K16L, "ood_delta_pct"), _signed(1)),
+    (K16L_QUALITY, "+2.5", OP, lambda: _op(K16L, "test_delta_pct"), _signed(1)),
+    (K16L_QUALITY, "+4.6", OP, lambda: _op(K16_80, "ood_delta_pct"), _signed(1)),
+    (K16L_QUALITY, "+2.4", OP, lambda: _op(K16_80, "test_delta_pct"), _signed(1)),
+    (K16L_QUALITY, "80", OP, lambda: _op(K16_80, "steps"), str),
+    (K16L_QUALITY, "+3.46", OP, lambda: _op(K16L, "val_delta_pct"), _signed(2)),
+    (K16L_QUALITY, "+3.91", OP, lambda: _op(K16_80, "val_delta_pct"), _signed(2)),
+    (K16L_WINDOW, "+4.2", OP, lambda: _op(f"sinks@{K16L}", "ood_delta_pct"), _signed(1)),
+    (K16L_WINDOW, "+3.8", OP, lambda: _op(f"sinks@{K16L}", "test_delta_pct"), _signed(1)),
+    *_vs_window_claims(K16L_WINDOW, K16L, "+0.2", "-1.4", "+1.7", "7 of 16"),
+    (K16L_TEST, "-1.2", OP_PAIRED, lambda: _vs_window(K16L, "diff_pct", "test"), _signed(1)),
+    (K16L_TEST, "-1.8", OP_PAIRED, lambda: _vs_window(K16L, "ci_low_pct", "test"), _signed(1)),
+    (K16L_TEST, "-0.5", OP_PAIRED, lambda: _vs_window(K16L, "ci_high_pct", "test"),
+     _signed(1)),
+    (K16L_TEST, "2 of 13", OP_PAIRED, lambda: (_vs_window(K16L, "focus_worse", "test"),
+                                               _vs_window(K16L, "blocks", "test")),
+     lambda v: f"{v[0]} of {v[1]}"),
+    (K16L_TEST, "200", OP, lambda: _steps(K16_80, K16, K16C)
+     if _vs_window(K16C, "ci_high_pct", "test") < 0 else None, str),
     (K4W_SHARE, "256", OP, lambda: _op(K4W, "window"), str),
     (K4W_SHARE, "4", OP, lambda: _op(K4W, "K"), str),
     (K4W_SHARE, "80", OP, lambda: _op(K4W, "steps"), str),

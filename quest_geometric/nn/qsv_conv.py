@@ -201,6 +201,13 @@ class QSVConv(MessagePassing):
     switch the kernels off.  They are not used with attention
     dropout in training, with an explain mask, for ``attention='uniform'`` or on other
     devices; the tests hold them equal to the PyTorch path and to plain references.
+    Without gradients (inference: :func:`torch.no_grad`, or nothing requiring a gradient)
+    the forward runs two fused passes instead: one per node for the quaternion map, its
+    normalisation, the rotation matrices and the sources' rotation (where the quaternions
+    come from the features alone and the graph is not bipartite), and the attention kernel
+    rotating each finished output row back and adding the bias while the row is in the
+    cache (timed against the training path's kernels in
+    ``benchmarks/results/qsv_forward_epilogue.md``).
 
     **Compiling.**  The layer traces under :func:`torch.compile` with no graph breaks
     (``fullgraph=True``).  The host-side checks (the ``edge_index`` range, finite features)

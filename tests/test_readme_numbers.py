@@ -399,6 +399,20 @@ def _revisit_claims(phrase: str, row: str, plateau: str) -> list[tuple]:
     ]
 
 
+def _share_claims(phrase: str, row: str, plateau: str, window: str, k: str, steps: str,
+                  p1k: str, p8k: str) -> list[tuple]:
+    """The claims of a trained row's opening phrase: its window, K and steps, its revisit
+    measure (:func:`_revisit_claims`) and its shares of the causal pairs at 1K and 8K."""
+    return [
+        (phrase, window, OP, lambda: _op(row, "window"), str),
+        (phrase, k, OP, lambda: _op(row, "K"), str),
+        (phrase, steps, OP, lambda: _op(row, "steps"), str),
+        *_revisit_claims(phrase, row, plateau),
+        (phrase, p1k, OP, lambda: _op(row, "pairs_kept_1k"), _pct),
+        (phrase, p8k, OP, lambda: _op(row, "pairs_kept_8k"), _pct),
+    ]
+
+
 def _routers_after_claims(phrase: str, rows: tuple, length: int) -> list[tuple]:
     """The claims of a phrase ``'after S steps the K = k routers answer N (L lost, ...)'``:
     the steps of the training ``rows`` (a run and its continuations), the last row's K and
@@ -1075,12 +1089,7 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      lambda v: f"{v[0]} of {v[1]}"),
     (K16L_TEST, "200", OP, lambda: _steps(K16_80, K16, K16C)
      if _vs_window(K16C, "ci_high_pct", "test") < 0 else None, str),
-    (K4W_SHARE, "256", OP, lambda: _op(K4W, "window"), str),
-    (K4W_SHARE, "4", OP, lambda: _op(K4W, "K"), str),
-    (K4W_SHARE, "80", OP, lambda: _op(K4W, "steps"), str),
-    *_revisit_claims(K4W_SHARE, K4W, "yes"),
-    (K4W_SHARE, "91", OP, lambda: _op(K4W, "pairs_kept_1k"), _pct),
-    (K4W_SHARE, "84", OP, lambda: _op(K4W, "pairs_kept_8k"), _pct),
+    *_share_claims(K4W_SHARE, K4W, "yes", "256", "4", "80", "91", "84"),
     (K4W_QUALITY, "+0.7", OP, lambda: _op(K4W, "ood_delta_pct"), _signed(1)),
     (K4W_QUALITY, "+0.5", OP, lambda: _op(K4W, "ood_median_pct"), _signed(1)),
     (K4W_QUALITY, "+0.5", OP, lambda: _op(K4W, "test_delta_pct"), _signed(1)),
@@ -1111,12 +1120,7 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     ("can be at most 1.10x faster, so it cannot meet the speed target", "1.10", OP,
      lambda: _op(K4W, "prefill_bound_8k") if _verdict_row(K4W)["speed_check"].startswith(
          "cannot") else None, _fixed(2)),
-    (K8W_SHARE, "256", OP, lambda: _op(K8W, "window"), str),
-    (K8W_SHARE, "8", OP, lambda: _op(K8W, "K"), str),
-    (K8W_SHARE, "80", OP, lambda: _op(K8W, "steps"), str),
-    *_revisit_claims(K8W_SHARE, K8W, "no"),
-    (K8W_SHARE, "69", OP, lambda: _op(K8W, "pairs_kept_1k"), _pct),
-    (K8W_SHARE, "49", OP, lambda: _op(K8W, "pairs_kept_8k"), _pct),
+    *_share_claims(K8W_SHARE, K8W, "no", "256", "8", "80", "69", "49"),
     (K8W_QUALITY, "+2.8", OP, lambda: _op(K8W, "ood_delta_pct"), _signed(1)),
     (K8W_QUALITY, "+1.9", OP, lambda: _op(K8W, "ood_median_pct"), _signed(1)),
     (K8W_QUALITY, "+1.5", OP, lambda: _op(K8W, "test_delta_pct"), _signed(1)),

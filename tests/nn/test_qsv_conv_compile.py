@@ -287,6 +287,15 @@ def test_compiled_graph_calls_the_custom_op(use_native):
         _qsv_native.set_qsv_native_enabled(previous)
 
 
+def _traced_code(conv, x, ei) -> str:
+    """The code of the graphs Dynamo traces for ``conv(x, ei, dense=True)`` (fresh caches),
+    checking that there is no graph break."""
+    torch._dynamo.reset()
+    explanation = torch._dynamo.explain(conv)(x, ei, dense=True)
+    assert explanation.graph_break_count == 0
+    return "".join(gm.code for gm in explanation.graphs)
+
+
 @pytest.mark.slow
 def test_compiled_fused_path_without_grad_matches_eager():
     n = 10
@@ -299,11 +308,8 @@ def test_compiled_fused_path_without_grad_matches_eager():
         torch.testing.assert_close(compiled(x, ei, dense=True), conv(x, ei, dense=True))
     if _qsv_native.qsv_native_available():
         # without gradients the output rotation runs in the attention kernel's epilogue
-        torch._dynamo.reset()
         with torch.no_grad():
-            explanation = torch._dynamo.explain(conv)(x, ei, dense=True)
-        code = "".join(gm.code for gm in explanation.graphs)
-        assert explanation.graph_break_count == 0
+            code = _traced_code(conv, x, ei)
         assert "quest_geometric.qsv_attend_rotate" in code
         assert code.count("quest_geometric.qsv_rotate") == 1  # the sources' rotation only
 
@@ -319,11 +325,8 @@ def test_compiled_inference_runs_the_two_fused_passes():
     ei = knn_edges(n, 3)
     conv = make_qsv_conv(channels=8, heads=2)
     x = torch.randn(n, 8, dtype=torch.float64)
-    torch._dynamo.reset()
     with torch.no_grad():
-        explanation = torch._dynamo.explain(conv)(x, ei, dense=True)
-        code = "".join(gm.code for gm in explanation.graphs)
-        assert explanation.graph_break_count == 0
+        code = _traced_code(conv, x, ei)
         assert "quest_geometric.qsv_prepare" in code
         assert "quest_geometric.qsv_attend_rotate" in code
         assert "quest_geometric.qsv_rotate" not in code
@@ -332,9 +335,7 @@ def test_compiled_inference_runs_the_two_fused_passes():
         compiled = torch.compile(conv, fullgraph=True, backend=BACKEND)
         torch.testing.assert_close(compiled(x, ei, dense=True), conv(x, ei, dense=True))
     # with gradients the same compiled layer takes the separate kernels again
-    torch._dynamo.reset()
-    explanation = torch._dynamo.explain(conv)(x, ei, dense=True)
-    code = "".join(gm.code for gm in explanation.graphs)
+    code = _traced_code(conv, x, ei)
     assert "quest_geometric.qsv_prepare" not in code and "quest_geometric.qsv_rotate" in code
 
 

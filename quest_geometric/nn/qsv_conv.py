@@ -889,10 +889,12 @@ class QSVConv(MessagePassing):
         """Whether the native prologue (:func:`~quest_geometric.nn._qsv_native.prepare`, which
         has no backward) may compute the quaternions, their rotations and the rotated
         features: the learned quaternion map alone (``quaternion='feature'``), transport, the
-        native kernels on these tensors, and no gradient needed (inference)."""
+        native kernels on these tensors, no autocast (whose map would run in lower
+        precision), and no gradient needed (inference)."""
         lin = self.lin_q
         if not (self.transport and lin is not None and self.node_q is None
-                and lin.bias is not None and native.supports(x, lin.weight, lin.bias)):
+                and lin.bias is not None and native.supports(x, lin.weight, lin.bias)
+                and not torch.is_autocast_enabled(x.device.type)):
             return False
         return not (torch.is_grad_enabled() and any(
             t.requires_grad for t in (x, lin.weight, lin.bias)))
@@ -904,7 +906,8 @@ class QSVConv(MessagePassing):
         native kernel applies and no gradient is needed (inference)."""
         params = [t for t in (self.scale, self.bias) if t is not None]
         if not (self.fused and self._native_applies(coo, xs, q_src, q_dst)
-                and native.supports(xs, rot_dst, *params)):
+                and native.supports(xs, rot_dst, *params)
+                and not torch.is_autocast_enabled(xs.device.type)):
             return False
         return not (torch.is_grad_enabled() and any(
             t.requires_grad for t in (xs, q_src, q_dst, rot_dst, *params)))

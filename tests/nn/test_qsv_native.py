@@ -562,6 +562,25 @@ def test_layer_without_grad_rotates_in_the_attention_kernel(mode, dtype, monkeyp
     torch.testing.assert_close(scattered, fast, **TOL[dtype])
 
 
+def test_fused_passes_step_aside_under_autocast(monkeypatch):
+    """Under autocast the quaternion map runs in bfloat16 on the training path; inference
+    takes the same path there (same dtype and values), not the float32 fused passes."""
+    n = 12
+    ei = knn_edges(n, 4)
+    conv = QSVConv(16, 16, heads=2)
+    x = torch.randn(n, 16)
+    calls = []
+    for name in ("prepare", "attend_rotate"):
+        real = getattr(native, name)
+        monkeypatch.setattr(native, name, lambda *a, _r=real: calls.append(1) or _r(*a))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        with torch.no_grad():
+            fast = conv(x, ei, dense=True)
+        trained = conv(x, ei, dense=True)
+    assert calls == [] and fast.dtype == trained.dtype
+    torch.testing.assert_close(fast, trained.detach())
+
+
 @pytest.mark.parametrize("case", ["node", "both", "bipartite"])
 def test_prologue_steps_aside_without_a_feature_map_of_its_own(case, monkeypatch):
     """Node quaternions (alone or times the map's) and bipartite graphs keep the separate

@@ -22,6 +22,7 @@ __all__ = [
     "multiply",
     "conjugate",
     "normalize",
+    "NORMALIZE_EPS",
     "relative",
     "to_rotation_matrix",
     "rotate",
@@ -87,7 +88,12 @@ def conjugate(q: Tensor) -> Tensor:
     return torch.cat((q[..., :1], -q[..., 1:]), dim=-1)
 
 
-def normalize(q: Tensor, eps: float = 1e-12) -> Tensor:
+#: The default lower bound on the divisor of :func:`normalize` (as
+#: :func:`torch.nn.functional.normalize`'s), shared by the native kernels that normalise.
+NORMALIZE_EPS = 1e-12
+
+
+def normalize(q: Tensor, eps: float = NORMALIZE_EPS) -> Tensor:
     r"""Scales quaternions to unit norm.
 
     .. math::

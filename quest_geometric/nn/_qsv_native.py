@@ -61,14 +61,19 @@ from typing import Any, Optional
 import torch
 from torch import Tensor
 
-from quest_geometric.quaternion import rotate_vector_parts, to_rotation_matrix
+from quest_geometric.quaternion import (
+    NORMALIZE_EPS,
+    normalize,
+    rotate_vector_parts,
+    to_rotation_matrix,
+)
 
 __all__ = [
     "qsv_native_available", "qsv_native_status", "qsv_native_enabled",
     "set_qsv_native_enabled", "supports",
     "rotate", "rotate_reference", "rotation_matrix", "rotation_matrix_reference", "attend",
     "attend_reference", "attend_rotate", "attend_rotate_reference", "attend_edge_flops",
-    "attend_backward_edge_flops", "prepare", "prepare_reference", "NORMALIZE_EPS", "SOURCE",
+    "attend_backward_edge_flops", "prepare", "prepare_reference", "SOURCE",
     "ENV_SWITCH",
 ]
 
@@ -428,28 +433,46 @@ def attend_reference(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, sr
     return out, alpha
 
 
-@torch.library.custom_op("quest_geometric::qsv_attend", mutates_args=())
-def _attend_op(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
-               k: int, crow_t: Optional[Tensor], col_t: Optional[Tensor],
-               gather: Optional[Tensor]) -> tuple[Tensor, Tensor]:
+def _attend_forward(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
+                    k: int, rot: Optional[Tensor] = None, bias: Optional[Tensor] = None
+                    ) -> tuple[Tensor, Tensor]:
+    """The forward kernel of :func:`attend` (``rot`` None) or of :func:`attend_rotate`
+    (the output rotation ``rot`` and the ``bias`` in its epilogue)."""
     q_src, q_dst, scale, xs = (t.contiguous() for t in (q_src, q_dst, scale, xs))
     src = src.contiguous()
     Nd, H, C = q_dst.size(0), q_dst.size(1), xs.size(-1)
     out = xs.new_empty(Nd, H, C)
     alpha = xs.new_empty(Nd, H, k)
-    _fn("attend", xs.dtype)(_ptr(q_src), _ptr(q_dst), _ptr(scale), _ptr(xs), _ptr(src),
-                            _ptr(out), _ptr(alpha), Nd, H, k, C,
-                            _threads(Nd * H * k * (C + 4)))
+    inputs = (_ptr(q_src), _ptr(q_dst), _ptr(scale), _ptr(xs), _ptr(src))
+    if rot is None:
+        _fn("attend", xs.dtype)(*inputs, _ptr(out), _ptr(alpha), Nd, H, k, C,
+                                _threads(Nd * H * k * (C + 4)))
+    else:
+        bias = None if bias is None else bias.contiguous()
+        _fn("attend_rotate", xs.dtype)(*inputs, _ptr(rot.contiguous()), _ptr(bias), _ptr(out),
+                                       _ptr(alpha), Nd, H, k, C,
+                                       _threads(Nd * H * (k * (C + 4) + 3 * C)))
     return out, alpha
+
+
+def _attend_fake(q_dst: Tensor, xs: Tensor, src: Tensor, k: int) -> tuple[Tensor, Tensor]:
+    Nd, H = q_dst.size(0), q_dst.size(1)
+    torch._check(src.numel() == Nd * k)
+    return xs.new_empty(Nd, H, xs.size(-1)), xs.new_empty(Nd, H, k)
+
+
+@torch.library.custom_op("quest_geometric::qsv_attend", mutates_args=())
+def _attend_op(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
+               k: int, crow_t: Optional[Tensor], col_t: Optional[Tensor],
+               gather: Optional[Tensor]) -> tuple[Tensor, Tensor]:
+    return _attend_forward(q_src, q_dst, scale, xs, src, k)
 
 
 @_attend_op.register_fake
 def _(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor, k: int,
       crow_t: Optional[Tensor], col_t: Optional[Tensor], gather: Optional[Tensor]
       ) -> tuple[Tensor, Tensor]:
-    Nd, H = q_dst.size(0), q_dst.size(1)
-    torch._check(src.numel() == Nd * k)
-    return xs.new_empty(Nd, H, xs.size(-1)), xs.new_empty(Nd, H, k)
+    return _attend_fake(q_dst, xs, src, k)
 
 
 @torch.library.custom_op("quest_geometric::qsv_attend_backward", mutates_args=())
@@ -570,25 +593,14 @@ def attend_rotate_reference(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Ten
 @torch.library.custom_op("quest_geometric::qsv_attend_rotate", mutates_args=())
 def _attend_rotate_op(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
                       k: int, rot: Tensor, bias: Optional[Tensor]) -> tuple[Tensor, Tensor]:
-    q_src, q_dst, scale, xs, rot = (t.contiguous() for t in (q_src, q_dst, scale, xs, rot))
-    src = src.contiguous()
-    bias = None if bias is None else bias.contiguous()
-    Nd, H, C = q_dst.size(0), q_dst.size(1), xs.size(-1)
-    out = xs.new_empty(Nd, H, C)
-    alpha = xs.new_empty(Nd, H, k)
-    _fn("attend_rotate", xs.dtype)(_ptr(q_src), _ptr(q_dst), _ptr(scale), _ptr(xs),
-                                   _ptr(src), _ptr(rot), _ptr(bias), _ptr(out), _ptr(alpha),
-                                   Nd, H, k, C, _threads(Nd * H * (k * (C + 4) + 3 * C)))
-    return out, alpha
+    return _attend_forward(q_src, q_dst, scale, xs, src, k, rot, bias)
 
 
 @_attend_rotate_op.register_fake
 def _(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor, k: int,
       rot: Tensor, bias: Optional[Tensor]) -> tuple[Tensor, Tensor]:
-    Nd, H = q_dst.size(0), q_dst.size(1)
-    torch._check(src.numel() == Nd * k)
-    torch._check(rot.numel() == Nd * H * 9)
-    return xs.new_empty(Nd, H, xs.size(-1)), xs.new_empty(Nd, H, k)
+    torch._check(rot.numel() == q_dst.size(0) * q_dst.size(1) * 9)
+    return _attend_fake(q_dst, xs, src, k)
 
 
 def attend_rotate(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
@@ -620,20 +632,13 @@ def attend_rotate(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: 
 
 
 # --------------------------------------------------------------------------- prepare
-#: ``eps`` of :func:`~quest_geometric.quaternion.normalize`, which :func:`prepare` follows.
-NORMALIZE_EPS = 1e-12
-
-
 def prepare_reference(x: Tensor, weight: Tensor, bias: Tensor, heads: int
                       ) -> tuple[Tensor, Tensor, Tensor]:
     r"""The plain PyTorch form of :func:`prepare`: the linear map, then
     :func:`~quest_geometric.quaternion.normalize`, :func:`rotation_matrix_reference` and
     :func:`rotate_reference`."""
-    from quest_geometric.quaternion import normalize
-
     N = x.size(0)
-    q = normalize(torch.nn.functional.linear(x, weight, bias).view(N, heads, 4),
-                  eps=NORMALIZE_EPS)
+    q = normalize(torch.nn.functional.linear(x, weight, bias).view(N, heads, 4))
     rot = rotation_matrix_reference(q)
     xs = rotate_reference(rot, x.reshape(N, heads, -1, 4), False).reshape(N, -1)
     return q, rot, xs

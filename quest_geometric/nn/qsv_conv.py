@@ -106,6 +106,12 @@ def _rotation_matrix(q: Tensor) -> Tensor:
     return to_rotation_matrix(q)
 
 
+def _needs_grad(*tensors: Tensor) -> bool:
+    """Whether autograd records a computation on these tensors (grad mode on and one of them
+    requiring a gradient): where it does not, the forward-only native operators may run."""
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
 def _edge_order(alpha: Tensor) -> Tensor:
     """``[N_dst, H, k]`` weights as ``[N_dst * k, H]`` in edge order, contiguous (for one head
     a plain view: the strides of the scatter path's weights, which :func:`torch.cond`
@@ -896,8 +902,7 @@ class QSVConv(MessagePassing):
                 and lin.bias is not None and native.supports(x, lin.weight, lin.bias)
                 and not torch.is_autocast_enabled(x.device.type)):
             return False
-        return not (torch.is_grad_enabled() and any(
-            t.requires_grad for t in (x, lin.weight, lin.bias)))
+        return not _needs_grad(x, lin.weight, lin.bias)
 
     def _epilogue_applies(self, coo: Tensor, xs: Tensor, q_src: Tensor, q_dst: Tensor,
                           rot_dst: Tensor) -> bool:
@@ -905,12 +910,11 @@ class QSVConv(MessagePassing):
         (:func:`~quest_geometric.nn._qsv_native.attend_rotate`, which has no backward): the
         native kernel applies and no gradient is needed (inference)."""
         params = [t for t in (self.scale, self.bias) if t is not None]
-        if not (self.fused and self._native_applies(coo, xs, q_src, q_dst)
+        if not (self._native_applies(coo, xs, q_src, q_dst)
                 and native.supports(xs, rot_dst, *params)
                 and not torch.is_autocast_enabled(xs.device.type)):
             return False
-        return not (torch.is_grad_enabled() and any(
-            t.requires_grad for t in (xs, q_src, q_dst, rot_dst, *params)))
+        return not _needs_grad(xs, q_src, q_dst, rot_dst, *params)
 
     def _dense_native(self, info: GraphInfo, edge_index: Tensor, xs: Tensor, q_src: Tensor,
                       q_dst: Tensor, k: int, compiling: bool, rot_dst: Optional[Tensor] = None
@@ -930,9 +934,7 @@ class QSVConv(MessagePassing):
                                               scale, xs, edge_index[0], k, rot_dst, bias)
             return out, _edge_order(alpha)
         transposed = None
-        if not compiling and torch.is_grad_enabled() and (
-                xs.requires_grad or q_src.requires_grad or q_dst.requires_grad
-                or scale.requires_grad):
+        if not compiling and _needs_grad(xs, q_src, q_dst, scale):
             transposed = info.pattern(edge_index, H).transposed()
         out, alpha = native.attend(q_src.reshape(-1, H, 4), q_dst.reshape(-1, H, 4), scale,
                                    xs, edge_index[0], k, transposed)

@@ -246,6 +246,14 @@ void qsv_rotate_##SUFFIX(const T *rot, const T *x, const T *bias, T *y, int64_t 
     parallel_for(rows, threads, rotate_rows_##SUFFIX, &c);                                    \
 }                                                                                             \
                                                                                               \
+/* R = R(q) of q = (w, x, y, z), row-major: the matrix of v -> q (0, v) q^*. */              \
+static inline void matrix_of_##SUFFIX(T w, T x, T y, T z, T *R) {                             \
+    const T ww = w * w, xx = x * x, yy = y * y, zz = z * z;                                   \
+    R[0] = ww + xx - yy - zz; R[1] = 2 * (x * y - w * z); R[2] = 2 * (x * z + w * y);         \
+    R[3] = 2 * (x * y + w * z); R[4] = ww - xx + yy - zz; R[5] = 2 * (y * z - w * x);         \
+    R[6] = 2 * (x * z - w * y); R[7] = 2 * (y * z + w * x); R[8] = ww - xx - yy + zz;         \
+}                                                                                             \
+                                                                                              \
 /* rot[r] = R(q_r), the matrix of v -> q (0, v) q^* (quaternion.to_rotation_matrix); with  \
  * grot given (backward) gq[r] = sum_ab grot_ab dR_ab / dq instead. */                        \
 typedef struct { const T *q, *grot; T *out; } rotmat_ctx_##SUFFIX;                            \
@@ -256,11 +264,7 @@ static void rotmat_rows_##SUFFIX(const void *p, int64_t begin, int64_t end) {   
         const T w = c->q[4 * r], x = c->q[4 * r + 1], y = c->q[4 * r + 2],                    \
                 z = c->q[4 * r + 3];                                                          \
         if (!c->grot) {                                                                       \
-            T *R = c->out + 9 * r;                                                            \
-            const T ww = w * w, xx = x * x, yy = y * y, zz = z * z;                           \
-            R[0] = ww + xx - yy - zz; R[1] = 2 * (x * y - w * z); R[2] = 2 * (x * z + w * y); \
-            R[3] = 2 * (x * y + w * z); R[4] = ww - xx + yy - zz; R[5] = 2 * (y * z - w * x); \
-            R[6] = 2 * (x * z - w * y); R[7] = 2 * (y * z + w * x); R[8] = ww - xx - yy + zz; \
+            matrix_of_##SUFFIX(w, x, y, z, c->out + 9 * r);                                   \
         } else {                                                                              \
             const T *G = c->grot + 9 * r;                                                     \
             T *g = c->out + 4 * r;                                                            \
@@ -308,10 +312,7 @@ static void prepare_rows_##SUFFIX(const void *p, int64_t begin, int64_t end) {  
             T *q = c->q + 4 * (r * H + h);                                                    \
             q[0] = w; q[1] = x; q[2] = y; q[3] = z;                                           \
             T *R = c->rot + 9 * (r * H + h);                                                  \
-            const T ww = w * w, xx = x * x, yy = y * y, zz = z * z;                           \
-            R[0] = ww + xx - yy - zz; R[1] = 2 * (x * y - w * z); R[2] = 2 * (x * z + w * y); \
-            R[3] = 2 * (x * y + w * z); R[4] = ww - xx + yy - zz; R[5] = 2 * (y * z - w * x); \
-            R[6] = 2 * (x * z - w * y); R[7] = 2 * (y * z + w * x); R[8] = ww - xx - yy + zz; \
+            matrix_of_##SUFFIX(w, x, y, z, R);                                                \
             rotate_row_##SUFFIX(R, 0, xr + h * C, c->xs + r * Cin + h * C, NULL, C / 4);      \
         }                                                                                     \
     }                                                                                         \

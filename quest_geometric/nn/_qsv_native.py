@@ -43,7 +43,11 @@ the layer then ran slower than at one.
 
 The weighted sums keep 256 bytes of channels in registers across a row's neighbours, and the
 backward's dot products :math:`g_{ij}` take four neighbours per pass over :math:`G_i`
-(GCC/Clang vector extensions; plain C elsewhere).
+(GCC/Clang vector extensions; plain C elsewhere).  The attention kernel computes a row's
+logits four neighbours at a time and their softmax in 4-wide vectors (a float32 exponential
+of vector operations only), reading and writing the weights in the same 4-wide units
+throughout: a wider load over several narrower stores cannot be forwarded from them and
+waits until they reach the cache, which had cost as much as the weighted sum itself.
 """
 from __future__ import annotations
 
@@ -81,7 +85,7 @@ __all__ = [
 SOURCE = Path(__file__).with_name("csrc") / "qsv_kernels.c"
 #: ``QUEST_GEOMETRIC_NATIVE=0`` turns the native kernels off.
 ENV_SWITCH = "QUEST_GEOMETRIC_NATIVE"
-_VERSION = 9  # qsv_kernels_version() of the source this module speaks to
+_VERSION = 11  # qsv_kernels_version() of the source this module speaks to
 _FLAGS = ("-O3", "-march=native", "-fopenmp-simd", "-shared", "-fPIC", "-pthread")
 #: Tried first: the kernels' threads from the OpenMP pool that torch has loaded (its
 #: ``libgomp.so.1``, which the library's own reference to that name resolves to), so they

@@ -472,9 +472,11 @@ class QSVConv(MessagePassing):
         return normalize(q)
 
     # ------------------------------------------------------------------ input handling
-    def _split_x(self, x: Any) -> tuple[Tensor, Tensor, bool]:
-        """``(x_src, x_dst, bipartite)`` from ``x`` or ``(x_src, x_dst)``, validated and
-        projected to :obj:`out_channels`."""
+    def _split_x(self, x: Any) -> tuple[Tensor, Tensor, bool, list[tuple[str, Tensor]]]:
+        """``(x_src, x_dst, bipartite, unchecked)`` from ``x`` or ``(x_src, x_dst)``,
+        validated and projected to :obj:`out_channels`; ``unchecked``: the inputs (name,
+        tensor) whose finiteness is still to be checked (:meth:`_check_finite_inputs`, or
+        through the quaternions of the fused prologue)."""
         if isinstance(x, (tuple, list)):
             if len(x) != 2:
                 raise fail(ValueError, "QSVConv", "x", "a tensor or a pair (x_src, x_dst)",
@@ -489,6 +491,7 @@ class QSVConv(MessagePassing):
                 else (self.lin, self.lin))
         widths = tuple(lin.in_channels if lin is not None else self.out_channels
                        for lin in lins)
+        unchecked: list[tuple[str, Tensor]] = []
         for side, (name, t, width) in enumerate(zip(names, (x_src, x_dst), widths)):
             if side == 1 and t is x_src and width == widths[0]:
                 break  # one tensor for both sides: checked once
@@ -503,7 +506,9 @@ class QSVConv(MessagePassing):
             if width != -1 and t.size(1) != width:
                 raise fail(ValueError, "QSVConv", f"'{name}'", f"of {width} channels "
                            "(in_channels)", t)
-            self._check_dtype_and_finite(t, name)
+            self._check_dtype(t, name)
+            if not _is_compiling():
+                unchecked.append((name, t))
         if isinstance(self.in_channels, tuple):
             x_src = x_src if self.lin_src is None else self.lin_src(x_src)
             x_dst = x_dst if self.lin_dst is None else self.lin_dst(x_dst)
@@ -517,12 +522,11 @@ class QSVConv(MessagePassing):
                        f"{self.quaternion!r} (one quaternion per node of one fixed graph); use "
                        "quaternion='feature' for relations between node types",
                        got_text="a bipartite pair (x_src, x_dst)")
-        return x_src, x_dst, bipartite
+        return x_src, x_dst, bipartite, unchecked
 
-    def _check_dtype_and_finite(self, t: Tensor, name: str) -> None:
-        """Refuse features of another floating dtype than the parameters (outside autocast)
-        and, in eager mode, non-finite features (one host synchronisation; skipped while
-        :func:`torch.compile` traces, where it would break the graph)."""
+    def _check_dtype(self, t: Tensor, name: str) -> None:
+        """Refuse features of another floating dtype than the parameters (outside
+        autocast)."""
         param = self.lin_q.weight if self.lin_q is not None else self.node_q
         if (t.dtype != param.dtype
                 and not torch.is_autocast_enabled(t.device.type)):
@@ -531,11 +535,17 @@ class QSVConv(MessagePassing):
                 f"({param.dtype}), got {t.dtype}; convert the input with "
                 f"x.to({param.dtype}) or the layer with layer.to({t.dtype})"
             )
-        if not _is_compiling() and not all_finite(t):
-            raise ValueError(
-                f"QSVConv: '{name}' must be finite, got NaN or infinite entries "
-                f"({int((~torch.isfinite(t)).sum())} of {t.numel()})"
-            )
+
+    @staticmethod
+    def _check_finite_inputs(unchecked: list[tuple[str, Tensor]]) -> None:
+        """Refuse non-finite features (eager mode only: one host synchronisation per tensor;
+        :func:`torch.compile` skips it, where it would break the graph)."""
+        for name, t in unchecked:
+            if not all_finite(t):
+                raise ValueError(
+                    f"QSVConv: '{name}' must be finite, got NaN or infinite entries "
+                    f"({int((~torch.isfinite(t)).sum())} of {t.numel()})"
+                )
 
     def _graph(self, edge_index: Any, num_src: int, num_dst: int) -> tuple[GraphInfo, Tensor]:
         """The validated COO ``edge_index`` and its cached :class:`GraphInfo`."""
@@ -698,7 +708,7 @@ class QSVConv(MessagePassing):
         want_alpha = check_return_attention_weights(return_attention_weights, where="QSVConv")
         if dense is None:
             dense = self.dense
-        x_src, x_dst, bipartite = self._split_x(x)
+        x_src, x_dst, bipartite, unchecked = self._split_x(x)
         Ns, Nd = x_src.size(0), x_dst.size(0)
         info, coo = self._graph(edge_index, Ns, Nd)
         prepared = None
@@ -708,7 +718,15 @@ class QSVConv(MessagePassing):
             assert self.lin_q is not None and self.lin_q.bias is not None
             prepared = native.prepare(x_src, self.lin_q.weight, self.lin_q.bias, self.heads)
             q_src = q_dst = prepared[0]
+            # Every feature of a row enters each of its quaternions' dot products, and a NaN
+            # or an infinity in any term makes a sum non-finite (inf * 0 is NaN), which the
+            # normalisation keeps: non-finite features always give a non-finite quaternion,
+            # so checking the quaternions (4 H numbers per row instead of C) is enough, and
+            # the exact check of the features runs only when they are not finite.
+            if unchecked and not all_finite(q_src):
+                self._check_finite_inputs(unchecked)
         else:
+            self._check_finite_inputs(unchecked)
             q_src = self.quaternions(x_src)
             q_dst = self.quaternions(x_dst) if bipartite else q_src
 

@@ -266,6 +266,33 @@ def test_attend_blocks_and_chunks_equal_reference(dtype, k, channels):
     assert kernel[-1][n_src - 1].abs().max() == 0 and kernel[2][n_src - 1].abs().max() == 0
 
 
+@pytest.mark.parametrize("k", [1, 2, 3, 4, 5, 7, 8, 21])
+def test_attend_softmax_underflow_tails_and_nan(k):
+    """The kernel's exponentials run four at a time, the last partial vector padded: every
+    tail length (k mod 4), logits spread far beyond float32's range of exp (scale 200: the
+    weights of logits more than 87.3 below the row's maximum are exactly 0, where torch
+    keeps subnormals below 1e-38), and a NaN quaternion makes its rows NaN, not a silent
+    number."""
+    q_src, q_dst, _, xs, src, _ = attend_inputs(torch.float32, heads=2, n_dst=9, n_src=25,
+                                                k=k, channels=8, seed=k)
+    q_src = torch.nn.functional.normalize(q_src, dim=-1)
+    q_dst = torch.nn.functional.normalize(q_dst, dim=-1)
+    scale = torch.tensor([200.0, 0.5])
+    out, alpha = native.attend(q_src, q_dst, scale, xs, src, k)
+    ref_out, ref_alpha = native.attend_reference(q_src, q_dst, scale, xs, src, k)
+    torch.testing.assert_close(alpha, ref_alpha, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(out, ref_out, atol=1e-5, rtol=1e-5)
+    assert torch.allclose(alpha.sum(-1), torch.ones(9, 2))
+    if k > 1:  # some weights of the sharp head underflow to exactly 0
+        assert bool((alpha[:, 0] == 0).any())
+    bad = q_src.clone()
+    bad[src[0], 1, 2] = float("nan")  # source of target 0's first edge, head 1
+    out, alpha = native.attend(bad, q_dst, scale, xs, src, k)
+    rows = (src.view(9, k) == src[0]).any(1)
+    assert bool(alpha[rows, 1].isnan().all()) and bool(out[rows, 1].isnan().all())
+    assert bool(torch.isfinite(alpha[~rows]).all()) and bool(torch.isfinite(out[:, 0]).all())
+
+
 def test_attend_is_a_softmax_average_by_hand():
     # one target, two sources, scale 2: logits 2<q, q_j> = 2 * (1, 0); weights e^2 : 1
     q_dst = torch.tensor([[[1.0, 0.0, 0.0, 0.0]]], dtype=torch.float64)
@@ -560,6 +587,35 @@ def test_layer_without_grad_rotates_in_the_attention_kernel(mode, dtype, monkeyp
         scattered = conv(x, ei, dense=False)
     assert len(prepared) == (2 if conv.transport else 0)
     torch.testing.assert_close(scattered, fast, **TOL[dtype])
+
+
+@pytest.mark.parametrize("channels", [(16, 16), (12, 16)], ids=["same", "projected"])
+def test_prologue_refuses_non_finite_features_through_the_quaternions(channels, monkeypatch):
+    """Without gradients the fused prologue checks the quaternions it computed (4 H numbers a
+    row) instead of summing the features first: a NaN or an infinity anywhere in a row (also
+    behind the input projection) makes that row's quaternions non-finite, and the features'
+    own error follows, naming the argument and the count; finite features are not summed."""
+    import quest_geometric.nn.qsv_conv as qsv_module
+
+    n = 12
+    ei = knn_edges(n, 4)
+    conv = QSVConv(*channels, heads=2)
+    x = torch.randn(n, channels[0])
+    seen = []
+    real = qsv_module.all_finite
+    monkeypatch.setattr(qsv_module, "all_finite", lambda t: seen.append(t) or real(t))
+    with torch.no_grad():
+        conv(x, ei)
+    assert [tuple(t.shape) for t in seen] == [(n, 2, 4)]  # the quaternions, not x
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        for row, col in ((0, 0), (5, channels[0] - 1), (n - 1, 7)):
+            xb = x.clone()
+            xb[row, col] = bad
+            for dense in (True, False):
+                with torch.no_grad(), pytest.raises(
+                        ValueError, match=rf"QSVConv: 'x' must be finite, got .*1 of "
+                                          rf"{n * channels[0]}"):
+                    conv(xb, ei, dense=dense)
 
 
 def test_fused_passes_step_aside_under_autocast(monkeypatch):

@@ -90,43 +90,56 @@ static void parallel_for(int64_t n, int threads, range_fn fn, const void *ctx) {
 #endif
 }
 
-/* exp(x) in float for x <= 0 (the softmax's shifted logits), vectorisable (no libm call):
- * x = n ln 2 + r with |r| <= ln 2 / 2, e^r by its Taylor polynomial of degree 7 (relative
- * error below 2e-7 before rounding), 2^n from the exponent bits.  Below -87.3 (where the
- * float result underflows) it returns 0. */
-static inline float qsv_expf(float x) {
+/* exp(x) of 4 floats x <= 0 (the softmax's shifted logits) in vector operations only (GCC/Clang
+ * vector extensions; a scalar exp with a branch or a bit cast through memory is not
+ * vectorised by GCC): x = n ln 2 + r with |r| <= ln 2 / 2, e^r by its Taylor polynomial of
+ * degree 7 (relative error below 2e-7 before rounding), 2^n from the exponent bits.  Lanes
+ * below -87.3 (where the float result underflows), -inf among them, give 0; NaN stays NaN. */
+typedef float qsv_v4f __attribute__((vector_size(16)));
+typedef int32_t qsv_v4i __attribute__((vector_size(16)));
+static inline qsv_v4f qsv_exp_v4f(qsv_v4f x) {
     const float log2e = 1.44269504088896341f, ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
-    const float xc = x < -87.3f ? -87.3f : x;
-    const float n = __builtin_floorf(xc * log2e + 0.5f);
-    const float r = (xc - n * ln2_hi) - n * ln2_lo;
-    float p = 1.0f / 5040;
-    p = p * r + 1.0f / 720;
+    const qsv_v4i low = x < -87.3f;  /* all ones where the result underflows */
+    qsv_v4f xc;
+    {
+        const qsv_v4f floor_value = x - x - 87.3f;
+        qsv_v4i xi, fi;
+        memcpy(&xi, &x, sizeof xi);
+        memcpy(&fi, &floor_value, sizeof fi);
+        xi = (xi & ~low) | (fi & low);
+        memcpy(&xc, &xi, sizeof xc);
+    }
+    const qsv_v4f t = xc * log2e + 0.5f;
+    qsv_v4i n = __builtin_convertvector(t, qsv_v4i);  /* truncation, then the floor: */
+    n += __builtin_convertvector(n, qsv_v4f) > t;     /* -1 where it rounded up */
+    const qsv_v4f nf = __builtin_convertvector(n, qsv_v4f);
+    const qsv_v4f r = (xc - nf * ln2_hi) - nf * ln2_lo;
+    qsv_v4f p = r * (1.0f / 5040) + 1.0f / 720;
     p = p * r + 1.0f / 120;
     p = p * r + 1.0f / 24;
     p = p * r + 1.0f / 6;
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    const int32_t bits = ((int32_t)n + 127) << 23;
-    float two_n;
+    const qsv_v4i bits = (n + 127) << 23;
+    qsv_v4f two_n;
     memcpy(&two_n, &bits, sizeof two_n);
-    return x < -87.3f ? 0.0f : p * two_n;
+    qsv_v4f y = p * two_n;
+    qsv_v4i yi;
+    memcpy(&yi, &y, sizeof yi);
+    yi &= ~low;
+    memcpy(&y, &yi, sizeof y);
+    return y;
 }
 
-#define DEFINE_KERNELS(T, SUFFIX, EXP)                                                        \
-                                                                                              \
-/* a[0:k] = softmax(a) given top = max(a): exponentials (vectorised) and one division. */     \
-static __attribute__((noinline)) void softmax_tail_##SUFFIX(T *restrict a, int64_t k, T top) {            \
-    T total = 0;                                                                              \
-    _Pragma("omp simd reduction(+:total)")                                                    \
-    for (int64_t j = 0; j < k; j++) {                                                         \
-        a[j] = EXP(a[j] - top);                                                               \
-        total += a[j];                                                                        \
-    }                                                                                         \
-    const T inv = 1 / total;                                                                  \
-    _Pragma("omp simd")                                                                       \
-    for (int64_t j = 0; j < k; j++) a[j] *= inv;                                              \
-}                                                                                             \
+/* exp of 4 doubles, lane by lane (libm). */
+typedef double qsv_v4d __attribute__((vector_size(32)));
+static inline qsv_v4d qsv_exp_v4d(qsv_v4d x) {
+    for (int l = 0; l < 4; l++) x[l] = exp(x[l]);
+    return x;
+}
+
+#define DEFINE_KERNELS(T, SUFFIX, VEXP)                                                       \
                                                                                               \
 /* Four dot products <g, x_t> (t < 4) in one pass over g: one vector of partial sums per   \
  * row (GCC/Clang vector extensions, 32 bytes), so g is loaded once for four rows and no    \
@@ -224,6 +237,76 @@ static inline void rotate_row_##SUFFIX(const T *R, int transpose, const T *x, T 
             memcpy(y + 4 * g, &v, sizeof v);                                                  \
         }                                                                                     \
     }                                                                                         \
+}                                                                                             \
+                                                                                              \
+static inline vec4_##SUFFIX load4_##SUFFIX(const T *p) {                                     \
+    vec4_##SUFFIX v;                                                                          \
+    memcpy(&v, p, sizeof v);                                                                  \
+    return v;                                                                                 \
+}                                                                                             \
+/* a[0:k] = softmax(a) given top = max(a), four at a time (VEXP), the last, partial vector \
+ * padded with -inf lanes (exp 0); one division.  Every pass over a reads and writes it in  \
+ * the 4-wide vectors logits_ stores (a wider load across two narrower stores            \
+ * cannot be forwarded from them and waits for both to reach the cache). */               \
+static inline void softmax_##SUFFIX(T *restrict a, int64_t k, T top) {                      \
+    enum { W = 4 };                                                                           \
+    vec4_##SUFFIX total = {0};                                                                \
+    int64_t j = 0;                                                                            \
+    for (; j + W <= k; j += W) {                                                              \
+        const vec4_##SUFFIX v = VEXP(load4_##SUFFIX(a + j) - top);                            \
+        memcpy(a + j, &v, sizeof v);                                                          \
+        total += v;                                                                           \
+    }                                                                                         \
+    if (j < k) {  /* built in registers from the entries (stored one by one) */              \
+        const T pad = -INFINITY;                                                              \
+        const vec4_##SUFFIX v = VEXP((vec4_##SUFFIX){a[j] - top,                              \
+                                                     j + 1 < k ? a[j + 1] - top : pad,        \
+                                                     j + 2 < k ? a[j + 2] - top : pad, pad}); \
+        total += v;                                                                           \
+        for (int l = 0; j + l < k; l++) a[j + l] = v[l];                                      \
+    }                                                                                         \
+    const T inv = 1 / ((total[0] + total[1]) + (total[2] + total[3]));                        \
+    for (j = 0; j + W <= k; j += W) {                                                         \
+        const vec4_##SUFFIX v = load4_##SUFFIX(a + j) * inv;                                  \
+        memcpy(a + j, &v, sizeof v);                                                          \
+    }                                                                                         \
+    for (; j < k; j++) a[j] *= inv;                                                           \
+}                                                                                             \
+                                                                                              \
+/* a[j] = s <q, p_j> for the k sources p_j = qs[src[j] * stride] of one row, and their     \
+ * maximum: four sources at a time, their four products summed across by shuffles (two     \
+ * rounds of pairwise sums) into one vector of four logits, s folded into q. */              \
+static inline T logits_##SUFFIX(const T *q, const T *qs, int64_t stride,                    \
+                                const int64_t *restrict src, T s, int64_t k, T *restrict a) { \
+    vec4_##SUFFIX qv;                                                                         \
+    memcpy(&qv, q, sizeof qv);                                                                \
+    qv *= s;                                                                                  \
+    T top = -INFINITY;                                                                        \
+    int64_t j = 0;                                                                            \
+    for (; j + 4 <= k; j += 4) {                                                              \
+        vec4_##SUFFIX m0, m1, m2, m3;                                                         \
+        memcpy(&m0, qs + src[j] * stride, sizeof m0);                                         \
+        memcpy(&m1, qs + src[j + 1] * stride, sizeof m1);                                     \
+        memcpy(&m2, qs + src[j + 2] * stride, sizeof m2);                                     \
+        memcpy(&m3, qs + src[j + 3] * stride, sizeof m3);                                     \
+        m0 *= qv; m1 *= qv; m2 *= qv; m3 *= qv;                                               \
+        const vec4_##SUFFIX u = (vec4_##SUFFIX){m0[0], m0[2], m1[0], m1[2]}                   \
+                              + (vec4_##SUFFIX){m0[1], m0[3], m1[1], m1[3]};                  \
+        const vec4_##SUFFIX v = (vec4_##SUFFIX){m2[0], m2[2], m3[0], m3[2]}                   \
+                              + (vec4_##SUFFIX){m2[1], m2[3], m3[1], m3[3]};                  \
+        const vec4_##SUFFIX r = (vec4_##SUFFIX){u[0], u[2], v[0], v[2]}                       \
+                              + (vec4_##SUFFIX){u[1], u[3], v[1], v[3]};                      \
+        memcpy(a + j, &r, sizeof r);                                                          \
+        for (int l = 0; l < 4; l++) top = r[l] > top ? r[l] : top;                           \
+    }                                                                                         \
+    for (; j < k; j++) {                                                                      \
+        vec4_##SUFFIX m;                                                                      \
+        memcpy(&m, qs + src[j] * stride, sizeof m);                                           \
+        m *= qv;                                                                              \
+        a[j] = (m[0] + m[1]) + (m[2] + m[3]);                                                 \
+        top = a[j] > top ? a[j] : top;                                                        \
+    }                                                                                         \
+    return top;                                                                               \
 }                                                                                             \
                                                                                               \
 /* y = (x_0, M x_v) + b per quaternion, M = R (transpose == 0) or R^T (transpose != 0), b  \
@@ -384,15 +467,9 @@ static void attend_rows_##SUFFIX(const void *p, int64_t begin, int64_t end) {   
     for (int64_t i = begin; i < end; i++) {                                                   \
         const int64_t *src = c->src + i * k;                                                  \
         for (int64_t h = 0; h < H; h++) {                                                     \
-            const T *q = c->qd + 4 * (i * H + h);                                             \
             T *a = c->alpha + (i * H + h) * k;                                                \
-            T s = c->scale[h], top = -INFINITY;                                               \
-            for (int64_t j = 0; j < k; j++) {                                                 \
-                const T *p2 = c->qs + 4 * (src[j] * H + h);                                   \
-                a[j] = s * (q[0] * p2[0] + q[1] * p2[1] + q[2] * p2[2] + q[3] * p2[3]);       \
-                if (a[j] > top) top = a[j];                                                   \
-            }                                                                                 \
-            softmax_tail_##SUFFIX(a, k, top);                                                 \
+            softmax_##SUFFIX(a, k, logits_##SUFFIX(c->qd + 4 * (i * H + h), c->qs + 4 * h,   \
+                                                   4 * H, src, c->scale[h], k, a));           \
             for (int64_t j0 = 0; j0 < k; j0 += WSUM_ROWS) {                                   \
                 const int64_t n = k - j0 < WSUM_ROWS ? k - j0 : WSUM_ROWS;                    \
                 const T *rows[WSUM_ROWS];                                                     \
@@ -543,8 +620,8 @@ void qsv_transposed_sum_##SUFFIX(const T *alpha, const T *grad, const T *g_raw, 
     parallel_for(rows, threads, transposed_rows_##SUFFIX, &c);                                \
 }
 
-DEFINE_KERNELS(float, f32, qsv_expf)
-DEFINE_KERNELS(double, f64, exp)
+DEFINE_KERNELS(float, f32, qsv_exp_v4f)
+DEFINE_KERNELS(double, f64, qsv_exp_v4d)
 
 /* 1 when the kernels run on the OpenMP pool, 0 on POSIX threads. */
 int qsv_kernels_openmp(void) {
@@ -556,4 +633,4 @@ int qsv_kernels_openmp(void) {
 }
 
 /* The version of this file's interface; the loader checks it. */
-int qsv_kernels_version(void) { return 9; }
+int qsv_kernels_version(void) { return 11; }

@@ -100,12 +100,11 @@ def _speed(graphs: int, threads: int, key: str, layer: str = "QSVConv") -> float
 # --- QSVConv under torch.compile, and its floor ---------------------------------------------
 COMPILE = "qsv_compile_targets.json"
 FLOOR = "qsv_vs_torch_harmonics_targets.json"
-#: The floor table of 2026-12-04 (before the output rotation moved into the attention
-#: kernel's epilogue), kept as a record.
-FLOOR_1204 = "qsv_vs_torch_harmonics_targets_run1204.json"
+#: The floor table and breakdown of 2026-12-05 02:47 (an Intel Xeon instance, before the
+#: attention kernel's vectorised softmax), kept as a record.
+FLOOR_1205 = "qsv_vs_torch_harmonics_targets_run1205.json"
+BREAKDOWN_1205 = "qsv_forward_breakdown_run1205.json"
 EPILOGUE = "qsv_forward_epilogue.json"
-FLOOR_0406 = "qsv_vs_torch_harmonics_targets_run0406.json"  # the earlier table, kept
-FLOOR_OLD_CODE = "qsv_vs_torch_harmonics_e536232_targets.json"  # its code, run again
 BREAKDOWN = "qsv_forward_breakdown.json"
 
 
@@ -143,35 +142,12 @@ def _of(v: tuple[int, int]) -> str:
     return f"{v[0]} of {v[1]}"
 
 
-def _fb_missed() -> list[dict]:
-    """The rows of the targets table that miss the forward + backward floor."""
-    return [r for r in _load(FLOOR)["rows"] if not r["fb_floor_target_met"]]
 
 
-def _fb_missed_in(mode: str) -> dict:
-    """The one missing row of this mode, if every missing row is at two threads and 16,200
-    points (else None: no match)."""
-    rows = _fb_missed()
-    if not all(r["threads"] == 2 and r["points"] == 16200 for r in rows):
-        return None
-    (row,) = [r for r in rows if r["mode"] == mode]
-    return row
 
 
-def _floor_time(points: int, threads: int, mode: str) -> float:
-    (row,) = [r for r in _load(FLOOR)["rows"] if (r["points"], r["threads"], r["mode"])
-              == (points, threads, mode)]
-    return 1 / row["fwd_vs_spmm"]
 
 
-def _floor_met_where() -> Optional[int]:
-    """The points of the rows meeting the forward floor, if they are exactly the eager and
-    compiled rows at one thread and the compiled one at two, all at one size (else None)."""
-    met = [r for r in _load(FLOOR)["rows"] if r["floor_target_met"]]
-    where = {(r["threads"], r["mode"]) for r in met}
-    points = {r["points"] for r in met}
-    ok = where == {(1, "eager"), (1, "compiled"), (2, "compiled")} and len(points) == 1
-    return points.pop() if ok and len(met) == 3 else None
 
 
 def _floor_times(mode: str) -> list[float]:
@@ -550,55 +526,44 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     ("does 0.14x its forward FLOPs", "0.14", SPEED,
      lambda: _speed(16, 2, "flops_vs_transformer"), _fixed(2)),
     # QSVConv against the floor (native kernels)
-    ("equiangular grids of 16,200 and 64,800 points", "16,200", FLOOR,
+    ("equiangular\n  grids of 16,200 and 64,800 points", "16,200", FLOOR,
      lambda: min(r["points"] for r in _load(FLOOR)["rows"]), _thousands),
-    ("equiangular grids of 16,200 and 64,800 points", "64,800", FLOOR,
+    ("equiangular\n  grids of 16,200 and 64,800 points", "64,800", FLOOR,
      lambda: max(r["points"] for r in _load(FLOOR)["rows"]), _thousands),
-    ("takes 1.7-2.6x the time of one sparse\n  product", "1.7-2.6", FLOOR,
+    ("an AMD EPYC instance", "AMD EPYC", FLOOR, lambda: _load(FLOOR)["meta"]["cpu_model"], str),
+    ("**1.0-1.5x the time of one sparse product**", "1.0-1.5", FLOOR,
      lambda: _floor_times("eager"), _range(1)),
-    ("eagerly and 1.7-2.3x compiled", "1.7-2.3", FLOOR,
+    ("eagerly and 1.3-1.5x\n  compiled", "1.3-1.5", FLOOR,
      lambda: _floor_times("compiled"), _range(1)),
-    ("(target: within 2x, met in 3 of 8\n  rows", "2", FLOOR,
+    ("(target: within 2x, met in 8 of 8 rows)", "2", FLOOR,
      lambda: 1 / _harmonics().FWD_FLOOR_TARGET, _fixed(0)),
-    ("(target: within 2x, met in 3 of 8\n  rows", "3 of 8", FLOOR,
+    ("(target: within 2x, met in 8 of 8 rows)", "8 of 8", FLOOR,
      lambda: _met("floor_target_met"), _of),
-    ("rows: at 64,800 points, eager and compiled at one thread and compiled at two;",
-     "64,800", FLOOR, lambda: _floor_met_where(), _thousands),
-    ("2.01x and\n  2.02x eagerly at 16,200 points / one thread and 64,800 / two", "2.01",
-     FLOOR, lambda: _floor_time(16200, 1, "eager"), _fixed(2)),
-    ("2.01x and\n  2.02x eagerly at 16,200 points / one thread and 64,800 / two", "2.02",
-     FLOOR, lambda: _floor_time(64800, 2, "eager"), _fixed(2)),
-    ("takes\n  2.6-3.2x that product's forward + backward", "2.6-3.2", FLOOR,
+    ("and forward + backward 2.0-2.4x that\n  product's", "2.0-2.4", FLOOR,
      lambda: [1 / r["fb_vs_spmm"] for r in _load(FLOOR)["rows"]], _range(1)),
-    ("(target: within 3x, met in 6 of 8 rows;", "3", FLOOR,
+    ("(target: within 3x, met in 8 of 8 rows)", "3", FLOOR,
      lambda: 1 / _harmonics().FB_FLOOR_TARGET, _fixed(0)),
-    ("(target: within 3x, met in 6 of 8 rows;", "6 of 8", FLOOR,
+    ("(target: within 3x, met in 8 of 8 rows)", "8 of 8", FLOOR,
      lambda: _met("fb_floor_target_met"), _of),
-    ("at 16,200 points and two threads, eager 3.02x", "3.02", FLOOR,
-     lambda: 1 / _fb_missed_in("eager")["fb_vs_spmm"], _fixed(2)),
-    ("and compiled 3.20x", "3.20", FLOOR,
-     lambda: 1 / _fb_missed_in("compiled")["fb_vs_spmm"], _fixed(2)),
-    ("the table of 2026-12-04\n  met it in 7 of 8", "7 of 8", FLOOR_1204,
-     lambda: _met("fb_floor_target_met", FLOOR_1204), _of),
-    ("make the eager layer 3.6-4.5x faster forward", "3.6-4.5", FLOOR,
+    ("eager layer 4.3-5.9x faster forward", "4.3-5.9", FLOOR,
      lambda: [r["native_fwd_speedup"] for r in _load(FLOOR)["rows"] if r["mode"] == "eager"],
      _range(1)),
-    ("and 2.8-4.1x forward + backward than its\n  PyTorch path", "2.8-4.1", FLOOR,
+    ("and 2.8-3.3x forward + backward than its PyTorch path", "2.8-3.3", FLOOR,
      lambda: [r["native_fb_speedup"] for r in _load(FLOOR)["rows"] if r["mode"] == "eager"],
      _range(1)),
-    ("cache: 1.13-1.22x faster than the same layer", "1.13-1.22", EPILOGUE,
+    ("cache: 1.20-1.31x\n  faster than the same layer", "1.20-1.31", EPILOGUE,
      lambda: [r["speedup"] for r in _load(EPILOGUE)["rows"]], _range(2)),
-    ("the attention kernel 1.6-1.7 sparse products", "1.6-1.7", BREAKDOWN,
+    ("the attention kernel 1.0-1.3 sparse products", "1.0-1.3", BREAKDOWN,
      lambda: _stage("quest_geometric::qsv_attend_rotate"), _range(1)),
-    ("and the per-node pass\n  0.6,", "0.6", BREAKDOWN,
+    ("the per-node pass\n  0.2-0.4.", "0.2-0.4", BREAKDOWN,
      lambda: _stage("quest_geometric::qsv_prepare"), _range_or_one(1)),
-    ("so the floor at 16,200 points needs", "16,200", FLOOR,
-     lambda: min(r["points"] for r in _load(FLOOR)["rows"] if not r["floor_target_met"]),
-     _thousands),
-    ("met the forward floor\n  in 7 of 8 rows", "7 of 8", FLOOR_0406,
-     lambda: _met("floor_target_met", FLOOR_0406), _of),
-    ("meet it in 0 of 4\n  rows", "0 of 4", FLOOR_OLD_CODE,
-     lambda: _met("floor_target_met", FLOOR_OLD_CODE), _of),
+    ("the forward floor met in 3 of 8 rows", "3 of 8", FLOOR_1205,
+     lambda: _met("floor_target_met", FLOOR_1205), _of),
+    ("the attention kernel 1.6-1.7 products", "1.6-1.7", BREAKDOWN_1205,
+     lambda: [r["in_spmm"] for r in _load(BREAKDOWN_1205)["rows"]
+              if r["op"] == "quest_geometric::qsv_attend_rotate"], _range(1)),
+    ("ran on an Intel\n  Xeon instance", "Intel", FLOOR_1205,
+     lambda: _load(FLOOR_1205)["meta"]["cpu_model"].split("(")[0], str),
     # QSVConv under torch.compile
     ("forward\n  + backward **0.99-1.03x** as fast as eager", "0.99-1.03", COMPILE,
      lambda: _compiled("layer", "fb_vs_eager"), _range(2)),
@@ -1774,7 +1739,9 @@ SETTINGS = {
                                      "64": "the 64 x 64 maps of TransformerConv (channels 64)",
                                      "4": "the 4-per-head quaternion map"},
     "`QSVConv` against the floor": {"2026": "the date", "12": "the date", "04": "the date",
-                                    "05": "the date"},
+                                    "05": "the date", "02": "the time of day",
+                                    "47": "the time of day",
+                                    "4": "four neighbours, 4-wide vectors (the kernel)"},
     "`QSVConv` on a GPU": {"2026": "the date", "12": "the date", "04": "the date",
                           "14": "the time of day", "53": "the time of day",
                           "200": "the H200", "100": "the H100",

@@ -99,6 +99,8 @@ def _speed(graphs: int, threads: int, key: str, layer: str = "QSVConv") -> float
 
 # --- QSVConv under torch.compile, and its floor ---------------------------------------------
 COMPILE = "qsv_compile_targets.json"
+#: The compile table of 2026-12-04 (Intel instance, before the fused inference passes), kept.
+COMPILE_1204 = "qsv_compile_targets_run1204.json"
 FLOOR = "qsv_vs_torch_harmonics_targets.json"
 #: The floor table and breakdown of 2026-12-05 02:47 (an Intel Xeon instance, before the
 #: attention kernel's vectorised softmax), kept as a record.
@@ -118,12 +120,6 @@ def _compiled(subject: str, key: str, threads: Optional[int] = None) -> list[flo
             and (threads is None or r["threads"] == threads)]
 
 
-def _missed_layer() -> dict:
-    """The one compiled layer row slower than eager in forward + backward."""
-    missed = [r for r in _load(COMPILE)["rows"]
-              if r["subject"] == "layer" and not r["target_met"]]
-    assert len(missed) == 1, missed
-    return missed[0]
 
 
 def _harmonics() -> Any:
@@ -269,6 +265,10 @@ K4W_QUALITY = ("**+0.7% out of domain** (median +0.5%), +0.5% on test: the one l
 K4W_WINDOW = ("The window plus sinks at the same\n    share (window 708) is +0.5% / +0.4%, not "
               "distinguishable from it (out of domain +0.3%\n    [-0.1, +0.7], Focus worse on 9 "
               "of 16 blocks)")
+K4W_RANDOM_PK = ("random balanced groups 7 (the routers 15 trials to 0, McNemar\n"
+                 "    p = 0.0001: better)")
+K4W_WINDOW_PK = ("the window plus sinks (window 4,954 at 8K) 15 (the routers\n"
+                 "    9 trials to 2, p = 0.07")
 # the README phrases of the K = 8, window-256 row
 K8W_SHARE = ("(the grid's window 256 at K = 8, 80 steps from\n    scratch, 2026-12-04, still "
              "learning: revisit -0.0026 +- 0.0011; 69% of the pairs at 1K,\n    49% at 8K)")
@@ -565,38 +565,43 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     ("ran on an Intel\n  Xeon instance", "Intel", FLOOR_1205,
      lambda: _load(FLOOR_1205)["meta"]["cpu_model"].split("(")[0], str),
     # QSVConv under torch.compile
-    ("forward\n  + backward **0.99-1.03x** as fast as eager", "0.99-1.03", COMPILE,
+    ("idle machine (the AMD EPYC instance), 2026-12-05, inductor", "AMD EPYC", COMPILE,
+     lambda: _load(COMPILE)["meta"]["cpu_model"], str),
+    ("forward + backward\n  **1.01-1.08x** as fast as eager", "1.01-1.08", COMPILE,
      lambda: _compiled("layer", "fb_vs_eager"), _range(2)),
-    ("on 16,200 and 64,800 points at one and two\n  threads (forward 1.02-1.08x)", "16,200",
+    ("on 16,200 and 64,800 points at one and two threads", "16,200",
      COMPILE, lambda: min(_compiled("layer", "size")), _thousands),
-    ("on 16,200 and 64,800 points at one and two\n  threads (forward 1.02-1.08x)", "64,800",
+    ("on 16,200 and 64,800 points at one and two threads", "64,800",
      COMPILE, lambda: max(_compiled("layer", "size")), _thousands),
-    ("on 16,200 and 64,800 points at one and two\n  threads (forward 1.02-1.08x)",
-     "1.02-1.08", COMPILE, lambda: _compiled("layer", "fwd_vs_eager"), _range(2)),
-    ("eager\" is met in 3 of 4 rows", "3 of 4", COMPILE,
-     lambda: (sum(1 for m in _compiled("layer", "target_met") if m),
+    ("its forward (no gradients: the two fused native passes) 0.95-0.98x", "0.95-0.98",
+     COMPILE, lambda: _compiled("layer", "fwd_vs_eager"), _range(2)),
+    ("missed by the layer's forward in 4 of 4 rows", "4 of 4", COMPILE,
+     lambda: (sum(1 for r in _load(COMPILE)["rows"] if r["subject"] == "layer"
+                  and not r["target_met"] and r["fwd_vs_eager"] < 1 <= r["fb_vs_eager"]),
               len(_compiled("layer", "target_met"))), _of),
-    ("(the fourth: 0.99x at 64,800 points and two threads)", "0.99", COMPILE,
-     lambda: _missed_layer()["fb_vs_eager"], _fixed(2)),
-    ("(the fourth: 0.99x at 64,800 points and two threads)", "64,800", COMPILE,
-     lambda: _missed_layer()["size"], _thousands),
-    ("`QSVNet` on 16 sphere graphs", "16", COMPILE,
+    ("2026-12-04 on the Intel\n  instance before the fused passes, met it in 3 of 4", "3 of 4",
+     COMPILE_1204, lambda: (sum(1 for r in _load(COMPILE_1204)["rows"]
+                               if r["subject"] == "layer" and r["target_met"]),
+                           sum(1 for r in _load(COMPILE_1204)["rows"]
+                               if r["subject"] == "layer")), _of),
+    ("`QSVNet` on 16 sphere\n  graphs", "16", COMPILE,
      lambda: _compiled("net", "size", 1)[0] // (_speed(16, 2, "nodes") // 16), str),
-    ("backward **1.03x** / 1.04x", "1.03", COMPILE,
+    ("backward **1.04x** / 1.08x", "1.04", COMPILE,
      lambda: _compiled("net", "fb_vs_eager", 1)[0], _fixed(2)),
-    ("backward **1.03x** / 1.04x", "1.04", COMPILE,
+    ("backward **1.04x** / 1.08x", "1.08", COMPILE,
      lambda: _compiled("net", "fb_vs_eager", 2)[0], _fixed(2)),
-    ("(forward 1.03x / 1.06x)", "1.03", COMPILE, lambda: _compiled("net", "fwd_vs_eager", 1)[0],
-     _fixed(2)),
-    ("(forward 1.03x / 1.06x)", "1.06", COMPILE, lambda: _compiled("net", "fwd_vs_eager", 2)[0],
-     _fixed(2)),
-    ("the compiled net runs 1.00x / 1.07x", "1.00", COMPILE,
+    ("(forward 1.05x / 1.02x): target met", "1.05", COMPILE,
+     lambda: _compiled("net", "fwd_vs_eager", 1)[0], _fixed(2)),
+    ("(forward 1.05x / 1.02x): target met", "1.02", COMPILE,
+     lambda: _compiled("net", "fwd_vs_eager", 2)[0] if all(_compiled("net", "target_met"))
+     else None, _fixed(2)),
+    ("the compiled net runs 1.04x / 1.10x", "1.04", COMPILE,
      lambda: _compiled("net", "dense_fb_vs_eager", 1)[0], _fixed(2)),
-    ("the compiled net runs 1.00x / 1.07x", "1.07", COMPILE,
+    ("the compiled net runs 1.04x / 1.10x", "1.10", COMPILE,
      lambda: _compiled("net", "dense_fb_vs_eager", 2)[0], _fixed(2)),
-    ("(forward 1.07x / 1.10x)", "1.07", COMPILE,
+    ("(forward\n  1.07x / 1.11x)", "1.07", COMPILE,
      lambda: _compiled("net", "dense_fwd_vs_eager", 1)[0], _fixed(2)),
-    ("(forward 1.07x / 1.10x)", "1.10", COMPILE,
+    ("(forward\n  1.07x / 1.11x)", "1.11", COMPILE,
      lambda: _compiled("net", "dense_fwd_vs_eager", 2)[0], _fixed(2)),
     # QSVConv on a GPU
     ("the same grids of 16,200 and 64,800 points", "16,200", CUDA_T,
@@ -1085,6 +1090,21 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     ("can be at most 1.10x faster, so it cannot meet the speed target", "1.10", OP,
      lambda: _op(K4W, "prefill_bound_8k") if _verdict_row(K4W)["speed_check"].startswith(
          "cannot") else None, _fixed(2)),
+    (K4W_RANDOM_PK, "7", PASSKEY_SUMMARY,
+     lambda: _row(PASSKEY_SUMMARY, config="K4_top2_w256_random", length=8186)["correct"], str),
+    (K4W_RANDOM_PK, "15", TRIALS, lambda: _discordant(K4W, "K4_top2_w256_random", 8186)[0],
+     str),
+    (K4W_RANDOM_PK, "0", TRIALS, lambda: _discordant(K4W, "K4_top2_w256_random", 8186)[1],
+     str),
+    (K4W_RANDOM_PK, "0.0001", VERDICT, lambda: _verdict_row(K4W)["passkey_8k_vs_random_p"],
+     _fixed(4)),
+    (K4W_WINDOW_PK, "4,954", PASSKEY_SUMMARY, lambda: _pk_pattern(f"sinks@{K4W}", 8186)["window"],
+     _thousands),
+    (K4W_WINDOW_PK, "15", PASSKEY_SUMMARY,
+     lambda: _row(PASSKEY_SUMMARY, config=f"sinks@{K4W}", length=8186)["correct"], str),
+    *_discordant_claims(K4W_WINDOW_PK, K4W, 8186),
+    ("so\n    whether it beats both baselines is undecided", "undecided", VERDICT,
+     lambda: _verdict_row(K4W)["baselines_check"], str),
     *_share_claims(K8W_SHARE, K8W, "no", "256", "8", "80", "69", "49"),
     (K8W_QUALITY, "+2.8", OP, lambda: _op(K8W, "ood_delta_pct"), _signed(1)),
     (K8W_QUALITY, "+1.9", OP, lambda: _op(K8W, "ood_median_pct"), _signed(1)),
@@ -1747,7 +1767,7 @@ SETTINGS = {
                           "200": "the H200", "100": "the H100",
                           "2.14": "the torch the torch-harmonics wheel was built for"},
     "`torch.compile` of `QSVConv`": {"2026": "the date", "12": "the date", "03": "the date",
-                                    "04": "the date",
+                                    "04": "the date", "05": "the date",
                                     "4": "the benchmark's QSVNet(..., num_layers=4)"},
     "QSV ablation on digits": {"10": "CIFAR-10", "20": "ResNet-20", "2026": "the date",
                                "12": "the date", "03": "the date",
@@ -1835,7 +1855,10 @@ def test_the_words_next_to_the_numbers_match_the_files():
     assert all(r["target_met"] for r in rows if r["subject"] == "net")
     assert all(r["dense_fb_vs_eager"] >= 1 for r in rows if r["subject"] == "net")
     assert "`quest_geometric::qsv_attend_graph`" in bullet
-    assert "compiled and eager are at parity" in bullet
+    # "near parity": forward + backward never slower compiled, the forward at most 6% slower
+    assert "eager are near parity" in bullet
+    layer = [r for r in rows if r["subject"] == "layer"]
+    assert all(r["fb_vs_eager"] >= 1 and r["fwd_vs_eager"] >= 0.94 for r in layer)
     # the sign of standard attention against QSV is called undecided only when it is
     from quest_geometric.experiments.qsv_ablation.report import verdict
 

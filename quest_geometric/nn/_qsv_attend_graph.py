@@ -35,7 +35,7 @@ from torch_geometric.utils import scatter, softmax
 from quest_geometric.nn import _qsv_native as native
 from quest_geometric.nn._graph_cache import dense_degree
 
-__all__ = ["attend_graph", "attend_graph_reference"]
+__all__ = ["attend_graph", "attend_graph_reference", "attend_graph_rotate"]
 
 
 def attend_graph_reference(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor,
@@ -171,6 +171,62 @@ def _backward(ctx: Any, grad: Optional[Tensor], grad_weights: Optional[Tensor],
 
 
 _attend_graph_op.register_autograd(_backward, setup_context=_setup)
+
+
+@torch.library.custom_op("quest_geometric::qsv_attend_graph_rotate", mutates_args=())
+def _attend_graph_rotate_op(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor,
+                            src: Tensor, dst: Tensor, num_dst: int, want_alpha: bool,
+                            rot: Tensor, bias: Optional[Tensor]) -> tuple[Tensor, Tensor]:
+    """``(y [N_dst, H, C], alpha)``: the attention with the layer's output rotation and bias
+    (:func:`attend_graph_rotate`); forward only."""
+    k = _native_k(q_src, q_dst, scale, xs, dst, num_dst)
+    if k:
+        out, weights = native.attend_rotate(q_src, q_dst, scale, xs, src, k, rot, bias)
+        return out, (_edge_major(weights, k) if want_alpha else weights.new_empty(0))
+    out, _, _, alpha = _attend_graph_op(q_src, q_dst, scale, xs, src, dst, num_dst, want_alpha)
+    Nd, H, C = out.shape
+    b = None if bias is None else bias.reshape(H, C // 4, 4)
+    y = native.rotate(rot.reshape(Nd, H, 3, 3), out.view(Nd, H, C // 4, 4), True, b)
+    return y.view(Nd, H, C), alpha
+
+
+@_attend_graph_rotate_op.register_fake
+def _(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor, dst: Tensor,
+      num_dst: int, want_alpha: bool, rot: Tensor, bias: Optional[Tensor]
+      ) -> tuple[Tensor, Tensor]:
+    torch._check(src.numel() == dst.numel())
+    torch._check(rot.numel() == num_dst * xs.size(1) * 9)
+    E, H = src.numel(), xs.size(1)
+    return (xs.new_empty(num_dst, H, xs.size(2)), xs.new_empty((E, H) if want_alpha else (0,)))
+
+
+def attend_graph_rotate(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
+                        dst: Tensor, num_dst: int, rot: Tensor, bias: Optional[Tensor] = None,
+                        want_alpha: bool = True) -> tuple[Tensor, Tensor]:
+    r""":func:`attend_graph` followed by the layer's output rotation and bias,
+
+    .. math::
+        z_i^{(h)} = \bigl(y_0,\; R_i^{(h)\top} \mathbf{y}_v\bigr) + b^{(h)}
+        \quad \text{per quaternion of } y_i^{(h)},
+
+    in the attention kernel's pass where the targets have the dense layout
+    (:func:`~quest_geometric.nn._qsv_native.attend_rotate`), else the scatter form then
+    :func:`~quest_geometric.nn._qsv_native.rotate`.  **Forward only** (no autograd formula):
+    what a compiled :class:`~quest_geometric.nn.QSVConv` with ``dense=None`` runs when no
+    gradient is needed, as the eager layer runs :func:`~quest_geometric.nn._qsv_native.
+    attend_rotate` on a graph it found dense.
+
+    Args:
+        q_src, q_dst, scale, xs, src, dst, num_dst, want_alpha: as for :func:`attend_graph`.
+        rot (torch.Tensor): The targets' rotation matrices (``N_dst * H * 9`` entries,
+            ``[N_dst, H, 3, 3]`` or ``[N_dst, H, 9]``).
+        bias (torch.Tensor, optional): ``H * C`` entries, added to the rotated rows.
+
+    Returns:
+        ``(z [N_dst, H, C], alpha [E, H])``, as :func:`attend_graph`.
+    """
+    return _attend_graph_rotate_op(q_src, q_dst, scale, xs, src.long(), dst.long(), num_dst,
+                                   want_alpha, rot, bias)
 
 
 def attend_graph(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,

@@ -24,7 +24,7 @@ from quest_geometric._utils.checks import (
 )
 from quest_geometric.nn import _qsv_native as native
 from quest_geometric.nn._graph_cache import GraphInfo, cached_info, dense_degree, store_info
-from quest_geometric.nn._qsv_attend_graph import attend_graph
+from quest_geometric.nn._qsv_attend_graph import attend_graph, attend_graph_rotate
 from quest_geometric.nn._qsv_csr import (
     NeighbourSum,
     neighbour_sum_op,
@@ -767,7 +767,16 @@ class QSVConv(MessagePassing):
         xs = xs.reshape(Ns, H, C)
 
         rotated = False  # whether the attention kernel already rotated back and added the bias
-        if run_time_choice and self._native_applies(coo, xs, q_src, q_dst):
+        if (run_time_choice and rot_dst is not None
+                and self._epilogue_applies(coo, xs, q_src, q_dst, rot_dst)):
+            # inference under compilation: the layout found inside one custom operator, the
+            # output rotation and bias in the attention kernel's pass where it is dense
+            bias = None if self.bias is None else self.bias.view(H, -1)
+            out, alpha = attend_graph_rotate(q_src.reshape(-1, H, 4), q_dst.reshape(-1, H, 4),
+                                             self._scale_vector(xs), xs, coo[0], coo[1], Nd,
+                                             rot_dst, bias, want_alpha)
+            rotated = True
+        elif run_time_choice and self._native_applies(coo, xs, q_src, q_dst):
             # the layout found inside one custom operator: no torch.cond, whose backward
             # would run the branch's forward again
             out, alpha = attend_graph(q_src.reshape(-1, H, 4), q_dst.reshape(-1, H, 4),

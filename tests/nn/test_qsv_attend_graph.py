@@ -14,6 +14,7 @@ from quest_geometric.nn._qsv_attend_graph import (
     _attend_graph_op,
     attend_graph,
     attend_graph_reference,
+    attend_graph_rotate,
 )
 from quest_geometric.testing.qsv import knn_edges, make_qsv_conv, random_dense_edges
 
@@ -198,3 +199,64 @@ def test_compiled_default_layer_uses_the_operator_and_matches_eager(use_native, 
                            + [p.grad.clone() for p in conv.parameters()])
         for a, b in zip(*results):
             torch.testing.assert_close(a, b, atol=1e-12, rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("layout", ["dense", "shuffled", "ragged"])
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_rotate_form_equals_reference_then_rotation(dtype, layout, with_bias, monkeypatch):
+    """``qsv_attend_graph_rotate`` (inference): the reference attention, then each output
+    quaternion rotated by its target's R^T and the bias added; the fused kernel runs exactly
+    on the dense layout, the scatter form and a separate rotation elsewhere."""
+    if not native.qsv_native_available():
+        pytest.skip(f"native kernels: {native.qsv_native_status()['reason']}")
+    from quest_geometric.quaternion import normalize, to_rotation_matrix
+
+    src, dst = graph(layout)
+    q_src, q_dst, scale, xs = [t.detach() for t in inputs(dtype, heads=2, channels=8)]
+    rot = to_rotation_matrix(normalize(torch.randn(9, 2, 4, dtype=dtype)))  # [9, 2, 3, 3]
+    bias = torch.randn(2, 8, dtype=dtype) if with_bias else None
+    calls = []
+    fused = native.attend_rotate
+    monkeypatch.setattr(native, "attend_rotate", lambda *a: calls.append(1) or fused(*a))
+    out, alpha = attend_graph_rotate(q_src, q_dst, scale, xs, src, dst, 9, rot, bias)
+    ref, ref_alpha = attend_graph_reference(q_src, q_dst, scale, xs, src, dst, 9)
+    v = ref.view(9, 2, 2, 4)
+    rotated = torch.cat([v[..., :1], torch.einsum("nhji,nhgj->nhgi", rot, v[..., 1:])], -1)
+    expected = rotated.reshape(9, 2, 8) + (0 if bias is None else bias)
+    torch.testing.assert_close(out, expected, **TOL[dtype])
+    torch.testing.assert_close(alpha, ref_alpha, **TOL[dtype])
+    assert len(calls) == int(layout == "dense")
+    _, empty = attend_graph_rotate(q_src, q_dst, scale, xs, src, dst, 9, rot, bias,
+                                   want_alpha=False)
+    assert empty.numel() == 0
+    torch.library.opcheck(torch.ops.quest_geometric.qsv_attend_graph_rotate,
+                          (q_src, q_dst, scale, xs, src, dst, 9, True, rot, bias),
+                          test_utils=("test_schema", "test_faketensor"))
+
+
+@pytest.mark.slow
+def test_compiled_default_layer_without_grad_rotates_in_the_kernel():
+    """dense=None under compile without gradients: the layout found inside
+    ``qsv_attend_graph_rotate``, the output rotation and bias in the attention kernel's pass
+    (no separate rotation of the output), equal to eager on the dense layout and on the same
+    edges shuffled."""
+    if not native.qsv_native_available():
+        pytest.skip(f"native kernels: {native.qsv_native_status()['reason']}")
+    n = 12
+    ei = knn_edges(n, 4)
+    shuffled = ei[:, torch.randperm(ei.size(1), generator=torch.Generator().manual_seed(1))]
+    conv = make_qsv_conv(channels=16, heads=2).double()
+    x = torch.randn(n, 16, dtype=torch.float64)
+    with torch.no_grad():
+        torch._dynamo.reset()
+        explanation = torch._dynamo.explain(conv)(x, ei)
+        assert explanation.graph_break_count == 0, explanation.break_reasons
+        code = "".join(gm.code for gm in explanation.graphs)
+        assert "quest_geometric.qsv_attend_graph_rotate" in code
+        assert "quest_geometric.qsv_rotate" not in code
+        torch._dynamo.reset()
+        compiled = torch.compile(conv, fullgraph=True)
+        for edges in (ei, shuffled):
+            torch.testing.assert_close(compiled(x, edges), conv(x, edges), atol=1e-12,
+                                       rtol=1e-12)

@@ -567,41 +567,44 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     # QSVConv under torch.compile
     ("idle machine (the AMD EPYC instance), 2026-12-05, inductor", "AMD EPYC", COMPILE,
      lambda: _load(COMPILE)["meta"]["cpu_model"], str),
-    ("forward + backward\n  **1.01-1.08x** as fast as eager", "1.01-1.08", COMPILE,
+    ("forward + backward\n  **1.01-1.31x** as fast as eager", "1.01-1.31", COMPILE,
      lambda: _compiled("layer", "fb_vs_eager"), _range(2)),
     ("on 16,200 and 64,800 points at one and two threads", "16,200",
      COMPILE, lambda: min(_compiled("layer", "size")), _thousands),
     ("on 16,200 and 64,800 points at one and two threads", "64,800",
      COMPILE, lambda: max(_compiled("layer", "size")), _thousands),
-    ("its forward (no gradients: the two fused native passes) 0.95-0.98x", "0.95-0.98",
+    ("forward (no gradients: the two fused native passes) 0.97-1.01x", "0.97-1.01",
      COMPILE, lambda: _compiled("layer", "fwd_vs_eager"), _range(2)),
-    ("missed by the layer's forward in 4 of 4 rows", "4 of 4", COMPILE,
+    ("missed by the layer's forward in 3 of 4 rows, by 1-3%", "3 of 4", COMPILE,
      lambda: (sum(1 for r in _load(COMPILE)["rows"] if r["subject"] == "layer"
                   and not r["target_met"] and r["fwd_vs_eager"] < 1 <= r["fb_vs_eager"]),
               len(_compiled("layer", "target_met"))), _of),
-    ("2026-12-04 on the Intel\n  instance before the fused passes, met it in 3 of 4", "3 of 4",
-     COMPILE_1204, lambda: (sum(1 for r in _load(COMPILE_1204)["rows"]
-                               if r["subject"] == "layer" and r["target_met"]),
-                           sum(1 for r in _load(COMPILE_1204)["rows"]
-                               if r["subject"] == "layer")), _of),
-    ("`QSVNet` on 16 sphere\n  graphs", "16", COMPILE,
+    ("missed by the layer's forward in 3 of 4 rows, by 1-3%", "1-3", COMPILE,
+     lambda: [round(100 * (1 - v)) for v in _compiled("layer", "fwd_vs_eager") if v < 1],
+     lambda v: f"{min(v)}-{max(v)}"),
+    ("[kept](benchmarks/results/qsv_compile_targets_run1204.md), met it in 3 of 4", "3 of 4",
+     COMPILE_1204,
+     lambda: (sum(1 for r in _load(COMPILE_1204)["rows"]
+                  if r["subject"] == "layer" and r["target_met"]),
+              sum(1 for r in _load(COMPILE_1204)["rows"] if r["subject"] == "layer")), _of),
+    ("`QSVNet` on 16 sphere graphs", "16", COMPILE,
      lambda: _compiled("net", "size", 1)[0] // (_speed(16, 2, "nodes") // 16), str),
-    ("backward **1.04x** / 1.08x", "1.04", COMPILE,
+    ("backward **1.07x** / 1.08x", "1.07", COMPILE,
      lambda: _compiled("net", "fb_vs_eager", 1)[0], _fixed(2)),
-    ("backward **1.04x** / 1.08x", "1.08", COMPILE,
+    ("backward **1.07x** / 1.08x", "1.08", COMPILE,
      lambda: _compiled("net", "fb_vs_eager", 2)[0], _fixed(2)),
-    ("(forward 1.05x / 1.02x): target met", "1.05", COMPILE,
-     lambda: _compiled("net", "fwd_vs_eager", 1)[0], _fixed(2)),
-    ("(forward 1.05x / 1.02x): target met", "1.02", COMPILE,
-     lambda: _compiled("net", "fwd_vs_eager", 2)[0] if all(_compiled("net", "target_met"))
+    ("(forward 0.96x / 1.06x: missed at one thread", "0.96", COMPILE,
+     lambda: _compiled("net", "fwd_vs_eager", 1)[0] if not _compiled("net", "target_met", 1)[0]
      else None, _fixed(2)),
-    ("the compiled net runs 1.04x / 1.10x", "1.04", COMPILE,
+    ("(forward 0.96x / 1.06x: missed at one thread", "1.06", COMPILE,
+     lambda: _compiled("net", "fwd_vs_eager", 2)[0], _fixed(2)),
+    ("the compiled net runs 1.09x / 1.10x", "1.09", COMPILE,
      lambda: _compiled("net", "dense_fb_vs_eager", 1)[0], _fixed(2)),
-    ("the compiled net runs 1.04x / 1.10x", "1.10", COMPILE,
+    ("the compiled net runs 1.09x / 1.10x", "1.10", COMPILE,
      lambda: _compiled("net", "dense_fb_vs_eager", 2)[0], _fixed(2)),
-    ("(forward\n  1.07x / 1.11x)", "1.07", COMPILE,
+    ("(forward 1.00x / 1.11x)", "1.00", COMPILE,
      lambda: _compiled("net", "dense_fwd_vs_eager", 1)[0], _fixed(2)),
-    ("(forward\n  1.07x / 1.11x)", "1.11", COMPILE,
+    ("(forward 1.00x / 1.11x)", "1.11", COMPILE,
      lambda: _compiled("net", "dense_fwd_vs_eager", 2)[0], _fixed(2)),
     # QSVConv on a GPU
     ("the same grids of 16,200 and 64,800 points", "16,200", CUDA_T,
@@ -1850,15 +1853,13 @@ def test_the_words_next_to_the_numbers_match_the_files():
     rows = [r for r in _load(COMPILE)["rows"] if r["subject"] in ("layer", "net")]
     assert rows and all(r["graph_breaks"] == 0 for r in rows)
     # the default net (layout found inside the operator) and the net told its layout both
-    # no slower compiled than eager in forward + backward; the layer row that misses is the
-    # one the bullet names
-    assert all(r["target_met"] for r in rows if r["subject"] == "net")
+    # no slower compiled than eager in forward + backward
+    assert all(r["fb_vs_eager"] >= 1 for r in rows if r["subject"] == "net")
     assert all(r["dense_fb_vs_eager"] >= 1 for r in rows if r["subject"] == "net")
     assert "`quest_geometric::qsv_attend_graph`" in bullet
     # "near parity": forward + backward never slower compiled, the forward at most 6% slower
     assert "eager are near parity" in bullet
-    layer = [r for r in rows if r["subject"] == "layer"]
-    assert all(r["fb_vs_eager"] >= 1 and r["fwd_vs_eager"] >= 0.94 for r in layer)
+    assert all(r["fb_vs_eager"] >= 1 and r["fwd_vs_eager"] >= 0.94 for r in rows)
     # the sign of standard attention against QSV is called undecided only when it is
     from quest_geometric.experiments.qsv_ablation.report import verdict
 

@@ -9,7 +9,9 @@ implementation instead, which the compiler treats as opaque: where the targets h
 layout (``dst == arange(N_dst).repeat_interleave(k)``) it runs the native kernel
 (:func:`~quest_geometric.nn._qsv_native.attend`), elsewhere a scatter form over the edges;
 its backward runs the form that computed the forward, from the weights it saved, so nothing
-is recomputed.
+is recomputed.  Its forward-only sibling ``quest_geometric::qsv_attend_graph_rotate``
+(:func:`attend_graph_rotate`) also applies the layer's output rotation and bias, in the
+kernel's pass on the dense layout: what a compiled layer runs when no gradient is needed.
 
 Both forms compute, per edge :math:`j \to i` and head :math:`h`,
 

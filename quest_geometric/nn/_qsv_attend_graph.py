@@ -71,6 +71,17 @@ def _target_major(t: Tensor, k: int) -> Tensor:
     return t.view(E // k, k, H).transpose(1, 2).contiguous()
 
 
+def _scatter_form(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
+                  dst: Tensor, num_dst: int) -> tuple[Tensor, Tensor]:
+    """The scatter form both operators run off the dense layout: ``(out [N_dst, H, C],
+    weights [E, H])`` over edges in any order."""
+    qs, qd = q_src.index_select(0, src), q_dst.index_select(0, dst)
+    weights = softmax((qs * qd).sum(-1) * scale, dst, num_nodes=num_dst)
+    out = xs.new_zeros(num_dst, xs.size(1), xs.size(2))
+    out.index_add_(0, dst, weights.unsqueeze(-1) * xs.index_select(0, src))
+    return out, weights
+
+
 @torch.library.custom_op("quest_geometric::qsv_attend_graph", mutates_args=())
 def _attend_graph_op(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
                      dst: Tensor, num_dst: int, want_alpha: bool
@@ -86,10 +97,7 @@ def _attend_graph_op(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, sr
         out, weights = native.attend(q_src, q_dst, scale, xs, src, k)
         alpha = _edge_major(weights, k) if want_alpha else weights.new_empty(0)
         return out, weights.reshape(-1), order, alpha
-    qs, qd = q_src.index_select(0, src), q_dst.index_select(0, dst)
-    weights = softmax((qs * qd).sum(-1) * scale, dst, num_nodes=num_dst)
-    out = xs.new_zeros(num_dst, xs.size(1), xs.size(2))
-    out.index_add_(0, dst, weights.unsqueeze(-1) * xs.index_select(0, src))
+    out, weights = _scatter_form(q_src, q_dst, scale, xs, src, dst, num_dst)
     alpha = weights.clone() if want_alpha else weights.new_empty(0)
     return out, weights.reshape(-1), order, alpha
 
@@ -185,11 +193,11 @@ def _attend_graph_rotate_op(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Ten
     if k:
         out, weights = native.attend_rotate(q_src, q_dst, scale, xs, src, k, rot, bias)
         return out, (_edge_major(weights, k) if want_alpha else weights.new_empty(0))
-    out, _, _, alpha = _attend_graph_op(q_src, q_dst, scale, xs, src, dst, num_dst, want_alpha)
+    out, weights = _scatter_form(q_src, q_dst, scale, xs, src, dst, num_dst)
     Nd, H, C = out.shape
     b = None if bias is None else bias.reshape(H, C // 4, 4)
     y = native.rotate(rot.reshape(Nd, H, 3, 3), out.view(Nd, H, C // 4, 4), True, b)
-    return y.view(Nd, H, C), alpha
+    return y.view(Nd, H, C), (weights if want_alpha else weights.new_empty(0))
 
 
 @_attend_graph_rotate_op.register_fake

@@ -148,6 +148,11 @@ CONFIGS: Dict[str, Dict[str, Any]] = {
                                 "objective": "distill", "num_sinks": 4, "steps": 80},
     "K16_top2_w256_lm_s4": {"kind": "trained", "K": 16, "top_k": 2, "window": 256,
                             "objective": "lm", "num_sinks": 4, "steps": 80},
+    # the 'lm' corner continued for 80 more steps from its 80-step routers (still learning
+    # there: revisit -0.0255 +- 0.0032), for the plateau; chosen over its parent on validation
+    "K16_top2_w256_lm_s4_c160": {"kind": "trained", "K": 16, "top_k": 2, "window": 256,
+                                 "objective": "lm", "num_sinks": 4, "steps": 80,
+                                 "init_from": "routers_K16_top2_w256_lm_s4"},
     "K8_top2_w64_random": {"kind": "random", "K": 8, "top_k": 2, "window": 64},
     "K8_top1_w64_random": {"kind": "random", "K": 8, "top_k": 1, "window": 64},
     "K4_top2_w64_random": {"kind": "random", "K": 4, "top_k": 2, "window": 64},

@@ -7,7 +7,9 @@ in the graph with :func:`torch.cond` works, but in torch 2.13 the backward of
 0.89x of eager in forward + backward).  This operator makes the choice inside its own
 implementation instead, which the compiler treats as opaque: where the targets have the dense
 layout (``dst == arange(N_dst).repeat_interleave(k)``) it runs the native kernel
-(:func:`~quest_geometric.nn._qsv_native.attend`), elsewhere a scatter form over the edges;
+(:func:`~quest_geometric.nn._qsv_native.attend_checked`, which checks the layout as it reads
+the sources: no pass over the targets of its own, as the operator runs at every call),
+elsewhere a scatter form over the edges;
 its backward runs the form that computed the forward, from the weights it saved, so nothing
 is recomputed.  Its forward-only sibling ``quest_geometric::qsv_attend_graph_rotate``
 (:func:`attend_graph_rotate`) also applies the layer's output rotation and bias, in the
@@ -35,7 +37,6 @@ from torch import Tensor
 from torch_geometric.utils import scatter, softmax
 
 from quest_geometric.nn import _qsv_native as native
-from quest_geometric.nn._graph_cache import dense_degree
 
 __all__ = ["attend_graph", "attend_graph_reference", "attend_graph_rotate"]
 
@@ -53,10 +54,29 @@ def attend_graph_reference(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tens
 
 def _native_k(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, dst: Tensor,
               num_dst: int) -> int:
-    """``k`` where the native kernel can run on the dense layout, else 0 (reads ``dst``)."""
-    if not native.supports(q_src, q_dst, scale, xs):
+    """``k`` where the native kernel can run and the targets may have the dense layout
+    (``E`` a multiple of ``N_dst``, the first target 0 and the last ``N_dst - 1``), else 0.
+    Whether they do is checked by the kernel itself as it reads the sources
+    (:func:`_dense_attend`), not by a pass of its own."""
+    E = dst.numel()
+    if (not native.supports(q_src, q_dst, scale, xs) or num_dst == 0 or E == 0
+            or E % num_dst != 0 or int(dst[0]) != 0 or int(dst[-1]) != num_dst - 1):
         return 0
-    return dense_degree(dst, num_dst)
+    return E // num_dst
+
+
+def _dense_attend(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
+                  dst: Tensor, num_dst: int, rot: Optional[Tensor] = None,
+                  bias: Optional[Tensor] = None) -> Optional[tuple[Tensor, Tensor, int]]:
+    """The native kernel on the dense layout, checking it on the way:
+    ``(out, weights [N_dst, H, k], k)``, or :obj:`None` where the targets do not have the
+    layout (the caller runs the scatter form)."""
+    k = _native_k(q_src, q_dst, scale, xs, dst, num_dst)
+    if not k:
+        return None
+    out, weights, ok = native.attend_checked(q_src, q_dst, scale, xs, src, k, rot, bias,
+                                             targets=dst)
+    return (out, weights, k) if ok else None
 
 
 def _edge_major(t: Tensor, k: int) -> Tensor:
@@ -91,15 +111,14 @@ def _attend_graph_op(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, sr
     kernel's ``[N_dst, H, k]`` where ``order`` (an ``int64`` scalar) holds ``k``, edge order
     where it holds 0; ``alpha`` the weights in edge order ``[E, H]`` when ``want_alpha``,
     else empty (no copy for a caller that does not read them)."""
-    k = _native_k(q_src, q_dst, scale, xs, dst, num_dst)
-    order = torch.tensor(k, dtype=torch.int64)
-    if k:
-        out, weights = native.attend(q_src, q_dst, scale, xs, src, k)
+    dense = _dense_attend(q_src, q_dst, scale, xs, src, dst, num_dst)
+    if dense is not None:
+        out, weights, k = dense
         alpha = _edge_major(weights, k) if want_alpha else weights.new_empty(0)
-        return out, weights.reshape(-1), order, alpha
+        return out, weights.reshape(-1), torch.tensor(k, dtype=torch.int64), alpha
     out, weights = _scatter_form(q_src, q_dst, scale, xs, src, dst, num_dst)
     alpha = weights.clone() if want_alpha else weights.new_empty(0)
-    return out, weights.reshape(-1), order, alpha
+    return out, weights.reshape(-1), torch.tensor(0, dtype=torch.int64), alpha
 
 
 @_attend_graph_op.register_fake
@@ -189,9 +208,9 @@ def _attend_graph_rotate_op(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Ten
                             rot: Tensor, bias: Optional[Tensor]) -> tuple[Tensor, Tensor]:
     """``(y [N_dst, H, C], alpha)``: the attention with the layer's output rotation and bias
     (:func:`attend_graph_rotate`); forward only."""
-    k = _native_k(q_src, q_dst, scale, xs, dst, num_dst)
-    if k:
-        out, weights = native.attend_rotate(q_src, q_dst, scale, xs, src, k, rot, bias)
+    dense = _dense_attend(q_src, q_dst, scale, xs, src, dst, num_dst, rot, bias)
+    if dense is not None:
+        out, weights, k = dense
         return out, (_edge_major(weights, k) if want_alpha else weights.new_empty(0))
     out, weights = _scatter_form(q_src, q_dst, scale, xs, src, dst, num_dst)
     Nd, H, C = out.shape

@@ -65,6 +65,7 @@ from typing import Any, Optional
 import torch
 from torch import Tensor
 
+from quest_geometric.nn._graph_cache import DENSE_LAYOUT_ERROR
 from quest_geometric.quaternion import (
     NORMALIZE_EPS,
     normalize,
@@ -76,8 +77,8 @@ __all__ = [
     "qsv_native_available", "qsv_native_status", "qsv_native_enabled",
     "set_qsv_native_enabled", "supports",
     "rotate", "rotate_reference", "rotation_matrix", "rotation_matrix_reference", "attend",
-    "attend_reference", "attend_rotate", "attend_rotate_reference", "attend_edge_flops",
-    "attend_backward_edge_flops", "prepare", "prepare_reference", "SOURCE",
+    "attend_checked", "attend_reference", "attend_rotate", "attend_rotate_reference",
+    "attend_edge_flops", "attend_backward_edge_flops", "prepare", "prepare_reference", "SOURCE",
     "ENV_SWITCH",
 ]
 
@@ -85,7 +86,7 @@ __all__ = [
 SOURCE = Path(__file__).with_name("csrc") / "qsv_kernels.c"
 #: ``QUEST_GEOMETRIC_NATIVE=0`` turns the native kernels off.
 ENV_SWITCH = "QUEST_GEOMETRIC_NATIVE"
-_VERSION = 11  # qsv_kernels_version() of the source this module speaks to
+_VERSION = 12  # qsv_kernels_version() of the source this module speaks to
 _FLAGS = ("-O3", "-march=native", "-fopenmp-simd", "-shared", "-fPIC", "-pthread")
 #: Tried first: the kernels' threads from the OpenMP pool that torch has loaded (its
 #: ``libgomp.so.1``, which the library's own reference to that name resolves to), so they
@@ -177,8 +178,8 @@ def _declare(lib: ctypes.CDLL) -> None:
         getattr(lib, f"qsv_rotate_{suffix}").argtypes = [p, p, p, p, i64, i64, i64, i32, i32]
         getattr(lib, f"qsv_rotation_matrix_{suffix}").argtypes = [p, p, p, i64, i32]
         getattr(lib, f"qsv_rotate_backward_{suffix}").argtypes = [p] * 5 + [i64, i64, i32, i32]
-        getattr(lib, f"qsv_attend_{suffix}").argtypes = [p] * 7 + [i64] * 4 + [i32]
-        getattr(lib, f"qsv_attend_rotate_{suffix}").argtypes = [p] * 9 + [i64] * 4 + [i32]
+        getattr(lib, f"qsv_attend_{suffix}").argtypes = [p] * 9 + [i64] * 4 + [i32]
+        getattr(lib, f"qsv_attend_rotate_{suffix}").argtypes = [p] * 11 + [i64] * 4 + [i32]
         getattr(lib, f"qsv_prepare_{suffix}").argtypes = [p] * 6 + [i64] * 3 + [
             ctypes.c_double, i32]
         getattr(lib, f"qsv_attend_backward_{suffix}").argtypes = [p] * 11 + [i64] * 4 + [i32]
@@ -437,17 +438,28 @@ def attend_reference(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, sr
     return out, alpha
 
 
-def _attend_forward(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
-                    k: int, rot: Optional[Tensor] = None, bias: Optional[Tensor] = None
-                    ) -> tuple[Tensor, Tensor]:
+def attend_checked(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
+                   k: int, rot: Optional[Tensor] = None, bias: Optional[Tensor] = None,
+                   targets: Optional[Tensor] = None) -> tuple[Tensor, Tensor, bool]:
     """The forward kernel of :func:`attend` (``rot`` None) or of :func:`attend_rotate`
-    (the output rotation ``rot`` and the ``bias`` in its epilogue)."""
+    (the output rotation ``rot`` and the ``bias`` in its epilogue), no autograd:
+    ``(out, alpha, ok)``.  With ``targets`` (the edges' ``int64`` targets ``[N_dst * k]``)
+    the kernel also checks the dense layout, ``targets[i * k + j] == i``, reading them beside
+    the sources (no pass of its own); ``ok`` is :obj:`False` where it does not hold, and the
+    outputs are then not the attention (the caller discards them)."""
     q_src, q_dst, scale, xs = (t.contiguous() for t in (q_src, q_dst, scale, xs))
     src = src.contiguous()
     Nd, H, C = q_dst.size(0), q_dst.size(1), xs.size(-1)
     out = xs.new_empty(Nd, H, C)
     alpha = xs.new_empty(Nd, H, k)
-    inputs = (_ptr(q_src), _ptr(q_dst), _ptr(scale), _ptr(xs), _ptr(src))
+    bad = ctypes.c_int(0)
+    if targets is not None:
+        targets = targets.contiguous()
+        if targets.dtype != torch.int64 or targets.numel() != Nd * k:
+            raise ValueError(f"attend: 'targets' must be int64 with N_dst * k = {Nd * k} "
+                             f"entries, got {targets.dtype} with {targets.numel()}")
+    inputs = (_ptr(q_src), _ptr(q_dst), _ptr(scale), _ptr(xs), _ptr(src), _ptr(targets),
+              ctypes.addressof(bad))
     if rot is None:
         _fn("attend", xs.dtype)(*inputs, _ptr(out), _ptr(alpha), Nd, H, k, C,
                                 _threads(Nd * H * k * (C + 4)))
@@ -456,6 +468,18 @@ def _attend_forward(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src
         _fn("attend_rotate", xs.dtype)(*inputs, _ptr(rot.contiguous()), _ptr(bias), _ptr(out),
                                        _ptr(alpha), Nd, H, k, C,
                                        _threads(Nd * H * (k * (C + 4) + 3 * C)))
+    return out, alpha, bad.value == 0
+
+
+def _attend_forward(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
+                    k: int, rot: Optional[Tensor] = None, bias: Optional[Tensor] = None,
+                    targets: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
+    """:func:`attend_checked` for the operators: a layout that does not hold raises
+    :data:`~quest_geometric.nn._graph_cache.DENSE_LAYOUT_ERROR` (inside a compiled graph,
+    where the caller cannot read the layout on the host)."""
+    out, alpha, ok = attend_checked(q_src, q_dst, scale, xs, src, k, rot, bias, targets)
+    if not ok:
+        raise RuntimeError(DENSE_LAYOUT_ERROR)
     return out, alpha
 
 
@@ -468,14 +492,15 @@ def _attend_fake(q_dst: Tensor, xs: Tensor, src: Tensor, k: int) -> tuple[Tensor
 @torch.library.custom_op("quest_geometric::qsv_attend", mutates_args=())
 def _attend_op(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
                k: int, crow_t: Optional[Tensor], col_t: Optional[Tensor],
-               gather: Optional[Tensor]) -> tuple[Tensor, Tensor]:
-    return _attend_forward(q_src, q_dst, scale, xs, src, k)
+               gather: Optional[Tensor], targets: Optional[Tensor] = None
+               ) -> tuple[Tensor, Tensor]:
+    return _attend_forward(q_src, q_dst, scale, xs, src, k, targets=targets)
 
 
 @_attend_op.register_fake
 def _(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor, k: int,
-      crow_t: Optional[Tensor], col_t: Optional[Tensor], gather: Optional[Tensor]
-      ) -> tuple[Tensor, Tensor]:
+      crow_t: Optional[Tensor], col_t: Optional[Tensor], gather: Optional[Tensor],
+      targets: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
     return _attend_fake(q_dst, xs, src, k)
 
 
@@ -528,7 +553,7 @@ def _(grad: Tensor, grad_alpha: Optional[Tensor], alpha: Tensor, q_src: Tensor, 
 
 
 def _attend_setup(ctx: Any, inputs: tuple, output: tuple[Tensor, Tensor]) -> None:
-    q_src, q_dst, scale, xs, src, k, crow_t, col_t, gather = inputs
+    q_src, q_dst, scale, xs, src, k, crow_t, col_t, gather, _ = inputs
     ctx.save_for_backward(output[1], q_src, q_dst, scale, xs, src, crow_t, col_t, gather)
     ctx.k = k
 
@@ -538,21 +563,21 @@ def _attend_backward(ctx: Any, grad: Tensor, grad_alpha: Tensor
     alpha, q_src, q_dst, scale, xs, src, crow_t, col_t, gather = ctx.saved_tensors
     need = ctx.needs_input_grad
     if not any(need[:4]):
-        return (None,) * 9
+        return (None,) * 10
     g_qs, g_qd, g_scale, g_xs = _attend_backward_op(
         grad, grad_alpha, alpha, q_src, q_dst, scale, xs, src, ctx.k, crow_t, col_t, gather,
         bool(need[0]), bool(need[3]))
     return (g_qs if need[0] else None, g_qd if need[1] else None,
             g_scale.sum(0) if need[2] else None, g_xs if need[3] else None,
-            None, None, None, None, None)
+            None, None, None, None, None, None)
 
 
 _attend_op.register_autograd(_attend_backward, setup_context=_attend_setup)
 
 
 def attend(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor, k: int,
-           transposed: Optional[tuple[Tensor, Tensor, Tensor]] = None
-           ) -> tuple[Tensor, Tensor]:
+           transposed: Optional[tuple[Tensor, Tensor, Tensor]] = None,
+           targets: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
     r"""Softmax attention of every target over its ``k`` sources, in one pass:
 
     .. math::
@@ -570,6 +595,12 @@ def attend(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
         transposed (tuple, optional): ``(crow_t, col_t, gather)`` of the transposed pattern
             (:func:`~quest_geometric.nn._qsv_csr.transpose_pattern`) for the backward; found
             in :data:`~quest_geometric.nn._qsv_csr.TRANSPOSES` when not given.
+        targets (torch.Tensor, optional): The edges' ``int64`` targets ``[N_dst * k]``: the
+            kernel then checks the dense layout (``targets[i * k + j] == i``) as it reads the
+            sources and raises :class:`RuntimeError`
+            (:data:`~quest_geometric.nn._graph_cache.DENSE_LAYOUT_ERROR`) where it does not
+            hold: the check a compiled graph cannot make on the host, at no pass of its own.
+            (default: :obj:`None`: not checked)
 
     Returns:
         ``(out [N_dst, H, C], alpha [N_dst, H, k])``, both differentiable in the
@@ -577,7 +608,8 @@ def attend(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
         shapes.
     """
     crow_t, col_t, gather = transposed if transposed is not None else (None, None, None)
-    return _attend_op(q_src, q_dst, scale, xs, src.long(), k, crow_t, col_t, gather)
+    return _attend_op(q_src, q_dst, scale, xs, src.long(), k, crow_t, col_t, gather,
+                      targets)
 
 
 # --------------------------------------------------------------------------- attend_rotate
@@ -596,20 +628,22 @@ def attend_rotate_reference(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Ten
 
 @torch.library.custom_op("quest_geometric::qsv_attend_rotate", mutates_args=())
 def _attend_rotate_op(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
-                      k: int, rot: Tensor, bias: Optional[Tensor]) -> tuple[Tensor, Tensor]:
-    return _attend_forward(q_src, q_dst, scale, xs, src, k, rot, bias)
+                      k: int, rot: Tensor, bias: Optional[Tensor],
+                      targets: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
+    return _attend_forward(q_src, q_dst, scale, xs, src, k, rot, bias, targets)
 
 
 @_attend_rotate_op.register_fake
 def _(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor, k: int,
-      rot: Tensor, bias: Optional[Tensor]) -> tuple[Tensor, Tensor]:
+      rot: Tensor, bias: Optional[Tensor], targets: Optional[Tensor] = None
+      ) -> tuple[Tensor, Tensor]:
     torch._check(rot.numel() == q_dst.size(0) * q_dst.size(1) * 9)
     return _attend_fake(q_dst, xs, src, k)
 
 
 def attend_rotate(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
-                  k: int, rot: Tensor, bias: Optional[Tensor] = None
-                  ) -> tuple[Tensor, Tensor]:
+                  k: int, rot: Tensor, bias: Optional[Tensor] = None,
+                  targets: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
     r""":func:`attend` with the layer's output rotation and bias in the same pass:
 
     .. math::
@@ -627,12 +661,14 @@ def attend_rotate(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: 
         rot (torch.Tensor): The targets' rotation matrices ``[N_dst, H, 3, 3]``.
         bias (torch.Tensor, optional): ``[H, C // 4, 4]`` (or any shape of ``H * C``
             entries in that order), added to the rotated rows.
+        targets (torch.Tensor, optional): As for :func:`attend`: the dense layout checked
+            in the kernel's pass. (default: :obj:`None`)
 
     Returns:
         ``(y [N_dst, H, C], alpha [N_dst, H, k])``.  The caller checks :func:`supports`
         and the shapes (``C`` a multiple of 4).
     """
-    return _attend_rotate_op(q_src, q_dst, scale, xs, src.long(), k, rot, bias)
+    return _attend_rotate_op(q_src, q_dst, scale, xs, src.long(), k, rot, bias, targets)
 
 
 # --------------------------------------------------------------------------- prepare
@@ -745,7 +781,8 @@ def _attend_flops(q_src: Any, q_dst: Any, scale: Any, xs: Any, src: Any, k: int,
 
 
 def _attend_rotate_flops(q_src: Any, q_dst: Any, scale: Any, xs: Any, src: Any, k: int,
-                        rot: Any, bias: Any, *, out_shape: Any = None) -> int:
+                        rot: Any, bias: Any, targets: Any = None, *, out_shape: Any = None
+                        ) -> int:
     """The attention's FLOPs and the output rotation's (:func:`_rotate_flops`)."""
     Nd, H, C = int(q_dst[0]), int(q_dst[1]), int(xs[-1])
     return attend_edge_flops(Nd * int(k) * H, C) + _rotate_flops(rot, (Nd, H, C // 4, 4), True)

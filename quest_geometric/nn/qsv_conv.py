@@ -23,7 +23,13 @@ from quest_geometric._utils.checks import (
     fail,
 )
 from quest_geometric.nn import _qsv_native as native
-from quest_geometric.nn._graph_cache import GraphInfo, cached_info, dense_degree, store_info
+from quest_geometric.nn._graph_cache import (
+    DENSE_LAYOUT_ERROR,
+    GraphInfo,
+    cached_info,
+    dense_degree,
+    store_info,
+)
 from quest_geometric.nn._qsv_attend_graph import attend_graph, attend_graph_rotate
 from quest_geometric.nn._qsv_csr import (
     NeighbourSum,
@@ -59,12 +65,6 @@ def _is_compiling() -> bool:
     return bool(torch.compiler.is_compiling())
 
 
-_DENSE_LAYOUT_ERROR = (
-    "QSVConv: 'dense=True' needs every node to have the same number k >= 1 of in-edges "
-    "sorted by target (edge_index[1] == arange(N).repeat_interleave(k)); pass dense=None or "
-    "False for other graphs")
-
-
 def _dense_targets(coo: Tensor, num_dst: int) -> Tensor:
     """Bool scalar tensor, computed in the graph (no host read): whether ``coo``'s targets
     are ``arange(num_dst).repeat_interleave(k)`` for ``k = E / num_dst`` (the caller ensures
@@ -74,15 +74,21 @@ def _dense_targets(coo: Tensor, num_dst: int) -> Tensor:
     return (coo[1].view(num_dst, k) == targets).all()
 
 
-def _check_dense_layout(coo: Tensor, num_dst: int) -> None:
-    """The dense-layout check of ``dense=True`` inside a compiled graph: the sizes are
-    checked while tracing, the targets by an assertion the graph runs (one comparison over
-    the edges, no host synchronisation in the graph's code), so a compiled layer never
-    returns a silently wrong result for a graph without the layout."""
+def _check_dense_sizes(coo: Tensor, num_dst: int) -> None:
+    """The sizes' part of ``dense=True``'s layout check inside a compiled graph, made while
+    tracing; the targets are checked in the graph, by the native attention kernel as it reads
+    the sources where it runs, else by :func:`_assert_dense_targets`, so a compiled layer
+    never returns a silently wrong result for a graph without the layout."""
     E = coo.size(1)
     if num_dst == 0 or E == 0 or E % num_dst != 0:
-        raise ValueError(_DENSE_LAYOUT_ERROR)
-    torch._assert_async(_dense_targets(coo, num_dst), _DENSE_LAYOUT_ERROR)
+        raise ValueError(DENSE_LAYOUT_ERROR)
+
+
+def _assert_dense_targets(coo: Tensor, num_dst: int) -> None:
+    """The targets' part of ``dense=True``'s check in a compiled graph where no native
+    kernel reads them: an assertion the graph runs (one comparison over the edges, no host
+    synchronisation in the graph's code)."""
+    torch._assert_async(_dense_targets(coo, num_dst), DENSE_LAYOUT_ERROR)
 
 
 def _rotate(rot: Tensor, x: Tensor, transpose: bool = False) -> Tensor:
@@ -745,9 +751,9 @@ class QSVConv(MessagePassing):
         else:
             use_dense = bool(dense)
             if use_dense and compiling:
-                _check_dense_layout(coo, Nd)
+                _check_dense_sizes(coo, Nd)  # the targets in the graph (_dense_path)
             elif use_dense and info.dense_k(coo) == 0:
-                raise ValueError(_DENSE_LAYOUT_ERROR)
+                raise ValueError(DENSE_LAYOUT_ERROR)
             if use_dense and any(getattr(self, name) for name in _HOOK_TABLES):
                 raise ValueError(
                     "QSVConv: 'dense=True' computes no messages for the registered message-passing "
@@ -791,14 +797,17 @@ class QSVConv(MessagePassing):
                 (coo, xs, q_src, q_dst))
         elif use_dense:
             mask = self._dense_mask(coo.size(1))
+            # compiled with dense=True, the targets are checked in the graph (compiling)
             if (rot_dst is not None and mask is None
                     and self._epilogue_applies(coo, xs, q_src, q_dst, rot_dst)):
                 # inference: the output rotation and bias in the attention kernel's pass
                 out, alpha = self._dense_native(info, coo, xs, q_src, q_dst,
-                                                coo.size(1) // Nd, compiling, rot_dst)
+                                                coo.size(1) // Nd, compiling, rot_dst,
+                                                check_layout=compiling)
                 rotated = True
             else:
-                out, alpha = self._dense_path(info, coo, xs, q_src, q_dst, mask, compiling)
+                out, alpha = self._dense_path(info, coo, xs, q_src, q_dst, mask, compiling,
+                                              check_layout=compiling)
         else:
             out, alpha = self._scatter_path(coo, xs, q_src, q_dst)
 
@@ -824,10 +833,15 @@ class QSVConv(MessagePassing):
         return out
 
     def _dense_path(self, info: GraphInfo, coo: Tensor, xs: Tensor, q_src: Tensor,
-                    q_dst: Tensor, mask: Optional[Tensor], compiling: bool
-                    ) -> Tuple[Tensor, Tensor]:
+                    q_dst: Tensor, mask: Optional[Tensor], compiling: bool,
+                    check_layout: bool = False) -> Tuple[Tensor, Tensor]:
+        """The dense layout's attention; ``check_layout``: check the targets in the graph
+        (compiled with ``dense=True``), in the native kernel's pass where it runs."""
         if self.fused and xs.dtype in _FUSED_DTYPES and xs.dtype == q_src.dtype:
-            return self._dense_fused(info, coo, xs, q_src, q_dst, mask, compiling)
+            return self._dense_fused(info, coo, xs, q_src, q_dst, mask, compiling,
+                                     check_layout)
+        if check_layout:
+            _assert_dense_targets(coo, q_dst.size(0))
         return self._dense_propagate(coo, xs, q_src, q_dst, mask)
 
     def _scatter_path(self, coo: Tensor, xs: Tensor, q_src: Tensor, q_dst: Tensor
@@ -865,8 +879,8 @@ class QSVConv(MessagePassing):
         return x_j * alpha.unsqueeze(-1)
 
     def _dense_fused(self, info: GraphInfo, edge_index: Tensor, xs: Tensor, q_src: Tensor,
-                     q_dst: Tensor, mask: Optional[Tensor], compiling: bool
-                     ) -> Tuple[Tensor, Tensor]:
+                     q_dst: Tensor, mask: Optional[Tensor], compiling: bool,
+                     check_layout: bool = False) -> Tuple[Tensor, Tensor]:
         """The dense path as sparse-dense products over the ``[N_dst, heads, k]`` weights:
         eagerly through :class:`NeighbourSum` on the graph's cached CSR pattern, under
         :func:`torch.compile` through the custom operator
@@ -877,7 +891,10 @@ class QSVConv(MessagePassing):
         k = edge_index.size(1) // Nd
         src = edge_index[0]
         if mask is None and self._native_applies(edge_index, xs, q_src, q_dst):
-            return self._dense_native(info, edge_index, xs, q_src, q_dst, k, compiling)
+            return self._dense_native(info, edge_index, xs, q_src, q_dst, k, compiling,
+                                      check_layout=check_layout)
+        if check_layout:
+            _assert_dense_targets(edge_index, Nd)
         if self.attention == "uniform":
             alpha = xs.new_full((Nd, H, k), 1.0 / k)
         else:
@@ -944,27 +961,31 @@ class QSVConv(MessagePassing):
         return not _needs_grad(xs, q_src, q_dst, rot_dst, *params)
 
     def _dense_native(self, info: GraphInfo, edge_index: Tensor, xs: Tensor, q_src: Tensor,
-                      q_dst: Tensor, k: int, compiling: bool, rot_dst: Optional[Tensor] = None
-                      ) -> Tuple[Tensor, Tensor]:
+                      q_dst: Tensor, k: int, compiling: bool, rot_dst: Optional[Tensor] = None,
+                      check_layout: bool = False) -> Tuple[Tensor, Tensor]:
         """The dense path as one native kernel (logits, softmax and weighted sum in one pass
         over the neighbours, :func:`~quest_geometric.nn._qsv_native.attend`); the backward
         sums over the transposed pattern the layer caches per graph (eagerly; under
         :func:`torch.compile` the kernel finds it in
         :data:`~quest_geometric.nn._qsv_csr.TRANSPOSES`).  With ``rot_dst`` (inference
         only, :meth:`_epilogue_applies`) the kernel also rotates each finished row back and
-        adds the bias (:func:`~quest_geometric.nn._qsv_native.attend_rotate`)."""
+        adds the bias (:func:`~quest_geometric.nn._qsv_native.attend_rotate`).  With
+        ``check_layout`` the kernel also checks the targets (``edge_index[1]``) as it reads
+        the sources, raising :data:`DENSE_LAYOUT_ERROR` where they lack the layout."""
         H = self.heads
         scale = self._scale_vector(xs)
+        targets = edge_index[1] if check_layout else None
         if rot_dst is not None:
             bias = None if self.bias is None else self.bias.view(H, -1)
             out, alpha = native.attend_rotate(q_src.reshape(-1, H, 4), q_dst.reshape(-1, H, 4),
-                                              scale, xs, edge_index[0], k, rot_dst, bias)
+                                              scale, xs, edge_index[0], k, rot_dst, bias,
+                                              targets)
             return out, _edge_order(alpha)
         transposed = None
         if not compiling and _needs_grad(xs, q_src, q_dst, scale):
             transposed = info.pattern(edge_index, H).transposed()
         out, alpha = native.attend(q_src.reshape(-1, H, 4), q_dst.reshape(-1, H, 4), scale,
-                                   xs, edge_index[0], k, transposed)
+                                   xs, edge_index[0], k, transposed, targets)
         return out, _edge_order(alpha)
 
     def _dense_propagate(self, edge_index: Tensor, xs: Tensor, q_src: Tensor, q_dst: Tensor,

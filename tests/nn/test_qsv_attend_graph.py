@@ -31,11 +31,17 @@ def use_native(request):
 
 
 def graph(layout, n_dst=9, n_src=11, k=4, seed=0):
-    """``(src, dst)``: the dense layout, the same edges shuffled, or a ragged graph (random
+    """``(src, dst)``: the dense layout, the same edges shuffled, the same edges with two
+    of them swapped between the second and third targets (every size and both ends as in the
+    dense layout: only reading every target tells them apart), or a ragged graph (random
     degrees, one target without in-edges)."""
     src, dst = random_dense_edges(n_dst, k, n_src=n_src, seed=seed)
     g = torch.Generator().manual_seed(seed + 1)
-    if layout == "shuffled":
+    if layout == "swapped":
+        perm = torch.arange(src.numel())
+        perm[[k + 1, 2 * k + 2]] = perm[[2 * k + 2, k + 1]]
+        src, dst = src[perm], dst[perm]
+    elif layout == "shuffled":
         perm = torch.randperm(src.numel(), generator=g)
         src, dst = src[perm], dst[perm]
     elif layout == "ragged":
@@ -53,15 +59,28 @@ def inputs(dtype, heads=2, n_dst=9, n_src=11, channels=6, seed=0):
     return [t.requires_grad_() for t in (q_src, q_dst, scale, xs)]
 
 
+def spy_on_kernel(monkeypatch) -> list:
+    """A list that collects, per call of the checked native kernel, whether it found the
+    dense layout (its result used) or not (the operator falls back on the scatter form)."""
+    used = []
+    checked = native.attend_checked
+
+    def spy(*args, **kwargs):
+        result = checked(*args, **kwargs)
+        used.append(result[2])
+        return result
+
+    monkeypatch.setattr(native, "attend_checked", spy)
+    return used
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("layout", ["dense", "shuffled", "ragged"])
+@pytest.mark.parametrize("layout", ["dense", "shuffled", "swapped", "ragged"])
 @pytest.mark.parametrize("heads", [1, 3])
 def test_equals_reference_values_and_grads(use_native, dtype, layout, heads, monkeypatch):
     src, dst = graph(layout)
     leaves = inputs(dtype, heads=heads)
-    calls = []  # the native kernel runs exactly on the dense layout, when enabled
-    attend = native.attend
-    monkeypatch.setattr(native, "attend", lambda *a: calls.append(1) or attend(*a))
+    used = spy_on_kernel(monkeypatch)
     results = []
     for fn in (attend_graph, attend_graph_reference):
         out, alpha = fn(*leaves, src, dst, 9)
@@ -72,7 +91,10 @@ def test_equals_reference_values_and_grads(use_native, dtype, layout, heads, mon
         results.append((out, alpha, *torch.autograd.grad(loss, leaves)))
     for a, b in zip(*results):
         torch.testing.assert_close(a, b, **TOL[dtype])
-    assert len(calls) == int(use_native and layout == "dense")
+    # the native kernel's result is used exactly on the dense layout, when enabled; on the
+    # swapped edges it ran and its own check refused them
+    assert used.count(True) == int(use_native and layout == "dense")
+    assert used.count(False) == int(use_native and layout == "swapped")
     if layout == "ragged":  # the target without in-edges gets zeros, not NaN
         assert torch.equal(results[0][0][0], torch.zeros_like(results[0][0][0]))
 
@@ -202,7 +224,7 @@ def test_compiled_default_layer_uses_the_operator_and_matches_eager(use_native, 
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("layout", ["dense", "shuffled", "ragged"])
+@pytest.mark.parametrize("layout", ["dense", "shuffled", "swapped", "ragged"])
 @pytest.mark.parametrize("with_bias", [True, False])
 def test_rotate_form_equals_reference_then_rotation(dtype, layout, with_bias, monkeypatch):
     """``qsv_attend_graph_rotate`` (inference): the reference attention, then each output
@@ -216,9 +238,7 @@ def test_rotate_form_equals_reference_then_rotation(dtype, layout, with_bias, mo
     q_src, q_dst, scale, xs = [t.detach() for t in inputs(dtype, heads=2, channels=8)]
     rot = to_rotation_matrix(normalize(torch.randn(9, 2, 4, dtype=dtype)))  # [9, 2, 3, 3]
     bias = torch.randn(2, 8, dtype=dtype) if with_bias else None
-    calls = []
-    fused = native.attend_rotate
-    monkeypatch.setattr(native, "attend_rotate", lambda *a: calls.append(1) or fused(*a))
+    used = spy_on_kernel(monkeypatch)
     out, alpha = attend_graph_rotate(q_src, q_dst, scale, xs, src, dst, 9, rot, bias)
     ref, ref_alpha = attend_graph_reference(q_src, q_dst, scale, xs, src, dst, 9)
     v = ref.view(9, 2, 2, 4)
@@ -226,7 +246,8 @@ def test_rotate_form_equals_reference_then_rotation(dtype, layout, with_bias, mo
     expected = rotated.reshape(9, 2, 8) + (0 if bias is None else bias)
     torch.testing.assert_close(out, expected, **TOL[dtype])
     torch.testing.assert_close(alpha, ref_alpha, **TOL[dtype])
-    assert len(calls) == int(layout == "dense")
+    assert used.count(True) == int(layout == "dense")
+    assert used.count(False) == int(layout == "swapped")
     _, empty = attend_graph_rotate(q_src, q_dst, scale, xs, src, dst, 9, rot, bias,
                                    want_alpha=False)
     assert empty.numel() == 0

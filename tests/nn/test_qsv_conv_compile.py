@@ -218,22 +218,40 @@ def test_layer_default_dense_compiles_without_cond_and_matches_eager():
 
 
 @pytest.mark.slow
-def test_compiled_dense_path_checks_the_layout_at_run_time():
+@pytest.mark.parametrize("use_native", [True, False], ids=["native", "torch"])
+@pytest.mark.parametrize("grad", [True, False], ids=["training", "inference"])
+def test_compiled_dense_path_checks_the_layout_at_run_time(use_native, grad):
     """dense=True under compile: a graph with the same sizes but another layout (the edges
-    shuffled) raises from inside the compiled graph instead of returning a wrong result; a
-    graph whose edge count is no multiple of the nodes is refused while tracing."""
+    shuffled; two edges swapped between rows, both ends kept) raises from inside the
+    compiled graph instead of returning a wrong result; a graph whose edge count is no
+    multiple of the nodes is refused while tracing.  With the native kernels the attention
+    kernel checks the targets as it reads the sources (no assertion pass in the graph),
+    without them an assertion in the graph does."""
+    if use_native and not _qsv_native.qsv_native_available():
+        pytest.skip(f"native kernels: {_qsv_native.qsv_native_status()['reason']}")
     n = 12
     ei = knn_edges(n, 4)
     shuffled = ei[:, torch.randperm(ei.size(1), generator=torch.Generator().manual_seed(1))]
+    perm = torch.arange(ei.size(1))
+    perm[[5, 9]] = perm[[9, 5]]
+    swapped = ei[:, perm]
     conv = make_qsv_conv(channels=16, heads=2, dense=True)
     x = torch.randn(n, 16, dtype=torch.float64)
-    torch._dynamo.reset()
-    compiled = torch.compile(conv, fullgraph=True)
-    torch.testing.assert_close(compiled(x, ei), conv(x, ei), atol=1e-12, rtol=1e-12)
-    with pytest.raises(RuntimeError, match="'dense=True' needs every node"):
-        compiled(x, shuffled)
-    with pytest.raises(Exception, match="'dense=True' needs every node"):
-        compiled(x, ei[:, :-1])
+    previous = _qsv_native.set_qsv_native_enabled(use_native)
+    try:
+        with torch.set_grad_enabled(grad):
+            code = _traced_code(conv, x, ei)
+            assert ("_assert_async" in code) == (not use_native)
+            torch._dynamo.reset()
+            compiled = torch.compile(conv, fullgraph=True)
+            torch.testing.assert_close(compiled(x, ei), conv(x, ei), atol=1e-12, rtol=1e-12)
+            for wrong in (shuffled, swapped):
+                with pytest.raises(RuntimeError, match="'dense=True' needs every node"):
+                    compiled(x, wrong)
+            with pytest.raises(Exception, match="'dense=True' needs every node"):
+                compiled(x, ei[:, :-1])
+    finally:
+        _qsv_native.set_qsv_native_enabled(previous)
 
 
 def test_layer_default_dense_applies_eagerly_and_is_checked():

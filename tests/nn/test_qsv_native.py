@@ -377,6 +377,73 @@ def test_attend_rotate_opcheck_and_flops():
     assert fused == _flops(two) == 9 * 4 * 2 * (8 + 2 * 12) + 18 * 9 * 2 * 3
 
 
+# ----------------------------------------------------------------------------- layout check
+@pytest.mark.parametrize("rotate", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_attend_checks_every_target_as_it_reads_the_sources(rotate, dtype):
+    """With ``targets`` the kernel checks ``targets[i k + j] == i`` on every edge: the dense
+    targets pass (the output is the unchecked kernel's), and one wrong target anywhere (the
+    first or last edge of the first, a middle and the last row, as the next or previous
+    target's index) is found; the operators raise the layer's error instead of returning."""
+    q_src, q_dst, scale, xs, src, k = attend_inputs(dtype, heads=2, n_dst=9, k=5)
+    rot, bias = rotate_inputs(dtype, 2) if rotate else (None, None)
+    targets = torch.arange(9).repeat_interleave(k)
+    out, alpha, ok = native.attend_checked(q_src, q_dst, scale, xs, src, k, rot, bias, targets)
+    plain = (native.attend_rotate(q_src, q_dst, scale, xs, src, k, rot, bias) if rotate
+             else native.attend(q_src, q_dst, scale, xs, src, k))
+    assert ok
+    torch.testing.assert_close((out, alpha), plain, rtol=0, atol=0)
+    op = native.attend_rotate if rotate else native.attend
+    for row in (0, 4, 8):
+        for j in (0, k - 1):
+            for shift in (1, -1):
+                wrong = targets.clone()
+                wrong[row * k + j] = (row + shift) % 9
+                assert not native.attend_checked(q_src, q_dst, scale, xs, src, k, rot, bias,
+                                                 wrong)[2]
+    with pytest.raises(RuntimeError, match="'dense=True' needs every node"):
+        if rotate:
+            op(q_src, q_dst, scale, xs, src, k, rot, bias, wrong)
+        else:
+            op(q_src, q_dst, scale, xs, src, k, None, wrong)
+    with pytest.raises(ValueError, match="'targets' must be int64 with N_dst \\* k = 45"):
+        native.attend_checked(q_src, q_dst, scale, xs, src, k, targets=targets[:-1])
+
+
+def test_attend_layout_check_with_threads():
+    """Rows split over threads: a wrong target in the last rows (another thread's range than
+    the first rows') is found, and the dense targets pass with the output of one thread."""
+    q_src, q_dst, scale, xs, src, k = attend_inputs(torch.float32, heads=2, n_dst=600,
+                                                    n_src=600, k=8, channels=16)
+    targets = torch.arange(600).repeat_interleave(k)
+    wrong = targets.clone()
+    wrong[-1] = 0
+    previous = torch.get_num_threads()
+    results = []
+    try:
+        for threads in (1, 3):
+            torch.set_num_threads(threads)
+            out, alpha, ok = native.attend_checked(q_src, q_dst, scale, xs, src, k,
+                                                   targets=targets)
+            assert ok
+            results.append((out, alpha))
+            assert not native.attend_checked(q_src, q_dst, scale, xs, src, k,
+                                             targets=wrong)[2]
+    finally:
+        torch.set_num_threads(previous)
+    torch.testing.assert_close(*results, rtol=0, atol=0)
+
+
+def test_attend_opcheck_with_targets():
+    q_src, q_dst, scale, xs, src, k = attend_inputs(torch.float64, heads=2)
+    targets = torch.arange(9).repeat_interleave(k)
+    leaves = [t.clone().requires_grad_() for t in (q_src, q_dst, scale, xs)]
+    torch.library.opcheck(native._attend_op, (*leaves, src, k, None, None, None, targets))
+    rot, bias = rotate_inputs(torch.float64, 2)
+    torch.library.opcheck(native._attend_rotate_op,
+                          (q_src, q_dst, scale, xs, src, k, rot, bias, targets))
+
+
 # ----------------------------------------------------------------------------- prepare
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("heads, channels", [(1, 64), (3, 8), (2, 12)])
@@ -561,7 +628,7 @@ def test_layer_without_grad_rotates_in_the_attention_kernel(mode, dtype, monkeyp
     calls, prepared = [], []
     attend_rotate, prepare = native.attend_rotate, native.prepare
     monkeypatch.setattr(native, "attend_rotate",
-                        lambda *a: calls.append(a[-1] is not None) or attend_rotate(*a))
+                        lambda *a: calls.append(a[7] is not None) or attend_rotate(*a))
     monkeypatch.setattr(native, "prepare", lambda *a: prepared.append(1) or prepare(*a))
     with torch.no_grad():
         fast, (_, alpha_fast) = conv(x, ei, dense=True, return_attention_weights=True)

@@ -455,10 +455,12 @@ void qsv_rotate_backward_##SUFFIX(const T *rot, const T *x, const T *gy, T *grot
 }                                                                                             \
                                                                                               \
 /* Per target row i and head h: e_j = scale_h <qd_ih, qs_{src_ij} h>, alpha = softmax_j(e), \
- * out_ih = sum_j alpha_j xs_{src_ij} h. */                                                   \
+ * out_ih = sum_j alpha_j xs_{src_ij} h.  Where dst is not NULL, the targets' layout is      \
+ * checked on the way (dst[i k + j] == i for every j, read beside src): a row where it does  \
+ * not hold sets *bad and ends its range (the caller discards the result). */               \
 typedef struct {                                                                              \
     const T *qs, *qd, *scale, *xs; const int64_t *src; T *out, *alpha;                        \
-    int64_t H, k, C; const T *rot, *bias;                                                     \
+    int64_t H, k, C; const T *rot, *bias; const int64_t *dst; int *bad;                       \
 } attend_ctx_##SUFFIX;                                                                        \
                                                                                               \
 static void attend_rows_##SUFFIX(const void *p, int64_t begin, int64_t end) {                \
@@ -466,6 +468,15 @@ static void attend_rows_##SUFFIX(const void *p, int64_t begin, int64_t end) {   
     const int64_t H = c->H, k = c->k, C = c->C;                                               \
     for (int64_t i = begin; i < end; i++) {                                                   \
         const int64_t *src = c->src + i * k;                                                  \
+        if (c->dst) {                                                                         \
+            const int64_t *t = c->dst + i * k;                                                \
+            int64_t differ = 0;                                                               \
+            for (int64_t j = 0; j < k; j++) differ |= t[j] ^ i;                               \
+            if (differ) {                                                                     \
+                __atomic_store_n(c->bad, 1, __ATOMIC_RELAXED);                                \
+                return;                                                                       \
+            }                                                                                 \
+        }                                                                                     \
         for (int64_t h = 0; h < H; h++) {                                                     \
             T *a = c->alpha + (i * H + h) * k;                                                \
             softmax_##SUFFIX(a, k, logits_##SUFFIX(c->qd + 4 * (i * H + h), c->qs + 4 * h,   \
@@ -493,9 +504,10 @@ static void attend_rows_##SUFFIX(const void *p, int64_t begin, int64_t end) {   
 }                                                                                             \
                                                                                               \
 void qsv_attend_##SUFFIX(const T *qs, const T *qd, const T *scale, const T *xs,             \
-                         const int64_t *src, T *out, T *alpha, int64_t num_dst, int64_t H,    \
-                         int64_t k, int64_t C, int threads) {                                 \
-    attend_ctx_##SUFFIX c = {qs, qd, scale, xs, src, out, alpha, H, k, C, NULL, NULL};        \
+                         const int64_t *src, const int64_t *dst, int *bad, T *out, T *alpha,  \
+                         int64_t num_dst, int64_t H, int64_t k, int64_t C, int threads) {     \
+    attend_ctx_##SUFFIX c = {qs, qd, scale, xs, src, out, alpha, H, k, C, NULL, NULL,         \
+                             dst, bad};                                                       \
     parallel_for(num_dst, threads, attend_rows_##SUFFIX, &c);                                 \
 }                                                                                             \
                                                                                               \
@@ -503,10 +515,12 @@ void qsv_attend_##SUFFIX(const T *qs, const T *qd, const T *scale, const T *xs, 
  * y_ih (C = 4 m channels) becomes (y_0, R_ih^T y_v) per quaternion, plus the bias [H, C]   \
  * of head h where bias is not NULL (rot [num_dst * H, 9]). */                               \
 void qsv_attend_rotate_##SUFFIX(const T *qs, const T *qd, const T *scale, const T *xs,      \
-                                const int64_t *src, const T *rot, const T *bias, T *out,     \
-                                T *alpha, int64_t num_dst, int64_t H, int64_t k, int64_t C,  \
+                                const int64_t *src, const int64_t *dst, int *bad,            \
+                                const T *rot, const T *bias, T *out, T *alpha,               \
+                                int64_t num_dst, int64_t H, int64_t k, int64_t C,            \
                                 int threads) {                                                \
-    attend_ctx_##SUFFIX c = {qs, qd, scale, xs, src, out, alpha, H, k, C, rot, bias};         \
+    attend_ctx_##SUFFIX c = {qs, qd, scale, xs, src, out, alpha, H, k, C, rot, bias, dst,     \
+                             bad};                                                            \
     parallel_for(num_dst, threads, attend_rows_##SUFFIX, &c);                                 \
 }                                                                                             \
                                                                                               \
@@ -633,4 +647,4 @@ int qsv_kernels_openmp(void) {
 }
 
 /* The version of this file's interface; the loader checks it. */
-int qsv_kernels_version(void) { return 11; }
+int qsv_kernels_version(void) { return 12; }

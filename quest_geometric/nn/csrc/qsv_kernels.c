@@ -95,6 +95,18 @@ static void parallel_for(int64_t n, int threads, range_fn fn, const void *ctx) {
  * vectorised by GCC): x = n ln 2 + r with |r| <= ln 2 / 2, e^r by its Taylor polynomial of
  * degree 7 (relative error below 2e-7 before rounding), 2^n from the exponent bits.  Lanes
  * below -87.3 (where the float result underflows), -inf among them, give 0; NaN stays NaN. */
+/* Whether the targets of rows [begin, end) are in the dense layout: dst[i k + j] == i for
+ * every j < k (one sweep of the range, before the rows' attention, so the hot loop stays as
+ * it is). */
+static int targets_in_rows(const int64_t *dst, int64_t k, int64_t begin, int64_t end) {
+    int64_t differ = 0;
+    for (int64_t i = begin; i < end; i++) {
+        const int64_t *t = dst + i * k;
+        for (int64_t j = 0; j < k; j++) differ |= t[j] ^ i;
+    }
+    return differ == 0;
+}
+
 typedef float qsv_v4f __attribute__((vector_size(16)));
 typedef int32_t qsv_v4i __attribute__((vector_size(16)));
 static inline qsv_v4f qsv_exp_v4f(qsv_v4f x) {
@@ -455,9 +467,9 @@ void qsv_rotate_backward_##SUFFIX(const T *rot, const T *x, const T *gy, T *grot
 }                                                                                             \
                                                                                               \
 /* Per target row i and head h: e_j = scale_h <qd_ih, qs_{src_ij} h>, alpha = softmax_j(e), \
- * out_ih = sum_j alpha_j xs_{src_ij} h.  Where dst is not NULL, the targets' layout is      \
- * checked on the way (dst[i k + j] == i for every j, read beside src): a row where it does  \
- * not hold sets *bad and ends its range (the caller discards the result). */               \
+ * out_ih = sum_j alpha_j xs_{src_ij} h.  Where dst is not NULL, each thread first checks   \
+ * the targets' layout over its rows (targets_in_rows); where it does not hold it sets *bad  \
+ * and computes nothing (the caller discards the result). */                                 \
 typedef struct {                                                                              \
     const T *qs, *qd, *scale, *xs; const int64_t *src; T *out, *alpha;                        \
     int64_t H, k, C; const T *rot, *bias; const int64_t *dst; int *bad;                       \
@@ -466,17 +478,12 @@ typedef struct {                                                                
 static void attend_rows_##SUFFIX(const void *p, int64_t begin, int64_t end) {                \
     const attend_ctx_##SUFFIX *c = (const attend_ctx_##SUFFIX *)p;                            \
     const int64_t H = c->H, k = c->k, C = c->C;                                               \
+    if (c->dst && !targets_in_rows(c->dst, k, begin, end)) {                                  \
+        __atomic_store_n(c->bad, 1, __ATOMIC_RELAXED);                                        \
+        return;                                                                               \
+    }                                                                                         \
     for (int64_t i = begin; i < end; i++) {                                                   \
         const int64_t *src = c->src + i * k;                                                  \
-        if (c->dst) {                                                                         \
-            const int64_t *t = c->dst + i * k;                                                \
-            int64_t differ = 0;                                                               \
-            for (int64_t j = 0; j < k; j++) differ |= t[j] ^ i;                               \
-            if (differ) {                                                                     \
-                __atomic_store_n(c->bad, 1, __ATOMIC_RELAXED);                                \
-                return;                                                                       \
-            }                                                                                 \
-        }                                                                                     \
         for (int64_t h = 0; h < H; h++) {                                                     \
             T *a = c->alpha + (i * H + h) * k;                                                \
             softmax_##SUFFIX(a, k, logits_##SUFFIX(c->qd + 4 * (i * H + h), c->qs + 4 * h,   \

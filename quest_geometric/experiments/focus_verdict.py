@@ -49,9 +49,12 @@ TARGET = {"ood_delta_pct": 1.0, "passkey_points": 5.0, "speedup": 1.3, "length":
 #: The speed tables read per thread count ``t``: the 2K/4K run, the 8K run (a separate
 #: ``focus_op_speed.py --out`` folder, timed on its own) and a later 8K run of rows trained
 #: after it (``focus_op_speed_8k_grid``, with its own full-attention reference: every ratio
-#: is taken within one run). A row timed in several at its longest length takes the first.
+#: is taken within one run), and the window-256 K = 4 row timed later in a run of its own
+#: (``focus_op_speed_8k_k4w256``). A row timed in several at its longest length takes the
+#: first.
 SPEED_FILES = ("focus_op_speed_{t}t.json", "focus_op_speed_8k/focus_op_speed_{t}t.json",
-               "focus_op_speed_8k_grid/focus_op_speed_{t}t.json")
+               "focus_op_speed_8k_grid/focus_op_speed_{t}t.json",
+               "focus_op_speed_8k_k4w256/focus_op_speed_{t}t.json")
 
 # passkey and speed are run at 8,186 tokens (the model's 8,192 positions less the answer)
 _LONG = (8186, 8192)

@@ -276,6 +276,10 @@ K4W_RANDOM_PK = ("random balanced groups 7 (the routers 15 trials to 0, McNemar\
                  "    p = 0.0001: better)")
 K4W_WINDOW_PK = ("the window plus sinks (window 4,954 at 8K) 15 (the routers\n"
                  "    9 trials to 2, p = 0.07")
+K4W_RANDOM_4K = ("random balanced groups of its pattern answer 20 (the routers 2\n"
+                 "    trials to 8, McNemar p = 0.11)")
+K4W_WINDOW_4K = ("the window plus sinks at its 4K share (window 2,529,\n    the same window as "
+                 "the 200-step window-64 routers') 16 (the routers 1 trial to 3, p =\n    0.62)")
 # the README phrases of the K = 8, window-256 row
 K8W_SHARE = ("(the grid's window 256 at K = 8, 80 steps from\n    scratch, 2026-12-04, still "
              "learning: revisit -0.0026 +- 0.0011; 69% of the pairs at 1K,\n    49% at 8K)")
@@ -410,16 +414,17 @@ def _routers_after_claims(phrase: str, rows: tuple, length: int) -> list[tuple]:
             *_passkey_claims(phrase, rows[-1], length)]
 
 
-def _vs_window_claims(phrase: str, focus: str, diff: str, low: str, high: str, worse: str
-                      ) -> list[tuple]:
-    """The claims of Focus against its window plus sinks out of domain, as printed: the
-    paired difference, its interval and the blocks on which Focus is worse (``'N of M'``)."""
+def _vs_window_claims(phrase: str, focus: str, diff: str, low: str, high: str, worse: str,
+                      split: str = "ood") -> list[tuple]:
+    """The claims of Focus against its window plus sinks on ``split`` (out of domain unless
+    told), as printed: the paired difference, its interval and the blocks on which Focus is
+    worse (``'N of M'``)."""
     return [
-        (phrase, diff, OP_PAIRED, lambda: _vs_window(focus, "diff_pct"), _signed(1)),
-        (phrase, low, OP_PAIRED, lambda: _vs_window(focus, "ci_low_pct"), _signed(1)),
-        (phrase, high, OP_PAIRED, lambda: _vs_window(focus, "ci_high_pct"), _signed(1)),
+        (phrase, diff, OP_PAIRED, lambda: _vs_window(focus, "diff_pct", split), _signed(1)),
+        (phrase, low, OP_PAIRED, lambda: _vs_window(focus, "ci_low_pct", split), _signed(1)),
+        (phrase, high, OP_PAIRED, lambda: _vs_window(focus, "ci_high_pct", split), _signed(1)),
         (phrase, worse, OP_PAIRED,
-         lambda: (_vs_window(focus, "focus_worse"), _vs_window(focus, "blocks")),
+         lambda: (_vs_window(focus, "focus_worse", split), _vs_window(focus, "blocks", split)),
          lambda v: f"{v[0]} of {v[1]}"),
     ]
 
@@ -1063,13 +1068,7 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     (K16L_WINDOW, "+4.2", OP, lambda: _op(f"sinks@{K16L}", "ood_delta_pct"), _signed(1)),
     (K16L_WINDOW, "+3.8", OP, lambda: _op(f"sinks@{K16L}", "test_delta_pct"), _signed(1)),
     *_vs_window_claims(K16L_WINDOW, K16L, "+0.2", "-1.4", "+1.7", "7 of 16"),
-    (K16L_TEST, "-1.2", OP_PAIRED, lambda: _vs_window(K16L, "diff_pct", "test"), _signed(1)),
-    (K16L_TEST, "-1.8", OP_PAIRED, lambda: _vs_window(K16L, "ci_low_pct", "test"), _signed(1)),
-    (K16L_TEST, "-0.5", OP_PAIRED, lambda: _vs_window(K16L, "ci_high_pct", "test"),
-     _signed(1)),
-    (K16L_TEST, "2 of 13", OP_PAIRED, lambda: (_vs_window(K16L, "focus_worse", "test"),
-                                               _vs_window(K16L, "blocks", "test")),
-     lambda v: f"{v[0]} of {v[1]}"),
+    *_vs_window_claims(K16L_TEST, K16L, "-1.2", "-1.8", "-0.5", "2 of 13", "test"),
     (K16L_TEST, "200", OP, lambda: _steps(K16_80, K16, K16C)
      if _vs_window(K16C, "ci_high_pct", "test") < 0 else None, str),
     (K16L2_TEXT, "80", OP, lambda: _op(K16L2, "steps"), str),
@@ -1082,13 +1081,7 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     (K16L2_TEXT, "+4.5", OP, lambda: _op(K16L2, "ood_delta_pct"), _signed(1)),
     (K16L2_TEXT, "+3.8", OP, lambda: _op(f"sinks@{K16L2}", "test_delta_pct"), _signed(1)),
     (K16L2_TEXT, "+4.2", OP, lambda: _op(f"sinks@{K16L2}", "ood_delta_pct"), _signed(1)),
-    (K16L2_VS, "-1.7", OP_PAIRED, lambda: _vs_window(K16L2, "diff_pct", "test"), _signed(1)),
-    (K16L2_VS, "-2.6", OP_PAIRED, lambda: _vs_window(K16L2, "ci_low_pct", "test"), _signed(1)),
-    (K16L2_VS, "-0.8", OP_PAIRED, lambda: _vs_window(K16L2, "ci_high_pct", "test"),
-     _signed(1)),
-    (K16L2_VS, "2 of 13", OP_PAIRED, lambda: (_vs_window(K16L2, "focus_worse", "test"),
-                                              _vs_window(K16L2, "blocks", "test")),
-     lambda v: f"{v[0]} of {v[1]}"),
+    *_vs_window_claims(K16L2_VS, K16L2, "-1.7", "-2.6", "-0.8", "2 of 13", "test"),
     *_vs_window_claims(K16L2_VS, K16L2, "+0.3", "-1.6", "+2.3", "8 of 16"),
     *_share_claims(K4W_SHARE, K4W, "yes", "256", "4", "80", "91", "84"),
     (K4W_QUALITY, "+0.7", OP, lambda: _op(K4W, "ood_delta_pct"), _signed(1)),
@@ -1158,6 +1151,37 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      lambda: "neither" if max(_row(n, config=c)[k] for n in (S8K_K4W, S8K_K4W2)
                               for c in (K4W, f"sinks@{K4W}")
                               for k in ("prefill_speedup", "decode_speedup")) < 1 else "one",
+     str),
+    *_passkey_claims("it answers 14 (6 lost, 0 gained, p = 0.03)", K4W, 4096),
+    ("At 4K (the same 50 trials)", "4", PASSKEY, lambda: 4096 // 1024, str),
+    ("At 4K (the same 50 trials)", "50", PASSKEY, lambda: _pk(K4W, "matched", 4096), str),
+    ("p = 0.03), 12 points below full attention's 20", "12", PASSKEY_SUMMARY,
+     lambda: 100 * (_row(PASSKEY_SUMMARY, config="full", length=4096)["accuracy"]
+                    - _row(PASSKEY_SUMMARY, config=K4W, length=4096)["accuracy"]), _fixed(0)),
+    ("p = 0.03), 12 points below full attention's 20", "20", PASSKEY_SUMMARY,
+     lambda: _row(PASSKEY_SUMMARY, config="full", length=4096)["correct"], str),
+    ("criterion is set at 8K", "8", VERDICT, lambda: 8192 // 1024, str),
+    (K4W_RANDOM_4K, "20", PASSKEY_SUMMARY,
+     lambda: _row(PASSKEY_SUMMARY, config="K4_top2_w256_random", length=4096)["correct"], str),
+    (K4W_RANDOM_4K, "2", TRIALS, lambda: _discordant(K4W, "K4_top2_w256_random", 4096)[0], str),
+    (K4W_RANDOM_4K, "8", TRIALS, lambda: _discordant(K4W, "K4_top2_w256_random", 4096)[1], str),
+    (K4W_RANDOM_4K, "0.11", VERDICT, lambda: _verdict_row(K4W)["passkey_4k_vs_random_p"],
+     _fixed(2)),
+    (K4W_WINDOW_4K, "4", VERDICT, lambda: 4096 // 1024, str),
+    (K4W_WINDOW_4K, "2,529", PASSKEY_SUMMARY,
+     lambda: _pk_pattern(_verdict_row(K4W)["passkey_4k_window_from"], 4096)["window"],
+     _thousands),
+    (K4W_WINDOW_4K, "200", OP, lambda: _steps(K4, K4C, K4C2)
+     if _verdict_row(K4W)["passkey_4k_window_from"] == f"sinks@{K4C2}" else None, str),
+    (K4W_WINDOW_4K, "16", VERDICT, lambda: 50 * _verdict_row(K4W)["passkey_4k_window"],
+     _fixed(0)),
+    (K4W_WINDOW_4K, "1", TRIALS, lambda: _discordant(K4W, f"sinks@{K4C2}", 4096)[0], str),
+    (K4W_WINDOW_4K, "3", TRIALS, lambda: _discordant(K4W, f"sinks@{K4C2}", 4096)[1], str),
+    (K4W_WINDOW_4K, "0.62", VERDICT, lambda: _verdict_row(K4W)["passkey_4k_vs_window_p"],
+     _fixed(2)),
+    ("0.62): at 4K neither baseline is distinguishable from it", "4", VERDICT,
+     lambda: 4096 // 1024 if max(_verdict_row(K4W)["passkey_4k_vs_window_p"],
+                                 _verdict_row(K4W)["passkey_4k_vs_random_p"]) >= 0.05 else None,
      str),
     ("so\n    whether it beats both baselines is undecided", "undecided", VERDICT,
      lambda: _verdict_row(K4W)["baselines_check"], str),

@@ -263,6 +263,10 @@ K16L2_TEXT = ("Continued 80 steps (160 steps, 2026-12-05; chosen on validation,\
               "against +3.46%; still learning: revisit -0.0156 +- 0.0029): +2.0% on test but\n"
               "    +4.5% out of domain, against +3.8% / +4.2% for the window plus sinks at its "
               "share")
+K16L3 = "K16_top2_w256_lm_s4_c240"  # and 80 more, not chosen on validation
+K16L3_TEXT = ("80 steps more (240 steps) gave +3.25% on validation, worse than +3.17% at "
+              "160, so\n    validation has stopped improving and the 160-step routers stay the "
+              "row (the training\n    loss still falls: revisit -0.0132 +- 0.0027)")
 K16L2_VS = ("(test -1.7% [-2.6, -0.8], Focus worse on 2 of 13 blocks; out of domain +0.3% "
             "[-1.6,\n    +2.3], worse on 8 of 16)")
 K4W_SHARE = ("(the grid's window 256 at K = 4, 80 steps from\n    scratch, 2026-12-05, at a "
@@ -1083,6 +1087,13 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     (K16L2_TEXT, "+4.2", OP, lambda: _op(f"sinks@{K16L2}", "ood_delta_pct"), _signed(1)),
     *_vs_window_claims(K16L2_VS, K16L2, "-1.7", "-2.6", "-0.8", "2 of 13", "test"),
     *_vs_window_claims(K16L2_VS, K16L2, "+0.3", "-1.6", "+2.3", "8 of 16"),
+    (K16L3_TEXT, "80", OP, lambda: _op(K16L3, "steps"), str),
+    (K16L3_TEXT, "240", OP, lambda: _steps(K16L, K16L2, K16L3), str),
+    (K16L3_TEXT, "+3.25", OP, lambda: _op(K16L3, "val_delta_pct")
+     if _op(K16L3, "val_delta_pct") > _op(K16L2, "val_delta_pct") else None, _signed(2)),
+    (K16L3_TEXT, "+3.17", OP, lambda: _op(K16L2, "val_delta_pct"), _signed(2)),
+    (K16L3_TEXT, "160", OP, lambda: _steps(K16L, K16L2), str),
+    *_revisit_claims(K16L3_TEXT, K16L3, "no"),
     *_share_claims(K4W_SHARE, K4W, "yes", "256", "4", "80", "91", "84"),
     (K4W_QUALITY, "+0.7", OP, lambda: _op(K4W, "ood_delta_pct"), _signed(1)),
     (K4W_QUALITY, "+0.5", OP, lambda: _op(K4W, "ood_median_pct"), _signed(1)),

@@ -154,7 +154,7 @@ CONFIGS: Dict[str, Dict[str, Any]] = {
                                  "objective": "lm", "num_sinks": 4, "steps": 80,
                                  "init_from": "routers_K16_top2_w256_lm_s4"},
     # and 80 more from the 160-step routers (chosen on validation, +3.17% against +3.46%;
-    # still learning there: revisit -0.0156 +- 0.0029)
+    # still learning there: revisit -0.0156 +- 0.0029); +3.25% on validation, not chosen
     "K16_top2_w256_lm_s4_c240": {"kind": "trained", "K": 16, "top_k": 2, "window": 256,
                                  "objective": "lm", "num_sinks": 4, "steps": 80,
                                  "init_from": "routers_K16_top2_w256_lm_s4_c160"},

@@ -18,8 +18,8 @@ from quest_geometric.nn._qsv_csr import CSRPattern
 __all__ = ["GraphInfo", "cached_info", "store_info", "dense_degree", "DENSE_LAYOUT_ERROR"]
 
 #: What a layer told that its graph has the dense layout raises where it does not (eagerly
-#: from the cached check, under :func:`torch.compile` from the attention kernel, which reads
-#: the targets beside the sources).
+#: from the cached check, under :func:`torch.compile` from the attention kernel, which sweeps
+#: each thread's targets before its rows).
 DENSE_LAYOUT_ERROR = (
     "QSVConv: 'dense=True' needs every node to have the same number k >= 1 of in-edges "
     "sorted by target (edge_index[1] == arange(N).repeat_interleave(k)); pass dense=None or "

@@ -7,8 +7,8 @@ in the graph with :func:`torch.cond` works, but in torch 2.13 the backward of
 0.89x of eager in forward + backward).  This operator makes the choice inside its own
 implementation instead, which the compiler treats as opaque: where the targets have the dense
 layout (``dst == arange(N_dst).repeat_interleave(k)``) it runs the native kernel
-(:func:`~quest_geometric.nn._qsv_native.attend_checked`, which checks the layout as it reads
-the sources: no pass over the targets of its own, as the operator runs at every call),
+(:func:`~quest_geometric.nn._qsv_native.attend_checked`, which checks the layout in a sweep of
+each thread's targets before its rows: no pass of its own, as the operator runs at every call),
 elsewhere a scatter form over the edges;
 its backward runs the form that computed the forward, from the weights it saved, so nothing
 is recomputed.  Its forward-only sibling ``quest_geometric::qsv_attend_graph_rotate``
@@ -56,7 +56,7 @@ def _native_k(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, dst: Tens
               num_dst: int) -> int:
     """``k`` where the native kernel can run and the targets may have the dense layout
     (``E`` a multiple of ``N_dst``, the first target 0 and the last ``N_dst - 1``), else 0.
-    Whether they do is checked by the kernel itself as it reads the sources
+    Whether they do is checked by the kernel itself before its rows
     (:func:`_dense_attend`), not by a pass of its own."""
     E = dst.numel()
     if (not native.supports(q_src, q_dst, scale, xs) or num_dst == 0 or E == 0
@@ -68,7 +68,7 @@ def _native_k(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, dst: Tens
 def _dense_attend(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
                   dst: Tensor, num_dst: int, rot: Optional[Tensor] = None,
                   bias: Optional[Tensor] = None) -> Optional[tuple[Tensor, Tensor, int]]:
-    """The native kernel on the dense layout, checking it on the way:
+    """The native kernel on the dense layout, which checks it:
     ``(out, weights [N_dst, H, k], k)``, or :obj:`None` where the targets do not have the
     layout (the caller runs the scatter form)."""
     k = _native_k(q_src, q_dst, scale, xs, dst, num_dst)

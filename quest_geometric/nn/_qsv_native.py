@@ -444,9 +444,10 @@ def attend_checked(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src:
     """The forward kernel of :func:`attend` (``rot`` None) or of :func:`attend_rotate`
     (the output rotation ``rot`` and the ``bias`` in its epilogue), no autograd:
     ``(out, alpha, ok)``.  With ``targets`` (the edges' ``int64`` targets ``[N_dst * k]``)
-    the kernel also checks the dense layout, ``targets[i * k + j] == i``, reading them beside
-    the sources (no pass of its own); ``ok`` is :obj:`False` where it does not hold, and the
-    outputs are then not the attention (the caller discards them)."""
+    the kernel also checks the dense layout, ``targets[i * k + j] == i``, each thread
+    sweeping its rows' targets before their attention (in the same call); ``ok`` is
+    :obj:`False` where it does not hold, and the outputs are then not the attention (the
+    caller discards them)."""
     q_src, q_dst, scale, xs = (t.contiguous() for t in (q_src, q_dst, scale, xs))
     src = src.contiguous()
     Nd, H, C = q_dst.size(0), q_dst.size(1), xs.size(-1)
@@ -596,10 +597,10 @@ def attend(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
             (:func:`~quest_geometric.nn._qsv_csr.transpose_pattern`) for the backward; found
             in :data:`~quest_geometric.nn._qsv_csr.TRANSPOSES` when not given.
         targets (torch.Tensor, optional): The edges' ``int64`` targets ``[N_dst * k]``: the
-            kernel then checks the dense layout (``targets[i * k + j] == i``) as it reads the
-            sources and raises :class:`RuntimeError`
+            kernel then checks the dense layout (``targets[i * k + j] == i``), each thread its
+            rows' before their attention, and raises :class:`RuntimeError`
             (:data:`~quest_geometric.nn._graph_cache.DENSE_LAYOUT_ERROR`) where it does not
-            hold: the check a compiled graph cannot make on the host, at no pass of its own.
+            hold: the check a compiled graph cannot make on the host, in the same call.
             (default: :obj:`None`: not checked)
 
     Returns:

@@ -76,9 +76,10 @@ def _dense_targets(coo: Tensor, num_dst: int) -> Tensor:
 
 def _check_dense_sizes(coo: Tensor, num_dst: int) -> None:
     """The sizes' part of ``dense=True``'s layout check inside a compiled graph, made while
-    tracing; the targets are checked in the graph, by the native attention kernel as it reads
-    the sources where it runs, else by :func:`_assert_dense_targets`, so a compiled layer
-    never returns a silently wrong result for a graph without the layout."""
+    tracing; the targets are checked in the graph, by the native attention kernel (a sweep of
+    each thread's targets before its rows) where it runs, else by
+    :func:`_assert_dense_targets`, so a compiled layer never returns a silently wrong result
+    for a graph without the layout."""
     E = coo.size(1)
     if num_dst == 0 or E == 0 or E % num_dst != 0:
         raise ValueError(DENSE_LAYOUT_ERROR)
@@ -970,8 +971,8 @@ class QSVConv(MessagePassing):
         :data:`~quest_geometric.nn._qsv_csr.TRANSPOSES`).  With ``rot_dst`` (inference
         only, :meth:`_epilogue_applies`) the kernel also rotates each finished row back and
         adds the bias (:func:`~quest_geometric.nn._qsv_native.attend_rotate`).  With
-        ``check_layout`` the kernel also checks the targets (``edge_index[1]``) as it reads
-        the sources, raising :data:`DENSE_LAYOUT_ERROR` where they lack the layout."""
+        ``check_layout`` the kernel also checks the targets (``edge_index[1]``) in a sweep
+        before its rows, raising :data:`DENSE_LAYOUT_ERROR` where they lack the layout."""
         H = self.heads
         scale = self._scale_vector(xs)
         targets = edge_index[1] if check_layout else None

@@ -225,7 +225,7 @@ def test_compiled_dense_path_checks_the_layout_at_run_time(use_native, grad):
     shuffled; two edges swapped between rows, both ends kept) raises from inside the
     compiled graph instead of returning a wrong result; a graph whose edge count is no
     multiple of the nodes is refused while tracing.  With the native kernels the attention
-    kernel checks the targets as it reads the sources (no assertion pass in the graph),
+    kernel checks the targets before its rows (no assertion pass in the graph),
     without them an assertion in the graph does."""
     if use_native and not _qsv_native.qsv_native_available():
         pytest.skip(f"native kernels: {_qsv_native.qsv_native_status()['reason']}")

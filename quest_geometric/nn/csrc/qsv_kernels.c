@@ -90,11 +90,6 @@ static void parallel_for(int64_t n, int threads, range_fn fn, const void *ctx) {
 #endif
 }
 
-/* exp(x) of 4 floats x <= 0 (the softmax's shifted logits) in vector operations only (GCC/Clang
- * vector extensions; a scalar exp with a branch or a bit cast through memory is not
- * vectorised by GCC): x = n ln 2 + r with |r| <= ln 2 / 2, e^r by its Taylor polynomial of
- * degree 7 (relative error below 2e-7 before rounding), 2^n from the exponent bits.  Lanes
- * below -87.3 (where the float result underflows), -inf among them, give 0; NaN stays NaN. */
 /* Whether the targets of rows [begin, end) are in the dense layout: dst[i k + j] == i for
  * every j < k (one sweep of the range, before the rows' attention, so the hot loop stays as
  * it is). */
@@ -107,6 +102,11 @@ static int targets_in_rows(const int64_t *dst, int64_t k, int64_t begin, int64_t
     return differ == 0;
 }
 
+/* exp(x) of 4 floats x <= 0 (the softmax's shifted logits) in vector operations only (GCC/Clang
+ * vector extensions; a scalar exp with a branch or a bit cast through memory is not
+ * vectorised by GCC): x = n ln 2 + r with |r| <= ln 2 / 2, e^r by its Taylor polynomial of
+ * degree 7 (relative error below 2e-7 before rounding), 2^n from the exponent bits.  Lanes
+ * below -87.3 (where the float result underflows), -inf among them, give 0; NaN stays NaN. */
 typedef float qsv_v4f __attribute__((vector_size(16)));
 typedef int32_t qsv_v4i __attribute__((vector_size(16)));
 static inline qsv_v4f qsv_exp_v4f(qsv_v4f x) {

@@ -15,7 +15,8 @@ from torch import Tensor
 
 from quest_geometric.nn._qsv_csr import CSRPattern
 
-__all__ = ["GraphInfo", "cached_info", "store_info", "dense_degree", "DENSE_LAYOUT_ERROR"]
+__all__ = ["GraphInfo", "cached_info", "store_info", "layout_degree", "dense_degree",
+           "DENSE_LAYOUT_ERROR"]
 
 #: What a layer told that its graph has the dense layout raises where it does not (eagerly
 #: from the cached check, under :func:`torch.compile` from the attention kernel, which sweeps
@@ -80,12 +81,19 @@ def _forget(ref: Any) -> None:
     _CACHE[:] = [entry for entry in _CACHE if entry[0] is not ref]
 
 
+def layout_degree(num_edges: int, num_dst: int) -> int:
+    """``k = E / N_dst`` where the sizes allow the dense layout (``E`` a positive multiple of
+    ``N_dst``), else 0: the part of the layout check that reads no data."""
+    if num_dst == 0 or num_edges == 0 or num_edges % num_dst != 0:
+        return 0
+    return num_edges // num_dst
+
+
 def dense_degree(targets: Tensor, num_dst: int) -> int:
     """``k`` if ``targets == arange(num_dst).repeat_interleave(k)`` for some ``k >= 1`` (the
     edges' targets, ``edge_index[1]``), else 0 (reads the data)."""
-    E = targets.numel()
-    if num_dst == 0 or E == 0 or E % num_dst != 0:
+    k = layout_degree(targets.numel(), num_dst)
+    if not k:
         return 0
-    k = E // num_dst
     target = torch.arange(num_dst, device=targets.device).unsqueeze(1)
     return k if bool((targets.view(num_dst, k) == target).all()) else 0

@@ -37,6 +37,7 @@ from torch import Tensor
 from torch_geometric.utils import scatter, softmax
 
 from quest_geometric.nn import _qsv_native as native
+from quest_geometric.nn._graph_cache import layout_degree
 
 __all__ = ["attend_graph", "attend_graph_reference", "attend_graph_rotate"]
 
@@ -58,11 +59,11 @@ def _native_k(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, dst: Tens
     (``E`` a multiple of ``N_dst``, the first target 0 and the last ``N_dst - 1``), else 0.
     Whether they do is checked by the kernel itself before its rows
     (:func:`_dense_attend`), not by a pass of its own."""
-    E = dst.numel()
-    if (not native.supports(q_src, q_dst, scale, xs) or num_dst == 0 or E == 0
-            or E % num_dst != 0 or int(dst[0]) != 0 or int(dst[-1]) != num_dst - 1):
+    k = layout_degree(dst.numel(), num_dst)
+    if (not k or not native.supports(q_src, q_dst, scale, xs) or int(dst[0]) != 0
+            or int(dst[-1]) != num_dst - 1):
         return 0
-    return E // num_dst
+    return k
 
 
 def _dense_attend(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,

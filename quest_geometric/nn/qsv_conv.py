@@ -28,6 +28,7 @@ from quest_geometric.nn._graph_cache import (
     GraphInfo,
     cached_info,
     dense_degree,
+    layout_degree,
     store_info,
 )
 from quest_geometric.nn._qsv_attend_graph import attend_graph, attend_graph_rotate
@@ -80,8 +81,7 @@ def _check_dense_sizes(coo: Tensor, num_dst: int) -> None:
     each thread's targets before its rows) where it runs, else by
     :func:`_assert_dense_targets`, so a compiled layer never returns a silently wrong result
     for a graph without the layout."""
-    E = coo.size(1)
-    if num_dst == 0 or E == 0 or E % num_dst != 0:
+    if not layout_degree(coo.size(1), num_dst):
         raise ValueError(DENSE_LAYOUT_ERROR)
 
 
@@ -744,8 +744,7 @@ class QSVConv(MessagePassing):
         if dense is None:
             if compiling:
                 use_dense = False
-                E = coo.size(1)
-                run_time_choice = (E > 0 and Nd > 0 and E % Nd == 0 and not self._observed()
+                run_time_choice = (layout_degree(coo.size(1), Nd) > 0 and not self._observed()
                                    and not (self.training and self.dropout > 0.0))
             else:
                 use_dense = not self._observed() and info.dense_k(coo) > 0

@@ -295,8 +295,6 @@ K8W_RANDOM = ("are +36.5% out of domain. At\n    about the share of the window-6
               "(47% at 8K, +8.9%), the wider window\n    loses 2.8% instead")
 S8K = "focus_op_speed_8k/focus_op_speed_1t.json"
 S8K2 = "focus_op_speed_8k/focus_op_speed_2t.json"
-S8K_GRID = "focus_op_speed_8k_grid/focus_op_speed_1t.json"  # rows trained after S8K's run
-S8K_GRID2 = "focus_op_speed_8k_grid/focus_op_speed_2t.json"
 S8K_K4W = "focus_op_speed_8k_k4w256/focus_op_speed_1t.json"  # the window-256 K = 4 row's run
 S8K_K4W2 = "focus_op_speed_8k_k4w256/focus_op_speed_2t.json"
 S8K_LONG = "focus_op_speed_8k_decode128/focus_op_speed_1t.json"  # 128 tokens decoded
@@ -467,6 +465,30 @@ def _speed_claims(phrase: str, name: str, config: str) -> list[tuple]:
         (phrase, prefill, name, lambda: _row(name, config=config)["prefill_speedup"],
          _fixed(2)),
         (phrase, decode, name, lambda: _row(name, config=config)["decode_speedup"], _fixed(2)),
+    ]
+
+
+def _own_speed_run_claims(folder: str, row: str, run: str, tokens: str,
+                          speeds: tuple[str, str, str, str]) -> list[tuple]:
+    """The claims of a row timed at 8K in a speed run of its own (``--out folder``): the
+    length and the fewest rounds (phrase ``run``), the links to both thread counts' tables,
+    the tokens decoded (phrase ``tokens``), and the speed-ups of ``row`` and of the window
+    plus sinks at its share at one and two threads (``speeds``, phrases ``'A.AAx /
+    B.BBx'``, in that order)."""
+    one, two = f"{folder}/focus_op_speed_1t.json", f"{folder}/focus_op_speed_2t.json"
+    return [
+        (run, "8", one, lambda: _load(one)["meta"]["lengths"][0] // 1024, str),
+        (run, "3", one, lambda: min(_load(n)["meta"]["rounds_per_length"] for n in (one, two)),
+         str),
+        (f"[1 thread](benchmarks/results/{folder}/focus_op_speed_1t.md)", "1", one,
+         lambda: _load(one)["meta"]["threads"], str),
+        (f"[2 threads](benchmarks/results/{folder}/focus_op_speed_2t.md)", "2", two,
+         lambda: _load(two)["meta"]["threads"], str),
+        (tokens, "16", one, lambda: _load(one)["meta"]["new_tokens"], str),
+        *_speed_claims(speeds[0], one, row),
+        *_speed_claims(speeds[1], two, row),
+        *_speed_claims(speeds[2], one, f"sinks@{row}"),
+        *_speed_claims(speeds[3], two, f"sinks@{row}"),
     ]
 
 
@@ -1138,26 +1160,19 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     (K4W_WINDOW_PK, "15", PASSKEY_SUMMARY,
      lambda: _row(PASSKEY_SUMMARY, config=f"sinks@{K4W}", length=8186)["correct"], str),
     *_discordant_claims(K4W_WINDOW_PK, K4W, 8186),
-    ("Timed at 8K in a run of its own\n    (idle, 3 shuffled rounds, 2026-12-05", "8", S8K_K4W,
-     lambda: _load(S8K_K4W)["meta"]["lengths"][0] // 1024, str),
-    ("Timed at 8K in a run of its own\n    (idle, 3 shuffled rounds, 2026-12-05", "3", S8K_K4W,
-     lambda: min(_load(n)["meta"]["rounds_per_length"] for n in (S8K_K4W, S8K_K4W2)), str),
+    *_own_speed_run_claims(
+        "focus_op_speed_8k_k4w256", K4W,
+        "Timed at 8K in a run of its own\n    (idle, 3 shuffled rounds, 2026-12-05",
+        "decoding of 16 tokens against full attention 0.77x",
+        ("full attention 0.77x / 0.77x at one thread", "0.65x /\n    0.67x at two",
+         "the window plus sinks at its share 0.68x / 0.91x",
+         "and 0.62x / 0.80x: at\n    this share")),
     ("on the AMD EPYC instance, where full attention", "AMD EPYC", S8K_K4W,
      lambda: _load(S8K_K4W)["meta"]["cpu_model"], str),
     ("prefills 8K tokens in 48.9 s at one thread", "8", S8K_K4W,
      lambda: _load(S8K_K4W)["meta"]["lengths"][0] // 1024, str),
     ("prefills 8K tokens in 48.9 s at one thread", "48.9", S8K_K4W,
      lambda: _row(S8K_K4W, config="full")["prefill_s"], _fixed(1)),
-    ("[1 thread](benchmarks/results/focus_op_speed_8k_k4w256/focus_op_speed_1t.md)", "1",
-     S8K_K4W, lambda: _load(S8K_K4W)["meta"]["threads"], str),
-    ("[2 threads](benchmarks/results/focus_op_speed_8k_k4w256/focus_op_speed_2t.md)", "2",
-     S8K_K4W2, lambda: _load(S8K_K4W2)["meta"]["threads"], str),
-    ("decoding of 16 tokens against full attention 0.77x", "16", S8K_K4W,
-     lambda: _load(S8K_K4W)["meta"]["new_tokens"], str),
-    *_speed_claims("full attention 0.77x / 0.77x at one thread", S8K_K4W, K4W),
-    *_speed_claims("0.65x /\n    0.67x at two", S8K_K4W2, K4W),
-    *_speed_claims("the window plus sinks at its share 0.68x / 0.91x", S8K_K4W, f"sinks@{K4W}"),
-    *_speed_claims("and 0.62x / 0.80x: at\n    this share", S8K_K4W2, f"sinks@{K4W}"),
     ("this share neither sparse pattern is faster than full attention", "neither", S8K_K4W,
      lambda: "neither" if max(_row(n, config=c)[k] for n in (S8K_K4W, S8K_K4W2)
                               for c in (K4W, f"sinks@{K4W}")
@@ -1213,21 +1228,12 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     (K8W_RANDOM, "2.8", OP, lambda: _op(K8W, "ood_delta_pct"), _fixed(1)),
     ("prefill at most 1.41x faster; timed at 8K in a run of its own", "1.41", OP,
      lambda: _op(K8W, "prefill_bound_8k"), _fixed(2)),
-    ("timed at 8K in a run of its own (idle, 3 shuffled rounds;", "8", S8K_GRID,
-     lambda: _load(S8K_GRID)["meta"]["lengths"][0] // 1024, str),
-    ("timed at 8K in a run of its own (idle, 3 shuffled rounds;", "3", S8K_GRID,
-     lambda: min(_load(n)["meta"]["rounds_per_length"] for n in (S8K_GRID, S8K_GRID2)), str),
-    ("[1 thread](benchmarks/results/focus_op_speed_8k_grid/focus_op_speed_1t.md)", "1",
-     S8K_GRID, lambda: _load(S8K_GRID)["meta"]["threads"], str),
-    ("[2 threads](benchmarks/results/focus_op_speed_8k_grid/focus_op_speed_2t.md)", "2",
-     S8K_GRID2, lambda: _load(S8K_GRID2)["meta"]["threads"], str),
-    ("decoding of 16 tokens against full attention 0.87x", "16", S8K_GRID,
-     lambda: _load(S8K_GRID)["meta"]["new_tokens"], str),
-    *_speed_claims("full attention 0.87x / 0.88x at one thread", S8K_GRID, K8W),
-    *_speed_claims("0.84x /\n    0.70x at two", S8K_GRID2, K8W),
-    *_speed_claims("the window plus sinks at its share 0.99x / 1.16x", S8K_GRID,
-                   f"sinks@{K8W}"),
-    *_speed_claims("and 0.94x / 1.02x. At 4K", S8K_GRID2, f"sinks@{K8W}"),
+    *_own_speed_run_claims(
+        "focus_op_speed_8k_grid", K8W,
+        "timed at 8K in a run of its own (idle, 3 shuffled rounds;",
+        "decoding of 16 tokens against full attention 0.87x",
+        ("full attention 0.87x / 0.88x at one thread", "0.84x /\n    0.70x at two",
+         "the window plus sinks at its share 0.99x / 1.16x", "and 0.94x / 1.02x. At 4K")),
     ("At 4K\n    it answers 11 of 50 passkeys", "50", PASSKEY, lambda: _pk(K8W, "matched", 4096),
      str),
     *[("it answers 11 of 50 passkeys (11 lost, 2 gained, p = 0.02)", v, PASSKEY, f, fmt)

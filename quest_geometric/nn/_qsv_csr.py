@@ -15,6 +15,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from quest_geometric._utils.checks import check_int
+from quest_geometric._utils.compare import same_values
 
 __all__ = [
     "CSRPattern", "NeighbourSum", "TransposeCache", "TRANSPOSES", "sparse_csr",
@@ -154,8 +155,9 @@ class NeighbourSum(torch.autograd.Function):
 
 class TransposeCache:
     r"""The transposed patterns (:func:`transpose_pattern`) of the last ``size`` source
-    vectors seen, found again by exact comparison of the sources (:func:`torch.equal`, one
-    pass over them) and of ``(num_src, k, heads)``.
+    vectors seen, found again by exact comparison of the sources (one ``memcmp`` of their
+    bytes, :func:`~quest_geometric._utils.compare.same_values`, as it runs at every backward
+    of a compiled layer) and of ``(num_src, k, heads)``.
 
     A traced backward cannot read the eager layer's per-graph cache (the ``edge_index`` it
     sees is a new tensor at every call), so without this cache it would sort a graph's
@@ -175,7 +177,7 @@ class TransposeCache:
                  ) -> tuple[Tensor, Tensor, Tensor]:
         key = (num_src, k, heads, src.numel(), src.dtype, src.device)
         for i, (entry_key, entry_src, result) in enumerate(self._entries):
-            if entry_key == key and torch.equal(entry_src, src):
+            if entry_key == key and same_values(entry_src, src):
                 self._entries.append(self._entries.pop(i))  # most recently used last
                 self.hits += 1
                 return result

@@ -263,3 +263,35 @@ def test_all_finite_matches_the_elementwise_test_and_survives_overflowing_sums()
         hits = torch.rand(6, 5, generator=g) < 0.05
         t[hits] = float("nan")
         assert all_finite(t) == bool(torch.isfinite(t).all())
+
+
+# --------------------------------------------------------------------------- same_values
+def test_same_values_answers_as_torch_equal():
+    """``same_values`` (bytes by memcmp where that is the same question) against
+    ``torch.equal`` on equal tensors, tensors differing in one element at the first, a
+    middle and the last position (the last byte too), other shapes, dtypes, strided views,
+    empty tensors and floating point (where bytes and values differ: -0.0, nan)."""
+    from quest_geometric._utils.compare import MEMCMP_AVAILABLE, same_values
+
+    assert isinstance(MEMCMP_AVAILABLE, bool)
+    g = torch.Generator().manual_seed(0)
+    for dtype in (torch.int64, torch.int32, torch.int16, torch.uint8, torch.bool):
+        a = torch.randint(0, 2 if dtype == torch.bool else 100, (1000,), generator=g).to(dtype)
+        assert same_values(a, a.clone()) and torch.equal(a, a.clone())
+        for i in (0, 517, 999):
+            b = a.clone()
+            b[i] = ~b[i] if dtype == torch.bool else b[i] + 1
+            assert not same_values(a, b) and not same_values(b, a)
+    a = torch.arange(12, dtype=torch.int64)
+    b = a.clone()
+    b[-1] += 1 << 56  # only the last element's most significant byte differs
+    assert not same_values(a, b)
+    assert not same_values(a, a.view(3, 4))  # same bytes, another shape
+    assert not same_values(a, a.to(torch.int32))  # same values, another dtype
+    m = torch.arange(24, dtype=torch.int64).view(4, 6)
+    assert same_values(m[:, ::2], m[:, ::2].contiguous())  # a strided view: torch.equal
+    assert not same_values(m[:, ::2], m[:, 1::2].contiguous())
+    assert same_values(torch.empty(0, dtype=torch.int64), torch.empty(0, dtype=torch.int64))
+    assert same_values(torch.tensor([0.0]), torch.tensor([-0.0]))  # values, not bytes
+    nan = torch.tensor([float("nan")])
+    assert not same_values(nan, nan.clone())  # as torch.equal: nan is not equal to itself

@@ -62,6 +62,11 @@ groups (:func:`focus_decode_attention`): the attention cost grows with
   SDPA and the state has taken more than :data:`GROUP_STORE_AFTER` steps (the first
   per-group step fills the stores, a cost only a long generation pays back).
 
+With window-only routing (:class:`~quest_geometric.nn.focus.window_router.WindowOnlyRouter`,
+``top_k = 0``, the sliding window plus sinks baseline) no token shares a group: the step
+reads the window and the sinks, two slices of the cache, and records no group set and keeps
+no store (so its first step after a prefill costs what a later one does).
+
 The plain gather path (:func:`focus_decode_attention_reference`) stays the reference the
 tests compare both ways with, and serves every other case (several sequences, several new
 tokens, padding).
@@ -431,8 +436,8 @@ class FocusDecodeState:
         """The sorted group sets of cache slots ``[0, upto)`` on the host (one sequence)."""
         if len(self._sets) < upto:
             self._flush()
-            rows = self._groups[0, len(self._sets):self._len].tolist()
-            self._sets.extend(tuple(sorted(r)) for r in rows)
+            rows = self._groups[0, len(self._sets):self._len].sort(-1).values.tolist()
+            self._sets.extend(map(tuple, rows))
         return self._sets
 
     def select(self, index: Tensor) -> "FocusDecodeState":
@@ -541,6 +546,8 @@ def _fast_step(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState, window:
     s = state._len
     lo = max(0, s - 1 - window)  # the window: slots [lo, s); the stores hold [ns, lo)
     ns = min(num_sinks, lo)  # the sinks: slots [0, ns) (those not in the window)
+    if state.top_k == 0:  # window-only routing: no token shares a group, nothing to store
+        return _window_step(q, k, v, state, lo, ns, scale)
     sets = state._host_sets(s)
     mine = sets[s - 1]
     if state._stores is None or state._stores.base != num_sinks:
@@ -574,6 +581,27 @@ def _fast_step(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState, window:
     for key in meets:
         kb, vb, n = stores.sets[key]
         parts.append((kb[0, :, :, :n], vb[0, :, :n], None))
+    return _softmax_parts(q, parts, scale)
+
+
+def _window_step(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState, lo: int,
+                 ns: int, scale: float) -> Tensor:
+    """The decoding step of window-only routing (``top_k = 0``: every group set is empty):
+    the window ``[lo, s)`` and the sinks ``[0, ns)``, two slices of the cache, read as
+    parts or, when they hold most of it, by one masked SDPA (the rule of
+    :data:`MASKED_SHARE`); no group set is recorded and no store kept."""
+    s, hkv = state._len, k.size(1)
+    state._fast_steps += 1
+    if s - lo + ns >= MASKED_SHARE * s:
+        mask = torch.zeros(s, dtype=torch.bool, device=q.device)
+        mask[lo:] = True  # the window
+        mask[:ns] = True  # the sinks
+        return masked_decode_attention(q, k[:, :, :s], v[:, :, :s], mask, scale,
+                                       packed_layout(hkv))
+    parts: List[Tuple[Tensor, Tensor, Optional[Tensor]]] = [
+        (k[0, :, lo:s].transpose(1, 2), v[0, :, lo:s], None)]  # keys as [H_kv, D, n]
+    if ns:
+        parts.append((k[0, :, :ns].transpose(1, 2), v[0, :, :ns], None))
     return _softmax_parts(q, parts, scale)
 
 

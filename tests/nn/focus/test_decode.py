@@ -181,6 +181,8 @@ CASES = [  # (tokens, window, K, top_k); top_k = 0: no group (window and sinks o
     (1, 0, 4, 1), (2, 0, 4, 1), (40, 0, 4, 1), (40, 1, 4, 2), (70, 5, 4, 1), (70, 5, 4, 2),
     (70, 5, 4, 3), (90, 5, 4, 4), (30, 100, 4, 2), (150, 8, 8, 2), (200, 3, 8, 1),
     (70, 5, 4, 0), (3, 0, 4, 0),
+    # a longer cache, whose first step records hundreds of slots at once
+    (600, 20, 8, 2), (600, 20, 4, 1), (600, 20, 4, 0),
 ]
 
 
@@ -229,15 +231,21 @@ def test_fast_step_equals_gather_path_and_dense_oracle(s, window, num_groups, to
     k = torch.randn(1, hkv, cap, 16, generator=g)
     v = torch.randn(1, hkv, cap, 16, generator=g)
     st = _state(groups)
+    calls = _sdpa_calls(monkeypatch)
     o = focus_decode_attention(q, k, v, st, window, 0.3, num_sinks=ns)
-    assert st._stores is not None  # the fast path ran
+    assert st._fast_steps == 1  # the fast path ran
     far = max(0, s - 1 - window - ns)  # out-of-window tokens that are not sinks
-    assert sum(st._stores.counts.values()) == far
-    stored = sum(n for _, _, n in st._stores.sets.values())
+    if top_k == 0:  # window-only routing: two slices of the cache, no group set recorded
+        assert st._stores is None and st._sets == []
+        if share in (0.0, math.inf):  # forced: the masked SDPA, or the two slices
+            assert len(calls) == (1 if share == 0.0 else 0)
+    else:
+        assert sum(st._stores.counts.values()) == far
+    stored = 0 if top_k == 0 else sum(n for _, _, n in st._stores.sets.values())
     if share == 0.0:  # the masked path reads the cache: no store is filled
         assert stored == 0
     elif share == math.inf:  # the store path: every out-of-window token in its store
-        assert stored == far
+        assert stored == (far if top_k else 0)
     elif share == "groups" and st._group_stores is not None:
         # the per-group path ran: each out-of-window token once per group, no group-set store
         per_group = sum(e[3] for e in st._group_stores.sets.values())

@@ -298,6 +298,8 @@ S8K = "focus_op_speed_8k/focus_op_speed_1t.json"
 S8K2 = "focus_op_speed_8k/focus_op_speed_2t.json"
 S8K_K4W = "focus_op_speed_8k_k4w256/focus_op_speed_1t.json"  # the window-256 K = 4 row's run
 S8K_K4W2 = "focus_op_speed_8k_k4w256/focus_op_speed_2t.json"
+WSTEP = "focus_op_speed_8k_windowstep"  # K16C and its window after the window-only step
+WSTEP1, WSTEP2 = f"{WSTEP}/focus_op_speed_1t.json", f"{WSTEP}/focus_op_speed_2t.json"
 S8K_LONG = "focus_op_speed_8k_decode128/focus_op_speed_1t.json"  # 128 tokens decoded
 S8K_LONG2 = "focus_op_speed_8k_decode128/focus_op_speed_2t.json"
 
@@ -1182,6 +1184,32 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     (K4W_WINDOW_PK, "15", PASSKEY_SUMMARY,
      lambda: _row(PASSKEY_SUMMARY, config=f"sinks@{K4W}", length=8186)["correct"], str),
     *_discordant_claims(K4W_WINDOW_PK, K4W, 8186),
+    *_own_speed_run_claims(
+        WSTEP, K16C,
+        "timed at 8K in a run of its own, idle, 3 shuffled\n    rounds, 2026-12-05",
+        "Prefill / decoding of 16 tokens\n    against full attention",
+        ("the 200-step K = 16 routers 1.26x / 0.73x", "and 1.16x / 0.69x.",
+         "routers' share 1.49x / 1.28x", "at one thread and 1.20x / 1.27x at two")),
+    ("on the AMD EPYC instance, where full attention prefills 8K tokens in\n    50.0 s",
+     "AMD EPYC", WSTEP1, lambda: _load(WSTEP1)["meta"]["cpu_model"], str),
+    ("on the AMD EPYC instance, where full attention prefills 8K tokens in\n    50.0 s", "50.0",
+     WSTEP1, lambda: _row(WSTEP1, config="full")["prefill_s"], _fixed(1)),
+    ("(decoding 1.16x / 1.08x in the run of", "1.16", S8K,
+     lambda: _row(S8K, config=f"sinks@{K16C}")["decode_speedup"], _fixed(2)),
+    ("(decoding 1.16x / 1.08x in the run of", "1.08", S8K2,
+     lambda: _row(S8K2, config=f"sinks@{K16C}")["decode_speedup"], _fixed(2)),
+    ("in the run of 2026-12-04\n    above, on another instance", "2026-12-04", S8K,
+     lambda: _load(S8K)["meta"]["date"][:10], str),
+    ("in the run of 2026-12-04\n    above, on another instance", "another", S8K,
+     lambda: "another" if _load(S8K)["meta"]["platform"] != _load(WSTEP1)["meta"]["platform"]
+     else "the same", str),
+    ("spread widely in this run (0.88-1.56 over the two rows", "0.88-1.56", WSTEP1,
+     lambda: [r[k] for n in (WSTEP1, WSTEP2) for r in _load(n)["rows"] if r["config"] != "full"
+              for k in ("prefill_speedup_min", "prefill_speedup_max")], _range(2)),
+    ("the verdict reads this run for these two rows", "this run", VERDICT,
+     lambda: "this run" if abs(_verdict_row(K16C)["prefill_1t"]
+                               - _row(WSTEP1, config=K16C)["prefill_speedup"]) < 1e-12
+     else "another", str),
     *_own_speed_run_claims(
         "focus_op_speed_8k_k4w256", K4W,
         "Timed at 8K in a run of its own\n    (idle, 3 shuffled rounds, 2026-12-05",

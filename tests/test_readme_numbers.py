@@ -1121,6 +1121,32 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     *_vs_window_claims(K16L_TEST, K16L, "-1.2", "-1.8", "-0.5", "2 of 13", "test"),
     (K16L_TEST, "200", OP, lambda: _steps(K16_80, K16, K16C)
      if _vs_window(K16C, "ci_high_pct", "test") < 0 else None, str),
+    *[claim for length, phrase, full in (
+        (4096, "8 at 4K (14 lost, 2 gained against full attention's 20,\n    McNemar p = 0.004)",
+         "20"),
+        (8186, "9 at 8K (10 lost, 0 gained against 19, p = 0.002)", "19"))
+      for claim in (
+          (phrase, phrase.split(" at ")[0], PASSKEY,
+           lambda length=length: _pk(K16L2, "both", length) + _pk(K16L2, "gained", length), str),
+          (phrase, re.search(r"\((\d+) lost", phrase).group(1), PASSKEY,
+           lambda length=length: _pk(K16L2, "lost", length), str),
+          (phrase, re.search(r"(\d+) gained", phrase).group(1), PASSKEY,
+           lambda length=length: _pk(K16L2, "gained", length), str),
+          (phrase, re.search(r"p = (0\.\d+)", phrase).group(1), PASSKEY,
+           lambda length=length: _pk(K16L2, "mcnemar_p", length), _fixed(3)),
+          (phrase, full, PASSKEY_SUMMARY,
+           lambda length=length: _row(PASSKEY_SUMMARY, config="full", length=length)["correct"],
+           str))],
+    ("Their passkeys (2026-12-05, 50 trials at\n    each length", "50", PASSKEY_SUMMARY,
+     lambda: min(_row(PASSKEY_SUMMARY, config=K16L2, length=n)["n"] for n in (4096, 8186)),
+     str),
+    ("balanced groups of the same K, top-k and window answer 7 and 5", "7", PASSKEY_SUMMARY,
+     lambda: _row(PASSKEY_SUMMARY, config="K16_top2_w256_random", length=4096)["correct"], str),
+    ("balanced groups of the same K, top-k and window answer 7 and 5", "5", PASSKEY_SUMMARY,
+     lambda: _row(PASSKEY_SUMMARY, config="K16_top2_w256_random", length=8186)["correct"], str),
+    ("the passkey criterion\n    is missed, as by the 'distill' routers", "missed", VERDICT,
+     lambda: "missed" if all("passkey missed" in _verdict_row(n)["verdict"] for n in (K16L2, K16C))
+     else "not", str),
     (K16L2_TEXT, "80", OP, lambda: _op(K16L2, "steps"), str),
     (K16L2_TEXT, "160", OP, lambda: _steps(K16L, K16L2), str),
     (K16L2_TEXT, "+3.17", OP, lambda: _op(K16L2, "val_delta_pct")

@@ -1171,6 +1171,18 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      lambda: "meet" if "passkey" not in _verdict_row("K4_top2_w64_distill_s4_c280")["verdict"]
      and "quality missed" in _verdict_row("K4_top2_w64_distill_s4_c280")["verdict"] else "not",
      str),
+    ("The window plus sinks at their 8K share (window\n    1,261)", "1,261", PASSKEY_SUMMARY,
+     lambda: _pk_pattern(f"sinks@{K16L2}", 8186)["window"], _thousands),
+    ("answers 8 at 8K (12 lost, 1 gained against 19, p = 0.003)", "8", PASSKEY,
+     lambda: _pk(f"sinks@{K16L2}", "both", 8186) + _pk(f"sinks@{K16L2}", "gained", 8186), str),
+    ("answers 8 at 8K (12 lost, 1 gained against 19, p = 0.003)", "12", PASSKEY,
+     lambda: _pk(f"sinks@{K16L2}", "lost", 8186), str),
+    ("answers 8 at 8K (12 lost, 1 gained against 19, p = 0.003)", "1", PASSKEY,
+     lambda: _pk(f"sinks@{K16L2}", "gained", 8186), str),
+    ("answers 8 at 8K (12 lost, 1 gained against 19, p = 0.003)", "0.003", PASSKEY,
+     lambda: _pk(f"sinks@{K16L2}", "mcnemar_p", 8186), _fixed(3)),
+    *_discordant_claims("the routers against\n    it 2 trials to 1 (McNemar p = 1.00)", K16L2,
+                        8186),
     (K16L2_TEXT, "80", OP, lambda: _op(K16L2, "steps"), str),
     (K16L2_TEXT, "160", OP, lambda: _steps(K16L, K16L2), str),
     (K16L2_TEXT, "+3.17", OP, lambda: _op(K16L2, "val_delta_pct")

@@ -365,10 +365,12 @@ def _resolve_config(*args, **kwargs) -> dict:
 
 
 def _passkey_claims(phrase: str, config: str, length: int) -> list[tuple]:
-    """The claims of a phrase ``'N (L lost, G gained, p = P)'``: ``config``'s trials answered,
-    lost and gained against full attention at ``length``, and the McNemar p-value, read from
-    the paired passkey table (P printed with two decimals)."""
-    match = re.search(r"(\d+) \((\d+) lost, (\d+) gained, p = (\d\.\d\d)\)", phrase)
+    """The claims of a phrase ``'N (L lost, G gained, p = P)'`` (also ``'N at 8K (L lost, G
+    gained against F, McNemar p = P)'``): ``config``'s trials answered, lost and gained
+    against full attention at ``length``, and the McNemar p-value, read from the paired
+    passkey table (P printed with as many decimals as the phrase gives)."""
+    match = re.search(r"(\d+)(?: at \dK)? \((\d+) lost, (\d+) gained(?: against [^,]+)?,\s+"
+                      r"(?:McNemar )?p = (\d\.\d+)\)", phrase)
     assert match, phrase
     correct, lost, gained, p = match.groups()
     return [
@@ -376,7 +378,8 @@ def _passkey_claims(phrase: str, config: str, length: int) -> list[tuple]:
          lambda: _pk(config, "both", length) + _pk(config, "gained", length), str),
         (phrase, lost, PASSKEY, lambda: _pk(config, "lost", length), str),
         (phrase, gained, PASSKEY, lambda: _pk(config, "gained", length), str),
-        (phrase, p, PASSKEY, lambda: _pk(config, "mcnemar_p", length), _fixed(2)),
+        (phrase, p, PASSKEY, lambda: _pk(config, "mcnemar_p", length),
+         _fixed(len(p.split(".")[1]))),
     ]
 
 
@@ -1121,22 +1124,15 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     *_vs_window_claims(K16L_TEST, K16L, "-1.2", "-1.8", "-0.5", "2 of 13", "test"),
     (K16L_TEST, "200", OP, lambda: _steps(K16_80, K16, K16C)
      if _vs_window(K16C, "ci_high_pct", "test") < 0 else None, str),
-    *[claim for length, phrase, full in (
-        (4096, "8 at 4K (14 lost, 2 gained against full attention's 20,\n    McNemar p = 0.004)",
-         "20"),
-        (8186, "9 at 8K (10 lost, 0 gained against 19, p = 0.002)", "19"))
-      for claim in (
-          (phrase, phrase.split(" at ")[0], PASSKEY,
-           lambda length=length: _pk(K16L2, "both", length) + _pk(K16L2, "gained", length), str),
-          (phrase, re.search(r"\((\d+) lost", phrase).group(1), PASSKEY,
-           lambda length=length: _pk(K16L2, "lost", length), str),
-          (phrase, re.search(r"(\d+) gained", phrase).group(1), PASSKEY,
-           lambda length=length: _pk(K16L2, "gained", length), str),
-          (phrase, re.search(r"p = (0\.\d+)", phrase).group(1), PASSKEY,
-           lambda length=length: _pk(K16L2, "mcnemar_p", length), _fixed(3)),
-          (phrase, full, PASSKEY_SUMMARY,
-           lambda length=length: _row(PASSKEY_SUMMARY, config="full", length=length)["correct"],
-           str))],
+    *_passkey_claims("8 at 4K (14 lost, 2 gained against full attention's 20,\n    McNemar "
+                     "p = 0.004)", K16L2, 4096),
+    *_passkey_claims("9 at 8K (10 lost, 0 gained against 19, p = 0.002)", K16L2, 8186),
+    *[(phrase, full, PASSKEY_SUMMARY,
+       lambda length=length: _row(PASSKEY_SUMMARY, config="full", length=length)["correct"], str)
+      for length, phrase, full in (
+          (4096, "2 gained against full attention's 20", "20"),
+          (8186, "0 gained against 19, p = 0.002", "19"),
+          (8186, "1 gained against 19, p = 0.003", "19"))],
     ("Their passkeys (2026-12-05, 50 trials at\n    each length", "50", PASSKEY_SUMMARY,
      lambda: min(_row(PASSKEY_SUMMARY, config=K16L2, length=n)["n"] for n in (4096, 8186)),
      str),
@@ -1173,14 +1169,8 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      str),
     ("The window plus sinks at their 8K share (window\n    1,261)", "1,261", PASSKEY_SUMMARY,
      lambda: _pk_pattern(f"sinks@{K16L2}", 8186)["window"], _thousands),
-    ("answers 8 at 8K (12 lost, 1 gained against 19, p = 0.003)", "8", PASSKEY,
-     lambda: _pk(f"sinks@{K16L2}", "both", 8186) + _pk(f"sinks@{K16L2}", "gained", 8186), str),
-    ("answers 8 at 8K (12 lost, 1 gained against 19, p = 0.003)", "12", PASSKEY,
-     lambda: _pk(f"sinks@{K16L2}", "lost", 8186), str),
-    ("answers 8 at 8K (12 lost, 1 gained against 19, p = 0.003)", "1", PASSKEY,
-     lambda: _pk(f"sinks@{K16L2}", "gained", 8186), str),
-    ("answers 8 at 8K (12 lost, 1 gained against 19, p = 0.003)", "0.003", PASSKEY,
-     lambda: _pk(f"sinks@{K16L2}", "mcnemar_p", 8186), _fixed(3)),
+    *_passkey_claims("answers 8 at 8K (12 lost, 1 gained against 19, p = 0.003)",
+                     f"sinks@{K16L2}", 8186),
     *_discordant_claims("the routers against\n    it 2 trials to 1 (McNemar p = 1.00)", K16L2,
                         8186),
     (K16L2_TEXT, "80", OP, lambda: _op(K16L2, "steps"), str),

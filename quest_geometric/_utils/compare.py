@@ -5,9 +5,9 @@ again by comparing its source vector with the cached one at every backward of a 
 :class:`~quest_geometric.nn.QSVConv`, where no per-graph cache can be kept. For two contiguous
 CPU integer tensors of one dtype and shape, equal values are equal bytes, and the C
 library's ``memcmp`` compares them at memory speed, where :func:`torch.equal` compares
-element by element and then reduces.
-Everything else (floating point, where ``-0.0 == 0.0`` and ``nan != nan`` differ from the
-bytes; another device; a strided view; no C library found) goes to :func:`torch.equal`.
+element by element and then reduces. Everything else (floating point, where
+``-0.0 == 0.0`` and ``nan != nan`` differ from the bytes; another device; a strided view;
+no C library found) goes to :func:`torch.equal`.
 """
 from __future__ import annotations
 

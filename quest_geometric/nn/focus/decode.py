@@ -540,14 +540,20 @@ def _fast_step(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState, window:
                scale: float, num_sinks: int = 0) -> Tensor:
     """The decoding step of one sequence: one masked SDPA over the cache or the group-set
     stores, whichever :data:`MASKED_SHARE` and :data:`PART_WORK` say is cheaper (the masked
-    SDPA whenever more than :data:`MAX_STORE_PARTS` stores would be read)."""
+    SDPA whenever more than :data:`MAX_STORE_PARTS` stores would be read); for window-only
+    routing (``top_k = 0``) the window and the sinks by the same rule, with no group set
+    recorded and no store kept."""
     _, h, _, d = q.shape
     hkv = k.size(1)
     s = state._len
     lo = max(0, s - 1 - window)  # the window: slots [lo, s); the stores hold [ns, lo)
     ns = min(num_sinks, lo)  # the sinks: slots [0, ns) (those not in the window)
-    if state.top_k == 0:  # window-only routing: no token shares a group, nothing to store
-        return _window_step(q, k, v, state, lo, ns, scale)
+    state._fast_steps += 1
+    if state.top_k == 0:  # window-only routing: no token shares a group, nothing to record
+        if s - lo + ns >= MASKED_SHARE * s:  # the window and sinks hold most of the cache
+            return _masked_local(q, k, v, torch.zeros(s, dtype=torch.bool, device=q.device),
+                                 lo, ns, scale)
+        return _softmax_parts(q, _local_parts(k, v, lo, s, ns), scale)
     sets = state._host_sets(s)
     mine = sets[s - 1]
     if state._stores is None or state._stores.base != num_sinks:
@@ -556,7 +562,6 @@ def _fast_step(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState, window:
     stores.note(sets, s, lo, q.device)
     meets = [key for key, n in stores.counts.items() if n and any(g in key for g in mine)]
     kept = s - lo + ns + sum(stores.counts[key] for key in meets)
-    state._fast_steps += 1
     if len(meets) > MAX_STORE_PARTS and state._fast_steps > GROUP_STORE_AFTER:
         # many group sets (e.g. K = 16, top-2): the per-group stores read k parts, the
         # tokens of several of the new token's groups once per such group (masked)
@@ -568,41 +573,37 @@ def _fast_step(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState, window:
             kept + PART_WORK / (hkv * d) * len(meets) >= MASKED_SHARE * s:
         # most keys are kept (or too many stores to read, e.g. many groups): one masked
         # SDPA over the cache is cheaper than the parts
-        mask = stores.lut(mine, q.device)[stores.slot_ids[:s]]
-        mask[lo:] = True  # the window
-        mask[:ns] = True  # the sinks
-        return masked_decode_attention(q, k[:, :, :s], v[:, :, :s], mask, scale,
-                                 packed_layout(hkv))
+        return _masked_local(q, k, v, stores.lut(mine, q.device)[stores.slot_ids[:s]], lo, ns,
+                             scale)
     stores.fill(sets, k, v, lo)
-    parts: List[Tuple[Tensor, Tensor, Optional[Tensor]]] = [
-        (k[0, :, lo:s].transpose(1, 2), v[0, :, lo:s], None)]  # keys as [H_kv, D, n]
-    if ns:
-        parts.append((k[0, :, :ns].transpose(1, 2), v[0, :, :ns], None))
+    parts = _local_parts(k, v, lo, s, ns)
     for key in meets:
         kb, vb, n = stores.sets[key]
         parts.append((kb[0, :, :, :n], vb[0, :, :n], None))
     return _softmax_parts(q, parts, scale)
 
 
-def _window_step(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState, lo: int,
-                 ns: int, scale: float) -> Tensor:
-    """The decoding step of window-only routing (``top_k = 0``: every group set is empty):
-    the window ``[lo, s)`` and the sinks ``[0, ns)``, two slices of the cache, read as
-    parts or, when they hold most of it, by one masked SDPA (the rule of
-    :data:`MASKED_SHARE`); no group set is recorded and no store kept."""
-    s, hkv = state._len, k.size(1)
-    state._fast_steps += 1
-    if s - lo + ns >= MASKED_SHARE * s:
-        mask = torch.zeros(s, dtype=torch.bool, device=q.device)
-        mask[lo:] = True  # the window
-        mask[:ns] = True  # the sinks
-        return masked_decode_attention(q, k[:, :, :s], v[:, :, :s], mask, scale,
-                                       packed_layout(hkv))
+def _local_parts(k: Tensor, v: Tensor, lo: int, s: int, ns: int
+                 ) -> List[Tuple[Tensor, Tensor, Optional[Tensor]]]:
+    """The window ``[lo, s)`` and the sinks ``[0, ns)`` of a one-sequence cache as parts of
+    :func:`_softmax_parts` (keys as ``[H_kv, D, n]``, views only)."""
     parts: List[Tuple[Tensor, Tensor, Optional[Tensor]]] = [
-        (k[0, :, lo:s].transpose(1, 2), v[0, :, lo:s], None)]  # keys as [H_kv, D, n]
+        (k[0, :, lo:s].transpose(1, 2), v[0, :, lo:s], None)]
     if ns:
         parts.append((k[0, :, :ns].transpose(1, 2), v[0, :, :ns], None))
-    return _softmax_parts(q, parts, scale)
+    return parts
+
+
+def _masked_local(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, lo: int, ns: int,
+                  scale: float) -> Tensor:
+    """One masked SDPA over the cache slots ``[0, s)`` (``s = mask.numel()``): the keys
+    :obj:`mask` keeps, the window ``[lo, s)`` and the sinks ``[0, ns)`` (set in
+    :obj:`mask` in place)."""
+    s = mask.numel()
+    mask[lo:] = True  # the window
+    mask[:ns] = True  # the sinks
+    return masked_decode_attention(q, k[:, :, :s], v[:, :, :s], mask, scale,
+                                   packed_layout(k.size(1)))
 
 
 def _softmax_parts(q: Tensor, parts: List[Tuple[Tensor, Tensor, Optional[Tensor]]],
@@ -646,10 +647,7 @@ def _group_step(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState, lo: in
     gs = state._group_stores
     gs.fill(sets, stores.ids, k, v, lo)
     mine = sets[s - 1]
-    parts: List[Tuple[Tensor, Tensor, Optional[Tensor]]] = [
-        (k[0, :, lo:s].transpose(1, 2), v[0, :, lo:s], None)]  # keys as [H_kv, D, n]
-    if ns:
-        parts.append((k[0, :, :ns].transpose(1, 2), v[0, :, :ns], None))
+    parts = _local_parts(k, v, lo, s, ns)
     for i, g in enumerate(mine):
         entry = gs.sets.get(g)
         if entry is None or entry[3] == 0:

@@ -2,6 +2,7 @@
 import json
 import os
 import struct
+import sys
 
 import pytest
 import torch
@@ -273,7 +274,8 @@ def test_same_values_answers_as_torch_equal():
     empty tensors and floating point (where bytes and values differ: -0.0, nan)."""
     from quest_geometric._utils.compare import MEMCMP_AVAILABLE, same_values
 
-    assert isinstance(MEMCMP_AVAILABLE, bool)
+    if sys.platform.startswith("linux"):  # the C library is there: the memcmp path runs
+        assert MEMCMP_AVAILABLE
     g = torch.Generator().manual_seed(0)
     for dtype in (torch.int64, torch.int32, torch.int16, torch.uint8, torch.bool):
         a = torch.randint(0, 2 if dtype == torch.bool else 100, (1000,), generator=g).to(dtype)

@@ -41,10 +41,13 @@ groups (:func:`focus_decode_attention`): the attention cost grows with
   concatenated score rows of these views and nothing is gathered: the step reads exactly the
   keys and values it attends to, once;
 * or, when most cached keys are kept (top-2 of :math:`K = 4` keeps about 5/6), one masked
-  SDPA over the whole cache: the mask is a table lookup, the new token's group set against
-  every cached token's (:math:`\mathbf{1}[G_j \cap G_t \neq \emptyset]`, one long id per
-  cached token) or'ed with the window, and the :math:`H / H_{kv}` query heads of a key head
-  sit on the query axis of one ``[1, H_{kv}, H / H_{kv}, D]`` call (no repeated keys; with
+  SDPA over the whole cache: the mask is the new token's group set against every cached
+  token's, :math:`\mathbf{1}[G_j \cap G_t \neq \emptyset]`, one ``&`` of bitmasks
+  (each cached token's group set is kept as one int64 code :math:`c_j = \sum_{g \in G_j}
+  2^g`, so :math:`G_j \cap G_t \neq \emptyset \iff c_j \,\&\, c_t \neq 0`; for
+  :math:`K \le` :data:`MAX_CODED_GROUPS`), or'ed with the window, and the
+  :math:`H / H_{kv}` query heads of a key head sit on the query axis of one
+  ``[1, H_{kv}, H / H_{kv}, D]`` call (no repeated keys; with
   more threads than divide :math:`H_{kv}` evenly, one query per head with ``enable_gqa``
   instead, which splits into more work items). It
   reads every cached key, but in one fused kernel instead of a few products per store.
@@ -61,6 +64,12 @@ groups (:func:`focus_decode_attention`): the attention cost grows with
   dozens, every allowed key counted once, when the cost model prefers it to the masked
   SDPA and the state has taken more than :data:`GROUP_STORE_AFTER` steps (the first
   per-group step fills the stores, a cost only a long generation pays back).
+
+The bookkeeping of a step is vectorised where a prefix is involved: the first step after a
+prefill codes the prefix's group sets in one pass over the groups tensor and counts its
+out-of-window tokens per set with one ``unique`` (it used to build one Python tuple per
+cached token, and that first step cost several times a later one); each later step codes
+and counts the one new token on the host.
 
 With window-only routing (:class:`~quest_geometric.nn.focus.window_router.WindowOnlyRouter`,
 ``top_k = 0``, the sliding window plus sinks baseline) no token shares a group: the step
@@ -86,7 +95,8 @@ from quest_geometric.nn.focus.sinkhorn import prefix_statistics
 
 __all__ = ["FocusDecodeState", "route_step", "route_prefix", "focus_decode_attention",
            "focus_decode_attention_reference", "masked_decode_attention", "packed_layout",
-           "MAX_STORE_PARTS", "GROUP_STORE_AFTER", "MASKED_SHARE", "PART_WORK"]
+           "MAX_STORE_PARTS", "GROUP_STORE_AFTER", "MASKED_SHARE", "PART_WORK",
+           "MAX_CODED_GROUPS"]
 
 #: Most group-set stores one fast decoding step may read (:math:`\binom{K}{k} -
 #: \binom{K-k}{k}` of them meet a token's :math:`k` groups: 1 for top-1, 5 for top-2 of
@@ -97,10 +107,12 @@ MAX_STORE_PARTS = 16
 #: Fast steps a state takes (masked) before it may switch to the per-group stores: their
 #: first step copies :math:`k` times every out-of-window key and value into them, which only
 #: the per-step saving of later steps pays back. Measured for one layer at 8,192 cached
-#: tokens, top-2 of K = 16, window 256, SmolLM2's heads, one thread: the fill costs about 40
-#: masked steps (38-44 ms against 1.0 ms a masked step; a per-group step 0.63 ms), so
-#: switching after 40 steps (the ski-rental rule: rent until the rent paid equals the price)
-#: costs at most about twice the best choice made knowing the generation's length.
+#: tokens, top-2 of K = 16, window 256, SmolLM2's heads, one thread (2-core AMD EPYC VM,
+#: 2026-12-05): the fill costs 25-29 ms, most of it the first touch of the stores' fresh
+#: memory (earlier, with a gather per group, 38-44 ms), and a per-group step 0.35 ms saves
+#: about 0.67 ms against a masked step (1.02 ms); switching after 40 steps (the ski-rental
+#: rule: rent until the rent paid, 40 x 0.67 ms, equals the price) costs at most about twice
+#: the best choice made knowing the generation's length.
 GROUP_STORE_AFTER = 40
 
 #: The fast step's choice between its two exact ways of attending. Reading ``P`` parts (the
@@ -112,6 +124,10 @@ GROUP_STORE_AFTER = 40
 #: benchmarks page). Both give the same values up to rounding.
 MASKED_SHARE = 0.75
 PART_WORK = 30000.0
+#: Groups a fast decoding step can tell apart: it keeps each cached token's group set as one
+#: int64 bitmask (:math:`\sum_{g \in G_j} 2^g`), so a router of more groups decodes on the
+#: plain path (:func:`focus_decode_attention_reference`), which gives the same values.
+MAX_CODED_GROUPS = 63
 
 
 def packed_layout(hkv: int) -> bool:
@@ -157,13 +173,52 @@ def _append(entry: list, new: Tuple[Tensor, ...], axes: Tuple[int, ...]) -> None
     entry[-1] = n + n_new
 
 
+def _group_set_codes(groups: Tensor) -> Tensor:
+    r"""The group set :math:`G_j` of each row of ``groups [n, k]`` (long, each in ``[0,
+    MAX_CODED_GROUPS)``) as one int64 bitmask :math:`\sum_{g \in G_j} 2^g`, ``[n]`` (a
+    group repeated in a row counts once; ``k = 0`` gives 0). Two tokens share a group
+    exactly when their codes have a common bit."""
+    g = groups.sort(-1).values
+    bits = torch.ones_like(g).bitwise_left_shift(g)
+    if g.size(-1) > 1:
+        bits[:, 1:].masked_fill_(g[:, 1:] == g[:, :-1], 0)
+    return bits.sum(-1)
+
+
+def _code(groups: List[int]) -> int:
+    """:func:`_group_set_codes` of one token's groups, on the host."""
+    return sum(1 << g for g in set(groups))
+
+
+def _members(code: int) -> List[int]:
+    """The groups of a group-set code, ascending."""
+    return [g for g in range(code.bit_length()) if code >> g & 1]
+
+
+def _segments(keys: Tensor, slots: Tensor) -> Tuple[List[int], List[int], Tensor]:
+    """``slots`` sorted by ``keys`` (same length; a stable sort, so each key's slots stay in
+    their order): the distinct keys ascending, their slot counts and the sorted slots."""
+    sk, order = keys.sort(stable=True)
+    uniq, n = torch.unique_consecutive(sk, return_counts=True)
+    return uniq.tolist(), n.tolist(), slots[order]
+
+
+def _gathered(k: Tensor, v: Tensor, slots: Tensor, counts: List[int]
+              ) -> List[Tuple[Tensor, Tensor]]:
+    """The keys and values of the cache ``slots``, gathered once (one ``index_select`` of
+    each) and cut into consecutive pieces of ``counts`` slots (views)."""
+    return list(zip(k.index_select(2, slots).split(counts, 2),
+                    v.index_select(2, slots).split(counts, 2)))
+
+
 class _GroupSetStores:
     """Derived data of a one-sequence cache for the fast step (rebuilt from the cache
-    whenever a state is created or reordered):
+    whenever a state is created or reordered), keyed by group-set code
+    (:func:`_group_set_codes`):
 
-    * the id of every cached token's group set (order of first appearance), one long
-      tensor over the cache slots (the masked path's table lookup), and per set the number
-      of its tokens that have left the window (the choice between the two paths);
+    * per group set, the number of its tokens that have left the window (the choice between
+      the paths), counted with one ``unique`` over the slots that left since the last step
+      (all of the prefix at the first step, one slot at each later one);
     * the group-set stores: the out-of-window keys and values copied in cache order into
       one contiguous buffer per group set (buffers grow by doubling). They are filled
       lazily, only when the store path runs (catching up on the slots that left the window
@@ -171,62 +226,41 @@ class _GroupSetStores:
 
     def __init__(self, base: int = 0) -> None:
         self.base = base  # the attention sinks: slots [0, base) are read directly, not stored
-        self.ids: Dict[Tuple[int, ...], int] = {}  # group set -> id
-        self.slot_ids: Optional[Tensor] = None  # [cap] long: ids of slots [0, id_done)
-        self.id_done = 0
-        self.counts: Dict[Tuple[int, ...], int] = {}  # out-of-window tokens per set
+        self.counts: Dict[int, int] = {}  # group-set code -> its out-of-window tokens
         self.counted = base  # slots [base, counted) are in counts
-        self.luts: Dict[Tuple[int, ...], Tensor] = {}  # query set -> bool [len(ids)]
         self.done = base  # cache slots [base, done) are in their stores
-        self.sets: Dict[Tuple[int, ...], list] = {}  # group set -> [keys, values, count]
+        self.sets: Dict[int, list] = {}  # group-set code -> [keys, values, count]
 
-    def note(self, sets: List[Tuple[int, ...]], s: int, lo: int, device: torch.device
-             ) -> None:
-        """Record the ids of slots ``[id_done, s)`` and count slots ``[counted, lo)``."""
-        if s > self.id_done:
-            ids = [self.ids.setdefault(sets[j], len(self.ids)) for j in range(self.id_done, s)]
-            old = self.slot_ids
-            if old is None or s > old.numel():  # grow by doubling
-                self.slot_ids = torch.empty(max(s, 64, 0 if old is None else 2 * old.numel()),
-                                            dtype=torch.long, device=device)
-                if old is not None:
-                    self.slot_ids[:self.id_done] = old[:self.id_done]
-            if len(ids) == 1:
-                self.slot_ids[self.id_done] = ids[0]
-            else:
-                self.slot_ids[self.id_done:s] = torch.tensor(ids, dtype=torch.long,
-                                                             device=device)
-            self.id_done = s
-        for j in range(self.counted, lo):
-            self.counts[sets[j]] = self.counts.get(sets[j], 0) + 1
-        self.counted = max(self.counted, lo)
+    def count(self, codes: Tensor, lo: int) -> None:
+        """Count the slots ``[counted, lo)`` by group set (``codes``: every slot's code)."""
+        a = self.counted
+        if lo <= a:
+            return
+        if lo - a == 1:  # the usual step: one token leaves the window
+            c = int(codes[a])
+            self.counts[c] = self.counts.get(c, 0) + 1
+        else:
+            uniq, n = torch.unique(codes[a:lo], return_counts=True)
+            for c, m in zip(uniq.tolist(), n.tolist()):
+                self.counts[c] = self.counts.get(c, 0) + m
+        self.counted = lo
 
-    def lut(self, mine: Tuple[int, ...], device: torch.device) -> Tensor:
-        """Bool ``[number of group sets]``: the sets that meet the groups ``mine``."""
-        t = self.luts.get(mine)
-        if t is None or t.numel() != len(self.ids):
-            t = self.luts[mine] = torch.tensor([any(g in key for g in mine) for key in self.ids],
-                                               dtype=torch.bool, device=device)
-        return t
-
-    def fill(self, sets: List[Tuple[int, ...]], k: Tensor, v: Tensor, upto: int) -> None:
+    def fill(self, codes: Tensor, k: Tensor, v: Tensor, upto: int) -> None:
         """Copy the cache slots ``[done, upto)`` of ``k, v [1, H_kv, S', D]`` into their
         stores."""
-        if upto <= self.done:
+        a = self.done
+        if upto <= a:
             return
-        if upto - self.done == 1:  # the usual step: one token leaves the window
-            s = self.done
-            self._push(sets[s], k[:, :, s:s + 1], v[:, :, s:s + 1])
+        if upto - a == 1:  # the usual step: one token leaves the window
+            self._push(int(codes[a]), k[:, :, a:a + 1], v[:, :, a:a + 1])
         else:
-            by: Dict[Tuple[int, ...], List[int]] = {}
-            for s in range(self.done, upto):
-                by.setdefault(sets[s], []).append(s)
-            for key, slots in by.items():
-                idx = torch.tensor(slots, dtype=torch.long, device=k.device)
-                self._push(key, k.index_select(2, idx), v.index_select(2, idx))
+            keys, counts, slots = _segments(codes[a:upto], torch.arange(a, upto,
+                                                                       device=k.device))
+            for c, (kp, vp) in zip(keys, _gathered(k, v, slots, counts)):
+                self._push(c, kp, vp)
         self.done = upto
 
-    def _push(self, key: Tuple[int, ...], kp: Tensor, vp: Tensor) -> None:
+    def _push(self, key: int, kp: Tensor, vp: Tensor) -> None:
         # keys are stored transposed, [1, H_kv, D, cap]: the scores q K^T are then a plain
         # row-major product (about twice as fast on CPU as with transposed row-major keys)
         entry = self.sets.get(key)
@@ -242,29 +276,35 @@ class _GroupStores:
     """Per-group stores of a one-sequence cache, for many groups (see :func:`_group_step`):
     per group :math:`g`, the out-of-window keys and values of every token whose group set
     contains :math:`g` (so a token of top-:math:`k` sits in :math:`k` stores), in cache
-    order, with the id of each stored token's group set (the ids of
-    :class:`_GroupSetStores`). Filled lazily like those, from ``base`` (the sinks) on."""
+    order, with the code of each stored token's group set (:func:`_group_set_codes`).
+    Filled lazily like those, from ``base`` (the sinks) on: the slots to add are sorted by
+    group with one stable sort of their (slot, group) pairs and gathered with one
+    ``index_select`` of the keys and one of the values."""
 
     def __init__(self, base: int = 0) -> None:
         self.base = base
         self.done = base  # cache slots [base, done) are in their stores
-        self.sets: Dict[int, list] = {}  # group -> [keys, values, set ids, count]
+        self.sets: Dict[int, list] = {}  # group -> [keys, values, set codes, count]
 
-    def fill(self, sets: List[Tuple[int, ...]], ids: Dict[Tuple[int, ...], int], k: Tensor,
-             v: Tensor, upto: int) -> None:
+    def fill(self, codes: Tensor, k: Tensor, v: Tensor, upto: int) -> None:
         """Copy the cache slots ``[done, upto)`` of ``k, v [1, H_kv, S', D]`` into the
-        stores of their groups."""
-        if upto <= self.done:
+        stores of their groups (``codes``: every slot's group-set code)."""
+        a = self.done
+        if upto <= a:
             return
-        by: Dict[int, List[int]] = {}
-        for s in range(self.done, upto):
-            for g in sets[s]:
-                by.setdefault(g, []).append(s)
-        for g, slots in by.items():
-            idx = torch.tensor(slots, dtype=torch.long, device=k.device)
-            sid = torch.tensor([ids[sets[j]] for j in slots], dtype=torch.long,
-                               device=k.device)
-            self._push(g, k.index_select(2, idx), v.index_select(2, idx), sid)
+        if upto - a == 1:  # the usual step: one token leaves the window
+            for g in _members(int(codes[a])):
+                self._push(g, k[:, :, a:a + 1], v[:, :, a:a + 1], codes[a:a + 1])
+        else:
+            seg = codes[a:upto]
+            width = max(int(seg.max()).bit_length(), 1)
+            member = seg.unsqueeze(1).bitwise_right_shift(
+                torch.arange(width, device=seg.device)).bitwise_and(1).bool()
+            rows, groups = member.nonzero(as_tuple=True)  # slot-major, groups ascending
+            keys, counts, slots = _segments(groups, rows + a)
+            sids = codes.index_select(0, slots).split(counts)
+            for g, (kp, vp), sid in zip(keys, _gathered(k, v, slots, counts), sids):
+                self._push(g, kp, vp, sid)
         self.done = upto
 
     def _push(self, g: int, kp: Tensor, vp: Tensor, sid: Tensor) -> None:
@@ -319,7 +359,11 @@ class FocusDecodeState:
         self._stores: Optional[_GroupSetStores] = None
         self._group_stores: Optional[_GroupStores] = None
         self._fast_steps = 0  # fast decoding steps taken (GROUP_STORE_AFTER)
-        self._sets: List[Tuple[int, ...]] = []  # host group sets of slots [0, len(_sets))
+        # group-set codes (_group_set_codes) of slots [0, _codes_done), one sequence; None
+        # once a group past MAX_CODED_GROUPS was met (the fast step then gives way)
+        self._codes: Optional[Tensor] = None
+        self._codes_done = 0
+        self._codable = True
         # one sequence whose every cached token is real: positions are the cache slots
         self._simple = groups.size(0) == 1 and int(count[0]) == self._len and (
             self._len == 0 or bool((pos[0] == torch.arange(self._len, device=pos.device))
@@ -425,20 +469,46 @@ class FocusDecodeState:
             self.append(torch.tensor(groups, dtype=torch.long,
                                      device=self._groups.device).view(1, 1, -1))
             return
-        if len(self._sets) == self._len:
-            self._sets.append(tuple(sorted(groups)))
         self._pending.append(groups)
         self._len += 1
         if len(self._pending) >= 1024:
             self._flush()
 
-    def _host_sets(self, upto: int) -> List[Tuple[int, ...]]:
-        """The sorted group sets of cache slots ``[0, upto)`` on the host (one sequence)."""
-        if len(self._sets) < upto:
-            self._flush()
-            rows = self._groups[0, len(self._sets):self._len].sort(-1).values.tolist()
-            self._sets.extend(map(tuple, rows))
-        return self._sets
+    def _set_codes(self, upto: int) -> Optional[Tensor]:
+        """The group-set codes (:func:`_group_set_codes`) of cache slots ``[0, upto)`` of a
+        one-sequence state, ``[upto]`` long; :obj:`None` if a group is
+        :data:`MAX_CODED_GROUPS` or more (no bitmask holds it). The codes of a prefill are
+        computed once, in one pass; those of decoded tokens from their host groups."""
+        done = self._codes_done
+        if not self._codable:
+            return None
+        if done < upto:
+            old = self._codes
+            if old is None or upto > old.numel():  # grow by doubling
+                self._codes = torch.empty(max(upto, 64, 0 if old is None else 2 * old.numel()),
+                                          dtype=torch.long, device=self._groups.device)
+                if old is not None:
+                    self._codes[:done] = old[:done]
+            if done >= self._flushed:  # tokens of the fast routing step: host groups
+                rows = self._pending[done - self._flushed:upto - self._flushed]
+                if any(g >= MAX_CODED_GROUPS for row in rows for g in row):
+                    self._codable = False
+                    return None
+                new = [_code(row) for row in rows]
+                if len(new) == 1:
+                    self._codes[done] = new[0]
+                else:
+                    self._codes[done:upto] = torch.tensor(new, dtype=torch.long,
+                                                          device=self._codes.device)
+            else:
+                self._flush()
+                rows = self._groups[0, done:upto]
+                if rows.numel() and int(rows.max()) >= MAX_CODED_GROUPS:
+                    self._codable = False
+                    return None
+                self._codes[done:upto] = _group_set_codes(rows)
+            self._codes_done = upto
+        return self._codes[:upto]
 
     def select(self, index: Tensor) -> "FocusDecodeState":
         """The state of sequences :obj:`index` (beam search reorders the cache this way; the
@@ -554,31 +624,31 @@ def _fast_step(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState, window:
             return _masked_local(q, k, v, torch.zeros(s, dtype=torch.bool, device=q.device),
                                  lo, ns, scale)
         return _softmax_parts(q, _local_parts(k, v, lo, s, ns), scale)
-    sets = state._host_sets(s)
-    mine = sets[s - 1]
+    codes = state._set_codes(s)
+    if codes is None:  # a group past MAX_CODED_GROUPS: the plain path
+        return focus_decode_attention_reference(q, k, v, state, window, scale, num_sinks)
+    mine = int(codes[s - 1])  # the new token's group set, as a bitmask
     if state._stores is None or state._stores.base != num_sinks:
         state._stores = _GroupSetStores(num_sinks)
     stores = state._stores
-    stores.note(sets, s, lo, q.device)
-    meets = [key for key, n in stores.counts.items() if n and any(g in key for g in mine)]
-    kept = s - lo + ns + sum(stores.counts[key] for key in meets)
+    stores.count(codes, lo)
+    meets = [c for c, n in stores.counts.items() if n and c & mine]
+    kept = s - lo + ns + sum(stores.counts[c] for c in meets)
     if len(meets) > MAX_STORE_PARTS and state._fast_steps > GROUP_STORE_AFTER:
         # many group sets (e.g. K = 16, top-2): the per-group stores read k parts, the
         # tokens of several of the new token's groups once per such group (masked)
-        read = s - lo + ns + sum(stores.counts[key] * sum(g in key for g in mine)
-                                 for key in meets)
-        if read + PART_WORK / (hkv * d) * len(mine) < MASKED_SHARE * s:
-            return _group_step(q, k, v, state, lo, ns, scale)
+        read = s - lo + ns + sum(stores.counts[c] * (c & mine).bit_count() for c in meets)
+        if read + PART_WORK / (hkv * d) * mine.bit_count() < MASKED_SHARE * s:
+            return _group_step(q, k, v, state, codes, lo, ns, scale)
     if len(meets) > MAX_STORE_PARTS or \
             kept + PART_WORK / (hkv * d) * len(meets) >= MASKED_SHARE * s:
         # most keys are kept (or too many stores to read, e.g. many groups): one masked
         # SDPA over the cache is cheaper than the parts
-        return _masked_local(q, k, v, stores.lut(mine, q.device)[stores.slot_ids[:s]], lo, ns,
-                             scale)
-    stores.fill(sets, k, v, lo)
+        return _masked_local(q, k, v, codes.bitwise_and(mine).ne(0), lo, ns, scale)
+    stores.fill(codes, k, v, lo)
     parts = _local_parts(k, v, lo, s, ns)
-    for key in meets:
-        kb, vb, n = stores.sets[key]
+    for c in meets:
+        kb, vb, n = stores.sets[c]
         parts.append((kb[0, :, :, :n], vb[0, :, :n], None))
     return _softmax_parts(q, parts, scale)
 
@@ -631,31 +701,31 @@ def _softmax_parts(q: Tensor, parts: List[Tuple[Tensor, Tensor, Optional[Tensor]
     return o.view(1, h, 1, d)
 
 
-def _group_step(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState, lo: int, ns: int,
-                scale: float) -> Tensor:
+def _group_step(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState, codes: Tensor,
+                lo: int, ns: int, scale: float) -> Tensor:
     r"""The decoding step over the per-group stores (:class:`_GroupStores`): the new
     token of groups :math:`g_1 < \dots < g_k` attends to the window, the sinks and the
     stores of :math:`g_1, \dots, g_k`, where store :math:`g_i` masks the tokens whose group
-    set also holds one of :math:`g_1, \dots, g_{i-1}` (read already), so every allowed key
-    counts once: :math:`\bigcup_i \{j : g_i \in G_j\} = \{j : G_j \cap G_t \neq
-    \emptyset\}`. It reads :math:`\sum_i |\text{store}(g_i)|` keys in :math:`k` parts
-    where the group-set stores would read fewer keys in many more parts."""
+    set also holds one of :math:`g_1, \dots, g_{i-1}` (read already; one ``&`` of their
+    set codes with those groups' bits), so every allowed key counts once:
+    :math:`\bigcup_i \{j : g_i \in G_j\} = \{j : G_j \cap G_t \neq \emptyset\}`. It reads
+    :math:`\sum_i |\text{store}(g_i)|` keys in :math:`k` parts where the group-set stores
+    would read fewer keys in many more parts."""
     s = state._len
-    sets, stores = state._host_sets(s), state._stores
-    if state._group_stores is None or state._group_stores.base != stores.base:
-        state._group_stores = _GroupStores(stores.base)
+    base = state._stores.base
+    if state._group_stores is None or state._group_stores.base != base:
+        state._group_stores = _GroupStores(base)
     gs = state._group_stores
-    gs.fill(sets, stores.ids, k, v, lo)
-    mine = sets[s - 1]
+    gs.fill(codes, k, v, lo)
     parts = _local_parts(k, v, lo, s, ns)
-    for i, g in enumerate(mine):
+    earlier = 0  # the bits of the groups whose stores were read
+    for g in _members(int(codes[s - 1])):
         entry = gs.sets.get(g)
-        if entry is None or entry[3] == 0:
-            continue
-        kb, vb, ib, n = entry
-        # the tokens of a set that holds an earlier group of mine were read in its store
-        masked = stores.lut(mine[:i], q.device)[ib[:n]] if i else None
-        parts.append((kb[0, :, :, :n], vb[0, :, :n], masked))
+        if entry is not None and entry[3]:
+            kb, vb, ib, n = entry
+            masked = ib[:n].bitwise_and(earlier).ne(0) if earlier else None
+            parts.append((kb[0, :, :, :n], vb[0, :, :n], masked))
+        earlier |= 1 << g
     return _softmax_parts(q, parts, scale)
 
 

@@ -236,7 +236,7 @@ def test_fast_step_equals_gather_path_and_dense_oracle(s, window, num_groups, to
     assert st._fast_steps == 1  # the fast path ran
     far = max(0, s - 1 - window - ns)  # out-of-window tokens that are not sinks
     if top_k == 0:  # window-only routing: two slices of the cache, no group set recorded
-        assert st._stores is None and st._sets == []
+        assert st._stores is None and st._codes is None
         if share in (0.0, math.inf):  # forced: the masked SDPA, or the two slices
             assert len(calls) == (1 if share == 0.0 else 0)
     else:
@@ -286,6 +286,81 @@ def test_many_groups_take_the_per_group_stores_by_the_rule(top_k, s, ns, monkeyp
                                atol=1e-5)
 
 
+def test_group_set_codes_share_a_bit_exactly_when_the_sets_meet():
+    """The fast step's bitmask of a token's group set, against Python sets: one bit per
+    distinct group (a repeated group counts once), and two codes have a common bit exactly
+    when the sets intersect; the host code of one token is the same number."""
+    g = _gen(11)
+    groups = torch.randint(0, decode.MAX_CODED_GROUPS, (300, 3), generator=g)
+    groups[:40, 1] = groups[:40, 0]  # repeated groups
+    groups[40:80] = torch.randint(0, 5, (40, 3), generator=g)  # many overlaps
+    codes = decode._group_set_codes(groups)
+    sets = [set(row) for row in groups.tolist()]
+    assert codes.tolist() == [sum(2 ** x for x in row) for row in sets]
+    assert codes.tolist() == [decode._code(row) for row in groups.tolist()]
+    meet = (codes.view(-1, 1) & codes.view(1, -1)) != 0
+    assert meet.tolist() == [[bool(a & b) for b in sets] for a in sets]
+    assert [decode._members(c) for c in codes.tolist()] == [sorted(x) for x in sets]
+    assert decode._group_set_codes(torch.empty(5, 0, dtype=torch.long)).tolist() == [0] * 5
+
+
+@pytest.mark.parametrize("top_k, w", [(1, 4), (2, 6)])
+def test_the_first_step_counts_a_long_prefix_by_group_set(top_k, w):
+    """The first fast step counts the out-of-window tokens of a 900-token prefix by group
+    set in one pass (``unique`` over their codes): the counts equal a count of the Python
+    sets, and every later step adds the tokens that left the window (one, or three after
+    a step that appended three tokens)."""
+    import collections
+
+    g = _gen(40 + top_k)
+    s, hkv, d = 900, 2, 8
+    groups = random_groups(s, 8, top_k, generator=g)
+    k = torch.randn(1, hkv, s + 20, d, generator=g)
+    v = torch.randn(1, hkv, s + 20, d, generator=g)
+    st = _state(groups)
+    for step in range(8):
+        for _ in range(3 if step == 4 else int(step > 0)):  # step 4: three tokens at once
+            new = random_groups(1, 8, top_k, generator=g)
+            groups = torch.cat([groups, new])
+            st.append_one(new[0].tolist())
+        n = groups.size(0)
+        q = torch.randn(1, 4, 1, d, generator=g)
+        o = focus_decode_attention(q, k, v, st, w, 0.4, num_sinks=2)
+        torch.testing.assert_close(o, _dense_oracle(q, k, v, groups, w, 0.4, 2), rtol=1e-5,
+                                   atol=1e-5)
+        want = collections.Counter(sum(1 << x for x in set(row))
+                                   for row in groups[2:n - 1 - w].tolist())
+        assert st._stores.counts == dict(want)
+
+
+def test_more_groups_than_a_bitmask_holds_take_the_plain_path(monkeypatch):
+    """A router of 100 groups: the fast step cannot code a group past MAX_CODED_GROUPS, so
+    it gives way to the gather path (same values as the oracle, no store kept), for the
+    prefix and for a decoded token."""
+    calls = []
+    ref = decode.focus_decode_attention_reference
+    monkeypatch.setattr(decode, "focus_decode_attention_reference",
+                        lambda *a, **kw: calls.append(1) or ref(*a, **kw))
+    g = _gen(8)
+    s, w = 120, 5
+    groups = torch.randint(0, 100, (s, 2), generator=g)
+    groups[:, 1] = (groups[:, 0] + 1 + torch.randint(0, 98, (s,), generator=g)) % 100
+    k, v = torch.randn(1, 2, s + 1, 8, generator=g), torch.randn(1, 2, s + 1, 8, generator=g)
+    st = _state(groups)
+    q = torch.randn(1, 4, 1, 8, generator=g)
+    o = focus_decode_attention(q, k, v, st, w, 0.5)
+    torch.testing.assert_close(o, _dense_oracle(q, k, v, groups, w, 0.5), rtol=1e-5, atol=1e-5)
+    assert calls == [1] and st._stores is None and not st._codable
+    small = _state(groups[:, :1] % decode.MAX_CODED_GROUPS)  # codable prefix, then group 99
+    focus_decode_attention(q, k[:, :, :s], v[:, :, :s], small, w, 0.5)
+    assert small._codable and len(calls) == 1
+    small.append_one([99])
+    grown = torch.cat([groups[:, :1] % decode.MAX_CODED_GROUPS, torch.tensor([[99]])])
+    o = focus_decode_attention(q, k, v, small, w, 0.5)
+    torch.testing.assert_close(o, _dense_oracle(q, k, v, grown, w, 0.5), rtol=1e-5, atol=1e-5)
+    assert len(calls) == 2 and not small._codable
+
+
 def test_a_group_without_earlier_members_sees_its_window_only():
     g = _gen(3)
     s, w = 50, 4
@@ -322,7 +397,7 @@ def test_consecutive_steps_grow_the_stores_and_stay_equal(top_k, share, ns, monk
             ref = focus_decode_attention_reference(q, k, v, st, w, 0.4, num_sinks=ns)
             torch.testing.assert_close(o, ref, rtol=1e-5, atol=1e-5)
     assert st._stores.counted == groups.size(0) - 1 - w
-    assert st._stores.id_done == groups.size(0) and st._stores.slot_ids.numel() > 64
+    assert st._codes_done == groups.size(0) and st._codes.numel() > 64  # they doubled
     if share == math.inf:  # the stores grew past their first capacity (64): they doubled
         assert max(vb.size(2) for _, vb, _ in st._stores.sets.values()) > 64
         assert st._stores.done == groups.size(0) - 1 - w
@@ -405,7 +480,7 @@ def test_a_group_set_that_appears_late_enters_the_masked_path(monkeypatch):
         o = focus_decode_attention(q, k, v, st, w, 0.5)
         torch.testing.assert_close(o, _dense_oracle(q, k, v, groups, w, 0.5), rtol=1e-5,
                                    atol=1e-5)
-    assert set(st._stores.ids) == {(0,), (1,)}
+    assert set(st._stores.counts) == {0b01, 0b10}  # the codes of {0} and {1}
 
 
 def test_the_fast_route_refuses_nonfinite_scores():

@@ -1903,7 +1903,7 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     ("K = 16 routers' per-group decoding stores, taken after 40 steps", "16", OP,
      lambda: _op(K16C, "K"), str),
     ("K = 16 routers' per-group decoding stores, taken after 40 steps", "40", S8K_LONG,
-     lambda: _decode_module().GROUP_STORE_AFTER, str),
+     lambda: _decode_module().STORE_AFTER, str),
     ("the K = 16 routers decode 1.08x / 1.02x", "1.08", S8K_LONG,
      lambda: _row(S8K_LONG, config=K16C)["decode_speedup"], _fixed(2)),
     ("the K = 16 routers decode 1.08x / 1.02x", "1.02", S8K_LONG2,

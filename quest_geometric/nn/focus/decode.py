@@ -62,8 +62,11 @@ groups (:func:`focus_decode_attention`): the attention cost grows with
   :math:`k` stores of its groups, store :math:`g_i` masking the tokens that also hold one
   of :math:`g_1, \dots, g_{i-1}` (read in an earlier store): :math:`k` parts instead of
   dozens, every allowed key counted once, when the cost model prefers it to the masked
-  SDPA and the state has taken more than :data:`GROUP_STORE_AFTER` steps (the first
-  per-group step fills the stores, a cost only a long generation pays back).
+  SDPA.
+
+Either kind of store is read only once the state has taken more than :data:`STORE_AFTER`
+fast steps: the first read fills the stores with every out-of-window key and value, a cost
+only a long generation pays back, so a short one runs the masked SDPA throughout.
 
 The bookkeeping of a step is vectorised where a prefix is involved: the first step after a
 prefill codes the prefix's group sets in one pass over the groups tensor and counts its
@@ -95,7 +98,7 @@ from quest_geometric.nn.focus.sinkhorn import prefix_statistics
 
 __all__ = ["FocusDecodeState", "route_step", "route_prefix", "focus_decode_attention",
            "focus_decode_attention_reference", "masked_decode_attention", "packed_layout",
-           "MAX_STORE_PARTS", "GROUP_STORE_AFTER", "MASKED_SHARE", "PART_WORK",
+           "MAX_STORE_PARTS", "STORE_AFTER", "MASKED_SHARE", "PART_WORK",
            "MAX_CODED_GROUPS"]
 
 #: Most group-set stores one fast decoding step may read (:math:`\binom{K}{k} -
@@ -104,16 +107,20 @@ __all__ = ["FocusDecodeState", "route_step", "route_prefix", "focus_decode_atten
 #: per-group stores instead (:math:`k` parts), or the masked SDPA over the cache where that
 #: is cheaper.
 MAX_STORE_PARTS = 16
-#: Fast steps a state takes (masked) before it may switch to the per-group stores: their
-#: first step copies :math:`k` times every out-of-window key and value into them, which only
-#: the per-step saving of later steps pays back. Measured for one layer at 8,192 cached
-#: tokens, top-2 of K = 16, window 256, SmolLM2's heads, one thread (2-core AMD EPYC VM,
-#: 2026-12-05): the fill costs 25-29 ms, most of it the first touch of the stores' fresh
-#: memory (earlier, with a gather per group, 38-44 ms), and a per-group step 0.35 ms saves
-#: about 0.67 ms against a masked step (1.02 ms); switching after 40 steps (the ski-rental
-#: rule: rent until the rent paid, 40 x 0.67 ms, equals the price) costs at most about twice
-#: the best choice made knowing the generation's length.
-GROUP_STORE_AFTER = 40
+#: Fast steps a state takes (masked) before it may read either kind of store: a store's
+#: first read copies every out-of-window key and value into the stores (:math:`k` times for
+#: the per-group stores), which only the per-step saving of later steps pays back, so a short
+#: generation keeps the masked SDPA and no second copy of the cache. Measured for one layer
+#: at 8,192 cached tokens, SmolLM2's heads, one thread (2-core AMD EPYC VM, 2026-12-05, one
+#: process, not a committed benchmark): the per-group fill (top-2 of K = 16, window 256)
+#: costs 25-29 ms, most of it the first touch of the stores' fresh memory, and a per-group
+#: step 0.35 ms saves about 0.67 ms against a masked step (1.02 ms); the group-set fill of
+#: top-2 of K = 8 (window 64) costs 11-28 ms and its step saves 0.1-0.3 ms. Switching after
+#: 40 steps (the ski-rental rule: rent until the rent paid, about 40 x 0.67 ms, equals the
+#: price) costs at most about twice the best choice made knowing the generation's length;
+#: until 2026-12-05 the group-set stores were filled at the first step, which made the K = 8
+#: routers decode 16 tokens about 0.75x as fast as full attention at 8K.
+STORE_AFTER = 40
 
 #: The fast step's choice between its two exact ways of attending. Reading ``P`` parts (the
 #: window and ``P - 1`` stores) of ``n`` keys in all costs about ``n + P_w (P - 1)`` key
@@ -358,7 +365,7 @@ class FocusDecodeState:
         self.store = bool(store)
         self._stores: Optional[_GroupSetStores] = None
         self._group_stores: Optional[_GroupStores] = None
-        self._fast_steps = 0  # fast decoding steps taken (GROUP_STORE_AFTER)
+        self._fast_steps = 0  # fast decoding steps taken (STORE_AFTER)
         # group-set codes (_group_set_codes) of slots [0, _codes_done), one sequence; None
         # once a group past MAX_CODED_GROUPS was met (the fast step then gives way)
         self._codes: Optional[Tensor] = None
@@ -634,16 +641,17 @@ def _fast_step(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState, window:
     stores.count(codes, lo)
     meets = [c for c, n in stores.counts.items() if n and c & mine]
     kept = s - lo + ns + sum(stores.counts[c] for c in meets)
-    if len(meets) > MAX_STORE_PARTS and state._fast_steps > GROUP_STORE_AFTER:
+    paid = state._fast_steps > STORE_AFTER  # a long generation: stores may pay their fill
+    if len(meets) > MAX_STORE_PARTS and paid:
         # many group sets (e.g. K = 16, top-2): the per-group stores read k parts, the
         # tokens of several of the new token's groups once per such group (masked)
         read = s - lo + ns + sum(stores.counts[c] * (c & mine).bit_count() for c in meets)
         if read + PART_WORK / (hkv * d) * mine.bit_count() < MASKED_SHARE * s:
             return _group_step(q, k, v, state, codes, lo, ns, scale)
-    if len(meets) > MAX_STORE_PARTS or \
+    if not paid or len(meets) > MAX_STORE_PARTS or \
             kept + PART_WORK / (hkv * d) * len(meets) >= MASKED_SHARE * s:
-        # most keys are kept (or too many stores to read, e.g. many groups): one masked
-        # SDPA over the cache is cheaper than the parts
+        # a short generation so far, most keys kept, or too many stores to read (e.g. many
+        # groups): one masked SDPA over the cache
         return _masked_local(q, k, v, codes.bitwise_and(mine).ne(0), lo, ns, scale)
     stores.fill(codes, k, v, lo)
     parts = _local_parts(k, v, lo, s, ns)

@@ -187,7 +187,8 @@ CASES = [  # (tokens, window, K, top_k); top_k = 0: no group (window and sinks o
 
 
 #: decode.MASKED_SHARE values that force the fast step's ways: the masked SDPA over the
-#: cache (0: always cheaper), the group-set stores (inf: never) and, with "groups", the
+#: cache (0: always cheaper), the group-set stores (inf: never; with STORE_AFTER = 0, stores
+#: from the first step) and, with "groups", the
 #: per-group stores (MAX_STORE_PARTS = 0 as well: every group-set count is too many; top-k
 #: >= 1); None keeps the rule
 PATHS = [0.0, math.inf, "groups", None]
@@ -196,8 +197,9 @@ PATHS = [0.0, math.inf, "groups", None]
 def _force(monkeypatch, share):
     if share == "groups":
         monkeypatch.setattr(decode, "MAX_STORE_PARTS", 0)
-        monkeypatch.setattr(decode, "GROUP_STORE_AFTER", 0)
         share = math.inf
+    if share == math.inf:  # stores from the first step
+        monkeypatch.setattr(decode, "STORE_AFTER", 0)
     if share is not None:
         monkeypatch.setattr(decode, "MASKED_SHARE", share)
 
@@ -264,7 +266,7 @@ def test_many_groups_take_the_per_group_stores_by_the_rule(top_k, s, ns, monkeyp
     window the per-group stores read far fewer keys than the cache: the rule takes them (no
     SDPA call, no group-set store), and the step equals the gather path and the oracle,
     with tokens that share several groups with the new one counted once."""
-    monkeypatch.setattr(decode, "GROUP_STORE_AFTER", 2)
+    monkeypatch.setattr(decode, "STORE_AFTER", 2)
     calls = _sdpa_calls(monkeypatch)
     g = _gen(16 + top_k)
     w, hkv, h, d = 6, 3, 9, 64  # SmolLM2's heads: a part costs about 156 key reads
@@ -273,7 +275,7 @@ def test_many_groups_take_the_per_group_stores_by_the_rule(top_k, s, ns, monkeyp
     q = torch.randn(1, h, 1, d, generator=g)
     k, v = torch.randn(1, hkv, s, d, generator=g), torch.randn(1, hkv, s, d, generator=g)
     st = _state(groups)
-    for _ in range(2):  # the first GROUP_STORE_AFTER steps: masked, nothing copied
+    for _ in range(2):  # the first STORE_AFTER steps: masked, nothing copied
         focus_decode_attention(q, k, v, st, w, 0.4, num_sinks=ns)
     assert len(calls) == 2 and st._group_stores is None
     o = focus_decode_attention(q, k, v, st, w, 0.4, num_sinks=ns)
@@ -361,6 +363,37 @@ def test_more_groups_than_a_bitmask_holds_take_the_plain_path(monkeypatch):
     assert len(calls) == 2 and not small._codable
 
 
+@pytest.mark.parametrize("num_groups, top_k, s", [(4, 1, 1500), (8, 2, 8000), (16, 2, 1500)])
+def test_a_short_generation_reads_no_store(num_groups, top_k, s, monkeypatch):
+    """By the rule (STORE_AFTER = 3 here), the first steps after a long prefix run the
+    masked SDPA and copy nothing, though the stores would read fewer keys; from step 4 on a
+    store path is taken (group-set stores for few sets, per-group stores for many: no SDPA
+    call), and every step equals the dense oracle."""
+    monkeypatch.setattr(decode, "STORE_AFTER", 3)
+    g = _gen(num_groups)
+    w, hkv, h, d = 6, 3, 9, 64  # SmolLM2's heads (the cost model's part cost)
+    groups = random_groups(s, num_groups, top_k, generator=g)
+    k = torch.randn(1, hkv, s + 8, d, generator=g)
+    v = torch.randn(1, hkv, s + 8, d, generator=g)
+    st = _state(groups)
+    calls = _sdpa_calls(monkeypatch)
+    for step in range(6):
+        if step:
+            new = random_groups(1, num_groups, top_k, generator=g)
+            groups = torch.cat([groups, new])
+            st.append_one(new[0].tolist())
+        q = torch.randn(1, h, 1, d, generator=g)
+        o = focus_decode_attention(q, k, v, st, w, 0.3)
+        torch.testing.assert_close(o, _dense_oracle(q, k, v, groups, w, 0.3), rtol=1e-5,
+                                   atol=1e-5)
+        stored = sum(e[-1] for e in st._stores.sets.values()) + (
+            0 if st._group_stores is None else sum(e[3] for e in st._group_stores.sets.values()))
+        if step < 3:
+            assert len(calls) == step + 1 and stored == 0
+        else:
+            assert len(calls) == 3 and stored > 0
+
+
 def test_a_group_without_earlier_members_sees_its_window_only():
     g = _gen(3)
     s, w = 50, 4
@@ -431,7 +464,9 @@ def test_the_forced_path_is_the_one_taken(share, masked, monkeypatch):
 @pytest.mark.parametrize("top_k, masked", [(1, False), (2, True)])
 def test_the_default_rule_reads_the_stores_for_few_kept_keys(top_k, masked, monkeypatch):
     # K = 4, window 8 of 2,000 keys: top-1 keeps about a quarter (stores), top-2 about 5/6
-    # (one masked SDPA is cheaper), with SmolLM2's H_kv D = 192
+    # (one masked SDPA is cheaper), with SmolLM2's H_kv D = 192; the cost model alone (stores
+    # allowed from the first step)
+    monkeypatch.setattr(decode, "STORE_AFTER", 0)
     g = _gen(12)
     s = 2000
     groups = random_groups(s, 4, top_k, generator=g)
@@ -499,7 +534,7 @@ def test_too_many_group_sets_never_read_the_group_set_stores(share, monkeypatch)
     the per-group stores (the masked SDPA forced dearer) or the masked SDPA (forced
     cheaper), never the group-set stores."""
     _force(monkeypatch, share)
-    monkeypatch.setattr(decode, "GROUP_STORE_AFTER", 0)
+    monkeypatch.setattr(decode, "STORE_AFTER", 0)
     g = _gen(5)
     s, num_groups, top_k = 400, 16, 2  # C(16,2) - C(14,2) = 29 stores meet a token's groups
     groups = random_groups(s, num_groups, top_k, generator=g)

@@ -300,6 +300,22 @@ S8K_K4W = "focus_op_speed_8k_k4w256/focus_op_speed_1t.json"  # the window-256 K 
 S8K_K4W2 = "focus_op_speed_8k_k4w256/focus_op_speed_2t.json"
 WSTEP = "focus_op_speed_8k_windowstep"  # K16C and its window after the window-only step
 WSTEP1, WSTEP2 = f"{WSTEP}/focus_op_speed_1t.json", f"{WSTEP}/focus_op_speed_2t.json"
+CODES, SAFTER = "focus_op_speed_8k_codes", "focus_op_speed_8k_storeafter"  # 2026-12-05
+CODES1, CODES2 = f"{CODES}/focus_op_speed_1t.json", f"{CODES}/focus_op_speed_2t.json"
+SAFTER1, SAFTER2 = f"{SAFTER}/focus_op_speed_1t.json", f"{SAFTER}/focus_op_speed_2t.json"
+GRID1, GRID2 = "focus_op_speed_8k_grid/focus_op_speed_1t.json", \
+    "focus_op_speed_8k_grid/focus_op_speed_2t.json"
+
+
+def _x_range(v: list[float]) -> str:
+    return f"{min(v):.2f}x-{max(v):.2f}x"
+
+
+#: the learned routings re-timed after the decoding bookkeeping, and their earlier runs
+RETIMED = [(K16C, (CODES1, CODES2)), (K4C2, (CODES1, CODES2)), (K8, (SAFTER1, SAFTER2)),
+           (K8T1, (SAFTER1, SAFTER2)), (K8W, (SAFTER1, SAFTER2))]
+EARLIER = [(K16C, (WSTEP1, WSTEP2)), (K4C2, (S8K, S8K2)), (K8, (S8K, S8K2)),
+           (K8T1, (S8K, S8K2)), (K8W, (GRID1, GRID2))]
 S8K_LONG = "focus_op_speed_8k_decode128/focus_op_speed_1t.json"  # 128 tokens decoded
 S8K_LONG2 = "focus_op_speed_8k_decode128/focus_op_speed_2t.json"
 
@@ -474,13 +490,10 @@ def _speed_claims(phrase: str, name: str, config: str) -> list[tuple]:
     ]
 
 
-def _own_speed_run_claims(folder: str, row: str, run: str, tokens: str,
-                          speeds: tuple[str, str, str, str]) -> list[tuple]:
-    """The claims of a row timed at 8K in a speed run of its own (``--out folder``): the
-    length and the fewest rounds (phrase ``run``), the links to both thread counts' tables,
-    the tokens decoded (phrase ``tokens``), and the speed-ups of ``row`` and of the window
-    plus sinks at its share at one and two threads (``speeds``, phrases ``'A.AAx /
-    B.BBx'``, in that order)."""
+def _run_claims(folder: str, run: str, tokens: str) -> list[tuple]:
+    """The claims of an 8K speed run of its own (``--out folder``): the length and the fewest
+    rounds (phrase ``run``), the links to both thread counts' tables and the tokens decoded
+    (phrase ``tokens``)."""
     one, two = f"{folder}/focus_op_speed_1t.json", f"{folder}/focus_op_speed_2t.json"
     return [
         (run, "8", one, lambda: _load(one)["meta"]["lengths"][0] // 1024, str),
@@ -491,6 +504,17 @@ def _own_speed_run_claims(folder: str, row: str, run: str, tokens: str,
         (f"[2 threads](benchmarks/results/{folder}/focus_op_speed_2t.md)", "2", two,
          lambda: _load(two)["meta"]["threads"], str),
         (tokens, "16", one, lambda: _load(one)["meta"]["new_tokens"], str),
+    ]
+
+
+def _own_speed_run_claims(folder: str, row: str, run: str, tokens: str,
+                          speeds: tuple[str, str, str, str]) -> list[tuple]:
+    """The claims of a row timed at 8K in a speed run of its own (:func:`_run_claims`) and
+    the speed-ups of ``row`` and of the window plus sinks at its share at one and two
+    threads (``speeds``, phrases ``'A.AAx / B.BBx'``, in that order)."""
+    one, two = f"{folder}/focus_op_speed_1t.json", f"{folder}/focus_op_speed_2t.json"
+    return [
+        *_run_claims(folder, run, tokens),
         *_speed_claims(speeds[0], one, row),
         *_speed_claims(speeds[1], two, row),
         *_speed_claims(speeds[2], one, f"sinks@{row}"),
@@ -1236,6 +1260,16 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     (K4W_WINDOW_PK, "15", PASSKEY_SUMMARY,
      lambda: _row(PASSKEY_SUMMARY, config=f"sinks@{K4W}", length=8186)["correct"], str),
     *_discordant_claims(K4W_WINDOW_PK, K4W, 8186),
+    ("The window\n    plus sinks at their 4K share (2,568 tokens) answered 16 of 50", "2,568",
+     PASSKEY_SUMMARY, lambda: _pk_pattern(f"sinks@{K4C3}", 4096)["window"], _thousands),
+    ("The window\n    plus sinks at their 4K share (2,568 tokens) answered 16 of 50", "16",
+     PASSKEY_SUMMARY,
+     lambda: _row(PASSKEY_SUMMARY, config=f"sinks@{K4C3}", length=4096)["correct"], str),
+    ("The window\n    plus sinks at their 4K share (2,568 tokens) answered 16 of 50", "50",
+     PASSKEY_SUMMARY, lambda: _row(PASSKEY_SUMMARY, config=f"sinks@{K4C3}", length=4096)["n"],
+     str),
+    *_discordant_claims("the routers against\n    it 6 trials to 1, McNemar p = 0.125", K4C3,
+                        4096, p_digits=3),
     *_own_speed_run_claims(
         WSTEP, K16C,
         "timed at 8K in a run of its own, idle, 3 shuffled\n    rounds, 2026-12-05",
@@ -1258,10 +1292,55 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     ("spread widely in this run (0.88-1.56 over the two rows", "0.88-1.56", WSTEP1,
      lambda: [r[k] for n in (WSTEP1, WSTEP2) for r in _load(n)["rows"] if r["config"] != "full"
               for k in ("prefill_speedup_min", "prefill_speedup_max")], _range(2)),
-    ("the verdict reads this run for these two rows", "this run", VERDICT,
-     lambda: "this run" if abs(_verdict_row(K16C)["prefill_1t"]
-                               - _row(WSTEP1, config=K16C)["prefill_speedup"]) < 1e-12
+    ("the verdict reads this run for the window's row", "this run", VERDICT,
+     lambda: "this run" if abs(_verdict_row(f"sinks@{K16C}")["prefill_1t"]
+                               - _row(WSTEP1, config=f"sinks@{K16C}")["prefill_speedup"]) < 1e-12
      else "another", str),
+    # the learned routings after the group-set bitmasks (CODES) and STORE_AFTER (SAFTER)
+    *_run_claims(CODES, "Timed at 8K in two runs of their own\n    (idle, 3 shuffled rounds, "
+                 "2026-12-05", "prefill / decoding of 16 tokens against full attention. After"),
+    *_run_claims(SAFTER, "Timed at 8K in two runs of their own\n    (idle, 3 shuffled rounds, "
+                 "2026-12-05", "prefill / decoding of 16 tokens against full attention. After"),
+    ("on the AMD EPYC instance, each with its own full\n    attention", "AMD EPYC", CODES1,
+     lambda: {_load(n)["meta"]["cpu_model"] for n in (CODES1, SAFTER1)} == {"AMD EPYC"}
+     and "AMD EPYC", str),
+    ("`decode.STORE_AFTER` = 40 steps", "40", CODES1, lambda: _decode_module().STORE_AFTER, str),
+    *_speed_claims("200-step K = 16 routers 1.22x / 0.87x", CODES1, K16C),
+    *_speed_claims("at one thread and 1.09x / 0.95x at two", CODES2, K16C),
+    ("(decoding\n    0.73x / 0.69x in the run above)", "0.73", WSTEP1,
+     lambda: _row(WSTEP1, config=K16C)["decode_speedup"], _fixed(2)),
+    ("(decoding\n    0.73x / 0.69x in the run above)", "0.69", WSTEP2,
+     lambda: _row(WSTEP2, config=K16C)["decode_speedup"], _fixed(2)),
+    *_speed_claims("the 200-step K = 4 routers 0.77x / 0.99x", CODES1, K4C2),
+    *_speed_claims("and\n    0.72x / 1.03x;", CODES2, K4C2),
+    ("at the first step and decoded 0.75x / 0.74x", "0.75", CODES1,
+     lambda: _row(CODES1, config=K8)["decode_speedup"], _fixed(2)),
+    ("at the first step and decoded 0.75x / 0.74x", "0.74", CODES2,
+     lambda: _row(CODES2, config=K8)["decode_speedup"], _fixed(2)),
+    *_speed_claims("120-step K = 8 routers 1.05x / 0.91x", SAFTER1, K8),
+    *_speed_claims("and 1.05x / 0.97x, K = 8 trained at top-1", SAFTER2, K8),
+    *_speed_claims("K = 8 trained at top-1\n    1.82x / 0.98x", SAFTER1, K8T1),
+    *_speed_claims("and 1.72x / 1.05x, the window-256", SAFTER2, K8T1),
+    *_speed_claims("the window-256 K = 8 routers 1.02x / 0.91x", SAFTER1, K8W),
+    *_speed_claims("and\n    0.95x / 0.96x.", SAFTER2, K8W),
+    ("These five learned routings now decode 16 tokens at 0.87x-1.05x", "0.87x-1.05x", CODES1,
+     lambda: [_row(f, config=c)["decode_speedup"] for c, files in RETIMED for f in files],
+     _x_range),
+    ("attention (0.69x-1.05x in the earlier runs above)", "0.69x-1.05x", S8K,
+     lambda: [_row(f, config=c)["decode_speedup"] for c, files in EARLIER for f in files],
+     _x_range),
+    ("verdict reads these runs for these rows", "these runs", VERDICT,
+     lambda: "these runs" if all(
+         abs(_verdict_row(c)["decode_1t"] - _row(n[0], config=c)["decode_speedup"]) < 1e-12
+         and abs(_verdict_row(c)["decode_2t"] - _row(n[1], config=c)["decode_speedup"]) < 1e-12
+         for c, n in RETIMED) else "other runs", str),
+    ("(the K = 4 routers 0.60x / 0.64x on 2026-12-04", "0.60", S8K,
+     lambda: _row(S8K, config=K4C2)["prefill_speedup"], _fixed(2)),
+    ("(the K = 4 routers 0.60x / 0.64x on 2026-12-04", "0.64", S8K2,
+     lambda: _row(S8K2, config=K4C2)["prefill_speedup"], _fixed(2)),
+    ("on 2026-12-04, on another instance)", "another", S8K,
+     lambda: "another" if _load(S8K)["meta"]["platform"] != _load(CODES1)["meta"]["platform"]
+     else "the same", str),
     *_own_speed_run_claims(
         "focus_op_speed_8k_k4w256", K4W,
         "Timed at 8K in a run of its own\n    (idle, 3 shuffled rounds, 2026-12-05",

@@ -50,11 +50,17 @@ TARGET = {"ood_delta_pct": 1.0, "passkey_points": 5.0, "speedup": 1.3, "length":
 #: ``focus_op_speed.py --out`` folder, timed on its own) and a later 8K run of rows trained
 #: after it (``focus_op_speed_8k_grid``, with its own full-attention reference: every ratio
 #: is taken within one run), and the window-256 K = 4 row timed later in a run of its own
-#: (``focus_op_speed_8k_k4w256``); first of all, the K = 16 row and its window re-timed after
+#: (``focus_op_speed_8k_k4w256``); before those, the K = 16 row and its window re-timed after
 #: the window-only decoding step of 2026-12-05 (``focus_op_speed_8k_windowstep``, on another
-#: machine instance, with its own full-attention reference). A row timed in several at its
-#: longest length takes the first.
-SPEED_FILES = ("focus_op_speed_8k_windowstep/focus_op_speed_{t}t.json",
+#: machine instance, with its own full-attention reference); first of all, the learned
+#: routings re-timed after the decoding bookkeeping of 2026-12-05: the K = 8 rows after
+#: ``decode.STORE_AFTER`` (``focus_op_speed_8k_storeafter``), the K = 16 and K = 4 rows after
+#: the group-set bitmasks (``focus_op_speed_8k_codes``; STORE_AFTER does not change their
+#: path, the masked SDPA for 16 tokens). A row timed in several at its longest length takes
+#: the first.
+SPEED_FILES = ("focus_op_speed_8k_storeafter/focus_op_speed_{t}t.json",
+               "focus_op_speed_8k_codes/focus_op_speed_{t}t.json",
+               "focus_op_speed_8k_windowstep/focus_op_speed_{t}t.json",
                "focus_op_speed_{t}t.json", "focus_op_speed_8k/focus_op_speed_{t}t.json",
                "focus_op_speed_8k_grid/focus_op_speed_{t}t.json",
                "focus_op_speed_8k_k4w256/focus_op_speed_{t}t.json")

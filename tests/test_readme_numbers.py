@@ -303,6 +303,8 @@ WSTEP1, WSTEP2 = f"{WSTEP}/focus_op_speed_1t.json", f"{WSTEP}/focus_op_speed_2t.
 CODES, SAFTER = "focus_op_speed_8k_codes", "focus_op_speed_8k_storeafter"  # 2026-12-05
 CODES1, CODES2 = f"{CODES}/focus_op_speed_1t.json", f"{CODES}/focus_op_speed_2t.json"
 SAFTER1, SAFTER2 = f"{SAFTER}/focus_op_speed_1t.json", f"{SAFTER}/focus_op_speed_2t.json"
+WIN = "focus_op_speed_8k_windows"  # the other windows and K4W, 2026-12-05
+WIN1, WIN2 = f"{WIN}/focus_op_speed_1t.json", f"{WIN}/focus_op_speed_2t.json"
 GRID1, GRID2 = "focus_op_speed_8k_grid/focus_op_speed_1t.json", \
     "focus_op_speed_8k_grid/focus_op_speed_2t.json"
 
@@ -1341,6 +1343,35 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     ("on 2026-12-04, on another instance)", "another", S8K,
      lambda: "another" if _load(S8K)["meta"]["platform"] != _load(CODES1)["meta"]["platform"]
      else "the same", str),
+    # the other windows and the window-256 K = 4 routers, re-timed (WIN)
+    *_run_claims(WIN, "(timed at 8K in a run of their own, idle, 3 shuffled rounds,",
+                 "prefill / decoding of 16 tokens against full attention, at one"),
+    ("on the AMD EPYC instance, full attention 55.2 s / 28.4 s", "AMD EPYC", WIN1,
+     lambda: _load(WIN1)["meta"]["cpu_model"], str),
+    ("on the AMD EPYC instance, full attention 55.2 s / 28.4 s", "55.2", WIN1,
+     lambda: _row(WIN1, config="full")["prefill_s"], _fixed(1)),
+    ("on the AMD EPYC instance, full attention 55.2 s / 28.4 s", "28.4", WIN2,
+     lambda: _row(WIN2, config="full")["prefill_s"], _fixed(1)),
+    *_speed_claims("120-step K = 8 routers' share 1.22x / 1.28x", WIN1, f"sinks@{K8}"),
+    *_speed_claims("and 1.01x / 1.18x\n    (1.02x", WIN2, f"sinks@{K8}"),
+    *_speed_claims("(1.02x / 1.16x and 1.03x / 1.04x on", S8K, f"sinks@{K8}"),
+    *_speed_claims("and 1.03x / 1.04x on 2026-12-04", S8K2, f"sinks@{K8}"),
+    *_speed_claims("window-256 K = 8 routers' share\n    1.15x / 1.44x", WIN1, f"sinks@{K8W}"),
+    *_speed_claims("and 1.04x / 1.16x (0.99x", WIN2, f"sinks@{K8W}"),
+    *_speed_claims("(0.99x / 1.16x and 0.94x", GRID1, f"sinks@{K8W}"),
+    *_speed_claims("and 0.94x / 1.02x), at the window-256", GRID2, f"sinks@{K8W}"),
+    *_speed_claims("K = 4 routers' share 0.69x / 1.14x", WIN1, f"sinks@{K4W}"),
+    *_speed_claims("and 0.66x / 1.09x (0.68x", WIN2, f"sinks@{K4W}"),
+    *_speed_claims("(0.68x / 0.91x and 0.62x", S8K_K4W, f"sinks@{K4W}"),
+    *_speed_claims("and 0.62x / 0.80x);", S8K_K4W2, f"sinks@{K4W}"),
+    *_speed_claims("those routers 0.83x / 1.04x", WIN1, K4W),
+    *_speed_claims("and 0.72x / 0.87x (0.77x", WIN2, K4W),
+    *_speed_claims("(0.77x / 0.77x and 0.65x", S8K_K4W, K4W),
+    *_speed_claims("and 0.65x / 0.67x). In all", S8K_K4W2, K4W),
+    ("In all\n    four pairs timed at 8K the window plus sinks decodes faster", "four", WIN1,
+     lambda: {0: "no", 4: "four"}.get(sum(
+         all(_verdict_row(f"sinks@{c}")[f"decode_{t}t"] > _verdict_row(c)[f"decode_{t}t"]
+             for t in (1, 2)) for c in (K16C, K8, K8W, K4W))), str),
     *_own_speed_run_claims(
         "focus_op_speed_8k_k4w256", K4W,
         "Timed at 8K in a run of its own\n    (idle, 3 shuffled rounds, 2026-12-05",

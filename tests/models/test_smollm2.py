@@ -130,7 +130,13 @@ def test_real_model_composed_equals_original_and_decodes_with_cache(smollm2):
             cache = pre.past_key_values
             for i in range(80, 96):
                 out = model(ids[:, i:i + 1], cache=cache, use_cache=True)
-                assert torch.allclose(out.logits[:, 0], full[:, i], atol=1e-4), i
+                # float32 over 30 layers: the cached step and the full forward attend with
+                # different kernels, and oneDNN's choice varies from run to run (up to about
+                # 1.4e-4 apart at logits of 4-14, so atol=1e-4 failed now and then, before
+                # and after the decoding changes of 2026-12-05); one key too few in the
+                # window moves them by far more than this tolerance
+                torch.testing.assert_close(out.logits[:, 0], full[:, i], rtol=1e-4, atol=1e-3,
+                                           msg=lambda m, i=i: f"step {i}: {m}")
         finally:
             decompose(model)
 

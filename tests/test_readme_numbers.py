@@ -455,6 +455,22 @@ def _vs_window_claims(phrase: str, focus: str, diff: str, low: str, high: str, w
     ]
 
 
+def _window_passkey_claims(phrase: str, focus: str, length: int) -> list[tuple]:
+    """The claims of a phrase ``'... (W tokens) answered C of N'``: the window of the window
+    plus sinks at ``focus``'s share at ``length`` (thousands separator), and its passkey
+    trials answered and run there."""
+    match = re.search(r"\(([\d,]+) tokens\) answered (\d+) of (\d+)", phrase)
+    assert match, phrase
+    window, correct, n = match.groups()
+    row = lambda: _row(PASSKEY_SUMMARY, config=f"sinks@{focus}", length=length)  # noqa: E731
+    return [
+        (phrase, window, PASSKEY_SUMMARY,
+         lambda: _pk_pattern(f"sinks@{focus}", length)["window"], _thousands),
+        (phrase, correct, PASSKEY_SUMMARY, lambda: row()["correct"], str),
+        (phrase, n, PASSKEY_SUMMARY, lambda: row()["n"], str),
+    ]
+
+
 def _discordant_claims(phrase: str, focus: str, length: int, p_digits: int = 2
                        ) -> list[tuple]:
     """The claims of a phrase ``'A trials to B ... p = P'``: the trials ``focus`` answers and
@@ -1262,24 +1278,12 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     (K4W_WINDOW_PK, "15", PASSKEY_SUMMARY,
      lambda: _row(PASSKEY_SUMMARY, config=f"sinks@{K4W}", length=8186)["correct"], str),
     *_discordant_claims(K4W_WINDOW_PK, K4W, 8186),
-    ("The window\n    plus sinks at their 4K share (2,568 tokens) answered 16 of 50", "2,568",
-     PASSKEY_SUMMARY, lambda: _pk_pattern(f"sinks@{K4C3}", 4096)["window"], _thousands),
-    ("The window\n    plus sinks at their 4K share (2,568 tokens) answered 16 of 50", "16",
-     PASSKEY_SUMMARY,
-     lambda: _row(PASSKEY_SUMMARY, config=f"sinks@{K4C3}", length=4096)["correct"], str),
-    ("The window\n    plus sinks at their 4K share (2,568 tokens) answered 16 of 50", "50",
-     PASSKEY_SUMMARY, lambda: _row(PASSKEY_SUMMARY, config=f"sinks@{K4C3}", length=4096)["n"],
-     str),
+    *_window_passkey_claims("The window\n    plus sinks at their 4K share (2,568 tokens) answered "
+                            "16 of 50", K4C3, 4096),
     *_discordant_claims("the routers against\n    it 6 trials to 1, McNemar p = 0.125", K4C3,
                         4096, p_digits=3),
-    ("the window at\n    their 8K share (5,113 tokens) answered 14 of 50 at 8K", "5,113",
-     PASSKEY_SUMMARY, lambda: _pk_pattern(f"sinks@{K4C3}", 8186)["window"], _thousands),
-    ("the window at\n    their 8K share (5,113 tokens) answered 14 of 50 at 8K", "14",
-     PASSKEY_SUMMARY,
-     lambda: _row(PASSKEY_SUMMARY, config=f"sinks@{K4C3}", length=8186)["correct"], str),
-    ("the window at\n    their 8K share (5,113 tokens) answered 14 of 50 at 8K", "50",
-     PASSKEY_SUMMARY, lambda: _row(PASSKEY_SUMMARY, config=f"sinks@{K4C3}", length=8186)["n"],
-     str),
+    *_window_passkey_claims("the window at\n    their 8K share (5,113 tokens) answered 14 of "
+                            "50 at 8K", K4C3, 8186),
     *_discordant_claims("the routers against it\n    11 trials to 1 (McNemar p = 0.006)", K4C3,
                         8186, p_digits=3),
     ("their out-of-domain perplexity does not (above)", "does not", VERDICT,

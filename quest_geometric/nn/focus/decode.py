@@ -164,8 +164,9 @@ def masked_decode_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, scale
 
 
 def _append(entry: list, new: Tuple[Tensor, ...], axes: Tuple[int, ...]) -> None:
-    """Append ``new[i]`` along ``axes[i]`` to the store buffers ``entry[:-1]``, which hold
-    ``entry[-1]`` rows; the buffers grow by doubling."""
+    """Append ``new[i]`` along ``axes[i]`` to the buffers ``entry[:-1]`` (a store's keys and
+    values, or a state's group-set codes), which hold ``entry[-1]`` rows; the buffers grow by
+    doubling."""
     n, n_new = entry[-1], new[0].size(axes[0])
     if n + n_new > entry[0].size(axes[0]):
         cap = max(n + n_new, 2 * entry[0].size(axes[0]))
@@ -366,10 +367,10 @@ class FocusDecodeState:
         self._stores: Optional[_GroupSetStores] = None
         self._group_stores: Optional[_GroupStores] = None
         self._fast_steps = 0  # fast decoding steps taken (STORE_AFTER)
-        # group-set codes (_group_set_codes) of slots [0, _codes_done), one sequence; None
-        # once a group past MAX_CODED_GROUPS was met (the fast step then gives way)
-        self._codes: Optional[Tensor] = None
-        self._codes_done = 0
+        # group-set codes (_group_set_codes) of one sequence's first slots, as a buffer
+        # grown by _append: [codes, slots coded]; _codable turns False once a group past
+        # MAX_CODED_GROUPS was met (the fast step then gives way)
+        self._codes: list = [groups.new_empty(0), 0]
         self._codable = True
         # one sequence whose every cached token is real: positions are the cache slots
         self._simple = groups.size(0) == 1 and int(count[0]) == self._len and (
@@ -486,36 +487,26 @@ class FocusDecodeState:
         one-sequence state, ``[upto]`` long; :obj:`None` if a group is
         :data:`MAX_CODED_GROUPS` or more (no bitmask holds it). The codes of a prefill are
         computed once, in one pass; those of decoded tokens from their host groups."""
-        done = self._codes_done
+        done = self._codes[-1]
         if not self._codable:
             return None
         if done < upto:
-            old = self._codes
-            if old is None or upto > old.numel():  # grow by doubling
-                self._codes = torch.empty(max(upto, 64, 0 if old is None else 2 * old.numel()),
-                                          dtype=torch.long, device=self._groups.device)
-                if old is not None:
-                    self._codes[:done] = old[:done]
             if done >= self._flushed:  # tokens of the fast routing step: host groups
                 rows = self._pending[done - self._flushed:upto - self._flushed]
                 if any(g >= MAX_CODED_GROUPS for row in rows for g in row):
                     self._codable = False
                     return None
-                new = [_code(row) for row in rows]
-                if len(new) == 1:
-                    self._codes[done] = new[0]
-                else:
-                    self._codes[done:upto] = torch.tensor(new, dtype=torch.long,
-                                                          device=self._codes.device)
+                new = torch.tensor([_code(row) for row in rows], dtype=torch.long,
+                                   device=self._groups.device)
             else:
                 self._flush()
                 rows = self._groups[0, done:upto]
                 if rows.numel() and int(rows.max()) >= MAX_CODED_GROUPS:
                     self._codable = False
                     return None
-                self._codes[done:upto] = _group_set_codes(rows)
-            self._codes_done = upto
-        return self._codes[:upto]
+                new = _group_set_codes(rows)
+            _append(self._codes, (new,), (0,))
+        return self._codes[0][:upto]
 
     def select(self, index: Tensor) -> "FocusDecodeState":
         """The state of sequences :obj:`index` (beam search reorders the cache this way; the
@@ -647,7 +638,7 @@ def _fast_step(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState, window:
         # tokens of several of the new token's groups once per such group (masked)
         read = s - lo + ns + sum(stores.counts[c] * (c & mine).bit_count() for c in meets)
         if read + PART_WORK / (hkv * d) * mine.bit_count() < MASKED_SHARE * s:
-            return _group_step(q, k, v, state, codes, lo, ns, scale)
+            return _group_step(q, k, v, state, codes, mine, lo, ns, scale)
     if not paid or len(meets) > MAX_STORE_PARTS or \
             kept + PART_WORK / (hkv * d) * len(meets) >= MASKED_SHARE * s:
         # a short generation so far, most keys kept, or too many stores to read (e.g. many
@@ -710,7 +701,7 @@ def _softmax_parts(q: Tensor, parts: List[Tuple[Tensor, Tensor, Optional[Tensor]
 
 
 def _group_step(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState, codes: Tensor,
-                lo: int, ns: int, scale: float) -> Tensor:
+                mine: int, lo: int, ns: int, scale: float) -> Tensor:
     r"""The decoding step over the per-group stores (:class:`_GroupStores`): the new
     token of groups :math:`g_1 < \dots < g_k` attends to the window, the sinks and the
     stores of :math:`g_1, \dots, g_k`, where store :math:`g_i` masks the tokens whose group
@@ -718,7 +709,7 @@ def _group_step(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState, codes:
     set codes with those groups' bits), so every allowed key counts once:
     :math:`\bigcup_i \{j : g_i \in G_j\} = \{j : G_j \cap G_t \neq \emptyset\}`. It reads
     :math:`\sum_i |\text{store}(g_i)|` keys in :math:`k` parts where the group-set stores
-    would read fewer keys in many more parts."""
+    would read fewer keys in many more parts (``mine``: the new token's group-set code)."""
     s = state._len
     base = state._stores.base
     if state._group_stores is None or state._group_stores.base != base:
@@ -727,7 +718,7 @@ def _group_step(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState, codes:
     gs.fill(codes, k, v, lo)
     parts = _local_parts(k, v, lo, s, ns)
     earlier = 0  # the bits of the groups whose stores were read
-    for g in _members(int(codes[s - 1])):
+    for g in _members(mine):
         entry = gs.sets.get(g)
         if entry is not None and entry[3]:
             kb, vb, ib, n = entry

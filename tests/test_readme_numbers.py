@@ -307,6 +307,22 @@ WIN = "focus_op_speed_8k_windows"  # the other windows and K4W, 2026-12-05
 WIN1, WIN2 = f"{WIN}/focus_op_speed_1t.json", f"{WIN}/focus_op_speed_2t.json"
 GRID1, GRID2 = "focus_op_speed_8k_grid/focus_op_speed_1t.json", \
     "focus_op_speed_8k_grid/focus_op_speed_2t.json"
+SPLIT = "focus_op_speed_8k_split"  # the windows after the split band, 2026-12-05
+SPLIT1, SPLIT2 = f"{SPLIT}/focus_op_speed_1t.json", f"{SPLIT}/focus_op_speed_2t.json"
+BANDS = "focus_band_split/focus_band_block.json"  # the split band against blocks of 64
+
+
+def _band(threads: int, window: int, variant: str) -> dict:
+    return _row(BANDS, threads=threads, window=window, variant=variant)
+
+
+def _split_gain(threads: int, window: int) -> float:
+    """Time of the masked band (blocks of 64) over the split band's, medians."""
+    return _band(threads, window, "block 64")["ms"] / _band(threads, window, "split")["ms"]
+
+
+def _split_window(config: str) -> int:
+    return _load(SPLIT1)["meta"]["patterns"]["8192"][config]["window"]
 
 
 def _x_range(v: list[float]) -> str:
@@ -1310,10 +1326,10 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     ("spread widely in this run (0.88-1.56 over the two rows", "0.88-1.56", WSTEP1,
      lambda: [r[k] for n in (WSTEP1, WSTEP2) for r in _load(n)["rows"] if r["config"] != "full"
               for k in ("prefill_speedup_min", "prefill_speedup_max")], _range(2)),
-    ("the verdict reads this run for the window's row", "this run", VERDICT,
-     lambda: "this run" if abs(_verdict_row(f"sinks@{K16C}")["prefill_1t"]
-                               - _row(WSTEP1, config=f"sinks@{K16C}")["prefill_speedup"]) < 1e-12
-     else "another", str),
+    ("the verdict reads the split band's run (below) for the window's row", "split band's",
+     VERDICT, lambda: "split band's" if abs(_verdict_row(f"sinks@{K16C}")["prefill_1t"]
+                                            - _row(SPLIT1, config=f"sinks@{K16C}")
+                                            ["prefill_speedup"]) < 1e-12 else "another", str),
     # the learned routings after the group-set bitmasks (CODES) and STORE_AFTER (SAFTER)
     *_run_claims(CODES, "Timed at 8K in two runs of their own\n    (idle, 3 shuffled rounds, "
                  "2026-12-05", "prefill / decoding of 16 tokens against full attention. After"),
@@ -1388,6 +1404,104 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      lambda: {0: "no", 4: "four"}.get(sum(
          all(_verdict_row(f"sinks@{c}")[f"decode_{t}t"] > _verdict_row(c)[f"decode_{t}t"]
              for t in (1, 2)) for c in (K16C, K8, K8W, K4W))), str),
+    # the window plus sinks' band split: the band table (BANDS) and the windows re-timed (SPLIT)
+    ("from a window of `blocks.SPLIT_BAND_MIN_WINDOW` = 1,024", "1,024", BANDS,
+     lambda: _blocks_module().SPLIT_BAND_MIN_WINDOW, _thousands),
+    ("idle, 5 shuffled rounds, 9 heads of 64", "5", BANDS, lambda: _load(BANDS)["meta"]["rounds"],
+     str),
+    ("idle, 5 shuffled rounds, 9 heads of 64", "9", BANDS,
+     lambda: _band_block_module().band_forward.__defaults__[0], str),
+    ("idle, 5 shuffled rounds, 9 heads of 64", "64", BANDS,
+     lambda: _band_block_module().band_forward.__defaults__[1], str),
+    ("split against blocks of 64:", "64", BANDS,
+     lambda: {int(r["variant"].split()[1]) for r in _load(BANDS)["rows"]
+              if r["variant"].startswith("block ")}.pop(), str),
+    ("1.21x / 1.37x as fast at window 2,048", "1.21", BANDS, lambda: _split_gain(1, 2048),
+     _fixed(2)),
+    ("1.21x / 1.37x as fast at window 2,048", "1.37", BANDS, lambda: _split_gain(2, 2048),
+     _fixed(2)),
+    ("1.21x / 1.37x as fast at window 2,048", "2,048", BANDS,
+     lambda: _band(1, 2048, "split")["window"], _thousands),
+    ("and 1.99x / 1.95x at 5,015", "1.99", BANDS, lambda: _split_gain(1, 5015), _fixed(2)),
+    ("and 1.99x / 1.95x at 5,015", "1.95", BANDS, lambda: _split_gain(2, 5015), _fixed(2)),
+    ("and 1.99x / 1.95x at 5,015", "5,015", BANDS, lambda: _band(2, 5015, "split")["window"],
+     _thousands),
+    ("1.10x / 1.09x as fast as full causal attention (0.55x", "1.10", BANDS,
+     lambda: 1 / _band(1, 5015, "split")["vs_full"], _fixed(2)),
+    ("1.10x / 1.09x as fast as full causal attention (0.55x", "1.09", BANDS,
+     lambda: 1 / _band(2, 5015, "split")["vs_full"], _fixed(2)),
+    ("(0.55x / 0.56x before)", "0.55", BANDS, lambda: 1 / _band(1, 5015, "block 64")["vs_full"],
+     _fixed(2)),
+    ("(0.55x / 0.56x before)", "0.56", BANDS, lambda: 1 / _band(2, 5015, "block 64")["vs_full"],
+     _fixed(2)),
+    ("slower at 768 (0.81x)", "768", BANDS, lambda: _band(1, 768, "split")["window"], str),
+    ("slower at 768 (0.81x)", "0.81", BANDS, lambda: _split_gain(1, 768), _fixed(2)),
+    ("and at 1,024-1,280 (0.96x-0.97x)", "1,024", BANDS,
+     lambda: min(w for w in (1024, 1280) if _split_gain(1, w) < 1), _thousands),
+    ("and at 1,024-1,280 (0.96x-0.97x)", "1,280", BANDS,
+     lambda: max(w for w in (1024, 1280) if _split_gain(1, w) < 1), _thousands),
+    ("and at 1,024-1,280 (0.96x-0.97x)", "0.96x-0.97x", BANDS,
+     lambda: [_split_gain(1, w) for w in (1024, 1280)], _x_range),
+    *_run_claims(SPLIT, "re-timed in the model at 8K (timed at 8K in a run of their own, idle, "
+                 "3 shuffled rounds,", "decoding of 16 tokens against full attention at one "
+                 "thread, then two"),
+    ("on the AMD EPYC instance, full attention 50.2 s / 28.9 s", "AMD EPYC", SPLIT1,
+     lambda: _load(SPLIT1)["meta"]["cpu_model"], str),
+    ("on the AMD EPYC instance, full attention 50.2 s / 28.9 s", "50.2", SPLIT1,
+     lambda: _row(SPLIT1, config="full")["prefill_s"], _fixed(1)),
+    ("on the AMD EPYC instance, full attention 50.2 s / 28.9 s", "28.9", SPLIT2,
+     lambda: _row(SPLIT2, config="full")["prefill_s"], _fixed(1)),
+    ("routers' share (window 1,268) 1.47x", "1,268", SPLIT1,
+     lambda: _split_window(f"sinks@{K16C}"), _thousands),
+    *_speed_claims("routers' share (window 1,268) 1.47x / 1.36x", SPLIT1, f"sinks@{K16C}"),
+    *_speed_claims("and 1.33x / 1.09x; at the 120-step", SPLIT2, f"sinks@{K16C}"),
+    ("routers' share (window 2,198) 1.26x", "2,198", SPLIT1,
+     lambda: _split_window(f"sinks@{K8}"), _thousands),
+    *_speed_claims("routers' share (window 2,198) 1.26x / 1.12x", SPLIT1, f"sinks@{K8}"),
+    *_speed_claims("and 1.19x / 1.18x; at the window-256", SPLIT2, f"sinks@{K8}"),
+    ("routers' share (window 2,320) 1.34x", "2,320", SPLIT1,
+     lambda: _split_window(f"sinks@{K8W}"), _thousands),
+    *_speed_claims("routers' share (window 2,320) 1.34x / 1.37x", SPLIT1, f"sinks@{K8W}"),
+    *_speed_claims("and 0.94x / 1.05x; at the window-256 K = 4", SPLIT2, f"sinks@{K8W}"),
+    ("routers' share (window 4,958) 0.93x", "4,958", SPLIT1,
+     lambda: _split_window(f"sinks@{K4W}"), _thousands),
+    *_speed_claims("routers' share (window 4,958) 0.93x / 1.22x", SPLIT1, f"sinks@{K4W}"),
+    *_speed_claims("and 0.91x / 1.02x (prefill 0.69x", SPLIT2, f"sinks@{K4W}"),
+    ("(prefill 0.69x and 0.66x in the run above)", "0.69", WIN1,
+     lambda: _row(WIN1, config=f"sinks@{K4W}")["prefill_speedup"], _fixed(2)),
+    ("(prefill 0.69x and 0.66x in the run above)", "0.66", WIN2,
+     lambda: _row(WIN2, config=f"sinks@{K4W}")["prefill_speedup"], _fixed(2)),
+    ("routers' share (window 5,036, not timed at 8K before)", "5,036", SPLIT1,
+     lambda: _split_window(f"sinks@{K4C2}"), _thousands),
+    ("routers' share (window 5,036, not timed at 8K before)", "not", SPLIT1,
+     lambda: "not" if not any(r["config"] == f"sinks@{K4C2}" and r["length"] >= 8186
+                              for f in _other_speed_files() for r in _load(f)["rows"])
+     else "was", str),
+    *_speed_claims("8K before) 1.05x / 1.22x", SPLIT1, f"sinks@{K4C2}"),
+    *_speed_claims("and 0.84x / 1.03x. The decoding", SPLIT2, f"sinks@{K4C2}"),
+    ("decoding ratios moved by up to 0.19 from the run above", "0.19", SPLIT1,
+     lambda: max(abs(_row(f"{SPLIT}/focus_op_speed_{t}t.json", config=f"sinks@{c}")
+                     ["decode_speedup"] - _row(f"{run}/focus_op_speed_{t}t.json",
+                                               config=f"sinks@{c}")["decode_speedup"])
+                 for t in (1, 2) for c, run in ((K16C, WSTEP), (K8, WIN), (K8W, WIN),
+                                                (K4W, WIN))), _fixed(2)),
+    ("at 47-49% of the pairs the prefill medians moved both ways", "47-49", SPLIT1,
+     lambda: [100 * _load(SPLIT1)["meta"]["patterns"]["8192"][f"sinks@{c}"]["matched_share"]
+              for c in (K8, K8W)], _range(0)),
+    ("at 47-49% of the pairs the prefill medians moved both ways", "both ways", SPLIT1,
+     lambda: "both ways" if len({_row(f"{SPLIT}/focus_op_speed_{t}t.json", config=f"sinks@{c}")
+                                 ["prefill_speedup"] > _row(f"{WIN}/focus_op_speed_{t}t.json",
+                                                           config=f"sinks@{c}")
+                                 ["prefill_speedup"] for t in (1, 2) for c in (K8, K8W)}) == 2
+     else "one way", str),
+    ("the model's 3-round medians carry that much spread", "3", SPLIT1,
+     lambda: _load(SPLIT1)["meta"]["rounds_per_length"], str),
+    ("The verdict reads this run for the windows", "this run", VERDICT,
+     lambda: "this run" if all(abs(_verdict_row(f"sinks@{c}")[f"prefill_{t}t"]
+                                   - _row(f"{SPLIT}/focus_op_speed_{t}t.json",
+                                          config=f"sinks@{c}")["prefill_speedup"]) < 1e-12
+                               for t in (1, 2) for c in (K16C, K8, K8W, K4W, K4C2))
+     else "another", str),
     *_own_speed_run_claims(
         "focus_op_speed_8k_k4w256", K4W,
         "Timed at 8K in a run of its own\n    (idle, 3 shuffled rounds, 2026-12-05",
@@ -2071,6 +2185,26 @@ def _decode_module():
     from quest_geometric.nn.focus import decode
 
     return decode
+
+
+def _blocks_module():
+    from quest_geometric.nn.focus import blocks
+
+    return blocks
+
+
+def _band_block_module():
+    from quest_geometric.experiments import focus_band_block
+
+    return focus_band_block
+
+
+def _other_speed_files() -> list[str]:
+    """The verdict's speed tables other than the split band's run."""
+    from quest_geometric.experiments.focus_verdict import SPEED_FILES
+
+    return [f.format(t=t) for f in SPEED_FILES for t in (1, 2)
+            if not f.startswith(SPLIT + "/") and (RESULTS / f.format(t=t)).is_file()]
 
 
 def _pretrained_corr(key: str) -> float:

@@ -57,9 +57,11 @@ TARGET = {"ood_delta_pct": 1.0, "passkey_points": 5.0, "speedup": 1.3, "length":
 #: ``decode.STORE_AFTER`` (``focus_op_speed_8k_storeafter``), the K = 16 and K = 4 rows after
 #: the group-set bitmasks (``focus_op_speed_8k_codes``; STORE_AFTER does not change their
 #: path, the masked SDPA for 16 tokens), and the other windows with the window-256 K = 4
-#: row (``focus_op_speed_8k_windows``). A row timed in several at its longest length takes
-#: the first.
-SPEED_FILES = ("focus_op_speed_8k_windows/focus_op_speed_{t}t.json",
+#: row (``focus_op_speed_8k_windows``); before everything, the windows re-timed after the
+#: split band (``blocks.SPLIT_BAND_MIN_WINDOW``, ``focus_op_speed_8k_split``). A row timed
+#: in several at its longest length takes the first.
+SPEED_FILES = ("focus_op_speed_8k_split/focus_op_speed_{t}t.json",
+               "focus_op_speed_8k_windows/focus_op_speed_{t}t.json",
                "focus_op_speed_8k_storeafter/focus_op_speed_{t}t.json",
                "focus_op_speed_8k_codes/focus_op_speed_{t}t.json",
                "focus_op_speed_8k_windowstep/focus_op_speed_{t}t.json",

@@ -305,14 +305,18 @@ def test_focus_band_block_every_block_size_attends_as_the_definition(tmp_path,
     s = torch.einsum("ihd,jhd->hij", q, k) * d ** -0.5
     want = torch.einsum("hij,jhd->ihd", torch.softmax(s.masked_fill(~mask, float("-inf")), -1),
                         v)
-    for block in (1, 5, 16, 64, None):
-        got = bb.band_forward(n, w, block, heads=h, dim=d, seed=3)()
-        torch.testing.assert_close(got.double(), want, atol=1e-5, rtol=1e-5, msg=str(block))
+    for block, split in ((1, False), (5, False), (16, False), (64, False), (None, None),
+                         (None, True)):
+        got = bb.band_forward(n, w, block, heads=h, dim=d, seed=3, split=split)()
+        torch.testing.assert_close(got.double(), want, atol=1e-5, rtol=1e-5,
+                                   msg=f"{block} {split}")
     before = torch.get_num_threads()
     out = bb.run(60, [7], [1], rounds=1, blocks=(4, 16), out_dir=tmp_path)
     assert torch.get_num_threads() == before
-    assert [r["variant"] for r in out["rows"]] == ["block 4", "block 16", "rule", "full causal"]
-    assert out["rows"][3]["vs_full"] == 1.0 and out["rows"][1]["max_abs_diff"] < 1e-5
+    assert [r["variant"] for r in out["rows"]] == ["block 4", "block 16", "split", "rule",
+                                                   "full causal"]
+    assert out["rows"][4]["vs_full"] == 1.0 and out["rows"][2]["max_abs_diff"] < 1e-5
+    assert out["rows"][0]["rule_splits"] is False  # window 7 is below the threshold
     assert (tmp_path / "focus_band_block.md").is_file()
 
 

@@ -421,6 +421,109 @@ class _BandSegment(NamedTuple):
     row_any: Tensor
 
 
+#: Smallest window at which the causal band of one sequence with no groups (the
+#: window-plus-sinks pattern of :class:`~quest_geometric.nn.focus.WindowOnlyRouter`) runs
+#: *split* (:func:`_split_band_calls`: a few unmasked flash calls that compute each kept pair
+#: once) instead of as masked query blocks (:data:`BAND_BLOCKS`), which compute
+#: :math:`b (b + w)` pairs per block of :math:`b` queries plus :math:`w^2` for the first
+#: :math:`w` queries, all through the masked kernel. The split computes about :math:`n w`
+#: pairs, but the kernel's causal tiles (queries in blocks, keys in blocks of up to 512)
+#: compute whole tiles across each chunk's diagonal, a waste that shrinks as :math:`w`
+#: grows. At 8,192 tokens and 9 heads of 64 (``benchmarks/focus_band_block.py``, idle 2-core
+#: machine, 2026-12-05, ``benchmarks/results/focus_band_split/``), against blocks of 64, the
+#: split ran 0.81x as fast at window 768, 0.96-0.97x at 1,024 and 1,280, then 1.11x at
+#: 1,536 up to 1.99x at 5,015 at one thread; at two threads 1.00x at 768, 1.05x at 1,024,
+#: 1.22x at 1,280, up to 1.95x at 5,015. :obj:`None` never splits (benchmarks compare the
+#: two).
+SPLIT_BAND_MIN_WINDOW: Optional[int] = 1024
+
+
+class _BandCall(NamedTuple):
+    """One unmasked flash call of the split band: ``nb`` chunks, chunk ``c`` the queries
+    ``[q0 + c lq, q0 + (c + 1) lq)`` against the keys ``[k0 + c lk, k0 + (c + 1) lk)``
+    (``lq == lk`` when ``nb > 1``), all pairs (``causal`` false), the causal triangle
+    (query ``a`` of the chunk reads keys ``b <= a``) or, with ``flip``, the reversed one
+    (keys ``b >= a``: the kernel's causal call on both chunks reversed)."""
+    q0: int
+    k0: int
+    nb: int
+    lq: int
+    lk: int
+    causal: bool
+    flip: bool
+
+
+def _split_band_calls(n: int, window: int) -> List[_BandCall]:
+    r"""The causal band :math:`0 \le i - j \le w` of one sequence of ``n`` tokens as
+    disjoint unmasked calls over chunks of :math:`B = w` tokens. Query :math:`i = cB + a`
+    reads the keys of its own chunk up to itself (:math:`i - j = a - b \le B - 1 < w`: the
+    causal triangle) and the keys :math:`j = (c - 1)B + b` of the chunk before with
+    :math:`i - j = B + a - b \le w`, i.e. :math:`b \ge a` (the reversed triangle, the
+    diagonal :math:`i - j = w` included); every older key has :math:`i - j > w`. A last
+    partial chunk of :math:`r` queries reads its own :math:`r \times r` triangle, the
+    reversed :math:`r \times r` triangle on the first :math:`r` keys of the chunk before,
+    and that chunk's other :math:`B - r` keys whole. About :math:`n w` pairs in all (the
+    band's own count), none masked; :math:`w \ge 1`."""
+    if window < 1:
+        raise ValueError(f"_split_band_calls: window must be at least 1, got {window}")
+    b = window
+    nf, r = divmod(n, b)
+    calls = []
+    if nf:
+        calls.append(_BandCall(0, 0, nf, b, b, True, False))
+    if nf > 1:
+        calls.append(_BandCall(b, 0, nf - 1, b, b, True, True))
+    if r:
+        t0 = nf * b
+        calls.append(_BandCall(t0, t0, 1, r, r, True, False))
+        if nf:
+            calls.append(_BandCall(t0, t0 - b, 1, r, r, True, True))
+            if b > r:
+                calls.append(_BandCall(t0, t0 - b + r, 1, r, b - r, False, False))
+    return calls
+
+
+def _band_chunks(x: Tensor, start: int, nb: int, length: int, flip: bool) -> Tensor:
+    """Rows ``[start, start + nb * length)`` of ``[N, H, D]`` as ``[nb, H, length, D]``
+    chunks (a view; a reversed copy along the chunk with ``flip``)."""
+    c = x[start:start + nb * length].view(nb, length, *x.shape[1:])
+    return (c.flip(1) if flip else c).transpose(1, 2)
+
+
+def _from_chunks(x: Tensor, flip: bool) -> Tensor:
+    """``[nb, H, L, ...]`` kernel output back to rows ``[nb L, H, ...]`` (unreversed)."""
+    if flip:
+        x = x.flip(2)
+    return x.transpose(1, 2).reshape(-1, *x.shape[1:2], *x.shape[3:])
+
+
+def _band_call_forward(q: Tensor, k: Tensor, v: Tensor, call: _BandCall, scale: float
+                       ) -> Tuple[slice, Tensor, Tensor]:
+    """``(rows, o [R, H, D], lse [R, H])`` of one :class:`_BandCall`."""
+    qc = _band_chunks(q, call.q0, call.nb, call.lq, call.flip)
+    kc, vc = (_band_chunks(x, call.k0, call.nb, call.lk, call.flip) for x in (k, v))
+    o, lse = _aten.flash_forward(qc, kc, vc, call.causal, scale=scale)
+    return (slice(call.q0, call.q0 + call.nb * call.lq), _from_chunks(o, call.flip),
+            _from_chunks(lse, call.flip))
+
+
+def _band_call_backward(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
+                        grad: Tensor, call: _BandCall, scale: float, dq: Tensor, dk: Tensor,
+                        dv: Tensor) -> None:
+    """Adds one :class:`_BandCall`'s contribution to the gradients, given the *merged*
+    output and log-sum-exp (the kernel's backward, as for every part)."""
+    qc, gc, oc = (_band_chunks(x, call.q0, call.nb, call.lq, call.flip)
+                  for x in (q, grad, out))
+    kc, vc = (_band_chunks(x, call.k0, call.nb, call.lk, call.flip) for x in (k, v))
+    lc = _band_chunks(lse.unsqueeze(-1), call.q0, call.nb, call.lq, call.flip)
+    gq, gk, gv = _aten.flash_backward(gc, qc, kc, vc, oc, lc.squeeze(-1).contiguous(),
+                                      call.causal, scale=scale)
+    dq[call.q0:call.q0 + call.nb * call.lq] += _from_chunks(gq, call.flip)
+    keys = slice(call.k0, call.k0 + call.nb * call.lk)
+    dk[keys] += _from_chunks(gk, call.flip)
+    dv[keys] += _from_chunks(gv, call.flip)
+
+
 class _BlocksPlan:
     """The routing plan of the fused path, built once per call (no N x N object): the
     bucket order (a stable sort by (sequence, group)), the bucket spans in that order, and
@@ -469,8 +572,14 @@ class _BlocksPlan:
             buckets = _Buckets(self.groups, self.seq, num_groups)
             self.order = buckets.members
             self.spans = list(zip(buckets.starts, buckets.counts, buckets.group))
-        # band: head [0, w), body [w, w + nb * bq), tail; together exactly [0, n)
+        # band: head [0, w), body [w, w + nb * bq), tail; together exactly [0, n); or, with
+        # no groups to exclude (causal, one sequence, a wide window), split unmasked calls
         self.segments: List[_BandSegment] = []
+        self.band_calls: List[_BandCall] = []
+        if (kk == 0 and causal and nseq == 1 and SPLIT_BAND_MIN_WINDOW is not None
+                and window >= max(1, SPLIT_BAND_MIN_WINDOW)):
+            self.band_calls = _split_band_calls(n, window)
+            return
         if kk == 1:
             self.band_any = self._band_any_single()
         bq, h0 = band_block_size(window), min(window, n)
@@ -666,6 +775,8 @@ class _FocusBlocksFunction(torch.autograd.Function):
                 out[rows].lerp_(ob, torch.exp(lb - lr).unsqueeze(-1).to(out.dtype))
             else:
                 parts.append((rows, ob, lb))
+        for call in plan.band_calls:  # the split band (no groups: never `single`)
+            parts.append(_band_call_forward(q, k, v, call, scale))
         for part in plan.sink:  # part C: the sink pairs outside the band and the groups
             rows = part.rows
             oc, lc = part.forward(q, k, v, scale)
@@ -727,6 +838,8 @@ class _FocusBlocksFunction(torch.autograd.Function):
                     + torch.arange(seg.lk, device=q.device).view(1, -1)).view(-1)
             dk.index_add_(0, kidx, gk.transpose(1, 2).reshape(-1, h, d))
             dv.index_add_(0, kidx, gv.transpose(1, 2).reshape(-1, h, d))
+        for call in plan.band_calls:
+            _band_call_backward(q, k, v, out, lse, grad_out, call, scale, dq, dk, dv)
         for part in plan.sink:
             part.backward(q, k, v, out, lse, grad_out, scale, dq, dk, dv)
         return dq, dk, dv, None, None
@@ -746,7 +859,11 @@ def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
     blocks of
     :func:`band_block_size` tokens (by the window) against their ``b + w`` keys (overlapping strided
     views, no copy) with an additive mask, plus two small calls for the first :math:`w` and
-    the last few queries. For top-:math:`k = 1` the two parts are merged in place,
+    the last few queries; with no group to exclude (empty group sets: the window plus sinks
+    of :class:`~quest_geometric.nn.focus.WindowOnlyRouter`), causal, one sequence and a
+    window of at least :data:`SPLIT_BAND_MIN_WINDOW`, the band runs instead as a few unmasked
+    calls over chunks of :math:`w` tokens that compute each kept pair once
+    (:func:`_split_band_calls`). For top-:math:`k = 1` the two parts are merged in place,
     :math:`\mathbf{o} = \mathbf{o}_A + e^{\ell_B - L} (\mathbf{o}_B - \mathbf{o}_A)` with
     :math:`L = \log(e^{\ell_A} + e^{\ell_B})`. On CUDA (with ``fused`` left to
     :obj:`None`) it runs :func:`~quest_geometric.nn.focus.flex.focus_flex_attention`, one

@@ -160,3 +160,110 @@ def test_composed_cached_decoding_and_router_files(num_sinks, tmp_path):
                for f in focus_layers(base))
     with torch.no_grad():
         torch.testing.assert_close(base(x, use_cache=False).logits, full)
+
+
+def split_band_pairs(n, window):
+    """The (query, key) pairs the split band's calls compute, from their description alone:
+    chunk c of a call pairs query q0 + c lq + a with key k0 + c lk + b for every (a, b), for
+    b <= a if causal, b >= a if causal and flipped (each pair counted)."""
+    from quest_geometric.nn.focus.blocks import _split_band_calls
+
+    count = torch.zeros(n, n, dtype=torch.long)
+    for call in _split_band_calls(n, window):
+        a = torch.arange(call.lq).view(-1, 1)
+        b = torch.arange(call.lk).view(1, -1)
+        keep = torch.ones(call.lq, call.lk, dtype=torch.bool)
+        if call.causal:
+            keep = b >= a if call.flip else b <= a
+        for c in range(call.nb):
+            rows = call.q0 + c * call.lq + a.expand_as(keep)[keep]
+            cols = call.k0 + c * call.lk + b.expand_as(keep)[keep]
+            count.index_put_((rows, cols), torch.ones_like(rows), accumulate=True)
+    return count
+
+
+@pytest.mark.parametrize("n", [1, 5, 7, 8, 13, 21, 40, 64])
+@pytest.mark.parametrize("window", [1, 2, 3, 7, 8, 20, 63, 100])
+def test_split_band_calls_cover_the_causal_band_once(n, window):
+    # every pair 0 <= i - j <= w exactly once, nothing else
+    band = torch.ones(n, n, dtype=torch.bool).tril() & torch.ones(n, n, dtype=torch.bool).triu(
+        -window)
+    assert torch.equal(split_band_pairs(n, window), band.long())
+
+
+def test_split_band_calls_refuse_window_zero():
+    from quest_geometric.nn.focus.blocks import _split_band_calls
+
+    with pytest.raises(ValueError, match="window must be at least 1"):
+        _split_band_calls(10, 0)
+
+
+@pytest.mark.parametrize("t, window, num_sinks", [(37, 5, 0), (37, 5, 4), (40, 8, 2),
+                                                  (40, 39, 3), (12, 30, 2), (33, 1, 0)])
+def test_fused_split_band_equals_the_dense_band_and_the_masked_path(monkeypatch, t, window,
+                                                                    num_sinks):
+    from quest_geometric.nn.focus import blocks
+
+    calls = []
+    real = blocks._split_band_calls
+    monkeypatch.setattr(blocks, "_split_band_calls",
+                        lambda n, w: calls.append((n, w)) or real(n, w))
+    monkeypatch.setattr(blocks, "SPLIT_BAND_MIN_WINDOW", 1)
+    torch.manual_seed(t + window)
+    groups = torch.zeros(t, 0, dtype=torch.long)
+    q, k, v = (torch.randn(t, 3, 8, dtype=torch.float64, requires_grad=True)
+               for _ in range(3))
+    out = focus_blocks_attention(q, k, v, groups, window, None, True, 1, fused=True,
+                                 num_sinks=num_sinks)
+    assert calls == [(t, window)]  # the split path ran
+    ref = attention(q, k, v, band_mask(t, window, num_sinks, True))
+    torch.testing.assert_close(out, ref, atol=1e-12, rtol=1e-12)
+    go = torch.randn_like(ref)
+    for a, b in zip(torch.autograd.grad(out, (q, k, v), go),
+                    torch.autograd.grad(ref, (q, k, v), go)):
+        torch.testing.assert_close(a, b, atol=1e-12, rtol=1e-12)
+    # the masked query blocks (the split off) give the same float32 output
+    monkeypatch.setattr(blocks, "SPLIT_BAND_MIN_WINDOW", None)
+    q32, k32, v32 = (x.detach().float() for x in (q, k, v))
+    masked = focus_blocks_attention(q32, k32, v32, groups, window, None, True, 1, fused=True,
+                                    num_sinks=num_sinks)
+    monkeypatch.setattr(blocks, "SPLIT_BAND_MIN_WINDOW", 1)
+    split = focus_blocks_attention(q32, k32, v32, groups, window, None, True, 1, fused=True,
+                                   num_sinks=num_sinks)
+    assert len(calls) == 2
+    torch.testing.assert_close(split, masked, atol=1e-5, rtol=1e-5)
+
+
+def test_split_band_only_for_one_causal_sequence_without_groups(monkeypatch):
+    from quest_geometric.nn.focus import blocks
+
+    monkeypatch.setattr(blocks, "SPLIT_BAND_MIN_WINDOW", 4)
+    seq = torch.zeros(20, dtype=torch.long)
+
+    def plan(groups, window, causal=True, nseq=1, num_groups=1):
+        return blocks._BlocksPlan(groups, seq, nseq, num_groups, window, causal, torch.float32)
+
+    empty = torch.zeros(20, 0, dtype=torch.long)
+    assert plan(empty, 4).band_calls and not plan(empty, 4).segments
+    assert not plan(empty, 3).band_calls  # below SPLIT_BAND_MIN_WINDOW
+    assert not plan(empty, 4, causal=False).band_calls
+    assert not plan(torch.zeros(20, 1, dtype=torch.long), 4).band_calls  # groups to exclude
+    monkeypatch.setattr(blocks, "SPLIT_BAND_MIN_WINDOW", None)
+    assert not plan(empty, 4).band_calls and plan(empty, 4).segments
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_fused_split_band_in_half_precision(monkeypatch, dtype):
+    # the kernels' float32 log-sum-exps merge the split calls as in float32
+    from quest_geometric.nn.focus import blocks
+
+    monkeypatch.setattr(blocks, "SPLIT_BAND_MIN_WINDOW", 1)
+    t, window = 45, 8
+    torch.manual_seed(1)
+    q, k, v = (torch.randn(t, 2, 16, dtype=torch.float64) for _ in range(3))
+    out = focus_blocks_attention(*(x.to(dtype) for x in (q, k, v)),
+                                 torch.zeros(t, 0, dtype=torch.long), window, None, True, 1,
+                                 fused=True, num_sinks=2)
+    assert out.dtype == dtype
+    ref = attention(*(x.to(dtype).double() for x in (q, k, v)), band_mask(t, window, 2, True))
+    torch.testing.assert_close(out.double(), ref, atol=2e-2, rtol=2e-2)

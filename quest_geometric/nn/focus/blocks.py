@@ -622,6 +622,9 @@ class _BlocksPlan:
         gk = _windows(self.groups, k0, nb, bq, lk)  # [nb, lk, kk]
         if kk == 1:
             same = gq[:, :, :1] == gk[:, :, 0].unsqueeze(1)
+        elif self.bits is not None:  # the sets meet iff their bit sets share a bit
+            bk = _windows(self.bits, k0, nb, bq, lk)  # [nb, lk]
+            same = (self.bits[q0:q0 + nb * bq].view(nb, bq, 1) & bk.unsqueeze(1)) != 0
         else:
             same = (gq.view(nb, bq, 1, kk, 1) == gk.view(nb, 1, lk, 1, kk)).flatten(-2).any(-1)
         if self.nseq > 1:  # keys of another sequence count as excluded too

@@ -461,3 +461,30 @@ def test_fused_blocks_top_k_buckets_in_query_blocks(block, causal, monkeypatch,
     step = block if causal else c
     assert chunks == [(s, min(c, s + step), min(c, s + step) if causal else c)
                       for s in range(0, c, step)]
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_band_masks_from_group_bits_equal_the_comparisons(monkeypatch, causal):
+    # top_k > 1: the band excludes the pairs whose group sets meet, found from the bit sets
+    # (one AND per pair); with the bits off (K above _MAX_BIT_GROUPS) from the k^2
+    # comparisons. Repeated ids in a set, two sequences inside one band block.
+    from quest_geometric.nn.focus import blocks
+
+    torch.manual_seed(7)
+    n, K, window = 150, 5, 9
+    groups = torch.randint(0, K, (n, 3))
+    groups[::7, 1] = groups[::7, 0]  # repeated ids
+    seq = (torch.arange(n) >= 80).long()
+
+    def plan():
+        return blocks._BlocksPlan(groups, seq, 2, K, window, causal, torch.float32)
+
+    with_bits = plan()
+    assert with_bits.bits is not None
+    monkeypatch.setattr(blocks, "_MAX_BIT_GROUPS", 0)
+    without = plan()
+    assert without.bits is None
+    assert len(with_bits.segments) == len(without.segments) >= 3
+    for a, b in zip(with_bits.segments, without.segments):
+        assert torch.equal(a.bias, b.bias) and torch.equal(a.row_any, b.row_any)
+        assert bool(torch.isinf(a.bias).any()) and bool((a.bias == 0).any())

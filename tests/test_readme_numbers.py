@@ -541,6 +541,20 @@ def _run_claims(folder: str, run: str, tokens: str) -> list[tuple]:
     ]
 
 
+def _machine_claims(phrase: str, folder: str) -> list[tuple]:
+    """The claims of a phrase ``'on the AMD EPYC instance, full attention A s / B s'`` about
+    an 8K speed run of its own: the CPU model and full attention's prefill seconds at one
+    and two threads."""
+    one, two = f"{folder}/focus_op_speed_1t.json", f"{folder}/focus_op_speed_2t.json"
+    match = re.search(r"full attention (\d+\.\d) s / (\d+\.\d) s", phrase)
+    assert match, phrase
+    return [
+        (phrase, "AMD EPYC", one, lambda: _load(one)["meta"]["cpu_model"], str),
+        (phrase, match.group(1), one, lambda: _row(one, config="full")["prefill_s"], _fixed(1)),
+        (phrase, match.group(2), two, lambda: _row(two, config="full")["prefill_s"], _fixed(1)),
+    ]
+
+
 def _own_speed_run_claims(folder: str, row: str, run: str, tokens: str,
                           speeds: tuple[str, str, str, str]) -> list[tuple]:
     """The claims of a row timed at 8K in a speed run of its own (:func:`_run_claims`) and
@@ -1378,12 +1392,7 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     # the other windows and the window-256 K = 4 routers, re-timed (WIN)
     *_run_claims(WIN, "(timed at 8K in a run of their own, idle, 3 shuffled rounds,",
                  "prefill / decoding of 16 tokens against full attention, at one"),
-    ("on the AMD EPYC instance, full attention 55.2 s / 28.4 s", "AMD EPYC", WIN1,
-     lambda: _load(WIN1)["meta"]["cpu_model"], str),
-    ("on the AMD EPYC instance, full attention 55.2 s / 28.4 s", "55.2", WIN1,
-     lambda: _row(WIN1, config="full")["prefill_s"], _fixed(1)),
-    ("on the AMD EPYC instance, full attention 55.2 s / 28.4 s", "28.4", WIN2,
-     lambda: _row(WIN2, config="full")["prefill_s"], _fixed(1)),
+    *_machine_claims("on the AMD EPYC instance, full attention 55.2 s / 28.4 s", WIN),
     *_speed_claims("120-step K = 8 routers' share 1.22x / 1.28x", WIN1, f"sinks@{K8}"),
     *_speed_claims("and 1.01x / 1.18x\n    (1.02x", WIN2, f"sinks@{K8}"),
     *_speed_claims("(1.02x / 1.16x and 1.03x / 1.04x on", S8K, f"sinks@{K8}"),
@@ -1445,12 +1454,7 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     *_run_claims(SPLIT, "re-timed in the model at 8K (timed at 8K in a run of their own, idle, "
                  "3 shuffled rounds,", "decoding of 16 tokens against full attention at one "
                  "thread, then two"),
-    ("on the AMD EPYC instance, full attention 50.2 s / 28.9 s", "AMD EPYC", SPLIT1,
-     lambda: _load(SPLIT1)["meta"]["cpu_model"], str),
-    ("on the AMD EPYC instance, full attention 50.2 s / 28.9 s", "50.2", SPLIT1,
-     lambda: _row(SPLIT1, config="full")["prefill_s"], _fixed(1)),
-    ("on the AMD EPYC instance, full attention 50.2 s / 28.9 s", "28.9", SPLIT2,
-     lambda: _row(SPLIT2, config="full")["prefill_s"], _fixed(1)),
+    *_machine_claims("on the AMD EPYC instance, full attention 50.2 s / 28.9 s", SPLIT),
     ("routers' share (window 1,268) 1.47x", "1,268", SPLIT1,
      lambda: _split_window(f"sinks@{K16C}"), _thousands),
     *_speed_claims("routers' share (window 1,268) 1.47x / 1.36x", SPLIT1, f"sinks@{K16C}"),

@@ -264,6 +264,13 @@ K16L2_TEXT = ("Continued 80 steps (160 steps, 2026-12-05; chosen on validation,\
               "against +3.46%; still learning: revisit -0.0156 +- 0.0029): +2.0% on test but\n"
               "    +4.5% out of domain, against +3.8% / +4.2% for the window plus sinks at its "
               "share")
+K8W2 = "K8_top2_w256_distill_s4_c160"  # the window-256 K = 8 row continued 80 steps
+K8W2_TEXT = ("Continued 80 steps (160 steps, 2026-12-05; chosen on\n    validation, +1.81% "
+             "against +1.90%; still learning: revisit -0.0014 +- 0.0004): +2.2% out\n    of "
+             "domain (median +1.6%), +1.3% on test, against +2.4% / +2.2% for the window plus "
+             "sinks\n    at its share")
+K8W2_VS = ("(out of domain -0.2% [-1.3, +0.9], Focus worse on 6 of 16 blocks; test\n    -0.8% "
+           "[-1.7, +0.1], worse on 5 of 13)")
 K16L3 = "K16_top2_w256_lm_s4_c240"  # and 80 more, not chosen on validation
 K16L3_TEXT = ("80 steps more (240 steps) gave +3.25% on validation, worse than +3.17% at "
               "160, so\n    validation has stopped improving and the 160-step routers stay the "
@@ -1257,6 +1264,21 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     (K16L2_TEXT, "+4.2", OP, lambda: _op(f"sinks@{K16L2}", "ood_delta_pct"), _signed(1)),
     *_vs_window_claims(K16L2_VS, K16L2, "-1.7", "-2.6", "-0.8", "2 of 13", "test"),
     *_vs_window_claims(K16L2_VS, K16L2, "+0.3", "-1.6", "+2.3", "8 of 16"),
+    (K8W2_TEXT, "80", OP, lambda: _op(K8W2, "steps"), str),
+    (K8W2_TEXT, "160", OP, lambda: _steps(K8W, K8W2), str),
+    (K8W2_TEXT, "+1.81", OP, lambda: _op(K8W2, "val_delta_pct")
+     if _op(K8W2, "val_delta_pct") < _op(K8W, "val_delta_pct") else None, _signed(2)),
+    (K8W2_TEXT, "+1.90", OP, lambda: _op(K8W, "val_delta_pct"), _signed(2)),
+    *_revisit_claims(K8W2_TEXT, K8W2, "no"),
+    (K8W2_TEXT, "+2.2", OP, lambda: _op(K8W2, "ood_delta_pct"), _signed(1)),
+    (K8W2_TEXT, "+1.6", OP, lambda: _op(K8W2, "ood_median_pct"), _signed(1)),
+    (K8W2_TEXT, "+1.3", OP, lambda: _op(K8W2, "test_delta_pct"), _signed(1)),
+    (K8W2_TEXT, "+2.4", OP, lambda: _op(f"sinks@{K8W2}", "ood_delta_pct"), _signed(1)),
+    (K8W2_TEXT, "+2.2", OP, lambda: _op(f"sinks@{K8W2}", "test_delta_pct"), _signed(1)),
+    *_vs_window_claims(K8W2_VS, K8W2, "-0.2", "-1.3", "+0.9", "6 of 16"),
+    *_vs_window_claims(K8W2_VS, K8W2, "-0.8", "-1.7", "+0.1", "5 of 13", "test"),
+    ("better than after 80 steps, still more than 1%", "1", OP,
+     lambda: 1 if 1 < _op(K8W2, "ood_delta_pct") < _op(K8W, "ood_delta_pct") else None, str),
     (K16L3_TEXT, "80", OP, lambda: _op(K16L3, "steps"), str),
     (K16L3_TEXT, "240", OP, lambda: _steps(K16L, K16L2, K16L3), str),
     (K16L3_TEXT, "+3.25", OP, lambda: _op(K16L3, "val_delta_pct")

@@ -494,6 +494,13 @@ def _window_passkey_claims(phrase: str, focus: str, length: int) -> list[tuple]:
     ]
 
 
+def _beats_window_8k(row: str) -> bool:
+    """Whether ``row`` answers more 8K passkeys than its window plus sinks, McNemar p < 0.05."""
+    r = _verdict_row(row)
+    return (r.get("passkey_8k_vs_window_p") is not None and r["passkey_8k_vs_window_p"] < 0.05
+            and r["passkey_8k"] > r["passkey_8k_window"])
+
+
 def _discordant_claims(phrase: str, focus: str, length: int, p_digits: int = 2
                        ) -> list[tuple]:
     """The claims of a phrase ``'A trials to B ... p = P'``: the trials ``focus`` answers and
@@ -1986,6 +1993,36 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
         ("16", lambda: _pk("K16_top2_w256_random", "lost", 8186), str),
         ("2", lambda: _pk("K16_top2_w256_random", "gained", 8186), str),
         ("0.001", lambda: _pk("K16_top2_w256_random", "mcnemar_p", 8186), _fixed(3)))],
+    *_passkey_claims("answer 8 at 8K (11 lost, 0 gained,\n    p = 0.001)", "K4_top2_w64_random",
+                     8186),
+    ("the 200-step K = 4 routers against them 12 trials to 0 (McNemar p = 0.0005)", "200", OP,
+     lambda: _steps(K4, K4C, K4C2), str),
+    ("the 200-step K = 4 routers against them 12 trials to 0 (McNemar p = 0.0005)", "12",
+     TRIALS, lambda: _discordant(K4C2, "K4_top2_w64_random", 8186)[0], str),
+    ("the 200-step K = 4 routers against them 12 trials to 0 (McNemar p = 0.0005)", "0",
+     TRIALS, lambda: _discordant(K4C2, "K4_top2_w64_random", 8186)[1], str),
+    ("the 200-step K = 4 routers against them 12 trials to 0 (McNemar p = 0.0005)", "0.0005",
+     VERDICT, lambda: _verdict_row(K4C2)["passkey_8k_vs_random_p"], _fixed(4)),
+    ("the 280-step ones 16 to 0 (p = 3e-5)", "280", OP, lambda: _steps(K4, K4C, K4C2, K4C3),
+     str),
+    ("the 280-step ones 16 to 0 (p = 3e-5)", "16", TRIALS,
+     lambda: _discordant(K4C3, "K4_top2_w64_random", 8186)[0], str),
+    ("the 280-step ones 16 to 0 (p = 3e-5)", "0", TRIALS,
+     lambda: _discordant(K4C3, "K4_top2_w64_random", 8186)[1], str),
+    ("the 280-step ones 16 to 0 (p = 3e-5)", "3e-5", VERDICT,
+     lambda: _verdict_row(K4C3)["passkey_8k_vs_random_p"],
+     lambda v: f"{v:.0e}".replace("e-0", "e-")),
+    ("(at 4K the 200-step routers' 23 against the random\n    groups' 18", "23", PASSKEY,
+     lambda: _pk(K4C2, "both", 4096) + _pk(K4C2, "gained", 4096), str),
+    ("(at 4K the 200-step routers' 23 against the random\n    groups' 18", "18", PASSKEY,
+     lambda: _pk("K4_top2_w64_random", "both", 4096) + _pk("K4_top2_w64_random", "gained",
+                                                          4096), str),
+    ("groups' 18 was not distinguishable, McNemar p = 0.27)", "0.27", VERDICT,
+     lambda: _verdict_row(K4C2)["passkey_4k_vs_random_p"], _fixed(2)),
+    ("8K no row chosen on validation retrieves distinguishably more than the window at its\n"
+     "    share (the 280-step K = 4 routers, not chosen, do: above)", "no", VERDICT,
+     lambda: "no" if not any(_beats_window_8k(r) for r in (K4C2, K8C2, K16C, K16L2, K4W, K8W))
+     and _beats_window_8k(K4C3) else None, str),
     (R16_8K, "200", OP, lambda: _steps(K16_80, K16, K16C), str),
     (R16_8K, "4", TRIALS, lambda: _discordant(K16C, "K16_top2_w256_random", 8186)[0], str),
     (R16_8K, "2", TRIALS, lambda: _discordant(K16C, "K16_top2_w256_random", 8186)[1], str),
@@ -2074,7 +2111,7 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     *_passkey_claims("the K = 4\n    routers with sinks 14 (6 lost, 1 gained, p = 0.12)", K4, 8186),
     ("the window at their share 15", "15", PASSKEY,
      lambda: _pk(f"sinks@{K4}", "both", 8186) + _pk(f"sinks@{K4}", "gained", 8186), str),
-    ("At\n    8K no learned routing", "8", PASSKEY,
+    ("At\n    8K no row chosen on validation", "8", PASSKEY,
      lambda: round(max(r["length"] for r in _load(PASSKEY)["rows"]) / 1024), str),
     *_passkey_claims("their share 10 (10 lost, 1 gained, p = 0.01)", f"sinks@{K8}", 8186),
     # speed

@@ -494,6 +494,26 @@ def _window_passkey_claims(phrase: str, focus: str, length: int) -> list[tuple]:
     ]
 
 
+def _continuation_claims(phrase: str, row: str, parents: tuple[str, ...],
+                         printed: tuple[str, str, str, str], plateau: str = "no"
+                         ) -> list[tuple]:
+    """The claims of a continuation's phrase ``'Continued S steps (T steps, ...; chosen on
+    validation, +V% against +P%; ... revisit M +- S)'``: its steps, the steps of it and its
+    ``parents`` in all, its validation change (only while better than the last parent's,
+    hence chosen), the parent's, and its revisit measure (:func:`_revisit_claims`);
+    ``printed`` = ``(S, T, V, P)``."""
+    steps, total, val, parent_val = printed
+    return [
+        (phrase, steps, OP, lambda: _op(row, "steps"), str),
+        (phrase, total, OP, lambda: _steps(*parents, row), str),
+        (phrase, val, OP, lambda: _op(row, "val_delta_pct")
+         if _op(row, "val_delta_pct") < _op(parents[-1], "val_delta_pct") else None,
+         _signed(2)),
+        (phrase, parent_val, OP, lambda: _op(parents[-1], "val_delta_pct"), _signed(2)),
+        *_revisit_claims(phrase, row, plateau),
+    ]
+
+
 def _beats_window_8k(row: str) -> bool:
     """Whether ``row`` answers more 8K passkeys than its window plus sinks, McNemar p < 0.05."""
     r = _verdict_row(row)
@@ -1259,24 +1279,14 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
                      f"sinks@{K16L2}", 8186),
     *_discordant_claims("the routers against\n    it 2 trials to 1 (McNemar p = 1.00)", K16L2,
                         8186),
-    (K16L2_TEXT, "80", OP, lambda: _op(K16L2, "steps"), str),
-    (K16L2_TEXT, "160", OP, lambda: _steps(K16L, K16L2), str),
-    (K16L2_TEXT, "+3.17", OP, lambda: _op(K16L2, "val_delta_pct")
-     if _op(K16L2, "val_delta_pct") < _op(K16L, "val_delta_pct") else None, _signed(2)),
-    (K16L2_TEXT, "+3.46", OP, lambda: _op(K16L, "val_delta_pct"), _signed(2)),
-    *_revisit_claims(K16L2_TEXT, K16L2, "no"),
+    *_continuation_claims(K16L2_TEXT, K16L2, (K16L,), ("80", "160", "+3.17", "+3.46")),
     (K16L2_TEXT, "+2.0", OP, lambda: _op(K16L2, "test_delta_pct"), _signed(1)),
     (K16L2_TEXT, "+4.5", OP, lambda: _op(K16L2, "ood_delta_pct"), _signed(1)),
     (K16L2_TEXT, "+3.8", OP, lambda: _op(f"sinks@{K16L2}", "test_delta_pct"), _signed(1)),
     (K16L2_TEXT, "+4.2", OP, lambda: _op(f"sinks@{K16L2}", "ood_delta_pct"), _signed(1)),
     *_vs_window_claims(K16L2_VS, K16L2, "-1.7", "-2.6", "-0.8", "2 of 13", "test"),
     *_vs_window_claims(K16L2_VS, K16L2, "+0.3", "-1.6", "+2.3", "8 of 16"),
-    (K8W2_TEXT, "80", OP, lambda: _op(K8W2, "steps"), str),
-    (K8W2_TEXT, "160", OP, lambda: _steps(K8W, K8W2), str),
-    (K8W2_TEXT, "+1.81", OP, lambda: _op(K8W2, "val_delta_pct")
-     if _op(K8W2, "val_delta_pct") < _op(K8W, "val_delta_pct") else None, _signed(2)),
-    (K8W2_TEXT, "+1.90", OP, lambda: _op(K8W, "val_delta_pct"), _signed(2)),
-    *_revisit_claims(K8W2_TEXT, K8W2, "no"),
+    *_continuation_claims(K8W2_TEXT, K8W2, (K8W,), ("80", "160", "+1.81", "+1.90")),
     (K8W2_TEXT, "+2.2", OP, lambda: _op(K8W2, "ood_delta_pct"), _signed(1)),
     (K8W2_TEXT, "+1.6", OP, lambda: _op(K8W2, "ood_median_pct"), _signed(1)),
     (K8W2_TEXT, "+1.3", OP, lambda: _op(K8W2, "test_delta_pct"), _signed(1)),

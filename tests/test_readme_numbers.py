@@ -269,6 +269,10 @@ K8W2_TEXT = ("Continued 80 steps (160 steps, 2026-12-05; chosen on\n    validati
              "against +1.90%; still learning: revisit -0.0014 +- 0.0004): +2.2% out\n    of "
              "domain (median +1.6%), +1.3% on test, against +2.4% / +2.2% for the window plus "
              "sinks\n    at its share")
+K8W3 = "K8_top2_w256_distill_s4_c240"  # and 80 more, not chosen on validation
+K8W3_TEXT = ("80 steps more (240 steps)\n    gave +1.98% on validation, worse than +1.81% at "
+             "160, so validation has stopped\n    improving and the 160-step routers stay the "
+             "row (the training loss still falls: revisit\n    -0.0012 +- 0.0005)")
 K8W2_VS = ("(out of domain -0.2% [-1.3, +0.9], Focus worse on 6 of 16 blocks; test\n    -0.8% "
            "[-1.7, +0.1], worse on 5 of 13)")
 K16L3 = "K16_top2_w256_lm_s4_c240"  # and 80 more, not chosen on validation
@@ -1287,6 +1291,13 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     *_vs_window_claims(K16L2_VS, K16L2, "-1.7", "-2.6", "-0.8", "2 of 13", "test"),
     *_vs_window_claims(K16L2_VS, K16L2, "+0.3", "-1.6", "+2.3", "8 of 16"),
     *_continuation_claims(K8W2_TEXT, K8W2, (K8W,), ("80", "160", "+1.81", "+1.90")),
+    (K8W3_TEXT, "80", OP, lambda: _op(K8W3, "steps"), str),
+    (K8W3_TEXT, "240", OP, lambda: _steps(K8W, K8W2, K8W3), str),
+    (K8W3_TEXT, "+1.98", OP, lambda: _op(K8W3, "val_delta_pct")
+     if _op(K8W3, "val_delta_pct") > _op(K8W2, "val_delta_pct") else None, _signed(2)),
+    (K8W3_TEXT, "+1.81", OP, lambda: _op(K8W2, "val_delta_pct"), _signed(2)),
+    (K8W3_TEXT, "160", OP, lambda: _steps(K8W, K8W2), str),
+    *_revisit_claims(K8W3_TEXT, K8W3, "no"),
     (K8W2_TEXT, "+2.2", OP, lambda: _op(K8W2, "ood_delta_pct"), _signed(1)),
     (K8W2_TEXT, "+1.6", OP, lambda: _op(K8W2, "ood_median_pct"), _signed(1)),
     (K8W2_TEXT, "+1.3", OP, lambda: _op(K8W2, "test_delta_pct"), _signed(1)),

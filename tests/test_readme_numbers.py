@@ -518,6 +518,25 @@ def _continuation_claims(phrase: str, row: str, parents: tuple[str, ...],
     ]
 
 
+def _not_chosen_claims(phrase: str, row: str, parents: tuple[str, ...],
+                       printed: tuple[str, str, str, str, str]) -> list[tuple]:
+    """The claims of a continuation validation did not choose, ``'S steps more (T steps)
+    gave +V% on validation, worse than +P% at T0, ... revisit M +- S'``: its steps, the
+    steps in all, its validation change (only while worse than its parent's), the parent's,
+    the parent's steps in all, and its revisit measure; ``printed`` = ``(S, T, V, P, T0)``."""
+    steps, total, val, parent_val, parent_total = printed
+    return [
+        (phrase, steps, OP, lambda: _op(row, "steps"), str),
+        (phrase, total, OP, lambda: _steps(*parents, row), str),
+        (phrase, val, OP, lambda: _op(row, "val_delta_pct")
+         if _op(row, "val_delta_pct") > _op(parents[-1], "val_delta_pct") else None,
+         _signed(2)),
+        (phrase, parent_val, OP, lambda: _op(parents[-1], "val_delta_pct"), _signed(2)),
+        (phrase, parent_total, OP, lambda: _steps(*parents), str),
+        *_revisit_claims(phrase, row, "no"),
+    ]
+
+
 def _beats_window_8k(row: str) -> bool:
     """Whether ``row`` answers more 8K passkeys than its window plus sinks, McNemar p < 0.05."""
     r = _verdict_row(row)
@@ -1291,13 +1310,7 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     *_vs_window_claims(K16L2_VS, K16L2, "-1.7", "-2.6", "-0.8", "2 of 13", "test"),
     *_vs_window_claims(K16L2_VS, K16L2, "+0.3", "-1.6", "+2.3", "8 of 16"),
     *_continuation_claims(K8W2_TEXT, K8W2, (K8W,), ("80", "160", "+1.81", "+1.90")),
-    (K8W3_TEXT, "80", OP, lambda: _op(K8W3, "steps"), str),
-    (K8W3_TEXT, "240", OP, lambda: _steps(K8W, K8W2, K8W3), str),
-    (K8W3_TEXT, "+1.98", OP, lambda: _op(K8W3, "val_delta_pct")
-     if _op(K8W3, "val_delta_pct") > _op(K8W2, "val_delta_pct") else None, _signed(2)),
-    (K8W3_TEXT, "+1.81", OP, lambda: _op(K8W2, "val_delta_pct"), _signed(2)),
-    (K8W3_TEXT, "160", OP, lambda: _steps(K8W, K8W2), str),
-    *_revisit_claims(K8W3_TEXT, K8W3, "no"),
+    *_not_chosen_claims(K8W3_TEXT, K8W3, (K8W, K8W2), ("80", "240", "+1.98", "+1.81", "160")),
     (K8W2_TEXT, "+2.2", OP, lambda: _op(K8W2, "ood_delta_pct"), _signed(1)),
     (K8W2_TEXT, "+1.6", OP, lambda: _op(K8W2, "ood_median_pct"), _signed(1)),
     (K8W2_TEXT, "+1.3", OP, lambda: _op(K8W2, "test_delta_pct"), _signed(1)),
@@ -1307,13 +1320,8 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     *_vs_window_claims(K8W2_VS, K8W2, "-0.8", "-1.7", "+0.1", "5 of 13", "test"),
     ("better than after 80 steps, still more than 1%", "1", OP,
      lambda: 1 if 1 < _op(K8W2, "ood_delta_pct") < _op(K8W, "ood_delta_pct") else None, str),
-    (K16L3_TEXT, "80", OP, lambda: _op(K16L3, "steps"), str),
-    (K16L3_TEXT, "240", OP, lambda: _steps(K16L, K16L2, K16L3), str),
-    (K16L3_TEXT, "+3.25", OP, lambda: _op(K16L3, "val_delta_pct")
-     if _op(K16L3, "val_delta_pct") > _op(K16L2, "val_delta_pct") else None, _signed(2)),
-    (K16L3_TEXT, "+3.17", OP, lambda: _op(K16L2, "val_delta_pct"), _signed(2)),
-    (K16L3_TEXT, "160", OP, lambda: _steps(K16L, K16L2), str),
-    *_revisit_claims(K16L3_TEXT, K16L3, "no"),
+    *_not_chosen_claims(K16L3_TEXT, K16L3, (K16L, K16L2),
+                        ("80", "240", "+3.25", "+3.17", "160")),
     *_share_claims(K4W_SHARE, K4W, "yes", "256", "4", "80", "91", "84"),
     (K4W_QUALITY, "+0.7", OP, lambda: _op(K4W, "ood_delta_pct"), _signed(1)),
     (K4W_QUALITY, "+0.5", OP, lambda: _op(K4W, "ood_median_pct"), _signed(1)),

@@ -90,7 +90,7 @@ def run(length: int, windows: Sequence[int], threads: Sequence[int], rounds: int
         largest difference from the first block size's output, the block the rule picks
         and whether the rule splits the band.
     """
-    from quest_geometric.nn.focus.blocks import SPLIT_BAND_MIN_WINDOW, band_block_size
+    from quest_geometric.nn.focus.blocks import band_block_size, band_splits
 
     rows: List[Dict[str, Any]] = []
     before = torch.get_num_threads()
@@ -112,8 +112,7 @@ def run(length: int, windows: Sequence[int], threads: Sequence[int], rounds: int
                     r = round_ratios(t, key, "full causal")
                     rows.append({"threads": nt, "tokens": length, "window": w,
                                  "variant": key, "rule_block": band_block_size(w),
-                                 "rule_splits": (SPLIT_BAND_MIN_WINDOW is not None
-                                                 and w >= max(1, SPLIT_BAND_MIN_WINDOW)),
+                                 "rule_splits": band_splits(w),
                                  "ms": 1e3 * t[key]["median_s"],
                                  "vs_full": paired_ratio(t, key, "full causal"),
                                  "vs_full_min": min(r), "vs_full_max": max(r),

@@ -21,7 +21,7 @@ from quest_geometric.nn.focus.edge_index import _seq_info, sink_pairs, smallest_
 from quest_geometric.nn.focus.flex import (FLEX_AVAILABLE, FLEX_COMPILED_DTYPES, MAX_FLEX_GROUPS,
                                            focus_flex_attention)
 
-__all__ = ["focus_blocks_attention", "focus_blocks_reference", "band_block_size",
+__all__ = ["focus_blocks_attention", "focus_blocks_reference", "band_block_size", "band_splits",
            "SINK_DENSE_MAX_KEYS"]
 
 
@@ -453,6 +453,13 @@ class _BandCall(NamedTuple):
     flip: bool
 
 
+def band_splits(window: int) -> bool:
+    """Whether a causal band of one sequence with no groups to exclude runs split
+    (:func:`_split_band_calls`) at ``window``: from :data:`SPLIT_BAND_MIN_WINDOW` (never
+    when it is :obj:`None`)."""
+    return SPLIT_BAND_MIN_WINDOW is not None and window >= max(1, SPLIT_BAND_MIN_WINDOW)
+
+
 def _split_band_calls(n: int, window: int) -> List[_BandCall]:
     r"""The causal band :math:`0 \le i - j \le w` of one sequence of ``n`` tokens as
     disjoint unmasked calls over chunks of :math:`B = w` tokens. Query :math:`i = cB + a`
@@ -483,10 +490,12 @@ def _split_band_calls(n: int, window: int) -> List[_BandCall]:
     return calls
 
 
-def _band_chunks(x: Tensor, start: int, nb: int, length: int, flip: bool) -> Tensor:
-    """Rows ``[start, start + nb * length)`` of ``[N, H, D]`` as ``[nb, H, length, D]``
-    chunks (a view; a reversed copy along the chunk with ``flip``)."""
-    c = x[start:start + nb * length].view(nb, length, *x.shape[1:])
+def _band_chunks(x: Tensor, start: int, nb: int, step: int, length: int,
+                 flip: bool = False) -> Tensor:
+    """The row windows :func:`_windows` of a contiguous ``[N, H, ...]`` tensor in the flash
+    kernels' layout ``[nb, H, length, ...]`` (a view; a copy reversed along each window with
+    ``flip``)."""
+    c = _windows(x, start, nb, step, length)
     return (c.flip(1) if flip else c).transpose(1, 2)
 
 
@@ -500,8 +509,8 @@ def _from_chunks(x: Tensor, flip: bool) -> Tensor:
 def _band_call_forward(q: Tensor, k: Tensor, v: Tensor, call: _BandCall, scale: float
                        ) -> Tuple[slice, Tensor, Tensor]:
     """``(rows, o [R, H, D], lse [R, H])`` of one :class:`_BandCall`."""
-    qc = _band_chunks(q, call.q0, call.nb, call.lq, call.flip)
-    kc, vc = (_band_chunks(x, call.k0, call.nb, call.lk, call.flip) for x in (k, v))
+    qc = _band_chunks(q, call.q0, call.nb, call.lq, call.lq, call.flip)
+    kc, vc = (_band_chunks(x, call.k0, call.nb, call.lk, call.lk, call.flip) for x in (k, v))
     o, lse = _aten.flash_forward(qc, kc, vc, call.causal, scale=scale)
     return (slice(call.q0, call.q0 + call.nb * call.lq), _from_chunks(o, call.flip),
             _from_chunks(lse, call.flip))
@@ -512,12 +521,11 @@ def _band_call_backward(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tenso
                         dv: Tensor) -> None:
     """Adds one :class:`_BandCall`'s contribution to the gradients, given the *merged*
     output and log-sum-exp (the kernel's backward, as for every part)."""
-    qc, gc, oc = (_band_chunks(x, call.q0, call.nb, call.lq, call.flip)
-                  for x in (q, grad, out))
-    kc, vc = (_band_chunks(x, call.k0, call.nb, call.lk, call.flip) for x in (k, v))
-    lc = _band_chunks(lse.unsqueeze(-1), call.q0, call.nb, call.lq, call.flip)
-    gq, gk, gv = _aten.flash_backward(gc, qc, kc, vc, oc, lc.squeeze(-1).contiguous(),
-                                      call.causal, scale=scale)
+    qc, gc, oc, lc = (_band_chunks(x, call.q0, call.nb, call.lq, call.lq, call.flip)
+                      for x in (q, grad, out, lse))
+    kc, vc = (_band_chunks(x, call.k0, call.nb, call.lk, call.lk, call.flip) for x in (k, v))
+    gq, gk, gv = _aten.flash_backward(gc, qc, kc, vc, oc, lc.contiguous(), call.causal,
+                                      scale=scale)
     dq[call.q0:call.q0 + call.nb * call.lq] += _from_chunks(gq, call.flip)
     keys = slice(call.k0, call.k0 + call.nb * call.lk)
     dk[keys] += _from_chunks(gk, call.flip)
@@ -576,8 +584,7 @@ class _BlocksPlan:
         # no groups to exclude (causal, one sequence, a wide window), split unmasked calls
         self.segments: List[_BandSegment] = []
         self.band_calls: List[_BandCall] = []
-        if (kk == 0 and causal and nseq == 1 and SPLIT_BAND_MIN_WINDOW is not None
-                and window >= max(1, SPLIT_BAND_MIN_WINDOW)):
+        if kk == 0 and causal and nseq == 1 and band_splits(window):
             self.band_calls = _split_band_calls(n, window)
             return
         if kk == 1:
@@ -765,13 +772,11 @@ class _FocusBlocksFunction(torch.autograd.Function):
         lse_all = q.new_empty(n, h, dtype=ldt) if single else None
         for seg in plan.segments:
             rows = slice(seg.q0, seg.q0 + seg.nb * seg.bq)
-            qw = q[rows].view(seg.nb, seg.bq, h, d).transpose(1, 2)
-            kw = _windows(k, seg.k0, seg.nb, seg.bq, seg.lk).transpose(1, 2)
-            vw = _windows(v, seg.k0, seg.nb, seg.bq, seg.lk).transpose(1, 2)
+            qw = _band_chunks(q, seg.q0, seg.nb, seg.bq, seg.bq)
+            kw, vw = (_band_chunks(x, seg.k0, seg.nb, seg.bq, seg.lk) for x in (k, v))
             ob, lb = _aten.flash_forward(qw, kw, vw, False, attn_mask=seg.bias, scale=scale)
-            ob = ob.transpose(1, 2).reshape(-1, h, d)
-            lb = lb.transpose(1, 2).reshape(-1, h).masked_fill(~seg.row_any.unsqueeze(-1),
-                                                               float("-inf"))
+            ob = _from_chunks(ob, False)
+            lb = _from_chunks(lb, False).masked_fill(~seg.row_any.unsqueeze(-1), float("-inf"))
             if single:  # exact in-place merge: o = o_A + w_B (o_B - o_A), w_B = e^{lB - L}
                 lr = torch.logaddexp(la[rows], lb)
                 lse_all[rows] = lr
@@ -827,20 +832,16 @@ class _FocusBlocksFunction(torch.autograd.Function):
         dv = torch.zeros_like(v).index_add_(0, order, dvs)
         for seg in plan.segments:
             rows = slice(seg.q0, seg.q0 + seg.nb * seg.bq)
-
-            def blk(x: Tensor) -> Tensor:
-                return x[rows].view(seg.nb, seg.bq, h, d).transpose(1, 2)
-
-            kw = _windows(k, seg.k0, seg.nb, seg.bq, seg.lk).transpose(1, 2)
-            vw = _windows(v, seg.k0, seg.nb, seg.bq, seg.lk).transpose(1, 2)
-            lb = lse[rows].view(seg.nb, seg.bq, h).transpose(1, 2).contiguous()
-            gq, gk, gv = _aten.flash_backward(blk(grad_out), blk(q), kw, vw, blk(out), lb,
-                                              False, attn_mask=seg.bias, scale=scale)
-            dq[rows] += gq.transpose(1, 2).reshape(-1, h, d)
+            gw, qw, ow, lb = (_band_chunks(x, seg.q0, seg.nb, seg.bq, seg.bq)
+                              for x in (grad_out, q, out, lse))
+            kw, vw = (_band_chunks(x, seg.k0, seg.nb, seg.bq, seg.lk) for x in (k, v))
+            gq, gk, gv = _aten.flash_backward(gw, qw, kw, vw, ow, lb.contiguous(), False,
+                                              attn_mask=seg.bias, scale=scale)
+            dq[rows] += _from_chunks(gq, False)
             kidx = (seg.k0 + seg.bq * torch.arange(seg.nb, device=q.device).view(-1, 1)
                     + torch.arange(seg.lk, device=q.device).view(1, -1)).view(-1)
-            dk.index_add_(0, kidx, gk.transpose(1, 2).reshape(-1, h, d))
-            dv.index_add_(0, kidx, gv.transpose(1, 2).reshape(-1, h, d))
+            dk.index_add_(0, kidx, _from_chunks(gk, False))
+            dv.index_add_(0, kidx, _from_chunks(gv, False))
         for call in plan.band_calls:
             _band_call_backward(q, k, v, out, lse, grad_out, call, scale, dq, dk, dv)
         for part in plan.sink:

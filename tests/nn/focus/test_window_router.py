@@ -244,11 +244,13 @@ def test_split_band_only_for_one_causal_sequence_without_groups(monkeypatch):
         return blocks._BlocksPlan(groups, seq, nseq, num_groups, window, causal, torch.float32)
 
     empty = torch.zeros(20, 0, dtype=torch.long)
+    assert blocks.band_splits(4) and not blocks.band_splits(3)
     assert plan(empty, 4).band_calls and not plan(empty, 4).segments
     assert not plan(empty, 3).band_calls  # below SPLIT_BAND_MIN_WINDOW
     assert not plan(empty, 4, causal=False).band_calls
     assert not plan(torch.zeros(20, 1, dtype=torch.long), 4).band_calls  # groups to exclude
     monkeypatch.setattr(blocks, "SPLIT_BAND_MIN_WINDOW", None)
+    assert not blocks.band_splits(10**6)
     assert not plan(empty, 4).band_calls and plan(empty, 4).segments
 
 

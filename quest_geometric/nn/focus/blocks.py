@@ -718,6 +718,39 @@ def _lse_to_rows(lse: Tensor, mask_any: Optional[Tensor]) -> Tensor:
     return lse.masked_fill(~mask_any.unsqueeze(-1), float("-inf"))
 
 
+#: Elements one gather of :func:`_gather_batches` holds at most (unless a single bucket is
+#: larger): 8 MB of float32.
+_GATHER_BUDGET = 1 << 21
+
+
+def _gather_batches(spans: List[Tuple[int, int, int]], row: int
+                    ) -> List[Tuple[int, int, list]]:
+    """Consecutive buckets ``spans`` (``(start, count, group)`` in bucket order) in batches
+    ``(b0, b1, spans)`` of at most :data:`_GATHER_BUDGET` elements at :obj:`row` elements a
+    token (a bucket larger than that alone), each gathered at once.
+
+    With top_k > 1 the buckets together hold ``top_k * N`` rows: one gather of them all would
+    allocate ``top_k * N * H * D`` elements per tensor (38 MB for SmolLM2 at 8K, top-2),
+    past glibc's largest ``mmap`` threshold (32 MB), so its pages would be faulted in afresh
+    at every call (about 20 ms a tensor on the 2-core CPU of the benchmarks); batches of at
+    most 8 MB reuse freed heap memory, and many small buckets (many short sequences) still
+    share one gather."""
+    out: List[Tuple[int, int, list]] = []
+    for st, c, g in spans:
+        if out and (st + c - out[-1][0]) * row <= _GATHER_BUDGET:
+            b0, _, batch = out[-1]
+            batch.append((st, c, g))
+            out[-1] = (b0, st + c, batch)
+        else:
+            out.append((st, st + c, [(st, c, g)]))
+    return out
+
+
+def _gather_rows(x: Tensor, idx: Tensor) -> Tensor:
+    """Rows :obj:`idx` of ``x`` ``[N, ...]`` as a new contiguous tensor."""
+    return x.reshape(x.size(0), -1).index_select(0, idx).view(idx.numel(), *x.shape[1:])
+
+
 def _heads_first(x: Tensor) -> Tensor:
     """``[L, H, ...]`` -> ``[1, H, L, ...]`` (a view)."""
     return x.transpose(0, 1).unsqueeze(0)
@@ -749,26 +782,25 @@ class _FocusBlocksFunction(torch.autograd.Function):
             la = lse.new_empty(n + 1, h).index_copy_(0, dst,
                                                      lse.transpose(1, 2).reshape(-1, h))[:n]
             spans = []
-        else:
-            # one gather per tensor into bucket order; each bucket is then a contiguous span
-            qs, ks, vs = (x.view(n, h * d).index_select(0, order).view(-1, h, d)
-                          for x in (q, k, v))
-            if single:  # each token in exactly one bucket: part A lands directly in `out`
-                out, la = q.new_empty(n, h, d), q.new_empty(n, h, dtype=ldt)
-        for st, c, g in spans:
-            sl = slice(st, st + c)
-            idx = order[sl]
-            qb, kb, vb = _heads_first(qs[sl]), _heads_first(ks[sl]), _heads_first(vs[sl])
-            for s, e, lk, bias, row_any in plan.bucket_chunks(idx, g, q.dtype):
-                o, lse = _aten.flash_forward(qb[:, :, s:e], kb[:, :, :lk], vb[:, :, :lk],
-                                             plan.causal and bias is None, attn_mask=bias,
-                                             scale=scale)
-                o, lse = o[0].transpose(0, 1), lse[0].transpose(0, 1)  # [c, H, D], [c, H]
-                if single:
-                    out.index_copy_(0, idx, o)
-                    la.index_copy_(0, idx, lse)
-                else:
-                    parts.append((idx[s:e], o, _lse_to_rows(lse, row_any)))
+        elif single:  # each token in exactly one bucket: part A lands directly in `out`
+            out, la = q.new_empty(n, h, d), q.new_empty(n, h, dtype=ldt)
+        for b0, b1, batch in _gather_batches(spans, h * d):
+            # the batch's buckets gathered into bucket order: each is a contiguous span
+            qs, ks, vs = (_gather_rows(x, order[b0:b1]) for x in (q, k, v))
+            for st, c, g in batch:
+                sl = slice(st - b0, st - b0 + c)
+                idx = order[st:st + c]
+                qb, kb, vb = _heads_first(qs[sl]), _heads_first(ks[sl]), _heads_first(vs[sl])
+                for s, e, lk, bias, row_any in plan.bucket_chunks(idx, g, q.dtype):
+                    o, lse = _aten.flash_forward(qb[:, :, s:e], kb[:, :, :lk], vb[:, :, :lk],
+                                                 plan.causal and bias is None, attn_mask=bias,
+                                                 scale=scale)
+                    o, lse = o[0].transpose(0, 1), lse[0].transpose(0, 1)  # [c, H, D], [c, H]
+                    if single:
+                        out.index_copy_(0, idx, o)
+                        la.index_copy_(0, idx, lse)
+                    else:
+                        parts.append((idx[s:e], o, _lse_to_rows(lse, row_any)))
         lse_all = q.new_empty(n, h, dtype=ldt) if single else None
         for seg in plan.segments:
             rows = slice(seg.q0, seg.q0 + seg.nb * seg.bq)
@@ -810,26 +842,28 @@ class _FocusBlocksFunction(torch.autograd.Function):
         n, h, d = q.shape
         grad_out = grad_out.contiguous()
         order = plan.order
-        qs, ks, vs, os, gs = (x.reshape(n, h * d).index_select(0, order).view(-1, h, d)
-                              for x in (q, k, v, out, grad_out))
-        ls = lse.index_select(0, order)
-        dqs, dks, dvs = torch.zeros_like(qs), torch.zeros_like(ks), torch.zeros_like(vs)
-        for st, c, g in plan.spans:
-            sl = slice(st, st + c)
-            qb, kb, vb, ob, gb = (_heads_first(x[sl]) for x in (qs, ks, vs, os, gs))
-            lb = ls[sl].t().unsqueeze(0)
-            for s, e, lk, bias, _ in plan.bucket_chunks(order[sl], g, q.dtype):
-                gq, gk, gv = _aten.flash_backward(gb[:, :, s:e], qb[:, :, s:e], kb[:, :, :lk],
-                                                  vb[:, :, :lk], ob[:, :, s:e],
-                                                  lb[:, :, s:e].contiguous(),
-                                                  plan.causal and bias is None,
-                                                  attn_mask=bias, scale=scale)
-                dqs[sl][s:e] += gq[0].transpose(0, 1)
-                dks[sl][:lk] += gk[0].transpose(0, 1)
-                dvs[sl][:lk] += gv[0].transpose(0, 1)
-        dq = torch.zeros_like(q).index_add_(0, order, dqs)
-        dk = torch.zeros_like(k).index_add_(0, order, dks)
-        dv = torch.zeros_like(v).index_add_(0, order, dvs)
+        dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+        for b0, b1, batch in _gather_batches(plan.spans, h * d):
+            ob_idx = order[b0:b1]
+            qs, ks, vs, os, gs = (_gather_rows(x, ob_idx) for x in (q, k, v, out, grad_out))
+            ls = lse.index_select(0, ob_idx)
+            dqs, dks, dvs = torch.zeros_like(qs), torch.zeros_like(ks), torch.zeros_like(vs)
+            for st, c, g in batch:
+                sl = slice(st - b0, st - b0 + c)
+                qb, kb, vb, ob, gb = (_heads_first(x[sl]) for x in (qs, ks, vs, os, gs))
+                lb = ls[sl].t().unsqueeze(0)
+                for s, e, lk, bias, _ in plan.bucket_chunks(order[st:st + c], g, q.dtype):
+                    gq, gk, gv = _aten.flash_backward(gb[:, :, s:e], qb[:, :, s:e],
+                                                      kb[:, :, :lk], vb[:, :, :lk],
+                                                      ob[:, :, s:e], lb[:, :, s:e].contiguous(),
+                                                      plan.causal and bias is None,
+                                                      attn_mask=bias, scale=scale)
+                    dqs[sl][s:e] += gq[0].transpose(0, 1)
+                    dks[sl][:lk] += gk[0].transpose(0, 1)
+                    dvs[sl][:lk] += gv[0].transpose(0, 1)
+            dq.index_add_(0, ob_idx, dqs)
+            dk.index_add_(0, ob_idx, dks)
+            dv.index_add_(0, ob_idx, dvs)
         for seg in plan.segments:
             rows = slice(seg.q0, seg.q0 + seg.nb * seg.bq)
             gw, qw, ow, lb = (_band_chunks(x, seg.q0, seg.nb, seg.bq, seg.bq)

@@ -488,3 +488,40 @@ def test_band_masks_from_group_bits_equal_the_comparisons(monkeypatch, causal):
     for a, b in zip(with_bits.segments, without.segments):
         assert torch.equal(a.bias, b.bias) and torch.equal(a.row_any, b.row_any)
         assert bool(torch.isinf(a.bias).any()) and bool((a.bias == 0).any())
+
+
+@pytest.mark.parametrize("budget_rows", [0, 6, 10 ** 6])
+@pytest.mark.parametrize("top_k", [1, 2])
+@pytest.mark.parametrize("causal", [True, False])
+def test_fused_blocks_gather_buckets_in_batches(budget_rows, top_k, causal, monkeypatch,
+                                                focus_mask_reference):
+    """The buckets are gathered in batches of consecutive buckets of at most
+    ``_GATHER_BUDGET`` elements (a larger bucket alone): shrunk here so that some batches hold
+    one bucket, some several, some a bucket larger than the budget; forward and backward
+    equal the definition, and the batches cover every bucket once, in order."""
+    h, d = 2, 8
+    monkeypatch.setattr(blocks_module, "_GATHER_BUDGET", budget_rows * h * d)
+    torch.manual_seed(budget_rows + top_k)
+    batch = torch.tensor([0] * 3 + [1] * 29 + [2] * 2 + [3] * 41)
+    n, window, K = batch.numel(), 4, 5
+    groups = torch.stack([torch.randperm(K)[:top_k] for _ in range(n)])
+    q, k, v = (torch.randn(n, h, d, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    ref = reference_attention(q, k, v, focus_mask_reference(groups, window, batch, causal, 2))
+    out = focus_blocks_attention(q, k, v, groups, window, batch, causal, K, fused=True,
+                                 num_sinks=2)
+    _assert_same_values_and_gradients(out, ref, (q, k, v))
+    seq = batch
+    plan = blocks_module._BlocksPlan(groups, seq, 4, K, window, causal, torch.float64)
+    batches = blocks_module._gather_batches(plan.spans, h * d)
+    assert [s for _, _, b in batches for s in b] == plan.spans
+    for b0, b1, spans in batches:
+        assert b0 == spans[0][0] and b1 == spans[-1][0] + spans[-1][1]
+        assert all(st == prev[0] + prev[1] for prev, (st, _, _) in zip(spans, spans[1:]))
+        assert len(spans) == 1 or (b1 - b0) <= budget_rows
+    sizes = [len(b) for _, _, b in batches]
+    if budget_rows == 0:
+        assert sizes == [1] * len(plan.spans)
+    elif budget_rows == 6:  # batches of one and of several buckets, and larger buckets alone
+        assert max(sizes) > 1 and any(b1 - b0 > 6 for b0, b1, _ in batches)
+    else:
+        assert sizes == [len(plan.spans)]

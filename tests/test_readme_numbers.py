@@ -321,6 +321,18 @@ GRID1, GRID2 = "focus_op_speed_8k_grid/focus_op_speed_1t.json", \
 SPLIT = "focus_op_speed_8k_split"  # the windows after the split band, 2026-12-05
 SPLIT1, SPLIT2 = f"{SPLIT}/focus_op_speed_1t.json", f"{SPLIT}/focus_op_speed_2t.json"
 BANDS = "focus_band_split/focus_band_block.json"  # the split band against blocks of 64
+GATHERS = "focus_op_speed_8k_gathers"  # learned routings after the bit sets and batched gathers
+GATHERS1, GATHERS2 = f"{GATHERS}/focus_op_speed_1t.json", f"{GATHERS}/focus_op_speed_2t.json"
+#: each re-timed row's previous 8K run (the 160-step window-256 K = 8 routers: the 80-step ones')
+_BEFORE_GATHERS = {K16C: CODES, K4C2: CODES, K8: SAFTER, K8W2: SAFTER, K4W: WIN}
+
+
+def _gathers_gain(config: str, threads: int) -> float:
+    """Prefill speed-up in the gathers run less that of the row's previous run."""
+    before = _row(f"{_BEFORE_GATHERS[config]}/focus_op_speed_{threads}t.json",
+                  config=K8W if config == K8W2 else config)
+    return (_row(f"{GATHERS}/focus_op_speed_{threads}t.json", config=config)["prefill_speedup"]
+            - before["prefill_speedup"])
 
 
 def _band(threads: int, window: int, variant: str) -> dict:
@@ -639,6 +651,36 @@ def _speeds(key: str, window: bool, k: Optional[int] = None) -> list[float]:
             if k is None or c.startswith(f"K{k}_"):
                 out.append(r[key])
     return out
+
+
+#: The 2K and 4K speed run on the current code (issue 31 section 5), per thread count.
+LEN = {t: f"focus_op_speed_lengths/focus_op_speed_{t}t.json" for t in (1, 2)}
+LEN1 = LEN[1]
+
+
+def _steps_in_all(name: str) -> int:
+    """Router steps of a row and of the trainings it continues (its ``init_from`` chain)."""
+    from quest_geometric.experiments.focus_operating_point import CONFIGS
+
+    steps = 0
+    while name:
+        steps += CONFIGS[name]["steps"]
+        name = CONFIGS[name].get("init_from", "").removeprefix("routers_")
+    return steps
+
+
+def _len_configs(window: bool) -> list[str]:
+    """The Focus rows (or their windows) of the 2K/4K run, by name."""
+    names = {r["config"] for r in _load(LEN1)["rows"] if r["config"] != "full"}
+    return sorted(c for c in names if c.startswith("sinks@") == window)
+
+
+def _len_speeds(key: str, window: bool, threads: tuple = (1, 2),
+                length: Optional[int] = None) -> list[float]:
+    """``key`` of the 2K/4K run's Focus rows (or windows) at ``threads`` and ``length``."""
+    return [r[key] for t in threads for r in _load(LEN[t])["rows"]
+            if r["config"] != "full" and r["config"].startswith("sinks@") == window
+            and (length is None or r["length"] == length)]
 
 
 # --- the Focus kernel at its operating point, and the CharGPT from scratch -------------------
@@ -1027,12 +1069,16 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      lambda: _kernel(KLEN, "speedup_blocks", 65536), _fixed(2)),
     ("a top-1 pattern more than doubles perplexity (+109%", "+109", ST,
      lambda: _earlier(ST, "hard top-1", "delta_pct"), _signed(0)),
-    ("prefill is 0.34-0.61x full attention's speed at 2K-4K", "0.34-0.61",
-     "focus_op_speed_1t.json", lambda: _speeds("prefill_speedup", False), _range(2)),
-    ("prefill is 0.34-0.61x full attention's speed at 2K-4K", "2K-4K", "focus_op_speed_1t.json",
-     lambda: sorted({r["length"] // 1024 for t in (1, 2)
-                     for r in _load(f"focus_op_speed_{t}t.json")["rows"]}),
+    ("(top-2 of K = 4, 8 or 16, with sinks)", "4, 8 or 16", LEN1,
+     lambda: sorted({_op(c, "K") for c in _len_configs(False)}),
+     lambda v: ", ".join(map(str, v[:-1])) + f" or {v[-1]}"),
+    ("at 0.68-1.18x full attention's speed at 2K-4K tokens", "0.68-1.18", LEN1,
+     lambda: _len_speeds("prefill_speedup", False), _range(2)),
+    ("at 0.68-1.18x full attention's speed at 2K-4K tokens", "2K-4K", LEN1,
+     lambda: sorted({r["length"] // 1024 for t in (1, 2) for r in _load(LEN[t])["rows"]}),
      lambda v: f"{v[0]}K-{v[-1]}K"),
+    ("tokens and decodes at 0.78-0.94x", "0.78-0.94", LEN1,
+     lambda: _len_speeds("decode_speedup", False), _range(2)),
     ("(hard top-2, keeping 89-92% of the pairs)", "89-92", LM[0],
      lambda: [100 * v for v in _lm_top2("pair_fraction")], _range(0)),
     ("is -0.26% to +0.34% from full attention in bits per character", "-0.26", LM[0],
@@ -1435,11 +1481,17 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     ("attention (0.69x-1.05x in the earlier runs above)", "0.69x-1.05x", S8K,
      lambda: [_row(f, config=c)["decode_speedup"] for c, files in EARLIER for f in files],
      _x_range),
-    ("verdict reads these runs for these rows", "these runs", VERDICT,
-     lambda: "these runs" if all(
-         abs(_verdict_row(c)["decode_1t"] - _row(n[0], config=c)["decode_speedup"]) < 1e-12
-         and abs(_verdict_row(c)["decode_2t"] - _row(n[1], config=c)["decode_speedup"]) < 1e-12
-         for c, n in RETIMED) else "other runs", str),
+    ("and still reads them for K = 8 top-1 and the 80-step window-256 K = 8 routers", "still",
+     VERDICT, lambda: "still" if all(
+         abs(_verdict_row(c)[f"decode_{t}t"] - _row(n[t - 1], config=c)["decode_speedup"])
+         < 1e-12 for c, n in RETIMED for t in (1, 2) if c in (K8T1, K8W)) else "no longer",
+     str),
+    ("verdict read these runs for these rows until the re-timing after the gathers", "until",
+     VERDICT, lambda: "until" if all(
+         _verdict_row(c)[f"decode_{t}t"] == _row(f"{GATHERS}/focus_op_speed_{t}t.json",
+                                                 config=c)["decode_speedup"]
+         for c, _ in RETIMED if c not in (K8T1, K8W) for t in (1, 2)) else "still",
+     str),
     ("(the K = 4 routers 0.60x / 0.64x on 2026-12-04", "0.60", S8K,
      lambda: _row(S8K, config=K4C2)["prefill_speedup"], _fixed(2)),
     ("(the K = 4 routers 0.60x / 0.64x on 2026-12-04", "0.64", S8K2,
@@ -1558,6 +1610,66 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      else "one way", str),
     ("the model's 3-round medians carry that much spread", "3", SPLIT1,
      lambda: _load(SPLIT1)["meta"]["rounds_per_length"], str),
+    *_run_claims(GATHERS, "Timed at 8K in a run of their own (idle, 3 shuffled rounds, on the "
+                 "AMD EPYC instance, full attention 51.0 s", "decoding of 16 tokens against full "
+                 "attention at one thread, then two (before, in the runs above)"),
+    *_machine_claims("on the AMD EPYC instance, full attention 51.0 s / 33.2 s", GATHERS),
+    *_speed_claims("the 200-step K = 16 routers 1.37x / 0.95x", GATHERS1, K16C),
+    *_speed_claims("and 1.20x / 0.92x (1.22x", GATHERS2, K16C),
+    *_speed_claims("(1.22x / 0.87x and 1.09x", CODES1, K16C),
+    *_speed_claims("and 1.09x / 0.95x); the 120-step", CODES2, K16C),
+    *_speed_claims("the 120-step K = 8 routers 1.15x / 1.04x", GATHERS1, K8),
+    *_speed_claims("and 1.11x / 0.99x (1.05x", GATHERS2, K8),
+    *_speed_claims("(1.05x / 0.91x and 1.05x", SAFTER1, K8),
+    *_speed_claims("and 1.05x / 0.97x); the 160-step", SAFTER2, K8),
+    ("the 160-step window-256 K = 8 routers, timed for the first time", "160", OP,
+     lambda: _steps_in_all(K8W2), str),
+    ("the 160-step window-256 K = 8 routers, timed for the first time", "first", GATHERS1,
+     lambda: "first" if not any(r["config"] == K8W2 for f in _other_speed_files()
+                                if not f.startswith(GATHERS + "/") for r in _load(f)["rows"])
+     else "second", str),
+    *_speed_claims("timed for the first time, 1.11x / 0.98x", GATHERS1, K8W2),
+    *_speed_claims("and 1.02x / 0.90x (the 80-step", GATHERS2, K8W2),
+    *_speed_claims("(the 80-step ones 1.02x / 0.91x", SAFTER1, K8W),
+    *_speed_claims("and 0.95x / 0.96x); the window-256 K = 4", SAFTER2, K8W),
+    *_speed_claims("the window-256 K = 4 routers 0.77x / 0.99x", GATHERS1, K4W),
+    *_speed_claims("and 0.76x / 0.97x (0.83x", GATHERS2, K4W),
+    *_speed_claims("(0.83x / 1.04x and 0.72x", WIN1, K4W),
+    *_speed_claims("and 0.72x / 0.87x); the 200-step", WIN2, K4W),
+    *_speed_claims("the 200-step window-64 K = 4 routers 0.77x / 0.98x", GATHERS1, K4C2),
+    *_speed_claims("and 0.76x / 0.94x (0.77x", GATHERS2, K4C2),
+    *_speed_claims("(0.77x / 0.99x and 0.72x", CODES1, K4C2),
+    *_speed_claims("and 0.72x / 1.03x). At K = 8", CODES2, K4C2),
+    ("At K = 8 and 16 prefill gained 0.06-0.16x at both thread counts", "0.06-0.16",
+     GATHERS1, lambda: [_gathers_gain(c, t) for c in (K16C, K8, K8W2) for t in (1, 2)],
+     _range(2)),
+    ("the K = 4 rows, whose buckets hold most of the pairs, moved both ways", "both ways",
+     GATHERS1, lambda: "both ways" if len({_gathers_gain(c, t) > 0 for c in (K4W, K4C2)
+                                           for t in (1, 2)}) == 2 else "one way", str),
+    ("moved both ways within the spread of 3 rounds", "3", GATHERS1,
+     lambda: _load(GATHERS1)["meta"]["rounds_per_length"], str),
+    ("The K = 16 routers are the first top-2 routing to prefill 8K tokens 1.3x faster", "first",
+     GATHERS1, lambda: "first" if _row(GATHERS1, config=K16C)["prefill_speedup"] >= 1.3 and not
+     any(r["prefill_speedup"] >= 1.3 and r["length"] >= 8186 and "_top2_" in r["config"]
+         and not r["config"].startswith("sinks@")
+         for f in _other_speed_files() if not f.startswith(GATHERS + "/")
+         for r in _load(f)["rows"]) else "not the first", str),
+    ("8K tokens 1.3x faster than full attention, at one thread only (1.20x at two)",
+     "one thread only", GATHERS1,
+     lambda: "one thread only" if (_row(GATHERS1, config=K16C)["prefill_speedup"] >= 1.3
+                                   > _row(GATHERS2, config=K16C)["prefill_speedup"]) else "not",
+     str),
+    ("at one thread only (1.20x at two), and decode slower", "1.20", GATHERS2,
+     lambda: _row(GATHERS2, config=K16C)["prefill_speedup"], _fixed(2)),
+    ("at one thread only (1.20x at two), and decode slower", "slower", GATHERS1,
+     lambda: "slower" if max(_row(f"{GATHERS}/focus_op_speed_{t}t.json", config=K16C)
+                             ["decode_speedup"] for t in (1, 2)) < 1 else "faster", str),
+    ("verdict reads this run for these rows; the verdict is unchanged", "this run", VERDICT,
+     lambda: "this run" if all(_verdict_row(c)[f"{k}_{t}t"]
+                               == _row(f"{GATHERS}/focus_op_speed_{t}t.json",
+                                       config=c)[f"{k}_speedup"]
+                               for c in (K16C, K8, K8W2, K4W, K4C2) for t in (1, 2)
+                               for k in ("prefill", "decode")) else "another", str),
     ("The verdict reads this run for the windows", "this run", VERDICT,
      lambda: "this run" if all(abs(_verdict_row(f"sinks@{c}")[f"prefill_{t}t"]
                                    - _row(f"{SPLIT}/focus_op_speed_{t}t.json",
@@ -2144,13 +2256,16 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      lambda: round(max(r["length"] for r in _load(PASSKEY)["rows"]) / 1024), str),
     *_passkey_claims("their share 10 (10 lost, 1 gained, p = 0.01)", f"sinks@{K8}", 8186),
     # speed
-    ("the 2K and 4K table (2026-12-03, 3 shuffled rounds)", "3", "focus_op_speed_1t.json",
+    ("the first 2K and 4K table (2026-12-03, 3 shuffled rounds;", "3", "focus_op_speed_1t.json",
      lambda: min(_load(f"focus_op_speed_{t}t.json")["meta"]["rounds_per_length"]
                  for t in (1, 2)), str),
-    ("the 2K and 4K table (2026-12-03, 3 shuffled rounds)", "2", "focus_op_speed_1t.json",
+    ("the first 2K and 4K table (2026-12-03, 3 shuffled rounds;", "2", "focus_op_speed_1t.json",
      lambda: min(_load("focus_op_speed_1t.json")["meta"]["lengths"]) // 1024, str),
-    ("the 2K and 4K table (2026-12-03, 3 shuffled rounds)", "4", "focus_op_speed_1t.json",
+    ("the first 2K and 4K table (2026-12-03, 3 shuffled rounds;", "4", "focus_op_speed_1t.json",
      lambda: max(_load("focus_op_speed_1t.json")["meta"]["lengths"]) // 1024, str),
+    ("the first 2K and 4K table (2026-12-03, 3 shuffled rounds;", "2026-12-03",
+     "focus_op_speed_1t.json", lambda: _load("focus_op_speed_1t.json")["meta"]["date"][:10],
+     str),
     ("(prefill: K = 4 top-2 0.34-0.40x, K = 8", "4", OP, lambda: _op(K4, "K"), str),
     ("(prefill: K = 4 top-2 0.34-0.40x, K = 8", "0.34", "focus_op_speed_1t.json",
      lambda: min(_speeds("prefill_speedup", False, 4)), _fixed(2)),
@@ -2164,10 +2279,65 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      lambda: min(_speeds("decode_speedup", False)), _fixed(2)),
     ("top-2 0.53-0.61x; decoding 0.77-0.87x;", "0.87", "focus_op_speed_1t.json",
      lambda: max(_speeds("decode_speedup", False)), _fixed(2)),
-    ("the window plus sinks 0.78-1.11x) and is kept", "0.78", "focus_op_speed_1t.json",
+    ("plus sinks 0.78-1.11x) and is kept", "0.78", "focus_op_speed_1t.json",
      lambda: min(_speeds("prefill_speedup", True)), _fixed(2)),
-    ("the window plus sinks 0.78-1.11x) and is kept", "1.11", "focus_op_speed_1t.json",
+    ("plus sinks 0.78-1.11x) and is kept", "1.11", "focus_op_speed_1t.json",
      lambda: max(_speeds("prefill_speedup", True)), _fixed(2)),
+    # speed at 2K and 4K on the current code
+    ("**At 2K and 4K on the current code** (issue 31 §5; idle, 3 shuffled rounds, 16 tokens",
+     "3", LEN1, lambda: min(_load(LEN[t])["meta"]["rounds_per_length"] for t in (1, 2)), str),
+    ("**At 2K and 4K on the current code** (issue 31 §5; idle, 3 shuffled rounds, 16 tokens",
+     "16", LEN1, lambda: _load(LEN1)["meta"]["new_tokens"], str),
+    ("**At 2K and 4K on the current code** (issue 31 §5;", "2", LEN1,
+     lambda: min(_load(LEN1)["meta"]["lengths"]) // 1024, str),
+    ("**At 2K and 4K on the current code** (issue 31 §5;", "4", LEN1,
+     lambda: max(_load(LEN1)["meta"]["lengths"]) // 1024, str),
+    ("decoded, 2026-12-05, on the AMD EPYC instance", "2026-12-05", LEN1,
+     lambda: _load(LEN1)["meta"]["date"][:10], str),
+    ("decoded, 2026-12-05, on the AMD EPYC instance", "AMD EPYC", LEN1,
+     lambda: _load(LEN1)["meta"]["cpu_model"], str),
+    ("prefills 2K / 4K tokens in 7.1 s / 18.8 s at one thread", "7.1", LEN1,
+     lambda: _row(LEN1, config="full", length=2048)["prefill_s"], _fixed(1)),
+    ("prefills 2K / 4K tokens in 7.1 s / 18.8 s at one thread", "18.8", LEN1,
+     lambda: _row(LEN1, config="full", length=4096)["prefill_s"], _fixed(1)),
+    ("prefills 2K / 4K tokens in 7.1 s / 18.8 s at one thread", "one", LEN1,
+     lambda: _load(LEN1)["meta"]["threads"], lambda n: {1: "one"}.get(n, str(n))),
+    ("[1 thread](benchmarks/results/focus_op_speed_lengths/focus_op_speed_1t.md)", "1", LEN1,
+     lambda: _load(LEN1)["meta"]["threads"], str),
+    ("[2 threads](benchmarks/results/focus_op_speed_lengths/focus_op_speed_2t.md)", "2", LEN[2],
+     lambda: _load(LEN[2])["meta"]["threads"], str),
+    ("the four learned routings (K = 4 window 256; K = 4 window 64, 200 steps; K = 8 window"
+     " 256; K = 16 window 256, 200 steps)", "four", LEN1, lambda: len(_len_configs(False)),
+     lambda n: {4: "four"}.get(n, str(n))),
+    ("the four learned routings (K = 4 window 256; K = 4 window 64, 200 steps; K = 8 window"
+     " 256; K = 16 window 256, 200 steps)", "K = 4 window 256; K = 4 window 64, 200 steps; "
+     "K = 8 window 256; K = 16 window 256, 200 steps", LEN1,
+     lambda: sorted((_op(c, "K"), -_op(c, "window"), _steps_in_all(c))
+                    for c in _len_configs(False)),
+     lambda v: "; ".join(f"K = {k} window {-w}" + (f", {st} steps" if st != 80 else "")
+                         for k, w, st in v)),
+    ("prefill at 0.76-0.93x of full attention at 2K and 0.83-1.18x at 4K at one thread",
+     "0.76-0.93", LEN1, lambda: _len_speeds("prefill_speedup", False, (1,), 2048), _range(2)),
+    ("prefill at 0.76-0.93x of full attention at 2K and 0.83-1.18x at 4K at one thread",
+     "0.83-1.18", LEN1, lambda: _len_speeds("prefill_speedup", False, (1,), 4096), _range(2)),
+    ("(0.74-0.84x and 0.68-0.94x at two)", "0.74-0.84", LEN[2],
+     lambda: _len_speeds("prefill_speedup", False, (2,), 2048), _range(2)),
+    ("(0.74-0.84x and 0.68-0.94x at two)", "0.68-0.94", LEN[2],
+     lambda: _len_speeds("prefill_speedup", False, (2,), 4096), _range(2)),
+    ("decode 16 tokens at 0.78-0.94x (both thread counts)", "0.78-0.94", LEN1,
+     lambda: _len_speeds("decode_speedup", False), _range(2)),
+    ("the window plus sinks at their shares prefills at 0.85-1.12x at 2K and 0.99-1.35x at"
+     " 4K", "0.85-1.12", LEN1, lambda: _len_speeds("prefill_speedup", True, (1, 2), 2048),
+     _range(2)),
+    ("the window plus sinks at their shares prefills at 0.85-1.12x at 2K and 0.99-1.35x at"
+     " 4K", "0.99-1.35", LEN1, lambda: _len_speeds("prefill_speedup", True, (1, 2), 4096),
+     _range(2)),
+    ("and decodes at 0.95-1.19x (both thread counts)", "0.95-1.19", LEN1,
+     lambda: _len_speeds("decode_speedup", True), _range(2)),
+    ("No pattern is 1.3x faster in both at either length", "No", LEN1,
+     lambda: any(r["prefill_speedup"] >= 1.3 and r["decode_speedup"] >= 1.3
+                 for t in (1, 2) for r in _load(LEN[t])["rows"] if r["config"] != "full"),
+     lambda met: "Some" if met else "No"),
     # speed at 8K (after the top-2 mask change)
     ("**Speed at 8K** (idle 2-core machine, 3 shuffled rounds", "8", S8K,
      lambda: _load(S8K)["meta"]["lengths"][0] // 1024, str),

@@ -58,9 +58,12 @@ TARGET = {"ood_delta_pct": 1.0, "passkey_points": 5.0, "speedup": 1.3, "length":
 #: the group-set bitmasks (``focus_op_speed_8k_codes``; STORE_AFTER does not change their
 #: path, the masked SDPA for 16 tokens), and the other windows with the window-256 K = 4
 #: row (``focus_op_speed_8k_windows``); before everything, the windows re-timed after the
-#: split band (``blocks.SPLIT_BAND_MIN_WINDOW``, ``focus_op_speed_8k_split``). A row timed
-#: in several at its longest length takes the first.
-SPEED_FILES = ("focus_op_speed_8k_split/focus_op_speed_{t}t.json",
+#: split band (``blocks.SPLIT_BAND_MIN_WINDOW``, ``focus_op_speed_8k_split``), and before
+#: those the learned routings re-timed after the band's bit-set masks and the gathers in
+#: batches (``focus_op_speed_8k_gathers``). A row timed in several at its longest length
+#: takes the first.
+SPEED_FILES = ("focus_op_speed_8k_gathers/focus_op_speed_{t}t.json",
+               "focus_op_speed_8k_split/focus_op_speed_{t}t.json",
                "focus_op_speed_8k_windows/focus_op_speed_{t}t.json",
                "focus_op_speed_8k_storeafter/focus_op_speed_{t}t.json",
                "focus_op_speed_8k_codes/focus_op_speed_{t}t.json",

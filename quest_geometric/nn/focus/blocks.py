@@ -732,7 +732,7 @@ def _gather_batches(spans: List[Tuple[int, int, int]], row: int
     With top_k > 1 the buckets together hold ``top_k * N`` rows: one gather of them all would
     allocate ``top_k * N * H * D`` elements per tensor (38 MB for SmolLM2 at 8K, top-2),
     past glibc's largest ``mmap`` threshold (32 MB), so its pages would be faulted in afresh
-    at every call (about 20 ms a tensor on the 2-core CPU of the benchmarks); batches of at
+    at every call (about 24 ms a tensor on the 2-core CPU of the benchmarks); batches of at
     most 8 MB reuse freed heap memory, and many small buckets (many short sequences) still
     share one gather."""
     out: List[Tuple[int, int, list]] = []
@@ -844,9 +844,9 @@ class _FocusBlocksFunction(torch.autograd.Function):
         order = plan.order
         dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
         for b0, b1, batch in _gather_batches(plan.spans, h * d):
-            ob_idx = order[b0:b1]
-            qs, ks, vs, os, gs = (_gather_rows(x, ob_idx) for x in (q, k, v, out, grad_out))
-            ls = lse.index_select(0, ob_idx)
+            bidx = order[b0:b1]
+            qs, ks, vs, os, gs = (_gather_rows(x, bidx) for x in (q, k, v, out, grad_out))
+            ls = lse.index_select(0, bidx)
             dqs, dks, dvs = torch.zeros_like(qs), torch.zeros_like(ks), torch.zeros_like(vs)
             for st, c, g in batch:
                 sl = slice(st - b0, st - b0 + c)
@@ -861,9 +861,9 @@ class _FocusBlocksFunction(torch.autograd.Function):
                     dqs[sl][s:e] += gq[0].transpose(0, 1)
                     dks[sl][:lk] += gk[0].transpose(0, 1)
                     dvs[sl][:lk] += gv[0].transpose(0, 1)
-            dq.index_add_(0, ob_idx, dqs)
-            dk.index_add_(0, ob_idx, dks)
-            dv.index_add_(0, ob_idx, dvs)
+            dq.index_add_(0, bidx, dqs)
+            dk.index_add_(0, bidx, dks)
+            dv.index_add_(0, bidx, dvs)
         for seg in plan.segments:
             rows = slice(seg.q0, seg.q0 + seg.nb * seg.bq)
             gw, qw, ow, lb = (_band_chunks(x, seg.q0, seg.nb, seg.bq, seg.bq)

@@ -40,12 +40,13 @@ def random_balanced_groups(positions: Tensor, num_groups: int, top_k: int, seed:
     pos = positions.reshape(-1).cpu()
     if pos.numel() == 0:
         return torch.empty(*positions.shape, top_k, dtype=torch.long, device=positions.device)
-    blocks = pos // k
-    nb = int(blocks.max()) + 1
+    # only the blocks the positions fall in: a decoding step at position p draws one
+    # permutation, not the p / K of every block before it
+    blocks, inv = torch.unique(pos // k, return_inverse=True)
     perms = torch.stack([torch.randperm(k, generator=torch.Generator().manual_seed(
-        seed * 1000003 + b)) for b in range(nb)])  # [nb, K]
+        seed * 1000003 + b)) for b in blocks.tolist()])  # [blocks, K]
     cols = (pos % k).unsqueeze(1) + torch.arange(top_k)  # [n, top_k]
-    out = perms[blocks.unsqueeze(1), cols % k]
+    out = perms[inv.unsqueeze(1), cols % k]
     return out.view(*positions.shape, top_k).to(positions.device)
 
 

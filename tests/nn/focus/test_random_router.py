@@ -91,3 +91,21 @@ def test_composed_cached_decoding_equals_uncached():
             o = m(x[:, i:i + 1], cache=cache, use_cache=True)
             torch.testing.assert_close(o.logits[:, 0], full[:, i], atol=1e-4, rtol=0)
         assert len(getattr(cache, "_quest_focus_states")) > 0  # the Focus decoding path ran
+
+
+@pytest.mark.parametrize("k,top_k", [(4, 2), (16, 2)])
+def test_far_positions_draw_only_their_own_blocks(monkeypatch, k, top_k):
+    """A decoding step at position p draws the permutation of p's block alone (not one per
+    block before it), and the groups of scattered positions equal the definition."""
+    from quest_geometric.nn.focus.random_router import random_balanced_groups
+
+    pos = torch.tensor([[8191, 3], [40, 8191]])
+    ref = torch.tensor([[_definition(int(p), k, top_k, 5) for p in row] for row in pos])
+    drawn = []
+    real = torch.randperm
+    monkeypatch.setattr(torch, "randperm", lambda n, **kw: drawn.append(n) or real(n, **kw))
+    assert torch.equal(random_balanced_groups(pos, k, top_k, seed=5), ref)
+    assert len(drawn) == len({int(p) // k for p in pos.reshape(-1)})  # 3 blocks
+    drawn.clear()
+    random_balanced_groups(torch.tensor([8191]), k, top_k, seed=5)
+    assert len(drawn) == 1

@@ -415,6 +415,17 @@ def _discordant(a: str, b: str, length: int) -> tuple[int, int]:
     return p["gained"], p["lost"]
 
 
+def _pair_p(a: str, b: str, length: int) -> float:
+    """Exact McNemar p-value of config ``a`` against config ``b`` on their common trials at
+    ``length`` (:func:`~quest_geometric.experiments.focus_passkey.paired_with_full`)."""
+    from quest_geometric.experiments.focus_passkey import paired_with_full
+
+    rows = [r for r in map(json.loads, (RESULTS / TRIALS).read_text().splitlines())
+            if r["config"] in (a, b) and r["length"] == length]
+    (p,) = paired_with_full(rows, reference=b)
+    return p["mcnemar_p"]
+
+
 def _resolve_config(*args, **kwargs) -> dict:
     from quest_geometric.experiments.focus_operating_point import resolve_config
 
@@ -1355,6 +1366,27 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     (K16L2_TEXT, "+4.2", OP, lambda: _op(f"sinks@{K16L2}", "ood_delta_pct"), _signed(1)),
     *_vs_window_claims(K16L2_VS, K16L2, "-1.7", "-2.6", "-0.8", "2 of 13", "test"),
     *_vs_window_claims(K16L2_VS, K16L2, "+0.3", "-1.6", "+2.3", "8 of 16"),
+    *_passkey_claims("thread): 9 (12 lost, 2 gained against full attention's 19, p = 0.01)",
+                     K8W2, 8186),
+    ("thread): 9 (12 lost, 2 gained against full attention's 19", "19", PASSKEY,
+     lambda: _pk(K8W2, "both", 8186) + _pk(K8W2, "lost", 8186), str),
+    ("against the 80-step routers' 14 on the same trials 1 trial to 6 (McNemar p = 0.125)",
+     "14", PASSKEY, lambda: _pk(K8W, "both", 8186) + _pk(K8W, "gained", 8186), str),
+    ("against the 80-step routers' 14 on the same trials 1 trial to 6 (McNemar p = 0.125)",
+     "1", TRIALS, lambda: _discordant(K8W2, K8W, 8186)[0], str),
+    ("against the 80-step routers' 14 on the same trials 1 trial to 6 (McNemar p = 0.125)",
+     "6", TRIALS, lambda: _discordant(K8W2, K8W, 8186)[1], str),
+    ("against the 80-step routers' 14 on the same trials 1 trial to 6 (McNemar p = 0.125)",
+     "0.125", TRIALS, lambda: _pair_p(K8W2, K8W, 8186), _fixed(3)),
+    ("that helped perplexity did not help retrieval (the content-free baselines at their share"
+     " were not run at 8K)", "8", TRIALS, lambda: round(8186 / 1024), str),
+    ("that helped perplexity did not help retrieval (the content-free baselines at their share"
+     " were not run at 8K)", "not run", TRIALS,
+     lambda: "not run" if not any(json.loads(line)["config"] in (f"sinks@{K8W2}",
+                                                                   "K8_top2_w256_random")
+                                  and json.loads(line)["length"] == 8186
+                                  for line in (RESULTS / TRIALS).read_text().splitlines())
+     else "run", str),
     *_continuation_claims(K8W2_TEXT, K8W2, (K8W,), ("80", "160", "+1.81", "+1.90")),
     *_not_chosen_claims(K8W3_TEXT, K8W3, (K8W, K8W2), ("80", "240", "+1.98", "+1.81", "160")),
     (K8W2_TEXT, "+2.2", OP, lambda: _op(K8W2, "ood_delta_pct"), _signed(1)),

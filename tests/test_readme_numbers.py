@@ -664,6 +664,19 @@ def _speeds(key: str, window: bool, k: Optional[int] = None) -> list[float]:
     return out
 
 
+#: The random-groups baseline's speed run (issue 31 section 5), per thread count.
+RAND = {t: f"focus_op_speed_random/focus_op_speed_{t}t.json" for t in (1, 2)}
+RAND1 = RAND[1]
+
+
+def _rand_speeds(key: str, length: Optional[int] = None, prefix: str = "") -> list[float]:
+    """``key`` of the random rows of both thread counts (at ``length``, names starting
+    with ``prefix``, when given)."""
+    return [r[key] for t in (1, 2) for r in _load(RAND[t])["rows"]
+            if r["config"] != "full" and r["config"].startswith(prefix)
+            and (length is None or r["length"] == length)]
+
+
 #: The 2K and 4K speed run on the current code (issue 31 section 5), per thread count.
 LEN = {t: f"focus_op_speed_lengths/focus_op_speed_{t}t.json" for t in (1, 2)}
 LEN1 = LEN[1]
@@ -1680,10 +1693,11 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
                                            for t in (1, 2)}) == 2 else "one way", str),
     ("moved both ways within the spread of 3 rounds", "3", GATHERS1,
      lambda: _load(GATHERS1)["meta"]["rounds_per_length"], str),
-    ("The K = 16 routers are the first top-2 routing to prefill 8K tokens 1.3x faster", "first",
+    ("The K = 16 routers are the first learned top-2 routing to prefill 8K tokens 1.3x",
+     "first",
      GATHERS1, lambda: "first" if _row(GATHERS1, config=K16C)["prefill_speedup"] >= 1.3 and not
      any(r["prefill_speedup"] >= 1.3 and r["length"] >= 8186 and "_top2_" in r["config"]
-         and not r["config"].startswith("sinks@")
+         and not r["config"].startswith("sinks@") and not r["config"].endswith("_random")
          for f in _other_speed_files() if not f.startswith(GATHERS + "/")
          for r in _load(f)["rows"]) else "not the first", str),
     ("8K tokens 1.3x faster than full attention, at one thread only (1.20x at two)",
@@ -1702,6 +1716,45 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
                                        config=c)[f"{k}_speedup"]
                                for c in (K16C, K8, K8W2, K4W, K4C2) for t in (1, 2)
                                for k in ("prefill", "decode")) else "another", str),
+    # the random-groups baseline (RAND)
+    ("decoded, 2026-12-05, on the AMD EPYC instance, where full attention prefills 8K tokens",
+     "2026-12-05", RAND1, lambda: _load(RAND1)["meta"]["date"][:10], str),
+    ("**The random-groups baseline timed** (issue 31 §5; idle, 3 shuffled rounds, 16 tokens",
+     "3", RAND1, lambda: min(_load(RAND[t])["meta"]["rounds_per_length"] for t in (1, 2)), str),
+    ("**The random-groups baseline timed** (issue 31 §5; idle, 3 shuffled rounds, 16 tokens",
+     "16", RAND1, lambda: _load(RAND1)["meta"]["new_tokens"], str),
+    ("decoded, 2026-12-05, on the AMD EPYC instance, where full attention prefills 8K tokens",
+     "AMD EPYC", RAND1, lambda: _load(RAND1)["meta"]["cpu_model"], str),
+    ("full attention prefills 8K tokens in 55.1 s / 29.5 s at one / two threads", "55.1", RAND1,
+     lambda: _row(RAND1, config="full", length=8192)["prefill_s"], _fixed(1)),
+    ("full attention prefills 8K tokens in 55.1 s / 29.5 s at one / two threads", "29.5",
+     RAND[2], lambda: _row(RAND[2], config="full", length=8192)["prefill_s"], _fixed(1)),
+    ("[1 thread](benchmarks/results/focus_op_speed_random/focus_op_speed_1t.md)", "1", RAND1,
+     lambda: _load(RAND1)["meta"]["threads"], str),
+    ("[2 threads](benchmarks/results/focus_op_speed_random/focus_op_speed_2t.md)", "2", RAND[2],
+     lambda: _load(RAND[2])["meta"]["threads"], str),
+    ("balanced groups with the K, top-k and window of the four rows above", "four", RAND1,
+     lambda: len({r["config"] for r in _load(RAND1)["rows"]} - {"full"}),
+     lambda n: {4: "four"}.get(n, str(n))),
+    ("0.74-1.42x of full attention at 2K-8K and decode 16 tokens at 0.77-1.08x", "0.74-1.42",
+     RAND1, lambda: _rand_speeds("prefill_speedup"), _range(2)),
+    ("0.74-1.42x of full attention at 2K-8K and decode 16 tokens at 0.77-1.08x", "2K-8K", RAND1,
+     lambda: sorted(_load(RAND1)["meta"]["lengths"]),
+     lambda v: f"{v[0] // 1024}K-{v[-1] // 1024}K"),
+    ("0.74-1.42x of full attention at 2K-8K and decode 16 tokens at 0.77-1.08x", "0.77-1.08",
+     RAND1, lambda: _rand_speeds("decode_speedup"), _range(2)),
+    ("at 8K the K = 16 groups prefill at 1.42x / 1.24x", "1.42", RAND1,
+     lambda: _row(RAND1, config="K16_top2_w256_random", length=8192)["prefill_speedup"],
+     _fixed(2)),
+    ("at 8K the K = 16 groups prefill at 1.42x / 1.24x", "1.24", RAND[2],
+     lambda: _row(RAND[2], config="K16_top2_w256_random", length=8192)["prefill_speedup"],
+     _fixed(2)),
+    ("the K = 4 ones at 0.74-0.86x", "0.74-0.86", RAND1,
+     lambda: _rand_speeds("prefill_speedup", 8192, "K4_"), _range(2)),
+    ("No random pattern is 1.3x faster in both", "No", RAND1,
+     lambda: any(r["prefill_speedup"] >= 1.3 and r["decode_speedup"] >= 1.3
+                 for t in (1, 2) for r in _load(RAND[t])["rows"] if r["config"] != "full"),
+     lambda met: "Some" if met else "No"),
     ("The verdict reads this run for the windows", "this run", VERDICT,
      lambda: "this run" if all(abs(_verdict_row(f"sinks@{c}")[f"prefill_{t}t"]
                                    - _row(f"{SPLIT}/focus_op_speed_{t}t.json",

@@ -60,8 +60,9 @@ TARGET = {"ood_delta_pct": 1.0, "passkey_points": 5.0, "speedup": 1.3, "length":
 #: row (``focus_op_speed_8k_windows``); before everything, the windows re-timed after the
 #: split band (``blocks.SPLIT_BAND_MIN_WINDOW``, ``focus_op_speed_8k_split``), and before
 #: those the learned routings re-timed after the band's bit-set masks and the gathers in
-#: batches (``focus_op_speed_8k_gathers``). A row timed in several at its longest length
-#: takes the first.
+#: batches (``focus_op_speed_8k_gathers``); the random-groups baseline's rows, timed only
+#: in ``focus_op_speed_random`` (2K, 4K and 8K). A row timed in several at its longest
+#: length takes the first.
 SPEED_FILES = ("focus_op_speed_8k_gathers/focus_op_speed_{t}t.json",
                "focus_op_speed_8k_split/focus_op_speed_{t}t.json",
                "focus_op_speed_8k_windows/focus_op_speed_{t}t.json",
@@ -70,7 +71,8 @@ SPEED_FILES = ("focus_op_speed_8k_gathers/focus_op_speed_{t}t.json",
                "focus_op_speed_8k_windowstep/focus_op_speed_{t}t.json",
                "focus_op_speed_{t}t.json", "focus_op_speed_8k/focus_op_speed_{t}t.json",
                "focus_op_speed_8k_grid/focus_op_speed_{t}t.json",
-               "focus_op_speed_8k_k4w256/focus_op_speed_{t}t.json")
+               "focus_op_speed_8k_k4w256/focus_op_speed_{t}t.json",
+               "focus_op_speed_random/focus_op_speed_{t}t.json")
 
 # passkey and speed are run at 8,186 tokens (the model's 8,192 positions less the answer)
 _LONG = (8186, 8192)

@@ -653,15 +653,8 @@ def _own_speed_run_claims(folder: str, row: str, run: str, tokens: str,
 def _speeds(key: str, window: bool, k: Optional[int] = None) -> list[float]:
     """``key`` of the timed rows of both speed tables: the window rows, or the Focus rows
     (of ``K = k`` only, when given)."""
-    out = []
-    for t in (1, 2):
-        for r in _load(f"focus_op_speed_{t}t.json")["rows"]:
-            c = r["config"]
-            if c == "full" or c.startswith("sinks@") != window:
-                continue
-            if k is None or c.startswith(f"K{k}_"):
-                out.append(r[key])
-    return out
+    return _run_speeds({t: f"focus_op_speed_{t}t.json" for t in (1, 2)}, key, window,
+                       prefix="" if k is None else f"K{k}_")
 
 
 #: The random-groups baseline's speed run (issue 31 section 5), per thread count.
@@ -669,11 +662,14 @@ RAND = {t: f"focus_op_speed_random/focus_op_speed_{t}t.json" for t in (1, 2)}
 RAND1 = RAND[1]
 
 
-def _rand_speeds(key: str, length: Optional[int] = None, prefix: str = "") -> list[float]:
-    """``key`` of the random rows of both thread counts (at ``length``, names starting
-    with ``prefix``, when given)."""
-    return [r[key] for t in (1, 2) for r in _load(RAND[t])["rows"]
-            if r["config"] != "full" and r["config"].startswith(prefix)
+def _run_speeds(run: dict, key: str, window: bool = False, threads: tuple = (1, 2),
+                length: Optional[int] = None, prefix: str = "") -> list[float]:
+    """``key`` of a speed run's rows other than full attention (``run``: its file per thread
+    count), at ``threads``: its windows (``sinks@``) or its other rows, at ``length`` and
+    with names starting with ``prefix`` when given."""
+    return [r[key] for t in threads for r in _load(run[t])["rows"]
+            if r["config"] != "full" and r["config"].startswith("sinks@") == window
+            and r["config"].removeprefix("sinks@").startswith(prefix)
             and (length is None or r["length"] == length)]
 
 
@@ -697,14 +693,6 @@ def _len_configs(window: bool) -> list[str]:
     """The Focus rows (or their windows) of the 2K/4K run, by name."""
     names = {r["config"] for r in _load(LEN1)["rows"] if r["config"] != "full"}
     return sorted(c for c in names if c.startswith("sinks@") == window)
-
-
-def _len_speeds(key: str, window: bool, threads: tuple = (1, 2),
-                length: Optional[int] = None) -> list[float]:
-    """``key`` of the 2K/4K run's Focus rows (or windows) at ``threads`` and ``length``."""
-    return [r[key] for t in threads for r in _load(LEN[t])["rows"]
-            if r["config"] != "full" and r["config"].startswith("sinks@") == window
-            and (length is None or r["length"] == length)]
 
 
 # --- the Focus kernel at its operating point, and the CharGPT from scratch -------------------
@@ -1097,12 +1085,12 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      lambda: sorted({_op(c, "K") for c in _len_configs(False)}),
      lambda v: ", ".join(map(str, v[:-1])) + f" or {v[-1]}"),
     ("at 0.68-1.18x full attention's speed at 2K-4K tokens", "0.68-1.18", LEN1,
-     lambda: _len_speeds("prefill_speedup", False), _range(2)),
+     lambda: _run_speeds(LEN, "prefill_speedup", False), _range(2)),
     ("at 0.68-1.18x full attention's speed at 2K-4K tokens", "2K-4K", LEN1,
      lambda: sorted({r["length"] // 1024 for t in (1, 2) for r in _load(LEN[t])["rows"]}),
      lambda v: f"{v[0]}K-{v[-1]}K"),
     ("tokens and decodes at 0.78-0.94x", "0.78-0.94", LEN1,
-     lambda: _len_speeds("decode_speedup", False), _range(2)),
+     lambda: _run_speeds(LEN, "decode_speedup", False), _range(2)),
     ("(hard top-2, keeping 89-92% of the pairs)", "89-92", LM[0],
      lambda: [100 * v for v in _lm_top2("pair_fraction")], _range(0)),
     ("is -0.26% to +0.34% from full attention in bits per character", "-0.26", LM[0],
@@ -1737,12 +1725,12 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      lambda: len({r["config"] for r in _load(RAND1)["rows"]} - {"full"}),
      lambda n: {4: "four"}.get(n, str(n))),
     ("0.74-1.42x of full attention at 2K-8K and decode 16 tokens at 0.77-1.08x", "0.74-1.42",
-     RAND1, lambda: _rand_speeds("prefill_speedup"), _range(2)),
+     RAND1, lambda: _run_speeds(RAND, "prefill_speedup"), _range(2)),
     ("0.74-1.42x of full attention at 2K-8K and decode 16 tokens at 0.77-1.08x", "2K-8K", RAND1,
      lambda: sorted(_load(RAND1)["meta"]["lengths"]),
      lambda v: f"{v[0] // 1024}K-{v[-1] // 1024}K"),
     ("0.74-1.42x of full attention at 2K-8K and decode 16 tokens at 0.77-1.08x", "0.77-1.08",
-     RAND1, lambda: _rand_speeds("decode_speedup"), _range(2)),
+     RAND1, lambda: _run_speeds(RAND, "decode_speedup"), _range(2)),
     ("at 8K the K = 16 groups prefill at 1.42x / 1.24x", "1.42", RAND1,
      lambda: _row(RAND1, config="K16_top2_w256_random", length=8192)["prefill_speedup"],
      _fixed(2)),
@@ -1750,7 +1738,7 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      lambda: _row(RAND[2], config="K16_top2_w256_random", length=8192)["prefill_speedup"],
      _fixed(2)),
     ("the K = 4 ones at 0.74-0.86x", "0.74-0.86", RAND1,
-     lambda: _rand_speeds("prefill_speedup", 8192, "K4_"), _range(2)),
+     lambda: _run_speeds(RAND, "prefill_speedup", length=8192, prefix="K4_"), _range(2)),
     ("No random pattern is 1.3x faster in both", "No", RAND1,
      lambda: any(r["prefill_speedup"] >= 1.3 and r["decode_speedup"] >= 1.3
                  for t in (1, 2) for r in _load(RAND[t])["rows"] if r["config"] != "full"),
@@ -2402,23 +2390,23 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      lambda v: "; ".join(f"K = {k} window {-w}" + (f", {st} steps" if st != 80 else "")
                          for k, w, st in v)),
     ("prefill at 0.76-0.93x of full attention at 2K and 0.83-1.18x at 4K at one thread",
-     "0.76-0.93", LEN1, lambda: _len_speeds("prefill_speedup", False, (1,), 2048), _range(2)),
+     "0.76-0.93", LEN1, lambda: _run_speeds(LEN, "prefill_speedup", False, (1,), 2048), _range(2)),
     ("prefill at 0.76-0.93x of full attention at 2K and 0.83-1.18x at 4K at one thread",
-     "0.83-1.18", LEN1, lambda: _len_speeds("prefill_speedup", False, (1,), 4096), _range(2)),
+     "0.83-1.18", LEN1, lambda: _run_speeds(LEN, "prefill_speedup", False, (1,), 4096), _range(2)),
     ("(0.74-0.84x and 0.68-0.94x at two)", "0.74-0.84", LEN[2],
-     lambda: _len_speeds("prefill_speedup", False, (2,), 2048), _range(2)),
+     lambda: _run_speeds(LEN, "prefill_speedup", False, (2,), 2048), _range(2)),
     ("(0.74-0.84x and 0.68-0.94x at two)", "0.68-0.94", LEN[2],
-     lambda: _len_speeds("prefill_speedup", False, (2,), 4096), _range(2)),
+     lambda: _run_speeds(LEN, "prefill_speedup", False, (2,), 4096), _range(2)),
     ("decode 16 tokens at 0.78-0.94x (both thread counts)", "0.78-0.94", LEN1,
-     lambda: _len_speeds("decode_speedup", False), _range(2)),
+     lambda: _run_speeds(LEN, "decode_speedup", False), _range(2)),
     ("the window plus sinks at their shares prefills at 0.85-1.12x at 2K and 0.99-1.35x at"
-     " 4K", "0.85-1.12", LEN1, lambda: _len_speeds("prefill_speedup", True, (1, 2), 2048),
+     " 4K", "0.85-1.12", LEN1, lambda: _run_speeds(LEN, "prefill_speedup", True, (1, 2), 2048),
      _range(2)),
     ("the window plus sinks at their shares prefills at 0.85-1.12x at 2K and 0.99-1.35x at"
-     " 4K", "0.99-1.35", LEN1, lambda: _len_speeds("prefill_speedup", True, (1, 2), 4096),
+     " 4K", "0.99-1.35", LEN1, lambda: _run_speeds(LEN, "prefill_speedup", True, (1, 2), 4096),
      _range(2)),
     ("and decodes at 0.95-1.19x (both thread counts)", "0.95-1.19", LEN1,
-     lambda: _len_speeds("decode_speedup", True), _range(2)),
+     lambda: _run_speeds(LEN, "decode_speedup", True), _range(2)),
     ("No pattern is 1.3x faster in both at either length", "No", LEN1,
      lambda: any(r["prefill_speedup"] >= 1.3 and r["decode_speedup"] >= 1.3
                  for t in (1, 2) for r in _load(LEN[t])["rows"] if r["config"] != "full"),

@@ -604,13 +604,14 @@ def _speed_claims(phrase: str, name: str, config: str) -> list[tuple]:
     ]
 
 
-def _run_claims(folder: str, run: str, tokens: str) -> list[tuple]:
-    """The claims of an 8K speed run of its own (``--out folder``): the length and the fewest
-    rounds (phrase ``run``), the links to both thread counts' tables and the tokens decoded
-    (phrase ``tokens``)."""
+def _run_conditions(folder: str, run: str, tokens: str, when: Optional[str] = None
+                    ) -> list[tuple]:
+    """The claims of a speed run's conditions (``--out folder``): the fewest rounds (phrase
+    ``run``), the links to both thread counts' tables, the tokens decoded (phrase
+    ``tokens``) and, with a phrase ``when`` (``'..., 2026-12-05, on the AMD EPYC
+    instance'``), its date and CPU model."""
     one, two = f"{folder}/focus_op_speed_1t.json", f"{folder}/focus_op_speed_2t.json"
-    return [
-        (run, "8", one, lambda: _load(one)["meta"]["lengths"][0] // 1024, str),
+    claims = [
         (run, "3", one, lambda: min(_load(n)["meta"]["rounds_per_length"] for n in (one, two)),
          str),
         (f"[1 thread](benchmarks/results/{folder}/focus_op_speed_1t.md)", "1", one,
@@ -619,6 +620,19 @@ def _run_claims(folder: str, run: str, tokens: str) -> list[tuple]:
          lambda: _load(two)["meta"]["threads"], str),
         (tokens, "16", one, lambda: _load(one)["meta"]["new_tokens"], str),
     ]
+    if when is not None:
+        date = re.search(r"\d{4}-\d\d-\d\d", when).group()
+        claims += [(when, date, one, lambda: _load(one)["meta"]["date"][:10], str),
+                   (when, "AMD EPYC", one, lambda: _load(one)["meta"]["cpu_model"], str)]
+    return claims
+
+
+def _run_claims(folder: str, run: str, tokens: str) -> list[tuple]:
+    """The claims of an 8K speed run of its own (``--out folder``): the length (phrase
+    ``run``) and :func:`_run_conditions`."""
+    one = f"{folder}/focus_op_speed_1t.json"
+    return [(run, "8", one, lambda: _load(one)["meta"]["lengths"][0] // 1024, str),
+            *_run_conditions(folder, run, tokens)]
 
 
 def _machine_claims(phrase: str, folder: str) -> list[tuple]:
@@ -660,6 +674,7 @@ def _speeds(key: str, window: bool, k: Optional[int] = None) -> list[float]:
 #: The random-groups baseline's speed run (issue 31 section 5), per thread count.
 RAND = {t: f"focus_op_speed_random/focus_op_speed_{t}t.json" for t in (1, 2)}
 RAND1 = RAND[1]
+RAND_RUN = "**The random-groups baseline timed** (issue 31 §5; idle, 3 shuffled rounds, 16 tokens"
 
 
 def _run_speeds(run: dict, key: str, window: bool = False, threads: tuple = (1, 2),
@@ -676,6 +691,7 @@ def _run_speeds(run: dict, key: str, window: bool = False, threads: tuple = (1, 
 #: The 2K and 4K speed run on the current code (issue 31 section 5), per thread count.
 LEN = {t: f"focus_op_speed_lengths/focus_op_speed_{t}t.json" for t in (1, 2)}
 LEN1 = LEN[1]
+LEN_RUN = "**At 2K and 4K on the current code** (issue 31 §5; idle, 3 shuffled rounds, 16 tokens"
 
 
 def _steps_in_all(name: str) -> int:
@@ -1705,22 +1721,13 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
                                for c in (K16C, K8, K8W2, K4W, K4C2) for t in (1, 2)
                                for k in ("prefill", "decode")) else "another", str),
     # the random-groups baseline (RAND)
-    ("decoded, 2026-12-05, on the AMD EPYC instance, where full attention prefills 8K tokens",
-     "2026-12-05", RAND1, lambda: _load(RAND1)["meta"]["date"][:10], str),
-    ("**The random-groups baseline timed** (issue 31 §5; idle, 3 shuffled rounds, 16 tokens",
-     "3", RAND1, lambda: min(_load(RAND[t])["meta"]["rounds_per_length"] for t in (1, 2)), str),
-    ("**The random-groups baseline timed** (issue 31 §5; idle, 3 shuffled rounds, 16 tokens",
-     "16", RAND1, lambda: _load(RAND1)["meta"]["new_tokens"], str),
-    ("decoded, 2026-12-05, on the AMD EPYC instance, where full attention prefills 8K tokens",
-     "AMD EPYC", RAND1, lambda: _load(RAND1)["meta"]["cpu_model"], str),
+    *_run_conditions("focus_op_speed_random", RAND_RUN, RAND_RUN,
+                     "decoded, 2026-12-05, on the AMD EPYC instance, where full attention "
+                     "prefills 8K tokens"),
     ("full attention prefills 8K tokens in 55.1 s / 29.5 s at one / two threads", "55.1", RAND1,
      lambda: _row(RAND1, config="full", length=8192)["prefill_s"], _fixed(1)),
     ("full attention prefills 8K tokens in 55.1 s / 29.5 s at one / two threads", "29.5",
      RAND[2], lambda: _row(RAND[2], config="full", length=8192)["prefill_s"], _fixed(1)),
-    ("[1 thread](benchmarks/results/focus_op_speed_random/focus_op_speed_1t.md)", "1", RAND1,
-     lambda: _load(RAND1)["meta"]["threads"], str),
-    ("[2 threads](benchmarks/results/focus_op_speed_random/focus_op_speed_2t.md)", "2", RAND[2],
-     lambda: _load(RAND[2])["meta"]["threads"], str),
     ("balanced groups with the K, top-k and window of the four rows above", "four", RAND1,
      lambda: len({r["config"] for r in _load(RAND1)["rows"]} - {"full"}),
      lambda n: {4: "four"}.get(n, str(n))),
@@ -2357,28 +2364,19 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     ("plus sinks 0.78-1.11x) and is kept", "1.11", "focus_op_speed_1t.json",
      lambda: max(_speeds("prefill_speedup", True)), _fixed(2)),
     # speed at 2K and 4K on the current code
-    ("**At 2K and 4K on the current code** (issue 31 §5; idle, 3 shuffled rounds, 16 tokens",
-     "3", LEN1, lambda: min(_load(LEN[t])["meta"]["rounds_per_length"] for t in (1, 2)), str),
-    ("**At 2K and 4K on the current code** (issue 31 §5; idle, 3 shuffled rounds, 16 tokens",
-     "16", LEN1, lambda: _load(LEN1)["meta"]["new_tokens"], str),
+    *_run_conditions("focus_op_speed_lengths", LEN_RUN, LEN_RUN,
+                     "decoded, 2026-12-05, on the AMD EPYC instance, where full attention "
+                     "prefills 2K"),
     ("**At 2K and 4K on the current code** (issue 31 §5;", "2", LEN1,
      lambda: min(_load(LEN1)["meta"]["lengths"]) // 1024, str),
     ("**At 2K and 4K on the current code** (issue 31 §5;", "4", LEN1,
      lambda: max(_load(LEN1)["meta"]["lengths"]) // 1024, str),
-    ("decoded, 2026-12-05, on the AMD EPYC instance", "2026-12-05", LEN1,
-     lambda: _load(LEN1)["meta"]["date"][:10], str),
-    ("decoded, 2026-12-05, on the AMD EPYC instance", "AMD EPYC", LEN1,
-     lambda: _load(LEN1)["meta"]["cpu_model"], str),
     ("prefills 2K / 4K tokens in 7.1 s / 18.8 s at one thread", "7.1", LEN1,
      lambda: _row(LEN1, config="full", length=2048)["prefill_s"], _fixed(1)),
     ("prefills 2K / 4K tokens in 7.1 s / 18.8 s at one thread", "18.8", LEN1,
      lambda: _row(LEN1, config="full", length=4096)["prefill_s"], _fixed(1)),
     ("prefills 2K / 4K tokens in 7.1 s / 18.8 s at one thread", "one", LEN1,
      lambda: _load(LEN1)["meta"]["threads"], lambda n: {1: "one"}.get(n, str(n))),
-    ("[1 thread](benchmarks/results/focus_op_speed_lengths/focus_op_speed_1t.md)", "1", LEN1,
-     lambda: _load(LEN1)["meta"]["threads"], str),
-    ("[2 threads](benchmarks/results/focus_op_speed_lengths/focus_op_speed_2t.md)", "2", LEN[2],
-     lambda: _load(LEN[2])["meta"]["threads"], str),
     ("the four learned routings (K = 4 window 256; K = 4 window 64, 200 steps; K = 8 window"
      " 256; K = 16 window 256, 200 steps)", "four", LEN1, lambda: len(_len_configs(False)),
      lambda n: {4: "four"}.get(n, str(n))),

@@ -775,7 +775,7 @@ class _FocusBlocksFunction(torch.autograd.Function):
         if plan.padded is not None:  # one batched causal call over padded buckets
             nbk, cmax, src, dst = plan.padded
             o, lse = _aten.flash_forward(
-                *(x.view(n, h * d).index_select(0, src).view(nbk, cmax, h, d).transpose(1, 2)
+                *(_gather_rows(x, src).view(nbk, cmax, h, d).transpose(1, 2)
                   for x in (q, k, v)), True, scale=scale)
             out = q.new_empty(n + 1, h, d).index_copy_(
                 0, dst, o.transpose(1, 2).reshape(-1, h, d))[:n]

@@ -273,6 +273,11 @@ K8W3 = "K8_top2_w256_distill_s4_c240"  # and 80 more, not chosen on validation
 K8W3_TEXT = ("80 steps more (240 steps)\n    gave +1.98% on validation, worse than +1.81% at "
              "160, so validation has stopped\n    improving and the 160-step routers stay the "
              "row (the training loss still falls: revisit\n    -0.0012 +- 0.0005)")
+K8W2_WINDOW_PK = ("sinks at their 8K share (window 2,324) answers 10 (10 lost, 1 gained, p = "
+                  "0.01), the routers against it 2 trials to 3 (McNemar p = 1.00)")
+K8W2_RANDOM_PK = ("groups of the same K, top-k and window 6 (15 lost, 2 gained, p = 0.002), the "
+                  "routers against them 3 trials to 0 (p = 0.25)")
+K8W_GROUPS = "K8_top2_w256_random"  # random balanced groups of the window-256 K = 8 pattern
 K8W2_VS = ("(out of domain -0.2% [-1.3, +0.9], Focus worse on 6 of 16 blocks; test\n    -0.8% "
            "[-1.7, +0.1], worse on 5 of 13)")
 K16L3 = "K16_top2_w256_lm_s4_c240"  # and 80 more, not chosen on validation
@@ -1395,15 +1400,21 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      "6", TRIALS, lambda: _discordant(K8W2, K8W, 8186)[1], str),
     ("against the 80-step routers' 14 on the same trials 1 trial to 6 (McNemar p = 0.125)",
      "0.125", TRIALS, lambda: _pair_p(K8W2, K8W, 8186), _fixed(3)),
-    ("that helped perplexity did not help retrieval (the content-free baselines at their share"
-     " were not run at 8K)", "8", TRIALS, lambda: round(8186 / 1024), str),
-    ("that helped perplexity did not help retrieval (the content-free baselines at their share"
-     " were not run at 8K)", "not run", TRIALS,
-     lambda: "not run" if not any(json.loads(line)["config"] in (f"sinks@{K8W2}",
-                                                                   "K8_top2_w256_random")
-                                  and json.loads(line)["length"] == 8186
-                                  for line in (RESULTS / TRIALS).read_text().splitlines())
-     else "run", str),
+    *_passkey_claims(K8W2_WINDOW_PK, f"sinks@{K8W2}", 8186),
+    (K8W2_WINDOW_PK, "2,324", PASSKEY_SUMMARY,
+     lambda: _pk_pattern(f"sinks@{K8W2}", 8186)["window"], _thousands),
+    *_discordant_claims(K8W2_WINDOW_PK, K8W2, 8186),
+    *_passkey_claims(K8W2_RANDOM_PK, K8W_GROUPS, 8186),
+    (K8W2_RANDOM_PK, "3", TRIALS, lambda: _discordant(K8W2, K8W_GROUPS, 8186)[0], str),
+    (K8W2_RANDOM_PK, "0", TRIALS, lambda: _discordant(K8W2, K8W_GROUPS, 8186)[1], str),
+    (K8W2_RANDOM_PK, "0.25", VERDICT, lambda: _verdict_row(K8W2)["passkey_8k_vs_random_p"],
+     _fixed(2)),
+    # "no better than either": neither McNemar test below 0.05 on the 50 common trials
+    ("at 8K the 160-step routers retrieve no better than either content-free pattern at 50"
+     " trials", "50", VERDICT,
+     lambda: _verdict_row(K8W2)["passkey_8k_n"]
+     if min(_verdict_row(K8W2)[f"passkey_8k_vs_{b}_p"] for b in ("window", "random")) >= 0.05
+     else None, str),
     *_continuation_claims(K8W2_TEXT, K8W2, (K8W,), ("80", "160", "+1.81", "+1.90")),
     *_not_chosen_claims(K8W3_TEXT, K8W3, (K8W, K8W2), ("80", "240", "+1.98", "+1.81", "160")),
     (K8W2_TEXT, "+2.2", OP, lambda: _op(K8W2, "ood_delta_pct"), _signed(1)),
@@ -1843,6 +1854,16 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     *_passkey_claims("(window 1,253) 13 (8 lost, 1 gained, p = 0.04)", f"sinks@{K8W}", 4096),
     *_discordant_claims("2 trials to 4 (McNemar p = 0.69)", K8W, 4096),
     *_passkey_claims("At 8K it answers 14 (8 lost, 3 gained, p = 0.23)", K8W, 8186),
+    *[("random balanced groups of its pattern answer 6 there, the routers against them 8 trials"
+       " to 0 (McNemar p = 0.008): better", v, src, f, fmt) for v, src, f, fmt in (
+          ("6", PASSKEY, lambda: _pk(K8W_GROUPS, "both", 8186) + _pk(K8W_GROUPS, "gained", 8186),
+           str),
+          ("8", TRIALS, lambda: _discordant(K8W, K8W_GROUPS, 8186)[0], str),
+          ("0", TRIALS, lambda: _discordant(K8W, K8W_GROUPS, 8186)[1], str),
+          # "better": more trials answered, McNemar below 0.05
+          ("0.008", VERDICT, lambda: _verdict_row(K8W)["passkey_8k_vs_random_p"]
+           if _verdict_row(K8W)["passkey_8k_vs_random_diff"] > 0
+           and _verdict_row(K8W)["passkey_8k_vs_random_p"] < 0.05 else None, _fixed(3)))],
     ("8K it answers 14 (8 lost, 3 gained, p = 0.23), 10 points below full attention's 19",
      "10", PASSKEY_SUMMARY, lambda: 100 * (_row(PASSKEY_SUMMARY, config="full", length=8186)[
          "accuracy"] - _row(PASSKEY_SUMMARY, config=K8W, length=8186)["accuracy"]), _fixed(0)),

@@ -278,6 +278,12 @@ K8W2_WINDOW_PK = ("sinks at their 8K share (window 2,324) answers 10 (10 lost, 1
 K8W2_RANDOM_PK = ("groups of the same K, top-k and window 6 (15 lost, 2 gained, p = 0.002), the "
                   "routers against them 3 trials to 0 (p = 0.25)")
 K8W_GROUPS = "K8_top2_w256_random"  # random balanced groups of the window-256 K = 8 pattern
+K8W2_4K = ("The window-256 K = 8 routers after 160 steps (2026-12-05) answer 11 (11 lost, 2 "
+           "gained, p = 0.02), as many as after 80 steps (3 trials to 3, McNemar p = 1.00)")
+K8W2_WINDOW_4K = ("window plus sinks at their 4K share (window 1,255) answers 13 (8 lost, 1 "
+                  "gained, p = 0.04), the routers against it 3 trials to 5 (McNemar p = 0.73)")
+K8W2_RANDOM_4K = ("of the same K, top-k and window 9 (13 lost, 2 gained, p = 0.007), the routers "
+                  "against them 2 trials to 0 (p = 0.50): distinguishable from neither")
 K8W2_VS = ("(out of domain -0.2% [-1.3, +0.9], Focus worse on 6 of 16 blocks; test\n    -0.8% "
            "[-1.7, +0.1], worse on 5 of 13)")
 K16L3 = "K16_top2_w256_lm_s4_c240"  # and 80 more, not chosen on validation
@@ -442,17 +448,23 @@ def _passkey_claims(phrase: str, config: str, length: int) -> list[tuple]:
     gained against F, McNemar p = P)'``): ``config``'s trials answered, lost and gained
     against full attention at ``length``, and the McNemar p-value, read from the paired
     passkey table (P printed with as many decimals as the phrase gives)."""
-    match = re.search(r"(\d+)(?: at \dK)? \((\d+) lost, (\d+) gained(?: against [^,]+)?,\s+"
+    match = re.search(r"(\d+)((?: at \dK)? \()(\d+) lost, (\d+) gained(?: against [^,]+)?,\s+"
                       r"(?:McNemar )?p = (\d\.\d+)\)", phrase)
     assert match, phrase
-    correct, lost, gained, p = match.groups()
+    correct, tail, lost, gained, p = match.groups()
+    digits = _fixed(len(p.split(".")[1]))
+    # each count printed with the words beside it, so that a changed count fails even where
+    # the same digits occur elsewhere in the phrase
     return [
-        (phrase, correct, PASSKEY,
-         lambda: _pk(config, "both", length) + _pk(config, "gained", length), str),
-        (phrase, lost, PASSKEY, lambda: _pk(config, "lost", length), str),
-        (phrase, gained, PASSKEY, lambda: _pk(config, "gained", length), str),
-        (phrase, p, PASSKEY, lambda: _pk(config, "mcnemar_p", length),
-         _fixed(len(p.split(".")[1]))),
+        (phrase, correct + tail, PASSKEY,
+         lambda: _pk(config, "both", length) + _pk(config, "gained", length),
+         lambda v: f"{v}{tail}"),
+        (phrase, f"({lost} lost", PASSKEY, lambda: _pk(config, "lost", length),
+         lambda v: f"({v} lost"),
+        (phrase, f"{gained} gained", PASSKEY, lambda: _pk(config, "gained", length),
+         lambda v: f"{v} gained"),
+        (phrase, f"p = {p}", PASSKEY, lambda: _pk(config, "mcnemar_p", length),
+         lambda v: f"p = {digits(v)}"),
     ]
 
 
@@ -587,6 +599,17 @@ def _discordant_claims(phrase: str, focus: str, length: int, p_digits: int = 2
         (phrase, p, VERDICT, lambda: _verdict_row(focus)[f"passkey_{tag}_vs_window_p"],
          _fixed(p_digits)),
     ]
+
+
+def _trials_to_claim(phrase: str, a: str, b: str, length: int) -> tuple:
+    """The claim of a phrase's ``'A trials to B'``: the trials at ``length`` that config ``a``
+    answers and ``b`` misses, and the reverse (:func:`_discordant`), checked as one printed
+    pair, so that a changed count fails even where the same digit occurs elsewhere in the
+    phrase."""
+    match = re.search(r"\d+ trials? to \d+", phrase)
+    assert match, phrase
+    return (phrase, match.group(0), TRIALS, lambda: _discordant(a, b, length),
+            lambda v: f"{v[0]} trial{'s' if v[0] != 1 else ''} to {v[1]}")
 
 
 def _report_k() -> int:
@@ -1400,13 +1423,33 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      "6", TRIALS, lambda: _discordant(K8W2, K8W, 8186)[1], str),
     ("against the 80-step routers' 14 on the same trials 1 trial to 6 (McNemar p = 0.125)",
      "0.125", TRIALS, lambda: _pair_p(K8W2, K8W, 8186), _fixed(3)),
+    # the 160-step routers at 4K, beside the 80-step ones and both baselines
+    *_passkey_claims(K8W2_4K, K8W2, 4096),
+    (K8W2_4K, "256", OP, lambda: _op(K8W2, "window"), str),
+    (K8W2_4K, "8", OP, lambda: _op(K8W2, "K"), str),
+    (K8W2_4K, "160", OP, lambda: _steps_in_all(K8W2), str),
+    # "as many as": the same count answered by the 80-step routers on the same trials
+    (K8W2_4K, "80", OP, lambda: _op(K8W, "steps")
+     if _pk(K8W2, "both", 4096) + _pk(K8W2, "gained", 4096)
+     == _pk(K8W, "both", 4096) + _pk(K8W, "gained", 4096) else None, str),
+    _trials_to_claim(K8W2_4K, K8W2, K8W, 4096),
+    (K8W2_4K, "1.00", TRIALS, lambda: _pair_p(K8W2, K8W, 4096), _fixed(2)),
+    *_passkey_claims(K8W2_WINDOW_4K, f"sinks@{K8W2}", 4096),
+    (K8W2_WINDOW_4K, "1,255", PASSKEY_SUMMARY,
+     lambda: _pk_pattern(f"sinks@{K8W2}", 4096)["window"], _thousands),
+    *_discordant_claims(K8W2_WINDOW_4K, K8W2, 4096),
+    *_passkey_claims(K8W2_RANDOM_4K, K8W_GROUPS, 4096),
+    _trials_to_claim(K8W2_RANDOM_4K, K8W2, K8W_GROUPS, 4096),
+    # "distinguishable from neither": both McNemar tests at 4K at or above 0.05
+    (K8W2_RANDOM_4K, "0.50", VERDICT, lambda: _verdict_row(K8W2)["passkey_4k_vs_random_p"]
+     if min(_verdict_row(K8W2)[f"passkey_4k_vs_{b}_p"] for b in ("window", "random")) >= 0.05
+     else None, _fixed(2)),
     *_passkey_claims(K8W2_WINDOW_PK, f"sinks@{K8W2}", 8186),
     (K8W2_WINDOW_PK, "2,324", PASSKEY_SUMMARY,
      lambda: _pk_pattern(f"sinks@{K8W2}", 8186)["window"], _thousands),
     *_discordant_claims(K8W2_WINDOW_PK, K8W2, 8186),
     *_passkey_claims(K8W2_RANDOM_PK, K8W_GROUPS, 8186),
-    (K8W2_RANDOM_PK, "3", TRIALS, lambda: _discordant(K8W2, K8W_GROUPS, 8186)[0], str),
-    (K8W2_RANDOM_PK, "0", TRIALS, lambda: _discordant(K8W2, K8W_GROUPS, 8186)[1], str),
+    _trials_to_claim(K8W2_RANDOM_PK, K8W2, K8W_GROUPS, 8186),
     (K8W2_RANDOM_PK, "0.25", VERDICT, lambda: _verdict_row(K8W2)["passkey_8k_vs_random_p"],
      _fixed(2)),
     # "no better than either": neither McNemar test below 0.05 on the 50 common trials
@@ -1856,14 +1899,23 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     *_passkey_claims("At 8K it answers 14 (8 lost, 3 gained, p = 0.23)", K8W, 8186),
     *[("random balanced groups of its pattern answer 6 there, the routers against them 8 trials"
        " to 0 (McNemar p = 0.008): better", v, src, f, fmt) for v, src, f, fmt in (
-          ("6", PASSKEY, lambda: _pk(K8W_GROUPS, "both", 8186) + _pk(K8W_GROUPS, "gained", 8186),
-           str),
-          ("8", TRIALS, lambda: _discordant(K8W, K8W_GROUPS, 8186)[0], str),
-          ("0", TRIALS, lambda: _discordant(K8W, K8W_GROUPS, 8186)[1], str),
+          ("answer 6", PASSKEY,
+           lambda: _pk(K8W_GROUPS, "both", 8186) + _pk(K8W_GROUPS, "gained", 8186),
+           lambda v: f"answer {v}"),
+          ("8 trials to 0", TRIALS, lambda: _discordant(K8W, K8W_GROUPS, 8186),
+           lambda v: f"{v[0]} trials to {v[1]}"),
           # "better": more trials answered, McNemar below 0.05
           ("0.008", VERDICT, lambda: _verdict_row(K8W)["passkey_8k_vs_random_p"]
            if _verdict_row(K8W)["passkey_8k_vs_random_diff"] > 0
            and _verdict_row(K8W)["passkey_8k_vs_random_p"] < 0.05 else None, _fixed(3)))],
+    *[("at 4K 9, the routers against them 4 trials to 2, p = 0.69", v, src, f, fmt)
+      for v, src, f, fmt in (
+          ("4K 9", PASSKEY,
+           lambda: _pk(K8W_GROUPS, "both", 4096) + _pk(K8W_GROUPS, "gained", 4096),
+           lambda v: f"4K {v}"),
+          ("4 trials to 2", TRIALS, lambda: _discordant(K8W, K8W_GROUPS, 4096),
+           lambda v: f"{v[0]} trials to {v[1]}"),
+          ("0.69", VERDICT, lambda: _verdict_row(K8W)["passkey_4k_vs_random_p"], _fixed(2)))],
     ("8K it answers 14 (8 lost, 3 gained, p = 0.23), 10 points below full attention's 19",
      "10", PASSKEY_SUMMARY, lambda: 100 * (_row(PASSKEY_SUMMARY, config="full", length=8186)[
          "accuracy"] - _row(PASSKEY_SUMMARY, config=K8W, length=8186)["accuracy"]), _fixed(0)),

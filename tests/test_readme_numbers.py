@@ -284,6 +284,26 @@ K8W2_WINDOW_4K = ("window plus sinks at their 4K share (window 1,255) answers 13
                   "gained, p = 0.04), the routers against it 3 trials to 5 (McNemar p = 0.73)")
 K8W2_RANDOM_4K = ("of the same K, top-k and window 9 (13 lost, 2 gained, p = 0.007), the routers "
                   "against them 2 trials to 0 (p = 0.50): distinguishable from neither")
+# the three best rows chosen on validation at 2K, beside both content-free baselines
+K4W_2K = "window-256 K = 4 routers answer 26 (7 lost, 1 gained, p = 0.07)"
+K4W_WINDOW_2K = ("their 2K share (window 1,315) 23 (9 lost, 0 gained, p = 0.004), the routers "
+                 "against it 5 trials to 2 (McNemar p = 0.45)")
+K4W_RANDOM_2K = ("their pattern 15 (17 lost, 0 gained, p = 2e-5), the routers against them 12 "
+                 "trials to 1 (p = 0.003)")
+K4C2_2K = ("The 200-step window-64 K = 4 routers answer 32 (1 lost, 1 gained, p = 1.00), as many "
+           "as full attention and 15 trials to 0 against the same routers after 80 steps (p = "
+           "6e-5)")
+K4C2_WINDOW_2K = ("(window 1,275) answers 23, the routers against it 10 trials to 1 (McNemar p = "
+                  "0.01)")
+K4C2_RANDOM_2K = ("against random balanced groups of K = 4, window 64 (the 15 above) 17 trials to "
+                  "0 (p = 2e-5)")
+K4C2_BOTH_2K = ("at 2K the 200-step K = 4 routers retrieve more than both content-free patterns "
+                "at their budget")
+K8W2_2K = "The 160-step window-256 K = 8 routers answer 14 (19 lost, 1 gained, p = 4e-5)"
+K8W2_WINDOW_2K = ("their 2K share (window 720) 15 (17 lost, 0 gained, p = 2e-5), the routers "
+                  "against it 4 trials to 5 (McNemar p = 1.00)")
+K8W2_RANDOM_2K = ("their pattern 4 (28 lost, 0 gained, p = 7e-9), the routers against them 10 "
+                  "trials to 0 (p = 0.002)")
 K8W2_VS = ("(out of domain -0.2% [-1.3, +0.9], Focus worse on 6 of 16 blocks; test\n    -0.8% "
            "[-1.7, +0.1], worse on 5 of 13)")
 K16L3 = "K16_top2_w256_lm_s4_c240"  # and 80 more, not chosen on validation
@@ -447,12 +467,13 @@ def _passkey_claims(phrase: str, config: str, length: int) -> list[tuple]:
     """The claims of a phrase ``'N (L lost, G gained, p = P)'`` (also ``'N at 8K (L lost, G
     gained against F, McNemar p = P)'``): ``config``'s trials answered, lost and gained
     against full attention at ``length``, and the McNemar p-value, read from the paired
-    passkey table (P printed with as many decimals as the phrase gives)."""
+    passkey table (P printed with as many decimals as the phrase gives, or as ``2e-5``)."""
     match = re.search(r"(\d+)((?: at \dK)? \()(\d+) lost, (\d+) gained(?: against [^,]+)?,\s+"
-                      r"(?:McNemar )?p = (\d\.\d+)\)", phrase)
+                      r"(?:McNemar )?p = (\d\.\d+|\de-\d+)\)", phrase)
     assert match, phrase
     correct, tail, lost, gained, p = match.groups()
-    digits = _fixed(len(p.split(".")[1]))
+    digits = (_fixed(len(p.split(".")[1])) if "." in p
+              else lambda v: f"{v:.0e}".replace("e-0", "e-"))
     # each count printed with the words beside it, so that a changed count fails even where
     # the same digits occur elsewhere in the phrase
     return [
@@ -1225,6 +1246,57 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      lambda p: f"{p:.0e}".replace("e-0", "e-")),
     ("ones no distinguishably more (p = 0.75)", "0.75", VERDICT,
      lambda: _verdict_row(K4)["passkey_2k_vs_random_p"], _fixed(2)),
+    *_passkey_claims(K4W_2K, K4W, 2048),
+    *_passkey_claims(K4W_WINDOW_2K, f"sinks@{K4W}", 2048),
+    (K4W_WINDOW_2K, "1,315", PASSKEY_SUMMARY,
+     lambda: _pk_pattern(f"sinks@{K4W}", 2048)["window"], _thousands),
+    _trials_to_claim(K4W_WINDOW_2K, K4W, f"sinks@{K4W}", 2048),
+    (K4W_WINDOW_2K, "0.45", VERDICT, lambda: _verdict_row(K4W)["passkey_2k_vs_window_p"],
+     _fixed(2)),
+    *_passkey_claims(K4W_RANDOM_2K, "K4_top2_w256_random", 2048),
+    _trials_to_claim(K4W_RANDOM_2K, K4W, "K4_top2_w256_random", 2048),
+    (K4W_RANDOM_2K, "0.003", VERDICT, lambda: _verdict_row(K4W)["passkey_2k_vs_random_p"],
+     _fixed(3)),
+    *_passkey_claims(K4C2_2K, K4C2, 2048),
+    (K4C2_2K, "200", OP, lambda: _steps_in_all(K4C2), str),
+    (K4C2_2K, "as many as full attention", PASSKEY,
+     lambda: "as many as full attention"
+     if _pk(K4C2, "lost", 2048) == _pk(K4C2, "gained", 2048) else None, str),
+    _trials_to_claim(K4C2_2K, K4C2, K4, 2048),
+    (K4C2_2K, "80", OP, lambda: _op(K4, "steps"), str),
+    (K4C2_2K, "6e-5", TRIALS, lambda: _pair_p(K4C2, K4, 2048),
+     lambda p: f"{p:.0e}".replace("e-0", "e-")),
+    (K4C2_WINDOW_2K, "1,275", PASSKEY_SUMMARY,
+     lambda: _pk_pattern(f"sinks@{K4C2}", 2048)["window"], _thousands),
+    (K4C2_WINDOW_2K, "answers 23", PASSKEY,
+     lambda: _pk(f"sinks@{K4C2}", "both", 2048) + _pk(f"sinks@{K4C2}", "gained", 2048),
+     lambda v: f"answers {v}"),
+    _trials_to_claim(K4C2_WINDOW_2K, K4C2, f"sinks@{K4C2}", 2048),
+    (K4C2_WINDOW_2K, "0.01", VERDICT, lambda: _verdict_row(K4C2)["passkey_2k_vs_window_p"],
+     _fixed(2)),
+    (K4C2_RANDOM_2K, "the 15 above", PASSKEY,
+     lambda: _pk("K4_top2_w64_random", "both", 2048) + _pk("K4_top2_w64_random", "gained", 2048),
+     lambda v: f"the {v} above"),
+    _trials_to_claim(K4C2_RANDOM_2K, K4C2, "K4_top2_w64_random", 2048),
+    (K4C2_RANDOM_2K, "2e-5", VERDICT, lambda: _verdict_row(K4C2)["passkey_2k_vs_random_p"],
+     lambda p: f"{p:.0e}".replace("e-0", "e-")),
+    # "more than both": more trials answered than each baseline, McNemar below 0.05 each
+    (K4C2_BOTH_2K, "200", OP, lambda: _steps_in_all(K4C2)
+     if all(_verdict_row(K4C2)[f"passkey_2k_vs_{b}_diff"] > 0
+            and _verdict_row(K4C2)[f"passkey_2k_vs_{b}_p"] < 0.05 for b in ("window", "random"))
+     else None, str),
+    *_passkey_claims(K8W2_2K, K8W2, 2048),
+    (K8W2_2K, "160", OP, lambda: _steps_in_all(K8W2), str),
+    *_passkey_claims(K8W2_WINDOW_2K, f"sinks@{K8W2}", 2048),
+    (K8W2_WINDOW_2K, "720", PASSKEY_SUMMARY,
+     lambda: _pk_pattern(f"sinks@{K8W2}", 2048)["window"], str),
+    _trials_to_claim(K8W2_WINDOW_2K, K8W2, f"sinks@{K8W2}", 2048),
+    (K8W2_WINDOW_2K, "1.00", VERDICT, lambda: _verdict_row(K8W2)["passkey_2k_vs_window_p"],
+     _fixed(2)),
+    *_passkey_claims(K8W2_RANDOM_2K, K8W_GROUPS, 2048),
+    _trials_to_claim(K8W2_RANDOM_2K, K8W2, K8W_GROUPS, 2048),
+    (K8W2_RANDOM_2K, "0.002", VERDICT, lambda: _verdict_row(K8W2)["passkey_2k_vs_random_p"],
+     _fixed(3)),
     ("random groups at K = 8 answer 9 (p = 0.38", "9", VERDICT,
      lambda: round(50 * _verdict_row(K8)["passkey_4k_random"]), str),
     ("random groups at K = 8 answer 9 (p = 0.38", "0.38", VERDICT,

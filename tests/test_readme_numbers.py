@@ -610,13 +610,12 @@ def _discordant_claims(phrase: str, focus: str, length: int, p_digits: int = 2
     """The claims of a phrase ``'A trials to B ... p = P'``: the trials ``focus`` answers and
     its window plus sinks (``sinks@focus``) misses at ``length``, the reverse, and the
     verdict's McNemar p-value between them."""
-    match = re.search(r"(\d+) trials? to (\d+).*?p =\s+(\d\.\d+)", phrase, re.S)
+    match = re.search(r"\d+ trials? to \d+.*?p =\s+(\d\.\d+)", phrase, re.S)
     assert match, phrase
-    a, b, p = match.groups()
+    p = match.group(1)
     tag = "8k" if length > 4096 else f"{length // 1024}k"
     return [
-        (phrase, a, TRIALS, lambda: _discordant(focus, f"sinks@{focus}", length)[0], str),
-        (phrase, b, TRIALS, lambda: _discordant(focus, f"sinks@{focus}", length)[1], str),
+        _trials_to_claim(phrase, focus, f"sinks@{focus}", length),
         (phrase, p, VERDICT, lambda: _verdict_row(focus)[f"passkey_{tag}_vs_window_p"],
          _fixed(p_digits)),
     ]

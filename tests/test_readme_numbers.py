@@ -89,6 +89,11 @@ def _thousands(x: float) -> str:
     return f"{int(x):,}"
 
 
+def _exp(x: float) -> str:
+    """A small p-value as the README prints it: ``2e-5``."""
+    return f"{x:.0e}".replace("e-0", "e-")
+
+
 # --- the QSV layer speed ------------------------------------------------------------------
 SPEED = "qsv_layer_speed.json"
 
@@ -278,6 +283,9 @@ K8W2_WINDOW_PK = ("sinks at their 8K share (window 2,324) answers 10 (10 lost, 1
 K8W2_RANDOM_PK = ("groups of the same K, top-k and window 6 (15 lost, 2 gained, p = 0.002), the "
                   "routers against them 3 trials to 0 (p = 0.25)")
 K8W_GROUPS = "K8_top2_w256_random"  # random balanced groups of the window-256 K = 8 pattern
+K8W_RANDOM_8K = ("random balanced groups of its pattern answer 6 there, the routers against "
+                 "them 8 trials to 0 (McNemar p = 0.008): better")
+K8W_RANDOM_4K = "at 4K 9, the routers against them 4 trials to 2, p = 0.69"
 K8W2_4K = ("The window-256 K = 8 routers after 160 steps (2026-12-05) answer 11 (11 lost, 2 "
            "gained, p = 0.02), as many as after 80 steps (3 trials to 3, McNemar p = 1.00)")
 K8W2_WINDOW_4K = ("window plus sinks at their 4K share (window 1,255) answers 13 (8 lost, 1 "
@@ -433,28 +441,30 @@ def _answered_depths(length: int, *configs: str) -> Optional[str]:
 TRIALS = "focus_passkey_trials.jsonl"  # one row per passkey trial
 
 
-def _discordant(a: str, b: str, length: int) -> tuple[int, int]:
-    """Trials at ``length`` that config ``a`` answers and ``b`` does not, and the reverse:
-    :func:`~quest_geometric.experiments.focus_passkey.paired_with_full` with ``b`` as the
-    reference, on every trial of ``a``."""
+def _paired(a: str, b: str, length: int) -> dict:
+    """Config ``a``'s passkey trials at ``length`` paired with config ``b``'s on the same
+    trials (:func:`~quest_geometric.experiments.focus_passkey.paired_with_full` with ``b`` as
+    the reference); every trial of ``a`` must have its pair."""
     from quest_geometric.experiments.focus_passkey import paired_with_full
 
     rows = [r for r in map(json.loads, (RESULTS / TRIALS).read_text().splitlines())
             if r["config"] in (a, b) and r["length"] == length]
     (p,) = paired_with_full(rows, reference=b)
     assert p["matched"] == sum(r["config"] == a for r in rows) > 0, (a, b, length)
+    return p
+
+
+def _discordant(a: str, b: str, length: int) -> tuple[int, int]:
+    """Trials at ``length`` that config ``a`` answers and ``b`` does not, and the reverse
+    (:func:`_paired`)."""
+    p = _paired(a, b, length)
     return p["gained"], p["lost"]
 
 
 def _pair_p(a: str, b: str, length: int) -> float:
     """Exact McNemar p-value of config ``a`` against config ``b`` on their common trials at
-    ``length`` (:func:`~quest_geometric.experiments.focus_passkey.paired_with_full`)."""
-    from quest_geometric.experiments.focus_passkey import paired_with_full
-
-    rows = [r for r in map(json.loads, (RESULTS / TRIALS).read_text().splitlines())
-            if r["config"] in (a, b) and r["length"] == length]
-    (p,) = paired_with_full(rows, reference=b)
-    return p["mcnemar_p"]
+    ``length`` (:func:`_paired`)."""
+    return _paired(a, b, length)["mcnemar_p"]
 
 
 def _resolve_config(*args, **kwargs) -> dict:
@@ -472,8 +482,7 @@ def _passkey_claims(phrase: str, config: str, length: int) -> list[tuple]:
                       r"(?:McNemar )?p = (\d\.\d+|\de-\d+)\)", phrase)
     assert match, phrase
     correct, tail, lost, gained, p = match.groups()
-    digits = (_fixed(len(p.split(".")[1])) if "." in p
-              else lambda v: f"{v:.0e}".replace("e-0", "e-"))
+    digits = _fixed(len(p.split(".")[1])) if "." in p else _exp
     # each count printed with the words beside it, so that a changed count fails even where
     # the same digits occur elsewhere in the phrase
     return [
@@ -1242,7 +1251,7 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     ("retrieve more than their random groups (McNemar p = 2e-4", "2e-4", VERDICT,
      lambda: _verdict_row(K8)["passkey_2k_vs_random_p"]
      if _verdict_row(K8)["passkey_2k_vs_random_diff"] > 0 else None,
-     lambda p: f"{p:.0e}".replace("e-0", "e-")),
+     _exp),
     ("ones no distinguishably more (p = 0.75)", "0.75", VERDICT,
      lambda: _verdict_row(K4)["passkey_2k_vs_random_p"], _fixed(2)),
     *_passkey_claims(K4W_2K, K4W, 2048),
@@ -1264,7 +1273,7 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     _trials_to_claim(K4C2_2K, K4C2, K4, 2048),
     (K4C2_2K, "80", OP, lambda: _op(K4, "steps"), str),
     (K4C2_2K, "6e-5", TRIALS, lambda: _pair_p(K4C2, K4, 2048),
-     lambda p: f"{p:.0e}".replace("e-0", "e-")),
+     _exp),
     (K4C2_WINDOW_2K, "1,275", PASSKEY_SUMMARY,
      lambda: _pk_pattern(f"sinks@{K4C2}", 2048)["window"], _thousands),
     (K4C2_WINDOW_2K, "answers 23", PASSKEY,
@@ -1278,7 +1287,7 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      lambda v: f"the {v} above"),
     _trials_to_claim(K4C2_RANDOM_2K, K4C2, "K4_top2_w64_random", 2048),
     (K4C2_RANDOM_2K, "2e-5", VERDICT, lambda: _verdict_row(K4C2)["passkey_2k_vs_random_p"],
-     lambda p: f"{p:.0e}".replace("e-0", "e-")),
+     _exp),
     # "more than both": more trials answered than each baseline, McNemar below 0.05 each
     (K4C2_BOTH_2K, "200", OP, lambda: _steps_in_all(K4C2)
      if all(_verdict_row(K4C2)[f"passkey_2k_vs_{b}_diff"] > 0
@@ -1308,7 +1317,7 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     ("(Spearman +0.74, p = 3e-6)", "+0.74", "qk_pretrained.json",
      lambda: _pretrained_corr("spearman_rho"), _signed(2)),
     ("(Spearman +0.74, p = 3e-6)", "3e-6", "qk_pretrained.json",
-     lambda: _pretrained_corr("p_value"), lambda p: f"{p:.0e}".replace("e-0", "e-")),
+     lambda: _pretrained_corr("p_value"), _exp),
     # Focus on SmolLM2-135M at one operating point (issue 31)
     ("evaluated on 13 test blocks of 1,024 tokens", "13", OP_PAIRED,
      lambda: _vs_window(K4, "blocks", "test"), str),
@@ -1488,10 +1497,8 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      lambda: _pk(K8W2, "both", 8186) + _pk(K8W2, "lost", 8186), str),
     ("against the 80-step routers' 14 on the same trials 1 trial to 6 (McNemar p = 0.125)",
      "14", PASSKEY, lambda: _pk(K8W, "both", 8186) + _pk(K8W, "gained", 8186), str),
-    ("against the 80-step routers' 14 on the same trials 1 trial to 6 (McNemar p = 0.125)",
-     "1", TRIALS, lambda: _discordant(K8W2, K8W, 8186)[0], str),
-    ("against the 80-step routers' 14 on the same trials 1 trial to 6 (McNemar p = 0.125)",
-     "6", TRIALS, lambda: _discordant(K8W2, K8W, 8186)[1], str),
+    _trials_to_claim("against the 80-step routers' 14 on the same trials 1 trial to 6 (McNemar p"
+                     " = 0.125)", K8W2, K8W, 8186),
     ("against the 80-step routers' 14 on the same trials 1 trial to 6 (McNemar p = 0.125)",
      "0.125", TRIALS, lambda: _pair_p(K8W2, K8W, 8186), _fixed(3)),
     # the 160-step routers at 4K, beside the 80-step ones and both baselines
@@ -1968,25 +1975,20 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     *_passkey_claims("(window 1,253) 13 (8 lost, 1 gained, p = 0.04)", f"sinks@{K8W}", 4096),
     *_discordant_claims("2 trials to 4 (McNemar p = 0.69)", K8W, 4096),
     *_passkey_claims("At 8K it answers 14 (8 lost, 3 gained, p = 0.23)", K8W, 8186),
-    *[("random balanced groups of its pattern answer 6 there, the routers against them 8 trials"
-       " to 0 (McNemar p = 0.008): better", v, src, f, fmt) for v, src, f, fmt in (
-          ("answer 6", PASSKEY,
-           lambda: _pk(K8W_GROUPS, "both", 8186) + _pk(K8W_GROUPS, "gained", 8186),
-           lambda v: f"answer {v}"),
-          ("8 trials to 0", TRIALS, lambda: _discordant(K8W, K8W_GROUPS, 8186),
-           lambda v: f"{v[0]} trials to {v[1]}"),
-          # "better": more trials answered, McNemar below 0.05
-          ("0.008", VERDICT, lambda: _verdict_row(K8W)["passkey_8k_vs_random_p"]
-           if _verdict_row(K8W)["passkey_8k_vs_random_diff"] > 0
-           and _verdict_row(K8W)["passkey_8k_vs_random_p"] < 0.05 else None, _fixed(3)))],
-    *[("at 4K 9, the routers against them 4 trials to 2, p = 0.69", v, src, f, fmt)
-      for v, src, f, fmt in (
-          ("4K 9", PASSKEY,
-           lambda: _pk(K8W_GROUPS, "both", 4096) + _pk(K8W_GROUPS, "gained", 4096),
-           lambda v: f"4K {v}"),
-          ("4 trials to 2", TRIALS, lambda: _discordant(K8W, K8W_GROUPS, 4096),
-           lambda v: f"{v[0]} trials to {v[1]}"),
-          ("0.69", VERDICT, lambda: _verdict_row(K8W)["passkey_4k_vs_random_p"], _fixed(2)))],
+    (K8W_RANDOM_8K, "answer 6", PASSKEY,
+     lambda: _pk(K8W_GROUPS, "both", 8186) + _pk(K8W_GROUPS, "gained", 8186),
+     lambda v: f"answer {v}"),
+    _trials_to_claim(K8W_RANDOM_8K, K8W, K8W_GROUPS, 8186),
+    # "better": more trials answered, McNemar below 0.05
+    (K8W_RANDOM_8K, "0.008", VERDICT, lambda: _verdict_row(K8W)["passkey_8k_vs_random_p"]
+     if _verdict_row(K8W)["passkey_8k_vs_random_diff"] > 0
+     and _verdict_row(K8W)["passkey_8k_vs_random_p"] < 0.05 else None, _fixed(3)),
+    (K8W_RANDOM_4K, "4K 9", PASSKEY,
+     lambda: _pk(K8W_GROUPS, "both", 4096) + _pk(K8W_GROUPS, "gained", 4096),
+     lambda v: f"4K {v}"),
+    _trials_to_claim(K8W_RANDOM_4K, K8W, K8W_GROUPS, 4096),
+    (K8W_RANDOM_4K, "0.69", VERDICT, lambda: _verdict_row(K8W)["passkey_4k_vs_random_p"],
+     _fixed(2)),
     ("8K it answers 14 (8 lost, 3 gained, p = 0.23), 10 points below full attention's 19",
      "10", PASSKEY_SUMMARY, lambda: 100 * (_row(PASSKEY_SUMMARY, config="full", length=8186)[
          "accuracy"] - _row(PASSKEY_SUMMARY, config=K8W, length=8186)["accuracy"]), _fixed(0)),
@@ -2208,7 +2210,7 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      lambda: (_vs_window(f"{K8}@top1", "focus_worse"), _vs_window(f"{K8}@top1", "blocks")),
      lambda v: f"{v[0]} of {v[1]}"),
     ("(Focus worse on 16 of 16\n    blocks, sign p = 3e-5)", "3e-5", OP_PAIRED,
-     lambda: _vs_window(f"{K8}@top1", "sign_p"), lambda v: f"{v:.0e}".replace("e-0", "e-")),
+     lambda: _vs_window(f"{K8}@top1", "sign_p"), _exp),
     # the re-evaluation of the out-of-domain columns
     ("and two of the 16 blocks (Debian release notes;", "16", OP_PAIRED,
      lambda: _vs_window(K4, "blocks"), str),
@@ -2224,7 +2226,7 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      lambda: _pk(K4, "lost"), str),
     ("gaining 0 (exact McNemar p = 6e-5)", "0", PASSKEY, lambda: _pk(K4, "gained"), str),
     ("gaining 0 (exact McNemar p = 6e-5)", "6e-5", PASSKEY, lambda: _pk(K4, "mcnemar_p"),
-     lambda p: f"{p:.0e}".replace("e-0", "e-")),
+     _exp),
     ("the window plus sinks at their share 23 (9 lost, p = 0.004)", "23", PASSKEY,
      lambda: _pk(f"sinks@{K4}", "both") + _pk(f"sinks@{K4}", "gained"), str),
     ("the window plus sinks at their share 23 (9 lost, p = 0.004)", "9", PASSKEY,
@@ -2242,13 +2244,13 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     ("the K = 8 routers after 120 steps with sinks 15 (19 lost, 2 gained, p = 2e-4)", "2",
      PASSKEY, lambda: _pk(K8, "gained"), str),
     ("the K = 8 routers after 120 steps with sinks 15 (19 lost, 2 gained, p = 2e-4)", "2e-4",
-     PASSKEY, lambda: _pk(K8, "mcnemar_p"), lambda p: f"{p:.0e}".replace("e-0", "e-")),
+     PASSKEY, lambda: _pk(K8, "mcnemar_p"), _exp),
     ("the window plus sinks at their share 15 (18 lost, p = 8e-5)", "15", PASSKEY,
      lambda: _pk(f"sinks@{K8}", "both") + _pk(f"sinks@{K8}", "gained"), str),
     ("the window plus sinks at their share 15 (18 lost, p = 8e-5)", "18", PASSKEY,
      lambda: _pk(f"sinks@{K8}", "lost"), str),
     ("the window plus sinks at their share 15 (18 lost, p = 8e-5)", "8e-5", PASSKEY,
-     lambda: _pk(f"sinks@{K8}", "mcnemar_p"), lambda p: f"{p:.0e}".replace("e-0", "e-")),
+     lambda: _pk(f"sinks@{K8}", "mcnemar_p"), _exp),
     # passkey at 4K
     ("The 200-step K = 16 routers\n    answer 10 (10 lost, 0 gained, p = 0.002)", "200", OP,
      lambda: _steps(K16_80, K16, K16C), str),
@@ -2376,7 +2378,7 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
      lambda: _discordant(K4C3, "K4_top2_w64_random", 8186)[1], str),
     ("the 280-step ones 16 to 0 (p = 3e-5)", "3e-5", VERDICT,
      lambda: _verdict_row(K4C3)["passkey_8k_vs_random_p"],
-     lambda v: f"{v:.0e}".replace("e-0", "e-")),
+     _exp),
     ("(at 4K the 200-step routers' 23 against the random\n    groups' 18", "23", PASSKEY,
      lambda: _pk(K4C2, "both", 4096) + _pk(K4C2, "gained", 4096), str),
     ("(at 4K the 200-step routers' 23 against the random\n    groups' 18", "18", PASSKEY,

@@ -1637,7 +1637,8 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     ("on the AMD EPYC instance, each with its own full\n    attention", "AMD EPYC", CODES1,
      lambda: {_load(n)["meta"]["cpu_model"] for n in (CODES1, SAFTER1)} == {"AMD EPYC"}
      and "AMD EPYC", str),
-    ("`decode.STORE_AFTER` = 40 steps", "40", CODES1, lambda: _decode_module().STORE_AFTER, str),
+    ("`decode.STORE_AFTER` = 40 steps", "40", CODES1,
+     lambda: _decode_module().DecodeConfig().store_after, str),
     *_speed_claims("200-step K = 16 routers 1.22x / 0.87x", CODES1, K16C),
     *_speed_claims("at one thread and 1.09x / 0.95x at two", CODES2, K16C),
     ("(decoding\n    0.73x / 0.69x in the run above)", "0.73", WSTEP1,
@@ -1706,7 +1707,7 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
              for t in (1, 2)) for c in (K16C, K8, K8W, K4W))), str),
     # the window plus sinks' band split: the band table (BANDS) and the windows re-timed (SPLIT)
     ("from a window of `blocks.SPLIT_BAND_MIN_WINDOW` = 1,024", "1,024", BANDS,
-     lambda: _blocks_module().SPLIT_BAND_MIN_WINDOW, _thousands),
+     lambda: _blocks_module().BlocksConfig().split_band_min_window, _thousands),
     ("idle, 5 shuffled rounds, 9 heads of 64", "5", BANDS, lambda: _load(BANDS)["meta"]["rounds"],
      str),
     ("idle, 5 shuffled rounds, 9 heads of 64", "9", BANDS,
@@ -2625,7 +2626,7 @@ CLAIMS: list[tuple[str, str, str, Callable[[], Any], Callable[[Any], str]]] = [
     ("K = 16 routers' per-group decoding stores, taken after 40 steps", "16", OP,
      lambda: _op(K16C, "K"), str),
     ("K = 16 routers' per-group decoding stores, taken after 40 steps", "40", S8K_LONG,
-     lambda: _decode_module().STORE_AFTER, str),
+     lambda: _decode_module().DecodeConfig().store_after, str),
     ("the K = 16 routers decode 1.08x / 1.02x", "1.08", S8K_LONG,
      lambda: _row(S8K_LONG, config=K16C)["decode_speedup"], _fixed(2)),
     ("the K = 16 routers decode 1.08x / 1.02x", "1.02", S8K_LONG2,

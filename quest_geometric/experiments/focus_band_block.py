@@ -56,22 +56,21 @@ def band_forward(n: int, window: int, block: Optional[int], heads: int = 9, dim:
     ``num_sinks``), run with ``BAND_BLOCK = block`` (:obj:`None`: the library's rule) and
     the band split (``split`` true: ``SPLIT_BAND_MIN_WINDOW = 1``), masked (false:
     :obj:`None`) or as the library decides (:obj:`None`); returns the output ``[n, H, D]``."""
-    from quest_geometric.nn.focus import blocks, focus_blocks_attention
+    from quest_geometric.nn.focus import focus_blocks_attention
+    from quest_geometric.nn.focus.config import blocks_config
 
     g = torch.Generator().manual_seed(seed)
     q, k, v = (torch.randn(n, heads, dim, generator=g) for _ in range(3))
     groups = torch.zeros(n, 0, dtype=torch.long)
 
+    tuning = {"band_block": block}
+    if split is not None:
+        tuning["split_band_min_window"] = 1 if split else None
+
     def fn() -> torch.Tensor:
-        old = blocks.BAND_BLOCK, blocks.SPLIT_BAND_MIN_WINDOW
-        blocks.BAND_BLOCK = block
-        if split is not None:
-            blocks.SPLIT_BAND_MIN_WINDOW = 1 if split else None
-        try:
+        with blocks_config(**tuning):
             return focus_blocks_attention(q, k, v, groups, window, causal=True, num_groups=1,
                                           fused=True, num_sinks=num_sinks)
-        finally:
-            blocks.BAND_BLOCK, blocks.SPLIT_BAND_MIN_WINDOW = old
 
     return fn
 
@@ -90,7 +89,9 @@ def run(length: int, windows: Sequence[int], threads: Sequence[int], rounds: int
         largest difference from the first block size's output, the block the rule picks
         and whether the rule splits the band.
     """
-    from quest_geometric.nn.focus.blocks import band_block_size, band_splits
+    from quest_geometric.nn.focus.config import current_blocks_config
+
+    rule = current_blocks_config()
 
     rows: List[Dict[str, Any]] = []
     before = torch.get_num_threads()
@@ -111,8 +112,8 @@ def run(length: int, windows: Sequence[int], threads: Sequence[int], rounds: int
                 for key in fns:
                     r = round_ratios(t, key, "full causal")
                     rows.append({"threads": nt, "tokens": length, "window": w,
-                                 "variant": key, "rule_block": band_block_size(w),
-                                 "rule_splits": band_splits(w),
+                                 "variant": key, "rule_block": rule.band_block_size(w),
+                                 "rule_splits": rule.band_splits(w),
                                  "ms": 1e3 * t[key]["median_s"],
                                  "vs_full": paired_ratio(t, key, "full causal"),
                                  "vs_full_min": min(r), "vs_full_max": max(r),

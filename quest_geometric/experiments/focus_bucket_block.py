@@ -47,7 +47,8 @@ def bucket_forward(c: int, block: int, heads: int = 9, dim: int = 64, num_groups
     other group (about 1 in ``K - 1``), the other buckets about ``c / (K - 1)`` each, the
     band of ``window``. Run with ``BUCKET_QUERY_BLOCK = block`` (``0``: one call over each
     bucket); returns the output ``[c, H, D]``."""
-    from quest_geometric.nn.focus import blocks, focus_blocks_attention
+    from quest_geometric.nn.focus import focus_blocks_attention
+    from quest_geometric.nn.focus.config import blocks_config
 
     g = torch.Generator().manual_seed(seed)
     groups = torch.stack([torch.randint(0, num_groups - 1, (c,), generator=g),
@@ -55,13 +56,9 @@ def bucket_forward(c: int, block: int, heads: int = 9, dim: int = 64, num_groups
     q, k, v = (torch.randn(c, heads, dim, generator=g) for _ in range(3))
 
     def fn() -> torch.Tensor:
-        old = blocks.BUCKET_QUERY_BLOCK
-        blocks.BUCKET_QUERY_BLOCK = block if block > 0 else c
-        try:
+        with blocks_config(bucket_query_block=block if block > 0 else c):
             return focus_blocks_attention(q, k, v, groups, window, causal=True,
                                           num_groups=num_groups, fused=True)
-        finally:
-            blocks.BUCKET_QUERY_BLOCK = old
 
     return fn
 

@@ -36,12 +36,12 @@ from quest_geometric.nn.focus import (
     FocusComposed,
     FocusDecodeState,
     compose_focus,
-    decode,
     focus_disabled,
     route_prefix,
     set_focus_options,
 )
 from quest_geometric.nn.focus.compose import focus_cache_states
+from quest_geometric.nn.focus.config import current_decode_config, decode_config
 
 __all__ = [
     "MODES",
@@ -63,7 +63,7 @@ SMOLLM2 = dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
 #: The timed modes: full attention (``None``) and Focus hard top-k.
 MODES = {"full": None, "top-1": 1, "top-2": 2}
 #: ``--compare-paths``: each top-k with the fast step forced onto one of its two exact ways
-#: of attending (``decode.MASKED_SHARE``: 0 always takes the masked SDPA over the cache, inf
+#: of attending (``DecodeConfig.masked_share``: 0 always takes the masked SDPA over the cache, inf
 #: the group-set stores); the plain modes choose per step.
 PATH_MODES = {"top-1 stores": (1, math.inf), "top-1 masked": (1, 0.0),
               "top-2 stores": (2, math.inf), "top-2 masked": (2, 0.0)}
@@ -133,7 +133,7 @@ def kept_share(model, c, window: int) -> float:
 
 class DecodeMode:
     """``steps`` greedy decoding steps of one mode on its own cache ``c`` (full attention
-    for ``top_k=None``; ``masked_share`` forces ``decode.MASKED_SHARE`` for the call and
+    for ``top_k=None``; ``masked_share`` forces ``DecodeConfig.masked_share`` for the call and
     puts it back)."""
 
     def __init__(self, model, c, top_k: Optional[int], steps: int,
@@ -149,13 +149,9 @@ class DecodeMode:
                     self._run()
                 return
             set_focus_options(self.model, top_k=self.top_k)
-            default = decode.MASKED_SHARE
-            if self.masked_share is not None:
-                decode.MASKED_SHARE = self.masked_share
-            try:
+            tuning = {} if self.masked_share is None else {"masked_share": self.masked_share}
+            with decode_config(**tuning):
                 self._run()
-            finally:
-                decode.MASKED_SHARE = default
 
     def _run(self) -> None:
         for _ in range(self.steps):
@@ -220,7 +216,8 @@ def run(contexts=(1024, 4096, 8192), threads=(1, 2), caches=("dynamic", "static"
             "round_order": f"shuffled every round (seed {ROUND_SEED})",
             "routers": "fresh (untrained), routing random hidden states",
             "contexts": list(contexts), "seed": 0,
-            "masked_share": decode.MASKED_SHARE, "part_work": decode.PART_WORK,
+            "masked_share": current_decode_config().masked_share,
+            "part_work": current_decode_config().part_work,
             "machine_note": "load1 is /proc/loadavg's 1-minute load before->after each "
                             "block (near the thread count on an idle machine; higher when "
                             "other jobs share the cores)",

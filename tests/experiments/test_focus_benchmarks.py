@@ -176,7 +176,7 @@ def test_focus_lm_rejects_bad_gates(tmp_path):
 @pytest.mark.slow
 def test_focus_decode_split_quick_times_every_part(tmp_path):
     pytest.importorskip("transformers")
-    from quest_geometric.nn.focus import decode
+    from quest_geometric.nn.focus.config import current_decode_config
 
     split = importlib.import_module("quest_geometric.experiments.focus_decode_split")
     import transformers.cache_utils as cu
@@ -194,20 +194,20 @@ def test_focus_decode_split_quick_times_every_part(tmp_path):
         assert (r["routing_ms"] > 0) == (m != "full")
     assert rows["top-1"]["keys_read"] < 1.0 and rows["full"]["keys_read"] == 1.0
     assert (tmp_path / "focus_decode_split.md").is_file()
-    assert decode.MASKED_SHARE == 0.75
+    assert current_decode_config().masked_share == 0.75
 
 
 @pytest.mark.slow
 def test_focus_decode_step_compare_paths_restores_the_rule(tmp_path):
     pytest.importorskip("transformers")
-    from quest_geometric.nn.focus import decode
+    from quest_geometric.nn.focus.config import current_decode_config
 
     step = importlib.import_module("quest_geometric.experiments.focus_decode_step")
     out = step.run(contexts=[200], threads=[1], caches=["dynamic"], layers=2, steps=2,
                    rounds=1, out_dir=tmp_path, progress=False, compare_paths=True)
     modes = [r["mode"] for r in out["rows"]]
     assert modes == ["full", "top-1", "top-2", *step.PATH_MODES]
-    assert decode.MASKED_SHARE == 0.75  # the forced modes put the rule back
+    assert current_decode_config().masked_share == 0.75  # the forced modes put the rule back
     by = {r["mode"]: r for r in out["rows"]}
     assert by["top-2 masked"]["keys_read"] == pytest.approx(by["top-2"]["keys_read"], abs=0.2)
 
@@ -320,11 +320,10 @@ def test_focus_band_block_every_block_size_attends_as_the_definition(tmp_path,
     assert (tmp_path / "focus_band_block.md").is_file()
 
 
-def test_band_block_size_reads_the_table_and_the_override(monkeypatch):
-    from quest_geometric.nn.focus import blocks
+def test_band_block_size_reads_the_table_and_the_override():
+    from quest_geometric.nn.focus.config import BlocksConfig
 
-    monkeypatch.setattr(blocks, "BAND_BLOCKS", ((10, 4), (100, 32), (float("inf"), 128)))
-    assert [blocks.band_block_size(w) for w in (0, 10, 11, 100, 101, 10**6)] == \
+    cfg = BlocksConfig(band_blocks=((10, 4), (100, 32), (float("inf"), 128)))
+    assert [cfg.band_block_size(w) for w in (0, 10, 11, 100, 101, 10**6)] == \
         [4, 4, 32, 32, 128, 128]
-    monkeypatch.setattr(blocks, "BAND_BLOCK", 7)
-    assert blocks.band_block_size(5000) == 7
+    assert BlocksConfig(band_block=7).band_block_size(5000) == 7

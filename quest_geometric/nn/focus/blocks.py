@@ -17,12 +17,13 @@ from torch import Tensor
 from quest_geometric.nn.focus import _aten
 from quest_geometric._utils.checks import check_hard_args, check_num_sinks
 from quest_geometric.nn.focus._layout import HALF_DTYPES, seq_layout
+from quest_geometric.nn.focus.config import BlocksConfig, current_blocks_config
 from quest_geometric.nn.focus.edge_index import _seq_info, sink_pairs, smallest_shared_group
-from quest_geometric.nn.focus.flex import (FLEX_AVAILABLE, FLEX_COMPILED_DTYPES, MAX_FLEX_GROUPS,
+from quest_geometric.nn.focus.group_sets import codable, group_set_codes
+from quest_geometric.nn.focus.flex import (FLEX_AVAILABLE, FLEX_COMPILED_DTYPES,
                                            focus_flex_attention)
 
-__all__ = ["focus_blocks_attention", "focus_blocks_reference", "band_block_size", "band_splits",
-           "SINK_DENSE_MAX_KEYS"]
+__all__ = ["focus_blocks_attention", "focus_blocks_reference"]
 
 
 def _masked_softmax_attention(s: Tensor, allowed: Tensor, v: Tensor) -> Tuple[Tensor, Tensor]:
@@ -149,15 +150,6 @@ def _pair_backward(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, gr
     dk = torch.zeros_like(k, dtype=wdt).index_add_(0, src, ds.unsqueeze(-1) * qt)
     dv = torch.zeros_like(v, dtype=wdt).index_add_(0, src, p.unsqueeze(-1) * gt)
     return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
-
-
-#: Most sink keys (:math:`\sum_b \min(s, L_b)` over the sequences) for which the fused
-#: path computes part C as dense products over those keys (:class:`_DensePart`) instead of
-#: explicit pairs: the pairs gather ``[N s, H, D]`` queries, keys and values (at 8K tokens,
-#: 9 heads, 4 sinks about 75 MB each, slower than the whole window band), the dense form
-#: reads ``q`` once against a ``[C, H, D]`` block of keys. Above it (many short sequences,
-#: where :math:`N \times C` would grow quadratically) the pairs stay.
-SINK_DENSE_MAX_KEYS = 256
 
 
 class _PairPart(NamedTuple):
@@ -366,43 +358,7 @@ def focus_blocks_reference(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
     return out
 
 
-# ---- fast CPU path: fused flash kernels returning the log-sum-exp (quest_geometric.nn.focus._aten)
-#: Query block of the fused band by window, ``((largest window, block), ...)`` in order:
-#: each block of ``b`` queries attends to its ``b + w`` (causal) or ``b + 2w`` keys, read
-#: through an overlapping strided view of the key/value tensors (no copy). Small blocks waste
-#: few band pairs (``b (b + w)`` computed where about ``b w + b^2/2`` are needed), large ones
-#: run the masked flash kernel on larger tiles, which pays once the window is wide
-#: (``benchmarks/focus_band_block.py`` measures it; :func:`band_block_size` reads it). At
-#: 8,192 tokens and 9 heads of 64 (idle 2-core machine, 2026-12-04), 16 is fastest at
-#: window 64, 32 at 256 (6-7% faster than 16), and 64 within 7% of the fastest at 1,267 and
-#: 2,196 at one and two threads (9-17% faster than 16).
-BAND_BLOCKS: Tuple[Tuple[float, int], ...] = ((127, 16), (511, 32), (float("inf"), 64))
-#: A fixed query block for the band instead of :data:`BAND_BLOCKS` (:obj:`None`: by the
-#: window), for benchmarks that compare block sizes.
-BAND_BLOCK: Optional[int] = None
-
-
-def band_block_size(window: int) -> int:
-    """The band's query block at ``window`` (:data:`BAND_BLOCK` when set, else the first
-    entry of :data:`BAND_BLOCKS` whose largest window is at least ``window``)."""
-    if BAND_BLOCK is not None:
-        return int(BAND_BLOCK)
-    return next(b for w, b in BAND_BLOCKS if window <= w)
-_MASK_BUDGET = 1 << 22  # elements of one top_k > 1 bucket mask chunk
-#: Query block of a causal top_k > 1 bucket: the flash kernel with an explicit mask computes
-#: every (query, key) block of its call, so one call over a bucket of :math:`c` members
-#: computes :math:`c^2` pairs where causality needs :math:`c^2/2`; blocks of ``b`` queries
-#: over keys ``[0, e)`` compute :math:`c^2/2 + cb/2` (the measurement behind the value,
-#: ``benchmarks/focus_bucket_block.py``, is on the benchmarks page).
-BUCKET_QUERY_BLOCK = 256
-#: Largest padding overhead :math:`B \, c_{\max}^2 / \sum_b c_b^2` at which the :math:`B`
-#: buckets of causal top-:math:`k = 1` attention run as *one* batched flash call, each bucket
-#: padded to the largest one :math:`c_{\max}` (padded keys come after every real query, so
-#: causality hides them); above it, one call per bucket. Only equal-sized buckets are
-#: batched (the measurement behind it is on the benchmarks page).
-PAD_RATIO = 1.0
-
-
+# ---- the fast CPU path: fused flash kernels returning the log-sum-exp (_aten)
 def _windows(x: Tensor, start: int, nb: int, step: int, length: int) -> Tensor:
     """Overlapping row windows ``x[start + b * step : start + b * step + length]``,
     ``b < nb``, of a contiguous ``[N, ...]`` tensor as one ``[nb, length, ...]`` view."""
@@ -421,23 +377,6 @@ class _BandSegment(NamedTuple):
     row_any: Tensor
 
 
-#: Smallest window at which the causal band of one sequence with no groups (the
-#: window-plus-sinks pattern of :class:`~quest_geometric.nn.focus.WindowOnlyRouter`) runs
-#: *split* (:func:`_split_band_calls`: a few unmasked flash calls that compute each kept pair
-#: once) instead of as masked query blocks (:data:`BAND_BLOCKS`), which compute
-#: :math:`b (b + w)` pairs per block of :math:`b` queries plus :math:`w^2` for the first
-#: :math:`w` queries, all through the masked kernel. The split computes about :math:`n w`
-#: pairs, but the kernel's causal tiles (queries in blocks, keys in blocks of up to 512)
-#: compute whole tiles across each chunk's diagonal, a waste that shrinks as :math:`w`
-#: grows. At 8,192 tokens and 9 heads of 64 (``benchmarks/focus_band_block.py``, idle 2-core
-#: machine, 2026-12-05, ``benchmarks/results/focus_band_split/``), against blocks of 64, the
-#: split ran 0.81x as fast at window 768, 0.96-0.97x at 1,024 and 1,280, then 1.11x at
-#: 1,536 up to 1.99x at 5,015 at one thread; at two threads 1.00x at 768, 1.05x at 1,024,
-#: 1.22x at 1,280, up to 1.95x at 5,015. :obj:`None` never splits (benchmarks compare the
-#: two).
-SPLIT_BAND_MIN_WINDOW: Optional[int] = 1024
-
-
 class _BandCall(NamedTuple):
     """One unmasked flash call of the split band: ``nb`` chunks, chunk ``c`` the queries
     ``[q0 + c lq, q0 + (c + 1) lq)`` against the keys ``[k0 + c lk, k0 + (c + 1) lk)``
@@ -451,13 +390,6 @@ class _BandCall(NamedTuple):
     lk: int
     causal: bool
     flip: bool
-
-
-def band_splits(window: int) -> bool:
-    """Whether a causal band of one sequence with no groups to exclude runs split
-    (:func:`_split_band_calls`) at ``window``: from :data:`SPLIT_BAND_MIN_WINDOW` (never
-    when it is :obj:`None`)."""
-    return SPLIT_BAND_MIN_WINDOW is not None and window >= max(1, SPLIT_BAND_MIN_WINDOW)
 
 
 def _split_band_calls(n: int, window: int) -> List[_BandCall]:
@@ -539,14 +471,16 @@ class _BlocksPlan:
     tail, each with its additive mask."""
 
     def __init__(self, groups: Tensor, seq: Tensor, nseq: int, num_groups: int, window: int,
-                 causal: bool, dtype: torch.dtype) -> None:
+                 causal: bool, dtype: torch.dtype, config: Optional[BlocksConfig] = None
+                 ) -> None:
         n, kk = groups.shape
+        self.config = current_blocks_config() if config is None else config
         self.groups, self.seq = groups.contiguous(), seq.contiguous()
         self.n, self.kk, self.nseq, self.num_groups = n, kk, nseq, num_groups
         self.causal, self.window, self.dtype = causal, window, dtype
         self.right = 0 if causal else window
-        #: part C: a :class:`_PairPart` or :class:`_DensePart` s (see
-        #: :data:`SINK_DENSE_MAX_KEYS`), set by the caller; empty without sinks
+        #: part C: :class:`_PairPart` or :class:`_DensePart` s (see
+        #: :attr:`BlocksConfig.sink_dense_max_keys`), set by the caller; empty without sinks
         self.sink: List[Union[_PairPart, _DensePart]] = []
         # buckets: for top_k = 1 one stable sort; each bucket a contiguous span of `order`
         if kk == 1:
@@ -562,7 +496,8 @@ class _BlocksPlan:
             self.padded: Optional[Tuple[int, int, Tensor, Tensor]] = None
             cs = [c for _, c, _ in self.spans]
             nbk, cmax = len(cs), max(cs, default=0)
-            if causal and nbk > 1 and nbk * cmax * cmax <= PAD_RATIO * sum(c * c for c in cs):
+            pad = self.config.pad_ratio
+            if causal and nbk > 1 and nbk * cmax * cmax <= pad * sum(c * c for c in cs):
                 dev = self.groups.device
                 bid = torch.repeat_interleave(torch.arange(nbk, device=dev),
                                               torch.tensor(cs, device=dev))
@@ -575,8 +510,8 @@ class _BlocksPlan:
                 self.padded = (nbk, cmax, src, dst)
         else:
             self.padded = None
-            #: top_k > 1: each token's group set as a bit set (None above _MAX_BIT_GROUPS)
-            self.bits = _group_bits(self.groups, num_groups)
+            #: top_k > 1: each token's group-set code (None when K has no code)
+            self.bits = group_set_codes(self.groups) if codable(num_groups) else None
             buckets = _Buckets(self.groups, self.seq, num_groups)
             self.order = buckets.members
             self.spans = list(zip(buckets.starts, buckets.counts, buckets.group))
@@ -584,12 +519,12 @@ class _BlocksPlan:
         # no groups to exclude (causal, one sequence, a wide window), split unmasked calls
         self.segments: List[_BandSegment] = []
         self.band_calls: List[_BandCall] = []
-        if kk == 0 and causal and nseq == 1 and band_splits(window):
+        if kk == 0 and causal and nseq == 1 and self.config.band_splits(window):
             self.band_calls = _split_band_calls(n, window)
             return
         if kk == 1:
             self.band_any = self._band_any_single()
-        bq, h0 = band_block_size(window), min(window, n)
+        bq, h0 = self.config.band_block_size(window), min(window, n)
         if h0 > 0:
             self._add_segment(0, 0, 1, h0, min(n, h0 + self.right))
         nb = max(0, (n - window - self.right) // bq)
@@ -653,9 +588,9 @@ class _BlocksPlan:
         if self.kk == 1:
             yield 0, c, c, None, None
             return
-        step = max(1, _MASK_BUDGET // max(c, 1))
+        step = max(1, self.config.mask_budget // max(c, 1))
         if self.causal:  # chunk i reads keys [0, e): the masked kernel skips no block itself
-            step = min(step, BUCKET_QUERY_BLOCK)
+            step = min(step, self.config.bucket_query_block)
         dev = idx.device
         if self.bits is not None:  # the members' groups below g, as bits of the fewest bytes
             low = (self.bits[idx] & ((1 << g) - 1)).to(_bits_dtype(self.num_groups))
@@ -680,25 +615,6 @@ class _BlocksPlan:
             yield s, e, lk, bias.view(1, 1, e - s, lk), allowed.any(-1)
 
 
-#: Largest :math:`K` whose group sets :func:`_group_bits` holds in an int64 (bits 0..63;
-#: a bucket's mask reads only the bits below its group, at most bit :math:`K - 2`).
-_MAX_BIT_GROUPS = 64
-
-
-def _group_bits(groups: Tensor, num_groups: int) -> Optional[Tensor]:
-    r"""Each token's group set :math:`G_i` as the bit set :math:`\sum_{g \in G_i} 2^g`
-    (int64 ``[N]``; repeated ids counted once), or :obj:`None` when :math:`K` exceeds
-    :data:`_MAX_BIT_GROUPS`. In the bucket of group :math:`g` (which both members hold) a
-    pair's smallest shared group is :math:`g` iff their bits below :math:`g` are disjoint,
-    one AND per pair instead of :func:`smallest_shared_group`'s :math:`k^2` comparisons."""
-    if num_groups > _MAX_BIT_GROUPS:
-        return None
-    bits = torch.zeros(groups.size(0), dtype=torch.long, device=groups.device)
-    for col in groups.unbind(1):
-        bits |= torch.ones_like(col) << col
-    return bits
-
-
 def _bits_dtype(num_groups: int) -> torch.dtype:
     """The narrowest integer type holding bits ``0 .. num_groups - 2`` (the bits below a
     bucket's group) without reaching a signed type's sign bit."""
@@ -718,26 +634,20 @@ def _lse_to_rows(lse: Tensor, mask_any: Optional[Tensor]) -> Tensor:
     return lse.masked_fill(~mask_any.unsqueeze(-1), float("-inf"))
 
 
-#: Elements one gather of :func:`_gather_batches` holds at most (unless a single bucket is
-#: larger): 8 MB of float32.
-_GATHER_BUDGET = 1 << 21
-
-
-def _gather_batches(spans: List[Tuple[int, int, int]], row: int
+def _gather_batches(spans: List[Tuple[int, int, int]], row: int, budget: int
                     ) -> List[Tuple[int, int, list]]:
     """Consecutive buckets ``spans`` (``(start, count, group)`` in bucket order) in batches
-    ``(b0, b1, spans)`` of at most :data:`_GATHER_BUDGET` elements at :obj:`row` elements a
-    token (a bucket larger than that alone), each gathered at once.
+    ``(b0, b1, spans)`` of at most :obj:`budget` elements at :obj:`row` elements a token (a
+    bucket larger than that alone), each gathered at once.
 
-    With top_k > 1 the buckets together hold ``top_k * N`` rows: one gather of them all would
-    allocate ``top_k * N * H * D`` elements per tensor (38 MB for SmolLM2 at 8K, top-2),
-    past glibc's largest ``mmap`` threshold (32 MB), so its pages would be faulted in afresh
-    at every call (about 24 ms a tensor on the 2-core CPU of the benchmarks); batches of at
-    most 8 MB reuse freed heap memory, and many small buckets (many short sequences) still
-    share one gather."""
+    With top_k > 1 the buckets together hold ``top_k * N`` rows: one gather of them all
+    would allocate ``top_k * N * H * D`` elements per tensor, past the allocator's ``mmap``
+    threshold, so its pages would be faulted in afresh at every call; batches within
+    :attr:`BlocksConfig.gather_budget` reuse freed heap memory, and many small buckets (many
+    short sequences) still share one gather."""
     out: List[Tuple[int, int, list]] = []
     for st, c, g in spans:
-        if out and (st + c - out[-1][0]) * row <= _GATHER_BUDGET:
+        if out and (st + c - out[-1][0]) * row <= budget:
             b0, _, batch = out[-1]
             batch.append((st, c, g))
             out[-1] = (b0, st + c, batch)
@@ -784,7 +694,7 @@ class _FocusBlocksFunction(torch.autograd.Function):
             spans = []
         elif single:  # each token in exactly one bucket: part A lands directly in `out`
             out, la = q.new_empty(n, h, d), q.new_empty(n, h, dtype=ldt)
-        for b0, b1, batch in _gather_batches(spans, h * d):
+        for b0, b1, batch in _gather_batches(spans, h * d, plan.config.gather_budget):
             # the batch's buckets gathered into bucket order: each is a contiguous span
             qs, ks, vs = (_gather_rows(x, order[b0:b1]) for x in (q, k, v))
             for st, c, g in batch:
@@ -843,7 +753,7 @@ class _FocusBlocksFunction(torch.autograd.Function):
         grad_out = grad_out.contiguous()
         order = plan.order
         dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
-        for b0, b1, batch in _gather_batches(plan.spans, h * d):
+        for b0, b1, batch in _gather_batches(plan.spans, h * d, plan.config.gather_budget):
             bidx = order[b0:b1]
             qs, ks, vs, os, gs = (_gather_rows(x, bidx) for x in (q, k, v, out, grad_out))
             ls = lse.index_select(0, bidx)
@@ -886,27 +796,28 @@ class _FocusBlocksFunction(torch.autograd.Function):
 def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window: int,
                            batch: Optional[Tensor] = None, causal: bool = True,
                            num_groups: Optional[int] = None,
-                           fused: Optional[bool] = None, num_sinks: int = 0) -> Tensor:
+                           fused: Optional[bool] = None, num_sinks: int = 0,
+                           config: Optional[BlocksConfig] = None) -> Tensor:
     r"""The paper's decomposition (same-group attention + cross-group window band, merged
     through log-sum-exps), exact for any top-:math:`k` and any batch of sequences.
 
     On CPU it runs the fused flash-attention kernels (which return the log-sum-exp) once per
     non-empty (sequence, group) bucket on group-sorted tokens, with ``is_causal`` and no mask
     for top-:math:`k = 1` (causal, with buckets of similar size: all buckets in one batched
-    call padded to the largest, see :data:`PAD_RATIO`), and the band as one batched call over query
-    blocks of
-    :func:`band_block_size` tokens (by the window) against their ``b + w`` keys (overlapping strided
-    views, no copy) with an additive mask, plus two small calls for the first :math:`w` and
-    the last few queries; with no group to exclude (empty group sets: the window plus sinks
-    of :class:`~quest_geometric.nn.focus.WindowOnlyRouter`), causal, one sequence and a
-    window of at least :data:`SPLIT_BAND_MIN_WINDOW`, the band runs instead as a few unmasked
-    calls over chunks of :math:`w` tokens that compute each kept pair once
+    call padded to the largest, see :attr:`BlocksConfig.pad_ratio`), and the band as one
+    batched call over query blocks of :meth:`BlocksConfig.band_block_size` tokens (by the
+    window) against their ``b + w`` keys (overlapping strided views, no copy) with an
+    additive mask, plus two small calls for the first :math:`w` and the last few queries;
+    with no group to exclude (empty group sets: the window plus sinks of
+    :class:`~quest_geometric.nn.focus.WindowOnlyRouter`), causal, one sequence and a window
+    of at least :attr:`BlocksConfig.split_band_min_window`, the band runs instead as a few
+    unmasked calls over chunks of :math:`w` tokens that compute each kept pair once
     (:func:`_split_band_calls`). For top-:math:`k = 1` the two parts are merged in place,
     :math:`\mathbf{o} = \mathbf{o}_A + e^{\ell_B - L} (\mathbf{o}_B - \mathbf{o}_A)` with
     :math:`L = \log(e^{\ell_A} + e^{\ell_B})`. On CUDA (with ``fused`` left to
     :obj:`None`) it runs :func:`~quest_geometric.nn.focus.flex.focus_flex_attention`, one
     block-sparse FlexAttention call on group-sorted tokens with the same semantics, when
-    FlexAttention is available, :math:`K \le 62` and the dtype is one the compiled kernel
+    FlexAttention is available, :math:`K \le 63` and the dtype is one the compiled kernel
     takes (:data:`~quest_geometric.nn.focus.flex.FLEX_COMPILED_DTYPES`: not float64);
     elsewhere (or with ``fused=False``) it runs :func:`focus_blocks_reference`.
 
@@ -917,7 +828,7 @@ def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
     sets (:math:`O(N s)` work), merged like the others. The fused path computes it as dense
     products of the queries against the :math:`C` sink keys under a 0/``-inf`` mask (and,
     non-causal, of the :math:`C` sink queries against every key) while
-    :math:`C \le` :data:`SINK_DENSE_MAX_KEYS`, and as explicit pairs above (many short
+    :math:`C \le` :attr:`BlocksConfig.sink_dense_max_keys`, and as explicit pairs above (many short
     sequences).
 
     Args:
@@ -930,6 +841,8 @@ def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
         fused (bool, optional): force (``True``) or forbid (``False``) the fused kernels
             (default: :obj:`None`, fused when available on the device and dtype).
         num_sinks (int): attention sinks :math:`s \ge 0` (default: :obj:`0`).
+        config (BlocksConfig, optional): the fused path's tuning (default: :obj:`None`, the
+            one in force, see :func:`~quest_geometric.nn.focus.config.blocks_config`).
 
     Returns:
         torch.Tensor: ``[N, H, D]``.
@@ -947,7 +860,7 @@ def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
     can_fuse = (_aten.FLASH_AVAILABLE and q.device.type == "cpu"
                 and q.dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16))
     if (fused is None and n > 0 and q.device.type == "cuda" and FLEX_AVAILABLE
-            and kgroups <= MAX_FLEX_GROUPS and q.dtype in FLEX_COMPILED_DTYPES):
+            and codable(kgroups) and q.dtype in FLEX_COMPILED_DTYPES):
         return focus_flex_attention(q, k, v, groups, window, batch, causal, kgroups,
                                     num_sinks=num_sinks)
     if fused is None:
@@ -959,13 +872,14 @@ def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
         return focus_blocks_reference(q, k, v, groups, window, batch, causal, kgroups,
                                       num_sinks)
     seq, nseq = seq_layout(batch, n, q.device)
-    plan = _BlocksPlan(groups.long(), seq, nseq, kgroups, window, causal, q.dtype)
+    config = current_blocks_config() if config is None else config
+    plan = _BlocksPlan(groups.long(), seq, nseq, kgroups, window, causal, q.dtype, config)
     if num_sinks > 0:
         rows, tgt, src, is_sink = _sink_part(groups.long(), batch, window, num_sinks, causal,
                                              kgroups)
         if rows.numel():
             plan.sink = (_dense_sink_parts(tgt, src, is_sink, n, q.dtype)
-                         if int(is_sink.sum()) <= SINK_DENSE_MAX_KEYS
+                         if int(is_sink.sum()) <= config.sink_dense_max_keys
                          else [_PairPart(rows, tgt, src)])
     return _FocusBlocksFunction.apply(q.contiguous(), k.contiguous(), v.contiguous(), plan,
                                       1.0 / math.sqrt(q.size(-1)))

@@ -45,16 +45,18 @@ groups (:func:`focus_decode_attention`): the attention cost grows with
   token's, :math:`\mathbf{1}[G_j \cap G_t \neq \emptyset]`, one ``&`` of bitmasks
   (each cached token's group set is kept as one int64 code :math:`c_j = \sum_{g \in G_j}
   2^g`, so :math:`G_j \cap G_t \neq \emptyset \iff c_j \,\&\, c_t \neq 0`; for
-  :math:`K \le` :data:`MAX_CODED_GROUPS`), or'ed with the window, and the
+  :math:`K \le` :data:`~quest_geometric.nn.focus.group_sets.MAX_SET_GROUPS`, see
+  :mod:`~quest_geometric.nn.focus.group_sets`), or'ed with the window, and the
   :math:`H / H_{kv}` query heads of a key head sit on the query axis of one
   ``[1, H_{kv}, H / H_{kv}, D]`` call (no repeated keys; with
   more threads than divide :math:`H_{kv}` evenly, one query per head with ``enable_gqa``
   instead, which splits into more work items). It
   reads every cached key, but in one fused kernel instead of a few products per store.
-  The step takes whichever is cheaper by a rough cost model (:data:`MASKED_SHARE`,
-  :data:`PART_WORK`); the stores are filled only when they are read (catching up on the
-  tokens that left the window meanwhile);
-* or, with many group sets (more than :data:`MAX_STORE_PARTS` meet :math:`G_t`, e.g.
+  The step takes whichever is cheaper by a rough cost model
+  (:class:`~quest_geometric.nn.focus.config.DecodeConfig`: ``masked_share``,
+  ``part_work``); the stores are filled only when they are read (catching up on the tokens
+  that left the window meanwhile);
+* or, with many group sets (more than ``DecodeConfig.max_store_parts`` meet :math:`G_t`, e.g.
   top-2 of :math:`K = 16`: 29 of 120), one store per *group*: store :math:`g` holds the
   out-of-window tokens whose set contains :math:`g` (a top-:math:`k` token sits in
   :math:`k` stores, so these keep :math:`k` more copies of the out-of-window cache), and
@@ -64,15 +66,15 @@ groups (:func:`focus_decode_attention`): the attention cost grows with
   dozens, every allowed key counted once, when the cost model prefers it to the masked
   SDPA.
 
-Either kind of store is read only once the state has taken more than :data:`STORE_AFTER`
-fast steps: the first read fills the stores with every out-of-window key and value, a cost
-only a long generation pays back, so a short one runs the masked SDPA throughout.
+Either kind of store is read only once the state has taken more than
+``DecodeConfig.store_after`` fast steps: the first read fills the stores with every
+out-of-window key and value, a cost only a long generation pays back, so a short one runs
+the masked SDPA throughout.
 
 The bookkeeping of a step is vectorised where a prefix is involved: the first step after a
 prefill codes the prefix's group sets in one pass over the groups tensor and counts its
-out-of-window tokens per set with one ``unique`` (it used to build one Python tuple per
-cached token, and that first step cost several times a later one); each later step codes
-and counts the one new token on the host.
+out-of-window tokens per set with one ``unique`` (so the first step costs about what a later
+one does); each later step codes and counts the one new token on the host.
 
 With window-only routing (:class:`~quest_geometric.nn.focus.window_router.WindowOnlyRouter`,
 ``top_k = 0``, the sliding window plus sinks baseline) no token shares a group: the step
@@ -93,49 +95,13 @@ from torch import Tensor
 
 from quest_geometric._utils.checks import check_num_sinks
 from quest_geometric.nn.focus._layout import HALF_DTYPES
+from quest_geometric.nn.focus.config import DecodeConfig, current_decode_config
+from quest_geometric.nn.focus.group_sets import MAX_SET_GROUPS, code_of, group_set_codes, members
 from quest_geometric.nn.focus.router import RouterOutput
 from quest_geometric.nn.focus.sinkhorn import prefix_statistics
 
 __all__ = ["FocusDecodeState", "route_step", "route_prefix", "focus_decode_attention",
-           "focus_decode_attention_reference", "masked_decode_attention", "packed_layout",
-           "MAX_STORE_PARTS", "STORE_AFTER", "MASKED_SHARE", "PART_WORK",
-           "MAX_CODED_GROUPS"]
-
-#: Most group-set stores one fast decoding step may read (:math:`\binom{K}{k} -
-#: \binom{K-k}{k}` of them meet a token's :math:`k` groups: 1 for top-1, 5 for top-2 of
-#: :math:`K = 4`); beyond it (e.g. :math:`K = 16`, top-2: 29) the step reads the
-#: per-group stores instead (:math:`k` parts), or the masked SDPA over the cache where that
-#: is cheaper.
-MAX_STORE_PARTS = 16
-#: Fast steps a state takes (masked) before it may read either kind of store: a store's
-#: first read copies every out-of-window key and value into the stores (:math:`k` times for
-#: the per-group stores), which only the per-step saving of later steps pays back, so a short
-#: generation keeps the masked SDPA and no second copy of the cache. Measured for one layer
-#: at 8,192 cached tokens, SmolLM2's heads, one thread (2-core AMD EPYC VM, 2026-12-05, one
-#: process, not a committed benchmark): the per-group fill (top-2 of K = 16, window 256)
-#: costs 25-29 ms, most of it the first touch of the stores' fresh memory, and a per-group
-#: step 0.35 ms saves about 0.67 ms against a masked step (1.02 ms); the group-set fill of
-#: top-2 of K = 8 (window 64) costs 11-28 ms and its step saves 0.1-0.3 ms. Switching after
-#: 40 steps (the ski-rental rule: rent until the rent paid, about 40 x 0.67 ms, equals the
-#: price) costs at most about twice the best choice made knowing the generation's length;
-#: until 2026-12-05 the group-set stores were filled at the first step, which made the K = 8
-#: routers decode 16 tokens about 0.75x as fast as full attention at 8K.
-STORE_AFTER = 40
-
-#: The fast step's choice between its two exact ways of attending. Reading ``P`` parts (the
-#: window and ``P - 1`` stores) of ``n`` keys in all costs about ``n + P_w (P - 1)`` key
-#: reads, with ``P_w = PART_WORK / (H_kv D)`` the fixed cost of a part (a few tensor
-#: operations) in key reads; one masked SDPA over all ``s`` cached keys costs about
-#: ``MASKED_SHARE * s`` (PyTorch's fused kernel reads a key faster than the parts' matrix
-#: products do). The step takes the cheaper (the values were fitted on a CPU, see the
-#: benchmarks page). Both give the same values up to rounding.
-MASKED_SHARE = 0.75
-PART_WORK = 30000.0
-#: Groups a fast decoding step can tell apart: it keeps each cached token's group set as one
-#: int64 bitmask (:math:`\sum_{g \in G_j} 2^g`), so a router of more groups decodes on the
-#: plain path (:func:`focus_decode_attention_reference`), which gives the same values.
-MAX_CODED_GROUPS = 63
-
+           "focus_decode_attention_reference", "masked_decode_attention", "packed_layout"]
 
 def packed_layout(hkv: int) -> bool:
     """Whether the masked SDPA packs the query heads of a key head on its query axis
@@ -181,28 +147,6 @@ def _append(entry: list, new: Tuple[Tensor, ...], axes: Tuple[int, ...]) -> None
     entry[-1] = n + n_new
 
 
-def _group_set_codes(groups: Tensor) -> Tensor:
-    r"""The group set :math:`G_j` of each row of ``groups [n, k]`` (long, each in ``[0,
-    MAX_CODED_GROUPS)``) as one int64 bitmask :math:`\sum_{g \in G_j} 2^g`, ``[n]`` (a
-    group repeated in a row counts once; ``k = 0`` gives 0). Two tokens share a group
-    exactly when their codes have a common bit."""
-    g = groups.sort(-1).values
-    bits = torch.ones_like(g).bitwise_left_shift(g)
-    if g.size(-1) > 1:
-        bits[:, 1:].masked_fill_(g[:, 1:] == g[:, :-1], 0)
-    return bits.sum(-1)
-
-
-def _code(groups: List[int]) -> int:
-    """:func:`_group_set_codes` of one token's groups, on the host."""
-    return sum(1 << g for g in set(groups))
-
-
-def _members(code: int) -> List[int]:
-    """The groups of a group-set code, ascending."""
-    return [g for g in range(code.bit_length()) if code >> g & 1]
-
-
 def _segments(keys: Tensor, slots: Tensor) -> Tuple[List[int], List[int], Tensor]:
     """``slots`` sorted by ``keys`` (same length; a stable sort, so each key's slots stay in
     their order): the distinct keys ascending, their slot counts and the sorted slots."""
@@ -222,7 +166,7 @@ def _gathered(k: Tensor, v: Tensor, slots: Tensor, counts: List[int]
 class _GroupSetStores:
     """Derived data of a one-sequence cache for the fast step (rebuilt from the cache
     whenever a state is created or reordered), keyed by group-set code
-    (:func:`_group_set_codes`):
+    (:func:`group_set_codes`):
 
     * per group set, the number of its tokens that have left the window (the choice between
       the paths), counted with one ``unique`` over the slots that left since the last step
@@ -284,7 +228,7 @@ class _GroupStores:
     """Per-group stores of a one-sequence cache, for many groups (see :func:`_group_step`):
     per group :math:`g`, the out-of-window keys and values of every token whose group set
     contains :math:`g` (so a token of top-:math:`k` sits in :math:`k` stores), in cache
-    order, with the code of each stored token's group set (:func:`_group_set_codes`).
+    order, with the code of each stored token's group set (:func:`group_set_codes`).
     Filled lazily like those, from ``base`` (the sinks) on: the slots to add are sorted by
     group with one stable sort of their (slot, group) pairs and gathered with one
     ``index_select`` of the keys and one of the values."""
@@ -301,7 +245,7 @@ class _GroupStores:
         if upto <= a:
             return
         if upto - a == 1:  # the usual step: one token leaves the window
-            for g in _members(int(codes[a])):
+            for g in members(int(codes[a])):
                 self._push(g, k[:, :, a:a + 1], v[:, :, a:a + 1], codes[a:a + 1])
         else:
             seg = codes[a:upto]
@@ -366,10 +310,10 @@ class FocusDecodeState:
         self.store = bool(store)
         self._stores: Optional[_GroupSetStores] = None
         self._group_stores: Optional[_GroupStores] = None
-        self._fast_steps = 0  # fast decoding steps taken (STORE_AFTER)
-        # group-set codes (_group_set_codes) of one sequence's first slots, as a buffer
+        self._fast_steps = 0  # fast decoding steps taken (DecodeConfig.store_after)
+        # group-set codes (group_set_codes) of one sequence's first slots, as a buffer
         # grown by _append: [codes, slots coded]; _codable turns False once a group past
-        # MAX_CODED_GROUPS was met (the fast step then gives way)
+        # MAX_SET_GROUPS was met (the fast step then gives way)
         self._codes: list = [groups.new_empty(0), 0]
         self._codable = True
         # one sequence whose every cached token is real: positions are the cache slots
@@ -483,9 +427,9 @@ class FocusDecodeState:
             self._flush()
 
     def _set_codes(self, upto: int) -> Optional[Tensor]:
-        """The group-set codes (:func:`_group_set_codes`) of cache slots ``[0, upto)`` of a
+        """The group-set codes (:func:`group_set_codes`) of cache slots ``[0, upto)`` of a
         one-sequence state, ``[upto]`` long; :obj:`None` if a group is
-        :data:`MAX_CODED_GROUPS` or more (no bitmask holds it). The codes of a prefill are
+        :data:`MAX_SET_GROUPS` or more (no bitmask holds it). The codes of a prefill are
         computed once, in one pass; those of decoded tokens from their host groups."""
         done = self._codes[-1]
         if not self._codable:
@@ -493,18 +437,18 @@ class FocusDecodeState:
         if done < upto:
             if done >= self._flushed:  # tokens of the fast routing step: host groups
                 rows = self._pending[done - self._flushed:upto - self._flushed]
-                if any(g >= MAX_CODED_GROUPS for row in rows for g in row):
+                if any(g >= MAX_SET_GROUPS for row in rows for g in row):
                     self._codable = False
                     return None
-                new = torch.tensor([_code(row) for row in rows], dtype=torch.long,
+                new = torch.tensor([code_of(row) for row in rows], dtype=torch.long,
                                    device=self._groups.device)
             else:
                 self._flush()
                 rows = self._groups[0, done:upto]
-                if rows.numel() and int(rows.max()) >= MAX_CODED_GROUPS:
+                if rows.numel() and int(rows.max()) >= MAX_SET_GROUPS:
                     self._codable = False
                     return None
-                new = _group_set_codes(rows)
+                new = group_set_codes(rows)
             _append(self._codes, (new,), (0,))
         return self._codes[0][:upto]
 
@@ -571,7 +515,8 @@ def route_step(router, x: Tensor, state: FocusDecodeState, valid: Optional[Tenso
 
 def focus_decode_attention(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState,
                            window: int, scale: float, fast: bool = True,
-                           num_sinks: int = 0) -> Tensor:
+                           num_sinks: int = 0, config: Optional[DecodeConfig] = None
+                           ) -> Tensor:
     r"""Attention of the newest :math:`T` tokens of a cache to the keys Focus lets them see.
 
     Query :math:`t` (cache slot :math:`c_t`) attends to the real cached keys :math:`j \le
@@ -594,21 +539,24 @@ def focus_decode_attention(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeSt
         fast (bool): allow the fast path (default: :obj:`True`).
         num_sinks (int): attention sinks :math:`s \ge 0` (default: :obj:`0`; the fast
             path reads them as one more slice of the cache, never from a store).
+        config (DecodeConfig, optional): the fast step's tuning (default: :obj:`None`, the
+            one in force, see :func:`~quest_geometric.nn.focus.config.decode_config`).
 
     Returns:
         Tensor: ``[B, H, T, D]``; zeros for padding queries.
     """
     check_num_sinks(num_sinks, where="focus_decode_attention")
     if fast and q.size(0) == 1 and q.size(2) == 1 and state.store and state._simple:
-        return _fast_step(q, k, v, state, window, scale, num_sinks)
+        cfg = current_decode_config() if config is None else config
+        return _fast_step(q, k, v, state, window, scale, num_sinks, cfg)
     return focus_decode_attention_reference(q, k, v, state, window, scale, num_sinks)
 
 
 def _fast_step(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState, window: int,
-               scale: float, num_sinks: int = 0) -> Tensor:
+               scale: float, num_sinks: int, cfg: DecodeConfig) -> Tensor:
     """The decoding step of one sequence: one masked SDPA over the cache or the group-set
-    stores, whichever :data:`MASKED_SHARE` and :data:`PART_WORK` say is cheaper (the masked
-    SDPA whenever more than :data:`MAX_STORE_PARTS` stores would be read); for window-only
+    stores, whichever ``cfg``'s cost model says is cheaper (the masked SDPA whenever more than
+    :attr:`DecodeConfig.max_store_parts` stores would be read); for window-only
     routing (``top_k = 0``) the window and the sinks by the same rule, with no group set
     recorded and no store kept."""
     _, h, _, d = q.shape
@@ -618,12 +566,12 @@ def _fast_step(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState, window:
     ns = min(num_sinks, lo)  # the sinks: slots [0, ns) (those not in the window)
     state._fast_steps += 1
     if state.top_k == 0:  # window-only routing: no token shares a group, nothing to record
-        if s - lo + ns >= MASKED_SHARE * s:  # the window and sinks hold most of the cache
+        if s - lo + ns >= cfg.masked_share * s:  # the window and sinks hold most of the cache
             return _masked_local(q, k, v, torch.zeros(s, dtype=torch.bool, device=q.device),
                                  lo, ns, scale)
         return _softmax_parts(q, _local_parts(k, v, lo, s, ns), scale)
     codes = state._set_codes(s)
-    if codes is None:  # a group past MAX_CODED_GROUPS: the plain path
+    if codes is None:  # a group past MAX_SET_GROUPS: the plain path
         return focus_decode_attention_reference(q, k, v, state, window, scale, num_sinks)
     mine = int(codes[s - 1])  # the new token's group set, as a bitmask
     if state._stores is None or state._stores.base != num_sinks:
@@ -632,15 +580,15 @@ def _fast_step(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState, window:
     stores.count(codes, lo)
     meets = [c for c, n in stores.counts.items() if n and c & mine]
     kept = s - lo + ns + sum(stores.counts[c] for c in meets)
-    paid = state._fast_steps > STORE_AFTER  # a long generation: stores may pay their fill
-    if len(meets) > MAX_STORE_PARTS and paid:
+    paid = state._fast_steps > cfg.store_after  # a long generation: stores may pay their fill
+    if len(meets) > cfg.max_store_parts and paid:
         # many group sets (e.g. K = 16, top-2): the per-group stores read k parts, the
         # tokens of several of the new token's groups once per such group (masked)
         read = s - lo + ns + sum(stores.counts[c] * (c & mine).bit_count() for c in meets)
-        if read + PART_WORK / (hkv * d) * mine.bit_count() < MASKED_SHARE * s:
+        if read + cfg.part_work / (hkv * d) * mine.bit_count() < cfg.masked_share * s:
             return _group_step(q, k, v, state, codes, mine, lo, ns, scale)
-    if not paid or len(meets) > MAX_STORE_PARTS or \
-            kept + PART_WORK / (hkv * d) * len(meets) >= MASKED_SHARE * s:
+    if not paid or len(meets) > cfg.max_store_parts or \
+            kept + cfg.part_work / (hkv * d) * len(meets) >= cfg.masked_share * s:
         # a short generation so far, most keys kept, or too many stores to read (e.g. many
         # groups): one masked SDPA over the cache
         return _masked_local(q, k, v, codes.bitwise_and(mine).ne(0), lo, ns, scale)
@@ -718,7 +666,7 @@ def _group_step(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState, codes:
     gs.fill(codes, k, v, lo)
     parts = _local_parts(k, v, lo, s, ns)
     earlier = 0  # the bits of the groups whose stores were read
-    for g in _members(mine):
+    for g in members(mine):
         entry = gs.sets.get(g)
         if entry is not None and entry[3]:
             kb, vb, ib, n = entry

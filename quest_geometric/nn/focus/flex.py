@@ -16,7 +16,8 @@ block regions and most block pairs are empty.
 
 **Element mask.** On the permuted indices :math:`a = \pi^{-1}(i)`, :math:`b = \pi^{-1}(j)`
 the ``mask_mod`` looks up :math:`s, p` and the group bitmask
-:math:`\beta_i = \sum_{g \in G_i} 2^g` (an ``int64``, hence :math:`K \le 62`):
+:math:`\beta_i = \sum_{g \in G_i} 2^g` (the code of
+:mod:`~quest_geometric.nn.focus.group_sets`, hence :math:`K \le 63`):
 
 .. math::
     M_{ab} = [s_a = s_b] \wedge [p_b \le p_a]_{\text{causal}} \wedge
@@ -77,6 +78,7 @@ from quest_geometric._utils.checks import (
     check_window,
     fail,
 )
+from quest_geometric.nn.focus.group_sets import MAX_SET_GROUPS, codable, membership_codes
 
 try:  # pragma: no cover - depends on the PyTorch build
     from torch.nn.attention.flex_attention import BlockMask, flex_attention
@@ -89,8 +91,6 @@ except ImportError:  # pragma: no cover
     flex_attention = None  # type: ignore[assignment]
     FLEX_AVAILABLE = False
 
-#: Largest number of groups :math:`K`: group sets are ``int64`` bitmasks.
-MAX_FLEX_GROUPS = 62
 #: On CUDA the block size must be a multiple of this: the default Triton tiles of
 #: FlexAttention (at most 128 x 128) must divide the sparse block.
 CUDA_BLOCK_MULTIPLE = 128
@@ -154,9 +154,9 @@ def _check_args(groups: Tensor, window: int, batch: Optional[Tensor], causal: bo
         if gmax > num_groups:
             raise fail(ValueError, where, "groups", f"group ids in [0, {num_groups})",
                        got_text=f"id {gmax - 1}")
-    if num_groups > MAX_FLEX_GROUPS:
-        raise fail(ValueError, where, "num_groups", f"at most {MAX_FLEX_GROUPS} (int64 "
-                   "bitmasks)", num_groups)
+    if not codable(num_groups):
+        raise fail(ValueError, where, "num_groups", f"at most {MAX_SET_GROUPS} (group sets "
+                   "are int64 codes, see quest_geometric.nn.focus.group_sets)", num_groups)
     return groups, num_groups
 
 
@@ -177,13 +177,6 @@ def _layout(groups: Tensor, batch: Optional[Tensor], num_groups: int
     return perm, seq[perm], pos[perm], member[perm]
 
 
-def _pack(bits: Tensor) -> Tensor:
-    """Bool ``[..., K]`` -> ``int64`` bitmask ``sum_g bits_g 2^g`` (distinct powers: an OR)."""
-    k = bits.size(-1)
-    shifts = torch.arange(k, device=bits.device)
-    return (bits.long() << shifts).sum(-1)
-
-
 def _block_summaries(seq: Tensor, pos: Tensor, member: Tensor, block_size: int):
     """Per block of permuted tokens: min/max sequence and position, OR/AND of bitmasks."""
     n = seq.numel()
@@ -198,8 +191,8 @@ def _block_summaries(seq: Tensor, pos: Tensor, member: Tensor, block_size: int):
 
     smin, smax = blocks(seq, big).amin(1), blocks(seq, -1).amax(1)
     pmin, pmax = blocks(pos, big).amin(1), blocks(pos, -1).amax(1)
-    bor = _pack(blocks(member, False).any(1))
-    band = _pack(blocks(member, True).all(1))
+    bor = membership_codes(blocks(member, False).any(1))
+    band = membership_codes(blocks(member, True).all(1))
     complete = torch.ones(nb, dtype=torch.bool, device=seq.device)
     if pad:
         complete[-1] = False
@@ -288,7 +281,7 @@ def _build(groups: Tensor, window: int, batch: Optional[Tensor], causal: bool,
            ) -> Tuple["BlockMask", Tensor]:
     n = groups.size(0)
     perm, seq, pos, member = _layout(groups, batch, num_groups)
-    bits = _pack(member)
+    bits = membership_codes(member)
     tables = _block_tables(seq, pos, member, window, causal, block_size, num_sinks)
     mask_mod = _make_mask_mod(seq, pos, bits, window, causal, num_sinks)
     bm = BlockMask.from_kv_blocks(*tables, BLOCK_SIZE=block_size, mask_mod=mask_mod,
@@ -320,7 +313,7 @@ def focus_block_mask(groups: Tensor, window: int, batch: Optional[Tensor] = None
         batch (torch.Tensor, optional): sorted sequence id per token (default: :obj:`None`,
             one sequence).
         causal (bool): keep only :math:`p_b \le p_a` (default: :obj:`True`).
-        num_groups (int, optional): :math:`K \le 62` (default: ``groups.max() + 1``).
+        num_groups (int, optional): :math:`K \le 63` (default: ``groups.max() + 1``).
         block_size (int): sparse block size :math:`B`, a positive multiple of 16 (of 128 on
             CUDA) (default: :obj:`128`).
         num_sinks (int): attention sinks :math:`s \ge 0`: also the pairs with
@@ -365,7 +358,7 @@ def focus_flex_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window
         window (int): local window :math:`w \ge 0`.
         batch (torch.Tensor, optional): sorted sequence id per token (default: :obj:`None`).
         causal (bool): causal attention (default: :obj:`True`).
-        num_groups (int, optional): :math:`K \le 62` (default: ``groups.max() + 1``).
+        num_groups (int, optional): :math:`K \le 63` (default: ``groups.max() + 1``).
         block_size (int): sparse block size, a positive multiple of 16 (of 128 on CUDA)
             (default: :obj:`128`).
         num_sinks (int): attention sinks :math:`s \ge 0`: also the pairs with
@@ -375,7 +368,7 @@ def focus_flex_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window
         torch.Tensor: ``[N, H, D]``.
 
     Raises:
-        ValueError: on bad shapes or arguments, :math:`K > 62`, or when gradients are
+        ValueError: on bad shapes or arguments, :math:`K > 63`, or when gradients are
             required on a device without a FlexAttention backward (CPU).
         TypeError: on CUDA, for a dtype outside :data:`FLEX_COMPILED_DTYPES` (float64).
     """

@@ -13,14 +13,15 @@ import pytest
 import torch
 
 from quest_geometric.nn.focus import decode
+from quest_geometric.nn.focus.config import DecodeConfig
 from quest_geometric.nn.focus.decode import (
-    MAX_STORE_PARTS,
     FocusDecodeState,
     focus_decode_attention,
     focus_decode_attention_reference,
     route_prefix,
     route_step,
 )
+from quest_geometric.nn.focus.group_sets import MAX_SET_GROUPS
 from quest_geometric.nn.focus.router import FocusRouter
 from quest_geometric.nn.focus.sinkhorn import (
     sinkhorn_prefix_state,
@@ -186,22 +187,21 @@ CASES = [  # (tokens, window, K, top_k); top_k = 0: no group (window and sinks o
 ]
 
 
-#: decode.MASKED_SHARE values that force the fast step's ways: the masked SDPA over the
-#: cache (0: always cheaper), the group-set stores (inf: never; with STORE_AFTER = 0, stores
-#: from the first step) and, with "groups", the
-#: per-group stores (MAX_STORE_PARTS = 0 as well: every group-set count is too many; top-k
-#: >= 1); None keeps the rule
+#: DecodeConfig.masked_share values that force the fast step's ways: the masked SDPA over
+#: the cache (0: always cheaper), the group-set stores (inf: never; with store_after = 0,
+#: stores from the first step) and, with "groups", the per-group stores (max_store_parts = 0
+#: as well: every group-set count is too many; top-k >= 1); None keeps the rule
 PATHS = [0.0, math.inf, "groups", None]
 
 
-def _force(monkeypatch, share):
+def _force(tuning, share):
     if share == "groups":
-        monkeypatch.setattr(decode, "MAX_STORE_PARTS", 0)
+        tuning.decode(max_store_parts=0)
         share = math.inf
     if share == math.inf:  # stores from the first step
-        monkeypatch.setattr(decode, "STORE_AFTER", 0)
+        tuning.decode(store_after=0)
     if share is not None:
-        monkeypatch.setattr(decode, "MASKED_SHARE", share)
+        tuning.decode(masked_share=share)
 
 
 def _sdpa_calls(monkeypatch):
@@ -223,8 +223,8 @@ def _sdpa_calls(monkeypatch):
 @pytest.mark.parametrize("share", PATHS)
 @pytest.mark.parametrize("ns", [0, 3])
 def test_fast_step_equals_gather_path_and_dense_oracle(s, window, num_groups, top_k, heads,
-                                                       share, ns, monkeypatch):
-    _force(monkeypatch, share)
+                                                       share, ns, monkeypatch, tuning):
+    _force(tuning, share)
     g = _gen(s * 7 + window)
     h, hkv = heads
     groups = random_groups(s, num_groups, top_k, generator=g)
@@ -261,12 +261,12 @@ def test_fast_step_equals_gather_path_and_dense_oracle(s, window, num_groups, to
 
 @pytest.mark.parametrize("top_k, s", [(2, 2000), (3, 6000)])  # top-3 reads 3/16 per store
 @pytest.mark.parametrize("ns", [0, 4])
-def test_many_groups_take_the_per_group_stores_by_the_rule(top_k, s, ns, monkeypatch):
-    """K = 16: more than MAX_STORE_PARTS group sets meet a top-2 token, and at a small
+def test_many_groups_take_the_per_group_stores_by_the_rule(top_k, s, ns, monkeypatch, tuning):
+    """K = 16: more than max_store_parts group sets meet a top-2 token, and at a small
     window the per-group stores read far fewer keys than the cache: the rule takes them (no
     SDPA call, no group-set store), and the step equals the gather path and the oracle,
     with tokens that share several groups with the new one counted once."""
-    monkeypatch.setattr(decode, "STORE_AFTER", 2)
+    tuning.decode(store_after=2)
     calls = _sdpa_calls(monkeypatch)
     g = _gen(16 + top_k)
     w, hkv, h, d = 6, 3, 9, 64  # SmolLM2's heads: a part costs about 156 key reads
@@ -286,24 +286,6 @@ def test_many_groups_take_the_per_group_stores_by_the_rule(top_k, s, ns, monkeyp
     torch.testing.assert_close(o, ref, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(o, _dense_oracle(q, k, v, groups, w, 0.4, ns), rtol=1e-5,
                                atol=1e-5)
-
-
-def test_group_set_codes_share_a_bit_exactly_when_the_sets_meet():
-    """The fast step's bitmask of a token's group set, against Python sets: one bit per
-    distinct group (a repeated group counts once), and two codes have a common bit exactly
-    when the sets intersect; the host code of one token is the same number."""
-    g = _gen(11)
-    groups = torch.randint(0, decode.MAX_CODED_GROUPS, (300, 3), generator=g)
-    groups[:40, 1] = groups[:40, 0]  # repeated groups
-    groups[40:80] = torch.randint(0, 5, (40, 3), generator=g)  # many overlaps
-    codes = decode._group_set_codes(groups)
-    sets = [set(row) for row in groups.tolist()]
-    assert codes.tolist() == [sum(2 ** x for x in row) for row in sets]
-    assert codes.tolist() == [decode._code(row) for row in groups.tolist()]
-    meet = (codes.view(-1, 1) & codes.view(1, -1)) != 0
-    assert meet.tolist() == [[bool(a & b) for b in sets] for a in sets]
-    assert [decode._members(c) for c in codes.tolist()] == [sorted(x) for x in sets]
-    assert decode._group_set_codes(torch.empty(5, 0, dtype=torch.long)).tolist() == [0] * 5
 
 
 @pytest.mark.parametrize("top_k, w", [(1, 4), (2, 6)])
@@ -336,7 +318,7 @@ def test_the_first_step_counts_a_long_prefix_by_group_set(top_k, w):
 
 
 def test_more_groups_than_a_bitmask_holds_take_the_plain_path(monkeypatch):
-    """A router of 100 groups: the fast step cannot code a group past MAX_CODED_GROUPS, so
+    """A router of 100 groups: the fast step cannot code a group past MAX_SET_GROUPS, so
     it gives way to the gather path (same values as the oracle, no store kept), for the
     prefix and for a decoded token."""
     calls = []
@@ -353,23 +335,23 @@ def test_more_groups_than_a_bitmask_holds_take_the_plain_path(monkeypatch):
     o = focus_decode_attention(q, k, v, st, w, 0.5)
     torch.testing.assert_close(o, _dense_oracle(q, k, v, groups, w, 0.5), rtol=1e-5, atol=1e-5)
     assert calls == [1] and st._stores is None and not st._codable
-    small = _state(groups[:, :1] % decode.MAX_CODED_GROUPS)  # codable prefix, then group 99
+    small = _state(groups[:, :1] % MAX_SET_GROUPS)  # codable prefix, then group 99
     focus_decode_attention(q, k[:, :, :s], v[:, :, :s], small, w, 0.5)
     assert small._codable and len(calls) == 1
     small.append_one([99])
-    grown = torch.cat([groups[:, :1] % decode.MAX_CODED_GROUPS, torch.tensor([[99]])])
+    grown = torch.cat([groups[:, :1] % MAX_SET_GROUPS, torch.tensor([[99]])])
     o = focus_decode_attention(q, k, v, small, w, 0.5)
     torch.testing.assert_close(o, _dense_oracle(q, k, v, grown, w, 0.5), rtol=1e-5, atol=1e-5)
     assert len(calls) == 2 and not small._codable
 
 
 @pytest.mark.parametrize("num_groups, top_k, s", [(4, 1, 1500), (8, 2, 8000), (16, 2, 1500)])
-def test_a_short_generation_reads_no_store(num_groups, top_k, s, monkeypatch):
+def test_a_short_generation_reads_no_store(num_groups, top_k, s, monkeypatch, tuning):
     """By the rule (STORE_AFTER = 3 here), the first steps after a long prefix run the
     masked SDPA and copy nothing, though the stores would read fewer keys; from step 4 on a
     store path is taken (group-set stores for few sets, per-group stores for many: no SDPA
     call), and every step equals the dense oracle."""
-    monkeypatch.setattr(decode, "STORE_AFTER", 3)
+    tuning.decode(store_after=3)
     g = _gen(num_groups)
     w, hkv, h, d = 6, 3, 9, 64  # SmolLM2's heads (the cost model's part cost)
     groups = random_groups(s, num_groups, top_k, generator=g)
@@ -409,8 +391,8 @@ def test_a_group_without_earlier_members_sees_its_window_only():
 @pytest.mark.parametrize("top_k", [1, 2])
 @pytest.mark.parametrize("share", PATHS)
 @pytest.mark.parametrize("ns", [0, 3])
-def test_consecutive_steps_grow_the_stores_and_stay_equal(top_k, share, ns, monkeypatch):
-    _force(monkeypatch, share)
+def test_consecutive_steps_grow_the_stores_and_stay_equal(top_k, share, ns, monkeypatch, tuning):
+    _force(tuning, share)
     g = _gen(top_k)
     hkv, h, d, w = 2, 4, 8, 6
     groups = random_groups(20, 4, top_k, generator=g)
@@ -444,8 +426,8 @@ def test_consecutive_steps_grow_the_stores_and_stay_equal(top_k, share, ns, monk
 
 
 @pytest.mark.parametrize("share, masked", [(0.0, True), (math.inf, False)])
-def test_the_forced_path_is_the_one_taken(share, masked, monkeypatch):
-    _force(monkeypatch, share)
+def test_the_forced_path_is_the_one_taken(share, masked, monkeypatch, tuning):
+    _force(tuning, share)
     g = _gen(11)
     groups = random_groups(100, 4, 2, generator=g)
     q, k, v = torch.randn(1, 4, 1, 8), torch.randn(1, 2, 100, 8), torch.randn(1, 2, 100, 8)
@@ -462,11 +444,11 @@ def test_the_forced_path_is_the_one_taken(share, masked, monkeypatch):
 
 
 @pytest.mark.parametrize("top_k, masked", [(1, False), (2, True)])
-def test_the_default_rule_reads_the_stores_for_few_kept_keys(top_k, masked, monkeypatch):
+def test_the_default_rule_reads_the_stores_for_few_kept_keys(top_k, masked, monkeypatch, tuning):
     # K = 4, window 8 of 2,000 keys: top-1 keeps about a quarter (stores), top-2 about 5/6
     # (one masked SDPA is cheaper), with SmolLM2's H_kv D = 192; the cost model alone (stores
     # allowed from the first step)
-    monkeypatch.setattr(decode, "STORE_AFTER", 0)
+    tuning.decode(store_after=0)
     g = _gen(12)
     s = 2000
     groups = random_groups(s, 4, top_k, generator=g)
@@ -477,7 +459,7 @@ def test_the_default_rule_reads_the_stores_for_few_kept_keys(top_k, masked, monk
     assert len(calls) == int(masked)
 
 
-def test_switching_paths_between_steps_catches_the_stores_up(monkeypatch):
+def test_switching_paths_between_steps_catches_the_stores_up(monkeypatch, tuning):
     # masked steps leave the stores behind; the next store step copies every token that
     # left the window meanwhile (in cache order) and must equal the oracle
     g = _gen(13)
@@ -490,7 +472,7 @@ def test_switching_paths_between_steps_catches_the_stores_up(monkeypatch):
             new = random_groups(1, 4, 1, generator=g)
             groups = torch.cat([groups, new])
             st.append(new.view(1, 1, 1))
-        _force(monkeypatch, math.inf if (step // 7) % 2 else 0.0)  # 7 steps each way
+        _force(tuning, math.inf if (step // 7) % 2 else 0.0)  # 7 steps each way
         q = torch.randn(1, 4, 1, d, generator=g)
         o = focus_decode_attention(q, k, v, st, w, 0.4)
         torch.testing.assert_close(o, _dense_oracle(q, k, v, groups, w, 0.4), rtol=1e-5,
@@ -499,9 +481,9 @@ def test_switching_paths_between_steps_catches_the_stores_up(monkeypatch):
     assert sum(n for _, _, n in st._stores.sets.values()) == st._stores.done
 
 
-def test_a_group_set_that_appears_late_enters_the_masked_path(monkeypatch):
+def test_a_group_set_that_appears_late_enters_the_masked_path(monkeypatch, tuning):
     # the table of the sets a query meets is rebuilt when a new set leaves the window
-    _force(monkeypatch, 0.0)
+    _force(tuning, 0.0)
     w = 3
     groups = torch.zeros(40, 1, dtype=torch.long)
     k, v = torch.randn(1, 1, 60, 8), torch.randn(1, 1, 60, 8)
@@ -529,12 +511,12 @@ def test_the_fast_route_refuses_nonfinite_scores():
 
 
 @pytest.mark.parametrize("share", [0.0, math.inf])
-def test_too_many_group_sets_never_read_the_group_set_stores(share, monkeypatch):
-    """29 group sets meet a top-2 token of K = 16, more than MAX_STORE_PARTS: the step reads
+def test_too_many_group_sets_never_read_the_group_set_stores(share, monkeypatch, tuning):
+    """29 group sets meet a top-2 token of K = 16, more than max_store_parts: the step reads
     the per-group stores (the masked SDPA forced dearer) or the masked SDPA (forced
     cheaper), never the group-set stores."""
-    _force(monkeypatch, share)
-    monkeypatch.setattr(decode, "STORE_AFTER", 0)
+    _force(tuning, share)
+    tuning.decode(store_after=0)
     g = _gen(5)
     s, num_groups, top_k = 400, 16, 2  # C(16,2) - C(14,2) = 29 stores meet a token's groups
     groups = random_groups(s, num_groups, top_k, generator=g)
@@ -542,7 +524,7 @@ def test_too_many_group_sets_never_read_the_group_set_stores(share, monkeypatch)
     st = _state(groups)
     calls = _sdpa_calls(monkeypatch)
     o = focus_decode_attention(q, k, v, st, 3, 0.5)
-    assert math.comb(16, 2) - math.comb(14, 2) > MAX_STORE_PARTS
+    assert math.comb(16, 2) - math.comb(14, 2) > DecodeConfig().max_store_parts
     assert st.store and not st._stores.sets  # no group-set store copied
     if share == 0.0:
         assert len(calls) == 1 and st._group_stores is None  # masked
@@ -728,7 +710,7 @@ def test_single_pass_prefill_equals_the_two_pass_one(train, padded):
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("heads", [(9, 3), (8, 2)])
 def test_masked_layout_follows_the_thread_count_and_equals_the_oracle(threads, heads,
-                                                                      monkeypatch):
+                                                                      monkeypatch, tuning):
     # packed query heads at one thread or when the threads divide H_kv; else enable_gqa
     h, hkv = heads
     g = _gen(21)
@@ -742,7 +724,7 @@ def test_masked_layout_follows_the_thread_count_and_equals_the_oracle(threads, h
         shapes.append((tuple(qq.shape), kw.get("enable_gqa", False)))
         return real(qq, *a, **kw)
 
-    _force(monkeypatch, 0.0)  # always the masked SDPA
+    _force(tuning, 0.0)  # always the masked SDPA
     monkeypatch.setattr(decode.F, "scaled_dot_product_attention", spy)
     before = torch.get_num_threads()
     torch.set_num_threads(threads)

@@ -226,10 +226,10 @@ def test_errors():
     groups = random_groups(n, 4, 1)
     with pytest.raises(ValueError, match="no backward"):
         focus_flex_attention(q.clone().requires_grad_(), k, v, groups, 2, block_size=16)
-    with pytest.raises(ValueError, match="at most 62"):
-        focus_flex_attention(q, k, v, groups, 2, num_groups=63, block_size=16)
-    with pytest.raises(ValueError, match="at most 62"):
-        focus_block_mask(torch.full((n, 1), 62), 2, block_size=16)
+    with pytest.raises(ValueError, match="at most 63"):
+        focus_flex_attention(q, k, v, groups, 2, num_groups=64, block_size=16)
+    with pytest.raises(ValueError, match="at most 63"):
+        focus_block_mask(torch.full((n, 1), 63), 2, block_size=16)
     with pytest.raises(ValueError, match=r"^focus_flex_attention: 'k' must be of the shape of "
                        r"'q' \[32, 2, 8\], got a torch.float32 tensor of shape \[31, 2, 8\]$"):
         focus_flex_attention(q, k[:-1], v, groups, 2)

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 import quest_geometric.nn.focus.blocks as blocks_module
+from quest_geometric.nn.focus.config import BlocksConfig, blocks_config
 from quest_geometric.nn.focus import (
     FocusAttention,
     focus_blocks_attention,
@@ -54,12 +55,8 @@ BACKENDS["edges"] = edges_backend
 
 def blocks_padded(q, k, v, g, w, b, c, K, s=0):
     """The fused path forced to batch all causal top_k = 1 buckets into one padded call."""
-    old = blocks_module.PAD_RATIO
-    blocks_module.PAD_RATIO = math.inf
-    try:
-        return focus_blocks_attention(q, k, v, g, w, b, c, K, fused=True, num_sinks=s)
-    finally:
-        blocks_module.PAD_RATIO = old
+    return focus_blocks_attention(q, k, v, g, w, b, c, K, fused=True, num_sinks=s,
+                                  config=BlocksConfig(pad_ratio=math.inf))
 
 
 BACKENDS["blocks_fused_padded"] = blocks_padded
@@ -67,13 +64,9 @@ BACKENDS["blocks_fused_padded"] = blocks_padded
 
 def blocks_sink_pairs(q, k, v, g, w, b, c, K, s=0):
     """The fused path with part C as explicit pairs (its form above
-    ``SINK_DENSE_MAX_KEYS`` sink keys) instead of dense products over the sink keys."""
-    old = blocks_module.SINK_DENSE_MAX_KEYS
-    blocks_module.SINK_DENSE_MAX_KEYS = -1
-    try:
+    ``sink_dense_max_keys`` sink keys) instead of dense products over the sink keys."""
+    with blocks_config(sink_dense_max_keys=-1):
         return focus_blocks_attention(q, k, v, g, w, b, c, K, fused=True, num_sinks=s)
-    finally:
-        blocks_module.SINK_DENSE_MAX_KEYS = old
 
 
 BACKENDS["blocks_fused_sink_pairs"] = blocks_sink_pairs
@@ -384,24 +377,24 @@ def test_edge_attention_sorted_fast_path_equals_unsorted_and_scatter_reference()
         torch.testing.assert_close(x, y, rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize("num_groups", [2, 9, 10, 16, 17, 32, 33, 64, 65])
+@pytest.mark.parametrize("num_groups", [2, 9, 10, 16, 17, 32, 33, 63, 64])
 @pytest.mark.parametrize("causal", [True, False])
 def test_top_k_bucket_masks_from_group_bits_equal_smallest_shared_group(num_groups, causal):
     """The fused path's top_k > 1 bucket masks (one AND of the members' group bits below the
     bucket's group, in the narrowest integer type) against the plain definition, the smallest
-    shared group equal to the bucket's, at every integer-type boundary; above 64 groups the
-    plan keeps the comparison path. Repeated ids in a token's set count once."""
+    shared group equal to the bucket's, at every integer-type boundary; above MAX_SET_GROUPS
+    (63) groups the plan keeps the comparison path. Repeated ids in a token's set count once."""
     from quest_geometric.nn.focus.edge_index import smallest_shared_group
 
     torch.manual_seed(num_groups)
     n, kk = 60, 3
-    # ids biased to the top of the range, so that the high bits (63 for K = 64) are used
+    # ids biased to the top of the range, so that the high bits (62 for K = 63) are used
     groups = torch.randint(max(0, num_groups - 6), num_groups, (n, kk))
     groups[::7] = torch.randint(0, num_groups, (len(range(0, n, 7)), kk))
     groups[5] = groups[5, 0]  # one token whose set is {g}, listed three times
     seq = torch.zeros(n, dtype=torch.long)
     plan = blocks_module._BlocksPlan(groups, seq, 1, num_groups, 4, causal, torch.float64)
-    assert (plan.bits is None) == (num_groups > 64)
+    assert (plan.bits is None) == (num_groups > 63)
     seen = 0
     for st, c, g in plan.spans:
         idx = plan.order[st:st + c]
@@ -439,11 +432,11 @@ def test_fused_blocks_many_groups_match_definition(num_groups, focus_mask_refere
 @pytest.mark.parametrize("block", [1, 7])
 @pytest.mark.parametrize("causal", [True, False])
 def test_fused_blocks_top_k_buckets_in_query_blocks(block, causal, monkeypatch,
-                                                   focus_mask_reference):
+                                                   focus_mask_reference, tuning):
     """Causal top_k > 1 buckets run in query blocks of BUCKET_QUERY_BLOCK over keys [0, e)
     (forward and backward); shrunk here so that every bucket spans several blocks, one of
     them ragged."""
-    monkeypatch.setattr(blocks_module, "BUCKET_QUERY_BLOCK", block)
+    tuning.blocks(bucket_query_block=block)
     torch.manual_seed(block)
     batch = torch.tensor([0] * 50 + [1] * 23)
     n, window, K = batch.numel(), 4, 3
@@ -464,11 +457,12 @@ def test_fused_blocks_top_k_buckets_in_query_blocks(block, causal, monkeypatch,
 
 
 @pytest.mark.parametrize("causal", [True, False])
-def test_band_masks_from_group_bits_equal_the_comparisons(monkeypatch, causal):
+def test_band_masks_from_group_bits_equal_the_comparisons(causal):
     # top_k > 1: the band excludes the pairs whose group sets meet, found from the bit sets
-    # (one AND per pair); with the bits off (K above _MAX_BIT_GROUPS) from the k^2
+    # (one AND per pair); with no code (K above MAX_SET_GROUPS) from the k^2
     # comparisons. Repeated ids in a set, two sequences inside one band block.
     from quest_geometric.nn.focus import blocks
+    from quest_geometric.nn.focus.group_sets import MAX_SET_GROUPS
 
     torch.manual_seed(7)
     n, K, window = 150, 5, 9
@@ -476,13 +470,12 @@ def test_band_masks_from_group_bits_equal_the_comparisons(monkeypatch, causal):
     groups[::7, 1] = groups[::7, 0]  # repeated ids
     seq = (torch.arange(n) >= 80).long()
 
-    def plan():
-        return blocks._BlocksPlan(groups, seq, 2, K, window, causal, torch.float32)
+    def plan(num_groups):
+        return blocks._BlocksPlan(groups, seq, 2, num_groups, window, causal, torch.float32)
 
-    with_bits = plan()
+    with_bits = plan(K)
     assert with_bits.bits is not None
-    monkeypatch.setattr(blocks, "_MAX_BIT_GROUPS", 0)
-    without = plan()
+    without = plan(MAX_SET_GROUPS + 1)
     assert without.bits is None
     assert len(with_bits.segments) == len(without.segments) >= 3
     for a, b in zip(with_bits.segments, without.segments):
@@ -494,13 +487,13 @@ def test_band_masks_from_group_bits_equal_the_comparisons(monkeypatch, causal):
 @pytest.mark.parametrize("top_k", [1, 2])
 @pytest.mark.parametrize("causal", [True, False])
 def test_fused_blocks_gather_buckets_in_batches(budget_rows, top_k, causal, monkeypatch,
-                                                focus_mask_reference):
+                                                focus_mask_reference, tuning):
     """The buckets are gathered in batches of consecutive buckets of at most
     ``_GATHER_BUDGET`` elements (a larger bucket alone): shrunk here so that some batches hold
     one bucket, some several, some a bucket larger than the budget; forward and backward
     equal the definition, and the batches cover every bucket once, in order."""
     h, d = 2, 8
-    monkeypatch.setattr(blocks_module, "_GATHER_BUDGET", budget_rows * h * d)
+    tuning.blocks(gather_budget=max(1, budget_rows * h * d))
     torch.manual_seed(budget_rows + top_k)
     batch = torch.tensor([0] * 3 + [1] * 29 + [2] * 2 + [3] * 41)
     n, window, K = batch.numel(), 4, 5
@@ -512,7 +505,7 @@ def test_fused_blocks_gather_buckets_in_batches(budget_rows, top_k, causal, monk
     _assert_same_values_and_gradients(out, ref, (q, k, v))
     seq = batch
     plan = blocks_module._BlocksPlan(groups, seq, 4, K, window, causal, torch.float64)
-    batches = blocks_module._gather_batches(plan.spans, h * d)
+    batches = blocks_module._gather_batches(plan.spans, h * d, plan.config.gather_budget)
     assert [s for _, _, b in batches for s in b] == plan.spans
     for b0, b1, spans in batches:
         assert b0 == spans[0][0] and b1 == spans[-1][0] + spans[-1][1]

@@ -17,6 +17,7 @@ from quest_geometric.nn.focus import (
     pattern_share,
     route_step,
 )
+from quest_geometric.nn.focus.config import current_blocks_config
 from quest_geometric.nn.focus.edges import FocusEdgeAttention
 from quest_geometric.nn.focus.flex import FLEX_AVAILABLE, focus_flex_attention
 
@@ -201,14 +202,14 @@ def test_split_band_calls_refuse_window_zero():
 @pytest.mark.parametrize("t, window, num_sinks", [(37, 5, 0), (37, 5, 4), (40, 8, 2),
                                                   (40, 39, 3), (12, 30, 2), (33, 1, 0)])
 def test_fused_split_band_equals_the_dense_band_and_the_masked_path(monkeypatch, t, window,
-                                                                    num_sinks):
+                                                                    num_sinks, tuning):
     from quest_geometric.nn.focus import blocks
 
     calls = []
     real = blocks._split_band_calls
     monkeypatch.setattr(blocks, "_split_band_calls",
                         lambda n, w: calls.append((n, w)) or real(n, w))
-    monkeypatch.setattr(blocks, "SPLIT_BAND_MIN_WINDOW", 1)
+    tuning.blocks(split_band_min_window=1)
     torch.manual_seed(t + window)
     groups = torch.zeros(t, 0, dtype=torch.long)
     q, k, v = (torch.randn(t, 3, 8, dtype=torch.float64, requires_grad=True)
@@ -223,43 +224,42 @@ def test_fused_split_band_equals_the_dense_band_and_the_masked_path(monkeypatch,
                     torch.autograd.grad(ref, (q, k, v), go)):
         torch.testing.assert_close(a, b, atol=1e-12, rtol=1e-12)
     # the masked query blocks (the split off) give the same float32 output
-    monkeypatch.setattr(blocks, "SPLIT_BAND_MIN_WINDOW", None)
+    tuning.blocks(split_band_min_window=None)
     q32, k32, v32 = (x.detach().float() for x in (q, k, v))
     masked = focus_blocks_attention(q32, k32, v32, groups, window, None, True, 1, fused=True,
                                     num_sinks=num_sinks)
-    monkeypatch.setattr(blocks, "SPLIT_BAND_MIN_WINDOW", 1)
+    tuning.blocks(split_band_min_window=1)
     split = focus_blocks_attention(q32, k32, v32, groups, window, None, True, 1, fused=True,
                                    num_sinks=num_sinks)
     assert len(calls) == 2
     torch.testing.assert_close(split, masked, atol=1e-5, rtol=1e-5)
 
 
-def test_split_band_only_for_one_causal_sequence_without_groups(monkeypatch):
+def test_split_band_only_for_one_causal_sequence_without_groups(monkeypatch, tuning):
     from quest_geometric.nn.focus import blocks
 
-    monkeypatch.setattr(blocks, "SPLIT_BAND_MIN_WINDOW", 4)
+    tuning.blocks(split_band_min_window=4)
     seq = torch.zeros(20, dtype=torch.long)
 
     def plan(groups, window, causal=True, nseq=1, num_groups=1):
         return blocks._BlocksPlan(groups, seq, nseq, num_groups, window, causal, torch.float32)
 
     empty = torch.zeros(20, 0, dtype=torch.long)
-    assert blocks.band_splits(4) and not blocks.band_splits(3)
+    assert current_blocks_config().band_splits(4) and not current_blocks_config().band_splits(3)
     assert plan(empty, 4).band_calls and not plan(empty, 4).segments
-    assert not plan(empty, 3).band_calls  # below SPLIT_BAND_MIN_WINDOW
+    assert not plan(empty, 3).band_calls  # below split_band_min_window
     assert not plan(empty, 4, causal=False).band_calls
     assert not plan(torch.zeros(20, 1, dtype=torch.long), 4).band_calls  # groups to exclude
-    monkeypatch.setattr(blocks, "SPLIT_BAND_MIN_WINDOW", None)
-    assert not blocks.band_splits(10**6)
+    tuning.blocks(split_band_min_window=None)
+    assert not current_blocks_config().band_splits(10**6)
     assert not plan(empty, 4).band_calls and plan(empty, 4).segments
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_fused_split_band_in_half_precision(monkeypatch, dtype):
+def test_fused_split_band_in_half_precision(monkeypatch, dtype, tuning):
     # the kernels' float32 log-sum-exps merge the split calls as in float32
-    from quest_geometric.nn.focus import blocks
 
-    monkeypatch.setattr(blocks, "SPLIT_BAND_MIN_WINDOW", 1)
+    tuning.blocks(split_band_min_window=1)
     t, window = 45, 8
     torch.manual_seed(1)
     q, k, v = (torch.randn(t, 2, 16, dtype=torch.float64) for _ in range(3))

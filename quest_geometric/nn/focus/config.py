@@ -1,0 +1,206 @@
+r"""The tuning of the Focus kernels, as configuration.
+
+One frozen configuration object per kernel family: :class:`BlocksConfig` for the fused
+decomposition of :func:`~quest_geometric.nn.focus.blocks.focus_blocks_attention`,
+:class:`DecodeConfig` for the fast decoding step of
+:func:`~quest_geometric.nn.focus.decode.focus_decode_attention`. A kernel takes its
+configuration as an argument (``config=``); without one it reads the configuration in force,
+which a block of code sets with :func:`blocks_config` / :func:`decode_config` (a
+:mod:`contextvars` variable, so threads and asynchronous tasks each see their own):
+
+.. code-block:: python
+
+    with blocks_config(band_block=128, split_band_min_window=None):
+        out = focus_blocks_attention(q, k, v, groups, window)
+
+Every setting changes how the result is computed, never the result (up to rounding): the
+tests run each path against the dense oracle. Each default comes from the benchmark named
+beside it; ``docs/focus.md`` (section "Tuning") lists them and where their measurements are.
+"""
+from __future__ import annotations
+
+import contextvars
+import math
+from contextlib import contextmanager
+from dataclasses import dataclass, fields, replace
+from typing import Iterator, Optional, Tuple
+
+from quest_geometric._utils.checks import check_int, check_real, fail
+
+__all__ = ["BlocksConfig", "DecodeConfig", "blocks_config", "decode_config",
+           "current_blocks_config", "current_decode_config"]
+
+
+def _check_optional_int(value, name: str, low: int, where: str) -> None:
+    if value is not None:
+        check_int(value, name, low, where=where)
+
+
+def _check_share(value, name: str, where: str) -> None:
+    """A real number >= 0, :obj:`math.inf` allowed (a rule that never switches)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise fail(TypeError, where, name, "a real number >= 0 (inf allowed)", value)
+    if not value >= 0:
+        raise fail(ValueError, where, name, "a real number >= 0 (inf allowed)", value)
+
+
+@dataclass(frozen=True)
+class BlocksConfig:
+    r"""Tuning of the fused CPU decomposition (:func:`focus_blocks_attention`).
+
+    Args:
+        band_blocks (tuple): the band's query block by window, ``((largest window, block),
+            ...)`` in increasing order, the last entry's window infinite: small blocks waste
+            few band pairs (``b (b + w)`` computed where about ``b w + b^2/2`` are needed),
+            large ones run the masked kernel on larger tiles, which pays once the window is
+            wide (``benchmarks/focus_band_block.py``).
+        band_block (int, optional): one query block for every window instead of
+            :attr:`band_blocks` (:obj:`None`: by the window; benchmarks compare sizes).
+        split_band_min_window (int, optional): smallest window at which the causal band of
+            one sequence with no groups (the window plus sinks) runs as unmasked calls over
+            chunks of :math:`w` tokens, each kept pair computed once, instead of masked query
+            blocks; the kernel's causal tiles waste less as :math:`w` grows
+            (``benchmarks/focus_band_block.py --blocks 64``). :obj:`None`: never split.
+        pad_ratio (float): largest padding overhead :math:`B\,c_{\max}^2 / \sum_b c_b^2` at
+            which the :math:`B` buckets of causal top-1 attention run as one batched call,
+            each padded to the largest: padding was slower than one call per bucket at every
+            size measured (``docs/benchmarks.md``), so only equal-sized buckets are batched.
+        bucket_query_block (int): query block of a causal top-:math:`k > 1` bucket: the
+            masked kernel computes every (query, key) tile of its call, so blocks of
+            :math:`b` queries over keys ``[0, e)`` compute :math:`c^2/2 + cb/2` pairs instead
+            of :math:`c^2` (``benchmarks/focus_bucket_block.py``).
+        sink_dense_max_keys (int): most sink keys (over the sequences) for which the sink
+            part runs as dense products over those keys rather than explicit pairs, which
+            gather ``[N s, H, D]`` tensors; above it (many short sequences, where the dense
+            form grows quadratically) the pairs stay.
+        gather_budget (int): elements one gather of buckets holds at most (a larger bucket
+            alone): top-:math:`k > 1` buckets hold :math:`kN` rows, and one gather of them
+            all would exceed the allocator's reuse threshold, so its pages would be faulted
+            in afresh at every call.
+        mask_budget (int): elements of one query chunk's mask in a top-:math:`k > 1` bucket.
+    """
+    band_blocks: Tuple[Tuple[float, int], ...] = ((127, 16), (511, 32), (math.inf, 64))
+    band_block: Optional[int] = None
+    split_band_min_window: Optional[int] = 1024
+    pad_ratio: float = 1.0
+    bucket_query_block: int = 256
+    sink_dense_max_keys: int = 256
+    gather_budget: int = 1 << 21
+    mask_budget: int = 1 << 22
+
+    def __post_init__(self) -> None:
+        where = "BlocksConfig"
+        rows = self.band_blocks
+        if (not isinstance(rows, tuple) or not rows or rows[-1][0] != math.inf
+                or any(a[0] >= b[0] for a, b in zip(rows, rows[1:]))):
+            raise fail(ValueError, where, "band_blocks", "a tuple of (largest window, block) "
+                       "with increasing windows, the last one inf", rows)
+        for _, b in rows:
+            check_int(b, "band_blocks block", 1, where=where)
+        _check_optional_int(self.band_block, "band_block", 1, where)
+        _check_optional_int(self.split_band_min_window, "split_band_min_window", 1, where)
+        _check_share(self.pad_ratio, "pad_ratio", where)
+        for name in ("bucket_query_block", "gather_budget", "mask_budget"):
+            check_int(getattr(self, name), name, 1, where=where)
+        check_int(self.sink_dense_max_keys, "sink_dense_max_keys", -1, where=where)
+
+    def band_block_size(self, window: int) -> int:
+        """The band's query block at ``window``: :attr:`band_block` when set, else the first
+        entry of :attr:`band_blocks` whose largest window is at least ``window``."""
+        if self.band_block is not None:
+            return self.band_block
+        return next(b for w, b in self.band_blocks if window <= w)
+
+    def band_splits(self, window: int) -> bool:
+        """Whether a causal band of one sequence with no groups runs split at ``window``
+        (from :attr:`split_band_min_window`; never when it is :obj:`None`)."""
+        return self.split_band_min_window is not None and window >= self.split_band_min_window
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    r"""Tuning of the fast decoding step (:func:`focus_decode_attention`).
+
+    Args:
+        store_after (int): fast steps a state takes (masked) before it may read either kind
+            of store: a store's first read copies every out-of-window key and value, which
+            only the per-step saving of later steps pays back; switching after the steps whose
+            saving equals that copy (the ski-rental rule) costs at most about twice the best
+            choice made knowing the generation's length (``benchmarks/focus_op_speed.py
+            --new-tokens 16`` and ``128``).
+        masked_share (float): the cost, in key reads per cached key, of one masked SDPA
+            over the whole cache (PyTorch's fused kernel reads a key faster than the stores'
+            matrix products) (``benchmarks/focus_decode_step.py --compare-paths``).
+        part_work (float): the fixed cost of reading one more part (a store), in key reads
+            times :math:`H_{kv} D` (same benchmark).
+        max_store_parts (int): most group-set stores one step may read
+            (:math:`\binom{K}{k} - \binom{K-k}{k}` meet a token's :math:`k` groups); beyond
+            it the step reads the per-group stores (:math:`k` parts) or the masked SDPA.
+    """
+    store_after: int = 40
+    masked_share: float = 0.75
+    part_work: float = 30000.0
+    max_store_parts: int = 16
+
+    def __post_init__(self) -> None:
+        where = "DecodeConfig"
+        check_int(self.store_after, "store_after", 0, where=where)
+        _check_share(self.masked_share, "masked_share", where)
+        check_real(self.part_work, "part_work", positive=True, allow_zero=True, where=where)
+        check_int(self.max_store_parts, "max_store_parts", 0, where=where)
+
+
+_BLOCKS: contextvars.ContextVar[BlocksConfig] = contextvars.ContextVar(
+    "focus_blocks_config", default=BlocksConfig())
+_DECODE: contextvars.ContextVar[DecodeConfig] = contextvars.ContextVar(
+    "focus_decode_config", default=DecodeConfig())
+
+
+def current_blocks_config() -> BlocksConfig:
+    """The :class:`BlocksConfig` in force (the defaults outside :func:`blocks_config`)."""
+    return _BLOCKS.get()
+
+
+def current_decode_config() -> DecodeConfig:
+    """The :class:`DecodeConfig` in force (the defaults outside :func:`decode_config`)."""
+    return _DECODE.get()
+
+
+@contextmanager
+def _setting(var: contextvars.ContextVar, cls, config, overrides) -> Iterator:
+    base = var.get() if config is None else config
+    if not isinstance(base, cls):
+        raise fail(TypeError, f"{cls.__name__[:-6].lower()}_config", "config",
+                   f"a {cls.__name__}", base)
+    names = {f.name for f in fields(cls)}
+    unknown = sorted(set(overrides) - names)
+    if unknown:
+        raise TypeError(f"{cls.__name__[:-6].lower()}_config: unknown setting(s) {unknown}; "
+                        f"the settings are {sorted(names)}")
+    token = var.set(replace(base, **overrides))
+    try:
+        yield var.get()
+    finally:
+        var.reset(token)
+
+
+@contextmanager
+def blocks_config(config: Optional[BlocksConfig] = None, **overrides) -> Iterator[BlocksConfig]:
+    """Set the :class:`BlocksConfig` in force inside a ``with`` block: :obj:`config` (default:
+    the one in force) with the fields :obj:`overrides` replaced; yields it.
+
+    Example:
+        >>> with blocks_config(band_block=32) as cfg:
+        ...     current_blocks_config().band_block_size(1000)
+        32
+    """
+    with _setting(_BLOCKS, BlocksConfig, config, overrides) as cfg:
+        yield cfg
+
+
+@contextmanager
+def decode_config(config: Optional[DecodeConfig] = None, **overrides) -> Iterator[DecodeConfig]:
+    """Set the :class:`DecodeConfig` in force inside a ``with`` block (as
+    :func:`blocks_config`)."""
+    with _setting(_DECODE, DecodeConfig, config, overrides) as cfg:
+        yield cfg

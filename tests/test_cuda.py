@@ -147,7 +147,7 @@ def test_knn_graph_on_cuda_equals_brute_force(backend):
 # ----------------------------------------------------------------------------- Focus
 
 
-@pytest.mark.parametrize("backend", ["dense", "edges", "blocks"])
+@pytest.mark.parametrize("backend", ["dense", "edges", "blocks", "auto"])
 @pytest.mark.parametrize("top_k, num_sinks", [(1, 0), (2, 2)])
 def test_focus_attention_on_cuda_equals_cpu(backend, top_k, num_sinks):
     from quest_geometric.nn import FocusAttention
@@ -156,30 +156,33 @@ def test_focus_attention_on_cuda_equals_cpu(backend, top_k, num_sinks):
     layer = FocusAttention(32, 4, num_groups=4, group_dim=8, top_k=top_k, window=5,
                            backend=backend, num_sinks=num_sinks).double().eval()
     x = torch.randn(2, 40, 32, dtype=torch.float64)
-    # float64: 'blocks' runs its reference path on CUDA (Triton does not compile the
-    # FlexAttention kernel for float64), exact like the others
+    # float64: 'blocks' runs its reference path on CUDA, and so does 'auto' (Triton does
+    # not compile the FlexAttention kernel for float64), exact like the others
     _assert_same_on_cuda(layer, (x,), tol=1e-9)
 
 
 @pytest.mark.parametrize("top_k, num_sinks", [(1, 0), (2, 2)])
-def test_focus_attention_blocks_float32_on_cuda_runs_flex(top_k, num_sinks, monkeypatch):
+def test_focus_attention_auto_float32_on_cuda_runs_flex(top_k, num_sinks, monkeypatch):
     from quest_geometric.nn import FocusAttention
-    from quest_geometric.nn.focus import blocks, flex
+    from quest_geometric.nn.focus import backends, flex
 
     calls = []
 
     def spy(*args, **kwargs):
         calls.append(args[0].dtype)
         return flex.focus_flex_attention(*args, **kwargs)
-    monkeypatch.setattr(blocks, "focus_flex_attention", spy)
+    monkeypatch.setattr(backends, "focus_flex_attention", spy)
     torch.manual_seed(0)
     layer = FocusAttention(32, 4, num_groups=4, group_dim=8, top_k=top_k, window=5,
-                           backend="blocks", num_sinks=num_sinks).double().eval()
+                           backend="auto", num_sinks=num_sinks).double().eval()
     x = torch.randn(2, 40, 32, dtype=torch.float64)
     with torch.no_grad():
         ref = layer(x)
-        out = copy.deepcopy(layer).float().to(CUDA)(x.float().to(CUDA))
-    assert calls == [torch.float32]  # the compiled kernel ran
+        assert layer.last_backend == "blocks"  # CPU
+        cuda_layer = copy.deepcopy(layer).float().to(CUDA)
+        out = cuda_layer(x.float().to(CUDA))
+    assert calls == [torch.float32] and cuda_layer.last_backend == "flex"  # compiled kernel
+    assert "last_backend='flex'" in repr(cuda_layer)
     # the kernel's dots may use TF32
     torch.testing.assert_close(out.double().cpu(), ref, atol=5e-3, rtol=5e-3)
 

@@ -23,6 +23,8 @@ from typing import Any, Optional, Sequence
 import torch
 from tqdm.auto import tqdm
 
+from quest_geometric.nn.focus.edges import FocusEdgeAttention
+
 from quest_geometric._utils.plotting import optional_pyplot, save_figure
 from quest_geometric.experiments.common import (markdown_table, paired_ratio, peak_memory_mb,
                                                 reuse_freed_memory, round_ratios,
@@ -145,13 +147,14 @@ def length_row(n: int, device: torch.device, repeat: int, edges: bool, memory: b
             ei = focus_edge_index(groups, WINDOW)
             row["num_edges"] = ei.size(1)
             edge_layer = _layer("edges", device)
+            edge_core = FocusEdgeAttention()
             row["edges_ms"], _, row["edges_mb"] = _measure(lambda: edge_layer(x), device,
                                                            repeat, memory, max_seconds)
 
             def core() -> torch.Tensor:
                 q, k, v = (p(x).view(n, HEADS, HEAD_DIM) for p in
                            (edge_layer.q_proj, edge_layer.k_proj, edge_layer.v_proj))
-                return edge_layer.edge_attention(q, k, v, ei)
+                return edge_core(q, k, v, ei)
 
             tconv = TransformerConv(c, HEAD_DIM, heads=HEADS, root_weight=False).to(device)
             tconv.eval()

@@ -1,12 +1,14 @@
 """Test helpers for Focus attention (:mod:`quest_geometric.nn.focus`)."""
 from __future__ import annotations
 
-from typing import Optional
+import math
+from typing import Callable, Optional, Union
 
 import torch
 from torch import Tensor
 
-__all__ = ["random_groups", "tiny_composed_llama"]
+__all__ = ["random_groups", "tiny_composed_llama", "focus_mask_reference",
+           "check_focus_backend"]
 
 
 def random_groups(n: int, num_groups: int, top_k: int,
@@ -50,3 +52,134 @@ def tiny_composed_llama(gate="additive", top_k=1, seed=0, num_groups=4, window=2
     for p in router_parameters(model):
         p.requires_grad_(True)
     return model
+
+
+def focus_mask_reference(groups: Tensor, window: int, batch: Optional[Tensor],
+                         causal: bool, num_sinks: int = 0) -> Tensor:
+    """The Focus pattern straight from its definition, by plain loops over all pairs:
+    ``mask[i, j]`` (query ``i``, key ``j``) is true iff both tokens lie in one sequence,
+    ``j <= i`` if causal, and ``|i - j| <= window``, or their group sets (rows of
+    ``groups [N, top_k]``, possibly empty: ``top_k = 0``) share a group, or one of them is
+    among the first ``num_sinks`` tokens of the sequence (an attention sink). ``batch``
+    (sorted sequence ids) may be :obj:`None` (one sequence). Small :math:`N` only.
+
+    Returns:
+        torch.Tensor: ``[N, N]`` bool, on the CPU.
+    """
+    n = groups.size(0)
+    seq = [0] * n if batch is None else batch.tolist()
+    sets = [set(row) for row in groups.tolist()]
+    first = {}
+    for i, b in enumerate(seq):
+        first.setdefault(b, i)
+    rows = []
+    for i in range(n):
+        row = []
+        for j in range(n):
+            same = seq[i] == seq[j] and not (causal and j > i)
+            start = first[seq[i]]
+            sink = i - start < num_sinks or j - start < num_sinks
+            row.append(same and (abs(i - j) <= window or bool(sets[i] & sets[j]) or sink))
+        rows.append(row)
+    return torch.tensor(rows, dtype=torch.bool).view(n, n)
+
+
+def _masked_softmax_reference(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> Tensor:
+    """float64 softmax attention ``[N, H, D]`` under a ``[N, N]`` (query, key) mask."""
+    q, k, v = q.double(), k.double(), v.double()
+    s = torch.einsum("ihd,jhd->hij", q, k) / math.sqrt(q.size(-1))
+    s = s.masked_fill(~mask.to(s.device), float("-inf"))
+    return torch.einsum("hij,jhd->ihd", torch.softmax(s, -1), v)
+
+
+#: The token layouts :func:`check_focus_backend` runs: sequence lengths (one sequence, and
+#: ragged sequences as a padded batch holds them: one token, shorter than the window, longer).
+_LAYOUTS = ((37,), (1, 4, 31))
+
+
+def check_focus_backend(backend: Union[str, Callable[..., Tensor]], *, device="cpu",
+                        dtype: torch.dtype = torch.float64, gradients: bool = True,
+                        window: int = 5, num_groups: int = 6, tol: float = 1e-6,
+                        seed: int = 0) -> int:
+    r"""Check a Focus hard-attention back-end against the dense oracle, the pattern's
+    definition (:func:`focus_mask_reference`) under a float64 softmax: the outputs and, with
+    :obj:`gradients`, the gradients with respect to ``q``, ``k`` and ``v`` for a random output
+    gradient, causal and not, for top-:math:`k` 0 (no group), 1 and 2 with two groups never
+    used, 0 and 2 attention sinks, on one sequence and on ragged sequences (one of a single
+    token, one shorter than the window: the layout of a padded batch without its padding).
+
+    Args:
+        backend (str or callable): a registered back-end's name
+            (:func:`~quest_geometric.nn.focus.backends.focus_backend_names`) or a function of
+            the back-end signature
+            (:data:`~quest_geometric.nn.focus.backends.FocusBackend`).
+        device (str or torch.device): where the inputs live (default: ``"cpu"``).
+        dtype (torch.dtype): of ``q``, ``k``, ``v`` (default: :obj:`torch.float64`).
+        gradients (bool): also compare gradients (default: :obj:`True`; :obj:`False` for a
+            forward-only back-end such as ``'flex'`` on CPU).
+        window (int): the local window :math:`w` (default: :obj:`5`).
+        num_groups (int): :math:`K` (default: :obj:`6`).
+        tol (float): absolute and relative tolerance (default: :obj:`1e-6`).
+        seed (int): seed of the random inputs (default: :obj:`0`).
+
+    Returns:
+        int: the number of cases checked.
+
+    Raises:
+        AssertionError: naming the first case (layout, top-:math:`k`, sinks, causal) whose
+            output or gradient differs.
+
+    Example:
+        >>> check_focus_backend("dense")
+        24
+    """
+    from quest_geometric.nn.focus.backends import focus_backend
+
+    fn = focus_backend(backend) if isinstance(backend, str) else backend
+    gen = torch.Generator().manual_seed(seed)
+    cases = 0
+    for lengths in _LAYOUTS:
+        n = sum(lengths)
+        batch = (None if len(lengths) == 1 else
+                 torch.repeat_interleave(torch.arange(len(lengths)), torch.tensor(lengths)))
+        for top_k in (0, 1, 2):
+            groups = random_groups(n, num_groups - 2, top_k, generator=gen)
+            for num_sinks in (0, 2):
+                for causal in (True, False):
+                    case = (f"lengths={lengths}, top_k={top_k}, num_sinks={num_sinks}, "
+                            f"causal={causal}")
+                    _check_case(fn, case, groups, batch, window, causal, num_groups,
+                                num_sinks, device, dtype, gradients, tol, gen)
+                    cases += 1
+    return cases
+
+
+def _check_case(fn, case, groups, batch, window, causal, num_groups, num_sinks, device,
+                dtype, gradients, tol, gen) -> None:
+    n = groups.size(0)
+    q, k, v = (torch.randn(n, 2, 8, generator=gen, dtype=torch.float64) for _ in range(3))
+    ref_in = [x.clone().requires_grad_(gradients) for x in (q, k, v)]
+    ref = _masked_softmax_reference(*ref_in, focus_mask_reference(groups, window, batch,
+                                                                  causal, num_sinks))
+    inputs = [x.to(device, dtype).requires_grad_(gradients) for x in (q, k, v)]
+    dev_batch = None if batch is None else batch.to(device)
+    with torch.set_grad_enabled(gradients):
+        out = fn(*inputs, groups.to(device), window, dev_batch, causal, num_groups, num_sinks)
+    if tuple(out.shape) != (n, 2, 8):
+        raise AssertionError(f"focus back-end: output of shape {list(out.shape)}, expected "
+                             f"[{n}, 2, 8] ({case})")
+    _close(out.detach(), ref.detach(), f"output ({case})", tol)
+    if gradients:
+        go = torch.randn(n, 2, 8, generator=gen, dtype=torch.float64)
+        got = torch.autograd.grad(out, inputs, go.to(device, dtype))
+        want = torch.autograd.grad(ref, ref_in, go)
+        for name, a, b in zip("qkv", got, want):
+            _close(a, b, f"gradient of {name} ({case})", tol)
+
+
+def _close(a: Tensor, b: Tensor, what: str, tol: float) -> None:
+    try:
+        torch.testing.assert_close(a.cpu().double(), b, atol=tol, rtol=tol)
+    except AssertionError as err:
+        raise AssertionError(f"focus back-end: {what} differs from the dense oracle: "
+                             f"{err}") from None

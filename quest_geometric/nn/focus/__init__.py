@@ -12,6 +12,11 @@ modules, from the bottom up:
   host-side twin for cached decoding).
 - :mod:`~quest_geometric.nn.focus.topk`: the deterministic top-:math:`k` tie rule
   (:func:`topk_groups`).
+- :mod:`~quest_geometric.nn.focus.group_sets`: the one bit code of group sets the blocks,
+  decoding and FlexAttention paths share.
+- :mod:`~quest_geometric.nn.focus.config`: the kernels' tuning as frozen configuration
+  (:class:`BlocksConfig`, :class:`DecodeConfig`; :func:`blocks_config`,
+  :func:`decode_config` set them for a block of code).
 - :mod:`~quest_geometric.nn.focus.router`: the routing protocol :class:`Router` (what a new
   routing rule implements; its result is a :class:`RouterOutput`), the learned
   :class:`FocusRouter` (centroids, Sinkhorn, top-:math:`k`) and :func:`group_balance`.
@@ -42,9 +47,12 @@ modules, from the bottom up:
   :func:`focus_blocks_attention`.
 - :mod:`~quest_geometric.nn.focus.flex`: the pattern as one block-sparse FlexAttention call
   (:func:`focus_block_mask`, :func:`focus_flex_attention`).
+- :mod:`~quest_geometric.nn.focus.backends`: the registry of hard-attention back-ends
+  (:func:`register_focus_backend`, :func:`focus_backend`, :func:`focus_backend_names`) and
+  the ``'auto'`` rule (:func:`choose_focus_backend`).
 - :mod:`~quest_geometric.nn.focus.module`: :class:`FocusAttention`, the layer (a router,
-  learned by default or any :class:`Router`, projections, back-end choice, validated
-  options).
+  learned by default or any :class:`Router`, projections, a registered back-end or
+  ``'auto'``, validated options).
 - :mod:`~quest_geometric.nn.focus.decode`: cached incremental decoding (the routing state
   kept beside a KV cache).
 - :mod:`~quest_geometric.nn.focus.compose`: :func:`compose_focus` and friends, Focus composed
@@ -55,6 +63,13 @@ are in :mod:`quest_geometric._utils.checks`)
 and ``_aten`` (the only place that calls PyTorch's private ATen flash-attention kernels, with
 the torch version they were checked against).
 """
+from quest_geometric.nn.focus.backends import (
+    choose_focus_backend,
+    focus_backend,
+    focus_backend_names,
+    register_focus_backend,
+    unregister_focus_backend,
+)
 from quest_geometric.nn.focus.blocks import focus_blocks_attention, focus_blocks_reference
 from quest_geometric.nn.focus.budget import (
     additive_gate_share,
@@ -74,6 +89,12 @@ from quest_geometric.nn.focus.compose import (
     save_routers,
     set_focus_enabled,
     set_focus_options,
+)
+from quest_geometric.nn.focus.config import (
+    BlocksConfig,
+    DecodeConfig,
+    blocks_config,
+    decode_config,
 )
 from quest_geometric.nn.focus.decode import FocusDecodeState, route_prefix, route_step
 from quest_geometric.nn.focus.dense import (
@@ -138,4 +159,13 @@ __all__ = [
     "set_focus_options",
     "save_routers",
     "load_routers",
+    "register_focus_backend",
+    "unregister_focus_backend",
+    "focus_backend",
+    "focus_backend_names",
+    "choose_focus_backend",
+    "BlocksConfig",
+    "DecodeConfig",
+    "blocks_config",
+    "decode_config",
 ]

@@ -2,9 +2,10 @@ r"""The paper's decomposition of Focus attention: same-group attention per (sequ
 bucket plus the cross-group window band, merged exactly through their log-sum-exps.
 
 :func:`focus_blocks_reference` is the plain-PyTorch reference (autograd, no fused kernel);
-:func:`focus_blocks_attention` is the fast path, on CPU a custom autograd function over the
+:func:`focus_blocks_attention` is the fast path on CPU, a custom autograd function over the
 flash-attention kernels of :mod:`quest_geometric.nn.focus._aten` (which return the
-log-sum-exp), on CUDA one FlexAttention call (:mod:`quest_geometric.nn.focus.flex`).
+log-sum-exp), tuned by :class:`~quest_geometric.nn.focus.config.BlocksConfig`; on other
+devices it runs the reference.
 """
 from __future__ import annotations
 
@@ -20,8 +21,6 @@ from quest_geometric.nn.focus._layout import HALF_DTYPES, seq_layout
 from quest_geometric.nn.focus.config import BlocksConfig, current_blocks_config
 from quest_geometric.nn.focus.edge_index import _seq_info, sink_pairs, smallest_shared_group
 from quest_geometric.nn.focus.group_sets import codable, group_set_codes
-from quest_geometric.nn.focus.flex import (FLEX_AVAILABLE, FLEX_COMPILED_DTYPES,
-                                           focus_flex_attention)
 
 __all__ = ["focus_blocks_attention", "focus_blocks_reference"]
 
@@ -814,12 +813,10 @@ def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
     unmasked calls over chunks of :math:`w` tokens that compute each kept pair once
     (:func:`_split_band_calls`). For top-:math:`k = 1` the two parts are merged in place,
     :math:`\mathbf{o} = \mathbf{o}_A + e^{\ell_B - L} (\mathbf{o}_B - \mathbf{o}_A)` with
-    :math:`L = \log(e^{\ell_A} + e^{\ell_B})`. On CUDA (with ``fused`` left to
-    :obj:`None`) it runs :func:`~quest_geometric.nn.focus.flex.focus_flex_attention`, one
-    block-sparse FlexAttention call on group-sorted tokens with the same semantics, when
-    FlexAttention is available, :math:`K \le 63` and the dtype is one the compiled kernel
-    takes (:data:`~quest_geometric.nn.focus.flex.FLEX_COMPILED_DTYPES`: not float64);
-    elsewhere (or with ``fused=False``) it runs :func:`focus_blocks_reference`.
+    :math:`L = \log(e^{\ell_A} + e^{\ell_B})`. On other devices (or with ``fused=False``)
+    it runs :func:`focus_blocks_reference`; on CUDA the fast path of the same pattern is
+    :func:`~quest_geometric.nn.focus.flex.focus_flex_attention` (back-end ``'flex'``, which
+    ``FocusAttention(backend='auto')`` picks there).
 
     With :obj:`num_sinks` :math:`s > 0` the pattern also keeps the sink pairs,
     :math:`\min(p_i, p_j) < s` (:math:`p` the position in the sequence; causal: every query
@@ -859,10 +856,6 @@ def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
     n = q.size(0)
     can_fuse = (_aten.FLASH_AVAILABLE and q.device.type == "cpu"
                 and q.dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16))
-    if (fused is None and n > 0 and q.device.type == "cuda" and FLEX_AVAILABLE
-            and codable(kgroups) and q.dtype in FLEX_COMPILED_DTYPES):
-        return focus_flex_attention(q, k, v, groups, window, batch, causal, kgroups,
-                                    num_sinks=num_sinks)
     if fused is None:
         fused = can_fuse
     elif fused and not can_fuse:

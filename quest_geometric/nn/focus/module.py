@@ -5,7 +5,7 @@ Reference: Yao et al., "Why Attend to Everything? Focus is the Key" /
 """
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Tuple, Union
+from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn.functional as F
@@ -20,22 +20,37 @@ from quest_geometric._utils.checks import (
     check_real,
     check_window,
 )
-from quest_geometric.nn.focus.blocks import focus_blocks_attention
-from quest_geometric.nn.focus.dense import (
-    SOFT_GATES,
-    focus_dense_attention,
-    focus_soft_attention,
-    full_attention,
+from quest_geometric.nn.focus.backends import (
+    AUTO,
+    choose_focus_backend,
+    focus_backend,
+    focus_backend_names,
 )
-from quest_geometric.nn.focus.edge_index import focus_edge_index
-from quest_geometric.nn.focus.edges import FocusEdgeAttention
-from quest_geometric.nn.focus.flex import focus_flex_attention
+from quest_geometric.nn.focus.dense import SOFT_GATES, focus_soft_attention, full_attention
 from quest_geometric.nn.focus.router import FocusRouter, Router, RouterOutput
 
 __all__ = ["FocusAttention"]
 
-#: The hard back-ends of :class:`FocusAttention`.
-BACKENDS = ("blocks", "edges", "dense", "flex")
+
+class _BackendNames(Sequence):
+    """The names :attr:`FocusAttention.backend` accepts, read live: ``'auto'`` and every
+    registered back-end (:mod:`~quest_geometric.nn.focus.backends`)."""
+
+    def _names(self) -> Tuple[str, ...]:
+        return (AUTO,) + focus_backend_names()
+
+    def __getitem__(self, i):
+        return self._names()[i]
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __repr__(self) -> str:
+        return repr(self._names())
+
+
+#: The hard back-ends of :class:`FocusAttention`: ``'auto'`` and the registered ones.
+BACKENDS: Sequence[str] = _BackendNames()
 #: The soft gates of :class:`FocusAttention` (:obj:`None`: no Focus, full attention).
 GATES = SOFT_GATES + (None,)
 
@@ -61,13 +76,18 @@ class FocusAttention(nn.Module):
     every token; in a non-causal layer they also attend to every token, so the pattern
     stays symmetric),
 
-    computed by one of four back-ends with one semantics (they agree in outputs and
-    gradients): ``'blocks'`` (the paper's decomposition, fast; on CUDA one FlexAttention
-    call, see :func:`focus_blocks_attention`), ``'edges'`` (PyG message
-    passing over :func:`~quest_geometric.nn.focus.edge_index.focus_edge_index`, general
-    graphs), ``'dense'`` (masked SDPA, the small-:math:`N` oracle) and ``'flex'``
-    (:func:`~quest_geometric.nn.focus.flex.focus_flex_attention` on any device; on CPU
-    forward only and :math:`O(N^2)` memory, a check rather than a fast path). In training mode all
+    computed by a registered back-end (:mod:`~quest_geometric.nn.focus.backends`; they agree
+    in outputs and gradients): ``'blocks'`` (the paper's decomposition on every device, fast
+    on CPU, see :func:`~quest_geometric.nn.focus.blocks.focus_blocks_attention`), ``'flex'``
+    (:func:`~quest_geometric.nn.focus.flex.focus_flex_attention`, one block-sparse
+    FlexAttention call, fast on CUDA; on CPU forward only and :math:`O(N^2)` memory, a check
+    rather than a fast path), ``'edges'`` (PyG message passing over
+    :func:`~quest_geometric.nn.focus.edge_index.focus_edge_index`, general graphs),
+    ``'dense'`` (masked SDPA, the small-:math:`N` oracle), one a user registered with
+    :func:`~quest_geometric.nn.focus.backends.register_focus_backend`, or ``'auto'`` (the
+    default), which picks ``'flex'`` on CUDA and ``'blocks'`` elsewhere at each call
+    (:func:`~quest_geometric.nn.focus.backends.choose_focus_backend`); :attr:`last_backend`
+    says which one the last hard call ran. In training mode all
     pairs are computed densely with a soft gate (:func:`focus_soft_attention`). With
     ``gate=None`` or ``enabled = False`` the layer is plain full (causal) attention, in both
     modes, with the same projections.
@@ -96,8 +116,8 @@ class FocusAttention(nn.Module):
         top_k (int): hard groups per token, :math:`1..K` (default: :obj:`1`).
         window (int): local window :math:`w \ge 0` (default: :obj:`128`).
         num_sinks (int): attention sinks :math:`s \ge 0` (default: :obj:`0`).
-        backend (str): ``'blocks'``, ``'edges'``, ``'dense'`` or ``'flex'``
-            (default: :obj:`'blocks'`).
+        backend (str): ``'auto'``, ``'blocks'``, ``'flex'``, ``'edges'``, ``'dense'`` or a
+            registered back-end's name (default: :obj:`'auto'`).
         gate (str, optional): ``'additive'``, ``'multiplicative'``, ``'straight_through'``
             (the additive gate on the hard top-:math:`k` memberships with the soft
             gradient, so training sees inference's pattern, see
@@ -126,7 +146,7 @@ class FocusAttention(nn.Module):
 
     def __init__(self, embed_dim: int, num_heads: int, num_groups: int = 8,
                  group_dim: int = 16, top_k: int = 1, window: int = 128,
-                 backend: str = "blocks", gate: Optional[str] = "additive",
+                 backend: str = AUTO, gate: Optional[str] = "additive",
                  causal: bool = True, tau: float = 0.1, sinkhorn_iters: int = 10,
                  gate_scale: float = 10.0, gate_bias: float = 0.5, bias: bool = True,
                  router: Optional[Router] = None, num_sinks: int = 0) -> None:
@@ -154,6 +174,8 @@ class FocusAttention(nn.Module):
         self.window = window
         self.num_sinks = num_sinks
         self.backend = backend
+        #: The back-end the last hard call ran (``'auto'`` resolved), :obj:`None` before any.
+        self.last_backend: Optional[str] = None
         self.gate = gate
         self.causal = causal
         self.gate_scale = gate_scale
@@ -164,7 +186,6 @@ class FocusAttention(nn.Module):
         self.v_proj: Optional[nn.Module] = nn.Linear(embed_dim, embed_dim, bias=bias)
         self.out_proj: nn.Module = nn.Linear(embed_dim, embed_dim, bias=bias)
         self.qkv: Optional[Callable[[Tensor], Tuple[Tensor, Tensor, Tensor]]] = None
-        self.edge_attention = FocusEdgeAttention()
 
     # ---- validated options: assigning them takes effect at the next call or is refused ----
 
@@ -212,8 +233,9 @@ class FocusAttention(nn.Module):
 
     @property
     def backend(self) -> str:
-        r"""The hard back-end, one of ``'blocks'``, ``'edges'``, ``'dense'``, ``'flex'``;
-        assigning validates the value."""
+        r"""The hard back-end: ``'auto'`` or a registered back-end's name
+        (:func:`~quest_geometric.nn.focus.backends.focus_backend_names`); assigning validates
+        the value."""
         return self._backend
 
     @backend.setter
@@ -418,23 +440,26 @@ class FocusAttention(nn.Module):
                                      groups=router_out.groups, num_sinks=self.num_sinks)
         return o, router_out
 
+    def resolve_backend(self, q: Tensor) -> str:
+        """The back-end a hard call on queries :obj:`q` ``[N, H, D]`` runs: :attr:`backend`,
+        or with ``'auto'`` the choice of
+        :func:`~quest_geometric.nn.focus.backends.choose_focus_backend`."""
+        if self.backend == AUTO:
+            return choose_focus_backend(q, self.num_groups)
+        return self.backend
+
     def _hard(self, q: Tensor, k: Tensor, v: Tensor, groups: Tensor,
               batch: Optional[Tensor]) -> Tensor:
-        s = self.num_sinks
-        if self.backend == "dense":
-            return focus_dense_attention(q, k, v, groups, self.window, batch, self.causal,
-                                         self.num_groups, num_sinks=s)
-        if self.backend == "edges":
-            ei = focus_edge_index(groups, self.window, batch, self.causal, num_sinks=s)
-            return self.edge_attention(q, k, v, ei)
-        if self.backend == "flex":
-            return focus_flex_attention(q, k, v, groups, self.window, batch, self.causal,
-                                        self.num_groups, num_sinks=s)
-        return focus_blocks_attention(q, k, v, groups, self.window, batch, self.causal,
-                                      self.num_groups, num_sinks=s)
+        name = self.resolve_backend(q)
+        self.last_backend = name
+        return focus_backend(name)(q, k, v, groups, self.window, batch, self.causal,
+                                   self.num_groups, self.num_sinks)
 
     def __repr__(self) -> str:
+        ran = (f", last_backend={self.last_backend!r}"
+               if self.last_backend not in (None, self.backend) else "")
         return (f"{self.__class__.__name__}({self.embed_dim}, num_heads={self.num_heads}, "
                 f"num_groups={self.num_groups}, top_k={self.top_k}, window={self.window}, "
                 f"{f'num_sinks={self.num_sinks}, ' if self.num_sinks else ''}"
-                f"backend={self.backend!r}, gate={self.gate!r}, gate_bias={self.gate_bias})")
+                f"backend={self.backend!r}, gate={self.gate!r}, gate_bias={self.gate_bias}"
+                f"{ran})")

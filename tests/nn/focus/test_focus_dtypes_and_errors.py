@@ -211,7 +211,7 @@ def test_assigned_options_are_validated():
     with pytest.raises(AttributeError, match="'num_groups'"):
         m.router.num_groups = 8
     # nothing changed
-    assert (m.top_k, m.window, m.backend, m.gate, m.num_groups) == (1, 2, "blocks",
+    assert (m.top_k, m.window, m.backend, m.gate, m.num_groups) == (1, 2, "auto",
                                                                     "additive", K)
     assert m.gate_scale == 10.0 and m.gate_bias == 0.5 and m.router.tau == 0.1
 

@@ -288,7 +288,7 @@ def test_batched_3d_equals_flat_with_batch():
 def test_repr_and_errors():
     m = FocusAttention(32, 4)
     assert str(m) == ("FocusAttention(32, num_heads=4, num_groups=8, top_k=1, window=128, "
-                      "backend='blocks', gate='additive', gate_bias=0.5)")
+                      "backend='auto', gate='additive', gate_bias=0.5)")
     assert str(FocusAttention(32, 4, gate_bias=0.125)).endswith("gate_bias=0.125)")
     with pytest.raises(ValueError, match="top_k"):
         FocusAttention(32, 4, num_groups=4, top_k=5)

@@ -1,0 +1,163 @@
+r"""The registry of Focus hard-attention back-ends: a name for each function that computes
+the pattern, one place where :class:`~quest_geometric.nn.focus.module.FocusAttention`
+looks them up (as Hugging Face's attention interface maps an implementation's name to its
+function).
+
+A back-end is a function
+
+.. code-block:: python
+
+    fn(q, k, v, groups, window, batch, causal, num_groups, num_sinks) -> out
+
+with ``q, k, v`` ``[N, H, D]`` (queries unscaled: the softmax scale is
+:math:`1/\sqrt{D}`), ``groups`` ``[N, top_k]`` long in :math:`[0, K)`, ``batch`` the sorted
+sequence id per token or :obj:`None`, and ``out`` ``[N, H, D]``: token :math:`i` attends to
+the tokens :math:`j` of its sequence (:math:`j \le i` if causal) with
+:math:`|i - j| \le w`, :math:`G_i \cap G_j \ne \emptyset` or :math:`\min(p_i, p_j) < s`,
+exactly as the dense oracle
+:func:`~quest_geometric.nn.focus.dense.focus_dense_attention`. Every registered back-end is
+checked against that oracle (values and gradients, causal and not, several sequences) by
+:func:`quest_geometric.testing.focus.check_focus_backend`.
+
+The built-in back-ends:
+
+- ``'blocks'``: :func:`~quest_geometric.nn.focus.blocks.focus_blocks_attention`, the paper's
+  decomposition on every device (fused flash kernels on CPU, its plain reference elsewhere);
+- ``'flex'``: :func:`~quest_geometric.nn.focus.flex.focus_flex_attention`, one block-sparse
+  FlexAttention call (compiled on CUDA; on CPU forward only and :math:`O(N^2)` memory);
+- ``'edges'``: PyG message passing over
+  :func:`~quest_geometric.nn.focus.edge_index.focus_edge_index` (general graphs);
+- ``'dense'``: the masked dense oracle (small :math:`N`).
+
+``'auto'`` is not a back-end but the rule :func:`choose_focus_backend`.
+
+Example:
+    >>> from quest_geometric.nn.focus.backends import register_focus_backend
+    >>> from quest_geometric.nn.focus.dense import focus_dense_attention
+    >>> def my_backend(q, k, v, groups, window, batch, causal, num_groups, num_sinks):
+    ...     return focus_dense_attention(q, k, v, groups, window, batch, causal, num_groups,
+    ...                                  num_sinks=num_sinks)
+    >>> register_focus_backend("mine", my_backend)
+    >>> "mine" in focus_backend_names()
+    True
+    >>> unregister_focus_backend("mine")
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, Optional, Tuple
+
+from torch import Tensor
+
+from quest_geometric._utils.checks import fail
+from quest_geometric.nn.focus.blocks import focus_blocks_attention
+from quest_geometric.nn.focus.dense import focus_dense_attention
+from quest_geometric.nn.focus.edge_index import focus_edge_index
+from quest_geometric.nn.focus.edges import FocusEdgeAttention
+from quest_geometric.nn.focus.flex import (
+    FLEX_AVAILABLE,
+    FLEX_COMPILED_DTYPES,
+    focus_flex_attention,
+)
+from quest_geometric.nn.focus.group_sets import codable
+
+__all__ = ["FocusBackend", "register_focus_backend", "unregister_focus_backend",
+           "focus_backend", "focus_backend_names", "choose_focus_backend", "AUTO"]
+
+#: A hard-attention back-end: ``fn(q, k, v, groups, window, batch, causal, num_groups,
+#: num_sinks) -> out`` (see the module docstring).
+FocusBackend = Callable[[Tensor, Tensor, Tensor, Tensor, int, Optional[Tensor], bool, int, int],
+                        Tensor]
+
+#: The name of the rule that picks a back-end per call (:func:`choose_focus_backend`).
+AUTO = "auto"
+
+_REGISTRY: Dict[str, FocusBackend] = {}
+_BUILT_IN = ("blocks", "flex", "edges", "dense")
+
+
+def register_focus_backend(name: str, fn: FocusBackend, replace: bool = False) -> None:
+    """Register :obj:`fn` as the Focus back-end :obj:`name` (usable as
+    ``FocusAttention(backend=name)``).
+
+    Raises:
+        TypeError: if :obj:`name` is not a string or :obj:`fn` is not callable.
+        ValueError: if :obj:`name` is ``'auto'``, empty, a built-in back-end, or taken and
+            :obj:`replace` is false.
+    """
+    where = "register_focus_backend"
+    if not isinstance(name, str):
+        raise fail(TypeError, where, "name", "a str", name)
+    if not callable(fn):
+        raise fail(TypeError, where, "fn", "a callable", fn)
+    if not name or name == AUTO or name in _BUILT_IN:
+        raise fail(ValueError, where, "name", f"a new name (not empty, {AUTO!r} or a built-in "
+                   f"back-end {_BUILT_IN})", name)
+    if name in _REGISTRY and not replace:
+        raise fail(ValueError, where, "name", "a name not yet registered (pass replace=True "
+                   "to replace it)", name)
+    _REGISTRY[name] = fn
+
+
+def unregister_focus_backend(name: str) -> None:
+    """Remove the back-end :obj:`name` registered by :func:`register_focus_backend` (the
+    built-in ones stay)."""
+    if name in _BUILT_IN or name not in _REGISTRY:
+        added = tuple(n for n in _REGISTRY if n not in _BUILT_IN)
+        raise fail(ValueError, "unregister_focus_backend", "name", "a back-end registered by "
+                   f"register_focus_backend, one of {added}", name)
+    del _REGISTRY[name]
+
+
+def focus_backend(name: str) -> FocusBackend:
+    """The function of the back-end :obj:`name`.
+
+    Raises:
+        ValueError: for a name that is not registered (listing those that are).
+    """
+    fn = _REGISTRY.get(name) if isinstance(name, str) else None
+    if fn is None:
+        raise fail(ValueError, "focus_backend", "name", f"one of {focus_backend_names()}", name)
+    return fn
+
+
+def focus_backend_names() -> Tuple[str, ...]:
+    """The registered back-ends' names, the built-in ones first."""
+    return tuple(_REGISTRY)
+
+
+def choose_focus_backend(q: Tensor, num_groups: int) -> str:
+    r"""The back-end ``'auto'`` runs for queries :obj:`q` ``[N, H, D]`` and :math:`K` groups:
+    ``'flex'`` on CUDA when FlexAttention is available, :math:`K \le` :data:`MAX_SET_GROUPS
+    <quest_geometric.nn.focus.group_sets.MAX_SET_GROUPS>` (its mask codes group sets as
+    int64 bits), :math:`N > 0` and the dtype is one its compiled kernel takes (not
+    float64); ``'blocks'`` everywhere else (on CPU the fused flash-attention kernels, which
+    need no :math:`N \times N` object; elsewhere its exact plain reference)."""
+    if (q.device.type == "cuda" and FLEX_AVAILABLE and codable(num_groups) and q.size(0) > 0
+            and q.dtype in FLEX_COMPILED_DTYPES):
+        return "flex"
+    return "blocks"
+
+
+def _blocks(q, k, v, groups, window, batch, causal, num_groups, num_sinks):
+    return focus_blocks_attention(q, k, v, groups, window, batch, causal, num_groups,
+                                  num_sinks=num_sinks)
+
+
+def _flex(q, k, v, groups, window, batch, causal, num_groups, num_sinks):
+    return focus_flex_attention(q, k, v, groups, window, batch, causal, num_groups,
+                                num_sinks=num_sinks)
+
+
+def _edges(q, k, v, groups, window, batch, causal, num_groups, num_sinks):
+    edge_index = focus_edge_index(groups, window, batch, causal, num_sinks=num_sinks)
+    return _EDGE_ATTENTION(q, k, v, edge_index)
+
+
+def _dense(q, k, v, groups, window, batch, causal, num_groups, num_sinks):
+    return focus_dense_attention(q, k, v, groups, window, batch, causal, num_groups,
+                                 num_sinks=num_sinks)
+
+
+#: The message-passing module of ``'edges'`` (it holds no parameter or state).
+_EDGE_ATTENTION = FocusEdgeAttention()
+_REGISTRY.update(zip(_BUILT_IN, (_blocks, _flex, _edges, _dense)))

@@ -87,17 +87,24 @@ tokens, padding).
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from dataclasses import dataclass
+from typing import List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from quest_geometric._utils.checks import check_num_sinks
+from quest_geometric.nn.focus._decode_stores import (
+    GroupSetStores,
+    GroupStores,
+    GrowingBuffers,
+    Part,
+)
 from quest_geometric.nn.focus._layout import HALF_DTYPES
 from quest_geometric.nn.focus.config import DecodeConfig, current_decode_config
-from quest_geometric.nn.focus.group_sets import MAX_SET_GROUPS, code_of, group_set_codes, members
-from quest_geometric.nn.focus.router import RouterOutput
+from quest_geometric.nn.focus.group_sets import MAX_SET_GROUPS, code_of, group_set_codes
+from quest_geometric.nn.focus.router import Router, RouterOutput
 from quest_geometric.nn.focus.sinkhorn import prefix_statistics
 
 __all__ = ["FocusDecodeState", "route_step", "route_prefix", "focus_decode_attention",
@@ -129,144 +136,41 @@ def masked_decode_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, scale
                                           enable_gqa=h != hkv)
 
 
-def _append(entry: list, new: Tuple[Tensor, ...], axes: Tuple[int, ...]) -> None:
-    """Append ``new[i]`` along ``axes[i]`` to the buffers ``entry[:-1]`` (a store's keys and
-    values, or a state's group-set codes), which hold ``entry[-1]`` rows; the buffers grow by
-    doubling."""
-    n, n_new = entry[-1], new[0].size(axes[0])
-    if n + n_new > entry[0].size(axes[0]):
-        cap = max(n + n_new, 2 * entry[0].size(axes[0]))
-        for i, (buf, ax) in enumerate(zip(entry[:-1], axes)):
-            shape = list(buf.shape)
-            shape[ax] = cap
-            grown = buf.new_empty(shape)
-            grown.narrow(ax, 0, n).copy_(buf.narrow(ax, 0, n))
-            entry[i] = grown
-    for buf, x, ax in zip(entry[:-1], new, axes):
-        buf.narrow(ax, n, n_new).copy_(x)
-    entry[-1] = n + n_new
+@dataclass
+class _Statistics:
+    r"""The running column log-sums :math:`\Lambda^{(n)}` of a state: a tensor, or, once the
+    fast routing step has updated them as Python floats (:attr:`host`, then
+    authoritative while :attr:`stale`), rebuilt from those when next read."""
+    tensor: Tensor
+    host: Optional[List[List[float]]] = None
+    stale: bool = False
+
+    def read(self) -> Tensor:
+        if self.stale:
+            self.tensor = torch.tensor(self.host, dtype=torch.float64,
+                                       device=self.tensor.device).view(self.tensor.shape)
+            self.stale = False
+        return self.tensor
+
+    def host_rows(self) -> List[List[float]]:
+        if self.host is None:
+            self.host = self.tensor[0].tolist()
+        self.stale = True
+        return self.host
 
 
-def _segments(keys: Tensor, slots: Tensor) -> Tuple[List[int], List[int], Tensor]:
-    """``slots`` sorted by ``keys`` (same length; a stable sort, so each key's slots stay in
-    their order): the distinct keys ascending, their slot counts and the sorted slots."""
-    sk, order = keys.sort(stable=True)
-    uniq, n = torch.unique_consecutive(sk, return_counts=True)
-    return uniq.tolist(), n.tolist(), slots[order]
-
-
-def _gathered(k: Tensor, v: Tensor, slots: Tensor, counts: List[int]
-              ) -> List[Tuple[Tensor, Tensor]]:
-    """The keys and values of the cache ``slots``, gathered once (one ``index_select`` of
-    each) and cut into consecutive pieces of ``counts`` slots (views)."""
-    return list(zip(k.index_select(2, slots).split(counts, 2),
-                    v.index_select(2, slots).split(counts, 2)))
-
-
-class _GroupSetStores:
-    """Derived data of a one-sequence cache for the fast step (rebuilt from the cache
-    whenever a state is created or reordered), keyed by group-set code
-    (:func:`group_set_codes`):
-
-    * per group set, the number of its tokens that have left the window (the choice between
-      the paths), counted with one ``unique`` over the slots that left since the last step
-      (all of the prefix at the first step, one slot at each later one);
-    * the group-set stores: the out-of-window keys and values copied in cache order into
-      one contiguous buffer per group set (buffers grow by doubling). They are filled
-      lazily, only when the store path runs (catching up on the slots that left the window
-      meanwhile), so a decoding that always takes the masked path keeps no second copy."""
-
-    def __init__(self, base: int = 0) -> None:
-        self.base = base  # the attention sinks: slots [0, base) are read directly, not stored
-        self.counts: Dict[int, int] = {}  # group-set code -> its out-of-window tokens
-        self.counted = base  # slots [base, counted) are in counts
-        self.done = base  # cache slots [base, done) are in their stores
-        self.sets: Dict[int, list] = {}  # group-set code -> [keys, values, count]
-
-    def count(self, codes: Tensor, lo: int) -> None:
-        """Count the slots ``[counted, lo)`` by group set (``codes``: every slot's code)."""
-        a = self.counted
-        if lo <= a:
-            return
-        if lo - a == 1:  # the usual step: one token leaves the window
-            c = int(codes[a])
-            self.counts[c] = self.counts.get(c, 0) + 1
-        else:
-            uniq, n = torch.unique(codes[a:lo], return_counts=True)
-            for c, m in zip(uniq.tolist(), n.tolist()):
-                self.counts[c] = self.counts.get(c, 0) + m
-        self.counted = lo
-
-    def fill(self, codes: Tensor, k: Tensor, v: Tensor, upto: int) -> None:
-        """Copy the cache slots ``[done, upto)`` of ``k, v [1, H_kv, S', D]`` into their
-        stores."""
-        a = self.done
-        if upto <= a:
-            return
-        if upto - a == 1:  # the usual step: one token leaves the window
-            self._push(int(codes[a]), k[:, :, a:a + 1], v[:, :, a:a + 1])
-        else:
-            keys, counts, slots = _segments(codes[a:upto], torch.arange(a, upto,
-                                                                       device=k.device))
-            for c, (kp, vp) in zip(keys, _gathered(k, v, slots, counts)):
-                self._push(c, kp, vp)
-        self.done = upto
-
-    def _push(self, key: int, kp: Tensor, vp: Tensor) -> None:
-        # keys are stored transposed, [1, H_kv, D, cap]: the scores q K^T are then a plain
-        # row-major product (about twice as fast on CPU as with transposed row-major keys)
-        entry = self.sets.get(key)
-        if entry is None:
-            b, hkv, n_new, d = kp.shape
-            cap = max(64, 2 * n_new)
-            entry = self.sets[key] = [kp.new_empty(b, hkv, d, cap),
-                                      vp.new_empty(b, hkv, cap, d), 0]
-        _append(entry, (kp.transpose(2, 3), vp), (3, 2))
-
-
-class _GroupStores:
-    """Per-group stores of a one-sequence cache, for many groups (see :func:`_group_step`):
-    per group :math:`g`, the out-of-window keys and values of every token whose group set
-    contains :math:`g` (so a token of top-:math:`k` sits in :math:`k` stores), in cache
-    order, with the code of each stored token's group set (:func:`group_set_codes`).
-    Filled lazily like those, from ``base`` (the sinks) on: the slots to add are sorted by
-    group with one stable sort of their (slot, group) pairs and gathered with one
-    ``index_select`` of the keys and one of the values."""
-
-    def __init__(self, base: int = 0) -> None:
-        self.base = base
-        self.done = base  # cache slots [base, done) are in their stores
-        self.sets: Dict[int, list] = {}  # group -> [keys, values, set codes, count]
-
-    def fill(self, codes: Tensor, k: Tensor, v: Tensor, upto: int) -> None:
-        """Copy the cache slots ``[done, upto)`` of ``k, v [1, H_kv, S', D]`` into the
-        stores of their groups (``codes``: every slot's group-set code)."""
-        a = self.done
-        if upto <= a:
-            return
-        if upto - a == 1:  # the usual step: one token leaves the window
-            for g in members(int(codes[a])):
-                self._push(g, k[:, :, a:a + 1], v[:, :, a:a + 1], codes[a:a + 1])
-        else:
-            seg = codes[a:upto]
-            width = max(int(seg.max()).bit_length(), 1)
-            member = seg.unsqueeze(1).bitwise_right_shift(
-                torch.arange(width, device=seg.device)).bitwise_and(1).bool()
-            rows, groups = member.nonzero(as_tuple=True)  # slot-major, groups ascending
-            keys, counts, slots = _segments(groups, rows + a)
-            sids = codes.index_select(0, slots).split(counts)
-            for g, (kp, vp), sid in zip(keys, _gathered(k, v, slots, counts), sids):
-                self._push(g, kp, vp, sid)
-        self.done = upto
-
-    def _push(self, g: int, kp: Tensor, vp: Tensor, sid: Tensor) -> None:
-        entry = self.sets.get(g)
-        if entry is None:
-            b, hkv, n_new, d = kp.shape
-            cap = max(64, 2 * n_new)
-            entry = self.sets[g] = [kp.new_empty(b, hkv, d, cap), vp.new_empty(b, hkv, cap, d),
-                                    sid.new_empty(cap), 0]
-        _append(entry, (kp.transpose(2, 3), vp, sid), (3, 2, 0))
+@dataclass
+class _FastData:
+    """What the fast decoding step derives from a one-sequence cache (rebuilt whenever a
+    state is created or reordered): the steps taken, every slot's group-set code (filled up
+    to the step's slot; :attr:`codable` turns false once a group past
+    :data:`~quest_geometric.nn.focus.group_sets.MAX_SET_GROUPS` was met, and the fast step
+    then gives way) and the two kinds of stores."""
+    codes: GrowingBuffers
+    steps: int = 0
+    codable: bool = True
+    stores: Optional[GroupSetStores] = None
+    group_stores: Optional[GroupStores] = None
 
 
 class FocusDecodeState:
@@ -304,18 +208,9 @@ class FocusDecodeState:
         # groups of the tokens [_flushed, _len), appended by the fast routing step and
         # written into the tensors when they are read (one sequence, no padding)
         self._pending: List[List[int]] = []
-        self._col: Tensor = col_lse
-        self._col_host: Optional[List[List[float]]] = None  # authoritative when set
-        self._col_stale = False
+        self._stats = _Statistics(col_lse)
         self.store = bool(store)
-        self._stores: Optional[_GroupSetStores] = None
-        self._group_stores: Optional[_GroupStores] = None
-        self._fast_steps = 0  # fast decoding steps taken (DecodeConfig.store_after)
-        # group-set codes (group_set_codes) of one sequence's first slots, as a buffer
-        # grown by _append: [codes, slots coded]; _codable turns False once a group past
-        # MAX_SET_GROUPS was met (the fast step then gives way)
-        self._codes: list = [groups.new_empty(0), 0]
-        self._codable = True
+        self._fast = _FastData(GrowingBuffers([groups.new_empty(0)], (0,)))
         # one sequence whose every cached token is real: positions are the cache slots
         self._simple = groups.size(0) == 1 and int(count[0]) == self._len and (
             self._len == 0 or bool((pos[0] == torch.arange(self._len, device=pos.device))
@@ -343,24 +238,23 @@ class FocusDecodeState:
 
     @property
     def col_lse(self) -> Tensor:
-        if self._col_stale:  # the fast routing step kept them on the host
-            self._col = torch.tensor(self._col_host, dtype=torch.float64,
-                                     device=self._col.device).view(self._col.shape)
-            self._col_stale = False
-        return self._col
+        return self._stats.read()
 
     @col_lse.setter
     def col_lse(self, value: Tensor) -> None:
-        self._col, self._col_host, self._col_stale = value, None, False
+        self._stats = _Statistics(value)
 
     def host_statistics(self) -> List[List[float]]:
         """The statistics of a one-sequence state as Python floats, ``I`` rows of ``K``,
         for a router's fast step to update in place (they are then authoritative:
         :attr:`col_lse` is rebuilt from them when next read)."""
-        if self._col_host is None:
-            self._col_host = self._col[0].tolist()
-        self._col_stale = True
-        return self._col_host
+        return self._stats.host_rows()
+
+    @property
+    def fast_steps(self) -> int:
+        """The fast decoding steps this state has taken (see
+        :attr:`~quest_geometric.nn.focus.config.DecodeConfig.store_after`)."""
+        return self._fast.steps
 
     @property
     def top_k(self) -> int:
@@ -431,14 +325,15 @@ class FocusDecodeState:
         one-sequence state, ``[upto]`` long; :obj:`None` if a group is
         :data:`MAX_SET_GROUPS` or more (no bitmask holds it). The codes of a prefill are
         computed once, in one pass; those of decoded tokens from their host groups."""
-        done = self._codes[-1]
-        if not self._codable:
+        fast = self._fast
+        done = fast.codes.size
+        if not fast.codable:
             return None
         if done < upto:
             if done >= self._flushed:  # tokens of the fast routing step: host groups
                 rows = self._pending[done - self._flushed:upto - self._flushed]
                 if any(g >= MAX_SET_GROUPS for row in rows for g in row):
-                    self._codable = False
+                    fast.codable = False
                     return None
                 new = torch.tensor([code_of(row) for row in rows], dtype=torch.long,
                                    device=self._groups.device)
@@ -446,11 +341,53 @@ class FocusDecodeState:
                 self._flush()
                 rows = self._groups[0, done:upto]
                 if rows.numel() and int(rows.max()) >= MAX_SET_GROUPS:
-                    self._codable = False
+                    fast.codable = False
                     return None
                 new = group_set_codes(rows)
-            _append(self._codes, (new,), (0,))
-        return self._codes[0][:upto]
+            fast.codes.append((new,))
+        return fast.codes.tensors[0][:upto]
+
+    def takes_fast_step(self, q: Tensor) -> bool:
+        """Whether attending with queries ``q [B, H, T, D]`` is a fast step: one new token
+        of one sequence without padding, in a state with ``store=True``."""
+        return self.store and self._simple and q.size(0) == 1 and q.size(2) == 1
+
+    def fast_step(self, q: Tensor, k: Tensor, v: Tensor, window: int, scale: float,
+                  num_sinks: int, cfg: DecodeConfig) -> Tensor:
+        """The decoding step of one sequence (:meth:`takes_fast_step`): one masked SDPA over
+        the cache, the group-set stores or the per-group stores, whichever ``cfg``'s cost
+        model says is cheaper; for window-only routing (``top_k = 0``) the window and the
+        sinks by the same rule, with no group set recorded and no store kept. The arguments
+        are those of :func:`focus_decode_attention`."""
+        s = self._len
+        lo = max(0, s - 1 - window)  # the window: slots [lo, s); the stores hold [ns, lo)
+        ns = min(num_sinks, lo)  # the sinks: slots [0, ns) (those not in the window)
+        fast = self._fast
+        fast.steps += 1
+        if self.top_k == 0:  # window-only routing: no token shares a group
+            if s - lo + ns >= cfg.masked_share * s:  # the window and sinks: most keys
+                none = torch.zeros(s, dtype=torch.bool, device=q.device)
+                return _masked_local(q, k, v, none, lo, ns, scale)
+            return _softmax_parts(q, _local_parts(k, v, lo, s, ns), scale)
+        codes = self._set_codes(s)
+        if codes is None:  # a group past MAX_SET_GROUPS: the plain path
+            return focus_decode_attention_reference(q, k, v, self, window, scale, num_sinks)
+        mine = int(codes[s - 1])  # the new token's group-set code
+        if fast.stores is None or fast.stores.base != num_sinks:
+            fast.stores = GroupSetStores(num_sinks)
+        fast.stores.count(codes, lo)
+        way, meets = _choose_way(fast.stores, mine, s - lo + ns, s, k.size(1) * k.size(-1),
+                                 fast.steps > cfg.store_after, cfg)
+        if way == "masked":
+            return _masked_local(q, k, v, codes.bitwise_and(mine).ne(0), lo, ns, scale)
+        parts = _local_parts(k, v, lo, s, ns)
+        if way == "groups":
+            if fast.group_stores is None or fast.group_stores.base != num_sinks:
+                fast.group_stores = GroupStores(num_sinks)
+            fast.group_stores.fill(codes, k, v, lo)
+            return _softmax_parts(q, parts + fast.group_stores.parts(mine), scale)
+        fast.stores.fill(codes, k, v, lo)
+        return _softmax_parts(q, parts + [fast.stores.sets[c].part() for c in meets], scale)
 
     def select(self, index: Tensor) -> "FocusDecodeState":
         """The state of sequences :obj:`index` (beam search reorders the cache this way; the
@@ -463,7 +400,7 @@ class FocusDecodeState:
                 f"top_k={self._groups.size(2)}, store={self.store})")
 
 
-def route_prefix(router, x: Tensor, batch: Optional[Tensor] = None, num_seqs: int = 1
+def route_prefix(router: Router, x: Tensor, batch: Optional[Tensor] = None, num_seqs: int = 1
                  ) -> Tuple[RouterOutput, Tensor]:
     r"""Route whole sequences once: what ``router(x, batch)`` returns, and the statistics
     :func:`~quest_geometric.nn.focus.sinkhorn.sinkhorn_prefix_state` would record from a second pass
@@ -471,7 +408,8 @@ def route_prefix(router, x: Tensor, batch: Optional[Tensor] = None, num_seqs: in
     Sinkhorn run, with its column totals kept), for starting a :class:`FocusDecodeState`.
 
     Args:
-        router (FocusRouter): a prefix-causal router.
+        router (Router): a prefix-causal router (its ``forward`` takes ``col_totals``, as
+            :class:`~quest_geometric.nn.focus.router.FocusRouter`'s does).
         x (Tensor): hidden states of the real tokens, ``[N, C]``.
         batch (Tensor, optional): sorted sequence id per token (default: :obj:`None`, one
             sequence).
@@ -486,7 +424,7 @@ def route_prefix(router, x: Tensor, batch: Optional[Tensor] = None, num_seqs: in
     return out, prefix_statistics(totals, num_seqs, router.num_groups, x.device)
 
 
-def route_step(router, x: Tensor, state: FocusDecodeState, valid: Optional[Tensor] = None,
+def route_step(router: Router, x: Tensor, state: FocusDecodeState, valid: Optional[Tensor] = None,
                return_groups: bool = True) -> Optional[Tensor]:
     r"""Route new tokens ``x [B, T, C]`` with :obj:`router` (any
     :class:`~quest_geometric.nn.focus.router.Router`, through its ``step``), updating
@@ -546,68 +484,41 @@ def focus_decode_attention(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeSt
         Tensor: ``[B, H, T, D]``; zeros for padding queries.
     """
     check_num_sinks(num_sinks, where="focus_decode_attention")
-    if fast and q.size(0) == 1 and q.size(2) == 1 and state.store and state._simple:
+    if fast and state.takes_fast_step(q):
         cfg = current_decode_config() if config is None else config
-        return _fast_step(q, k, v, state, window, scale, num_sinks, cfg)
+        return state.fast_step(q, k, v, window, scale, num_sinks, cfg)
     return focus_decode_attention_reference(q, k, v, state, window, scale, num_sinks)
 
 
-def _fast_step(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState, window: int,
-               scale: float, num_sinks: int, cfg: DecodeConfig) -> Tensor:
-    """The decoding step of one sequence: one masked SDPA over the cache or the group-set
-    stores, whichever ``cfg``'s cost model says is cheaper (the masked SDPA whenever more than
-    :attr:`DecodeConfig.max_store_parts` stores would be read); for window-only
-    routing (``top_k = 0``) the window and the sinks by the same rule, with no group set
-    recorded and no store kept."""
-    _, h, _, d = q.shape
-    hkv = k.size(1)
-    s = state._len
-    lo = max(0, s - 1 - window)  # the window: slots [lo, s); the stores hold [ns, lo)
-    ns = min(num_sinks, lo)  # the sinks: slots [0, ns) (those not in the window)
-    state._fast_steps += 1
-    if state.top_k == 0:  # window-only routing: no token shares a group, nothing to record
-        if s - lo + ns >= cfg.masked_share * s:  # the window and sinks hold most of the cache
-            return _masked_local(q, k, v, torch.zeros(s, dtype=torch.bool, device=q.device),
-                                 lo, ns, scale)
-        return _softmax_parts(q, _local_parts(k, v, lo, s, ns), scale)
-    codes = state._set_codes(s)
-    if codes is None:  # a group past MAX_SET_GROUPS: the plain path
-        return focus_decode_attention_reference(q, k, v, state, window, scale, num_sinks)
-    mine = int(codes[s - 1])  # the new token's group set, as a bitmask
-    if state._stores is None or state._stores.base != num_sinks:
-        state._stores = _GroupSetStores(num_sinks)
-    stores = state._stores
-    stores.count(codes, lo)
-    meets = [c for c, n in stores.counts.items() if n and c & mine]
-    kept = s - lo + ns + sum(stores.counts[c] for c in meets)
-    paid = state._fast_steps > cfg.store_after  # a long generation: stores may pay their fill
-    if len(meets) > cfg.max_store_parts and paid:
-        # many group sets (e.g. K = 16, top-2): the per-group stores read k parts, the
-        # tokens of several of the new token's groups once per such group (masked)
-        read = s - lo + ns + sum(stores.counts[c] * (c & mine).bit_count() for c in meets)
-        if read + cfg.part_work / (hkv * d) * mine.bit_count() < cfg.masked_share * s:
-            return _group_step(q, k, v, state, codes, mine, lo, ns, scale)
-    if not paid or len(meets) > cfg.max_store_parts or \
-            kept + cfg.part_work / (hkv * d) * len(meets) >= cfg.masked_share * s:
-        # a short generation so far, most keys kept, or too many stores to read (e.g. many
-        # groups): one masked SDPA over the cache
-        return _masked_local(q, k, v, codes.bitwise_and(mine).ne(0), lo, ns, scale)
-    stores.fill(codes, k, v, lo)
-    parts = _local_parts(k, v, lo, s, ns)
-    for c in meets:
-        kb, vb, n = stores.sets[c]
-        parts.append((kb[0, :, :, :n], vb[0, :, :n], None))
-    return _softmax_parts(q, parts, scale)
+def _choose_way(stores: GroupSetStores, mine: int, local: int, s: int, row: int,
+                paid: bool, cfg: DecodeConfig) -> Tuple[str, List[int]]:
+    r"""The fast step's way for the new token of group-set code :obj:`mine` over :obj:`s`
+    cached keys, :obj:`local` of them in the window and the sinks: ``'sets'`` (the window
+    plus the group-set stores that meet it), ``'groups'`` (the per-group stores, when more
+    than ``cfg.max_store_parts`` sets meet it) or ``'masked'`` (one masked SDPA over the
+    cache), with the codes of the sets that meet it. Reading :math:`P` parts of :math:`n`
+    keys costs about :math:`n + P \cdot` ``part_work`` / :obj:`row` key reads (:obj:`row` =
+    :math:`H_{kv} D`), the masked SDPA ``masked_share`` :math:`\cdot s`; no store is read
+    before the state has paid its fill (:obj:`paid`: more than ``store_after`` steps)."""
+    meets = stores.meeting(mine)
+    part = cfg.part_work / row
+    many = len(meets) > cfg.max_store_parts
+    if many and paid:  # per-group stores: the tokens of several groups read once per group
+        read = local + sum(stores.counts[c] * (c & mine).bit_count() for c in meets)
+        if read + part * mine.bit_count() < cfg.masked_share * s:
+            return "groups", meets
+    kept = local + sum(stores.counts[c] for c in meets)
+    if not paid or many or kept + part * len(meets) >= cfg.masked_share * s:
+        return "masked", meets
+    return "sets", meets
 
 
-def _local_parts(k: Tensor, v: Tensor, lo: int, s: int, ns: int
-                 ) -> List[Tuple[Tensor, Tensor, Optional[Tensor]]]:
+def _local_parts(k: Tensor, v: Tensor, lo: int, s: int, ns: int) -> List[Part]:
     """The window ``[lo, s)`` and the sinks ``[0, ns)`` of a one-sequence cache as parts of
-    :func:`_softmax_parts` (keys as ``[H_kv, D, n]``, views only)."""
-    parts: List[Tuple[Tensor, Tensor, Optional[Tensor]]] = [
-        (k[0, :, lo:s].transpose(1, 2), v[0, :, lo:s], None)]
+    :func:`_softmax_parts` (views only)."""
+    parts = [Part(k[0, :, lo:s].transpose(1, 2), v[0, :, lo:s])]
     if ns:
-        parts.append((k[0, :, :ns].transpose(1, 2), v[0, :, :ns], None))
+        parts.append(Part(k[0, :, :ns].transpose(1, 2), v[0, :, :ns]))
     return parts
 
 
@@ -623,12 +534,12 @@ def _masked_local(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, lo: int, ns: in
                                    packed_layout(k.size(1)))
 
 
-def _softmax_parts(q: Tensor, parts: List[Tuple[Tensor, Tensor, Optional[Tensor]]],
-                   scale: float) -> Tensor:
-    """One query per head ``q [1, H, 1, D]`` over the concatenated parts ``(keys [H_kv, D,
-    n], values [H_kv, n, D], masked [n] or None)``, ``masked`` keys excluded."""
+def _softmax_parts(q: Tensor, parts: List[Part], scale: float) -> Tensor:
+    """One query per head ``q [1, H, 1, D]`` over the concatenated :class:`Part` s, their
+    ``masked`` keys excluded: the parts are disjoint, so the softmax over their score rows
+    reads exactly the keys the step attends to, once."""
     _, h, _, d = q.shape
-    hkv = parts[0][0].size(0)
+    hkv = parts[0].keys.size(0)
     qg = q.reshape(hkv, h // hkv, d) * scale  # query head h reads key head h // (H / H_kv)
     rows = []
     for kt, _, masked in parts:
@@ -646,34 +557,6 @@ def _softmax_parts(q: Tensor, parts: List[Tuple[Tensor, Tensor, Optional[Tensor]
             torch.baddbmm(o, p[:, :, a:a + n], vp)
         a += n
     return o.view(1, h, 1, d)
-
-
-def _group_step(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeState, codes: Tensor,
-                mine: int, lo: int, ns: int, scale: float) -> Tensor:
-    r"""The decoding step over the per-group stores (:class:`_GroupStores`): the new
-    token of groups :math:`g_1 < \dots < g_k` attends to the window, the sinks and the
-    stores of :math:`g_1, \dots, g_k`, where store :math:`g_i` masks the tokens whose group
-    set also holds one of :math:`g_1, \dots, g_{i-1}` (read already; one ``&`` of their
-    set codes with those groups' bits), so every allowed key counts once:
-    :math:`\bigcup_i \{j : g_i \in G_j\} = \{j : G_j \cap G_t \neq \emptyset\}`. It reads
-    :math:`\sum_i |\text{store}(g_i)|` keys in :math:`k` parts where the group-set stores
-    would read fewer keys in many more parts (``mine``: the new token's group-set code)."""
-    s = state._len
-    base = state._stores.base
-    if state._group_stores is None or state._group_stores.base != base:
-        state._group_stores = _GroupStores(base)
-    gs = state._group_stores
-    gs.fill(codes, k, v, lo)
-    parts = _local_parts(k, v, lo, s, ns)
-    earlier = 0  # the bits of the groups whose stores were read
-    for g in members(mine):
-        entry = gs.sets.get(g)
-        if entry is not None and entry[3]:
-            kb, vb, ib, n = entry
-            masked = ib[:n].bitwise_and(earlier).ne(0) if earlier else None
-            parts.append((kb[0, :, :, :n], vb[0, :, :n], masked))
-        earlier |= 1 << g
-    return _softmax_parts(q, parts, scale)
 
 
 def focus_decode_attention_reference(q: Tensor, k: Tensor, v: Tensor,

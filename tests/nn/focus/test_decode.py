@@ -235,22 +235,22 @@ def test_fast_step_equals_gather_path_and_dense_oracle(s, window, num_groups, to
     st = _state(groups)
     calls = _sdpa_calls(monkeypatch)
     o = focus_decode_attention(q, k, v, st, window, 0.3, num_sinks=ns)
-    assert st._fast_steps == 1  # the fast path ran
+    assert st.fast_steps == 1  # the fast path ran
     far = max(0, s - 1 - window - ns)  # out-of-window tokens that are not sinks
     if top_k == 0:  # window-only routing: two slices of the cache, no group set recorded
-        assert st._stores is None and st._codes[-1] == 0  # no code
+        assert st._fast.stores is None and st._fast.codes.size == 0  # no code
         if share in (0.0, math.inf):  # forced: the masked SDPA, or the two slices
             assert len(calls) == (1 if share == 0.0 else 0)
     else:
-        assert sum(st._stores.counts.values()) == far
-    stored = 0 if top_k == 0 else sum(n for _, _, n in st._stores.sets.values())
+        assert sum(st._fast.stores.counts.values()) == far
+    stored = 0 if top_k == 0 else sum(e.size for e in st._fast.stores.sets.values())
     if share == 0.0:  # the masked path reads the cache: no store is filled
         assert stored == 0
     elif share == math.inf:  # the store path: every out-of-window token in its store
         assert stored == (far if top_k else 0)
-    elif share == "groups" and st._group_stores is not None:
+    elif share == "groups" and st._fast.group_stores is not None:
         # the per-group path ran: each out-of-window token once per group, no group-set store
-        per_group = sum(e[3] for e in st._group_stores.sets.values())
+        per_group = sum(e.size for e in st._fast.group_stores.sets.values())
         assert stored == 0 and per_group == far * top_k
     ref = focus_decode_attention_reference(q, k, v, _state(groups, store=False), window, 0.3,
                                            num_sinks=ns)
@@ -277,10 +277,10 @@ def test_many_groups_take_the_per_group_stores_by_the_rule(top_k, s, ns, monkeyp
     st = _state(groups)
     for _ in range(2):  # the first STORE_AFTER steps: masked, nothing copied
         focus_decode_attention(q, k, v, st, w, 0.4, num_sinks=ns)
-    assert len(calls) == 2 and st._group_stores is None
+    assert len(calls) == 2 and st._fast.group_stores is None
     o = focus_decode_attention(q, k, v, st, w, 0.4, num_sinks=ns)
-    assert st._group_stores is not None and len(calls) == 2
-    assert sum(n for _, _, n in st._stores.sets.values()) == 0
+    assert st._fast.group_stores is not None and len(calls) == 2
+    assert sum(e.size for e in st._fast.stores.sets.values()) == 0
     ref = focus_decode_attention_reference(q, k, v, _state(groups, store=False), w, 0.4,
                                            num_sinks=ns)
     torch.testing.assert_close(o, ref, rtol=1e-5, atol=1e-5)
@@ -314,7 +314,7 @@ def test_the_first_step_counts_a_long_prefix_by_group_set(top_k, w):
                                    atol=1e-5)
         want = collections.Counter(sum(1 << x for x in set(row))
                                    for row in groups[2:n - 1 - w].tolist())
-        assert st._stores.counts == dict(want)
+        assert st._fast.stores.counts == dict(want)
 
 
 def test_more_groups_than_a_bitmask_holds_take_the_plain_path(monkeypatch):
@@ -334,15 +334,15 @@ def test_more_groups_than_a_bitmask_holds_take_the_plain_path(monkeypatch):
     q = torch.randn(1, 4, 1, 8, generator=g)
     o = focus_decode_attention(q, k, v, st, w, 0.5)
     torch.testing.assert_close(o, _dense_oracle(q, k, v, groups, w, 0.5), rtol=1e-5, atol=1e-5)
-    assert calls == [1] and st._stores is None and not st._codable
+    assert calls == [1] and st._fast.stores is None and not st._fast.codable
     small = _state(groups[:, :1] % MAX_SET_GROUPS)  # codable prefix, then group 99
     focus_decode_attention(q, k[:, :, :s], v[:, :, :s], small, w, 0.5)
-    assert small._codable and len(calls) == 1
+    assert small._fast.codable and len(calls) == 1
     small.append_one([99])
     grown = torch.cat([groups[:, :1] % MAX_SET_GROUPS, torch.tensor([[99]])])
     o = focus_decode_attention(q, k, v, small, w, 0.5)
     torch.testing.assert_close(o, _dense_oracle(q, k, v, grown, w, 0.5), rtol=1e-5, atol=1e-5)
-    assert len(calls) == 2 and not small._codable
+    assert len(calls) == 2 and not small._fast.codable
 
 
 @pytest.mark.parametrize("num_groups, top_k, s", [(4, 1, 1500), (8, 2, 8000), (16, 2, 1500)])
@@ -368,8 +368,9 @@ def test_a_short_generation_reads_no_store(num_groups, top_k, s, monkeypatch, tu
         o = focus_decode_attention(q, k, v, st, w, 0.3)
         torch.testing.assert_close(o, _dense_oracle(q, k, v, groups, w, 0.3), rtol=1e-5,
                                    atol=1e-5)
-        stored = sum(e[-1] for e in st._stores.sets.values()) + (
-            0 if st._group_stores is None else sum(e[3] for e in st._group_stores.sets.values()))
+        group_stores = st._fast.group_stores
+        stored = sum(e.size for e in st._fast.stores.sets.values()) + (
+            0 if group_stores is None else sum(e.size for e in group_stores.sets.values()))
         if step < 3:
             assert len(calls) == step + 1 and stored == 0
         else:
@@ -411,18 +412,18 @@ def test_consecutive_steps_grow_the_stores_and_stay_equal(top_k, share, ns, monk
         if step % 37 == 0 or step > 390:
             ref = focus_decode_attention_reference(q, k, v, st, w, 0.4, num_sinks=ns)
             torch.testing.assert_close(o, ref, rtol=1e-5, atol=1e-5)
-    assert st._stores.counted == groups.size(0) - 1 - w
-    assert st._codes[-1] == groups.size(0) and st._codes[0].numel() > 64  # they doubled
+    assert st._fast.stores.counted == groups.size(0) - 1 - w
+    assert st._fast.codes.size == groups.size(0) and st._fast.codes.capacity > 64  # they doubled
     if share == math.inf:  # the stores grew past their first capacity (64): they doubled
-        assert max(vb.size(2) for _, vb, _ in st._stores.sets.values()) > 64
-        assert st._stores.done == groups.size(0) - 1 - w
+        assert max(e.capacity for e in st._fast.stores.sets.values()) > 64
+        assert st._fast.stores.done == groups.size(0) - 1 - w
     if share == 0.0:
-        assert not st._stores.sets
+        assert not st._fast.stores.sets
     if share == "groups":  # the per-group stores hold every out-of-window token per group
-        gs = st._group_stores
-        assert gs.done == groups.size(0) - 1 - w and not st._stores.sets
-        assert max(e[1].size(2) for e in gs.sets.values()) > 64  # they doubled
-        assert sum(e[3] for e in gs.sets.values()) == (gs.done - ns) * top_k
+        gs = st._fast.group_stores
+        assert gs.done == groups.size(0) - 1 - w and not st._fast.stores.sets
+        assert max(e.capacity for e in gs.sets.values()) > 64  # they doubled
+        assert sum(e.size for e in gs.sets.values()) == (gs.done - ns) * top_k
 
 
 @pytest.mark.parametrize("share, masked", [(0.0, True), (math.inf, False)])
@@ -477,8 +478,8 @@ def test_switching_paths_between_steps_catches_the_stores_up(monkeypatch, tuning
         o = focus_decode_attention(q, k, v, st, w, 0.4)
         torch.testing.assert_close(o, _dense_oracle(q, k, v, groups, w, 0.4), rtol=1e-5,
                                    atol=1e-5)
-    assert st._stores.done == groups.size(0) - 1 - w  # the last step (119) read the stores
-    assert sum(n for _, _, n in st._stores.sets.values()) == st._stores.done
+    assert st._fast.stores.done == groups.size(0) - 1 - w  # the last step (119) read the stores
+    assert sum(e.size for e in st._fast.stores.sets.values()) == st._fast.stores.done
 
 
 def test_a_group_set_that_appears_late_enters_the_masked_path(monkeypatch, tuning):
@@ -497,7 +498,7 @@ def test_a_group_set_that_appears_late_enters_the_masked_path(monkeypatch, tunin
         o = focus_decode_attention(q, k, v, st, w, 0.5)
         torch.testing.assert_close(o, _dense_oracle(q, k, v, groups, w, 0.5), rtol=1e-5,
                                    atol=1e-5)
-    assert set(st._stores.counts) == {0b01, 0b10}  # the codes of {0} and {1}
+    assert set(st._fast.stores.counts) == {0b01, 0b10}  # the codes of {0} and {1}
 
 
 def test_the_fast_route_refuses_nonfinite_scores():
@@ -525,11 +526,11 @@ def test_too_many_group_sets_never_read_the_group_set_stores(share, monkeypatch,
     calls = _sdpa_calls(monkeypatch)
     o = focus_decode_attention(q, k, v, st, 3, 0.5)
     assert math.comb(16, 2) - math.comb(14, 2) > DecodeConfig().max_store_parts
-    assert st.store and not st._stores.sets  # no group-set store copied
+    assert st.store and not st._fast.stores.sets  # no group-set store copied
     if share == 0.0:
-        assert len(calls) == 1 and st._group_stores is None  # masked
+        assert len(calls) == 1 and st._fast.group_stores is None  # masked
     else:
-        assert not calls and st._group_stores.sets  # per-group stores
+        assert not calls and st._fast.group_stores.sets  # per-group stores
     ref = focus_decode_attention_reference(q, k, v, st, 3, 0.5)
     torch.testing.assert_close(o, ref, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(o, _dense_oracle(q, k, v, groups, 3, 0.5), rtol=1e-5,
@@ -544,7 +545,7 @@ def test_padding_batches_and_fast_false_use_the_gather_path():
     st = _state(groups)
     assert torch.equal(focus_decode_attention(q, k, v, st, w, 0.5, fast=False),
                        focus_decode_attention_reference(q, k, v, st, w, 0.5))
-    assert st._stores is None
+    assert st._fast.stores is None
     # one sequence with left padding: positions are not the cache slots
     pos = torch.cat([torch.full((5,), -1), torch.arange(s - 5)]).view(1, s)
     gp = groups.clone().view(1, s, 2)
@@ -554,7 +555,7 @@ def test_padding_batches_and_fast_false_use_the_gather_path():
     assert not padded._simple
     assert torch.equal(focus_decode_attention(q, k, v, padded, w, 0.5),
                        focus_decode_attention_reference(q, k, v, padded, w, 0.5))
-    assert padded._stores is None
+    assert padded._fast.stores is None
     # two sequences
     two = FocusDecodeState(groups.view(1, s, 2).repeat(2, 1, 1), torch.arange(s).repeat(2, 1),
                            torch.zeros(2, 1, 4, dtype=torch.float64), torch.tensor([s, s]),
@@ -562,7 +563,7 @@ def test_padding_batches_and_fast_false_use_the_gather_path():
     q2, k2, v2 = q.repeat(2, 1, 1, 1), k.repeat(2, 1, 1, 1), v.repeat(2, 1, 1, 1)
     assert torch.equal(focus_decode_attention(q2, k2, v2, two, w, 0.5),
                        focus_decode_attention_reference(q2, k2, v2, two, w, 0.5))
-    assert two._stores is None
+    assert two._fast.stores is None
 
 
 def test_select_drops_the_stores_and_they_are_rebuilt_from_the_reordered_cache():
@@ -573,7 +574,7 @@ def test_select_drops_the_stores_and_they_are_rebuilt_from_the_reordered_cache()
     st = _state(groups)
     focus_decode_attention(q, k, v, st, w, 0.5)
     picked = st.select(torch.tensor([0]))
-    assert picked.store and picked._stores is None and picked._simple
+    assert picked.store and picked._fast.stores is None and picked._simple
     o = focus_decode_attention(q, k, v, picked, w, 0.5)
     torch.testing.assert_close(o, focus_decode_attention_reference(q, k, v, st, w, 0.5),
                                rtol=1e-5, atol=1e-5)
@@ -640,8 +641,8 @@ def test_one_sequence_cached_decoding_takes_the_fast_path_and_equals_full_forwar
             o = m(x[:, i:i + 1], cache=cache, use_cache=True)
             torch.testing.assert_close(o.logits[:, 0], full[:, i], atol=1e-4, rtol=0)
         states = list(getattr(cache, _STATES).values())
-        assert states and all(st._stores is not None for st in states)
-        assert all(st._stores.counted == 40 - 1 - w for st in states)
+        assert states and all(st._fast.stores is not None for st in states)
+        assert all(st._fast.stores.counted == 40 - 1 - w for st in states)
         with pytest.raises(NotImplementedError, match="crop"):
             cache.crop(30)
 

@@ -149,7 +149,7 @@ def test_composed_cached_decoding_and_router_files(num_sinks, tmp_path):
             o = m(x[:, i:i + 1], cache=cache, use_cache=True)
             torch.testing.assert_close(o.logits[:, 0], full[:, i], atol=1e-4, rtol=0)
         states = list(getattr(cache, "_quest_focus_states").values())
-        assert states and all(st._fast_steps == 14 and st._stores is None  # the fast step
+        assert states and all(st.fast_steps == 14 and st._fast.stores is None  # the fast step
                               for st in states)  # ran at every step, keeping no store
     save_routers(m, str(tmp_path))
     import json

@@ -665,6 +665,50 @@ def _heads_first(x: Tensor) -> Tensor:
     return x.transpose(0, 1).unsqueeze(0)
 
 
+def _buckets_forward(q: Tensor, k: Tensor, v: Tensor, plan: "_BlocksPlan", scale: float,
+                     parts: List[Tuple[Rows, Tensor, Tensor]]
+                     ) -> Tuple[Optional[Tensor], Optional[Tensor]]:
+    """Part A of :class:`_FocusBlocksFunction`'s forward, the same-group buckets. top_k = 1
+    (each token in exactly one bucket): the output ``[N, H, D]`` and log-sum-exp ``[N, H]``,
+    written in place (from one padded call when :attr:`BlocksConfig.pad_ratio` allows);
+    top_k > 1: ``(None, None)``, each bucket chunk's ``(rows, o, lse)`` appended to
+    :obj:`parts`."""
+    n, h, d = q.shape
+    order, spans, single = plan.order, plan.spans, plan.kk == 1
+    ldt = torch.float32 if q.dtype in HALF_DTYPES else q.dtype
+    out = la = None
+    if plan.padded is not None:  # one batched causal call over padded buckets
+        nbk, cmax, src, dst = plan.padded
+        o, lse = _aten.flash_forward(
+            *(_gather_rows(x, src).view(nbk, cmax, h, d).transpose(1, 2)
+              for x in (q, k, v)), True, scale=scale)
+        out = q.new_empty(n + 1, h, d).index_copy_(
+            0, dst, o.transpose(1, 2).reshape(-1, h, d))[:n]
+        la = lse.new_empty(n + 1, h).index_copy_(0, dst,
+                                                 lse.transpose(1, 2).reshape(-1, h))[:n]
+        spans = []
+    elif single:  # part A lands directly in `out`
+        out, la = q.new_empty(n, h, d), q.new_empty(n, h, dtype=ldt)
+    for b0, b1, batch in _gather_batches(spans, h * d, plan.config.gather_budget):
+        # the batch's buckets gathered into bucket order: each is a contiguous span
+        qs, ks, vs = (_gather_rows(x, order[b0:b1]) for x in (q, k, v))
+        for st, c, g in batch:
+            sl = slice(st - b0, st - b0 + c)
+            idx = order[st:st + c]
+            qb, kb, vb = _heads_first(qs[sl]), _heads_first(ks[sl]), _heads_first(vs[sl])
+            for s, e, lk, bias, row_any in plan.bucket_chunks(idx, g, q.dtype):
+                o, lse = _aten.flash_forward(qb[:, :, s:e], kb[:, :, :lk], vb[:, :, :lk],
+                                             plan.causal and bias is None, attn_mask=bias,
+                                             scale=scale)
+                o, lse = o[0].transpose(0, 1), lse[0].transpose(0, 1)  # [c, H, D], [c, H]
+                if single:
+                    out.index_copy_(0, idx, o)
+                    la.index_copy_(0, idx, lse)
+                else:
+                    parts.append((idx[s:e], o, _lse_to_rows(lse, row_any)))
+    return out, la
+
+
 class _FocusBlocksFunction(torch.autograd.Function):
     """Fused forward/backward of the decomposition with the CPU flash kernels.
 
@@ -675,41 +719,11 @@ class _FocusBlocksFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q: Tensor, k: Tensor, v: Tensor, plan: _BlocksPlan,
                 scale: float) -> Tensor:
-        n, h, d = q.shape
-        order = plan.order
+        n, h, _ = q.shape
         single = plan.kk == 1
         parts: List[Tuple[Rows, Tensor, Tensor]] = []  # top_k > 1: (rows, o, lse) to merge
-        spans = plan.spans
-        ldt = torch.float32 if q.dtype in (torch.float16, torch.bfloat16) else q.dtype  # lse
-        if plan.padded is not None:  # one batched causal call over padded buckets
-            nbk, cmax, src, dst = plan.padded
-            o, lse = _aten.flash_forward(
-                *(_gather_rows(x, src).view(nbk, cmax, h, d).transpose(1, 2)
-                  for x in (q, k, v)), True, scale=scale)
-            out = q.new_empty(n + 1, h, d).index_copy_(
-                0, dst, o.transpose(1, 2).reshape(-1, h, d))[:n]
-            la = lse.new_empty(n + 1, h).index_copy_(0, dst,
-                                                     lse.transpose(1, 2).reshape(-1, h))[:n]
-            spans = []
-        elif single:  # each token in exactly one bucket: part A lands directly in `out`
-            out, la = q.new_empty(n, h, d), q.new_empty(n, h, dtype=ldt)
-        for b0, b1, batch in _gather_batches(spans, h * d, plan.config.gather_budget):
-            # the batch's buckets gathered into bucket order: each is a contiguous span
-            qs, ks, vs = (_gather_rows(x, order[b0:b1]) for x in (q, k, v))
-            for st, c, g in batch:
-                sl = slice(st - b0, st - b0 + c)
-                idx = order[st:st + c]
-                qb, kb, vb = _heads_first(qs[sl]), _heads_first(ks[sl]), _heads_first(vs[sl])
-                for s, e, lk, bias, row_any in plan.bucket_chunks(idx, g, q.dtype):
-                    o, lse = _aten.flash_forward(qb[:, :, s:e], kb[:, :, :lk], vb[:, :, :lk],
-                                                 plan.causal and bias is None, attn_mask=bias,
-                                                 scale=scale)
-                    o, lse = o[0].transpose(0, 1), lse[0].transpose(0, 1)  # [c, H, D], [c, H]
-                    if single:
-                        out.index_copy_(0, idx, o)
-                        la.index_copy_(0, idx, lse)
-                    else:
-                        parts.append((idx[s:e], o, _lse_to_rows(lse, row_any)))
+        out, la = _buckets_forward(q, k, v, plan, scale, parts)
+        ldt = torch.float32 if q.dtype in HALF_DTYPES else q.dtype  # the log-sum-exps
         lse_all = q.new_empty(n, h, dtype=ldt) if single else None
         for seg in plan.segments:
             rows = slice(seg.q0, seg.q0 + seg.nb * seg.bq)

@@ -151,12 +151,8 @@ def additive_gate_share(soft: Tensor, window: int, gate_scale: float = 10.0,
     return factor[pairs].sum() / pairs.sum()
 
 
-#: Query rows per chunk of :func:`focus_pair_share` (memory: rows times the sequence length).
-_SHARE_CHUNK = 1024
-
-
 def focus_pair_share(groups: Tensor, window: int, batch: Optional[Tensor] = None,
-                     causal: bool = True, num_sinks: int = 0) -> float:
+                     causal: bool = True, num_sinks: int = 0, chunk: int = 1024) -> float:
     r"""The measured share of pairs a hard Focus pattern keeps: over the pairs
     :math:`\mathcal{P}` of every sequence (causal: :math:`j \le i`, else all ordered pairs),
 
@@ -176,6 +172,8 @@ def focus_pair_share(groups: Tensor, window: int, batch: Optional[Tensor] = None
             one sequence).
         causal (bool): causal pairs only (default: :obj:`True`).
         num_sinks (int): attention sinks :math:`s \ge 0` (default: :obj:`0`).
+        chunk (int): query rows counted at once (memory: rows times the sequence length;
+            the result does not depend on it) (default: :obj:`1024`).
 
     Returns:
         float: :math:`\rho \in (0, 1]` (``nan`` for no token).
@@ -188,6 +186,7 @@ def focus_pair_share(groups: Tensor, window: int, batch: Optional[Tensor] = None
     groups = check_groups(groups, where="focus_pair_share")
     check_window(window, where="focus_pair_share")
     check_num_sinks(num_sinks, where="focus_pair_share")
+    check_int(chunk, "chunk", 1, where="focus_pair_share")
     n = groups.size(0)
     check_batch(batch, n, where="focus_pair_share")
     if n == 0:
@@ -204,11 +203,11 @@ def focus_pair_share(groups: Tensor, window: int, batch: Optional[Tensor] = None
         start += length
         pos = torch.arange(length, device=groups.device)
         total += length * (length + 1) // 2 if causal else length * length
-        for a in range(0, length, _SHARE_CHUNK):
-            rows = pos[a:a + _SHARE_CHUNK].view(-1, 1)
+        for a in range(0, length, chunk):
+            rows = pos[a:a + chunk].view(-1, 1)
             d = rows - pos.view(1, -1)
             keep = (d.abs() <= window) | (torch.minimum(rows, pos.view(1, -1)) < num_sinks)
-            keep |= (m[a:a + _SHARE_CHUNK] @ m.t()) > 0
+            keep |= (m[a:a + chunk] @ m.t()) > 0
             if causal:
                 keep &= d >= 0
             kept += int(keep.sum())

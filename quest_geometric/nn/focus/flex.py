@@ -97,14 +97,14 @@ CUDA_BLOCK_MULTIPLE = 128
 #: Largest :math:`H N^2` that the eager (non-CUDA) path accepts: it materialises every score,
 #: about 13 bytes per pair and head in float32 (measured), so this is about 3.5 GB.
 EAGER_MAX_PAIRS = 1 << 28
-#: Smallest head dimension of FlexAttention's compiled kernel ("embedding dimension of the
-#: query, key, and value must be at least 16", torch 2.11 on an H200); narrower heads are
-#: zero-padded to it, on every device so that the CPU tests run the same code.
+#: Smallest head dimension of FlexAttention's compiled kernel (it refuses narrower heads:
+#: "embedding dimension of the query, key, and value must be at least 16"); narrower heads
+#: are zero-padded to it, on every device so that the CPU tests run the same code.
 FLEX_MIN_HEAD_DIM = 16
 #: The dtypes FlexAttention's compiled kernel takes: Triton does not compile it for float64
-#: (torch 2.11 on an H200: a ``CompilationError`` inside the kernel's inner loop).
-#: :func:`~quest_geometric.nn.focus.blocks.focus_blocks_attention` runs its exact reference
-#: path for other dtypes on CUDA.
+#: (a ``CompilationError`` inside the kernel's inner loop), so ``backend='auto'`` runs
+#: ``'blocks'`` (:func:`~quest_geometric.nn.focus.blocks.focus_blocks_attention`, its exact
+#: reference on CUDA) for other dtypes.
 FLEX_COMPILED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _BLOCK_MULTIPLE = 16  # smallest tile of a tensor-core dot
 _CHUNK_BUDGET = 1 << 22  # block pairs per chunk of the block table

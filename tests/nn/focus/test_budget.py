@@ -98,9 +98,7 @@ def test_budget_functions_refuse_bad_arguments():
 @pytest.mark.parametrize("top_k", [0, 1, 2])
 @pytest.mark.parametrize("num_sinks", [0, 3])
 def test_focus_pair_share_counts_the_reference_mask(causal, top_k, num_sinks,
-                                                    focus_mask_reference, monkeypatch):
-    import quest_geometric.nn.focus.budget as budget
-    monkeypatch.setattr(budget, "_SHARE_CHUNK", 7)  # several query chunks per sequence
+                                                    focus_mask_reference):
     batch = torch.tensor([0] * 5 + [1] * 1 + [2] * 24)
     groups = random_groups(batch.numel(), 4, top_k, seed=top_k)
     for b in (None, batch):
@@ -110,6 +108,8 @@ def test_focus_pair_share_counts_the_reference_mask(causal, top_k, num_sinks,
         pairs = same.tril() if causal else same
         want = int(mask.sum()) / int(pairs.sum())
         assert focus_pair_share(groups, 2, b, causal, num_sinks) == want
+        # several query chunks per sequence count the same pairs
+        assert focus_pair_share(groups, 2, b, causal, num_sinks, chunk=7) == want
 
 
 def test_focus_pair_share_without_groups_is_the_pattern_share():

@@ -84,7 +84,8 @@ def length_row(n: int, device: torch.device, repeat: int, edges: bool, memory: b
     from torch_geometric.nn import TransformerConv
 
     from quest_geometric.nn.focus import (
-        focus_blocks_attention,
+        choose_focus_backend,
+        focus_backend,
         focus_edge_index,
         focus_pair_share,
         full_attention,
@@ -97,9 +98,9 @@ def length_row(n: int, device: torch.device, repeat: int, edges: bool, memory: b
     row.update(tokens=n, note="")
     notes = []
     with torch.no_grad():
-        full = _layer("blocks", device)
+        full = _layer("auto", device)
         full.enabled = False
-        blocks = _layer("blocks", device)
+        blocks = _layer("auto", device)  # the decomposition on CPU, FlexAttention on CUDA
         _, rout = blocks(x[:2], return_router=True)
         q, k, v = (p(x).view(n, HEADS, HEAD_DIM) for p in
                    (blocks.q_proj, blocks.k_proj, blocks.v_proj))
@@ -107,9 +108,11 @@ def length_row(n: int, device: torch.device, repeat: int, edges: bool, memory: b
         def sdpa() -> torch.Tensor:  # the attention of the `full` layer alone
             return full_attention(q, k, v, None, True)
 
-        def focus_core() -> torch.Tensor:  # routing + 'blocks', same q, k, v
+        hard = focus_backend(choose_focus_backend(q, GROUPS))
+
+        def focus_core() -> torch.Tensor:  # routing + the hard back-end, same q, k, v
             groups = blocks.router(x).groups
-            return focus_blocks_attention(q, k, v, groups, WINDOW, None, True, GROUPS)
+            return hard(q, k, v, groups, WINDOW, None, True, GROUPS, 0)
 
         try:
             timed = time_interleaved({"full": lambda: full(x), "blocks": lambda: blocks(x),
@@ -245,7 +248,7 @@ def run(quick: bool = False, device: torch.device | str = "cpu",
     name = name or ("focus_speed_cuda" if cuda else "focus_speed")
     rows = []
     for n in tqdm(list(lengths), desc="focus_speed", disable=not progress):
-        if cuda:  # 'blocks' compiles FlexAttention once per length: stay under the
+        if cuda:  # 'auto' compiles FlexAttention once per length: stay under the
             torch._dynamo.reset()  # recompile limit (8) across the nine lengths
         rows.append(length_row(int(n), device, repeat, edges=n <= edges_max, memory=memory,
                                max_seconds=max_seconds))

@@ -111,3 +111,11 @@ def test_auto_is_blocks_off_cuda_and_the_layer_says_what_it_ran():
     m.backend = "dense"
     m(torch.randn(1, 7, 16))
     assert m.last_backend == "dense" and "last_backend" not in repr(m)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("name", focus_backend_names())
+def test_every_registered_backend_equals_the_dense_oracle_on_cuda(name):
+    # float32 (the compiled FlexAttention kernel takes no float64), gradients included;
+    # the kernels' dots may use TF32
+    assert check_focus_backend(name, device="cuda", dtype=torch.float32, tol=6e-3) == 24

@@ -8,7 +8,6 @@ from __future__ import annotations
 import pytest
 
 
-
 @pytest.fixture
 def focus_mask_reference():
     """``focus_mask_reference(groups, window, batch, causal, num_sinks=0) -> [N, N]`` bool

@@ -110,6 +110,7 @@ from quest_geometric.nn.focus.sinkhorn import prefix_statistics
 __all__ = ["FocusDecodeState", "route_step", "route_prefix", "focus_decode_attention",
            "focus_decode_attention_reference", "masked_decode_attention", "packed_layout"]
 
+
 def packed_layout(hkv: int) -> bool:
     """Whether the masked SDPA packs the query heads of a key head on its query axis
     (``H_kv`` work items for PyTorch's CPU kernel) rather than one query per head with

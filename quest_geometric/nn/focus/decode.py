@@ -200,6 +200,12 @@ class FocusDecodeState:
         col_lse (Tensor): ``[B, I, K]``, as above.
         count (Tensor): ``[B]``, as above.
         store (bool): as above.
+        fast_steps (int): the fast decoding steps taken (read-only).
+
+    A state owns its data: the routers append through :meth:`append` / :meth:`append_one`
+    and update the statistics through :meth:`host_statistics`; the fast step
+    (:meth:`fast_step`, when :meth:`takes_fast_step`) keeps its group-set codes and stores
+    in private records.
     """
 
     def __init__(self, groups: Tensor, pos: Tensor, col_lse: Tensor, count: Tensor,

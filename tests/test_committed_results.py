@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from quest_geometric.nn.focus.compose import ROUTERS_CONFIG, ROUTERS_FILE, read_routers
+from quest_geometric.nn.focus.router_files import ROUTERS_CONFIG, ROUTERS_FILE, read_routers
 from quest_geometric.tour import PRETRAINED_ROUTERS, RESULTS_DIR
 
 

@@ -19,9 +19,8 @@ from quest_geometric.nn.focus.compose import (
     compose_focus,
     decompose,
     focus_disabled,
-    load_routers,
-    save_routers,
 )
+from quest_geometric.nn.focus.router_files import load_routers, save_routers
 from quest_geometric.testing.hf import HF_ARCHS, build_hf, tokens
 
 pytest.importorskip("transformers")

@@ -129,7 +129,8 @@ def test_load_router_weights_reads_checkpoints_and_saved_folders(tmp_path):
             torch.testing.assert_close(x, y, rtol=0, atol=0)
     # a save_routers file of the earlier (pickle, weights-only readable) format under
     # another name is still read as one
-    from quest_geometric.nn.focus.compose import _STATE_ATTR, read_routers
+    from quest_geometric.nn.focus.compose import _STATE_ATTR
+    from quest_geometric.nn.focus.router_files import read_routers
 
     _, config, tensors = read_routers(tmp_path / "saved")
     layers = {}
@@ -238,7 +239,7 @@ def test_evaluate_saved_checks_every_router_folder_before_loading_a_model(tmp_pa
     # a damaged folder is refused (digest) before SmolLM2 is loaded, and nothing is unpickled
     from quest_geometric.experiments.focus_pretrained import evaluate_saved
     from quest_geometric.nn.focus import save_routers
-    from quest_geometric.nn.focus.compose import ROUTERS_FILE
+    from quest_geometric.nn.focus.router_files import ROUTERS_FILE
 
     save_routers(_tiny_composed(), str(tmp_path / "good"))
     save_routers(_tiny_composed(), str(tmp_path / "bad"))

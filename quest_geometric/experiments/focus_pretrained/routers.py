@@ -31,7 +31,7 @@ def load_router_weights(model: Any, path: str | Path) -> Any:
             composed with another ``window`` / ``num_groups`` than the saved routers.
     """
     from quest_geometric.nn.focus import load_routers, router_parameters
-    from quest_geometric.nn.focus.compose import LEGACY_ROUTERS_FILE
+    from quest_geometric.nn.focus.router_files import LEGACY_ROUTERS_FILE
 
     path = Path(path)
     if path.is_dir() or path.suffix in (".safetensors", ".json") or (

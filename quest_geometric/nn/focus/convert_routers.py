@@ -1,5 +1,5 @@
 r"""Convert router files of earlier versions (``focus_routers.pt``, a pickle) to the
-shareable format of :func:`~quest_geometric.nn.focus.compose.save_routers`
+shareable format of :func:`~quest_geometric.nn.focus.router_files.save_routers`
 (``focus_routers.safetensors`` + ``focus_routers.json``).
 
 Command line::
@@ -17,7 +17,7 @@ import os
 import sys
 from typing import List, Optional
 
-from quest_geometric.nn.focus.compose import (
+from quest_geometric.nn.focus.router_files import (
     LEGACY_ROUTERS_FILE,
     _write_router_files,
     read_legacy_routers,
@@ -29,7 +29,7 @@ __all__ = ["convert_routers"]
 def convert_routers(old: str | os.PathLike, new: str | os.PathLike,
                     allow_pickle: bool = False) -> str:
     r"""Write the routers of the old-format file :obj:`old` (or its folder) into the folder
-    :obj:`new` in the :func:`~quest_geometric.nn.focus.compose.save_routers` format: the same
+    :obj:`new` in the :func:`~quest_geometric.nn.focus.router_files.save_routers` format: the same
     tensors, bitwise, and the recorded composition arguments.
 
     Args:

@@ -37,7 +37,7 @@ class FarBiasRouter(WindowOnlyRouter):
     :class:`~quest_geometric.nn.focus.window_router.WindowOnlyRouter`): the window and the
     sinks. The parameters are the router's, so
     :func:`~quest_geometric.nn.focus.compose.router_parameters` returns them and
-    :func:`~quest_geometric.nn.focus.compose.save_routers` saves them (with a record of the
+    :func:`~quest_geometric.nn.focus.router_files.save_routers` saves them (with a record of the
     router). One router per layer: pass a factory to
     :func:`~quest_geometric.nn.focus.compose.compose_focus`, e.g.
     ``router=lambda d: FarBiasRouter(9)``.

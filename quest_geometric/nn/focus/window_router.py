@@ -32,7 +32,7 @@ class WindowOnlyRouter(nn.Module):
     :func:`~quest_geometric.nn.focus.compose.compose_focus` accept it (the groups are
     ``[..., 0]`` long tensors); as no far pair is ever kept there is no soft gate to relax,
     so :class:`~quest_geometric.nn.focus.module.FocusAttention` runs the hard pattern in
-    training mode too. No parameters; :func:`~quest_geometric.nn.focus.compose.save_routers`
+    training mode too. No parameters; :func:`~quest_geometric.nn.focus.router_files.save_routers`
     records it by name.
 
     The soft membership is the single group :math:`K = 1` with weight 1 (rows sum to one

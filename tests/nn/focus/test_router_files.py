@@ -11,15 +11,17 @@ import torch
 from quest_geometric.models.char_gpt import CharGPT, GPTConfig
 from quest_geometric.nn.focus.compose import (
     _STATE_ATTR,
+    compose_focus,
+    focus_layers,
+    set_focus_options,
+)
+from quest_geometric.nn.focus.composed import FocusComposed
+from quest_geometric.nn.focus.router_files import (
     LEGACY_ROUTERS_FILE,
     ROUTERS_CONFIG,
     ROUTERS_FILE,
-    FocusComposed,
-    compose_focus,
-    focus_layers,
     load_routers,
     save_routers,
-    set_focus_options,
 )
 from quest_geometric.nn.focus.convert_routers import convert_routers, main
 

@@ -13,8 +13,11 @@ modules, from the bottom up:
 - :mod:`~quest_geometric.nn.focus.topk`: the deterministic top-:math:`k` tie rule
   (:func:`topk_groups`).
 - :mod:`~quest_geometric.nn.focus.router`: the routing protocol :class:`Router` (what a new
-  routing rule implements; its result is a :class:`RouterOutput`), the learned
-  :class:`FocusRouter` (centroids, Sinkhorn, top-:math:`k`) and :func:`group_balance`.
+  routing rule implements, in one file: groups, the optional soft rows of
+  :class:`SoftRowsRouter`, and ``config()`` / ``from_config()`` to be saved; its result is a
+  :class:`RouterOutput`), the registry a rule joins with :func:`register_router`, the
+  learned :class:`FocusRouter` (centroids, Sinkhorn, top-:math:`k`) and
+  :func:`group_balance`.
 - :mod:`~quest_geometric.nn.focus.random_router`: :class:`RandomGroupsRouter`, random
   balanced groups (an untrained, content-free :class:`Router`).
 - :mod:`~quest_geometric.nn.focus.window_router`: :class:`WindowOnlyRouter`, the empty
@@ -94,7 +97,15 @@ from quest_geometric.nn.focus.far_bias_router import FarBiasRouter
 from quest_geometric.nn.focus.flex import FLEX_AVAILABLE, focus_block_mask, focus_flex_attention
 from quest_geometric.nn.focus.module import FocusAttention
 from quest_geometric.nn.focus.random_router import RandomGroupsRouter, random_balanced_groups
-from quest_geometric.nn.focus.router import FocusRouter, Router, RouterOutput, group_balance
+from quest_geometric.nn.focus.router import (
+    FocusRouter,
+    Router,
+    RouterOutput,
+    SoftRowsRouter,
+    group_balance,
+    register_router,
+    registered_routers,
+)
 from quest_geometric.nn.focus.router_files import load_routers, save_routers
 from quest_geometric.nn.focus.sinkhorn import sinkhorn_log, sinkhorn_step
 from quest_geometric.nn.focus.topk import topk_groups
@@ -102,6 +113,9 @@ from quest_geometric.nn.focus.window_router import WindowOnlyRouter
 
 __all__ = [
     "Router",
+    "SoftRowsRouter",
+    "register_router",
+    "registered_routers",
     "FocusRouter",
     "RandomGroupsRouter",
     "random_balanced_groups",

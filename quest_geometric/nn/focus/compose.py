@@ -39,7 +39,7 @@ What a composed model supports with Focus on:
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Iterator, List, Optional, Tuple
 
 from torch import nn
 
@@ -52,10 +52,8 @@ from quest_geometric._utils.checks import (
 )
 from quest_geometric.adapters import supported_attention_types
 from quest_geometric.nn.focus.composed import FocusComposed, _composable, _wrapper_class
-from quest_geometric.nn.focus.far_bias_router import FarBiasRouter
 from quest_geometric.nn.focus.module import BACKENDS, FocusAttention
-from quest_geometric.nn.focus.random_router import RandomGroupsRouter
-from quest_geometric.nn.focus.window_router import WindowOnlyRouter
+from quest_geometric.nn.focus.router import router_name
 
 __all__ = ["compose_focus", "decompose", "set_focus_enabled", "focus_disabled",
            "set_focus_options", "focus_layers", "router_parameters", "SUPPORTED_ATTENTION"]
@@ -88,6 +86,14 @@ def compose_focus(model: nn.Module, num_groups: int = 4, top_k: int = 2, window:
     ``gate`` applies (see :class:`~quest_geometric.nn.focus.module.FocusAttention`).
     Routing is prefix-causal.
 
+    **Why the defaults differ from** :class:`~quest_geometric.nn.focus.module.FocusAttention`
+    **(K = 8, top-1).** A native layer trains with its model, which adapts to a sparse
+    pattern: one group of eight keeps few far pairs. Here every original weight stays
+    frozen and only the routers learn, so the pattern must keep what the pretrained heads
+    rely on: :math:`K = 4`, top-2 (half of the groups) is the paper's composable retrofit,
+    while a top-1 pattern on a frozen model loses much of its quality (the SmolLM2 study
+    in ``docs/focus.md``). Pass ``num_groups`` / ``top_k`` to choose otherwise.
+
     Args:
         model (torch.nn.Module): a model containing recognised attention modules
             (:func:`~quest_geometric.adapters.supported_attention_types`).
@@ -118,11 +124,11 @@ def compose_focus(model: nn.Module, num_groups: int = 4, top_k: int = 2, window:
             every layer, e.g. a content-free router) or a factory ``embed_dim -> Router``
             called once per layer; :obj:`num_groups`, :obj:`top_k`, :obj:`group_dim`,
             :obj:`tau` and :obj:`sinkhorn_iters` are then not used. Models composed this way
-            can be saved with :func:`save_routers` only when the router is a content-free
-            :class:`~quest_geometric.nn.focus.window_router.WindowOnlyRouter`,
-            :class:`~quest_geometric.nn.focus.random_router.RandomGroupsRouter` or
-            :class:`~quest_geometric.nn.focus.far_bias_router.FarBiasRouter` (recorded by
-            type and options, with its parameters if any) (default: :obj:`None`).
+            can be saved with :func:`~quest_geometric.nn.focus.router_files.save_routers`
+            when the router's class is registered
+            (:func:`~quest_geometric.nn.focus.router.register_router`, as every router of
+            the library is): it is recorded by name and ``config()``, with its parameters,
+            if any (default: :obj:`None`).
         num_sinks (int): attention sinks :math:`s \ge 0`: the first :math:`s` tokens of every
             sequence are always attended (StreamingLLM); in cached decoding, the first
             :math:`s` positions of the cache (default: :obj:`0`).
@@ -198,9 +204,9 @@ def _hide_router_keys(model: nn.Module, wrappers: List[FocusComposed], router: A
     keys ``PreTrainedModel.save_pretrained`` leaves out), so that ``save_pretrained`` writes
     the original model's keys only and :func:`save_routers` carries the routers. The state
     dict itself keeps them. Routers :func:`save_routers` cannot store (a given ``router``
-    other than the content-free ones) stay in the saved weights. Returns ``(module, value
+    whose class is not registered) stay in the saved weights. Returns ``(module, value
     before)`` for :func:`decompose`, which restores the values."""
-    if router is not None and any(_router_spec(w.focus.router) is None for w in wrappers):
+    if router is not None and any(router_name(w.focus.router) is None for w in wrappers):
         return []
     path = {id(m): n for n, m in model.named_modules()}
     keys = [(path[id(w)] + "." if path[id(w)] else "") + "focus." + k
@@ -343,31 +349,3 @@ def set_focus_options(model: nn.Module, *, top_k: Optional[int] = None,
             f.num_sinks = num_sinks
     return model
 
-
-# The content-free routers a router file may name (``config["router"]``): their record's keys.
-_ROUTER_SPECS = {"window_only": frozenset({"type", "causal"}),
-                 "far_bias": frozenset({"type", "causal", "num_heads"}),
-                 "random_groups": frozenset({"type", "causal", "num_groups", "top_k", "seed"})}
-
-
-def _router_spec(router: Any) -> Optional[Dict[str, Any]]:
-    """The JSON record of a content-free router :func:`save_routers` can write, or
-    :obj:`None` for any other router (exact types: a subclass may route differently)."""
-    if type(router) is WindowOnlyRouter:
-        return {"type": "window_only", "causal": router.causal}
-    if type(router) is FarBiasRouter:  # its parameters are saved as tensors
-        return {"type": "far_bias", "causal": router.causal, "num_heads": router.num_heads}
-    if type(router) is RandomGroupsRouter:
-        return {"type": "random_groups", "causal": router.causal,
-                "num_groups": router.num_groups, "top_k": router.top_k, "seed": router.seed}
-    return None
-
-
-def _router_from_spec(spec: Dict[str, Any]) -> nn.Module:
-    """The router a checked record (:func:`_check_config`) describes."""
-    if spec["type"] == "window_only":
-        return WindowOnlyRouter(causal=spec["causal"])
-    if spec["type"] == "far_bias":
-        return FarBiasRouter(spec["num_heads"], causal=spec["causal"])
-    return RandomGroupsRouter(spec["num_groups"], top_k=spec["top_k"], seed=spec["seed"],
-                              causal=spec["causal"])

@@ -121,7 +121,7 @@ def test_load_router_weights_reads_checkpoints_and_saved_folders(tmp_path):
     trained = _tiny_composed(seed=1, window=4)
     train_routers(trained, tokens(3, 16, seed=4), 2, 1e-2, tmp_path / "run", progress=False)
     save_routers(trained, str(tmp_path / "saved"))
-    for path in (tmp_path / "run" / "routers.pt", tmp_path / "saved"):
+    for path in (tmp_path / "run", tmp_path / "saved"):
         other = _tiny_composed(seed=7, window=4)
         assert not all(torch.equal(x, y) for x, y in zip(params(other), params(trained)))
         assert load_router_weights(other, path) is other
@@ -148,7 +148,7 @@ def test_load_router_weights_reads_checkpoints_and_saved_folders(tmp_path):
         load_router_weights(_tiny_composed(window=8), tmp_path / "saved")
     with pytest.raises(ValueError, match="not a train_routers checkpoint"):
         load_router_weights(_tiny_composed(num_groups=2, window=4),
-                            tmp_path / "run" / "routers.pt")
+                            tmp_path / "run")
     with pytest.raises(FileNotFoundError, match="no routers at"):
         load_router_weights(_tiny_composed(), tmp_path / "absent")
 

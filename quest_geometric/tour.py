@@ -212,7 +212,7 @@ def _part_qk(ctx: TourContext) -> str:
 
 #: The recommended routers (``COMMITTED['pretrained_routers']``: straight-through gate with
 #: a pair budget, trained by ``benchmarks/focus_pretrained.py``), committed in the
-#: :func:`~quest_geometric.nn.focus.compose.save_routers` format.
+#: :func:`~quest_geometric.nn.focus.router_files.save_routers` format.
 PRETRAINED_ROUTERS = RESULTS_DIR / COMMITTED["pretrained_routers"]
 
 
@@ -232,7 +232,7 @@ def _part_pretrained(ctx: TourContext) -> str:
     from quest_geometric.experiments.qk_geometry import pretrained as qk_pretrained
     from quest_geometric.models.smollm2 import load_smollm2
     from quest_geometric.nn.focus import compose_focus, load_routers, set_focus_options
-    from quest_geometric.nn.focus.compose import ROUTERS_FILE
+    from quest_geometric.nn.focus.router_files import ROUTERS_FILE
 
     t0 = time.perf_counter()
     model, tok = load_smollm2()

@@ -10,6 +10,7 @@ Add a row when adding a public entry point or an argument check.
 from __future__ import annotations
 
 import functools
+import os
 import re
 from typing import Any, Callable, NamedTuple
 
@@ -67,6 +68,34 @@ def _x(b: int = 1, t: int = 4, c: int = 8) -> torch.Tensor:
 
 def _qsv(**kw: Any) -> "models.QSVNet":
     return models.QSVNet(3, 5, channels=16, heads=2, **kw)
+
+
+def _load_crafted_routers(**changes: Any) -> Any:
+    """load_routers on a router folder whose config was changed as :obj:`changes` say and
+    digested again (a consistent crafted file: only the bounds can refuse it)."""
+    import json
+    import tempfile
+
+    from quest_geometric._utils.digested import pair_digest
+
+    with tempfile.TemporaryDirectory() as folder:
+        F.save_routers(F.compose_focus(_tiny_gpt(), num_groups=2, top_k=1, window=2), folder)
+        cfg = os.path.join(folder, "focus_routers.json")
+        with open(cfg) as f:
+            meta = json.load(f)
+        meta["config"].update(changes)
+        with open(os.path.join(folder, "focus_routers.safetensors"), "rb") as f:
+            meta["sha256"] = pair_digest(meta, f.read())
+        with open(cfg, "w") as f:
+            json.dump(meta, f)
+        return F.load_routers(_tiny_gpt(), folder)
+
+
+def _train_tiny_routers(**kw: Any) -> Any:
+    """train_routers of a tiny composed CharGPT (never reached: the arguments are refused)."""
+    model = F.compose_focus(_tiny_gpt(), num_groups=2, top_k=1, window=2)
+    return training.train_routers(model, kw.pop("train", torch.zeros(2, 8, dtype=torch.long)),
+                                  1, 1e-3, "never-written", **kw)
 
 
 MHA = "compose_focus (MultiheadAttention)"
@@ -420,6 +449,51 @@ CASES = [
         None, torch.zeros(4, dtype=torch.long)), ValueError, "router_loss", "input_ids"),
     Case("router_trainer-objective-value", lambda: training.router_trainer(
         None, None, objective="kl"), ValueError, "router_trainer", "objective"),
+    # routers files: every size a file configures is bounded before anything is built;
+    # the router rules' from_config and train_routers' own arguments
+    Case("load_routers-num_groups-huge", lambda: _load_crafted_routers(num_groups=10 ** 12),
+         ValueError, "load_routers", "num_groups"),
+    Case("load_routers-sinkhorn_iters-huge", lambda: _load_crafted_routers(
+        sinkhorn_iters=10 ** 9), ValueError, "load_routers", "sinkhorn_iters"),
+    Case("load_routers-sinkhorn_iters-float", lambda: _load_crafted_routers(
+        sinkhorn_iters=1e9), ValueError, "load_routers", "sinkhorn_iters"),
+    Case("load_routers-window-huge", lambda: _load_crafted_routers(window=2 ** 40),
+         ValueError, "load_routers", "window"),
+    Case("load_routers-num_sinks-huge", lambda: _load_crafted_routers(num_sinks=2 ** 40),
+         ValueError, "load_routers", "num_sinks"),
+    Case("load_routers-group_dim-huge", lambda: _load_crafted_routers(group_dim=10 ** 9),
+         ValueError, "load_routers", "group_dim"),
+    Case("load_routers-top_k-huge", lambda: _load_crafted_routers(top_k=10 ** 9),
+         ValueError, "load_routers", "top_k"),
+    Case("load_routers-tau-negative", lambda: _load_crafted_routers(tau=-1.0),
+         ValueError, "load_routers", "tau"),
+    Case("load_routers-router-num_heads-huge", lambda: _load_crafted_routers(
+        router={"type": "far_bias", "num_heads": 10 ** 12, "causal": True}), ValueError,
+        "load_routers", "num_heads"),
+    Case("FocusRouter.from_config-sinkhorn_iters-huge", lambda: F.FocusRouter.from_config(
+        {"in_channels": 8, "num_groups": 2, "group_dim": 4, "tau": 0.1,
+         "sinkhorn_iters": 10 ** 9, "top_k": 1, "causal": True}), ValueError,
+        "FocusRouter.from_config", "sinkhorn_iters"),
+    Case("RandomGroupsRouter.from_config-num_groups-huge", lambda:
+         F.RandomGroupsRouter.from_config({"num_groups": 10 ** 12, "top_k": 1, "seed": 0,
+                                           "causal": True}), ValueError,
+         "RandomGroupsRouter.from_config", "num_groups"),
+    Case("WindowOnlyRouter.from_config-config-unknown", lambda:
+         F.WindowOnlyRouter.from_config({"causal": True, "window": 4}), ValueError,
+         "WindowOnlyRouter.from_config", "config"),
+    Case("WindowOnlyRouter.from_config-causal-str", lambda:
+         F.WindowOnlyRouter.from_config({"causal": "yes"}), TypeError,
+         "WindowOnlyRouter.from_config", "causal"),
+    Case("register_router-name-empty", lambda: F.register_router(""), ValueError,
+         "register_router", "name"),
+    Case("register_router-name-taken", lambda: F.register_router("focus")(F.WindowOnlyRouter),
+         ValueError, "register_router", "name"),
+    Case("train_routers-seed-negative", lambda: _train_tiny_routers(seed=-1), ValueError,
+         "train_routers", "seed"),
+    Case("train_routers-train-list", lambda: _train_tiny_routers(train=[[1, 2]]), TypeError,
+         "train_routers", "train"),
+    Case("train_routers-train-shape", lambda: _train_tiny_routers(
+        train=torch.zeros(8, dtype=torch.long)), ValueError, "train_routers", "train"),
     Case("freeze_all_but_routers-model-type", lambda: training.freeze_all_but_routers("gpt"),
          TypeError, "freeze_all_but_routers", "model"),
     Case("block_order-num_blocks-zero", lambda: block_order(0, 5), ValueError, "block_order",

@@ -81,7 +81,7 @@ def _install() -> _Timers:
     import transformers.cache_utils as cu
     import transformers.integrations.sdpa_attention as sd
 
-    import quest_geometric.nn.focus.compose as comp
+    import quest_geometric.nn.focus.composed as comp
 
     t = _Timers()
     t.wrap(cu.Cache, "update", "cache_ms")

@@ -40,8 +40,8 @@ from quest_geometric.nn.focus import (
     route_prefix,
     set_focus_options,
 )
-from quest_geometric.nn.focus.compose import focus_cache_states
 from quest_geometric.nn.focus.config import current_decode_config, decode_config
+from quest_geometric.nn.focus.hf_cache import focus_cache_states
 
 __all__ = [
     "MODES",

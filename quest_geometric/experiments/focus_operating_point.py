@@ -516,7 +516,7 @@ def training_record(name: str, num_blocks: int, runs: Path = RUNS) -> Dict[str, 
     from quest_geometric.experiments.focus_pretrained.summary import revisit_columns
     from quest_geometric.training.routers import block_order, read_router_checkpoint
 
-    state = read_router_checkpoint(Path(runs) / name / "routers.pt")["state"]
+    state = read_router_checkpoint(Path(runs) / name)["state"]
     curve = state["curve"]
     tenth = max(1, len(curve) // 10)
     return {"steps": state["step"], "seconds": state["seconds"],
@@ -531,7 +531,9 @@ def saved_training_record(name: str, num_blocks: int, runs: Path = RUNS,
     (:func:`training_record`) where the run folder is still there, else the copy saved
     beside its routers (``results/routers_NAME/training.json``, written when the training
     finished)."""
-    if (Path(runs) / name / "routers.pt").is_file():
+    from quest_geometric.training.routers import CHECKPOINT_RECORD
+
+    if (Path(runs) / name / CHECKPOINT_RECORD).is_file():
         return training_record(name, num_blocks, runs)
     saved = Path(results) / f"routers_{name}" / TRAINING_FILE
     if not saved.is_file():

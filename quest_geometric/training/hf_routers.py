@@ -75,7 +75,7 @@ def _load_saved_routers(model: nn.Module, folder: Any) -> None:
     import os
 
     from quest_geometric.nn.focus import load_routers
-    from quest_geometric.nn.focus.compose import ROUTERS_CONFIG
+    from quest_geometric.nn.focus.router_files import ROUTERS_CONFIG
 
     if folder and os.path.isfile(os.path.join(folder, ROUTERS_CONFIG)):
         load_routers(model, folder)

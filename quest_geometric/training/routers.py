@@ -1,9 +1,11 @@
 """Training the routers of a Focus-composed model (every other weight frozen): resumable,
-with a seeded block order, an optional pair budget, and the checkpoint format of the runs."""
+with a seeded block order, an optional pair budget, and the checkpoint of the runs (digested
+safetensors and JSON, the seed and data recorded, the folder locked while a run trains)."""
 from __future__ import annotations
 
 import contextlib
 import math
+import os
 import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
@@ -14,7 +16,8 @@ from quest_geometric._utils.checks import check_choice, check_int, fail
 
 __all__ = ["train_routers", "router_loss", "distillation_loss", "OBJECTIVES", "block_order",
            "router_outputs", "read_router_checkpoint", "write_router_checkpoint",
-           "set_router_params", "check_objective", "ORDER_CHUNK_PASSES"]
+           "set_router_params", "check_objective", "data_fingerprint", "ORDER_CHUNK_PASSES",
+           "CHECKPOINT_TENSORS", "CHECKPOINT_RECORD", "LOCK_NAME"]
 
 #: The router objectives: next-token loss on the data, or distillation from the model itself.
 OBJECTIVES = ("lm", "distill")
@@ -148,24 +151,111 @@ def router_loss(model: Any, input_ids: torch.Tensor, objective: str = "lm",
                  use_cache=False).loss
 
 
-def read_router_checkpoint(path: Path) -> Dict[str, Any]:
-    """A :func:`train_routers` checkpoint (``routers.pt``: ``params``, ``opt``, ``state``),
-    read as data only (``torch.load(weights_only=True)``; anything else is refused with a
-    ValueError)."""
-    from quest_geometric._utils.untrusted import load_tensors
+#: The files of a :func:`train_routers` checkpoint in its ``run_dir``: the router parameters
+#: and the optimiser's tensors (safetensors), and the record of the run (JSON: its step, loss
+#: curve, objective, seed, data and the optimiser's settings) with the SHA-256 digest of
+#: both (:mod:`quest_geometric._utils.digested`, as the router files of
+#: :func:`~quest_geometric.nn.focus.save_routers`).
+CHECKPOINT_TENSORS = "routers.safetensors"
+CHECKPOINT_RECORD = "routers.json"
+#: The lock a running :func:`train_routers` holds on its ``run_dir``.
+LOCK_NAME = ".train_routers.lock"
+_FORMAT = "quest_geometric.router_training"
+_VERSION = 1
 
-    return load_tensors(path, "read_router_checkpoint")
+
+def data_fingerprint(train: torch.Tensor) -> Dict[str, Any]:
+    """What a checkpoint records of its training data: shape, dtype and the SHA-256 of the
+    bytes, so that a run resumed on other data is refused."""
+    import hashlib
+
+    t = train.detach().cpu().contiguous()
+    raw = t.reshape(-1).view(torch.uint8) if t.numel() else t.new_empty(0, dtype=torch.uint8)
+    return {"shape": list(t.shape), "dtype": str(t.dtype),
+            "sha256": hashlib.sha256(raw.numpy().tobytes()).hexdigest()}
 
 
-def write_router_checkpoint(path: Path, params: List[torch.Tensor], opt: Any,
-                            state: Dict[str, Any]) -> None:
-    """Write a training checkpoint atomically (read back by :func:`read_router_checkpoint`):
-    tensors, numbers, strings and plain containers only, so ``weights_only=True`` reads
-    it."""
-    from quest_geometric.training.checkpoint import atomic_torch_save
+def _checkpoint_files(path: str | os.PathLike) -> Tuple[Path, Path]:
+    p = Path(os.fspath(path))
+    if p.name in (CHECKPOINT_TENSORS, CHECKPOINT_RECORD):
+        p = p.parent
+    return p / CHECKPOINT_TENSORS, p / CHECKPOINT_RECORD
 
-    atomic_torch_save({"params": [p.detach().clone() for p in params],
-                       "opt": opt.state_dict(), "state": state}, path)
+
+def read_router_checkpoint(path: str | os.PathLike) -> Dict[str, Any]:
+    """A :func:`train_routers` checkpoint: ``params`` (list of tensors), ``opt`` (the
+    optimiser's state dict), ``state``, ``seed`` and ``data``. :obj:`path` is the run folder
+    or one of its two files. Both files are checked against their digest, every tensor to be
+    floating and finite; nothing is unpickled.
+
+    Raises:
+        FileNotFoundError: if the run folder holds no checkpoint.
+        ValueError: a one-line refusal naming the file and what is wrong.
+    """
+    from quest_geometric._utils.digested import read_record, read_tensors
+    from quest_geometric._utils.untrusted import refused
+
+    where = "read_router_checkpoint"
+    tensors_file, record_file = _checkpoint_files(path)
+    if not record_file.is_file() or not tensors_file.is_file():
+        raise FileNotFoundError(f"{where}: no train_routers checkpoint ({CHECKPOINT_RECORD} "
+                                f"and {CHECKPOINT_TENSORS}) in {str(record_file.parent)!r}")
+    record = read_record(where, record_file)
+    if record.get("format") != _FORMAT or record.get("version") != _VERSION:
+        raise refused(where, record_file, f"it is not a train_routers checkpoint (format "
+                      f"{_FORMAT!r}, version {_VERSION})")
+    tensors = read_tensors(where, tensors_file, record, record_file)
+    try:
+        return _unpack(record, tensors)
+    except (KeyError, TypeError, ValueError) as e:
+        raise refused(where, record_file, "its record is incomplete", e) from None
+
+
+def _unpack(record: Dict[str, Any], tensors: Dict[str, torch.Tensor]) -> Dict[str, Any]:
+    """The checkpoint of a checked record and its tensors (the inverse of :func:`_pack`)."""
+    opt = record["opt"]
+    state: Dict[int, Dict[str, Any]] = {}
+    for name, t in tensors.items():
+        if name.startswith("opt."):
+            _, idx, key = name.split(".", 2)
+            state.setdefault(int(idx), {})[key] = t
+    for name, v in opt["scalars"].items():
+        idx, key = name.split(".", 1)
+        state.setdefault(int(idx), {})[key] = v
+    n = record["num_params"]
+    return {"params": [tensors[f"param.{i}"] for i in range(n)],
+            "opt": {"state": state, "param_groups": opt["param_groups"]},
+            "state": record["state"], "seed": record["seed"], "data": record["data"]}
+
+
+def _pack(params: List[torch.Tensor], opt: Any) -> Tuple[Dict[str, torch.Tensor],
+                                                           Dict[str, Any]]:
+    """The tensors and the JSON part of a checkpoint's parameters and optimiser state."""
+    sd = opt.state_dict()
+    tensors = {f"param.{i}": p.detach() for i, p in enumerate(params)}
+    scalars = {}
+    for idx, entries in sd["state"].items():
+        for key, v in entries.items():
+            if isinstance(v, torch.Tensor):
+                tensors[f"opt.{idx}.{key}"] = v
+            else:
+                scalars[f"{idx}.{key}"] = v
+    return tensors, {"param_groups": sd["param_groups"], "scalars": scalars}
+
+
+def write_router_checkpoint(run_dir: str | os.PathLike, params: List[torch.Tensor],
+                            opt: Any, state: Dict[str, Any], seed: int,
+                            data: Dict[str, Any]) -> None:
+    """Write a :func:`train_routers` checkpoint into :obj:`run_dir` (read back by
+    :func:`read_router_checkpoint`): :data:`CHECKPOINT_TENSORS` then
+    :data:`CHECKPOINT_RECORD` with the digest of both, each atomically."""
+    from quest_geometric._utils.digested import write_pair
+
+    tensors_file, record_file = _checkpoint_files(run_dir)
+    tensors, opt_record = _pack(params, opt)
+    write_pair(tensors_file, record_file, tensors, {
+        "format": _FORMAT, "version": _VERSION, "num_params": len(params), "opt": opt_record,
+        "state": state, "seed": seed, "data": data})
 
 
 def set_router_params(params: List[torch.Tensor], blob: Any, source: Any, who: str) -> None:
@@ -181,21 +271,73 @@ def set_router_params(params: List[torch.Tensor], blob: Any, source: Any, who: s
             p.copy_(t)
 
 
-def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float, run_dir: Path,
-                  seed: int = 0, ckpt_every: int = 10, progress: bool = True,
-                  max_minutes: Optional[float] = None, desc: str = "routers",
-                  pair_budget: Optional[Tuple[float, float]] = None,
-                  init_from: Optional[str | Path] = None,
+def _check_budget(pair_budget: Any) -> Optional[List[float]]:
+    """``[r, mu]`` of a checked ``pair_budget`` (or :obj:`None`)."""
+    if pair_budget is None:
+        return None
+    text = "a pair (share in [0, 1], finite weight >= 0) or None"
+    try:
+        budget = [float(v) for v in pair_budget]
+    except (TypeError, ValueError):
+        raise fail(TypeError, "train_routers", "pair_budget", text, pair_budget) from None
+    if len(budget) != 2:
+        raise fail(ValueError, "train_routers", "pair_budget", text, pair_budget)
+    r_max, mu = budget
+    if not (0.0 <= r_max <= 1.0) or not (mu >= 0.0 and math.isfinite(mu)):
+        raise fail(ValueError, "train_routers", "pair_budget", text, pair_budget)
+    return budget
+
+
+def _resume(run_dir: Path, params: List[torch.Tensor], opt: Any, record: Dict[str, Any],
+            seed: int, data: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """The state of the checkpoint in :obj:`run_dir` after loading its parameters and
+    optimiser state, or :obj:`None` for a new run; a checkpoint of another objective, seed
+    or data is refused."""
+    where = "train_routers"
+    if (run_dir / "routers.pt").is_file():
+        raise ValueError(f"{where}: {str(run_dir)!r} holds a routers.pt of an earlier version "
+                         f"(no digest, seed or data record), which this version does not "
+                         f"resume; use another run_dir")
+    if not (run_dir / CHECKPOINT_RECORD).is_file():
+        return None
+    blob = read_router_checkpoint(run_dir)
+    ck = run_dir / CHECKPOINT_RECORD
+    saved = blob["state"].get("objective")
+    if saved != record:
+        raise ValueError(f"{where}: {ck} was trained with {saved}, not {record}; use another "
+                         f"run_dir")
+    if blob["seed"] != seed:
+        raise ValueError(f"{where}: {ck} was trained with seed={blob['seed']}, not "
+                         f"seed={seed}; resume with the same seed or use another run_dir")
+    if blob["data"] != data:
+        raise ValueError(f"{where}: {ck} was trained on other data ({blob['data']}, not "
+                         f"{data}); resume with the same 'train' or use another run_dir")
+    set_router_params(params, blob, ck, where)
+    opt.load_state_dict(blob["opt"])
+    return blob["state"]
+
+
+def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float,
+                  run_dir: str | os.PathLike, seed: int = 0, ckpt_every: int = 10,
+                  progress: bool = True, max_minutes: Optional[float] = None,
+                  desc: str = "routers", pair_budget: Optional[Tuple[float, float]] = None,
+                  init_from: Optional[str | os.PathLike] = None,
                   objective: str = "lm") -> Dict[str, Any]:
     r"""Train the routers of a composed model (every other weight frozen) on blocks drawn
     from ``train`` with a seeded permutation (:func:`block_order`, one block per step, AdamW),
-    resuming from ``run_dir/routers.pt``. Returns the loss curve, steps done, seconds and
-    whether it finished (``max_minutes`` may stop it early; rerun to continue).
+    resuming from the checkpoint in ``run_dir`` (:data:`CHECKPOINT_TENSORS` and
+    :data:`CHECKPOINT_RECORD`, safetensors and JSON with a digest of both). Returns the loss
+    curve, steps done, seconds and whether it finished (``max_minutes`` may stop it early;
+    rerun to continue).
+
+    The run holds a lock on ``run_dir`` (:data:`LOCK_NAME`) while it trains, so a second
+    process on the same folder is refused. The checkpoint records the objective, the seed
+    and a fingerprint of ``train`` (:func:`data_fingerprint`): resuming with another
+    objective, seed or data is refused instead of continuing the first run's routers.
 
     ``objective`` chooses the loss (:func:`router_loss`): ``'lm'``, the next-token loss on
     the block, or ``'distill'``, the KL divergence from the model's own full-attention
-    distribution (:func:`distillation_loss`). It is recorded in the checkpoint: resuming
-    with another objective is refused.
+    distribution (:func:`distillation_loss`).
 
     With ``pair_budget = (r, mu)`` the loss is the objective's loss plus
 
@@ -210,63 +352,61 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float, run_di
     save_routers` folder) sets the routers before the first step of a new run, as initial
     values: its tensors must match the model's Focus layers, but the model keeps the window
     and sinks it was composed with (``load_routers(..., strict=False)``), so routers trained
-    without sinks can start a training with them."""
-    from tqdm.auto import tqdm
+    without sinks can start a training with them.
 
-    from quest_geometric.nn.focus import (
-        focus_layers,
-        load_routers,
-        router_parameters,
-        straight_through_pair_share,
-    )
+    Args:
+        run_dir (str or os.PathLike): the run's folder (created if missing).
+
+    Raises:
+        ValueError: for a bad argument, a checkpoint of another objective, seed or data, a
+            damaged checkpoint, or a non-finite loss.
+        quest_geometric._utils.lock.FolderInUseError: if another run holds ``run_dir``.
+    """
+    from quest_geometric._utils.lock import FolderLock
+    from quest_geometric.nn.focus import focus_layers, load_routers, router_parameters
+
     check_objective(objective, "train_routers")
-    budget_text = "a pair (share in [0, 1], finite weight >= 0) or None"
-    budget = None
-    if pair_budget is not None:
-        try:
-            budget = [float(v) for v in pair_budget]
-        except (TypeError, ValueError):
-            raise fail(TypeError, "train_routers", "pair_budget", budget_text,
-                       pair_budget) from None
-        if len(budget) != 2:
-            raise fail(ValueError, "train_routers", "pair_budget", budget_text, pair_budget)
-        r_max, mu = budget
-        if not (0.0 <= r_max <= 1.0) or not (mu >= 0.0 and math.isfinite(mu)):
-            raise fail(ValueError, "train_routers", "pair_budget", budget_text, pair_budget)
+    budget = _check_budget(pair_budget)
+    if not isinstance(train, torch.Tensor) or train.dim() != 2:
+        raise fail(TypeError if not isinstance(train, torch.Tensor) else ValueError,
+                   "train_routers", "train", "a [blocks, length] tensor of token ids", train)
+    check_int(seed, "seed", 0, where="train_routers")
+    run_dir = Path(os.fspath(run_dir))
     record = {"loss": objective, "pair_budget": budget,
-                 "init_from": None if init_from is None else str(init_from),
-                 "gate": sorted({str(f.gate) for f in focus_layers(model)}),
-                 "gate_bias": sorted({f.gate_bias for f in focus_layers(model)})}
+              "init_from": None if init_from is None else os.fspath(init_from),
+              "gate": sorted({str(f.gate) for f in focus_layers(model)}),
+              "gate_bias": sorted({f.gate_bias for f in focus_layers(model)})}
     params = list(router_parameters(model))
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    ck = run_dir / "routers.pt"
-    state: Dict[str, Any] = {"step": 0, "curve": [], "seconds": 0.0, "objective": record}
-    if ck.is_file():
-        blob = read_router_checkpoint(ck)
-        saved = blob["state"].get("objective")
-        if saved is not None:  # older checkpoints: gate_bias 0.5, the 'lm' loss
-            saved = {"gate_bias": [0.5], "loss": "lm", **saved}
-        if saved is not None and saved != record:
-            raise ValueError(f"train_routers: {ck} was trained with {saved}, not {record}; "
-                             f"use another run_dir")
-        set_router_params(params, blob, ck, "train_routers")
-        opt.load_state_dict(blob["opt"])
-        state = blob["state"]
-    elif init_from is not None:  # initial values: the model keeps its own window and sinks
-        load_routers(model, str(init_from), strict=False)
-    order = block_order(train.size(0), steps, seed)
-    # Checkpoints from before the chunked order record the passes their order was drawn
-    # with; only a four-pass one is the first chunk of today's order.
-    legacy = state.get("passes")
-    if state.get("order") != "chunks" and legacy not in (None, ORDER_CHUNK_PASSES):
-        raise ValueError(
-            f"train_routers: {ck} was trained with an older block order ({legacy} passes "
-            f"over the {train.size(0)} blocks drawn at once), which the resumed run would "
-            f"change; start a new run_dir")
-    state["order"] = "chunks"
-    if budget is not None:
-        state.setdefault("share_curve", [])
+    data = data_fingerprint(train)
+    with FolderLock(run_dir, LOCK_NAME, "train_routers"):
+        state = _resume(run_dir, params, opt, record, seed, data)
+        if state is None:
+            state = {"step": 0, "curve": [], "seconds": 0.0, "objective": record,
+                     "order": "chunks"}
+            if init_from is not None:  # initial values: the model keeps its window, sinks
+                load_routers(model, os.fspath(init_from), strict=False)
+        if budget is not None:
+            state.setdefault("share_curve", [])
+        order = block_order(train.size(0), steps, seed)
+        _steps(model, train, order, steps, params, opt, state, budget, objective,
+               lambda: write_router_checkpoint(run_dir, params, opt, state, seed, data),
+               ckpt_every, max_minutes, progress, desc)
+    model.eval()
+    return {**state, "finished": state["step"] >= steps}
+
+
+def _steps(model: Any, train: torch.Tensor, order: torch.Tensor, steps: int,
+           params: List[torch.Tensor], opt: Any, state: Dict[str, Any],
+           budget: Optional[List[float]], objective: str, save: Any, ckpt_every: int,
+           max_minutes: Optional[float], progress: bool, desc: str) -> None:
+    """The training loop of :func:`train_routers`, from ``state['step']`` to ``steps``;
+    ``save()`` writes the checkpoint every ``ckpt_every`` steps, at the end and when
+    ``max_minutes`` have passed (then the loop stops)."""
+    from tqdm.auto import tqdm
+
+    from quest_geometric.nn.focus import straight_through_pair_share
+
     with router_outputs(model, enabled=budget is not None) as captured:
         model.train()
         t_start = time.perf_counter()
@@ -276,13 +416,17 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float, run_di
             x = train[order[state["step"]]].unsqueeze(0)
             captured.clear()
             loss = router_loss(model, x, objective)
+            if not math.isfinite(float(loss.detach())):
+                raise ValueError(f"train_routers: the loss is {float(loss)} at step "
+                                 f"{state['step']}; lower the learning rate (the checkpoint "
+                                 f"holds the last saved step)")
             total = loss
             if budget is not None:
                 shares = torch.stack([straight_through_pair_share(
                     out.soft.reshape(-1, out.soft.size(-1)),
                     out.groups.reshape(-1, out.groups.size(-1)), f.window, causal=f.causal)
                     for f, out in captured])
-                total = loss + mu * (shares - r_max).clamp_min(0.0).mean()
+                total = loss + budget[1] * (shares - budget[0]).clamp_min(0.0).mean()
                 state["share_curve"].append(float(shares.detach().mean()))
             opt.zero_grad(set_to_none=True)
             total.backward()
@@ -294,15 +438,12 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float, run_di
             bar.set_postfix(loss=f"{state['curve'][-1]:.3f}", **(
                 {"far_share": f"{state['share_curve'][-1]:.3f}"} if budget is not None
                 else {}))
-            done = state["step"] >= steps
             late = max_minutes is not None and (time.perf_counter() - t_start) > 60 * max_minutes
-            if done or late or state["step"] % ckpt_every == 0:
-                write_router_checkpoint(ck, params, opt, state)
+            if state["step"] >= steps or late or state["step"] % ckpt_every == 0:
+                save()
             if late:
                 break
         bar.close()
-    model.eval()
-    return {**state, "finished": state["step"] >= steps}
 
 
 def block_order(num_blocks: int, steps: int, seed: int = 0,

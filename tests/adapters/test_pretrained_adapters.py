@@ -19,9 +19,8 @@ from quest_geometric.nn.focus.compose import (
     compose_focus,
     decompose,
     focus_disabled,
-    load_routers,
-    save_routers,
 )
+from quest_geometric.nn.focus.router_files import load_routers, save_routers
 from quest_geometric.testing.hf import HF_ARCHS, build_hf, tokens
 
 pytest.importorskip("transformers")
@@ -403,16 +402,27 @@ def test_decompose_restores_what_save_pretrained_writes(tmp_path):
 
 
 def test_routers_save_routers_cannot_store_stay_in_the_saved_weights(tmp_path):
-    """A model composed with a given learned router (which save_routers refuses) keeps its
-    router in what save_pretrained writes, so nothing trained is lost."""
+    """A model composed with a given router of an unregistered class (which save_routers
+    refuses) keeps its router in what save_pretrained writes, so nothing trained is lost; a
+    registered one (FocusRouter) is left out of it and travels with save_routers."""
     from quest_geometric.nn.focus.router import FocusRouter
 
-    m = compose_focus(build_hf("llama"), router=lambda d: FocusRouter(d, 4, 8), window=3)
-    with pytest.raises(ValueError, match="given 'router'"):
+    class Unregistered(FocusRouter):  # a subclass may route differently: not saved as one
+        pass
+
+    m = compose_focus(build_hf("llama"), router=lambda d: Unregistered(d, 4, 8), window=3)
+    with pytest.raises(ValueError, match="given 'router' whose class is not registered"):
         save_routers(m, tmp_path)
     m.save_pretrained(tmp_path)
     routers = {k for k in m.state_dict() if ".focus." in k}
     assert routers and routers <= _saved_keys(tmp_path)
+    m = compose_focus(build_hf("llama"), router=lambda d: FocusRouter(d, 4, 8), window=3)
+    m.save_pretrained(tmp_path / "registered")
+    save_routers(m, tmp_path / "registered")
+    assert not any(".focus." in k for k in _saved_keys(tmp_path / "registered"))
+    back = load_routers(build_hf("llama"), tmp_path / "registered")
+    for a, b in zip(back.state_dict().items(), m.state_dict().items()):
+        assert a[0] == b[0] and torch.equal(a[1], b[1])
 
 
 def test_load_routers_errors(tmp_path):

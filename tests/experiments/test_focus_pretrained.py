@@ -121,7 +121,7 @@ def test_load_router_weights_reads_checkpoints_and_saved_folders(tmp_path):
     trained = _tiny_composed(seed=1, window=4)
     train_routers(trained, tokens(3, 16, seed=4), 2, 1e-2, tmp_path / "run", progress=False)
     save_routers(trained, str(tmp_path / "saved"))
-    for path in (tmp_path / "run" / "routers.pt", tmp_path / "saved"):
+    for path in (tmp_path / "run", tmp_path / "saved"):
         other = _tiny_composed(seed=7, window=4)
         assert not all(torch.equal(x, y) for x, y in zip(params(other), params(trained)))
         assert load_router_weights(other, path) is other
@@ -129,7 +129,8 @@ def test_load_router_weights_reads_checkpoints_and_saved_folders(tmp_path):
             torch.testing.assert_close(x, y, rtol=0, atol=0)
     # a save_routers file of the earlier (pickle, weights-only readable) format under
     # another name is still read as one
-    from quest_geometric.nn.focus.compose import _STATE_ATTR, read_routers
+    from quest_geometric.nn.focus.compose import _STATE_ATTR
+    from quest_geometric.nn.focus.router_files import read_routers
 
     _, config, tensors = read_routers(tmp_path / "saved")
     layers = {}
@@ -147,7 +148,7 @@ def test_load_router_weights_reads_checkpoints_and_saved_folders(tmp_path):
         load_router_weights(_tiny_composed(window=8), tmp_path / "saved")
     with pytest.raises(ValueError, match="not a train_routers checkpoint"):
         load_router_weights(_tiny_composed(num_groups=2, window=4),
-                            tmp_path / "run" / "routers.pt")
+                            tmp_path / "run")
     with pytest.raises(FileNotFoundError, match="no routers at"):
         load_router_weights(_tiny_composed(), tmp_path / "absent")
 
@@ -238,7 +239,7 @@ def test_evaluate_saved_checks_every_router_folder_before_loading_a_model(tmp_pa
     # a damaged folder is refused (digest) before SmolLM2 is loaded, and nothing is unpickled
     from quest_geometric.experiments.focus_pretrained import evaluate_saved
     from quest_geometric.nn.focus import save_routers
-    from quest_geometric.nn.focus.compose import ROUTERS_FILE
+    from quest_geometric.nn.focus.router_files import ROUTERS_FILE
 
     save_routers(_tiny_composed(), str(tmp_path / "good"))
     save_routers(_tiny_composed(), str(tmp_path / "bad"))

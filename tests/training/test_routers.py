@@ -70,13 +70,6 @@ def test_train_routers_resumed_equals_uninterrupted(tmp_path):
     at_once = train_routers(model, train, 11, 1e-2, tmp_path / "c", progress=False)
     assert extended["step"] == at_once["step"] == 11
     assert extended["curve"] == pytest.approx(at_once["curve"], rel=1e-5)
-    # a checkpoint whose (older) order was drawn for another number of passes is refused
-    blob = torch.load(tmp_path / "a" / "routers.pt", weights_only=True)
-    blob["state"].pop("order")
-    blob["state"]["passes"] = 3
-    torch.save(blob, tmp_path / "a" / "routers.pt")
-    with pytest.raises(ValueError, match="older block order"):
-        train_routers(model, train, 12, 1e-2, tmp_path / "a", progress=False)
 
 
 
@@ -175,15 +168,68 @@ def test_train_routers_gate_bias_is_part_of_the_objective(tmp_path):
     with pytest.raises(ValueError, match="gate_bias"):
         train_routers(_tiny_composed(top_k=2, gate_bias=0.125), train, 3, 1e-2,
                       tmp_path / "a", progress=False)
-    blob = torch.load(tmp_path / "a" / "routers.pt", weights_only=True)
-    del blob["state"]["objective"]["gate_bias"]  # as written before b was recorded
-    torch.save(blob, tmp_path / "a" / "routers.pt")
-    resumed = train_routers(_tiny_composed(top_k=2), train, 3, 1e-2, tmp_path / "a",
+    resumed = train_routers(_tiny_composed(top_k=2), train, 3, 1e-2, str(tmp_path / "a"),
                             progress=False)
     assert resumed["step"] == 3 and resumed["curve"][:2] == a["curve"]
-    with pytest.raises(ValueError, match="gate_bias"):
-        train_routers(_tiny_composed(top_k=2, gate_bias=0.125), train, 4, 1e-2,
-                      tmp_path / "a", progress=False)
+
+
+def test_train_routers_checkpoint_is_digested_locked_and_records_seed_and_data(tmp_path):
+    """The checkpoint is safetensors + JSON with a digest of both; a second run with another
+    seed or other data on the same folder is refused rather than resuming the first's
+    routers; a folder another live process holds is refused; run_dir may be a str."""
+    import json
+    import os
+    import socket
+
+    from safetensors.torch import load_file
+
+    from quest_geometric._utils.lock import FolderInUseError
+    from quest_geometric.nn.focus import router_parameters
+    from quest_geometric.testing.hf import tokens
+    from quest_geometric.training.routers import (
+        CHECKPOINT_RECORD,
+        CHECKPOINT_TENSORS,
+        LOCK_NAME,
+        read_router_checkpoint,
+    )
+
+    pytest.importorskip("transformers")
+    train = tokens(5, 24, seed=2)
+    run = str(tmp_path / "run")  # a str, as users pass it
+    model = _tiny_composed(top_k=2)
+    out = train_routers(model, train, 2, 1e-2, run, seed=3, progress=False)
+    assert sorted(os.listdir(run)) == [CHECKPOINT_RECORD, CHECKPOINT_TENSORS]  # lock gone
+    record = json.loads((tmp_path / "run" / CHECKPOINT_RECORD).read_text())
+    assert record["seed"] == 3 and record["state"]["step"] == 2
+    assert record["data"]["shape"] == [5, 24]
+    params = load_file(str(tmp_path / "run" / CHECKPOINT_TENSORS))
+    for i, p in enumerate(router_parameters(model)):
+        assert torch.equal(params[f"param.{i}"], p.detach())
+    blob = read_router_checkpoint(run)
+    assert blob["state"]["curve"] == out["curve"] and blob["seed"] == 3
+    with pytest.raises(ValueError, match="seed=3, not seed=4"):
+        train_routers(_tiny_composed(top_k=2), train, 3, 1e-2, run, seed=4, progress=False)
+    other = train.clone()
+    other[0, 0] = (other[0, 0] + 1) % 50
+    with pytest.raises(ValueError, match="trained on other data"):
+        train_routers(_tiny_composed(top_k=2), other, 3, 1e-2, run, seed=3, progress=False)
+    # a live process holds the folder: refused, nothing written
+    lock = tmp_path / "run" / LOCK_NAME
+    lock.write_text(f"{os.getppid()} {socket.gethostname()}\n")
+    with pytest.raises(FolderInUseError, match="train_routers: the folder .* is in use"):
+        train_routers(_tiny_composed(top_k=2), train, 3, 1e-2, run, seed=3, progress=False)
+    lock.unlink()
+    # an edited record (another step count) fails the digest
+    record["state"]["step"] = 1
+    (tmp_path / "run" / CHECKPOINT_RECORD).write_text(json.dumps(record))
+    with pytest.raises(ValueError, match="refused to load .*SHA-256 digest"):
+        train_routers(_tiny_composed(top_k=2), train, 3, 1e-2, run, seed=3, progress=False)
+    # a routers.pt of an earlier version is not resumed
+    (tmp_path / "old").mkdir()
+    torch.save({"params": []}, tmp_path / "old" / "routers.pt")
+    with pytest.raises(ValueError, match="routers.pt of an earlier version"):
+        train_routers(_tiny_composed(top_k=2), train, 3, 1e-2, tmp_path / "old",
+                      progress=False)
 
 
 

@@ -44,7 +44,7 @@ def main(argv: Optional[List[str]] = None) -> None:
                    help="train (or resume) the routers and stop; a later run evaluates")
     p.add_argument("--speed", action="store_true", help="only the decoding-speed part")
     p.add_argument("--routers", default=None, help="routers for --speed: a train_routers "
-                   "routers.pt or a save_routers folder (such as the committed ones)")
+                   "run folder or a save_routers folder (such as the committed ones)")
     p.add_argument("--cache", choices=["dynamic", "static", "both"], default="dynamic",
                    help="KV cache of --speed (default: dynamic, Hugging Face's default)")
     p.add_argument("--contexts", nargs="+", type=int, default=None, metavar="L",

@@ -44,7 +44,7 @@ def evaluate_saved(folders: Sequence[str | Path], quick: bool = False,
     from quest_geometric.experiments.common import write_results
     from quest_geometric.models.smollm2 import load_smollm2
     from quest_geometric.nn.focus import decompose, focus_layers
-    from quest_geometric.nn.focus.compose import read_routers
+    from quest_geometric.nn.focus.router_files import read_routers
 
     folders = [Path(f) for f in folders]
     for f in folders:  # every folder read and checked (no pickle) before the model loads

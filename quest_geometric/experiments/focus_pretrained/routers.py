@@ -5,7 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from quest_geometric.training.routers import read_router_checkpoint, set_router_params
+from quest_geometric.training.routers import (
+    CHECKPOINT_RECORD,
+    CHECKPOINT_TENSORS,
+    read_router_checkpoint,
+    set_router_params,
+)
 
 
 
@@ -13,7 +18,8 @@ from quest_geometric.training.routers import read_router_checkpoint, set_router_
 
 def load_router_weights(model: Any, path: str | Path) -> Any:
     r"""Set the routers of a composed ``model`` from ``path``: either a training checkpoint
-    (``routers.pt`` written by :func:`train_routers`, router parameters in
+    (the run folder of :func:`train_routers` or one of its checkpoint files, router
+    parameters in
     :func:`~quest_geometric.nn.focus.router_parameters` order) or a
     :func:`~quest_geometric.nn.focus.save_routers` folder (or one of its files), such as the
     routers committed
@@ -31,21 +37,22 @@ def load_router_weights(model: Any, path: str | Path) -> Any:
             composed with another ``window`` / ``num_groups`` than the saved routers.
     """
     from quest_geometric.nn.focus import load_routers, router_parameters
-    from quest_geometric.nn.focus.compose import LEGACY_ROUTERS_FILE
+    from quest_geometric.nn.focus.router_files import LEGACY_ROUTERS_FILE
 
     path = Path(path)
-    if path.is_dir() or path.suffix in (".safetensors", ".json") or (
+    run = path if path.is_dir() else path.parent
+    if (path.is_dir() and (path / CHECKPOINT_RECORD).is_file()) or path.name in (
+            CHECKPOINT_RECORD, CHECKPOINT_TENSORS):
+        blob = read_router_checkpoint(run)
+        set_router_params(list(router_parameters(model)), blob, run / CHECKPOINT_RECORD,
+                          "load_router_weights")
+        return model
+    if path.is_dir() or path.suffix in (".safetensors", ".json", ".pt") or (
             path.name == LEGACY_ROUTERS_FILE):
-        return load_routers(model, str(path))
-    if not path.is_file():
-        raise FileNotFoundError(f"load_router_weights: no routers at {str(path)!r} (expected "
-                                f"a train_routers routers.pt or a save_routers folder)")
-    blob = read_router_checkpoint(path)
-    if isinstance(blob, dict) and blob.get("format") == 1:  # a renamed old save_routers file
-        return load_routers(model, str(path))
-    file = path
-    set_router_params(list(router_parameters(model)), blob, file, "load_router_weights")
-    return model
+        if path.exists():
+            return load_routers(model, str(path))
+    raise FileNotFoundError(f"load_router_weights: no routers at {str(path)!r} (expected "
+                            f"a train_routers run folder or a save_routers folder)")
 
 
 

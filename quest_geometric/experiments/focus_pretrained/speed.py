@@ -60,7 +60,7 @@ def run_speed(contexts: Sequence[int] = (1024, 4096, 8000), new_tokens: int = 16
               cache: str = "dynamic") -> Dict[str, Any]:
     """Greedy cached decoding, tokens per second after a prompt of each length, full
     attention against Focus hard top-1 and top-2 (the routers in ``routers``, a
-    ``routers.pt`` written by :func:`train_routers` or a committed
+    run folder of :func:`train_routers` or a committed
     :func:`~quest_geometric.nn.focus.save_routers` folder, see
     :func:`load_router_weights`; else fresh ones). Each mode prefills
     once (not timed) and keeps its own cache; the modes then decode ``new_tokens`` tokens

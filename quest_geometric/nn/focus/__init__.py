@@ -18,8 +18,11 @@ modules, from the bottom up:
   (:class:`BlocksConfig`, :class:`DecodeConfig`; :func:`blocks_config`,
   :func:`decode_config` set them for a block of code).
 - :mod:`~quest_geometric.nn.focus.router`: the routing protocol :class:`Router` (what a new
-  routing rule implements; its result is a :class:`RouterOutput`), the learned
-  :class:`FocusRouter` (centroids, Sinkhorn, top-:math:`k`) and :func:`group_balance`.
+  routing rule implements, in one file: groups, the optional soft rows of
+  :class:`SoftRowsRouter`, and ``config()`` / ``from_config()`` to be saved; its result is a
+  :class:`RouterOutput`), the registry a rule joins with :func:`register_router`, the
+  learned :class:`FocusRouter` (centroids, Sinkhorn, top-:math:`k`) and
+  :func:`group_balance`.
 - :mod:`~quest_geometric.nn.focus.random_router`: :class:`RandomGroupsRouter`, random
   balanced groups (an untrained, content-free :class:`Router`).
 - :mod:`~quest_geometric.nn.focus.window_router`: :class:`WindowOnlyRouter`, the empty
@@ -55,8 +58,15 @@ modules, from the bottom up:
   ``'auto'``, validated options).
 - :mod:`~quest_geometric.nn.focus.decode`: cached incremental decoding (the routing state
   kept beside a KV cache).
-- :mod:`~quest_geometric.nn.focus.compose`: :func:`compose_focus` and friends, Focus composed
-  onto frozen pretrained attention layers through :mod:`quest_geometric.adapters`.
+- :mod:`~quest_geometric.nn.focus.composed`: :class:`FocusComposed`, the wrapper of one
+  pretrained attention layer (through :mod:`quest_geometric.adapters`); its cached decoding
+  keeps its state on the KV cache object (:mod:`~quest_geometric.nn.focus.hf_cache`).
+- :mod:`~quest_geometric.nn.focus.compose`: :func:`compose_focus`, :func:`decompose` and the
+  switches (:func:`set_focus_enabled`, :func:`focus_disabled`, :func:`set_focus_options`),
+  Focus composed onto frozen pretrained attention layers.
+- :mod:`~quest_geometric.nn.focus.router_files`: the router file format,
+  :func:`save_routers` / :func:`load_routers`; files of earlier versions are converted by
+  :mod:`~quest_geometric.nn.focus.convert_routers`.
 
 Two private modules: ``_layout`` (the token layout the modules share; their argument checks
 are in :mod:`quest_geometric._utils.checks`)
@@ -79,14 +89,11 @@ from quest_geometric.nn.focus.budget import (
     window_for_share,
 )
 from quest_geometric.nn.focus.compose import (
-    FocusComposed,
     compose_focus,
     decompose,
     focus_disabled,
     focus_layers,
-    load_routers,
     router_parameters,
-    save_routers,
     set_focus_enabled,
     set_focus_options,
 )
@@ -96,6 +103,7 @@ from quest_geometric.nn.focus.config import (
     blocks_config,
     decode_config,
 )
+from quest_geometric.nn.focus.composed import FocusComposed
 from quest_geometric.nn.focus.decode import FocusDecodeState, route_prefix, route_step
 from quest_geometric.nn.focus.dense import (
     focus_dense_attention,
@@ -110,13 +118,25 @@ from quest_geometric.nn.focus.far_bias_router import FarBiasRouter
 from quest_geometric.nn.focus.flex import FLEX_AVAILABLE, focus_block_mask, focus_flex_attention
 from quest_geometric.nn.focus.module import FocusAttention
 from quest_geometric.nn.focus.random_router import RandomGroupsRouter, random_balanced_groups
-from quest_geometric.nn.focus.router import FocusRouter, Router, RouterOutput, group_balance
+from quest_geometric.nn.focus.router import (
+    FocusRouter,
+    Router,
+    RouterOutput,
+    SoftRowsRouter,
+    group_balance,
+    register_router,
+    registered_routers,
+)
+from quest_geometric.nn.focus.router_files import load_routers, save_routers
 from quest_geometric.nn.focus.sinkhorn import sinkhorn_log, sinkhorn_step
 from quest_geometric.nn.focus.topk import topk_groups
 from quest_geometric.nn.focus.window_router import WindowOnlyRouter
 
 __all__ = [
     "Router",
+    "SoftRowsRouter",
+    "register_router",
+    "registered_routers",
     "FocusRouter",
     "RandomGroupsRouter",
     "random_balanced_groups",

@@ -1,14 +1,18 @@
-r"""Convert router files of earlier versions (``focus_routers.pt``, a pickle) to the
-shareable format of :func:`~quest_geometric.nn.focus.compose.save_routers`
-(``focus_routers.safetensors`` + ``focus_routers.json``).
+r"""Convert router files of earlier versions to the shareable format of
+:func:`~quest_geometric.nn.focus.router_files.save_routers` (``focus_routers.safetensors`` +
+``focus_routers.json``, whose digest covers both files): a version-2 folder (its digest
+covered the tensors alone) or a ``focus_routers.pt`` (a pickle).
 
 Command line::
 
     python -m quest_geometric.nn.focus.convert_routers OLD NEW [--allow-pickle]
 
-``OLD`` is a ``focus_routers.pt`` file or its folder, ``NEW`` the folder to write. The old
-file is read with ``torch.load(weights_only=True)``; ``--allow-pickle`` unpickles it in full,
-which can run code: only for a file you wrote yourself.
+``OLD`` is a version-2 folder (or one of its files), a ``focus_routers.pt`` file or its
+folder; ``NEW`` the folder to write (it may be ``OLD``). A version-2 folder's tensors are
+checked against their digest and its configuration is bounded as a current one's; the
+versions it records are kept. A ``.pt`` file is read with ``torch.load(weights_only=True)``;
+``--allow-pickle`` unpickles it in full, which can run code: only for a file you wrote
+yourself.
 """
 from __future__ import annotations
 
@@ -17,26 +21,25 @@ import os
 import sys
 from typing import List, Optional
 
-from quest_geometric.nn.focus.compose import (
-    LEGACY_ROUTERS_FILE,
-    _write_router_files,
-    read_legacy_routers,
-)
+from quest_geometric.nn.focus.router_files import read_legacy_routers, write_router_files
 
 __all__ = ["convert_routers"]
 
 
 def convert_routers(old: str | os.PathLike, new: str | os.PathLike,
                     allow_pickle: bool = False) -> str:
-    r"""Write the routers of the old-format file :obj:`old` (or its folder) into the folder
-    :obj:`new` in the :func:`~quest_geometric.nn.focus.compose.save_routers` format: the same
-    tensors, bitwise, and the recorded composition arguments.
+    r"""Write the routers of the old-format files at :obj:`old` into the folder :obj:`new`
+    in the :func:`~quest_geometric.nn.focus.router_files.save_routers` format: the same
+    tensors, bitwise, the recorded composition arguments and (for a version-2 folder) the
+    recorded versions.
 
     Args:
-        old (str): a ``focus_routers.pt`` file or a folder holding one.
-        new (str): the folder to write (created if missing; may be the old folder).
-        allow_pickle (bool): unpickle the old file in full (it can run code; only for a file
-            you wrote yourself) instead of ``torch.load(weights_only=True)``
+        old (str or os.PathLike): a version-2 folder or file, a ``focus_routers.pt`` file,
+            or a folder holding one.
+        new (str or os.PathLike): the folder to write (created if missing; may be the old
+            folder).
+        allow_pickle (bool): unpickle a ``.pt`` file in full (it can run code; only for a
+            file you wrote yourself) instead of ``torch.load(weights_only=True)``
             (default: :obj:`False`).
 
     Returns:
@@ -44,15 +47,12 @@ def convert_routers(old: str | os.PathLike, new: str | os.PathLike,
 
     Raises:
         FileNotFoundError: if :obj:`old` does not exist.
-        ValueError: if :obj:`old` is refused (not a router file, non-finite weights, or a
-            pickle that ``weights_only=True`` refuses).
+        ValueError: if :obj:`old` is refused (not a router file, a digest that does not
+            match, non-finite weights, a configuration out of bounds, or a pickle that
+            ``weights_only=True`` refuses).
     """
-    old = os.fspath(old)
-    if os.path.isdir(old):
-        old = os.path.join(old, LEGACY_ROUTERS_FILE)
-    if not os.path.isfile(old):
-        raise FileNotFoundError(f"convert_routers: no file {old!r}")
-    config, tensors = read_legacy_routers(old, "convert_routers", allow_pickle=allow_pickle)
+    config, tensors, record = read_legacy_routers(old, "convert_routers",
+                                                  allow_pickle=allow_pickle)
     layers: List[str] = []
     for name in tensors:  # "{layer}.{router key}", in file order
         layer = name.rsplit(".", 1)[0]
@@ -61,14 +61,20 @@ def convert_routers(old: str | os.PathLike, new: str | os.PathLike,
                 layer = name[:-len(k) - 1]
         if layer not in layers:
             layers.append(layer)
-    return _write_router_files(os.fspath(new), config, layers, tensors)
+    record = record or {}
+    saved = record.get("layers")  # a version-2 record keeps the model's layer order
+    if isinstance(saved, list) and sorted(map(str, saved)) == sorted(layers):
+        layers = [str(x) for x in saved]
+    write_router_files(new, config, layers, tensors, versions=record.get("versions"))
+    return os.fspath(new)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     """The command line: exit status 0 with the new folder printed, or 2 with one line."""
     p = argparse.ArgumentParser(prog="python -m quest_geometric.nn.focus.convert_routers",
                                 description=__doc__.split("\n\n")[0])
-    p.add_argument("old", help="a focus_routers.pt file or its folder")
+    p.add_argument("old", help="a version-2 router folder, a focus_routers.pt file or its "
+                   "folder")
     p.add_argument("new", help="the folder to write the safetensors + JSON routers to")
     p.add_argument("--allow-pickle", action="store_true",
                    help="unpickle the old file in full (can run code: only your own files)")

@@ -4,18 +4,20 @@ bias on the pairs beyond the window (two parameters per head), as a
 router's."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Dict, Mapping, Optional
 
 import torch
 from torch import Tensor, nn
 
 from quest_geometric._utils.checks import check_int, check_qkv, fail
 from quest_geometric.nn.focus.dense import focus_far_bias_attention
+from quest_geometric.nn.focus.router import config_kwargs, register_router
 from quest_geometric.nn.focus.window_router import WindowOnlyRouter
 
 __all__ = ["FarBiasRouter"]
 
 
+@register_router("far_bias")
 class FarBiasRouter(WindowOnlyRouter):
     r"""A content-free control for the soft rows of Focus: per head :math:`h`, an inverse
     temperature :math:`e^{\theta_h}` on every logit and a bias :math:`\beta_h` on the pairs
@@ -37,7 +39,7 @@ class FarBiasRouter(WindowOnlyRouter):
     :class:`~quest_geometric.nn.focus.window_router.WindowOnlyRouter`): the window and the
     sinks. The parameters are the router's, so
     :func:`~quest_geometric.nn.focus.compose.router_parameters` returns them and
-    :func:`~quest_geometric.nn.focus.compose.save_routers` saves them (with a record of the
+    :func:`~quest_geometric.nn.focus.router_files.save_routers` saves them (with a record of the
     router). One router per layer: pass a factory to
     :func:`~quest_geometric.nn.focus.compose.compose_focus`, e.g.
     ``router=lambda d: FarBiasRouter(9)``.
@@ -77,6 +79,20 @@ class FarBiasRouter(WindowOnlyRouter):
                        f"(the router was built for {self.num_heads} heads)", q)
         return focus_far_bias_attention(q, k, v, self.log_scale, self.far_bias, window,
                                         batch, causal, num_sinks)
+
+    def config(self) -> Dict[str, Any]:
+        r"""The keyword arguments that rebuild this router (:meth:`from_config`; the two
+        parameters per head are its state dict)."""
+        return {"num_heads": self.num_heads, "causal": self.causal}
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> FarBiasRouter:
+        r"""The router of :meth:`config`'s arguments (checked by
+        :func:`~quest_geometric.nn.focus.router.config_kwargs`: ``num_heads`` within
+        :data:`~quest_geometric.nn.focus.router.CONFIG_LIMITS` before any parameter is
+        allocated)."""
+        return cls(**config_kwargs(f"{cls.__name__}.from_config", config,
+                                   ("num_heads", "causal")))
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.num_heads}, causal={self.causal})"

@@ -3,13 +3,13 @@ r"""Random balanced groups: an untrained, content-free
 :math:`K` and top-:math:`k`)."""
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 import torch
 from torch import Tensor, nn
 
 from quest_geometric._utils.checks import check_batch, check_features, check_int
-from quest_geometric.nn.focus.router import RouterOutput
+from quest_geometric.nn.focus.router import RouterOutput, config_kwargs, register_router
 
 __all__ = ["RandomGroupsRouter", "random_balanced_groups"]
 
@@ -50,6 +50,7 @@ def random_balanced_groups(positions: Tensor, num_groups: int, top_k: int, seed:
     return out.view(*positions.shape, top_k).to(positions.device)
 
 
+@register_router("random_groups")
 class RandomGroupsRouter(nn.Module):
     r"""Random balanced groups: token :math:`i`'s hard groups are those of
     :func:`random_balanced_groups` at its position within its sequence (no parameters,
@@ -145,6 +146,18 @@ class RandomGroupsRouter(nn.Module):
         if not return_groups:
             return None
         return groups if valid is None else groups.masked_fill(~valid.unsqueeze(-1), -1)
+
+    def config(self) -> Dict[str, Any]:
+        r"""The keyword arguments that rebuild this router (:meth:`from_config`)."""
+        return {"num_groups": self.num_groups, "top_k": self.top_k, "seed": self.seed,
+                "causal": self.causal}
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> RandomGroupsRouter:
+        r"""The router of :meth:`config`'s arguments (checked by
+        :func:`~quest_geometric.nn.focus.router.config_kwargs`)."""
+        return cls(**config_kwargs(f"{cls.__name__}.from_config", config,
+                                   ("num_groups", "top_k", "seed", "causal")))
 
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}(num_groups={self.num_groups}, top_k={self.top_k}, "

@@ -1,12 +1,16 @@
 r"""Routers: the protocol every routing rule follows (:class:`Router`, returning a
-:class:`RouterOutput`) and the learned Focus router (:class:`FocusRouter`: centroids with
-prefix-causal log-space Sinkhorn balancing, :mod:`~quest_geometric.nn.focus.sinkhorn`, and
-the deterministic top-:math:`k` of :mod:`~quest_geometric.nn.focus.topk`).
+:class:`RouterOutput`), the registry of rules a router file may name
+(:func:`register_router`), and the learned Focus router (:class:`FocusRouter`: centroids
+with prefix-causal log-space Sinkhorn balancing, :mod:`~quest_geometric.nn.focus.sinkhorn`,
+and the deterministic top-:math:`k` of :mod:`~quest_geometric.nn.focus.topk`).
 
-A new routing rule is one file: a :class:`torch.nn.Module` with the attributes and the two
-methods of :class:`Router`; :class:`~quest_geometric.nn.focus.module.FocusAttention` (its
-``router`` argument), every hard back-end, cached decoding and
-:func:`~quest_geometric.nn.focus.compose.compose_focus` then accept it.
+A new routing rule is one file: a :class:`torch.nn.Module` with the attributes and methods of
+:class:`Router`, registered under a name with :func:`register_router`;
+:class:`~quest_geometric.nn.focus.module.FocusAttention` (its ``router`` argument), every
+hard back-end, cached decoding, :func:`~quest_geometric.nn.focus.compose.compose_focus` and
+the router files (:func:`~quest_geometric.nn.focus.router_files.save_routers` /
+:func:`~quest_geometric.nn.focus.router_files.load_routers`) then accept it, with no edit
+elsewhere.
 
 Reference: Yao et al., "Why Attend to Everything? Focus is the Key" /
 "Composing Sparse Attention via Learned Grouping" (arXiv 2604.03260).
@@ -14,7 +18,20 @@ Reference: Yao et al., "Why Attend to Everything? Focus is the Key" /
 from __future__ import annotations
 
 import math
-from typing import Any, List, NamedTuple, Optional, Protocol, runtime_checkable
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    List,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Protocol,
+    Sequence,
+    Tuple,
+    TypeVar,
+    runtime_checkable,
+)
 
 import torch
 import torch.nn.functional as F
@@ -26,6 +43,7 @@ from quest_geometric._utils.checks import (
     check_features,
     check_int,
     check_real,
+    fail,
 )
 from quest_geometric.nn.focus.sinkhorn import sinkhorn_log, sinkhorn_step, sinkhorn_step_host
 from quest_geometric.nn.focus.topk import float32_host, topk_groups, topk_groups_host
@@ -52,9 +70,10 @@ class RouterOutput(NamedTuple):
 @runtime_checkable
 class Router(Protocol):
     r"""The routing protocol: what :class:`~quest_geometric.nn.focus.module.FocusAttention`,
-    its back-ends, cached decoding (:mod:`~quest_geometric.nn.focus.decode`) and
-    :func:`~quest_geometric.nn.focus.compose.compose_focus` need from a router. A router is
-    a :class:`torch.nn.Module` (so that it moves with the model and its parameters, if any,
+    its back-ends, cached decoding (:mod:`~quest_geometric.nn.focus.decode`),
+    :func:`~quest_geometric.nn.focus.compose.compose_focus` and the router files
+    (:mod:`~quest_geometric.nn.focus.router_files`) need from a router. A router is a
+    :class:`torch.nn.Module` (so that it moves with the model and its parameters, if any,
     train) with:
 
     Attributes:
@@ -81,8 +100,22 @@ class Router(Protocol):
         return them ``[B, T, top_k]`` (``-1`` for padding, ``valid`` ``[B, T]`` bool is
         :obj:`False` there), or :obj:`None` with ``return_groups=False``.
 
-    Optional: ``reset_parameters()``, called by
-    :meth:`FocusAttention.reset_parameters
+        ``config() -> dict``: the keyword arguments that rebuild this router (JSON values:
+        bool, int, float, str or None; its parameters, if any, are not part of it: they are
+        saved from its state dict). ``from_config(config)`` (a classmethod) builds the
+        router back from them, refusing (:class:`ValueError` / :class:`TypeError`, before
+        allocating anything) any key it does not know and any value outside
+        :data:`CONFIG_LIMITS`; :func:`config_kwargs` does both checks. With
+        :func:`register_router`, this is what lets
+        :func:`~quest_geometric.nn.focus.router_files.save_routers` record the router by its
+        registered name and :func:`~quest_geometric.nn.focus.router_files.load_routers`
+        rebuild it.
+
+    Optional: ``soft_attention(q, k, v, window, batch=None, causal=True, num_sinks=0) ->
+    Tensor`` (:class:`SoftRowsRouter`): the router computes the soft (training) rows itself
+    from ``q, k, v`` ``[N, H, D]`` instead of the layer's soft gate over its memberships
+    (e.g. :class:`~quest_geometric.nn.focus.far_bias_router.FarBiasRouter`); and
+    ``reset_parameters()``, called by :meth:`FocusAttention.reset_parameters
     <quest_geometric.nn.focus.module.FocusAttention.reset_parameters>` when present.
     """
 
@@ -97,6 +130,138 @@ class Router(Protocol):
     def step(self, x: Tensor, state: Any, valid: Optional[Tensor] = None,
              return_groups: bool = True) -> Optional[Tensor]:
         ...
+
+    def config(self) -> Dict[str, Any]:
+        ...
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> Router:
+        ...
+
+
+@runtime_checkable
+class SoftRowsRouter(Router, Protocol):
+    r"""A :class:`Router` that supplies the soft rows of a layer in training mode (or with
+    ``hard=False``) itself, instead of the layer's soft gate over its memberships: ``q, k,
+    v`` ``[N, H, D]``, the layer's ``window``, ``batch`` ``[N]`` (or :obj:`None`),
+    ``causal`` and ``num_sinks`` in, the attention output ``[N, H, D]`` out."""
+
+    def soft_attention(self, q: Tensor, k: Tensor, v: Tensor, window: int,
+                       batch: Optional[Tensor] = None, causal: bool = True,
+                       num_sinks: int = 0) -> Tensor:
+        ...
+
+
+#: Upper bounds on what a router configuration may ask for, checked by
+#: :func:`config_kwargs` (a router's ``from_config``) and by
+#: :func:`~quest_geometric.nn.focus.router_files.load_routers` before anything is built:
+#: far above any useful value (the paper uses :math:`K \le 64`, ten Sinkhorn iterations and
+#: windows of a few hundred tokens), low enough that a crafted file cannot allocate terabytes
+#: or loop for hours.
+CONFIG_LIMITS: Dict[str, int] = {
+    "num_groups": 4096, "top_k": 4096, "group_dim": 4096, "in_channels": 1 << 16,
+    "num_heads": 4096, "sinkhorn_iters": 1000, "window": 1 << 20, "num_sinks": 1 << 20,
+    "seed": (1 << 32) - 1,
+}
+
+_JSON_SCALARS = (bool, int, float, str, type(None))
+_ROUTERS: Dict[str, type] = {}
+_NAMES: Dict[type, str] = {}
+R = TypeVar("R", bound=type)
+
+
+def check_limit(where: str, name: str, value: Any) -> None:
+    r"""Refuse an integer option :obj:`name` above ``CONFIG_LIMITS[name]`` (a name without a
+    limit, or a value of another type, passes: the router's own checks judge those); the
+    error names the bound."""
+    limit = CONFIG_LIMITS.get(name)
+    if limit is not None and isinstance(value, int) and value > limit:
+        raise fail(ValueError, where, name, f"at most {limit} (the bound of "
+                   f"quest_geometric.nn.focus.router.CONFIG_LIMITS)", value)
+
+
+def config_kwargs(where: str, config: Mapping[str, Any], required: Sequence[str],
+                  optional: Sequence[str] = ()) -> Dict[str, Any]:
+    r"""The keyword arguments of a router's ``from_config``: :obj:`config` must hold every
+    name of :obj:`required`, may hold those of :obj:`optional`, nothing else, each value a
+    JSON scalar; ``causal`` must be a bool and the integers of :data:`CONFIG_LIMITS` within
+    their bound (checked here, before the router allocates anything).
+
+    Raises:
+        TypeError: for a non-mapping, a non-scalar value or a non-bool ``causal``.
+        ValueError: for a missing or unknown key, or a value beyond its limit.
+    """
+    if not isinstance(config, Mapping):
+        raise fail(TypeError, where, "config", "a dict of keyword arguments", config)
+    keys = set(config)
+    missing = sorted(set(required) - keys)
+    unknown = sorted(keys - set(required) - set(optional), key=str)
+    if missing or unknown:
+        raise fail(ValueError, where, "config", f"the keys {sorted(required)} (and optionally "
+                   f"{sorted(optional)})", got_text=f"missing {missing}, unknown {unknown}")
+    for name, value in config.items():
+        if not isinstance(value, _JSON_SCALARS):
+            raise fail(TypeError, where, name, "a JSON scalar (bool, int, float, str, None)",
+                       value)
+        check_limit(where, name, value)
+    if "causal" in config and not isinstance(config["causal"], bool):
+        raise fail(TypeError, where, "causal", "a bool", config["causal"])
+    return dict(config)
+
+
+def register_router(name: str) -> Callable[[R], R]:
+    r"""Class decorator: register a routing rule under :obj:`name`, so that router files
+    record it by that name and rebuild it with its ``from_config``. The rule lives in its
+    own file; nothing else changes::
+
+        @register_router("my_rule")
+        class MyRouter(nn.Module): ...  # the Router protocol, config() and from_config()
+
+    A class is saved under its own registered name only (a subclass that is not
+    registered itself may route differently, and is not saved as its parent).
+
+    Raises:
+        ValueError: if :obj:`name` is empty or already names another class.
+        TypeError: if the decorated object is not a class with ``config`` and
+            ``from_config``.
+    """
+    if not isinstance(name, str) or not name:
+        raise fail(ValueError, "register_router", "name", "a non-empty str", name)
+
+    def register(cls: R) -> R:
+        if not isinstance(cls, type) or not all(
+                callable(getattr(cls, m, None)) for m in ("config", "from_config")):
+            raise fail(TypeError, "register_router", "cls", "a router class with config() "
+                       "and from_config()", cls)
+        known = _ROUTERS.get(name)
+        if known is not None and (known.__module__, known.__qualname__) != (
+                cls.__module__, cls.__qualname__):
+            raise fail(ValueError, "register_router", "name", "a name not taken by another "
+                       "router", got_text=f"{name!r}, taken by "
+                       f"{known.__module__}.{known.__qualname__}")
+        if known is not None:  # the same class defined again (a reloaded module)
+            _NAMES.pop(known, None)
+        _ROUTERS[name] = cls
+        _NAMES[cls] = name
+        return cls
+
+    return register
+
+
+def router_name(router: Any) -> Optional[str]:
+    r"""The registered name of :obj:`router`'s exact class (:func:`register_router`), or
+    :obj:`None` if it is not registered."""
+    return _NAMES.get(type(router))
+
+
+def router_class(name: str) -> Optional[type]:
+    r"""The router class registered under :obj:`name`, or :obj:`None`."""
+    return _ROUTERS.get(name)
+
+
+def registered_routers() -> Tuple[str, ...]:
+    r"""The names of every registered router class, sorted."""
+    return tuple(sorted(_ROUTERS))
 
 
 def group_balance(groups: Tensor, num_groups: int, batch: Optional[Tensor] = None) -> Tensor:
@@ -135,6 +300,7 @@ NONFINITE_SCORES = ("FocusRouter: routing scores contain NaN or inf (check the i
                     "states and the router weights)")
 
 
+@register_router("focus")
 class FocusRouter(nn.Module):
     r"""The Focus router: tokens are softly assigned to :math:`K` learned centroids with
     Sinkhorn balancing, from `"Why Attend to Everything? Focus is the Key"
@@ -357,6 +523,22 @@ class FocusRouter(nn.Module):
         state.append_one(g)
         return g
 
+    def config(self) -> Dict[str, Any]:
+        r"""The keyword arguments that rebuild this router (:meth:`from_config`); the
+        projection and the centroids are its state dict."""
+        return {"in_channels": self.in_channels, "num_groups": self.num_groups,
+                "group_dim": self.group_dim, "tau": self.tau,
+                "sinkhorn_iters": self.sinkhorn_iters, "top_k": self.top_k,
+                "causal": bool(self.causal)}
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> FocusRouter:
+        r"""A router of :meth:`config`'s arguments (checked by :func:`config_kwargs`
+        first: no unknown key, sizes within :data:`CONFIG_LIMITS`)."""
+        return cls(**config_kwargs("FocusRouter.from_config", config, (
+            "in_channels", "num_groups", "group_dim", "tau", "sinkhorn_iters", "top_k",
+            "causal")))
+
     @staticmethod
     def balance(out: RouterOutput, num_groups: Optional[int] = None) -> Tensor:
         r"""Largest group share of a :class:`RouterOutput` (see :func:`group_balance`)."""
@@ -368,4 +550,6 @@ class FocusRouter(nn.Module):
                 f"group_dim={self.group_dim}, top_k={self.top_k}, causal={self.causal})")
 
 
-__all__ = ["Router", "FocusRouter", "RouterOutput", "group_balance", "NONFINITE_SCORES"]
+__all__ = ["Router", "SoftRowsRouter", "FocusRouter", "RouterOutput", "group_balance",
+           "NONFINITE_SCORES", "CONFIG_LIMITS", "register_router", "router_name",
+           "router_class", "registered_routers", "config_kwargs", "check_limit"]

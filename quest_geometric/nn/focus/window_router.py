@@ -4,17 +4,18 @@ attention sinks (the sliding window plus sinks baseline of StreamingLLM, as a Fo
 pattern)."""
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 import torch
 from torch import Tensor, nn
 
 from quest_geometric._utils.checks import check_batch, check_features, check_int, fail
-from quest_geometric.nn.focus.router import RouterOutput
+from quest_geometric.nn.focus.router import RouterOutput, config_kwargs, register_router
 
 __all__ = ["WindowOnlyRouter"]
 
 
+@register_router("window_only")
 class WindowOnlyRouter(nn.Module):
     r"""Window-only routing: every token gets the *empty* hard group set,
     :math:`G_i = \emptyset` (:obj:`top_k` is 0), so :math:`G_i \cap G_j = \emptyset` for
@@ -32,8 +33,8 @@ class WindowOnlyRouter(nn.Module):
     :func:`~quest_geometric.nn.focus.compose.compose_focus` accept it (the groups are
     ``[..., 0]`` long tensors); as no far pair is ever kept there is no soft gate to relax,
     so :class:`~quest_geometric.nn.focus.module.FocusAttention` runs the hard pattern in
-    training mode too. No parameters; :func:`~quest_geometric.nn.focus.compose.save_routers`
-    records it by name.
+    training mode too. No parameters; :func:`~quest_geometric.nn.focus.router_files.save_routers`
+    records it by its registered name, ``'window_only'``.
 
     The soft membership is the single group :math:`K = 1` with weight 1 (rows sum to one
     as :class:`~quest_geometric.nn.focus.router.RouterOutput` promises); it carries no
@@ -103,6 +104,16 @@ class WindowOnlyRouter(nn.Module):
         groups = torch.empty(b, t, 0, dtype=torch.long, device=x.device)
         state.append(groups, valid)
         return groups if return_groups else None
+
+    def config(self) -> Dict[str, Any]:
+        r"""The keyword arguments that rebuild this router (:meth:`from_config`)."""
+        return {"causal": self.causal}
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> WindowOnlyRouter:
+        r"""The router of :meth:`config`'s arguments (checked by
+        :func:`~quest_geometric.nn.focus.router.config_kwargs`)."""
+        return cls(**config_kwargs(f"{cls.__name__}.from_config", config, ("causal",)))
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}(causal={self.causal})"

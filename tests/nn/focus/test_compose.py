@@ -9,7 +9,6 @@ from torch import nn
 
 from quest_geometric.models.char_gpt import CausalSelfAttention, CharGPT, GPTConfig
 from quest_geometric.nn.focus.compose import (
-    FocusComposed,
     compose_focus,
     decompose,
     focus_disabled,
@@ -18,6 +17,7 @@ from quest_geometric.nn.focus.compose import (
     set_focus_enabled,
     set_focus_options,
 )
+from quest_geometric.nn.focus.composed import FocusComposed
 
 VOCAB, T, C, LAYERS = 50, 40, 32, 2
 ARCHS = ["chargpt", "gpt2", "gpt2-eager", "neox"]

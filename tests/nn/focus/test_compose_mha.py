@@ -15,13 +15,13 @@ from torch import nn
 from quest_geometric.adapters import MultiheadAttentionAdapter, get_attention_adapter
 from quest_geometric.analysis.probe import QKProbe
 from quest_geometric.nn.focus.compose import (
-    FocusComposed,
     compose_focus,
     decompose,
     focus_disabled,
     router_parameters,
     set_focus_options,
 )
+from quest_geometric.nn.focus.composed import FocusComposed
 
 C, H = 16, 2
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from quest_geometric.nn.focus.compose import compose_focus, focus_cache_states
+from quest_geometric.nn.focus.compose import compose_focus
+from quest_geometric.nn.focus.hf_cache import focus_cache_states
 from quest_geometric.testing.hf import build_hf, tokens
 
 transformers = pytest.importorskip("transformers")

@@ -11,15 +11,17 @@ import torch
 from quest_geometric.models.char_gpt import CharGPT, GPTConfig
 from quest_geometric.nn.focus.compose import (
     _STATE_ATTR,
+    compose_focus,
+    focus_layers,
+    set_focus_options,
+)
+from quest_geometric.nn.focus.composed import FocusComposed
+from quest_geometric.nn.focus.router_files import (
     LEGACY_ROUTERS_FILE,
     ROUTERS_CONFIG,
     ROUTERS_FILE,
-    FocusComposed,
-    compose_focus,
-    focus_layers,
     load_routers,
     save_routers,
-    set_focus_options,
 )
 from quest_geometric.nn.focus.convert_routers import convert_routers, main
 
@@ -72,6 +74,24 @@ def _legacy(m: torch.nn.Module, path) -> None:
                             for _, _, w in state["wrappers"]}}, path)
 
 
+def _digest(meta: dict, data: bytes) -> str:
+    """The documented digest, computed here independently: SHA-256 of the record's canonical
+    JSON (sorted keys, no spaces, without "sha256"), a zero byte and the tensors file."""
+    import hashlib
+
+    body = json.dumps({k: v for k, v in meta.items() if k != "sha256"}, sort_keys=True,
+                      separators=(",", ":"))
+    return hashlib.sha256(body.encode() + b"\0" + data).hexdigest()
+
+
+def _rewrite(folder, meta: dict, data: bytes = None) -> None:
+    """Write a consistent (digest matching) but changed pair, as a crafted file would be."""
+    if data is not None:
+        (folder / ROUTERS_FILE).write_bytes(data)
+    data = (folder / ROUTERS_FILE).read_bytes()
+    (folder / ROUTERS_CONFIG).write_text(json.dumps(dict(meta, sha256=_digest(meta, data))))
+
+
 def test_files_and_round_trip_exact(tmp_path):
     m = _trained()
     out = save_routers(m, str(tmp_path))
@@ -80,8 +100,8 @@ def test_files_and_round_trip_exact(tmp_path):
     meta = json.loads((tmp_path / ROUTERS_CONFIG).read_text())
     assert set(meta["versions"]) == {"quest_geometric", "torch", "transformers"}
     assert meta["versions"]["torch"] == torch.__version__
-    import hashlib
-    assert meta["sha256"] == hashlib.sha256((tmp_path / ROUTERS_FILE).read_bytes()).hexdigest()
+    assert meta["version"] == 3
+    assert meta["sha256"] == _digest(meta, (tmp_path / ROUTERS_FILE).read_bytes())
     # the tensors file is plain safetensors, readable without this library
     from safetensors.torch import load_file
     st = load_file(str(tmp_path / ROUTERS_FILE))
@@ -137,7 +157,7 @@ def test_num_sinks_is_recorded_and_old_files_read_as_zero(tmp_path):
     save_routers(_trained(), str(old))
     meta = json.loads((old / ROUTERS_CONFIG).read_text())
     del meta["config"]["num_sinks"]
-    (old / ROUTERS_CONFIG).write_text(json.dumps(meta))
+    _rewrite(old, meta)
     loaded = load_routers(_base(), str(old))
     assert all(f.num_sinks == 0 for f in focus_layers(loaded))
     # strict: an old file (0 sinks) into a model composed with sinks is refused
@@ -166,7 +186,7 @@ def test_content_free_routers_are_saved_by_record(tmp_path, kind):
     # a record that names no content-free router, or with other keys, is refused
     for bad in ({"type": "learned"}, dict(want, extra=1), dict(want, causal="yes")):
         meta["config"]["router"] = bad
-        (tmp_path / ROUTERS_CONFIG).write_text(json.dumps(meta))
+        _rewrite(tmp_path, meta)
         before = _snapshot(fresh := _base())
         with pytest.raises(ValueError, match="refused to load.*'router' record"):
             load_routers(fresh, str(tmp_path))
@@ -180,7 +200,7 @@ def test_a_custom_router_is_still_refused(tmp_path):
         pass
 
     m = compose_focus(_base(), window=3, router=Custom(4, 2))
-    with pytest.raises(ValueError, match="save_routers: .*content-free"):
+    with pytest.raises(ValueError, match="save_routers: .*not registered"):
         save_routers(m, str(tmp_path))
 
 
@@ -241,14 +261,19 @@ def _corrupt(folder, case: str) -> None:
     elif case == "config without composition":
         meta = json.loads(cf.read_text())
         del meta["config"]
-        cf.write_text(json.dumps(meta))
+        _rewrite(folder, meta)
+    elif case.startswith("edited "):  # a hand edit of one option: the digest covers it
+        meta = json.loads(cf.read_text())
+        key = case.split()[1]
+        meta["config"][key] = {"window": 1000, "top_k": 1, "num_sinks": 4,
+                               "sinkhorn_iters": 3}[key]
+        cf.write_text(json.dumps(meta, indent=1))
     elif case == "flipped bit":
         b = bytearray(data)
         b[-3] ^= 0x40  # a high exponent bit of the last float
         st.write_bytes(bytes(b))
     elif case in ("nan", "inf", "shape of the last layer", "missing tensor", "integer"):
         from safetensors.torch import load as st_load, save as st_save
-        import hashlib
         t = st_load(data)
         last = sorted(t)[-1]
         if case == "nan":
@@ -262,19 +287,19 @@ def _corrupt(folder, case: str) -> None:
             del t[last]
         else:
             t[last] = t[last].to(torch.int32)
-        new = st_save(t)
-        st.write_bytes(new)
-        meta = json.loads(cf.read_text())
-        meta["sha256"] = hashlib.sha256(new).hexdigest()  # a consistent, but wrong, file
-        cf.write_text(json.dumps(meta))
+        _rewrite(folder, json.loads(cf.read_text()), st_save(t))  # consistent, but wrong
     else:
         raise AssertionError(case)
 
 
 CASES = {"empty": "digest", "truncated": "digest", "no config": "config .* is missing",
-         "empty config": "not a JSON router config",
+         "empty config": "not a JSON record",
          "config without composition": "no composition arguments",
-         "flipped bit": "SHA-256 digest does not match", "nan": "NaN or infinite",
+         "flipped bit": "SHA-256 digest .* does not match",
+         "edited window": "SHA-256 digest .* does not match",
+         "edited top_k": "SHA-256 digest .* does not match",
+         "edited num_sinks": "SHA-256 digest .* does not match",
+         "edited sinkhorn_iters": "SHA-256 digest .* does not match", "nan": "NaN or infinite",
          "inf": "NaN or infinite", "shape of the last layer": "has shape",
          "missing tensor": "missing", "integer": "floating dtype"}
 
@@ -308,3 +333,203 @@ def test_wrong_model_is_refused_and_a_fresh_model_is_left_uncomposed(tmp_path):
     with pytest.raises(ValueError, match="do not match the model's Focus layers"):
         load_routers(deeper, str(tmp_path))
     assert _same(before, _snapshot(deeper))
+
+
+# ---- a routing rule written here only: the registry is all the library needs
+
+from typing import Any, Dict, List, Optional  # noqa: E402
+
+from torch import nn  # noqa: E402
+
+from quest_geometric.nn.focus.router import (  # noqa: E402
+    RouterOutput,
+    config_kwargs,
+    register_router,
+    registered_routers,
+)
+
+
+@register_router("test_argmax")
+class ArgmaxRouter(nn.Module):
+    """Token-wise routing by a learned linear score (groups of a token depend on it alone,
+    so the rule is causal): the groups are the top-k of ``h @ weight``."""
+
+    def __init__(self, in_channels: int, num_groups: int, top_k: int = 1,
+                 causal: bool = True) -> None:
+        super().__init__()
+        self.in_channels, self.num_groups, self.top_k, self.causal = (
+            in_channels, num_groups, top_k, causal)
+        self.weight = nn.Parameter(torch.randn(in_channels, num_groups))
+
+    def forward(self, h, batch=None, col_totals: Optional[List[torch.Tensor]] = None):
+        s = (h @ self.weight).float()
+        soft = s.softmax(-1)
+        return RouterOutput(soft.to(h.dtype), s.topk(self.top_k, -1).indices, soft.log())
+
+    def step(self, x, state, valid=None, return_groups=True):
+        groups = self(x).groups
+        state.append(groups, valid)
+        return groups if return_groups else None
+
+    def config(self) -> Dict[str, Any]:
+        return {"in_channels": self.in_channels, "num_groups": self.num_groups,
+                "top_k": self.top_k, "causal": self.causal}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config_kwargs("ArgmaxRouter.from_config", config,
+                                   ("in_channels", "num_groups", "top_k", "causal")))
+
+
+def test_a_rule_defined_in_a_test_is_saved_and_loaded_with_no_edit_elsewhere(tmp_path):
+    from quest_geometric.nn.focus import Router
+
+    assert "test_argmax" in registered_routers()
+    assert isinstance(ArgmaxRouter(16, 4), Router)
+    m = compose_focus(_base(), window=3, router=lambda d: ArgmaxRouter(d, 4, top_k=2)).eval()
+    g = torch.Generator().manual_seed(4)
+    with torch.no_grad():
+        for f in focus_layers(m):
+            f.router.weight.copy_(torch.randn(f.router.weight.shape, generator=g))
+    save_routers(m, tmp_path)  # a pathlib.Path, as users pass it
+    meta = json.loads((tmp_path / ROUTERS_CONFIG).read_text())
+    assert meta["config"]["router"] == {"type": "test_argmax", "in_channels": 16,
+                                        "num_groups": 4, "top_k": 2, "causal": True}
+    base = load_routers(_base(), tmp_path)
+    routers = [f.router for f in focus_layers(base)]
+    assert all(type(r) is ArgmaxRouter for r in routers) and len(set(map(id, routers))) == 2
+    for a, b in zip(routers, (f.router for f in focus_layers(m))):
+        assert torch.equal(a.weight, b.weight)
+    with torch.no_grad():
+        out, ref = base(_x())[0], m(_x())[0]
+        assert torch.equal(out, ref)
+        # the routing matters: a fresh rule routes otherwise and changes the output
+        fresh = compose_focus(_base(), window=3, router=lambda d: ArgmaxRouter(d, 4, top_k=2))
+        assert not torch.equal(fresh.eval()(_x())[0], ref)
+    # a record with a key the rule does not take is refused before anything is built
+    meta["config"]["router"]["extra"] = 1
+    _rewrite(tmp_path, meta)
+    with pytest.raises(ValueError, match="'router' record .* refused .*unknown \\['extra'\\]"):
+        load_routers(_base(), tmp_path)
+
+
+def test_register_router_refuses_a_taken_name_and_a_non_router():
+    with pytest.raises(ValueError, match="register_router: 'name' must be a name not taken"):
+        register_router("window_only")(ArgmaxRouter)
+    with pytest.raises(TypeError, match="register_router: 'cls' must be a router class"):
+        register_router("plain")(nn.Linear)
+    with pytest.raises(ValueError, match="register_router: 'name' must be a non-empty str"):
+        register_router("")
+
+
+# ---- every size a file configures is bounded before anything is built
+
+BOUNDS = {
+    "num_groups": (10 ** 12, "'num_groups' must be an int >= 1 and <= 4096"),
+    "sinkhorn_iters": (10 ** 9, "'sinkhorn_iters' must be an int >= 0 and <= 1000"),
+    "sinkhorn_iters_float": (1e9, "'sinkhorn_iters' must be an int"),
+    "window": (2 ** 40, "'window' must be an int >= 0 and <= 1048576"),
+    "num_sinks": (2 ** 40, "'num_sinks' must be an int >= 0 and <= 1048576"),
+    "group_dim": (10 ** 9, "'group_dim' must be an int >= 1 and <= 4096"),
+    "tau": (-0.5, "tau"),
+    "tau_infinite": ("Infinity", "JSON constant Infinity"),
+    "random_groups": ({"type": "random_groups", "num_groups": 10 ** 12, "top_k": 1,
+                       "seed": 0, "causal": True}, "'num_groups' must be at most 4096"),
+    "far_bias": ({"type": "far_bias", "num_heads": 10 ** 12, "causal": True},
+                 "'num_heads' must be at most 4096"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BOUNDS))
+def test_sizes_beyond_the_limits_are_refused_before_anything_is_built(tmp_path, case):
+    value, message = BOUNDS[case]
+    save_routers(_trained(), str(tmp_path))
+    meta = json.loads((tmp_path / ROUTERS_CONFIG).read_text())
+    key = case.replace("_float", "").replace("_infinite", "")
+    if isinstance(value, dict):
+        meta["config"]["router"] = value
+    else:
+        meta["config"][key] = 12345 if value == "Infinity" else value
+    _rewrite(tmp_path, meta)  # the digest matches: the bound alone refuses it
+    if value == "Infinity":  # JSON has no infinity: the text a crafted file would hold
+        text = (tmp_path / ROUTERS_CONFIG).read_text()
+        (tmp_path / ROUTERS_CONFIG).write_text(text.replace("12345", "Infinity"))
+    model = _base()
+    before = _snapshot(model)
+    with pytest.raises(ValueError, match=message) as e:
+        load_routers(model, tmp_path)
+    assert str(e.value).startswith("load_routers: refused to load ")
+    assert _same(before, _snapshot(model)) and getattr(model, _STATE_ATTR, None) is None
+
+
+# ---- version-2 folders: refused with the command, converted once
+
+def _version_2(m, folder) -> None:
+    """The pair the earlier save_routers wrote: version 2, the digest of the tensors alone."""
+    import hashlib
+
+    from safetensors.torch import save as st_save
+
+    save_routers(m, folder)
+    meta = json.loads((folder / ROUTERS_CONFIG).read_text())
+    data = (folder / ROUTERS_FILE).read_bytes()
+    assert data == st_save(dict(sorted(load_st(folder).items())))  # the same tensors file
+    meta.update(version=2, sha256=hashlib.sha256(data).hexdigest(),
+                versions={"quest_geometric": "0.0.9", "torch": "2.0", "transformers": None})
+    (folder / ROUTERS_CONFIG).write_text(json.dumps(meta))
+
+
+def load_st(folder):
+    from safetensors.torch import load_file
+
+    return load_file(str(folder / ROUTERS_FILE))
+
+
+def test_version_2_folder_is_refused_with_the_command_and_converts(tmp_path):
+    m = _trained()
+    _version_2(m, tmp_path / "v2")
+    with pytest.raises(ValueError, match="version-2 router config.*convert_routers .*v2"):
+        load_routers(_base(), tmp_path / "v2")
+    assert convert_routers(tmp_path / "v2", tmp_path / "v3") == str(tmp_path / "v3")
+    meta = json.loads((tmp_path / "v3" / ROUTERS_CONFIG).read_text())
+    assert meta["version"] == 3 and meta["versions"]["quest_geometric"] == "0.0.9"
+    assert (tmp_path / "v3" / ROUTERS_FILE).read_bytes() == (
+        tmp_path / "v2" / ROUTERS_FILE).read_bytes()
+    base = load_routers(_base(), tmp_path / "v3")
+    with torch.no_grad():
+        assert torch.equal(base(_x())[0], m(_x())[0])
+    # in place, as the committed folders were converted
+    convert_routers(tmp_path / "v2", tmp_path / "v2")
+    assert (tmp_path / "v2" / ROUTERS_CONFIG).read_text() == (
+        tmp_path / "v3" / ROUTERS_CONFIG).read_text()
+    # a version-2 folder whose tensors were changed is refused by the converter too
+    _version_2(m, tmp_path / "bad")
+    data = bytearray((tmp_path / "bad" / ROUTERS_FILE).read_bytes())
+    data[-3] ^= 0x40
+    (tmp_path / "bad" / ROUTERS_FILE).write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="convert_routers: refused .*SHA-256"):
+        convert_routers(tmp_path / "bad", tmp_path / "bad3")
+
+
+def test_every_library_router_rebuilds_from_its_config():
+    """config() is JSON and from_config(config()) routes exactly as the original (with its
+    state dict), for each router the library registers."""
+    from quest_geometric.nn.focus import (
+        FarBiasRouter,
+        FocusRouter,
+        RandomGroupsRouter,
+        WindowOnlyRouter,
+    )
+
+    torch.manual_seed(0)
+    h = torch.randn(2, 12, 16)
+    for r in (FocusRouter(16, 4, group_dim=8, top_k=2, sinkhorn_iters=3),
+              RandomGroupsRouter(4, top_k=2, seed=5), WindowOnlyRouter(causal=False),
+              FarBiasRouter(2)):
+        cfg = json.loads(json.dumps(r.config()))
+        assert cfg == r.config()
+        again = type(r).from_config(cfg)
+        again.load_state_dict(r.state_dict())
+        assert type(again) is type(r) and again.config() == cfg
+        a, b = r(h), again(h)
+        assert torch.equal(a.groups, b.groups) and torch.equal(a.soft, b.soft)

@@ -136,7 +136,8 @@ def test_decoding_steps_append_empty_group_sets():
 def test_composed_cached_decoding_and_router_files(num_sinks, tmp_path):
     pytest.importorskip("transformers")
     from quest_geometric.nn.focus import compose_focus, load_routers, save_routers
-    from quest_geometric.nn.focus.compose import ROUTERS_CONFIG, focus_layers
+    from quest_geometric.nn.focus.compose import focus_layers
+    from quest_geometric.nn.focus.router_files import ROUTERS_CONFIG
     from quest_geometric.testing.hf import build_hf, tokens
 
     m = build_hf("llama")

@@ -503,11 +503,13 @@ class Trainer:
             "window_sums": {k: _to_float(v) for k, v in self._window_sums.items()},
         }
 
-    def save_checkpoint(self, path: Optional[str] = None) -> Optional[str]:
+    def save_checkpoint(self, path: Optional[Union[str, os.PathLike]] = None
+                        ) -> Optional[Union[str, os.PathLike]]:
         """Write a checkpoint (collective: every rank must call it; rank 0 writes).
 
         Args:
-            path (str, optional): the file; :obj:`None` uses ``out_dir/checkpoint.pt``.
+            path (str or os.PathLike, optional): the file; :obj:`None` uses
+                ``out_dir/checkpoint.pt``.
                 (default: :obj:`None`)
 
         Returns:

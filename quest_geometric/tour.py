@@ -109,7 +109,8 @@ class TourContext:
     """What every tour part receives.
 
     Args:
-        out_dir (Path): the part's own folder inside the report.
+        out_dir (Path): the part's own folder (inside the report's staging folder,
+            :data:`STAGING`, until the whole report is written and moved into place).
         device (torch.device): where to run.
         quick (bool): use the smallest settings (the default for the tour).
         progress (bool): show progress bars.
@@ -485,8 +486,14 @@ def run_tour(
     timings; a part measured on a contended machine (load above the cores) gets a banner
     and its speed lines are labelled as measured under load, not given as verdicts.
 
+    The parts write into a staging folder beside any previous report (:func:`_run_parts`),
+    listed in the manifest before it is created; the new files replace the previous
+    report's only once the whole report is written, so a run that fails or is interrupted
+    leaves the previous report whole, and one that is killed leaves files the next
+    ``force`` run clears.
+
     Args:
-        out (str): report folder. (default: :obj:`"tour-report"`)
+        out (str or os.PathLike): report folder. (default: :obj:`"tour-report"`)
         only (list of str, optional): run only these parts (names in :data:`PARTS`).
             (default: :obj:`None`, all)
         device (str): ``'cpu'`` or ``'cuda'``. (default: :obj:`"cpu"`)
@@ -494,8 +501,9 @@ def run_tour(
             its manifest lists; a folder holding anything else is refused whatever ``force``
             (:func:`check_output_dir`). (default: :obj:`False`)
         quick (bool): smallest settings. (default: :obj:`True`)
-        progress (bool): progress bars. (default: :obj:`True`)
-        results (str, optional): folder of committed results (laid out as
+        progress (bool): progress bars; :obj:`False` also silences the model loader's
+            (:func:`~quest_geometric._utils.progress.quiet_progress`). (default: :obj:`True`)
+        results (str or os.PathLike, optional): folder of committed results (laid out as
             ``benchmarks/results/``) to quote and to load the committed routers from.
             (default: :obj:`None`: the copies shipped with the package, and the routers of
             the source checkout where there is one; see :func:`committed_path`)

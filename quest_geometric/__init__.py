@@ -5,10 +5,33 @@ Subpackages: :mod:`~quest_geometric.quaternion`, :mod:`~quest_geometric.geometry
 :mod:`~quest_geometric.models`, :mod:`~quest_geometric.datasets`,
 :mod:`~quest_geometric.analysis`, :mod:`~quest_geometric.training`,
 :mod:`~quest_geometric.experiments`, :mod:`~quest_geometric.testing`.
+
+The subpackages are imported on first use (``quest_geometric.nn`` works after a bare
+``import quest_geometric``): importing the package itself imports neither torch nor PyG, so
+the command line (``python -m quest_geometric``) answers ``--help`` and argument errors at
+once. :mod:`quest_geometric.typing` probes the optional packages when it is first imported;
+every subpackage that needs it imports it.
 """
-from quest_geometric import typing  # noqa: F401  (probes optional packages once)
-from quest_geometric import geometry, nn, quaternion, transforms  # noqa: F401
+import importlib
+import warnings
+
+#: PyG >= 2.8 warns on its first import, wherever torch-cluster is installed, that it "is no
+#: longer necessary": this project's kNN back-end uses it (see :mod:`quest_geometric.typing`),
+#: so the notice is filtered for whoever imports PyG after this package.
+warnings.filterwarnings("ignore", message="'torch-cluster' is no longer necessary",
+                        category=DeprecationWarning)
 
 __version__ = "0.1.0"
 
 __all__ = ["__version__", "quaternion", "geometry", "transforms", "nn"]
+
+_SUBMODULES = frozenset({"quaternion", "geometry", "transforms", "nn", "typing", "models",
+                         "datasets", "analysis", "training", "experiments", "testing",
+                         "adapters"})
+
+
+def __getattr__(name: str):
+    """Import a subpackage on first access (PEP 562)."""
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

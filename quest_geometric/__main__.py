@@ -31,13 +31,18 @@ examples:
   OMP_NUM_THREADS=1 quest-geometric tour --no-progress --out /tmp/report
 
 errors (a refused --out folder, another tour running on it, a read-only folder, a full
-disk, ...) print one line on stderr and exit with status 2."""
+disk, ...) print one line on stderr and exit with status 2; Ctrl-C prints one line and
+exits with status 130, leaving a previous report whole."""
+
+
+#: The tour's parts, in order (the keys of :data:`quest_geometric.tour.PARTS`, which
+#: ``tests/test_cli.py`` checks): named here so that ``--help`` and argument errors answer
+#: without importing the tour, which imports torch (seconds).
+PART_NAMES = ("qsv", "focus", "qk", "pretrained")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``quest-geometric`` argument parser."""
-    from quest_geometric.tour import PARTS
-
+    """The ``quest-geometric`` argument parser; imports nothing heavy."""
     parser = argparse.ArgumentParser(
         prog="quest-geometric", description=DESCRIPTION, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -49,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     tour.add_argument("--out", default="tour-report", help="report folder (default: tour-report)")
     tour.add_argument(
         "--only", action="append", default=None, metavar="PART",
-        help=f"run only this part ({'|'.join(PARTS)}); may be repeated",
+        help=f"run only this part ({'|'.join(PART_NAMES)}); may be repeated",
     )
     tour.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
     tour.add_argument("--force", action="store_true",
@@ -74,16 +79,26 @@ def build_parser() -> argparse.ArgumentParser:
                            "free when the tour starts: available cores minus the load "
                            "average; the choice and its reason are printed)")
     tour.add_argument("--no-progress", action="store_true",
-                      help="hide progress bars (one line per part is still printed)")
+                      help="hide every progress bar, the model loader's included (one line per "
+                           "part is still printed)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the exit status (2 and one line on stderr for user errors)."""
-    from quest_geometric.tour import TourError, run_tour
-
+    """Entry point; returns the exit status: 2 and one line on stderr for a user error, 130
+    and one line for Ctrl-C. The arguments are parsed before the tour (and torch) is
+    imported, so ``--help`` and argument errors answer at once."""
     args = build_parser().parse_args(argv)
-    if args.command == "tour":
+    if args.command != "tour":  # pragma: no cover - argparse allows only 'tour'
+        return 0
+    unknown = [n for n in dict.fromkeys(args.only or []) if n not in PART_NAMES]
+    if unknown:  # the tour says the same; here it answers before torch is imported
+        print(f"quest-geometric tour: error: --only: unknown part(s) {', '.join(unknown)}; "
+              f"choose from {', '.join(PART_NAMES)}", file=sys.stderr)
+        return 2
+    try:
+        from quest_geometric.tour import TourError, run_tour
+
         try:
             run_tour(
                 out=args.out, only=args.only, device=args.device, force=args.force,
@@ -93,6 +108,10 @@ def main(argv: list[str] | None = None) -> int:
         except TourError as e:
             print(f"quest-geometric tour: error: {e}", file=sys.stderr)
             return 2
+    except KeyboardInterrupt:
+        print("quest-geometric tour: interrupted (Ctrl-C); the report was not written (a "
+              "previous one is left as it was)", file=sys.stderr)
+        return 130
     return 0
 
 

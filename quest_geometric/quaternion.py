@@ -8,6 +8,13 @@ over the leading dimensions, is differentiable, and works in any floating-point 
 The rotation conventions are the usual active ones: a unit quaternion :math:`q` rotates a
 3-vector :math:`v` by the sandwich product :math:`q\,(0, v)\,q^{*}`, whose matrix is
 :func:`to_rotation_matrix`.  :math:`q` and :math:`-q` are the same rotation.
+
+**Non-finite values pass through.** These are elementwise algebra, like :func:`torch.mul`:
+a NaN or an infinity in an entry gives NaN or infinities in the entries computed from it
+and nowhere else, so nothing is hidden, and a check here would add a host synchronisation
+to every call of the layers' inner loops. The public layers that call them
+(:class:`~quest_geometric.nn.QSVConv`, :class:`~quest_geometric.nn.QuaternionLinear`) refuse
+non-finite inputs, naming the argument.
 """
 from __future__ import annotations
 

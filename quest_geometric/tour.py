@@ -7,9 +7,9 @@ markdown section for the report.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
+import stat
 import sys
 import time
 from dataclasses import dataclass, field
@@ -20,13 +20,38 @@ import torch
 
 from quest_geometric._utils.cpu_load import LoadMonitor, LoadRecord, choose_threads
 from quest_geometric._utils.device import resolve_device as _parse_device
+from quest_geometric._utils.io import (
+    atomic_write_text,
+    remove_stale_temporaries,
+    temporary_name_pattern,
+)
 from quest_geometric._utils.lock import FolderInUseError, FolderLock
+from quest_geometric._utils.owned_files import (
+    Manifest,
+    ManifestError,
+    UnsafeEntryError,
+    append_entries,
+    manifest_text,
+    read_manifest,
+    remove_owned,
+    unknown_entries,
+    unsafe_entries,
+    walk,
+)
+from quest_geometric._utils.progress import quiet_progress
 from quest_geometric.experiments.common import environment_info
 
-#: The manifest a tour writes in its folder: the relative paths of every file and folder it
-#: wrote, so that ``--force`` replaces exactly those and nothing else.
-MANIFEST = ".quest_tour_manifest.json"
-MANIFEST_FORMAT = 1
+#: The manifest a tour writes in its folder (:mod:`~quest_geometric._utils.owned_files`):
+#: every file and folder it writes there, each listed before it is written, so that
+#: ``--force`` replaces exactly those and nothing else, also after a killed run.
+MANIFEST = ".quest_tour_manifest.jsonl"
+
+#: The folder, inside the report folder, where a run writes its new report beside the
+#: previous one; its files are moved into place only once the whole report is written.
+STAGING = ".quest_tour_new"
+
+#: The report's file name in the report folder.
+REPORT = "report.md"
 
 #: The lock a running tour holds on its folder (:class:`~quest_geometric._utils.lock.FolderLock`),
 #: so that a second tour on the same folder is refused.
@@ -84,7 +109,8 @@ class TourContext:
     """What every tour part receives.
 
     Args:
-        out_dir (Path): the part's own folder inside the report.
+        out_dir (Path): the part's own folder (inside the report's staging folder,
+            :data:`STAGING`, until the whole report is written and moved into place).
         device (torch.device): where to run.
         quick (bool): use the smallest settings (the default for the tour).
         progress (bool): show progress bars.
@@ -328,56 +354,6 @@ def linked_files(report: Path) -> list[Path]:
             if not re.match(r"^([a-z]+:|/|#)", t)]
 
 
-def _relative_entries(folder: Path) -> set[str]:
-    """Every file, link and folder below ``folder``, as ``/``-separated relative paths
-    (symbolic links are listed, never followed)."""
-    found: set[str] = set()
-    for root, dirs, files in os.walk(folder, followlinks=False):
-        rel = Path(root).relative_to(folder)
-        for name in dirs + files:
-            found.add((rel / name).as_posix())
-    return found
-
-
-def _safe_relative(entry: object) -> bool:
-    """Whether a manifest entry is a plain relative path inside the folder (a manifest is
-    data from the folder, possibly crafted: ``..``, absolute paths and the like are refused)."""
-    if not isinstance(entry, str) or not entry or "\\" in entry or "\0" in entry:
-        return False
-    path = Path(entry)
-    return (not path.is_absolute() and path.as_posix() == entry
-            and all(part not in ("", ".", "..") for part in entry.split("/")))
-
-
-def read_manifest(out: Path) -> dict[str, list[str]] | None:
-    """The manifest of a previous tour in ``out`` (:data:`MANIFEST`): ``{'files': [...],
-    'folders': [...]}`` of relative paths, or :obj:`None` when there is none.
-
-    Raises:
-        TourError: the manifest is not one the tour writes (unreadable, not JSON, an entry
-            that is not a plain relative path inside the folder).
-    """
-    path = out / MANIFEST
-    if not path.exists() and not path.is_symlink():
-        return None
-    if path.is_symlink() or not path.is_file():
-        raise TourError(f"--out {out}: {MANIFEST} is not a regular file; remove it yourself "
-                        "if the folder is yours")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise TourError(f"--out {out}: {MANIFEST} cannot be read ({e.__class__.__name__}); "
-                        "clear the folder yourself or choose another") from None
-    ok = (isinstance(data, dict) and data.get("format") == MANIFEST_FORMAT
-          and all(isinstance(data.get(k), list) and all(map(_safe_relative, data[k]))
-                  for k in ("files", "folders")))
-    if not ok:
-        raise TourError(f"--out {out}: {MANIFEST} is not a tour manifest (format "
-                        f"{MANIFEST_FORMAT}, relative paths inside the folder); clear the "
-                        "folder yourself or choose another")
-    return {"files": list(data["files"]), "folders": list(data["folders"])}
-
-
 def _protected(out: Path) -> str | None:
     """Why ``out`` may never be the report folder (or :obj:`None`): the current working
     folder, the home folder or a filesystem root."""
@@ -395,37 +371,9 @@ def _protected(out: Path) -> str | None:
     return None
 
 
-def check_output_dir(out: Path, force: bool) -> dict[str, list[str]] | None:
-    """Check that the tour may write its report into ``out``; never deletes anything.
-
-    The tour writes only into a folder of its own: ``out`` must be missing, empty, or hold a
-    previous tour report and nothing else. A previous report is recognised by its manifest
-    (:data:`MANIFEST`, the relative paths of every file and folder that run wrote); with
-    ``force`` those listed entries, and only them, are replaced (:func:`clear_previous`).
-    Refused, with or without ``force``:
-
-    - a folder holding anything a manifest does not list (the message names the first few
-      entries): the tour cannot know whose they are, so it neither deletes nor mixes its
-      report into them;
-    - the current working folder, the home folder or a filesystem root, even when empty: a
-      report needs a folder of its own, and a manifest in one of these would let a later
-      ``--force`` delete files there, the mistake (``--out . --force``) this rule exists for;
-    - ``out`` being a symbolic link (to a folder or not): the tour does not resolve it,
-      because what is deleted and locked would then be somewhere the command line does not
-      name; pass the real folder instead;
-    - a path that exists and is not a folder.
-
-    Args:
-        out (Path): the report folder.
-        force (bool): allow replacing a previous tour report.
-
-    Returns:
-        dict or None: the previous report's manifest (to clear), or :obj:`None` when there
-        is nothing to replace.
-
-    Raises:
-        TourError: a refusal, as one line.
-    """
+def check_out_path(out: Path) -> None:
+    """Refuse an ``out`` that is a symbolic link, the working, home or root folder, or an
+    existing path that is not a folder; looks at nothing inside and creates nothing."""
     if out.is_symlink():
         raise TourError(f"--out {out} is a symbolic link (to {os.readlink(out)}); pass the "
                         "real folder")
@@ -433,75 +381,81 @@ def check_output_dir(out: Path, force: bool) -> dict[str, list[str]] | None:
     if why is not None:
         raise TourError(f"--out {out} {why}; the report needs a folder of its own "
                         "(e.g. --out tour-report)")
+    if out.exists() and not out.is_dir():
+        raise TourError(f"--out {out} exists and is not a folder")
+
+
+def _shown(entries: list[str]) -> str:
+    return ", ".join(entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
+
+
+def _kind(mode: int) -> str:
+    return ("a symbolic link" if stat.S_ISLNK(mode) else "a folder" if stat.S_ISDIR(mode)
+            else "a regular file" if stat.S_ISREG(mode) else "a special file")
+
+
+def check_output_dir(out: Path, force: bool) -> Manifest | None:
+    """Check that the tour may write its report into ``out``; never deletes anything.
+
+    The tour writes only into a folder of its own: ``out`` must be missing, empty, or hold a
+    previous tour report (finished or stopped) and nothing else. A previous report is
+    recognised by its manifest (:data:`MANIFEST`, :mod:`~quest_geometric._utils.owned_files`),
+    which lists every file and folder a tour wrote there *before* writing it, so that it
+    also covers a run killed half-way (``kill -9``, out of memory, a full disk); with
+    ``force`` the listed entries, and only them, are replaced. Refused, with or without
+    ``force``:
+
+    - a folder holding anything a manifest does not list (the message names the first few
+      entries): the tour cannot know whose they are, so it neither deletes nor mixes its
+      report into them;
+    - a listed entry that is now a symbolic link or a special file (a part folder replaced
+      by a link to elsewhere, say): the tour follows no link and deletes only regular files
+      it wrote;
+    - the current working folder, the home folder or a filesystem root, even when empty, a
+      symbolic link as ``out``, or a path that is not a folder (:func:`check_out_path`).
+
+    Args:
+        out (Path): the report folder.
+        force (bool): allow replacing a previous tour report.
+
+    Returns:
+        Manifest or None: the previous manifest, or :obj:`None` when there is none.
+
+    Raises:
+        TourError: a refusal, as one line.
+    """
+    check_out_path(out)
     if not out.exists():
         return None
-    if not out.is_dir():
-        raise TourError(f"--out {out} exists and is not a folder")
-    entries = _relative_entries(out) - {LOCK_NAME}
-    if not entries:
-        return None
-    manifest = read_manifest(out)
-    known = {MANIFEST} if manifest is None else (  # and a manifest's temporary, left by a kill
-        {MANIFEST, f".{MANIFEST}.tmp", *manifest["files"], *manifest["folders"]})
-    unknown = sorted(entries - known)
+    entries = walk(out)
+    temporaries = temporary_name_pattern(MANIFEST)
+    for rel in [r for r in entries if r == LOCK_NAME or temporaries.fullmatch(r)]:
+        del entries[rel]
+    try:
+        manifest = read_manifest(out / MANIFEST)
+    except ManifestError as e:
+        raise TourError(f"--out {out}: {MANIFEST} is not a tour manifest ({e}); clear the "
+                        "folder yourself or choose another") from None
+    entries.pop(MANIFEST, None)
+    unknown = unknown_entries(entries, manifest or Manifest())
     if unknown:
-        shown = ", ".join(unknown[:5]) + (f" and {len(unknown) - 5} more"
-                                          if len(unknown) > 5 else "")
         what = ("holds files no tour wrote" if manifest is not None
                 else "exists and is not a previous tour report")
-        raise TourError(f"--out {out} {what} ({shown}); the tour replaces only its own "
-                        "files: choose another folder")
-    assert manifest is not None  # without one, every entry is unknown
-    if not force:
-        raise TourError(f"--out {out} holds a previous tour report; pass --force to replace "
-                        "it (only the files that tour wrote) or choose another folder")
+        raise TourError(f"--out {out} {what} ({_shown(unknown)}); the tour replaces only its "
+                        "own files: choose another folder")
+    unsafe = unsafe_entries(entries, manifest or Manifest())
+    if unsafe:
+        shown = _shown([f"{rel} ({_kind(entries[rel])})" for rel in unsafe])
+        raise TourError(f"--out {out}: where the tour wrote, there is now what no tour writes "
+                        f"({shown}); the tour follows no link and deletes only regular files "
+                        "it wrote: remove those yourself or choose another folder")
+    if entries and not force:
+        state = ("an unfinished tour report (its run was stopped)"
+                 if manifest is not None and STAGING in manifest.open else
+                 "a previous tour report")
+        raise TourError(f"--out {out} holds {state}; pass --force to replace it (only the "
+                        "files that tour wrote) or choose another folder")
     return manifest
-
-
-def clear_previous(out: Path, manifest: dict[str, list[str]]) -> None:
-    """Remove what a previous tour listed in its manifest: its files (a listed path that is
-    now a folder is left alone), then its folders, deepest first, each only if empty; and
-    the manifest's own temporary if a killed run left one."""
-    for rel in [*manifest["files"], f".{MANIFEST}.tmp"]:
-        path = out / rel
-        if path.is_symlink() or path.is_file():
-            path.unlink(missing_ok=True)
-    for rel in sorted(manifest["folders"], key=lambda r: r.count("/"), reverse=True):
-        path = out / rel
-        if path.is_dir() and not path.is_symlink() and not any(path.iterdir()):
-            path.rmdir()
-
-
-def write_manifest(out: Path, roots: list[str]) -> None:
-    """Write :data:`MANIFEST` atomically: every file and folder at or below the entries
-    ``roots`` of ``out`` (what this run created), as relative paths."""
-    files: set[str] = set()
-    folders: set[str] = set()
-    for root in roots:
-        path = out / root
-        if path.is_dir() and not path.is_symlink():
-            folders.add(root)
-            for rel in _relative_entries(path):
-                sub = out / root / rel
-                (folders if sub.is_dir() and not sub.is_symlink() else files).add(
-                    f"{root}/{rel}")
-        elif path.exists() or path.is_symlink():
-            files.add(root)
-    _atomic_write(out / MANIFEST, json.dumps(
-        {"format": MANIFEST_FORMAT, "files": sorted(files), "folders": sorted(folders)},
-        indent=1) + "\n")
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    """Write ``path`` through a temporary file in its folder and a rename, so it is either
-    the old or the complete new text, never a part; the temporary is removed on failure."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def resolve_device(device: str) -> torch.device:
@@ -532,8 +486,14 @@ def run_tour(
     timings; a part measured on a contended machine (load above the cores) gets a banner
     and its speed lines are labelled as measured under load, not given as verdicts.
 
+    The parts write into a staging folder beside any previous report (:func:`_run_parts`),
+    listed in the manifest before it is created; the new files replace the previous
+    report's only once the whole report is written, so a run that fails or is interrupted
+    leaves the previous report whole, and one that is killed leaves files the next
+    ``force`` run clears.
+
     Args:
-        out (str): report folder. (default: :obj:`"tour-report"`)
+        out (str or os.PathLike): report folder. (default: :obj:`"tour-report"`)
         only (list of str, optional): run only these parts (names in :data:`PARTS`).
             (default: :obj:`None`, all)
         device (str): ``'cpu'`` or ``'cuda'``. (default: :obj:`"cpu"`)
@@ -541,8 +501,9 @@ def run_tour(
             its manifest lists; a folder holding anything else is refused whatever ``force``
             (:func:`check_output_dir`). (default: :obj:`False`)
         quick (bool): smallest settings. (default: :obj:`True`)
-        progress (bool): progress bars. (default: :obj:`True`)
-        results (str, optional): folder of committed results (laid out as
+        progress (bool): progress bars; :obj:`False` also silences the model loader's
+            (:func:`~quest_geometric._utils.progress.quiet_progress`). (default: :obj:`True`)
+        results (str or os.PathLike, optional): folder of committed results (laid out as
             ``benchmarks/results/``) to quote and to load the committed routers from.
             (default: :obj:`None`: the copies shipped with the package, and the routers of
             the source checkout where there is one; see :func:`committed_path`)
@@ -570,12 +531,12 @@ def run_tour(
                                 or threads < 1):
         raise TourError(f"--threads must be a positive integer (got {threads!r})")
     out = Path(out)
-    lock = FolderLock(out, LOCK_NAME, "tour")
+    check_out_path(out)
     previous_threads = torch.get_num_threads()
     try:
-        check_output_dir(out, force)
-        with lock:  # creates the folder; a second tour on it is refused here
-            manifest = check_output_dir(out, force)  # again, now that no other tour runs
+        # the lock first: a folder in use is refused for that reason, not for its content
+        with FolderLock(out, LOCK_NAME, "tour"), quiet_progress(not progress):
+            manifest = check_output_dir(out, force)
             if threads is None:
                 n, why = choose_threads()
             else:
@@ -585,7 +546,11 @@ def run_tour(
             print(f"tour: {choice}", flush=True)
             return _run_parts(out, manifest, names, dev, quick, progress, results, choice)
     except FolderInUseError as e:
-        raise TourError(str(e).removeprefix("tour: ")) from None
+        raise TourError(f"another tour is running on --out {out} ({e.holder} holds "
+                        f"{e.lock_path}); wait for it to end or choose another folder. If "
+                        f"no tour runs, delete {e.lock_path}") from None
+    except UnsafeEntryError as e:  # something was swapped for a link while the tour ran
+        raise TourError(f"--out {out}: {e}; remove it yourself") from None
     except OSError as e:  # read-only folder, full disk, ...: one line, no traceback
         where = f" ({e.filename})" if e.filename else ""
         raise TourError(f"--out {out}: the tour stopped on a file error: "
@@ -594,22 +559,53 @@ def run_tour(
         torch.set_num_threads(previous_threads)
 
 
-def _run_parts(out: Path, manifest: dict[str, list[str]] | None, names: list[str],
+def _run_parts(out: Path, previous: Manifest | None, names: list[str],
                dev: torch.device, quick: bool, progress: bool,
                results: str | Path | None, choice: str = "") -> Path:
-    """The tour proper, in a checked and locked ``out``: clear the previous report's own
-    files, run the parts, then write ``report.md`` atomically. The manifest lists what this
-    run wrote before each part and at the end, failures included, so that a run that
-    stopped half-way is still replaced by the next ``--force`` and nothing else is."""
-    if manifest is not None:
-        clear_previous(out, manifest)
-    report = out / "report.md"
-    roots = [report.name, f".{report.name}.tmp"]
-    write_manifest(out, roots)
+    """The tour proper, in a checked and locked ``out``: run the parts beside the previous
+    report, in the folder :data:`STAGING` (listed in the manifest before it is created), and
+    only when all succeeded swap the new files in (:func:`_swap_in`). A run that fails
+    removes its own staging folder; one that is killed leaves it listed, so the next
+    ``--force`` clears it. The previous report stays whole until the new one is complete."""
+    manifest_path = out / MANIFEST
+    staging = out / STAGING
+    remove_stale_temporaries(manifest_path)  # a killed manifest rewrite's
+    if previous is not None:  # what a stopped run left beside its report
+        remove_owned(out, previous, roots=[STAGING])
+    append_entries(manifest_path, [{"folder": STAGING, "open": True}])
+    staging.mkdir()
     try:
-        return _write_report(out, report, roots, names, dev, quick, progress, results, choice)
-    finally:
-        write_manifest(out, roots)
+        _write_report(staging, names, dev, quick, progress, results, choice)
+    except BaseException:
+        try:
+            remove_owned(out, read_manifest(manifest_path) or Manifest(), roots=[STAGING])
+        except OSError:  # a full disk or a swapped link: the next --force clears it
+            pass
+        raise
+    report = _swap_in(out, staging, previous)
+    print(f"report: {report}")
+    return report
+
+
+def _swap_in(out: Path, staging: Path, previous: Manifest | None) -> Path:
+    """Move the complete new report from ``staging`` into ``out``: list its files at their
+    final paths, remove the previous report's part folders, rename the new ones in, replace
+    ``report.md`` (:func:`os.replace`, atomic) and rewrite the manifest compactly."""
+    new = walk(staging)
+    listed = Manifest(files={r for r, m in new.items() if stat.S_ISREG(m)},
+                      folders={r for r, m in new.items() if stat.S_ISDIR(m)})
+    append_entries(out / MANIFEST, [{"folder": r} for r in sorted(listed.folders)]
+                   + [{"file": r} for r in sorted(listed.files)])
+    if previous is not None:
+        old = {r.split("/", 1)[0] for r in previous.files | previous.folders}
+        remove_owned(out, previous, roots=old - {REPORT, STAGING})
+    for name in sorted(os.listdir(staging)):
+        if name != REPORT:
+            os.rename(staging / name, out / name)
+    os.replace(staging / REPORT, out / REPORT)
+    staging.rmdir()
+    atomic_write_text(out / MANIFEST, manifest_text(listed))
+    return out / REPORT
 
 
 def under_load_note(load: LoadRecord) -> str:
@@ -638,11 +634,10 @@ def drop_common_metadata(text: str, env: dict) -> str:
                      if line not in common and not line.startswith("- date: "))
 
 
-def _write_report(out: Path, report: Path, roots: list[str], names: list[str],
-                  dev: torch.device, quick: bool, progress: bool,
-                  results: str | Path | None, choice: str = "") -> Path:
-    """Run the parts (each in its folder, recorded in ``roots`` and the manifest before it
-    starts) and write ``report``, through a temporary file, only when all are done."""
+def _write_report(out: Path, names: list[str], dev: torch.device, quick: bool,
+                  progress: bool, results: str | Path | None, choice: str = "") -> None:
+    """Run the parts, each in its folder ``out/<part>``, and write ``out/report.md``
+    (through a temporary file) only when all are done."""
     sections = ["# quest_geometric tour report\n",
                 ("Small versions of each study on embedded data: "
                  + ("quick settings, smoke runs that show the pipeline and the tables it "
@@ -663,8 +658,6 @@ def _write_report(out: Path, report: Path, roots: list[str], names: list[str],
         print(f"[tour {i}/{len(names)}] {name}: {title} ...", flush=True)
         ctx = TourContext(out_dir=out / name, device=dev, quick=quick, progress=progress,
                           results=None if results is None else Path(results))
-        roots.append(name)
-        write_manifest(out, roots)
         ctx.out_dir.mkdir()
         t0 = time.perf_counter()
         with LoadMonitor() as monitor:
@@ -687,8 +680,6 @@ def _write_report(out: Path, report: Path, roots: list[str], names: list[str],
                     f"({overall.describe()}). Threads: {choice or torch.get_num_threads()}. "
                     "The machine and software the report was produced with:\n\n"
                     + "\n".join(f"- {k}: {v}" for k, v in env.items()) + "\n")
-    _atomic_write(report, _unlink_missing("\n".join(sections), out))
+    atomic_write_text(out / REPORT, _unlink_missing("\n".join(sections), out))
     for line in summary:
         print(line)
-    print(f"report: {report}")
-    return report

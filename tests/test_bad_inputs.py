@@ -101,6 +101,21 @@ def _train_tiny_routers(**kw: Any) -> Any:
 MHA = "compose_focus (MultiheadAttention)"
 
 
+def _nan(*shape: int, value: float = NAN) -> torch.Tensor:
+    """A random tensor of ``shape`` with one entry set to ``value`` (NaN by default)."""
+    t = torch.rand(*shape)
+    t.view(-1)[min(3, t.numel() - 1)] = value
+    return t
+
+
+def _nan_qkv(which: str | None, value: float = NAN) -> tuple[torch.Tensor, ...]:
+    """Random ``[6, 2, 4]`` q, k, v with one ``value`` entry in ``which`` (none for None)."""
+    qkv = {n: torch.randn(6, 2, 4) for n in ("q", "k", "v")}
+    if which is not None:
+        qkv[which][3, 1, 2] = value
+    return qkv["q"], qkv["k"], qkv["v"]
+
+
 class Case(NamedTuple):
     id: str
     call: Callable[[], Any]
@@ -914,6 +929,93 @@ CASES = [
         [1.0, 2.0], quantiles=0.9), TypeError, "bootstrap_mean_interval", "quantiles"),
     Case("directional_probability-b-length", lambda: analysis.directional_probability(
         [1.0], [1.0, 2.0]), ValueError, "directional_probability", "b"),
+    # ---- issue 53 (H5): one finiteness rule, a NaN or infinity refused with its argument
+    Case("QuaternionLinear.forward-x-nan", lambda: QuaternionLinear(4, 4)(
+        torch.tensor([[NAN, 0.0, 0.0, 0.0]])), ValueError, "QuaternionLinear", "x"),
+    Case("full_attention-q-nan", lambda: F.full_attention(*_nan_qkv("q")), ValueError,
+         "full_attention", "q"),
+    Case("full_attention-v-inf", lambda: F.full_attention(*_nan_qkv("v", INF)), ValueError,
+         "full_attention", "v"),
+    Case("focus_dense_attention-k-nan", lambda: F.focus_dense_attention(
+        *_nan_qkv("k"), _g(), 2), ValueError, "focus_dense_attention", "k"),
+    Case("focus_blocks_attention-q-nan", lambda: F.focus_blocks_attention(
+        *_nan_qkv("q"), _g(), 2), ValueError, "focus_blocks_attention", "q"),
+    Case("focus_blocks_reference-v-inf", lambda: F.focus_blocks_reference(
+        *_nan_qkv("v", -INF), _g(), 2), ValueError, "focus_blocks_reference", "v"),
+    Case("focus_soft_attention-q-nan", lambda: F.focus_soft_attention(
+        *_nan_qkv("q"), _soft(), 2), ValueError, "focus_soft_attention", "q"),
+    Case("focus_far_bias_attention-far_bias-nan", lambda: F.focus_far_bias_attention(
+        *_nan_qkv(None), torch.zeros(2), torch.tensor([0.0, NAN]), 2), ValueError,
+        "focus_far_bias_attention", "far_bias"),
+    Case("sinkhorn_log-scores-nan", lambda: F.sinkhorn_log(torch.full((6, 3), NAN)),
+         ValueError, "sinkhorn_log", "scores"),
+    Case("straight_through_membership-soft-nan", lambda: F.straight_through_membership(
+        torch.full((6, 3), NAN), _g()), ValueError, "straight_through_membership", "soft"),
+    Case("straight_through_pair_share-soft-nan", lambda: F.straight_through_pair_share(
+        torch.full((6, 3), NAN), _g(), 2), ValueError, "straight_through_pair_share", "soft"),
+    Case("additive_gate_share-soft-inf", lambda: F.additive_gate_share(
+        torch.full((6, 3), INF), 2), ValueError, "additive_gate_share", "soft"),
+    Case("RandomGroupsRouter-h-nan", lambda: F.RandomGroupsRouter(3)(_nan(6, 8)), ValueError,
+         "RandomGroupsRouter", "h"),
+    Case("WindowOnlyRouter-h-nan", lambda: F.WindowOnlyRouter()(_nan(6, 8)), ValueError,
+         "WindowOnlyRouter", "h"),
+    Case("FarBiasRouter-h-inf", lambda: F.FarBiasRouter(2)(_nan(6, 8, value=INF)), ValueError,
+         "FarBiasRouter", "h"),
+    Case("FocusAttention-x-nan", lambda: F.FocusAttention(8, 2, num_groups=2, window=2)(
+        _nan(6, 8)), ValueError, "FocusAttention", "x"),
+    Case("NormalizeImage-data-nan", lambda: transforms.NormalizeImage(0.5, 0.2)(
+        _nan(1, 8, 8)), ValueError, "NormalizeImage", "data"),
+    Case("RandomCropPad-data.image-nan", lambda: transforms.RandomCropPad(8)(
+        Data(image=_nan(1, 8, 8))), ValueError, "RandomCropPad", "data.image"),
+    Case("RandomHorizontalFlip-data-inf", lambda: transforms.RandomHorizontalFlip()(
+        _nan(1, 8, 8, value=INF)), ValueError, "RandomHorizontalFlip", "data"),
+    Case("AppendPosition-data.pos-nan", lambda: transforms.AppendPosition()(
+        Data(x=torch.rand(6, 2), pos=_nan(6, 3))), ValueError, "AppendPosition", "data.pos"),
+    Case("AppendPosition-data.x-inf", lambda: transforms.AppendPosition()(
+        Data(x=_nan(6, 2, value=INF), pos=torch.rand(6, 3))), ValueError, "AppendPosition",
+        "data.x"),
+    Case("project_to_image-pos-nan", lambda: transforms.project_to_image(_nan(4, 3)),
+         ValueError, "project_to_image", "pos"),
+    Case("masked_softmax_entropy-logits-nan", lambda: analysis.masked_softmax_entropy(
+        _nan(2, 2), torch.ones(2, 2, dtype=torch.bool)), ValueError, "masked_softmax_entropy",
+        "logits"),
+    Case("logit_singular_values-k-inf", lambda: analysis.logit_singular_values(
+        torch.ones(4, 2), _nan(4, 2, value=INF)), ValueError, "logit_singular_values", "k"),
+    Case("spectrum_participation_ratio-s-nan", lambda: analysis.spectrum_participation_ratio(
+        torch.tensor([NAN, 1.0])), ValueError, "spectrum_participation_ratio", "s"),
+    Case("mean_std-values-nan", lambda: analysis.mean_std([1.0, NAN]), ValueError, "mean_std",
+         "values"),
+    Case("least_squares_slope-y-nan", lambda: analysis.least_squares_slope(
+        [1.0, 2.0, 3.0], [1.0, NAN, 3.0]), ValueError, "least_squares_slope", "y"),
+    # ---- issue 53 (H5): impossible inputs that returned a plausible value
+    Case("sinkhorn_log-num_iters-negative", lambda: F.sinkhorn_log(torch.randn(6, 3),
+                                                                   num_iters=-1),
+         ValueError, "sinkhorn_log", "num_iters"),
+    Case("sinkhorn_log-num_segments-zero", lambda: F.sinkhorn_log(
+        torch.randn(6, 3), batch=torch.zeros(6, dtype=torch.long), num_segments=0),
+        ValueError, "sinkhorn_log", "num_segments"),
+    Case("full_attention-k-fewer-tokens", lambda: F.full_attention(
+        torch.randn(16, 2, 4), torch.randn(10, 2, 4), torch.randn(10, 2, 4)), ValueError,
+        "full_attention", "k"),
+    Case("full_attention-k-fewer-tokens-bidirectional", lambda: F.full_attention(
+        torch.randn(16, 2, 4), torch.randn(10, 2, 4), torch.randn(10, 2, 4), causal=False),
+        ValueError, "full_attention", "k"),
+    Case("spearman-y-length", lambda: analysis.spearman([1, 2], [1]), ValueError, "spearman",
+         "y"),
+    Case("least_squares_slope-y-length", lambda: analysis.least_squares_slope(
+        [1.0, 2.0], [1.0]), ValueError, "least_squares_slope", "y"),
+    Case("binomial_interval-n-zero", lambda: analysis.binomial_interval(0, 0), ValueError,
+         "binomial_interval", "n"),
+    Case("binomial_interval-k-above-n", lambda: analysis.binomial_interval(3, 2), ValueError,
+         "binomial_interval", "k"),
+    Case("binomial_interval-k-negative", lambda: analysis.binomial_interval(-1, 2), ValueError,
+         "binomial_interval", "k"),
+    Case("binomial_interval-level-one", lambda: analysis.binomial_interval(1, 2, level=1.0),
+         ValueError, "binomial_interval", "level"),
+    Case("mean_std-values-empty", lambda: analysis.mean_std([]), ValueError, "mean_std",
+         "values"),
+    Case("random_balanced_groups-top_k-above-K", lambda: F.random_balanced_groups(
+        torch.arange(6), 2, 3), ValueError, "random_balanced_groups", "top_k"),
 ]
 
 

@@ -26,11 +26,11 @@ def test_refuses_foreign_output_folder(tmp_path):
 
 def test_previous_report_needs_force_and_empty_folder_is_reusable(tmp_path):
     assert check_output_dir(tmp_path, force=False) is None  # empty folder
-    (tmp_path / MANIFEST).write_text('{"format": 1, "files": ["report.md"], "folders": []}')
+    (tmp_path / MANIFEST).write_text('{"format": 2}\n{"file": "report.md"}\n')
     (tmp_path / "report.md").write_text("old")
     with pytest.raises(TourError, match="holds a previous tour report; pass --force"):
         check_output_dir(tmp_path, force=False)
-    assert check_output_dir(tmp_path, force=True) == {"files": ["report.md"], "folders": []}
+    assert check_output_dir(tmp_path, force=True).files == {"report.md"}
     assert (tmp_path / "report.md").read_text() == "old"
 
 
@@ -105,3 +105,42 @@ def test_importing_the_package_filters_pygs_torch_cluster_notice(tmp_path):
                            "import quest_geometric, torch_geometric; print('ok')"],
                           capture_output=True, text=True, env=env)
     assert ours.returncode == 0 and ours.stdout.strip() == "ok", ours.stderr
+
+
+# ------------------------------------------------ issue 53: answers before any heavy import
+_NO_TORCH = """
+import sys
+from quest_geometric.__main__ import main
+try:
+    code = main(sys.argv[1:])
+except SystemExit as e:
+    code = e.code
+print("exit", code, "torch imported:", "torch" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("argv, code", [(["--help"], 0), (["tour", "--help"], 0),
+                                        (["tour", "--only", "nope"], 2), (["tour", "--x"], 2)])
+def test_help_and_argument_errors_import_no_torch(argv, code):
+    out = subprocess.run([sys.executable, "-c", _NO_TORCH, *argv], capture_output=True,
+                         text=True, timeout=120)
+    assert out.stdout.strip().splitlines()[-1] == f"exit {code} torch imported: False", out
+    if argv[-1] == "nope":
+        assert out.stderr.strip() == ("quest-geometric tour: error: --only: unknown part(s) "
+                                      "nope; choose from qsv, focus, qk, pretrained")
+
+
+def test_cli_part_names_are_the_tours_parts():
+    from quest_geometric.__main__ import PART_NAMES
+    from quest_geometric.tour import PARTS
+
+    assert PART_NAMES == tuple(PARTS)
+
+
+@pytest.mark.slow
+def test_the_package_imports_its_subpackages_on_first_use():
+    out = subprocess.run([sys.executable, "-c",
+                          "import sys, quest_geometric as q; a = 'torch' in sys.modules; "
+                          "print(a, q.nn.__name__, 'torch' in sys.modules)"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["False", "quest_geometric.nn", "True"], out.stderr

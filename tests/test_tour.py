@@ -272,13 +272,13 @@ def test_force_replaces_only_the_previous_tours_files(tmp_path, monkeypatch):
     tour = _fake_parts(monkeypatch, "a")
     out = tmp_path / "r"
     tour.run_tour(out=out, progress=False)
-    manifest = json.loads((out / tour.MANIFEST).read_text())
-    assert manifest["folders"] == ["p", "p/sub", "q", "q/sub"]
-    assert manifest["files"] == ["p/sub/a.csv", "p/table.csv", "q/sub/a.csv", "q/table.csv",
-                                 "report.md"]
+    lines = [json.loads(line) for line in (out / tour.MANIFEST).read_text().splitlines()]
+    assert lines == [{"format": 2}, {"folder": "p"}, {"folder": "p/sub"}, {"folder": "q"},
+                     {"folder": "q/sub"}, {"file": "p/sub/a.csv"}, {"file": "p/table.csv"},
+                     {"file": "q/sub/a.csv"}, {"file": "q/table.csv"}, {"file": "report.md"}]
     assert not (out / tour.LOCK_NAME).exists()  # released
     # a second tour with only one part and another file: the first one's files are replaced
-    (out / f".{tour.MANIFEST}.tmp").write_text("{")  # left by a killed manifest write
+    (out / f".{tour.MANIFEST}.abcd1234.tmp").write_text("{")  # left by a killed rewrite
     tour = _fake_parts(monkeypatch, "b")
     tour.run_tour(out=out, only=["p"], progress=False, force=True)
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == [
@@ -312,11 +312,18 @@ def test_crafted_manifest_cannot_reach_outside_the_folder(tmp_path, monkeypatch,
     out.mkdir()
     victim = tmp_path / "victim.txt"
     victim.write_text("keep")
-    for entries in ('["../victim.txt"]', f'["{victim}"]', '["./report.md"]', '[1]'):
-        (out / tour.MANIFEST).write_text(f'{{"format": 1, "files": {entries}, "folders": []}}')
+    for entry in ('{"file": "../victim.txt"}', f'{{"file": "{victim}"}}',
+                  '{"file": "./report.md"}', '{"file": 1}', '{"folder": "..", "open": true}',
+                  '{"folder": "a", "open": 1}', '["report.md"]'):
+        (out / tour.MANIFEST).write_text(f'{{"format": 2}}\n{entry}\n')
         _one_line_exit_2(capsys, ["--out", str(out), "--force"], "is not a tour manifest")
-    (out / tour.MANIFEST).write_text("{not json")
-    _one_line_exit_2(capsys, ["--out", str(out), "--force"], "cannot be read")
+    for text in ('{"format": 2}\n{not json\n', '{"format": 1}\n'):
+        (out / tour.MANIFEST).write_text(text)
+        _one_line_exit_2(capsys, ["--out", str(out), "--force"], "is not a tour manifest")
+    # a link as the manifest is not followed
+    (out / tour.MANIFEST).unlink()
+    (out / tour.MANIFEST).symlink_to(victim)
+    _one_line_exit_2(capsys, ["--out", str(out), "--force"], "is not a tour manifest")
     assert victim.read_text() == "keep"
 
 
@@ -346,7 +353,8 @@ def test_a_second_tour_on_the_same_folder_is_refused(tmp_path, monkeypatch, caps
     tour.run_tour(out=out, progress=False)
     # the first tour, still running, holds the lock (this process is alive)
     with tour.FolderLock(out, tour.LOCK_NAME, "tour"):
-        _one_line_exit_2(capsys, ["--out", str(out), "--force"], "is in use by another run")
+        for force in ([], ["--force"]):  # the true reason, whatever the folder holds
+            _one_line_exit_2(capsys, ["--out", str(out), *force], "another tour is running")
         assert (out / "p" / "table.csv").is_file() and (out / "report.md").is_file()
     # the lock is the tour's own, not the trainer's
     assert tour.LOCK_NAME != ".trainer.lock"
@@ -378,22 +386,176 @@ def test_read_only_or_full_disk_is_one_line_and_no_report(tmp_path, monkeypatch,
             raise OSError(code, os.strerror(code), str(out))
         monkeypatch.setattr(tour.FolderLock, "acquire", fail)
     else:  # the disk fills up while the report is being written
-        real_write = tour.Path.write_text
-
-        def write_text(self, text, *args, **kwargs):
-            if self.name == ".report.md.tmp":
-                real_write(self, text[:10], *args, **kwargs)  # half a file, then full
-                raise OSError(code, os.strerror(code), str(self))
-            return real_write(self, text, *args, **kwargs)
-        monkeypatch.setattr(tour.Path, "write_text", write_text)
+        def write_text(path, text, *args, **kwargs):
+            with open(f"{path}.half", "w") as f:  # half a file, then full
+                f.write(text[:10])
+            raise OSError(code, os.strerror(code), str(path))
+        monkeypatch.setattr(tour, "atomic_write_text", write_text)
     line = _one_line_exit_2(capsys, ["--out", str(out)], os.strerror(code))
     assert "the report was not written" in line
-    assert not (out / "report.md").exists() and not (out / ".report.md.tmp").exists()
-    if errno_name == "ENOSPC":  # what was written is listed, so a --force rerun replaces it
+    assert not (out / "report.md").exists()
+    if errno_name == "ENOSPC":  # the run removed its own files; the folder is reusable
+        assert sorted(p.name for p in out.iterdir()) == [tour.MANIFEST]
         monkeypatch.undo()
         tour = _fake_parts(monkeypatch)
-        tour.run_tour(out=out, progress=False, force=True)
+        tour.run_tour(out=out, progress=False)
         assert (out / "report.md").is_file()
+
+
+# ------------------------------------- issue 53: deletes only its own files, survives hard stops
+def _tree(folder):
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*"))
+
+
+def test_symlinked_part_folder_is_refused_and_its_target_kept(tmp_path, monkeypatch, capsys):
+    """A part folder replaced by a link to the user's files: --force neither follows nor
+    deletes it, and says why."""
+    tour = _fake_parts(monkeypatch)
+    out = tmp_path / "r"
+    tour.run_tour(out=out, progress=False)
+    victim = tmp_path / "home"
+    victim.mkdir()
+    (victim / ".bashrc").write_text("keep")
+    (victim / "table.csv").write_text("keep")  # the name the tour wrote in p/
+    for sub in (out / "p").rglob("*"):
+        if sub.is_file():
+            sub.unlink()
+    (out / "p" / "sub").rmdir()
+    (out / "p").rmdir()
+    (out / "p").symlink_to(victim)
+    before = _tree(out)
+    line = _one_line_exit_2(capsys, ["--out", str(out), "--force"], "p (a symbolic link)")
+    assert "follows no link" in line
+    assert _tree(victim) == [".bashrc", "table.csv"] and _tree(out) == before
+
+
+def test_removal_never_follows_a_link_swapped_in_after_the_check(tmp_path):
+    """remove_owned opens each folder with O_NOFOLLOW: a listed folder that became a link
+    between the check and the removal is refused, and nothing behind it is removed."""
+    from quest_geometric._utils.owned_files import (
+        Manifest,
+        UnsafeEntryError,
+        remove_owned,
+    )
+
+    out, victim = tmp_path / "r", tmp_path / "victim"
+    (out / "p").mkdir(parents=True)
+    victim.mkdir()
+    (victim / "a.csv").write_text("keep")
+    (out / "p" / "a.csv").write_text("mine")
+    (out / "report.md").write_text("mine")
+    manifest = Manifest(files={"p/a.csv", "report.md"}, folders={"p"})
+    (out / "p" / "a.csv").unlink()
+    (out / "p").rmdir()
+    (out / "p").symlink_to(victim)
+    with pytest.raises(UnsafeEntryError, match="p is a symbolic link"):
+        remove_owned(out, manifest)
+    assert (victim / "a.csv").read_text() == "keep"
+    # an open folder (whose content is the program's) holding a link: the link is refused
+    (out / "p").unlink()
+    (out / "p").mkdir()
+    (out / "p" / "deep").symlink_to(victim)
+    with pytest.raises(UnsafeEntryError, match="p/deep is not a regular file"):
+        remove_owned(out, Manifest(folders={"p"}, open={"p"}))
+    assert (victim / "a.csv").read_text() == "keep"
+
+
+def test_previous_report_is_kept_whole_until_the_new_one_is_complete(
+        tmp_path, monkeypatch, capsys):
+    """A --force run that fails (a part raising; a full disk is the same path) leaves the
+    previous report and its files as they were, and removes what it wrote."""
+    tour = _fake_parts(monkeypatch, "a")
+    out = tmp_path / "r"
+    tour.run_tour(out=out, progress=False)
+    def files():
+        return {p: (out / p).read_bytes() for p in _tree(out)
+                if (out / p).is_file() and p != tour.MANIFEST}
+
+    before = files()
+    seen = []
+
+    def failing(ctx):
+        from quest_geometric._utils.owned_files import read_manifest
+
+        (ctx.out_dir / "new.csv").write_text("new")
+        # listed before it was written: the staging folder is open in the manifest on disk
+        seen.append(read_manifest(out / tour.MANIFEST).open)
+        raise OSError(28, "No space left on device", str(ctx.out_dir / "new.csv"))
+
+    monkeypatch.setattr(tour, "PARTS", {"p": ("Part", failing)})
+    _one_line_exit_2(capsys, ["--out", str(out), "--force"], "No space left on device")
+    assert seen == [{tour.STAGING}]
+    assert files() == before
+
+
+_SLOW_TOUR = """
+import sys, time
+from pathlib import Path
+import quest_geometric.tour as tour
+from quest_geometric.__main__ import main
+
+def part(ctx):
+    (ctx.out_dir / "first.csv").write_text("1")
+    Path(sys.argv[2]).write_text("started")
+    time.sleep(60)
+
+tour.PARTS = {"p": ("Part", part)}
+sys.exit(main(["tour", "--no-progress", "--out", sys.argv[1], *sys.argv[3:]]))
+"""
+
+
+def _start_slow_tour(tmp_path, out, *args):
+    import os
+    import time
+
+    marker = tmp_path / "started"
+    marker.unlink(missing_ok=True)
+    proc = subprocess.Popen([sys.executable, "-c", _SLOW_TOUR, str(out), str(marker), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, OMP_NUM_THREADS="1"))
+    deadline = time.monotonic() + 120
+    while not marker.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    return proc
+
+
+@pytest.mark.slow
+def test_killed_tour_leaves_a_folder_that_force_clears(tmp_path, monkeypatch, capsys):
+    """kill -9 in the middle of a part: what it wrote is listed, so the next tour names the
+    true state (an unfinished report, or another tour while the first runs) and --force
+    replaces it."""
+    import signal
+
+    tour = _fake_parts(monkeypatch)
+    out = tmp_path / "r"
+    proc = _start_slow_tour(tmp_path, out)
+    _one_line_exit_2(capsys, ["--out", str(out), "--force"], "another tour is running")
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    assert (out / tour.STAGING / "p" / "first.csv").is_file()
+    _one_line_exit_2(capsys, ["--out", str(out)], "holds an unfinished tour report")
+    tour.run_tour(out=out, progress=False, force=True)
+    assert _tree(out) == [tour.MANIFEST, "p", "p/sub", "p/sub/a.csv", "p/table.csv",
+                          "q", "q/sub", "q/sub/a.csv", "q/table.csv", "report.md"]
+
+
+@pytest.mark.slow
+def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
+    import signal
+
+    out = tmp_path / "r"
+    proc = _start_slow_tour(tmp_path, out)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert stderr.strip().splitlines() == [
+        "quest-geometric tour: interrupted (Ctrl-C); the report was not written (a previous "
+        "one is left as it was)"]
+    assert "Traceback" not in stderr
+    # the interrupted run removed its files and released its lock: the folder is reusable
+    assert sorted(p.name for p in out.iterdir()) == [".quest_tour_manifest.jsonl"]
 
 
 # ------------------------------------------------ a busy machine (issue 30): threads and load

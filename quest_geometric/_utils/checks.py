@@ -179,6 +179,29 @@ def check_finite(value: Tensor, arg: str, where: Optional[str] = None) -> Tensor
     return value
 
 
+def check_all_finite(named: Sequence[Tuple[str, Optional[Tensor]]],
+                     where: Optional[str] = None) -> None:
+    """Every floating-point tensor of ``named`` (``(argument, tensor)`` pairs; :obj:`None`
+    skipped) holds no NaN or infinity, else a :class:`ValueError` naming the first argument
+    that does. One host synchronisation for all of them: the sum of their sums is finite
+    whenever every entry is (:func:`all_finite`); only when it is not is each tensor tested
+    on its own. Skipped while :func:`torch.compile` traces (a data-dependent branch would
+    break the graph), as the package's other finiteness checks are."""
+    tensors = [(n, t) for n, t in named
+               if t is not None and (t.is_floating_point() or t.is_complex())]
+    if not tensors or torch.compiler.is_compiling():
+        return
+    with torch.no_grad():
+        total = sum(t.detach().sum() for _, t in tensors)
+    if bool(torch.isfinite(total)):
+        return
+    for name, t in tensors:
+        if not all_finite(t):
+            bad = int((~torch.isfinite(t)).sum())
+            raise fail(ValueError, where, name, "finite",
+                       got_text=f"{bad} NaN or infinite of {t.numel()} entries")
+
+
 # ---- Focus attention arguments
 def check_batch(batch: Optional[Tensor], num_nodes: int, name: str = "batch",
                 where: Optional[str] = None) -> None:
@@ -203,12 +226,14 @@ def check_batch(batch: Optional[Tensor], num_nodes: int, name: str = "batch",
 
 def check_features(x, name: str, min_dims: int = 2, max_dims: int = 3,
                    where: Optional[str] = None) -> None:
-    r"""Validate a floating-point feature tensor :obj:`[N, C]` or :obj:`[B, T, C]` holding
-    at least one token.
+    r"""Validate a finite floating-point feature tensor :obj:`[N, C]` or :obj:`[B, T, C]`
+    holding at least one token.
 
     Raises:
         TypeError: if :obj:`x` is not a floating-point tensor.
-        ValueError: if it has the wrong number of dimensions or no token.
+        ValueError: if it has the wrong number of dimensions, no token, or a NaN or
+            infinite entry (:func:`check_all_finite`; a content-free router ignores the
+            values, but one rule for every entry point keeps a NaN from going unnoticed).
     """
     if not isinstance(x, Tensor) or not x.is_floating_point():
         raise fail(TypeError, where, name, "a floating-point tensor (float16, bfloat16, "
@@ -219,10 +244,13 @@ def check_features(x, name: str, min_dims: int = 2, max_dims: int = 3,
         raise fail(ValueError, where, name, shapes, x)
     if x.shape[:-1].numel() == 0:
         raise fail(ValueError, where, name, "a tensor holding at least one token", x)
+    check_all_finite(((name, x),), where=where)
 
 
 def check_qkv(q: Tensor, k: Tensor, v: Tensor, where: Optional[str] = None) -> None:
-    """``q``, ``k``, ``v``: floating-point ``[N, H, D]`` tensors of one shape, dtype, device."""
+    """``q``, ``k``, ``v``: floating-point ``[N, H, D]`` tensors of one shape, dtype, device,
+    and finite (:func:`check_all_finite`: a NaN or infinity in any of them would spread
+    through the softmax into every output row that attends to it)."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, Tensor) or not t.is_floating_point():
             raise fail(TypeError, where, name, "a floating-point [N, H, D] tensor", t)
@@ -240,6 +268,7 @@ def check_qkv(q: Tensor, k: Tensor, v: Tensor, where: Optional[str] = None) -> N
         bad = "k" if k.device != q.device else "v"
         raise fail(ValueError, where, bad, f"on the device of 'q' ({q.device})",
                    got_text=str((k if bad == "k" else v).device))
+    check_all_finite((("q", q), ("k", k), ("v", v)), where=where)
 
 
 def check_window(window: int, where: Optional[str] = None) -> None:
@@ -248,12 +277,13 @@ def check_window(window: int, where: Optional[str] = None) -> None:
 
 
 def check_soft(soft: Tensor, n: Optional[int] = None, where: Optional[str] = None) -> None:
-    """``soft``: floating-point soft memberships ``[N, K]`` (``N = n`` when given)."""
+    """``soft``: finite floating-point soft memberships ``[N, K]`` (``N = n`` when given)."""
     shape = f"[{'N' if n is None else n}, K]"
     if not isinstance(soft, Tensor) or not soft.is_floating_point():
         raise fail(TypeError, where, "soft", f"a floating-point {shape} tensor", soft)
     if soft.dim() != 2 or (n is not None and soft.size(0) != n):
         raise fail(ValueError, where, "soft", f"a {shape} tensor", soft)
+    check_all_finite((("soft", soft),), where=where)
 
 
 def check_num_sinks(num_sinks: Any, where: Optional[str] = None) -> int:

@@ -13,7 +13,18 @@ import socket
 
 
 class FolderInUseError(RuntimeError):
-    """Another run holds the lock on the folder."""
+    """Another run holds the lock on the folder.
+
+    Attributes:
+        holder (str): who holds it (``"process 123 on host 'h'"``, or
+            ``"an unreadable lock"``).
+        lock_path (str): the lock file.
+    """
+
+    def __init__(self, message: str, holder: str = "", lock_path: str = "") -> None:
+        super().__init__(message)
+        self.holder = holder
+        self.lock_path = lock_path
 
 
 def _pid_alive(pid: int) -> bool:
@@ -87,7 +98,8 @@ class FolderLock:
                 raise FolderInUseError(
                     f"{self.owner}: the folder {self.folder!r} is in use by another run "
                     f"({holder} holds {self.path!r}); use another folder, or wait for that run "
-                    f"to end. If no run uses it, delete {self.path!r}"
+                    f"to end. If no run uses it, delete {self.path!r}",
+                    holder=holder, lock_path=self.path,
                 ) from None
             try:
                 os.write(fd, token.encode())

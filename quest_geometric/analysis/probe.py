@@ -44,7 +44,7 @@ from typing import Any, Callable, Iterable, Optional, Union
 import torch
 from torch import Tensor, nn
 
-from quest_geometric._utils.checks import check_int, fail
+from quest_geometric._utils.checks import check_all_finite, check_int, fail
 from quest_geometric.adapters import (
     AttentionAdapter,
     QKView,
@@ -96,7 +96,12 @@ def logit_singular_values(q: Tensor, k: Tensor, scale: float = 1.0, fast: bool =
     Returns:
         Tensor: singular values ``[..., r]`` in descending order, ``r = min(T, S, d)`` on the
         fast route and ``min(T, S)`` on the plain one.
+
+    Raises:
+        ValueError: a NaN or infinite entry in ``q`` or ``k`` (LAPACK would print a warning
+            and return NaN singular values).
     """
+    check_all_finite((("q", q), ("k", k)), where="logit_singular_values")
     d = q.size(-1)
     if fast and min(q.size(-2), k.size(-2)) > d:
         rq = torch.linalg.qr(q, mode="r").R
@@ -123,7 +128,12 @@ def masked_softmax_entropy(logits: Tensor, allowed: Tensor) -> tuple[Tensor, Ten
     Returns:
         (Tensor, Tensor): entropies ``[..., T]`` (``0`` where undefined) and the bool mask of
         rows with at least two allowed keys.
+
+    Raises:
+        ValueError: a NaN or infinite logit (mask a key through ``allowed``, not with
+            :math:`-\infty`): it would make its row's entropy NaN.
     """
+    check_all_finite((("logits", logits),), where="masked_softmax_entropy")
     allowed = torch.broadcast_to(allowed, logits.shape)
     logp = logits.masked_fill(~allowed, float("-inf")).log_softmax(-1)
     h = -(logp.exp() * logp.masked_fill(~allowed, 0.0)).sum(-1)

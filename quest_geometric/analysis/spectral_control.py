@@ -10,6 +10,7 @@ from torch import Tensor, nn
 
 from quest_geometric._utils.checks import (
     all_finite,
+    check_all_finite,
     check_choice,
     check_int,
     check_positive_float,
@@ -34,7 +35,11 @@ def spectrum_participation_ratio(s: Tensor) -> Tensor:
 
     Returns:
         Tensor: float64 ``[...]``.
+
+    Raises:
+        ValueError: an all-zero spectrum, or a NaN or infinite singular value.
     """
+    check_all_finite((("s", s),), where="spectrum_participation_ratio")
     s = s.detach().to(torch.float64)
     lam = s.square()
     den = lam.square().sum(-1)

@@ -7,7 +7,8 @@ The studies (:mod:`quest_geometric.experiments.qsv_ablation`,
 says how many values it rests on.
 
 * :func:`mean_std`: mean and sample standard deviation
-  :math:`s = \sqrt{\sum_i (x_i - \bar x)^2 / (n - 1)}` (NaN for one value);
+  :math:`s = \sqrt{\sum_i (x_i - \bar x)^2 / (n - 1)}` (NaN for one value; no value is
+  refused);
 * :func:`sign_test`: the two-sided exact sign test of :math:`w` wins against :math:`l`
   losses, :math:`p = \min\bigl(1, 2 \sum_{i \le \min(w, l)} \binom{n}{i} 2^{-n}\bigr)`,
   :math:`n = w + l` (equal to :func:`scipy.stats.binomtest` with :math:`p = 1/2`);
@@ -58,16 +59,39 @@ def mean_std(values: Sequence[float]) -> tuple[float, float]:
     sums).
 
     Args:
-        values (sequence of float): the values (e.g. one accuracy per seed).
+        values (sequence of float): the values (e.g. one accuracy per seed), at least one,
+            all finite.
 
     Returns:
-        (float, float): the mean and the standard deviation; both NaN for no value, the
-        standard deviation NaN for a single value.
+        (float, float): the mean and the standard deviation; the standard deviation NaN for
+        a single value (one seed has no spread: tables print it as n/a).
+
+    Raises:
+        ValueError: no value (a mean of nothing is undefined, not NaN), or a NaN or
+            infinite one.
+
+    Example:
+        >>> mean_std([0.5, 0.7])
+        (0.6, 0.14142135623730948)
     """
-    vals = [float(v) for v in values]
+    vals = _floats(values, "values", "mean_std")
     if not vals:
-        return math.nan, math.nan
+        raise fail(ValueError, "mean_std", "values", "at least one value",
+                   got_text="an empty sequence")
+    if not all(map(math.isfinite, vals)):
+        raise fail(ValueError, "mean_std", "values", "finite", got_text="NaN or infinite values")
     return statistics.fmean(vals), (statistics.stdev(vals) if len(vals) > 1 else math.nan)
+
+
+def _floats(values: Any, arg: str, where: str) -> list[float]:
+    """``values`` as a list of floats (a :class:`TypeError` naming ``arg`` otherwise)."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, (Sequence, np.ndarray,
+                                                                   torch.Tensor)):
+        raise fail(TypeError, where, arg, "a sequence of numbers", values)
+    try:
+        return [float(v) for v in values]
+    except (TypeError, ValueError):
+        raise fail(TypeError, where, arg, "a sequence of numbers", values) from None
 
 
 def finite_mean(values: Sequence[float]) -> float:
@@ -355,13 +379,25 @@ def least_squares_slope(x: Sequence[float], y: Sequence[float]) -> float:
 
     Args:
         x (sequence of float): the abscissae (e.g. training steps).
-        y (sequence of float): the values, paired with ``x``.
+        y (sequence of float): the values, paired with ``x`` (the same length).
 
     Returns:
-        float: the slope; NaN with fewer than two points or a constant ``x``.
+        float: the slope; NaN with fewer than two points or a constant ``x`` (a trend of a
+        run too short to have one, which tables print as n/a).
+
+    Raises:
+        ValueError: ``x`` and ``y`` of different lengths (pairs cannot be formed), or a NaN
+            or infinite value.
     """
-    x = np.asarray(x, dtype=float)
-    y = np.asarray(y, dtype=float)
+    x = np.asarray(_floats(x, "x", "least_squares_slope"), dtype=float)
+    y = np.asarray(_floats(y, "y", "least_squares_slope"), dtype=float)
+    if len(x) != len(y):
+        raise fail(ValueError, "least_squares_slope", "y", f"paired with 'x' (the same "
+                   f"length, {len(x)})", got_text=f"{len(y)} values")
+    for name, v in (("x", x), ("y", y)):
+        if not np.isfinite(v).all():
+            raise fail(ValueError, "least_squares_slope", name, "finite",
+                       got_text="NaN or infinite values")
     if len(x) < 2 or np.ptp(x) == 0:
         return math.nan
     return float(np.polyfit(x, y, 1)[0])
@@ -372,17 +408,30 @@ def spearman(x: Sequence[Optional[float]], y: Sequence[Optional[float]]
     r"""Spearman's rank correlation :math:`\rho` of the pairs where both values are defined
     and finite, with its two-sided p-value (:func:`scipy.stats.spearmanr`).
 
+    Undefined values are dropped by design, pair by pair (the studies record a metric as
+    :obj:`None` or NaN where it does not exist, e.g. an untrained layer), and the number of
+    pairs used is returned beside :math:`\rho`.
+
     Args:
         x (sequence of float or None): the first variable; :obj:`None`, NaN and infinities
             drop their pair.
-        y (sequence of float or None): the second, paired with ``x``.
+        y (sequence of float or None): the second, paired with ``x`` (the same length).
 
     Returns:
         (float, float, int): :math:`\rho`, the p-value and the number of pairs used; the
         first two NaN with fewer than 3 pairs or a constant variable.
+
+    Raises:
+        ValueError: ``x`` and ``y`` of different lengths (pairs cannot be formed).
     """
     from scipy.stats import spearmanr
 
+    for name, v in (("x", x), ("y", y)):
+        if isinstance(v, (str, bytes)) or not hasattr(v, "__len__"):
+            raise fail(TypeError, "spearman", name, "a sequence of numbers or None", v)
+    if len(x) != len(y):
+        raise fail(ValueError, "spearman", "y", f"paired with 'x' (the same length, {len(x)})",
+                   got_text=f"{len(y)} values")
     pairs = [(a, b) for a, b in zip(x, y) if a is not None and b is not None
              and math.isfinite(a) and math.isfinite(b)]
     if len(pairs) < 3 or len({p[0] for p in pairs}) < 2 or len({p[1] for p in pairs}) < 2:
@@ -401,16 +450,28 @@ def binomial_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float
 
     Args:
         k (int): successes, :math:`0 \le k \le n`.
-        n (int): trials.
-        level (float): confidence level. (default: ``0.95``)
+        n (int): trials, :math:`n \ge 1`.
+        level (float): confidence level in :math:`(0, 1)`. (default: ``0.95``)
 
     Returns:
-        (float, float): the interval; NaN for :math:`n = 0`.
+        (float, float): the interval.
+
+    Raises:
+        ValueError: :math:`n = 0` (a share of no trial has no interval), or :math:`k`
+            outside :math:`[0, n]`.
+
+    Example:
+        >>> lo, hi = binomial_interval(3, 4)
     """
     from scipy.stats import binomtest
 
-    if n == 0:
-        return math.nan, math.nan
+    n = check_int(n, "n", 1, where="binomial_interval")
+    k = check_int(k, "k", 0, where="binomial_interval")
+    if k > n:
+        raise fail(ValueError, "binomial_interval", "k", f"at most n = {n}", k)
+    level = check_real(level, "level", where="binomial_interval")
+    if not 0.0 < level < 1.0:
+        raise fail(ValueError, "binomial_interval", "level", "in (0, 1)", level)
     ci = binomtest(k, n).proportion_ci(confidence_level=level, method="exact")
     return float(ci.low), float(ci.high)
 

@@ -68,11 +68,11 @@ NormalizeArg = Union[bool, tuple[Sequence[float], Sequence[float]]]
 
 
 # ----------------------------------------------------------------------------- helpers
-def md5sum(path: str, chunk_size: int = 1 << 20) -> str:
+def md5sum(path: Union[str, os.PathLike], chunk_size: int = 1 << 20) -> str:
     """The hexadecimal MD5 digest of the file at ``path`` (read in chunks).
 
     Args:
-        path (str): the file.
+        path (str or os.PathLike): the file.
         chunk_size (int): bytes read at a time. (default: ``1 << 20``)
 
     Returns:
@@ -326,7 +326,7 @@ class _CIFARGraphs(_ImagePipeline, InMemoryDataset):
 
     def __init__(
         self,
-        root: str,
+        root: Union[str, os.PathLike],
         train: bool = True,
         graph: GraphArg = "sphere",
         augment: AugmentArg = False,
@@ -566,7 +566,7 @@ class CIFAR10Graphs(_CIFARGraphs):
     (``Data(image [1, 3, 32, 32], y [1])`` with ``graph=None``).
 
     Args:
-        root (str): root directory of the dataset.
+        root (str or os.PathLike): root directory of the dataset.
         train (bool): the 50,000 training images if :obj:`True`, else the 10,000 test images.
             (default: :obj:`True`)
         graph (str or callable, optional): ``'sphere'`` (an
@@ -650,7 +650,7 @@ class CIFAR100Graphs(_CIFARGraphs):
     (``fine_labels``, 100 classes; names from ``fine_label_names``).
 
     Args:
-        root (str): root directory of the dataset.
+        root (str or os.PathLike): root directory of the dataset.
         train (bool): the 50,000 training images if :obj:`True`, else the 10,000 test images.
             (default: :obj:`True`)
         graph (str or callable, optional): ``'sphere'``, ``'lattice'``, a transform, or
@@ -786,8 +786,8 @@ class DigitsGraphs(_ImagePipeline, Dataset):
     split's pixel mean and std -> graph transform -> ``transform``.
 
     Args:
-        root (str, optional): ignored (the data ship with scikit-learn); accepted so every
-            image dataset has the same interface. (default: :obj:`None`)
+        root (str or os.PathLike, optional): ignored (the data ship with scikit-learn);
+            accepted so every image dataset has the same interface. (default: :obj:`None`)
         split (str): ``'train'`` or ``'test'``. (default: ``'train'``)
         graph (str or callable, optional): ``'sphere'``, ``'lattice'``, a transform taking
             ``Data(image [1, 8, 8], y)``, or :obj:`None` for the image itself (then
@@ -837,7 +837,7 @@ class DigitsGraphs(_ImagePipeline, Dataset):
 
     def __init__(
         self,
-        root: Optional[str] = None,
+        root: Optional[Union[str, os.PathLike]] = None,
         split: str = "train",
         graph: GraphArg = "sphere",
         augment: AugmentArg = False,

@@ -6,7 +6,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import Parameter
 
-from quest_geometric._utils.checks import check_int, check_tensor, fail
+from quest_geometric._utils.checks import check_all_finite, check_int, check_tensor, fail
 
 __all__ = ["QuaternionLinear"]
 
@@ -137,7 +137,8 @@ class QuaternionLinear(nn.Module):
         Raises:
             TypeError: if :obj:`x` is not a tensor or has another dtype than the parameters
                 (outside :func:`torch.autocast`).
-            ValueError: if its last dimension is not :obj:`in_channels`.
+            ValueError: if its last dimension is not :obj:`in_channels`, or it holds a NaN
+                or an infinity (eager mode; a NaN would fill its whole output row).
         """
         check_tensor(x, "x", where="QuaternionLinear")
         if x.dim() == 0 or x.size(-1) != self.in_channels:
@@ -149,6 +150,7 @@ class QuaternionLinear(nn.Module):
                 f"({self.weight.dtype}), got {x.dtype}; convert the input with "
                 f"x.to({self.weight.dtype}) or the layer with layer.to({x.dtype})"
             )
+        check_all_finite((("x", x),), where="QuaternionLinear")
         return torch.nn.functional.linear(x, self.full_weight(), self.bias)
 
     def __repr__(self) -> str:

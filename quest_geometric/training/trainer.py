@@ -222,7 +222,9 @@ class Trainer:
     folder is refused with :class:`~quest_geometric.training.FolderInUseError`, and a lock
     left by a killed run is taken over. On start it removes the temporaries that its own
     atomic writes of ``checkpoint.pt`` and ``metrics.jsonl`` left when killed mid-way
-    (``.checkpoint.pt.*.tmp``); nothing else in the folder is touched.
+    (``.checkpoint.pt.*.tmp``); nothing else in the folder is touched. A fresh start on a
+    folder that holds a previous run's checkpoint is refused (:class:`FileExistsError`)
+    unless ``fit(overwrite=True)``; ``fit(resume='auto')`` continues that run instead.
 
     Under ``torchrun`` (``WORLD_SIZE > 1``) the process group is initialised from the
     environment, the model is wrapped in :class:`~torch.nn.parallel.DistributedDataParallel`,
@@ -501,11 +503,13 @@ class Trainer:
             "window_sums": {k: _to_float(v) for k, v in self._window_sums.items()},
         }
 
-    def save_checkpoint(self, path: Optional[str] = None) -> Optional[str]:
+    def save_checkpoint(self, path: Optional[Union[str, os.PathLike]] = None
+                        ) -> Optional[Union[str, os.PathLike]]:
         """Write a checkpoint (collective: every rank must call it; rank 0 writes).
 
         Args:
-            path (str, optional): the file; :obj:`None` uses ``out_dir/checkpoint.pt``.
+            path (str or os.PathLike, optional): the file; :obj:`None` uses
+                ``out_dir/checkpoint.pt``.
                 (default: :obj:`None`)
 
         Returns:
@@ -661,8 +665,14 @@ class Trainer:
         return now
 
     def fit(self, resume: Union[bool, str, os.PathLike] = False,
-            desc: Optional[str] = None) -> dict[str, Any]:
+            desc: Optional[str] = None, overwrite: bool = False) -> dict[str, Any]:
         """Train to the configured number of epochs or steps.
+
+        A fresh start on an ``out_dir`` that holds a previous run's ``checkpoint.pt`` (a
+        finished run, or one stopped half-way) is refused unless ``overwrite=True``: it would
+        replace that run's checkpoint and metrics from step 0, so the trainer asks to be told
+        (``resume='auto'`` continues the run instead; on a finished run it trains no further
+        step and returns its final record).
 
         Args:
             resume (bool or str): ``False`` starts afresh (seeding every stream from
@@ -672,6 +682,8 @@ class Trainer:
                 (default: :obj:`False`)
             desc (str, optional): label of the progress bar (an epoch-based run shows the
                 epoch instead). (default: :obj:`None`)
+            overwrite (bool): allow a fresh start over a previous run's checkpoint in
+                ``out_dir``, replacing it. (default: :obj:`False`)
 
         Returns:
             dict: the final record (``step``, ``epoch``, ``lr``, ``train_*``, ``val_*``, time and
@@ -679,20 +691,26 @@ class Trainer:
 
         Raises:
             FolderInUseError: another run holds ``out_dir``.
+            FileExistsError: a fresh start over a previous run's checkpoint without
+                ``overwrite=True``.
         """
+        if not isinstance(overwrite, bool):
+            raise fail(TypeError, "Trainer.fit", "overwrite", "a bool", overwrite)
         path = self._resolve_resume(resume)
-        lock = self._lock_out_dir()
+        lock = self._lock_out_dir(refuse_previous=path is None and not overwrite)
         try:
             return self._fit(path, desc)
         finally:
             if lock is not None:
                 lock.release()
 
-    def _lock_out_dir(self) -> Optional[FolderLock]:
+    def _lock_out_dir(self, refuse_previous: bool = False) -> Optional[FolderLock]:
         """Take the lock on ``out_dir`` (rank 0) and remove this trainer's stale temporaries.
 
         Every rank raises :class:`~quest_geometric.training.FolderInUseError` when another
-        run holds the folder, so two runs never interleave their metrics and checkpoints.
+        run holds the folder, so two runs never interleave their metrics and checkpoints,
+        and, with ``refuse_previous``, :class:`FileExistsError` when the folder holds a
+        previous run's checkpoint (checked under the lock, by rank 0, which writes it).
         """
         if not self.out_dir:
             return None
@@ -702,12 +720,21 @@ class Trainer:
             try:
                 lock.acquire()
             except FolderInUseError as e:
-                lock, error = None, str(e)
+                lock, error = None, ("in use", str(e))
+            else:
+                if refuse_previous and os.path.lexists(self.checkpoint_path):
+                    error = ("previous", (
+                        f"Trainer.fit: out_dir {self.out_dir!r} holds a previous run's "
+                        f"checkpoint ({self.checkpoint_path!r}); fit(resume='auto') continues "
+                        "it (a finished run returns its final record at once), "
+                        "fit(overwrite=True) starts over and replaces it, or choose another "
+                        "out_dir"))
         errors = all_gather_object(error)
         if errors[0] is not None:
-            if lock is not None:  # pragma: no cover - only rank 0 locks
+            if lock is not None:
                 lock.release()
-            raise FolderInUseError(errors[0])
+            kind, message = errors[0]
+            raise (FolderInUseError if kind == "in use" else FileExistsError)(message)
         if self.is_main:  # writes killed mid-way left these; no other run writes here now
             for own in (self.checkpoint_path, self.metrics_path):
                 remove_stale_temporaries(own)

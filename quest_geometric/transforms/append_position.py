@@ -7,6 +7,8 @@ from torch_geometric.data import Data
 from torch_geometric.data.datapipes import functional_transform
 from torch_geometric.transforms import BaseTransform
 
+from quest_geometric._utils.checks import check_all_finite
+
 
 @functional_transform("append_position")
 class AppendPosition(BaseTransform):
@@ -35,7 +37,9 @@ class AppendPosition(BaseTransform):
         - **output:** ``Data(x [N, C + D], pos [N, D], ...)``
 
     Raises:
-        ValueError: ``data.pos`` is missing or not ``[num_nodes, D]``.
+        ValueError: ``data.pos`` is missing or not ``[num_nodes, D]``, or ``data.x`` or
+            ``data.pos`` holds a NaN or an infinity (one non-finite position would make
+            every node's appended features NaN through the mean and the scale).
     """
 
     @staticmethod
@@ -50,6 +54,7 @@ class AppendPosition(BaseTransform):
         if not isinstance(pos, Tensor) or pos.dim() != 2 or pos.size(0) != data.x.size(0):
             raise ValueError("AppendPosition needs 'data.pos' [num_nodes, D] (the sphere and "
                              "lattice transforms provide it)")
+        check_all_finite((("data.x", data.x), ("data.pos", pos)), where="AppendPosition")
         data.x = torch.cat([data.x, self.position_features(pos).to(data.x.dtype)], dim=-1)
         return data
 

@@ -31,7 +31,7 @@ from torch_geometric.data import Data
 from torch_geometric.data.datapipes import functional_transform
 from torch_geometric.transforms import BaseTransform
 
-from quest_geometric._utils.checks import check_int, check_real, describe, fail
+from quest_geometric._utils.checks import check_all_finite, check_int, check_real, describe, fail
 
 __all__ = ["RandomCropPad", "RandomHorizontalFlip", "NormalizeImage"]
 
@@ -44,7 +44,9 @@ def _arg(data: ImageLike) -> str:
 
 
 def _get_image(data: ImageLike, name: str) -> Tensor:
-    """The ``[C, H, W]`` image of ``data`` (a tensor or a Data with ``image``), checked."""
+    """The ``[C, H, W]`` image of ``data`` (a tensor or a Data with ``image``), checked:
+    shape, and finite values (a NaN pixel would pass through a crop or a flip unnoticed and
+    spread through the first layer that mixes pixels)."""
     if isinstance(data, Tensor):
         image = data
     elif isinstance(data, Data):
@@ -61,6 +63,7 @@ def _get_image(data: ImageLike, name: str) -> Tensor:
         hint = ("; for a single-channel [H, W] image pass image[None] to add the channel axis"
                 if image.dim() == 2 else "")
         raise fail(ValueError, name, _arg(data), "of shape [C, H, W]", image, hint=hint)
+    check_all_finite(((_arg(data), image),), where=name)
     return image
 
 

@@ -13,7 +13,13 @@ from torch_geometric.data import Batch, Data
 from torch_geometric.data.datapipes import functional_transform
 from torch_geometric.transforms import BaseTransform
 
-from quest_geometric._utils.checks import check_images, check_shell_radii, check_shell_sizes
+from quest_geometric._utils.checks import (
+    check_all_finite,
+    check_images,
+    check_shell_radii,
+    check_shell_sizes,
+    check_tensor,
+)
 from quest_geometric.geometry.graphs import sphere_graph
 from quest_geometric.transforms._image_graph import split_input, template_batch, to_data
 
@@ -62,8 +68,13 @@ def project_to_image(
 
     Returns:
         Tensor: Grid coordinates :math:`(g_x, g_y)`, shape :math:`(N, 2)`, float64.
+
+    Raises:
+        ValueError: a NaN or infinite coordinate in ``pos``.
     """
     projection, cap = _check_projection(projection, cap)
+    check_tensor(pos, "pos", where="project_to_image")
+    check_all_finite((("pos", pos),), where="project_to_image")
     u = pos.double()
     u = u / u.norm(dim=-1, keepdim=True)
     one_plus_z = (1.0 + u[:, 2]).clamp_min(1e-12)

@@ -297,3 +297,22 @@ def test_same_values_answers_as_torch_equal():
     assert same_values(torch.tensor([0.0]), torch.tensor([-0.0]))  # values, not bytes
     nan = torch.tensor([float("nan")])
     assert not same_values(nan, nan.clone())  # as torch.equal: nan is not equal to itself
+
+
+def test_check_all_finite_names_the_first_bad_argument_and_allows_overflowing_sums():
+    import pytest
+    import torch
+
+    from quest_geometric._utils.checks import check_all_finite
+
+    a, b = torch.ones(3), torch.ones(2, 2)
+    check_all_finite((("a", a), ("b", b), ("none", None)), where="f")  # finite: no error
+    b[1, 0] = float("nan")
+    with pytest.raises(ValueError, match=r"^f: 'b' must be finite, got 1 NaN or infinite of "
+                                         r"4 entries$"):
+        check_all_finite((("a", a), ("b", b)), where="f")
+    # finite entries whose sum overflows (float16 max 65504) are not refused
+    big = torch.full((4,), 60000.0, dtype=torch.float16)
+    assert not torch.isfinite(big.sum())
+    check_all_finite((("big", big),), where="f")
+    check_all_finite((("ids", torch.arange(3)),), where="f")  # integers: nothing to check

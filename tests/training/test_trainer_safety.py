@@ -59,7 +59,26 @@ def test_second_run_on_the_same_folder_is_refused(tmp_path) -> None:
     assert [r["epoch"] for r in records] == [1, 2]
     assert final["val_loss"] == alone["val_loss"]
     assert not os.path.exists(lock)  # released on return
-    _trainer(tmp_path).fit()  # the folder is free again
+    _trainer(tmp_path).fit(overwrite=True)  # the folder is free again
+
+
+def test_fresh_start_over_a_finished_run_is_refused_unless_told(tmp_path) -> None:
+    """Issue 53: fit() on a finished run's folder used to retrain it from step 0 without a
+    word; now it refuses and leaves the run as it was; resume='auto' returns the run's final
+    record, overwrite=True starts over."""
+    first = _trainer(tmp_path).fit()
+    files = {n: (tmp_path / n).read_bytes() for n in ("checkpoint.pt", "metrics.jsonl")}
+    with pytest.raises(FileExistsError, match=r"Trainer.fit: out_dir .* holds a previous "
+                                              r"run's checkpoint.*overwrite=True"):
+        _trainer(tmp_path).fit()
+    assert {n: (tmp_path / n).read_bytes() for n in files} == files
+    assert not (tmp_path / LOCK_NAME).exists()
+    assert _trainer(tmp_path).fit(resume="auto") == first  # nothing more to train
+    again = _trainer(tmp_path).fit(overwrite=True)  # the same seed: the same run again
+    assert again["val_loss"] == first["val_loss"] and again["step"] == first["step"]
+    assert [r["epoch"] for r in read_metrics(tmp_path / "metrics.jsonl", kind="epoch")] == [1, 2]
+    with pytest.raises(TypeError, match="Trainer.fit.*overwrite"):
+        _trainer(tmp_path).fit(overwrite="yes")
 
 
 class _Boom(Callback):

@@ -45,7 +45,8 @@ def aggregate(results: Sequence[dict[str, Any]], dataset: str) -> list[dict[str,
     _check_dataset(dataset)
     rows = []
     by_variant = {v: [r for r in results if r["variant"] == v] for v in VARIANTS}
-    qsv_mean = mean_std([r["acc"] for r in by_variant["qsv"]])[0]
+    qsv_mean = mean_std([r["acc"] for r in by_variant["qsv"]])[0] if by_variant["qsv"] \
+        else math.nan
     qsv_params = int(by_variant["qsv"][0]["params"]) if by_variant["qsv"] else None
     for v in VARIANTS:
         rs = by_variant[v]

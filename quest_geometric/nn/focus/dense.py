@@ -17,7 +17,7 @@ from torch import Tensor
 from torch_geometric.utils import to_dense_batch
 
 from quest_geometric._utils.checks import (
-    all_finite,
+    check_all_finite,
     check_batch,
     check_hard_args,
     check_num_sinks,
@@ -67,6 +67,7 @@ def straight_through_membership(soft: Tensor, groups: Tensor) -> Tensor:
     if groups.numel() and (int(groups.min()) < 0 or int(groups.max()) >= soft.size(-1)):
         raise ValueError(f"straight_through_membership: 'groups' must be group ids in "
                          f"[0, {soft.size(-1) - 1}]")
+    check_all_finite((("soft", soft),), where="straight_through_membership")
     hard = torch.zeros_like(soft).scatter_(-1, groups, 1.0)
     return hard + soft - soft.detach()
 
@@ -219,10 +220,6 @@ def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: 
     check_qkv(q, k, v, where="focus_soft_attention")
     check_window(window, where="focus_soft_attention")
     check_soft(soft, q.size(0), where="focus_soft_attention")
-    if not torch.compiler.is_compiling() and not all_finite(soft):
-        raise ValueError(f"focus_soft_attention: 'soft' must be finite, got "
-                         f"{int((~torch.isfinite(soft)).sum())} NaN or infinite of "
-                         f"{soft.numel()} memberships (is the router's input finite?)")
     check_batch(batch, q.size(0), where="focus_soft_attention")
     check_num_sinks(num_sinks, where="focus_soft_attention")
     gate_scale = check_real(gate_scale, "gate_scale", where="focus_soft_attention")
@@ -306,6 +303,7 @@ def focus_far_bias_attention(q: Tensor, k: Tensor, v: Tensor, log_scale: Tensor,
         check_tensor(p, name, where=where, floating=True)
         if p.shape != (h,):
             raise fail(ValueError, where, name, f"a [{h}] tensor (one per head)", p)
+    check_all_finite((("log_scale", log_scale), ("far_bias", far_bias)), where=where)
     qd, kd, vd, valid = _padded_heads(q, k, v, batch)
     t = qd.size(2)
     wdt = torch.float32 if q.dtype in HALF_DTYPES else q.dtype
@@ -339,6 +337,7 @@ def _padded_heads(q: Tensor, k: Tensor, v: Tensor, batch: Optional[Tensor]
 def full_attention(q: Tensor, k: Tensor, v: Tensor, batch: Optional[Tensor] = None,
                    causal: bool = True) -> Tensor:
     r"""Plain (causal) multi-head attention per sequence, ``[N, H, D]`` in and out."""
+    check_qkv(q, k, v, where="full_attention")
     n, h, d = q.shape
     if batch is None:
         # 4-D input: 3-D input makes CPU SDPA take the O(N^2)-memory math path

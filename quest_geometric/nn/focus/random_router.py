@@ -36,6 +36,8 @@ def random_balanced_groups(positions: Tensor, num_groups: int, top_k: int, seed:
     Returns:
         torch.Tensor: ``[..., top_k]``, :obj:`torch.long`, on the device of :obj:`positions`.
     """
+    check_int(num_groups, "num_groups", 1, where="random_balanced_groups")
+    check_int(top_k, "top_k", 1, where="random_balanced_groups", maximum=num_groups)
     k = num_groups
     pos = positions.reshape(-1).cpu()
     if pos.numel() == 0:

@@ -24,6 +24,8 @@ import torch
 from torch import Tensor
 from torch_geometric.utils import to_dense_batch
 
+from quest_geometric._utils.checks import check_all_finite, check_int, check_tensor
+
 __all__ = ["sinkhorn_log", "sinkhorn_prefix_state", "prefix_statistics", "sinkhorn_step",
            "sinkhorn_step_host", "LCSE_TINY"]
 
@@ -136,7 +138,15 @@ def sinkhorn_log(scores: Tensor, batch: Optional[Tensor] = None, num_segments: i
     Returns:
         torch.Tensor: :math:`\log \mathbf{g}`, the shape of :obj:`scores`, each row a
         log-distribution.
+
+    Raises:
+        ValueError: negative ``num_iters``, ``num_segments`` below 1, or non-finite scores
+            (a NaN would spread through the column sums to every token of its sequence).
     """
+    check_tensor(scores, "scores", where="sinkhorn_log", floating=True)
+    check_int(num_iters, "num_iters", 0, where="sinkhorn_log")
+    check_int(num_segments, "num_segments", 1, where="sinkhorn_log")
+    check_all_finite((("scores", scores),), where="sinkhorn_log")
     if scores.dim() == 3:
         if batch is not None:
             raise ValueError("sinkhorn_log: 'batch' must be None with [B, T, K] scores")

@@ -87,13 +87,14 @@ class WindowOnlyRouter(nn.Module):
     def forward(self, h: Tensor, batch: Optional[Tensor] = None,
                 col_totals: Optional[List[Tensor]] = None) -> RouterOutput:
         r"""The empty group set for every token (:obj:`col_totals` receives nothing)."""
-        check_features(h, "h", where="WindowOnlyRouter")
+        where = type(self).__name__  # also FarBiasRouter's forward
+        check_features(h, "h", where=where)
         if h.dim() == 3:
             if batch is not None:
-                raise fail(ValueError, "WindowOnlyRouter", "batch", "None with [B, T, C] "
+                raise fail(ValueError, where, "batch", "None with [B, T, C] "
                            "input 'h' (a batch vector goes with [N, C] input)", batch)
         else:
-            check_batch(batch, h.size(0), where="WindowOnlyRouter")
+            check_batch(batch, h.size(0), where=where)
         return self._output(h.shape[:-1], h.dtype, h.device)
 
     def step(self, x: Tensor, state: Any, valid: Optional[Tensor] = None,

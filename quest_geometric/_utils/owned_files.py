@@ -1,0 +1,308 @@
+"""The files a program wrote in a folder, recorded before they exist, and removal of only those.
+
+A *manifest* is a JSON-lines file in the folder: a header line, then one entry per line,
+each appended and fsynced **before** the program creates what it names, so that the record
+survives a ``kill -9``, an out-of-memory kill or a full disk at any point (a torn last line,
+the append that the full disk or the kill cut short, named nothing that was created and is
+ignored). Entries:
+
+- ``{"file": "a/b.csv"}``: a regular file the program writes;
+- ``{"folder": "a"}``: a folder the program creates;
+- ``{"folder": "a", "open": true}``: a folder created empty, whose whole content the
+  program writes (through code that cannot list each file first, e.g. a benchmark run);
+  everything inside is the program's until ``{"sealed": "a"}`` follows, after which only the
+  files and folders listed by then are.
+
+Removal (:func:`remove_owned`) deletes only regular files and empty folders the manifest
+lists, through directory file descriptors opened with ``O_NOFOLLOW``: a symbolic link
+anywhere on the way (a listed folder replaced by a link to the user's home, say) is never
+followed, and refused with :class:`UnsafeEntryError`, which names it; so is anything that is
+neither a regular file nor a folder. :func:`unknown_entries` finds what the manifest does not
+cover (files of someone else), and :func:`unsafe_entries` the links and special files that
+removal would refuse, so that a caller can refuse before it deletes anything.
+"""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Iterable
+
+FORMAT = 2
+
+
+class ManifestError(ValueError):
+    """The manifest is not one this module writes (unreadable, not JSON lines, an entry that
+    is not a plain relative path inside the folder)."""
+
+
+class UnsafeEntryError(OSError):
+    """An entry to remove is a symbolic link or not a regular file or folder."""
+
+
+@dataclass
+class Manifest:
+    """What a manifest lists: relative ``/``-separated paths."""
+
+    files: set[str] = field(default_factory=set)
+    folders: set[str] = field(default_factory=set)
+    #: folders whose whole content is the program's (created empty, not sealed yet)
+    open: set[str] = field(default_factory=set)
+
+    def covers(self, rel: str) -> bool:
+        """Whether ``rel`` is listed, or lies inside an open folder."""
+        if rel in self.files or rel in self.folders:
+            return True
+        parents = PurePosixPath(rel).parents
+        return any(p.as_posix() in self.open for p in parents)
+
+
+def safe_relative(entry: object) -> bool:
+    """Whether ``entry`` is a plain relative path inside the folder (a manifest is data from
+    the folder, possibly crafted: ``..``, absolute paths and the like are refused)."""
+    if not isinstance(entry, str) or not entry or "\\" in entry or "\0" in entry:
+        return False
+    return not entry.startswith("/") and all(
+        part not in ("", ".", "..") for part in entry.split("/"))
+
+
+def _entry(line: dict, manifest: Manifest) -> bool:
+    """Apply one parsed entry to ``manifest``; whether it was well-formed."""
+    if set(line) == {"file"} and safe_relative(line["file"]):
+        manifest.files.add(line["file"])
+    elif set(line) <= {"folder", "open"} and safe_relative(line.get("folder")):
+        manifest.folders.add(line["folder"])
+        if line.get("open") is True:
+            manifest.open.add(line["folder"])
+        elif "open" in line:
+            return False
+    elif set(line) == {"sealed"} and safe_relative(line["sealed"]):
+        manifest.open.discard(line["sealed"])
+    else:
+        return False
+    return True
+
+
+def read_manifest(path: str | os.PathLike) -> Manifest | None:
+    """The manifest at ``path``, or :obj:`None` when there is none.
+
+    Raises:
+        ManifestError: not a regular file (a link is not followed), not readable, or not a
+            manifest of this format.
+    """
+    path = os.fspath(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise ManifestError(f"cannot be opened ({e.strerror}; a symbolic link is not "
+                            "followed)") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise ManifestError("is not a regular file")
+        raw = f.read()
+    lines = raw.split(b"\n")
+    if not raw.endswith(b"\n"):
+        lines = lines[:-1]  # torn by a kill or a full disk: it named nothing yet created
+    manifest = Manifest()
+    for i, line in enumerate(lines):
+        if not line and i == len(lines) - 1:
+            continue
+        try:
+            data = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            raise ManifestError(f"line {i + 1} is not JSON") from None
+        if i == 0:
+            if data != {"format": FORMAT}:
+                raise ManifestError(f"has no header {{\"format\": {FORMAT}}}")
+        elif not isinstance(data, dict) or not _entry(data, manifest):
+            raise ManifestError(f"line {i + 1} is not an entry naming a relative path inside "
+                                "the folder")
+    return manifest
+
+
+def append_entries(path: str | os.PathLike, entries: Iterable[dict]) -> None:
+    """Append ``entries`` to the manifest at ``path`` (created with its header if missing)
+    and fsync it, so that they are on disk before what they name is created. A link at
+    ``path`` is not followed."""
+    payload = b"".join(json.dumps(e, sort_keys=True).encode() + b"\n" for e in entries)
+    fd = os.open(os.fspath(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW,
+                 0o644)
+    try:
+        if os.fstat(fd).st_size == 0:
+            payload = json.dumps({"format": FORMAT}).encode() + b"\n" + payload
+        view = memoryview(payload)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def manifest_text(manifest: Manifest) -> str:
+    """The compact text of ``manifest`` (to rewrite one atomically)."""
+    entries = [{"format": FORMAT}]
+    entries += [{"folder": rel} for rel in sorted(manifest.folders - manifest.open)]
+    entries += [{"folder": rel, "open": True} for rel in sorted(manifest.open)]
+    entries += [{"file": rel} for rel in sorted(manifest.files)]
+    return "".join(json.dumps(e, sort_keys=True) + "\n" for e in entries)
+
+
+def walk(folder: str | os.PathLike) -> dict[str, int]:
+    """Every entry below ``folder`` as ``{relative path: st_mode}`` (from ``lstat``:
+    symbolic links are listed, never followed)."""
+    found: dict[str, int] = {}
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        rel = os.path.relpath(root, folder)
+        for name in dirs + files:
+            sub = name if rel == "." else f"{PurePosixPath(rel).as_posix()}/{name}"
+            try:
+                found[sub] = os.lstat(os.path.join(root, name)).st_mode
+            except FileNotFoundError:
+                continue
+    return found
+
+
+def unknown_entries(entries: dict[str, int], manifest: Manifest) -> list[str]:
+    """The entries of :func:`walk` that ``manifest`` does not cover, sorted."""
+    return sorted(rel for rel in entries if not manifest.covers(rel))
+
+
+def unsafe_entries(entries: dict[str, int], manifest: Manifest) -> list[str]:
+    """The covered entries that :func:`remove_owned` would refuse: links, special files,
+    a listed file that is a folder or a listed folder that is not one."""
+    bad = []
+    for rel, mode in sorted(entries.items()):
+        if not manifest.covers(rel):
+            continue
+        if stat.S_ISDIR(mode):
+            ok = rel not in manifest.files or rel in manifest.folders
+        else:
+            ok = stat.S_ISREG(mode) and (rel not in manifest.folders or rel in manifest.files)
+        if not ok:
+            bad.append(rel)
+    return bad
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+
+
+def _open_dir(name: str, dir_fd: int | None, where: str) -> int:
+    """Open the folder ``name`` without following a link (``ELOOP``/``ENOTDIR`` refused)."""
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    except OSError as e:
+        if e.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+        raise UnsafeEntryError(f"{where} is a symbolic link or not a folder: it is not "
+                               "followed") from None
+
+
+def _open_parent(root: int, rel: str) -> tuple[int, str]:
+    """A descriptor of the folder holding ``rel`` below ``root`` (each step refuses a link),
+    and ``rel``'s last name. The caller closes the descriptor."""
+    *parents, name = rel.split("/")
+    fd = os.dup(root)
+    done = []
+    try:
+        for part in parents:
+            done.append(part)
+            sub = _open_dir(part, fd, "/".join(done))
+            os.close(fd)
+            fd = sub
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, name
+
+
+def _unlink_regular(dir_fd: int, name: str, where: str) -> None:
+    """Remove ``name`` in ``dir_fd`` if it is a regular file; refuse anything else."""
+    try:
+        mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(mode):
+        raise UnsafeEntryError(f"{where} is not a regular file (a link, a folder or a special "
+                               "file): not removed")
+    os.unlink(name, dir_fd=dir_fd)
+
+
+def _remove_tree(dir_fd: int, name: str, where: str) -> None:
+    """Remove the folder ``name`` and below: regular files and folders only, no link
+    followed or removed (refused with :class:`UnsafeEntryError`)."""
+    try:
+        fd = _open_dir(name, dir_fd, where)
+    except FileNotFoundError:
+        return
+    try:
+        for entry in os.scandir(fd):
+            sub = f"{where}/{entry.name}"
+            if entry.is_dir(follow_symlinks=False):
+                _remove_tree(fd, entry.name, sub)
+            else:
+                _unlink_regular(fd, entry.name, sub)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=dir_fd)
+
+
+def remove_owned(folder: str | os.PathLike, manifest: Manifest,
+                 roots: Iterable[str] | None = None) -> None:
+    """Remove what ``manifest`` lists below ``folder``: its files, the whole content of its
+    open folders, then its folders, deepest first, each only if empty. With ``roots``, only
+    the entries at or below those top-level names.
+
+    Nothing is followed through a symbolic link: each step opens the next folder with
+    ``O_NOFOLLOW`` relative to the previous one's descriptor, so a listed folder replaced by
+    a link (even after :func:`unsafe_entries` was checked) raises :class:`UnsafeEntryError`
+    and nothing outside ``folder`` is touched.
+    """
+    chosen = None if roots is None else set(roots)
+
+    def wanted(rel: str) -> bool:
+        return chosen is None or rel.split("/", 1)[0] in chosen
+
+    root = _open_dir(os.fspath(folder), None, os.fspath(folder))
+    try:
+        for rel in sorted(filter(wanted, manifest.files)):
+            try:
+                fd, name = _open_parent(root, rel)
+            except FileNotFoundError:
+                continue
+            try:
+                _unlink_regular(fd, name, rel)
+            finally:
+                os.close(fd)
+        for rel in sorted(filter(wanted, manifest.folders), key=lambda r: -r.count("/")):
+            try:
+                fd, name = _open_parent(root, rel)
+            except FileNotFoundError:
+                continue
+            try:
+                if rel in manifest.open or any(rel.startswith(o + "/") for o in manifest.open):
+                    _remove_tree(fd, name, rel)
+                else:
+                    _rmdir_if_empty(fd, name, rel)
+            finally:
+                os.close(fd)
+    finally:
+        os.close(root)
+
+
+def _rmdir_if_empty(dir_fd: int, name: str, where: str) -> None:
+    try:
+        mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(mode):
+        raise UnsafeEntryError(f"{where} is listed as a folder and is not one: not removed")
+    try:
+        os.rmdir(name, dir_fd=dir_fd)
+    except OSError as e:
+        if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+            raise

@@ -49,8 +49,8 @@ def test_readme_python_block_runs(index, tmp_path):
     for module in _needs(code):
         if importlib.util.find_spec(module) is None:
             pytest.skip(f"{module} is not installed")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-               OMP_NUM_THREADS="1")
+    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    env = dict(os.environ, PYTHONPATH=path, OMP_NUM_THREADS="1")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=tmp_path, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr

@@ -75,6 +75,7 @@ SOURCES: dict[str, str] = {
     "qk_geometry_long.md": _R + "qk_geometry_long.md",
     "qk_geometry.md": _R + "qk_geometry.md",
     "qk_pretrained.md": _R + "qk_pretrained.md",
+    "qk_geometry_compare.md": _R + "qk_geometry_compare.md",
 }
 
 #: The CI script: its last line is the test command the README and the docs quote.
@@ -82,7 +83,7 @@ CI_SCRIPT = ".ci/run"
 
 #: The files the generator fills.
 TARGETS = ["README.md", "docs/getting_started.md", "docs/benchmarks.md",
-           "docs/focus_evaluation.md"]
+           "docs/focus_evaluation.md", "docs/focus.md", "docs/qk_geometry.md"]
 
 COMMAND = "python docs/_scripts/generate.py"
 _BLOCK = re.compile(r"(<!-- generated: (.+?) -->\n)(.*?)(<!-- end generated -->)", re.S)
@@ -121,6 +122,8 @@ BLOCKS: dict[str, Callable[[Results], str]] = {
     "focus verdict passkey speed": headlines.verdict_passkey_speed_table,
     "focus passkey full": headlines.passkey_full_sentence,
     "focus data splits": headlines.data_splits_sentence,
+    "focus lm seeds": headlines.focus_lm_seeds_table,
+    "qk pretrained": headlines.qk_pretrained_table,
 }
 
 

@@ -262,3 +262,41 @@ def pretrained_caveat(load: Load) -> str:
         raise ValueError(f"the verdict now has configurations meeting the target ({met}): "
                          "update quest_geometric.tour.PRETRAINED_CAVEAT")
     return PRETRAINED_CAVEAT
+
+
+def focus_lm_seeds_table(load: Load) -> str:
+    """The CharGPT Focus models against full attention of the same seed, per seed."""
+    seeds = [load(k)["rows"] for k in ("focus_lm_seed0", "focus_lm_seed1", "focus_lm_seed2")]
+    keys = [(r["model"], r["gate"], r["mode"], r["top_k"]) for r in seeds[0]
+            if not r["model"].startswith("(a)") and r["top_k"] in (2, "2")]
+    rows = []
+    for key in keys:
+        per = [next(r for r in rows_ if (r["model"], r["gate"], r["mode"], r["top_k"]) == key)
+               for rows_ in seeds]
+        mode = "soft" if key[2] == "soft" else f"hard top-{key[3]}"
+        rows.append((f"{key[0]}, {key[1]}, {mode}",
+                     _span([r["pair_fraction"] for r in per], "{:.0%}"),
+                     *(f"{100 * r['rel_to_full']:+.2f}%" for r in per)))
+    return _table(rows, ("model", "pairs kept", "seed 0", "seed 1", "seed 2"))
+
+
+_QK_NAMES = {"qk_effective_rank": "effective rank", "qk_stable_rank": "stable rank",
+             "attention_entropy": "entropy", "pr_q": "PR_Q", "pr_k": "PR_K",
+             "pr_q_minus_pr_k": "PR_Q - PR_K", "layer_index": "depth (layer index)"}
+
+
+def qk_pretrained_table(load: Load) -> str:
+    """SmolLM2's query/key geometry: the sign of PR_Q - PR_K and every Spearman correlation."""
+    summ = load("qk_pretrained")["summary"]
+    rows = []
+    for key, what in (("layers_pr_q_gt_pr_k", "layers"), ("heads_pr_q_gt_pr_k", "heads")):
+        s = summ[key]
+        rows.append((f"{what} with PR_Q - PR_K > 0",
+                     f"{s['k_positive']} of {s['n']} ({s['share']:.0%}; 95% interval "
+                     f"{s['ci_low']:.0%}-{s['ci_high']:.0%}; binomial p vs one half "
+                     f"{_p(s['p_value_vs_half'])})"))
+    for c in summ["correlations"]:
+        rows.append((f"Spearman, {_QK_NAMES.get(c['x'], c['x'])} vs "
+                     f"{_QK_NAMES.get(c['y'], c['y'])}, across {c['over']}",
+                     f"{c['spearman_rho']:+.2f} (p = {_p(c['p_value'])}, n = {c['n']})"))
+    return _table(rows, ("measure (SmolLM2)", "value"))

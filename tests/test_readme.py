@@ -55,3 +55,11 @@ def test_readme_python_block_runs(index, tmp_path):
                           cwd=tmp_path, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip()
+
+
+def test_readme_links_resolve():
+    """Every relative link of the README names a file or folder of the repository."""
+    targets = re.findall(r"\]\((?![a-z]+:)([^)#]+)", README)
+    assert len(targets) > 10
+    missing = [t for t in targets if not (ROOT / t).exists()]
+    assert not missing, missing

@@ -88,3 +88,9 @@ def test_span_and_p_formatting(gen):
     assert headlines._span([2.0, 2.001]) == "2.00"
     assert headlines._p(3e-6) == "3e-6" and headlines._p(0.0312) == "0.031"
     assert math.isclose(float(headlines._p(0.19)), 0.19)
+
+
+def test_readme_and_tour_give_the_same_focus_caveat():
+    from quest_geometric.tour import PRETRAINED_CAVEAT
+
+    assert PRETRAINED_CAVEAT in (ROOT / "README.md").read_text()

@@ -29,7 +29,7 @@ extensions = [
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 myst_enable_extensions = ["dollarmath", "amsmath"]
 myst_heading_anchors = 3
-exclude_patterns = ["_build", "_scripts", "_generated"]
+exclude_patterns = ["_build", "_scripts"]
 root_doc = "index"
 
 autodoc_member_order = "bysource"
@@ -61,16 +61,5 @@ def _skip_namedtuple_fields(app, what, name, obj, skip, options):
     return None
 
 
-def _narrow_benchmark_tables(app):
-    """docs/_generated/<result>.md: the committed tables cut to their key columns."""
-    sys.path.insert(0, os.path.join(app.srcdir, "_scripts"))
-    try:
-        import bench_tables
-    finally:
-        sys.path.pop(0)
-    bench_tables.write_all()
-
-
 def setup(app):
-    app.connect("builder-inited", _narrow_benchmark_tables)
     app.connect("autodoc-skip-member", _skip_namedtuple_fields)

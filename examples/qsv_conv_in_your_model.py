@@ -5,7 +5,7 @@ mean pooling, a linear head) trained on scikit-learn's handwritten digits mapped
 onto concentric Fibonacci spheres (DigitsGraphs: offline, no download). QSVConv is an
 ordinary PyG MessagePassing layer: ``conv(x, edge_index)`` on any batch of graphs.
 
-    python examples/qsv_conv_in_your_model.py            # 3 epochs, about a minute on CPU
+    python examples/qsv_conv_in_your_model.py            # 3 epochs, a few minutes on CPU
     python examples/qsv_conv_in_your_model.py --quick    # a few steps, seconds (CI)
 """
 from __future__ import annotations

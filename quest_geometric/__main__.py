@@ -16,8 +16,8 @@ on scikit-learn's digits and the QSVConv speed comparison (part 'qsv'), the Focu
 sweep to 16K tokens and a short language-model comparison (part 'focus'), a short
 query/key-geometry run (part 'qk'), and, where the SmolLM2 weights are installed, a
 short real-pretrained-model part (part 'pretrained': probe and committed routers on two
-validation blocks, about a minute; otherwise the report says how to add the model).
-About 4 minutes on two idle cores without the model, peak memory under 2 GB. Writes
+validation blocks; otherwise the report says how to add the model). A few minutes on
+a CPU, peak memory bounded below 2 GB. Writes
 <out>/report.md with tables, PNG plots and the CSV/JSON behind them, and prints a
 summary. The default settings are smoke runs: they show the pipeline, not the targets,
 and the report quotes the committed full-run results. The torch threads are chosen from

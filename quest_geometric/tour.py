@@ -293,10 +293,21 @@ def _part_pretrained(ctx: TourContext) -> str:
         f"perplexity {hard['val_ppl']:.2f} against {full:.2f} for full attention on 2 x 512 "
         f"tokens, keeping {100 * hard['pairs_kept']:.0f}% of the causal pairs\n",
         _quote(ctx, "The committed full run", "focus_pretrained", ("headline",)),
+        PRETRAINED_CAVEAT + "\n",
     ]
     ctx.summary.append(f"pretrained: SmolLM2 Focus top-2 ppl {hard['val_ppl']:.2f} vs full "
                        f"{full:.2f} (smoke, 2 blocks)")
     return "\n".join(lines)
+
+
+#: What the committed full run quoted by the pretrained part does not show. The README's
+#: Focus table carries the same sentence (``docs/_scripts/generate.py`` writes it from here
+#: and checks it against the committed verdict).
+PRETRAINED_CAVEAT = (
+    "Caveat: the committed in-domain SmolLM2 run (`focus_pretrained_st_budget75_s620`) "
+    "measured validation text that overlaps its training text, so its perplexity shows "
+    "adaptation to that text, not a verdict; on held-out and out-of-domain text no Focus "
+    "configuration meets the target (`benchmarks/results/focus_verdict.md`).")
 
 
 #: The parts of the tour, in the order they run: name -> (title, function).

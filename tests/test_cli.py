@@ -80,12 +80,12 @@ def test_help_is_plain_text(capsys):
         assert option in out
     # wrapped for a terminal (issue 30: one description line was not)
     assert max(map(len, out.splitlines())) <= 90, max(out.splitlines(), key=len)
-    # --full's memory as the README gives it
+    # --full's memory as the tour's page gives it
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    page = (Path(__file__).resolve().parents[1] / "docs" / "tour.md").read_text()
     flat = " ".join(out.split())
-    assert "~6 GB at 4K tokens" in flat and "~6 GB at 4K" in " ".join(readme.split())
+    assert "~6 GB at 4K tokens" in flat and "~6 GB at 4K" in " ".join(page.split())
 
 
 @pytest.mark.slow

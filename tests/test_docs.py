@@ -115,27 +115,30 @@ def _bench_tables():
         sys.path.pop(0)
 
 
-def test_benchmark_tables_are_cut_to_key_columns():
+def test_benchmark_tables_are_cut_to_key_columns(tmp_path):
     """A hand-made wide table keeps its key columns in order, drops an all-n/a one, and
     links the CSV; a narrow table is left alone."""
     bt = _bench_tables()
+    (tmp_path / "focus_speed.csv").write_text("x\n")
     wide = ("### T\n\n| tokens | junk | speedup_blocks | full_mb | rounds |\n"
             "|---|---|---|---|---|\n"
             "| 1 | x | 2.5 | n/a | 3 |\n| 2 | y | 3.5 | n/a | 3 |\n\nnotes\n")
-    out = bt.narrow_markdown(wide, "focus_speed").splitlines()
+    out = bt.narrow_markdown(wide, tmp_path / "focus_speed", "../r/").splitlines()
     assert out[2:6] == ["| tokens | rounds | speedup_blocks |", "|---|---|---|",
                         "| 1 | 3 | 2.5 |", "| 2 | 3 | 3.5 |"]
-    assert "focus_speed.csv <../benchmarks/results/focus_speed.csv>" in out[7]
+    assert "focus_speed.csv <../r/focus_speed.csv>" in out[7]
     assert "3 of 5" in out[7] and out[-1] == "notes"
-    narrow = "## T\n\n| a | b |\n|---|---|\n| 1 | 2 |\n"
-    assert bt.narrow_markdown(narrow, "x").splitlines() == [
-        "### T", "", "| a | b |", "|---|---|", "| 1 | 2 |"]
+    narrow = "## T\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n![plot](p.png)\n"
+    assert bt.narrow_markdown(narrow, tmp_path / "x", "../r/").splitlines() == [
+        "### T", "", "| a | b |", "|---|---|", "| 1 | 2 |", "", "![plot](../r/p.png)"]
+    with pytest.raises(FileNotFoundError, match="no CSV"):
+        bt.narrow_markdown(wide, tmp_path / "absent", "../r/")
 
 
 def test_focus_lm_table_is_cut_to_its_key_columns():
     bt = _bench_tables()
-    text = (bt.RESULTS / "focus_lm.md").read_text()
-    out = bt.narrow_markdown(text, "focus_lm").splitlines()
+    base = ROOT / "benchmarks" / "results" / "focus_lm"
+    out = bt.narrow_markdown(base.with_suffix(".md").read_text(), base, "../r/").splitlines()
     assert out[2] == ("| model | gate | mode | top_k | val_bpc | vs full (%) | balance | "
                       "pair_fraction |")
     assert any(line.startswith("Key columns (8 of 11)") for line in out)

@@ -68,6 +68,9 @@ def test_pretrained_part_runs_on_the_real_model(tmp_path):
     ppl = [float(v) for v in re.findall(r"perplexity ([0-9.]+) against ([0-9.]+)", text)[0]]
     assert all(1.0 < v < 100.0 for v in ppl)  # a trained model on English/Python prose
     assert "layers" in text and "no verdicts" in text
+    # the committed in-domain run is quoted with its caveat (the README carries the same
+    # sentence: tests/test_generated_docs.py)
+    assert tour.PRETRAINED_CAVEAT in text
 
 
 def test_section_body_relinks_images_and_demotes_part_headings():

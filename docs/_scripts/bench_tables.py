@@ -1,19 +1,16 @@
-"""Narrow copies of the committed benchmark tables for docs/benchmarks.md.
+"""Cut the wide tables of a benchmark's markdown result to their key columns.
 
 The result files in ``benchmarks/results/`` hold every column a benchmark measures (up to
-21), too wide for a page. At build time ``docs/conf.py`` calls :func:`write_all`, which
-copies each included ``<name>.md`` to ``docs/_generated/<name>.md`` with its wide tables cut
-to their key columns (those that are all ``n/a`` dropped too) and a link to the CSV that
-holds every column; titles, notes and metadata are copied unchanged.
+21), too wide for a page. :func:`narrow_markdown` cuts each wide table to its key columns
+(those that are all ``n/a`` dropped too) with a link to the CSV that holds every column;
+titles, notes and metadata are copied unchanged. ``generate.py`` embeds the result in
+``docs/benchmarks.md``.
 """
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-RESULTS = ROOT / "benchmarks" / "results"
-GENERATED = ROOT / "docs" / "_generated"
 
 #: A table whose header holds ``signature`` is cut to ``columns``; its CSV is
 #: ``<stem><suffix>.csv`` beside the markdown file.
@@ -58,48 +55,13 @@ KEY_COLUMNS: list[tuple[str, list[str], str]] = [
                            "ms_per_probe", "probe_share_pct"], "_overhead"),
 ]
 
-#: The result files docs/benchmarks.md includes.
-INCLUDED = ["qsv_layer_speed", "knn_speed", "qsv_memory", "qsv_ablation_digits",
-            "qsv_ablation_120_digits", "qsv_ablation_300_digits",
-            "qsv_vs_torch_harmonics", "qsv_vs_torch_harmonics_targets", "qsv_small_graphs",
-            "qsv_forward_breakdown",
-            "qsv_compile_targets", "qsv_cuda_compiled_targets", "qsv_cuda_memory",
-            "qsv_cuda_profile",
-            "focus_speed",
-            "focus_speed_32k", "focus_speed_32k_2threads", "focus_speed_edges", "focus_lm",
-            "focus_lm_seed1",
-            "focus_lm_seed2", "qk_geometry", "qk_geometry_long", "qk_geometry_wide",
-            "qk_geometry_compare", "focus_pretrained", "focus_pretrained_eval2048",
-            "focus_pretrained_st",
-            "focus_pretrained_st_budget", "focus_pretrained_st_budget_s400",
-            "focus_pretrained_st_budget75", "focus_pretrained_st_budget75_s400",
-            "focus_pretrained_reeval", "focus_pretrained_speed_st_budget_1thread",
-            "focus_pretrained_speed_st_budget75", "focus_pretrained_speed_st_budget75_bounds",
-            "focus_pretrained_speed",
-            "focus_pretrained_speed_bounds", "focus_pretrained_speed_1thread",
-            "focus_pretrained_speed_1thread_bounds", "focus_pretrained_speed_caches",
-            "focus_decode_step", "focus_pretrained_speed_st_budget75_masked",
-            "focus_pretrained_speed_st_budget75_masked_bounds",
-            "focus_pretrained_speed_st_budget75_masked_1thread",
-            "focus_pretrained_speed_st_budget75_masked_1thread_bounds",
-            "focus_decode_step_paths", "focus_decode_split",
-            "focus_pretrained_st_budget75_s620", "focus_pretrained_additive_s620",
-            "focus_pretrained_speed_st_budget75_caches", "focus_masked_layout",
-            "focus_bucket_block", "focus_band_block",
-            "focus_pretrained_additive_b0125", "focus_pretrained_multiplicative_s620",
-            "focus_pretrained_reeval_soft_keep", "focus_pretrained_reeval_b0125",
-            "focus_pretrained_speed_st_budget75_s620_caches",
-            "focus_pretrained_speed_st_budget75_s620_caches_1thread",
-            "focus_pretrained_speed_st_budget75_s620_caches_bounds",
-            "qk_pretrained"]
-
-
 def _cells(line: str) -> list[str]:
     return [c.strip() for c in line.strip().strip("|").split("|")]
 
 
-def narrow_table(lines: list[str], stem: str) -> list[str]:
-    """Cut one markdown table (header, rule, rows) to its key columns, plus the CSV link."""
+def narrow_table(lines: list[str], base: Path, folder: str) -> list[str]:
+    """Cut one markdown table (header, rule, rows) to its key columns, plus a link to its
+    CSV ``<base><suffix>.csv``, written as ``folder`` + the CSV's name."""
     header = _cells(lines[0])
     rows = [_cells(line) for line in lines[2:]]
     for signature, columns, suffix in KEY_COLUMNS:
@@ -111,11 +73,11 @@ def narrow_table(lines: list[str], stem: str) -> list[str]:
             and any(r[header.index(c)] not in ("n/a", "") for r in rows)]
     out = ["| " + " | ".join(header[i] for i in keep) + " |", "|" + "---|" * len(keep)]
     out += ["| " + " | ".join(r[i] for i in keep) + " |" for r in rows]
-    csv = RESULTS / f"{stem}{suffix}.csv"
+    csv = base.with_name(f"{base.name}{suffix}.csv")
     if not csv.is_file():
-        raise FileNotFoundError(f"{stem}.md: table with '{signature}' has no CSV {csv}")
+        raise FileNotFoundError(f"{base.name}.md: table with '{signature}' has no CSV {csv}")
     out += ["", f"Key columns ({len(keep)} of {len(header)}); every column: "
-                f"{{download}}`{csv.name} <../benchmarks/results/{csv.name}>`."]
+                f"{{download}}`{csv.name} <{folder}{csv.name}>`."]
     return out
 
 
@@ -140,10 +102,10 @@ def demote_headings(lines: list[str], top: int = 3) -> list[str]:
     return out
 
 
-def narrow_markdown(text: str, stem: str) -> str:
-    """Every wide table of ``text`` narrowed, headings demoted to level 3 and below, image
-    links made relative to this folder's copy (``docs/_generated``), to be included with
-    ``:relative-images:``."""
+def narrow_markdown(text: str, base: Path, folder: str) -> str:
+    """Every wide table of ``text`` (the result file ``<base>.md``) narrowed, headings
+    demoted to level 3 and below, relative image links and CSV links made relative to the
+    page that shows it: ``folder`` is the results folder as the page links it."""
     lines = demote_headings(text.splitlines())
     out: list[str] = []
     i = 0
@@ -152,28 +114,10 @@ def narrow_markdown(text: str, stem: str) -> str:
             j = i
             while j < len(lines) and lines[j].startswith("|"):
                 j += 1
-            out += narrow_table(lines[i:j], stem)
+            out += narrow_table(lines[i:j], base, folder)
             i = j
             continue
         out.append(re.sub(r"(!\[[^\]]*\]\()(?![a-z]+:|/)([^)]+\))",
-                          r"\1../../benchmarks/results/\2", lines[i]))
+                          lambda m: m.group(1) + folder + m.group(2), lines[i]))
         i += 1
     return "\n".join(out) + "\n"
-
-
-def write_all(dest: Path = GENERATED) -> list[Path]:
-    """Write the narrow copy of every included result file; returns the paths."""
-    dest.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for stem in INCLUDED:
-        text = narrow_markdown((RESULTS / f"{stem}.md").read_text(encoding="utf-8"), stem)
-        path = dest / f"{stem}.md"
-        if not path.is_file() or path.read_text(encoding="utf-8") != text:
-            path.write_text(text, encoding="utf-8")  # unchanged files keep their mtime
-        paths.append(path)
-    return paths
-
-
-if __name__ == "__main__":
-    for p in write_all():
-        print(p)

@@ -162,9 +162,9 @@ def all_finite(t: Tensor) -> bool:
     """Whether every entry of the floating-point tensor ``t`` is finite, in one reduction: a
     sum is finite whenever all its terms are, and NaN or an infinity in any term makes it NaN
     or infinite; only when the sum is not finite (a non-finite entry, or finite entries whose
-    sum overflows) is the exact elementwise test run.  One host synchronisation; on
-    ``[16200, 64]`` float32 at one thread about 0.1 ms against 4-5 ms for
-    ``torch.isfinite(t).all()``, which on CPU materialises its comparisons."""
+    sum overflows) is the exact elementwise test run.  One host synchronisation, and no
+    ``[*t.shape]`` boolean tensor: ``torch.isfinite(t).all()`` materialises its comparisons
+    on CPU, which costs far more than one sum on a large tensor."""
     if bool(torch.isfinite(t.sum())):
         return True
     return bool(torch.isfinite(t).all())

@@ -225,8 +225,8 @@ def assert_bf16_autocast_follows_float32(n: int = 60, device: Any = "cpu",
     :func:`torch.autocast` (bfloat16: the features reach the layer in bfloat16 beside its
     float32 attention weights) against the same layers in float32: outputs within
     bfloat16's rounding (5e-2), and the gradient of the quaternion map within 6% in norm (the
-    gradient sums bfloat16-rounded terms: 3.2% measured on the CPU; a wrong or missing term
-    would be of order 1).
+    gradient sums bfloat16-rounded terms, so it differs by a few percent; a wrong or missing
+    term would be of order 1).
 
     Args:
         n (int, optional): Nodes of the random kNN graph (``k = 6``). (default: ``60``)

@@ -29,8 +29,7 @@ class AppendPosition(BaseTransform):
     :class:`~torch_geometric.transforms.Center` and multiplies by
     :math:`0.999999 / s`), but the result is *appended to* ``x`` and ``pos`` is left
     unchanged, and the division is by :math:`s` exactly (no :math:`0.999999` shrink;
-    :math:`s` is clamped to :math:`10^{-12}` so a single node gives zeros, not NaN), so the
-    features of models trained before this transform moved here are unchanged.
+    :math:`s` is clamped to :math:`10^{-12}` so a single node gives zeros, not NaN).
 
     Shapes:
         - **input:** ``Data(x [N, C], pos [N, D])``

@@ -1,0 +1,302 @@
+"""The generated blocks of the README and the docs' results pages, from the result files.
+
+Each public function takes ``load`` (``load(key)``: the parsed JSON of ``generate.SOURCES[key]``;
+``load.link(key)``: a markdown link to that result's file, relative to the page) and
+returns markdown. Numbers come only from the files; the words around them are templates.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+Load = Callable[[str], dict]  # with a .link(key) method, see generate.Results
+
+#: The Focus rows of record in the operating-point verdict (each one chosen on validation
+#: among its continuations), as the README shows them.
+FOCUS_ROWS = ["K4_top2_w256_distill_s4", "K4_top2_w64_distill_s4_c200",
+              "K8_top2_w64_distill_s4_c280", "K16_top2_w256_distill_s4_c200",
+              "K16_top2_w256_lm_s4_c160"]
+
+
+def _span(values, fmt: str = "{:.2f}", unit: str = "") -> str:
+    lo, hi = min(values), max(values)
+    a, b = fmt.format(lo), fmt.format(hi)
+    if a == b:
+        return f"{a}{unit}"
+    return f"{a}{unit} to {b}{unit}" if "+" in fmt else f"{a}-{b}{unit}"
+
+
+def _table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _linked(load: Load, rows: list[tuple[str, str, str, str]]) -> str:
+    """A headline table: result, operating point, measured value and the result file (a
+    key of ``SOURCES``) it comes from."""
+    return _table([(a, b, c, load.link(key)) for a, b, c, key in rows],
+                  ("result", "operating point", "measured", "file"))
+
+
+def _met(flags) -> str:
+    flags = list(flags)
+    return f"met in {sum(bool(f) for f in flags)} of {len(flags)}"
+
+
+def _ci(row: dict, lo: str, hi: str, fmt: str = "{:+.2f}") -> str:
+    return f"[{fmt.format(row[lo])}, {fmt.format(row[hi])}]"
+
+
+def _p(p: float) -> str:
+    return f"{p:.0e}".replace("e-0", "e-") if p < 0.001 else f"{p:.2g}"
+
+
+def qsv_table(load: Load) -> str:
+    """The QSV study's headline results, each with its operating point."""
+    ls = load("qsv_layer_speed")
+    speed = [r for r in ls["rows"] if r["layer"] == "QSVConv"]
+    floor = load("qsv_floor")["rows"]
+    layer = [r for r in load("qsv_compile")["rows"] if r["subject"] == "layer"]
+    mem = {(r["points"], r["layer"]): r for r in load("qsv_memory")["rows"]}
+    top = max(p for p, _ in mem)
+    ablation = load("qsv_ablation")
+    abl = {r["variant"]: r for r in ablation["rows"]}
+    nodes = sum(ablation["meta"]["config"]["sphere_sizes"])
+    points = " and ".join(f"{p:,}" for p in sorted({r["points"] for r in floor}))
+    graphs = "/".join(str(g) for g in sorted({r["graphs"] for r in speed}))
+    rows = [
+        ("`QSVConv` forward + backward vs `TransformerConv` (speed / peak memory)",
+         f"batches of {graphs} sphere graphs, in-degree {ls['meta']['k']}, CPU, 1-2 threads",
+         _span([r["speedup_vs_transformer"] for r in speed], unit="x") + " / "
+         + _span([r["memory_vs_transformer"] for r in speed], unit="x"), "qsv_layer_speed.md"),
+        ("forward time in sparse products over fixed weights (target within 2x)",
+         f"torch-harmonics grids of {points} points, eager and compiled",
+         _span([1 / r["fwd_vs_spmm"] for r in floor], "{:.1f}", "x") + ", "
+         + _met(r["floor_target_met"] for r in floor), "qsv_vs_torch_harmonics_targets.md"),
+        ("forward + backward in sparse products' forward + backward (target within 3x)",
+         "same", _span([1 / r["fb_vs_spmm"] for r in floor], "{:.1f}", "x") + ", "
+         + _met(r["fb_floor_target_met"] for r in floor), "qsv_vs_torch_harmonics_targets.md"),
+        ("`torch.compile` against eager, forward + backward (target >= 1x)",
+         "the layer on the same grids, 1-2 threads",
+         _span([r["fb_vs_eager"] for r in layer], unit="x"), "qsv_compile_targets.md"),
+        ("peak memory of one forward + backward",
+         f"{top:,} points, in-degree {mem[(top, 'QSVConv')]['k']}",
+         f"{mem[(top, 'QSVConv')]['peak_mb'] / 1024:.1f} GiB", "qsv_memory.md"),
+    ]
+    for v, what in (("no_transport", "no transport"), ("uniform", "uniform attention"),
+                    ("standard_attention", "standard attention W_Q, W_K, W_V")):
+        r = abl[v]
+        rows.append((f"digits ablation: {what} against QSV (accuracy points, 95% CI)",
+                     f"8x8 digits on {nodes} sphere nodes, {r['params']:,} parameters, "
+                     f"{r['paired_n']} paired seeds",
+                     f"{r['paired_delta']:+.2f} {_ci(r, 'delta_ci_low', 'delta_ci_high')}",
+                     "qsv_ablation_digits.md"))
+    return _linked(load, rows)
+
+
+def qk_table(load: Load) -> str:
+    """The query/key-geometry study's headline results."""
+    share = load("qk_share")
+    meta, steps = share["meta"], share["rows"]
+    last = steps[-1]
+    every = next(r for r in steps if r["share_every_later"] >= 0.9)
+    setup = (f"CharGPT width {meta['n_embd']}, depths {'/'.join(map(str, meta['depths']))}, "
+             f"{len(meta['inits'])} inits, {len(meta['seeds'])} seeds")
+    tests = {r["test"]: r for r in load("qk_intervention")["rows"]}
+    pre = load("qk_pretrained")["summary"]
+    lay = pre["layers_pr_q_gt_pr_k"]
+    corr = next(c for c in pre["correlations"]
+                if c["x"] == "qk_effective_rank" and c["y"] == "attention_entropy")
+    rows = [
+        ("trajectories with PR_Q - PR_K > 0 at the end (95% CI over runs)",
+         f"{setup}, step {last['step']:,}",
+         f"{last['share']:.0%} [{last['boot_low']:.0%}, {last['boot_high']:.0%}]",
+         "qk_geometry_long.md"),
+        ("trajectories positive at every probe from a step on",
+         f"same, from step {every['step']:,}",
+         f"{every['share_every_later']:.0%} [{every['every_later_boot_low']:.0%}, "
+         f"{every['every_later_boot_high']:.0%}]", "qk_geometry_long.md"),
+    ]
+    for name, what in (("entropy(shrink) < entropy(hold)", "holding it"),
+                       ("entropy(shrink) < entropy(none)", "no control")):
+        t = tests[name]
+        rows.append((f"shrinking the key spectrum lowers attention entropy against {what}",
+                     f"depth 4, {t['n_seeds']} seeds", f"{t['k_less']} of {t['n_seeds']} "
+                     f"seeds, sign p = {_p(t['p_value'])}", "qk_geometry.md"))
+    rows += [
+        ("SmolLM2-135M layers with PR_Q - PR_K > 0", "one final checkpoint, "
+         f"{lay['n']} layers", f"{lay['k_positive']} of {lay['n']}", "qk_pretrained.md"),
+        ("SmolLM2-135M interaction rank vs attention entropy (Spearman, over layers)",
+         "same", f"{corr['spearman_rho']:+.2f}, p = {_p(corr['p_value'])}", "qk_pretrained.md"),
+    ]
+    return _linked(load, rows)
+
+
+def _lm_rows(load: Load) -> list[dict]:
+    return [r for k in ("focus_lm_seed0", "focus_lm_seed1", "focus_lm_seed2")
+            for r in load(k)["rows"]
+            if r["model"].startswith("(b)") and r["mode"] == "hard" and r["top_k"] == 2]
+
+
+def _speed(r: dict) -> str:
+    return (f"prefill {r['prefill_1t']:.2f}x, decoding {r['decode_1t']:.2f}x "
+            f"(1 thread, {r['speed_len_1t']:,} tokens)")
+
+
+def _passkey(r: dict) -> str:
+    return f"passkey 8K {r['passkey_8k']:.2f} (full {r['passkey_8k_full']:.2f})" \
+        if "passkey_8k" in r else "passkey 8K not measured"
+
+
+def focus_table(load: Load) -> str:
+    """The Focus study's headline results: the kernel, a model trained from scratch, the
+    in-domain pretrained run and the operating-point rows of record with their verdict."""
+    k = load("focus_kernel")
+    km, kr = k["meta"], k["rows"][0]
+    lm = _lm_rows(load)
+    ind = load("focus_in_domain")
+    hard = next(r for r in ind["rows"] if r.get("eval") == "hard top-2")
+    verdict = {r["name"]: r for r in load("focus_verdict")["rows"]}
+    rows = [
+        ("`'blocks'` attention vs causal SDPA (a kernel point, not a usable one)",
+         f"K = {km['num_groups']}, top-{km['top_k']}, window {km['window']}, untrained, "
+         f"{kr['tokens']:,} tokens, {kr['pair_fraction']:.1%} of pairs, 1 thread",
+         f"{kr['speedup_attn']:.2f}x (whole layer {kr['speedup_blocks']:.2f}x)",
+         "focus_speed_32k.md"),
+        ("CharGPT trained from scratch, bits per character vs full attention",
+         f"hard top-2, {_span([r['pair_fraction'] for r in lm], '{:.0%}')} of pairs, "
+         f"{len(lm) // 2} seeds x 2 gates", _span([100 * r["rel_to_full"] for r in lm],
+                                                  "{:+.2f}", "%"), "focus_lm.md"),
+        ("SmolLM2-135M perplexity, validation overlapping training (not a verdict)",
+         f"K = {ind['meta']['K']}, hard top-2, window {ind['meta']['window']}, "
+         f"{hard['pairs_kept']:.1%} of pairs", f"{hard['delta_pct']:+.2f}% "
+         f"+- {hard['delta_sem']:.2f}", "focus_pretrained_st_budget75_s620.md"),
+    ]
+    for name in FOCUS_ROWS:
+        r = verdict[name]
+        rows.append((f"SmolLM2-135M, routers `{name}` against full attention (verdict: "
+                     f"{r['verdict']})",
+                     f"K = {r['K']}, top-{r['top_k']}, window {r['window']}, "
+                     f"{r['sinks']} sinks, {r['pairs_kept_8k']:.0%} of pairs at 8K",
+                     f"out of domain {r['ood_delta_pct']:+.2f}%; {_passkey(r)}; {_speed(r)}",
+                     "focus_verdict.md"))
+    return _linked(load, rows)
+
+
+def verdict_sentence(load: Load) -> str:
+    """Whether any configuration meets the operating-point target, from the verdict."""
+    meta = load("focus_verdict")["meta"]
+    t = meta["target"]
+    target = (f"out-of-domain perplexity within {t['ood_delta_pct']:g}% of full attention, "
+              f"passkey accuracy within {t['passkey_points']:g} points of it at "
+              f"{t['length']:,} tokens, prefill and decoding {t['speedup']:g}x faster there "
+              "at one and two threads, and better than both content-free baselines")
+    met = meta["met_by"]
+    if not met:
+        return f"**No Focus configuration meets the target** ({target})."
+    return f"Configurations meeting the target ({target}): " + ", ".join(
+        f"`{m}`" for m in met) + "."
+
+
+_Q_COLS = ("row", "pairs 8K", "out of domain", "median block", "test", "vs window (95% CI)",
+           "vs random", "verdict")
+
+
+def verdict_quality_table(load: Load) -> str:
+    """Quality and baselines of every trained row of the verdict."""
+    rows = []
+    for r in load("focus_verdict")["rows"]:
+        if r["kind"] != "trained":
+            continue
+        rows.append((r["row"], f"{r['pairs_kept_8k']:.0%}", f"{r['ood_delta_pct']:+.2f}%",
+                     f"{r['ood_median_pct']:+.2f}%", f"{r['test_delta_pct']:+.2f}%",
+                     f"{r['vs_window_pct']:+.2f}% "
+                     f"{_ci(r, 'vs_window_ci_low', 'vs_window_ci_high', '{:+.1f}')}",
+                     f"{r['vs_random_pct']:+.1f}%", r["verdict"]))
+    return _table(rows, _Q_COLS)
+
+
+def _acc(r: dict, key: str) -> str:
+    v = r.get(key)
+    return "" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.2f}"
+
+
+def verdict_passkey_speed_table(load: Load) -> str:
+    """Passkey accuracy and speed against full attention of every row of the verdict."""
+    rows = []
+    for r in load("focus_verdict")["rows"]:
+        speed = [_acc(r, k) for k in ("prefill_1t", "decode_1t", "prefill_2t", "decode_2t")]
+        rows.append((r["row"], r["kind"], *(_acc(r, f"passkey_{n}k") for n in (2, 4, 8)),
+                     *speed, str(r.get("speed_len_1t", "")), r.get("speed_from", "")))
+    return _table(rows, ("row", "kind", "passkey 2K", "passkey 4K", "passkey 8K",
+                         "prefill 1t", "decode 1t", "prefill 2t", "decode 2t", "timed at",
+                         "timing of"))
+
+
+def passkey_full_sentence(load: Load) -> str:
+    """Full attention's passkey accuracy at each length."""
+    rows = [r for r in load("focus_passkey")["rows"]
+            if r["config"] == "full" and r["depth"] == "all"]
+    parts = [f"{r['correct']} of {r['n']} at {r['length']:,} tokens ({r['accuracy']:.2f}, "
+             f"exact 95% interval {r['ci_low']:.2f}-{r['ci_high']:.2f})" for r in rows]
+    return "Full attention answers " + "; ".join(parts) + "."
+
+
+def data_splits_sentence(load: Load) -> str:
+    """How much of the earlier validation text overlapped the training text."""
+    rows = load("focus_data_splits")["rows"]
+    old = next(r for r in rows if r["split"].startswith("old split: validation, first"))
+    return (f"In the earlier split, {old['overlap']:.0%} of the {old['blocks']} validation "
+            "blocks' token positions lie in a 32-token window found verbatim in the "
+            "training tokens.")
+
+
+def pretrained_caveat(load: Load) -> str:
+    """The tour's caveat on the in-domain pretrained run (one sentence, one source), after
+    checking its claim against the verdict."""
+    from quest_geometric.tour import PRETRAINED_CAVEAT
+
+    met = load("focus_verdict")["meta"]["met_by"]
+    if met:
+        raise ValueError(f"the verdict now has configurations meeting the target ({met}): "
+                         "update quest_geometric.tour.PRETRAINED_CAVEAT")
+    return PRETRAINED_CAVEAT
+
+
+def focus_lm_seeds_table(load: Load) -> str:
+    """The CharGPT Focus models against full attention of the same seed, per seed."""
+    seeds = [load(k)["rows"] for k in ("focus_lm_seed0", "focus_lm_seed1", "focus_lm_seed2")]
+    keys = [(r["model"], r["gate"], r["mode"], r["top_k"]) for r in seeds[0]
+            if not r["model"].startswith("(a)") and r["top_k"] in (2, "2")]
+    rows = []
+    for key in keys:
+        per = [next(r for r in rows_ if (r["model"], r["gate"], r["mode"], r["top_k"]) == key)
+               for rows_ in seeds]
+        mode = "soft" if key[2] == "soft" else f"hard top-{key[3]}"
+        rows.append((f"{key[0]}, {key[1]}, {mode}",
+                     _span([r["pair_fraction"] for r in per], "{:.0%}"),
+                     *(f"{100 * r['rel_to_full']:+.2f}%" for r in per)))
+    return _table(rows, ("model", "pairs kept", "seed 0", "seed 1", "seed 2"))
+
+
+_QK_NAMES = {"qk_effective_rank": "effective rank", "qk_stable_rank": "stable rank",
+             "attention_entropy": "entropy", "pr_q": "PR_Q", "pr_k": "PR_K",
+             "pr_q_minus_pr_k": "PR_Q - PR_K", "layer_index": "depth (layer index)"}
+
+
+def qk_pretrained_table(load: Load) -> str:
+    """SmolLM2's query/key geometry: the sign of PR_Q - PR_K and every Spearman correlation."""
+    summ = load("qk_pretrained")["summary"]
+    rows = []
+    for key, what in (("layers_pr_q_gt_pr_k", "layers"), ("heads_pr_q_gt_pr_k", "heads")):
+        s = summ[key]
+        rows.append((f"{what} with PR_Q - PR_K > 0",
+                     f"{s['k_positive']} of {s['n']} ({s['share']:.0%}; 95% interval "
+                     f"{s['ci_low']:.0%}-{s['ci_high']:.0%}; binomial p vs one half "
+                     f"{_p(s['p_value_vs_half'])})"))
+    for c in summ["correlations"]:
+        rows.append((f"Spearman, {_QK_NAMES.get(c['x'], c['x'])} vs "
+                     f"{_QK_NAMES.get(c['y'], c['y'])}, across {c['over']}",
+                     f"{c['spearman_rho']:+.2f} (p = {_p(c['p_value'])}, n = {c['n']})"))
+    return _table(rows, ("measure (SmolLM2)", "value"))

@@ -1,0 +1,96 @@
+"""Every measured number of the README and the docs' results pages is generated from the
+committed result files by ``docs/_scripts/generate.py``; this regenerates them."""
+import importlib
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = ROOT / "docs" / "_scripts"
+
+
+@pytest.fixture(scope="module")
+def gen():
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        yield importlib.import_module("generate")
+    finally:
+        sys.path.remove(str(SCRIPTS))
+
+
+def test_pages_are_as_generated(gen):
+    differ = gen.generate(check=True)
+    assert not differ, (f"{', '.join(differ)} differ from what the result files give; "
+                        f"regenerate with: {gen.COMMAND}")
+
+
+def test_every_source_exists_and_every_block_is_known(gen):
+    for key, path in gen.SOURCES.items():
+        assert (ROOT / path).is_file(), (key, path)
+    for rel in gen.TARGETS:
+        names = [m.group(2) for m in gen._BLOCK.finditer((ROOT / rel).read_text())]
+        assert names, rel
+        for name in names:
+            assert name in gen.BLOCKS or name == "test command" or (
+                name.startswith("table ") and name[6:] in gen.SOURCES), (rel, name)
+
+
+def test_a_stale_block_is_rewritten_and_the_rest_kept(gen):
+    text = ("prose 1\n<!-- generated: readme qsv -->\n| stale |\n<!-- end generated -->\n"
+            "prose 2\n<!-- generated: test command -->\n<!-- end generated -->\n")
+    out = gen.fill(text, "")
+    assert out.startswith("prose 1\n<!-- generated: readme qsv -->\n| result |")
+    assert "| stale |" not in out and "\nprose 2\n" in out
+    assert gen.test_command() in out
+    assert gen.fill(out, "") == out  # idempotent
+
+
+def test_headline_numbers_follow_the_result_file(gen, tmp_path, monkeypatch):
+    """The ablation row is the JSON's paired difference and interval (read here with json,
+    independently of the generator), and a changed file changes the table."""
+    rows = json.loads((ROOT / gen.SOURCES["qsv_ablation"]).read_text())["rows"]
+    ref = next(r for r in rows if r["variant"] == "no_transport")
+    expected = (f"{ref['paired_delta']:+.2f} [{ref['delta_ci_low']:+.2f}, "
+                f"{ref['delta_ci_high']:+.2f}]")
+    assert expected in gen.block("readme qsv", "")
+    ref["paired_delta"] = -9.87
+    changed = tmp_path / "ablation.json"
+    changed.write_text(json.dumps({"meta": json.loads(
+        (ROOT / gen.SOURCES["qsv_ablation"]).read_text())["meta"], "rows": rows}))
+    monkeypatch.setitem(gen.SOURCES, "qsv_ablation", str(changed))
+    assert "-9.87 [" in gen.block("readme qsv", "")
+
+
+def test_verdict_sentence_follows_met_by(gen):
+    import headlines
+
+    verdict = json.loads((ROOT / gen.SOURCES["focus_verdict"]).read_text())
+
+    class One:
+        def __call__(self, key):
+            return verdict
+
+    assert headlines.verdict_sentence(One()).startswith("**No Focus configuration")
+    verdict["meta"]["met_by"] = ["K4_top2_w256_distill_s4"]
+    assert "`K4_top2_w256_distill_s4`" in headlines.verdict_sentence(One())
+    with pytest.raises(ValueError, match="PRETRAINED_CAVEAT"):
+        headlines.pretrained_caveat(One())
+
+
+def test_span_and_p_formatting(gen):
+    import headlines
+
+    assert headlines._span([1.234, 1.5], unit="x") == "1.23-1.50x"
+    assert headlines._span([-1.0, 0.5], "{:+.2f}", "%") == "-1.00% to +0.50%"
+    assert headlines._span([2.0, 2.001]) == "2.00"
+    assert headlines._p(3e-6) == "3e-6" and headlines._p(0.0312) == "0.031"
+    assert math.isclose(float(headlines._p(0.19)), 0.19)
+
+
+def test_readme_and_tour_give_the_same_focus_caveat():
+    from quest_geometric.tour import PRETRAINED_CAVEAT
+
+    assert PRETRAINED_CAVEAT in (ROOT / "README.md").read_text()

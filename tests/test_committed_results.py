@@ -7,6 +7,8 @@ import torch
 from quest_geometric.nn.focus.compose import ROUTERS_CONFIG, ROUTERS_FILE, read_routers
 from quest_geometric.tour import PRETRAINED_ROUTERS, RESULTS_DIR
 
+FOCUS_RESULTS = RESULTS_DIR / "focus" / "results"
+
 
 def test_committed_smollm2_routers_are_present_and_complete():
     for folder, gate in (("focus_pretrained_routers_additive", "additive"),
@@ -29,10 +31,10 @@ def test_committed_smollm2_routers_are_present_and_complete():
                          ("focus_pretrained_multiplicative_s620_routers_multiplicative"
                           "_multiplicative_s620", "multiplicative")):
         for name in (ROUTERS_FILE, ROUTERS_CONFIG):
-            path = RESULTS_DIR / folder / name
+            path = FOCUS_RESULTS / folder / name
             assert path.is_file(), f"{path} is missing (is it ignored by .gitignore?)"
         # read as a user would (digest and finiteness checked), no pickle
-        _, cfg, tensors = read_routers(RESULTS_DIR / folder)
+        _, cfg, tensors = read_routers(FOCUS_RESULTS / folder)
         assert cfg["num_groups"] == 4 and cfg["window"] == 64, cfg
         assert cfg["gate"] == gate, cfg
         # the additive gate's b: the top-2 relaxation 1/8 where the folder says so, else the
@@ -44,5 +46,5 @@ def test_committed_smollm2_routers_are_present_and_complete():
         assert len(layers) == 30 and len(tensors) == 60
         assert all(torch.isfinite(t).all() for t in tensors.values())
     # the tour loads the recommended routers (tour.COMMITTED), one of the folders above
-    assert PRETRAINED_ROUTERS == RESULTS_DIR / (
+    assert PRETRAINED_ROUTERS == FOCUS_RESULTS / (
         "focus_pretrained_st_budget75_s620_routers_straight_through_st_budget75_s620")

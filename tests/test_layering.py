@@ -20,14 +20,14 @@ PACKAGE = Path(__file__).resolve().parent.parent / "quest_geometric"
 #: importer -> the subpackages it must not import.
 FORBIDDEN: dict[str, frozenset[str]] = {
     "_utils": frozenset({"*"}),  # the bottom: nothing else of the package
-    "geometry": frozenset({"nn", "models", "experiments"}),
-    "transforms": frozenset({"nn", "models", "experiments"}),
+    "geometry": frozenset({"nn", "models", "pipelines"}),
+    "transforms": frozenset({"nn", "models", "pipelines"}),
     "adapters": frozenset({"nn", "analysis"}),
-    "nn": frozenset({"models", "analysis", "experiments"}),
+    "nn": frozenset({"models", "analysis", "pipelines"}),
 }
 #: the top: only these may import them.
 TOP: dict[str, frozenset[str]] = {
-    "experiments": frozenset({"experiments", "tour", "__main__"}),
+    "pipelines": frozenset({"pipelines", "tour", "__main__"}),
     "tour": frozenset({"tour", "__main__"}),
 }
 
@@ -133,9 +133,9 @@ def test_checker_finds_what_it_should():
     ]
     assert layering_violations(src, "analysis") == []
     assert len(layering_violations(src, "_utils")) == 4  # every import but _utils itself
-    assert layering_violations("from quest_geometric.experiments.common import x\n", "models") == [
-        "line 1: models imports the top layer experiments (quest_geometric.experiments.common)"]
-    assert layering_violations("from quest_geometric.experiments.common import x\n", "tour") == []
+    assert layering_violations("from quest_geometric.pipelines.common import x\n", "models") == [
+        "line 1: models imports the top layer pipelines (quest_geometric.pipelines.common)"]
+    assert layering_violations("from quest_geometric.pipelines.common import x\n", "tour") == []
     assert subpackage(PACKAGE / "nn" / "focus" / "router.py") == "nn"
     assert subpackage(PACKAGE / "tour.py") == "tour"
 

@@ -852,7 +852,8 @@ def write_table(out: Path = Path("benchmarks/focus/results"), name: str = "focus
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
-    """``python benchmarks/focus_operating_point.py {train,evaluate,table,verdict} ...``."""
+    """``python -m benchmarks.focus.operating_point {train,evaluate,pin-ood,table} ...``
+    (the verdict over these rows: ``python -m benchmarks.focus.verdict``)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -875,8 +876,6 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                                    "(the shortest prefix per source), checked against its "
                                    "block hashes, into focus_ood_files.json")
     sub.add_parser("table", help="write the table of every evaluated row")
-    sub.add_parser("verdict", help="write the verdict table: every row's quality, passkey and "
-                                   "speed against the target (focus_verdict)")
     a = p.parse_args(argv)
     if a.cmd == "pin-ood":
         from quest_geometric.models.smollm2 import load_smollm2
@@ -886,11 +885,6 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         rec = pin_ood_files(load_smollm2()[1], ood, TRAIN["block"],
                             want_sha=full["block_sha"]["ood"])
         print({s: f"{len(v)} of {len(ood[s])} files" for s, v in rec["files"].items()})
-        return
-    if a.cmd == "verdict":
-        from benchmarks.focus.verdict import write_verdict
-
-        print("met by:", write_verdict()["met_by"] or "no configuration")
         return
     if a.cmd == "evaluate":
         if a.refresh is not None:

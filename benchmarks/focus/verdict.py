@@ -40,39 +40,16 @@ import math
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-__all__ = ["TARGET", "verdict_rows", "write_verdict"]
+__all__ = ["TARGET", "verdict_rows", "write_verdict", "main"]
 
 #: The target of issue 31 §6.
 TARGET = {"ood_delta_pct": 1.0, "passkey_points": 5.0, "speedup": 1.3, "length": 8192,
           "threads": (1, 2)}
 
-#: The speed tables read per thread count ``t``: the 2K/4K run, the 8K run (a separate
-#: ``focus_op_speed.py --out`` folder, timed on its own) and a later 8K run of rows trained
-#: after it (``focus_op_speed_8k_grid``, with its own full-attention reference: every ratio
-#: is taken within one run), and the window-256 K = 4 row timed later in a run of its own
-#: (``focus_op_speed_8k_k4w256``); before those, the K = 16 row and its window re-timed after
-#: the window-only decoding step of 2026-12-05 (``focus_op_speed_8k_windowstep``, on another
-#: machine instance, with its own full-attention reference); first of all, the learned
-#: routings re-timed after the decoding bookkeeping of 2026-12-05: the K = 8 rows after
-#: ``decode.STORE_AFTER`` (``focus_op_speed_8k_storeafter``), the K = 16 and K = 4 rows after
-#: the group-set bitmasks (``focus_op_speed_8k_codes``; STORE_AFTER does not change their
-#: path, the masked SDPA for 16 tokens), and the other windows with the window-256 K = 4
-#: row (``focus_op_speed_8k_windows``); before everything, the windows re-timed after the
-#: split band (``blocks.SPLIT_BAND_MIN_WINDOW``, ``focus_op_speed_8k_split``), and before
-#: those the learned routings re-timed after the band's bit-set masks and the gathers in
-#: batches (``focus_op_speed_8k_gathers``); the random-groups baseline's rows, timed only
-#: in ``focus_op_speed_random`` (2K, 4K and 8K). A row timed in several at its longest
-#: length takes the first.
-SPEED_FILES = ("focus_op_speed_8k_gathers/focus_op_speed_{t}t.json",
-               "focus_op_speed_8k_split/focus_op_speed_{t}t.json",
-               "focus_op_speed_8k_windows/focus_op_speed_{t}t.json",
-               "focus_op_speed_8k_storeafter/focus_op_speed_{t}t.json",
-               "focus_op_speed_8k_codes/focus_op_speed_{t}t.json",
-               "focus_op_speed_8k_windowstep/focus_op_speed_{t}t.json",
-               "focus_op_speed_{t}t.json", "focus_op_speed_8k/focus_op_speed_{t}t.json",
-               "focus_op_speed_8k_grid/focus_op_speed_{t}t.json",
-               "focus_op_speed_8k_k4w256/focus_op_speed_{t}t.json",
-               "focus_op_speed_random/focus_op_speed_{t}t.json")
+#: The speed table read per thread count ``t``: the canonical one, the latest timing of each
+#: (configuration, length) with its own run's full-attention reference
+#: (:mod:`benchmarks.focus.op_speed_canonical`).
+SPEED_FILE = "focus_op_speed/focus_op_speed_{t}t.json"
 
 # passkey and speed are run at 8,186 tokens (the model's 8,192 positions less the answer)
 _LONG = (8186, 8192)
@@ -296,7 +273,7 @@ def verdict_rows(results: Path | str = "benchmarks/focus/results") -> List[Dict[
     decoding speed-ups at the longest timed length per thread count, and for Focus rows the four
     checks of :data:`TARGET` and ``verdict`` (``'meets the target'`` or the criteria missed or
     not measured). Reads ``results/focus_operating_point/*.json``,
-    ``results/focus_passkey_trials.jsonl`` and the speed tables of :data:`SPEED_FILES`."""
+    ``results/focus_passkey_trials.jsonl`` and the speed tables of :data:`SPEED_FILE`."""
     from benchmarks.focus.operating_point import (
         paired_comparisons,
         table_rows,
@@ -310,10 +287,9 @@ def verdict_rows(results: Path | str = "benchmarks/focus/results") -> List[Dict[
     passkey = summarize(str(trials))[0] if trials.is_file() else []
     speed: Dict[int, List[dict]] = {}
     for t in TARGET["threads"]:
-        for pattern in SPEED_FILES:
-            f = results / pattern.format(t=t)
-            if f.is_file():
-                speed.setdefault(t, []).extend(json.loads(f.read_text())["rows"])
+        f = results / SPEED_FILE.format(t=t)
+        if f.is_file():
+            speed[t] = json.loads(f.read_text())["rows"]
     out = []
     for t in table_rows(op):
         name = t["name"]
@@ -460,9 +436,26 @@ def write_verdict(results: Path | str = "benchmarks/focus/results", out: Path | 
     meta = {"target": {k: list(v) if isinstance(v, tuple) else v for k, v in TARGET.items()},
             "met_by": met, "sources": ["focus_operating_point/*.json",
                                        "focus_passkey_trials.jsonl",
-                                       *[f.format(t=t) for f in SPEED_FILES
-                                         for t in TARGET["threads"]]]}
+                                       *[SPEED_FILE.format(t=t) for t in TARGET["threads"]]]}
     write_results(name, rows, out, meta=meta, columns=COLUMNS, notes=notes,
                   title="Focus on SmolLM2-135M: the operating point against the target")
     _plot(rows, out / f"{name}.png")
     return {"rows": rows, "met_by": met}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+    """``python -m benchmarks.focus.verdict [--results DIR]``: write the verdict table from
+    the study's result files (nothing is run)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--results", default="benchmarks/focus/results",
+                    help="the Focus study's results folder")
+    a = ap.parse_args(argv)
+    out = write_verdict(a.results)
+    print("met by:", out["met_by"] or "no configuration")
+    return out
+
+
+if __name__ == "__main__":
+    main()

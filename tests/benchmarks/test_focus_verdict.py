@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from benchmarks.focus.verdict import TARGET, verdict_rows, write_verdict
+from benchmarks.focus.verdict import SPEED_FILE, TARGET, verdict_rows, write_verdict
 
 FULL = [2.0, 2.2, 2.4, 2.6]  # full attention's per-block losses on every split
 FOCUS = "K8_top2_w64_distill+sinks"
@@ -36,9 +36,9 @@ def _passkey(results, rows):
                                     "trial": trial, "seed": 0, "correct": c}) + "\n")
 
 
-def _speed(results, threads, rows, folder=""):
-    (results / folder).mkdir(exist_ok=True)
-    path = results / folder / f"focus_op_speed_{threads}t.json"
+def _speed(results, threads, rows):
+    (results / "focus_op_speed").mkdir(exist_ok=True)
+    path = results / SPEED_FILE.format(t=threads)
     path.write_text(json.dumps({"meta": {}, "rows": [
         {"config": c, "length": n, "prefill_speedup": p, "decode_speedup": d}
         for c, n, p, d in rows]}))
@@ -144,7 +144,7 @@ def test_missing_measurements_are_not_met(study):
     r = _focus(study)
     assert r["passkey_check"] == "not measured (2k only)"
     assert r["speed_check"] == "not measured at 8K (timed at 4096 tokens)"
-    (study / "focus_op_speed_2t.json").unlink()  # one thread count only
+    (study / SPEED_FILE.format(t=2)).unlink()  # one thread count only
     _speed(study, 1, [(FOCUS, 8186, 2.0, 2.0)])
     assert _focus(study)["speed_check"] == "not measured at 8K (timed at 8186 tokens)"
     # a share of pairs whose prefill bound is below the target rules the speed out
@@ -266,34 +266,18 @@ def test_worse_on_most_blocks_by_a_sign_test_misses_the_baselines(study):
     assert r["baselines_check"] == "missed"
 
 
-def test_the_8k_timings_of_their_own_run_are_read_beside_the_short_ones(study):
-    """The 8K timings live in their own folder (a separate run); the row's speed is its
-    longest timed length from either file, per thread count."""
+def test_the_speed_is_the_longest_timed_length_per_thread_count(study):
+    """The row's speed is its longest timed length in the canonical table, per thread
+    count; one thread count timed at 8K below the target misses it without the other."""
     for t in TARGET["threads"]:
         _speed(study, t, [("full", 4096, 1.0, 1.0), (FOCUS, 4096, 0.5, 0.8)])
     assert _focus(study)["speed_check"] == "not measured at 8K (timed at 4096 tokens)"
-    _speed(study, 1, [(FOCUS, 8192, 1.4, 1.35)], folder="focus_op_speed_8k")
+    _speed(study, 1, [(FOCUS, 4096, 0.5, 0.8), (FOCUS, 8192, 1.4, 1.35)])
     r = _focus(study)
     assert (r["speed_len_1t"], r["prefill_1t"]) == (8192, 1.4)
     assert r["speed_len_2t"] == 4096 and r["speed_check"].startswith("not measured at 8K")
-    _speed(study, 2, [(FOCUS, 8192, 1.31, 1.2)], folder="focus_op_speed_8k")
+    _speed(study, 2, [(FOCUS, 8192, 1.31, 1.2)])
     assert _focus(study)["speed_check"] == "missed"  # decoding at two threads below 1.3x
-    # one thread count timed at 8K below the target misses it without the other
-    (study / "focus_op_speed_8k" / "focus_op_speed_2t.json").unlink()
-    _speed(study, 1, [(FOCUS, 8192, 0.4, 0.7)], folder="focus_op_speed_8k")
+    (study / SPEED_FILE.format(t=2)).unlink()
+    _speed(study, 1, [(FOCUS, 8192, 0.4, 0.7)])
     assert _focus(study)["speed_check"] == "missed"
-
-
-def test_a_row_timed_in_the_later_8k_run_is_read_from_it(study):
-    """A row trained after the 8K run is timed in a run of its own (``focus_op_speed_8k_grid``)
-    and read from it; a row in both 8K runs at the same length takes the first run's."""
-    for t in TARGET["threads"]:
-        _speed(study, t, [("full", 8192, 1.0, 1.0)], folder="focus_op_speed_8k")
-        _speed(study, t, [("full", 8192, 1.0, 1.0), (FOCUS, 8192, 1.5, 1.4)],
-               folder="focus_op_speed_8k_grid")
-    r = _focus(study)
-    assert (r["speed_len_1t"], r["prefill_1t"], r["decode_2t"]) == (8192, 1.5, 1.4)
-    assert r["speed_check"] == "met"
-    _speed(study, 1, [("full", 8192, 1.0, 1.0), (FOCUS, 8192, 0.9, 0.8)],
-           folder="focus_op_speed_8k")
-    assert (_focus(study)["prefill_1t"], _focus(study)["speed_check"]) == (0.9, "missed")

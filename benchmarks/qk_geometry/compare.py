@@ -1,6 +1,6 @@
 r"""Side-by-side comparison of finished trajectory studies (different horizons or widths).
 
-Each study named here has already written ``<name>_records.jsonl`` (every probe record) to
+Each study named here has already written ``<name>_records.jsonl.gz`` (every probe record) to
 the result folder; nothing is trained. For each, the records are summarised with
 :func:`~quest_geometric.pipelines.qk_geometry.summary.trajectory_summary` and the share of
 trajectories with :math:`\mathrm{PR}_Q - \mathrm{PR}_K > 0` is followed over the training
@@ -9,7 +9,6 @@ steps (:func:`~quest_geometric.pipelines.qk_geometry.summary.share_over_steps`),
 """
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence, Union
@@ -17,6 +16,7 @@ from typing import Any, Mapping, Optional, Sequence, Union
 from quest_geometric._utils import optional_pyplot, save_figure
 from quest_geometric.profile import markdown_table, write_results
 from quest_geometric.pipelines.qk_geometry.plots import share_band
+from quest_geometric.pipelines.qk_geometry.records import read_records, records_path
 from quest_geometric.pipelines.qk_geometry.summary import (
     first_sustained_step,
     milestone_steps,
@@ -26,11 +26,12 @@ from quest_geometric.pipelines.qk_geometry.summary import (
 )
 
 
-def _records(path: Path) -> list[dict[str, Any]]:
+def _records(out: Path, stem: str) -> list[dict[str, Any]]:
+    path = records_path(out, stem)
     if not path.is_file():
         raise FileNotFoundError(f"compare_studies: {path} not found; run the study with "
-                                f"--name {path.name[:-len('_records.jsonl')]} first")
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+                                f"--name {stem} first")
+    return read_records(path)
 
 
 def compare_studies(names: Sequence[str],
@@ -44,7 +45,7 @@ def compare_studies(names: Sequence[str],
 
     Args:
         names (sequence of str): result stems (``qk_geometry``, ``qk_geometry_long``...).
-        out_dir (path): the result folder holding ``<stem>_records.jsonl``.
+        out_dir (path): the result folder holding ``<stem>_records.jsonl.gz``.
             (default: ``'benchmarks/qk_geometry/results'``)
         labels (sequence of str, optional): legend labels (default: the stems).
         name (str): output stem. (default: ``'qk_geometry_compare'``)
@@ -61,7 +62,7 @@ def compare_studies(names: Sequence[str],
     out = Path(out_dir)
     rows, curves = [], {}
     for stem, label in zip(names, labels):
-        recs = _records(out / f"{stem}_records.jsonl")
+        recs = _records(out, stem)
         summ = trajectory_summary(recs)
         sos = share_over_steps(summ)
         allr = share_series(sos)

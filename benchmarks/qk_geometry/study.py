@@ -47,11 +47,11 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
                              "(default: qk_geometry)")
     parser.add_argument("--compare", nargs="+", default=None, metavar="NAME",
                         help="compare finished studies by their --name (reads "
-                             "<out>/<NAME>_records.jsonl, "
+                             "<out>/<NAME>_records.jsonl.gz, "
                              "trains nothing) and write <out>/qk_geometry_compare.*")
     parser.add_argument("--run-bootstrap", default=None, metavar="NAME",
                         help="train nothing: write <out>/<NAME>_share_bootstrap.* (shares with "
-                             "intervals over runs) from <out>/<NAME>_records.jsonl")
+                             "intervals over runs) from <out>/<NAME>_records.jsonl.gz")
     parser.add_argument("--labels", nargs="+", default=None, help="legend labels for --compare")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)

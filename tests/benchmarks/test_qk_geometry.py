@@ -12,6 +12,7 @@ import torch
 from benchmarks.qk_geometry.study import main as study_main
 from quest_geometric.analysis import directional_probability
 from quest_geometric.pipelines import qk_geometry as qk
+from quest_geometric.pipelines.qk_geometry.records import read_records, write_records
 from quest_geometric.pipelines.qk_geometry import (
     QUICK,
     StudyConfig,
@@ -39,7 +40,8 @@ def _read_jsonl(path: Path) -> list[dict]:
 def test_trajectory_part_writes_files_and_summary_matches_records(tmp_path):
     torch.set_num_threads(1)
     res = qk.run(quick=True, out_dir=tmp_path, progress=False, parts=["trajectories"], **TINY)
-    for suffix in ("_trajectories.csv", "_trajectories.json", "_trajectories.md", "_records.jsonl",
+    for suffix in ("_trajectories.csv", "_trajectories.json", "_trajectories.md",
+                   "_records.jsonl.gz",
                    "_trajectories.png", "_prk_entropy.png", "_correlations.md", ".md",
                    "_share_over_steps.csv", "_share_over_steps.md", "_share_over_steps.png",
                    "_diff.png"):
@@ -48,7 +50,7 @@ def test_trajectory_part_writes_files_and_summary_matches_records(tmp_path):
     for f in ("checkpoint.pt", "probe.jsonl", "run.json", "metrics.jsonl"):
         assert (run_dir / f).is_file(), f
 
-    rows = _read_jsonl(tmp_path / "qk_geometry_records.jsonl")
+    rows = read_records(tmp_path / "qk_geometry_records.jsonl.gz")
     assert sorted({r["step"] for r in rows}) == [0, 5, 10]
     assert sorted({r["layer"] for r in rows}) == [0, 1]
     assert len(rows) == 6
@@ -404,7 +406,7 @@ def test_compare_studies_reads_records_and_matches_share_over_steps(tmp_path):
                     rows.append({"depth": 2, "init": "independent", "seed": seed, "step": s,
                                  "layer": layer, "pr_q": 3.0 + d, "pr_k": 3.0,
                                  "attention_entropy": 0.5})
-        (tmp_path / f"{stem}_records.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+        write_records(tmp_path / f"{stem}_records.jsonl.gz", rows)
     write("short", [0, 100, 200], [True, False])
     write("long", [0, 100, 200, 300, 400], [True, True])
     res = compare_studies(["short", "long"], tmp_path, labels=["600", "2400"])
@@ -480,8 +482,7 @@ def test_run_bootstrap_point_shares_match_the_committed_share_table():
     from quest_geometric.pipelines.qk_geometry.summary import run_bootstrap_shares
 
     res = Path(__file__).resolve().parents[2] / "benchmarks" / "qk_geometry" / "results"
-    records = [json.loads(line) for line in
-               (res / "qk_geometry_long_records.jsonl").read_text().splitlines()]
+    records = read_records(res / "qk_geometry_long_records.jsonl.gz")
     rows = {r["step"]: r for r in run_bootstrap_shares(records, n_boot=50)}
     committed = json.loads((res / "qk_geometry_long_share_over_steps.json").read_text())["rows"]
     for c in committed:

@@ -23,6 +23,7 @@ from quest_geometric.pipelines.qk_geometry.plots import (
     plot_trajectories,
 )
 from quest_geometric.pipelines.qk_geometry.pretrained import hf_analysis
+from quest_geometric.pipelines.qk_geometry.records import read_records, records_path, write_records
 from quest_geometric.pipelines.qk_geometry.runs import (
     measure_overhead,
     run_intervention,
@@ -66,7 +67,7 @@ def run(
     """Run the study and write its tables, JSON lines and plots to ``out_dir``.
 
     Files (``<name>`` = ``qk_geometry``): ``<name>_trajectories.{csv,json,md}`` (per
-    depth/init shares and slopes), ``<name>_records.jsonl`` (every probe record),
+    depth/init shares and slopes), ``<name>_records.jsonl.gz`` (every probe record),
     ``<name>_trajectories.png``, ``<name>_prk_entropy.png``, ``<name>_intervention.*``,
     ``<name>_overhead.*``, ``<name>_hf.*`` and the report ``<name>.md``. Training runs live
     in ``out_dir/<name>_runs/<config hash>/<run>/`` (checkpoints; resumed or reused).
@@ -138,9 +139,8 @@ def _trajectories_part(cfg: StudyConfig, run_root: Path, out: Path, name: str,
     report's markdown pieces."""
     traj_results = run_trajectories(cfg, run_root, device, progress)
     records = [r for res in traj_results for r in res["records"]]
-    atomic_write_text(out / f"{name}_records.jsonl", "".join(
-        json.dumps({k: v for k, v in r.items() if not k.endswith("_heads")}) + "\n"
-        for r in records))
+    write_records(records_path(out, name),
+                  ({k: v for k, v in r.items() if not k.endswith("_heads")} for r in records))
     traj = trajectory_summary(records)
     for row in traj["rows"]:
         losses = [res["final"].get("val_loss") for res in traj_results
@@ -187,11 +187,11 @@ def write_run_bootstrap(records: Sequence[Mapping[str, Any]], out: Union[str, os
 def run_bootstrap_from_records(name: str,
                                out: Union[str, os.PathLike] = "benchmarks/qk_geometry/results",
                                n_boot: int = 2000, seed: int = 0) -> dict[str, Any]:
-    """:func:`write_run_bootstrap` from a finished study's ``<out>/<name>_records.jsonl``
-    (read as JSON lines; trains nothing), with the metadata of its trajectory table."""
+    """:func:`write_run_bootstrap` from a finished study's ``<out>/<name>_records.jsonl.gz``
+    (:func:`~quest_geometric.pipelines.qk_geometry.records.read_records`; trains nothing),
+    with the metadata of its trajectory table."""
     out = Path(out)
-    records = [json.loads(line) for line in
-               (out / f"{name}_records.jsonl").read_text().splitlines() if line.strip()]
+    records = read_records(records_path(out, name))
     records = [r for r in records if r.get("kind", "probe") == "probe"]
     meta_file = out / f"{name}_trajectories.json"
     meta = json.loads(meta_file.read_text()).get("meta", {}) if meta_file.is_file() else {}

@@ -225,14 +225,14 @@ def _available_gb() -> float:
 
 
 def _build_graph(task: dict) -> dict:  # runs in a child, capped as a whole
-    from benchmarks.qsv.vs_torch_harmonics import _equiangular_graph
+    from benchmarks.qsv.harmonics import equiangular_graph
 
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     cap = int(task["cap_gb"] * _GIB)
     resource.setrlimit(resource.RLIMIT_AS, (cap if hard == resource.RLIM_INFINITY
                                             else min(cap, hard), hard))
     try:
-        edge_index = _equiangular_graph(task["nlat"], task["nlon"], task["k"])
+        edge_index = equiangular_graph(task["nlat"], task["nlon"], task["k"])
     finally:
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
     torch.save(edge_index, task["graph_path"])
@@ -530,16 +530,13 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/qsv/results",
         dict: ``rows``, ``paths`` (the written files; empty when skipped), ``skipped`` (a
         message when torch-harmonics is missing, else :obj:`None`) and ``markdown``.
     """
-    from benchmarks.qsv.vs_torch_harmonics import (
-        _MISSING_HARMONICS,
-        harmonics_version,
-    )
+    from benchmarks.qsv.harmonics import MISSING_HARMONICS, harmonics_version
 
     cap_gb = check_real(cap_gb, "cap_gb", True, where="run")
     version = harmonics_version()
     if version is None:  # the grid and k come from torch-harmonics
-        print(_MISSING_HARMONICS)
-        return {"rows": [], "paths": {}, "skipped": _MISSING_HARMONICS, "markdown": ""}
+        print(MISSING_HARMONICS)
+        return {"rows": [], "paths": {}, "skipped": MISSING_HARMONICS, "markdown": ""}
     grids = tuple(grids) if grids is not None else (QUICK_GRIDS if quick else GRIDS)
     rows = memory_rows(grids, layers, cap_gb, progress=progress)
     stem = f"{name}_quick" if quick else name

@@ -23,38 +23,12 @@ from quest_geometric.profile import (
     time_interleaved,
     write_results,
 )
+from benchmarks.qsv.harmonics import MISSING_HARMONICS, equiangular_graph, harmonics_version
 from quest_geometric.nn import qsv_native_available, set_qsv_native_enabled
 
 #: The grids of the torch-harmonics comparison (nlat, nlon): 16,200 and 64,800 points.
 HARMONICS_GRIDS = ((90, 180), (180, 360))
 HARMONICS_CHANNELS = 64
-_MISSING_HARMONICS = (
-    "torch-harmonics is not installed: the comparison with its NeighborhoodAttentionS2 is "
-    "skipped. Install it with `pip install --no-deps torch-harmonics==0.9.3` (0.9.3 "
-    "declares torch 2.14 but its CPU kernels load beside torch 2.13; --no-deps keeps pip "
-    "from replacing torch)."
-)
-
-
-def harmonics_version() -> str | None:
-    """The installed torch-harmonics version, or :obj:`None` when it is absent."""
-    try:
-        import torch_harmonics
-    except ImportError:
-        return None
-    return str(getattr(torch_harmonics, "__version__", "unknown"))
-
-
-def _equiangular_graph(nlat: int, nlon: int, k: int):
-    """The torch-harmonics equiangular grid points (row-major ``(lat, lon)``, as its
-    ``[B, C, nlat, nlon]`` tensors flatten) and their exact kNN graph with ``k`` in-edges
-    per node (self included), sorted by target: the dense layout of QSVConv."""
-    from torch_harmonics.quadrature import precompute_latitudes
-
-    from benchmarks.qsv.cuda import grid_graph
-
-    colat, _ = precompute_latitudes(nlat, grid="equiangular")
-    return grid_graph(nlat, nlon, k, colatitudes=colat)
 
 
 #: The aggregation floors, timed as layers in the same interleaved rounds as QSVConv (their
@@ -94,7 +68,7 @@ def harmonics_rows(grids=HARMONICS_GRIDS, threads=(1, 2), compiled: bool = True,
             n = nlat * nlon
             nbr = neighbourhood_size(nlat, nlon, layer=th)
             mean_nbr, k = nbr["mean_nbr"], nbr["k"]
-            edge_index = _equiangular_graph(nlat, nlon, k)
+            edge_index = equiangular_graph(nlat, nlon, k)
             qsv = QSVConv(HARMONICS_CHANNELS, HARMONICS_CHANNELS, heads=1)
             tconv = TransformerConv(HARMONICS_CHANNELS, HARMONICS_CHANNELS, heads=1)
             # parameters, and forward FLOPs over each layer's own neighbourhood entries
@@ -295,7 +269,7 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/qsv/results",
         else f"_{name}"
     markdown, rows, targets, skipped = "", [], [], None
     if version is None:
-        skipped = _MISSING_HARMONICS
+        skipped = MISSING_HARMONICS
         print(skipped)
     else:
         grids = HARMONICS_GRIDS[:1] if quick else HARMONICS_GRIDS

@@ -46,12 +46,12 @@ def test_forward_flops_match_torch_flop_counter():
     from torch_geometric.nn import TransformerConv
     from torch_harmonics import NeighborhoodAttentionS2
 
-    from benchmarks.qsv.vs_torch_harmonics import _equiangular_graph
+    from benchmarks.qsv.harmonics import equiangular_graph
     from quest_geometric.nn.qsv_conv import QSVConv
 
     nlat, nlon, k, C = 6, 12, 5, 16
     n = nlat * nlon
-    ei = _equiangular_graph(nlat, nlon, k)
+    ei = equiangular_graph(nlat, nlon, k)
     e = ei.size(1)
     x = torch.randn(n, C)
     th = NeighborhoodAttentionS2(C, (nlat, nlon), (nlat, nlon), num_heads=1)
@@ -140,13 +140,13 @@ def test_measure_layer_checks_its_arguments():
 def graphs(tmp_path_factory):
     """The saved kNN graphs of the 45 x 90 and 90 x 180 grids (k = 19 and 20)."""
     pytest.importorskip("torch_harmonics", reason=HARMONICS)
-    from benchmarks.qsv.vs_torch_harmonics import _equiangular_graph
+    from benchmarks.qsv.harmonics import equiangular_graph
 
     out = {}
     for nlat, nlon in ((45, 90), (90, 180)):
         k = qsv_memory.neighbourhood_size(nlat, nlon)["k"]
         path = tmp_path_factory.mktemp("graphs") / f"g{nlat}.pt"
-        edge_index = _equiangular_graph(nlat, nlon, k)
+        edge_index = equiangular_graph(nlat, nlon, k)
         torch.save(edge_index, path)
         out[(nlat, nlon)] = (str(path), edge_index.size(1))
     return out

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from benchmarks.qsv import vs_torch_harmonics as qsv_vs_torch_harmonics
+from benchmarks.qsv.harmonics import equiangular_graph
 
 
 #: torch-harmonics is no extra of the package: 0.9.3 declares torch 2.14, so pip must install it
@@ -56,7 +57,7 @@ def test_equiangular_graph_is_the_dense_layout_of_the_grid_points():
     pytest.importorskip("torch_harmonics", reason=HARMONICS)
     from quest_geometric.nn.qsv_conv import QSVConv
 
-    ei = qsv_vs_torch_harmonics._equiangular_graph(6, 12, 5)
+    ei = equiangular_graph(6, 12, 5)
     assert ei.shape == (2, 72 * 5) and QSVConv.is_dense_layout(ei, 72)
     # self loops, except at the poles, where the 12 points of a ring coincide (ties go to
     # the smaller index)

@@ -282,3 +282,16 @@ def test_no_import_cycle(root):
 def test_every_rule_names_a_real_subpackage(importer):
     for name in {importer, *ALLOWED[importer]}:
         assert (PACKAGE / name).is_dir() or (PACKAGE / f"{name}.py").is_file(), name
+
+
+def test_the_map_names_every_subpackage_and_every_nn_file():
+    """docs/architecture.md, the package map, has a row for every subpackage and top-level
+    module and names every file of ``nn/`` (a new or renamed file fails until the map says
+    where it is)."""
+    text = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    missing = [name for name in ALLOWED
+               if f"`{name}/`" not in text and f"`{name}.py`" not in text]
+    nn_files = [p for p in (PACKAGE / "nn").rglob("*.py")
+                if p.name != "__init__.py" and "__pycache__" not in p.parts]
+    missing += [str(p.relative_to(PACKAGE)) for p in nn_files if p.name not in text]
+    assert not missing, f"docs/architecture.md does not name: {missing}"

@@ -2,7 +2,7 @@
 as the window grows, and from which window should the band of the window-plus-sinks pattern
 run split into unmasked calls instead?
 
-    python benchmarks/focus_band_block.py [--quick] [--threads 1 2] [--length 8192]
+    python -m benchmarks.focus.band_block [--quick] [--threads 1 2] [--length 8192]
                                           [--windows 64 256 1024 2048] [--blocks 16 32 64]
 
 The fused path of :func:`~quest_geometric.nn.focus.focus_blocks_attention` runs the window
@@ -22,7 +22,7 @@ attention over the same tokens (one SDPA call), for SmolLM2-135M's heads (9 x 64
 shuffled paired rounds at each thread count, and checks that every variant gives the same
 output. The rule :func:`~quest_geometric.nn.focus.blocks.band_block_size` and the threshold
 :data:`~quest_geometric.nn.focus.blocks.SPLIT_BAND_MIN_WINDOW` are read off its table. The
-command line is ``benchmarks/focus_band_block.py``, a thin wrapper around :func:`main`.
+command line is ``python -m benchmarks.focus.band_block``, a thin wrapper around :func:`main`.
 """
 from __future__ import annotations
 
@@ -139,7 +139,7 @@ def run(length: int, windows: Sequence[int], threads: Sequence[int], rounds: int
 
 
 def main(argv: Optional[List[str]] = None) -> None:
-    """The command line of ``benchmarks/focus_band_block.py`` (``--help`` lists it)."""
+    """The command line of ``python -m benchmarks.focus.band_block`` (``--help`` lists it)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="tiny smoke run (seconds)")
     p.add_argument("--length", type=int, default=8192)

@@ -1,7 +1,7 @@
 """Focus's 'blocks' back-end, top-k > 1: how large a query block should one bucket's masked
 attention run in?
 
-    python benchmarks/focus_bucket_block.py [--quick] [--threads 1 2]
+    python -m benchmarks.focus.bucket_block [--quick] [--threads 1 2]
                                             [--sizes 512 1024 2048 4096]
 
 With top-k > 1 a (sequence, group) bucket keeps a pair only when the bucket's group is the
@@ -16,7 +16,7 @@ one bucket holds them all (:func:`bucket_forward`), at several block sizes and w
 per bucket, against full causal attention over the same tokens (one SDPA call), for
 SmolLM2-135M's heads (9 x 64), in shuffled paired rounds at each thread count, and checks
 that every block size gives the same output. The command line is
-``benchmarks/focus_bucket_block.py``, a thin wrapper around :func:`main`.
+``python -m benchmarks.focus.bucket_block``, a thin wrapper around :func:`main`.
 """
 from __future__ import annotations
 
@@ -129,7 +129,7 @@ def run(sizes: Sequence[int], threads: Sequence[int], rounds: int = 7,
 
 
 def main(argv: Optional[List[str]] = None) -> None:
-    """The command line of ``benchmarks/focus_bucket_block.py`` (``--help`` lists it)."""
+    """The command line of ``python -m benchmarks.focus.bucket_block`` (``--help`` lists it)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="tiny smoke run (seconds)")
     p.add_argument("--sizes", type=int, nargs="+", default=[512, 1024, 2048, 4096])

@@ -15,7 +15,7 @@ per 1,024-token block, for
 
 Needs only SmolLM2's tokenizer (no model forward).
 
-    python benchmarks/focus_data_splits.py
+    python -m benchmarks.focus.data_splits
 """
 from __future__ import annotations
 
@@ -99,7 +99,7 @@ def run(tokenizer: Any, block: int = 1024, n: int = 32, every: int = 4,
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
-    """Command line of ``benchmarks/focus_data_splits.py``."""
+    """Command line of ``python -m benchmarks.focus.data_splits``."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="benchmarks/focus/results")
     ap.add_argument("--name", default="focus_data_splits")

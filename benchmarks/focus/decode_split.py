@@ -2,7 +2,7 @@
 top-2 on a SmolLM2-135M-shaped stack, split into the KV-cache update, the attention over the
 cached keys, Focus's routing and the rest (projections, MLPs, norms, LM head, Python).
 
-    python benchmarks/focus_decode_split.py [--quick] [--threads 1 2] [--contexts 1024 4096 8192]
+    python -m benchmarks.focus.decode_split [--quick] [--threads 1 2] [--contexts 1024 4096 8192]
 
 The model and the synthetic contexts are those of
 :mod:`benchmarks.focus.decode_step`
@@ -20,7 +20,7 @@ around the function that does it, summed over the 30 layers:
 
 The question it answers: how much of the difference between the modes is the attention
 itself, how much Focus's routing, and how much a cost both pay (the cache update). The
-command line is ``benchmarks/focus_decode_split.py``, a thin wrapper around :func:`main`.
+command line is ``python -m benchmarks.focus.decode_split``, a thin wrapper around :func:`main`.
 """
 from __future__ import annotations
 
@@ -183,7 +183,7 @@ def run(contexts=(1024, 4096, 8192), threads=(1, 2), layers: int = 30, window: i
 
 
 def main(argv: Optional[List[str]] = None) -> None:
-    """The command line of ``benchmarks/focus_decode_split.py`` (``--help`` lists it)."""
+    """The command line of ``python -m benchmarks.focus.decode_split`` (``--help`` lists it)."""
     a = common_arguments(__doc__).parse_args(argv)
     if a.quick:
         a.contexts, a.layers, a.rounds, a.steps = [256, 1024], 4, 2, 2

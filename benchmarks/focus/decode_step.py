@@ -1,7 +1,7 @@
 """One cached decoding step of a SmolLM2-sized Llama with Focus composed: full attention
 against Focus hard top-1 and top-2, at several context lengths, both KV caches.
 
-    python benchmarks/focus_decode_step.py [--quick] [--threads 1 2] [--contexts 1024 4096 8192]
+    python -m benchmarks.focus.decode_step [--quick] [--threads 1 2] [--contexts 1024 4096 8192]
                                            [--compare-paths]
 
 The model has SmolLM2-135M's shape (30 layers, width 576, 9 query heads and 3 key/value
@@ -18,8 +18,8 @@ DynamicCache (keys and values concatenated at every step, a cost every mode pays
 ``static`` a preallocated StaticCache.
 
 The end-to-end measurement with the real model and trained routers is
-``python benchmarks/focus_pretrained.py --speed --routers ...``. The command line is
-``benchmarks/focus_decode_step.py``, a thin wrapper around :func:`main`.
+``python -m benchmarks.focus.pretrained --speed --routers ...``. The command line is
+``python -m benchmarks.focus.decode_step``, a thin wrapper around :func:`main`.
 """
 from __future__ import annotations
 
@@ -255,7 +255,7 @@ def common_arguments(doc: str) -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[List[str]] = None) -> None:
-    """The command line of ``benchmarks/focus_decode_step.py`` (``--help`` lists it)."""
+    """The command line of ``python -m benchmarks.focus.decode_step`` (``--help`` lists it)."""
     p = common_arguments(__doc__)
     p.add_argument("--caches", nargs="+", default=["dynamic", "static"],
                    choices=["dynamic", "static"])

@@ -1,6 +1,6 @@
 """Focus language-model quality: full attention, Focus from scratch, routers on a frozen model.
 
-    python benchmarks/focus_lm.py [--quick] [--data PATH] [--gates additive multiplicative]
+    python -m benchmarks.focus.lm [--quick] [--data PATH] [--gates additive multiplicative]
 
 The logic lives in :mod:`quest_geometric.pipelines.focus_lm`.
 """

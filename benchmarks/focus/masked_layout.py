@@ -1,7 +1,7 @@
 """The masked SDPA of Focus's fast decoding step: which query layout is faster, per thread
 count?
 
-    python benchmarks/focus_masked_layout.py [--quick] [--threads 1 2]
+    python -m benchmarks.focus.masked_layout [--quick] [--threads 1 2]
                                              [--contexts 1024 4096 8192]
 
 When most cached keys are kept (top-2 of K = 4), the fast decoding step of one sequence runs
@@ -17,7 +17,7 @@ CPU kernel spreads its work over (batch x heads x query blocks): ``packed`` has 
 ``gqa`` H. This script times one call of each layout in alternation (median over rounds of
 ``--calls`` calls; ratio per round) for SmolLM2-135M's heads (H = 9, H_kv = 3, D = 64) and
 two other grouped layouts, at each thread count, and checks that the outputs agree. The
-command line is ``benchmarks/focus_masked_layout.py``, a thin wrapper around :func:`main`.
+command line is ``python -m benchmarks.focus.masked_layout``, a thin wrapper around :func:`main`.
 """
 from __future__ import annotations
 
@@ -108,7 +108,7 @@ def run(contexts: Sequence[int], threads: Sequence[int], calls: int = 200, round
 
 
 def main(argv: Optional[List[str]] = None) -> None:
-    """The command line of ``benchmarks/focus_masked_layout.py`` (``--help`` lists it)."""
+    """The command line of ``python -m benchmarks.focus.masked_layout`` (``--help`` lists it)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="tiny smoke run (seconds)")
     p.add_argument("--contexts", type=int, nargs="+", default=[1024, 4096, 8192])

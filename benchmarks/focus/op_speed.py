@@ -31,9 +31,9 @@ given and the table is marked "measured under load".
 
 Usage::
 
-    python benchmarks/focus_op_speed.py --threads 1 [--quick] [--configs NAME ...]
+    python -m benchmarks.focus.op_speed --threads 1 [--quick] [--configs NAME ...]
         [--lengths 2048 4096 8192] [--rounds 5] [--new-tokens 32]
-    python benchmarks/focus_op_speed.py --rewrite benchmarks/focus/results/focus_op_speed_1t.json
+    python -m benchmarks.focus.op_speed --rewrite benchmarks/focus/results/focus_op_speed_1t.json
 """
 from __future__ import annotations
 
@@ -316,7 +316,7 @@ def write_table(meta: Dict[str, Any], out: Any = "benchmarks/focus/results",
 
 
 def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
-    """``python benchmarks/focus_op_speed.py --threads T ...`` (``--help`` lists the
+    """``python -m benchmarks.focus.op_speed --threads T ...`` (``--help`` lists the
     options); writes ``focus_op_speed_<T>t[_quick].{csv,json,md}``."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--configs", nargs="+", default=list(DEFAULT_CONFIGS),

@@ -25,7 +25,7 @@ long run can be stopped and resumed. The summary tables are rebuilt from all row
 The 8K length is 8,186 tokens by default: the prompt plus the 6 generated tokens stay within
 SmolLM2's 8,192 positions.
 
-    python benchmarks/focus_passkey.py [--config NAME] [--quick] [--lengths 2048 4096]
+    python -m benchmarks.focus.passkey [--config NAME] [--quick] [--lengths 2048 4096]
                                        [--trials-per-depth 10]
 """
 from __future__ import annotations
@@ -224,7 +224,7 @@ def paired_with_full(rows: Sequence[dict], reference: str = "full") -> list[dict
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
-    """Command line of ``benchmarks/focus_passkey.py`` (``--help`` lists the options)."""
+    """Command line of ``python -m benchmarks.focus.passkey`` (``--help`` lists the options)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--config", default="full",
                     help="row of the operating-point study: full, NAME, NAME@topK, "

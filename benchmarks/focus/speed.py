@@ -1,6 +1,6 @@
 """Focus attention ('blocks', 'edges') vs full causal SDPA: forward time and memory vs length.
 
-    python benchmarks/focus_speed.py [--quick] [--device cuda]
+    python -m benchmarks.focus.speed [--quick] [--device cuda]
 
 The logic lives in :mod:`quest_geometric.pipelines.focus_speed`.
 """

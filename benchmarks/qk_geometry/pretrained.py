@@ -1,11 +1,11 @@
 r"""Query/key geometry of a real pretrained model: SmolLM2-135M-Instruct (4-bit weights).
 
-    OMP_NUM_THREADS=1 python benchmarks/qk_pretrained.py [--quick]
+    OMP_NUM_THREADS=1 python -m benchmarks.qk_geometry.pretrained [--quick]
 
 Probes every attention layer and head of SmolLM2 with
 :class:`~quest_geometric.analysis.probe.QKProbe` on the validation blocks of the Python
 language reference (:func:`~quest_geometric.datasets.pydoc_topic_split`, the same blocks as
-``benchmarks/focus_pretrained.py``): per layer and head the participation ratios
+``python -m benchmarks.focus.pretrained``): per layer and head the participation ratios
 :math:`\mathrm{PR}_Q`, :math:`\mathrm{PR}_K` (post-rotary, over every validation token), the
 effective and stable rank of the logit matrix :math:`L_h = s\,Q_h K_h^\top` (the
 interaction rank) and the normalised causal attention entropy (both averaged over the

@@ -1,4 +1,4 @@
-"""Command-line entry of ``benchmarks/qk_geometry.py``."""
+"""Command-line entry of ``python -m benchmarks.qk_geometry.study``."""
 from __future__ import annotations
 
 import argparse
@@ -10,7 +10,7 @@ from quest_geometric.pipelines.qk_geometry.study import run
 
 
 def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
-    """Command-line entry of ``benchmarks/qk_geometry.py``."""
+    """Command-line entry of ``python -m benchmarks.qk_geometry.study``."""
     from quest_geometric.pipelines import qk_geometry
 
     parser = argparse.ArgumentParser(description=qk_geometry.__doc__,

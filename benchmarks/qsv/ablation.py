@@ -1,4 +1,4 @@
-"""Command-line entry of ``benchmarks/qsv_ablation.py``."""
+"""Command-line entry of ``python -m benchmarks.qsv.ablation``."""
 from __future__ import annotations
 
 import argparse
@@ -16,7 +16,7 @@ from quest_geometric.pipelines.qsv_ablation.study import run, summarise
 
 
 def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
-    """Command-line entry of ``benchmarks/qsv_ablation.py``."""
+    """Command-line entry of ``python -m benchmarks.qsv.ablation``."""
     from quest_geometric.pipelines import qsv_ablation
 
     p = argparse.ArgumentParser(description=qsv_ablation.__doc__,

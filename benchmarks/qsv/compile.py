@@ -25,7 +25,7 @@ shuffled every round (:func:`~quest_geometric.profile.time_interleaved`), and
 ratio is saved in the JSON file). The number of graph breaks (``torch._dynamo.explain``) and
 the first call's time (``compile_s``) are recorded per compiled subject.
 
-Run ``python benchmarks/qsv_compile.py`` (``--quick`` for small sizes).
+Run ``python -m benchmarks.qsv.compile`` (``--quick`` for small sizes).
 """
 from __future__ import annotations
 
@@ -339,7 +339,7 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/qsv/results",
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Command-line entry of ``benchmarks/qsv_compile.py``."""
+    """Command-line entry of ``python -m benchmarks.qsv.compile``."""
     parser = argparse.ArgumentParser(
         description="torch.compile of QSVConv and QSVNet against eager (issue 27)")
     parser.add_argument("--quick", action="store_true",

@@ -17,7 +17,7 @@ torch-harmonics publishes its own CUDA kernel's figures (H100, 64,800 points, C 
 head: 0.55 ms forward, 1.11 ms backward); the PyPI wheel carries CPU kernels only, so a
 ``NeighborhoodAttentionS2`` timed here runs its PyTorch fallback and is labelled so.
 
-Run ``python benchmarks/qsv_cuda.py`` on a machine with a GPU (``--quick``: 16,200 points,
+Run ``python -m benchmarks.qsv.cuda`` on a machine with a GPU (``--quick``: 16,200 points,
 eager, 5 rounds).
 """
 from __future__ import annotations
@@ -395,7 +395,7 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/qsv/results", pro
     if torch.device(device).type != "cuda" or not torch.cuda.is_available():
         raise RuntimeError("qsv_cuda: needs a CUDA device (torch.cuda.is_available() is "
                            f"{torch.cuda.is_available()}, device={device!r}); the CPU "
-                           "comparison is benchmarks/qsv_vs_torch_harmonics.py")
+                           "comparison is benchmarks/qsv/vs_torch_harmonics.py")
     out_dir = Path(out_dir)
     suffix = "_quick" if quick else ""
     compiled = (not quick) if compiled is None else compiled
@@ -454,7 +454,7 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/qsv/results", pro
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Command-line entry of ``benchmarks/qsv_cuda.py``."""
+    """Command-line entry of ``python -m benchmarks.qsv.cuda``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
                         help="16,200 points, eager, 5 rounds, no memory row (smoke test)")

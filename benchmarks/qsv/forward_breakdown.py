@@ -3,7 +3,7 @@ sparse product over the same pattern?
 
 The floor target of the layer (issue 27) is a forward within 2x of one sparse-dense product
 :math:`Y = A X` over fixed weights on the same ``[N, k]`` pattern (``fwd_vs_spmm >= 0.5`` in
-``benchmarks/qsv_vs_torch_harmonics.py``). This benchmark splits one eager forward (the
+``python -m benchmarks.qsv.vs_torch_harmonics``). This benchmark splits one eager forward (the
 dense layout, no autograd) into its operators with :mod:`torch.profiler` (self CPU time per
 operator, the mean over profiled calls) and divides each by the sparse product's time in
 the same process, so the table reads directly as "what each stage costs, in sparse
@@ -12,7 +12,7 @@ operators. A second table (:func:`epilogue_rows`) times, in paired rounds, the i
 forward (a fused prologue, and the output rotation in the attention kernel's epilogue)
 against the same layer on its training path's kernels.
 
-Run ``python benchmarks/qsv_forward_breakdown.py`` (``--quick`` for a smoke test).
+Run ``python -m benchmarks.qsv.forward_breakdown`` (``--quick`` for a smoke test).
 """
 from __future__ import annotations
 
@@ -222,7 +222,7 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/qsv/results", thr
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Command-line entry of ``benchmarks/qsv_forward_breakdown.py``."""
+    """Command-line entry of ``python -m benchmarks.qsv.forward_breakdown``."""
     parser = argparse.ArgumentParser(description="QSVConv's forward by operator, in sparse "
                                                  "products")
     parser.add_argument("--quick", action="store_true", help="16,200 points, 3 calls")

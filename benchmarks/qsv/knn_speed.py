@@ -1,6 +1,6 @@
 """The time of each kNN back-end (SciPy, exact torch, torch-cluster) on 10K to 1M points.
 
-    python benchmarks/knn_speed.py [--quick] [--device cuda]
+    python -m benchmarks.qsv.knn_speed [--quick] [--device cuda]
 
 The logic lives in :mod:`quest_geometric.pipelines.knn_speed` (shared with the tour).
 """

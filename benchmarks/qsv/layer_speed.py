@@ -1,7 +1,7 @@
 """QSVConv vs TransformerConv / GATv2Conv (forward + backward, peak memory) on batched
 sphere graphs.
 
-    python benchmarks/qsv_layer_speed.py [--quick] [--threads 1] [--device cuda]
+    python -m benchmarks.qsv.layer_speed [--quick] [--threads 1] [--device cuda]
 
 The logic lives in :mod:`quest_geometric.pipelines.qsv_layer_speed` (shared with the tour).
 """

@@ -24,7 +24,7 @@ inputs and the graph.  The parent also watches the machine's ``MemAvailable`` an
 child that would drive it below a floor, and lowers the cap of a child when less than the
 cap (plus a reserve) is available at its start (each row says the cap it ran under).
 
-Run ``python benchmarks/qsv_memory.py`` (``--quick`` for the 45 x 90 and 90 x 180 grids).
+Run ``python -m benchmarks.qsv.memory`` (``--quick`` for the 45 x 90 and 90 x 180 grids).
 """
 from __future__ import annotations
 
@@ -555,7 +555,7 @@ def run(quick: bool = False, out_dir: str | Path = "benchmarks/qsv/results",
 
 
 def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
-    """Command-line entry of ``benchmarks/qsv_memory.py``."""
+    """Command-line entry of ``python -m benchmarks.qsv.memory``."""
     if not sys.platform.startswith("linux"):
         raise SystemExit("qsv_memory: reads /proc/self/status; Linux only")
     parser = argparse.ArgumentParser(

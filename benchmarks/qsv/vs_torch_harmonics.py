@@ -6,7 +6,7 @@ kernel) and PyG's ``TransformerConv`` on the same points, channels and mean neig
 (eager and compiled, forward and forward + backward), checked against the speed targets; and
 a batch of small digit sphere graphs against ``TransformerConv`` (the per-call overhead case).
 
-Run ``python benchmarks/qsv_vs_torch_harmonics.py`` (``--quick`` for a smoke test).
+Run ``python -m benchmarks.qsv.vs_torch_harmonics`` (``--quick`` for a smoke test).
 """
 from __future__ import annotations
 
@@ -444,7 +444,7 @@ def harmonics_targets(rows: list[dict]) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Command-line entry of ``benchmarks/qsv_vs_torch_harmonics.py``."""
+    """Command-line entry of ``python -m benchmarks.qsv.vs_torch_harmonics``."""
     parser = argparse.ArgumentParser(
         description="QSVConv vs torch-harmonics NeighborhoodAttentionS2 and TransformerConv")
     parser.add_argument("--quick", action="store_true",

@@ -20,7 +20,7 @@ soft training and hard inference disagree for each gate.
 A run folder that holds a checkpoint of the same setting is resumed (a finished one is only
 reloaded) instead of retrained; ``reuse=False`` (``--no-reuse``) retrains.
 
-Run ``python benchmarks/focus_lm.py`` (``--quick`` for a few-minute smoke run).
+Run ``python -m benchmarks.focus.lm`` (``--quick`` for a few-minute smoke run).
 """
 from __future__ import annotations
 
@@ -503,7 +503,7 @@ def _notes(cfg: LMConfig, source: str, vocab_size: int, main_gate: str, reused: 
 
 
 def main(argv: Optional[list[str]] = None) -> None:
-    """Command-line entry of ``benchmarks/focus_lm.py``."""
+    """Command-line entry of ``python -m benchmarks.focus.lm``."""
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="a few-minute smoke run")

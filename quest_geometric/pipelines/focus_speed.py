@@ -10,7 +10,7 @@ routing (router, Sinkhorn, sort/gather, edge building). The ``'edges'`` core (pr
 also compared with PyG's :class:`~torch_geometric.nn.conv.TransformerConv` on the *same*
 ``edge_index``.
 
-Run ``python benchmarks/focus_speed.py`` (``--quick`` up to 16K tokens; ``--device cuda`` for
+Run ``python -m benchmarks.focus.speed`` (``--quick`` up to 16K tokens; ``--device cuda`` for
 the GPU sweep to 1M tokens).
 """
 from __future__ import annotations
@@ -318,7 +318,7 @@ def run(quick: bool = False, device: torch.device | str = "cpu",
 
 
 def main(argv: Optional[list[str]] = None) -> None:
-    """Command-line entry of ``benchmarks/focus_speed.py``."""
+    """Command-line entry of ``python -m benchmarks.focus.speed``."""
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="up to 16K tokens, 2 repeats")

@@ -4,7 +4,7 @@ The time of each available back-end (SciPy's cKDTree, exact all-pairs torch, tor
 when installed) building the ``k = 16`` graph of 10K to 1M uniform random points in the unit
 cube.
 
-Run ``python benchmarks/knn_speed.py`` (``--quick`` for up to 100K points).
+Run ``python -m benchmarks.qsv.knn_speed`` (``--quick`` for up to 100K points).
 """
 from __future__ import annotations
 
@@ -100,7 +100,7 @@ def run(
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Command-line entry of ``benchmarks/knn_speed.py``."""
+    """Command-line entry of ``python -m benchmarks.qsv.knn_speed``."""
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="up to 100K points")

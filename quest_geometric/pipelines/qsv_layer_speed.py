@@ -5,7 +5,7 @@ at the same width and heads on the same batched sphere graph (3 concentric Fibon
 64 + 256 + 1024 = 1,344 nodes per image, in-degree 16 = 12 within-shell + 4 cross-shell
 neighbours).
 
-Run ``python benchmarks/qsv_layer_speed.py`` (``--quick`` for a smaller batch, ``--compiled``
+Run ``python -m benchmarks.qsv.layer_speed`` (``--quick`` for a smaller batch, ``--compiled``
 to add ``torch.compile`` rows of QSVConv and TransformerConv).
 """
 from __future__ import annotations
@@ -328,7 +328,7 @@ def rewrite(results: Union[str, Path], out_dir: Union[str, Path, None] = None
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Command-line entry of ``benchmarks/qsv_layer_speed.py``."""
+    """Command-line entry of ``python -m benchmarks.qsv.layer_speed``."""
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="batch 8")

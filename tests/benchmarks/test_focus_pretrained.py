@@ -1,4 +1,4 @@
-"""The router-training pieces of ``benchmarks/focus_pretrained.py``: the block order, the
+"""The router-training pieces of ``python -m benchmarks.focus.pretrained``: the block order, the
 paired revisit measure of a plateau, and resuming a training (on a tiny random Llama)."""
 from __future__ import annotations
 

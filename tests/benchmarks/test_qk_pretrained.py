@@ -1,5 +1,5 @@
-"""quest_geometric.pipelines.qk_geometry.pretrained and .pretrained_cli
-(benchmarks/qk_pretrained.py): the per-head measurements against a direct computation from the
+"""quest_geometric.pipelines.qk_geometry.pretrained and benchmarks.qk_geometry.pretrained
+(its command): the per-head measurements against a direct computation from the
 model's own q/k projections with rotary applied by hand (post-rotary, as the probe measures),
 and the statistics against scipy on the records. A tiny random Llama (GQA: 4 query heads, 2
 key/value heads) always; the real SmolLM2 on one block of 128 tokens when it is installed."""

@@ -1,4 +1,4 @@
-"""The CUDA benchmark of QSVConv (benchmarks/qsv_cuda.py): its grid and graph against
+"""The CUDA benchmark of QSVConv (benchmarks/qsv/cuda.py): its grid and graph against
 torch-harmonics, its targets arithmetic, and its whole timing path run on the CPU."""
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ Training (:func:`~quest_geometric.training.routers.train_routers`) is resumable:
 routers, optimiser, step and loss curve are checkpointed atomically every ``ckpt_every``
 steps in ``run_dir``; rerunning the same command continues.
 
-Run ``python benchmarks/focus_pretrained.py`` (``--quick`` for a smoke run, ``--speed`` for
+Run ``python -m benchmarks.focus.pretrained`` (``--quick`` for a smoke run, ``--speed`` for
 decoding, ``--eval-saved`` to evaluate saved routers again, ``--bounds-only`` for the
 decoding bounds of a speed table).
 

@@ -80,7 +80,7 @@ def write_decode_bounds(json_path: str | Path, target: float = 1.3,
     json_path = Path(json_path)
     if not json_path.is_file():
         raise FileNotFoundError(f"write_decode_bounds: no speed table {json_path}; run "
-                                f"`python benchmarks/focus_pretrained.py --speed` first")
+                                f"`python -m benchmarks.focus.pretrained --speed` first")
     blob = json.loads(json_path.read_text())
     rows = decode_bounds(blob["rows"], target)
     src = blob.get("meta", {})

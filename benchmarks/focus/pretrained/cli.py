@@ -1,4 +1,4 @@
-"""Command line of ``benchmarks/focus_pretrained.py``."""
+"""Command line of ``python -m benchmarks.focus.pretrained``."""
 from __future__ import annotations
 
 import argparse
@@ -16,7 +16,7 @@ DESCRIPTION = ("Focus composed onto a real pretrained model, SmolLM2-135M (4-bit
 
 
 def main(argv: Optional[List[str]] = None) -> None:
-    """Command line of ``benchmarks/focus_pretrained.py``."""
+    """Command line of ``python -m benchmarks.focus.pretrained``."""
     p = argparse.ArgumentParser(description=DESCRIPTION,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="tiny smoke run (minutes)")

@@ -372,7 +372,7 @@ def focus_blocks_reference(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
 #: through an overlapping strided view of the key/value tensors (no copy). Small blocks waste
 #: few band pairs (``b (b + w)`` computed where about ``b w + b^2/2`` are needed), large ones
 #: run the masked flash kernel on larger tiles, which pays once the window is wide
-#: (``benchmarks/focus_band_block.py`` measures it; :func:`band_block_size` reads it). At
+#: (``python -m benchmarks.focus.band_block`` measures it; :func:`band_block_size` reads it). At
 #: 8,192 tokens and 9 heads of 64 (idle 2-core machine, 2026-12-04), 16 is fastest at
 #: window 64, 32 at 256 (6-7% faster than 16), and 64 within 7% of the fastest at 1,267 and
 #: 2,196 at one and two threads (9-17% faster than 16).
@@ -393,7 +393,7 @@ _MASK_BUDGET = 1 << 22  # elements of one top_k > 1 bucket mask chunk
 #: every (query, key) block of its call, so one call over a bucket of :math:`c` members
 #: computes :math:`c^2` pairs where causality needs :math:`c^2/2`; blocks of ``b`` queries
 #: over keys ``[0, e)`` compute :math:`c^2/2 + cb/2` (the measurement behind the value,
-#: ``benchmarks/focus_bucket_block.py``, is on the benchmarks page).
+#: ``python -m benchmarks.focus.bucket_block``, is on the benchmarks page).
 BUCKET_QUERY_BLOCK = 256
 #: Largest padding overhead :math:`B \, c_{\max}^2 / \sum_b c_b^2` at which the :math:`B`
 #: buckets of causal top-:math:`k = 1` attention run as *one* batched flash call, each bucket
@@ -429,7 +429,7 @@ class _BandSegment(NamedTuple):
 #: :math:`w` queries, all through the masked kernel. The split computes about :math:`n w`
 #: pairs, but the kernel's causal tiles (queries in blocks, keys in blocks of up to 512)
 #: compute whole tiles across each chunk's diagonal, a waste that shrinks as :math:`w`
-#: grows. At 8,192 tokens and 9 heads of 64 (``benchmarks/focus_band_block.py``, idle 2-core
+#: grows. At 8,192 tokens and 9 heads of 64 (``python -m benchmarks.focus.band_block``, idle 2-core
 #: machine, 2026-12-05, ``benchmarks/results/focus_band_split/``), against blocks of 64, the
 #: split ran 0.81x as fast at window 768, 0.96-0.97x at 1,024 and 1,280, then 1.11x at
 #: 1,536 up to 1.99x at 5,015 at one thread; at two threads 1.00x at 768, 1.05x at 1,024,

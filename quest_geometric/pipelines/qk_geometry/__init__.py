@@ -30,7 +30,7 @@ Every run lives in its own folder (``checkpoint.pt`` of the shared harness, the 
 records ``probe.jsonl`` and, once finished, ``run.json``), so an interrupted study resumes
 where it stopped and a finished run is never trained twice.
 
-Run ``python benchmarks/qk_geometry.py`` (``--quick`` for the small CPU configuration,
+Run ``python -m benchmarks.qk_geometry.study`` (``--quick`` for the small CPU configuration,
 ``--hf-model PATH ...`` for the pretrained analysis).
 
 Layout (each name imported from here as before):
@@ -46,7 +46,7 @@ Layout (each name imported from here as before):
   per-head probe of one pretrained model (:func:`~quest_geometric.pipelines.qk_geometry.
   pretrained.probe_blocks`): every probe of a real checkpoint;
 * :mod:`~benchmarks.qk_geometry.pretrained`: the command of
-  ``benchmarks/qk_pretrained.py`` (SmolLM2-135M: tables, figures);
+  ``python -m benchmarks.qk_geometry.pretrained`` (SmolLM2-135M: tables, figures);
 * :mod:`~quest_geometric.pipelines.qk_geometry.plots`: the figures;
 * :mod:`~quest_geometric.pipelines.qk_geometry.report`: titles, notes and findings;
 * :mod:`~benchmarks.qk_geometry.compare`: :func:`compare_studies` (finished

@@ -3,11 +3,11 @@ the one place of the study that loads and probes real checkpoints.
 
 * :func:`hf_analysis`: a series of local checkpoints (for example Pythia's intermediate
   revisions) ordered by training step, PR_Q - PR_K per layer against the step (the
-  ``--hf-model`` part of ``benchmarks/qk_geometry.py``);
+  ``--hf-model`` part of ``python -m benchmarks.qk_geometry.study``);
 * :func:`probe_blocks` and :func:`summarize`: one model, every layer and head over several
   token blocks, with the share of layers with :math:`\mathrm{PR}_Q > \mathrm{PR}_K` and the
-  rank/entropy correlations (``benchmarks/qk_pretrained.py`` on SmolLM2-135M, whose tables
-  and figures are in :mod:`~benchmarks.qk_geometry.pretrained`).
+  rank/entropy correlations (``python -m benchmarks.qk_geometry.pretrained`` on
+  SmolLM2-135M writes the tables and figures).
 """
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ Every training run lives in its own folder ``<out>/<name>_runs/<dataset>/<config
 never trained twice. Under ``torchrun`` every rank trains (DDP through the harness); only
 rank 0 writes.
 
-Run ``python benchmarks/qsv_ablation.py --dataset digits`` (``--quick`` for a smoke test).
+Run ``python -m benchmarks.qsv.ablation --dataset digits`` (``--quick`` for a smoke test).
 
 Layout (each part imported from here as before):
 

@@ -79,7 +79,7 @@ CONFIGS: Dict[str, Dict[str, Any]] = {
         "kind": "trained", "K": 4, "top_k": 2, "window": 64, "objective": "lm",
         "routers": "benchmarks/focus/results/focus_pretrained_st_budget75_s620_routers_"
                    "straight_through_st_budget75_s620", "in_domain_out_of_sample": False},
-    # trained with 4 sinks, starting from the 95-step 'distill' routers trained without
+    # trained with 4 sinks, starting from the 'distill' routers trained without
     "K8_top2_w64_distill_s4": {"kind": "trained", "K": 8, "top_k": 2, "window": 64,
                                "objective": "distill", "num_sinks": 4,
                                "init_from": "routers_K8_top2_w64_distill"},
@@ -93,52 +93,42 @@ CONFIGS: Dict[str, Dict[str, Any]] = {
     "K4_top2_w64_distill_s4": {"kind": "trained", "K": 4, "top_k": 2, "window": 64,
                                "objective": "distill", "num_sinks": 4, "steps": 80},
     # trained at top-1 (the pattern sparse enough to be fast at 8K), starting from the
-    # 120-step top-2 routers, whose top-1 evaluation (NAME@top1) loses 35% out of domain
+    # 120-step top-2 routers, which lose much quality when merely evaluated at top-1
     "K8_top1_w64_distill_s4": {"kind": "trained", "K": 8, "top_k": 1, "window": 64,
                                "objective": "distill", "num_sinks": 4, "steps": 80,
                                "init_from": "routers_K8_top2_w64_distill_s4_120"},
-    # the K = 16 row continued for 40 steps from its 80-step routers (still learning at 80:
-    # revisit -0.004 +- 0.001); the continuation draws its blocks in the seeded order from
-    # its own start, so it revisits the blocks of the first run's first 40 steps
+    # continuations (``init_from``, ``_cNNN``: NNN steps in all) train a row further while its
+    # revisit measure says it is still learning; a continuation draws its blocks in the
+    # seeded order from its own start, so it revisits the first run's first blocks, and
+    # replaces its parent only when better on validation (the test split is never used to
+    # choose)
     "K16_top2_w256_distill_s4_c120": {"kind": "trained", "K": 16, "top_k": 2, "window": 256,
                                       "objective": "distill", "num_sinks": 4, "steps": 40,
                                       "init_from": "routers_K16_top2_w256_distill_s4"},
-    # both continued again for the plateau (K = 16: 80 more steps from the 120-step routers,
-    # whose 40-step continuation revisited one block; K = 4: 40 more steps from its 80-step
-    # routers, revisit -0.003 +- 0.001), each chosen over its parent on validation only
     "K16_top2_w256_distill_s4_c200": {"kind": "trained", "K": 16, "top_k": 2, "window": 256,
                                       "objective": "distill", "num_sinks": 4, "steps": 80,
                                       "init_from": "routers_K16_top2_w256_distill_s4_c120"},
     "K4_top2_w64_distill_s4_c120": {"kind": "trained", "K": 4, "top_k": 2, "window": 64,
                                     "objective": "distill", "num_sinks": 4, "steps": 40,
                                     "init_from": "routers_K4_top2_w64_distill_s4"},
-    # both continued a third time (80 more steps each; revisit at the last continuation:
-    # K = 16 -0.0017 +- 0.0006, K = 4 -0.0003 over 40 steps), chosen on validation only
     "K16_top2_w256_distill_s4_c280": {"kind": "trained", "K": 16, "top_k": 2, "window": 256,
                                       "objective": "distill", "num_sinks": 4, "steps": 80,
                                       "init_from": "routers_K16_top2_w256_distill_s4_c200"},
     "K4_top2_w64_distill_s4_c200": {"kind": "trained", "K": 4, "top_k": 2, "window": 64,
                                     "objective": "distill", "num_sinks": 4, "steps": 80,
                                     "init_from": "routers_K4_top2_w64_distill_s4_c120"},
-    # a fourth continuation of K = 4 (revisit at 200 steps -0.0014 +- 0.0004) and a second
-    # of the K = 8 top-2 row (revisit at 120 steps below 0), for the plateau; each chosen
-    # over its parent on validation only
     "K4_top2_w64_distill_s4_c280": {"kind": "trained", "K": 4, "top_k": 2, "window": 64,
                                     "objective": "distill", "num_sinks": 4, "steps": 80,
                                     "init_from": "routers_K4_top2_w64_distill_s4_c200"},
     "K8_top2_w64_distill_s4_c200": {"kind": "trained", "K": 8, "top_k": 2, "window": 64,
                                     "objective": "distill", "num_sinks": 4, "steps": 80,
                                     "init_from": "routers_K8_top2_w64_distill_s4_120"},
-    # a third continuation of K = 8 top-2 (80 more steps from the 200-step routers, chosen
-    # on validation; revisit there -0.0076 +- 0.0024: still learning), for the plateau
     "K8_top2_w64_distill_s4_c280": {"kind": "trained", "K": 8, "top_k": 2, "window": 64,
                                     "objective": "distill", "num_sinks": 4, "steps": 80,
                                     "init_from": "routers_K8_top2_w64_distill_s4_c200"},
     # the grid's window 256 at K = 8 (4 sinks, from scratch, as the K = 16 corner)
     "K8_top2_w256_distill_s4": {"kind": "trained", "K": 8, "top_k": 2, "window": 256,
                                 "objective": "distill", "num_sinks": 4, "steps": 80},
-    # a fourth continuation of K = 8 top-2 (80 more steps from the 280-step routers, chosen
-    # on validation; revisit there -0.0070 +- 0.0016: still learning), for the plateau
     "K8_top2_w64_distill_s4_c360": {"kind": "trained", "K": 8, "top_k": 2, "window": 64,
                                     "objective": "distill", "num_sinks": 4, "steps": 80,
                                     "init_from": "routers_K8_top2_w64_distill_s4_c280"},
@@ -148,24 +138,17 @@ CONFIGS: Dict[str, Dict[str, Any]] = {
                                 "objective": "distill", "num_sinks": 4, "steps": 80},
     "K16_top2_w256_lm_s4": {"kind": "trained", "K": 16, "top_k": 2, "window": 256,
                             "objective": "lm", "num_sinks": 4, "steps": 80},
-    # the 'lm' corner continued for 80 more steps from its 80-step routers (still learning
-    # there: revisit -0.0255 +- 0.0032), for the plateau; chosen over its parent on validation
     "K16_top2_w256_lm_s4_c160": {"kind": "trained", "K": 16, "top_k": 2, "window": 256,
                                  "objective": "lm", "num_sinks": 4, "steps": 80,
                                  "init_from": "routers_K16_top2_w256_lm_s4"},
-    # and 80 more from the 160-step routers (chosen on validation, +3.17% against +3.46%;
-    # still learning there: revisit -0.0156 +- 0.0029); +3.25% on validation, not chosen
     "K16_top2_w256_lm_s4_c240": {"kind": "trained", "K": 16, "top_k": 2, "window": 256,
                                  "objective": "lm", "num_sinks": 4, "steps": 80,
                                  "init_from": "routers_K16_top2_w256_lm_s4_c160"},
-    # the window-256 K = 8 row continued for 80 more steps from its 80-step routers (still
-    # learning there: revisit -0.0026 +- 0.0011), for the plateau; the sparsest top-2 row
-    # whose pairs kept at 8K (49%) leave room for the 1.3x prefill target (bound 1.42x)
+    # the window-256 K = 8 row continued: the sparsest top-2 row whose pairs kept at 8K leave
+    # room for the prefill target (prefill_speedup_bound)
     "K8_top2_w256_distill_s4_c160": {"kind": "trained", "K": 8, "top_k": 2, "window": 256,
                                      "objective": "distill", "num_sinks": 4, "steps": 80,
                                      "init_from": "routers_K8_top2_w256_distill_s4"},
-    # and 80 more from the 160-step routers (chosen on validation, +1.81% against +1.90%;
-    # still learning there: revisit -0.0014 +- 0.0004); +1.98% on validation, not chosen
     "K8_top2_w256_distill_s4_c240": {"kind": "trained", "K": 8, "top_k": 2, "window": 256,
                                      "objective": "distill", "num_sinks": 4, "steps": 80,
                                      "init_from": "routers_K8_top2_w256_distill_s4_c160"},

@@ -247,7 +247,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
             "load_seconds": round(load_s, 1), "probe_seconds": round(probe_s, 1),
             "loadavg_before_probe": " ".join(load) if load else None,
-            "timings": "wall seconds on a shared 2-core machine, not a speed measurement",
+            "timings": "wall seconds of the probe, not a speed measurement",
             "quantisation": QUANT_NOTE}
     return _finish(result, meta, Path(args.out_dir), name)
 

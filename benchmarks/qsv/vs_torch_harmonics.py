@@ -355,7 +355,7 @@ _TARGET_NOTES = (
     "features (1 = at the floor; target >= 0.5, `floor_target_met`); `fb_vs_spmm` = "
     "time(that product's forward + backward) / time(QSVConv forward + backward), target >= "
     "1/3 (`fb_floor_target_met`); the floor ratios paired round by round, the floors timed "
-    "in QSVConv's rounds (in runs before 2026-12-05 the floors were timed apart, in rounds of "
+    "in QSVConv's rounds (in older result files the floors were timed apart, in rounds of "
     "their own, and these are ratios of medians); compiled rows: `fwd_vs_eager` and "
     "`fb_vs_eager` = time(eager QSVConv) / time(compiled QSVConv) in the same rounds, target >= 1 "
     "(`compiled_target_met`, both passes); eager rows: `native_fwd_speedup` and "
@@ -380,8 +380,8 @@ TARGET_COLUMNS = ["points", "threads", "mode", "qsv_fwd_ms", "qsv_fb_ms", "fwd_v
 
 def _floor_ratios(cell: dict, q: dict, qfb: dict) -> dict[str, float]:
     """``fwd_vs_gather``, ``fwd_vs_spmm`` and ``fb_vs_spmm`` of one cell: the floors' paired
-    ratios where they were timed in QSVConv's rounds (the :data:`FLOORS` rows), else, for the
-    runs before 2026-12-05, the floors timed apart (``gather_ms``, ``spmm_ms``,
+    ratios where they were timed in QSVConv's rounds (the :data:`FLOORS` rows), else, for
+    older result files, the floors timed apart (``gather_ms``, ``spmm_ms``,
     ``spmm_fb_ms`` on QSVConv's rows) over QSVConv's median."""
     out = {}
     for key, what, name, column, qrow in (

@@ -33,7 +33,7 @@ where it stopped and a finished run is never trained twice.
 Run ``python -m benchmarks.qk_geometry.study`` (``--quick`` for the small CPU configuration,
 ``--hf-model PATH ...`` for the pretrained analysis).
 
-Layout (each name imported from here as before):
+Layout (each name imported from here):
 
 * :mod:`~quest_geometric.pipelines.qk_geometry.config`: :class:`StudyConfig`,
   :data:`FULL`, :data:`QUICK` (``StudyConfig.run_tag()`` keys the run folders);
@@ -45,23 +45,15 @@ Layout (each name imported from here as before):
 * :mod:`~quest_geometric.pipelines.qk_geometry.pretrained`: :func:`hf_analysis` and the
   per-head probe of one pretrained model (:func:`~quest_geometric.pipelines.qk_geometry.
   pretrained.probe_blocks`): every probe of a real checkpoint;
-* :mod:`~benchmarks.qk_geometry.pretrained`: the command of
-  ``python -m benchmarks.qk_geometry.pretrained`` (SmolLM2-135M: tables, figures);
+* :mod:`~quest_geometric.pipelines.qk_geometry.records`: the probe records, written
+  compressed;
 * :mod:`~quest_geometric.pipelines.qk_geometry.plots`: the figures;
 * :mod:`~quest_geometric.pipelines.qk_geometry.report`: titles, notes and findings;
-* :mod:`~benchmarks.qk_geometry.compare`: :func:`compare_studies` (finished
-  studies side by side, nothing trained);
 * :mod:`~quest_geometric.pipelines.qk_geometry.study`: :func:`run`,
   :func:`run_bootstrap_from_records`;
-* :mod:`~benchmarks.qk_geometry.study`: :func:`main`.
 
-Moved out of the study, still importable from here (``from
-quest_geometric.pipelines.qk_geometry import probe_model`` keeps working) but no longer in
-its ``__all__``: ``probe_model`` is :func:`quest_geometric.analysis.probe_model`,
-``directional_probability`` is :func:`quest_geometric.analysis.directional_probability`
-(with the study's other statistics: :func:`~quest_geometric.analysis.binomial_interval`,
-:func:`~quest_geometric.analysis.least_squares_slope`,
-:func:`~quest_geometric.analysis.spearman`).
+The commands (the study, the comparison of finished studies, the probe of SmolLM2) are in
+the repository's ``benchmarks/qk_geometry/``.
 """
 from quest_geometric.pipelines.qk_geometry.config import FULL, INITS, MODES, QUICK, StudyConfig
 from quest_geometric.pipelines.qk_geometry.plots import (

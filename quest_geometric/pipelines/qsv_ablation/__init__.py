@@ -27,7 +27,7 @@ rank 0 writes.
 
 Run ``python -m benchmarks.qsv.ablation --dataset digits`` (``--quick`` for a smoke test).
 
-Layout (each part imported from here as before):
+Layout (each part imported from here):
 
 * :mod:`~quest_geometric.pipelines.qsv_ablation.config`: :data:`VARIANTS`,
   :data:`GRAPH_VARIANTS`, :data:`DATASETS`, :data:`PAPER`, :class:`AblationConfig`, :data:`PRESETS`;
@@ -42,14 +42,7 @@ Layout (each part imported from here as before):
   :func:`aggregate_analysis`;
 * :mod:`~quest_geometric.pipelines.qsv_ablation.plots`: :func:`plot_histograms`;
 * :mod:`~quest_geometric.pipelines.qsv_ablation.report`: titles, notes and findings;
-* :mod:`~quest_geometric.pipelines.qsv_ablation.study`: :func:`run`, :func:`summarise`;
-* :mod:`~benchmarks.qsv.ablation`: :func:`main`.
-
-Moved out of the study, still importable from here (``from
-quest_geometric.pipelines.qsv_ablation import AppendPosition`` keeps working) but no longer
-in its ``__all__``: ``AppendPosition`` is :class:`quest_geometric.transforms.AppendPosition`,
-``paired_differences`` is :func:`quest_geometric.analysis.paired_differences` (in
-:mod:`quest_geometric.analysis.stats`).
+* :mod:`~quest_geometric.pipelines.qsv_ablation.study`: :func:`run`, :func:`summarise`.
 """
 from quest_geometric.pipelines.qsv_ablation.analyse import analyse_model
 from quest_geometric.pipelines.qsv_ablation.config import (

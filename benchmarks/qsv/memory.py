@@ -43,7 +43,7 @@ from typing import Any, Optional, Sequence
 import torch
 
 from quest_geometric._utils.checks import check_choice, check_int, check_real, fail
-from quest_geometric.profile import _libc, write_results
+from quest_geometric.profile import libc, write_results
 
 __all__ = ["GRIDS", "QUICK_GRIDS", "LAYERS", "CHANNELS", "TARGET_GB", "CAP_GB",
            "neighbourhood_size", "forward_flops", "lower_bound_gb", "layer_parameters",
@@ -253,7 +253,7 @@ def _measure(task: dict) -> dict:  # runs in a child, capped around the call
         args = (x, edge_index)
         kwargs = {"dense": True} if layer_name == "QSVConv" else {}
     gc.collect()
-    lib = _libc()
+    lib = libc()
     if lib is not None:
         lib.malloc_trim(0)
     before = _status_kib()

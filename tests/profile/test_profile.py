@@ -180,7 +180,7 @@ def test_reuse_freed_memory_stops_page_faults_and_keeps_memory_honest():
 
 
 def test_time_interleaved_round_robin_and_paired_ratio(monkeypatch):
-    import quest_geometric.profile as common
+    import quest_geometric.profile.timing as common
 
     clock, cpu_clock = [0.0], [0.0]
     monkeypatch.setattr(common.time, "perf_counter", lambda: clock[0])
@@ -211,7 +211,7 @@ def test_time_interleaved_round_robin_and_paired_ratio(monkeypatch):
 
 
 def test_time_interleaved_stops_at_max_seconds(monkeypatch):
-    import quest_geometric.profile as common
+    import quest_geometric.profile.timing as common
 
     clock = [0.0]
     monkeypatch.setattr(common.time, "perf_counter", lambda: clock[0])
@@ -226,7 +226,7 @@ def test_time_interleaved_stops_at_max_seconds(monkeypatch):
 def test_time_interleaved_shuffles_each_round_reproducibly(monkeypatch):
     import random
 
-    import quest_geometric.profile as common
+    import quest_geometric.profile.timing as common
 
     clock = [0.0]
     monkeypatch.setattr(common.time, "perf_counter", lambda: clock[0])
@@ -259,7 +259,7 @@ def test_time_interleaved_shuffles_each_round_reproducibly(monkeypatch):
 
 
 def test_round_ratios_and_the_true_median():
-    import quest_geometric.profile as common
+    import quest_geometric.profile.timing as common
 
     timed = {"full": {"times": [4.0, 6.0, 3.0, 8.0]}, "fast": {"times": [2.0, 2.0, 3.0, 2.0]}}
     assert common.round_ratios(timed, "full", "fast") == [2.0, 3.0, 1.0, 4.0]

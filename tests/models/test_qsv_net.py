@@ -1,5 +1,5 @@
 """Tests for QSVNet (the ablation's models by name are tested in
-tests/experiments/qsv_ablation/test_variants.py)."""
+tests/benchmarks/qsv_ablation/test_variants.py)."""
 from __future__ import annotations
 
 import pytest

@@ -52,10 +52,14 @@ def subpackage(path: Path, root: Path = PACKAGE) -> str:
     return first[:-3] if first.endswith(".py") else first
 
 
-@functools.lru_cache(maxsize=None)  # each file is parsed once for every check
 def package_imports(source: str, package: str = "quest_geometric"
                     ) -> tuple[tuple[int, str, tuple[str, ...]], ...]:
     """``(line, module, names)`` for every absolute import of ``package...``."""
+    return _package_imports(source, package)  # one cache key however it is called
+
+
+@functools.lru_cache(maxsize=None)  # each file is parsed once for every check
+def _package_imports(source: str, package: str) -> tuple[tuple[int, str, tuple[str, ...]], ...]:
     out = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ImportFrom):

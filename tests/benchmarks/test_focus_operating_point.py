@@ -385,6 +385,7 @@ def test_pin_ood_files_keeps_the_shortest_prefix_with_the_same_blocks(tmp_path, 
     assert op.pinned_ood_files(tmp_path / "none.json") is None
 
 
+@pytest.mark.slow  # reads every committed row (about a second)
 def test_the_committed_rows_compare_and_tabulate():
     """Every file of the committed results folder is full.json or a row: the paired
     comparisons and the table read them all (a stray JSON file there broke the verdict)."""

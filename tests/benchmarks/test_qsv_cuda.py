@@ -13,6 +13,7 @@ HARMONICS = ("torch-harmonics not installed; install it with "
              "`pip install --no-deps torch-harmonics==0.9.3`")
 
 
+@pytest.mark.slow  # importing torch-harmonics takes over a second
 def test_equiangular_points_are_torch_harmonics_grid():
     th = pytest.importorskip("torch_harmonics.quadrature", reason=HARMONICS)
     nlat, nlon = 9, 12

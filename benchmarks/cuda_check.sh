@@ -43,14 +43,14 @@ stage tests 150 python3 -m pytest -q -p no:cacheprovider -o addopts="" \
     tests/test_cuda.py "tests/nn/focus/test_flex.py::test_cuda_outputs_and_gradients" \
     --junitxml="$res/cuda_tests.xml"
 note="lent GPU machine, nothing else running"
-stage qsv_cuda 45 python3 benchmarks/qsv_cuda.py --out "$res" --machine "$note" \
+stage qsv_cuda 45 python3 -m benchmarks.qsv.cuda --out "$res" --machine "$note" \
     --no-compiled --memory
-stage qsv_cuda_compiled 100 python3 benchmarks/qsv_cuda.py --out "$res" --machine "$note" \
+stage qsv_cuda_compiled 100 python3 -m benchmarks.qsv.cuda --out "$res" --machine "$note" \
     --compiled --no-memory --name qsv_cuda_compiled --max-seconds 5
-stage profile 30 python3 benchmarks/qsv_cuda.py --out "$res" --machine "$note" --profile
+stage profile 30 python3 -m benchmarks.qsv.cuda --out "$res" --machine "$note" --profile
 stage tour 150 python3 -m quest_geometric tour --device cuda --only qsv --only focus \
     --only qk --out "$out/tour"
-stage focus_speed 100 python3 benchmarks/focus_speed.py --device cuda --out "$res" \
+stage focus_speed 100 python3 -m benchmarks.focus.speed --device cuda --out "$res" \
     --lengths 16384 131072 --repeat 3 --max-seconds 5 --name focus_speed_cuda
 tar czf "$out/cuda_check.tgz" -C "$out" --exclude cuda_check.tgz .
 cat "$out/summary.txt"

@@ -3,8 +3,10 @@
 Subpackages: :mod:`~quest_geometric.quaternion`, :mod:`~quest_geometric.geometry`,
 :mod:`~quest_geometric.transforms`, :mod:`~quest_geometric.nn`,
 :mod:`~quest_geometric.models`, :mod:`~quest_geometric.datasets`,
-:mod:`~quest_geometric.analysis`, :mod:`~quest_geometric.training`,
-:mod:`~quest_geometric.experiments`, :mod:`~quest_geometric.testing`.
+:mod:`~quest_geometric.adapters`, :mod:`~quest_geometric.analysis`,
+:mod:`~quest_geometric.training`, :mod:`~quest_geometric.profile` (timing and result
+files), :mod:`~quest_geometric.pipelines` (what the ``tour`` runs),
+:mod:`~quest_geometric.testing`.
 
 The subpackages are imported on first use (``quest_geometric.nn`` works after a bare
 ``import quest_geometric``): importing the package itself imports neither torch nor PyG, so
@@ -26,7 +28,7 @@ __version__ = "0.1.0"
 __all__ = ["__version__", "quaternion", "geometry", "transforms", "nn"]
 
 _SUBMODULES = frozenset({"quaternion", "geometry", "transforms", "nn", "typing", "models",
-                         "datasets", "analysis", "training", "experiments", "testing",
+                         "datasets", "analysis", "training", "profile", "pipelines", "testing",
                          "adapters"})
 
 

@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
                            "the other parts unchanged; much longer")
     tour.add_argument("--results", default=None, metavar="DIR",
                       help="folder of committed results to quote and to load the committed "
-                           "routers from, laid out as benchmarks/results/ (default: the "
+                           "routers from, laid out as benchmarks/ (default: the "
                            "copies shipped with the package; the routers of the source "
                            "checkout where there is one)")
     tour.add_argument("--threads", type=int, default=None, metavar="N",

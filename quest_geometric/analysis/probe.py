@@ -723,7 +723,7 @@ def probe_model(model: nn.Module, batch: Union[Tensor, tuple, dict], max_tokens:
 
     The PR accumulators and the probe-batch metrics both see exactly this batch; the
     model's training mode is restored afterwards. (Moved here from
-    :mod:`quest_geometric.experiments.qk_geometry`, which re-exports it.)
+    :mod:`quest_geometric.pipelines.qk_geometry`, which re-exports it.)
 
     Args:
         model (nn.Module): a model whose attention layers :class:`QKProbe` knows.

@@ -1,8 +1,8 @@
 r"""Small-sample statistics of the studies: mean and spread over seeds, paired differences,
 exact sign and permutation tests, paired t intervals and percentile bootstrap intervals.
 
-The studies (:mod:`quest_geometric.experiments.qsv_ablation`,
-:mod:`quest_geometric.experiments.qk_geometry`) compare conditions over a handful of seeds
+The studies (:mod:`quest_geometric.pipelines.qsv_ablation`,
+:mod:`quest_geometric.pipelines.qk_geometry`) compare conditions over a handful of seeds
 (typically 2 to 5), so every test here is exact or a plain resampling, and every result
 says how many values it rests on.
 

@@ -13,7 +13,7 @@ No topic is in both parts, **but their text overlaps**: many topics repeat passa
 others (the statement sections ``async``, ``function``, ``try`` and ``with`` are also parts of
 the training topic ``compound``, special method names appear in several topics), so a large
 share of the validation tokens of this split lies inside 32-token windows that occur verbatim
-in its training tokens; ``benchmarks/focus_data_splits.py`` measures it, per block, in
+in its training tokens; ``python -m benchmarks.focus.data_splits`` measures it, per block, in
 ``benchmarks/results/focus_data_splits.md``. A perplexity on that validation split measures
 partly memory, not generalisation.
 

@@ -36,7 +36,7 @@ Backend = Literal["auto", "torch_cluster", "scipy", "torch"]
 _BACKENDS = ("auto", "torch_cluster", "scipy", "torch")
 
 #: What ``backend='auto'`` chooses and why (the timings behind it are on the benchmarks
-#: page: ``benchmarks/knn_speed.py``).
+#: page: ``python -m benchmarks.qsv.knn_speed``).
 AUTO_BACKEND_NOTE = (
     "'auto' uses 'scipy' for CPU tensors and, for GPU tensors, 'torch_cluster' when it is "
     "installed, otherwise 'torch'. On a CPU SciPy's cKDTree is the fastest back-end; the "

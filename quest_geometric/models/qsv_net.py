@@ -5,7 +5,7 @@ attention and the flat lattice are :class:`QSVNet` with different
 :class:`~quest_geometric.nn.qsv_conv.QSVConv` flags (or different data); the
 standard-attention control is ``conv='transformer'`` (PyG's
 :class:`~torch_geometric.nn.conv.TransformerConv`).  The ablation study builds them by name
-(:func:`quest_geometric.experiments.qsv_ablation.variants.qsv_variant`).
+(:func:`quest_geometric.pipelines.qsv_ablation.variants.qsv_variant`).
 """
 from __future__ import annotations
 

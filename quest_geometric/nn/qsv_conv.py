@@ -97,7 +97,7 @@ def _rotate(rot: Tensor, x: Tensor, transpose: bool = False) -> Tensor:
     quaternion groups (:func:`~quest_geometric.quaternion.rotate_vector_parts`): with the
     native kernel (:mod:`~quest_geometric.nn._qsv_native`) where it can run, else eagerly as
     one batched product, while :func:`torch.compile` traces as an elementwise sum, which the
-    compiler fuses into one pass over the features (``benchmarks/qsv_compile.py`` times the
+    compiler fuses into one pass over the features (``python -m benchmarks.qsv.compile`` times the
     forms in both modes)."""
     if native.supports(rot, x):
         return native.rotate(rot, x, transpose)
@@ -295,7 +295,7 @@ class QSVConv(MessagePassing):
             the dense layout (``k`` in-edges per node, sorted by target, as the library's
             kNN sphere graphs), :obj:`False` for the scatter path, :obj:`None` to detect the
             layout per graph (under :func:`torch.compile` at run time, inside the compiled
-            graph: see *Compiling*; ``benchmarks/qsv_compile.py`` times both settings).
+            graph: see *Compiling*; ``python -m benchmarks.qsv.compile`` times both settings).
             (default: :obj:`None`)
         **kwargs (optional): Additional arguments of
             :class:`torch_geometric.nn.conv.MessagePassing`.

@@ -103,12 +103,6 @@ def test_paired_differences_composes_the_parts():
     assert math.isnan(none["perm_p"]) and math.isnan(none["t_p"])
 
 
-def test_old_import_path_is_the_same_function():
-    from quest_geometric.experiments.qsv_ablation import paired_differences
-
-    assert paired_differences is stats.paired_differences
-
-
 @pytest.mark.parametrize("n", [1, 5, 12, 54])
 def test_binomial_interval_is_clopper_pearson(n):
     level = 0.95

@@ -1,5 +1,5 @@
 """Tests for QSVNet (the ablation's models by name are tested in
-tests/experiments/qsv_ablation/test_variants.py)."""
+tests/benchmarks/qsv_ablation/test_variants.py)."""
 from __future__ import annotations
 
 import pytest
@@ -7,8 +7,8 @@ import torch
 from torch_geometric.data import Batch
 
 from quest_geometric.datasets.images import DigitsGraphs
-from quest_geometric.experiments.qsv_ablation.config import GRAPH_VARIANTS
-from quest_geometric.experiments.qsv_ablation.variants import qsv_variant
+from quest_geometric.pipelines.qsv_ablation.config import GRAPH_VARIANTS
+from quest_geometric.pipelines.qsv_ablation.variants import qsv_variant
 from quest_geometric.models.qsv_net import QSVNet
 from quest_geometric.nn.quaternion_linear import QuaternionLinear
 from quest_geometric.testing.qsv import random_image_batch

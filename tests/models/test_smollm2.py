@@ -162,7 +162,7 @@ def test_real_model_probe_gqa(smollm2):
 def test_focus_pretrained_evaluates_trained_routers_on_longer_blocks(smollm2, tmp_path):
     import json
 
-    from quest_geometric.experiments import focus_pretrained as fp
+    from benchmarks.focus import pretrained as fp
 
     kw = dict(quick=True, out_dir=tmp_path, run_dir=tmp_path / "runs", gates=["additive"],
               progress=False)
@@ -203,7 +203,7 @@ def test_focus_pretrained_gate_bias_is_recorded_and_reused(smollm2, tmp_path):
     and re-evaluating the saved routers composes with it again: the same soft row."""
     import json
 
-    from quest_geometric.experiments import focus_pretrained as fp
+    from benchmarks.focus import pretrained as fp
 
     out = fp.run(quick=True, out_dir=tmp_path, run_dir=tmp_path / "runs", gates=["additive"],
                  progress=False, gate_bias=0.125, name="fpb")

@@ -115,7 +115,7 @@ def packed_layout(hkv: int) -> bool:
     """Whether the masked SDPA packs the query heads of a key head on its query axis
     (``H_kv`` work items for PyTorch's CPU kernel) rather than one query per head with
     ``enable_gqa`` (``H`` items): packed at one thread or when the threads divide ``H_kv``
-    evenly (the rule ``benchmarks/focus_masked_layout.py`` measures; its numbers are on the
+    evenly (the rule ``python -m benchmarks.focus.masked_layout`` measures; its numbers are on the
     benchmarks page)."""
     t = torch.get_num_threads()
     return t == 1 or hkv % t == 0

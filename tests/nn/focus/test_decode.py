@@ -3,7 +3,7 @@ replaces: the Python-float routing step against the tensor Sinkhorn step and
 ``topk_groups``; the group-set-store attention against the gather path
 (``focus_decode_attention_reference``) and an independent dense softmax; composed models
 decoding with it against their full forward; the single-pass cache prefill against the old
-two-pass one. Speed is measured in ``benchmarks/focus_decode_step.py``, never here."""
+two-pass one. Speed is measured in ``python -m benchmarks.focus.decode_step``, never here."""
 from __future__ import annotations
 
 import itertools

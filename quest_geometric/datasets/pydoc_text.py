@@ -14,7 +14,7 @@ others (the statement sections ``async``, ``function``, ``try`` and ``with`` are
 the training topic ``compound``, special method names appear in several topics), so a large
 share of the validation tokens of this split lies inside 32-token windows that occur verbatim
 in its training tokens; ``python -m benchmarks.focus.data_splits`` measures it, per block, in
-``benchmarks/results/focus_data_splits.md``. A perplexity on that validation split measures
+``benchmarks/focus/results/focus_data_splits.md``. A perplexity on that validation split measures
 partly memory, not generalisation.
 
 :func:`pydoc_splits` gives held-out text that is: three topic parts

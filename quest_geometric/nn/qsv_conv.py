@@ -220,7 +220,7 @@ class QSVConv(MessagePassing):
     come from the features alone and the graph is not bipartite), and the attention kernel
     rotating each finished output row back and adding the bias while the row is in the
     cache (timed against the training path's kernels in
-    ``benchmarks/results/qsv_forward_epilogue.md``).
+    ``benchmarks/qsv/results/qsv_forward_epilogue.md``).
 
     **Compiling.**  The layer traces under :func:`torch.compile` with no graph breaks
     (``fullgraph=True``).  The host-side checks (the ``edge_index`` range, finite features)

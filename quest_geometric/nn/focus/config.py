@@ -53,14 +53,14 @@ class BlocksConfig:
             ...)`` in increasing order, the last entry's window infinite: small blocks waste
             few band pairs (``b (b + w)`` computed where about ``b w + b^2/2`` are needed),
             large ones run the masked kernel on larger tiles, which pays once the window is
-            wide (``benchmarks/focus_band_block.py``).
+            wide (``benchmarks/focus/band_block.py``).
         band_block (int, optional): one query block for every window instead of
             :attr:`band_blocks` (:obj:`None`: by the window; benchmarks compare sizes).
         split_band_min_window (int, optional): smallest window at which the causal band of
             one sequence with no groups (the window plus sinks) runs as unmasked calls over
             chunks of :math:`w` tokens, each kept pair computed once, instead of masked query
             blocks; the kernel's causal tiles waste less as :math:`w` grows
-            (``benchmarks/focus_band_block.py --blocks 64``). :obj:`None`: never split.
+            (``python -m benchmarks.focus.band_block --blocks 64``). :obj:`None`: never split.
         pad_ratio (float): largest padding overhead :math:`B\,c_{\max}^2 / \sum_b c_b^2` at
             which the :math:`B` buckets of causal top-1 attention run as one batched call,
             each padded to the largest: padding was slower than one call per bucket at every
@@ -68,7 +68,7 @@ class BlocksConfig:
         bucket_query_block (int): query block of a causal top-:math:`k > 1` bucket: the
             masked kernel computes every (query, key) tile of its call, so blocks of
             :math:`b` queries over keys ``[0, e)`` compute :math:`c^2/2 + cb/2` pairs instead
-            of :math:`c^2` (``benchmarks/focus_bucket_block.py``).
+            of :math:`c^2` (``benchmarks/focus/bucket_block.py``).
         sink_dense_max_keys (int): most sink keys (over the sequences) for which the sink
             part runs as dense products over those keys rather than explicit pairs, which
             gather ``[N s, H, D]`` tensors; above it (many short sequences, where the dense
@@ -126,11 +126,11 @@ class DecodeConfig:
             of store: a store's first read copies every out-of-window key and value, which
             only the per-step saving of later steps pays back; switching after the steps whose
             saving equals that copy (the ski-rental rule) costs at most about twice the best
-            choice made knowing the generation's length (``benchmarks/focus_op_speed.py
+            choice made knowing the generation's length (``python -m benchmarks.focus.op_speed
             --new-tokens 16`` and ``128``).
         masked_share (float): the cost, in key reads per cached key, of one masked SDPA
             over the whole cache (PyTorch's fused kernel reads a key faster than the stores'
-            matrix products) (``benchmarks/focus_decode_step.py --compare-paths``).
+            matrix products) (``python -m benchmarks.focus.decode_step --compare-paths``).
         part_work (float): the fixed cost of reading one more part (a store), in key reads
             times :math:`H_{kv} D` (same benchmark).
         max_store_parts (int): most group-set stores one step may read

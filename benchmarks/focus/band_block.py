@@ -14,14 +14,14 @@ With the window of a budget-matched sliding-window baseline (thousands of tokens
 balance moves. This script times the fused forward of the window-plus-sinks pattern
 (:class:`~quest_geometric.nn.focus.WindowOnlyRouter`'s empty group sets, 4 sinks: the band
 is all of the work besides the sink part) at several windows and block sizes
-(:data:`~quest_geometric.nn.focus.blocks.BAND_BLOCK` set for the call, the split off), split
-(:data:`~quest_geometric.nn.focus.blocks.SPLIT_BAND_MIN_WINDOW` = 1 for the call: chunks of
+(``BlocksConfig.band_block`` set for the call, the split off), split
+(``BlocksConfig.split_band_min_window`` = 1 for the call: chunks of
 ``w`` tokens, two unmasked flash calls, each kept pair computed once, but the kernel's causal
 tiles waste part of each chunk's triangles), against full causal
 attention over the same tokens (one SDPA call), for SmolLM2-135M's heads (9 x 64), in
 shuffled paired rounds at each thread count, and checks that every variant gives the same
-output. The rule :func:`~quest_geometric.nn.focus.blocks.band_block_size` and the threshold
-:data:`~quest_geometric.nn.focus.blocks.SPLIT_BAND_MIN_WINDOW` are read off its table. The
+output. The rule ``BlocksConfig.band_blocks`` and the threshold
+``BlocksConfig.split_band_min_window`` are read off its table. The
 command line is ``python -m benchmarks.focus.band_block``, a thin wrapper around :func:`main`.
 """
 from __future__ import annotations
@@ -53,8 +53,8 @@ def band_forward(n: int, window: int, block: Optional[int], heads: int = 9, dim:
                  ) -> Callable[[], torch.Tensor]:
     """The fused causal forward (:func:`~quest_geometric.nn.focus.focus_blocks_attention`)
     of ``n`` tokens under the window-plus-sinks pattern (empty group sets, ``window``,
-    ``num_sinks``), run with ``BAND_BLOCK = block`` (:obj:`None`: the library's rule) and
-    the band split (``split`` true: ``SPLIT_BAND_MIN_WINDOW = 1``), masked (false:
+    ``num_sinks``), run with ``band_block = block`` (:obj:`None`: the library's rule) and
+    the band split (``split`` true: ``split_band_min_window = 1``), masked (false:
     :obj:`None`) or as the library decides (:obj:`None`); returns the output ``[n, H, D]``."""
     from quest_geometric.nn.focus import focus_blocks_attention
     from quest_geometric.nn.focus.config import blocks_config
@@ -124,7 +124,7 @@ def run(length: int, windows: Sequence[int], threads: Sequence[int], rounds: int
         torch.set_num_threads(before)
     notes = (f"{length} tokens, the window-plus-sinks pattern (empty group sets, 4 sinks), "
              "9 heads x 64, float32, causal: the whole fused forward of "
-             "focus_blocks_attention with BAND_BLOCK = b and the band masked (`block b`), "
+             "focus_blocks_attention with band_block = b and the band masked (`block b`), "
              "the band split into unmasked calls over chunks of w tokens (`split`), or the "
              "library's rule (`rule`: block `rule_block`, split when `rule_splits`); "
              "`full causal`: one causal SDPA call over the same "

@@ -230,7 +230,7 @@ def run(contexts=(1024, 4096, 8192), threads=(1, 2), caches=("dynamic", "static"
              "other jobs taking the cores. keys_read: mean share of the cached keys the "
              "newest token attends to (window + shared group). 'top-k stores' / 'top-k "
              "masked': the fast step forced onto the group-set stores / one masked SDPA "
-             "over the cache (the plain top-k rows choose per step, decode.MASKED_SHARE).")
+             "over the cache (the plain top-k rows choose per step, DecodeConfig.masked_share).")
     paths = write_results(name, rows, out_dir, meta=meta, notes=notes,
                           title="One cached decoding step, SmolLM2-135M shape, Focus vs full")
     return {"rows": rows, "paths": paths}

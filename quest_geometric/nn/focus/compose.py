@@ -67,7 +67,7 @@ _STATE_ATTR = "_focus_composition"
 
 def compose_focus(model: nn.Module, num_groups: int = 4, top_k: int = 2, window: int = 128,
                   group_dim: int = 16, tau: float = 0.1, sinkhorn_iters: int = 10,
-                  gate: Optional[str] = "additive", backend: str = "blocks",
+                  gate: Optional[str] = "additive", backend: str = "auto",
                   freeze: bool = True, causal: Optional[bool] = None,
                   router: Any = None, num_sinks: int = 0, **focus_kwargs: Any) -> nn.Module:
     r"""Compose Focus sparse attention onto every supported attention layer of
@@ -107,8 +107,10 @@ def compose_focus(model: nn.Module, num_groups: int = 4, top_k: int = 2, window:
             ``'straight_through'`` (hard top-:math:`k` pattern, soft gradient; see
             :func:`~quest_geometric.nn.focus.dense.focus_soft_attention`)
             (default: :obj:`'additive'`).
-        backend (str): hard back-end, ``'blocks'``, ``'edges'`` or ``'dense'``
-            (default: :obj:`'blocks'`).
+        backend (str): hard back-end, a name registered in
+            :mod:`~quest_geometric.nn.focus.backends` (``'blocks'``, ``'flex'``, ``'edges'``,
+            ``'dense'``) or ``'auto'``, which picks one per call by device and sizes as
+            :class:`FocusAttention` does (default: :obj:`'auto'`).
         freeze (bool): set ``requires_grad=False`` on every parameter of :obj:`model` that
             existed before (the flags are restored by :func:`decompose`), so only the routers
             train (default: :obj:`True`).

@@ -165,7 +165,8 @@ class FocusAttention(nn.Module):
                                  causal)
         elif not isinstance(router, nn.Module) or not isinstance(router, Router):
             raise TypeError(f"FocusAttention: 'router' must be a torch.nn.Module following "
-                            f"the Router protocol (num_groups, top_k, causal, step), got "
+                            f"the Router protocol (num_groups, top_k, causal, step, config, "
+                            f"from_config), got "
                             f"{type(router).__name__}")
         elif bool(router.causal) != bool(causal):
             raise ValueError(f"FocusAttention: the router's causal={router.causal!r} "

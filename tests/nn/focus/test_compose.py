@@ -285,7 +285,7 @@ def test_unsupported_model_and_bad_arguments():
                                          "Focus layer, got a Linear without one$"):
         set_focus_enabled(nn.Linear(2, 2), False)
     assert str(m.blocks[0].attn) == ("FocusComposed(CausalSelfAttention, num_groups=4, top_k=2, "
-                                     "window=3, backend='blocks', gate='additive', enabled=True)")
+                                     "window=3, backend='auto', gate='additive', enabled=True)")
     assert isinstance(m.blocks[0].attn.original, CausalSelfAttention)
 
 

@@ -135,7 +135,7 @@ def test_benchmark_tables_are_cut_to_key_columns(tmp_path):
 
 def test_focus_lm_table_is_cut_to_its_key_columns():
     bt = _bench_tables()
-    base = ROOT / "benchmarks" / "results" / "focus_lm"
+    base = ROOT / "benchmarks" / "focus" / "results" / "focus_lm"
     out = bt.narrow_markdown(base.with_suffix(".md").read_text(), base, "../r/").splitlines()
     assert out[2] == ("| model | gate | mode | top_k | val_bpc | vs full (%) | balance | "
                       "pair_fraction |")

@@ -66,7 +66,8 @@ SOURCES: dict[str, str] = {
     "focus_bucket_block.md": "benchmarks/focus/results/focus_bucket_block.md",
     "focus_band_block.md": "benchmarks/focus/results/focus_band_split/focus_band_block.md",
     "focus_masked_layout.md": "benchmarks/focus/results/focus_masked_layout.md",
-    "focus_pretrained_st_budget75_s620.md": "benchmarks/focus/results/focus_pretrained_st_budget75_s620.md",
+    "focus_pretrained_st_budget75_s620.md":
+        "benchmarks/focus/results/focus_pretrained_st_budget75_s620.md",
     "focus_data_splits.md": "benchmarks/focus/results/focus_data_splits.md",
     "focus_passkey.md": "benchmarks/focus/results/focus_passkey.md",
     "focus_verdict.md": "benchmarks/focus/results/focus_verdict.md",

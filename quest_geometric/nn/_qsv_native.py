@@ -38,8 +38,7 @@ hold both equal in values and gradients, float32 and float64):
 Threads: built with OpenMP (where the compiler has it), the kernels split their rows over
 the OpenMP pool that torch itself uses (the library's ``libgomp.so.1`` resolves to torch's
 copy), as many as :func:`torch.get_num_threads`; otherwise over POSIX threads of their own.
-A second pool would compete with torch's spinning workers for the same cores: at two threads
-the layer then ran slower than at one.
+A second pool would compete with torch's spinning workers for the same cores.
 
 The weighted sums keep 256 bytes of channels in registers across a row's neighbours, and the
 backward's dot products :math:`g_{ij}` take four neighbours per pass over :math:`G_i`
@@ -47,7 +46,7 @@ backward's dot products :math:`g_{ij}` take four neighbours per pass over :math:
 logits four neighbours at a time and their softmax in 4-wide vectors (a float32 exponential
 of vector operations only), reading and writing the weights in the same 4-wide units
 throughout: a wider load over several narrower stores cannot be forwarded from them and
-waits until they reach the cache, which had cost as much as the weighted sum itself.
+waits until they reach the cache.
 """
 from __future__ import annotations
 

@@ -2,7 +2,8 @@ r"""Native CPU kernels of :class:`~quest_geometric.nn.QSVConv`'s dense path.
 
 The C source (``csrc/qsv_kernels.c``, shipped with the package) is compiled at first use by
 the system C compiler (``$CC``, else ``cc``, ``gcc`` or ``clang``: about a second, no torch
-headers) into a per-user cache folder and loaded with :mod:`ctypes`, the way
+headers) into a per-user cache folder that is trusted or not used
+(:mod:`~quest_geometric.nn._qsv_build`) and loaded with :mod:`ctypes`, the way
 :func:`torch.compile`'s CPU back-end builds and loads its own kernels.  Each kernel is a
 :func:`torch.library.custom_op` with a fake implementation and an autograd formula, so eager
 and compiled models call the same code.  Where no compiler is found or the build fails, the
@@ -51,19 +52,17 @@ waits until they reach the cache.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
-import platform
-import shutil
 import subprocess
-import tempfile
 import threading
+import warnings
 from pathlib import Path
 from typing import Any, Optional
 
 import torch
 from torch import Tensor
 
+from quest_geometric.nn import _qsv_build as build
 from quest_geometric.nn._graph_cache import DENSE_LAYOUT_ERROR
 from quest_geometric.quaternion import (
     NORMALIZE_EPS,
@@ -77,20 +76,13 @@ __all__ = [
     "set_qsv_native_enabled", "supports",
     "rotate", "rotate_reference", "rotation_matrix", "rotation_matrix_reference", "attend",
     "attend_checked", "attend_reference", "attend_rotate", "attend_rotate_reference",
-    "attend_edge_flops", "attend_backward_edge_flops", "prepare", "prepare_reference", "SOURCE",
+    "attend_edge_flops", "attend_backward_edge_flops", "prepare", "prepare_reference",
     "ENV_SWITCH",
 ]
 
-#: The kernels' C source, compiled at first use.
-SOURCE = Path(__file__).with_name("csrc") / "qsv_kernels.c"
 #: ``QUEST_GEOMETRIC_NATIVE=0`` turns the native kernels off.
 ENV_SWITCH = "QUEST_GEOMETRIC_NATIVE"
 _VERSION = 12  # qsv_kernels_version() of the source this module speaks to
-_FLAGS = ("-O3", "-march=native", "-fopenmp-simd", "-shared", "-fPIC", "-pthread")
-#: Tried first: the kernels' threads from the OpenMP pool that torch has loaded (its
-#: ``libgomp.so.1``, which the library's own reference to that name resolves to), so they
-#: share torch's threads; where the compiler has no OpenMP, POSIX threads (``_FLAGS``).
-_OPENMP_FLAGS = ("-fopenmp",)
 _DTYPES = {torch.float32: "f32", torch.float64: "f64"}
 #: Below this many multiply-adds a kernel runs on the calling thread only.
 _PARALLEL_WORK = 1 << 16
@@ -98,77 +90,6 @@ _PARALLEL_WORK = 1 << 16
 _lock = threading.Lock()
 _state: dict[str, Any] = {"lib": None, "tried": False, "reason": "not built yet", "path": None}
 _enabled = [True]
-
-
-def _cache_dir() -> Path:
-    root = os.environ.get("QUEST_GEOMETRIC_CACHE")
-    if root:
-        return Path(root)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "quest_geometric"
-
-
-def _compiler() -> Optional[str]:
-    for name in (os.environ.get("CC"), "cc", "gcc", "clang"):
-        if name and shutil.which(name):
-            return shutil.which(name)
-    return None
-
-
-def _machine_key() -> str:
-    """What ``-march=native`` depends on: the CPU's model and feature flags."""
-    key = platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith(("model name", "flags", "Features")):
-                    key += line
-                if line.strip() == "":
-                    break
-    except OSError:
-        pass
-    return key
-
-
-def _build(compiler: str) -> Path:
-    """Compiles :data:`SOURCE` into the cache folder (once per source, compiler, flags and
-    CPU) and returns the library's path: with OpenMP where the compiler has it, else with
-    POSIX threads.  Each library is written under a temporary name in the same folder and
-    renamed into place, so a concurrent build or an interrupted one never leaves a partial
-    file under the final name."""
-    failures = []
-    for flags in (_FLAGS + _OPENMP_FLAGS, _FLAGS):
-        try:
-            return _build_with(compiler, flags)
-        except RuntimeError as err:
-            failures.append(str(err))
-    raise RuntimeError(" / ".join(failures))
-
-
-def _build_with(compiler: str, flags: tuple[str, ...]) -> Path:
-    source = SOURCE.read_bytes()
-    version = subprocess.run([compiler, "--version"], capture_output=True, text=True,
-                             timeout=60).stdout
-    digest = hashlib.sha256(b"\0".join([source, " ".join(flags).encode(), version.encode(),
-                                        _machine_key().encode()])).hexdigest()[:16]
-    folder = _cache_dir()
-    target = folder / f"qsv_kernels-{digest}.so"
-    if target.is_file():
-        return target
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".qsv_kernels-", suffix=".so", dir=folder)
-    os.close(fd)
-    try:
-        done = subprocess.run([compiler, *flags, "-o", tmp, str(SOURCE), "-lm"],
-                              capture_output=True, text=True, timeout=300)
-        if done.returncode != 0:
-            raise RuntimeError(f"{compiler} {' '.join(flags)} failed: "
-                               f"{done.stderr.strip()[-2000:]}")
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):  # our own temporary file, left only by a failed build
-            os.remove(tmp)
-    return target
 
 
 def _declare(lib: ctypes.CDLL) -> None:
@@ -189,34 +110,51 @@ def _declare(lib: ctypes.CDLL) -> None:
 
 
 def _library() -> Optional[ctypes.CDLL]:
-    """The loaded kernels, building them on first call; ``None`` (with the reason in
-    :func:`qsv_native_status`) where they cannot be had."""
+    """The loaded kernels, building them on first call (:mod:`~quest_geometric.nn.
+    _qsv_build`); ``None`` (with the reason in :func:`qsv_native_status`) where they cannot
+    be had.  A cached library that was not trusted, a refused ``$CC`` or cache path, or a
+    library without the expected symbols gives one :class:`RuntimeWarning` saying why."""
     if _state["tried"]:
         return _state["lib"]
     with _lock:
         if _state["tried"]:
             return _state["lib"]
+        warning = None
         try:
             if os.environ.get(ENV_SWITCH, "1").strip() in ("0", "false", "no", "off"):
                 raise RuntimeError(f"turned off by {ENV_SWITCH}="
                                    f"{os.environ[ENV_SWITCH]!r}")
-            compiler = _compiler()
-            if compiler is None:
-                raise RuntimeError("no C compiler found ($CC, cc, gcc or clang)")
-            path = _build(compiler)
-            lib = ctypes.CDLL(str(path))
-            lib.qsv_kernels_version.restype = ctypes.c_int
-            if lib.qsv_kernels_version() != _VERSION:
-                raise RuntimeError(f"{path} is version {lib.qsv_kernels_version()}, "
-                                   f"expected {_VERSION}")
-            _declare(lib)
-            lib.qsv_kernels_openmp.restype = ctypes.c_int
-            threads = "openmp" if lib.qsv_kernels_openmp() else "pthreads"
+            lib, path, warning = build.load_library((build.FLAGS + build.OPENMP_FLAGS,
+                                                     build.FLAGS))
+            try:
+                threads = _check_library(lib, path)
+            except (AttributeError, RuntimeError) as err:
+                raise build.Refused(f"{path} is not a library of these kernels ({err})"
+                                    ) from None
             _state.update(lib=lib, reason="ok", path=str(path), threads=threads)
+        except build.Refused as err:
+            _state.update(lib=None, reason=str(err))
+            warning = str(err) if warning is None else f"{warning}; {err}"
         except (OSError, RuntimeError, subprocess.SubprocessError) as err:
             _state.update(lib=None, reason=str(err))
         _state["tried"] = True
+    if warning is not None:
+        warnings.warn(f"QSV native kernels: {warning}" + (
+            "" if _state["lib"] is not None else "; QSVConv uses its PyTorch path"),
+            RuntimeWarning, stacklevel=3)
     return _state["lib"]
+
+
+def _check_library(lib: ctypes.CDLL, path: Path) -> str:
+    """Checks the loaded library's version and declares its functions; its thread source.
+    A library without the expected symbols raises :class:`AttributeError`."""
+    lib.qsv_kernels_version.restype = ctypes.c_int
+    if lib.qsv_kernels_version() != _VERSION:
+        raise RuntimeError(f"{path} is version {lib.qsv_kernels_version()}, "
+                           f"expected {_VERSION}")
+    _declare(lib)
+    lib.qsv_kernels_openmp.restype = ctypes.c_int
+    return "openmp" if lib.qsv_kernels_openmp() else "pthreads"
 
 
 @torch._dynamo.assume_constant_result

@@ -6,6 +6,7 @@ library is built, found again and refused."""
 from __future__ import annotations
 
 import ast
+import hashlib
 import os
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import sys
 import pytest
 import torch
 
+from quest_geometric.nn import _qsv_build
 from quest_geometric.nn import _qsv_native as native
 from quest_geometric.nn._qsv_csr import TRANSPOSES, transpose_pattern
 from quest_geometric.nn.qsv_conv import QSVConv
@@ -514,7 +516,7 @@ def build(request, tmp_path, monkeypatch):
     flag the compiler refuses, the POSIX-threads build that such compilers get."""
     if request.param == "pthreads":
         monkeypatch.setenv("QUEST_GEOMETRIC_CACHE", str(tmp_path))
-        monkeypatch.setattr(native, "_OPENMP_FLAGS", ("-fno-such-openmp-flag",))
+        monkeypatch.setattr(_qsv_build, "OPENMP_FLAGS", ("-fno-such-openmp-flag",))
         _fresh_state(monkeypatch)
     status = native.qsv_native_status()
     if status["threads"] != request.param:
@@ -561,11 +563,12 @@ def test_openmp_build_shares_torchs_openmp_runtime():
 
 def test_failed_openmp_build_falls_back_to_posix_threads(tmp_path, monkeypatch):
     monkeypatch.setenv("QUEST_GEOMETRIC_CACHE", str(tmp_path))
-    monkeypatch.setattr(native, "_OPENMP_FLAGS", ("-fno-such-openmp-flag",))
+    monkeypatch.setattr(_qsv_build, "OPENMP_FLAGS", ("-fno-such-openmp-flag",))
     _fresh_state(monkeypatch)
     status = native.qsv_native_status()
     assert status["available"] and status["threads"] == "pthreads"
-    assert sorted(p.name for p in tmp_path.iterdir()) == [os.path.basename(status["path"])]
+    name = os.path.basename(status["path"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name, name + ".sha256"]
 
 
 # ----------------------------------------------------------------------------- the layer
@@ -753,20 +756,25 @@ def _fresh_state(monkeypatch):
 
 
 def test_build_writes_one_library_and_finds_it_again(tmp_path, monkeypatch):
-    monkeypatch.setenv("QUEST_GEOMETRIC_CACHE", str(tmp_path))
-    compiler = native._compiler()
-    first = native._build(compiler)
-    assert first.parent == tmp_path and first.is_file()
+    monkeypatch.setenv("QUEST_GEOMETRIC_CACHE", str(tmp_path / "cache"))
+    flags = (_qsv_build.FLAGS,)
+    _, first, warning = _qsv_build.load_library(flags)
+    assert first.parent == tmp_path / "cache" and first.is_file() and warning is None
+    assert (tmp_path / "cache").stat().st_mode & 0o777 == 0o700
     mtime = first.stat().st_mtime_ns
-    assert native._build(compiler) == first and first.stat().st_mtime_ns == mtime
-    assert sorted(p.name for p in tmp_path.iterdir()) == [first.name]  # no temporary left
+    _, again, warning = _qsv_build.load_library(flags)
+    assert again == first and first.stat().st_mtime_ns == mtime and warning is None
+    # no temporary left; the hash recorded beside the library
+    assert sorted(p.name for p in first.parent.iterdir()) == [first.name, first.name + ".sha256"]
+    recorded = (first.parent / (first.name + ".sha256")).read_text().strip()
+    assert recorded == hashlib.sha256(first.read_bytes()).hexdigest()
 
 
 def test_failed_build_is_reported_and_leaves_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("QUEST_GEOMETRIC_CACHE", str(tmp_path))
     broken = tmp_path / "broken.c"
     broken.write_text("this is not C\n")
-    monkeypatch.setattr(native, "SOURCE", broken)
+    monkeypatch.setattr(_qsv_build, "SOURCE", broken)
     _fresh_state(monkeypatch)
     assert not native.qsv_native_available()
     assert "failed" in native.qsv_native_status()["reason"]
@@ -776,7 +784,7 @@ def test_failed_build_is_reported_and_leaves_nothing(tmp_path, monkeypatch):
 
 
 def test_no_compiler_is_reported(monkeypatch):
-    monkeypatch.setattr(native, "_compiler", lambda: None)
+    monkeypatch.setattr(_qsv_build, "compiler_command", lambda: None)
     _fresh_state(monkeypatch)
     status = native.qsv_native_status()
     assert not status["available"] and "no C compiler" in status["reason"]

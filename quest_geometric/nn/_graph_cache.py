@@ -1,22 +1,24 @@
-r"""The process-wide per-graph cache of :class:`~quest_geometric.nn.QSVConv` (private).
+r"""What one call of :class:`~quest_geometric.nn.QSVConv` knows of its graph (private).
 
-What one ``edge_index`` tensor tells the layer (its COO form, whether it is in the dense
-layout, its CSR patterns) is computed once and kept, keyed by the tensor's identity and
-version, for the last few tensors, so the blocks of a network that share one ``edge_index``
-pay for the data-dependent checks once.
+:class:`GraphInfo` holds a call's COO form, whether it is in the dense layout and its CSR
+patterns.  It lives for one call: nothing is kept across calls by the tensor's identity or
+version, which in-place edits through ``from_numpy`` buffers or ``.data`` do not change
+(the transposed patterns are found again by the sources' bytes,
+:data:`~quest_geometric.nn._qsv_csr.TRANSPOSES`).
 """
 from __future__ import annotations
 
-import weakref
-from typing import Any, Optional
+from typing import Optional
 
 import torch
 from torch import Tensor
 
+from quest_geometric._utils.checks import fail
+
 from quest_geometric.nn._qsv_csr import CSRPattern
 
-__all__ = ["GraphInfo", "cached_info", "store_info", "layout_degree", "dense_degree",
-           "DENSE_LAYOUT_ERROR"]
+__all__ = ["GraphInfo", "layout_degree", "dense_degree",
+           "DENSE_LAYOUT_ERROR", "index_error", "check_range", "checked_edge_index"]
 
 #: What a layer told that its graph has the dense layout raises where it does not (eagerly
 #: from the cached check, under :func:`torch.compile` from the attention kernel, which sweeps
@@ -27,11 +29,50 @@ DENSE_LAYOUT_ERROR = (
     "False for other graphs")
 
 
+def index_error(num_src: int) -> ValueError:
+    """The layer's error for a source index outside ``[0, num_src)`` found where the
+    indices are read (the native kernels, the custom operators: also under
+    :func:`torch.compile`, where the layer's own check of the range is not made)."""
+    return ValueError(f"QSVConv: 'edge_index' must hold source indices in [0, "
+                      f"{num_src - 1}] for {num_src} source nodes, got an index outside it")
+
+
+def check_range(edge_index: Tensor, num_src: int, num_dst: int) -> None:
+    """Refuse an ``int64`` ``edge_index [2, E]`` with a source outside ``[0, num_src)`` or a
+    target outside ``[0, num_dst)`` with the layer's :class:`ValueError` (one host
+    synchronisation)."""
+    if edge_index.numel() == 0:
+        return
+    lo, hi = torch.aminmax(edge_index, dim=1)
+    (lo_s, lo_d), (hi_s, hi_d) = torch.stack([lo, hi]).tolist()
+    if lo_s < 0 or hi_s >= num_src or lo_d < 0 or hi_d >= num_dst:
+        if num_src == num_dst:
+            raise fail(ValueError, "QSVConv", "edge_index", f"entries in [0, "
+                       f"{num_src - 1}] for {num_src} nodes",
+                       got_text=f"min {min(lo_s, lo_d)}, max {max(hi_s, hi_d)}")
+        raise fail(ValueError, "QSVConv", "edge_index", f"sources in [0, {num_src - 1}] "
+                   f"and targets in [0, {num_dst - 1}]", got_text=f"sources in "
+                   f"[{lo_s}, {hi_s}], targets in [{lo_d}, {hi_d}]")
+
+
+@torch.library.custom_op("quest_geometric::qsv_checked_edge_index", mutates_args=())
+def checked_edge_index(edge_index: Tensor, num_src: int, num_dst: int) -> Tensor:
+    """A copy of ``edge_index`` after :func:`check_range`: the check a compiled graph
+    cannot skip (an opaque operator whose output the paths read, so it runs before them),
+    for the compiled paths without a native kernel to check the indices."""
+    check_range(edge_index, num_src, num_dst)
+    return edge_index.clone()
+
+
+@checked_edge_index.register_fake
+def _(edge_index: Tensor, num_src: int, num_dst: int) -> Tensor:
+    return torch.empty_like(edge_index)
+
+
 class GraphInfo:
-    """What one ``edge_index`` (or sparse adjacency) tells the layer: its COO form (for
-    sparse input), whether it is in the dense layout, and the CSR patterns per head count.
-    Computed once per tensor and shared by every layer that is given the same tensor (the
-    blocks of a network), so the data-dependent checks (host synchronisations) run once."""
+    """What one ``edge_index`` (or sparse adjacency) tells the layer in one call: its COO
+    form (for sparse input), whether it is in the dense layout, and the CSR patterns per
+    head count, each computed at most once in the call."""
 
     def __init__(self, num_src: int, num_dst: int) -> None:
         self.num_src, self.num_dst = num_src, num_dst
@@ -50,35 +91,6 @@ class GraphInfo:
             k = self.dense_k(edge_index)
             self.patterns[heads] = CSRPattern(edge_index[0], self.num_src, self.num_dst, k, heads)
         return self.patterns[heads]
-
-
-_CACHE: list[tuple[Any, int, tuple, GraphInfo]] = []
-_CACHE_SIZE = 4
-
-
-def cached_info(edge_index: Tensor, key: tuple) -> Optional[GraphInfo]:
-    try:
-        version = edge_index._version
-    except RuntimeError:  # inference tensors have no version counter
-        return None
-    for ref, ver, k, info in _CACHE:
-        if ref() is edge_index and ver == version and k == key:
-            return info
-    return None
-
-
-def store_info(edge_index: Tensor, key: tuple, info: GraphInfo) -> None:
-    try:
-        version = edge_index._version
-        ref = weakref.ref(edge_index, _forget)
-    except (RuntimeError, TypeError):
-        return
-    _CACHE.insert(0, (ref, version, key, info))
-    del _CACHE[_CACHE_SIZE:]
-
-
-def _forget(ref: Any) -> None:
-    _CACHE[:] = [entry for entry in _CACHE if entry[0] is not ref]
 
 
 def layout_degree(num_edges: int, num_dst: int) -> int:

@@ -63,7 +63,7 @@ import torch
 from torch import Tensor
 
 from quest_geometric.nn import _qsv_build as build
-from quest_geometric.nn._graph_cache import DENSE_LAYOUT_ERROR
+from quest_geometric.nn._graph_cache import DENSE_LAYOUT_ERROR, index_error
 from quest_geometric.quaternion import (
     NORMALIZE_EPS,
     normalize,
@@ -82,7 +82,7 @@ __all__ = [
 
 #: ``QUEST_GEOMETRIC_NATIVE=0`` turns the native kernels off.
 ENV_SWITCH = "QUEST_GEOMETRIC_NATIVE"
-_VERSION = 12  # qsv_kernels_version() of the source this module speaks to
+_VERSION = 13  # qsv_kernels_version() of the source this module speaks to
 _DTYPES = {torch.float32: "f32", torch.float64: "f64"}
 #: Below this many multiply-adds a kernel runs on the calling thread only.
 _PARALLEL_WORK = 1 << 16
@@ -98,11 +98,11 @@ def _declare(lib: ctypes.CDLL) -> None:
         getattr(lib, f"qsv_rotate_{suffix}").argtypes = [p, p, p, p, i64, i64, i64, i32, i32]
         getattr(lib, f"qsv_rotation_matrix_{suffix}").argtypes = [p, p, p, i64, i32]
         getattr(lib, f"qsv_rotate_backward_{suffix}").argtypes = [p] * 5 + [i64, i64, i32, i32]
-        getattr(lib, f"qsv_attend_{suffix}").argtypes = [p] * 9 + [i64] * 4 + [i32]
-        getattr(lib, f"qsv_attend_rotate_{suffix}").argtypes = [p] * 11 + [i64] * 4 + [i32]
+        getattr(lib, f"qsv_attend_{suffix}").argtypes = [p] * 9 + [i64] * 5 + [i32]
+        getattr(lib, f"qsv_attend_rotate_{suffix}").argtypes = [p] * 11 + [i64] * 5 + [i32]
         getattr(lib, f"qsv_prepare_{suffix}").argtypes = [p] * 6 + [i64] * 3 + [
             ctypes.c_double, i32]
-        getattr(lib, f"qsv_attend_backward_{suffix}").argtypes = [p] * 11 + [i64] * 4 + [i32]
+        getattr(lib, f"qsv_attend_backward_{suffix}").argtypes = [p] * 12 + [i64] * 5 + [i32]
         getattr(lib, f"qsv_transposed_sum_{suffix}").argtypes = [p] * 9 + [i64, i64, i32]
         for name in ("rotate", "rotation_matrix", "rotate_backward", "attend", "attend_rotate",
                      "attend_backward", "transposed_sum", "prepare"):
@@ -380,7 +380,9 @@ def attend_checked(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src:
                    targets: Optional[Tensor] = None) -> tuple[Tensor, Tensor, bool]:
     """The forward kernel of :func:`attend` (``rot`` None) or of :func:`attend_rotate`
     (the output rotation ``rot`` and the ``bias`` in its epilogue), no autograd:
-    ``(out, alpha, ok)``.  With ``targets`` (the edges' ``int64`` targets ``[N_dst * k]``)
+    ``(out, alpha, ok)``.  The kernel checks every source index against ``[0, N_src)``
+    before it reads one and raises the layer's :class:`ValueError` where one is outside.
+    With ``targets`` (the edges' ``int64`` targets ``[N_dst * k]``)
     the kernel also checks the dense layout, ``targets[i * k + j] == i``, each thread
     sweeping its rows' targets before their attention (in the same call); ``ok`` is
     :obj:`False` where it does not hold, and the outputs are then not the attention (the
@@ -388,6 +390,7 @@ def attend_checked(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src:
     q_src, q_dst, scale, xs = (t.contiguous() for t in (q_src, q_dst, scale, xs))
     src = src.contiguous()
     Nd, H, C = q_dst.size(0), q_dst.size(1), xs.size(-1)
+    _check_attend_shapes(q_src, q_dst, scale, xs, src, k)
     out = xs.new_empty(Nd, H, C)
     alpha = xs.new_empty(Nd, H, k)
     bad = ctypes.c_int(0)
@@ -399,14 +402,35 @@ def attend_checked(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src:
     inputs = (_ptr(q_src), _ptr(q_dst), _ptr(scale), _ptr(xs), _ptr(src), _ptr(targets),
               ctypes.addressof(bad))
     if rot is None:
-        _fn("attend", xs.dtype)(*inputs, _ptr(out), _ptr(alpha), Nd, H, k, C,
+        _fn("attend", xs.dtype)(*inputs, _ptr(out), _ptr(alpha), xs.size(0), Nd, H, k, C,
                                 _threads(Nd * H * k * (C + 4)))
     else:
+        if rot.numel() != Nd * H * 9 or (bias is not None and bias.numel() != H * C):
+            raise ValueError(f"attend_rotate: expected 'rot' of {Nd * H * 9} entries and "
+                             f"'bias' of {H * C}, got {rot.numel()} and "
+                             f"{None if bias is None else bias.numel()}")
         bias = None if bias is None else bias.contiguous()
         _fn("attend_rotate", xs.dtype)(*inputs, _ptr(rot.contiguous()), _ptr(bias), _ptr(out),
-                                       _ptr(alpha), Nd, H, k, C,
+                                       _ptr(alpha), xs.size(0), Nd, H, k, C,
                                        _threads(Nd * H * (k * (C + 4) + 3 * C)))
+    if bad.value == 2:
+        raise index_error(xs.size(0))
     return out, alpha, bad.value == 0
+
+
+def _check_attend_shapes(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor,
+                         src: Tensor, k: int) -> None:
+    """Refuse shapes the attention kernels would read outside of (they take raw
+    pointers): ``k`` sources per target, one quaternion and feature row per source."""
+    Nd, H = q_dst.size(0), q_dst.size(1)
+    if (k < 1 or src.numel() != Nd * k or src.dtype != torch.int64 or q_src.size(0) != xs.size(0)
+            or tuple(q_src.shape[1:]) != (H, 4) or tuple(q_dst.shape[2:]) != (4,)
+            or scale.numel() != H or xs.dim() != 3 or xs.size(1) != H):
+        raise ValueError(
+            f"attend: expected q_src [N_src, H, 4], q_dst [N_dst, H, 4], scale [H], xs "
+            f"[N_src, H, C] and int64 src [N_dst * k] with k >= 1, got {tuple(q_src.shape)}, "
+            f"{tuple(q_dst.shape)}, {tuple(scale.shape)}, {tuple(xs.shape)}, "
+            f"{src.dtype} {tuple(src.shape)} and k = {k}")
 
 
 def _attend_forward(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
@@ -461,10 +485,14 @@ def _attend_backward_op(grad: Tensor, grad_alpha: Optional[Tensor], alpha: Tenso
     Nd, H, C = q_dst.size(0), q_dst.size(1), xs.size(-1)
     g_raw, g_qd, g_scale = xs.new_empty(Nd, H, k), xs.new_empty(Nd, H, 4), xs.new_empty(Nd, H)
     threads = _threads(Nd * H * k * (C + 8))
+    _check_attend_shapes(q_src, q_dst, scale, xs, src, k)
+    bad = ctypes.c_int(0)
     _fn("attend_backward", xs.dtype)(_ptr(grad), _ptr(grad_alpha), _ptr(alpha), _ptr(q_src),
                                      _ptr(q_dst), _ptr(scale), _ptr(xs), _ptr(src),
-                                     _ptr(g_raw), _ptr(g_qd), _ptr(g_scale), Nd, H, k, C,
-                                     threads)
+                                     ctypes.addressof(bad), _ptr(g_raw), _ptr(g_qd),
+                                     _ptr(g_scale), xs.size(0), Nd, H, k, C, threads)
+    if bad.value:
+        raise index_error(xs.size(0))
     g_xs = xs.new_empty(xs.shape if need_xs else (0,))
     g_qs = q_src.new_empty(q_src.shape if need_q_src else (0,))
     if need_xs or need_q_src:

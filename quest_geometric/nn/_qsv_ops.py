@@ -19,16 +19,25 @@ from torch import Tensor
 from quest_geometric.nn import _qsv_attend_graph as graph_ops
 from quest_geometric.nn import _qsv_native as native
 from quest_geometric.nn._graph_cache import DENSE_LAYOUT_ERROR
+from quest_geometric.nn._graph_cache import checked_edge_index as _checked_edge_index
 from quest_geometric.nn._qsv_csr import CSRPattern, NeighbourSum, neighbour_sum_op, pattern_columns
 from quest_geometric.quaternion import rotate_vector_parts, to_rotation_matrix
 
-__all__ = ["is_compiling", "supports", "rotation_matrix", "rotate", "prepare", "attend",
-           "attend_graph", "neighbour_sum", "dense_targets", "assert_dense_targets"]
+__all__ = ["is_compiling", "checked_edge_index", "supports", "rotation_matrix", "rotate",
+           "prepare", "attend", "attend_graph", "neighbour_sum", "dense_targets",
+           "assert_dense_targets"]
 
 
 def is_compiling() -> bool:
     """Whether :func:`torch.compile` is tracing the call."""
     return bool(torch.compiler.is_compiling())
+
+
+def checked_edge_index(edge_index: Tensor, num_src: int, num_dst: int) -> Tensor:
+    """``edge_index`` checked against ``[0, num_src)`` and ``[0, num_dst)`` by the custom
+    operator ``quest_geometric::qsv_checked_edge_index`` (a copy, which the compiled paths
+    read, so the check runs before them)."""
+    return _checked_edge_index(edge_index, num_src, num_dst)
 
 
 def supports(*tensors: Tensor) -> bool:

@@ -26,10 +26,9 @@ from quest_geometric.nn import _qsv_ops as ops
 from quest_geometric.nn._graph_cache import (
     DENSE_LAYOUT_ERROR,
     GraphInfo,
-    cached_info,
+    check_range,
     dense_degree,
     layout_degree,
-    store_info,
 )
 from quest_geometric.nn._qsv_path import Layout, Path, PathFacts, Plan, choose_path
 from quest_geometric.quaternion import multiply, normalize, random_unit
@@ -40,6 +39,8 @@ _QUATERNION_SOURCES = ("feature", "node", "both")
 _ATTENTIONS = ("learned", "uniform")
 _INT_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 _FUSED_DTYPES = (torch.float32, torch.float64)
+#: The paths whose native kernels and operators check every index they read themselves.
+_NATIVE_PATHS = (Path.DENSE_NATIVE, Path.DENSE_EPILOGUE, Path.GRAPH, Path.GRAPH_ROTATE)
 #: The per-instance hook tables of :class:`~torch_geometric.nn.conv.MessagePassing`; a hook in
 #: any of them expects to see the messages, so the dense path steps aside for it.
 _HOOK_TABLES = (
@@ -483,20 +484,26 @@ class QSVConv(MessagePassing):
                     f"({int((~torch.isfinite(t)).sum())} of {t.numel()})"
                 )
 
+    def _refuse_overflow(self, x_src: Tensor, x_dst: Tensor,
+                         unchecked: list[tuple[str, Tensor]]) -> None:
+        """Raised for a non-finite output: the input's non-finite entries by name where it
+        has some, else the finite input so large that the layer overflows its dtype."""
+        self._check_finite_inputs(unchecked)
+        names = [name for name, _ in unchecked] or ["x"]
+        top = max(float(t.detach().abs().max()) for t in (x_src, x_dst) if t.numel())
+        raise ValueError(
+            f"QSVConv: '{names[0]}' is finite but so large that the output overflows "
+            f"{x_src.dtype} (largest entry {top:.3g} after any input projection); scale the "
+            "input down")
+
     def _graph(self, edge_index: Any, num_src: int, num_dst: int) -> tuple[GraphInfo, Tensor]:
-        """The validated COO ``edge_index`` and its cached :class:`GraphInfo`."""
-        key = (num_src, num_dst)
-        compiling = ops.is_compiling()
-        if isinstance(edge_index, Tensor) and not compiling:
-            info = cached_info(edge_index, key)
-            if info is not None:
-                return info, (edge_index if info.coo is None else info.coo)
+        """The validated COO ``edge_index`` and the call's :class:`GraphInfo`.  Nothing is
+        remembered across calls: an ``edge_index`` edited in place (through a ``from_numpy``
+        buffer or ``.data``, which do not change its version) is checked again."""
         info = GraphInfo(num_src, num_dst)
         coo = self._to_coo(edge_index, num_src, num_dst, info)
         if coo is not edge_index:
             info.coo = coo
-        if isinstance(edge_index, Tensor) and not compiling:
-            store_info(edge_index, key, info)
         return info, coo
 
     def _to_coo(self, edge_index: Any, num_src: int, num_dst: int,
@@ -529,18 +536,8 @@ class QSVConv(MessagePassing):
             raise fail(ValueError, "QSVConv", "edge_index", "of shape [2, E]", edge_index)
         if edge_index.dtype != torch.long:
             edge_index = edge_index.long()
-        if not ops.is_compiling() and edge_index.numel() > 0:
-            lo, hi = torch.aminmax(edge_index, dim=1)
-            bounds = torch.stack([lo, hi]).tolist()  # one host synchronisation
-            (lo_s, lo_d), (hi_s, hi_d) = bounds
-            if lo_s < 0 or hi_s >= num_src or lo_d < 0 or hi_d >= num_dst:
-                if num_src == num_dst:
-                    raise fail(ValueError, "QSVConv", "edge_index", f"entries in [0, "
-                               f"{num_src - 1}] for {num_src} nodes",
-                               got_text=f"min {min(lo_s, lo_d)}, max {max(hi_s, hi_d)}")
-                raise fail(ValueError, "QSVConv", "edge_index", f"sources in [0, {num_src - 1}] "
-                           f"and targets in [0, {num_dst - 1}]", got_text=f"sources in "
-                           f"[{lo_s}, {hi_s}], targets in [{lo_d}, {hi_d}]")
+        if not ops.is_compiling():
+            check_range(edge_index, num_src, num_dst)
         return edge_index
 
     @staticmethod
@@ -549,9 +546,8 @@ class QSVConv(MessagePassing):
         target: ``edge_index[1] == arange(num_nodes).repeat_interleave(k)``.
 
         This inspects the data (a host synchronisation, and a graph break under
-        :func:`torch.compile`); :meth:`forward` runs it once per ``edge_index`` tensor and
-        remembers the answer while the tensor is alive and unmodified, so the blocks of a
-        network that share one ``edge_index`` pay for it once."""
+        :func:`torch.compile`); an eager :meth:`forward` with ``dense=None`` runs it at
+        every call."""
         return dense_degree(edge_index[1], num_nodes) > 0
 
     def _observed(self) -> bool:
@@ -621,11 +617,13 @@ class QSVConv(MessagePassing):
                 inside the graph under :func:`torch.compile`), :obj:`False` forces the scatter
                 path, :obj:`None` detects the layout from the data and takes the scatter path
                 while explaining or when message-passing hooks are registered.  The
-                detection and the ``edge_index`` range check read the data once per
-                ``edge_index`` tensor; under :func:`torch.compile` the range check is
-                skipped and :obj:`None` chooses between the dense and the scatter path in the
-                compiled graph (inside the custom operator ``qsv_attend_graph`` where the
-                native kernels apply, else by :func:`torch.cond`; the scatter path alone
+                detection and the ``edge_index`` range check read the data at every eager
+                call; under :func:`torch.compile` the indices are checked where they are
+                read (the native kernels and the custom operators refuse an index outside
+                the nodes with the same :class:`ValueError`; torch's own indexing raises
+                elsewhere), and :obj:`None` chooses between the dense and the scatter path
+                in the compiled graph (inside the custom operator ``qsv_attend_graph`` where
+                the native kernels apply, else by :func:`torch.cond`; the scatter path alone
                 while explaining, with hooks, or with attention dropout in training);
                 :obj:`None` takes the layer's own default first (its constructor's ``dense``).
                 (default: :obj:`None`)
@@ -633,8 +631,10 @@ class QSVConv(MessagePassing):
         Raises:
             TypeError: if :obj:`x` has another floating dtype than the layer's parameters
                 (outside :func:`torch.autocast`).
-            ValueError: for bad shapes or :obj:`edge_index` entries, or non-finite
-                :obj:`x` (checked in eager mode: one host synchronisation per call), or a
+            ValueError: for bad shapes or :obj:`edge_index` entries (an index outside the
+                nodes also under :func:`torch.compile`), non-finite :obj:`x`, or finite
+                :obj:`x` so large that the output overflows (both checked in eager mode:
+                one host synchronisation each per call, the second over the output), or a
                 graph without the dense layout for :obj:`dense=True`.
             RuntimeError: under :func:`torch.compile`, from the compiled graph, for a graph
                 without the dense layout for :obj:`dense=True` (on CUDA a device-side
@@ -649,6 +649,8 @@ class QSVConv(MessagePassing):
         facts = self._facts(x_src, x_dst, bipartite, layout)
         plan = choose_path(facts)
         q_src, q_dst, xs, rot_dst = self._prepare(plan, x_src, x_dst, bipartite, unchecked)
+        if ops.is_compiling() and plan.path not in _NATIVE_PATHS:
+            coo = ops.checked_edge_index(coo, Ns, Nd)  # the native kernels check their own
         mask = self._dense_mask(coo.size(1)) if plan.path is not Path.SCATTER else None
         call = _Call(info, coo, xs.reshape(Ns, self.heads, -1), q_src, q_dst, rot_dst, mask,
                      want_alpha, plan.check_targets)
@@ -657,6 +659,8 @@ class QSVConv(MessagePassing):
         else:
             out, alpha = getattr(self, "_path_" + plan.path.value)(call)
         out = self._finish(plan, out, rot_dst)
+        if not ops.is_compiling() and not all_finite(out):
+            self._refuse_overflow(x_src, x_dst, unchecked)
         if not want_alpha:
             return out
         if isinstance(edge_index, SparseTensor):
@@ -670,7 +674,7 @@ class QSVConv(MessagePassing):
     def _layout(self, info: GraphInfo, coo: Tensor, num_dst: int, dense: Optional[bool]
                 ) -> Layout:
         """What the call knows of the graph's layout (:class:`Layout`): read on the host
-        once per ``edge_index`` tensor in eager mode, left to run time under
+        in eager mode, left to run time under
         :func:`torch.compile`; ``dense=True`` checks its claim (the sizes while tracing,
         the targets in the compiled graph) and refuses message-passing hooks."""
         compiling = ops.is_compiling()
@@ -744,13 +748,10 @@ class QSVConv(MessagePassing):
         if plan.prologue:
             assert self.lin_q is not None and self.lin_q.bias is not None
             q, rot, xs = ops.prepare(x_src, self.lin_q.weight, self.lin_q.bias, H)
-            # Every feature of a row enters each of its quaternions' dot products, and a NaN
-            # or an infinity in any term makes a sum non-finite (inf * 0 is NaN), which the
-            # normalisation keeps: non-finite features always give a non-finite quaternion,
-            # so checking the quaternions (4 H numbers per row instead of C) is enough, and
-            # the exact check of the features runs only when they are not finite.
-            if unchecked and not all_finite(q):
-                self._check_finite_inputs(unchecked)
+            # The features are not checked here: every feature of a row enters each of its
+            # quaternions' dot products, and a NaN or an infinity in any term makes a sum
+            # non-finite (inf * 0 is NaN), which the normalisation, the rotation back and so
+            # the row's output keep; forward's check of the output names the features then.
             return q, q, xs.view(Ns, H, m, 4), rot
         self._check_finite_inputs(unchecked)
         q_src = self.quaternions(x_src)
@@ -843,16 +844,12 @@ class QSVConv(MessagePassing):
 
     def _path_dense_native(self, c: _Call) -> Tuple[Tensor, Tensor]:
         """The dense path as one native kernel (logits, softmax and weighted sum in one pass
-        over the neighbours); the backward sums over the transposed pattern the layer
-        caches per graph (eagerly; under :func:`torch.compile` the kernel finds it
-        itself)."""
+        over the neighbours); the backward sums over the transposed pattern, found again by
+        the sources' bytes (:data:`~quest_geometric.nn._qsv_csr.TRANSPOSES`)."""
         H = self.heads
         scale = self._scale_vector(c.xs)
-        transposed = None
-        if not ops.is_compiling() and _needs_grad(c.xs, c.q_src, c.q_dst, scale):
-            transposed = c.info.pattern(c.coo, H).transposed()
         out, alpha = ops.attend(c.q_src.reshape(-1, H, 4), c.q_dst.reshape(-1, H, 4), scale,
-                                c.xs, c.coo[0], c.coo.size(1) // c.q_dst.size(0), transposed,
+                                c.xs, c.coo[0], c.coo.size(1) // c.q_dst.size(0), None,
                                 c.coo[1] if c.check_targets else None)
         return out, _edge_order(alpha)
 

@@ -661,10 +661,10 @@ def test_layer_without_grad_rotates_in_the_attention_kernel(mode, dtype, monkeyp
 
 @pytest.mark.parametrize("channels", [(16, 16), (12, 16)], ids=["same", "projected"])
 def test_prologue_refuses_non_finite_features_through_the_quaternions(channels, monkeypatch):
-    """Without gradients the fused prologue checks the quaternions it computed (4 H numbers a
-    row) instead of summing the features first: a NaN or an infinity anywhere in a row (also
-    behind the input projection) makes that row's quaternions non-finite, and the features'
-    own error follows, naming the argument and the count; finite features are not summed."""
+    """Without gradients the fused prologue's features are not summed first: a NaN or an
+    infinity anywhere in a row (also behind the input projection) makes that row's
+    quaternions, hence its output, non-finite, and the layer's check of its output then
+    gives the features' own error, naming the argument and the count."""
     import quest_geometric.nn.qsv_conv as qsv_module
 
     n = 12
@@ -676,7 +676,7 @@ def test_prologue_refuses_non_finite_features_through_the_quaternions(channels, 
     monkeypatch.setattr(qsv_module, "all_finite", lambda t: seen.append(t) or real(t))
     with torch.no_grad():
         conv(x, ei)
-    assert [tuple(t.shape) for t in seen] == [(n, 2, 4)]  # the quaternions, not x
+    assert [tuple(t.shape) for t in seen] == [(n, 16)]  # the output, not x
     for bad in (float("nan"), float("inf"), -float("inf")):
         for row, col in ((0, 0), (5, channels[0] - 1), (n - 1, 7)):
             xb = x.clone()

@@ -37,7 +37,7 @@ from torch import Tensor
 from torch_geometric.utils import scatter, softmax
 
 from quest_geometric.nn import _qsv_native as native
-from quest_geometric.nn._graph_cache import index_error, layout_degree
+from quest_geometric.nn._qsv_graph import index_error, layout_degree
 
 __all__ = ["attend_graph", "attend_graph_reference", "attend_graph_rotate"]
 

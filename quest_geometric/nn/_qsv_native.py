@@ -63,7 +63,7 @@ import torch
 from torch import Tensor
 
 from quest_geometric.nn import _qsv_build as build
-from quest_geometric.nn._graph_cache import DENSE_LAYOUT_ERROR, index_error
+from quest_geometric.nn._qsv_graph import DENSE_LAYOUT_ERROR, index_error
 from quest_geometric.quaternion import (
     NORMALIZE_EPS,
     normalize,
@@ -437,7 +437,7 @@ def _attend_forward(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src
                     k: int, rot: Optional[Tensor] = None, bias: Optional[Tensor] = None,
                     targets: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
     """:func:`attend_checked` for the operators: a layout that does not hold raises
-    :data:`~quest_geometric.nn._graph_cache.DENSE_LAYOUT_ERROR` (inside a compiled graph,
+    :data:`~quest_geometric.nn._qsv_graph.DENSE_LAYOUT_ERROR` (inside a compiled graph,
     where the caller cannot read the layout on the host)."""
     out, alpha, ok = attend_checked(q_src, q_dst, scale, xs, src, k, rot, bias, targets)
     if not ok:
@@ -564,7 +564,7 @@ def attend(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
         targets (torch.Tensor, optional): The edges' ``int64`` targets ``[N_dst * k]``: the
             kernel then checks the dense layout (``targets[i * k + j] == i``), each thread its
             rows' before their attention, and raises :class:`RuntimeError`
-            (:data:`~quest_geometric.nn._graph_cache.DENSE_LAYOUT_ERROR`) where it does not
+            (:data:`~quest_geometric.nn._qsv_graph.DENSE_LAYOUT_ERROR`) where it does not
             hold: the check a compiled graph cannot make on the host, in the same call.
             (default: :obj:`None`: not checked)
 

@@ -18,8 +18,8 @@ from torch import Tensor
 
 from quest_geometric.nn import _qsv_attend_graph as graph_ops
 from quest_geometric.nn import _qsv_native as native
-from quest_geometric.nn._graph_cache import DENSE_LAYOUT_ERROR
-from quest_geometric.nn._graph_cache import checked_edge_index as _checked_edge_index
+from quest_geometric.nn._qsv_graph import DENSE_LAYOUT_ERROR
+from quest_geometric.nn._qsv_graph import checked_edge_index as _checked_edge_index
 from quest_geometric.nn._qsv_csr import CSRPattern, NeighbourSum, neighbour_sum_op, pattern_columns
 from quest_geometric.quaternion import rotate_vector_parts, to_rotation_matrix
 

@@ -10,7 +10,7 @@ from torch.nn import Parameter
 from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.nn.dense.linear import Linear
 from torch_geometric.typing import PairTensor, SparseTensor
-from torch_geometric.utils import is_torch_sparse_tensor, softmax, to_edge_index
+from torch_geometric.utils import is_torch_sparse_tensor, softmax
 from torch_geometric.utils.sparse import set_sparse_value
 
 from quest_geometric._utils.checks import (
@@ -23,13 +23,7 @@ from quest_geometric._utils.checks import (
     fail,
 )
 from quest_geometric.nn import _qsv_ops as ops
-from quest_geometric.nn._graph_cache import (
-    DENSE_LAYOUT_ERROR,
-    GraphInfo,
-    check_range,
-    dense_degree,
-    layout_degree,
-)
+from quest_geometric.nn._qsv_graph import GraphInfo, dense_degree, graph_layout, read_graph
 from quest_geometric.nn._qsv_path import Layout, Path, PathFacts, Plan, choose_path
 from quest_geometric.quaternion import multiply, normalize, random_unit
 
@@ -37,7 +31,6 @@ __all__ = ["QSVConv"]
 
 _QUATERNION_SOURCES = ("feature", "node", "both")
 _ATTENTIONS = ("learned", "uniform")
-_INT_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 _FUSED_DTYPES = (torch.float32, torch.float64)
 #: The paths whose native kernels and operators check every index they read themselves.
 _NATIVE_PATHS = (Path.DENSE_NATIVE, Path.DENSE_EPILOGUE, Path.GRAPH, Path.GRAPH_ROTATE)
@@ -496,50 +489,6 @@ class QSVConv(MessagePassing):
             f"{x_src.dtype} (largest entry {top:.3g} after any input projection); scale the "
             "input down")
 
-    def _graph(self, edge_index: Any, num_src: int, num_dst: int) -> tuple[GraphInfo, Tensor]:
-        """The validated COO ``edge_index`` and the call's :class:`GraphInfo`.  Nothing is
-        remembered across calls: an ``edge_index`` edited in place (through a ``from_numpy``
-        buffer or ``.data``, which do not change its version) is checked again."""
-        info = GraphInfo(num_src, num_dst)
-        coo = self._to_coo(edge_index, num_src, num_dst, info)
-        if coo is not edge_index:
-            info.coo = coo
-        return info, coo
-
-    def _to_coo(self, edge_index: Any, num_src: int, num_dst: int,
-                info: Optional[GraphInfo] = None) -> Tensor:
-        shape = (num_dst, num_src)
-        if isinstance(edge_index, SparseTensor):  # torch_sparse, when installed
-            row, col, _ = edge_index.coo()
-            if tuple(edge_index.sizes()) != shape:
-                raise fail(ValueError, "QSVConv", "edge_index", f"as a sparse adjacency adj_t "
-                           f"{num_dst} x {num_src} (targets x sources)",
-                           got_text=str(tuple(edge_index.sizes())))
-            return torch.stack([col, row], dim=0).long()
-        if not isinstance(edge_index, Tensor):
-            raise fail(TypeError, "QSVConv", "edge_index", "a LongTensor [2, E] or a "
-                       "torch.sparse adjacency", edge_index)
-        if is_torch_sparse_tensor(edge_index):
-            if tuple(edge_index.shape[:2]) != shape:
-                raise fail(ValueError, "QSVConv", "edge_index", f"as a sparse adjacency adj_t "
-                           f"{num_dst} x {num_src} (targets x sources)", edge_index)
-            if edge_index.layout == torch.sparse_coo and not edge_index.is_coalesced():
-                edge_index = edge_index.coalesce()  # PyG would only flag it coalesced
-                if info is not None:
-                    info.adj = edge_index
-            # PyG convention: a sparse `edge_index` is adj_t, adj_t[i, j] != 0 for j -> i.
-            ei, _ = to_edge_index(edge_index)
-            return ei.flip(0)
-        if edge_index.dtype not in _INT_DTYPES:
-            raise fail(TypeError, "QSVConv", "edge_index", "of an integer dtype", edge_index)
-        if edge_index.dim() != 2 or edge_index.size(0) != 2:
-            raise fail(ValueError, "QSVConv", "edge_index", "of shape [2, E]", edge_index)
-        if edge_index.dtype != torch.long:
-            edge_index = edge_index.long()
-        if not ops.is_compiling():
-            check_range(edge_index, num_src, num_dst)
-        return edge_index
-
     @staticmethod
     def is_dense_layout(edge_index: Tensor, num_nodes: int) -> bool:
         r"""Whether every node has the same number :math:`k \geq 1` of in-edges, sorted by
@@ -553,7 +502,11 @@ class QSVConv(MessagePassing):
     def _observed(self) -> bool:
         """Whether PyG machinery expects to see the messages: explaining is on, or a
         message-passing hook is registered."""
-        return bool(self.explain) or any(getattr(self, name) for name in _HOOK_TABLES)
+        return bool(self.explain) or self._hooked()
+
+    def _hooked(self) -> bool:
+        """Whether a message-passing hook is registered."""
+        return any(getattr(self, name) for name in _HOOK_TABLES)
 
     def _dense_mask(self, num_edges: int) -> Optional[Tensor]:
         """The explain mask, as :meth:`~torch_geometric.nn.conv.MessagePassing.
@@ -644,8 +597,10 @@ class QSVConv(MessagePassing):
         want_alpha = check_return_attention_weights(return_attention_weights, where="QSVConv")
         x_src, x_dst, bipartite, unchecked = self._split_x(x)
         Ns, Nd = x_src.size(0), x_dst.size(0)
-        info, coo = self._graph(edge_index, Ns, Nd)
-        layout = self._layout(info, coo, Nd, self.dense if dense is None else dense)
+        info, coo = read_graph(edge_index, Ns, Nd)
+        layout = graph_layout(info, coo, Nd, self.dense if dense is None else dense,
+                              observed=self._observed(), hooked=self._hooked(),
+                              dropout=self.training and self.dropout > 0.0)
         facts = self._facts(x_src, x_dst, bipartite, layout)
         plan = choose_path(facts)
         q_src, q_dst, xs, rot_dst = self._prepare(plan, x_src, x_dst, bipartite, unchecked)
@@ -671,34 +626,6 @@ class QSVConv(MessagePassing):
         return out, (coo, alpha)
 
     # ------------------------------------------------------------------ the decision
-    def _layout(self, info: GraphInfo, coo: Tensor, num_dst: int, dense: Optional[bool]
-                ) -> Layout:
-        """What the call knows of the graph's layout (:class:`Layout`): read on the host
-        in eager mode, left to run time under
-        :func:`torch.compile`; ``dense=True`` checks its claim (the sizes while tracing,
-        the targets in the compiled graph) and refuses message-passing hooks."""
-        compiling = ops.is_compiling()
-        if dense is None:
-            if self._observed():
-                return Layout.SCATTER
-            if compiling:
-                dropout = self.training and self.dropout > 0.0
-                return (Layout.RUN_TIME if layout_degree(coo.size(1), num_dst) and not dropout
-                        else Layout.SCATTER)
-            return Layout.DENSE if info.dense_k(coo) > 0 else Layout.SCATTER
-        if not dense:
-            return Layout.SCATTER
-        if compiling and not layout_degree(coo.size(1), num_dst):
-            raise ValueError(DENSE_LAYOUT_ERROR)
-        if not compiling and info.dense_k(coo) == 0:
-            raise ValueError(DENSE_LAYOUT_ERROR)
-        if any(getattr(self, name) for name in _HOOK_TABLES):
-            raise ValueError(
-                "QSVConv: 'dense=True' computes no messages for the registered message-passing "
-                "hooks to see; pass dense=None or False while hooks are registered"
-            )
-        return Layout.ASSUMED_DENSE if compiling else Layout.DENSE
-
     def _facts(self, x_src: Tensor, x_dst: Tensor, bipartite: bool, layout: Layout
                ) -> PathFacts:
         """The :class:`PathFacts` of a call on the (projected) features ``x_src``,

@@ -1,4 +1,5 @@
-r"""What one call of :class:`~quest_geometric.nn.QSVConv` knows of its graph (private).
+r"""What one call of :class:`~quest_geometric.nn.QSVConv` knows of its graph (private):
+the graph read and checked (:func:`read_graph`), its layout (:func:`graph_layout`).
 
 :class:`GraphInfo` holds a call's COO form, whether it is in the dense layout and its CSR
 patterns.  It lives for one call: nothing is kept across calls by the tensor's identity or
@@ -8,17 +9,20 @@ version, which in-place edits through ``from_numpy`` buffers or ``.data`` do not
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 from torch import Tensor
+from torch_geometric.typing import SparseTensor
+from torch_geometric.utils import is_torch_sparse_tensor, to_edge_index
 
 from quest_geometric._utils.checks import fail
-
 from quest_geometric.nn._qsv_csr import CSRPattern
+from quest_geometric.nn._qsv_path import Layout
 
 __all__ = ["GraphInfo", "layout_degree", "dense_degree",
-           "DENSE_LAYOUT_ERROR", "index_error", "check_range", "checked_edge_index"]
+           "DENSE_LAYOUT_ERROR", "index_error", "check_range", "checked_edge_index",
+           "read_graph", "graph_layout"]
 
 #: What a layer told that its graph has the dense layout raises where it does not (eagerly
 #: from the cached check, under :func:`torch.compile` from the attention kernel, which sweeps
@@ -69,6 +73,9 @@ def _(edge_index: Tensor, num_src: int, num_dst: int) -> Tensor:
     return torch.empty_like(edge_index)
 
 
+_INT_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+
+
 class GraphInfo:
     """What one ``edge_index`` (or sparse adjacency) tells the layer in one call: its COO
     form (for sparse input), whether it is in the dense layout, and the CSR patterns per
@@ -109,3 +116,80 @@ def dense_degree(targets: Tensor, num_dst: int) -> int:
         return 0
     target = torch.arange(num_dst, device=targets.device).unsqueeze(1)
     return k if bool((targets.view(num_dst, k) == target).all()) else 0
+
+
+def read_graph(edge_index: Any, num_src: int, num_dst: int) -> tuple[GraphInfo, Tensor]:
+    """The validated COO ``edge_index [2, E]`` (``int64``, sources in ``[0, num_src)``,
+    targets in ``[0, num_dst)``; the range read on the host in eager mode only) of an
+    ``edge_index`` tensor or a sparse adjacency ``adj_t``, and the call's
+    :class:`GraphInfo`.  Nothing is remembered across calls: an ``edge_index`` edited in
+    place (through a ``from_numpy`` buffer or ``.data``, which do not change its version) is
+    checked again."""
+    info = GraphInfo(num_src, num_dst)
+    coo = _to_coo(edge_index, num_src, num_dst, info)
+    if coo is not edge_index:
+        info.coo = coo
+    return info, coo
+
+
+def _to_coo(edge_index: Any, num_src: int, num_dst: int, info: GraphInfo) -> Tensor:
+    shape = (num_dst, num_src)
+    if isinstance(edge_index, SparseTensor):  # torch_sparse, when installed
+        row, col, _ = edge_index.coo()
+        if tuple(edge_index.sizes()) != shape:
+            raise fail(ValueError, "QSVConv", "edge_index", f"as a sparse adjacency adj_t "
+                       f"{num_dst} x {num_src} (targets x sources)",
+                       got_text=str(tuple(edge_index.sizes())))
+        return torch.stack([col, row], dim=0).long()
+    if not isinstance(edge_index, Tensor):
+        raise fail(TypeError, "QSVConv", "edge_index", "a LongTensor [2, E] or a "
+                   "torch.sparse adjacency", edge_index)
+    if is_torch_sparse_tensor(edge_index):
+        if tuple(edge_index.shape[:2]) != shape:
+            raise fail(ValueError, "QSVConv", "edge_index", f"as a sparse adjacency adj_t "
+                       f"{num_dst} x {num_src} (targets x sources)", edge_index)
+        if edge_index.layout == torch.sparse_coo and not edge_index.is_coalesced():
+            edge_index = edge_index.coalesce()  # PyG would only flag it coalesced
+            info.adj = edge_index
+        # PyG convention: a sparse `edge_index` is adj_t, adj_t[i, j] != 0 for j -> i.
+        ei, _ = to_edge_index(edge_index)
+        return ei.flip(0)
+    if edge_index.dtype not in _INT_DTYPES:
+        raise fail(TypeError, "QSVConv", "edge_index", "of an integer dtype", edge_index)
+    if edge_index.dim() != 2 or edge_index.size(0) != 2:
+        raise fail(ValueError, "QSVConv", "edge_index", "of shape [2, E]", edge_index)
+    if edge_index.dtype != torch.long:
+        edge_index = edge_index.long()
+    if not torch.compiler.is_compiling():
+        check_range(edge_index, num_src, num_dst)
+    return edge_index
+
+
+def graph_layout(info: GraphInfo, coo: Tensor, num_dst: int, dense: Optional[bool], *,
+                 observed: bool, hooked: bool, dropout: bool) -> Layout:
+    """What the call knows of the graph's layout (:class:`~quest_geometric.nn._qsv_path.
+    Layout`): read on the host in eager mode, left to run time under :func:`torch.compile`;
+    ``dense=True`` checks its claim (the sizes while tracing, the targets in the compiled
+    graph) and refuses message-passing hooks.  ``observed``: PyG machinery expects the
+    messages (explaining or hooks); ``hooked``: a message-passing hook is registered;
+    ``dropout``: attention dropout is active."""
+    compiling = torch.compiler.is_compiling()
+    if dense is None:
+        if observed:
+            return Layout.SCATTER
+        if compiling:
+            return (Layout.RUN_TIME if layout_degree(coo.size(1), num_dst) and not dropout
+                    else Layout.SCATTER)
+        return Layout.DENSE if info.dense_k(coo) > 0 else Layout.SCATTER
+    if not dense:
+        return Layout.SCATTER
+    if compiling and not layout_degree(coo.size(1), num_dst):
+        raise ValueError(DENSE_LAYOUT_ERROR)
+    if not compiling and info.dense_k(coo) == 0:
+        raise ValueError(DENSE_LAYOUT_ERROR)
+    if hooked:
+        raise ValueError(
+            "QSVConv: 'dense=True' computes no messages for the registered message-passing "
+            "hooks to see; pass dense=None or False while hooks are registered"
+        )
+    return Layout.ASSUMED_DENSE if compiling else Layout.DENSE

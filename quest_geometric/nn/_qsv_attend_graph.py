@@ -1,12 +1,11 @@
 r""":class:`~quest_geometric.nn.QSVConv`'s attention over a graph of unknown layout, as one
 custom operator (``quest_geometric::qsv_attend_graph``).
 
-A compiled layer with ``dense=None`` cannot read the layout on the host.  Choosing the path
-in the graph with :func:`torch.cond` works, but in torch 2.13 the backward of
-:func:`torch.cond` runs the taken branch's forward again (a compiled :class:`QSVNet` was
-0.89x of eager in forward + backward).  This operator makes the choice inside its own
-implementation instead, which the compiler treats as opaque: where the targets have the dense
-layout (``dst == arange(N_dst).repeat_interleave(k)``) it runs the native kernel
+A compiled layer with ``dense=None`` cannot read the layout on the host. Choosing the path in
+the graph with :func:`torch.cond` works, but the backward of :func:`torch.cond` runs the taken
+branch's forward again (the attention twice per step). This operator makes the choice inside
+its own implementation instead, which the compiler treats as opaque: where the targets have the
+dense layout (``dst == arange(N_dst).repeat_interleave(k)``) it runs the native kernel
 (:func:`~quest_geometric.nn._qsv_native.attend_checked`, which checks the layout in a sweep of
 each thread's targets before its rows: no pass of its own, as the operator runs at every call),
 elsewhere a scatter form over the edges;

@@ -592,7 +592,7 @@ class QSVConv(MessagePassing):
             RuntimeError: under :func:`torch.compile`, from the compiled graph, for a graph
                 without the dense layout for :obj:`dense=True` (on CUDA a device-side
                 assertion, reported asynchronously, after which the process's CUDA context
-                cannot be used; not run on a GPU yet).
+                cannot be used).
         """
         want_alpha = check_return_attention_weights(return_attention_weights, where="QSVConv")
         x_src, x_dst, bipartite, unchecked = self._split_x(x)

@@ -1,12 +1,11 @@
 r""":class:`~quest_geometric.nn.QSVConv`'s attention over a graph of unknown layout, as one
 custom operator (``quest_geometric::qsv_attend_graph``).
 
-A compiled layer with ``dense=None`` cannot read the layout on the host.  Choosing the path
-in the graph with :func:`torch.cond` works, but in torch 2.13 the backward of
-:func:`torch.cond` runs the taken branch's forward again (a compiled :class:`QSVNet` was
-0.89x of eager in forward + backward).  This operator makes the choice inside its own
-implementation instead, which the compiler treats as opaque: where the targets have the dense
-layout (``dst == arange(N_dst).repeat_interleave(k)``) it runs the native kernel
+A compiled layer with ``dense=None`` cannot read the layout on the host. Choosing the path in
+the graph with :func:`torch.cond` works, but the backward of :func:`torch.cond` runs the taken
+branch's forward again (the attention twice per step). This operator makes the choice inside
+its own implementation instead, which the compiler treats as opaque: where the targets have the
+dense layout (``dst == arange(N_dst).repeat_interleave(k)``) it runs the native kernel
 (:func:`~quest_geometric.nn._qsv_native.attend_checked`, which checks the layout in a sweep of
 each thread's targets before its rows: no pass of its own, as the operator runs at every call),
 elsewhere a scatter form over the edges;
@@ -37,7 +36,7 @@ from torch import Tensor
 from torch_geometric.utils import scatter, softmax
 
 from quest_geometric.nn import _qsv_native as native
-from quest_geometric.nn._graph_cache import layout_degree
+from quest_geometric.nn._qsv_graph import index_error, layout_degree
 
 __all__ = ["attend_graph", "attend_graph_reference", "attend_graph_rotate"]
 
@@ -95,7 +94,14 @@ def _target_major(t: Tensor, k: int) -> Tensor:
 def _scatter_form(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
                   dst: Tensor, num_dst: int) -> tuple[Tensor, Tensor]:
     """The scatter form both operators run off the dense layout: ``(out [N_dst, H, C],
-    weights [E, H])`` over edges in any order."""
+    weights [E, H])`` over edges in any order; an index outside the nodes raises the layer's
+    :class:`ValueError` (the operator runs inside compiled graphs, where the layer does not
+    check the range)."""
+    if src.numel() and (int(src.min()) < 0 or int(src.max()) >= xs.size(0)):
+        raise index_error(xs.size(0))
+    if dst.numel() and (int(dst.min()) < 0 or int(dst.max()) >= num_dst):
+        raise ValueError(f"QSVConv: 'edge_index' must hold target indices in [0, "
+                         f"{num_dst - 1}] for {num_dst} target nodes, got an index outside it")
     qs, qd = q_src.index_select(0, src), q_dst.index_select(0, dst)
     weights = softmax((qs * qd).sum(-1) * scale, dst, num_nodes=num_dst)
     out = xs.new_zeros(num_dst, xs.size(1), xs.size(2))

@@ -2,7 +2,7 @@ r"""The CSR kernel of :class:`~quest_geometric.nn.QSVConv`'s fused dense path (p
 
 :class:`CSRPattern` is the block-diagonal CSR pattern of a dense-layout graph with ``heads``
 copies, and :class:`NeighbourSum` the autograd function :math:`Y = A(\alpha)\,X` on it.
-The plain gather reference (``QSVConv._dense_propagate``) stays beside the layer and the
+The plain gather reference (``QSVConv._path_dense_gather``) stays beside the layer and the
 tests hold both equal to the scatter path.
 """
 from __future__ import annotations
@@ -107,7 +107,7 @@ class CSRPattern:
         """``(crow_t, col_t, gather)``: the CSR pattern of the transpose and, for each of its
         entries, the position of its value in the forward layout."""
         if self._transposed is None:
-            self._transposed = transpose_pattern(self.src, self.num_src, self.k, self.heads)
+            self._transposed = TRANSPOSES(self.src, self.num_src, self.k, self.heads)
         return self._transposed
 
     def mm(self, values: Tensor, dense: Tensor) -> Tensor:
@@ -210,7 +210,17 @@ def neighbour_sum_op(values: Tensor, x: Tensor, crow: Tensor, col: Tensor, src: 
     with ``x.size(0)`` columns.  Its backward is :func:`neighbour_sum_backward_op`.  The same
     function as :class:`NeighbourSum`, which the eager layer uses with the pattern it caches
     per graph."""
+    _check_sources(src, x.size(0) // heads)
     return csr_matmul(crow, col, values, x.size(0), x)
+
+
+def _check_sources(src: Tensor, num_src: int) -> None:
+    """Refuse a source outside ``[0, num_src)`` before a sparse product reads it (the CSR
+    matrices skip torch's own invariant checks): the layer's :class:`ValueError`, also inside
+    a compiled graph, where the layer does not check the range."""
+    if src.numel() and (int(src.min()) < 0 or int(src.max()) >= num_src):
+        raise ValueError(f"QSVConv: 'edge_index' must hold source indices in [0, "
+                         f"{num_src - 1}] for {num_src} source nodes, got an index outside it")
 
 
 @neighbour_sum_op.register_fake
@@ -228,6 +238,7 @@ def neighbour_sum_backward_op(values: Tensor, x: Tensor, grad: Tensor, crow: Ten
     X_c \rangle` (the sampled product on the pattern) and :math:`\nabla X = A^{\top} G`
     (the transposed pattern from :data:`TRANSPOSES`); a gradient that is not needed comes
     back empty."""
+    _check_sources(src, x.size(0) // heads)
     g_values = csr_sampled(crow, col, x.size(0), grad, x) if need_values else values.new_empty(0)
     if need_x:
         crow_t, col_t, gather = TRANSPOSES(src, x.size(0) // heads, k, heads)

@@ -2,7 +2,8 @@ r"""Native CPU kernels of :class:`~quest_geometric.nn.QSVConv`'s dense path.
 
 The C source (``csrc/qsv_kernels.c``, shipped with the package) is compiled at first use by
 the system C compiler (``$CC``, else ``cc``, ``gcc`` or ``clang``: about a second, no torch
-headers) into a per-user cache folder and loaded with :mod:`ctypes`, the way
+headers) into a per-user cache folder that is trusted or not used
+(:mod:`~quest_geometric.nn._qsv_build`) and loaded with :mod:`ctypes`, the way
 :func:`torch.compile`'s CPU back-end builds and loads its own kernels.  Each kernel is a
 :func:`torch.library.custom_op` with a fake implementation and an autograd formula, so eager
 and compiled models call the same code.  Where no compiler is found or the build fails, the
@@ -38,8 +39,7 @@ hold both equal in values and gradients, float32 and float64):
 Threads: built with OpenMP (where the compiler has it), the kernels split their rows over
 the OpenMP pool that torch itself uses (the library's ``libgomp.so.1`` resolves to torch's
 copy), as many as :func:`torch.get_num_threads`; otherwise over POSIX threads of their own.
-A second pool would compete with torch's spinning workers for the same cores: at two threads
-the layer then ran slower than at one.
+A second pool would compete with torch's spinning workers for the same cores.
 
 The weighted sums keep 256 bytes of channels in registers across a row's neighbours, and the
 backward's dot products :math:`g_{ij}` take four neighbours per pass over :math:`G_i`
@@ -47,25 +47,23 @@ backward's dot products :math:`g_{ij}` take four neighbours per pass over :math:
 logits four neighbours at a time and their softmax in 4-wide vectors (a float32 exponential
 of vector operations only), reading and writing the weights in the same 4-wide units
 throughout: a wider load over several narrower stores cannot be forwarded from them and
-waits until they reach the cache, which had cost as much as the weighted sum itself.
+waits until they reach the cache.
 """
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
-import platform
-import shutil
 import subprocess
-import tempfile
 import threading
+import warnings
 from pathlib import Path
 from typing import Any, Optional
 
 import torch
 from torch import Tensor
 
-from quest_geometric.nn._graph_cache import DENSE_LAYOUT_ERROR
+from quest_geometric.nn import _qsv_build as build
+from quest_geometric.nn._qsv_graph import DENSE_LAYOUT_ERROR, index_error
 from quest_geometric.quaternion import (
     NORMALIZE_EPS,
     normalize,
@@ -78,20 +76,13 @@ __all__ = [
     "set_qsv_native_enabled", "supports",
     "rotate", "rotate_reference", "rotation_matrix", "rotation_matrix_reference", "attend",
     "attend_checked", "attend_reference", "attend_rotate", "attend_rotate_reference",
-    "attend_edge_flops", "attend_backward_edge_flops", "prepare", "prepare_reference", "SOURCE",
+    "attend_edge_flops", "attend_backward_edge_flops", "prepare", "prepare_reference",
     "ENV_SWITCH",
 ]
 
-#: The kernels' C source, compiled at first use.
-SOURCE = Path(__file__).with_name("csrc") / "qsv_kernels.c"
 #: ``QUEST_GEOMETRIC_NATIVE=0`` turns the native kernels off.
 ENV_SWITCH = "QUEST_GEOMETRIC_NATIVE"
-_VERSION = 12  # qsv_kernels_version() of the source this module speaks to
-_FLAGS = ("-O3", "-march=native", "-fopenmp-simd", "-shared", "-fPIC", "-pthread")
-#: Tried first: the kernels' threads from the OpenMP pool that torch has loaded (its
-#: ``libgomp.so.1``, which the library's own reference to that name resolves to), so they
-#: share torch's threads; where the compiler has no OpenMP, POSIX threads (``_FLAGS``).
-_OPENMP_FLAGS = ("-fopenmp",)
+_VERSION = 13  # qsv_kernels_version() of the source this module speaks to
 _DTYPES = {torch.float32: "f32", torch.float64: "f64"}
 #: Below this many multiply-adds a kernel runs on the calling thread only.
 _PARALLEL_WORK = 1 << 16
@@ -101,88 +92,17 @@ _state: dict[str, Any] = {"lib": None, "tried": False, "reason": "not built yet"
 _enabled = [True]
 
 
-def _cache_dir() -> Path:
-    root = os.environ.get("QUEST_GEOMETRIC_CACHE")
-    if root:
-        return Path(root)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "quest_geometric"
-
-
-def _compiler() -> Optional[str]:
-    for name in (os.environ.get("CC"), "cc", "gcc", "clang"):
-        if name and shutil.which(name):
-            return shutil.which(name)
-    return None
-
-
-def _machine_key() -> str:
-    """What ``-march=native`` depends on: the CPU's model and feature flags."""
-    key = platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith(("model name", "flags", "Features")):
-                    key += line
-                if line.strip() == "":
-                    break
-    except OSError:
-        pass
-    return key
-
-
-def _build(compiler: str) -> Path:
-    """Compiles :data:`SOURCE` into the cache folder (once per source, compiler, flags and
-    CPU) and returns the library's path: with OpenMP where the compiler has it, else with
-    POSIX threads.  Each library is written under a temporary name in the same folder and
-    renamed into place, so a concurrent build or an interrupted one never leaves a partial
-    file under the final name."""
-    failures = []
-    for flags in (_FLAGS + _OPENMP_FLAGS, _FLAGS):
-        try:
-            return _build_with(compiler, flags)
-        except RuntimeError as err:
-            failures.append(str(err))
-    raise RuntimeError(" / ".join(failures))
-
-
-def _build_with(compiler: str, flags: tuple[str, ...]) -> Path:
-    source = SOURCE.read_bytes()
-    version = subprocess.run([compiler, "--version"], capture_output=True, text=True,
-                             timeout=60).stdout
-    digest = hashlib.sha256(b"\0".join([source, " ".join(flags).encode(), version.encode(),
-                                        _machine_key().encode()])).hexdigest()[:16]
-    folder = _cache_dir()
-    target = folder / f"qsv_kernels-{digest}.so"
-    if target.is_file():
-        return target
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".qsv_kernels-", suffix=".so", dir=folder)
-    os.close(fd)
-    try:
-        done = subprocess.run([compiler, *flags, "-o", tmp, str(SOURCE), "-lm"],
-                              capture_output=True, text=True, timeout=300)
-        if done.returncode != 0:
-            raise RuntimeError(f"{compiler} {' '.join(flags)} failed: "
-                               f"{done.stderr.strip()[-2000:]}")
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):  # our own temporary file, left only by a failed build
-            os.remove(tmp)
-    return target
-
-
 def _declare(lib: ctypes.CDLL) -> None:
     p, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
     for suffix in _DTYPES.values():
         getattr(lib, f"qsv_rotate_{suffix}").argtypes = [p, p, p, p, i64, i64, i64, i32, i32]
         getattr(lib, f"qsv_rotation_matrix_{suffix}").argtypes = [p, p, p, i64, i32]
         getattr(lib, f"qsv_rotate_backward_{suffix}").argtypes = [p] * 5 + [i64, i64, i32, i32]
-        getattr(lib, f"qsv_attend_{suffix}").argtypes = [p] * 9 + [i64] * 4 + [i32]
-        getattr(lib, f"qsv_attend_rotate_{suffix}").argtypes = [p] * 11 + [i64] * 4 + [i32]
+        getattr(lib, f"qsv_attend_{suffix}").argtypes = [p] * 9 + [i64] * 5 + [i32]
+        getattr(lib, f"qsv_attend_rotate_{suffix}").argtypes = [p] * 11 + [i64] * 5 + [i32]
         getattr(lib, f"qsv_prepare_{suffix}").argtypes = [p] * 6 + [i64] * 3 + [
             ctypes.c_double, i32]
-        getattr(lib, f"qsv_attend_backward_{suffix}").argtypes = [p] * 11 + [i64] * 4 + [i32]
+        getattr(lib, f"qsv_attend_backward_{suffix}").argtypes = [p] * 12 + [i64] * 5 + [i32]
         getattr(lib, f"qsv_transposed_sum_{suffix}").argtypes = [p] * 9 + [i64, i64, i32]
         for name in ("rotate", "rotation_matrix", "rotate_backward", "attend", "attend_rotate",
                      "attend_backward", "transposed_sum", "prepare"):
@@ -190,34 +110,51 @@ def _declare(lib: ctypes.CDLL) -> None:
 
 
 def _library() -> Optional[ctypes.CDLL]:
-    """The loaded kernels, building them on first call; ``None`` (with the reason in
-    :func:`qsv_native_status`) where they cannot be had."""
+    """The loaded kernels, building them on first call (:mod:`~quest_geometric.nn.
+    _qsv_build`); ``None`` (with the reason in :func:`qsv_native_status`) where they cannot
+    be had.  A cached library that was not trusted, a refused ``$CC`` or cache path, or a
+    library without the expected symbols gives one :class:`RuntimeWarning` saying why."""
     if _state["tried"]:
         return _state["lib"]
     with _lock:
         if _state["tried"]:
             return _state["lib"]
+        warning = None
         try:
             if os.environ.get(ENV_SWITCH, "1").strip() in ("0", "false", "no", "off"):
                 raise RuntimeError(f"turned off by {ENV_SWITCH}="
                                    f"{os.environ[ENV_SWITCH]!r}")
-            compiler = _compiler()
-            if compiler is None:
-                raise RuntimeError("no C compiler found ($CC, cc, gcc or clang)")
-            path = _build(compiler)
-            lib = ctypes.CDLL(str(path))
-            lib.qsv_kernels_version.restype = ctypes.c_int
-            if lib.qsv_kernels_version() != _VERSION:
-                raise RuntimeError(f"{path} is version {lib.qsv_kernels_version()}, "
-                                   f"expected {_VERSION}")
-            _declare(lib)
-            lib.qsv_kernels_openmp.restype = ctypes.c_int
-            threads = "openmp" if lib.qsv_kernels_openmp() else "pthreads"
+            lib, path, warning = build.load_library((build.FLAGS + build.OPENMP_FLAGS,
+                                                     build.FLAGS))
+            try:
+                threads = _check_library(lib, path)
+            except (AttributeError, RuntimeError) as err:
+                raise build.Refused(f"{path} is not a library of these kernels ({err})"
+                                    ) from None
             _state.update(lib=lib, reason="ok", path=str(path), threads=threads)
+        except build.Refused as err:
+            _state.update(lib=None, reason=str(err))
+            warning = str(err) if warning is None else f"{warning}; {err}"
         except (OSError, RuntimeError, subprocess.SubprocessError) as err:
             _state.update(lib=None, reason=str(err))
         _state["tried"] = True
+    if warning is not None:
+        warnings.warn(f"QSV native kernels: {warning}" + (
+            "" if _state["lib"] is not None else "; QSVConv uses its PyTorch path"),
+            RuntimeWarning, stacklevel=3)
     return _state["lib"]
+
+
+def _check_library(lib: ctypes.CDLL, path: Path) -> str:
+    """Checks the loaded library's version and declares its functions; its thread source.
+    A library without the expected symbols raises :class:`AttributeError`."""
+    lib.qsv_kernels_version.restype = ctypes.c_int
+    if lib.qsv_kernels_version() != _VERSION:
+        raise RuntimeError(f"{path} is version {lib.qsv_kernels_version()}, "
+                           f"expected {_VERSION}")
+    _declare(lib)
+    lib.qsv_kernels_openmp.restype = ctypes.c_int
+    return "openmp" if lib.qsv_kernels_openmp() else "pthreads"
 
 
 @torch._dynamo.assume_constant_result
@@ -443,7 +380,9 @@ def attend_checked(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src:
                    targets: Optional[Tensor] = None) -> tuple[Tensor, Tensor, bool]:
     """The forward kernel of :func:`attend` (``rot`` None) or of :func:`attend_rotate`
     (the output rotation ``rot`` and the ``bias`` in its epilogue), no autograd:
-    ``(out, alpha, ok)``.  With ``targets`` (the edges' ``int64`` targets ``[N_dst * k]``)
+    ``(out, alpha, ok)``.  The kernel checks every source index against ``[0, N_src)``
+    before it reads one and raises the layer's :class:`ValueError` where one is outside.
+    With ``targets`` (the edges' ``int64`` targets ``[N_dst * k]``)
     the kernel also checks the dense layout, ``targets[i * k + j] == i``, each thread
     sweeping its rows' targets before their attention (in the same call); ``ok`` is
     :obj:`False` where it does not hold, and the outputs are then not the attention (the
@@ -451,6 +390,7 @@ def attend_checked(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src:
     q_src, q_dst, scale, xs = (t.contiguous() for t in (q_src, q_dst, scale, xs))
     src = src.contiguous()
     Nd, H, C = q_dst.size(0), q_dst.size(1), xs.size(-1)
+    _check_attend_shapes(q_src, q_dst, scale, xs, src, k)
     out = xs.new_empty(Nd, H, C)
     alpha = xs.new_empty(Nd, H, k)
     bad = ctypes.c_int(0)
@@ -462,21 +402,42 @@ def attend_checked(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src:
     inputs = (_ptr(q_src), _ptr(q_dst), _ptr(scale), _ptr(xs), _ptr(src), _ptr(targets),
               ctypes.addressof(bad))
     if rot is None:
-        _fn("attend", xs.dtype)(*inputs, _ptr(out), _ptr(alpha), Nd, H, k, C,
+        _fn("attend", xs.dtype)(*inputs, _ptr(out), _ptr(alpha), xs.size(0), Nd, H, k, C,
                                 _threads(Nd * H * k * (C + 4)))
     else:
+        if rot.numel() != Nd * H * 9 or (bias is not None and bias.numel() != H * C):
+            raise ValueError(f"attend_rotate: expected 'rot' of {Nd * H * 9} entries and "
+                             f"'bias' of {H * C}, got {rot.numel()} and "
+                             f"{None if bias is None else bias.numel()}")
         bias = None if bias is None else bias.contiguous()
         _fn("attend_rotate", xs.dtype)(*inputs, _ptr(rot.contiguous()), _ptr(bias), _ptr(out),
-                                       _ptr(alpha), Nd, H, k, C,
+                                       _ptr(alpha), xs.size(0), Nd, H, k, C,
                                        _threads(Nd * H * (k * (C + 4) + 3 * C)))
+    if bad.value == 2:
+        raise index_error(xs.size(0))
     return out, alpha, bad.value == 0
+
+
+def _check_attend_shapes(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor,
+                         src: Tensor, k: int) -> None:
+    """Refuse shapes the attention kernels would read outside of (they take raw
+    pointers): ``k`` sources per target, one quaternion and feature row per source."""
+    Nd, H = q_dst.size(0), q_dst.size(1)
+    if (k < 1 or src.numel() != Nd * k or src.dtype != torch.int64 or q_src.size(0) != xs.size(0)
+            or tuple(q_src.shape[1:]) != (H, 4) or tuple(q_dst.shape[2:]) != (4,)
+            or scale.numel() != H or xs.dim() != 3 or xs.size(1) != H):
+        raise ValueError(
+            f"attend: expected q_src [N_src, H, 4], q_dst [N_dst, H, 4], scale [H], xs "
+            f"[N_src, H, C] and int64 src [N_dst * k] with k >= 1, got {tuple(q_src.shape)}, "
+            f"{tuple(q_dst.shape)}, {tuple(scale.shape)}, {tuple(xs.shape)}, "
+            f"{src.dtype} {tuple(src.shape)} and k = {k}")
 
 
 def _attend_forward(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
                     k: int, rot: Optional[Tensor] = None, bias: Optional[Tensor] = None,
                     targets: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
     """:func:`attend_checked` for the operators: a layout that does not hold raises
-    :data:`~quest_geometric.nn._graph_cache.DENSE_LAYOUT_ERROR` (inside a compiled graph,
+    :data:`~quest_geometric.nn._qsv_graph.DENSE_LAYOUT_ERROR` (inside a compiled graph,
     where the caller cannot read the layout on the host)."""
     out, alpha, ok = attend_checked(q_src, q_dst, scale, xs, src, k, rot, bias, targets)
     if not ok:
@@ -524,10 +485,14 @@ def _attend_backward_op(grad: Tensor, grad_alpha: Optional[Tensor], alpha: Tenso
     Nd, H, C = q_dst.size(0), q_dst.size(1), xs.size(-1)
     g_raw, g_qd, g_scale = xs.new_empty(Nd, H, k), xs.new_empty(Nd, H, 4), xs.new_empty(Nd, H)
     threads = _threads(Nd * H * k * (C + 8))
+    _check_attend_shapes(q_src, q_dst, scale, xs, src, k)
+    bad = ctypes.c_int(0)
     _fn("attend_backward", xs.dtype)(_ptr(grad), _ptr(grad_alpha), _ptr(alpha), _ptr(q_src),
                                      _ptr(q_dst), _ptr(scale), _ptr(xs), _ptr(src),
-                                     _ptr(g_raw), _ptr(g_qd), _ptr(g_scale), Nd, H, k, C,
-                                     threads)
+                                     ctypes.addressof(bad), _ptr(g_raw), _ptr(g_qd),
+                                     _ptr(g_scale), xs.size(0), Nd, H, k, C, threads)
+    if bad.value:
+        raise index_error(xs.size(0))
     g_xs = xs.new_empty(xs.shape if need_xs else (0,))
     g_qs = q_src.new_empty(q_src.shape if need_q_src else (0,))
     if need_xs or need_q_src:
@@ -599,7 +564,7 @@ def attend(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
         targets (torch.Tensor, optional): The edges' ``int64`` targets ``[N_dst * k]``: the
             kernel then checks the dense layout (``targets[i * k + j] == i``), each thread its
             rows' before their attention, and raises :class:`RuntimeError`
-            (:data:`~quest_geometric.nn._graph_cache.DENSE_LAYOUT_ERROR`) where it does not
+            (:data:`~quest_geometric.nn._qsv_graph.DENSE_LAYOUT_ERROR`) where it does not
             hold: the check a compiled graph cannot make on the host, in the same call.
             (default: :obj:`None`: not checked)
 

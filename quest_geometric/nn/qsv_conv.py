@@ -1,7 +1,7 @@
 r"""The QSV coupled quaternion attention layer (:class:`QSVConv`)."""
 from __future__ import annotations
 
-from typing import Any, Literal, Optional, Tuple, Union, overload
+from typing import Any, Literal, NamedTuple, Optional, Tuple, Union, overload
 
 import torch
 import torch.nn.functional as F
@@ -10,7 +10,7 @@ from torch.nn import Parameter
 from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.nn.dense.linear import Linear
 from torch_geometric.typing import PairTensor, SparseTensor
-from torch_geometric.utils import is_torch_sparse_tensor, softmax, to_edge_index
+from torch_geometric.utils import is_torch_sparse_tensor, softmax
 from torch_geometric.utils.sparse import set_sparse_value
 
 from quest_geometric._utils.checks import (
@@ -22,35 +22,18 @@ from quest_geometric._utils.checks import (
     check_tensor,
     fail,
 )
-from quest_geometric.nn import _qsv_native as native
-from quest_geometric.nn._graph_cache import (
-    DENSE_LAYOUT_ERROR,
-    GraphInfo,
-    cached_info,
-    dense_degree,
-    layout_degree,
-    store_info,
-)
-from quest_geometric.nn._qsv_attend_graph import attend_graph, attend_graph_rotate
-from quest_geometric.nn._qsv_csr import (
-    NeighbourSum,
-    neighbour_sum_op,
-    pattern_columns,
-)
-from quest_geometric.quaternion import (
-    multiply,
-    normalize,
-    random_unit,
-    rotate_vector_parts,
-    to_rotation_matrix,
-)
+from quest_geometric.nn import _qsv_ops as ops
+from quest_geometric.nn._qsv_graph import GraphInfo, dense_degree, graph_layout, read_graph
+from quest_geometric.nn._qsv_path import Layout, Path, PathFacts, Plan, choose_path
+from quest_geometric.quaternion import multiply, normalize, random_unit
 
 __all__ = ["QSVConv"]
 
 _QUATERNION_SOURCES = ("feature", "node", "both")
 _ATTENTIONS = ("learned", "uniform")
-_INT_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 _FUSED_DTYPES = (torch.float32, torch.float64)
+#: The paths whose native kernels and operators check every index they read themselves.
+_NATIVE_PATHS = (Path.DENSE_NATIVE, Path.DENSE_EPILOGUE, Path.GRAPH, Path.GRAPH_ROTATE)
 #: The per-instance hook tables of :class:`~torch_geometric.nn.conv.MessagePassing`; a hook in
 #: any of them expects to see the messages, so the dense path steps aside for it.
 _HOOK_TABLES = (
@@ -60,57 +43,6 @@ _HOOK_TABLES = (
     "_message_and_aggregate_forward_pre_hooks", "_message_and_aggregate_forward_hooks",
     "_edge_update_forward_pre_hooks", "_edge_update_forward_hooks",
 )
-
-
-def _is_compiling() -> bool:
-    return bool(torch.compiler.is_compiling())
-
-
-def _dense_targets(coo: Tensor, num_dst: int) -> Tensor:
-    """Bool scalar tensor, computed in the graph (no host read): whether ``coo``'s targets
-    are ``arange(num_dst).repeat_interleave(k)`` for ``k = E / num_dst`` (the caller ensures
-    ``E`` is a positive multiple of ``num_dst``)."""
-    k = coo.size(1) // num_dst
-    targets = torch.arange(num_dst, device=coo.device).unsqueeze(1)
-    return (coo[1].view(num_dst, k) == targets).all()
-
-
-def _check_dense_sizes(coo: Tensor, num_dst: int) -> None:
-    """The sizes' part of ``dense=True``'s layout check inside a compiled graph, made while
-    tracing; the targets are checked in the graph, by the native attention kernel (a sweep of
-    each thread's targets before its rows) where it runs, else by
-    :func:`_assert_dense_targets`, so a compiled layer never returns a silently wrong result
-    for a graph without the layout."""
-    if not layout_degree(coo.size(1), num_dst):
-        raise ValueError(DENSE_LAYOUT_ERROR)
-
-
-def _assert_dense_targets(coo: Tensor, num_dst: int) -> None:
-    """The targets' part of ``dense=True``'s check in a compiled graph where no native
-    kernel reads them: an assertion the graph runs (one comparison over the edges, no host
-    synchronisation in the graph's code)."""
-    torch._assert_async(_dense_targets(coo, num_dst), DENSE_LAYOUT_ERROR)
-
-
-def _rotate(rot: Tensor, x: Tensor, transpose: bool = False) -> Tensor:
-    r"""Applies :math:`\mathrm{diag}(1, R)` (or its transpose) of every node and head to its
-    quaternion groups (:func:`~quest_geometric.quaternion.rotate_vector_parts`): with the
-    native kernel (:mod:`~quest_geometric.nn._qsv_native`) where it can run, else eagerly as
-    one batched product, while :func:`torch.compile` traces as an elementwise sum, which the
-    compiler fuses into one pass over the features (``python -m benchmarks.qsv.compile`` times the
-    forms in both modes)."""
-    if native.supports(rot, x):
-        return native.rotate(rot, x, transpose)
-    return rotate_vector_parts(rot, x, transpose,
-                               method="elementwise" if _is_compiling() else "bmm")
-
-
-def _rotation_matrix(q: Tensor) -> Tensor:
-    """:func:`~quest_geometric.quaternion.to_rotation_matrix` of ``q [..., 4]``, by the native
-    kernel where it can run (one pass instead of about twenty element-wise operations)."""
-    if native.supports(q):
-        return native.rotation_matrix(q)
-    return to_rotation_matrix(q)
 
 
 def _needs_grad(*tensors: Tensor) -> bool:
@@ -127,6 +59,69 @@ def _edge_order(alpha: Tensor) -> Tensor:
     if H == 1:
         return alpha.reshape(Nd * k, 1)
     return alpha.transpose(1, 2).reshape(Nd * k, H)
+
+
+def _check_arguments(in_channels: Any, out_channels: Any, heads: Any, quaternion: Any,
+                     num_nodes: Any, transport: Any, attention: Any, temperature: Any,
+                     dropout: Any, fused: Any, dense: Any) -> Any:
+    """Refuse bad constructor arguments of :class:`QSVConv`; returns the temperature (a
+    float where a number was given)."""
+    check_int(heads, "'heads'", 1, where="QSVConv")
+    check_int(out_channels, "out_channels", 1, where="QSVConv")
+    if out_channels % (4 * heads) != 0:
+        raise fail(ValueError, "QSVConv", "out_channels", f"a positive multiple of 4 * heads "
+                   f"= {4 * heads} (each head's channels are read as quaternions)",
+                   out_channels, hint="; the signature is QSVConv(in_channels, "
+                   "out_channels, heads=...) as in PyG, so pass heads by keyword, and any "
+                   "in_channels (or -1, lazy) is projected to out_channels")
+    widths = in_channels if isinstance(in_channels, tuple) else (in_channels,)
+    if len(widths) not in (1, 2) or any(
+            not isinstance(w, int) or isinstance(w, bool) for w in widths):
+        raise fail(TypeError, "QSVConv", "in_channels", "a positive int, -1 (lazy) or a "
+                   "pair (src, dst) of them", in_channels)
+    if any(w < 1 and w != -1 for w in widths):
+        raise fail(ValueError, "QSVConv", "in_channels", "a positive int, -1 (lazy) or a "
+                   "pair (src, dst) of them", in_channels)
+    if isinstance(in_channels, tuple) and quaternion in ("node", "both"):
+        raise fail(ValueError, "QSVConv", "in_channels", f"one width with quaternion="
+                   f"{quaternion!r} (one quaternion per node of one fixed graph; no "
+                   "bipartite input)", in_channels)
+    check_choice(quaternion, "'quaternion'", _QUATERNION_SOURCES, where="QSVConv")
+    if quaternion in ("node", "both"):
+        check_int(num_nodes, f"'num_nodes' (for quaternion={quaternion!r})", 1, where="QSVConv")
+    elif num_nodes is not None:
+        raise fail(ValueError, "QSVConv", "num_nodes", "None unless quaternion='node' or "
+                   "'both'", got_text=f"{num_nodes!r} with quaternion={quaternion!r}")
+    check_choice(attention, "'attention'", _ATTENTIONS, where="QSVConv")
+    if temperature is not None and temperature != "learned":
+        temperature = check_real(temperature, "temperature (None, 'learned' or a number)",
+                                 True, where="QSVConv")
+    for name, value in (("transport", transport), ("fused", fused)):
+        if not isinstance(value, bool):
+            raise fail(TypeError, "QSVConv", name, "a bool", value)
+    if check_real(dropout, "dropout", where="QSVConv") < 0.0 or dropout > 1.0:
+        raise fail(ValueError, "QSVConv", "dropout", "a float in [0, 1]", dropout)
+    if dense is not None and not isinstance(dense, bool):
+        raise fail(TypeError, "QSVConv", "dense", "True, False or None", dense)
+    return temperature
+
+
+class _Call(NamedTuple):
+    """What every attention path of :class:`QSVConv` takes: the graph, the rotated source
+    features ``[N_src, H, C]``, the quaternions, the targets' rotation (:obj:`None`
+    without transport), the explain mask of the dense path, whether the weights are
+    returned, and whether the targets' layout is checked in the path (compiled
+    ``dense=True``)."""
+
+    info: GraphInfo
+    coo: Tensor
+    xs: Tensor
+    q_src: Tensor
+    q_dst: Tensor
+    rot_dst: Optional[Tensor]
+    mask: Optional[Tensor]
+    want_alpha: bool
+    check_targets: bool
 
 
 class QSVConv(MessagePassing):
@@ -181,56 +176,24 @@ class QSVConv(MessagePassing):
     A quaternion that is exactly zero (measure zero; :func:`~quest_geometric.quaternion.normalize`
     keeps it zero) gives logit :math:`0` and zeroes the transported vector part, never ``NaN``.
 
-    Two execution paths compute the same function: the general scatter path of
-    :class:`~torch_geometric.nn.conv.MessagePassing`, and a dense path for graphs in which
+    Two families of execution paths compute the same function: the general scatter path of
+    :class:`~torch_geometric.nn.conv.MessagePassing`, and dense paths for graphs in which
     every target node has exactly :math:`k` in-edges sorted by target
     (``edge_index[1] == arange(N).repeat_interleave(k)``, the layout of
-    :func:`quest_geometric.geometry.knn_graph` and of sphere graphs): source indices are viewed
-    as ``[N, k]``, the softmax runs densely over the :math:`k` neighbours, and (``fused``)
-    the weighted sum is a sparse-dense product over the attention weights,
+    :func:`quest_geometric.geometry.knn_graph` and of sphere graphs), where the softmax runs
+    densely over the :math:`k` neighbours and (``fused``) the weighted sum is a sparse-dense
+    product over the attention weights,
 
     .. math::
         \mathbf{Y}^{(h)} = \mathbf{A}^{(h)} \tilde{\mathbf{X}}^{(h)}, \qquad
         \mathbf{A}^{(h)}_{ij} = \alpha^{(h)}_{ij},
 
-    with :math:`\mathbf{A}^{(h)}` a CSR matrix with :math:`k` entries per row, so no
-    ``[E, C]`` message tensor is materialised (the backward uses
-    :math:`\mathbf{A}^{\top}\mathbf{G}` and the sampled product
-    :math:`(\mathbf{G}\tilde{\mathbf{X}}^{\top})_{ij}` on the same pattern).  The plain
-    gather reference of the dense path (``fused=False``) is kept beside it and both are tested
-    equal to the scatter path in values and gradients.
-
-    **Native kernels.**  On the CPU, in ``float32`` and ``float64``, the fused dense path runs
-    as one native kernel (the logits, their softmax and the weighted sum in one pass over
-    each node's :math:`k` neighbours, forward and backward), and the per-node rotation
-    matrices and rotations (the output bias added as the rows are written) as others; all
-    are custom operators (:mod:`quest_geometric.nn._qsv_native`), compiled from C at first
-    use by the system compiler (about a second, cached per user), run on torch's OpenMP
-    threads where the compiler has OpenMP, and called the same way eagerly and under
-    :func:`torch.compile`.  Where no compiler is
-    found the layer keeps the PyTorch path above and
-    :func:`~quest_geometric.nn.qsv_native_status` says why;
-    :func:`~quest_geometric.nn.set_qsv_native_enabled` or ``QUEST_GEOMETRIC_NATIVE=0``
-    switch the kernels off.  They are not used with attention
-    dropout in training, with an explain mask, for ``attention='uniform'`` or on other
-    devices; the tests hold them equal to the PyTorch path and to plain references.
-    Without gradients (inference: :func:`torch.no_grad`, or nothing requiring a gradient)
-    the forward runs two fused passes instead: one per node for the quaternion map, its
-    normalisation, the rotation matrices and the sources' rotation (where the quaternions
-    come from the features alone and the graph is not bipartite), and the attention kernel
-    rotating each finished output row back and adding the bias while the row is in the
-    cache (timed against the training path's kernels in
-    ``benchmarks/qsv/results/qsv_forward_epilogue.md``).
-
-    **Compiling.**  The layer traces under :func:`torch.compile` with no graph breaks
-    (``fullgraph=True``).  The host-side checks (the ``edge_index`` range, finite features)
-    are skipped while tracing (``dense=True``'s layout check is not: it runs inside the
-    compiled graph); :obj:`dense=True` compiles the fused path alone.  With
-    :obj:`dense=None` the dense-layout detection happens at run time: where the native
-    kernels apply, inside one custom operator (``quest_geometric::qsv_attend_graph``: the
-    kernel on the dense layout, a scatter form on any other, forward and backward), else as
-    a :func:`torch.cond` in the graph between the fused dense path and the scatter path
-    (whose backward in torch 2.13 runs the taken branch's forward again).
+    so no ``[E, C]`` message tensor is materialised.  On the CPU in ``float32`` and
+    ``float64`` native kernels compute the dense path (compiled from C at first use; see
+    :func:`~quest_geometric.nn.qsv_native_status`); the layer traces under
+    :func:`torch.compile` with no graph breaks.  Which path a call takes, and why, is
+    described in ``docs/qsv.md`` (*Execution paths*); every path is tested equal to the
+    scatter path and to plain references.
 
     **PyG tools.**  Explain masks (``explain=True`` with an ``edge_mask``, as set by
     :class:`~torch_geometric.explain.Explainer`) multiply each message after the softmax, on
@@ -283,20 +246,13 @@ class QSVConv(MessagePassing):
             bias. (default: :obj:`True`)
         fused (bool, optional): On the dense path, compute the weighted sum in one pass over
             the neighbours' features (no ``[E, C]`` gather) for ``float32``/``float64``
-            input: the native kernel where it applies (see above), else a sparse-dense
-            product; :obj:`False` uses the plain gather reference.  Under
-            :func:`torch.compile` the kernel and the sparse product are custom operators
-            (``quest_geometric::qsv_attend``, ``quest_geometric::neighbour_sum``, with their
-            fake implementations and backward formulas), so the compiled dense path is the
-            fused one too.
-            (default: :obj:`True`)
+            input; :obj:`False` uses the plain gather reference. (default: :obj:`True`)
         dense (bool, optional): The layer's default for :meth:`forward`'s ``dense`` (used
             where a call passes :obj:`None`): :obj:`True` when every graph it will see has
             the dense layout (``k`` in-edges per node, sorted by target, as the library's
             kNN sphere graphs), :obj:`False` for the scatter path, :obj:`None` to detect the
             layout per graph (under :func:`torch.compile` at run time, inside the compiled
-            graph: see *Compiling*; ``python -m benchmarks.qsv.compile`` times both settings).
-            (default: :obj:`None`)
+            graph). (default: :obj:`None`)
         **kwargs (optional): Additional arguments of
             :class:`torch_geometric.nn.conv.MessagePassing`.
 
@@ -345,44 +301,9 @@ class QSVConv(MessagePassing):
     ) -> None:
         kwargs.setdefault("aggr", "add")
         super().__init__(node_dim=0, **kwargs)
-
-        check_int(heads, "'heads'", 1, where="QSVConv")
-        check_int(out_channels, "out_channels", 1, where="QSVConv")
-        if out_channels % (4 * heads) != 0:
-            raise fail(ValueError, "QSVConv", "out_channels", f"a positive multiple of 4 * heads "
-                       f"= {4 * heads} (each head's channels are read as quaternions)",
-                       out_channels, hint="; the signature is QSVConv(in_channels, "
-                       "out_channels, heads=...) as in PyG, so pass heads by keyword, and any "
-                       "in_channels (or -1, lazy) is projected to out_channels")
-        widths = in_channels if isinstance(in_channels, tuple) else (in_channels,)
-        if len(widths) not in (1, 2) or any(
-                not isinstance(w, int) or isinstance(w, bool) for w in widths):
-            raise fail(TypeError, "QSVConv", "in_channels", "a positive int, -1 (lazy) or a "
-                       "pair (src, dst) of them", in_channels)
-        if any(w < 1 and w != -1 for w in widths):
-            raise fail(ValueError, "QSVConv", "in_channels", "a positive int, -1 (lazy) or a "
-                       "pair (src, dst) of them", in_channels)
-        if isinstance(in_channels, tuple) and quaternion in ("node", "both"):
-            raise fail(ValueError, "QSVConv", "in_channels", f"one width with quaternion="
-                       f"{quaternion!r} (one quaternion per node of one fixed graph; no "
-                       "bipartite input)", in_channels)
-        check_choice(quaternion, "'quaternion'", _QUATERNION_SOURCES, where="QSVConv")
-        if quaternion in ("node", "both"):
-            check_int(num_nodes, f"'num_nodes' (for quaternion={quaternion!r})", 1, where="QSVConv")
-        elif num_nodes is not None:
-            raise fail(ValueError, "QSVConv", "num_nodes", "None unless quaternion='node' or "
-                       "'both'", got_text=f"{num_nodes!r} with quaternion={quaternion!r}")
-        check_choice(attention, "'attention'", _ATTENTIONS, where="QSVConv")
-        if temperature is not None and temperature != "learned":
-            temperature = check_real(temperature, "temperature (None, 'learned' or a number)",
-                                     True, where="QSVConv")
-        if not isinstance(transport, bool):
-            raise fail(TypeError, "QSVConv", "transport", "a bool", transport)
-        if not isinstance(fused, bool):
-            raise fail(TypeError, "QSVConv", "fused", "a bool", fused)
-        if check_real(dropout, "dropout", where="QSVConv") < 0.0 or dropout > 1.0:
-            raise fail(ValueError, "QSVConv", "dropout", "a float in [0, 1]", dropout)
-
+        temperature = _check_arguments(in_channels, out_channels, heads, quaternion, num_nodes,
+                                       transport, attention, temperature, dropout, fused,
+                                       dense)
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.heads = heads
@@ -393,35 +314,39 @@ class QSVConv(MessagePassing):
         self.temperature = temperature
         self.dropout = float(dropout)
         self.fused = fused
-        if dense is not None and not isinstance(dense, bool):
-            raise fail(TypeError, "QSVConv", "dense", "True, False or None", dense)
         self.dense = dense
         #: Number of quaternions per head.
         self.groups = out_channels // (4 * heads)
+        self._build(bias)
+        self.reset_parameters()
+
+    def _build(self, bias: bool) -> None:
+        """Registers the input projections, the quaternion map, the node quaternions, the
+        learned temperature and the bias (:obj:`None` where the settings have none)."""
+        out_channels, heads = self.out_channels, self.heads
 
         def projection(width: int) -> Optional[Linear]:
             if width == out_channels:
                 return None
             return Linear(width, out_channels, bias=False, weight_initializer="glorot")
 
-        if isinstance(in_channels, tuple):
+        if isinstance(self.in_channels, tuple):
             self.register_module("lin", None)
-            self.register_module("lin_src", projection(in_channels[0]))
-            self.register_module("lin_dst", projection(in_channels[1]))
+            self.register_module("lin_src", projection(self.in_channels[0]))
+            self.register_module("lin_dst", projection(self.in_channels[1]))
         else:
-            self.register_module("lin", projection(in_channels))
+            self.register_module("lin", projection(self.in_channels))
             self.register_module("lin_src", None)
             self.register_module("lin_dst", None)
-
-        if quaternion in ("feature", "both"):
+        if self.quaternion in ("feature", "both"):
             self.lin_q = Linear(out_channels, 4 * heads, bias=True, weight_initializer="glorot")
         else:
             self.register_module("lin_q", None)
-        if quaternion in ("node", "both"):
-            self.node_q = Parameter(torch.empty(num_nodes, heads, 4))
+        if self.quaternion in ("node", "both"):
+            self.node_q = Parameter(torch.empty(self.num_nodes, heads, 4))
         else:
             self.register_parameter("node_q", None)
-        if temperature == "learned":
+        if self.temperature == "learned":
             self.scale = Parameter(torch.empty(heads))
         else:
             self.register_parameter("scale", None)
@@ -429,8 +354,6 @@ class QSVConv(MessagePassing):
             self.bias = Parameter(torch.empty(out_channels))
         else:
             self.register_parameter("bias", None)
-
-        self.reset_parameters()
 
     def reset_parameters(self) -> None:
         r"""Resets all learnable parameters: Glorot for the input projections
@@ -514,7 +437,7 @@ class QSVConv(MessagePassing):
                 raise fail(ValueError, "QSVConv", f"'{name}'", f"of {width} channels "
                            "(in_channels)", t)
             self._check_dtype(t, name)
-            if not _is_compiling():
+            if not ops.is_compiling():
                 unchecked.append((name, t))
         if isinstance(self.in_channels, tuple):
             x_src = x_src if self.lin_src is None else self.lin_src(x_src)
@@ -554,65 +477,17 @@ class QSVConv(MessagePassing):
                     f"({int((~torch.isfinite(t)).sum())} of {t.numel()})"
                 )
 
-    def _graph(self, edge_index: Any, num_src: int, num_dst: int) -> tuple[GraphInfo, Tensor]:
-        """The validated COO ``edge_index`` and its cached :class:`GraphInfo`."""
-        key = (num_src, num_dst)
-        compiling = _is_compiling()
-        if isinstance(edge_index, Tensor) and not compiling:
-            info = cached_info(edge_index, key)
-            if info is not None:
-                return info, (edge_index if info.coo is None else info.coo)
-        info = GraphInfo(num_src, num_dst)
-        coo = self._to_coo(edge_index, num_src, num_dst, info)
-        if coo is not edge_index:
-            info.coo = coo
-        if isinstance(edge_index, Tensor) and not compiling:
-            store_info(edge_index, key, info)
-        return info, coo
-
-    def _to_coo(self, edge_index: Any, num_src: int, num_dst: int,
-                info: Optional[GraphInfo] = None) -> Tensor:
-        shape = (num_dst, num_src)
-        if isinstance(edge_index, SparseTensor):  # torch_sparse, when installed
-            row, col, _ = edge_index.coo()
-            if tuple(edge_index.sizes()) != shape:
-                raise fail(ValueError, "QSVConv", "edge_index", f"as a sparse adjacency adj_t "
-                           f"{num_dst} x {num_src} (targets x sources)",
-                           got_text=str(tuple(edge_index.sizes())))
-            return torch.stack([col, row], dim=0).long()
-        if not isinstance(edge_index, Tensor):
-            raise fail(TypeError, "QSVConv", "edge_index", "a LongTensor [2, E] or a "
-                       "torch.sparse adjacency", edge_index)
-        if is_torch_sparse_tensor(edge_index):
-            if tuple(edge_index.shape[:2]) != shape:
-                raise fail(ValueError, "QSVConv", "edge_index", f"as a sparse adjacency adj_t "
-                           f"{num_dst} x {num_src} (targets x sources)", edge_index)
-            if edge_index.layout == torch.sparse_coo and not edge_index.is_coalesced():
-                edge_index = edge_index.coalesce()  # PyG would only flag it coalesced
-                if info is not None:
-                    info.adj = edge_index
-            # PyG convention: a sparse `edge_index` is adj_t, adj_t[i, j] != 0 for j -> i.
-            ei, _ = to_edge_index(edge_index)
-            return ei.flip(0)
-        if edge_index.dtype not in _INT_DTYPES:
-            raise fail(TypeError, "QSVConv", "edge_index", "of an integer dtype", edge_index)
-        if edge_index.dim() != 2 or edge_index.size(0) != 2:
-            raise fail(ValueError, "QSVConv", "edge_index", "of shape [2, E]", edge_index)
-        if edge_index.dtype != torch.long:
-            edge_index = edge_index.long()
-        if not _is_compiling() and edge_index.numel() > 0:
-            lo, hi = torch.aminmax(edge_index, dim=1)
-            bounds = torch.stack([lo, hi]).tolist()  # one host synchronisation
-            (lo_s, lo_d), (hi_s, hi_d) = bounds
-            if lo_s < 0 or hi_s >= num_src or lo_d < 0 or hi_d >= num_dst:
-                if num_src == num_dst:
-                    raise fail(ValueError, "QSVConv", "edge_index", f"entries in [0, "
-                               f"{num_src - 1}] for {num_src} nodes",
-                               got_text=f"min {min(lo_s, lo_d)}, max {max(hi_s, hi_d)}")
-                raise fail(ValueError, "QSVConv", "edge_index", f"sources in [0, {num_src - 1}] "
-                           f"and targets in [0, {num_dst - 1}]", got_text=f"sources in "
-                           f"[{lo_s}, {hi_s}], targets in [{lo_d}, {hi_d}]")
-        return edge_index
+    def _refuse_overflow(self, x_src: Tensor, x_dst: Tensor,
+                         unchecked: list[tuple[str, Tensor]]) -> None:
+        """Raised for a non-finite output: the input's non-finite entries by name where it
+        has some, else the finite input so large that the layer overflows its dtype."""
+        self._check_finite_inputs(unchecked)
+        names = [name for name, _ in unchecked] or ["x"]
+        top = max(float(t.detach().abs().max()) for t in (x_src, x_dst) if t.numel())
+        raise ValueError(
+            f"QSVConv: '{names[0]}' is finite but so large that the output overflows "
+            f"{x_src.dtype} (largest entry {top:.3g} after any input projection); scale the "
+            "input down")
 
     @staticmethod
     def is_dense_layout(edge_index: Tensor, num_nodes: int) -> bool:
@@ -620,15 +495,18 @@ class QSVConv(MessagePassing):
         target: ``edge_index[1] == arange(num_nodes).repeat_interleave(k)``.
 
         This inspects the data (a host synchronisation, and a graph break under
-        :func:`torch.compile`); :meth:`forward` runs it once per ``edge_index`` tensor and
-        remembers the answer while the tensor is alive and unmodified, so the blocks of a
-        network that share one ``edge_index`` pay for it once."""
+        :func:`torch.compile`); an eager :meth:`forward` with ``dense=None`` runs it at
+        every call."""
         return dense_degree(edge_index[1], num_nodes) > 0
 
     def _observed(self) -> bool:
         """Whether PyG machinery expects to see the messages: explaining is on, or a
         message-passing hook is registered."""
-        return bool(self.explain) or any(getattr(self, name) for name in _HOOK_TABLES)
+        return bool(self.explain) or self._hooked()
+
+    def _hooked(self) -> bool:
+        """Whether a message-passing hook is registered."""
+        return any(getattr(self, name) for name in _HOOK_TABLES)
 
     def _dense_mask(self, num_edges: int) -> Optional[Tensor]:
         """The explain mask, as :meth:`~torch_geometric.nn.conv.MessagePassing.
@@ -692,11 +570,13 @@ class QSVConv(MessagePassing):
                 inside the graph under :func:`torch.compile`), :obj:`False` forces the scatter
                 path, :obj:`None` detects the layout from the data and takes the scatter path
                 while explaining or when message-passing hooks are registered.  The
-                detection and the ``edge_index`` range check read the data once per
-                ``edge_index`` tensor; under :func:`torch.compile` the range check is
-                skipped and :obj:`None` chooses between the dense and the scatter path in the
-                compiled graph (inside the custom operator ``qsv_attend_graph`` where the
-                native kernels apply, else by :func:`torch.cond`; the scatter path alone
+                detection and the ``edge_index`` range check read the data at every eager
+                call; under :func:`torch.compile` the indices are checked where they are
+                read (the native kernels and the custom operators refuse an index outside
+                the nodes with the same :class:`ValueError`; torch's own indexing raises
+                elsewhere), and :obj:`None` chooses between the dense and the scatter path
+                in the compiled graph (inside the custom operator ``qsv_attend_graph`` where
+                the native kernels apply, else by :func:`torch.cond`; the scatter path alone
                 while explaining, with hooks, or with attention dropout in training);
                 :obj:`None` takes the layer's own default first (its constructor's ``dense``).
                 (default: :obj:`None`)
@@ -704,155 +584,248 @@ class QSVConv(MessagePassing):
         Raises:
             TypeError: if :obj:`x` has another floating dtype than the layer's parameters
                 (outside :func:`torch.autocast`).
-            ValueError: for bad shapes or :obj:`edge_index` entries, or non-finite
-                :obj:`x` (checked in eager mode: one host synchronisation per call), or a
+            ValueError: for bad shapes or :obj:`edge_index` entries (an index outside the
+                nodes also under :func:`torch.compile`), non-finite :obj:`x`, or finite
+                :obj:`x` so large that the output overflows (both checked in eager mode:
+                one host synchronisation each per call, the second over the output), or a
                 graph without the dense layout for :obj:`dense=True`.
             RuntimeError: under :func:`torch.compile`, from the compiled graph, for a graph
                 without the dense layout for :obj:`dense=True` (on CUDA a device-side
                 assertion, reported asynchronously, after which the process's CUDA context
-                cannot be used; not run on a GPU yet).
+                cannot be used).
         """
         want_alpha = check_return_attention_weights(return_attention_weights, where="QSVConv")
-        if dense is None:
-            dense = self.dense
         x_src, x_dst, bipartite, unchecked = self._split_x(x)
         Ns, Nd = x_src.size(0), x_dst.size(0)
-        info, coo = self._graph(edge_index, Ns, Nd)
-        prepared = None
-        if not bipartite and self._prologue_applies(x_src):
-            # inference: the quaternion map, their rotations and the sources' rotation in one
-            # pass over each node's features
+        info, coo = read_graph(edge_index, Ns, Nd)
+        layout = graph_layout(info, coo, Nd, self.dense if dense is None else dense,
+                              observed=self._observed(), hooked=self._hooked(),
+                              dropout=self.training and self.dropout > 0.0)
+        facts = self._facts(x_src, x_dst, bipartite, layout)
+        plan = choose_path(facts)
+        q_src, q_dst, xs, rot_dst = self._prepare(plan, x_src, x_dst, bipartite, unchecked)
+        if ops.is_compiling() and plan.path not in _NATIVE_PATHS:
+            coo = ops.checked_edge_index(coo, Ns, Nd)  # the native kernels check their own
+        mask = self._dense_mask(coo.size(1)) if plan.path is not Path.SCATTER else None
+        call = _Call(info, coo, xs.reshape(Ns, self.heads, -1), q_src, q_dst, rot_dst, mask,
+                     want_alpha, plan.check_targets)
+        if plan.path is Path.COND:
+            out, alpha = self._path_cond(call, self._cond_dense_path(x_src, x_dst, bipartite))
+        else:
+            out, alpha = getattr(self, "_path_" + plan.path.value)(call)
+        out = self._finish(plan, out, rot_dst)
+        if not ops.is_compiling() and not all_finite(out):
+            self._refuse_overflow(x_src, x_dst, unchecked)
+        if not want_alpha:
+            return out
+        if isinstance(edge_index, SparseTensor):
+            return out, edge_index.set_value(alpha, layout="coo")  # type: ignore[return-value]
+        if isinstance(edge_index, Tensor) and is_torch_sparse_tensor(edge_index):
+            adj = info.adj if info.adj is not None else edge_index
+            return out, (set_sparse_value(adj, alpha), alpha)
+        return out, (coo, alpha)
+
+    # ------------------------------------------------------------------ the decision
+    def _facts(self, x_src: Tensor, x_dst: Tensor, bipartite: bool, layout: Layout
+               ) -> PathFacts:
+        """The :class:`PathFacts` of a call on the (projected) features ``x_src``,
+        ``x_dst``."""
+        params = [t for t in (self.lin_q.weight if self.lin_q is not None else None,
+                              None if self.lin_q is None else self.lin_q.bias,
+                              self.node_q, self.scale, self.bias) if t is not None]
+        autocast = torch.is_autocast_enabled(x_src.device.type)
+        same_dtype = x_src.dtype == self._quaternion_dtype(x_src, autocast)
+        return PathFacts(
+            layout=layout,
+            native=not autocast and ops.supports(x_src, x_dst, *params),
+            fused=self.fused and same_dtype and x_src.dtype in _FUSED_DTYPES,
+            needs_grad=_needs_grad(x_src, x_dst, *params),
+            autocast=autocast,
+            learned=self.attention == "learned",
+            dropout=self.training and self.dropout > 0.0,
+            masked=bool(self.explain),
+            feature_quaternions=(not bipartite and self.node_q is None
+                                 and self.lin_q is not None and self.lin_q.bias is not None),
+            transport=self.transport)
+
+    def _quaternion_dtype(self, x: Tensor, autocast: bool) -> torch.dtype:
+        """The dtype :meth:`quaternions` returns for features ``x``: the parameters', or
+        under :func:`torch.autocast` the lower precision of the quaternion map (promoted by
+        the node quaternions' product)."""
+        param = self.lin_q.weight if self.lin_q is not None else self.node_q
+        if not autocast or self.lin_q is None:
+            return param.dtype
+        low = torch.get_autocast_dtype(x.device.type)
+        return low if self.node_q is None else torch.promote_types(low, self.node_q.dtype)
+
+    def _cond_dense_path(self, x_src: Tensor, x_dst: Tensor, bipartite: bool) -> Path:
+        """The dense branch of :attr:`Path.COND`: the path the call would take were its
+        layout known to be dense."""
+        return choose_path(self._facts(x_src, x_dst, bipartite, Layout.DENSE)).path
+
+    # ------------------------------------------------------------------ prologue, epilogue
+    def _prepare(self, plan: Plan, x_src: Tensor, x_dst: Tensor, bipartite: bool,
+                 unchecked: list[tuple[str, Tensor]]
+                 ) -> tuple[Tensor, Tensor, Tensor, Optional[Tensor]]:
+        """``(q_src, q_dst, xs, rot_dst)``: the quaternions, the sources' features rotated by
+        their quaternions ``[N_src, H, m, 4]`` (unrotated without transport) and the
+        targets' rotation matrices (:obj:`None` without transport); in one native pass
+        where the plan says so (the prologue)."""
+        Ns, H, m = x_src.size(0), self.heads, self.groups
+        if plan.prologue:
             assert self.lin_q is not None and self.lin_q.bias is not None
-            prepared = native.prepare(x_src, self.lin_q.weight, self.lin_q.bias, self.heads)
-            q_src = q_dst = prepared[0]
-            # Every feature of a row enters each of its quaternions' dot products, and a NaN
-            # or an infinity in any term makes a sum non-finite (inf * 0 is NaN), which the
-            # normalisation keeps: non-finite features always give a non-finite quaternion,
-            # so checking the quaternions (4 H numbers per row instead of C) is enough, and
-            # the exact check of the features runs only when they are not finite.
-            if unchecked and not all_finite(q_src):
-                self._check_finite_inputs(unchecked)
-        else:
-            self._check_finite_inputs(unchecked)
-            q_src = self.quaternions(x_src)
-            q_dst = self.quaternions(x_dst) if bipartite else q_src
-
-        compiling = _is_compiling()
-        # Under compilation the layout is not read on the host: dense=None selects the dense
-        # or the scatter path in the graph (torch.cond) wherever the shapes allow both.
-        run_time_choice = False
-        if dense is None:
-            if compiling:
-                use_dense = False
-                run_time_choice = (layout_degree(coo.size(1), Nd) > 0 and not self._observed()
-                                   and not (self.training and self.dropout > 0.0))
-            else:
-                use_dense = not self._observed() and info.dense_k(coo) > 0
-        else:
-            use_dense = bool(dense)
-            if use_dense and compiling:
-                _check_dense_sizes(coo, Nd)  # the targets in the graph (_dense_path)
-            elif use_dense and info.dense_k(coo) == 0:
-                raise ValueError(DENSE_LAYOUT_ERROR)
-            if use_dense and any(getattr(self, name) for name in _HOOK_TABLES):
-                raise ValueError(
-                    "QSVConv: 'dense=True' computes no messages for the registered message-passing "
-                    "hooks to see; pass dense=None or False while hooks are registered"
-                )
-
-        H, m = self.heads, self.groups
-        C = 4 * m
+            q, rot, xs = ops.prepare(x_src, self.lin_q.weight, self.lin_q.bias, H)
+            # The features are not checked here: every feature of a row enters each of its
+            # quaternions' dot products, and a NaN or an infinity in any term makes a sum
+            # non-finite (inf * 0 is NaN), which the normalisation, the rotation back and so
+            # the row's output keep; forward's check of the output names the features then.
+            return q, q, xs.view(Ns, H, m, 4), rot
+        self._check_finite_inputs(unchecked)
+        q_src = self.quaternions(x_src)
+        q_dst = self.quaternions(x_dst) if bipartite else q_src
         xs = x_src.view(Ns, H, m, 4)
-        rot_dst: Optional[Tensor] = None
-        if prepared is not None:
-            rot_dst, xs = prepared[1], prepared[2]
-        elif self.transport:
-            rot_src = _rotation_matrix(q_src)  # [Ns, H, 3, 3]
-            xs = _rotate(rot_src, xs)
-            rot_dst = _rotation_matrix(q_dst) if bipartite else rot_src
-        xs = xs.reshape(Ns, H, C)
+        if not self.transport:
+            return q_src, q_dst, xs, None
+        rot_src = ops.rotation_matrix(q_src)  # [Ns, H, 3, 3]
+        rot_dst = ops.rotation_matrix(q_dst) if bipartite else rot_src
+        return q_src, q_dst, ops.rotate(rot_src, xs), rot_dst
 
-        rotated = False  # whether the attention kernel already rotated back and added the bias
-        if (run_time_choice and rot_dst is not None
-                and self._epilogue_applies(coo, xs, q_src, q_dst, rot_dst)):
-            # inference under compilation: the layout found inside one custom operator, the
-            # output rotation and bias in the attention kernel's pass where it is dense
-            bias = None if self.bias is None else self.bias.view(H, -1)
-            out, alpha = attend_graph_rotate(q_src.reshape(-1, H, 4), q_dst.reshape(-1, H, 4),
-                                             self._scale_vector(xs), xs, coo[0], coo[1], Nd,
-                                             rot_dst, bias, want_alpha)
-            rotated = True
-        elif run_time_choice and self._native_applies(coo, xs, q_src, q_dst):
-            # the layout found inside one custom operator: no torch.cond, whose backward
-            # would run the branch's forward again
-            out, alpha = attend_graph(q_src.reshape(-1, H, 4), q_dst.reshape(-1, H, 4),
-                                      self._scale_vector(xs), xs, coo[0], coo[1], Nd,
-                                      want_alpha)
-        elif run_time_choice:
-            out, alpha = torch.cond(
-                _dense_targets(coo, Nd),
-                lambda coo, xs, q_src, q_dst: self._dense_path(info, coo, xs, q_src, q_dst, None,
-                                                               compiling),
-                lambda coo, xs, q_src, q_dst: self._scatter_path(coo, xs, q_src, q_dst),
-                (coo, xs, q_src, q_dst))
-        elif use_dense:
-            mask = self._dense_mask(coo.size(1))
-            # compiled with dense=True, the targets are checked in the graph (compiling)
-            if (rot_dst is not None and mask is None
-                    and self._epilogue_applies(coo, xs, q_src, q_dst, rot_dst)):
-                # inference: the output rotation and bias in the attention kernel's pass
-                out, alpha = self._dense_native(info, coo, xs, q_src, q_dst,
-                                                coo.size(1) // Nd, compiling, rot_dst,
-                                                check_layout=compiling)
-                rotated = True
-            else:
-                out, alpha = self._dense_path(info, coo, xs, q_src, q_dst, mask, compiling,
-                                              check_layout=compiling)
-        else:
-            out, alpha = self._scatter_path(coo, xs, q_src, q_dst)
-
+    def _finish(self, plan: Plan, out: Tensor, rot_dst: Optional[Tensor]) -> Tensor:
+        """The output ``[N_dst, out_channels]``: the aggregated rows rotated back by the
+        targets' quaternions and the bias added, unless the attention's path did both."""
+        Nd, H, m = out.size(0), self.heads, self.groups
+        if plan.path in (Path.DENSE_EPILOGUE, Path.GRAPH_ROTATE):
+            return out.reshape(Nd, self.out_channels)
+        bias = None if self.bias is None else self.bias.view(H, m, 4)
         out = out.view(Nd, H, m, 4)
-        bias = None if rotated else self.bias
-        if rot_dst is not None and not rotated:
-            if bias is not None and native.supports(rot_dst, out, bias):
-                # the kernel adds the bias as it writes the rotated rows: one pass, not two
-                out, bias = native.rotate(rot_dst, out, True, bias.view(H, m, 4)), None
-            else:
-                out = _rotate(rot_dst, out, transpose=True)
+        if rot_dst is not None:
+            out, bias = ops.rotate(rot_dst, out, True, bias), None
         out = out.reshape(Nd, self.out_channels)
-        if bias is not None:
-            out = out + bias
+        return out if bias is None else out + bias.reshape(-1)
 
-        if want_alpha:
-            if isinstance(edge_index, SparseTensor):
-                return out, edge_index.set_value(alpha, layout="coo")  # type: ignore[return-value]
-            if isinstance(edge_index, Tensor) and is_torch_sparse_tensor(edge_index):
-                adj = info.adj if info.adj is not None else edge_index
-                return out, (set_sparse_value(adj, alpha), alpha)
-            return out, (coo, alpha)
-        return out
-
-    def _dense_path(self, info: GraphInfo, coo: Tensor, xs: Tensor, q_src: Tensor,
-                    q_dst: Tensor, mask: Optional[Tensor], compiling: bool,
-                    check_layout: bool = False) -> Tuple[Tensor, Tensor]:
-        """The dense layout's attention; ``check_layout``: check the targets in the graph
-        (compiled with ``dense=True``), in the native kernel's pass where it runs."""
-        if self.fused and xs.dtype in _FUSED_DTYPES and xs.dtype == q_src.dtype:
-            return self._dense_fused(info, coo, xs, q_src, q_dst, mask, compiling,
-                                     check_layout)
-        if check_layout:
-            _assert_dense_targets(coo, q_dst.size(0))
-        return self._dense_propagate(coo, xs, q_src, q_dst, mask)
-
-    def _scatter_path(self, coo: Tensor, xs: Tensor, q_src: Tensor, q_dst: Tensor
-                      ) -> Tuple[Tensor, Tensor]:
-        size = (q_src.size(0), q_dst.size(0))
+    # ------------------------------------------------------------------ the paths
+    def _path_scatter(self, c: _Call) -> Tuple[Tensor, Tensor]:
+        """PyG's message passing: the general path, for any graph."""
+        size = (c.q_src.size(0), c.q_dst.size(0))
         # edge_updater_type: (q: PairTensor)
-        alpha = self.edge_updater(coo, q=(q_src, q_dst), size=size)
+        alpha = self.edge_updater(c.coo, q=(c.q_src, c.q_dst), size=size)
         # propagate_type: (x: OptPairTensor, alpha: Tensor)
-        out = self.propagate(coo, x=(xs, None), alpha=alpha, size=size)
+        out = self.propagate(c.coo, x=(c.xs, None), alpha=alpha, size=size)
         return out, alpha
 
+    def _path_dense_gather(self, c: _Call) -> Tuple[Tensor, Tensor]:
+        """The plain gather reference of the dense path (``fused=False``)."""
+        if c.check_targets:
+            ops.assert_dense_targets(c.coo, c.q_dst.size(0))
+        N, H = c.q_dst.size(0), self.heads
+        k = c.coo.size(1) // N
+        src = c.coo[0]
+        if self.attention == "uniform":
+            alpha = c.xs.new_full((N, k, H), 1.0 / k)
+        else:
+            q_j = c.q_src.index_select(0, src).view(N, k, H, 4)
+            alpha = self._logits(c.q_dst.unsqueeze(1), q_j).softmax(dim=1)  # [N, k, H]
+        alpha = F.dropout(alpha, p=self.dropout, training=self.training)
+        weights = alpha if c.mask is None else alpha * c.mask.to(alpha.dtype).view(N, k, 1)
+        C = c.xs.size(-1)
+        x_j = c.xs.index_select(0, src).view(N, k, H * C)
+        # One batched GEMM [H, k] @ [k, H * C] per node, keeping the head-diagonal blocks:
+        # H times the needed flops, but much faster on CPU than a broadcast multiply and a
+        # reduction over [N, k, H, C] (forward and backward), and exact.
+        full = torch.bmm(weights.transpose(1, 2), x_j)  # [N, H, H * C]
+        if H == 1:
+            out = full
+        else:
+            out = full.view(N, H, H, C).diagonal(dim1=1, dim2=2).transpose(1, 2)
+        return out, alpha.reshape(N * k, H)
+
+    def _path_dense_fused(self, c: _Call) -> Tuple[Tensor, Tensor]:
+        """The dense path as sparse-dense products over the ``[N_dst, heads, k]`` weights
+        (:func:`~quest_geometric.nn._qsv_ops.neighbour_sum`): eagerly on the graph's cached
+        CSR pattern, under :func:`torch.compile` on a pattern built in the traced graph."""
+        Nd, H = c.q_dst.size(0), self.heads
+        k = c.coo.size(1) // Nd
+        src = c.coo[0]
+        if c.check_targets:
+            ops.assert_dense_targets(c.coo, Nd)
+        if self.attention == "uniform":
+            alpha = c.xs.new_full((Nd, H, k), 1.0 / k)
+        else:
+            # The logits need only the 4-D quaternions: a gather of [E, H, 4] is cheaper
+            # than a sampled product over the pattern.
+            q_j = c.q_src.index_select(0, src).view(Nd, k, H, 4)
+            logit = (q_j * c.q_dst.unsqueeze(1)).sum(dim=-1).transpose(1, 2)  # [Nd, H, k]
+            alpha = self._scaled(logit, 1).softmax(dim=-1)
+        alpha = F.dropout(alpha, p=self.dropout, training=self.training)
+        weights = alpha if c.mask is None else alpha * c.mask.to(alpha.dtype).view(Nd, 1, k)
+        values, feats = weights.reshape(-1), c.xs.reshape(-1, c.xs.size(-1))
+        # The sparse products take one dtype, at least float32: under autocast the features
+        # may be bfloat16 beside float32 weights (and CUDA's sampled product refuses mixed
+        # dtypes in the backward); the result comes back in the inputs' promoted dtype.
+        common = torch.promote_types(values.dtype, feats.dtype)
+        work = torch.float32 if common in (torch.float16, torch.bfloat16) else common
+        pattern = None if ops.is_compiling() else c.info.pattern(c.coo, H)
+        with torch.autocast(device_type=feats.device.type, enabled=False):
+            out = ops.neighbour_sum(values.to(work), feats.to(work), src, Nd, k, H, pattern)
+        return out.to(common).view(Nd, H, -1), _edge_order(alpha)
+
+    def _path_dense_native(self, c: _Call) -> Tuple[Tensor, Tensor]:
+        """The dense path as one native kernel (logits, softmax and weighted sum in one pass
+        over the neighbours); the backward sums over the transposed pattern, found again by
+        the sources' bytes (:data:`~quest_geometric.nn._qsv_csr.TRANSPOSES`)."""
+        H = self.heads
+        scale = self._scale_vector(c.xs)
+        out, alpha = ops.attend(c.q_src.reshape(-1, H, 4), c.q_dst.reshape(-1, H, 4), scale,
+                                c.xs, c.coo[0], c.coo.size(1) // c.q_dst.size(0), None,
+                                c.coo[1] if c.check_targets else None)
+        return out, _edge_order(alpha)
+
+    def _path_dense_epilogue(self, c: _Call) -> Tuple[Tensor, Tensor]:
+        """The native kernel with the output rotation and the bias applied to each row as it
+        is finished (inference only: no backward)."""
+        H = self.heads
+        bias = None if self.bias is None else self.bias.view(H, -1)
+        out, alpha = ops.attend(c.q_src.reshape(-1, H, 4), c.q_dst.reshape(-1, H, 4),
+                                self._scale_vector(c.xs), c.xs, c.coo[0],
+                                c.coo.size(1) // c.q_dst.size(0), None,
+                                c.coo[1] if c.check_targets else None, c.rot_dst, bias)
+        return out, _edge_order(alpha)
+
+    def _path_graph(self, c: _Call) -> Tuple[Tensor, Tensor]:
+        """Compiled with an unknown layout: one custom operator finds it at run time (the
+        native kernel on the dense layout, a scatter form on any other), with no
+        :func:`torch.cond`, whose backward would run the branch's forward again."""
+        H = self.heads
+        return ops.attend_graph(c.q_src.reshape(-1, H, 4), c.q_dst.reshape(-1, H, 4),
+                                self._scale_vector(c.xs), c.xs, c.coo[0], c.coo[1],
+                                c.q_dst.size(0), c.want_alpha)
+
+    def _path_graph_rotate(self, c: _Call) -> Tuple[Tensor, Tensor]:
+        """:meth:`_path_graph` with the output rotation and the bias (inference only)."""
+        H = self.heads
+        bias = None if self.bias is None else self.bias.view(H, -1)
+        return ops.attend_graph(c.q_src.reshape(-1, H, 4), c.q_dst.reshape(-1, H, 4),
+                                self._scale_vector(c.xs), c.xs, c.coo[0], c.coo[1],
+                                c.q_dst.size(0), c.want_alpha, c.rot_dst, bias)
+
+    def _path_cond(self, c: _Call, dense: Path) -> Tuple[Tensor, Tensor]:
+        """Compiled with an unknown layout and no native kernel: :func:`torch.cond` between
+        the ``dense`` path and the scatter path, on the targets' layout."""
+        dense_path = getattr(self, "_path_" + dense.value)
+
+        def dense_branch(coo: Tensor, xs: Tensor, q_src: Tensor, q_dst: Tensor
+                         ) -> Tuple[Tensor, Tensor]:
+            return dense_path(_Call(c.info, coo, xs, q_src, q_dst, None, None, True, False))
+
+        def scatter_branch(coo: Tensor, xs: Tensor, q_src: Tensor, q_dst: Tensor
+                           ) -> Tuple[Tensor, Tensor]:
+            return self._path_scatter(_Call(c.info, coo, xs, q_src, q_dst, None, None, True,
+                                            False))
+
+        return torch.cond(ops.dense_targets(c.coo, c.q_dst.size(0)), dense_branch,
+                          scatter_branch, (c.coo, c.xs, c.q_src, c.q_dst))
+
+    # ------------------------------------------------------------------ message passing
     def _scaled(self, logit: Tensor, head_dim: int) -> Tensor:
         shape = [1] * logit.dim()
         shape[head_dim] = self.heads
@@ -862,8 +835,10 @@ class QSVConv(MessagePassing):
             return logit * self.temperature
         return logit
 
+
     def _logits(self, q_i: Tensor, q_j: Tensor) -> Tensor:
         return self._scaled((q_i * q_j).sum(dim=-1), -1)
+
 
     def edge_update(self, q_i: Tensor, q_j: Tensor, index: Tensor, ptr: Optional[Tensor],
                     dim_size: Optional[int]) -> Tensor:
@@ -875,58 +850,10 @@ class QSVConv(MessagePassing):
         alpha = F.dropout(alpha, p=self.dropout, training=self.training)
         return alpha
 
+
     def message(self, x_j: Tensor, alpha: Tensor) -> Tensor:
         return x_j * alpha.unsqueeze(-1)
 
-    def _dense_fused(self, info: GraphInfo, edge_index: Tensor, xs: Tensor, q_src: Tensor,
-                     q_dst: Tensor, mask: Optional[Tensor], compiling: bool,
-                     check_layout: bool = False) -> Tuple[Tensor, Tensor]:
-        """The dense path as sparse-dense products over the ``[N_dst, heads, k]`` weights:
-        eagerly through :class:`NeighbourSum` on the graph's cached CSR pattern, under
-        :func:`torch.compile` through the custom operator
-        ``quest_geometric::neighbour_sum`` on a pattern built in the traced graph (its
-        backward finds the transposed pattern in
-        :data:`~quest_geometric.nn._qsv_csr.TRANSPOSES`, by the sources' values)."""
-        Nd, H = q_dst.size(0), self.heads
-        k = edge_index.size(1) // Nd
-        src = edge_index[0]
-        if mask is None and self._native_applies(edge_index, xs, q_src, q_dst):
-            return self._dense_native(info, edge_index, xs, q_src, q_dst, k, compiling,
-                                      check_layout=check_layout)
-        if check_layout:
-            _assert_dense_targets(edge_index, Nd)
-        if self.attention == "uniform":
-            alpha = xs.new_full((Nd, H, k), 1.0 / k)
-        else:
-            # The logits need only the 4-D quaternions: a gather of [E, H, 4] is cheaper
-            # than a sampled product over the pattern (measured).
-            q_j = q_src.index_select(0, src).view(Nd, k, H, 4)
-            logit = (q_j * q_dst.unsqueeze(1)).sum(dim=-1).transpose(1, 2)  # [Nd, H, k]
-            alpha = self._scaled(logit, 1).softmax(dim=-1)
-        alpha = F.dropout(alpha, p=self.dropout, training=self.training)
-        weights = alpha if mask is None else alpha * mask.to(alpha.dtype).view(Nd, 1, k)
-        values, feats = weights.reshape(-1), xs.reshape(-1, xs.size(-1))
-        # The sparse products take one dtype, at least float32: under autocast the features
-        # may be bfloat16 beside float32 weights (and CUDA's sampled product refuses mixed
-        # dtypes in the backward); the result comes back in the inputs' promoted dtype.
-        common = torch.promote_types(values.dtype, feats.dtype)
-        work = torch.float32 if common in (torch.float16, torch.bfloat16) else common
-        with torch.autocast(device_type=feats.device.type, enabled=False):
-            values, feats = values.to(work), feats.to(work)
-            if compiling:
-                crow, col = pattern_columns(src, Nd, k, H)
-                out = neighbour_sum_op(values, feats, crow, col, src, k, H)
-            else:
-                out = NeighbourSum.apply(values, feats, info.pattern(edge_index, H))
-        return out.to(common).view(Nd, H, -1), _edge_order(alpha)
-
-    def _native_applies(self, coo: Tensor, xs: Tensor, q_src: Tensor, q_dst: Tensor) -> bool:
-        """Whether the native attention kernel computes this call's weights and sums (no
-        explain mask: the caller checks): learned attention without dropout in training,
-        ``int64`` indices, the fused dtypes on the CPU (:func:`native.supports`)."""
-        return (self.fused and self.attention == "learned" and coo.dtype == torch.int64
-                and not (self.training and self.dropout > 0.0)
-                and xs.dtype in _FUSED_DTYPES and native.supports(xs, q_src, q_dst))
 
     def _scale_vector(self, xs: Tensor) -> Tensor:
         """The logit scale per head ``[H]``: the learned one, else the fixed temperature."""
@@ -935,83 +862,6 @@ class QSVConv(MessagePassing):
         tau = self.temperature if isinstance(self.temperature, float) else 1.0
         return xs.new_full((self.heads,), tau)
 
-    def _prologue_applies(self, x: Tensor) -> bool:
-        """Whether the native prologue (:func:`~quest_geometric.nn._qsv_native.prepare`, which
-        has no backward) may compute the quaternions, their rotations and the rotated
-        features: the learned quaternion map alone (``quaternion='feature'``), transport, the
-        native kernels on these tensors, no autocast (whose map would run in lower
-        precision), and no gradient needed (inference)."""
-        lin = self.lin_q
-        if not (self.transport and lin is not None and self.node_q is None
-                and lin.bias is not None and native.supports(x, lin.weight, lin.bias)
-                and not torch.is_autocast_enabled(x.device.type)):
-            return False
-        return not _needs_grad(x, lin.weight, lin.bias)
-
-    def _epilogue_applies(self, coo: Tensor, xs: Tensor, q_src: Tensor, q_dst: Tensor,
-                          rot_dst: Tensor) -> bool:
-        """Whether the dense native kernel may also apply the output rotation and bias
-        (:func:`~quest_geometric.nn._qsv_native.attend_rotate`, which has no backward): the
-        native kernel applies and no gradient is needed (inference)."""
-        params = [t for t in (self.scale, self.bias) if t is not None]
-        if not (self._native_applies(coo, xs, q_src, q_dst)
-                and native.supports(xs, rot_dst, *params)
-                and not torch.is_autocast_enabled(xs.device.type)):
-            return False
-        return not _needs_grad(xs, q_src, q_dst, rot_dst, *params)
-
-    def _dense_native(self, info: GraphInfo, edge_index: Tensor, xs: Tensor, q_src: Tensor,
-                      q_dst: Tensor, k: int, compiling: bool, rot_dst: Optional[Tensor] = None,
-                      check_layout: bool = False) -> Tuple[Tensor, Tensor]:
-        """The dense path as one native kernel (logits, softmax and weighted sum in one pass
-        over the neighbours, :func:`~quest_geometric.nn._qsv_native.attend`); the backward
-        sums over the transposed pattern the layer caches per graph (eagerly; under
-        :func:`torch.compile` the kernel finds it in
-        :data:`~quest_geometric.nn._qsv_csr.TRANSPOSES`).  With ``rot_dst`` (inference
-        only, :meth:`_epilogue_applies`) the kernel also rotates each finished row back and
-        adds the bias (:func:`~quest_geometric.nn._qsv_native.attend_rotate`).  With
-        ``check_layout`` the kernel also checks the targets (``edge_index[1]``) in a sweep
-        before its rows, raising :data:`DENSE_LAYOUT_ERROR` where they lack the layout."""
-        H = self.heads
-        scale = self._scale_vector(xs)
-        targets = edge_index[1] if check_layout else None
-        if rot_dst is not None:
-            bias = None if self.bias is None else self.bias.view(H, -1)
-            out, alpha = native.attend_rotate(q_src.reshape(-1, H, 4), q_dst.reshape(-1, H, 4),
-                                              scale, xs, edge_index[0], k, rot_dst, bias,
-                                              targets)
-            return out, _edge_order(alpha)
-        transposed = None
-        if not compiling and _needs_grad(xs, q_src, q_dst, scale):
-            transposed = info.pattern(edge_index, H).transposed()
-        out, alpha = native.attend(q_src.reshape(-1, H, 4), q_dst.reshape(-1, H, 4), scale,
-                                   xs, edge_index[0], k, transposed, targets)
-        return out, _edge_order(alpha)
-
-    def _dense_propagate(self, edge_index: Tensor, xs: Tensor, q_src: Tensor, q_dst: Tensor,
-                         mask: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
-        """The plain gather reference of the dense path (``fused=False``)."""
-        N, H = q_dst.size(0), self.heads
-        k = edge_index.size(1) // N
-        src = edge_index[0]
-        if self.attention == "uniform":
-            alpha = xs.new_full((N, k, H), 1.0 / k)
-        else:
-            q_j = q_src.index_select(0, src).view(N, k, H, 4)
-            alpha = self._logits(q_dst.unsqueeze(1), q_j).softmax(dim=1)  # [N, k, H]
-        alpha = F.dropout(alpha, p=self.dropout, training=self.training)
-        weights = alpha if mask is None else alpha * mask.to(alpha.dtype).view(N, k, 1)
-        C = xs.size(-1)
-        x_j = xs.index_select(0, src).view(N, k, H * C)
-        # One batched GEMM [H, k] @ [k, H * C] per node, keeping the head-diagonal blocks:
-        # H times the needed flops, but much faster on CPU than a broadcast multiply and a
-        # reduction over [N, k, H, C] (forward and backward), and exact.
-        full = torch.bmm(weights.transpose(1, 2), x_j)  # [N, H, H * C]
-        if H == 1:
-            out = full
-        else:
-            out = full.view(N, H, H, C).diagonal(dim1=1, dim2=2).transpose(1, 2)
-        return out, alpha.reshape(N * k, H)
 
     def __repr__(self) -> str:
         extra = ""

@@ -512,11 +512,12 @@ def test_input_checked_once_when_one_tensor_feeds_both_sides(monkeypatch):
     monkeypatch.setattr(qsv_module, "all_finite", lambda t: seen.append(t) or real(t))
     conv = QSVConv(8, 8)
     x, ei = torch.randn(6, 8), knn_edges(6, 2)
-    conv(x, ei)
-    assert len(seen) == 1 and seen[0] is x
+    out = conv(x, ei)
+    # the input once, then the output (for overflow)
+    assert len(seen) == 2 and seen[0] is x and seen[1].shape == out.shape
     seen.clear()
     conv((x, x.clone()), ei)  # bipartite: both sides are checked
-    assert len(seen) == 2
+    assert len(seen) == 3
 
 
 def test_other_dtype_than_parameters_is_a_type_error():

@@ -6,6 +6,7 @@ library is built, found again and refused."""
 from __future__ import annotations
 
 import ast
+import hashlib
 import os
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import sys
 import pytest
 import torch
 
+from quest_geometric.nn import _qsv_build
 from quest_geometric.nn import _qsv_native as native
 from quest_geometric.nn._qsv_csr import TRANSPOSES, transpose_pattern
 from quest_geometric.nn.qsv_conv import QSVConv
@@ -514,7 +516,7 @@ def build(request, tmp_path, monkeypatch):
     flag the compiler refuses, the POSIX-threads build that such compilers get."""
     if request.param == "pthreads":
         monkeypatch.setenv("QUEST_GEOMETRIC_CACHE", str(tmp_path))
-        monkeypatch.setattr(native, "_OPENMP_FLAGS", ("-fno-such-openmp-flag",))
+        monkeypatch.setattr(_qsv_build, "OPENMP_FLAGS", ("-fno-such-openmp-flag",))
         _fresh_state(monkeypatch)
     status = native.qsv_native_status()
     if status["threads"] != request.param:
@@ -561,11 +563,12 @@ def test_openmp_build_shares_torchs_openmp_runtime():
 
 def test_failed_openmp_build_falls_back_to_posix_threads(tmp_path, monkeypatch):
     monkeypatch.setenv("QUEST_GEOMETRIC_CACHE", str(tmp_path))
-    monkeypatch.setattr(native, "_OPENMP_FLAGS", ("-fno-such-openmp-flag",))
+    monkeypatch.setattr(_qsv_build, "OPENMP_FLAGS", ("-fno-such-openmp-flag",))
     _fresh_state(monkeypatch)
     status = native.qsv_native_status()
     assert status["available"] and status["threads"] == "pthreads"
-    assert sorted(p.name for p in tmp_path.iterdir()) == [os.path.basename(status["path"])]
+    name = os.path.basename(status["path"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name, name + ".sha256"]
 
 
 # ----------------------------------------------------------------------------- the layer
@@ -658,10 +661,10 @@ def test_layer_without_grad_rotates_in_the_attention_kernel(mode, dtype, monkeyp
 
 @pytest.mark.parametrize("channels", [(16, 16), (12, 16)], ids=["same", "projected"])
 def test_prologue_refuses_non_finite_features_through_the_quaternions(channels, monkeypatch):
-    """Without gradients the fused prologue checks the quaternions it computed (4 H numbers a
-    row) instead of summing the features first: a NaN or an infinity anywhere in a row (also
-    behind the input projection) makes that row's quaternions non-finite, and the features'
-    own error follows, naming the argument and the count; finite features are not summed."""
+    """Without gradients the fused prologue's features are not summed first: a NaN or an
+    infinity anywhere in a row (also behind the input projection) makes that row's
+    quaternions, hence its output, non-finite, and the layer's check of its output then
+    gives the features' own error, naming the argument and the count."""
     import quest_geometric.nn.qsv_conv as qsv_module
 
     n = 12
@@ -673,7 +676,7 @@ def test_prologue_refuses_non_finite_features_through_the_quaternions(channels, 
     monkeypatch.setattr(qsv_module, "all_finite", lambda t: seen.append(t) or real(t))
     with torch.no_grad():
         conv(x, ei)
-    assert [tuple(t.shape) for t in seen] == [(n, 2, 4)]  # the quaternions, not x
+    assert [tuple(t.shape) for t in seen] == [(n, 16)]  # the output, not x
     for bad in (float("nan"), float("inf"), -float("inf")):
         for row, col in ((0, 0), (5, channels[0] - 1), (n - 1, 7)):
             xb = x.clone()
@@ -753,20 +756,25 @@ def _fresh_state(monkeypatch):
 
 
 def test_build_writes_one_library_and_finds_it_again(tmp_path, monkeypatch):
-    monkeypatch.setenv("QUEST_GEOMETRIC_CACHE", str(tmp_path))
-    compiler = native._compiler()
-    first = native._build(compiler)
-    assert first.parent == tmp_path and first.is_file()
+    monkeypatch.setenv("QUEST_GEOMETRIC_CACHE", str(tmp_path / "cache"))
+    flags = (_qsv_build.FLAGS,)
+    _, first, warning = _qsv_build.load_library(flags)
+    assert first.parent == tmp_path / "cache" and first.is_file() and warning is None
+    assert (tmp_path / "cache").stat().st_mode & 0o777 == 0o700
     mtime = first.stat().st_mtime_ns
-    assert native._build(compiler) == first and first.stat().st_mtime_ns == mtime
-    assert sorted(p.name for p in tmp_path.iterdir()) == [first.name]  # no temporary left
+    _, again, warning = _qsv_build.load_library(flags)
+    assert again == first and first.stat().st_mtime_ns == mtime and warning is None
+    # no temporary left; the hash recorded beside the library
+    assert sorted(p.name for p in first.parent.iterdir()) == [first.name, first.name + ".sha256"]
+    recorded = (first.parent / (first.name + ".sha256")).read_text().strip()
+    assert recorded == hashlib.sha256(first.read_bytes()).hexdigest()
 
 
 def test_failed_build_is_reported_and_leaves_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("QUEST_GEOMETRIC_CACHE", str(tmp_path))
     broken = tmp_path / "broken.c"
     broken.write_text("this is not C\n")
-    monkeypatch.setattr(native, "SOURCE", broken)
+    monkeypatch.setattr(_qsv_build, "SOURCE", broken)
     _fresh_state(monkeypatch)
     assert not native.qsv_native_available()
     assert "failed" in native.qsv_native_status()["reason"]
@@ -776,7 +784,7 @@ def test_failed_build_is_reported_and_leaves_nothing(tmp_path, monkeypatch):
 
 
 def test_no_compiler_is_reported(monkeypatch):
-    monkeypatch.setattr(native, "_compiler", lambda: None)
+    monkeypatch.setattr(_qsv_build, "compiler_command", lambda: None)
     _fresh_state(monkeypatch)
     status = native.qsv_native_status()
     assert not status["available"] and "no C compiler" in status["reason"]

@@ -102,6 +102,17 @@ static int targets_in_rows(const int64_t *dst, int64_t k, int64_t begin, int64_t
     return differ == 0;
 }
 
+/* Whether the sources of rows [begin, end) (k each) are node indices in [0, num_src): one
+ * sweep of the range before any source is read, so an index from the caller never reaches
+ * memory outside the features. */
+static int sources_in_range(const int64_t *src, int64_t k, int64_t num_src, int64_t begin,
+                            int64_t end) {
+    uint64_t outside = 0;
+    for (int64_t e = begin * k; e < end * k; e++)
+        outside |= (uint64_t)src[e] >= (uint64_t)num_src;
+    return outside == 0;
+}
+
 /* exp(x) of 4 floats x <= 0 (the softmax's shifted logits) in vector operations only (GCC/Clang
  * vector extensions; a scalar exp with a branch or a bit cast through memory is not
  * vectorised by GCC): x = n ln 2 + r with |r| <= ln 2 / 2, e^r by its Taylor polynomial of
@@ -188,16 +199,17 @@ static inline void dot4_##SUFFIX(const T *restrict g, const T *const *x, int64_t
         for (int t = 0; t < 4; t++) out[t] += g[f] * x[t][f];                                 \
 }                                                                                             \
                                                                                               \
-/* o[0:C] = sum_j w[j] rows[j][0:C] over n rows, in blocks of WSUM_BYTES of channels whose   \
- * sums stay in registers across the n rows (one store per block instead of one per row),  \
- * the rows of the next neighbours prefetched. */                                            \
+/* o[0:C] = sum_j w[j] rows[j][0:C] over n rows (o += ... where add), in blocks of          \
+ * WSUM_BYTES of channels whose sums stay in registers across the n rows (one store per     \
+ * block instead of one per row), the rows of the next neighbours prefetched. */            \
 static inline void wsum_##SUFFIX(T *restrict o, const T *restrict w,                         \
-                                 const T *restrict const *rows, int64_t n, int64_t C) {       \
+                                 const T *restrict const *rows, int64_t n, int64_t C,        \
+                                 int add) {                                                   \
     enum { B = WSUM_BYTES / sizeof(T) };                                                      \
     int64_t f0 = 0;                                                                           \
     for (; f0 + B <= C; f0 += B) {                                                            \
         T acc[B];                                                                             \
-        for (int f = 0; f < B; f++) acc[f] = 0;                                               \
+        for (int f = 0; f < B; f++) acc[f] = add ? o[f0 + f] : 0;                             \
         for (int64_t j = 0; j < n; j++) {                                                     \
             const T wj = w[j], *restrict r = rows[j] + f0;                                    \
             if (j + PREFETCH_AHEAD < n) __builtin_prefetch(rows[j + PREFETCH_AHEAD] + f0);    \
@@ -208,7 +220,7 @@ static inline void wsum_##SUFFIX(T *restrict o, const T *restrict w,            
     if (f0 < C) {                                                                             \
         const int64_t rest = C - f0;                                                          \
         T acc[B];                                                                             \
-        for (int64_t f = 0; f < rest; f++) acc[f] = 0;                                        \
+        for (int64_t f = 0; f < rest; f++) acc[f] = add ? o[f0 + f] : 0;                      \
         for (int64_t j = 0; j < n; j++) {                                                     \
             const T wj = w[j], *restrict r = rows[j] + f0;                                    \
             for (int64_t f = 0; f < rest; f++) acc[f] += wj * r[f];                           \
@@ -472,12 +484,16 @@ void qsv_rotate_backward_##SUFFIX(const T *rot, const T *x, const T *gy, T *grot
  * and computes nothing (the caller discards the result). */                                 \
 typedef struct {                                                                              \
     const T *qs, *qd, *scale, *xs; const int64_t *src; T *out, *alpha;                        \
-    int64_t H, k, C; const T *rot, *bias; const int64_t *dst; int *bad;                       \
+    int64_t H, k, C; const T *rot, *bias; const int64_t *dst; int *bad; int64_t num_src;     \
 } attend_ctx_##SUFFIX;                                                                        \
                                                                                               \
 static void attend_rows_##SUFFIX(const void *p, int64_t begin, int64_t end) {                \
     const attend_ctx_##SUFFIX *c = (const attend_ctx_##SUFFIX *)p;                            \
     const int64_t H = c->H, k = c->k, C = c->C;                                               \
+    if (!sources_in_range(c->src, k, c->num_src, begin, end)) {                               \
+        __atomic_store_n(c->bad, 2, __ATOMIC_RELAXED);                                        \
+        return;                                                                               \
+    }                                                                                         \
     if (c->dst && !targets_in_rows(c->dst, k, begin, end)) {                                  \
         __atomic_store_n(c->bad, 1, __ATOMIC_RELAXED);                                        \
         return;                                                                               \
@@ -492,14 +508,7 @@ static void attend_rows_##SUFFIX(const void *p, int64_t begin, int64_t end) {   
                 const int64_t n = k - j0 < WSUM_ROWS ? k - j0 : WSUM_ROWS;                    \
                 const T *rows[WSUM_ROWS];                                                     \
                 for (int64_t j = 0; j < n; j++) rows[j] = c->xs + (src[j0 + j] * H + h) * C;  \
-                T *o = c->out + (i * H + h) * C;                                              \
-                if (j0 == 0) {                                                                \
-                    wsum_##SUFFIX(o, a, rows, n, C);                                          \
-                } else {                                                                      \
-                    T part[C];                                                                \
-                    wsum_##SUFFIX(part, a + j0, rows, n, C);                                  \
-                    for (int64_t f = 0; f < C; f++) o[f] += part[f];                          \
-                }                                                                             \
+                wsum_##SUFFIX(c->out + (i * H + h) * C, a + j0, rows, n, C, j0 > 0);          \
             }                                                                                 \
             if (c->rot) {  /* the epilogue: o <- (o_0, R^T o_v) + b on the row in L1 */       \
                 T *y = c->out + (i * H + h) * C;                                              \
@@ -512,9 +521,10 @@ static void attend_rows_##SUFFIX(const void *p, int64_t begin, int64_t end) {   
                                                                                               \
 void qsv_attend_##SUFFIX(const T *qs, const T *qd, const T *scale, const T *xs,             \
                          const int64_t *src, const int64_t *dst, int *bad, T *out, T *alpha,  \
-                         int64_t num_dst, int64_t H, int64_t k, int64_t C, int threads) {     \
+                         int64_t num_src, int64_t num_dst, int64_t H, int64_t k, int64_t C,   \
+                         int threads) {                                                       \
     attend_ctx_##SUFFIX c = {qs, qd, scale, xs, src, out, alpha, H, k, C, NULL, NULL,         \
-                             dst, bad};                                                       \
+                             dst, bad, num_src};                                              \
     parallel_for(num_dst, threads, attend_rows_##SUFFIX, &c);                                 \
 }                                                                                             \
                                                                                               \
@@ -524,10 +534,10 @@ void qsv_attend_##SUFFIX(const T *qs, const T *qd, const T *scale, const T *xs, 
 void qsv_attend_rotate_##SUFFIX(const T *qs, const T *qd, const T *scale, const T *xs,      \
                                 const int64_t *src, const int64_t *dst, int *bad,            \
                                 const T *rot, const T *bias, T *out, T *alpha,               \
-                                int64_t num_dst, int64_t H, int64_t k, int64_t C,            \
-                                int threads) {                                                \
+                                int64_t num_src, int64_t num_dst, int64_t H, int64_t k,      \
+                                int64_t C, int threads) {                                     \
     attend_ctx_##SUFFIX c = {qs, qd, scale, xs, src, out, alpha, H, k, C, rot, bias, dst,     \
-                             bad};                                                            \
+                             bad, num_src};                                                   \
     parallel_for(num_dst, threads, attend_rows_##SUFFIX, &c);                                 \
 }                                                                                             \
                                                                                               \
@@ -539,12 +549,16 @@ void qsv_attend_rotate_##SUFFIX(const T *qs, const T *qd, const T *scale, const 
  *   g_scale[i,h] = sum_j g_e_j <qd_ih, qs_{src_ij} h>   (summed over i by the caller). */   \
 typedef struct {                                                                              \
     const T *grad, *grad_alpha, *alpha, *qs, *qd, *scale, *xs; const int64_t *src;            \
-    T *g_raw, *g_qd, *g_scale; int64_t H, k, C;                                               \
+    T *g_raw, *g_qd, *g_scale; int64_t H, k, C, num_src; int *bad;                            \
 } attend_back_ctx_##SUFFIX;                                                                   \
                                                                                               \
 static void attend_back_rows_##SUFFIX(const void *p, int64_t begin, int64_t end) {           \
     const attend_back_ctx_##SUFFIX *c = (const attend_back_ctx_##SUFFIX *)p;                  \
     const int64_t H = c->H, k = c->k, C = c->C;                                               \
+    if (!sources_in_range(c->src, k, c->num_src, begin, end)) {                               \
+        __atomic_store_n(c->bad, 2, __ATOMIC_RELAXED);                                        \
+        return;                                                                               \
+    }                                                                                         \
     for (int64_t i = begin; i < end; i++) {                                                   \
         const int64_t *src = c->src + i * k;                                                  \
         for (int64_t h = 0; h < H; h++) {                                                     \
@@ -581,11 +595,11 @@ static void attend_back_rows_##SUFFIX(const void *p, int64_t begin, int64_t end)
                                                                                               \
 void qsv_attend_backward_##SUFFIX(const T *grad, const T *grad_alpha, const T *alpha,       \
                                   const T *qs, const T *qd, const T *scale, const T *xs,      \
-                                  const int64_t *src, T *g_raw, T *g_qd, T *g_scale,          \
-                                  int64_t num_dst, int64_t H, int64_t k, int64_t C,           \
-                                  int threads) {                                              \
+                                  const int64_t *src, int *bad, T *g_raw, T *g_qd,            \
+                                  T *g_scale, int64_t num_src, int64_t num_dst, int64_t H,    \
+                                  int64_t k, int64_t C, int threads) {                        \
     attend_back_ctx_##SUFFIX c = {grad, grad_alpha, alpha, qs, qd, scale, xs, src, g_raw,    \
-                                  g_qd, g_scale, H, k, C};                                    \
+                                  g_qd, g_scale, H, k, C, num_src, bad};                      \
     parallel_for(num_dst, threads, attend_back_rows_##SUFFIX, &c);                            \
 }                                                                                             \
                                                                                               \
@@ -612,13 +626,7 @@ static void transposed_rows_##SUFFIX(const void *p, int64_t begin, int64_t end) 
                     w[e] = c->alpha[c->gather[e0 + e]];                                       \
                     rows[e] = c->grad + c->col[e0 + e] * C;                                   \
                 }                                                                             \
-                if (e0 == c->crow[r]) {                                                       \
-                    wsum_##SUFFIX(o, w, rows, n, C);                                          \
-                } else {                                                                      \
-                    T part[C];                                                                \
-                    wsum_##SUFFIX(part, w, rows, n, C);                                       \
-                    for (int64_t f = 0; f < C; f++) o[f] += part[f];                          \
-                }                                                                             \
+                wsum_##SUFFIX(o, w, rows, n, C, e0 > c->crow[r]);                             \
             }                                                                                 \
             if (c->crow[r] == c->crow[r + 1]) memset(o, 0, (size_t)C * sizeof(T));            \
         }                                                                                     \
@@ -654,4 +662,4 @@ int qsv_kernels_openmp(void) {
 }
 
 /* The version of this file's interface; the loader checks it. */
-int qsv_kernels_version(void) { return 12; }
+int qsv_kernels_version(void) { return 13; }

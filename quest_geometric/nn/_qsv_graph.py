@@ -1,0 +1,195 @@
+r"""What one call of :class:`~quest_geometric.nn.QSVConv` knows of its graph (private):
+the graph read and checked (:func:`read_graph`), its layout (:func:`graph_layout`).
+
+:class:`GraphInfo` holds a call's COO form, whether it is in the dense layout and its CSR
+patterns.  It lives for one call: nothing is kept across calls by the tensor's identity or
+version, which in-place edits through ``from_numpy`` buffers or ``.data`` do not change
+(the transposed patterns are found again by the sources' bytes,
+:data:`~quest_geometric.nn._qsv_csr.TRANSPOSES`).
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+from torch import Tensor
+from torch_geometric.typing import SparseTensor
+from torch_geometric.utils import is_torch_sparse_tensor, to_edge_index
+
+from quest_geometric._utils.checks import fail
+from quest_geometric.nn._qsv_csr import CSRPattern
+from quest_geometric.nn._qsv_path import Layout
+
+__all__ = ["GraphInfo", "layout_degree", "dense_degree",
+           "DENSE_LAYOUT_ERROR", "index_error", "check_range", "checked_edge_index",
+           "read_graph", "graph_layout"]
+
+#: What a layer told that its graph has the dense layout raises where it does not (eagerly
+#: from the cached check, under :func:`torch.compile` from the attention kernel, which sweeps
+#: each thread's targets before its rows).
+DENSE_LAYOUT_ERROR = (
+    "QSVConv: 'dense=True' needs every node to have the same number k >= 1 of in-edges "
+    "sorted by target (edge_index[1] == arange(N).repeat_interleave(k)); pass dense=None or "
+    "False for other graphs")
+
+
+def index_error(num_src: int) -> ValueError:
+    """The layer's error for a source index outside ``[0, num_src)`` found where the
+    indices are read (the native kernels, the custom operators: also under
+    :func:`torch.compile`, where the layer's own check of the range is not made)."""
+    return ValueError(f"QSVConv: 'edge_index' must hold source indices in [0, "
+                      f"{num_src - 1}] for {num_src} source nodes, got an index outside it")
+
+
+def check_range(edge_index: Tensor, num_src: int, num_dst: int) -> None:
+    """Refuse an ``int64`` ``edge_index [2, E]`` with a source outside ``[0, num_src)`` or a
+    target outside ``[0, num_dst)`` with the layer's :class:`ValueError` (one host
+    synchronisation)."""
+    if edge_index.numel() == 0:
+        return
+    lo, hi = torch.aminmax(edge_index, dim=1)
+    (lo_s, lo_d), (hi_s, hi_d) = torch.stack([lo, hi]).tolist()
+    if lo_s < 0 or hi_s >= num_src or lo_d < 0 or hi_d >= num_dst:
+        if num_src == num_dst:
+            raise fail(ValueError, "QSVConv", "edge_index", f"entries in [0, "
+                       f"{num_src - 1}] for {num_src} nodes",
+                       got_text=f"min {min(lo_s, lo_d)}, max {max(hi_s, hi_d)}")
+        raise fail(ValueError, "QSVConv", "edge_index", f"sources in [0, {num_src - 1}] "
+                   f"and targets in [0, {num_dst - 1}]", got_text=f"sources in "
+                   f"[{lo_s}, {hi_s}], targets in [{lo_d}, {hi_d}]")
+
+
+@torch.library.custom_op("quest_geometric::qsv_checked_edge_index", mutates_args=())
+def checked_edge_index(edge_index: Tensor, num_src: int, num_dst: int) -> Tensor:
+    """A copy of ``edge_index`` after :func:`check_range`: the check a compiled graph
+    cannot skip (an opaque operator whose output the paths read, so it runs before them),
+    for the compiled paths without a native kernel to check the indices."""
+    check_range(edge_index, num_src, num_dst)
+    return edge_index.clone()
+
+
+@checked_edge_index.register_fake
+def _(edge_index: Tensor, num_src: int, num_dst: int) -> Tensor:
+    return torch.empty_like(edge_index)
+
+
+_INT_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+
+
+class GraphInfo:
+    """What one ``edge_index`` (or sparse adjacency) tells the layer in one call: its COO
+    form (for sparse input), whether it is in the dense layout, and the CSR patterns per
+    head count, each computed at most once in the call."""
+
+    def __init__(self, num_src: int, num_dst: int) -> None:
+        self.num_src, self.num_dst = num_src, num_dst
+        self.coo: Optional[Tensor] = None  # for sparse input: the converted edge_index
+        self.adj: Optional[Tensor] = None  # for uncoalesced COO input: the coalesced adj_t
+        self.k: Optional[int] = None  # in-degree of the dense layout; 0: not dense
+        self.patterns: dict[int, CSRPattern] = {}
+
+    def dense_k(self, edge_index: Tensor) -> int:
+        if self.k is None:
+            self.k = dense_degree(edge_index[1], self.num_dst)
+        return self.k
+
+    def pattern(self, edge_index: Tensor, heads: int) -> CSRPattern:
+        if heads not in self.patterns:
+            k = self.dense_k(edge_index)
+            self.patterns[heads] = CSRPattern(edge_index[0], self.num_src, self.num_dst, k, heads)
+        return self.patterns[heads]
+
+
+def layout_degree(num_edges: int, num_dst: int) -> int:
+    """``k = E / N_dst`` where the sizes allow the dense layout (``E`` a positive multiple of
+    ``N_dst``), else 0: the part of the layout check that reads no data."""
+    if num_dst == 0 or num_edges == 0 or num_edges % num_dst != 0:
+        return 0
+    return num_edges // num_dst
+
+
+def dense_degree(targets: Tensor, num_dst: int) -> int:
+    """``k`` if ``targets == arange(num_dst).repeat_interleave(k)`` for some ``k >= 1`` (the
+    edges' targets, ``edge_index[1]``), else 0 (reads the data)."""
+    k = layout_degree(targets.numel(), num_dst)
+    if not k:
+        return 0
+    target = torch.arange(num_dst, device=targets.device).unsqueeze(1)
+    return k if bool((targets.view(num_dst, k) == target).all()) else 0
+
+
+def read_graph(edge_index: Any, num_src: int, num_dst: int) -> tuple[GraphInfo, Tensor]:
+    """The validated COO ``edge_index [2, E]`` (``int64``, sources in ``[0, num_src)``,
+    targets in ``[0, num_dst)``; the range read on the host in eager mode only) of an
+    ``edge_index`` tensor or a sparse adjacency ``adj_t``, and the call's
+    :class:`GraphInfo`.  Nothing is remembered across calls: an ``edge_index`` edited in
+    place (through a ``from_numpy`` buffer or ``.data``, which do not change its version) is
+    checked again."""
+    info = GraphInfo(num_src, num_dst)
+    coo = _to_coo(edge_index, num_src, num_dst, info)
+    if coo is not edge_index:
+        info.coo = coo
+    return info, coo
+
+
+def _to_coo(edge_index: Any, num_src: int, num_dst: int, info: GraphInfo) -> Tensor:
+    shape = (num_dst, num_src)
+    if isinstance(edge_index, SparseTensor):  # torch_sparse, when installed
+        row, col, _ = edge_index.coo()
+        if tuple(edge_index.sizes()) != shape:
+            raise fail(ValueError, "QSVConv", "edge_index", f"as a sparse adjacency adj_t "
+                       f"{num_dst} x {num_src} (targets x sources)",
+                       got_text=str(tuple(edge_index.sizes())))
+        return torch.stack([col, row], dim=0).long()
+    if not isinstance(edge_index, Tensor):
+        raise fail(TypeError, "QSVConv", "edge_index", "a LongTensor [2, E] or a "
+                   "torch.sparse adjacency", edge_index)
+    if is_torch_sparse_tensor(edge_index):
+        if tuple(edge_index.shape[:2]) != shape:
+            raise fail(ValueError, "QSVConv", "edge_index", f"as a sparse adjacency adj_t "
+                       f"{num_dst} x {num_src} (targets x sources)", edge_index)
+        if edge_index.layout == torch.sparse_coo and not edge_index.is_coalesced():
+            edge_index = edge_index.coalesce()  # PyG would only flag it coalesced
+            info.adj = edge_index
+        # PyG convention: a sparse `edge_index` is adj_t, adj_t[i, j] != 0 for j -> i.
+        ei, _ = to_edge_index(edge_index)
+        return ei.flip(0)
+    if edge_index.dtype not in _INT_DTYPES:
+        raise fail(TypeError, "QSVConv", "edge_index", "of an integer dtype", edge_index)
+    if edge_index.dim() != 2 or edge_index.size(0) != 2:
+        raise fail(ValueError, "QSVConv", "edge_index", "of shape [2, E]", edge_index)
+    if edge_index.dtype != torch.long:
+        edge_index = edge_index.long()
+    if not torch.compiler.is_compiling():
+        check_range(edge_index, num_src, num_dst)
+    return edge_index
+
+
+def graph_layout(info: GraphInfo, coo: Tensor, num_dst: int, dense: Optional[bool], *,
+                 observed: bool, hooked: bool, dropout: bool) -> Layout:
+    """What the call knows of the graph's layout (:class:`~quest_geometric.nn._qsv_path.
+    Layout`): read on the host in eager mode, left to run time under :func:`torch.compile`;
+    ``dense=True`` checks its claim (the sizes while tracing, the targets in the compiled
+    graph) and refuses message-passing hooks.  ``observed``: PyG machinery expects the
+    messages (explaining or hooks); ``hooked``: a message-passing hook is registered;
+    ``dropout``: attention dropout is active."""
+    compiling = torch.compiler.is_compiling()
+    if dense is None:
+        if observed:
+            return Layout.SCATTER
+        if compiling:
+            return (Layout.RUN_TIME if layout_degree(coo.size(1), num_dst) and not dropout
+                    else Layout.SCATTER)
+        return Layout.DENSE if info.dense_k(coo) > 0 else Layout.SCATTER
+    if not dense:
+        return Layout.SCATTER
+    if compiling and not layout_degree(coo.size(1), num_dst):
+        raise ValueError(DENSE_LAYOUT_ERROR)
+    if not compiling and info.dense_k(coo) == 0:
+        raise ValueError(DENSE_LAYOUT_ERROR)
+    if hooked:
+        raise ValueError(
+            "QSVConv: 'dense=True' computes no messages for the registered message-passing "
+            "hooks to see; pass dense=None or False while hooks are registered"
+        )
+    return Layout.ASSUMED_DENSE if compiling else Layout.DENSE

@@ -163,6 +163,19 @@ CASES = [
          TypeError, "QSVConv", "edge_index"),
     Case("QSVConv.forward-edge_index-range", lambda: QSVConv(16, 16)(
         torch.randn(3, 16), torch.tensor([[0], [3]])), ValueError, "QSVConv", "edge_index"),
+    # the index range, checked on every path (the dense [N, k] layout of k = 2 here, which the
+    # native kernels take), and a finite input whose result overflows
+    Case("QSVConv.forward-edge_index-huge", lambda: QSVConv(16, 16)(
+        torch.randn(5, 16), torch.tensor([[0, 1, 2, 3, 10**9, 0, 1, 2, 3, 4],
+                                          [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]])),
+        ValueError, "QSVConv", "edge_index"),
+    Case("QSVConv.forward-edge_index-just-past", lambda: QSVConv(16, 16)(
+        torch.randn(5, 16), torch.tensor([[0, 1, 2, 3, 6, 0, 1, 2, 3, 4],
+                                          [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]])),
+        ValueError, "QSVConv", "edge_index"),
+    Case("QSVConv.forward-x-overflows", lambda: QSVConv(16, 16)(
+        torch.full((3, 16), 3e38), torch.tensor([[0, 1, 2], [1, 2, 0]])),
+        ValueError, "QSVConv", "x"),
     Case("QSVConv.forward-return_attention_weights", lambda: QSVConv(16, 16)(
         torch.randn(3, 16), torch.tensor([[0], [1]]), return_attention_weights=1),
         TypeError, "QSVConv", "return_attention_weights"),

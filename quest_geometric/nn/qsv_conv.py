@@ -485,9 +485,9 @@ class QSVConv(MessagePassing):
         names = [name for name, _ in unchecked] or ["x"]
         top = max(float(t.detach().abs().max()) for t in (x_src, x_dst) if t.numel())
         raise ValueError(
-            f"QSVConv: '{names[0]}' is finite but so large that the output overflows "
-            f"{x_src.dtype} (largest entry {top:.3g} after any input projection); scale the "
-            "input down")
+            f"QSVConv: '{names[0]}' must be small enough that the output stays finite in "
+            f"{x_src.dtype}, got finite entries so large that the output overflows (largest "
+            f"{top:.3g} after any input projection); scale the input down")
 
     @staticmethod
     def is_dense_layout(edge_index: Tensor, num_nodes: int) -> bool:

@@ -1,0 +1,68 @@
+"""Focus at 8K (issue 54, part 1): trailing loss and loss by position of SmolLM2-135M on
+single long documents, full attention, context cuts and the operating-point rows.
+
+    python benchmarks/focus_long_context.py run [--windows 6] [--max-minutes M]  # resumable
+    python benchmarks/focus_long_context.py table
+    python benchmarks/focus_long_context.py --quick   # tiny random-weight Llama, seconds
+
+See ``benchmarks/long_context.py`` (the logic) and ``long_context_report.py`` (the table).
+"""
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import long_context as lc  # noqa: E402
+
+OUT = Path("benchmarks/results/focus_long_context")
+
+
+def _run(args: argparse.Namespace) -> None:
+    from quest_geometric.models import load_smollm2
+
+    torch.set_num_threads(args.threads)
+    OUT.mkdir(parents=True, exist_ok=True)
+    base, tok = load_smollm2()
+    windows = {"ood": lc.ood_windows(tok)[:args.windows + args.extra_ood],
+               "test": lc.test_windows(tok, args.windows)}
+    (OUT / "windows.json").write_text(json.dumps(lc.window_records(windows), indent=1) + "\n")
+    n = lc.run_grid(base, windows, lc.configurations(), OUT / "cells.jsonl",
+                    max_minutes=args.max_minutes, log=lambda m: print(m, flush=True))
+    print(f"{n} cells run", flush=True)
+
+
+def _table(args: argparse.Namespace) -> None:
+    import long_context_report as report
+
+    report.write_report(OUT)
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="tiny random-weight smoke run")
+    sub = p.add_subparsers(dest="cmd")
+    r = sub.add_parser("run")
+    r.add_argument("--windows", type=int, default=6)
+    r.add_argument("--extra-ood", type=int, default=2)
+    r.add_argument("--threads", type=int, default=1)
+    r.add_argument("--max-minutes", type=float, default=None)
+    sub.add_parser("table")
+    args = p.parse_args(argv)
+    if args.quick:
+        import long_context_report as report
+
+        print(json.dumps(report.quick(), indent=1))
+    elif args.cmd == "run":
+        _run(args)
+    elif args.cmd == "table":
+        _table(args)
+    else:
+        p.print_help()
+
+
+if __name__ == "__main__":
+    main()

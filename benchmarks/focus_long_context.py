@@ -3,6 +3,7 @@ single long documents, full attention, context cuts and the operating-point rows
 
     python benchmarks/focus_long_context.py run [--windows 6] [--max-minutes M]  # resumable
     python benchmarks/focus_long_context.py table
+    python benchmarks/focus_long_context.py windows   # only the windows' record
     python benchmarks/focus_long_context.py --quick   # tiny random-weight Llama, seconds
 
 See ``benchmarks/long_context.py`` (the logic) and ``long_context_report.py`` (the table).
@@ -21,15 +22,22 @@ import long_context as lc  # noqa: E402
 OUT = Path("benchmarks/results/focus_long_context")
 
 
+def _windows(tok, args: argparse.Namespace) -> dict:
+    """The windows of both sets, their record written to ``OUT/windows.json``."""
+    windows = {"ood": lc.ood_windows(tok)[:args.windows + args.extra_ood],
+               "test": lc.test_windows(tok, args.windows)}
+    lc.train_coverage(tok, windows)
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "windows.json").write_text(json.dumps(lc.window_records(windows), indent=1) + "\n")
+    return windows
+
+
 def _run(args: argparse.Namespace) -> None:
     from quest_geometric.models import load_smollm2
 
     torch.set_num_threads(args.threads)
-    OUT.mkdir(parents=True, exist_ok=True)
     base, tok = load_smollm2()
-    windows = {"ood": lc.ood_windows(tok)[:args.windows + args.extra_ood],
-               "test": lc.test_windows(tok, args.windows)}
-    (OUT / "windows.json").write_text(json.dumps(lc.window_records(windows), indent=1) + "\n")
+    windows = _windows(tok, args)
     n = lc.run_grid(base, windows, lc.configurations(), OUT / "cells.jsonl",
                     max_minutes=args.max_minutes, log=lambda m: print(m, flush=True))
     print(f"{n} cells run", flush=True)
@@ -51,6 +59,9 @@ def main(argv=None) -> None:
     r.add_argument("--threads", type=int, default=1)
     r.add_argument("--max-minutes", type=float, default=None)
     sub.add_parser("table")
+    w = sub.add_parser("windows", help="only write windows.json (tokenizer, no model)")
+    w.add_argument("--windows", type=int, default=6)
+    w.add_argument("--extra-ood", type=int, default=2)
     args = p.parse_args(argv)
     if args.quick:
         import long_context_report as report
@@ -58,6 +69,13 @@ def main(argv=None) -> None:
         print(json.dumps(report.quick(), indent=1))
     elif args.cmd == "run":
         _run(args)
+    elif args.cmd == "windows":
+        import transformers
+
+        from quest_geometric.models.smollm2 import SMOLLM2_GGUF, smollm2_path
+
+        _windows(transformers.AutoTokenizer.from_pretrained(smollm2_path(),
+                                                            gguf_file=SMOLLM2_GGUF), args)
     elif args.cmd == "table":
         _table(args)
     else:

@@ -92,9 +92,8 @@ def token_sha(ids: Sequence[int]) -> str:
 
 
 def _encode(tok: Any, text: str) -> List[int]:
-    from quest_geometric.datasets.pydoc_text import _encode as encode
-
-    return encode(tok, text)
+    """Token ids of ``text`` without special tokens, as the study tokenizes."""
+    return list(tok.encode(text, add_special_tokens=False))
 
 
 def ood_windows(tok: Any, files: Sequence[str] = OOD_FILES, length: int = LENGTH
@@ -117,7 +116,7 @@ def test_windows(tok: Any, n: int = 6, length: int = LENGTH) -> List[Dict[str, A
     """``n`` windows of the joined test topics, ending at evenly spaced tokens
     ``length + j * stride``, ``stride = (N - length) // (n - 1)`` (``N`` tokens in all), the
     first starting at token 0; each records the topics its text touches."""
-    from quest_geometric.datasets.pydoc_text import pydoc_text, pydoc_topic_splits
+    from quest_geometric.datasets import pydoc_text, pydoc_topic_splits
 
     topics = pydoc_topic_splits()[2]
     text = pydoc_text(topics)
@@ -139,11 +138,28 @@ def test_windows(tok: Any, n: int = 6, length: int = LENGTH) -> List[Dict[str, A
 def _token_start(tok: Any, text: str, topic: str):
     """``(topic, first token, end token)`` of a topic inside the joined text, by tokenizing
     the text up to it (within a token of the joint tokenization's boundary)."""
-    from quest_geometric.datasets.pydoc_text import pydoc_text
+    from quest_geometric.datasets import pydoc_text
 
     body = pydoc_text([topic])
     c = text.find(body)
     return topic, len(_encode(tok, text[:c])), len(_encode(tok, text[:c + len(body)]))
+
+
+def train_coverage(tok: Any, windows: Dict[str, List[Dict[str, Any]]], n: int = 32,
+                   trail: int = TRAIL) -> None:
+    """Add to every window the share of its positions, and of its trailing ``trail``
+    positions, that lie inside an ``n``-token window occurring in the routers' training
+    text (:func:`~quest_geometric.datasets.covered_positions`; the training topics of
+    :func:`~quest_geometric.datasets.pydoc_topic_splits`), in place."""
+    from quest_geometric.datasets import (covered_positions, pydoc_text, pydoc_topic_splits,
+                                          window_set)
+
+    train = window_set(_encode(tok, pydoc_text(pydoc_topic_splits()[0])), n)
+    for ws in windows.values():
+        for w in ws:
+            hit = covered_positions(w["ids"], train, n)
+            w["train_covered"] = float(hit.mean())
+            w["train_covered_trailing"] = float(hit[-trail:].mean())
 
 
 def window_nll(model: Any, ids: Sequence[int], context: Optional[int] = None,
@@ -269,9 +285,16 @@ def done_cells(lines: Iterable[Dict[str, Any]]) -> Dict[tuple, Dict[str, Any]]:
     return {(r["set"], r["window"], r["config"]): r for r in lines}
 
 
-def conditions(threads: int) -> Dict[str, Any]:
-    """Machine, versions, threads and date of a run (stored with every cell)."""
+def utc_now() -> str:
+    """The time now, ``YYYY-MM-DD HH:MM UTC``."""
     import datetime
+
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def conditions(threads: int) -> Dict[str, Any]:
+    """Machine, versions, threads and date (the run's start) of a run, stored with every
+    cell."""
     import platform
 
     import transformers
@@ -287,7 +310,7 @@ def conditions(threads: int) -> Dict[str, Any]:
     return {"cpu": cpu, "cores": __import__("os").cpu_count(), "threads": threads,
             "torch": torch.__version__, "transformers": transformers.__version__,
             "python": platform.python_version(),
-            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
+            "date": utc_now()}
 
 
 def run_grid(base: Any, windows: Dict[str, List[Dict[str, Any]]], configs: Sequence[str],
@@ -315,7 +338,8 @@ def run_grid(base: Any, windows: Dict[str, List[Dict[str, Any]]], configs: Seque
             break
         row = run_cell(base, name, w["ids"], length=length, cfg=(cfgs or {}).get(name),
                        trail=trail, width=width)
-        row.update({"set": s, "window": j, "sha": w["sha"], **cond})
+        row.update({"set": s, "window": j, "sha": w["sha"], **cond,
+                    "finished": utc_now()})
         with out.open("a") as fh:
             fh.write(json.dumps(row) + "\n")
         ran += 1

@@ -34,17 +34,18 @@ def _by(cells: Sequence[Dict[str, Any]], s: str, config: str) -> Dict[int, Dict[
 
 def paired(cells: Sequence[Dict[str, Any]], s: str, a: str, b: str) -> Optional[Dict[str, Any]]:
     """Trailing loss of ``a`` against ``b`` on set ``s``, paired by window (module
-    docstring); ``None`` when fewer than 2 windows have both."""
+    docstring); ``None`` when no window has both (the :math:`t` interval ``None`` below 2)."""
     from quest_geometric.analysis.stats import (paired_permutation_test, paired_sign_test,
                                                 paired_t_test)
 
     ca, cb = _by(cells, s, a), _by(cells, s, b)
     common = sorted(set(ca) & set(cb))
-    if len(common) < 2:
+    if not common:
         return None
     x = [ca[w]["trailing_loss"] for w in common]
     y = [cb[w]["trailing_loss"] for w in common]
-    perm, sign, t = paired_permutation_test(x, y), paired_sign_test(x, y), paired_t_test(x, y)
+    perm, sign = paired_permutation_test(x, y), paired_sign_test(x, y)
+    t = paired_t_test(x, y) if len(common) > 1 else {"ci_low": None, "ci_high": None, "p": None}
     return {"against": b, "windows": common, "n": len(common), "mean_diff": perm["mean"],
             "ppl_change_pct": 100.0 * math.expm1(perm["mean"]), "p_perm": perm["p"],
             "worse": sign["wins"], "better": sign["losses"], "p_sign": sign["p"],
@@ -70,6 +71,18 @@ def mean_bins(cells: Sequence[Dict[str, Any]]) -> List[Optional[float]]:
             for i in range(len(bins[0]))]
 
 
+def bin_diff(cells: Sequence[Dict[str, Any]], s: str, a: str, b: str = "full"
+             ) -> Optional[List[Optional[float]]]:
+    """Mean over the windows both ran of ``a``'s position-bin loss minus ``b``'s (paired by
+    window; ``None`` where no window has both, per bin ``None`` where ``a`` lacks it)."""
+    ca, cb = _by(cells, s, a), _by(cells, s, b)
+    common = sorted(set(ca) & set(cb))
+    if not common:
+        return None
+    pa, pb = mean_bins([ca[w] for w in common]), mean_bins([cb[w] for w in common])
+    return [None if x is None or y is None else x - y for x, y in zip(pa, pb)]
+
+
 def summarize(cells: Sequence[Dict[str, Any]], baselines: Optional[Dict[str, str]] = None
               ) -> Dict[str, Dict[str, Any]]:
     """Per set and configuration: windows, mean trailing loss and perplexity, measured
@@ -86,6 +99,7 @@ def summarize(cells: Sequence[Dict[str, Any]], baselines: Optional[Dict[str, str
                 "windows": len(mine), "trailing_loss": loss, "trailing_ppl": math.exp(loss),
                 "pairs_kept": sum(c["pairs_kept"] for c in mine) / len(mine),
                 "window_cfg": mine[0].get("window_cfg"), "bin_loss": mean_bins(mine),
+                "bin_diff_vs_full": bin_diff(cells, s, name),
                 "vs_full": paired(cells, s, name, "full") if name != "full" else None,
                 "vs_window": paired(cells, s, name, base) if base else None}
     return out
@@ -160,20 +174,43 @@ def plot(summary: Dict[str, Dict[str, Any]], path: Path) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    fig, axes = plt.subplots(1, len(summary), figsize=(6.5 * len(summary), 4.5), squeeze=False)
-    for ax, (s, rows) in zip(axes[0], summary.items()):
-        for name, r in rows.items():
-            pts = [(i * lc.BIN + lc.BIN / 2, v) for i, v in enumerate(r["bin_loss"])
-                   if v is not None]
-            ax.plot(*zip(*pts), marker=".", label=f"{name} ({r['windows']})",
-                    ls="--" if name.startswith(("cut", "sinks@")) or "random" in name else "-")
-        ax.set(title=f"{s}: loss by position", xlabel="position (tokens)",
-               ylabel="mean next-token loss")
-        ax.legend(fontsize=6)
+    fig, axes = plt.subplots(2, len(summary), figsize=(6.5 * len(summary), 9), squeeze=False)
+    for col, (s, rows) in enumerate(summary.items()):
+        for ax, key, what in ((axes[0][col], "bin_loss", "mean next-token loss"),
+                              (axes[1][col], "bin_diff_vs_full", "minus full attention's "
+                               "(paired by window)")):
+            for name, r in rows.items():
+                pts = [(i * lc.BIN + lc.BIN / 2, v) for i, v in enumerate(r[key] or [])
+                       if v is not None]
+                if pts:
+                    ax.plot(*zip(*pts), marker=".", label=f"{name} ({r['windows']})",
+                            ls="--" if name.startswith(("cut", "sinks@")) or "random" in name
+                            else "-")
+            ax.set(title=f"{s}: loss by position", xlabel="position (tokens)", ylabel=what)
+            ax.legend(fontsize=6)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return True
+
+
+def step_cost_lines(runs: Sequence[Dict[str, Any]]) -> List[str]:
+    """The router-training step costs (``benchmarks/router_step_cost.py``) as markdown."""
+    out = ["## Router training: cost of one step", "",
+           "`python benchmarks/router_step_cost.py --length L` under `ulimit -v`; the machine "
+           "shared with the evaluation above and other work, so wall seconds are inflated; CPU "
+           "seconds are the process's own.", "",
+           "| row | objective | tokens | wall s/step | CPU s/step | peak RSS (GiB) | "
+           "address-space limit (GiB) | result | date |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in runs:
+        lim = r.get("address_space_limit_gib")
+        ok = "failed" not in r
+        out.append(f"| {r['row']} | {r['objective']} | {r['length']} | "
+                   + (f"{r['seconds_per_step']:.0f} | {r['cpu_seconds_per_step']:.0f}" if ok
+                      else "- | -")
+                   + f" | {r['peak_rss_gib']:.1f} | {'' if lim is None else f'{lim:.1f}'} | "
+                   + ("ok" if ok else "allocation refused") + f" | {r['date']} |")
+    return out + [""]
 
 
 def write_report(folder: Path, cells_file: str = "cells.jsonl",
@@ -197,7 +234,10 @@ def write_report(folder: Path, cells_file: str = "cells.jsonl",
         meta["windows"] = json.loads(win.read_text())
     doc = {"meta": meta, "sets": summary}
     (folder / "summary.json").write_text(json.dumps(doc, indent=1) + "\n")
-    (folder / "focus_long_context.md").write_text(markdown(summary, meta))
+    steps = folder / "router_step_cost.jsonl"
+    extra = step_cost_lines(load_cells(steps)) if steps.is_file() else []
+    (folder / "focus_long_context.md").write_text(markdown(summary, meta)
+                                                  + "\n".join(extra))
     plot(summary, folder / "loss_by_position.png")
     return doc
 

@@ -66,15 +66,17 @@ def main(argv=None) -> None:
     p.add_argument("--threads", type=int, default=1)
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    limit_gib = None if limit < 0 else limit / 2 ** 30
     try:
         rec = step_cost(args.row, args.length, args.steps, args.objective)
+        rec["address_space_limit_gib"] = limit_gib
     except RuntimeError as e:  # the allocator refused: record the limit it ran under
         if "allocate" not in str(e):
             raise
-        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
         rec = {"row": args.row, "length": args.length, "objective": args.objective,
                "steps": args.steps, "failed": str(e).splitlines()[0][:300],
-               "address_space_limit_gib": None if limit < 0 else limit / 2 ** 30,
+               "address_space_limit_gib": limit_gib,
                "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20,
                **lc.conditions(torch.get_num_threads())}
     OUT.parent.mkdir(parents=True, exist_ok=True)

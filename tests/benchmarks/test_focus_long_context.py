@@ -124,6 +124,12 @@ def test_grid_resumes_and_pairs_by_window(tmp_path):
     assert s["mean_diff"] == pytest.approx(sum(d) / 3)
     assert s["worse"] == sum(x > 0 for x in d) and s["n"] == 3
     assert first["summary"]["a"]["K4_top2_w8_random"]["vs_window"]["against"] == "win8"
+    bins = {(c["window"], c["config"]): c["bin_loss"] for c in cells if c["set"] == "a"}
+    diff = first["summary"]["a"]["cut32"]["bin_diff_vs_full"]  # 64 tokens: bins 4..7 scored
+    assert diff[:4] == [None] * 4
+    for b in range(4, 8):
+        want = sum(bins[(w, "cut32")][b] - bins[(w, "full")][b] for w in range(3)) / 3
+        assert diff[b] == pytest.approx(want)
     line = json.loads((tmp_path / "cells.jsonl").read_text().splitlines()[0])
     line["sha"] = "0" * 64
     (tmp_path / "cells.jsonl").write_text(json.dumps(line) + "\n")

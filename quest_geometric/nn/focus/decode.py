@@ -436,7 +436,9 @@ def route_step(router: Router, x: Tensor, state: FocusDecodeState, valid: Option
     r"""Route new tokens ``x [B, T, C]`` with :obj:`router` (any
     :class:`~quest_geometric.nn.focus.router.Router`, through its ``step``), updating
     :obj:`state` (statistics, groups, positions). Returns their groups ``[B, T, top_k]``
-    (``-1`` for padding).
+    (``-1`` for padding). Like :func:`focus_decode_attention`, it passes non-finite hidden
+    states through instead of adding a check to every decoding step; the prefix was checked
+    when it was routed (:func:`route_prefix`).
 
     Args:
         router (Router): the layer's causal router.
@@ -473,6 +475,13 @@ def focus_decode_attention(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeSt
     stores that meet the new token's groups, views only (see the module docstring); every
     other call is :func:`focus_decode_attention_reference`, which gives the same values up
     to rounding.
+
+    Non-finite entries are passed through, not refused: this runs once per generated token
+    and layer, where a finiteness check would add a reduction and a host read to every step
+    (the cost cached decoding exists to avoid); the prefix's queries, keys and values were
+    checked when the cache was filled (:func:`~quest_geometric.nn.focus.focus_blocks_attention`
+    and the composed layers refuse NaN and infinities), and a NaN produced later by the model
+    itself shows in its logits.
 
     Args:
         q (Tensor): queries ``[B, H, T, D]`` of the new tokens.

@@ -204,7 +204,9 @@ def prefix_statistics(col_totals: List[Tensor], num_seqs: int, num_groups: int,
 
 def sinkhorn_step(scores: Tensor, col_lse: Tensor, valid: Optional[Tensor] = None
                   ) -> Tuple[Tensor, Tensor]:
-    r"""Route one new token per sequence from the prefix statistics.
+    r"""Route one new token per sequence from the prefix statistics (non-finite scores are
+    passed through, not refused: this runs at every decoding step, see
+    :func:`~quest_geometric.nn.focus.decode.route_step`; :func:`sinkhorn_log` refuses them).
 
     .. math::
         \Lambda^{(n)} \leftarrow \log\bigl(e^{\Lambda^{(n)}} + e^{\log Q^{(n-1)}_t}\bigr),

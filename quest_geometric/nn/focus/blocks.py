@@ -21,6 +21,7 @@ from quest_geometric.nn.focus._layout import HALF_DTYPES, seq_layout
 from quest_geometric.nn.focus.config import BlocksConfig, current_blocks_config
 from quest_geometric.nn.focus.edge_index import _seq_info, sink_pairs, smallest_shared_group
 from quest_geometric.nn.focus.group_sets import codable, group_set_codes
+from quest_geometric.nn.focus.window_chunks import window_chunks_attention
 
 __all__ = ["focus_blocks_attention", "focus_blocks_reference"]
 
@@ -880,6 +881,10 @@ def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
                                       num_sinks)
     seq, nseq = seq_layout(batch, n, q.device)
     config = current_blocks_config() if config is None else config
+    if groups.size(1) == 0 and config.window_in_chunks(window, nseq, causal):  # window + sinks
+        sizes = torch.bincount(seq, minlength=nseq).tolist()
+        return window_chunks_attention(q, k, v, window, sizes, causal, num_sinks, config,
+                                       1.0 / math.sqrt(q.size(-1)))
     plan = _BlocksPlan(groups.long(), seq, nseq, kgroups, window, causal, q.dtype, config)
     if num_sinks > 0:
         rows, tgt, src, is_sink = _sink_part(groups.long(), batch, window, num_sinks, causal,

@@ -821,11 +821,14 @@ def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
     call padded to the largest, see :attr:`BlocksConfig.pad_ratio`), and the band as one
     batched call over query blocks of :meth:`BlocksConfig.band_block_size` tokens (by the
     window) against their ``b + w`` keys (overlapping strided views, no copy) with an
-    additive mask, plus two small calls for the first :math:`w` and the last few queries;
-    with no group to exclude (empty group sets: the window plus sinks of
-    :class:`~quest_geometric.nn.focus.WindowOnlyRouter`), causal, one sequence and a window
-    of at least :attr:`BlocksConfig.split_band_min_window`, the band runs instead as a few
-    unmasked calls over chunks of :math:`w` tokens that compute each kept pair once
+    additive mask, plus two small calls for the first :math:`w` and the last few queries.
+    With no group to exclude (empty group sets: the window plus sinks of
+    :class:`~quest_geometric.nn.focus.WindowOnlyRouter`) the whole pattern runs as masked
+    calls over chunks of queries with no merge
+    (:func:`~quest_geometric.nn.focus.window_chunks.window_chunks_attention`, see
+    :attr:`BlocksConfig.window_chunks`), except for one causal sequence and a window of at
+    least :attr:`BlocksConfig.split_band_min_window`, where the band runs as a few unmasked
+    calls over chunks of :math:`w` tokens that compute each kept pair once
     (:func:`_split_band_calls`). For top-:math:`k = 1` the two parts are merged in place,
     :math:`\mathbf{o} = \mathbf{o}_A + e^{\ell_B - L} (\mathbf{o}_B - \mathbf{o}_A)` with
     :math:`L = \log(e^{\ell_A} + e^{\ell_B})`. On other devices (or with ``fused=False``)

@@ -12,7 +12,8 @@ shuffled rounds at each thread count, the forward (a prefill) of SmolLM2-135M's 
 shape (9 query heads of 64, its 3 key/value heads expanded to 9 as the composed layer passes
 them): one causal SDPA call, the peer, the 'blocks' back-end by the library's rule
 (:func:`~quest_geometric.nn.focus.focus_blocks_attention`, empty group sets) and the same
-with the query chunks off (``BlocksConfig.window_chunks = None``: the general band), and
+with the query chunks off (``BlocksConfig.window_chunks = None``: the general band, split
+from ``BlocksConfig.split_band_min_window``), and
 checks that they agree. ``benchmarks/focus_window_band.py`` is a thin wrapper around
 :func:`main`.
 """
@@ -131,9 +132,10 @@ def run(length: int, windows: Sequence[int], threads: Sequence[int], rounds: int
              "`causal sdpa`: one causal SDPA call over all pairs; `chunk loop`: the peer, one "
              "masked SDPA call per chunk of w queries against the sinks, the chunk before and "
              "itself; `blocks`: focus_blocks_attention with empty group sets by the library's "
-             "rule (query chunks of `window_chunk_size(w)` tokens, or the split band from "
-             "`split_band_min_window` on one causal sequence); `blocks, general band`: the "
-             "same with BlocksConfig.window_chunks = None. `ms`: median over rounds; "
+             "rule (query chunks of `window_chunk_size(w)` tokens); `blocks, general band`: "
+             "the same with BlocksConfig.window_chunks = None (the split band from "
+             "`split_band_min_window` on one causal sequence, else the masked band). `ms`: "
+             "median over rounds; "
              "`speedup`: median of the per-round ratios causal sdpa / variant, range beside; "
              "`max_abs_diff`: largest difference from the peer's output. Rounds in a seeded "
              "shuffled order.")

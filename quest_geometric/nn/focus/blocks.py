@@ -826,9 +826,9 @@ def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
     :class:`~quest_geometric.nn.focus.WindowOnlyRouter`) the whole pattern runs as masked
     calls over chunks of queries with no merge
     (:func:`~quest_geometric.nn.focus.window_chunks.window_chunks_attention`, see
-    :attr:`BlocksConfig.window_chunks`), except for one causal sequence and a window of at
-    least :attr:`BlocksConfig.split_band_min_window`, where the band runs as a few unmasked
-    calls over chunks of :math:`w` tokens that compute each kept pair once
+    :attr:`BlocksConfig.window_chunks`); with those chunks off, for one causal sequence and
+    a window of at least :attr:`BlocksConfig.split_band_min_window`, the band runs as a few
+    unmasked calls over chunks of :math:`w` tokens that compute each kept pair once
     (:func:`_split_band_calls`). For top-:math:`k = 1` the two parts are merged in place,
     :math:`\mathbf{o} = \mathbf{o}_A + e^{\ell_B - L} (\mathbf{o}_B - \mathbf{o}_A)` with
     :math:`L = \log(e^{\ell_A} + e^{\ell_B})`. On other devices (or with ``fused=False``)
@@ -884,7 +884,7 @@ def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
                                       num_sinks)
     seq, nseq = seq_layout(batch, n, q.device)
     config = current_blocks_config() if config is None else config
-    if groups.size(1) == 0 and config.window_in_chunks(window, nseq, causal):  # window + sinks
+    if groups.size(1) == 0 and config.window_in_chunks(nseq):  # window + sinks
         sizes = torch.bincount(seq, minlength=nseq).tolist()
         return window_chunks_attention(q, k, v, window, sizes, causal, num_sinks, config,
                                        1.0 / math.sqrt(q.size(-1)))

@@ -67,7 +67,8 @@ class BlocksConfig:
         band_block (int, optional): one query block for every window instead of
             :attr:`band_blocks` (:obj:`None`: by the window; benchmarks compare sizes).
         split_band_min_window (int, optional): smallest window at which the causal band of
-            one sequence with no groups (the window plus sinks) runs as unmasked calls over
+            one sequence with no groups (the window plus sinks, when :attr:`window_chunks`
+            is :obj:`None`) runs as unmasked calls over
             chunks of :math:`w` tokens, each kept pair computed once, instead of masked query
             blocks; the kernel's causal tiles waste less as :math:`w` grows
             (``benchmarks/focus_band_block.py --blocks 64``). :obj:`None`: never split.
@@ -95,7 +96,8 @@ class BlocksConfig:
             (:mod:`~quest_geometric.nn.focus.window_chunks`), so small chunks waste few
             pairs, but the kernel runs small tiles slower (``benchmarks/focus_window_band.py``).
             :obj:`None`: the window plus sinks runs through the band of the general path.
-            The split band (:attr:`split_band_min_window`) takes precedence where it applies.
+            It takes precedence over the split band (:attr:`split_band_min_window`), which it
+            beat at every window measured below 2,048 and matched there.
         window_chunk (int, optional): one query chunk for every window instead of
             :attr:`window_chunks` (:obj:`None`: by the window; benchmarks compare sizes).
         window_max_seqs (int): most sequences for which the window plus sinks runs in chunks
@@ -110,7 +112,7 @@ class BlocksConfig:
     sink_dense_max_keys: int = 256
     gather_budget: int = 1 << 21
     mask_budget: int = 1 << 22
-    window_chunks: Optional[Tuple[Tuple[float, int], ...]] = ((383, 128), (math.inf, 256))
+    window_chunks: Optional[Tuple[Tuple[float, int], ...]] = ((1023, 128), (math.inf, 192))
     window_chunk: Optional[int] = None
     window_max_seqs: int = 16
 
@@ -143,13 +145,10 @@ class BlocksConfig:
             return self.window_chunk
         return next(b for w, b in self.window_chunks if window <= w)
 
-    def window_in_chunks(self, window: int, num_seqs: int, causal: bool) -> bool:
+    def window_in_chunks(self, num_seqs: int) -> bool:
         """Whether the window plus sinks of ``num_seqs`` sequences runs in chunks
-        (:attr:`window_chunks` set, at most :attr:`window_max_seqs` sequences, and not the
-        split band's case, one causal sequence from :attr:`split_band_min_window`)."""
-        if self.window_chunks is None or num_seqs > self.window_max_seqs:
-            return False
-        return not (causal and num_seqs == 1 and self.band_splits(window))
+        (:attr:`window_chunks` set, at most :attr:`window_max_seqs` sequences)."""
+        return self.window_chunks is not None and num_seqs <= self.window_max_seqs
 
     def band_splits(self, window: int) -> bool:
         """Whether a causal band of one sequence with no groups runs split at ``window``

@@ -118,10 +118,8 @@ def test_which_path_runs(tuning, monkeypatch):
     assert len(calls) == 1
     run(one_group)  # groups to exclude: the general band
     assert len(calls) == 1
-    tuning.blocks(split_band_min_window=5)  # one causal sequence at the split's window
+    tuning.blocks(split_band_min_window=5)  # the chunks before the split band
     run(groups)
-    assert len(calls) == 1
-    run(groups, causal=False)
     assert len(calls) == 2
     tuning.blocks(window_max_seqs=1)
     run(groups, batch=torch.arange(40) // 20, causal=False)  # two sequences: too many
@@ -129,13 +127,16 @@ def test_which_path_runs(tuning, monkeypatch):
     tuning.blocks(window_chunks=None)
     run(groups, causal=False)
     assert len(calls) == 2
+    tuning.blocks(window_max_seqs=16)
+    run(groups)
+    assert len(calls) == 2
 
 
 def test_config_rule_and_errors():
     cfg = BlocksConfig()
     assert cfg.window_chunk_size(64) == cfg.window_chunks[0][1]
     assert BlocksConfig(window_chunk=100).window_chunk_size(5000) == 100
-    assert not BlocksConfig(window_chunks=None).window_in_chunks(5, 1, False)
+    assert not BlocksConfig(window_chunks=None).window_in_chunks(1)
     with pytest.raises(ValueError, match="BlocksConfig: 'window_chunks'"):
         BlocksConfig(window_chunks=((10, 4),))
     with pytest.raises(ValueError, match="BlocksConfig: 'window_chunk'"):

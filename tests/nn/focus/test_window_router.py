@@ -210,7 +210,7 @@ def test_fused_split_band_equals_the_dense_band_and_the_masked_path(monkeypatch,
     real = blocks._split_band_calls
     monkeypatch.setattr(blocks, "_split_band_calls",
                         lambda n, w: calls.append((n, w)) or real(n, w))
-    tuning.blocks(split_band_min_window=1)
+    tuning.blocks(split_band_min_window=1, window_chunks=None)
     torch.manual_seed(t + window)
     groups = torch.zeros(t, 0, dtype=torch.long)
     q, k, v = (torch.randn(t, 3, 8, dtype=torch.float64, requires_grad=True)
@@ -261,7 +261,7 @@ def test_split_band_only_for_one_causal_sequence_without_groups(monkeypatch, tun
 def test_fused_split_band_in_half_precision(monkeypatch, dtype, tuning):
     # the kernels' float32 log-sum-exps merge the split calls as in float32
 
-    tuning.blocks(split_band_min_window=1)
+    tuning.blocks(split_band_min_window=1, window_chunks=None)
     t, window = 45, 8
     torch.manual_seed(1)
     q, k, v = (torch.randn(t, 2, 16, dtype=torch.float64) for _ in range(3))

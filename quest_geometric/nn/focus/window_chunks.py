@@ -1,25 +1,38 @@
 r"""The window plus sinks (no group to exclude) on CPU as a few masked flash calls over
-chunks of queries: the fast path of :func:`~quest_geometric.nn.focus.blocks.focus_blocks_attention`
-for empty group sets (:class:`~quest_geometric.nn.focus.WindowOnlyRouter`).
+chunks of queries: the fast path of
+:func:`~quest_geometric.nn.focus.blocks.focus_blocks_attention` for empty group sets
+(:class:`~quest_geometric.nn.focus.WindowOnlyRouter`).
 
 The pattern keeps, in each sequence, the pairs with :math:`-w_r \le i - j \le w`
 (:math:`w_r = 0` causal, :math:`w` otherwise) and the sink pairs
 :math:`\min(p_i, p_j) < s`. Cut the sequence into chunks of :math:`B` queries; the chunk
 starting at :math:`a` needs the band keys :math:`[a - w, a + B + w_r)` and the sinks below
-them, :math:`[0, \min(s, a - w))`; every sink key below the band start is kept by every
-query of the chunk (:math:`i - j > w`), so only the band columns carry a mask, a function of
-:math:`i - j` alone: one ``[B, s + w + B + w_r]`` mask serves every chunk away from the
-sequence's ends, and those chunks run as **one** batched flash call (keys read as
-overlapping strided views without sinks, gathered with them). Each query row lies in
-exactly one call, so the calls need no merge, and each call's backward is the kernel's own.
-Non-causal, the first :math:`s` queries (the sink queries) attend to every key of their
-sequence: one more unmasked call overwrites their rows (their rows get no gradient through
-the chunk calls).
+them, :math:`[0, \min(s, a - w))`, which every query of the chunk keeps
+(:math:`i - j > w`). So only the band columns carry a mask, a function of :math:`i - j`
+alone: one ``[B, w + B + w_r]`` mask serves every chunk away from the sequence's ends, and
+those chunks run as **one** batched flash call over overlapping strided key views (no
+copy), their sinks as one unmasked call of the same queries against the :math:`s` sink
+keys, merged in place through the log-sum-exps. Each chunk at a sequence's end runs alone,
+its sinks gathered beside its band keys. Every query row lies in exactly one chunk call, so
+no other merge is needed, and each call's backward is the kernel's own given the merged
+output and log-sum-exp. Non-causal, the first :math:`s` queries (the sink queries) attend to
+every key of their sequence: one more unmasked call overwrites their rows (which then get no
+gradient through the chunk calls).
 
-This is the plain loop of masked SDPA calls over chunks, batched; :func:`window_chunks_reference`
-is that loop, kept beside it as the reference. Cost: :math:`N(s + w + B + w_r)` pairs
-against the band's :math:`\approx N w`; :meth:`BlocksConfig.window_chunk_size` picks
-:math:`B`.
+This is the plain loop of masked SDPA calls over chunks, batched;
+:func:`window_chunks_reference` is that loop, kept beside it as the reference. Cost:
+:math:`N(s + w + B + w_r)` pairs against the band's :math:`\approx N w`;
+:meth:`~quest_geometric.nn.focus.config.BlocksConfig.window_chunk_size` picks :math:`B`.
+
+Example:
+    >>> import torch
+    >>> from quest_geometric.nn.focus import focus_blocks_attention
+    >>> q, k, v = (torch.randn(300, 2, 8) for _ in range(3))
+    >>> out = focus_blocks_attention(q, k, v, torch.zeros(300, 0, dtype=torch.long), 50,
+    ...                              num_sinks=4)  # runs here: empty group sets
+    >>> ref = window_chunks_reference(q, k, v, 50, 128, num_sinks=4)
+    >>> bool(torch.allclose(out, ref, atol=1e-5))
+    True
 """
 from __future__ import annotations
 

@@ -66,6 +66,8 @@ def band_forward(n: int, window: int, block: Optional[int], heads: int = 9, dim:
     tuning = {"band_block": block}
     if split is not None:
         tuning["split_band_min_window"] = 1 if split else None
+    if block is not None or split is not None:  # the band (masked or split), not the chunks
+        tuning["window_chunks"] = None
 
     def fn() -> torch.Tensor:
         with blocks_config(**tuning):

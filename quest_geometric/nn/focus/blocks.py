@@ -21,6 +21,7 @@ from quest_geometric.nn.focus._layout import HALF_DTYPES, seq_layout
 from quest_geometric.nn.focus.config import BlocksConfig, current_blocks_config
 from quest_geometric.nn.focus.edge_index import _seq_info, sink_pairs, smallest_shared_group
 from quest_geometric.nn.focus.group_sets import codable, group_set_codes
+from quest_geometric.nn.focus.window_chunks import window_chunks_attention
 
 __all__ = ["focus_blocks_attention", "focus_blocks_reference"]
 
@@ -571,13 +572,13 @@ class _BlocksPlan:
         if self.nseq > 1:  # keys of another sequence count as excluded too
             sq = self.seq[q0:q0 + nb * bq].view(nb, bq, 1)
             same |= sq != _windows(self.seq, k0, nb, bq, lk).unsqueeze(1)
-        ninf = torch.tensor(float("-inf"), dtype=self.dtype, device=dev)
-        static = torch.where(outside, ninf, torch.tensor(0.0, dtype=self.dtype, device=dev))
-        bias = torch.where(same, ninf, static)  # one pass: [nb, bq, lk]
+        drop = same.logical_or_(outside)  # [nb, bq, lk]: excluded pairs (same is a new tensor)
+        bias = torch.zeros(drop.shape, dtype=self.dtype, device=dev).masked_fill_(
+            drop, float("-inf"))
         if kk == 1:
             row_any = self.band_any[q0:q0 + nb * bq]
         else:
-            row_any = ~(same | outside).all(-1).view(-1)
+            row_any = ~drop.all(-1).view(-1)
         self.segments.append(_BandSegment(q0, k0, nb, bq, lk, bias.unsqueeze(1), row_any))
 
     def bucket_chunks(self, idx: Tensor, g: int, dtype: torch.dtype):
@@ -820,10 +821,13 @@ def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
     call padded to the largest, see :attr:`BlocksConfig.pad_ratio`), and the band as one
     batched call over query blocks of :meth:`BlocksConfig.band_block_size` tokens (by the
     window) against their ``b + w`` keys (overlapping strided views, no copy) with an
-    additive mask, plus two small calls for the first :math:`w` and the last few queries;
-    with no group to exclude (empty group sets: the window plus sinks of
-    :class:`~quest_geometric.nn.focus.WindowOnlyRouter`), causal, one sequence and a window
-    of at least :attr:`BlocksConfig.split_band_min_window`, the band runs instead as a few
+    additive mask, plus two small calls for the first :math:`w` and the last few queries.
+    With no group to exclude (empty group sets: the window plus sinks of
+    :class:`~quest_geometric.nn.focus.WindowOnlyRouter`) the whole pattern runs as masked
+    calls over chunks of queries with no merge
+    (:func:`~quest_geometric.nn.focus.window_chunks.window_chunks_attention`, see
+    :attr:`BlocksConfig.window_chunks`); with those chunks off, for one causal sequence and
+    a window of at least :attr:`BlocksConfig.split_band_min_window`, the band runs as a few
     unmasked calls over chunks of :math:`w` tokens that compute each kept pair once
     (:func:`_split_band_calls`). For top-:math:`k = 1` the two parts are merged in place,
     :math:`\mathbf{o} = \mathbf{o}_A + e^{\ell_B - L} (\mathbf{o}_B - \mathbf{o}_A)` with
@@ -880,6 +884,10 @@ def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
                                       num_sinks)
     seq, nseq = seq_layout(batch, n, q.device)
     config = current_blocks_config() if config is None else config
+    if groups.size(1) == 0 and config.window_in_chunks(nseq):  # window + sinks
+        sizes = torch.bincount(seq, minlength=nseq).tolist()
+        return window_chunks_attention(q, k, v, window, sizes, causal, num_sinks, config,
+                                       1.0 / math.sqrt(q.size(-1)))
     plan = _BlocksPlan(groups.long(), seq, nseq, kgroups, window, causal, q.dtype, config)
     if num_sinks > 0:
         rows, tgt, src, is_sink = _sink_part(groups.long(), batch, window, num_sinks, causal,

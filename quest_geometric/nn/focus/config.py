@@ -44,6 +44,16 @@ def _check_share(value, name: str, where: str) -> None:
         raise fail(ValueError, where, name, "a real number >= 0 (inf allowed)", value)
 
 
+def _check_by_window(rows, name: str, where: str) -> None:
+    """A tuple of ``(largest window, size)`` with increasing windows, the last one inf."""
+    if (not isinstance(rows, tuple) or not rows or rows[-1][0] != math.inf
+            or any(a[0] >= b[0] for a, b in zip(rows, rows[1:]))):
+        raise fail(ValueError, where, name, "a tuple of (largest window, size) with "
+                   "increasing windows, the last one inf", rows)
+    for _, b in rows:
+        check_int(b, f"{name} size", 1, where=where)
+
+
 @dataclass(frozen=True)
 class BlocksConfig:
     r"""Tuning of the fused CPU decomposition (:func:`focus_blocks_attention`).
@@ -57,7 +67,8 @@ class BlocksConfig:
         band_block (int, optional): one query block for every window instead of
             :attr:`band_blocks` (:obj:`None`: by the window; benchmarks compare sizes).
         split_band_min_window (int, optional): smallest window at which the causal band of
-            one sequence with no groups (the window plus sinks) runs as unmasked calls over
+            one sequence with no groups (the window plus sinks, when :attr:`window_chunks`
+            is :obj:`None`) runs as unmasked calls over
             chunks of :math:`w` tokens, each kept pair computed once, instead of masked query
             blocks; the kernel's causal tiles waste less as :math:`w` grows
             (``python -m benchmarks.focus.band_block --blocks 64``). :obj:`None`: never split.
@@ -78,6 +89,21 @@ class BlocksConfig:
             all would exceed the allocator's reuse threshold, so its pages would be faulted
             in afresh at every call.
         mask_budget (int): elements of one query chunk's mask in a top-:math:`k > 1` bucket.
+        window_chunks (tuple, optional): the query chunk of the window plus sinks (empty group
+            sets) by window, ``((largest window, chunk), ...)`` as :attr:`band_blocks`: that
+            pattern runs as masked flash calls over chunks of :math:`B` queries, each
+            computing :math:`B (w + B)` pairs where the band needs about :math:`B w`
+            (:mod:`~quest_geometric.nn.focus.window_chunks`), so small chunks waste few
+            pairs, but the kernel runs small tiles slower
+            (``python -m benchmarks.focus.window_band``).
+            :obj:`None`: the window plus sinks runs through the band of the general path.
+            It takes precedence over the split band (:attr:`split_band_min_window`), which it
+            beat at every window measured below 2,048 and matched there.
+        window_chunk (int, optional): one query chunk for every window instead of
+            :attr:`window_chunks` (:obj:`None`: by the window; benchmarks compare sizes).
+        window_max_seqs (int): most sequences for which the window plus sinks runs in chunks
+            (each sequence's ends are calls of their own); more (many short sequences) run
+            through the batched band of the general path.
     """
     band_blocks: Tuple[Tuple[float, int], ...] = ((127, 16), (511, 32), (math.inf, 64))
     band_block: Optional[int] = None
@@ -87,22 +113,23 @@ class BlocksConfig:
     sink_dense_max_keys: int = 256
     gather_budget: int = 1 << 21
     mask_budget: int = 1 << 22
+    window_chunks: Optional[Tuple[Tuple[float, int], ...]] = ((1023, 128), (math.inf, 192))
+    window_chunk: Optional[int] = None
+    window_max_seqs: int = 16
 
     def __post_init__(self) -> None:
         where = "BlocksConfig"
-        rows = self.band_blocks
-        if (not isinstance(rows, tuple) or not rows or rows[-1][0] != math.inf
-                or any(a[0] >= b[0] for a, b in zip(rows, rows[1:]))):
-            raise fail(ValueError, where, "band_blocks", "a tuple of (largest window, block) "
-                       "with increasing windows, the last one inf", rows)
-        for _, b in rows:
-            check_int(b, "band_blocks block", 1, where=where)
+        _check_by_window(self.band_blocks, "band_blocks", where)
         _check_optional_int(self.band_block, "band_block", 1, where)
         _check_optional_int(self.split_band_min_window, "split_band_min_window", 1, where)
         _check_share(self.pad_ratio, "pad_ratio", where)
         for name in ("bucket_query_block", "gather_budget", "mask_budget"):
             check_int(getattr(self, name), name, 1, where=where)
         check_int(self.sink_dense_max_keys, "sink_dense_max_keys", -1, where=where)
+        if self.window_chunks is not None:
+            _check_by_window(self.window_chunks, "window_chunks", where)
+        _check_optional_int(self.window_chunk, "window_chunk", 1, where)
+        check_int(self.window_max_seqs, "window_max_seqs", 1, where=where)
 
     def band_block_size(self, window: int) -> int:
         """The band's query block at ``window``: :attr:`band_block` when set, else the first
@@ -110,6 +137,19 @@ class BlocksConfig:
         if self.band_block is not None:
             return self.band_block
         return next(b for w, b in self.band_blocks if window <= w)
+
+    def window_chunk_size(self, window: int) -> int:
+        """The query chunk of the window plus sinks at ``window``: :attr:`window_chunk` when
+        set, else the first entry of :attr:`window_chunks` whose largest window is at least
+        ``window``."""
+        if self.window_chunk is not None:
+            return self.window_chunk
+        return next(b for w, b in self.window_chunks if window <= w)
+
+    def window_in_chunks(self, num_seqs: int) -> bool:
+        """Whether the window plus sinks of ``num_seqs`` sequences runs in chunks
+        (:attr:`window_chunks` set, at most :attr:`window_max_seqs` sequences)."""
+        return self.window_chunks is not None and num_seqs <= self.window_max_seqs
 
     def band_splits(self, window: int) -> bool:
         """Whether a causal band of one sequence with no groups runs split at ``window``

@@ -210,7 +210,7 @@ def test_fused_split_band_equals_the_dense_band_and_the_masked_path(monkeypatch,
     real = blocks._split_band_calls
     monkeypatch.setattr(blocks, "_split_band_calls",
                         lambda n, w: calls.append((n, w)) or real(n, w))
-    tuning.blocks(split_band_min_window=1)
+    tuning.blocks(split_band_min_window=1, window_chunks=None)
     torch.manual_seed(t + window)
     groups = torch.zeros(t, 0, dtype=torch.long)
     q, k, v = (torch.randn(t, 3, 8, dtype=torch.float64, requires_grad=True)
@@ -224,16 +224,17 @@ def test_fused_split_band_equals_the_dense_band_and_the_masked_path(monkeypatch,
     for a, b in zip(torch.autograd.grad(out, (q, k, v), go),
                     torch.autograd.grad(ref, (q, k, v), go)):
         torch.testing.assert_close(a, b, atol=1e-12, rtol=1e-12)
-    # the masked query blocks (the split off) give the same float32 output
-    tuning.blocks(split_band_min_window=None)
+    # the masked query blocks (the split and the query chunks off) and the query chunks
+    # (the split off) give the same float32 output
     q32, k32, v32 = (x.detach().float() for x in (q, k, v))
-    masked = focus_blocks_attention(q32, k32, v32, groups, window, None, True, 1, fused=True,
-                                    num_sinks=num_sinks)
-    tuning.blocks(split_band_min_window=1)
-    split = focus_blocks_attention(q32, k32, v32, groups, window, None, True, 1, fused=True,
-                                   num_sinks=num_sinks)
+    outs = []
+    for split_min, chunks in ((None, None), (None, ((math.inf, 8),)), (1, None)):
+        tuning.blocks(split_band_min_window=split_min, window_chunks=chunks)
+        outs.append(focus_blocks_attention(q32, k32, v32, groups, window, None, True, 1,
+                                           fused=True, num_sinks=num_sinks))
     assert len(calls) == 2
-    torch.testing.assert_close(split, masked, atol=1e-5, rtol=1e-5)
+    for other in outs[1:]:
+        torch.testing.assert_close(other, outs[0], atol=1e-5, rtol=1e-5)
 
 
 def test_split_band_only_for_one_causal_sequence_without_groups(monkeypatch, tuning):
@@ -260,7 +261,7 @@ def test_split_band_only_for_one_causal_sequence_without_groups(monkeypatch, tun
 def test_fused_split_band_in_half_precision(monkeypatch, dtype, tuning):
     # the kernels' float32 log-sum-exps merge the split calls as in float32
 
-    tuning.blocks(split_band_min_window=1)
+    tuning.blocks(split_band_min_window=1, window_chunks=None)
     t, window = 45, 8
     torch.manual_seed(1)
     q, k, v = (torch.randn(t, 2, 16, dtype=torch.float64) for _ in range(3))

@@ -277,7 +277,13 @@ def _measure(task: dict) -> dict:  # runs in a child, capped around the call
     return {"baseline_mb": before["VmRSS"] / 1024, "peak_mb": after["VmHWM"] / 1024,
             "vm_before_mb": before["VmSize"] / 1024, "peak_reset": reset,
             "error": None if error is None else type(error).__name__,
-            "message": None if error is None else str(error).splitlines()[0][:300]}
+            "message": None if error is None else _first_line(error)}
+
+
+def _first_line(error: BaseException) -> str:
+    """The first line of ``error``'s message, or its ``repr`` when the message is empty (a
+    bare :class:`MemoryError` raised by an allocation has none)."""
+    return (str(error).splitlines() or [repr(error)])[0][:300]
 
 
 def _child(task: dict, conn) -> None:  # pragma: no cover - runs in a spawned process

@@ -60,7 +60,7 @@ def markdown_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | N
 def write_results(
     name: str,
     rows: Sequence[Mapping[str, Any]],
-    out_dir: str | os.PathLike = "benchmarks/results",
+    out_dir: str | os.PathLike,
     meta: Mapping[str, Any] | None = None,
     columns: Sequence[str] | None = None,
     title: str | None = None,
@@ -77,7 +77,8 @@ def write_results(
     Args:
         name (str): file stem.
         rows (list of dict): one dict per table row.
-        out_dir (str, optional): output folder. (default: :obj:`"benchmarks/results"`)
+        out_dir (str or os.PathLike): output folder (each study passes its own
+            ``benchmarks/<study>/results/``).
         meta (dict, optional): run conditions; :func:`environment_info` is added (where
             ``meta`` carries an earlier run's environment, a rewrite of its table, without
             this machine's :data:`MACHINE_KEYS`).

@@ -6,8 +6,9 @@ the graph with :func:`torch.cond` works, but the backward of :func:`torch.cond` 
 branch's forward again (the attention twice per step). This operator makes the choice inside
 its own implementation instead, which the compiler treats as opaque: where the targets have the
 dense layout (``dst == arange(N_dst).repeat_interleave(k)``) it runs the native kernel
-(:func:`~quest_geometric.nn._qsv_native.attend_checked`, which checks the layout in a sweep of
-each thread's targets before its rows: no pass of its own, as the operator runs at every call),
+(:func:`~quest_geometric.nn._qsv_native.attend_checked`, which checks each row's targets
+beside its sources just before the row's attention: no pass of its own, as the operator runs
+at every call, eagerly too),
 elsewhere a scatter form over the edges;
 its backward runs the form that computed the forward, from the weights it saved, so nothing
 is recomputed.  Its forward-only sibling ``quest_geometric::qsv_attend_graph_rotate``
@@ -36,7 +37,8 @@ from torch import Tensor
 from torch_geometric.utils import scatter, softmax
 
 from quest_geometric.nn import _qsv_native as native
-from quest_geometric.nn._qsv_graph import index_error, layout_degree
+from quest_geometric._utils.checks import all_finite
+from quest_geometric.nn._qsv_graph import NonFiniteOutput, layout_degree, range_error
 
 __all__ = ["attend_graph", "attend_graph_reference", "attend_graph_rotate"]
 
@@ -67,7 +69,8 @@ def _native_k(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, dst: Tens
 
 def _dense_attend(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
                   dst: Tensor, num_dst: int, rot: Optional[Tensor] = None,
-                  bias: Optional[Tensor] = None) -> Optional[tuple[Tensor, Tensor, int]]:
+                  bias: Optional[Tensor] = None, check_finite: bool = False
+                  ) -> Optional[tuple[Tensor, Tensor, int]]:
     """The native kernel on the dense layout, which checks it:
     ``(out, weights [N_dst, H, k], k)``, or :obj:`None` where the targets do not have the
     layout (the caller runs the scatter form)."""
@@ -75,7 +78,7 @@ def _dense_attend(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: 
     if not k:
         return None
     out, weights, ok = native.attend_checked(q_src, q_dst, scale, xs, src, k, rot, bias,
-                                             targets=dst)
+                                             targets=dst, check_finite=check_finite)
     return (out, weights, k) if ok else None
 
 
@@ -97,11 +100,9 @@ def _scatter_form(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: 
     weights [E, H])`` over edges in any order; an index outside the nodes raises the layer's
     :class:`ValueError` (the operator runs inside compiled graphs, where the layer does not
     check the range)."""
-    if src.numel() and (int(src.min()) < 0 or int(src.max()) >= xs.size(0)):
-        raise index_error(xs.size(0))
-    if dst.numel() and (int(dst.min()) < 0 or int(dst.max()) >= num_dst):
-        raise ValueError(f"QSVConv: 'edge_index' must hold target indices in [0, "
-                         f"{num_dst - 1}] for {num_dst} target nodes, got an index outside it")
+    if src.numel() and (int(src.min()) < 0 or int(src.max()) >= xs.size(0)
+                        or int(dst.min()) < 0 or int(dst.max()) >= num_dst):
+        raise range_error(xs.size(0), num_dst, src, dst)
     qs, qd = q_src.index_select(0, src), q_dst.index_select(0, dst)
     weights = softmax((qs * qd).sum(-1) * scale, dst, num_nodes=num_dst)
     out = xs.new_zeros(num_dst, xs.size(1), xs.size(2))
@@ -212,10 +213,11 @@ _attend_graph_op.register_autograd(_backward, setup_context=_setup)
 @torch.library.custom_op("quest_geometric::qsv_attend_graph_rotate", mutates_args=())
 def _attend_graph_rotate_op(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor,
                             src: Tensor, dst: Tensor, num_dst: int, want_alpha: bool,
-                            rot: Tensor, bias: Optional[Tensor]) -> tuple[Tensor, Tensor]:
+                            rot: Tensor, bias: Optional[Tensor], check_finite: bool = False
+                            ) -> tuple[Tensor, Tensor]:
     """``(y [N_dst, H, C], alpha)``: the attention with the layer's output rotation and bias
     (:func:`attend_graph_rotate`); forward only."""
-    dense = _dense_attend(q_src, q_dst, scale, xs, src, dst, num_dst, rot, bias)
+    dense = _dense_attend(q_src, q_dst, scale, xs, src, dst, num_dst, rot, bias, check_finite)
     if dense is not None:
         out, weights, k = dense
         return out, (_edge_major(weights, k) if want_alpha else weights.new_empty(0))
@@ -223,13 +225,15 @@ def _attend_graph_rotate_op(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Ten
     Nd, H, C = out.shape
     b = None if bias is None else bias.reshape(H, C // 4, 4)
     y = native.rotate(rot.reshape(Nd, H, 3, 3), out.view(Nd, H, C // 4, 4), True, b)
+    if check_finite and not all_finite(y):
+        raise NonFiniteOutput("attend_graph_rotate: the output holds NaN or infinite entries")
     return y.view(Nd, H, C), (weights if want_alpha else weights.new_empty(0))
 
 
 @_attend_graph_rotate_op.register_fake
 def _(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor, dst: Tensor,
-      num_dst: int, want_alpha: bool, rot: Tensor, bias: Optional[Tensor]
-      ) -> tuple[Tensor, Tensor]:
+      num_dst: int, want_alpha: bool, rot: Tensor, bias: Optional[Tensor],
+      check_finite: bool = False) -> tuple[Tensor, Tensor]:
     torch._check(src.numel() == dst.numel())
     torch._check(rot.numel() == num_dst * xs.size(1) * 9)
     E, H = src.numel(), xs.size(1)
@@ -238,7 +242,8 @@ def _(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor, dst:
 
 def attend_graph_rotate(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
                         dst: Tensor, num_dst: int, rot: Tensor, bias: Optional[Tensor] = None,
-                        want_alpha: bool = True) -> tuple[Tensor, Tensor]:
+                        want_alpha: bool = True, check_finite: bool = False
+                        ) -> tuple[Tensor, Tensor]:
     r""":func:`attend_graph` followed by the layer's output rotation and bias,
 
     .. math::
@@ -257,12 +262,15 @@ def attend_graph_rotate(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor,
         rot (torch.Tensor): The targets' rotation matrices (``N_dst * H * 9`` entries,
             ``[N_dst, H, 3, 3]`` or ``[N_dst, H, 9]``).
         bias (torch.Tensor, optional): ``H * C`` entries, added to the rotated rows.
+        check_finite (bool, optional): Raise :class:`~quest_geometric.nn._qsv_graph.
+            NonFiniteOutput` where an output entry is NaN or infinite (in the kernel's pass
+            on the dense layout). (default: :obj:`False`)
 
     Returns:
         ``(z [N_dst, H, C], alpha [E, H])``, as :func:`attend_graph`.
     """
     return _attend_graph_rotate_op(q_src, q_dst, scale, xs, src.long(), dst.long(), num_dst,
-                                   want_alpha, rot, bias)
+                                   want_alpha, rot, bias, check_finite)
 
 
 def attend_graph(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from quest_geometric._utils.checks import check_int
+from quest_geometric._utils.checks import check_int, fail
 from quest_geometric._utils.compare import same_values
 
 __all__ = [
@@ -219,8 +219,9 @@ def _check_sources(src: Tensor, num_src: int) -> None:
     matrices skip torch's own invariant checks): the layer's :class:`ValueError`, also inside
     a compiled graph, where the layer does not check the range."""
     if src.numel() and (int(src.min()) < 0 or int(src.max()) >= num_src):
-        raise ValueError(f"QSVConv: 'edge_index' must hold source indices in [0, "
-                         f"{num_src - 1}] for {num_src} source nodes, got an index outside it")
+        # the wording of _qsv_graph.range_error (which this lower module cannot import)
+        raise fail(ValueError, "QSVConv", "edge_index", f"entries in [0, {num_src - 1}] for "
+                   f"{num_src} nodes", got_text=f"min {int(src.min())}, max {int(src.max())}")
 
 
 @neighbour_sum_op.register_fake

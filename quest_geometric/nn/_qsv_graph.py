@@ -20,25 +20,46 @@ from quest_geometric._utils.checks import fail
 from quest_geometric.nn._qsv_csr import CSRPattern
 from quest_geometric.nn._qsv_path import Layout
 
-__all__ = ["GraphInfo", "layout_degree", "dense_degree",
-           "DENSE_LAYOUT_ERROR", "index_error", "check_range", "checked_edge_index",
+__all__ = ["GraphInfo", "layout_degree", "dense_degree", "DENSE_LAYOUT_ERROR",
+           "NonFiniteOutput", "range_error", "check_range", "checked_edge_index",
            "read_graph", "graph_layout"]
 
 #: What a layer told that its graph has the dense layout raises where it does not (eagerly
-#: from the cached check, under :func:`torch.compile` from the attention kernel, which sweeps
-#: each thread's targets before its rows).
+#: from the host's check, under :func:`torch.compile` from the attention kernel, which reads
+#: each row's targets beside its sources).
 DENSE_LAYOUT_ERROR = (
     "QSVConv: 'dense=True' needs every node to have the same number k >= 1 of in-edges "
     "sorted by target (edge_index[1] == arange(N).repeat_interleave(k)); pass dense=None or "
     "False for other graphs")
 
 
-def index_error(num_src: int) -> ValueError:
-    """The layer's error for a source index outside ``[0, num_src)`` found where the
-    indices are read (the native kernels, the custom operators: also under
-    :func:`torch.compile`, where the layer's own check of the range is not made)."""
-    return ValueError(f"QSVConv: 'edge_index' must hold source indices in [0, "
-                      f"{num_src - 1}] for {num_src} source nodes, got an index outside it")
+class NonFiniteOutput(ValueError):
+    """Raised by the native attention with its output epilogue where a finished output entry
+    is NaN or infinite (asked for with ``check_finite=True``): the kernel's check of the
+    output, made on the rows while they are in the cache.  The layer turns it into its own
+    error naming the input (:meth:`~quest_geometric.nn.QSVConv.forward`); it does not reach
+    users."""
+
+
+def range_error(num_src: int, num_dst: Optional[int], src: Tensor,
+                dst: Optional[Tensor] = None) -> ValueError:
+    """The layer's :class:`ValueError` for an ``edge_index`` with an index outside the nodes,
+    the same wherever it is found (the layer's :func:`check_range`, the native kernels, the
+    custom operators, also under :func:`torch.compile`): the ranges it holds, read on this
+    error path only.  ``dst`` :obj:`None`: the targets are known to be in range (the dense
+    layout was checked), or not known (``num_dst`` :obj:`None`)."""
+    lo_s, hi_s = (int(src.min()), int(src.max())) if src.numel() else (0, -1)
+    if dst is not None and dst.numel():
+        lo_d, hi_d = int(dst.min()), int(dst.max())
+    else:
+        lo_d, hi_d = 0, (num_src if num_dst is None else num_dst) - 1
+    if num_dst is None or num_src == num_dst:
+        n = num_src
+        return fail(ValueError, "QSVConv", "edge_index", f"entries in [0, {n - 1}] for {n} "
+                    "nodes", got_text=f"min {min(lo_s, lo_d)}, max {max(hi_s, hi_d)}")
+    return fail(ValueError, "QSVConv", "edge_index", f"sources in [0, {num_src - 1}] "
+                f"and targets in [0, {num_dst - 1}]", got_text=f"sources in "
+                f"[{lo_s}, {hi_s}], targets in [{lo_d}, {hi_d}]")
 
 
 def check_range(edge_index: Tensor, num_src: int, num_dst: int) -> None:
@@ -50,13 +71,7 @@ def check_range(edge_index: Tensor, num_src: int, num_dst: int) -> None:
     lo, hi = torch.aminmax(edge_index, dim=1)
     (lo_s, lo_d), (hi_s, hi_d) = torch.stack([lo, hi]).tolist()
     if lo_s < 0 or hi_s >= num_src or lo_d < 0 or hi_d >= num_dst:
-        if num_src == num_dst:
-            raise fail(ValueError, "QSVConv", "edge_index", f"entries in [0, "
-                       f"{num_src - 1}] for {num_src} nodes",
-                       got_text=f"min {min(lo_s, lo_d)}, max {max(hi_s, hi_d)}")
-        raise fail(ValueError, "QSVConv", "edge_index", f"sources in [0, {num_src - 1}] "
-                   f"and targets in [0, {num_dst - 1}]", got_text=f"sources in "
-                   f"[{lo_s}, {hi_s}], targets in [{lo_d}, {hi_d}]")
+        raise range_error(num_src, num_dst, edge_index[0], edge_index[1])
 
 
 @torch.library.custom_op("quest_geometric::qsv_checked_edge_index", mutates_args=())
@@ -93,6 +108,10 @@ class GraphInfo:
             self.k = dense_degree(edge_index[1], self.num_dst)
         return self.k
 
+    def host_layout(self, edge_index: Tensor) -> Layout:
+        """:attr:`Layout.DENSE` or :attr:`Layout.SCATTER`, read on the host (eager mode)."""
+        return Layout.DENSE if self.dense_k(edge_index) > 0 else Layout.SCATTER
+
     def pattern(self, edge_index: Tensor, heads: int) -> CSRPattern:
         if heads not in self.patterns:
             k = self.dense_k(edge_index)
@@ -119,9 +138,9 @@ def dense_degree(targets: Tensor, num_dst: int) -> int:
 
 
 def read_graph(edge_index: Any, num_src: int, num_dst: int) -> tuple[GraphInfo, Tensor]:
-    """The validated COO ``edge_index [2, E]`` (``int64``, sources in ``[0, num_src)``,
-    targets in ``[0, num_dst)``; the range read on the host in eager mode only) of an
-    ``edge_index`` tensor or a sparse adjacency ``adj_t``, and the call's
+    """The COO ``edge_index [2, E]`` (``int64``; its type and shape checked, its range not
+    yet: :func:`~quest_geometric.nn._qsv_ops.checked` or the native kernels check that) of
+    an ``edge_index`` tensor or a sparse adjacency ``adj_t``, and the call's
     :class:`GraphInfo`.  Nothing is remembered across calls: an ``edge_index`` edited in
     place (through a ``from_numpy`` buffer or ``.data``, which do not change its version) is
     checked again."""
@@ -160,27 +179,28 @@ def _to_coo(edge_index: Any, num_src: int, num_dst: int, info: GraphInfo) -> Ten
         raise fail(ValueError, "QSVConv", "edge_index", "of shape [2, E]", edge_index)
     if edge_index.dtype != torch.long:
         edge_index = edge_index.long()
-    if not torch.compiler.is_compiling():
-        check_range(edge_index, num_src, num_dst)
     return edge_index
+
 
 
 def graph_layout(info: GraphInfo, coo: Tensor, num_dst: int, dense: Optional[bool], *,
                  observed: bool, hooked: bool, dropout: bool) -> Layout:
     """What the call knows of the graph's layout (:class:`~quest_geometric.nn._qsv_path.
-    Layout`): read on the host in eager mode, left to run time under :func:`torch.compile`;
-    ``dense=True`` checks its claim (the sizes while tracing, the targets in the compiled
-    graph) and refuses message-passing hooks.  ``observed``: PyG machinery expects the
+    Layout`) before the path is chosen: with ``dense=None`` and sizes that allow the dense
+    layout, :attr:`Layout.RUN_TIME` (the native kernel checks the targets in its own pass;
+    in eager mode, where the chosen path has no kernel, the layer reads the layout on the
+    host instead: :meth:`GraphInfo.host_layout`); ``dense=True`` checks its claim (on the
+    host in eager mode, the sizes while tracing and the targets in the compiled graph) and
+    refuses message-passing hooks.  ``observed``: PyG machinery expects the
     messages (explaining or hooks); ``hooked``: a message-passing hook is registered;
     ``dropout``: attention dropout is active."""
     compiling = torch.compiler.is_compiling()
     if dense is None:
-        if observed:
+        if observed or not layout_degree(coo.size(1), num_dst):
             return Layout.SCATTER
         if compiling:
-            return (Layout.RUN_TIME if layout_degree(coo.size(1), num_dst) and not dropout
-                    else Layout.SCATTER)
-        return Layout.DENSE if info.dense_k(coo) > 0 else Layout.SCATTER
+            return Layout.SCATTER if dropout else Layout.RUN_TIME
+        return Layout.RUN_TIME
     if not dense:
         return Layout.SCATTER
     if compiling and not layout_degree(coo.size(1), num_dst):

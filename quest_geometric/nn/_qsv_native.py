@@ -63,7 +63,7 @@ import torch
 from torch import Tensor
 
 from quest_geometric.nn import _qsv_build as build
-from quest_geometric.nn._qsv_graph import DENSE_LAYOUT_ERROR, index_error
+from quest_geometric.nn._qsv_graph import DENSE_LAYOUT_ERROR, NonFiniteOutput, range_error
 from quest_geometric.quaternion import (
     NORMALIZE_EPS,
     normalize,
@@ -82,7 +82,7 @@ __all__ = [
 
 #: ``QUEST_GEOMETRIC_NATIVE=0`` turns the native kernels off.
 ENV_SWITCH = "QUEST_GEOMETRIC_NATIVE"
-_VERSION = 13  # qsv_kernels_version() of the source this module speaks to
+_VERSION = 14  # qsv_kernels_version() of the source this module speaks to
 _DTYPES = {torch.float32: "f32", torch.float64: "f64"}
 #: Below this many multiply-adds a kernel runs on the calling thread only.
 _PARALLEL_WORK = 1 << 16
@@ -377,16 +377,19 @@ def attend_reference(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, sr
 
 def attend_checked(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
                    k: int, rot: Optional[Tensor] = None, bias: Optional[Tensor] = None,
-                   targets: Optional[Tensor] = None) -> tuple[Tensor, Tensor, bool]:
+                   targets: Optional[Tensor] = None, check_finite: bool = False
+                   ) -> tuple[Tensor, Tensor, bool]:
     """The forward kernel of :func:`attend` (``rot`` None) or of :func:`attend_rotate`
     (the output rotation ``rot`` and the ``bias`` in its epilogue), no autograd:
-    ``(out, alpha, ok)``.  The kernel checks every source index against ``[0, N_src)``
-    before it reads one and raises the layer's :class:`ValueError` where one is outside.
-    With ``targets`` (the edges' ``int64`` targets ``[N_dst * k]``)
-    the kernel also checks the dense layout, ``targets[i * k + j] == i``, each thread
-    sweeping its rows' targets before their attention (in the same call); ``ok`` is
+    ``(out, alpha, ok)``.  The kernel checks each row's source indices against
+    ``[0, N_src)`` before the row reads one and raises the layer's :class:`ValueError` where
+    one is outside.  With ``targets`` (the edges' ``int64`` targets ``[N_dst * k]``) the
+    kernel also checks the dense layout, ``targets[i * k + j] == i``, each row's targets
+    beside its sources (in the same call); ``ok`` is
     :obj:`False` where it does not hold, and the outputs are then not the attention (the
-    caller discards them)."""
+    caller discards them).  With ``rot`` and ``check_finite``, a NaN or an infinity in the
+    finished output raises :class:`~quest_geometric.nn._qsv_graph.NonFiniteOutput` (the
+    kernel tests each row as it finishes it: the caller needs no pass of its own)."""
     q_src, q_dst, scale, xs = (t.contiguous() for t in (q_src, q_dst, scale, xs))
     src = src.contiguous()
     Nd, H, C = q_dst.size(0), q_dst.size(1), xs.size(-1)
@@ -413,9 +416,13 @@ def attend_checked(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src:
         _fn("attend_rotate", xs.dtype)(*inputs, _ptr(rot.contiguous()), _ptr(bias), _ptr(out),
                                        _ptr(alpha), xs.size(0), Nd, H, k, C,
                                        _threads(Nd * H * (k * (C + 4) + 3 * C)))
-    if bad.value == 2:
-        raise index_error(xs.size(0))
-    return out, alpha, bad.value == 0
+    if bad.value & 2:
+        raise range_error(xs.size(0), Nd, src, targets)
+    if bad.value & 1:
+        return out, alpha, False
+    if check_finite and bad.value & 4:
+        raise NonFiniteOutput("attend_rotate: the output holds NaN or infinite entries")
+    return out, alpha, True
 
 
 def _check_attend_shapes(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor,
@@ -435,11 +442,13 @@ def _check_attend_shapes(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor
 
 def _attend_forward(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
                     k: int, rot: Optional[Tensor] = None, bias: Optional[Tensor] = None,
-                    targets: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
+                    targets: Optional[Tensor] = None, check_finite: bool = False
+                    ) -> tuple[Tensor, Tensor]:
     """:func:`attend_checked` for the operators: a layout that does not hold raises
     :data:`~quest_geometric.nn._qsv_graph.DENSE_LAYOUT_ERROR` (inside a compiled graph,
     where the caller cannot read the layout on the host)."""
-    out, alpha, ok = attend_checked(q_src, q_dst, scale, xs, src, k, rot, bias, targets)
+    out, alpha, ok = attend_checked(q_src, q_dst, scale, xs, src, k, rot, bias, targets,
+                                    check_finite)
     if not ok:
         raise RuntimeError(DENSE_LAYOUT_ERROR)
     return out, alpha
@@ -492,7 +501,7 @@ def _attend_backward_op(grad: Tensor, grad_alpha: Optional[Tensor], alpha: Tenso
                                      ctypes.addressof(bad), _ptr(g_raw), _ptr(g_qd),
                                      _ptr(g_scale), xs.size(0), Nd, H, k, C, threads)
     if bad.value:
-        raise index_error(xs.size(0))
+        raise range_error(xs.size(0), Nd, src)
     g_xs = xs.new_empty(xs.shape if need_xs else (0,))
     g_qs = q_src.new_empty(q_src.shape if need_q_src else (0,))
     if need_xs or need_q_src:
@@ -595,21 +604,23 @@ def attend_rotate_reference(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Ten
 @torch.library.custom_op("quest_geometric::qsv_attend_rotate", mutates_args=())
 def _attend_rotate_op(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
                       k: int, rot: Tensor, bias: Optional[Tensor],
-                      targets: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
-    return _attend_forward(q_src, q_dst, scale, xs, src, k, rot, bias, targets)
+                      targets: Optional[Tensor] = None, check_finite: bool = False
+                      ) -> tuple[Tensor, Tensor]:
+    return _attend_forward(q_src, q_dst, scale, xs, src, k, rot, bias, targets, check_finite)
 
 
 @_attend_rotate_op.register_fake
 def _(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor, k: int,
-      rot: Tensor, bias: Optional[Tensor], targets: Optional[Tensor] = None
-      ) -> tuple[Tensor, Tensor]:
+      rot: Tensor, bias: Optional[Tensor], targets: Optional[Tensor] = None,
+      check_finite: bool = False) -> tuple[Tensor, Tensor]:
     torch._check(rot.numel() == q_dst.size(0) * q_dst.size(1) * 9)
     return _attend_fake(q_dst, xs, src, k)
 
 
 def attend_rotate(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
                   k: int, rot: Tensor, bias: Optional[Tensor] = None,
-                  targets: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
+                  targets: Optional[Tensor] = None, check_finite: bool = False
+                  ) -> tuple[Tensor, Tensor]:
     r""":func:`attend` with the layer's output rotation and bias in the same pass:
 
     .. math::
@@ -629,12 +640,17 @@ def attend_rotate(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: 
             entries in that order), added to the rotated rows.
         targets (torch.Tensor, optional): As for :func:`attend`: the dense layout checked
             in the kernel's pass. (default: :obj:`None`)
+        check_finite (bool, optional): Raise :class:`~quest_geometric.nn._qsv_graph.
+            NonFiniteOutput` where an output entry is NaN or infinite, tested by the kernel
+            on each row as it finishes it (eager callers; a compiled graph passes
+            :obj:`False`). (default: :obj:`False`)
 
     Returns:
         ``(y [N_dst, H, C], alpha [N_dst, H, k])``.  The caller checks :func:`supports`
         and the shapes (``C`` a multiple of 4).
     """
-    return _attend_rotate_op(q_src, q_dst, scale, xs, src.long(), k, rot, bias, targets)
+    return _attend_rotate_op(q_src, q_dst, scale, xs, src.long(), k, rot, bias, targets,
+                             check_finite)
 
 
 # --------------------------------------------------------------------------- prepare
@@ -747,8 +763,8 @@ def _attend_flops(q_src: Any, q_dst: Any, scale: Any, xs: Any, src: Any, k: int,
 
 
 def _attend_rotate_flops(q_src: Any, q_dst: Any, scale: Any, xs: Any, src: Any, k: int,
-                        rot: Any, bias: Any, targets: Any = None, *, out_shape: Any = None
-                        ) -> int:
+                        rot: Any, bias: Any, targets: Any = None, check_finite: Any = False,
+                        *, out_shape: Any = None) -> int:
     """The attention's FLOPs and the output rotation's (:func:`_rotate_flops`)."""
     Nd, H, C = int(q_dst[0]), int(q_dst[1]), int(xs[-1])
     return attend_edge_flops(Nd * int(k) * H, C) + _rotate_flops(rot, (Nd, H, C // 4, 4), True)

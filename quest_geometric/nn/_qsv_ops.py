@@ -18,12 +18,11 @@ from torch import Tensor
 
 from quest_geometric.nn import _qsv_attend_graph as graph_ops
 from quest_geometric.nn import _qsv_native as native
-from quest_geometric.nn._qsv_graph import DENSE_LAYOUT_ERROR
-from quest_geometric.nn._qsv_graph import checked_edge_index as _checked_edge_index
+from quest_geometric.nn._qsv_graph import DENSE_LAYOUT_ERROR, check_range, checked_edge_index
 from quest_geometric.nn._qsv_csr import CSRPattern, NeighbourSum, neighbour_sum_op, pattern_columns
 from quest_geometric.quaternion import rotate_vector_parts, to_rotation_matrix
 
-__all__ = ["is_compiling", "checked_edge_index", "supports", "rotation_matrix", "rotate",
+__all__ = ["is_compiling", "checked", "supports", "rotation_matrix", "rotate",
            "prepare", "attend", "attend_graph", "neighbour_sum", "dense_targets",
            "assert_dense_targets"]
 
@@ -33,11 +32,17 @@ def is_compiling() -> bool:
     return bool(torch.compiler.is_compiling())
 
 
-def checked_edge_index(edge_index: Tensor, num_src: int, num_dst: int) -> Tensor:
-    """``edge_index`` checked against ``[0, num_src)`` and ``[0, num_dst)`` by the custom
-    operator ``quest_geometric::qsv_checked_edge_index`` (a copy, which the compiled paths
-    read, so the check runs before them)."""
-    return _checked_edge_index(edge_index, num_src, num_dst)
+def checked(coo: Tensor, num_src: int, num_dst: int) -> Tensor:
+    """``coo`` with its range checked against ``[0, num_src)`` and ``[0, num_dst)``, for the
+    paths that index with it in PyTorch: on the host in eager mode, by the custom operator
+    ``quest_geometric::qsv_checked_edge_index`` under :func:`torch.compile` (a copy, which
+    the compiled paths read, so the check runs before them).  The native kernels and the
+    custom attention operators check every index they read themselves, so their paths skip
+    this pass."""
+    if is_compiling():
+        return checked_edge_index(coo, num_src, num_dst)
+    check_range(coo, num_src, num_dst)
+    return coo
 
 
 def supports(*tensors: Tensor) -> bool:
@@ -79,25 +84,30 @@ def prepare(x: Tensor, weight: Tensor, bias: Tensor, heads: int
 def attend(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor, k: int,
            transposed: Optional[tuple[Tensor, Tensor, Tensor]] = None,
            targets: Optional[Tensor] = None, rot: Optional[Tensor] = None,
-           bias: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
+           bias: Optional[Tensor] = None, check_finite: bool = False
+           ) -> tuple[Tensor, Tensor]:
     """The native attention kernel on the dense layout: ``(out [N_dst, H, C], alpha
     [N_dst, H, k])``; with ``rot`` (inference only) also the output rotation and ``bias``
     in its pass (:func:`~quest_geometric.nn._qsv_native.attend_rotate`); ``targets`` checks
-    the layout in the kernel's pass."""
+    the layout in the kernel's pass; ``check_finite`` (with ``rot``) raises
+    :class:`~quest_geometric.nn._qsv_graph.NonFiniteOutput` for a non-finite output, tested
+    in the kernel's pass."""
     if rot is not None:
-        return native.attend_rotate(q_src, q_dst, scale, xs, src, k, rot, bias, targets)
+        return native.attend_rotate(q_src, q_dst, scale, xs, src, k, rot, bias, targets,
+                                    check_finite)
     return native.attend(q_src, q_dst, scale, xs, src, k, transposed, targets)
 
 
 def attend_graph(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
                  dst: Tensor, num_dst: int, want_alpha: bool, rot: Optional[Tensor] = None,
-                 bias: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
+                 bias: Optional[Tensor] = None, check_finite: bool = False
+                 ) -> tuple[Tensor, Tensor]:
     """The attention over any graph, its layout found inside one custom operator
     (:mod:`~quest_geometric.nn._qsv_attend_graph`); with ``rot`` (inference only) also the
-    output rotation and ``bias``."""
+    output rotation and ``bias``, and ``check_finite`` as for :func:`attend`."""
     if rot is not None:
         return graph_ops.attend_graph_rotate(q_src, q_dst, scale, xs, src, dst, num_dst, rot,
-                                             bias, want_alpha)
+                                             bias, want_alpha, check_finite)
     return graph_ops.attend_graph(q_src, q_dst, scale, xs, src, dst, num_dst, want_alpha)
 
 

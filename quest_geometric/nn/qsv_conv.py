@@ -1,7 +1,7 @@
 r"""The QSV coupled quaternion attention layer (:class:`QSVConv`)."""
 from __future__ import annotations
 
-from typing import Any, Literal, NamedTuple, Optional, Tuple, Union, overload
+from typing import Any, Literal, NamedTuple, NoReturn, Optional, Tuple, Union, overload
 
 import torch
 import torch.nn.functional as F
@@ -23,7 +23,13 @@ from quest_geometric._utils.checks import (
     fail,
 )
 from quest_geometric.nn import _qsv_ops as ops
-from quest_geometric.nn._qsv_graph import GraphInfo, dense_degree, graph_layout, read_graph
+from quest_geometric.nn._qsv_graph import (
+    GraphInfo,
+    NonFiniteOutput,
+    dense_degree,
+    graph_layout,
+    read_graph,
+)
 from quest_geometric.nn._qsv_path import Layout, Path, PathFacts, Plan, choose_path
 from quest_geometric.quaternion import multiply, normalize, random_unit
 
@@ -34,6 +40,9 @@ _ATTENTIONS = ("learned", "uniform")
 _FUSED_DTYPES = (torch.float32, torch.float64)
 #: The paths whose native kernels and operators check every index they read themselves.
 _NATIVE_PATHS = (Path.DENSE_NATIVE, Path.DENSE_EPILOGUE, Path.GRAPH, Path.GRAPH_ROTATE)
+#: The paths whose kernel tests the finished output for NaN and infinities in its own pass
+#: (eager mode), in place of the layer's check of the output.
+_OUTPUT_CHECKED = (Path.DENSE_EPILOGUE, Path.GRAPH_ROTATE)
 #: The per-instance hook tables of :class:`~torch_geometric.nn.conv.MessagePassing`; a hook in
 #: any of them expects to see the messages, so the dense path steps aside for it.
 _HOOK_TABLES = (
@@ -478,7 +487,7 @@ class QSVConv(MessagePassing):
                 )
 
     def _refuse_overflow(self, x_src: Tensor, x_dst: Tensor,
-                         unchecked: list[tuple[str, Tensor]]) -> None:
+                         unchecked: list[tuple[str, Tensor]]) -> NoReturn:
         """Raised for a non-finite output: the input's non-finite entries by name where it
         has some, else the finite input so large that the layer overflows its dtype."""
         self._check_finite_inputs(unchecked)
@@ -569,15 +578,13 @@ class QSVConv(MessagePassing):
                 must have that layout: checked on the host in eager mode, by an assertion
                 inside the graph under :func:`torch.compile`), :obj:`False` forces the scatter
                 path, :obj:`None` detects the layout from the data and takes the scatter path
-                while explaining or when message-passing hooks are registered.  The
-                detection and the ``edge_index`` range check read the data at every eager
-                call; under :func:`torch.compile` the indices are checked where they are
-                read (the native kernels and the custom operators refuse an index outside
-                the nodes with the same :class:`ValueError`; torch's own indexing raises
-                elsewhere), and :obj:`None` chooses between the dense and the scatter path
-                in the compiled graph (inside the custom operator ``qsv_attend_graph`` where
-                the native kernels apply, else by :func:`torch.cond`; the scatter path alone
-                while explaining, with hooks, or with attention dropout in training);
+                while explaining or when message-passing hooks are registered.  The layout
+                and the indices are read at every call: where the native kernels apply, by
+                the custom operator ``qsv_attend_graph``, which checks both in the kernel's
+                own pass (eager and compiled); elsewhere on the host in eager mode, and in
+                the compiled graph by :func:`torch.cond` and an operator that refuses an
+                index outside the nodes with the same :class:`ValueError` (the scatter path
+                alone while compiled with attention dropout in training);
                 :obj:`None` takes the layer's own default first (its constructor's ``dense``).
                 (default: :obj:`None`)
 
@@ -598,23 +605,25 @@ class QSVConv(MessagePassing):
         x_src, x_dst, bipartite, unchecked = self._split_x(x)
         Ns, Nd = x_src.size(0), x_dst.size(0)
         info, coo = read_graph(edge_index, Ns, Nd)
-        layout = graph_layout(info, coo, Nd, self.dense if dense is None else dense,
-                              observed=self._observed(), hooked=self._hooked(),
-                              dropout=self.training and self.dropout > 0.0)
-        facts = self._facts(x_src, x_dst, bipartite, layout)
-        plan = choose_path(facts)
+        plan = self._decide(info, coo, x_src, x_dst, bipartite,
+                            self.dense if dense is None else dense)
         q_src, q_dst, xs, rot_dst = self._prepare(plan, x_src, x_dst, bipartite, unchecked)
-        if ops.is_compiling() and plan.path not in _NATIVE_PATHS:
-            coo = ops.checked_edge_index(coo, Ns, Nd)  # the native kernels check their own
+        if plan.path not in _NATIVE_PATHS:
+            coo = ops.checked(coo, Ns, Nd)  # the native kernels check every index they read
         mask = self._dense_mask(coo.size(1)) if plan.path is not Path.SCATTER else None
         call = _Call(info, coo, xs.reshape(Ns, self.heads, -1), q_src, q_dst, rot_dst, mask,
                      want_alpha, plan.check_targets)
-        if plan.path is Path.COND:
-            out, alpha = self._path_cond(call, self._cond_dense_path(x_src, x_dst, bipartite))
-        else:
-            out, alpha = getattr(self, "_path_" + plan.path.value)(call)
+        try:
+            if plan.path is Path.COND:
+                out, alpha = self._path_cond(call,
+                                             self._cond_dense_path(x_src, x_dst, bipartite))
+            else:
+                out, alpha = getattr(self, "_path_" + plan.path.value)(call)
+        except NonFiniteOutput:  # the kernel's check of the output (eager only)
+            self._refuse_overflow(x_src, x_dst, unchecked)
         out = self._finish(plan, out, rot_dst)
-        if not ops.is_compiling() and not all_finite(out):
+        if (not ops.is_compiling() and plan.path not in _OUTPUT_CHECKED
+                and not all_finite(out)):
             self._refuse_overflow(x_src, x_dst, unchecked)
         if not want_alpha:
             return out
@@ -626,6 +635,22 @@ class QSVConv(MessagePassing):
         return out, (coo, alpha)
 
     # ------------------------------------------------------------------ the decision
+    def _decide(self, info: GraphInfo, coo: Tensor, x_src: Tensor, x_dst: Tensor,
+                bipartite: bool, dense: Optional[bool]) -> Plan:
+        """The call's :class:`Plan`.  A layout the sizes leave open (``dense=None``) is found
+        by the native kernel in its own pass, as under :func:`torch.compile` (no pass of the
+        layer's over the targets, and the kernel checks the indices it reads); where the
+        chosen path has no kernel, eager mode reads the layout on the host and chooses
+        again (compiled, :func:`torch.cond` finds it in the graph)."""
+        layout = graph_layout(info, coo, x_dst.size(0), dense, observed=self._observed(),
+                              hooked=self._hooked(),
+                              dropout=self.training and self.dropout > 0.0)
+        plan = choose_path(self._facts(x_src, x_dst, bipartite, layout))
+        if plan.path is Path.COND and not ops.is_compiling():
+            layout = info.host_layout(coo)
+            plan = choose_path(self._facts(x_src, x_dst, bipartite, layout))
+        return plan
+
     def _facts(self, x_src: Tensor, x_dst: Tensor, bipartite: bool, layout: Layout
                ) -> PathFacts:
         """The :class:`PathFacts` of a call on the (projected) features ``x_src``,
@@ -788,7 +813,8 @@ class QSVConv(MessagePassing):
         out, alpha = ops.attend(c.q_src.reshape(-1, H, 4), c.q_dst.reshape(-1, H, 4),
                                 self._scale_vector(c.xs), c.xs, c.coo[0],
                                 c.coo.size(1) // c.q_dst.size(0), None,
-                                c.coo[1] if c.check_targets else None, c.rot_dst, bias)
+                                c.coo[1] if c.check_targets else None, c.rot_dst, bias,
+                                check_finite=not ops.is_compiling())
         return out, _edge_order(alpha)
 
     def _path_graph(self, c: _Call) -> Tuple[Tensor, Tensor]:
@@ -806,7 +832,8 @@ class QSVConv(MessagePassing):
         bias = None if self.bias is None else self.bias.view(H, -1)
         return ops.attend_graph(c.q_src.reshape(-1, H, 4), c.q_dst.reshape(-1, H, 4),
                                 self._scale_vector(c.xs), c.xs, c.coo[0], c.coo[1],
-                                c.q_dst.size(0), c.want_alpha, c.rot_dst, bias)
+                                c.q_dst.size(0), c.want_alpha, c.rot_dst, bias,
+                                check_finite=not ops.is_compiling())
 
     def _path_cond(self, c: _Call, dense: Path) -> Tuple[Tensor, Tensor]:
         """Compiled with an unknown layout and no native kernel: :func:`torch.cond` between

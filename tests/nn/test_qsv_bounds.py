@@ -55,7 +55,7 @@ def test_kernel_refuses_a_source_outside_the_nodes(rotate):
     for bad in (10**9, 5, -1):
         wrong = src.clone()
         wrong[4] = bad
-        with pytest.raises(ValueError, match="QSVConv: 'edge_index' must hold source"):
+        with pytest.raises(ValueError, match="QSVConv: 'edge_index' must be entries"):
             if rotate:
                 native.attend_rotate(q_src, q_dst, scale, xs.detach(), wrong, 2, rot)
             else:
@@ -63,7 +63,7 @@ def test_kernel_refuses_a_source_outside_the_nodes(rotate):
     if not rotate:  # the sources edited between the forward and the backward, unseen by autograd
         out, _ = native.attend(q_src, q_dst, scale, xs, src, 2)
         src.data[4] = 10**9
-        with pytest.raises(ValueError, match="QSVConv: 'edge_index' must hold source"):
+        with pytest.raises(ValueError, match="QSVConv: 'edge_index' must be entries"):
             out.sum().backward()
 
 
@@ -196,9 +196,11 @@ def test_finite_input_that_overflows_is_refused(grad, quaternion):
     x = torch.randn(10, 16)
     x[3] = 3e38
     ei = knn_edges(10, 3)
-    with torch.set_grad_enabled(grad), pytest.raises(
-            ValueError, match="QSVConv: 'x' must be small enough that the output stays finite"):
-        conv(x, ei)
+    for dense in (None, True, False):  # the kernel's check of the output and the layer's
+        with torch.set_grad_enabled(grad), pytest.raises(
+                ValueError, match="QSVConv: 'x' must be small enough that the output stays"):
+            conv(x, ei, dense=dense)
     x[3] = float("nan")  # a non-finite input keeps its own error
-    with torch.set_grad_enabled(grad), pytest.raises(ValueError, match="'x' must be finite"):
-        conv(x, ei)
+    for dense in (None, True, False):
+        with torch.set_grad_enabled(grad), pytest.raises(ValueError, match="'x' must be finite"):
+            conv(x, ei, dense=dense)

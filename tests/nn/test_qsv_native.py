@@ -345,6 +345,28 @@ def test_attend_rotate_equals_reference_and_the_two_kernels(dtype, heads, with_b
     torch.testing.assert_close(alpha, alpha_ref, **TOL[dtype])
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_attend_rotate_checks_its_output_in_its_pass(dtype):
+    """``check_finite``: the epilogue kernel raises ``NonFiniteOutput`` exactly where the
+    output it returns without the check holds a NaN or an infinity (one source row made
+    non-finite; overflow from finite input: ``test_qsv_bounds``), and is silent on finite
+    output."""
+    from quest_geometric.nn._qsv_graph import NonFiniteOutput
+
+    q_src, q_dst, scale, xs, src, k = attend_inputs(dtype, heads=2)
+    rot, bias = rotate_inputs(dtype, 2)
+    y, _ = native.attend_rotate(q_src, q_dst, scale, xs, src, k, rot, bias, check_finite=True)
+    assert torch.isfinite(y).all()
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        wrong = xs.clone()
+        wrong[int(src[3])] = bad  # a source of row 0 (k >= 4): its output is not finite
+        plain, _ = native.attend_rotate(q_src, q_dst, scale, wrong, src, k, rot, bias)
+        assert not torch.isfinite(plain).all()
+        with pytest.raises(NonFiniteOutput):
+            native.attend_rotate(q_src, q_dst, scale, wrong, src, k, rot, bias,
+                                 check_finite=True)
+
+
 def test_attend_rotate_by_hand():
     """One target attending to one source (weight 1): the source's two quaternions come back
     rotated by R^T, R the quarter turn about z ((1, 0, 0) -> (0, 1, 0)), plus the bias."""
@@ -591,7 +613,10 @@ def test_layer_with_kernels_equals_layer_without(mode, dtype, monkeypatch):
     x = torch.randn(n, 16, dtype=dtype)
     calls, fused = [], []
     attend, rotate, rotation_matrix = native.attend, native.rotate, native.rotation_matrix
+    attend_checked = native.attend_checked  # the kernel as the layout-finding operator runs it
     monkeypatch.setattr(native, "attend", lambda *a: calls.append(1) or attend(*a))
+    monkeypatch.setattr(native, "attend_checked",
+                        lambda *a, **kw: calls.append(1) or attend_checked(*a, **kw))
     monkeypatch.setattr(native, "rotate", lambda *a: fused.append(len(a) == 4 and a[3] is not None)
                         or rotate(*a))
     monkeypatch.setattr(native, "rotation_matrix",
@@ -664,7 +689,9 @@ def test_prologue_refuses_non_finite_features_through_the_quaternions(channels, 
     """Without gradients the fused prologue's features are not summed first: a NaN or an
     infinity anywhere in a row (also behind the input projection) makes that row's
     quaternions, hence its output, non-finite, and the layer's check of its output then
-    gives the features' own error, naming the argument and the count."""
+    gives the features' own error, naming the argument and the count.  The kernel tests
+    the output in its own pass (the epilogue), so the layer makes no pass over the output or
+    the features; a non-finite row makes the kernel raise, and the layer names ``x``."""
     import quest_geometric.nn.qsv_conv as qsv_module
 
     n = 12
@@ -676,12 +703,12 @@ def test_prologue_refuses_non_finite_features_through_the_quaternions(channels, 
     monkeypatch.setattr(qsv_module, "all_finite", lambda t: seen.append(t) or real(t))
     with torch.no_grad():
         conv(x, ei)
-    assert [tuple(t.shape) for t in seen] == [(n, 16)]  # the output, not x
+    assert seen == []  # neither the output nor x: the kernel checks the output
     for bad in (float("nan"), float("inf"), -float("inf")):
         for row, col in ((0, 0), (5, channels[0] - 1), (n - 1, 7)):
             xb = x.clone()
             xb[row, col] = bad
-            for dense in (True, False):
+            for dense in (None, True, False):
                 with torch.no_grad(), pytest.raises(
                         ValueError, match=rf"QSVConv: 'x' must be finite, got .*1 of "
                                           rf"{n * channels[0]}"):

@@ -72,18 +72,29 @@ def _taken(monkeypatch, conv, *args, **kwargs) -> list:
 
 @pytest.mark.parametrize("grad", [True, False])
 def test_the_layer_takes_the_decided_path(monkeypatch, grad):
-    """Real calls: the facts the layer fills give the path the rules above predict."""
+    """Real calls: the facts the layer fills give the path the rules above predict.  With
+    ``dense=None`` the layout is left to the native kernel (one decision); without the
+    kernel the eager layer reads it on the host and decides again."""
     conv = make_qsv_conv(16, heads=2)
     x = torch.randn(20, 16, dtype=torch.float64)
     ei = knn_edges(20, 4)
     kernel = native.qsv_native_available() and native.qsv_native_enabled()
+    graph = Path.GRAPH if grad else Path.GRAPH_ROTATE
     with torch.set_grad_enabled(grad):
-        (plan,) = _taken(monkeypatch, conv, x, ei)
-    dense = (Path.DENSE_NATIVE if grad else Path.DENSE_EPILOGUE) if kernel else Path.DENSE_FUSED
-    assert plan == Plan(kernel and not grad, dense, False)
-    (plan,) = _taken(monkeypatch, conv, x, ei, dense=False)
-    assert plan.path is Path.SCATTER
-    (plan,) = _taken(monkeypatch, make_qsv_conv(16, heads=2, fused=False), x, ei)
-    assert plan.path is Path.DENSE_GATHER
-    (plan,) = _taken(monkeypatch, conv, x, ei[:, torch.randperm(ei.size(1))])
-    assert plan.path is Path.SCATTER
+        plans = _taken(monkeypatch, conv, x, ei)
+        if kernel:
+            assert plans == [Plan(not grad, graph, False)]
+        else:
+            assert [p.path for p in plans] == [Path.COND, Path.DENSE_FUSED]
+        (plan,) = _taken(monkeypatch, conv, x, ei, dense=True)
+        dense = (Path.DENSE_NATIVE if grad else Path.DENSE_EPILOGUE) if kernel \
+            else Path.DENSE_FUSED
+        assert plan == Plan(kernel and not grad, dense, False)
+        (plan,) = _taken(monkeypatch, conv, x, ei, dense=False)
+        assert plan.path is Path.SCATTER
+        plans = _taken(monkeypatch, make_qsv_conv(16, heads=2, fused=False), x, ei)
+        assert [p.path for p in plans] == [Path.COND, Path.DENSE_GATHER]
+        plans = _taken(monkeypatch, conv, x, ei[:, torch.randperm(ei.size(1))])
+        assert plans[-1].path is (graph if kernel else Path.SCATTER)
+        (plan,) = _taken(monkeypatch, conv, x, ei[:, 1:])  # sizes rule the layout out
+        assert plan.path is Path.SCATTER

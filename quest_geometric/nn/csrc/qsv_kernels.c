@@ -91,8 +91,8 @@ static void parallel_for(int64_t n, int threads, range_fn fn, const void *ctx) {
 }
 
 /* Whether the targets of rows [begin, end) are in the dense layout: dst[i k + j] == i for
- * every j < k (one sweep of the range, before the rows' attention, so the hot loop stays as
- * it is). */
+ * every j < k (called per row, just before the row's attention: its k targets are read
+ * once, beside its sources, instead of in a sweep of their own). */
 static int targets_in_rows(const int64_t *dst, int64_t k, int64_t begin, int64_t end) {
     int64_t differ = 0;
     for (int64_t i = begin; i < end; i++) {
@@ -102,9 +102,9 @@ static int targets_in_rows(const int64_t *dst, int64_t k, int64_t begin, int64_t
     return differ == 0;
 }
 
-/* Whether the sources of rows [begin, end) (k each) are node indices in [0, num_src): one
- * sweep of the range before any source is read, so an index from the caller never reaches
- * memory outside the features. */
+/* Whether the sources of rows [begin, end) (k each) are node indices in [0, num_src):
+ * called per row before any of its sources is read, so an index from the caller never
+ * reaches memory outside the features. */
 static int sources_in_range(const int64_t *src, int64_t k, int64_t num_src, int64_t begin,
                             int64_t end) {
     uint64_t outside = 0;
@@ -478,31 +478,35 @@ void qsv_rotate_backward_##SUFFIX(const T *rot, const T *x, const T *gy, T *grot
     parallel_for(rows, threads, rotate_back_rows_##SUFFIX, &c);                               \
 }                                                                                             \
                                                                                               \
-/* Per target row i and head h: e_j = scale_h <qd_ih, qs_{src_ij} h>, alpha = softmax_j(e), \
- * out_ih = sum_j alpha_j xs_{src_ij} h.  Where dst is not NULL, each thread first checks   \
- * the targets' layout over its rows (targets_in_rows); where it does not hold it sets *bad  \
- * and computes nothing (the caller discards the result). */                                 \
+/* Per target row i and head h: e_j = scale_h <qd_ih, qs_{src_ij} h>, alpha = softmax_j(e),   \
+ * out_ih = sum_j alpha_j xs_{src_ij} h.  The flags of *bad (OR-ed in): 2, a source of a row  \
+ * is outside [0, num_src) (checked before the row reads any); 1, where dst is not NULL, a    \
+ * row's targets are not in the dense layout (targets_in_rows); after either the thread       \
+ * stops and the caller discards the result.  4, with the epilogue (rot not NULL), a          \
+ * finished output entry is NaN or infinite: the caller's check of the output, made on the    \
+ * rows while they are in the cache. */                                                       \
 typedef struct {                                                                              \
     const T *qs, *qd, *scale, *xs; const int64_t *src; T *out, *alpha;                        \
-    int64_t H, k, C; const T *rot, *bias; const int64_t *dst; int *bad; int64_t num_src;     \
+    int64_t H, k, C; const T *rot, *bias; const int64_t *dst; int *bad; int64_t num_src;      \
 } attend_ctx_##SUFFIX;                                                                        \
                                                                                               \
-static void attend_rows_##SUFFIX(const void *p, int64_t begin, int64_t end) {                \
+static void attend_rows_##SUFFIX(const void *p, int64_t begin, int64_t end) {                 \
     const attend_ctx_##SUFFIX *c = (const attend_ctx_##SUFFIX *)p;                            \
     const int64_t H = c->H, k = c->k, C = c->C;                                               \
-    if (!sources_in_range(c->src, k, c->num_src, begin, end)) {                               \
-        __atomic_store_n(c->bad, 2, __ATOMIC_RELAXED);                                        \
-        return;                                                                               \
-    }                                                                                         \
-    if (c->dst && !targets_in_rows(c->dst, k, begin, end)) {                                  \
-        __atomic_store_n(c->bad, 1, __ATOMIC_RELAXED);                                        \
-        return;                                                                               \
-    }                                                                                         \
+    int nonfinite = 0;                                                                        \
     for (int64_t i = begin; i < end; i++) {                                                   \
         const int64_t *src = c->src + i * k;                                                  \
+        if (!sources_in_range(c->src, k, c->num_src, i, i + 1)) {                             \
+            __atomic_fetch_or(c->bad, 2, __ATOMIC_RELAXED);                                   \
+            return;                                                                           \
+        }                                                                                     \
+        if (c->dst && !targets_in_rows(c->dst, k, i, i + 1)) {                                \
+            __atomic_fetch_or(c->bad, 1, __ATOMIC_RELAXED);                                   \
+            return;                                                                           \
+        }                                                                                     \
         for (int64_t h = 0; h < H; h++) {                                                     \
             T *a = c->alpha + (i * H + h) * k;                                                \
-            softmax_##SUFFIX(a, k, logits_##SUFFIX(c->qd + 4 * (i * H + h), c->qs + 4 * h,   \
+            softmax_##SUFFIX(a, k, logits_##SUFFIX(c->qd + 4 * (i * H + h), c->qs + 4 * h,    \
                                                    4 * H, src, c->scale[h], k, a));           \
             for (int64_t j0 = 0; j0 < k; j0 += WSUM_ROWS) {                                   \
                 const int64_t n = k - j0 < WSUM_ROWS ? k - j0 : WSUM_ROWS;                    \
@@ -514,9 +518,11 @@ static void attend_rows_##SUFFIX(const void *p, int64_t begin, int64_t end) {   
                 T *y = c->out + (i * H + h) * C;                                              \
                 rotate_row_##SUFFIX(c->rot + 9 * (i * H + h), 1, y, y,                        \
                                     c->bias ? c->bias + h * C : NULL, C / 4);                 \
+                for (int64_t e = 0; e < C; e++) nonfinite |= !(y[e] - y[e] == 0);             \
             }                                                                                 \
         }                                                                                     \
     }                                                                                         \
+    if (nonfinite) __atomic_fetch_or(c->bad, 4, __ATOMIC_RELAXED);                            \
 }                                                                                             \
                                                                                               \
 void qsv_attend_##SUFFIX(const T *qs, const T *qd, const T *scale, const T *xs,             \
@@ -555,12 +561,12 @@ typedef struct {                                                                
 static void attend_back_rows_##SUFFIX(const void *p, int64_t begin, int64_t end) {           \
     const attend_back_ctx_##SUFFIX *c = (const attend_back_ctx_##SUFFIX *)p;                  \
     const int64_t H = c->H, k = c->k, C = c->C;                                               \
-    if (!sources_in_range(c->src, k, c->num_src, begin, end)) {                               \
-        __atomic_store_n(c->bad, 2, __ATOMIC_RELAXED);                                        \
-        return;                                                                               \
-    }                                                                                         \
     for (int64_t i = begin; i < end; i++) {                                                   \
         const int64_t *src = c->src + i * k;                                                  \
+        if (!sources_in_range(c->src, k, c->num_src, i, i + 1)) {                             \
+            __atomic_fetch_or(c->bad, 2, __ATOMIC_RELAXED);                                   \
+            return;                                                                           \
+        }                                                                                     \
         for (int64_t h = 0; h < H; h++) {                                                     \
             const int64_t row = i * H + h;                                                    \
             const T *g = c->grad + row * C, *a = c->alpha + row * k, *q = c->qd + 4 * row;   \
@@ -662,4 +668,4 @@ int qsv_kernels_openmp(void) {
 }
 
 /* The version of this file's interface; the loader checks it. */
-int qsv_kernels_version(void) { return 13; }
+int qsv_kernels_version(void) { return 14; }

@@ -94,3 +94,43 @@ def test_readme_and_tour_give_the_same_focus_caveat():
     from quest_geometric.tour import PRETRAINED_CAVEAT
 
     assert PRETRAINED_CAVEAT in (ROOT / "README.md").read_text()
+
+
+def _line(block: str, start: str) -> list[str]:
+    line = next(x for x in block.splitlines() if x.startswith(f"| {start}"))
+    return [c.strip() for c in line.strip("|").split("|")]
+
+
+def test_qsv_targets_count_and_name_the_rows_that_miss(gen, tmp_path, monkeypatch):
+    """The TransformerConv row counts the compiled rows whose flag is set in the JSON (read
+    here with json) and names the others; a flag turned off in a copy is named."""
+    data = json.loads((ROOT / gen.SOURCES["qsv_floor"]).read_text())
+    comp = [r for r in data["rows"] if r["mode"] == "compiled"]
+    met = sum(bool(r["tconv_target_met"]) for r in comp)
+    cell = _line(gen.block("qsv targets", "../"), "forward + backward: TransformerConv")[3]
+    assert f"met in {met} of {len(comp)}" in cell
+    lo, hi = min(r["fb_vs_tconv"] for r in comp), max(r["fb_vs_tconv"] for r in comp)
+    assert cell.startswith(f"{lo:.2f}-{hi:.2f}x")
+    target = next(r for r in comp if r["tconv_target_met"])
+    target["tconv_target_met"] = False
+    changed = tmp_path / "targets.json"
+    changed.write_text(json.dumps(data))
+    monkeypatch.setitem(gen.SOURCES, "qsv_floor", str(changed))
+    cell = _line(gen.block("qsv targets", "../"), "forward + backward: TransformerConv")[3]
+    assert f"met in {met - 1} of {len(comp)}" in cell
+    assert f"{target['points']:,} points, {target['threads']} thread" in cell
+
+
+def test_qsv_ablation_table_calls_a_sign_decided_only_by_the_rule(gen, tmp_path, monkeypatch):
+    """'sign decided' is yes only with the interval off zero and both exact tests < 0.05."""
+    data = json.loads((ROOT / gen.SOURCES["qsv_ablation"]).read_text())
+    row = next(r for r in data["rows"] if r["variant"] == "lattice")
+    assert _line(gen.block("qsv ablation", "../"), row["description"])[9] == (
+        "yes" if (row["delta_ci_low"] > 0 or row["delta_ci_high"] < 0)
+        and row["perm_p"] < 0.05 and row["sign_p"] < 0.05 else "no")
+    changed = tmp_path / "ablation.json"
+    for perm_p, sign_p, expected in ((0.01, 0.01, "yes"), (0.01, 0.0625, "no")):
+        row.update(delta_ci_low=0.5, delta_ci_high=1.5, perm_p=perm_p, sign_p=sign_p)
+        changed.write_text(json.dumps(data))
+        monkeypatch.setitem(gen.SOURCES, "qsv_ablation", str(changed))
+        assert _line(gen.block("qsv ablation", "../"), row["description"])[9] == expected

@@ -1,7 +1,7 @@
 """Write every measured number of the README and the docs' results pages from the result files.
 
-The README, ``docs/benchmarks.md`` and ``docs/focus_evaluation.md`` hold hand-written prose
-without measured numbers, and generated blocks between marker comments::
+The README and the docs pages of :data:`TARGETS` hold hand-written prose without measured
+numbers, and generated blocks between marker comments::
 
     <!-- generated: NAME -->
     ...written by this script...
@@ -49,11 +49,16 @@ SOURCES: dict[str, str] = {
     "focus_data_splits": "benchmarks/focus/results/focus_data_splits.json",
     "focus_passkey": "benchmarks/focus/results/focus_passkey.json",
     "focus_verdict": "benchmarks/focus/results/focus_verdict.json",
+    "qsv_epilogue": "benchmarks/qsv/results/qsv_forward_epilogue.json",
+    "qsv_breakdown": "benchmarks/qsv/results/qsv_forward_breakdown.json",
+    "qsv_small_graphs": "benchmarks/qsv/results/qsv_small_graphs.json",
     # markdown tables shown (narrowed) on docs/benchmarks.md; each has its CSV beside it
     "qsv_layer_speed.md": "benchmarks/qsv/results/qsv_layer_speed.md",
     "qsv_memory.md": "benchmarks/qsv/results/qsv_memory.md",
     "qsv_vs_torch_harmonics_targets.md": "benchmarks/qsv/results/qsv_vs_torch_harmonics_targets.md",
     "qsv_forward_breakdown.md": "benchmarks/qsv/results/qsv_forward_breakdown.md",
+    "qsv_forward_epilogue.md": "benchmarks/qsv/results/qsv_forward_epilogue.md",
+    "qsv_small_graphs.md": "benchmarks/qsv/results/qsv_small_graphs.md",
     "qsv_compile_targets.md": "benchmarks/qsv/results/qsv_compile_targets.md",
     "qsv_cuda_compiled_targets.md": "benchmarks/qsv/results/qsv_cuda_compiled_targets.md",
     "qsv_cuda_memory.md": "benchmarks/qsv/results/qsv_cuda_memory.md",
@@ -82,7 +87,7 @@ CI_SCRIPT = ".ci/run"
 
 #: The files the generator fills.
 TARGETS = ["README.md", "docs/getting_started.md", "docs/benchmarks.md",
-           "docs/focus_evaluation.md", "docs/focus.md", "docs/qk_geometry.md"]
+           "docs/focus_evaluation.md", "docs/focus.md", "docs/qk_geometry.md", "docs/qsv.md"]
 
 COMMAND = "python docs/_scripts/generate.py"
 _BLOCK = re.compile(r"(<!-- generated: (.+?) -->\n)(.*?)(<!-- end generated -->)", re.S)
@@ -91,7 +96,8 @@ _BLOCK = re.compile(r"(<!-- generated: (.+?) -->\n)(.*?)(<!-- end generated -->)
 class Results:
     """What a block reads: ``results(key)`` is the parsed JSON file ``SOURCES[key]``,
     ``results.link(key)`` a markdown link to ``SOURCES[key]`` from a page whose path to the
-    repository root is ``prefix``."""
+    repository root is ``prefix``, ``results.path(key)`` its path from the root as code (for
+    the Sphinx pages, where a link to a ``.md`` file outside ``docs/`` breaks the build)."""
 
     def __init__(self, prefix: str = "") -> None:
         self.prefix = prefix
@@ -102,6 +108,9 @@ class Results:
     def link(self, key: str) -> str:
         path = SOURCES[key]
         return f"[{Path(path).name}]({self.prefix}{path})"
+
+    def path(self, key: str) -> str:
+        return f"`{SOURCES[key]}`"
 
 
 
@@ -123,6 +132,10 @@ BLOCKS: dict[str, Callable[[Results], str]] = {
     "focus data splits": headlines.data_splits_sentence,
     "focus lm seeds": headlines.focus_lm_seeds_table,
     "qk pretrained": headlines.qk_pretrained_table,
+    "qsv targets": headlines.qsv_targets_table,
+    "qsv compile": headlines.qsv_compile_table,
+    "qsv kernels": headlines.qsv_kernels_table,
+    "qsv ablation": headlines.qsv_ablation_table,
 }
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-Load = Callable[[str], dict]  # with a .link(key) method, see generate.Results
+Load = Callable[[str], dict]  # with .link(key) and .path(key) methods, see generate.Results
 
 #: The Focus rows of record in the operating-point verdict (each one chosen on validation
 #: among its continuations), as the README shows them.
@@ -300,3 +300,168 @@ def qk_pretrained_table(load: Load) -> str:
                      f"{_QK_NAMES.get(c['y'], c['y'])}, across {c['over']}",
                      f"{c['spearman_rho']:+.2f} (p = {_p(c['p_value'])}, n = {c['n']})"))
     return _table(rows, ("measure (SmolLM2)", "value"))
+
+
+# --- docs/qsv.md: the CPU measurements its prose refers to -------------------------------
+
+def _ratio_cell(rows: list[dict], key: str, invert: bool = False,
+                flag: str | float | None = None) -> str:
+    """The span of ``rows[key]`` (``1 / rows[key]`` with ``invert``) and, with ``flag`` (the
+    rows' target column, or a threshold ``rows[key]`` must reach), how many rows meet the
+    target and, where some do, the grid and threads of those that do not."""
+    rows = [r for r in rows if isinstance(r.get(key), (int, float)) and not math.isnan(r[key])]
+    if not rows:
+        return "-"
+    values = [r[key] for r in rows]
+    text = _span([1 / v for v in values] if invert else values, unit="x")
+    if flag is None:
+        return text
+    met = [bool(r[flag]) if isinstance(flag, str) else r[key] >= flag for r in rows]
+    text += ", " + _met(met)
+    if 0 < sum(met) < len(met):
+        text += " (missed: " + "; ".join(
+            f"{r['points']:,} points, {r['threads']} thread{'s' * (r['threads'] > 1)}"
+            for r, ok in zip(rows, met) if not ok) + ")"
+    return text
+
+
+def qsv_targets_table(load: Load) -> str:
+    """The layer against torch-harmonics, TransformerConv and the sparse-product floors,
+    eager and compiled, each ratio with its target and the rows that miss it."""
+    rows = load("qsv_floor")["rows"]
+    eager = [r for r in rows if r["mode"] == "eager"]
+    comp = [r for r in rows if r["mode"] == "compiled"]
+    spec = [
+        ("forward: torch-harmonics time / QSVConv time", ">= 1", "fwd_vs_th", False,
+         "fwd_target_met"),
+        ("forward + backward: torch-harmonics / QSVConv", ">= 3", "fb_vs_th", False,
+         "fb_target_met"),
+        ("forward + backward: TransformerConv / QSVConv", ">= 3", "fb_vs_tconv", False,
+         "tconv_target_met"),
+        ("forward: QSVConv / one sparse product over fixed weights", "<= 2", "fwd_vs_spmm",
+         True, "floor_target_met"),
+        ("forward + backward: QSVConv / that product's forward + backward", "<= 3",
+         "fb_vs_spmm", True, "fb_floor_target_met"),
+        ("native kernels: PyTorch path / native, forward", "", "native_fwd_speedup", False,
+         None),
+        ("native kernels: PyTorch path / native, forward + backward", "",
+         "native_fb_speedup", False, None),
+        ("compiled: eager / compiled, forward", ">= 1", "fwd_vs_eager", False, 1.0),
+        ("compiled: eager / compiled, forward + backward", ">= 1", "fb_vs_eager", False, 1.0),
+    ]
+    table = [(what, target, _ratio_cell(eager, key, inv, flag), _ratio_cell(comp, key, inv, flag))
+             for what, target, key, inv, flag in spec]
+    points = " and ".join(f"{p:,}" for p in sorted({r["points"] for r in rows}))
+    threads = " and ".join(str(t) for t in sorted({r["threads"] for r in rows}))
+    return (_table(table, ("ratio", "target", "eager", "compiled"))
+            + f"\n\nThe grids of {points} points, {threads} threads; from "
+            + load.path("qsv_vs_torch_harmonics_targets.md") + ".")
+
+
+def qsv_compile_table(load: Load) -> str:
+    """``torch.compile`` against eager for the layer alone and for a ``QSVNet``."""
+    rows = load("qsv_compile")["rows"]
+    layer = [r for r in rows if r["subject"] == "layer"]
+    net = [r for r in rows if r["subject"] == "net"]
+    sizes = " and ".join(f"{s:,}" for s in sorted({r["size"] for r in layer}))
+    threads = " and ".join(str(t) for t in sorted({r["threads"] for r in rows}))
+
+    def met(sub, a, b):
+        return _met(r[a] >= 1 and r[b] >= 1 and not r["graph_breaks"] for r in sub)
+
+    table = [
+        ("the layer", f"{sizes} points", _span([r["fwd_vs_eager"] for r in layer], unit="x"),
+         _span([r["fb_vs_eager"] for r in layer], unit="x"),
+         met(layer, "fwd_vs_eager", "fb_vs_eager")),
+        ("`QSVNet`, `dense=None`", f"{net[0]['size']:,} nodes",
+         _span([r["fwd_vs_eager"] for r in net], unit="x"),
+         _span([r["fb_vs_eager"] for r in net], unit="x"),
+         met(net, "fwd_vs_eager", "fb_vs_eager")),
+        ("`QSVNet` of `QSVConv(dense=True)`", f"{net[0]['size']:,} nodes",
+         _span([r["dense_fwd_vs_eager"] for r in net], unit="x"),
+         _span([r["dense_fb_vs_eager"] for r in net], unit="x"),
+         met(net, "dense_fwd_vs_eager", "dense_fb_vs_eager")),
+    ]
+    return (_table(table, ("compiled", "size", "forward, eager / compiled",
+                           "forward + backward", "no slower, no graph break"))
+            + f"\n\n{threads} threads; from " + load.path("qsv_compile_targets.md") + ".")
+
+
+def qsv_kernels_table(load: Load) -> str:
+    """The inference passes, the forward by operator, and the layer against
+    ``TransformerConv`` on small and on batched sphere graphs."""
+    epi = load("qsv_epilogue")["rows"]
+    ops = load("qsv_breakdown")["rows"]
+    small = load("qsv_small_graphs")["rows"]
+    speed = [r for r in load("qsv_layer_speed")["rows"] if r["layer"] == "QSVConv"]
+    by_run: dict[tuple, dict[str, float]] = {}
+    for r in ops:
+        by_run.setdefault((r["points"], r["threads"]), {})[r["op"]] = r["in_spmm"]
+    attend = [d["quest_geometric::qsv_attend_rotate"] for d in by_run.values()]
+    prepare = [d["quest_geometric::qsv_prepare"] for d in by_run.values()]
+    rest = [d["total"] - d["quest_geometric::qsv_attend_rotate"]
+            - d["quest_geometric::qsv_prepare"] for d in by_run.values()]
+    points = " and ".join(f"{p:,}" for p in sorted({r["points"] for r in epi}))
+    s0 = small[0]
+
+    def tconv(p):
+        return [r["qsv_speedup"] for r in small if r["layer"] == "TransformerConv"
+                and r["pass"] == p]
+
+    graphs = "/".join(str(g) for g in sorted({r["graphs"] for r in speed}))
+    nodes = speed[0]["nodes"] // speed[0]["graphs"]
+
+    def threads(rs):
+        return " and ".join(str(n) for n in sorted({r["threads"] for r in rs})) + " threads"
+    rows = [
+        ("inference: the two fused passes against the training path's kernels (speed-up)",
+         f"{points} points, {threads(epi)}", _span([r["speedup"] for r in epi], unit="x"),
+         "qsv_forward_epilogue.md"),
+        ("eager forward by operator, in sparse products: attention kernel with its "
+         "epilogue / per-node pass / the rest", f"{points} points, {threads(ops)}",
+         f"{_span(attend, '{:.2f}')} / {_span(prepare, '{:.2f}')} / {_span(rest, '{:.2f}')}",
+         "qsv_forward_breakdown.md"),
+        ("forward, TransformerConv / QSVConv", f"{s0['graphs']} digit graphs of "
+         f"{s0['nodes'] // s0['graphs']} nodes, {threads(small)}",
+         _span(tconv("forward"), unit="x"), "qsv_small_graphs.md"),
+        ("forward + backward, TransformerConv / QSVConv", "same",
+         _span(tconv("forward+backward"), unit="x"), "qsv_small_graphs.md"),
+        ("forward + backward, TransformerConv / QSVConv (speed / QSVConv's peak memory "
+         "in TransformerConv's)",
+         f"batches of {graphs} sphere graphs of {nodes:,} nodes, {threads(speed)}",
+         _span([r["speedup_vs_transformer"] for r in speed], unit="x") + " / "
+         + _span([r["memory_vs_transformer"] for r in speed], unit="x"),
+         "qsv_layer_speed.md"),
+    ]
+    return _table([(a, b, c, load.path(key)) for a, b, c, key in rows],
+                  ("result", "operating point", "measured", "file"))
+
+
+def _signed(v: float) -> str:
+    return "0" if v == 0 else f"{v:+g}"
+
+
+def qsv_ablation_table(load: Load) -> str:
+    """The digits ablation with its paired comparisons to QSV, and whether each sign is
+    decided (interval off zero and both exact tests below 0.05)."""
+    rows = load("qsv_ablation")["rows"]
+    out = []
+    for r in rows:
+        acc = f"{r['acc_mean']:.2f} +- {r['acc_std']:.2f}"
+        if r["variant"] == "qsv":
+            out.append((r["description"], str(r["seeds"]),
+                        str(r["epochs"]), acc, "0", "-", "-", "-", "-", "-",
+                        _signed(r["paper_delta"])))
+            continue
+        decided = ((r["delta_ci_low"] > 0 or r["delta_ci_high"] < 0)
+                   and r["perm_p"] < 0.05 and r["sign_p"] < 0.05)
+        out.append((
+            r["description"], str(r["seeds"]), str(r["epochs"]), acc,
+            f"{r['paired_delta']:+.2f} {_ci(r, 'delta_ci_low', 'delta_ci_high')}",
+            _p(r["t_p"]), _p(r["perm_p"]), r["wins_vs_qsv"], _p(r["sign_p"]),
+            "yes" if decided else "no", _signed(r["paper_delta"])))
+    return (_table(out, ("variant", "seeds", "epochs", "test accuracy (%)",
+                         "paired delta vs QSV [95% paired t interval]", "t-test p",
+                         "permutation p", "wins", "sign p", "sign decided",
+                         "paper delta (CIFAR-10)"))
+            + "\n\nFrom " + load.path("qsv_ablation_digits.md") + ".")

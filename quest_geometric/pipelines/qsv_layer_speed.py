@@ -223,7 +223,7 @@ def run(
             layer rows each (restored afterwards). (default: torch's setting with ``quick``,
             else one thread and torch's setting). On a machine shared with other jobs,
             one thread gives stable numbers: an oversubscribed OpenMP pool slows every layer
-            by 5-10x, erratically.
+            severely and erratically.
         compiled (bool): also time ``torch.compile`` of QSVConv and TransformerConv (rows
             ``'<layer> (compiled)'``, see :func:`layer_rows`). (default: :obj:`False`)
         backend (str): the :func:`torch.compile` backend of the compiled rows.

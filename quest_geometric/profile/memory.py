@@ -38,8 +38,8 @@ def reuse_freed_memory() -> bool:
     CPU performance tuning guide do by design. It affects every method measured in the
     process alike; :func:`peak_memory_mb` trims the heap before it measures. The first few
     calls that allocate a given size can still fault: until freed chunks next to each other
-    have merged into one that fits the aligned request, glibc extends the heap (up to 8 calls
-    of a 64 MiB tensor in 40 runs, measured); time after a warm-up.
+    have merged into one that fits the aligned request, glibc extends the heap; time after a
+    warm-up.
 
     Returns:
         bool: whether the setting was applied (glibc on Linux).

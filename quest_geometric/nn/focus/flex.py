@@ -94,8 +94,9 @@ except ImportError:  # pragma: no cover
 #: On CUDA the block size must be a multiple of this: the default Triton tiles of
 #: FlexAttention (at most 128 x 128) must divide the sparse block.
 CUDA_BLOCK_MULTIPLE = 128
-#: Largest :math:`H N^2` that the eager (non-CUDA) path accepts: it materialises every score,
-#: about 13 bytes per pair and head in float32 (measured), so this is about 3.5 GB.
+#: Largest :math:`H N^2` that the eager (non-CUDA) path accepts: it materialises every score
+#: (several float32 and mask tensors of :math:`H N^2` elements at once), so this caps that
+#: memory at a few GB.
 EAGER_MAX_PAIRS = 1 << 28
 #: Smallest head dimension of FlexAttention's compiled kernel (it refuses narrower heads:
 #: "embedding dimension of the query, key, and value must be at least 16"); narrower heads
@@ -397,7 +398,7 @@ def focus_flex_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window
     if not compiled and n * n * h > EAGER_MAX_PAIRS:
         raise ValueError(f"focus_flex_attention: FlexAttention's eager path on "
                          f"{q.device.type} materialises all H x N x N = {h} x {n} x {n} "
-                         f"scores (about 13 bytes each), above EAGER_MAX_PAIRS = "
+                         f"scores (several bytes each), above EAGER_MAX_PAIRS = "
                          f"{EAGER_MAX_PAIRS}; use backend='blocks' (focus_blocks_attention) "
                          f"there")
     if not needs_grad:

@@ -49,6 +49,7 @@ SOURCES: dict[str, str] = {
     "focus_data_splits": "benchmarks/focus/results/focus_data_splits.json",
     "focus_passkey": "benchmarks/focus/results/focus_passkey.json",
     "focus_verdict": "benchmarks/focus/results/focus_verdict.json",
+    "focus_long_context": "benchmarks/focus/results/focus_long_context/summary.json",
     # markdown tables shown (narrowed) on docs/benchmarks.md; each has its CSV beside it
     "qsv_layer_speed.md": "benchmarks/qsv/results/qsv_layer_speed.md",
     "qsv_memory.md": "benchmarks/qsv/results/qsv_memory.md",
@@ -116,6 +117,7 @@ BLOCKS: dict[str, Callable[[Results], str]] = {
     "readme qk": headlines.qk_table,
     "readme focus": headlines.focus_table,
     "focus verdict sentence": headlines.verdict_sentence,
+    "focus 8k sentence": headlines.long_context_sentence,
     "focus caveat": headlines.pretrained_caveat,
     "focus verdict quality": headlines.verdict_quality_table,
     "focus verdict passkey speed": headlines.verdict_passkey_speed_table,

@@ -80,6 +80,39 @@ def test_verdict_sentence_follows_met_by(gen):
         headlines.pretrained_caveat(One())
 
 
+def test_long_context_sentence_reads_the_pairs(gen):
+    """The 8K sentence quotes the summary's paired changes (read here with json) and says
+    "loses to" / "beats" / "is not told apart from" the window plus sinks by the paired
+    permutation p, and "within" the target only at or under its percentage."""
+    import headlines
+
+    files = {k: json.loads((ROOT / gen.SOURCES[k]).read_text())
+             for k in ("focus_long_context", "focus_verdict")}
+
+    class Load:
+        def __call__(self, key):
+            return files[key]
+
+    ood = files["focus_long_context"]["sets"]["ood"]
+    name = next(n for n in ood if n.startswith("K") and not n.endswith("_random"))
+    row = ood[name]
+    text = headlines.long_context_sentence(Load())
+    assert f"`{name}`" in text
+    assert f"{row['vs_full']['ppl_change_pct']:+.1f}% (permutation p" in text
+    assert f"{row['vs_window']['ppl_change_pct']:+.1f}% (permutation p" in text
+    row["vs_window"].update(p_perm=0.01, mean_diff=0.2)
+    assert "routing loses to the window" in headlines.long_context_sentence(Load())
+    row["vs_window"].update(p_perm=0.01, mean_diff=-0.2)
+    assert "routing beats the window" in headlines.long_context_sentence(Load())
+    row["vs_window"].update(p_perm=0.3)
+    assert "is not told apart from the window" in headlines.long_context_sentence(Load())
+    target = files["focus_verdict"]["meta"]["target"]["ood_delta_pct"]
+    row["vs_full"]["ppl_change_pct"] = target
+    assert "and is within the target's" in headlines.long_context_sentence(Load())
+    row["vs_full"]["ppl_change_pct"] = target + 0.01
+    assert "and is outside the target's" in headlines.long_context_sentence(Load())
+
+
 def test_span_and_p_formatting(gen):
     import headlines
 

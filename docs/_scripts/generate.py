@@ -52,6 +52,7 @@ SOURCES: dict[str, str] = {
     "qsv_epilogue": "benchmarks/qsv/results/qsv_forward_epilogue.json",
     "qsv_breakdown": "benchmarks/qsv/results/qsv_forward_breakdown.json",
     "qsv_small_graphs": "benchmarks/qsv/results/qsv_small_graphs.json",
+    "focus_long_context": "benchmarks/focus/results/focus_long_context/summary.json",
     # markdown tables shown (narrowed) on docs/benchmarks.md; each has its CSV beside it
     "qsv_layer_speed.md": "benchmarks/qsv/results/qsv_layer_speed.md",
     "qsv_memory.md": "benchmarks/qsv/results/qsv_memory.md",
@@ -125,6 +126,7 @@ BLOCKS: dict[str, Callable[[Results], str]] = {
     "readme qk": headlines.qk_table,
     "readme focus": headlines.focus_table,
     "focus verdict sentence": headlines.verdict_sentence,
+    "focus 8k sentence": headlines.long_context_sentence,
     "focus caveat": headlines.pretrained_caveat,
     "focus verdict quality": headlines.verdict_quality_table,
     "focus verdict passkey speed": headlines.verdict_passkey_speed_table,

@@ -199,6 +199,67 @@ def verdict_sentence(load: Load) -> str:
         f"`{m}`" for m in met) + "."
 
 
+def _paired(c: dict) -> str:
+    """A paired comparison of the 8K study: the perplexity change, its permutation p and the
+    windows it is worse on."""
+    return (f"{c['ppl_change_pct']:+.1f}% (permutation p = {_p(c['p_perm'])}, worse on "
+            f"{c['worse']} of {c['n']} windows)")
+
+
+def _against_window(c: dict, alpha: float = 0.05) -> str:
+    """What the paired comparison with the window plus sinks says, in words."""
+    if c["p_perm"] < alpha:
+        return "loses to" if c["mean_diff"] > 0 else "beats"
+    return "is not told apart from"
+
+
+def long_context_sentence(load: Load) -> str:
+    """The 8K answer: each Focus row's trailing perplexity at 8,192 tokens on out-of-domain
+    documents against full attention and against the window plus sinks at its 8K share of
+    pairs (paired by window), random balanced groups of its shape beside it, what cutting
+    the context costs, and the row's speed at 8K from the verdict."""
+    lc = load("focus_long_context")
+    meta, ood = lc["meta"], lc["sets"]["ood"]
+    verdict = load("focus_verdict")
+    rows_v = {r["name"]: r for r in verdict["rows"]}
+    target = verdict["meta"]["target"]["ood_delta_pct"]
+    cuts = [n for n in ood if n.startswith("cut")]
+    rows = [n for n in ood if n != "full" and n not in cuts and not n.startswith("sinks@")
+            and not n.endswith("_random")]
+    out = []
+    for name in rows:
+        r, v = ood[name], rows_v.get(name)
+        shape = "_".join(name.split("_")[:3])  # K.._top.._w..: the random groups' name
+        random = ood.get(f"{shape}_random")
+        text = (f"At {meta['length']:,} tokens on out-of-domain documents (perplexity of the "
+                f"last {meta['trail']:,} tokens, paired by window), `{name}` "
+                f"({r['pairs_kept']:.0%} of pairs) is {_paired(r['vs_full'])} against full "
+                "attention")
+        if r.get("vs_window"):
+            text += (f" and {_paired(r['vs_window'])} against the window plus sinks at the "
+                     f"same share (window {ood[f'sinks@{name}']['window_cfg']:,})")
+        if random is not None and random.get("vs_full"):
+            text += f"; random balanced groups are {random['vs_full']['ppl_change_pct']:+.1f}%"
+        if cuts:
+            text += ("; full attention with its context cut to "
+                     + " / ".join(f"{int(c[3:]):,}" for c in cuts) + " tokens is "
+                     + " / ".join(f"{ood[c]['vs_full']['ppl_change_pct']:+.1f}%"
+                                  for c in cuts))
+        if v is not None:
+            text += (f". Its prefill at 8K runs {v['prefill_1t']:.2f}x / {v['prefill_2t']:.2f}x "
+                     f"full attention and its decoding {v['decode_1t']:.2f}x / "
+                     f"{v['decode_2t']:.2f}x at one / two threads (the bound its share sets: "
+                     f"{v['prefill_bound_8k']:.2f}x)")
+        within = r["vs_full"]["ppl_change_pct"] <= target
+        versus = (f"{_against_window(r['vs_window'])} the window plus sinks"
+                  if r.get("vs_window") else "is not compared with the window plus sinks")
+        text += (f". So at 8K this learned routing {versus} and is "
+                 f"{'within' if within else 'outside'} the target's {target:g}% of full "
+                 "attention.")
+        out.append(text)
+    return "\n\n".join(out)
+
+
 _Q_COLS = ("row", "pairs 8K", "out of domain", "median block", "test", "vs window (95% CI)",
            "vs random", "verdict")
 

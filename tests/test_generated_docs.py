@@ -96,6 +96,10 @@ def test_long_context_sentence_reads_the_pairs(gen):
     ood = files["focus_long_context"]["sets"]["ood"]
     name = next(n for n in ood if n.startswith("K") and not n.endswith("_random"))
     row = ood[name]
+    row["vs_window"]["n"] = 5  # below the 6 windows an exact paired test needs for p < 0.05
+    text = headlines.long_context_sentence(Load())
+    assert f"`{name}` ({row['windows']})" in text and "(permutation p" not in text
+    row["vs_window"]["n"] = 6
     text = headlines.long_context_sentence(Load())
     assert f"`{name}`" in text
     assert f"{row['vs_full']['ppl_change_pct']:+.1f}% (permutation p" in text

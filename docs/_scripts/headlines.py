@@ -226,8 +226,12 @@ def long_context_sentence(load: Load) -> str:
     cuts = [n for n in ood if n.startswith("cut")]
     rows = [n for n in ood if n != "full" and n not in cuts and not n.startswith("sinks@")
             and not n.endswith("_random")]
+    # the smallest sample whose exact two-sided paired permutation test can reach p < 0.05
+    least = next(n for n in range(1, 64) if 2 / 2 ** n < 0.05)
+    short = [n for n in rows if not ood[n].get("vs_window")
+             or ood[n]["vs_window"]["n"] < least]
     out = []
-    for name in rows:
+    for name in (n for n in rows if n not in short):
         r, v = ood[name], rows_v.get(name)
         shape = "_".join(name.split("_")[:3])  # K.._top.._w..: the random groups' name
         random = ood.get(f"{shape}_random")
@@ -257,6 +261,10 @@ def long_context_sentence(load: Load) -> str:
                  f"{'within' if within else 'outside'} the target's {target:g}% of full "
                  "attention.")
         out.append(text)
+    if short:
+        out.append("Not yet measured on enough windows to decide (fewer than "
+                   f"{least} paired with the window plus sinks): "
+                   + ", ".join(f"`{n}` ({ood[n]['windows']})" for n in short) + ".")
     return "\n\n".join(out)
 
 

@@ -403,6 +403,23 @@ def test_repr():
                "attention='uniform', temperature='learned')")
 
 
+def test_construction_reads_no_source_once_the_class_is_built(monkeypatch):
+    """PyG builds QSVConv's ``propagate`` and ``edge_updater`` from the class's type comments
+    once; a type name those built modules cannot resolve makes PyG retry, reading the class's
+    source through :func:`inspect.getsource`, at every construction."""
+    import inspect
+
+    QSVConv(8, 8)
+    assert QSVConv.propagate.__module__.endswith("QSVConv_propagate")
+    assert QSVConv.edge_updater.__module__.endswith("QSVConv_edge_updater")
+
+    def no_source(*args, **kwargs):  # pragma: no cover - fails the test when called
+        raise AssertionError("inspect.getsource called while building a QSVConv")
+
+    monkeypatch.setattr(inspect, "getsource", no_source)
+    QSVConv(16, 16, heads=2)
+
+
 def test_reset_parameters():
     conv = QSVConv(16, 16, heads=2, quaternion="both", num_nodes=6, temperature="learned")
     with torch.no_grad():

@@ -10,6 +10,8 @@ import hashlib
 import os
 import subprocess
 import sys
+import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -520,13 +522,17 @@ def _refuse_openmp(monkeypatch, cache):
 
 @pytest.fixture(scope="module")
 def pthreads_build(tmp_path_factory):
-    """``(folder, status)``: the kernels built once, into a new cache folder of their own,
-    where the OpenMP build fails (the fallback build, shared by the tests that need it)."""
-    folder = tmp_path_factory.mktemp("pthreads_cache")
-    with pytest.MonkeyPatch.context() as monkeypatch:
+    """``(folder, status, warnings)``: the kernels built once, into a new cache folder (not
+    there before: the build makes it), where the OpenMP build fails (the fallback build,
+    with the plain :data:`~quest_geometric.nn._qsv_build.FLAGS`), with the warnings the
+    build gave; shared by the tests that need that build."""
+    folder = tmp_path_factory.mktemp("qsv") / "cache"
+    with pytest.MonkeyPatch.context() as monkeypatch, warnings.catch_warnings(
+            record=True) as caught:
+        warnings.simplefilter("always")
         _refuse_openmp(monkeypatch, folder)
         status = native.qsv_native_status()
-    return folder, status
+    return folder, status, [str(w.message) for w in caught]
 
 
 @pytest.fixture(params=["openmp", "pthreads"])
@@ -535,7 +541,7 @@ def build(request, monkeypatch):
     flag the compiler refuses, the POSIX-threads build that such compilers get (loaded from
     the folder :func:`pthreads_build` built it in)."""
     if request.param == "pthreads":
-        folder, _ = request.getfixturevalue("pthreads_build")
+        folder = request.getfixturevalue("pthreads_build")[0]
         _refuse_openmp(monkeypatch, folder)
     status = native.qsv_native_status()
     if status["threads"] != request.param:
@@ -581,7 +587,7 @@ def test_openmp_build_shares_torchs_openmp_runtime():
 
 
 def test_failed_openmp_build_falls_back_to_posix_threads(pthreads_build):
-    folder, status = pthreads_build
+    folder, status, _ = pthreads_build
     assert status["available"] and status["threads"] == "pthreads"
     name = os.path.basename(status["path"])
     assert os.path.dirname(status["path"]) == str(folder)
@@ -772,14 +778,18 @@ def _fresh_state(monkeypatch):
                                            "path": None})
 
 
-def test_build_writes_one_library_and_finds_it_again(tmp_path, monkeypatch):
-    monkeypatch.setenv("QUEST_GEOMETRIC_CACHE", str(tmp_path / "cache"))
-    flags = (_qsv_build.FLAGS,)
-    _, first, warning = _qsv_build.load_library(flags)
-    assert first.parent == tmp_path / "cache" and first.is_file() and warning is None
-    assert (tmp_path / "cache").stat().st_mode & 0o777 == 0o700
+def test_build_writes_one_library_and_finds_it_again(pthreads_build, monkeypatch):
+    """The build of :func:`pthreads_build` (its last flag set, the plain FLAGS) made its
+    folder private, wrote the library and its hash and nothing else (no temporary, also
+    after the failed OpenMP attempts of the tests that loaded it since), and loading with
+    those flags again finds that file rather than building another."""
+    folder, status, build_warnings = pthreads_build
+    first = Path(status["path"])
+    assert first.parent == folder and first.is_file() and build_warnings == []
+    assert folder.stat().st_mode & 0o777 == 0o700
     mtime = first.stat().st_mtime_ns
-    _, again, warning = _qsv_build.load_library(flags)
+    monkeypatch.setenv("QUEST_GEOMETRIC_CACHE", str(folder))
+    _, again, warning = _qsv_build.load_library((_qsv_build.FLAGS,))
     assert again == first and first.stat().st_mtime_ns == mtime and warning is None
     # no temporary left; the hash recorded beside the library
     assert sorted(p.name for p in first.parent.iterdir()) == [first.name, first.name + ".sha256"]

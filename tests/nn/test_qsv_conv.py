@@ -409,15 +409,12 @@ def test_construction_reads_no_source_once_the_class_is_built(monkeypatch):
     source through :func:`inspect.getsource`, at every construction."""
     import inspect
 
-    QSVConv(8, 8)
-    assert QSVConv.propagate.__module__.endswith("QSVConv_propagate")
-    assert QSVConv.edge_updater.__module__.endswith("QSVConv_edge_updater")
-
-    def no_source(*args, **kwargs):  # pragma: no cover - fails the test when called
-        raise AssertionError("inspect.getsource called while building a QSVConv")
-
-    monkeypatch.setattr(inspect, "getsource", no_source)
+    QSVConv(8, 8)  # the class built (its first construction may read the source)
+    read, getsource = [], inspect.getsource
+    # counted, not refused: PyG swallows an exception raised while it builds
+    monkeypatch.setattr(inspect, "getsource", lambda obj: read.append(obj) or getsource(obj))
     QSVConv(16, 16, heads=2)
+    assert read == []
 
 
 def test_reset_parameters():

@@ -5,6 +5,7 @@ from typing import Any, Literal, NamedTuple, NoReturn, Optional, Tuple, Union, o
 
 import torch
 import torch.nn.functional as F
+import torch_geometric.typing  # noqa: F401  (names the types of _path_scatter's two calls)
 from torch import Tensor
 from torch.nn import Parameter
 from torch_geometric.nn.conv import MessagePassing
@@ -732,9 +733,13 @@ class QSVConv(MessagePassing):
     def _path_scatter(self, c: _Call) -> Tuple[Tensor, Tensor]:
         """PyG's message passing: the general path, for any graph."""
         size = (c.q_src.size(0), c.q_dst.size(0))
-        # edge_updater_type: (q: PairTensor)
+        # The two type comments name their types in full: PyG builds edge_updater and
+        # propagate from them once per class, in a module that star-imports this one (which
+        # exports QSVConv alone); a name unknown there makes it retry, reading this file's
+        # source, at every construction.
+        # edge_updater_type: (q: torch_geometric.typing.PairTensor)
         alpha = self.edge_updater(c.coo, q=(c.q_src, c.q_dst), size=size)
-        # propagate_type: (x: OptPairTensor, alpha: Tensor)
+        # propagate_type: (x: torch_geometric.typing.OptPairTensor, alpha: Tensor)
         out = self.propagate(c.coo, x=(c.xs, None), alpha=alpha, size=size)
         return out, alpha
 

@@ -403,6 +403,20 @@ def test_repr():
                "attention='uniform', temperature='learned')")
 
 
+def test_construction_reads_no_source_once_the_class_is_built(monkeypatch):
+    """PyG builds QSVConv's ``propagate`` and ``edge_updater`` from the class's type comments
+    once; a type name those built modules cannot resolve makes PyG retry, reading the class's
+    source through :func:`inspect.getsource`, at every construction."""
+    import inspect
+
+    QSVConv(8, 8)  # the class built (its first construction may read the source)
+    read, getsource = [], inspect.getsource
+    # counted, not refused: PyG swallows an exception raised while it builds
+    monkeypatch.setattr(inspect, "getsource", lambda obj: read.append(obj) or getsource(obj))
+    QSVConv(16, 16, heads=2)
+    assert read == []
+
+
 def test_reset_parameters():
     conv = QSVConv(16, 16, heads=2, quaternion="both", num_nodes=6, temperature="learned")
     with torch.no_grad():

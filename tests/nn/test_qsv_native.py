@@ -10,6 +10,8 @@ import hashlib
 import os
 import subprocess
 import sys
+import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -532,14 +534,37 @@ def test_attend_backward_finds_the_transpose_in_the_cache():
     assert TRANSPOSES.misses == misses + 1  # built once, found the second time
 
 
+def _refuse_openmp(monkeypatch, cache):
+    """The cache folder set to ``cache`` and an OpenMP flag the compiler refuses, from a fresh
+    state: what a compiler without OpenMP gets."""
+    monkeypatch.setenv("QUEST_GEOMETRIC_CACHE", str(cache))
+    monkeypatch.setattr(_qsv_build, "OPENMP_FLAGS", ("-fno-such-openmp-flag",))
+    _fresh_state(monkeypatch)
+
+
+@pytest.fixture(scope="module")
+def pthreads_build(tmp_path_factory):
+    """``(folder, status, warnings)``: the kernels built once, into a new cache folder (not
+    there before: the build makes it), where the OpenMP build fails (the fallback build,
+    with the plain :data:`~quest_geometric.nn._qsv_build.FLAGS`), with the warnings the
+    build gave; shared by the tests that need that build."""
+    folder = tmp_path_factory.mktemp("qsv") / "cache"
+    with pytest.MonkeyPatch.context() as monkeypatch, warnings.catch_warnings(
+            record=True) as caught:
+        warnings.simplefilter("always")
+        _refuse_openmp(monkeypatch, folder)
+        status = native.qsv_native_status()
+    return folder, status, [str(w.message) for w in caught]
+
+
 @pytest.fixture(params=["openmp", "pthreads"])
-def build(request, tmp_path, monkeypatch):
+def build(request, monkeypatch):
     """The kernels as built here (OpenMP where the compiler has it) and, forced by an OpenMP
-    flag the compiler refuses, the POSIX-threads build that such compilers get."""
+    flag the compiler refuses, the POSIX-threads build that such compilers get (loaded from
+    the folder :func:`pthreads_build` built it in)."""
     if request.param == "pthreads":
-        monkeypatch.setenv("QUEST_GEOMETRIC_CACHE", str(tmp_path))
-        monkeypatch.setattr(_qsv_build, "OPENMP_FLAGS", ("-fno-such-openmp-flag",))
-        _fresh_state(monkeypatch)
+        folder = request.getfixturevalue("pthreads_build")[0]
+        _refuse_openmp(monkeypatch, folder)
     status = native.qsv_native_status()
     if status["threads"] != request.param:
         pytest.skip(f"this compiler builds the kernels with {status['threads']}")
@@ -583,14 +608,12 @@ def test_openmp_build_shares_torchs_openmp_runtime():
     assert len(libraries) == 1 and "torch" in libraries[0], libraries
 
 
-def test_failed_openmp_build_falls_back_to_posix_threads(tmp_path, monkeypatch):
-    monkeypatch.setenv("QUEST_GEOMETRIC_CACHE", str(tmp_path))
-    monkeypatch.setattr(_qsv_build, "OPENMP_FLAGS", ("-fno-such-openmp-flag",))
-    _fresh_state(monkeypatch)
-    status = native.qsv_native_status()
+def test_failed_openmp_build_falls_back_to_posix_threads(pthreads_build):
+    folder, status, _ = pthreads_build
     assert status["available"] and status["threads"] == "pthreads"
     name = os.path.basename(status["path"])
-    assert sorted(p.name for p in tmp_path.iterdir()) == [name, name + ".sha256"]
+    assert os.path.dirname(status["path"]) == str(folder)
+    assert sorted(p.name for p in folder.iterdir()) == [name, name + ".sha256"]
 
 
 # ----------------------------------------------------------------------------- the layer
@@ -782,14 +805,18 @@ def _fresh_state(monkeypatch):
                                            "path": None})
 
 
-def test_build_writes_one_library_and_finds_it_again(tmp_path, monkeypatch):
-    monkeypatch.setenv("QUEST_GEOMETRIC_CACHE", str(tmp_path / "cache"))
-    flags = (_qsv_build.FLAGS,)
-    _, first, warning = _qsv_build.load_library(flags)
-    assert first.parent == tmp_path / "cache" and first.is_file() and warning is None
-    assert (tmp_path / "cache").stat().st_mode & 0o777 == 0o700
+def test_build_writes_one_library_and_finds_it_again(pthreads_build, monkeypatch):
+    """The build of :func:`pthreads_build` (its last flag set, the plain FLAGS) made its
+    folder private, wrote the library and its hash and nothing else (no temporary, also
+    after the failed OpenMP attempts of the tests that loaded it since), and loading with
+    those flags again finds that file rather than building another."""
+    folder, status, build_warnings = pthreads_build
+    first = Path(status["path"])
+    assert first.parent == folder and first.is_file() and build_warnings == []
+    assert folder.stat().st_mode & 0o777 == 0o700
     mtime = first.stat().st_mtime_ns
-    _, again, warning = _qsv_build.load_library(flags)
+    monkeypatch.setenv("QUEST_GEOMETRIC_CACHE", str(folder))
+    _, again, warning = _qsv_build.load_library((_qsv_build.FLAGS,))
     assert again == first and first.stat().st_mtime_ns == mtime and warning is None
     # no temporary left; the hash recorded beside the library
     assert sorted(p.name for p in first.parent.iterdir()) == [first.name, first.name + ".sha256"]
@@ -818,18 +845,17 @@ def test_no_compiler_is_reported(monkeypatch):
     assert not native.supports(torch.zeros(1))
 
 
-def test_environment_switch_turns_the_kernels_off():
-    code = ("from quest_geometric.nn import _qsv_native as n, QSVConv; import torch; "
-            "from quest_geometric.testing.qsv import knn_edges; "
-            "print(n.qsv_native_status()['available'], n.qsv_native_status()['reason']); "
-            "print(QSVConv(8, 8)(torch.randn(6, 8), knn_edges(6, 2)).shape)")
-    env = dict(os.environ, QUEST_GEOMETRIC_NATIVE="0")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=env, timeout=300)
-    assert done.returncode == 0, done.stderr
-    first, second = done.stdout.strip().splitlines()
-    assert first.startswith("False") and "QUEST_GEOMETRIC_NATIVE" in first
-    assert second == "torch.Size([6, 8])"
+def test_environment_switch_turns_the_kernels_off(monkeypatch):
+    """``QUEST_GEOMETRIC_NATIVE=0`` is read when the kernels are first wanted (not at import),
+    so a fresh state under the variable is what a process started with it sees."""
+    monkeypatch.setenv(native.ENV_SWITCH, "0")
+    _fresh_state(monkeypatch)
+    status = native.qsv_native_status()
+    assert not status["available"] and "QUEST_GEOMETRIC_NATIVE" in status["reason"]
+    calls = []
+    monkeypatch.setattr(native, "attend", lambda *a: calls.append(1))
+    x, ei = torch.randn(6, 8), knn_edges(6, 2)
+    assert QSVConv(8, 8)(x, ei).shape == (6, 8) and not calls
 
 
 def test_set_native_enabled_checks_its_argument():

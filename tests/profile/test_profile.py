@@ -54,8 +54,8 @@ def test_peak_memory_never_waits_for_a_hung_child_for_ever():
     import time
 
     t0 = time.monotonic()
-    with pytest.raises(TimeoutError, match="gave no answer within 1 s"):
-        peak_memory_mb(lambda: time.sleep(60), timeout_s=1.0)
+    with pytest.raises(TimeoutError, match="gave no answer within 0.2 s"):
+        peak_memory_mb(lambda: time.sleep(60), timeout_s=0.2)
     assert time.monotonic() - t0 < 30  # the child was killed, not waited for
 
 

@@ -18,6 +18,13 @@ The subjects use only public names, so any two versions of the package can be co
   of 8,176 tokens (``use_cache=True``, ``logits_to_keep=1``) then 16 greedy cached steps.
 
 Run it on an idle machine; the 1-minute load average before and after each child is kept.
+With ``--allocator reuse`` each child first raises glibc's ``mmap`` and trim thresholds
+(``mallopt``, as :func:`quest_geometric.profile.memory.keep_freed_memory` does, here through
+``ctypes`` so that any checkout can be timed): a ``[32768, 256]`` float32 tensor (32 MiB) is
+otherwise served by a fresh ``mmap`` whenever the heap holds no free chunk that large, and
+page-faulted in again at every call, how often depending on the heap's layout, which any
+small change in a checkout's allocations shifts; faulting is dearer with two threads than
+with one. The default, ``--allocator default``, leaves the allocator as a user would have it.
 """
 from __future__ import annotations
 
@@ -37,6 +44,11 @@ CHILD = r'''
 import json, sys, time
 import torch
 subject, threads, repeat, routers = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+if sys.argv[5] == "reuse":  # keep freed memory for reuse (glibc): no mmap per large tensor
+    import ctypes
+    libc = ctypes.CDLL("libc.so.6")
+    if not (libc.mallopt(-3, 1 << 30) and libc.mallopt(-1, (1 << 31) - 1)):
+        raise RuntimeError("mallopt failed")
 torch.set_num_threads(threads)
 torch.manual_seed(0)
 out = {}
@@ -97,6 +109,8 @@ print("RESULT " + json.dumps(out))
 #: Timed calls per child (after one warm-up call, except ``smollm2``, whose one timed prefill
 #: follows the model load) and rounds per (subject, threads) unless ``--rounds`` is given.
 REPEAT = {"qsv": 5, "qsv_compiled": 5, "focus_blocks": 2, "smollm2": 1}
+#: The allocator settings a child can run under (``--allocator``).
+ALLOCATORS = ("default", "reuse")
 ROUNDS = {"qsv": 3, "qsv_compiled": 2, "focus_blocks": 3, "smollm2": 2}
 
 
@@ -107,11 +121,16 @@ def load1() -> float:
         return float("nan")
 
 
-def child(root: str, subject: str, threads: int, routers: str) -> dict[str, float]:
-    """Time ``subject`` once in a fresh interpreter on the checkout ``root``."""
+def child(root: str, subject: str, threads: int, routers: str,
+          allocator: str = "default") -> dict[str, float]:
+    """Time ``subject`` once in a fresh interpreter on the checkout ``root`` (``allocator``:
+    ``'default'``, or ``'reuse'`` to keep freed memory for reuse, see the module docstring)."""
+    if allocator not in ALLOCATORS:
+        raise ValueError(f"allocator must be one of {ALLOCATORS}, got {allocator!r}")
     env = dict(os.environ, PYTHONPATH=root, OMP_NUM_THREADS=str(threads),
                MKL_NUM_THREADS=str(threads))
-    cmd = [sys.executable, "-c", CHILD, subject, str(threads), str(REPEAT[subject]), routers]
+    cmd = [sys.executable, "-c", CHILD, subject, str(threads), str(REPEAT[subject]), routers,
+           allocator]
     res = subprocess.run(cmd, env=env, cwd=root, capture_output=True, text=True, check=False)
     lines = [ln for ln in res.stdout.splitlines() if ln.startswith("RESULT ")]
     if res.returncode != 0 or not lines:
@@ -166,6 +185,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--routers-after", default="",
                    help="router folder the after checkout loads")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--allocator", choices=ALLOCATORS, default="default",
+                   help="'reuse': each child keeps freed memory for reuse (glibc mallopt), so "
+                        "large tensors are not page-faulted in afresh at every call")
     p.add_argument("--out", default="benchmarks/operators/results/before_after")
     a = p.parse_args(argv)
     rng = random.Random(a.seed)
@@ -175,7 +197,7 @@ def main(argv: list[str] | None = None) -> None:
             "python": platform.python_version(), "seed": a.seed,
             "before": git_head(a.before), "after": git_head(a.after),
             "routers_before": a.routers_before or "none",
-            "routers_after": a.routers_after or "none"}
+            "routers_after": a.routers_after or "none", "allocator": a.allocator}
     records: list[dict[str, Any]] = []
     for subject in a.subjects:
         for threads in a.threads:
@@ -186,7 +208,7 @@ def main(argv: list[str] | None = None) -> None:
                                        "order": order, "load_before": load1()}
                 for which in order:
                     rec[which] = child(getattr(a, which), subject, threads,
-                                       getattr(a, f"routers_{which}"))
+                                       getattr(a, f"routers_{which}"), a.allocator)
                 rec["load_after"] = load1()
                 records.append(rec)
                 print(json.dumps(rec), flush=True)

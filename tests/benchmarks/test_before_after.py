@@ -56,3 +56,13 @@ def test_the_command_line_answers_help():
     res = subprocess.run([sys.executable, "-m", "benchmarks.operators.before_after", "--help"],
                          cwd=ROOT, capture_output=True, text=True, check=False)
     assert res.returncode == 0 and "--before" in res.stdout
+
+
+def test_a_child_keeps_freed_memory_when_asked(monkeypatch):
+    """``allocator='reuse'``: the child's mallopt calls succeed (it raises otherwise) before
+    the subject runs; here a subject with nothing to time, so only that part runs."""
+    monkeypatch.setitem(ba.REPEAT, "nothing", 1)
+    assert ba.child(str(ROOT), "nothing", 1, "", "reuse") == {}
+    assert ba.child(str(ROOT), "nothing", 1, "", "default") == {}
+    with pytest.raises(ValueError, match="allocator"):
+        ba.child(str(ROOT), "nothing", 1, "", "jemalloc")

@@ -244,6 +244,11 @@ def long_context_sentence(load: Load) -> str:
                      f"same share (window {ood[f'sinks@{name}']['window_cfg']:,})")
         if random is not None and random.get("vs_full"):
             text += f"; random balanced groups are {random['vs_full']['ppl_change_pct']:+.1f}%"
+        test = lc["sets"].get("test", {}).get(name, {})
+        if test.get("vs_window") and test["vs_window"]["n"] >= least:
+            text += (f"; on documents of the test split it is {_paired(test['vs_full'])} "
+                     f"against full attention and {_paired(test['vs_window'])} against the "
+                     "window plus sinks")
         if cuts:
             text += ("; full attention with its context cut to "
                      + " / ".join(f"{int(c[3:]):,}" for c in cuts) + " tokens is "

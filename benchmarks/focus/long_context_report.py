@@ -165,8 +165,10 @@ def window_lines(windows: Optional[Dict[str, List[Dict[str, Any]]]]) -> List[str
 
 
 def plot(summary: Dict[str, Dict[str, Any]], path: Path) -> bool:
-    """Loss by position, one panel per set, one line per configuration (needs
-    matplotlib; returns whether the plot was written)."""
+    """Loss by position, one panel per set, one line per configuration measured on every
+    window full attention has (a mean over fewer windows is over other documents and would
+    not be comparable; the table gives those rows); needs matplotlib; returns whether the
+    plot was written."""
     try:
         import matplotlib
 
@@ -180,6 +182,8 @@ def plot(summary: Dict[str, Dict[str, Any]], path: Path) -> bool:
                               (axes[1][col], "bin_diff_vs_full", "minus full attention's "
                                "(paired by window)")):
             for name, r in rows.items():
+                if r["windows"] < rows.get("full", r)["windows"]:
+                    continue
                 pts = [(i * lc.BIN + lc.BIN / 2, v) for i, v in enumerate(r[key] or [])
                        if v is not None]
                 if pts:
@@ -189,7 +193,7 @@ def plot(summary: Dict[str, Dict[str, Any]], path: Path) -> bool:
             ax.set(title=f"{s}: loss by position", xlabel="position (tokens)", ylabel=what)
             ax.legend(fontsize=6)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=80)
     plt.close(fig)
     return True
 

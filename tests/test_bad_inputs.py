@@ -469,6 +469,19 @@ CASES = [
     Case("train_routers-pair_budget-type", lambda: training.train_routers(
         None, None, 1, 1e-3, None, pair_budget=0.5), TypeError, "train_routers",
         "pair_budget"),
+    Case("train_routers-gradient_checkpointing-type", lambda: _train_tiny_routers(
+        gradient_checkpointing="yes"), TypeError, "train_routers", "gradient_checkpointing"),
+    Case("train_routers-gradient_checkpointing-not-hf", lambda: _train_tiny_routers(
+        gradient_checkpointing=True), ValueError, "train_routers", "gradient_checkpointing"),
+    Case("train_routers-loss_chunk-zero", lambda: _train_tiny_routers(loss_chunk=0),
+         ValueError, "train_routers", "loss_chunk"),
+    Case("train_routers-loss_chunk-float", lambda: _train_tiny_routers(loss_chunk=8.0),
+         TypeError, "train_routers", "loss_chunk"),
+    Case("train_routers-loss_chunk-not-hf", lambda: _train_tiny_routers(loss_chunk=4),
+         ValueError, "train_routers", "loss_chunk"),
+    Case("router_loss-loss_chunk-negative", lambda: training.router_loss(
+        None, torch.zeros(1, 4, dtype=torch.long), loss_chunk=-1), ValueError, "router_loss",
+        "loss_chunk"),
     Case("router_loss-objective-type", lambda: training.router_loss(
         None, torch.zeros(1, 4, dtype=torch.long), 1), TypeError, "router_loss", "objective"),
     Case("router_loss-input_ids-float", lambda: training.router_loss(

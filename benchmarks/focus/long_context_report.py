@@ -204,13 +204,19 @@ def step_cost_lines(runs: Sequence[Dict[str, Any]]) -> List[str]:
     out = ["## Router training: cost of one step", "",
            "`python -m benchmarks.focus.router_step_cost --length L` under `ulimit -v`; the "
            "machine shared with the evaluation above and other work, so wall seconds are "
-           "inflated; CPU seconds are the process's own.", "",
-           "| row | objective | tokens | wall s/step | CPU s/step | peak RSS (GiB) | "
-           "address-space limit (GiB) | result | date |", "|---|---|---|---|---|---|---|---|---|"]
+           "inflated; CPU seconds are the process's own. Memory options: `layers` = the "
+           "decoder layers checkpointed (`--checkpointing`), `chunk C` = the loss over chunks "
+           "of C positions (`--loss-chunk C`), `-` = neither.", "",
+           "| row | objective | tokens | memory options | wall s/step | CPU s/step | "
+           "peak RSS (GiB) | address-space limit (GiB) | result | date |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
         lim = r.get("address_space_limit_gib")
         ok = "failed" not in r
+        opts = (["layers"] if r.get("gradient_checkpointing") else []) + (
+            [f"chunk {r['loss_chunk']}"] if r.get("loss_chunk") else [])
         out.append(f"| {r['row']} | {r['objective']} | {r['length']} | "
+                   f"{', '.join(opts) or '-'} | "
                    + (f"{r['seconds_per_step']:.0f} | {r['cpu_seconds_per_step']:.0f}" if ok
                       else "- | -")
                    + f" | {r['peak_rss_gib']:.1f} | {'' if lim is None else f'{lim:.1f}'} | "

@@ -142,7 +142,10 @@ def overlap_share(blocks: Union[Tensor, Sequence[TokenSeq]], train_windows: froz
         dict: ``share`` (covered positions / all positions of all blocks), ``per_block``
         (each block's share), ``covered`` and ``positions`` (counts), ``n``.
     """
-    rows = list(blocks) if not isinstance(blocks, Tensor) else list(blocks.reshape(len(blocks), -1))
+    if isinstance(blocks, Tensor):  # a [0, S] tensor has no rows (reshape(0, -1) is refused)
+        rows = list(blocks.reshape(len(blocks), -1)) if len(blocks) else []
+    else:
+        rows = list(blocks)
     per, covered, total = [], 0, 0
     for b in rows:
         m = covered_positions(b, train_windows, n)

@@ -11,6 +11,12 @@ the chosen objective of :func:`~quest_geometric.training.routers.router_loss`:
   divergence from the same model's next-token distribution with Focus disabled; the batch
   needs no labels.
 
+At long blocks, ``loss_chunk`` computes either loss over chunks of positions (the
+``[length, vocab]`` logits never all alive), and ``Trainer``'s own activation (gradient)
+checkpointing (``TrainingArguments(gradient_checkpointing=True)``) recomputes each decoder
+layer in the backward; :func:`router_trainer` makes it non-reentrant where the arguments
+leave that open, the form that needs no gradient on a layer's (frozen) input.
+
 ``transformers`` is imported only when :func:`router_trainer` is called.
 
 Example:
@@ -26,7 +32,7 @@ Example:
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, Optional
 
 from torch import nn
 
@@ -88,22 +94,30 @@ def _trainer_class() -> type:
     from transformers import Trainer
 
     from quest_geometric.nn.focus import save_routers
-    from quest_geometric.training.routers import router_loss
+    from quest_geometric.training.routers import chunked_lm_loss, router_loss
 
     class RouterTrainer(Trainer):
         """A :class:`transformers.Trainer` whose loss is a router objective."""
 
-        def __init__(self, *args: Any, objective: str = "lm", **kwargs: Any) -> None:
+        def __init__(self, *args: Any, objective: str = "lm",
+                     loss_chunk: Optional[int] = None, **kwargs: Any) -> None:
             self.router_objective = objective
+            self.router_loss_chunk = loss_chunk
             super().__init__(*args, **kwargs)
 
         def compute_loss(self, model: nn.Module, inputs: dict, return_outputs: bool = False,
                          num_items_in_batch: Any = None) -> Any:
-            if self.router_objective == "lm":
+            chunk = self.router_loss_chunk
+            if self.router_objective == "lm" and chunk is None:
                 return super().compute_loss(model, inputs, return_outputs=return_outputs,
                                             num_items_in_batch=num_items_in_batch)
-            loss = router_loss(model, inputs["input_ids"], self.router_objective,
-                               attention_mask=inputs.get("attention_mask"))
+            if self.router_objective == "lm":  # Hugging Face's loss on 'labels', chunked
+                loss = chunked_lm_loss(model, inputs["input_ids"], inputs["labels"], chunk,
+                                       inputs.get("attention_mask"), num_items_in_batch)
+            else:
+                loss = router_loss(model, inputs["input_ids"], self.router_objective,
+                                   attention_mask=inputs.get("attention_mask"),
+                                   loss_chunk=chunk)
             return (loss, None) if return_outputs else loss
 
         # A composed model's save_pretrained leaves its routers out (compose_focus hides
@@ -126,12 +140,40 @@ def _trainer_class() -> type:
     return RouterTrainer
 
 
+#: The names ``TrainingArguments`` gives its activation checkpointing switch and keyword
+#: arguments (``gradient_checkpointing*`` the older names, kept as aliases).
+_CHECKPOINTING_ARGS = (("activation_checkpointing", "activation_checkpointing_kwargs"),
+                       ("gradient_checkpointing", "gradient_checkpointing_kwargs"))
+
+
+def _non_reentrant(args: Any) -> None:
+    """With ``Trainer``'s checkpointing on in ``args``, make it non-reentrant where its
+    keyword arguments leave ``use_reentrant`` unset (older ``transformers`` versions default
+    to the reentrant form, which passes gradients to the parameters inside a layer only when
+    the layer's input needs one, and with the base model frozen it may not)."""
+    if args is None or not any(getattr(args, on, None) for on, _ in _CHECKPOINTING_ARGS):
+        return
+    for _, name in _CHECKPOINTING_ARGS:
+        kwargs = getattr(args, name, None)
+        if kwargs is None or (isinstance(kwargs, dict) and "use_reentrant" not in kwargs):
+            if hasattr(args, name):
+                setattr(args, name, {**(kwargs or {}), "use_reentrant": False})
+
+
 def router_trainer(model: nn.Module, args: Any, train_dataset: Any = None, *,
-                   objective: str = "lm", **trainer_kwargs: Any) -> Any:
+                   objective: str = "lm", loss_chunk: Optional[int] = None,
+                   **trainer_kwargs: Any) -> Any:
     r"""A :class:`transformers.Trainer` that trains only the Focus routers of ``model``.
 
     Every other weight is frozen first (:func:`freeze_all_but_routers`), so the optimiser
     ``Trainer`` builds holds the routers alone.
+
+    ``args`` with activation (gradient) checkpointing on (``gradient_checkpointing=True``
+    or ``activation_checkpointing=True``) gets ``use_reentrant=False`` in its checkpointing
+    keyword arguments where they leave it unset: the decoder layers' inputs need no
+    gradient of their own (every weight before them is frozen), and a reentrant checkpoint
+    passes gradients to the routers inside a layer only when its input needs one. The
+    non-reentrant one gives the gradients of the unchecked model.
 
     Its saved models and checkpoints (``save_model``, ``save_strategy``) hold what
     ``save_pretrained`` writes, the base model's weights alone (the routers are kept out of
@@ -149,18 +191,25 @@ def router_trainer(model: nn.Module, args: Any, train_dataset: Any = None, *,
         objective (str): ``'lm'`` (the model's next-token loss on ``labels``) or
             ``'distill'`` (:func:`~quest_geometric.training.routers.distillation_loss`; no
             labels needed). (default: :obj:`'lm'`)
+        loss_chunk (int, optional): compute the loss over chunks of this many positions
+            (:func:`~quest_geometric.training.routers.chunked_lm_loss` for ``'lm'``,
+            ``distillation_loss(..., loss_chunk=...)``), equal to the plain loss up to
+            rounding; :obj:`None` for the plain loss. (default: :obj:`None`)
         **trainer_kwargs: passed on to ``Trainer`` (``data_collator``, ``callbacks``, ...).
 
     Returns:
         transformers.Trainer: call ``.train()``.
 
     Raises:
-        ValueError: for an unknown ``objective`` or a model without Focus layers.
+        ValueError: for an unknown ``objective``, a bad ``loss_chunk`` or a model without
+            Focus layers.
         ImportError: if ``transformers`` is not installed.
     """
-    from quest_geometric.training.routers import check_objective
+    from quest_geometric.training.routers import check_loss_chunk, check_objective
 
     check_objective(objective, "router_trainer")
+    loss_chunk = check_loss_chunk(loss_chunk, "router_trainer", model)
+    _non_reentrant(args)
     freeze_all_but_routers(model)
     return _trainer_class()(model=model, args=args, train_dataset=train_dataset,
-                            objective=objective, **trainer_kwargs)
+                            objective=objective, loss_chunk=loss_chunk, **trainer_kwargs)

@@ -4,6 +4,7 @@ safetensors and JSON, the seed and data recorded, the folder locked while a run 
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import time
@@ -15,6 +16,7 @@ import torch
 from quest_geometric._utils.checks import check_choice, check_int, fail
 
 __all__ = ["train_routers", "router_loss", "distillation_loss", "OBJECTIVES", "block_order",
+           "decoder_checkpointing", "check_loss_chunk", "chunked_lm_loss",
            "router_outputs", "read_router_checkpoint", "write_router_checkpoint",
            "set_router_params", "check_objective", "data_fingerprint", "ORDER_CHUNK_PASSES",
            "CHECKPOINT_TENSORS", "CHECKPOINT_RECORD", "LOCK_NAME"]
@@ -84,8 +86,88 @@ def _valid_ids(input_ids: Any, attention_mask: Any, where: str) -> None:
                    f"of the shape of 'input_ids' {list(input_ids.shape)}", attention_mask)
 
 
+def check_loss_chunk(loss_chunk: Any, where: str, model: Any = None) -> Optional[int]:
+    """``loss_chunk`` if it is :obj:`None` or an int >= 1 (else ``'<where>: 'loss_chunk'
+    must be ...'``, a :class:`TypeError` or :class:`ValueError`); with a ``model`` and a
+    chunk, also that the model's logits are its output embedding applied to its decoder's
+    last hidden states (:func:`_decoder_and_head`), which the chunked losses compute."""
+    if loss_chunk is None:
+        return None
+    loss_chunk = check_int(loss_chunk, "loss_chunk", 1, where=where)
+    if model is not None:
+        _decoder_and_head(model, where)
+    return loss_chunk
+
+
+#: Configuration entries of a causal LM whose logits are not just the output embedding of
+#: the last hidden states (a soft-cap or a scale); the chunked losses refuse such a model.
+_HEAD_EXTRAS = ("final_logit_softcapping", "logit_scale", "logits_scaling")
+
+
+def _decoder_and_head(model: Any, where: str) -> Tuple[Any, Any]:
+    """``(decoder, head)`` of a Hugging Face causal LM: its ``base_model`` (the decoder stack,
+    whose ``last_hidden_state`` is normalised as the head reads it) and its output embedding
+    (``get_output_embeddings()``, the LM head), so that ``logits = head(last_hidden_state)``;
+    a model where that does not hold is refused, naming ``loss_chunk``."""
+    decoder = getattr(model, "base_model", None)
+    get_head = getattr(model, "get_output_embeddings", None)
+    head = get_head() if callable(get_head) else None
+    config = getattr(model, "config", None)
+    extra = [a for a in _HEAD_EXTRAS if getattr(config, a, None) not in (None, 1, 1.0)]
+    if decoder is None or decoder is model or head is None or extra:
+        why = (f"its logits are not the output embedding of the last hidden states "
+               f"({', '.join(extra)} in its config)" if extra else
+               "it has no separate decoder (base_model) and output embedding "
+               "(get_output_embeddings())")
+        raise fail(ValueError, where, "loss_chunk", "None for this model",
+                   got_text=f"{type(model).__name__} with a chunk, but {why}")
+    return decoder, head
+
+
+def _last_hidden(decoder: Any, input_ids: torch.Tensor,
+                 attention_mask: Optional[torch.Tensor]) -> torch.Tensor:
+    """``[batch, length, C]``: the hidden states the LM head reads."""
+    return decoder(input_ids=input_ids, attention_mask=attention_mask,
+                   use_cache=False).last_hidden_state
+
+
+def _kl_rows(head: Any, h_q: torch.Tensor, h_p: torch.Tensor,
+             keep: torch.Tensor) -> torch.Tensor:
+    """The summed KL of :func:`distillation_loss` over one chunk of positions: ``h_q``
+    (Focus) and ``h_p`` (full attention) ``[batch, c, C]``, ``keep`` ``[batch, c]``."""
+    log_p = torch.log_softmax(head(h_p).float(), dim=-1)
+    log_q = torch.log_softmax(head(h_q).float(), dim=-1)
+    return ((log_p.exp() * (log_p - log_q)).sum(-1) * keep).sum()
+
+
+def _ce_rows(head: Any, h: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """The summed next-token cross-entropy over one chunk of positions: ``h``
+    ``[batch, c, C]``, ``targets`` ``[batch, c]`` (-100 left out)."""
+    logits = head(h).float()
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)),
+                                             targets.reshape(-1), ignore_index=-100,
+                                             reduction="sum")
+
+
+def _chunk_sum(fn: Any, chunk: int, *rows: torch.Tensor) -> torch.Tensor:
+    r"""``sum_j fn(*(r[:, j*chunk:(j+1)*chunk] for r in rows))``: each chunk's function run
+    under :func:`torch.utils.checkpoint.checkpoint` (non-reentrant) when it needs a gradient,
+    so that only its scalar is kept and the backward recomputes the chunk's logits; a
+    ``[batch, chunk, vocab]`` block and its log-softmax are then the largest tensors alive."""
+    from torch.utils.checkpoint import checkpoint
+
+    grad = torch.is_grad_enabled() and any(r.requires_grad for r in rows)
+    total = None
+    for a in range(0, rows[0].size(1), chunk):
+        part = tuple(r[:, a:a + chunk] for r in rows)
+        out = checkpoint(fn, *part, use_reentrant=False) if grad else fn(*part)
+        total = out if total is None else total + out
+    return total
+
+
 def distillation_loss(model: Any, input_ids: torch.Tensor,
-                      attention_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+                      attention_mask: Optional[torch.Tensor] = None,
+                      loss_chunk: Optional[int] = None) -> torch.Tensor:
     r"""The KL divergence from a Focus-composed model's own full-attention next-token
     distribution to its Focus distribution, on the same tokens (no labels):
 
@@ -100,11 +182,22 @@ def distillation_loss(model: Any, input_ids: torch.Tensor,
     model rather than to adapt it to the data, as SeerAttention trains its gates. Both
     distributions are taken in float32.
 
+    With ``loss_chunk = c`` the same sum is taken over chunks of :math:`c` positions: the
+    decoder's last hidden states of both models are computed once (``[batch, length, C]``),
+    then per chunk the LM head, both log-softmaxes and the KL, under
+    :func:`torch.utils.checkpoint.checkpoint` so that the backward recomputes the chunk.
+    The ``[batch, length, vocab]`` float32 logits and their log-softmax copies, which the
+    plain form holds all at once (several copies, :math:`4 \cdot \text{length} \cdot
+    \text{vocab}` bytes each), are then never alive beyond one chunk. The value equals the
+    plain one up to the order of the floating-point sums.
+
     Args:
         model: a Hugging Face causal LM composed with
             :func:`~quest_geometric.nn.focus.compose_focus`.
         input_ids (Tensor): ``[batch, length]`` token ids, ``length >= 2``.
         attention_mask (Tensor, optional): ``[batch, length]``, 1 for real tokens.
+        loss_chunk (int, optional): positions per chunk, or :obj:`None` for the plain form.
+            (default: :obj:`None`)
 
     Returns:
         Tensor: the scalar loss (0 exactly when Focus keeps every causal pair).
@@ -112,6 +205,16 @@ def distillation_loss(model: Any, input_ids: torch.Tensor,
     from quest_geometric.nn.focus import focus_disabled
 
     _valid_ids(input_ids, attention_mask, "distillation_loss")
+    loss_chunk = check_loss_chunk(loss_chunk, "distillation_loss")
+    if loss_chunk is not None:
+        decoder, head = _decoder_and_head(model, "distillation_loss")
+        with torch.no_grad(), focus_disabled(model):
+            h_p = _last_hidden(decoder, input_ids, attention_mask)
+        h_q = _last_hidden(decoder, input_ids, attention_mask)
+        keep = (torch.ones(input_ids.shape, dtype=torch.float32, device=h_q.device)
+                if attention_mask is None else attention_mask.to(h_q.device, torch.float32))
+        total = _chunk_sum(functools.partial(_kl_rows, head), loss_chunk, h_q, h_p, keep)
+        return total / keep.sum().clamp_min(1.0)
     with torch.no_grad(), focus_disabled(model):
         teacher = model(input_ids, attention_mask=attention_mask, use_cache=False).logits
     student = model(input_ids, attention_mask=attention_mask, use_cache=False).logits
@@ -124,8 +227,50 @@ def distillation_loss(model: Any, input_ids: torch.Tensor,
     return (kl * keep).sum() / keep.sum().clamp_min(1.0)
 
 
+def chunked_lm_loss(model: Any, input_ids: torch.Tensor, labels: torch.Tensor,
+                    loss_chunk: int, attention_mask: Optional[torch.Tensor] = None,
+                    num_items: Optional[Any] = None) -> torch.Tensor:
+    r"""A causal LM's next-token loss, Hugging Face's (``model(input_ids, labels=labels)
+    .loss``: position :math:`t` predicts ``labels[t + 1]``, ``-100`` left out, the float32
+    cross-entropy summed and divided by the number of predicted tokens, or by
+    ``num_items`` when given, as ``Trainer`` passes it), computed over chunks of
+    ``loss_chunk`` positions from the decoder's last hidden states, each chunk's LM head and
+    cross-entropy under :func:`torch.utils.checkpoint.checkpoint`, so that the
+    ``[batch, length, vocab]`` float32 logits are never alive beyond one chunk. Equal to the
+    plain loss up to the order of the floating-point sums.
+
+    Args:
+        model: a Hugging Face causal LM.
+        input_ids (Tensor): ``[batch, length]`` token ids.
+        labels (Tensor): ``[batch, length]`` (unshifted, as Hugging Face takes them).
+        loss_chunk (int): positions per chunk, >= 1.
+        attention_mask (Tensor, optional): ``[batch, length]``, 1 for real tokens.
+        num_items (int or Tensor, optional): the divisor instead of the count of predicted
+            tokens. (default: :obj:`None`)
+
+    Returns:
+        Tensor: the scalar loss.
+    """
+    where = "chunked_lm_loss"
+    _valid_ids(input_ids, attention_mask, where)
+    loss_chunk = check_int(loss_chunk, "loss_chunk", 1, where=where)
+    if not isinstance(labels, torch.Tensor) or labels.shape != input_ids.shape:
+        raise fail(ValueError, where, "labels",
+                   f"a tensor of the shape of 'input_ids' {list(input_ids.shape)}", labels)
+    decoder, head = _decoder_and_head(model, where)
+    h = _last_hidden(decoder, input_ids, attention_mask)
+    targets = torch.nn.functional.pad(labels, (0, 1), value=-100)[:, 1:].to(h.device)
+    total = _chunk_sum(functools.partial(_ce_rows, head), loss_chunk, h, targets)
+    if num_items is None:
+        num_items = (targets != -100).sum()
+    if torch.is_tensor(num_items):
+        num_items = num_items.to(total.device)
+    return total / num_items
+
+
 def router_loss(model: Any, input_ids: torch.Tensor, objective: str = "lm",
-                attention_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+                attention_mask: Optional[torch.Tensor] = None,
+                loss_chunk: Optional[int] = None) -> torch.Tensor:
     r"""The loss the routers of a Focus-composed ``model`` are trained on, for one batch.
 
     * ``'lm'``: the model's next-token loss with ``labels = input_ids`` (every position but
@@ -137,18 +282,89 @@ def router_loss(model: Any, input_ids: torch.Tensor, objective: str = "lm",
         input_ids (Tensor): ``[batch, length]`` token ids.
         objective (str): one of :data:`OBJECTIVES`. (default: :obj:`'lm'`)
         attention_mask (Tensor, optional): ``[batch, length]``, 1 for real tokens.
+        loss_chunk (int, optional): compute the loss over chunks of this many positions
+            (:func:`chunked_lm_loss`, :func:`distillation_loss`), so that the
+            ``[batch, length, vocab]`` logits are never all alive; :obj:`None` for the plain
+            form. (default: :obj:`None`)
 
     Returns:
         Tensor: the scalar loss.
     """
     check_objective(objective, "router_loss")
+    loss_chunk = check_loss_chunk(loss_chunk, "router_loss")
     if objective == "distill":
-        return distillation_loss(model, input_ids, attention_mask)
+        return distillation_loss(model, input_ids, attention_mask, loss_chunk=loss_chunk)
     _valid_ids(input_ids, attention_mask, "router_loss")
     labels = input_ids if attention_mask is None else input_ids.masked_fill(
         attention_mask == 0, -100)
+    if loss_chunk is not None:
+        return chunked_lm_loss(model, input_ids, labels, loss_chunk, attention_mask)
     return model(input_ids, attention_mask=attention_mask, labels=labels,
                  use_cache=False).loss
+
+
+@contextlib.contextmanager
+def decoder_checkpointing(model: Any, enabled: bool = True,
+                          where: str = "decoder_checkpointing") -> Iterator[None]:
+    r"""While open, Hugging Face gradient (activation) checkpointing of ``model``'s decoder
+    layers, non-reentrant (``use_reentrant=False``); on exit the model is left as it was.
+
+    In training mode with gradients on, each decoder layer then keeps only its input for
+    the backward and recomputes its forward there (one more forward of every layer per
+    step): the activations of one layer at a time are alive instead of every layer's (in
+    the Focus training path, each layer's ``[heads, length, length]`` soft attention
+    weights and ``[length, length]`` gate). The non-reentrant form is the one that suits
+    router training: every weight outside the routers is frozen, so a layer's input hidden
+    states need no gradient of their own, and a reentrant checkpoint passes gradients to the
+    parameters inside a layer only when its input needs one. The values and gradients are
+    those without checkpointing (the recomputation is the same computation; the random state
+    is restored for it). A model already
+    checkpointing is left as it is; a forward without gradients (the teacher of
+    :func:`distillation_loss`) runs unchanged.
+
+    Args:
+        model: a Hugging Face model (``supports_gradient_checkpointing``).
+        enabled (bool): :obj:`False` opens a context that does nothing. (default: :obj:`True`)
+        where (str): the caller named in an error.
+
+    Raises:
+        ValueError: for a model without Hugging Face gradient checkpointing, naming
+            ``gradient_checkpointing``.
+    """
+    if not enabled:
+        yield
+        return
+    _check_checkpointing(model, where)
+    if any(getattr(m, "gradient_checkpointing", False) is True for m in model.modules()):
+        yield  # already checkpointing: the caller's settings stay
+        return
+    had_hooks = bool(getattr(model, "_require_grads_hooks", None)
+                     or getattr(model, "_require_grads_hook", None))
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+    try:
+        yield
+    finally:
+        if hasattr(model, "activation_checkpointing_disable"):
+            model.activation_checkpointing_disable()
+        else:
+            model.gradient_checkpointing_disable()
+        # Hugging Face's enable may hook the input embeddings to make their output require a
+        # gradient (for the reentrant form); a hook this context added is removed, so that a
+        # later forward builds no graph the model did not build before
+        if not had_hooks and hasattr(model, "disable_input_require_grads"):
+            model.disable_input_require_grads()
+
+
+def _check_checkpointing(model: Any, where: str) -> None:
+    if not getattr(model, "supports_gradient_checkpointing", False) or not hasattr(
+            model, "gradient_checkpointing_enable"):
+        raise fail(ValueError, where, "gradient_checkpointing",
+                   "False for a model without Hugging Face gradient checkpointing",
+                   got_text=f"True for a {type(model).__name__}")
 
 
 #: The files of a :func:`train_routers` checkpoint in its ``run_dir``: the router parameters
@@ -322,7 +538,8 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float,
                   progress: bool = True, max_minutes: Optional[float] = None,
                   desc: str = "routers", pair_budget: Optional[Tuple[float, float]] = None,
                   init_from: Optional[str | os.PathLike] = None,
-                  objective: str = "lm") -> Dict[str, Any]:
+                  objective: str = "lm", gradient_checkpointing: bool = False,
+                  loss_chunk: Optional[int] = None) -> Dict[str, Any]:
     r"""Train the routers of a composed model (every other weight frozen) on blocks drawn
     from ``train`` with a seeded permutation (:func:`block_order`, one block per step, AdamW),
     resuming from the checkpoint in ``run_dir`` (:data:`CHECKPOINT_TENSORS` and
@@ -354,8 +571,21 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float,
     and sinks it was composed with (``load_routers(..., strict=False)``), so routers trained
     without sinks can start a training with them.
 
+    Two options trade computation for memory at long blocks, neither changing the loss or
+    the gradients beyond floating-point rounding: ``gradient_checkpointing=True`` recomputes
+    each decoder layer's forward in the backward (:func:`decoder_checkpointing`: the
+    activations of one layer alive at a time instead of every layer's, for one more forward
+    per step), and ``loss_chunk = c`` computes the LM head and the loss over chunks of
+    :math:`c` positions (:func:`router_loss`: the ``[length, vocab]`` float32 logits never
+    all alive). They are recorded in ``state['memory']`` (the options of the latest start;
+    a run may be resumed with others, since they leave the objective as it is).
+
     Args:
         run_dir (str or os.PathLike): the run's folder (created if missing).
+        gradient_checkpointing (bool): checkpoint the decoder layers (a Hugging Face model).
+            (default: :obj:`False`)
+        loss_chunk (int, optional): positions per chunk of the loss, or :obj:`None` for
+            the plain loss. (default: :obj:`None`)
 
     Raises:
         ValueError: for a bad argument, a checkpoint of another objective, seed or data, a
@@ -371,6 +601,13 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float,
         raise fail(TypeError if not isinstance(train, torch.Tensor) else ValueError,
                    "train_routers", "train", "a [blocks, length] tensor of token ids", train)
     check_int(seed, "seed", 0, where="train_routers")
+    if not isinstance(gradient_checkpointing, bool):
+        raise fail(TypeError, "train_routers", "gradient_checkpointing", "a bool",
+                   gradient_checkpointing)
+    if gradient_checkpointing:
+        _check_checkpointing(model, "train_routers")
+    loss_chunk = check_loss_chunk(loss_chunk, "train_routers", model)
+    memory = {"gradient_checkpointing": gradient_checkpointing, "loss_chunk": loss_chunk}
     run_dir = Path(os.fspath(run_dir))
     record = {"loss": objective, "pair_budget": budget,
               "init_from": None if init_from is None else os.fspath(init_from),
@@ -388,10 +625,12 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float,
                 load_routers(model, os.fspath(init_from), strict=False)
         if budget is not None:
             state.setdefault("share_curve", [])
+        state["memory"] = memory
         order = block_order(train.size(0), steps, seed)
-        _steps(model, train, order, steps, params, opt, state, budget, objective,
-               lambda: write_router_checkpoint(run_dir, params, opt, state, seed, data),
-               ckpt_every, max_minutes, progress, desc)
+        with decoder_checkpointing(model, gradient_checkpointing, "train_routers"):
+            _steps(model, train, order, steps, params, opt, state, budget, objective,
+                   lambda: write_router_checkpoint(run_dir, params, opt, state, seed, data),
+                   ckpt_every, max_minutes, progress, desc, loss_chunk)
     model.eval()
     return {**state, "finished": state["step"] >= steps}
 
@@ -399,10 +638,15 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float,
 def _steps(model: Any, train: torch.Tensor, order: torch.Tensor, steps: int,
            params: List[torch.Tensor], opt: Any, state: Dict[str, Any],
            budget: Optional[List[float]], objective: str, save: Any, ckpt_every: int,
-           max_minutes: Optional[float], progress: bool, desc: str) -> None:
+           max_minutes: Optional[float], progress: bool, desc: str,
+           loss_chunk: Optional[int] = None) -> None:
     """The training loop of :func:`train_routers`, from ``state['step']`` to ``steps``;
     ``save()`` writes the checkpoint every ``ckpt_every`` steps, at the end and when
-    ``max_minutes`` have passed (then the loop stops)."""
+    ``max_minutes`` have passed (then the loop stops).
+
+    With decoder checkpointing, a layer's recomputation in the backward calls its router
+    again: :func:`router_outputs` then also collects those calls, after the pair budget
+    has read the step's forward calls (the list is cleared at each step)."""
     from tqdm.auto import tqdm
 
     from quest_geometric.nn.focus import straight_through_pair_share
@@ -415,7 +659,7 @@ def _steps(model: Any, train: torch.Tensor, order: torch.Tensor, steps: int,
         while state["step"] < steps:
             x = train[order[state["step"]]].unsqueeze(0)
             captured.clear()
-            loss = router_loss(model, x, objective)
+            loss = router_loss(model, x, objective, loss_chunk=loss_chunk)
             if not math.isfinite(float(loss.detach())):
                 raise ValueError(f"train_routers: the loss is {float(loss)} at step "
                                  f"{state['step']}; lower the learning rate (the checkpoint "

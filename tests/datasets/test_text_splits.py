@@ -63,6 +63,10 @@ def test_overlap_share_counts_and_per_block():
     r = overlap_share(blocks, window_set(train, 3), 3)
     assert r["per_block"] == [1.0, 0.0]
     assert r["share"] == 0.5 and r["covered"] == 8 and r["positions"] == 16
+    # no block at all (a held-out stream shorter than one block): nothing measured
+    empty = overlap_share(torch.zeros(0, 8, dtype=torch.long), window_set(train, 3), 3)
+    assert empty["per_block"] == [] and empty["positions"] == 0 and empty["share"] != empty[
+        "share"]  # NaN
 
 
 def test_clean_blocks_have_zero_overlap_and_come_from_clean_runs():

@@ -38,7 +38,7 @@ from torch_geometric.utils import scatter, softmax
 
 from quest_geometric.nn import _qsv_native as native
 from quest_geometric._utils.checks import all_finite
-from quest_geometric.nn._qsv_graph import NonFiniteOutput, layout_degree, range_error
+from quest_geometric.nn._qsv_graph import NonFiniteOutput, check_range, layout_degree
 
 __all__ = ["attend_graph", "attend_graph_reference", "attend_graph_rotate"]
 
@@ -100,9 +100,7 @@ def _scatter_form(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: 
     weights [E, H])`` over edges in any order; an index outside the nodes raises the layer's
     :class:`ValueError` (the operator runs inside compiled graphs, where the layer does not
     check the range)."""
-    if src.numel() and (int(src.min()) < 0 or int(src.max()) >= xs.size(0)
-                        or int(dst.min()) < 0 or int(dst.max()) >= num_dst):
-        raise range_error(xs.size(0), num_dst, src, dst)
+    check_range(torch.stack([src, dst]), xs.size(0), num_dst)
     qs, qd = q_src.index_select(0, src), q_dst.index_select(0, dst)
     weights = softmax((qs * qd).sum(-1) * scale, dst, num_nodes=num_dst)
     out = xs.new_zeros(num_dst, xs.size(1), xs.size(2))

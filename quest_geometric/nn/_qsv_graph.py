@@ -182,7 +182,6 @@ def _to_coo(edge_index: Any, num_src: int, num_dst: int, info: GraphInfo) -> Ten
     return edge_index
 
 
-
 def graph_layout(info: GraphInfo, coo: Tensor, num_dst: int, dense: Optional[bool], *,
                  observed: bool, hooked: bool, dropout: bool) -> Layout:
     """What the call knows of the graph's layout (:class:`~quest_geometric.nn._qsv_path.

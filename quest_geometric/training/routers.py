@@ -131,13 +131,19 @@ def _last_hidden(decoder: Any, input_ids: torch.Tensor,
                    use_cache=False).last_hidden_state
 
 
+def _kl(teacher: torch.Tensor, student: torch.Tensor) -> torch.Tensor:
+    """``[batch, t]``: per position, the KL of :func:`distillation_loss` from the teacher's
+    next-token distribution to the student's, from their logits, in float32."""
+    log_p = torch.log_softmax(teacher.float(), dim=-1)
+    log_q = torch.log_softmax(student.float(), dim=-1)
+    return (log_p.exp() * (log_p - log_q)).sum(-1)
+
+
 def _kl_rows(head: Any, h_q: torch.Tensor, h_p: torch.Tensor,
              keep: torch.Tensor) -> torch.Tensor:
     """The summed KL of :func:`distillation_loss` over one chunk of positions: ``h_q``
     (Focus) and ``h_p`` (full attention) ``[batch, c, C]``, ``keep`` ``[batch, c]``."""
-    log_p = torch.log_softmax(head(h_p).float(), dim=-1)
-    log_q = torch.log_softmax(head(h_q).float(), dim=-1)
-    return ((log_p.exp() * (log_p - log_q)).sum(-1) * keep).sum()
+    return (_kl(head(h_p), head(h_q)) * keep).sum()
 
 
 def _ce_rows(head: Any, h: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -218,9 +224,7 @@ def distillation_loss(model: Any, input_ids: torch.Tensor,
     with torch.no_grad(), focus_disabled(model):
         teacher = model(input_ids, attention_mask=attention_mask, use_cache=False).logits
     student = model(input_ids, attention_mask=attention_mask, use_cache=False).logits
-    log_p = torch.log_softmax(teacher.float(), dim=-1)
-    log_q = torch.log_softmax(student.float(), dim=-1)
-    kl = (log_p.exp() * (log_p - log_q)).sum(-1)
+    kl = _kl(teacher, student)
     if attention_mask is None:
         return kl.mean()
     keep = attention_mask.to(kl.dtype)

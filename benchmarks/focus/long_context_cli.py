@@ -2,6 +2,7 @@
 single long documents, full attention, context cuts and the operating-point rows.
 
     python -m benchmarks.focus.long_context_cli run [--windows 6] [--max-minutes M]  # resumable
+    python -m benchmarks.focus.long_context_cli run --configs NAME [NAME ...]  # some only
     python -m benchmarks.focus.long_context_cli table
     python -m benchmarks.focus.long_context_cli windows   # only the windows' record
     python -m benchmarks.focus.long_context_cli --quick   # tiny random-weight Llama, seconds
@@ -35,7 +36,8 @@ def _run(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
     base, tok = load_smollm2()
     windows = _windows(tok, args)
-    n = lc.run_grid(base, windows, lc.configurations(), OUT / "cells.jsonl",
+    configs = args.configs or lc.configurations()
+    n = lc.run_grid(base, windows, configs, OUT / "cells.jsonl",
                     max_minutes=args.max_minutes, log=lambda m: print(m, flush=True))
     print(f"{n} cells run", flush=True)
 
@@ -55,6 +57,8 @@ def main(argv=None) -> None:
     r.add_argument("--extra-ood", type=int, default=2)
     r.add_argument("--threads", type=int, default=1)
     r.add_argument("--max-minutes", type=float, default=None)
+    r.add_argument("--configs", nargs="+", default=None,
+                   help="run only these configurations (default: every row's grid)")
     sub.add_parser("table")
     w = sub.add_parser("windows", help="only write windows.json (tokenizer, no model)")
     w.add_argument("--windows", type=int, default=6)

@@ -127,6 +127,14 @@ CONFIGS: Dict[str, Dict[str, Any]] = {
                                     "objective": "distill", "num_sinks": 4, "steps": 80,
                                     "init_from": "routers_K8_top2_w64_distill_s4_c200"},
     # the grid's window 256 at K = 8 (4 sinks, from scratch, as the K = 16 corner)
+    # issue 54 part 2: the best row trained on where it is used, 4,096-token blocks of the
+    # joined training topics (12 blocks, each visited twice), from its 1K-trained routers;
+    # decoder checkpointing and a chunked loss keep a step near 4 GiB
+    "K16_top2_w256_distill_s4_c200_4k": {"kind": "trained", "K": 16, "top_k": 2,
+                                         "window": 256, "objective": "distill",
+                                         "num_sinks": 4, "steps": 24, "block": 4096,
+                                         "checkpointing": True, "loss_chunk": 512, "ckpt_every": 2,
+                                         "init_from": "routers_K16_top2_w256_distill_s4_c200"},
     "K8_top2_w256_distill_s4": {"kind": "trained", "K": 8, "top_k": 2, "window": 256,
                                 "objective": "distill", "num_sinks": 4, "steps": 80},
     "K8_top2_w64_distill_s4_c360": {"kind": "trained", "K": 8, "top_k": 2, "window": 64,
@@ -328,28 +336,36 @@ def train_config(name: str, steps: Optional[int] = None, max_minutes: Optional[f
                  progress: bool = True) -> Dict[str, Any]:
     """Train (or resume) the routers of the trained configuration ``name``; save them once
     its steps are done: ``steps``, else the configuration's own ``'steps'``, else
-    ``TRAIN['steps']``. Returns :func:`~quest_geometric.training.train_routers`' record."""
+    ``TRAIN['steps']``. The configuration may set its block length (``'block'``, else
+    ``TRAIN['block']``), ``'checkpointing'`` and ``'loss_chunk'`` (the memory options of
+    :func:`~quest_geometric.training.train_routers`) and ``'ckpt_every'`` (default 5).
+    Returns :func:`~quest_geometric.training.train_routers`' record."""
     from quest_geometric.models.smollm2 import load_smollm2
     from quest_geometric.nn.focus import save_routers
     from quest_geometric.training import freeze_all_but_routers, train_routers
+
+    from quest_geometric.datasets.pydoc_text import pydoc_splits
 
     cfg = CONFIGS[name]
     if cfg["kind"] != "trained" or "routers" in cfg:
         raise ValueError(f"train_config: {name!r} is not a configuration this study trains")
     torch.manual_seed(TRAIN["seed"])
     model, tok = load_smollm2()
-    data = load_splits(tok, TRAIN["block"])
+    train = pydoc_splits(tok, block_size=cfg.get("block", TRAIN["block"])).train
     compose_config(model, cfg)
     freeze_all_but_routers(model)
-    out = train_routers(model, data["train"], steps or cfg.get("steps", TRAIN["steps"]),
+    out = train_routers(model, train, steps or cfg.get("steps", TRAIN["steps"]),
                         TRAIN["lr"],
-                        RUNS / name, seed=TRAIN["seed"], ckpt_every=5, progress=progress,
+                        RUNS / name, seed=TRAIN["seed"], ckpt_every=cfg.get("ckpt_every", 5),
+                        progress=progress,
                         max_minutes=max_minutes, desc=name, objective=cfg["objective"],
-                        init_from=(RESULTS / cfg["init_from"]) if "init_from" in cfg else None)
+                        init_from=(RESULTS / cfg["init_from"]) if "init_from" in cfg else None,
+                        gradient_checkpointing=cfg.get("checkpointing", False),
+                        loss_chunk=cfg.get("loss_chunk"))
     if out["finished"]:
         folder = RESULTS / f"routers_{name}"
         save_routers(model, str(folder))
-        record = training_record(name, data["train"].size(0))
+        record = training_record(name, train.size(0))
         (folder / TRAINING_FILE).write_text(json.dumps(record, indent=1) + "\n")
     return out
 

@@ -57,11 +57,24 @@ def window_of(config: str, rows: Sequence[str] = lc.ROWS) -> Optional[str]:
     row ``ROW`` and for its random balanced groups; ``None`` otherwise."""
     from benchmarks.focus.operating_point import resolve_config
 
+    if config in lc.LONG_TRAINED:
+        return window_of(lc.LONG_TRAINED[config], rows)
     for row in rows:
         cfg = resolve_config(row)
         if config in (row, f"K{cfg['K']}_top{cfg['top_k']}_w{cfg['window']}_random"):
             return f"sinks@{row}"
     return None
+
+
+def random_of(config: str, rows: Sequence[str] = lc.ROWS) -> Optional[str]:
+    """The random balanced groups of a row's shape (``K.._top.._w.._random``), the other
+    content-free baseline; ``None`` for anything but a row or a long-trained row."""
+    from benchmarks.focus.operating_point import resolve_config
+
+    if config not in rows and config not in lc.LONG_TRAINED:
+        return None
+    cfg = resolve_config(config)
+    return f"K{cfg['K']}_top{cfg['top_k']}_w{cfg['window']}_random"
 
 
 def mean_bins(cells: Sequence[Dict[str, Any]]) -> List[Optional[float]]:
@@ -86,8 +99,10 @@ def bin_diff(cells: Sequence[Dict[str, Any]], s: str, a: str, b: str = "full"
 def summarize(cells: Sequence[Dict[str, Any]], baselines: Optional[Dict[str, str]] = None
               ) -> Dict[str, Dict[str, Any]]:
     """Per set and configuration: windows, mean trailing loss and perplexity, measured
-    pairs kept, mean position bins, and the paired comparisons with ``full`` and with the
-    window baseline (``baselines[config]``, else :func:`window_of`)."""
+    pairs kept, mean position bins, and the paired comparisons with ``full``, with the
+    window baseline (``baselines[config]``, else :func:`window_of`), with the random groups
+    of its shape (:func:`random_of`) and, for a long-trained row, with its 1K-trained
+    start."""
     out: Dict[str, Dict[str, Any]] = {}
     for s in dict.fromkeys(c["set"] for c in cells):
         out[s] = {}
@@ -101,7 +116,11 @@ def summarize(cells: Sequence[Dict[str, Any]], baselines: Optional[Dict[str, str
                 "window_cfg": mine[0].get("window_cfg"), "bin_loss": mean_bins(mine),
                 "bin_diff_vs_full": bin_diff(cells, s, name),
                 "vs_full": paired(cells, s, name, "full") if name != "full" else None,
-                "vs_window": paired(cells, s, name, base) if base else None}
+                "vs_window": paired(cells, s, name, base) if base else None,
+                "vs_random": (paired(cells, s, name, random_of(name))
+                              if random_of(name) else None),
+                "vs_parent": (paired(cells, s, name, lc.LONG_TRAINED[name])
+                              if name in lc.LONG_TRAINED else None)}
     return out
 
 
@@ -141,7 +160,23 @@ def markdown(summary: Dict[str, Dict[str, Any]], meta: Dict[str, Any]) -> str:
             lines.append(f"| {name} | " + " | ".join("-" if v is None else f"{v:.3f}"
                                                      for v in r["bin_loss"]) + " |")
         lines.append("")
+    lines += long_trained_lines(summary)
     return "\n".join(lines + window_lines(meta.get("windows"))) + "\n"
+
+
+def long_trained_lines(summary: Dict[str, Dict[str, Any]]) -> List[str]:
+    """The rows trained on long blocks against the 1K-trained rows they started from,
+    paired by window, per set (nothing where no such row ran)."""
+    rows = [(s, name, r["vs_parent"]) for s, by in summary.items() for name, r in by.items()
+            if r.get("vs_parent")]
+    if not rows:
+        return []
+    lines = ["## Routers trained on long blocks against their 1K-trained start", "",
+             "| set | row | trained from | trailing ppl change | p (perm.), worse |",
+             "|---|---|---|---|---|"]
+    for s, name, d in rows:
+        lines.append(f"| {s} | {name} | {d['against']} " + _cmp(d))
+    return lines + [""]
 
 
 def window_lines(windows: Optional[Dict[str, List[Dict[str, Any]]]]) -> List[str]:
@@ -224,6 +259,17 @@ def step_cost_lines(runs: Sequence[Dict[str, Any]]) -> List[str]:
     return out + [""]
 
 
+def latest_step_costs(runs: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The latest run of each router step measured (row, objective, tokens, memory options),
+    by length: one answer per question, the earlier runs staying in the JSON-lines file."""
+    latest: Dict[tuple, Dict[str, Any]] = {}
+    for r in sorted(runs, key=lambda r: r["date"]):
+        key = (r["row"], r["objective"], r["length"], bool(r.get("gradient_checkpointing")),
+               r.get("loss_chunk"))
+        latest[key] = r
+    return sorted(latest.values(), key=lambda r: (r["length"], bool(r.get("loss_chunk"))))
+
+
 def write_report(folder: Path, cells_file: str = "cells.jsonl",
                  baselines: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
     """Summarize ``folder/cells_file`` into ``summary.json``, ``focus_long_context.md`` and
@@ -243,10 +289,13 @@ def write_report(folder: Path, cells_file: str = "cells.jsonl",
     win = folder / "windows.json"
     if win.is_file():
         meta["windows"] = json.loads(win.read_text())
+    steps = folder / "router_step_cost.jsonl"
+    runs = load_cells(steps) if steps.is_file() else []
+    if runs:
+        meta["step_costs"] = latest_step_costs(runs)
     doc = {"meta": meta, "sets": summary}
     (folder / "summary.json").write_text(json.dumps(doc, indent=1) + "\n")
-    steps = folder / "router_step_cost.jsonl"
-    extra = step_cost_lines(load_cells(steps)) if steps.is_file() else []
+    extra = step_cost_lines(runs) if runs else []
     (folder / "focus_long_context.md").write_text(markdown(summary, meta)
                                                   + "\n".join(extra))
     plot(summary, folder / "loss_by_position.png")

@@ -4,16 +4,19 @@ target, and says for each criterion whether it is met, missed, or not measured.
 
 The target, :data:`TARGET`: a Focus configuration that, on the test splits,
 
-* is within 1% of full attention out of domain: the perplexity change over the
-  out-of-domain blocks :math:`\Delta_{\text{ood}} \le 1\%`, and the median block's change
-  too (a mean can be carried by one block: a row worse than full attention on 14 of 16
-  blocks and much better on one is not "within 1%"),
+* is within 1% of full attention out of domain **at 8K**: the change of the perplexity of
+  the last 1,024 tokens of 8,192-token windows of single long documents, paired by window
+  (:mod:`benchmarks.focus.long_context`), on at least :data:`MIN_WINDOWS` windows; the
+  1,024-token blocks (the change over the blocks and the median block's) stay beside it as
+  a second view: at 1K a window keeps most pairs, so they cannot see what sparsity costs,
 * is within 5 points of full attention's passkey accuracy at 8K tokens,
 * is at least 1.3x faster than full attention in prefill **and** in cached decoding at 8K
   tokens, at one and at two threads,
 * beats both content-free baselines at its budget (the sliding window plus attention sinks
-  and random balanced groups, :func:`~benchmarks.focus.operating_point.
-  paired_comparisons`) out of domain: the upper end of the paired 95% interval of its
+  and random balanced groups) out of domain: at 8K, better than each with a paired
+  permutation p below 0.05 on at least :data:`MIN_WINDOWS` windows; where the row lacks
+  them, on the 1K blocks (:func:`~benchmarks.focus.operating_point.paired_comparisons`):
+  the upper end of the paired 95% interval of its
   perplexity relative to the baseline is below 0. It is *missed* when the interval lies
   above 0, or when the row is worse than a baseline on most blocks with an exact sign test
   below 0.05 (one outlier block can widen the interval across 0 while the row loses almost
@@ -22,8 +25,8 @@ The target, :data:`TARGET`: a Focus configuration that, on the test splits,
   length run with both, 8K among them, with an exact McNemar test below 0.05 each; *missed*
   when it answers fewer at some length with McNemar below 0.05.
 
-Nothing here runs a model: the table is built from the result files of the study's three
-scripts (``focus_operating_point.py``, ``focus_passkey.py``, ``focus_op_speed.py``). A
+Nothing here runs a model: the table is built from the result files of the study's
+scripts (``operating_point``, ``long_context``, ``passkey``, ``op_speed``). A
 criterion whose measurement is missing is reported as ``not measured`` (with the nearest
 measurement beside it), never as met; a speed criterion that the row's own share of pairs
 rules out is ``cannot``: :func:`~benchmarks.focus.operating_point.
@@ -50,6 +53,14 @@ TARGET = {"ood_delta_pct": 1.0, "passkey_points": 5.0, "speedup": 1.3, "length":
 #: (configuration, length) with its own run's full-attention reference
 #: (:mod:`benchmarks.focus.op_speed_canonical`).
 SPEED_FILE = "focus_op_speed/focus_op_speed_{t}t.json"
+
+#: The 8K quality measures (:mod:`benchmarks.focus.long_context`): trailing loss of single
+#: long documents, paired by window, against full attention and the content-free baselines.
+LONG_FILE = "focus_long_context/summary.json"
+
+#: The fewest paired windows whose exact two-sided permutation test can reach p < 0.05
+#: (2 / 2^n < 0.05): a row measured on fewer is not judged at 8K.
+MIN_WINDOWS = 6
 
 # passkey and speed are run at 8,186 tokens (the model's 8,192 positions less the answer)
 _LONG = (8186, 8192)
@@ -186,9 +197,45 @@ def _baseline(name: str, paired: Sequence[dict], kind: str) -> Optional[dict]:
     return None
 
 
+def _long(name: str, summary: Optional[dict]) -> Dict[str, Any]:
+    """The row's 8K columns from the long-context summary: out-of-domain and test trailing
+    perplexity change against full attention (``ood_8k_pct``, ``test_8k_pct``), with its
+    windows and permutation p-value, against the window plus sinks and the random groups of
+    its shape (``ood_8k_vs_window_pct``, ``ood_8k_vs_random_pct``, each with ``_p``), and the
+    worst 512-token position bin's change against full attention (``ood_8k_worst_bin_pct``)."""
+    out: Dict[str, Any] = {}
+    if summary is None:
+        return out
+    for s in ("ood", "test"):
+        r = summary["sets"].get(s, {}).get(name)
+        if r is None:
+            continue
+        if name == "full":
+            out[f"{s}_8k_pct"], out[f"{s}_8k_windows"] = 0.0, r["windows"]
+            continue
+        for key, col in (("vs_full", ""), ("vs_window", "_vs_window"),
+                         ("vs_random", "_vs_random")):
+            d = r.get(key)
+            if d is None:
+                continue
+            out[f"{s}_8k{col}_pct"] = d["ppl_change_pct"]
+            out[f"{s}_8k{col}_p"] = d["p_perm"]
+            out[f"{s}_8k{col}_windows"] = d["n"]
+        bins = [b for b in (r.get("bin_diff_vs_full") or []) if b is not None]
+        if s == "ood" and bins:
+            out["ood_8k_worst_bin_pct"] = 100 * math.expm1(max(bins))
+    return out
+
+
 def _check_quality(r: dict) -> str:
-    worst = max(r["ood_delta_pct"], r["ood_median_pct"])
-    return "met" if worst <= TARGET["ood_delta_pct"] else "missed"
+    """Judged at 8K: the out-of-domain trailing perplexity within the target of full
+    attention's on at least :data:`MIN_WINDOWS` paired windows; ``not measured at 8K``
+    (naming the windows run) otherwise. The 1K blocks (``ood_delta_pct``) are a second
+    view, not the criterion."""
+    n = r.get("ood_8k_windows", 0)
+    if n < MIN_WINDOWS:
+        return f"not measured at 8K ({n} window{'s' if n != 1 else ''})"
+    return "met" if r["ood_8k_pct"] <= TARGET["ood_delta_pct"] else "missed"
 
 
 def _check_passkey(r: dict) -> str:
@@ -233,6 +280,15 @@ def _check_baselines(r: dict) -> str:
 
 
 def _baselines_perplexity(r: dict) -> str:
+    """Judged at 8K where the row has :data:`MIN_WINDOWS` paired windows with both
+    baselines (better than each with a permutation p below 0.05: met; worse than either
+    with p below 0.05: missed; else undecided), else on the 1K blocks' paired intervals."""
+    long = [(r.get(f"ood_8k_{k}_pct"), r.get(f"ood_8k_{k}_p"), r.get(f"ood_8k_{k}_windows", 0))
+            for k in ("vs_window", "vs_random")]
+    if all(n >= MIN_WINDOWS for _, _, n in long):
+        if any(d > 0 and p < 0.05 for d, p, _ in long):
+            return "missed"
+        return "met" if all(d < 0 and p < 0.05 for d, p, _ in long) else "undecided"
     keys = ("vs_window", "vs_random")
     if any(f"{k}_ci_high" not in r for k in keys):
         return "not measured"
@@ -285,6 +341,8 @@ def verdict_rows(results: Path | str = "benchmarks/focus/results") -> List[Dict[
     paired = paired_comparisons(op)
     trials = results / "focus_passkey_trials.jsonl"
     passkey = summarize(str(trials))[0] if trials.is_file() else []
+    long_file = results / LONG_FILE
+    long = json.loads(long_file.read_text()) if long_file.is_file() else None
     speed: Dict[int, List[dict]] = {}
     for t in TARGET["threads"]:
         f = results / SPEED_FILE.format(t=t)
@@ -302,6 +360,7 @@ def verdict_rows(results: Path | str = "benchmarks/focus/results") -> List[Dict[
              "ood_median_pct": t.get("ood_median_pct"), "test_delta_pct": t["test_delta_pct"]}
         if name != "full":
             r["sinks"] = _pattern(name, op)[4]
+        r.update(_long(name, long))
         for kind, key in (("sinks", "vs_window"), ("random", "vs_random")):
             p = _baseline(name, paired, kind)
             if p is not None:
@@ -348,7 +407,9 @@ def _plateau(t: dict) -> str:
 
 #: The table's columns.
 COLUMNS = ["row", "K", "top_k", "window", "sinks", "steps", "plateau", "pairs_kept_8k",
-           "prefill_bound_8k", "ood_delta_pct", "ood_median_pct", "test_delta_pct",
+           "prefill_bound_8k", "ood_8k_windows", "ood_8k_pct", "ood_8k_vs_window_pct",
+           "ood_8k_vs_random_pct", "ood_8k_worst_bin_pct", "test_8k_pct",
+           "ood_delta_pct", "ood_median_pct", "test_delta_pct",
            "vs_window_pct", "vs_random_pct", "passkey_2k", "passkey_2k_full",
            "passkey_2k_window", "passkey_2k_random", "passkey_4k", "passkey_4k_full",
            "passkey_4k_window", "passkey_4k_random", "passkey_8k", "passkey_8k_full",
@@ -403,12 +464,20 @@ def write_verdict(results: Path | str = "benchmarks/focus/results", out: Path | 
     rows = verdict_rows(results)
     met = [r["name"] for r in rows if r.get("verdict") == "meets the target"]
     notes = (
-        "Target (issue 31 §6): out-of-domain perplexity within "
-        f"{TARGET['ood_delta_pct']:g}% of full attention, over the blocks (`ood_delta_pct`) "
-        "and on the median block (`ood_median_pct`), passkey accuracy within "
+        "Target (issues 31 §6 and 54): out-of-domain perplexity at 8,192 tokens within "
+        f"{TARGET['ood_delta_pct']:g}% of full attention's (`ood_8k_pct`: the last 1,024 "
+        "tokens of single long documents, paired by window, judged on at least "
+        f"{MIN_WINDOWS} windows, `ood_8k_windows`; `test_8k_pct` the same on the test "
+        "split; `ood_8k_worst_bin_pct` the worst 512-token position bin; the 1,024-token "
+        "blocks, over the blocks `ood_delta_pct` and on the median block `ood_median_pct`, "
+        "stay as a second view), passkey accuracy within "
         f"{TARGET['passkey_points']:g} points of full attention's at 8K, prefill and decoding "
         f"at least {TARGET['speedup']:g}x at 8K at one and two threads, and better than both "
-        "content-free baselines out of domain (`vs_window_pct`, `vs_random_pct`: perplexity "
+        "content-free baselines out of domain (at 8K where the row has "
+        f"{MIN_WINDOWS} windows paired with both, `ood_8k_vs_window_pct` and "
+        "`ood_8k_vs_random_pct`: met when better than each with a permutation p below 0.05, "
+        "missed when worse than either so, undecided otherwise; else on the 1,024-token "
+        "blocks, `vs_window_pct`, `vs_random_pct`: perplexity "
         "relative to the window plus sinks and to random groups at the same budget, paired by "
         "block; met when the upper end of both 95% intervals is below 0, missed when an "
         "interval lies above 0 or the row is worse than a baseline on most blocks with an "
@@ -434,7 +503,7 @@ def write_verdict(results: Path | str = "benchmarks/focus/results", out: Path | 
            "target**; the table is the frontier measured so far (plot: "
            f"`{name}.png`)."))
     meta = {"target": {k: list(v) if isinstance(v, tuple) else v for k, v in TARGET.items()},
-            "met_by": met, "sources": ["focus_operating_point/*.json",
+            "met_by": met, "sources": ["focus_operating_point/*.json", LONG_FILE,
                                        "focus_passkey_trials.jsonl",
                                        *[SPEED_FILE.format(t=t) for t in TARGET["threads"]]]}
     write_results(name, rows, out, meta=meta, columns=COLUMNS, notes=notes,

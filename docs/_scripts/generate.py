@@ -127,6 +127,7 @@ BLOCKS: dict[str, Callable[[Results], str]] = {
     "readme focus": headlines.focus_table,
     "focus verdict sentence": headlines.verdict_sentence,
     "focus 8k sentence": headlines.long_context_sentence,
+    "focus step cost": headlines.step_cost_sentence,
     "focus caveat": headlines.pretrained_caveat,
     "focus verdict quality": headlines.verdict_quality_table,
     "focus verdict passkey speed": headlines.verdict_passkey_speed_table,

@@ -179,9 +179,20 @@ def focus_table(load: Load) -> str:
                      f"{r['verdict']})",
                      f"K = {r['K']}, top-{r['top_k']}, window {r['window']}, "
                      f"{r['sinks']} sinks, {r['pairs_kept_8k']:.0%} of pairs at 8K",
-                     f"out of domain {r['ood_delta_pct']:+.2f}%; {_passkey(r)}; {_speed(r)}",
+                     f"{_ood(r)}; {_passkey(r)}; {_speed(r)}",
                      "focus_verdict.md"))
     return _linked(load, rows)
+
+
+def _ood(r: dict) -> str:
+    """Out-of-domain perplexity against full attention: at 8K (trailing 1,024 tokens, with
+    its windows) where measured, and on the 1,024-token blocks."""
+    at_1k = f"1K blocks {r['ood_delta_pct']:+.2f}%"
+    if "ood_8k_pct" not in r:
+        return f"out of domain: not at 8K; {at_1k}"
+    n = r["ood_8k_windows"]
+    return (f"out of domain at 8K {r['ood_8k_pct']:+.1f}% ({n} window{'s' if n != 1 else ''})"
+            f", {at_1k}")
 
 
 def verdict_sentence(load: Load) -> str:
@@ -273,8 +284,39 @@ def long_context_sentence(load: Load) -> str:
     return "\n\n".join(out)
 
 
-_Q_COLS = ("row", "pairs 8K", "out of domain", "median block", "test", "vs window (95% CI)",
-           "vs random", "verdict")
+def step_cost_sentence(load: Load) -> str:
+    """The cost of one router training step at long blocks: the latest measurement of each
+    length and memory option (CPU seconds and peak memory, one thread)."""
+    runs = load("focus_long_context")["meta"].get("step_costs", [])
+    if not runs:
+        return "No router training step has been measured at long blocks yet."
+    parts = []
+    for r in runs:
+        opts = ("decoder checkpointing and loss chunks of "
+                f"{r['loss_chunk']:,}" if r.get("gradient_checkpointing") and r.get("loss_chunk")
+                else "plain")
+        cost = ("failed: allocation refused" if "failed" in r
+                else f"{r['cpu_seconds_per_step']:.0f} CPU s")
+        parts.append(f"{r['length']:,} tokens, {opts}: {cost}, {r['peak_rss_gib']:.1f} GiB "
+                     "peak" + (f" (address space limited to "
+                               f"{r['address_space_limit_gib']:.1f} GiB)"
+                               if r.get("address_space_limit_gib") else ""))
+    rows = sorted({f"`{r['row']}` ({r['objective']})" for r in runs})
+    return (f"One router training step of {', '.join(rows)}, one thread, latest run of "
+            "each: " + "; ".join(parts) + ".")
+
+
+_Q_COLS = ("row", "pairs 8K", "8K out of domain (windows)", "8K vs window", "8K vs random",
+           "1K out of domain", "1K median block", "1K test", "1K vs window (95% CI)",
+           "1K vs random", "verdict")
+
+
+def _at_8k(r: dict, key: str) -> str:
+    """``+x.x% (p = ...)`` of an 8K column, empty where the row was not measured there."""
+    if f"{key}_pct" not in r:
+        return ""
+    p = r.get(f"{key}_p")
+    return f"{r[f'{key}_pct']:+.1f}%" + (f" (p = {p:.2g})" if p is not None else "")
 
 
 def verdict_quality_table(load: Load) -> str:
@@ -283,7 +325,11 @@ def verdict_quality_table(load: Load) -> str:
     for r in load("focus_verdict")["rows"]:
         if r["kind"] != "trained":
             continue
-        rows.append((r["row"], f"{r['pairs_kept_8k']:.0%}", f"{r['ood_delta_pct']:+.2f}%",
+        n = r.get("ood_8k_windows")
+        rows.append((r["row"], f"{r['pairs_kept_8k']:.0%}",
+                     _at_8k(r, "ood_8k") + (f" ({n})" if n else ""),
+                     _at_8k(r, "ood_8k_vs_window"), _at_8k(r, "ood_8k_vs_random"),
+                     f"{r['ood_delta_pct']:+.2f}%",
                      f"{r['ood_median_pct']:+.2f}%", f"{r['test_delta_pct']:+.2f}%",
                      f"{r['vs_window_pct']:+.2f}% "
                      f"{_ci(r, 'vs_window_ci_low', 'vs_window_ci_high', '{:+.1f}')}",

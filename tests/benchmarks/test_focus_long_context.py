@@ -131,3 +131,22 @@ def test_grid_resumes_and_pairs_by_window(tmp_path):
     (tmp_path / "cells.jsonl").write_text(json.dumps(line) + "\n")
     with pytest.raises(ValueError, match="run_grid.*other tokens"):
         report.quick(tmp_path, windows=3)
+
+
+def test_long_trained_row_is_paired_with_its_start_and_its_window():
+    row, parent = next(iter(lc.LONG_TRAINED.items()))
+    loss = {row: [2.0, 2.5, 3.0, 2.2], parent: [2.1, 2.4, 3.3, 2.4],
+            f"sinks@{parent}": [2.2, 2.6, 3.1, 2.3], "full": [1.9, 2.3, 2.9, 2.1]}
+    cells = [{"set": "ood", "window": w, "config": name, "trailing_loss": v, "pairs_kept": 0.3,
+              "bin_loss": [v], "window_cfg": None}
+             for name, vals in loss.items() for w, v in enumerate(vals)]
+    summary = report.summarize(cells)
+    mine = summary["ood"][row]
+    d = [a - b for a, b in zip(loss[row], loss[parent])]
+    assert mine["vs_parent"]["against"] == parent
+    assert mine["vs_parent"]["mean_diff"] == pytest.approx(sum(d) / 4)
+    assert mine["vs_parent"]["worse"] == 1 and mine["vs_parent"]["better"] == 3
+    assert mine["vs_window"]["against"] == f"sinks@{parent}"
+    assert summary["ood"][parent]["vs_parent"] is None
+    text = "\n".join(report.long_trained_lines(summary))
+    assert f"| ood | {row} | {parent} | {100 * math.expm1(sum(d) / 4):+.1f}% (n=4) |" in text

@@ -7,7 +7,8 @@ import math
 
 import pytest
 
-from benchmarks.focus.verdict import SPEED_FILE, TARGET, verdict_rows, write_verdict
+from benchmarks.focus.verdict import (LONG_FILE, MIN_WINDOWS, SPEED_FILE, TARGET, verdict_rows,
+                                      write_verdict)
 
 FULL = [2.0, 2.2, 2.4, 2.6]  # full attention's per-block losses on every split
 FOCUS = "K8_top2_w64_distill+sinks"
@@ -44,6 +45,25 @@ def _speed(results, threads, rows):
         for c, n, p, d in rows]}))
 
 
+def _long(results, name, pct, n, vs_window=None, vs_random=None):
+    """The long-context summary's entry of ``name`` on the out-of-domain set: trailing
+    perplexity change ``pct`` against full attention on ``n`` windows, and against the
+    baselines as ``(pct, permutation p)``."""
+    path = results / LONG_FILE
+    path.parent.mkdir(exist_ok=True)
+    doc = json.loads(path.read_text()) if path.is_file() else {
+        "meta": {}, "sets": {"ood": {"full": {"windows": n}}}}
+
+    def cmp(against, d):
+        return None if d is None else {"against": against, "n": n, "ppl_change_pct": d[0],
+                                       "p_perm": d[1]}
+    doc["sets"]["ood"][name] = {
+        "windows": n, "vs_full": cmp("full", (pct, 0.01)),
+        "vs_window": cmp("window", vs_window), "vs_random": cmp("random", vs_random),
+        "bin_diff_vs_full": [None, 0.01, math.log(1.02)]}
+    path.write_text(json.dumps(doc))
+
+
 @pytest.fixture
 def study(tmp_path):
     """A Focus row that meets every criterion: 0.5% better than full attention on every
@@ -75,6 +95,8 @@ def study(tmp_path):
                         (FOCUS, 2048, [True, False, True, True])])
     for t in TARGET["threads"]:
         _speed(tmp_path, t, [("full", 8186, 1.0, 1.0), (FOCUS, 8186, 1.5, 1.5)])
+    # at 8K on 8 windows: 0.5% better than full attention, 10% better than both baselines
+    _long(tmp_path, FOCUS, -0.5, 8, vs_window=(-10.0, 0.0078), vs_random=(-10.0, 0.0078))
     return tmp_path
 
 
@@ -94,6 +116,8 @@ def test_a_row_that_meets_every_criterion(study):
     assert (r["passkey_2k"], r["passkey_2k_full"]) == (0.75, 1.0)
     assert r["prefill_2t"] == 1.5 and r["speed_len_1t"] == 8186 and r["speed_from"] == ""
     assert r["plateau"] == "yes" and r["sinks"] == 4
+    assert (r["ood_8k_pct"], r["ood_8k_windows"], r["ood_8k_vs_window_pct"]) == (-0.5, 8, -10)
+    assert r["ood_8k_worst_bin_pct"] == pytest.approx(2.0)
     assert {k: r[f"{k}_check"] for k in ("quality", "passkey", "speed", "baselines")} == {
         "quality": "met", "passkey": "met", "speed": "met", "baselines": "met"}
     assert r["verdict"] == "meets the target"
@@ -119,6 +143,8 @@ def test_each_criterion_missed(study):
     _passkey(study, [(FOCUS, 8186, [False] * 8)])  # appended rows replace the earlier ones
     for t in TARGET["threads"]:
         _speed(study, t, [(FOCUS, 8186, 1.5, 1.2)])  # decoding below 1.3x
+    # at 8K 3% worse than full attention; against the baselines not told apart
+    _long(study, FOCUS, 3.0, 8, vs_window=(2.0, 0.3), vs_random=(-5.0, 0.2))
     r = _focus(study)
     assert r["ood_delta_pct"] < TARGET["ood_delta_pct"] < r["ood_median_pct"]
     assert r["quality_check"] == "missed" and r["plateau"] == "no"
@@ -281,3 +307,26 @@ def test_the_speed_is_the_longest_timed_length_per_thread_count(study):
     (study / SPEED_FILE.format(t=2)).unlink()
     _speed(study, 1, [(FOCUS, 8192, 0.4, 0.7)])
     assert _focus(study)["speed_check"] == "missed"
+
+
+def test_quality_and_baselines_are_judged_at_8k(study):
+    # the 1K blocks say 0.5% better than full attention (the fixture): a second view only
+    _long(study, FOCUS, 1.5, 8, vs_window=(-10.0, 0.0078), vs_random=(-10.0, 0.0078))
+    r = _focus(study)
+    assert r["ood_delta_pct"] == pytest.approx(-0.5) and r["quality_check"] == "missed"
+    # fewer windows than a paired permutation test can decide with: not judged at 8K
+    _long(study, FOCUS, -0.5, MIN_WINDOWS - 1, vs_window=(-10.0, 0.06),
+          vs_random=(-10.0, 0.06))
+    r = _focus(study)
+    assert r["quality_check"] == f"not measured at 8K ({MIN_WINDOWS - 1} windows)"
+    assert r["baselines_check"] == "met"  # the 1K blocks' intervals decide it then
+    (study / LONG_FILE).unlink()
+    r = _focus(study)
+    assert r["quality_check"] == "not measured at 8K (0 windows)" and "ood_8k_pct" not in r
+    # worse than the window at 8K with p < 0.05 misses the baselines, whatever the 1K blocks
+    _long(study, FOCUS, -0.5, 8, vs_window=(3.0, 0.0078), vs_random=(-10.0, 0.0078))
+    r = _focus(study)
+    assert r["quality_check"] == "met" and r["baselines_check"] == "missed"
+    _long(study, FOCUS, -0.5, 8, vs_window=(-3.0, 0.2), vs_random=(-10.0, 0.0078))
+    assert _focus(study)["baselines_check"] == "undecided"
+

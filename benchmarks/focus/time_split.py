@@ -3,7 +3,8 @@ row's bound (issue 54, part 3): one prefill and cached greedy steps of the real 
 model, each split into its parts.
 
     python -m benchmarks.focus.time_split [--configs NAME ...] [--length 8192] \
-        [--threads 1 2] [--rounds 3] [--new-tokens 8] [--quick]
+        [--threads 1 2] [--rounds 3] [--new-tokens 8]
+    python -m benchmarks.focus.time_split --fold benchmarks/focus/results/focus_time_split.json
 
 Every configuration is built by :func:`~benchmarks.focus.operating_point.build_model`
 (``sinks@NAME`` matched at the length) and timed on the same prose as
@@ -30,7 +31,8 @@ prefill_speedup_bound` at the share of causal pairs its Focus layers keep on the
 (:func:`~benchmarks.focus.long_context.pair_share`): the prefill speed-up its pattern
 allows were the attention's cost proportional to the pairs and routing free; ``of_bound``
 is the measured speed-up over it. Times are medians over the rounds; the speed-ups the
-medians of the per-round ratios to full attention.
+medians of the per-round ratios to full attention. ``--fold`` puts a saved run's speed-ups
+into the canonical speed table (:func:`fold`), which the verdict reads.
 """
 from __future__ import annotations
 
@@ -238,6 +240,60 @@ def _row(name: str, threads: int, length: int, kept: float, rounds: List[Dict[st
     return row
 
 
+def op_speed_run(doc: Dict[str, Any], threads: int) -> Dict[str, Any]:
+    """The rounds of a saved run (``focus_time_split.json``) at ``threads`` as a run of
+    :mod:`benchmarks.focus.op_speed` (its rows, verdicts and conditions), so that
+    :mod:`benchmarks.focus.op_speed_canonical` can fold it into the canonical speed table:
+    one answer to "how fast is this row at 8K", the latest timing. The machine counts as
+    under load when the 1-minute load before any round exceeds the threads by more than
+    :data:`~quest_geometric._utils.cpu_load.CONTENTION_MARGIN` (op_speed's rule)."""
+    from benchmarks.focus.op_speed import REFERENCE, TARGET, summarize_rounds
+    from quest_geometric._utils.cpu_load import CONTENTION_MARGIN
+
+    meta, n = doc["meta"], doc["meta"]["new_tokens"]
+    mine = [r for r in meta["records"] if r["threads"] == threads]
+    if not mine:
+        raise ValueError(f"op_speed_run: no round at {threads} thread(s)")
+    records = []
+    for rec in mine:
+        pre = {k: rec[k]["prefill_s"] for k in rec["order"]}
+        dec = {k: rec[k]["step_s"] * n for k in rec["order"]}
+        records.append({"length": meta["length"], "prefill_s": pre, "decode_s": dec,
+                        "prefill_ratio": {k: v / pre[REFERENCE] for k, v in pre.items()},
+                        "decode_ratio": {k: v / dec[REFERENCE] for k, v in dec.items()}})
+    under = any(float(r["load1"]) > threads + CONTENTION_MARGIN for r in mine)
+    rows = summarize_rounds(records, n)
+    for row in rows:
+        fast = min(row["prefill_speedup"], row["decode_speedup"]) >= TARGET
+        row["verdict"] = ("reference" if row["config"] == REFERENCE else "none (under load)"
+                          if under else f"{'meets' if fast else 'below'} {TARGET}x")
+    keep = ("date", "cpu_model", "processor", "cpu_count", "torch", "python")
+    return {"meta": {**{k: meta.get(k) for k in keep}, "threads": threads,
+                     "rounds_per_length": len(mine), "new_tokens": n, "under_load": under,
+                     "source": "benchmarks.focus.time_split"}, "rows": rows}
+
+
+def fold(path: Any, folder: Any = None) -> List[Any]:
+    """Fold the saved run ``path`` into the canonical speed tables, one per thread count it
+    ran (:func:`op_speed_run`); returns the tables' JSON paths."""
+    import json
+    from pathlib import Path
+
+    from benchmarks.focus import op_speed_canonical as canon
+
+    folder = Path(canon.CANONICAL if folder is None else folder)
+    doc = json.loads(Path(path).read_text())
+    out = []
+    for t in sorted({r["threads"] for r in doc["meta"]["records"]}):
+        runs = canon.runs_of(op_speed_run(doc, t))
+        old = canon.canonical_path(t, folder)
+        if old.is_file():
+            runs += canon.runs_of(json.loads(old.read_text()))
+        rows, used = canon.merge_runs(runs)
+        out.append(canon.write_canonical(rows, used, t, folder))
+    return out
+
+
 def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     """The command line of ``python -m benchmarks.focus.time_split``."""
     from quest_geometric.profile import write_results
@@ -250,7 +306,11 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     p.add_argument("--new-tokens", type=int, default=8)
     p.add_argument("--out", default="benchmarks/focus/results")
     p.add_argument("--name", default="focus_time_split")
+    p.add_argument("--fold", default=None, metavar="JSON",
+                   help="fold a saved run into the canonical speed tables, time nothing")
     a = p.parse_args(argv)
+    if a.fold:
+        return {"paths": fold(a.fold)}
     res = run(a.configs, a.length, a.threads, a.rounds, a.new_tokens)
     meta = {"model": "SmolLM2-135M-Instruct (Q4_1 weights, float32)", "length": a.length,
             "new_tokens": a.new_tokens, "rounds": a.rounds, "round_seed": ROUND_SEED,

@@ -56,3 +56,51 @@ def test_timers_see_every_part_and_change_nothing():
     # the prefill's parts add up to the prefill (glue is what the timers did not name)
     total = sum(parts[p] for p in (*ts.PREFILL_PARTS, "glue", "rest"))
     assert total == pytest.approx(parts["prefill_s"], rel=1e-9)
+
+
+def _doc(loads=("1.0", "1.1")):
+    """A saved run by hand: two rounds at one thread, full attention and one row."""
+    rounds = [({"full": (10.0, 0.2), "row": (5.0, 0.1)}, loads[0]),
+              ({"full": (12.0, 0.2), "row": (8.0, 0.25)}, loads[1])]
+    records = [{"threads": 1, "round": i, "order": ["row", "full"], "load1": load,
+                **{k: {"prefill_s": p, "step_s": s} for k, (p, s) in r.items()}}
+               for i, (r, load) in enumerate(rounds)]
+    return {"meta": {"date": "2026-12-06 10:14 UTC", "length": 8192, "new_tokens": 4,
+                     "records": records}, "rows": []}
+
+
+def test_a_saved_run_becomes_an_op_speed_run():
+    run = ts.op_speed_run(_doc(), 1)
+    row = next(r for r in run["rows"] if r["config"] == "row")
+    assert row["prefill_speedup"] == pytest.approx((10 / 5 + 12 / 8) / 2)
+    assert row["decode_speedup"] == pytest.approx((0.2 / 0.1 + 0.2 / 0.25) / 2)
+    assert (row["prefill_speedup_min"], row["prefill_speedup_max"]) == (1.5, 2.0)
+    assert row["decode_tok_s"] == pytest.approx((1 / 0.1 + 1 / 0.25) / 2)
+    assert row["verdict"] == "meets 1.3x" and run["meta"]["under_load"] is False  # 1.75, 1.4
+    busy = ts.op_speed_run(_doc(("1.0", "2.0")), 1)  # one round began beside other work
+    assert busy["meta"]["under_load"] is True
+    assert next(r for r in busy["rows"] if r["config"] == "row")["verdict"] == \
+        "none (under load)"
+    with pytest.raises(ValueError, match="no round at 2 thread"):
+        ts.op_speed_run(_doc(), 2)
+
+
+def test_fold_replaces_the_rows_it_timed(tmp_path):
+    import json
+
+    from benchmarks.focus import op_speed_canonical as canon
+
+    older = {"meta": {"date": "2026-12-01 00:00 UTC", "threads": 1}, "rows": [
+        {"config": "full", "length": 8192, "prefill_speedup": 1.0, "decode_speedup": 1.0},
+        {"config": "row", "length": 8192, "prefill_speedup": 3.0, "decode_speedup": 3.0},
+        {"config": "other", "length": 8192, "prefill_speedup": 0.5, "decode_speedup": 0.5}]}
+    rows, used = canon.merge_runs(canon.runs_of(older))
+    canon.write_canonical(rows, used, 1, tmp_path)
+    saved = tmp_path / "run.json"
+    saved.write_text(json.dumps(_doc()))
+    (path,) = ts.fold(saved, tmp_path)
+    got = {r["config"]: r for r in json.loads(path.read_text())["rows"]
+           if not r["config"].startswith("full")}
+    assert got["row"]["prefill_speedup"] == pytest.approx(1.75)  # the newer run's
+    assert got["row"]["run"] == "2026-12-06 10:14 UTC"
+    assert got["other"]["prefill_speedup"] == 0.5  # a row the new run did not time stays

@@ -108,10 +108,10 @@ print("RESULT " + json.dumps(out))
 
 #: Timed calls per child (after one warm-up call, except ``smollm2``, whose one timed prefill
 #: follows the model load) and rounds per (subject, threads) unless ``--rounds`` is given.
-REPEAT = {"qsv": 30, "qsv_compiled": 30, "focus_blocks": 2, "smollm2": 1}
+REPEAT = {"qsv": 30, "qsv_compiled": 30, "focus_blocks": 5, "smollm2": 1}
 #: The allocator settings a child can run under (``--allocator``).
 ALLOCATORS = ("default", "reuse")
-ROUNDS = {"qsv": 5, "qsv_compiled": 2, "focus_blocks": 5, "smollm2": 2}
+ROUNDS = {"qsv": 9, "qsv_compiled": 3, "focus_blocks": 9, "smollm2": 2}
 
 
 def load1() -> float:

@@ -79,6 +79,7 @@ SOURCES: dict[str, str] = {
     "focus_verdict.md": "benchmarks/focus/results/focus_verdict.md",
     "qk_geometry_long.md": "benchmarks/qk_geometry/results/qk_geometry_long.md",
     "qk_geometry.md": "benchmarks/qk_geometry/results/qk_geometry.md",
+    "before_after.md": "benchmarks/operators/results/before_after.md",
     "qk_pretrained.md": "benchmarks/qk_geometry/results/qk_pretrained.md",
     "qk_geometry_compare.md": "benchmarks/qk_geometry/results/qk_geometry_compare.md",
 }

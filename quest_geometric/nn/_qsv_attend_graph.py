@@ -208,8 +208,7 @@ def _backward(ctx: Any, grad: Optional[Tensor], grad_weights: Optional[Tensor],
 _attend_graph_op.register_autograd(_backward, setup_context=_setup)
 
 
-@torch.library.custom_op("quest_geometric::qsv_attend_graph_rotate", mutates_args=())
-def _attend_graph_rotate_op(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor,
+def _attend_graph_rotate_impl(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor,
                             src: Tensor, dst: Tensor, num_dst: int, want_alpha: bool,
                             rot: Tensor, bias: Optional[Tensor], check_finite: bool = False
                             ) -> tuple[Tensor, Tensor]:
@@ -226,6 +225,12 @@ def _attend_graph_rotate_op(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Ten
     if check_finite and not all_finite(y):
         raise NonFiniteOutput("attend_graph_rotate: the output holds NaN or infinite entries")
     return y.view(Nd, H, C), (weights if want_alpha else weights.new_empty(0))
+
+
+# The operator, for compiled graphs; eager calls run the implementation directly (forward
+# only, so the dispatcher has nothing to add but its cost).
+_attend_graph_rotate_op = torch.library.custom_op(
+    "quest_geometric::qsv_attend_graph_rotate", mutates_args=())(_attend_graph_rotate_impl)
 
 
 @_attend_graph_rotate_op.register_fake
@@ -267,8 +272,9 @@ def attend_graph_rotate(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor,
     Returns:
         ``(z [N_dst, H, C], alpha [E, H])``, as :func:`attend_graph`.
     """
-    return _attend_graph_rotate_op(q_src, q_dst, scale, xs, src.long(), dst.long(), num_dst,
-                                   want_alpha, rot, bias, check_finite)
+    op = _attend_graph_rotate_op if torch.compiler.is_compiling() else _attend_graph_rotate_impl
+    return op(q_src, q_dst, scale, xs, src.long(), dst.long(), num_dst, want_alpha, rot, bias,
+              check_finite)
 
 
 def attend_graph(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,

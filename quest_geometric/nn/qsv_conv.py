@@ -706,9 +706,15 @@ class QSVConv(MessagePassing):
             # non-finite (inf * 0 is NaN), which the normalisation, the rotation back and so
             # the row's output keep; forward's check of the output names the features then.
             return q, q, xs.view(Ns, H, m, 4), rot
-        self._check_finite_inputs(unchecked)
         q_src = self.quaternions(x_src)
         q_dst = self.quaternions(x_dst) if bipartite else q_src
+        if self.lin_q is None:  # node quaternions: the features must be checked themselves
+            self._check_finite_inputs(unchecked)
+        elif unchecked and not (all_finite(q_src) and (not bipartite or all_finite(q_dst))):
+            # as in the prologue, a non-finite feature always gives a non-finite quaternion
+            # (4 H numbers a row checked instead of C): the inputs are checked by name only
+            # then, or the projection overflowed
+            self._refuse_overflow(x_src, x_dst, unchecked)
         xs = x_src.view(Ns, H, m, 4)
         if not self.transport:
             return q_src, q_dst, xs, None

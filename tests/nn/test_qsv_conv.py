@@ -527,11 +527,30 @@ def test_input_checked_once_when_one_tensor_feeds_both_sides(monkeypatch):
     conv = QSVConv(8, 8)
     x, ei = torch.randn(6, 8), knn_edges(6, 2)
     out = conv(x, ei)
-    # the input once, then the output (for overflow)
-    assert len(seen) == 2 and seen[0] is x and seen[1].shape == out.shape
+    # the quaternions once (every feature enters them), then the output (for overflow)
+    assert len(seen) == 2 and seen[0].shape == (6, conv.heads, 4)
+    assert seen[1].shape == out.shape
     seen.clear()
-    conv((x, x.clone()), ei)  # bipartite: both sides are checked
-    assert len(seen) == 3
+    conv((x, x.clone()), ei)  # bipartite: both sides' quaternions are checked
+    assert len(seen) == 3 and seen[0].shape == seen[1].shape == (6, conv.heads, 4)
+    seen.clear()
+    # node quaternions do not read the features: the input itself is checked
+    QSVConv(8, 8, quaternion="node", num_nodes=6)(x, ei)
+    assert len(seen) == 2 and seen[0] is x
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_non_finite_feature_named_through_the_quaternion_check(bad):
+    # the gradient path checks the quaternions, not the features; a non-finite feature in
+    # one channel of one row still reaches them and is reported by the input's name
+    conv = QSVConv(8, 8)
+    ei = knn_edges(6, 2)
+    for x, name in ((torch.randn(6, 8), "x"), ((torch.randn(6, 8), torch.randn(6, 8)),
+                                                 r"x\[1\] \(x_dst\)")):
+        target = x if isinstance(x, torch.Tensor) else x[1]
+        target[3, 5] = bad
+        with pytest.raises(ValueError, match=rf"QSVConv: '{name}' must be finite"):
+            conv(x, ei)
 
 
 def test_other_dtype_than_parameters_is_a_type_error():

@@ -572,13 +572,13 @@ class _BlocksPlan:
         if self.nseq > 1:  # keys of another sequence count as excluded too
             sq = self.seq[q0:q0 + nb * bq].view(nb, bq, 1)
             same |= sq != _windows(self.seq, k0, nb, bq, lk).unsqueeze(1)
-        drop = same.logical_or_(outside)  # [nb, bq, lk]: excluded pairs (same is a new tensor)
-        bias = torch.zeros(drop.shape, dtype=self.dtype, device=dev).masked_fill_(
-            drop, float("-inf"))
+        ninf = torch.tensor(float("-inf"), dtype=self.dtype, device=dev)
+        static = torch.where(outside, ninf, torch.tensor(0.0, dtype=self.dtype, device=dev))
+        bias = torch.where(same, ninf, static)  # [nb, bq, lk] in one pass over the blocks
         if kk == 1:
             row_any = self.band_any[q0:q0 + nb * bq]
         else:
-            row_any = ~drop.all(-1).view(-1)
+            row_any = ~(same | outside).all(-1).view(-1)
         self.segments.append(_BandSegment(q0, k0, nb, bq, lk, bias.unsqueeze(1), row_any))
 
     def bucket_chunks(self, idx: Tensor, g: int, dtype: torch.dtype):

@@ -183,6 +183,7 @@ def test_missing_measurements_are_not_met(study):
     assert _focus(study)["baselines_check"] == "not measured (passkey vs window, passkey vs " \
         "random)"
     (op / "K8_top2_w64_random.json").unlink()
+    (study / LONG_FILE).unlink()  # without 8K windows the 1K blocks decide the perplexity
     assert _focus(study)["baselines_check"] == "not measured (perplexity, passkey vs window, " \
         "passkey vs random)"
 
@@ -270,7 +271,9 @@ def test_an_untimed_row_takes_the_longest_timing_of_its_pattern(study):
 
 def test_worse_on_most_blocks_by_a_sign_test_misses_the_baselines(study):
     """Twelve blocks: the row is 3% worse than the window on eleven and far better on one, so
-    the paired interval holds 0 while the exact sign test (11 of 12, p = 0.006) does not."""
+    the paired interval holds 0 while the exact sign test (11 of 12, p = 0.006) does not.
+    (The 1K blocks decide the baselines only without 8K windows: none here.)"""
+    (study / LONG_FILE).unlink()
     op = study / "focus_operating_point"
     full = [2.0 + 0.05 * i for i in range(12)]
     (op / "full.json").write_text(json.dumps({

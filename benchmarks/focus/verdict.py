@@ -503,9 +503,9 @@ def write_verdict(results: Path | str = "benchmarks/focus/results", out: Path | 
            "target**; the table is the frontier measured so far (plot: "
            f"`{name}.png`)."))
     meta = {"target": {k: list(v) if isinstance(v, tuple) else v for k, v in TARGET.items()},
-            "met_by": met, "sources": ["focus_operating_point/*.json", LONG_FILE,
-                                       "focus_passkey_trials.jsonl",
-                                       *[SPEED_FILE.format(t=t) for t in TARGET["threads"]]]}
+            "met_by": met, "min_windows": MIN_WINDOWS,
+            "sources": ["focus_operating_point/*.json", LONG_FILE, "focus_passkey_trials.jsonl",
+                        *[SPEED_FILE.format(t=t) for t in TARGET["threads"]]]}
     write_results(name, rows, out, meta=meta, columns=COLUMNS, notes=notes,
                   title="Focus on SmolLM2-135M: the operating point against the target")
     _plot(rows, out / f"{name}.png")

@@ -53,6 +53,7 @@ SOURCES: dict[str, str] = {
     "qsv_breakdown": "benchmarks/qsv/results/qsv_forward_breakdown.json",
     "qsv_small_graphs": "benchmarks/qsv/results/qsv_small_graphs.json",
     "focus_long_context": "benchmarks/focus/results/focus_long_context/summary.json",
+    "focus_time_split": "benchmarks/focus/results/focus_time_split.json",
     # markdown tables shown (narrowed) on docs/benchmarks.md; each has its CSV beside it
     "qsv_layer_speed.md": "benchmarks/qsv/results/qsv_layer_speed.md",
     "qsv_memory.md": "benchmarks/qsv/results/qsv_memory.md",
@@ -129,6 +130,8 @@ BLOCKS: dict[str, Callable[[Results], str]] = {
     "focus verdict sentence": headlines.verdict_sentence,
     "focus 8k sentence": headlines.long_context_sentence,
     "focus step cost": headlines.step_cost_sentence,
+    "focus time split": headlines.time_split_table,
+    "focus 8k frontier": headlines.frontier_sentence,
     "focus caveat": headlines.pretrained_caveat,
     "focus verdict quality": headlines.verdict_quality_table,
     "focus verdict passkey speed": headlines.verdict_passkey_speed_table,

@@ -306,6 +306,86 @@ def step_cost_sentence(load: Load) -> str:
             "each: " + "; ".join(parts) + ".")
 
 
+_SPLIT_COLS = ("row", "threads", "pairs at 8K", "prefill vs full", "bound", "of bound",
+               "Focus attention: routing / planning / gathers / kernels / merge / glue (s)",
+               "rest (s)", "decoding vs full", "step: cache / routing / attention / rest (ms)")
+
+
+def time_split_table(load: Load) -> str:
+    """Where each chosen row's time goes at 8K: its prefill against full attention and the
+    bound its share of pairs sets, the parts of its attention, and a cached step's parts."""
+    rows = []
+    for r in load("focus_time_split")["rows"]:
+        parts = " / ".join(f"{r[f'{p}_s']:.2f}" for p in
+                           ("routing", "planning", "gathers", "kernels", "merge", "glue"))
+        step = " / ".join(f"{r[f'{p}_ms']:.0f}" for p in
+                          ("cache", "step_routing", "step_attention", "step_rest"))
+        rows.append((f"`{r['config']}`", str(r["threads"]), f"{r['pairs_kept']:.0%}",
+                     f"{r['prefill_speedup']:.2f}x", f"{r['prefill_bound']:.2f}x",
+                     f"{r['of_bound']:.0%}", parts, f"{r['rest_s']:.1f}",
+                     f"{r['decode_speedup']:.2f}x", step))
+    return _table(rows, _SPLIT_COLS)
+
+
+def decode_bound(full: dict) -> float:
+    """The decoding speed-up a pattern could reach were its attention and routing free: full
+    attention's step over the parts every mode pays (the cache update and the rest)."""
+    return full["step_ms"] / (full["cache_ms"] + full["step_rest_ms"])
+
+
+def frontier_sentence(load: Load) -> str:
+    """The 8K frontier: each chosen row measured on enough windows, its quality against full
+    attention and the window plus sinks, its prefill against the bound its share sets and
+    its decoding, beside the window plus sinks' speed; the other rows in one clause; the
+    bound a free attention sets on decoding."""
+    split = load("focus_time_split")
+    verdict = {r["name"]: r for r in load("focus_verdict")["rows"]}
+    least = load("focus_verdict")["meta"].get("min_windows", 6)
+    by = {(r["config"], r["threads"]): r for r in split["rows"]}
+    threads = sorted({r["threads"] for r in split["rows"]})
+    rows = [r["config"] for r in split["rows"] if r["threads"] == threads[0]
+            and r["config"] != "full" and not r["config"].startswith("sinks@")]
+    met = [n for n in rows if verdict.get(n, {}).get("verdict") == "meets the target"]
+    ts = " / ".join(str(t) for t in threads)
+
+    def x(name: str, key: str) -> str:
+        return " / ".join(f"{by[(name, t)][key]:.2f}x" for t in threads)
+
+    decided = [n for n in rows if verdict.get(n, {}).get("ood_8k_windows", 0) >= least]
+    out = ["No Focus configuration meets the target at 8,192 tokens." if not met else
+           f"{', '.join(f'`{n}`' for n in met)} meet{'s' if len(met) == 1 else ''} the "
+           "target at 8,192 tokens."]
+    for name in decided:
+        v, r = verdict[name], by[(name, threads[0])]
+        text = (f"`{name}` keeps {r['pairs_kept']:.0%} of the pairs and is "
+                f"{v['ood_8k_pct']:+.1f}% against full attention ({v['ood_8k_windows']} "
+                "windows)")
+        if "ood_8k_vs_window_pct" in v:
+            text += (f" and {v['ood_8k_vs_window_pct']:+.1f}% against the window plus sinks "
+                     f"(p = {v['ood_8k_vs_window_p']:.2g})")
+        text += (f"; its prefill runs {x(name, 'prefill_speedup')} ({ts} threads) of the "
+                 f"{r['prefill_bound']:.2f}x its share allows and its decoding "
+                 f"{x(name, 'decode_speedup')}")
+        if (f"sinks@{name}", threads[0]) in by:
+            text += (f", while the window plus sinks at the same share runs "
+                     f"{x(f'sinks@{name}', 'prefill_speedup')} and "
+                     f"{x(f'sinks@{name}', 'decode_speedup')}")
+        out.append(text + ".")
+    others = [n for n in rows if n not in decided]
+    if others:
+        shares = [by[(n, threads[0])]["pairs_kept"] for n in others]
+        bounds = [by[(n, threads[0])]["prefill_bound"] for n in others]
+        out.append(f"The other rows keep {min(shares):.0%}-{max(shares):.0%} of the pairs "
+                   f"(prefill bounds {min(bounds):.2f}-{max(bounds):.2f}x) and are measured "
+                   f"on fewer than {least} windows.")
+    full = [by[("full", t)] for t in threads]
+    out.append("With free attention and routing a decoding step could be at most "
+               + " / ".join(f"{decode_bound(f):.2f}x" for f in full)
+               + " faster than full attention's: the cache update and the rest of the step "
+               "remain.")
+    return " ".join(out)
+
+
 _Q_COLS = ("row", "pairs 8K", "8K out of domain (windows)", "8K vs window", "8K vs random",
            "1K out of domain", "1K median block", "1K test", "1K vs window (95% CI)",
            "1K vs random", "verdict")

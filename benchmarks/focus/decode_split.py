@@ -33,6 +33,7 @@ from typing import Any, Dict, List, Optional
 import torch
 
 from quest_geometric.profile import write_results
+from benchmarks.focus.time_split import Timers
 from benchmarks.focus.decode_step import (
     MODES,
     ROUND_SEED,
@@ -49,41 +50,13 @@ __all__ = ["PARTS", "main", "run"]
 PARTS = ("cache_ms", "attention_ms", "routing_ms")
 
 
-class _Timers:
-    """Wrap module attributes with timers that add to :attr:`acc` (restored by
-    :meth:`restore`)."""
-
-    def __init__(self) -> None:
-        self.acc: Dict[str, float] = defaultdict(float)
-        self._saved: List[tuple] = []
-
-    def wrap(self, owner: Any, name: str, part: str) -> None:
-        f = getattr(owner, name)
-        acc = self.acc
-
-        def timed(*a: Any, **kw: Any) -> Any:
-            t0 = time.perf_counter()
-            try:
-                return f(*a, **kw)
-            finally:
-                acc[part] += time.perf_counter() - t0
-
-        self._saved.append((owner, name, f))
-        setattr(owner, name, timed)
-
-    def restore(self) -> None:
-        for owner, name, f in reversed(self._saved):
-            setattr(owner, name, f)
-        self._saved.clear()
-
-
-def _install() -> _Timers:
+def _install() -> Timers:
     import transformers.cache_utils as cu
     import transformers.integrations.sdpa_attention as sd
 
     import quest_geometric.nn.focus.composed as comp
 
-    t = _Timers()
+    t = Timers()
     t.wrap(cu.Cache, "update", "cache_ms")
     t.wrap(sd, "sdpa_attention_forward", "attention_ms")
     t.wrap(comp, "focus_decode_attention", "attention_ms")

@@ -117,6 +117,31 @@ def test_long_context_sentence_reads_the_pairs(gen):
     assert "and is outside the target's" in headlines.long_context_sentence(Load())
 
 
+def test_long_trained_routers_are_compared_with_their_start(gen):
+    """A row trained further on long blocks gets its own sentence: against the 1K-trained
+    routers it started from (paired by window), against full attention and the window."""
+    import headlines
+
+    files = {k: json.loads((ROOT / gen.SOURCES[k]).read_text())
+             for k in ("focus_long_context", "focus_verdict")}
+    ood = files["focus_long_context"]["sets"]["ood"]
+    parent = next(n for n in ood if n.startswith("K") and not n.endswith("_random"))
+    pair = {"n": 8, "ppl_change_pct": -2.5, "p_perm": 0.04, "worse": 1}
+    ood[f"{parent}_4k"] = {**ood[parent], "vs_parent": {**pair, "against": parent}}
+
+    class Load:
+        def __call__(self, key):
+            return files[key]
+
+    text = headlines.long_context_sentence(Load())
+    assert (f"Routers trained further on 4K-token blocks, `{parent}_4k`, are -2.5% "
+            f"(permutation p = 0.04, worse on 1 of 8 windows) against the 1K-trained "
+            f"`{parent}`") in text
+    assert text.count(f"`{parent}_4k` (") == 0  # not reported as a row of its own
+    ood[f"{parent}_4k"]["vs_parent"]["n"] = 3
+    assert "(fewer than 6 windows: not yet a finding)" in headlines.long_context_sentence(Load())
+
+
 def test_span_and_p_formatting(gen):
     import headlines
 

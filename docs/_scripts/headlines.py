@@ -236,7 +236,8 @@ def long_context_sentence(load: Load) -> str:
     target = verdict["meta"]["target"]["ood_delta_pct"]
     cuts = [n for n in ood if n.startswith("cut")]
     rows = [n for n in ood if n != "full" and n not in cuts and not n.startswith("sinks@")
-            and not n.endswith("_random")]
+            and not n.endswith("_random") and not ood[n].get("vs_parent")]
+    longer = [n for n in ood if ood[n].get("vs_parent")]  # routers trained on long blocks
     # the smallest sample whose exact two-sided paired permutation test can reach p < 0.05
     least = next(n for n in range(1, 64) if 2 / 2 ** n < 0.05)
     short = [n for n in rows if not ood[n].get("vs_window")
@@ -277,6 +278,17 @@ def long_context_sentence(load: Load) -> str:
                  f"{'within' if within else 'outside'} the target's {target:g}% of full "
                  "attention.")
         out.append(text)
+    for name in longer:
+        r = ood[name]
+        text = (f"Routers trained further on {name.rsplit('_', 1)[-1].upper()}-token blocks, "
+                f"`{name}`, are {_paired(r['vs_parent'])} against the 1K-trained "
+                f"`{r['vs_parent']['against']}` they started from on the same windows, "
+                f"{_paired(r['vs_full'])} against full attention")
+        if r.get("vs_window"):
+            text += f" and {_paired(r['vs_window'])} against the window plus sinks"
+        if r["vs_parent"]["n"] < least:
+            text += f" (fewer than {least} windows: not yet a finding)"
+        out.append(text + ".")
     if short:
         out.append("Not yet measured on enough windows to decide (fewer than "
                    f"{least} paired with the window plus sinks): "

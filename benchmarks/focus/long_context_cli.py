@@ -3,6 +3,7 @@ single long documents, full attention, context cuts and the operating-point rows
 
     python -m benchmarks.focus.long_context_cli run [--windows 6] [--max-minutes M]  # resumable
     python -m benchmarks.focus.long_context_cli run --configs NAME [NAME ...]  # some only
+    python -m benchmarks.focus.long_context_cli run --sets ood   # one set's windows only
     python -m benchmarks.focus.long_context_cli table
     python -m benchmarks.focus.long_context_cli windows   # only the windows' record
     python -m benchmarks.focus.long_context_cli --quick   # tiny random-weight Llama, seconds
@@ -37,6 +38,8 @@ def _run(args: argparse.Namespace) -> None:
     base, tok = load_smollm2()
     windows = _windows(tok, args)
     configs = args.configs or lc.configurations()
+    if args.sets:  # the windows of the other sets stay in windows.json, only not run now
+        windows = {s: w for s, w in windows.items() if s in args.sets}
     n = lc.run_grid(base, windows, configs, OUT / "cells.jsonl",
                     max_minutes=args.max_minutes, log=lambda m: print(m, flush=True))
     print(f"{n} cells run", flush=True)
@@ -59,6 +62,8 @@ def main(argv=None) -> None:
     r.add_argument("--max-minutes", type=float, default=None)
     r.add_argument("--configs", nargs="+", default=None,
                    help="run only these configurations (default: every row's grid)")
+    r.add_argument("--sets", nargs="+", choices=("ood", "test"), default=None,
+                   help="run only the windows of these sets (default: both)")
     sub.add_parser("table")
     w = sub.add_parser("windows", help="only write windows.json (tokenizer, no model)")
     w.add_argument("--windows", type=int, default=6)

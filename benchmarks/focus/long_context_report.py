@@ -110,6 +110,7 @@ def summarize(cells: Sequence[Dict[str, Any]], baselines: Optional[Dict[str, str
             mine = list(_by(cells, s, name).values())
             loss = sum(c["trailing_loss"] for c in mine) / len(mine)
             base = (baselines or {}).get(name) if baselines is not None else window_of(name)
+            rand = random_of(name)
             out[s][name] = {
                 "windows": len(mine), "trailing_loss": loss, "trailing_ppl": math.exp(loss),
                 "pairs_kept": sum(c["pairs_kept"] for c in mine) / len(mine),
@@ -117,8 +118,7 @@ def summarize(cells: Sequence[Dict[str, Any]], baselines: Optional[Dict[str, str
                 "bin_diff_vs_full": bin_diff(cells, s, name),
                 "vs_full": paired(cells, s, name, "full") if name != "full" else None,
                 "vs_window": paired(cells, s, name, base) if base else None,
-                "vs_random": (paired(cells, s, name, random_of(name))
-                              if random_of(name) else None),
+                "vs_random": paired(cells, s, name, rand) if rand else None,
                 "vs_parent": (paired(cells, s, name, lc.LONG_TRAINED[name])
                               if name in lc.LONG_TRAINED else None)}
     return out

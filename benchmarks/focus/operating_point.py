@@ -126,16 +126,17 @@ CONFIGS: Dict[str, Dict[str, Any]] = {
     "K8_top2_w64_distill_s4_c280": {"kind": "trained", "K": 8, "top_k": 2, "window": 64,
                                     "objective": "distill", "num_sinks": 4, "steps": 80,
                                     "init_from": "routers_K8_top2_w64_distill_s4_c200"},
-    # the grid's window 256 at K = 8 (4 sinks, from scratch, as the K = 16 corner)
     # issue 54 part 2: the best row trained on where it is used, 4,096-token blocks of the
     # joined training topics (12 blocks; steps 13-16 revisit the first four), from its
-    # 1K-trained routers; decoder checkpointing and a chunked loss keep a step near 4 GiB
+    # 1K-trained routers; decoder checkpointing and a chunked loss let a 4K step fit
+    # (router_step_cost measures it)
     "K16_top2_w256_distill_s4_c200_4k": {"kind": "trained", "K": 16, "top_k": 2,
                                          "window": 256, "objective": "distill",
                                          "num_sinks": 4, "steps": 16, "block": 4096,
                                          "checkpointing": True, "loss_chunk": 512,
                                          "ckpt_every": 2,
                                          "init_from": "routers_K16_top2_w256_distill_s4_c200"},
+    # the grid's window 256 at K = 8 (4 sinks, from scratch, as the K = 16 corner)
     "K8_top2_w256_distill_s4": {"kind": "trained", "K": 8, "top_k": 2, "window": 256,
                                 "objective": "distill", "num_sinks": 4, "steps": 80},
     "K8_top2_w64_distill_s4_c360": {"kind": "trained", "K": 8, "top_k": 2, "window": 64,

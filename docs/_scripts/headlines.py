@@ -238,8 +238,7 @@ def long_context_sentence(load: Load) -> str:
     rows = [n for n in ood if n != "full" and n not in cuts and not n.startswith("sinks@")
             and not n.endswith("_random") and not ood[n].get("vs_parent")]
     longer = [n for n in ood if ood[n].get("vs_parent")]  # routers trained on long blocks
-    # the smallest sample whose exact two-sided paired permutation test can reach p < 0.05
-    least = next(n for n in range(1, 64) if 2 / 2 ** n < 0.05)
+    least = verdict["meta"]["min_windows"]  # the fewest windows a paired test decides with
     short = [n for n in rows if not ood[n].get("vs_window")
              or ood[n]["vs_window"]["n"] < least]
     out = []
@@ -278,22 +277,26 @@ def long_context_sentence(load: Load) -> str:
                  f"{'within' if within else 'outside'} the target's {target:g}% of full "
                  "attention.")
         out.append(text)
-    for name in longer:
-        r = ood[name]
-        text = (f"Routers trained further on {name.rsplit('_', 1)[-1].upper()}-token blocks, "
-                f"`{name}`, are {_paired(r['vs_parent'])} against the 1K-trained "
-                f"`{r['vs_parent']['against']}` they started from on the same windows, "
-                f"{_paired(r['vs_full'])} against full attention")
-        if r.get("vs_window"):
-            text += f" and {_paired(r['vs_window'])} against the window plus sinks"
-        if r["vs_parent"]["n"] < least:
-            text += f" (fewer than {least} windows: not yet a finding)"
-        out.append(text + ".")
+    out += [_long_trained_sentence(name, ood[name], least) for name in longer]
     if short:
         out.append("Not yet measured on enough windows to decide (fewer than "
                    f"{least} paired with the window plus sinks): "
                    + ", ".join(f"`{n}` ({ood[n]['windows']})" for n in short) + ".")
     return "\n\n".join(out)
+
+
+def _long_trained_sentence(name: str, r: dict, least: int) -> str:
+    """Routers trained further on long blocks against the 1K-trained routers they started
+    from, full attention and the window plus sinks (paired by window)."""
+    text = (f"Routers trained further on {name.rsplit('_', 1)[-1].upper()}-token blocks, "
+            f"`{name}`, are {_paired(r['vs_parent'])} against the 1K-trained "
+            f"`{r['vs_parent']['against']}` they started from on the same windows, "
+            f"{_paired(r['vs_full'])} against full attention")
+    if r.get("vs_window"):
+        text += f" and {_paired(r['vs_window'])} against the window plus sinks"
+    if r["vs_parent"]["n"] < least:
+        text += f" (fewer than {least} windows: not yet a finding)"
+    return text + "."
 
 
 def step_cost_sentence(load: Load) -> str:
@@ -351,8 +354,8 @@ def frontier_sentence(load: Load) -> str:
     its decoding, beside the window plus sinks' speed; the other rows in one clause; the
     bound a free attention sets on decoding."""
     split = load("focus_time_split")
-    verdict = {r["name"]: r for r in load("focus_verdict")["rows"]}
-    least = load("focus_verdict")["meta"].get("min_windows", 6)
+    doc = load("focus_verdict")
+    verdict, least = {r["name"]: r for r in doc["rows"]}, doc["meta"]["min_windows"]
     by = {(r["config"], r["threads"]): r for r in split["rows"]}
     threads = sorted({r["threads"] for r in split["rows"]})
     rows = [r["config"] for r in split["rows"] if r["threads"] == threads[0]

@@ -1,46 +1,40 @@
 """Optional-package probes, done once at import time (the PyG way).
 
 ``WITH_TORCH_CLUSTER`` and ``WITH_TORCH_SCATTER`` are ``True`` only when the package imports
-*and* its compiled operators load.  A source build made against a different PyTorch fails at
-import with ``undefined symbol``; that is treated like absence.  Nothing is raised here: a
-clear :class:`ImportError` is raised only when a path that needs the package is requested,
-through :func:`require`.
+*and* its compiled operators load: a source build made against another PyTorch fails at
+import with ``undefined symbol``, which counts as absence.  Nothing is raised here;
+:func:`require` raises a clear :class:`ImportError` when a path that needs the package is
+requested.
 """
 from __future__ import annotations
 
+import importlib
 import warnings
-
-WITH_TORCH_CLUSTER: bool = False
-WITH_TORCH_SCATTER: bool = False
 
 #: Why each optional package is unavailable (empty when it is available).
 UNAVAILABLE_REASON: dict[str, str] = {}
 
-try:  # pragma: no cover - depends on the environment
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import torch_cluster  # noqa: F401
 
-        torch_cluster.knn  # noqa: B018  (attribute access forces the operator library)
-    WITH_TORCH_CLUSTER = True
-except (ImportError, OSError, AttributeError, RuntimeError) as e:  # pragma: no cover
-    UNAVAILABLE_REASON["torch_cluster"] = f"{type(e).__name__}: {e}"
+def _probe(package: str, attribute: str) -> bool:
+    """Whether ``package`` imports and ``package.attribute`` (which forces its operator
+    library to load) is there; records why not."""
+    try:  # pragma: no cover - depends on the environment
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            getattr(importlib.import_module(package), attribute)
+        return True
+    except (ImportError, OSError, AttributeError, RuntimeError) as e:  # pragma: no cover
+        UNAVAILABLE_REASON[package] = f"{type(e).__name__}: {e}"
+        return False
 
-try:  # pragma: no cover - depends on the environment
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import torch_scatter  # noqa: F401
 
-        torch_scatter.scatter  # noqa: B018
-    WITH_TORCH_SCATTER = True
-except (ImportError, OSError, AttributeError, RuntimeError) as e:  # pragma: no cover
-    UNAVAILABLE_REASON["torch_scatter"] = f"{type(e).__name__}: {e}"
+WITH_TORCH_CLUSTER: bool = _probe("torch_cluster", "knn")
+WITH_TORCH_SCATTER: bool = _probe("torch_scatter", "scatter")
 
 #: PyG >= 2.8 warns on its first import, wherever torch-cluster is installed, that it "is no
-#: longer necessary and is being ignored": PyG itself no longer uses it, but this project's
-#: 'torch_cluster' kNN back-end does (:func:`~quest_geometric.geometry.knn.knn_graph`).
-#: PyG is first imported here, with exactly that warning filtered (pyproject's pytest
-#: filterwarnings holds the same entry for tests that import PyG first).
+#: longer necessary and is being ignored"; this project's 'torch_cluster' kNN back-end still
+#: uses it (:func:`~quest_geometric.geometry.knn.knn_graph`).  PyG is first imported here,
+#: with exactly that warning filtered (pyproject's pytest filterwarnings holds the same).
 _TORCH_CLUSTER_NOTICE = "'torch-cluster' is no longer necessary"
 
 with warnings.catch_warnings():
@@ -70,10 +64,8 @@ def require(package: str, feature: str) -> None:
     if not available[package]:
         reason = UNAVAILABLE_REASON.get(package, "not installed")
         pkg = package.replace("_", "-")
-        raise ImportError(
-            f"{feature} requires '{pkg}', which is unavailable ({reason}); "
-            + _INSTALL_HINT.format(pkg=pkg)
-        )
+        raise ImportError(f"{feature} requires '{pkg}', which is unavailable ({reason}); "
+                          + _INSTALL_HINT.format(pkg=pkg))
 
 
 __all__ = ["WITH_TORCH_CLUSTER", "WITH_TORCH_SCATTER", "UNAVAILABLE_REASON", "require"]

@@ -1,19 +1,14 @@
 r""":class:`~quest_geometric.nn.QSVConv`'s attention over a graph of unknown layout, as one
 custom operator (``quest_geometric::qsv_attend_graph``).
 
-A compiled layer with ``dense=None`` cannot read the layout on the host. Choosing the path in
-the graph with :func:`torch.cond` works, but the backward of :func:`torch.cond` runs the taken
-branch's forward again (the attention twice per step). This operator makes the choice inside
-its own implementation instead, which the compiler treats as opaque: where the targets have the
-dense layout (``dst == arange(N_dst).repeat_interleave(k)``) it runs the native kernel
+A compiled layer with ``dense=None`` cannot read the layout on the host, and the backward of
+:func:`torch.cond` would run the taken branch's forward again.  This operator makes the choice
+inside its own (opaque) implementation instead: where the targets have the dense layout
+(``dst == arange(N_dst).repeat_interleave(k)``) it runs the native kernel
 (:func:`~quest_geometric.nn._qsv_native.attend_checked`, which checks each row's targets
-beside its sources just before the row's attention: no pass of its own, as the operator runs
-at every call, eagerly too),
-elsewhere a scatter form over the edges;
-its backward runs the form that computed the forward, from the weights it saved, so nothing
-is recomputed.  Its forward-only sibling ``quest_geometric::qsv_attend_graph_rotate``
-(:func:`attend_graph_rotate`) also applies the layer's output rotation and bias, in the
-kernel's pass on the dense layout: what a compiled layer runs when no gradient is needed.
+beside its sources: no pass of its own), elsewhere a scatter form over the edges.  Its
+backward runs the form that computed the forward, from the weights it saved.  The
+forward-only :func:`attend_graph_rotate` also applies the layer's output rotation and bias.
 
 Both forms compute, per edge :math:`j \to i` and head :math:`h`,
 
@@ -21,12 +16,9 @@ Both forms compute, per edge :math:`j \to i` and head :math:`h`,
     \alpha_{ij} = \operatorname{softmax}_{j \in \mathcal{N}(i)}\bigl(s_h \langle q_i,
     q_j\rangle\bigr), \qquad y_i = \sum_{j \in \mathcal{N}(i)} \alpha_{ij} x_j,
 
-and the backward, with :math:`g_{ij} = \langle G_i, x_j\rangle + \bar A_{ij}` (the output's
-and the weights' gradients) and :math:`\bar g_{ij} = \alpha_{ij}(g_{ij} - \sum_l \alpha_{il}
-g_{il})`: :math:`\nabla x_j = \sum_i \alpha_{ij} G_i`, :math:`\nabla q_i = \sum_j s_h \bar
-g_{ij} q_j`, :math:`\nabla q_j = \sum_i s_h \bar g_{ij} q_i`, :math:`\nabla s_h = \sum_{ij}
-\bar g_{ij} \langle q_i, q_j\rangle`.  :func:`attend_graph_reference` is the plain autograd
-form beside it (PyG's :func:`~torch_geometric.utils.softmax` and a scatter sum).
+and the backward of :mod:`~quest_geometric.nn._qsv_native`, with the weights' gradient
+:math:`\bar A_{ij}` added to :math:`g_{ij}`.  :func:`attend_graph_reference` is the plain
+autograd form.
 """
 from __future__ import annotations
 
@@ -36,8 +28,8 @@ import torch
 from torch import Tensor
 from torch_geometric.utils import scatter, softmax
 
-from quest_geometric.nn import _qsv_native as native
 from quest_geometric._utils.checks import all_finite
+from quest_geometric.nn import _qsv_native as native
 from quest_geometric.nn._qsv_graph import NonFiniteOutput, check_range, layout_degree
 
 __all__ = ["attend_graph", "attend_graph_reference", "attend_graph_rotate"]
@@ -54,28 +46,16 @@ def attend_graph_reference(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tens
     return out, alpha
 
 
-def _native_k(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, dst: Tensor,
-              num_dst: int) -> int:
-    """``k`` where the native kernel can run and the targets may have the dense layout
-    (``E`` a multiple of ``N_dst``, the first target 0 and the last ``N_dst - 1``), else 0.
-    Whether they do is checked by the kernel itself before its rows
-    (:func:`_dense_attend`), not by a pass of its own."""
-    k = layout_degree(dst.numel(), num_dst)
-    if (not k or not native.supports(q_src, q_dst, scale, xs) or int(dst[0]) != 0
-            or int(dst[-1]) != num_dst - 1):
-        return 0
-    return k
-
-
 def _dense_attend(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
                   dst: Tensor, num_dst: int, rot: Optional[Tensor] = None,
                   bias: Optional[Tensor] = None, check_finite: bool = False
                   ) -> Optional[tuple[Tensor, Tensor, int]]:
-    """The native kernel on the dense layout, which checks it:
-    ``(out, weights [N_dst, H, k], k)``, or :obj:`None` where the targets do not have the
-    layout (the caller runs the scatter form)."""
-    k = _native_k(q_src, q_dst, scale, xs, dst, num_dst)
-    if not k:
+    """``(out, weights [N_dst, H, k], k)`` of the native kernel, which checks the dense
+    layout itself, or :obj:`None` where it cannot run or the targets do not have the layout
+    (the caller runs the scatter form)."""
+    k = layout_degree(dst.numel(), num_dst)
+    if (not k or not native.supports(q_src, q_dst, scale, xs) or int(dst[0]) != 0
+            or int(dst[-1]) != num_dst - 1):
         return None
     out, weights, ok = native.attend_checked(q_src, q_dst, scale, xs, src, k, rot, bias,
                                              targets=dst, check_finite=check_finite)
@@ -88,18 +68,11 @@ def _edge_major(t: Tensor, k: int) -> Tensor:
     return t.transpose(1, 2).reshape(Nd * k, H).clone()
 
 
-def _target_major(t: Tensor, k: int) -> Tensor:
-    """``[N_dst * k, H]`` (edge order) as ``[N_dst, H, k]`` (the kernel's order)."""
-    E, H = t.shape
-    return t.view(E // k, k, H).transpose(1, 2).contiguous()
-
-
 def _scatter_form(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
                   dst: Tensor, num_dst: int) -> tuple[Tensor, Tensor]:
-    """The scatter form both operators run off the dense layout: ``(out [N_dst, H, C],
-    weights [E, H])`` over edges in any order; an index outside the nodes raises the layer's
-    :class:`ValueError` (the operator runs inside compiled graphs, where the layer does not
-    check the range)."""
+    """``(out [N_dst, H, C], weights [E, H])`` over edges in any order; an index outside the
+    nodes raises the layer's :class:`ValueError` (inside compiled graphs too, where the
+    layer does not check the range)."""
     check_range(torch.stack([src, dst]), xs.size(0), num_dst)
     qs, qd = q_src.index_select(0, src), q_dst.index_select(0, dst)
     weights = softmax((qs * qd).sum(-1) * scale, dst, num_nodes=num_dst)
@@ -112,19 +85,18 @@ def _scatter_form(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: 
 def _attend_graph_op(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
                      dst: Tensor, num_dst: int, want_alpha: bool
                      ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """``(out [N_dst, H, C], weights [E * H], order, alpha)``: ``weights`` the softmax
-    weights in the operator's own order, saved for the backward and not differentiable: the
-    kernel's ``[N_dst, H, k]`` where ``order`` (an ``int64`` scalar) holds ``k``, edge order
-    where it holds 0; ``alpha`` the weights in edge order ``[E, H]`` when ``want_alpha``,
-    else empty (no copy for a caller that does not read them)."""
+    """``(out [N_dst, H, C], weights [E * H], order, alpha)``: ``weights`` in the form's own
+    order, saved for the backward (the kernel's ``[N_dst, H, k]`` where the ``int64`` scalar
+    ``order`` holds ``k``, edge order where it holds 0); ``alpha`` the weights in edge order
+    ``[E, H]`` when ``want_alpha``, else empty (no copy)."""
     dense = _dense_attend(q_src, q_dst, scale, xs, src, dst, num_dst)
     if dense is not None:
         out, weights, k = dense
         alpha = _edge_major(weights, k) if want_alpha else weights.new_empty(0)
-        return out, weights.reshape(-1), torch.tensor(k, dtype=torch.int64), alpha
-    out, weights = _scatter_form(q_src, q_dst, scale, xs, src, dst, num_dst)
-    alpha = weights.clone() if want_alpha else weights.new_empty(0)
-    return out, weights.reshape(-1), torch.tensor(0, dtype=torch.int64), alpha
+    else:
+        out, weights = _scatter_form(q_src, q_dst, scale, xs, src, dst, num_dst)
+        alpha, k = weights.clone() if want_alpha else weights.new_empty(0), 0
+    return out, weights.reshape(-1), torch.tensor(k, dtype=torch.int64), alpha
 
 
 @_attend_graph_op.register_fake
@@ -143,16 +115,17 @@ def _attend_graph_backward_op(grad: Tensor, grad_alpha: Optional[Tensor], weight
                               need_q_src: bool, need_xs: bool
                               ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """``(g_q_src, g_q_dst, g_scale [H], g_xs)`` from the output's gradient and the edge-order
-    weights' (:obj:`None` where they are not used), with the forward's ``weights`` in the
-    forward's ``order`` (the form that computed them computes the backward);
-    ``g_q_src`` and ``g_xs`` empty unless asked for."""
+    weights' (:obj:`None` where they are not used), by the form that computed the forward's
+    ``weights``; ``g_q_src`` and ``g_xs`` empty unless asked for."""
     k = int(order)
     H = xs.size(1)
     if k:
+        g_ga = None
+        if grad_alpha is not None:  # edge order [E, H] -> the kernel's [N_dst, H, k]
+            g_ga = grad_alpha.view(-1, k, H).transpose(1, 2).contiguous()
         g_qs, g_qd, g_scale, g_xs = torch.ops.quest_geometric.qsv_attend_backward(
-            grad, None if grad_alpha is None else _target_major(grad_alpha, k),
-            weights.view(num_dst, H, k), q_src, q_dst, scale, xs, src, k, None, None, None,
-            need_q_src, need_xs)
+            grad, g_ga, weights.view(num_dst, H, k), q_src, q_dst, scale, xs, src, k, None,
+            None, None, need_q_src, need_xs)
         return g_qs, g_qd, g_scale.sum(0), g_xs
     alpha = weights.view(-1, H)
     G_i = grad.index_select(0, dst)                                  # [E, H, C]
@@ -209,11 +182,10 @@ _attend_graph_op.register_autograd(_backward, setup_context=_setup)
 
 
 def _attend_graph_rotate_impl(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor,
-                            src: Tensor, dst: Tensor, num_dst: int, want_alpha: bool,
-                            rot: Tensor, bias: Optional[Tensor], check_finite: bool = False
-                            ) -> tuple[Tensor, Tensor]:
-    """``(y [N_dst, H, C], alpha)``: the attention with the layer's output rotation and bias
-    (:func:`attend_graph_rotate`); forward only."""
+                              src: Tensor, dst: Tensor, num_dst: int, want_alpha: bool,
+                              rot: Tensor, bias: Optional[Tensor], check_finite: bool = False
+                              ) -> tuple[Tensor, Tensor]:
+    """``(y [N_dst, H, C], alpha)`` of :func:`attend_graph_rotate`."""
     dense = _dense_attend(q_src, q_dst, scale, xs, src, dst, num_dst, rot, bias, check_finite)
     if dense is not None:
         out, weights, k = dense
@@ -253,12 +225,9 @@ def attend_graph_rotate(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor,
         z_i^{(h)} = \bigl(y_0,\; R_i^{(h)\top} \mathbf{y}_v\bigr) + b^{(h)}
         \quad \text{per quaternion of } y_i^{(h)},
 
-    in the attention kernel's pass where the targets have the dense layout
+    in the kernel's pass on the dense layout
     (:func:`~quest_geometric.nn._qsv_native.attend_rotate`), else the scatter form then
-    :func:`~quest_geometric.nn._qsv_native.rotate`.  **Forward only** (no autograd formula):
-    what a compiled :class:`~quest_geometric.nn.QSVConv` with ``dense=None`` runs when no
-    gradient is needed, as the eager layer runs :func:`~quest_geometric.nn._qsv_native.
-    attend_rotate` on a graph it found dense.
+    :func:`~quest_geometric.nn._qsv_native.rotate`.  **Forward only** (no autograd formula).
 
     Args:
         q_src, q_dst, scale, xs, src, dst, num_dst, want_alpha: as for :func:`attend_graph`.
@@ -266,8 +235,7 @@ def attend_graph_rotate(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor,
             ``[N_dst, H, 3, 3]`` or ``[N_dst, H, 9]``).
         bias (torch.Tensor, optional): ``H * C`` entries, added to the rotated rows.
         check_finite (bool, optional): Raise :class:`~quest_geometric.nn._qsv_graph.
-            NonFiniteOutput` where an output entry is NaN or infinite (in the kernel's pass
-            on the dense layout). (default: :obj:`False`)
+            NonFiniteOutput` where an output entry is NaN or infinite. (default: :obj:`False`)
 
     Returns:
         ``(z [N_dst, H, C], alpha [E, H])``, as :func:`attend_graph`.
@@ -279,13 +247,8 @@ def attend_graph_rotate(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor,
 
 def attend_graph(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
                  dst: Tensor, num_dst: int, want_alpha: bool = True) -> tuple[Tensor, Tensor]:
-    r"""Softmax attention of every target over its in-edges, the layout found inside the
-    operator (module docstring):
-
-    .. math::
-        \alpha_{ij}^{(h)} = \operatorname{softmax}_{j \in \mathcal{N}(i)}\bigl(s_h
-        \langle q_i^{(h)}, q_j^{(h)}\rangle\bigr), \qquad
-        y_i^{(h)} = \sum_{j \in \mathcal{N}(i)} \alpha_{ij}^{(h)} x_j^{(h)}.
+    r"""Softmax attention of every target over its in-edges (see the module docstring), the
+    layout found inside the operator.
 
     Args:
         q_src (torch.Tensor): Source quaternions ``[N_src, H, 4]``.
@@ -296,14 +259,11 @@ def attend_graph(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: T
         dst (torch.Tensor): ``int64`` targets of the edges ``[E]``, any order.
         num_dst (int): ``N_dst``.
         want_alpha (bool, optional): Return the weights in edge order; :obj:`False` returns
-            an empty tensor in their place and saves the copy (the weights are then used only
-            by the backward). (default: :obj:`True`)
+            an empty tensor in their place and saves the copy. (default: :obj:`True`)
 
     Returns:
-        ``(out [N_dst, H, C], alpha [E, H])`` (weights in edge order), differentiable in the
-        quaternions, the scale and the features.  The native kernel runs where the targets
-        have the dense layout and :func:`~quest_geometric.nn._qsv_native.supports` holds, the
-        scatter form elsewhere.  The caller checks the shapes and the index range.
+        ``(out [N_dst, H, C], alpha [E, H])``, differentiable in the quaternions, the scale
+        and the features.
     """
     out, _, _, alpha = _attend_graph_op(q_src, q_dst, scale, xs, src.long(), dst.long(),
                                         num_dst, want_alpha)
@@ -322,14 +282,5 @@ def _backward_flops(grad: Any, grad_alpha: Any, weights: Any, order: Any, q_src:
                                              need_q_src, need_xs)
 
 
-def _register_flop_formulas() -> None:
-    from torch.utils.flop_counter import flop_registry, register_flop_formula
-
-    ops = torch.ops.quest_geometric
-    for packet, formula in ((ops.qsv_attend_graph, _flops),
-                            (ops.qsv_attend_graph_backward, _backward_flops)):
-        if packet not in flop_registry:
-            register_flop_formula(packet)(formula)
-
-
-_register_flop_formulas()
+native.register_flop_formulas({"qsv_attend_graph": _flops,
+                               "qsv_attend_graph_backward": _backward_flops})

@@ -11,17 +11,12 @@ its code, so a cached library is loaded only when
   else (no group or other write bit), created ``0700``;
 - the library is a regular file (opened with ``O_NOFOLLOW``) owned by the user, writable by
   nobody else;
-- its content's SHA-256 equals the one recorded beside it (``<name>.sha256``) when it was
-  built; the hash is checked before the file is mapped, so a truncated or damaged file is
-  never mapped.
+- its content's SHA-256, checked before the file is mapped, equals the one recorded beside
+  it (``<name>.sha256``) when it was built.
 
-A library that fails these checks is rebuilt (in the cache folder where the folder is
-trusted, else in a private temporary folder, removed once the library is loaded), and one
-:class:`RuntimeWarning` says why.  A build is written under a temporary name, flushed to disk
-(``fsync``), its hash recorded the same way, then renamed into place.  Anything that still
-goes wrong (no compiler, a failed build, a library without the expected symbols) leaves the
-kernels unavailable: the layer keeps its PyTorch path, and
-:func:`~quest_geometric.nn.qsv_native_status` says why.
+A library that fails these checks is rebuilt (in a private temporary folder where the cache
+folder is not trusted) and one :class:`RuntimeWarning` says why.  A build is written under a
+temporary name, flushed to disk, its hash recorded the same way, then renamed into place.
 """
 from __future__ import annotations
 
@@ -137,8 +132,8 @@ def _folder_problem(folder: Path) -> Optional[str]:
 
 def _open_checked(path: Path, recorded: Optional[str]) -> tuple[Optional[int], Optional[str]]:
     """``(fd, None)`` for a regular file owned by this user, writable by nobody else, whose
-    SHA-256 is ``recorded`` (where given); else ``(None, why)``; ``(None, None)`` where there
-    is no such file."""
+    SHA-256 is ``recorded`` (where given); else ``(None, why)``, or ``(None, None)`` where
+    there is no such file."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -160,28 +155,17 @@ def _open_checked(path: Path, recorded: Optional[str]) -> tuple[Optional[int], O
     return fd, None
 
 
-def _recorded_hash(library: Path) -> tuple[Optional[str], Optional[str]]:
-    """``(hash, None)`` recorded beside ``library``, or ``(None, why)``."""
-    record = library.with_name(library.name + ".sha256")
-    fd, why = _open_checked(record, None)
-    if fd is None:
-        return None, why or f"{library} has no recorded hash"
-    with os.fdopen(fd, "r", encoding="ascii", errors="replace") as f:
-        return f.read(100).strip(), None
-
-
 def _dlopen(fd: int, path: Path) -> ctypes.CDLL:
-    """Loads ``path``, checked through the open file ``fd`` (closed here).  Loaded by its
-    path, not through ``/proc/self/fd``: the dynamic loader knows a library by its name, and
-    a reused descriptor number would hand back another library.  Nobody else can replace the
-    file between the check and the load: its folder is writable by this user alone."""
+    """Loads ``path``, checked through the open file ``fd`` (closed here).  By its path, not
+    ``/proc/self/fd``: the loader knows a library by its name, and a reused descriptor number
+    would hand back another library.  Nobody else can replace the file between the check and
+    the load: its folder is writable by this user alone."""
     os.close(fd)
     return ctypes.CDLL(str(path))
 
 
 def _write_synced(folder: Path, data: bytes, target: Path) -> None:
-    """Writes ``data`` under a temporary name in ``folder``, flushes it to disk, renames it
-    to ``target`` and flushes the folder."""
+    """Writes ``data`` to ``target`` through a temporary name, flushed to disk."""
     fd, tmp = tempfile.mkstemp(prefix=".qsv_kernels-", dir=folder)
     try:
         os.write(fd, data)
@@ -239,14 +223,16 @@ def _build(command: list[str], flags: tuple[str, ...], folder: Path, name: str
 
 
 def _load_cached(folder: Path, name: str) -> tuple[Optional[ctypes.CDLL], Optional[str]]:
-    """The cached library, checked; ``(None, why)`` where there is one that fails a check,
-    ``(None, None)`` where there is none."""
+    """The cached library, checked against the hash recorded beside it; ``(None, why)``
+    where there is one that fails a check, ``(None, None)`` where there is none."""
     path = folder / name
     if not os.path.lexists(path):
         return None, None
-    recorded, why = _recorded_hash(path)
-    if recorded is None:
-        return None, why
+    fd, why = _open_checked(path.with_name(name + ".sha256"), None)
+    if fd is None:
+        return None, why or f"{path} has no recorded hash"
+    with os.fdopen(fd, "r", encoding="ascii", errors="replace") as f:
+        recorded = f.read(100).strip()
     fd, why = _open_checked(path, recorded)
     return (None, why) if fd is None else (_dlopen(fd, path), None)
 

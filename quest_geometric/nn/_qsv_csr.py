@@ -1,9 +1,9 @@
 r"""The CSR kernel of :class:`~quest_geometric.nn.QSVConv`'s fused dense path (private).
 
 :class:`CSRPattern` is the block-diagonal CSR pattern of a dense-layout graph with ``heads``
-copies, and :class:`NeighbourSum` the autograd function :math:`Y = A(\alpha)\,X` on it.
-The plain gather reference (``QSVConv._path_dense_gather``) stays beside the layer and the
-tests hold both equal to the scatter path.
+copies, and :class:`NeighbourSum` the autograd function :math:`Y = A(\alpha)\,X` on it;
+:func:`neighbour_sum_op` is the same product as a custom operator, for
+:func:`torch.compile`.
 """
 from __future__ import annotations
 
@@ -95,40 +95,27 @@ class CSRPattern:
         self.crow, self.col = pattern_columns(src, num_dst, k, heads)
         self._transposed: Optional[tuple[Tensor, Tensor, Tensor]] = None
 
-    @property
-    def rows(self) -> int:
-        return self.num_dst * self.heads
-
-    @property
-    def cols(self) -> int:
-        return self.num_src * self.heads
-
-    def transposed(self) -> tuple[Tensor, Tensor, Tensor]:
-        """``(crow_t, col_t, gather)``: the CSR pattern of the transpose and, for each of its
-        entries, the position of its value in the forward layout."""
-        if self._transposed is None:
-            self._transposed = TRANSPOSES(self.src, self.num_src, self.k, self.heads)
-        return self._transposed
-
     def mm(self, values: Tensor, dense: Tensor) -> Tensor:
-        """:math:`A\\,D` with ``values`` in the forward layout; ``[rows, C]``."""
-        return csr_matmul(self.crow, self.col, values, self.cols, dense)
+        """:math:`A\\,D` with ``values`` in the forward layout; ``[N_dst * heads, C]``."""
+        return csr_matmul(self.crow, self.col, values, self.num_src * self.heads, dense)
 
     def mm_t(self, values: Tensor, dense: Tensor) -> Tensor:
-        """:math:`A^{\\top} D` with ``values`` in the forward layout; ``[cols, C]``."""
-        crow_t, col_t, gather = self.transposed()
-        return csr_matmul(crow_t, col_t, values.index_select(0, gather), self.rows, dense)
+        """:math:`A^{\\top} D` with ``values`` in the forward layout; ``[N_src * heads, C]``."""
+        if self._transposed is None:
+            self._transposed = TRANSPOSES(self.src, self.num_src, self.k, self.heads)
+        crow_t, col_t, gather = self._transposed
+        return csr_matmul(crow_t, col_t, values.index_select(0, gather),
+                          self.num_dst * self.heads, dense)
 
     def sddmm(self, a: Tensor, b: Tensor) -> Tensor:
         """:math:`\\langle a_{r}, b_{c}\\rangle` for every entry :math:`(r, c)` of the pattern,
         in the forward layout (``[E * heads]``)."""
-        return csr_sampled(self.crow, self.col, self.cols, a, b)
+        return csr_sampled(self.crow, self.col, self.num_src * self.heads, a, b)
 
 
 class NeighbourSum(torch.autograd.Function):
-    r""":math:`Y = A(\alpha)\,X` on a :class:`CSRPattern` (one pass over the neighbours'
-    features); the backward is :math:`\nabla X = A^{\top} G` and
-    :math:`\nabla \alpha_{rc} = \langle G_r, X_c \rangle`."""
+    r""":math:`Y = A(\alpha)\,X` on a :class:`CSRPattern`; the backward is
+    :math:`\nabla X = A^{\top} G` and :math:`\nabla \alpha_{rc} = \langle G_r, X_c \rangle`."""
 
     @staticmethod
     def forward(ctx: Any, values: Tensor, x: Tensor, pattern: CSRPattern) -> Tensor:
@@ -147,25 +134,17 @@ class NeighbourSum(torch.autograd.Function):
         return g_values, g_x, None
 
 
-# --------------------------------------------------------------------------- custom ops
-# The product as custom operators, so that torch.compile traces the fused path: each is opaque
-# to the compiler (its fake implementation gives the outputs' shapes from the inputs' shapes
-# alone), and the forward carries its backward formula, itself one operator.
-
-
 class TransposeCache:
     r"""The transposed patterns (:func:`transpose_pattern`) of the last ``size`` source
-    vectors seen, found again by exact comparison of the sources (one ``memcmp`` of their
-    bytes, :func:`~quest_geometric._utils.compare.same_values`, as it runs at every backward
-    of a compiled layer) and of ``(num_src, k, heads)``.
+    vectors seen, found again by exact comparison of the sources (one ``memcmp``,
+    :func:`~quest_geometric._utils.compare.same_values`) and of ``(num_src, k, heads)``.
 
-    A traced backward cannot read the eager layer's per-graph cache (the ``edge_index`` it
-    sees is a new tensor at every call), so without this cache it would sort a graph's
-    sources at every call, and the layers of a network that share a graph once each.  The
-    cache lives inside the opaque backward operator: its tensors are never outputs of a
-    compiled graph, whose buffers the compiler may reuse.  It holds, per entry, a copy of the
-    sources and the transpose (about four ``int64`` per edge and head); :meth:`clear` frees
-    them."""
+    A traced backward cannot read the eager layer's per-graph cache (its ``edge_index`` is a
+    new tensor at every call), so without this it would sort a graph's sources at every
+    call.  The cache lives inside the opaque backward operator: its tensors are never
+    outputs of a compiled graph, whose buffers the compiler may reuse.  Each entry holds a
+    copy of the sources and the transpose (about four ``int64`` per edge and head);
+    :meth:`clear` frees them."""
 
     def __init__(self, size: int = 2) -> None:
         self.size = check_int(size, "'size'", 1, where="TransposeCache")
@@ -202,26 +181,23 @@ class TransposeCache:
 TRANSPOSES = TransposeCache()
 
 
-@torch.library.custom_op("quest_geometric::neighbour_sum", mutates_args=())
-def neighbour_sum_op(values: Tensor, x: Tensor, crow: Tensor, col: Tensor, src: Tensor,
-                     k: int, heads: int) -> Tensor:
-    r""":math:`Y = A(\alpha)\,X` as a custom operator: ``A`` the CSR matrix ``(crow, col,
-    values)`` of :class:`CSRPattern` ``(src, x.size(0) // heads, src.numel() // k, k, heads)``
-    with ``x.size(0)`` columns.  Its backward is :func:`neighbour_sum_backward_op`.  The same
-    function as :class:`NeighbourSum`, which the eager layer uses with the pattern it caches
-    per graph."""
-    _check_sources(src, x.size(0) // heads)
-    return csr_matmul(crow, col, values, x.size(0), x)
-
-
 def _check_sources(src: Tensor, num_src: int) -> None:
     """Refuse a source outside ``[0, num_src)`` before a sparse product reads it (the CSR
-    matrices skip torch's own invariant checks): the layer's :class:`ValueError`, also inside
-    a compiled graph, where the layer does not check the range."""
+    matrices skip torch's own invariant checks), inside compiled graphs too."""
     if src.numel() and (int(src.min()) < 0 or int(src.max()) >= num_src):
         # the wording of _qsv_graph.range_error (which this lower module cannot import)
         raise fail(ValueError, "QSVConv", "edge_index", f"entries in [0, {num_src - 1}] for "
                    f"{num_src} nodes", got_text=f"min {int(src.min())}, max {int(src.max())}")
+
+
+@torch.library.custom_op("quest_geometric::neighbour_sum", mutates_args=())
+def neighbour_sum_op(values: Tensor, x: Tensor, crow: Tensor, col: Tensor, src: Tensor,
+                     k: int, heads: int) -> Tensor:
+    r""":class:`NeighbourSum` as a custom operator: ``A`` the CSR matrix ``(crow, col,
+    values)`` of :class:`CSRPattern` ``(src, x.size(0) // heads, src.numel() // k, k, heads)``
+    with ``x.size(0)`` columns; its backward is :func:`neighbour_sum_backward_op`."""
+    _check_sources(src, x.size(0) // heads)
+    return csr_matmul(crow, col, values, x.size(0), x)
 
 
 @neighbour_sum_op.register_fake
@@ -235,10 +211,9 @@ def _(values: Tensor, x: Tensor, crow: Tensor, col: Tensor, src: Tensor, k: int,
 def neighbour_sum_backward_op(values: Tensor, x: Tensor, grad: Tensor, crow: Tensor,
                               col: Tensor, src: Tensor, k: int, heads: int,
                               need_values: bool, need_x: bool) -> tuple[Tensor, Tensor]:
-    r"""The gradients of :func:`neighbour_sum_op`: :math:`\nabla \alpha_{rc} = \langle G_r,
-    X_c \rangle` (the sampled product on the pattern) and :math:`\nabla X = A^{\top} G`
-    (the transposed pattern from :data:`TRANSPOSES`); a gradient that is not needed comes
-    back empty."""
+    r"""The gradients of :func:`neighbour_sum_op`, :math:`\nabla \alpha_{rc} = \langle G_r,
+    X_c \rangle` and :math:`\nabla X = A^{\top} G` (the transposed pattern from
+    :data:`TRANSPOSES`); one not needed comes back empty."""
     _check_sources(src, x.size(0) // heads)
     g_values = csr_sampled(crow, col, x.size(0), grad, x) if need_values else values.new_empty(0)
     if need_x:

@@ -1,11 +1,9 @@
 r"""What one call of :class:`~quest_geometric.nn.QSVConv` knows of its graph (private):
 the graph read and checked (:func:`read_graph`), its layout (:func:`graph_layout`).
 
-:class:`GraphInfo` holds a call's COO form, whether it is in the dense layout and its CSR
-patterns.  It lives for one call: nothing is kept across calls by the tensor's identity or
-version, which in-place edits through ``from_numpy`` buffers or ``.data`` do not change
-(the transposed patterns are found again by the sources' bytes,
-:data:`~quest_geometric.nn._qsv_csr.TRANSPOSES`).
+Nothing is kept across calls by a tensor's identity or version, which in-place edits through
+``from_numpy`` buffers or ``.data`` do not change (the transposed patterns are found again by
+the sources' bytes, :data:`~quest_geometric.nn._qsv_csr.TRANSPOSES`).
 """
 from __future__ import annotations
 
@@ -24,9 +22,8 @@ __all__ = ["GraphInfo", "layout_degree", "dense_degree", "DENSE_LAYOUT_ERROR",
            "NonFiniteOutput", "range_error", "check_range", "checked_edge_index",
            "read_graph", "graph_layout"]
 
-#: What a layer told that its graph has the dense layout raises where it does not (eagerly
-#: from the host's check, under :func:`torch.compile` from the attention kernel, which reads
-#: each row's targets beside its sources).
+#: What ``dense=True`` raises for a graph without the dense layout (eagerly from the host's
+#: check, compiled from the kernel that reads each row's targets).
 DENSE_LAYOUT_ERROR = (
     "QSVConv: 'dense=True' needs every node to have the same number k >= 1 of in-edges "
     "sorted by target (edge_index[1] == arange(N).repeat_interleave(k)); pass dense=None or "
@@ -34,18 +31,15 @@ DENSE_LAYOUT_ERROR = (
 
 
 class NonFiniteOutput(ValueError):
-    """Raised by the native attention with its output epilogue where a finished output entry
-    is NaN or infinite (asked for with ``check_finite=True``): the kernel's check of the
-    output, made on the rows while they are in the cache.  The layer turns it into its own
-    error naming the input (:meth:`~quest_geometric.nn.QSVConv.forward`); it does not reach
-    users."""
+    """Raised by the native attention with its output epilogue (``check_finite=True``) where
+    a finished output entry is NaN or infinite; the layer turns it into its own error naming
+    the input, so it does not reach users."""
 
 
 def range_error(num_src: int, num_dst: Optional[int], src: Tensor,
                 dst: Optional[Tensor] = None) -> ValueError:
     """The layer's :class:`ValueError` for an ``edge_index`` with an index outside the nodes,
-    the same wherever it is found (the layer's :func:`check_range`, the native kernels, the
-    custom operators, also under :func:`torch.compile`): the ranges it holds, read on this
+    the same wherever it is found (eager or compiled): the ranges it holds, read on this
     error path only.  ``dst`` :obj:`None`: the targets are known to be in range (the dense
     layout was checked), or not known (``num_dst`` :obj:`None`)."""
     lo_s, hi_s = (int(src.min()), int(src.max())) if src.numel() else (0, -1)
@@ -76,9 +70,8 @@ def check_range(edge_index: Tensor, num_src: int, num_dst: int) -> None:
 
 @torch.library.custom_op("quest_geometric::qsv_checked_edge_index", mutates_args=())
 def checked_edge_index(edge_index: Tensor, num_src: int, num_dst: int) -> Tensor:
-    """A copy of ``edge_index`` after :func:`check_range`: the check a compiled graph
-    cannot skip (an opaque operator whose output the paths read, so it runs before them),
-    for the compiled paths without a native kernel to check the indices."""
+    """A copy of ``edge_index`` after :func:`check_range`, for compiled paths without a
+    native kernel: an opaque operator whose output the paths read, so it runs before them."""
     check_range(edge_index, num_src, num_dst)
     return edge_index.clone()
 
@@ -92,13 +85,11 @@ _INT_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 
 
 class GraphInfo:
-    """What one ``edge_index`` (or sparse adjacency) tells the layer in one call: its COO
-    form (for sparse input), whether it is in the dense layout, and the CSR patterns per
-    head count, each computed at most once in the call."""
+    """What one ``edge_index`` (or sparse adjacency) tells the layer in one call, each
+    computed at most once: its dense layout and CSR patterns per head count."""
 
     def __init__(self, num_src: int, num_dst: int) -> None:
         self.num_src, self.num_dst = num_src, num_dst
-        self.coo: Optional[Tensor] = None  # for sparse input: the converted edge_index
         self.adj: Optional[Tensor] = None  # for uncoalesced COO input: the coalesced adj_t
         self.k: Optional[int] = None  # in-degree of the dense layout; 0: not dense
         self.patterns: dict[int, CSRPattern] = {}
@@ -138,20 +129,10 @@ def dense_degree(targets: Tensor, num_dst: int) -> int:
 
 
 def read_graph(edge_index: Any, num_src: int, num_dst: int) -> tuple[GraphInfo, Tensor]:
-    """The COO ``edge_index [2, E]`` (``int64``; its type and shape checked, its range not
-    yet: :func:`~quest_geometric.nn._qsv_ops.checked` or the native kernels check that) of
-    an ``edge_index`` tensor or a sparse adjacency ``adj_t``, and the call's
-    :class:`GraphInfo`.  Nothing is remembered across calls: an ``edge_index`` edited in
-    place (through a ``from_numpy`` buffer or ``.data``, which do not change its version) is
-    checked again."""
+    """The call's :class:`GraphInfo` and the COO ``edge_index [2, E]`` (``int64``; its type
+    and shape checked, its range not yet) of an ``edge_index`` tensor or a sparse adjacency
+    ``adj_t``."""
     info = GraphInfo(num_src, num_dst)
-    coo = _to_coo(edge_index, num_src, num_dst, info)
-    if coo is not edge_index:
-        info.coo = coo
-    return info, coo
-
-
-def _to_coo(edge_index: Any, num_src: int, num_dst: int, info: GraphInfo) -> Tensor:
     shape = (num_dst, num_src)
     if isinstance(edge_index, SparseTensor):  # torch_sparse, when installed
         row, col, _ = edge_index.coo()
@@ -159,7 +140,7 @@ def _to_coo(edge_index: Any, num_src: int, num_dst: int, info: GraphInfo) -> Ten
             raise fail(ValueError, "QSVConv", "edge_index", f"as a sparse adjacency adj_t "
                        f"{num_dst} x {num_src} (targets x sources)",
                        got_text=str(tuple(edge_index.sizes())))
-        return torch.stack([col, row], dim=0).long()
+        return info, torch.stack([col, row], dim=0).long()
     if not isinstance(edge_index, Tensor):
         raise fail(TypeError, "QSVConv", "edge_index", "a LongTensor [2, E] or a "
                    "torch.sparse adjacency", edge_index)
@@ -172,39 +153,31 @@ def _to_coo(edge_index: Any, num_src: int, num_dst: int, info: GraphInfo) -> Ten
             info.adj = edge_index
         # PyG convention: a sparse `edge_index` is adj_t, adj_t[i, j] != 0 for j -> i.
         ei, _ = to_edge_index(edge_index)
-        return ei.flip(0)
+        return info, ei.flip(0)
     if edge_index.dtype not in _INT_DTYPES:
         raise fail(TypeError, "QSVConv", "edge_index", "of an integer dtype", edge_index)
     if edge_index.dim() != 2 or edge_index.size(0) != 2:
         raise fail(ValueError, "QSVConv", "edge_index", "of shape [2, E]", edge_index)
-    if edge_index.dtype != torch.long:
-        edge_index = edge_index.long()
-    return edge_index
+    return info, edge_index.long()
 
 
 def graph_layout(info: GraphInfo, coo: Tensor, num_dst: int, dense: Optional[bool], *,
                  observed: bool, hooked: bool, dropout: bool) -> Layout:
     """What the call knows of the graph's layout (:class:`~quest_geometric.nn._qsv_path.
     Layout`) before the path is chosen: with ``dense=None`` and sizes that allow the dense
-    layout, :attr:`Layout.RUN_TIME` (the native kernel checks the targets in its own pass;
-    in eager mode, where the chosen path has no kernel, the layer reads the layout on the
-    host instead: :meth:`GraphInfo.host_layout`); ``dense=True`` checks its claim (on the
-    host in eager mode, the sizes while tracing and the targets in the compiled graph) and
-    refuses message-passing hooks.  ``observed``: PyG machinery expects the
-    messages (explaining or hooks); ``hooked``: a message-passing hook is registered;
-    ``dropout``: attention dropout is active."""
+    layout, :attr:`Layout.RUN_TIME` (found in the kernel's pass, or on the host by
+    :meth:`GraphInfo.host_layout` where the path has no kernel); ``dense=True`` checks its
+    claim (on the host eagerly; the sizes while tracing, the targets in the compiled graph)
+    and refuses message-passing hooks.  ``observed``: PyG expects the messages (explaining
+    or hooks); ``hooked``: a hook is registered; ``dropout``: attention dropout is on."""
     compiling = torch.compiler.is_compiling()
     if dense is None:
-        if observed or not layout_degree(coo.size(1), num_dst):
+        if observed or not layout_degree(coo.size(1), num_dst) or (compiling and dropout):
             return Layout.SCATTER
-        if compiling:
-            return Layout.SCATTER if dropout else Layout.RUN_TIME
         return Layout.RUN_TIME
     if not dense:
         return Layout.SCATTER
-    if compiling and not layout_degree(coo.size(1), num_dst):
-        raise ValueError(DENSE_LAYOUT_ERROR)
-    if not compiling and info.dense_k(coo) == 0:
+    if not (layout_degree(coo.size(1), num_dst) if compiling else info.dense_k(coo)):
         raise ValueError(DENSE_LAYOUT_ERROR)
     if hooked:
         raise ValueError(

@@ -1,57 +1,32 @@
 r"""Native CPU kernels of :class:`~quest_geometric.nn.QSVConv`'s dense path.
 
-The C source (``csrc/qsv_kernels.c``, shipped with the package) is compiled at first use by
-the system C compiler (``$CC``, else ``cc``, ``gcc`` or ``clang``: about a second, no torch
-headers) into a per-user cache folder that is trusted or not used
-(:mod:`~quest_geometric.nn._qsv_build`) and loaded with :mod:`ctypes`, the way
-:func:`torch.compile`'s CPU back-end builds and loads its own kernels.  Each kernel is a
-:func:`torch.library.custom_op` with a fake implementation and an autograd formula, so eager
-and compiled models call the same code.  Where no compiler is found or the build fails, the
-layer keeps its PyTorch path and :func:`qsv_native_status` says why; the environment variable
-``QUEST_GEOMETRIC_NATIVE=0`` turns the kernels off.  Each kernel also has a FLOP formula
-registered with :func:`torch.utils.flop_counter.register_flop_formula`, so
-:class:`~torch.utils.flop_counter.FlopCounterMode` counts its work (a multiply-add counts 2).
+The C source (``csrc/qsv_kernels.c``) is compiled at first use by the system C compiler into
+a per-user cache folder that is trusted or not used (:mod:`~quest_geometric.nn._qsv_build`)
+and loaded with :mod:`ctypes`, as :func:`torch.compile`'s CPU back-end does with its own
+kernels.  Each kernel is a :func:`torch.library.custom_op` with a fake implementation, an
+autograd formula and a FLOP formula (a multiply-add counts 2), so eager and compiled models
+call the same code and :class:`~torch.utils.flop_counter.FlopCounterMode` counts it.  Where
+no compiler is found or the build fails, the layer keeps its PyTorch path and
+:func:`qsv_native_status` says why; ``QUEST_GEOMETRIC_NATIVE=0`` turns the kernels off.
 
-The operators, with their plain PyTorch references beside them (``*_reference``; the tests
-hold both equal in values and gradients, float32 and float64):
+The operators, each with a plain PyTorch reference (``*_reference``, tested equal in values
+and gradients): :func:`rotate`, :func:`rotation_matrix`, :func:`attend`, and the forward-only
+:func:`attend_rotate` and :func:`prepare`, which the layer calls when no gradient is needed.
+The backward of :func:`attend`, with :math:`g_{ij} = \langle G_i, x_j\rangle` and
+:math:`\bar g_{ij} = \alpha_{ij}(g_{ij} - \sum_l \alpha_{il} g_{il})`:
+:math:`\nabla x_j = \sum_{i \to j} \alpha_{ij} G_i` (over the transposed pattern),
+:math:`\nabla q_i = \sum_j s_h \bar g_{ij} q_j`, :math:`\nabla q_j = \sum_{i}
+s_h \bar g_{ij} q_i` and :math:`\nabla s_h = \sum_{ij} \bar g_{ij} \langle q_i, q_j\rangle`.
 
-- :func:`rotate`: :math:`(x_0, \mathbf{x}_v) \mapsto (x_0, M\mathbf{x}_v)` per quaternion,
-  :math:`M = R` or :math:`R^{\top}`, one matrix per row
-  (:func:`~quest_geometric.quaternion.rotate_vector_parts`), with an optional bias added as
-  the rows are written (the layer's output bias, without a second pass).
-- :func:`rotation_matrix`: :math:`R(q)` of every quaternion and its backward, in one pass
-  each (:func:`~quest_geometric.quaternion.to_rotation_matrix`).
-- :func:`attend`: per target :math:`i` and head :math:`h`, the logits
-  :math:`e_{ij} = s_h \langle q_i, q_j \rangle` over its :math:`k` sources, their softmax
-  :math:`\alpha_{ij}` and :math:`y_i = \sum_j \alpha_{ij} x_j`, in one pass over the
-  neighbours' features.  Its backward, with :math:`g_{ij} = \langle G_i, x_j\rangle` and
-  :math:`\bar g_{ij} = \alpha_{ij}(g_{ij} - \sum_l \alpha_{il} g_{il})`:
-  :math:`\nabla x_j = \sum_{i \to j} \alpha_{ij} G_i` (over the transposed pattern),
-  :math:`\nabla q_i = \sum_j s_h \bar g_{ij} q_j`, :math:`\nabla q_j = \sum_{i}
-  s_h \bar g_{ij} q_i` and :math:`\nabla s_h = \sum_{ij} \bar g_{ij} \langle q_i, q_j\rangle`.
-- :func:`attend_rotate`: :func:`attend` with the layer's output rotation
-  (:math:`R_i^{\top}`) and bias applied to each row as it is finished, still in the cache,
-  instead of a second pass over the output; forward only (the layer calls it when no
-  gradient is needed).
-- :func:`prepare`: the layer's prologue (the quaternion map, the normalisation, the rotation
-  matrices and the sources' rotation) in one pass over each node's features; forward only.
-
-Threads: built with OpenMP (where the compiler has it), the kernels split their rows over
-the OpenMP pool that torch itself uses (the library's ``libgomp.so.1`` resolves to torch's
-copy), as many as :func:`torch.get_num_threads`; otherwise over POSIX threads of their own.
-A second pool would compete with torch's spinning workers for the same cores.
-
-The weighted sums keep 256 bytes of channels in registers across a row's neighbours, and the
-backward's dot products :math:`g_{ij}` take four neighbours per pass over :math:`G_i`
-(GCC/Clang vector extensions; plain C elsewhere).  The attention kernel computes a row's
-logits four neighbours at a time and their softmax in 4-wide vectors (a float32 exponential
-of vector operations only), reading and writing the weights in the same 4-wide units
-throughout: a wider load over several narrower stores cannot be forwarded from them and
-waits until they reach the cache.
+Threads: built with OpenMP where the compiler has it, the kernels split their rows over the
+OpenMP pool torch itself uses (the library's ``libgomp.so.1`` resolves to torch's copy), as
+many as :func:`torch.get_num_threads`, since a second pool would compete with torch's
+spinning workers for the same cores; otherwise over POSIX threads of their own.
 """
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import subprocess
 import threading
@@ -94,26 +69,27 @@ _enabled = [True]
 
 def _declare(lib: ctypes.CDLL) -> None:
     p, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
+    argtypes = {
+        "rotate": [p, p, p, p, i64, i64, i64, i32, i32],
+        "rotation_matrix": [p, p, p, i64, i32],
+        "rotate_backward": [p] * 5 + [i64, i64, i32, i32],
+        "attend": [p] * 9 + [i64] * 5 + [i32],
+        "attend_rotate": [p] * 11 + [i64] * 5 + [i32],
+        "prepare": [p] * 6 + [i64] * 3 + [ctypes.c_double, i32],
+        "attend_backward": [p] * 12 + [i64] * 5 + [i32],
+        "transposed_sum": [p] * 9 + [i64, i64, i32],
+    }
     for suffix in _DTYPES.values():
-        getattr(lib, f"qsv_rotate_{suffix}").argtypes = [p, p, p, p, i64, i64, i64, i32, i32]
-        getattr(lib, f"qsv_rotation_matrix_{suffix}").argtypes = [p, p, p, i64, i32]
-        getattr(lib, f"qsv_rotate_backward_{suffix}").argtypes = [p] * 5 + [i64, i64, i32, i32]
-        getattr(lib, f"qsv_attend_{suffix}").argtypes = [p] * 9 + [i64] * 5 + [i32]
-        getattr(lib, f"qsv_attend_rotate_{suffix}").argtypes = [p] * 11 + [i64] * 5 + [i32]
-        getattr(lib, f"qsv_prepare_{suffix}").argtypes = [p] * 6 + [i64] * 3 + [
-            ctypes.c_double, i32]
-        getattr(lib, f"qsv_attend_backward_{suffix}").argtypes = [p] * 12 + [i64] * 5 + [i32]
-        getattr(lib, f"qsv_transposed_sum_{suffix}").argtypes = [p] * 9 + [i64, i64, i32]
-        for name in ("rotate", "rotation_matrix", "rotate_backward", "attend", "attend_rotate",
-                     "attend_backward", "transposed_sum", "prepare"):
-            getattr(lib, f"qsv_{name}_{suffix}").restype = None
+        for name, types in argtypes.items():
+            fn = getattr(lib, f"qsv_{name}_{suffix}")
+            fn.argtypes, fn.restype = types, None
 
 
 def _library() -> Optional[ctypes.CDLL]:
-    """The loaded kernels, building them on first call (:mod:`~quest_geometric.nn.
-    _qsv_build`); ``None`` (with the reason in :func:`qsv_native_status`) where they cannot
-    be had.  A cached library that was not trusted, a refused ``$CC`` or cache path, or a
-    library without the expected symbols gives one :class:`RuntimeWarning` saying why."""
+    """The loaded kernels, building them on first call; ``None`` (with the reason in
+    :func:`qsv_native_status`) where they cannot be had.  A cached library that was not
+    trusted, a refused ``$CC`` or cache path, or a library without the expected symbols
+    gives one :class:`RuntimeWarning` saying why."""
     if _state["tried"]:
         return _state["lib"]
     with _lock:
@@ -146,8 +122,8 @@ def _library() -> Optional[ctypes.CDLL]:
 
 
 def _check_library(lib: ctypes.CDLL, path: Path) -> str:
-    """Checks the loaded library's version and declares its functions; its thread source.
-    A library without the expected symbols raises :class:`AttributeError`."""
+    """Checks the library's version and declares its functions (a missing symbol raises
+    :class:`AttributeError`); returns its thread source."""
     lib.qsv_kernels_version.restype = ctypes.c_int
     if lib.qsv_kernels_version() != _VERSION:
         raise RuntimeError(f"{path} is version {lib.qsv_kernels_version()}, "
@@ -216,10 +192,14 @@ def _ptr(t: Optional[Tensor]) -> Optional[int]:
     return None if t is None else t.data_ptr()
 
 
+def _empty(like: Tensor, shape: Any, need: bool) -> Tensor:
+    """``like.new_empty(shape)``, or an empty tensor where the result is not asked for."""
+    return like.new_empty(shape if need else (0,))
+
+
 # --------------------------------------------------------------------------- rotate
 def rotate_reference(rot: Tensor, x: Tensor, transpose: bool) -> Tensor:
-    r"""The plain PyTorch form of :func:`rotate`: ``rot [..., 3, 3]``, ``x [..., m, 4]``
-    (:func:`~quest_geometric.quaternion.rotate_vector_parts`, its batched product)."""
+    r"""The plain PyTorch form of :func:`rotate`: ``rot [..., 3, 3]``, ``x [..., m, 4]``."""
     return rotate_vector_parts(rot, x, transpose, method="bmm")
 
 
@@ -247,8 +227,7 @@ def _rotate_backward_op(rot: Tensor, x: Tensor, grad: Tensor, transpose: bool, n
     """``(g_rot, g_x)`` of :func:`rotate` in one pass (each empty unless asked for)."""
     rot, x, grad = rot.contiguous(), x.contiguous(), grad.contiguous()
     rows, m = x.shape[:-2].numel(), x.size(-2)
-    g_rot = x.new_empty(rot.shape if need_rot else (0,))
-    g_x = x.new_empty(x.shape if need_x else (0,))
+    g_rot, g_x = _empty(x, rot.shape, need_rot), _empty(x, x.shape, need_x)
     _fn("rotate_backward", x.dtype)(_ptr(rot), _ptr(x), _ptr(grad),
                                     _ptr(g_rot) if need_rot else None,
                                     _ptr(g_x) if need_x else None, rows, m, int(transpose),
@@ -259,8 +238,7 @@ def _rotate_backward_op(rot: Tensor, x: Tensor, grad: Tensor, transpose: bool, n
 @_rotate_backward_op.register_fake
 def _(rot: Tensor, x: Tensor, grad: Tensor, transpose: bool, need_rot: bool, need_x: bool
       ) -> tuple[Tensor, Tensor]:
-    return (x.new_empty(rot.shape if need_rot else (0,)),
-            x.new_empty(x.shape if need_x else (0,)))
+    return _empty(x, rot.shape, need_rot), _empty(x, x.shape, need_x)
 
 
 def _rotate_setup(ctx: Any, inputs: tuple, output: Tensor) -> None:
@@ -291,7 +269,8 @@ def rotate(rot: Tensor, x: Tensor, transpose: bool = False, bias: Optional[Tenso
     r""":math:`(x_0, \mathbf{x}_v) \mapsto (x_0, M\mathbf{x}_v) + b` for every quaternion of
     ``x [..., H, m, 4]``, with :math:`M` the matrix of ``rot [..., H, 3, 3]`` of its leading
     index (:math:`R^{\top}` when ``transpose``) and :math:`b` the row of ``bias [H, m, 4]``
-    of its head (none when :obj:`None`); differentiable in all three.  The caller checks
+    of its head (none when :obj:`None`), added as the rows are written; differentiable in
+    all three (:func:`~quest_geometric.quaternion.rotate_vector_parts`).  The caller checks
     :func:`supports`."""
     if rot.shape[-2:] != (3, 3) or x.size(-1) != 4 or rot.shape[:-2] != x.shape[:-2]:
         raise ValueError(f"rotate: 'rot' [..., 3, 3] and 'x' [..., m, 4] with the same leading "
@@ -303,8 +282,7 @@ def rotate(rot: Tensor, x: Tensor, transpose: bool = False, bias: Optional[Tenso
 
 
 def rotation_matrix_reference(q: Tensor) -> Tensor:
-    r"""The plain PyTorch form of :func:`rotation_matrix`
-    (:func:`~quest_geometric.quaternion.to_rotation_matrix`)."""
+    r"""The plain PyTorch form of :func:`rotation_matrix`."""
     return to_rotation_matrix(q)
 
 
@@ -341,8 +319,7 @@ def _rotation_matrix_setup(ctx: Any, inputs: tuple, output: Tensor) -> None:
 
 
 def _rotation_matrix_backward(ctx: Any, grad: Tensor) -> Tensor:
-    (q,) = ctx.saved_tensors
-    return _rotation_matrix_backward_op(q, grad)
+    return _rotation_matrix_backward_op(ctx.saved_tensors[0], grad)
 
 
 _rotation_matrix_op.register_autograd(_rotation_matrix_backward,
@@ -351,9 +328,9 @@ _rotation_matrix_op.register_autograd(_rotation_matrix_backward,
 
 def rotation_matrix(q: Tensor) -> Tensor:
     r"""The matrix :math:`R(q)` of :math:`\mathbf{v} \mapsto q\,(0, \mathbf{v})\,q^{*}` of
-    every quaternion of ``q [..., 4]`` (:func:`~quest_geometric.quaternion.to_rotation_matrix`,
-    which it equals), ``[..., 3, 3]``; differentiable, its backward
-    :math:`\nabla q = \sum_{ab} G_{ab}\, \partial R_{ab} / \partial q` in one pass.  The
+    every quaternion of ``q [..., 4]``, ``[..., 3, 3]``
+    (:func:`~quest_geometric.quaternion.to_rotation_matrix`, which it equals); its backward
+    :math:`\nabla q = \sum_{ab} G_{ab}\, \partial R_{ab} / \partial q` runs in one pass.  The
     caller checks :func:`supports`."""
     if q.dim() == 0 or q.size(-1) != 4:
         raise ValueError(f"rotation_matrix: 'q' of shape [..., 4] expected, got "
@@ -379,17 +356,14 @@ def attend_checked(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src:
                    k: int, rot: Optional[Tensor] = None, bias: Optional[Tensor] = None,
                    targets: Optional[Tensor] = None, check_finite: bool = False
                    ) -> tuple[Tensor, Tensor, bool]:
-    """The forward kernel of :func:`attend` (``rot`` None) or of :func:`attend_rotate`
-    (the output rotation ``rot`` and the ``bias`` in its epilogue), no autograd:
-    ``(out, alpha, ok)``.  The kernel checks each row's source indices against
+    """The forward kernel of :func:`attend` (``rot`` None) or of :func:`attend_rotate`, no
+    autograd: ``(out, alpha, ok)``.  The kernel checks each row's source indices against
     ``[0, N_src)`` before the row reads one and raises the layer's :class:`ValueError` where
-    one is outside.  With ``targets`` (the edges' ``int64`` targets ``[N_dst * k]``) the
-    kernel also checks the dense layout, ``targets[i * k + j] == i``, each row's targets
-    beside its sources (in the same call); ``ok`` is
-    :obj:`False` where it does not hold, and the outputs are then not the attention (the
-    caller discards them).  With ``rot`` and ``check_finite``, a NaN or an infinity in the
-    finished output raises :class:`~quest_geometric.nn._qsv_graph.NonFiniteOutput` (the
-    kernel tests each row as it finishes it: the caller needs no pass of its own)."""
+    one is outside.  With ``targets`` (the edges' ``int64`` targets ``[N_dst * k]``) it also
+    checks the dense layout, ``targets[i * k + j] == i``, beside each row's sources; ``ok``
+    is :obj:`False` where it does not hold (the outputs are then to be discarded).  With
+    ``rot`` and ``check_finite``, a NaN or an infinity in the finished output raises
+    :class:`~quest_geometric.nn._qsv_graph.NonFiniteOutput`."""
     q_src, q_dst, scale, xs = (t.contiguous() for t in (q_src, q_dst, scale, xs))
     src = src.contiguous()
     Nd, H, C = q_dst.size(0), q_dst.size(1), xs.size(-1)
@@ -482,10 +456,9 @@ def _attend_backward_op(grad: Tensor, grad_alpha: Optional[Tensor], alpha: Tenso
                         gather: Optional[Tensor], need_q_src: bool, need_xs: bool
                         ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """``(g_q_src, g_q_dst [Nd, H, 4], g_scale_rows [Nd, H], g_xs)`` from the gradients of
-    the output (``grad``) and of the attention weights (``grad_alpha``): the gradient of the
-    quaternions, of the scale per target row (summed by the caller) and of the features
-    (``g_q_src`` and ``g_xs`` empty unless asked for); ``grad_alpha`` :obj:`None` where the
-    weights are not used."""
+    the output and of the weights (``grad_alpha``, :obj:`None` where they are not used); the
+    scale's gradient per target row (the caller sums it); ``g_q_src`` and ``g_xs`` empty
+    unless asked for."""
     grad, alpha, q_src, q_dst, scale, xs = (
         t.contiguous() for t in (grad, alpha, q_src, q_dst, scale, xs))
     if grad_alpha is not None:
@@ -502,8 +475,7 @@ def _attend_backward_op(grad: Tensor, grad_alpha: Optional[Tensor], alpha: Tenso
                                      _ptr(g_scale), xs.size(0), Nd, H, k, C, threads)
     if bad.value:
         raise range_error(xs.size(0), Nd, src)
-    g_xs = xs.new_empty(xs.shape if need_xs else (0,))
-    g_qs = q_src.new_empty(q_src.shape if need_q_src else (0,))
+    g_xs, g_qs = _empty(xs, xs.shape, need_xs), _empty(q_src, q_src.shape, need_q_src)
     if need_xs or need_q_src:
         if crow_t is None or col_t is None or gather is None:
             from quest_geometric.nn._qsv_csr import TRANSPOSES
@@ -523,8 +495,8 @@ def _(grad: Tensor, grad_alpha: Optional[Tensor], alpha: Tensor, q_src: Tensor, 
       col_t: Optional[Tensor], gather: Optional[Tensor], need_q_src: bool, need_xs: bool
       ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     Nd, H = q_dst.size(0), q_dst.size(1)
-    return (q_src.new_empty(q_src.shape if need_q_src else (0,)), xs.new_empty(Nd, H, 4),
-            xs.new_empty(Nd, H), xs.new_empty(xs.shape if need_xs else (0,)))
+    return (_empty(q_src, q_src.shape, need_q_src), xs.new_empty(Nd, H, 4),
+            xs.new_empty(Nd, H), _empty(xs, xs.shape, need_xs))
 
 
 def _attend_setup(ctx: Any, inputs: tuple, output: tuple[Tensor, Tensor]) -> None:
@@ -553,7 +525,8 @@ _attend_op.register_autograd(_attend_backward, setup_context=_attend_setup)
 def attend(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor, k: int,
            transposed: Optional[tuple[Tensor, Tensor, Tensor]] = None,
            targets: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
-    r"""Softmax attention of every target over its ``k`` sources, in one pass:
+    r"""Softmax attention of every target over its ``k`` sources, in one pass over the
+    neighbours' features:
 
     .. math::
         \alpha_{ij}^{(h)} = \operatorname{softmax}_j\bigl(s_h \langle q_i^{(h)},
@@ -571,16 +544,15 @@ def attend(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
             (:func:`~quest_geometric.nn._qsv_csr.transpose_pattern`) for the backward; found
             in :data:`~quest_geometric.nn._qsv_csr.TRANSPOSES` when not given.
         targets (torch.Tensor, optional): The edges' ``int64`` targets ``[N_dst * k]``: the
-            kernel then checks the dense layout (``targets[i * k + j] == i``), each thread its
-            rows' before their attention, and raises :class:`RuntimeError`
-            (:data:`~quest_geometric.nn._qsv_graph.DENSE_LAYOUT_ERROR`) where it does not
-            hold: the check a compiled graph cannot make on the host, in the same call.
+            kernel then checks the dense layout (``targets[i * k + j] == i``) in the same
+            call, each thread its rows' before their attention, and raises
+            :class:`RuntimeError` (:data:`~quest_geometric.nn._qsv_graph.DENSE_LAYOUT_ERROR`)
+            where it does not hold: the check a compiled graph cannot make on the host.
             (default: :obj:`None`: not checked)
 
     Returns:
         ``(out [N_dst, H, C], alpha [N_dst, H, k])``, both differentiable in the
-        quaternions, the scale and the features.  The caller checks :func:`supports` and the
-        shapes.
+        quaternions, the scale and the features.  The caller checks :func:`supports`.
     """
     crow_t, col_t, gather = transposed if transposed is not None else (None, None, None)
     return _attend_op(q_src, q_dst, scale, xs, src.long(), k, crow_t, col_t, gather,
@@ -628,18 +600,15 @@ def attend_rotate(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: 
         \quad \text{per quaternion of} \quad u = \sum_j \alpha_{ij}^{(h)} x_j^{(h)},
 
     each row rotated while it is still in the cache, instead of a second pass over
-    ``[N_dst, H, C]`` (:func:`rotate` with ``transpose=True``).  **Forward only**: it has no
-    autograd formula, so :class:`~quest_geometric.nn.QSVConv` calls it only when no
-    gradient is needed (inference, :func:`torch.no_grad`); with gradients the layer keeps
-    :func:`attend` and :func:`rotate`, whose backward passes are tested.
+    ``[N_dst, H, C]``.  **Forward only** (no autograd formula): with gradients the layer
+    keeps :func:`attend` and :func:`rotate`.
 
     Args:
         q_src, q_dst, scale, xs, src, k: as for :func:`attend`.
         rot (torch.Tensor): The targets' rotation matrices ``[N_dst, H, 3, 3]``.
         bias (torch.Tensor, optional): ``[H, C // 4, 4]`` (or any shape of ``H * C``
             entries in that order), added to the rotated rows.
-        targets (torch.Tensor, optional): As for :func:`attend`: the dense layout checked
-            in the kernel's pass. (default: :obj:`None`)
+        targets (torch.Tensor, optional): As for :func:`attend`. (default: :obj:`None`)
         check_finite (bool, optional): Raise :class:`~quest_geometric.nn._qsv_graph.
             NonFiniteOutput` where an output entry is NaN or infinite, tested by the kernel
             on each row as it finishes it (eager callers; a compiled graph passes
@@ -699,9 +668,7 @@ def prepare(x: Tensor, weight: Tensor, bias: Tensor, heads: int
         \tilde x^{(h)} = \bigl(x_0, R^{(h)} \mathbf{x}_v\bigr)
         \ \text{per quaternion of the head's channels},
 
-    instead of a linear map, a normalisation, the rotation matrices and a rotation, each a
-    pass of its own.  **Forward only** (no autograd formula): :class:`~quest_geometric.nn.QSVConv`
-    calls it when no gradient is needed.
+    instead of four passes.  **Forward only** (no autograd formula).
 
     Args:
         x (torch.Tensor): Node features ``[N, H * C]`` (``C`` a multiple of 4).
@@ -717,34 +684,24 @@ def prepare(x: Tensor, weight: Tensor, bias: Tensor, heads: int
 
 
 # --------------------------------------------------------------------------- FLOP formulas
-# torch's FlopCounterMode counts an operator only where a formula is registered for it, so
-# without these the kernels' work would vanish from every count (a multiply-add counts 2, as
-# in torch's own formulas).  The formulas receive shapes in place of tensors.  The rotation
-# matrix of a quaternion has none: it is element-wise work, which torch does not count in
-# its reference either (and the layer's FLOP formulas leave out, as O(N H)).
-def _numel(shape: Any) -> int:
-    n = 1
-    for s in shape:
-        n *= int(s)
-    return n
-
-
+# FlopCounterMode counts an operator only where a formula is registered for it.  The formulas
+# receive shapes in place of tensors.  Element-wise work (the rotation matrices, the bias, the
+# normalisation) is not counted, as in torch's own formulas.
 def _rotate_flops(rot: Any, x: Any, transpose: bool, bias: Any = None, *,
                   out_shape: Any = None) -> int:
-    """A 3 x 3 matrix times each of the ``m`` vector parts of a row: 9 multiply-adds (the
-    bias's additions are not counted, as torch counts no element-wise work)."""
-    return 18 * _numel(x[:-1])
+    """A 3 x 3 matrix times each of the ``m`` vector parts of a row: 9 multiply-adds."""
+    return 18 * math.prod(int(s) for s in x[:-1])
 
 
 def _rotate_backward_flops(rot: Any, x: Any, grad: Any, transpose: bool, need_rot: bool,
                            need_x: bool, *, out_shape: Any = None) -> int:
     """Per quaternion 9 multiply-adds for the input's gradient and 9 for the matrix's."""
-    return 18 * _numel(x[:-1]) * (int(need_rot) + int(need_x))
+    return _rotate_flops(rot, x, transpose) * (int(need_rot) + int(need_x))
 
 
 def attend_edge_flops(edge_heads: int, channels: int) -> int:
     """FLOPs of the attention over ``edge_heads`` (edge, head) pairs: per pair a 4-d dot
-    product and a weighted sum of ``channels`` channels (for every operator computing it)."""
+    product and a weighted sum of ``channels`` channels."""
     return edge_heads * (8 + 2 * channels)
 
 
@@ -763,17 +720,15 @@ def _attend_flops(q_src: Any, q_dst: Any, scale: Any, xs: Any, src: Any, k: int,
 
 
 def _attend_rotate_flops(q_src: Any, q_dst: Any, scale: Any, xs: Any, src: Any, k: int,
-                        rot: Any, bias: Any, targets: Any = None, check_finite: Any = False,
-                        *, out_shape: Any = None) -> int:
-    """The attention's FLOPs and the output rotation's (:func:`_rotate_flops`)."""
+                         rot: Any, bias: Any, targets: Any = None, check_finite: Any = False,
+                         *, out_shape: Any = None) -> int:
     Nd, H, C = int(q_dst[0]), int(q_dst[1]), int(xs[-1])
     return attend_edge_flops(Nd * int(k) * H, C) + _rotate_flops(rot, (Nd, H, C // 4, 4), True)
 
 
 def _prepare_flops(x: Any, weight: Any, bias: Any, heads: int, *, out_shape: Any = None
                    ) -> int:
-    """The linear map's multiply-adds (as torch counts ``addmm``) and the rotation's
-    (:func:`_rotate_flops`); the normalisation and the matrices are element-wise work."""
+    """The linear map's multiply-adds (as torch counts ``addmm``) and the rotation's."""
     N, cin = int(x[0]), int(x[1])
     return 2 * N * cin * int(weight[0]) + _rotate_flops(None, (N, heads, cin // heads // 4, 4),
                                                         False)
@@ -787,18 +742,18 @@ def _attend_backward_flops(grad: Any, grad_alpha: Any, alpha: Any, q_src: Any, q
                                       need_q_src, need_xs)
 
 
-def _register_flop_formulas() -> None:
+def register_flop_formulas(formulas: dict[str, Any]) -> None:
+    """Registers each ``quest_geometric::<name>`` operator's FLOP formula, once (a
+    re-imported module registers nothing)."""
     from torch.utils.flop_counter import flop_registry, register_flop_formula
 
-    ops = torch.ops.quest_geometric
-    for packet, formula in ((ops.qsv_rotate, _rotate_flops),
-                            (ops.qsv_rotate_backward, _rotate_backward_flops),
-                            (ops.qsv_attend, _attend_flops),
-                            (ops.qsv_attend_rotate, _attend_rotate_flops),
-                            (ops.qsv_prepare, _prepare_flops),
-                            (ops.qsv_attend_backward, _attend_backward_flops)):
-        if packet not in flop_registry:  # a re-imported module registers once
+    for name, formula in formulas.items():
+        packet = getattr(torch.ops.quest_geometric, name)
+        if packet not in flop_registry:
             register_flop_formula(packet)(formula)
 
 
-_register_flop_formulas()
+register_flop_formulas({
+    "qsv_rotate": _rotate_flops, "qsv_rotate_backward": _rotate_backward_flops,
+    "qsv_attend": _attend_flops, "qsv_attend_rotate": _attend_rotate_flops,
+    "qsv_prepare": _prepare_flops, "qsv_attend_backward": _attend_backward_flops})

@@ -3,11 +3,9 @@ r"""The operators of :class:`~quest_geometric.nn.QSVConv`: its one door to the k
 
 The layer reaches its native kernels (:mod:`~quest_geometric.nn._qsv_native`), its custom
 operators (:mod:`~quest_geometric.nn._qsv_attend_graph`, :mod:`~quest_geometric.nn._qsv_csr`)
-and the plain quaternion maths (:mod:`~quest_geometric.quaternion`) through this module
-alone, so a call goes down the layers and never comes back.  Where an operator has a native
-form and a plain PyTorch form, the choice between them is made here, from the tensors
-(:func:`supports`); which *path* the layer takes is decided in
-:mod:`~quest_geometric.nn._qsv_path`.
+and the plain quaternion maths through this module alone.  Where an operator has a native and
+a plain PyTorch form, the choice is made here from the tensors (:func:`supports`); which
+*path* the layer takes is decided in :mod:`~quest_geometric.nn._qsv_path`.
 """
 from __future__ import annotations
 
@@ -18,8 +16,8 @@ from torch import Tensor
 
 from quest_geometric.nn import _qsv_attend_graph as graph_ops
 from quest_geometric.nn import _qsv_native as native
-from quest_geometric.nn._qsv_graph import DENSE_LAYOUT_ERROR, check_range, checked_edge_index
 from quest_geometric.nn._qsv_csr import CSRPattern, NeighbourSum, neighbour_sum_op, pattern_columns
+from quest_geometric.nn._qsv_graph import DENSE_LAYOUT_ERROR, check_range, checked_edge_index
 from quest_geometric.quaternion import rotate_vector_parts, to_rotation_matrix
 
 __all__ = ["is_compiling", "checked", "supports", "rotation_matrix", "rotate",
@@ -35,10 +33,8 @@ def is_compiling() -> bool:
 def checked(coo: Tensor, num_src: int, num_dst: int) -> Tensor:
     """``coo`` with its range checked against ``[0, num_src)`` and ``[0, num_dst)``, for the
     paths that index with it in PyTorch: on the host in eager mode, by the custom operator
-    ``quest_geometric::qsv_checked_edge_index`` under :func:`torch.compile` (a copy, which
-    the compiled paths read, so the check runs before them).  The native kernels and the
-    custom attention operators check every index they read themselves, so their paths skip
-    this pass."""
+    ``quest_geometric::qsv_checked_edge_index`` under :func:`torch.compile`.  The native
+    kernels and custom attention operators check every index they read themselves."""
     if is_compiling():
         return checked_edge_index(coo, num_src, num_dst)
     check_range(coo, num_src, num_dst)
@@ -46,15 +42,14 @@ def checked(coo: Tensor, num_src: int, num_dst: int) -> Tensor:
 
 
 def supports(*tensors: Tensor) -> bool:
-    """Whether the native kernels may run on these tensors (built and enabled, every tensor
-    on the CPU in one of float32 / float64, the same for all)."""
+    """Whether the native kernels may run on these tensors
+    (:func:`~quest_geometric.nn._qsv_native.supports`)."""
     return native.supports(*tensors)
 
 
 def rotation_matrix(q: Tensor) -> Tensor:
     """:func:`~quest_geometric.quaternion.to_rotation_matrix` of ``q [..., 4]``, by the
-    native kernel where it can run (one pass instead of about twenty element-wise
-    operations)."""
+    native kernel where it can run (one pass instead of about twenty element-wise ones)."""
     if native.supports(q):
         return native.rotation_matrix(q)
     return to_rotation_matrix(q)
@@ -62,11 +57,10 @@ def rotation_matrix(q: Tensor) -> Tensor:
 
 def rotate(rot: Tensor, x: Tensor, transpose: bool = False, bias: Optional[Tensor] = None
            ) -> Tensor:
-    r"""Applies :math:`\mathrm{diag}(1, R)` (or its transpose) of every node and head to its
-    quaternion groups, ``rot [N, H, 3, 3]``, ``x [N, H, m, 4]``, then adds ``bias [H, m, 4]``
-    (none when :obj:`None`): by the native kernel where it can run (the bias added as the
-    rows are written), else eagerly as one batched product, while :func:`torch.compile`
-    traces an elementwise sum, which the compiler fuses into one pass over the features."""
+    r""":math:`\mathrm{diag}(1, R)` (or its transpose) of every node and head applied to its
+    quaternion groups, ``rot [N, H, 3, 3]``, ``x [N, H, m, 4]``, plus ``bias [H, m, 4]``
+    (none when :obj:`None`): natively where it can run, else eagerly as one batched product
+    and under :func:`torch.compile` as an elementwise sum, which the compiler fuses."""
     if native.supports(rot, x, *([] if bias is None else [bias])):
         return native.rotate(rot, x, transpose, bias)
     y = rotate_vector_parts(rot, x, transpose,
@@ -76,8 +70,7 @@ def rotate(rot: Tensor, x: Tensor, transpose: bool = False, bias: Optional[Tenso
 
 def prepare(x: Tensor, weight: Tensor, bias: Tensor, heads: int
             ) -> tuple[Tensor, Tensor, Tensor]:
-    """The fused inference prologue (:func:`~quest_geometric.nn._qsv_native.prepare`):
-    ``(q [N, H, 4], rot [N, H, 3, 3], rotated x [N, H * C])``."""
+    """The fused inference prologue (:func:`~quest_geometric.nn._qsv_native.prepare`)."""
     return native.prepare(x, weight, bias, heads)
 
 
@@ -86,12 +79,10 @@ def attend(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
            targets: Optional[Tensor] = None, rot: Optional[Tensor] = None,
            bias: Optional[Tensor] = None, check_finite: bool = False
            ) -> tuple[Tensor, Tensor]:
-    """The native attention kernel on the dense layout: ``(out [N_dst, H, C], alpha
-    [N_dst, H, k])``; with ``rot`` (inference only) also the output rotation and ``bias``
-    in its pass (:func:`~quest_geometric.nn._qsv_native.attend_rotate`); ``targets`` checks
-    the layout in the kernel's pass; ``check_finite`` (with ``rot``) raises
-    :class:`~quest_geometric.nn._qsv_graph.NonFiniteOutput` for a non-finite output, tested
-    in the kernel's pass."""
+    """The native attention kernel on the dense layout
+    (:func:`~quest_geometric.nn._qsv_native.attend`); with ``rot`` (inference only) also the
+    output rotation and ``bias`` in its pass
+    (:func:`~quest_geometric.nn._qsv_native.attend_rotate`)."""
     if rot is not None:
         return native.attend_rotate(q_src, q_dst, scale, xs, src, k, rot, bias, targets,
                                     check_finite)
@@ -103,8 +94,7 @@ def attend_graph(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: T
                  bias: Optional[Tensor] = None, check_finite: bool = False
                  ) -> tuple[Tensor, Tensor]:
     """The attention over any graph, its layout found inside one custom operator
-    (:mod:`~quest_geometric.nn._qsv_attend_graph`); with ``rot`` (inference only) also the
-    output rotation and ``bias``, and ``check_finite`` as for :func:`attend`."""
+    (:mod:`~quest_geometric.nn._qsv_attend_graph`); ``rot`` as for :func:`attend`."""
     if rot is not None:
         return graph_ops.attend_graph_rotate(q_src, q_dst, scale, xs, src, dst, num_dst, rot,
                                              bias, want_alpha, check_finite)
@@ -113,9 +103,8 @@ def attend_graph(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: T
 
 def neighbour_sum(values: Tensor, feats: Tensor, src: Tensor, num_dst: int, k: int,
                   heads: int, pattern: Optional[CSRPattern] = None) -> Tensor:
-    """:math:`Y = A(\\alpha)\\,X` over the dense layout's CSR pattern: eagerly on the
-    ``pattern`` the layer caches per graph (:class:`~quest_geometric.nn._qsv_csr.
-    NeighbourSum`), under :func:`torch.compile` through the custom operator
+    """:math:`Y = A(\\alpha)\\,X` over the dense layout's CSR pattern: on the ``pattern``
+    the eager layer caches per graph, else (compiled) through the custom operator
     ``quest_geometric::neighbour_sum`` on a pattern built in the traced graph."""
     if pattern is None:
         crow, col = pattern_columns(src, num_dst, k, heads)
@@ -134,6 +123,5 @@ def dense_targets(coo: Tensor, num_dst: int) -> Tensor:
 
 def assert_dense_targets(coo: Tensor, num_dst: int) -> None:
     """The targets' part of ``dense=True``'s check in a compiled graph where no native
-    kernel reads them: an assertion the graph runs (one comparison over the edges, no host
-    synchronisation in the graph's code)."""
+    kernel reads them: an assertion the graph runs (no host synchronisation)."""
     torch._assert_async(dense_targets(coo, num_dst), DENSE_LAYOUT_ERROR)

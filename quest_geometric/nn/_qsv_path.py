@@ -1,10 +1,8 @@
 r"""Which way :class:`~quest_geometric.nn.QSVConv` computes a call (private).
 
 :func:`choose_path` is the one place that decides: it reads a :class:`PathFacts` record (what
-the layer knows about the call: where the graph's layout is known, whether the native kernels
-can run on these tensors, whether a gradient is needed, ...) and returns a :class:`Plan`.
-Every path computes the same function; ``docs/qsv.md`` (*Execution paths*) says what each one
-is for, and the tests hold each equal to the plain references.
+the layer knows about the call) and returns a :class:`Plan`.  Every path computes the same
+function; ``docs/qsv.md`` (*Execution paths*) says what each one is for.
 """
 from __future__ import annotations
 
@@ -47,8 +45,7 @@ class PathFacts(NamedTuple):
 
     #: What is known of the graph's layout (:class:`Layout`).
     layout: Layout
-    #: The native kernels are built and enabled, and every tensor of the call (features,
-    #: quaternions, parameters) is on the CPU in one of float32 / float64, the same for all.
+    #: The native kernels are built, enabled and take every tensor of the call.
     native: bool
     #: ``fused=True`` and the features and quaternions share a float32 / float64 dtype.
     fused: bool
@@ -62,8 +59,7 @@ class PathFacts(NamedTuple):
     dropout: bool
     #: An explain mask weights the dense path's messages.
     masked: bool
-    #: The quaternions come from the features alone (``quaternion='feature'``, one feature
-    #: tensor for both sides): what the fused prologue computes.
+    #: The quaternions come from one feature tensor alone: what the fused prologue computes.
     feature_quaternions: bool
     #: ``transport=True``: the features are rotated before and after the aggregation.
     transport: bool
@@ -72,8 +68,7 @@ class PathFacts(NamedTuple):
 class Plan(NamedTuple):
     """The decision: the prologue, the attention's path and whether it checks the layout."""
 
-    #: Compute the quaternions, their rotations and the rotated sources in one native pass
-    #: (inference only: it has no backward).
+    #: Compute the quaternions, rotations and rotated sources in one native pass (inference).
     prologue: bool
     #: The attention's execution path.
     path: Path
@@ -82,14 +77,10 @@ class Plan(NamedTuple):
 
 
 def choose_path(facts: PathFacts) -> Plan:
-    """The execution path of one call from its :class:`PathFacts`.
-
-    The native kernel runs where it can (learned attention without dropout, ``fused``, the
-    tensors it takes); without a gradient (inference) and outside autocast its forward-only
-    forms run (the prologue, and the attention with the output rotation in its pass); under
-    :func:`torch.compile` with an unknown layout one custom operator (native kernel) or a
-    :func:`torch.cond` decides at run time; an explain mask keeps the PyTorch dense forms.
-    """
+    """The execution path of one call: the native kernel where it can run (learned
+    attention without dropout, ``fused``), its forward-only forms without a gradient and
+    outside autocast, a run-time choice (custom operator or :func:`torch.cond`) for an
+    unknown layout, and the PyTorch dense forms under an explain mask."""
     f = facts
     kernel = f.native and f.fused and f.learned and not f.dropout
     inference = not f.needs_grad and not f.autocast and f.transport

@@ -41,23 +41,18 @@ _ATTENTIONS = ("learned", "uniform")
 _FUSED_DTYPES = (torch.float32, torch.float64)
 #: The paths whose native kernels and operators check every index they read themselves.
 _NATIVE_PATHS = (Path.DENSE_NATIVE, Path.DENSE_EPILOGUE, Path.GRAPH, Path.GRAPH_ROTATE)
-#: The paths whose kernel tests the finished output for NaN and infinities in its own pass
-#: (eager mode), in place of the layer's check of the output.
+#: The paths whose kernel checks the finished output for NaN and infinities (eager mode).
 _OUTPUT_CHECKED = (Path.DENSE_EPILOGUE, Path.GRAPH_ROTATE)
 #: The per-instance hook tables of :class:`~torch_geometric.nn.conv.MessagePassing`; a hook in
 #: any of them expects to see the messages, so the dense path steps aside for it.
-_HOOK_TABLES = (
-    "_propagate_forward_pre_hooks", "_propagate_forward_hooks",
-    "_message_forward_pre_hooks", "_message_forward_hooks",
-    "_aggregate_forward_pre_hooks", "_aggregate_forward_hooks",
-    "_message_and_aggregate_forward_pre_hooks", "_message_and_aggregate_forward_hooks",
-    "_edge_update_forward_pre_hooks", "_edge_update_forward_hooks",
-)
+_HOOK_TABLES = tuple(f"_{kind}_forward{pre}_hooks" for kind in (
+    "propagate", "message", "aggregate", "message_and_aggregate", "edge_update")
+    for pre in ("_pre", ""))
 
 
 def _needs_grad(*tensors: Tensor) -> bool:
-    """Whether autograd records a computation on these tensors (grad mode on and one of them
-    requiring a gradient): where it does not, the forward-only native operators may run."""
+    """Whether autograd records a computation on these tensors; where it does not, the
+    forward-only native operators may run."""
     return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
 
 
@@ -117,11 +112,10 @@ def _check_arguments(in_channels: Any, out_channels: Any, heads: Any, quaternion
 
 
 class _Call(NamedTuple):
-    """What every attention path of :class:`QSVConv` takes: the graph, the rotated source
-    features ``[N_src, H, C]``, the quaternions, the targets' rotation (:obj:`None`
-    without transport), the explain mask of the dense path, whether the weights are
-    returned, and whether the targets' layout is checked in the path (compiled
-    ``dense=True``)."""
+    """What every attention path takes: the graph, the rotated source features
+    ``[N_src, H, C]``, the quaternions, the targets' rotation (:obj:`None` without
+    transport), the dense path's explain mask, whether the weights are returned, and whether
+    the path checks the targets' layout (compiled ``dense=True``)."""
 
     info: GraphInfo
     coo: Tensor
@@ -143,25 +137,23 @@ class QSVConv(MessagePassing):
     The channels of each head are read as :math:`m` quaternions
     :math:`\mathbf{x}_{j}^{(h, g)} = (x_0, \mathbf{x}_v)` (``out_channels = heads * 4 * m``,
     real part first).  For an edge :math:`j \to i` the relative quaternion
-    :math:`r_{ij} = q_i^{*} q_j` gives the attention logit
+    :math:`r_{ij} = q_i^{*} q_j` gives the logit, normalised over the in-neighbours of
+    :math:`i`,
 
     .. math::
         e_{ij}^{(h)} = \tau_h\,\mathrm{Re}\bigl(q_i^{(h)*} q_j^{(h)}\bigr)
-        = \tau_h\,\bigl\langle q_i^{(h)}, q_j^{(h)} \bigr\rangle,
-
-    normalised over the in-neighbours of :math:`i`,
-
-    .. math::
+        = \tau_h\,\bigl\langle q_i^{(h)}, q_j^{(h)} \bigr\rangle, \qquad
         \alpha_{ij}^{(h)} = \frac{\exp e_{ij}^{(h)}}
         {\sum_{k \in \mathcal{N}(i)} \exp e_{ik}^{(h)}},
 
-    and transports the neighbour's features by the sandwich product
+    and transports the neighbour's features by the sandwich product, which keeps the real
+    part and rotates the vector part:
 
     .. math::
         T_{ij}^{(h)}(\mathbf{x}) = r_{ij}^{(h)}\,\mathbf{x}\,r_{ij}^{(h)*}
-        = \bigl(x_0,\; R(q_i^{(h)})^{\top} R(q_j^{(h)})\,\mathbf{x}_v\bigr),
+        = \bigl(x_0,\; R(q_i^{(h)})^{\top} R(q_j^{(h)})\,\mathbf{x}_v\bigr).
 
-    which keeps the real part and rotates the vector part.  The update is
+    The update is
 
     .. math::
         \mathbf{x}_i^{\prime\,(h, g)} = \sum_{j \in \mathcal{N}(i)} \alpha_{ij}^{(h)}\,
@@ -169,13 +161,11 @@ class QSVConv(MessagePassing):
         = q_i^{*} \Bigl[\sum_{j \in \mathcal{N}(i)} \alpha_{ij}\,
         q_j \mathbf{x}_j q_j^{*}\Bigr] q_i + \mathbf{b},
 
-    and the right-hand factorisation is how it is computed: every node's features are
-    rotated by :math:`R(q_j)` once before aggregation and by :math:`R(q_i)^{\top}` once after,
-    so the per-edge work is a 4-dimensional dot product per head plus the weighted sum.
-    There is no value map: the operator keeps its input's width, :obj:`out_channels`.  Inputs
-    of another width (:obj:`in_channels`) are first projected linearly to it,
-    :math:`\mathbf{x}_j \leftarrow \mathbf{\Theta}\mathbf{x}_j`, and every formula above
-    reads the projected features.
+    computed by the right-hand factorisation: every node is rotated once before and once
+    after aggregation, so the per-edge work is a 4-d dot product per head plus the weighted
+    sum.  There is no value map: the operator keeps the width :obj:`out_channels`; inputs
+    of another width are first projected, :math:`\mathbf{x}_j \leftarrow
+    \mathbf{\Theta}\mathbf{x}_j`.
 
     The quaternions come from the features (:obj:`quaternion='feature'`,
     :math:`q_i = \mathrm{normalize}(\mathbf{W}\mathbf{x}_i + \mathbf{c})`), from a free
@@ -183,41 +173,32 @@ class QSVConv(MessagePassing):
     :math:`q_i = \mathrm{normalize}(p_i\,(\mathbf{W}\mathbf{x}_i + \mathbf{c}))` of both
     (:obj:`'both'`).  The output is invariant under :math:`q_i \mapsto g\,q_i` for any fixed
     unit :math:`g`, and :math:`q` and :math:`-q` give the same transport but opposite logits.
-    A quaternion that is exactly zero (measure zero; :func:`~quest_geometric.quaternion.normalize`
-    keeps it zero) gives logit :math:`0` and zeroes the transported vector part, never ``NaN``.
+    A zero quaternion (:func:`~quest_geometric.quaternion.normalize` keeps it zero) gives
+    logit :math:`0` and zeroes the transported vector part, never ``NaN``.
 
-    Two families of execution paths compute the same function: the general scatter path of
-    :class:`~torch_geometric.nn.conv.MessagePassing`, and dense paths for graphs in which
-    every target node has exactly :math:`k` in-edges sorted by target
-    (``edge_index[1] == arange(N).repeat_interleave(k)``, the layout of
-    :func:`quest_geometric.geometry.knn_graph` and of sphere graphs), where the softmax runs
-    densely over the :math:`k` neighbours and (``fused``) the weighted sum is a sparse-dense
-    product over the attention weights,
-
-    .. math::
-        \mathbf{Y}^{(h)} = \mathbf{A}^{(h)} \tilde{\mathbf{X}}^{(h)}, \qquad
-        \mathbf{A}^{(h)}_{ij} = \alpha^{(h)}_{ij},
-
-    so no ``[E, C]`` message tensor is materialised.  On the CPU in ``float32`` and
-    ``float64`` native kernels compute the dense path (compiled from C at first use; see
-    :func:`~quest_geometric.nn.qsv_native_status`); the layer traces under
-    :func:`torch.compile` with no graph breaks.  Which path a call takes, and why, is
-    described in ``docs/qsv.md`` (*Execution paths*); every path is tested equal to the
-    scatter path and to plain references.
+    Besides PyG's scatter path, dense paths serve graphs in which every target has exactly
+    :math:`k` in-edges sorted by target (``edge_index[1] == arange(N).repeat_interleave(k)``,
+    the layout of :func:`quest_geometric.geometry.knn_graph` and of sphere graphs): a dense
+    softmax over the :math:`k` neighbours and (``fused``) the weighted sum as a sparse-dense
+    product :math:`\mathbf{Y}^{(h)} = \mathbf{A}^{(h)} \tilde{\mathbf{X}}^{(h)}`,
+    :math:`\mathbf{A}^{(h)}_{ij} = \alpha^{(h)}_{ij}`, with no ``[E, C]`` message tensor.  On
+    the CPU in ``float32`` and ``float64`` native kernels compute it
+    (:func:`~quest_geometric.nn.qsv_native_status`); the layer traces under
+    :func:`torch.compile` with no graph breaks.  ``docs/qsv.md`` (*Execution paths*) says
+    which path a call takes; every path is tested equal to the scatter path.
 
     **PyG tools.**  Explain masks (``explain=True`` with an ``edge_mask``, as set by
-    :class:`~torch_geometric.explain.Explainer`) multiply each message after the softmax, on
-    every path: with ``dense=None`` the layer takes the scatter path whenever explaining is
-    on or any message-passing hook (``register_message_forward_hook`` and friends, used by
-    :class:`~torch_geometric.explain.algorithm.AttentionExplainer`) is registered, so PyG
-    sees every message; with ``dense=True`` the dense path applies the mask itself (hooks
-    then raise, since there are no messages to hook).  A zero mask entry removes that
-    message on both paths alike (it is not renormalised away, as in PyG).
+    :class:`~torch_geometric.explain.Explainer`) multiply each message after the softmax on
+    every path.  With ``dense=None`` the layer takes the scatter path while explaining or
+    while a message-passing hook is registered (as
+    :class:`~torch_geometric.explain.algorithm.AttentionExplainer` does), so PyG sees every
+    message; with ``dense=True`` the dense path applies the mask itself and hooks raise.  A
+    zero mask entry removes that message (it is not renormalised away, as in PyG).
 
     **Bipartite input.**  ``x = (x_src, x_dst)`` takes source quaternions from the source
     features and target quaternions from the target features (``'feature'`` quaternions),
     so :func:`~torch_geometric.nn.to_hetero` can run the layer on a relation between two node
-    types; ``x_src is x_dst`` is the plain call.
+    types.
 
     Args:
         in_channels (int or tuple): Size of each input sample, or :obj:`-1` to derive it
@@ -226,7 +207,7 @@ class QSVConv(MessagePassing):
             source and target widths of a bipartite graph.  Any width other than
             :obj:`out_channels` (or :obj:`-1`) adds a linear input projection
             :math:`\mathbf{x}_i \mapsto \mathbf{\Theta}\mathbf{x}_i` (Glorot, no bias; one per
-            side for a tuple) before the operator; equal widths add none.
+            side for a tuple); equal widths add none.
         out_channels (int): Size of each output sample: the operator's width, a multiple of
             :obj:`4 * heads` (the channels of each head are read as quaternions).
         heads (int, optional): Number of heads, each with its own quaternion.
@@ -236,8 +217,8 @@ class QSVConv(MessagePassing):
         num_nodes (int, optional): Number of nodes of the fixed graph, required for
             :obj:`'node'` and :obj:`'both'` and not allowed otherwise.  An input with
             :math:`N = b \cdot` :obj:`num_nodes` nodes is read as :math:`b` copies of the
-            template graph batched the PyG way (node blocks concatenated in order), and the
-            node quaternions are tiled :math:`b` times. (default: :obj:`None`)
+            template graph batched the PyG way, and the node quaternions are tiled
+            :math:`b` times. (default: :obj:`None`)
         transport (bool, optional): If :obj:`False`, skip the sandwich transport (the paper's
             "no transport" ablation): plain attention-weighted averaging. (default: :obj:`True`)
         attention (str, optional): :obj:`'learned'` for the quaternion softmax weights,
@@ -250,8 +231,7 @@ class QSVConv(MessagePassing):
         dropout (float, optional): Dropout probability of the normalised attention
             coefficients during training; the weights returned with
             :obj:`return_attention_weights=True` are the ones used, *after* dropout (in
-            training mode some are zero and the rest scaled by :math:`1/(1-p)`, so they no
-            longer sum to 1; in eval mode they are the softmax). (default: :obj:`0.0`)
+            training mode they no longer sum to 1). (default: :obj:`0.0`)
         bias (bool, optional): If set to :obj:`False`, the layer will not learn an additive
             bias. (default: :obj:`True`)
         fused (bool, optional): On the dense path, compute the weighted sum in one pass over
@@ -259,8 +239,7 @@ class QSVConv(MessagePassing):
             input; :obj:`False` uses the plain gather reference. (default: :obj:`True`)
         dense (bool, optional): The layer's default for :meth:`forward`'s ``dense`` (used
             where a call passes :obj:`None`): :obj:`True` when every graph it will see has
-            the dense layout (``k`` in-edges per node, sorted by target, as the library's
-            kNN sphere graphs), :obj:`False` for the scatter path, :obj:`None` to detect the
+            the dense layout, :obj:`False` for the scatter path, :obj:`None` to detect the
             layout per graph (under :func:`torch.compile` at run time, inside the compiled
             graph). (default: :obj:`None`)
         **kwargs (optional): Additional arguments of
@@ -293,22 +272,12 @@ class QSVConv(MessagePassing):
         torch.Size([10, 32])
     """
 
-    def __init__(
-        self,
-        in_channels: Union[int, Tuple[int, int]],
-        out_channels: int,
-        heads: int = 1,
-        quaternion: str = "feature",
-        num_nodes: Optional[int] = None,
-        transport: bool = True,
-        attention: str = "learned",
-        temperature: Optional[Union[float, str]] = None,
-        dropout: float = 0.0,
-        bias: bool = True,
-        fused: bool = True,
-        dense: Optional[bool] = None,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, in_channels: Union[int, Tuple[int, int]], out_channels: int,
+                 heads: int = 1, quaternion: str = "feature", num_nodes: Optional[int] = None,
+                 transport: bool = True, attention: str = "learned",
+                 temperature: Optional[Union[float, str]] = None, dropout: float = 0.0,
+                 bias: bool = True, fused: bool = True, dense: Optional[bool] = None,
+                 **kwargs: Any) -> None:
         kwargs.setdefault("aggr", "add")
         super().__init__(node_dim=0, **kwargs)
         temperature = _check_arguments(in_channels, out_channels, heads, quaternion, num_nodes,
@@ -327,43 +296,25 @@ class QSVConv(MessagePassing):
         self.dense = dense
         #: Number of quaternions per head.
         self.groups = out_channels // (4 * heads)
-        self._build(bias)
-        self.reset_parameters()
-
-    def _build(self, bias: bool) -> None:
-        """Registers the input projections, the quaternion map, the node quaternions, the
-        learned temperature and the bias (:obj:`None` where the settings have none)."""
-        out_channels, heads = self.out_channels, self.heads
 
         def projection(width: int) -> Optional[Linear]:
             if width == out_channels:
                 return None
             return Linear(width, out_channels, bias=False, weight_initializer="glorot")
 
-        if isinstance(self.in_channels, tuple):
-            self.register_module("lin", None)
-            self.register_module("lin_src", projection(self.in_channels[0]))
-            self.register_module("lin_dst", projection(self.in_channels[1]))
-        else:
-            self.register_module("lin", projection(self.in_channels))
-            self.register_module("lin_src", None)
-            self.register_module("lin_dst", None)
-        if self.quaternion in ("feature", "both"):
-            self.lin_q = Linear(out_channels, 4 * heads, bias=True, weight_initializer="glorot")
-        else:
-            self.register_module("lin_q", None)
-        if self.quaternion in ("node", "both"):
-            self.node_q = Parameter(torch.empty(self.num_nodes, heads, 4))
-        else:
-            self.register_parameter("node_q", None)
-        if self.temperature == "learned":
-            self.scale = Parameter(torch.empty(heads))
-        else:
-            self.register_parameter("scale", None)
-        if bias:
-            self.bias = Parameter(torch.empty(out_channels))
-        else:
-            self.register_parameter("bias", None)
+        pair = isinstance(in_channels, tuple)
+        self.register_module("lin", None if pair else projection(in_channels))
+        self.register_module("lin_src", projection(in_channels[0]) if pair else None)
+        self.register_module("lin_dst", projection(in_channels[1]) if pair else None)
+        self.register_module("lin_q", Linear(out_channels, 4 * heads, bias=True,
+                                             weight_initializer="glorot")
+                             if quaternion in ("feature", "both") else None)
+        self.register_parameter("node_q", Parameter(torch.empty(num_nodes, heads, 4))
+                                if quaternion in ("node", "both") else None)
+        self.register_parameter("scale", Parameter(torch.empty(heads))
+                                if temperature == "learned" else None)
+        self.register_parameter("bias", Parameter(torch.empty(out_channels)) if bias else None)
+        self.reset_parameters()
 
     def reset_parameters(self) -> None:
         r"""Resets all learnable parameters: Glorot for the input projections
@@ -372,11 +323,9 @@ class QSVConv(MessagePassing):
         global generator) for :obj:`node_q`, 1 for the learned temperature and 0 for the
         bias."""
         super().reset_parameters()
-        for lin in (self.lin, self.lin_src, self.lin_dst):
+        for lin in (self.lin, self.lin_src, self.lin_dst, self.lin_q):
             if lin is not None:
                 lin.reset_parameters()
-        if self.lin_q is not None:
-            self.lin_q.reset_parameters()
         with torch.no_grad():
             if self.node_q is not None:
                 self.node_q.copy_(random_unit(self.node_q.shape[:-1], dtype=self.node_q.dtype,
@@ -386,7 +335,6 @@ class QSVConv(MessagePassing):
             if self.bias is not None:
                 self.bias.zero_()
 
-    # ------------------------------------------------------------------ quaternions
     def quaternions(self, x: Tensor) -> Tensor:
         r"""Unit quaternion of every node and head, shape ``[N, heads, 4]``.
 
@@ -415,8 +363,7 @@ class QSVConv(MessagePassing):
     def _split_x(self, x: Any) -> tuple[Tensor, Tensor, bool, list[tuple[str, Tensor]]]:
         """``(x_src, x_dst, bipartite, unchecked)`` from ``x`` or ``(x_src, x_dst)``,
         validated and projected to :obj:`out_channels`; ``unchecked``: the inputs (name,
-        tensor) whose finiteness is still to be checked (:meth:`_check_finite_inputs`, or
-        through the quaternions of the fused prologue)."""
+        tensor) whose finiteness is still to be checked."""
         if isinstance(x, (tuple, list)):
             if len(x) != 2:
                 raise fail(ValueError, "QSVConv", "x", "a tensor or a pair (x_src, x_dst)",
@@ -446,7 +393,12 @@ class QSVConv(MessagePassing):
             if width != -1 and t.size(1) != width:
                 raise fail(ValueError, "QSVConv", f"'{name}'", f"of {width} channels "
                            "(in_channels)", t)
-            self._check_dtype(t, name)
+            param = self.lin_q.weight if self.lin_q is not None else self.node_q
+            if t.dtype != param.dtype and not torch.is_autocast_enabled(t.device.type):
+                raise TypeError(
+                    f"QSVConv: '{name}' must be of the dtype of the layer's parameters "
+                    f"({param.dtype}), got {t.dtype}; convert the input with "
+                    f"x.to({param.dtype}) or the layer with layer.to({t.dtype})")
             if not ops.is_compiling():
                 unchecked.append((name, t))
         if isinstance(self.in_channels, tuple):
@@ -464,28 +416,15 @@ class QSVConv(MessagePassing):
                        got_text="a bipartite pair (x_src, x_dst)")
         return x_src, x_dst, bipartite, unchecked
 
-    def _check_dtype(self, t: Tensor, name: str) -> None:
-        """Refuse features of another floating dtype than the parameters (outside
-        autocast)."""
-        param = self.lin_q.weight if self.lin_q is not None else self.node_q
-        if (t.dtype != param.dtype
-                and not torch.is_autocast_enabled(t.device.type)):
-            raise TypeError(
-                f"QSVConv: '{name}' must be of the dtype of the layer's parameters "
-                f"({param.dtype}), got {t.dtype}; convert the input with "
-                f"x.to({param.dtype}) or the layer with layer.to({t.dtype})"
-            )
-
     @staticmethod
     def _check_finite_inputs(unchecked: list[tuple[str, Tensor]]) -> None:
-        """Refuse non-finite features (eager mode only: one host synchronisation per tensor;
-        :func:`torch.compile` skips it, where it would break the graph)."""
+        """Refuse non-finite features (eager mode only: one host synchronisation per tensor,
+        which would break a compiled graph)."""
         for name, t in unchecked:
             if not all_finite(t):
                 raise ValueError(
                     f"QSVConv: '{name}' must be finite, got NaN or infinite entries "
-                    f"({int((~torch.isfinite(t)).sum())} of {t.numel()})"
-                )
+                    f"({int((~torch.isfinite(t)).sum())} of {t.numel()})")
 
     def _refuse_overflow(self, x_src: Tensor, x_dst: Tensor,
                          unchecked: list[tuple[str, Tensor]]) -> NoReturn:
@@ -504,22 +443,16 @@ class QSVConv(MessagePassing):
         r"""Whether every node has the same number :math:`k \geq 1` of in-edges, sorted by
         target: ``edge_index[1] == arange(num_nodes).repeat_interleave(k)``.
 
-        This inspects the data (a host synchronisation, and a graph break under
-        :func:`torch.compile`); an eager :meth:`forward` with ``dense=None`` runs it at
-        every call."""
+        This reads the data (a host synchronisation, and a graph break under
+        :func:`torch.compile`)."""
         return dense_degree(edge_index[1], num_nodes) > 0
-
-    def _observed(self) -> bool:
-        """Whether PyG machinery expects to see the messages: explaining is on, or a
-        message-passing hook is registered."""
-        return bool(self.explain) or self._hooked()
 
     def _hooked(self) -> bool:
         """Whether a message-passing hook is registered."""
         return any(getattr(self, name) for name in _HOOK_TABLES)
 
     def _dense_mask(self, num_edges: int) -> Optional[Tensor]:
-        """The explain mask, as :meth:`~torch_geometric.nn.conv.MessagePassing.
+        """The explain mask as :meth:`~torch_geometric.nn.conv.MessagePassing.
         explain_message` would apply it, for the dense path (``None`` when not explaining)."""
         if not self.explain:
             return None
@@ -527,8 +460,7 @@ class QSVConv(MessagePassing):
                 or type(self).explain_message is not MessagePassing.explain_message):
             raise ValueError(
                 "dense=True cannot apply a custom 'explain_message'; pass dense=None or "
-                "False to explain through the scatter path"
-            )
+                "False to explain through the scatter path")
         mask = self._edge_mask
         if mask is None:
             raise ValueError("Could not find a pre-defined 'edge_mask' to explain. Did you "
@@ -551,13 +483,9 @@ class QSVConv(MessagePassing):
                 dense: Optional[bool] = None) -> Tuple[Tensor, Tuple[Tensor, Tensor]]:
         ...
 
-    def forward(
-        self,
-        x: Union[Tensor, PairTensor],
-        edge_index: Union[Tensor, Any],
-        return_attention_weights: Optional[bool] = None,
-        dense: Optional[bool] = None,
-    ) -> Union[Tensor, Tuple[Tensor, Tuple[Tensor, Tensor]]]:
+    def forward(self, x: Union[Tensor, PairTensor], edge_index: Union[Tensor, Any],
+                return_attention_weights: Optional[bool] = None, dense: Optional[bool] = None
+                ) -> Union[Tensor, Tuple[Tensor, Tuple[Tensor, Tensor]]]:
         r"""Runs the forward pass of the module.
 
         Args:
@@ -576,18 +504,14 @@ class QSVConv(MessagePassing):
                 :class:`~quest_geometric.models.qsv_net.QSVBlock` and
                 :class:`~quest_geometric.models.qsv_net.QSVNet`). (default: :obj:`None`)
             dense (bool, optional): :obj:`True` forces the dense ``[N, k]`` path (the graph
-                must have that layout: checked on the host in eager mode, by an assertion
-                inside the graph under :func:`torch.compile`), :obj:`False` forces the scatter
-                path, :obj:`None` detects the layout from the data and takes the scatter path
-                while explaining or when message-passing hooks are registered.  The layout
-                and the indices are read at every call: where the native kernels apply, by
-                the custom operator ``qsv_attend_graph``, which checks both in the kernel's
-                own pass (eager and compiled); elsewhere on the host in eager mode, and in
-                the compiled graph by :func:`torch.cond` and an operator that refuses an
-                index outside the nodes with the same :class:`ValueError` (the scatter path
-                alone while compiled with attention dropout in training);
-                :obj:`None` takes the layer's own default first (its constructor's ``dense``).
-                (default: :obj:`None`)
+                must have that layout: checked on the host in eager mode, inside the graph
+                under :func:`torch.compile`), :obj:`False` forces the scatter path,
+                :obj:`None` takes the layer's own default, and where that is :obj:`None`
+                too detects the layout from the data and takes the scatter path while
+                explaining or when message-passing hooks are registered.  The layout and
+                the index range are checked at every call, eager and compiled: by the
+                native kernels in their own pass where they run, elsewhere on the host in
+                eager mode and by operators inside a compiled graph. (default: :obj:`None`)
 
         Raises:
             TypeError: if :obj:`x` has another floating dtype than the layer's parameters
@@ -616,8 +540,8 @@ class QSVConv(MessagePassing):
                      want_alpha, plan.check_targets)
         try:
             if plan.path is Path.COND:
-                out, alpha = self._path_cond(call,
-                                             self._cond_dense_path(x_src, x_dst, bipartite))
+                dense_path = choose_path(self._facts(x_src, x_dst, bipartite, Layout.DENSE))
+                out, alpha = self._path_cond(call, dense_path.path)
             else:
                 out, alpha = getattr(self, "_path_" + plan.path.value)(call)
         except NonFiniteOutput:  # the kernel's check of the output (eager only)
@@ -639,12 +563,12 @@ class QSVConv(MessagePassing):
     def _decide(self, info: GraphInfo, coo: Tensor, x_src: Tensor, x_dst: Tensor,
                 bipartite: bool, dense: Optional[bool]) -> Plan:
         """The call's :class:`Plan`.  A layout the sizes leave open (``dense=None``) is found
-        by the native kernel in its own pass, as under :func:`torch.compile` (no pass of the
-        layer's over the targets, and the kernel checks the indices it reads); where the
+        by the native kernel in its own pass, as under :func:`torch.compile`; where the
         chosen path has no kernel, eager mode reads the layout on the host and chooses
-        again (compiled, :func:`torch.cond` finds it in the graph)."""
-        layout = graph_layout(info, coo, x_dst.size(0), dense, observed=self._observed(),
-                              hooked=self._hooked(),
+        again."""
+        hooked = self._hooked()
+        layout = graph_layout(info, coo, x_dst.size(0), dense,
+                              observed=bool(self.explain) or hooked, hooked=hooked,
                               dropout=self.training and self.dropout > 0.0)
         plan = choose_path(self._facts(x_src, x_dst, bipartite, layout))
         if plan.path is Path.COND and not ops.is_compiling():
@@ -654,40 +578,31 @@ class QSVConv(MessagePassing):
 
     def _facts(self, x_src: Tensor, x_dst: Tensor, bipartite: bool, layout: Layout
                ) -> PathFacts:
-        """The :class:`PathFacts` of a call on the (projected) features ``x_src``,
-        ``x_dst``."""
-        params = [t for t in (self.lin_q.weight if self.lin_q is not None else None,
-                              None if self.lin_q is None else self.lin_q.bias,
+        """The :class:`PathFacts` of a call on the (projected) features."""
+        lin_q = self.lin_q
+        params = [t for t in (None if lin_q is None else lin_q.weight,
+                              None if lin_q is None else lin_q.bias,
                               self.node_q, self.scale, self.bias) if t is not None]
         autocast = torch.is_autocast_enabled(x_src.device.type)
-        same_dtype = x_src.dtype == self._quaternion_dtype(x_src, autocast)
+        # The dtype quaternions() returns: the parameters', or under autocast the lower
+        # precision of the quaternion map (promoted by the node quaternions' product).
+        q_dtype = (lin_q.weight if lin_q is not None else self.node_q).dtype
+        if autocast and lin_q is not None:
+            q_dtype = torch.get_autocast_dtype(x_src.device.type)
+            if self.node_q is not None:
+                q_dtype = torch.promote_types(q_dtype, self.node_q.dtype)
         return PathFacts(
             layout=layout,
             native=not autocast and ops.supports(x_src, x_dst, *params),
-            fused=self.fused and same_dtype and x_src.dtype in _FUSED_DTYPES,
+            fused=self.fused and x_src.dtype == q_dtype and x_src.dtype in _FUSED_DTYPES,
             needs_grad=_needs_grad(x_src, x_dst, *params),
             autocast=autocast,
             learned=self.attention == "learned",
             dropout=self.training and self.dropout > 0.0,
             masked=bool(self.explain),
             feature_quaternions=(not bipartite and self.node_q is None
-                                 and self.lin_q is not None and self.lin_q.bias is not None),
+                                 and lin_q is not None and lin_q.bias is not None),
             transport=self.transport)
-
-    def _quaternion_dtype(self, x: Tensor, autocast: bool) -> torch.dtype:
-        """The dtype :meth:`quaternions` returns for features ``x``: the parameters', or
-        under :func:`torch.autocast` the lower precision of the quaternion map (promoted by
-        the node quaternions' product)."""
-        param = self.lin_q.weight if self.lin_q is not None else self.node_q
-        if not autocast or self.lin_q is None:
-            return param.dtype
-        low = torch.get_autocast_dtype(x.device.type)
-        return low if self.node_q is None else torch.promote_types(low, self.node_q.dtype)
-
-    def _cond_dense_path(self, x_src: Tensor, x_dst: Tensor, bipartite: bool) -> Path:
-        """The dense branch of :attr:`Path.COND`: the path the call would take were its
-        layout known to be dense."""
-        return choose_path(self._facts(x_src, x_dst, bipartite, Layout.DENSE)).path
 
     # ------------------------------------------------------------------ prologue, epilogue
     def _prepare(self, plan: Plan, x_src: Tensor, x_dst: Tensor, bipartite: bool,
@@ -701,10 +616,9 @@ class QSVConv(MessagePassing):
         if plan.prologue:
             assert self.lin_q is not None and self.lin_q.bias is not None
             q, rot, xs = ops.prepare(x_src, self.lin_q.weight, self.lin_q.bias, H)
-            # The features are not checked here: every feature of a row enters each of its
-            # quaternions' dot products, and a NaN or an infinity in any term makes a sum
-            # non-finite (inf * 0 is NaN), which the normalisation, the rotation back and so
-            # the row's output keep; forward's check of the output names the features then.
+            # The features are not checked here: a NaN or an infinity in a row makes each of
+            # its quaternions' dot products, and so the row's output, non-finite, which
+            # forward's check of the output then reports by the features' name.
             return q, q, xs.view(Ns, H, m, 4), rot
         q_src = self.quaternions(x_src)
         q_dst = self.quaternions(x_dst) if bipartite else q_src
@@ -726,7 +640,7 @@ class QSVConv(MessagePassing):
         """The output ``[N_dst, out_channels]``: the aggregated rows rotated back by the
         targets' quaternions and the bias added, unless the attention's path did both."""
         Nd, H, m = out.size(0), self.heads, self.groups
-        if plan.path in (Path.DENSE_EPILOGUE, Path.GRAPH_ROTATE):
+        if plan.path in _OUTPUT_CHECKED:
             return out.reshape(Nd, self.out_channels)
         bias = None if self.bias is None else self.bias.view(H, m, 4)
         out = out.view(Nd, H, m, 4)
@@ -739,10 +653,9 @@ class QSVConv(MessagePassing):
     def _path_scatter(self, c: _Call) -> Tuple[Tensor, Tensor]:
         """PyG's message passing: the general path, for any graph."""
         size = (c.q_src.size(0), c.q_dst.size(0))
-        # The two type comments name their types in full: PyG builds edge_updater and
-        # propagate from them once per class, in a module that star-imports this one (which
-        # exports QSVConv alone); a name unknown there makes it retry, reading this file's
-        # source, at every construction.
+        # The type comments name their types in full: PyG builds edge_updater and propagate
+        # from them once per class, in a module that star-imports this one (which exports
+        # QSVConv alone); an unknown name makes it reread this file at every construction.
         # edge_updater_type: (q: torch_geometric.typing.PairTensor)
         alpha = self.edge_updater(c.coo, q=(c.q_src, c.q_dst), size=size)
         # propagate_type: (x: torch_geometric.typing.OptPairTensor, alpha: Tensor)
@@ -766,7 +679,7 @@ class QSVConv(MessagePassing):
         C = c.xs.size(-1)
         x_j = c.xs.index_select(0, src).view(N, k, H * C)
         # One batched GEMM [H, k] @ [k, H * C] per node, keeping the head-diagonal blocks:
-        # H times the needed flops, but much faster on CPU than a broadcast multiply and a
+        # H times the needed flops, but faster on CPU than a broadcast multiply and a
         # reduction over [N, k, H, C] (forward and backward), and exact.
         full = torch.bmm(weights.transpose(1, 2), x_j)  # [N, H, H * C]
         if H == 1:
@@ -776,9 +689,9 @@ class QSVConv(MessagePassing):
         return out, alpha.reshape(N * k, H)
 
     def _path_dense_fused(self, c: _Call) -> Tuple[Tensor, Tensor]:
-        """The dense path as sparse-dense products over the ``[N_dst, heads, k]`` weights
-        (:func:`~quest_geometric.nn._qsv_ops.neighbour_sum`): eagerly on the graph's cached
-        CSR pattern, under :func:`torch.compile` on a pattern built in the traced graph."""
+        """The dense path as sparse-dense products over the ``[N_dst, heads, k]`` weights:
+        eagerly on the graph's cached CSR pattern, under :func:`torch.compile` on a pattern
+        built in the traced graph."""
         Nd, H = c.q_dst.size(0), self.heads
         k = c.coo.size(1) // Nd
         src = c.coo[0]
@@ -805,63 +718,54 @@ class QSVConv(MessagePassing):
             out = ops.neighbour_sum(values.to(work), feats.to(work), src, Nd, k, H, pattern)
         return out.to(common).view(Nd, H, -1), _edge_order(alpha)
 
-    def _path_dense_native(self, c: _Call) -> Tuple[Tensor, Tensor]:
-        """The dense path as one native kernel (logits, softmax and weighted sum in one pass
-        over the neighbours); the backward sums over the transposed pattern, found again by
-        the sources' bytes (:data:`~quest_geometric.nn._qsv_csr.TRANSPOSES`)."""
-        H = self.heads
-        scale = self._scale_vector(c.xs)
-        out, alpha = ops.attend(c.q_src.reshape(-1, H, 4), c.q_dst.reshape(-1, H, 4), scale,
-                                c.xs, c.coo[0], c.coo.size(1) // c.q_dst.size(0), None,
-                                c.coo[1] if c.check_targets else None)
-        return out, _edge_order(alpha)
+    def _epilogue(self, c: _Call) -> dict[str, Any]:
+        """The kernels' epilogue arguments: the output rotation, the bias and (eager) the
+        check of the finished output."""
+        bias = None if self.bias is None else self.bias.view(self.heads, -1)
+        return dict(rot=c.rot_dst, bias=bias, check_finite=not ops.is_compiling())
 
-    def _path_dense_epilogue(self, c: _Call) -> Tuple[Tensor, Tensor]:
-        """The native kernel with the output rotation and the bias applied to each row as it
-        is finished (inference only: no backward)."""
+    def _path_dense_native(self, c: _Call, epilogue: bool = False) -> Tuple[Tensor, Tensor]:
+        """The dense path as one native kernel (logits, softmax and weighted sum in one pass
+        over the neighbours); with ``epilogue`` (inference only: no backward) also the
+        output rotation and the bias, applied to each row as it is finished."""
         H = self.heads
-        bias = None if self.bias is None else self.bias.view(H, -1)
+        extra = self._epilogue(c) if epilogue else {}
         out, alpha = ops.attend(c.q_src.reshape(-1, H, 4), c.q_dst.reshape(-1, H, 4),
                                 self._scale_vector(c.xs), c.xs, c.coo[0],
                                 c.coo.size(1) // c.q_dst.size(0), None,
-                                c.coo[1] if c.check_targets else None, c.rot_dst, bias,
-                                check_finite=not ops.is_compiling())
+                                c.coo[1] if c.check_targets else None, **extra)
         return out, _edge_order(alpha)
 
-    def _path_graph(self, c: _Call) -> Tuple[Tensor, Tensor]:
+    def _path_dense_epilogue(self, c: _Call) -> Tuple[Tensor, Tensor]:
+        return self._path_dense_native(c, epilogue=True)
+
+    def _path_graph(self, c: _Call, epilogue: bool = False) -> Tuple[Tensor, Tensor]:
         """Compiled with an unknown layout: one custom operator finds it at run time (the
         native kernel on the dense layout, a scatter form on any other), with no
-        :func:`torch.cond`, whose backward would run the branch's forward again."""
+        :func:`torch.cond`, whose backward would run the branch's forward again; with
+        ``epilogue`` as :meth:`_path_dense_native`."""
         H = self.heads
+        extra = self._epilogue(c) if epilogue else {}
         return ops.attend_graph(c.q_src.reshape(-1, H, 4), c.q_dst.reshape(-1, H, 4),
                                 self._scale_vector(c.xs), c.xs, c.coo[0], c.coo[1],
-                                c.q_dst.size(0), c.want_alpha)
+                                c.q_dst.size(0), c.want_alpha, **extra)
 
     def _path_graph_rotate(self, c: _Call) -> Tuple[Tensor, Tensor]:
-        """:meth:`_path_graph` with the output rotation and the bias (inference only)."""
-        H = self.heads
-        bias = None if self.bias is None else self.bias.view(H, -1)
-        return ops.attend_graph(c.q_src.reshape(-1, H, 4), c.q_dst.reshape(-1, H, 4),
-                                self._scale_vector(c.xs), c.xs, c.coo[0], c.coo[1],
-                                c.q_dst.size(0), c.want_alpha, c.rot_dst, bias,
-                                check_finite=not ops.is_compiling())
+        return self._path_graph(c, epilogue=True)
 
     def _path_cond(self, c: _Call, dense: Path) -> Tuple[Tensor, Tensor]:
         """Compiled with an unknown layout and no native kernel: :func:`torch.cond` between
         the ``dense`` path and the scatter path, on the targets' layout."""
         dense_path = getattr(self, "_path_" + dense.value)
 
-        def dense_branch(coo: Tensor, xs: Tensor, q_src: Tensor, q_dst: Tensor
-                         ) -> Tuple[Tensor, Tensor]:
-            return dense_path(_Call(c.info, coo, xs, q_src, q_dst, None, None, True, False))
+        def branch(path: Any) -> Any:
+            def run(coo: Tensor, xs: Tensor, q_src: Tensor, q_dst: Tensor
+                    ) -> Tuple[Tensor, Tensor]:
+                return path(_Call(c.info, coo, xs, q_src, q_dst, None, None, True, False))
+            return run
 
-        def scatter_branch(coo: Tensor, xs: Tensor, q_src: Tensor, q_dst: Tensor
-                           ) -> Tuple[Tensor, Tensor]:
-            return self._path_scatter(_Call(c.info, coo, xs, q_src, q_dst, None, None, True,
-                                            False))
-
-        return torch.cond(ops.dense_targets(c.coo, c.q_dst.size(0)), dense_branch,
-                          scatter_branch, (c.coo, c.xs, c.q_src, c.q_dst))
+        return torch.cond(ops.dense_targets(c.coo, c.q_dst.size(0)), branch(dense_path),
+                          branch(self._path_scatter), (c.coo, c.xs, c.q_src, c.q_dst))
 
     # ------------------------------------------------------------------ message passing
     def _scaled(self, logit: Tensor, head_dim: int) -> Tensor:
@@ -873,10 +777,8 @@ class QSVConv(MessagePassing):
             return logit * self.temperature
         return logit
 
-
     def _logits(self, q_i: Tensor, q_j: Tensor) -> Tensor:
         return self._scaled((q_i * q_j).sum(dim=-1), -1)
-
 
     def edge_update(self, q_i: Tensor, q_j: Tensor, index: Tensor, ptr: Optional[Tensor],
                     dim_size: Optional[int]) -> Tensor:
@@ -885,13 +787,10 @@ class QSVConv(MessagePassing):
         else:
             logit = self._logits(q_i, q_j)
         alpha = softmax(logit, index, ptr, dim_size)
-        alpha = F.dropout(alpha, p=self.dropout, training=self.training)
-        return alpha
-
+        return F.dropout(alpha, p=self.dropout, training=self.training)
 
     def message(self, x_j: Tensor, alpha: Tensor) -> Tensor:
         return x_j * alpha.unsqueeze(-1)
-
 
     def _scale_vector(self, xs: Tensor) -> Tensor:
         """The logit scale per head ``[H]``: the learned one, else the fixed temperature."""
@@ -899,7 +798,6 @@ class QSVConv(MessagePassing):
             return self.scale.reshape(self.heads)
         tau = self.temperature if isinstance(self.temperature, float) else 1.0
         return xs.new_full((self.heads,), tau)
-
 
     def __repr__(self) -> str:
         extra = ""

@@ -9,37 +9,27 @@ import torch
 from torch import Tensor
 
 from quest_geometric._utils.checks import (
-    check_positive_float,
-    check_positive_int,
-    check_shell_radii,
-    check_shell_sizes,
-    fail,
+    check_positive_float, check_positive_int, check_shell_radii, check_shell_sizes, fail,
 )
 
 #: The golden angle, :math:`\pi (3 - \sqrt{5})`, in radians.
 GOLDEN_ANGLE: float = math.pi * (3.0 - math.sqrt(5.0))
 
 
-def fibonacci_sphere(
-    n: int,
-    radius: float = 1.0,
-    dtype: Optional[torch.dtype] = None,
-    device: Optional[Union[torch.device, str]] = None,
-) -> Tensor:
-    r"""Returns the :math:`n` points of a spherical Fibonacci lattice.
-
-    Point :math:`i \in \{0, \dots, n - 1\}` has height and azimuth
+def fibonacci_sphere(n: int, radius: float = 1.0, dtype: Optional[torch.dtype] = None,
+                     device: Optional[Union[torch.device, str]] = None) -> Tensor:
+    r"""Returns the :math:`n` points of a spherical Fibonacci lattice: point
+    :math:`i \in \{0, \dots, n - 1\}` has height and azimuth
 
     .. math::
         z_i = 1 - \frac{2 (i + 1/2)}{n}, \qquad
         \varphi_i = i \, \pi (3 - \sqrt{5}),
 
     and lies at :math:`r \, (\sqrt{1 - z_i^2} \cos\varphi_i,\;
-    \sqrt{1 - z_i^2} \sin\varphi_i,\; z_i)`.  The heights are equally spaced, so every
-    point carries the same area :math:`4 \pi r^2 / n` (Archimedes), and the golden-angle
-    azimuths spread the points nearly uniformly.  Points run from the north pole
-    (:math:`+z`) to the south pole; none lies exactly on a pole.  The computation is done
-    in float64 and cast at the end.
+    \sqrt{1 - z_i^2} \sin\varphi_i,\; z_i)`.  Equally spaced heights give every point the
+    same area :math:`4 \pi r^2 / n` (Archimedes), and the golden-angle azimuths spread the
+    points nearly uniformly, from the north pole (:math:`+z`) to the south pole, none on a
+    pole.  Computed in float64, cast at the end.
 
     Args:
         n (int): The number of points.
@@ -65,32 +55,25 @@ def fibonacci_sphere(
     return pos.to(dtype=dtype, device=device)
 
 
-def concentric_spheres(
-    sizes: Sequence[int],
-    radii: Optional[Sequence[float]] = None,
-    dtype: Optional[torch.dtype] = None,
-    device: Optional[Union[torch.device, str]] = None,
-) -> tuple[Tensor, Tensor]:
-    r"""Returns concentric spherical Fibonacci lattices (shells), innermost first.
+def concentric_spheres(sizes: Sequence[int], radii: Optional[Sequence[float]] = None,
+                       dtype: Optional[torch.dtype] = None,
+                       device: Optional[Union[torch.device, str]] = None
+                       ) -> tuple[Tensor, Tensor]:
+    r"""Returns concentric spherical Fibonacci lattices (shells), innermost first: shell
+    :math:`s` holds ``sizes[s]`` points of :func:`fibonacci_sphere` at radius ``radii[s]``;
+    nodes are numbered shell after shell.
 
-    Shell :math:`s` holds ``sizes[s]`` points of :func:`fibonacci_sphere` at radius
-    ``radii[s]``; nodes are numbered shell after shell.
-
-    The default radii are :math:`r_s = s + 1` (:math:`1, 2, \dots, S`): equally spaced
-    shells.  With equal gaps, the radial part of the distance from a node to the shell
-    inside it and to the shell outside it is the same,
+    The default radii :math:`r_s = s + 1` space the shells equally, so the radial part of
 
     .. math::
-        \lVert p - p' \rVert^2 = (r - r')^2 + 2 r r' (1 - \cos\theta),
+        \lVert p - p' \rVert^2 = (r - r')^2 + 2 r r' (1 - \cos\theta)
 
-    so when cross-shell neighbours are picked by Euclidean distance from the union of both
-    adjacent shells (:func:`~quest_geometric.geometry.graphs.sphere_graph`), neither shell
-    is excluded by the radii alone and information flows both inward and outward.  Radii
-    proportional to :math:`\sqrt{n_s}` would equalise the node spacing
-    (:math:`\approx r \sqrt{4\pi / n}`) across shells, but for the usual 4x growth of the
-    sizes their gaps double from shell to shell and every middle node's cross neighbours
-    would lie on the inner shell only.  For the default sizes ``(64, 256, 1024)`` the radii
-    :math:`1, 2, 3` still keep the spacing within a factor of 1.34 (0.44, 0.44, 0.33).
+    is the same to the shell inside and to the shell outside: cross-shell neighbours picked
+    by Euclidean distance from both adjacent shells
+    (:func:`~quest_geometric.geometry.graphs.sphere_graph`) are not excluded by the radii
+    alone, and information flows both inward and outward.  (Radii proportional to
+    :math:`\sqrt{n_s}` would equalise the node spacing, but for sizes growing 4x per shell
+    the gaps would double and every middle node's cross neighbours lie on the inner shell.)
 
     Args:
         sizes (Sequence[int]): The number of points on each shell, innermost first.
@@ -107,12 +90,10 @@ def concentric_spheres(
     """
     sizes = check_shell_sizes(sizes, where="concentric_spheres")
     radii = check_shell_radii(radii, len(sizes), where="concentric_spheres")
-    pos = torch.cat(
-        [fibonacci_sphere(n, r, dtype=dtype, device=device) for n, r in zip(sizes, radii)]
-    )
-    shell = torch.repeat_interleave(
-        torch.arange(len(sizes), device=device), torch.tensor(sizes, device=device)
-    )
+    pos = torch.cat([fibonacci_sphere(n, r, dtype=dtype, device=device)
+                     for n, r in zip(sizes, radii)])
+    shell = torch.repeat_interleave(torch.arange(len(sizes), device=device),
+                                    torch.tensor(sizes, device=device))
     return pos, shell
 
 

@@ -8,38 +8,26 @@ import torch
 from torch_geometric.data import Data
 
 from quest_geometric._utils.checks import (
-    check_int,
-    check_positive_int,
-    check_shell_radii,
-    check_shell_sizes,
-    fail,
+    check_int, check_positive_int, check_shell_radii, check_shell_sizes, fail,
 )
 from quest_geometric.geometry.fibonacci import concentric_spheres
 from quest_geometric.geometry.knn import Backend, knn_bipartite, knn_graph
 
 
-def sphere_graph(
-    sizes: Sequence[int],
-    k: int,
-    k_cross: Optional[int] = None,
-    radii: Optional[Sequence[float]] = None,
-    backend: Backend = "auto",
-) -> Data:
-    r"""Builds the kNN graph on concentric spherical Fibonacci lattices.
-
-    The nodes are those of :func:`~quest_geometric.geometry.fibonacci.concentric_spheres`.
-    Node :math:`i` on shell :math:`s` receives edges from
+def sphere_graph(sizes: Sequence[int], k: int, k_cross: Optional[int] = None,
+                 radii: Optional[Sequence[float]] = None, backend: Backend = "auto") -> Data:
+    r"""Builds the kNN graph on concentric spherical Fibonacci lattices (the nodes of
+    :func:`~quest_geometric.geometry.fibonacci.concentric_spheres`): node :math:`i` on shell
+    :math:`s` receives edges from
 
     * its :math:`k` nearest nodes on its own shell (chord distance), and
     * its :math:`k_\times` nearest nodes (Euclidean distance in :math:`\mathbb{R}^3`) in
       the union of the adjacent shells :math:`s - 1` and :math:`s + 1`,
 
     so **every node has the same in-degree** :math:`k + k_\times`.  Edges are sorted by
-    target; each node's :math:`k` within-shell neighbours come first, then its
-    :math:`k_\times` cross-shell neighbours, each group ordered by (distance, index) as in
-    :func:`~quest_geometric.geometry.knn.knn_graph`.  Hence
-    ``edge_index[0].view(N, k + k_cross)`` is the dense neighbour table that attention
-    layers can use without scatter.
+    target, each node's :math:`k` within-shell neighbours first, each group ordered by
+    (distance, index) as in :func:`~quest_geometric.geometry.knn.knn_graph`: hence
+    ``edge_index[0].view(N, k + k_cross)`` is a dense neighbour table.
 
     Args:
         sizes (Sequence[int]): Nodes per shell, innermost first; each must exceed ``k``.
@@ -103,13 +91,11 @@ def sphere_graph(
 def lattice_graph(height: int, width: int, k: int = 8, backend: Backend = "auto") -> Data:
     r"""Builds the kNN graph of the flat :math:`H \times W` pixel lattice (the control).
 
-    Node :math:`i W + j` sits at the centre of pixel (row :math:`i`, column :math:`j`),
-    ``pos = (j, i, 0)`` in pixel units: 3-D with :math:`z = 0` so that the output has the
-    same form as :func:`sphere_graph` (and ``x = image.flatten(1).t()`` lists the pixels in
-    node order).  Every node receives edges from its :math:`k` nearest pixels (Euclidean),
-    ties broken by the smaller node index, so ``k = 4`` is the 4-neighbourhood and
-    ``k = 8`` the 8-neighbourhood inside the image; nodes near the border reach further
-    to keep the in-degree exactly :math:`k`.
+    Node :math:`i W + j` is pixel (row :math:`i`, column :math:`j`) at ``pos = (j, i, 0)``
+    (3-D, as :func:`sphere_graph`; ``x = image.flatten(1).t()`` lists the pixels in node
+    order).  Every node receives edges from its :math:`k` nearest pixels, ties broken by the
+    smaller index: ``k = 4`` is the 4-neighbourhood, ``k = 8`` the 8-neighbourhood, and
+    nodes near the border reach further to keep the in-degree exactly :math:`k`.
 
     Args:
         height (int): The number of rows :math:`H`.
@@ -131,8 +117,7 @@ def lattice_graph(height: int, width: int, k: int = 8, backend: Backend = "auto"
                    f"({height * width})", k)
 
     ii, jj = torch.meshgrid(torch.arange(height), torch.arange(width), indexing="ij")
-    pos = torch.stack([jj.reshape(-1), ii.reshape(-1), torch.zeros(height * width,
-                                                                   dtype=torch.long)], 1)
+    pos = torch.stack([jj.reshape(-1), ii.reshape(-1), torch.zeros_like(ii.reshape(-1))], 1)
     pos = pos.to(torch.get_default_dtype())
     edge_index = knn_graph(pos, k, backend=backend)
     return Data(pos=pos, shell=torch.zeros(height * width, dtype=torch.long),

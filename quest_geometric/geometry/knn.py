@@ -1,17 +1,13 @@
 r"""Exact k-nearest-neighbour graphs with interchangeable backends.
 
-Every backend only proposes *candidates*: for each query the :math:`m \ge k` nearest
-points under its own (possibly float32) arithmetic.  A shared canonicalisation step then
-recomputes the candidates' squared distances in float64 and keeps the first :math:`k` in
-the order (distance, index).  A query's answer is accepted only when the candidate list
-provably contains every point that could be among its :math:`k` nearest, i.e. when the
-last candidate's distance exceeds the :math:`k`-th exact distance by more than the
-backend's error bound; otherwise the query is retried with twice as many candidates (at
-most until its whole segment is a candidate).  Hence all backends return *identical*
-edge indices, even on regular lattices full of exact ties, which are broken by the smaller
-index.
-
-Which backend ``'auto'`` picks, and why, is in :data:`AUTO_BACKEND_NOTE`.
+Every backend only proposes *candidates*: for each query the :math:`m \ge k` nearest points
+under its own (possibly float32) arithmetic.  A shared step recomputes their squared distances
+in float64 and keeps the first :math:`k` in the order (distance, index).  A query's answer is
+accepted only when the candidates provably contain every point that could be among its
+:math:`k` nearest (the last candidate's distance exceeds the :math:`k`-th exact one by more
+than the backend's error bound); otherwise it is retried with twice as many candidates.
+Hence all backends return *identical* edge indices, even on lattices full of exact ties,
+which the smaller index breaks.  :data:`AUTO_BACKEND_NOTE` says what ``'auto'`` picks.
 """
 from __future__ import annotations
 
@@ -23,20 +19,13 @@ from torch import Tensor
 
 from quest_geometric import typing as qg_typing
 from quest_geometric._utils.checks import (
-    check_batch,
-    check_choice,
-    check_finite,
-    check_int,
-    check_positive_int,
-    check_tensor,
-    fail,
+    check_batch, check_choice, check_finite, check_int, check_positive_int, check_tensor, fail,
 )
 
 Backend = Literal["auto", "torch_cluster", "scipy", "torch"]
 _BACKENDS = ("auto", "torch_cluster", "scipy", "torch")
 
-#: What ``backend='auto'`` chooses and why (the timings behind it are on the benchmarks
-#: page: ``python -m benchmarks.qsv.knn_speed``).
+#: What ``backend='auto'`` chooses and why (``python -m benchmarks.qsv.knn_speed`` times it).
 AUTO_BACKEND_NOTE = (
     "'auto' uses 'scipy' for CPU tensors and, for GPU tensors, 'torch_cluster' when it is "
     "installed, otherwise 'torch'. On a CPU SciPy's cKDTree is the fastest back-end; the "
@@ -48,24 +37,17 @@ AUTO_BACKEND_NOTE = (
 _TORCH_BUDGET = 2**23
 
 
-def knn_graph(
-    pos: Tensor,
-    k: int,
-    batch: Optional[Tensor] = None,
-    loop: bool = False,
-    backend: Backend = "auto",
-    chunk_size: Optional[int] = None,
-) -> Tensor:
-    r"""Computes the exact k-nearest-neighbour graph of a point set.
-
-    Every node :math:`i` receives an edge :math:`j \to i` from each of its :math:`k`
-    nearest points :math:`j` of the same batch element, in the order
+def knn_graph(pos: Tensor, k: int, batch: Optional[Tensor] = None, loop: bool = False,
+              backend: Backend = "auto", chunk_size: Optional[int] = None) -> Tensor:
+    r"""Computes the exact k-nearest-neighbour graph of a point set: every node :math:`i`
+    receives an edge :math:`j \to i` from each of its :math:`k` nearest points :math:`j` of
+    the same batch element, in the order
 
     .. math::
         (\lVert p_j - p_i \rVert^2, \; j) \quad \text{ascending (lexicographic)},
 
-    with squared distances evaluated in float64, so exact ties are broken by the smaller
-    index, identically in every backend.
+    with squared distances in float64, so exact ties are broken by the smaller index,
+    identically in every backend.
 
     Args:
         pos (Tensor): Node positions, shape :math:`(N, D)`, floating, finite.
@@ -102,21 +84,13 @@ def knn_graph(
                 chunk_size=chunk_size)
 
 
-def knn_bipartite(
-    x: Tensor,
-    y: Tensor,
-    k: int,
-    batch_x: Optional[Tensor] = None,
-    batch_y: Optional[Tensor] = None,
-    backend: Backend = "auto",
-    chunk_size: Optional[int] = None,
-) -> Tensor:
-    r"""Finds, for every point of ``y``, its k nearest points of ``x`` (exact).
-
-    Same ordering, tie-breaking and backends as :func:`knn_graph`.  Unlike PyG's
-    ``knn`` (which returns ``(y index, x index)`` pairs), the result follows the
-    message-passing orientation: ``edge_index[0]`` indexes ``x`` (source) and
-    ``edge_index[1]`` indexes ``y`` (target).
+def knn_bipartite(x: Tensor, y: Tensor, k: int, batch_x: Optional[Tensor] = None,
+                  batch_y: Optional[Tensor] = None, backend: Backend = "auto",
+                  chunk_size: Optional[int] = None) -> Tensor:
+    r"""Finds, for every point of ``y``, its k nearest points of ``x`` (exact), with the
+    ordering, tie-breaking and backends of :func:`knn_graph`.  Unlike PyG's ``knn`` (which
+    returns ``(y index, x index)`` pairs), ``edge_index[0]`` indexes ``x`` (source) and
+    ``edge_index[1]`` indexes ``y`` (target), the message-passing orientation.
 
     Args:
         x (Tensor): Candidate points, shape :math:`(N_x, D)`.
@@ -179,18 +153,8 @@ def _check_batch(batch: Optional[Tensor], pos: Tensor, name: str, where: str) ->
 
 
 # ----------------------------------------------------------------------------- driver
-def _knn(
-    x: Tensor,
-    y: Tensor,
-    bx: Tensor,
-    by: Tensor,
-    k: int,
-    self_graph: bool,
-    loop: bool,
-    backend: str,
-    chunk_size: Optional[int],
-    where: str = "knn_graph",
-) -> Tensor:
+def _knn(x: Tensor, y: Tensor, bx: Tensor, by: Tensor, k: int, self_graph: bool, loop: bool,
+         backend: str, chunk_size: Optional[int], where: str = "knn_graph") -> Tensor:
     k = check_positive_int(k, "'k'", where=where)
     if chunk_size is not None:
         check_int(chunk_size, "chunk_size (or None)", 1, where=where)
@@ -230,11 +194,11 @@ def _knn(
         cand_fn = _ScipyCandidates(x64, y64, bx, by, ptr_x)
         eps = torch.finfo(torch.float64).eps
     elif backend == "torch":
-        cand_fn = _TorchCandidates(x64.to(work), y64.to(work), bx, by, ptr_x, self_graph,
-                                   exclude_self, chunk_size)
+        cand_fn = _TorchCandidates(x64.to(work), y64.to(work), bx, by, ptr_x, exclude_self,
+                                   chunk_size)
         eps = torch.finfo(work).eps
     else:
-        cand_fn = _ClusterCandidates(x64.to(work), y64.to(work), bx, by, ptr_x, x64, y64)
+        cand_fn = _ClusterCandidates(x64.to(work), y64.to(work), bx, by, x64, y64)
         eps = torch.finfo(work).eps
     r2 = max(float((x64 * x64).sum(1).max()) if x64.numel() else 0.0,
              float((y64 * y64).sum(1).max()))
@@ -264,16 +228,8 @@ def _knn(
     return torch.stack([nbr.reshape(-1), col], dim=0)
 
 
-def _canonicalize(
-    x64: Tensor,
-    y64: Tensor,
-    query: Tensor,
-    cand: Tensor,
-    k: int,
-    exclude_self: bool,
-    boundary: Tensor,
-    tol: float,
-) -> tuple[Tensor, Tensor]:
+def _canonicalize(x64: Tensor, y64: Tensor, query: Tensor, cand: Tensor, k: int,
+                  exclude_self: bool, boundary: Tensor, tol: float) -> tuple[Tensor, Tensor]:
     """Sorts candidates by (float64 squared distance, index), keeps k, certifies rows.
 
     ``cand`` is ``[q, m]`` with ``-1`` padding; ``boundary`` is a lower bound (up to
@@ -308,10 +264,10 @@ class _TorchCandidates:
     """Chunked brute force: ``|a|^2 + |b|^2 - 2 a.b`` then :func:`torch.topk`."""
 
     def __init__(self, x: Tensor, y: Tensor, bx: Tensor, by: Tensor, ptr_x: Tensor,
-                 self_graph: bool, exclude_self: bool, chunk_size: Optional[int]) -> None:
+                 exclude_self: bool, chunk_size: Optional[int]) -> None:
         self.x, self.y, self.bx, self.by, self.ptr_x = x, y, bx, by, ptr_x
         self.xn, self.yn = (x * x).sum(1), (y * y).sum(1)
-        self.self_graph, self.exclude_self = self_graph, exclude_self
+        self.exclude_self = exclude_self
         if chunk_size is None:
             max_seg = int((ptr_x[1:] - ptr_x[:-1]).max())
             if ptr_x.numel() == 2:  # one segment: the span is all of x
@@ -322,9 +278,8 @@ class _TorchCandidates:
         self.chunk = max(1, chunk_size)
 
     def __call__(self, query: Tensor, m: int) -> tuple[Tensor, Tensor]:
-        # Outputs are allocated once and filled in place: keeping per-chunk results alive
-        # between the large temporary distance blocks fragmented the CPU heap (the RSS grew
-        # to many GB on 100K points).
+        # Outputs are allocated once and filled in place: per-chunk results kept alive
+        # between the large temporary distance blocks fragment the CPU heap.
         cand = torch.full((query.numel(), m), -1, dtype=torch.long, device=query.device)
         bound = torch.empty(query.numel(), dtype=torch.float64, device=query.device)
         for start in range(0, query.numel(), self.chunk):
@@ -387,10 +342,9 @@ class _ScipyCandidates:
 class _ClusterCandidates:
     """``torch_cluster.knn`` (nanoflann KD-tree on CPU, brute force on CUDA)."""
 
-    def __init__(self, x: Tensor, y: Tensor, bx: Tensor, by: Tensor, ptr_x: Tensor,
-                 x64: Tensor, y64: Tensor) -> None:
-        self.x, self.y, self.bx, self.by = x, y, bx, by
-        self.x64, self.y64 = x64, y64
+    def __init__(self, x: Tensor, y: Tensor, bx: Tensor, by: Tensor, x64: Tensor,
+                 y64: Tensor) -> None:
+        self.x, self.y, self.bx, self.by, self.x64, self.y64 = x, y, bx, by, x64, y64
 
     def __call__(self, query: Tensor, m: int) -> tuple[Tensor, Tensor]:
         import torch_cluster

@@ -2,35 +2,15 @@ r"""Hamilton-product (quaternion-structured) linear layer (:class:`QuaternionLin
 from __future__ import annotations
 
 import math
+
 import torch
 from torch import Tensor, nn
 from torch.nn import Parameter
 
 from quest_geometric._utils.checks import check_all_finite, check_int, check_tensor, fail
+from quest_geometric.quaternion import multiply
 
 __all__ = ["QuaternionLinear"]
-
-
-def _hamilton_basis(dtype: torch.dtype | None = None,
-                    device: torch.device | None = None) -> Tensor:
-    r"""The four ``4 x 4`` matrices :math:`E_c` with :math:`w\,x = \sum_c w_c E_c x` for the
-    Hamilton product of :math:`w = (w_r, w_i, w_j, w_k)` and :math:`x`, shape ``[4, 4, 4]``."""
-    e = torch.zeros(4, 4, 4, dtype=dtype, device=device)
-    # Left multiplication by w = a + b i + c j + d k acting on x = (x0, x1, x2, x3):
-    #   [[a, -b, -c, -d],
-    #    [b,  a, -d,  c],
-    #    [c,  d,  a, -b],
-    #    [d, -c,  b,  a]]
-    signs = {
-        0: [(0, 0, 1), (1, 1, 1), (2, 2, 1), (3, 3, 1)],
-        1: [(0, 1, -1), (1, 0, 1), (2, 3, -1), (3, 2, 1)],
-        2: [(0, 2, -1), (1, 3, 1), (2, 0, 1), (3, 1, -1)],
-        3: [(0, 3, -1), (1, 2, -1), (2, 1, 1), (3, 0, 1)],
-    }
-    for c, entries in signs.items():
-        for r, s, v in entries:
-            e[c, r, s] = v
-    return e
 
 
 class QuaternionLinear(nn.Module):
@@ -40,15 +20,16 @@ class QuaternionLinear(nn.Module):
     4-channel grouping of :class:`~quest_geometric.nn.qsv_conv.QSVConv`.
 
     The channels are read as quaternions, four consecutive channels each, real part first:
-    :math:`\mathbf{x} = (x_1, \dots, x_{n})` with :math:`n =` :obj:`in_channels / 4` and
-    :math:`x_i = (x_{i,0}, x_{i,1}, x_{i,2}, x_{i,3})`.  Output quaternion :math:`o` is a sum
-    of Hamilton products with learned quaternion weights
+    :math:`\mathbf{x} = (x_1, \dots, x_{n})` with :math:`n =` :obj:`in_channels / 4`.  Output
+    quaternion :math:`o` is a sum of Hamilton products with learned quaternion weights
     :math:`W_{oi} = W_r[o, i] + W_i[o, i]\,i + W_j[o, i]\,j + W_k[o, i]\,k`,
 
     .. math::
         y_o = \sum_{i=1}^{n} W_{oi} \otimes x_i + b_o,
 
-    which is the real linear map with the Hamilton block matrix
+    the real linear map with the Hamilton block matrix (written per component; in memory
+    :math:`\mathbf{W}[4o + r, 4i + s]` is entry :math:`(r, s)` of the :math:`4 \times 4`
+    matrix of left multiplication by :math:`W_{oi}`)
 
     .. math::
         \mathbf{W} = \begin{pmatrix}
@@ -56,20 +37,13 @@ class QuaternionLinear(nn.Module):
         W_i & W_r & -W_k & W_j \\
         W_j & W_k & W_r & -W_i \\
         W_k & -W_j & W_i & W_r
-        \end{pmatrix}
+        \end{pmatrix}.
 
-    written here per component (the rows and columns of each block are the real,
-    :math:`i`, :math:`j` and :math:`k` components; in memory the components of one
-    quaternion are adjacent, i.e. :math:`\mathbf{W}[4o + r, 4i + s]` is entry :math:`(r, s)`
-    of the :math:`4 \times 4` matrix of left multiplication by :math:`W_{oi}`).  The four
-    real matrices :math:`W_r, W_i, W_j, W_k \in \mathbb{R}^{(F_{out}/4) \times (F_{in}/4)}`
-    hold :math:`F_{in} F_{out} / 4` weights, four times fewer than
-    :class:`torch.nn.Linear`; the bias is a full :math:`F_{out}`-vector.
-
-    The weights are initialised Glorot-uniform with the fan-in and fan-out of the assembled
-    :math:`F_{out} \times F_{in}` matrix, which gives every real entry the variance
-    :math:`2 / (F_{in} + F_{out})`, the same as the quaternion initialisation of Parcollet et
-    al.; the bias is initialised to zero.
+    Its :math:`F_{in} F_{out} / 4` weights are four times fewer than
+    :class:`torch.nn.Linear`'s; the bias is a full :math:`F_{out}`-vector.  The weights are
+    initialised Glorot-uniform with the fans of the assembled matrix (variance
+    :math:`2 / (F_{in} + F_{out})` per real entry, as the quaternion initialisation of
+    Parcollet et al.), the bias to zero.
 
     Args:
         in_channels (int): Size of each input sample, a positive multiple of 4.
@@ -103,11 +77,12 @@ class QuaternionLinear(nn.Module):
         #: The weight components ``[W_r, W_i, W_j, W_k]``, shape
         #: ``[4, out_channels // 4, in_channels // 4]``.
         self.weight = Parameter(torch.empty(4, out_channels // 4, in_channels // 4))
-        if bias:
-            self.bias = Parameter(torch.empty(out_channels))
-        else:
-            self.register_parameter("bias", None)
-        self.register_buffer("basis", _hamilton_basis(), persistent=False)
+        self.register_parameter("bias", Parameter(torch.empty(out_channels)) if bias else None)
+        # basis[c, r, s]: entry (r, s) of left multiplication by the unit quaternion e_c,
+        # column s being the Hamilton product e_c e_s.
+        eye = torch.eye(4)
+        self.register_buffer("basis", multiply(eye[:, None], eye[None, :]).transpose(1, 2),
+                             persistent=False)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -148,8 +123,7 @@ class QuaternionLinear(nn.Module):
             raise TypeError(
                 f"QuaternionLinear: 'x' must be of the dtype of the layer's parameters "
                 f"({self.weight.dtype}), got {x.dtype}; convert the input with "
-                f"x.to({self.weight.dtype}) or the layer with layer.to({x.dtype})"
-            )
+                f"x.to({self.weight.dtype}) or the layer with layer.to({x.dtype})")
         check_all_finite((("x", x),), where="QuaternionLinear")
         return torch.nn.functional.linear(x, self.full_weight(), self.bias)
 

@@ -31,8 +31,7 @@ def split_input(data: Union[Tensor, Data], where: str) -> tuple[Tensor, dict]:
     raise fail(TypeError, where, "data", "a [C, H, W] tensor or a Data", data)
 
 
-def to_data(x: Tensor, pos: Tensor, shell: Tensor, edge_index: Tensor,
-             extra: dict) -> Data:
+def to_data(x: Tensor, pos: Tensor, shell: Tensor, edge_index: Tensor, extra: dict) -> Data:
     device = x.device  # the template lives on the CPU; the graph follows the image
     data = Data(x=x, pos=pos.to(device, copy=True), shell=shell.to(device, copy=True),
                 edge_index=edge_index.to(device, copy=True))
@@ -42,7 +41,7 @@ def to_data(x: Tensor, pos: Tensor, shell: Tensor, edge_index: Tensor,
 
 
 def template_batch(xs: Tensor, pos: Tensor, shell: Tensor, edge_index: Tensor,
-                    y: Optional[Tensor]) -> Batch:
+                   y: Optional[Tensor]) -> Batch:
     """Builds the :class:`Batch` of ``B`` copies of one template graph without collating
     ``B`` separate objects (the result equals ``Batch.from_data_list``; tested)."""
     num_graphs, num_nodes = xs.size(0), pos.size(0)

@@ -20,16 +20,12 @@ class AppendPosition(BaseTransform):
         \qquad \bar{\mathbf{p}} = \frac{1}{N} \sum_i \mathbf{p}_i, \qquad
         s = \max_{i,d} |p_{i,d} - \bar p_d|,
 
-    so every appended coordinate lies in :math:`[-1, 1]` (the shells of a sphere keep their
-    relative radii; lattice pixels :math:`(j, i, 0)` become centred coordinates). Every
-    sample of one graph template gets the same appended features.
-
-    The centring and scaling are those of PyG's
-    :class:`~torch_geometric.transforms.NormalizeScale` (which centres with
-    :class:`~torch_geometric.transforms.Center` and multiplies by
-    :math:`0.999999 / s`), but the result is *appended to* ``x`` and ``pos`` is left
-    unchanged, and the division is by :math:`s` exactly (no :math:`0.999999` shrink;
-    :math:`s` is clamped to :math:`10^{-12}` so a single node gives zeros, not NaN).
+    so every appended coordinate lies in :math:`[-1, 1]` (a sphere's shells keep their
+    relative radii).  The centring and scaling are those of PyG's
+    :class:`~torch_geometric.transforms.NormalizeScale`, but the result is *appended to*
+    ``x`` with ``pos`` unchanged, and the division is by :math:`s` exactly (no
+    :math:`0.999999` shrink; :math:`s` is clamped to :math:`10^{-12}`, so a single node gives
+    zeros, not NaN).
 
     Shapes:
         - **input:** ``Data(x [N, C], pos [N, D])``

@@ -1,22 +1,18 @@
 r"""Image-level augmentation and normalisation, applied before an image becomes a graph.
 
 The usual CIFAR training pipeline (random crop with zero padding, random horizontal flip,
-per-channel normalisation) written as PyG :class:`~torch_geometric.transforms.BaseTransform`
-objects. They act on the ``image`` attribute of a :class:`~torch_geometric.data.Data` (a
-``[C, H, W]`` tensor), or on a bare ``[C, H, W]`` tensor, and return the same kind of object,
-so they compose with :class:`~torch_geometric.transforms.Compose` in front of
-:class:`~quest_geometric.transforms.image_to_sphere.ImageToSphere` or
-:class:`~quest_geometric.transforms.image_to_lattice.ImageToLattice`: augmentation then
-happens on the pixel grid, before the sphere (or lattice) sampling.
+per-channel normalisation) as PyG :class:`~torch_geometric.transforms.BaseTransform` objects.
+They act on the ``image`` attribute of a :class:`~torch_geometric.data.Data` (a ``[C, H, W]``
+tensor), or on a bare ``[C, H, W]`` tensor, return the same kind of object and never modify
+the input in place, so they compose with :class:`~torch_geometric.transforms.Compose` in
+front of :class:`~quest_geometric.transforms.image_to_sphere.ImageToSphere` or
+:class:`~quest_geometric.transforms.image_to_lattice.ImageToLattice`: augmentation happens on
+the pixel grid.
 
 **Randomness.** :class:`RandomCropPad` and :class:`RandomHorizontalFlip` draw from PyTorch's
-*global* random number generator (:func:`torch.randint`, :func:`torch.rand`), exactly like
-torchvision's transforms. Seeding the process (:func:`torch.manual_seed`, which the training
-harness does) therefore makes a run reproducible; in a
-:class:`~torch.utils.data.DataLoader` with workers each worker's generator is seeded by
-PyTorch from the main process's generator, so it is reproducible as well.
-
-The input is never modified in place: every transform returns new tensors.
+*global* generator, as torchvision's transforms do, so seeding the process
+(:func:`torch.manual_seed`) makes a run reproducible, also in a
+:class:`~torch.utils.data.DataLoader` with workers (seeded from the main process).
 """
 from __future__ import annotations
 
@@ -78,10 +74,8 @@ def _put_image(data: ImageLike, image: Tensor) -> ImageLike:
 @functional_transform("random_crop_pad")
 class RandomCropPad(BaseTransform):
     r"""Crops a random window of a zero-padded image (torchvision's ``RandomCrop(size,
-    padding)``).
-
-    The image is padded with ``padding`` zeros on each of its four sides and a window of
-    ``size`` is cut at a position drawn uniformly from all positions that fit:
+    padding)``): the image is padded with ``padding`` zeros on each side and a window of
+    ``size`` is cut at a position drawn uniformly (:func:`torch.randint`) from all that fit:
 
     .. math::
         \tilde{x} = \mathrm{pad}_p(x) \in \mathbb{R}^{C \times (H + 2p) \times (W + 2p)},
@@ -90,13 +84,10 @@ class RandomCropPad(BaseTransform):
         \quad i \sim \mathcal{U}\{0, \ldots, H + 2p - h\},\;
         j \sim \mathcal{U}\{0, \ldots, W + 2p - w\}.
 
-    With ``RandomCropPad(32, padding=4)`` on a CIFAR image this is the standard
-    translation augmentation of up to 4 pixels. Zero is the padding value of the tensor as
-    given: apply this transform to the raw image (``uint8`` or ``[0, 1]`` floats) *before*
-    :class:`NormalizeImage`, as torchvision does, so the border is black.
-
-    :math:`i` and :math:`j` are drawn with :func:`torch.randint` from the global generator
-    (see the module notes on reproducibility). Any dtype is accepted.
+    ``RandomCropPad(32, padding=4)`` on a CIFAR image is the standard translation
+    augmentation of up to 4 pixels.  Zero is the padding value of the tensor as given: apply
+    this transform to the raw image *before* :class:`NormalizeImage`, as torchvision does,
+    so the border is black.  Any dtype is accepted.
 
     Args:
         size (int or (int, int)): output height and width ``(h, w)``; an int means a square
@@ -166,14 +157,11 @@ class RandomCropPad(BaseTransform):
 @functional_transform("random_horizontal_flip")
 class RandomHorizontalFlip(BaseTransform):
     r"""Mirrors an image left-to-right with probability ``p`` (torchvision's
-    ``RandomHorizontalFlip``).
+    ``RandomHorizontalFlip``; the coin is :func:`torch.rand`; any dtype):
 
     .. math::
         y[c, r, s] = \begin{cases} x[c, r, W - 1 - s] & \text{with probability } p, \\
         x[c, r, s] & \text{otherwise.} \end{cases}
-
-    The coin is :func:`torch.rand` from the global generator (see the module notes on
-    reproducibility). Any dtype is accepted.
 
     Args:
         p (float): probability of flipping, in :math:`[0, 1]`. (default: ``0.5``)
@@ -186,11 +174,8 @@ class RandomHorizontalFlip(BaseTransform):
 
     def forward(self, data: ImageLike) -> ImageLike:
         image = _get_image(data, "RandomHorizontalFlip")
-        if float(torch.rand(1)) < self.p:
-            image = torch.flip(image, dims=(2,))
-        else:
-            image = image.clone()
-        return _put_image(data, image)
+        flip = float(torch.rand(1)) < self.p
+        return _put_image(data, torch.flip(image, dims=(2,)) if flip else image.clone())
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}(p={self.p})"
@@ -199,10 +184,7 @@ class RandomHorizontalFlip(BaseTransform):
 @functional_transform("normalize_image")
 class NormalizeImage(BaseTransform):
     r"""Normalises each channel of a floating-point image by a mean and a standard deviation
-    (torchvision's ``Normalize``).
-
-    .. math::
-        y[c, r, s] = \frac{x[c, r, s] - \mu_c}{\sigma_c}.
+    (torchvision's ``Normalize``): :math:`y[c, r, s] = (x[c, r, s] - \mu_c) / \sigma_c`.
 
     Args:
         mean (float or Sequence[float]): per-channel means :math:`\mu_c` (one value for all
@@ -211,11 +193,8 @@ class NormalizeImage(BaseTransform):
             (one value, or one per channel).
     """
 
-    def __init__(
-        self,
-        mean: Union[float, Sequence[float]],
-        std: Union[float, Sequence[float]],
-    ) -> None:
+    def __init__(self, mean: Union[float, Sequence[float]],
+                 std: Union[float, Sequence[float]]) -> None:
         self.mean = self._as_tuple(mean, "mean")
         self.std = self._as_tuple(std, "std")
         if any(s <= 0.0 for s in self.std):
@@ -254,14 +233,13 @@ class NormalizeImage(BaseTransform):
                            f"{len(values)} channels (one per value of '{arg}')",
                            got_text=f"{channels} channels ({describe(image)})")
 
-        mean = torch.tensor(self.mean, dtype=image.dtype, device=image.device).view(-1, 1, 1)
-        std = torch.tensor(self.std, dtype=image.dtype, device=image.device).view(-1, 1, 1)
+        mean, std = (torch.tensor(v, dtype=image.dtype, device=image.device).view(-1, 1, 1)
+                     for v in (self.mean, self.std))
         return _put_image(data, (image - mean) / std)
 
     def __repr__(self) -> str:
         def fmt(values: tuple[float, ...]) -> str:
-            if len(values) == 1:
-                return f"{values[0]:g}"
-            return "(" + ", ".join(f"{v:g}" for v in values) + ")"
+            text = ", ".join(f"{v:g}" for v in values)
+            return text if len(values) == 1 else f"({text})"
 
         return f"{self.__class__.__name__}(mean={fmt(self.mean)}, std={fmt(self.std)})"

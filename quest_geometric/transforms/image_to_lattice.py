@@ -28,20 +28,12 @@ def _lattice_template(config: tuple) -> Data:
 @functional_transform("image_to_lattice")
 class ImageToLattice(BaseTransform):
     r"""Turns an image into a graph on its pixel grid with a 2-D kNN graph
-    (functional name: :obj:`image_to_lattice`).
-
-    The flat-lattice control of
+    (functional name: :obj:`image_to_lattice`): the flat-lattice control of
     :class:`~quest_geometric.transforms.image_to_sphere.ImageToSphere`, with the same output
-    form: node :math:`i W + j` is pixel (row
-    :math:`i`, column :math:`j`) (``x = image.flatten(1).t()``, row-major), ``pos`` is
-    ``(j, i, 0)`` in pixel units, ``shell`` is zero, and ``edge_index`` is
-    :func:`~quest_geometric.geometry.graphs.lattice_graph`: exactly :math:`k` in-edges per
-    node, sorted by target.  The template is cached per ``(H, W, k)`` and shared by every
-    image of that size.  Every node is a pixel, so no node lies outside the image (there
-    is nothing to pad).  Input as for
-    :class:`~quest_geometric.transforms.image_to_sphere.ImageToSphere`: ``[C, H, W]``
-    floating point or ``uint8`` (rescaled to :math:`[0, 1]`); channels-last and batched
-    input are refused with the call to use instead.
+    form and input rules.  Node :math:`i W + j` is pixel (row :math:`i`, column :math:`j`)
+    (``x = image.flatten(1).t()``), ``pos`` is ``(j, i, 0)``, ``shell`` is zero, and
+    ``edge_index`` is :func:`~quest_geometric.geometry.graphs.lattice_graph` (exactly
+    :math:`k` in-edges per node, sorted by target), cached per ``(H, W, k)``.
 
     Args:
         k (int, optional): Neighbours per pixel (``4``: 4-neighbourhood, ``8``:
@@ -65,9 +57,8 @@ class ImageToLattice(BaseTransform):
         x = image.flatten(1).t().contiguous()
         return to_data(x, t.pos, t.shell, t.edge_index, extra)
 
-    def batch_call(
-        self, images: Tensor, y: Optional[Tensor] = None, as_batch: bool = False
-    ) -> Union[list[Data], Batch]:
+    def batch_call(self, images: Tensor, y: Optional[Tensor] = None, as_batch: bool = False
+                   ) -> Union[list[Data], Batch]:
         r"""Transforms a stack of images at once.
 
         Args:
@@ -85,11 +76,8 @@ class ImageToLattice(BaseTransform):
         xs = images.flatten(2).transpose(1, 2)
         if as_batch:
             return template_batch(xs, t.pos, t.shell, t.edge_index, y)
-        return [
-            to_data(xs[b].contiguous(), t.pos, t.shell, t.edge_index,
-                     {} if y is None else {"y": y[b:b + 1]})
-            for b in range(images.size(0))
-        ]
+        return [to_data(xs[b].contiguous(), t.pos, t.shell, t.edge_index,
+                        {} if y is None else {"y": y[b:b + 1]}) for b in range(images.size(0))]
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}(k={self.k})"

@@ -14,11 +14,7 @@ from torch_geometric.data.datapipes import functional_transform
 from torch_geometric.transforms import BaseTransform
 
 from quest_geometric._utils.checks import (
-    check_all_finite,
-    check_images,
-    check_shell_radii,
-    check_shell_sizes,
-    check_tensor,
+    check_all_finite, check_images, check_shell_radii, check_shell_sizes, check_tensor,
 )
 from quest_geometric.geometry.graphs import sphere_graph
 from quest_geometric.transforms._image_graph import split_input, template_batch, to_data
@@ -30,14 +26,12 @@ _PADDING = ("zeros", "border", "reflection")
 DEFAULT_CAP = {"stereographic": 90.0, "equal_area": 180.0}
 
 
-def project_to_image(
-    pos: Tensor, projection: str = "stereographic", cap: Optional[float] = None
-) -> Tensor:
-    r"""Projects points (by direction) to normalised image coordinates in :math:`[-1, 1]^2`.
-
-    Only the direction :math:`u = p / \lVert p \rVert` matters, so every shell sees the
-    whole image in the same way.  With polar angle :math:`\theta` from the north pole
-    :math:`+z` (the image centre), the azimuthal projections put :math:`u` in the plane at
+def project_to_image(pos: Tensor, projection: str = "stereographic",
+                     cap: Optional[float] = None) -> Tensor:
+    r"""Projects points by their direction :math:`u = p / \lVert p \rVert` (so every shell
+    sees the whole image alike) to normalised image coordinates in :math:`[-1, 1]^2`.  With
+    polar angle :math:`\theta` from the north pole :math:`+z` (the image centre), the
+    azimuthal projections put :math:`u` in the plane at
 
     .. math::
         \text{stereographic (from the south pole, conformal):}\quad
@@ -53,10 +47,9 @@ def project_to_image(
     .. math::
         (g_x, g_y) = \frac{(\xi, -\eta)}{\rho(\theta_c)}.
 
-    :math:`g_x` grows along image columns (left to right, :math:`+x`) and :math:`g_y`
-    along rows (top to bottom, so the image's up is :math:`+y`), as
-    :func:`torch.nn.functional.grid_sample` expects.  Points beyond the image square get
-    :math:`|g| > 1`; the south pole itself is sent far outside.
+    :math:`g_x` grows along image columns (:math:`+x`) and :math:`g_y` along rows (top to
+    bottom, so the image's up is :math:`+y`), as :func:`torch.nn.functional.grid_sample`
+    expects.  Points beyond the image square get :math:`|g| > 1`.
 
     Args:
         pos (Tensor): Points, shape :math:`(N, 3)`, none at the origin.
@@ -126,37 +119,27 @@ class ImageToSphere(BaseTransform):
     r"""Maps an image onto concentric Fibonacci spheres with a kNN graph
     (functional name: :obj:`image_to_sphere`).
 
-    The node layout and graph are :func:`~quest_geometric.geometry.graphs.sphere_graph`
-    (in-degree :math:`k + k_\times` everywhere).  Each node samples the image bilinearly
-    (:func:`torch.nn.functional.grid_sample`) at
-    :func:`project_to_image` of its direction, so **every shell sees the whole image**, at
-    its own resolution.  With ``align_corners=False`` the normalised coordinates
-    :math:`\pm 1` are the outer edges of the border pixels (pixel :math:`(i, j)`'s centre
-    is at :math:`((2j + 1)/W - 1, (2i + 1)/H - 1)`), so the image square is exactly the
-    square :math:`[-1, 1]^2` of the projection plane; a non-square image is stretched to
-    it.  Nodes inside the square never mix with padding (in its outer half pixel a node
-    takes the border value).
+    The nodes and graph are :func:`~quest_geometric.geometry.graphs.sphere_graph` (in-degree
+    :math:`k + k_\times` everywhere).  Each node samples the image bilinearly
+    (:func:`torch.nn.functional.grid_sample`) at :func:`project_to_image` of its direction,
+    so **every shell sees the whole image**, at its own resolution.  With
+    ``align_corners=False`` the image square (a non-square image stretched to it) is exactly
+    :math:`[-1, 1]^2` of the projection plane, and nodes inside it never mix with padding.
 
-    **Nodes outside the image.**  With the default stereographic hemisphere, every node
-    whose direction points south of the equator (about half the nodes of each shell) lies
-    outside the image square.  They receive ``fill_value`` (``padding_mode='zeros'``, the
-    default: exactly ``fill_value`` in every channel, 0 unless set), or the nearest border
-    pixel (``'border'``) or the mirrored image (``'reflection'``).  Note that the fill is in
-    the units of the image *given to the transform*: a dataset that normalises before the
-    transform (as :class:`~quest_geometric.datasets.images.DigitsGraphs` does) makes 0 the
-    mean pixel, not black; pass the normalised background value to fill with the
-    background.  The equal-area projection of the whole sphere (``cap=180``) puts every node
-    inside the image disc.
+    **Nodes outside the image** (with the default stereographic hemisphere, those south of
+    the equator, about half of each shell) receive ``fill_value`` in every channel
+    (``padding_mode='zeros'``), the nearest border pixel (``'border'``) or the mirrored
+    image (``'reflection'``).  The fill is in the units of the image *given to the
+    transform*: after a normalisation (as in
+    :class:`~quest_geometric.datasets.images.DigitsGraphs`) 0 is the mean pixel, not black.
+    The equal-area projection of the whole sphere (``cap=180``) puts every node inside the
+    image disc.
 
-    **Input.**  A ``[C, H, W]`` tensor (or ``Data(image=...)``): floating-point images are
-    sampled as given, ``uint8`` images are first rescaled to :math:`[0, 1]`, other integer
-    types are refused.  Channels-last ``[H, W, C]`` input and ``[B, C, H, W]`` batches are
-    refused with the call to use instead (``permute(2, 0, 1)``, :meth:`batch_call`).
-
-    The template (graph plus sampling grid) depends only on the configuration; it is built
-    once, kept in a module-level LRU cache, and shared by every image and every transform
-    with the same configuration.  Outputs hold copies of the template, so changing one
-    sample in place cannot corrupt the others.
+    **Input.**  A ``[C, H, W]`` tensor (or ``Data(image=...)``): floating point as given,
+    ``uint8`` rescaled to :math:`[0, 1]`, other integer types refused; channels-last and
+    batched input are refused with the call to use instead.  The template (graph and
+    sampling grid) is built once per configuration, kept in a module-level LRU cache and
+    shared; outputs hold copies of it, so editing one sample cannot corrupt the others.
 
     Args:
         sizes (Sequence[int], optional): Nodes per shell, innermost first.
@@ -186,19 +169,11 @@ class ImageToSphere(BaseTransform):
         Data(x=[80, 3], edge_index=[2, 640], pos=[80, 3], shell=[80])
     """
 
-    def __init__(
-        self,
-        sizes: Sequence[int] = (64, 256, 1024),
-        k: int = 12,
-        k_cross: Optional[int] = None,
-        projection: str = "stereographic",
-        cap: Optional[float] = None,
-        radii: Optional[Sequence[float]] = None,
-        padding_mode: str = "zeros",
-        align_corners: bool = False,
-        backend: str = "auto",
-        fill_value: float = 0.0,
-    ) -> None:
+    def __init__(self, sizes: Sequence[int] = (64, 256, 1024), k: int = 12,
+                 k_cross: Optional[int] = None, projection: str = "stereographic",
+                 cap: Optional[float] = None, radii: Optional[Sequence[float]] = None,
+                 padding_mode: str = "zeros", align_corners: bool = False,
+                 backend: str = "auto", fill_value: float = 0.0) -> None:
         self.sizes = tuple(check_shell_sizes(sizes, where="ImageToSphere"))
         self.k = k
         self.k_cross = (4 if len(self.sizes) > 1 else 0) if k_cross is None else k_cross
@@ -220,15 +195,11 @@ class ImageToSphere(BaseTransform):
         # Validates k / k_cross now (and warms the cache) rather than at the first image.
         self.template()
 
-    @property
-    def _config(self) -> tuple:
-        return (self.sizes, self.k, self.k_cross, self.radii, self.projection, self.cap,
-                self.backend)
-
     def template(self) -> _SphereTemplate:
         """Returns the cached template ``(pos, shell, edge_index, grid)``; do not modify it
         in place."""
-        return _sphere_template(self._config)
+        return _sphere_template((self.sizes, self.k, self.k_cross, self.radii, self.projection,
+                                 self.cap, self.backend))
 
     def _sample(self, images: Tensor) -> Tensor:
         """``[B, C, H, W]`` -> ``[B, N, C]``."""
@@ -253,9 +224,8 @@ class ImageToSphere(BaseTransform):
         x = self._sample(image.unsqueeze(0))[0].contiguous()
         return to_data(x, t.pos, t.shell, t.edge_index, extra)
 
-    def batch_call(
-        self, images: Tensor, y: Optional[Tensor] = None, as_batch: bool = False
-    ) -> Union[list[Data], Batch]:
+    def batch_call(self, images: Tensor, y: Optional[Tensor] = None, as_batch: bool = False
+                   ) -> Union[list[Data], Batch]:
         r"""Transforms a stack of images with one vectorised
         :func:`~torch.nn.functional.grid_sample`.
 
@@ -276,11 +246,8 @@ class ImageToSphere(BaseTransform):
         xs = self._sample(images)
         if as_batch:
             return template_batch(xs, t.pos, t.shell, t.edge_index, y)
-        return [
-            to_data(xs[b], t.pos, t.shell, t.edge_index,
-                     {} if y is None else {"y": y[b:b + 1]})
-            for b in range(images.size(0))
-        ]
+        return [to_data(xs[b], t.pos, t.shell, t.edge_index,
+                        {} if y is None else {"y": y[b:b + 1]}) for b in range(images.size(0))]
 
     def __repr__(self) -> str:
         extra = ""

@@ -36,17 +36,12 @@ def _check(q: Tensor, name: str, where: str, size: int = 4) -> None:
 
 
 def multiply(p: Tensor, q: Tensor) -> Tensor:
-    r"""Hamilton product :math:`p\,q` of two quaternions,
-
-    .. math::
-        p\,q = \bigl(p_w q_w - \mathbf{p}_v \cdot \mathbf{q}_v,\;
-        p_w \mathbf{q}_v + q_w \mathbf{p}_v + \mathbf{p}_v \times \mathbf{q}_v\bigr),
-
-    so that :math:`i\,j = k`, :math:`j\,k = i`, :math:`k\,i = j` and
-    :math:`i^2 = j^2 = k^2 = -1` (associative, not commutative).
+    r"""Hamilton product :math:`p\,q = (p_w q_w - \mathbf{p}_v \cdot \mathbf{q}_v,\;
+    p_w \mathbf{q}_v + q_w \mathbf{p}_v + \mathbf{p}_v \times \mathbf{q}_v)`: :math:`i\,j = k`,
+    :math:`j\,k = i`, :math:`k\,i = j`, :math:`i^2 = j^2 = k^2 = -1` (not commutative).
 
     Args:
-        p (torch.Tensor): Left factor, shape ``(..., 4)``, real part first.
+        p (torch.Tensor): Left factor, shape ``(..., 4)``.
         q (torch.Tensor): Right factor, shape ``(..., 4)``; broadcast against ``p``.
 
     Returns:
@@ -63,8 +58,8 @@ def multiply(p: Tensor, q: Tensor) -> Tensor:
 
 
 def conjugate(q: Tensor) -> Tensor:
-    r"""Quaternion conjugate :math:`q^{*} = (w, -x, -y, -z)`: for a unit quaternion its
-    inverse, the inverse rotation.
+    r"""Quaternion conjugate :math:`q^{*} = (w, -x, -y, -z)` (for a unit quaternion, the
+    inverse rotation).
 
     Args:
         q (torch.Tensor): Quaternions, shape ``(..., 4)``.
@@ -82,9 +77,8 @@ NORMALIZE_EPS = 1e-12
 
 
 def normalize(q: Tensor, eps: float = NORMALIZE_EPS) -> Tensor:
-    r"""Scales quaternions to unit norm, :math:`\hat{q} = q / \max(\lVert q \rVert_2,
-    \epsilon)`, as :func:`torch.nn.functional.normalize`: the zero quaternion maps to itself
-    (never ``NaN``, with finite gradients); what it means is the caller's choice.
+    r"""Scales quaternions to unit norm, :math:`q / \max(\lVert q \rVert_2, \epsilon)`, as
+    :func:`torch.nn.functional.normalize`: the zero quaternion stays zero (never ``NaN``).
 
     Args:
         q (torch.Tensor): Quaternions, shape ``(..., 4)``.
@@ -98,11 +92,9 @@ def normalize(q: Tensor, eps: float = NORMALIZE_EPS) -> Tensor:
 
 
 def relative(q_i: Tensor, q_j: Tensor) -> Tensor:
-    r"""Relative quaternion :math:`r_{ij} = q_i^{*}\,q_j`.
-
-    For unit quaternions, :math:`\mathrm{Re}(r_{ij}) = \langle q_i, q_j \rangle` and the rotation
-    of :math:`r_{ij}` is :math:`R(q_i)^\top R(q_j)`; it is unchanged when both are replaced by
-    :math:`g\,q_i`, :math:`g\,q_j` for a unit :math:`g`.
+    r"""Relative quaternion :math:`r_{ij} = q_i^{*}\,q_j`: for unit quaternions
+    :math:`\mathrm{Re}(r_{ij}) = \langle q_i, q_j \rangle`, its rotation is
+    :math:`R(q_i)^\top R(q_j)`, and :math:`(g\,q_i, g\,q_j)` give the same :math:`r_{ij}`.
 
     Args:
         q_i (torch.Tensor): Shape ``(..., 4)``.
@@ -117,7 +109,7 @@ def relative(q_i: Tensor, q_j: Tensor) -> Tensor:
 
 
 def to_rotation_matrix(q: Tensor) -> Tensor:
-    r"""Rotation matrix of quaternions, acting on column vectors:
+    r"""Rotation matrix of quaternions (acting on column vectors),
 
     .. math::
         R(q) = \begin{pmatrix}
@@ -126,9 +118,7 @@ def to_rotation_matrix(q: Tensor) -> Tensor:
         2(xz - wy) & 2(yz + wx) & w^2 - x^2 - y^2 + z^2
         \end{pmatrix},
 
-    the matrix of :math:`v \mapsto q\,(0, v)\,q^{*}` for *any* quaternion, so it matches
-    :func:`rotate` exactly (for a non-unit :math:`q`, :math:`\lVert q \rVert^2` times the
-    rotation of :math:`q / \lVert q \rVert`; the input is not normalised).
+    the matrix of :math:`v \mapsto q\,(0, v)\,q^{*}` for *any* quaternion (not normalised).
 
     Args:
         q (torch.Tensor): Quaternions, shape ``(..., 4)``.
@@ -150,17 +140,15 @@ def to_rotation_matrix(q: Tensor) -> Tensor:
 
 
 def rotate(q: Tensor, v: Tensor) -> Tensor:
-    r"""Rotates 3-vectors by quaternions with the sandwich product,
+    r"""Rotates 3-vectors by the sandwich product (equal to ``to_rotation_matrix(q) @ v``),
 
     .. math::
         q\,(0, \mathbf{v})\,q^{*} = \bigl(0,\; (w^2 - \lVert\mathbf{u}\rVert^2)\,\mathbf{v}
         + 2 (\mathbf{u} \cdot \mathbf{v})\,\mathbf{u} + 2 w\,(\mathbf{u} \times \mathbf{v})\bigr),
-        \qquad q = (w, \mathbf{u}),
-
-    equal to ``to_rotation_matrix(q) @ v`` (a rotation for a unit ``q``; not normalised).
+        \qquad q = (w, \mathbf{u}).
 
     Args:
-        q (torch.Tensor): Quaternions, shape ``(..., 4)``.
+        q (torch.Tensor): Quaternions, shape ``(..., 4)`` (not normalised).
         v (torch.Tensor): Vectors, shape ``(..., 3)``; broadcast against ``q[..., 0]``.
 
     Returns:
@@ -183,21 +171,18 @@ ROTATE_METHODS = ("bmm", "elementwise")
 
 def rotate_vector_parts(rot: Tensor, x: Tensor, transpose: bool = False,
                         method: str = "bmm") -> Tensor:
-    r"""Rotates the vector parts of groups of quaternions by one matrix per group,
-    :math:`(x_0, \mathbf{x}_v) \mapsto (x_0, R\,\mathbf{x}_v)` (or :math:`R^{\top}`) for the
-    ``m`` quaternions of one leading index: with :math:`R = R(q)` the sandwich product
-    :math:`q\,x\,q^{*}` (:math:`R^{\top}`: that of :math:`q^{*}`), how
-    :class:`~quest_geometric.nn.QSVConv` rotates every node's features.
+    r""":math:`(x_0, \mathbf{x}_v) \mapsto (x_0, R\,\mathbf{x}_v)` (or :math:`R^{\top}`) for
+    the ``m`` quaternions of each leading index: with :math:`R = R(q)` the sandwich product
+    :math:`q\,x\,q^{*}`, how :class:`~quest_geometric.nn.QSVConv` rotates node features.
 
     Args:
         rot (torch.Tensor): Matrices, shape ``(..., 3, 3)``.
-        x (torch.Tensor): Quaternions, shape ``(..., m, 4)`` (real part first), with the same
-            leading shape ``...`` as ``rot``.
+        x (torch.Tensor): Quaternions, shape ``(..., m, 4)``, leading shape that of ``rot``.
         transpose (bool, optional): Apply :math:`R^{\top}` instead. (default: :obj:`False`)
-        method (str, optional): ``'bmm'``: one batched ``[m, 3] x [3, 3]`` product per
-            leading index; ``'elementwise'``: :math:`\sum_b R_{ab}\,x_b` as broadcast
-            products of ``(..., m)`` slices, which :func:`torch.compile` fuses into one pass
-            over ``x``.  Both give the same values and gradients. (default: :obj:`'bmm'`)
+        method (str, optional): ``'bmm'`` (a batched ``[m, 3] x [3, 3]`` product) or
+            ``'elementwise'`` (:math:`\sum_b R_{ab}\,x_b` as broadcast products, which
+            :func:`torch.compile` fuses into one pass); same values and gradients.
+            (default: :obj:`'bmm'`)
 
     Returns:
         torch.Tensor: The rotated quaternions, shape of ``x``.
@@ -227,12 +212,9 @@ def rotate_vector_parts(rot: Tensor, x: Tensor, transpose: bool = False,
 
 
 def sandwich(r: Tensor, x: Tensor) -> Tensor:
-    r"""Sandwich product :math:`r\,x\,r^{*}` on full quaternions,
-
-    .. math::
-        r\,(x_0, \mathbf{x})\,r^{*} = \bigl(\lVert r \rVert^2 x_0,\; R(r)\,\mathbf{x}\bigr),
-
-    in closed form, equal to ``multiply(multiply(r, x), conjugate(r))``.
+    r"""Sandwich product on full quaternions, in closed form (equal to
+    ``multiply(multiply(r, x), conjugate(r))``):
+    :math:`r\,(x_0, \mathbf{x})\,r^{*} = (\lVert r \rVert^2 x_0,\; R(r)\,\mathbf{x})`.
 
     Args:
         r (torch.Tensor): Quaternions, shape ``(..., 4)``.
@@ -247,27 +229,21 @@ def sandwich(r: Tensor, x: Tensor) -> Tensor:
     return torch.cat((real, rotate(r, x[..., 1:])), dim=-1)
 
 
-def random_unit(
-    *shape: Union[int, tuple[int, ...], torch.Size],
-    generator: Optional[torch.Generator] = None,
-    seed: Optional[int] = None,
-    dtype: Optional[torch.dtype] = None,
-    device: Optional[Union[str, torch.device]] = None,
-) -> Tensor:
-    r"""Random unit quaternions, uniformly distributed on :math:`S^3` (Haar on rotations):
-    :math:`g / \lVert g \rVert` for :math:`g \sim \mathcal{N}(0, I_4)`, uniform on the sphere
-    since the normal distribution is rotation invariant.
+def random_unit(*shape: Union[int, tuple[int, ...], torch.Size],
+                generator: Optional[torch.Generator] = None, seed: Optional[int] = None,
+                dtype: Optional[torch.dtype] = None,
+                device: Optional[Union[str, torch.device]] = None) -> Tensor:
+    r"""Random unit quaternions, uniform on :math:`S^3` (Haar on rotations):
+    :math:`g / \lVert g \rVert` for :math:`g \sim \mathcal{N}(0, I_4)`, which is rotation
+    invariant.
 
     Args:
-        *shape (int or tuple): Leading shape; the result has shape ``(*shape, 4)``.
-            ``random_unit(5, 2)`` and ``random_unit((5, 2))`` are the same.
-        generator (torch.Generator, optional): Random generator to draw from.
-            (default: :obj:`None`, the global generator)
-        seed (int, optional): If given, draw from a fresh generator seeded with it, so the
-            result is reproducible and the global random state is untouched; exclusive with
-            ``generator``. (default: :obj:`None`)
-        dtype (torch.dtype, optional): Floating-point dtype. (default: :obj:`None`, the
-            default dtype)
+        *shape (int or tuple): Leading shape: ``random_unit(5, 2)`` or ``random_unit((5, 2))``.
+        generator (torch.Generator, optional): Generator to draw from. (default: :obj:`None`,
+            the global one)
+        seed (int, optional): Draw from a fresh generator with this seed (reproducible, the
+            global state untouched); exclusive with ``generator``. (default: :obj:`None`)
+        dtype (torch.dtype, optional): Floating-point dtype. (default: :obj:`None`)
         device (torch.device or str, optional): Device. (default: :obj:`None`, CPU)
 
     Returns:
@@ -292,15 +268,10 @@ def random_unit(
 
 
 def angle(q: Tensor) -> Tensor:
-    r"""Rotation angle of quaternions, in :math:`[0, \pi]`,
-
-    .. math::
-        \theta(q) = 2\,\operatorname{atan2}\bigl(\lVert \mathbf{u} \rVert, |w|\bigr),
-        \qquad q = (w, \mathbf{u}):
-
-    invariant under :math:`q \mapsto -q` and positive scaling, and accurate near
-    :math:`\theta = 0` and :math:`\pi` (unlike :math:`2 \arccos |w|`).  The zero quaternion
-    gives ``0``.
+    r"""Rotation angle in :math:`[0, \pi]`, :math:`\theta(q) = 2\,\operatorname{atan2}(
+    \lVert \mathbf{u} \rVert, |w|)` for :math:`q = (w, \mathbf{u})`: invariant under
+    :math:`q \mapsto -q` and scaling, accurate near 0 and :math:`\pi` (unlike
+    :math:`2 \arccos |w|`); the zero quaternion gives 0.
 
     Args:
         q (torch.Tensor): Quaternions, shape ``(..., 4)``.

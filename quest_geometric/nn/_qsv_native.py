@@ -1,27 +1,18 @@
 r"""Native CPU kernels of :class:`~quest_geometric.nn.QSVConv`'s dense path.
 
-The C source (``csrc/qsv_kernels.c``) is compiled at first use by the system C compiler into
-a per-user cache folder that is trusted or not used (:mod:`~quest_geometric.nn._qsv_build`)
-and loaded with :mod:`ctypes`, as :func:`torch.compile`'s CPU back-end does with its own
-kernels.  Each kernel is a :func:`torch.library.custom_op` with a fake implementation, an
-autograd formula and a FLOP formula (a multiply-add counts 2), so eager and compiled models
-call the same code and :class:`~torch.utils.flop_counter.FlopCounterMode` counts it.  Where
-no compiler is found or the build fails, the layer keeps its PyTorch path and
-:func:`qsv_native_status` says why; ``QUEST_GEOMETRIC_NATIVE=0`` turns the kernels off.
-
-The operators, each with a plain PyTorch reference (``*_reference``, tested equal in values
-and gradients): :func:`rotate`, :func:`rotation_matrix`, :func:`attend`, and the forward-only
-:func:`attend_rotate` and :func:`prepare`, which the layer calls when no gradient is needed.
-The backward of :func:`attend`, with :math:`g_{ij} = \langle G_i, x_j\rangle` and
-:math:`\bar g_{ij} = \alpha_{ij}(g_{ij} - \sum_l \alpha_{il} g_{il})`:
-:math:`\nabla x_j = \sum_{i \to j} \alpha_{ij} G_i` (over the transposed pattern),
-:math:`\nabla q_i = \sum_j s_h \bar g_{ij} q_j`, :math:`\nabla q_j = \sum_{i}
-s_h \bar g_{ij} q_i` and :math:`\nabla s_h = \sum_{ij} \bar g_{ij} \langle q_i, q_j\rangle`.
+The C source (``csrc/qsv_kernels.c``) is compiled at first use into a per-user cache folder
+that is trusted or not used (:mod:`~quest_geometric.nn._qsv_build`) and loaded with
+:mod:`ctypes`, as :func:`torch.compile`'s CPU back-end does with its own kernels.  Each kernel
+is a :func:`torch.library.custom_op` with a fake implementation, an autograd formula and a
+FLOP formula, so eager and compiled models call the same code.  Where the kernels cannot be
+built the layer keeps its PyTorch path and :func:`qsv_native_status` says why;
+``QUEST_GEOMETRIC_NATIVE=0`` turns them off.  Each operator has a plain PyTorch reference
+(``*_reference``, tested equal in values and gradients).
 
 Threads: built with OpenMP where the compiler has it, the kernels split their rows over the
-OpenMP pool torch itself uses (the library's ``libgomp.so.1`` resolves to torch's copy), as
-many as :func:`torch.get_num_threads`, since a second pool would compete with torch's
-spinning workers for the same cores; otherwise over POSIX threads of their own.
+OpenMP pool torch itself uses (the library's ``libgomp.so.1`` resolves to torch's copy), since
+a second pool would compete with torch's spinning workers for the same cores; otherwise over
+POSIX threads of their own.
 """
 from __future__ import annotations
 
@@ -40,10 +31,7 @@ from torch import Tensor
 from quest_geometric.nn import _qsv_build as build
 from quest_geometric.nn._qsv_graph import DENSE_LAYOUT_ERROR, NonFiniteOutput, range_error
 from quest_geometric.quaternion import (
-    NORMALIZE_EPS,
-    normalize,
-    rotate_vector_parts,
-    to_rotation_matrix,
+    NORMALIZE_EPS, normalize, rotate_vector_parts, to_rotation_matrix,
 )
 
 __all__ = [
@@ -359,11 +347,9 @@ def attend_checked(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src:
     """The forward kernel of :func:`attend` (``rot`` None) or of :func:`attend_rotate`, no
     autograd: ``(out, alpha, ok)``.  The kernel checks each row's source indices against
     ``[0, N_src)`` before the row reads one and raises the layer's :class:`ValueError` where
-    one is outside.  With ``targets`` (the edges' ``int64`` targets ``[N_dst * k]``) it also
-    checks the dense layout, ``targets[i * k + j] == i``, beside each row's sources; ``ok``
-    is :obj:`False` where it does not hold (the outputs are then to be discarded).  With
-    ``rot`` and ``check_finite``, a NaN or an infinity in the finished output raises
-    :class:`~quest_geometric.nn._qsv_graph.NonFiniteOutput`."""
+    one is outside.  With ``targets`` it also checks the dense layout beside each row's
+    sources; ``ok`` is :obj:`False` where it does not hold (the outputs are then to be
+    discarded).  ``check_finite`` as for :func:`attend_rotate`."""
     q_src, q_dst, scale, xs = (t.contiguous() for t in (q_src, q_dst, scale, xs))
     src = src.contiguous()
     Nd, H, C = q_dst.size(0), q_dst.size(1), xs.size(-1)
@@ -419,8 +405,7 @@ def _attend_forward(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src
                     targets: Optional[Tensor] = None, check_finite: bool = False
                     ) -> tuple[Tensor, Tensor]:
     """:func:`attend_checked` for the operators: a layout that does not hold raises
-    :data:`~quest_geometric.nn._qsv_graph.DENSE_LAYOUT_ERROR` (inside a compiled graph,
-    where the caller cannot read the layout on the host)."""
+    :data:`~quest_geometric.nn._qsv_graph.DENSE_LAYOUT_ERROR`."""
     out, alpha, ok = attend_checked(q_src, q_dst, scale, xs, src, k, rot, bias, targets,
                                     check_finite)
     if not ok:
@@ -532,6 +517,12 @@ def attend(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
         \alpha_{ij}^{(h)} = \operatorname{softmax}_j\bigl(s_h \langle q_i^{(h)},
         q_{j}^{(h)}\rangle\bigr), \qquad y_i^{(h)} = \sum_j \alpha_{ij}^{(h)} x_j^{(h)}.
 
+    Its backward, with :math:`g_{ij} = \langle G_i, x_j\rangle` and :math:`\bar g_{ij} =
+    \alpha_{ij}(g_{ij} - \sum_l \alpha_{il} g_{il})`, is :math:`\nabla x_j = \sum_{i \to j}
+    \alpha_{ij} G_i` (over the transposed pattern), :math:`\nabla q_i = \sum_j s_h \bar g_{ij}
+    q_j`, :math:`\nabla q_j = \sum_i s_h \bar g_{ij} q_i` and :math:`\nabla s_h = \sum_{ij}
+    \bar g_{ij} \langle q_i, q_j\rangle`.
+
     Args:
         q_src (torch.Tensor): Source quaternions ``[N_src, H, 4]``.
         q_dst (torch.Tensor): Target quaternions ``[N_dst, H, 4]``.
@@ -545,10 +536,9 @@ def attend(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
             in :data:`~quest_geometric.nn._qsv_csr.TRANSPOSES` when not given.
         targets (torch.Tensor, optional): The edges' ``int64`` targets ``[N_dst * k]``: the
             kernel then checks the dense layout (``targets[i * k + j] == i``) in the same
-            call, each thread its rows' before their attention, and raises
-            :class:`RuntimeError` (:data:`~quest_geometric.nn._qsv_graph.DENSE_LAYOUT_ERROR`)
-            where it does not hold: the check a compiled graph cannot make on the host.
-            (default: :obj:`None`: not checked)
+            pass and raises :class:`RuntimeError`
+            (:data:`~quest_geometric.nn._qsv_graph.DENSE_LAYOUT_ERROR`) where it does not
+            hold. (default: :obj:`None`: not checked)
 
     Returns:
         ``(out [N_dst, H, C], alpha [N_dst, H, k])``, both differentiable in the
@@ -599,9 +589,7 @@ def attend_rotate(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: 
         y_i^{(h)} = \bigl(u_0,\; R_i^{(h)\top} \mathbf{u}_v\bigr) + b^{(h)}
         \quad \text{per quaternion of} \quad u = \sum_j \alpha_{ij}^{(h)} x_j^{(h)},
 
-    each row rotated while it is still in the cache, instead of a second pass over
-    ``[N_dst, H, C]``.  **Forward only** (no autograd formula): with gradients the layer
-    keeps :func:`attend` and :func:`rotate`.
+    each row rotated while still in the cache.  **Forward only** (no autograd formula).
 
     Args:
         q_src, q_dst, scale, xs, src, k: as for :func:`attend`.
@@ -611,12 +599,10 @@ def attend_rotate(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: 
         targets (torch.Tensor, optional): As for :func:`attend`. (default: :obj:`None`)
         check_finite (bool, optional): Raise :class:`~quest_geometric.nn._qsv_graph.
             NonFiniteOutput` where an output entry is NaN or infinite, tested by the kernel
-            on each row as it finishes it (eager callers; a compiled graph passes
-            :obj:`False`). (default: :obj:`False`)
+            on each row as it finishes it. (default: :obj:`False`)
 
     Returns:
-        ``(y [N_dst, H, C], alpha [N_dst, H, k])``.  The caller checks :func:`supports`
-        and the shapes (``C`` a multiple of 4).
+        ``(y [N_dst, H, C], alpha [N_dst, H, k])``.  The caller checks :func:`supports`.
     """
     return _attend_rotate_op(q_src, q_dst, scale, xs, src.long(), k, rot, bias, targets,
                              check_finite)
@@ -659,8 +645,7 @@ def _(x: Tensor, weight: Tensor, bias: Tensor, heads: int) -> tuple[Tensor, Tens
 
 def prepare(x: Tensor, weight: Tensor, bias: Tensor, heads: int
             ) -> tuple[Tensor, Tensor, Tensor]:
-    r"""The layer's per-node prologue in one pass over each row of ``x``: for every head
-    :math:`h`
+    r"""The layer's per-node prologue for every head :math:`h`,
 
     .. math::
         q^{(h)} = \frac{W_h x + b_h}{\max(\lVert W_h x + b_h \rVert, \epsilon)}, \qquad
@@ -668,7 +653,7 @@ def prepare(x: Tensor, weight: Tensor, bias: Tensor, heads: int
         \tilde x^{(h)} = \bigl(x_0, R^{(h)} \mathbf{x}_v\bigr)
         \ \text{per quaternion of the head's channels},
 
-    instead of four passes.  **Forward only** (no autograd formula).
+    in one pass instead of four.  **Forward only** (no autograd formula).
 
     Args:
         x (torch.Tensor): Node features ``[N, H * C]`` (``C`` a multiple of 4).
@@ -678,7 +663,7 @@ def prepare(x: Tensor, weight: Tensor, bias: Tensor, heads: int
 
     Returns:
         ``(q [N, H, 4], rot [N, H, 3, 3], xs [N, H * C])``.  The caller checks
-        :func:`supports` and the shapes.
+        :func:`supports`.
     """
     return _prepare_op(x, weight, bias, heads)
 

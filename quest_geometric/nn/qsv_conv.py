@@ -15,21 +15,12 @@ from torch_geometric.utils import is_torch_sparse_tensor, softmax
 from torch_geometric.utils.sparse import set_sparse_value
 
 from quest_geometric._utils.checks import (
-    all_finite,
-    check_choice,
-    check_int,
-    check_real,
-    check_return_attention_weights,
-    check_tensor,
-    fail,
+    all_finite, check_choice, check_int, check_real, check_return_attention_weights,
+    check_tensor, fail,
 )
 from quest_geometric.nn import _qsv_ops as ops
 from quest_geometric.nn._qsv_graph import (
-    GraphInfo,
-    NonFiniteOutput,
-    dense_degree,
-    graph_layout,
-    read_graph,
+    GraphInfo, NonFiniteOutput, dense_degree, graph_layout, read_graph,
 )
 from quest_geometric.nn._qsv_path import Layout, Path, PathFacts, Plan, choose_path
 from quest_geometric.quaternion import multiply, normalize, random_unit
@@ -163,85 +154,68 @@ class QSVConv(MessagePassing):
 
     computed by the right-hand factorisation: every node is rotated once before and once
     after aggregation, so the per-edge work is a 4-d dot product per head plus the weighted
-    sum.  There is no value map: the operator keeps the width :obj:`out_channels`; inputs
-    of another width are first projected, :math:`\mathbf{x}_j \leftarrow
-    \mathbf{\Theta}\mathbf{x}_j`.
+    sum.  There is no value map: the operator keeps the width :obj:`out_channels`.
 
     The quaternions come from the features (:obj:`quaternion='feature'`,
     :math:`q_i = \mathrm{normalize}(\mathbf{W}\mathbf{x}_i + \mathbf{c})`), from a free
-    per-node parameter of a fixed graph (:obj:`'node'`), or from the normalised product
-    :math:`q_i = \mathrm{normalize}(p_i\,(\mathbf{W}\mathbf{x}_i + \mathbf{c}))` of both
-    (:obj:`'both'`).  The output is invariant under :math:`q_i \mapsto g\,q_i` for any fixed
-    unit :math:`g`, and :math:`q` and :math:`-q` give the same transport but opposite logits.
-    A zero quaternion (:func:`~quest_geometric.quaternion.normalize` keeps it zero) gives
-    logit :math:`0` and zeroes the transported vector part, never ``NaN``.
+    per-node parameter :math:`p_i` of a fixed graph (:obj:`'node'`), or from
+    :math:`\mathrm{normalize}(p_i\,(\mathbf{W}\mathbf{x}_i + \mathbf{c}))` (:obj:`'both'`).
+    The output is invariant under :math:`q_i \mapsto g\,q_i` for a fixed unit :math:`g`; a
+    zero quaternion gives logit 0 and a zero vector part, never ``NaN``.
 
     Besides PyG's scatter path, dense paths serve graphs in which every target has exactly
     :math:`k` in-edges sorted by target (``edge_index[1] == arange(N).repeat_interleave(k)``,
     the layout of :func:`quest_geometric.geometry.knn_graph` and of sphere graphs): a dense
-    softmax over the :math:`k` neighbours and (``fused``) the weighted sum as a sparse-dense
-    product :math:`\mathbf{Y}^{(h)} = \mathbf{A}^{(h)} \tilde{\mathbf{X}}^{(h)}`,
-    :math:`\mathbf{A}^{(h)}_{ij} = \alpha^{(h)}_{ij}`, with no ``[E, C]`` message tensor.  On
-    the CPU in ``float32`` and ``float64`` native kernels compute it
-    (:func:`~quest_geometric.nn.qsv_native_status`); the layer traces under
-    :func:`torch.compile` with no graph breaks.  ``docs/qsv.md`` (*Execution paths*) says
-    which path a call takes; every path is tested equal to the scatter path.
+    softmax and (``fused``) the weighted sum as a sparse-dense product
+    :math:`\mathbf{Y}^{(h)} = \mathbf{A}^{(h)} \tilde{\mathbf{X}}^{(h)}`,
+    :math:`\mathbf{A}^{(h)}_{ij} = \alpha^{(h)}_{ij}`, with no ``[E, C]`` message tensor; on
+    the CPU native kernels compute it (:func:`~quest_geometric.nn.qsv_native_status`).  The
+    layer traces under :func:`torch.compile` with no graph breaks; ``docs/qsv.md``
+    (*Execution paths*) says which path a call takes.
 
-    **PyG tools.**  Explain masks (``explain=True`` with an ``edge_mask``, as set by
-    :class:`~torch_geometric.explain.Explainer`) multiply each message after the softmax on
-    every path.  With ``dense=None`` the layer takes the scatter path while explaining or
-    while a message-passing hook is registered (as
-    :class:`~torch_geometric.explain.algorithm.AttentionExplainer` does), so PyG sees every
-    message; with ``dense=True`` the dense path applies the mask itself and hooks raise.  A
-    zero mask entry removes that message (it is not renormalised away, as in PyG).
-
-    **Bipartite input.**  ``x = (x_src, x_dst)`` takes source quaternions from the source
-    features and target quaternions from the target features (``'feature'`` quaternions),
-    so :func:`~torch_geometric.nn.to_hetero` can run the layer on a relation between two node
-    types.
+    Explain masks (as :class:`~torch_geometric.explain.Explainer` sets) multiply each
+    message after the softmax on every path (a zero removes it, as in PyG).  With
+    ``dense=None`` the layer takes the scatter path while explaining or while a
+    message-passing hook is registered, so PyG sees every message; with ``dense=True`` the
+    dense path applies the mask itself and hooks raise.  A bipartite ``x = (x_src, x_dst)``
+    takes target quaternions from the target features (for
+    :func:`~torch_geometric.nn.to_hetero`).
 
     Args:
-        in_channels (int or tuple): Size of each input sample, or :obj:`-1` to derive it
-            from the first input (lazy, as in PyG's
-            :class:`~torch_geometric.nn.dense.Linear`).  A tuple ``(src, dst)`` gives the
-            source and target widths of a bipartite graph.  Any width other than
-            :obj:`out_channels` (or :obj:`-1`) adds a linear input projection
-            :math:`\mathbf{x}_i \mapsto \mathbf{\Theta}\mathbf{x}_i` (Glorot, no bias; one per
-            side for a tuple); equal widths add none.
-        out_channels (int): Size of each output sample: the operator's width, a multiple of
-            :obj:`4 * heads` (the channels of each head are read as quaternions).
+        in_channels (int or tuple): Size of each input sample, :obj:`-1` (lazy, as PyG's
+            :class:`~torch_geometric.nn.dense.Linear`), or a pair ``(src, dst)`` for a
+            bipartite graph.  A width other than :obj:`out_channels` adds a linear input
+            projection :math:`\mathbf{x}_i \mapsto \mathbf{\Theta}\mathbf{x}_i` (Glorot, no
+            bias).
+        out_channels (int): Size of each output sample, a multiple of :obj:`4 * heads`.
         heads (int, optional): Number of heads, each with its own quaternion.
             (default: :obj:`1`)
         quaternion (str, optional): Where :math:`q_i` comes from: :obj:`'feature'`,
             :obj:`'node'` or :obj:`'both'`. (default: :obj:`'feature'`)
         num_nodes (int, optional): Number of nodes of the fixed graph, required for
-            :obj:`'node'` and :obj:`'both'` and not allowed otherwise.  An input with
-            :math:`N = b \cdot` :obj:`num_nodes` nodes is read as :math:`b` copies of the
-            template graph batched the PyG way, and the node quaternions are tiled
-            :math:`b` times. (default: :obj:`None`)
+            :obj:`'node'` and :obj:`'both'` and not allowed otherwise; an input of
+            :math:`b \cdot` :obj:`num_nodes` nodes is read as :math:`b` copies of the graph
+            batched the PyG way. (default: :obj:`None`)
         transport (bool, optional): If :obj:`False`, skip the sandwich transport (the paper's
-            "no transport" ablation): plain attention-weighted averaging. (default: :obj:`True`)
-        attention (str, optional): :obj:`'learned'` for the quaternion softmax weights,
-            :obj:`'uniform'` for :math:`\alpha_{ij} = 1/|\mathcal{N}(i)|` (the paper's
-            uniform-averaging ablation). (default: :obj:`'learned'`)
-        temperature (float or str, optional): The scale :math:`\tau` multiplying the logit:
-            :obj:`None` for the paper's unscaled logit (:math:`\tau = 1`), a positive float,
-            or :obj:`'learned'` for a learnable per-head scale initialised to 1.
-            (default: :obj:`None`)
-        dropout (float, optional): Dropout probability of the normalised attention
-            coefficients during training; the weights returned with
-            :obj:`return_attention_weights=True` are the ones used, *after* dropout (in
-            training mode they no longer sum to 1). (default: :obj:`0.0`)
+            "no transport" ablation). (default: :obj:`True`)
+        attention (str, optional): :obj:`'learned'`, or :obj:`'uniform'` for
+            :math:`\alpha_{ij} = 1/|\mathcal{N}(i)|` (the paper's ablation).
+            (default: :obj:`'learned'`)
+        temperature (float or str, optional): The logit scale :math:`\tau`: :obj:`None` for
+            :math:`\tau = 1` (the paper's), a positive float, or :obj:`'learned'` (per head,
+            initialised to 1). (default: :obj:`None`)
+        dropout (float, optional): Dropout probability of the attention weights in training;
+            returned weights are the ones used, after dropout. (default: :obj:`0.0`)
         bias (bool, optional): If set to :obj:`False`, the layer will not learn an additive
             bias. (default: :obj:`True`)
-        fused (bool, optional): On the dense path, compute the weighted sum in one pass over
-            the neighbours' features (no ``[E, C]`` gather) for ``float32``/``float64``
-            input; :obj:`False` uses the plain gather reference. (default: :obj:`True`)
-        dense (bool, optional): The layer's default for :meth:`forward`'s ``dense`` (used
-            where a call passes :obj:`None`): :obj:`True` when every graph it will see has
-            the dense layout, :obj:`False` for the scatter path, :obj:`None` to detect the
-            layout per graph (under :func:`torch.compile` at run time, inside the compiled
-            graph). (default: :obj:`None`)
+        fused (bool, optional): On the dense path, the weighted sum in one pass (no
+            ``[E, C]`` gather); :obj:`False` uses the plain gather reference.
+            (default: :obj:`True`)
+        dense (bool, optional): :obj:`True` forces the dense path (the graph must have the
+            dense layout: checked at every call, eager and compiled), :obj:`False` the
+            scatter path, :obj:`None` detects the layout per graph (compiled: at run time,
+            inside the graph); the default of :meth:`forward`'s ``dense``.
+            (default: :obj:`None`)
         **kwargs (optional): Additional arguments of
             :class:`torch_geometric.nn.conv.MessagePassing`.
 
@@ -252,14 +226,11 @@ class QSVConv(MessagePassing):
           :class:`torch.sparse.Tensor` adjacency in PyG's transposed form
           (``adj_t[i, j] != 0`` for an edge :math:`j \to i`, shape
           :math:`(|\mathcal{V}_t|, |\mathcal{V}_s|)`)
-        - **output:** node features :math:`(|\mathcal{V}_t|, F_{out})`.  With
-          :obj:`return_attention_weights=True` also ``(edge_index, alpha)``: for an
-          ``edge_index`` tensor, that tensor and ``alpha`` :math:`(|\mathcal{E}|, H)` in its
-          edge order; for a sparse ``adj_t``, ``(adj_alpha, alpha)`` with ``adj_alpha`` the
-          same sparsity pattern and layout holding ``alpha`` as values
-          (:math:`(|\mathcal{V}_t|, |\mathcal{V}_s|, H)`, PyG's
-          :class:`~torch_geometric.nn.conv.GATConv` convention) and ``alpha`` in the order of
-          its values.
+        - **output:** node features :math:`(|\mathcal{V}_t|, F_{out})`, with
+          :obj:`return_attention_weights=True` also ``(edge_index, alpha)``, ``alpha``
+          :math:`(|\mathcal{E}|, H)` in edge order; for a sparse ``adj_t``, ``adj_alpha``
+          (the same pattern and layout holding ``alpha``, as PyG's
+          :class:`~torch_geometric.nn.conv.GATConv`) and ``alpha`` in its value order.
 
     Example:
         >>> conv = QSVConv(64, 64, heads=4)  # no projection
@@ -283,17 +254,10 @@ class QSVConv(MessagePassing):
         temperature = _check_arguments(in_channels, out_channels, heads, quaternion, num_nodes,
                                        transport, attention, temperature, dropout, fused,
                                        dense)
-        self.in_channels = in_channels
-        self.out_channels = out_channels
-        self.heads = heads
-        self.quaternion = quaternion
-        self.num_nodes = num_nodes
-        self.transport = transport
-        self.attention = attention
-        self.temperature = temperature
-        self.dropout = float(dropout)
-        self.fused = fused
-        self.dense = dense
+        self.in_channels, self.out_channels, self.heads = in_channels, out_channels, heads
+        self.quaternion, self.num_nodes, self.transport = quaternion, num_nodes, transport
+        self.attention, self.temperature, self.dropout = attention, temperature, float(dropout)
+        self.fused, self.dense = fused, dense
         #: Number of quaternions per head.
         self.groups = out_channels // (4 * heads)
 
@@ -486,32 +450,19 @@ class QSVConv(MessagePassing):
     def forward(self, x: Union[Tensor, PairTensor], edge_index: Union[Tensor, Any],
                 return_attention_weights: Optional[bool] = None, dense: Optional[bool] = None
                 ) -> Union[Tensor, Tuple[Tensor, Tuple[Tensor, Tensor]]]:
-        r"""Runs the forward pass of the module.
+        r"""Runs the forward pass of the module (shapes: see the class docstring).
 
         Args:
             x (torch.Tensor or (torch.Tensor, torch.Tensor)): Node features
-                ``[N, in_channels]``, or ``(x_src, x_dst)`` for a bipartite graph (source
-                quaternions from ``x_src``, target quaternions and the output rows from
-                ``x_dst``).
+                ``[N, in_channels]``, or ``(x_src, x_dst)`` for a bipartite graph.
             edge_index (torch.Tensor): Edge indices ``[2, E]`` (source, target), or a
                 :class:`torch.sparse.Tensor` adjacency ``adj_t`` (``[N_dst, N_src]``, any
                 layout).
             return_attention_weights (bool, optional): :obj:`True` additionally returns
-                ``(edge_index, alpha)`` with ``alpha`` of shape ``[E, heads]`` (after
-                dropout, before any explain mask); for a sparse ``adj_t`` the first entry
-                is ``adj_t``'s pattern and layout holding ``alpha``.  :obj:`None` or
-                :obj:`False` return the features only (the same meaning in
-                :class:`~quest_geometric.models.qsv_net.QSVBlock` and
-                :class:`~quest_geometric.models.qsv_net.QSVNet`). (default: :obj:`None`)
-            dense (bool, optional): :obj:`True` forces the dense ``[N, k]`` path (the graph
-                must have that layout: checked on the host in eager mode, inside the graph
-                under :func:`torch.compile`), :obj:`False` forces the scatter path,
-                :obj:`None` takes the layer's own default, and where that is :obj:`None`
-                too detects the layout from the data and takes the scatter path while
-                explaining or when message-passing hooks are registered.  The layout and
-                the index range are checked at every call, eager and compiled: by the
-                native kernels in their own pass where they run, elsewhere on the host in
-                eager mode and by operators inside a compiled graph. (default: :obj:`None`)
+                ``(edge_index, alpha)`` (after dropout, before any explain mask);
+                :obj:`None` or :obj:`False` return the features only. (default: :obj:`None`)
+            dense (bool, optional): As the constructor's ``dense``; :obj:`None` takes the
+                layer's own setting. (default: :obj:`None`)
 
         Raises:
             TypeError: if :obj:`x` has another floating dtype than the layer's parameters
@@ -519,12 +470,11 @@ class QSVConv(MessagePassing):
             ValueError: for bad shapes or :obj:`edge_index` entries (an index outside the
                 nodes also under :func:`torch.compile`), non-finite :obj:`x`, or finite
                 :obj:`x` so large that the output overflows (both checked in eager mode:
-                one host synchronisation each per call, the second over the output), or a
-                graph without the dense layout for :obj:`dense=True`.
-            RuntimeError: under :func:`torch.compile`, from the compiled graph, for a graph
-                without the dense layout for :obj:`dense=True` (on CUDA a device-side
-                assertion, reported asynchronously, after which the process's CUDA context
-                cannot be used).
+                one host synchronisation each), or a graph without the dense layout for
+                :obj:`dense=True`.
+            RuntimeError: under :func:`torch.compile`, for a graph without the dense layout
+                for :obj:`dense=True` (on CUDA a device-side assertion, reported
+                asynchronously, after which the process's CUDA context cannot be used).
         """
         want_alpha = check_return_attention_weights(return_attention_weights, where="QSVConv")
         x_src, x_dst, bipartite, unchecked = self._split_x(x)
@@ -800,16 +750,12 @@ class QSVConv(MessagePassing):
         return xs.new_full((self.heads,), tau)
 
     def __repr__(self) -> str:
-        extra = ""
-        if self.quaternion != "feature":
-            extra += f", quaternion={self.quaternion!r}, num_nodes={self.num_nodes}"
-        if not self.transport:
-            extra += ", transport=False"
-        if self.attention != "learned":
-            extra += f", attention={self.attention!r}"
-        if self.temperature is not None:
-            extra += f", temperature={self.temperature!r}"
-        if self.dense is not None:
-            extra += f", dense={self.dense!r}"
+        extra = "".join(text for show, text in (
+            (self.quaternion != "feature",
+             f", quaternion={self.quaternion!r}, num_nodes={self.num_nodes}"),
+            (not self.transport, ", transport=False"),
+            (self.attention != "learned", f", attention={self.attention!r}"),
+            (self.temperature is not None, f", temperature={self.temperature!r}"),
+            (self.dense is not None, f", dense={self.dense!r}")) if show)
         return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "
                 f"heads={self.heads}{extra})")

@@ -59,18 +59,8 @@ class ImageToLattice(BaseTransform):
 
     def batch_call(self, images: Tensor, y: Optional[Tensor] = None, as_batch: bool = False
                    ) -> Union[list[Data], Batch]:
-        r"""Transforms a stack of images at once.
-
-        Args:
-            images (Tensor): Images, shape :math:`(B, C, H, W)` (floating point, or
-                ``uint8``, rescaled to :math:`[0, 1]`).
-            y (Tensor, optional): Targets, first dimension :math:`B`. (default: :obj:`None`)
-            as_batch (bool, optional): Return one :class:`~torch_geometric.data.Batch`.
-                (default: :obj:`False`)
-
-        Returns:
-            list[Data] or Batch: The same graphs as calling the transform on each image.
-        """
+        r"""Transforms a stack of images at once, as
+        :meth:`~quest_geometric.transforms.image_to_sphere.ImageToSphere.batch_call`."""
         images = check_images(images, y, where="ImageToLattice.batch_call")
         t = self.template(images.size(2), images.size(3))
         xs = images.flatten(2).transpose(1, 2)

@@ -41,15 +41,11 @@ def project_to_image(pos: Tensor, projection: str = "stereographic",
         (\xi, \eta) = \sqrt{\frac{2}{1 + u_z}} \, (u_x, u_y), \quad
         \rho(\theta) = 2 \sin(\theta / 2),
 
-    and are scaled so that the cap of angular radius :math:`\theta_c` (``cap``) fills the
-    disc inscribed in the image:
-
-    .. math::
-        (g_x, g_y) = \frac{(\xi, -\eta)}{\rho(\theta_c)}.
-
-    :math:`g_x` grows along image columns (:math:`+x`) and :math:`g_y` along rows (top to
-    bottom, so the image's up is :math:`+y`), as :func:`torch.nn.functional.grid_sample`
-    expects.  Points beyond the image square get :math:`|g| > 1`.
+    scaled so that the cap of angular radius :math:`\theta_c` (``cap``) fills the disc
+    inscribed in the image, :math:`(g_x, g_y) = (\xi, -\eta) / \rho(\theta_c)`: :math:`g_x`
+    along columns, :math:`g_y` along rows (top to bottom, so up is :math:`+y`), as
+    :func:`torch.nn.functional.grid_sample` expects.  Points beyond the image get
+    :math:`|g| > 1`.
 
     Args:
         pos (Tensor): Points, shape :math:`(N, 3)`, none at the origin.
@@ -149,9 +145,9 @@ class ImageToSphere(BaseTransform):
             (default: :obj:`4`, :obj:`0` for a single shell)
         projection (str, optional): ``'stereographic'`` or ``'equal_area'``, see
             :func:`project_to_image`. (default: :obj:`'stereographic'`)
-        cap (float, optional): Angular radius (degrees) of the spherical cap mapped onto
-            the image's inscribed disc. (default: :obj:`90` for ``'stereographic'``, the
-            northern hemisphere; :obj:`180` for ``'equal_area'``, the whole sphere)
+        cap (float, optional): Angular radius (degrees) of the cap mapped onto the image's
+            inscribed disc. (default: :obj:`90` for ``'stereographic'``, :obj:`180` for
+            ``'equal_area'``)
         radii (Sequence[float], optional): Shell radii. (default: :obj:`(1, ..., S)`)
         padding_mode (str, optional): Value of nodes outside the image, as in
             :func:`~torch.nn.functional.grid_sample`: ``'zeros'`` (``fill_value``),
@@ -206,9 +202,8 @@ class ImageToSphere(BaseTransform):
         t = self.template()
         grid = t.grid.to(device=images.device, dtype=images.dtype)
         grid = grid.view(1, 1, -1, 2).expand(images.size(0), -1, -1, -1)
-        # With 'zeros', sample as 'border' and zero the nodes outside the image square
-        # afterwards: nodes inside the image never blend with the padding (grid_sample's
-        # 'zeros' would fade the outer half pixel towards 0).
+        # With 'zeros', sample as 'border' and fill the nodes outside the image afterwards:
+        # grid_sample's 'zeros' would fade the outer half pixel towards 0.
         zeros = self.padding_mode == "zeros"
         out = F.grid_sample(images, grid, mode="bilinear",
                             padding_mode="border" if zeros else self.padding_mode,
@@ -250,15 +245,11 @@ class ImageToSphere(BaseTransform):
                         {} if y is None else {"y": y[b:b + 1]}) for b in range(images.size(0))]
 
     def __repr__(self) -> str:
-        extra = ""
-        if self.radii is not None:
-            extra += f", radii={self.radii}"
-        if self.padding_mode != "zeros":
-            extra += f", padding_mode='{self.padding_mode}'"
-        if self.fill_value != 0.0:
-            extra += f", fill_value={self.fill_value:g}"
-        if self.align_corners:
-            extra += ", align_corners=True"
+        extra = "".join(text for show, text in (
+            (self.radii is not None, f", radii={self.radii}"),
+            (self.padding_mode != "zeros", f", padding_mode='{self.padding_mode}'"),
+            (self.fill_value != 0.0, f", fill_value={self.fill_value:g}"),
+            (self.align_corners, ", align_corners=True")) if show)
         return (f"{self.__class__.__name__}(sizes={self.sizes}, k={self.k}, "
                 f"k_cross={self.k_cross}, projection='{self.projection}', "
                 f"cap={self.cap:g}{extra})")

@@ -190,8 +190,7 @@ def rotate_vector_parts(rot: Tensor, x: Tensor, transpose: bool = False,
     check_tensor(rot, "rot", where="rotate_vector_parts", floating=True)
     check_tensor(x, "x", where="rotate_vector_parts", floating=True)
     if method not in ROTATE_METHODS:
-        raise fail(ValueError, "rotate_vector_parts", "method", f"one of {ROTATE_METHODS}",
-                   method)
+        raise fail(ValueError, "rotate_vector_parts", "method", f"one of {ROTATE_METHODS}", method)
     if rot.dim() < 2 or rot.shape[-2:] != (3, 3):
         raise fail(ValueError, "rotate_vector_parts", "rot", "a tensor of 3 x 3 matrices, "
                    "shape (..., 3, 3)", rot)

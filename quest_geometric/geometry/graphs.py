@@ -59,8 +59,7 @@ def sphere_graph(sizes: Sequence[int], k: int, k_cross: Optional[int] = None,
     if num_shells == 1 and k_cross > 0:
         raise fail(ValueError, "sphere_graph", "k_cross", "0 for a single shell", k_cross)
     for s in range(num_shells):
-        adjacent = (sizes[s - 1] if s > 0 else 0) + (sizes[s + 1] if s + 1 < num_shells
-                                                      else 0)
+        adjacent = (sizes[s - 1] if s > 0 else 0) + (sizes[s + 1] if s + 1 < num_shells else 0)
         if num_shells > 1 and k_cross > adjacent:
             raise fail(ValueError, "sphere_graph", "k_cross", f"at most the {adjacent} nodes "
                        f"of the shells adjacent to shell {s}", k_cross)
@@ -84,8 +83,7 @@ def sphere_graph(sizes: Sequence[int], k: int, k_cross: Optional[int] = None,
     degree = k + k_cross
     row = torch.cat(columns, dim=1).reshape(-1)
     col = torch.arange(num_nodes).repeat_interleave(degree)
-    return Data(pos=pos, shell=shell, edge_index=torch.stack([row, col]),
-                num_nodes=num_nodes)
+    return Data(pos=pos, shell=shell, edge_index=torch.stack([row, col]), num_nodes=num_nodes)
 
 
 def lattice_graph(height: int, width: int, k: int = 8, backend: Backend = "auto") -> Data:

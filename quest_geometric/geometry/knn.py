@@ -273,8 +273,7 @@ class _TorchCandidates:
             if ptr_x.numel() == 2:  # one segment: the span is all of x
                 chunk_size = _TORCH_BUDGET // max(1, x.size(0))
             else:  # rows * (rows + 2 max_seg) <= 2 budget for aligned segments
-                chunk_size = min(_TORCH_BUDGET // max(1, 2 * max_seg),
-                                 math.isqrt(_TORCH_BUDGET))
+                chunk_size = min(_TORCH_BUDGET // max(1, 2 * max_seg), math.isqrt(_TORCH_BUDGET))
         self.chunk = max(1, chunk_size)
 
     def __call__(self, query: Tensor, m: int) -> tuple[Tensor, Tensor]:
@@ -286,8 +285,7 @@ class _TorchCandidates:
             q = query[start:start + self.chunk]
             bq = self.by[q]
             lo, hi = int(self.ptr_x[bq[0]]), int(self.ptr_x[bq[-1] + 1])
-            d = torch.addmm(self.xn[lo:hi].unsqueeze(0), self.y[q], self.x[lo:hi].t(),
-                            alpha=-2.0)
+            d = torch.addmm(self.xn[lo:hi].unsqueeze(0), self.y[q], self.x[lo:hi].t(), alpha=-2.0)
             d.add_(self.yn[q].unsqueeze(1)).clamp_min_(0.0)
             if int(bq[0]) != int(bq[-1]):
                 d.masked_fill_(bq.unsqueeze(1) != self.bx[lo:hi].unsqueeze(0), math.inf)
@@ -335,8 +333,7 @@ class _ScipyCandidates:
             cand[start:start + c, :mm] = idx + lo
             bound[start:start + c] = dist[:, -1] ** 2
             start += c
-        return (torch.from_numpy(cand).to(self.device),
-                torch.from_numpy(bound).to(self.device))
+        return torch.from_numpy(cand).to(self.device), torch.from_numpy(bound).to(self.device)
 
 
 class _ClusterCandidates:

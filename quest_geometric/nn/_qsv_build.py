@@ -115,8 +115,7 @@ def _untrusted(st: os.stat_result, what: str) -> Optional[str]:
     if st.st_uid != os.getuid():
         return f"{what} is owned by uid {st.st_uid}, not by this user (uid {os.getuid()})"
     if st.st_mode & 0o022:
-        return (f"{what} is writable by group or others (mode "
-                f"{stat.S_IMODE(st.st_mode):04o})")
+        return f"{what} is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o})"
     return None
 
 
@@ -188,14 +187,6 @@ def _sync_folder(folder: Path) -> None:
         os.close(dir_fd)
 
 
-def _compile(command: list[str], flags: tuple[str, ...], out: str) -> None:
-    done = subprocess.run([*command, *flags, "-o", out, str(SOURCE), "-lm"],
-                          capture_output=True, text=True, timeout=300)
-    if done.returncode != 0:
-        raise BuildError(f"{' '.join(command)} {' '.join(flags)} failed: "
-                         f"{done.stderr.strip()[-2000:]}")
-
-
 def _build(command: list[str], flags: tuple[str, ...], folder: Path, name: str
            ) -> tuple[ctypes.CDLL, Path]:
     """Compiles into ``folder / name`` (written, flushed, its hash recorded beside it,
@@ -204,7 +195,11 @@ def _build(command: list[str], flags: tuple[str, ...], folder: Path, name: str
     fd, tmp = tempfile.mkstemp(prefix=".qsv_kernels-", suffix=".so", dir=folder)
     os.close(fd)
     try:
-        _compile(command, flags, tmp)
+        done = subprocess.run([*command, *flags, "-o", tmp, str(SOURCE), "-lm"],
+                              capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            raise BuildError(f"{' '.join(command)} {' '.join(flags)} failed: "
+                             f"{done.stderr.strip()[-2000:]}")
         with open(tmp, "rb+") as f:
             digest = hashlib.sha256(f.read()).hexdigest()
             os.fsync(f.fileno())

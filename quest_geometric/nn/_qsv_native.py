@@ -86,15 +86,12 @@ def _library() -> Optional[ctypes.CDLL]:
         warning = None
         try:
             if os.environ.get(ENV_SWITCH, "1").strip() in ("0", "false", "no", "off"):
-                raise RuntimeError(f"turned off by {ENV_SWITCH}="
-                                   f"{os.environ[ENV_SWITCH]!r}")
-            lib, path, warning = build.load_library((build.FLAGS + build.OPENMP_FLAGS,
-                                                     build.FLAGS))
+                raise RuntimeError(f"turned off by {ENV_SWITCH}={os.environ[ENV_SWITCH]!r}")
+            lib, path, warning = build.load_library((build.FLAGS + build.OPENMP_FLAGS, build.FLAGS))
             try:
                 threads = _check_library(lib, path)
             except (AttributeError, RuntimeError) as err:
-                raise build.Refused(f"{path} is not a library of these kernels ({err})"
-                                    ) from None
+                raise build.Refused(f"{path} is not a library of these kernels ({err})") from None
             _state.update(lib=lib, reason="ok", path=str(path), threads=threads)
         except build.Refused as err:
             _state.update(lib=None, reason=str(err))
@@ -242,8 +239,7 @@ def _rotate_backward(ctx: Any, grad: Tensor
     need = ctx.needs_input_grad
     g_rot = g_x = g_bias = None
     if need[0] or need[1]:
-        g_rot, g_x = _rotate_backward_op(rot, x, grad, ctx.transpose, bool(need[0]),
-                                         bool(need[1]))
+        g_rot, g_x = _rotate_backward_op(rot, x, grad, ctx.transpose, bool(need[0]), bool(need[1]))
     if ctx.bias_shape is not None and need[3]:  # the bias of head h: rows r with r % H == h
         g_bias = grad.reshape(-1, *ctx.bias_shape).sum(0)
     return (g_rot if need[0] else None), (g_x if need[1] else None), None, g_bias
@@ -545,8 +541,7 @@ def attend(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
         quaternions, the scale and the features.  The caller checks :func:`supports`.
     """
     crow_t, col_t, gather = transposed if transposed is not None else (None, None, None)
-    return _attend_op(q_src, q_dst, scale, xs, src.long(), k, crow_t, col_t, gather,
-                      targets)
+    return _attend_op(q_src, q_dst, scale, xs, src.long(), k, crow_t, col_t, gather, targets)
 
 
 # --------------------------------------------------------------------------- attend_rotate

@@ -63,8 +63,7 @@ def rotate(rot: Tensor, x: Tensor, transpose: bool = False, bias: Optional[Tenso
     and under :func:`torch.compile` as an elementwise sum, which the compiler fuses."""
     if native.supports(rot, x, *([] if bias is None else [bias])):
         return native.rotate(rot, x, transpose, bias)
-    y = rotate_vector_parts(rot, x, transpose,
-                            method="elementwise" if is_compiling() else "bmm")
+    y = rotate_vector_parts(rot, x, transpose, method="elementwise" if is_compiling() else "bmm")
     return y if bias is None else y + bias
 
 

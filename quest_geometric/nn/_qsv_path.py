@@ -88,8 +88,7 @@ def choose_path(facts: PathFacts) -> Plan:
     if f.layout is Layout.SCATTER:
         path = Path.SCATTER
     elif f.layout is Layout.RUN_TIME:
-        path = (Path.GRAPH_ROTATE if kernel and inference else Path.GRAPH if kernel
-                else Path.COND)
+        path = Path.GRAPH_ROTATE if kernel and inference else Path.GRAPH if kernel else Path.COND
     elif kernel and not f.masked:
         path = Path.DENSE_EPILOGUE if inference else Path.DENSE_NATIVE
     else:

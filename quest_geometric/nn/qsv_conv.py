@@ -340,8 +340,7 @@ class QSVConv(MessagePassing):
         # A lazy (-1) width is the projection's own once its first input has set it.
         lins = ((self.lin_src, self.lin_dst) if isinstance(self.in_channels, tuple)
                 else (self.lin, self.lin))
-        widths = tuple(lin.in_channels if lin is not None else self.out_channels
-                       for lin in lins)
+        widths = tuple(lin.in_channels if lin is not None else self.out_channels for lin in lins)
         unchecked: list[tuple[str, Tensor]] = []
         for side, (name, t, width) in enumerate(zip(names, (x_src, x_dst), widths)):
             if side == 1 and t is x_src and width == widths[0]:

@@ -71,13 +71,12 @@ def _check_arguments(in_channels: Any, out_channels: Any, heads: Any, quaternion
                    "out_channels, heads=...) as in PyG, so pass heads by keyword, and any "
                    "in_channels (or -1, lazy) is projected to out_channels")
     widths = in_channels if isinstance(in_channels, tuple) else (in_channels,)
+    what = "a positive int, -1 (lazy) or a pair (src, dst) of them"
     if len(widths) not in (1, 2) or any(
             not isinstance(w, int) or isinstance(w, bool) for w in widths):
-        raise fail(TypeError, "QSVConv", "in_channels", "a positive int, -1 (lazy) or a "
-                   "pair (src, dst) of them", in_channels)
+        raise fail(TypeError, "QSVConv", "in_channels", what, in_channels)
     if any(w < 1 and w != -1 for w in widths):
-        raise fail(ValueError, "QSVConv", "in_channels", "a positive int, -1 (lazy) or a "
-                   "pair (src, dst) of them", in_channels)
+        raise fail(ValueError, "QSVConv", "in_channels", what, in_channels)
     if isinstance(in_channels, tuple) and quaternion in ("node", "both"):
         raise fail(ValueError, "QSVConv", "in_channels", f"one width with quaternion="
                    f"{quaternion!r} (one quaternion per node of one fixed graph; no "
@@ -611,21 +610,28 @@ class QSVConv(MessagePassing):
         out = self.propagate(c.coo, x=(c.xs, None), alpha=alpha, size=size)
         return out, alpha
 
-    def _path_dense_gather(self, c: _Call) -> Tuple[Tensor, Tensor]:
-        """The plain gather reference of the dense path (``fused=False``)."""
-        if c.check_targets:
-            ops.assert_dense_targets(c.coo, c.q_dst.size(0))
+    def _dense_alpha(self, c: _Call, heads_first: bool) -> tuple[int, int, Tensor, Tensor]:
+        """``(N_dst, k, src, alpha)`` of the PyTorch dense paths: the weights after dropout,
+        ``[N_dst, H, k]`` (``heads_first``) or ``[N_dst, k, H]``.  The logits need only the
+        4-D quaternions: a gather of ``[E, H, 4]`` is cheaper than a sampled product."""
         N, H = c.q_dst.size(0), self.heads
         k = c.coo.size(1) // N
         src = c.coo[0]
+        if c.check_targets:
+            ops.assert_dense_targets(c.coo, N)
         if self.attention == "uniform":
-            alpha = c.xs.new_full((N, k, H), 1.0 / k)
+            alpha = c.xs.new_full((N, H, k) if heads_first else (N, k, H), 1.0 / k)
         else:
             q_j = c.q_src.index_select(0, src).view(N, k, H, 4)
-            alpha = self._logits(c.q_dst.unsqueeze(1), q_j).softmax(dim=1)  # [N, k, H]
-        alpha = F.dropout(alpha, p=self.dropout, training=self.training)
+            logit = self._logits(c.q_dst.unsqueeze(1), q_j)  # [N, k, H]
+            alpha = logit.transpose(1, 2).softmax(-1) if heads_first else logit.softmax(1)
+        return N, k, src, F.dropout(alpha, p=self.dropout, training=self.training)
+
+    def _path_dense_gather(self, c: _Call) -> Tuple[Tensor, Tensor]:
+        """The plain gather reference of the dense path (``fused=False``)."""
+        N, k, src, alpha = self._dense_alpha(c, heads_first=False)
+        H, C = self.heads, c.xs.size(-1)
         weights = alpha if c.mask is None else alpha * c.mask.to(alpha.dtype).view(N, k, 1)
-        C = c.xs.size(-1)
         x_j = c.xs.index_select(0, src).view(N, k, H * C)
         # One batched GEMM [H, k] @ [k, H * C] per node, keeping the head-diagonal blocks:
         # H times the needed flops, but faster on CPU than a broadcast multiply and a
@@ -641,20 +647,8 @@ class QSVConv(MessagePassing):
         """The dense path as sparse-dense products over the ``[N_dst, heads, k]`` weights:
         eagerly on the graph's cached CSR pattern, under :func:`torch.compile` on a pattern
         built in the traced graph."""
-        Nd, H = c.q_dst.size(0), self.heads
-        k = c.coo.size(1) // Nd
-        src = c.coo[0]
-        if c.check_targets:
-            ops.assert_dense_targets(c.coo, Nd)
-        if self.attention == "uniform":
-            alpha = c.xs.new_full((Nd, H, k), 1.0 / k)
-        else:
-            # The logits need only the 4-D quaternions: a gather of [E, H, 4] is cheaper
-            # than a sampled product over the pattern.
-            q_j = c.q_src.index_select(0, src).view(Nd, k, H, 4)
-            logit = (q_j * c.q_dst.unsqueeze(1)).sum(dim=-1).transpose(1, 2)  # [Nd, H, k]
-            alpha = self._scaled(logit, 1).softmax(dim=-1)
-        alpha = F.dropout(alpha, p=self.dropout, training=self.training)
+        Nd, k, src, alpha = self._dense_alpha(c, heads_first=True)
+        H = self.heads
         weights = alpha if c.mask is None else alpha * c.mask.to(alpha.dtype).view(Nd, 1, k)
         values, feats = weights.reshape(-1), c.xs.reshape(-1, c.xs.size(-1))
         # The sparse products take one dtype, at least float32: under autocast the features
@@ -717,17 +711,12 @@ class QSVConv(MessagePassing):
                           branch(self._path_scatter), (c.coo, c.xs, c.q_src, c.q_dst))
 
     # ------------------------------------------------------------------ message passing
-    def _scaled(self, logit: Tensor, head_dim: int) -> Tensor:
-        shape = [1] * logit.dim()
-        shape[head_dim] = self.heads
-        if self.scale is not None:
-            return logit * self.scale.view(shape)
-        if isinstance(self.temperature, float):
-            return logit * self.temperature
-        return logit
-
     def _logits(self, q_i: Tensor, q_j: Tensor) -> Tensor:
-        return self._scaled((q_i * q_j).sum(dim=-1), -1)
+        r"""The scaled logits :math:`\tau_h \langle q_i, q_j \rangle`, heads last."""
+        logit = (q_i * q_j).sum(dim=-1)
+        if self.scale is not None:
+            return logit * self.scale
+        return logit * self.temperature if isinstance(self.temperature, float) else logit
 
     def edge_update(self, q_i: Tensor, q_j: Tensor, index: Tensor, ptr: Optional[Tensor],
                     dim_size: Optional[int]) -> Tensor:

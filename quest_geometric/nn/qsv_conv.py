@@ -221,10 +221,8 @@ class QSVConv(MessagePassing):
     Shapes:
         - **input:** node features :math:`(|\mathcal{V}|, F_{in})` or a pair
           :math:`((|\mathcal{V}_s|, F_{s}), (|\mathcal{V}_t|, F_{t}))`, edge indices
-          :math:`(2, |\mathcal{E}|)` (row = source :math:`j`, column = target :math:`i`) or a
-          :class:`torch.sparse.Tensor` adjacency in PyG's transposed form
-          (``adj_t[i, j] != 0`` for an edge :math:`j \to i`, shape
-          :math:`(|\mathcal{V}_t|, |\mathcal{V}_s|)`)
+          :math:`(2, |\mathcal{E}|)` (source :math:`j`, target :math:`i`) or a sparse
+          ``adj_t`` :math:`(|\mathcal{V}_t|, |\mathcal{V}_s|)` (PyG's transposed form)
         - **output:** node features :math:`(|\mathcal{V}_t|, F_{out})`, with
           :obj:`return_attention_weights=True` also ``(edge_index, alpha)``, ``alpha``
           :math:`(|\mathcal{E}|, H)` in edge order; for a sparse ``adj_t``, ``adj_alpha``
@@ -380,8 +378,7 @@ class QSVConv(MessagePassing):
 
     @staticmethod
     def _check_finite_inputs(unchecked: list[tuple[str, Tensor]]) -> None:
-        """Refuse non-finite features (eager mode only: one host synchronisation per tensor,
-        which would break a compiled graph)."""
+        """Refuse non-finite features (eager mode only: a host synchronisation per tensor)."""
         for name, t in unchecked:
             if not all_finite(t):
                 raise ValueError(
@@ -557,9 +554,8 @@ class QSVConv(MessagePassing):
                  unchecked: list[tuple[str, Tensor]]
                  ) -> tuple[Tensor, Tensor, Tensor, Optional[Tensor]]:
         """``(q_src, q_dst, xs, rot_dst)``: the quaternions, the sources' features rotated by
-        their quaternions ``[N_src, H, m, 4]`` (unrotated without transport) and the
-        targets' rotation matrices (:obj:`None` without transport); in one native pass
-        where the plan says so (the prologue)."""
+        their quaternions ``[N_src, H, m, 4]`` and the targets' rotation matrices (both
+        unrotated / :obj:`None` without transport); in one native pass for the prologue."""
         Ns, H, m = x_src.size(0), self.heads, self.groups
         if plan.prologue:
             assert self.lin_q is not None and self.lin_q.bias is not None

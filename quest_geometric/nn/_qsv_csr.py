@@ -88,29 +88,18 @@ class CSRPattern:
     r"""The CSR pattern of a dense-layout graph with ``heads`` block-diagonal copies: row
     :math:`(i, h)` holds the :math:`k` entries :math:`(j, h)` of the in-neighbours of
     :math:`i`, in the layout ``[N_dst, heads, k]`` of the values.  The transposed pattern
-    (for the backward pass) is built on first use and kept."""
+    (for the backward pass) is found on first use and kept."""
 
     def __init__(self, src: Tensor, num_src: int, num_dst: int, k: int, heads: int) -> None:
         self.src, self.num_src, self.num_dst, self.k, self.heads = src, num_src, num_dst, k, heads
         self.crow, self.col = pattern_columns(src, num_dst, k, heads)
         self._transposed: Optional[tuple[Tensor, Tensor, Tensor]] = None
 
-    def mm(self, values: Tensor, dense: Tensor) -> Tensor:
-        """:math:`A\\,D` with ``values`` in the forward layout; ``[N_dst * heads, C]``."""
-        return csr_matmul(self.crow, self.col, values, self.num_src * self.heads, dense)
-
-    def mm_t(self, values: Tensor, dense: Tensor) -> Tensor:
-        """:math:`A^{\\top} D` with ``values`` in the forward layout; ``[N_src * heads, C]``."""
+    def transposed(self) -> tuple[Tensor, Tensor, Tensor]:
+        """``(crow_t, col_t, gather)`` of the transpose (:func:`transpose_pattern`)."""
         if self._transposed is None:
             self._transposed = TRANSPOSES(self.src, self.num_src, self.k, self.heads)
-        crow_t, col_t, gather = self._transposed
-        return csr_matmul(crow_t, col_t, values.index_select(0, gather),
-                          self.num_dst * self.heads, dense)
-
-    def sddmm(self, a: Tensor, b: Tensor) -> Tensor:
-        """:math:`\\langle a_{r}, b_{c}\\rangle` for every entry :math:`(r, c)` of the pattern,
-        in the forward layout (``[E * heads]``)."""
-        return csr_sampled(self.crow, self.col, self.num_src * self.heads, a, b)
+        return self._transposed
 
 
 class NeighbourSum(torch.autograd.Function):
@@ -121,16 +110,21 @@ class NeighbourSum(torch.autograd.Function):
     def forward(ctx: Any, values: Tensor, x: Tensor, pattern: CSRPattern) -> Tensor:
         ctx.save_for_backward(values, x)
         ctx.pattern = pattern
-        return pattern.mm(values, x)
+        return csr_matmul(pattern.crow, pattern.col, values, pattern.num_src * pattern.heads, x)
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, grad: Tensor) -> tuple[Optional[Tensor], Optional[Tensor], None]:
         values, x = ctx.saved_tensors
-        pattern: CSRPattern = ctx.pattern
+        p: CSRPattern = ctx.pattern
         grad = grad.contiguous()
-        g_values = pattern.sddmm(grad, x) if ctx.needs_input_grad[0] else None
-        g_x = pattern.mm_t(values, grad) if ctx.needs_input_grad[1] else None
+        g_values = g_x = None
+        if ctx.needs_input_grad[0]:
+            g_values = csr_sampled(p.crow, p.col, p.num_src * p.heads, grad, x)
+        if ctx.needs_input_grad[1]:
+            crow_t, col_t, gather = p.transposed()
+            g_x = csr_matmul(crow_t, col_t, values.index_select(0, gather), p.num_dst * p.heads,
+                             grad)
         return g_values, g_x, None
 
 

@@ -298,16 +298,9 @@ def _(q: Tensor, grad: Tensor) -> Tensor:
     return torch.empty_like(q, memory_format=torch.contiguous_format)
 
 
-def _rotation_matrix_setup(ctx: Any, inputs: tuple, output: Tensor) -> None:
-    ctx.save_for_backward(inputs[0])
-
-
-def _rotation_matrix_backward(ctx: Any, grad: Tensor) -> Tensor:
-    return _rotation_matrix_backward_op(ctx.saved_tensors[0], grad)
-
-
-_rotation_matrix_op.register_autograd(_rotation_matrix_backward,
-                                      setup_context=_rotation_matrix_setup)
+_rotation_matrix_op.register_autograd(
+    lambda ctx, grad: _rotation_matrix_backward_op(ctx.saved_tensors[0], grad),
+    setup_context=lambda ctx, inputs, output: ctx.save_for_backward(inputs[0]))
 
 
 def rotation_matrix(q: Tensor) -> Tensor:

@@ -53,11 +53,7 @@ from quest_geometric.nn.focus.blocks import focus_blocks_attention
 from quest_geometric.nn.focus.dense import focus_dense_attention
 from quest_geometric.nn.focus.edge_index import focus_edge_index
 from quest_geometric.nn.focus.edges import FocusEdgeAttention
-from quest_geometric.nn.focus.flex import (
-    FLEX_AVAILABLE,
-    FLEX_COMPILED_DTYPES,
-    focus_flex_attention,
-)
+from quest_geometric.nn.focus.flex import FLEX_AVAILABLE, FLEX_COMPILED_DTYPES, focus_flex_attention
 from quest_geometric.nn.focus.group_sets import codable
 
 __all__ = ["FocusBackend", "register_focus_backend", "unregister_focus_backend",

@@ -19,23 +19,11 @@ import torch
 from torch import Tensor
 from torch_geometric.utils import to_dense_batch
 
-from quest_geometric._utils.checks import (
-    check_batch,
-    check_groups,
-    check_int,
-    check_num_sinks,
-    check_real,
-    check_soft,
-    check_window,
-    fail,
-)
+from quest_geometric._utils.checks import (check_batch, check_groups, check_int, check_num_sinks,
+                                           check_real, check_soft, check_window, fail)
 from quest_geometric.nn.focus._layout import seq_layout
-from quest_geometric.nn.focus.dense import (
-    _additive_log_gate,
-    _near_pairs,
-    _pair_offsets,
-    straight_through_membership,
-)
+from quest_geometric.nn.focus.dense import (_additive_log_gate, _near_pairs, _pair_offsets,
+                                            straight_through_membership)
 
 __all__ = ["straight_through_pair_share", "additive_gate_share", "focus_pair_share",
            "pattern_share", "window_for_share"]

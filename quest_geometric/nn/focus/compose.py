@@ -43,13 +43,8 @@ from typing import Any, Iterator, List, Optional, Tuple
 
 from torch import nn
 
-from quest_geometric._utils.checks import (
-    check_choice,
-    check_int,
-    check_num_sinks,
-    check_window,
-    fail,
-)
+from quest_geometric._utils.checks import (check_choice, check_int, check_num_sinks, check_window,
+                                           fail)
 from quest_geometric.adapters import supported_attention_types
 from quest_geometric.nn.focus.composed import FocusComposed, _composable, _wrapper_class
 from quest_geometric.nn.focus.module import BACKENDS, FocusAttention

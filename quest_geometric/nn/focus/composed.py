@@ -10,19 +10,10 @@ import torch
 from torch import Tensor, nn
 
 from quest_geometric._utils.checks import fail
-from quest_geometric.adapters import (
-    AttentionAdapter,
-    AttentionCall,
-    get_attention_adapter,
-    register_attention_adapter,
-    repeat_kv,
-    supported_attention_types,
-)
-from quest_geometric.nn.focus.decode import (
-    FocusDecodeState,
-    focus_decode_attention,
-    route_step,
-)
+from quest_geometric.adapters import (AttentionAdapter, AttentionCall, get_attention_adapter,
+                                      register_attention_adapter, repeat_kv,
+                                      supported_attention_types)
+from quest_geometric.nn.focus.decode import FocusDecodeState, focus_decode_attention, route_step
 from quest_geometric.nn.focus.hf_cache import focus_cache_states
 from quest_geometric.nn.focus.module import FocusAttention
 from quest_geometric.nn.focus.sinkhorn import prefix_statistics

@@ -6,12 +6,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from quest_geometric._utils.checks import (
-    check_batch,
-    check_groups,
-    check_num_sinks,
-    check_window,
-)
+from quest_geometric._utils.checks import check_batch, check_groups, check_num_sinks, check_window
 
 
 def _seq_info(batch: Optional[Tensor], n: int, device: torch.device

@@ -69,15 +69,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from quest_geometric._utils.checks import (
-    check_batch,
-    check_groups,
-    check_int,
-    check_num_sinks,
-    check_qkv,
-    check_window,
-    fail,
-)
+from quest_geometric._utils.checks import (check_batch, check_groups, check_int, check_num_sinks,
+                                           check_qkv, check_window, fail)
 from quest_geometric.nn.focus.group_sets import MAX_SET_GROUPS, codable, membership_codes
 
 try:  # pragma: no cover - depends on the PyTorch build

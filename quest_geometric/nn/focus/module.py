@@ -1,8 +1,4 @@
-"""The Focus attention module: a router, projections and the choice of back-end.
-
-Reference: Yao et al., "Why Attend to Everything? Focus is the Key" /
-"Composing Sparse Attention via Learned Grouping" (arXiv 2604.03260).
-"""
+r"""The Focus attention module: a router, projections and the choice of back-end."""
 from __future__ import annotations
 
 from typing import Callable, List, Optional, Sequence, Tuple, Union
@@ -11,21 +7,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from quest_geometric._utils.checks import (
-    check_batch,
-    check_choice,
-    check_features,
-    check_int,
-    check_num_sinks,
-    check_real,
-    check_window,
-)
-from quest_geometric.nn.focus.backends import (
-    AUTO,
-    choose_focus_backend,
-    focus_backend,
-    focus_backend_names,
-)
+from quest_geometric._utils.checks import (check_batch, check_choice, check_features, check_int,
+                                           check_num_sinks, check_real, check_window)
+from quest_geometric.nn.focus.backends import (AUTO, choose_focus_backend, focus_backend,
+                                               focus_backend_names)
 from quest_geometric.nn.focus.dense import SOFT_GATES, focus_soft_attention, full_attention
 from quest_geometric.nn.focus.router import FocusRouter, Router, RouterOutput
 
@@ -33,8 +18,8 @@ __all__ = ["FocusAttention"]
 
 
 class _BackendNames(Sequence):
-    """The names :attr:`FocusAttention.backend` accepts, read live: ``'auto'`` and every
-    registered back-end (:mod:`~quest_geometric.nn.focus.backends`)."""
+    r"""The names :attr:`FocusAttention.backend` accepts, read live: ``'auto'`` and every
+    registered back-end."""
 
     def _names(self) -> Tuple[str, ...]:
         return (AUTO,) + focus_backend_names()
@@ -60,9 +45,9 @@ class FocusAttention(nn.Module):
     `"Why Attend to Everything? Focus is the Key" <https://arxiv.org/abs/2604.03260>`_
     (Yao et al.).
 
-    A router (shared by all heads; by default a learned
+    A router shared by all heads (by default a learned
     :class:`~quest_geometric.nn.focus.router.FocusRouter`, or any
-    :class:`~quest_geometric.nn.focus.router.Router` passed as :obj:`router`) assigns every
+    :class:`~quest_geometric.nn.focus.router.Router` passed as :obj:`router`) gives every
     token a soft membership :math:`\mathbf{g}_i` and a hard group set :math:`G_i`. In
     inference (``eval()`` or ``hard=True``) token :math:`i` attends to
 
@@ -71,42 +56,28 @@ class FocusAttention(nn.Module):
         \wedge (|i - j| \le w \vee G_i \cap G_j \ne \emptyset
         \vee \min(p_i, p_j) < s) \,\},
 
-    with :math:`p_i` the position of token :math:`i` in its sequence and :math:`s` the
-    number of attention sinks (StreamingLLM: the first :math:`s` tokens are attended by
-    every token; in a non-causal layer they also attend to every token, so the pattern
-    stays symmetric),
+    with :math:`p_i` the position of token :math:`i` in its sequence and :math:`s` the number
+    of attention sinks (non-causal, the sinks also attend to every token, keeping the pattern
+    symmetric), computed by a registered back-end (:mod:`~quest_geometric.nn.focus.backends`,
+    all agreeing in outputs and gradients): ``'blocks'``
+    (:func:`~quest_geometric.nn.focus.blocks.focus_blocks_attention`, fast on CPU), ``'flex'``
+    (:func:`~quest_geometric.nn.focus.flex.focus_flex_attention`, fast on CUDA), ``'edges'``
+    (message passing over :func:`~quest_geometric.nn.focus.edge_index.focus_edge_index`),
+    ``'dense'`` (the small-:math:`N` oracle), a user's, or ``'auto'`` (the default,
+    :func:`~quest_geometric.nn.focus.backends.choose_focus_backend`); :attr:`last_backend`
+    says which one the last hard call ran. In training mode all pairs are computed densely
+    with a soft gate (:func:`focus_soft_attention`), or by the router's own
+    ``soft_attention`` when it has one (e.g.
+    :class:`~quest_geometric.nn.focus.far_bias_router.FarBiasRouter`). A router with
+    ``top_k = 0`` (:class:`~quest_geometric.nn.focus.window_router.WindowOnlyRouter`) keeps
+    only the window and the sinks, in both modes. With ``gate=None`` or ``enabled = False``
+    the layer is plain full attention with the same projections.
 
-    computed by a registered back-end (:mod:`~quest_geometric.nn.focus.backends`; they agree
-    in outputs and gradients): ``'blocks'`` (the paper's decomposition on every device, fast
-    on CPU, see :func:`~quest_geometric.nn.focus.blocks.focus_blocks_attention`), ``'flex'``
-    (:func:`~quest_geometric.nn.focus.flex.focus_flex_attention`, one block-sparse
-    FlexAttention call, fast on CUDA; on CPU forward only and :math:`O(N^2)` memory, a check
-    rather than a fast path), ``'edges'`` (PyG message passing over
-    :func:`~quest_geometric.nn.focus.edge_index.focus_edge_index`, general graphs),
-    ``'dense'`` (masked SDPA, the small-:math:`N` oracle), one a user registered with
-    :func:`~quest_geometric.nn.focus.backends.register_focus_backend`, or ``'auto'`` (the
-    default), which picks ``'flex'`` on CUDA and ``'blocks'`` elsewhere at each call
-    (:func:`~quest_geometric.nn.focus.backends.choose_focus_backend`); :attr:`last_backend`
-    says which one the last hard call ran. In training mode all
-    pairs are computed densely with a soft gate (:func:`focus_soft_attention`). With
-    ``gate=None`` or ``enabled = False`` the layer is plain full (causal) attention, in both
-    modes, with the same projections.
-
-    A router whose :obj:`top_k` is 0 (e.g.
-    :class:`~quest_geometric.nn.focus.window_router.WindowOnlyRouter`) gives every token the
-    empty group set: only the window and the sinks are kept, and as no far pair is ever
-    kept, training mode runs that same hard pattern (there is no soft gate to relax). A
-    router with a ``soft_attention(q, k, v, window, batch, causal, num_sinks)`` method (e.g.
-    :class:`~quest_geometric.nn.focus.far_bias_router.FarBiasRouter`) supplies the soft
-    path itself (training mode or ``hard=False``) instead of the gate.
-
-    The options :attr:`top_k` (shared with the router), :attr:`window`, :attr:`num_sinks`,
-    :attr:`backend`,
+    The options :attr:`top_k`, :attr:`window`, :attr:`num_sinks`, :attr:`backend`,
     :attr:`gate`, :attr:`gate_scale` and :attr:`gate_bias` may be assigned after
-    construction: the value is validated and used from the next call on. :attr:`num_groups`
-    is fixed (assigning it raises :class:`AttributeError`). Every back-end accepts
-    :obj:`float16` and :obj:`bfloat16` (routing, log-sum-exps and merges run in
-    :obj:`float32`).
+    construction (validated, used from the next call); :attr:`num_groups` is fixed. Every
+    back-end accepts :obj:`float16` and :obj:`bfloat16` (routing, log-sum-exps and merges run
+    in :obj:`float32`).
 
     Args:
         embed_dim (int): model width :math:`C` (input, query/key/value and output).
@@ -119,10 +90,8 @@ class FocusAttention(nn.Module):
         backend (str): ``'auto'``, ``'blocks'``, ``'flex'``, ``'edges'``, ``'dense'`` or a
             registered back-end's name (default: :obj:`'auto'`).
         gate (str, optional): ``'additive'``, ``'multiplicative'``, ``'straight_through'``
-            (the additive gate on the hard top-:math:`k` memberships with the soft
-            gradient, so training sees inference's pattern, see
-            :func:`focus_soft_attention`) or :obj:`None` (no Focus: full attention)
-            (default: :obj:`'additive'`).
+            (the hard pattern with the soft gradient, see :func:`focus_soft_attention`) or
+            :obj:`None` (full attention) (default: :obj:`'additive'`).
         causal (bool): causal attention and prefix-causal routing (default: :obj:`True`).
         tau (float): Sinkhorn temperature, finite and positive (default: :obj:`0.1`).
         sinkhorn_iters (int): Sinkhorn iterations (default: :obj:`10`).
@@ -130,12 +99,10 @@ class FocusAttention(nn.Module):
         gate_bias (float): :math:`b` of the additive gate, finite (default: :obj:`0.5`,
             the relaxation of the top-1 pattern; :math:`1/(2k^2)` relaxes top-:math:`k`).
         bias (bool): biases in the own projections (default: :obj:`True`).
-        router (Router, optional): the router to use instead of building a
-            :class:`~quest_geometric.nn.focus.router.FocusRouter` (any module following
-            :class:`~quest_geometric.nn.focus.router.Router`); :obj:`num_groups`,
+        router (Router, optional): the router to use instead of a new
+            :class:`~quest_geometric.nn.focus.router.FocusRouter`; :obj:`num_groups`,
             :obj:`group_dim`, :obj:`top_k`, :obj:`tau` and :obj:`sinkhorn_iters` are then not
-            used (the router has its own), and its :obj:`causal` must equal :obj:`causal`
-            (default: :obj:`None`).
+            used, and its :obj:`causal` must equal :obj:`causal` (default: :obj:`None`).
 
     Shapes:
         - **input:** :obj:`x` :math:`(B, T, C)`, or :math:`(N, C)` with optional sorted
@@ -203,8 +170,8 @@ class FocusAttention(nn.Module):
 
     @property
     def top_k(self) -> int:
-        r"""Hard groups per token, :math:`1..K`; the router's :obj:`top_k` (assigning either
-        validates the value and sets both)."""
+        r"""Hard groups per token, :math:`1..K`: the router's :obj:`top_k`; assigning validates it.
+        """
         return self.router.top_k
 
     @top_k.setter
@@ -223,8 +190,7 @@ class FocusAttention(nn.Module):
 
     @property
     def num_sinks(self) -> int:
-        r"""The attention sinks :math:`s \ge 0` (the first :math:`s` tokens of every
-        sequence are always attended); assigning validates the value."""
+        r"""The attention sinks :math:`s \ge 0`; assigning validates the value."""
         return self._num_sinks
 
     @num_sinks.setter
@@ -234,9 +200,7 @@ class FocusAttention(nn.Module):
 
     @property
     def backend(self) -> str:
-        r"""The hard back-end: ``'auto'`` or a registered back-end's name
-        (:func:`~quest_geometric.nn.focus.backends.focus_backend_names`); assigning validates
-        the value."""
+        r"""The hard back-end, ``'auto'`` or a registered name; assigning validates the value."""
         return self._backend
 
     @backend.setter
@@ -246,8 +210,7 @@ class FocusAttention(nn.Module):
 
     @property
     def gate(self) -> Optional[str]:
-        r"""The training gate, ``'additive'``, ``'multiplicative'``, ``'straight_through'``
-        or :obj:`None` (full attention); assigning validates the value."""
+        r"""The training gate (see :class:`FocusAttention`); assigning validates the value."""
         return self._gate
 
     @gate.setter
@@ -289,10 +252,8 @@ class FocusAttention(nn.Module):
                          num_heads: int, embed_dim: Optional[int] = None,
                          qkv: Optional[Callable[[Tensor], Tuple[Tensor, Tensor, Tensor]]]
                          = None, **kwargs) -> "FocusAttention":
-        r"""Build Focus attention around *existing* projections (e.g. of a frozen model).
-
-        The given modules are used as they are (not copied); their parameters stay
-        registered, so freezing them stays the caller's choice.
+        r"""Build Focus attention around *existing* projections (e.g. of a frozen model), used as
+        they are (not copied; freezing them stays the caller's choice).
 
         Args:
             q_proj, k_proj, v_proj (callable, optional): ``x -> [.., C]`` each; or pass
@@ -406,23 +367,21 @@ class FocusAttention(nn.Module):
     def attend(self, x: Tensor, q: Tensor, k: Tensor, v: Tensor,
                batch: Optional[Tensor] = None, hard: Optional[bool] = None,
                col_totals: Optional[List[Tensor]] = None) -> Tuple[Tensor, RouterOutput]:
-        r"""Route :obj:`x` and attend with given per-head queries, keys and values (the
-        Focus part of :meth:`forward`, without the projections; used by
-        :func:`~quest_geometric.nn.focus.compose.compose_focus`, whose adapters supply
-        :obj:`q`, :obj:`k`, :obj:`v` from a pretrained module).
+        r"""Route :obj:`x` and attend with given per-head queries, keys and values: the Focus part
+        of :meth:`forward`, without the projections (used by
+        :func:`~quest_geometric.nn.focus.compose.compose_focus`).
 
         Args:
             x (torch.Tensor): hidden states the router sees, ``[N, C]``.
             q, k, v (torch.Tensor): ``[N, H, D]`` (keys and values already expanded to the
-                query heads for grouped-query attention), queries scaled so that
-                :math:`1/\sqrt{D}` gives the intended softmax scale.
+                query heads), queries scaled so that :math:`1/\sqrt{D}` gives the intended
+                softmax scale.
             batch (torch.Tensor, optional): sorted sequence id per token (default:
                 :obj:`None`, one sequence).
             hard (bool, optional): hard top-k sets or soft gates (default: :obj:`None`,
                 hard in ``eval()`` mode).
-            col_totals (list, optional): collects the router's Sinkhorn column statistics
-                (:meth:`FocusRouter.forward`), from which cached decoding continues.
-                (default: :obj:`None`)
+            col_totals (list, optional): collects the router's Sinkhorn column statistics, from
+                which cached decoding continues (default: :obj:`None`).
 
         Returns:
             ``(o, router_out)``: the attention output ``[N, H, D]`` and the
@@ -442,9 +401,7 @@ class FocusAttention(nn.Module):
         return o, router_out
 
     def resolve_backend(self, q: Tensor) -> str:
-        """The back-end a hard call on queries :obj:`q` ``[N, H, D]`` runs: :attr:`backend`,
-        or with ``'auto'`` the choice of
-        :func:`~quest_geometric.nn.focus.backends.choose_focus_backend`."""
+        r"""The back-end a hard call on queries :obj:`q` runs (``'auto'`` resolved)."""
         if self.backend == AUTO:
             return choose_focus_backend(q, self.num_groups)
         return self.backend

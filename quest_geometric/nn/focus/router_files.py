@@ -29,21 +29,12 @@ import torch
 from torch import Tensor, nn
 
 from quest_geometric._utils.checks import check_int, check_real, fail
-from quest_geometric._utils.digested import (
-    check_tensors,
-    read_record,
-    read_tensors,
-    write_pair,
-)
+from quest_geometric._utils.digested import check_tensors, read_record, read_tensors, write_pair
 from quest_geometric._utils.untrusted import refused
 from quest_geometric.nn.focus.compose import _STATE_ATTR, compose_focus, decompose
 from quest_geometric.nn.focus.composed import FocusComposed
-from quest_geometric.nn.focus.router import (
-    CONFIG_LIMITS,
-    registered_routers,
-    router_class,
-    router_name,
-)
+from quest_geometric.nn.focus.router import (CONFIG_LIMITS, registered_routers, router_class,
+                                             router_name)
 
 __all__ = ["save_routers", "load_routers", "read_routers", "read_legacy_routers",
            "write_router_files", "router_record", "router_from_record", "ROUTERS_FILE",

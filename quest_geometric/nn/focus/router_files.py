@@ -1,23 +1,17 @@
-r"""The router file format: :func:`save_routers` / :func:`load_routers` (the tensors as
-safetensors, the composition and a digest as JSON), :func:`read_routers` (read and check
-without a model) and the readers of the files of earlier versions
+r"""The router file format: :func:`save_routers` / :func:`load_routers`, :func:`read_routers`
+(read and check without a model) and the readers of earlier versions
 (:func:`read_legacy_routers`, used by :mod:`~quest_geometric.nn.focus.convert_routers`).
 
-A folder holds two files: :data:`ROUTERS_FILE`, the tensors, each named
+A folder holds :data:`ROUTERS_FILE`, the tensors (safetensors), each named
 ``"{layer module path}.{router state dict key}"``, and :data:`ROUTERS_CONFIG`, a JSON record
-of the :func:`~quest_geometric.nn.focus.compose.compose_focus` arguments (``"config"``), the
-layers, the versions of quest_geometric, torch and transformers, and a SHA-256 digest that
-covers the record and the tensors (:mod:`quest_geometric._utils.digested`): editing either
-file is refused on reading. Every size and iteration count the record configures is checked
-against :data:`~quest_geometric.nn.focus.router.CONFIG_LIMITS` before anything is built. A
-router given to :func:`~quest_geometric.nn.focus.compose.compose_focus` is recorded under
-``"router"`` by its registered name and :meth:`~quest_geometric.nn.focus.router.Router.config`
-(:func:`~quest_geometric.nn.focus.router.register_router`), and rebuilt with its
-``from_config``.
-
-Version 2 folders (a digest of the tensors alone) and the pickle-based
-:data:`LEGACY_ROUTERS_FILE` are converted once with
-``python -m quest_geometric.nn.focus.convert_routers OLD NEW``.
+of the :func:`~quest_geometric.nn.focus.compose.compose_focus` arguments (``"config"``, a
+given router under ``"router"`` by its registered name and ``config()``), the layers, the
+versions, and a SHA-256 digest covering the record and the tensors
+(:mod:`quest_geometric._utils.digested`): editing either file is refused on reading. Every
+size the record configures is checked against
+:data:`~quest_geometric.nn.focus.router.CONFIG_LIMITS` before anything is built. Version 2
+folders (a digest of the tensors alone) and the pickle-based :data:`LEGACY_ROUTERS_FILE` are
+converted once with ``python -m quest_geometric.nn.focus.convert_routers OLD NEW``.
 """
 from __future__ import annotations
 
@@ -61,8 +55,7 @@ _CONVERT = "python -m quest_geometric.nn.focus.convert_routers"
 
 
 def router_record(router: Any) -> Optional[Dict[str, Any]]:
-    r"""The JSON record of a router a file can hold, ``{"type": name, **router.config()}``
-    (:func:`~quest_geometric.nn.focus.router.register_router`), or :obj:`None` for a
+    r"""The JSON record of a router, ``{"type": name, **router.config()}``, or :obj:`None` for a
     router whose exact class is not registered."""
     name = router_name(router)
     return None if name is None else {"type": name, **router.config()}
@@ -121,9 +114,9 @@ def _versions() -> Dict[str, Optional[str]]:
 def write_router_files(folder: str | os.PathLike, config: Dict[str, Any], layers: List[str],
                        tensors: Dict[str, Tensor],
                        versions: Optional[Dict[str, Any]] = None) -> str:
-    """Write :data:`ROUTERS_FILE` then :data:`ROUTERS_CONFIG` (with the digest of both) into
-    :obj:`folder`, each atomically (:func:`quest_geometric._utils.digested.write_pair`);
-    :obj:`versions` defaults to the running ones. Returns the folder."""
+    r"""Write :data:`ROUTERS_FILE` then :data:`ROUTERS_CONFIG` (with the digest of both) into
+    :obj:`folder`, each atomically; :obj:`versions` defaults to the running ones. Returns the
+    folder."""
     folder = os.fspath(folder)
     os.makedirs(folder, exist_ok=True)
     write_pair(os.path.join(folder, ROUTERS_FILE), os.path.join(folder, ROUTERS_CONFIG),
@@ -135,18 +128,12 @@ def write_router_files(folder: str | os.PathLike, config: Dict[str, Any], layers
 
 def save_routers(model: nn.Module, path: str | os.PathLike) -> str:
     r"""Save the routers of a composed model into the folder :obj:`path` (e.g. the folder of
-    ``model.save_pretrained(path)``), as a shareable adapter: the tensors in
-    :data:`ROUTERS_FILE` (safetensors, no pickle) and, in :data:`ROUTERS_CONFIG`, the
-    :func:`~quest_geometric.nn.focus.compose.compose_focus` arguments the layers run with
-    (read off the layers, so options changed by
-    :func:`~quest_geometric.nn.focus.compose.set_focus_options` are the ones recorded; a
-    router given to ``compose_focus`` is recorded by its registered name and ``config()``
-    under ``"router"``, :func:`router_record`, with its parameters, if any, as tensors), the
-    versions of quest_geometric, torch and transformers, and the SHA-256 digest of both files.
-
-    Each tensor is named ``"{layer module path}.{router state dict key}"``;
-    :func:`load_routers` recomposes a freshly loaded base model with them. Each file is
-    written atomically (a temporary file in the same folder, renamed into place).
+    ``model.save_pretrained(path)``): the tensors in :data:`ROUTERS_FILE` and, in
+    :data:`ROUTERS_CONFIG`, the :func:`~quest_geometric.nn.focus.compose.compose_focus`
+    arguments the layers run with (read off the layers, so those changed by
+    :func:`~quest_geometric.nn.focus.compose.set_focus_options` are recorded; a given router by
+    :func:`router_record`), the versions and the digest of both files, each written
+    atomically.
 
     Args:
         model (torch.nn.Module): a model returned by
@@ -220,9 +207,8 @@ def _check_config(where: str, file: str, config: Any) -> Dict[str, Any]:
 
 def _read_new(where: str, tensors_file: str, config_file: str, allow_old: bool = False
               ) -> Tuple[Dict[str, Any], Dict[str, Tensor], Dict[str, Any]]:
-    """``(config, tensors, record)`` of a :func:`save_routers` folder's two files, each
-    checked; a version-2 pair only with :obj:`allow_old` (its digest does not cover the
-    record)."""
+    r"""``(config, tensors, record)`` of a :func:`save_routers` folder's two files, each checked;
+    a version-2 pair only with :obj:`allow_old` (its digest does not cover the record)."""
     if not os.path.isfile(config_file):
         raise refused(where, tensors_file, f"its config {os.path.basename(config_file)!r} "
                       f"is missing (save_routers writes both files)")
@@ -264,8 +250,7 @@ def _read_pickled(path: str, where: str, allow_pickle: bool) -> Any:
 
 
 def _pair_at(path: str) -> Optional[Tuple[str, str]]:
-    """The ``(tensors, config)`` files a folder or one of the two files names, or
-    :obj:`None` (a folder without them, or another file)."""
+    r"""The ``(tensors, config)`` files a folder or one of the two files names, or :obj:`None`."""
     if os.path.isdir(path):
         pair = (os.path.join(path, ROUTERS_FILE), os.path.join(path, ROUTERS_CONFIG))
         return pair if any(os.path.isfile(f) for f in pair) else None
@@ -278,15 +263,13 @@ def _pair_at(path: str) -> Optional[Tuple[str, str]]:
 
 def read_legacy_routers(path: str | os.PathLike, where: str, allow_pickle: bool = False
                         ) -> Tuple[Dict[str, Any], Dict[str, Tensor], Optional[Dict[str, Any]]]:
-    r"""Read router files of earlier versions as ``(config, tensors, record)``, the
-    tensors named as in :data:`ROUTERS_FILE`: a version-2 :func:`save_routers` folder (or
-    one of its files; its digest, of the tensors alone, is checked, and its record bounded
-    as a current one), or a :data:`LEGACY_ROUTERS_FILE` (or its folder), read with
-    ``torch.load(weights_only=True)`` or refused with the one-line command that converts
-    it. :obj:`allow_pickle` (for a file you wrote yourself, used by
-    :mod:`~quest_geometric.nn.focus.convert_routers`) unpickles it in full: it can run code.
-    ``record`` is the JSON record of a version-2 folder (its ``"layers"`` and
-    ``"versions"``), :obj:`None` for a pickle.
+    r"""Read router files of earlier versions as ``(config, tensors, record)``, the tensors named
+    as in :data:`ROUTERS_FILE`: a version-2 :func:`save_routers` folder (or one of its files;
+    its digest, of the tensors alone, is checked and its record bounded as a current one), or
+    a :data:`LEGACY_ROUTERS_FILE` (or its folder), read with ``torch.load(weights_only=True)``
+    or refused with the command that converts it. :obj:`allow_pickle` (for a file you wrote
+    yourself) unpickles it in full: it can run code. ``record`` is the JSON record of a
+    version-2 folder, :obj:`None` for a pickle.
 
     Raises:
         FileNotFoundError: if nothing is at :obj:`path`.
@@ -315,11 +298,11 @@ def read_legacy_routers(path: str | os.PathLike, where: str, allow_pickle: bool 
 
 def read_routers(path: str | os.PathLike, where: str = "read_routers"
                  ) -> Tuple[str, Dict[str, Any], Dict[str, Tensor]]:
-    r"""Read and check router files without touching any model: ``(file, config,
-    tensors)``. :obj:`path` is a :func:`save_routers` folder, its tensors or config file, or
-    a :data:`LEGACY_ROUTERS_FILE` (read with ``torch.load(weights_only=True)``). Every tensor
-    is checked to be floating and finite, both files against their recorded digest, and the
-    configuration against :data:`~quest_geometric.nn.focus.router.CONFIG_LIMITS`.
+    r"""Read and check router files without touching any model: ``(file, config, tensors)``.
+    :obj:`path` is a :func:`save_routers` folder, one of its files, or a
+    :data:`LEGACY_ROUTERS_FILE`. Every tensor is checked to be floating and finite, both files
+    against their digest, and the configuration against
+    :data:`~quest_geometric.nn.focus.router.CONFIG_LIMITS`.
 
     Raises:
         FileNotFoundError: if nothing is at :obj:`path`.
@@ -367,8 +350,8 @@ def _check_same_pattern(file: str, config: Dict[str, Any], state: Dict[str, Any]
 
 def _match_tensors(model: nn.Module, file: str, tensors: Dict[str, Tensor], strict: bool
                    ) -> Tuple[Dict[str, nn.Module], Dict[str, Dict[str, Tensor]]]:
-    """The routers of :obj:`model`'s Focus layers by path, and the state dict each gets from
-    :obj:`tensors` (names, shapes and completeness checked; dtype and device the model's)."""
+    r"""The routers of :obj:`model`'s Focus layers by path, and the state dict each gets from
+    :obj:`tensors` (names, shapes and completeness checked)."""
     where = "load_routers"
     layers = {n: m.router for n, m in model.named_modules() if isinstance(m, FocusComposed)}
     expected = {f"{n}.{k}": (n, k, t) for n, r in layers.items()
@@ -397,30 +380,23 @@ def _match_tensors(model: nn.Module, file: str, tensors: Dict[str, Tensor], stri
 
 def load_routers(model: nn.Module, path: str | os.PathLike, strict: bool = True
                  ) -> nn.Module:
-    r"""Restore routers saved by :func:`save_routers`: compose :obj:`model` (if it is not
-    composed yet) with the recorded
-    :func:`~quest_geometric.nn.focus.compose.compose_focus` arguments, then load every
-    router.
-
-    The documented round trip::
+    r"""Restore routers saved by :func:`save_routers`: compose :obj:`model` (if it is not composed
+    yet) with the recorded arguments, then load every router::
 
         model.save_pretrained(folder); save_routers(model, folder)
         base = AutoModelForCausalLM.from_pretrained(folder)  # the original weights, exactly
         load_routers(base, folder)  # the composed model again, bitwise
 
-    Nothing is unpickled (:data:`ROUTERS_FILE` is safetensors; a :data:`LEGACY_ROUTERS_FILE`
-    is read with ``torch.load(weights_only=True)``). The load is all or nothing: the files
-    (digest of both, finiteness, the configuration's bounds) and every tensor's name, shape
-    and dtype are checked before any router is built or written, and a failed load leaves
-    :obj:`model` exactly as it was (a model this call composed is decomposed again).
+    Nothing is unpickled. The load is all or nothing: the files (digest, finiteness, bounds)
+    and every tensor's name and shape are checked before any router is written, and a failed
+    load leaves :obj:`model` as it was (a model this call composed is decomposed again).
 
     Args:
         model (torch.nn.Module): a base model (or one already composed the same way).
         path (str or os.PathLike): the folder given to :func:`save_routers` (or one of its
             files).
         strict (bool): require exactly the saved layers and, for a model already
-            composed, the saved number of groups, window and sinks (routers run with another
-            pattern than the one they were trained for otherwise; default: :obj:`True`).
+            composed, the saved number of groups, window and sinks (default: :obj:`True`).
 
     Returns:
         torch.nn.Module: :obj:`model`, composed, with the saved routers.

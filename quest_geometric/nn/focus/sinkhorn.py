@@ -1,19 +1,15 @@
-r"""Prefix-causal log-space Sinkhorn: the balancing maths of
-:class:`~quest_geometric.nn.focus.router.FocusRouter`, whole sequences at once
-(:func:`sinkhorn_log`) and one new token at a time from the running column statistics
-(:func:`sinkhorn_step`, and its host-side twin :func:`sinkhorn_step_host` on Python floats,
-which cached decoding uses for one sequence).
-
-With :math:`S^{(0)}_t = \mathbf{z}_t^\top \mathbf{C} / \tau` and, for iteration
+r"""Prefix-causal log-space Sinkhorn, the balancing of
+:class:`~quest_geometric.nn.focus.router.FocusRouter`: whole sequences (:func:`sinkhorn_log`)
+and one new token at a time from the running column statistics (:func:`sinkhorn_step`, and
+:func:`sinkhorn_step_host` on Python floats). With :math:`\log Q^{(0)}_t = S_t` and, for
 :math:`n = 1..I`,
 
 .. math::
     \Lambda^{(n)}_{t,k} = \log \sum_{j \le t} e^{\log Q^{(n-1)}_{j,k}}, \qquad
     \log Q^{(n)}_t = \operatorname{rownorm}\bigl(\log Q^{(n-1)}_t - \Lambda^{(n)}_t\bigr),
 
-token :math:`t`'s memberships depend on the prefix only through the :math:`I` running column
-log-sums :math:`\Lambda^{(n)}` (:func:`sinkhorn_prefix_state`, :func:`prefix_statistics`), so
-a new token is routed in :math:`O(I K)` exactly as the full-sequence Sinkhorn routes it.
+a new token is routed in :math:`O(I K)` from :math:`\Lambda^{(n)}` exactly as the
+full-sequence Sinkhorn routes it.
 """
 from __future__ import annotations
 
@@ -30,33 +26,17 @@ __all__ = ["sinkhorn_log", "sinkhorn_prefix_state", "prefix_statistics", "sinkho
            "sinkhorn_step_host", "LCSE_TINY"]
 
 
-#: Smallest prefix sum (after shifting by the column maximum, in float64) that the fast
-#: path of :func:`_logcumsumexp` accepts; below it the prefix may have underflowed and the
-#: exact :func:`torch.logcumsumexp` is used instead.
+#: Smallest shifted float64 prefix sum :func:`_logcumsumexp` trusts (below, it may have
+#: underflowed, and :func:`torch.logcumsumexp` is used).
 LCSE_TINY = 1e-280
 
 
 def _logcumsumexp(x: Tensor, dim: int) -> Tensor:
-    r"""Prefix log-sum-exp along :obj:`dim`, the same as :func:`torch.logcumsumexp` but faster
-    on CPU.
-
-    .. math::
-        \mathrm{out}_i = m + \log \sum_{j \le i} e^{x_j - m}, \qquad m = \max_j x_j,
-
-    the usual max-shift of log-sum-exp, with the exponentials and the running sum taken in
-    float64 (whose range, :math:`e^{-708}`, keeps every prefix of realistic scores) and cast
-    back to the input's dtype. Where a prefix sum falls below :data:`LCSE_TINY` (a prefix
-    whose every term is :math:`e^{-640}` times smaller than the column maximum) the result
-    is taken from :func:`torch.logcumsumexp`, so the function is exact for any finite input.
-    Gradients are those of the formula (the shift :math:`m` is a constant).
-
-    Args:
-        x (torch.Tensor): finite values.
-        dim (int): the scan dimension.
-
-    Returns:
-        torch.Tensor: same shape and dtype as :obj:`x`.
-    """
+    r""":func:`torch.logcumsumexp` along :obj:`dim`, faster on CPU:
+    :math:`\mathrm{out}_i = m + \log \sum_{j \le i} e^{x_j - m}`, :math:`m = \max_j x_j`, the
+    exponentials and the running sum in float64. Where a prefix sum falls below
+    :data:`LCSE_TINY` (it may have underflowed) the result is :func:`torch.logcumsumexp`'s, so
+    it is exact for any finite input; gradients are those of the formula."""
     if x.numel() == 0:
         return x.clone()
     m = x.detach().amax(dim, keepdim=True).double()
@@ -68,23 +48,20 @@ def _logcumsumexp(x: Tensor, dim: int) -> Tensor:
 
 
 def _row_step(logq: Tensor, it: int, causal: bool) -> Tensor:
-    """The row normalisation of Sinkhorn iteration ``it`` (shared by the full Sinkhorn and
-    the one-token step of cached decoding, so both run the same operations)."""
+    r"""The row normalisation of Sinkhorn iteration ``it``, shared by the full Sinkhorn and the
+    one-token step so that both run the same operations."""
     if causal and it > 0:
-        # rows were log-distributions before this column step (largest entry >= -log K)
-        # and a prefix of N tokens adds at most log N, so each row's largest entry is
-        # >= -log(K N): the row sum needs no max-shift, and terms that underflow are
-        # < e^-700 of it
+        # rows were log-distributions before this column step and a prefix of N tokens adds
+        # at most log N, so each row's largest entry is >= -log(K N): no max-shift needed
         return logq - logq.exp().sum(-1, keepdim=True).log()
     return logq - torch.logsumexp(logq, dim=-1, keepdim=True)
 
 
 def _sinkhorn_dense(logq: Tensor, valid: Optional[Tensor], num_iters: int,
                     causal: bool, col_totals: Optional[List[Tensor]] = None) -> Tensor:
-    """Sinkhorn on ``[B, T, K]`` log-scores; ``valid`` ``[B, T]`` marks real tokens (the
-    padding sits at the end of each sequence, so it never enters a real token's prefix).
-    With ``col_totals`` (a list), each iteration appends the log-sum over every real token
-    of its column-step input, ``[B, K]`` (the state cached decoding continues from)."""
+    r"""Sinkhorn on ``[B, T, K]`` log-scores; ``valid`` ``[B, T]`` marks real tokens (padding at
+    the end of each sequence). With ``col_totals``, each iteration appends the log-sum over the
+    real tokens of its column-step input, ``[B, K]``."""
     pad = None if valid is None or bool(valid.all()) else ~valid.unsqueeze(-1)
     dtype = logq.dtype
     if causal:  # float64 throughout, so logcumsumexp converts nothing
@@ -93,8 +70,7 @@ def _sinkhorn_dense(logq: Tensor, valid: Optional[Tensor], num_iters: int,
         col = logq if pad is None else logq.masked_fill(pad, float("-inf"))
         if col_totals is not None:
             col_totals.append(torch.logsumexp(col, dim=1))
-        if causal:
-            # padding only after real tokens: it never enters a real prefix
+        if causal:  # padding only after real tokens: it never enters a real prefix
             logq = logq - _logcumsumexp(logq, dim=1)
         else:
             logq = logq - torch.logsumexp(col, dim=1, keepdim=True)
@@ -117,11 +93,9 @@ def sinkhorn_log(scores: Tensor, batch: Optional[Tensor] = None, num_segments: i
         \log Q_{ik} &\leftarrow \log Q_{ik} - \log \sum_{k'} Q_{ik'},
 
     where :math:`\mathcal{C}(i)` is every token of :math:`i`'s sequence (``causal=False``, the
-    paper's Sinkhorn) or only the tokens :math:`j \le i` of it (``causal=True``, a
-    prefix-causal Sinkhorn, through a prefix log-cumsum-exp). The constant column target
-    :math:`1/K` and row target :math:`1/N` of textbook Sinkhorn only rescale a row, so the
-    final row step removes them. Sequences of a batch are laid out densely once
-    (``[B, T_max, K]``, padding at the end), so no normalisation crosses sequences.
+    paper's Sinkhorn) or the tokens :math:`j \le i` of it (``causal=True``). The constant
+    targets of textbook Sinkhorn only rescale a row, so the final row step removes them. No
+    normalisation crosses sequences.
 
     Args:
         scores (torch.Tensor): :math:`S/\tau`, shape :obj:`[N, K]` (or :obj:`[B, T, K]`
@@ -132,8 +106,8 @@ def sinkhorn_log(scores: Tensor, batch: Optional[Tensor] = None, num_segments: i
         num_iters (int): iterations (default: :obj:`10`).
         causal (bool): prefix-causal column normalisation (default: :obj:`True`).
         col_totals (list, optional): when given, each iteration appends the log-sum over
-            every real token of its column-step input, ``[B, K]`` per sequence (the
-            statistics cached decoding continues from). (default: :obj:`None`)
+            every real token of its column-step input, ``[B, K]`` (the statistics cached
+            decoding continues from) (default: :obj:`None`).
 
     Returns:
         torch.Tensor: :math:`\log \mathbf{g}`, the shape of :obj:`scores`, each row a
@@ -141,7 +115,7 @@ def sinkhorn_log(scores: Tensor, batch: Optional[Tensor] = None, num_segments: i
 
     Raises:
         ValueError: negative ``num_iters``, ``num_segments`` below 1, or non-finite scores
-            (a NaN would spread through the column sums to every token of its sequence).
+            (a NaN would spread to every token of its sequence).
     """
     check_tensor(scores, "scores", where="sinkhorn_log", floating=True)
     check_int(num_iters, "num_iters", 0, where="sinkhorn_log")
@@ -158,13 +132,12 @@ def sinkhorn_log(scores: Tensor, batch: Optional[Tensor] = None, num_segments: i
 
 
 def sinkhorn_prefix_state(scores: Tensor, valid: Optional[Tensor], num_iters: int) -> Tensor:
-    r"""The running column log-sums :math:`\Lambda^{(n)}` after a whole prefix (recorded by
-    the full prefix-causal Sinkhorn itself, so the state matches its routing).
+    r"""The running column log-sums :math:`\Lambda^{(n)}` after a whole prefix, recorded by the
+    full prefix-causal Sinkhorn itself.
 
     Args:
-        scores (Tensor): :math:`S/\tau` of the prefix, ``[B, T, K]`` (real tokens first in
-            each row, padding after them, as :func:`~torch_geometric.utils.to_dense_batch`
-            lays them out).
+        scores (Tensor): :math:`S/\tau` of the prefix, ``[B, T, K]`` (padding after the real
+            tokens of each row).
         valid (Tensor, optional): bool ``[B, T]`` (default: :obj:`None`, all real).
         num_iters (int): Sinkhorn iterations :math:`I`.
 
@@ -181,17 +154,16 @@ def sinkhorn_prefix_state(scores: Tensor, valid: Optional[Tensor], num_iters: in
 
 def prefix_statistics(col_totals: List[Tensor], num_seqs: int, num_groups: int,
                       device: Optional[torch.device] = None) -> Tensor:
-    r"""The running column log-sums :math:`\Lambda^{(n)}` ``[B, I, K]`` (float64, detached)
-    from the per-iteration totals a routing collected (``col_totals`` of
-    :meth:`~quest_geometric.nn.focus.router.FocusRouter.forward`); sequences past the last
-    one with a real token (all padding) get :math:`-\infty`, an empty prefix.
+    r"""The running column log-sums :math:`\Lambda^{(n)}` ``[B, I, K]`` (float64, detached) from
+    the totals a routing collected (``col_totals``); sequences past the last one with a real
+    token get :math:`-\infty`, an empty prefix.
 
     Args:
         col_totals (list of Tensor): ``I`` tensors ``[B', K]``, :math:`B' \le B`.
         num_seqs (int): number of sequences :math:`B`.
         num_groups (int): :math:`K`.
         device (torch.device, optional): where the result lives when there are no totals
-            (zero iterations). (default: :obj:`None`)
+            (default: :obj:`None`).
     """
     if not col_totals:
         return torch.empty(num_seqs, 0, num_groups, dtype=torch.float64, device=device)
@@ -204,9 +176,8 @@ def prefix_statistics(col_totals: List[Tensor], num_seqs: int, num_groups: int,
 
 def sinkhorn_step(scores: Tensor, col_lse: Tensor, valid: Optional[Tensor] = None
                   ) -> Tuple[Tensor, Tensor]:
-    r"""Route one new token per sequence from the prefix statistics (non-finite scores are
-    passed through, not refused: this runs at every decoding step, see
-    :func:`~quest_geometric.nn.focus.decode.route_step`; :func:`sinkhorn_log` refuses them).
+    r"""Route one new token per sequence from the prefix statistics (non-finite scores are passed
+    through: this runs at every decoding step):
 
     .. math::
         \Lambda^{(n)} \leftarrow \log\bigl(e^{\Lambda^{(n)}} + e^{\log Q^{(n-1)}_t}\bigr),
@@ -244,10 +215,8 @@ def _logsumexp(x: List[float]) -> float:
 
 
 def sinkhorn_step_host(logq: List[float], rows: List[List[float]]) -> List[float]:
-    r""":func:`sinkhorn_step` of one token of one sequence on Python floats: the same float64
-    formulas (``logaddexp(a, b) = max(a, b) + log1p(exp(-|a - b|))``), without the some
-    hundred tiny tensor operations of the tensor step (the fast path of cached decoding;
-    tested equal to :func:`sinkhorn_step`).
+    r""":func:`sinkhorn_step` of one token of one sequence on Python floats, the same float64
+    formulas without a hundred tiny tensor operations (the fast path of cached decoding).
 
     Args:
         logq (list of float): the token's scores :math:`S_t/\tau`, :math:`K` numbers.

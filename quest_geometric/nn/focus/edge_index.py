@@ -7,16 +7,13 @@ import torch
 from torch import Tensor
 
 from quest_geometric._utils.checks import check_batch, check_groups, check_num_sinks, check_window
+from quest_geometric.nn.focus._layout import seq_layout
 
 
 def _seq_info(batch: Optional[Tensor], n: int, device: torch.device
               ) -> Tuple[Tensor, Tensor, Tensor]:
     """Per token: sequence id, start and end (exclusive) of its sequence."""
-    if batch is None:
-        seq = torch.zeros(n, dtype=torch.long, device=device)
-    else:
-        seq = batch.long()
-    nseg = int(seq.max()) + 1 if n > 0 else 0
+    seq, nseg = seq_layout(batch, n, device)
     counts = torch.bincount(seq, minlength=nseg)
     ptr = torch.zeros(nseg + 1, dtype=torch.long, device=device)
     ptr[1:] = counts.cumsum(0)
@@ -25,8 +22,8 @@ def _seq_info(batch: Optional[Tensor], n: int, device: torch.device
 
 def smallest_shared_group(gi: Tensor, gj: Tensor, num_groups: int) -> Tensor:
     r"""For pairs of group sets :obj:`gi`, :obj:`gj` (each :obj:`[E, k]`), the smallest group
-    id in both sets, or :obj:`num_groups` if the sets are disjoint (always for empty sets,
-    ``k = 0``). Memory :math:`O(E k^2)`."""
+    id in both, or :obj:`num_groups` if they are disjoint (always for ``k = 0``). Memory
+    :math:`O(E k^2)`."""
     if gi.size(-1) == 0 or gj.size(-1) == 0:
         return torch.full(gi.shape[:1], num_groups, dtype=torch.long, device=gi.device)
     eq = gi.unsqueeze(-1) == gj.unsqueeze(-2)
@@ -37,14 +34,13 @@ def smallest_shared_group(gi: Tensor, gj: Tensor, num_groups: int) -> Tensor:
 def sink_pairs(groups: Tensor, window: int, num_sinks: int, seq: Tensor, start: Tensor,
                end: Tensor, causal: bool, num_groups: int) -> Tuple[Tensor, Tensor]:
     r"""The pairs the attention sinks add to the window and the groups: ``(tgt, src)``, query
-    :math:`i` and key :math:`j` of one sequence (positions :math:`p_i, p_j` in it) with
+    :math:`i` and key :math:`j` of one sequence with
 
     .. math::
         \min(p_i, p_j) < s \;\wedge\; |i - j| > w \;\wedge\; G_i \cap G_j = \emptyset
         \;\wedge\; (j \le i \text{ if causal}),
 
-    i.e. exactly the sink pairs that neither the window band nor a shared group holds (so
-    the three parts are disjoint). Memory :math:`O(N \min(s, L))`.
+    so the three parts are disjoint. Memory :math:`O(N \min(s, L))`.
 
     Args:
         groups (Tensor): ``[N, top_k]`` (``top_k`` may be 0).
@@ -92,24 +88,19 @@ def focus_edge_index(groups: Tensor, window: int, batch: Optional[Tensor] = None
         \;\vee\; \min(p_i, p_j) < s\bigr),
 
     with :math:`G_i` the hard group set of token :math:`i` (empty for ``top_k = 0``),
-    :math:`w` the window, :math:`p_i` the position of token :math:`i` in its sequence and
-    :math:`s` the number of attention sinks (the first :math:`s` tokens of a sequence see and
-    are seen by every token; causal: every token attends to them). Every pair
-    appears once, sorted by target then source, so any PyG attention layer (for example
-    :class:`~torch_geometric.nn.conv.TransformerConv`) can consume it.
+    :math:`p_i` its position in its sequence and :math:`s` the number of attention sinks. Every
+    pair appears once, sorted by target then source, for any PyG attention layer (e.g.
+    :class:`~torch_geometric.nn.conv.TransformerConv`).
 
-    Built without any :math:`N \times N` object, in memory :math:`O(E)`: for every
-    (sequence, group) bucket, all pairs of its member list (sorted by position); with
-    :math:`|G_i| > 1` a pair sharing several groups is kept only under its smallest shared
-    group; plus the window band restricted to pairs with disjoint group sets. The two parts
-    are disjoint by construction and merged by sorting the linear key
-    :math:`i \cdot N + j`.
+    Built in memory :math:`O(E)`, never :math:`N \times N`: all pairs of each (sequence, group)
+    bucket (a pair sharing several groups only under its smallest shared group), the window
+    band restricted to disjoint group sets, and the sink pairs; disjoint by construction and
+    merged by sorting the key :math:`i \cdot N + j`.
 
     Args:
         groups (torch.Tensor): hard group ids, shape :obj:`[N, top_k]` (or :obj:`[N]`), long.
-        window (int): local window :math:`w \ge 0` (offsets :math:`0..w` always attend);
-            any :math:`w` at least the longest sequence's length minus one means the whole
-            sequence (memory stays bounded by the length).
+        window (int): local window :math:`w \ge 0` (a window past the longest sequence means
+            the whole sequence, memory staying bounded by the length).
         batch (torch.Tensor, optional): sorted sequence/graph id per token
             (default: :obj:`None`, one sequence).
         causal (bool): keep only :math:`j \le i`; otherwise both directions

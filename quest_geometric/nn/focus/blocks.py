@@ -4,6 +4,7 @@ bucket plus the cross-group window band, merged exactly through their log-sum-ex
 CPU flash kernels of :mod:`quest_geometric.nn.focus._aten`)."""
 from __future__ import annotations
 
+import itertools
 import math
 from typing import List, NamedTuple, Optional, Tuple, Union
 
@@ -104,42 +105,6 @@ def _sink_part(groups: Tensor, batch: Optional[Tensor], window: int, num_sinks: 
     return torch.unique_consecutive(tgt), tgt, src, is_sink
 
 
-def _pair_forward(q: Tensor, k: Tensor, v: Tensor, rows: Tensor, tgt: Tensor, src: Tensor,
-                  scale: float) -> Tuple[Tensor, Tensor]:
-    r"""Attention of the queries :obj:`rows` over the explicit pairs ``(tgt, src)``: output
-    ``[R, H, D]`` and log-sum-exp ``[R, H]``, differentiable."""
-    n, h, _ = q.shape
-    wdt = torch.float32 if q.dtype in HALF_DTYPES else q.dtype
-    s = (q[tgt].to(wdt) * k[src].to(wdt)).sum(-1) * scale  # [E, H]
-    m = torch.full((n, h), float("-inf"), dtype=wdt, device=q.device)
-    m = m.scatter_reduce(0, tgt.unsqueeze(1).expand_as(s), s.detach(), "amax")
-    p = torch.exp(s - m[tgt])
-    den = torch.zeros(n, h, dtype=wdt, device=q.device).index_add(0, tgt, p)
-    o = torch.zeros(n, h, v.size(2), dtype=wdt, device=q.device).index_add(
-        0, tgt, p.unsqueeze(-1) * v[src].to(wdt))
-    den, m, o = den[rows], m[rows], o[rows]
-    return (o / den.unsqueeze(-1)).to(q.dtype), m + den.log()
-
-
-def _pair_backward(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, grad: Tensor,
-                   tgt: Tensor, src: Tensor, scale: float
-                   ) -> Tuple[Tensor, Tensor, Tensor]:
-    r"""The gradient contribution of the pairs ``(tgt, src)`` given the *merged* :obj:`out` and
-    :obj:`lse`: :math:`p_{ij} = e^{s_{ij} - L_i}`, :math:`\mathrm{d}v_j \mathrel{+}=
-    p_{ij} \mathbf{g}_i`, :math:`\mathrm{d}s_{ij} = p_{ij}(\mathbf{g}_i^{\top}\mathbf{v}_j -
-    \mathbf{g}_i^{\top}\mathbf{o}_i)`."""
-    wdt = torch.float32 if q.dtype in HALF_DTYPES else q.dtype
-    qt, ks, vs = q[tgt].to(wdt), k[src].to(wdt), v[src].to(wdt)
-    gt = grad[tgt].to(wdt)
-    p = torch.exp((qt * ks).sum(-1) * scale - lse[tgt].to(wdt))  # [E, H]
-    delta = (grad.to(wdt) * out.to(wdt)).sum(-1)  # [N, H]
-    ds = p * ((gt * vs).sum(-1) - delta[tgt]) * scale
-    dq = torch.zeros_like(q, dtype=wdt).index_add_(0, tgt, ds.unsqueeze(-1) * ks)
-    dk = torch.zeros_like(k, dtype=wdt).index_add_(0, src, ds.unsqueeze(-1) * qt)
-    dv = torch.zeros_like(v, dtype=wdt).index_add_(0, src, p.unsqueeze(-1) * gt)
-    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
-
-
 class _PairPart(NamedTuple):
     r"""Part C as explicit pairs ``(tgt, src)`` of the queries ``rows``."""
     rows: Tensor
@@ -147,14 +112,36 @@ class _PairPart(NamedTuple):
     src: Tensor
 
     def forward(self, q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tuple[Tensor, Tensor]:
-        return _pair_forward(q, k, v, self.rows, self.tgt, self.src, scale)
+        r"""Output ``[R, H, D]`` and log-sum-exp ``[R, H]`` of the pairs, differentiable."""
+        tgt, src, rows = self.tgt, self.src, self.rows
+        n, h, _ = q.shape
+        wdt = torch.float32 if q.dtype in HALF_DTYPES else q.dtype
+        s = (q[tgt].to(wdt) * k[src].to(wdt)).sum(-1) * scale  # [E, H]
+        m = torch.full((n, h), float("-inf"), dtype=wdt, device=q.device)
+        m = m.scatter_reduce(0, tgt.unsqueeze(1).expand_as(s), s.detach(), "amax")
+        p = torch.exp(s - m[tgt])
+        den = torch.zeros(n, h, dtype=wdt, device=q.device).index_add(0, tgt, p)
+        o = torch.zeros(n, h, v.size(2), dtype=wdt, device=q.device).index_add(
+            0, tgt, p.unsqueeze(-1) * v[src].to(wdt))
+        den, m, o = den[rows], m[rows], o[rows]
+        return (o / den.unsqueeze(-1)).to(q.dtype), m + den.log()
 
     def backward(self, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
                  grad: Tensor, scale: float, dq: Tensor, dk: Tensor, dv: Tensor) -> None:
-        gq, gk, gv = _pair_backward(q, k, v, out, lse, grad, self.tgt, self.src, scale)
-        dq += gq
-        dk += gk
-        dv += gv
+        r"""Adds the pairs' gradient given the *merged* :obj:`out` and :obj:`lse`:
+        :math:`p_{ij} = e^{s_{ij} - L_i}`, :math:`\mathrm{d}v_j \mathrel{+}= p_{ij}
+        \mathbf{g}_i`, :math:`\mathrm{d}s_{ij} = p_{ij}(\mathbf{g}_i^{\top}\mathbf{v}_j -
+        \mathbf{g}_i^{\top}\mathbf{o}_i)`."""
+        tgt, src = self.tgt, self.src
+        wdt = torch.float32 if q.dtype in HALF_DTYPES else q.dtype
+        qt, ks, vs = q[tgt].to(wdt), k[src].to(wdt), v[src].to(wdt)
+        gt = grad[tgt].to(wdt)
+        p = torch.exp((qt * ks).sum(-1) * scale - lse[tgt].to(wdt))  # [E, H]
+        delta = (grad.to(wdt) * out.to(wdt)).sum(-1)  # [N, H]
+        ds = p * ((gt * vs).sum(-1) - delta[tgt]) * scale
+        dq += torch.zeros_like(q, dtype=wdt).index_add_(0, tgt, ds.unsqueeze(-1) * ks).to(q.dtype)
+        dk += torch.zeros_like(k, dtype=wdt).index_add_(0, src, ds.unsqueeze(-1) * qt).to(k.dtype)
+        dv += torch.zeros_like(v, dtype=wdt).index_add_(0, src, p.unsqueeze(-1) * gt).to(v.dtype)
 
 
 class _DensePart(NamedTuple):
@@ -164,12 +151,48 @@ class _DensePart(NamedTuple):
     keys: Optional[Tensor]
     bias: Tensor
 
+    def scores(self, q: Tensor, k: Tensor, v: Tensor, scale: float
+               ) -> Tuple[Tensor, Tensor, Tensor, Tensor, torch.dtype]:
+        r"""``(qr, kc, vc, scores, dtype)``: the scores :math:`s\,Q_R K_C^{\top} + B`
+        (float32 for half precision)."""
+        wdt = torch.float32 if q.dtype in HALF_DTYPES else q.dtype
+        qr = q.index_select(0, self.rows).to(wdt).transpose(0, 1)
+        kc, vc = ((x if self.keys is None else x.index_select(0, self.keys)).to(wdt)
+                  .transpose(0, 1) for x in (k, v))
+        sc = torch.baddbmm(self.bias.to(wdt).unsqueeze(0), qr, kc.transpose(1, 2), alpha=scale)
+        return qr, kc, vc, sc, wdt
+
     def forward(self, q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tuple[Tensor, Tensor]:
-        return _dense_forward(q, k, v, self, scale)
+        r""":math:`\mathrm{softmax}(s\,Q_R K_C^{\top} + B) V_C` ``[R, H, D]`` and its
+        log-sum-exp ``[R, H]``."""
+        _, _, vc, sc, _ = self.scores(q, k, v, scale)
+        lse = torch.logsumexp(sc, -1)  # [H, R]: finite, every row keeps a key
+        o = torch.exp(sc - lse.unsqueeze(-1)) @ vc
+        return o.transpose(0, 1).to(q.dtype), lse.t()
 
     def backward(self, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
                  grad: Tensor, scale: float, dq: Tensor, dk: Tensor, dv: Tensor) -> None:
-        _dense_backward(q, k, v, out, lse, grad, self, scale, dq, dk, dv)
+        r"""Adds the gradient given the *merged* output and log-sum-exp:
+        :math:`P = e^{s Q K^{\top} + B - L}`, :math:`dV \mathrel{+}= P^{\top} G`,
+        :math:`dS = P \circ (G V^{\top} - \delta)\,s` with
+        :math:`\delta_i = \mathbf{g}_i^{\top} \mathbf{o}_i`, :math:`dQ \mathrel{+}= dS\,K`,
+        :math:`dK \mathrel{+}= dS^{\top} Q`."""
+        rows = self.rows
+        qr, kc, vc, sc, wdt = self.scores(q, k, v, scale)
+        gr, orr = (x.index_select(0, rows).to(wdt).transpose(0, 1) for x in (grad, out))
+        lr = lse.index_select(0, rows).to(wdt).t().unsqueeze(-1)  # [H, R, 1]
+        p = torch.exp(sc - lr)  # [H, R, C]
+        delta = (gr * orr).sum(-1, keepdim=True)  # [H, R, 1]
+        ds = p * (gr @ vc.transpose(1, 2) - delta) * scale
+        dq.index_add_(0, rows, (ds @ kc).transpose(0, 1).to(dq.dtype))
+        gk = (ds.transpose(1, 2) @ qr).transpose(0, 1)
+        gv = (p.transpose(1, 2) @ gr).transpose(0, 1)
+        if self.keys is None:
+            dk += gk.to(dk.dtype)
+            dv += gv.to(dv.dtype)
+        else:
+            dk.index_add_(0, self.keys, gk.to(dk.dtype))
+            dv.index_add_(0, self.keys, gv.to(dv.dtype))
 
 
 def _dense_sink_parts(tgt: Tensor, src: Tensor, is_sink: Tensor, n: int, dtype: torch.dtype
@@ -198,53 +221,6 @@ def _dense_sink_parts(tgt: Tensor, src: Tensor, is_sink: Tensor, n: int, dtype: 
     return parts
 
 
-def _dense_scores(q: Tensor, k: Tensor, v: Tensor, part: _DensePart, scale: float
-                  ) -> Tuple[Tensor, Tensor, Tensor, Tensor, torch.dtype]:
-    r"""``(qr, kc, vc, scores, dtype)`` of a :class:`_DensePart`: the scores
-    :math:`s\,Q_R K_C^{\top} + B` (float32 for half precision)."""
-    wdt = torch.float32 if q.dtype in HALF_DTYPES else q.dtype
-    qr = q.index_select(0, part.rows).to(wdt).transpose(0, 1)
-    kc, vc = ((x if part.keys is None else x.index_select(0, part.keys)).to(wdt)
-              .transpose(0, 1) for x in (k, v))
-    sc = torch.baddbmm(part.bias.to(wdt).unsqueeze(0), qr, kc.transpose(1, 2), alpha=scale)
-    return qr, kc, vc, sc, wdt
-
-
-def _dense_forward(q: Tensor, k: Tensor, v: Tensor, part: _DensePart, scale: float
-                   ) -> Tuple[Tensor, Tensor]:
-    r""":math:`\mathrm{softmax}(s\,Q_R K_C^{\top} + B) V_C`: output ``[R, H, D]`` and
-    log-sum-exp ``[R, H]``."""
-    _, _, vc, sc, _ = _dense_scores(q, k, v, part, scale)
-    lse = torch.logsumexp(sc, -1)  # [H, R]: finite, every row keeps a key
-    o = torch.exp(sc - lse.unsqueeze(-1)) @ vc
-    return o.transpose(0, 1).to(q.dtype), lse.t()
-
-
-def _dense_backward(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, grad: Tensor,
-                    part: _DensePart, scale: float, dq: Tensor, dk: Tensor, dv: Tensor
-                    ) -> None:
-    r"""Adds a :class:`_DensePart`'s gradient, given the *merged* output and log-sum-exp:
-    :math:`P = e^{s Q K^{\top} + B - L}`, :math:`dV \mathrel{+}= P^{\top} G`,
-    :math:`dS = P \circ (G V^{\top} - \delta)\,s` with
-    :math:`\delta_i = \mathbf{g}_i^{\top} \mathbf{o}_i`, :math:`dQ \mathrel{+}= dS\,K`,
-    :math:`dK \mathrel{+}= dS^{\top} Q`."""
-    rows = part.rows
-    qr, kc, vc, sc, wdt = _dense_scores(q, k, v, part, scale)
-    gr, orr = (x.index_select(0, rows).to(wdt).transpose(0, 1) for x in (grad, out))
-    lr = lse.index_select(0, rows).to(wdt).t().unsqueeze(-1)  # [H, R, 1]
-    p = torch.exp(sc - lr)  # [H, R, C]
-    delta = (gr * orr).sum(-1, keepdim=True)  # [H, R, 1]
-    ds = p * (gr @ vc.transpose(1, 2) - delta) * scale
-    dq.index_add_(0, rows, (ds @ kc).transpose(0, 1).to(dq.dtype))
-    gk, gv = (ds.transpose(1, 2) @ qr).transpose(0, 1), (p.transpose(1, 2) @ gr).transpose(0, 1)
-    if part.keys is None:
-        dk += gk.to(dk.dtype)
-        dv += gv.to(dv.dtype)
-    else:
-        dk.index_add_(0, part.keys, gk.to(dk.dtype))
-        dv.index_add_(0, part.keys, gv.to(dv.dtype))
-
-
 class _Buckets:
     """Members of each non-empty (sequence, group) bucket, in position order."""
 
@@ -259,9 +235,7 @@ class _Buckets:
         ub, counts = torch.unique_consecutive(bucket, return_counts=True)
         self.group = (ub % num_groups).tolist()
         self.counts = counts.tolist()
-        self.starts = [0]
-        for c in self.counts[:-1]:
-            self.starts.append(self.starts[-1] + c)
+        self.starts = [0, *itertools.accumulate(self.counts[:-1])]
 
     def __iter__(self):
         for s, c, g in zip(self.starts, self.counts, self.group):
@@ -329,7 +303,7 @@ def focus_blocks_reference(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
     if num_sinks > 0:
         rows, tgt, src, _ = _sink_part(groups, batch, window, num_sinks, causal, kgroups)
         if rows.numel():
-            o, lse = _pair_forward(q, k, v, rows, tgt, src, scale)
+            o, lse = _PairPart(rows, tgt, src).forward(q, k, v, scale)
             toks.append(rows)
             outs.append(o)
             lses.append(lse)
@@ -584,12 +558,9 @@ class _BlocksPlan:
 
 def _bits_dtype(num_groups: int) -> torch.dtype:
     r"""The narrowest integer type holding bits ``0 .. num_groups - 2`` below the sign bit."""
-    if num_groups <= 9:
-        return torch.uint8
-    if num_groups <= 16:
-        return torch.int16
-    if num_groups <= 32:
-        return torch.int32
+    for most, dtype in ((9, torch.uint8), (16, torch.int16), (32, torch.int32)):
+        if num_groups <= most:
+            return dtype
     return torch.long
 
 

@@ -1,25 +1,15 @@
 r"""Compose Focus sparse attention onto a pretrained model (centroid-only retrofit).
 
 :func:`compose_focus` wraps every attention layer an adapter of
-:mod:`quest_geometric.adapters` recognises in a :class:`FocusComposed` that keeps the layer's
-own projections (the same parameter objects) and adds one router per layer; every original
-weight is frozen, so only the routers train (the paper's "composable" setting, Yao et al.,
-arXiv 2604.03260). :func:`decompose` puts the original modules back. Recognised classes:
-:func:`~quest_geometric.adapters.supported_attention_types` (CharGPT, GPT-2, GPT-NeoX, the
-Llama family, :class:`torch.nn.MultiheadAttention`); another is taught with
-:func:`~quest_geometric.adapters.register_attention_adapter`.
-
-A composed model supports, with Focus on:
-
-* **padded batches** through ``attention_mask``: padding tokens are dropped before routing,
-  so each sequence gives what it gives alone;
-* **cached generation** (``generate(use_cache=True)``): the routing state is kept beside
-  the cache (:mod:`quest_geometric.nn.focus.decode`);
-* **saving**: the state dict keeps the original parameter names (routers under
-  ``<layer>.focus.router.*``); a Hugging Face ``save_pretrained`` leaves the routers out
-  (through ``_keys_to_ignore_on_save``), so ``from_pretrained`` of the base class reloads
-  the original weights exactly; :func:`save_routers` / :func:`load_routers` store the
-  routers.
+:mod:`quest_geometric.adapters` recognises
+(:func:`~quest_geometric.adapters.supported_attention_types`) in a :class:`FocusComposed`
+that keeps the layer's own projections and adds a router; the original weights are frozen,
+so only the routers train (the paper's "composable" setting). Composed models take padded
+batches (padding is dropped before routing), cached generation
+(:mod:`quest_geometric.nn.focus.decode`) and saving: the state dict keeps the original
+names, a Hugging Face ``save_pretrained`` leaves the routers out (so ``from_pretrained``
+reloads the original exactly) and :func:`save_routers` stores them. :func:`decompose`
+puts the original modules back.
 """
 from __future__ import annotations
 
@@ -53,17 +43,12 @@ def compose_focus(model: nn.Module, num_groups: int = 4, top_k: int = 2, window:
     r"""Compose Focus sparse attention onto every supported attention layer of :obj:`model`,
     in place.
 
-    Each layer becomes a :class:`FocusComposed` that reuses its projections and adds a router
-    of :math:`d \cdot d_g + K d_g` parameters, so the model gains
-    :math:`L \, (d \, d_g + K \, d_g)` trainable parameters. In inference token :math:`i`
-    attends to the causal pairs with :math:`i - j \le w`, a shared hard group or :math:`j < s`;
-    in training the soft gate applies (see
-    :class:`~quest_geometric.nn.focus.module.FocusAttention`). Routing is prefix-causal.
-
-    The defaults (:math:`K = 4`, top-2) differ from
-    :class:`~quest_geometric.nn.focus.module.FocusAttention`'s: with every original weight
-    frozen the pattern must keep what the pretrained heads rely on, and top-2 of 4 is the
-    paper's composable retrofit (top-1 on a frozen model loses much quality).
+    Each layer becomes a :class:`FocusComposed` reusing its projections, with a router of
+    :math:`d \, d_g + K d_g` parameters; inference keeps the causal pairs with
+    :math:`i - j \le w`, a shared hard group or :math:`j < s`, training the soft gate (see
+    :class:`~quest_geometric.nn.focus.module.FocusAttention`). The defaults (top-2 of
+    :math:`K = 4`, the paper's composable retrofit) keep more than the native layer's: a
+    frozen model cannot adapt to a sparse pattern.
 
     Args:
         model (torch.nn.Module): a model containing recognised attention modules.
@@ -73,24 +58,15 @@ def compose_focus(model: nn.Module, num_groups: int = 4, top_k: int = 2, window:
         group_dim (int): routing dimension :math:`d_g` (default: :obj:`16`).
         tau (float): Sinkhorn temperature (default: :obj:`0.1`).
         sinkhorn_iters (int): Sinkhorn iterations (default: :obj:`10`).
-        gate (str, optional): training gate, ``'additive'``, ``'multiplicative'`` or
-            ``'straight_through'`` (default: :obj:`'additive'`).
-        backend (str): hard back-end, a registered name or ``'auto'`` (default:
-            :obj:`'auto'`).
-        freeze (bool): set ``requires_grad=False`` on every parameter :obj:`model` had before
-            (restored by :func:`decompose`) (default: :obj:`True`).
-        causal (bool, optional): causal attention and prefix-causal routing. Decoder
-            attention is causal and refuses ``False``; :class:`torch.nn.MultiheadAttention`
-            needs it (``causal=False`` for PyG's ``GPSConv``, ``window=0`` allowed)
-            (default: :obj:`None`, each module's own).
-        router (Router or callable, optional): the routing rule instead of a learned
-            :class:`~quest_geometric.nn.focus.router.FocusRouter` per layer: a
-            :class:`~quest_geometric.nn.focus.router.Router` shared by every layer or a factory
-            ``embed_dim -> Router`` called per layer; :obj:`num_groups`, :obj:`top_k`,
-            :obj:`group_dim`, :obj:`tau` and :obj:`sinkhorn_iters` are then not used. Its
-            class must be registered (:func:`~quest_geometric.nn.focus.router.register_router`)
-            for :func:`~quest_geometric.nn.focus.router_files.save_routers` (default:
-            :obj:`None`).
+        gate (str, optional): training gate (default: :obj:`'additive'`).
+        backend (str): hard back-end or ``'auto'`` (default: :obj:`'auto'`).
+        freeze (bool): freeze every parameter :obj:`model` had (default: :obj:`True`).
+        causal (bool, optional): causal attention and routing; decoder attention refuses
+            ``False``, :class:`torch.nn.MultiheadAttention` needs it (default: :obj:`None`,
+            each module's own).
+        router (Router or callable, optional): a :class:`~quest_geometric.nn.focus.router.Router`
+            shared by every layer or a factory ``embed_dim -> Router``, instead of a learned
+            router per layer (registered classes can be saved) (default: :obj:`None`).
         num_sinks (int): attention sinks :math:`s \ge 0` (default: :obj:`0`).
         **focus_kwargs: further :class:`FocusAttention` arguments (``gate_scale``,
             ``gate_bias``).

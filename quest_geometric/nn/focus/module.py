@@ -45,7 +45,7 @@ class FocusAttention(nn.Module):
     `"Why Attend to Everything? Focus is the Key" <https://arxiv.org/abs/2604.03260>`_
     (Yao et al.).
 
-    A router shared by all heads (by default a learned
+    A router shared by all heads (a learned
     :class:`~quest_geometric.nn.focus.router.FocusRouter`, or any
     :class:`~quest_geometric.nn.focus.router.Router` passed as :obj:`router`) gives every
     token a soft membership :math:`\mathbf{g}_i` and a hard group set :math:`G_i`. In
@@ -56,32 +56,18 @@ class FocusAttention(nn.Module):
         \wedge (|i - j| \le w \vee G_i \cap G_j \ne \emptyset
         \vee \min(p_i, p_j) < s) \,\},
 
-    with :math:`p_i` the position of token :math:`i` in its sequence and :math:`s` the number
-    of attention sinks (non-causal, the sinks also attend to every token, keeping the pattern
-    symmetric), computed by a registered back-end (:mod:`~quest_geometric.nn.focus.backends`,
-    all agreeing in outputs and gradients): ``'blocks'``
-    (:func:`~quest_geometric.nn.focus.blocks.focus_blocks_attention`, fast on CPU), ``'flex'``
-    (:func:`~quest_geometric.nn.focus.flex.focus_flex_attention`, fast on CUDA), ``'edges'``
-    (message passing over :func:`~quest_geometric.nn.focus.edge_index.focus_edge_index`),
-    ``'dense'`` (the small-:math:`N` oracle), a user's, or ``'auto'`` (the default,
-    :func:`~quest_geometric.nn.focus.backends.choose_focus_backend`); :attr:`last_backend`
-    says which one the last hard call ran. In training mode all pairs are computed densely
-    with a soft gate (:func:`focus_soft_attention`), or by the router's own
-    ``soft_attention`` when it has one (e.g.
-    :class:`~quest_geometric.nn.focus.far_bias_router.FarBiasRouter`). A router with
-    ``top_k = 0`` (:class:`~quest_geometric.nn.focus.window_router.WindowOnlyRouter`) keeps
-    only the window and the sinks, in both modes. With ``gate=None`` or ``enabled = False``
-    the layer is plain full attention with the same projections.
-
-    The options :attr:`top_k`, :attr:`window`, :attr:`num_sinks`, :attr:`backend`,
-    :attr:`gate`, :attr:`gate_scale` and :attr:`gate_bias` may be assigned after
-    construction (validated, used from the next call); :attr:`num_groups` is fixed. Every
-    back-end accepts :obj:`float16` and :obj:`bfloat16` (routing, log-sum-exps and merges run
-    in :obj:`float32`).
+    (:math:`p_i` the position in the sequence, :math:`s` the attention sinks), computed by a
+    registered back-end (:mod:`~quest_geometric.nn.focus.backends`; :attr:`last_backend` names
+    the one the last hard call ran). In training mode all pairs are computed densely with a
+    soft gate (:func:`focus_soft_attention`) or the router's own ``soft_attention``; a router
+    with ``top_k = 0`` keeps the window and the sinks in both modes. With ``gate=None`` or
+    ``enabled = False`` the layer is full attention with the same projections. The options
+    may be assigned after construction (validated, used from the next call); half precision
+    runs its routing, log-sum-exps and merges in float32.
 
     Args:
-        embed_dim (int): model width :math:`C` (input, query/key/value and output).
-        num_heads (int): heads :math:`H`; :math:`C` must be divisible by :math:`H`.
+        embed_dim (int): model width :math:`C`.
+        num_heads (int): heads :math:`H`, dividing :math:`C`.
         num_groups (int): groups :math:`K` (default: :obj:`8`).
         group_dim (int): routing dimension :math:`d_g` (default: :obj:`16`).
         top_k (int): hard groups per token, :math:`1..K` (default: :obj:`1`).
@@ -89,20 +75,18 @@ class FocusAttention(nn.Module):
         num_sinks (int): attention sinks :math:`s \ge 0` (default: :obj:`0`).
         backend (str): ``'auto'``, ``'blocks'``, ``'flex'``, ``'edges'``, ``'dense'`` or a
             registered back-end's name (default: :obj:`'auto'`).
-        gate (str, optional): ``'additive'``, ``'multiplicative'``, ``'straight_through'``
-            (the hard pattern with the soft gradient, see :func:`focus_soft_attention`) or
+        gate (str, optional): ``'additive'``, ``'multiplicative'``, ``'straight_through'`` or
             :obj:`None` (full attention) (default: :obj:`'additive'`).
         causal (bool): causal attention and prefix-causal routing (default: :obj:`True`).
         tau (float): Sinkhorn temperature, finite and positive (default: :obj:`0.1`).
         sinkhorn_iters (int): Sinkhorn iterations (default: :obj:`10`).
         gate_scale (float): :math:`\lambda` of the soft gate, finite (default: :obj:`10.0`).
         gate_bias (float): :math:`b` of the additive gate, finite (default: :obj:`0.5`,
-            the relaxation of the top-1 pattern; :math:`1/(2k^2)` relaxes top-:math:`k`).
+            relaxing top-1; :math:`1/(2k^2)` relaxes top-:math:`k`).
         bias (bool): biases in the own projections (default: :obj:`True`).
-        router (Router, optional): the router to use instead of a new
-            :class:`~quest_geometric.nn.focus.router.FocusRouter`; :obj:`num_groups`,
-            :obj:`group_dim`, :obj:`top_k`, :obj:`tau` and :obj:`sinkhorn_iters` are then not
-            used, and its :obj:`causal` must equal :obj:`causal` (default: :obj:`None`).
+        router (Router, optional): the router instead of a new
+            :class:`~quest_geometric.nn.focus.router.FocusRouter` (the routing arguments are
+            then unused; its :obj:`causal` must equal :obj:`causal`) (default: :obj:`None`).
 
     Shapes:
         - **input:** :obj:`x` :math:`(B, T, C)`, or :math:`(N, C)` with optional sorted
@@ -253,16 +237,15 @@ class FocusAttention(nn.Module):
                          qkv: Optional[Callable[[Tensor], Tuple[Tensor, Tensor, Tensor]]]
                          = None, **kwargs) -> "FocusAttention":
         r"""Build Focus attention around *existing* projections (e.g. of a frozen model), used as
-        they are (not copied; freezing them stays the caller's choice).
+        they are, not copied.
 
         Args:
             q_proj, k_proj, v_proj (callable, optional): ``x -> [.., C]`` each; or pass
                 :obj:`qkv` instead (default: :obj:`None`).
-            out_proj (callable, optional): output projection (default: :obj:`None`,
-                identity).
+            out_proj (callable, optional): output projection (default: :obj:`None`, identity).
             num_heads (int): number of heads.
-            embed_dim (int, optional): :math:`C` (default: inferred from
-                ``q_proj.in_features`` / ``out_proj.in_features``).
+            embed_dim (int, optional): :math:`C` (default: inferred from a projection's
+                ``in_features``).
             qkv (callable, optional): fused ``x -> (q, k, v)`` (default: :obj:`None`).
             **kwargs: the other :class:`FocusAttention` arguments.
         """
@@ -316,12 +299,12 @@ class FocusAttention(nn.Module):
 
         Args:
             x (torch.Tensor): ``[B, T, C]`` or ``[N, C]``.
-            batch (torch.Tensor, optional): sorted sequence/graph id per token, with
-                ``[N, C]`` input only (default: :obj:`None`).
-            return_router (bool): also return the :class:`RouterOutput` (default:
-                :obj:`False`; :obj:`None` in its place when Focus is disabled).
-            hard (bool, optional): hard top-k sets (inference) or soft gates (training)
-                (default: :obj:`None`, hard in ``eval()`` mode).
+            batch (torch.Tensor, optional): sorted sequence/graph id per token, with ``[N, C]``
+                input only (default: :obj:`None`).
+            return_router (bool): also return the :class:`RouterOutput` (:obj:`None` when Focus
+                is disabled) (default: :obj:`False`).
+            hard (bool, optional): hard top-k sets or soft gates (default: :obj:`None`, hard in
+                ``eval()`` mode).
 
         Raises:
             TypeError: if :obj:`x` is not a floating-point tensor, or (outside
@@ -367,25 +350,20 @@ class FocusAttention(nn.Module):
     def attend(self, x: Tensor, q: Tensor, k: Tensor, v: Tensor,
                batch: Optional[Tensor] = None, hard: Optional[bool] = None,
                col_totals: Optional[List[Tensor]] = None) -> Tuple[Tensor, RouterOutput]:
-        r"""Route :obj:`x` and attend with given per-head queries, keys and values: the Focus part
-        of :meth:`forward`, without the projections (used by
+        r"""The Focus part of :meth:`forward` on given per-head queries, keys and values (used by
         :func:`~quest_geometric.nn.focus.compose.compose_focus`).
 
         Args:
             x (torch.Tensor): hidden states the router sees, ``[N, C]``.
-            q, k, v (torch.Tensor): ``[N, H, D]`` (keys and values already expanded to the
-                query heads), queries scaled so that :math:`1/\sqrt{D}` gives the intended
-                softmax scale.
-            batch (torch.Tensor, optional): sorted sequence id per token (default:
-                :obj:`None`, one sequence).
-            hard (bool, optional): hard top-k sets or soft gates (default: :obj:`None`,
-                hard in ``eval()`` mode).
-            col_totals (list, optional): collects the router's Sinkhorn column statistics, from
-                which cached decoding continues (default: :obj:`None`).
+            q, k, v (torch.Tensor): ``[N, H, D]`` (keys and values expanded to the query heads;
+                softmax scale :math:`1/\sqrt{D}`).
+            batch (torch.Tensor, optional): sorted sequence id per token (default: :obj:`None`).
+            hard (bool, optional): as in :meth:`forward` (default: :obj:`None`).
+            col_totals (list, optional): collects the router's Sinkhorn column statistics
+                (default: :obj:`None`).
 
         Returns:
-            ``(o, router_out)``: the attention output ``[N, H, D]`` and the
-            :class:`RouterOutput` of :obj:`x`.
+            ``(o, router_out)``: ``[N, H, D]`` and the :class:`RouterOutput` of :obj:`x`.
         """
         router_out = self.router(x, batch, col_totals=col_totals)
         hard = (not self.training) if hard is None else hard

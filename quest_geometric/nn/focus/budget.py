@@ -25,26 +25,19 @@ __all__ = ["straight_through_pair_share", "additive_gate_share", "focus_pair_sha
 def straight_through_pair_share(soft: Tensor, groups: Tensor, window: int,
                                 batch: Optional[Tensor] = None, causal: bool = True,
                                 num_sinks: int = 0) -> Tensor:
-    r"""Share of the far pairs that share a hard group, with a straight-through gradient.
-
-    With :math:`\tilde{\mathbf{m}}_i` of
-    :func:`~quest_geometric.nn.focus.dense.straight_through_membership` and :math:`\mathcal{F}`
-    the far pairs of every sequence (:math:`i - j > w` if causal, :math:`|i - j| > w`
-    otherwise, and :math:`\min(p_i, p_j) \ge s`),
+    r"""Share of the far pairs :math:`\mathcal{F}` (beyond the window, :math:`i - j > w` if
+    causal, and no sink) that share a hard group, with the gradient of
+    :func:`~quest_geometric.nn.focus.dense.straight_through_membership`:
 
     .. math::
         r = \frac{1}{|\mathcal{F}|} \sum_{(i, j) \in \mathcal{F}}
-        \min\bigl(1, \tilde{\mathbf{m}}_i^{\top}\tilde{\mathbf{m}}_j\bigr),
-
-    in value :math:`|\{(i, j) \in \mathcal{F} : G_i \cap G_j \ne \emptyset\}| /
-    |\mathcal{F}|`.
+        \min\bigl(1, \tilde{\mathbf{m}}_i^{\top}\tilde{\mathbf{m}}_j\bigr).
 
     Args:
         soft (torch.Tensor): soft memberships ``[N, K]``.
         groups (torch.Tensor): hard group ids ``[N, top_k]``, long.
         window (int): local window :math:`w \ge 0`.
-        batch (torch.Tensor, optional): sorted sequence id per token (default: :obj:`None`,
-            one sequence).
+        batch (torch.Tensor, optional): sorted sequence id per token (default: :obj:`None`).
         causal (bool): causal pairs only (default: :obj:`True`).
         num_sinks (int): attention sinks :math:`s \ge 0` (default: :obj:`0`).
 
@@ -78,26 +71,18 @@ def straight_through_pair_share(soft: Tensor, groups: Tensor, window: int,
 def additive_gate_share(soft: Tensor, window: int, gate_scale: float = 10.0,
                         gate_bias: float = 0.5, batch: Optional[Tensor] = None,
                         causal: bool = True, num_sinks: int = 0) -> Tensor:
-    r"""The mean factor :math:`e^{a_{ij}}` by which the soft additive gate
-    (:func:`~quest_geometric.nn.focus.dense.focus_soft_attention`) scales a pair's attention
-    weight, over the pairs :math:`\mathcal{P}` (causal: :math:`j \le i`),
-
-    .. math::
-        \rho = \frac{1}{|\mathcal{P}|} \sum_{(i, j) \in \mathcal{P}}
-        \begin{cases} 1 & |i - j| \le w \\
-        \sigma\bigl(\lambda(\mathbf{g}_i^{\top}\mathbf{g}_j - b)\bigr) & \text{else,}
-        \end{cases}
-
-    (sink pairs count 1 too): for 0/1 factors the share of pairs the hard pattern keeps, so a
-    soft model sits on the same axis as the hard rows.
+    r"""The mean factor by which the soft additive gate
+    (:func:`~quest_geometric.nn.focus.dense.focus_soft_attention`) scales a pair's weight over
+    the pairs :math:`\mathcal{P}` (causal: :math:`j \le i`), 1 in the window and the sinks,
+    :math:`\sigma(\lambda(\mathbf{g}_i^{\top}\mathbf{g}_j - b))` elsewhere: for 0/1 factors the
+    share of pairs the hard pattern keeps, so soft and hard models share one axis.
 
     Args:
         soft (torch.Tensor): soft memberships ``[N, K]``.
         window (int): local window :math:`w \ge 0`.
         gate_scale (float): :math:`\lambda` (default: :obj:`10.0`).
         gate_bias (float): :math:`b` (default: :obj:`0.5`).
-        batch (torch.Tensor, optional): sorted sequence id per token (default: :obj:`None`,
-            one sequence).
+        batch (torch.Tensor, optional): sorted sequence id per token (default: :obj:`None`).
         causal (bool): causal pairs only (default: :obj:`True`).
         num_sinks (int): attention sinks :math:`s \ge 0` (default: :obj:`0`).
 
@@ -126,27 +111,22 @@ def additive_gate_share(soft: Tensor, window: int, gate_scale: float = 10.0,
 
 def focus_pair_share(groups: Tensor, window: int, batch: Optional[Tensor] = None,
                      causal: bool = True, num_sinks: int = 0, chunk: int = 1024) -> float:
-    r"""The measured share of pairs a hard Focus pattern keeps over the pairs :math:`\mathcal{P}`
-    of every sequence (causal: :math:`j \le i`),
-
-    .. math::
-        \rho = \frac{|\{(i, j) \in \mathcal{P} : |i - j| \le w \,\vee\,
-        G_i \cap G_j \ne \emptyset \,\vee\, \min(p_i, p_j) < s\}|}{|\mathcal{P}|},
-
-    counted in query chunks (memory :math:`O(L)` per row, never :math:`N^2`).
+    r"""The measured share of the pairs :math:`\mathcal{P}` (causal: :math:`j \le i`) a hard
+    Focus pattern keeps,
+    :math:`|\{(i, j) \in \mathcal{P} : |i - j| \le w \vee G_i \cap G_j \ne \emptyset \vee
+    \min(p_i, p_j) < s\}| / |\mathcal{P}|`, counted in query chunks (never :math:`N^2`
+    memory).
 
     Args:
         groups (torch.Tensor): hard group ids ``[N, top_k]`` (``top_k`` may be 0), long.
         window (int): local window :math:`w \ge 0`.
-        batch (torch.Tensor, optional): sorted sequence id per token (default: :obj:`None`,
-            one sequence).
+        batch (torch.Tensor, optional): sorted sequence id per token (default: :obj:`None`).
         causal (bool): causal pairs only (default: :obj:`True`).
         num_sinks (int): attention sinks :math:`s \ge 0` (default: :obj:`0`).
-        chunk (int): query rows counted at once (the result does not depend on it)
-            (default: :obj:`1024`).
+        chunk (int): query rows counted at once (default: :obj:`1024`).
 
     Returns:
-        float: :math:`\rho \in (0, 1]` (``nan`` for no token).
+        float: the share, in :math:`(0, 1]` (``nan`` for no token).
 
     Raises:
         TypeError: for non-long :obj:`groups` or a non-int :obj:`num_sinks`.
@@ -200,15 +180,15 @@ def _pattern_pairs(seq_len: int, window: int, num_sinks: int, causal: bool
 def pattern_share(seq_len: int, window: int, num_sinks: int = 0, causal: bool = True
                   ) -> float:
     r"""The exact share of pairs the sliding window plus :math:`s` sinks keeps in a sequence of
-    :math:`L` tokens. With :math:`w' = \min(w, L - 1)`, :math:`m = L - 1 - w'` and
+    :math:`L` tokens: with :math:`w' = \min(w, L - 1)`, :math:`m = L - 1 - w'`,
     :math:`t = \min(s, L, m)`,
 
     .. math::
-        P_w = \frac{(w' + 1)(w' + 2)}{2} + m (w' + 1), \qquad
-        P_s = t\, m - \frac{t (t - 1)}{2}, \qquad
-        \rho = \frac{P_w + P_s}{L (L + 1) / 2};
+        P_w = \frac{(w' + 1)(w' + 2)}{2} + m (w' + 1), \quad
+        P_s = t\, m - \frac{t (t - 1)}{2}, \quad
+        \rho = \frac{P_w + P_s}{L (L + 1) / 2},
 
-    non-causal, :math:`\rho = (2 (P_w + P_s) - L) / L^2`.
+    and non-causal :math:`\rho = (2 (P_w + P_s) - L) / L^2`.
 
     Args:
         seq_len (int): :math:`L \ge 1`.
@@ -221,8 +201,7 @@ def pattern_share(seq_len: int, window: int, num_sinks: int = 0, causal: bool = 
 
     Raises:
         TypeError: for a non-int :obj:`seq_len`, :obj:`window` or :obj:`num_sinks`.
-        ValueError: for :obj:`seq_len` below 1 or a negative :obj:`window` or
-            :obj:`num_sinks`.
+        ValueError: for :obj:`seq_len` below 1 or a negative :obj:`window` or :obj:`num_sinks`.
 
     Example:
         >>> pattern_share(4, 0)  # the diagonal: 4 of the 10 causal pairs
@@ -240,13 +219,8 @@ def pattern_share(seq_len: int, window: int, num_sinks: int = 0, causal: bool = 
 
 def window_for_share(seq_len: int, share: float, num_sinks: int = 0, causal: bool = True
                      ) -> int:
-    r"""The smallest window whose sliding window plus :math:`s` sinks keeps at least the share
-    :math:`\rho^*` of a sequence of :math:`L` tokens,
-
-    .. math::
-        w^* = \min\{\, w \in \{0, \dots, L - 1\} : \rho(L, w, s) \ge \rho^* \,\},
-
-    by bisection on the floats :func:`pattern_share` returns, so
+    r"""The smallest window :math:`w^* \in [0, L - 1]` with :math:`\rho(L, w^*, s) \ge \rho^*`
+    (:func:`pattern_share`), by bisection on the same floats, so
     ``window_for_share(L, pattern_share(L, w, s), s) == w``.
 
     Args:
@@ -256,7 +230,7 @@ def window_for_share(seq_len: int, share: float, num_sinks: int = 0, causal: boo
         causal (bool): causal pairs (default: :obj:`True`).
 
     Returns:
-        int: :math:`w^* \in [0, L - 1]`.
+        int: :math:`w^*`.
 
     Raises:
         TypeError: for a non-int :obj:`seq_len` or :obj:`num_sinks`, or a non-real

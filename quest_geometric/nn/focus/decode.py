@@ -1,48 +1,29 @@
 r"""Cached incremental decoding with Focus: the routing state carried beside a KV cache.
 
-With a causal router (e.g. :class:`~quest_geometric.nn.focus.router.FocusRouter`,
-``causal=True``), :math:`S^{(0)}_t = \mathbf{z}_t^\top \mathbf{C} / \tau` and, for
-:math:`n = 1..I`,
+Under a causal router the Sinkhorn iterates of token :math:`t` depend on the prefix only
+through the running column log-sums
+:math:`\Lambda^{(n)}_{t,k} = \log \sum_{j \le t} e^{\log Q^{(n-1)}_{j,k}}`
+(:mod:`~quest_geometric.nn.focus.sinkhorn`). :class:`FocusDecodeState` keeps them with every
+cached token's hard groups and position, so a new token is routed in :math:`O(I K)` exactly
+as the full sequence routes it, and attends only to its window, the sinks and the cached
+tokens sharing one of its groups (:func:`focus_decode_attention`).
+
+The decoding step of one sequence (one new token, no padding) routes on Python floats (the
+same float64 formulas) and, with ``store=True``, attends by the cheapest of three ways
+(cost model: :class:`~quest_geometric.nn.focus.config.DecodeConfig`): one key/value store
+per *group set* holding the tokens that left the window, so the new token reads
 
 .. math::
-    \Lambda^{(n)}_{t,k} = \log \sum_{j \le t} e^{\log Q^{(n-1)}_{j,k}}, \qquad
-    \log Q^{(n)}_t = \operatorname{rownorm}\bigl(\log Q^{(n-1)}_t - \Lambda^{(n)}_t\bigr),
+    \mathcal{N}(t) = \{j : p - j \le w\} \;\cup \bigcup_{G :\, G \cap G_t \neq
+    \emptyset} \{j \in \mathrm{store}(G) : j < p - w\},
 
-so token :math:`t`'s memberships depend on the prefix only through the running column
-log-sums :math:`\Lambda^{(n)}`. :class:`FocusDecodeState` keeps them (``[B, I, K]``, float64)
-with every cached token's hard groups and position: a new token is routed in :math:`O(I K)`
-(:func:`~quest_geometric.nn.focus.sinkhorn.sinkhorn_step`, through the router's ``step``)
-exactly as the full-sequence Sinkhorn routes it, and attends only to its window plus the
-cached tokens sharing one of its groups (:func:`focus_decode_attention`).
-
-The decoding step of one sequence (one new token, no padding) takes a fast path: routing
-on Python floats (the same float64 formulas, memberships rounded to float32 before the
-top-:math:`k`, as the full path does), and, with ``FocusDecodeState(..., store=True)``, the
-cheapest of three ways by the cost model of
-:class:`~quest_geometric.nn.focus.config.DecodeConfig`:
-
-* one key/value store per *group set* :math:`G_j` holding the cached tokens that left the
-  window; the new token at position :math:`p` reads
-
-  .. math::
-      \mathcal{N}(t) = \{j : p - j \le w\} \;\cup \bigcup_{G :\, G \cap G_t \neq
-      \emptyset} \{j \in \mathrm{store}(G) : j < p - w\},
-
-  a disjoint union, so the softmax runs over the concatenated score rows of these views and
-  nothing is gathered;
-* one masked SDPA over the whole cache, the mask :math:`c_j \,\&\, c_t \neq 0` on the
-  group-set codes :math:`c_j = \sum_{g \in G_j} 2^g`
-  (:mod:`~quest_geometric.nn.focus.group_sets`) or'ed with the window (cheaper when most
-  keys are kept);
-* with more than ``DecodeConfig.max_store_parts`` meeting sets, one store per *group*,
-  store :math:`g_i` masking the tokens that also hold an earlier group of the new token, so
-  every allowed key is read once.
-
-Stores are read only after ``DecodeConfig.store_after`` fast steps (filling them costs what
-only a long generation pays back). Window-only routing (``top_k = 0``) reads the window and
-the sinks, two slices of the cache, and keeps no store. The plain gather path
-(:func:`focus_decode_attention_reference`) is the reference and serves every other case
-(several sequences, several new tokens, padding).
+a disjoint union whose concatenated score rows need no gather; one masked SDPA over the
+whole cache, the mask :math:`c_j \,\&\, c_t \neq 0` on group-set codes
+(:mod:`~quest_geometric.nn.focus.group_sets`), cheaper when most keys are kept; or, with
+many meeting sets, one store per *group*, each masking the tokens an earlier one read.
+Stores are read only after ``DecodeConfig.store_after`` steps (only a long generation pays
+their fill back). :func:`focus_decode_attention_reference` is the reference and serves
+every other case.
 """
 from __future__ import annotations
 
@@ -126,9 +107,7 @@ class _FastData:
 
 
 class FocusDecodeState:
-    r"""Routing state of one Focus layer for the tokens of a KV cache.
-
-    The per-token buffers grow by doubling (amortised :math:`O(1)` per appended token).
+    r"""Routing state of one Focus layer for the tokens of a KV cache (buffers grown by doubling).
 
     Args:
         groups (Tensor): hard groups of the cached tokens, ``[B, S, top_k]``, long; ``-1``
@@ -138,10 +117,9 @@ class FocusDecodeState:
         col_lse (Tensor): running column log-sums :math:`\Lambda^{(n)}`, ``[B, I, K]``,
             float64.
         count (Tensor): real tokens per sequence so far, ``[B]``, long.
-        store (bool): keep the key/value stores of the fast decoding step (a second copy of
-            the out-of-window keys and values of a one-sequence cache). The keys and values
-            then passed to :func:`focus_decode_attention` must always be those of the same
-            cache, grown by appending (default: :obj:`False`).
+        store (bool): keep the key/value stores of the fast step (a second copy of the
+            out-of-window cache); the keys and values passed to :func:`focus_decode_attention`
+            must then be those of the same cache, grown by appending (default: :obj:`False`).
 
     Attributes:
         groups (Tensor): ``[B, S, top_k]``, as above.
@@ -348,20 +326,18 @@ class FocusDecodeState:
 
 def route_prefix(router: Router, x: Tensor, batch: Optional[Tensor] = None, num_seqs: int = 1
                  ) -> Tuple[RouterOutput, Tensor]:
-    r"""Route whole sequences once: what ``router(x, batch)`` returns, and the statistics
-    :func:`~quest_geometric.nn.focus.sinkhorn.sinkhorn_prefix_state` would record, for
-    starting a :class:`FocusDecodeState`.
+    r"""Route whole sequences once: ``router(x, batch)`` and the statistics
+    :math:`\Lambda^{(n)}` ``[B, I, K]`` (float64, detached) that start a
+    :class:`FocusDecodeState`.
 
     Args:
         router (Router): a prefix-causal router (its ``forward`` takes ``col_totals``).
         x (Tensor): hidden states of the real tokens, ``[N, C]``.
-        batch (Tensor, optional): sorted sequence id per token (default: :obj:`None`, one
-            sequence).
+        batch (Tensor, optional): sorted sequence id per token (default: :obj:`None`).
         num_seqs (int): number of sequences :math:`B` (default: :obj:`1`).
 
     Returns:
-        ``(RouterOutput, col_lse)``: the routing of :obj:`x` (shapes ``[N, ...]``) and
-        :math:`\Lambda^{(n)}` ``[B, I, K]`` (float64, detached).
+        ``(RouterOutput, col_lse)``.
     """
     totals: List[Tensor] = []
     out = router(x, batch, col_totals=totals)
@@ -370,10 +346,8 @@ def route_prefix(router: Router, x: Tensor, batch: Optional[Tensor] = None, num_
 
 def route_step(router: Router, x: Tensor, state: FocusDecodeState, valid: Optional[Tensor] = None,
                return_groups: bool = True) -> Optional[Tensor]:
-    r"""Route new tokens ``x [B, T, C]`` with :obj:`router` (through its ``step``), updating
-    :obj:`state` (statistics, groups, positions). Returns their groups ``[B, T, top_k]``
-    (``-1`` for padding). Non-finite hidden states are passed through, as in
-    :func:`focus_decode_attention`.
+    r"""Route new tokens ``x [B, T, C]`` through ``router.step``, updating :obj:`state`; returns
+    their groups ``[B, T, top_k]`` (``-1`` for padding). Non-finite hidden states pass through.
 
     Args:
         router (Router): the layer's causal router.
@@ -398,30 +372,26 @@ def focus_decode_attention(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeSt
                            window: int, scale: float, fast: bool = True,
                            num_sinks: int = 0, config: Optional[DecodeConfig] = None
                            ) -> Tensor:
-    r"""Attention of the newest :math:`T` tokens of a cache to the keys Focus lets them see.
-
-    Query :math:`t` (cache slot :math:`c_t`) attends to the real cached keys :math:`j \le
-    c_t` with :math:`p_t - p_j \le w`, :math:`G_j \cap G_t \ne \emptyset` or
-    :math:`p_j < s` (the sinks) (positions :math:`p` count real tokens only, so padding never
-    enters a window). With :obj:`fast`, the decoding step of one sequence without padding and
-    a state with ``store=True`` takes the fast path of the module docstring; every other call
-    is :func:`focus_decode_attention_reference` (the same values up to rounding).
-
-    Non-finite entries are passed through, not refused: a finiteness check would add a
-    reduction and a host read to every generated token; the prefix was checked when the cache
+    r"""Attention of the newest :math:`T` tokens of a cache to the keys Focus lets them see:
+    query :math:`t` (slot :math:`c_t`) attends to the real cached keys :math:`j \le c_t` with
+    :math:`p_t - p_j \le w`, :math:`G_j \cap G_t \ne \emptyset` or :math:`p_j < s`
+    (positions :math:`p` count real tokens only). With :obj:`fast`, the step of one sequence
+    without padding and a ``store=True`` state takes the fast path; every other call is
+    :func:`focus_decode_attention_reference`. Non-finite entries are passed through: a check
+    would add a host read to every generated token, and the prefix was checked when the cache
     was filled.
 
     Args:
         q (Tensor): queries ``[B, H, T, D]`` of the new tokens.
-        k, v (Tensor): every cached key/value ``[B, H_kv, S', D]`` (``S' >= S``, the
-            cache's capacity; slots past the state's length are ignored).
+        k, v (Tensor): every cached key/value ``[B, H_kv, S', D]`` (``S' >= S``; slots past
+            the state's length are ignored).
         state (FocusDecodeState): the state *after* the new tokens were appended.
         window (int): :math:`w`.
         scale (float): softmax scale.
         fast (bool): allow the fast path (default: :obj:`True`).
         num_sinks (int): attention sinks :math:`s \ge 0` (default: :obj:`0`).
         config (DecodeConfig, optional): the fast step's tuning (default: :obj:`None`, the
-            one in force, see :func:`~quest_geometric.nn.focus.config.decode_config`).
+            one in force).
 
     Returns:
         Tensor: ``[B, H, T, D]``; zeros for padding queries.

@@ -25,14 +25,10 @@ SOFT_GATES = ("additive", "multiplicative", "straight_through")
 
 
 def straight_through_membership(soft: Tensor, groups: Tensor) -> Tensor:
-    r"""Hard top-:math:`k` membership with the gradient of the soft one:
-
-    .. math::
-        \tilde{\mathbf{m}}_i = \mathbf{h}_i + \mathbf{g}_i
-        - \operatorname{sg}(\mathbf{g}_i), \qquad h_{ik} = [k \in G_i],
-
-    (:math:`\operatorname{sg}`: stop gradient), so :math:`\tilde{\mathbf{m}}_i^{\top}
-    \tilde{\mathbf{m}}_j = |G_i \cap G_j|` in value.
+    r"""Hard top-:math:`k` membership with the gradient of the soft one,
+    :math:`\tilde{\mathbf{m}}_i = \mathbf{h}_i + \mathbf{g}_i - \operatorname{sg}(\mathbf{g}_i)`
+    with :math:`h_{ik} = [k \in G_i]` (:math:`\operatorname{sg}`: stop gradient), so
+    :math:`\tilde{\mathbf{m}}_i^{\top} \tilde{\mathbf{m}}_j = |G_i \cap G_j|` in value.
 
     Args:
         soft (torch.Tensor): soft memberships ``[..., K]``.
@@ -135,11 +131,9 @@ def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: 
                          gate: str = "additive", gate_scale: float = 10.0,
                          gate_bias: float = 0.5, groups: Optional[Tensor] = None,
                          num_sinks: int = 0) -> Tensor:
-    r"""Soft-gated dense attention over all pairs (training mode).
-
-    With :math:`s_{ij} = \mathbf{q}_i^{\top}\mathbf{k}_j/\sqrt{D}`, :math:`\lambda` the gate
-    scale and :math:`b` the gate bias, pairs outside the window and the sinks are gated by the
-    soft memberships:
+    r"""Soft-gated dense attention over all pairs (training mode). With
+    :math:`s_{ij} = \mathbf{q}_i^{\top}\mathbf{k}_j/\sqrt{D}`, the pairs outside the window and
+    the sinks are gated by the soft memberships:
 
     .. math::
         \text{multiplicative (paper, Eq. 2):}\quad
@@ -149,13 +143,11 @@ def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: 
         \tilde s_{ij} = s_{ij} + \log \sigma\bigl(\lambda (\mathbf{g}_i^{\top}\mathbf{g}_j
         - b)\bigr).
 
-    The additive gate tends, as :math:`\lambda \to \infty`, to the hard mask for one-hot
-    memberships (:math:`b = 1/2`; :math:`b = 1/(2m^2)` for memberships spread over :math:`m`
-    groups), whereas the multiplicative gate only rescales a logit (a negative logit is even
-    *raised*), so soft training and hard inference disagree. The ``'straight_through'`` gate is
-    the additive gate on :func:`straight_through_membership`: in value it is the hard
-    top-:math:`k` pattern up to a small leak (:math:`\log\sigma(-\lambda b)` on removed pairs)
-    that keeps their gradient; it needs the hard :obj:`groups`.
+    As :math:`\lambda \to \infty` the additive gate tends to the hard mask (one-hot
+    memberships, :math:`b = 1/2`), while the multiplicative one only rescales a logit (raising
+    a negative one), so soft training and hard inference disagree. ``'straight_through'`` is
+    the additive gate on :func:`straight_through_membership`: the hard pattern in value, with a
+    small leak that keeps the removed pairs' gradient.
 
     Args:
         q, k, v (torch.Tensor): ``[N, H, D]``.
@@ -167,8 +159,8 @@ def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: 
             (default: :obj:`'additive'`).
         gate_scale (float): :math:`\lambda`, finite (default: :obj:`10.0`).
         gate_bias (float): :math:`b`, finite (default: :obj:`0.5`).
-        groups (torch.Tensor, optional): hard group ids ``[N, top_k]``, required by (and
-            only used with) ``gate='straight_through'`` (default: :obj:`None`).
+        groups (torch.Tensor, optional): hard group ids ``[N, top_k]``, for (and only for)
+            ``gate='straight_through'`` (default: :obj:`None`).
         num_sinks (int): attention sinks :math:`s \ge 0`, never gated (default: :obj:`0`).
 
     Returns:
@@ -213,17 +205,15 @@ def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: 
 def focus_far_bias_attention(q: Tensor, k: Tensor, v: Tensor, log_scale: Tensor,
                              far_bias: Tensor, window: int, batch: Optional[Tensor] = None,
                              causal: bool = True, num_sinks: int = 0) -> Tensor:
-    r"""The content-free soft control: dense attention with, per head :math:`h`, a learned
-    inverse temperature :math:`e^{\theta_h}` and a learned bias :math:`\beta_h` on the pairs
-    outside the window and the sinks,
+    r"""The content-free soft control of
+    :class:`~quest_geometric.nn.focus.far_bias_router.FarBiasRouter`: dense attention with,
+    per head, a learned inverse temperature and far-pair bias,
 
     .. math::
         \tilde s^h_{ij} = e^{\theta_h} \frac{\mathbf{q}_i^{h\top}\mathbf{k}^h_j}{\sqrt{D}}
         + \beta_h \, [\, |i - j| > w \,\wedge\, \min(p_i, p_j) \ge s \,],
 
-    softmax over the (causal) pairs of each sequence; :math:`\theta = \beta = 0` is full
-    attention (the soft rows of
-    :class:`~quest_geometric.nn.focus.far_bias_router.FarBiasRouter`).
+    full attention at :math:`\theta = \beta = 0`.
 
     Args:
         q, k, v (torch.Tensor): ``[N, H, D]``.
@@ -238,8 +228,7 @@ def focus_far_bias_attention(q: Tensor, k: Tensor, v: Tensor, log_scale: Tensor,
         torch.Tensor: ``[N, H, D]``.
 
     Raises:
-        TypeError: for a non-tensor or non-floating-point input, or a non-int
-            :obj:`window` or :obj:`num_sinks`.
+        TypeError: for a non-floating input or a non-int :obj:`window` or :obj:`num_sinks`.
         ValueError: for bad shapes or options.
     """
     where = "focus_far_bias_attention"

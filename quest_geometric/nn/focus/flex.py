@@ -1,42 +1,26 @@
 r"""Focus hard attention on PyTorch's FlexAttention, one block-sparse call, with the semantics
 of :func:`~quest_geometric.nn.focus.dense.focus_dense_attention`.
 
-**Token order.** Tokens are stably sorted by :math:`(s_i,\ \min G_i,\ p_i)` (sequence,
-smallest group, position), so same-group pairs fill a few block regions and most block
-pairs are empty. On the permuted indices the ``mask_mod`` reads :math:`s, p` and the group
-bitmask :math:`\beta_i = \sum_{g \in G_i} 2^g` (:mod:`~quest_geometric.nn.focus.group_sets`,
-hence :math:`K \le 63`):
+Tokens are stably sorted by (sequence, smallest group, position), so same-group pairs fill
+a few block regions. With group bitmasks :math:`\beta_i = \sum_{g \in G_i} 2^g`
+(:mod:`~quest_geometric.nn.focus.group_sets`, hence :math:`K \le 63`) the ``mask_mod`` is
 
 .. math::
     M_{ab} = [s_a = s_b] \wedge [p_b \le p_a]_{\text{causal}} \wedge
     \bigl(|p_a - p_b| \le w \,\vee\, \beta_a \mathbin{\&} \beta_b \ne 0\bigr).
 
-**Block table, without any** :math:`N \times N` **object.** Every block of :math:`B`
-permuted tokens keeps :math:`s^{\min}, s^{\max}, p^{\min}, p^{\max}` and the OR
-:math:`\beta^{\vee}` and AND :math:`\beta^{\wedge}` of its bitmasks. A block pair
-:math:`(Q, K)` is listed iff
-
-.. math::
-    [s^{\min}_K \le s^{\max}_Q] \wedge [s^{\min}_Q \le s^{\max}_K]
-    \wedge [p^{\min}_K \le p^{\max}_Q]_{\text{causal}} \wedge
-    \bigl(\max(p^{\min}_K - p^{\max}_Q,\ p^{\min}_Q - p^{\max}_K) \le w
-    \,\vee\, \beta^{\vee}_Q \mathbin{\&} \beta^{\vee}_K \ne 0\bigr),
-
-each a necessary condition of an allowed pair. It is *full* (``mask_mod`` skipped) iff both
-blocks are complete, hold one and the same sequence,
-:math:`[p^{\max}_K \le p^{\min}_Q]_{\text{causal}}` and
-
-.. math::
-    \max(p^{\max}_Q - p^{\min}_K,\ p^{\max}_K - p^{\min}_Q) \le w
-    \;\vee\; \beta^{\wedge}_Q \mathbin{\&} \beta^{\wedge}_K \ne 0.
-
-The table costs :math:`O((N/B)^2)` booleans, built in chunks of query blocks.
-
-**Kernel.** One ``flex_attention`` call on ``[1, H, N, D]`` permuted tensors; heads
-narrower than :data:`FLEX_MIN_HEAD_DIM` are zero-padded (zero columns change no dot
-product). On CUDA a cached ``torch.compile(flex_attention, dynamic=False)``; elsewhere the
-eager path, without backward and with dense :math:`H \times N \times N` scores, a
-small-:math:`N` reference only.
+The block table needs no :math:`N \times N` object: each block keeps the extremes of
+:math:`s` and :math:`p` and the OR :math:`\beta^{\vee}` and AND :math:`\beta^{\wedge}` of
+its bitmasks; a block pair is listed iff the sequence ranges overlap, (causal)
+:math:`p^{\min}_K \le p^{\max}_Q`, and
+:math:`\max(p^{\min}_K - p^{\max}_Q,\ p^{\min}_Q - p^{\max}_K) \le w` or
+:math:`\beta^{\vee}_Q \mathbin{\&} \beta^{\vee}_K \ne 0` (necessary conditions of an allowed
+pair); it is *full* iff both blocks are complete and of one sequence, (causal)
+:math:`p^{\max}_K \le p^{\min}_Q`, and
+:math:`\max(p^{\max}_Q - p^{\min}_K,\ p^{\max}_K - p^{\min}_Q) \le w` or
+:math:`\beta^{\wedge}_Q \mathbin{\&} \beta^{\wedge}_K \ne 0`. Heads narrower than
+:data:`FLEX_MIN_HEAD_DIM` are zero-padded. On CUDA the call is compiled; elsewhere it is
+the eager path (no backward, dense scores), a small-:math:`N` reference.
 """
 from __future__ import annotations
 

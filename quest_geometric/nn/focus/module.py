@@ -1,7 +1,7 @@
 r"""The Focus attention module: a router, projections and the choice of back-end."""
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn.functional as F
@@ -38,6 +38,29 @@ class _BackendNames(Sequence):
 BACKENDS: Sequence[str] = _BackendNames()
 #: The soft gates of :class:`FocusAttention` (:obj:`None`: no Focus, full attention).
 GATES = SOFT_GATES + (None,)
+
+
+_WHERE = "FocusAttention"
+
+
+def _unchanged(check: Callable[..., Any], *args: Any) -> Callable[[Any], Any]:
+    """``check(value, *args, where="FocusAttention")``, which raises on a bad value, returning
+    the value itself."""
+    def run(value: Any) -> Any:
+        check(value, *args, where=_WHERE)
+        return value
+
+    return run
+
+
+def _option(name: str, check: Callable[[Any], Any], doc: str) -> property:
+    """A layer option kept in ``_<name>``: assigning stores ``check(value)``."""
+    attr = "_" + name
+
+    def fset(self: nn.Module, value: Any) -> None:
+        setattr(self, attr, check(value))
+
+    return property(lambda self: getattr(self, attr), fset, doc=doc)
 
 
 class FocusAttention(nn.Module):
@@ -162,63 +185,18 @@ class FocusAttention(nn.Module):
     def top_k(self, value: int) -> None:
         self.router.top_k = value
 
-    @property
-    def window(self) -> int:
-        r"""The local window :math:`w \ge 0`; assigning validates the value."""
-        return self._window
-
-    @window.setter
-    def window(self, value: int) -> None:
-        check_window(value, where="FocusAttention")
-        self._window = value
-
-    @property
-    def num_sinks(self) -> int:
-        r"""The attention sinks :math:`s \ge 0`; assigning validates the value."""
-        return self._num_sinks
-
-    @num_sinks.setter
-    def num_sinks(self, value: int) -> None:
-        check_num_sinks(value, where="FocusAttention")
-        self._num_sinks = value
-
-    @property
-    def backend(self) -> str:
-        r"""The hard back-end, ``'auto'`` or a registered name; assigning validates the value."""
-        return self._backend
-
-    @backend.setter
-    def backend(self, value: str) -> None:
-        check_choice(value, "'backend'", BACKENDS, where="FocusAttention")
-        self._backend = value
-
-    @property
-    def gate(self) -> Optional[str]:
-        r"""The training gate (see :class:`FocusAttention`); assigning validates the value."""
-        return self._gate
-
-    @gate.setter
-    def gate(self, value: Optional[str]) -> None:
-        check_choice(value, "'gate'", GATES, where="FocusAttention")
-        self._gate = value
-
-    @property
-    def gate_scale(self) -> float:
-        r"""The gate scale :math:`\lambda`, finite; assigning validates the value."""
-        return self._gate_scale
-
-    @gate_scale.setter
-    def gate_scale(self, value: float) -> None:
-        self._gate_scale = check_real(value, "gate_scale", where="FocusAttention")
-
-    @property
-    def gate_bias(self) -> float:
-        r"""The additive gate's bias :math:`b`, finite; assigning validates the value."""
-        return self._gate_bias
-
-    @gate_bias.setter
-    def gate_bias(self, value: float) -> None:
-        self._gate_bias = check_real(value, "gate_bias", where="FocusAttention")
+    window = _option("window", _unchanged(check_window),
+                     r"""The local window :math:`w \ge 0` (validated when assigned).""")
+    num_sinks = _option("num_sinks", _unchanged(check_num_sinks),
+                        r"""The attention sinks :math:`s \ge 0` (validated when assigned).""")
+    backend = _option("backend", _unchanged(check_choice, "'backend'", BACKENDS),
+                      """The hard back-end, ``'auto'`` or a registered name (validated).""")
+    gate = _option("gate", _unchanged(check_choice, "'gate'", GATES),
+                   """The training gate, see :class:`FocusAttention` (validated).""")
+    gate_scale = _option("gate_scale", lambda v: check_real(v, "gate_scale", where=_WHERE),
+                         r"""The gate scale :math:`\lambda`, finite (validated).""")
+    gate_bias = _option("gate_bias", lambda v: check_real(v, "gate_bias", where=_WHERE),
+                        r"""The additive gate's bias :math:`b`, finite (validated).""")
 
     def reset_parameters(self) -> None:
         r"""Reset the router (when it has parameters) and the own projections."""

@@ -1,20 +1,14 @@
-r"""The registry of Focus hard-attention back-ends, where
-:class:`~quest_geometric.nn.focus.module.FocusAttention` looks them up by name. A back-end
-is a function
+r"""The registry of Focus hard-attention back-ends, by name. A back-end is a function
 
 .. code-block:: python
 
     fn(q, k, v, groups, window, batch, causal, num_groups, num_sinks) -> out
 
-with ``q, k, v`` ``[N, H, D]`` (softmax scale :math:`1/\sqrt{D}`), ``groups`` ``[N, top_k]``
-long in :math:`[0, K)`, ``batch`` the sorted sequence id per token or :obj:`None`, and
-``out`` ``[N, H, D]``, computing exactly the pattern of
-:func:`~quest_geometric.nn.focus.dense.focus_dense_attention` (checked, values and
-gradients, by :func:`quest_geometric.testing.focus.check_focus_backend`). Built in:
-``'blocks'`` (:func:`~quest_geometric.nn.focus.blocks.focus_blocks_attention`), ``'flex'``
-(:func:`~quest_geometric.nn.focus.flex.focus_flex_attention`), ``'edges'`` (message passing
-over :func:`~quest_geometric.nn.focus.edge_index.focus_edge_index`) and ``'dense'``.
-``'auto'`` is the rule :func:`choose_focus_backend`.
+on ``[N, H, D]`` tensors (scale :math:`1/\sqrt{D}`) and ``[N, top_k]`` groups, computing
+exactly the pattern of :func:`~quest_geometric.nn.focus.dense.focus_dense_attention`
+(:func:`quest_geometric.testing.focus.check_focus_backend` checks one). Built in:
+``'blocks'``, ``'flex'``, ``'edges'`` and ``'dense'``; ``'auto'`` is the rule
+:func:`choose_focus_backend`.
 
 Example:
     >>> from quest_geometric.nn.focus.backends import register_focus_backend

@@ -245,16 +245,11 @@ class _Buckets:
 def focus_blocks_reference(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window: int,
                            batch: Optional[Tensor] = None, causal: bool = True,
                            num_groups: Optional[int] = None, num_sinks: int = 0) -> Tensor:
-    r"""Plain-PyTorch reference of the decomposition (autograd, no fused kernel).
-
-    Part A: attention within each (sequence, group) bucket, a pair sharing several groups kept
-    only in the bucket of its *smallest* shared group. Part B: the window band restricted to
-    pairs with *disjoint* group sets. Part C (:obj:`num_sinks` :math:`s > 0`): the sink pairs,
-    :math:`\min(p_i, p_j) < s`, outside the band with disjoint group sets. A, B and C partition
-    the Focus pattern, so merging their log-sum-exps (:func:`_merge_parts`) is exact. Half
-    precision is computed in float32. The arguments are those of
-    :func:`focus_blocks_attention` (without ``fused``).
-    """
+    r"""Plain-PyTorch reference of the decomposition (autograd, no fused kernel): part A,
+    attention within each (sequence, group) bucket, a pair sharing several groups only in its
+    *smallest* shared group's; part B, the window band over pairs with *disjoint* group sets;
+    part C, the other sink pairs. They partition the pattern, so merging their log-sum-exps
+    (:func:`_merge_parts`) is exact. Arguments as :func:`focus_blocks_attention`."""
     groups, kgroups = check_hard_args(q, k, v, groups, window, batch, num_groups,
                                       where="focus_blocks_reference")
     check_num_sinks(num_sinks, where="focus_blocks_reference")
@@ -739,25 +734,18 @@ def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
                            num_groups: Optional[int] = None,
                            fused: Optional[bool] = None, num_sinks: int = 0,
                            config: Optional[BlocksConfig] = None) -> Tensor:
-    r"""The paper's decomposition (same-group attention + cross-group window band, merged through
-    log-sum-exps), exact for any top-:math:`k` and any batch of sequences.
+    r"""The paper's decomposition (same-group attention + cross-group window band, merged
+    exactly through log-sum-exps) for any top-:math:`k` and any batch of sequences.
 
-    On CPU it runs the fused flash kernels once per (sequence, group) bucket (top-:math:`k = 1`
-    causal buckets of similar size in one padded call, :attr:`BlocksConfig.pad_ratio`), and the
-    band as one batched masked call over query blocks of :meth:`BlocksConfig.band_block_size`
-    tokens read as strided views. With no group to exclude (empty group sets) the pattern runs
-    as :func:`~quest_geometric.nn.focus.window_chunks.window_chunks_attention`
-    (:attr:`BlocksConfig.window_chunks`) or, for one causal sequence and a window of at least
-    :attr:`BlocksConfig.split_band_min_window`, as :func:`_split_band_calls`. For
-    top-:math:`k = 1` the parts are merged in place,
-    :math:`\mathbf{o} = \mathbf{o}_A + e^{\ell_B - L} (\mathbf{o}_B - \mathbf{o}_A)`. On other
-    devices (or with ``fused=False``) it runs :func:`focus_blocks_reference`; on CUDA the fast
-    path is :func:`~quest_geometric.nn.focus.flex.focus_flex_attention`.
-
-    With :obj:`num_sinks` :math:`s > 0` the pattern also keeps the sink pairs
-    :math:`\min(p_i, p_j) < s` (:math:`p` the position in the sequence), a third part of
-    :math:`O(N s)` work, as dense masked products while the sink keys number at most
-    :attr:`BlocksConfig.sink_dense_max_keys`, else as explicit pairs.
+    On CPU it runs the fused flash kernels once per (sequence, group) bucket (similar-sized
+    causal top-1 buckets in one padded call, :attr:`BlocksConfig.pad_ratio`) and the band as
+    one masked call over query blocks read as strided views; without groups the pattern runs as
+    :func:`~quest_geometric.nn.focus.window_chunks.window_chunks_attention` or, for one causal
+    sequence and a wide window, :func:`_split_band_calls`. Top-1 parts merge in place,
+    :math:`\mathbf{o} = \mathbf{o}_A + e^{\ell_B - L} (\mathbf{o}_B - \mathbf{o}_A)`. The sink
+    pairs outside band and groups are a third part (dense products while the sink keys number
+    at most :attr:`BlocksConfig.sink_dense_max_keys`, else explicit pairs). Elsewhere, or with
+    ``fused=False``, it runs :func:`focus_blocks_reference`.
 
     Args:
         q, k, v (torch.Tensor): ``[N, H, D]``.
@@ -767,10 +755,10 @@ def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
         causal (bool): causal attention (default: :obj:`True`).
         num_groups (int, optional): :math:`K` (default: ``groups.max() + 1``).
         fused (bool, optional): force (``True``) or forbid (``False``) the fused kernels
-            (default: :obj:`None`, fused when available on the device and dtype).
+            (default: :obj:`None`, fused when available).
         num_sinks (int): attention sinks :math:`s \ge 0` (default: :obj:`0`).
         config (BlocksConfig, optional): the fused path's tuning (default: :obj:`None`, the
-            one in force, see :func:`~quest_geometric.nn.focus.config.blocks_config`).
+            one in force).
 
     Returns:
         torch.Tensor: ``[N, H, D]``.

@@ -46,31 +46,24 @@ def _unflatten(rows: Tensor, valid: Optional[Tensor], b: int, t: int, fill: floa
 class FocusComposed(nn.Module):
     r"""A pretrained attention module with a Focus router composed onto it.
 
-    The wrapped module is kept as :attr:`original`; in the state dict its parameters keep the
-    names they had before composition (``<path>.q_proj.weight``), so a checkpoint of the
-    composed model loads into the base model. :attr:`focus` is a
+    The wrapped module is :attr:`original`; its parameters keep their pre-composition names in
+    the state dict, so a checkpoint loads into the base model. :attr:`focus` is a
     :class:`~quest_geometric.nn.focus.module.FocusAttention` whose only parameters are the
-    router's. Each call goes through the module's
-    :class:`~quest_geometric.adapters.AttentionAdapter`: parse the call, project queries, keys
-    and values exactly as the module does (and store keys and values in its cache), drop the
-    padding tokens, route and attend with :meth:`FocusAttention.attend
-    <quest_geometric.nn.focus.module.FocusAttention.attend>` (or, continuing a cache, with
-    :mod:`quest_geometric.nn.focus.decode`), then apply the module's output projection.
-
-    Attention-probability dropout is not applied on the Focus path. With Focus disabled
-    (:func:`set_focus_enabled`) the call goes to :attr:`original` unchanged.
+    router's. A call goes through the module's :class:`~quest_geometric.adapters.AttentionAdapter`:
+    project as the module does (updating its cache), drop padding, route and attend
+    (:meth:`FocusAttention.attend <quest_geometric.nn.focus.module.FocusAttention.attend>`, or
+    :mod:`~quest_geometric.nn.focus.decode` after a cached prefix), apply the output projection.
+    Attention dropout is not applied; with Focus disabled the call goes to :attr:`original`.
 
     Args:
         module (torch.nn.Module): the attention module to wrap (a recognised type).
-        causal (bool, optional): causal attention and prefix-causal routing; must agree with
-            a causal module, is required for a module that does either
-            (:class:`torch.nn.MultiheadAttention`) (default: :obj:`None`, the module's own).
-        **focus_kwargs: :class:`FocusAttention` arguments; ``router`` may also be a factory
-            ``embed_dim -> Router`` (see :func:`compose_focus`).
+        causal (bool, optional): causal attention and routing; must agree with a causal
+            module, required for one that does either (default: :obj:`None`).
+        **focus_kwargs: :class:`FocusAttention` arguments; ``router`` may be a factory
+            ``embed_dim -> Router``.
 
     Shapes:
-        - **input:** the original module's forward arguments (hidden states
-          :math:`(B, T, C)`)
+        - **input:** the original module's arguments (hidden states :math:`(B, T, C)`)
         - **output:** the original module's return structure
     """
 

@@ -56,37 +56,25 @@ class BlocksConfig:
 
     Args:
         band_blocks (tuple): the band's query block by window, ``((largest window, block),
-            ...)`` in increasing order, the last window infinite: small blocks waste few band
-            pairs (``b (b + w)`` computed for about ``b w + b^2/2``), large ones run larger
-            tiles, which pays once the window is wide.
-        band_block (int, optional): one query block for every window instead of
-            :attr:`band_blocks` (:obj:`None`: by the window).
-        split_band_min_window (int, optional): smallest window at which the causal band of
-            one sequence with no groups (when :attr:`window_chunks` is :obj:`None`) runs as
-            unmasked calls over chunks of :math:`w` tokens instead of masked query blocks
-            (:obj:`None`: never).
-        pad_ratio (float): largest padding overhead :math:`B\,c_{\max}^2 / \sum_b c_b^2` at
-            which the :math:`B` buckets of causal top-1 attention run as one padded call
-            (padding measured slower than one call per bucket, so only equal sizes batch).
+            ...)``, windows increasing, the last infinite: small blocks waste few band pairs,
+            large ones run larger tiles, which pays once the window is wide.
+        band_block (int, optional): one query block for every window (default: by window).
+        split_band_min_window (int, optional): smallest window at which the causal band of one
+            sequence with no groups runs as unmasked calls over chunks of :math:`w` tokens
+            (when :attr:`window_chunks` is :obj:`None`; :obj:`None`: never).
+        pad_ratio (float): largest overhead :math:`B\,c_{\max}^2 / \sum_b c_b^2` at which the
+            :math:`B` causal top-1 buckets run as one padded call.
         bucket_query_block (int): query block of a causal top-:math:`k > 1` bucket (the masked
-            kernel computes every tile of its call, so blocks of :math:`b` queries over keys
-            ``[0, e)`` compute :math:`c^2/2 + cb/2` pairs instead of :math:`c^2`).
+            kernel computes every tile of its call, so blocks skip the upper triangle).
         sink_dense_max_keys (int): most sink keys for which the sink part runs as dense
-            products rather than explicit pairs (the dense form grows quadratically with many
-            short sequences).
-        gather_budget (int): elements one gather of buckets holds at most (a larger bucket
-            alone), below the allocator's reuse threshold.
+            products rather than explicit pairs.
+        gather_budget (int): elements one gather of buckets holds at most.
         mask_budget (int): elements of one query chunk's mask in a top-:math:`k > 1` bucket.
         window_chunks (tuple, optional): the query chunk of the window plus sinks (empty group
-            sets) by window, as :attr:`band_blocks`: masked flash calls over chunks of
-            :math:`B` queries computing :math:`B (w + B)` pairs each
-            (:mod:`~quest_geometric.nn.focus.window_chunks`); small chunks waste few pairs but
-            run slower tiles. :obj:`None`: the band of the general path. It takes precedence
-            over the split band.
-        window_chunk (int, optional): one query chunk for every window instead of
-            :attr:`window_chunks` (:obj:`None`: by the window).
-        window_max_seqs (int): most sequences for which the window plus sinks runs in chunks
-            (more run through the batched band).
+            sets) by window, as :attr:`band_blocks`
+            (:mod:`~quest_geometric.nn.focus.window_chunks`; :obj:`None`: the general band).
+        window_chunk (int, optional): one query chunk for every window (default: by window).
+        window_max_seqs (int): most sequences for which the window plus sinks runs in chunks.
     """
     band_blocks: Tuple[Tuple[float, int], ...] = ((127, 16), (511, 32), (math.inf, 64))
     band_block: Optional[int] = None
@@ -141,16 +129,15 @@ class DecodeConfig:
     r"""Tuning of the fast decoding step (:func:`focus_decode_attention`).
 
     Args:
-        store_after (int): fast steps a state takes (masked) before it may read a store: the
-            first read copies every out-of-window key and value, which only later steps pay
-            back; switching after the steps whose saving equals that copy (the ski-rental
-            rule) costs at most about twice the best choice.
+        store_after (int): fast steps a state takes before it may read a store, whose first
+            read copies the out-of-window cache (the ski-rental rule: switch once the savings
+            forgone equal that copy).
         masked_share (float): the cost, in key reads per cached key, of one masked SDPA over
-            the whole cache (the fused kernel reads a key faster than the stores' products).
-        part_work (float): the fixed cost of reading one more part (a store), in key reads
-            times :math:`H_{kv} D`.
-        max_store_parts (int): most group-set stores one step may read; beyond it the step
-            reads the per-group stores (:math:`k` parts) or the masked SDPA.
+            the whole cache.
+        part_work (float): the fixed cost of reading one more store, in key reads times
+            :math:`H_{kv} D`.
+        max_store_parts (int): most group-set stores one step may read (beyond: the per-group
+            stores or the masked SDPA).
     """
     store_after: int = 40
     masked_share: float = 0.75

@@ -33,14 +33,10 @@ def smallest_shared_group(gi: Tensor, gj: Tensor, num_groups: int) -> Tensor:
 
 def sink_pairs(groups: Tensor, window: int, num_sinks: int, seq: Tensor, start: Tensor,
                end: Tensor, causal: bool, num_groups: int) -> Tuple[Tensor, Tensor]:
-    r"""The pairs the attention sinks add to the window and the groups: ``(tgt, src)``, query
-    :math:`i` and key :math:`j` of one sequence with
-
-    .. math::
-        \min(p_i, p_j) < s \;\wedge\; |i - j| > w \;\wedge\; G_i \cap G_j = \emptyset
-        \;\wedge\; (j \le i \text{ if causal}),
-
-    so the three parts are disjoint. Memory :math:`O(N \min(s, L))`.
+    r"""The sink pairs neither the band nor a group holds, ``(tgt, src)`` (long ``[E]``, not
+    sorted): :math:`\min(p_i, p_j) < s`, :math:`|i - j| > w`,
+    :math:`G_i \cap G_j = \emptyset` (and :math:`j \le i` if causal). Memory
+    :math:`O(N \min(s, L))`.
 
     Args:
         groups (Tensor): ``[N, top_k]`` (``top_k`` may be 0).
@@ -50,9 +46,6 @@ def sink_pairs(groups: Tensor, window: int, num_sinks: int, seq: Tensor, start: 
             (exclusive), ``[N]`` long each.
         causal (bool): keep only :math:`j \le i`.
         num_groups (int): :math:`K` (an id above every group id).
-
-    Returns:
-        ``(tgt, src)``: long ``[E]`` each, not sorted.
     """
     n = groups.size(0)
     dev = groups.device
@@ -77,39 +70,28 @@ def sink_pairs(groups: Tensor, window: int, num_sinks: int, seq: Tensor, start: 
 def focus_edge_index(groups: Tensor, window: int, batch: Optional[Tensor] = None,
                      causal: bool = True, num_sinks: int = 0) -> Tensor:
     r"""The Focus attention pattern of `"Why Attend to Everything? Focus is the Key"
-    <https://arxiv.org/abs/2604.03260>`_ as an :obj:`edge_index`.
-
-    Token :math:`i` attends to token :math:`j` (edge :math:`j \to i`) iff both lie in the same
-    sequence/graph and
+    <https://arxiv.org/abs/2604.03260>`_ as an :obj:`edge_index`: edge :math:`j \to i` iff
+    both tokens lie in one sequence/graph and
 
     .. math::
         (j \le i \text{ if causal}) \;\wedge\;
         \bigl(|i - j| \le w \;\vee\; G_i \cap G_j \neq \emptyset
         \;\vee\; \min(p_i, p_j) < s\bigr),
 
-    with :math:`G_i` the hard group set of token :math:`i` (empty for ``top_k = 0``),
-    :math:`p_i` its position in its sequence and :math:`s` the number of attention sinks. Every
-    pair appears once, sorted by target then source, for any PyG attention layer (e.g.
-    :class:`~torch_geometric.nn.conv.TransformerConv`).
-
-    Built in memory :math:`O(E)`, never :math:`N \times N`: all pairs of each (sequence, group)
-    bucket (a pair sharing several groups only under its smallest shared group), the window
-    band restricted to disjoint group sets, and the sink pairs; disjoint by construction and
-    merged by sorting the key :math:`i \cdot N + j`.
+    each pair once, sorted by target then source, for any PyG attention layer. Built in memory
+    :math:`O(E)`: the pairs of each (sequence, group) bucket (kept under their smallest shared
+    group), the band over disjoint group sets, and the sink pairs.
 
     Args:
-        groups (torch.Tensor): hard group ids, shape :obj:`[N, top_k]` (or :obj:`[N]`), long.
-        window (int): local window :math:`w \ge 0` (a window past the longest sequence means
-            the whole sequence, memory staying bounded by the length).
+        groups (torch.Tensor): hard group ids, :obj:`[N, top_k]` (or :obj:`[N]`), long.
+        window (int): local window :math:`w \ge 0`.
         batch (torch.Tensor, optional): sorted sequence/graph id per token
-            (default: :obj:`None`, one sequence).
-        causal (bool): keep only :math:`j \le i`; otherwise both directions
-            (default: :obj:`True`).
+            (default: :obj:`None`).
+        causal (bool): keep only :math:`j \le i` (default: :obj:`True`).
         num_sinks (int): attention sinks :math:`s \ge 0` (default: :obj:`0`).
 
     Returns:
-        torch.Tensor: :obj:`edge_index` of shape :obj:`[2, E]`, row = source :math:`j`,
-        col = target :math:`i`.
+        torch.Tensor: :obj:`edge_index` :obj:`[2, E]`, row = source, col = target.
     """
     check_window(window, where="focus_edge_index")
     check_num_sinks(num_sinks, where="focus_edge_index")

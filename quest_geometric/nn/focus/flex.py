@@ -236,32 +236,22 @@ def focus_block_mask(groups: Tensor, window: int, batch: Optional[Tensor] = None
                      causal: bool = True, num_groups: Optional[int] = None,
                      block_size: int = 128, num_sinks: int = 0) -> Tuple["BlockMask", Tensor]:
     r"""The Focus pattern as a FlexAttention
-    :class:`~torch.nn.attention.flex_attention.BlockMask` in a block-sparse token order.
-
-    Row :math:`a` and column :math:`b` of the mask are the tokens ``perm[a]`` and ``perm[b]``
-    (the order and the block table of the module docstring):
-
-    .. math::
-        M_{ab} = [s_a = s_b] \wedge [p_b \le p_a]_{\text{causal}} \wedge
-        \bigl(|p_a - p_b| \le w \vee G_a \cap G_b \ne \emptyset\bigr).
+    :class:`~torch.nn.attention.flex_attention.BlockMask` over the tokens reordered as in the
+    module docstring: row :math:`a` and column :math:`b` are tokens ``perm[a]``, ``perm[b]``.
 
     Args:
-        groups (torch.Tensor): hard group ids, ``[N, top_k]`` (or ``[N]``), long, in
-            :math:`[0, K)`.
+        groups (torch.Tensor): hard group ids, ``[N, top_k]`` (or ``[N]``), long.
         window (int): local window :math:`w \ge 0`.
-        batch (torch.Tensor, optional): sorted sequence id per token (default: :obj:`None`,
-            one sequence).
+        batch (torch.Tensor, optional): sorted sequence id per token (default: :obj:`None`).
         causal (bool): keep only :math:`p_b \le p_a` (default: :obj:`True`).
         num_groups (int, optional): :math:`K \le 63` (default: ``groups.max() + 1``).
-        block_size (int): sparse block size :math:`B`, a positive multiple of 16 (of 128 on
-            CUDA) (default: :obj:`128`).
-        num_sinks (int): attention sinks :math:`s \ge 0`: also the pairs with
-            :math:`\min(p_a, p_b) < s` (default: :obj:`0`).
+        block_size (int): sparse block size, a positive multiple of 16 (of 128 on CUDA)
+            (default: :obj:`128`).
+        num_sinks (int): attention sinks :math:`s \ge 0` (default: :obj:`0`).
 
     Returns:
         (BlockMask, torch.Tensor): the mask for ``[1, H, N, D]`` tensors in permuted order,
-        and ``perm`` ``[N]`` (long): use ``q[perm]`` and scatter the output back with
-        ``out[perm] = out_perm``.
+        and ``perm`` ``[N]`` (use ``q[perm]``, and ``out[perm] = out_perm``).
     """
     _require_flex()
     groups, kgroups = _check_args(groups, window, batch, causal, num_groups, block_size)
@@ -275,18 +265,11 @@ def focus_flex_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window
                          batch: Optional[Tensor] = None, causal: bool = True,
                          num_groups: Optional[int] = None, block_size: int = 128,
                          num_sinks: int = 0) -> Tensor:
-    r"""Focus hard attention as one block-sparse FlexAttention call.
-
-    .. math::
-        \mathbf{o}_i^{h} = \sum_{j \in \mathcal{N}(i)}
-        \operatorname{softmax}_{j \in \mathcal{N}(i)}\Bigl(
-        \frac{\mathbf{q}_i^{h\top} \mathbf{k}_j^{h}}{\sqrt{D}}\Bigr) \mathbf{v}_j^{h},
-
-    :math:`\mathcal{N}(i)` the pattern of
-    :func:`~quest_geometric.nn.focus.dense.focus_dense_attention`, on the tokens reordered by
-    :func:`focus_block_mask`. Fused with autograd on CUDA; elsewhere forward only and
-    :math:`O(H N^2)` memory, a check rather than a fast path (use
-    :func:`~quest_geometric.nn.focus.blocks.focus_blocks_attention` on CPU).
+    r"""Focus hard attention (the pattern of
+    :func:`~quest_geometric.nn.focus.dense.focus_dense_attention`) as one block-sparse
+    FlexAttention call on the tokens reordered by :func:`focus_block_mask`: fused with
+    autograd on CUDA; elsewhere forward only with :math:`O(H N^2)` memory, a check rather
+    than a fast path.
 
     Args:
         q, k, v (torch.Tensor): ``[N, H, D]``, same shape, dtype and device.
@@ -297,8 +280,7 @@ def focus_flex_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window
         num_groups (int, optional): :math:`K \le 63` (default: ``groups.max() + 1``).
         block_size (int): sparse block size, a positive multiple of 16 (of 128 on CUDA)
             (default: :obj:`128`).
-        num_sinks (int): attention sinks :math:`s \ge 0`: also the pairs with
-            :math:`\min(p_i, p_j) < s` (default: :obj:`0`).
+        num_sinks (int): attention sinks :math:`s \ge 0` (default: :obj:`0`).
 
     Returns:
         torch.Tensor: ``[N, H, D]``.

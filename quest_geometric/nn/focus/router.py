@@ -46,9 +46,9 @@ class RouterOutput(NamedTuple):
 
 @runtime_checkable
 class Router(Protocol):
-    r"""The routing protocol: what :class:`~quest_geometric.nn.focus.module.FocusAttention`, its
-    back-ends, cached decoding, :func:`~quest_geometric.nn.focus.compose.compose_focus` and
-    the router files need from a router, a :class:`torch.nn.Module` with:
+    r"""The routing protocol, what the layer, its back-ends, cached decoding,
+    :func:`~quest_geometric.nn.focus.compose.compose_focus` and the router files need: a
+    :class:`torch.nn.Module` with
 
     Attributes:
         num_groups (int): the number of groups :math:`K`, fixed at construction.
@@ -57,27 +57,20 @@ class Router(Protocol):
             :math:`j \le i` of its sequence (required for cached decoding).
 
     Methods:
-        ``__call__(h, batch=None, col_totals=None) -> RouterOutput``: route hidden states
-        ``h`` ``[B, T, d]`` (or ``[N, d]`` with a sorted sequence id ``batch`` ``[N]``).
-        When ``col_totals`` is a list, append the running statistics that incremental steps
-        continue from (one ``[B, K]`` tensor each, see
-        :func:`~quest_geometric.nn.focus.sinkhorn.prefix_statistics`).
+        ``__call__(h, batch=None, col_totals=None) -> RouterOutput``: route ``h`` ``[B, T, d]``
+        (or ``[N, d]`` with ``batch``), appending to a ``col_totals`` list the statistics
+        incremental steps continue from.
 
-        ``step(x, state, valid=None, return_groups=True) -> Optional[Tensor]``: route the
-        new tokens ``x`` ``[B, T, d]`` after the prefix that ``state`` (a
-        :class:`~quest_geometric.nn.focus.decode.FocusDecodeState`) describes, exactly as
-        ``__call__`` would; append their groups to ``state`` (updating ``state.col_lse`` if the
-        router keeps statistics) and return them ``[B, T, top_k]`` (``-1`` where ``valid`` is
-        :obj:`False`), or :obj:`None` with ``return_groups=False``.
+        ``step(x, state, valid=None, return_groups=True) -> Optional[Tensor]``: route new
+        tokens ``x`` ``[B, T, d]`` after the prefix of ``state`` (a
+        :class:`~quest_geometric.nn.focus.decode.FocusDecodeState`) exactly as ``__call__``
+        would, append their groups to ``state`` and return them (``-1`` for padding).
 
-        ``config() -> dict``: the JSON-scalar keyword arguments that rebuild this router (its
-        parameters are saved from its state dict). ``from_config(config)`` (a classmethod)
-        builds it back, refusing before allocating anything any unknown key and any value
-        outside :data:`CONFIG_LIMITS` (:func:`config_kwargs`).
+        ``config() -> dict`` of JSON scalars and the classmethod ``from_config(config)``,
+        which rebuilds the router refusing, before allocating, unknown keys and values beyond
+        :data:`CONFIG_LIMITS` (:func:`config_kwargs`).
 
-    Optional: ``soft_attention(...)`` (:class:`SoftRowsRouter`) and ``reset_parameters()``,
-    called by :meth:`FocusAttention.reset_parameters
-    <quest_geometric.nn.focus.module.FocusAttention.reset_parameters>` when present.
+    Optional: ``soft_attention(...)`` (:class:`SoftRowsRouter`) and ``reset_parameters()``.
     """
 
     num_groups: int
@@ -168,14 +161,12 @@ def config_kwargs(where: str, config: Mapping[str, Any], required: Sequence[str]
 
 
 def register_router(name: str) -> Callable[[R], R]:
-    r"""Class decorator: register a routing rule under :obj:`name`, so that router files record
-    it by that name and rebuild it with its ``from_config``::
+    r"""Class decorator registering a routing rule (a class with ``config`` and
+    ``from_config``) under :obj:`name`, by which router files record and rebuild it; only the
+    exact class, not a subclass::
 
         @register_router("my_rule")
-        class MyRouter(nn.Module): ...  # the Router protocol, config() and from_config()
-
-    Only the exact class is saved under its name (an unregistered subclass may route
-    differently).
+        class MyRouter(nn.Module): ...
 
     Raises:
         ValueError: if :obj:`name` is empty or already names another class.
@@ -221,20 +212,18 @@ def registered_routers() -> Tuple[str, ...]:
 
 
 def group_balance(groups: Tensor, num_groups: int, batch: Optional[Tensor] = None) -> Tensor:
-    r"""Largest group share: the fraction of all (token, group) memberships held by the most
-    popular group (:math:`1/K` is perfect balance, :math:`1` is collapse).
-
-    .. math::
-        \mathrm{balance} = \max_k \frac{|\{(i, c) : G_{ic} = k\}|}{N \cdot \mathrm{top\_k}}
+    r"""Largest group share,
+    :math:`\max_k |\{(i, c) : G_{ic} = k\}| / (N \cdot \mathrm{top\_k})` (:math:`1/K`:
+    perfect balance, :math:`1`: collapse).
 
     Args:
         groups (torch.Tensor): hard group ids, shape :obj:`[..., top_k]`, long.
         num_groups (int): number of groups :math:`K`.
-        batch (torch.Tensor, optional): sorted sequence id per token for PyG input
-            :obj:`[N, top_k]`; then one share per sequence is returned (default: :obj:`None`).
+        batch (torch.Tensor, optional): sorted sequence id per token of :obj:`[N, top_k]`
+            groups, for one share per sequence (default: :obj:`None`).
 
     Returns:
-        torch.Tensor: a scalar (float32), or shape :obj:`[B]` when :obj:`batch` is given.
+        torch.Tensor: a scalar (float32), or shape :obj:`[B]` with :obj:`batch`.
     """
     if groups.dtype != torch.long:
         raise TypeError(f"group_balance: 'groups' must be a long tensor, got {groups.dtype}")
@@ -258,9 +247,9 @@ NONFINITE_SCORES = ("FocusRouter: routing scores contain NaN or inf (check the i
 
 @register_router("focus")
 class FocusRouter(nn.Module):
-    r"""The Focus router: tokens are softly assigned to :math:`K` learned centroids with
-    Sinkhorn balancing, from `"Why Attend to Everything? Focus is the Key"
-    <https://arxiv.org/abs/2604.03260>`_ (Yao et al.).
+    r"""The Focus router of `"Why Attend to Everything? Focus is the Key"
+    <https://arxiv.org/abs/2604.03260>`_ (Yao et al.): learned centroids with Sinkhorn
+    balancing,
 
     .. math::
         \mathbf{z}_i = \mathbf{W}_g \mathbf{h}_i, \qquad
@@ -268,19 +257,14 @@ class FocusRouter(nn.Module):
         \mathbf{g}_i = \mathrm{Sinkhorn}(S)_i, \qquad
         G_i = \operatorname{top-k}(\mathbf{g}_i).
 
-    Routing runs in float32 even for half precision input (float64 for double), so it is
-    stable at small :math:`\tau`; normalisation never crosses sequences of a batch, and the
-    top-:math:`k` breaks ties deterministically (:func:`topk_groups`), so a token's groups do
-    not depend on rounding noise from the other sequences.
-
-    **Causality.** With ``causal=True`` the Sinkhorn column sum for token :math:`t` runs over
-    the prefix :math:`j \le t` of its sequence only, so by induction every iterate, and
-    :math:`G_t`, depends on :math:`\mathbf{h}_1, \dots, \mathbf{h}_t` alone (an online
-    Sinkhorn). The first token's membership is uniform, a tie resolved to groups
-    :math:`0, \dots, k - 1`; the local window covers its neighbours anyway.
+    Routing runs in float32 (float64 for double input), stable at small :math:`\tau`, never
+    crosses sequences, and breaks ties by :func:`topk_groups`. With ``causal=True`` the column
+    sums run over the prefix :math:`j \le t` only, so :math:`G_t` depends on
+    :math:`\mathbf{h}_1, \dots, \mathbf{h}_t` alone (an online Sinkhorn; the first token's
+    uniform membership resolves to groups :math:`0, \dots, k - 1`).
 
     Args:
-        in_channels (int): size :math:`d` of the hidden states :math:`\mathbf{h}_i`.
+        in_channels (int): size :math:`d` of the hidden states.
         num_groups (int): number of groups :math:`K` (default: :obj:`8`).
         group_dim (int): routing dimension :math:`d_g` (default: :obj:`16`).
         tau (float): temperature :math:`\tau > 0`, finite (default: :obj:`0.1`).
@@ -377,10 +361,10 @@ class FocusRouter(nn.Module):
 
         Args:
             h (torch.Tensor): hidden states :obj:`[B, T, d]` or :obj:`[N, d]`.
-            batch (torch.Tensor, optional): sorted sequence/graph id per token, only with
-                :obj:`[N, d]` input (default: :obj:`None`).
-            col_totals (list, optional): collects the Sinkhorn column statistics of each
-                iteration, for starting cached decoding (default: :obj:`None`).
+            batch (torch.Tensor, optional): sorted sequence/graph id per token, with
+                :obj:`[N, d]` input only (default: :obj:`None`).
+            col_totals (list, optional): collects the Sinkhorn column statistics, for cached
+                decoding (default: :obj:`None`).
 
         Returns:
             RouterOutput: soft memberships, hard top-k groups, log memberships.
@@ -412,19 +396,18 @@ class FocusRouter(nn.Module):
 
     def step(self, x: Tensor, state: Any, valid: Optional[Tensor] = None,
              return_groups: bool = True) -> Optional[Tensor]:
-        r"""Route new tokens ``x [B, T, d]`` after the prefix :obj:`state` describes, as
-        :meth:`forward` would (:func:`~quest_geometric.nn.focus.sinkhorn.sinkhorn_step`; one real
-        token of one sequence on Python floats), updating :obj:`state`.
+        r"""Route new tokens ``x [B, T, d]`` after :obj:`state`'s prefix, as :meth:`forward` would
+        (one real token of one sequence on Python floats), updating :obj:`state`.
 
         Args:
             x (Tensor): hidden states of the new tokens, ``[B, T, d]``.
             state (FocusDecodeState): the layer's decoding state, updated in place.
             valid (Tensor, optional): bool ``[B, T]``, :obj:`False` for padding (default:
-                :obj:`None`, all real).
+                :obj:`None`).
             return_groups (bool): return the groups (default: :obj:`True`).
 
         Returns:
-            Tensor, optional: the new tokens' groups ``[B, T, top_k]`` (``-1`` for padding).
+            Tensor, optional: the groups ``[B, T, top_k]`` (``-1`` for padding).
         """
         b, t, _ = x.shape
         if b == 1 and t == 1 and (valid is None or bool(valid.all())):

@@ -127,13 +127,11 @@ def write_router_files(folder: str | os.PathLike, config: Dict[str, Any], layers
 
 
 def save_routers(model: nn.Module, path: str | os.PathLike) -> str:
-    r"""Save the routers of a composed model into the folder :obj:`path` (e.g. the folder of
-    ``model.save_pretrained(path)``): the tensors in :data:`ROUTERS_FILE` and, in
-    :data:`ROUTERS_CONFIG`, the :func:`~quest_geometric.nn.focus.compose.compose_focus`
-    arguments the layers run with (read off the layers, so those changed by
-    :func:`~quest_geometric.nn.focus.compose.set_focus_options` are recorded; a given router by
-    :func:`router_record`), the versions and the digest of both files, each written
-    atomically.
+    r"""Save the routers of a composed model into the folder :obj:`path` (e.g. that of
+    ``model.save_pretrained``): the tensors in :data:`ROUTERS_FILE`, and in
+    :data:`ROUTERS_CONFIG` the composition arguments the layers run with (after
+    :func:`~quest_geometric.nn.focus.compose.set_focus_options`), the versions and the digest,
+    each file written atomically.
 
     Args:
         model (torch.nn.Module): a model returned by
@@ -145,7 +143,7 @@ def save_routers(model: nn.Module, path: str | os.PathLike) -> str:
 
     Raises:
         ValueError: if :obj:`model` was not composed with ``compose_focus`` (with the default
-            learned routers or a registered one), or its layers run with different options.
+            routers or a registered one), or its layers run with different options.
     """
     state = getattr(model, _STATE_ATTR, None)
     if state is None:
@@ -380,23 +378,22 @@ def _match_tensors(model: nn.Module, file: str, tensors: Dict[str, Tensor], stri
 
 def load_routers(model: nn.Module, path: str | os.PathLike, strict: bool = True
                  ) -> nn.Module:
-    r"""Restore routers saved by :func:`save_routers`: compose :obj:`model` (if it is not composed
-    yet) with the recorded arguments, then load every router::
+    r"""Restore routers saved by :func:`save_routers`, composing :obj:`model` first (if it is not
+    composed) with the recorded arguments::
 
         model.save_pretrained(folder); save_routers(model, folder)
         base = AutoModelForCausalLM.from_pretrained(folder)  # the original weights, exactly
         load_routers(base, folder)  # the composed model again, bitwise
 
-    Nothing is unpickled. The load is all or nothing: the files (digest, finiteness, bounds)
-    and every tensor's name and shape are checked before any router is written, and a failed
-    load leaves :obj:`model` as it was (a model this call composed is decomposed again).
+    Nothing is unpickled. All or nothing: the files and every tensor's name and shape are
+    checked before any router is written, and a failed load leaves :obj:`model` as it was.
 
     Args:
         model (torch.nn.Module): a base model (or one already composed the same way).
         path (str or os.PathLike): the folder given to :func:`save_routers` (or one of its
             files).
-        strict (bool): require exactly the saved layers and, for a model already
-            composed, the saved number of groups, window and sinks (default: :obj:`True`).
+        strict (bool): require exactly the saved layers and, for a composed model, the saved
+            number of groups, window and sinks (default: :obj:`True`).
 
     Returns:
         torch.nn.Module: :obj:`model`, composed, with the saved routers.
@@ -404,9 +401,8 @@ def load_routers(model: nn.Module, path: str | os.PathLike, strict: bool = True
     Raises:
         FileNotFoundError: if no router file exists at :obj:`path`.
         ValueError: if a file is refused (damaged, changed, non-finite, out of bounds, not a
-            router file), the saved tensors do not match the model's Focus layers, or (with
-            :obj:`strict`) the model is composed with another ``num_groups``, ``window`` or
-            ``num_sinks`` than the saved one.
+            router file), the tensors do not match the model's Focus layers, or (with
+            :obj:`strict`) the model is composed with another pattern.
     """
     file, config, tensors = read_routers(path, "load_routers")
     state = getattr(model, _STATE_ATTR, None)

@@ -83,39 +83,31 @@ def _sinkhorn_dense(logq: Tensor, valid: Optional[Tensor], num_iters: int,
 def sinkhorn_log(scores: Tensor, batch: Optional[Tensor] = None, num_segments: int = 1,
                  num_iters: int = 10, causal: bool = True,
                  col_totals: Optional[List[Tensor]] = None) -> Tensor:
-    r"""Log-space Sinkhorn balancing of token-to-group scores, per sequence/graph.
-
-    With :math:`\log Q^{(0)} = S` (scores already divided by :math:`\tau`), every iteration
-    normalises columns (over tokens) and then rows (over groups):
+    r"""Log-space Sinkhorn balancing of token-to-group scores, per sequence/graph: from
+    :math:`\log Q = S`, each iteration normalises columns then rows,
 
     .. math::
         \log Q_{ik} &\leftarrow \log Q_{ik} - \log \sum_{j \in \mathcal{C}(i)} Q_{jk},\\
         \log Q_{ik} &\leftarrow \log Q_{ik} - \log \sum_{k'} Q_{ik'},
 
-    where :math:`\mathcal{C}(i)` is every token of :math:`i`'s sequence (``causal=False``, the
-    paper's Sinkhorn) or the tokens :math:`j \le i` of it (``causal=True``). The constant
-    targets of textbook Sinkhorn only rescale a row, so the final row step removes them. No
-    normalisation crosses sequences.
+    :math:`\mathcal{C}(i)` every token of :math:`i`'s sequence (the paper's) or, causal, the
+    tokens :math:`j \le i` of it.
 
     Args:
-        scores (torch.Tensor): :math:`S/\tau`, shape :obj:`[N, K]` (or :obj:`[B, T, K]`
-            for :math:`B` sequences of equal length, without :obj:`batch`), finite.
-        batch (torch.Tensor, optional): sorted sequence id per token, with :obj:`[N, K]`
-            scores (default: :obj:`None`, one sequence).
+        scores (torch.Tensor): :math:`S/\tau`, :obj:`[N, K]` (or :obj:`[B, T, K]` without
+            :obj:`batch`), finite.
+        batch (torch.Tensor, optional): sorted sequence id per token (default: :obj:`None`).
         num_segments (int): number of sequences (default: :obj:`1`).
         num_iters (int): iterations (default: :obj:`10`).
         causal (bool): prefix-causal column normalisation (default: :obj:`True`).
-        col_totals (list, optional): when given, each iteration appends the log-sum over
-            every real token of its column-step input, ``[B, K]`` (the statistics cached
-            decoding continues from) (default: :obj:`None`).
+        col_totals (list, optional): each iteration appends the log-sum over the real tokens
+            of its column-step input, ``[B, K]`` (default: :obj:`None`).
 
     Returns:
-        torch.Tensor: :math:`\log \mathbf{g}`, the shape of :obj:`scores`, each row a
-        log-distribution.
+        torch.Tensor: :math:`\log \mathbf{g}`, the shape of :obj:`scores`.
 
     Raises:
-        ValueError: negative ``num_iters``, ``num_segments`` below 1, or non-finite scores
-            (a NaN would spread to every token of its sequence).
+        ValueError: negative ``num_iters``, ``num_segments`` below 1, or non-finite scores.
     """
     check_tensor(scores, "scores", where="sinkhorn_log", floating=True)
     check_int(num_iters, "num_iters", 0, where="sinkhorn_log")
@@ -176,24 +168,20 @@ def prefix_statistics(col_totals: List[Tensor], num_seqs: int, num_groups: int,
 
 def sinkhorn_step(scores: Tensor, col_lse: Tensor, valid: Optional[Tensor] = None
                   ) -> Tuple[Tensor, Tensor]:
-    r"""Route one new token per sequence from the prefix statistics (non-finite scores are passed
+    r"""Route one new token per sequence from the prefix statistics (non-finite scores pass
     through: this runs at every decoding step):
-
-    .. math::
-        \Lambda^{(n)} \leftarrow \log\bigl(e^{\Lambda^{(n)}} + e^{\log Q^{(n-1)}_t}\bigr),
-        \qquad \log Q^{(n)}_t = \operatorname{rownorm}\bigl(\log Q^{(n-1)}_t -
-        \Lambda^{(n)}\bigr).
+    :math:`\Lambda^{(n)} \leftarrow \log(e^{\Lambda^{(n)}} + e^{\log Q^{(n-1)}_t})`,
+    :math:`\log Q^{(n)}_t = \operatorname{rownorm}(\log Q^{(n-1)}_t - \Lambda^{(n)})`.
 
     Args:
         scores (Tensor): :math:`S_t/\tau`, ``[B, K]``.
         col_lse (Tensor): ``[B, I, K]`` from :func:`sinkhorn_prefix_state` or an earlier
             step.
-        valid (Tensor, optional): bool ``[B]``; a padding token leaves the statistics as they
-            are (default: :obj:`None`, all real).
+        valid (Tensor, optional): bool ``[B]``; padding leaves the statistics unchanged
+            (default: :obj:`None`).
 
     Returns:
-        ``(log_soft, col_lse)``: the token's log memberships ``[B, K]`` (float64) and the
-        updated statistics.
+        ``(log_soft, col_lse)``: ``[B, K]`` float64 log memberships and the new statistics.
     """
     logq = scores.double()
     num_iters = col_lse.size(1)

@@ -1,17 +1,14 @@
 r"""The window plus sinks (no group to exclude) on CPU as a few masked flash calls over chunks
-of queries: the fast path of :func:`~quest_geometric.nn.focus.blocks.focus_blocks_attention`
-for empty group sets (:class:`~quest_geometric.nn.focus.WindowOnlyRouter`).
+of queries, the fast path of :func:`~quest_geometric.nn.focus.blocks.focus_blocks_attention`
+for empty group sets.
 
-The pattern keeps the pairs with :math:`-w_r \le i - j \le w` (:math:`w_r = 0` causal,
-:math:`w` otherwise) and the sink pairs :math:`\min(p_i, p_j) < s`. The chunk of :math:`B`
-queries starting at :math:`a` needs the band keys :math:`[a - w, a + B + w_r)` and the
-sinks below them, which every query of the chunk keeps, so only the band columns carry a
-mask, a function of :math:`i - j` alone: the chunks away from the sequence's ends share one
-mask and run as **one** batched call over overlapping strided key views, their sinks as one
-unmasked call merged in place through the log-sum-exps; each end chunk runs alone, its
-sinks gathered beside its band keys. Non-causal, the sink queries attend to every key: one
-more call overwrites their rows. :func:`window_chunks_reference` is the plain loop this
-batches. Cost: :math:`N(s + w + B + w_r)` pairs.
+A chunk of :math:`B` queries from :math:`a` needs the band keys
+:math:`[a - w, a + B + w_r)` (:math:`w_r = 0` causal, :math:`w` otherwise) and the sinks
+below them, which all its queries keep, so only the band carries a mask, a function of
+:math:`i - j` alone: the chunks away from the sequence's ends share it and run as one call
+over strided key views, their sinks as one unmasked call merged through the log-sum-exps;
+end chunks run alone with their sinks gathered. Non-causal, one more call overwrites the
+sink queries' rows. :func:`window_chunks_reference` is the plain loop this batches.
 
 Example:
     >>> import torch

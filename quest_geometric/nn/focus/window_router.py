@@ -15,23 +15,19 @@ __all__ = ["WindowOnlyRouter"]
 
 @register_router("window_only")
 class WindowOnlyRouter(nn.Module):
-    r"""Window-only routing: every token gets the *empty* hard group set (:obj:`top_k` is 0), so
-    the Focus pattern of a layer with window :math:`w` and :math:`s` sinks is exactly
+    r"""Window-only routing: every token gets the *empty* group set (:obj:`top_k` is 0), so a
+    layer keeps exactly the sliding window plus sinks,
 
     .. math::
         \mathcal{N}(i) = \{\, j : (j \le i \text{ if causal}) \wedge
         (|i - j| \le w \vee \min(p_i, p_j) < s) \,\},
 
-    whose share of pairs is :func:`~quest_geometric.nn.focus.budget.pattern_share`. Every hard
-    back-end, cached decoding and :func:`~quest_geometric.nn.focus.compose.compose_focus`
-    accept it; with no far pair ever kept there is no soft gate to relax, so
-    :class:`~quest_geometric.nn.focus.module.FocusAttention` runs the hard pattern in training
-    too. The soft membership is the single group :math:`K = 1` with weight 1 (rows sum to one);
-    no back-end reads it.
+    in training too (no far pair, no soft gate to relax); its share of pairs is
+    :func:`~quest_geometric.nn.focus.budget.pattern_share`. The soft membership is one group
+    with weight 1, read by no back-end.
 
     Args:
-        causal (bool): the layer's causality (the empty sets are causal either way)
-            (default: :obj:`True`).
+        causal (bool): the layer's causality (default: :obj:`True`).
 
     Shapes:
         - **input:** :obj:`h` :math:`(B, T, d)`, or :math:`(N, d)` with optional sorted

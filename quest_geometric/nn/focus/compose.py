@@ -161,8 +161,8 @@ def _contains(outer: nn.Module, inner: nn.Module) -> bool:
 
 
 def decompose(model: nn.Module) -> nn.Module:
-    r"""Undo :func:`compose_focus`: put every original attention module back and restore the
-    ``requires_grad`` flags and the ``_keys_to_ignore_on_save`` of before.
+    r"""Undo :func:`compose_focus`: the original modules, ``requires_grad`` flags and
+    ``_keys_to_ignore_on_save`` back.
 
     Args:
         model (torch.nn.Module): a model returned by :func:`compose_focus`.

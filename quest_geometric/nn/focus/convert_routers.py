@@ -25,14 +25,12 @@ __all__ = ["convert_routers"]
 def convert_routers(old: str | os.PathLike, new: str | os.PathLike,
                     allow_pickle: bool = False) -> str:
     r"""Write the routers of the old-format files at :obj:`old` into the folder :obj:`new` in the
-    :func:`~quest_geometric.nn.focus.router_files.save_routers` format: the same tensors,
-    bitwise, the recorded composition arguments and (version 2) the recorded versions.
+    current format: the same tensors, bitwise, and the recorded arguments and versions.
 
     Args:
         old (str or os.PathLike): a version-2 folder or file, a ``focus_routers.pt`` file,
             or a folder holding one.
-        new (str or os.PathLike): the folder to write (created if missing; may be the old
-            folder).
+        new (str or os.PathLike): the folder to write (may be the old one).
         allow_pickle (bool): unpickle a ``.pt`` file in full (it can run code) instead of
             ``torch.load(weights_only=True)`` (default: :obj:`False`).
 
@@ -41,9 +39,8 @@ def convert_routers(old: str | os.PathLike, new: str | os.PathLike,
 
     Raises:
         FileNotFoundError: if :obj:`old` does not exist.
-        ValueError: if :obj:`old` is refused (not a router file, a digest that does not
-            match, non-finite weights, a configuration out of bounds, or a pickle that
-            ``weights_only=True`` refuses).
+        ValueError: if :obj:`old` is refused (not a router file, a wrong digest, non-finite
+            weights, a configuration out of bounds, or a pickle ``weights_only`` refuses).
     """
     config, tensors, record = read_legacy_routers(old, "convert_routers",
                                                   allow_pickle=allow_pickle)

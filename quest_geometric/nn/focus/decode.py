@@ -470,9 +470,8 @@ def _softmax_parts(q: Tensor, parts: List[Part], scale: float) -> Tensor:
 def focus_decode_attention_reference(q: Tensor, k: Tensor, v: Tensor,
                                      state: FocusDecodeState, window: int, scale: float,
                                      num_sinks: int = 0) -> Tensor:
-    r"""The plain path of :func:`focus_decode_attention` (the reference of its fast path), with
-    the same pattern and arguments. For one new token the allowed keys are gathered first
-    (:math:`O(H D (w + |\text{shared}|))`); several new tokens use one masked SDPA.
+    r"""The plain path of :func:`focus_decode_attention` (the same pattern and arguments): the
+    allowed keys gathered for one new token, one masked SDPA for several.
 
     Returns:
         Tensor: ``[B, H, T, D]``; zeros for padding queries.

@@ -84,9 +84,9 @@ def _dense_allowed(groups: Tensor, seq: Tensor, nseq: int, window: int, causal: 
 def focus_dense_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window: int,
                           batch: Optional[Tensor] = None, causal: bool = True,
                           num_groups: Optional[int] = None, num_sinks: int = 0) -> Tensor:
-    r"""Focus attention with an explicit boolean mask and
-    :func:`~torch.nn.functional.scaled_dot_product_attention` (the small-:math:`N` oracle),
-    the pattern of :func:`~quest_geometric.nn.focus.edge_index.focus_edge_index`.
+    r"""Focus attention (the pattern of
+    :func:`~quest_geometric.nn.focus.edge_index.focus_edge_index`) as one masked
+    :func:`~torch.nn.functional.scaled_dot_product_attention`: the small-:math:`N` oracle.
 
     Args:
         q, k, v (torch.Tensor): ``[N, H, D]``.

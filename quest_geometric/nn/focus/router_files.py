@@ -261,13 +261,10 @@ def _pair_at(path: str) -> Optional[Tuple[str, str]]:
 
 def read_legacy_routers(path: str | os.PathLike, where: str, allow_pickle: bool = False
                         ) -> Tuple[Dict[str, Any], Dict[str, Tensor], Optional[Dict[str, Any]]]:
-    r"""Read router files of earlier versions as ``(config, tensors, record)``, the tensors named
-    as in :data:`ROUTERS_FILE`: a version-2 :func:`save_routers` folder (or one of its files;
-    its digest, of the tensors alone, is checked and its record bounded as a current one), or
-    a :data:`LEGACY_ROUTERS_FILE` (or its folder), read with ``torch.load(weights_only=True)``
-    or refused with the command that converts it. :obj:`allow_pickle` (for a file you wrote
-    yourself) unpickles it in full: it can run code. ``record`` is the JSON record of a
-    version-2 folder, :obj:`None` for a pickle.
+    r"""Read old router files as ``(config, tensors, record)``: a version-2 folder or file (its
+    tensors' digest checked, its record bounded as a current one; ``record`` its JSON) or a
+    :data:`LEGACY_ROUTERS_FILE` (``torch.load(weights_only=True)``, or in full with
+    :obj:`allow_pickle`, which can run code; ``record`` :obj:`None`).
 
     Raises:
         FileNotFoundError: if nothing is at :obj:`path`.
@@ -296,16 +293,15 @@ def read_legacy_routers(path: str | os.PathLike, where: str, allow_pickle: bool 
 
 def read_routers(path: str | os.PathLike, where: str = "read_routers"
                  ) -> Tuple[str, Dict[str, Any], Dict[str, Tensor]]:
-    r"""Read and check router files without touching any model: ``(file, config, tensors)``.
-    :obj:`path` is a :func:`save_routers` folder, one of its files, or a
-    :data:`LEGACY_ROUTERS_FILE`. Every tensor is checked to be floating and finite, both files
-    against their digest, and the configuration against
+    r"""Read and check router files without a model: ``(file, config, tensors)`` of a
+    :func:`save_routers` folder, one of its files, or a :data:`LEGACY_ROUTERS_FILE`; every
+    tensor finite and floating, both files matching their digest, the configuration within
     :data:`~quest_geometric.nn.focus.router.CONFIG_LIMITS`.
 
     Raises:
         FileNotFoundError: if nothing is at :obj:`path`.
         ValueError: a one-line refusal naming the file and what is wrong (a version-2
-            folder is refused with the command that converts it).
+            folder with the command that converts it).
     """
     path = os.fspath(path)
     pair = _pair_at(path)

@@ -1,16 +1,10 @@
 r"""Prefix-causal log-space Sinkhorn, the balancing of
-:class:`~quest_geometric.nn.focus.router.FocusRouter`: whole sequences (:func:`sinkhorn_log`)
-and one new token at a time from the running column statistics (:func:`sinkhorn_step`, and
-:func:`sinkhorn_step_host` on Python floats). With :math:`\log Q^{(0)}_t = S_t` and, for
-:math:`n = 1..I`,
-
-.. math::
-    \Lambda^{(n)}_{t,k} = \log \sum_{j \le t} e^{\log Q^{(n-1)}_{j,k}}, \qquad
-    \log Q^{(n)}_t = \operatorname{rownorm}\bigl(\log Q^{(n-1)}_t - \Lambda^{(n)}_t\bigr),
-
-a new token is routed in :math:`O(I K)` from :math:`\Lambda^{(n)}` exactly as the
-full-sequence Sinkhorn routes it.
-"""
+:class:`~quest_geometric.nn.focus.router.FocusRouter`, for whole sequences
+(:func:`sinkhorn_log`) and one token at a time (:func:`sinkhorn_step`; on Python floats
+:func:`sinkhorn_step_host`): with :math:`\log Q^{(0)}_t = S_t`, token :math:`t` depends on
+its prefix only through the column log-sums
+:math:`\Lambda^{(n)}_{t,k} = \log \sum_{j \le t} e^{\log Q^{(n-1)}_{j,k}}`, so a new token
+is routed in :math:`O(I K)` exactly as the whole sequence routes it."""
 from __future__ import annotations
 
 import math
@@ -124,17 +118,13 @@ def sinkhorn_log(scores: Tensor, batch: Optional[Tensor] = None, num_segments: i
 
 
 def sinkhorn_prefix_state(scores: Tensor, valid: Optional[Tensor], num_iters: int) -> Tensor:
-    r"""The running column log-sums :math:`\Lambda^{(n)}` after a whole prefix, recorded by the
-    full prefix-causal Sinkhorn itself.
+    r"""The column log-sums :math:`\Lambda^{(n)}` after a whole prefix, ``[B, I, K]`` float64
+    (:math:`-\infty` for an empty prefix), recorded by the prefix-causal Sinkhorn itself.
 
     Args:
-        scores (Tensor): :math:`S/\tau` of the prefix, ``[B, T, K]`` (padding after the real
-            tokens of each row).
+        scores (Tensor): :math:`S/\tau` of the prefix, ``[B, T, K]`` (padding last).
         valid (Tensor, optional): bool ``[B, T]`` (default: :obj:`None`, all real).
         num_iters (int): Sinkhorn iterations :math:`I`.
-
-    Returns:
-        Tensor: ``[B, I, K]``, float64 (:math:`-\infty` for an empty prefix).
     """
     b, _, k = scores.shape
     totals: list = []
@@ -146,16 +136,15 @@ def sinkhorn_prefix_state(scores: Tensor, valid: Optional[Tensor], num_iters: in
 
 def prefix_statistics(col_totals: List[Tensor], num_seqs: int, num_groups: int,
                       device: Optional[torch.device] = None) -> Tensor:
-    r"""The running column log-sums :math:`\Lambda^{(n)}` ``[B, I, K]`` (float64, detached) from
-    the totals a routing collected (``col_totals``); sequences past the last one with a real
-    token get :math:`-\infty`, an empty prefix.
+    r""":math:`\Lambda^{(n)}` ``[B, I, K]`` (float64, detached) from the ``col_totals`` a routing
+    collected; sequences past the last real token get :math:`-\infty` (an empty prefix).
 
     Args:
         col_totals (list of Tensor): ``I`` tensors ``[B', K]``, :math:`B' \le B`.
         num_seqs (int): number of sequences :math:`B`.
         num_groups (int): :math:`K`.
-        device (torch.device, optional): where the result lives when there are no totals
-            (default: :obj:`None`).
+        device (torch.device, optional): the result's device without totals (default:
+            :obj:`None`).
     """
     if not col_totals:
         return torch.empty(num_seqs, 0, num_groups, dtype=torch.float64, device=device)
@@ -203,16 +192,16 @@ def _logsumexp(x: List[float]) -> float:
 
 
 def sinkhorn_step_host(logq: List[float], rows: List[List[float]]) -> List[float]:
-    r""":func:`sinkhorn_step` of one token of one sequence on Python floats, the same float64
-    formulas without a hundred tiny tensor operations (the fast path of cached decoding).
+    r""":func:`sinkhorn_step` of one token on Python floats (the same float64 formulas), for the
+    fast decoding step.
 
     Args:
         logq (list of float): the token's scores :math:`S_t/\tau`, :math:`K` numbers.
-        rows (list of list of float): the statistics :math:`\Lambda^{(n)}`, :math:`I` lists
-            of :math:`K`; updated in place.
+        rows (list of list of float): :math:`\Lambda^{(n)}`, :math:`I` lists of :math:`K`;
+            updated in place.
 
     Returns:
-        list of float: the token's log memberships (float64).
+        list of float: the token's log memberships.
     """
     exp, log, log1p, ninf = math.exp, math.log, math.log1p, -math.inf
     for it, row in enumerate(rows):

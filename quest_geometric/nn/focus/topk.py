@@ -21,18 +21,11 @@ _SLACK = math.log1p(-TIE_RTOL)
 
 
 def topk_groups(log_soft: Tensor, top_k: int) -> Tensor:
-    r"""Hard top-:math:`k` group ids of log memberships ``[..., K]``, ordered by decreasing
-    membership, with ties broken deterministically.
-
-    **Tie rule.** At each of the :obj:`top_k` steps, among the groups not yet picked, every
-    group within the relative tolerance :data:`TIE_RTOL` of the largest remaining membership,
-
-    .. math::
-        g_{ik} \ge (1 - \varepsilon)\, g^{\max}_i, \qquad \varepsilon = 10^{-5},
-
-    counts as tied, and the *lowest group id* among them wins, so memberships that differ by
-    rounding only (e.g. the uniform membership of a sequence's first token, whose last bits
-    depend on the other sequences of a batch) always give the same groups.
+    r"""Hard top-:math:`k` group ids of log memberships ``[..., K]``, by decreasing membership.
+    Ties are broken deterministically: at each step every remaining group with
+    :math:`g_{ik} \ge (1 - \varepsilon)\, g^{\max}_i` (:math:`\varepsilon` = :data:`TIE_RTOL`)
+    counts as tied and the lowest id wins, so memberships that differ by rounding only (e.g.
+    with the other sequences of a batch) give the same groups.
 
     Args:
         log_soft (torch.Tensor): log memberships ``[..., K]``.

@@ -306,7 +306,6 @@ def focus_blocks_reference(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
     return out
 
 
-# ---- the fast CPU path: fused flash kernels returning the log-sum-exp (_aten)
 def _windows(x: Tensor, start: int, nb: int, step: int, length: int) -> Tensor:
     r"""Overlapping row windows ``x[start + b * step :][:length]``, ``b < nb``, of a contiguous
     ``[N, ...]`` tensor as one ``[nb, length, ...]`` view."""
@@ -416,8 +415,7 @@ class _BlocksPlan:
         self.n, self.kk, self.nseq, self.num_groups = n, kk, nseq, num_groups
         self.causal, self.window, self.dtype = causal, window, dtype
         self.right = 0 if causal else window
-        #: part C: :class:`_PairPart` or :class:`_DensePart` s (see
-        #: :attr:`BlocksConfig.sink_dense_max_keys`), set by the caller; empty without sinks
+        #: part C (:class:`_PairPart` or :class:`_DensePart` s), set by the caller
         self.sink: List[Union[_PairPart, _DensePart]] = []
         # buckets: for top_k = 1 one stable sort; each bucket a contiguous span of `order`
         if kk == 1:

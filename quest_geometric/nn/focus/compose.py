@@ -28,8 +28,7 @@ from quest_geometric.nn.focus.router import router_name
 __all__ = ["compose_focus", "decompose", "set_focus_enabled", "focus_disabled",
            "set_focus_options", "focus_layers", "router_parameters", "SUPPORTED_ATTENTION"]
 
-#: Names of the attention module types recognised when this module was imported (the live
-#: list, including user registrations, is
+#: The attention module types recognised at import (the live list:
 #: :func:`quest_geometric.adapters.supported_attention_types`).
 SUPPORTED_ATTENTION: Tuple[str, ...] = tuple(supported_attention_types())
 _STATE_ATTR = "_focus_composition"

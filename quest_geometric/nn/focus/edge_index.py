@@ -104,7 +104,7 @@ def focus_edge_index(groups: Tensor, window: int, batch: Optional[Tensor] = None
     num_groups = int(groups.max()) + 1 if kk > 0 else 1
     seq, start, end = _seq_info(batch, n, device)
 
-    # ---- group part: all pairs inside each (sequence, group) bucket --------------------
+    # group part: all pairs inside each (sequence, group) bucket
     tok = torch.arange(n, device=device).repeat_interleave(kk)
     key = (seq.repeat_interleave(kk) * num_groups + groups.reshape(-1)) * n + tok
     key = torch.unique(key)  # sorted; drops duplicate ids inside one token's set
@@ -127,9 +127,8 @@ def focus_edge_index(groups: Tensor, window: int, batch: Optional[Tensor] = None
         keep = smallest_shared_group(groups[g_tgt], groups[g_src], num_groups) == gid
         g_src, g_tgt = g_src[keep], g_tgt[keep]
 
-    # ---- window band, pairs with disjoint group sets only ---------------------------------
-    # Offsets beyond the longest sequence reach no token: bound the band by the length so
-    # that memory is O(N min(w, L)), whatever the window (same edge set).
+    # window band, pairs with disjoint group sets only, bounded by the longest sequence so
+    # that memory is O(N min(w, L)) whatever the window
     window = min(window, int((end - start).max()) - 1)
     lo = 0 if causal else -window
     offs = torch.arange(lo, window + 1, device=device)  # j = i - d

@@ -47,8 +47,7 @@ except ImportError:  # pragma: no cover
     flex_attention = None  # type: ignore[assignment]
     FLEX_AVAILABLE = False
 
-#: On CUDA the block size must be a multiple of this: the default Triton tiles of
-#: FlexAttention (at most 128 x 128) must divide the sparse block.
+#: On CUDA the block size must be a multiple of this (FlexAttention's tiles must divide it).
 CUDA_BLOCK_MULTIPLE = 128
 #: Largest :math:`H N^2` that the eager (non-CUDA) path accepts (it materialises every score).
 EAGER_MAX_PAIRS = 1 << 28

@@ -162,8 +162,6 @@ class FocusAttention(nn.Module):
         self.out_proj: nn.Module = nn.Linear(embed_dim, embed_dim, bias=bias)
         self.qkv: Optional[Callable[[Tensor], Tuple[Tensor, Tensor, Tensor]]] = None
 
-    # ---- validated options: assigning them takes effect at the next call or is refused ----
-
     @property
     def num_groups(self) -> int:
         r"""The number of groups :math:`K`, fixed at construction (the router's)."""

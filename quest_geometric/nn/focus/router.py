@@ -105,12 +105,9 @@ class SoftRowsRouter(Router, Protocol):
         ...
 
 
-#: Upper bounds on what a router configuration may ask for, checked by
-#: :func:`config_kwargs` (a router's ``from_config``) and by
-#: :func:`~quest_geometric.nn.focus.router_files.load_routers` before anything is built:
-#: far above any useful value (the paper uses :math:`K \le 64`, ten Sinkhorn iterations and
-#: windows of a few hundred tokens), low enough that a crafted file cannot allocate terabytes
-#: or loop for hours.
+#: Upper bounds on a router configuration, checked by :func:`config_kwargs` before anything
+#: is built: far above any useful value, low enough that a crafted router file cannot
+#: allocate terabytes or loop for hours.
 CONFIG_LIMITS: Dict[str, int] = {
     "num_groups": 4096, "top_k": 4096, "group_dim": 4096, "in_channels": 1 << 16,
     "num_heads": 4096, "sinkhorn_iters": 1000, "window": 1 << 20, "num_sinks": 1 << 20,

@@ -557,13 +557,6 @@ def _bits_dtype(num_groups: int) -> torch.dtype:
     return torch.long
 
 
-def _lse_to_rows(lse: Tensor, mask_any: Optional[Tensor]) -> Tensor:
-    """``lse`` ``[c, H]`` with ``-inf`` in the rows that keep no key."""
-    if mask_any is None:
-        return lse
-    return lse.masked_fill(~mask_any.unsqueeze(-1), float("-inf"))
-
-
 def _gather_batches(spans: List[Tuple[int, int, int]], row: int, budget: int
                     ) -> List[Tuple[int, int, list]]:
     r"""Consecutive bucket spans in batches ``(b0, b1, spans)`` of at most :obj:`budget`
@@ -628,7 +621,8 @@ def _buckets_forward(q: Tensor, k: Tensor, v: Tensor, plan: "_BlocksPlan", scale
                     out.index_copy_(0, idx, o)
                     la.index_copy_(0, idx, lse)
                 else:
-                    parts.append((idx[s:e], o, _lse_to_rows(lse, row_any)))
+                    parts.append((idx[s:e], o,
+                                  lse.masked_fill(~row_any.unsqueeze(-1), float("-inf"))))
     return out, la
 
 

@@ -3,35 +3,20 @@ r"""Focus sparse attention (Yao et al., `"Why Attend to Everything? Focus is the
 
 Token :math:`i` of a sequence attends to the tokens :math:`j` (:math:`j \le i` if causal)
 with :math:`|i - j| \le w`, a shared hard group, :math:`G_i \cap G_j \neq \emptyset`, or
-an attention sink, :math:`\min(p_i, p_j) < s` (:math:`p` the position in the sequence,
-``num_sinks`` :math:`s`, 0 by default); the groups come from a router. The modules, from
-the bottom up:
-
-- :mod:`~quest_geometric.nn.focus.sinkhorn`, :mod:`~quest_geometric.nn.focus.topk`,
-  :mod:`~quest_geometric.nn.focus.group_sets`: prefix-causal Sinkhorn, the top-:math:`k`
-  tie rule, the bit codes of group sets.
-- :mod:`~quest_geometric.nn.focus.config`: the kernels' tuning (:class:`BlocksConfig`,
-  :class:`DecodeConfig`).
-- :mod:`~quest_geometric.nn.focus.router`: the :class:`Router` protocol, its registry and
-  the learned :class:`FocusRouter`; the other rules: :class:`RandomGroupsRouter`,
-  :class:`WindowOnlyRouter` (window plus sinks), :class:`FarBiasRouter`.
-- :mod:`~quest_geometric.nn.focus.edge_index`, :mod:`~quest_geometric.nn.focus.edges`: the
-  pattern as a PyG ``edge_index`` and message passing over any graph.
-- :mod:`~quest_geometric.nn.focus.dense`: every pair computed densely (the hard-mask
-  oracle, the soft-gated training attention, full attention).
-- :mod:`~quest_geometric.nn.focus.budget`: shares of pairs kept, for pair budgets.
-- :mod:`~quest_geometric.nn.focus.blocks`, :mod:`~quest_geometric.nn.focus.flex`: the fast
-  CPU decomposition and the block-sparse FlexAttention call; their registry is
-  :mod:`~quest_geometric.nn.focus.backends`.
-- :mod:`~quest_geometric.nn.focus.module`: :class:`FocusAttention`, the layer.
-- :mod:`~quest_geometric.nn.focus.decode`: cached incremental decoding.
-- :mod:`~quest_geometric.nn.focus.composed`, :mod:`~quest_geometric.nn.focus.compose`:
-  Focus composed onto frozen pretrained attention layers.
-- :mod:`~quest_geometric.nn.focus.router_files`: :func:`save_routers` /
-  :func:`load_routers` (older files: :mod:`~quest_geometric.nn.focus.convert_routers`).
-
-Private: ``_layout`` (the shared token layout) and ``_aten`` (the only caller of PyTorch's
-private ATen flash-attention kernels).
+an attention sink, :math:`\min(p_i, p_j) < s` (:math:`p` the position in the sequence);
+the groups come from a router (:mod:`~quest_geometric.nn.focus.router`, built on
+:mod:`~quest_geometric.nn.focus.sinkhorn` and :mod:`~quest_geometric.nn.focus.topk`).
+:class:`FocusAttention` (:mod:`~quest_geometric.nn.focus.module`) is the layer, computing
+the pattern by a registered back-end (:mod:`~quest_geometric.nn.focus.backends`: the CPU
+decomposition of :mod:`~quest_geometric.nn.focus.blocks`, FlexAttention of
+:mod:`~quest_geometric.nn.focus.flex`, message passing over
+:mod:`~quest_geometric.nn.focus.edge_index`, the dense oracle of
+:mod:`~quest_geometric.nn.focus.dense`), tuned by :mod:`~quest_geometric.nn.focus.config`.
+:mod:`~quest_geometric.nn.focus.decode` is cached decoding,
+:mod:`~quest_geometric.nn.focus.compose` composes Focus onto pretrained models, whose
+routers :mod:`~quest_geometric.nn.focus.router_files` saves, and
+:mod:`~quest_geometric.nn.focus.budget` measures the pairs kept. Private: ``_layout`` and
+``_aten`` (the only caller of PyTorch's private flash-attention kernels).
 """
 from quest_geometric.nn.focus.backends import (choose_focus_backend, focus_backend,
                                                focus_backend_names, register_focus_backend,

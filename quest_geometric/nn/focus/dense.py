@@ -131,9 +131,9 @@ def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: 
                          gate: str = "additive", gate_scale: float = 10.0,
                          gate_bias: float = 0.5, groups: Optional[Tensor] = None,
                          num_sinks: int = 0) -> Tensor:
-    r"""Soft-gated dense attention over all pairs (training mode). With
+    r"""Soft-gated dense attention over all pairs (training mode): with
     :math:`s_{ij} = \mathbf{q}_i^{\top}\mathbf{k}_j/\sqrt{D}`, the pairs outside the window and
-    the sinks are gated by the soft memberships:
+    the sinks are gated by the soft memberships,
 
     .. math::
         \text{multiplicative (paper, Eq. 2):}\quad
@@ -143,11 +143,9 @@ def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: 
         \tilde s_{ij} = s_{ij} + \log \sigma\bigl(\lambda (\mathbf{g}_i^{\top}\mathbf{g}_j
         - b)\bigr).
 
-    As :math:`\lambda \to \infty` the additive gate tends to the hard mask (one-hot
-    memberships, :math:`b = 1/2`), while the multiplicative one only rescales a logit (raising
-    a negative one), so soft training and hard inference disagree. ``'straight_through'`` is
-    the additive gate on :func:`straight_through_membership`: the hard pattern in value, with a
-    small leak that keeps the removed pairs' gradient.
+    The additive gate tends to the hard mask as :math:`\lambda \to \infty`; the multiplicative
+    one only rescales a logit, so soft training and hard inference disagree.
+    ``'straight_through'`` is the additive gate on :func:`straight_through_membership`.
 
     Args:
         q, k, v (torch.Tensor): ``[N, H, D]``.
@@ -159,8 +157,8 @@ def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: 
             (default: :obj:`'additive'`).
         gate_scale (float): :math:`\lambda`, finite (default: :obj:`10.0`).
         gate_bias (float): :math:`b`, finite (default: :obj:`0.5`).
-        groups (torch.Tensor, optional): hard group ids ``[N, top_k]``, for (and only for)
-            ``gate='straight_through'`` (default: :obj:`None`).
+        groups (torch.Tensor, optional): hard group ids ``[N, top_k]``, for
+            ``gate='straight_through'`` only (default: :obj:`None`).
         num_sinks (int): attention sinks :math:`s \ge 0`, never gated (default: :obj:`0`).
 
     Returns:

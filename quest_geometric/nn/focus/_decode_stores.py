@@ -1,20 +1,9 @@
-r"""The key/value stores of the fast decoding step, as typed records (private).
-
-:class:`~quest_geometric.nn.focus.decode.FocusDecodeState` keeps, for a one-sequence cache,
-copies of the keys and values that have left the window, so that a new token reads the keys
-it attends to without a gather (see :mod:`quest_geometric.nn.focus.decode`):
-
-- :class:`GroupSetStores`: one store per group set :math:`G_j` (keyed by its code,
-  :mod:`~quest_geometric.nn.focus.group_sets`), with the count of each set's out-of-window
-  tokens (the cost model's input);
-- :class:`GroupStores`: one store per group :math:`g` (a top-:math:`k` token sits in
-  :math:`k` of them), with each stored token's set code (to mask the tokens an earlier
-  store of the step already read).
-
-Both are filled lazily, only when a step reads them, catching up on every slot that left the
-window meanwhile. The names carry no underscore so that ``decode`` can use them; nothing here
-is public API.
-"""
+r"""The key/value stores of the fast decoding step (private; see
+:mod:`quest_geometric.nn.focus.decode`): copies of the keys and values that have left the
+window, so that a new token reads the keys it attends to without a gather.
+:class:`GroupSetStores` keeps one store per group set (with the count of each set's
+out-of-window tokens, the cost model's input), :class:`GroupStores` one per group (with
+each stored token's set code). Both are filled lazily, only when a step reads them."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -31,8 +20,8 @@ FIRST_CAPACITY = 64
 
 @dataclass
 class GrowingBuffers:
-    """Tensors grown together by doubling, each along its own axis in :attr:`axes`, of which
-    the first :attr:`size` rows are filled (amortised :math:`O(1)` per appended row)."""
+    r"""Tensors grown together by doubling, each along its own axis in :attr:`axes`, the first
+    :attr:`size` rows filled."""
     tensors: List[Tensor]
     axes: Tuple[int, ...]
     size: int = 0
@@ -62,7 +51,7 @@ class GrowingBuffers:
 
 
 class Part(NamedTuple):
-    """One part of a step's keys: ``keys`` ``[H_kv, D, n]`` (transposed), ``values``
+    r"""One part of a step's keys: ``keys`` ``[H_kv, D, n]`` (transposed), ``values``
     ``[H_kv, n, D]`` and the keys to exclude, ``masked`` ``[n]`` bool (:obj:`None`: none)."""
     keys: Tensor
     values: Tensor
@@ -71,9 +60,9 @@ class Part(NamedTuple):
 
 @dataclass
 class KVStore:
-    """Out-of-window keys and values of one store in cache order, with (per-group stores) the
-    group-set code of each stored token. Keys are stored transposed, ``[1, H_kv, D, cap]``:
-    the scores :math:`q K^{\\top}` are then a plain row-major product."""
+    r"""Out-of-window keys and values of one store in cache order (and, per-group stores, each
+    token's set code). Keys are stored transposed, ``[1, H_kv, D, cap]``, so the scores
+    :math:`q K^{\top}` are a plain row-major product."""
     buffers: GrowingBuffers
 
     @classmethod
@@ -111,9 +100,18 @@ class KVStore:
                     masked)
 
 
+def _push(sets: Dict[int, KVStore], key: int, kp: Tensor, vp: Tensor,
+          codes: Optional[Tensor] = None) -> None:
+    """Append ``kp, vp`` (and their codes) to the store :obj:`key`, new if need be."""
+    store = sets.get(key)
+    if store is None:
+        store = sets[key] = KVStore.like(kp, vp, codes)
+    store.push(kp, vp, codes)
+
+
 def _segments(keys: Tensor, slots: Tensor) -> Tuple[List[int], List[int], Tensor]:
-    """``slots`` sorted by ``keys`` (same length; a stable sort, so each key's slots stay in
-    their order): the distinct keys ascending, their slot counts and the sorted slots."""
+    r"""``slots`` stably sorted by ``keys``: the distinct keys ascending, their slot counts and
+    the sorted slots."""
     sk, order = keys.sort(stable=True)
     uniq, n = torch.unique_consecutive(sk, return_counts=True)
     return uniq.tolist(), n.tolist(), slots[order]
@@ -121,18 +119,17 @@ def _segments(keys: Tensor, slots: Tensor) -> Tuple[List[int], List[int], Tensor
 
 def _gathered(k: Tensor, v: Tensor, slots: Tensor, counts: List[int]
               ) -> List[Tuple[Tensor, Tensor]]:
-    """The keys and values of the cache ``slots``, gathered once (one ``index_select`` of
-    each) and cut into consecutive pieces of ``counts`` slots (views)."""
+    r"""The keys and values of the cache ``slots``, gathered once and cut into pieces of
+    ``counts`` slots (views)."""
     return list(zip(k.index_select(2, slots).split(counts, 2),
                     v.index_select(2, slots).split(counts, 2)))
 
 
 @dataclass
 class GroupSetStores:
-    """The group-set stores of a one-sequence cache, from cache slot :attr:`base` on (the
-    attention sinks, slots ``[0, base)``, are read directly): per group-set code, the number
-    of its tokens that have left the window (counted with one ``unique`` over the slots that
-    left since the last step) and the store of their keys and values."""
+    r"""The group-set stores of a one-sequence cache, from cache slot :attr:`base` on (the sinks
+    are read directly): per group-set code, the number of its out-of-window tokens and the
+    store of their keys and values."""
     base: int = 0
     counts: Dict[int, int] = field(default_factory=dict)
     counted: int = -1  # slots [base, counted) are in counts
@@ -162,34 +159,25 @@ class GroupSetStores:
         return [c for c, n in self.counts.items() if n and c & mine]
 
     def fill(self, codes: Tensor, k: Tensor, v: Tensor, upto: int) -> None:
-        """Copy the cache slots ``[done, upto)`` of ``k, v [1, H_kv, S', D]`` into their
-        stores."""
+        r"""Copy the cache slots ``[done, upto)`` of ``k, v [1, H_kv, S', D]`` into their stores."""
         a = self.done
         if upto <= a:
             return
         if upto - a == 1:  # the usual step: one token leaves the window
-            self._push(int(codes[a]), k[:, :, a:a + 1], v[:, :, a:a + 1])
+            _push(self.sets, int(codes[a]), k[:, :, a:a + 1], v[:, :, a:a + 1])
         else:
             slots = torch.arange(a, upto, device=k.device)
             keys, counts, slots = _segments(codes[a:upto], slots)
             for c, (kp, vp) in zip(keys, _gathered(k, v, slots, counts)):
-                self._push(c, kp, vp)
+                _push(self.sets, c, kp, vp)
         self.done = upto
-
-    def _push(self, code: int, kp: Tensor, vp: Tensor) -> None:
-        store = self.sets.get(code)
-        if store is None:
-            store = self.sets[code] = KVStore.like(kp, vp)
-        store.push(kp, vp)
 
 
 @dataclass
 class GroupStores:
-    """The per-group stores of a one-sequence cache, from cache slot :attr:`base` on: per
-    group :math:`g`, the out-of-window keys, values and set codes of every token whose group
-    set holds :math:`g`. The slots to add are sorted by group with one stable sort of their
-    (slot, group) pairs and gathered with one ``index_select`` of the keys and of the
-    values."""
+    r"""The per-group stores of a one-sequence cache, from cache slot :attr:`base` on: per group
+    :math:`g`, the out-of-window keys, values and set codes of every token whose set holds
+    :math:`g`."""
     base: int = 0
     done: int = -1  # slots [base, done) are in their stores
     sets: Dict[int, KVStore] = field(default_factory=dict)
@@ -198,14 +186,13 @@ class GroupStores:
         self.done = max(self.done, self.base)
 
     def fill(self, codes: Tensor, k: Tensor, v: Tensor, upto: int) -> None:
-        """Copy the cache slots ``[done, upto)`` of ``k, v [1, H_kv, S', D]`` into the
-        stores of their groups (``codes``: every slot's group-set code)."""
+        r"""Copy the cache slots ``[done, upto)`` into the stores of their groups."""
         a = self.done
         if upto <= a:
             return
         if upto - a == 1:  # the usual step: one token leaves the window
             for g in members(int(codes[a])):
-                self._push(g, k[:, :, a:a + 1], v[:, :, a:a + 1], codes[a:a + 1])
+                _push(self.sets, g, k[:, :, a:a + 1], v[:, :, a:a + 1], codes[a:a + 1])
         else:
             seg = codes[a:upto]
             width = max(int(seg.max()).bit_length(), 1)
@@ -215,13 +202,13 @@ class GroupStores:
             keys, counts, slots = _segments(groups, rows + a)
             sids = codes.index_select(0, slots).split(counts)
             for g, (kp, vp), sid in zip(keys, _gathered(k, v, slots, counts), sids):
-                self._push(g, kp, vp, sid)
+                _push(self.sets, g, kp, vp, sid)
         self.done = upto
 
     def parts(self, mine: int) -> List[Part]:
         r"""The stores of the groups :math:`g_1 < \dots < g_k` of the code :obj:`mine`, store
-        :math:`g_i` masking the tokens whose set also holds one of :math:`g_1, \dots,
-        g_{i-1}` (read in an earlier store), so every allowed key counts once."""
+        :math:`g_i` masking the tokens whose set also holds an earlier :math:`g_j`, so every
+        allowed key counts once."""
         out, earlier = [], 0  # the bits of the groups whose stores were read
         for g in members(mine):
             store = self.sets.get(g)
@@ -230,9 +217,3 @@ class GroupStores:
                 out.append(store.part(masked))
             earlier |= 1 << g
         return out
-
-    def _push(self, g: int, kp: Tensor, vp: Tensor, codes: Tensor) -> None:
-        store = self.sets.get(g)
-        if store is None:
-            store = self.sets[g] = KVStore.like(kp, vp, codes)
-        store.push(kp, vp, codes)

@@ -1,8 +1,4 @@
-"""The token layout shared by the Focus modules (private).
-
-The names carry no underscore so that the modules of :mod:`quest_geometric.nn.focus` can share
-them; nothing here is public API.
-"""
+r"""The token layout shared by the Focus modules (private)."""
 from __future__ import annotations
 
 from typing import Optional, Tuple

@@ -1,35 +1,14 @@
-r"""The registry of Focus hard-attention back-ends: a name for each function that computes
-the pattern, one place where :class:`~quest_geometric.nn.focus.module.FocusAttention`
-looks them up (as Hugging Face's attention interface maps an implementation's name to its
-function).
-
-A back-end is a function
+r"""The registry of Focus hard-attention back-ends, by name. A back-end is a function
 
 .. code-block:: python
 
     fn(q, k, v, groups, window, batch, causal, num_groups, num_sinks) -> out
 
-with ``q, k, v`` ``[N, H, D]`` (queries unscaled: the softmax scale is
-:math:`1/\sqrt{D}`), ``groups`` ``[N, top_k]`` long in :math:`[0, K)`, ``batch`` the sorted
-sequence id per token or :obj:`None`, and ``out`` ``[N, H, D]``: token :math:`i` attends to
-the tokens :math:`j` of its sequence (:math:`j \le i` if causal) with
-:math:`|i - j| \le w`, :math:`G_i \cap G_j \ne \emptyset` or :math:`\min(p_i, p_j) < s`,
-exactly as the dense oracle
-:func:`~quest_geometric.nn.focus.dense.focus_dense_attention`. Every registered back-end is
-checked against that oracle (values and gradients, causal and not, several sequences) by
-:func:`quest_geometric.testing.focus.check_focus_backend`.
-
-The built-in back-ends:
-
-- ``'blocks'``: :func:`~quest_geometric.nn.focus.blocks.focus_blocks_attention`, the paper's
-  decomposition on every device (fused flash kernels on CPU, its plain reference elsewhere);
-- ``'flex'``: :func:`~quest_geometric.nn.focus.flex.focus_flex_attention`, one block-sparse
-  FlexAttention call (compiled on CUDA; on CPU forward only and :math:`O(N^2)` memory);
-- ``'edges'``: PyG message passing over
-  :func:`~quest_geometric.nn.focus.edge_index.focus_edge_index` (general graphs);
-- ``'dense'``: the masked dense oracle (small :math:`N`).
-
-``'auto'`` is not a back-end but the rule :func:`choose_focus_backend`.
+on ``[N, H, D]`` tensors (scale :math:`1/\sqrt{D}`) and ``[N, top_k]`` groups, computing
+exactly the pattern of :func:`~quest_geometric.nn.focus.dense.focus_dense_attention`
+(:func:`quest_geometric.testing.focus.check_focus_backend` checks one). Built in:
+``'blocks'``, ``'flex'``, ``'edges'`` and ``'dense'``; ``'auto'`` is the rule
+:func:`choose_focus_backend`.
 
 Example:
     >>> from quest_geometric.nn.focus.backends import register_focus_backend
@@ -53,11 +32,7 @@ from quest_geometric.nn.focus.blocks import focus_blocks_attention
 from quest_geometric.nn.focus.dense import focus_dense_attention
 from quest_geometric.nn.focus.edge_index import focus_edge_index
 from quest_geometric.nn.focus.edges import FocusEdgeAttention
-from quest_geometric.nn.focus.flex import (
-    FLEX_AVAILABLE,
-    FLEX_COMPILED_DTYPES,
-    focus_flex_attention,
-)
+from quest_geometric.nn.focus.flex import FLEX_AVAILABLE, FLEX_COMPILED_DTYPES, focus_flex_attention
 from quest_geometric.nn.focus.group_sets import codable
 
 __all__ = ["FocusBackend", "register_focus_backend", "unregister_focus_backend",
@@ -76,8 +51,7 @@ _BUILT_IN = ("blocks", "flex", "edges", "dense")
 
 
 def register_focus_backend(name: str, fn: FocusBackend, replace: bool = False) -> None:
-    """Register :obj:`fn` as the Focus back-end :obj:`name` (usable as
-    ``FocusAttention(backend=name)``).
+    r"""Register :obj:`fn` as the Focus back-end :obj:`name` (``FocusAttention(backend=name)``).
 
     Raises:
         TypeError: if :obj:`name` is not a string or :obj:`fn` is not callable.
@@ -99,8 +73,7 @@ def register_focus_backend(name: str, fn: FocusBackend, replace: bool = False) -
 
 
 def unregister_focus_backend(name: str) -> None:
-    """Remove the back-end :obj:`name` registered by :func:`register_focus_backend` (the
-    built-in ones stay)."""
+    r"""Remove the back-end :obj:`name` registered by :func:`register_focus_backend`."""
     if name in _BUILT_IN or name not in _REGISTRY:
         added = tuple(n for n in _REGISTRY if n not in _BUILT_IN)
         raise fail(ValueError, "unregister_focus_backend", "name", "a back-end registered by "
@@ -128,10 +101,8 @@ def focus_backend_names() -> Tuple[str, ...]:
 def choose_focus_backend(q: Tensor, num_groups: int) -> str:
     r"""The back-end ``'auto'`` runs for queries :obj:`q` ``[N, H, D]`` and :math:`K` groups:
     ``'flex'`` on CUDA when FlexAttention is available, :math:`K \le` :data:`MAX_SET_GROUPS
-    <quest_geometric.nn.focus.group_sets.MAX_SET_GROUPS>` (its mask codes group sets as
-    int64 bits), :math:`N > 0` and the dtype is one its compiled kernel takes (not
-    float64); ``'blocks'`` everywhere else (on CPU the fused flash-attention kernels, which
-    need no :math:`N \times N` object; elsewhere its exact plain reference)."""
+    <quest_geometric.nn.focus.group_sets.MAX_SET_GROUPS>`, :math:`N > 0` and the dtype is one
+    its compiled kernel takes; ``'blocks'`` everywhere else."""
     if (q.device.type == "cuda" and FLEX_AVAILABLE and codable(num_groups) and q.size(0) > 0
             and q.dtype in FLEX_COMPILED_DTYPES):
         return "flex"

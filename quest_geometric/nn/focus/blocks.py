@@ -1,14 +1,10 @@
 r"""The paper's decomposition of Focus attention: same-group attention per (sequence, group)
-bucket plus the cross-group window band, merged exactly through their log-sum-exps.
-
-:func:`focus_blocks_reference` is the plain-PyTorch reference (autograd, no fused kernel);
-:func:`focus_blocks_attention` is the fast path on CPU, a custom autograd function over the
-flash-attention kernels of :mod:`quest_geometric.nn.focus._aten` (which return the
-log-sum-exp), tuned by :class:`~quest_geometric.nn.focus.config.BlocksConfig`; on other
-devices it runs the reference.
-"""
+bucket plus the cross-group window band, merged exactly through their log-sum-exps:
+:func:`focus_blocks_reference` (plain PyTorch) and :func:`focus_blocks_attention` (fused
+CPU flash kernels of :mod:`quest_geometric.nn.focus._aten`)."""
 from __future__ import annotations
 
+import itertools
 import math
 from typing import List, NamedTuple, Optional, Tuple, Union
 
@@ -27,9 +23,8 @@ __all__ = ["focus_blocks_attention", "focus_blocks_reference"]
 
 
 def _masked_softmax_attention(s: Tensor, allowed: Tensor, v: Tensor) -> Tuple[Tensor, Tensor]:
-    r"""Attention over the allowed keys of :obj:`s` (``[..., Lq, Lk]``), returning the output
-    and the log-sum-exp; rows with no allowed key give ``lse = -inf`` (their output is
-    finite and gets zero weight and zero gradient in :func:`_merge_parts`)."""
+    r"""Attention over the allowed keys of :obj:`s` ``[..., Lq, Lk]``: output and log-sum-exp,
+    ``lse = -inf`` for rows with no allowed key."""
     row_any = allowed.any(-1)
     s = s.masked_fill(~allowed, float("-inf"))
     s = torch.where(row_any.unsqueeze(-1), s, torch.zeros_like(s))
@@ -66,11 +61,8 @@ Rows = Union[Tensor, slice]
 
 def _merge_part_list(n: int, parts: List[Tuple[Rows, Tensor, Tensor]]
                      ) -> Tuple[Tensor, Tensor]:
-    r""":func:`_merge_parts` over a list of parts ``(rows, o, lse)`` without concatenating
-    them: the running maximum first (``[R, H]`` per part), then each part's weighted output
-    accumulated in place, so no ``[R, H, D]`` concatenation or product over all parts is
-    allocated at once (the fused path's merge for top_k > 1, where every token has a part
-    per bucket it belongs to, a band part and maybe a sink part)."""
+    r""":func:`_merge_parts` over parts ``(rows, o, lse)``, accumulated in place without
+    concatenating them (no ``[R, H, D]`` tensor over all parts at once)."""
     lse0, o0 = parts[0][2], parts[0][1]
     h, d = o0.size(1), o0.size(2)
     wdt = torch.float32 if lse0.dtype in HALF_DTYPES else lse0.dtype
@@ -100,11 +92,10 @@ def _merge_part_list(n: int, parts: List[Tuple[Rows, Tensor, Tensor]]
 
 def _sink_part(groups: Tensor, batch: Optional[Tensor], window: int, num_sinks: int,
                causal: bool, num_groups: int) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
-    """Part C, the sink pairs that neither the band nor a group holds
+    r"""Part C, the sink pairs that neither the band nor a group holds
     (:func:`~quest_geometric.nn.focus.edge_index.sink_pairs`), sorted by query:
-    ``(rows, tgt, src, is_sink)`` with ``rows`` the queries having at least one such pair
-    and ``is_sink`` ``[N]`` whether each token is among the first ``num_sinks`` of its
-    sequence."""
+    ``(rows, tgt, src, is_sink)``, ``is_sink`` ``[N]`` marking the first ``num_sinks`` tokens
+    of each sequence."""
     n = groups.size(0)
     seq, start, end = _seq_info(batch, n, groups.device)
     tgt, src = sink_pairs(groups, window, num_sinks, seq, start, end, causal, num_groups)
@@ -114,85 +105,100 @@ def _sink_part(groups: Tensor, batch: Optional[Tensor], window: int, num_sinks: 
     return torch.unique_consecutive(tgt), tgt, src, is_sink
 
 
-def _pair_forward(q: Tensor, k: Tensor, v: Tensor, rows: Tensor, tgt: Tensor, src: Tensor,
-                  scale: float) -> Tuple[Tensor, Tensor]:
-    r"""Attention of the queries :obj:`rows` over the explicit pairs ``(tgt, src)`` (keys
-    :obj:`src` of query :obj:`tgt`): output ``[R, H, D]`` and log-sum-exp ``[R, H]`` (in
-    float32 for half precision), differentiable (the reference's part C)."""
-    n, h, _ = q.shape
-    wdt = torch.float32 if q.dtype in HALF_DTYPES else q.dtype
-    s = (q[tgt].to(wdt) * k[src].to(wdt)).sum(-1) * scale  # [E, H]
-    m = torch.full((n, h), float("-inf"), dtype=wdt, device=q.device)
-    m = m.scatter_reduce(0, tgt.unsqueeze(1).expand_as(s), s.detach(), "amax")
-    p = torch.exp(s - m[tgt])
-    den = torch.zeros(n, h, dtype=wdt, device=q.device).index_add(0, tgt, p)
-    o = torch.zeros(n, h, v.size(2), dtype=wdt, device=q.device).index_add(
-        0, tgt, p.unsqueeze(-1) * v[src].to(wdt))
-    den, m, o = den[rows], m[rows], o[rows]
-    return (o / den.unsqueeze(-1)).to(q.dtype), m + den.log()
-
-
-def _pair_backward(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, grad: Tensor,
-                   tgt: Tensor, src: Tensor, scale: float
-                   ) -> Tuple[Tensor, Tensor, Tensor]:
-    r"""The gradient contribution of the explicit pairs ``(tgt, src)`` given the *merged*
-    output :obj:`out` and log-sum-exp :obj:`lse` ``[N, H]`` (as the flash kernels' backward
-    of each part): :math:`p_{ij} = e^{s_{ij} - L_i}`, :math:`\mathrm{d}v_j \mathrel{+}=
-    p_{ij} \mathbf{g}_i`, :math:`\mathrm{d}s_{ij} = p_{ij}(\mathbf{g}_i^{\top}\mathbf{v}_j -
-    \mathbf{g}_i^{\top}\mathbf{o}_i)`."""
-    wdt = torch.float32 if q.dtype in HALF_DTYPES else q.dtype
-    qt, ks, vs = q[tgt].to(wdt), k[src].to(wdt), v[src].to(wdt)
-    gt = grad[tgt].to(wdt)
-    p = torch.exp((qt * ks).sum(-1) * scale - lse[tgt].to(wdt))  # [E, H]
-    delta = (grad.to(wdt) * out.to(wdt)).sum(-1)  # [N, H]
-    ds = p * ((gt * vs).sum(-1) - delta[tgt]) * scale
-    dq = torch.zeros_like(q, dtype=wdt).index_add_(0, tgt, ds.unsqueeze(-1) * ks)
-    dk = torch.zeros_like(k, dtype=wdt).index_add_(0, src, ds.unsqueeze(-1) * qt)
-    dv = torch.zeros_like(v, dtype=wdt).index_add_(0, src, p.unsqueeze(-1) * gt)
-    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
-
-
 class _PairPart(NamedTuple):
-    """Part C as explicit pairs ``(tgt, src)`` of the queries ``rows``
-    (:func:`_pair_forward`, :func:`_pair_backward`)."""
+    r"""Part C as explicit pairs ``(tgt, src)`` of the queries ``rows``."""
     rows: Tensor
     tgt: Tensor
     src: Tensor
 
     def forward(self, q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tuple[Tensor, Tensor]:
-        return _pair_forward(q, k, v, self.rows, self.tgt, self.src, scale)
+        r"""Output ``[R, H, D]`` and log-sum-exp ``[R, H]`` of the pairs, differentiable."""
+        tgt, src, rows = self.tgt, self.src, self.rows
+        n, h, _ = q.shape
+        wdt = torch.float32 if q.dtype in HALF_DTYPES else q.dtype
+        s = (q[tgt].to(wdt) * k[src].to(wdt)).sum(-1) * scale  # [E, H]
+        m = torch.full((n, h), float("-inf"), dtype=wdt, device=q.device)
+        m = m.scatter_reduce(0, tgt.unsqueeze(1).expand_as(s), s.detach(), "amax")
+        p = torch.exp(s - m[tgt])
+        den = torch.zeros(n, h, dtype=wdt, device=q.device).index_add(0, tgt, p)
+        o = torch.zeros(n, h, v.size(2), dtype=wdt, device=q.device).index_add(
+            0, tgt, p.unsqueeze(-1) * v[src].to(wdt))
+        den, m, o = den[rows], m[rows], o[rows]
+        return (o / den.unsqueeze(-1)).to(q.dtype), m + den.log()
 
     def backward(self, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
                  grad: Tensor, scale: float, dq: Tensor, dk: Tensor, dv: Tensor) -> None:
-        gq, gk, gv = _pair_backward(q, k, v, out, lse, grad, self.tgt, self.src, scale)
-        dq += gq
-        dk += gk
-        dv += gv
+        r"""Adds the pairs' gradient given the *merged* :obj:`out` and :obj:`lse`:
+        :math:`p_{ij} = e^{s_{ij} - L_i}`, :math:`\mathrm{d}v_j \mathrel{+}= p_{ij}
+        \mathbf{g}_i`, :math:`\mathrm{d}s_{ij} = p_{ij}(\mathbf{g}_i^{\top}\mathbf{v}_j -
+        \mathbf{g}_i^{\top}\mathbf{o}_i)`."""
+        tgt, src = self.tgt, self.src
+        wdt = torch.float32 if q.dtype in HALF_DTYPES else q.dtype
+        qt, ks, vs = q[tgt].to(wdt), k[src].to(wdt), v[src].to(wdt)
+        gt = grad[tgt].to(wdt)
+        p = torch.exp((qt * ks).sum(-1) * scale - lse[tgt].to(wdt))  # [E, H]
+        delta = (grad.to(wdt) * out.to(wdt)).sum(-1)  # [N, H]
+        ds = p * ((gt * vs).sum(-1) - delta[tgt]) * scale
+        dq += torch.zeros_like(q, dtype=wdt).index_add_(0, tgt, ds.unsqueeze(-1) * ks).to(q.dtype)
+        dk += torch.zeros_like(k, dtype=wdt).index_add_(0, src, ds.unsqueeze(-1) * qt).to(k.dtype)
+        dv += torch.zeros_like(v, dtype=wdt).index_add_(0, src, p.unsqueeze(-1) * gt).to(v.dtype)
 
 
 class _DensePart(NamedTuple):
-    """Part C as dense attention of the queries ``rows`` ``[R]`` over the keys ``keys``
-    ``[C]`` (:obj:`None`: every token) with the additive mask ``bias`` ``[R, C]`` (0 on
-    the sink pairs, ``-inf`` elsewhere); every row keeps at least one key
-    (:func:`_dense_forward`, :func:`_dense_backward`)."""
+    r"""Part C as dense attention of the queries ``rows`` over the keys ``keys`` (:obj:`None`:
+    every token) with the additive mask ``bias`` ``[R, C]``; every row keeps a key."""
     rows: Tensor
     keys: Optional[Tensor]
     bias: Tensor
 
+    def scores(self, q: Tensor, k: Tensor, v: Tensor, scale: float
+               ) -> Tuple[Tensor, Tensor, Tensor, Tensor, torch.dtype]:
+        r"""``(qr, kc, vc, scores, dtype)``: the scores :math:`s\,Q_R K_C^{\top} + B`
+        (float32 for half precision)."""
+        wdt = torch.float32 if q.dtype in HALF_DTYPES else q.dtype
+        qr = q.index_select(0, self.rows).to(wdt).transpose(0, 1)
+        kc, vc = ((x if self.keys is None else x.index_select(0, self.keys)).to(wdt)
+                  .transpose(0, 1) for x in (k, v))
+        sc = torch.baddbmm(self.bias.to(wdt).unsqueeze(0), qr, kc.transpose(1, 2), alpha=scale)
+        return qr, kc, vc, sc, wdt
+
     def forward(self, q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tuple[Tensor, Tensor]:
-        return _dense_forward(q, k, v, self, scale)
+        r""":math:`\mathrm{softmax}(s\,Q_R K_C^{\top} + B) V_C` ``[R, H, D]`` and its
+        log-sum-exp ``[R, H]``."""
+        _, _, vc, sc, _ = self.scores(q, k, v, scale)
+        lse = torch.logsumexp(sc, -1)  # [H, R]: finite, every row keeps a key
+        o = torch.exp(sc - lse.unsqueeze(-1)) @ vc
+        return o.transpose(0, 1).to(q.dtype), lse.t()
 
     def backward(self, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
                  grad: Tensor, scale: float, dq: Tensor, dk: Tensor, dv: Tensor) -> None:
-        _dense_backward(q, k, v, out, lse, grad, self, scale, dq, dk, dv)
+        r"""Adds the gradient given the *merged* output and log-sum-exp:
+        :math:`P = e^{s Q K^{\top} + B - L}`, :math:`dV \mathrel{+}= P^{\top} G`,
+        :math:`dS = P \circ (G V^{\top} - \delta)\,s` with
+        :math:`\delta_i = \mathbf{g}_i^{\top} \mathbf{o}_i`, :math:`dQ \mathrel{+}= dS\,K`,
+        :math:`dK \mathrel{+}= dS^{\top} Q`."""
+        rows = self.rows
+        qr, kc, vc, sc, wdt = self.scores(q, k, v, scale)
+        gr, orr = (x.index_select(0, rows).to(wdt).transpose(0, 1) for x in (grad, out))
+        lr = lse.index_select(0, rows).to(wdt).t().unsqueeze(-1)  # [H, R, 1]
+        p = torch.exp(sc - lr)  # [H, R, C]
+        delta = (gr * orr).sum(-1, keepdim=True)  # [H, R, 1]
+        ds = p * (gr @ vc.transpose(1, 2) - delta) * scale
+        dq.index_add_(0, rows, (ds @ kc).transpose(0, 1).to(dq.dtype))
+        gk = (ds.transpose(1, 2) @ qr).transpose(0, 1)
+        gv = (p.transpose(1, 2) @ gr).transpose(0, 1)
+        if self.keys is None:
+            dk += gk.to(dk.dtype)
+            dv += gv.to(dv.dtype)
+        else:
+            dk.index_add_(0, self.keys, gk.to(dk.dtype))
+            dv.index_add_(0, self.keys, gv.to(dv.dtype))
 
 
 def _dense_sink_parts(tgt: Tensor, src: Tensor, is_sink: Tensor, n: int, dtype: torch.dtype
                       ) -> List[_DensePart]:
-    """The sink pairs ``(tgt, src)`` of :func:`sink_pairs` as at most two dense parts: every
-    query against the sink keys (``is_sink`` ``[N]``: the first tokens of each sequence; the
-    pairs whose key is a sink), and, non-causal, the sink queries against the other keys
-    (the mirror pairs). Disjoint, and together exactly the pairs."""
+    r"""The sink pairs as at most two disjoint dense parts: every query against the sink keys,
+    and, non-causal, the sink queries against the other keys."""
     dev = tgt.device
     parts = []
     key_sink = is_sink[src]
@@ -215,55 +221,6 @@ def _dense_sink_parts(tgt: Tensor, src: Tensor, is_sink: Tensor, n: int, dtype: 
     return parts
 
 
-def _dense_scores(q: Tensor, k: Tensor, v: Tensor, part: _DensePart, scale: float
-                  ) -> Tuple[Tensor, Tensor, Tensor, Tensor, torch.dtype]:
-    r"""``(qr [H, R, D], kc [H, C, D], vc [H, C, D], scores [H, R, C], dtype)`` of
-    :class:`_DensePart`, in float32 for half precision: the scores
-    :math:`s\,Q_R K_C^{\top} + B` the forward and the backward both start from."""
-    wdt = torch.float32 if q.dtype in HALF_DTYPES else q.dtype
-    qr = q.index_select(0, part.rows).to(wdt).transpose(0, 1)
-    kc, vc = ((x if part.keys is None else x.index_select(0, part.keys)).to(wdt)
-              .transpose(0, 1) for x in (k, v))
-    sc = torch.baddbmm(part.bias.to(wdt).unsqueeze(0), qr, kc.transpose(1, 2), alpha=scale)
-    return qr, kc, vc, sc, wdt
-
-
-def _dense_forward(q: Tensor, k: Tensor, v: Tensor, part: _DensePart, scale: float
-                   ) -> Tuple[Tensor, Tensor]:
-    r"""Part C's attention :math:`\mathrm{softmax}(s\,Q_R K_C^{\top} + B) V_C` of
-    :class:`_DensePart`: output ``[R, H, D]`` and log-sum-exp ``[R, H]`` (computed in float32
-    for half precision)."""
-    _, _, vc, sc, _ = _dense_scores(q, k, v, part, scale)
-    lse = torch.logsumexp(sc, -1)  # [H, R]: finite, every row keeps a key
-    o = torch.exp(sc - lse.unsqueeze(-1)) @ vc
-    return o.transpose(0, 1).to(q.dtype), lse.t()
-
-
-def _dense_backward(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, grad: Tensor,
-                    part: _DensePart, scale: float, dq: Tensor, dk: Tensor, dv: Tensor
-                    ) -> None:
-    r"""Adds part C's gradient contribution (:class:`_DensePart`), given the *merged*
-    output and log-sum-exp, to ``dq``, ``dk``, ``dv``: :math:`P = e^{s Q K^{\top} + B - L}`,
-    :math:`dV \mathrel{+}= P^{\top} G`, :math:`dS = P \circ (G V^{\top} - \delta)\,s`
-    with :math:`\delta_i = \mathbf{g}_i^{\top} \mathbf{o}_i`, :math:`dQ \mathrel{+}= dS\,K`,
-    :math:`dK \mathrel{+}= dS^{\top} Q`."""
-    rows = part.rows
-    qr, kc, vc, sc, wdt = _dense_scores(q, k, v, part, scale)
-    gr, orr = (x.index_select(0, rows).to(wdt).transpose(0, 1) for x in (grad, out))
-    lr = lse.index_select(0, rows).to(wdt).t().unsqueeze(-1)  # [H, R, 1]
-    p = torch.exp(sc - lr)  # [H, R, C]
-    delta = (gr * orr).sum(-1, keepdim=True)  # [H, R, 1]
-    ds = p * (gr @ vc.transpose(1, 2) - delta) * scale
-    dq.index_add_(0, rows, (ds @ kc).transpose(0, 1).to(dq.dtype))
-    gk, gv = (ds.transpose(1, 2) @ qr).transpose(0, 1), (p.transpose(1, 2) @ gr).transpose(0, 1)
-    if part.keys is None:
-        dk += gk.to(dk.dtype)
-        dv += gv.to(dv.dtype)
-    else:
-        dk.index_add_(0, part.keys, gk.to(dk.dtype))
-        dv.index_add_(0, part.keys, gv.to(dv.dtype))
-
-
 class _Buckets:
     """Members of each non-empty (sequence, group) bucket, in position order."""
 
@@ -278,9 +235,7 @@ class _Buckets:
         ub, counts = torch.unique_consecutive(bucket, return_counts=True)
         self.group = (ub % num_groups).tolist()
         self.counts = counts.tolist()
-        self.starts = [0]
-        for c in self.counts[:-1]:
-            self.starts.append(self.starts[-1] + c)
+        self.starts = [0, *itertools.accumulate(self.counts[:-1])]
 
     def __iter__(self):
         for s, c, g in zip(self.starts, self.counts, self.group):
@@ -290,18 +245,11 @@ class _Buckets:
 def focus_blocks_reference(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window: int,
                            batch: Optional[Tensor] = None, causal: bool = True,
                            num_groups: Optional[int] = None, num_sinks: int = 0) -> Tensor:
-    r"""Plain-PyTorch reference of the paper's decomposition (autograd, no fused kernel).
-
-    Part A: for each (sequence, group) bucket, attention among its members in position
-    order (causal if asked); a pair whose group sets share several groups is kept only in the
-    bucket of its *smallest* shared group. Part B: the window band restricted to pairs with
-    *disjoint* group sets, gathered explicitly as ``[N, #offsets]``. Part C (with
-    :obj:`num_sinks` :math:`s > 0`): the sink pairs, :math:`\min(p_i, p_j) < s`, outside the
-    band with disjoint group sets, as explicit pairs. A, B and C partition the
-    Focus pattern, so merging their log-sum-exps (:func:`_merge_parts`) is exact. Half
-    precision input is computed in float32 and cast back. The arguments are those of
-    :func:`focus_blocks_attention` (without ``fused``).
-    """
+    r"""Plain-PyTorch reference of the decomposition (autograd, no fused kernel): part A,
+    attention within each (sequence, group) bucket, a pair sharing several groups only in its
+    *smallest* shared group's; part B, the window band over pairs with *disjoint* group sets;
+    part C, the other sink pairs. They partition the pattern, so merging their log-sum-exps
+    (:func:`_merge_parts`) is exact. Arguments as :func:`focus_blocks_attention`."""
     groups, kgroups = check_hard_args(q, k, v, groups, window, batch, num_groups,
                                       where="focus_blocks_reference")
     check_num_sinks(num_sinks, where="focus_blocks_reference")
@@ -350,7 +298,7 @@ def focus_blocks_reference(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
     if num_sinks > 0:
         rows, tgt, src, _ = _sink_part(groups, batch, window, num_sinks, causal, kgroups)
         if rows.numel():
-            o, lse = _pair_forward(q, k, v, rows, tgt, src, scale)
+            o, lse = _PairPart(rows, tgt, src).forward(q, k, v, scale)
             toks.append(rows)
             outs.append(o)
             lses.append(lse)
@@ -358,16 +306,15 @@ def focus_blocks_reference(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
     return out
 
 
-# ---- the fast CPU path: fused flash kernels returning the log-sum-exp (_aten)
 def _windows(x: Tensor, start: int, nb: int, step: int, length: int) -> Tensor:
-    """Overlapping row windows ``x[start + b * step : start + b * step + length]``,
-    ``b < nb``, of a contiguous ``[N, ...]`` tensor as one ``[nb, length, ...]`` view."""
+    r"""Overlapping row windows ``x[start + b * step :][:length]``, ``b < nb``, of a contiguous
+    ``[N, ...]`` tensor as one ``[nb, length, ...]`` view."""
     return x[start:].as_strided((nb, length, *x.shape[1:]), (step * x.stride(0), *x.stride()))
 
 
 class _BandSegment(NamedTuple):
-    """``nb`` blocks of ``bq`` queries from ``q0`` and ``lk`` keys from ``k0`` (step ``bq``),
-    with the additive mask ``[nb, 1, bq, lk]`` and whether each query row keeps any key."""
+    r"""``nb`` blocks of ``bq`` queries from ``q0`` and ``lk`` keys from ``k0`` (step ``bq``),
+    with the additive mask and whether each query row keeps any key."""
     q0: int
     k0: int
     nb: int
@@ -378,11 +325,9 @@ class _BandSegment(NamedTuple):
 
 
 class _BandCall(NamedTuple):
-    """One unmasked flash call of the split band: ``nb`` chunks, chunk ``c`` the queries
-    ``[q0 + c lq, q0 + (c + 1) lq)`` against the keys ``[k0 + c lk, k0 + (c + 1) lk)``
-    (``lq == lk`` when ``nb > 1``), all pairs (``causal`` false), the causal triangle
-    (query ``a`` of the chunk reads keys ``b <= a``) or, with ``flip``, the reversed one
-    (keys ``b >= a``: the kernel's causal call on both chunks reversed)."""
+    r"""One unmasked flash call of the split band: chunk ``c < nb`` the queries
+    ``[q0 + c lq, ...)`` against the keys ``[k0 + c lk, ...)``, all pairs, the causal triangle,
+    or with ``flip`` the reversed one (keys ``b >= a``)."""
     q0: int
     k0: int
     nb: int
@@ -393,16 +338,11 @@ class _BandCall(NamedTuple):
 
 
 def _split_band_calls(n: int, window: int) -> List[_BandCall]:
-    r"""The causal band :math:`0 \le i - j \le w` of one sequence of ``n`` tokens as
-    disjoint unmasked calls over chunks of :math:`B = w` tokens. Query :math:`i = cB + a`
-    reads the keys of its own chunk up to itself (:math:`i - j = a - b \le B - 1 < w`: the
-    causal triangle) and the keys :math:`j = (c - 1)B + b` of the chunk before with
-    :math:`i - j = B + a - b \le w`, i.e. :math:`b \ge a` (the reversed triangle, the
-    diagonal :math:`i - j = w` included); every older key has :math:`i - j > w`. A last
-    partial chunk of :math:`r` queries reads its own :math:`r \times r` triangle, the
-    reversed :math:`r \times r` triangle on the first :math:`r` keys of the chunk before,
-    and that chunk's other :math:`B - r` keys whole. About :math:`n w` pairs in all (the
-    band's own count), none masked; :math:`w \ge 1`."""
+    r"""The causal band :math:`0 \le i - j \le w` of one sequence as disjoint unmasked calls over
+    chunks of :math:`B = w` tokens: query :math:`i = cB + a` reads its own chunk's causal
+    triangle and the reversed triangle :math:`b \ge a` of the chunk before
+    (:math:`i - j = B + a - b \le w`); a last partial chunk of :math:`r` queries also reads
+    that chunk's other :math:`B - r` keys whole. No pair is masked; :math:`w \ge 1`."""
     if window < 1:
         raise ValueError(f"_split_band_calls: window must be at least 1, got {window}")
     b = window
@@ -424,9 +364,8 @@ def _split_band_calls(n: int, window: int) -> List[_BandCall]:
 
 def _band_chunks(x: Tensor, start: int, nb: int, step: int, length: int,
                  flip: bool = False) -> Tensor:
-    """The row windows :func:`_windows` of a contiguous ``[N, H, ...]`` tensor in the flash
-    kernels' layout ``[nb, H, length, ...]`` (a view; a copy reversed along each window with
-    ``flip``)."""
+    r""":func:`_windows` in the kernels' layout ``[nb, H, length, ...]`` (reversed with ``flip``).
+    """
     c = _windows(x, start, nb, step, length)
     return (c.flip(1) if flip else c).transpose(1, 2)
 
@@ -440,7 +379,7 @@ def _from_chunks(x: Tensor, flip: bool) -> Tensor:
 
 def _band_call_forward(q: Tensor, k: Tensor, v: Tensor, call: _BandCall, scale: float
                        ) -> Tuple[slice, Tensor, Tensor]:
-    """``(rows, o [R, H, D], lse [R, H])`` of one :class:`_BandCall`."""
+    r"""``(rows, o, lse)`` of one :class:`_BandCall`."""
     qc = _band_chunks(q, call.q0, call.nb, call.lq, call.lq, call.flip)
     kc, vc = (_band_chunks(x, call.k0, call.nb, call.lk, call.lk, call.flip) for x in (k, v))
     o, lse = _aten.flash_forward(qc, kc, vc, call.causal, scale=scale)
@@ -451,8 +390,7 @@ def _band_call_forward(q: Tensor, k: Tensor, v: Tensor, call: _BandCall, scale: 
 def _band_call_backward(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
                         grad: Tensor, call: _BandCall, scale: float, dq: Tensor, dk: Tensor,
                         dv: Tensor) -> None:
-    """Adds one :class:`_BandCall`'s contribution to the gradients, given the *merged*
-    output and log-sum-exp (the kernel's backward, as for every part)."""
+    r"""Adds one :class:`_BandCall`'s gradient, given the *merged* output and log-sum-exp."""
     qc, gc, oc, lc = (_band_chunks(x, call.q0, call.nb, call.lq, call.lq, call.flip)
                       for x in (q, grad, out, lse))
     kc, vc = (_band_chunks(x, call.k0, call.nb, call.lk, call.lk, call.flip) for x in (k, v))
@@ -465,10 +403,8 @@ def _band_call_backward(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tenso
 
 
 class _BlocksPlan:
-    """The routing plan of the fused path, built once per call (no N x N object): the
-    bucket order (a stable sort by (sequence, group)), the bucket spans in that order, and
-    the band split into a head, a body of equal query blocks read as strided views, and a
-    tail, each with its additive mask."""
+    r"""The fused path's routing plan (no N x N object): the bucket order and spans, and the band
+    as a head, a body of equal query blocks read as strided views and a tail, with masks."""
 
     def __init__(self, groups: Tensor, seq: Tensor, nseq: int, num_groups: int, window: int,
                  causal: bool, dtype: torch.dtype, config: Optional[BlocksConfig] = None
@@ -479,8 +415,7 @@ class _BlocksPlan:
         self.n, self.kk, self.nseq, self.num_groups = n, kk, nseq, num_groups
         self.causal, self.window, self.dtype = causal, window, dtype
         self.right = 0 if causal else window
-        #: part C: :class:`_PairPart` or :class:`_DensePart` s (see
-        #: :attr:`BlocksConfig.sink_dense_max_keys`), set by the caller; empty without sinks
+        #: part C (:class:`_PairPart` or :class:`_DensePart` s), set by the caller
         self.sink: List[Union[_PairPart, _DensePart]] = []
         # buckets: for top_k = 1 one stable sort; each bucket a contiguous span of `order`
         if kk == 1:
@@ -536,9 +471,8 @@ class _BlocksPlan:
             self._add_segment(t0, k0, 1, n - t0, n - k0)
 
     def _band_any_single(self) -> Tensor:
-        """top_k = 1: whether each query keeps any band key, from runs of equal
-        (sequence, group) in O(N): the nearest earlier (later) token of another run is the
-        nearest candidate key, valid when it is in the same sequence and within the window."""
+        r"""top_k = 1: whether each query keeps any band key, in O(N): the nearest token of another
+        (sequence, group) run is the nearest candidate key."""
         n, dev = self.n, self.groups.device
         g, sq = self.groups[:, 0], self.seq
         pos = torch.arange(n, device=dev)
@@ -582,8 +516,8 @@ class _BlocksPlan:
         self.segments.append(_BandSegment(q0, k0, nb, bq, lk, bias.unsqueeze(1), row_any))
 
     def bucket_chunks(self, idx: Tensor, g: int, dtype: torch.dtype):
-        """Query chunks ``(s, e, lk, bias, row_any)`` of one bucket; for top_k > 1 with the
-        mask keeping only pairs whose smallest shared group is ``g``."""
+        r"""Query chunks ``(s, e, lk, bias, row_any)`` of one bucket; for top_k > 1 the mask keeps
+        only pairs whose smallest shared group is ``g``."""
         c = idx.numel()
         if self.kk == 1:
             yield 0, c, c, None, None
@@ -616,35 +550,18 @@ class _BlocksPlan:
 
 
 def _bits_dtype(num_groups: int) -> torch.dtype:
-    """The narrowest integer type holding bits ``0 .. num_groups - 2`` (the bits below a
-    bucket's group) without reaching a signed type's sign bit."""
-    if num_groups <= 9:
-        return torch.uint8
-    if num_groups <= 16:
-        return torch.int16
-    if num_groups <= 32:
-        return torch.int32
+    r"""The narrowest integer type holding bits ``0 .. num_groups - 2`` below the sign bit."""
+    for most, dtype in ((9, torch.uint8), (16, torch.int16), (32, torch.int32)):
+        if num_groups <= most:
+            return dtype
     return torch.long
-
-
-def _lse_to_rows(lse: Tensor, mask_any: Optional[Tensor]) -> Tensor:
-    """``lse`` ``[c, H]`` with ``-inf`` in the rows that keep no key."""
-    if mask_any is None:
-        return lse
-    return lse.masked_fill(~mask_any.unsqueeze(-1), float("-inf"))
 
 
 def _gather_batches(spans: List[Tuple[int, int, int]], row: int, budget: int
                     ) -> List[Tuple[int, int, list]]:
-    """Consecutive buckets ``spans`` (``(start, count, group)`` in bucket order) in batches
-    ``(b0, b1, spans)`` of at most :obj:`budget` elements at :obj:`row` elements a token (a
-    bucket larger than that alone), each gathered at once.
-
-    With top_k > 1 the buckets together hold ``top_k * N`` rows: one gather of them all
-    would allocate ``top_k * N * H * D`` elements per tensor, past the allocator's ``mmap``
-    threshold, so its pages would be faulted in afresh at every call; batches within
-    :attr:`BlocksConfig.gather_budget` reuse freed heap memory, and many small buckets (many
-    short sequences) still share one gather."""
+    r"""Consecutive bucket spans in batches ``(b0, b1, spans)`` of at most :obj:`budget`
+    elements (:obj:`row` a token), each gathered at once: one gather of all ``top_k * N`` rows
+    would pass the allocator's ``mmap`` threshold and fault its pages in at every call."""
     out: List[Tuple[int, int, list]] = []
     for st, c, g in spans:
         if out and (st + c - out[-1][0]) * row <= budget:
@@ -669,11 +586,9 @@ def _heads_first(x: Tensor) -> Tensor:
 def _buckets_forward(q: Tensor, k: Tensor, v: Tensor, plan: "_BlocksPlan", scale: float,
                      parts: List[Tuple[Rows, Tensor, Tensor]]
                      ) -> Tuple[Optional[Tensor], Optional[Tensor]]:
-    """Part A of :class:`_FocusBlocksFunction`'s forward, the same-group buckets. top_k = 1
-    (each token in exactly one bucket): the output ``[N, H, D]`` and log-sum-exp ``[N, H]``,
-    written in place (from one padded call when :attr:`BlocksConfig.pad_ratio` allows);
-    top_k > 1: ``(None, None)``, each bucket chunk's ``(rows, o, lse)`` appended to
-    :obj:`parts`."""
+    r"""Part A, the same-group buckets. top_k = 1: the output ``[N, H, D]`` and log-sum-exp
+    ``[N, H]``, written in place; top_k > 1: ``(None, None)``, each chunk's ``(rows, o, lse)``
+    appended to :obj:`parts`."""
     n, h, d = q.shape
     order, spans, single = plan.order, plan.spans, plan.kk == 1
     ldt = torch.float32 if q.dtype in HALF_DTYPES else q.dtype
@@ -706,16 +621,15 @@ def _buckets_forward(q: Tensor, k: Tensor, v: Tensor, plan: "_BlocksPlan", scale
                     out.index_copy_(0, idx, o)
                     la.index_copy_(0, idx, lse)
                 else:
-                    parts.append((idx[s:e], o, _lse_to_rows(lse, row_any)))
+                    parts.append((idx[s:e], o,
+                                  lse.masked_fill(~row_any.unsqueeze(-1), float("-inf"))))
     return out, la
 
 
 class _FocusBlocksFunction(torch.autograd.Function):
-    """Fused forward/backward of the decomposition with the CPU flash kernels.
-
-    The backward of every part reuses the kernels' own backward with the *merged* output and
-    log-sum-exp, which gives each part's exact contribution to the gradient of the whole
-    softmax (as in split-KV FlashAttention)."""
+    r"""Fused forward/backward with the CPU flash kernels. Each part's backward is the kernels'
+    backward given the *merged* output and log-sum-exp: its exact share of the gradient of the
+    whole softmax (as in split-KV FlashAttention)."""
 
     @staticmethod
     def forward(ctx, q: Tensor, k: Tensor, v: Tensor, plan: _BlocksPlan,
@@ -813,38 +727,17 @@ def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
                            fused: Optional[bool] = None, num_sinks: int = 0,
                            config: Optional[BlocksConfig] = None) -> Tensor:
     r"""The paper's decomposition (same-group attention + cross-group window band, merged
-    through log-sum-exps), exact for any top-:math:`k` and any batch of sequences.
+    exactly through log-sum-exps) for any top-:math:`k` and any batch of sequences.
 
-    On CPU it runs the fused flash-attention kernels (which return the log-sum-exp) once per
-    non-empty (sequence, group) bucket on group-sorted tokens, with ``is_causal`` and no mask
-    for top-:math:`k = 1` (causal, with buckets of similar size: all buckets in one batched
-    call padded to the largest, see :attr:`BlocksConfig.pad_ratio`), and the band as one
-    batched call over query blocks of :meth:`BlocksConfig.band_block_size` tokens (by the
-    window) against their ``b + w`` keys (overlapping strided views, no copy) with an
-    additive mask, plus two small calls for the first :math:`w` and the last few queries.
-    With no group to exclude (empty group sets: the window plus sinks of
-    :class:`~quest_geometric.nn.focus.WindowOnlyRouter`) the whole pattern runs as masked
-    calls over chunks of queries with no merge
-    (:func:`~quest_geometric.nn.focus.window_chunks.window_chunks_attention`, see
-    :attr:`BlocksConfig.window_chunks`); with those chunks off, for one causal sequence and
-    a window of at least :attr:`BlocksConfig.split_band_min_window`, the band runs as a few
-    unmasked calls over chunks of :math:`w` tokens that compute each kept pair once
-    (:func:`_split_band_calls`). For top-:math:`k = 1` the two parts are merged in place,
-    :math:`\mathbf{o} = \mathbf{o}_A + e^{\ell_B - L} (\mathbf{o}_B - \mathbf{o}_A)` with
-    :math:`L = \log(e^{\ell_A} + e^{\ell_B})`. On other devices (or with ``fused=False``)
-    it runs :func:`focus_blocks_reference`; on CUDA the fast path of the same pattern is
-    :func:`~quest_geometric.nn.focus.flex.focus_flex_attention` (back-end ``'flex'``, which
-    ``FocusAttention(backend='auto')`` picks there).
-
-    With :obj:`num_sinks` :math:`s > 0` the pattern also keeps the sink pairs,
-    :math:`\min(p_i, p_j) < s` (:math:`p` the position in the sequence; causal: every query
-    attends to the first :math:`s` tokens of its sequence, non-causal: they also attend to
-    every token), as a third part, the sink pairs outside the band with disjoint group
-    sets (:math:`O(N s)` work), merged like the others. The fused path computes it as dense
-    products of the queries against the :math:`C` sink keys under a 0/``-inf`` mask (and,
-    non-causal, of the :math:`C` sink queries against every key) while
-    :math:`C \le` :attr:`BlocksConfig.sink_dense_max_keys`, and as explicit pairs above (many short
-    sequences).
+    On CPU it runs the fused flash kernels once per (sequence, group) bucket (similar-sized
+    causal top-1 buckets in one padded call, :attr:`BlocksConfig.pad_ratio`) and the band as
+    one masked call over query blocks read as strided views; without groups the pattern runs as
+    :func:`~quest_geometric.nn.focus.window_chunks.window_chunks_attention` or, for one causal
+    sequence and a wide window, :func:`_split_band_calls`. Top-1 parts merge in place,
+    :math:`\mathbf{o} = \mathbf{o}_A + e^{\ell_B - L} (\mathbf{o}_B - \mathbf{o}_A)`. The sink
+    pairs outside band and groups are a third part (dense products while the sink keys number
+    at most :attr:`BlocksConfig.sink_dense_max_keys`, else explicit pairs). Elsewhere, or with
+    ``fused=False``, it runs :func:`focus_blocks_reference`.
 
     Args:
         q, k, v (torch.Tensor): ``[N, H, D]``.
@@ -854,10 +747,10 @@ def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
         causal (bool): causal attention (default: :obj:`True`).
         num_groups (int, optional): :math:`K` (default: ``groups.max() + 1``).
         fused (bool, optional): force (``True``) or forbid (``False``) the fused kernels
-            (default: :obj:`None`, fused when available on the device and dtype).
+            (default: :obj:`None`, fused when available).
         num_sinks (int): attention sinks :math:`s \ge 0` (default: :obj:`0`).
         config (BlocksConfig, optional): the fused path's tuning (default: :obj:`None`, the
-            one in force, see :func:`~quest_geometric.nn.focus.config.blocks_config`).
+            one in force).
 
     Returns:
         torch.Tensor: ``[N, H, D]``.
@@ -865,8 +758,7 @@ def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
     Raises:
         TypeError: for non-floating :obj:`q`, :obj:`k`, :obj:`v` or non-long :obj:`groups`.
         ValueError: for bad shapes, a negative :obj:`window`, a bad :obj:`batch` or group
-            ids outside :math:`[0, K)` (which would otherwise fall into another sequence's
-            buckets).
+            ids outside :math:`[0, K)`.
     """
     groups, kgroups = check_hard_args(q, k, v, groups, window, batch, num_groups,
                                       where="focus_blocks_attention")

@@ -1,40 +1,15 @@
 r"""Compose Focus sparse attention onto a pretrained model (centroid-only retrofit).
 
-:func:`compose_focus` wraps every attention layer of a model that an adapter of
-:mod:`quest_geometric.adapters` recognises in a :class:`FocusComposed` module that keeps the
-layer's own query/key/value/output projections (the very same parameter objects, never
-copies) and adds one :class:`~quest_geometric.nn.focus.router.FocusRouter` per layer, inside a
-:class:`~quest_geometric.nn.focus.module.FocusAttention`. Every original weight is frozen,
-so training touches only :math:`\mathbf{W}_g` and the centroids (the paper's "composable"
-setting, Yao et al., arXiv 2604.03260). :func:`decompose` puts the original modules back (the
-same objects) and restores their ``requires_grad`` flags.
-
-Recognised attention classes (:func:`~quest_geometric.adapters.supported_attention_types`):
-CharGPT's :class:`~quest_geometric.models.char_gpt.CausalSelfAttention`; Hugging Face
-``GPT2Attention``, ``GPTNeoXAttention`` and the Llama family (``LlamaAttention``,
-``MistralAttention``, ``Qwen2Attention``, e.g. SmolLM2); PyTorch's
-:class:`torch.nn.MultiheadAttention` (e.g. inside PyG's ``GPSConv``). Another class is taught
-with one :func:`~quest_geometric.adapters.register_attention_adapter` call.
-
-What a composed model supports with Focus on:
-
-* **padded batches** through ``attention_mask`` (left or right padding, with the model's
-  ``position_ids``): padding tokens are dropped before routing (PyG style: the real tokens of
-  all sequences are laid out flat with a ``batch`` vector), so they neither enter the router's
-  prefix statistics nor are attended, and each sequence gives what it gives alone;
-* **cached generation** (``generate(use_cache=True)``): each cached token's hard groups and
-  the router's running Sinkhorn statistics are kept beside the cache
-  (:mod:`quest_geometric.nn.focus.decode`), each new token is routed from the prefix only and
-  attends to its window plus the cached tokens that share one of its groups (for one
-  sequence without padding, each layer also keeps the out-of-window keys and values copied
-  into one store per group set, a second copy of the cache, so that a step reads only what
-  it attends to);
-* **saving**: the state dict keeps the original module's parameter names (and holds the
-  routers under ``<layer>.focus.router.*``); a Hugging Face model's ``save_pretrained`` leaves
-  the router entries out (they are added to its ``_keys_to_ignore_on_save``, removed again by
-  :func:`decompose`), so it writes exactly the original model's keys and ``from_pretrained``
-  of the base class reloads the original weights exactly, with nothing unexpected;
-  :func:`save_routers` / :func:`load_routers` store and restore the routers.
+:func:`compose_focus` wraps every attention layer an adapter of
+:mod:`quest_geometric.adapters` recognises
+(:func:`~quest_geometric.adapters.supported_attention_types`) in a :class:`FocusComposed`
+that keeps the layer's own projections and adds a router; the original weights are frozen,
+so only the routers train (the paper's "composable" setting). Composed models take padded
+batches (padding is dropped before routing), cached generation
+(:mod:`quest_geometric.nn.focus.decode`) and saving: the state dict keeps the original
+names, a Hugging Face ``save_pretrained`` leaves the routers out (so ``from_pretrained``
+reloads the original exactly) and :func:`save_routers` stores them. :func:`decompose`
+puts the original modules back.
 """
 from __future__ import annotations
 
@@ -43,13 +18,8 @@ from typing import Any, Iterator, List, Optional, Tuple
 
 from torch import nn
 
-from quest_geometric._utils.checks import (
-    check_choice,
-    check_int,
-    check_num_sinks,
-    check_window,
-    fail,
-)
+from quest_geometric._utils.checks import (check_choice, check_int, check_num_sinks, check_window,
+                                           fail)
 from quest_geometric.adapters import supported_attention_types
 from quest_geometric.nn.focus.composed import FocusComposed, _composable, _wrapper_class
 from quest_geometric.nn.focus.module import BACKENDS, FocusAttention
@@ -58,8 +28,7 @@ from quest_geometric.nn.focus.router import router_name
 __all__ = ["compose_focus", "decompose", "set_focus_enabled", "focus_disabled",
            "set_focus_options", "focus_layers", "router_parameters", "SUPPORTED_ATTENTION"]
 
-#: Names of the attention module types recognised when this module was imported (the live
-#: list, including user registrations, is
+#: The attention module types recognised at import (the live list:
 #: :func:`quest_geometric.adapters.supported_attention_types`).
 SUPPORTED_ATTENTION: Tuple[str, ...] = tuple(supported_attention_types())
 _STATE_ATTR = "_focus_composition"
@@ -70,70 +39,34 @@ def compose_focus(model: nn.Module, num_groups: int = 4, top_k: int = 2, window:
                   gate: Optional[str] = "additive", backend: str = "auto",
                   freeze: bool = True, causal: Optional[bool] = None,
                   router: Any = None, num_sinks: int = 0, **focus_kwargs: Any) -> nn.Module:
-    r"""Compose Focus sparse attention onto every supported attention layer of
-    :obj:`model`, in place (centroid-only retrofit of Yao et al., arXiv 2604.03260).
+    r"""Compose Focus sparse attention onto every supported attention layer of :obj:`model`,
+    in place.
 
-    Each attention layer becomes a :class:`FocusComposed` that reuses the layer's own
-    projections and adds a router with
-    :math:`d \cdot d_g + K d_g` parameters, so the whole model gains
-
-    .. math::
-        L \, (d \, d_g + K \, d_g)
-
-    trainable parameters (GPT-2 124M, :math:`d_g = 16`, :math:`K = 4`: 148,224). In
-    inference token :math:`i` attends to the causal pairs with :math:`i - j \le w`, a shared
-    hard group or :math:`j < s` (the attention sinks); in training the soft gate of
-    ``gate`` applies (see :class:`~quest_geometric.nn.focus.module.FocusAttention`).
-    Routing is prefix-causal.
-
-    **Why the defaults differ from** :class:`~quest_geometric.nn.focus.module.FocusAttention`
-    **(K = 8, top-1).** A native layer trains with its model, which adapts to a sparse
-    pattern: one group of eight keeps few far pairs. Here every original weight stays
-    frozen and only the routers learn, so the pattern must keep what the pretrained heads
-    rely on: :math:`K = 4`, top-2 (half of the groups) is the paper's composable retrofit,
-    while a top-1 pattern on a frozen model loses much of its quality (the SmolLM2 study
-    in ``docs/focus.md``). Pass ``num_groups`` / ``top_k`` to choose otherwise.
+    Each layer becomes a :class:`FocusComposed` reusing its projections, with a router of
+    :math:`d \, d_g + K d_g` parameters; inference keeps the causal pairs with
+    :math:`i - j \le w`, a shared hard group or :math:`j < s`, training the soft gate (see
+    :class:`~quest_geometric.nn.focus.module.FocusAttention`). The defaults (top-2 of
+    :math:`K = 4`, the paper's composable retrofit) keep more than the native layer's: a
+    frozen model cannot adapt to a sparse pattern.
 
     Args:
-        model (torch.nn.Module): a model containing recognised attention modules
-            (:func:`~quest_geometric.adapters.supported_attention_types`).
-        num_groups (int): groups :math:`K` (default: :obj:`4`, the paper's retrofit).
+        model (torch.nn.Module): a model containing recognised attention modules.
+        num_groups (int): groups :math:`K` (default: :obj:`4`).
         top_k (int): hard groups per token, :math:`1..K` (default: :obj:`2`).
         window (int): local window :math:`w \ge 0` (default: :obj:`128`).
         group_dim (int): routing dimension :math:`d_g` (default: :obj:`16`).
         tau (float): Sinkhorn temperature (default: :obj:`0.1`).
         sinkhorn_iters (int): Sinkhorn iterations (default: :obj:`10`).
-        gate (str, optional): training gate, ``'additive'``, ``'multiplicative'`` or
-            ``'straight_through'`` (hard top-:math:`k` pattern, soft gradient; see
-            :func:`~quest_geometric.nn.focus.dense.focus_soft_attention`)
-            (default: :obj:`'additive'`).
-        backend (str): hard back-end, a name registered in
-            :mod:`~quest_geometric.nn.focus.backends` (``'blocks'``, ``'flex'``, ``'edges'``,
-            ``'dense'``) or ``'auto'``, which picks one per call by device and sizes as
-            :class:`FocusAttention` does (default: :obj:`'auto'`).
-        freeze (bool): set ``requires_grad=False`` on every parameter of :obj:`model` that
-            existed before (the flags are restored by :func:`decompose`), so only the routers
-            train (default: :obj:`True`).
-        causal (bool, optional): causal attention and prefix-causal routing. Decoder
-            attention (CharGPT, GPT-2, GPT-NeoX, the Llama family) is causal and refuses
-            ``False``; :class:`torch.nn.MultiheadAttention` does either and needs it
-            (``causal=False`` for the global attention of PyG's ``GPSConv``: Focus over each
-            graph's nodes, non-causal routing, ``window=0`` allowed) (default: :obj:`None`,
+        gate (str, optional): training gate (default: :obj:`'additive'`).
+        backend (str): hard back-end or ``'auto'`` (default: :obj:`'auto'`).
+        freeze (bool): freeze every parameter :obj:`model` had (default: :obj:`True`).
+        causal (bool, optional): causal attention and routing; decoder attention refuses
+            ``False``, :class:`torch.nn.MultiheadAttention` needs it (default: :obj:`None`,
             each module's own).
-        router (Router or callable, optional): the routing rule instead of a learned
-            :class:`~quest_geometric.nn.focus.router.FocusRouter` per layer: a module
-            following :class:`~quest_geometric.nn.focus.router.Router` (one object shared by
-            every layer, e.g. a content-free router) or a factory ``embed_dim -> Router``
-            called once per layer; :obj:`num_groups`, :obj:`top_k`, :obj:`group_dim`,
-            :obj:`tau` and :obj:`sinkhorn_iters` are then not used. Models composed this way
-            can be saved with :func:`~quest_geometric.nn.focus.router_files.save_routers`
-            when the router's class is registered
-            (:func:`~quest_geometric.nn.focus.router.register_router`, as every router of
-            the library is): it is recorded by name and ``config()``, with its parameters,
-            if any (default: :obj:`None`).
-        num_sinks (int): attention sinks :math:`s \ge 0`: the first :math:`s` tokens of every
-            sequence are always attended (StreamingLLM); in cached decoding, the first
-            :math:`s` positions of the cache (default: :obj:`0`).
+        router (Router or callable, optional): a :class:`~quest_geometric.nn.focus.router.Router`
+            shared by every layer or a factory ``embed_dim -> Router``, instead of a learned
+            router per layer (registered classes can be saved) (default: :obj:`None`).
+        num_sinks (int): attention sinks :math:`s \ge 0` (default: :obj:`0`).
         **focus_kwargs: further :class:`FocusAttention` arguments (``gate_scale``,
             ``gate_bias``).
 
@@ -201,13 +134,10 @@ _UNSET = object()
 
 def _hide_router_keys(model: nn.Module, wrappers: List[FocusComposed], router: Any
                       ) -> List[Tuple[nn.Module, Any]]:
-    """Add the router entries of the state dict (``<layer>.focus.*``) to the
-    ``_keys_to_ignore_on_save`` of every Hugging Face model in :obj:`model` (the set of exact
-    keys ``PreTrainedModel.save_pretrained`` leaves out), so that ``save_pretrained`` writes
-    the original model's keys only and :func:`save_routers` carries the routers. The state
-    dict itself keeps them. Routers :func:`save_routers` cannot store (a given ``router``
-    whose class is not registered) stay in the saved weights. Returns ``(module, value
-    before)`` for :func:`decompose`, which restores the values."""
+    r"""Add the router keys (``<layer>.focus.*``) to the ``_keys_to_ignore_on_save`` of every
+    Hugging Face model in :obj:`model`, unless a given ``router``'s class is not registered
+    (:func:`save_routers` could not store it). Returns ``(module, value before)`` pairs for
+    :func:`decompose`."""
     if router is not None and any(router_name(w.focus.router) is None for w in wrappers):
         return []
     path = {id(m): n for n, m in model.named_modules()}
@@ -230,9 +160,8 @@ def _contains(outer: nn.Module, inner: nn.Module) -> bool:
 
 
 def decompose(model: nn.Module) -> nn.Module:
-    r"""Undo :func:`compose_focus`: put every original attention module (the same object)
-    back in place and restore the ``requires_grad`` flags the parameters had before, and the
-    ``_keys_to_ignore_on_save`` of the Hugging Face models in it.
+    r"""Undo :func:`compose_focus`: the original modules, ``requires_grad`` flags and
+    ``_keys_to_ignore_on_save`` back.
 
     Args:
         model (torch.nn.Module): a model returned by :func:`compose_focus`.
@@ -261,16 +190,13 @@ def decompose(model: nn.Module) -> nn.Module:
 
 
 def focus_layers(model: nn.Module) -> List[FocusAttention]:
-    r"""Every :class:`FocusAttention` of :obj:`model`: the ones composed by
-    :func:`compose_focus` and native ones (e.g. ``CharGPT(attention='focus')``)."""
+    r"""Every :class:`FocusAttention` of :obj:`model`, composed or native."""
     return [m for m in model.modules() if isinstance(m, FocusAttention)]
 
 
 def router_parameters(model: nn.Module) -> Iterator[nn.Parameter]:
-    r"""The router parameters of every Focus layer (:math:`\mathbf{W}_g` and centroids of a
-    learned router; the per-head temperature and far-pair bias of a
-    :class:`~quest_geometric.nn.focus.far_bias_router.FarBiasRouter`; none for a
-    parameter-free router). A router shared by several layers is listed once."""
+    r"""The router parameters of every Focus layer, a router shared by several layers listed once.
+    """
     seen = set()
     for f in focus_layers(model):
         for p in f.router.parameters():
@@ -280,9 +206,8 @@ def router_parameters(model: nn.Module) -> Iterator[nn.Parameter]:
 
 
 def set_focus_enabled(model: nn.Module, enabled: bool) -> nn.Module:
-    r"""Switch Focus on or off in every Focus layer of :obj:`model`. Off, a composed layer
-    calls its original module (the model is exactly the original) and a native
-    :class:`FocusAttention` runs full causal attention."""
+    r"""Switch Focus on or off in every Focus layer of :obj:`model`. Off, a composed layer calls
+    its original module and a native :class:`FocusAttention` runs full attention."""
     if not isinstance(model, nn.Module):
         raise fail(TypeError, "set_focus_enabled", "model", "a torch.nn.Module", model)
     layers = focus_layers(model)
@@ -311,16 +236,12 @@ def focus_disabled(model: nn.Module) -> Iterator[nn.Module]:
 def set_focus_options(model: nn.Module, *, top_k: Optional[int] = None,
                       backend: Optional[str] = None, window: Optional[int] = None,
                       num_sinks: Optional[int] = None) -> nn.Module:
-    r"""Change the hard top-:math:`k`, the back-end, the window or the number of attention
-    sinks of every Focus layer (e.g. to evaluate one trained router at top-:math:`k` = 1, 2
-    and :math:`K`).
-
-    All or nothing: when any option is refused, no layer is changed.
+    r"""Change the hard top-:math:`k`, the back-end, the window or the number of sinks of every
+    Focus layer, all or nothing.
 
     Raises:
-        ValueError: for a :obj:`top_k` a layer's router refuses (outside :math:`1..K`; the
-            message names the layer), an unknown back-end or a negative window or number of
-            sinks.
+        ValueError: for a :obj:`top_k` a layer's router refuses (the message names the
+            layer), an unknown back-end or a negative window or number of sinks.
         TypeError: for an option of the wrong type.
     """
     where = "set_focus_options"

@@ -10,19 +10,10 @@ import torch
 from torch import Tensor, nn
 
 from quest_geometric._utils.checks import fail
-from quest_geometric.adapters import (
-    AttentionAdapter,
-    AttentionCall,
-    get_attention_adapter,
-    register_attention_adapter,
-    repeat_kv,
-    supported_attention_types,
-)
-from quest_geometric.nn.focus.decode import (
-    FocusDecodeState,
-    focus_decode_attention,
-    route_step,
-)
+from quest_geometric.adapters import (AttentionAdapter, AttentionCall, get_attention_adapter,
+                                      register_attention_adapter, repeat_kv,
+                                      supported_attention_types)
+from quest_geometric.nn.focus.decode import FocusDecodeState, focus_decode_attention, route_step
 from quest_geometric.nn.focus.hf_cache import focus_cache_states
 from quest_geometric.nn.focus.module import FocusAttention
 from quest_geometric.nn.focus.sinkhorn import prefix_statistics
@@ -43,48 +34,37 @@ def _prescale(q: Tensor, scaling: float, d: int) -> Tensor:
     return q if factor == 1.0 else q * factor
 
 
+def _unflatten(rows: Tensor, valid: Optional[Tensor], b: int, t: int, fill: float) -> Tensor:
+    """The rows of the real tokens back to ``[B, T, ...]``, :obj:`fill` at padding."""
+    if valid is None:
+        return rows.view(b, t, *rows.shape[1:])
+    out = rows.new_full((b * t, *rows.shape[1:]), fill)
+    out[valid.reshape(-1)] = rows
+    return out.view(b, t, *rows.shape[1:])
+
 
 class FocusComposed(nn.Module):
     r"""A pretrained attention module with a Focus router composed onto it.
 
-    The wrapped module is kept as :attr:`original`; its parameters are the model's own and,
-    in the state dict, keep the names they had before composition (``<path>.q_proj.weight``,
-    not ``<path>.original.q_proj.weight``), so a checkpoint of the composed model loads into
-    the base model. :attr:`focus` is a :class:`~quest_geometric.nn.focus.module.FocusAttention`
-    whose only parameters are the router's (``<path>.focus.router.*``). Each call goes through
-    the module's :class:`~quest_geometric.adapters.AttentionAdapter`:
-
-    1. parse the call (hidden states, padding mask, rotary embeddings, KV cache);
-    2. project the new tokens to per-head queries, keys and values exactly as the module
-       does (rotary embeddings applied; grouped-query keys and values repeated to the query
-       heads; the module's own scaling folded into the queries) and store keys and values
-       in the cache as the module would;
-    3. drop padding tokens, route the real tokens of each sequence and attend with Focus
-       (:meth:`FocusAttention.attend <quest_geometric.nn.focus.module.FocusAttention.attend>`);
-       for a call that continues a cache, route the new tokens from the stored prefix
-       statistics and attend to the keys Focus lets them see
-       (:mod:`quest_geometric.nn.focus.decode`);
-    4. apply the module's output projection and return what the module returns.
-
-    Attention-probability dropout of the original is not applied on the Focus path. With
-    Focus disabled (``focus.enabled = False``, see :func:`set_focus_enabled`) the call is
-    forwarded to :attr:`original` unchanged, so the model is exactly the original one.
+    The wrapped module is :attr:`original`; its parameters keep their pre-composition names in
+    the state dict, so a checkpoint loads into the base model. :attr:`focus` is a
+    :class:`~quest_geometric.nn.focus.module.FocusAttention` whose only parameters are the
+    router's. A call goes through the module's :class:`~quest_geometric.adapters.AttentionAdapter`:
+    project as the module does (updating its cache), drop padding, route and attend
+    (:meth:`FocusAttention.attend <quest_geometric.nn.focus.module.FocusAttention.attend>`, or
+    :mod:`~quest_geometric.nn.focus.decode` after a cached prefix), apply the output projection.
+    Attention dropout is not applied; with Focus disabled the call goes to :attr:`original`.
 
     Args:
         module (torch.nn.Module): the attention module to wrap (a recognised type).
-        causal (bool, optional): causal attention and prefix-causal routing; must agree with
-            a causal module, is required for a module that does either
-            (:class:`torch.nn.MultiheadAttention`) (default: :obj:`None`, the module's own).
-        **focus_kwargs: :class:`FocusAttention` arguments (``num_groups``, ``top_k``,
-            ``window``, ``group_dim``, ``tau``, ``sinkhorn_iters``, ``gate``, ``backend``...);
-            ``router`` may also be a factory ``embed_dim -> Router`` (see
-            :func:`compose_focus`).
+        causal (bool, optional): causal attention and routing; must agree with a causal
+            module, required for one that does either (default: :obj:`None`).
+        **focus_kwargs: :class:`FocusAttention` arguments; ``router`` may be a factory
+            ``embed_dim -> Router``.
 
     Shapes:
-        - **input:** the original module's forward arguments (hidden states
-          :math:`(B, T, C)`)
-        - **output:** the original module's return structure (a tensor for CharGPT, a tuple
-          ``(out, None)`` for the Hugging Face modules and ``MultiheadAttention``)
+        - **input:** the original module's arguments (hidden states :math:`(B, T, C)`)
+        - **output:** the original module's return structure
     """
 
     def __init__(self, module: nn.Module, causal: Optional[bool] = None,
@@ -174,12 +154,7 @@ class FocusComposed(nn.Module):
         # filling a cache: the routing also collects the statistics decoding continues from
         totals: Optional[List[Tensor]] = [] if call.cache is not None else None
         of, rout = self.focus.attend(xf, *flat, batch=batch, col_totals=totals)
-        if valid is None:
-            o = of.view(b, t, h, d)
-        else:
-            o = of.new_zeros(b * t, h, d)
-            o[valid.reshape(-1)] = of
-            o = o.view(b, t, h, d)
+        o = _unflatten(of, valid, b, t, 0.0)
         if call.cache is not None:
             col = prefix_statistics(totals, b, self.focus.num_groups, xf.device)
             self._start_state(call, rout.groups, valid, b, t, col)
@@ -188,12 +163,7 @@ class FocusComposed(nn.Module):
     def _start_state(self, call: AttentionCall, groups: Tensor, valid: Optional[Tensor],
                      b: int, t: int, col: Tensor) -> None:
         kk = groups.size(-1)
-        if valid is None:
-            g = groups.view(b, t, kk)
-        else:
-            g = groups.new_full((b * t, kk), -1)
-            g[valid.reshape(-1)] = groups
-            g = g.view(b, t, kk)
+        g = _unflatten(groups, valid, b, t, -1)
         state = FocusDecodeState(g.new_empty(b, 0, kk), g.new_empty(b, 0),
                                  col, torch.zeros(b, dtype=torch.long, device=g.device),
                                  store=True)
@@ -202,8 +172,8 @@ class FocusComposed(nn.Module):
 
     def _continue(self, x: Tensor, q: Tensor, k_all: Tensor, v_all: Tensor,
                   call: AttentionCall) -> Tensor:
-        """New tokens after a cached prefix: route from the stored statistics, attend to the
-        keys Focus lets them see. ``[B, H, T, D]``."""
+        r"""New tokens after a cached prefix, routed from the stored statistics. ``[B, H, T, D]``.
+        """
         who = f"compose_focus ({type(self.original).__name__})"
         state = focus_cache_states(call.cache).get(id(self))
         if state is None:
@@ -235,8 +205,7 @@ _TYPED: Dict[type, type] = {}
 
 
 def _read_through(self: nn.Module, name: str) -> Any:
-    """``__getattr__`` of a keep-type wrapper: its own parameters, buffers and submodules,
-    then the original module's attributes (``batch_first``, ``in_proj_weight``...)."""
+    r"""``__getattr__`` of a keep-type wrapper: its own attributes, then the original module's."""
     try:
         return nn.Module.__getattr__(self, name)
     except AttributeError:
@@ -268,17 +237,14 @@ def _reduce_typed(self: nn.Module, protocol: int) -> Any:
 
 
 def _wrapper_class(adapter: AttentionAdapter, module: nn.Module) -> type:
-    """:class:`FocusComposed`, or for an adapter with ``keep_type`` a subclass of it and of
-    the module's class (so that ``isinstance(layer, type(module))`` still holds, e.g. for
-    ``GPSConv``'s check on ``MultiheadAttention``); :class:`FocusComposed` comes first in its
-    MRO, the original's attributes are read through."""
+    r""":class:`FocusComposed`, or for an adapter with ``keep_type`` a subclass of it and of the
+    module's class (so that ``isinstance(layer, type(module))`` still holds, e.g. for
+    ``GPSConv``'s check on ``MultiheadAttention``)."""
     return _typed_class(type(module)) if adapter.keep_type else FocusComposed
 
 
 class _ComposedProbeAdapter(AttentionAdapter):
-    """Probe a composed layer through its original module's adapter: the same queries and
-    keys (the Focus path projects them the same way); the logit ranks and the entropy are
-    those of the original dense attention over them."""
+    r"""Probe a composed layer through its original module's adapter (the same queries and keys)."""
 
     probe_only = True
 
@@ -296,8 +262,7 @@ def _no_projection(x: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
 
 def _drop_original_prefix(module: nn.Module, state_dict: Dict[str, Any], prefix: str,
                           local_metadata: Any) -> None:
-    """State-dict hook: ``<prefix>original.<name>`` -> ``<prefix><name>`` (the names the
-    module's parameters had before composition)."""
+    r"""State-dict hook: ``<prefix>original.<name>`` -> ``<prefix><name>``."""
     inner = prefix + "original."
     for key in [k for k in state_dict if k.startswith(inner)]:
         state_dict[prefix + key[len(inner):]] = state_dict.pop(key)
@@ -305,8 +270,8 @@ def _drop_original_prefix(module: nn.Module, state_dict: Dict[str, Any], prefix:
 
 def _add_original_prefix(module: nn.Module, state_dict: Dict[str, Any], prefix: str,
                          *args: Any) -> None:
-    """Load pre-hook, the inverse of :func:`_drop_original_prefix` (also accepts the
-    ``original.``-prefixed names of older checkpoints)."""
+    r"""Load pre-hook, the inverse of :func:`_drop_original_prefix` (also accepts the
+    ``original.``-prefixed names)."""
     for key in [k for k in state_dict if k.startswith(prefix)]:
         rest = key[len(prefix):]
         if rest.startswith("original.") or rest.startswith("focus."):

@@ -1,21 +1,17 @@
-r"""The tuning of the Focus kernels, as configuration.
-
-One frozen configuration object per kernel family: :class:`BlocksConfig` for the fused
-decomposition of :func:`~quest_geometric.nn.focus.blocks.focus_blocks_attention`,
-:class:`DecodeConfig` for the fast decoding step of
-:func:`~quest_geometric.nn.focus.decode.focus_decode_attention`. A kernel takes its
-configuration as an argument (``config=``); without one it reads the configuration in force,
-which a block of code sets with :func:`blocks_config` / :func:`decode_config` (a
-:mod:`contextvars` variable, so threads and asynchronous tasks each see their own):
+r"""The tuning of the Focus kernels, as frozen configuration: :class:`BlocksConfig` for
+:func:`~quest_geometric.nn.focus.blocks.focus_blocks_attention`, :class:`DecodeConfig` for
+the fast step of :func:`~quest_geometric.nn.focus.decode.focus_decode_attention`. A kernel
+takes one as ``config=``; without it reads the one in force, set for a block of code by
+:func:`blocks_config` / :func:`decode_config` (a :mod:`contextvars` variable, so threads and
+asynchronous tasks each see their own):
 
 .. code-block:: python
 
     with blocks_config(band_block=128, split_band_min_window=None):
         out = focus_blocks_attention(q, k, v, groups, window)
 
-Every setting changes how the result is computed, never the result (up to rounding): the
-tests run each path against the dense oracle. Each default comes from the benchmark named
-beside it; ``docs/focus.md`` (section "Tuning") lists them and where their measurements are.
+A setting changes how the result is computed, never the result (up to rounding); each
+default comes from a benchmark (``docs/focus.md``, section "Tuning").
 """
 from __future__ import annotations
 
@@ -37,7 +33,7 @@ def _check_optional_int(value, name: str, low: int, where: str) -> None:
 
 
 def _check_share(value, name: str, where: str) -> None:
-    """A real number >= 0, :obj:`math.inf` allowed (a rule that never switches)."""
+    r"""A real number >= 0, :obj:`math.inf` allowed (a rule that never switches)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise fail(TypeError, where, name, "a real number >= 0 (inf allowed)", value)
     if not value >= 0:
@@ -45,7 +41,7 @@ def _check_share(value, name: str, where: str) -> None:
 
 
 def _check_by_window(rows, name: str, where: str) -> None:
-    """A tuple of ``(largest window, size)`` with increasing windows, the last one inf."""
+    r"""A tuple of ``(largest window, size)`` with increasing windows, the last one inf."""
     if (not isinstance(rows, tuple) or not rows or rows[-1][0] != math.inf
             or any(a[0] >= b[0] for a, b in zip(rows, rows[1:]))):
         raise fail(ValueError, where, name, "a tuple of (largest window, size) with "
@@ -60,50 +56,25 @@ class BlocksConfig:
 
     Args:
         band_blocks (tuple): the band's query block by window, ``((largest window, block),
-            ...)`` in increasing order, the last entry's window infinite: small blocks waste
-            few band pairs (``b (b + w)`` computed where about ``b w + b^2/2`` are needed),
-            large ones run the masked kernel on larger tiles, which pays once the window is
-            wide (``benchmarks/focus/band_block.py``).
-        band_block (int, optional): one query block for every window instead of
-            :attr:`band_blocks` (:obj:`None`: by the window; benchmarks compare sizes).
-        split_band_min_window (int, optional): smallest window at which the causal band of
-            one sequence with no groups (the window plus sinks, when :attr:`window_chunks`
-            is :obj:`None`) runs as unmasked calls over
-            chunks of :math:`w` tokens, each kept pair computed once, instead of masked query
-            blocks; the kernel's causal tiles waste less as :math:`w` grows
-            (``python -m benchmarks.focus.band_block --blocks 64``). :obj:`None`: never split.
-        pad_ratio (float): largest padding overhead :math:`B\,c_{\max}^2 / \sum_b c_b^2` at
-            which the :math:`B` buckets of causal top-1 attention run as one batched call,
-            each padded to the largest: padding was slower than one call per bucket at every
-            size measured (``docs/benchmarks.md``), so only equal-sized buckets are batched.
-        bucket_query_block (int): query block of a causal top-:math:`k > 1` bucket: the
-            masked kernel computes every (query, key) tile of its call, so blocks of
-            :math:`b` queries over keys ``[0, e)`` compute :math:`c^2/2 + cb/2` pairs instead
-            of :math:`c^2` (``benchmarks/focus/bucket_block.py``).
-        sink_dense_max_keys (int): most sink keys (over the sequences) for which the sink
-            part runs as dense products over those keys rather than explicit pairs, which
-            gather ``[N s, H, D]`` tensors; above it (many short sequences, where the dense
-            form grows quadratically) the pairs stay.
-        gather_budget (int): elements one gather of buckets holds at most (a larger bucket
-            alone): top-:math:`k > 1` buckets hold :math:`kN` rows, and one gather of them
-            all would exceed the allocator's reuse threshold, so its pages would be faulted
-            in afresh at every call.
+            ...)``, windows increasing, the last infinite: small blocks waste few band pairs,
+            large ones run larger tiles, which pays once the window is wide.
+        band_block (int, optional): one query block for every window (default: by window).
+        split_band_min_window (int, optional): smallest window at which the causal band of one
+            sequence with no groups runs as unmasked calls over chunks of :math:`w` tokens
+            (when :attr:`window_chunks` is :obj:`None`; :obj:`None`: never).
+        pad_ratio (float): largest overhead :math:`B\,c_{\max}^2 / \sum_b c_b^2` at which the
+            :math:`B` causal top-1 buckets run as one padded call.
+        bucket_query_block (int): query block of a causal top-:math:`k > 1` bucket (the masked
+            kernel computes every tile of its call, so blocks skip the upper triangle).
+        sink_dense_max_keys (int): most sink keys for which the sink part runs as dense
+            products rather than explicit pairs.
+        gather_budget (int): elements one gather of buckets holds at most.
         mask_budget (int): elements of one query chunk's mask in a top-:math:`k > 1` bucket.
         window_chunks (tuple, optional): the query chunk of the window plus sinks (empty group
-            sets) by window, ``((largest window, chunk), ...)`` as :attr:`band_blocks`: that
-            pattern runs as masked flash calls over chunks of :math:`B` queries, each
-            computing :math:`B (w + B)` pairs where the band needs about :math:`B w`
-            (:mod:`~quest_geometric.nn.focus.window_chunks`), so small chunks waste few
-            pairs, but the kernel runs small tiles slower
-            (``python -m benchmarks.focus.window_band``).
-            :obj:`None`: the window plus sinks runs through the band of the general path.
-            It takes precedence over the split band (:attr:`split_band_min_window`), which it
-            beat at every window measured below 2,048 and matched there.
-        window_chunk (int, optional): one query chunk for every window instead of
-            :attr:`window_chunks` (:obj:`None`: by the window; benchmarks compare sizes).
-        window_max_seqs (int): most sequences for which the window plus sinks runs in chunks
-            (each sequence's ends are calls of their own); more (many short sequences) run
-            through the batched band of the general path.
+            sets) by window, as :attr:`band_blocks`
+            (:mod:`~quest_geometric.nn.focus.window_chunks`; :obj:`None`: the general band).
+        window_chunk (int, optional): one query chunk for every window (default: by window).
+        window_max_seqs (int): most sequences for which the window plus sinks runs in chunks.
     """
     band_blocks: Tuple[Tuple[float, int], ...] = ((127, 16), (511, 32), (math.inf, 64))
     band_block: Optional[int] = None
@@ -132,28 +103,24 @@ class BlocksConfig:
         check_int(self.window_max_seqs, "window_max_seqs", 1, where=where)
 
     def band_block_size(self, window: int) -> int:
-        """The band's query block at ``window``: :attr:`band_block` when set, else the first
-        entry of :attr:`band_blocks` whose largest window is at least ``window``."""
+        r"""The band's query block at ``window`` (:attr:`band_block` or :attr:`band_blocks`)."""
         if self.band_block is not None:
             return self.band_block
         return next(b for w, b in self.band_blocks if window <= w)
 
     def window_chunk_size(self, window: int) -> int:
-        """The query chunk of the window plus sinks at ``window``: :attr:`window_chunk` when
-        set, else the first entry of :attr:`window_chunks` whose largest window is at least
-        ``window``."""
+        r"""The query chunk of the window plus sinks at ``window`` (:attr:`window_chunk` or
+        :attr:`window_chunks`)."""
         if self.window_chunk is not None:
             return self.window_chunk
         return next(b for w, b in self.window_chunks if window <= w)
 
     def window_in_chunks(self, num_seqs: int) -> bool:
-        """Whether the window plus sinks of ``num_seqs`` sequences runs in chunks
-        (:attr:`window_chunks` set, at most :attr:`window_max_seqs` sequences)."""
+        r"""Whether the window plus sinks of ``num_seqs`` sequences runs in chunks."""
         return self.window_chunks is not None and num_seqs <= self.window_max_seqs
 
     def band_splits(self, window: int) -> bool:
-        """Whether a causal band of one sequence with no groups runs split at ``window``
-        (from :attr:`split_band_min_window`; never when it is :obj:`None`)."""
+        r"""Whether a causal band of one sequence with no groups runs split at ``window``."""
         return self.split_band_min_window is not None and window >= self.split_band_min_window
 
 
@@ -162,20 +129,15 @@ class DecodeConfig:
     r"""Tuning of the fast decoding step (:func:`focus_decode_attention`).
 
     Args:
-        store_after (int): fast steps a state takes (masked) before it may read either kind
-            of store: a store's first read copies every out-of-window key and value, which
-            only the per-step saving of later steps pays back; switching after the steps whose
-            saving equals that copy (the ski-rental rule) costs at most about twice the best
-            choice made knowing the generation's length (``python -m benchmarks.focus.op_speed
-            --new-tokens 16`` and ``128``).
-        masked_share (float): the cost, in key reads per cached key, of one masked SDPA
-            over the whole cache (PyTorch's fused kernel reads a key faster than the stores'
-            matrix products) (``python -m benchmarks.focus.decode_step --compare-paths``).
-        part_work (float): the fixed cost of reading one more part (a store), in key reads
-            times :math:`H_{kv} D` (same benchmark).
-        max_store_parts (int): most group-set stores one step may read
-            (:math:`\binom{K}{k} - \binom{K-k}{k}` meet a token's :math:`k` groups); beyond
-            it the step reads the per-group stores (:math:`k` parts) or the masked SDPA.
+        store_after (int): fast steps a state takes before it may read a store, whose first
+            read copies the out-of-window cache (the ski-rental rule: switch once the savings
+            forgone equal that copy).
+        masked_share (float): the cost, in key reads per cached key, of one masked SDPA over
+            the whole cache.
+        part_work (float): the fixed cost of reading one more store, in key reads times
+            :math:`H_{kv} D`.
+        max_store_parts (int): most group-set stores one step may read (beyond: the per-group
+            stores or the masked SDPA).
     """
     store_after: int = 40
     masked_share: float = 0.75
@@ -226,7 +188,7 @@ def _setting(var: contextvars.ContextVar, cls, config, overrides) -> Iterator:
 
 @contextmanager
 def blocks_config(config: Optional[BlocksConfig] = None, **overrides) -> Iterator[BlocksConfig]:
-    """Set the :class:`BlocksConfig` in force inside a ``with`` block: :obj:`config` (default:
+    r"""Set the :class:`BlocksConfig` in force inside a ``with`` block: :obj:`config` (default:
     the one in force) with the fields :obj:`overrides` replaced; yields it.
 
     Example:
@@ -240,7 +202,7 @@ def blocks_config(config: Optional[BlocksConfig] = None, **overrides) -> Iterato
 
 @contextmanager
 def decode_config(config: Optional[DecodeConfig] = None, **overrides) -> Iterator[DecodeConfig]:
-    """Set the :class:`DecodeConfig` in force inside a ``with`` block (as
-    :func:`blocks_config`)."""
+    r"""Set the :class:`DecodeConfig` in force inside a ``with`` block (as :func:`blocks_config`).
+    """
     with _setting(_DECODE, DecodeConfig, config, overrides) as cfg:
         yield cfg

@@ -1,16 +1,12 @@
-r"""Convert router files of earlier versions to the shareable format of
-:func:`~quest_geometric.nn.focus.router_files.save_routers` (``focus_routers.safetensors`` +
-``focus_routers.json``, whose digest covers both files): a version-2 folder (its digest
-covered the tensors alone) or a ``focus_routers.pt`` (a pickle).
+r"""Convert router files of earlier versions (a version-2 folder, whose digest covered the
+tensors alone, or a pickled ``focus_routers.pt``) to the format of
+:func:`~quest_geometric.nn.focus.router_files.save_routers`.
 
 Command line::
 
     python -m quest_geometric.nn.focus.convert_routers OLD NEW [--allow-pickle]
 
-``OLD`` is a version-2 folder (or one of its files), a ``focus_routers.pt`` file or its
-folder; ``NEW`` the folder to write (it may be ``OLD``). A version-2 folder's tensors are
-checked against their digest and its configuration is bounded as a current one's; the
-versions it records are kept. A ``.pt`` file is read with ``torch.load(weights_only=True)``;
+``NEW`` may be ``OLD``. A ``.pt`` file is read with ``torch.load(weights_only=True)``;
 ``--allow-pickle`` unpickles it in full, which can run code: only for a file you wrote
 yourself.
 """
@@ -28,28 +24,23 @@ __all__ = ["convert_routers"]
 
 def convert_routers(old: str | os.PathLike, new: str | os.PathLike,
                     allow_pickle: bool = False) -> str:
-    r"""Write the routers of the old-format files at :obj:`old` into the folder :obj:`new`
-    in the :func:`~quest_geometric.nn.focus.router_files.save_routers` format: the same
-    tensors, bitwise, the recorded composition arguments and (for a version-2 folder) the
-    recorded versions.
+    r"""Write the routers of the old-format files at :obj:`old` into the folder :obj:`new` in the
+    current format: the same tensors, bitwise, and the recorded arguments and versions.
 
     Args:
         old (str or os.PathLike): a version-2 folder or file, a ``focus_routers.pt`` file,
             or a folder holding one.
-        new (str or os.PathLike): the folder to write (created if missing; may be the old
-            folder).
-        allow_pickle (bool): unpickle a ``.pt`` file in full (it can run code; only for a
-            file you wrote yourself) instead of ``torch.load(weights_only=True)``
-            (default: :obj:`False`).
+        new (str or os.PathLike): the folder to write (may be the old one).
+        allow_pickle (bool): unpickle a ``.pt`` file in full (it can run code) instead of
+            ``torch.load(weights_only=True)`` (default: :obj:`False`).
 
     Returns:
         str: :obj:`new`.
 
     Raises:
         FileNotFoundError: if :obj:`old` does not exist.
-        ValueError: if :obj:`old` is refused (not a router file, a digest that does not
-            match, non-finite weights, a configuration out of bounds, or a pickle that
-            ``weights_only=True`` refuses).
+        ValueError: if :obj:`old` is refused (not a router file, a wrong digest, non-finite
+            weights, a configuration out of bounds, or a pickle ``weights_only`` refuses).
     """
     config, tensors, record = read_legacy_routers(old, "convert_routers",
                                                   allow_pickle=allow_pickle)

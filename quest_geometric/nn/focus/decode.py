@@ -1,89 +1,29 @@
 r"""Cached incremental decoding with Focus: the routing state carried beside a KV cache.
 
-The router is causal (e.g. :class:`~quest_geometric.nn.focus.router.FocusRouter` with
-``causal=True``): with :math:`S^{(0)}_t = \mathbf{z}_t^\top \mathbf{C} / \tau` and, for
-iteration :math:`n = 1..I`,
+Under a causal router the Sinkhorn iterates of token :math:`t` depend on the prefix only
+through the running column log-sums
+:math:`\Lambda^{(n)}_{t,k} = \log \sum_{j \le t} e^{\log Q^{(n-1)}_{j,k}}`
+(:mod:`~quest_geometric.nn.focus.sinkhorn`). :class:`FocusDecodeState` keeps them with every
+cached token's hard groups and position, so a new token is routed in :math:`O(I K)` exactly
+as the full sequence routes it, and attends only to its window, the sinks and the cached
+tokens sharing one of its groups (:func:`focus_decode_attention`).
+
+The decoding step of one sequence (one new token, no padding) routes on Python floats (the
+same float64 formulas) and, with ``store=True``, attends by the cheapest of three ways
+(cost model: :class:`~quest_geometric.nn.focus.config.DecodeConfig`): one key/value store
+per *group set* holding the tokens that left the window, so the new token reads
 
 .. math::
-    \Lambda^{(n)}_{t,k} = \log \sum_{j \le t} e^{\log Q^{(n-1)}_{j,k}}, \qquad
-    \log Q^{(n)}_t = \operatorname{rownorm}\bigl(\log Q^{(n-1)}_t - \Lambda^{(n)}_t\bigr),
+    \mathcal{N}(t) = \{j : p - j \le w\} \;\cup \bigcup_{G :\, G \cap G_t \neq
+    \emptyset} \{j \in \mathrm{store}(G) : j < p - w\},
 
-token :math:`t`'s memberships depend on the prefix only through the :math:`I` running column
-log-sums :math:`\Lambda^{(n)}`. :class:`FocusDecodeState` keeps them (``[B, I, K]``, float64)
-with every cached token's hard groups and position, so a new token is routed in
-:math:`O(I K)` (:func:`~quest_geometric.nn.focus.sinkhorn.sinkhorn_step`, through the
-router's ``step``, see :class:`~quest_geometric.nn.focus.router.Router`) exactly as the
-full-sequence Sinkhorn routes it, and attends only to the cached keys it may see, its window plus
-the tokens sharing one of its
-groups (:func:`focus_decode_attention`): the attention cost grows with
-:math:`w + |\{j : G_j \cap G_t \neq \emptyset\}|`, not with the context.
-
-**The decoding step of one sequence** (one new token, no padding) takes a fast path:
-
-* routing: the :math:`I` Sinkhorn updates of
-  :func:`~quest_geometric.nn.focus.sinkhorn.sinkhorn_step` and the top-:math:`k` tie rule of
-  :func:`~quest_geometric.nn.focus.topk.topk_groups` on :math:`K` numbers are done
-  on Python floats (the same float64 formulas; the memberships are rounded to the scores'
-  float32 before the top-:math:`k`, as the full path does), instead of some hundred tiny
-  tensor operations;
-* attention (with ``FocusDecodeState(..., store=True)``, which
-  :func:`~quest_geometric.nn.focus.compose.compose_focus` sets): the cached tokens that have
-  left the window are copied once, in order, into one contiguous key/value store per
-  *group set* :math:`G_j` (with :math:`K = 4`: four stores for top-1, six for top-2). The
-  new token at position :math:`p` then attends to the window, a slice of the cache, plus the
-  stores whose group set meets :math:`G_t`,
-
-  .. math::
-      \mathcal{N}(t) = \{j : p - j \le w\} \;\cup \bigcup_{G :\, G \cap G_t \neq
-      \emptyset} \{j \in \mathrm{store}(G) : j < p - w\},
-
-  a disjoint union (every token sits in exactly one store), so the softmax runs over the
-  concatenated score rows of these views and nothing is gathered: the step reads exactly the
-  keys and values it attends to, once;
-* or, when most cached keys are kept (top-2 of :math:`K = 4` keeps about 5/6), one masked
-  SDPA over the whole cache: the mask is the new token's group set against every cached
-  token's, :math:`\mathbf{1}[G_j \cap G_t \neq \emptyset]`, one ``&`` of bitmasks
-  (each cached token's group set is kept as one int64 code :math:`c_j = \sum_{g \in G_j}
-  2^g`, so :math:`G_j \cap G_t \neq \emptyset \iff c_j \,\&\, c_t \neq 0`; for
-  :math:`K \le` :data:`~quest_geometric.nn.focus.group_sets.MAX_SET_GROUPS`, see
-  :mod:`~quest_geometric.nn.focus.group_sets`), or'ed with the window, and the
-  :math:`H / H_{kv}` query heads of a key head sit on the query axis of one
-  ``[1, H_{kv}, H / H_{kv}, D]`` call (no repeated keys; with
-  more threads than divide :math:`H_{kv}` evenly, one query per head with ``enable_gqa``
-  instead, which splits into more work items). It
-  reads every cached key, but in one fused kernel instead of a few products per store.
-  The step takes whichever is cheaper by a rough cost model
-  (:class:`~quest_geometric.nn.focus.config.DecodeConfig`: ``masked_share``,
-  ``part_work``); the stores are filled only when they are read (catching up on the tokens
-  that left the window meanwhile);
-* or, with many group sets (more than ``DecodeConfig.max_store_parts`` meet :math:`G_t`, e.g.
-  top-2 of :math:`K = 16`: 29 of 120), one store per *group*: store :math:`g` holds the
-  out-of-window tokens whose set contains :math:`g` (a top-:math:`k` token sits in
-  :math:`k` stores, so these keep :math:`k` more copies of the out-of-window cache), and
-  the new token of groups :math:`g_1 < \dots < g_k` reads the window, the sinks and the
-  :math:`k` stores of its groups, store :math:`g_i` masking the tokens that also hold one
-  of :math:`g_1, \dots, g_{i-1}` (read in an earlier store): :math:`k` parts instead of
-  dozens, every allowed key counted once, when the cost model prefers it to the masked
-  SDPA.
-
-Either kind of store is read only once the state has taken more than
-``DecodeConfig.store_after`` fast steps: the first read fills the stores with every
-out-of-window key and value, a cost only a long generation pays back, so a short one runs
-the masked SDPA throughout.
-
-The bookkeeping of a step is vectorised where a prefix is involved: the first step after a
-prefill codes the prefix's group sets in one pass over the groups tensor and counts its
-out-of-window tokens per set with one ``unique`` (so the first step costs about what a later
-one does); each later step codes and counts the one new token on the host.
-
-With window-only routing (:class:`~quest_geometric.nn.focus.window_router.WindowOnlyRouter`,
-``top_k = 0``, the sliding window plus sinks baseline) no token shares a group: the step
-reads the window and the sinks, two slices of the cache, and records no group set and keeps
-no store (so its first step after a prefill costs what a later one does).
-
-The plain gather path (:func:`focus_decode_attention_reference`) stays the reference the
-tests compare both ways with, and serves every other case (several sequences, several new
-tokens, padding).
+a disjoint union whose concatenated score rows need no gather; one masked SDPA over the
+whole cache, the mask :math:`c_j \,\&\, c_t \neq 0` on group-set codes
+(:mod:`~quest_geometric.nn.focus.group_sets`), cheaper when most keys are kept; or, with
+many meeting sets, one store per *group*, each masking the tokens an earlier one read.
+Stores are read only after ``DecodeConfig.store_after`` steps (only a long generation pays
+their fill back). :func:`focus_decode_attention_reference` is the reference and serves
+every other case.
 """
 from __future__ import annotations
 
@@ -95,12 +35,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from quest_geometric._utils.checks import check_num_sinks
-from quest_geometric.nn.focus._decode_stores import (
-    GroupSetStores,
-    GroupStores,
-    GrowingBuffers,
-    Part,
-)
+from quest_geometric.nn.focus._decode_stores import (GroupSetStores, GroupStores, GrowingBuffers,
+                                                     Part)
 from quest_geometric.nn.focus._layout import HALF_DTYPES
 from quest_geometric.nn.focus.config import DecodeConfig, current_decode_config
 from quest_geometric.nn.focus.group_sets import MAX_SET_GROUPS, code_of, group_set_codes
@@ -112,11 +48,10 @@ __all__ = ["FocusDecodeState", "route_step", "route_prefix", "focus_decode_atten
 
 
 def packed_layout(hkv: int) -> bool:
-    """Whether the masked SDPA packs the query heads of a key head on its query axis
+    r"""Whether the masked SDPA packs the query heads of a key head on its query axis
     (``H_kv`` work items for PyTorch's CPU kernel) rather than one query per head with
     ``enable_gqa`` (``H`` items): packed at one thread or when the threads divide ``H_kv``
-    evenly (the rule ``python -m benchmarks.focus.masked_layout`` measures; its numbers are on the
-    benchmarks page)."""
+    evenly (the rule ``python -m benchmarks.focus.masked_layout`` measures)."""
     t = torch.get_num_threads()
     return t == 1 or hkv % t == 0
 
@@ -139,9 +74,8 @@ def masked_decode_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, scale
 
 @dataclass
 class _Statistics:
-    r"""The running column log-sums :math:`\Lambda^{(n)}` of a state: a tensor, or, once the
-    fast routing step has updated them as Python floats (:attr:`host`, then
-    authoritative while :attr:`stale`), rebuilt from those when next read."""
+    r"""The running column log-sums :math:`\Lambda^{(n)}` of a state: a tensor, or Python
+    floats (:attr:`host`, authoritative while :attr:`stale`) after fast routing steps."""
     tensor: Tensor
     host: Optional[List[List[float]]] = None
     stale: bool = False
@@ -162,11 +96,9 @@ class _Statistics:
 
 @dataclass
 class _FastData:
-    """What the fast decoding step derives from a one-sequence cache (rebuilt whenever a
-    state is created or reordered): the steps taken, every slot's group-set code (filled up
-    to the step's slot; :attr:`codable` turns false once a group past
-    :data:`~quest_geometric.nn.focus.group_sets.MAX_SET_GROUPS` was met, and the fast step
-    then gives way) and the two kinds of stores."""
+    r"""What the fast decoding step derives from a one-sequence cache: the steps taken, every
+    slot's group-set code (:attr:`codable` turns false once a group past
+    :data:`~quest_geometric.nn.focus.group_sets.MAX_SET_GROUPS` was met) and the stores."""
     codes: GrowingBuffers
     steps: int = 0
     codable: bool = True
@@ -175,10 +107,7 @@ class _FastData:
 
 
 class FocusDecodeState:
-    r"""Routing state of one Focus layer for the tokens of a KV cache.
-
-    The per-token buffers grow by doubling (amortised :math:`O(1)` per appended token, no
-    copy of the whole history at each step).
+    r"""Routing state of one Focus layer for the tokens of a KV cache (buffers grown by doubling).
 
     Args:
         groups (Tensor): hard groups of the cached tokens, ``[B, S, top_k]``, long; ``-1``
@@ -188,11 +117,9 @@ class FocusDecodeState:
         col_lse (Tensor): running column log-sums :math:`\Lambda^{(n)}`, ``[B, I, K]``,
             float64.
         count (Tensor): real tokens per sequence so far, ``[B]``, long.
-        store (bool): keep the group-set key/value stores of the fast decoding step (see
-            the module docstring; a second copy of the out-of-window keys and values of a
-            one-sequence cache). The keys and values then passed to
-            :func:`focus_decode_attention` must always be those of the same cache, grown by
-            appending (default: :obj:`False`).
+        store (bool): keep the key/value stores of the fast step (a second copy of the
+            out-of-window cache); the keys and values passed to :func:`focus_decode_attention`
+            must then be those of the same cache, grown by appending (default: :obj:`False`).
 
     Attributes:
         groups (Tensor): ``[B, S, top_k]``, as above.
@@ -201,11 +128,6 @@ class FocusDecodeState:
         count (Tensor): ``[B]``, as above.
         store (bool): as above.
         fast_steps (int): the fast decoding steps taken (read-only).
-
-    A state owns its data: the routers append through :meth:`append` / :meth:`append_one`
-    and update the statistics through :meth:`host_statistics`; the fast step
-    (:meth:`fast_step`, when :meth:`takes_fast_step`) keeps its group-set codes and stores
-    in private records.
     """
 
     def __init__(self, groups: Tensor, pos: Tensor, col_lse: Tensor, count: Tensor,
@@ -328,10 +250,8 @@ class FocusDecodeState:
             self._flush()
 
     def _set_codes(self, upto: int) -> Optional[Tensor]:
-        """The group-set codes (:func:`group_set_codes`) of cache slots ``[0, upto)`` of a
-        one-sequence state, ``[upto]`` long; :obj:`None` if a group is
-        :data:`MAX_SET_GROUPS` or more (no bitmask holds it). The codes of a prefill are
-        computed once, in one pass; those of decoded tokens from their host groups."""
+        r"""The group-set codes of cache slots ``[0, upto)`` of a one-sequence state, ``[upto]``
+        long; :obj:`None` if a group is :data:`MAX_SET_GROUPS` or more."""
         fast = self._fast
         done = fast.codes.size
         if not fast.codable:
@@ -361,11 +281,8 @@ class FocusDecodeState:
 
     def fast_step(self, q: Tensor, k: Tensor, v: Tensor, window: int, scale: float,
                   num_sinks: int, cfg: DecodeConfig) -> Tensor:
-        """The decoding step of one sequence (:meth:`takes_fast_step`): one masked SDPA over
-        the cache, the group-set stores or the per-group stores, whichever ``cfg``'s cost
-        model says is cheaper; for window-only routing (``top_k = 0``) the window and the
-        sinks by the same rule, with no group set recorded and no store kept. The arguments
-        are those of :func:`focus_decode_attention`."""
+        r"""The decoding step of one sequence (:meth:`takes_fast_step`), by the ways of the module
+        docstring; the arguments are those of :func:`focus_decode_attention`."""
         s = self._len
         lo = max(0, s - 1 - window)  # the window: slots [lo, s); the stores hold [ns, lo)
         ns = min(num_sinks, lo)  # the sinks: slots [0, ns) (those not in the window)
@@ -397,8 +314,8 @@ class FocusDecodeState:
         return _softmax_parts(q, parts + [fast.stores.sets[c].part() for c in meets], scale)
 
     def select(self, index: Tensor) -> "FocusDecodeState":
-        """The state of sequences :obj:`index` (beam search reorders the cache this way; the
-        group-set stores are rebuilt from the reordered cache at the next fast step)."""
+        r"""The state of sequences :obj:`index` (beam search reorders the cache this way; the
+        stores are rebuilt at the next fast step)."""
         return FocusDecodeState(self.groups[index], self.pos[index], self.col_lse[index],
                                 self.count[index], store=self.store)
 
@@ -409,22 +326,18 @@ class FocusDecodeState:
 
 def route_prefix(router: Router, x: Tensor, batch: Optional[Tensor] = None, num_seqs: int = 1
                  ) -> Tuple[RouterOutput, Tensor]:
-    r"""Route whole sequences once: what ``router(x, batch)`` returns, and the statistics
-    :func:`~quest_geometric.nn.focus.sinkhorn.sinkhorn_prefix_state` would record from a second pass
-    (the same prefix-causal
-    Sinkhorn run, with its column totals kept), for starting a :class:`FocusDecodeState`.
+    r"""Route whole sequences once: ``router(x, batch)`` and the statistics
+    :math:`\Lambda^{(n)}` ``[B, I, K]`` (float64, detached) that start a
+    :class:`FocusDecodeState`.
 
     Args:
-        router (Router): a prefix-causal router (its ``forward`` takes ``col_totals``, as
-            :class:`~quest_geometric.nn.focus.router.FocusRouter`'s does).
+        router (Router): a prefix-causal router (its ``forward`` takes ``col_totals``).
         x (Tensor): hidden states of the real tokens, ``[N, C]``.
-        batch (Tensor, optional): sorted sequence id per token (default: :obj:`None`, one
-            sequence).
+        batch (Tensor, optional): sorted sequence id per token (default: :obj:`None`).
         num_seqs (int): number of sequences :math:`B` (default: :obj:`1`).
 
     Returns:
-        ``(RouterOutput, col_lse)``: the routing of :obj:`x` (shapes ``[N, ...]``) and
-        :math:`\Lambda^{(n)}` ``[B, I, K]`` (float64, detached).
+        ``(RouterOutput, col_lse)``.
     """
     totals: List[Tensor] = []
     out = router(x, batch, col_totals=totals)
@@ -433,12 +346,8 @@ def route_prefix(router: Router, x: Tensor, batch: Optional[Tensor] = None, num_
 
 def route_step(router: Router, x: Tensor, state: FocusDecodeState, valid: Optional[Tensor] = None,
                return_groups: bool = True) -> Optional[Tensor]:
-    r"""Route new tokens ``x [B, T, C]`` with :obj:`router` (any
-    :class:`~quest_geometric.nn.focus.router.Router`, through its ``step``), updating
-    :obj:`state` (statistics, groups, positions). Returns their groups ``[B, T, top_k]``
-    (``-1`` for padding). Like :func:`focus_decode_attention`, it passes non-finite hidden
-    states through instead of adding a check to every decoding step; the prefix was checked
-    when it was routed (:func:`route_prefix`).
+    r"""Route new tokens ``x [B, T, C]`` through ``router.step``, updating :obj:`state`; returns
+    their groups ``[B, T, top_k]`` (``-1`` for padding). Non-finite hidden states pass through.
 
     Args:
         router (Router): the layer's causal router.
@@ -446,8 +355,7 @@ def route_step(router: Router, x: Tensor, state: FocusDecodeState, valid: Option
         state (FocusDecodeState): the layer's state, updated in place.
         valid (Tensor, optional): bool ``[B, T]``, :obj:`False` for padding (default:
             :obj:`None`, all real).
-        return_groups (bool): return the groups (default: :obj:`True`; the composed
-            layers pass :obj:`False` and skip building them).
+        return_groups (bool): return the groups (default: :obj:`True`).
 
     Raises:
         ValueError: if the router's :obj:`top_k` is not the one the state was filled with.
@@ -464,37 +372,26 @@ def focus_decode_attention(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeSt
                            window: int, scale: float, fast: bool = True,
                            num_sinks: int = 0, config: Optional[DecodeConfig] = None
                            ) -> Tensor:
-    r"""Attention of the newest :math:`T` tokens of a cache to the keys Focus lets them see.
-
-    Query :math:`t` (cache slot :math:`c_t`) attends to the real cached keys :math:`j \le
-    c_t` with :math:`p_t - p_j \le w`, :math:`G_j \cap G_t \ne \emptyset` or
-    :math:`p_j < s` (the attention sinks: the first :math:`s` real tokens of the sequence)
-    (positions :math:`p` count real tokens only, so padding never enters a window). With
-    :obj:`fast`, the decoding step of one sequence without padding and a state with
-    ``store=True`` reads the window (a slice of :obj:`k`, :obj:`v`) and the group-set
-    stores that meet the new token's groups, views only (see the module docstring); every
-    other call is :func:`focus_decode_attention_reference`, which gives the same values up
-    to rounding.
-
-    Non-finite entries are passed through, not refused: this runs once per generated token
-    and layer, where a finiteness check would add a reduction and a host read to every step
-    (the cost cached decoding exists to avoid); the prefix's queries, keys and values were
-    checked when the cache was filled (:func:`~quest_geometric.nn.focus.focus_blocks_attention`
-    and the composed layers refuse NaN and infinities), and a NaN produced later by the model
-    itself shows in its logits.
+    r"""Attention of the newest :math:`T` tokens of a cache to the keys Focus lets them see:
+    query :math:`t` (slot :math:`c_t`) attends to the real cached keys :math:`j \le c_t` with
+    :math:`p_t - p_j \le w`, :math:`G_j \cap G_t \ne \emptyset` or :math:`p_j < s`
+    (positions :math:`p` count real tokens only). With :obj:`fast`, the step of one sequence
+    without padding and a ``store=True`` state takes the fast path; every other call is
+    :func:`focus_decode_attention_reference`. Non-finite entries are passed through: a check
+    would add a host read to every generated token, and the prefix was checked when the cache
+    was filled.
 
     Args:
         q (Tensor): queries ``[B, H, T, D]`` of the new tokens.
-        k, v (Tensor): every cached key/value ``[B, H_kv, S', D]`` (``S' >= S``, the
-            cache's capacity; slots past the state's length are ignored).
+        k, v (Tensor): every cached key/value ``[B, H_kv, S', D]`` (``S' >= S``; slots past
+            the state's length are ignored).
         state (FocusDecodeState): the state *after* the new tokens were appended.
         window (int): :math:`w`.
         scale (float): softmax scale.
         fast (bool): allow the fast path (default: :obj:`True`).
-        num_sinks (int): attention sinks :math:`s \ge 0` (default: :obj:`0`; the fast
-            path reads them as one more slice of the cache, never from a store).
+        num_sinks (int): attention sinks :math:`s \ge 0` (default: :obj:`0`).
         config (DecodeConfig, optional): the fast step's tuning (default: :obj:`None`, the
-            one in force, see :func:`~quest_geometric.nn.focus.config.decode_config`).
+            one in force).
 
     Returns:
         Tensor: ``[B, H, T, D]``; zeros for padding queries.
@@ -509,13 +406,11 @@ def focus_decode_attention(q: Tensor, k: Tensor, v: Tensor, state: FocusDecodeSt
 def _choose_way(stores: GroupSetStores, mine: int, local: int, s: int, row: int,
                 paid: bool, cfg: DecodeConfig) -> Tuple[str, List[int]]:
     r"""The fast step's way for the new token of group-set code :obj:`mine` over :obj:`s`
-    cached keys, :obj:`local` of them in the window and the sinks: ``'sets'`` (the window
-    plus the group-set stores that meet it), ``'groups'`` (the per-group stores, when more
-    than ``cfg.max_store_parts`` sets meet it) or ``'masked'`` (one masked SDPA over the
-    cache), with the codes of the sets that meet it. Reading :math:`P` parts of :math:`n`
-    keys costs about :math:`n + P \cdot` ``part_work`` / :obj:`row` key reads (:obj:`row` =
-    :math:`H_{kv} D`), the masked SDPA ``masked_share`` :math:`\cdot s`; no store is read
-    before the state has paid its fill (:obj:`paid`: more than ``store_after`` steps)."""
+    cached keys, :obj:`local` of them in the window and the sinks: ``'sets'``, ``'groups'``
+    or ``'masked'``, with the codes of the sets that meet it. Reading :math:`P` parts of
+    :math:`n` keys costs about :math:`n + P \cdot` ``part_work`` / :obj:`row` key reads
+    (:obj:`row` = :math:`H_{kv} D`), the masked SDPA ``masked_share`` :math:`\cdot s`; no
+    store is read before the state has paid its fill (:obj:`paid`)."""
     meets = stores.meeting(mine)
     part = cfg.part_work / row
     many = len(meets) > cfg.max_store_parts
@@ -530,8 +425,7 @@ def _choose_way(stores: GroupSetStores, mine: int, local: int, s: int, row: int,
 
 
 def _local_parts(k: Tensor, v: Tensor, lo: int, s: int, ns: int) -> List[Part]:
-    """The window ``[lo, s)`` and the sinks ``[0, ns)`` of a one-sequence cache as parts of
-    :func:`_softmax_parts` (views only)."""
+    r"""The window ``[lo, s)`` and the sinks ``[0, ns)`` of a one-sequence cache as parts."""
     parts = [Part(k[0, :, lo:s].transpose(1, 2), v[0, :, lo:s])]
     if ns:
         parts.append(Part(k[0, :, :ns].transpose(1, 2), v[0, :, :ns]))
@@ -540,9 +434,8 @@ def _local_parts(k: Tensor, v: Tensor, lo: int, s: int, ns: int) -> List[Part]:
 
 def _masked_local(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, lo: int, ns: int,
                   scale: float) -> Tensor:
-    """One masked SDPA over the cache slots ``[0, s)`` (``s = mask.numel()``): the keys
-    :obj:`mask` keeps, the window ``[lo, s)`` and the sinks ``[0, ns)`` (set in
-    :obj:`mask` in place)."""
+    r"""One masked SDPA over the cache slots ``[0, s)``: the keys :obj:`mask` keeps, the window
+    ``[lo, s)`` and the sinks ``[0, ns)`` (set in :obj:`mask` in place)."""
     s = mask.numel()
     mask[lo:] = True  # the window
     mask[:ns] = True  # the sinks
@@ -551,9 +444,8 @@ def _masked_local(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, lo: int, ns: in
 
 
 def _softmax_parts(q: Tensor, parts: List[Part], scale: float) -> Tensor:
-    """One query per head ``q [1, H, 1, D]`` over the concatenated :class:`Part` s, their
-    ``masked`` keys excluded: the parts are disjoint, so the softmax over their score rows
-    reads exactly the keys the step attends to, once."""
+    r"""One query per head ``q [1, H, 1, D]`` over the disjoint :class:`Part` s, their
+    ``masked`` keys excluded."""
     _, h, _, d = q.shape
     hkv = parts[0].keys.size(0)
     qg = q.reshape(hkv, h // hkv, d) * scale  # query head h reads key head h // (H / H_kv)
@@ -578,23 +470,8 @@ def _softmax_parts(q: Tensor, parts: List[Part], scale: float) -> Tensor:
 def focus_decode_attention_reference(q: Tensor, k: Tensor, v: Tensor,
                                      state: FocusDecodeState, window: int, scale: float,
                                      num_sinks: int = 0) -> Tensor:
-    r"""The plain path of :func:`focus_decode_attention` (the reference of its fast path):
-    attention of the newest :math:`T` tokens of a cache to the keys Focus lets them see.
-
-    Query :math:`t` (cache slot :math:`c_t`) attends to the real cached keys :math:`j \le
-    c_t` with :math:`p_t - p_j \le w`, :math:`G_j \cap G_t \ne \emptyset` or :math:`p_j <
-    s` (:obj:`num_sinks`, default :obj:`0`) (positions
-    :math:`p` count real tokens only, so padding never enters a window). For one new token
-    (the decoding step) the allowed keys are gathered first, so the attention costs
-    :math:`O(H D (w + |\text{shared}|))`; several new tokens use one masked SDPA.
-
-    Args:
-        q (Tensor): queries ``[B, H, T, D]`` of the new tokens.
-        k, v (Tensor): every cached key/value ``[B, H_kv, S', D]`` (``S' >= S``, the
-            cache's capacity; slots past the state's length are ignored).
-        state (FocusDecodeState): the state *after* the new tokens were appended.
-        window (int): :math:`w`.
-        scale (float): softmax scale.
+    r"""The plain path of :func:`focus_decode_attention` (the same pattern and arguments): the
+    allowed keys gathered for one new token, one masked SDPA for several.
 
     Returns:
         Tensor: ``[B, H, T, D]``; zeros for padding queries.

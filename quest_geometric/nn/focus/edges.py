@@ -1,5 +1,5 @@
 r"""Focus attention as PyG message passing over an explicit ``edge_index`` (the general-graph
-back-end: any edge set, e.g. :func:`~quest_geometric.nn.focus.edge_index.focus_edge_index`)."""
+back-end)."""
 from __future__ import annotations
 
 import math
@@ -18,8 +18,8 @@ __all__ = ["FocusEdgeAttention"]
 
 
 class FocusEdgeAttention(MessagePassing):
-    r"""Multi-head scaled dot-product attention over an arbitrary :obj:`edge_index`
-    (the general-graph Focus reference; target :math:`i`, source :math:`j`):
+    r"""Multi-head scaled dot-product attention over an arbitrary :obj:`edge_index` (target
+    :math:`i`, source :math:`j`):
 
     .. math::
         \alpha_{ij}^{h} = \operatorname{softmax}_{j \in \mathcal{N}(i)}
@@ -35,14 +35,9 @@ class FocusEdgeAttention(MessagePassing):
         super().__init__(aggr="add", node_dim=0)
 
     def forward(self, q: Tensor, k: Tensor, v: Tensor, edge_index: Tensor) -> Tensor:
-        """Attend along :obj:`edge_index` (row = source, col = target).
-
-        An edge set sorted by target (as
-        :func:`~quest_geometric.nn.focus.edge_index.focus_edge_index` returns it) is passed to
-        PyG as an :class:`~torch_geometric.EdgeIndex` with ``sort_order='col'``, so the
-        softmax and the sum run over contiguous segments (CSR pointers) instead of scatters,
-        with the same result.
-        Half precision scores, softmax and sums run in float32 (cast back at the end).
+        r"""Attend along :obj:`edge_index` (row = source, col = target). An edge set sorted by
+        target is passed to PyG as a ``sort_order='col'`` :class:`~torch_geometric.EdgeIndex`,
+        so softmax and sum run over contiguous segments; half precision runs in float32.
 
         Raises:
             TypeError: for non-floating :obj:`q`, :obj:`k`, :obj:`v` or a non-integer

@@ -1,7 +1,5 @@
-r"""The content-free trained control of soft Focus: a per-head temperature and a per-head
-bias on the pairs beyond the window (two parameters per head), as a
-:class:`~quest_geometric.nn.focus.router.Router` whose parameters train like a learned
-router's."""
+r"""The content-free trained control of soft Focus: a per-head temperature and far-pair bias,
+as a :class:`~quest_geometric.nn.focus.router.Router`."""
 from __future__ import annotations
 
 from typing import Any, Dict, Mapping, Optional
@@ -19,30 +17,15 @@ __all__ = ["FarBiasRouter"]
 
 @register_router("far_bias")
 class FarBiasRouter(WindowOnlyRouter):
-    r"""A content-free control for the soft rows of Focus: per head :math:`h`, an inverse
-    temperature :math:`e^{\theta_h}` on every logit and a bias :math:`\beta_h` on the pairs
-    outside the window and the sinks,
-
-    .. math::
-        \tilde s^h_{ij} = e^{\theta_h} s^h_{ij}
-        + \beta_h \, [\, |i - j| > w \,\wedge\, \min(p_i, p_j) \ge s \,]
-
-    (:func:`~quest_geometric.nn.focus.dense.focus_far_bias_attention`), so a layer with
-    :math:`H` heads has :math:`2H` parameters (:attr:`log_scale` :math:`\theta` and
-    :attr:`far_bias` :math:`\beta`, both 0 at construction: full attention). It sees no
-    content: it only learns how much each head should prefer the window, the baseline a
-    learned routing's soft rows must beat with the same objective, data and steps.
-
-    :class:`~quest_geometric.nn.focus.module.FocusAttention` runs this attention on its
-    soft path (training mode, or ``hard=False``: the soft rows), whatever its ``gate``;
-    the hard path has no group (``top_k = 0``, as
-    :class:`~quest_geometric.nn.focus.window_router.WindowOnlyRouter`): the window and the
-    sinks. The parameters are the router's, so
-    :func:`~quest_geometric.nn.focus.compose.router_parameters` returns them and
-    :func:`~quest_geometric.nn.focus.router_files.save_routers` saves them (with a record of the
-    router). One router per layer: pass a factory to
-    :func:`~quest_geometric.nn.focus.compose.compose_focus`, e.g.
-    ``router=lambda d: FarBiasRouter(9)``.
+    r"""A content-free control for the soft rows of Focus: per head an inverse temperature and a
+    bias on the pairs outside the window and the sinks
+    (:func:`~quest_geometric.nn.focus.dense.focus_far_bias_attention`), :math:`2H` parameters
+    (:attr:`log_scale`, :attr:`far_bias`, 0 at construction: full attention) that learn only
+    how much each head prefers the window, the baseline a learned routing's soft rows must
+    beat. The hard path keeps the window and the sinks, as
+    :class:`~quest_geometric.nn.focus.window_router.WindowOnlyRouter`. One router per layer:
+    pass a factory such as ``router=lambda d: FarBiasRouter(9)`` to
+    :func:`~quest_geometric.nn.focus.compose.compose_focus`.
 
     Args:
         num_heads (int): the query heads :math:`H` of the layer.
@@ -71,8 +54,8 @@ class FarBiasRouter(WindowOnlyRouter):
     def soft_attention(self, q: Tensor, k: Tensor, v: Tensor, window: int,
                        batch: Optional[Tensor] = None, causal: bool = True,
                        num_sinks: int = 0) -> Tensor:
-        r"""The soft rows: :func:`~quest_geometric.nn.focus.dense.focus_far_bias_attention`
-        with this router's parameters (``q, k, v`` ``[N, H, D]``)."""
+        r"""The soft rows: :func:`~quest_geometric.nn.focus.dense.focus_far_bias_attention` with
+        this router's parameters (``q, k, v`` ``[N, H, D]``)."""
         check_qkv(q, k, v, where="FarBiasRouter")
         if q.size(1) != self.num_heads:
             raise fail(ValueError, "FarBiasRouter", "q", f"a [N, {self.num_heads}, D] tensor "
@@ -81,16 +64,12 @@ class FarBiasRouter(WindowOnlyRouter):
                                         batch, causal, num_sinks)
 
     def config(self) -> Dict[str, Any]:
-        r"""The keyword arguments that rebuild this router (:meth:`from_config`; the two
-        parameters per head are its state dict)."""
+        r"""The keyword arguments that rebuild this router (the parameters are its state dict)."""
         return {"num_heads": self.num_heads, "causal": self.causal}
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> FarBiasRouter:
-        r"""The router of :meth:`config`'s arguments (checked by
-        :func:`~quest_geometric.nn.focus.router.config_kwargs`: ``num_heads`` within
-        :data:`~quest_geometric.nn.focus.router.CONFIG_LIMITS` before any parameter is
-        allocated)."""
+        r"""The router of :meth:`config`'s arguments, checked before any allocation."""
         return cls(**config_kwargs(f"{cls.__name__}.from_config", config,
                                    ("num_heads", "causal")))
 

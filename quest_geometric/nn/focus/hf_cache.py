@@ -1,6 +1,6 @@
 r"""The Focus decoding states kept on a Hugging Face KV cache object, and the two cache
-methods patched to honour them (beam search's ``reorder_cache`` reorders the states,
-``crop`` is refused: the router's prefix statistics cannot be rewound)."""
+methods patched for them (``reorder_cache`` reorders the states, ``crop`` is refused: the
+router's prefix statistics cannot be rewound)."""
 from __future__ import annotations
 
 from typing import Any, Dict
@@ -15,11 +15,9 @@ _CACHE_ATTR = "_quest_focus_states"
 
 
 def focus_cache_states(cache: Any) -> Dict[int, FocusDecodeState]:
-    """The Focus decoding states kept on a KV cache object, one
+    r"""The Focus decoding states kept on a KV cache object, one
     :class:`~quest_geometric.nn.focus.decode.FocusDecodeState` per composed layer keyed by
-    ``id(layer)`` (created on first use; beam search's ``reorder_cache`` reorders them too,
-    ``crop`` is refused). A composed layer's prefill registers its state here; code that
-    builds a state itself (e.g. a benchmark) registers it the same way.
+    ``id(layer)`` (created on first use).
 
     Args:
         cache: a Hugging Face ``Cache`` (or any object accepting attributes).

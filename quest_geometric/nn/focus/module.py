@@ -1,31 +1,16 @@
-"""The Focus attention module: a router, projections and the choice of back-end.
-
-Reference: Yao et al., "Why Attend to Everything? Focus is the Key" /
-"Composing Sparse Attention via Learned Grouping" (arXiv 2604.03260).
-"""
+r"""The Focus attention module: a router, projections and the choice of back-end."""
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from quest_geometric._utils.checks import (
-    check_batch,
-    check_choice,
-    check_features,
-    check_int,
-    check_num_sinks,
-    check_real,
-    check_window,
-)
-from quest_geometric.nn.focus.backends import (
-    AUTO,
-    choose_focus_backend,
-    focus_backend,
-    focus_backend_names,
-)
+from quest_geometric._utils.checks import (check_batch, check_choice, check_features, check_int,
+                                           check_num_sinks, check_real, check_window)
+from quest_geometric.nn.focus.backends import (AUTO, choose_focus_backend, focus_backend,
+                                               focus_backend_names)
 from quest_geometric.nn.focus.dense import SOFT_GATES, focus_soft_attention, full_attention
 from quest_geometric.nn.focus.router import FocusRouter, Router, RouterOutput
 
@@ -33,8 +18,8 @@ __all__ = ["FocusAttention"]
 
 
 class _BackendNames(Sequence):
-    """The names :attr:`FocusAttention.backend` accepts, read live: ``'auto'`` and every
-    registered back-end (:mod:`~quest_geometric.nn.focus.backends`)."""
+    r"""The names :attr:`FocusAttention.backend` accepts, read live: ``'auto'`` and every
+    registered back-end."""
 
     def _names(self) -> Tuple[str, ...]:
         return (AUTO,) + focus_backend_names()
@@ -55,14 +40,37 @@ BACKENDS: Sequence[str] = _BackendNames()
 GATES = SOFT_GATES + (None,)
 
 
+_WHERE = "FocusAttention"
+
+
+def _unchanged(check: Callable[..., Any], *args: Any) -> Callable[[Any], Any]:
+    """``check(value, *args, where="FocusAttention")``, which raises on a bad value, returning
+    the value itself."""
+    def run(value: Any) -> Any:
+        check(value, *args, where=_WHERE)
+        return value
+
+    return run
+
+
+def _option(name: str, check: Callable[[Any], Any], doc: str) -> property:
+    """A layer option kept in ``_<name>``: assigning stores ``check(value)``."""
+    attr = "_" + name
+
+    def fset(self: nn.Module, value: Any) -> None:
+        setattr(self, attr, check(value))
+
+    return property(lambda self: getattr(self, attr), fset, doc=doc)
+
+
 class FocusAttention(nn.Module):
     r"""Focus multi-head self-attention with learned grouping, from
     `"Why Attend to Everything? Focus is the Key" <https://arxiv.org/abs/2604.03260>`_
     (Yao et al.).
 
-    A router (shared by all heads; by default a learned
+    A router shared by all heads (a learned
     :class:`~quest_geometric.nn.focus.router.FocusRouter`, or any
-    :class:`~quest_geometric.nn.focus.router.Router` passed as :obj:`router`) assigns every
+    :class:`~quest_geometric.nn.focus.router.Router` passed as :obj:`router`) gives every
     token a soft membership :math:`\mathbf{g}_i` and a hard group set :math:`G_i`. In
     inference (``eval()`` or ``hard=True``) token :math:`i` attends to
 
@@ -71,46 +79,18 @@ class FocusAttention(nn.Module):
         \wedge (|i - j| \le w \vee G_i \cap G_j \ne \emptyset
         \vee \min(p_i, p_j) < s) \,\},
 
-    with :math:`p_i` the position of token :math:`i` in its sequence and :math:`s` the
-    number of attention sinks (StreamingLLM: the first :math:`s` tokens are attended by
-    every token; in a non-causal layer they also attend to every token, so the pattern
-    stays symmetric),
-
-    computed by a registered back-end (:mod:`~quest_geometric.nn.focus.backends`; they agree
-    in outputs and gradients): ``'blocks'`` (the paper's decomposition on every device, fast
-    on CPU, see :func:`~quest_geometric.nn.focus.blocks.focus_blocks_attention`), ``'flex'``
-    (:func:`~quest_geometric.nn.focus.flex.focus_flex_attention`, one block-sparse
-    FlexAttention call, fast on CUDA; on CPU forward only and :math:`O(N^2)` memory, a check
-    rather than a fast path), ``'edges'`` (PyG message passing over
-    :func:`~quest_geometric.nn.focus.edge_index.focus_edge_index`, general graphs),
-    ``'dense'`` (masked SDPA, the small-:math:`N` oracle), one a user registered with
-    :func:`~quest_geometric.nn.focus.backends.register_focus_backend`, or ``'auto'`` (the
-    default), which picks ``'flex'`` on CUDA and ``'blocks'`` elsewhere at each call
-    (:func:`~quest_geometric.nn.focus.backends.choose_focus_backend`); :attr:`last_backend`
-    says which one the last hard call ran. In training mode all
-    pairs are computed densely with a soft gate (:func:`focus_soft_attention`). With
-    ``gate=None`` or ``enabled = False`` the layer is plain full (causal) attention, in both
-    modes, with the same projections.
-
-    A router whose :obj:`top_k` is 0 (e.g.
-    :class:`~quest_geometric.nn.focus.window_router.WindowOnlyRouter`) gives every token the
-    empty group set: only the window and the sinks are kept, and as no far pair is ever
-    kept, training mode runs that same hard pattern (there is no soft gate to relax). A
-    router with a ``soft_attention(q, k, v, window, batch, causal, num_sinks)`` method (e.g.
-    :class:`~quest_geometric.nn.focus.far_bias_router.FarBiasRouter`) supplies the soft
-    path itself (training mode or ``hard=False``) instead of the gate.
-
-    The options :attr:`top_k` (shared with the router), :attr:`window`, :attr:`num_sinks`,
-    :attr:`backend`,
-    :attr:`gate`, :attr:`gate_scale` and :attr:`gate_bias` may be assigned after
-    construction: the value is validated and used from the next call on. :attr:`num_groups`
-    is fixed (assigning it raises :class:`AttributeError`). Every back-end accepts
-    :obj:`float16` and :obj:`bfloat16` (routing, log-sum-exps and merges run in
-    :obj:`float32`).
+    (:math:`p_i` the position in the sequence, :math:`s` the attention sinks), computed by a
+    registered back-end (:mod:`~quest_geometric.nn.focus.backends`; :attr:`last_backend` names
+    the one the last hard call ran). In training mode all pairs are computed densely with a
+    soft gate (:func:`focus_soft_attention`) or the router's own ``soft_attention``; a router
+    with ``top_k = 0`` keeps the window and the sinks in both modes. With ``gate=None`` or
+    ``enabled = False`` the layer is full attention with the same projections. The options
+    may be assigned after construction (validated, used from the next call); half precision
+    runs its routing, log-sum-exps and merges in float32.
 
     Args:
-        embed_dim (int): model width :math:`C` (input, query/key/value and output).
-        num_heads (int): heads :math:`H`; :math:`C` must be divisible by :math:`H`.
+        embed_dim (int): model width :math:`C`.
+        num_heads (int): heads :math:`H`, dividing :math:`C`.
         num_groups (int): groups :math:`K` (default: :obj:`8`).
         group_dim (int): routing dimension :math:`d_g` (default: :obj:`16`).
         top_k (int): hard groups per token, :math:`1..K` (default: :obj:`1`).
@@ -118,24 +98,18 @@ class FocusAttention(nn.Module):
         num_sinks (int): attention sinks :math:`s \ge 0` (default: :obj:`0`).
         backend (str): ``'auto'``, ``'blocks'``, ``'flex'``, ``'edges'``, ``'dense'`` or a
             registered back-end's name (default: :obj:`'auto'`).
-        gate (str, optional): ``'additive'``, ``'multiplicative'``, ``'straight_through'``
-            (the additive gate on the hard top-:math:`k` memberships with the soft
-            gradient, so training sees inference's pattern, see
-            :func:`focus_soft_attention`) or :obj:`None` (no Focus: full attention)
-            (default: :obj:`'additive'`).
+        gate (str, optional): ``'additive'``, ``'multiplicative'``, ``'straight_through'`` or
+            :obj:`None` (full attention) (default: :obj:`'additive'`).
         causal (bool): causal attention and prefix-causal routing (default: :obj:`True`).
         tau (float): Sinkhorn temperature, finite and positive (default: :obj:`0.1`).
         sinkhorn_iters (int): Sinkhorn iterations (default: :obj:`10`).
         gate_scale (float): :math:`\lambda` of the soft gate, finite (default: :obj:`10.0`).
         gate_bias (float): :math:`b` of the additive gate, finite (default: :obj:`0.5`,
-            the relaxation of the top-1 pattern; :math:`1/(2k^2)` relaxes top-:math:`k`).
+            relaxing top-1; :math:`1/(2k^2)` relaxes top-:math:`k`).
         bias (bool): biases in the own projections (default: :obj:`True`).
-        router (Router, optional): the router to use instead of building a
-            :class:`~quest_geometric.nn.focus.router.FocusRouter` (any module following
-            :class:`~quest_geometric.nn.focus.router.Router`); :obj:`num_groups`,
-            :obj:`group_dim`, :obj:`top_k`, :obj:`tau` and :obj:`sinkhorn_iters` are then not
-            used (the router has its own), and its :obj:`causal` must equal :obj:`causal`
-            (default: :obj:`None`).
+        router (Router, optional): the router instead of a new
+            :class:`~quest_geometric.nn.focus.router.FocusRouter` (the routing arguments are
+            then unused; its :obj:`causal` must equal :obj:`causal`) (default: :obj:`None`).
 
     Shapes:
         - **input:** :obj:`x` :math:`(B, T, C)`, or :math:`(N, C)` with optional sorted
@@ -188,8 +162,6 @@ class FocusAttention(nn.Module):
         self.out_proj: nn.Module = nn.Linear(embed_dim, embed_dim, bias=bias)
         self.qkv: Optional[Callable[[Tensor], Tuple[Tensor, Tensor, Tensor]]] = None
 
-    # ---- validated options: assigning them takes effect at the next call or is refused ----
-
     @property
     def num_groups(self) -> int:
         r"""The number of groups :math:`K`, fixed at construction (the router's)."""
@@ -203,75 +175,26 @@ class FocusAttention(nn.Module):
 
     @property
     def top_k(self) -> int:
-        r"""Hard groups per token, :math:`1..K`; the router's :obj:`top_k` (assigning either
-        validates the value and sets both)."""
+        r"""Hard groups per token, :math:`1..K`: the router's :obj:`top_k`; assigning validates it.
+        """
         return self.router.top_k
 
     @top_k.setter
     def top_k(self, value: int) -> None:
         self.router.top_k = value
 
-    @property
-    def window(self) -> int:
-        r"""The local window :math:`w \ge 0`; assigning validates the value."""
-        return self._window
-
-    @window.setter
-    def window(self, value: int) -> None:
-        check_window(value, where="FocusAttention")
-        self._window = value
-
-    @property
-    def num_sinks(self) -> int:
-        r"""The attention sinks :math:`s \ge 0` (the first :math:`s` tokens of every
-        sequence are always attended); assigning validates the value."""
-        return self._num_sinks
-
-    @num_sinks.setter
-    def num_sinks(self, value: int) -> None:
-        check_num_sinks(value, where="FocusAttention")
-        self._num_sinks = value
-
-    @property
-    def backend(self) -> str:
-        r"""The hard back-end: ``'auto'`` or a registered back-end's name
-        (:func:`~quest_geometric.nn.focus.backends.focus_backend_names`); assigning validates
-        the value."""
-        return self._backend
-
-    @backend.setter
-    def backend(self, value: str) -> None:
-        check_choice(value, "'backend'", BACKENDS, where="FocusAttention")
-        self._backend = value
-
-    @property
-    def gate(self) -> Optional[str]:
-        r"""The training gate, ``'additive'``, ``'multiplicative'``, ``'straight_through'``
-        or :obj:`None` (full attention); assigning validates the value."""
-        return self._gate
-
-    @gate.setter
-    def gate(self, value: Optional[str]) -> None:
-        check_choice(value, "'gate'", GATES, where="FocusAttention")
-        self._gate = value
-
-    @property
-    def gate_scale(self) -> float:
-        r"""The gate scale :math:`\lambda`, finite; assigning validates the value."""
-        return self._gate_scale
-
-    @gate_scale.setter
-    def gate_scale(self, value: float) -> None:
-        self._gate_scale = check_real(value, "gate_scale", where="FocusAttention")
-
-    @property
-    def gate_bias(self) -> float:
-        r"""The additive gate's bias :math:`b`, finite; assigning validates the value."""
-        return self._gate_bias
-
-    @gate_bias.setter
-    def gate_bias(self, value: float) -> None:
-        self._gate_bias = check_real(value, "gate_bias", where="FocusAttention")
+    window = _option("window", _unchanged(check_window),
+                     r"""The local window :math:`w \ge 0` (validated when assigned).""")
+    num_sinks = _option("num_sinks", _unchanged(check_num_sinks),
+                        r"""The attention sinks :math:`s \ge 0` (validated when assigned).""")
+    backend = _option("backend", _unchanged(check_choice, "'backend'", BACKENDS),
+                      """The hard back-end, ``'auto'`` or a registered name (validated).""")
+    gate = _option("gate", _unchanged(check_choice, "'gate'", GATES),
+                   """The training gate, see :class:`FocusAttention` (validated).""")
+    gate_scale = _option("gate_scale", lambda v: check_real(v, "gate_scale", where=_WHERE),
+                         r"""The gate scale :math:`\lambda`, finite (validated).""")
+    gate_bias = _option("gate_bias", lambda v: check_real(v, "gate_bias", where=_WHERE),
+                        r"""The additive gate's bias :math:`b`, finite (validated).""")
 
     def reset_parameters(self) -> None:
         r"""Reset the router (when it has parameters) and the own projections."""
@@ -289,19 +212,16 @@ class FocusAttention(nn.Module):
                          num_heads: int, embed_dim: Optional[int] = None,
                          qkv: Optional[Callable[[Tensor], Tuple[Tensor, Tensor, Tensor]]]
                          = None, **kwargs) -> "FocusAttention":
-        r"""Build Focus attention around *existing* projections (e.g. of a frozen model).
-
-        The given modules are used as they are (not copied); their parameters stay
-        registered, so freezing them stays the caller's choice.
+        r"""Build Focus attention around *existing* projections (e.g. of a frozen model), used as
+        they are, not copied.
 
         Args:
             q_proj, k_proj, v_proj (callable, optional): ``x -> [.., C]`` each; or pass
                 :obj:`qkv` instead (default: :obj:`None`).
-            out_proj (callable, optional): output projection (default: :obj:`None`,
-                identity).
+            out_proj (callable, optional): output projection (default: :obj:`None`, identity).
             num_heads (int): number of heads.
-            embed_dim (int, optional): :math:`C` (default: inferred from
-                ``q_proj.in_features`` / ``out_proj.in_features``).
+            embed_dim (int, optional): :math:`C` (default: inferred from a projection's
+                ``in_features``).
             qkv (callable, optional): fused ``x -> (q, k, v)`` (default: :obj:`None`).
             **kwargs: the other :class:`FocusAttention` arguments.
         """
@@ -355,12 +275,12 @@ class FocusAttention(nn.Module):
 
         Args:
             x (torch.Tensor): ``[B, T, C]`` or ``[N, C]``.
-            batch (torch.Tensor, optional): sorted sequence/graph id per token, with
-                ``[N, C]`` input only (default: :obj:`None`).
-            return_router (bool): also return the :class:`RouterOutput` (default:
-                :obj:`False`; :obj:`None` in its place when Focus is disabled).
-            hard (bool, optional): hard top-k sets (inference) or soft gates (training)
-                (default: :obj:`None`, hard in ``eval()`` mode).
+            batch (torch.Tensor, optional): sorted sequence/graph id per token, with ``[N, C]``
+                input only (default: :obj:`None`).
+            return_router (bool): also return the :class:`RouterOutput` (:obj:`None` when Focus
+                is disabled) (default: :obj:`False`).
+            hard (bool, optional): hard top-k sets or soft gates (default: :obj:`None`, hard in
+                ``eval()`` mode).
 
         Raises:
             TypeError: if :obj:`x` is not a floating-point tensor, or (outside
@@ -406,27 +326,20 @@ class FocusAttention(nn.Module):
     def attend(self, x: Tensor, q: Tensor, k: Tensor, v: Tensor,
                batch: Optional[Tensor] = None, hard: Optional[bool] = None,
                col_totals: Optional[List[Tensor]] = None) -> Tuple[Tensor, RouterOutput]:
-        r"""Route :obj:`x` and attend with given per-head queries, keys and values (the
-        Focus part of :meth:`forward`, without the projections; used by
-        :func:`~quest_geometric.nn.focus.compose.compose_focus`, whose adapters supply
-        :obj:`q`, :obj:`k`, :obj:`v` from a pretrained module).
+        r"""The Focus part of :meth:`forward` on given per-head queries, keys and values (used by
+        :func:`~quest_geometric.nn.focus.compose.compose_focus`).
 
         Args:
             x (torch.Tensor): hidden states the router sees, ``[N, C]``.
-            q, k, v (torch.Tensor): ``[N, H, D]`` (keys and values already expanded to the
-                query heads for grouped-query attention), queries scaled so that
-                :math:`1/\sqrt{D}` gives the intended softmax scale.
-            batch (torch.Tensor, optional): sorted sequence id per token (default:
-                :obj:`None`, one sequence).
-            hard (bool, optional): hard top-k sets or soft gates (default: :obj:`None`,
-                hard in ``eval()`` mode).
+            q, k, v (torch.Tensor): ``[N, H, D]`` (keys and values expanded to the query heads;
+                softmax scale :math:`1/\sqrt{D}`).
+            batch (torch.Tensor, optional): sorted sequence id per token (default: :obj:`None`).
+            hard (bool, optional): as in :meth:`forward` (default: :obj:`None`).
             col_totals (list, optional): collects the router's Sinkhorn column statistics
-                (:meth:`FocusRouter.forward`), from which cached decoding continues.
-                (default: :obj:`None`)
+                (default: :obj:`None`).
 
         Returns:
-            ``(o, router_out)``: the attention output ``[N, H, D]`` and the
-            :class:`RouterOutput` of :obj:`x`.
+            ``(o, router_out)``: ``[N, H, D]`` and the :class:`RouterOutput` of :obj:`x`.
         """
         router_out = self.router(x, batch, col_totals=col_totals)
         hard = (not self.training) if hard is None else hard
@@ -442,9 +355,7 @@ class FocusAttention(nn.Module):
         return o, router_out
 
     def resolve_backend(self, q: Tensor) -> str:
-        """The back-end a hard call on queries :obj:`q` ``[N, H, D]`` runs: :attr:`backend`,
-        or with ``'auto'`` the choice of
-        :func:`~quest_geometric.nn.focus.backends.choose_focus_backend`."""
+        r"""The back-end a hard call on queries :obj:`q` runs (``'auto'`` resolved)."""
         if self.backend == AUTO:
             return choose_focus_backend(q, self.num_groups)
         return self.backend

@@ -1,6 +1,5 @@
 r"""Random balanced groups: an untrained, content-free
-:class:`~quest_geometric.nn.focus.router.Router` (a baseline for learned routing at the same
-:math:`K` and top-:math:`k`)."""
+:class:`~quest_geometric.nn.focus.router.Router`, a baseline for learned routing."""
 from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional
@@ -16,16 +15,11 @@ __all__ = ["RandomGroupsRouter", "random_balanced_groups"]
 
 def random_balanced_groups(positions: Tensor, num_groups: int, top_k: int, seed: int = 0
                            ) -> Tensor:
-    r"""The groups of the tokens at :obj:`positions` (0-based within their sequence) under the
-    seeded random balanced assignment: positions are cut into blocks of :math:`K`; block
-    :math:`b` draws a permutation :math:`\pi_b` of the :math:`K` group ids from a generator
-    seeded with ``seed * 1000003 + b``, and the token at position :math:`p = bK + r` gets
-
-    .. math::
-        G_p = \{\pi_b((r + c) \bmod K) : c = 0, \dots, k - 1\}
-
-    (in this order). Every group holds exactly :math:`k` of the :math:`K` tokens of a block
-    (perfect balance), and a token's groups depend on its position and the seed alone.
+    r"""The groups of the tokens at :obj:`positions` (within their sequence) under the seeded
+    random balanced assignment: block :math:`b` of :math:`K` positions draws a permutation
+    :math:`\pi_b` of the groups (seed ``seed * 1000003 + b``) and position :math:`p = bK + r`
+    gets :math:`G_p = \{\pi_b((r + c) \bmod K) : c < k\}`, so every group holds :math:`k` of
+    a block's :math:`K` tokens and the groups depend on the position and the seed alone.
 
     Args:
         positions (torch.Tensor): long positions ``[...]``, :math:`\ge 0`.
@@ -54,18 +48,14 @@ def random_balanced_groups(positions: Tensor, num_groups: int, top_k: int, seed:
 
 @register_router("random_groups")
 class RandomGroupsRouter(nn.Module):
-    r"""Random balanced groups: token :math:`i`'s hard groups are those of
-    :func:`random_balanced_groups` at its position within its sequence (no parameters,
-    content-free, deterministic given the seed and the position; causal, so cached decoding
-    routes a new token exactly as the whole sequence does). The soft membership spreads
-    :math:`1/k` over the token's :math:`k` groups.
+    r"""Random balanced groups: each token's hard groups are :func:`random_balanced_groups` at
+    its position (no parameters, causal); the soft membership spreads :math:`1/k` over them.
 
     Args:
         num_groups (int): :math:`K` (default: :obj:`8`).
         top_k (int): groups per token, :math:`1..K` (default: :obj:`1`).
         seed (int): the assignment's seed (default: :obj:`0`).
-        causal (bool): the layer's causality (the groups are causal either way)
-            (default: :obj:`True`).
+        causal (bool): the layer's causality (default: :obj:`True`).
 
     Shapes:
         - **input:** :obj:`h` :math:`(B, T, d)`, or :math:`(N, d)` with optional sorted
@@ -113,8 +103,7 @@ class RandomGroupsRouter(nn.Module):
 
     def forward(self, h: Tensor, batch: Optional[Tensor] = None,
                 col_totals: Optional[List[Tensor]] = None) -> RouterOutput:
-        r"""Route tokens by position (:obj:`col_totals` receives nothing: the steps need only
-        the positions)."""
+        r"""Route tokens by position (:obj:`col_totals` receives nothing)."""
         check_features(h, "h", where="RandomGroupsRouter")
         if h.dim() == 3:
             if batch is not None:
@@ -135,8 +124,7 @@ class RandomGroupsRouter(nn.Module):
 
     def step(self, x: Tensor, state: Any, valid: Optional[Tensor] = None,
              return_groups: bool = True) -> Optional[Tensor]:
-        r"""Route new tokens ``x [B, T, d]`` after :obj:`state`'s prefix (see
-        :class:`~quest_geometric.nn.focus.router.Router`)."""
+        r"""Route new tokens ``x [B, T, d]`` after :obj:`state`'s prefix."""
         b, t = x.shape[:2]
         count = state.count.to(x.device)
         if valid is None:
@@ -150,14 +138,13 @@ class RandomGroupsRouter(nn.Module):
         return groups if valid is None else groups.masked_fill(~valid.unsqueeze(-1), -1)
 
     def config(self) -> Dict[str, Any]:
-        r"""The keyword arguments that rebuild this router (:meth:`from_config`)."""
+        r"""The keyword arguments that rebuild this router."""
         return {"num_groups": self.num_groups, "top_k": self.top_k, "seed": self.seed,
                 "causal": self.causal}
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> RandomGroupsRouter:
-        r"""The router of :meth:`config`'s arguments (checked by
-        :func:`~quest_geometric.nn.focus.router.config_kwargs`)."""
+        r"""The router of :meth:`config`'s arguments, checked."""
         return cls(**config_kwargs(f"{cls.__name__}.from_config", config,
                                    ("num_groups", "top_k", "seed", "causal")))
 

@@ -1,16 +1,11 @@
 r"""Routers: the protocol every routing rule follows (:class:`Router`, returning a
 :class:`RouterOutput`), the registry of rules a router file may name
-(:func:`register_router`), and the learned Focus router (:class:`FocusRouter`: centroids
-with prefix-causal log-space Sinkhorn balancing, :mod:`~quest_geometric.nn.focus.sinkhorn`,
-and the deterministic top-:math:`k` of :mod:`~quest_geometric.nn.focus.topk`).
+(:func:`register_router`), and the learned Focus router (:class:`FocusRouter`).
 
 A new routing rule is one file: a :class:`torch.nn.Module` with the attributes and methods of
-:class:`Router`, registered under a name with :func:`register_router`;
-:class:`~quest_geometric.nn.focus.module.FocusAttention` (its ``router`` argument), every
-hard back-end, cached decoding, :func:`~quest_geometric.nn.focus.compose.compose_focus` and
-the router files (:func:`~quest_geometric.nn.focus.router_files.save_routers` /
-:func:`~quest_geometric.nn.focus.router_files.load_routers`) then accept it, with no edit
-elsewhere.
+:class:`Router`, registered with :func:`register_router`; the layer, every back-end, cached
+decoding, :func:`~quest_geometric.nn.focus.compose.compose_focus` and the router files then
+accept it.
 
 Reference: Yao et al., "Why Attend to Everything? Focus is the Key" /
 "Composing Sparse Attention via Learned Grouping" (arXiv 2604.03260).
@@ -18,33 +13,15 @@ Reference: Yao et al., "Why Attend to Everything? Focus is the Key" /
 from __future__ import annotations
 
 import math
-from typing import (
-    Any,
-    Callable,
-    Dict,
-    List,
-    Mapping,
-    NamedTuple,
-    Optional,
-    Protocol,
-    Sequence,
-    Tuple,
-    TypeVar,
-    runtime_checkable,
-)
+from typing import (Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Protocol, Sequence,
+                    Tuple, TypeVar, runtime_checkable)
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from quest_geometric._utils.checks import (
-    all_finite,
-    check_batch,
-    check_features,
-    check_int,
-    check_real,
-    fail,
-)
+from quest_geometric._utils.checks import (all_finite, check_batch, check_features, check_int,
+                                           check_real, fail)
 from quest_geometric.nn.focus.sinkhorn import sinkhorn_log, sinkhorn_step, sinkhorn_step_host
 from quest_geometric.nn.focus.topk import float32_host, topk_groups, topk_groups_host
 
@@ -69,54 +46,31 @@ class RouterOutput(NamedTuple):
 
 @runtime_checkable
 class Router(Protocol):
-    r"""The routing protocol: what :class:`~quest_geometric.nn.focus.module.FocusAttention`,
-    its back-ends, cached decoding (:mod:`~quest_geometric.nn.focus.decode`),
-    :func:`~quest_geometric.nn.focus.compose.compose_focus` and the router files
-    (:mod:`~quest_geometric.nn.focus.router_files`) need from a router. A router is a
-    :class:`torch.nn.Module` (so that it moves with the model and its parameters, if any,
-    train) with:
+    r"""The routing protocol, what the layer, its back-ends, cached decoding,
+    :func:`~quest_geometric.nn.focus.compose.compose_focus` and the router files need: a
+    :class:`torch.nn.Module` with
 
     Attributes:
         num_groups (int): the number of groups :math:`K`, fixed at construction.
-        top_k (int): hard groups per token, :math:`1..K` (assignable: it is the layer's
-            :attr:`~quest_geometric.nn.focus.module.FocusAttention.top_k`).
+        top_k (int): hard groups per token, :math:`1..K` (assignable).
         causal (bool): whether token :math:`i`'s groups depend only on tokens
             :math:`j \le i` of its sequence (required for cached decoding).
 
     Methods:
-        ``__call__(h, batch=None, col_totals=None) -> RouterOutput``: route hidden states
-        ``h`` ``[B, T, d]`` (or ``[N, d]`` with a sorted sequence id ``batch`` ``[N]``);
-        ``groups`` is ``[..., top_k]`` long in :math:`0..K-1`. When ``col_totals`` is a list,
-        append any running statistics that incremental steps continue from (one ``[B, K]``
-        tensor per statistic, see :func:`~quest_geometric.nn.focus.sinkhorn.prefix_statistics`;
-        a router whose steps need only the positions appends nothing).
+        ``__call__(h, batch=None, col_totals=None) -> RouterOutput``: route ``h`` ``[B, T, d]``
+        (or ``[N, d]`` with ``batch``), appending to a ``col_totals`` list the statistics
+        incremental steps continue from.
 
-        ``step(x, state, valid=None, return_groups=True) -> Optional[Tensor]``: route the
-        new tokens ``x`` ``[B, T, d]`` after the prefix that ``state`` (a
-        :class:`~quest_geometric.nn.focus.decode.FocusDecodeState`) describes, exactly as
-        ``__call__`` would route them as part of the whole sequence; append their groups to
-        ``state`` (:meth:`~quest_geometric.nn.focus.decode.FocusDecodeState.append`, which
-        also counts positions; update ``state.col_lse`` if the router keeps statistics) and
-        return them ``[B, T, top_k]`` (``-1`` for padding, ``valid`` ``[B, T]`` bool is
-        :obj:`False` there), or :obj:`None` with ``return_groups=False``.
+        ``step(x, state, valid=None, return_groups=True) -> Optional[Tensor]``: route new
+        tokens ``x`` ``[B, T, d]`` after the prefix of ``state`` (a
+        :class:`~quest_geometric.nn.focus.decode.FocusDecodeState`) exactly as ``__call__``
+        would, append their groups to ``state`` and return them (``-1`` for padding).
 
-        ``config() -> dict``: the keyword arguments that rebuild this router (JSON values:
-        bool, int, float, str or None; its parameters, if any, are not part of it: they are
-        saved from its state dict). ``from_config(config)`` (a classmethod) builds the
-        router back from them, refusing (:class:`ValueError` / :class:`TypeError`, before
-        allocating anything) any key it does not know and any value outside
-        :data:`CONFIG_LIMITS`; :func:`config_kwargs` does both checks. With
-        :func:`register_router`, this is what lets
-        :func:`~quest_geometric.nn.focus.router_files.save_routers` record the router by its
-        registered name and :func:`~quest_geometric.nn.focus.router_files.load_routers`
-        rebuild it.
+        ``config() -> dict`` of JSON scalars and the classmethod ``from_config(config)``,
+        which rebuilds the router refusing, before allocating, unknown keys and values beyond
+        :data:`CONFIG_LIMITS` (:func:`config_kwargs`).
 
-    Optional: ``soft_attention(q, k, v, window, batch=None, causal=True, num_sinks=0) ->
-    Tensor`` (:class:`SoftRowsRouter`): the router computes the soft (training) rows itself
-    from ``q, k, v`` ``[N, H, D]`` instead of the layer's soft gate over its memberships
-    (e.g. :class:`~quest_geometric.nn.focus.far_bias_router.FarBiasRouter`); and
-    ``reset_parameters()``, called by :meth:`FocusAttention.reset_parameters
-    <quest_geometric.nn.focus.module.FocusAttention.reset_parameters>` when present.
+    Optional: ``soft_attention(...)`` (:class:`SoftRowsRouter`) and ``reset_parameters()``.
     """
 
     num_groups: int
@@ -141,10 +95,9 @@ class Router(Protocol):
 
 @runtime_checkable
 class SoftRowsRouter(Router, Protocol):
-    r"""A :class:`Router` that supplies the soft rows of a layer in training mode (or with
-    ``hard=False``) itself, instead of the layer's soft gate over its memberships: ``q, k,
-    v`` ``[N, H, D]``, the layer's ``window``, ``batch`` ``[N]`` (or :obj:`None`),
-    ``causal`` and ``num_sinks`` in, the attention output ``[N, H, D]`` out."""
+    r"""A :class:`Router` that computes a layer's soft (training) rows itself, instead of the
+    layer's soft gate: ``q, k, v`` ``[N, H, D]``, ``window``, ``batch``, ``causal`` and
+    ``num_sinks`` in, the attention output ``[N, H, D]`` out."""
 
     def soft_attention(self, q: Tensor, k: Tensor, v: Tensor, window: int,
                        batch: Optional[Tensor] = None, causal: bool = True,
@@ -152,12 +105,9 @@ class SoftRowsRouter(Router, Protocol):
         ...
 
 
-#: Upper bounds on what a router configuration may ask for, checked by
-#: :func:`config_kwargs` (a router's ``from_config``) and by
-#: :func:`~quest_geometric.nn.focus.router_files.load_routers` before anything is built:
-#: far above any useful value (the paper uses :math:`K \le 64`, ten Sinkhorn iterations and
-#: windows of a few hundred tokens), low enough that a crafted file cannot allocate terabytes
-#: or loop for hours.
+#: Upper bounds on a router configuration, checked by :func:`config_kwargs` before anything
+#: is built: far above any useful value, low enough that a crafted router file cannot
+#: allocate terabytes or loop for hours.
 CONFIG_LIMITS: Dict[str, int] = {
     "num_groups": 4096, "top_k": 4096, "group_dim": 4096, "in_channels": 1 << 16,
     "num_heads": 4096, "sinkhorn_iters": 1000, "window": 1 << 20, "num_sinks": 1 << 20,
@@ -171,9 +121,8 @@ R = TypeVar("R", bound=type)
 
 
 def check_limit(where: str, name: str, value: Any) -> None:
-    r"""Refuse an integer option :obj:`name` above ``CONFIG_LIMITS[name]`` (a name without a
-    limit, or a value of another type, passes: the router's own checks judge those); the
-    error names the bound."""
+    r"""Refuse an integer option :obj:`name` above ``CONFIG_LIMITS[name]`` (other names and
+    types pass: the router's own checks judge those)."""
     limit = CONFIG_LIMITS.get(name)
     if limit is not None and isinstance(value, int) and value > limit:
         raise fail(ValueError, where, name, f"at most {limit} (the bound of "
@@ -182,10 +131,9 @@ def check_limit(where: str, name: str, value: Any) -> None:
 
 def config_kwargs(where: str, config: Mapping[str, Any], required: Sequence[str],
                   optional: Sequence[str] = ()) -> Dict[str, Any]:
-    r"""The keyword arguments of a router's ``from_config``: :obj:`config` must hold every
-    name of :obj:`required`, may hold those of :obj:`optional`, nothing else, each value a
-    JSON scalar; ``causal`` must be a bool and the integers of :data:`CONFIG_LIMITS` within
-    their bound (checked here, before the router allocates anything).
+    r"""The keyword arguments of a router's ``from_config``: :obj:`config` must hold every name
+    of :obj:`required`, may hold those of :obj:`optional`, nothing else, each value a JSON
+    scalar; ``causal`` a bool and the integers of :data:`CONFIG_LIMITS` within their bound.
 
     Raises:
         TypeError: for a non-mapping, a non-scalar value or a non-bool ``causal``.
@@ -210,15 +158,12 @@ def config_kwargs(where: str, config: Mapping[str, Any], required: Sequence[str]
 
 
 def register_router(name: str) -> Callable[[R], R]:
-    r"""Class decorator: register a routing rule under :obj:`name`, so that router files
-    record it by that name and rebuild it with its ``from_config``. The rule lives in its
-    own file; nothing else changes::
+    r"""Class decorator registering a routing rule (a class with ``config`` and
+    ``from_config``) under :obj:`name`, by which router files record and rebuild it; only the
+    exact class, not a subclass::
 
         @register_router("my_rule")
-        class MyRouter(nn.Module): ...  # the Router protocol, config() and from_config()
-
-    A class is saved under its own registered name only (a subclass that is not
-    registered itself may route differently, and is not saved as its parent).
+        class MyRouter(nn.Module): ...
 
     Raises:
         ValueError: if :obj:`name` is empty or already names another class.
@@ -249,8 +194,7 @@ def register_router(name: str) -> Callable[[R], R]:
 
 
 def router_name(router: Any) -> Optional[str]:
-    r"""The registered name of :obj:`router`'s exact class (:func:`register_router`), or
-    :obj:`None` if it is not registered."""
+    r"""The registered name of :obj:`router`'s exact class, or :obj:`None`."""
     return _NAMES.get(type(router))
 
 
@@ -265,20 +209,18 @@ def registered_routers() -> Tuple[str, ...]:
 
 
 def group_balance(groups: Tensor, num_groups: int, batch: Optional[Tensor] = None) -> Tensor:
-    r"""Largest group share: the fraction of all (token, group) memberships held by the most
-    popular group (:math:`1/K` is perfect balance, :math:`1` is collapse).
-
-    .. math::
-        \mathrm{balance} = \max_k \frac{|\{(i, c) : G_{ic} = k\}|}{N \cdot \mathrm{top\_k}}
+    r"""Largest group share,
+    :math:`\max_k |\{(i, c) : G_{ic} = k\}| / (N \cdot \mathrm{top\_k})` (:math:`1/K`:
+    perfect balance, :math:`1`: collapse).
 
     Args:
         groups (torch.Tensor): hard group ids, shape :obj:`[..., top_k]`, long.
         num_groups (int): number of groups :math:`K`.
-        batch (torch.Tensor, optional): sorted sequence id per token for PyG input
-            :obj:`[N, top_k]`; then one share per sequence is returned (default: :obj:`None`).
+        batch (torch.Tensor, optional): sorted sequence id per token of :obj:`[N, top_k]`
+            groups, for one share per sequence (default: :obj:`None`).
 
     Returns:
-        torch.Tensor: a scalar (float32), or shape :obj:`[B]` when :obj:`batch` is given.
+        torch.Tensor: a scalar (float32), or shape :obj:`[B]` with :obj:`batch`.
     """
     if groups.dtype != torch.long:
         raise TypeError(f"group_balance: 'groups' must be a long tensor, got {groups.dtype}")
@@ -302,9 +244,9 @@ NONFINITE_SCORES = ("FocusRouter: routing scores contain NaN or inf (check the i
 
 @register_router("focus")
 class FocusRouter(nn.Module):
-    r"""The Focus router: tokens are softly assigned to :math:`K` learned centroids with
-    Sinkhorn balancing, from `"Why Attend to Everything? Focus is the Key"
-    <https://arxiv.org/abs/2604.03260>`_ (Yao et al.).
+    r"""The Focus router of `"Why Attend to Everything? Focus is the Key"
+    <https://arxiv.org/abs/2604.03260>`_ (Yao et al.): learned centroids with Sinkhorn
+    balancing,
 
     .. math::
         \mathbf{z}_i = \mathbf{W}_g \mathbf{h}_i, \qquad
@@ -312,29 +254,14 @@ class FocusRouter(nn.Module):
         \mathbf{g}_i = \mathrm{Sinkhorn}(S)_i, \qquad
         G_i = \operatorname{top-k}(\mathbf{g}_i).
 
-    The projection, the scores and Sinkhorn (in log space, :func:`sinkhorn_log`) run in
-    :obj:`float32` even for half precision input (:obj:`float64` for double input; the soft
-    memberships are cast back to the input's dtype), so routing is stable at small
-    :math:`\tau` and a half precision input gets the groups of its float32 upcast up to
-    rounding. Normalisation over tokens never crosses sequences/graphs of a batch. The
-    hard top-:math:`k` breaks ties deterministically (:func:`topk_groups`: memberships
-    within a relative :data:`TIE_RTOL` are tied, the lowest group id wins), so a token's
-    groups never depend on rounding noise from the other sequences of a batch.
-
-    **Causality.** The paper's column step sums over the whole sequence, so a token's group
-    depends on later tokens. With ``causal=True`` the column sum for token :math:`t` runs over
-    the prefix :math:`j \le t` of its sequence only (prefix log-cumsum-exp). By induction over
-    iterations, every iterate :math:`Q^{(n)}_t` is a function of
-    :math:`\mathbf{h}_1, \dots, \mathbf{h}_t` alone, hence so are :math:`\mathbf{g}_t` and
-    :math:`G_t`: future tokens never change past memberships. This is an online Sinkhorn: token
-    :math:`t` is balanced against the groups' mass so far, which approaches the full-sequence
-    balancing as the prefix grows. The first token of a sequence holds all of every group's
-    prefix mass, so its membership is uniform: its top-:math:`k` is a tie, which the tie rule
-    resolves to groups :math:`0, \dots, k - 1`; this matters little because the local
-    window always covers the first tokens' neighbours.
+    Routing runs in float32 (float64 for double input), stable at small :math:`\tau`, never
+    crosses sequences, and breaks ties by :func:`topk_groups`. With ``causal=True`` the column
+    sums run over the prefix :math:`j \le t` only, so :math:`G_t` depends on
+    :math:`\mathbf{h}_1, \dots, \mathbf{h}_t` alone (an online Sinkhorn; the first token's
+    uniform membership resolves to groups :math:`0, \dots, k - 1`).
 
     Args:
-        in_channels (int): size :math:`d` of the hidden states :math:`\mathbf{h}_i`.
+        in_channels (int): size :math:`d` of the hidden states.
         num_groups (int): number of groups :math:`K` (default: :obj:`8`).
         group_dim (int): routing dimension :math:`d_g` (default: :obj:`16`).
         tau (float): temperature :math:`\tau > 0`, finite (default: :obj:`0.1`).
@@ -407,15 +334,13 @@ class FocusRouter(nn.Module):
             self.centroids.copy_(c / c.norm(dim=-1, keepdim=True))
 
     def scores(self, h: Tensor, check: bool = True) -> Tensor:
-        r"""Scores :math:`S/\tau = \mathbf{z}\mathbf{C}^{\top}/\tau` in float32 (float64 for
-        double input), shape :obj:`[..., K]`; the projection :math:`\mathbf{z}` is computed
-        in that dtype too, so half precision input is routed like its float32 upcast.
+        r"""Scores :math:`\mathbf{z}\mathbf{C}^{\top}/\tau` ``[..., K]`` in float32 (float64 for
+        double input), the projection included.
 
         Args:
             h (Tensor): hidden states ``[..., d]``.
-            check (bool): refuse NaN or infinite scores (default: :obj:`True`; the cached
-                decoding step passes :obj:`False` and checks the few numbers it copies to
-                the host instead, sparing a device synchronisation).
+            check (bool): refuse NaN or infinite scores (default: :obj:`True`; the decoding step
+                checks its host copy instead, sparing a device synchronisation).
 
         Raises:
             ValueError: if any score is NaN or infinite (with :obj:`check`).
@@ -433,11 +358,10 @@ class FocusRouter(nn.Module):
 
         Args:
             h (torch.Tensor): hidden states :obj:`[B, T, d]` or :obj:`[N, d]`.
-            batch (torch.Tensor, optional): sorted sequence/graph id per token, only with
-                :obj:`[N, d]` input (default: :obj:`None`).
-            col_totals (list, optional): collects the Sinkhorn column statistics of each
-                iteration (see :func:`sinkhorn_log`), for starting cached decoding from
-                this routing. (default: :obj:`None`)
+            batch (torch.Tensor, optional): sorted sequence/graph id per token, with
+                :obj:`[N, d]` input only (default: :obj:`None`).
+            col_totals (list, optional): collects the Sinkhorn column statistics, for cached
+                decoding (default: :obj:`None`).
 
         Returns:
             RouterOutput: soft memberships, hard top-k groups, log memberships.
@@ -469,25 +393,18 @@ class FocusRouter(nn.Module):
 
     def step(self, x: Tensor, state: Any, valid: Optional[Tensor] = None,
              return_groups: bool = True) -> Optional[Tensor]:
-        r"""Route new tokens ``x [B, T, d]`` (one at a time, in order) after the prefix that
-        :obj:`state` describes, as the prefix-causal Sinkhorn of :meth:`forward` routes
-        them (:func:`~quest_geometric.nn.focus.sinkhorn.sinkhorn_step`), updating
-        :obj:`state` (statistics, groups, positions).
-
-        One real token of one sequence is routed on Python floats
-        (:func:`~quest_geometric.nn.focus.sinkhorn.sinkhorn_step_host` and
-        :func:`~quest_geometric.nn.focus.topk.topk_groups_host`, the same formulas);
-        otherwise with tensors.
+        r"""Route new tokens ``x [B, T, d]`` after :obj:`state`'s prefix, as :meth:`forward` would
+        (one real token of one sequence on Python floats), updating :obj:`state`.
 
         Args:
             x (Tensor): hidden states of the new tokens, ``[B, T, d]``.
             state (FocusDecodeState): the layer's decoding state, updated in place.
             valid (Tensor, optional): bool ``[B, T]``, :obj:`False` for padding (default:
-                :obj:`None`, all real).
+                :obj:`None`).
             return_groups (bool): return the groups (default: :obj:`True`).
 
         Returns:
-            Tensor, optional: the new tokens' groups ``[B, T, top_k]`` (``-1`` for padding).
+            Tensor, optional: the groups ``[B, T, top_k]`` (``-1`` for padding).
         """
         b, t, _ = x.shape
         if b == 1 and t == 1 and (valid is None or bool(valid.all())):
@@ -509,8 +426,7 @@ class FocusRouter(nn.Module):
         return groups if valid is None else groups.masked_fill(~valid.unsqueeze(-1), -1)
 
     def _step_one(self, x: Tensor, state: Any) -> List[int]:
-        """The fast path of :meth:`step`: one real token of one sequence, on Python floats;
-        returns its groups (a list) and appends them to :obj:`state`."""
+        r""":meth:`step` for one real token of one sequence, on Python floats."""
         s = self.scores(x.reshape(1, -1), check=False)
         vals = s[0].tolist()
         if not all(map(math.isfinite, vals)):  # the check scores() skipped, on the host copy
@@ -524,8 +440,7 @@ class FocusRouter(nn.Module):
         return g
 
     def config(self) -> Dict[str, Any]:
-        r"""The keyword arguments that rebuild this router (:meth:`from_config`); the
-        projection and the centroids are its state dict."""
+        r"""The keyword arguments that rebuild this router (:meth:`from_config`)."""
         return {"in_channels": self.in_channels, "num_groups": self.num_groups,
                 "group_dim": self.group_dim, "tau": self.tau,
                 "sinkhorn_iters": self.sinkhorn_iters, "top_k": self.top_k,
@@ -533,8 +448,7 @@ class FocusRouter(nn.Module):
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> FocusRouter:
-        r"""A router of :meth:`config`'s arguments (checked by :func:`config_kwargs`
-        first: no unknown key, sizes within :data:`CONFIG_LIMITS`)."""
+        r"""A router of :meth:`config`'s arguments, checked by :func:`config_kwargs`."""
         return cls(**config_kwargs("FocusRouter.from_config", config, (
             "in_channels", "num_groups", "group_dim", "tau", "sinkhorn_iters", "top_k",
             "causal")))

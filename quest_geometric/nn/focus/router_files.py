@@ -1,23 +1,17 @@
-r"""The router file format: :func:`save_routers` / :func:`load_routers` (the tensors as
-safetensors, the composition and a digest as JSON), :func:`read_routers` (read and check
-without a model) and the readers of the files of earlier versions
+r"""The router file format: :func:`save_routers` / :func:`load_routers`, :func:`read_routers`
+(read and check without a model) and the readers of earlier versions
 (:func:`read_legacy_routers`, used by :mod:`~quest_geometric.nn.focus.convert_routers`).
 
-A folder holds two files: :data:`ROUTERS_FILE`, the tensors, each named
+A folder holds :data:`ROUTERS_FILE`, the tensors (safetensors), each named
 ``"{layer module path}.{router state dict key}"``, and :data:`ROUTERS_CONFIG`, a JSON record
-of the :func:`~quest_geometric.nn.focus.compose.compose_focus` arguments (``"config"``), the
-layers, the versions of quest_geometric, torch and transformers, and a SHA-256 digest that
-covers the record and the tensors (:mod:`quest_geometric._utils.digested`): editing either
-file is refused on reading. Every size and iteration count the record configures is checked
-against :data:`~quest_geometric.nn.focus.router.CONFIG_LIMITS` before anything is built. A
-router given to :func:`~quest_geometric.nn.focus.compose.compose_focus` is recorded under
-``"router"`` by its registered name and :meth:`~quest_geometric.nn.focus.router.Router.config`
-(:func:`~quest_geometric.nn.focus.router.register_router`), and rebuilt with its
-``from_config``.
-
-Version 2 folders (a digest of the tensors alone) and the pickle-based
-:data:`LEGACY_ROUTERS_FILE` are converted once with
-``python -m quest_geometric.nn.focus.convert_routers OLD NEW``.
+of the :func:`~quest_geometric.nn.focus.compose.compose_focus` arguments (``"config"``, a
+given router under ``"router"`` by its registered name and ``config()``), the layers, the
+versions, and a SHA-256 digest covering the record and the tensors
+(:mod:`quest_geometric._utils.digested`): editing either file is refused on reading. Every
+size the record configures is checked against
+:data:`~quest_geometric.nn.focus.router.CONFIG_LIMITS` before anything is built. Version 2
+folders (a digest of the tensors alone) and the pickle-based :data:`LEGACY_ROUTERS_FILE` are
+converted once with ``python -m quest_geometric.nn.focus.convert_routers OLD NEW``.
 """
 from __future__ import annotations
 
@@ -29,21 +23,12 @@ import torch
 from torch import Tensor, nn
 
 from quest_geometric._utils.checks import check_int, check_real, fail
-from quest_geometric._utils.digested import (
-    check_tensors,
-    read_record,
-    read_tensors,
-    write_pair,
-)
+from quest_geometric._utils.digested import check_tensors, read_record, read_tensors, write_pair
 from quest_geometric._utils.untrusted import refused
 from quest_geometric.nn.focus.compose import _STATE_ATTR, compose_focus, decompose
 from quest_geometric.nn.focus.composed import FocusComposed
-from quest_geometric.nn.focus.router import (
-    CONFIG_LIMITS,
-    registered_routers,
-    router_class,
-    router_name,
-)
+from quest_geometric.nn.focus.router import (CONFIG_LIMITS, registered_routers, router_class,
+                                             router_name)
 
 __all__ = ["save_routers", "load_routers", "read_routers", "read_legacy_routers",
            "write_router_files", "router_record", "router_from_record", "ROUTERS_FILE",
@@ -70,8 +55,7 @@ _CONVERT = "python -m quest_geometric.nn.focus.convert_routers"
 
 
 def router_record(router: Any) -> Optional[Dict[str, Any]]:
-    r"""The JSON record of a router a file can hold, ``{"type": name, **router.config()}``
-    (:func:`~quest_geometric.nn.focus.router.register_router`), or :obj:`None` for a
+    r"""The JSON record of a router, ``{"type": name, **router.config()}``, or :obj:`None` for a
     router whose exact class is not registered."""
     name = router_name(router)
     return None if name is None else {"type": name, **router.config()}
@@ -130,9 +114,9 @@ def _versions() -> Dict[str, Optional[str]]:
 def write_router_files(folder: str | os.PathLike, config: Dict[str, Any], layers: List[str],
                        tensors: Dict[str, Tensor],
                        versions: Optional[Dict[str, Any]] = None) -> str:
-    """Write :data:`ROUTERS_FILE` then :data:`ROUTERS_CONFIG` (with the digest of both) into
-    :obj:`folder`, each atomically (:func:`quest_geometric._utils.digested.write_pair`);
-    :obj:`versions` defaults to the running ones. Returns the folder."""
+    r"""Write :data:`ROUTERS_FILE` then :data:`ROUTERS_CONFIG` (with the digest of both) into
+    :obj:`folder`, each atomically; :obj:`versions` defaults to the running ones. Returns the
+    folder."""
     folder = os.fspath(folder)
     os.makedirs(folder, exist_ok=True)
     write_pair(os.path.join(folder, ROUTERS_FILE), os.path.join(folder, ROUTERS_CONFIG),
@@ -143,19 +127,11 @@ def write_router_files(folder: str | os.PathLike, config: Dict[str, Any], layers
 
 
 def save_routers(model: nn.Module, path: str | os.PathLike) -> str:
-    r"""Save the routers of a composed model into the folder :obj:`path` (e.g. the folder of
-    ``model.save_pretrained(path)``), as a shareable adapter: the tensors in
-    :data:`ROUTERS_FILE` (safetensors, no pickle) and, in :data:`ROUTERS_CONFIG`, the
-    :func:`~quest_geometric.nn.focus.compose.compose_focus` arguments the layers run with
-    (read off the layers, so options changed by
-    :func:`~quest_geometric.nn.focus.compose.set_focus_options` are the ones recorded; a
-    router given to ``compose_focus`` is recorded by its registered name and ``config()``
-    under ``"router"``, :func:`router_record`, with its parameters, if any, as tensors), the
-    versions of quest_geometric, torch and transformers, and the SHA-256 digest of both files.
-
-    Each tensor is named ``"{layer module path}.{router state dict key}"``;
-    :func:`load_routers` recomposes a freshly loaded base model with them. Each file is
-    written atomically (a temporary file in the same folder, renamed into place).
+    r"""Save the routers of a composed model into the folder :obj:`path` (e.g. that of
+    ``model.save_pretrained``): the tensors in :data:`ROUTERS_FILE`, and in
+    :data:`ROUTERS_CONFIG` the composition arguments the layers run with (after
+    :func:`~quest_geometric.nn.focus.compose.set_focus_options`), the versions and the digest,
+    each file written atomically.
 
     Args:
         model (torch.nn.Module): a model returned by
@@ -167,7 +143,7 @@ def save_routers(model: nn.Module, path: str | os.PathLike) -> str:
 
     Raises:
         ValueError: if :obj:`model` was not composed with ``compose_focus`` (with the default
-            learned routers or a registered one), or its layers run with different options.
+            routers or a registered one), or its layers run with different options.
     """
     state = getattr(model, _STATE_ATTR, None)
     if state is None:
@@ -229,9 +205,8 @@ def _check_config(where: str, file: str, config: Any) -> Dict[str, Any]:
 
 def _read_new(where: str, tensors_file: str, config_file: str, allow_old: bool = False
               ) -> Tuple[Dict[str, Any], Dict[str, Tensor], Dict[str, Any]]:
-    """``(config, tensors, record)`` of a :func:`save_routers` folder's two files, each
-    checked; a version-2 pair only with :obj:`allow_old` (its digest does not cover the
-    record)."""
+    r"""``(config, tensors, record)`` of a :func:`save_routers` folder's two files, each checked;
+    a version-2 pair only with :obj:`allow_old` (its digest does not cover the record)."""
     if not os.path.isfile(config_file):
         raise refused(where, tensors_file, f"its config {os.path.basename(config_file)!r} "
                       f"is missing (save_routers writes both files)")
@@ -273,8 +248,7 @@ def _read_pickled(path: str, where: str, allow_pickle: bool) -> Any:
 
 
 def _pair_at(path: str) -> Optional[Tuple[str, str]]:
-    """The ``(tensors, config)`` files a folder or one of the two files names, or
-    :obj:`None` (a folder without them, or another file)."""
+    r"""The ``(tensors, config)`` files a folder or one of the two files names, or :obj:`None`."""
     if os.path.isdir(path):
         pair = (os.path.join(path, ROUTERS_FILE), os.path.join(path, ROUTERS_CONFIG))
         return pair if any(os.path.isfile(f) for f in pair) else None
@@ -287,15 +261,10 @@ def _pair_at(path: str) -> Optional[Tuple[str, str]]:
 
 def read_legacy_routers(path: str | os.PathLike, where: str, allow_pickle: bool = False
                         ) -> Tuple[Dict[str, Any], Dict[str, Tensor], Optional[Dict[str, Any]]]:
-    r"""Read router files of earlier versions as ``(config, tensors, record)``, the
-    tensors named as in :data:`ROUTERS_FILE`: a version-2 :func:`save_routers` folder (or
-    one of its files; its digest, of the tensors alone, is checked, and its record bounded
-    as a current one), or a :data:`LEGACY_ROUTERS_FILE` (or its folder), read with
-    ``torch.load(weights_only=True)`` or refused with the one-line command that converts
-    it. :obj:`allow_pickle` (for a file you wrote yourself, used by
-    :mod:`~quest_geometric.nn.focus.convert_routers`) unpickles it in full: it can run code.
-    ``record`` is the JSON record of a version-2 folder (its ``"layers"`` and
-    ``"versions"``), :obj:`None` for a pickle.
+    r"""Read old router files as ``(config, tensors, record)``: a version-2 folder or file (its
+    tensors' digest checked, its record bounded as a current one; ``record`` its JSON) or a
+    :data:`LEGACY_ROUTERS_FILE` (``torch.load(weights_only=True)``, or in full with
+    :obj:`allow_pickle`, which can run code; ``record`` :obj:`None`).
 
     Raises:
         FileNotFoundError: if nothing is at :obj:`path`.
@@ -324,16 +293,15 @@ def read_legacy_routers(path: str | os.PathLike, where: str, allow_pickle: bool 
 
 def read_routers(path: str | os.PathLike, where: str = "read_routers"
                  ) -> Tuple[str, Dict[str, Any], Dict[str, Tensor]]:
-    r"""Read and check router files without touching any model: ``(file, config,
-    tensors)``. :obj:`path` is a :func:`save_routers` folder, its tensors or config file, or
-    a :data:`LEGACY_ROUTERS_FILE` (read with ``torch.load(weights_only=True)``). Every tensor
-    is checked to be floating and finite, both files against their recorded digest, and the
-    configuration against :data:`~quest_geometric.nn.focus.router.CONFIG_LIMITS`.
+    r"""Read and check router files without a model: ``(file, config, tensors)`` of a
+    :func:`save_routers` folder, one of its files, or a :data:`LEGACY_ROUTERS_FILE`; every
+    tensor finite and floating, both files matching their digest, the configuration within
+    :data:`~quest_geometric.nn.focus.router.CONFIG_LIMITS`.
 
     Raises:
         FileNotFoundError: if nothing is at :obj:`path`.
         ValueError: a one-line refusal naming the file and what is wrong (a version-2
-            folder is refused with the command that converts it).
+            folder with the command that converts it).
     """
     path = os.fspath(path)
     pair = _pair_at(path)
@@ -376,8 +344,8 @@ def _check_same_pattern(file: str, config: Dict[str, Any], state: Dict[str, Any]
 
 def _match_tensors(model: nn.Module, file: str, tensors: Dict[str, Tensor], strict: bool
                    ) -> Tuple[Dict[str, nn.Module], Dict[str, Dict[str, Tensor]]]:
-    """The routers of :obj:`model`'s Focus layers by path, and the state dict each gets from
-    :obj:`tensors` (names, shapes and completeness checked; dtype and device the model's)."""
+    r"""The routers of :obj:`model`'s Focus layers by path, and the state dict each gets from
+    :obj:`tensors` (names, shapes and completeness checked)."""
     where = "load_routers"
     layers = {n: m.router for n, m in model.named_modules() if isinstance(m, FocusComposed)}
     expected = {f"{n}.{k}": (n, k, t) for n, r in layers.items()
@@ -406,30 +374,22 @@ def _match_tensors(model: nn.Module, file: str, tensors: Dict[str, Tensor], stri
 
 def load_routers(model: nn.Module, path: str | os.PathLike, strict: bool = True
                  ) -> nn.Module:
-    r"""Restore routers saved by :func:`save_routers`: compose :obj:`model` (if it is not
-    composed yet) with the recorded
-    :func:`~quest_geometric.nn.focus.compose.compose_focus` arguments, then load every
-    router.
-
-    The documented round trip::
+    r"""Restore routers saved by :func:`save_routers`, composing :obj:`model` first (if it is not
+    composed) with the recorded arguments::
 
         model.save_pretrained(folder); save_routers(model, folder)
         base = AutoModelForCausalLM.from_pretrained(folder)  # the original weights, exactly
         load_routers(base, folder)  # the composed model again, bitwise
 
-    Nothing is unpickled (:data:`ROUTERS_FILE` is safetensors; a :data:`LEGACY_ROUTERS_FILE`
-    is read with ``torch.load(weights_only=True)``). The load is all or nothing: the files
-    (digest of both, finiteness, the configuration's bounds) and every tensor's name, shape
-    and dtype are checked before any router is built or written, and a failed load leaves
-    :obj:`model` exactly as it was (a model this call composed is decomposed again).
+    Nothing is unpickled. All or nothing: the files and every tensor's name and shape are
+    checked before any router is written, and a failed load leaves :obj:`model` as it was.
 
     Args:
         model (torch.nn.Module): a base model (or one already composed the same way).
         path (str or os.PathLike): the folder given to :func:`save_routers` (or one of its
             files).
-        strict (bool): require exactly the saved layers and, for a model already
-            composed, the saved number of groups, window and sinks (routers run with another
-            pattern than the one they were trained for otherwise; default: :obj:`True`).
+        strict (bool): require exactly the saved layers and, for a composed model, the saved
+            number of groups, window and sinks (default: :obj:`True`).
 
     Returns:
         torch.nn.Module: :obj:`model`, composed, with the saved routers.
@@ -437,9 +397,8 @@ def load_routers(model: nn.Module, path: str | os.PathLike, strict: bool = True
     Raises:
         FileNotFoundError: if no router file exists at :obj:`path`.
         ValueError: if a file is refused (damaged, changed, non-finite, out of bounds, not a
-            router file), the saved tensors do not match the model's Focus layers, or (with
-            :obj:`strict`) the model is composed with another ``num_groups``, ``window`` or
-            ``num_sinks`` than the saved one.
+            router file), the tensors do not match the model's Focus layers, or (with
+            :obj:`strict`) the model is composed with another pattern.
     """
     file, config, tensors = read_routers(path, "load_routers")
     state = getattr(model, _STATE_ATTR, None)

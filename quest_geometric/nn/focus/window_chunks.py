@@ -1,28 +1,14 @@
-r"""The window plus sinks (no group to exclude) on CPU as a few masked flash calls over
-chunks of queries: the fast path of
-:func:`~quest_geometric.nn.focus.blocks.focus_blocks_attention` for empty group sets
-(:class:`~quest_geometric.nn.focus.WindowOnlyRouter`).
+r"""The window plus sinks (no group to exclude) on CPU as a few masked flash calls over chunks
+of queries, the fast path of :func:`~quest_geometric.nn.focus.blocks.focus_blocks_attention`
+for empty group sets.
 
-The pattern keeps, in each sequence, the pairs with :math:`-w_r \le i - j \le w`
-(:math:`w_r = 0` causal, :math:`w` otherwise) and the sink pairs
-:math:`\min(p_i, p_j) < s`. Cut the sequence into chunks of :math:`B` queries; the chunk
-starting at :math:`a` needs the band keys :math:`[a - w, a + B + w_r)` and the sinks below
-them, :math:`[0, \min(s, a - w))`, which every query of the chunk keeps
-(:math:`i - j > w`). So only the band columns carry a mask, a function of :math:`i - j`
-alone: one ``[B, w + B + w_r]`` mask serves every chunk away from the sequence's ends, and
-those chunks run as **one** batched flash call over overlapping strided key views (no
-copy), their sinks as one unmasked call of the same queries against the :math:`s` sink
-keys, merged in place through the log-sum-exps. Each chunk at a sequence's end runs alone,
-its sinks gathered beside its band keys. Every query row lies in exactly one chunk call, so
-no other merge is needed, and each call's backward is the kernel's own given the merged
-output and log-sum-exp. Non-causal, the first :math:`s` queries (the sink queries) attend to
-every key of their sequence: one more unmasked call overwrites their rows (which then get no
-gradient through the chunk calls).
-
-This is the plain loop of masked SDPA calls over chunks, batched;
-:func:`window_chunks_reference` is that loop, kept beside it as the reference. Cost:
-:math:`N(s + w + B + w_r)` pairs against the band's :math:`\approx N w`;
-:meth:`~quest_geometric.nn.focus.config.BlocksConfig.window_chunk_size` picks :math:`B`.
+A chunk of :math:`B` queries from :math:`a` needs the band keys
+:math:`[a - w, a + B + w_r)` (:math:`w_r = 0` causal, :math:`w` otherwise) and the sinks
+below them, which all its queries keep, so only the band carries a mask, a function of
+:math:`i - j` alone: the chunks away from the sequence's ends share it and run as one call
+over strided key views, their sinks as one unmasked call merged through the log-sum-exps;
+end chunks run alone with their sinks gathered. Non-causal, one more call overwrites the
+sink queries' rows. :func:`window_chunks_reference` is the plain loop this batches.
 
 Example:
     >>> import torch
@@ -51,10 +37,9 @@ __all__ = ["window_chunks_attention", "window_chunks_reference"]
 
 def window_chunks_reference(q: Tensor, k: Tensor, v: Tensor, window: int, chunk: int,
                             causal: bool = True, num_sinks: int = 0) -> Tensor:
-    r"""The plain loop the fast path batches: for one sequence ``q, k, v`` ``[N, H, D]``,
-    each chunk of :obj:`chunk` queries attends, through one masked SDPA call, to the sinks
-    and the keys of its band, the mask built from positions. Non-causal, the sink queries
-    then attend to every key. Returns ``[N, H, D]``."""
+    r"""The plain loop the fast path batches, for one sequence ``q, k, v`` ``[N, H, D]``: each
+    chunk of :obj:`chunk` queries attends to its sinks and band keys in one masked SDPA call;
+    non-causal, the sink queries then attend to every key. Returns ``[N, H, D]``."""
     n = q.size(0)
     qh, kh, vh = (x.transpose(0, 1) for x in (q, k, v))
     out = torch.empty_like(qh)
@@ -75,10 +60,9 @@ def window_chunks_reference(q: Tensor, k: Tensor, v: Tensor, window: int, chunk:
 
 
 class _ChunkCall(NamedTuple):
-    """One flash call: ``nb`` chunks of ``bq`` queries from row ``q0`` (step ``bq``), chunk
-    ``c`` reading the ``ns`` sinks from row ``s0`` and then the ``lk - ns`` band keys from
-    row ``k0 + c bq``, under the additive mask ``bias`` ``[1, 1, bq, lk]`` (:obj:`None`:
-    every pair)."""
+    r"""One flash call: ``nb`` chunks of ``bq`` queries from row ``q0``, chunk ``c`` reading the
+    ``ns`` sinks from row ``s0`` and the ``lk - ns`` band keys from row ``k0 + c bq``, under
+    the additive mask ``bias`` (:obj:`None`: every pair)."""
     q0: int
     nb: int
     bq: int
@@ -98,10 +82,9 @@ class _ChunkCall(NamedTuple):
 
 def _band_bias(bq: int, lk: int, ns: int, first: int, lo: int, window: int, right: int,
                sinks: int, dtype: torch.dtype, device: torch.device) -> Optional[Tensor]:
-    r"""The additive mask ``[1, 1, bq, lk]`` of a chunk whose first query is ``first`` rows
-    after its first band key, at position ``lo`` in the sequence: sink columns kept, band
-    column :math:`j` kept iff :math:`-w_r \le i - j \le w` or :math:`j` is one of the
-    ``sinks`` first tokens (causal: :math:`j \le i`); :obj:`None` when every pair is kept."""
+    r"""The additive mask ``[1, 1, bq, lk]`` of a chunk whose first query is ``first`` rows after
+    its first band key ``lo``: sink columns kept, band column :math:`j` kept iff
+    :math:`-w_r \le i - j \le w` or :math:`j < s`; :obj:`None` when every pair is kept."""
     off = (first + torch.arange(bq, device=device).view(-1, 1)
            - torch.arange(lk - ns, device=device).view(1, -1))
     keep = (off <= window) & (off >= -right)
@@ -116,9 +99,8 @@ def _band_bias(bq: int, lk: int, ns: int, first: int, lo: int, window: int, righ
 
 
 class _SequenceCalls(NamedTuple):
-    """The calls of some sequences: ``chunks`` write their query rows, ``merges`` (the body's
-    sinks) are merged into rows already written, ``sinks`` (non-causal sink queries)
-    overwrite their rows."""
+    r"""The calls: ``chunks`` write their query rows, ``merges`` (the body's sinks) are merged into
+    them, ``sinks`` (non-causal sink queries) overwrite theirs."""
     chunks: List[_ChunkCall]
     merges: List[_ChunkCall]
     sinks: List[_ChunkCall]
@@ -127,11 +109,10 @@ class _SequenceCalls(NamedTuple):
 def _sequence_calls(start: int, n: int, window: int, chunk: int, causal: bool,
                     num_sinks: int, dtype: torch.dtype, device: torch.device,
                     calls: _SequenceCalls) -> None:
-    r"""Appends to :obj:`calls` those of one sequence of ``n`` tokens from row ``start``: the
-    body (chunks starting at :math:`a \ge w + s` whose band ends inside the sequence) as one
-    batched call over strided key views, its queries' sinks as one unmasked call merged
-    into them; every other chunk alone, its sinks gathered with its keys; non-causal with
-    sinks, the sink queries against every key."""
+    r"""Appends the calls of one sequence of ``n`` tokens from row ``start``: the body (chunks
+    from :math:`a \ge w + s` whose band ends inside the sequence) as one batched call and its
+    sinks as one merged call; every other chunk alone; non-causal with sinks, the sink
+    queries against every key."""
     right = 0 if causal else window
     s = min(num_sinks, n)
     body = [a for a in range(0, n - chunk + 1, chunk)
@@ -165,8 +146,8 @@ def _chunks(x: Tensor, call: _ChunkCall) -> Tensor:
 
 
 def _key_chunks(x: Tensor, call: _ChunkCall, kidx: Tensor) -> Tensor:
-    """The keys (or values) of every chunk, ``[nb, H, lk, D]``: overlapping strided views
-    without sinks, a gather with them."""
+    r"""The keys (or values) of every chunk, ``[nb, H, lk, D]``: strided views without sinks, a
+    gather with them."""
     if call.ns == 0:
         c = x[call.k0:].as_strided((call.nb, call.lk, *x.shape[1:]),
                                    (call.bq * x.stride(0), *x.stride()))
@@ -192,8 +173,7 @@ def _call_forward(q: Tensor, k: Tensor, v: Tensor, call: _ChunkCall, kidx: Optio
 def _call_backward(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, grad: Tensor,
                    call: _ChunkCall, kidx: Optional[Tensor], scale: float, dq: Tensor,
                    dk: Tensor, dv: Tensor) -> None:
-    """Adds one call's contribution to the gradients, given the *merged* output and
-    log-sum-exp (the kernel's own backward, exact for a part of a larger softmax)."""
+    r"""Adds one call's gradient, given the *merged* output and log-sum-exp."""
     gq, gk, gv = _aten.flash_backward(
         _chunks(grad, call), _chunks(q, call), _key_chunks(k, call, kidx),
         _key_chunks(v, call, kidx), _chunks(out, call), _chunks(lse, call).contiguous(),
@@ -209,11 +189,8 @@ def _call_backward(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, gr
 
 
 class _WindowChunksFunction(torch.autograd.Function):
-    r"""The calls' forward and backward through the CPU flash kernels: each query row in one
-    chunk call, the body's sinks merged through the log-sum-exps,
-    :math:`\mathbf{o} \mathrel{+}= e^{\ell_s - L} (\mathbf{o}_s - \mathbf{o})` with
-    :math:`L = \log(e^{\ell} + e^{\ell_s})`, and the sink queries of a non-causal pattern
-    overwritten by their own call."""
+    r"""The calls' forward and backward through the CPU flash kernels, the body's sinks merged as
+    :math:`\mathbf{o} \mathrel{+}= e^{\ell_s - L} (\mathbf{o}_s - \mathbf{o})`."""
 
     @staticmethod
     def forward(ctx, q: Tensor, k: Tensor, v: Tensor, calls: _SequenceCalls,
@@ -260,11 +237,10 @@ class _WindowChunksFunction(torch.autograd.Function):
 def window_chunks_attention(q: Tensor, k: Tensor, v: Tensor, window: int,
                             sizes: List[int], causal: bool, num_sinks: int,
                             config: BlocksConfig, scale: float) -> Tensor:
-    r"""The window plus :obj:`num_sinks` sinks over consecutive sequences of :obj:`sizes`
-    tokens (``q, k, v`` ``[N, H, D]`` CPU tensors, :math:`N = \sum` sizes), in chunks of
-    :meth:`BlocksConfig.window_chunk_size` queries (see the module docstring); differentiable.
-    The caller (:func:`~quest_geometric.nn.focus.blocks.focus_blocks_attention`) checks the
-    arguments. Returns ``[N, H, D]``."""
+    r"""The window plus :obj:`num_sinks` sinks over consecutive sequences of :obj:`sizes` tokens
+    (``q, k, v`` ``[N, H, D]`` CPU tensors), in chunks of
+    :meth:`BlocksConfig.window_chunk_size` queries; differentiable, arguments checked by the
+    caller. Returns ``[N, H, D]``."""
     chunk = config.window_chunk_size(window)
     calls = _SequenceCalls([], [], [])
     start = 0

@@ -1,7 +1,5 @@
-r"""Window-only routing: a content-free :class:`~quest_geometric.nn.focus.router.Router`
-under which no two tokens share a group, so Focus keeps only the local window and the
-attention sinks (the sliding window plus sinks baseline of StreamingLLM, as a Focus
-pattern)."""
+r"""Window-only routing: a content-free :class:`~quest_geometric.nn.focus.router.Router` under
+which no two tokens share a group (the sliding window plus sinks baseline)."""
 from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional
@@ -17,32 +15,19 @@ __all__ = ["WindowOnlyRouter"]
 
 @register_router("window_only")
 class WindowOnlyRouter(nn.Module):
-    r"""Window-only routing: every token gets the *empty* hard group set,
-    :math:`G_i = \emptyset` (:obj:`top_k` is 0), so :math:`G_i \cap G_j = \emptyset` for
-    every pair and the Focus pattern of a layer with window :math:`w` and :math:`s` sinks
-    (``num_sinks``) is exactly
+    r"""Window-only routing: every token gets the *empty* group set (:obj:`top_k` is 0), so a
+    layer keeps exactly the sliding window plus sinks,
 
     .. math::
         \mathcal{N}(i) = \{\, j : (j \le i \text{ if causal}) \wedge
         (|i - j| \le w \vee \min(p_i, p_j) < s) \,\},
 
-    the sliding window plus attention sinks (:math:`p` the position in the sequence); its
-    share of the causal pairs is :func:`~quest_geometric.nn.focus.budget.pattern_share`, and
-    :func:`~quest_geometric.nn.focus.budget.window_for_share` gives the window at a given
-    budget. Every hard back-end, cached decoding and
-    :func:`~quest_geometric.nn.focus.compose.compose_focus` accept it (the groups are
-    ``[..., 0]`` long tensors); as no far pair is ever kept there is no soft gate to relax,
-    so :class:`~quest_geometric.nn.focus.module.FocusAttention` runs the hard pattern in
-    training mode too. No parameters; :func:`~quest_geometric.nn.focus.router_files.save_routers`
-    records it by its registered name, ``'window_only'``.
-
-    The soft membership is the single group :math:`K = 1` with weight 1 (rows sum to one
-    as :class:`~quest_geometric.nn.focus.router.RouterOutput` promises); it carries no
-    information and no back-end reads it.
+    in training too (no far pair, no soft gate to relax); its share of pairs is
+    :func:`~quest_geometric.nn.focus.budget.pattern_share`. The soft membership is one group
+    with weight 1, read by no back-end.
 
     Args:
-        causal (bool): the layer's causality (the empty sets are causal either way)
-            (default: :obj:`True`).
+        causal (bool): the layer's causality (default: :obj:`True`).
 
     Shapes:
         - **input:** :obj:`h` :math:`(B, T, d)`, or :math:`(N, d)` with optional sorted
@@ -99,21 +84,19 @@ class WindowOnlyRouter(nn.Module):
 
     def step(self, x: Tensor, state: Any, valid: Optional[Tensor] = None,
              return_groups: bool = True) -> Optional[Tensor]:
-        r"""Append the new tokens ``x [B, T, d]`` (empty group sets) to :obj:`state` (see
-        :class:`~quest_geometric.nn.focus.router.Router`)."""
+        r"""Append the new tokens ``x [B, T, d]`` (empty group sets) to :obj:`state`."""
         b, t = x.shape[:2]
         groups = torch.empty(b, t, 0, dtype=torch.long, device=x.device)
         state.append(groups, valid)
         return groups if return_groups else None
 
     def config(self) -> Dict[str, Any]:
-        r"""The keyword arguments that rebuild this router (:meth:`from_config`)."""
+        r"""The keyword arguments that rebuild this router."""
         return {"causal": self.causal}
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> WindowOnlyRouter:
-        r"""The router of :meth:`config`'s arguments (checked by
-        :func:`~quest_geometric.nn.focus.router.config_kwargs`)."""
+        r"""The router of :meth:`config`'s arguments, checked."""
         return cls(**config_kwargs(f"{cls.__name__}.from_config", config, ("causal",)))
 
     def __repr__(self) -> str:

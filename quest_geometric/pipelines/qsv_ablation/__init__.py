@@ -20,59 +20,24 @@ With ``analyse=True`` every trained QSV-type model is also measured with
 test-time ablations), written as a second table and two histograms.
 
 Every training run lives in its own folder ``<out>/<name>_runs/<dataset>/<config hash>/
-<variant>_s<seed>/`` (the harness's ``checkpoint.pt`` and ``metrics.jsonl``, and
-``run.json`` once finished), so a killed run resumes where it stopped and a finished one is
-never trained twice. Under ``torchrun`` every rank trains (DDP through the harness); only
-rank 0 writes.
+<variant>_s<seed>/``, so a killed run resumes where it stopped and a finished one is never
+trained twice. Under ``torchrun`` every rank trains (DDP through the harness); only rank 0
+writes.
 
 Run ``python -m benchmarks.qsv.ablation --dataset digits`` (``--quick`` for a smoke test).
-
-Layout (each part imported from here):
-
-* :mod:`~quest_geometric.pipelines.qsv_ablation.config`: :data:`VARIANTS`,
-  :data:`GRAPH_VARIANTS`, :data:`DATASETS`, :data:`PAPER`, :class:`AblationConfig`, :data:`PRESETS`;
-* :mod:`~quest_geometric.pipelines.qsv_ablation.variants`: :func:`qsv_variant`,
-  :func:`match_parameter_count`, :func:`parameter_counts` (the models by name);
-* :mod:`~quest_geometric.pipelines.qsv_ablation.data`: :class:`WithPosition`,
-  :func:`graph_loader`, :func:`load_split`;
-* :mod:`~quest_geometric.pipelines.qsv_ablation.runs`: :func:`build_model`,
-  :class:`CleanTrainAccuracy`, :func:`train_variant`, :func:`estimate_epoch_time`;
-* :mod:`~quest_geometric.pipelines.qsv_ablation.analyse`: :func:`analyse_model`;
-* :mod:`~quest_geometric.pipelines.qsv_ablation.summary`: :func:`aggregate`,
-  :func:`aggregate_analysis`;
-* :mod:`~quest_geometric.pipelines.qsv_ablation.plots`: :func:`plot_histograms`;
-* :mod:`~quest_geometric.pipelines.qsv_ablation.report`: titles, notes and findings;
-* :mod:`~quest_geometric.pipelines.qsv_ablation.study`: :func:`run`, :func:`summarise`.
 """
 from quest_geometric.pipelines.qsv_ablation.analyse import analyse_model
-from quest_geometric.pipelines.qsv_ablation.config import (
-    DATASETS,
-    GRAPH_VARIANTS,
-    PAPER,
-    PRESETS,
-    VARIANTS,
-    AblationConfig,
-)
-from quest_geometric.pipelines.qsv_ablation.data import (
-    WithPosition,
-    _graph,  # noqa: F401  (used by the tests)
-    graph_loader,
-    load_split,
-)
+from quest_geometric.pipelines.qsv_ablation.config import (DATASETS, GRAPH_VARIANTS, PAPER,
+                                                           PRESETS, VARIANTS, AblationConfig)
+from quest_geometric.pipelines.qsv_ablation.data import _graph  # noqa: F401  (used by the tests)
+from quest_geometric.pipelines.qsv_ablation.data import WithPosition, graph_loader, load_split
 from quest_geometric.pipelines.qsv_ablation.plots import plot_histograms
-from quest_geometric.pipelines.qsv_ablation.runs import (
-    CleanTrainAccuracy,
-    build_model,
-    estimate_epoch_time,
-    train_variant,
-)
+from quest_geometric.pipelines.qsv_ablation.runs import (CleanTrainAccuracy, build_model,
+                                                         estimate_epoch_time, train_variant)
 from quest_geometric.pipelines.qsv_ablation.study import run, summarise
 from quest_geometric.pipelines.qsv_ablation.summary import aggregate, aggregate_analysis
-from quest_geometric.pipelines.qsv_ablation.variants import (
-    match_parameter_count,
-    parameter_counts,
-    qsv_variant,
-)
+from quest_geometric.pipelines.qsv_ablation.variants import (match_parameter_count,
+                                                             parameter_counts, qsv_variant)
 
 __all__ = [
     "VARIANTS",

@@ -1,13 +1,12 @@
 """How fast is Focus attention against full causal attention as the sequence grows?
 
-Forward time (inference: ``eval()``, hard top-k sets, ``torch.no_grad``) and peak memory of
-one :class:`~quest_geometric.nn.focus.module.FocusAttention` layer (width 256 = 4 heads x
-64, K = 8 groups, top-k = 1, window 128, float32, one sequence) with the ``'blocks'`` and
-``'edges'`` back-ends, against the same layer with Focus switched off (full causal
-``scaled_dot_product_attention`` through the same projections). Every Focus time includes the
-routing (router, Sinkhorn, sort/gather, edge building). The ``'edges'`` core (projections and
-:class:`~quest_geometric.nn.focus.edges.FocusEdgeAttention` on a prebuilt edge set) is
-also compared with PyG's :class:`~torch_geometric.nn.conv.TransformerConv` on the *same*
+Forward time (``eval()``, hard top-k sets, ``torch.no_grad``) and peak memory of one
+:class:`~quest_geometric.nn.focus.module.FocusAttention` layer (4 heads x 64, K = 8 groups,
+top-k = 1, window 128, float32, one sequence) with the ``'blocks'`` and ``'edges'``
+back-ends, routing included, against the same layer with Focus off (causal
+``scaled_dot_product_attention`` through the same projections). The ``'edges'`` core
+(:class:`~quest_geometric.nn.focus.edges.FocusEdgeAttention` on a prebuilt edge set) is also
+compared with PyG's :class:`~torch_geometric.nn.conv.TransformerConv` on the same
 ``edge_index``.
 
 Run ``python -m benchmarks.focus.speed`` (``--quick`` up to 16K tokens; ``--device cuda`` for
@@ -23,24 +22,20 @@ from typing import Any, Optional, Sequence
 import torch
 from tqdm.auto import tqdm
 
-from quest_geometric.nn.focus.edges import FocusEdgeAttention
-
 from quest_geometric._utils.plotting import optional_pyplot, save_figure
+from quest_geometric.nn.focus.edges import FocusEdgeAttention
 from quest_geometric.profile import (markdown_table, paired_ratio, peak_memory_mb,
-                                                reuse_freed_memory, round_ratios,
-                                                time_function, time_interleaved,
-                                                write_results)
+                                     reuse_freed_memory, round_ratios, time_function,
+                                     time_interleaved, write_results)
 
 HEADS, HEAD_DIM, GROUPS, TOP_K, WINDOW = 4, 64, 8, 1, 128
 CPU_LENGTHS = (1024, 2048, 4096, 8192, 16384, 32768, 65536)
 QUICK_LENGTHS = (1024, 2048, 4096, 8192, 16384)
 CUDA_LENGTHS = (1024, 4096, 16384, 32768, 65536, 131072, 262144, 524288, 1048576)
 #: Upper bound on the bytes of the per-edge tensors ('edges' and TransformerConv keep about
-#: four ``[E, H, D]`` float32 tensors alive, :math:`16 H D` bytes per edge); lengths above it are
-#: skipped for those two.
+#: four ``[E, H, D]`` float32 tensors alive); longer lengths are skipped for those two.
 EDGE_BYTES_BUDGET = 8 * 2**30
-#: Seed of the order of the timed functions within each round (shuffled every round); every
-#: round's ratio is kept in the rows (``round_ratios_*``, in the JSON file).
+#: Seed of the order of the timed functions within each round (shuffled every round).
 ROUND_SEED = 0
 
 COLUMNS = ["tokens", "rounds", "full_ms", "blocks_ms", "sdpa_ms", "blocks_attn_ms",
@@ -76,26 +71,19 @@ def length_row(n: int, device: torch.device, repeat: int, edges: bool, memory: b
     """Measure one sequence length; returns one table row (``nan`` where not measured).
 
     Full attention and ``'blocks'`` are timed in alternation
-    (:func:`~quest_geometric.profile.time_interleaved`), and ``speedup_blocks`` is
-    the true median over rounds of their ratio; the same holds for the ``'edges'`` core
-    against TransformerConv. The functions run in an order shuffled every round
-    (:data:`ROUND_SEED`), and every round's ratio is kept (``round_ratios_blocks``,
-    ``round_ratios_attn``, ``round_ratios_edges``)."""
+    (:func:`~quest_geometric.profile.time_interleaved`, order shuffled every round with
+    :data:`ROUND_SEED`), and ``speedup_blocks`` is the true median over rounds of their
+    ratio (every round's in ``round_ratios_*``); likewise the ``'edges'`` core against
+    TransformerConv."""
     from torch_geometric.nn import TransformerConv
 
-    from quest_geometric.nn.focus import (
-        choose_focus_backend,
-        focus_backend,
-        focus_edge_index,
-        focus_pair_share,
-        full_attention,
-        group_balance,
-    )
+    from quest_geometric.nn.focus import (choose_focus_backend, focus_backend,
+                                          focus_edge_index, focus_pair_share, full_attention,
+                                          group_balance)
 
     c = HEADS * HEAD_DIM
     x = torch.randn(n, c, generator=torch.Generator().manual_seed(n)).to(device)
-    row: dict[str, Any] = {k: math.nan for k in COLUMNS}
-    row.update(tokens=n, note="")
+    row: dict[str, Any] = {**{k: math.nan for k in COLUMNS}, "tokens": n, "note": ""}
     notes = []
     with torch.no_grad():
         full = _layer("auto", device)
@@ -224,10 +212,10 @@ def run(quick: bool = False, device: torch.device | str = "cpu",
             (default: 8K on CPU, 64K on CUDA, further limited by :data:`EDGE_BYTES_BUDGET`).
         memory (bool): measure peak memory (one extra call per method) (default: :obj:`True`).
         name (str, optional): file stem (default: ``'focus_speed'`` / ``'focus_speed_cuda'``).
-        allocator (str): ``'reuse'`` keeps freed CPU memory in the process for reuse
-            (:func:`~quest_geometric.profile.reuse_freed_memory`, for every method
-            alike) or ``'system'`` leaves glibc's default (default: ``'reuse'``).
-        max_seconds (float): stop the timed rounds of one length after this many seconds
+        allocator (str): ``'reuse'`` keeps freed CPU memory for reuse
+            (:func:`~quest_geometric.profile.reuse_freed_memory`) or ``'system'`` leaves
+            glibc's default (default: ``'reuse'``).
+        max_seconds (float): time budget of the timed rounds of one length
             (default: :obj:`90.0`).
 
     Returns:

@@ -8,12 +8,8 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from quest_geometric.analysis.stats import (
-    binomial_interval,
-    directional_probability,
-    least_squares_slope,
-    spearman,
-)
+from quest_geometric.analysis.stats import (binomial_interval, directional_probability,
+                                            least_squares_slope, spearman)
 from quest_geometric.pipelines.qk_geometry.config import INITS, MODES
 
 
@@ -42,8 +38,8 @@ def trajectory_summary(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
       against the step, reported per 1,000 steps, over all of training and over its second
       half (``*_late``: steps :math:`\ge T/2`, after the early transient).
 
-    The same shares are reported over the individual runs (each run's layer, no seed
-    averaging). Records whose PR is undefined (``None``) are skipped.
+    The same shares are reported over the individual runs' layers (no seed averaging).
+    Records whose PR is undefined (``None``) are skipped.
 
     Args:
         records (iterable of dict): probe rows (``depth``, ``init``, ``seed``, ``step``,
@@ -159,7 +155,7 @@ def share_over_steps(summary: Mapping[str, Any], level: float = 0.95) -> list[di
     (``unit = 'run layer'``).
 
     The interval treats the trajectories as independent draws; layers of one model are
-    correlated, so it is narrower than an interval over independent models would be.
+    correlated, so it is narrower than one over independent models would be.
 
     Args:
         summary (dict): the result of :func:`trajectory_summary`.
@@ -202,15 +198,12 @@ def run_bootstrap_shares(records: Iterable[Mapping[str, Any]], n_boot: int = 200
     at each probed step, and the share positive at **every** probe from that step to the
     end, each with a percentile bootstrap interval over **runs** (not trajectories).
 
-    The 54 trajectories of the study are not independent: the layers of one run share its
-    training, and every trajectory averages the same seeds' runs. So the resampling unit is
-    the run: within each (depth, init) cell the cell's seeds are drawn with replacement
-    (``n_boot`` times, :class:`numpy.random.Generator` seeded with ``seed``), each layer's
-    :math:`\mathrm{PR}_Q` and :math:`\mathrm{PR}_K` are averaged over the drawn runs, and
-    both shares are recomputed over all trajectories; the interval is the
-    :math:`(1 \mp \mathrm{level}) / 2` quantiles of the resampled shares. With 4 runs per
-    cell it is a rough interval, and conditional on the cells (depths and initialisations)
-    studied.
+    The trajectories are not independent (the layers of one run share its training, and
+    every trajectory averages the same runs), so the resampling unit is the run: within each
+    (depth, init) cell the seeds are drawn with replacement ``n_boot`` times (generator
+    seeded with ``seed``), each layer's :math:`\mathrm{PR}_Q` and :math:`\mathrm{PR}_K`
+    averaged over the drawn runs, and both shares recomputed; the interval is the
+    :math:`(1 \mp \mathrm{level}) / 2` quantiles of the resampled shares.
 
     Args:
         records (iterable of dict): probe rows (``depth``, ``init``, ``seed``, ``step``,

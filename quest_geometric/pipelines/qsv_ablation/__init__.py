@@ -39,27 +39,8 @@ from quest_geometric.pipelines.qsv_ablation.summary import aggregate, aggregate_
 from quest_geometric.pipelines.qsv_ablation.variants import (match_parameter_count,
                                                              parameter_counts, qsv_variant)
 
-__all__ = [
-    "VARIANTS",
-    "GRAPH_VARIANTS",
-    "DATASETS",
-    "PAPER",
-    "AblationConfig",
-    "PRESETS",
-    "WithPosition",
-    "CleanTrainAccuracy",
-    "graph_loader",
-    "load_split",
-    "build_model",
-    "qsv_variant",
-    "match_parameter_count",
-    "parameter_counts",
-    "analyse_model",
-    "train_variant",
-    "aggregate",
-    "aggregate_analysis",
-    "plot_histograms",
-    "estimate_epoch_time",
-    "run",
-    "summarise",
-]
+__all__ = ["VARIANTS", "GRAPH_VARIANTS", "DATASETS", "PAPER", "AblationConfig", "PRESETS",
+           "WithPosition", "CleanTrainAccuracy", "graph_loader", "load_split", "build_model",
+           "qsv_variant", "match_parameter_count", "parameter_counts", "analyse_model",
+           "train_variant", "aggregate", "aggregate_analysis", "plot_histograms",
+           "estimate_epoch_time", "run", "summarise"]

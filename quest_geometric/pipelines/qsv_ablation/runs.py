@@ -16,12 +16,8 @@ from torch_geometric.data import Data
 
 from quest_geometric._utils import atomic_write_json, check_choice, resolve_device
 from quest_geometric.pipelines.qsv_ablation.analyse import analyse_model
-from quest_geometric.pipelines.qsv_ablation.config import (
-    PRESETS,
-    VARIANTS,
-    AblationConfig,
-    _check_dataset,
-)
+from quest_geometric.pipelines.qsv_ablation.config import (PRESETS, VARIANTS, AblationConfig,
+                                                           _check_dataset)
 from quest_geometric.pipelines.qsv_ablation.data import _graph, _shapes, graph_loader, load_split
 from quest_geometric.pipelines.qsv_ablation.variants import qsv_variant
 from quest_geometric.training.trainer import Callback
@@ -60,9 +56,8 @@ def build_model(variant: str, cfg: AblationConfig, in_channels: int, num_classes
 class CleanTrainAccuracy(Callback):
     r"""Accuracy on the **clean** (never augmented) training images, measured in eval mode
     after every epoch on which the trainer evaluates, stored as ``train_clean_acc`` in that
-    epoch's record (and ``metrics.jsonl``), beside the harness's ``train_acc`` (the running
-    accuracy of the training steps of the epoch, on augmented images when augmentation is
-    on, with the weights changing during the epoch).
+    epoch's record, beside the harness's ``train_acc`` (the running accuracy of the epoch's
+    training steps, on augmented images, with the weights changing during the epoch).
 
     Args:
         batches (iterable): the clean training batches (re-iterated each time).
@@ -90,19 +85,11 @@ class CleanTrainAccuracy(Callback):
         return "CleanTrainAccuracy()"
 
 
-def train_variant(
-    variant: str,
-    seed: int,
-    cfg: AblationConfig,
-    dataset: str = "digits",
-    root: Optional[Union[str, os.PathLike]] = None,
-    run_root: Optional[Union[str, os.PathLike]] = None,
-    device: str = "cpu",
-    progress: bool = False,
-    analyse: bool = False,
-    download: bool = False,
-    data: Optional[dict[str, Any]] = None,
-) -> dict[str, Any]:
+def train_variant(variant: str, seed: int, cfg: AblationConfig, dataset: str = "digits",
+                  root: Optional[Union[str, os.PathLike]] = None,
+                  run_root: Optional[Union[str, os.PathLike]] = None, device: str = "cpu",
+                  progress: bool = False, analyse: bool = False, download: bool = False,
+                  data: Optional[dict[str, Any]] = None) -> dict[str, Any]:
     """Train (or resume, or reuse) one variant with one seed.
 
     Args:
@@ -207,23 +194,14 @@ def train_variant(
     return result
 
 
-def estimate_epoch_time(
-    cfg: Optional[AblationConfig] = None,
-    variants: Sequence[str] = VARIANTS,
-    steps: int = 3,
-    train_size: int = 50_000,
-    device: Union[str, torch.device] = "cpu",
-    image_size: int = 32,
-    channels: int = 3,
-    num_classes: int = 10,
-) -> list[dict[str, Any]]:
+def estimate_epoch_time(cfg: Optional[AblationConfig] = None, variants: Sequence[str] = VARIANTS,
+                        steps: int = 3, train_size: int = 50_000,
+                        device: Union[str, torch.device] = "cpu", image_size: int = 32,
+                        channels: int = 3, num_classes: int = 10) -> list[dict[str, Any]]:
     """Estimated training time of one CIFAR epoch per variant, from a few training steps
-    on synthetic images (data pipeline included: the per-sample graph transform).
-
-    Each step transforms ``cfg.batch_size`` random ``channels x image_size x image_size``
-    images one by one (as the loader does), collates them, and runs forward, backward and
-    an AdamW step; the median over ``steps`` timed steps (after one warm-up step) times
-    ``ceil(train_size / batch_size)`` is the estimate. Evaluation is not included.
+    on synthetic images, the per-sample graph transform included: the median over ``steps``
+    timed steps (transform ``cfg.batch_size`` random images one by one, collate, forward,
+    backward, AdamW step) times ``ceil(train_size / batch_size)``. Evaluation is excluded.
 
     Returns:
         list[dict]: ``variant``, ``params``, ``s_per_step``, ``est_epoch_s``,

@@ -20,24 +20,12 @@ import torch
 
 from quest_geometric._utils.cpu_load import LoadMonitor, LoadRecord, choose_threads
 from quest_geometric._utils.device import resolve_device as _parse_device
-from quest_geometric._utils.io import (
-    atomic_write_text,
-    remove_stale_temporaries,
-    temporary_name_pattern,
-)
+from quest_geometric._utils.io import (atomic_write_text, remove_stale_temporaries,
+                                       temporary_name_pattern)
 from quest_geometric._utils.lock import FolderInUseError, FolderLock
-from quest_geometric._utils.owned_files import (
-    Manifest,
-    ManifestError,
-    UnsafeEntryError,
-    append_entries,
-    manifest_text,
-    read_manifest,
-    remove_owned,
-    unknown_entries,
-    unsafe_entries,
-    walk,
-)
+from quest_geometric._utils.owned_files import (Manifest, ManifestError, UnsafeEntryError,
+                                                append_entries, manifest_text, read_manifest,
+                                                remove_owned, unknown_entries, unsafe_entries, walk)
 from quest_geometric._utils.progress import quiet_progress
 from quest_geometric.profile import environment_info
 
@@ -443,16 +431,9 @@ def resolve_device(device: str) -> torch.device:
     return dev
 
 
-def run_tour(
-    out: str | Path = "tour-report",
-    only: list[str] | None = None,
-    device: str = "cpu",
-    force: bool = False,
-    quick: bool = True,
-    progress: bool = True,
-    results: str | Path | None = None,
-    threads: int | None = None,
-) -> Path:
+def run_tour(out: str | Path = "tour-report", only: list[str] | None = None, device: str = "cpu",
+             force: bool = False, quick: bool = True, progress: bool = True,
+             results: str | Path | None = None, threads: int | None = None) -> Path:
     """Run the tour and write ``<out>/report.md``.
 
     The torch thread count is chosen from the cores free when the tour starts

@@ -259,10 +259,9 @@ def run(quick: bool = False, device: torch.device | str = "cpu",
     alloc_note = ("freed memory kept for reuse (`--allocator reuse`, glibc mallopt; see "
                   "`reuse_freed_memory`)" if reused else "glibc default")
     notes = (
-        f"Forward only, `eval()` (hard top-k = {TOP_K} of K = {GROUPS}), window {WINDOW}, "
-        f"{HEADS} heads x {HEAD_DIM}, float32, one sequence, device {device}; times are "
-        f"medians of up to {repeat} calls after one warm-up (fewer where {repeat} would pass "
-        f"{max_seconds:g} s), "
+        f"Forward only, `eval()` (hard top-k = {TOP_K} of K = {GROUPS}), window {WINDOW}, {HEADS} "
+        f"heads x {HEAD_DIM}, float32, one sequence, device {device}; times are medians of up to "
+        f"{repeat} calls after one warm-up (fewer where {repeat} would pass {max_seconds:g} s), "
         + ("memory (`*_mb`) the peak added by one call (CPU: resident-set high-water mark in "
            "a one-thread fork; CUDA: allocator peak). " if memory else
            "memory not measured in this run (`memory=False`: the `*_mb` columns, n/a in "

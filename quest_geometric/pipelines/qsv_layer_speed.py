@@ -235,10 +235,9 @@ def run(quick: bool = False, device: torch.device | str = "cpu",
         meta["compile_backend"] = backend
     p1 = _write(layers, out_dir, meta)
     summary = [
-        f"QSVConv forward+backward {q['fwd_bwd_ms']:.0f} ms on {q['graphs']} graphs "
-        f"({q['nodes']} nodes) at {q['threads']} thread(s): "
-        f"{q['speedup_vs_transformer']:.2f}x TransformerConv's speed, "
-        f"{q['memory_vs_transformer']:.2f}x its peak memory"
+        f"QSVConv forward+backward {q['fwd_bwd_ms']:.0f} ms on {q['graphs']} graphs ({q['nodes']} "
+        f"nodes) at {q['threads']} thread(s): {q['speedup_vs_transformer']:.2f}x "
+        f"TransformerConv's speed, {q['memory_vs_transformer']:.2f}x its peak memory"
         for q in layers if q["layer"] == "QSVConv"
     ]
     return {"layers": layers, "markdown": p1["md"].read_text(), "summary": summary}
@@ -264,11 +263,10 @@ def _write(layers: list[dict], out_dir: Path, meta: dict) -> dict[str, Path]:
         "qsv_layer_speed", layers, out_dir, meta=meta, title="QSVConv vs PyG attention layers",
         columns=COLUMNS,
         notes="Forward + backward of one layer on a batch of sphere graphs, the three layers "
-              "timed in turn round by round; `speedup_vs_transformer` is the median over "
-              "rounds of TransformerConv's time over the layer's (the mean of the two middle "
-              "rounds for an even count; runs from this version shuffle the order within "
-              "each round and save every round's ratio in the JSON file's `round_ratios`). "
-              "Peak memory is the "
+              "timed in turn round by round; `speedup_vs_transformer` is the median over rounds "
+              "of TransformerConv's time over the layer's (the mean of the two middle rounds for "
+              "an even count; runs from this version shuffle the order within each round and save "
+              "every round's ratio in the JSON file's `round_ratios`). Peak memory is the "
               "resident-set high-water mark added by one step (CPU) or allocator peak (CUDA), "
               "measured once per batch. `params`: the layer's parameters (QSVConv "
               f"{params.get('QSVConv', 'n/a'):,}, TransformerConv "
@@ -276,8 +274,8 @@ def _write(layers: list[dict], out_dir: Path, meta: dict) -> dict[str, Path]:
               f"{params.get('GATv2Conv', 'n/a'):,}): QSVConv has no value map and a 4-per-head "
               "quaternion map where TransformerConv has four C x C maps. `fwd_gflop`: forward "
               "FLOPs by formula (`qsv_layer_speed.forward_flops`; multiply-add = 2; dense maps "
-              "and per-edge work, no softmax exponentials or index operations; backward about "
-              "2x more), so a speed-up can be read against the work each layer does: "
+              "and per-edge work, no softmax exponentials or index operations; backward about 2x "
+              "more), so a speed-up can be read against the work each layer does: "
               "`flops_vs_transformer` is the layer's share of TransformerConv's FLOPs.",
     )
 

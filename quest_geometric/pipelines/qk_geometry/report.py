@@ -7,11 +7,8 @@ from typing import Any, Mapping, Optional, Sequence
 
 from quest_geometric.profile import markdown_table
 from quest_geometric.pipelines.qk_geometry.config import StudyConfig
-from quest_geometric.pipelines.qk_geometry.summary import (
-    first_sustained_step,
-    milestone_steps,
-    share_series,
-)
+from quest_geometric.pipelines.qk_geometry.summary import (first_sustained_step, milestone_steps,
+                                                           share_series)
 
 
 def findings(traj: Optional[dict], inter: Optional[dict], smoke: bool = False) -> list[str]:
@@ -32,16 +29,13 @@ def findings(traj: Optional[dict], inter: Optional[dict], smoke: bool = False) -
                                 "NOT reproduced at this scale (goal >= 90%)."))
         )
         lines.append(
-            f"Slopes over training: PR_Q {a['slope_q_per_1k']:+.3g}/1k steps "
-            f"(expands in {a['share_q_expands']:.0%} of trajectories), PR_K "
-            f"{a['slope_k_per_1k']:+.3g}/1k "
+            f"Slopes over training: PR_Q {a['slope_q_per_1k']:+.3g}/1k steps (expands in "
+            f"{a['share_q_expands']:.0%} of trajectories), PR_K {a['slope_k_per_1k']:+.3g}/1k "
             f"steps (shrinks in {a['share_k_shrinks']:.0%}); mean PR_Q {a['pr_q_start']:.2f} -> "
-            f"{a['pr_q_end']:.2f}, PR_K {a['pr_k_start']:.2f} -> {a['pr_k_end']:.2f}. Second "
-            "half of "
-            f"training: PR_Q {a['slope_q_late_per_1k']:+.3g}/1k (expands in "
-            f"{a['share_q_expands_late']:.0%}), PR_K {a['slope_k_late_per_1k']:+.3g}/1k "
-            "(shrinks in "
-            f"{a['share_k_shrinks_late']:.0%})."
+            f"{a['pr_q_end']:.2f}, PR_K {a['pr_k_start']:.2f} -> {a['pr_k_end']:.2f}. Second half "
+            f"of training: PR_Q {a['slope_q_late_per_1k']:+.3g}/1k (expands in "
+            f"{a['share_q_expands_late']:.0%}), PR_K {a['slope_k_late_per_1k']:+.3g}/1k (shrinks "
+            f"in {a['share_k_shrinks_late']:.0%})."
         )
         sos = traj.get("share_over_steps")
         if sos:
@@ -74,10 +68,8 @@ def findings(traj: Optional[dict], inter: Optional[dict], smoke: bool = False) -
             ok = t["k_less"] >= 4 and t["n_seeds"] >= 5
             lines.append(
                 f"Intervention: entropy(shrink) < entropy(hold) in {t['k_less']} of "
-                f"{t['n_untied']} "
-                f"seeds (signs of shrink - hold: {t['signs']}; one-sided sign test p = "
-                f"{t['p_value']:.3g}; "
-                f"mean difference {t['mean_diff']:+.4f})"
+                f"{t['n_untied']} seeds (signs of shrink - hold: {t['signs']}; one-sided sign "
+                f"test p = {t['p_value']:.3g}; mean difference {t['mean_diff']:+.4f})"
                 + (untested + "(goal: >= 4 of 5 seeds)." if smoke else
                    " -> the paper's causal finding is " + ("reproduced (goal: >= 4 of 5 seeds)."
                    if ok else "NOT reproduced (goal: >= 4 of 5 seeds)."))
@@ -85,8 +77,7 @@ def findings(traj: Optional[dict], inter: Optional[dict], smoke: bool = False) -
         lo = next((t for t in inter["tests"] if t["test"].startswith("val_loss(shrink)")), None)
         if lo is not None:
             lines.append(f"Validation loss: shrink < hold in {lo['k_less']} of {lo['n_untied']} "
-                         "seeds "
-                         f"(mean difference {lo['mean_diff']:+.4f} nats).")
+                         f"seeds (mean difference {lo['mean_diff']:+.4f} nats).")
     return lines
 
 
@@ -188,9 +179,8 @@ def overhead_finding(over: Mapping[str, Any]) -> str:
     share = over["probe_share_pct"]
     return (
         f"Overhead of probing every {over['probe_every']} steps: the probes take {share:.1f}% of "
-        "the "
-        f"probed run ({over['ms_per_probe']:.0f} ms per probe vs {over['ms_per_step']:.0f} ms per "
-        f"training step, {over.get('clock', 'wall clock')}) -> "
+        f"the probed run ({over['ms_per_probe']:.0f} ms per probe vs {over['ms_per_step']:.0f} ms "
+        f"per training step, {over.get('clock', 'wall clock')}) -> "
         + ("within" if share < 10 else "ABOVE") + " the 10% target. End-to-end difference "
         f"probed - plain: {over['overhead_pct']:+.1f}% ({over.get('clock', 'wall clock')}), "
         f"{over.get('overhead_wall_pct', over['overhead_pct']):+.1f}% wall clock: on cores shared "
@@ -223,8 +213,7 @@ def intervention_title(cfg: StudyConfig) -> str:
 
 def share_figure_title(cfg: StudyConfig) -> str:
     """The title of the share-over-steps figure."""
-    return (f"Share of trajectories with PR_Q > PR_K (width {cfg.n_embd}, "
-            f"{cfg.steps} steps)")
+    return (f"Share of trajectories with PR_Q > PR_K (width {cfg.n_embd}, {cfg.steps} steps)")
 
 
 def trajectory_figures(name: str) -> str:

@@ -14,63 +14,37 @@ from quest_geometric._utils import atomic_write_text
 from quest_geometric.profile import markdown_table, write_results
 from quest_geometric.pipelines.qk_geometry import report
 from quest_geometric.pipelines.qk_geometry.config import FULL, QUICK, StudyConfig
-from quest_geometric.pipelines.qk_geometry.plots import (
-    plot_diff,
-    plot_hf,
-    plot_intervention,
-    plot_prk_entropy,
-    plot_share_over_steps,
-    plot_trajectories,
-)
+from quest_geometric.pipelines.qk_geometry.plots import (plot_diff, plot_hf, plot_intervention,
+                                                         plot_prk_entropy, plot_share_over_steps,
+                                                         plot_trajectories)
 from quest_geometric.pipelines.qk_geometry.pretrained import hf_analysis
 from quest_geometric.pipelines.qk_geometry.records import read_records, records_path, write_records
-from quest_geometric.pipelines.qk_geometry.runs import (
-    measure_overhead,
-    run_intervention,
-    run_trajectories,
-)
-from quest_geometric.pipelines.qk_geometry.summary import (
-    HF_COLUMNS,
-    INTERVENTION_COLUMNS,
-    INTERVENTION_SEED_COLUMNS,
-    INTERVENTION_TEST_COLUMNS,
-    RUN_BOOTSTRAP_COLUMNS,
-    SHARE_COLUMNS,
-    TRAJECTORY_COLUMNS,
-    intervention_summary,
-    run_bootstrap_shares,
-    share_over_steps,
-    trajectory_summary,
-)
+from quest_geometric.pipelines.qk_geometry.runs import (measure_overhead, run_intervention,
+                                                        run_trajectories)
+from quest_geometric.pipelines.qk_geometry.summary import (HF_COLUMNS, INTERVENTION_COLUMNS,
+                                                           INTERVENTION_SEED_COLUMNS,
+                                                           INTERVENTION_TEST_COLUMNS,
+                                                           RUN_BOOTSTRAP_COLUMNS, SHARE_COLUMNS,
+                                                           TRAJECTORY_COLUMNS, intervention_summary,
+                                                           run_bootstrap_shares, share_over_steps,
+                                                           trajectory_summary)
 
 #: The parts of :func:`run`.
 PARTS = ("trajectories", "intervention", "overhead", "hf")
 
 
-def _cfg_meta(cfg: StudyConfig, quick: bool, device: str) -> dict[str, Any]:
-    return {"quick": quick, "device": str(device), "torch_threads": torch.get_num_threads(),
-            **{k: (list(v) if isinstance(v, tuple) else v) for k,
-               v in dataclasses.asdict(cfg).items()}}
-
-
-def run(
-    quick: bool = False,
-    device: str = "cpu",
-    out_dir: Union[str, os.PathLike] = "benchmarks/qk_geometry/results",
-    progress: bool = True,
-    parts: Sequence[str] = ("trajectories", "intervention", "overhead"),
-    hf_models: Optional[Sequence[Union[str, os.PathLike]]] = None,
-    hf_byte_fallback: bool = False,
-    name: str = "qk_geometry",
-    **overrides: Any,
-) -> dict[str, Any]:
+def run(quick: bool = False, device: str = "cpu",
+        out_dir: Union[str, os.PathLike] = "benchmarks/qk_geometry/results",
+        progress: bool = True, parts: Sequence[str] = ("trajectories", "intervention", "overhead"),
+        hf_models: Optional[Sequence[Union[str, os.PathLike]]] = None,
+        hf_byte_fallback: bool = False, name: str = "qk_geometry", **overrides: Any
+        ) -> dict[str, Any]:
     """Run the study and write its tables, JSON lines and plots to ``out_dir``.
 
-    Files (``<name>`` = ``qk_geometry``): ``<name>_trajectories.{csv,json,md}`` (per
-    depth/init shares and slopes), ``<name>_records.jsonl.gz`` (every probe record),
-    ``<name>_trajectories.png``, ``<name>_prk_entropy.png``, ``<name>_intervention.*``,
-    ``<name>_overhead.*``, ``<name>_hf.*`` and the report ``<name>.md``. Training runs live
-    in ``out_dir/<name>_runs/<config hash>/<run>/`` (checkpoints; resumed or reused).
+    Files: ``<name>_trajectories.{csv,json,md}``, ``<name>_records.jsonl.gz`` (every probe
+    record), the figures, ``<name>_intervention.*``, ``<name>_overhead.*``, ``<name>_hf.*``
+    and the report ``<name>.md``. Training runs live in
+    ``out_dir/<name>_runs/<config hash>/<run>/`` (resumed or reused).
 
     Args:
         quick (bool): :data:`QUICK` instead of :data:`FULL`. (default: :obj:`False`)
@@ -107,7 +81,9 @@ def run(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     run_root = out / f"{name}_runs" / cfg.run_tag()
-    meta = _cfg_meta(cfg, quick, device)
+    meta = {"quick": quick, "device": str(device), "torch_threads": torch.get_num_threads(),
+            **{k: (list(v) if isinstance(v, tuple) else v)
+               for k, v in dataclasses.asdict(cfg).items()}}
     md: list[str] = [report.heading(quick)]
     traj = inter = over = hf = None
     if "trajectories" in parts:
@@ -135,8 +111,8 @@ def run(
 def _trajectories_part(cfg: StudyConfig, run_root: Path, out: Path, name: str,
                        meta: dict[str, Any], device: str, progress: bool
                        ) -> tuple[dict[str, Any], list[str]]:
-    """Train the grid, summarise it, write its tables and figures; the summary and the
-    report's markdown pieces."""
+    """Train the grid, summarise it, write its tables and figures; return the summary and
+    the report's markdown pieces."""
     traj_results = run_trajectories(cfg, run_root, device, progress)
     records = [r for res in traj_results for r in res["records"]]
     write_records(records_path(out, name),

@@ -6,11 +6,8 @@ import math
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from quest_geometric.pipelines.qsv_ablation.config import (
-    _DESCRIPTIONS,
-    _PAPER_SOURCE,
-    AblationConfig,
-)
+from quest_geometric.pipelines.qsv_ablation.config import (_DESCRIPTIONS, _PAPER_SOURCE,
+                                                           AblationConfig)
 
 
 def table_title(dataset: str, quick: bool) -> str:
@@ -107,8 +104,7 @@ def headline(rows: Sequence[dict[str, Any]], dataset: str,
         out += (f" Standard attention minus QSV: {fmt(r['paired_delta'], 2)} points over "
                 f"{r['paired_n']} paired seeds (95% t interval {fmt(r['delta_ci_low'], 2)} to "
                 f"{fmt(r['delta_ci_high'], 2)}; t-test p={fmt(r['t_p'], 3)}, permutation "
-                f"p={fmt(r['perm_p'], 3)}, sign test p={fmt(r['sign_p'], 3)}): sign "
-                f"{verdict(r)}.")
+                f"p={fmt(r['perm_p'], 3)}, sign test p={fmt(r['sign_p'], 3)}): sign {verdict(r)}.")
     return out
 
 

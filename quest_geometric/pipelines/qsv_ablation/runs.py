@@ -251,4 +251,3 @@ def estimate_epoch_time(cfg: Optional[AblationConfig] = None, variants: Sequence
                      "batch_size": cfg.batch_size, "s_per_step": t["median_s"],
                      "est_epoch_s": per_epoch, "est_epoch_min": per_epoch / 60.0})
     return rows
-

@@ -14,23 +14,14 @@ from tqdm.auto import tqdm
 
 from quest_geometric.profile import write_results
 from quest_geometric.pipelines.qsv_ablation import report
-from quest_geometric.pipelines.qsv_ablation.config import (
-    _PAPER_SOURCE,
-    PRESETS,
-    AblationConfig,
-    _check_dataset,
-    _check_seeds,
-    _check_variants,
-)
+from quest_geometric.pipelines.qsv_ablation.config import (_PAPER_SOURCE, PRESETS, AblationConfig,
+                                                           _check_dataset, _check_seeds,
+                                                           _check_variants)
 from quest_geometric.pipelines.qsv_ablation.plots import plot_histograms
 from quest_geometric.pipelines.qsv_ablation.runs import train_variant
-from quest_geometric.pipelines.qsv_ablation.summary import (
-    ANALYSIS_COLUMNS,
-    TABLE_COLUMNS,
-    aggregate,
-    aggregate_analysis,
-    seed_rows,
-)
+from quest_geometric.pipelines.qsv_ablation.summary import (ANALYSIS_COLUMNS, TABLE_COLUMNS,
+                                                            aggregate, aggregate_analysis,
+                                                            seed_rows)
 
 
 def run(dataset: str = "digits", seeds: Optional[Sequence[int]] = None,

@@ -12,13 +12,8 @@ from quest_geometric.models.qsv_net import QSVNet
 __all__ = ["match_parameter_count", "qsv_variant", "parameter_counts"]
 
 
-def match_parameter_count(
-    target: int,
-    in_channels: int,
-    num_classes: int,
-    tolerance: float = 0.05,
-    **kwargs: Any,
-) -> dict[str, Any]:
+def match_parameter_count(target: int, in_channels: int, num_classes: int,
+                          tolerance: float = 0.05, **kwargs: Any) -> dict[str, Any]:
     r"""Finds the width of the standard-attention control (``conv='transformer'``) whose
     parameter count is closest to :obj:`target`.
 

@@ -1,6 +1,5 @@
-"""The report prose of the query/key geometry study: table titles and notes, the findings
-and the configuration paragraph (templates and functions;
-:func:`~quest_geometric.pipelines.qk_geometry.study.run` only fills them in)."""
+"""The report prose of the query/key geometry study: table notes, the findings and the
+configuration paragraph."""
 from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Sequence
@@ -161,11 +160,6 @@ def config_notes(cfg: StudyConfig, quick: bool) -> str:
     )
 
 
-def heading(quick: bool) -> str:
-    """The report's first line."""
-    return f"## Query/key geometry study ({'quick' if quick else 'full'} configuration)\n"
-
-
 def assemble(md: Sequence[str], summary: Sequence[str], cfg: StudyConfig, quick: bool) -> str:
     """The report: the heading (``md[0]``), the findings, the configuration paragraph, then
     the parts' tables and figures (``md[1:]``)."""
@@ -188,49 +182,12 @@ def overhead_finding(over: Mapping[str, Any]) -> str:
     )
 
 
-#: Table titles.
-TRAJECTORIES_TITLE = "PR_Q - PR_K over training, per depth and initialisation"
-CORRELATIONS_TITLE = "PR_K vs attention entropy and QK^T effective rank (Spearman)"
-SHARE_TITLE = "Share of trajectories with PR_Q - PR_K > 0 at each probed step"
-INTERVENTION_TESTS_TITLE = "Directional probability across seeds (one-sided sign test)"
-INTERVENTION_SEEDS_TITLE = "Intervention: per-seed end values"
-OVERHEAD_TITLE = "Training-time overhead of probing (target < 10%)"
-HF_TITLE = "Pretrained checkpoints: per-layer query/key geometry"
-HF_PIVOT_TITLE = "PR_Q - PR_K per layer (rows) against training step (columns)"
 #: The notes under the overhead table.
 OVERHEAD_NOTES = ("Median of alternating repeats; same model, data and seed with and "
                   "without an EveryNSteps(QKProbe) callback; no files written. "
                   "`overhead_pct` compares the process CPU time (on CPU), robust to the "
                   "other work sharing the cores; `overhead_wall_pct` compares wall "
                   "clock; `probe_share_pct` is the time spent inside the probes.")
-
-
-def intervention_title(cfg: StudyConfig) -> str:
-    """The title of the intervention table."""
-    return (f"Key-spectrum control at depth {cfg.intervention_depth} "
-            f"({cfg.intervention_init} init), end of training")
-
-
-def share_figure_title(cfg: StudyConfig) -> str:
-    """The title of the share-over-steps figure."""
-    return (f"Share of trajectories with PR_Q > PR_K (width {cfg.n_embd}, {cfg.steps} steps)")
-
-
-def trajectory_figures(name: str) -> str:
-    """Markdown links to the trajectory part's four figures."""
-    return (f"\n![PR_Q - PR_K]({name}_diff.png)\n\n![share over steps]({name}_share_over_steps.png)"
-            f"\n\n![trajectories]({name}_trajectories.png)\n\n![PR_K vs "
-            f"entropy]({name}_prk_entropy.png)\n")
-
-
-def intervention_figure(name: str) -> str:
-    """Markdown link to the intervention figure."""
-    return f"\n![intervention]({name}_intervention.png)\n"
-
-
-def hf_figure(name: str) -> str:
-    """Markdown link to the pretrained figure."""
-    return f"\n![hf]({name}_hf.png)\n"
 
 
 #: Title and notes of the run-bootstrap share table.

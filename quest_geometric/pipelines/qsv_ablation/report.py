@@ -1,39 +1,11 @@
-"""The QSV ablation's report prose: table titles, notes and findings (templates and
-functions; :func:`~quest_geometric.pipelines.qsv_ablation.study.run` only fills them in)."""
+"""The QSV ablation's report prose: the notes and findings under its tables."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 from quest_geometric.pipelines.qsv_ablation.config import (_DESCRIPTIONS, _PAPER_SOURCE,
                                                            AblationConfig)
-
-
-def table_title(dataset: str, quick: bool) -> str:
-    """The title of the main table."""
-    return f"QSV ablation on {dataset}" + (" (quick)" if quick else "")
-
-
-def seeds_title(dataset: str) -> str:
-    """The title of the per-seed table."""
-    return f"QSV ablation on {dataset}: per-seed results"
-
-
-def analysis_title(dataset: str) -> str:
-    """The title of the analysis table."""
-    return f"Where the pairwise computation lives ({dataset})"
-
-
-def figure_links(paths: Mapping[str, Any], keys: Sequence[str] = ("entropy_png", "angles_png")
-                 ) -> str:
-    """Markdown image links to the figures in ``paths`` that were drawn (by file name: the
-    figures lie beside the tables)."""
-    out = ""
-    for key in keys:
-        if paths[key] is not None:
-            out += f"\n![{key}]({Path(paths[key]).name})\n"
-    return out
 
 
 #: Title and notes of the CIFAR epoch-time estimate (``--estimate-epoch``).

@@ -232,19 +232,21 @@ def _write(stem: str, out: Path, meta: dict[str, Any], cfg: AblationConfig, data
     paths: dict[str, Any] = {}
     paths["table"] = write_results(
         stem, rows, out, meta=meta, columns=TABLE_COLUMNS,
-        title=report.table_title(dataset, quick),
+        title=f"QSV ablation on {dataset}" + (" (quick)" if quick else ""),
         notes=report.table_notes(cfg, dataset, seeds, summary,
                                  meta.get("variant_epochs"), rows))
     paths["seeds"] = write_results(f"{stem}_seeds", per_seed, out, meta=meta,
-                                   title=report.seeds_title(dataset))
+                                   title=f"QSV ablation on {dataset}: per-seed results")
     markdown = paths["table"]["md"].read_text()
     if analysis_rows:
         paths["analysis"] = write_results(
             f"{stem}_analysis", analysis_rows, out, meta=meta, columns=ANALYSIS_COLUMNS,
-            title=report.analysis_title(dataset), notes=report.ANALYSIS_NOTES)
+            title=f"Where the pairwise computation lives ({dataset})",
+            notes=report.ANALYSIS_NOTES)
         paths["entropy_png"] = plot_histograms(results, "entropy", out / f"{stem}_entropy.png")
         paths["angles_png"] = plot_histograms(results, "angle", out / f"{stem}_angles.png",
                                               variants=("qsv", "lattice", "uniform"))
         markdown += "\n" + paths["analysis"]["md"].read_text()
-        markdown += report.figure_links(paths)
+        markdown += "".join(f"\n![{key}]({Path(paths[key]).name})\n"
+                            for key in ("entropy_png", "angles_png") if paths[key] is not None)
     return paths, markdown

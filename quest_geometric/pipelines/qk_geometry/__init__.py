@@ -4,29 +4,20 @@ Reproduces, at CPU scale, the measurements of Gupta et al., "Query Expansion and
 Specialization in Transformer Attention Geometry" (2026; notes in
 ``shared/papers/qk_geometry.md``):
 
-* **Trajectories.** :class:`~quest_geometric.models.char_gpt.CharGPT` of depths 4, 6, 8
-  with three query/key initialisations (``independent``, ``tied``, ``orthogonal``) and
-  several seeds is trained on the character corpus with the shared
-  :class:`~quest_geometric.training.trainer.Trainer`. Every ``probe_every`` steps an
-  :class:`~quest_geometric.training.trainer.EveryNSteps` callback runs
-  :class:`~quest_geometric.analysis.probe.QKProbe` on a fixed validation batch and logs, per
-  layer, the participation ratios :math:`\mathrm{PR}_Q`, :math:`\mathrm{PR}_K`, the
-  effective rank of :math:`QK^\top/\sqrt d` and the normalised attention entropy. A
+* **Trajectories.** :class:`~quest_geometric.models.char_gpt.CharGPT` of several depths,
+  query/key initialisations and seeds, trained with the shared
+  :class:`~quest_geometric.training.trainer.Trainer`; every ``probe_every`` steps
+  :class:`~quest_geometric.analysis.probe.QKProbe` logs, per layer, the participation ratios
+  :math:`\mathrm{PR}_Q`, :math:`\mathrm{PR}_K`, the effective rank of
+  :math:`QK^\top/\sqrt d` and the attention entropy on a fixed validation batch. A
   *trajectory* is one layer's seed-averaged curve for one (depth, init), as in the paper.
 * **Intervention.** :class:`~quest_geometric.analysis.spectral_control.KeySpectrumControl`
-  ``'hold'`` vs ``'shrink'`` vs unconstrained over five seeds at one depth/init; attention
-  entropy and validation loss at the end, the per-seed sign of
-  :math:`H_\text{shrink} - H_\text{hold}` and a sign test across seeds
-  (:func:`directional_probability`).
-* **Pretrained analysis** (:func:`hf_analysis`): the same probes on local Hugging Face
-  checkpoints (for example Pythia's intermediate revisions), PR_Q - PR_K per layer against
-  the training step.
-* **Overhead** (:func:`measure_overhead`): training time with a probe every 100 steps vs
-  without.
+  ``'hold'`` vs ``'shrink'`` vs unconstrained over seeds; the per-seed sign of
+  :math:`H_\text{shrink} - H_\text{hold}` and a sign test across seeds.
+* **Pretrained analysis** (:func:`hf_analysis`) and **overhead** (:func:`measure_overhead`).
 
-Every run lives in its own folder (the harness's ``checkpoint.pt``, the probe records
-``probe.jsonl`` and, once finished, ``run.json``), so an interrupted study resumes where it
-stopped and a finished run is never trained twice.
+Every run lives in its own folder, so an interrupted study resumes where it stopped and a
+finished run is never trained twice.
 
 Run ``python -m benchmarks.qk_geometry.study`` (``--quick`` for the small CPU configuration,
 ``--hf-model PATH ...`` for the pretrained analysis).

@@ -130,13 +130,12 @@ def _correlations(recs: list[dict], trajectories: list[dict]) -> list[dict[str, 
     """Spearman correlations of PR_K with attention entropy and with the QK^T effective rank."""
     out = []
     trained = [r for r in recs if r["step"] > 0]
-    for what, key in (("attention_entropy", "attention_entropy"), ("qk_effective_rank",
-                                                                   "qk_effective_rank")):
+    for key in ("attention_entropy", "qk_effective_rank"):
         rho, p, n = spearman([r["pr_k"] for r in trained], [r.get(key) for r in trained])
-        out.append({"x": "pr_k", "y": what, "over": "all probe records (step > 0)",
+        out.append({"x": "pr_k", "y": key, "over": "all probe records (step > 0)",
                     "spearman_rho": rho, "p_value": p, "n": n})
-    rho, p, n = spearman([t["pr_k_end"] for t in trajectories], [t["entropy_end"]
-                                                                 for t in trajectories])
+    rho, p, n = spearman([t["pr_k_end"] for t in trajectories],
+                         [t["entropy_end"] for t in trajectories])
     out.append({"x": "pr_k", "y": "attention_entropy", "over": "trajectory end points",
                 "spearman_rho": rho, "p_value": p, "n": n})
     return out

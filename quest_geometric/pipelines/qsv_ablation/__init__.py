@@ -12,17 +12,12 @@ Attention on Spherical Lattices" (2026; notes in ``shared/papers/qsv.md``) with 
 * ``lattice``: ``qsv`` trained on the flat 2-D pixel lattice instead of the sphere;
 * ``resnet20``: :class:`~quest_geometric.models.resnet.ResNet20` on the images.
 
-Every variant is trained with the same optimiser, schedule, batch size, augmentation and
-number of epochs. The table gives the test accuracy (mean and sample standard deviation over
-seeds), the parameter count, the training time per epoch and the paper's number beside ours.
-With ``analyse=True`` every trained QSV-type model is also measured with
-:mod:`quest_geometric.analysis.qsv` (per-node attention entropy, per-edge rotation angles,
-test-time ablations), written as a second table and two histograms.
-
-Every training run lives in its own folder ``<out>/<name>_runs/<dataset>/<config hash>/
-<variant>_s<seed>/``, so a killed run resumes where it stopped and a finished one is never
-trained twice. Under ``torchrun`` every rank trains (DDP through the harness); only rank 0
-writes.
+Every variant is trained alike (optimiser, schedule, batch, augmentation, epochs); the table
+gives the test accuracy (mean and sample std over seeds), parameters, time per epoch and the
+paper's number. With ``analyse=True`` the QSV-type models are also measured with
+:mod:`quest_geometric.analysis.qsv` (a second table and two histograms). Every run lives in
+its own folder, so a killed run resumes and a finished one is never trained twice; under
+``torchrun`` every rank trains and rank 0 writes.
 
 Run ``python -m benchmarks.qsv.ablation --dataset digits`` (``--quick`` for a smoke test).
 """

@@ -509,9 +509,8 @@ def run_tour(out: str | Path = "tour-report", only: list[str] | None = None, dev
         torch.set_num_threads(previous_threads)
 
 
-def _run_parts(out: Path, previous: Manifest | None, names: list[str],
-               dev: torch.device, quick: bool, progress: bool,
-               results: str | Path | None, choice: str = "") -> Path:
+def _run_parts(out: Path, previous: Manifest | None, names: list[str], dev: torch.device,
+               quick: bool, progress: bool, results: str | Path | None, choice: str = "") -> Path:
     """The tour proper, in a checked and locked ``out``: run the parts in :data:`STAGING`
     (listed in the manifest before it is created) and only when all succeeded swap the new
     files in (:func:`_swap_in`). A run that fails removes its staging folder; one that is
@@ -622,8 +621,7 @@ def _write_report(out: Path, names: list[str], dev: torch.device, quick: bool,
                         f"{load.describe()})._\n")
         summary.extend(f"[{name}] {line}" for line in ctx.summary)
         summary.extend(f"[{name}] {label_timing(line, load)}" for line in ctx.timing_summary)
-    overall = LoadRecord(loads[0].cores if loads else 1,
-                         [v for rec in loads for v in rec.samples])
+    overall = LoadRecord(loads[0].cores if loads else 1, [v for rec in loads for v in rec.samples])
     sections.append(f"## Machine\n\nTotal run time {time.perf_counter() - t_all:.0f} s "
                     f"({overall.describe()}). Threads: {choice or torch.get_num_threads()}. "
                     "The machine and software the report was produced with:\n\n"

@@ -66,8 +66,7 @@ def evaluate_lm(model: Any, blocks: torch.Tensor, progress: bool = False,
             "soft_keep": mean(soft), "seconds": time.perf_counter() - t0}
 
 
-def paired_block_delta(reference: Sequence[float], other: Sequence[float]
-                       ) -> Dict[str, float]:
+def paired_block_delta(reference: Sequence[float], other: Sequence[float]) -> Dict[str, float]:
     r"""The spread of a perplexity change over validation blocks, paired by block: with
     :math:`\ell_b` and :math:`\ell'_b` the mean losses of block :math:`b` under the reference
     (full attention) and the other model, the per-block change is
@@ -91,9 +90,8 @@ def paired_block_delta(reference: Sequence[float], other: Sequence[float]
             "blocks_worse": sum(b > a for a, b in zip(reference, other))}
 
 
-def evaluate_modes(model: Any, val: torch.Tensor, base: Mapping[str, Any],
-                    gate: Optional[str], num_groups: int, progress: bool,
-                    desc: str) -> Iterator[Dict[str, Any]]:
+def evaluate_modes(model: Any, val: torch.Tensor, base: Mapping[str, Any], gate: Optional[str],
+                   num_groups: int, progress: bool, desc: str) -> Iterator[Dict[str, Any]]:
     """Evaluate a composed model as the tables report it: its soft gate (not for
     ``straight_through``, which trains the hard pattern), then hard top-1, top-2 and
     top-:math:`K`. Yields each row's measured columns (``eval``, ``val_ppl``, ``delta_pct``

@@ -104,8 +104,7 @@ def _mode(model: nn.Module, soft: bool, top_k: Optional[int]) -> Iterator[None]:
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, batches: list, window: int, num_groups: int
-             ) -> dict[str, float]:
+def evaluate(model: nn.Module, batches: list, window: int, num_groups: int) -> dict[str, float]:
     """Bits per character over ``batches``, and (for Focus models) the mean largest group
     share and the mean fraction of causal pairs the hard pattern keeps."""
     from quest_geometric.nn.focus import FocusRouter, focus_pair_share, group_balance
@@ -125,8 +124,7 @@ def evaluate(model: nn.Module, batches: list, window: int, num_groups: int
     finally:
         for h in hooks:
             h.remove()
-    out = {"val_bpc": nll / count / math.log(2.0), "balance": math.nan,
-           "pair_fraction": math.nan}
+    out = {"val_bpc": nll / count / math.log(2.0), "balance": math.nan, "pair_fraction": math.nan}
     if captured:
         out["balance"] = float(torch.stack([group_balance(g, num_groups) for g in captured])
                                .mean())
@@ -259,8 +257,7 @@ def run(quick: bool = False, device: str = "cpu", out_dir: str | Path = "benchma
     out_dir = Path(out_dir)
     corpus = CharCorpus(data or "python-reference", block_size=cfg.block_size)
     gen = torch.Generator().manual_seed(cfg.seed + 12345)
-    val = [corpus.get_batch("val", cfg.batch_size, generator=gen)
-           for _ in range(cfg.eval_batches)]
+    val = [corpus.get_batch("val", cfg.batch_size, generator=gen) for _ in range(cfg.eval_batches)]
     base = dict(vocab_size=corpus.vocab_size, block_size=cfg.block_size, n_layer=cfg.n_layer,
                 n_head=cfg.n_head, n_embd=cfg.n_embd)
     focus_base = dict(num_groups=cfg.num_groups, top_k=cfg.top_k, window=cfg.window,
@@ -281,8 +278,7 @@ def run(quick: bool = False, device: str = "cpu", out_dir: str | Path = "benchma
         if "focus" in setup:
             label += f", {setup['focus']['gate']} gate"
         secs, was = _train(model, corpus, steps, lr, cfg, run_dir / sub, progress, device,
-                           {**data_setup, **setup}, reuse and reuse_ok,
-                           label=f"focus_lm {label}")
+                           {**data_setup, **setup}, reuse and reuse_ok, label=f"focus_lm {label}")
         if was:
             reused.append(sub)
         return secs
@@ -329,16 +325,14 @@ def run(quick: bool = False, device: str = "cpu", out_dir: str | Path = "benchma
                     {"model": "c", "gpt": base, "focus": focus_kw,
                      "base_steps": cfg.steps_full, "base_lr": cfg.lr},
                     reuse_ok="a_full" in reused)
-        focus_rows(composed.cpu(), "(c) routers on frozen (a)", gate, n_c, cfg.steps_router,
-                   t_c)
+        focus_rows(composed.cpu(), "(c) routers on frozen (a)", gate, n_c, cfg.steps_router, t_c)
 
     for r in rows:
         r["rel_to_full"] = r["val_bpc"] / ref - 1.0
 
     meta = {"config": vars(cfg), "data": corpus.source, "vocab_size": corpus.vocab_size,
             "device": device, "quick": quick, "targets_tested": not _smoke(cfg, quick),
-            "seeds": {"train": cfg.seed, "val_batches": cfg.seed + 12345,
-                      "compose": cfg.seed + 1},
+            "seeds": {"train": cfg.seed, "val_batches": cfg.seed + 12345, "compose": cfg.seed + 1},
             "run_dir": str(run_dir), "reused_runs": reused}
     return _write(rows, meta, name, out_dir)
 

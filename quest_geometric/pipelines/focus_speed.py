@@ -77,9 +77,8 @@ def length_row(n: int, device: torch.device, repeat: int, edges: bool, memory: b
     TransformerConv."""
     from torch_geometric.nn import TransformerConv
 
-    from quest_geometric.nn.focus import (choose_focus_backend, focus_backend,
-                                          focus_edge_index, focus_pair_share, full_attention,
-                                          group_balance)
+    from quest_geometric.nn.focus import (choose_focus_backend, focus_backend, focus_edge_index,
+                                          focus_pair_share, full_attention, group_balance)
 
     c = HEADS * HEAD_DIM
     x = torch.randn(n, c, generator=torch.Generator().manual_seed(n)).to(device)
@@ -196,9 +195,8 @@ def _plot(rows: Sequence[dict[str, Any]], path: Path, title: str) -> Optional[Pa
 def run(quick: bool = False, device: torch.device | str = "cpu",
         out_dir: str | Path = "benchmarks/focus/results", progress: bool = True,
         lengths: Optional[Sequence[int]] = None, repeat: Optional[int] = None,
-        edges_max: Optional[int] = None, memory: bool = True,
-        name: Optional[str] = None, allocator: str = "reuse",
-        max_seconds: float = 90.0) -> dict[str, Any]:
+        edges_max: Optional[int] = None, memory: bool = True, name: Optional[str] = None,
+        allocator: str = "reuse", max_seconds: float = 90.0) -> dict[str, Any]:
     """Run the sweep and write ``focus_speed[_cuda].{csv,json,md,png}`` to ``out_dir``.
 
     Args:

@@ -84,11 +84,9 @@ def _layers() -> dict[str, torch.nn.Module]:
 
     from quest_geometric.nn.qsv_conv import QSVConv
 
-    return {
-        "QSVConv": QSVConv(CHANNELS, CHANNELS, heads=HEADS),
-        "TransformerConv": TransformerConv(CHANNELS, CHANNELS // HEADS, heads=HEADS),
-        "GATv2Conv": GATv2Conv(CHANNELS, CHANNELS // HEADS, heads=HEADS),
-    }
+    return {"QSVConv": QSVConv(CHANNELS, CHANNELS, heads=HEADS),
+            "TransformerConv": TransformerConv(CHANNELS, CHANNELS // HEADS, heads=HEADS),
+            "GATv2Conv": GATv2Conv(CHANNELS, CHANNELS // HEADS, heads=HEADS)}
 
 
 #: The layers that get a compiled row with ``compiled=True``, and the suffix of its name.
@@ -229,8 +227,7 @@ def run(quick: bool = False, device: torch.device | str = "cpu",
     meta = {"batch_sizes": list(sizes), "threads": list(counts), "sizes": SIZES,
             "k": K_WITHIN + K_CROSS, "channels": CHANNELS, "heads": HEADS, "dtype": "float32",
             "device": str(device), "seed": 0, "quick": quick, "rounds": repeat,
-            "round_order": f"shuffled every round (seed {ROUND_SEED})",
-            "load": load_average()}
+            "round_order": f"shuffled every round (seed {ROUND_SEED})", "load": load_average()}
     if compiled:
         meta["compile_backend"] = backend
     p1 = _write(layers, out_dir, meta)
@@ -280,8 +277,7 @@ def _write(layers: list[dict], out_dir: Path, meta: dict) -> dict[str, Path]:
     )
 
 
-def rewrite(results: Union[str, Path], out_dir: Union[str, Path, None] = None
-            ) -> dict[str, Any]:
+def rewrite(results: Union[str, Path], out_dir: Union[str, Path, None] = None) -> dict[str, Any]:
     """Rewrite a committed table from its JSON file (read as data) with the parameter and
     FLOP columns, timing nothing: the measured columns and the metadata are kept.
 

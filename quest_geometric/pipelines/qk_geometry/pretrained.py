@@ -296,8 +296,6 @@ def summarize(result: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
     for y in ("pr_q_minus_pr_k", "qk_effective_rank", "attention_entropy"):
         corr.append({"x": "layer_index", "y": y, "over": "layers",
                      **spearman(depth, [r[y] for r in layers])})
-    return {
-        "layers_pr_q_gt_pr_k": positive_share([r["pr_q_minus_pr_k"] for r in layers]),
-        "heads_pr_q_gt_pr_k": positive_share([r["pr_q_minus_pr_k"] for r in heads]),
-        "correlations": corr,
-    }
+    return {"layers_pr_q_gt_pr_k": positive_share([r["pr_q_minus_pr_k"] for r in layers]),
+            "heads_pr_q_gt_pr_k": positive_share([r["pr_q_minus_pr_k"] for r in heads]),
+            "correlations": corr}

@@ -315,20 +315,17 @@ def measure_overhead(cfg: StudyConfig, device: str = "cpu", progress: bool = Fal
                 probes = cb.calls
     plain, probed = float(np.median(times["plain"])), float(np.median(times["probed"]))
     wplain, wprobed = float(np.median(walls["plain"])), float(np.median(walls["probed"]))
-    result = {
-        "depth": cfg.overhead_depth, "steps": cfg.overhead_steps,
-        "probe_every": cfg.overhead_probe_every, "probes": probes,
-        "clock": "process CPU time" if on_cpu else "wall clock",
-        "seconds_plain": plain, "seconds_probed": probed,
-        "overhead_pct": 100.0 * (probed - plain) / plain,
-        "ms_per_step": 1e3 * plain / cfg.overhead_steps,
-        "ms_per_probe": 1e3 * float(np.median(probe_secs)) / max(probes, 1),
-        "probe_share_pct": 100.0 * float(np.median(probe_secs)) / probed,
-        "wall_plain": wplain, "wall_probed": wprobed,
-        "overhead_wall_pct": 100.0 * (wprobed - wplain) / wplain,
-        "times_plain": times["plain"], "times_probed": times["probed"],
-        "walls_plain": walls["plain"], "walls_probed": walls["probed"],
-    }
+    result = {"depth": cfg.overhead_depth, "steps": cfg.overhead_steps,
+              "probe_every": cfg.overhead_probe_every, "probes": probes,
+              "clock": "process CPU time" if on_cpu else "wall clock", "seconds_plain": plain,
+              "seconds_probed": probed, "overhead_pct": 100.0 * (probed - plain) / plain,
+              "ms_per_step": 1e3 * plain / cfg.overhead_steps,
+              "ms_per_probe": 1e3 * float(np.median(probe_secs)) / max(probes, 1),
+              "probe_share_pct": 100.0 * float(np.median(probe_secs)) / probed,
+              "wall_plain": wplain, "wall_probed": wprobed,
+              "overhead_wall_pct": 100.0 * (wprobed - wplain) / wplain,
+              "times_plain": times["plain"], "times_probed": times["probed"],
+              "walls_plain": walls["plain"], "walls_probed": walls["probed"]}
     if cache is not None:
         atomic_write_json(cache, result)
     return result

@@ -202,9 +202,8 @@ def _intervention_part(cfg: StudyConfig, run_root: Path, out: Path, name: str,
                    f"\n![intervention]({name}_intervention.png)\n"]
 
 
-def _overhead_part(cfg: StudyConfig, run_root: Path, out: Path, name: str,
-                   meta: dict[str, Any], device: str, progress: bool
-                   ) -> tuple[dict[str, Any], list[str]]:
+def _overhead_part(cfg: StudyConfig, run_root: Path, out: Path, name: str, meta: dict[str, Any],
+                   device: str, progress: bool) -> tuple[dict[str, Any], list[str]]:
     """Measure (or reload) the probing overhead and write its table."""
     over = measure_overhead(cfg, device, progress, cache=run_root / "overhead.json")
     row = {k: v for k, v in over.items() if not k.startswith(("times_", "walls_"))}

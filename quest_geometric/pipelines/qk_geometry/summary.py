@@ -60,16 +60,14 @@ def trajectory_summary(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     def curve_stats(steps: list[int], pq: list[float], pk: list[float]) -> dict[str, Any]:
         diff = [a - b for a, b in zip(pq, pk)]
         later = [d for s, d in zip(steps, diff) if s > 0]
-        return {
-            "steps": steps, "pr_q": pq, "pr_k": pk, "diff": diff,
-            "pr_q_start": pq[0], "pr_k_start": pk[0], "pr_q_end": pq[-1], "pr_k_end": pk[-1],
-            "diff_end": diff[-1], "positive_end": diff[-1] > 0,
-            "positive_throughout": bool(later) and all(d > 0 for d in later),
-            "slope_q": 1000.0 * least_squares_slope(steps, pq),
-            "slope_k": 1000.0 * least_squares_slope(steps, pk),
-            "slope_q_late": 1000.0 * least_squares_slope(*_late(steps, pq)),
-            "slope_k_late": 1000.0 * least_squares_slope(*_late(steps, pk)),
-        }
+        return {"steps": steps, "pr_q": pq, "pr_k": pk, "diff": diff, "pr_q_start": pq[0],
+                "pr_k_start": pk[0], "pr_q_end": pq[-1], "pr_k_end": pk[-1], "diff_end": diff[-1],
+                "positive_end": diff[-1] > 0,
+                "positive_throughout": bool(later) and all(d > 0 for d in later),
+                "slope_q": 1000.0 * least_squares_slope(steps, pq),
+                "slope_k": 1000.0 * least_squares_slope(steps, pk),
+                "slope_q_late": 1000.0 * least_squares_slope(*_late(steps, pq)),
+                "slope_k_late": 1000.0 * least_squares_slope(*_late(steps, pk))}
 
     trajectories, run_layers = [], []
     for (depth, init, layer), by_seed in sorted(groups.items()):

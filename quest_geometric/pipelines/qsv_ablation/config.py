@@ -20,14 +20,11 @@ GRAPH_VARIANTS = tuple(v for v in VARIANTS if v != "resnet20")
 DATASETS = ("cifar10", "cifar100", "digits")
 _QSV_TYPE = ("qsv", "no_transport", "uniform", "lattice")
 
-_DESCRIPTIONS = {
-    "qsv": "QSV (sphere)",
-    "no_transport": "QSV, no transport",
-    "uniform": "QSV, uniform attention",
-    "standard_attention": "standard attention W_Q,W_K,W_V (sphere, param-matched)",
-    "lattice": "QSV on the flat lattice",
-    "resnet20": "ResNet-20 (image; not parameter-matched)",
-}
+_DESCRIPTIONS = {"qsv": "QSV (sphere)", "no_transport": "QSV, no transport",
+                 "uniform": "QSV, uniform attention",
+                 "standard_attention": "standard attention W_Q,W_K,W_V (sphere, param-matched)",
+                 "lattice": "QSV on the flat lattice",
+                 "resnet20": "ResNet-20 (image; not parameter-matched)"}
 
 #: The paper's numbers: test accuracy in percent (``paper``) and the difference to full QSV
 #: in points (``paper_delta``); NaN where the paper gives none (ResNet-20 is "within 2.1
@@ -126,9 +123,8 @@ class AblationConfig:
 
     def __post_init__(self) -> None:
         self.sphere_sizes = tuple(self.sphere_sizes)
-        for name in ("channels", "heads", "num_layers", "k", "lattice_k", "epochs",
-                     "batch_size", "eval_batch_size", "analysis_samples", "train_limit",
-                     "test_limit"):
+        for name in ("channels", "heads", "num_layers", "k", "lattice_k", "epochs", "batch_size",
+                     "eval_batch_size", "analysis_samples", "train_limit", "test_limit"):
             v, optional = getattr(self, name), name.endswith("_limit")
             if (v is not None or not optional) and (isinstance(v, bool)
                                                     or not isinstance(v, int) or v < 1):

@@ -116,8 +116,7 @@ def graph_loader(dataset: Any, batch_size: int, shuffle: bool, seed: int = 0) ->
     info = get_dist_info()
     local = batch_size // max(info.world_size, 1)
     sampler = _EpochBatches(len(dataset), local, shuffle, seed, info.rank, info.world_size)
-    return torch.utils.data.DataLoader(_GraphBatches(dataset), sampler=sampler,
-                                       batch_size=None)
+    return torch.utils.data.DataLoader(_GraphBatches(dataset), sampler=sampler, batch_size=None)
 
 
 def load_split(dataset: str, train: bool, graph: Optional[Callable[[Data], Any]],

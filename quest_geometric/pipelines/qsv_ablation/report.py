@@ -46,8 +46,7 @@ def setting(dataset: str, rows: Sequence[dict[str, Any]],
     n_test, side = _TEST_SET[dataset]
     by = {r["variant"]: r for r in rows}
     nodes = f" on {sum(cfg.sphere_sizes)} sphere nodes" if cfg is not None else ""
-    size = (f", ~{by['qsv']['params'] / 1000:.0f}K-parameter QSV models"
-            if "qsv" in by else "")
+    size = (f", ~{by['qsv']['params'] / 1000:.0f}K-parameter QSV models" if "qsv" in by else "")
     accs = [r["acc_mean"] for r in rows if math.isfinite(r["acc_mean"])]
     span = f", every row at {min(accs):.0f}-{max(accs):.0f}%" if accs else ""
     return (f"Setting: {dataset}, {side}x{side} images{nodes}{size}{span}; {n_test:,} test "

@@ -130,8 +130,7 @@ def train_variant(variant: str, seed: int, cfg: AblationConfig, dataset: str = "
         clean = (train_split if not cfg.augment
                  else load_split(dataset, True, graph, cfg.replace(augment=False), root,
                                  download))
-        data[kind] = (train_split, load_split(dataset, False, graph, cfg, root, download),
-                      clean)
+        data[kind] = (train_split, load_split(dataset, False, graph, cfg, root, download), clean)
     train, test, clean_train = data[kind]
     in_channels, num_nodes = _shapes(train[0])
     num_classes = int(train.num_classes)
@@ -150,8 +149,7 @@ def train_variant(variant: str, seed: int, cfg: AblationConfig, dataset: str = "
         result = previous["result"]
         if analyse and result.get("analysis") is None and variant != "resnet20" and info.is_main:
             load_checkpoint(run_dir / "checkpoint.pt", model)
-            result["analysis"] = analyse_model(model, variant, test, cfg,
-                                                resolve_device(device))
+            result["analysis"] = analyse_model(model, variant, test, cfg, resolve_device(device))
             atomic_write_json(done_file, {"config": dataclasses.asdict(cfg), "result": result},
                               default=str)
         return result
@@ -186,8 +184,7 @@ def train_variant(variant: str, seed: int, cfg: AblationConfig, dataset: str = "
         "epochs": int(final.get("epoch", cfg.epochs)), "analysis": None,
     }
     if analyse and variant != "resnet20" and info.is_main:
-        result["analysis"] = analyse_model(trainer.raw_model, variant, test, cfg,
-                                           trainer.device)
+        result["analysis"] = analyse_model(trainer.raw_model, variant, test, cfg, trainer.device)
     if done_file is not None and info.is_main:
         atomic_write_json(done_file, {"config": dataclasses.asdict(cfg), "result": result},
                           default=str)

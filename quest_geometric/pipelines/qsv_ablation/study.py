@@ -30,8 +30,7 @@ def run(dataset: str = "digits", seeds: Optional[Sequence[int]] = None,
         analyse: bool = False, variants: Optional[Sequence[str]] = None,
         root: Optional[Union[str, os.PathLike]] = None, download: bool = False,
         threads: Optional[int] = None, name: str = "qsv_ablation",
-        variant_epochs: Optional[Mapping[str, int]] = None, **overrides: Any
-        ) -> dict[str, Any]:
+        variant_epochs: Optional[Mapping[str, int]] = None, **overrides: Any) -> dict[str, Any]:
     """Train every variant over seeds and write the table (and, with ``analyse``, the
     analysis table and two histograms) to ``out_dir``.
 

@@ -114,14 +114,10 @@ def hf_analysis(paths: Sequence[Union[str, os.PathLike]], text: Optional[str] = 
 
         c = CharCorpus(corpus, block_size=8)
         text = c.decode(c.splits["val"].long())
-    entries = []
-    for pos, d in enumerate(dirs):
-        cfg = AutoConfig.from_pretrained(d)
-        step, source = _checkpoint_step(d, cfg, pos)
-        entries.append((step, pos, source, d))
-    entries.sort(key=lambda e: (e[0], e[1]))
+    entries = sorted(((*_checkpoint_step(d, AutoConfig.from_pretrained(d), pos), pos, d)
+                      for pos, d in enumerate(dirs)), key=lambda e: (e[0], e[2]))
     rows, corr = [], []
-    for step, pos, source, d in tqdm(entries, desc="checkpoints", disable=not progress):
+    for step, source, _, d in tqdm(entries, desc="checkpoints", disable=not progress):
         has_tok = any((d / f).is_file() for f in _TOKENIZER_FILES)
         model = AutoModelForCausalLM.from_pretrained(d).to(device)
         vocab = int(model.config.vocab_size)

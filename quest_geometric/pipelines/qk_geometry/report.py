@@ -105,11 +105,7 @@ group (`depth`, `init`; `all` = every one) or the individual runs' layers (no se
 def share_milestones_table(rows: Sequence[Mapping[str, Any]]) -> str:
     """The share at a few steps (a quarter, half, three quarters and the end of training)
     per group, plus the first step from which it stays >= 90%."""
-    groups = []
-    for r in rows:
-        g = (r["unit"], r["depth"], r["init"])
-        if g not in groups:
-            groups.append(g)
+    groups = list(dict.fromkeys((r["unit"], r["depth"], r["init"]) for r in rows))
     steps = sorted({r["step"] for r in rows})
     if not steps:
         return ""

@@ -240,10 +240,8 @@ def run_trajectories(cfg: StudyConfig, run_root: Optional[Union[str, os.PathLike
     """Train the depth x init x seed grid; return one :func:`train_run` result per run."""
     corpus = _corpus(cfg)
     grid = [(d, i, s) for d in cfg.depths for i in cfg.inits for s in cfg.seeds]
-    out = []
-    for d, i, s in tqdm(grid, desc="trajectory runs", disable=not progress):
-        out.append(train_run(cfg, d, i, s, "none", run_root, device, False, corpus))
-    return out
+    return [train_run(cfg, d, i, s, "none", run_root, device, False, corpus)
+            for d, i, s in tqdm(grid, desc="trajectory runs", disable=not progress)]
 
 
 def run_intervention(cfg: StudyConfig, run_root: Optional[Union[str, os.PathLike]] = None,
@@ -252,11 +250,9 @@ def run_intervention(cfg: StudyConfig, run_root: Optional[Union[str, os.PathLike
     corpus = _corpus(cfg)
     # controlled runs first: the unconstrained ones may be shared with the trajectory grid
     grid = [(m, s) for m in ("hold", "shrink", "none") for s in cfg.intervention_seeds]
-    out = []
-    for m, s in tqdm(grid, desc="intervention runs", disable=not progress):
-        out.append(train_run(cfg, cfg.intervention_depth, cfg.intervention_init, s, m,
-                             run_root, device, False, corpus))
-    return out
+    return [train_run(cfg, cfg.intervention_depth, cfg.intervention_init, s, m, run_root,
+                      device, False, corpus)
+            for m, s in tqdm(grid, desc="intervention runs", disable=not progress)]
 
 
 def measure_overhead(cfg: StudyConfig, device: str = "cpu", progress: bool = False,

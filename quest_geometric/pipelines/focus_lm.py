@@ -2,23 +2,19 @@
 
 Three models on the same corpus (the embedded Python reference by default, ``--data`` for a
 text file or a WikiText-103 raw directory), trained with the shared
-:class:`~quest_geometric.training.trainer.Trainer` (checkpoints and metrics in a run folder):
+:class:`~quest_geometric.training.trainer.Trainer`:
 
 (a) a full-attention :class:`~quest_geometric.models.char_gpt.CharGPT`;
-(b) the same architecture with :class:`~quest_geometric.nn.focus.module.FocusAttention`
-    trained from scratch (soft gates in training);
+(b) the same with :class:`~quest_geometric.nn.focus.module.FocusAttention` trained from
+    scratch (soft gates in training);
 (c) model (a) frozen, with Focus routers composed onto it
     (:func:`~quest_geometric.nn.focus.compose.compose_focus`) and only the routers trained.
 
-(b) and (c) are trained once per soft gate of ``gates`` (the paper's ``'multiplicative'``
-gate and our ``'additive'`` log-sigmoid relaxation), and evaluated soft (all pairs, gated) and
-hard at top-k = 1, 2 and K on the same fixed validation batches, with the group balance
-(largest group share, 1/K is perfect) and the fraction of causal pairs the hard pattern keeps.
-The gap between soft and hard bits per character at the training top-k measures how far
-soft training and hard inference disagree for each gate.
-
-A run folder that holds a checkpoint of the same setting is resumed (a finished one is only
-reloaded) instead of retrained; ``reuse=False`` (``--no-reuse``) retrains.
+(b) and (c) are trained once per soft gate (the paper's ``'multiplicative'`` gate and our
+``'additive'`` log-sigmoid relaxation) and evaluated soft and hard at top-k = 1, 2 and K on
+the same validation batches; the soft-hard gap at the training top-k measures how far soft
+training and hard inference disagree. A run folder holding a checkpoint of the same setting
+is resumed or reloaded instead of retrained (``--no-reuse`` retrains).
 
 Run ``python -m benchmarks.focus.lm`` (``--quick`` for a few-minute smoke run).
 """
@@ -52,14 +48,9 @@ DISPLAY = {"rel_to_full": ("vs full (%)", lambda v: f"{100 * v:+.2f}")}
 
 @dataclass
 class LMConfig:
-    """The settings of one run of this experiment (stored with the results).
-
-    The default (full) setting is sized for a two-core CPU: a 3-layer,
-    96-wide, 4-head CharGPT on 128-character blocks, window 32 (so Focus prunes every pair
-    more than 32 characters apart unless the two tokens share a group), K = 4 groups.
-    Models (b) and (c) are trained once per soft gate of ``gates``; the targets of the
-    summary refer to the ``'additive'`` rows (to the first gate when it is absent).
-    """
+    """The settings of one run of this experiment (stored with the results); the default is
+    sized for a two-core CPU. The targets of the summary refer to the ``'additive'`` rows
+    (to the first gate of ``gates`` when it is absent)."""
 
     block_size: int = 128
     n_layer: int = 3
@@ -113,8 +104,7 @@ def _mode(model: nn.Module, soft: bool, top_k: Optional[int]) -> Iterator[None]:
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, batches: list, window: int, num_groups: int
-             ) -> dict[str, float]:
+def evaluate(model: nn.Module, batches: list, window: int, num_groups: int) -> dict[str, float]:
     """Bits per character over ``batches``, and (for Focus models) the mean largest group
     share and the mean fraction of causal pairs the hard pattern keeps."""
     from quest_geometric.nn.focus import FocusRouter, focus_pair_share, group_balance
@@ -134,8 +124,7 @@ def evaluate(model: nn.Module, batches: list, window: int, num_groups: int
     finally:
         for h in hooks:
             h.remove()
-    out = {"val_bpc": nll / count / math.log(2.0), "balance": math.nan,
-           "pair_fraction": math.nan}
+    out = {"val_bpc": nll / count / math.log(2.0), "balance": math.nan, "pair_fraction": math.nan}
     if captured:
         out["balance"] = float(torch.stack([group_balance(g, num_groups) for g in captured])
                                .mean())
@@ -159,14 +148,9 @@ def _checked_gates(gates: Sequence[str] | str) -> tuple[str, ...]:
 
 def _reusable(model: nn.Module, tc: Any, run_dir: Path, setup: dict[str, Any]
               ) -> tuple[bool, Optional[float]]:
-    """Whether ``run_dir`` holds a checkpoint of this very setting, and the training seconds
-    stored for it when that run finished (:obj:`None` otherwise).
-
-    With the setup file this experiment writes, the stored setting must equal ``setup``. A
-    folder without it (written before the file existed) is accepted when the checkpoint's
-    training configuration has no trajectory difference and the same number of steps, and
-    its weights have the model's names and shapes; its time is the trainer's last record.
-    """
+    """Whether ``run_dir`` holds a checkpoint of this very setting (its setup file equals
+    ``setup``; without the file, the checkpoint's training configuration and weight shapes
+    match), and the training seconds stored for it when that run finished."""
     from quest_geometric.training.checkpoint import CheckpointError, read_checkpoint
     from quest_geometric.training.config import TrainConfig
 
@@ -200,17 +184,10 @@ def _reusable(model: nn.Module, tc: Any, run_dir: Path, setup: dict[str, Any]
 def _train(model: nn.Module, corpus: Any, steps: int, lr: float, cfg: LMConfig, run_dir: Path,
            progress: bool, device: str, setup: dict[str, Any], reuse: bool = True,
            label: Optional[str] = None) -> tuple[float, bool]:
-    """Train ``model`` with its checkpoint and metrics in ``run_dir``.
-
-    A checkpoint of the same ``setup`` (and training configuration) is resumed when ``reuse``;
-    otherwise a stale one is removed and training starts afresh. ``label`` names the
-    progress bar (default: the run folder's name).
-
-    Returns:
-        (float, bool): the training seconds (for a reloaded finished run, those stored with
-        it; for a resumed unfinished run, those of this call) and whether a checkpoint was
-        reused.
-    """
+    """Train ``model`` with its checkpoint and metrics in ``run_dir``, resuming a checkpoint
+    of the same ``setup`` when ``reuse`` (else a stale one is removed); ``label`` names the
+    progress bar. Returns the training seconds (those stored, for a reloaded finished run)
+    and whether a checkpoint was reused."""
     from quest_geometric.training.config import TrainConfig
     from quest_geometric.training.tasks import LanguageModelTask
     from quest_geometric.training.trainer import Trainer
@@ -238,9 +215,9 @@ def _train(model: nn.Module, corpus: Any, steps: int, lr: float, cfg: LMConfig, 
 
 
 def run(quick: bool = False, device: str = "cpu", out_dir: str | Path = "benchmarks/focus/results",
-        progress: bool = True, data: Optional[str] = None,
-        run_dir: Optional[str | Path] = None, config: Optional[LMConfig] = None,
-        name: str = "focus_lm", reuse: bool = True, **overrides: Any) -> dict[str, Any]:
+        progress: bool = True, data: Optional[str] = None, run_dir: Optional[str | Path] = None,
+        config: Optional[LMConfig] = None, name: str = "focus_lm", reuse: bool = True,
+        **overrides: Any) -> dict[str, Any]:
     """Train (a), (b) and (c) (the latter two once per gate), evaluate them and write
     ``<name>.{csv,json,md}`` to ``out_dir``.
 
@@ -280,8 +257,7 @@ def run(quick: bool = False, device: str = "cpu", out_dir: str | Path = "benchma
     out_dir = Path(out_dir)
     corpus = CharCorpus(data or "python-reference", block_size=cfg.block_size)
     gen = torch.Generator().manual_seed(cfg.seed + 12345)
-    val = [corpus.get_batch("val", cfg.batch_size, generator=gen)
-           for _ in range(cfg.eval_batches)]
+    val = [corpus.get_batch("val", cfg.batch_size, generator=gen) for _ in range(cfg.eval_batches)]
     base = dict(vocab_size=corpus.vocab_size, block_size=cfg.block_size, n_layer=cfg.n_layer,
                 n_head=cfg.n_head, n_embd=cfg.n_embd)
     focus_base = dict(num_groups=cfg.num_groups, top_k=cfg.top_k, window=cfg.window,
@@ -302,8 +278,7 @@ def run(quick: bool = False, device: str = "cpu", out_dir: str | Path = "benchma
         if "focus" in setup:
             label += f", {setup['focus']['gate']} gate"
         secs, was = _train(model, corpus, steps, lr, cfg, run_dir / sub, progress, device,
-                           {**data_setup, **setup}, reuse and reuse_ok,
-                           label=f"focus_lm {label}")
+                           {**data_setup, **setup}, reuse and reuse_ok, label=f"focus_lm {label}")
         if was:
             reused.append(sub)
         return secs
@@ -350,32 +325,28 @@ def run(quick: bool = False, device: str = "cpu", out_dir: str | Path = "benchma
                     {"model": "c", "gpt": base, "focus": focus_kw,
                      "base_steps": cfg.steps_full, "base_lr": cfg.lr},
                     reuse_ok="a_full" in reused)
-        focus_rows(composed.cpu(), "(c) routers on frozen (a)", gate, n_c, cfg.steps_router,
-                   t_c)
+        focus_rows(composed.cpu(), "(c) routers on frozen (a)", gate, n_c, cfg.steps_router, t_c)
 
     for r in rows:
         r["rel_to_full"] = r["val_bpc"] / ref - 1.0
 
     meta = {"config": vars(cfg), "data": corpus.source, "vocab_size": corpus.vocab_size,
             "device": device, "quick": quick, "targets_tested": not _smoke(cfg, quick),
-            "seeds": {"train": cfg.seed, "val_batches": cfg.seed + 12345,
-                      "compose": cfg.seed + 1},
+            "seeds": {"train": cfg.seed, "val_batches": cfg.seed + 12345, "compose": cfg.seed + 1},
             "run_dir": str(run_dir), "reused_runs": reused}
     return _write(rows, meta, name, out_dir)
 
 
 def _smoke(cfg: LMConfig, quick: bool) -> bool:
-    """Whether a run is a smoke run: ``quick`` (60 steps, ~4.5 bits per character) or fewer
-    steps than the full setting, far too short to test the targets, which are about trained
-    models, so it reports the numbers without verdicts."""
+    """Whether a run is a smoke run (``quick`` or fewer steps than the full setting): too
+    short to test the targets, so it reports the numbers without verdicts."""
     return quick or cfg.steps_focus < LMConfig.steps_focus or cfg.steps_full < LMConfig.steps_full
 
 
 def _write(rows: list[dict[str, Any]], meta: dict[str, Any], name: str, out_dir: Path
            ) -> dict[str, Any]:
-    """Write the rows as ``<name>.{csv,json,md}`` with the targets and notes (all derived from
-    the rows and ``meta``); ``meta`` is the run's (a rewrite passes the stored one, so the
-    machine, versions and date stay those of the measurement)."""
+    """Write the rows as ``<name>.{csv,json,md}`` with the targets and notes, all derived
+    from the rows and ``meta`` (a rewrite passes the stored one)."""
     cfg = LMConfig(**{**meta["config"], "gates": tuple(meta["config"]["gates"])})
     ref = _find(rows, "(a)", "", "full", "")["val_bpc"]
     vocab_size = meta.get("vocab_size")
@@ -398,9 +369,8 @@ def _write(rows: list[dict[str, Any]], meta: dict[str, Any], name: str, out_dir:
 
 
 def rewrite(results: str | Path, out_dir: str | Path | None = None) -> dict[str, Any]:
-    """Rewrite a committed table from its JSON file (read as data), training and evaluating
-    nothing: the rows and the metadata (date, machine, versions, setting) are kept as they
-    were; the markdown table, targets and notes are rendered again by this version.
+    """Rewrite a committed table from its JSON file (read as data), training nothing: the
+    rows and the metadata are kept; the table, targets and notes are rendered again.
 
     Args:
         results (path): ``<name>.json`` written by :func:`run`.
@@ -420,7 +390,6 @@ def rewrite(results: str | Path, out_dir: str | Path | None = None) -> dict[str,
                   Path(out_dir) if out_dir is not None else path.parent)
 
 
-# ============================================================================ report
 def _find(rows: Sequence[dict[str, Any]], model: str, gate: str, mode: str, k: Any
           ) -> dict[str, Any]:
     """The row of ``model`` (its label's prefix, e.g. ``'(b)'``), ``gate``, ``mode``, top-k."""
@@ -469,27 +438,25 @@ def _gate_lines(rows: Sequence[dict[str, Any]], cfg: LMConfig) -> list[str]:
 
 def _notes(cfg: LMConfig, source: str, vocab_size: int, main_gate: str, reused: Sequence[str],
            smoke: bool, summary: Sequence[str], gate_summary: Sequence[str]) -> str:
-    """The notes under the table: the setting, what each column means, the targets and the
+    """The notes under the table: the setting, the columns, the targets and the
     soft-against-hard lines."""
     K = cfg.num_groups
     return (
-        f"Corpus: {source} (vocabulary {vocab_size}); CharGPT "
-        f"{cfg.n_layer} layers x {cfg.n_embd} wide, {cfg.n_head} heads, blocks of "
-        f"{cfg.block_size} characters; Focus K = {K}, training top-k = {cfg.top_k}, window "
-        f"{cfg.window}, d_g = {cfg.group_dim}, prefix-causal routing; (b) and (c) trained once "
-        f"per soft gate ({', '.join(repr(g) for g in cfg.gates)}; `additive` adds "
-        f"log sigmoid(lambda (g_i.g_j - b)), `multiplicative` is the paper's "
-        f"s_ij sigmoid(lambda g_i.g_j); lambda = 10, b = 0.5). "
-        f"AdamW, batch {cfg.batch_size}, warmup + cosine, grad clip 1; (a) and (b) "
-        f"{cfg.steps_full}/{cfg.steps_focus} steps at lr {cfg.lr}, (c) {cfg.steps_router} "
-        f"steps at lr {cfg.router_lr} on the routers only. Validation: the same "
-        f"{cfg.eval_batches} x {cfg.batch_size} random blocks for every row (seed "
-        f"{cfg.seed + 12345}); training seed {cfg.seed}. `soft` computes every pair with the "
-        f"gate (training mode); `hard` keeps causal pairs within the window or sharing a hard "
-        f"group. `balance` is the mean over layers of the largest group share (1/K = "
-        f"perfect), `pair_fraction` the share of causal pairs kept, `vs full (%)` "
-        f"100 (val_bpc / val_bpc of (a) - 1), the change the targets below quote (stored as "
-        f"the fraction `rel_to_full` in the CSV and JSON files)."
+        f"Corpus: {source} (vocabulary {vocab_size}); CharGPT {cfg.n_layer} layers x {cfg.n_embd} "
+        f"wide, {cfg.n_head} heads, blocks of {cfg.block_size} characters; Focus K = {K}, "
+        f"training top-k = {cfg.top_k}, window {cfg.window}, d_g = {cfg.group_dim}, prefix-causal "
+        "routing; (b) and (c) trained once per soft gate "
+        f"({', '.join(repr(g) for g in cfg.gates)}; `additive` adds log sigmoid(lambda (g_i.g_j - "
+        "b)), `multiplicative` is the paper's s_ij sigmoid(lambda g_i.g_j); lambda = 10, b = "
+        f"0.5). AdamW, batch {cfg.batch_size}, warmup + cosine, grad clip 1; (a) and (b) "
+        f"{cfg.steps_full}/{cfg.steps_focus} steps at lr {cfg.lr}, (c) {cfg.steps_router} steps "
+        f"at lr {cfg.router_lr} on the routers only. Validation: the same {cfg.eval_batches} x "
+        f"{cfg.batch_size} random blocks for every row (seed {cfg.seed + 12345}); training seed "
+        f"{cfg.seed}. `soft` computes every pair with the gate (training mode); `hard` keeps "
+        "causal pairs within the window or sharing a hard group. `balance` is the mean over "
+        "layers of the largest group share (1/K = perfect), `pair_fraction` the share of causal "
+        "pairs kept, `vs full (%)` 100 (val_bpc / val_bpc of (a) - 1), the change the targets "
+        "below quote (stored as the fraction `rel_to_full` in the CSV and JSON files)."
         + (f" Reloaded from earlier checkpoints of the same setting (train_s as stored): "
            f"{', '.join(reused)}." if reused else "")
         + (f"\n\nSmoke run ({cfg.steps_full} steps): the models are far from trained, so "

@@ -1,13 +1,12 @@
 """How fast is Focus attention against full causal attention as the sequence grows?
 
-Forward time (inference: ``eval()``, hard top-k sets, ``torch.no_grad``) and peak memory of
-one :class:`~quest_geometric.nn.focus.module.FocusAttention` layer (width 256 = 4 heads x
-64, K = 8 groups, top-k = 1, window 128, float32, one sequence) with the ``'blocks'`` and
-``'edges'`` back-ends, against the same layer with Focus switched off (full causal
-``scaled_dot_product_attention`` through the same projections). Every Focus time includes the
-routing (router, Sinkhorn, sort/gather, edge building). The ``'edges'`` core (projections and
-:class:`~quest_geometric.nn.focus.edges.FocusEdgeAttention` on a prebuilt edge set) is
-also compared with PyG's :class:`~torch_geometric.nn.conv.TransformerConv` on the *same*
+Forward time (``eval()``, hard top-k sets, ``torch.no_grad``) and peak memory of one
+:class:`~quest_geometric.nn.focus.module.FocusAttention` layer (4 heads x 64, K = 8 groups,
+top-k = 1, window 128, float32, one sequence) with the ``'blocks'`` and ``'edges'``
+back-ends, routing included, against the same layer with Focus off (causal
+``scaled_dot_product_attention`` through the same projections). The ``'edges'`` core
+(:class:`~quest_geometric.nn.focus.edges.FocusEdgeAttention` on a prebuilt edge set) is also
+compared with PyG's :class:`~torch_geometric.nn.conv.TransformerConv` on the same
 ``edge_index``.
 
 Run ``python -m benchmarks.focus.speed`` (``--quick`` up to 16K tokens; ``--device cuda`` for
@@ -23,24 +22,20 @@ from typing import Any, Optional, Sequence
 import torch
 from tqdm.auto import tqdm
 
-from quest_geometric.nn.focus.edges import FocusEdgeAttention
-
 from quest_geometric._utils.plotting import optional_pyplot, save_figure
+from quest_geometric.nn.focus.edges import FocusEdgeAttention
 from quest_geometric.profile import (markdown_table, paired_ratio, peak_memory_mb,
-                                                reuse_freed_memory, round_ratios,
-                                                time_function, time_interleaved,
-                                                write_results)
+                                     reuse_freed_memory, round_ratios, time_function,
+                                     time_interleaved, write_results)
 
 HEADS, HEAD_DIM, GROUPS, TOP_K, WINDOW = 4, 64, 8, 1, 128
 CPU_LENGTHS = (1024, 2048, 4096, 8192, 16384, 32768, 65536)
 QUICK_LENGTHS = (1024, 2048, 4096, 8192, 16384)
 CUDA_LENGTHS = (1024, 4096, 16384, 32768, 65536, 131072, 262144, 524288, 1048576)
 #: Upper bound on the bytes of the per-edge tensors ('edges' and TransformerConv keep about
-#: four ``[E, H, D]`` float32 tensors alive, :math:`16 H D` bytes per edge); lengths above it are
-#: skipped for those two.
+#: four ``[E, H, D]`` float32 tensors alive); longer lengths are skipped for those two.
 EDGE_BYTES_BUDGET = 8 * 2**30
-#: Seed of the order of the timed functions within each round (shuffled every round); every
-#: round's ratio is kept in the rows (``round_ratios_*``, in the JSON file).
+#: Seed of the order of the timed functions within each round (shuffled every round).
 ROUND_SEED = 0
 
 COLUMNS = ["tokens", "rounds", "full_ms", "blocks_ms", "sdpa_ms", "blocks_attn_ms",
@@ -76,26 +71,18 @@ def length_row(n: int, device: torch.device, repeat: int, edges: bool, memory: b
     """Measure one sequence length; returns one table row (``nan`` where not measured).
 
     Full attention and ``'blocks'`` are timed in alternation
-    (:func:`~quest_geometric.profile.time_interleaved`), and ``speedup_blocks`` is
-    the true median over rounds of their ratio; the same holds for the ``'edges'`` core
-    against TransformerConv. The functions run in an order shuffled every round
-    (:data:`ROUND_SEED`), and every round's ratio is kept (``round_ratios_blocks``,
-    ``round_ratios_attn``, ``round_ratios_edges``)."""
+    (:func:`~quest_geometric.profile.time_interleaved`, order shuffled every round with
+    :data:`ROUND_SEED`), and ``speedup_blocks`` is the true median over rounds of their
+    ratio (every round's in ``round_ratios_*``); likewise the ``'edges'`` core against
+    TransformerConv."""
     from torch_geometric.nn import TransformerConv
 
-    from quest_geometric.nn.focus import (
-        choose_focus_backend,
-        focus_backend,
-        focus_edge_index,
-        focus_pair_share,
-        full_attention,
-        group_balance,
-    )
+    from quest_geometric.nn.focus import (choose_focus_backend, focus_backend, focus_edge_index,
+                                          focus_pair_share, full_attention, group_balance)
 
     c = HEADS * HEAD_DIM
     x = torch.randn(n, c, generator=torch.Generator().manual_seed(n)).to(device)
-    row: dict[str, Any] = {k: math.nan for k in COLUMNS}
-    row.update(tokens=n, note="")
+    row: dict[str, Any] = {**{k: math.nan for k in COLUMNS}, "tokens": n, "note": ""}
     notes = []
     with torch.no_grad():
         full = _layer("auto", device)
@@ -208,9 +195,8 @@ def _plot(rows: Sequence[dict[str, Any]], path: Path, title: str) -> Optional[Pa
 def run(quick: bool = False, device: torch.device | str = "cpu",
         out_dir: str | Path = "benchmarks/focus/results", progress: bool = True,
         lengths: Optional[Sequence[int]] = None, repeat: Optional[int] = None,
-        edges_max: Optional[int] = None, memory: bool = True,
-        name: Optional[str] = None, allocator: str = "reuse",
-        max_seconds: float = 90.0) -> dict[str, Any]:
+        edges_max: Optional[int] = None, memory: bool = True, name: Optional[str] = None,
+        allocator: str = "reuse", max_seconds: float = 90.0) -> dict[str, Any]:
     """Run the sweep and write ``focus_speed[_cuda].{csv,json,md,png}`` to ``out_dir``.
 
     Args:
@@ -224,10 +210,10 @@ def run(quick: bool = False, device: torch.device | str = "cpu",
             (default: 8K on CPU, 64K on CUDA, further limited by :data:`EDGE_BYTES_BUDGET`).
         memory (bool): measure peak memory (one extra call per method) (default: :obj:`True`).
         name (str, optional): file stem (default: ``'focus_speed'`` / ``'focus_speed_cuda'``).
-        allocator (str): ``'reuse'`` keeps freed CPU memory in the process for reuse
-            (:func:`~quest_geometric.profile.reuse_freed_memory`, for every method
-            alike) or ``'system'`` leaves glibc's default (default: ``'reuse'``).
-        max_seconds (float): stop the timed rounds of one length after this many seconds
+        allocator (str): ``'reuse'`` keeps freed CPU memory for reuse
+            (:func:`~quest_geometric.profile.reuse_freed_memory`) or ``'system'`` leaves
+            glibc's default (default: ``'reuse'``).
+        max_seconds (float): time budget of the timed rounds of one length
             (default: :obj:`90.0`).
 
     Returns:
@@ -271,34 +257,30 @@ def run(quick: bool = False, device: torch.device | str = "cpu",
     alloc_note = ("freed memory kept for reuse (`--allocator reuse`, glibc mallopt; see "
                   "`reuse_freed_memory`)" if reused else "glibc default")
     notes = (
-        f"Forward only, `eval()` (hard top-k = {TOP_K} of K = {GROUPS}), window {WINDOW}, "
-        f"{HEADS} heads x {HEAD_DIM}, float32, one sequence, device {device}; times are "
-        f"medians of up to {repeat} calls after one warm-up (fewer where {repeat} would pass "
-        f"{max_seconds:g} s), "
+        f"Forward only, `eval()` (hard top-k = {TOP_K} of K = {GROUPS}), window {WINDOW}, {HEADS} "
+        f"heads x {HEAD_DIM}, float32, one sequence, device {device}; times are medians of up to "
+        f"{repeat} calls after one warm-up (fewer where {repeat} would pass {max_seconds:g} s), "
         + ("memory (`*_mb`) the peak added by one call (CPU: resident-set high-water mark in "
            "a one-thread fork; CUDA: allocator peak). " if memory else
            "memory not measured in this run (`memory=False`: the `*_mb` columns, n/a in "
            "the CSV, are left out of this table). ")
-        + f"`full` is the "
-        f"same layer with Focus off (causal SDPA, same projections), timed in alternation with "
-        f"'blocks' (`rounds` rounds of one call each, up to {repeat}, in an order shuffled "
-        f"every round); `speedup_blocks` is the true median over rounds of the per-round ratio "
-        f"(every round's ratio in the JSON file). `sdpa_ms` and `blocks_attn_ms` time the "
-        f"attention alone on the same projected q, k, v, timed in the same rounds: causal "
-        f"SDPA against routing (router on the layer input) + `focus_blocks_attention`; "
-        f"`speedup_attn` is their per-round ratio. Focus times include "
-        f"routing. `edges_core` = projections + FocusEdgeAttention on a prebuilt edge set, "
-        f"compared with TransformerConv (root_weight=False) on the same `edge_index`. "
-        f"'edges' and TransformerConv stop at {longest_edges} tokens (`edges_max` = "
-        f"{edges_max}, and at most {EDGE_BYTES_BUDGET / 2**30:g} GiB of per-edge tensors): "
-        f"the pattern has "
-        f"~N(w+1) + N^2/(2K) edges (~{_expected_edges(16384) / 1e6:.0f}M at 16K) and each "
-        f"keeps about four [E, 4, 64] float32 tensors (~4 KiB per edge, measured; "
-        f"~{_expected_edges(4096) * 4096 / 1e9:.0f} GB at 4K), more than a small shared "
-        f"machine can give beyond 4K. `pair_fraction` = kept pairs / "
-        f"causal pairs (window or shared group; `focus_pair_share`, at every length); "
-        f"`balance` = the largest group's share of the tokens (1/K is perfect balance). CPU "
-        f"allocator: {alloc_note}.\n\n"
+        + "`full` is the same layer with Focus off (causal SDPA, same projections), timed in "
+        f"alternation with 'blocks' (`rounds` rounds of one call each, up to {repeat}, in an "
+        "order shuffled every round); `speedup_blocks` is the true median over rounds of the "
+        "per-round ratio (every round's ratio in the JSON file). `sdpa_ms` and `blocks_attn_ms` "
+        "time the attention alone on the same projected q, k, v, timed in the same rounds: causal "
+        "SDPA against routing (router on the layer input) + `focus_blocks_attention`; "
+        "`speedup_attn` is their per-round ratio. Focus times include routing. `edges_core` = "
+        "projections + FocusEdgeAttention on a prebuilt edge set, compared with TransformerConv "
+        "(root_weight=False) on the same `edge_index`. 'edges' and TransformerConv stop at "
+        f"{longest_edges} tokens (`edges_max` = {edges_max}, and at most "
+        f"{EDGE_BYTES_BUDGET / 2**30:g} GiB of per-edge tensors): the pattern has ~N(w+1) + "
+        f"N^2/(2K) edges (~{_expected_edges(16384) / 1e6:.0f}M at 16K) and each keeps about four "
+        "[E, 4, 64] float32 tensors (~4 KiB per edge, measured; "
+        f"~{_expected_edges(4096) * 4096 / 1e9:.0f} GB at 4K), more than a small shared machine "
+        "can give beyond 4K. `pair_fraction` = kept pairs / causal pairs (window or shared group; "
+        "`focus_pair_share`, at every length); `balance` = the largest group's share of the "
+        f"tokens (1/K is perfect balance). CPU allocator: {alloc_note}.\n\n"
         + "\n".join(f"- {s}" for s in summary))
     meta = {"heads": HEADS, "head_dim": HEAD_DIM, "num_groups": GROUPS, "top_k": TOP_K,
             "window": WINDOW, "dtype": "float32", "device": str(device), "repeat": repeat,

@@ -1,8 +1,6 @@
-"""How fast is each kNN back-end of :func:`~quest_geometric.geometry.knn_graph`?
-
-The time of each available back-end (SciPy's cKDTree, exact all-pairs torch, torch-cluster
-when installed) building the ``k = 16`` graph of 10K to 1M uniform random points in the unit
-cube.
+"""How fast is each kNN back-end of :func:`~quest_geometric.geometry.knn_graph` (SciPy's
+cKDTree, exact all-pairs torch, torch-cluster when installed) building the ``k = 16`` graph
+of 10K to 1M uniform random points in the unit cube?
 
 Run ``python -m benchmarks.qsv.knn_speed`` (``--quick`` for up to 100K points).
 """
@@ -63,13 +61,9 @@ def _plot(rows: list[dict], path: Path) -> Path | None:
     return save_figure(fig, path, dpi=120)
 
 
-def run(
-    quick: bool = False,
-    device: torch.device | str = "cpu",
-    out_dir: str | Path = "benchmarks/qsv/results",
-    progress: bool = True,
-    sizes: list[int] | None = None,
-) -> dict[str, Any]:
+def run(quick: bool = False, device: torch.device | str = "cpu",
+        out_dir: str | Path = "benchmarks/qsv/results", progress: bool = True,
+        sizes: list[int] | None = None) -> dict[str, Any]:
     """Run the benchmark and write ``knn_speed.*`` (and the plot ``knn_speed.png``) to
     ``out_dir``.
 

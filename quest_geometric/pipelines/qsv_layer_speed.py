@@ -18,14 +18,8 @@ from typing import Any, Optional, Sequence, Union
 import torch
 from tqdm.auto import tqdm
 
-from quest_geometric.profile import (
-    load_average,
-    peak_memory_mb,
-    ratio_summary,
-    round_ratios,
-    time_interleaved,
-    write_results,
-)
+from quest_geometric.profile import (load_average, peak_memory_mb, ratio_summary, round_ratios,
+                                     time_interleaved, write_results)
 
 SIZES = (64, 256, 1024)
 #: Seed of the shuffled order of the layers within each timing round.
@@ -37,10 +31,9 @@ CHANNELS, HEADS = 64, 4
 def forward_flops(layer: str, nodes: int, edges: int, channels: int = CHANNELS,
                   heads: int = HEADS) -> int:
     r"""Floating-point operations of one forward call of ``layer`` (a multiply-add counts 2),
-    by formula from the layers' definitions at ``channels`` :math:`C`, ``heads`` :math:`H`,
-    :math:`N` nodes and :math:`E` edges: the dense maps and the per-edge work, without
-    the softmax's exponentials, the normalisations, biases and index operations (all
-    :math:`O(N C + E H)` with small constants).
+    by formula at ``channels`` :math:`C`, ``heads`` :math:`H`, :math:`N` nodes and :math:`E`
+    edges: the dense maps and the per-edge work, without the softmax's exponentials,
+    normalisations, biases and index operations (all :math:`O(N C + E H)`).
 
     * ``'QSVConv'``: the quaternion map :math:`C \to 4H` (:math:`8 N C H`), the rotation of
       every node's :math:`C/4` vector parts by a :math:`3 \times 3` matrix before and after
@@ -53,8 +46,7 @@ def forward_flops(layer: str, nodes: int, edges: int, channels: int = CHANNELS,
       :math:`x_i + x_j`, the leaky ReLU, the dot product with the attention vector and the
       weighted sum (:math:`E C + E C + 2 E C + 2 E C`).
 
-    Backward costs about twice the forward (a gradient for the input and one for the
-    weights of every product), so forward + backward is about 3x this.
+    Backward costs about twice the forward, so forward + backward is about 3x this.
 
     Args:
         layer (str): ``'QSVConv'``, ``'TransformerConv'`` or ``'GATv2Conv'``.
@@ -92,11 +84,9 @@ def _layers() -> dict[str, torch.nn.Module]:
 
     from quest_geometric.nn.qsv_conv import QSVConv
 
-    return {
-        "QSVConv": QSVConv(CHANNELS, CHANNELS, heads=HEADS),
-        "TransformerConv": TransformerConv(CHANNELS, CHANNELS // HEADS, heads=HEADS),
-        "GATv2Conv": GATv2Conv(CHANNELS, CHANNELS // HEADS, heads=HEADS),
-    }
+    return {"QSVConv": QSVConv(CHANNELS, CHANNELS, heads=HEADS),
+            "TransformerConv": TransformerConv(CHANNELS, CHANNELS // HEADS, heads=HEADS),
+            "GATv2Conv": GATv2Conv(CHANNELS, CHANNELS // HEADS, heads=HEADS)}
 
 
 #: The layers that get a compiled row with ``compiled=True``, and the suffix of its name.
@@ -114,26 +104,23 @@ def layer_rows(batch_size: int, device: torch.device, repeat: int, progress: boo
                backend: str = "inductor") -> list[dict]:
     """Time and memory of one forward + backward per layer on the batched sphere graph.
 
-    The layers are timed in turn, round by round (:func:`time_interleaved`, in an order
-    shuffled every round with seed :data:`ROUND_SEED`), so that all of them meet the same
-    background load, and ``speedup_vs_transformer`` is the true median over rounds of
-    TransformerConv's time over the layer's (:func:`ratio_summary`); every round's ratio is
-    kept in ``round_ratios`` (saved in the JSON file). Each entry of
-    ``threads`` (``None``: leave torch's setting) gives one set of rows; peak memory is
-    measured once per layer, at the first thread count (not for the compiled rows on CPU:
-    they cannot run in the forked child that measures it, their ``peak_mb`` is NaN).
+    The layers are timed in turn, round by round (:func:`time_interleaved`, order shuffled
+    every round with :data:`ROUND_SEED`) so that all meet the same background load;
+    ``speedup_vs_transformer`` is the median over rounds of TransformerConv's time over the
+    layer's (every round's in ``round_ratios``). Each entry of ``threads`` (``None``:
+    torch's setting) gives one set of rows; peak memory is measured once per layer (not for
+    compiled rows on CPU, which cannot run in the forked child that measures it: NaN).
 
     With ``compiled``, the layers of :data:`COMPILED_LAYERS` also run as
-    ``torch.compile(layer, fullgraph=True, backend=backend)`` (rows named
-    ``'<layer> (compiled)'``, the same parameters as the eager row), compiled once before
-    anything is measured; the compiled QSVConv is called with ``dense=True`` when the graph
-    has the dense layout (the fused path without the in-graph layout test of ``dense=None``).
+    ``torch.compile(layer, fullgraph=True, backend=backend)`` (rows ``'<layer> (compiled)'``),
+    compiled before anything is measured; the compiled QSVConv gets ``dense=True`` when the
+    graph has the dense layout.
     """
     torch.manual_seed(0)
     edge_index, num_nodes = _batched_sphere(batch_size, device)
     x = torch.randn(num_nodes, CHANNELS, device=device)
     layers = {name: layer.to(device) for name, layer in _layers().items()}
-    calls = {name: layer for name, layer in layers.items()}
+    calls = dict(layers)
     kwargs: dict[str, dict[str, Any]] = {name: {} for name in layers}
     if compiled:
         from quest_geometric.nn.qsv_conv import QSVConv
@@ -200,16 +187,11 @@ def _as_tuple(value: Union[int, Sequence[int], None], name: str) -> Optional[tup
     return tuple(int(v) for v in values)
 
 
-def run(
-    quick: bool = False,
-    device: torch.device | str = "cpu",
-    out_dir: str | Path = "benchmarks/qsv/results",
-    progress: bool = True,
-    batch_size: Union[int, Sequence[int], None] = None,
-    threads: Union[int, Sequence[int], None] = None,
-    compiled: bool = False,
-    backend: str = "inductor",
-) -> dict[str, Any]:
+def run(quick: bool = False, device: torch.device | str = "cpu",
+        out_dir: str | Path = "benchmarks/qsv/results", progress: bool = True,
+        batch_size: Union[int, Sequence[int], None] = None,
+        threads: Union[int, Sequence[int], None] = None, compiled: bool = False,
+        backend: str = "inductor") -> dict[str, Any]:
     """Run the benchmark and write ``qsv_layer_speed.*`` to ``out_dir``.
 
     Args:
@@ -220,10 +202,9 @@ def run(
         batch_size (int or sequence of int, optional): the numbers of graphs in the batch,
             one set of rows each. (default: ``8`` with ``quick``, else ``(16, 64)``)
         threads (int or sequence of int, optional): torch intra-op thread counts, one set of
-            layer rows each (restored afterwards). (default: torch's setting with ``quick``,
-            else one thread and torch's setting). On a machine shared with other jobs,
-            one thread gives stable numbers: an oversubscribed OpenMP pool slows every layer
-            severely and erratically.
+            layer rows each (restored afterwards); on a shared machine one thread gives
+            stable numbers. (default: torch's setting with ``quick``, else one thread and
+            torch's setting)
         compiled (bool): also time ``torch.compile`` of QSVConv and TransformerConv (rows
             ``'<layer> (compiled)'``, see :func:`layer_rows`). (default: :obj:`False`)
         backend (str): the :func:`torch.compile` backend of the compiled rows.
@@ -239,29 +220,21 @@ def run(
     if counts is None:
         counts = ((torch.get_num_threads(),) if quick
                   else tuple(dict.fromkeys((1, torch.get_num_threads()))))
-    return _run(quick, device, out_dir, progress, sizes, counts, compiled, backend)
-
-
-def _run(quick: bool, device: torch.device, out_dir: Path, progress: bool,
-         batch_sizes: tuple[int, ...], threads: tuple[int, ...], compiled: bool = False,
-         backend: str = "inductor") -> dict[str, Any]:
     repeat = 5 if quick else 7
-    layers = [row for bs in batch_sizes
-              for row in layer_rows(bs, device, repeat, progress, threads=threads,
+    layers = [row for bs in sizes
+              for row in layer_rows(bs, device, repeat, progress, threads=counts,
                                     compiled=compiled, backend=backend)]
-    meta = {"batch_sizes": list(batch_sizes), "threads": list(threads), "sizes": SIZES,
+    meta = {"batch_sizes": list(sizes), "threads": list(counts), "sizes": SIZES,
             "k": K_WITHIN + K_CROSS, "channels": CHANNELS, "heads": HEADS, "dtype": "float32",
             "device": str(device), "seed": 0, "quick": quick, "rounds": repeat,
-            "round_order": f"shuffled every round (seed {ROUND_SEED})",
-            "load": load_average()}
+            "round_order": f"shuffled every round (seed {ROUND_SEED})", "load": load_average()}
     if compiled:
         meta["compile_backend"] = backend
     p1 = _write(layers, out_dir, meta)
     summary = [
-        f"QSVConv forward+backward {q['fwd_bwd_ms']:.0f} ms on {q['graphs']} graphs "
-        f"({q['nodes']} nodes) at {q['threads']} thread(s): "
-        f"{q['speedup_vs_transformer']:.2f}x TransformerConv's speed, "
-        f"{q['memory_vs_transformer']:.2f}x its peak memory"
+        f"QSVConv forward+backward {q['fwd_bwd_ms']:.0f} ms on {q['graphs']} graphs ({q['nodes']} "
+        f"nodes) at {q['threads']} thread(s): {q['speedup_vs_transformer']:.2f}x "
+        f"TransformerConv's speed, {q['memory_vs_transformer']:.2f}x its peak memory"
         for q in layers if q["layer"] == "QSVConv"
     ]
     return {"layers": layers, "markdown": p1["md"].read_text(), "summary": summary}
@@ -287,11 +260,10 @@ def _write(layers: list[dict], out_dir: Path, meta: dict) -> dict[str, Path]:
         "qsv_layer_speed", layers, out_dir, meta=meta, title="QSVConv vs PyG attention layers",
         columns=COLUMNS,
         notes="Forward + backward of one layer on a batch of sphere graphs, the three layers "
-              "timed in turn round by round; `speedup_vs_transformer` is the median over "
-              "rounds of TransformerConv's time over the layer's (the mean of the two middle "
-              "rounds for an even count; runs from this version shuffle the order within "
-              "each round and save every round's ratio in the JSON file's `round_ratios`). "
-              "Peak memory is the "
+              "timed in turn round by round; `speedup_vs_transformer` is the median over rounds "
+              "of TransformerConv's time over the layer's (the mean of the two middle rounds for "
+              "an even count; runs from this version shuffle the order within each round and save "
+              "every round's ratio in the JSON file's `round_ratios`). Peak memory is the "
               "resident-set high-water mark added by one step (CPU) or allocator peak (CUDA), "
               "measured once per batch. `params`: the layer's parameters (QSVConv "
               f"{params.get('QSVConv', 'n/a'):,}, TransformerConv "
@@ -299,17 +271,15 @@ def _write(layers: list[dict], out_dir: Path, meta: dict) -> dict[str, Path]:
               f"{params.get('GATv2Conv', 'n/a'):,}): QSVConv has no value map and a 4-per-head "
               "quaternion map where TransformerConv has four C x C maps. `fwd_gflop`: forward "
               "FLOPs by formula (`qsv_layer_speed.forward_flops`; multiply-add = 2; dense maps "
-              "and per-edge work, no softmax exponentials or index operations; backward about "
-              "2x more), so a speed-up can be read against the work each layer does: "
+              "and per-edge work, no softmax exponentials or index operations; backward about 2x "
+              "more), so a speed-up can be read against the work each layer does: "
               "`flops_vs_transformer` is the layer's share of TransformerConv's FLOPs.",
     )
 
 
-def rewrite(results: Union[str, Path], out_dir: Union[str, Path, None] = None
-            ) -> dict[str, Any]:
+def rewrite(results: Union[str, Path], out_dir: Union[str, Path, None] = None) -> dict[str, Any]:
     """Rewrite a committed table from its JSON file (read as data) with the parameter and
-    FLOP columns, without timing anything: every measured column and the metadata are kept
-    as they were.
+    FLOP columns, timing nothing: the measured columns and the metadata are kept.
 
     Args:
         results (path): ``qsv_layer_speed.json``.

@@ -4,105 +4,40 @@ Reproduces, at CPU scale, the measurements of Gupta et al., "Query Expansion and
 Specialization in Transformer Attention Geometry" (2026; notes in
 ``shared/papers/qk_geometry.md``):
 
-* **Trajectories.** :class:`~quest_geometric.models.char_gpt.CharGPT` of depths 4, 6, 8
-  with three query/key initialisations (``independent``, ``tied``, ``orthogonal``) and
-  several seeds is trained on the character corpus with the shared
-  :class:`~quest_geometric.training.trainer.Trainer`. Every ``probe_every`` steps an
-  :class:`~quest_geometric.training.trainer.EveryNSteps` callback runs
-  :class:`~quest_geometric.analysis.probe.QKProbe` (under :func:`torch.no_grad`, in eval
-  mode) on a fixed probe batch of the validation split and logs, per layer, the
-  participation ratios :math:`\mathrm{PR}_Q`, :math:`\mathrm{PR}_K`, the effective rank of
-  :math:`QK^\top/\sqrt d` and the normalised attention entropy (JSON lines). A *trajectory*
-  is one layer's seed-averaged curve for one (depth, init), as in the paper
-  (4 + 6 + 8 layers x 3 inits = 54).
+* **Trajectories.** :class:`~quest_geometric.models.char_gpt.CharGPT` of several depths,
+  query/key initialisations and seeds, trained with the shared
+  :class:`~quest_geometric.training.trainer.Trainer`; every ``probe_every`` steps
+  :class:`~quest_geometric.analysis.probe.QKProbe` logs, per layer, the participation ratios
+  :math:`\mathrm{PR}_Q`, :math:`\mathrm{PR}_K`, the effective rank of
+  :math:`QK^\top/\sqrt d` and the attention entropy on a fixed validation batch. A
+  *trajectory* is one layer's seed-averaged curve for one (depth, init), as in the paper.
 * **Intervention.** :class:`~quest_geometric.analysis.spectral_control.KeySpectrumControl`
-  ``'hold'`` vs ``'shrink'`` vs unconstrained over five seeds at one depth/init; attention
-  entropy and validation loss at the end, the per-seed sign of
-  :math:`H_\text{shrink} - H_\text{hold}` and a sign test across seeds
-  (:func:`directional_probability`).
-* **Pretrained analysis** (:func:`hf_analysis`): the same probes on local Hugging Face
-  checkpoints (for example Pythia's intermediate revisions), PR_Q - PR_K per layer against
-  the training step.
-* **Overhead** (:func:`measure_overhead`): training time with a probe every 100 steps vs
-  without.
+  ``'hold'`` vs ``'shrink'`` vs unconstrained over seeds; the per-seed sign of
+  :math:`H_\text{shrink} - H_\text{hold}` and a sign test across seeds.
+* **Pretrained analysis** (:func:`hf_analysis`) and **overhead** (:func:`measure_overhead`).
 
-Every run lives in its own folder (``checkpoint.pt`` of the shared harness, the probe
-records ``probe.jsonl`` and, once finished, ``run.json``), so an interrupted study resumes
-where it stopped and a finished run is never trained twice.
+Every run lives in its own folder, so an interrupted study resumes where it stopped and a
+finished run is never trained twice.
 
 Run ``python -m benchmarks.qk_geometry.study`` (``--quick`` for the small CPU configuration,
 ``--hf-model PATH ...`` for the pretrained analysis).
-
-Layout (each name imported from here):
-
-* :mod:`~quest_geometric.pipelines.qk_geometry.config`: :class:`StudyConfig`,
-  :data:`FULL`, :data:`QUICK` (``StudyConfig.run_tag()`` keys the run folders);
-* :mod:`~quest_geometric.pipelines.qk_geometry.runs`: :func:`train_run`,
-  :func:`run_trajectories`, :func:`run_intervention`, :func:`measure_overhead`;
-* :mod:`~quest_geometric.pipelines.qk_geometry.summary`: :func:`trajectory_summary`,
-  :func:`share_over_steps`, :func:`run_bootstrap_shares`, :func:`first_sustained_step`,
-  :func:`intervention_summary`;
-* :mod:`~quest_geometric.pipelines.qk_geometry.pretrained`: :func:`hf_analysis` and the
-  per-head probe of one pretrained model (:func:`~quest_geometric.pipelines.qk_geometry.
-  pretrained.probe_blocks`): every probe of a real checkpoint;
-* :mod:`~quest_geometric.pipelines.qk_geometry.records`: the probe records, written
-  compressed;
-* :mod:`~quest_geometric.pipelines.qk_geometry.plots`: the figures;
-* :mod:`~quest_geometric.pipelines.qk_geometry.report`: titles, notes and findings;
-* :mod:`~quest_geometric.pipelines.qk_geometry.study`: :func:`run`,
-  :func:`run_bootstrap_from_records`;
-
-The commands (the study, the comparison of finished studies, the probe of SmolLM2) are in
-the repository's ``benchmarks/qk_geometry/``.
 """
 from quest_geometric.pipelines.qk_geometry.config import FULL, INITS, MODES, QUICK, StudyConfig
-from quest_geometric.pipelines.qk_geometry.plots import (
-    plot_diff,
-    plot_hf,
-    plot_intervention,
-    plot_prk_entropy,
-    plot_share_over_steps,
-    plot_trajectories,
-)
+from quest_geometric.pipelines.qk_geometry.plots import (plot_diff, plot_hf, plot_intervention,
+                                                      plot_prk_entropy, plot_share_over_steps,
+                                                      plot_trajectories)
 from quest_geometric.pipelines.qk_geometry.pretrained import hf_analysis
-from quest_geometric.pipelines.qk_geometry.runs import (
-    _dedupe,  # noqa: F401  (used by the tests)
-    measure_overhead,
-    run_intervention,
-    run_trajectories,
-    train_run,
-)
+from quest_geometric.pipelines.qk_geometry.runs import _dedupe  # noqa: F401  (used by the tests)
+from quest_geometric.pipelines.qk_geometry.runs import (measure_overhead, run_intervention,
+                                                     run_trajectories, train_run)
 from quest_geometric.pipelines.qk_geometry.study import run, run_bootstrap_from_records
-from quest_geometric.pipelines.qk_geometry.summary import (
-    first_sustained_step,
-    intervention_summary,
-    run_bootstrap_shares,
-    share_over_steps,
-    trajectory_summary,
-)
+from quest_geometric.pipelines.qk_geometry.summary import (first_sustained_step,
+                                                        intervention_summary,
+                                                        run_bootstrap_shares, share_over_steps,
+                                                        trajectory_summary)
 
-__all__ = [
-    "StudyConfig",
-    "QUICK",
-    "FULL",
-    "INITS",
-    "MODES",
-    "train_run",
-    "run_trajectories",
-    "trajectory_summary",
-    "share_over_steps",
-    "run_bootstrap_shares",
-    "first_sustained_step",
-    "run_intervention",
-    "intervention_summary",
-    "measure_overhead",
-    "hf_analysis",
-    "plot_trajectories",
-    "plot_diff",
-    "plot_share_over_steps",
-    "plot_prk_entropy",
-    "plot_intervention",
-    "plot_hf",
-    "run",
-    "run_bootstrap_from_records",
-]
+__all__ = ["StudyConfig", "QUICK", "FULL", "INITS", "MODES", "train_run", "run_trajectories",
+           "trajectory_summary", "share_over_steps", "run_bootstrap_shares",
+           "first_sustained_step", "run_intervention", "intervention_summary", "measure_overhead",
+           "hf_analysis", "plot_trajectories", "plot_diff", "plot_share_over_steps",
+           "plot_prk_entropy", "plot_intervention", "plot_hf", "run", "run_bootstrap_from_records"]

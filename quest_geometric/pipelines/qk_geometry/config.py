@@ -35,8 +35,8 @@ class StudyConfig:
         probe_batch_size (int): sequences in the fixed validation probe batch (all of
             them enter the PR). (default: ``16``)
         probe_max_tokens (int): query tokens of the probe batch used for the QK^T ranks and
-            the entropy (whole sequences; two SVDs per head and sequence dominate the probe's
-            cost). (default: ``512``)
+            the entropy (whole sequences; their SVDs dominate the probe's cost).
+            (default: ``512``)
         eval_batches (int): validation batches of the final evaluation. (default: ``20``)
         depths (tuple): depths of the trajectory grid. (default: ``(4, 6, 8)``)
         inits (tuple): query/key initialisations. (default: all three)
@@ -92,9 +92,8 @@ class StudyConfig:
         self.intervention_seeds = tuple(self.intervention_seeds)
         for name in ("n_embd", "n_head", "block_size", "batch_size", "steps", "warmup_steps",
                      "probe_every", "probe_batch_size", "probe_max_tokens", "eval_batches",
-                     "intervention_depth",
-                     "overhead_depth", "overhead_steps", "overhead_probe_every",
-                     "overhead_repeats"):
+                     "intervention_depth", "overhead_depth", "overhead_steps",
+                     "overhead_probe_every", "overhead_repeats"):
             check_int(getattr(self, name), name, 0 if name == "warmup_steps" else 1,
                       where="StudyConfig")
         if self.n_embd % self.n_head:
@@ -104,8 +103,7 @@ class StudyConfig:
             vals = getattr(self, name)
             if not vals:
                 raise ValueError(f"StudyConfig: {name} must be a non-empty tuple of ints >= "
-                                 f"{minimum}, "
-                                 f"got {vals!r}")
+                                 f"{minimum}, got {vals!r}")
             for i, v in enumerate(vals):
                 check_int(v, f"{name}[{i}] (of {vals!r})", minimum, where="StudyConfig")
             if name != "depths" and len(set(vals)) != len(vals):
@@ -128,19 +126,13 @@ class StudyConfig:
         """A short hash of everything that shapes a training run (not depth/init/seed)."""
         keys = ("n_embd", "n_head", "block_size", "batch_size", "steps", "lr", "min_lr",
                 "warmup_steps", "weight_decay", "probe_every", "probe_batch_size",
-                "probe_max_tokens",
-                "eval_batches",
-                "shrink_decay", "control_per_head", "corpus")
+                "probe_max_tokens", "eval_batches", "shrink_decay", "control_per_head", "corpus")
         blob = json.dumps({k: getattr(self, k) for k in keys}, sort_keys=True)
         return hashlib.sha1(blob.encode()).hexdigest()[:10]
 
 
-#: The full CPU configuration (sized for two shared CPU cores): width 48, 4
-#: heads of 12, context 64, batch 12, 600 steps, probes every 50 steps, 2 seeds per
-#: (depth, init), 5 intervention seeds at depth 4.
+#: The full CPU configuration and the ``--quick`` one (documented in the API reference).
 FULL = StudyConfig()
-#: The ``--quick`` configuration: width 32, 4 heads of 8, context 32, batch 8, 200 steps,
-#: 1 seed per (depth, init), 5 intervention seeds.
 QUICK = StudyConfig(n_embd=32, n_head=4, block_size=32, batch_size=8, steps=200, lr=3e-3,
                     min_lr=3e-4, warmup_steps=20, probe_every=25, probe_batch_size=16,
                     eval_batches=10, seeds=(0,), overhead_steps=200, overhead_repeats=2)

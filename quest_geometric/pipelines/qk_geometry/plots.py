@@ -11,43 +11,54 @@ from quest_geometric.pipelines.qk_geometry.config import INITS
 from quest_geometric.pipelines.qk_geometry.summary import share_series
 
 
-def plot_trajectories(summary: Mapping[str, Any], path: Path) -> Optional[Path]:
-    """Per-layer seed-averaged PR_Q (solid) and PR_K (dashed), one panel per (depth, init).
-
-    Every panel has its axis labels; each row's layers are named in a legend beside the
-    row, and a legend above the panels says which line style is which."""
-    plt = optional_pyplot()
-    if plt is None:
-        return None
-    from matplotlib.lines import Line2D
-
+def _layer_grid(plt: Any, summary: Mapping[str, Any], extra: float, ylabel: str, draw: Any,
+                zero: bool = False, **share: bool) -> tuple[Any, int]:
+    """One panel per (depth, init) of the trajectories of ``summary``, one line colour per
+    layer: ``draw(ax, trajectory, colour)`` draws each, ``zero`` adds the zero line, and
+    each row's layers are named in a legend beside the row. Returns the figure and the
+    number of rows."""
     ts = summary["trajectories"]
     depths = sorted({t["depth"] for t in ts})
     inits = [i for i in INITS if any(t["init"] == i for t in ts)]
     fig, axes = plt.subplots(len(depths), len(inits),
-                             figsize=(4.2 * len(inits) + 1.2, 3.0 * len(depths) + 0.6),
-                             squeeze=False, sharex=True)
+                             figsize=(4.2 * len(inits) + 1.2, 3.0 * len(depths) + extra),
+                             squeeze=False, sharex=True, **share)
     cmap = plt.get_cmap("viridis")
     for a, depth in enumerate(depths):
         for b, init in enumerate(inits):
             ax = axes[a][b]
             sel = [t for t in ts if t["depth"] == depth and t["init"] == init]
             for t in sel:
-                c = cmap(t["layer"] / max(depth - 1, 1))
-                ax.plot(t["steps"], t["pr_q"], color=c, lw=1.4, label=f"layer {t['layer']}")
-                ax.plot(t["steps"], t["pr_k"], color=c, lw=1.4, ls="--")
+                draw(ax, t, cmap(t["layer"] / max(depth - 1, 1)))
+            if zero:
+                ax.axhline(0.0, color="k", lw=0.8)
             ax.set_title(f"depth {depth}, {init} init", fontsize=10)
             ax.grid(alpha=0.3)
-            ax.set_ylabel("participation ratio")
+            ax.set_ylabel(ylabel)
             ax.set_xlabel("training step")
             if b == len(inits) - 1 and sel:
                 ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0),
                           title=f"depth {depth}", title_fontsize=8)
+    return fig, len(depths)
+
+
+def plot_trajectories(summary: Mapping[str, Any], path: Path) -> Optional[Path]:
+    """Per-layer seed-averaged PR_Q (solid) and PR_K (dashed), one panel per (depth, init),
+    with a legend above the panels saying which line style is which."""
+    plt = optional_pyplot()
+    if plt is None:
+        return None
+    from matplotlib.lines import Line2D
+
+    def draw(ax: Any, t: Mapping[str, Any], c: Any) -> None:
+        ax.plot(t["steps"], t["pr_q"], color=c, lw=1.4, label=f"layer {t['layer']}")
+        ax.plot(t["steps"], t["pr_k"], color=c, lw=1.4, ls="--")
+
+    fig, rows = _layer_grid(plt, summary, 0.6, "participation ratio", draw)
     styles = [Line2D([], [], color="0.3", lw=1.4, label="PR_Q (queries)"),
               Line2D([], [], color="0.3", lw=1.4, ls="--", label="PR_K (keys)")]
     fig.legend(handles=styles, loc="upper center", ncol=2, fontsize=9, frameon=False)
-    return save_figure(fig, path, dpi=110,
-                       rect=(0, 0, 1, 1 - 0.35 / (3.0 * len(depths) + 0.6)))
+    return save_figure(fig, path, dpi=110, rect=(0, 0, 1, 1 - 0.35 / (3.0 * rows + 0.6)))
 
 
 def plot_diff(summary: Mapping[str, Any], path: Path) -> Optional[Path]:
@@ -57,39 +68,21 @@ def plot_diff(summary: Mapping[str, Any], path: Path) -> Optional[Path]:
     plt = optional_pyplot()
     if plt is None:
         return None
-    ts = summary["trajectories"]
     runs = summary.get("run_layers", [])
-    depths = sorted({t["depth"] for t in ts})
-    inits = [i for i in INITS if any(t["init"] == i for t in ts)]
-    fig, axes = plt.subplots(len(depths), len(inits),
-                             figsize=(4.2 * len(inits) + 1.2, 3.0 * len(depths) + 0.8),
-                             squeeze=False, sharex=True, sharey=True)
-    cmap = plt.get_cmap("viridis")
-    for a, depth in enumerate(depths):
-        for b, init in enumerate(inits):
-            ax = axes[a][b]
-            sel = [t for t in ts if t["depth"] == depth and t["init"] == init]
-            for t in sel:
-                c = cmap(t["layer"] / max(depth - 1, 1))
-                ax.plot(t["steps"], t["diff"], color=c, lw=1.3, label=f"layer {t['layer']}")
-                per_seed = [r for r in runs if r["depth"] == depth and r["init"] == init
-                            and r["layer"] == t["layer"]]
-                if len(per_seed) > 1:
-                    vals = np.array([[r["diff"][r["steps"].index(st)] for st in t["steps"]]
-                                     for r in per_seed])
-                    ax.fill_between(t["steps"], vals.min(0), vals.max(0), color=c, alpha=0.15, lw=0)
-            ax.axhline(0.0, color="k", lw=0.8)
-            ax.set_title(f"depth {depth}, {init} init", fontsize=10)
-            ax.grid(alpha=0.3)
-            ax.set_ylabel("PR_Q - PR_K")
-            ax.set_xlabel("training step")
-            if b == len(inits) - 1 and sel:
-                ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0),
-                          title=f"depth {depth}", title_fontsize=8)
+
+    def draw(ax: Any, t: Mapping[str, Any], c: Any) -> None:
+        ax.plot(t["steps"], t["diff"], color=c, lw=1.3, label=f"layer {t['layer']}")
+        per_seed = [r for r in runs if r["depth"] == t["depth"] and r["init"] == t["init"]
+                    and r["layer"] == t["layer"]]
+        if len(per_seed) > 1:
+            vals = np.array([[r["diff"][r["steps"].index(st)] for st in t["steps"]]
+                             for r in per_seed])
+            ax.fill_between(t["steps"], vals.min(0), vals.max(0), color=c, alpha=0.15, lw=0)
+
+    fig, rows = _layer_grid(plt, summary, 0.8, "PR_Q - PR_K", draw, zero=True, sharey=True)
     n_seeds = len({r["seed"] for r in runs}) if runs else 1
     fig.suptitle(trajectory_title(n_seeds), fontsize=11)
-    return save_figure(fig, path, dpi=110,
-                       rect=(0, 0, 1, 1 - 0.3 / (3.0 * len(depths) + 0.8)))
+    return save_figure(fig, path, dpi=110, rect=(0, 0, 1, 1 - 0.3 / (3.0 * rows + 0.8)))
 
 
 def trajectory_title(n_seeds: int) -> str:

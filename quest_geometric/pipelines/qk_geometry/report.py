@@ -1,17 +1,13 @@
-"""The report prose of the query/key geometry study: table titles and notes, the findings
-and the configuration paragraph (templates and functions;
-:func:`~quest_geometric.pipelines.qk_geometry.study.run` only fills them in)."""
+"""The report prose of the query/key geometry study: table notes, the findings and the
+configuration paragraph."""
 from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Sequence
 
 from quest_geometric.profile import markdown_table
 from quest_geometric.pipelines.qk_geometry.config import StudyConfig
-from quest_geometric.pipelines.qk_geometry.summary import (
-    first_sustained_step,
-    milestone_steps,
-    share_series,
-)
+from quest_geometric.pipelines.qk_geometry.summary import (first_sustained_step, milestone_steps,
+                                                           share_series)
 
 
 def findings(traj: Optional[dict], inter: Optional[dict], smoke: bool = False) -> list[str]:
@@ -32,16 +28,13 @@ def findings(traj: Optional[dict], inter: Optional[dict], smoke: bool = False) -
                                 "NOT reproduced at this scale (goal >= 90%)."))
         )
         lines.append(
-            f"Slopes over training: PR_Q {a['slope_q_per_1k']:+.3g}/1k steps "
-            f"(expands in {a['share_q_expands']:.0%} of trajectories), PR_K "
-            f"{a['slope_k_per_1k']:+.3g}/1k "
+            f"Slopes over training: PR_Q {a['slope_q_per_1k']:+.3g}/1k steps (expands in "
+            f"{a['share_q_expands']:.0%} of trajectories), PR_K {a['slope_k_per_1k']:+.3g}/1k "
             f"steps (shrinks in {a['share_k_shrinks']:.0%}); mean PR_Q {a['pr_q_start']:.2f} -> "
-            f"{a['pr_q_end']:.2f}, PR_K {a['pr_k_start']:.2f} -> {a['pr_k_end']:.2f}. Second "
-            "half of "
-            f"training: PR_Q {a['slope_q_late_per_1k']:+.3g}/1k (expands in "
-            f"{a['share_q_expands_late']:.0%}), PR_K {a['slope_k_late_per_1k']:+.3g}/1k "
-            "(shrinks in "
-            f"{a['share_k_shrinks_late']:.0%})."
+            f"{a['pr_q_end']:.2f}, PR_K {a['pr_k_start']:.2f} -> {a['pr_k_end']:.2f}. Second half "
+            f"of training: PR_Q {a['slope_q_late_per_1k']:+.3g}/1k (expands in "
+            f"{a['share_q_expands_late']:.0%}), PR_K {a['slope_k_late_per_1k']:+.3g}/1k (shrinks "
+            f"in {a['share_k_shrinks_late']:.0%})."
         )
         sos = traj.get("share_over_steps")
         if sos:
@@ -74,10 +67,8 @@ def findings(traj: Optional[dict], inter: Optional[dict], smoke: bool = False) -
             ok = t["k_less"] >= 4 and t["n_seeds"] >= 5
             lines.append(
                 f"Intervention: entropy(shrink) < entropy(hold) in {t['k_less']} of "
-                f"{t['n_untied']} "
-                f"seeds (signs of shrink - hold: {t['signs']}; one-sided sign test p = "
-                f"{t['p_value']:.3g}; "
-                f"mean difference {t['mean_diff']:+.4f})"
+                f"{t['n_untied']} seeds (signs of shrink - hold: {t['signs']}; one-sided sign "
+                f"test p = {t['p_value']:.3g}; mean difference {t['mean_diff']:+.4f})"
                 + (untested + "(goal: >= 4 of 5 seeds)." if smoke else
                    " -> the paper's causal finding is " + ("reproduced (goal: >= 4 of 5 seeds)."
                    if ok else "NOT reproduced (goal: >= 4 of 5 seeds)."))
@@ -85,8 +76,7 @@ def findings(traj: Optional[dict], inter: Optional[dict], smoke: bool = False) -
         lo = next((t for t in inter["tests"] if t["test"].startswith("val_loss(shrink)")), None)
         if lo is not None:
             lines.append(f"Validation loss: shrink < hold in {lo['k_less']} of {lo['n_untied']} "
-                         "seeds "
-                         f"(mean difference {lo['mean_diff']:+.4f} nats).")
+                         f"seeds (mean difference {lo['mean_diff']:+.4f} nats).")
     return lines
 
 
@@ -115,11 +105,7 @@ group (`depth`, `init`; `all` = every one) or the individual runs' layers (no se
 def share_milestones_table(rows: Sequence[Mapping[str, Any]]) -> str:
     """The share at a few steps (a quarter, half, three quarters and the end of training)
     per group, plus the first step from which it stays >= 90%."""
-    groups = []
-    for r in rows:
-        g = (r["unit"], r["depth"], r["init"])
-        if g not in groups:
-            groups.append(g)
+    groups = list(dict.fromkeys((r["unit"], r["depth"], r["init"]) for r in rows))
     steps = sorted({r["step"] for r in rows})
     if not steps:
         return ""
@@ -170,11 +156,6 @@ def config_notes(cfg: StudyConfig, quick: bool) -> str:
     )
 
 
-def heading(quick: bool) -> str:
-    """The report's first line."""
-    return f"## Query/key geometry study ({'quick' if quick else 'full'} configuration)\n"
-
-
 def assemble(md: Sequence[str], summary: Sequence[str], cfg: StudyConfig, quick: bool) -> str:
     """The report: the heading (``md[0]``), the findings, the configuration paragraph, then
     the parts' tables and figures (``md[1:]``)."""
@@ -188,9 +169,8 @@ def overhead_finding(over: Mapping[str, Any]) -> str:
     share = over["probe_share_pct"]
     return (
         f"Overhead of probing every {over['probe_every']} steps: the probes take {share:.1f}% of "
-        "the "
-        f"probed run ({over['ms_per_probe']:.0f} ms per probe vs {over['ms_per_step']:.0f} ms per "
-        f"training step, {over.get('clock', 'wall clock')}) -> "
+        f"the probed run ({over['ms_per_probe']:.0f} ms per probe vs {over['ms_per_step']:.0f} ms "
+        f"per training step, {over.get('clock', 'wall clock')}) -> "
         + ("within" if share < 10 else "ABOVE") + " the 10% target. End-to-end difference "
         f"probed - plain: {over['overhead_pct']:+.1f}% ({over.get('clock', 'wall clock')}), "
         f"{over.get('overhead_wall_pct', over['overhead_pct']):+.1f}% wall clock: on cores shared "
@@ -198,50 +178,12 @@ def overhead_finding(over: Mapping[str, Any]) -> str:
     )
 
 
-#: Table titles.
-TRAJECTORIES_TITLE = "PR_Q - PR_K over training, per depth and initialisation"
-CORRELATIONS_TITLE = "PR_K vs attention entropy and QK^T effective rank (Spearman)"
-SHARE_TITLE = "Share of trajectories with PR_Q - PR_K > 0 at each probed step"
-INTERVENTION_TESTS_TITLE = "Directional probability across seeds (one-sided sign test)"
-INTERVENTION_SEEDS_TITLE = "Intervention: per-seed end values"
-OVERHEAD_TITLE = "Training-time overhead of probing (target < 10%)"
-HF_TITLE = "Pretrained checkpoints: per-layer query/key geometry"
-HF_PIVOT_TITLE = "PR_Q - PR_K per layer (rows) against training step (columns)"
 #: The notes under the overhead table.
 OVERHEAD_NOTES = ("Median of alternating repeats; same model, data and seed with and "
                   "without an EveryNSteps(QKProbe) callback; no files written. "
                   "`overhead_pct` compares the process CPU time (on CPU), robust to the "
                   "other work sharing the cores; `overhead_wall_pct` compares wall "
                   "clock; `probe_share_pct` is the time spent inside the probes.")
-
-
-def intervention_title(cfg: StudyConfig) -> str:
-    """The title of the intervention table."""
-    return (f"Key-spectrum control at depth {cfg.intervention_depth} "
-            f"({cfg.intervention_init} init), end of training")
-
-
-def share_figure_title(cfg: StudyConfig) -> str:
-    """The title of the share-over-steps figure."""
-    return (f"Share of trajectories with PR_Q > PR_K (width {cfg.n_embd}, "
-            f"{cfg.steps} steps)")
-
-
-def trajectory_figures(name: str) -> str:
-    """Markdown links to the trajectory part's four figures."""
-    return (f"\n![PR_Q - PR_K]({name}_diff.png)\n\n![share over steps]({name}_share_over_steps.png)"
-            f"\n\n![trajectories]({name}_trajectories.png)\n\n![PR_K vs "
-            f"entropy]({name}_prk_entropy.png)\n")
-
-
-def intervention_figure(name: str) -> str:
-    """Markdown link to the intervention figure."""
-    return f"\n![intervention]({name}_intervention.png)\n"
-
-
-def hf_figure(name: str) -> str:
-    """Markdown link to the pretrained figure."""
-    return f"\n![hf]({name}_hf.png)\n"
 
 
 #: Title and notes of the run-bootstrap share table.

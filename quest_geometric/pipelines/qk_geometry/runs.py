@@ -1,6 +1,6 @@
-"""Training runs of the query/key geometry study: the model, the probe and spectrum-control
-callbacks, one resumable run per (depth, init, mode, seed), the trajectory grid, the
-intervention runs and the probing overhead."""
+"""Training runs of the query/key geometry study: one resumable run per (depth, init, mode,
+seed) with its probe and spectrum-control callbacks, the trajectory grid, the intervention
+runs and the probing overhead."""
 from __future__ import annotations
 
 import dataclasses
@@ -18,10 +18,8 @@ from tqdm.auto import tqdm
 
 from quest_geometric._utils import atomic_write_json, check_choice
 from quest_geometric.analysis.probe import probe_model
-from quest_geometric.analysis.spectral_control import (
-    KeySpectrumControl,
-    spectrum_participation_ratio,
-)
+from quest_geometric.analysis.spectral_control import (KeySpectrumControl,
+                                                       spectrum_participation_ratio)
 from quest_geometric.pipelines.qk_geometry.config import _METRIC_KEYS, INITS, MODES, StudyConfig
 from quest_geometric.training.config import TrainConfig
 from quest_geometric.training.seed import seed_everything
@@ -61,9 +59,7 @@ def _key_weight_pr(model: nn.Module) -> list[float]:
     """Participation ratio of each layer's :math:`W_K` spectrum (mean over heads)."""
     out = []
     for block in model.blocks:
-        attn = block.attn
-        w = attn.k_proj.weight.detach().double()
-        h = attn.n_head
+        w, h = block.attn.k_proj.weight.detach().double(), block.attn.n_head
         s = torch.linalg.svdvals(w.view(h, w.size(0) // h, w.size(1)))
         out.append(float(spectrum_participation_ratio(s).mean()))
     return out
@@ -105,15 +101,13 @@ class _ProbeCallback(EveryNSteps):
         super().__init__(self._probe, every=every, at_start=True)
         self.batch, self.path, self.meta, self.max_tokens = batch, path, dict(meta), max_tokens
         self.sink = sink if sink is not None else []
-        self.seconds = 0.0
-        self.cpu_seconds = 0.0
-        self.calls = 0
+        self.seconds, self.cpu_seconds, self.calls = 0.0, 0.0, 0
 
     def _probe(self, trainer: Trainer, step: int) -> None:
         t0, c0 = time.perf_counter(), time.process_time()
         model = trainer.raw_model
-        batch = tuple(t.to(trainer.device) for t in self.batch)
-        layers, heads, loss = probe_model(model, batch, self.max_tokens)
+        layers, heads, loss = probe_model(model, tuple(t.to(trainer.device) for t in self.batch),
+                                          self.max_tokens)
         rows = _layer_rows(layers, heads, step, loss, _key_weight_pr(model), self.meta)
         if trainer.is_main:
             self.sink.extend(rows)
@@ -168,21 +162,9 @@ def _dedupe(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(last.values(), key=lambda r: (r["step"], r["layer"]))
 
 
-def _run_name(depth: int, init: str, mode: str, seed: int) -> str:
-    return f"L{depth}_{init}_{mode}_s{seed}"
-
-
-def train_run(
-    cfg: StudyConfig,
-    depth: int,
-    init: str,
-    seed: int,
-    mode: str = "none",
-    run_root: Optional[Union[str, os.PathLike]] = None,
-    device: str = "cpu",
-    progress: bool = False,
-    corpus: Any = None,
-) -> dict[str, Any]:
+def train_run(cfg: StudyConfig, depth: int, init: str, seed: int, mode: str = "none",
+              run_root: Optional[Union[str, os.PathLike]] = None, device: str = "cpu",
+              progress: bool = False, corpus: Any = None) -> dict[str, Any]:
     """Train one CharGPT with periodic probes (resuming or reusing its run folder).
 
     Args:
@@ -204,7 +186,7 @@ def train_run(
     """
     _check_depth_init(depth, init)
     check_choice(mode, "mode", MODES, where="qk_geometry")
-    name = _run_name(depth, init, mode, seed)
+    name = f"L{depth}_{init}_{mode}_s{seed}"
     meta = {"run": name, "depth": depth, "init": init, "mode": mode, "seed": seed}
     run_dir = Path(run_root) / name if run_root is not None else None
     if run_dir is not None:
@@ -253,16 +235,13 @@ def train_run(
     return {"meta": meta, "final": final, "records": records, "seconds": seconds}
 
 
-# ============================================================================ trajectories
 def run_trajectories(cfg: StudyConfig, run_root: Optional[Union[str, os.PathLike]] = None,
                      device: str = "cpu", progress: bool = True) -> list[dict[str, Any]]:
     """Train the depth x init x seed grid; return one :func:`train_run` result per run."""
     corpus = _corpus(cfg)
     grid = [(d, i, s) for d in cfg.depths for i in cfg.inits for s in cfg.seeds]
-    out = []
-    for d, i, s in tqdm(grid, desc="trajectory runs", disable=not progress):
-        out.append(train_run(cfg, d, i, s, "none", run_root, device, False, corpus))
-    return out
+    return [train_run(cfg, d, i, s, "none", run_root, device, False, corpus)
+            for d, i, s in tqdm(grid, desc="trajectory runs", disable=not progress)]
 
 
 def run_intervention(cfg: StudyConfig, run_root: Optional[Union[str, os.PathLike]] = None,
@@ -271,25 +250,21 @@ def run_intervention(cfg: StudyConfig, run_root: Optional[Union[str, os.PathLike
     corpus = _corpus(cfg)
     # controlled runs first: the unconstrained ones may be shared with the trajectory grid
     grid = [(m, s) for m in ("hold", "shrink", "none") for s in cfg.intervention_seeds]
-    out = []
-    for m, s in tqdm(grid, desc="intervention runs", disable=not progress):
-        out.append(train_run(cfg, cfg.intervention_depth, cfg.intervention_init, s, m,
-                             run_root, device, False, corpus))
-    return out
+    return [train_run(cfg, cfg.intervention_depth, cfg.intervention_init, s, m, run_root,
+                      device, False, corpus)
+            for m, s in tqdm(grid, desc="intervention runs", disable=not progress)]
 
 
 def measure_overhead(cfg: StudyConfig, device: str = "cpu", progress: bool = False,
                      cache: Optional[Union[str, os.PathLike]] = None) -> dict[str, Any]:
     """Training time with a probe every ``cfg.overhead_probe_every`` steps vs without.
 
-    The two variants train the same model (depth ``cfg.overhead_depth``, independent init,
-    seed 0) for ``cfg.overhead_steps`` steps without writing files, alternating
-    ``cfg.overhead_repeats`` times (A B A B ...) so that drifts of a shared machine hit both;
-    the medians are compared. On CPU the comparison uses the **process CPU time**
-    (:func:`time.process_time`): on cores shared with other work, wall-clock differences of
-    a few seconds are scheduling noise, while the CPU time this process spends is not; the
-    wall-clock overhead is reported beside it (``overhead_wall_pct``). On CUDA both are wall
-    clock.
+    The two variants train the same model (depth ``cfg.overhead_depth``, seed 0) for
+    ``cfg.overhead_steps`` steps without writing files, alternating
+    ``cfg.overhead_repeats`` times so that drifts of a shared machine hit both; the medians
+    are compared. On CPU the comparison uses the process CPU time, since on shared cores
+    wall-clock differences are scheduling noise; the wall-clock overhead is reported beside
+    it (``overhead_wall_pct``). On CUDA both are wall clock.
 
     Args:
         cfg (StudyConfig): the sizes.
@@ -336,20 +311,17 @@ def measure_overhead(cfg: StudyConfig, device: str = "cpu", progress: bool = Fal
                 probes = cb.calls
     plain, probed = float(np.median(times["plain"])), float(np.median(times["probed"]))
     wplain, wprobed = float(np.median(walls["plain"])), float(np.median(walls["probed"]))
-    result = {
-        "depth": cfg.overhead_depth, "steps": cfg.overhead_steps,
-        "probe_every": cfg.overhead_probe_every, "probes": probes,
-        "clock": "process CPU time" if on_cpu else "wall clock",
-        "seconds_plain": plain, "seconds_probed": probed,
-        "overhead_pct": 100.0 * (probed - plain) / plain,
-        "ms_per_step": 1e3 * plain / cfg.overhead_steps,
-        "ms_per_probe": 1e3 * float(np.median(probe_secs)) / max(probes, 1),
-        "probe_share_pct": 100.0 * float(np.median(probe_secs)) / probed,
-        "wall_plain": wplain, "wall_probed": wprobed,
-        "overhead_wall_pct": 100.0 * (wprobed - wplain) / wplain,
-        "times_plain": times["plain"], "times_probed": times["probed"],
-        "walls_plain": walls["plain"], "walls_probed": walls["probed"],
-    }
+    result = {"depth": cfg.overhead_depth, "steps": cfg.overhead_steps,
+              "probe_every": cfg.overhead_probe_every, "probes": probes,
+              "clock": "process CPU time" if on_cpu else "wall clock", "seconds_plain": plain,
+              "seconds_probed": probed, "overhead_pct": 100.0 * (probed - plain) / plain,
+              "ms_per_step": 1e3 * plain / cfg.overhead_steps,
+              "ms_per_probe": 1e3 * float(np.median(probe_secs)) / max(probes, 1),
+              "probe_share_pct": 100.0 * float(np.median(probe_secs)) / probed,
+              "wall_plain": wplain, "wall_probed": wprobed,
+              "overhead_wall_pct": 100.0 * (wprobed - wplain) / wplain,
+              "times_plain": times["plain"], "times_probed": times["probed"],
+              "walls_plain": walls["plain"], "walls_probed": walls["probed"]}
     if cache is not None:
         atomic_write_json(cache, result)
     return result

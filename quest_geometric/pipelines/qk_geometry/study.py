@@ -14,63 +14,37 @@ from quest_geometric._utils import atomic_write_text
 from quest_geometric.profile import markdown_table, write_results
 from quest_geometric.pipelines.qk_geometry import report
 from quest_geometric.pipelines.qk_geometry.config import FULL, QUICK, StudyConfig
-from quest_geometric.pipelines.qk_geometry.plots import (
-    plot_diff,
-    plot_hf,
-    plot_intervention,
-    plot_prk_entropy,
-    plot_share_over_steps,
-    plot_trajectories,
-)
+from quest_geometric.pipelines.qk_geometry.plots import (plot_diff, plot_hf, plot_intervention,
+                                                         plot_prk_entropy, plot_share_over_steps,
+                                                         plot_trajectories)
 from quest_geometric.pipelines.qk_geometry.pretrained import hf_analysis
 from quest_geometric.pipelines.qk_geometry.records import read_records, records_path, write_records
-from quest_geometric.pipelines.qk_geometry.runs import (
-    measure_overhead,
-    run_intervention,
-    run_trajectories,
-)
-from quest_geometric.pipelines.qk_geometry.summary import (
-    HF_COLUMNS,
-    INTERVENTION_COLUMNS,
-    INTERVENTION_SEED_COLUMNS,
-    INTERVENTION_TEST_COLUMNS,
-    RUN_BOOTSTRAP_COLUMNS,
-    SHARE_COLUMNS,
-    TRAJECTORY_COLUMNS,
-    intervention_summary,
-    run_bootstrap_shares,
-    share_over_steps,
-    trajectory_summary,
-)
+from quest_geometric.pipelines.qk_geometry.runs import (measure_overhead, run_intervention,
+                                                        run_trajectories)
+from quest_geometric.pipelines.qk_geometry.summary import (HF_COLUMNS, INTERVENTION_COLUMNS,
+                                                           INTERVENTION_SEED_COLUMNS,
+                                                           INTERVENTION_TEST_COLUMNS,
+                                                           RUN_BOOTSTRAP_COLUMNS, SHARE_COLUMNS,
+                                                           TRAJECTORY_COLUMNS, intervention_summary,
+                                                           run_bootstrap_shares, share_over_steps,
+                                                           trajectory_summary)
 
 #: The parts of :func:`run`.
 PARTS = ("trajectories", "intervention", "overhead", "hf")
 
 
-def _cfg_meta(cfg: StudyConfig, quick: bool, device: str) -> dict[str, Any]:
-    return {"quick": quick, "device": str(device), "torch_threads": torch.get_num_threads(),
-            **{k: (list(v) if isinstance(v, tuple) else v) for k,
-               v in dataclasses.asdict(cfg).items()}}
-
-
-def run(
-    quick: bool = False,
-    device: str = "cpu",
-    out_dir: Union[str, os.PathLike] = "benchmarks/qk_geometry/results",
-    progress: bool = True,
-    parts: Sequence[str] = ("trajectories", "intervention", "overhead"),
-    hf_models: Optional[Sequence[Union[str, os.PathLike]]] = None,
-    hf_byte_fallback: bool = False,
-    name: str = "qk_geometry",
-    **overrides: Any,
-) -> dict[str, Any]:
+def run(quick: bool = False, device: str = "cpu",
+        out_dir: Union[str, os.PathLike] = "benchmarks/qk_geometry/results",
+        progress: bool = True, parts: Sequence[str] = ("trajectories", "intervention", "overhead"),
+        hf_models: Optional[Sequence[Union[str, os.PathLike]]] = None,
+        hf_byte_fallback: bool = False, name: str = "qk_geometry", **overrides: Any
+        ) -> dict[str, Any]:
     """Run the study and write its tables, JSON lines and plots to ``out_dir``.
 
-    Files (``<name>`` = ``qk_geometry``): ``<name>_trajectories.{csv,json,md}`` (per
-    depth/init shares and slopes), ``<name>_records.jsonl.gz`` (every probe record),
-    ``<name>_trajectories.png``, ``<name>_prk_entropy.png``, ``<name>_intervention.*``,
-    ``<name>_overhead.*``, ``<name>_hf.*`` and the report ``<name>.md``. Training runs live
-    in ``out_dir/<name>_runs/<config hash>/<run>/`` (checkpoints; resumed or reused).
+    Files: ``<name>_trajectories.{csv,json,md}``, ``<name>_records.jsonl.gz`` (every probe
+    record), the figures, ``<name>_intervention.*``, ``<name>_overhead.*``, ``<name>_hf.*``
+    and the report ``<name>.md``. Training runs live in
+    ``out_dir/<name>_runs/<config hash>/<run>/`` (resumed or reused).
 
     Args:
         quick (bool): :data:`QUICK` instead of :data:`FULL`. (default: :obj:`False`)
@@ -107,8 +81,10 @@ def run(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     run_root = out / f"{name}_runs" / cfg.run_tag()
-    meta = _cfg_meta(cfg, quick, device)
-    md: list[str] = [report.heading(quick)]
+    meta = {"quick": quick, "device": str(device), "torch_threads": torch.get_num_threads(),
+            **{k: (list(v) if isinstance(v, tuple) else v)
+               for k, v in dataclasses.asdict(cfg).items()}}
+    md = [f"## Query/key geometry study ({'quick' if quick else 'full'} configuration)\n"]
     traj = inter = over = hf = None
     if "trajectories" in parts:
         traj, pieces = _trajectories_part(cfg, run_root, out, name, meta, device, progress)
@@ -135,8 +111,8 @@ def run(
 def _trajectories_part(cfg: StudyConfig, run_root: Path, out: Path, name: str,
                        meta: dict[str, Any], device: str, progress: bool
                        ) -> tuple[dict[str, Any], list[str]]:
-    """Train the grid, summarise it, write its tables and figures; the summary and the
-    report's markdown pieces."""
+    """Train the grid, summarise it, write its tables and figures; return the summary and
+    the report's markdown pieces."""
     traj_results = run_trajectories(cfg, run_root, device, progress)
     records = [r for res in traj_results for r in res["records"]]
     write_records(records_path(out, name),
@@ -148,21 +124,25 @@ def _trajectories_part(cfg: StudyConfig, run_root: Path, out: Path, name: str,
                                                                                        res["meta"]["init"])]
         row["val_loss"] = float(np.mean([v for v in losses if v is not None]))
     p = write_results(f"{name}_trajectories", traj["rows"], out, meta=meta,
-                      columns=TRAJECTORY_COLUMNS, title=report.TRAJECTORIES_TITLE,
-                      notes=report.TRAJ_NOTES)
+                      columns=TRAJECTORY_COLUMNS, notes=report.TRAJ_NOTES,
+                      title="PR_Q - PR_K over training, per depth and initialisation")
     write_results(f"{name}_correlations", traj["correlations"], out, meta=meta,
-                  title=report.CORRELATIONS_TITLE)
+                  title="PR_K vs attention entropy and QK^T effective rank (Spearman)")
     traj["share_over_steps"] = share_over_steps(traj)
     write_results(f"{name}_share_over_steps", traj["share_over_steps"], out, meta=meta,
-                  columns=SHARE_COLUMNS, title=report.SHARE_TITLE, notes=report.SHARE_NOTES)
+                  columns=SHARE_COLUMNS, notes=report.SHARE_NOTES,
+                  title="Share of trajectories with PR_Q - PR_K > 0 at each probed step")
     write_run_bootstrap(records, out, name, meta)
     plot_trajectories(traj, out / f"{name}_trajectories.png")
     plot_diff(traj, out / f"{name}_diff.png")
     plot_prk_entropy(records, out / f"{name}_prk_entropy.png")
     plot_share_over_steps(traj["share_over_steps"], out / f"{name}_share_over_steps.png",
-                          title=report.share_figure_title(cfg))
+                          title=f"Share of trajectories with PR_Q > PR_K (width {cfg.n_embd}, "
+                                f"{cfg.steps} steps)")
     return traj, [p["md"].read_text(), "\n", markdown_table(traj["correlations"]),
-                  report.trajectory_figures(name),
+                  f"\n![PR_Q - PR_K]({name}_diff.png)\n\n![share over steps]"
+                  f"({name}_share_over_steps.png)\n\n![trajectories]({name}_trajectories.png)"
+                  f"\n\n![PR_K vs entropy]({name}_prk_entropy.png)\n",
                   "\n" + report.share_milestones_table(traj["share_over_steps"]) + "\n"]
 
 
@@ -205,30 +185,33 @@ def _intervention_part(cfg: StudyConfig, run_root: Path, out: Path, name: str,
     inter_results = run_intervention(cfg, run_root, device, progress)
     inter = intervention_summary(inter_results)
     p1 = write_results(f"{name}_intervention", inter["rows"], out, meta=meta,
-                       columns=INTERVENTION_COLUMNS, title=report.intervention_title(cfg),
+                       columns=INTERVENTION_COLUMNS,
+                       title=f"Key-spectrum control at depth {cfg.intervention_depth} "
+                             f"({cfg.intervention_init} init), end of training",
                        notes=report.INTER_NOTES.format(decay=cfg.shrink_decay))
     tests = [{k: (str(v) if isinstance(v, list) else v) for k, v in t.items()}
              for t in inter["tests"]]
     p2 = write_results(f"{name}_intervention_tests", tests, out, meta=meta,
-                       columns=INTERVENTION_TEST_COLUMNS, title=report.INTERVENTION_TESTS_TITLE)
+                       columns=INTERVENTION_TEST_COLUMNS,
+                       title="Directional probability across seeds (one-sided sign test)")
     write_results(f"{name}_intervention_seeds", inter["per_seed"], out, meta=meta,
-                  columns=INTERVENTION_SEED_COLUMNS, title=report.INTERVENTION_SEEDS_TITLE)
+                  columns=INTERVENTION_SEED_COLUMNS, title="Intervention: per-seed end values")
     plot_intervention(inter_results, out / f"{name}_intervention.png")
     return inter, [p1["md"].read_text(), "\n", p2["md"].read_text(),
                    "\n", markdown_table(inter["per_seed"]),
-                   report.intervention_figure(name)]
+                   f"\n![intervention]({name}_intervention.png)\n"]
 
 
-def _overhead_part(cfg: StudyConfig, run_root: Path, out: Path, name: str,
-                   meta: dict[str, Any], device: str, progress: bool
-                   ) -> tuple[dict[str, Any], list[str]]:
+def _overhead_part(cfg: StudyConfig, run_root: Path, out: Path, name: str, meta: dict[str, Any],
+                   device: str, progress: bool) -> tuple[dict[str, Any], list[str]]:
     """Measure (or reload) the probing overhead and write its table."""
     over = measure_overhead(cfg, device, progress, cache=run_root / "overhead.json")
     row = {k: v for k, v in over.items() if not k.startswith(("times_", "walls_"))}
     p = write_results(f"{name}_overhead", [row], out,
                       meta={**meta, **{k: v for k, v in over.items() if k.startswith(("times_",
                                                                                       "walls_"))}},
-                      title=report.OVERHEAD_TITLE, notes=report.OVERHEAD_NOTES)
+                      title="Training-time overhead of probing (target < 10%)",
+                      notes=report.OVERHEAD_NOTES)
     return over, [p["md"].read_text()]
 
 
@@ -239,9 +222,10 @@ def _hf_part(cfg: StudyConfig, hf_models: Sequence[Union[str, os.PathLike]],
     hf = hf_analysis(hf_models, byte_fallback=hf_byte_fallback, corpus=cfg.corpus,
                      progress=progress, device=device)
     p = write_results(f"{name}_hf", hf["rows"], out, meta={"device": str(device)},
-                      columns=HF_COLUMNS, title=report.HF_TITLE)
+                      columns=HF_COLUMNS,
+                      title="Pretrained checkpoints: per-layer query/key geometry")
     p2 = write_results(f"{name}_hf_pivot", hf["pivot"], out, meta={"device": str(device)},
-                       title=report.HF_PIVOT_TITLE)
+                       title="PR_Q - PR_K per layer (rows) against training step (columns)")
     plot_hf(hf, out / f"{name}_hf.png")
     return hf, [p2["md"].read_text(), "\n", p["md"].read_text(), "\n",
-                markdown_table(hf["correlations"]), report.hf_figure(name)]
+                markdown_table(hf["correlations"]), f"\n![hf]({name}_hf.png)\n"]

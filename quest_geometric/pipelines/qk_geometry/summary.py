@@ -8,12 +8,8 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from quest_geometric.analysis.stats import (
-    binomial_interval,
-    directional_probability,
-    least_squares_slope,
-    spearman,
-)
+from quest_geometric.analysis.stats import (binomial_interval, directional_probability,
+                                            least_squares_slope, spearman)
 from quest_geometric.pipelines.qk_geometry.config import INITS, MODES
 
 
@@ -42,8 +38,8 @@ def trajectory_summary(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
       against the step, reported per 1,000 steps, over all of training and over its second
       half (``*_late``: steps :math:`\ge T/2`, after the early transient).
 
-    The same shares are reported over the individual runs (each run's layer, no seed
-    averaging). Records whose PR is undefined (``None``) are skipped.
+    The same shares are reported over the individual runs' layers (no seed averaging).
+    Records whose PR is undefined (``None``) are skipped.
 
     Args:
         records (iterable of dict): probe rows (``depth``, ``init``, ``seed``, ``step``,
@@ -64,16 +60,14 @@ def trajectory_summary(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     def curve_stats(steps: list[int], pq: list[float], pk: list[float]) -> dict[str, Any]:
         diff = [a - b for a, b in zip(pq, pk)]
         later = [d for s, d in zip(steps, diff) if s > 0]
-        return {
-            "steps": steps, "pr_q": pq, "pr_k": pk, "diff": diff,
-            "pr_q_start": pq[0], "pr_k_start": pk[0], "pr_q_end": pq[-1], "pr_k_end": pk[-1],
-            "diff_end": diff[-1], "positive_end": diff[-1] > 0,
-            "positive_throughout": bool(later) and all(d > 0 for d in later),
-            "slope_q": 1000.0 * least_squares_slope(steps, pq),
-            "slope_k": 1000.0 * least_squares_slope(steps, pk),
-            "slope_q_late": 1000.0 * least_squares_slope(*_late(steps, pq)),
-            "slope_k_late": 1000.0 * least_squares_slope(*_late(steps, pk)),
-        }
+        return {"steps": steps, "pr_q": pq, "pr_k": pk, "diff": diff, "pr_q_start": pq[0],
+                "pr_k_start": pk[0], "pr_q_end": pq[-1], "pr_k_end": pk[-1], "diff_end": diff[-1],
+                "positive_end": diff[-1] > 0,
+                "positive_throughout": bool(later) and all(d > 0 for d in later),
+                "slope_q": 1000.0 * least_squares_slope(steps, pq),
+                "slope_k": 1000.0 * least_squares_slope(steps, pk),
+                "slope_q_late": 1000.0 * least_squares_slope(*_late(steps, pq)),
+                "slope_k_late": 1000.0 * least_squares_slope(*_late(steps, pk))}
 
     trajectories, run_layers = [], []
     for (depth, init, layer), by_seed in sorted(groups.items()):
@@ -98,26 +92,24 @@ def trajectory_summary(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         return float(np.mean([bool(x[key]) for x in items])) if items else math.nan
 
     def agg(label_depth: Any, label_init: Any, ts: list[dict], rl: list[dict]) -> dict[str, Any]:
-        return {
+        row = {
             "depth": label_depth, "init": label_init, "trajectories": len(ts),
             "share_end": share(ts, "positive_end"),
             "share_throughout": share(ts, "positive_throughout"),
             "run_layers": len(rl), "run_share_end": share(rl, "positive_end"),
             "run_share_throughout": share(rl, "positive_throughout"),
-            "pr_q_start": float(np.mean([t["pr_q_start"] for t in ts])),
-            "pr_q_end": float(np.mean([t["pr_q_end"] for t in ts])),
-            "pr_k_start": float(np.mean([t["pr_k_start"] for t in ts])),
-            "pr_k_end": float(np.mean([t["pr_k_end"] for t in ts])),
-            "slope_q_per_1k": float(np.mean([t["slope_q"] for t in ts])),
-            "slope_k_per_1k": float(np.mean([t["slope_k"] for t in ts])),
-            "share_q_expands": float(np.mean([t["slope_q"] > 0 for t in ts])),
-            "share_k_shrinks": float(np.mean([t["slope_k"] < 0 for t in ts])),
-            "slope_q_late_per_1k": float(np.mean([t["slope_q_late"] for t in ts])),
-            "slope_k_late_per_1k": float(np.mean([t["slope_k_late"] for t in ts])),
-            "share_q_expands_late": float(np.mean([t["slope_q_late"] > 0 for t in ts])),
-            "share_k_shrinks_late": float(np.mean([t["slope_k_late"] < 0 for t in ts])),
-            "entropy_end": float(np.nanmean([t["entropy_end"] for t in ts])) if ts else math.nan,
+            **{k: float(np.mean([t[k] for t in ts]))
+               for k in ("pr_q_start", "pr_q_end", "pr_k_start", "pr_k_end")},
         }
+        for late in ("", "_late"):  # over all of training, then over its second half
+            q, k = [t[f"slope_q{late}"] for t in ts], [t[f"slope_k{late}"] for t in ts]
+            row.update({f"slope_q{late}_per_1k": float(np.mean(q)),
+                        f"slope_k{late}_per_1k": float(np.mean(k)),
+                        f"share_q_expands{late}": float(np.mean([v > 0 for v in q])),
+                        f"share_k_shrinks{late}": float(np.mean([v < 0 for v in k]))})
+        row["entropy_end"] = (float(np.nanmean([t["entropy_end"] for t in ts])) if ts
+                              else math.nan)
+        return row
 
     rows = []
     for depth, init in sorted({(t["depth"], t["init"]) for t in trajectories},
@@ -134,13 +126,12 @@ def _correlations(recs: list[dict], trajectories: list[dict]) -> list[dict[str, 
     """Spearman correlations of PR_K with attention entropy and with the QK^T effective rank."""
     out = []
     trained = [r for r in recs if r["step"] > 0]
-    for what, key in (("attention_entropy", "attention_entropy"), ("qk_effective_rank",
-                                                                   "qk_effective_rank")):
+    for key in ("attention_entropy", "qk_effective_rank"):
         rho, p, n = spearman([r["pr_k"] for r in trained], [r.get(key) for r in trained])
-        out.append({"x": "pr_k", "y": what, "over": "all probe records (step > 0)",
+        out.append({"x": "pr_k", "y": key, "over": "all probe records (step > 0)",
                     "spearman_rho": rho, "p_value": p, "n": n})
-    rho, p, n = spearman([t["pr_k_end"] for t in trajectories], [t["entropy_end"]
-                                                                 for t in trajectories])
+    rho, p, n = spearman([t["pr_k_end"] for t in trajectories],
+                         [t["entropy_end"] for t in trajectories])
     out.append({"x": "pr_k", "y": "attention_entropy", "over": "trajectory end points",
                 "spearman_rho": rho, "p_value": p, "n": n})
     return out
@@ -159,7 +150,7 @@ def share_over_steps(summary: Mapping[str, Any], level: float = 0.95) -> list[di
     (``unit = 'run layer'``).
 
     The interval treats the trajectories as independent draws; layers of one model are
-    correlated, so it is narrower than an interval over independent models would be.
+    correlated, so it is narrower than one over independent models would be.
 
     Args:
         summary (dict): the result of :func:`trajectory_summary`.
@@ -202,15 +193,12 @@ def run_bootstrap_shares(records: Iterable[Mapping[str, Any]], n_boot: int = 200
     at each probed step, and the share positive at **every** probe from that step to the
     end, each with a percentile bootstrap interval over **runs** (not trajectories).
 
-    The 54 trajectories of the study are not independent: the layers of one run share its
-    training, and every trajectory averages the same seeds' runs. So the resampling unit is
-    the run: within each (depth, init) cell the cell's seeds are drawn with replacement
-    (``n_boot`` times, :class:`numpy.random.Generator` seeded with ``seed``), each layer's
-    :math:`\mathrm{PR}_Q` and :math:`\mathrm{PR}_K` are averaged over the drawn runs, and
-    both shares are recomputed over all trajectories; the interval is the
-    :math:`(1 \mp \mathrm{level}) / 2` quantiles of the resampled shares. With 4 runs per
-    cell it is a rough interval, and conditional on the cells (depths and initialisations)
-    studied.
+    The trajectories are not independent (the layers of one run share its training, and
+    every trajectory averages the same runs), so the resampling unit is the run: within each
+    (depth, init) cell the seeds are drawn with replacement ``n_boot`` times (generator
+    seeded with ``seed``), each layer's :math:`\mathrm{PR}_Q` and :math:`\mathrm{PR}_K`
+    averaged over the drawn runs, and both shares recomputed; the interval is the
+    :math:`(1 \mp \mathrm{level}) / 2` quantiles of the resampled shares.
 
     Args:
         records (iterable of dict): probe rows (``depth``, ``init``, ``seed``, ``step``,
@@ -258,12 +246,9 @@ def run_bootstrap_shares(records: Iterable[Mapping[str, Any]], n_boot: int = 200
 
     def shares(draws: dict[tuple, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """[B, T] shares at each step and at every later step, from drawn seed indices."""
-        pos_all = []
-        for key, (q, k) in arrays.items():
-            idx = draws[key]  # [B, S]
-            diff = q[idx].mean(axis=1) - k[idx].mean(axis=1)  # [B, L, T]
-            pos_all.append(diff > 0)
-        positive = np.concatenate(pos_all, axis=1)  # [B, trajectories, T]
+        # draws[key]: [B, S] seed indices; each cell's difference is [B, L, T]
+        positive = np.concatenate([q[draws[key]].mean(axis=1) - k[draws[key]].mean(axis=1) > 0
+                                   for key, (q, k) in arrays.items()], axis=1)  # [B, traj, T]
         later = np.flip(np.logical_and.accumulate(np.flip(positive, -1), axis=-1), -1)
         return positive.mean(axis=1), later.mean(axis=1)
 
@@ -345,9 +330,8 @@ def intervention_summary(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]
         (one per mode: means and standard deviations over seeds), ``tests`` (sign tests of
         entropy and validation loss, shrink < hold and shrink < none, hold > none).
     """
-    per_seed = []
-    for r in results:
-        per_seed.append({"seed": r["meta"]["seed"], "mode": r["meta"]["mode"], **_end_values(r)})
+    per_seed = [{"seed": r["meta"]["seed"], "mode": r["meta"]["mode"], **_end_values(r)}
+                for r in results]
     rows = []
     for mode in MODES:
         sel = [p for p in per_seed if p["mode"] == mode]

@@ -12,89 +12,30 @@ Attention on Spherical Lattices" (2026; notes in ``shared/papers/qsv.md``) with 
 * ``lattice``: ``qsv`` trained on the flat 2-D pixel lattice instead of the sphere;
 * ``resnet20``: :class:`~quest_geometric.models.resnet.ResNet20` on the images.
 
-Every variant is trained with the same optimiser, schedule, batch size, augmentation and
-number of epochs. The table gives the test accuracy (mean and sample standard deviation over
-seeds), the parameter count, the training time per epoch and the paper's number beside ours.
-With ``analyse=True`` every trained QSV-type model is also measured with
-:mod:`quest_geometric.analysis.qsv` (per-node attention entropy, per-edge rotation angles,
-test-time ablations), written as a second table and two histograms.
-
-Every training run lives in its own folder ``<out>/<name>_runs/<dataset>/<config hash>/
-<variant>_s<seed>/`` (the harness's ``checkpoint.pt`` and ``metrics.jsonl``, and
-``run.json`` once finished), so a killed run resumes where it stopped and a finished one is
-never trained twice. Under ``torchrun`` every rank trains (DDP through the harness); only
-rank 0 writes.
+Every variant is trained alike (optimiser, schedule, batch, augmentation, epochs); the table
+gives the test accuracy (mean and sample std over seeds), parameters, time per epoch and the
+paper's number. With ``analyse=True`` the QSV-type models are also measured with
+:mod:`quest_geometric.analysis.qsv` (a second table and two histograms). Every run lives in
+its own folder, so a killed run resumes and a finished one is never trained twice; under
+``torchrun`` every rank trains and rank 0 writes.
 
 Run ``python -m benchmarks.qsv.ablation --dataset digits`` (``--quick`` for a smoke test).
-
-Layout (each part imported from here):
-
-* :mod:`~quest_geometric.pipelines.qsv_ablation.config`: :data:`VARIANTS`,
-  :data:`GRAPH_VARIANTS`, :data:`DATASETS`, :data:`PAPER`, :class:`AblationConfig`, :data:`PRESETS`;
-* :mod:`~quest_geometric.pipelines.qsv_ablation.variants`: :func:`qsv_variant`,
-  :func:`match_parameter_count`, :func:`parameter_counts` (the models by name);
-* :mod:`~quest_geometric.pipelines.qsv_ablation.data`: :class:`WithPosition`,
-  :func:`graph_loader`, :func:`load_split`;
-* :mod:`~quest_geometric.pipelines.qsv_ablation.runs`: :func:`build_model`,
-  :class:`CleanTrainAccuracy`, :func:`train_variant`, :func:`estimate_epoch_time`;
-* :mod:`~quest_geometric.pipelines.qsv_ablation.analyse`: :func:`analyse_model`;
-* :mod:`~quest_geometric.pipelines.qsv_ablation.summary`: :func:`aggregate`,
-  :func:`aggregate_analysis`;
-* :mod:`~quest_geometric.pipelines.qsv_ablation.plots`: :func:`plot_histograms`;
-* :mod:`~quest_geometric.pipelines.qsv_ablation.report`: titles, notes and findings;
-* :mod:`~quest_geometric.pipelines.qsv_ablation.study`: :func:`run`, :func:`summarise`.
 """
 from quest_geometric.pipelines.qsv_ablation.analyse import analyse_model
-from quest_geometric.pipelines.qsv_ablation.config import (
-    DATASETS,
-    GRAPH_VARIANTS,
-    PAPER,
-    PRESETS,
-    VARIANTS,
-    AblationConfig,
-)
-from quest_geometric.pipelines.qsv_ablation.data import (
-    WithPosition,
-    _graph,  # noqa: F401  (used by the tests)
-    graph_loader,
-    load_split,
-)
+from quest_geometric.pipelines.qsv_ablation.config import (DATASETS, GRAPH_VARIANTS, PAPER,
+                                                           PRESETS, VARIANTS, AblationConfig)
+from quest_geometric.pipelines.qsv_ablation.data import _graph  # noqa: F401  (used by the tests)
+from quest_geometric.pipelines.qsv_ablation.data import WithPosition, graph_loader, load_split
 from quest_geometric.pipelines.qsv_ablation.plots import plot_histograms
-from quest_geometric.pipelines.qsv_ablation.runs import (
-    CleanTrainAccuracy,
-    build_model,
-    estimate_epoch_time,
-    train_variant,
-)
+from quest_geometric.pipelines.qsv_ablation.runs import (CleanTrainAccuracy, build_model,
+                                                         estimate_epoch_time, train_variant)
 from quest_geometric.pipelines.qsv_ablation.study import run, summarise
 from quest_geometric.pipelines.qsv_ablation.summary import aggregate, aggregate_analysis
-from quest_geometric.pipelines.qsv_ablation.variants import (
-    match_parameter_count,
-    parameter_counts,
-    qsv_variant,
-)
+from quest_geometric.pipelines.qsv_ablation.variants import (match_parameter_count,
+                                                             parameter_counts, qsv_variant)
 
-__all__ = [
-    "VARIANTS",
-    "GRAPH_VARIANTS",
-    "DATASETS",
-    "PAPER",
-    "AblationConfig",
-    "PRESETS",
-    "WithPosition",
-    "CleanTrainAccuracy",
-    "graph_loader",
-    "load_split",
-    "build_model",
-    "qsv_variant",
-    "match_parameter_count",
-    "parameter_counts",
-    "analyse_model",
-    "train_variant",
-    "aggregate",
-    "aggregate_analysis",
-    "plot_histograms",
-    "estimate_epoch_time",
-    "run",
-    "summarise",
-]
+__all__ = ["VARIANTS", "GRAPH_VARIANTS", "DATASETS", "PAPER", "AblationConfig", "PRESETS",
+           "WithPosition", "CleanTrainAccuracy", "graph_loader", "load_split", "build_model",
+           "qsv_variant", "match_parameter_count", "parameter_counts", "analyse_model",
+           "train_variant", "aggregate", "aggregate_analysis", "plot_histograms",
+           "estimate_epoch_time", "run", "summarise"]

@@ -32,11 +32,8 @@ def analyse_model(model: nn.Module, variant: str, test: Any, cfg: AblationConfig
     and fixed-bin histograms."""
     from torch_geometric.loader import DataLoader
 
-    from quest_geometric.analysis.qsv import (
-        ablation_accuracy,
-        attention_entropy_per_node,
-        rotation_angles,
-    )
+    from quest_geometric.analysis.qsv import (ablation_accuracy, attention_entropy_per_node,
+                                              rotation_angles)
 
     n = min(cfg.analysis_samples, len(test))
     sub = DataLoader(test.index_select(list(range(n))) if n < len(test) else test,
@@ -65,5 +62,3 @@ def analyse_model(model: nn.Module, variant: str, test: Any, cfg: AblationConfig
     else:
         out["histograms"] = _histograms(ent, torch.zeros(values.size(0), 0, 1))
     return out
-
-

@@ -20,21 +20,15 @@ GRAPH_VARIANTS = tuple(v for v in VARIANTS if v != "resnet20")
 DATASETS = ("cifar10", "cifar100", "digits")
 _QSV_TYPE = ("qsv", "no_transport", "uniform", "lattice")
 
-_DESCRIPTIONS = {
-    "qsv": "QSV (sphere)",
-    "no_transport": "QSV, no transport",
-    "uniform": "QSV, uniform attention",
-    "standard_attention": "standard attention W_Q,W_K,W_V (sphere, param-matched)",
-    "lattice": "QSV on the flat lattice",
-    "resnet20": "ResNet-20 (image; not parameter-matched)",
-}
+_DESCRIPTIONS = {"qsv": "QSV (sphere)", "no_transport": "QSV, no transport",
+                 "uniform": "QSV, uniform attention",
+                 "standard_attention": "standard attention W_Q,W_K,W_V (sphere, param-matched)",
+                 "lattice": "QSV on the flat lattice",
+                 "resnet20": "ResNet-20 (image; not parameter-matched)"}
 
-#: The paper's numbers: absolute test accuracy in percent (``paper``) and the difference to
-#: full QSV in points (``paper_delta``); NaN where the paper gives none. CIFAR-10: QSV 85.9,
-#: standard attention 87.3, lattice 91.1, ResNet-20 "within 2.1 points" of the lattice
-#: (about 93.2); removing the transport costs about 4 points on CIFAR-10 and CIFAR-100,
-#: uniform weights change essentially nothing (about 0). The digits table carries the
-#: CIFAR-10 numbers for reference (the paper has no digits run).
+#: The paper's numbers: test accuracy in percent (``paper``) and the difference to full QSV
+#: in points (``paper_delta``); NaN where the paper gives none (ResNet-20 is "within 2.1
+#: points" of the lattice). The digits table carries the CIFAR-10 numbers for reference.
 PAPER: dict[str, dict[str, tuple[float, float]]] = {
     "cifar10": {
         "qsv": (85.9, 0.0),
@@ -70,9 +64,8 @@ class AblationConfig:
         temperature (float or str, optional): QSVConv logit scale (``None`` = the paper's
             unscaled logit, or ``'learned'``). (default: :obj:`None`)
         positions (str): how the graph models see where a node is: ``'features'`` appends
-            the node's centred, rescaled coordinates to its pixel values
-            (:class:`AppendPosition`, 3 extra input channels), ``'embedding'`` a learned
-            per-node embedding, ``'none'`` nothing (the model then sees positions only
+            its centred coordinates to its pixel values (:class:`AppendPosition`),
+            ``'embedding'`` a learned per-node embedding, ``'none'`` nothing (positions only
             through the graph). (default: :obj:`'features'`)
         sphere_sizes (tuple of int): nodes per Fibonacci shell. (default: :obj:`(64, 256,
             1024)`)
@@ -130,16 +123,13 @@ class AblationConfig:
 
     def __post_init__(self) -> None:
         self.sphere_sizes = tuple(self.sphere_sizes)
-        for name in ("channels", "heads", "num_layers", "k", "lattice_k", "epochs",
-                     "batch_size", "eval_batch_size", "analysis_samples"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"AblationConfig.{name} must be a positive int, got {v!r}")
-        for name in ("train_limit", "test_limit"):
-            v = getattr(self, name)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-                raise ValueError(f"AblationConfig.{name} must be None or a positive int, "
-                                 f"got {v!r}")
+        for name in ("channels", "heads", "num_layers", "k", "lattice_k", "epochs", "batch_size",
+                     "eval_batch_size", "analysis_samples", "train_limit", "test_limit"):
+            v, optional = getattr(self, name), name.endswith("_limit")
+            if (v is not None or not optional) and (isinstance(v, bool)
+                                                    or not isinstance(v, int) or v < 1):
+                raise ValueError(f"AblationConfig.{name} must be "
+                                 f"{'None or ' if optional else ''}a positive int, got {v!r}")
         if self.channels % (4 * self.heads):
             raise ValueError(f"AblationConfig.channels={self.channels} must be a multiple of "
                              f"4 * heads = {4 * self.heads}")
@@ -166,17 +156,9 @@ class AblationConfig:
         return hashlib.sha1(blob.encode()).hexdigest()[:10]
 
 
-#: Per dataset, the full and the ``quick`` configuration.
-#:
-#: * CIFAR, full: width 64, 4 heads, 4 blocks, the default 3-shell sphere (1,344 nodes,
-#:   in-degree 16), 100 epochs of batch 128, AdamW 1e-3 with 5 warmup epochs, weight decay
-#:   0.05, crop + flip augmentation. Quick: 2 epochs on the first 2,048 / 512 images.
-#: * digits, full: width 32, 2 heads, 3 blocks, a 2-shell sphere of 16 + 64 nodes
-#:   (in-degree 8 + 2), 60 epochs of batch 32, AdamW 2e-3 with 1 warmup epoch, **no
-#:   augmentation** (the crop-pad shift cuts a row of ink off most 8 x 8 digits), evaluation
-#:   every 5 epochs (the last always), sized for two shared CPU cores; 60 epochs let QSV
-#:   fit the clean training images (see the committed table). Quick: width 16,
-#:   2 blocks, 2 epochs of batch 64.
+#: Per dataset, the full and the ``quick`` configuration. The digits presets use no
+#: augmentation (the crop-pad shift cuts a row of ink off most 8 x 8 digits), and the full
+#: one 60 epochs, which let QSV fit the clean training images.
 PRESETS: dict[str, dict[str, AblationConfig]] = {
     "cifar10": {
         "full": AblationConfig(),

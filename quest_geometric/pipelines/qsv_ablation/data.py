@@ -17,10 +17,8 @@ from quest_geometric.transforms.append_position import AppendPosition
 
 class WithPosition(BaseTransform):
     r"""A graph transform followed by :class:`AppendPosition`, with a vectorised
-    ``batch_call`` (so :meth:`~quest_geometric.datasets.images.DigitsGraphs.graph_batch`
-    converts a whole batch in one call): every graph of a template has the same positions,
-    so their features are computed once and tiled.  Equals ``Compose([base,
-    AppendPosition()])`` per sample (tested).
+    ``batch_call``: every graph of a template has the same positions, so their features
+    are computed once and tiled. Equals ``Compose([base, AppendPosition()])`` per sample.
 
     Args:
         base (BaseTransform): an image-to-graph transform with ``batch_call``
@@ -78,16 +76,13 @@ class _EpochBatches(torch.utils.data.Sampler):
     def set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)
 
-    def _mine(self) -> Tensor:
+    def __iter__(self):
         if self.shuffle:
             g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
             order = torch.randperm(self.n, generator=g)
         else:
             order = torch.arange(self.n)
-        return order[self.rank::self.world_size]
-
-    def __iter__(self):
-        mine = self._mine()
+        mine = order[self.rank::self.world_size]
         return iter([b.tolist() for b in mine.split(self.batch_size)])
 
     def __len__(self) -> int:
@@ -110,11 +105,9 @@ class _GraphBatches(torch.utils.data.Dataset):
 
 def graph_loader(dataset: Any, batch_size: int, shuffle: bool, seed: int = 0) -> Any:
     """A :class:`~torch.utils.data.DataLoader` of whole batches built by the dataset's
-    vectorised :meth:`graph_batch` (one ``grid_sample`` per batch instead of one graph
-    transform per sample), or the dataset itself when it has no vectorised path (the
-    image datasets of the ResNet; the trainer then builds its own loader).  The order of
-    epoch :math:`e` is a pure function of ``(seed, e)``; under DDP each rank takes its
-    shard."""
+    vectorised :meth:`graph_batch`, or the dataset itself when it has none (the ResNet's
+    images). The order of epoch :math:`e` is a pure function of ``(seed, e)``; under DDP
+    each rank takes its shard."""
     transform = getattr(dataset, "graph_transform", None)
     if not hasattr(dataset, "graph_batch") or not hasattr(transform, "batch_call"):
         return dataset
@@ -123,16 +116,14 @@ def graph_loader(dataset: Any, batch_size: int, shuffle: bool, seed: int = 0) ->
     info = get_dist_info()
     local = batch_size // max(info.world_size, 1)
     sampler = _EpochBatches(len(dataset), local, shuffle, seed, info.rank, info.world_size)
-    return torch.utils.data.DataLoader(_GraphBatches(dataset), sampler=sampler,
-                                       batch_size=None)
+    return torch.utils.data.DataLoader(_GraphBatches(dataset), sampler=sampler, batch_size=None)
 
 
 def load_split(dataset: str, train: bool, graph: Optional[Callable[[Data], Any]],
                cfg: AblationConfig, root: Optional[Union[str, os.PathLike]] = None,
                download: bool = False) -> Any:
     """One split of ``dataset`` as graphs (or images with ``graph=None``), limited by
-    ``cfg.train_limit`` / ``cfg.test_limit``. CIFAR needs ``root``; a root without the data
-    raises the dataset's :class:`FileNotFoundError` naming what to download or place."""
+    ``cfg.train_limit`` / ``cfg.test_limit``. CIFAR needs ``root``."""
     _check_dataset(dataset)
     augment = bool(cfg.augment and train)
     if dataset == "digits":
@@ -160,4 +151,3 @@ def _shapes(sample: Data) -> tuple[int, Optional[int]]:
     if isinstance(image, Tensor):
         return int(image.size(1)), None
     return int(sample.x.size(1)), int(sample.num_nodes)
-

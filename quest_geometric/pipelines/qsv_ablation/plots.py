@@ -48,5 +48,3 @@ def plot_histograms(results: Sequence[dict[str, Any]], which: str, path: Path,
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     return save_figure(fig, path, dpi=120)
-
-

@@ -1,42 +1,11 @@
-"""The QSV ablation's report prose: table titles, notes and findings (templates and
-functions; :func:`~quest_geometric.pipelines.qsv_ablation.study.run` only fills them in)."""
+"""The QSV ablation's report prose: the notes and findings under its tables."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from quest_geometric.pipelines.qsv_ablation.config import (
-    _DESCRIPTIONS,
-    _PAPER_SOURCE,
-    AblationConfig,
-)
-
-
-def table_title(dataset: str, quick: bool) -> str:
-    """The title of the main table."""
-    return f"QSV ablation on {dataset}" + (" (quick)" if quick else "")
-
-
-def seeds_title(dataset: str) -> str:
-    """The title of the per-seed table."""
-    return f"QSV ablation on {dataset}: per-seed results"
-
-
-def analysis_title(dataset: str) -> str:
-    """The title of the analysis table."""
-    return f"Where the pairwise computation lives ({dataset})"
-
-
-def figure_links(paths: Mapping[str, Any], keys: Sequence[str] = ("entropy_png", "angles_png")
-                 ) -> str:
-    """Markdown image links to the figures in ``paths`` that were drawn (by file name: the
-    figures lie beside the tables)."""
-    out = ""
-    for key in keys:
-        if paths[key] is not None:
-            out += f"\n![{key}]({Path(paths[key]).name})\n"
-    return out
+from quest_geometric.pipelines.qsv_ablation.config import (_DESCRIPTIONS, _PAPER_SOURCE,
+                                                           AblationConfig)
 
 
 #: Title and notes of the CIFAR epoch-time estimate (``--estimate-epoch``).
@@ -77,8 +46,7 @@ def setting(dataset: str, rows: Sequence[dict[str, Any]],
     n_test, side = _TEST_SET[dataset]
     by = {r["variant"]: r for r in rows}
     nodes = f" on {sum(cfg.sphere_sizes)} sphere nodes" if cfg is not None else ""
-    size = (f", ~{by['qsv']['params'] / 1000:.0f}K-parameter QSV models"
-            if "qsv" in by else "")
+    size = (f", ~{by['qsv']['params'] / 1000:.0f}K-parameter QSV models" if "qsv" in by else "")
     accs = [r["acc_mean"] for r in rows if math.isfinite(r["acc_mean"])]
     span = f", every row at {min(accs):.0f}-{max(accs):.0f}%" if accs else ""
     return (f"Setting: {dataset}, {side}x{side} images{nodes}{size}{span}; {n_test:,} test "
@@ -107,8 +75,7 @@ def headline(rows: Sequence[dict[str, Any]], dataset: str,
         out += (f" Standard attention minus QSV: {fmt(r['paired_delta'], 2)} points over "
                 f"{r['paired_n']} paired seeds (95% t interval {fmt(r['delta_ci_low'], 2)} to "
                 f"{fmt(r['delta_ci_high'], 2)}; t-test p={fmt(r['t_p'], 3)}, permutation "
-                f"p={fmt(r['perm_p'], 3)}, sign test p={fmt(r['sign_p'], 3)}): sign "
-                f"{verdict(r)}.")
+                f"p={fmt(r['perm_p'], 3)}, sign test p={fmt(r['sign_p'], 3)}): sign {verdict(r)}.")
     return out
 
 
@@ -167,30 +134,27 @@ def table_notes(cfg: AblationConfig, dataset: str, seeds: Sequence[int],
     graph = (f"sphere of {len(cfg.sphere_sizes)} Fibonacci shells {list(cfg.sphere_sizes)} "
              f"(in-degree {cfg.k} + {cfg.k_cross})")
     return (
-        f"{headline(rows, dataset, cfg) if rows is not None else ''}\n\n"
-        f"Test accuracy in percent, mean and sample std over seeds {list(seeds)} (the "
-        f"`seeds` column: how many each row has); `delta`: "
-        f"points vs full QSV. `paper`/`paper_delta`: the QSV paper's numbers for "
-        f"{_PAPER_SOURCE[dataset]} (n/a where it gives none; ResNet-20 is 'within 2.1 points' "
-        f"of the lattice). `paired_delta`: mean over seeds of the per-seed difference to QSV "
-        f"(same seed, over the seeds both rows have), with the 95% paired t interval "
-        f"`delta_ci_low`-`delta_ci_high` and its two-sided p `t_p`, the exact two-sided "
-        f"permutation test over all 2^n sign flips `perm_p`, and the two-sided exact sign "
-        f"test `sign_p` (`wins_vs_qsv`: seeds where the variant beats QSV; the smallest "
-        f"possible sign p is 0.0625 with 5 seeds, 0.002 with 10); a sign is called decided "
-        f"only when the interval is off zero and both exact tests are below {ALPHA}. "
-        f"`param_matched`: parameter count within 5% of QSV's (ResNet-20 is not). "
-        f"`train_clean_acc_mean`: "
-        f"accuracy on the clean training images after the last epoch (eval mode); "
-        f"`train_acc_mean`: the harness's running accuracy over the last epoch's steps. "
-        f"`epoch_s`: training seconds per epoch (evaluation excluded). "
-        f"QSVNet width {cfg.channels}, {cfg.heads} heads, {cfg.num_layers} blocks, "
-        f"positions={cfg.positions!r}, on a {graph}; lattice k={cfg.lattice_k}. All variants: "
-        f"{cfg.epochs} epochs{_longer(variant_epochs)}, batch {cfg.batch_size}, AdamW lr "
-        f"{cfg.lr:g} -> {cfg.min_lr:g} cosine, warmup {cfg.warmup_epochs:g} epochs, weight decay "
-        f"{cfg.weight_decay:g}, grad "
-        f"clip {cfg.grad_clip}, augmentation {'on' if cfg.augment else 'off'}"
+        f"{headline(rows, dataset, cfg) if rows is not None else ''}\n\nTest accuracy in percent, "
+        f"mean and sample std over seeds {list(seeds)} (the `seeds` column: how many each row "
+        "has); `delta`: points vs full QSV. `paper`/`paper_delta`: the QSV paper's numbers for "
+        f"{_PAPER_SOURCE[dataset]} (n/a where it gives none; ResNet-20 is 'within 2.1 points' of "
+        "the lattice). `paired_delta`: mean over seeds of the per-seed difference to QSV (same "
+        "seed, over the seeds both rows have), with the 95% paired t interval "
+        "`delta_ci_low`-`delta_ci_high` and its two-sided p `t_p`, the exact two-sided "
+        "permutation test over all 2^n sign flips `perm_p`, and the two-sided exact sign test "
+        "`sign_p` (`wins_vs_qsv`: seeds where the variant beats QSV; the smallest possible sign p "
+        "is 0.0625 with 5 seeds, 0.002 with 10); a sign is called decided only when the interval "
+        f"is off zero and both exact tests are below {ALPHA}. `param_matched`: parameter count "
+        "within 5% of QSV's (ResNet-20 is not). `train_clean_acc_mean`: accuracy on the clean "
+        "training images after the last epoch (eval mode); `train_acc_mean`: the harness's "
+        "running accuracy over the last epoch's steps. `epoch_s`: training seconds per epoch "
+        f"(evaluation excluded). QSVNet width {cfg.channels}, {cfg.heads} heads, {cfg.num_layers} "
+        f"blocks, positions={cfg.positions!r}, on a {graph}; lattice k={cfg.lattice_k}. All "
+        f"variants: {cfg.epochs} epochs{_longer(variant_epochs)}, batch {cfg.batch_size}, AdamW "
+        f"lr {cfg.lr:g} -> {cfg.min_lr:g} cosine, warmup {cfg.warmup_epochs:g} epochs, weight "
+        f"decay {cfg.weight_decay:g}, grad clip {cfg.grad_clip}, augmentation "
+        f"{'on' if cfg.augment else 'off'}"
         f"{'' if cfg.train_limit is None else f', first {cfg.train_limit} training images'}; "
-        f"batches built by the vectorised graph_batch pipeline.\n\n"
+        "batches built by the vectorised graph_batch pipeline.\n\n"
         + "\n".join(f"- {s}" for s in summary)
     )

@@ -16,12 +16,8 @@ from torch_geometric.data import Data
 
 from quest_geometric._utils import atomic_write_json, check_choice, resolve_device
 from quest_geometric.pipelines.qsv_ablation.analyse import analyse_model
-from quest_geometric.pipelines.qsv_ablation.config import (
-    PRESETS,
-    VARIANTS,
-    AblationConfig,
-    _check_dataset,
-)
+from quest_geometric.pipelines.qsv_ablation.config import (PRESETS, VARIANTS, AblationConfig,
+                                                           _check_dataset)
 from quest_geometric.pipelines.qsv_ablation.data import _graph, _shapes, graph_loader, load_split
 from quest_geometric.pipelines.qsv_ablation.variants import qsv_variant
 from quest_geometric.training.trainer import Callback
@@ -60,9 +56,8 @@ def build_model(variant: str, cfg: AblationConfig, in_channels: int, num_classes
 class CleanTrainAccuracy(Callback):
     r"""Accuracy on the **clean** (never augmented) training images, measured in eval mode
     after every epoch on which the trainer evaluates, stored as ``train_clean_acc`` in that
-    epoch's record (and ``metrics.jsonl``), beside the harness's ``train_acc`` (the running
-    accuracy of the training steps of the epoch, on augmented images when augmentation is
-    on, with the weights changing during the epoch).
+    epoch's record, beside the harness's ``train_acc`` (the running accuracy of the epoch's
+    training steps, on augmented images, with the weights changing during the epoch).
 
     Args:
         batches (iterable): the clean training batches (re-iterated each time).
@@ -90,19 +85,11 @@ class CleanTrainAccuracy(Callback):
         return "CleanTrainAccuracy()"
 
 
-def train_variant(
-    variant: str,
-    seed: int,
-    cfg: AblationConfig,
-    dataset: str = "digits",
-    root: Optional[Union[str, os.PathLike]] = None,
-    run_root: Optional[Union[str, os.PathLike]] = None,
-    device: str = "cpu",
-    progress: bool = False,
-    analyse: bool = False,
-    download: bool = False,
-    data: Optional[dict[str, Any]] = None,
-) -> dict[str, Any]:
+def train_variant(variant: str, seed: int, cfg: AblationConfig, dataset: str = "digits",
+                  root: Optional[Union[str, os.PathLike]] = None,
+                  run_root: Optional[Union[str, os.PathLike]] = None, device: str = "cpu",
+                  progress: bool = False, analyse: bool = False, download: bool = False,
+                  data: Optional[dict[str, Any]] = None) -> dict[str, Any]:
     """Train (or resume, or reuse) one variant with one seed.
 
     Args:
@@ -143,8 +130,7 @@ def train_variant(
         clean = (train_split if not cfg.augment
                  else load_split(dataset, True, graph, cfg.replace(augment=False), root,
                                  download))
-        data[kind] = (train_split, load_split(dataset, False, graph, cfg, root, download),
-                      clean)
+        data[kind] = (train_split, load_split(dataset, False, graph, cfg, root, download), clean)
     train, test, clean_train = data[kind]
     in_channels, num_nodes = _shapes(train[0])
     num_classes = int(train.num_classes)
@@ -163,8 +149,7 @@ def train_variant(
         result = previous["result"]
         if analyse and result.get("analysis") is None and variant != "resnet20" and info.is_main:
             load_checkpoint(run_dir / "checkpoint.pt", model)
-            result["analysis"] = analyse_model(model, variant, test, cfg,
-                                                resolve_device(device))
+            result["analysis"] = analyse_model(model, variant, test, cfg, resolve_device(device))
             atomic_write_json(done_file, {"config": dataclasses.asdict(cfg), "result": result},
                               default=str)
         return result
@@ -199,31 +184,21 @@ def train_variant(
         "epochs": int(final.get("epoch", cfg.epochs)), "analysis": None,
     }
     if analyse and variant != "resnet20" and info.is_main:
-        result["analysis"] = analyse_model(trainer.raw_model, variant, test, cfg,
-                                           trainer.device)
+        result["analysis"] = analyse_model(trainer.raw_model, variant, test, cfg, trainer.device)
     if done_file is not None and info.is_main:
         atomic_write_json(done_file, {"config": dataclasses.asdict(cfg), "result": result},
                           default=str)
     return result
 
 
-def estimate_epoch_time(
-    cfg: Optional[AblationConfig] = None,
-    variants: Sequence[str] = VARIANTS,
-    steps: int = 3,
-    train_size: int = 50_000,
-    device: Union[str, torch.device] = "cpu",
-    image_size: int = 32,
-    channels: int = 3,
-    num_classes: int = 10,
-) -> list[dict[str, Any]]:
+def estimate_epoch_time(cfg: Optional[AblationConfig] = None, variants: Sequence[str] = VARIANTS,
+                        steps: int = 3, train_size: int = 50_000,
+                        device: Union[str, torch.device] = "cpu", image_size: int = 32,
+                        channels: int = 3, num_classes: int = 10) -> list[dict[str, Any]]:
     """Estimated training time of one CIFAR epoch per variant, from a few training steps
-    on synthetic images (data pipeline included: the per-sample graph transform).
-
-    Each step transforms ``cfg.batch_size`` random ``channels x image_size x image_size``
-    images one by one (as the loader does), collates them, and runs forward, backward and
-    an AdamW step; the median over ``steps`` timed steps (after one warm-up step) times
-    ``ceil(train_size / batch_size)`` is the estimate. Evaluation is not included.
+    on synthetic images, the per-sample graph transform included: the median over ``steps``
+    timed steps (transform ``cfg.batch_size`` random images one by one, collate, forward,
+    backward, AdamW step) times ``ceil(train_size / batch_size)``. Evaluation is excluded.
 
     Returns:
         list[dict]: ``variant``, ``params``, ``s_per_step``, ``est_epoch_s``,
@@ -273,4 +248,3 @@ def estimate_epoch_time(
                      "batch_size": cfg.batch_size, "s_per_step": t["median_s"],
                      "est_epoch_s": per_epoch, "est_epoch_min": per_epoch / 60.0})
     return rows
-

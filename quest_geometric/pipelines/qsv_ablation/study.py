@@ -14,49 +14,29 @@ from tqdm.auto import tqdm
 
 from quest_geometric.profile import write_results
 from quest_geometric.pipelines.qsv_ablation import report
-from quest_geometric.pipelines.qsv_ablation.config import (
-    _PAPER_SOURCE,
-    PRESETS,
-    AblationConfig,
-    _check_dataset,
-    _check_seeds,
-    _check_variants,
-)
+from quest_geometric.pipelines.qsv_ablation.config import (_PAPER_SOURCE, PRESETS, AblationConfig,
+                                                           _check_dataset, _check_seeds,
+                                                           _check_variants)
 from quest_geometric.pipelines.qsv_ablation.plots import plot_histograms
 from quest_geometric.pipelines.qsv_ablation.runs import train_variant
-from quest_geometric.pipelines.qsv_ablation.summary import (
-    ANALYSIS_COLUMNS,
-    TABLE_COLUMNS,
-    aggregate,
-    aggregate_analysis,
-    seed_rows,
-)
+from quest_geometric.pipelines.qsv_ablation.summary import (ANALYSIS_COLUMNS, TABLE_COLUMNS,
+                                                            aggregate, aggregate_analysis,
+                                                            seed_rows)
 
 
-def run(
-    dataset: str = "digits",
-    seeds: Optional[Sequence[int]] = None,
-    epochs: Optional[int] = None,
-    quick: bool = False,
-    device: str = "cpu",
-    out_dir: Union[str, os.PathLike] = "benchmarks/qsv/results",
-    progress: bool = True,
-    analyse: bool = False,
-    variants: Optional[Sequence[str]] = None,
-    root: Optional[Union[str, os.PathLike]] = None,
-    download: bool = False,
-    threads: Optional[int] = None,
-    name: str = "qsv_ablation",
-    variant_epochs: Optional[Mapping[str, int]] = None,
-    **overrides: Any,
-) -> dict[str, Any]:
+def run(dataset: str = "digits", seeds: Optional[Sequence[int]] = None,
+        epochs: Optional[int] = None, quick: bool = False, device: str = "cpu",
+        out_dir: Union[str, os.PathLike] = "benchmarks/qsv/results", progress: bool = True,
+        analyse: bool = False, variants: Optional[Sequence[str]] = None,
+        root: Optional[Union[str, os.PathLike]] = None, download: bool = False,
+        threads: Optional[int] = None, name: str = "qsv_ablation",
+        variant_epochs: Optional[Mapping[str, int]] = None, **overrides: Any) -> dict[str, Any]:
     """Train every variant over seeds and write the table (and, with ``analyse``, the
     analysis table and two histograms) to ``out_dir``.
 
-    Files (``<stem>`` = ``<name>_<dataset>``, plus ``_quick`` for ``quick=True`` so a smoke
-    test never overwrites a full run): ``<stem>.{csv,json,md}`` (the table),
-    ``<stem>_seeds.{csv,json,md}`` (per-seed rows), ``<stem>_analysis.{csv,json,md}``,
-    ``<stem>_entropy.png`` and ``<stem>_angles.png``. Runs live in
+    Files (``<stem>`` = ``<name>_<dataset>``, plus ``_quick`` so a smoke test never
+    overwrites a full run): ``<stem>.{csv,json,md}``, ``<stem>_seeds.*`` (per-seed rows),
+    ``<stem>_analysis.*``, ``<stem>_entropy.png`` and ``<stem>_angles.png``. Runs live in
     ``<out_dir>/<name>_runs/<dataset>[_quick]/<config hash>/``.
 
     Args:
@@ -77,10 +57,8 @@ def run(
             (default: :obj:`None`)
         name (str): file stem. (default: ``'qsv_ablation'``)
         variant_epochs (dict, optional): variant -> epochs, for a variant that needs longer
-            to fit its training set than the others (for example ``{'no_transport': 120}``).
-            Its runs live beside the others, under the hash of the configuration with those
-            epochs (the cosine schedule spans them), and the table's ``epochs`` column says
-            how long each row trained. (default: :obj:`None`)
+            to fit its training set (for example ``{'no_transport': 120}``); its runs live
+            under the hash of the configuration with those epochs. (default: :obj:`None`)
         **overrides: :class:`AblationConfig` fields (``channels``, ``num_layers``, ...).
 
     Returns:
@@ -123,22 +101,17 @@ def run(
             "summary": summary, "run_root": run_root}
 
 
-def summarise(
-    seed_files: Sequence[Union[str, os.PathLike]],
-    out_dir: Union[str, os.PathLike] = "benchmarks/qsv/results",
-    name: str = "qsv_ablation",
-) -> dict[str, Any]:
-    """Rebuild the main table and the per-seed table from per-seed result files, without
-    training: the way to merge seeds trained at different times (for example seeds 0-4 of
-    every variant with seeds 5-9 of some) into one table.
+def summarise(seed_files: Sequence[Union[str, os.PathLike]],
+              out_dir: Union[str, os.PathLike] = "benchmarks/qsv/results",
+              name: str = "qsv_ablation") -> dict[str, Any]:
+    """Rebuild the main and per-seed tables from per-seed result files without training:
+    the way to merge seeds trained at different times into one table.
 
     Each file is a ``<stem>_seeds.json`` written by :func:`run` (read as JSON data only).
     They must share the dataset, the ``quick`` flag and the configuration, and agree on the
-    epochs of any variant one of them trained longer (``variant_epochs``; every row's
-    ``epochs`` must match it); a (variant, seed) present in several files must have the same
-    result in each. The rows of each
-    variant are its seeds in increasing order; the paired comparisons with QSV use the
-    seeds both have. The analysis table is not rewritten (it needs the checkpoints).
+    epochs of any variant trained longer (``variant_epochs``); a (variant, seed) present in
+    several files must have the same result in each. The analysis table is not rewritten
+    (it needs the checkpoints).
 
     Args:
         seed_files (sequence of path): the per-seed JSON files.
@@ -215,8 +188,7 @@ def _train_all(variants: Sequence[str], seeds: Sequence[int], cfg: AblationConfi
                root: Optional[Union[str, os.PathLike]], run_root: Path, device: str,
                progress: bool, analyse: bool, download: bool, is_main: bool, t0: float,
                variant_epochs: Optional[Mapping[str, int]] = None) -> list[dict[str, Any]]:
-    """Every (variant, seed) run, variants outermost (one data cache shared by all); a
-    variant in ``variant_epochs`` trains that long, under its own configuration hash."""
+    """Every (variant, seed) run, variants outermost (one data cache shared by all)."""
     data: dict[str, Any] = {}
     results: list[dict[str, Any]] = []
     total = len(variants) * len(seeds)
@@ -236,7 +208,6 @@ def _train_all(variants: Sequence[str], seeds: Sequence[int], cfg: AblationConfi
 
 def _check_variant_epochs(variant_epochs: Optional[Mapping[str, int]],
                           variants: Sequence[str]) -> Optional[dict[str, int]]:
-    """``variant_epochs`` checked: known variants, positive integer epochs."""
     if not variant_epochs:
         return None
     out = {}
@@ -255,24 +226,26 @@ def _write(stem: str, out: Path, meta: dict[str, Any], cfg: AblationConfig, data
            quick: bool, seeds: Sequence[int], rows: list[dict[str, Any]],
            per_seed: list[dict[str, Any]], analysis_rows: list[dict[str, Any]],
            results: list[dict[str, Any]], summary: list[str]) -> tuple[dict[str, Any], str]:
-    """Write the tables (and the analysis table and histograms when there are analysis
-    rows); return the paths and the markdown of everything written."""
+    """Write the tables (and the analysis ones when there are analysis rows); return the
+    paths and the markdown of everything written."""
     paths: dict[str, Any] = {}
     paths["table"] = write_results(
         stem, rows, out, meta=meta, columns=TABLE_COLUMNS,
-        title=report.table_title(dataset, quick),
+        title=f"QSV ablation on {dataset}" + (" (quick)" if quick else ""),
         notes=report.table_notes(cfg, dataset, seeds, summary,
                                  meta.get("variant_epochs"), rows))
     paths["seeds"] = write_results(f"{stem}_seeds", per_seed, out, meta=meta,
-                                   title=report.seeds_title(dataset))
+                                   title=f"QSV ablation on {dataset}: per-seed results")
     markdown = paths["table"]["md"].read_text()
     if analysis_rows:
         paths["analysis"] = write_results(
             f"{stem}_analysis", analysis_rows, out, meta=meta, columns=ANALYSIS_COLUMNS,
-            title=report.analysis_title(dataset), notes=report.ANALYSIS_NOTES)
+            title=f"Where the pairwise computation lives ({dataset})",
+            notes=report.ANALYSIS_NOTES)
         paths["entropy_png"] = plot_histograms(results, "entropy", out / f"{stem}_entropy.png")
         paths["angles_png"] = plot_histograms(results, "angle", out / f"{stem}_angles.png",
                                               variants=("qsv", "lattice", "uniform"))
         markdown += "\n" + paths["analysis"]["md"].read_text()
-        markdown += report.figure_links(paths)
+        markdown += "".join(f"\n![{key}]({Path(paths[key]).name})\n"
+                            for key in ("entropy_png", "angles_png") if paths[key] is not None)
     return paths, markdown

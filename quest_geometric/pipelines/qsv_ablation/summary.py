@@ -6,12 +6,8 @@ import math
 from typing import Any, Sequence
 
 from quest_geometric.analysis.stats import finite_mean, mean_std, paired_differences
-from quest_geometric.pipelines.qsv_ablation.config import (
-    _DESCRIPTIONS,
-    PAPER,
-    VARIANTS,
-    _check_dataset,
-)
+from quest_geometric.pipelines.qsv_ablation.config import (_DESCRIPTIONS, PAPER, VARIANTS,
+                                                           _check_dataset)
 
 
 #: Relative difference in parameter count from QSV within which a row is parameter-matched.

@@ -1,15 +1,5 @@
-r"""The models of the QSV ablation table by name, and the parameter-matched
-standard-attention control.
-
-Full QSV, no transport, uniform attention and the flat lattice are
-:class:`~quest_geometric.models.qsv_net.QSVNet` with different
-:class:`~quest_geometric.nn.qsv_conv.QSVConv` flags (or different data); the
-standard-attention control swaps the convolution for PyG's
-:class:`~torch_geometric.nn.conv.TransformerConv` and shrinks the width until the parameter
-count matches.  :func:`qsv_variant` builds them by name (the graph rows,
-:data:`~quest_geometric.pipelines.qsv_ablation.config.GRAPH_VARIANTS`; ``resnet20`` is
-built by :func:`~quest_geometric.pipelines.qsv_ablation.runs.build_model`).
-"""
+r"""The models of the QSV ablation table by name (:func:`qsv_variant`), and the
+parameter-matched standard-attention control (:func:`match_parameter_count`)."""
 from __future__ import annotations
 
 import math
@@ -22,22 +12,16 @@ from quest_geometric.models.qsv_net import QSVNet
 __all__ = ["match_parameter_count", "qsv_variant", "parameter_counts"]
 
 
-def match_parameter_count(
-    target: int,
-    in_channels: int,
-    num_classes: int,
-    tolerance: float = 0.05,
-    **kwargs: Any,
-) -> dict[str, Any]:
+def match_parameter_count(target: int, in_channels: int, num_classes: int,
+                          tolerance: float = 0.05, **kwargs: Any) -> dict[str, Any]:
     r"""Finds the width of the standard-attention control (``conv='transformer'``) whose
     parameter count is closest to :obj:`target`.
 
-    The search scans the widths allowed for the heads and mixing (multiples of
-    :math:`\mathrm{lcm}(4, H)`), with the MLP at :obj:`mlp_ratio` times the width, brackets
-    :obj:`target`, and then sets the MLP hidden width of each bracketing width to the value
-    that matches best (the count is affine in it); the closer of the two wins, ties to the
-    MLP width nearer :obj:`mlp_ratio`.  Counts come from building the models, never from a
-    formula.
+    The search brackets :obj:`target` among the widths allowed for the heads and mixing
+    (multiples of :math:`\mathrm{lcm}(4, H)`, MLP at :obj:`mlp_ratio` times the width), then
+    sets the MLP hidden width of each bracketing width to the best match (the count is
+    affine in it); the closer wins, ties to the MLP width nearer :obj:`mlp_ratio`. Counts
+    come from building the models, never from a formula.
 
     Args:
         target (int): The parameter count to match (the QSV model's).
@@ -73,51 +57,41 @@ def match_parameter_count(
         return max(1, round(ratio * width))
 
     width, previous = step, None
-    while True:
-        n = count(width, default_hidden(width))
-        if n >= target:
-            break
+    while count(width, default_hidden(width)) < target:
         if width > 64 * step + 16 * int(math.isqrt(target)):  # pragma: no cover - guard
             break
         previous, width = width, width + step
     best: Optional[dict[str, Any]] = None
     for w in ([previous] if previous is not None else []) + [width]:
-        n0, n1 = count(w, 1), count(w, 2)
-        slope = n1 - n0
-        hidden = max(1, round(1 + (target - n0) / slope))
+        n0 = count(w, 1)
+        hidden = max(1, round(1 + (target - n0) / (count(w, 2) - n0)))
         n = count(w, hidden)
-        gap = abs(n - target) / target
         key = (abs(n - target), abs(hidden - default_hidden(w)) / w)
-        if best is None or key < best["_key"]:
-            best = dict(channels=w, mlp_hidden=hidden, parameters=n, target=target,
-                        relative_gap=gap, _key=key)
+        if best is None or key < best[0]:
+            best = (key, dict(channels=w, mlp_hidden=hidden, parameters=n, target=target,
+                              relative_gap=abs(n - target) / target))
     assert best is not None
-    best.pop("_key")
-    if best["relative_gap"] > tolerance:
+    match = best[1]
+    if match["relative_gap"] > tolerance:
         raise ValueError(
             f"no standard-attention width matches {target} parameters within "
-            f"{tolerance:.0%} (best: channels={best['channels']}, mlp_hidden="
-            f"{best['mlp_hidden']}, {best['parameters']} parameters)"
-        )
-    return best
+            f"{tolerance:.0%} (best: channels={match['channels']}, mlp_hidden="
+            f"{match['mlp_hidden']}, {match['parameters']} parameters)")
+    return match
 
 
 def qsv_variant(name: str, in_channels: int, num_classes: int, **kwargs: Any) -> QSVNet:
     r"""Builds one model of the QSV ablation table by name.
 
     * ``'qsv'``: full QSV, :class:`~quest_geometric.models.qsv_net.QSVNet` with the given
-      arguments.
-    * ``'no_transport'``: the same with ``transport=False`` in every QSVConv (attention
-      still learned).
-    * ``'uniform'``: the same with ``attention='uniform'`` (transport kept).
-    * ``'standard_attention'``: ``conv='transformer'`` (PyG's
-      :class:`~torch_geometric.nn.conv.TransformerConv`, :math:`W_Q, W_K, W_V`) on the same
-      graph, width and MLP chosen by :func:`match_parameter_count` so that its parameter
-      count is within 5% of the full QSV model built from the same arguments.
+      arguments; ``'no_transport'``: the same with ``transport=False`` in every QSVConv;
+      ``'uniform'``: the same with ``attention='uniform'``.
+    * ``'standard_attention'``: PyG's :class:`~torch_geometric.nn.conv.TransformerConv` on
+      the same graph, width and MLP chosen by :func:`match_parameter_count` to be within 5%
+      of the full QSV model's parameter count.
     * ``'lattice'``: the same network as ``'qsv'``; the flat lattice is a *data* choice
-      (train it on :class:`~quest_geometric.transforms.image_to_lattice.ImageToLattice`
-      graphs; with ``pos_embedding`` or ``quaternion='node'`` pass the lattice's
-      ``num_nodes``).
+      (:class:`~quest_geometric.transforms.image_to_lattice.ImageToLattice` graphs; with
+      ``pos_embedding`` or ``quaternion='node'`` pass the lattice's ``num_nodes``).
 
     Args:
         name (str): One of
@@ -125,9 +99,8 @@ def qsv_variant(name: str, in_channels: int, num_classes: int, **kwargs: Any) ->
         in_channels (int): Node feature size.
         num_classes (int): Number of classes.
         **kwargs (optional): :class:`~quest_geometric.models.qsv_net.QSVNet` arguments
-            shared by every variant;
-            ``transformer_kwargs`` goes to the standard-attention control only, and
-            ``channels``/``mlp_hidden`` size the QSV models (the control gets its own).
+            shared by every variant; ``transformer_kwargs`` goes to the standard-attention
+            control only, and ``channels``/``mlp_hidden`` size the QSV models.
 
     Returns:
         QSVNet: The model (``model.parameter_count()`` gives its size).
@@ -138,14 +111,10 @@ def qsv_variant(name: str, in_channels: int, num_classes: int, **kwargs: Any) ->
     kwargs.pop("conv", None)
     qsv_kwargs = dict(kwargs.pop("qsv_kwargs", None) or {})
     transformer_kwargs = kwargs.pop("transformer_kwargs", None)
-    if name in ("qsv", "lattice"):
-        return QSVNet(in_channels, num_classes, qsv_kwargs=qsv_kwargs, **kwargs)
-    if name == "no_transport":
-        return QSVNet(in_channels, num_classes, qsv_kwargs={**qsv_kwargs, "transport": False},
+    flags = {"no_transport": {"transport": False}, "uniform": {"attention": "uniform"}}
+    if name != "standard_attention":
+        return QSVNet(in_channels, num_classes, qsv_kwargs={**qsv_kwargs, **flags.get(name, {})},
                       **kwargs)
-    if name == "uniform":
-        return QSVNet(in_channels, num_classes,
-                      qsv_kwargs={**qsv_kwargs, "attention": "uniform"}, **kwargs)
     reference = QSVNet(in_channels, num_classes, qsv_kwargs=qsv_kwargs, **kwargs)
     if not kwargs.get("pos_embedding", False):
         kwargs.pop("num_nodes", None)  # only the node quaternions used it
@@ -160,7 +129,7 @@ def qsv_variant(name: str, in_channels: int, num_classes: int, **kwargs: Any) ->
 def parameter_counts(in_channels: int, num_classes: int, **kwargs: Any) -> dict[str, int]:
     r"""The parameter count of every graph variant
     (:data:`~quest_geometric.pipelines.qsv_ablation.config.GRAPH_VARIANTS`) built with the
-    same arguments (the benchmark prints them beside the table).
+    same arguments.
 
     Args:
         in_channels (int): Node feature size.

@@ -1,20 +1,8 @@
-r"""The attention-adapter protocol: how to drive one attention class from outside.
-
-An :class:`AttentionAdapter` knows, for one attention module class, how to
-
-1. **parse** one forward call (:meth:`AttentionAdapter.parse`): hidden states, the attention
-   mask reduced to a padding mask, rotary embeddings, the KV cache;
-2. **project** the call's tokens to per-head queries, keys and values
-   (:meth:`AttentionAdapter.project`), exactly as the module does (fused splits, rotary
-   embeddings, grouped-query layouts), before any attention is computed;
-3. apply the module's **output projection** (:meth:`AttentionAdapter.output`) and wrap the
-   result like the module's own return value (:meth:`AttentionAdapter.finish`).
-
-:func:`~quest_geometric.nn.focus.compose.compose_focus` uses all three to replace the
-module's attention by Focus; :class:`~quest_geometric.analysis.probe.QKProbe` uses
-:meth:`AttentionAdapter.qk_view` (by default built from 1 and 2) to measure the queries and
-keys. The protocol sits below :mod:`quest_geometric.nn` and :mod:`quest_geometric.analysis`
-and imports neither.
+r"""The attention-adapter protocol, :class:`AttentionAdapter`: how to parse, project and
+finish one call of an attention class from outside, for
+:func:`~quest_geometric.nn.focus.compose.compose_focus` and
+:class:`~quest_geometric.analysis.probe.QKProbe`. It imports neither :mod:`quest_geometric.nn`
+nor :mod:`quest_geometric.analysis`.
 """
 from __future__ import annotations
 
@@ -35,20 +23,15 @@ __all__ = ["QKView", "AttentionCall", "HeadLayout", "AttentionAdapter", "Functio
 
 @dataclass
 class QKView:
-    r"""The per-head queries and keys an attention layer uses in one forward call.
-
-    Returned by an attention adapter (see
-    :func:`~quest_geometric.adapters.register_attention_adapter`). The logits of head
-    :math:`h` are :math:`L_h = s\, Q_h K_h^\top` and the attention is the softmax of each row
-    of :math:`L_h` over its allowed keys: every key for dense attention, restricted by
-    ``causal``, ``mask`` and ``k_valid``; or over the in-edges of each target node when
-    ``edge_index`` is given (graph attention).
+    r"""The per-head queries and keys an attention layer uses in one forward call, as an
+    adapter returns them. The logits of head :math:`h` are :math:`L_h = s\, Q_h K_h^\top`,
+    softmaxed per row over the allowed keys (restricted by ``causal``, ``mask`` and
+    ``k_valid``), or over the in-edges of each target node when ``edge_index`` is given.
 
     Args:
         q (Tensor): queries ``[B, H, T, d]``.
-        k (Tensor): keys ``[B, H, S, d]`` (same ``B``, ``H`` and ``d`` as ``q``; for
-            grouped-query attention the key heads are repeated so that query head :math:`h`
-            is paired with key/value head :math:`\lfloor h / (H / H_{kv}) \rfloor`).
+        k (Tensor): keys ``[B, H, S, d]`` (grouped-query key heads repeated,
+            :func:`repeat_kv`).
         scale (float, optional): :math:`s`. (default: :obj:`None`, :math:`1/\sqrt{d}`)
         causal (bool): query ``i`` may attend to key ``j`` only if
             ``j <= i + S - T``. (default: :obj:`False`)
@@ -99,11 +82,11 @@ class AttentionCall:
         cache_len (int): tokens already in :attr:`cache` for this layer.
         layer_idx (int, optional): the module's index in the cache.
         rotary (tuple, optional): ``(cos, sin)`` rotary embeddings of the new tokens.
-        causal (bool, optional): the causality the call itself asks for (e.g. through a
-            causal ``attn_mask``); :obj:`None` when the call does not say. A composed layer
-            refuses a call that contradicts its own ``causal``.
-        extra (dict): anything else an adapter wants to carry from :meth:`~AttentionAdapter.parse`
-            to the other methods.
+        causal (bool, optional): the causality the call itself asks for (e.g. a causal
+            ``attn_mask``), :obj:`None` when it does not say; a composed layer refuses a call
+            that contradicts its own ``causal``.
+        extra (dict): anything else the adapter carries from :meth:`~AttentionAdapter.parse`
+            to its other methods.
     """
 
     hidden: Tensor
@@ -117,9 +100,8 @@ class AttentionCall:
 
 
 def repeat_kv(x: Tensor, n_rep: int) -> Tensor:
-    r"""Grouped-query attention: repeat each of the :math:`H_{kv}` key/value heads of
-    ``[B, H_kv, S, D]`` :obj:`n_rep` times, so that query head :math:`h` meets key/value head
-    :math:`\lfloor h / n_{rep} \rfloor` (the layout of Hugging Face's ``repeat_kv``)."""
+    r"""Repeat each key/value head of ``[B, H_kv, S, D]`` :obj:`n_rep` times, so that query
+    head :math:`h` meets head :math:`\lfloor h / n_{rep} \rfloor` (Hugging Face's layout)."""
     if n_rep == 1:
         return x
     b, hkv, s, d = x.shape
@@ -130,20 +112,17 @@ _WARNED_CACHE: set = set()
 
 
 def warn_cached_call(module: nn.Module) -> None:
-    """Warn once per module that a call continuing a non-empty KV cache is skipped by the
-    probe."""
+    """Warn once per module that the probe skips a call continuing a non-empty KV cache."""
     if id(module) not in _WARNED_CACHE:
         _WARNED_CACHE.add(id(module))
-        warnings.warn(
-            f"QKProbe: {type(module).__name__} called with a non-empty KV cache (incremental "
-            "decoding); such calls are skipped. Probe full sequences (use_cache=False).",
-            stacklevel=5,
-        )
+        warnings.warn(f"QKProbe: {type(module).__name__} called with a non-empty KV cache "
+                      "(incremental decoding); such calls are skipped. Probe full sequences "
+                      "(use_cache=False).", stacklevel=5)
 
 
 def _allowed_from_mask(mask: Tensor, who: str) -> Tensor:
-    """Boolean 'may attend' view of a boolean or additive mask (0 = attend,
-    very negative = masked); any other additive value is a bias, which is refused."""
+    """Boolean 'may attend' view of a boolean or additive mask (0 = attend, very negative =
+    masked); any other additive value is a bias and is refused."""
     if mask.dtype == torch.bool:
         return mask
     if not mask.is_floating_point():
@@ -167,16 +146,13 @@ def padding_from_mask(mask: Optional[Tensor], q_len: int, kv_len: int, causal: b
         \mathrm{allowed}_{b,i,j} = \mathrm{valid}_{b,j} \wedge
         (j \le i + S - T \text{ if causal}),
 
-    on every real query row :math:`i` (the rows of padding queries are ignored: Hugging
-    Face may open them up to avoid empty softmax rows). ``valid`` is read off the last query
-    row, which sees every earlier key; the whole mask is then checked against the formula,
-    so a mask that is not a padding mask (a sliding window, a custom 4-D bias) is refused.
+    on every real query row :math:`i` (Hugging Face may open padding rows to avoid empty
+    softmax rows). ``valid`` is read off the last query row, which sees every key; the whole
+    mask is then checked against the formula, so a sliding window or a custom bias is refused.
 
     Every layer of one forward receives the same mask tensor, so the last reduction is
-    remembered and returned again for the same tensor, unchanged (its version counter) and
-    with the same lengths: a decoding step with a static cache (a ``[B, 1, 1, S']`` mask
-    over the whole buffer) reduces it once instead of once per layer. The returned tensor is
-    shared between those calls; do not change it in place.
+    returned again for the same, unchanged tensor (version counter) and lengths; the
+    returned tensor is then shared: do not change it in place.
 
     Args:
         mask (Tensor, optional): the mask as the module received it.
@@ -199,7 +175,6 @@ def padding_from_mask(mask: Optional[Tensor], q_len: int, kv_len: int, causal: b
         raise fail(ValueError, who, "attention_mask", "None, a [B, S] padding mask, or the "
                    "4-D causal padding mask Hugging Face builds from it with Focus enabled",
                    mask, hint="; use attn_implementation='sdpa' or 'eager'")
-    # every layer of one forward receives the same mask tensor: reduce it once
     key = None if mask.is_inference() else (mask._version, q_len, kv_len, bool(causal))
     ref, last_key, last = _LAST_MASK
     if key is not None and ref is not None and ref() is mask and last_key == key:
@@ -256,15 +231,16 @@ def _reduce_mask(mask: Tensor, q_len: int, kv_len: int, causal: bool, who: str
 
 
 class AttentionAdapter:
-    r"""How to drive one attention module class (the protocol; subclass it).
+    r"""How to drive one attention module class (subclass it and register an instance with
+    :func:`~quest_geometric.adapters.register_attention_adapter`).
 
-    Register an instance for a class with
-    :func:`~quest_geometric.adapters.register_attention_adapter`. A complete adapter
-    implements :meth:`heads`, :meth:`parse`, :meth:`project` and :meth:`output` (and, where
-    the module's return value is not ``(out, None)``, :meth:`finish`); it then serves both
+    A complete adapter implements :meth:`heads`, :meth:`parse` (the call's hidden states,
+    padding, rotary embeddings and KV cache), :meth:`project` (per-head q, k, v exactly as
+    the module computes them) and :meth:`output` (and :meth:`finish` where the module does
+    not return ``(out, None)``); it serves both
     :func:`~quest_geometric.nn.focus.compose.compose_focus` and
-    :class:`~quest_geometric.analysis.probe.QKProbe`. An adapter that only overrides
-    :meth:`qk_view` serves the probe only.
+    :class:`~quest_geometric.analysis.probe.QKProbe`. One that only overrides :meth:`qk_view`
+    serves the probe only.
 
     Attributes:
         causal (bool, optional): :obj:`True` for causal (decoder) attention, :obj:`False`
@@ -280,7 +256,6 @@ class AttentionAdapter:
     probe_only: bool = False
     keep_type: bool = False
 
-    # --- structure -----------------------------------------------------------------
     def can_compose(self, module: nn.Module) -> bool:
         """Whether :func:`~quest_geometric.nn.focus.compose.compose_focus` should wrap this
         instance (e.g. :obj:`False` for a cross-attention instance of a self-attention
@@ -295,7 +270,6 @@ class AttentionAdapter:
         r"""The module's softmax scale :math:`s` (default: :math:`1/\sqrt{D}`)."""
         return 1.0 / math.sqrt(self.heads(module).head_dim)
 
-    # --- one call --------------------------------------------------------------------
     def parse(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]) -> AttentionCall:
         """Parse the arguments of one ``module.forward`` call (refusing what cannot be
         honoured, with a clear error)."""
@@ -326,16 +300,13 @@ class AttentionAdapter:
             return k, v
         return call.cache.update(k, v, call.layer_idx)
 
-    # --- the probe's view ----------------------------------------------------------
     def qk_view(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]
                 ) -> Optional[QKView]:
         r"""Queries and keys of one call for :class:`~quest_geometric.analysis.probe.QKProbe`
-        (under :func:`torch.no_grad`, without changing the module or its inputs), or
-        :obj:`None` to skip the call. The default builds it from :meth:`parse` and
-        :meth:`project`: calls that continue a non-empty cache are skipped (the probe
-        measures full sequences), grouped-query keys are repeated (query head :math:`h`
-        is measured against key head :math:`\lfloor h / (H/H_{kv}) \rfloor`, the keys it
-        attends to), padding is marked in ``q_valid``/``k_valid``."""
+        (under :func:`torch.no_grad`, changing nothing), or :obj:`None` to skip the call.
+        The default uses :meth:`parse` and :meth:`project`: calls continuing a non-empty
+        cache are skipped, grouped-query keys repeated (:func:`repeat_kv`), padding marked
+        in ``q_valid``/``k_valid``."""
         call = self.parse(module, args, kwargs)
         if call.cache_len > 0:
             warn_cached_call(module)
@@ -344,25 +315,20 @@ class AttentionAdapter:
         lay = self.heads(module)
         k = repeat_kv(k, lay.num_heads // lay.num_kv_heads)
         valid = call.valid
-        mask = None
-        if valid is not None:
-            mask = valid[:, None, None, :]
+        mask = valid[:, None, None, :] if valid is not None else None
         return QKView(q, k, self.scaling(module), causal=bool(self.causal), mask=mask,
                       q_valid=valid, k_valid=valid)
 
 
 class FunctionAdapter(AttentionAdapter):
-    r"""A probe-only adapter from a function ``fn(module, args, kwargs)`` that returns
-    ``(q, k)``, a :class:`QKView` or :obj:`None` (what
-    :func:`~quest_geometric.adapters.register_attention_adapter` makes of a plain
-    function)."""
+    r"""A probe-only adapter from a function ``fn(module, args, kwargs)`` returning ``(q, k)``,
+    a :class:`QKView` or :obj:`None` (what a plain function is registered as)."""
 
     probe_only = True
 
     def __init__(self, fn: Any) -> None:
         if not callable(fn):
             raise fail(TypeError, "FunctionAdapter", "fn", "callable", fn)
-
         self.fn = fn
 
     def qk_view(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]) -> Any:

@@ -1,16 +1,8 @@
-r"""Adapters for Hugging Face ``transformers`` attention classes (registered by name, so
-``transformers`` is imported only when a model uses it).
-
-* ``GPT2Attention`` (self-attention; fused ``c_attn`` ``Conv1D``, the module's own
-  ``scaling``; cross-attention is probed, not composed);
-* ``GPTNeoXAttention`` (Pythia; fused, head-interleaved ``query_key_value``, rotary
-  embeddings from the ``position_embeddings`` argument);
-* the Llama family, ``LlamaAttention``, ``MistralAttention``, ``Qwen2Attention`` (and every
-  checkpoint built on them, e.g. SmolLM2): separate ``q_proj``/``k_proj``/``v_proj``/
-  ``o_proj`` (with the optional biases of Qwen2), grouped-query attention
-  (``num_key_value_heads`` dividing ``num_attention_heads``), rotary embeddings from
-  ``position_embeddings`` through the model's own ``apply_rotary_pos_emb``, the module's
-  ``scaling``.
+r"""Adapters for Hugging Face ``transformers`` attention classes, registered by name (so
+``transformers`` is imported only when a model uses it): ``GPT2Attention`` (cross-attention
+probed, not composed), ``GPTNeoXAttention`` (Pythia) and the Llama family
+(``LlamaAttention``, ``MistralAttention``, ``Qwen2Attention``, and checkpoints built on them
+such as SmolLM2).
 """
 from __future__ import annotations
 
@@ -21,14 +13,8 @@ import torch
 from torch import Tensor, nn
 
 from quest_geometric._utils.checks import fail
-from quest_geometric.adapters.base import (
-    AttentionAdapter,
-    AttentionCall,
-    HeadLayout,
-    QKView,
-    padding_from_mask,
-    warn_cached_call,
-)
+from quest_geometric.adapters.base import (AttentionAdapter, AttentionCall, HeadLayout, QKView,
+                                           padding_from_mask, warn_cached_call)
 from quest_geometric.adapters.registry import register_attention_adapter
 
 __all__ = ["HFAttentionAdapter", "GPT2AttentionAdapter", "GPTNeoXAttentionAdapter",
@@ -57,16 +43,13 @@ def hf_cache_length(cache: Any, layer_idx: Optional[int]) -> int:
 
 
 def _bind(args: tuple, kwargs: Dict[str, Any], names: Tuple[str, ...]) -> Dict[str, Any]:
-    bound = dict(zip(names, args))
-    bound.update(kwargs)
-    return bound
+    return {**dict(zip(names, args)), **kwargs}
 
 
 def _attentions_requested(bound: Dict[str, Any]) -> bool:
-    """Whether the call's caller asked for the attention weights: ``output_attentions`` among
-    the arguments, or (transformers v5 models that record them through output-capturing hooks
-    instead of passing the flag down, e.g. GPT-2) an active output collector that collects
-    ``attentions``."""
+    """Whether the caller asked for the attention weights: ``output_attentions``, or an
+    active output collector of ``attentions`` (transformers v5 models such as GPT-2 record
+    them through hooks instead of passing the flag down)."""
     if bound.get("output_attentions"):
         return True
     capturing = sys.modules.get("transformers.utils.output_capturing")
@@ -80,29 +63,22 @@ def _attentions_requested(bound: Dict[str, Any]) -> bool:
     return isinstance(collected, dict) and "attentions" in collected
 
 
-def _hf_mask_bool(mask: Any) -> Optional[Tensor]:
-    """A 4-D HF attention mask as bool (True = attend)."""
+def _probe_mask(mask: Any) -> Tuple[Optional[Tensor], Optional[Tensor]]:
+    """A 4-D HF attention mask as bool (True = attend) and the ``[B, S]`` valid keys (a key
+    is padding iff no query may attend to it); ``(None, None)`` without a mask."""
     if not isinstance(mask, Tensor):
-        return None
+        return None, None
     if mask.dim() != 4:
         raise fail(ValueError, "QKProbe", "attention_mask", "a 4-D [B, 1, T, S] mask", mask)
-    if mask.dtype == torch.bool:
-        return mask
-    return mask > torch.finfo(mask.dtype).min / 2
-
-
-def _self_attention_valid(mask: Optional[Tensor]) -> Optional[Tensor]:
-    # A token is padding iff no query may attend to it as a key.
-    if mask is None:
-        return None
-    return mask.any(dim=-2).any(dim=1)  # [B, S]
+    if mask.dtype != torch.bool:
+        mask = mask > torch.finfo(mask.dtype).min / 2
+    return mask, mask.any(dim=-2).any(dim=1)
 
 
 class HFAttentionAdapter(AttentionAdapter):
-    r"""Shared parsing of Hugging Face self-attention calls: hidden states first, the mask
-    reduced by :func:`~quest_geometric.adapters.padding_from_mask`, the cache found under
-    any of its names, ``output_attentions`` refused (no dense attention matrix exists on the
-    Focus path)."""
+    r"""Shared parsing of Hugging Face self-attention calls: the mask reduced by
+    :func:`~quest_geometric.adapters.padding_from_mask`, the cache found under any of its
+    names, ``output_attentions`` refused (no dense attention matrix exists with Focus)."""
 
     #: positional parameter names of ``forward`` after ``hidden_states``
     arg_names: Tuple[str, ...] = ("hidden_states",)
@@ -122,8 +98,7 @@ class HFAttentionAdapter(AttentionAdapter):
         layer_idx = getattr(module, "layer_idx", None)
         cache_len = hf_cache_length(cache, layer_idx)
         t = x.size(1)
-        valid = padding_from_mask(bound.get("attention_mask"), t, cache_len + t, True,
-                                  f"compose_focus ({type(module).__name__})")
+        valid = padding_from_mask(bound.get("attention_mask"), t, cache_len + t, True, who)
         pe = bound.get("position_embeddings")
         return AttentionCall(hidden=x, valid=valid, cache=cache, cache_len=cache_len,
                              layer_idx=layer_idx, rotary=tuple(pe) if pe is not None else None,
@@ -176,17 +151,15 @@ class GPT2AttentionAdapter(HFAttentionAdapter):
         if enc is not None:  # cross-attention: queries from q_attn, keys from the encoder
             q = module.q_attn(hidden)
             k, _ = module.c_attn(enc).split(module.split_size, dim=2)
-            mask = _hf_mask_bool(kwargs.get("encoder_attention_mask"))
-            causal = False
-            qv, kv = None, _self_attention_valid(mask)
+            mask, kv = _probe_mask(kwargs.get("encoder_attention_mask"))
+            causal, qv = False, None
         else:
             if hf_cache_length(cache, getattr(module, "layer_idx", None)) > 0:
                 warn_cached_call(module)
                 return None
             q, k, _ = module.c_attn(hidden).split(module.split_size, dim=2)
-            mask = _hf_mask_bool(kwargs.get("attention_mask"))
-            causal = True
-            qv = kv = _self_attention_valid(mask)
+            mask, kv = _probe_mask(kwargs.get("attention_mask"))
+            causal, qv = True, kv
         q = q.view(*q.shape[:-1], -1, d).transpose(1, 2)
         k = k.view(*k.shape[:-1], -1, d).transpose(1, 2)
         return QKView(q, k, scale, causal=causal, mask=mask, q_valid=qv, k_valid=kv)
@@ -247,28 +220,21 @@ class GPTNeoXAttentionAdapter(HFAttentionAdapter):
         qkv = module.query_key_value(hidden).view(*hidden.shape[:-1], -1, 3 * d).transpose(1, 2)
         q, k, _ = qkv.chunk(3, dim=-1)
         q, k = _rope(module)(q, k, *pos)  # post-rotary: what the attention compares
-        mask = _hf_mask_bool(kwargs.get("attention_mask"))
-        valid = _self_attention_valid(mask)
+        mask, valid = _probe_mask(kwargs.get("attention_mask"))
         return QKView(q, k, self.scaling(module), causal=True, mask=mask, q_valid=valid,
                       k_valid=valid)
 
 
 class LlamaAttentionAdapter(HFAttentionAdapter):
-    r"""The Llama family (``LlamaAttention``, ``MistralAttention``, ``Qwen2Attention``;
-    SmolLM2 is a Llama): separate projections with optional biases, grouped-query
-    attention, rotary embeddings from ``position_embeddings`` applied with the model's own
+    r"""The Llama family (``LlamaAttention``, ``MistralAttention``, ``Qwen2Attention``):
+    separate projections with optional biases, grouped-query attention (query head
+    :math:`h` reads key/value head :math:`\lfloor h / (H/H_{kv}) \rfloor`, and the probe
+    measures it against those keys), rotary embeddings through the model's own
     ``apply_rotary_pos_emb``, the module's ``scaling``, ``o_proj`` output.
 
-    **Grouped-query attention.** With :math:`H` query heads and :math:`H_{kv}` key/value
-    heads, query head :math:`h` attends with key/value head
-    :math:`\lfloor h / (H/H_{kv}) \rfloor` (Hugging Face's ``repeat_kv``); the probe measures
-    each query head against those keys, and the key PR of a key head is reported once per
-    query head that reads it.
-
-    **Sliding windows.** ``MistralAttention`` (and Qwen2 layers with
-    ``use_sliding_window``) restrict attention to the last ``config.sliding_window`` keys. The
-    Focus pattern is defined over the whole causal prefix, so a call whose keys exceed the
-    sliding window is refused with an error naming ``config.sliding_window``.
+    Focus attends over the whole causal prefix, so a call whose keys exceed a sliding window
+    (``MistralAttention``, Qwen2 with ``use_sliding_window``) is refused, naming
+    ``config.sliding_window``.
     """
 
     arg_names = ("hidden_states", "position_embeddings", "attention_mask", "cache")
@@ -312,7 +278,6 @@ class LlamaAttentionAdapter(HFAttentionAdapter):
             raise fail(ValueError, who, "position_embeddings", "passed as (cos, sin), as the "
                        "transformers v5 model does", None)
         return call
-
 
     def project(self, module: nn.Module, call: AttentionCall) -> Tuple[Tensor, Tensor, Tensor]:
         x = call.hidden

@@ -1,10 +1,5 @@
-r"""One registry of attention adapters, keyed by qualified class name.
-
-Built-in adapters are registered by *name* (``'transformers.models.llama.modeling_llama.
-LlamaAttention'``), so optional packages are never imported just to look for their classes.
-A module is matched through its class's MRO (subclasses of a registered class are served
-too); a user registration takes precedence over a built-in one.
-"""
+r"""One registry of attention adapters, keyed by qualified class name, so that optional
+packages are never imported just to look for their classes."""
 from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional, Union
@@ -44,11 +39,10 @@ def register_attention_adapter(cls: Union[type, str],
     :class:`~quest_geometric.analysis.probe.QKProbe` an attention class.
 
     ``adapter`` is an :class:`~quest_geometric.adapters.AttentionAdapter` (serves both), or
-    a plain function ``fn(module, args, kwargs)`` returning ``(q, k)`` with
-    ``q [B, H, T, d]`` and ``k [B, H, S, d]``, a :class:`~quest_geometric.adapters.QKView`,
-    or :obj:`None` to skip the call (serves the probe only). The function is called in a
-    forward pre-hook under :func:`torch.no_grad` and must not change the module or its
-    inputs. Subclasses of ``cls`` are matched too; a user adapter takes precedence over a
+    a function ``fn(module, args, kwargs)`` returning ``(q, k)`` (``[B, H, T, d]``,
+    ``[B, H, S, d]``), a :class:`~quest_geometric.adapters.QKView` or :obj:`None` to skip the
+    call (serves the probe only; called under :func:`torch.no_grad`, it must change
+    nothing). Subclasses of ``cls`` are matched too; a user adapter takes precedence over a
     built-in one. Usable as a decorator::
 
         @register_attention_adapter(MyAttention)
@@ -77,15 +71,11 @@ def register_attention_adapter(cls: Union[type, str],
     if isinstance(adapter, type) and issubclass(adapter, AttentionAdapter):
         raise fail(TypeError, "register_attention_adapter", "adapter", "an adapter instance "
                    "(or a callable)", got_text=f"the class {adapter.__name__}")
-    if not isinstance(adapter, AttentionAdapter):
-        if not callable(adapter):
-            raise fail(TypeError, "register_attention_adapter", "adapter", "an "
-                       "AttentionAdapter or a callable", adapter)
-
-        wrapped: AttentionAdapter = FunctionAdapter(adapter)
-    else:
-        wrapped = adapter
-    (_BUILTIN if builtin else _USER)[key] = wrapped
+    if not isinstance(adapter, AttentionAdapter) and not callable(adapter):
+        raise fail(TypeError, "register_attention_adapter", "adapter", "an "
+                   "AttentionAdapter or a callable", adapter)
+    (_BUILTIN if builtin else _USER)[key] = (
+        adapter if isinstance(adapter, AttentionAdapter) else FunctionAdapter(adapter))
     return adapter
 
 

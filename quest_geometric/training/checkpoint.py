@@ -48,7 +48,6 @@ def unwrap_model(model: nn.Module) -> nn.Module:
             return model
 
 
-# ---------------------------------------------------------------------- digest
 def _update_digest(h: "hashlib._Hash", obj: Any) -> None:
     if isinstance(obj, Tensor):
         t = obj.detach().cpu().contiguous().reshape(-1)
@@ -76,23 +75,19 @@ def payload_digest(payload: Any) -> str:
     return h.hexdigest()
 
 
-# ---------------------------------------------------------------------- writing
 _PLAIN = (bool, int, float, str, type(None))
 
 
 def to_safe(obj: Any, where: str = "payload") -> Any:
-    """Convert ``obj`` to what ``torch.load(weights_only=True)`` accepts without allow-listing.
-
-    Tensors, ``None``, bools, ints, floats, strings and dicts/lists/tuples of them pass
-    (subclasses such as ``numpy.float64`` or ``torch.torch_version.TorchVersion`` become the
-    plain type; NumPy arrays and scalars become tensors/numbers, ``torch.dtype`` its name).
+    """Convert ``obj`` to what ``torch.load(weights_only=True)`` accepts without allow-listing:
+    tensors, ``None``, bools, ints, floats, strings and dicts/lists/tuples of them (subclasses
+    such as ``numpy.float64`` become the plain type, NumPy arrays tensors, ``torch.dtype``
+    its name).
 
     Raises:
         TypeError: naming the position of a value of any other type.
     """
-    if isinstance(obj, Tensor):
-        return obj
-    if obj is None or type(obj) in _PLAIN:
+    if isinstance(obj, Tensor) or type(obj) in _PLAIN:
         return obj
     for t in (bool, int, float, str):
         if isinstance(obj, t):
@@ -121,9 +116,7 @@ def save_checkpoint(path: str | os.PathLike, payload: dict[str, Any]) -> None:
 
     Args:
         path (str or os.PathLike): the destination file.
-        payload (dict): the state to store; it should hold only tensors, numbers, strings,
-            ``None`` and (nested) lists/tuples/dicts of them, so that it loads with
-            ``weights_only=True``.
+        payload (dict): the state to store, of the types :func:`to_safe` accepts.
     """
     if not isinstance(payload, dict):
         raise TypeError(f"save_checkpoint: `payload` must be a dict, got {type(payload).__name__}")
@@ -132,12 +125,10 @@ def save_checkpoint(path: str | os.PathLike, payload: dict[str, Any]) -> None:
                        "digest": payload_digest(payload), "payload": payload}, path)
 
 
-# ---------------------------------------------------------------------- reading
 def read_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
-    """Read and verify a checkpoint file without applying it to anything.
-
-    Loads with ``torch.load(weights_only=True)`` (no arbitrary code runs), then checks the
-    format tag, the version and the digest.
+    """Read and verify a checkpoint file without applying it to anything: load it with
+    ``torch.load(weights_only=True)`` (no arbitrary code runs), then check the format tag,
+    the version and the digest.
 
     Args:
         path (str or os.PathLike): the checkpoint file.
@@ -198,7 +189,7 @@ def read_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[
 def check_state_dict_compatible(model: nn.Module, state_dict: Mapping[str, Any],
                                 source: str = "checkpoint") -> None:
     """Raise :class:`CheckpointError` unless ``state_dict`` has exactly ``model``'s keys and
-    shapes (checked before anything is loaded).
+    shapes.
 
     Args:
         model (torch.nn.Module): the target model (wrappers are stripped).
@@ -238,19 +229,13 @@ def _check_optimizer_compatible(optimizer: torch.optim.Optimizer, state: Any, so
                               f"loaded.")
 
 
-def load_checkpoint(
-    path: str | os.PathLike,
-    model: Optional[nn.Module] = None,
-    optimizer: Optional[torch.optim.Optimizer] = None,
-    scheduler: Optional[Any] = None,
-    scaler: Optional[Any] = None,
-    map_location: Any = "cpu",
-) -> dict[str, Any]:
-    """Verify a checkpoint fully, then load it into the given objects.
-
-    Every check (file integrity, format tag, version, digest, model keys and shapes,
-    optimizer structure) runs before the first ``load_state_dict``, so a refused checkpoint
-    leaves the model and optimiser untouched.
+def load_checkpoint(path: str | os.PathLike, model: Optional[nn.Module] = None,
+                    optimizer: Optional[torch.optim.Optimizer] = None,
+                    scheduler: Optional[Any] = None, scaler: Optional[Any] = None,
+                    map_location: Any = "cpu") -> dict[str, Any]:
+    """Verify a checkpoint fully (file, format tag, version, digest, model keys and shapes,
+    optimiser structure), then load it into the given objects: a refused checkpoint leaves
+    them untouched.
 
     Args:
         path (str or os.PathLike): the checkpoint file.
@@ -272,17 +257,12 @@ def load_checkpoint(
                             source=f"checkpoint {os.fspath(path)!r}")
 
 
-def apply_checkpoint(
-    payload: dict[str, Any],
-    model: Optional[nn.Module] = None,
-    optimizer: Optional[torch.optim.Optimizer] = None,
-    scheduler: Optional[Any] = None,
-    scaler: Optional[Any] = None,
-    source: str = "checkpoint",
-) -> dict[str, Any]:
-    """Check a payload from :func:`read_checkpoint` against the given objects, then load it.
-
-    All checks run before the first ``load_state_dict`` (see :func:`load_checkpoint`).
+def apply_checkpoint(payload: dict[str, Any], model: Optional[nn.Module] = None,
+                     optimizer: Optional[torch.optim.Optimizer] = None,
+                     scheduler: Optional[Any] = None, scaler: Optional[Any] = None,
+                     source: str = "checkpoint") -> dict[str, Any]:
+    """Check a payload from :func:`read_checkpoint` against the given objects, then load it
+    (all checks first, as in :func:`load_checkpoint`).
 
     Args:
         payload (dict): the verified payload.
@@ -309,17 +289,6 @@ def apply_checkpoint(
     return payload
 
 
-__all__ = [
-    "CHECKPOINT_FORMAT",
-    "CHECKPOINT_VERSION",
-    "CheckpointError",
-    "atomic_torch_save",
-    "save_checkpoint",
-    "read_checkpoint",
-    "load_checkpoint",
-    "apply_checkpoint",
-    "check_state_dict_compatible",
-    "payload_digest",
-    "to_safe",
-    "unwrap_model",
-]
+__all__ = ["CHECKPOINT_FORMAT", "CHECKPOINT_VERSION", "CheckpointError", "atomic_torch_save",
+           "save_checkpoint", "read_checkpoint", "load_checkpoint", "apply_checkpoint",
+           "check_state_dict_compatible", "payload_digest", "to_safe", "unwrap_model"]

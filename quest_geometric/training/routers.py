@@ -31,40 +31,33 @@ ORDER_CHUNK_PASSES = 4
 @contextlib.contextmanager
 def router_outputs(model: Any, enabled: bool = True) -> Iterator[List[Tuple[Any, Any]]]:
     """While open, collect ``(layer, RouterOutput)`` of every Focus layer's router call, in
-    call order (nothing when not ``enabled``); the hooks are removed on any exit.
-
-    A router shared by several layers (a content-free one passed to
-    :func:`~quest_geometric.nn.focus.compose_focus`) is hooked once, and each of its calls is
-    attributed to the Focus layer running at the time."""
+    call order (nothing when not ``enabled``); the hooks are removed on any exit. A router
+    shared by several layers is hooked once, each call attributed to the layer running."""
     from quest_geometric.nn.focus import focus_layers
 
     captured: List[Tuple[Any, Any]] = []
     running: List[Any] = [None]
-    hooks, wrapped = [], []
-    if enabled:
-        layers = focus_layers(model)
-        for f in layers:  # every path into a layer's routing goes through its attend()
-            def attend(*args: Any, _f: Any = f, _attend: Any = f.attend, **kw: Any) -> Any:
-                running[0] = _f
-                return _attend(*args, **kw)
-            f.attend = attend
-            wrapped.append(f)
-        for r in {id(f.router): f.router for f in layers}.values():
-            hooks.append(r.register_forward_hook(
-                lambda _m, _i, out: captured.append((running[0], out))))
+    hooks, layers = [], focus_layers(model) if enabled else []
+    for f in layers:  # every path into a layer's routing goes through its attend()
+        def attend(*args: Any, _f: Any = f, _attend: Any = f.attend, **kw: Any) -> Any:
+            running[0] = _f
+            return _attend(*args, **kw)
+        f.attend = attend
+    for r in {id(f.router): f.router for f in layers}.values():
+        hooks.append(r.register_forward_hook(
+            lambda _m, _i, out: captured.append((running[0], out))))
     try:
         yield captured
     finally:
         for h in hooks:
             h.remove()
-        for f in wrapped:
+        for f in layers:
             del f.attend
 
 
 def check_objective(objective: Any, where: str) -> str:
-    """``objective`` if it is one of :data:`OBJECTIVES`: ``'<where>: 'objective' must be
-    ..., got ...'``, a :class:`TypeError` for a non-string, a :class:`ValueError` for
-    another string."""
+    """``objective`` if it is one of :data:`OBJECTIVES`, else a :class:`TypeError` (not a
+    string) or :class:`ValueError` naming ``where``."""
     return check_choice(objective, "objective", OBJECTIVES, where=where)
 
 
@@ -87,10 +80,10 @@ def _valid_ids(input_ids: Any, attention_mask: Any, where: str) -> None:
 
 
 def check_loss_chunk(loss_chunk: Any, where: str, model: Any = None) -> Optional[int]:
-    """``loss_chunk`` if it is :obj:`None` or an int >= 1 (else ``'<where>: 'loss_chunk'
-    must be ...'``, a :class:`TypeError` or :class:`ValueError`); with a ``model`` and a
-    chunk, also that the model's logits are its output embedding applied to its decoder's
-    last hidden states (:func:`_decoder_and_head`), which the chunked losses compute."""
+    """``loss_chunk`` if it is :obj:`None` or an int >= 1 (else a :class:`TypeError` or
+    :class:`ValueError` naming ``where``); with a ``model`` and a chunk, also that the model's
+    logits are its output embedding of its decoder's last hidden states, as the chunked
+    losses compute them."""
     if loss_chunk is None:
         return None
     loss_chunk = check_int(loss_chunk, "loss_chunk", 1, where=where)
@@ -105,9 +98,8 @@ _HEAD_EXTRAS = ("final_logit_softcapping", "logit_scale", "logits_scaling")
 
 
 def _decoder_and_head(model: Any, where: str) -> Tuple[Any, Any]:
-    """``(decoder, head)`` of a Hugging Face causal LM: its ``base_model`` (the decoder stack,
-    whose ``last_hidden_state`` is normalised as the head reads it) and its output embedding
-    (``get_output_embeddings()``, the LM head), so that ``logits = head(last_hidden_state)``;
+    """``(decoder, head)`` of a Hugging Face causal LM (``base_model`` and
+    ``get_output_embeddings()``), so that ``logits = head(decoder(...).last_hidden_state)``;
     a model where that does not hold is refused, naming ``loss_chunk``."""
     decoder = getattr(model, "base_model", None)
     get_head = getattr(model, "get_output_embeddings", None)
@@ -132,8 +124,7 @@ def _last_hidden(decoder: Any, input_ids: torch.Tensor,
 
 
 def _kl(teacher: torch.Tensor, student: torch.Tensor) -> torch.Tensor:
-    """``[batch, t]``: per position, the KL of :func:`distillation_loss` from the teacher's
-    next-token distribution to the student's, from their logits, in float32."""
+    """``[batch, t]``: the KL of :func:`distillation_loss` per position, in float32."""
     log_p = torch.log_softmax(teacher.float(), dim=-1)
     log_q = torch.log_softmax(student.float(), dim=-1)
     return (log_p.exp() * (log_p - log_q)).sum(-1)
@@ -141,14 +132,13 @@ def _kl(teacher: torch.Tensor, student: torch.Tensor) -> torch.Tensor:
 
 def _kl_rows(head: Any, h_q: torch.Tensor, h_p: torch.Tensor,
              keep: torch.Tensor) -> torch.Tensor:
-    """The summed KL of :func:`distillation_loss` over one chunk of positions: ``h_q``
-    (Focus) and ``h_p`` (full attention) ``[batch, c, C]``, ``keep`` ``[batch, c]``."""
+    """The summed KL over one chunk: ``h_q`` (Focus), ``h_p`` (full) ``[batch, c, C]``."""
     return (_kl(head(h_p), head(h_q)) * keep).sum()
 
 
 def _ce_rows(head: Any, h: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """The summed next-token cross-entropy over one chunk of positions: ``h``
-    ``[batch, c, C]``, ``targets`` ``[batch, c]`` (-100 left out)."""
+    """The summed cross-entropy over one chunk: ``h`` ``[batch, c, C]``, ``targets``
+    ``[batch, c]`` (-100 left out)."""
     logits = head(h).float()
     return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)),
                                              targets.reshape(-1), ignore_index=-100,
@@ -156,10 +146,9 @@ def _ce_rows(head: Any, h: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 
 
 def _chunk_sum(fn: Any, chunk: int, *rows: torch.Tensor) -> torch.Tensor:
-    r"""``sum_j fn(*(r[:, j*chunk:(j+1)*chunk] for r in rows))``: each chunk's function run
-    under :func:`torch.utils.checkpoint.checkpoint` (non-reentrant) when it needs a gradient,
-    so that only its scalar is kept and the backward recomputes the chunk's logits; a
-    ``[batch, chunk, vocab]`` block and its log-softmax are then the largest tensors alive."""
+    r"""``sum_j fn(*(r[:, j*chunk:(j+1)*chunk] for r in rows))``, each chunk checkpointed
+    (non-reentrant) when it needs a gradient, so that the backward recomputes its logits and
+    one ``[batch, chunk, vocab]`` block is the largest tensor alive."""
     from torch.utils.checkpoint import checkpoint
 
     grad = torch.is_grad_enabled() and any(r.requires_grad for r in rows)
@@ -182,20 +171,15 @@ def distillation_loss(model: Any, input_ids: torch.Tensor,
         p_t(v) \left(\log p_t(v) - \log q_t(v)\right),
 
     :math:`p_t` the next-token distribution at position :math:`t` with Focus disabled
-    (:func:`~quest_geometric.nn.focus.focus_disabled`, the frozen original model, no
-    gradient), :math:`q_t` the one with Focus, :math:`\mathcal{P}` the positions that the
-    ``attention_mask`` keeps (every position without one). The routers learn to preserve the
-    model rather than to adapt it to the data, as SeerAttention trains its gates. Both
-    distributions are taken in float32.
+    (:func:`~quest_geometric.nn.focus.focus_disabled`, no gradient), :math:`q_t` the one with
+    Focus, :math:`\mathcal{P}` the positions the ``attention_mask`` keeps. The routers learn
+    to preserve the model rather than to adapt it to the data, as SeerAttention trains its
+    gates. Both distributions are taken in float32.
 
-    With ``loss_chunk = c`` the same sum is taken over chunks of :math:`c` positions: the
-    decoder's last hidden states of both models are computed once (``[batch, length, C]``),
-    then per chunk the LM head, both log-softmaxes and the KL, under
-    :func:`torch.utils.checkpoint.checkpoint` so that the backward recomputes the chunk.
-    The ``[batch, length, vocab]`` float32 logits and their log-softmax copies, which the
-    plain form holds all at once (several copies, :math:`4 \cdot \text{length} \cdot
-    \text{vocab}` bytes each), are then never alive beyond one chunk. The value equals the
-    plain one up to the order of the floating-point sums.
+    With ``loss_chunk = c`` the decoder's last hidden states are computed once, then the LM
+    head and the KL per chunk of :math:`c` positions (:func:`chunked_lm_loss` explains how),
+    so that the ``[batch, length, vocab]`` float32 logits are never all alive; the value
+    equals the plain one up to the order of the floating-point sums.
 
     Args:
         model: a Hugging Face causal LM composed with
@@ -234,12 +218,11 @@ def distillation_loss(model: Any, input_ids: torch.Tensor,
 def chunked_lm_loss(model: Any, input_ids: torch.Tensor, labels: torch.Tensor,
                     loss_chunk: int, attention_mask: Optional[torch.Tensor] = None,
                     num_items: Optional[Any] = None) -> torch.Tensor:
-    r"""A causal LM's next-token loss, Hugging Face's (``model(input_ids, labels=labels)
-    .loss``: position :math:`t` predicts ``labels[t + 1]``, ``-100`` left out, the float32
-    cross-entropy summed and divided by the number of predicted tokens, or by
-    ``num_items`` when given, as ``Trainer`` passes it), computed over chunks of
-    ``loss_chunk`` positions from the decoder's last hidden states, each chunk's LM head and
-    cross-entropy under :func:`torch.utils.checkpoint.checkpoint`, so that the
+    r"""A causal LM's next-token loss as Hugging Face computes it (position :math:`t`
+    predicts ``labels[t + 1]``, ``-100`` left out, the float32 cross-entropy summed and
+    divided by the number of predicted tokens or by ``num_items``), over chunks of
+    ``loss_chunk`` positions of the decoder's last hidden states: each chunk's LM head and
+    cross-entropy run under :func:`torch.utils.checkpoint.checkpoint`, so the
     ``[batch, length, vocab]`` float32 logits are never alive beyond one chunk. Equal to the
     plain loss up to the order of the floating-point sums.
 
@@ -311,20 +294,14 @@ def router_loss(model: Any, input_ids: torch.Tensor, objective: str = "lm",
 def decoder_checkpointing(model: Any, enabled: bool = True,
                           where: str = "decoder_checkpointing") -> Iterator[None]:
     r"""While open, Hugging Face gradient (activation) checkpointing of ``model``'s decoder
-    layers, non-reentrant (``use_reentrant=False``); on exit the model is left as it was.
+    layers, non-reentrant; on exit the model is left as it was (a model already
+    checkpointing is left as it is).
 
-    In training mode with gradients on, each decoder layer then keeps only its input for
-    the backward and recomputes its forward there (one more forward of every layer per
-    step): the activations of one layer at a time are alive instead of every layer's (in
-    the Focus training path, each layer's ``[heads, length, length]`` soft attention
-    weights and ``[length, length]`` gate). The non-reentrant form is the one that suits
-    router training: every weight outside the routers is frozen, so a layer's input hidden
-    states need no gradient of their own, and a reentrant checkpoint passes gradients to the
-    parameters inside a layer only when its input needs one. The values and gradients are
-    those without checkpointing (the recomputation is the same computation; the random state
-    is restored for it). A model already
-    checkpointing is left as it is; a forward without gradients (the teacher of
-    :func:`distillation_loss`) runs unchanged.
+    Each decoder layer keeps only its input for the backward and recomputes its forward
+    there, so one layer's activations are alive at a time, for one more forward per step;
+    values and gradients are those without checkpointing. Non-reentrant because every weight
+    outside the routers is frozen: a layer's input needs no gradient, and a reentrant
+    checkpoint passes gradients into a layer only when its input needs one.
 
     Args:
         model: a Hugging Face model (``supports_gradient_checkpointing``).
@@ -372,10 +349,8 @@ def _check_checkpointing(model: Any, where: str) -> None:
 
 
 #: The files of a :func:`train_routers` checkpoint in its ``run_dir``: the router parameters
-#: and the optimiser's tensors (safetensors), and the record of the run (JSON: its step, loss
-#: curve, objective, seed, data and the optimiser's settings) with the SHA-256 digest of
-#: both (:mod:`quest_geometric._utils.digested`, as the router files of
-#: :func:`~quest_geometric.nn.focus.save_routers`).
+#: and the optimiser's tensors (safetensors), and the run's record (JSON) with the SHA-256
+#: digest of both (as :func:`~quest_geometric.nn.focus.save_routers` writes its files).
 CHECKPOINT_TENSORS = "routers.safetensors"
 CHECKPOINT_RECORD = "routers.json"
 #: The lock a running :func:`train_routers` holds on its ``run_dir``.
@@ -404,9 +379,9 @@ def _checkpoint_files(path: str | os.PathLike) -> Tuple[Path, Path]:
 
 def read_router_checkpoint(path: str | os.PathLike) -> Dict[str, Any]:
     """A :func:`train_routers` checkpoint: ``params`` (list of tensors), ``opt`` (the
-    optimiser's state dict), ``state``, ``seed`` and ``data``. :obj:`path` is the run folder
-    or one of its two files. Both files are checked against their digest, every tensor to be
-    floating and finite; nothing is unpickled.
+    optimiser's state dict), ``state``, ``seed`` and ``data``, from the run folder or one of
+    its two files. Both files are checked against their digest, every tensor to be floating
+    and finite; nothing is unpickled.
 
     Raises:
         FileNotFoundError: if the run folder holds no checkpoint.
@@ -544,21 +519,15 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float,
                   init_from: Optional[str | os.PathLike] = None,
                   objective: str = "lm", gradient_checkpointing: bool = False,
                   loss_chunk: Optional[int] = None) -> Dict[str, Any]:
-    r"""Train the routers of a composed model (every other weight frozen) on blocks drawn
-    from ``train`` with a seeded permutation (:func:`block_order`, one block per step, AdamW),
-    resuming from the checkpoint in ``run_dir`` (:data:`CHECKPOINT_TENSORS` and
-    :data:`CHECKPOINT_RECORD`, safetensors and JSON with a digest of both). Returns the loss
-    curve, steps done, seconds and whether it finished (``max_minutes`` may stop it early;
-    rerun to continue).
+    r"""Train the routers of a composed model (every other weight frozen, AdamW) on one block
+    of ``train`` per step in a seeded order (:func:`block_order`), resuming from the
+    checkpoint in ``run_dir`` (:data:`CHECKPOINT_TENSORS`, :data:`CHECKPOINT_RECORD`).
+    Returns the loss curve, steps done, seconds and whether it finished (``max_minutes`` may
+    stop it early; rerun to continue).
 
-    The run holds a lock on ``run_dir`` (:data:`LOCK_NAME`) while it trains, so a second
-    process on the same folder is refused. The checkpoint records the objective, the seed
-    and a fingerprint of ``train`` (:func:`data_fingerprint`): resuming with another
-    objective, seed or data is refused instead of continuing the first run's routers.
-
-    ``objective`` chooses the loss (:func:`router_loss`): ``'lm'``, the next-token loss on
-    the block, or ``'distill'``, the KL divergence from the model's own full-attention
-    distribution (:func:`distillation_loss`).
+    The run holds a lock on ``run_dir`` (:data:`LOCK_NAME`). The checkpoint records the
+    objective (:func:`router_loss`), the seed and :func:`data_fingerprint` of ``train``:
+    resuming with another one is refused instead of continuing the first run's routers.
 
     With ``pair_budget = (r, mu)`` the loss is the objective's loss plus
 
@@ -570,19 +539,12 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float,
     straight-through gradient): a charge for every kept far pair above the budget
     :math:`r`. ``curve`` stays the objective's loss; ``share_curve`` records
     :math:`\bar r_l` per step. ``init_from`` (a :func:`~quest_geometric.nn.focus.
-    save_routers` folder) sets the routers before the first step of a new run, as initial
-    values: its tensors must match the model's Focus layers, but the model keeps the window
-    and sinks it was composed with (``load_routers(..., strict=False)``), so routers trained
-    without sinks can start a training with them.
+    save_routers` folder) gives a new run its initial routers; the model keeps the window
+    and sinks it was composed with (``load_routers(..., strict=False)``).
 
-    Two options trade computation for memory at long blocks, neither changing the loss or
-    the gradients beyond floating-point rounding: ``gradient_checkpointing=True`` recomputes
-    each decoder layer's forward in the backward (:func:`decoder_checkpointing`: the
-    activations of one layer alive at a time instead of every layer's, for one more forward
-    per step), and ``loss_chunk = c`` computes the LM head and the loss over chunks of
-    :math:`c` positions (:func:`router_loss`: the ``[length, vocab]`` float32 logits never
-    all alive). They are recorded in ``state['memory']`` (the options of the latest start;
-    a run may be resumed with others, since they leave the objective as it is).
+    ``gradient_checkpointing`` (:func:`decoder_checkpointing`) and ``loss_chunk``
+    (:func:`router_loss`) trade computation for memory at long blocks without changing the
+    loss beyond rounding; they are recorded in ``state['memory']`` and may differ on resume.
 
     Args:
         run_dir (str or os.PathLike): the run's folder (created if missing).
@@ -644,13 +606,10 @@ def _steps(model: Any, train: torch.Tensor, order: torch.Tensor, steps: int,
            budget: Optional[List[float]], objective: str, save: Any, ckpt_every: int,
            max_minutes: Optional[float], progress: bool, desc: str,
            loss_chunk: Optional[int] = None) -> None:
-    """The training loop of :func:`train_routers`, from ``state['step']`` to ``steps``;
-    ``save()`` writes the checkpoint every ``ckpt_every`` steps, at the end and when
-    ``max_minutes`` have passed (then the loop stops).
-
-    With decoder checkpointing, a layer's recomputation in the backward calls its router
-    again: :func:`router_outputs` then also collects those calls, after the pair budget
-    has read the step's forward calls (the list is cleared at each step)."""
+    """The loop of :func:`train_routers` from ``state['step']`` to ``steps``; ``save()``
+    runs every ``ckpt_every`` steps, at the end and after ``max_minutes`` (then it stops).
+    The captured router calls are cleared each step: decoder checkpointing adds the
+    backward's recomputed calls after the pair budget has read the forward's."""
     from tqdm.auto import tqdm
 
     from quest_geometric.nn.focus import straight_through_pair_share
@@ -696,14 +655,11 @@ def _steps(model: Any, train: torch.Tensor, order: torch.Tensor, steps: int,
 
 def block_order(num_blocks: int, steps: int, seed: int = 0,
                 chunk_passes: int = ORDER_CHUNK_PASSES) -> torch.Tensor:
-    r"""The training block of each router step, in chunks: chunk :math:`j` is a seeded
-    permutation of ``chunk_passes`` copies of the :math:`n` block indices, so every block is
-    drawn equally often within each chunk.
-
-    The chunks are successive ``torch.randperm(chunk_passes * n)`` draws (taken modulo
-    :math:`n`) from one generator seeded with ``seed``, so chunk :math:`j` depends only on
-    ``seed`` and :math:`j`, and the order of a longer run starts with the order of a
-    shorter one: a run resumed with more ``steps`` keeps every step it has done.
+    r"""The training block of each router step: chunk :math:`j` is a seeded permutation of
+    ``chunk_passes`` copies of the :math:`n` block indices (successive
+    ``torch.randperm(chunk_passes * n) % n`` draws of one generator seeded with ``seed``), so
+    every block is drawn equally often per chunk and a longer run's order starts with a
+    shorter one's: a run resumed with more ``steps`` keeps every step it has done.
 
     Args:
         num_blocks (int): training blocks :math:`n`.

@@ -1,9 +1,5 @@
-r"""One training loop for graph classifiers and language models: :class:`Trainer`.
-
-The loop is seeded, resumable exactly (a run killed and resumed from its last checkpoint ends
-with the same weights and metrics as an uninterrupted one), runs under ``torchrun`` with DDP,
-and logs metrics to ``out_dir/metrics.jsonl``. See :class:`Trainer` for an example.
-"""
+r"""One seeded, exactly resumable, DDP-ready training loop for graph classifiers and language
+models: :class:`Trainer`."""
 from __future__ import annotations
 
 import contextlib
@@ -23,30 +19,15 @@ from quest_geometric._utils.checks import check_int, fail
 from quest_geometric._utils.device import resolve_device
 from quest_geometric._utils.io import remove_stale_temporaries
 from quest_geometric._utils.lock import FolderInUseError, FolderLock
-from quest_geometric.training.checkpoint import (
-    CheckpointError,
-    apply_checkpoint,
-    read_checkpoint,
-    save_checkpoint,
-    unwrap_model,
-)
+from quest_geometric.training.checkpoint import (CheckpointError, apply_checkpoint,
+                                                  read_checkpoint, save_checkpoint, unwrap_model)
 from quest_geometric.training.config import TrainConfig
 from quest_geometric.training.data import is_step_data, make_loader
-from quest_geometric.training.distributed import (
-    DistInfo,
-    all_gather_object,
-    barrier,
-    init_distributed,
-    reduce_sums,
-)
+from quest_geometric.training.distributed import (DistInfo, all_gather_object, barrier,
+                                                   init_distributed, reduce_sums)
 from quest_geometric.training.logging import MetricsLogger, truncate_metrics
-from quest_geometric.training.seed import (
-    derive_seed,
-    enable_determinism,
-    get_rng_state,
-    seed_everything,
-    set_rng_state,
-)
+from quest_geometric.training.seed import (derive_seed, enable_determinism, get_rng_state,
+                                            seed_everything, set_rng_state)
 from quest_geometric.training.tasks import Task
 
 CHECKPOINT_NAME = "checkpoint.pt"
@@ -55,7 +36,6 @@ LOCK_NAME = ".trainer.lock"
 METRICS_NAME = "metrics.jsonl"
 
 
-# ---------------------------------------------------------------------- callbacks
 class Callback:
     """Base class of trainer callbacks; override the hooks you need.
 
@@ -120,7 +100,6 @@ class EveryNSteps(Callback):
         return f"EveryNSteps({getattr(self.fn, '__name__', self.fn)!r}, every={self.every})"
 
 
-# ---------------------------------------------------------------------- schedule
 class WarmupCosine:
     r"""Learning-rate factor: linear warmup over ``warmup`` steps, then cosine (or constant)
     decay to ``min_ratio`` at ``total`` steps (see :class:`TrainConfig`).
@@ -201,36 +180,29 @@ def _add(acc: dict[str, Any], sums: dict[str, Any]) -> None:
         acc[k] = acc[k] + v if k in acc else v
 
 
-# ---------------------------------------------------------------------- trainer
 class Trainer:
     r"""Train ``model`` on ``task`` with the settings of ``config``.
 
-    The loop: for each batch, ``loss, sums = task.training_step(model, batch)`` under autocast,
-    backward (through a gradient scaler for fp16), optional gradient clipping, optimiser step,
-    scheduler step, ``after_optimizer_step`` callbacks. Sums are accumulated on the device and
-    reduced over ranks only at log, evaluation and epoch boundaries.
+    Each step runs ``loss, sums = task.training_step(model, batch)`` under autocast, the
+    backward (through a gradient scaler for fp16), optional clipping, the optimiser and
+    scheduler steps and the ``after_optimizer_step`` callbacks. Sums stay on the device and
+    are reduced over ranks only at log, evaluation and epoch boundaries.
 
-    At each epoch end (epoch-based) or every ``eval_every`` steps (step-based) a record with
-    the training metrics (``train_*``), the validation metrics (``val_*``), the learning rate
-    and the throughput is appended to ``history`` and to ``out_dir/metrics.jsonl``; every
-    ``checkpoint_every`` epochs/steps ``out_dir/checkpoint.pt`` is written atomically with the
-    model, optimiser, scheduler, scaler, every rank's RNG and data-generator states, the
-    running sums and the history. ``fit(resume='auto')`` continues from it.
+    At each epoch end (epoch-based) or every ``eval_every`` steps (step-based) a record of the
+    ``train_*`` and ``val_*`` metrics, the learning rate and the throughput goes to
+    ``history`` and ``out_dir/metrics.jsonl``; every ``checkpoint_every`` epochs/steps
+    ``out_dir/checkpoint.pt`` is written atomically with the model, optimiser, scheduler,
+    scaler, every rank's RNG and data-generator states, the running sums and the history.
 
-    While :meth:`fit` runs it holds a lock on ``out_dir`` (the file ``out_dir/.trainer.lock``
-    with its process id, removed when :meth:`fit` returns or raises): a second run on the same
-    folder is refused with :class:`~quest_geometric.training.FolderInUseError`, and a lock
-    left by a killed run is taken over. On start it removes the temporaries that its own
-    atomic writes of ``checkpoint.pt`` and ``metrics.jsonl`` left when killed mid-way
-    (``.checkpoint.pt.*.tmp``); nothing else in the folder is touched. A fresh start on a
-    folder that holds a previous run's checkpoint is refused (:class:`FileExistsError`)
-    unless ``fit(overwrite=True)``; ``fit(resume='auto')`` continues that run instead.
+    :meth:`fit` holds a lock on ``out_dir`` (``out_dir/.trainer.lock``), so a second run on
+    the same folder is refused with :class:`~quest_geometric.training.FolderInUseError` (a
+    killed run's lock is taken over); it removes only the temporaries its own atomic writes
+    left when killed (``.checkpoint.pt.*.tmp``).
 
-    Under ``torchrun`` (``WORLD_SIZE > 1``) the process group is initialised from the
-    environment, the model is wrapped in :class:`~torch.nn.parallel.DistributedDataParallel`,
-    each rank takes ``batch_size / world_size`` samples per step, metrics are reduced as sums
-    and counts, and only rank 0 writes files and draws bars. Every rank must see the same
-    number of steps (guaranteed by the trainer's samplers and by step-based data).
+    Under ``torchrun`` (``WORLD_SIZE > 1``) the model is wrapped in
+    :class:`~torch.nn.parallel.DistributedDataParallel`, each rank takes
+    ``batch_size / world_size`` samples per step, metrics are reduced as sums and counts, and
+    only rank 0 writes files and draws bars. Every rank must see the same number of steps.
 
     Example:
         .. code-block:: python
@@ -266,17 +238,10 @@ class Trainer:
             :class:`~torch.nn.parallel.DistributedDataParallel`. (default: :obj:`None`)
     """
 
-    def __init__(
-        self,
-        model: nn.Module,
-        task: Task,
-        config: TrainConfig,
-        train_data: Any,
-        val_data: Any = None,
-        callbacks: Optional[Sequence[Callback]] = None,
-        optimizer: Optional[torch.optim.Optimizer] = None,
-        ddp_kwargs: Optional[dict[str, Any]] = None,
-    ) -> None:
+    def __init__(self, model: nn.Module, task: Task, config: TrainConfig, train_data: Any,
+                 val_data: Any = None, callbacks: Optional[Sequence[Callback]] = None,
+                 optimizer: Optional[torch.optim.Optimizer] = None,
+                 ddp_kwargs: Optional[dict[str, Any]] = None) -> None:
         if not isinstance(model, nn.Module):
             raise fail(TypeError, "Trainer", "model", "a torch.nn.Module", model)
         if not isinstance(config, TrainConfig):
@@ -289,10 +254,10 @@ class Trainer:
             raise fail(TypeError, "Trainer", "train_data", "a dataset, a DataLoader or a "
                        "get_batch function", None)
         callbacks = list(callbacks or [])
-        for cb in callbacks:
-            if not isinstance(cb, Callback):
-                raise fail(TypeError, "Trainer", "callbacks", "Callback instances",
-                           got_text=f"a {type(cb).__name__}")
+        bad = next((cb for cb in callbacks if not isinstance(cb, Callback)), None)
+        if bad is not None:
+            raise fail(TypeError, "Trainer", "callbacks", "Callback instances",
+                       got_text=f"a {type(bad).__name__}")
         config.validate()
         self.config, self.task, self.callbacks = config, task, callbacks
         self.dist = init_distributed()
@@ -300,7 +265,6 @@ class Trainer:
         if config.deterministic:
             enable_determinism()
         self.amp_dtype = _amp_dtype(config, self.device)
-
         ws = self.dist.world_size
         if config.batch_size % ws:
             raise fail(ValueError, "Trainer", "config.batch_size", f"divisible by the world "
@@ -311,7 +275,6 @@ class Trainer:
                        f"world size {ws}", eval_bs)
         self.local_batch_size, self.local_eval_batch_size = config.batch_size // ws, eval_bs // ws
 
-        # ---- data
         self.step_based = is_step_data(train_data)
         self.train_data, self.val_data = train_data, val_data
         self.generator: Optional[torch.Generator] = None
@@ -340,10 +303,8 @@ class Trainer:
             total = config.epochs * self.steps_per_epoch
             self.total_steps = min(total, config.max_steps) if config.max_steps else total
 
-        # ---- model, optimiser, schedule, scaler
         self.raw_model = unwrap_model(model).to(self.device)
-        self.optimizer = optimizer if optimizer is not None else build_optimizer(self.raw_model,
-                                                                                 config)
+        self.optimizer = build_optimizer(self.raw_model, config) if optimizer is None else optimizer
         warmup = config.warmup_steps
         if config.warmup_epochs and self.steps_per_epoch:
             warmup = int(round(config.warmup_epochs * self.steps_per_epoch))
@@ -352,26 +313,22 @@ class Trainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self.lr_lambda)
         self.scaler = torch.amp.GradScaler(self.device.type,
                                            enabled=self.amp_dtype == torch.float16)
+        self.model: nn.Module = self.raw_model
         if self.dist.distributed:
             kw = dict(ddp_kwargs or {})
             if self.device.type == "cuda":
                 kw.setdefault("device_ids", [self.device.index])
-            self.model: nn.Module = DistributedDataParallel(self.raw_model, **kw)
-        else:
-            self.model = self.raw_model
+            self.model = DistributedDataParallel(self.raw_model, **kw)
 
-        # ---- state
         self.step = 0
         self.epoch = 0  # completed epochs
         self.history: list[dict[str, Any]] = []
         self._epoch_sums: dict[str, Any] = {}
         self._window_sums: dict[str, Any] = {}
-        self._window_count = 0.0
         self.out_dir = config.out_dir
         self.logger = MetricsLogger(self.metrics_path,
                                     enabled=self.is_main) if self.out_dir else None
 
-    # ------------------------------------------------------------------ helpers
     @property
     def is_main(self) -> bool:
         """Whether this process is rank 0."""
@@ -404,12 +361,9 @@ class Trainer:
         if is_step_data(data):
             raise fail(TypeError, "Trainer", "val_data", "a dataset or a loader (or None) with "
                        "epoch-based train_data", got_text="a get_batch function")
-        return make_loader(
-            data,
-            self.local_batch_size if train else self.local_eval_batch_size,
-            shuffle=train, seed=self.config.seed, rank=self.dist.rank,
-            world_size=self.dist.world_size, num_workers=self.config.num_workers,
-        )
+        return make_loader(data, self.local_batch_size if train else self.local_eval_batch_size,
+                           shuffle=train, seed=self.config.seed, rank=self.dist.rank,
+                           world_size=self.dist.world_size, num_workers=self.config.num_workers)
 
     def _autocast(self) -> contextlib.AbstractContextManager:
         if self.amp_dtype is None:
@@ -420,7 +374,6 @@ class Trainer:
         for cb in self.callbacks:
             getattr(cb, hook)(self, *args)
 
-    # ------------------------------------------------------------------ one step
     def train_step(self, batch: Any) -> Tensor:
         """Run one optimiser step on ``batch``; return the (detached) loss."""
         self.model.train()
@@ -443,14 +396,10 @@ class Trainer:
         _add(self._window_sums, sums)
         return loss.detach()
 
-    # ------------------------------------------------------------------ evaluation
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
-        """Evaluate on ``val_data`` (all ranks; reduced over ranks); ``{}`` without val data.
-
-        Returns:
-            dict: the task's metrics prefixed ``val_``.
-        """
+        """Evaluate on ``val_data`` on every rank, reduced over ranks: the task's metrics
+        prefixed ``val_`` (``{}`` without val data)."""
         if self.val_data is None:
             return {}
         model = self.raw_model
@@ -482,8 +431,7 @@ class Trainer:
         return self.device if self.device.type == "cuda" else torch.device("cpu")
 
     def _reduced_train_metrics(self, sums: dict[str, Any]) -> dict[str, float]:
-        floats = {k: _to_float(v) for k, v in sums.items()}
-        floats = reduce_sums(floats, self._reduce_device)
+        floats = reduce_sums({k: _to_float(v) for k, v in sums.items()}, self._reduce_device)
         metrics = {f"train_{k}": v for k, v in self.task.summarize(floats).items()}
         self._check_finite(metrics, "training")
         return metrics
@@ -495,7 +443,6 @@ class Trainer:
                                      f"before step {self.step} (lr={self.lr:.3g}); lower the "
                                      f"learning rate, enable grad_clip, or check the data")
 
-    # ------------------------------------------------------------------ checkpoints
     def _rank_state(self) -> dict[str, Any]:
         return {
             "rng": get_rng_state(self.generator),
@@ -509,8 +456,7 @@ class Trainer:
 
         Args:
             path (str or os.PathLike, optional): the file; :obj:`None` uses
-                ``out_dir/checkpoint.pt``.
-                (default: :obj:`None`)
+                ``out_dir/checkpoint.pt``. (default: :obj:`None`)
 
         Returns:
             str or None: the path written (on rank 0).
@@ -560,7 +506,6 @@ class Trainer:
             return os.fspath(resume)
         raise fail(TypeError, "Trainer.fit", "resume", "False, True, 'auto' or a path", resume)
 
-
     def _resume_from(self, path: str) -> None:
         payload = read_checkpoint(path)  # verified: integrity, format, version
         try:
@@ -608,9 +553,12 @@ class Trainer:
             truncate_metrics(self.metrics_path, self.step)
         barrier()
 
-    # ------------------------------------------------------------------ the loop
-    def _record(self, kind: str, train_metrics: dict[str, float], elapsed: float,
-                count: float) -> dict[str, Any]:
+    def _close_epoch(self, kind: str, t0: float) -> dict[str, Any]:
+        """Record the training metrics summed since ``t0`` (and evaluate when due)."""
+        count = _to_float(self._epoch_sums.get("count", 0.0))
+        train_metrics = self._reduced_train_metrics(self._epoch_sums)
+        self._epoch_sums = {}
+        elapsed = time.perf_counter() - t0
         val = self.evaluate() if self._eval_due() else {}
         rec: dict[str, Any] = {"kind": kind, "step": self.step}
         if not self.step_based:
@@ -628,7 +576,7 @@ class Trainer:
         return rec
 
     def _eval_due(self) -> bool:
-        """Evaluation (and, step-based, record) cadence; evaluate() is a no-op without val data."""
+        """Evaluation (and, step-based, record) cadence."""
         every = self.config.eval_every
         if self.step_based:
             return self.step >= self.total_steps or (every > 0 and self.step % every == 0)
@@ -650,11 +598,10 @@ class Trainer:
         now = time.perf_counter()
         count = _to_float(self._window_sums.get("count", 0.0)) * self.dist.world_size
         rate = count / max(now - t_window, 1e-9)
-        rec = {"kind": "step", "step": self.step, "lr": self.lr,
-               **{k[len("train_"):]: v for k, v in metrics.items()},
-               f"{self.task.count_unit}_per_s": rate}
         if self.logger is not None:
-            self.logger.log(rec)
+            self.logger.log({"kind": "step", "step": self.step, "lr": self.lr,
+                             **{k[len("train_"):]: v for k, v in metrics.items()},
+                             f"{self.task.count_unit}_per_s": rate})
         post = {"loss": f"{metrics.get('train_loss', float('nan')):.4f}"}
         if "train_acc" in metrics:
             post["acc"] = f"{metrics['train_acc']:.3f}"
@@ -668,11 +615,9 @@ class Trainer:
             desc: Optional[str] = None, overwrite: bool = False) -> dict[str, Any]:
         """Train to the configured number of epochs or steps.
 
-        A fresh start on an ``out_dir`` that holds a previous run's ``checkpoint.pt`` (a
-        finished run, or one stopped half-way) is refused unless ``overwrite=True``: it would
-        replace that run's checkpoint and metrics from step 0, so the trainer asks to be told
-        (``resume='auto'`` continues the run instead; on a finished run it trains no further
-        step and returns its final record).
+        A fresh start on an ``out_dir`` holding a previous run's ``checkpoint.pt`` is refused
+        unless ``overwrite=True``, since it would replace that run from step 0
+        (``resume='auto'`` continues it; a finished run returns its final record at once).
 
         Args:
             resume (bool or str): ``False`` starts afresh (seeding every stream from
@@ -707,10 +652,9 @@ class Trainer:
     def _lock_out_dir(self, refuse_previous: bool = False) -> Optional[FolderLock]:
         """Take the lock on ``out_dir`` (rank 0) and remove this trainer's stale temporaries.
 
-        Every rank raises :class:`~quest_geometric.training.FolderInUseError` when another
-        run holds the folder, so two runs never interleave their metrics and checkpoints,
-        and, with ``refuse_previous``, :class:`FileExistsError` when the folder holds a
-        previous run's checkpoint (checked under the lock, by rank 0, which writes it).
+        Every rank raises :class:`FolderInUseError` when another run holds the folder and,
+        with ``refuse_previous``, :class:`FileExistsError` when it holds a previous run's
+        checkpoint (checked under the lock by rank 0, which writes it).
         """
         if not self.out_dir:
             return None
@@ -786,10 +730,7 @@ class Trainer:
                 if self.step >= self.total_steps:
                     break
             self.epoch += 1
-            count = _to_float(self._epoch_sums.get("count", 0.0))
-            train = self._reduced_train_metrics(self._epoch_sums)
-            self._epoch_sums = {}
-            rec = self._record("epoch", train, time.perf_counter() - t0, count)
+            rec = self._close_epoch("epoch", t0)
             self._call("on_epoch_end", self.epoch, {k: v for k, v in rec.items() if k != "kind"})
             if self._checkpoint_due():
                 self.save_checkpoint()
@@ -806,10 +747,7 @@ class Trainer:
             if self.step % cfg.log_every == 0:
                 t_window = self._log_window(bar, t_window)
             if self._eval_due():
-                count = _to_float(self._epoch_sums.get("count", 0.0))
-                train = self._reduced_train_metrics(self._epoch_sums)
-                self._epoch_sums = {}
-                self._record("eval", train, time.perf_counter() - t0, count)
+                self._close_epoch("eval", t0)
                 t0 = time.perf_counter()
             if self._checkpoint_due():
                 self.save_checkpoint()

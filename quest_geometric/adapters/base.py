@@ -23,28 +23,27 @@ __all__ = ["QKView", "AttentionCall", "HeadLayout", "AttentionAdapter", "Functio
 
 @dataclass
 class QKView:
-    r"""The per-head queries and keys an attention layer uses in one forward call, as an
-    adapter returns them. The logits of head :math:`h` are :math:`L_h = s\, Q_h K_h^\top`,
-    softmaxed per row over the allowed keys (restricted by ``causal``, ``mask`` and
-    ``k_valid``), or over the in-edges of each target node when ``edge_index`` is given.
+    r"""The per-head queries and keys an attention layer uses in one forward call, as an adapter
+    returns them. Head :math:`h`'s logits :math:`L_h = s\, Q_h K_h^\top` are softmaxed per row
+    over the allowed keys (``causal``, ``mask``, ``k_valid``), or over each target node's
+    in-edges when ``edge_index`` is given.
 
     Args:
         q (Tensor): queries ``[B, H, T, d]``.
-        k (Tensor): keys ``[B, H, S, d]`` (grouped-query key heads repeated,
-            :func:`repeat_kv`).
+        k (Tensor): keys ``[B, H, S, d]`` (grouped-query key heads repeated, :func:`repeat_kv`).
         scale (float, optional): :math:`s`. (default: :obj:`None`, :math:`1/\sqrt{d}`)
-        causal (bool): query ``i`` may attend to key ``j`` only if
-            ``j <= i + S - T``. (default: :obj:`False`)
-        mask (Tensor, optional): bool, broadcastable to ``[B, H, T, S]``; :obj:`True` marks
-            an allowed pair (combined with ``causal``). (default: :obj:`None`)
-        q_valid (Tensor, optional): bool ``[B, T]``; :obj:`False` marks padding queries,
-            left out of every metric. (default: :obj:`None`, all valid)
+        causal (bool): query ``i`` may attend to key ``j`` only if ``j <= i + S - T``.
+            (default: :obj:`False`)
+        mask (Tensor, optional): bool, broadcastable to ``[B, H, T, S]``, :obj:`True` for an
+            allowed pair (combined with ``causal``). (default: :obj:`None`)
+        q_valid (Tensor, optional): bool ``[B, T]``; :obj:`False` marks padding queries, left
+            out of every metric. (default: :obj:`None`, all valid)
         k_valid (Tensor, optional): bool ``[B, S]``, likewise for keys. (default: :obj:`None`)
-        edge_index (Tensor, optional): long ``[2, E]`` (source = key index, target = query
-            index) for sparse graph attention; needs ``B == 1``. (default: :obj:`None`)
-        edge_logits (Tensor, optional): ``[E, H]`` per-edge logits that replace
-            :math:`s\,\mathbf{q}_i^\top\mathbf{k}_j` in the entropy (e.g. with edge-feature
-            terms). (default: :obj:`None`)
+        edge_index (Tensor, optional): long ``[2, E]`` (source = key, target = query) for
+            sparse graph attention; needs ``B == 1``. (default: :obj:`None`)
+        edge_logits (Tensor, optional): ``[E, H]`` per-edge logits replacing
+            :math:`s\,\mathbf{q}_i^\top\mathbf{k}_j` (e.g. with edge-feature terms).
+            (default: :obj:`None`)
     """
 
     q: Tensor
@@ -71,22 +70,20 @@ class HeadLayout(NamedTuple):
 
 @dataclass
 class AttentionCall:
-    r"""One parsed forward call of an attention module.
+    """One parsed forward call of an attention module.
 
     Attributes:
         hidden (Tensor): the hidden states of the new tokens, ``[B, T, C]``.
-        valid (Tensor, optional): bool ``[B, S]`` over every key of the call (the cached
-            ones first, then the :math:`T` new tokens, ``S = cache_len + T``); :obj:`False`
-            marks padding. :obj:`None` when nothing is padding.
+        valid (Tensor, optional): bool ``[B, S]`` over every key of the call (cached ones
+            first, ``S = cache_len + T``), :obj:`False` for padding; :obj:`None` without any.
         cache (Any): the key/value cache object (Hugging Face ``Cache``), or :obj:`None`.
         cache_len (int): tokens already in :attr:`cache` for this layer.
         layer_idx (int, optional): the module's index in the cache.
         rotary (tuple, optional): ``(cos, sin)`` rotary embeddings of the new tokens.
-        causal (bool, optional): the causality the call itself asks for (e.g. a causal
-            ``attn_mask``), :obj:`None` when it does not say; a composed layer refuses a call
-            that contradicts its own ``causal``.
-        extra (dict): anything else the adapter carries from :meth:`~AttentionAdapter.parse`
-            to its other methods.
+        causal (bool, optional): the causality the call asks for (e.g. a causal
+            ``attn_mask``), :obj:`None` when it does not say; a composed layer refuses a
+            contradiction.
+        extra (dict): anything else the adapter carries from :meth:`~AttentionAdapter.parse`.
     """
 
     hidden: Tensor
@@ -139,20 +136,17 @@ def padding_from_mask(mask: Optional[Tensor], q_len: int, kv_len: int, causal: b
                       who: str) -> Optional[Tensor]:
     r"""Reduce an attention mask to a padding mask, or refuse it.
 
-    Accepted: :obj:`None`; a 2-D ``[B, S]`` padding mask (non-zero = real token); a 4-D
+    Accepted: :obj:`None`, a ``[B, S]`` padding mask (non-zero = real token), or a
     ``[B, 1 or H, T, S]`` boolean or additive mask that allows exactly
 
     .. math::
         \mathrm{allowed}_{b,i,j} = \mathrm{valid}_{b,j} \wedge
-        (j \le i + S - T \text{ if causal}),
+        (j \le i + S - T \text{ if causal})
 
-    on every real query row :math:`i` (Hugging Face may open padding rows to avoid empty
-    softmax rows). ``valid`` is read off the last query row, which sees every key; the whole
-    mask is then checked against the formula, so a sliding window or a custom bias is refused.
-
-    Every layer of one forward receives the same mask tensor, so the last reduction is
-    returned again for the same, unchanged tensor (version counter) and lengths; the
-    returned tensor is then shared: do not change it in place.
+    on every real query row :math:`i` (Hugging Face may open padding rows). ``valid`` is read
+    off the last row, then the whole mask is checked, so a sliding window or a bias is refused.
+    All layers of one forward get the same mask, so the last reduction is returned again for
+    the same unchanged tensor and lengths (a shared result: do not change it in place).
 
     Args:
         mask (Tensor, optional): the mask as the module received it.
@@ -162,12 +156,12 @@ def padding_from_mask(mask: Optional[Tensor], q_len: int, kv_len: int, causal: b
         who (str): the name used in error messages.
 
     Returns:
-        Tensor, optional: bool ``[B, S]`` (:obj:`False` = padding), or :obj:`None` when no
-        key is padding.
+        Tensor, optional: bool ``[B, S]`` (:obj:`False` = padding), or :obj:`None` when no key
+        is padding.
 
     Raises:
-        ValueError: for any other mask (also one that is not a tensor, such as the block
-            mask of another attention implementation), naming what is supported.
+        ValueError: for any other mask (or a non-tensor, such as another implementation's
+            block mask), naming what is supported.
     """
     if mask is None:
         return None
@@ -231,25 +225,21 @@ def _reduce_mask(mask: Tensor, q_len: int, kv_len: int, causal: bool, who: str
 
 
 class AttentionAdapter:
-    r"""How to drive one attention module class (subclass it and register an instance with
+    """How to drive one attention module class (subclass it and register an instance with
     :func:`~quest_geometric.adapters.register_attention_adapter`).
 
-    A complete adapter implements :meth:`heads`, :meth:`parse` (the call's hidden states,
-    padding, rotary embeddings and KV cache), :meth:`project` (per-head q, k, v exactly as
-    the module computes them) and :meth:`output` (and :meth:`finish` where the module does
-    not return ``(out, None)``); it serves both
+    A complete adapter implements :meth:`heads`, :meth:`parse`, :meth:`project` and
+    :meth:`output` (and :meth:`finish` unless the module returns ``(out, None)``) and serves
     :func:`~quest_geometric.nn.focus.compose.compose_focus` and
-    :class:`~quest_geometric.analysis.probe.QKProbe`. One that only overrides :meth:`qk_view`
+    :class:`~quest_geometric.analysis.probe.QKProbe`; one that only overrides :meth:`qk_view`
     serves the probe only.
 
     Attributes:
-        causal (bool, optional): :obj:`True` for causal (decoder) attention, :obj:`False`
-            for bidirectional attention, :obj:`None` when the module does either and the
-            caller says which (``compose_focus(..., causal=...)``).
+        causal (bool, optional): :obj:`True` for causal (decoder) attention, :obj:`False` for
+            bidirectional, :obj:`None` when the caller says (``compose_focus(..., causal=...)``).
         probe_only (bool): :obj:`True` when only :meth:`qk_view` is implemented.
-        keep_type (bool): the composed layer stays an instance of the module's class (its
-            other attributes read through to the original), for parents that check
-            ``isinstance`` on it, e.g. PyG's ``GPSConv`` on ``MultiheadAttention``.
+        keep_type (bool): the composed layer stays an instance of the module's class, for
+            parents that check ``isinstance`` (PyG's ``GPSConv`` on ``MultiheadAttention``).
     """
 
     causal: Optional[bool] = True

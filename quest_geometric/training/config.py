@@ -19,13 +19,13 @@ NON_TRAJECTORY_FIELDS = frozenset(
 
 @dataclass
 class TrainConfig:
-    r"""Everything that defines a training run of
-    :class:`~quest_geometric.training.trainer.Trainer`.
+    r"""Everything that defines a run of :class:`~quest_geometric.training.trainer.Trainer`.
 
     A run is **epoch-based** (``epochs`` set; the data a dataset or loader) or **step-based**
     (``max_steps`` set; the data a ``get_batch(split, batch_size, generator)`` function);
-    setting both on an epoch-based run stops at whichever comes first. The learning rate
-    warms up linearly, then decays by a cosine to ``min_lr``:
+    setting both on an epoch-based run stops at whichever comes first. The learning rate warms
+    up linearly over :math:`W` steps, then decays by a cosine to ``min_lr`` at the last step
+    :math:`T` (``schedule='constant'`` keeps :math:`\eta`):
 
     .. math::
         \eta_t = \begin{cases}
@@ -33,9 +33,6 @@ class TrainConfig:
             \eta_{\min} + \frac{1}{2}(\eta - \eta_{\min})
             \left(1 + \cos\left(\pi \frac{t - W}{T - W}\right)\right) & t \ge W
         \end{cases}
-
-    with :math:`W` the warmup steps and :math:`T` the total number of optimiser steps
-    (``schedule='constant'`` keeps :math:`\eta` after the warmup).
 
     Args:
         epochs (int, optional): epochs of an epoch-based run. (default: :obj:`None`)
@@ -45,8 +42,7 @@ class TrainConfig:
             ``batch_size / W`` (it must divide). (default: :obj:`32`)
         eval_batch_size (int, optional): global evaluation batch size; :obj:`None` uses
             ``batch_size``. (default: :obj:`None`)
-        eval_batches (int): batches one evaluation draws from a step-based ``get_batch``
-            (loaders are evaluated in full). (default: :obj:`20`)
+        eval_batches (int): batches per evaluation of step-based data. (default: :obj:`20`)
         lr (float): peak learning rate. (default: :obj:`1e-3`)
         min_lr (float): final learning rate of the cosine schedule. (default: :obj:`0.0`)
         weight_decay (float): decoupled (AdamW) or L2 (SGD) weight decay. (default: :obj:`0.0`)
@@ -55,32 +51,30 @@ class TrainConfig:
         momentum (float): SGD momentum. (default: :obj:`0.9`)
         nesterov (bool): SGD Nesterov momentum. (default: :obj:`False`)
         schedule (str): ``'cosine'`` or ``'constant'`` after the warmup. (default: :obj:`'cosine'`)
-        warmup_steps (int): linear warmup length in optimiser steps. (default: :obj:`0`)
+        warmup_steps (int): warmup length in optimiser steps. (default: :obj:`0`)
         warmup_epochs (float): warmup length in epochs (epoch-based runs; exclusive with
             ``warmup_steps``). (default: :obj:`0.0`)
-        grad_clip (float, optional): clip the global gradient norm to this value.
-            (default: :obj:`None`)
-        amp (str): ``'auto'`` (bf16 autocast on CUDA when supported, else fp16 with a
-            gradient scaler; off on CPU), ``'off'``, ``'bf16'`` or ``'fp16'`` (CUDA only).
+        grad_clip (float, optional): clip the global gradient norm to this. (default: :obj:`None`)
+        amp (str): ``'auto'`` (bf16 autocast on CUDA when supported, else fp16 with a gradient
+            scaler; off on CPU), ``'off'``, ``'bf16'`` or ``'fp16'`` (CUDA only).
             (default: :obj:`'auto'`)
-        seed (int): seed of every random stream (model init is the caller's, see
-            :func:`~quest_geometric.training.seed.seed_everything`). (default: :obj:`0`)
-        deterministic (bool): use deterministic algorithms where PyTorch has them
-            (:func:`~quest_geometric.training.seed.enable_determinism`). (default: :obj:`False`)
+        seed (int): seed of every random stream (model init is the caller's). (default: :obj:`0`)
+        deterministic (bool): call :func:`~quest_geometric.training.seed.enable_determinism`.
+            (default: :obj:`False`)
         device (str): ``'auto'`` (``cuda:LOCAL_RANK`` if available, else CPU) or a
             ``torch.device`` string. (default: :obj:`'auto'`)
-        num_workers (int): loader workers when the trainer builds the loaders. (default: :obj:`0`)
-        log_every (int): optimiser steps between progress-bar updates and ``"step"`` records
-            in ``metrics.jsonl``. (default: :obj:`50`)
+        num_workers (int): workers of the loaders the trainer builds. (default: :obj:`0`)
+        log_every (int): optimiser steps between progress-bar updates and ``"step"`` records.
+            (default: :obj:`50`)
         eval_every (int): evaluate every this many epochs (epoch-based) or optimiser steps
             (step-based), and at the end; :obj:`0` only at the end. (default: :obj:`1`)
         checkpoint_every (int): write ``out_dir/checkpoint.pt`` every this many epochs or
-            steps (as ``eval_every``) and at the end; :obj:`0` only at the end. (default: :obj:`1`)
+            steps, and at the end; :obj:`0` only at the end. (default: :obj:`1`)
         out_dir (str, optional): where ``metrics.jsonl`` and ``checkpoint.pt`` go; :obj:`None`
             writes nothing. (default: :obj:`None`)
         progress (bool): show tqdm progress bars (rank 0 only). (default: :obj:`True`)
-        extra (dict): free-form JSON-serialisable values stored with the config (model
-            hyper-parameters, the dataset name...). (default: :obj:`{}`)
+        extra (dict): free-form JSON-serialisable values stored with the config.
+            (default: :obj:`{}`)
     """
 
     epochs: Optional[int] = None

@@ -37,12 +37,9 @@ METRICS_NAME = "metrics.jsonl"
 
 
 class Callback:
-    """Base class of trainer callbacks; override the hooks you need.
-
-    Hooks run on **every** rank (a probe may need collective operations); use
-    ``trainer.is_main`` to write from rank 0 only. A callback with state that must survive a
-    resume returns it from :meth:`state_dict` (tensors, numbers, strings and containers only).
-    """
+    """Base class of trainer callbacks; override the hooks you need. Hooks run on **every** rank
+    (use ``trainer.is_main`` to write from rank 0 only); state that must survive a resume is
+    returned by :meth:`state_dict` (tensors, numbers, strings and containers only)."""
 
     def on_fit_start(self, trainer: "Trainer") -> None:
         """After set-up and any resume, before the first step."""
@@ -181,36 +178,27 @@ def _add(acc: dict[str, Any], sums: dict[str, Any]) -> None:
 
 
 class Trainer:
-    r"""Train ``model`` on ``task`` with the settings of ``config``.
+    """Train ``model`` on ``task`` with the settings of ``config``.
 
-    Each step runs ``loss, sums = task.training_step(model, batch)`` under autocast, the
-    backward (through a gradient scaler for fp16), optional clipping, the optimiser and
-    scheduler steps and the ``after_optimizer_step`` callbacks. Sums stay on the device and
-    are reduced over ranks only at log, evaluation and epoch boundaries.
+    Each step runs ``task.training_step`` under autocast, the backward (through a gradient
+    scaler for fp16), optional clipping, the optimiser and scheduler steps and the
+    ``after_optimizer_step`` callbacks; sums stay on the device and are reduced over ranks only
+    at log, evaluation and epoch boundaries. Each epoch (or ``eval_every`` steps) appends a
+    record of the metrics to ``history`` and ``out_dir/metrics.jsonl``; ``checkpoint.pt``
+    (model, optimiser, scheduler, scaler, every rank's random streams, running sums, history)
+    is written atomically every ``checkpoint_every`` epochs or steps.
 
-    At each epoch end (epoch-based) or every ``eval_every`` steps (step-based) a record of the
-    ``train_*`` and ``val_*`` metrics, the learning rate and the throughput goes to
-    ``history`` and ``out_dir/metrics.jsonl``; every ``checkpoint_every`` epochs/steps
-    ``out_dir/checkpoint.pt`` is written atomically with the model, optimiser, scheduler,
-    scaler, every rank's RNG and data-generator states, the running sums and the history.
-
-    :meth:`fit` holds a lock on ``out_dir`` (``out_dir/.trainer.lock``), so a second run on
-    the same folder is refused with :class:`~quest_geometric.training.FolderInUseError` (a
-    killed run's lock is taken over); it removes only the temporaries its own atomic writes
-    left when killed (``.checkpoint.pt.*.tmp``).
-
-    Under ``torchrun`` (``WORLD_SIZE > 1``) the model is wrapped in
+    :meth:`fit` holds a lock on ``out_dir`` (a second run there raises
+    :class:`~quest_geometric.training.FolderInUseError`) and removes only the temporaries its
+    own killed writes left. Under ``torchrun`` the model is wrapped in
     :class:`~torch.nn.parallel.DistributedDataParallel`, each rank takes
-    ``batch_size / world_size`` samples per step, metrics are reduced as sums and counts, and
-    only rank 0 writes files and draws bars. Every rank must see the same number of steps.
+    ``batch_size / world_size`` samples per step and only rank 0 writes files and draws bars.
 
     Example:
         .. code-block:: python
 
-            from quest_geometric.training.config import TrainConfig
-            from quest_geometric.training.tasks import ClassificationTask
-            from quest_geometric.training.trainer import Trainer
-            from quest_geometric.training.seed import seed_everything
+            from quest_geometric.training import (ClassificationTask, TrainConfig, Trainer,
+                                                  seed_everything)
 
             seed_everything(0)
             model = MyGNN()
@@ -225,16 +213,14 @@ class Trainer:
             (:class:`~quest_geometric.training.tasks.ClassificationTask`,
             :class:`~quest_geometric.training.tasks.LanguageModelTask`, or your own).
         config (TrainConfig): the run's settings.
-        train_data: a map-style dataset (the trainer builds a seeded, sharded loader), a ready
-            :class:`~torch.utils.data.DataLoader` (used as is; its sampler's ``set_epoch`` is
-            called each epoch; under DDP it must shard), or a step-based
-            ``get_batch(split, batch_size, generator)`` function (see
-            :mod:`quest_geometric.training.data`).
+        train_data: a map-style dataset, a :class:`~torch.utils.data.DataLoader` (its sampler's
+            ``set_epoch`` is called each epoch; under DDP it must shard), or a step-based
+            ``get_batch`` function (see :mod:`quest_geometric.training.data`).
         val_data (optional): the same kinds, for evaluation. (default: :obj:`None`)
         callbacks (sequence of Callback, optional): hooks. (default: :obj:`None`)
-        optimizer (torch.optim.Optimizer, optional): use this optimiser instead of building one
-            from the config (the schedule still applies). (default: :obj:`None`)
-        ddp_kwargs (dict, optional): extra arguments for
+        optimizer (torch.optim.Optimizer, optional): used instead of building one from the
+            config (the schedule still applies). (default: :obj:`None`)
+        ddp_kwargs (dict, optional): extra arguments of
             :class:`~torch.nn.parallel.DistributedDataParallel`. (default: :obj:`None`)
     """
 
@@ -421,34 +407,19 @@ class Trainer:
         finally:
             model.train(was_training)
         keys = sorted(set().union(*all_gather_object(sorted(totals))))  # a rank may have no batch
-        sums = reduce_sums({k: _to_float(totals.get(k, 0.0)) for k in keys}, self._reduce_device)
-        metrics = {f"val_{k}": v for k, v in self.task.summarize(sums).items()}
-        self._check_finite(metrics, "validation")
-        return metrics
+        return self._metrics({k: totals.get(k, 0.0) for k in keys}, "val", "validation")
 
-    @property
-    def _reduce_device(self) -> torch.device:
-        return self.device if self.device.type == "cuda" else torch.device("cpu")
-
-    def _reduced_train_metrics(self, sums: dict[str, Any]) -> dict[str, float]:
-        floats = reduce_sums({k: _to_float(v) for k, v in sums.items()}, self._reduce_device)
-        metrics = {f"train_{k}": v for k, v in self.task.summarize(floats).items()}
-        self._check_finite(metrics, "training")
-        return metrics
-
-    def _check_finite(self, metrics: dict[str, float], what: str) -> None:
+    def _metrics(self, sums: dict[str, Any], prefix: str, what: str) -> dict[str, float]:
+        """The task's metrics of ``sums`` reduced over ranks, refusing non-finite ones."""
+        device = self.device if self.device.type == "cuda" else torch.device("cpu")
+        reduced = reduce_sums({k: _to_float(v) for k, v in sums.items()}, device)
+        metrics = {f"{prefix}_{k}": v for k, v in self.task.summarize(reduced).items()}
         bad = [k for k, v in metrics.items() if not math.isfinite(v)]
         if bad:
             raise FloatingPointError(f"Trainer: {what} metrics {bad} became non-finite at or "
                                      f"before step {self.step} (lr={self.lr:.3g}); lower the "
                                      f"learning rate, enable grad_clip, or check the data")
-
-    def _rank_state(self) -> dict[str, Any]:
-        return {
-            "rng": get_rng_state(self.generator),
-            "epoch_sums": {k: _to_float(v) for k, v in self._epoch_sums.items()},
-            "window_sums": {k: _to_float(v) for k, v in self._window_sums.items()},
-        }
+        return metrics
 
     def save_checkpoint(self, path: Optional[Union[str, os.PathLike]] = None
                         ) -> Optional[Union[str, os.PathLike]]:
@@ -465,26 +436,23 @@ class Trainer:
         if path is None:
             raise fail(ValueError, "Trainer.save_checkpoint", "path", "given when "
                        "TrainConfig.out_dir is None", None)
-        rank_states = all_gather_object(self._rank_state())
+        rank_states = all_gather_object({
+            "rng": get_rng_state(self.generator),
+            "epoch_sums": {k: _to_float(v) for k, v in self._epoch_sums.items()},
+            "window_sums": {k: _to_float(v) for k, v in self._window_sums.items()}})
         if self.is_main:
             cb_states = {f"{i}:{type(cb).__name__}": cb.state_dict() for i, cb in
                          enumerate(self.callbacks) if cb.state_dict() is not None}
+            cls = type(self.raw_model)
             save_checkpoint(path, {
-                "config": self.config.to_dict(),
-                "model": self.raw_model.state_dict(),
-                "model_class": (f"{type(self.raw_model).__module__}."
-                                f"{type(self.raw_model).__qualname__}"),
+                "config": self.config.to_dict(), "model": self.raw_model.state_dict(),
+                "model_class": f"{cls.__module__}.{cls.__qualname__}",
                 "optimizer": self.optimizer.state_dict(),
                 "scheduler": self.scheduler.state_dict(),
                 "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else None,
-                "rank_states": rank_states,
-                "world_size": self.dist.world_size,
-                "epoch": self.epoch,
-                "step": self.step,
-                "history": self.history,
-                "callbacks": cb_states,
-                "torch_version": str(torch.__version__),
-            })
+                "rank_states": rank_states, "world_size": self.dist.world_size,
+                "epoch": self.epoch, "step": self.step, "history": self.history,
+                "callbacks": cb_states, "torch_version": str(torch.__version__)})
         barrier()
         return path if self.is_main else None
 
@@ -556,18 +524,14 @@ class Trainer:
     def _close_epoch(self, kind: str, t0: float) -> dict[str, Any]:
         """Record the training metrics summed since ``t0`` (and evaluate when due)."""
         count = _to_float(self._epoch_sums.get("count", 0.0))
-        train_metrics = self._reduced_train_metrics(self._epoch_sums)
+        train_metrics = self._metrics(self._epoch_sums, "train", "training")
         self._epoch_sums = {}
         elapsed = time.perf_counter() - t0
         val = self.evaluate() if self._eval_due() else {}
-        rec: dict[str, Any] = {"kind": kind, "step": self.step}
-        if not self.step_based:
-            rec["epoch"] = self.epoch
-        rec["lr"] = self.lr
-        rec.update(train_metrics)
-        rec.update(val)
-        rec["time_s"] = elapsed
-        rec[f"{self.task.count_unit}_per_s"] = count * self.dist.world_size / max(elapsed, 1e-9)
+        rec: dict[str, Any] = {
+            "kind": kind, "step": self.step, **({} if self.step_based else {"epoch": self.epoch}),
+            "lr": self.lr, **train_metrics, **val, "time_s": elapsed,
+            f"{self.task.count_unit}_per_s": count * self.dist.world_size / max(elapsed, 1e-9)}
         self.history.append(rec)
         if self.logger is not None:
             self.logger.log(rec)
@@ -575,26 +539,22 @@ class Trainer:
             self._call("on_eval_end", self.step, val)
         return rec
 
+    def _due(self, every: int) -> bool:
+        """At the end of the run, or every ``every`` steps (step-based) or epochs."""
+        if self.step >= self.total_steps or (not self.step_based
+                                             and self.epoch >= self.config.epochs):
+            return True
+        return every > 0 and (self.step if self.step_based else self.epoch) % every == 0
+
     def _eval_due(self) -> bool:
-        """Evaluation (and, step-based, record) cadence."""
-        every = self.config.eval_every
-        if self.step_based:
-            return self.step >= self.total_steps or (every > 0 and self.step % every == 0)
-        last = self.epoch >= self.config.epochs or self.step >= self.total_steps
-        return last or (every > 0 and self.epoch % every == 0)
+        return self._due(self.config.eval_every)
 
     def _checkpoint_due(self) -> bool:
-        if self.checkpoint_path is None:
-            return False
-        every = self.config.checkpoint_every
-        done = self.step >= self.total_steps
-        if self.step_based:
-            return done or (every > 0 and self.step % every == 0)
-        return done or self.epoch >= self.config.epochs or (every > 0 and self.epoch % every == 0)
+        return self.checkpoint_path is not None and self._due(self.config.checkpoint_every)
 
     def _log_window(self, bar: Any, t_window: float) -> float:
         """Reduce and log the running window every ``log_every`` steps; return the new start."""
-        metrics = self._reduced_train_metrics(self._window_sums)
+        metrics = self._metrics(self._window_sums, "train", "training")
         now = time.perf_counter()
         count = _to_float(self._window_sums.get("count", 0.0)) * self.dist.world_size
         rate = count / max(now - t_window, 1e-9)
@@ -602,12 +562,10 @@ class Trainer:
             self.logger.log({"kind": "step", "step": self.step, "lr": self.lr,
                              **{k[len("train_"):]: v for k, v in metrics.items()},
                              f"{self.task.count_unit}_per_s": rate})
-        post = {"loss": f"{metrics.get('train_loss', float('nan')):.4f}"}
-        if "train_acc" in metrics:
-            post["acc"] = f"{metrics['train_acc']:.3f}"
-        post["lr"] = f"{self.lr:.2e}"
-        post[f"{self.task.count_unit}/s"] = f"{rate:.0f}"
-        bar.set_postfix(post, refresh=False)
+        acc = {"acc": f"{metrics['train_acc']:.3f}"} if "train_acc" in metrics else {}
+        bar.set_postfix({"loss": f"{metrics.get('train_loss', float('nan')):.4f}", **acc,
+                         "lr": f"{self.lr:.2e}", f"{self.task.count_unit}/s": f"{rate:.0f}"},
+                        refresh=False)
         self._window_sums = {}
         return now
 
@@ -615,29 +573,24 @@ class Trainer:
             desc: Optional[str] = None, overwrite: bool = False) -> dict[str, Any]:
         """Train to the configured number of epochs or steps.
 
-        A fresh start on an ``out_dir`` holding a previous run's ``checkpoint.pt`` is refused
-        unless ``overwrite=True``, since it would replace that run from step 0
-        (``resume='auto'`` continues it; a finished run returns its final record at once).
-
         Args:
             resume (bool or str): ``False`` starts afresh (seeding every stream from
                 ``config.seed + rank`` and clearing ``metrics.jsonl``); ``True`` resumes from
-                ``out_dir/checkpoint.pt`` (which must exist); ``'auto'`` resumes from it when
-                it exists and starts afresh otherwise; a path resumes from that file.
-                (default: :obj:`False`)
-            desc (str, optional): label of the progress bar (an epoch-based run shows the
-                epoch instead). (default: :obj:`None`)
-            overwrite (bool): allow a fresh start over a previous run's checkpoint in
-                ``out_dir``, replacing it. (default: :obj:`False`)
+                ``out_dir/checkpoint.pt`` (which must exist); ``'auto'`` resumes from it when it
+                exists; a path resumes from that file. (default: :obj:`False`)
+            desc (str, optional): label of the progress bar (an epoch-based run shows the epoch
+                instead). (default: :obj:`None`)
+            overwrite (bool): allow a fresh start over a previous run's checkpoint in ``out_dir``,
+                replacing that run. (default: :obj:`False`)
 
         Returns:
             dict: the final record (``step``, ``epoch``, ``lr``, ``train_*``, ``val_*``, time and
-            throughput), without its ``kind``.
+            throughput), without its ``kind``; at once for a finished run resumed.
 
         Raises:
             FolderInUseError: another run holds ``out_dir``.
             FileExistsError: a fresh start over a previous run's checkpoint without
-                ``overwrite=True``.
+                ``overwrite=True`` (``resume='auto'`` continues that run).
         """
         if not isinstance(overwrite, bool):
             raise fail(TypeError, "Trainer.fit", "overwrite", "a bool", overwrite)

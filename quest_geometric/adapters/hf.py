@@ -82,6 +82,8 @@ class HFAttentionAdapter(AttentionAdapter):
 
     #: positional parameter names of ``forward`` after ``hidden_states``
     arg_names: Tuple[str, ...] = ("hidden_states",)
+    #: where a module that needs ``position_embeddings`` gets them (:obj:`None`: not needed)
+    rotary_from: Optional[str] = None
 
     def parse(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]) -> AttentionCall:
         bound = _bind(args, kwargs, self.arg_names)
@@ -100,6 +102,9 @@ class HFAttentionAdapter(AttentionAdapter):
         t = x.size(1)
         valid = padding_from_mask(bound.get("attention_mask"), t, cache_len + t, True, who)
         pe = bound.get("position_embeddings")
+        if pe is None and self.rotary_from is not None:
+            raise fail(ValueError, who, "position_embeddings",
+                       f"passed as (cos, sin), as {self.rotary_from}", None)
         return AttentionCall(hidden=x, valid=valid, cache=cache, cache_len=cache_len,
                              layer_idx=layer_idx, rotary=tuple(pe) if pe is not None else None,
                              extra={"bound": bound})
@@ -175,6 +180,7 @@ class GPTNeoXAttentionAdapter(HFAttentionAdapter):
     (post-rotary q/k), ``dense`` output."""
 
     arg_names = ("hidden_states", "attention_mask", "layer_past", "position_embeddings")
+    rotary_from = "GPTNeoXModel does in transformers v5"
 
     def heads(self, module: nn.Module) -> HeadLayout:
         c = module.query_key_value.in_features
@@ -183,14 +189,6 @@ class GPTNeoXAttentionAdapter(HFAttentionAdapter):
 
     def scaling(self, module: nn.Module) -> float:
         return float(module.scaling)
-
-    def parse(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]) -> AttentionCall:
-        call = super().parse(module, args, kwargs)
-        if call.rotary is None:
-            raise fail(ValueError, f"compose_focus ({type(module).__name__})",
-                       "position_embeddings", "passed as (cos, sin), as GPTNeoXModel does in "
-                       "transformers v5", None)
-        return call
 
     def project(self, module: nn.Module, call: AttentionCall) -> Tuple[Tensor, Tensor, Tensor]:
         x = call.hidden
@@ -216,10 +214,8 @@ class GPTNeoXAttentionAdapter(HFAttentionAdapter):
             raise fail(ValueError, "QKProbe", "position_embeddings", "passed to "
                        f"{type(module).__name__} as (cos, sin) (the transformers v5 layout, "
                        "where the model passes them; the probe supports that one)", None)
-        d = module.head_size
-        qkv = module.query_key_value(hidden).view(*hidden.shape[:-1], -1, 3 * d).transpose(1, 2)
-        q, k, _ = qkv.chunk(3, dim=-1)
-        q, k = _rope(module)(q, k, *pos)  # post-rotary: what the attention compares
+        # post-rotary queries and keys: what the attention compares
+        q, k, _ = self.project(module, AttentionCall(hidden=hidden, rotary=tuple(pos)))
         mask, valid = _probe_mask(kwargs.get("attention_mask"))
         return QKView(q, k, self.scaling(module), causal=True, mask=mask, q_valid=valid,
                       k_valid=valid)
@@ -238,6 +234,7 @@ class LlamaAttentionAdapter(HFAttentionAdapter):
     """
 
     arg_names = ("hidden_states", "position_embeddings", "attention_mask", "cache")
+    rotary_from = "the transformers v5 model does"
 
     def heads(self, module: nn.Module) -> HeadLayout:
         d = module.head_dim
@@ -273,11 +270,7 @@ class LlamaAttentionAdapter(HFAttentionAdapter):
                            "(and use a dynamic cache: generate(..., "
                            f"cache_implementation='dynamic')) or keep sequences within {sw} "
                            "tokens")
-        call = super().parse(module, args, kwargs)
-        if call.rotary is None:
-            raise fail(ValueError, who, "position_embeddings", "passed as (cos, sin), as the "
-                       "transformers v5 model does", None)
-        return call
+        return super().parse(module, args, kwargs)
 
     def project(self, module: nn.Module, call: AttentionCall) -> Tuple[Tensor, Tensor, Tensor]:
         x = call.hidden

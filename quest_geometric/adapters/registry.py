@@ -35,15 +35,15 @@ def _key(cls: Union[type, str], who: str) -> str:
 def register_attention_adapter(cls: Union[type, str],
                                adapter: Optional[Union[AttentionAdapter, Callable]] = None,
                                *, builtin: bool = False) -> Any:
-    r"""Teach :func:`~quest_geometric.nn.focus.compose.compose_focus` and
-    :class:`~quest_geometric.analysis.probe.QKProbe` an attention class.
+    """Teach :func:`~quest_geometric.nn.focus.compose.compose_focus` and
+    :class:`~quest_geometric.analysis.probe.QKProbe` an attention class (and its subclasses; a
+    user adapter takes precedence over a built-in one).
 
-    ``adapter`` is an :class:`~quest_geometric.adapters.AttentionAdapter` (serves both), or
-    a function ``fn(module, args, kwargs)`` returning ``(q, k)`` (``[B, H, T, d]``,
+    ``adapter`` is an :class:`~quest_geometric.adapters.AttentionAdapter` (serves both) or a
+    function ``fn(module, args, kwargs)`` returning ``(q, k)`` (``[B, H, T, d]``,
     ``[B, H, S, d]``), a :class:`~quest_geometric.adapters.QKView` or :obj:`None` to skip the
-    call (serves the probe only; called under :func:`torch.no_grad`, it must change
-    nothing). Subclasses of ``cls`` are matched too; a user adapter takes precedence over a
-    built-in one. Usable as a decorator::
+    call (serves the probe only; run under :func:`torch.no_grad`, it must change nothing).
+    Usable as a decorator::
 
         @register_attention_adapter(MyAttention)
         def my_qk(module, args, kwargs):
@@ -54,10 +54,10 @@ def register_attention_adapter(cls: Union[type, str],
 
     Args:
         cls (type or str): an :class:`torch.nn.Module` subclass, or its qualified name.
-        adapter (AttentionAdapter or callable, optional): the adapter. (default:
-            :obj:`None`, return a decorator)
-        builtin (bool): register as a library built-in (lower precedence than user
-            adapters; used by the library itself). (default: :obj:`False`)
+        adapter (AttentionAdapter or callable, optional): the adapter. (default: :obj:`None`,
+            return a decorator)
+        builtin (bool): register as a library built-in (lower precedence than user adapters).
+            (default: :obj:`False`)
 
     Returns:
         The adapter (or, without ``adapter``, a decorator that registers its argument).

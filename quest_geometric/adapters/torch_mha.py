@@ -1,41 +1,31 @@
 r"""Adapter for PyTorch's :class:`torch.nn.MultiheadAttention` as self-attention, e.g. the
-global attention of PyG's :class:`~torch_geometric.nn.conv.GPSConv`. It attends causally or
-not depending on its use, so :func:`~quest_geometric.nn.focus.compose.compose_focus` needs
-``causal=``:
+global attention of PyG's :class:`~torch_geometric.nn.conv.GPSConv`, which attends causally
+or not depending on its use, so :func:`~quest_geometric.nn.focus.compose.compose_focus`
+needs ``causal=``:
 
 .. code-block:: python
 
-    from torch_geometric.nn import GPSConv, GINConv
     conv = GPSConv(16, GINConv(mlp), heads=2, attn_type='multihead')
     compose_focus(model_with_gps_layers, causal=False, window=0, num_groups=4, top_k=1)
 
-With ``causal=False`` each graph's nodes are routed with the non-causal Sinkhorn and node
-:math:`i` attends to the nodes :math:`j` of its own graph with :math:`|i - j| \le w` or a
-shared hard group (``window=0`` since node order carries no meaning in a graph). The padding
-``GPSConv`` adds (its ``key_padding_mask``) is dropped before routing, so every graph of a
-batch gives what it gives alone; :class:`~quest_geometric.analysis.probe.QKProbe` measures
-the real tokens only.
+Node order carries no meaning in a graph, hence ``window=0``. The padding ``GPSConv`` adds
+(its ``key_padding_mask``) is dropped before routing, so every graph of a batch gives what it
+gives alone. With Focus enabled a call may have:
 
-What a call may be, with Focus enabled:
+* ``query``, ``key`` and ``value`` the same tensor (self-attention; instances with ``kdim``
+  or ``vdim`` other than ``embed_dim`` are left dense), of shape ``[B, T, C]``
+  (``batch_first``), ``[T, B, C]`` or ``[T, C]``;
+* a ``key_padding_mask`` ``[B, S]``, bool (:obj:`True` = padding) or additive
+  (:math:`-\infty` = padding; any other non-zero value is a bias and is refused); padding
+  query rows give ``out_proj`` of zero;
+* an ``attn_mask`` that allows every pair, or the causal one (bool or float, ``[T, T]`` or
+  ``[B * H, T, T]``; ``is_causal=True`` needs it) on a ``causal=True`` composition;
+* ``need_weights=False`` (no dense attention matrix exists); it returns ``(out, None)``.
 
-* self-attention only (``query``, ``key`` and ``value`` the same tensor object, as
-  ``GPSConv`` and ``nn.TransformerEncoderLayer`` call it); instances with ``kdim`` or
-  ``vdim`` other than ``embed_dim`` are left dense;
-* ``[B, T, C]`` (``batch_first``), ``[T, B, C]`` or unbatched ``[T, C]``; packed or separate
-  input projections, with or without bias; scaling :math:`1/\sqrt{D}`;
-* ``key_padding_mask`` ``[B, S]``, bool (:obj:`True` = padding) or additive (:math:`-\infty`
-  = padding; any other non-zero value is a bias and is refused); padding query rows give
-  ``out_proj`` of zero (its bias);
-* ``attn_mask``: :obj:`None`, one that allows every pair, or the causal mask (bool or float,
-  ``[T, T]`` or ``[B * H, T, T]``; ``is_causal=True`` needs it) on a ``causal=True``
-  composition; any other mask is refused;
-* ``need_weights=False`` (no dense attention matrix exists on the Focus path); the return
-  value is ``(out, None)``;
-* ``add_bias_kv`` and ``add_zero_attn`` add keys that are no token and are refused.
-
-The attention-probability ``dropout`` is not applied on the Focus path. A composed module is
-still a :class:`torch.nn.MultiheadAttention` (:attr:`MultiheadAttentionAdapter.keep_type`),
-so ``GPSConv``'s ``isinstance`` check keeps calling it.
+``add_bias_kv`` and ``add_zero_attn`` add keys that are no token and are refused; the
+attention ``dropout`` is not applied. A composed module is still a
+:class:`torch.nn.MultiheadAttention` (:attr:`MultiheadAttentionAdapter.keep_type`), so
+``GPSConv``'s ``isinstance`` check keeps calling it.
 """
 from __future__ import annotations
 

@@ -1,18 +1,16 @@
 """Training checkpoints: atomic writes, a format tag, an integrity digest, and loading that
 checks everything *before* touching the model, so a bad file is never half-loaded.
 
-File layout (a plain ``torch.save`` dictionary, readable with ``torch.load(weights_only=True)``):
+A checkpoint is a plain ``torch.save`` dictionary, readable with ``weights_only=True``:
 
 .. code-block:: python
 
     {"format": "quest_geometric.training.checkpoint", "version": 1,
      "digest": "<sha256 of the payload>",
-     "payload": {"config": {...}, "model": state_dict, "model_class": "pkg.Model",
-                 "optimizer": ..., "scheduler": ..., "scaler": ..., "rng": [per-rank states],
-                 "epoch": int, "step": int, "history": [records], ...}}
+     "payload": {"config": {...}, "model": state_dict, "optimizer": ..., "step": int, ...}}
 
 The digest covers every tensor's dtype, shape and bytes and every other value's ``repr``:
-``torch.load`` detects a truncated file but not flipped bytes inside a tensor; the digest does.
+``torch.load`` detects a truncated file but not flipped bytes inside a tensor.
 """
 from __future__ import annotations
 
@@ -205,14 +203,10 @@ def check_state_dict_compatible(model: nn.Module, state_dict: Mapping[str, Any],
     shapes = [f"{k}: checkpoint {tuple(state_dict[k].shape)} vs model {tuple(own[k].shape)}"
               for k in own if k in state_dict and isinstance(state_dict[k], Tensor)
               and tuple(state_dict[k].shape) != tuple(own[k].shape)]
-    if missing or unexpected or shapes:
-        parts = []
-        if missing:
-            parts.append(f"{len(missing)} missing keys (e.g. {missing[:3]})")
-        if unexpected:
-            parts.append(f"{len(unexpected)} unexpected keys (e.g. {unexpected[:3]})")
-        if shapes:
-            parts.append(f"{len(shapes)} shape mismatches (e.g. {shapes[:3]})")
+    parts = [f"{len(found)} {what} (e.g. {found[:3]})" for what, found in (
+        ("missing keys", missing), ("unexpected keys", unexpected), ("shape mismatches", shapes))
+        if found]
+    if parts:
         raise CheckpointError(f"{source} was written for a different model architecture than "
                               f"{type(unwrap_model(model)).__name__}: " + "; ".join(parts)
                               + ". Nothing was loaded.")

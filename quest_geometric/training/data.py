@@ -64,16 +64,15 @@ def _is_pyg(dataset: Any) -> bool:
 def make_loader(dataset: Any, batch_size: int, *, shuffle: bool, seed: int = 0, rank: int = 0,
                 world_size: int = 1, num_workers: int = 0, drop_last: bool = False,
                 **kwargs: Any) -> DataLoader:
-    r"""Build a seeded, shardable loader over a map-style dataset.
+    """Build a seeded, shardable loader over a map-style dataset (PyG's loader for graphs).
 
     Training loaders (``shuffle=True``) use :class:`~torch.utils.data.DistributedSampler`:
-    after ``loader.sampler.set_epoch(e)`` (the trainer calls it, with one rank too) epoch
-    :math:`e` is ordered by ``randperm(n, seed + e)`` and rank :math:`r` takes every
-    ``world_size``-th index, so the order is a pure function of ``(seed, e)``, a resumed run
-    sees the batches an uninterrupted one would, and ``W`` ranks with batch :math:`b/W` see
-    together the samples of one rank with batch :math:`b` (when :math:`b` divides the dataset
-    size). Evaluation loaders use the unpadded
-    :class:`~quest_geometric.training.distributed.ShardSampler`: every sample counts once.
+    after ``loader.sampler.set_epoch(e)`` (the trainer calls it) epoch :math:`e` is ordered by
+    ``randperm(n, seed + e)`` and rank :math:`r` takes every ``world_size``-th index, so a
+    resumed run sees the batches an uninterrupted one would, and ``W`` ranks with batch
+    :math:`b/W` see the samples of one rank with batch :math:`b`. Evaluation loaders use the
+    unpadded :class:`~quest_geometric.training.distributed.ShardSampler`: every sample counts
+    once.
 
     Args:
         dataset: a map-style dataset, PyG dataset or list of PyG ``Data``.
@@ -87,7 +86,7 @@ def make_loader(dataset: Any, batch_size: int, *, shuffle: bool, seed: int = 0, 
         **kwargs: passed to the loader (``pin_memory``, ``collate_fn``...).
 
     Returns:
-        torch.utils.data.DataLoader: a PyG loader for graph data, a PyTorch one otherwise.
+        torch.utils.data.DataLoader: the loader.
     """
     check_int(batch_size, "`batch_size`", 1, where="make_loader")
     if not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
@@ -109,10 +108,9 @@ def make_loader(dataset: Any, batch_size: int, *, shuffle: bool, seed: int = 0, 
 
 def random_blocks(data: torch.Tensor, batch_size: int, block_size: int,
                   generator: Optional[torch.Generator] = None) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""Draw ``batch_size`` random contiguous blocks of a 1-D token tensor (nanoGPT style).
-
-    For a start :math:`s` drawn uniformly from :math:`\{0, \dots, N - T - 1\}` the input is
-    ``data[s : s + T]`` and the target ``data[s + 1 : s + T + 1]``.
+    r"""Draw ``batch_size`` random contiguous blocks of a 1-D token tensor (nanoGPT style): for a
+    start :math:`s` uniform in :math:`\{0, \dots, N - T - 1\}` the input is ``data[s : s + T]``
+    and the target ``data[s + 1 : s + T + 1]``.
 
     Args:
         data (torch.Tensor): token ids, shape :math:`(N,)`.

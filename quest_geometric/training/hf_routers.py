@@ -141,21 +141,17 @@ def _non_reentrant(args: Any) -> None:
 def router_trainer(model: nn.Module, args: Any, train_dataset: Any = None, *,
                    objective: str = "lm", loss_chunk: Optional[int] = None,
                    **trainer_kwargs: Any) -> Any:
-    r"""A :class:`transformers.Trainer` that trains only the Focus routers of ``model``.
+    """A :class:`transformers.Trainer` that trains only the Focus routers of ``model`` (every
+    other weight frozen first by :func:`freeze_all_but_routers`, so its optimiser holds the
+    routers alone).
 
-    Every other weight is frozen first (:func:`freeze_all_but_routers`), so the optimiser
-    ``Trainer`` builds holds the routers alone. The loss is ``objective``'s
-    (:func:`~quest_geometric.training.routers.router_loss`; ``'distill'`` needs no labels).
-
-    With activation checkpointing on in ``args`` (``gradient_checkpointing=True``), its
-    keyword arguments get ``use_reentrant=False`` where they leave it unset: the frozen
-    layers' inputs need no gradient, and a reentrant checkpoint passes gradients to the
-    routers inside a layer only when its input needs one.
-
-    Saved models and checkpoints hold the base model's weights as ``save_pretrained``
-    writes them (without the routers) plus the routers as
-    :func:`~quest_geometric.nn.focus.save_routers` writes them; ``resume_from_checkpoint``
-    and ``load_best_model_at_end`` load them back.
+    With activation checkpointing on in ``args``, its keyword arguments get
+    ``use_reentrant=False`` where they leave it unset: the frozen layers' inputs need no
+    gradient, and a reentrant checkpoint passes gradients to the routers inside a layer only
+    when its input needs one. Saved models and checkpoints hold what ``save_pretrained``
+    writes (without the routers) plus the routers as
+    :func:`~quest_geometric.nn.focus.save_routers` writes them; ``resume_from_checkpoint`` and
+    ``load_best_model_at_end`` load them back.
 
     Args:
         model (torch.nn.Module): a Hugging Face causal LM composed with
@@ -163,13 +159,12 @@ def router_trainer(model: nn.Module, args: Any, train_dataset: Any = None, *,
         args (transformers.TrainingArguments): the training arguments.
         train_dataset: the training data (items with ``input_ids``, plus ``labels`` for
             ``'lm'``), as ``Trainer`` takes it.
-        objective (str): ``'lm'`` (the model's next-token loss on ``labels``) or
-            ``'distill'`` (:func:`~quest_geometric.training.routers.distillation_loss`; no
-            labels needed). (default: :obj:`'lm'`)
-        loss_chunk (int, optional): compute the loss over chunks of this many positions
-            (:func:`~quest_geometric.training.routers.chunked_lm_loss` for ``'lm'``,
-            ``distillation_loss(..., loss_chunk=...)``), equal to the plain loss up to
-            rounding; :obj:`None` for the plain loss. (default: :obj:`None`)
+        objective (str): ``'lm'`` (the model's next-token loss on ``labels``) or ``'distill'``
+            (:func:`~quest_geometric.training.routers.distillation_loss`, no labels).
+            (default: :obj:`'lm'`)
+        loss_chunk (int, optional): compute the loss by chunks of this many positions
+            (:func:`~quest_geometric.training.routers.router_loss`); :obj:`None` for the plain
+            loss. (default: :obj:`None`)
         **trainer_kwargs: passed on to ``Trainer`` (``data_collator``, ``callbacks``, ...).
 
     Returns:

@@ -54,14 +54,12 @@ class MetricsLogger:
 
 
 def read_metrics(path: PathLike, kind: Optional[str] = None) -> list[dict[str, Any]]:
-    """Read the records of a JSON-lines file (skipping a torn last line of a killed run).
+    """Read the records of a JSON-lines file in file order (skipping a torn last line of a
+    killed run).
 
     Args:
         path (str or os.PathLike): the ``.jsonl`` file.
         kind (str, optional): keep only records of this ``kind``. (default: :obj:`None`)
-
-    Returns:
-        list[dict]: the records in file order.
     """
     out = []
     with open(path, encoding="utf-8") as f:
@@ -102,13 +100,11 @@ def plot_curves(jsonl_paths: Union[PathLike, Sequence[PathLike]], out_png: PathL
         out_png (str or os.PathLike): the image to write.
         keys (iterable of str): the metrics to draw. (default: :obj:`("train_loss", "val_loss")`)
         x (str): the x axis, ``'epoch'``, ``'step'`` or ``'auto'`` (``'epoch'`` when every
-            record of a file has one and the run is epoch-based, else ``'step'``).
-            (default: :obj:`'auto'`)
+            drawn record is an epoch record). (default: :obj:`'auto'`)
         labels (list of str, optional): legend entries, one per file; :obj:`None` uses the
             parent directory names. (default: :obj:`None`)
-        kind (str, optional): record kind to draw; :obj:`None` takes ``'epoch'`` and
-            ``'eval'`` records (or ``'step'`` records for keys only they carry).
-            (default: :obj:`None`)
+        kind (str, optional): record kind to draw; :obj:`None` takes ``'epoch'`` and ``'eval'``
+            records (``'step'`` records for keys only they carry). (default: :obj:`None`)
         title (str, optional): the figure title. (default: :obj:`None`)
         logy (bool): logarithmic y axes. (default: :obj:`False`)
 

@@ -62,13 +62,12 @@ def check_objective(objective: Any, where: str) -> str:
 
 
 def _valid_ids(input_ids: Any, attention_mask: Any, where: str) -> None:
+    what = "a [batch, length] integer tensor"
     if not isinstance(input_ids, torch.Tensor) or input_ids.dtype not in (torch.long,
                                                                            torch.int32):
-        raise fail(TypeError, where, "input_ids", "a [batch, length] integer tensor",
-                   input_ids)
+        raise fail(TypeError, where, "input_ids", what, input_ids)
     if input_ids.dim() != 2:
-        raise fail(ValueError, where, "input_ids", "a [batch, length] integer tensor",
-                   input_ids)
+        raise fail(ValueError, where, "input_ids", what, input_ids)
     if input_ids.size(1) < 2:
         raise fail(ValueError, where, "input_ids", "a tensor of at least 2 tokens per row",
                    input_ids)
@@ -170,16 +169,11 @@ def distillation_loss(model: Any, input_ids: torch.Tensor,
         \mathcal{L} = \frac{1}{|\mathcal{P}|} \sum_{t \in \mathcal{P}} \sum_{v}
         p_t(v) \left(\log p_t(v) - \log q_t(v)\right),
 
-    :math:`p_t` the next-token distribution at position :math:`t` with Focus disabled
+    :math:`p_t` the float32 next-token distribution at position :math:`t` with Focus disabled
     (:func:`~quest_geometric.nn.focus.focus_disabled`, no gradient), :math:`q_t` the one with
-    Focus, :math:`\mathcal{P}` the positions the ``attention_mask`` keeps. The routers learn
-    to preserve the model rather than to adapt it to the data, as SeerAttention trains its
-    gates. Both distributions are taken in float32.
-
-    With ``loss_chunk = c`` the decoder's last hidden states are computed once, then the LM
-    head and the KL per chunk of :math:`c` positions (:func:`chunked_lm_loss` explains how),
-    so that the ``[batch, length, vocab]`` float32 logits are never all alive; the value
-    equals the plain one up to the order of the floating-point sums.
+    Focus, :math:`\mathcal{P}` the positions the ``attention_mask`` keeps. The routers learn to
+    preserve the model rather than to adapt it to the data, as SeerAttention trains its gates.
+    ``loss_chunk`` computes it by chunks of positions, as :func:`chunked_lm_loss` does.
 
     Args:
         model: a Hugging Face causal LM composed with
@@ -218,13 +212,12 @@ def distillation_loss(model: Any, input_ids: torch.Tensor,
 def chunked_lm_loss(model: Any, input_ids: torch.Tensor, labels: torch.Tensor,
                     loss_chunk: int, attention_mask: Optional[torch.Tensor] = None,
                     num_items: Optional[Any] = None) -> torch.Tensor:
-    r"""A causal LM's next-token loss as Hugging Face computes it (position :math:`t`
-    predicts ``labels[t + 1]``, ``-100`` left out, the float32 cross-entropy summed and
-    divided by the number of predicted tokens or by ``num_items``), over chunks of
-    ``loss_chunk`` positions of the decoder's last hidden states: each chunk's LM head and
-    cross-entropy run under :func:`torch.utils.checkpoint.checkpoint`, so the
-    ``[batch, length, vocab]`` float32 logits are never alive beyond one chunk. Equal to the
-    plain loss up to the order of the floating-point sums.
+    """A causal LM's next-token loss as Hugging Face computes it (position :math:`t` predicts
+    ``labels[t + 1]``, ``-100`` left out, the float32 cross-entropy summed and divided by the
+    number of predicted tokens or by ``num_items``), over chunks of ``loss_chunk`` positions of
+    the decoder's last hidden states, each chunk's LM head and loss checkpointed: the
+    ``[batch, length, vocab]`` logits are never alive beyond one chunk. Equal to the plain loss
+    up to the order of the floating-point sums.
 
     Args:
         model: a Hugging Face causal LM.
@@ -258,21 +251,17 @@ def chunked_lm_loss(model: Any, input_ids: torch.Tensor, labels: torch.Tensor,
 def router_loss(model: Any, input_ids: torch.Tensor, objective: str = "lm",
                 attention_mask: Optional[torch.Tensor] = None,
                 loss_chunk: Optional[int] = None) -> torch.Tensor:
-    r"""The loss the routers of a Focus-composed ``model`` are trained on, for one batch.
-
-    * ``'lm'``: the model's next-token loss with ``labels = input_ids`` (every position but
-      the first predicted; Hugging Face's mean over the predicted tokens);
-    * ``'distill'``: :func:`distillation_loss`.
+    """The loss the routers of a Focus-composed ``model`` are trained on, for one batch:
+    ``'lm'``, the model's next-token loss with ``labels = input_ids`` (Hugging Face's mean over
+    the predicted tokens), or ``'distill'``, :func:`distillation_loss`.
 
     Args:
         model: a Hugging Face causal LM composed with Focus.
         input_ids (Tensor): ``[batch, length]`` token ids.
         objective (str): one of :data:`OBJECTIVES`. (default: :obj:`'lm'`)
         attention_mask (Tensor, optional): ``[batch, length]``, 1 for real tokens.
-        loss_chunk (int, optional): compute the loss over chunks of this many positions
-            (:func:`chunked_lm_loss`, :func:`distillation_loss`), so that the
-            ``[batch, length, vocab]`` logits are never all alive; :obj:`None` for the plain
-            form. (default: :obj:`None`)
+        loss_chunk (int, optional): compute the loss by chunks of this many positions
+            (:func:`chunked_lm_loss`); :obj:`None` for the plain form. (default: :obj:`None`)
 
     Returns:
         Tensor: the scalar loss.
@@ -293,15 +282,12 @@ def router_loss(model: Any, input_ids: torch.Tensor, objective: str = "lm",
 @contextlib.contextmanager
 def decoder_checkpointing(model: Any, enabled: bool = True,
                           where: str = "decoder_checkpointing") -> Iterator[None]:
-    r"""While open, Hugging Face gradient (activation) checkpointing of ``model``'s decoder
-    layers, non-reentrant; on exit the model is left as it was (a model already
+    """While open, non-reentrant Hugging Face gradient checkpointing of ``model``'s decoder
+    layers: each layer's forward is recomputed in the backward, so one layer's activations are
+    alive at a time, with the same values and gradients. Non-reentrant because the frozen
+    layers' inputs need no gradient, and a reentrant checkpoint passes gradients into a layer
+    only when its input needs one. On exit the model is left as it was (a model already
     checkpointing is left as it is).
-
-    Each decoder layer keeps only its input for the backward and recomputes its forward
-    there, so one layer's activations are alive at a time, for one more forward per step;
-    values and gradients are those without checkpointing. Non-reentrant because every weight
-    outside the routers is frozen: a layer's input needs no gradient, and a reentrant
-    checkpoint passes gradients into a layer only when its input needs one.
 
     Args:
         model: a Hugging Face model (``supports_gradient_checkpointing``).
@@ -410,15 +396,11 @@ def _unpack(record: Dict[str, Any], tensors: Dict[str, torch.Tensor]) -> Dict[st
     """The checkpoint of a checked record and its tensors (the inverse of :func:`_pack`)."""
     opt = record["opt"]
     state: Dict[int, Dict[str, Any]] = {}
-    for name, t in tensors.items():
-        if name.startswith("opt."):
-            _, idx, key = name.split(".", 2)
-            state.setdefault(int(idx), {})[key] = t
-    for name, v in opt["scalars"].items():
+    entries = [(n[len("opt."):], t) for n, t in tensors.items() if n.startswith("opt.")]
+    for name, v in entries + list(opt["scalars"].items()):
         idx, key = name.split(".", 1)
         state.setdefault(int(idx), {})[key] = v
-    n = record["num_params"]
-    return {"params": [tensors[f"param.{i}"] for i in range(n)],
+    return {"params": [tensors[f"param.{i}"] for i in range(record["num_params"])],
             "opt": {"state": state, "param_groups": opt["param_groups"]},
             "state": record["state"], "seed": record["seed"], "data": record["data"]}
 
@@ -519,39 +501,36 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float,
                   init_from: Optional[str | os.PathLike] = None,
                   objective: str = "lm", gradient_checkpointing: bool = False,
                   loss_chunk: Optional[int] = None) -> Dict[str, Any]:
-    r"""Train the routers of a composed model (every other weight frozen, AdamW) on one block
-    of ``train`` per step in a seeded order (:func:`block_order`), resuming from the
-    checkpoint in ``run_dir`` (:data:`CHECKPOINT_TENSORS`, :data:`CHECKPOINT_RECORD`).
-    Returns the loss curve, steps done, seconds and whether it finished (``max_minutes`` may
-    stop it early; rerun to continue).
+    r"""Train the routers of a composed model (every other weight frozen, AdamW) on one block of
+    ``train`` per step in a seeded order (:func:`block_order`), resuming from the checkpoint in
+    ``run_dir``; ``max_minutes`` may stop it early (rerun to continue).
 
     The run holds a lock on ``run_dir`` (:data:`LOCK_NAME`). The checkpoint records the
     objective (:func:`router_loss`), the seed and :func:`data_fingerprint` of ``train``:
-    resuming with another one is refused instead of continuing the first run's routers.
-
-    With ``pair_budget = (r, mu)`` the loss is the objective's loss plus
+    resuming with another one is refused rather than continuing the first run's routers.
+    With ``pair_budget = (r, mu)`` the loss is the objective's plus
 
     .. math::
         \mu \cdot \frac{1}{L} \sum_{l=1}^{L} \max(0,\ r_l - r),
 
-    :math:`r_l` the share of far causal pairs (beyond the window) that layer :math:`l`'s
-    hard groups keep (:func:`~quest_geometric.nn.focus.straight_through_pair_share`,
-    straight-through gradient): a charge for every kept far pair above the budget
-    :math:`r`. ``curve`` stays the objective's loss; ``share_curve`` records
-    :math:`\bar r_l` per step. ``init_from`` (a :func:`~quest_geometric.nn.focus.
-    save_routers` folder) gives a new run its initial routers; the model keeps the window
-    and sinks it was composed with (``load_routers(..., strict=False)``).
-
+    :math:`r_l` the share of far causal pairs (beyond the window) that layer :math:`l`'s hard
+    groups keep (:func:`~quest_geometric.nn.focus.straight_through_pair_share`); ``curve``
+    stays the objective's loss and ``share_curve`` records :math:`\bar r_l`. ``init_from`` (a
+    :func:`~quest_geometric.nn.focus.save_routers` folder) gives a new run its initial routers,
+    the model keeping its window and sinks (``load_routers(..., strict=False)``).
     ``gradient_checkpointing`` (:func:`decoder_checkpointing`) and ``loss_chunk``
-    (:func:`router_loss`) trade computation for memory at long blocks without changing the
-    loss beyond rounding; they are recorded in ``state['memory']`` and may differ on resume.
+    (:func:`router_loss`) save memory at long blocks without changing the loss beyond rounding;
+    they are recorded in ``state['memory']`` and may change on resume.
 
     Args:
         run_dir (str or os.PathLike): the run's folder (created if missing).
         gradient_checkpointing (bool): checkpoint the decoder layers (a Hugging Face model).
             (default: :obj:`False`)
-        loss_chunk (int, optional): positions per chunk of the loss, or :obj:`None` for
-            the plain loss. (default: :obj:`None`)
+        loss_chunk (int, optional): positions per chunk of the loss, or :obj:`None` for the
+            plain loss. (default: :obj:`None`)
+
+    Returns:
+        dict: the state (``curve``, ``step``, ``seconds``...) and ``finished``.
 
     Raises:
         ValueError: for a bad argument, a checkpoint of another objective, seed or data, a
@@ -655,11 +634,11 @@ def _steps(model: Any, train: torch.Tensor, order: torch.Tensor, steps: int,
 
 def block_order(num_blocks: int, steps: int, seed: int = 0,
                 chunk_passes: int = ORDER_CHUNK_PASSES) -> torch.Tensor:
-    r"""The training block of each router step: chunk :math:`j` is a seeded permutation of
+    """The training block of each router step: chunk :math:`j` is a seeded permutation of
     ``chunk_passes`` copies of the :math:`n` block indices (successive
-    ``torch.randperm(chunk_passes * n) % n`` draws of one generator seeded with ``seed``), so
-    every block is drawn equally often per chunk and a longer run's order starts with a
-    shorter one's: a run resumed with more ``steps`` keeps every step it has done.
+    ``torch.randperm(chunk_passes * n) % n`` of one generator seeded with ``seed``), so every
+    block is drawn equally often per chunk and a run resumed with more ``steps`` keeps every
+    step it has done.
 
     Args:
         num_blocks (int): training blocks :math:`n`.
@@ -668,8 +647,8 @@ def block_order(num_blocks: int, steps: int, seed: int = 0,
         chunk_passes (int): passes per chunk. (default: :data:`ORDER_CHUNK_PASSES`)
 
     Returns:
-        Tensor: ``[chunk_passes * n * ceil(steps / (chunk_passes * n))]`` long block
-        indices (at least one chunk); step :math:`s` (from 0) uses entry :math:`s`.
+        Tensor: ``[chunk_passes * n * ceil(steps / (chunk_passes * n))]`` long block indices
+        (at least one chunk); step :math:`s` (from 0) uses entry :math:`s`.
     """
     num_blocks = check_int(num_blocks, "num_blocks", 1, where="block_order")
     steps = check_int(steps, "steps", 0, where="block_order")

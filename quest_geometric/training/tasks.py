@@ -50,7 +50,7 @@ class Task:
 
         Returns:
             (torch.Tensor, dict): the scalar loss and sums with at least ``loss_sum`` and
-            ``count`` (tensors or numbers; tensors are summed without a host sync).
+            ``count`` (tensors, summed without a host sync, or numbers).
         """
         raise NotImplementedError
 
@@ -107,13 +107,12 @@ class ClassificationTask(Task):
         \ell = -\frac{1}{B}\sum_{i=1}^{B} \log \operatorname{softmax}(z_i)_{y_i},
         \qquad \mathrm{acc} = \frac{1}{B}\sum_i [\arg\max z_i = y_i]
 
-    A batch with a ``target`` attribute (a PyG :class:`~torch_geometric.data.Batch`) is passed
-    whole, ``logits = model(batch)``, with labels ``batch.y``; a ``(x, y)`` tuple gives
-    ``logits = model(x)``.
+    A batch with a ``target`` attribute (a PyG :class:`~torch_geometric.data.Batch`) gives
+    ``logits = model(batch)``, an ``(x, y)`` tuple ``logits = model(x)``.
 
     Args:
-        label_smoothing (float): cross-entropy label smoothing (the reported ``loss`` includes
-            it; ``acc`` does not depend on it). (default: :obj:`0.0`)
+        label_smoothing (float): cross-entropy label smoothing (included in the reported
+            ``loss``). (default: :obj:`0.0`)
         target (str): the label attribute of graph batches. (default: :obj:`'y'`)
 
     Shapes:
@@ -161,15 +160,15 @@ class ClassificationTask(Task):
 
 
 class LanguageModelTask(Task):
-    r"""Next-token prediction on ``(x, y)`` blocks; reports loss, bits per character and
-    token accuracy.
+    r"""Next-token prediction on ``(x, y)`` blocks; reports loss, bits per character and token
+    accuracy.
 
     .. math::
         \ell = -\frac{1}{BT}\sum_{b,t}\log p(y_{bt} \mid x_{b, \le t}), \qquad
         \mathrm{bpc} = \ell / \ln 2
 
-    The model is called nanoGPT style, ``model(x, y) -> (logits, loss)`` (or the loss alone,
-    which must be the token mean and is back-propagated), when ``pass_targets`` is true, else
+    With ``pass_targets`` the model is called nanoGPT style, ``model(x, y) -> (logits, loss)``
+    (or the loss alone, a token mean, which is then back-propagated); else
     ``model(x) -> logits`` (or ``(logits, ...)``) and the cross-entropy is computed here.
 
     Args:

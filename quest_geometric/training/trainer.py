@@ -154,11 +154,9 @@ def _resolve_device(config: TrainConfig, info: DistInfo) -> torch.device:
 
 
 def _amp_dtype(config: TrainConfig, device: torch.device) -> Optional[torch.dtype]:
-    if config.amp == "off":
+    if config.amp == "off" or (config.amp == "auto" and device.type != "cuda"):
         return None
     if config.amp == "auto":
-        if device.type != "cuda":
-            return None
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     if config.amp == "fp16" and device.type != "cuda":
         raise fail(ValueError, "Trainer", "config.amp", f"'bf16', 'off' or 'auto' on a "

@@ -1,9 +1,5 @@
-r"""The attention-adapter protocol, :class:`AttentionAdapter`: how to parse, project and
-finish one call of an attention class from outside, for
-:func:`~quest_geometric.nn.focus.compose.compose_focus` and
-:class:`~quest_geometric.analysis.probe.QKProbe`. It imports neither :mod:`quest_geometric.nn`
-nor :mod:`quest_geometric.analysis`.
-"""
+"""The attention-adapter protocol, :class:`AttentionAdapter`, and the types it passes; it
+imports neither :mod:`quest_geometric.nn` nor :mod:`quest_geometric.analysis`."""
 from __future__ import annotations
 
 import math
@@ -134,19 +130,17 @@ def _allowed_from_mask(mask: Tensor, who: str) -> Tensor:
 
 def padding_from_mask(mask: Optional[Tensor], q_len: int, kv_len: int, causal: bool,
                       who: str) -> Optional[Tensor]:
-    r"""Reduce an attention mask to a padding mask, or refuse it.
-
-    Accepted: :obj:`None`, a ``[B, S]`` padding mask (non-zero = real token), or a
-    ``[B, 1 or H, T, S]`` boolean or additive mask that allows exactly
+    r"""Reduce an attention mask to a padding mask, or refuse it: accepted are :obj:`None`, a
+    ``[B, S]`` padding mask (non-zero = real token), or a ``[B, 1 or H, T, S]`` boolean or
+    additive mask that allows exactly
 
     .. math::
         \mathrm{allowed}_{b,i,j} = \mathrm{valid}_{b,j} \wedge
         (j \le i + S - T \text{ if causal})
 
-    on every real query row :math:`i` (Hugging Face may open padding rows). ``valid`` is read
-    off the last row, then the whole mask is checked, so a sliding window or a bias is refused.
-    All layers of one forward get the same mask, so the last reduction is returned again for
-    the same unchanged tensor and lengths (a shared result: do not change it in place).
+    on every real query row :math:`i`. The last reduction is returned again for the same,
+    unchanged mask tensor (every layer of a forward gets the same one); do not change the
+    result in place.
 
     Args:
         mask (Tensor, optional): the mask as the module received it.
@@ -160,8 +154,8 @@ def padding_from_mask(mask: Optional[Tensor], q_len: int, kv_len: int, causal: b
         is padding.
 
     Raises:
-        ValueError: for any other mask (or a non-tensor, such as another implementation's
-            block mask), naming what is supported.
+        ValueError: for any other mask (a sliding window, a bias, a non-tensor), naming what is
+            supported.
     """
     if mask is None:
         return None
@@ -225,14 +219,11 @@ def _reduce_mask(mask: Tensor, q_len: int, kv_len: int, causal: bool, who: str
 
 
 class AttentionAdapter:
-    """How to drive one attention module class (subclass it and register an instance with
-    :func:`~quest_geometric.adapters.register_attention_adapter`).
-
-    A complete adapter implements :meth:`heads`, :meth:`parse`, :meth:`project` and
-    :meth:`output` (and :meth:`finish` unless the module returns ``(out, None)``) and serves
-    :func:`~quest_geometric.nn.focus.compose.compose_focus` and
-    :class:`~quest_geometric.analysis.probe.QKProbe`; one that only overrides :meth:`qk_view`
-    serves the probe only.
+    """How to drive one attention module class: subclass it and register an instance with
+    :func:`~quest_geometric.adapters.register_attention_adapter`. Implementing :meth:`heads`,
+    :meth:`parse`, :meth:`project` and :meth:`output` (and :meth:`finish` unless the module
+    returns ``(out, None)``) serves both Focus composition and the probe; overriding only
+    :meth:`qk_view` serves the probe.
 
     Attributes:
         causal (bool, optional): :obj:`True` for causal (decoder) attention, :obj:`False` for

@@ -36,14 +36,12 @@ def register_attention_adapter(cls: Union[type, str],
                                adapter: Optional[Union[AttentionAdapter, Callable]] = None,
                                *, builtin: bool = False) -> Any:
     """Teach :func:`~quest_geometric.nn.focus.compose.compose_focus` and
-    :class:`~quest_geometric.analysis.probe.QKProbe` an attention class (and its subclasses; a
-    user adapter takes precedence over a built-in one).
-
-    ``adapter`` is an :class:`~quest_geometric.adapters.AttentionAdapter` (serves both) or a
-    function ``fn(module, args, kwargs)`` returning ``(q, k)`` (``[B, H, T, d]``,
+    :class:`~quest_geometric.analysis.probe.QKProbe` an attention class and its subclasses
+    (a user adapter takes precedence over a built-in one). ``adapter`` is an
+    :class:`~quest_geometric.adapters.AttentionAdapter`, or a function
+    ``fn(module, args, kwargs)`` for the probe only, returning ``(q, k)`` (``[B, H, T, d]``,
     ``[B, H, S, d]``), a :class:`~quest_geometric.adapters.QKView` or :obj:`None` to skip the
-    call (serves the probe only; run under :func:`torch.no_grad`, it must change nothing).
-    Usable as a decorator::
+    call, and changing nothing. Usable as a decorator::
 
         @register_attention_adapter(MyAttention)
         def my_qk(module, args, kwargs):

@@ -1,31 +1,23 @@
-r"""Adapter for PyTorch's :class:`torch.nn.MultiheadAttention` as self-attention, e.g. the
-global attention of PyG's :class:`~torch_geometric.nn.conv.GPSConv`, which attends causally
-or not depending on its use, so :func:`~quest_geometric.nn.focus.compose.compose_focus`
-needs ``causal=``:
+r"""Adapter for PyTorch's :class:`torch.nn.MultiheadAttention` as self-attention, e.g. in PyG's
+:class:`~torch_geometric.nn.conv.GPSConv`. It attends causally or not depending on its use,
+so :func:`~quest_geometric.nn.focus.compose.compose_focus` needs ``causal=``:
 
 .. code-block:: python
 
     conv = GPSConv(16, GINConv(mlp), heads=2, attn_type='multihead')
     compose_focus(model_with_gps_layers, causal=False, window=0, num_groups=4, top_k=1)
 
-Node order carries no meaning in a graph, hence ``window=0``. The padding ``GPSConv`` adds
-(its ``key_padding_mask``) is dropped before routing, so every graph of a batch gives what it
-gives alone. With Focus enabled a call may have:
-
-* ``query``, ``key`` and ``value`` the same tensor (self-attention; instances with ``kdim``
-  or ``vdim`` other than ``embed_dim`` are left dense), of shape ``[B, T, C]``
-  (``batch_first``), ``[T, B, C]`` or ``[T, C]``;
-* a ``key_padding_mask`` ``[B, S]``, bool (:obj:`True` = padding) or additive
-  (:math:`-\infty` = padding; any other non-zero value is a bias and is refused); padding
-  query rows give ``out_proj`` of zero;
-* an ``attn_mask`` that allows every pair, or the causal one (bool or float, ``[T, T]`` or
-  ``[B * H, T, T]``; ``is_causal=True`` needs it) on a ``causal=True`` composition;
-* ``need_weights=False`` (no dense attention matrix exists); it returns ``(out, None)``.
-
-``add_bias_kv`` and ``add_zero_attn`` add keys that are no token and are refused; the
-attention ``dropout`` is not applied. A composed module is still a
-:class:`torch.nn.MultiheadAttention` (:attr:`MultiheadAttentionAdapter.keep_type`), so
-``GPSConv``'s ``isinstance`` check keeps calling it.
+(``window=0``: node order carries no meaning in a graph.) The padding ``GPSConv`` adds is
+dropped before routing, so every graph of a batch gives what it gives alone. With Focus
+enabled a call must be self-attention (``query``, ``key`` and ``value`` the same
+``[B, T, C]`` (``batch_first``), ``[T, B, C]`` or ``[T, C]`` tensor; instances with another
+``kdim`` or ``vdim`` are left dense), with ``need_weights=False`` (no dense attention matrix
+exists; it returns ``(out, None)``), a ``[B, S]`` ``key_padding_mask`` of bools or of 0 and
+:math:`-\infty`, and no ``attn_mask`` but one allowing every pair or the causal one
+(``[T, T]`` or ``[B * H, T, T]``) on a ``causal=True`` composition. ``add_bias_kv`` and
+``add_zero_attn`` add keys that are no token and are refused; the attention ``dropout`` is
+not applied. A composed module is still a :class:`torch.nn.MultiheadAttention`
+(:attr:`MultiheadAttentionAdapter.keep_type`), so ``GPSConv`` keeps calling it.
 """
 from __future__ import annotations
 

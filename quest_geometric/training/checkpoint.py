@@ -1,7 +1,6 @@
 """Training checkpoints: atomic writes, a format tag, an integrity digest, and loading that
-checks everything *before* touching the model, so a bad file is never half-loaded.
-
-A checkpoint is a plain ``torch.save`` dictionary, readable with ``weights_only=True``:
+checks everything *before* touching the model, so a bad file is never half-loaded. A
+checkpoint is a ``torch.save`` dictionary readable with ``weights_only=True``:
 
 .. code-block:: python
 

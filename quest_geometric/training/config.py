@@ -12,9 +12,8 @@ _SCHEDULES = ("cosine", "constant")
 _AMP = ("auto", "off", "bf16", "fp16")
 
 #: Fields that may differ between a run and its resumption without changing the trajectory.
-NON_TRAJECTORY_FIELDS = frozenset(
-    {"epochs", "max_steps", "progress", "out_dir", "device", "log_every", "checkpoint_every"}
-)
+NON_TRAJECTORY_FIELDS = frozenset({"epochs", "max_steps", "progress", "out_dir", "device",
+                                   "log_every", "checkpoint_every"})
 
 
 @dataclass
@@ -130,8 +129,8 @@ class TrainConfig:
                 op = ">" if strict else ">="
                 raise fail(ValueError, where, arg, f"a finite number {op} {minimum}", v)
 
-        _int("epochs", 1, optional=True)
-        _int("max_steps", 1, optional=True)
+        for name in ("epochs", "max_steps"):
+            _int(name, 1, optional=True)
         if self.epochs is None and self.max_steps is None:
             raise fail(ValueError, where, "epochs", "set (an epoch-based run) when 'max_steps' "
                        "(a step-based run) is None", None)
@@ -171,10 +170,9 @@ class TrainConfig:
         _int("seed", 0)
         if not isinstance(self.device, str):
             raise fail(TypeError, where, "device", "a str", self.device)
-        _int("num_workers", 0)
-        _int("log_every", 1)
-        _int("eval_every", 0)
-        _int("checkpoint_every", 0)
+        for name, low in (("num_workers", 0), ("log_every", 1), ("eval_every", 0),
+                          ("checkpoint_every", 0)):
+            _int(name, low)
         if self.out_dir is not None and not isinstance(self.out_dir, str):
             self.out_dir = str(self.out_dir)
         if not isinstance(self.extra, dict):
@@ -191,8 +189,7 @@ class TrainConfig:
         """Build a config from :meth:`to_dict` output; unknown keys raise :class:`ValueError`."""
         if not isinstance(d, dict):
             raise fail(TypeError, "TrainConfig.from_dict", "d", "a dict", d)
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - names)
+        unknown = sorted(set(d) - {f.name for f in dataclasses.fields(cls)})
         if unknown:
             raise fail(ValueError, "TrainConfig.from_dict", "d", "a dict of TrainConfig "
                        "fields", got_text=f"unknown fields {unknown}")

@@ -1,20 +1,10 @@
-r"""The two kinds of training data the :class:`~quest_geometric.training.trainer.Trainer` takes.
-
-**Epoch-based** data is a map-style dataset (PyTorch's, PyG's, or a list of
-:class:`torch_geometric.data.Data`), batched by :func:`make_loader`, or a ready
-:class:`~torch.utils.data.DataLoader`.
-
-**Step-based** data is a function
-
-.. code-block:: python
-
-    def get_batch(split: str, batch_size: int, generator: torch.Generator) -> Any: ...
-
-that draws one batch for ``split`` (``'train'`` or ``'val'``) using *only* ``generator`` for
-its randomness (e.g. :func:`random_blocks`). The trainer owns the generators: the training
-stream is seeded from ``(seed, 'train', rank)`` and saved in every checkpoint, and each
-evaluation re-seeds a ``(seed, 'val', rank)`` stream, so it sees the same batches every time.
-"""
+"""The two kinds of training data the :class:`~quest_geometric.training.trainer.Trainer` takes:
+**epoch-based**, a map-style dataset (batched by :func:`make_loader`) or a ready
+:class:`~torch.utils.data.DataLoader`, and **step-based**, a function
+``get_batch(split, batch_size, generator)`` that draws one batch of ``split`` (``'train'``
+or ``'val'``) using *only* ``generator`` for its randomness (e.g. :func:`random_blocks`).
+The trainer seeds the generators from ``(seed, split, rank)`` and saves the training one in
+every checkpoint, so resumed runs and repeated evaluations draw the same batches."""
 from __future__ import annotations
 
 import sys
@@ -66,13 +56,11 @@ def make_loader(dataset: Any, batch_size: int, *, shuffle: bool, seed: int = 0, 
                 **kwargs: Any) -> DataLoader:
     """Build a seeded, shardable loader over a map-style dataset (PyG's loader for graphs).
 
-    Training loaders (``shuffle=True``) use :class:`~torch.utils.data.DistributedSampler`:
-    after ``loader.sampler.set_epoch(e)`` (the trainer calls it) epoch :math:`e` is ordered by
-    ``randperm(n, seed + e)`` and rank :math:`r` takes every ``world_size``-th index, so a
-    resumed run sees the batches an uninterrupted one would, and ``W`` ranks with batch
+    Training loaders use :class:`~torch.utils.data.DistributedSampler`: after
+    ``loader.sampler.set_epoch(e)`` epoch :math:`e` is ordered by ``randperm(n, seed + e)``, so
+    a resumed run sees the batches an uninterrupted one would, and ``W`` ranks with batch
     :math:`b/W` see the samples of one rank with batch :math:`b`. Evaluation loaders use the
-    unpadded :class:`~quest_geometric.training.distributed.ShardSampler`: every sample counts
-    once.
+    unpadded :class:`~quest_geometric.training.distributed.ShardSampler`.
 
     Args:
         dataset: a map-style dataset, PyG dataset or list of PyG ``Data``.

@@ -142,16 +142,10 @@ def router_trainer(model: nn.Module, args: Any, train_dataset: Any = None, *,
                    objective: str = "lm", loss_chunk: Optional[int] = None,
                    **trainer_kwargs: Any) -> Any:
     """A :class:`transformers.Trainer` that trains only the Focus routers of ``model`` (every
-    other weight frozen first by :func:`freeze_all_but_routers`, so its optimiser holds the
-    routers alone).
-
-    With activation checkpointing on in ``args``, its keyword arguments get
-    ``use_reentrant=False`` where they leave it unset: the frozen layers' inputs need no
-    gradient, and a reentrant checkpoint passes gradients to the routers inside a layer only
-    when its input needs one. Saved models and checkpoints hold what ``save_pretrained``
-    writes (without the routers) plus the routers as
-    :func:`~quest_geometric.nn.focus.save_routers` writes them; ``resume_from_checkpoint`` and
-    ``load_best_model_at_end`` load them back.
+    other weight frozen by :func:`freeze_all_but_routers`). With checkpointing on in ``args``,
+    ``use_reentrant=False`` is set where left unset: a reentrant checkpoint passes gradients to
+    the routers inside a layer only when the layer's (frozen) input needs one. Checkpoints hold
+    the routers beside what ``save_pretrained`` writes, and resuming loads them back.
 
     Args:
         model (torch.nn.Module): a Hugging Face causal LM composed with

@@ -169,19 +169,17 @@ def distillation_loss(model: Any, input_ids: torch.Tensor,
         \mathcal{L} = \frac{1}{|\mathcal{P}|} \sum_{t \in \mathcal{P}} \sum_{v}
         p_t(v) \left(\log p_t(v) - \log q_t(v)\right),
 
-    :math:`p_t` the float32 next-token distribution at position :math:`t` with Focus disabled
-    (:func:`~quest_geometric.nn.focus.focus_disabled`, no gradient), :math:`q_t` the one with
-    Focus, :math:`\mathcal{P}` the positions the ``attention_mask`` keeps. The routers learn to
+    :math:`p_t` (float32) with Focus disabled and no gradient, :math:`q_t` with Focus,
+    :math:`\mathcal{P}` the positions the ``attention_mask`` keeps. The routers learn to
     preserve the model rather than to adapt it to the data, as SeerAttention trains its gates.
-    ``loss_chunk`` computes it by chunks of positions, as :func:`chunked_lm_loss` does.
 
     Args:
         model: a Hugging Face causal LM composed with
             :func:`~quest_geometric.nn.focus.compose_focus`.
         input_ids (Tensor): ``[batch, length]`` token ids, ``length >= 2``.
         attention_mask (Tensor, optional): ``[batch, length]``, 1 for real tokens.
-        loss_chunk (int, optional): positions per chunk, or :obj:`None` for the plain form.
-            (default: :obj:`None`)
+        loss_chunk (int, optional): positions per chunk (as in :func:`chunked_lm_loss`), or
+            :obj:`None` for the plain form. (default: :obj:`None`)
 
     Returns:
         Tensor: the scalar loss (0 exactly when Focus keeps every causal pair).
@@ -212,12 +210,12 @@ def distillation_loss(model: Any, input_ids: torch.Tensor,
 def chunked_lm_loss(model: Any, input_ids: torch.Tensor, labels: torch.Tensor,
                     loss_chunk: int, attention_mask: Optional[torch.Tensor] = None,
                     num_items: Optional[Any] = None) -> torch.Tensor:
-    """A causal LM's next-token loss as Hugging Face computes it (position :math:`t` predicts
-    ``labels[t + 1]``, ``-100`` left out, the float32 cross-entropy summed and divided by the
-    number of predicted tokens or by ``num_items``), over chunks of ``loss_chunk`` positions of
-    the decoder's last hidden states, each chunk's LM head and loss checkpointed: the
-    ``[batch, length, vocab]`` logits are never alive beyond one chunk. Equal to the plain loss
-    up to the order of the floating-point sums.
+    """A causal LM's next-token loss as Hugging Face computes it (``labels[t + 1]`` predicted at
+    :math:`t`, ``-100`` left out, the float32 cross-entropy summed and divided by the number of
+    predicted tokens or by ``num_items``), by chunks of ``loss_chunk`` positions of the
+    decoder's last hidden states, each chunk's LM head and loss checkpointed, so that the
+    ``[batch, length, vocab]`` logits are never all alive. Equal to the plain loss up to
+    rounding.
 
     Args:
         model: a Hugging Face causal LM.
@@ -283,11 +281,9 @@ def router_loss(model: Any, input_ids: torch.Tensor, objective: str = "lm",
 def decoder_checkpointing(model: Any, enabled: bool = True,
                           where: str = "decoder_checkpointing") -> Iterator[None]:
     """While open, non-reentrant Hugging Face gradient checkpointing of ``model``'s decoder
-    layers: each layer's forward is recomputed in the backward, so one layer's activations are
-    alive at a time, with the same values and gradients. Non-reentrant because the frozen
-    layers' inputs need no gradient, and a reentrant checkpoint passes gradients into a layer
-    only when its input needs one. On exit the model is left as it was (a model already
-    checkpointing is left as it is).
+    layers (one layer's activations alive at a time, the same values and gradients); then the
+    model is left as it was. Non-reentrant because a reentrant checkpoint passes gradients into
+    a layer only when its (here frozen) input needs one.
 
     Args:
         model: a Hugging Face model (``supports_gradient_checkpointing``).
@@ -502,35 +498,30 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float,
                   objective: str = "lm", gradient_checkpointing: bool = False,
                   loss_chunk: Optional[int] = None) -> Dict[str, Any]:
     r"""Train the routers of a composed model (every other weight frozen, AdamW) on one block of
-    ``train`` per step in a seeded order (:func:`block_order`), resuming from the checkpoint in
-    ``run_dir``; ``max_minutes`` may stop it early (rerun to continue).
-
-    The run holds a lock on ``run_dir`` (:data:`LOCK_NAME`). The checkpoint records the
-    objective (:func:`router_loss`), the seed and :func:`data_fingerprint` of ``train``:
-    resuming with another one is refused rather than continuing the first run's routers.
-    With ``pair_budget = (r, mu)`` the loss is the objective's plus
+    ``train`` per step (:func:`block_order`), resuming from the checkpoint in ``run_dir``, which
+    is locked while the run trains (:data:`LOCK_NAME`). The checkpoint records the objective,
+    the seed and :func:`data_fingerprint` of ``train``: resuming with others is refused rather
+    than continuing the first run's routers. ``max_minutes`` may stop the run early (rerun to
+    continue). With ``pair_budget = (r, mu)`` the loss is the objective's plus
 
     .. math::
         \mu \cdot \frac{1}{L} \sum_{l=1}^{L} \max(0,\ r_l - r),
 
     :math:`r_l` the share of far causal pairs (beyond the window) that layer :math:`l`'s hard
     groups keep (:func:`~quest_geometric.nn.focus.straight_through_pair_share`); ``curve``
-    stays the objective's loss and ``share_curve`` records :math:`\bar r_l`. ``init_from`` (a
-    :func:`~quest_geometric.nn.focus.save_routers` folder) gives a new run its initial routers,
-    the model keeping its window and sinks (``load_routers(..., strict=False)``).
-    ``gradient_checkpointing`` (:func:`decoder_checkpointing`) and ``loss_chunk``
-    (:func:`router_loss`) save memory at long blocks without changing the loss beyond rounding;
-    they are recorded in ``state['memory']`` and may change on resume.
+    stays the objective's loss, ``share_curve`` records :math:`\bar r_l`. ``init_from`` (a
+    :func:`~quest_geometric.nn.focus.save_routers` folder) gives a new run its initial routers
+    (``load_routers(..., strict=False)``: the model keeps its window and sinks).
 
     Args:
         run_dir (str or os.PathLike): the run's folder (created if missing).
-        gradient_checkpointing (bool): checkpoint the decoder layers (a Hugging Face model).
-            (default: :obj:`False`)
-        loss_chunk (int, optional): positions per chunk of the loss, or :obj:`None` for the
-            plain loss. (default: :obj:`None`)
+        gradient_checkpointing (bool): checkpoint the decoder layers
+            (:func:`decoder_checkpointing`). (default: :obj:`False`)
+        loss_chunk (int, optional): positions per chunk of the loss (:func:`router_loss`), or
+            :obj:`None` for the plain loss. (default: :obj:`None`)
 
     Returns:
-        dict: the state (``curve``, ``step``, ``seconds``...) and ``finished``.
+        dict: the state (``curve``, ``step``, ``seconds``, ``memory``...) and ``finished``.
 
     Raises:
         ValueError: for a bad argument, a checkpoint of another objective, seed or data, a
@@ -634,11 +625,10 @@ def _steps(model: Any, train: torch.Tensor, order: torch.Tensor, steps: int,
 
 def block_order(num_blocks: int, steps: int, seed: int = 0,
                 chunk_passes: int = ORDER_CHUNK_PASSES) -> torch.Tensor:
-    """The training block of each router step: chunk :math:`j` is a seeded permutation of
-    ``chunk_passes`` copies of the :math:`n` block indices (successive
-    ``torch.randperm(chunk_passes * n) % n`` of one generator seeded with ``seed``), so every
-    block is drawn equally often per chunk and a run resumed with more ``steps`` keeps every
-    step it has done.
+    """The training block of each router step: chunk :math:`j` is a seeded permutation
+    (``torch.randperm``, one generator seeded with ``seed``) of ``chunk_passes`` copies of the
+    :math:`n` block indices, so every block is drawn equally often per chunk and a run resumed
+    with more ``steps`` keeps every step it has done.
 
     Args:
         num_blocks (int): training blocks :math:`n`.

@@ -178,19 +178,11 @@ def _add(acc: dict[str, Any], sums: dict[str, Any]) -> None:
 class Trainer:
     """Train ``model`` on ``task`` with the settings of ``config``.
 
-    Each step runs ``task.training_step`` under autocast, the backward (through a gradient
-    scaler for fp16), optional clipping, the optimiser and scheduler steps and the
-    ``after_optimizer_step`` callbacks; sums stay on the device and are reduced over ranks only
-    at log, evaluation and epoch boundaries. Each epoch (or ``eval_every`` steps) appends a
-    record of the metrics to ``history`` and ``out_dir/metrics.jsonl``; ``checkpoint.pt``
-    (model, optimiser, scheduler, scaler, every rank's random streams, running sums, history)
-    is written atomically every ``checkpoint_every`` epochs or steps.
-
-    :meth:`fit` holds a lock on ``out_dir`` (a second run there raises
-    :class:`~quest_geometric.training.FolderInUseError`) and removes only the temporaries its
-    own killed writes left. Under ``torchrun`` the model is wrapped in
-    :class:`~torch.nn.parallel.DistributedDataParallel`, each rank takes
-    ``batch_size / world_size`` samples per step and only rank 0 writes files and draws bars.
+    Metrics are kept as on-device sums, reduced over ranks only at log, evaluation and epoch
+    boundaries, and recorded in ``history`` and ``out_dir/metrics.jsonl``; ``checkpoint.pt``
+    holds everything a resume needs to continue exactly (every rank's random streams
+    included). :meth:`fit` holds a lock on ``out_dir``. Under ``torchrun`` the model is
+    wrapped in :class:`~torch.nn.parallel.DistributedDataParallel` and only rank 0 writes.
 
     Example:
         .. code-block:: python
@@ -271,8 +263,7 @@ class Trainer:
                            "with step-based train_data", got_text=f"a {type(val_data).__name__}")
             self.generator = torch.Generator().manual_seed(
                 derive_seed(config.seed, "train", self.dist.rank))
-            self.train_loader = self.val_loader = None
-            self.steps_per_epoch = None
+            self.train_loader = self.val_loader = self.steps_per_epoch = None
             self.total_steps = config.max_steps
         else:
             if config.epochs is None:
@@ -304,11 +295,10 @@ class Trainer:
                 kw.setdefault("device_ids", [self.device.index])
             self.model = DistributedDataParallel(self.raw_model, **kw)
 
-        self.step = 0
-        self.epoch = 0  # completed epochs
+        self.step, self.epoch = 0, 0  # optimiser steps and epochs completed
         self.history: list[dict[str, Any]] = []
-        self._epoch_sums: dict[str, Any] = {}
-        self._window_sums: dict[str, Any] = {}
+        self._epoch_sums: dict[str, Any] = {}  # sums since the last record
+        self._window_sums: dict[str, Any] = {}  # sums since the last log line
         self.out_dir = config.out_dir
         self.logger = MetricsLogger(self.metrics_path,
                                     enabled=self.is_main) if self.out_dir else None
@@ -662,6 +652,15 @@ class Trainer:
         self._call("on_fit_end", final)
         return final
 
+    def _step(self, batch: Any, bar: Any, t_window: float, epoch: Optional[int]) -> float:
+        """One step of the loop, its callbacks and its log; returns the log window's start."""
+        loss = self.train_step(batch)
+        bar.update(1)
+        self._call("on_step_end", self.step, {"loss": loss, "lr": self.lr, "epoch": epoch})
+        if self.step % self.config.log_every == 0:
+            t_window = self._log_window(bar, t_window)
+        return t_window
+
     def _fit_epochs(self, bar: Any) -> None:
         cfg = self.config
         t_window = time.perf_counter()
@@ -672,12 +671,7 @@ class Trainer:
             bar.set_description(f"epoch {self.epoch + 1}/{cfg.epochs}")
             t0 = time.perf_counter()
             for batch in self.train_loader:
-                loss = self.train_step(batch)
-                bar.update(1)
-                self._call("on_step_end", self.step, {"loss": loss, "lr": self.lr,
-                                                      "epoch": self.epoch})
-                if self.step % cfg.log_every == 0:
-                    t_window = self._log_window(bar, t_window)
+                t_window = self._step(batch, bar, t_window, self.epoch)
                 if self.step >= self.total_steps:
                     break
             self.epoch += 1
@@ -687,16 +681,11 @@ class Trainer:
                 self.save_checkpoint()
 
     def _fit_steps(self, bar: Any) -> None:
-        cfg = self.config
         assert self.generator is not None
         t_window = t0 = time.perf_counter()
         while self.step < self.total_steps:
             batch = self.train_data("train", self.local_batch_size, self.generator)
-            loss = self.train_step(batch)
-            bar.update(1)
-            self._call("on_step_end", self.step, {"loss": loss, "lr": self.lr, "epoch": None})
-            if self.step % cfg.log_every == 0:
-                t_window = self._log_window(bar, t_window)
+            t_window = self._step(batch, bar, t_window, None)
             if self._eval_due():
                 self._close_epoch("eval", t0)
                 t0 = time.perf_counter()

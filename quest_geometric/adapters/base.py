@@ -197,14 +197,10 @@ def _reduce_mask(mask: Tensor, q_len: int, kv_len: int, causal: bool, who: str
                        "enabled", got_text="a per-head mask")
         allowed = allowed[:, 0]
         valid = allowed[:, -1, :].clone()
-        if causal:  # the last query sits at position kv_len - 1 and sees everything before
-            i = torch.arange(q_len, device=mask.device).view(-1, 1) + (kv_len - q_len)
-            pattern = torch.arange(kv_len, device=mask.device).view(1, -1) <= i
-        else:
-            pattern = torch.ones(q_len, kv_len, dtype=torch.bool, device=mask.device)
-        expected = valid.unsqueeze(1) & pattern
-        real_q = valid[:, kv_len - q_len:]
-        bad = (allowed != expected).any(-1) & real_q
+        pattern = torch.ones(q_len, kv_len, dtype=torch.bool, device=mask.device)
+        if causal:  # query i sits at position i + kv_len - q_len
+            pattern = pattern.tril(kv_len - q_len)
+        bad = (allowed != (valid.unsqueeze(1) & pattern)).any(-1) & valid[:, kv_len - q_len:]
         if bool(bad.any()):
             raise fail(ValueError, who, "attention_mask", "a padding mask with Focus enabled "
                        "(left or right padding, combined with the causal mask)",
@@ -295,10 +291,14 @@ class AttentionAdapter:
         q, k, _ = self.project(module, call)
         lay = self.heads(module)
         k = repeat_kv(k, lay.num_heads // lay.num_kv_heads)
-        valid = call.valid
-        mask = valid[:, None, None, :] if valid is not None else None
-        return QKView(q, k, self.scaling(module), causal=bool(self.causal), mask=mask,
-                      q_valid=valid, k_valid=valid)
+        return _padded_view(q, k, self.scaling(module), bool(self.causal), call.valid)
+
+
+def _padded_view(q: Tensor, k: Tensor, scale: float, causal: bool,
+                 valid: Optional[Tensor]) -> QKView:
+    """A :class:`QKView` of self-attention with the padding ``valid`` ``[B, S]`` (or none)."""
+    mask = valid[:, None, None, :] if valid is not None else None
+    return QKView(q, k, scale, causal=causal, mask=mask, q_valid=valid, k_valid=valid)
 
 
 class FunctionAdapter(AttentionAdapter):

@@ -28,7 +28,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from quest_geometric._utils.checks import describe, fail
-from quest_geometric.adapters.base import AttentionAdapter, AttentionCall, HeadLayout, QKView
+from quest_geometric.adapters.base import (AttentionAdapter, AttentionCall, HeadLayout, QKView,
+                                           _padded_view)
 from quest_geometric.adapters.registry import register_attention_adapter
 
 __all__ = ["MultiheadAttentionAdapter"]
@@ -196,10 +197,7 @@ class MultiheadAttentionAdapter(AttentionAdapter):
         ``q_valid``/``k_valid``, ``causal`` following the call's ``attn_mask``."""
         call = self.parse(module, args, kwargs, probe=True)
         q, k, _ = self.project(module, call)
-        valid = call.valid
-        mask = valid[:, None, None, :] if valid is not None else None
-        return QKView(q, k, self.scaling(module), causal=bool(call.causal), mask=mask,
-                      q_valid=valid, k_valid=valid)
+        return _padded_view(q, k, self.scaling(module), bool(call.causal), call.valid)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

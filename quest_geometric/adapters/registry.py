@@ -93,11 +93,7 @@ def get_attention_adapter(module: nn.Module) -> Optional[AttentionAdapter]:
     """The adapter serving ``module`` (user adapters first, then built-ins, each along the
     class's MRO), or :obj:`None`."""
     mro = [qualified_name(c) for c in type(module).__mro__]
-    for table in (_USER, _BUILTIN):
-        for name in mro:
-            if name in table:
-                return table[name]
-    return None
+    return next((table[n] for table in (_USER, _BUILTIN) for n in mro if n in table), None)
 
 
 def supported_attention_types() -> List[str]:

@@ -100,9 +100,7 @@ def _trainer_class() -> type:
                                    loss_chunk=chunk)
             return (loss, None) if return_outputs else loss
 
-        # A composed model's save_pretrained leaves its routers out (compose_focus hides
-        # them from the base model's files): a checkpoint carries them as save_routers
-        # writes them, and resuming or loading the best checkpoint restores them.
+        # save_pretrained leaves a composed model's routers out: checkpoints carry them
         def _save(self, output_dir: Any = None, state_dict: Any = None) -> None:
             super()._save(output_dir, state_dict=state_dict)
             if self.args.should_save and _routers_hidden(self.model):

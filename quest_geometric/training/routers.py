@@ -151,12 +151,8 @@ def _chunk_sum(fn: Any, chunk: int, *rows: torch.Tensor) -> torch.Tensor:
     from torch.utils.checkpoint import checkpoint
 
     grad = torch.is_grad_enabled() and any(r.requires_grad for r in rows)
-    total = None
-    for a in range(0, rows[0].size(1), chunk):
-        part = tuple(r[:, a:a + chunk] for r in rows)
-        out = checkpoint(fn, *part, use_reentrant=False) if grad else fn(*part)
-        total = out if total is None else total + out
-    return total
+    parts = (tuple(r[:, a:a + chunk] for r in rows) for a in range(0, rows[0].size(1), chunk))
+    return sum(checkpoint(fn, *p, use_reentrant=False) if grad else fn(*p) for p in parts)
 
 
 def distillation_loss(model: Any, input_ids: torch.Tensor,

@@ -54,9 +54,8 @@ class QKView:
 
 
 class HeadLayout(NamedTuple):
-    r"""Head layout of an attention module: ``embed_dim`` (the width of the hidden states
-    it reads), ``num_heads`` (query heads :math:`H`), ``num_kv_heads`` (key/value heads
-    :math:`H_{kv}`, dividing :math:`H`) and ``head_dim`` (:math:`D`)."""
+    """Head layout of an attention module: ``embed_dim`` (its input width), ``num_heads``
+    (:math:`H`), ``num_kv_heads`` (:math:`H_{kv}`, dividing :math:`H`), ``head_dim`` (:math:`D`)."""
 
     embed_dim: int
     num_heads: int
@@ -234,9 +233,8 @@ class AttentionAdapter:
     keep_type: bool = False
 
     def can_compose(self, module: nn.Module) -> bool:
-        """Whether :func:`~quest_geometric.nn.focus.compose.compose_focus` should wrap this
-        instance (e.g. :obj:`False` for a cross-attention instance of a self-attention
-        class; default: :obj:`True` unless :attr:`probe_only`)."""
+        """Whether to compose this instance (e.g. not a cross-attention instance of a
+        self-attention class; default: :obj:`True` unless :attr:`probe_only`)."""
         return not self.probe_only
 
     def heads(self, module: nn.Module) -> HeadLayout:
@@ -248,42 +246,36 @@ class AttentionAdapter:
         return 1.0 / math.sqrt(self.heads(module).head_dim)
 
     def parse(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]) -> AttentionCall:
-        """Parse the arguments of one ``module.forward`` call (refusing what cannot be
-        honoured, with a clear error)."""
+        """Parse one ``module.forward`` call, refusing what cannot be honoured."""
         raise NotImplementedError(f"{type(self).__name__}.parse")
 
     def project(self, module: nn.Module, call: AttentionCall
                 ) -> Tuple[Tensor, Tensor, Tensor]:
-        r"""Queries ``[B, H, T, D]``, keys and values ``[B, H_kv, T, D]`` of the call's new
-        tokens, exactly as the module computes them (rotary embeddings applied; the
-        queries *not* scaled)."""
+        """Queries ``[B, H, T, D]``, keys and values ``[B, H_kv, T, D]`` of the new tokens, as
+        the module computes them (rotary embeddings applied, queries not scaled)."""
         raise NotImplementedError(f"{type(self).__name__}.project")
 
     def output(self, module: nn.Module, o: Tensor) -> Tensor:
-        """The module's output projection (and residual dropout) of the attention output
-        ``[B, T, H * D]``."""
+        """The module's output projection of the attention output ``[B, T, H * D]``."""
         raise NotImplementedError(f"{type(self).__name__}.output")
 
     def finish(self, module: nn.Module, out: Tensor, call: AttentionCall) -> Any:
-        """Wrap the projected output ``[B, T, C]`` like the module's return value
-        (default: ``(out, None)``, the Hugging Face layout)."""
+        """The module's return value for the output ``[B, T, C]`` (default ``(out, None)``)."""
         return out, None
 
     def update_cache(self, module: nn.Module, call: AttentionCall, k: Tensor, v: Tensor
                      ) -> Tuple[Tensor, Tensor]:
-        """Store the new keys and values in :attr:`AttentionCall.cache` (if any) and return
-        every key and value of the call (cached + new), ``[B, H_kv, S, D]``."""
+        """Store the new keys and values in the call's cache (if any); return every key and
+        value of the call, ``[B, H_kv, S, D]``."""
         if call.cache is None:
             return k, v
         return call.cache.update(k, v, call.layer_idx)
 
     def qk_view(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]
                 ) -> Optional[QKView]:
-        r"""Queries and keys of one call for :class:`~quest_geometric.analysis.probe.QKProbe`
-        (under :func:`torch.no_grad`, changing nothing), or :obj:`None` to skip the call.
-        The default uses :meth:`parse` and :meth:`project`: calls continuing a non-empty
-        cache are skipped, grouped-query keys repeated (:func:`repeat_kv`), padding marked
-        in ``q_valid``/``k_valid``."""
+        """Queries and keys of one call for :class:`~quest_geometric.analysis.probe.QKProbe`
+        (changing nothing), or :obj:`None` to skip it; the default skips calls continuing a cache
+        and repeats grouped-query keys (:func:`repeat_kv`)."""
         call = self.parse(module, args, kwargs)
         if call.cache_len > 0:
             warn_cached_call(module)

@@ -151,8 +151,6 @@ class GPT2AttentionAdapter(HFAttentionAdapter):
         hidden = args[0] if args else kwargs.get("hidden_states")
         cache = kwargs.get("cache", kwargs.get("past_key_values"))
         enc = kwargs.get("encoder_hidden_states")
-        d = module.head_dim
-        scale = self.scaling(module)
         if enc is not None:  # cross-attention: queries from q_attn, keys from the encoder
             q = module.q_attn(hidden)
             k, _ = module.c_attn(enc).split(module.split_size, dim=2)
@@ -165,9 +163,9 @@ class GPT2AttentionAdapter(HFAttentionAdapter):
             q, k, _ = module.c_attn(hidden).split(module.split_size, dim=2)
             mask, kv = _probe_mask(kwargs.get("attention_mask"))
             causal, qv = True, kv
-        q = q.view(*q.shape[:-1], -1, d).transpose(1, 2)
-        k = k.view(*k.shape[:-1], -1, d).transpose(1, 2)
-        return QKView(q, k, scale, causal=causal, mask=mask, q_valid=qv, k_valid=kv)
+        q, k = (a.view(*a.shape[:-1], -1, module.head_dim).transpose(1, 2) for a in (q, k))
+        return QKView(q, k, self.scaling(module), causal=causal, mask=mask, q_valid=qv,
+                      k_valid=kv)
 
 
 def _rope(module: nn.Module) -> Any:
@@ -223,15 +221,10 @@ class GPTNeoXAttentionAdapter(HFAttentionAdapter):
 
 class LlamaAttentionAdapter(HFAttentionAdapter):
     r"""The Llama family (``LlamaAttention``, ``MistralAttention``, ``Qwen2Attention``):
-    separate projections with optional biases, grouped-query attention (query head
-    :math:`h` reads key/value head :math:`\lfloor h / (H/H_{kv}) \rfloor`, and the probe
-    measures it against those keys), rotary embeddings through the model's own
-    ``apply_rotary_pos_emb``, the module's ``scaling``, ``o_proj`` output.
-
-    Focus attends over the whole causal prefix, so a call whose keys exceed a sliding window
-    (``MistralAttention``, Qwen2 with ``use_sliding_window``) is refused, naming
-    ``config.sliding_window``.
-    """
+    separate projections, grouped-query attention (query head :math:`h` reads key/value head
+    :math:`\lfloor h / (H/H_{kv}) \rfloor`), the model's own ``apply_rotary_pos_emb``. Focus
+    attends over the whole causal prefix, so a call with more keys than a sliding window
+    (Mistral, Qwen2 with ``use_sliding_window``) is refused, naming ``config.sliding_window``."""
 
     arg_names = ("hidden_states", "position_embeddings", "attention_mask", "cache")
     rotary_from = "the transformers v5 model does"
@@ -275,9 +268,8 @@ class LlamaAttentionAdapter(HFAttentionAdapter):
     def project(self, module: nn.Module, call: AttentionCall) -> Tuple[Tensor, Tensor, Tensor]:
         x = call.hidden
         shape = (*x.shape[:-1], -1, module.head_dim)
-        q = module.q_proj(x).view(shape).transpose(1, 2)
-        k = module.k_proj(x).view(shape).transpose(1, 2)
-        v = module.v_proj(x).view(shape).transpose(1, 2)
+        q, k, v = (proj(x).view(shape).transpose(1, 2)
+                   for proj in (module.q_proj, module.k_proj, module.v_proj))
         q, k = _rope(module)(q, k, *call.rotary)
         return q, k, v
 

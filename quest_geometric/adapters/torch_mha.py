@@ -54,19 +54,16 @@ def _masked(mask: Tensor, name: str) -> Tensor:
 
 
 class MultiheadAttentionAdapter(AttentionAdapter):
-    r"""Adapter of :class:`torch.nn.MultiheadAttention` as self-attention (the module
-    docstring says what a call may be). For hidden states
-    :math:`X \in \mathbb{R}^{T \times C}` the module computes, per head :math:`h` with
-    :math:`D = C / H`,
+    r"""Adapter of :class:`torch.nn.MultiheadAttention` as self-attention, :attr:`causal` given
+    by the caller. Per head :math:`h` (:math:`D = C / H`) the module computes
 
     .. math::
         [Q\;K\;V] = X W_{in}^\top + b_{in}, \qquad
         O_h = \operatorname{softmax}\Bigl(\frac{Q_h K_h^\top}{\sqrt{D}} + M\Bigr) V_h,
         \qquad Y = [O_1 \cdots O_H]\, W_{out}^\top + b_{out},
 
-    with :math:`M` the padding (and causal) mask; :meth:`project` gives :math:`Q_h, K_h,
-    V_h` and :meth:`output` applies :math:`W_{out}, b_{out}`, between which Focus replaces
-    the softmax. :attr:`causal` is :obj:`None`: the caller says ``causal=``.
+    :math:`M` the padding (and causal) mask; Focus replaces the softmax between
+    :meth:`project` and :meth:`output`.
     """
 
     causal: Optional[bool] = None
@@ -90,8 +87,7 @@ class MultiheadAttentionAdapter(AttentionAdapter):
         return True
 
     def heads(self, module: nn.Module) -> HeadLayout:
-        return HeadLayout(module.embed_dim, module.num_heads, module.num_heads,
-                          module.head_dim)
+        return HeadLayout(module.embed_dim, module.num_heads, module.num_heads, module.head_dim)
 
     def parse(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any],
               probe: bool = False) -> AttentionCall:
@@ -99,8 +95,7 @@ class MultiheadAttentionAdapter(AttentionAdapter):
         the causality it asks for; ``probe=True`` (the probe's view) accepts
         ``need_weights=True``."""
         self._check_structure(module)
-        bound = dict(zip(_ARGS, args))
-        bound.update(kwargs)
+        bound = {**dict(zip(_ARGS, args)), **kwargs}
         q, k, v = bound.get("query"), bound.get("key"), bound.get("value")
         e = module.embed_dim
         shapes = f"[B, T, {e}] (batch_first), [T, B, {e}] or unbatched [T, {e}]"
@@ -121,10 +116,7 @@ class MultiheadAttentionAdapter(AttentionAdapter):
         if q.dim() not in (2, 3) or q.size(-1) != e:
             raise fail(ValueError, _WHO, "query", f"of shape {shapes}", q)
         unbatched = q.dim() == 2
-        if unbatched:
-            x = q.unsqueeze(0)
-        else:
-            x = q if module.batch_first else q.transpose(0, 1)
+        x = q.unsqueeze(0) if unbatched else (q if module.batch_first else q.transpose(0, 1))
         b, t = x.shape[:2]
         valid = None
         kpm = bound.get("key_padding_mask")
@@ -150,18 +142,17 @@ class MultiheadAttentionAdapter(AttentionAdapter):
                     am.dim() == 3 and am.size(0) != b * module.num_heads):
                 raise fail(ValueError, _WHO, "attn_mask", f"of shape {shapes}", am)
             masked = _masked(am, "attn_mask")
-            upper = torch.ones(t, t, dtype=torch.bool, device=am.device).triu(1)
-            if not bool(masked.any()):
-                causal = None  # allows every pair: the same as no mask
-            elif bool((masked == upper).all()):
+            if bool(masked.any()):  # a mask allowing every pair is the same as none
+                upper = torch.ones(t, t, dtype=torch.bool, device=am.device).triu(1)
+                if not bool((masked == upper).all()):
+                    raise fail(ValueError, _WHO, "attn_mask", "None or the causal mask with Focus "
+                               "enabled (nn.Transformer.generate_square_subsequent_mask, "
+                               "with a model composed with causal=True)",
+                               got_text=f"a {list(am.shape)} mask that masks other pairs (a "
+                               "sliding window, a custom mask)", hint="; pass padding as "
+                               "key_padding_mask, or disable Focus with "
+                               "set_focus_enabled(model, False)")
                 causal = True
-            else:
-                raise fail(ValueError, _WHO, "attn_mask", "None or the causal mask with Focus "
-                           "enabled (nn.Transformer.generate_square_subsequent_mask, with a "
-                           "model composed with causal=True)", got_text=f"a {list(am.shape)} "
-                           "mask that masks other pairs (a sliding window, a custom mask)",
-                           hint="; pass padding as key_padding_mask, or disable Focus with "
-                           "set_focus_enabled(model, False)")
         return AttentionCall(hidden=x, valid=valid, causal=causal,
                              extra={"unbatched": unbatched})
 

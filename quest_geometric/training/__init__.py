@@ -1,11 +1,7 @@
-"""The training harness shared by every benchmark: seeded, resumable, DDP-ready.
-
-Focus routers are trained with :func:`train_routers` (objectives ``'lm'`` and ``'distill'``,
-:func:`router_loss`) or with Hugging Face's ``Trainer`` (:func:`router_trainer`).
-
-See :class:`Trainer` for the loop, :class:`TrainConfig` for its settings, and
-:mod:`quest_geometric.training.checkpoint` for the atomic, verified checkpoint format.
-"""
+"""The training harness shared by every benchmark: :class:`Trainer` (seeded, resumable,
+DDP-ready; settings in :class:`TrainConfig`, files in :mod:`quest_geometric.training.checkpoint`)
+and the Focus router trainings, :func:`train_routers` and :func:`router_trainer` (Hugging
+Face's ``Trainer``)."""
 from quest_geometric._utils.lock import FolderInUseError
 from quest_geometric.training.checkpoint import (CheckpointError, load_checkpoint,
                                                   read_checkpoint, save_checkpoint)

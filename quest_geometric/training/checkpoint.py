@@ -123,9 +123,8 @@ def save_checkpoint(path: str | os.PathLike, payload: dict[str, Any]) -> None:
 
 
 def read_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
-    """Read and verify a checkpoint file without applying it to anything: load it with
-    ``torch.load(weights_only=True)`` (no arbitrary code runs), then check the format tag,
-    the version and the digest.
+    """Read and verify a checkpoint file (``torch.load(weights_only=True)``: no code runs;
+    then its format tag, version and digest) without applying it.
 
     Args:
         path (str or os.PathLike): the checkpoint file.
@@ -185,8 +184,7 @@ def read_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[
 
 def check_state_dict_compatible(model: nn.Module, state_dict: Mapping[str, Any],
                                 source: str = "checkpoint") -> None:
-    """Raise :class:`CheckpointError` unless ``state_dict`` has exactly ``model``'s keys and
-    shapes.
+    """Raise :class:`CheckpointError` unless ``state_dict`` has exactly ``model``'s keys and shapes.
 
     Args:
         model (torch.nn.Module): the target model (wrappers are stripped).

@@ -43,9 +43,8 @@ def _env_int(name: str, default: int) -> int:
 
 
 def init_distributed(backend: Optional[str] = None, timeout_s: float = 300.0) -> DistInfo:
-    """Join the process group described by ``torchrun``'s ``WORLD_SIZE``, ``RANK``,
-    ``LOCAL_RANK`` (and ``MASTER_ADDR``/``MASTER_PORT``, ``env://``); nothing is initialised
-    with ``WORLD_SIZE`` unset or 1, and an existing group's placement is returned.
+    """Join the process group ``torchrun`` describes (``WORLD_SIZE``, ``RANK``, ``LOCAL_RANK``,
+    ``env://``); nothing is initialised for one process, an existing group is kept.
 
     Args:
         backend (str, optional): ``'nccl'`` or ``'gloo'``; :obj:`None` picks ``'nccl'`` when CUDA
@@ -148,10 +147,9 @@ def cleanup_distributed() -> None:
 
 
 class ShardSampler(Sampler[int]):
-    r"""Deterministic, unpadded sharding of ``range(n)`` for evaluation: rank :math:`r` of
-    :math:`W` takes indices :math:`r, r + W, r + 2W, \dots`. Unlike
-    :class:`torch.utils.data.DistributedSampler` it never repeats samples to even out the
-    shards, so summed metrics count every sample exactly once.
+    r"""Unpadded sharding of ``range(n)`` for evaluation: rank :math:`r` of :math:`W` takes
+    :math:`r, r + W, r + 2W, \dots`. Unlike :class:`torch.utils.data.DistributedSampler` it
+    repeats no sample, so summed metrics count every sample once.
 
     Args:
         num_samples (int): dataset length.

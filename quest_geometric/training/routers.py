@@ -420,9 +420,8 @@ def write_router_checkpoint(run_dir: str | os.PathLike, params: List[torch.Tenso
     :data:`CHECKPOINT_RECORD` with the digest of both, each atomically."""
     from quest_geometric._utils.digested import write_pair
 
-    tensors_file, record_file = _checkpoint_files(run_dir)
     tensors, opt_record = _pack(params, opt)
-    write_pair(tensors_file, record_file, tensors, {
+    write_pair(*_checkpoint_files(run_dir), tensors, {
         "format": _FORMAT, "version": _VERSION, "num_params": len(params), "opt": opt_record,
         "state": state, "seed": seed, "data": data})
 
@@ -451,8 +450,7 @@ def _check_budget(pair_budget: Any) -> Optional[List[float]]:
         raise fail(TypeError, "train_routers", "pair_budget", text, pair_budget) from None
     if len(budget) != 2:
         raise fail(ValueError, "train_routers", "pair_budget", text, pair_budget)
-    r_max, mu = budget
-    if not (0.0 <= r_max <= 1.0) or not (mu >= 0.0 and math.isfinite(mu)):
+    if not (0.0 <= budget[0] <= 1.0) or not (budget[1] >= 0.0 and math.isfinite(budget[1])):
         raise fail(ValueError, "train_routers", "pair_budget", text, pair_budget)
     return budget
 
@@ -469,8 +467,7 @@ def _resume(run_dir: Path, params: List[torch.Tensor], opt: Any, record: Dict[st
                          f"resume; use another run_dir")
     if not (run_dir / CHECKPOINT_RECORD).is_file():
         return None
-    blob = read_router_checkpoint(run_dir)
-    ck = run_dir / CHECKPOINT_RECORD
+    blob, ck = read_router_checkpoint(run_dir), run_dir / CHECKPOINT_RECORD
     saved = blob["state"].get("objective")
     if saved != record:
         raise ValueError(f"{where}: {ck} was trained with {saved}, not {record}; use another "
@@ -582,8 +579,7 @@ def _steps(model: Any, train: torch.Tensor, order: torch.Tensor, steps: int,
 
     with router_outputs(model, enabled=budget is not None) as captured:
         model.train()
-        t_start = time.perf_counter()
-        base_s = state["seconds"]
+        t_start, base_s = time.perf_counter(), state["seconds"]
         bar = tqdm(total=steps, initial=state["step"], desc=desc, disable=not progress)
         while state["step"] < steps:
             x = train[order[state["step"]]].unsqueeze(0)

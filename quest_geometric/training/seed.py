@@ -55,15 +55,15 @@ def enable_determinism() -> None:
 
 
 def get_rng_state(generator: Optional[torch.Generator] = None) -> dict[str, Any]:
-    """Capture the state of every global random stream (and an optional data generator), as
-    tensors, numbers and tuples only (it loads with ``torch.load(weights_only=True)``).
+    """Capture every global random stream (and an optional data generator) as tensors,
+    numbers and tuples, which load with ``torch.load(weights_only=True)``.
 
     Args:
         generator (torch.Generator, optional): a data generator to capture as well.
             (default: :obj:`None`)
 
     Returns:
-        dict: keys ``python``, ``numpy``, ``torch``, ``cuda`` (a list, empty without CUDA) and
+        dict: keys ``python``, ``numpy``, ``torch``, ``cuda`` (empty without CUDA) and
         ``generator`` (``None`` when not given).
     """
     np_state = np.random.get_state()

@@ -74,13 +74,13 @@ class Task:
     def evaluate(self, model: nn.Module, batches: Iterable[Any],
                  device: Optional[torch.device] = None) -> dict[str, float]:
         """The metrics of :meth:`summarize` over ``batches`` in this process (no cross-rank
-        reduction), ``model`` in eval mode meanwhile.
+        reduction), the model in eval mode meanwhile.
 
         Args:
             model (torch.nn.Module): the model.
             batches (iterable): a loader or any iterable of batches.
-            device (torch.device, optional): where to move batches; :obj:`None` uses the
-                model's device. (default: :obj:`None`)
+            device (torch.device, optional): where batches go; :obj:`None`: the model's device.
+                (default: :obj:`None`)
         """
         if device is None:
             p = next(iter(model.parameters()), None)

@@ -45,8 +45,7 @@ class Callback:
         """After set-up and any resume, before the first step."""
 
     def after_optimizer_step(self, trainer: "Trainer", step: int) -> None:
-        """Right after ``optimizer.step()`` (``step`` counts completed steps, from 1); the
-        place for weight constraints such as a key-spectrum control."""
+        """Right after ``optimizer.step()`` (``step`` from 1): the place for weight constraints."""
 
     def on_step_end(self, trainer: "Trainer", step: int, metrics: dict[str, Any]) -> None:
         """After each optimiser step; ``metrics`` holds ``loss`` (a 0-dim tensor: reading it
@@ -56,8 +55,7 @@ class Callback:
         """After each evaluation, with the reduced ``val_*`` metrics."""
 
     def on_epoch_end(self, trainer: "Trainer", epoch: int, metrics: dict[str, float]) -> None:
-        """After each epoch (``epoch`` counts completed epochs, from 1) with its record,
-        before its checkpoint is written."""
+        """After each epoch (``epoch`` from 1) with its record, before its checkpoint."""
 
     def on_fit_end(self, trainer: "Trainer", metrics: dict[str, float]) -> None:
         """After the last step, evaluation and checkpoint."""

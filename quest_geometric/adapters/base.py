@@ -1,21 +1,5 @@
-r"""The attention-adapter protocol: how to drive one attention class from outside.
-
-An :class:`AttentionAdapter` knows, for one attention module class, how to
-
-1. **parse** one forward call (:meth:`AttentionAdapter.parse`): hidden states, the attention
-   mask reduced to a padding mask, rotary embeddings, the KV cache;
-2. **project** the call's tokens to per-head queries, keys and values
-   (:meth:`AttentionAdapter.project`), exactly as the module does (fused splits, rotary
-   embeddings, grouped-query layouts), before any attention is computed;
-3. apply the module's **output projection** (:meth:`AttentionAdapter.output`) and wrap the
-   result like the module's own return value (:meth:`AttentionAdapter.finish`).
-
-:func:`~quest_geometric.nn.focus.compose.compose_focus` uses all three to replace the
-module's attention by Focus; :class:`~quest_geometric.analysis.probe.QKProbe` uses
-:meth:`AttentionAdapter.qk_view` (by default built from 1 and 2) to measure the queries and
-keys. The protocol sits below :mod:`quest_geometric.nn` and :mod:`quest_geometric.analysis`
-and imports neither.
-"""
+"""The attention-adapter protocol, :class:`AttentionAdapter`, and the types it passes; it
+imports neither :mod:`quest_geometric.nn` nor :mod:`quest_geometric.analysis`."""
 from __future__ import annotations
 
 import math
@@ -35,33 +19,27 @@ __all__ = ["QKView", "AttentionCall", "HeadLayout", "AttentionAdapter", "Functio
 
 @dataclass
 class QKView:
-    r"""The per-head queries and keys an attention layer uses in one forward call.
-
-    Returned by an attention adapter (see
-    :func:`~quest_geometric.adapters.register_attention_adapter`). The logits of head
-    :math:`h` are :math:`L_h = s\, Q_h K_h^\top` and the attention is the softmax of each row
-    of :math:`L_h` over its allowed keys: every key for dense attention, restricted by
-    ``causal``, ``mask`` and ``k_valid``; or over the in-edges of each target node when
-    ``edge_index`` is given (graph attention).
+    r"""The per-head queries and keys an attention layer uses in one forward call, as an adapter
+    returns them. Head :math:`h`'s logits :math:`L_h = s\, Q_h K_h^\top` are softmaxed per row
+    over the allowed keys (``causal``, ``mask``, ``k_valid``), or over each target node's
+    in-edges when ``edge_index`` is given.
 
     Args:
         q (Tensor): queries ``[B, H, T, d]``.
-        k (Tensor): keys ``[B, H, S, d]`` (same ``B``, ``H`` and ``d`` as ``q``; for
-            grouped-query attention the key heads are repeated so that query head :math:`h`
-            is paired with key/value head :math:`\lfloor h / (H / H_{kv}) \rfloor`).
+        k (Tensor): keys ``[B, H, S, d]`` (grouped-query key heads repeated, :func:`repeat_kv`).
         scale (float, optional): :math:`s`. (default: :obj:`None`, :math:`1/\sqrt{d}`)
-        causal (bool): query ``i`` may attend to key ``j`` only if
-            ``j <= i + S - T``. (default: :obj:`False`)
-        mask (Tensor, optional): bool, broadcastable to ``[B, H, T, S]``; :obj:`True` marks
-            an allowed pair (combined with ``causal``). (default: :obj:`None`)
-        q_valid (Tensor, optional): bool ``[B, T]``; :obj:`False` marks padding queries,
-            left out of every metric. (default: :obj:`None`, all valid)
+        causal (bool): query ``i`` may attend to key ``j`` only if ``j <= i + S - T``.
+            (default: :obj:`False`)
+        mask (Tensor, optional): bool, broadcastable to ``[B, H, T, S]``, :obj:`True` for an
+            allowed pair (combined with ``causal``). (default: :obj:`None`)
+        q_valid (Tensor, optional): bool ``[B, T]``; :obj:`False` marks padding queries, left
+            out of every metric. (default: :obj:`None`, all valid)
         k_valid (Tensor, optional): bool ``[B, S]``, likewise for keys. (default: :obj:`None`)
-        edge_index (Tensor, optional): long ``[2, E]`` (source = key index, target = query
-            index) for sparse graph attention; needs ``B == 1``. (default: :obj:`None`)
-        edge_logits (Tensor, optional): ``[E, H]`` per-edge logits that replace
-            :math:`s\,\mathbf{q}_i^\top\mathbf{k}_j` in the entropy (e.g. with edge-feature
-            terms). (default: :obj:`None`)
+        edge_index (Tensor, optional): long ``[2, E]`` (source = key, target = query) for
+            sparse graph attention; needs ``B == 1``. (default: :obj:`None`)
+        edge_logits (Tensor, optional): ``[E, H]`` per-edge logits replacing
+            :math:`s\,\mathbf{q}_i^\top\mathbf{k}_j` (e.g. with edge-feature terms).
+            (default: :obj:`None`)
     """
 
     q: Tensor
@@ -76,9 +54,8 @@ class QKView:
 
 
 class HeadLayout(NamedTuple):
-    r"""Head layout of an attention module: ``embed_dim`` (the width of the hidden states
-    it reads), ``num_heads`` (query heads :math:`H`), ``num_kv_heads`` (key/value heads
-    :math:`H_{kv}`, dividing :math:`H`) and ``head_dim`` (:math:`D`)."""
+    """Head layout of an attention module: ``embed_dim`` (its input width), ``num_heads``
+    (:math:`H`), ``num_kv_heads`` (:math:`H_{kv}`, dividing :math:`H`), ``head_dim`` (:math:`D`)."""
 
     embed_dim: int
     num_heads: int
@@ -88,22 +65,20 @@ class HeadLayout(NamedTuple):
 
 @dataclass
 class AttentionCall:
-    r"""One parsed forward call of an attention module.
+    """One parsed forward call of an attention module.
 
     Attributes:
         hidden (Tensor): the hidden states of the new tokens, ``[B, T, C]``.
-        valid (Tensor, optional): bool ``[B, S]`` over every key of the call (the cached
-            ones first, then the :math:`T` new tokens, ``S = cache_len + T``); :obj:`False`
-            marks padding. :obj:`None` when nothing is padding.
+        valid (Tensor, optional): bool ``[B, S]`` over every key of the call (cached ones
+            first, ``S = cache_len + T``), :obj:`False` for padding; :obj:`None` without any.
         cache (Any): the key/value cache object (Hugging Face ``Cache``), or :obj:`None`.
         cache_len (int): tokens already in :attr:`cache` for this layer.
         layer_idx (int, optional): the module's index in the cache.
         rotary (tuple, optional): ``(cos, sin)`` rotary embeddings of the new tokens.
-        causal (bool, optional): the causality the call itself asks for (e.g. through a
-            causal ``attn_mask``); :obj:`None` when the call does not say. A composed layer
-            refuses a call that contradicts its own ``causal``.
-        extra (dict): anything else an adapter wants to carry from :meth:`~AttentionAdapter.parse`
-            to the other methods.
+        causal (bool, optional): the causality the call asks for (e.g. a causal
+            ``attn_mask``), :obj:`None` when it does not say; a composed layer refuses a
+            contradiction.
+        extra (dict): anything else the adapter carries from :meth:`~AttentionAdapter.parse`.
     """
 
     hidden: Tensor
@@ -117,9 +92,8 @@ class AttentionCall:
 
 
 def repeat_kv(x: Tensor, n_rep: int) -> Tensor:
-    r"""Grouped-query attention: repeat each of the :math:`H_{kv}` key/value heads of
-    ``[B, H_kv, S, D]`` :obj:`n_rep` times, so that query head :math:`h` meets key/value head
-    :math:`\lfloor h / n_{rep} \rfloor` (the layout of Hugging Face's ``repeat_kv``)."""
+    r"""Repeat each key/value head of ``[B, H_kv, S, D]`` :obj:`n_rep` times, so that query
+    head :math:`h` meets head :math:`\lfloor h / n_{rep} \rfloor` (Hugging Face's layout)."""
     if n_rep == 1:
         return x
     b, hkv, s, d = x.shape
@@ -130,20 +104,17 @@ _WARNED_CACHE: set = set()
 
 
 def warn_cached_call(module: nn.Module) -> None:
-    """Warn once per module that a call continuing a non-empty KV cache is skipped by the
-    probe."""
+    """Warn once per module that the probe skips a call continuing a non-empty KV cache."""
     if id(module) not in _WARNED_CACHE:
         _WARNED_CACHE.add(id(module))
-        warnings.warn(
-            f"QKProbe: {type(module).__name__} called with a non-empty KV cache (incremental "
-            "decoding); such calls are skipped. Probe full sequences (use_cache=False).",
-            stacklevel=5,
-        )
+        warnings.warn(f"QKProbe: {type(module).__name__} called with a non-empty KV cache "
+                      "(incremental decoding); such calls are skipped. Probe full sequences "
+                      "(use_cache=False).", stacklevel=5)
 
 
 def _allowed_from_mask(mask: Tensor, who: str) -> Tensor:
-    """Boolean 'may attend' view of a boolean or additive mask (0 = attend,
-    very negative = masked); any other additive value is a bias, which is refused."""
+    """Boolean 'may attend' view of a boolean or additive mask (0 = attend, very negative =
+    masked); any other additive value is a bias and is refused."""
     if mask.dtype == torch.bool:
         return mask
     if not mask.is_floating_point():
@@ -158,25 +129,17 @@ def _allowed_from_mask(mask: Tensor, who: str) -> Tensor:
 
 def padding_from_mask(mask: Optional[Tensor], q_len: int, kv_len: int, causal: bool,
                       who: str) -> Optional[Tensor]:
-    r"""Reduce an attention mask to a padding mask, or refuse it.
-
-    Accepted: :obj:`None`; a 2-D ``[B, S]`` padding mask (non-zero = real token); a 4-D
-    ``[B, 1 or H, T, S]`` boolean or additive mask that allows exactly
+    r"""Reduce an attention mask to a padding mask, or refuse it: accepted are :obj:`None`, a
+    ``[B, S]`` padding mask (non-zero = real token), or a ``[B, 1 or H, T, S]`` boolean or
+    additive mask that allows exactly
 
     .. math::
         \mathrm{allowed}_{b,i,j} = \mathrm{valid}_{b,j} \wedge
-        (j \le i + S - T \text{ if causal}),
+        (j \le i + S - T \text{ if causal})
 
-    on every real query row :math:`i` (the rows of padding queries are ignored: Hugging
-    Face may open them up to avoid empty softmax rows). ``valid`` is read off the last query
-    row, which sees every earlier key; the whole mask is then checked against the formula,
-    so a mask that is not a padding mask (a sliding window, a custom 4-D bias) is refused.
-
-    Every layer of one forward receives the same mask tensor, so the last reduction is
-    remembered and returned again for the same tensor, unchanged (its version counter) and
-    with the same lengths: a decoding step with a static cache (a ``[B, 1, 1, S']`` mask
-    over the whole buffer) reduces it once instead of once per layer. The returned tensor is
-    shared between those calls; do not change it in place.
+    on every real query row :math:`i`. The last reduction is returned again for the same,
+    unchanged mask tensor (every layer of a forward gets the same one); do not change the
+    result in place.
 
     Args:
         mask (Tensor, optional): the mask as the module received it.
@@ -186,12 +149,12 @@ def padding_from_mask(mask: Optional[Tensor], q_len: int, kv_len: int, causal: b
         who (str): the name used in error messages.
 
     Returns:
-        Tensor, optional: bool ``[B, S]`` (:obj:`False` = padding), or :obj:`None` when no
-        key is padding.
+        Tensor, optional: bool ``[B, S]`` (:obj:`False` = padding), or :obj:`None` when no key
+        is padding.
 
     Raises:
-        ValueError: for any other mask (also one that is not a tensor, such as the block
-            mask of another attention implementation), naming what is supported.
+        ValueError: for any other mask (a sliding window, a bias, a non-tensor), naming what is
+            supported.
     """
     if mask is None:
         return None
@@ -199,7 +162,6 @@ def padding_from_mask(mask: Optional[Tensor], q_len: int, kv_len: int, causal: b
         raise fail(ValueError, who, "attention_mask", "None, a [B, S] padding mask, or the "
                    "4-D causal padding mask Hugging Face builds from it with Focus enabled",
                    mask, hint="; use attn_implementation='sdpa' or 'eager'")
-    # every layer of one forward receives the same mask tensor: reduce it once
     key = None if mask.is_inference() else (mask._version, q_len, kv_len, bool(causal))
     ref, last_key, last = _LAST_MASK
     if key is not None and ref is not None and ref() is mask and last_key == key:
@@ -234,14 +196,10 @@ def _reduce_mask(mask: Tensor, q_len: int, kv_len: int, causal: bool, who: str
                        "enabled", got_text="a per-head mask")
         allowed = allowed[:, 0]
         valid = allowed[:, -1, :].clone()
-        if causal:  # the last query sits at position kv_len - 1 and sees everything before
-            i = torch.arange(q_len, device=mask.device).view(-1, 1) + (kv_len - q_len)
-            pattern = torch.arange(kv_len, device=mask.device).view(1, -1) <= i
-        else:
-            pattern = torch.ones(q_len, kv_len, dtype=torch.bool, device=mask.device)
-        expected = valid.unsqueeze(1) & pattern
-        real_q = valid[:, kv_len - q_len:]
-        bad = (allowed != expected).any(-1) & real_q
+        pattern = torch.ones(q_len, kv_len, dtype=torch.bool, device=mask.device)
+        if causal:  # query i sits at position i + kv_len - q_len
+            pattern = pattern.tril(kv_len - q_len)
+        bad = (allowed != (valid.unsqueeze(1) & pattern)).any(-1) & valid[:, kv_len - q_len:]
         if bool(bad.any()):
             raise fail(ValueError, who, "attention_mask", "a padding mask with Focus enabled "
                        "(left or right padding, combined with the causal mask)",
@@ -256,35 +214,27 @@ def _reduce_mask(mask: Tensor, q_len: int, kv_len: int, causal: bool, who: str
 
 
 class AttentionAdapter:
-    r"""How to drive one attention module class (the protocol; subclass it).
-
-    Register an instance for a class with
-    :func:`~quest_geometric.adapters.register_attention_adapter`. A complete adapter
-    implements :meth:`heads`, :meth:`parse`, :meth:`project` and :meth:`output` (and, where
-    the module's return value is not ``(out, None)``, :meth:`finish`); it then serves both
-    :func:`~quest_geometric.nn.focus.compose.compose_focus` and
-    :class:`~quest_geometric.analysis.probe.QKProbe`. An adapter that only overrides
-    :meth:`qk_view` serves the probe only.
+    """How to drive one attention module class: subclass it and register an instance with
+    :func:`~quest_geometric.adapters.register_attention_adapter`. Implementing :meth:`heads`,
+    :meth:`parse`, :meth:`project` and :meth:`output` (and :meth:`finish` unless the module
+    returns ``(out, None)``) serves both Focus composition and the probe; overriding only
+    :meth:`qk_view` serves the probe.
 
     Attributes:
-        causal (bool, optional): :obj:`True` for causal (decoder) attention, :obj:`False`
-            for bidirectional attention, :obj:`None` when the module does either and the
-            caller says which (``compose_focus(..., causal=...)``).
+        causal (bool, optional): :obj:`True` for causal (decoder) attention, :obj:`False` for
+            bidirectional, :obj:`None` when the caller says (``compose_focus(..., causal=...)``).
         probe_only (bool): :obj:`True` when only :meth:`qk_view` is implemented.
-        keep_type (bool): the composed layer stays an instance of the module's class (its
-            other attributes read through to the original), for parents that check
-            ``isinstance`` on it, e.g. PyG's ``GPSConv`` on ``MultiheadAttention``.
+        keep_type (bool): the composed layer stays an instance of the module's class, for
+            parents that check ``isinstance`` (PyG's ``GPSConv`` on ``MultiheadAttention``).
     """
 
     causal: Optional[bool] = True
     probe_only: bool = False
     keep_type: bool = False
 
-    # --- structure -----------------------------------------------------------------
     def can_compose(self, module: nn.Module) -> bool:
-        """Whether :func:`~quest_geometric.nn.focus.compose.compose_focus` should wrap this
-        instance (e.g. :obj:`False` for a cross-attention instance of a self-attention
-        class; default: :obj:`True` unless :attr:`probe_only`)."""
+        """Whether to compose this instance (e.g. not a cross-attention instance of a
+        self-attention class; default: :obj:`True` unless :attr:`probe_only`)."""
         return not self.probe_only
 
     def heads(self, module: nn.Module) -> HeadLayout:
@@ -295,47 +245,37 @@ class AttentionAdapter:
         r"""The module's softmax scale :math:`s` (default: :math:`1/\sqrt{D}`)."""
         return 1.0 / math.sqrt(self.heads(module).head_dim)
 
-    # --- one call --------------------------------------------------------------------
     def parse(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]) -> AttentionCall:
-        """Parse the arguments of one ``module.forward`` call (refusing what cannot be
-        honoured, with a clear error)."""
+        """Parse one ``module.forward`` call, refusing what cannot be honoured."""
         raise NotImplementedError(f"{type(self).__name__}.parse")
 
     def project(self, module: nn.Module, call: AttentionCall
                 ) -> Tuple[Tensor, Tensor, Tensor]:
-        r"""Queries ``[B, H, T, D]``, keys and values ``[B, H_kv, T, D]`` of the call's new
-        tokens, exactly as the module computes them (rotary embeddings applied; the
-        queries *not* scaled)."""
+        """Queries ``[B, H, T, D]``, keys and values ``[B, H_kv, T, D]`` of the new tokens, as
+        the module computes them (rotary embeddings applied, queries not scaled)."""
         raise NotImplementedError(f"{type(self).__name__}.project")
 
     def output(self, module: nn.Module, o: Tensor) -> Tensor:
-        """The module's output projection (and residual dropout) of the attention output
-        ``[B, T, H * D]``."""
+        """The module's output projection of the attention output ``[B, T, H * D]``."""
         raise NotImplementedError(f"{type(self).__name__}.output")
 
     def finish(self, module: nn.Module, out: Tensor, call: AttentionCall) -> Any:
-        """Wrap the projected output ``[B, T, C]`` like the module's return value
-        (default: ``(out, None)``, the Hugging Face layout)."""
+        """The module's return value for the output ``[B, T, C]`` (default ``(out, None)``)."""
         return out, None
 
     def update_cache(self, module: nn.Module, call: AttentionCall, k: Tensor, v: Tensor
                      ) -> Tuple[Tensor, Tensor]:
-        """Store the new keys and values in :attr:`AttentionCall.cache` (if any) and return
-        every key and value of the call (cached + new), ``[B, H_kv, S, D]``."""
+        """Store the new keys and values in the call's cache (if any); return every key and
+        value of the call, ``[B, H_kv, S, D]``."""
         if call.cache is None:
             return k, v
         return call.cache.update(k, v, call.layer_idx)
 
-    # --- the probe's view ----------------------------------------------------------
     def qk_view(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]
                 ) -> Optional[QKView]:
-        r"""Queries and keys of one call for :class:`~quest_geometric.analysis.probe.QKProbe`
-        (under :func:`torch.no_grad`, without changing the module or its inputs), or
-        :obj:`None` to skip the call. The default builds it from :meth:`parse` and
-        :meth:`project`: calls that continue a non-empty cache are skipped (the probe
-        measures full sequences), grouped-query keys are repeated (query head :math:`h`
-        is measured against key head :math:`\lfloor h / (H/H_{kv}) \rfloor`, the keys it
-        attends to), padding is marked in ``q_valid``/``k_valid``."""
+        """Queries and keys of one call for :class:`~quest_geometric.analysis.probe.QKProbe`
+        (changing nothing), or :obj:`None` to skip it; the default skips calls continuing a cache
+        and repeats grouped-query keys (:func:`repeat_kv`)."""
         call = self.parse(module, args, kwargs)
         if call.cache_len > 0:
             warn_cached_call(module)
@@ -343,26 +283,25 @@ class AttentionAdapter:
         q, k, _ = self.project(module, call)
         lay = self.heads(module)
         k = repeat_kv(k, lay.num_heads // lay.num_kv_heads)
-        valid = call.valid
-        mask = None
-        if valid is not None:
-            mask = valid[:, None, None, :]
-        return QKView(q, k, self.scaling(module), causal=bool(self.causal), mask=mask,
-                      q_valid=valid, k_valid=valid)
+        return _padded_view(q, k, self.scaling(module), bool(self.causal), call.valid)
+
+
+def _padded_view(q: Tensor, k: Tensor, scale: float, causal: bool,
+                 valid: Optional[Tensor]) -> QKView:
+    """A :class:`QKView` of self-attention with the padding ``valid`` ``[B, S]`` (or none)."""
+    mask = valid[:, None, None, :] if valid is not None else None
+    return QKView(q, k, scale, causal=causal, mask=mask, q_valid=valid, k_valid=valid)
 
 
 class FunctionAdapter(AttentionAdapter):
-    r"""A probe-only adapter from a function ``fn(module, args, kwargs)`` that returns
-    ``(q, k)``, a :class:`QKView` or :obj:`None` (what
-    :func:`~quest_geometric.adapters.register_attention_adapter` makes of a plain
-    function)."""
+    r"""A probe-only adapter from a function ``fn(module, args, kwargs)`` returning ``(q, k)``,
+    a :class:`QKView` or :obj:`None` (what a plain function is registered as)."""
 
     probe_only = True
 
     def __init__(self, fn: Any) -> None:
         if not callable(fn):
             raise fail(TypeError, "FunctionAdapter", "fn", "callable", fn)
-
         self.fn = fn
 
     def qk_view(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]) -> Any:

@@ -1,16 +1,8 @@
-r"""Adapters for Hugging Face ``transformers`` attention classes (registered by name, so
-``transformers`` is imported only when a model uses it).
-
-* ``GPT2Attention`` (self-attention; fused ``c_attn`` ``Conv1D``, the module's own
-  ``scaling``; cross-attention is probed, not composed);
-* ``GPTNeoXAttention`` (Pythia; fused, head-interleaved ``query_key_value``, rotary
-  embeddings from the ``position_embeddings`` argument);
-* the Llama family, ``LlamaAttention``, ``MistralAttention``, ``Qwen2Attention`` (and every
-  checkpoint built on them, e.g. SmolLM2): separate ``q_proj``/``k_proj``/``v_proj``/
-  ``o_proj`` (with the optional biases of Qwen2), grouped-query attention
-  (``num_key_value_heads`` dividing ``num_attention_heads``), rotary embeddings from
-  ``position_embeddings`` through the model's own ``apply_rotary_pos_emb``, the module's
-  ``scaling``.
+r"""Adapters for Hugging Face ``transformers`` attention classes, registered by name (so
+``transformers`` is imported only when a model uses it): ``GPT2Attention`` (cross-attention
+probed, not composed), ``GPTNeoXAttention`` (Pythia) and the Llama family
+(``LlamaAttention``, ``MistralAttention``, ``Qwen2Attention``, and checkpoints built on them
+such as SmolLM2).
 """
 from __future__ import annotations
 
@@ -21,14 +13,8 @@ import torch
 from torch import Tensor, nn
 
 from quest_geometric._utils.checks import fail
-from quest_geometric.adapters.base import (
-    AttentionAdapter,
-    AttentionCall,
-    HeadLayout,
-    QKView,
-    padding_from_mask,
-    warn_cached_call,
-)
+from quest_geometric.adapters.base import (AttentionAdapter, AttentionCall, HeadLayout, QKView,
+                                           padding_from_mask, warn_cached_call)
 from quest_geometric.adapters.registry import register_attention_adapter
 
 __all__ = ["HFAttentionAdapter", "GPT2AttentionAdapter", "GPTNeoXAttentionAdapter",
@@ -57,16 +43,13 @@ def hf_cache_length(cache: Any, layer_idx: Optional[int]) -> int:
 
 
 def _bind(args: tuple, kwargs: Dict[str, Any], names: Tuple[str, ...]) -> Dict[str, Any]:
-    bound = dict(zip(names, args))
-    bound.update(kwargs)
-    return bound
+    return {**dict(zip(names, args)), **kwargs}
 
 
 def _attentions_requested(bound: Dict[str, Any]) -> bool:
-    """Whether the call's caller asked for the attention weights: ``output_attentions`` among
-    the arguments, or (transformers v5 models that record them through output-capturing hooks
-    instead of passing the flag down, e.g. GPT-2) an active output collector that collects
-    ``attentions``."""
+    """Whether the caller asked for the attention weights: ``output_attentions``, or an
+    active output collector of ``attentions`` (transformers v5 models such as GPT-2 record
+    them through hooks instead of passing the flag down)."""
     if bound.get("output_attentions"):
         return True
     capturing = sys.modules.get("transformers.utils.output_capturing")
@@ -80,32 +63,27 @@ def _attentions_requested(bound: Dict[str, Any]) -> bool:
     return isinstance(collected, dict) and "attentions" in collected
 
 
-def _hf_mask_bool(mask: Any) -> Optional[Tensor]:
-    """A 4-D HF attention mask as bool (True = attend)."""
+def _probe_mask(mask: Any) -> Tuple[Optional[Tensor], Optional[Tensor]]:
+    """A 4-D HF attention mask as bool (True = attend) and the ``[B, S]`` valid keys (a key
+    is padding iff no query may attend to it); ``(None, None)`` without a mask."""
     if not isinstance(mask, Tensor):
-        return None
+        return None, None
     if mask.dim() != 4:
         raise fail(ValueError, "QKProbe", "attention_mask", "a 4-D [B, 1, T, S] mask", mask)
-    if mask.dtype == torch.bool:
-        return mask
-    return mask > torch.finfo(mask.dtype).min / 2
-
-
-def _self_attention_valid(mask: Optional[Tensor]) -> Optional[Tensor]:
-    # A token is padding iff no query may attend to it as a key.
-    if mask is None:
-        return None
-    return mask.any(dim=-2).any(dim=1)  # [B, S]
+    if mask.dtype != torch.bool:
+        mask = mask > torch.finfo(mask.dtype).min / 2
+    return mask, mask.any(dim=-2).any(dim=1)
 
 
 class HFAttentionAdapter(AttentionAdapter):
-    r"""Shared parsing of Hugging Face self-attention calls: hidden states first, the mask
-    reduced by :func:`~quest_geometric.adapters.padding_from_mask`, the cache found under
-    any of its names, ``output_attentions`` refused (no dense attention matrix exists on the
-    Focus path)."""
+    r"""Shared parsing of Hugging Face self-attention calls: the mask reduced by
+    :func:`~quest_geometric.adapters.padding_from_mask`, the cache found under any of its
+    names, ``output_attentions`` refused (no dense attention matrix exists with Focus)."""
 
     #: positional parameter names of ``forward`` after ``hidden_states``
     arg_names: Tuple[str, ...] = ("hidden_states",)
+    #: where a module that needs ``position_embeddings`` gets them (:obj:`None`: not needed)
+    rotary_from: Optional[str] = None
 
     def parse(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]) -> AttentionCall:
         bound = _bind(args, kwargs, self.arg_names)
@@ -122,9 +100,11 @@ class HFAttentionAdapter(AttentionAdapter):
         layer_idx = getattr(module, "layer_idx", None)
         cache_len = hf_cache_length(cache, layer_idx)
         t = x.size(1)
-        valid = padding_from_mask(bound.get("attention_mask"), t, cache_len + t, True,
-                                  f"compose_focus ({type(module).__name__})")
+        valid = padding_from_mask(bound.get("attention_mask"), t, cache_len + t, True, who)
         pe = bound.get("position_embeddings")
+        if pe is None and self.rotary_from is not None:
+            raise fail(ValueError, who, "position_embeddings",
+                       f"passed as (cos, sin), as {self.rotary_from}", None)
         return AttentionCall(hidden=x, valid=valid, cache=cache, cache_len=cache_len,
                              layer_idx=layer_idx, rotary=tuple(pe) if pe is not None else None,
                              extra={"bound": bound})
@@ -171,25 +151,21 @@ class GPT2AttentionAdapter(HFAttentionAdapter):
         hidden = args[0] if args else kwargs.get("hidden_states")
         cache = kwargs.get("cache", kwargs.get("past_key_values"))
         enc = kwargs.get("encoder_hidden_states")
-        d = module.head_dim
-        scale = self.scaling(module)
         if enc is not None:  # cross-attention: queries from q_attn, keys from the encoder
             q = module.q_attn(hidden)
             k, _ = module.c_attn(enc).split(module.split_size, dim=2)
-            mask = _hf_mask_bool(kwargs.get("encoder_attention_mask"))
-            causal = False
-            qv, kv = None, _self_attention_valid(mask)
+            mask, kv = _probe_mask(kwargs.get("encoder_attention_mask"))
+            causal, qv = False, None
         else:
             if hf_cache_length(cache, getattr(module, "layer_idx", None)) > 0:
                 warn_cached_call(module)
                 return None
             q, k, _ = module.c_attn(hidden).split(module.split_size, dim=2)
-            mask = _hf_mask_bool(kwargs.get("attention_mask"))
-            causal = True
-            qv = kv = _self_attention_valid(mask)
-        q = q.view(*q.shape[:-1], -1, d).transpose(1, 2)
-        k = k.view(*k.shape[:-1], -1, d).transpose(1, 2)
-        return QKView(q, k, scale, causal=causal, mask=mask, q_valid=qv, k_valid=kv)
+            mask, kv = _probe_mask(kwargs.get("attention_mask"))
+            causal, qv = True, kv
+        q, k = (a.view(*a.shape[:-1], -1, module.head_dim).transpose(1, 2) for a in (q, k))
+        return QKView(q, k, self.scaling(module), causal=causal, mask=mask, q_valid=qv,
+                      k_valid=kv)
 
 
 def _rope(module: nn.Module) -> Any:
@@ -202,6 +178,7 @@ class GPTNeoXAttentionAdapter(HFAttentionAdapter):
     (post-rotary q/k), ``dense`` output."""
 
     arg_names = ("hidden_states", "attention_mask", "layer_past", "position_embeddings")
+    rotary_from = "GPTNeoXModel does in transformers v5"
 
     def heads(self, module: nn.Module) -> HeadLayout:
         c = module.query_key_value.in_features
@@ -210,14 +187,6 @@ class GPTNeoXAttentionAdapter(HFAttentionAdapter):
 
     def scaling(self, module: nn.Module) -> float:
         return float(module.scaling)
-
-    def parse(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]) -> AttentionCall:
-        call = super().parse(module, args, kwargs)
-        if call.rotary is None:
-            raise fail(ValueError, f"compose_focus ({type(module).__name__})",
-                       "position_embeddings", "passed as (cos, sin), as GPTNeoXModel does in "
-                       "transformers v5", None)
-        return call
 
     def project(self, module: nn.Module, call: AttentionCall) -> Tuple[Tensor, Tensor, Tensor]:
         x = call.hidden
@@ -243,35 +212,22 @@ class GPTNeoXAttentionAdapter(HFAttentionAdapter):
             raise fail(ValueError, "QKProbe", "position_embeddings", "passed to "
                        f"{type(module).__name__} as (cos, sin) (the transformers v5 layout, "
                        "where the model passes them; the probe supports that one)", None)
-        d = module.head_size
-        qkv = module.query_key_value(hidden).view(*hidden.shape[:-1], -1, 3 * d).transpose(1, 2)
-        q, k, _ = qkv.chunk(3, dim=-1)
-        q, k = _rope(module)(q, k, *pos)  # post-rotary: what the attention compares
-        mask = _hf_mask_bool(kwargs.get("attention_mask"))
-        valid = _self_attention_valid(mask)
+        # post-rotary queries and keys: what the attention compares
+        q, k, _ = self.project(module, AttentionCall(hidden=hidden, rotary=tuple(pos)))
+        mask, valid = _probe_mask(kwargs.get("attention_mask"))
         return QKView(q, k, self.scaling(module), causal=True, mask=mask, q_valid=valid,
                       k_valid=valid)
 
 
 class LlamaAttentionAdapter(HFAttentionAdapter):
-    r"""The Llama family (``LlamaAttention``, ``MistralAttention``, ``Qwen2Attention``;
-    SmolLM2 is a Llama): separate projections with optional biases, grouped-query
-    attention, rotary embeddings from ``position_embeddings`` applied with the model's own
-    ``apply_rotary_pos_emb``, the module's ``scaling``, ``o_proj`` output.
-
-    **Grouped-query attention.** With :math:`H` query heads and :math:`H_{kv}` key/value
-    heads, query head :math:`h` attends with key/value head
-    :math:`\lfloor h / (H/H_{kv}) \rfloor` (Hugging Face's ``repeat_kv``); the probe measures
-    each query head against those keys, and the key PR of a key head is reported once per
-    query head that reads it.
-
-    **Sliding windows.** ``MistralAttention`` (and Qwen2 layers with
-    ``use_sliding_window``) restrict attention to the last ``config.sliding_window`` keys. The
-    Focus pattern is defined over the whole causal prefix, so a call whose keys exceed the
-    sliding window is refused with an error naming ``config.sliding_window``.
-    """
+    r"""The Llama family (``LlamaAttention``, ``MistralAttention``, ``Qwen2Attention``):
+    separate projections, grouped-query attention (query head :math:`h` reads key/value head
+    :math:`\lfloor h / (H/H_{kv}) \rfloor`), the model's own ``apply_rotary_pos_emb``. Focus
+    attends over the whole causal prefix, so a call with more keys than a sliding window
+    (Mistral, Qwen2 with ``use_sliding_window``) is refused, naming ``config.sliding_window``."""
 
     arg_names = ("hidden_states", "position_embeddings", "attention_mask", "cache")
+    rotary_from = "the transformers v5 model does"
 
     def heads(self, module: nn.Module) -> HeadLayout:
         d = module.head_dim
@@ -307,19 +263,13 @@ class LlamaAttentionAdapter(HFAttentionAdapter):
                            "(and use a dynamic cache: generate(..., "
                            f"cache_implementation='dynamic')) or keep sequences within {sw} "
                            "tokens")
-        call = super().parse(module, args, kwargs)
-        if call.rotary is None:
-            raise fail(ValueError, who, "position_embeddings", "passed as (cos, sin), as the "
-                       "transformers v5 model does", None)
-        return call
-
+        return super().parse(module, args, kwargs)
 
     def project(self, module: nn.Module, call: AttentionCall) -> Tuple[Tensor, Tensor, Tensor]:
         x = call.hidden
         shape = (*x.shape[:-1], -1, module.head_dim)
-        q = module.q_proj(x).view(shape).transpose(1, 2)
-        k = module.k_proj(x).view(shape).transpose(1, 2)
-        v = module.v_proj(x).view(shape).transpose(1, 2)
+        q, k, v = (proj(x).view(shape).transpose(1, 2)
+                   for proj in (module.q_proj, module.k_proj, module.v_proj))
         q, k = _rope(module)(q, k, *call.rotary)
         return q, k, v
 

@@ -1,11 +1,7 @@
-r"""Probe adapters for graph and native attention layers (registered by name):
-
-* PyG's :class:`~torch_geometric.nn.conv.TransformerConv` (attention over the edges, with
-  edge features when the layer has ``edge_dim``);
-* :class:`~quest_geometric.nn.focus.module.FocusAttention` (the full causal softmax over
-  its q/k: the attention it computes with ``gate=None``, the dense counterpart of its sparse
-  pattern otherwise).
-"""
+"""Probe adapters (registered by name) for PyG's
+:class:`~torch_geometric.nn.conv.TransformerConv` (attention over the edges, with edge
+features under ``edge_dim``) and :class:`~quest_geometric.nn.focus.module.FocusAttention`
+(the full softmax over its q/k, the dense counterpart of its sparse pattern)."""
 from __future__ import annotations
 
 import math
@@ -22,9 +18,7 @@ __all__ = ["TransformerConvProbeAdapter", "FocusAttentionProbeAdapter"]
 
 
 def _arg(args: tuple, kwargs: dict, i: int, name: str, default: Any = None) -> Any:
-    if len(args) > i:
-        return args[i]
-    return kwargs.get(name, default)
+    return args[i] if len(args) > i else kwargs.get(name, default)
 
 
 class TransformerConvProbeAdapter(AttentionAdapter):

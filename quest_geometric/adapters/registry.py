@@ -1,10 +1,5 @@
-r"""One registry of attention adapters, keyed by qualified class name.
-
-Built-in adapters are registered by *name* (``'transformers.models.llama.modeling_llama.
-LlamaAttention'``), so optional packages are never imported just to look for their classes.
-A module is matched through its class's MRO (subclasses of a registered class are served
-too); a user registration takes precedence over a built-in one.
-"""
+r"""One registry of attention adapters, keyed by qualified class name, so that optional
+packages are never imported just to look for their classes."""
 from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional, Union
@@ -40,16 +35,13 @@ def _key(cls: Union[type, str], who: str) -> str:
 def register_attention_adapter(cls: Union[type, str],
                                adapter: Optional[Union[AttentionAdapter, Callable]] = None,
                                *, builtin: bool = False) -> Any:
-    r"""Teach :func:`~quest_geometric.nn.focus.compose.compose_focus` and
-    :class:`~quest_geometric.analysis.probe.QKProbe` an attention class.
-
-    ``adapter`` is an :class:`~quest_geometric.adapters.AttentionAdapter` (serves both), or
-    a plain function ``fn(module, args, kwargs)`` returning ``(q, k)`` with
-    ``q [B, H, T, d]`` and ``k [B, H, S, d]``, a :class:`~quest_geometric.adapters.QKView`,
-    or :obj:`None` to skip the call (serves the probe only). The function is called in a
-    forward pre-hook under :func:`torch.no_grad` and must not change the module or its
-    inputs. Subclasses of ``cls`` are matched too; a user adapter takes precedence over a
-    built-in one. Usable as a decorator::
+    """Teach :func:`~quest_geometric.nn.focus.compose.compose_focus` and
+    :class:`~quest_geometric.analysis.probe.QKProbe` an attention class and its subclasses
+    (a user adapter takes precedence over a built-in one). ``adapter`` is an
+    :class:`~quest_geometric.adapters.AttentionAdapter`, or a function
+    ``fn(module, args, kwargs)`` for the probe only, returning ``(q, k)`` (``[B, H, T, d]``,
+    ``[B, H, S, d]``), a :class:`~quest_geometric.adapters.QKView` or :obj:`None` to skip the
+    call, and changing nothing. Usable as a decorator::
 
         @register_attention_adapter(MyAttention)
         def my_qk(module, args, kwargs):
@@ -60,10 +52,10 @@ def register_attention_adapter(cls: Union[type, str],
 
     Args:
         cls (type or str): an :class:`torch.nn.Module` subclass, or its qualified name.
-        adapter (AttentionAdapter or callable, optional): the adapter. (default:
-            :obj:`None`, return a decorator)
-        builtin (bool): register as a library built-in (lower precedence than user
-            adapters; used by the library itself). (default: :obj:`False`)
+        adapter (AttentionAdapter or callable, optional): the adapter. (default: :obj:`None`,
+            return a decorator)
+        builtin (bool): register as a library built-in (lower precedence than user adapters).
+            (default: :obj:`False`)
 
     Returns:
         The adapter (or, without ``adapter``, a decorator that registers its argument).
@@ -77,15 +69,11 @@ def register_attention_adapter(cls: Union[type, str],
     if isinstance(adapter, type) and issubclass(adapter, AttentionAdapter):
         raise fail(TypeError, "register_attention_adapter", "adapter", "an adapter instance "
                    "(or a callable)", got_text=f"the class {adapter.__name__}")
-    if not isinstance(adapter, AttentionAdapter):
-        if not callable(adapter):
-            raise fail(TypeError, "register_attention_adapter", "adapter", "an "
-                       "AttentionAdapter or a callable", adapter)
-
-        wrapped: AttentionAdapter = FunctionAdapter(adapter)
-    else:
-        wrapped = adapter
-    (_BUILTIN if builtin else _USER)[key] = wrapped
+    if not isinstance(adapter, AttentionAdapter) and not callable(adapter):
+        raise fail(TypeError, "register_attention_adapter", "adapter", "an "
+                   "AttentionAdapter or a callable", adapter)
+    (_BUILTIN if builtin else _USER)[key] = (
+        adapter if isinstance(adapter, AttentionAdapter) else FunctionAdapter(adapter))
     return adapter
 
 
@@ -105,11 +93,7 @@ def get_attention_adapter(module: nn.Module) -> Optional[AttentionAdapter]:
     """The adapter serving ``module`` (user adapters first, then built-ins, each along the
     class's MRO), or :obj:`None`."""
     mro = [qualified_name(c) for c in type(module).__mro__]
-    for table in (_USER, _BUILTIN):
-        for name in mro:
-            if name in table:
-                return table[name]
-    return None
+    return next((table[n] for table in (_USER, _BUILTIN) for n in mro if n in table), None)
 
 
 def supported_attention_types() -> List[str]:

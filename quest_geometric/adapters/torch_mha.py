@@ -1,52 +1,23 @@
-r"""Adapter for PyTorch's :class:`torch.nn.MultiheadAttention` (self-attention), e.g. the
-global attention of PyG's :class:`~torch_geometric.nn.conv.GPSConv`.
-
-:class:`torch.nn.MultiheadAttention` attends causally or not depending on its use, so
-:func:`~quest_geometric.nn.focus.compose.compose_focus` needs ``causal=``:
+r"""Adapter for PyTorch's :class:`torch.nn.MultiheadAttention` as self-attention, e.g. in PyG's
+:class:`~torch_geometric.nn.conv.GPSConv`. It attends causally or not depending on its use,
+so :func:`~quest_geometric.nn.focus.compose.compose_focus` needs ``causal=``:
 
 .. code-block:: python
 
-    from torch_geometric.nn import GPSConv, GINConv
     conv = GPSConv(16, GINConv(mlp), heads=2, attn_type='multihead')
     compose_focus(model_with_gps_layers, causal=False, window=0, num_groups=4, top_k=1)
 
-With ``causal=False`` each graph's nodes are routed with the (non-causal) Sinkhorn of the
-paper and node :math:`i` attends to the nodes :math:`j` of its own graph with
-:math:`|i - j| \le w` or a shared hard group (``window=0``: itself and its groups; node
-order carries no meaning in a graph, so a window is usually not wanted). The padding that
-``GPSConv`` adds with :func:`~torch_geometric.utils.to_dense_batch` (its
-``key_padding_mask``) is dropped before routing, so every graph of a PyG batch gives what it
-gives alone. :class:`~quest_geometric.analysis.probe.QKProbe` measures the queries and keys
-of the real (non-padding) tokens.
-
-What a call may be, with Focus enabled:
-
-* **self-attention only**: ``query``, ``key`` and ``value`` the same tensor object (as
-  ``GPSConv`` and ``nn.TransformerEncoderLayer`` call it); cross-attention is refused.
-  Instances with ``kdim`` or ``vdim`` different from ``embed_dim`` can only do
-  cross-attention and are not composed (left dense, like Hugging Face cross-attention);
-* ``batch_first=True`` (``[B, T, C]``) or :obj:`False` (``[T, B, C]``), or unbatched
-  ``[T, C]``; packed ``in_proj_weight`` or separate ``q_proj_weight``/``k_proj_weight``/
-  ``v_proj_weight``, with or without ``in_proj_bias``; ``out_proj`` as the output;
-  scaling :math:`1/\sqrt{D}` (``D = embed_dim / num_heads``);
-* ``key_padding_mask`` ``[B, S]``: bool (:obj:`True` = padding) or float additive
-  (:math:`-\infty` = padding, 0 = real; any other value is a bias and is refused). The
-  output rows of padding queries are ``out_proj`` of zero (its bias);
-* ``attn_mask``: :obj:`None`, a mask that allows every pair (the same as :obj:`None`), or
-  the causal mask (``nn.Transformer.generate_square_subsequent_mask``, bool or float,
-  ``[T, T]`` or ``[B * H, T, T]``; ``is_causal=True`` needs it, as in PyTorch) when the model
-  was composed with ``causal=True``. Any other mask (a sliding window, a bias, a causal mask
-  on a ``causal=False`` composition) is refused;
-* ``need_weights=False``: there is no dense attention matrix on the Focus path, so
-  ``need_weights=True`` (the default of ``MultiheadAttention.forward``) is refused; the
-  return value is ``(out, None)``;
-* ``add_bias_kv`` (``bias_k``/``bias_v``) and ``add_zero_attn`` add keys that are no token
-  and are refused at :func:`~quest_geometric.nn.focus.compose.compose_focus` time.
-
-The module's attention-probability ``dropout`` is not applied on the Focus path. A composed
-``MultiheadAttention`` is still an instance of :class:`torch.nn.MultiheadAttention`
-(:attr:`MultiheadAttentionAdapter.keep_type`), so ``GPSConv``'s
-``isinstance(self.attn, MultiheadAttention)`` keeps calling it.
+(``window=0``: node order carries no meaning in a graph.) The padding ``GPSConv`` adds is
+dropped before routing, so every graph of a batch gives what it gives alone. With Focus
+enabled a call must be self-attention (``query``, ``key`` and ``value`` the same
+``[B, T, C]`` (``batch_first``), ``[T, B, C]`` or ``[T, C]`` tensor; instances with another
+``kdim`` or ``vdim`` are left dense), with ``need_weights=False`` (no dense attention matrix
+exists; it returns ``(out, None)``), a ``[B, S]`` ``key_padding_mask`` of bools or of 0 and
+:math:`-\infty`, and no ``attn_mask`` but one allowing every pair or the causal one
+(``[T, T]`` or ``[B * H, T, T]``) on a ``causal=True`` composition. ``add_bias_kv`` and
+``add_zero_attn`` add keys that are no token and are refused; the attention ``dropout`` is
+not applied. A composed module is still a :class:`torch.nn.MultiheadAttention`
+(:attr:`MultiheadAttentionAdapter.keep_type`), so ``GPSConv`` keeps calling it.
 """
 from __future__ import annotations
 
@@ -57,12 +28,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from quest_geometric._utils.checks import describe, fail
-from quest_geometric.adapters.base import (
-    AttentionAdapter,
-    AttentionCall,
-    HeadLayout,
-    QKView,
-)
+from quest_geometric.adapters.base import (AttentionAdapter, AttentionCall, HeadLayout, QKView,
+                                           _padded_view)
 from quest_geometric.adapters.registry import register_attention_adapter
 
 __all__ = ["MultiheadAttentionAdapter"]
@@ -87,22 +54,16 @@ def _masked(mask: Tensor, name: str) -> Tensor:
 
 
 class MultiheadAttentionAdapter(AttentionAdapter):
-    r"""Adapter of :class:`torch.nn.MultiheadAttention` as self-attention (see the module
-    docstring for what a call may be).
-
-    For hidden states :math:`X \in \mathbb{R}^{T \times C}` the module computes, per head
-    :math:`h` with :math:`D = C / H`,
+    r"""Adapter of :class:`torch.nn.MultiheadAttention` as self-attention, :attr:`causal` given
+    by the caller. Per head :math:`h` (:math:`D = C / H`) the module computes
 
     .. math::
         [Q\;K\;V] = X W_{in}^\top + b_{in}, \qquad
         O_h = \operatorname{softmax}\Bigl(\frac{Q_h K_h^\top}{\sqrt{D}} + M\Bigr) V_h,
         \qquad Y = [O_1 \cdots O_H]\, W_{out}^\top + b_{out},
 
-    with :math:`M` the padding (and causal) mask; :meth:`project` gives :math:`Q_h, K_h,
-    V_h` and :meth:`output` applies :math:`W_{out}, b_{out}`, between which Focus replaces
-    the softmax. :attr:`causal` is :obj:`None`: the caller of
-    :func:`~quest_geometric.nn.focus.compose.compose_focus` says ``causal=True`` or
-    ``False``.
+    :math:`M` the padding (and causal) mask; Focus replaces the softmax between
+    :meth:`project` and :meth:`output`.
     """
 
     causal: Optional[bool] = None
@@ -126,18 +87,15 @@ class MultiheadAttentionAdapter(AttentionAdapter):
         return True
 
     def heads(self, module: nn.Module) -> HeadLayout:
-        return HeadLayout(module.embed_dim, module.num_heads, module.num_heads,
-                          module.head_dim)
+        return HeadLayout(module.embed_dim, module.num_heads, module.num_heads, module.head_dim)
 
     def parse(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any],
               probe: bool = False) -> AttentionCall:
-        r"""Parse ``forward(query, key, value, key_padding_mask, need_weights, attn_mask,
-        average_attn_weights, is_causal)`` into hidden states ``[B, T, C]``, the padding
-        mask and the causality the call asks for (:attr:`AttentionCall.causal`).
-        ``probe=True`` (the probe's view) accepts ``need_weights=True``."""
+        r"""Parse a ``forward`` call into hidden states ``[B, T, C]``, the padding mask and
+        the causality it asks for; ``probe=True`` (the probe's view) accepts
+        ``need_weights=True``."""
         self._check_structure(module)
-        bound = dict(zip(_ARGS, args))
-        bound.update(kwargs)
+        bound = {**dict(zip(_ARGS, args)), **kwargs}
         q, k, v = bound.get("query"), bound.get("key"), bound.get("value")
         e = module.embed_dim
         shapes = f"[B, T, {e}] (batch_first), [T, B, {e}] or unbatched [T, {e}]"
@@ -158,12 +116,8 @@ class MultiheadAttentionAdapter(AttentionAdapter):
         if q.dim() not in (2, 3) or q.size(-1) != e:
             raise fail(ValueError, _WHO, "query", f"of shape {shapes}", q)
         unbatched = q.dim() == 2
-        if unbatched:
-            x = q.unsqueeze(0)
-        else:
-            x = q if module.batch_first else q.transpose(0, 1)
+        x = q.unsqueeze(0) if unbatched else (q if module.batch_first else q.transpose(0, 1))
         b, t = x.shape[:2]
-
         valid = None
         kpm = bound.get("key_padding_mask")
         if kpm is not None:
@@ -175,7 +129,6 @@ class MultiheadAttentionAdapter(AttentionAdapter):
             valid = ~_masked(kpm, "key_padding_mask").reshape(b, t)
             if bool(valid.all()):
                 valid = None
-
         causal = None
         am = bound.get("attn_mask")
         if bound.get("is_causal") and am is None:
@@ -188,21 +141,18 @@ class MultiheadAttentionAdapter(AttentionAdapter):
             if am.dim() not in (2, 3) or tuple(am.shape[-2:]) != (t, t) or (
                     am.dim() == 3 and am.size(0) != b * module.num_heads):
                 raise fail(ValueError, _WHO, "attn_mask", f"of shape {shapes}", am)
-
             masked = _masked(am, "attn_mask")
-            upper = torch.ones(t, t, dtype=torch.bool, device=am.device).triu(1)
-            if not bool(masked.any()):
-                causal = None  # allows every pair: the same as no mask
-            elif bool((masked == upper).all()):
+            if bool(masked.any()):  # a mask allowing every pair is the same as none
+                upper = torch.ones(t, t, dtype=torch.bool, device=am.device).triu(1)
+                if not bool((masked == upper).all()):
+                    raise fail(ValueError, _WHO, "attn_mask", "None or the causal mask with Focus "
+                               "enabled (nn.Transformer.generate_square_subsequent_mask, "
+                               "with a model composed with causal=True)",
+                               got_text=f"a {list(am.shape)} mask that masks other pairs (a "
+                               "sliding window, a custom mask)", hint="; pass padding as "
+                               "key_padding_mask, or disable Focus with "
+                               "set_focus_enabled(model, False)")
                 causal = True
-            else:
-                raise fail(ValueError, _WHO, "attn_mask", "None or the causal mask with Focus "
-                           "enabled (nn.Transformer.generate_square_subsequent_mask, with a "
-                           "model composed with causal=True)", got_text=f"a {list(am.shape)} "
-                           "mask that masks other pairs (a sliding window, a custom mask)",
-                           hint="; pass padding as key_padding_mask, or disable Focus with "
-                           "set_focus_enabled(model, False)")
-
         return AttentionCall(hidden=x, valid=valid, causal=causal,
                              extra={"unbatched": unbatched})
 
@@ -234,15 +184,11 @@ class MultiheadAttentionAdapter(AttentionAdapter):
 
     def qk_view(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]
                 ) -> Optional[QKView]:
-        r"""Per-head queries and keys (``need_weights`` is irrelevant here); padding
-        (``key_padding_mask``) is marked in ``q_valid``/``k_valid`` and left out of the PR;
-        ``causal`` follows the call's ``attn_mask``."""
+        r"""Per-head queries and keys (any ``need_weights``), padding marked in
+        ``q_valid``/``k_valid``, ``causal`` following the call's ``attn_mask``."""
         call = self.parse(module, args, kwargs, probe=True)
         q, k, _ = self.project(module, call)
-        valid = call.valid
-        mask = valid[:, None, None, :] if valid is not None else None
-        return QKView(q, k, self.scaling(module), causal=bool(call.causal), mask=mask,
-                      q_valid=valid, k_valid=valid)
+        return _padded_view(q, k, self.scaling(module), bool(call.causal), call.valid)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

@@ -1,68 +1,28 @@
-"""The training harness shared by every benchmark: seeded, resumable, DDP-ready.
-
-Focus routers are trained with :func:`train_routers` (objectives ``'lm'`` and ``'distill'``,
-:func:`router_loss`) or with Hugging Face's ``Trainer`` (:func:`router_trainer`).
-
-See :class:`Trainer` for the loop, :class:`TrainConfig` for its settings, and
-:mod:`quest_geometric.training.checkpoint` for the atomic, verified checkpoint format.
-"""
+"""The training harness shared by every benchmark: :class:`Trainer` (seeded, resumable,
+DDP-ready; settings in :class:`TrainConfig`, files in :mod:`quest_geometric.training.checkpoint`)
+and the Focus router trainings, :func:`train_routers` and :func:`router_trainer` (Hugging
+Face's ``Trainer``)."""
 from quest_geometric._utils.lock import FolderInUseError
-from quest_geometric.training.checkpoint import (
-    CheckpointError,
-    load_checkpoint,
-    read_checkpoint,
-    save_checkpoint,
-)
+from quest_geometric.training.checkpoint import (CheckpointError, load_checkpoint,
+                                                  read_checkpoint, save_checkpoint)
 from quest_geometric.training.config import TrainConfig
 from quest_geometric.training.data import make_loader, random_blocks
 from quest_geometric.training.distributed import get_dist_info, init_distributed, is_main_process
 from quest_geometric.training.hf_routers import freeze_all_but_routers, router_trainer
 from quest_geometric.training.logging import MetricsLogger, plot_curves, read_metrics
-from quest_geometric.training.routers import (
-    OBJECTIVES,
-    distillation_loss,
-    router_loss,
-    train_routers,
-)
+from quest_geometric.training.routers import (OBJECTIVES, distillation_loss, router_loss,
+                                              train_routers)
 from quest_geometric.training.seed import enable_determinism, seed_everything
 from quest_geometric.training.tasks import ClassificationTask, LanguageModelTask, Task
-from quest_geometric.training.trainer import (
-    Callback,
-    EveryNSteps,
-    Trainer,
-    WarmupCosine,
-    build_optimizer,
-)
+from quest_geometric.training.trainer import (Callback, EveryNSteps, Trainer, WarmupCosine,
+                                              build_optimizer)
 
 __all__ = [
-    "Trainer",
-    "TrainConfig",
-    "Callback",
-    "EveryNSteps",
-    "WarmupCosine",
-    "build_optimizer",
-    "Task",
-    "ClassificationTask",
-    "LanguageModelTask",
-    "make_loader",
-    "random_blocks",
-    "save_checkpoint",
-    "load_checkpoint",
-    "read_checkpoint",
-    "CheckpointError",
-    "FolderInUseError",
-    "init_distributed",
-    "get_dist_info",
-    "is_main_process",
-    "MetricsLogger",
-    "read_metrics",
-    "plot_curves",
-    "seed_everything",
-    "enable_determinism",
-    "train_routers",
-    "router_loss",
-    "distillation_loss",
-    "OBJECTIVES",
-    "router_trainer",
+    "Trainer", "TrainConfig", "Callback", "EveryNSteps", "WarmupCosine", "build_optimizer",
+    "Task", "ClassificationTask", "LanguageModelTask", "make_loader", "random_blocks",
+    "save_checkpoint", "load_checkpoint", "read_checkpoint", "CheckpointError",
+    "FolderInUseError", "init_distributed", "get_dist_info", "is_main_process",
+    "MetricsLogger", "read_metrics", "plot_curves", "seed_everything", "enable_determinism",
+    "train_routers", "router_loss", "distillation_loss", "OBJECTIVES", "router_trainer",
     "freeze_all_but_routers",
 ]

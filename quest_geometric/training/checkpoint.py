@@ -1,18 +1,15 @@
 """Training checkpoints: atomic writes, a format tag, an integrity digest, and loading that
-checks everything *before* touching the model, so a bad file is never half-loaded.
-
-File layout (a plain ``torch.save`` dictionary, readable with ``torch.load(weights_only=True)``):
+checks everything *before* touching the model, so a bad file is never half-loaded. A
+checkpoint is a ``torch.save`` dictionary readable with ``weights_only=True``:
 
 .. code-block:: python
 
     {"format": "quest_geometric.training.checkpoint", "version": 1,
      "digest": "<sha256 of the payload>",
-     "payload": {"config": {...}, "model": state_dict, "model_class": "pkg.Model",
-                 "optimizer": ..., "scheduler": ..., "scaler": ..., "rng": [per-rank states],
-                 "epoch": int, "step": int, "history": [records], ...}}
+     "payload": {"config": {...}, "model": state_dict, "optimizer": ..., "step": int, ...}}
 
 The digest covers every tensor's dtype, shape and bytes and every other value's ``repr``:
-``torch.load`` detects a truncated file but not flipped bytes inside a tensor; the digest does.
+``torch.load`` detects a truncated file but not flipped bytes inside a tensor.
 """
 from __future__ import annotations
 
@@ -48,7 +45,6 @@ def unwrap_model(model: nn.Module) -> nn.Module:
             return model
 
 
-# ---------------------------------------------------------------------- digest
 def _update_digest(h: "hashlib._Hash", obj: Any) -> None:
     if isinstance(obj, Tensor):
         t = obj.detach().cpu().contiguous().reshape(-1)
@@ -76,23 +72,19 @@ def payload_digest(payload: Any) -> str:
     return h.hexdigest()
 
 
-# ---------------------------------------------------------------------- writing
 _PLAIN = (bool, int, float, str, type(None))
 
 
 def to_safe(obj: Any, where: str = "payload") -> Any:
-    """Convert ``obj`` to what ``torch.load(weights_only=True)`` accepts without allow-listing.
-
-    Tensors, ``None``, bools, ints, floats, strings and dicts/lists/tuples of them pass
-    (subclasses such as ``numpy.float64`` or ``torch.torch_version.TorchVersion`` become the
-    plain type; NumPy arrays and scalars become tensors/numbers, ``torch.dtype`` its name).
+    """Convert ``obj`` to what ``torch.load(weights_only=True)`` accepts without allow-listing:
+    tensors, ``None``, bools, ints, floats, strings and dicts/lists/tuples of them (subclasses
+    such as ``numpy.float64`` become the plain type, NumPy arrays tensors, ``torch.dtype``
+    its name).
 
     Raises:
         TypeError: naming the position of a value of any other type.
     """
-    if isinstance(obj, Tensor):
-        return obj
-    if obj is None or type(obj) in _PLAIN:
+    if isinstance(obj, Tensor) or type(obj) in _PLAIN:
         return obj
     for t in (bool, int, float, str):
         if isinstance(obj, t):
@@ -121,9 +113,7 @@ def save_checkpoint(path: str | os.PathLike, payload: dict[str, Any]) -> None:
 
     Args:
         path (str or os.PathLike): the destination file.
-        payload (dict): the state to store; it should hold only tensors, numbers, strings,
-            ``None`` and (nested) lists/tuples/dicts of them, so that it loads with
-            ``weights_only=True``.
+        payload (dict): the state to store, of the types :func:`to_safe` accepts.
     """
     if not isinstance(payload, dict):
         raise TypeError(f"save_checkpoint: `payload` must be a dict, got {type(payload).__name__}")
@@ -132,12 +122,9 @@ def save_checkpoint(path: str | os.PathLike, payload: dict[str, Any]) -> None:
                        "digest": payload_digest(payload), "payload": payload}, path)
 
 
-# ---------------------------------------------------------------------- reading
 def read_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
-    """Read and verify a checkpoint file without applying it to anything.
-
-    Loads with ``torch.load(weights_only=True)`` (no arbitrary code runs), then checks the
-    format tag, the version and the digest.
+    """Read and verify a checkpoint file (``torch.load(weights_only=True)``: no code runs;
+    then its format tag, version and digest) without applying it.
 
     Args:
         path (str or os.PathLike): the checkpoint file.
@@ -197,8 +184,7 @@ def read_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[
 
 def check_state_dict_compatible(model: nn.Module, state_dict: Mapping[str, Any],
                                 source: str = "checkpoint") -> None:
-    """Raise :class:`CheckpointError` unless ``state_dict`` has exactly ``model``'s keys and
-    shapes (checked before anything is loaded).
+    """Raise :class:`CheckpointError` unless ``state_dict`` has exactly ``model``'s keys and shapes.
 
     Args:
         model (torch.nn.Module): the target model (wrappers are stripped).
@@ -214,14 +200,10 @@ def check_state_dict_compatible(model: nn.Module, state_dict: Mapping[str, Any],
     shapes = [f"{k}: checkpoint {tuple(state_dict[k].shape)} vs model {tuple(own[k].shape)}"
               for k in own if k in state_dict and isinstance(state_dict[k], Tensor)
               and tuple(state_dict[k].shape) != tuple(own[k].shape)]
-    if missing or unexpected or shapes:
-        parts = []
-        if missing:
-            parts.append(f"{len(missing)} missing keys (e.g. {missing[:3]})")
-        if unexpected:
-            parts.append(f"{len(unexpected)} unexpected keys (e.g. {unexpected[:3]})")
-        if shapes:
-            parts.append(f"{len(shapes)} shape mismatches (e.g. {shapes[:3]})")
+    parts = [f"{len(found)} {what} (e.g. {found[:3]})" for what, found in (
+        ("missing keys", missing), ("unexpected keys", unexpected), ("shape mismatches", shapes))
+        if found]
+    if parts:
         raise CheckpointError(f"{source} was written for a different model architecture than "
                               f"{type(unwrap_model(model)).__name__}: " + "; ".join(parts)
                               + ". Nothing was loaded.")
@@ -238,19 +220,13 @@ def _check_optimizer_compatible(optimizer: torch.optim.Optimizer, state: Any, so
                               f"loaded.")
 
 
-def load_checkpoint(
-    path: str | os.PathLike,
-    model: Optional[nn.Module] = None,
-    optimizer: Optional[torch.optim.Optimizer] = None,
-    scheduler: Optional[Any] = None,
-    scaler: Optional[Any] = None,
-    map_location: Any = "cpu",
-) -> dict[str, Any]:
-    """Verify a checkpoint fully, then load it into the given objects.
-
-    Every check (file integrity, format tag, version, digest, model keys and shapes,
-    optimizer structure) runs before the first ``load_state_dict``, so a refused checkpoint
-    leaves the model and optimiser untouched.
+def load_checkpoint(path: str | os.PathLike, model: Optional[nn.Module] = None,
+                    optimizer: Optional[torch.optim.Optimizer] = None,
+                    scheduler: Optional[Any] = None, scaler: Optional[Any] = None,
+                    map_location: Any = "cpu") -> dict[str, Any]:
+    """Verify a checkpoint fully (file, format tag, version, digest, model keys and shapes,
+    optimiser structure), then load it into the given objects: a refused checkpoint leaves
+    them untouched.
 
     Args:
         path (str or os.PathLike): the checkpoint file.
@@ -272,17 +248,12 @@ def load_checkpoint(
                             source=f"checkpoint {os.fspath(path)!r}")
 
 
-def apply_checkpoint(
-    payload: dict[str, Any],
-    model: Optional[nn.Module] = None,
-    optimizer: Optional[torch.optim.Optimizer] = None,
-    scheduler: Optional[Any] = None,
-    scaler: Optional[Any] = None,
-    source: str = "checkpoint",
-) -> dict[str, Any]:
-    """Check a payload from :func:`read_checkpoint` against the given objects, then load it.
-
-    All checks run before the first ``load_state_dict`` (see :func:`load_checkpoint`).
+def apply_checkpoint(payload: dict[str, Any], model: Optional[nn.Module] = None,
+                     optimizer: Optional[torch.optim.Optimizer] = None,
+                     scheduler: Optional[Any] = None, scaler: Optional[Any] = None,
+                     source: str = "checkpoint") -> dict[str, Any]:
+    """Check a payload from :func:`read_checkpoint` against the given objects, then load it
+    (all checks first, as in :func:`load_checkpoint`).
 
     Args:
         payload (dict): the verified payload.
@@ -309,17 +280,6 @@ def apply_checkpoint(
     return payload
 
 
-__all__ = [
-    "CHECKPOINT_FORMAT",
-    "CHECKPOINT_VERSION",
-    "CheckpointError",
-    "atomic_torch_save",
-    "save_checkpoint",
-    "read_checkpoint",
-    "load_checkpoint",
-    "apply_checkpoint",
-    "check_state_dict_compatible",
-    "payload_digest",
-    "to_safe",
-    "unwrap_model",
-]
+__all__ = ["CHECKPOINT_FORMAT", "CHECKPOINT_VERSION", "CheckpointError", "atomic_torch_save",
+           "save_checkpoint", "read_checkpoint", "load_checkpoint", "apply_checkpoint",
+           "check_state_dict_compatible", "payload_digest", "to_safe", "unwrap_model"]

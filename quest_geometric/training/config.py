@@ -12,22 +12,19 @@ _SCHEDULES = ("cosine", "constant")
 _AMP = ("auto", "off", "bf16", "fp16")
 
 #: Fields that may differ between a run and its resumption without changing the trajectory.
-NON_TRAJECTORY_FIELDS = frozenset(
-    {"epochs", "max_steps", "progress", "out_dir", "device", "log_every", "checkpoint_every"}
-)
+NON_TRAJECTORY_FIELDS = frozenset({"epochs", "max_steps", "progress", "out_dir", "device",
+                                   "log_every", "checkpoint_every"})
 
 
 @dataclass
 class TrainConfig:
-    r"""Everything that defines a training run of
-    :class:`~quest_geometric.training.trainer.Trainer`.
+    r"""Everything that defines a run of :class:`~quest_geometric.training.trainer.Trainer`.
 
-    A run is either **epoch-based** (``epochs`` set; the training data is a dataset or a
-    loader, iterated once per epoch) or **step-based** (``max_steps`` set and the training data
-    a ``get_batch(split, batch_size, generator)`` function). Setting both on an epoch-based
-    run stops at whichever comes first.
-
-    The learning rate follows a linear warmup then a cosine decay to ``min_lr``:
+    A run is **epoch-based** (``epochs`` set; the data a dataset or loader) or **step-based**
+    (``max_steps`` set; the data a ``get_batch(split, batch_size, generator)`` function);
+    setting both on an epoch-based run stops at whichever comes first. The learning rate warms
+    up linearly over :math:`W` steps, then decays by a cosine to ``min_lr`` at the last step
+    :math:`T` (``schedule='constant'`` keeps :math:`\eta`):
 
     .. math::
         \eta_t = \begin{cases}
@@ -36,19 +33,15 @@ class TrainConfig:
             \left(1 + \cos\left(\pi \frac{t - W}{T - W}\right)\right) & t \ge W
         \end{cases}
 
-    with :math:`W` the warmup steps and :math:`T` the total number of optimiser steps
-    (``schedule='constant'`` keeps :math:`\eta` after the warmup).
-
     Args:
-        epochs (int, optional): number of epochs of an epoch-based run. (default: :obj:`None`)
-        max_steps (int, optional): number of optimiser steps (required for step-based data).
+        epochs (int, optional): epochs of an epoch-based run. (default: :obj:`None`)
+        max_steps (int, optional): optimiser steps (required for step-based data).
             (default: :obj:`None`)
-        batch_size (int): the *global* batch size; under DDP each of the ``W`` ranks takes
-            ``batch_size / W`` samples (it must divide). (default: :obj:`32`)
+        batch_size (int): the *global* batch size; each of ``W`` DDP ranks takes
+            ``batch_size / W`` (it must divide). (default: :obj:`32`)
         eval_batch_size (int, optional): global evaluation batch size; :obj:`None` uses
             ``batch_size``. (default: :obj:`None`)
-        eval_batches (int): number of batches one evaluation draws from a step-based
-            ``get_batch`` (loaders are evaluated in full). (default: :obj:`20`)
+        eval_batches (int): batches per evaluation of step-based data. (default: :obj:`20`)
         lr (float): peak learning rate. (default: :obj:`1e-3`)
         min_lr (float): final learning rate of the cosine schedule. (default: :obj:`0.0`)
         weight_decay (float): decoupled (AdamW) or L2 (SGD) weight decay. (default: :obj:`0.0`)
@@ -57,34 +50,30 @@ class TrainConfig:
         momentum (float): SGD momentum. (default: :obj:`0.9`)
         nesterov (bool): SGD Nesterov momentum. (default: :obj:`False`)
         schedule (str): ``'cosine'`` or ``'constant'`` after the warmup. (default: :obj:`'cosine'`)
-        warmup_steps (int): linear warmup length in optimiser steps. (default: :obj:`0`)
+        warmup_steps (int): warmup length in optimiser steps. (default: :obj:`0`)
         warmup_epochs (float): warmup length in epochs (epoch-based runs; exclusive with
             ``warmup_steps``). (default: :obj:`0.0`)
-        grad_clip (float, optional): clip the global gradient norm to this value.
-            (default: :obj:`None`)
-        amp (str): mixed precision: ``'auto'`` (bf16 autocast on CUDA when supported, else fp16
-            with a gradient scaler; off on CPU), ``'off'``, ``'bf16'`` (CPU or CUDA) or
-            ``'fp16'`` (CUDA only). (default: :obj:`'auto'`)
-        seed (int): seed of every random stream (model init is the caller's; see
-            :func:`~quest_geometric.training.seed.seed_everything`). (default: :obj:`0`)
-        deterministic (bool): call ``torch.use_deterministic_algorithms(True,
-            warn_only=True)`` and disable cuDNN autotuning. (default: :obj:`False`)
-        device (str): ``'auto'`` (``cuda:LOCAL_RANK`` if available, else CPU), or any
+        grad_clip (float, optional): clip the global gradient norm to this. (default: :obj:`None`)
+        amp (str): ``'auto'`` (bf16 autocast on CUDA when supported, else fp16 with a gradient
+            scaler; off on CPU), ``'off'``, ``'bf16'`` or ``'fp16'`` (CUDA only).
+            (default: :obj:`'auto'`)
+        seed (int): seed of every random stream (model init is the caller's). (default: :obj:`0`)
+        deterministic (bool): call :func:`~quest_geometric.training.seed.enable_determinism`.
+            (default: :obj:`False`)
+        device (str): ``'auto'`` (``cuda:LOCAL_RANK`` if available, else CPU) or a
             ``torch.device`` string. (default: :obj:`'auto'`)
-        num_workers (int): loader workers when the trainer builds the loaders. (default: :obj:`0`)
-        log_every (int): optimiser steps between progress-bar updates and ``"step"`` records
-            in ``metrics.jsonl``. (default: :obj:`50`)
-        eval_every (int): evaluate every this many *epochs* (epoch-based) or *optimiser steps*
-            (step-based); the last epoch/step is always evaluated. :obj:`0` evaluates only at
-            the end. (default: :obj:`1`)
-        checkpoint_every (int): write ``out_dir/checkpoint.pt`` every this many epochs
-            (epoch-based) or optimiser steps (step-based), and at the end; :obj:`0` only at the
-            end. (default: :obj:`1`)
+        num_workers (int): workers of the loaders the trainer builds. (default: :obj:`0`)
+        log_every (int): optimiser steps between progress-bar updates and ``"step"`` records.
+            (default: :obj:`50`)
+        eval_every (int): evaluate every this many epochs (epoch-based) or optimiser steps
+            (step-based), and at the end; :obj:`0` only at the end. (default: :obj:`1`)
+        checkpoint_every (int): write ``out_dir/checkpoint.pt`` every this many epochs or
+            steps, and at the end; :obj:`0` only at the end. (default: :obj:`1`)
         out_dir (str, optional): where ``metrics.jsonl`` and ``checkpoint.pt`` go; :obj:`None`
             writes nothing. (default: :obj:`None`)
         progress (bool): show tqdm progress bars (rank 0 only). (default: :obj:`True`)
-        extra (dict): free-form, JSON-serialisable values stored with the config (model
-            hyper-parameters, the dataset name...). (default: :obj:`{}`)
+        extra (dict): free-form JSON-serialisable values stored with the config.
+            (default: :obj:`{}`)
     """
 
     epochs: Optional[int] = None
@@ -118,11 +107,9 @@ class TrainConfig:
     def __post_init__(self) -> None:
         self.validate()
 
-    # ------------------------------------------------------------------ validation
     def validate(self) -> None:
         """Check every field; raise :class:`ValueError`/:class:`TypeError` naming the field."""
         where = "TrainConfig"
-
 
         def _int(name: str, minimum: int, optional: bool = False) -> None:
             v = getattr(self, name)
@@ -138,13 +125,12 @@ class TrainConfig:
             if isinstance(v, bool) or not isinstance(v, (int, float)):
                 raise fail(TypeError, where, arg, "a real number", v)
             check_real(v, arg, where=where)
-
             if v < minimum or (strict and v == minimum):
                 op = ">" if strict else ">="
                 raise fail(ValueError, where, arg, f"a finite number {op} {minimum}", v)
 
-        _int("epochs", 1, optional=True)
-        _int("max_steps", 1, optional=True)
+        for name in ("epochs", "max_steps"):
+            _int(name, 1, optional=True)
         if self.epochs is None and self.max_steps is None:
             raise fail(ValueError, where, "epochs", "set (an epoch-based run) when 'max_steps' "
                        "(a step-based run) is None", None)
@@ -184,16 +170,14 @@ class TrainConfig:
         _int("seed", 0)
         if not isinstance(self.device, str):
             raise fail(TypeError, where, "device", "a str", self.device)
-        _int("num_workers", 0)
-        _int("log_every", 1)
-        _int("eval_every", 0)
-        _int("checkpoint_every", 0)
+        for name, low in (("num_workers", 0), ("log_every", 1), ("eval_every", 0),
+                          ("checkpoint_every", 0)):
+            _int(name, low)
         if self.out_dir is not None and not isinstance(self.out_dir, str):
             self.out_dir = str(self.out_dir)
         if not isinstance(self.extra, dict):
             raise fail(TypeError, where, "extra", "a dict", self.extra)
 
-    # ------------------------------------------------------------------ (de)serialisation
     def to_dict(self) -> dict[str, Any]:
         """Return the config as a plain (JSON- and ``weights_only``-safe) dictionary."""
         d = dataclasses.asdict(self)
@@ -205,8 +189,7 @@ class TrainConfig:
         """Build a config from :meth:`to_dict` output; unknown keys raise :class:`ValueError`."""
         if not isinstance(d, dict):
             raise fail(TypeError, "TrainConfig.from_dict", "d", "a dict", d)
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - names)
+        unknown = sorted(set(d) - {f.name for f in dataclasses.fields(cls)})
         if unknown:
             raise fail(ValueError, "TrainConfig.from_dict", "d", "a dict of TrainConfig "
                        "fields", got_text=f"unknown fields {unknown}")

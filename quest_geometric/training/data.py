@@ -1,27 +1,10 @@
-r"""The two kinds of training data the :class:`~quest_geometric.training.trainer.Trainer` takes.
-
-**Epoch-based** data is a map-style dataset (a :class:`torch.utils.data.Dataset`, a PyG
-dataset, or a list of :class:`torch_geometric.data.Data`) or a ready
-:class:`~torch.utils.data.DataLoader`. Given a dataset, the trainer builds the loader with
-:func:`make_loader`: a :class:`~torch.utils.data.DistributedSampler` seeded with the run's
-seed and re-seeded every epoch through ``set_epoch`` (with one rank too), so the order of
-epoch :math:`e` is a pure function of ``(seed, e)`` and a resumed run sees exactly the batches
-an uninterrupted one would. Datasets of PyG graphs are batched with
-:class:`torch_geometric.loader.DataLoader`; anything else with PyTorch's.
-
-**Step-based** data is a function
-
-.. code-block:: python
-
-    def get_batch(split: str, batch_size: int, generator: torch.Generator) -> Any: ...
-
-that draws one batch of ``batch_size`` samples for ``split`` (``'train'`` or ``'val'``) using
-*only* ``generator`` for its randomness (for instance random contiguous blocks of a character
-corpus, see :func:`random_blocks`). The trainer owns the generators: the training stream is
-seeded from ``(seed, 'train', rank)`` and saved in every checkpoint; each evaluation re-seeds a
-``(seed, 'val', rank)`` stream, so every evaluation sees the same validation batches. Pass the
-same function as ``train_data`` and ``val_data``; it is called with ``'train'`` and ``'val'``.
-"""
+"""The two kinds of training data the :class:`~quest_geometric.training.trainer.Trainer` takes:
+**epoch-based**, a map-style dataset (batched by :func:`make_loader`) or a ready
+:class:`~torch.utils.data.DataLoader`, and **step-based**, a function
+``get_batch(split, batch_size, generator)`` that draws one batch of ``split`` (``'train'``
+or ``'val'``) using *only* ``generator`` for its randomness (e.g. :func:`random_blocks`).
+The trainer seeds the generators from ``(seed, split, rank)`` and saves the training one in
+every checkpoint, so resumed runs and repeated evaluations draw the same batches."""
 from __future__ import annotations
 
 import sys
@@ -68,27 +51,16 @@ def _is_pyg(dataset: Any) -> bool:
         return False
 
 
-def make_loader(
-    dataset: Any,
-    batch_size: int,
-    *,
-    shuffle: bool,
-    seed: int = 0,
-    rank: int = 0,
-    world_size: int = 1,
-    num_workers: int = 0,
-    drop_last: bool = False,
-    **kwargs: Any,
-) -> DataLoader:
-    r"""Build a seeded, shardable loader over a map-style dataset.
+def make_loader(dataset: Any, batch_size: int, *, shuffle: bool, seed: int = 0, rank: int = 0,
+                world_size: int = 1, num_workers: int = 0, drop_last: bool = False,
+                **kwargs: Any) -> DataLoader:
+    """Build a seeded, shardable loader over a map-style dataset (PyG's loader for graphs).
 
-    Training loaders (``shuffle=True``) use :class:`~torch.utils.data.DistributedSampler`
-    (``num_replicas=world_size``): call ``loader.sampler.set_epoch(e)`` before each epoch (the
-    trainer does) and epoch :math:`e` is ordered by ``randperm(n, seed + e)``; rank :math:`r`
-    takes every ``world_size``-th index of it, so ``W`` ranks with per-rank batch :math:`b/W`
-    see together exactly the samples of one rank with batch :math:`b` (when :math:`b` divides
-    the dataset size). Evaluation loaders (``shuffle=False``) use the unpadded
-    :class:`~quest_geometric.training.distributed.ShardSampler`, so every sample counts once.
+    Training loaders use :class:`~torch.utils.data.DistributedSampler`: after
+    ``loader.sampler.set_epoch(e)`` epoch :math:`e` is ordered by ``randperm(n, seed + e)``, so
+    a resumed run sees the batches an uninterrupted one would, and ``W`` ranks with batch
+    :math:`b/W` see the samples of one rank with batch :math:`b`. Evaluation loaders use the
+    unpadded :class:`~quest_geometric.training.distributed.ShardSampler`.
 
     Args:
         dataset: a map-style dataset, PyG dataset or list of PyG ``Data``.
@@ -102,7 +74,7 @@ def make_loader(
         **kwargs: passed to the loader (``pin_memory``, ``collate_fn``...).
 
     Returns:
-        torch.utils.data.DataLoader: a PyG loader for graph data, a PyTorch one otherwise.
+        torch.utils.data.DataLoader: the loader.
     """
     check_int(batch_size, "`batch_size`", 1, where="make_loader")
     if not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
@@ -115,25 +87,18 @@ def make_loader(
                                           shuffle=True, seed=seed, drop_last=False)
     else:
         sampler = ShardSampler(len(dataset), rank, world_size)
+    loader_cls: Any = DataLoader
     if _is_pyg(dataset):
-        from torch_geometric.loader import DataLoader as PyGDataLoader
-
-        return PyGDataLoader(dataset, batch_size=batch_size, sampler=sampler,
-                             num_workers=num_workers, drop_last=drop_last, **kwargs)
-    return DataLoader(dataset, batch_size=batch_size, sampler=sampler,
+        from torch_geometric.loader import DataLoader as loader_cls
+    return loader_cls(dataset, batch_size=batch_size, sampler=sampler,
                       num_workers=num_workers, drop_last=drop_last, **kwargs)
 
 
-def random_blocks(
-    data: torch.Tensor,
-    batch_size: int,
-    block_size: int,
-    generator: Optional[torch.Generator] = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""Draw ``batch_size`` random contiguous blocks of a 1-D token tensor (nanoGPT style).
-
-    For a start :math:`s` drawn uniformly from :math:`\{0, \dots, N - T - 1\}` the input is
-    ``data[s : s + T]`` and the target ``data[s + 1 : s + T + 1]``.
+def random_blocks(data: torch.Tensor, batch_size: int, block_size: int,
+                  generator: Optional[torch.Generator] = None) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Draw ``batch_size`` random contiguous blocks of a 1-D token tensor (nanoGPT style): for a
+    start :math:`s` uniform in :math:`\{0, \dots, N - T - 1\}` the input is ``data[s : s + T]``
+    and the target ``data[s + 1 : s + T + 1]``.
 
     Args:
         data (torch.Tensor): token ids, shape :math:`(N,)`.
@@ -153,8 +118,7 @@ def random_blocks(
         raise ValueError(f"random_blocks: `data` has {data.numel()} tokens, needs more than "
                          f"block_size={block_size}")
     starts = torch.randint(data.numel() - block_size, (batch_size,), generator=generator)
-    offsets = torch.arange(block_size)
-    idx = starts[:, None] + offsets[None, :]
+    idx = starts[:, None] + torch.arange(block_size)[None, :]
     return data[idx].long(), data[idx + 1].long()
 
 

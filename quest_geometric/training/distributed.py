@@ -1,10 +1,6 @@
-"""Distributed data parallel (DDP) plumbing: process-group setup from ``torchrun`` environment
-variables, rank queries and the reductions the trainer needs.
-
-A single process (``WORLD_SIZE`` unset or 1) needs no process group: every helper here then
-acts as the identity, so the same training code runs with ``python train.py`` and with
-``torchrun --nproc_per_node N train.py``.
-"""
+"""Distributed data parallel (DDP) plumbing: process-group setup from ``torchrun``'s
+environment, rank queries and the reductions the trainer needs. In a single process every
+helper acts as the identity, so the same code runs with ``python`` and with ``torchrun``."""
 from __future__ import annotations
 
 import os
@@ -38,7 +34,7 @@ class DistInfo:
 
 def _env_int(name: str, default: int) -> int:
     v = os.environ.get(name)
-    if v is None or v == "":
+    if not v:
         return default
     try:
         return int(v)
@@ -47,11 +43,8 @@ def _env_int(name: str, default: int) -> int:
 
 
 def init_distributed(backend: Optional[str] = None, timeout_s: float = 300.0) -> DistInfo:
-    """Join the process group described by ``torchrun``'s environment variables.
-
-    Reads ``WORLD_SIZE``, ``RANK``, ``LOCAL_RANK`` (and ``MASTER_ADDR``/``MASTER_PORT``
-    through the ``env://`` rendezvous). With ``WORLD_SIZE`` unset or 1 nothing is initialised.
-    Calling it again when a group already exists returns the current placement.
+    """Join the process group ``torchrun`` describes (``WORLD_SIZE``, ``RANK``, ``LOCAL_RANK``,
+    ``env://``); nothing is initialised for one process, an existing group is kept.
 
     Args:
         backend (str, optional): ``'nccl'`` or ``'gloo'``; :obj:`None` picks ``'nccl'`` when CUDA
@@ -108,11 +101,9 @@ def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
 
 
 def reduce_sums(sums: dict[str, float], device: torch.device | str = "cpu") -> dict[str, float]:
-    r"""Sum a dictionary of per-rank totals (``loss_sum``, ``correct``, ``count``...) over ranks.
-
-    Metrics are reduced as sums and counts, never as means of means, so that
-    :math:`\bar\ell = \sum_r L_r / \sum_r n_r` is exact with unequal shards. Every rank must
-    pass the same keys.
+    r"""Sum a dictionary of per-rank totals (``loss_sum``, ``count``...) over ranks (every rank
+    passing the same keys): sums and counts, never means of means, so that
+    :math:`\bar\ell = \sum_r L_r / \sum_r n_r` is exact with unequal shards.
 
     Args:
         sums (dict): name -> float total on this rank.
@@ -156,11 +147,9 @@ def cleanup_distributed() -> None:
 
 
 class ShardSampler(Sampler[int]):
-    r"""Deterministic, unpadded sharding of ``range(n)`` for evaluation: rank :math:`r` of
-    :math:`W` takes indices :math:`r, r + W, r + 2W, \dots`.
-
-    Unlike :class:`torch.utils.data.DistributedSampler` it never repeats samples to even out the
-    shards, so summed metrics over ranks count every sample exactly once.
+    r"""Unpadded sharding of ``range(n)`` for evaluation: rank :math:`r` of :math:`W` takes
+    :math:`r, r + W, r + 2W, \dots`. Unlike :class:`torch.utils.data.DistributedSampler` it
+    repeats no sample, so summed metrics count every sample once.
 
     Args:
         num_samples (int): dataset length.
@@ -184,16 +173,6 @@ class ShardSampler(Sampler[int]):
         return f"ShardSampler({self.num_samples}, rank={self.rank}, world_size={self.world_size})"
 
 
-__all__ = [
-    "DistInfo",
-    "init_distributed",
-    "get_dist_info",
-    "is_main_process",
-    "barrier",
-    "all_reduce_sum",
-    "reduce_sums",
-    "all_gather_object",
-    "broadcast_object",
-    "cleanup_distributed",
-    "ShardSampler",
-]
+__all__ = ["DistInfo", "init_distributed", "get_dist_info", "is_main_process", "barrier",
+           "all_reduce_sum", "reduce_sums", "all_gather_object", "broadcast_object",
+           "cleanup_distributed", "ShardSampler"]

@@ -1,23 +1,6 @@
-r"""Training Focus routers with Hugging Face's :class:`transformers.Trainer`.
-
-A Hugging Face user trains adapters with ``Trainer``; Focus routers are trained the same way.
-:func:`router_trainer` freezes every weight of a Focus-composed model but its routers
-(:func:`~quest_geometric.nn.focus.router_parameters`) and returns a ``Trainer`` whose loss is
-the chosen objective of :func:`~quest_geometric.training.routers.router_loss`:
-
-* ``'lm'``: the model's own next-token loss on the batch's ``labels`` (Hugging Face's
-  default loss, unchanged);
-* ``'distill'``: :func:`~quest_geometric.training.routers.distillation_loss`, the KL
-  divergence from the same model's next-token distribution with Focus disabled; the batch
-  needs no labels.
-
-At long blocks, ``loss_chunk`` computes either loss over chunks of positions (the
-``[length, vocab]`` logits never all alive), and ``Trainer``'s own activation (gradient)
-checkpointing (``TrainingArguments(gradient_checkpointing=True)``) recomputes each decoder
-layer in the backward; :func:`router_trainer` makes it non-reentrant where the arguments
-leave that open, the form that needs no gradient on a layer's (frozen) input.
-
-``transformers`` is imported only when :func:`router_trainer` is called.
+r"""Training Focus routers with Hugging Face's :class:`transformers.Trainer`
+(:func:`router_trainer`), the way a Hugging Face user trains adapters. ``transformers`` is
+imported only when :func:`router_trainer` is called.
 
 Example:
     >>> from transformers import TrainingArguments
@@ -40,8 +23,8 @@ __all__ = ["freeze_all_but_routers", "router_trainer"]
 
 
 def freeze_all_but_routers(model: nn.Module) -> int:
-    r"""Set ``requires_grad`` to :obj:`False` on every parameter of ``model`` but its Focus
-    routers' (:func:`~quest_geometric.nn.focus.router_parameters`), which are set trainable.
+    r"""Freeze every parameter of ``model`` but its Focus routers'
+    (:func:`~quest_geometric.nn.focus.router_parameters`), which are set trainable.
 
     Returns:
         int: the number of trainable scalars (the routers').
@@ -61,17 +44,15 @@ def freeze_all_but_routers(model: nn.Module) -> int:
                          "(compose_focus(model, ...)), got a model without Focus layers")
     for p in model.parameters():
         p.requires_grad_(False)
-    n = 0
-    for p in router_parameters(model):
+    routers = list(router_parameters(model))
+    for p in routers:
         p.requires_grad_(True)
-        n += p.numel()
-    return n
+    return sum(p.numel() for p in routers)
 
 
 def _routers_hidden(model: nn.Module) -> bool:
-    """Whether ``save_pretrained`` of ``model`` leaves its routers out (see
-    :func:`~quest_geometric.nn.focus.compose_focus`), so a checkpoint needs
-    :func:`~quest_geometric.nn.focus.save_routers` beside it."""
+    """Whether ``save_pretrained`` of ``model`` leaves its routers out, so that a checkpoint
+    needs :func:`~quest_geometric.nn.focus.save_routers` beside it."""
     left_out = getattr(model, "_keys_to_ignore_on_save", None) or ()
     return any(k.startswith("focus.") or ".focus." in k for k in left_out)
 
@@ -89,8 +70,7 @@ def _load_saved_routers(model: nn.Module, folder: Any) -> None:
 
 @functools.lru_cache(maxsize=None)
 def _trainer_class() -> type:
-    """The ``Trainer`` subclass, built on first use so that importing this module does not
-    import ``transformers``."""
+    """The ``Trainer`` subclass, built on first use (importing ``transformers``)."""
     from transformers import Trainer
 
     from quest_geometric.nn.focus import save_routers
@@ -120,9 +100,7 @@ def _trainer_class() -> type:
                                    loss_chunk=chunk)
             return (loss, None) if return_outputs else loss
 
-        # A composed model's save_pretrained leaves its routers out (compose_focus hides
-        # them from the base model's files): a checkpoint carries them as save_routers
-        # writes them, and resuming or loading the best checkpoint restores them.
+        # save_pretrained leaves a composed model's routers out: checkpoints carry them
         def _save(self, output_dir: Any = None, state_dict: Any = None) -> None:
             super()._save(output_dir, state_dict=state_dict)
             if self.args.should_save and _routers_hidden(self.model):
@@ -140,17 +118,15 @@ def _trainer_class() -> type:
     return RouterTrainer
 
 
-#: The names ``TrainingArguments`` gives its activation checkpointing switch and keyword
-#: arguments (``gradient_checkpointing*`` the older names, kept as aliases).
+#: ``TrainingArguments``' activation checkpointing switch and keyword arguments, under the
+#: new and the older (alias) names.
 _CHECKPOINTING_ARGS = (("activation_checkpointing", "activation_checkpointing_kwargs"),
                        ("gradient_checkpointing", "gradient_checkpointing_kwargs"))
 
 
 def _non_reentrant(args: Any) -> None:
-    """With ``Trainer``'s checkpointing on in ``args``, make it non-reentrant where its
-    keyword arguments leave ``use_reentrant`` unset (older ``transformers`` versions default
-    to the reentrant form, which passes gradients to the parameters inside a layer only when
-    the layer's input needs one, and with the base model frozen it may not)."""
+    """With checkpointing on in ``args``, set ``use_reentrant=False`` where its keyword
+    arguments leave it unset (see :func:`router_trainer`)."""
     if args is None or not any(getattr(args, on, None) for on, _ in _CHECKPOINTING_ARGS):
         return
     for _, name in _CHECKPOINTING_ARGS:
@@ -163,24 +139,11 @@ def _non_reentrant(args: Any) -> None:
 def router_trainer(model: nn.Module, args: Any, train_dataset: Any = None, *,
                    objective: str = "lm", loss_chunk: Optional[int] = None,
                    **trainer_kwargs: Any) -> Any:
-    r"""A :class:`transformers.Trainer` that trains only the Focus routers of ``model``.
-
-    Every other weight is frozen first (:func:`freeze_all_but_routers`), so the optimiser
-    ``Trainer`` builds holds the routers alone.
-
-    ``args`` with activation (gradient) checkpointing on (``gradient_checkpointing=True``
-    or ``activation_checkpointing=True``) gets ``use_reentrant=False`` in its checkpointing
-    keyword arguments where they leave it unset: the decoder layers' inputs need no
-    gradient of their own (every weight before them is frozen), and a reentrant checkpoint
-    passes gradients to the routers inside a layer only when its input needs one. The
-    non-reentrant one gives the gradients of the unchecked model.
-
-    Its saved models and checkpoints (``save_model``, ``save_strategy``) hold what
-    ``save_pretrained`` writes, the base model's weights alone (the routers are kept out of
-    them, see :func:`~quest_geometric.nn.focus.compose_focus`), plus the routers as
-    :func:`~quest_geometric.nn.focus.save_routers` writes them; ``resume_from_checkpoint``
-    and ``load_best_model_at_end`` load them back with
-    :func:`~quest_geometric.nn.focus.load_routers`.
+    """A :class:`transformers.Trainer` that trains only the Focus routers of ``model`` (every
+    other weight frozen by :func:`freeze_all_but_routers`). With checkpointing on in ``args``,
+    ``use_reentrant=False`` is set where left unset: a reentrant checkpoint passes gradients to
+    the routers inside a layer only when the layer's (frozen) input needs one. Checkpoints hold
+    the routers beside what ``save_pretrained`` writes, and resuming loads them back.
 
     Args:
         model (torch.nn.Module): a Hugging Face causal LM composed with
@@ -188,13 +151,12 @@ def router_trainer(model: nn.Module, args: Any, train_dataset: Any = None, *,
         args (transformers.TrainingArguments): the training arguments.
         train_dataset: the training data (items with ``input_ids``, plus ``labels`` for
             ``'lm'``), as ``Trainer`` takes it.
-        objective (str): ``'lm'`` (the model's next-token loss on ``labels``) or
-            ``'distill'`` (:func:`~quest_geometric.training.routers.distillation_loss`; no
-            labels needed). (default: :obj:`'lm'`)
-        loss_chunk (int, optional): compute the loss over chunks of this many positions
-            (:func:`~quest_geometric.training.routers.chunked_lm_loss` for ``'lm'``,
-            ``distillation_loss(..., loss_chunk=...)``), equal to the plain loss up to
-            rounding; :obj:`None` for the plain loss. (default: :obj:`None`)
+        objective (str): ``'lm'`` (the model's next-token loss on ``labels``) or ``'distill'``
+            (:func:`~quest_geometric.training.routers.distillation_loss`, no labels).
+            (default: :obj:`'lm'`)
+        loss_chunk (int, optional): compute the loss by chunks of this many positions
+            (:func:`~quest_geometric.training.routers.router_loss`); :obj:`None` for the plain
+            loss. (default: :obj:`None`)
         **trainer_kwargs: passed on to ``Trainer`` (``data_collator``, ``callbacks``, ...).
 
     Returns:

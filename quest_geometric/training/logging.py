@@ -1,13 +1,9 @@
 """Metrics as JSON lines, and a matplotlib helper that draws training curves from them.
 
-Each line of ``metrics.jsonl`` is one record, a flat JSON object with a ``kind``:
-
-- ``"epoch"``: end of an epoch of an epoch-based run (``epoch``, ``step``, ``lr``,
-  ``train_loss``, ``train_acc``..., ``val_loss``, ``val_acc``..., ``time_s``,
-  ``samples_per_s``);
-- ``"eval"``: an evaluation of a step-based run (same keys, train metrics averaged since the
-  previous evaluation);
-- ``"step"``: every ``log_every`` optimiser steps (``step``, ``lr``, ``loss``...).
+Each line of ``metrics.jsonl`` is a flat JSON record with a ``kind``: ``"epoch"`` (end of an
+epoch: ``epoch``, ``step``, ``lr``, ``train_*``, ``val_*``, ``time_s``, ``samples_per_s``),
+``"eval"`` (an evaluation of a step-based run, the same keys, train metrics since the previous
+one) or ``"step"`` (every ``log_every`` optimiser steps: ``step``, ``lr``, ``loss``...).
 """
 from __future__ import annotations
 
@@ -58,14 +54,12 @@ class MetricsLogger:
 
 
 def read_metrics(path: PathLike, kind: Optional[str] = None) -> list[dict[str, Any]]:
-    """Read the records of a JSON-lines file (skipping a torn last line of a killed run).
+    """Read the records of a JSON-lines file in file order (skipping a torn last line of a
+    killed run).
 
     Args:
         path (str or os.PathLike): the ``.jsonl`` file.
         kind (str, optional): keep only records of this ``kind``. (default: :obj:`None`)
-
-    Returns:
-        list[dict]: the records in file order.
     """
     out = []
     with open(path, encoding="utf-8") as f:
@@ -85,10 +79,8 @@ def read_metrics(path: PathLike, kind: Optional[str] = None) -> list[dict[str, A
 
 
 def truncate_metrics(path: PathLike, step: int) -> None:
-    """Drop records with ``step > step`` (written after the checkpoint a run resumes from).
-
-    The file is rewritten atomically; a missing file is left missing.
-    """
+    """Drop records with ``step > step`` (written after the checkpoint a run resumes from),
+    rewriting the file atomically; a missing file is left missing."""
     path = os.fspath(path)
     if not os.path.exists(path):
         return
@@ -96,32 +88,23 @@ def truncate_metrics(path: PathLike, step: int) -> None:
     atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in keep))
 
 
-def plot_curves(
-    jsonl_paths: Union[PathLike, Sequence[PathLike]],
-    out_png: PathLike,
-    keys: Iterable[str] = ("train_loss", "val_loss"),
-    x: str = "auto",
-    labels: Optional[Sequence[str]] = None,
-    kind: Optional[str] = None,
-    title: Optional[str] = None,
-    logy: bool = False,
-) -> str:
-    """Draw metric curves from one or several ``metrics.jsonl`` files into a PNG.
-
-    One subplot per key; one line per file (a run, a seed, a variant).
+def plot_curves(jsonl_paths: Union[PathLike, Sequence[PathLike]], out_png: PathLike,
+                keys: Iterable[str] = ("train_loss", "val_loss"), x: str = "auto",
+                labels: Optional[Sequence[str]] = None, kind: Optional[str] = None,
+                title: Optional[str] = None, logy: bool = False) -> str:
+    """Draw metric curves from one or several ``metrics.jsonl`` files into a PNG: one subplot
+    per key, one line per file (a run, a seed, a variant).
 
     Args:
         jsonl_paths (str or list): one path or several.
         out_png (str or os.PathLike): the image to write.
         keys (iterable of str): the metrics to draw. (default: :obj:`("train_loss", "val_loss")`)
         x (str): the x axis, ``'epoch'``, ``'step'`` or ``'auto'`` (``'epoch'`` when every
-            record of a file has one and the run is epoch-based, else ``'step'``).
-            (default: :obj:`'auto'`)
+            drawn record is an epoch record). (default: :obj:`'auto'`)
         labels (list of str, optional): legend entries, one per file; :obj:`None` uses the
             parent directory names. (default: :obj:`None`)
-        kind (str, optional): record kind to draw; :obj:`None` takes ``'epoch'`` and
-            ``'eval'`` records (or ``'step'`` records for keys only they carry).
-            (default: :obj:`None`)
+        kind (str, optional): record kind to draw; :obj:`None` takes ``'epoch'`` and ``'eval'``
+            records (``'step'`` records for keys only they carry). (default: :obj:`None`)
         title (str, optional): the figure title. (default: :obj:`None`)
         logy (bool): logarithmic y axes. (default: :obj:`False`)
 
@@ -156,9 +139,8 @@ def plot_curves(
             recs = [r for r in recs if r.get(key) is not None]
             if not recs:
                 continue
-            xk = x
-            if xk == "auto":
-                xk = "epoch" if all(r.get("kind") == "epoch" for r in recs) else "step"
+            xk = x if x != "auto" else (
+                "epoch" if all(r.get("kind") == "epoch" for r in recs) else "step")
             ax.plot([r.get(xk, j) for j, r in enumerate(recs)], [r[key] for r in recs],
                     marker="o" if len(recs) < 30 else None, label=label)
             ax.set_xlabel(xk)

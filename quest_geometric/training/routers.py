@@ -31,51 +31,43 @@ ORDER_CHUNK_PASSES = 4
 @contextlib.contextmanager
 def router_outputs(model: Any, enabled: bool = True) -> Iterator[List[Tuple[Any, Any]]]:
     """While open, collect ``(layer, RouterOutput)`` of every Focus layer's router call, in
-    call order (nothing when not ``enabled``); the hooks are removed on any exit.
-
-    A router shared by several layers (a content-free one passed to
-    :func:`~quest_geometric.nn.focus.compose_focus`) is hooked once, and each of its calls is
-    attributed to the Focus layer running at the time."""
+    call order (nothing when not ``enabled``); the hooks are removed on any exit. A router
+    shared by several layers is hooked once, each call attributed to the layer running."""
     from quest_geometric.nn.focus import focus_layers
 
     captured: List[Tuple[Any, Any]] = []
     running: List[Any] = [None]
-    hooks, wrapped = [], []
-    if enabled:
-        layers = focus_layers(model)
-        for f in layers:  # every path into a layer's routing goes through its attend()
-            def attend(*args: Any, _f: Any = f, _attend: Any = f.attend, **kw: Any) -> Any:
-                running[0] = _f
-                return _attend(*args, **kw)
-            f.attend = attend
-            wrapped.append(f)
-        for r in {id(f.router): f.router for f in layers}.values():
-            hooks.append(r.register_forward_hook(
-                lambda _m, _i, out: captured.append((running[0], out))))
+    hooks, layers = [], focus_layers(model) if enabled else []
+    for f in layers:  # every path into a layer's routing goes through its attend()
+        def attend(*args: Any, _f: Any = f, _attend: Any = f.attend, **kw: Any) -> Any:
+            running[0] = _f
+            return _attend(*args, **kw)
+        f.attend = attend
+    for r in {id(f.router): f.router for f in layers}.values():
+        hooks.append(r.register_forward_hook(
+            lambda _m, _i, out: captured.append((running[0], out))))
     try:
         yield captured
     finally:
         for h in hooks:
             h.remove()
-        for f in wrapped:
+        for f in layers:
             del f.attend
 
 
 def check_objective(objective: Any, where: str) -> str:
-    """``objective`` if it is one of :data:`OBJECTIVES`: ``'<where>: 'objective' must be
-    ..., got ...'``, a :class:`TypeError` for a non-string, a :class:`ValueError` for
-    another string."""
+    """``objective`` if it is one of :data:`OBJECTIVES`, else a :class:`TypeError` (not a
+    string) or :class:`ValueError` naming ``where``."""
     return check_choice(objective, "objective", OBJECTIVES, where=where)
 
 
 def _valid_ids(input_ids: Any, attention_mask: Any, where: str) -> None:
+    what = "a [batch, length] integer tensor"
     if not isinstance(input_ids, torch.Tensor) or input_ids.dtype not in (torch.long,
                                                                            torch.int32):
-        raise fail(TypeError, where, "input_ids", "a [batch, length] integer tensor",
-                   input_ids)
+        raise fail(TypeError, where, "input_ids", what, input_ids)
     if input_ids.dim() != 2:
-        raise fail(ValueError, where, "input_ids", "a [batch, length] integer tensor",
-                   input_ids)
+        raise fail(ValueError, where, "input_ids", what, input_ids)
     if input_ids.size(1) < 2:
         raise fail(ValueError, where, "input_ids", "a tensor of at least 2 tokens per row",
                    input_ids)
@@ -87,10 +79,10 @@ def _valid_ids(input_ids: Any, attention_mask: Any, where: str) -> None:
 
 
 def check_loss_chunk(loss_chunk: Any, where: str, model: Any = None) -> Optional[int]:
-    """``loss_chunk`` if it is :obj:`None` or an int >= 1 (else ``'<where>: 'loss_chunk'
-    must be ...'``, a :class:`TypeError` or :class:`ValueError`); with a ``model`` and a
-    chunk, also that the model's logits are its output embedding applied to its decoder's
-    last hidden states (:func:`_decoder_and_head`), which the chunked losses compute."""
+    """``loss_chunk`` if it is :obj:`None` or an int >= 1 (else a :class:`TypeError` or
+    :class:`ValueError` naming ``where``); with a ``model`` and a chunk, also that the model's
+    logits are its output embedding of its decoder's last hidden states, as the chunked
+    losses compute them."""
     if loss_chunk is None:
         return None
     loss_chunk = check_int(loss_chunk, "loss_chunk", 1, where=where)
@@ -105,9 +97,8 @@ _HEAD_EXTRAS = ("final_logit_softcapping", "logit_scale", "logits_scaling")
 
 
 def _decoder_and_head(model: Any, where: str) -> Tuple[Any, Any]:
-    """``(decoder, head)`` of a Hugging Face causal LM: its ``base_model`` (the decoder stack,
-    whose ``last_hidden_state`` is normalised as the head reads it) and its output embedding
-    (``get_output_embeddings()``, the LM head), so that ``logits = head(last_hidden_state)``;
+    """``(decoder, head)`` of a Hugging Face causal LM (``base_model`` and
+    ``get_output_embeddings()``), so that ``logits = head(decoder(...).last_hidden_state)``;
     a model where that does not hold is refused, naming ``loss_chunk``."""
     decoder = getattr(model, "base_model", None)
     get_head = getattr(model, "get_output_embeddings", None)
@@ -132,8 +123,7 @@ def _last_hidden(decoder: Any, input_ids: torch.Tensor,
 
 
 def _kl(teacher: torch.Tensor, student: torch.Tensor) -> torch.Tensor:
-    """``[batch, t]``: per position, the KL of :func:`distillation_loss` from the teacher's
-    next-token distribution to the student's, from their logits, in float32."""
+    """``[batch, t]``: the KL of :func:`distillation_loss` per position, in float32."""
     log_p = torch.log_softmax(teacher.float(), dim=-1)
     log_q = torch.log_softmax(student.float(), dim=-1)
     return (log_p.exp() * (log_p - log_q)).sum(-1)
@@ -141,14 +131,13 @@ def _kl(teacher: torch.Tensor, student: torch.Tensor) -> torch.Tensor:
 
 def _kl_rows(head: Any, h_q: torch.Tensor, h_p: torch.Tensor,
              keep: torch.Tensor) -> torch.Tensor:
-    """The summed KL of :func:`distillation_loss` over one chunk of positions: ``h_q``
-    (Focus) and ``h_p`` (full attention) ``[batch, c, C]``, ``keep`` ``[batch, c]``."""
+    """The summed KL over one chunk: ``h_q`` (Focus), ``h_p`` (full) ``[batch, c, C]``."""
     return (_kl(head(h_p), head(h_q)) * keep).sum()
 
 
 def _ce_rows(head: Any, h: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """The summed next-token cross-entropy over one chunk of positions: ``h``
-    ``[batch, c, C]``, ``targets`` ``[batch, c]`` (-100 left out)."""
+    """The summed cross-entropy over one chunk: ``h`` ``[batch, c, C]``, ``targets``
+    ``[batch, c]`` (-100 left out)."""
     logits = head(h).float()
     return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)),
                                              targets.reshape(-1), ignore_index=-100,
@@ -156,19 +145,14 @@ def _ce_rows(head: Any, h: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 
 
 def _chunk_sum(fn: Any, chunk: int, *rows: torch.Tensor) -> torch.Tensor:
-    r"""``sum_j fn(*(r[:, j*chunk:(j+1)*chunk] for r in rows))``: each chunk's function run
-    under :func:`torch.utils.checkpoint.checkpoint` (non-reentrant) when it needs a gradient,
-    so that only its scalar is kept and the backward recomputes the chunk's logits; a
-    ``[batch, chunk, vocab]`` block and its log-softmax are then the largest tensors alive."""
+    r"""``sum_j fn(*(r[:, j*chunk:(j+1)*chunk] for r in rows))``, each chunk checkpointed
+    (non-reentrant) when it needs a gradient, so that the backward recomputes its logits and
+    one ``[batch, chunk, vocab]`` block is the largest tensor alive."""
     from torch.utils.checkpoint import checkpoint
 
     grad = torch.is_grad_enabled() and any(r.requires_grad for r in rows)
-    total = None
-    for a in range(0, rows[0].size(1), chunk):
-        part = tuple(r[:, a:a + chunk] for r in rows)
-        out = checkpoint(fn, *part, use_reentrant=False) if grad else fn(*part)
-        total = out if total is None else total + out
-    return total
+    parts = (tuple(r[:, a:a + chunk] for r in rows) for a in range(0, rows[0].size(1), chunk))
+    return sum(checkpoint(fn, *p, use_reentrant=False) if grad else fn(*p) for p in parts)
 
 
 def distillation_loss(model: Any, input_ids: torch.Tensor,
@@ -181,29 +165,17 @@ def distillation_loss(model: Any, input_ids: torch.Tensor,
         \mathcal{L} = \frac{1}{|\mathcal{P}|} \sum_{t \in \mathcal{P}} \sum_{v}
         p_t(v) \left(\log p_t(v) - \log q_t(v)\right),
 
-    :math:`p_t` the next-token distribution at position :math:`t` with Focus disabled
-    (:func:`~quest_geometric.nn.focus.focus_disabled`, the frozen original model, no
-    gradient), :math:`q_t` the one with Focus, :math:`\mathcal{P}` the positions that the
-    ``attention_mask`` keeps (every position without one). The routers learn to preserve the
-    model rather than to adapt it to the data, as SeerAttention trains its gates. Both
-    distributions are taken in float32.
-
-    With ``loss_chunk = c`` the same sum is taken over chunks of :math:`c` positions: the
-    decoder's last hidden states of both models are computed once (``[batch, length, C]``),
-    then per chunk the LM head, both log-softmaxes and the KL, under
-    :func:`torch.utils.checkpoint.checkpoint` so that the backward recomputes the chunk.
-    The ``[batch, length, vocab]`` float32 logits and their log-softmax copies, which the
-    plain form holds all at once (several copies, :math:`4 \cdot \text{length} \cdot
-    \text{vocab}` bytes each), are then never alive beyond one chunk. The value equals the
-    plain one up to the order of the floating-point sums.
+    :math:`p_t` (float32) with Focus disabled and no gradient, :math:`q_t` with Focus,
+    :math:`\mathcal{P}` the positions the ``attention_mask`` keeps. The routers learn to
+    preserve the model rather than to adapt it to the data, as SeerAttention trains its gates.
 
     Args:
         model: a Hugging Face causal LM composed with
             :func:`~quest_geometric.nn.focus.compose_focus`.
         input_ids (Tensor): ``[batch, length]`` token ids, ``length >= 2``.
         attention_mask (Tensor, optional): ``[batch, length]``, 1 for real tokens.
-        loss_chunk (int, optional): positions per chunk, or :obj:`None` for the plain form.
-            (default: :obj:`None`)
+        loss_chunk (int, optional): positions per chunk (as in :func:`chunked_lm_loss`), or
+            :obj:`None` for the plain form. (default: :obj:`None`)
 
     Returns:
         Tensor: the scalar loss (0 exactly when Focus keeps every causal pair).
@@ -234,14 +206,12 @@ def distillation_loss(model: Any, input_ids: torch.Tensor,
 def chunked_lm_loss(model: Any, input_ids: torch.Tensor, labels: torch.Tensor,
                     loss_chunk: int, attention_mask: Optional[torch.Tensor] = None,
                     num_items: Optional[Any] = None) -> torch.Tensor:
-    r"""A causal LM's next-token loss, Hugging Face's (``model(input_ids, labels=labels)
-    .loss``: position :math:`t` predicts ``labels[t + 1]``, ``-100`` left out, the float32
-    cross-entropy summed and divided by the number of predicted tokens, or by
-    ``num_items`` when given, as ``Trainer`` passes it), computed over chunks of
-    ``loss_chunk`` positions from the decoder's last hidden states, each chunk's LM head and
-    cross-entropy under :func:`torch.utils.checkpoint.checkpoint`, so that the
-    ``[batch, length, vocab]`` float32 logits are never alive beyond one chunk. Equal to the
-    plain loss up to the order of the floating-point sums.
+    """A causal LM's next-token loss as Hugging Face computes it (``labels[t + 1]`` predicted at
+    :math:`t`, ``-100`` left out, the float32 cross-entropy summed and divided by the number of
+    predicted tokens or by ``num_items``), by chunks of ``loss_chunk`` positions of the
+    decoder's last hidden states, each chunk's LM head and loss checkpointed, so that the
+    ``[batch, length, vocab]`` logits are never all alive. Equal to the plain loss up to
+    rounding.
 
     Args:
         model: a Hugging Face causal LM.
@@ -275,21 +245,17 @@ def chunked_lm_loss(model: Any, input_ids: torch.Tensor, labels: torch.Tensor,
 def router_loss(model: Any, input_ids: torch.Tensor, objective: str = "lm",
                 attention_mask: Optional[torch.Tensor] = None,
                 loss_chunk: Optional[int] = None) -> torch.Tensor:
-    r"""The loss the routers of a Focus-composed ``model`` are trained on, for one batch.
-
-    * ``'lm'``: the model's next-token loss with ``labels = input_ids`` (every position but
-      the first predicted; Hugging Face's mean over the predicted tokens);
-    * ``'distill'``: :func:`distillation_loss`.
+    """The loss the routers of a Focus-composed ``model`` are trained on, for one batch:
+    ``'lm'``, the model's next-token loss with ``labels = input_ids`` (Hugging Face's mean over
+    the predicted tokens), or ``'distill'``, :func:`distillation_loss`.
 
     Args:
         model: a Hugging Face causal LM composed with Focus.
         input_ids (Tensor): ``[batch, length]`` token ids.
         objective (str): one of :data:`OBJECTIVES`. (default: :obj:`'lm'`)
         attention_mask (Tensor, optional): ``[batch, length]``, 1 for real tokens.
-        loss_chunk (int, optional): compute the loss over chunks of this many positions
-            (:func:`chunked_lm_loss`, :func:`distillation_loss`), so that the
-            ``[batch, length, vocab]`` logits are never all alive; :obj:`None` for the plain
-            form. (default: :obj:`None`)
+        loss_chunk (int, optional): compute the loss by chunks of this many positions
+            (:func:`chunked_lm_loss`); :obj:`None` for the plain form. (default: :obj:`None`)
 
     Returns:
         Tensor: the scalar loss.
@@ -310,21 +276,10 @@ def router_loss(model: Any, input_ids: torch.Tensor, objective: str = "lm",
 @contextlib.contextmanager
 def decoder_checkpointing(model: Any, enabled: bool = True,
                           where: str = "decoder_checkpointing") -> Iterator[None]:
-    r"""While open, Hugging Face gradient (activation) checkpointing of ``model``'s decoder
-    layers, non-reentrant (``use_reentrant=False``); on exit the model is left as it was.
-
-    In training mode with gradients on, each decoder layer then keeps only its input for
-    the backward and recomputes its forward there (one more forward of every layer per
-    step): the activations of one layer at a time are alive instead of every layer's (in
-    the Focus training path, each layer's ``[heads, length, length]`` soft attention
-    weights and ``[length, length]`` gate). The non-reentrant form is the one that suits
-    router training: every weight outside the routers is frozen, so a layer's input hidden
-    states need no gradient of their own, and a reentrant checkpoint passes gradients to the
-    parameters inside a layer only when its input needs one. The values and gradients are
-    those without checkpointing (the recomputation is the same computation; the random state
-    is restored for it). A model already
-    checkpointing is left as it is; a forward without gradients (the teacher of
-    :func:`distillation_loss`) runs unchanged.
+    """While open, non-reentrant Hugging Face gradient checkpointing of ``model``'s decoder
+    layers (one layer's activations alive at a time, the same values and gradients); then the
+    model is left as it was. Non-reentrant because a reentrant checkpoint passes gradients into
+    a layer only when its (here frozen) input needs one.
 
     Args:
         model: a Hugging Face model (``supports_gradient_checkpointing``).
@@ -372,10 +327,8 @@ def _check_checkpointing(model: Any, where: str) -> None:
 
 
 #: The files of a :func:`train_routers` checkpoint in its ``run_dir``: the router parameters
-#: and the optimiser's tensors (safetensors), and the record of the run (JSON: its step, loss
-#: curve, objective, seed, data and the optimiser's settings) with the SHA-256 digest of
-#: both (:mod:`quest_geometric._utils.digested`, as the router files of
-#: :func:`~quest_geometric.nn.focus.save_routers`).
+#: and the optimiser's tensors (safetensors), and the run's record (JSON) with the SHA-256
+#: digest of both (as :func:`~quest_geometric.nn.focus.save_routers` writes its files).
 CHECKPOINT_TENSORS = "routers.safetensors"
 CHECKPOINT_RECORD = "routers.json"
 #: The lock a running :func:`train_routers` holds on its ``run_dir``.
@@ -404,9 +357,9 @@ def _checkpoint_files(path: str | os.PathLike) -> Tuple[Path, Path]:
 
 def read_router_checkpoint(path: str | os.PathLike) -> Dict[str, Any]:
     """A :func:`train_routers` checkpoint: ``params`` (list of tensors), ``opt`` (the
-    optimiser's state dict), ``state``, ``seed`` and ``data``. :obj:`path` is the run folder
-    or one of its two files. Both files are checked against their digest, every tensor to be
-    floating and finite; nothing is unpickled.
+    optimiser's state dict), ``state``, ``seed`` and ``data``, from the run folder or one of
+    its two files. Both files are checked against their digest, every tensor to be floating
+    and finite; nothing is unpickled.
 
     Raises:
         FileNotFoundError: if the run folder holds no checkpoint.
@@ -435,15 +388,11 @@ def _unpack(record: Dict[str, Any], tensors: Dict[str, torch.Tensor]) -> Dict[st
     """The checkpoint of a checked record and its tensors (the inverse of :func:`_pack`)."""
     opt = record["opt"]
     state: Dict[int, Dict[str, Any]] = {}
-    for name, t in tensors.items():
-        if name.startswith("opt."):
-            _, idx, key = name.split(".", 2)
-            state.setdefault(int(idx), {})[key] = t
-    for name, v in opt["scalars"].items():
+    entries = [(n[len("opt."):], t) for n, t in tensors.items() if n.startswith("opt.")]
+    for name, v in entries + list(opt["scalars"].items()):
         idx, key = name.split(".", 1)
         state.setdefault(int(idx), {})[key] = v
-    n = record["num_params"]
-    return {"params": [tensors[f"param.{i}"] for i in range(n)],
+    return {"params": [tensors[f"param.{i}"] for i in range(record["num_params"])],
             "opt": {"state": state, "param_groups": opt["param_groups"]},
             "state": record["state"], "seed": record["seed"], "data": record["data"]}
 
@@ -471,9 +420,8 @@ def write_router_checkpoint(run_dir: str | os.PathLike, params: List[torch.Tenso
     :data:`CHECKPOINT_RECORD` with the digest of both, each atomically."""
     from quest_geometric._utils.digested import write_pair
 
-    tensors_file, record_file = _checkpoint_files(run_dir)
     tensors, opt_record = _pack(params, opt)
-    write_pair(tensors_file, record_file, tensors, {
+    write_pair(*_checkpoint_files(run_dir), tensors, {
         "format": _FORMAT, "version": _VERSION, "num_params": len(params), "opt": opt_record,
         "state": state, "seed": seed, "data": data})
 
@@ -502,8 +450,7 @@ def _check_budget(pair_budget: Any) -> Optional[List[float]]:
         raise fail(TypeError, "train_routers", "pair_budget", text, pair_budget) from None
     if len(budget) != 2:
         raise fail(ValueError, "train_routers", "pair_budget", text, pair_budget)
-    r_max, mu = budget
-    if not (0.0 <= r_max <= 1.0) or not (mu >= 0.0 and math.isfinite(mu)):
+    if not (0.0 <= budget[0] <= 1.0) or not (budget[1] >= 0.0 and math.isfinite(budget[1])):
         raise fail(ValueError, "train_routers", "pair_budget", text, pair_budget)
     return budget
 
@@ -520,8 +467,7 @@ def _resume(run_dir: Path, params: List[torch.Tensor], opt: Any, record: Dict[st
                          f"resume; use another run_dir")
     if not (run_dir / CHECKPOINT_RECORD).is_file():
         return None
-    blob = read_router_checkpoint(run_dir)
-    ck = run_dir / CHECKPOINT_RECORD
+    blob, ck = read_router_checkpoint(run_dir), run_dir / CHECKPOINT_RECORD
     saved = blob["state"].get("objective")
     if saved != record:
         raise ValueError(f"{where}: {ck} was trained with {saved}, not {record}; use another "
@@ -544,52 +490,31 @@ def train_routers(model: Any, train: torch.Tensor, steps: int, lr: float,
                   init_from: Optional[str | os.PathLike] = None,
                   objective: str = "lm", gradient_checkpointing: bool = False,
                   loss_chunk: Optional[int] = None) -> Dict[str, Any]:
-    r"""Train the routers of a composed model (every other weight frozen) on blocks drawn
-    from ``train`` with a seeded permutation (:func:`block_order`, one block per step, AdamW),
-    resuming from the checkpoint in ``run_dir`` (:data:`CHECKPOINT_TENSORS` and
-    :data:`CHECKPOINT_RECORD`, safetensors and JSON with a digest of both). Returns the loss
-    curve, steps done, seconds and whether it finished (``max_minutes`` may stop it early;
-    rerun to continue).
-
-    The run holds a lock on ``run_dir`` (:data:`LOCK_NAME`) while it trains, so a second
-    process on the same folder is refused. The checkpoint records the objective, the seed
-    and a fingerprint of ``train`` (:func:`data_fingerprint`): resuming with another
-    objective, seed or data is refused instead of continuing the first run's routers.
-
-    ``objective`` chooses the loss (:func:`router_loss`): ``'lm'``, the next-token loss on
-    the block, or ``'distill'``, the KL divergence from the model's own full-attention
-    distribution (:func:`distillation_loss`).
-
-    With ``pair_budget = (r, mu)`` the loss is the objective's loss plus
+    r"""Train the routers of a composed model (every other weight frozen, AdamW) on one block of
+    ``train`` per step (:func:`block_order`), resuming from the checkpoint in ``run_dir``, which
+    is locked while the run trains (:data:`LOCK_NAME`). The checkpoint records the objective,
+    the seed and :func:`data_fingerprint` of ``train``: resuming with others is refused rather
+    than continuing the first run's routers. ``max_minutes`` may stop the run early (rerun to
+    continue). With ``pair_budget = (r, mu)`` the loss is the objective's plus
 
     .. math::
         \mu \cdot \frac{1}{L} \sum_{l=1}^{L} \max(0,\ r_l - r),
 
-    :math:`r_l` the share of far causal pairs (beyond the window) that layer :math:`l`'s
-    hard groups keep (:func:`~quest_geometric.nn.focus.straight_through_pair_share`,
-    straight-through gradient): a charge for every kept far pair above the budget
-    :math:`r`. ``curve`` stays the objective's loss; ``share_curve`` records
-    :math:`\bar r_l` per step. ``init_from`` (a :func:`~quest_geometric.nn.focus.
-    save_routers` folder) sets the routers before the first step of a new run, as initial
-    values: its tensors must match the model's Focus layers, but the model keeps the window
-    and sinks it was composed with (``load_routers(..., strict=False)``), so routers trained
-    without sinks can start a training with them.
-
-    Two options trade computation for memory at long blocks, neither changing the loss or
-    the gradients beyond floating-point rounding: ``gradient_checkpointing=True`` recomputes
-    each decoder layer's forward in the backward (:func:`decoder_checkpointing`: the
-    activations of one layer alive at a time instead of every layer's, for one more forward
-    per step), and ``loss_chunk = c`` computes the LM head and the loss over chunks of
-    :math:`c` positions (:func:`router_loss`: the ``[length, vocab]`` float32 logits never
-    all alive). They are recorded in ``state['memory']`` (the options of the latest start;
-    a run may be resumed with others, since they leave the objective as it is).
+    :math:`r_l` the share of far causal pairs (beyond the window) that layer :math:`l`'s hard
+    groups keep (:func:`~quest_geometric.nn.focus.straight_through_pair_share`); ``curve``
+    stays the objective's loss, ``share_curve`` records :math:`\bar r_l`. ``init_from`` (a
+    :func:`~quest_geometric.nn.focus.save_routers` folder) gives a new run its initial routers
+    (``load_routers(..., strict=False)``: the model keeps its window and sinks).
 
     Args:
         run_dir (str or os.PathLike): the run's folder (created if missing).
-        gradient_checkpointing (bool): checkpoint the decoder layers (a Hugging Face model).
-            (default: :obj:`False`)
-        loss_chunk (int, optional): positions per chunk of the loss, or :obj:`None` for
-            the plain loss. (default: :obj:`None`)
+        gradient_checkpointing (bool): checkpoint the decoder layers
+            (:func:`decoder_checkpointing`). (default: :obj:`False`)
+        loss_chunk (int, optional): positions per chunk of the loss (:func:`router_loss`), or
+            :obj:`None` for the plain loss. (default: :obj:`None`)
+
+    Returns:
+        dict: the state (``curve``, ``step``, ``seconds``, ``memory``...) and ``finished``.
 
     Raises:
         ValueError: for a bad argument, a checkpoint of another objective, seed or data, a
@@ -644,21 +569,17 @@ def _steps(model: Any, train: torch.Tensor, order: torch.Tensor, steps: int,
            budget: Optional[List[float]], objective: str, save: Any, ckpt_every: int,
            max_minutes: Optional[float], progress: bool, desc: str,
            loss_chunk: Optional[int] = None) -> None:
-    """The training loop of :func:`train_routers`, from ``state['step']`` to ``steps``;
-    ``save()`` writes the checkpoint every ``ckpt_every`` steps, at the end and when
-    ``max_minutes`` have passed (then the loop stops).
-
-    With decoder checkpointing, a layer's recomputation in the backward calls its router
-    again: :func:`router_outputs` then also collects those calls, after the pair budget
-    has read the step's forward calls (the list is cleared at each step)."""
+    """The loop of :func:`train_routers` from ``state['step']`` to ``steps``; ``save()``
+    runs every ``ckpt_every`` steps, at the end and after ``max_minutes`` (then it stops).
+    The captured router calls are cleared each step: decoder checkpointing adds the
+    backward's recomputed calls after the pair budget has read the forward's."""
     from tqdm.auto import tqdm
 
     from quest_geometric.nn.focus import straight_through_pair_share
 
     with router_outputs(model, enabled=budget is not None) as captured:
         model.train()
-        t_start = time.perf_counter()
-        base_s = state["seconds"]
+        t_start, base_s = time.perf_counter(), state["seconds"]
         bar = tqdm(total=steps, initial=state["step"], desc=desc, disable=not progress)
         while state["step"] < steps:
             x = train[order[state["step"]]].unsqueeze(0)
@@ -696,14 +617,10 @@ def _steps(model: Any, train: torch.Tensor, order: torch.Tensor, steps: int,
 
 def block_order(num_blocks: int, steps: int, seed: int = 0,
                 chunk_passes: int = ORDER_CHUNK_PASSES) -> torch.Tensor:
-    r"""The training block of each router step, in chunks: chunk :math:`j` is a seeded
-    permutation of ``chunk_passes`` copies of the :math:`n` block indices, so every block is
-    drawn equally often within each chunk.
-
-    The chunks are successive ``torch.randperm(chunk_passes * n)`` draws (taken modulo
-    :math:`n`) from one generator seeded with ``seed``, so chunk :math:`j` depends only on
-    ``seed`` and :math:`j`, and the order of a longer run starts with the order of a
-    shorter one: a run resumed with more ``steps`` keeps every step it has done.
+    """The training block of each router step: chunk :math:`j` is a seeded permutation
+    (``torch.randperm``, one generator seeded with ``seed``) of ``chunk_passes`` copies of the
+    :math:`n` block indices, so every block is drawn equally often per chunk and a run resumed
+    with more ``steps`` keeps every step it has done.
 
     Args:
         num_blocks (int): training blocks :math:`n`.
@@ -712,8 +629,8 @@ def block_order(num_blocks: int, steps: int, seed: int = 0,
         chunk_passes (int): passes per chunk. (default: :data:`ORDER_CHUNK_PASSES`)
 
     Returns:
-        Tensor: ``[chunk_passes * n * ceil(steps / (chunk_passes * n))]`` long block
-        indices (at least one chunk); step :math:`s` (from 0) uses entry :math:`s`.
+        Tensor: ``[chunk_passes * n * ceil(steps / (chunk_passes * n))]`` long block indices
+        (at least one chunk); step :math:`s` (from 0) uses entry :math:`s`.
     """
     num_blocks = check_int(num_blocks, "num_blocks", 1, where="block_order")
     steps = check_int(steps, "steps", 0, where="block_order")

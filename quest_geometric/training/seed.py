@@ -13,10 +13,9 @@ from quest_geometric._utils.checks import check_int
 
 
 def derive_seed(seed: int, *keys: Any) -> int:
-    r"""Derive an independent 63-bit seed from ``seed`` and any number of keys.
-
-    Used for per-rank and per-purpose streams (``derive_seed(seed, 'train', rank)``), so that
-    streams never overlap the way ``seed + rank`` streams of neighbouring seeds do.
+    r"""Derive an independent 63-bit seed from ``seed`` and keys, for per-rank and per-purpose
+    streams (``derive_seed(seed, 'train', rank)``) that never overlap the way ``seed + rank``
+    streams of neighbouring seeds do.
 
     Args:
         seed (int): the run's seed.
@@ -34,9 +33,7 @@ def seed_everything(seed: int, deterministic: bool = False) -> None:
 
     Args:
         seed (int): the seed (a non-negative int).
-        deterministic (bool): also call ``torch.use_deterministic_algorithms(True,
-            warn_only=True)``, disable cuDNN autotuning and set ``CUBLAS_WORKSPACE_CONFIG``.
-            (default: :obj:`False`)
+        deterministic (bool): also call :func:`enable_determinism`. (default: :obj:`False`)
     """
     check_int(seed, "`seed`", 0, where="seed_everything")
     random.seed(seed)
@@ -47,12 +44,10 @@ def seed_everything(seed: int, deterministic: bool = False) -> None:
 
 
 def enable_determinism() -> None:
-    """Ask PyTorch for deterministic kernels where it has them.
-
-    Calls ``torch.use_deterministic_algorithms(True, warn_only=True)`` (a kernel without a
-    deterministic version warns instead of failing), disables cuDNN autotuning and sets
-    ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` unless already set (needed by deterministic cuBLAS).
-    """
+    """Ask PyTorch for deterministic kernels where it has them:
+    ``torch.use_deterministic_algorithms(True, warn_only=True)`` (a kernel without one warns
+    instead of failing), no cuDNN autotuning, and ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` unless
+    set (deterministic cuBLAS needs it)."""
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.use_deterministic_algorithms(True, warn_only=True)
     torch.backends.cudnn.benchmark = False
@@ -60,33 +55,23 @@ def enable_determinism() -> None:
 
 
 def get_rng_state(generator: Optional[torch.Generator] = None) -> dict[str, Any]:
-    """Capture the state of every global random stream (and an optional data generator).
-
-    The result holds only tensors, ints, floats and tuples, so it loads with
-    ``torch.load(weights_only=True)``.
+    """Capture every global random stream (and an optional data generator) as tensors,
+    numbers and tuples, which load with ``torch.load(weights_only=True)``.
 
     Args:
         generator (torch.Generator, optional): a data generator to capture as well.
             (default: :obj:`None`)
 
     Returns:
-        dict: keys ``python``, ``numpy``, ``torch``, ``cuda`` (a list, empty without CUDA) and
+        dict: keys ``python``, ``numpy``, ``torch``, ``cuda`` (empty without CUDA) and
         ``generator`` (``None`` when not given).
     """
     np_state = np.random.get_state()
-    return {
-        "python": random.getstate(),
-        "numpy": (
-            str(np_state[0]),
-            torch.from_numpy(np.asarray(np_state[1], dtype=np.int64).copy()),
-            int(np_state[2]),
-            int(np_state[3]),
-            float(np_state[4]),
-        ),
-        "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-        "generator": generator.get_state() if generator is not None else None,
-    }
+    numpy = (str(np_state[0]), torch.from_numpy(np.asarray(np_state[1], dtype=np.int64).copy()),
+             int(np_state[2]), int(np_state[3]), float(np_state[4]))
+    return {"python": random.getstate(), "numpy": numpy, "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            "generator": generator.get_state() if generator is not None else None}
 
 
 def set_rng_state(state: dict[str, Any], generator: Optional[torch.Generator] = None) -> None:

@@ -1,10 +1,7 @@
 r"""Tasks: what one training step computes, so that one loop trains graph classifiers and
-language models alike.
-
-A task turns ``(model, batch)`` into a differentiable mean loss and a dictionary of **sums**
-(``loss_sum``, ``count``, and e.g. ``correct``). Sums, not means, are what the trainer
-accumulates over batches and reduces over DDP ranks; :meth:`Task.summarize` turns the totals
-into metrics (``loss = loss_sum / count``, ``acc = correct / count``, ...).
+language models alike. A task turns ``(model, batch)`` into a mean loss and **sums**
+(``loss_sum``, ``count``, ``correct``...), which the trainer accumulates and reduces over
+ranks; :meth:`Task.summarize` turns the totals into metrics.
 """
 from __future__ import annotations
 
@@ -30,15 +27,8 @@ def move_to_device(batch: Any, device: torch.device) -> Any:
     return batch
 
 
-def _unwrap(model: nn.Module) -> nn.Module:
-    return getattr(model, "module", model)
-
-
 class Task:
-    """Base class of a training task.
-
-    Subclasses implement :meth:`training_step`; :meth:`eval_step` defaults to it without
-    gradients, and :meth:`summarize` to ``loss`` (and ``acc`` when ``correct`` is summed).
+    """Base class of a training task: subclasses implement :meth:`training_step`.
 
     Attributes:
         count_unit (str): what ``count`` counts (``'samples'`` or ``'tokens'``); the throughput
@@ -60,7 +50,7 @@ class Task:
 
         Returns:
             (torch.Tensor, dict): the scalar loss and sums with at least ``loss_sum`` and
-            ``count`` (tensors or numbers; tensors are summed without a host sync).
+            ``count`` (tensors, summed without a host sync, or numbers).
         """
         raise NotImplementedError
 
@@ -70,7 +60,8 @@ class Task:
         return self.training_step(model, batch)[1]
 
     def summarize(self, sums: Mapping[str, float]) -> dict[str, float]:
-        """Turn summed totals into metrics (``loss``, and ``acc`` when ``correct`` is present)."""
+        """Turn summed totals into metrics: ``loss = loss_sum / count`` and, when ``correct``
+        is summed, ``acc = correct / count``."""
         count = float(sums.get("count", 0.0))
         if count <= 0:
             return {}
@@ -82,16 +73,14 @@ class Task:
     @torch.no_grad()
     def evaluate(self, model: nn.Module, batches: Iterable[Any],
                  device: Optional[torch.device] = None) -> dict[str, float]:
-        """Evaluate ``model`` over ``batches`` in this process (no cross-rank reduction).
+        """The metrics of :meth:`summarize` over ``batches`` in this process (no cross-rank
+        reduction), the model in eval mode meanwhile.
 
         Args:
-            model (torch.nn.Module): the model; put in eval mode and restored afterwards.
+            model (torch.nn.Module): the model.
             batches (iterable): a loader or any iterable of batches.
-            device (torch.device, optional): where to move batches; :obj:`None` uses the
-                model's device. (default: :obj:`None`)
-
-        Returns:
-            dict: the metrics of :meth:`summarize` over all batches.
+            device (torch.device, optional): where batches go; :obj:`None`: the model's device.
+                (default: :obj:`None`)
         """
         if device is None:
             p = next(iter(model.parameters()), None)
@@ -118,13 +107,12 @@ class ClassificationTask(Task):
         \ell = -\frac{1}{B}\sum_{i=1}^{B} \log \operatorname{softmax}(z_i)_{y_i},
         \qquad \mathrm{acc} = \frac{1}{B}\sum_i [\arg\max z_i = y_i]
 
-    A batch with a ``target`` attribute (a PyG :class:`~torch_geometric.data.Batch`) is passed
-    whole, ``logits = model(batch)``, with labels ``batch.y``; a ``(x, y)`` tuple gives
-    ``logits = model(x)``.
+    A batch with a ``target`` attribute (a PyG :class:`~torch_geometric.data.Batch`) gives
+    ``logits = model(batch)``, an ``(x, y)`` tuple ``logits = model(x)``.
 
     Args:
-        label_smoothing (float): cross-entropy label smoothing (the reported ``loss`` includes
-            it; ``acc`` does not depend on it). (default: :obj:`0.0`)
+        label_smoothing (float): cross-entropy label smoothing (included in the reported
+            ``loss``). (default: :obj:`0.0`)
         target (str): the label attribute of graph batches. (default: :obj:`'y'`)
 
     Shapes:
@@ -172,17 +160,16 @@ class ClassificationTask(Task):
 
 
 class LanguageModelTask(Task):
-    r"""Next-token prediction on ``(x, y)`` blocks; reports loss, bits per character and
-    token accuracy.
+    r"""Next-token prediction on ``(x, y)`` blocks; reports loss, bits per character and token
+    accuracy.
 
     .. math::
         \ell = -\frac{1}{BT}\sum_{b,t}\log p(y_{bt} \mid x_{b, \le t}), \qquad
         \mathrm{bpc} = \ell / \ln 2
 
-    The model is called nanoGPT style, ``model(x, y) -> (logits, loss)`` (or just the loss),
-    when ``pass_targets`` is true, else ``model(x) -> logits`` (or ``(logits, ...)``) and the
-    cross-entropy is computed here. When the model returns its loss, that loss is the one
-    back-propagated (it must be the token mean).
+    With ``pass_targets`` the model is called nanoGPT style, ``model(x, y) -> (logits, loss)``
+    (or the loss alone, a token mean, which is then back-propagated); else
+    ``model(x) -> logits`` (or ``(logits, ...)``) and the cross-entropy is computed here.
 
     Args:
         pass_targets (bool, optional): call ``model(x, y)``; :obj:`None` decides from the
@@ -204,10 +191,11 @@ class LanguageModelTask(Task):
     def _wants_targets(self, model: nn.Module) -> bool:
         if self.pass_targets is not None:
             return self.pass_targets
-        cls = type(_unwrap(model))
+        inner = getattr(model, "module", model)
+        cls = type(inner)
         if cls not in self._signature_cache:
             try:
-                params = [p for p in inspect.signature(_unwrap(model).forward).parameters.values()
+                params = [p for p in inspect.signature(inner.forward).parameters.values()
                           if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
                 self._signature_cache[cls] = len(params) >= 2
             except (TypeError, ValueError):
@@ -220,15 +208,12 @@ class LanguageModelTask(Task):
                             f"tensors, got {type(batch).__name__}")
         x, y = batch
         out = model(x, y) if self._wants_targets(model) else model(x)
-        logits: Optional[Tensor]
+        logits: Optional[Tensor] = out
         loss: Optional[Tensor] = None
         if isinstance(out, (tuple, list)):
-            logits = out[0]
-            loss = out[1] if len(out) > 1 else None
+            logits, loss = out[0], (out[1] if len(out) > 1 else None)
         elif isinstance(out, Tensor) and out.dim() == 0:
             logits, loss = None, out
-        else:
-            logits = out
         valid = y != self.ignore_index
         n = valid.sum()
         if logits is not None:

@@ -1,9 +1,5 @@
-r"""One training loop for graph classifiers and language models: :class:`Trainer`.
-
-The loop is seeded, resumable exactly (a run killed and resumed from its last checkpoint ends
-with the same weights and metrics as an uninterrupted one), runs under ``torchrun`` with DDP,
-and logs metrics to ``out_dir/metrics.jsonl``. See :class:`Trainer` for an example.
-"""
+r"""One seeded, exactly resumable, DDP-ready training loop for graph classifiers and language
+models: :class:`Trainer`."""
 from __future__ import annotations
 
 import contextlib
@@ -23,30 +19,15 @@ from quest_geometric._utils.checks import check_int, fail
 from quest_geometric._utils.device import resolve_device
 from quest_geometric._utils.io import remove_stale_temporaries
 from quest_geometric._utils.lock import FolderInUseError, FolderLock
-from quest_geometric.training.checkpoint import (
-    CheckpointError,
-    apply_checkpoint,
-    read_checkpoint,
-    save_checkpoint,
-    unwrap_model,
-)
+from quest_geometric.training.checkpoint import (CheckpointError, apply_checkpoint,
+                                                  read_checkpoint, save_checkpoint, unwrap_model)
 from quest_geometric.training.config import TrainConfig
 from quest_geometric.training.data import is_step_data, make_loader
-from quest_geometric.training.distributed import (
-    DistInfo,
-    all_gather_object,
-    barrier,
-    init_distributed,
-    reduce_sums,
-)
+from quest_geometric.training.distributed import (DistInfo, all_gather_object, barrier,
+                                                   init_distributed, reduce_sums)
 from quest_geometric.training.logging import MetricsLogger, truncate_metrics
-from quest_geometric.training.seed import (
-    derive_seed,
-    enable_determinism,
-    get_rng_state,
-    seed_everything,
-    set_rng_state,
-)
+from quest_geometric.training.seed import (derive_seed, enable_determinism, get_rng_state,
+                                            seed_everything, set_rng_state)
 from quest_geometric.training.tasks import Task
 
 CHECKPOINT_NAME = "checkpoint.pt"
@@ -55,21 +36,16 @@ LOCK_NAME = ".trainer.lock"
 METRICS_NAME = "metrics.jsonl"
 
 
-# ---------------------------------------------------------------------- callbacks
 class Callback:
-    """Base class of trainer callbacks; override the hooks you need.
-
-    Hooks run on **every** rank (a probe may need collective operations); use
-    ``trainer.is_main`` to write from rank 0 only. A callback with state that must survive a
-    resume returns it from :meth:`state_dict` (tensors, numbers, strings and containers only).
-    """
+    """Base class of trainer callbacks; override the hooks you need. Hooks run on **every** rank
+    (use ``trainer.is_main`` to write from rank 0 only); state that must survive a resume is
+    returned by :meth:`state_dict` (tensors, numbers, strings and containers only)."""
 
     def on_fit_start(self, trainer: "Trainer") -> None:
         """After set-up and any resume, before the first step."""
 
     def after_optimizer_step(self, trainer: "Trainer", step: int) -> None:
-        """Right after ``optimizer.step()`` (``step`` counts completed steps, from 1); the
-        place for weight constraints such as a key-spectrum control."""
+        """Right after ``optimizer.step()`` (``step`` from 1): the place for weight constraints."""
 
     def on_step_end(self, trainer: "Trainer", step: int, metrics: dict[str, Any]) -> None:
         """After each optimiser step; ``metrics`` holds ``loss`` (a 0-dim tensor: reading it
@@ -79,8 +55,7 @@ class Callback:
         """After each evaluation, with the reduced ``val_*`` metrics."""
 
     def on_epoch_end(self, trainer: "Trainer", epoch: int, metrics: dict[str, float]) -> None:
-        """After each epoch (``epoch`` counts completed epochs, from 1) with its record,
-        before its checkpoint is written."""
+        """After each epoch (``epoch`` from 1) with its record, before its checkpoint."""
 
     def on_fit_end(self, trainer: "Trainer", metrics: dict[str, float]) -> None:
         """After the last step, evaluation and checkpoint."""
@@ -120,7 +95,6 @@ class EveryNSteps(Callback):
         return f"EveryNSteps({getattr(self.fn, '__name__', self.fn)!r}, every={self.every})"
 
 
-# ---------------------------------------------------------------------- schedule
 class WarmupCosine:
     r"""Learning-rate factor: linear warmup over ``warmup`` steps, then cosine (or constant)
     decay to ``min_ratio`` at ``total`` steps (see :class:`TrainConfig`).
@@ -178,11 +152,9 @@ def _resolve_device(config: TrainConfig, info: DistInfo) -> torch.device:
 
 
 def _amp_dtype(config: TrainConfig, device: torch.device) -> Optional[torch.dtype]:
-    if config.amp == "off":
+    if config.amp == "off" or (config.amp == "auto" and device.type != "cuda"):
         return None
     if config.amp == "auto":
-        if device.type != "cuda":
-            return None
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     if config.amp == "fp16" and device.type != "cuda":
         raise fail(ValueError, "Trainer", "config.amp", f"'bf16', 'off' or 'auto' on a "
@@ -201,44 +173,20 @@ def _add(acc: dict[str, Any], sums: dict[str, Any]) -> None:
         acc[k] = acc[k] + v if k in acc else v
 
 
-# ---------------------------------------------------------------------- trainer
 class Trainer:
-    r"""Train ``model`` on ``task`` with the settings of ``config``.
+    """Train ``model`` on ``task`` with the settings of ``config``.
 
-    The loop: for each batch, ``loss, sums = task.training_step(model, batch)`` under autocast,
-    backward (through a gradient scaler for fp16), optional gradient clipping, optimiser step,
-    scheduler step, ``after_optimizer_step`` callbacks. Sums are accumulated on the device and
-    reduced over ranks only at log, evaluation and epoch boundaries.
-
-    At each epoch end (epoch-based) or every ``eval_every`` steps (step-based) a record with
-    the training metrics (``train_*``), the validation metrics (``val_*``), the learning rate
-    and the throughput is appended to ``history`` and to ``out_dir/metrics.jsonl``; every
-    ``checkpoint_every`` epochs/steps ``out_dir/checkpoint.pt`` is written atomically with the
-    model, optimiser, scheduler, scaler, every rank's RNG and data-generator states, the
-    running sums and the history. ``fit(resume='auto')`` continues from it.
-
-    While :meth:`fit` runs it holds a lock on ``out_dir`` (the file ``out_dir/.trainer.lock``
-    with its process id, removed when :meth:`fit` returns or raises): a second run on the same
-    folder is refused with :class:`~quest_geometric.training.FolderInUseError`, and a lock
-    left by a killed run is taken over. On start it removes the temporaries that its own
-    atomic writes of ``checkpoint.pt`` and ``metrics.jsonl`` left when killed mid-way
-    (``.checkpoint.pt.*.tmp``); nothing else in the folder is touched. A fresh start on a
-    folder that holds a previous run's checkpoint is refused (:class:`FileExistsError`)
-    unless ``fit(overwrite=True)``; ``fit(resume='auto')`` continues that run instead.
-
-    Under ``torchrun`` (``WORLD_SIZE > 1``) the process group is initialised from the
-    environment, the model is wrapped in :class:`~torch.nn.parallel.DistributedDataParallel`,
-    each rank takes ``batch_size / world_size`` samples per step, metrics are reduced as sums
-    and counts, and only rank 0 writes files and draws bars. Every rank must see the same
-    number of steps (guaranteed by the trainer's samplers and by step-based data).
+    Metrics are kept as on-device sums, reduced over ranks only at log, evaluation and epoch
+    boundaries, and recorded in ``history`` and ``out_dir/metrics.jsonl``; ``checkpoint.pt``
+    holds everything a resume needs to continue exactly (every rank's random streams
+    included). :meth:`fit` holds a lock on ``out_dir``. Under ``torchrun`` the model is
+    wrapped in :class:`~torch.nn.parallel.DistributedDataParallel` and only rank 0 writes.
 
     Example:
         .. code-block:: python
 
-            from quest_geometric.training.config import TrainConfig
-            from quest_geometric.training.tasks import ClassificationTask
-            from quest_geometric.training.trainer import Trainer
-            from quest_geometric.training.seed import seed_everything
+            from quest_geometric.training import (ClassificationTask, TrainConfig, Trainer,
+                                                  seed_everything)
 
             seed_everything(0)
             model = MyGNN()
@@ -253,30 +201,21 @@ class Trainer:
             (:class:`~quest_geometric.training.tasks.ClassificationTask`,
             :class:`~quest_geometric.training.tasks.LanguageModelTask`, or your own).
         config (TrainConfig): the run's settings.
-        train_data: a map-style dataset (the trainer builds a seeded, sharded loader), a ready
-            :class:`~torch.utils.data.DataLoader` (used as is; its sampler's ``set_epoch`` is
-            called each epoch; under DDP it must shard), or a step-based
-            ``get_batch(split, batch_size, generator)`` function (see
-            :mod:`quest_geometric.training.data`).
+        train_data: a map-style dataset, a :class:`~torch.utils.data.DataLoader` (its sampler's
+            ``set_epoch`` is called each epoch; under DDP it must shard), or a step-based
+            ``get_batch`` function (see :mod:`quest_geometric.training.data`).
         val_data (optional): the same kinds, for evaluation. (default: :obj:`None`)
         callbacks (sequence of Callback, optional): hooks. (default: :obj:`None`)
-        optimizer (torch.optim.Optimizer, optional): use this optimiser instead of building one
-            from the config (the schedule still applies). (default: :obj:`None`)
-        ddp_kwargs (dict, optional): extra arguments for
+        optimizer (torch.optim.Optimizer, optional): used instead of building one from the
+            config (the schedule still applies). (default: :obj:`None`)
+        ddp_kwargs (dict, optional): extra arguments of
             :class:`~torch.nn.parallel.DistributedDataParallel`. (default: :obj:`None`)
     """
 
-    def __init__(
-        self,
-        model: nn.Module,
-        task: Task,
-        config: TrainConfig,
-        train_data: Any,
-        val_data: Any = None,
-        callbacks: Optional[Sequence[Callback]] = None,
-        optimizer: Optional[torch.optim.Optimizer] = None,
-        ddp_kwargs: Optional[dict[str, Any]] = None,
-    ) -> None:
+    def __init__(self, model: nn.Module, task: Task, config: TrainConfig, train_data: Any,
+                 val_data: Any = None, callbacks: Optional[Sequence[Callback]] = None,
+                 optimizer: Optional[torch.optim.Optimizer] = None,
+                 ddp_kwargs: Optional[dict[str, Any]] = None) -> None:
         if not isinstance(model, nn.Module):
             raise fail(TypeError, "Trainer", "model", "a torch.nn.Module", model)
         if not isinstance(config, TrainConfig):
@@ -289,10 +228,10 @@ class Trainer:
             raise fail(TypeError, "Trainer", "train_data", "a dataset, a DataLoader or a "
                        "get_batch function", None)
         callbacks = list(callbacks or [])
-        for cb in callbacks:
-            if not isinstance(cb, Callback):
-                raise fail(TypeError, "Trainer", "callbacks", "Callback instances",
-                           got_text=f"a {type(cb).__name__}")
+        bad = next((cb for cb in callbacks if not isinstance(cb, Callback)), None)
+        if bad is not None:
+            raise fail(TypeError, "Trainer", "callbacks", "Callback instances",
+                       got_text=f"a {type(bad).__name__}")
         config.validate()
         self.config, self.task, self.callbacks = config, task, callbacks
         self.dist = init_distributed()
@@ -300,7 +239,6 @@ class Trainer:
         if config.deterministic:
             enable_determinism()
         self.amp_dtype = _amp_dtype(config, self.device)
-
         ws = self.dist.world_size
         if config.batch_size % ws:
             raise fail(ValueError, "Trainer", "config.batch_size", f"divisible by the world "
@@ -311,7 +249,6 @@ class Trainer:
                        f"world size {ws}", eval_bs)
         self.local_batch_size, self.local_eval_batch_size = config.batch_size // ws, eval_bs // ws
 
-        # ---- data
         self.step_based = is_step_data(train_data)
         self.train_data, self.val_data = train_data, val_data
         self.generator: Optional[torch.Generator] = None
@@ -324,8 +261,7 @@ class Trainer:
                            "with step-based train_data", got_text=f"a {type(val_data).__name__}")
             self.generator = torch.Generator().manual_seed(
                 derive_seed(config.seed, "train", self.dist.rank))
-            self.train_loader = self.val_loader = None
-            self.steps_per_epoch = None
+            self.train_loader = self.val_loader = self.steps_per_epoch = None
             self.total_steps = config.max_steps
         else:
             if config.epochs is None:
@@ -340,10 +276,8 @@ class Trainer:
             total = config.epochs * self.steps_per_epoch
             self.total_steps = min(total, config.max_steps) if config.max_steps else total
 
-        # ---- model, optimiser, schedule, scaler
         self.raw_model = unwrap_model(model).to(self.device)
-        self.optimizer = optimizer if optimizer is not None else build_optimizer(self.raw_model,
-                                                                                 config)
+        self.optimizer = build_optimizer(self.raw_model, config) if optimizer is None else optimizer
         warmup = config.warmup_steps
         if config.warmup_epochs and self.steps_per_epoch:
             warmup = int(round(config.warmup_epochs * self.steps_per_epoch))
@@ -352,26 +286,21 @@ class Trainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self.lr_lambda)
         self.scaler = torch.amp.GradScaler(self.device.type,
                                            enabled=self.amp_dtype == torch.float16)
+        self.model: nn.Module = self.raw_model
         if self.dist.distributed:
             kw = dict(ddp_kwargs or {})
             if self.device.type == "cuda":
                 kw.setdefault("device_ids", [self.device.index])
-            self.model: nn.Module = DistributedDataParallel(self.raw_model, **kw)
-        else:
-            self.model = self.raw_model
+            self.model = DistributedDataParallel(self.raw_model, **kw)
 
-        # ---- state
-        self.step = 0
-        self.epoch = 0  # completed epochs
+        self.step, self.epoch = 0, 0  # optimiser steps and epochs completed
         self.history: list[dict[str, Any]] = []
-        self._epoch_sums: dict[str, Any] = {}
-        self._window_sums: dict[str, Any] = {}
-        self._window_count = 0.0
+        self._epoch_sums: dict[str, Any] = {}  # sums since the last record
+        self._window_sums: dict[str, Any] = {}  # sums since the last log line
         self.out_dir = config.out_dir
         self.logger = MetricsLogger(self.metrics_path,
                                     enabled=self.is_main) if self.out_dir else None
 
-    # ------------------------------------------------------------------ helpers
     @property
     def is_main(self) -> bool:
         """Whether this process is rank 0."""
@@ -404,12 +333,9 @@ class Trainer:
         if is_step_data(data):
             raise fail(TypeError, "Trainer", "val_data", "a dataset or a loader (or None) with "
                        "epoch-based train_data", got_text="a get_batch function")
-        return make_loader(
-            data,
-            self.local_batch_size if train else self.local_eval_batch_size,
-            shuffle=train, seed=self.config.seed, rank=self.dist.rank,
-            world_size=self.dist.world_size, num_workers=self.config.num_workers,
-        )
+        return make_loader(data, self.local_batch_size if train else self.local_eval_batch_size,
+                           shuffle=train, seed=self.config.seed, rank=self.dist.rank,
+                           world_size=self.dist.world_size, num_workers=self.config.num_workers)
 
     def _autocast(self) -> contextlib.AbstractContextManager:
         if self.amp_dtype is None:
@@ -420,7 +346,6 @@ class Trainer:
         for cb in self.callbacks:
             getattr(cb, hook)(self, *args)
 
-    # ------------------------------------------------------------------ one step
     def train_step(self, batch: Any) -> Tensor:
         """Run one optimiser step on ``batch``; return the (detached) loss."""
         self.model.train()
@@ -443,14 +368,10 @@ class Trainer:
         _add(self._window_sums, sums)
         return loss.detach()
 
-    # ------------------------------------------------------------------ evaluation
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
-        """Evaluate on ``val_data`` (all ranks; reduced over ranks); ``{}`` without val data.
-
-        Returns:
-            dict: the task's metrics prefixed ``val_``.
-        """
+        """Evaluate on ``val_data`` on every rank, reduced over ranks: the task's metrics
+        prefixed ``val_`` (``{}`` without val data)."""
         if self.val_data is None:
             return {}
         model = self.raw_model
@@ -472,36 +393,19 @@ class Trainer:
         finally:
             model.train(was_training)
         keys = sorted(set().union(*all_gather_object(sorted(totals))))  # a rank may have no batch
-        sums = reduce_sums({k: _to_float(totals.get(k, 0.0)) for k in keys}, self._reduce_device)
-        metrics = {f"val_{k}": v for k, v in self.task.summarize(sums).items()}
-        self._check_finite(metrics, "validation")
-        return metrics
+        return self._metrics({k: totals.get(k, 0.0) for k in keys}, "val", "validation")
 
-    @property
-    def _reduce_device(self) -> torch.device:
-        return self.device if self.device.type == "cuda" else torch.device("cpu")
-
-    def _reduced_train_metrics(self, sums: dict[str, Any]) -> dict[str, float]:
-        floats = {k: _to_float(v) for k, v in sums.items()}
-        floats = reduce_sums(floats, self._reduce_device)
-        metrics = {f"train_{k}": v for k, v in self.task.summarize(floats).items()}
-        self._check_finite(metrics, "training")
-        return metrics
-
-    def _check_finite(self, metrics: dict[str, float], what: str) -> None:
+    def _metrics(self, sums: dict[str, Any], prefix: str, what: str) -> dict[str, float]:
+        """The task's metrics of ``sums`` reduced over ranks, refusing non-finite ones."""
+        device = self.device if self.device.type == "cuda" else torch.device("cpu")
+        reduced = reduce_sums({k: _to_float(v) for k, v in sums.items()}, device)
+        metrics = {f"{prefix}_{k}": v for k, v in self.task.summarize(reduced).items()}
         bad = [k for k, v in metrics.items() if not math.isfinite(v)]
         if bad:
             raise FloatingPointError(f"Trainer: {what} metrics {bad} became non-finite at or "
                                      f"before step {self.step} (lr={self.lr:.3g}); lower the "
                                      f"learning rate, enable grad_clip, or check the data")
-
-    # ------------------------------------------------------------------ checkpoints
-    def _rank_state(self) -> dict[str, Any]:
-        return {
-            "rng": get_rng_state(self.generator),
-            "epoch_sums": {k: _to_float(v) for k, v in self._epoch_sums.items()},
-            "window_sums": {k: _to_float(v) for k, v in self._window_sums.items()},
-        }
+        return metrics
 
     def save_checkpoint(self, path: Optional[Union[str, os.PathLike]] = None
                         ) -> Optional[Union[str, os.PathLike]]:
@@ -509,8 +413,7 @@ class Trainer:
 
         Args:
             path (str or os.PathLike, optional): the file; :obj:`None` uses
-                ``out_dir/checkpoint.pt``.
-                (default: :obj:`None`)
+                ``out_dir/checkpoint.pt``. (default: :obj:`None`)
 
         Returns:
             str or None: the path written (on rank 0).
@@ -519,26 +422,23 @@ class Trainer:
         if path is None:
             raise fail(ValueError, "Trainer.save_checkpoint", "path", "given when "
                        "TrainConfig.out_dir is None", None)
-        rank_states = all_gather_object(self._rank_state())
+        rank_states = all_gather_object({
+            "rng": get_rng_state(self.generator),
+            "epoch_sums": {k: _to_float(v) for k, v in self._epoch_sums.items()},
+            "window_sums": {k: _to_float(v) for k, v in self._window_sums.items()}})
         if self.is_main:
             cb_states = {f"{i}:{type(cb).__name__}": cb.state_dict() for i, cb in
                          enumerate(self.callbacks) if cb.state_dict() is not None}
+            cls = type(self.raw_model)
             save_checkpoint(path, {
-                "config": self.config.to_dict(),
-                "model": self.raw_model.state_dict(),
-                "model_class": (f"{type(self.raw_model).__module__}."
-                                f"{type(self.raw_model).__qualname__}"),
+                "config": self.config.to_dict(), "model": self.raw_model.state_dict(),
+                "model_class": f"{cls.__module__}.{cls.__qualname__}",
                 "optimizer": self.optimizer.state_dict(),
                 "scheduler": self.scheduler.state_dict(),
                 "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else None,
-                "rank_states": rank_states,
-                "world_size": self.dist.world_size,
-                "epoch": self.epoch,
-                "step": self.step,
-                "history": self.history,
-                "callbacks": cb_states,
-                "torch_version": str(torch.__version__),
-            })
+                "rank_states": rank_states, "world_size": self.dist.world_size,
+                "epoch": self.epoch, "step": self.step, "history": self.history,
+                "callbacks": cb_states, "torch_version": str(torch.__version__)})
         barrier()
         return path if self.is_main else None
 
@@ -559,7 +459,6 @@ class Trainer:
         if isinstance(resume, (str, os.PathLike)):
             return os.fspath(resume)
         raise fail(TypeError, "Trainer.fit", "resume", "False, True, 'auto' or a path", resume)
-
 
     def _resume_from(self, path: str) -> None:
         payload = read_checkpoint(path)  # verified: integrity, format, version
@@ -608,18 +507,17 @@ class Trainer:
             truncate_metrics(self.metrics_path, self.step)
         barrier()
 
-    # ------------------------------------------------------------------ the loop
-    def _record(self, kind: str, train_metrics: dict[str, float], elapsed: float,
-                count: float) -> dict[str, Any]:
+    def _close_epoch(self, kind: str, t0: float) -> dict[str, Any]:
+        """Record the training metrics summed since ``t0`` (and evaluate when due)."""
+        count = _to_float(self._epoch_sums.get("count", 0.0))
+        train_metrics = self._metrics(self._epoch_sums, "train", "training")
+        self._epoch_sums = {}
+        elapsed = time.perf_counter() - t0
         val = self.evaluate() if self._eval_due() else {}
-        rec: dict[str, Any] = {"kind": kind, "step": self.step}
-        if not self.step_based:
-            rec["epoch"] = self.epoch
-        rec["lr"] = self.lr
-        rec.update(train_metrics)
-        rec.update(val)
-        rec["time_s"] = elapsed
-        rec[f"{self.task.count_unit}_per_s"] = count * self.dist.world_size / max(elapsed, 1e-9)
+        rec: dict[str, Any] = {
+            "kind": kind, "step": self.step, **({} if self.step_based else {"epoch": self.epoch}),
+            "lr": self.lr, **train_metrics, **val, "time_s": elapsed,
+            f"{self.task.count_unit}_per_s": count * self.dist.world_size / max(elapsed, 1e-9)}
         self.history.append(rec)
         if self.logger is not None:
             self.logger.log(rec)
@@ -627,40 +525,33 @@ class Trainer:
             self._call("on_eval_end", self.step, val)
         return rec
 
+    def _due(self, every: int) -> bool:
+        """At the end of the run, or every ``every`` steps (step-based) or epochs."""
+        if self.step >= self.total_steps or (not self.step_based
+                                             and self.epoch >= self.config.epochs):
+            return True
+        return every > 0 and (self.step if self.step_based else self.epoch) % every == 0
+
     def _eval_due(self) -> bool:
-        """Evaluation (and, step-based, record) cadence; evaluate() is a no-op without val data."""
-        every = self.config.eval_every
-        if self.step_based:
-            return self.step >= self.total_steps or (every > 0 and self.step % every == 0)
-        last = self.epoch >= self.config.epochs or self.step >= self.total_steps
-        return last or (every > 0 and self.epoch % every == 0)
+        return self._due(self.config.eval_every)
 
     def _checkpoint_due(self) -> bool:
-        if self.checkpoint_path is None:
-            return False
-        every = self.config.checkpoint_every
-        done = self.step >= self.total_steps
-        if self.step_based:
-            return done or (every > 0 and self.step % every == 0)
-        return done or self.epoch >= self.config.epochs or (every > 0 and self.epoch % every == 0)
+        return self.checkpoint_path is not None and self._due(self.config.checkpoint_every)
 
     def _log_window(self, bar: Any, t_window: float) -> float:
         """Reduce and log the running window every ``log_every`` steps; return the new start."""
-        metrics = self._reduced_train_metrics(self._window_sums)
+        metrics = self._metrics(self._window_sums, "train", "training")
         now = time.perf_counter()
         count = _to_float(self._window_sums.get("count", 0.0)) * self.dist.world_size
         rate = count / max(now - t_window, 1e-9)
-        rec = {"kind": "step", "step": self.step, "lr": self.lr,
-               **{k[len("train_"):]: v for k, v in metrics.items()},
-               f"{self.task.count_unit}_per_s": rate}
         if self.logger is not None:
-            self.logger.log(rec)
-        post = {"loss": f"{metrics.get('train_loss', float('nan')):.4f}"}
-        if "train_acc" in metrics:
-            post["acc"] = f"{metrics['train_acc']:.3f}"
-        post["lr"] = f"{self.lr:.2e}"
-        post[f"{self.task.count_unit}/s"] = f"{rate:.0f}"
-        bar.set_postfix(post, refresh=False)
+            self.logger.log({"kind": "step", "step": self.step, "lr": self.lr,
+                             **{k[len("train_"):]: v for k, v in metrics.items()},
+                             f"{self.task.count_unit}_per_s": rate})
+        acc = {"acc": f"{metrics['train_acc']:.3f}"} if "train_acc" in metrics else {}
+        bar.set_postfix({"loss": f"{metrics.get('train_loss', float('nan')):.4f}", **acc,
+                         "lr": f"{self.lr:.2e}", f"{self.task.count_unit}/s": f"{rate:.0f}"},
+                        refresh=False)
         self._window_sums = {}
         return now
 
@@ -668,31 +559,24 @@ class Trainer:
             desc: Optional[str] = None, overwrite: bool = False) -> dict[str, Any]:
         """Train to the configured number of epochs or steps.
 
-        A fresh start on an ``out_dir`` that holds a previous run's ``checkpoint.pt`` (a
-        finished run, or one stopped half-way) is refused unless ``overwrite=True``: it would
-        replace that run's checkpoint and metrics from step 0, so the trainer asks to be told
-        (``resume='auto'`` continues the run instead; on a finished run it trains no further
-        step and returns its final record).
-
         Args:
             resume (bool or str): ``False`` starts afresh (seeding every stream from
                 ``config.seed + rank`` and clearing ``metrics.jsonl``); ``True`` resumes from
-                ``out_dir/checkpoint.pt`` (which must exist); ``'auto'`` resumes from it when
-                it exists and starts afresh otherwise; a path resumes from that file.
-                (default: :obj:`False`)
-            desc (str, optional): label of the progress bar (an epoch-based run shows the
-                epoch instead). (default: :obj:`None`)
-            overwrite (bool): allow a fresh start over a previous run's checkpoint in
-                ``out_dir``, replacing it. (default: :obj:`False`)
+                ``out_dir/checkpoint.pt`` (which must exist); ``'auto'`` resumes from it when it
+                exists; a path resumes from that file. (default: :obj:`False`)
+            desc (str, optional): label of the progress bar (an epoch-based run shows the epoch
+                instead). (default: :obj:`None`)
+            overwrite (bool): allow a fresh start over a previous run's checkpoint in ``out_dir``,
+                replacing that run. (default: :obj:`False`)
 
         Returns:
             dict: the final record (``step``, ``epoch``, ``lr``, ``train_*``, ``val_*``, time and
-            throughput), without its ``kind``.
+            throughput), without its ``kind``; at once for a finished run resumed.
 
         Raises:
             FolderInUseError: another run holds ``out_dir``.
             FileExistsError: a fresh start over a previous run's checkpoint without
-                ``overwrite=True``.
+                ``overwrite=True`` (``resume='auto'`` continues that run).
         """
         if not isinstance(overwrite, bool):
             raise fail(TypeError, "Trainer.fit", "overwrite", "a bool", overwrite)
@@ -707,10 +591,9 @@ class Trainer:
     def _lock_out_dir(self, refuse_previous: bool = False) -> Optional[FolderLock]:
         """Take the lock on ``out_dir`` (rank 0) and remove this trainer's stale temporaries.
 
-        Every rank raises :class:`~quest_geometric.training.FolderInUseError` when another
-        run holds the folder, so two runs never interleave their metrics and checkpoints,
-        and, with ``refuse_previous``, :class:`FileExistsError` when the folder holds a
-        previous run's checkpoint (checked under the lock, by rank 0, which writes it).
+        Every rank raises :class:`FolderInUseError` when another run holds the folder and,
+        with ``refuse_previous``, :class:`FileExistsError` when it holds a previous run's
+        checkpoint (checked under the lock by rank 0, which writes it).
         """
         if not self.out_dir:
             return None
@@ -767,6 +650,15 @@ class Trainer:
         self._call("on_fit_end", final)
         return final
 
+    def _step(self, batch: Any, bar: Any, t_window: float, epoch: Optional[int]) -> float:
+        """One step of the loop, its callbacks and its log; returns the log window's start."""
+        loss = self.train_step(batch)
+        bar.update(1)
+        self._call("on_step_end", self.step, {"loss": loss, "lr": self.lr, "epoch": epoch})
+        if self.step % self.config.log_every == 0:
+            t_window = self._log_window(bar, t_window)
+        return t_window
+
     def _fit_epochs(self, bar: Any) -> None:
         cfg = self.config
         t_window = time.perf_counter()
@@ -777,39 +669,23 @@ class Trainer:
             bar.set_description(f"epoch {self.epoch + 1}/{cfg.epochs}")
             t0 = time.perf_counter()
             for batch in self.train_loader:
-                loss = self.train_step(batch)
-                bar.update(1)
-                self._call("on_step_end", self.step, {"loss": loss, "lr": self.lr,
-                                                      "epoch": self.epoch})
-                if self.step % cfg.log_every == 0:
-                    t_window = self._log_window(bar, t_window)
+                t_window = self._step(batch, bar, t_window, self.epoch)
                 if self.step >= self.total_steps:
                     break
             self.epoch += 1
-            count = _to_float(self._epoch_sums.get("count", 0.0))
-            train = self._reduced_train_metrics(self._epoch_sums)
-            self._epoch_sums = {}
-            rec = self._record("epoch", train, time.perf_counter() - t0, count)
+            rec = self._close_epoch("epoch", t0)
             self._call("on_epoch_end", self.epoch, {k: v for k, v in rec.items() if k != "kind"})
             if self._checkpoint_due():
                 self.save_checkpoint()
 
     def _fit_steps(self, bar: Any) -> None:
-        cfg = self.config
         assert self.generator is not None
         t_window = t0 = time.perf_counter()
         while self.step < self.total_steps:
             batch = self.train_data("train", self.local_batch_size, self.generator)
-            loss = self.train_step(batch)
-            bar.update(1)
-            self._call("on_step_end", self.step, {"loss": loss, "lr": self.lr, "epoch": None})
-            if self.step % cfg.log_every == 0:
-                t_window = self._log_window(bar, t_window)
+            t_window = self._step(batch, bar, t_window, None)
             if self._eval_due():
-                count = _to_float(self._epoch_sums.get("count", 0.0))
-                train = self._reduced_train_metrics(self._epoch_sums)
-                self._epoch_sums = {}
-                self._record("eval", train, time.perf_counter() - t0, count)
+                self._close_epoch("eval", t0)
                 t0 = time.perf_counter()
             if self._checkpoint_due():
                 self.save_checkpoint()

@@ -1,10 +1,7 @@
-"""A lock on a folder, so two runs never write the same files at once.
-
-The lock is a file created atomically (``O_CREAT | O_EXCL``) holding the owner's process id
-and host name. A lock left by a process of this host that no longer exists (a run that was
-killed) is stale and taken over; any other lock refuses the second run with
-:class:`FolderInUseError`. The lock is removed on release, which :class:`FolderLock` does on
-leaving its ``with`` block, exceptions included.
+"""A lock on a folder, so two runs never write the same files at once: a file created
+atomically (``O_CREAT | O_EXCL``) holding the owner's process id and host name. A lock left
+by a process of this host that no longer exists (a killed run) is stale and taken over; any
+other lock refuses the second run with :class:`FolderInUseError`.
 """
 from __future__ import annotations
 
@@ -16,8 +13,7 @@ class FolderInUseError(RuntimeError):
     """Another run holds the lock on the folder.
 
     Attributes:
-        holder (str): who holds it (``"process 123 on host 'h'"``, or
-            ``"an unreadable lock"``).
+        holder (str): who (``"process 123 on host 'h'"``, or ``"an unreadable lock"``).
         lock_path (str): the lock file.
     """
 
@@ -40,7 +36,8 @@ def _pid_alive(pid: int) -> bool:
 
 
 class FolderLock:
-    """An exclusive lock on ``folder``: the file ``folder/name``.
+    """An exclusive lock on ``folder``: the file ``folder/name``, removed on release (on
+    leaving the ``with`` block, exceptions included).
 
     Args:
         folder (str or os.PathLike): the folder (created if missing).
@@ -60,7 +57,8 @@ class FolderLock:
         return self._token is not None
 
     def _read(self) -> tuple[int, str] | None:
-        """The ``(pid, host)`` in the lock file, or :obj:`None` if it cannot be parsed."""
+        """The ``(pid, host)`` in the lock file, ``(-1, "")`` if it is gone, :obj:`None` if it
+        cannot be parsed."""
         try:
             with open(self.path, encoding="utf-8") as f:
                 text = f.read(256)

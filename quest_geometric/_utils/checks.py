@@ -20,12 +20,7 @@ from torch import Tensor
 
 _CHANNEL_COUNTS = (1, 2, 3, 4)
 _repr = reprlib.Repr()
-_repr.maxstring = 60
-_repr.maxother = 60
-
-
-def _prefix(where: Optional[str]) -> str:
-    return f"{where}: " if where else ""
+_repr.maxstring = _repr.maxother = 60
 
 
 def _quote(arg: str) -> str:
@@ -52,7 +47,8 @@ def fail(exc: type, where: Optional[str], arg: str, expected: str, got: Any = No
     """The exception ``exc("<where>: '<arg>' must be <expected>, got <got><hint>")``
     (returned, to be raised by the caller)."""
     shown = got_text if got_text is not None else describe(got)
-    return exc(f"{_prefix(where)}{_quote(arg)} must be {expected}, got {shown}{hint}")
+    prefix = f"{where}: " if where else ""
+    return exc(f"{prefix}{_quote(arg)} must be {expected}, got {shown}{hint}")
 
 
 def check_int(value: Any, arg: str, minimum: Optional[int] = None, where: Optional[str] = None,

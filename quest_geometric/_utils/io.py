@@ -1,6 +1,7 @@
 """Atomic file writes: a crash leaves either the old file or the new one, never a torn one."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -58,19 +59,16 @@ def _atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) -
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
-    try:  # make the rename itself durable (POSIX); not possible on every platform
+    # make the rename itself durable (POSIX; not possible on every platform, e.g. Windows)
+    with contextlib.suppress(OSError):
         dfd = os.open(directory, os.O_RDONLY)
         try:
             os.fsync(dfd)
         finally:
             os.close(dfd)
-    except OSError:  # pragma: no cover - e.g. Windows
-        pass
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:

@@ -5,6 +5,7 @@ other lock refuses the second run with :class:`FolderInUseError`.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 
@@ -86,10 +87,8 @@ class FolderLock:
                     continue
                 if (found is not None and found[1] == socket.gethostname()
                         and not _pid_alive(found[0])):
-                    try:  # stale: its process is gone
+                    with contextlib.suppress(FileNotFoundError):  # stale: its process is gone
                         os.unlink(self.path)
-                    except FileNotFoundError:
-                        pass
                     continue
                 holder = ("an unreadable lock" if found is None
                           else f"process {found[0]} on host {found[1]!r}")
@@ -113,13 +112,11 @@ class FolderLock:
         if self._token is None:
             return
         token, self._token = self._token, None
-        try:
+        with contextlib.suppress(FileNotFoundError):
             with open(self.path, encoding="utf-8") as f:
                 if f.read(256) != token:
                     return
             os.unlink(self.path)
-        except FileNotFoundError:
-            pass
 
     def __enter__(self) -> FolderLock:  # noqa: PYI034
         self.acquire()

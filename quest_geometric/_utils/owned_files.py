@@ -169,17 +169,13 @@ def unknown_entries(entries: dict[str, int], manifest: Manifest) -> list[str]:
 def unsafe_entries(entries: dict[str, int], manifest: Manifest) -> list[str]:
     """The covered entries that :func:`remove_owned` would refuse: links, special files,
     a listed file that is a folder or a listed folder that is not one."""
-    bad = []
-    for rel, mode in sorted(entries.items()):
-        if not manifest.covers(rel):
-            continue
+    def ok(rel: str, mode: int) -> bool:
         if stat.S_ISDIR(mode):
-            ok = rel not in manifest.files or rel in manifest.folders
-        else:
-            ok = stat.S_ISREG(mode) and (rel not in manifest.folders or rel in manifest.files)
-        if not ok:
-            bad.append(rel)
-    return bad
+            return rel not in manifest.files or rel in manifest.folders
+        return stat.S_ISREG(mode) and (rel not in manifest.folders or rel in manifest.files)
+
+    return [rel for rel, mode in sorted(entries.items())
+            if manifest.covers(rel) and not ok(rel, mode)]
 
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW

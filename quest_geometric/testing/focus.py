@@ -1,6 +1,7 @@
 """Test helpers for Focus attention (:mod:`quest_geometric.nn.focus`)."""
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Callable, Optional, Union
 
@@ -100,9 +101,8 @@ def check_focus_backend(backend: Union[str, Callable[..., Tensor]], *, device="c
 
     Args:
         backend (str or callable): a registered back-end's name
-            (:func:`~quest_geometric.nn.focus.backends.focus_backend_names`) or a function of
-            the back-end signature
-            (:data:`~quest_geometric.nn.focus.backends.FocusBackend`).
+            (:func:`~quest_geometric.nn.focus.backends.focus_backend_names`) or a function
+            of the signature :data:`~quest_geometric.nn.focus.backends.FocusBackend`.
         device (str or torch.device): where the inputs live. (default: ``"cpu"``)
         dtype (torch.dtype): of ``q``, ``k``, ``v``. (default: :obj:`torch.float64`)
         gradients (bool): also compare gradients (:obj:`False` for a forward-only back-end
@@ -128,19 +128,15 @@ def check_focus_backend(backend: Union[str, Callable[..., Tensor]], *, device="c
     fn = focus_backend(backend) if isinstance(backend, str) else backend
     gen = torch.Generator().manual_seed(seed)
     cases = 0
-    for lengths in _LAYOUTS:
-        n = sum(lengths)
+    for lengths, top_k in itertools.product(_LAYOUTS, (0, 1, 2)):
         batch = (None if len(lengths) == 1 else
                  torch.repeat_interleave(torch.arange(len(lengths)), torch.tensor(lengths)))
-        for top_k in (0, 1, 2):
-            groups = random_groups(n, num_groups - 2, top_k, generator=gen)
-            for num_sinks in (0, 2):
-                for causal in (True, False):
-                    case = (f"lengths={lengths}, top_k={top_k}, num_sinks={num_sinks}, "
-                            f"causal={causal}")
-                    _check_case(fn, case, groups, batch, window, causal, num_groups,
-                                num_sinks, device, dtype, gradients, tol, gen)
-                    cases += 1
+        groups = random_groups(sum(lengths), num_groups - 2, top_k, generator=gen)
+        for num_sinks, causal in itertools.product((0, 2), (True, False)):
+            case = f"lengths={lengths}, top_k={top_k}, num_sinks={num_sinks}, causal={causal}"
+            _check_case(fn, case, groups, batch, window, causal, num_groups, num_sinks, device,
+                        dtype, gradients, tol, gen)
+            cases += 1
     return cases
 
 

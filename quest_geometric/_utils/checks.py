@@ -144,9 +144,7 @@ def all_finite(t: Tensor) -> bool:
     whenever all its terms are, so one reduction (one host sync, no ``[*t.shape]`` boolean
     tensor, which ``torch.isfinite(t).all()`` materialises) decides; only a non-finite sum
     (a non-finite entry, or an overflow) runs the exact elementwise test."""
-    if bool(torch.isfinite(t.sum())):
-        return True
-    return bool(torch.isfinite(t).all())
+    return bool(torch.isfinite(t.sum())) or bool(torch.isfinite(t).all())
 
 
 def check_finite(value: Tensor, arg: str, where: Optional[str] = None) -> Tensor:
@@ -328,14 +326,12 @@ def check_images(images: Any, y: Optional[Tensor], where: Optional[str] = None) 
     ``batch_call``."""
     if not isinstance(images, Tensor):
         raise fail(TypeError, where, "images", "a [B, C, H, W] tensor", images)
-    if images.dim() != 4:
-        hint = ("; for one image [C, H, W] call the transform itself, or pass "
-                "images.unsqueeze(0)") if images.dim() == 3 else ""
-        raise fail(ValueError, where, "images", "of shape [B, C, H, W]", images, hint=hint)
-    if looks_channels_last(tuple(images.shape)):
+    if images.dim() != 4 or looks_channels_last(tuple(images.shape)):
+        hint = {3: "; for one image [C, H, W] call the transform itself, or pass "
+                   "images.unsqueeze(0)",
+                4: ", which looks channels-last [B, H, W, C]; pass images.permute(0, 3, 1, 2)"}
         raise fail(ValueError, where, "images", "of shape [B, C, H, W]", images,
-                   hint=", which looks channels-last [B, H, W, C]; pass "
-                   "images.permute(0, 3, 1, 2)")
+                   hint=hint.get(images.dim(), ""))
     images = as_float(images, "images", where=where)
     if y is not None and not isinstance(y, Tensor):
         raise fail(TypeError, where, "y", "a tensor with one entry per image", y)

@@ -11,12 +11,9 @@ yet created and is ignored). Entries:
   program's (written by code that cannot list each file first, e.g. a benchmark run) until
   ``{"sealed": "a"}`` follows; then only the files and folders listed by then are.
 
-:func:`remove_owned` deletes only listed regular files and empty folders, through directory
-descriptors opened with ``O_NOFOLLOW``: a symbolic link anywhere on the way, or anything
-neither a regular file nor a folder, is never followed and refused with
-:class:`UnsafeEntryError`, which names it. :func:`unknown_entries` (what the manifest does
-not cover) and :func:`unsafe_entries` (what removal would refuse) let a caller refuse before
-it deletes anything.
+:func:`remove_owned` deletes only what is listed; :func:`unknown_entries` (what the
+manifest does not cover) and :func:`unsafe_entries` (what removal would refuse) let a caller
+refuse before it deletes anything.
 """
 from __future__ import annotations
 
@@ -254,11 +251,15 @@ def _at(root: int, rel: str, action) -> None:
 
 def remove_owned(folder: str | os.PathLike, manifest: Manifest,
                  roots: Iterable[str] | None = None) -> None:
-    """Remove what ``manifest`` lists below ``folder``: its files, the whole content of its
-    open folders, then its folders, deepest first, each only if empty; with ``roots``, only
-    the entries at or below those top-level names. A listed folder replaced by a link, even
-    after :func:`unsafe_entries` was checked, raises :class:`UnsafeEntryError`: nothing
-    outside ``folder`` is touched."""
+    """Remove what ``manifest`` lists below ``folder``: its regular files, the whole content
+    of its open folders, then its folders, deepest first, each only if empty; with ``roots``,
+    only the entries at or below those top-level names.
+
+    Each folder is opened with ``O_NOFOLLOW`` relative to its parent's descriptor: a symbolic
+    link anywhere on the way (a listed folder replaced by a link, even after
+    :func:`unsafe_entries` was checked), or anything neither a regular file nor a folder, is
+    never followed and raises :class:`UnsafeEntryError` naming it; nothing outside ``folder``
+    is touched."""
     chosen = None if roots is None else set(roots)
 
     def wanted(rel: str) -> bool:

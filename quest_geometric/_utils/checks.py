@@ -140,10 +140,9 @@ def check_tensor(value: Any, arg: str, where: Optional[str] = None,
 
 
 def all_finite(t: Tensor) -> bool:
-    """Whether every entry of the floating-point tensor ``t`` is finite. A sum is finite
-    whenever all its terms are, so one reduction (one host sync, no ``[*t.shape]`` boolean
-    tensor, which ``torch.isfinite(t).all()`` materialises) decides; only a non-finite sum
-    (a non-finite entry, or an overflow) runs the exact elementwise test."""
+    """Whether every entry of the floating-point tensor ``t`` is finite: a sum of finite terms
+    is finite, so one reduction decides (no ``[*t.shape]`` boolean tensor); only a non-finite
+    sum (a non-finite entry, or an overflow) runs the exact elementwise test."""
     return bool(torch.isfinite(t.sum())) or bool(torch.isfinite(t).all())
 
 

@@ -1,9 +1,6 @@
 r"""How busy the CPU is: the cores this process may use, the load average, a thread count
-chosen from the free cores, and a sampler of the load while something is timed.
-
-Timings taken while other work competes for the cores are not the machine's speed (an
-oversubscribed thread pool can be several times slower), so whatever reports a timing
-records the load beside it and refuses to call a contended measurement a speed verdict.
+chosen from the free cores, and a sampler of the load while something is timed (a timing
+taken while other work competes for the cores is not the machine's speed).
 """
 from __future__ import annotations
 

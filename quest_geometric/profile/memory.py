@@ -26,18 +26,11 @@ def libc():
 
 
 def reuse_freed_memory() -> bool:
-    """Make glibc keep freed memory for reuse instead of returning it to the OS; returns
-    whether it was applied (glibc on Linux).
-
-    glibc serves every allocation of 32 MiB or more with a fresh ``mmap`` and unmaps it on
-    free, so such a tensor page-faults all its pages again on every call, which at long
-    sequences can cost more than the routing itself. This raises the mmap and trim thresholds
-    (``mallopt(M_MMAP_THRESHOLD, 1 GiB)``, ``mallopt(M_TRIM_THRESHOLD, 2 GiB)``) for the
-    whole process, as the jemalloc/TCMalloc allocators that PyTorch's CPU tuning guide
-    recommends do by design; :func:`peak_memory_mb` trims the heap before it measures. The
-    first calls allocating a given size can still fault (until freed chunks have merged):
-    time after a warm-up.
-    """
+    """Make glibc keep freed memory for reuse (``mallopt(M_MMAP_THRESHOLD, 1 GiB)``,
+    ``mallopt(M_TRIM_THRESHOLD, 2 GiB)``, for the whole process); return whether it was
+    applied (glibc on Linux). glibc otherwise maps each allocation of 32 MiB or more afresh and
+    unmaps it on free, so such a tensor page-faults all its pages again on every call; the
+    first calls of a given size can still fault: time after a warm-up."""
     lib = libc()
     if lib is None:
         return False
@@ -65,11 +58,10 @@ def peak_memory_mb(fn: Callable[[], Any], device: torch.device | str | None = No
                    timeout_s: float = 900.0) -> float:
     """Peak memory in MiB that one call of ``fn()`` adds.
 
-    On CUDA, :func:`torch.cuda.max_memory_allocated` above the memory allocated before the
-    call. On CPU, PyTorch keeps no allocator statistics, so the call runs in a *forked*
-    process and the result is its peak resident set size (``ru_maxrss``, allocator caching
-    included) minus the resident size just before the call; inputs built before are shared
-    with the fork and not counted. NaN off Linux.
+    On CUDA, :func:`torch.cuda.max_memory_allocated` above the memory allocated before. On
+    CPU (no allocator statistics), the call runs in a *forked* process: its peak resident set
+    size (``ru_maxrss``) minus the resident size before the call (inputs built before are
+    shared, not counted); NaN off Linux.
 
     Args:
         fn (callable): the work to measure.

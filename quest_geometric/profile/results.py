@@ -59,9 +59,9 @@ def write_results(name: str, rows: Sequence[Mapping[str, Any]], out_dir: str | o
                   meta: Mapping[str, Any] | None = None, columns: Sequence[str] | None = None,
                   title: str | None = None, notes: str | None = None,
                   display: _Display | None = None) -> dict[str, Path]:
-    """Write ``rows`` as ``<name>.csv``, ``<name>.json`` (``{"meta": ..., "rows": ...}``) and
-    ``<name>.md`` (title, table, notes, then the metadata as a list, so that a quoted table
-    travels with its conditions) under ``out_dir``, each file atomically.
+    """Write ``rows`` atomically as ``<name>.csv``, ``<name>.json`` (``{"meta": ..., "rows":
+    ...}``) and ``<name>.md`` (title, table, notes, then the metadata as a list: a quoted table
+    travels with its conditions) under ``out_dir``.
 
     Args:
         name (str): file stem.

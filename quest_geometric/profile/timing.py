@@ -57,12 +57,10 @@ def _stats(times: Sequence[float]) -> dict[str, float]:
 def time_interleaved(fns: Mapping[str, Callable[[], Any]], warmup: int = 1, repeat: int = 5,
                      device: torch.device | str | None = None, max_seconds: float | None = None,
                      shuffle_seed: int | None = None) -> dict[str, dict[str, Any]]:
-    """Wall-clock times of several functions called in turn, one round calling each once.
-
-    Load on a shared machine changes over seconds: timed one after the other, a busy period
-    can fall on one function only; timed in rounds, :func:`paired_ratio` and
-    :func:`round_ratios` compare them round by round. ``shuffle_seed`` shuffles the order of
-    each round (reproducibly) so that no function always runs first or last (after the
+    """Wall-clock times of several functions called in rounds, each round calling each once:
+    load on a shared machine changes over seconds, so one timed after the other could meet a
+    busy period alone; :func:`round_ratios` compares them round by round. ``shuffle_seed``
+    shuffles each round's order so that no function always runs first or last (after the
     others' caches, allocations or thermal state); else the order is that of ``fns``.
 
     Args:
@@ -96,9 +94,10 @@ def time_interleaved(fns: Mapping[str, Callable[[], Any]], warmup: int = 1, repe
         if rng is not None:
             rng.shuffle(order)
         for place, name in enumerate(order):
+            fn = fns[name]
             positions[name].append(place)
             t0, c0 = time.perf_counter(), time.process_time()
-            fns[name]()
+            fn()
             _sync(device)
             dt = time.perf_counter() - t0
             times[name].append(dt)

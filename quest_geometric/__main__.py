@@ -35,9 +35,8 @@ disk, ...) print one line on stderr and exit with status 2; Ctrl-C prints one li
 exits with status 130, leaving a previous report whole."""
 
 
-#: The tour's parts, in order (the keys of :data:`quest_geometric.tour.PARTS`, which
-#: ``tests/test_cli.py`` checks): named here so that ``--help`` and argument errors answer
-#: without importing the tour, which imports torch (seconds).
+#: The tour's parts, in order (the keys of :data:`quest_geometric.tour.PARTS`), named here
+#: so that ``--help`` and argument errors answer without importing the tour (and torch).
 PART_NAMES = ("qsv", "focus", "qk", "pretrained")
 
 
@@ -52,28 +51,23 @@ def build_parser() -> argparse.ArgumentParser:
         description=TOUR_DESCRIPTION, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     tour.add_argument("--out", default="tour-report", help="report folder (default: tour-report)")
-    tour.add_argument(
-        "--only", action="append", default=None, metavar="PART",
-        help=f"run only this part ({'|'.join(PART_NAMES)}); may be repeated",
-    )
+    tour.add_argument("--only", action="append", default=None, metavar="PART",
+                      help=f"run only this part ({'|'.join(PART_NAMES)}); may be repeated")
     tour.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
     tour.add_argument("--force", action="store_true",
-                      help="replace a previous tour report in --out: only the files that "
-                           "tour listed in its manifest; a folder holding anything else, the "
-                           "working folder, the home folder, a root and a symbolic link are "
-                           "refused")
+                      help="replace a previous tour report in --out: only the files that tour "
+                           "listed in its manifest; a folder holding anything else, the working "
+                           "folder, the home folder, a root and a symbolic link are refused")
     tour.add_argument("--full", action="store_true",
-                      help="the QSV part with its benchmarks' full settings (the ablation's "
-                           "full seeds and epochs; batch 64 and up to 1M points in the speed "
-                           "tables) and "
-                           "the Focus 'edges' back-end up to 4K tokens (~6 GB at 4K tokens, so "
-                           "a peak of about 7 GB); "
-                           "the other parts unchanged; much longer")
+                      help="the QSV part with its benchmarks' full settings (the ablation's full "
+                           "seeds and epochs; batch 64 and up to 1M points in the speed tables) "
+                           "and the Focus 'edges' back-end up to 4K tokens (~6 GB at 4K tokens, "
+                           "so a peak of about 7 GB); the other parts unchanged; much longer")
     tour.add_argument("--results", default=None, metavar="DIR",
                       help="folder of committed results to quote and to load the committed "
-                           "routers from, laid out as benchmarks/ (default: the "
-                           "copies shipped with the package; the routers of the source "
-                           "checkout where there is one)")
+                           "routers from, laid out as benchmarks/ (default: the copies shipped "
+                           "with the package; the routers of the source checkout where there is "
+                           "one)")
     tour.add_argument("--threads", type=int, default=None, metavar="N",
                       help="torch threads (default: OMP_NUM_THREADS if set, else the cores "
                            "free when the tour starts: available cores minus the load "
@@ -86,8 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status: 2 and one line on stderr for a user error, 130
-    and one line for Ctrl-C. The arguments are parsed before the tour (and torch) is
-    imported, so ``--help`` and argument errors answer at once."""
+    and one line for Ctrl-C. The tour (and torch) is imported only after parsing."""
     args = build_parser().parse_args(argv)
     if args.command != "tour":  # pragma: no cover - argparse allows only 'tour'
         return 0
@@ -100,11 +93,9 @@ def main(argv: list[str] | None = None) -> int:
         from quest_geometric.tour import TourError, run_tour
 
         try:
-            run_tour(
-                out=args.out, only=args.only, device=args.device, force=args.force,
-                quick=not args.full, progress=not args.no_progress, results=args.results,
-                threads=args.threads,
-            )
+            run_tour(out=args.out, only=args.only, device=args.device, force=args.force,
+                     quick=not args.full, progress=not args.no_progress, results=args.results,
+                     threads=args.threads)
         except TourError as e:
             print(f"quest-geometric tour: error: {e}", file=sys.stderr)
             return 2

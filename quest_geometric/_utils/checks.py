@@ -20,12 +20,7 @@ from torch import Tensor
 
 _CHANNEL_COUNTS = (1, 2, 3, 4)
 _repr = reprlib.Repr()
-_repr.maxstring = 60
-_repr.maxother = 60
-
-
-def _prefix(where: Optional[str]) -> str:
-    return f"{where}: " if where else ""
+_repr.maxstring = _repr.maxother = 60
 
 
 def _quote(arg: str) -> str:
@@ -52,13 +47,13 @@ def fail(exc: type, where: Optional[str], arg: str, expected: str, got: Any = No
     """The exception ``exc("<where>: '<arg>' must be <expected>, got <got><hint>")``
     (returned, to be raised by the caller)."""
     shown = got_text if got_text is not None else describe(got)
-    return exc(f"{_prefix(where)}{_quote(arg)} must be {expected}, got {shown}{hint}")
+    prefix = f"{where}: " if where else ""
+    return exc(f"{prefix}{_quote(arg)} must be {expected}, got {shown}{hint}")
 
 
 def check_int(value: Any, arg: str, minimum: Optional[int] = None, where: Optional[str] = None,
               maximum: Optional[int] = None) -> int:
-    """``value`` is an ``int`` (not a ``bool``) within ``[minimum, maximum]``: a
-    :class:`TypeError` for another type, a :class:`ValueError` out of range."""
+    """``value`` is an ``int`` (not a ``bool``) within ``[minimum, maximum]``."""
     bounds = (f" >= {minimum}" if minimum is not None else "") + (
         f" and <= {maximum}" if maximum is not None else "")
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
@@ -74,9 +69,7 @@ def check_positive_int(value: Any, arg: str, where: Optional[str] = None) -> int
 
 
 def check_shell_sizes(sizes: Any, arg: str = "sizes", where: Optional[str] = None) -> list[int]:
-    """A non-empty sequence of positive ints (the points per shell of concentric spheres); a
-    non-sequence or a non-int entry is a :class:`TypeError`, an empty or non-positive one a
-    :class:`ValueError`."""
+    """A non-empty sequence of positive ints (the points per shell of concentric spheres)."""
     if isinstance(sizes, (int, str)) or not isinstance(sizes, abc.Sequence):
         raise fail(TypeError, where, arg, "a sequence of ints >= 1", sizes)
     if len(sizes) == 0:
@@ -106,14 +99,8 @@ def check_shell_radii(radii: Optional[Sequence[float]], num_shells: int,
 
 def check_real(value: Any, arg: str, positive: bool = False, where: Optional[str] = None,
                allow_zero: bool = False) -> float:
-    r"""A finite real scalar (a Python or NumPy number, not a bool, or a one-element real
-    tensor), returned as a :obj:`float`; ``> 0`` with ``positive`` (``>= 0`` with
-    ``allow_zero`` too).
-
-    Raises:
-        TypeError: if :obj:`value` is not a real number.
-        ValueError: if it is NaN or infinite, or out of range.
-    """
+    """A finite real scalar (a Python or NumPy number, not a bool, or a one-element real
+    tensor) as a :obj:`float`; ``> 0`` with ``positive`` (``>= 0`` with ``allow_zero`` too)."""
     sign = (" >= 0" if allow_zero else " > 0") if positive else ""
     if isinstance(value, Tensor) and value.numel() == 1 and not value.is_complex() \
             and value.dtype != torch.bool:
@@ -121,23 +108,20 @@ def check_real(value: Any, arg: str, positive: bool = False, where: Optional[str
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise fail(TypeError, where, arg, f"a real number{sign}", value)
     value = float(value)
-    if not math.isfinite(value):
-        raise fail(ValueError, where, arg, f"a finite number{sign}", value)
-    if positive and not (value >= 0 if allow_zero else value > 0):
+    if not math.isfinite(value) or (positive and not (value >= 0 if allow_zero else value > 0)):
         raise fail(ValueError, where, arg, f"a finite number{sign}", value)
     return value
 
 
 def check_positive_float(value: Any, arg: str, where: Optional[str] = None,
                          allow_zero: bool = False) -> float:
-    """:func:`check_real` with ``positive=True``: a finite real number ``> 0`` (``>= 0`` with
-    ``allow_zero``)."""
+    """:func:`check_real` with ``positive=True``."""
     return check_real(value, arg, True, where=where, allow_zero=allow_zero)
 
 
 def check_choice(value: Any, arg: str, choices: Sequence[Any], where: Optional[str] = None) -> Any:
-    """``value`` is one of ``choices``: a :class:`TypeError` when every choice is a string
-    and ``value`` is not, else a :class:`ValueError` listing them."""
+    """``value`` is one of ``choices`` (a :class:`TypeError` when every choice is a string
+    and ``value`` is not)."""
     choices = tuple(choices)
     if all(isinstance(c, str) for c in choices) and not isinstance(value, str):
         raise fail(TypeError, where, arg, f"a str, one of {choices}", value)
@@ -148,45 +132,33 @@ def check_choice(value: Any, arg: str, choices: Sequence[Any], where: Optional[s
 
 def check_tensor(value: Any, arg: str, where: Optional[str] = None,
                  floating: bool = False) -> Tensor:
-    """``value`` is a tensor (a floating-point one with ``floating``); else a
-    :class:`TypeError`."""
-    if not isinstance(value, Tensor):
+    """``value`` is a tensor (a floating-point one with ``floating``)."""
+    if not isinstance(value, Tensor) or (floating and not value.is_floating_point()):
         raise fail(TypeError, where, arg, "a floating-point tensor" if floating else "a tensor",
                    value)
-    if floating and not value.is_floating_point():
-        raise fail(TypeError, where, arg, "a floating-point tensor", value)
     return value
 
 
 def all_finite(t: Tensor) -> bool:
-    """Whether every entry of the floating-point tensor ``t`` is finite, in one reduction: a
-    sum is finite whenever all its terms are, and NaN or an infinity in any term makes it NaN
-    or infinite; only when the sum is not finite (a non-finite entry, or finite entries whose
-    sum overflows) is the exact elementwise test run.  One host synchronisation, and no
-    ``[*t.shape]`` boolean tensor: ``torch.isfinite(t).all()`` materialises its comparisons
-    on CPU, which costs far more than one sum on a large tensor."""
-    if bool(torch.isfinite(t.sum())):
-        return True
-    return bool(torch.isfinite(t).all())
+    """Whether every entry of the floating-point tensor ``t`` is finite: a sum of finite terms
+    is finite, so one reduction decides (no ``[*t.shape]`` boolean tensor); only a non-finite
+    sum (a non-finite entry, or an overflow) runs the exact elementwise test."""
+    return bool(torch.isfinite(t.sum())) or bool(torch.isfinite(t).all())
 
 
 def check_finite(value: Tensor, arg: str, where: Optional[str] = None) -> Tensor:
-    """``value`` holds no NaN or infinity (:func:`all_finite`); else a :class:`ValueError`
-    (one host sync)."""
-    if value.is_floating_point() or value.is_complex():
-        if not all_finite(value):
-            raise fail(ValueError, where, arg, "finite", got_text="NaN or infinite entries")
+    """``value`` holds no NaN or infinity (:func:`all_finite`)."""
+    if (value.is_floating_point() or value.is_complex()) and not all_finite(value):
+        raise fail(ValueError, where, arg, "finite", got_text="NaN or infinite entries")
     return value
 
 
 def check_all_finite(named: Sequence[Tuple[str, Optional[Tensor]]],
                      where: Optional[str] = None) -> None:
     """Every floating-point tensor of ``named`` (``(argument, tensor)`` pairs; :obj:`None`
-    skipped) holds no NaN or infinity, else a :class:`ValueError` naming the first argument
-    that does. One host synchronisation for all of them: the sum of their sums is finite
-    whenever every entry is (:func:`all_finite`); only when it is not is each tensor tested
-    on its own. Skipped while :func:`torch.compile` traces (a data-dependent branch would
-    break the graph), as the package's other finiteness checks are."""
+    skipped) is finite, else a :class:`ValueError` naming the first that is not. One host
+    sync for all: the sum of their sums (:func:`all_finite`). Skipped while
+    :func:`torch.compile` traces (a data-dependent branch would break the graph)."""
     tensors = [(n, t) for n, t in named
                if t is not None and (t.is_floating_point() or t.is_complex())]
     if not tensors or torch.compiler.is_compiling():
@@ -205,12 +177,8 @@ def check_all_finite(named: Sequence[Tuple[str, Optional[Tensor]]],
 # ---- Focus attention arguments
 def check_batch(batch: Optional[Tensor], num_nodes: int, name: str = "batch",
                 where: Optional[str] = None) -> None:
-    r"""Validate a PyG :obj:`batch` vector (long, 1-D, length :obj:`num_nodes`, sorted).
-
-    Raises:
-        TypeError: if :obj:`batch` is not an integer tensor.
-        ValueError: if its shape is wrong, or it is not sorted in non-decreasing order.
-    """
+    """A PyG ``batch`` vector (:obj:`None`, or an integer tensor ``[num_nodes]``, sorted,
+    non-negative)."""
     if batch is None:
         return
     if not isinstance(batch, Tensor) or batch.dtype not in (torch.long, torch.int32):
@@ -226,15 +194,9 @@ def check_batch(batch: Optional[Tensor], num_nodes: int, name: str = "batch",
 
 def check_features(x, name: str, min_dims: int = 2, max_dims: int = 3,
                    where: Optional[str] = None) -> None:
-    r"""Validate a finite floating-point feature tensor :obj:`[N, C]` or :obj:`[B, T, C]`
-    holding at least one token.
-
-    Raises:
-        TypeError: if :obj:`x` is not a floating-point tensor.
-        ValueError: if it has the wrong number of dimensions, no token, or a NaN or
-            infinite entry (:func:`check_all_finite`; a content-free router ignores the
-            values, but one rule for every entry point keeps a NaN from going unnoticed).
-    """
+    """A finite floating-point feature tensor ``[N, C]`` or ``[B, T, C]`` holding at least
+    one token (finite even for a content-free router: one rule for every entry point keeps a
+    NaN from going unnoticed)."""
     if not isinstance(x, Tensor) or not x.is_floating_point():
         raise fail(TypeError, where, name, "a floating-point tensor (float16, bfloat16, "
                    "float32 or float64)", x)
@@ -249,25 +211,19 @@ def check_features(x, name: str, min_dims: int = 2, max_dims: int = 3,
 
 def check_qkv(q: Tensor, k: Tensor, v: Tensor, where: Optional[str] = None) -> None:
     """``q``, ``k``, ``v``: floating-point ``[N, H, D]`` tensors of one shape, dtype, device,
-    and finite (:func:`check_all_finite`: a NaN or infinity in any of them would spread
-    through the softmax into every output row that attends to it)."""
+    and finite (a NaN in any of them would spread through the softmax)."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, Tensor) or not t.is_floating_point():
             raise fail(TypeError, where, name, "a floating-point [N, H, D] tensor", t)
         if t.dim() != 3:
             raise fail(ValueError, where, name, "a [N, H, D] tensor", t)
-    if k.shape != q.shape or v.shape != q.shape:
-        bad = "k" if k.shape != q.shape else "v"
-        raise fail(ValueError, where, bad, f"of the shape of 'q' {list(q.shape)}",
-                   k if bad == "k" else v)
-    if k.dtype != q.dtype or v.dtype != q.dtype:
-        bad = "k" if k.dtype != q.dtype else "v"
-        raise fail(TypeError, where, bad, f"of the dtype of 'q' ({q.dtype})",
-                   k if bad == "k" else v)
-    if k.device != q.device or v.device != q.device:
-        bad = "k" if k.device != q.device else "v"
-        raise fail(ValueError, where, bad, f"on the device of 'q' ({q.device})",
-                   got_text=str((k if bad == "k" else v).device))
+    for attr, exc, expected in (("shape", ValueError, f"of the shape of 'q' {list(q.shape)}"),
+                                ("dtype", TypeError, f"of the dtype of 'q' ({q.dtype})"),
+                                ("device", ValueError, f"on the device of 'q' ({q.device})")):
+        for name, t in (("k", k), ("v", v)):
+            if getattr(t, attr) != getattr(q, attr):
+                raise fail(exc, where, name, expected, t,
+                           got_text=str(t.device) if attr == "device" else None)
     check_all_finite((("q", q), ("k", k), ("v", v)), where=where)
 
 
@@ -287,15 +243,13 @@ def check_soft(soft: Tensor, n: Optional[int] = None, where: Optional[str] = Non
 
 
 def check_num_sinks(num_sinks: Any, where: Optional[str] = None) -> int:
-    """``num_sinks``: a non-negative int, the attention sinks (:class:`TypeError` for a
-    non-int or a bool, :class:`ValueError` for a negative int)."""
+    """``num_sinks``: a non-negative int, the attention sinks."""
     return check_int(num_sinks, "num_sinks", 0, where=where)
 
 
 def check_groups(groups: Tensor, where: Optional[str] = None) -> Tensor:
-    """``groups``: non-negative long group ids ``[N, top_k]`` (``[N]`` becomes ``[N, 1]``);
-    ``top_k = 0`` (``[N, 0]``) is the empty group set of every token: no far pair is kept
-    (window-only routing)."""
+    """``groups``: non-negative long group ids ``[N, top_k]`` (``[N]`` becomes ``[N, 1]``;
+    ``[N, 0]`` keeps no far pair: window-only routing)."""
     if not isinstance(groups, Tensor) or groups.dtype != torch.long:
         raise fail(TypeError, where, "groups", "a long tensor", groups)
     if groups.dim() == 1:
@@ -334,8 +288,8 @@ def check_hard_args(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window: int
 
 # ---- images
 def looks_channels_last(shape: Sequence[int]) -> bool:
-    """``[..., H, W, C]`` with few channels last and a spatial size first (an image as
-    loaded by PIL / NumPy / matplotlib)."""
+    """``[..., H, W, C]``: few channels last and a spatial size before (as PIL, NumPy and
+    matplotlib load an image)."""
     return shape[-1] in _CHANNEL_COUNTS and shape[-3] not in _CHANNEL_COUNTS
 
 
@@ -343,27 +297,20 @@ def check_image(image: Any, name: str = "image", where: Optional[str] = None) ->
     """One image ``[C, H, W]`` (floating point, or ``uint8`` rescaled to ``[0, 1]``)."""
     if not isinstance(image, Tensor):
         raise fail(TypeError, where, name, "a [C, H, W] tensor", image)
-    shape = tuple(image.shape)
-    if image.dim() == 4:
+    if image.dim() != 3 or looks_channels_last(tuple(image.shape)):
+        hint = {4: ", a batch [B, C, H, W]; call transform.batch_call(images) for a batch, "
+                   "or transform it image by image",
+                2: f", a single-channel [H, W] image?; pass {name}[None] to add the channel "
+                   "axis",
+                3: f", which looks channels-last [H, W, C]; pass {name}.permute(2, 0, 1)"}
         raise fail(ValueError, where, name, "of shape [C, H, W]", image,
-                   hint=", a batch [B, C, H, W]; call transform.batch_call(images) for a "
-                   "batch, or transform it image by image")
-    if image.dim() == 2:
-        raise fail(ValueError, where, name, "of shape [C, H, W]", image,
-                   hint=f", a single-channel [H, W] image?; pass {name}[None] to add the "
-                   "channel axis")
-    if image.dim() != 3:
-        raise fail(ValueError, where, name, "of shape [C, H, W]", image)
-    if looks_channels_last(shape):
-        raise fail(ValueError, where, name, "of shape [C, H, W]", image,
-                   hint=f", which looks channels-last [H, W, C]; pass {name}.permute(2, 0, 1)")
+                   hint=hint.get(image.dim(), ""))
     return as_float(image, name, where=where)
 
 
 def as_float(image: Tensor, name: str, where: Optional[str] = None) -> Tensor:
     r"""Floating-point images pass unchanged (their range is the caller's); ``uint8`` images
-    are rescaled to :math:`[0, 1]` by :math:`x / 255`; other integer or boolean images are
-    refused (their range is unknown)."""
+    become :math:`x / 255`; other integer or boolean images are refused (unknown range)."""
     if image.dtype == torch.uint8:
         image = image.to(torch.get_default_dtype()).div_(255.0)
     elif not image.is_floating_point():
@@ -374,17 +321,16 @@ def as_float(image: Tensor, name: str, where: Optional[str] = None) -> Tensor:
 
 
 def check_images(images: Any, y: Optional[Tensor], where: Optional[str] = None) -> Tensor:
-    """Validate a ``[B, C, H, W]`` image batch (and its targets) for ``batch_call``."""
+    """A ``[B, C, H, W]`` image batch (and its targets ``y``, one per image) for
+    ``batch_call``."""
     if not isinstance(images, Tensor):
         raise fail(TypeError, where, "images", "a [B, C, H, W] tensor", images)
-    if images.dim() != 4:
-        hint = ("; for one image [C, H, W] call the transform itself, or pass "
-                "images.unsqueeze(0)") if images.dim() == 3 else ""
-        raise fail(ValueError, where, "images", "of shape [B, C, H, W]", images, hint=hint)
-    if looks_channels_last(tuple(images.shape)):
+    if images.dim() != 4 or looks_channels_last(tuple(images.shape)):
+        hint = {3: "; for one image [C, H, W] call the transform itself, or pass "
+                   "images.unsqueeze(0)",
+                4: ", which looks channels-last [B, H, W, C]; pass images.permute(0, 3, 1, 2)"}
         raise fail(ValueError, where, "images", "of shape [B, C, H, W]", images,
-                   hint=", which looks channels-last [B, H, W, C]; pass "
-                   "images.permute(0, 3, 1, 2)")
+                   hint=hint.get(images.dim(), ""))
     images = as_float(images, "images", where=where)
     if y is not None and not isinstance(y, Tensor):
         raise fail(TypeError, where, "y", "a tensor with one entry per image", y)
@@ -396,10 +342,9 @@ def check_images(images: Any, y: Optional[Tensor], where: Optional[str] = None) 
 
 # ---- QSV layers
 def check_return_attention_weights(value: Any, where: Optional[str] = None) -> bool:
-    r"""The one meaning of ``return_attention_weights`` in
-    :class:`~quest_geometric.nn.QSVConv`, :class:`~quest_geometric.models.qsv_net.QSVBlock`
-    and :class:`~quest_geometric.models.qsv_net.QSVNet`: :obj:`True` returns the weights,
-    :obj:`None` or :obj:`False` does not; anything else is a :class:`TypeError`."""
+    """The one meaning of ``return_attention_weights`` in
+    :class:`~quest_geometric.nn.QSVConv` and :class:`~quest_geometric.models.qsv_net.QSVNet`:
+    :obj:`True` returns the weights, :obj:`None` or :obj:`False` does not."""
     if value is None or value is False:
         return False
     if value is True:

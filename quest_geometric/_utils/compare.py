@@ -1,13 +1,11 @@
-r"""Exact comparison of two integer tensors' values by their bytes (private).
+r"""Exact comparison of two integer tensors' values by their bytes.
 
-:class:`~quest_geometric.nn._qsv_csr.TransposeCache` finds a graph's transposed pattern
-again by comparing its source vector with the cached one at every backward of a compiled
-:class:`~quest_geometric.nn.QSVConv`, where no per-graph cache can be kept. For two contiguous
-CPU integer tensors of one dtype and shape, equal values are equal bytes, and the C
-library's ``memcmp`` compares them at memory speed, where :func:`torch.equal` compares
-element by element and then reduces. Everything else (floating point, where
-``-0.0 == 0.0`` and ``nan != nan`` differ from the bytes; another device; a strided view;
-no C library found) goes to :func:`torch.equal`.
+:class:`~quest_geometric.nn._qsv_csr.TransposeCache` compares a graph's source vector with
+the cached one at every backward of a compiled :class:`~quest_geometric.nn.QSVConv`. For two
+contiguous CPU integer tensors of one dtype and shape, equal values are equal bytes, and the
+C library's ``memcmp`` compares them at memory speed; everything else (floating point, where
+``-0.0 == 0.0`` and ``nan != nan`` differ from the bytes; another device; a strided view; no
+C library found) goes to :func:`torch.equal`.
 """
 from __future__ import annotations
 
@@ -41,30 +39,17 @@ def _load_memcmp() -> Optional[Any]:
 
 _MEMCMP = _load_memcmp()
 
-#: Whether the C library's ``memcmp`` was found (else :func:`same_values` is
-#: :func:`torch.equal`).
+#: Whether ``memcmp`` was found (else :func:`same_values` is :func:`torch.equal`).
 MEMCMP_AVAILABLE: bool = _MEMCMP is not None
 
 
 def same_values(a: Tensor, b: Tensor) -> bool:
-    r"""Whether :obj:`a` and :obj:`b` have the same shape and the same values, exactly as
-    :func:`torch.equal` answers it: by ``memcmp`` of their bytes where that is the same
-    question (both contiguous CPU tensors of one integer or bool dtype), else by
-    :func:`torch.equal` (which also requires one dtype here: tensors of different dtypes are
-    never the same values).
-
-    Args:
-        a, b (torch.Tensor): the tensors to compare.
-
-    Returns:
-        bool: :obj:`True` when every element is equal (and the shapes are).
-    """
+    """Whether ``a`` and ``b`` have one dtype, one shape and the same values (``memcmp`` of
+    their bytes where that is the same question, else :func:`torch.equal`)."""
     if a.dtype != b.dtype or a.shape != b.shape:
         return False
     if (_MEMCMP is not None and a.dtype in _EXACT_DTYPES and a.device.type == "cpu"
             and b.device.type == "cpu" and a.is_contiguous() and b.is_contiguous()):
         n = a.numel() * a.element_size()
-        if n == 0:
-            return True
-        return _MEMCMP(a.data_ptr(), b.data_ptr(), n) == 0
+        return n == 0 or _MEMCMP(a.data_ptr(), b.data_ptr(), n) == 0
     return bool(torch.equal(a, b))

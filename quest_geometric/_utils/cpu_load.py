@@ -1,9 +1,6 @@
 r"""How busy the CPU is: the cores this process may use, the load average, a thread count
-chosen from the free cores, and a sampler of the load while something is timed.
-
-Timings taken while other work competes for the cores are not the machine's speed (an
-oversubscribed thread pool can be several times slower), so whatever reports a timing
-records the load beside it and refuses to call a contended measurement a speed verdict.
+chosen from the free cores, and a sampler of the load while something is timed (a timing
+taken while other work competes for the cores is not the machine's speed).
 """
 from __future__ import annotations
 
@@ -21,8 +18,7 @@ CONTENTION_MARGIN = 0.5
 
 
 def available_cores() -> int:
-    """The cores this process may run on (its CPU affinity where the platform has one,
-    else :func:`os.cpu_count`)."""
+    """The cores this process may run on (its CPU affinity, else :func:`os.cpu_count`)."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
@@ -30,8 +26,7 @@ def available_cores() -> int:
 
 
 def load_average(path: str = "/proc/loadavg") -> Optional[float]:
-    """The 1-minute load average (runnable and running tasks, all processes), or
-    :obj:`None` where the platform does not give one."""
+    """The 1-minute load average (all processes), or :obj:`None` where there is none."""
     try:
         with open(path, encoding="ascii") as f:
             return float(f.read().split()[0])
@@ -44,12 +39,10 @@ def load_average(path: str = "/proc/loadavg") -> Optional[float]:
 
 def choose_threads(cores: Optional[int] = None, load: Optional[float] = None,
                    env: Optional[Mapping[str, str]] = None) -> tuple[int, str]:
-    r"""A torch thread count for work about to start, and why, as one sentence.
-
-    ``OMP_NUM_THREADS`` set in the environment is the user's choice and is kept. Otherwise
-    the count is the number of free cores, :math:`\mathrm{round}(c - \ell)` for :math:`c`
-    available cores and 1-minute load average :math:`\ell` (the load of the other work,
-    since this work has not started), at least 1 and at most :math:`c`.
+    r"""A torch thread count for work about to start, and why, as one sentence:
+    ``OMP_NUM_THREADS`` if set (the user's choice), else the free cores
+    :math:`\mathrm{round}(c - \ell)` for :math:`c` available cores and 1-minute load average
+    :math:`\ell` (the other work's, since this work has not started), within :math:`[1, c]`.
 
     Args:
         cores (int, optional): available cores. (default: :func:`available_cores`)
@@ -58,16 +51,13 @@ def choose_threads(cores: Optional[int] = None, load: Optional[float] = None,
     """
     env = os.environ if env is None else env
     cores = available_cores() if cores is None else cores
-    given = env.get("OMP_NUM_THREADS", "").strip()
-    if given:
-        try:
-            n = int(given)
-        except ValueError:
-            n = 0
-        if n >= 1:
-            return n, f"OMP_NUM_THREADS={n} is set in the environment (kept)"
-    if load is None:
-        load = load_average()
+    try:
+        n = int(env.get("OMP_NUM_THREADS", "").strip())
+    except ValueError:  # unset, empty or not a number: ignored
+        n = 0
+    if n >= 1:
+        return n, f"OMP_NUM_THREADS={n} is set in the environment (kept)"
+    load = load_average() if load is None else load
     if load is None:
         return cores, f"{cores} core(s) available; no load average on this platform"
     free = cores - load
@@ -78,7 +68,7 @@ def choose_threads(cores: Optional[int] = None, load: Optional[float] = None,
 
 @dataclass
 class LoadRecord:
-    """The load average seen while something ran: its samples and the available cores."""
+    """The load average samples seen while something ran, and the available cores."""
 
     cores: int
     samples: list[float] = field(default_factory=list)
@@ -89,12 +79,11 @@ class LoadRecord:
 
     @property
     def contended(self) -> bool:
-        """Whether the load exceeded the available cores (by :data:`CONTENTION_MARGIN`) at
-        any sample: more runnable threads than cores, so timings are slowed by others."""
+        """Whether a sample exceeded the available cores by :data:`CONTENTION_MARGIN`."""
         return self.peak is not None and self.peak > self.cores + CONTENTION_MARGIN
 
     def describe(self) -> str:
-        """``'load average 0.4-1.1 (1 min) on 2 cores'``, or that none was available."""
+        """``'load average 0.4-1.1 (1 min) on 2 core(s)'``, or that none was available."""
         if not self.samples:
             return f"load average not available, {self.cores} core(s)"
         lo, hi = f"{min(self.samples):.1f}", f"{max(self.samples):.1f}"
@@ -103,8 +92,8 @@ class LoadRecord:
 
 
 class LoadMonitor:
-    """Samples the 1-minute load average every ``interval`` seconds in a daemon thread,
-    from entering the context to leaving it (both ends sampled too).
+    """Samples the 1-minute load average every ``interval`` seconds in a daemon thread, from
+    entering the context to leaving it (both ends sampled too).
 
     Example:
         >>> with LoadMonitor() as mon:

@@ -8,16 +8,13 @@ import torch
 
 def resolve_device(device: Union[str, torch.device], name: str = "device",
                    error: Type[Exception] = ValueError, allow_auto: bool = True) -> torch.device:
-    """Parse a device argument, refusing CUDA where there is none.
+    """Parse a device argument into a :class:`torch.device`, refusing CUDA where there is none.
 
     Args:
         device (str or torch.device): the request; ``'auto'`` picks CUDA when available.
-        name (str): how the argument is named in errors (``'--device'``, ``'TrainConfig.device'``).
+        name (str): the argument's name in errors (``'--device'``). (default: ``'device'``)
         error (type): the exception class raised on a bad request. (default: ``ValueError``)
         allow_auto (bool): accept ``'auto'``. (default: :obj:`True`)
-
-    Returns:
-        torch.device
     """
     if isinstance(device, str) and device == "auto":
         if not allow_auto:

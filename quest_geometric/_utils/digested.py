@@ -1,17 +1,14 @@
 r"""A pair of files that vouch for each other: named tensors as safetensors (no pickle, so
-reading runs no code) and a JSON record whose SHA-256 digest covers both the record and the
-tensors' bytes, so an edit of either file, or a mix of two saves, is refused on reading.
-
-The digest is
+reading runs no code) and a JSON record whose SHA-256 digest
 
 .. math::
     \mathrm{SHA256}\big(\mathrm{canonical}(\text{record without "sha256"})
-    \,\|\, \texttt{\\0} \,\|\, \text{tensors file}\big),
+    \,\|\, \texttt{\\0} \,\|\, \text{tensors file}\big)
 
-the canonical JSON having sorted keys, no spaces and ASCII only, so it does not depend on
-how the record file is indented. Each file is written atomically (a temporary beside it,
-fsynced, renamed): a crash leaves the old file or the new one, and a crash between the two
-renames leaves a pair whose digest does not match, which the reader refuses.
+covers both (canonical JSON: sorted keys, no spaces, ASCII only, whatever the indentation
+of the file), so an edit of either file, or a mix of two saves, is refused on reading. Each
+file is written atomically; a crash between the two renames leaves a pair whose digest does
+not match, which the reader refuses.
 """
 from __future__ import annotations
 
@@ -51,9 +48,8 @@ def pair_digest(record: Mapping[str, Any], data: bytes) -> str:
 
 def write_pair(tensors_file: str | os.PathLike, record_file: str | os.PathLike,
                tensors: Mapping[str, Tensor], record: Mapping[str, Any]) -> str:
-    """Write :obj:`tensors` (detached, on the CPU, contiguous) to :obj:`tensors_file` and
-    :obj:`record` plus its ``"sha256"`` digest to :obj:`record_file`, in that order, each
-    atomically. Returns the digest.
+    """Write :obj:`tensors` (detached, on the CPU, contiguous) to :obj:`tensors_file`, then
+    :obj:`record` plus its ``"sha256"`` digest to :obj:`record_file`; return the digest.
 
     Raises:
         ValueError: if :obj:`record` holds NaN or an infinity (not JSON).
@@ -88,10 +84,9 @@ def read_record(where: str, record_file: str | os.PathLike) -> Dict[str, Any]:
 def read_tensors(where: str, tensors_file: str | os.PathLike, record: Mapping[str, Any],
                  record_file: str | os.PathLike, covers_record: bool = True,
                  allow_empty: bool = False) -> Dict[str, Tensor]:
-    """The tensors of :obj:`tensors_file`, after checking its bytes against the digest in
-    :obj:`record` (:func:`pair_digest`; with ``covers_record=False`` the digest of the
-    tensors file alone, as files written before the record was covered hold), and each
-    tensor to be floating and finite.
+    """The tensors of :obj:`tensors_file`, checked against the digest in :obj:`record`
+    (:func:`pair_digest`; with ``covers_record=False``, of the tensors file alone, as older
+    files hold) and by :func:`check_tensors`.
 
     Raises:
         ValueError: a one-line refusal naming the file and what is wrong.

@@ -1,6 +1,7 @@
 """Atomic file writes: a crash leaves either the old file or the new one, never a torn one."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -9,8 +10,8 @@ from typing import Any, Callable, IO
 
 import torch
 
-#: The temporary beside ``path`` is ``.{basename}.{8 random characters}.tmp``
-#: (:func:`tempfile.mkstemp`'s names); :func:`remove_stale_temporaries` matches exactly these.
+#: The temporary beside ``path`` is ``.{basename}.{8 random characters}.tmp`` (as
+#: :func:`tempfile.mkstemp` names it); :func:`remove_stale_temporaries` matches exactly these.
 _TMP_SUFFIX = ".tmp"
 _TMP_RANDOM = r"[a-z0-9_]{8}"
 
@@ -22,15 +23,9 @@ def temporary_name_pattern(path: str | os.PathLike) -> re.Pattern[str]:
 
 
 def remove_stale_temporaries(path: str | os.PathLike) -> list[str]:
-    """Remove the temporaries that atomic writes of ``path`` left behind when killed mid-way.
-
-    Only regular files in ``path``'s folder whose names match :func:`temporary_name_pattern`
-    are removed: nothing else in the folder is touched. Call it only while no other process
-    can be writing ``path`` (for example under a lock on the folder).
-
-    Returns:
-        list[str]: the paths removed.
-    """
+    """Remove (and return the paths of) the temporaries that atomic writes of ``path`` left
+    when killed mid-way: only regular files beside it named as :func:`temporary_name_pattern`
+    says. Call it only while no other process can be writing ``path`` (e.g. under a lock)."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     pattern = temporary_name_pattern(path)
@@ -64,19 +59,16 @@ def _atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) -
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
-    try:  # make the rename itself durable (POSIX); not possible on every platform
+    # make the rename itself durable (POSIX; not possible on every platform, e.g. Windows)
+    with contextlib.suppress(OSError):
         dfd = os.open(directory, os.O_RDONLY)
         try:
             os.fsync(dfd)
         finally:
             os.close(dfd)
-    except OSError:  # pragma: no cover - e.g. Windows
-        pass
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
@@ -95,14 +87,6 @@ def atomic_write_json(path: str | os.PathLike, obj: Any, **dumps_kwargs: Any) ->
 
 
 def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
-    """:func:`torch.save` ``obj`` to ``path`` atomically: a temporary file in the same
-    directory, flushed and fsynced, then :func:`os.replace`; a crash leaves either the old
-    file or the new one.
-
-    Also importable as :func:`quest_geometric.training.checkpoint.atomic_torch_save`.
-
-    Args:
-        obj: anything :func:`torch.save` accepts.
-        path (str or os.PathLike): the destination.
-    """
+    """:func:`torch.save` ``obj`` to ``path`` atomically (also importable as
+    :func:`quest_geometric.training.checkpoint.atomic_torch_save`)."""
     _atomic_write(path, lambda f: torch.save(obj, f))

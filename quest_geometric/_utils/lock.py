@@ -1,13 +1,11 @@
-"""A lock on a folder, so two runs never write the same files at once.
-
-The lock is a file created atomically (``O_CREAT | O_EXCL``) holding the owner's process id
-and host name. A lock left by a process of this host that no longer exists (a run that was
-killed) is stale and taken over; any other lock refuses the second run with
-:class:`FolderInUseError`. The lock is removed on release, which :class:`FolderLock` does on
-leaving its ``with`` block, exceptions included.
+"""A lock on a folder, so two runs never write the same files at once: a file created
+atomically (``O_CREAT | O_EXCL``) holding the owner's process id and host name. A lock left
+by a process of this host that no longer exists (a killed run) is stale and taken over; any
+other lock refuses the second run with :class:`FolderInUseError`.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 
@@ -16,8 +14,7 @@ class FolderInUseError(RuntimeError):
     """Another run holds the lock on the folder.
 
     Attributes:
-        holder (str): who holds it (``"process 123 on host 'h'"``, or
-            ``"an unreadable lock"``).
+        holder (str): who (``"process 123 on host 'h'"``, or ``"an unreadable lock"``).
         lock_path (str): the lock file.
     """
 
@@ -40,7 +37,8 @@ def _pid_alive(pid: int) -> bool:
 
 
 class FolderLock:
-    """An exclusive lock on ``folder``: the file ``folder/name``.
+    """An exclusive lock on ``folder``: the file ``folder/name``, removed on release (on
+    leaving the ``with`` block, exceptions included).
 
     Args:
         folder (str or os.PathLike): the folder (created if missing).
@@ -60,7 +58,8 @@ class FolderLock:
         return self._token is not None
 
     def _read(self) -> tuple[int, str] | None:
-        """The ``(pid, host)`` in the lock file, or :obj:`None` if it cannot be parsed."""
+        """The ``(pid, host)`` in the lock file, ``(-1, "")`` if it is gone, :obj:`None` if it
+        cannot be parsed."""
         try:
             with open(self.path, encoding="utf-8") as f:
                 text = f.read(256)
@@ -88,10 +87,8 @@ class FolderLock:
                     continue
                 if (found is not None and found[1] == socket.gethostname()
                         and not _pid_alive(found[0])):
-                    try:  # stale: its process is gone
+                    with contextlib.suppress(FileNotFoundError):  # stale: its process is gone
                         os.unlink(self.path)
-                    except FileNotFoundError:
-                        pass
                     continue
                 holder = ("an unreadable lock" if found is None
                           else f"process {found[0]} on host {found[1]!r}")
@@ -115,13 +112,11 @@ class FolderLock:
         if self._token is None:
             return
         token, self._token = self._token, None
-        try:
+        with contextlib.suppress(FileNotFoundError):
             with open(self.path, encoding="utf-8") as f:
                 if f.read(256) != token:
                     return
             os.unlink(self.path)
-        except FileNotFoundError:
-            pass
 
     def __enter__(self) -> FolderLock:  # noqa: PYI034
         self.acquire()

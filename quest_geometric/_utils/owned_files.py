@@ -1,25 +1,19 @@
 """The files a program wrote in a folder, recorded before they exist, and removal of only those.
 
 A *manifest* is a JSON-lines file in the folder: a header line, then one entry per line,
-each appended and fsynced **before** the program creates what it names, so that the record
-survives a ``kill -9``, an out-of-memory kill or a full disk at any point (a torn last line,
-the append that the full disk or the kill cut short, named nothing that was created and is
-ignored). Entries:
+each appended and fsynced **before** the program creates what it names, so the record
+survives a ``kill -9``, an out-of-memory kill or a full disk (a torn last line named nothing
+yet created and is ignored). Entries:
 
 - ``{"file": "a/b.csv"}``: a regular file the program writes;
 - ``{"folder": "a"}``: a folder the program creates;
-- ``{"folder": "a", "open": true}``: a folder created empty, whose whole content the
-  program writes (through code that cannot list each file first, e.g. a benchmark run);
-  everything inside is the program's until ``{"sealed": "a"}`` follows, after which only the
-  files and folders listed by then are.
+- ``{"folder": "a", "open": true}``: a folder created empty whose whole content is the
+  program's (written by code that cannot list each file first, e.g. a benchmark run) until
+  ``{"sealed": "a"}`` follows; then only the files and folders listed by then are.
 
-Removal (:func:`remove_owned`) deletes only regular files and empty folders the manifest
-lists, through directory file descriptors opened with ``O_NOFOLLOW``: a symbolic link
-anywhere on the way (a listed folder replaced by a link to the user's home, say) is never
-followed, and refused with :class:`UnsafeEntryError`, which names it; so is anything that is
-neither a regular file nor a folder. :func:`unknown_entries` finds what the manifest does not
-cover (files of someone else), and :func:`unsafe_entries` the links and special files that
-removal would refuse, so that a caller can refuse before it deletes anything.
+:func:`remove_owned` deletes only what is listed; :func:`unknown_entries` (what the
+manifest does not cover) and :func:`unsafe_entries` (what removal would refuse) let a caller
+refuse before it deletes anything.
 """
 from __future__ import annotations
 
@@ -54,15 +48,13 @@ class Manifest:
 
     def covers(self, rel: str) -> bool:
         """Whether ``rel`` is listed, or lies inside an open folder."""
-        if rel in self.files or rel in self.folders:
-            return True
-        parents = PurePosixPath(rel).parents
-        return any(p.as_posix() in self.open for p in parents)
+        return rel in self.files or rel in self.folders or any(
+            p.as_posix() in self.open for p in PurePosixPath(rel).parents)
 
 
 def safe_relative(entry: object) -> bool:
-    """Whether ``entry`` is a plain relative path inside the folder (a manifest is data from
-    the folder, possibly crafted: ``..``, absolute paths and the like are refused)."""
+    """Whether ``entry`` is a plain relative path inside the folder (a manifest may be
+    crafted: ``..``, absolute paths and the like are refused)."""
     if not isinstance(entry, str) or not entry or "\\" in entry or "\0" in entry:
         return False
     return not entry.startswith("/") and all(
@@ -126,9 +118,8 @@ def read_manifest(path: str | os.PathLike) -> Manifest | None:
 
 
 def append_entries(path: str | os.PathLike, entries: Iterable[dict]) -> None:
-    """Append ``entries`` to the manifest at ``path`` (created with its header if missing)
-    and fsync it, so that they are on disk before what they name is created. A link at
-    ``path`` is not followed."""
+    """Append ``entries`` to the manifest at ``path`` (created with its header if missing,
+    a link not followed) and fsync it: on disk before what they name is created."""
     payload = b"".join(json.dumps(e, sort_keys=True).encode() + b"\n" for e in entries)
     fd = os.open(os.fspath(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW,
                  0o644)
@@ -175,17 +166,13 @@ def unknown_entries(entries: dict[str, int], manifest: Manifest) -> list[str]:
 def unsafe_entries(entries: dict[str, int], manifest: Manifest) -> list[str]:
     """The covered entries that :func:`remove_owned` would refuse: links, special files,
     a listed file that is a folder or a listed folder that is not one."""
-    bad = []
-    for rel, mode in sorted(entries.items()):
-        if not manifest.covers(rel):
-            continue
+    def ok(rel: str, mode: int) -> bool:
         if stat.S_ISDIR(mode):
-            ok = rel not in manifest.files or rel in manifest.folders
-        else:
-            ok = stat.S_ISREG(mode) and (rel not in manifest.folders or rel in manifest.files)
-        if not ok:
-            bad.append(rel)
-    return bad
+            return rel not in manifest.files or rel in manifest.folders
+        return stat.S_ISREG(mode) and (rel not in manifest.folders or rel in manifest.files)
+
+    return [rel for rel, mode in sorted(entries.items())
+            if manifest.covers(rel) and not ok(rel, mode)]
 
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
@@ -207,11 +194,9 @@ def _open_parent(root: int, rel: str) -> tuple[int, str]:
     and ``rel``'s last name. The caller closes the descriptor."""
     *parents, name = rel.split("/")
     fd = os.dup(root)
-    done = []
     try:
-        for part in parents:
-            done.append(part)
-            sub = _open_dir(part, fd, "/".join(done))
+        for i, part in enumerate(parents):
+            sub = _open_dir(part, fd, "/".join(parents[:i + 1]))
             os.close(fd)
             fd = sub
     except BaseException:
@@ -233,8 +218,8 @@ def _unlink_regular(dir_fd: int, name: str, where: str) -> None:
 
 
 def _remove_tree(dir_fd: int, name: str, where: str) -> None:
-    """Remove the folder ``name`` and below: regular files and folders only, no link
-    followed or removed (refused with :class:`UnsafeEntryError`)."""
+    """Remove the folder ``name`` and below: regular files and folders only (anything else
+    refused with :class:`UnsafeEntryError`)."""
     try:
         fd = _open_dir(name, dir_fd, where)
     except FileNotFoundError:
@@ -251,17 +236,30 @@ def _remove_tree(dir_fd: int, name: str, where: str) -> None:
     os.rmdir(name, dir_fd=dir_fd)
 
 
+def _at(root: int, rel: str, action) -> None:
+    """``action(dir_fd, name, rel)`` in the folder holding ``rel`` below ``root`` (nothing if
+    a folder on the way is gone)."""
+    try:
+        fd, name = _open_parent(root, rel)
+    except FileNotFoundError:
+        return
+    try:
+        action(fd, name, rel)
+    finally:
+        os.close(fd)
+
+
 def remove_owned(folder: str | os.PathLike, manifest: Manifest,
                  roots: Iterable[str] | None = None) -> None:
-    """Remove what ``manifest`` lists below ``folder``: its files, the whole content of its
-    open folders, then its folders, deepest first, each only if empty. With ``roots``, only
-    the entries at or below those top-level names.
+    """Remove what ``manifest`` lists below ``folder``: its regular files, the whole content
+    of its open folders, then its folders, deepest first, each only if empty; with ``roots``,
+    only the entries at or below those top-level names.
 
-    Nothing is followed through a symbolic link: each step opens the next folder with
-    ``O_NOFOLLOW`` relative to the previous one's descriptor, so a listed folder replaced by
-    a link (even after :func:`unsafe_entries` was checked) raises :class:`UnsafeEntryError`
-    and nothing outside ``folder`` is touched.
-    """
+    Each folder is opened with ``O_NOFOLLOW`` relative to its parent's descriptor: a symbolic
+    link anywhere on the way (a listed folder replaced by a link, even after
+    :func:`unsafe_entries` was checked), or anything neither a regular file nor a folder, is
+    never followed and raises :class:`UnsafeEntryError` naming it; nothing outside ``folder``
+    is touched."""
     chosen = None if roots is None else set(roots)
 
     def wanted(rel: str) -> bool:
@@ -270,26 +268,10 @@ def remove_owned(folder: str | os.PathLike, manifest: Manifest,
     root = _open_dir(os.fspath(folder), None, os.fspath(folder))
     try:
         for rel in sorted(filter(wanted, manifest.files)):
-            try:
-                fd, name = _open_parent(root, rel)
-            except FileNotFoundError:
-                continue
-            try:
-                _unlink_regular(fd, name, rel)
-            finally:
-                os.close(fd)
+            _at(root, rel, _unlink_regular)
         for rel in sorted(filter(wanted, manifest.folders), key=lambda r: -r.count("/")):
-            try:
-                fd, name = _open_parent(root, rel)
-            except FileNotFoundError:
-                continue
-            try:
-                if rel in manifest.open or any(rel.startswith(o + "/") for o in manifest.open):
-                    _remove_tree(fd, name, rel)
-                else:
-                    _rmdir_if_empty(fd, name, rel)
-            finally:
-                os.close(fd)
+            opened = rel in manifest.open or any(rel.startswith(o + "/") for o in manifest.open)
+            _at(root, rel, _remove_tree if opened else _rmdir_if_empty)
     finally:
         os.close(root)
 

@@ -26,24 +26,17 @@ def optional_pyplot(required: bool = False) -> Optional[Any]:
 
 def save_figure(fig: Any, path: PathT, dpi: int = 120,
                 rect: Optional[Sequence[float]] = None) -> PathT:
-    """Lay out, save and close a finished matplotlib figure.
-
-    In order: ``fig.tight_layout(rect=rect)`` (``rect=None`` is matplotlib's default, the
-    whole figure), create the folder that will hold ``path`` if it is missing, write the
-    figure with ``fig.savefig(path, dpi=dpi)`` (the format follows the file's suffix) and
-    close it (``plt.close(fig)``) so that it no longer holds memory in pyplot's registry.
+    """Lay out (``fig.tight_layout(rect=rect)``), save (``fig.savefig(path, dpi=dpi)``,
+    the folder created if missing, the format from the suffix) and close (``plt.close(fig)``,
+    freeing pyplot's registry) a finished pyplot figure; return ``path`` itself, so that a
+    plotting function can end with ``return save_figure(fig, path)``.
 
     Args:
-        fig: a :class:`matplotlib.figure.Figure` made with pyplot (e.g. by
-            ``plt.subplots``, from :func:`optional_pyplot`).
+        fig: a :class:`matplotlib.figure.Figure` made with pyplot.
         path: the file to write.
         dpi: resolution of the saved image in dots per inch.
         rect: ``(left, bottom, right, top)`` in figure coordinates that the axes and their
-            labels are fitted into (room left above for a figure legend, say).
-
-    Returns:
-        ``path``, the very object passed in, so that a plotting function can end with
-        ``return save_figure(fig, path)``.
+            labels are fitted into (room above for a figure legend, say; :obj:`None`: all).
     """
     import matplotlib.pyplot as plt
 

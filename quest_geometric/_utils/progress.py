@@ -1,11 +1,8 @@
 """Silence the Hugging Face Hub's and transformers' progress bars (the model loader's) for a while.
 
 A ``--no-progress`` flag that only reaches the project's own bars still lets the model
-loader draw its own (transformers' weight loading, the Hub's downloads). Both keep a module
-switch: the Hub's is read when each bar is made, and transformers copies the Hub's when it
-is imported. :func:`quiet_progress` turns the Hub's off (importing its small ``utils``
-module if installed) and transformers' if already imported, and, on leaving, restores
-both as they were (transformers, if imported within the block, to the Hub's earlier state).
+loader draw its own. Both libraries keep a module switch: the Hub's is read when each bar is
+made, and transformers copies the Hub's when it is imported.
 """
 from __future__ import annotations
 
@@ -15,19 +12,19 @@ import sys
 from typing import Iterator
 
 
+_SWITCHES = {  # library: (module, query, enable, disable)
+    "hub": ("huggingface_hub.utils", "are_progress_bars_disabled", "enable_progress_bars",
+            "disable_progress_bars"),
+    "transformers": ("transformers.utils.logging", "is_progress_bar_enabled",
+                     "enable_progress_bar", "disable_progress_bar"),
+}
+
+
 def _switches() -> dict[str, tuple[object, str, str, str]]:
-    """``{library: (module, query, enable, disable)}`` of the imported libraries with a
-    progress-bar switch."""
-    found = {}
-    hub = sys.modules.get("huggingface_hub.utils")
-    if hub is not None and hasattr(hub, "disable_progress_bars"):
-        found["hub"] = (hub, "are_progress_bars_disabled", "enable_progress_bars",
-                        "disable_progress_bars")
-    tf = sys.modules.get("transformers.utils.logging")
-    if tf is not None and hasattr(tf, "disable_progress_bar"):
-        found["transformers"] = (tf, "is_progress_bar_enabled", "enable_progress_bar",
-                                 "disable_progress_bar")
-    return found
+    """:data:`_SWITCHES` of the libraries imported, with their module."""
+    modules = {name: sys.modules.get(spec[0]) for name, spec in _SWITCHES.items()}
+    return {name: (m, *_SWITCHES[name][1:]) for name, m in modules.items()
+            if m is not None and hasattr(m, _SWITCHES[name][3])}
 
 
 def _enabled(module: object, query: str) -> bool:
@@ -37,12 +34,12 @@ def _enabled(module: object, query: str) -> bool:
 
 @contextlib.contextmanager
 def quiet_progress(active: bool = True) -> Iterator[None]:
-    """Within the block, the Hub's and transformers' progress bars are off (when
-    ``active``); the project's own bars follow each function's ``progress`` argument.
+    """Within the block, the Hub's and transformers' progress bars are off; on leaving, both
+    are restored (transformers, if imported within the block, to the Hub's earlier state).
 
     Args:
-        active (bool): whether to silence; :obj:`False` makes this a no-op, so that a caller
-            can write ``with quiet_progress(not progress):``. (default: :obj:`True`)
+        active (bool): whether to silence (a caller can write
+            ``with quiet_progress(not progress):``). (default: :obj:`True`)
 
     Example:
         >>> with quiet_progress():

@@ -1,10 +1,8 @@
 """Reading files a user may have received from someone else: data only, never code.
 
-Every loader of such a file goes through :func:`refused` for its error, so the message always
-names the file and says it was refused; :func:`load_tensors` is :func:`torch.load` restricted
-to tensors and plain containers (``weights_only=True``). Any exception raised while reading,
-including a ``BaseException`` such as :class:`SystemExit` triggered by crafted content, becomes
-that error: a crafted file can never end a program as if it had succeeded.
+Every loader of such a file raises :func:`refused` for any exception while reading (a
+``BaseException`` such as :class:`SystemExit` triggered by crafted content included), so the
+message names the file, and a crafted file can never end a program as if it had succeeded.
 """
 from __future__ import annotations
 
@@ -26,7 +24,8 @@ def refused(where: str, path: str | os.PathLike, reason: str,
 
 
 def load_tensors(path: str | os.PathLike, where: str, map_location: Any = "cpu") -> Any:
-    """``torch.load(path, weights_only=True)``; any failure is :func:`refused`.
+    """``torch.load(path, weights_only=True)`` (tensors and plain containers only); any
+    failure is :func:`refused`.
 
     Raises:
         FileNotFoundError: no file at ``path``.

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-
+#: The keys of :func:`environment_info` that identify the machine instance.
 MACHINE_KEYS = ("cpu_model", "boot_id")
 
 
@@ -29,9 +29,8 @@ def cpu_model() -> str | None:
 
 
 def boot_id() -> str | None:
-    """The kernel's random id of this boot (``/proc/sys/kernel/random/boot_id``; :obj:`None`
-    where there is none): tables with different ids were timed on different machine
-    instances, whose speeds can differ with the same code."""
+    """The kernel's random id of this boot (:obj:`None` where there is none): tables with
+    different ids were timed on different machine instances, whose speeds can differ."""
     try:
         return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
     except OSError:  # pragma: no cover - not Linux
@@ -39,14 +38,10 @@ def boot_id() -> str | None:
 
 
 def environment_info() -> dict[str, Any]:
-    """Describe the machine and software a result was measured on.
-
-    Returns:
-        dict: date (UTC), platform, processor, CPU model, boot id (:func:`cpu_model`,
-        :func:`boot_id`), CPU count, Python, torch, torch-geometric,
-        scipy versions, whether torch-cluster / torch-scatter are usable, the CUDA device
-        name if any, and the number of torch intra-op threads.
-    """
+    """The machine and software a result was measured on: date (UTC), platform, processor,
+    :func:`cpu_model`, :func:`boot_id`, CPU count, torch threads, the versions of Python,
+    torch, PyG, SciPy and this package, whether torch-cluster / torch-scatter are usable, and
+    the CUDA device name if any."""
     import scipy
     import torch_geometric
 

@@ -1,6 +1,7 @@
 """Peak memory of a call, and glibc's handling of freed memory."""
 from __future__ import annotations
 
+import ctypes
 import math
 import multiprocessing as mp
 import os
@@ -16,8 +17,6 @@ def libc():
     if not sys.platform.startswith("linux"):
         return None
     try:
-        import ctypes
-
         lib = ctypes.CDLL("libc.so.6")
         lib.mallopt  # noqa: B018 - glibc only
         lib.malloc_trim  # noqa: B018
@@ -27,23 +26,11 @@ def libc():
 
 
 def reuse_freed_memory() -> bool:
-    """Make glibc keep freed memory for reuse instead of returning it to the OS.
-
-    glibc serves every allocation of 32 MiB or more (a ``[32768, 256]`` float32 tensor) with
-    a fresh ``mmap`` and unmaps it on free, so each such tensor page-faults all its pages
-    again on every call, which at long sequences can cost more than the routing itself
-    (measured in the docs' benchmarks page). This raises the mmap and trim thresholds
-    (``mallopt(M_MMAP_THRESHOLD, 1 GiB)``, ``mallopt(M_TRIM_THRESHOLD, 2 GiB)``) for the
-    whole process, which is what the jemalloc/TCMalloc allocators recommended by PyTorch's
-    CPU performance tuning guide do by design. It affects every method measured in the
-    process alike; :func:`peak_memory_mb` trims the heap before it measures. The first few
-    calls that allocate a given size can still fault: until freed chunks next to each other
-    have merged into one that fits the aligned request, glibc extends the heap; time after a
-    warm-up.
-
-    Returns:
-        bool: whether the setting was applied (glibc on Linux).
-    """
+    """Make glibc keep freed memory for reuse (``mallopt(M_MMAP_THRESHOLD, 1 GiB)``,
+    ``mallopt(M_TRIM_THRESHOLD, 2 GiB)``, for the whole process); return whether it was
+    applied (glibc on Linux). glibc otherwise maps each allocation of 32 MiB or more afresh and
+    unmaps it on free, so such a tensor page-faults all its pages again on every call; the
+    first calls of a given size can still fault: time after a warm-up."""
     lib = libc()
     if lib is None:
         return False
@@ -52,9 +39,8 @@ def reuse_freed_memory() -> bool:
 
 def _rss_child(fn: Callable[[], Any], conn) -> None:  # pragma: no cover - runs in a fork
     try:
-        # The parent's OpenMP thread pool does not survive fork: a parallel region in the
-        # child would wait forever for threads that do not exist.  One thread is safe and
-        # does not change what is allocated.
+        # The parent's OpenMP pool does not survive fork: a parallel region would wait for
+        # ever for threads that do not exist. One thread allocates the same.
         torch.set_num_threads(1)
         with open("/proc/self/statm") as f:
             before_pages = int(f.read().split()[1])
@@ -72,28 +58,20 @@ def peak_memory_mb(fn: Callable[[], Any], device: torch.device | str | None = No
                    timeout_s: float = 900.0) -> float:
     """Peak memory in MiB that one call of ``fn()`` adds.
 
-    On CUDA this is :func:`torch.cuda.max_memory_allocated` above the memory allocated before
-    the call.  On CPU PyTorch keeps no allocator statistics, so the call runs in a *forked*
-    process and the result is the peak resident set size (``ru_maxrss``) minus the resident
-    size just before the call: the real high-water mark of the process, allocator caching
-    included.  Inputs built before the call are shared with the fork and not counted.
-
-    A forked child cannot run everything its parent can: a :func:`torch.compile` d function
-    whose compiler workers live in the parent waits in the child for ever.  The parent waits
-    at most ``timeout_s`` for the child's answer, then kills it and raises
-    :class:`TimeoutError`.
+    On CUDA, :func:`torch.cuda.max_memory_allocated` above the memory allocated before. On
+    CPU (no allocator statistics), the call runs in a *forked* process: its peak resident set
+    size (``ru_maxrss``) minus the resident size before the call (inputs built before are
+    shared, not counted); NaN off Linux.
 
     Args:
         fn (callable): the work to measure.
         device (torch.device, optional): where ``fn`` runs. (default: :obj:`None`, CPU)
-        timeout_s (float, optional): the longest wait for the forked child (CPU only).
-            (default: ``900``)
-
-    Returns:
-        float: MiB.
+        timeout_s (float, optional): the longest wait for the forked child. (default: ``900``)
 
     Raises:
-        TimeoutError: if the child gave no answer within ``timeout_s``.
+        TimeoutError: if the child gave no answer within ``timeout_s`` (a
+            :func:`torch.compile` d function whose compiler workers live in the parent waits
+            in the child for ever).
     """
     if device is not None and torch.device(device).type == "cuda":
         torch.cuda.synchronize()

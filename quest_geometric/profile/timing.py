@@ -14,13 +14,9 @@ def _sync(device: torch.device | str | None) -> None:
         torch.cuda.synchronize()
 
 
-def time_function(
-    fn: Callable[[], Any],
-    warmup: int = 1,
-    repeat: int = 5,
-    device: torch.device | str | None = None,
-    max_seconds: float | None = None,
-) -> dict[str, float]:
+def time_function(fn: Callable[[], Any], warmup: int = 1, repeat: int = 5,
+                  device: torch.device | str | None = None,
+                  max_seconds: float | None = None) -> dict[str, float]:
     """Wall-clock time of ``fn()``: ``warmup`` untimed calls, then up to ``repeat`` timed ones.
 
     Args:
@@ -53,50 +49,34 @@ def time_function(
 
 def _stats(times: Sequence[float]) -> dict[str, float]:
     """Median, min, mean, population std and count of a list of seconds."""
-    return {
-        "median_s": statistics.median(times),
-        "min_s": min(times),
-        "mean_s": statistics.fmean(times),
-        "std_s": statistics.pstdev(times) if len(times) > 1 else 0.0,
-        "repeats": len(times),
-    }
+    return {"median_s": statistics.median(times), "min_s": min(times),
+            "mean_s": statistics.fmean(times),
+            "std_s": statistics.pstdev(times) if len(times) > 1 else 0.0, "repeats": len(times)}
 
 
-def time_interleaved(
-    fns: Mapping[str, Callable[[], Any]],
-    warmup: int = 1,
-    repeat: int = 5,
-    device: torch.device | str | None = None,
-    max_seconds: float | None = None,
-    shuffle_seed: int | None = None,
-) -> dict[str, dict[str, Any]]:
-    """Wall-clock times of several functions called in turn (round-robin), so that all of
-    them meet the same background load; ratios are then taken per round.
-
-    On a machine shared with other work, load changes over seconds; timing one function
-    after the other lets a busy period fall on one of them only. Here round :math:`r` calls
-    every function once, and :func:`paired_ratio` / :func:`round_ratios` compare them round
-    by round. With ``shuffle_seed`` the order within each round is a fresh shuffle from
-    :class:`random.Random` seeded with it (reproducible), so that no function always runs
-    first (after the others' caches, allocations or thermal state) or last; without it the
-    order is that of ``fns`` in every round.
+def time_interleaved(fns: Mapping[str, Callable[[], Any]], warmup: int = 1, repeat: int = 5,
+                     device: torch.device | str | None = None, max_seconds: float | None = None,
+                     shuffle_seed: int | None = None) -> dict[str, dict[str, Any]]:
+    """Wall-clock times of several functions called in rounds, each round calling each once:
+    load on a shared machine changes over seconds, so one timed after the other could meet a
+    busy period alone; :func:`round_ratios` compares them round by round. ``shuffle_seed``
+    shuffles each round's order so that no function always runs first or last (after the
+    others' caches, allocations or thermal state); else the order is that of ``fns``.
 
     Args:
         fns (dict): name -> the work to time, called with no argument.
         warmup (int, optional): untimed rounds first. (default: :obj:`1`)
         repeat (int, optional): timed rounds. (default: :obj:`5`)
-        device (torch.device, optional): a CUDA device is synchronised around each call.
-            (default: :obj:`None`)
+        device (torch.device, optional): as in :func:`time_function`. (default: :obj:`None`)
         max_seconds (float, optional): stop after the round in which the timed calls reach
-            this much time in total (at least one round is always timed). (default: :obj:`None`)
-        shuffle_seed (int, optional): shuffle the order of the calls in every timed round
-            with this seed (the warm-up rounds keep the given order). (default: :obj:`None`)
+            this much time in total (at least one round is timed). (default: :obj:`None`)
+        shuffle_seed (int, optional): seed of the shuffles (the warm-up rounds keep the
+            given order). (default: :obj:`None`)
 
     Returns:
-        dict: name -> ``median_s``, ``min_s``, ``mean_s``, ``std_s``, ``repeats``,
-        ``times`` (wall-clock seconds of each round), ``cpu_times`` (this process's CPU
-        seconds, all threads, of each round: less sensitive to other jobs taking the cores)
-        and ``positions`` (the function's place in each round's order, from 0).
+        dict: name -> :func:`time_function`'s keys, and per round ``times`` (wall clock),
+        ``cpu_times`` (this process's CPU seconds, all threads: less sensitive to other jobs
+        taking the cores) and ``positions`` (the place in the round's order, from 0).
     """
     if repeat < 1:
         raise ValueError(f"time_interleaved: 'repeat' must be >= 1 (got {repeat})")
@@ -106,9 +86,7 @@ def time_interleaved(
         for fn in fns.values():
             fn()
     _sync(device)
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    cpu: dict[str, list[float]] = {name: [] for name in fns}
-    positions: dict[str, list[int]] = {name: [] for name in fns}
+    times, cpu, positions = ({name: [] for name in fns} for _ in range(3))
     rng = random.Random(shuffle_seed) if shuffle_seed is not None else None
     total = 0.0
     for _ in range(repeat):
@@ -128,24 +106,19 @@ def time_interleaved(
         if max_seconds is not None and total > max_seconds:
             break
     return {name: {**_stats(ts), "times": ts, "cpu_times": cpu[name],
-                   "positions": positions[name]}
-            for name, ts in times.items()}
+                   "positions": positions[name]} for name, ts in times.items()}
 
 
 def round_ratios(timed: Mapping[str, Mapping[str, Any]], num: str, den: str,
                  key: str = "times") -> list[float]:
-    """Every round's ratio ``time(num) / time(den)`` from :func:`time_interleaved` (or any
-    mapping name -> ``{key: per-round seconds}``), in round order: the values to save beside
-    a summarised ratio.
+    """Every round's ratio ``time(num) / time(den)``, in round order (the values to save
+    beside a summarised ratio).
 
     Args:
-        timed (dict): name -> per-round timings.
+        timed (dict): name -> ``{key: per-round seconds}``, as :func:`time_interleaved` gives.
         num (str): the numerator's name (e.g. the baseline, for a speed-up).
         den (str): the denominator's name.
         key (str): ``'times'`` (wall clock) or ``'cpu_times'``. (default: ``'times'``)
-
-    Returns:
-        list of float: one ratio per round.
     """
     a, b = list(timed[num][key]), list(timed[den][key])
     if len(a) != len(b) or not a:
@@ -155,16 +128,9 @@ def round_ratios(timed: Mapping[str, Mapping[str, Any]], num: str, den: str,
 
 
 def ratio_summary(ratios: Sequence[float]) -> dict[str, Any]:
-    r"""Summary of per-round ratios: the true median (for an even count the mean of the two
-    middle values, :func:`statistics.median`, not the upper one), the range, the count and
-    every ratio.
-
-    Args:
-        ratios (sequence of float): one ratio per round (e.g. :func:`round_ratios`).
-
-    Returns:
-        dict: ``median``, ``min``, ``max``, ``rounds`` (the count) and ``ratios`` (a list,
-        in the given order).
+    r"""Summary of per-round ``ratios`` (e.g. :func:`round_ratios`): ``median`` (the true
+    median, :func:`statistics.median`: for an even count the mean of the two middle values),
+    ``min``, ``max``, ``rounds`` (the count) and ``ratios`` (a list, in the given order).
 
     Examples:
         >>> ratio_summary([1.0, 4.0, 2.0, 3.0])["median"]
@@ -178,6 +144,5 @@ def ratio_summary(ratios: Sequence[float]) -> dict[str, Any]:
 
 
 def paired_ratio(timed: Mapping[str, Mapping[str, Any]], num: str, den: str) -> float:
-    """True median over rounds of ``time(num) / time(den)`` from :func:`time_interleaved`
-    (:func:`ratio_summary` of :func:`round_ratios`)."""
+    """The median of :func:`round_ratios` (:func:`ratio_summary`)."""
     return ratio_summary(round_ratios(timed, num, den))["median"]

@@ -1,11 +1,7 @@
-r"""Independent references and fixtures' helpers that several test files share.
-
-* :func:`np_pr` and :func:`np_pr_from_covariance`: the participation ratio
-  :math:`\mathrm{PR} = (\sum_i \lambda_i)^2 / \sum_i \lambda_i^2` of the eigenvalues
-  :math:`\lambda_i` of a covariance, computed with NumPy (a reference independent of the
-  library's torch code);
-* :func:`one_thread`: a context manager that runs a block on one torch thread (short
-  training loops run faster so on a shared, busy machine), restoring the count after.
+r"""Independent references and fixtures' helpers that several test files share: the
+participation ratio :math:`\mathrm{PR} = (\sum_i \lambda_i)^2 / \sum_i \lambda_i^2` of the
+eigenvalues :math:`\lambda_i` of a covariance in NumPy (independent of the library's torch
+code), and :func:`one_thread` (short training loops run faster so on a busy machine).
 """
 from __future__ import annotations
 
@@ -19,11 +15,7 @@ __all__ = ["np_pr", "np_pr_from_covariance", "one_thread"]
 
 
 def np_pr_from_covariance(cov: np.ndarray) -> float:
-    r"""The participation ratio of a covariance matrix from its eigenvalues (NumPy).
-
-    Args:
-        cov (numpy.ndarray): a symmetric ``[d, d]`` covariance.
-    """
+    r"""The participation ratio of a symmetric ``[d, d]`` covariance ``cov``."""
     lam = np.linalg.eigvalsh(cov)
     return float(lam.sum() ** 2 / (lam ** 2).sum())
 

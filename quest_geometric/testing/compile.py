@@ -16,25 +16,19 @@ def assert_torch_compile(
     backend: str = "inductor",
     **kwargs: Any,
 ) -> Any:
-    r"""Asserts that a module compiles with :func:`torch.compile` without any graph break and
-    that the compiled module returns what the eager module returns.
-
-    The check runs :func:`torch._dynamo.explain` on ``module(*args, **kwargs)`` and fails,
-    listing the reasons, if the trace has a graph break; it then compiles the module with
-    ``fullgraph=True`` and compares both outputs (tensors, or nested tuples/lists/dicts of
-    them) with :func:`torch.testing.assert_close`.  Build data-dependent inputs (graphs,
-    neighbour lists) outside, and pass them in.  Compilation is slow: use small inputs.
+    r"""Asserts that a module compiles with :func:`torch.compile` without any graph break
+    (:func:`torch._dynamo.explain`, the reasons listed) and that, compiled with
+    ``fullgraph=True``, it returns what the eager module returns
+    (:func:`torch.testing.assert_close`, nested tuples/lists/dicts too). Build data-dependent
+    inputs (graphs, neighbour lists) outside; compilation is slow: use small inputs.
 
     Args:
         module (torch.nn.Module): The module (or any callable) to check.
         *args: Positional arguments of the call.
-        atol (float, optional): Absolute tolerance of the comparison.
-            (default: :obj:`None`, the dtype default of :func:`torch.testing.assert_close`)
-        rtol (float, optional): Relative tolerance; given together with ``atol``.
-            (default: :obj:`None`)
+        atol (float, optional): Absolute tolerance. (default: :obj:`None`, the dtype's)
+        rtol (float, optional): Relative tolerance, given with ``atol``. (default: :obj:`None`)
         backend (str, optional): The :func:`torch.compile` backend; ``'aot_eager'`` checks
-            tracing and autograd without code generation, much faster.
-            (default: :obj:`'inductor'`)
+            tracing and autograd without code generation. (default: :obj:`'inductor'`)
         **kwargs: Keyword arguments of the call.
 
     Returns:
@@ -42,6 +36,7 @@ def assert_torch_compile(
 
     Raises:
         AssertionError: On a graph break or a mismatch.
+        ValueError: If only one of ``atol`` and ``rtol`` is given.
     """
     if (atol is None) != (rtol is None):
         raise ValueError("pass both 'atol' and 'rtol' or neither")

@@ -1,32 +1,28 @@
 """Test helpers for Focus attention (:mod:`quest_geometric.nn.focus`)."""
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Callable, Optional, Union
 
 import torch
 from torch import Tensor
 
-__all__ = ["random_groups", "tiny_composed_llama", "focus_mask_reference",
-           "check_focus_backend"]
+__all__ = ["random_groups", "tiny_composed_llama", "focus_mask_reference", "check_focus_backend"]
 
 
 def random_groups(n: int, num_groups: int, top_k: int,
                   generator: Optional[torch.Generator] = None, seed: int = 0) -> Tensor:
-    r"""Random hard group sets: for each of :obj:`n` tokens, the first :obj:`top_k` entries of
-    a random permutation of the :obj:`num_groups` group ids (distinct groups per token,
-    uniformly drawn), as a router's ``groups`` would hold them.
+    r"""Random hard group sets ``[n, top_k]`` (long), as a router's ``groups`` holds them:
+    for each token, the first :obj:`top_k` entries of a random permutation of the group ids.
 
     Args:
         n (int): number of tokens.
         num_groups (int): :math:`K`.
         top_k (int): groups per token, :math:`1..K`.
-        generator (torch.Generator, optional): the random source (default: :obj:`None`, a
-            new CPU generator seeded with :obj:`seed`).
-        seed (int): the seed when no :obj:`generator` is given (default: :obj:`0`).
-
-    Returns:
-        torch.Tensor: ``[n, top_k]``, :obj:`torch.long`.
+        generator (torch.Generator, optional): the random source. (default: :obj:`None`, a
+            new CPU generator seeded with :obj:`seed`)
+        seed (int): the seed when no :obj:`generator` is given. (default: :obj:`0`)
 
     Example:
         >>> random_groups(3, 4, 2).shape
@@ -56,16 +52,12 @@ def tiny_composed_llama(gate="additive", top_k=1, seed=0, num_groups=4, window=2
 
 def focus_mask_reference(groups: Tensor, window: int, batch: Optional[Tensor],
                          causal: bool, num_sinks: int = 0) -> Tensor:
-    """The Focus pattern straight from its definition, by plain loops over all pairs:
-    ``mask[i, j]`` (query ``i``, key ``j``) is true iff both tokens lie in one sequence,
-    ``j <= i`` if causal, and ``|i - j| <= window``, or their group sets (rows of
-    ``groups [N, top_k]``, possibly empty: ``top_k = 0``) share a group, or one of them is
-    among the first ``num_sinks`` tokens of the sequence (an attention sink). ``batch``
-    (sorted sequence ids) may be :obj:`None` (one sequence). Small :math:`N` only.
-
-    Returns:
-        torch.Tensor: ``[N, N]`` bool, on the CPU.
-    """
+    """The Focus pattern ``[N, N]`` (bool, CPU) from its definition, by plain loops over all
+    pairs (small :math:`N` only): ``mask[i, j]`` (query ``i``, key ``j``) is true iff both
+    tokens lie in one sequence (``batch``, sorted ids, or :obj:`None`: one sequence),
+    ``j <= i`` if causal, and ``|i - j| <= window``, or their group sets (rows of ``groups``
+    ``[N, top_k]``, possibly ``top_k = 0``) share a group, or one of them is among the first
+    ``num_sinks`` tokens of the sequence (an attention sink)."""
     n = groups.size(0)
     seq = [0] * n if batch is None else batch.tolist()
     sets = [set(row) for row in groups.tolist()]
@@ -92,8 +84,8 @@ def _masked_softmax_reference(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> 
     return torch.einsum("hij,jhd->ihd", torch.softmax(s, -1), v)
 
 
-#: The token layouts :func:`check_focus_backend` runs: sequence lengths (one sequence, and
-#: ragged sequences as a padded batch holds them: one token, shorter than the window, longer).
+#: The sequence lengths :func:`check_focus_backend` runs: one sequence, and ragged ones (one
+#: token, shorter than the window, longer).
 _LAYOUTS = ((37,), (1, 4, 31))
 
 
@@ -101,26 +93,24 @@ def check_focus_backend(backend: Union[str, Callable[..., Tensor]], *, device="c
                         dtype: torch.dtype = torch.float64, gradients: bool = True,
                         window: int = 5, num_groups: int = 6, tol: float = 1e-6,
                         seed: int = 0) -> int:
-    r"""Check a Focus hard-attention back-end against the dense oracle, the pattern's
-    definition (:func:`focus_mask_reference`) under a float64 softmax: the outputs and, with
-    :obj:`gradients`, the gradients with respect to ``q``, ``k`` and ``v`` for a random output
-    gradient, causal and not, for top-:math:`k` 0 (no group), 1 and 2 with two groups never
-    used, 0 and 2 attention sinks, on one sequence and on ragged sequences (one of a single
-    token, one shorter than the window: the layout of a padded batch without its padding).
+    r"""Check a Focus hard-attention back-end against the dense oracle
+    (:func:`focus_mask_reference` under a float64 softmax): outputs and, with
+    :obj:`gradients`, the gradients of ``q``, ``k``, ``v`` for a random output gradient,
+    causal and not, top-:math:`k` 0, 1 and 2 (two groups never used), 0 and 2 attention
+    sinks, on one sequence and on ragged ones (a padded batch's layout without the padding).
 
     Args:
         backend (str or callable): a registered back-end's name
-            (:func:`~quest_geometric.nn.focus.backends.focus_backend_names`) or a function of
-            the back-end signature
-            (:data:`~quest_geometric.nn.focus.backends.FocusBackend`).
-        device (str or torch.device): where the inputs live (default: ``"cpu"``).
-        dtype (torch.dtype): of ``q``, ``k``, ``v`` (default: :obj:`torch.float64`).
-        gradients (bool): also compare gradients (default: :obj:`True`; :obj:`False` for a
-            forward-only back-end such as ``'flex'`` on CPU).
-        window (int): the local window :math:`w` (default: :obj:`5`).
-        num_groups (int): :math:`K` (default: :obj:`6`).
-        tol (float): absolute and relative tolerance (default: :obj:`1e-6`).
-        seed (int): seed of the random inputs (default: :obj:`0`).
+            (:func:`~quest_geometric.nn.focus.backends.focus_backend_names`) or a function
+            of the signature :data:`~quest_geometric.nn.focus.backends.FocusBackend`.
+        device (str or torch.device): where the inputs live. (default: ``"cpu"``)
+        dtype (torch.dtype): of ``q``, ``k``, ``v``. (default: :obj:`torch.float64`)
+        gradients (bool): also compare gradients (:obj:`False` for a forward-only back-end
+            such as ``'flex'`` on CPU). (default: :obj:`True`)
+        window (int): the local window :math:`w`. (default: :obj:`5`)
+        num_groups (int): :math:`K`. (default: :obj:`6`)
+        tol (float): absolute and relative tolerance. (default: :obj:`1e-6`)
+        seed (int): seed of the random inputs. (default: :obj:`0`)
 
     Returns:
         int: the number of cases checked.
@@ -138,19 +128,15 @@ def check_focus_backend(backend: Union[str, Callable[..., Tensor]], *, device="c
     fn = focus_backend(backend) if isinstance(backend, str) else backend
     gen = torch.Generator().manual_seed(seed)
     cases = 0
-    for lengths in _LAYOUTS:
-        n = sum(lengths)
+    for lengths, top_k in itertools.product(_LAYOUTS, (0, 1, 2)):
         batch = (None if len(lengths) == 1 else
                  torch.repeat_interleave(torch.arange(len(lengths)), torch.tensor(lengths)))
-        for top_k in (0, 1, 2):
-            groups = random_groups(n, num_groups - 2, top_k, generator=gen)
-            for num_sinks in (0, 2):
-                for causal in (True, False):
-                    case = (f"lengths={lengths}, top_k={top_k}, num_sinks={num_sinks}, "
-                            f"causal={causal}")
-                    _check_case(fn, case, groups, batch, window, causal, num_groups,
-                                num_sinks, device, dtype, gradients, tol, gen)
-                    cases += 1
+        groups = random_groups(sum(lengths), num_groups - 2, top_k, generator=gen)
+        for num_sinks, causal in itertools.product((0, 2), (True, False)):
+            case = f"lengths={lengths}, top_k={top_k}, num_sinks={num_sinks}, causal={causal}"
+            _check_case(fn, case, groups, batch, window, causal, num_groups, num_sinks, device,
+                        dtype, gradients, tol, gen)
+            cases += 1
     return cases
 
 

@@ -1,6 +1,5 @@
-r"""Independent references for testing :mod:`quest_geometric.geometry`: a brute-force exact
-kNN in float64 (NumPy and SciPy, not the package's back-ends) and the points of a pixel
-grid."""
+r"""Independent references for testing :mod:`quest_geometric.geometry`: an exact float64
+kNN by brute force (NumPy and SciPy, not the package's back-ends) and a pixel grid."""
 from __future__ import annotations
 
 from typing import Any, Optional
@@ -15,9 +14,8 @@ __all__ = ["brute_force_knn", "grid_points"]
 
 def brute_force_knn(x: Any, y: Any, k: int, batch_x: Optional[Any] = None,
                     batch_y: Optional[Any] = None, exclude_self: bool = False) -> Tensor:
-    r"""The exact kNN edges from the points ``x`` to the queries ``y`` by brute force: for
-    each query, every candidate of the same batch element sorted by (float64 squared
-    distance, index), the first ``k`` kept.
+    r"""The exact kNN edges from the points ``x`` to the queries ``y``: for each query, the
+    first ``k`` candidates of its batch element by (float64 squared distance, index).
 
     Args:
         x (array-like): Candidate points ``[N, D]``.
@@ -50,12 +48,6 @@ def brute_force_knn(x: Any, y: Any, k: int, batch_x: Optional[Any] = None,
 
 def grid_points(height: int, width: int, offset: float = 0.0) -> np.ndarray:
     r"""The pixel centres of a ``height x width`` grid as 3-D points ``(column, row, 0)`` in
-    row-major order, shifted by ``offset``: ``[height * width, 3]``.
-
-    Args:
-        height (int): Rows.
-        width (int): Columns.
-        offset (float, optional): Added to every coordinate. (default: :obj:`0.0`)
-    """
+    row-major order, ``offset`` added to every coordinate: ``[height * width, 3]``."""
     ii, jj = np.meshgrid(np.arange(height), np.arange(width), indexing="ij")
     return np.stack([jj.ravel(), ii.ravel(), np.zeros(height * width)], 1) + offset

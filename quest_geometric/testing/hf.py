@@ -1,10 +1,5 @@
 """Tiny random Hugging Face language models (no download) for tests of the adapters, Focus
-composition and the pretrained-model experiments.
-
-* :func:`build_hf`: a 2-layer causal LM of one of :data:`HF_ARCHS` with random weights
-  (skips the calling test when ``transformers`` is missing).
-* :func:`tokens`: random token ids in the models' vocabulary.
-"""
+composition and the pretrained-model experiments."""
 from __future__ import annotations
 
 import torch
@@ -16,8 +11,9 @@ HF_ARCHS = ["llama", "mistral", "qwen2", "gpt2", "neox"]
 
 def build_hf(arch: str, attn: str = "sdpa", dtype: torch.dtype = torch.float32,
              seed: int = 0, **overrides) -> nn.Module:
-    """A 2-layer causal LM of ``arch`` with random weights; the Llama family uses grouped-
-    query attention (4 query heads, 2 key/value heads) and Qwen2 its projection biases."""
+    """A 2-layer causal LM of ``arch`` (one of :data:`HF_ARCHS`) with random weights (the
+    calling test skipped without ``transformers``); the Llama family uses grouped-query
+    attention (4 query heads, 2 key/value heads) and Qwen2 its projection biases."""
     import pytest
 
     transformers = pytest.importorskip("transformers")

@@ -1,7 +1,6 @@
-r"""Independent references for testing :class:`~quest_geometric.nn.QSVConv`: the Hamilton
-product and conjugate written out from the formulas (not from :mod:`quest_geometric.quaternion`),
-a per-target loop reference of the layer, graph builders in the layer's dense layout, and a
-float64 layer builder."""
+r"""Independent references for testing :class:`~quest_geometric.nn.QSVConv`: quaternion
+algebra written out from the formulas (not from :mod:`quest_geometric.quaternion`), a
+per-target loop reference of the layer, graph builders in its dense layout, layer builders."""
 from __future__ import annotations
 
 from typing import Any, Optional, Union
@@ -9,27 +8,14 @@ from typing import Any, Optional, Union
 import torch
 from torch import Tensor
 
-__all__ = [
-    "hamilton",
-    "conjugate",
-    "qsv_quaternions",
-    "qsv_conv_reference",
-    "knn_edges",
-    "assert_bf16_autocast_follows_float32",
-    "random_dense_edges",
-    "make_qsv_conv",
-    "random_image_batch",
-]
+__all__ = ["hamilton", "conjugate", "qsv_quaternions", "qsv_conv_reference", "knn_edges",
+           "assert_bf16_autocast_follows_float32", "random_dense_edges", "make_qsv_conv",
+           "random_image_batch"]
 
 
 def hamilton(p: Tensor, q: Tensor) -> Tensor:
     r"""The Hamilton product :math:`p\,q` of quaternions ``(..., 4)`` (real part first),
-    written out term by term, independently of :mod:`quest_geometric.quaternion`.
-
-    Args:
-        p (torch.Tensor): Left factors ``(..., 4)``.
-        q (torch.Tensor): Right factors ``(..., 4)`` (broadcast against ``p``).
-    """
+    term by term; ``p`` and ``q`` broadcast."""
     a1, b1, c1, d1 = p.unbind(-1)
     a2, b2, c2, d2 = q.unbind(-1)
     return torch.stack((
@@ -41,11 +27,8 @@ def hamilton(p: Tensor, q: Tensor) -> Tensor:
 
 
 def conjugate(q: Tensor) -> Tensor:
-    r"""The conjugate :math:`q^{*} = (q_0, -\mathbf{q}_v)` of quaternions ``(..., 4)``.
-
-    Args:
-        q (torch.Tensor): Quaternions ``(..., 4)``, real part first.
-    """
+    r"""The conjugate :math:`q^{*} = (q_0, -\mathbf{q}_v)` of quaternions ``(..., 4)``, real
+    part first."""
     return q * torch.tensor([1.0, -1.0, -1.0, -1.0], dtype=q.dtype)
 
 
@@ -53,15 +36,8 @@ def qsv_quaternions(conv: Any, x: Tensor) -> Tensor:
     r"""The unit quaternions :math:`q_i` of a :class:`~quest_geometric.nn.QSVConv` recomputed
     from its parameters: :math:`\mathbf{W}\mathbf{x}_i + \mathbf{c}` (``'feature'``), the node
     parameter :math:`p_i` tiled over a batch of copies (``'node'``), or their product
-    :math:`p_i\,(\mathbf{W}\mathbf{x}_i + \mathbf{c})` (``'both'``), normalised.
-
-    Args:
-        conv (QSVConv): The layer.
-        x (torch.Tensor): Node features ``[N, out_channels]`` (after any input projection).
-
-    Returns:
-        torch.Tensor: ``[N, heads, 4]``.
-    """
+    :math:`p_i\,(\mathbf{W}\mathbf{x}_i + \mathbf{c})` (``'both'``), normalised: ``[N, heads, 4]``
+    from node features ``x`` ``[N, out_channels]`` (after any input projection)."""
     n, h = x.size(0), conv.heads
     q = None
     if conv.lin_q is not None:
@@ -80,13 +56,12 @@ def qsv_conv_reference(conv: Any, x: Union[Tensor, tuple[Tensor, Tensor]],
     :math:`r = q_i^{*} q_j` per edge (skipped without transport), plus the bias.
 
     Args:
-        conv (QSVConv): The layer (its flags are read: quaternion source, temperature,
-            attention, transport, bias).
+        conv (QSVConv): The layer (its flags are read).
         x (torch.Tensor or (torch.Tensor, torch.Tensor)): Node features ``[N, in_channels]``,
             or ``(x_src, x_dst)`` for a bipartite graph.
         edge_index (torch.Tensor): ``[2, E]`` (source, target).
-        edge_weight (torch.Tensor, optional): ``[E]`` factors multiplying each message after
-            the softmax (PyG's explain mask). (default: :obj:`None`)
+        edge_weight (torch.Tensor, optional): ``[E]`` factors on each message after the
+            softmax (PyG's explain mask). (default: :obj:`None`)
 
     Returns:
         torch.Tensor: ``[N_dst, out_channels]``.
@@ -137,15 +112,14 @@ def qsv_conv_reference(conv: Any, x: Union[Tensor, tuple[Tensor, Tensor]],
 
 
 def knn_edges(n: int, k: int, seed: int = 0, loop: bool = True) -> Tensor:
-    r"""The kNN graph of ``n`` random points in 3-D by brute force, in
-    :class:`~quest_geometric.nn.QSVConv`'s dense layout (exactly ``k`` in-edges per node,
-    sorted by target).
+    r"""The brute-force kNN graph of ``n`` random 3-D points in the dense layout of
+    :class:`~quest_geometric.nn.QSVConv` (``k`` in-edges per node, sorted by target).
 
     Args:
-        n (int): Number of points.
+        n (int): Points.
         k (int): In-edges per node.
         seed (int, optional): Seed of the points. (default: :obj:`0`)
-        loop (bool, optional): Whether a point may be its own neighbour. (default: :obj:`True`)
+        loop (bool, optional): A point may be its own neighbour. (default: :obj:`True`)
     """
     pos = torch.randn(n, 3, generator=torch.Generator().manual_seed(seed))
     d = torch.cdist(pos, pos)
@@ -161,9 +135,9 @@ def random_dense_edges(n_dst: int, k: int, n_src: Optional[int] = None,
     dense layout; bipartite when ``n_src`` is given).
 
     Args:
-        n_dst (int): Number of targets.
+        n_dst (int): Targets.
         k (int): In-edges per target (at most ``n_src``).
-        n_src (int, optional): Number of sources. (default: ``n_dst``)
+        n_src (int, optional): Sources. (default: ``n_dst``)
         seed (int, optional): Seed of the draw. (default: :obj:`0`)
     """
     g = torch.Generator().manual_seed(seed)
@@ -179,13 +153,11 @@ def make_qsv_conv(channels: int = 16, heads: int = 2, num_nodes: Optional[int] =
     :math:`U(0.5, 3)` (so that neither is trivially 0 or 1 in a comparison).
 
     Args:
-        channels (int, optional): Output width (``out_channels``). (default: :obj:`16`)
+        channels (int, optional): ``out_channels``. (default: :obj:`16`)
         heads (int, optional): Heads. (default: :obj:`2`)
-        num_nodes (int, optional): For ``quaternion='node'`` or ``'both'``.
-            (default: :obj:`None`)
+        num_nodes (int, optional): For ``quaternion='node'`` or ``'both'``. (default: :obj:`None`)
         seed (int, optional): Global seed set before building. (default: :obj:`0`)
-        in_channels (int or tuple, optional): Input width (an input projection when it differs
-            from :obj:`channels`). (default: :obj:`channels`)
+        in_channels (int or tuple, optional): Input width. (default: :obj:`channels`)
         **kwargs (optional): Other :class:`~quest_geometric.nn.QSVConv` arguments.
     """
     from quest_geometric.nn.qsv_conv import QSVConv
@@ -204,12 +176,12 @@ def make_qsv_conv(channels: int = 16, heads: int = 2, num_nodes: Optional[int] =
 def random_image_batch(transform: Any, num_images: int = 3, channels: int = 3, size: int = 8,
                        seed: int = 0) -> Any:
     r"""A :class:`~torch_geometric.data.Batch` of ``num_images`` uniform random
-    ``[channels, size, size]`` images (from a generator seeded with ``seed``) through an
-    image-to-graph transform's ``batch_call``, with targets ``y = arange(num_images)``.
+    ``[channels, size, size]`` images through ``transform.batch_call``, with targets
+    ``y = arange(num_images)``.
 
     Args:
         transform (ImageToSphere or ImageToLattice): The transform.
-        num_images (int, optional): Number of images. (default: :obj:`3`)
+        num_images (int, optional): Images. (default: :obj:`3`)
         channels (int, optional): Image channels. (default: :obj:`3`)
         size (int, optional): Image height and width. (default: :obj:`8`)
         seed (int, optional): Seed of the images. (default: :obj:`0`)
@@ -221,12 +193,10 @@ def random_image_batch(transform: Any, num_images: int = 3, channels: int = 3, s
 
 def assert_bf16_autocast_follows_float32(n: int = 60, device: Any = "cpu",
                                          dense: bool = True, seed: int = 0) -> None:
-    r"""A :class:`~quest_geometric.nn.QSVConv` fed by a linear layer under
-    :func:`torch.autocast` (bfloat16: the features reach the layer in bfloat16 beside its
-    float32 attention weights) against the same layers in float32: outputs within
-    bfloat16's rounding (5e-2), and the gradient of the quaternion map within 6% in norm (the
-    gradient sums bfloat16-rounded terms, so it differs by a few percent; a wrong or missing
-    term would be of order 1).
+    r"""A :class:`~quest_geometric.nn.QSVConv` fed by a linear layer under bfloat16
+    :func:`torch.autocast` against the same layers in float32: outputs within bfloat16's
+    rounding (5e-2), the quaternion map's gradient within 6% in norm (it sums
+    bfloat16-rounded terms; a wrong or missing term would be of order 1).
 
     Args:
         n (int, optional): Nodes of the random kNN graph (``k = 6``). (default: ``60``)

@@ -6,9 +6,20 @@ r"""The registry of Focus hard-attention back-ends, by name. A back-end is a fun
 
 on ``[N, H, D]`` tensors (scale :math:`1/\sqrt{D}`) and ``[N, top_k]`` groups, computing
 exactly the pattern of :func:`~quest_geometric.nn.focus.dense.focus_dense_attention`
-(:func:`quest_geometric.testing.focus.check_focus_backend` checks one). Built in:
-``'blocks'``, ``'flex'``, ``'edges'`` and ``'dense'``; ``'auto'`` is the rule
-:func:`choose_focus_backend`.
+(:func:`quest_geometric.testing.focus.check_focus_backend` checks one). They agree in
+outputs and gradients and differ in where they are fast:
+
+- ``'blocks'`` (:func:`~quest_geometric.nn.focus.blocks.focus_blocks_attention`): the
+  paper's decomposition into a window band and per-group blocks, on every device; the fast
+  path on the CPU.
+- ``'flex'`` (:func:`~quest_geometric.nn.focus.flex.focus_flex_attention`): one block-sparse
+  FlexAttention call, fast on CUDA; on the CPU forward only with :math:`O(N^2)` memory, a
+  check rather than a fast path.
+- ``'edges'``: PyG message passing over
+  :func:`~quest_geometric.nn.focus.edge_index.focus_edge_index`, for general graphs.
+- ``'dense'``: masked SDPA, the small-:math:`N` oracle.
+- ``'auto'``: the rule :func:`choose_focus_backend` (``'flex'`` on CUDA, ``'blocks'``
+  elsewhere), at each call.
 
 Example:
     >>> from quest_geometric.nn.focus.backends import register_focus_backend

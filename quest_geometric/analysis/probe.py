@@ -1,39 +1,20 @@
-r"""Query/key geometry probes: forward hooks that measure the attention layers of a model.
+r"""Query/key geometry probes: forward hooks that measure the attention layers of a model
+(:class:`QKProbe`; the layer classes it knows are listed by :func:`supported_attention_types`,
+others are taught with :func:`register_attention_adapter`).
 
-:class:`QKProbe` finds the attention layers of a model, hooks them, and accumulates per
-layer and per head
+Design choices:
 
-* the participation ratio (PR) of the queries and of the keys, streamed over every token
-  seen (running mean and covariance in float64,
-  :class:`~quest_geometric.analysis.streaming.StreamingCovariance`: activations are never
-  stored), per head and on the concatenation of the heads;
-* on a fixed **probe batch**, the effective rank and the stable rank of the logit matrix
-  :math:`L_h = s\, Q_h K_h^\top` (:math:`s = 1/\sqrt{d}` unless the layer scales otherwise)
-  and the normalised attention entropy of each query row (rows with a single key skipped).
-
-The layer classes it knows are listed by :func:`supported_attention_types`; any other class
-can be taught with :func:`register_attention_adapter`.
-
-Design choices (argued in the docstrings below):
-
-* **Which q and k.** A forward *pre*-hook on the attention module recomputes the queries and
-  keys from the module's own inputs with the module's own projections and reshapes
-  (``CausalSelfAttention.queries``, GPT-2's fused ``c_attn`` split, GPT-NeoX's per-head
-  ``[H, 3, d]`` layout, ...). These are exactly the tensors the attention kernel receives;
-  the model's computation itself is not touched, so outputs are bitwise unchanged.
+* **Which q and k.** A forward *pre*-hook recomputes the queries and keys from the module's
+  own inputs with its own projections and reshapes: exactly the tensors the attention kernel
+  receives, while the model's computation is untouched (outputs bitwise unchanged).
 * **Rotary embeddings (GPT-NeoX / Pythia).** PR is measured **after** the rotary embedding,
-  i.e. on the queries and keys whose dot products form the logits. Pre-rotary
-  activations are a linear image of the hidden states that attention never compares.
-* **The logit matrix under a causal mask.** The ranks are computed on the *unmasked*
-  :math:`T \times T` (or :math:`N_{dst} \times N_{src}`) matrix :math:`s\,Q_h K_h^\top` of each
-  sequence (graph). Masked entries have no finite value (softmax sees :math:`-\infty`), so
-  any choice of filler is arbitrary, and zero-filling is harmful: the lower triangle of
-  the all-ones rank-one matrix has full rank and a slowly decaying spectrum, so the
-  spectrum of a masked matrix measures the mask more than the query/key geometry. The
-  unmasked matrix is the bilinear form each head applies (rank :math:`\le d`), and row
-  :math:`i` of every causal logit matrix is a prefix of its row :math:`i`. The entropy, by
-  contrast, is computed on the attention the model actually uses (causal mask, padding mask,
-  graph edges).
+  on the queries and keys whose dot products form the logits.
+* **The logit matrix under a causal mask.** The ranks use the *unmasked* matrix
+  :math:`s\,Q_h K_h^\top` of each sequence (graph): masked entries have no finite value, and
+  zero-filling measures the mask more than the geometry (the lower triangle of the all-ones
+  rank-one matrix has full rank). The unmasked matrix is the bilinear form each head applies
+  (rank :math:`\le d`). The entropy, by contrast, uses the attention the model actually
+  computes (causal mask, padding mask, graph edges).
 """
 from __future__ import annotations
 
@@ -67,11 +48,21 @@ __all__ = [
     "probe_model",
 ]
 
-# The registry and the view type live in quest_geometric.adapters (one registry for the
-# probe and compose_focus); they are re-exported here, where they were first defined.
+# The registry and the view type live in quest_geometric.adapters; re-exported here.
 
 
-# ----------------------------------------------------------------------------- spectra
+_PROBE_KEYS = ("qk_effective_rank", "qk_stable_rank", "attention_entropy")
+
+
+def _call_model(model: nn.Module, batch: Any) -> Any:
+    """``model(*batch)`` for a tuple, ``model(**batch)`` for a dict, else ``model(batch)``."""
+    if isinstance(batch, tuple):
+        return model(*batch)
+    if isinstance(batch, dict):
+        return model(**batch)
+    return model(batch)
+
+
 def logit_singular_values(q: Tensor, k: Tensor, scale: float = 1.0, fast: bool = True) -> Tensor:
     r"""Singular values of the logit matrices :math:`L = s\, Q K^\top` without forming them.
 
@@ -203,37 +194,26 @@ class QKProbe:
     **Probe batch.** The logit-matrix metrics and the entropy come from the first
     non-empty forward call of each layer after construction or :meth:`reset`, capped at
     ``max_tokens`` query tokens (whole sequences, at least one). With an explicit
-    ``probe_batch`` they come from that input instead: the probe runs
-    ``model(probe_batch)`` itself at the first :meth:`results` call after a reset, in
-    ``eval()`` mode (restored afterwards, so no dropout randomness is drawn) under
-    :func:`torch.no_grad`, and that forward does not enter the PR accumulators.
+    ``probe_batch`` the probe runs ``model(probe_batch)`` itself at the first :meth:`results`
+    call after a reset, in ``eval()`` mode (restored afterwards) under :func:`torch.no_grad`;
+    that forward does not enter the PR accumulators.
 
-    **Cost.** The hooks are forward *pre*-hooks that recompute q and k from the layer's
-    inputs without gradient (two extra projections per layer) and update a covariance
-    (:math:`O(n (Hd)^2)`, or :math:`O(n H d^2)` with ``concat_heads=False``); the probe
-    batch adds, once per reset, one :math:`d \times d` SVD per head and sequence
-    (:func:`logit_singular_values`) and one masked softmax (:func:`masked_softmax_entropy`). With
-    ``enabled = False`` a
-    hook returns at once (one Python call per layer per forward); :meth:`remove` removes
-    them entirely, and so does dropping the probe (the hooks hold it only weakly: no hook
-    outlives the probe object). Typical use when training is to keep one probe and toggle
-    ``enabled``
-    (or enter ``with QKProbe(model) as probe:`` around the probed steps).
+    **Cost.** Each hook recomputes q and k without gradient (two extra projections per layer)
+    and updates a covariance (:math:`O(n (Hd)^2)`, or :math:`O(n H d^2)` with
+    ``concat_heads=False``); the probe batch adds, once per reset, one :math:`d \times d` SVD
+    per head and sequence (:func:`logit_singular_values`) and one masked softmax
+    (:func:`masked_softmax_entropy`). With ``enabled = False`` a hook returns at once;
+    :meth:`remove` removes the hooks, and so does dropping the probe (the hooks hold it only
+    weakly). Probing never changes the model's outputs or gradients. Calls of a Hugging Face
+    layer with a non-empty KV cache (incremental decoding) are skipped with a warning.
 
-    Probing never changes the model's outputs or gradients: the hooks only read the
-    inputs. Calls of a Hugging Face layer with a non-empty KV cache (incremental decoding)
-    are skipped with a warning.
-
-    Recognised layers (see :func:`supported_attention_types`): CharGPT's
+    Recognised layers (:func:`supported_attention_types`) include CharGPT's
     :class:`~quest_geometric.models.char_gpt.CausalSelfAttention`,
     :class:`~quest_geometric.nn.focus.module.FocusAttention` (the entropy is that of the
-    full, causal softmax over the same q/k: the attention the layer computes when
-    ``gate=None`` or ``enabled=False``, the dense counterpart of its sparse pattern
-    otherwise), :class:`torch_geometric.nn.conv.TransformerConv` (attention over the edges;
-    the ranks use all node pairs of the probe batch, the entropy the edges and edge
-    features), Hugging Face ``GPT2Attention`` (fused ``c_attn`` split into q/k/v, the
-    layer's own ``scaling``) and ``GPTNeoXAttention`` (per-head ``[H, 3, d]`` fused layout,
-    **post-rotary** q/k). A module that matches is not searched further for nested ones.
+    full causal softmax over the same q/k), :class:`torch_geometric.nn.conv.TransformerConv`
+    (entropy over the edges; ranks over all node pairs of the probe batch), Hugging Face
+    ``GPT2Attention`` and ``GPTNeoXAttention`` (**post-rotary** q/k). A module that matches
+    is not searched further for nested ones.
 
     Args:
         model (torch.nn.Module): the model (or a single attention module).
@@ -259,16 +239,10 @@ class QKProbe:
         records = probe.results()
     """
 
-    def __init__(
-        self,
-        model: nn.Module,
-        layers: Optional[Iterable[Union[str, int, nn.Module]]] = None,
-        heads: bool = True,
-        probe_batch: Any = None,
-        max_tokens: int = 2048,
-        concat_heads: bool = True,
-        enabled: bool = True,
-    ) -> None:
+    def __init__(self, model: nn.Module,
+                 layers: Optional[Iterable[Union[str, int, nn.Module]]] = None,
+                 heads: bool = True, probe_batch: Any = None, max_tokens: int = 2048,
+                 concat_heads: bool = True, enabled: bool = True) -> None:
         if not isinstance(model, nn.Module):
             raise fail(TypeError, "QKProbe", "model", "a torch.nn.Module", model)
         check_int(max_tokens, "max_tokens", 2, where="QKProbe")
@@ -282,8 +256,7 @@ class QKProbe:
         found = self._find_layers(model)
         self._layers = [_Layer(i, n, m, a)
                         for i, (n, m, a) in enumerate(self._select(found, layers))]
-        # The hooks hold the probe only weakly; when the probe is garbage collected without
-        # remove(), this removes them, so no hook outlives the probe.
+        # The hooks hold the probe only weakly: when it is collected, this removes them.
         self._finalizer = weakref.finalize(self, QKProbe._remove_hooks, self._layers)
         self._finalizer.atexit = False
         self._attach()
@@ -292,14 +265,12 @@ class QKProbe:
     @staticmethod
     def _find_layers(model: nn.Module) -> list[tuple[str, nn.Module, AttentionAdapter]]:
         found: list[tuple[str, nn.Module, AttentionAdapter]] = []
-        matched: list[str] = []
         for name, mod in model.named_modules():
-            if any(name == p or name.startswith(p + ".") for p in matched if p) or ("" in matched):
+            if any(p == "" or name == p or name.startswith(p + ".") for p, _, _ in found):
                 continue
             fn = get_attention_adapter(mod)
             if fn is not None:
                 found.append((name, mod, fn))
-                matched.append(name)
         if not found:
             raise fail(
                 ValueError, "QKProbe", "model", "a model with a recognisable attention layer "
@@ -320,7 +291,7 @@ class QKProbe:
         if not isinstance(layers, Iterable):
             raise fail(TypeError, "QKProbe", "layers", what, layers)
         names = [n for n, _, _ in found]
-        out, seen = [], set()
+        seen: set[int] = set()
         for sel in layers:
             if isinstance(sel, bool):
                 raise fail(TypeError, "QKProbe", "layers", what, got_text=f"an entry {sel!r}")
@@ -345,14 +316,11 @@ class QKProbe:
             else:
                 raise fail(TypeError, "QKProbe", "layers", what, got_text=f"an entry of type "
                            f"{type(sel).__name__}")
-            if i not in seen:
-                seen.add(i)
-                out.append(found[i])
-        if not out:
+            seen.add(i)
+        if not seen:
             raise fail(ValueError, "QKProbe", "layers", "a selection of at least one layer",
                        layers)
-
-        return sorted(out, key=lambda t: names.index(t[0]))
+        return [found[i] for i in sorted(seen)]
 
     @property
     def layer_names(self) -> list[str]:
@@ -379,11 +347,7 @@ class QKProbe:
                 layer.handle = None
 
     def remove(self) -> None:
-        """Remove every hook (accumulated statistics stay readable by :meth:`results`).
-
-        A probe that is dropped without :meth:`remove` removes its hooks when it is garbage
-        collected: the hooks hold it only weakly.
-        """
+        """Remove every hook (accumulated statistics stay readable by :meth:`results`)."""
         self._remove_hooks(self._layers)
 
     def reattach(self) -> "QKProbe":
@@ -411,9 +375,7 @@ class QKProbe:
         ``probe_ref``, so the model does not keep the probe alive."""
         def hook(module: nn.Module, args: tuple, kwargs: dict) -> None:
             self = probe_ref()
-            if self is None or not self.enabled:
-                return None
-            if self._probe_only and layer.probe_done:
+            if self is None or not self.enabled or (self._probe_only and layer.probe_done):
                 return None
             with torch.no_grad():
                 view = self._view(layer, module, args, kwargs)
@@ -493,7 +455,7 @@ class QKProbe:
         self._ranks(layer, q, k, scale, qv, kv)
         allowed = torch.ones(T, S, dtype=torch.bool, device=q.device)
         if view.causal:
-            allowed = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(S - T)
+            allowed = allowed.tril(S - T)
         allowed = allowed.expand(b, H, T, S)
         if view.mask is not None:
             allowed = allowed & torch.broadcast_to(view.mask.to(q.device)[:b], (b, H, T, S))
@@ -520,17 +482,14 @@ class QKProbe:
                 ki = k[i][:, kv[i]] if kv is not None else k[i]
                 if qi.size(-2) >= 2 and ki.size(-2) >= 2:
                     svs.append(logit_singular_values(qi, ki, scale).unsqueeze(0))
-        if not svs:
-            why = ("the probe batch has fewer than 2 (valid) tokens per sequence; the rank of "
-                   "a logit matrix with one row or column is 1 by construction, not a measurement")
-            layer.probe_undefined["qk_effective_rank"] = why
-            layer.probe_undefined["qk_stable_rank"] = why
-            return
         try:
+            if not svs:
+                raise ValueError("the probe batch has fewer than 2 (valid) tokens per sequence; "
+                                 "the rank of a logit matrix with one row or column is 1 by "
+                                 "construction, not a measurement")
             ranks = [_ranks_from_singular_values(sv) for sv in svs]
         except ValueError as e:
-            layer.probe_undefined["qk_effective_rank"] = str(e)
-            layer.probe_undefined["qk_stable_rank"] = str(e)
+            layer.probe_undefined.update(dict.fromkeys(_PROBE_KEYS[:2], str(e)))
             return
         layer.probe["qk_effective_rank"] = torch.cat([r[0] for r in ranks], 0).mean(0)  # [H]
         layer.probe["qk_stable_rank"] = torch.cat([r[1] for r in ranks], 0).mean(0)
@@ -576,13 +535,7 @@ class QKProbe:
         try:
             self.model.eval()
             with torch.no_grad():
-                pb = self.probe_batch
-                if isinstance(pb, tuple):
-                    self.model(*pb)
-                elif isinstance(pb, dict):
-                    self.model(**pb)
-                else:
-                    self.model(pb)
+                _call_model(self.model, self.probe_batch)
         finally:
             for m, t in flags:
                 m.training = t
@@ -594,9 +547,9 @@ class QKProbe:
         for layer in self._layers:
             if not layer.probe_done:
                 layer.probe_done = True
-                why = "the explicit probe batch did not reach this layer"
-                for key in ("qk_effective_rank", "qk_stable_rank", "attention_entropy"):
-                    layer.probe_undefined.setdefault(key, why)
+                for key in _PROBE_KEYS:
+                    layer.probe_undefined.setdefault(
+                        key, "the explicit probe batch did not reach this layer")
 
     # ------------------------------------------------------------------ results
     @staticmethod
@@ -635,8 +588,8 @@ class QKProbe:
     def results(self, strict: bool = False, all_reduce: bool = False) -> list[dict[str, Any]]:
         r"""The measurements: a list of flat records (JSON-ready).
 
-        Per layer (in model order), when ``heads=True``, one record per head followed by
-        one layer record with ``head=None``. Keys: ``layer`` (module name), ``layer_index``,
+        Per layer (in model order), one record per head (when ``heads=True``), then one
+        layer record with ``head=None``. Keys: ``layer`` (module name), ``layer_index``,
         ``type`` (class name), ``head``, ``pr_q``, ``pr_k``, ``pr_q_minus_pr_k``,
         ``qk_effective_rank``, ``qk_stable_rank``, ``attention_entropy``, ``tokens``
         (samples in the PR accumulators), ``probe_tokens`` (query tokens of the probe batch)
@@ -670,8 +623,7 @@ class QKProbe:
             if why_q or why_k:
                 undefined["pr_q_minus_pr_k"] = why_q or why_k
             if not layer.probe_done:
-                for key in ("qk_effective_rank", "qk_stable_rank", "attention_entropy"):
-                    undefined[key] = "no forward call seen since reset()"
+                undefined.update(dict.fromkeys(_PROBE_KEYS, "no forward call seen since reset()"))
             undefined.update(layer.probe_undefined)
             if strict and undefined:
                 key, why = next(iter(undefined.items()))
@@ -694,7 +646,7 @@ class QKProbe:
                     a, b = head_value(pq, h), head_value(pk, h)
                     rec.update(pr_q=a, pr_k=b, pr_q_minus_pr_k=None if a is None or b is None
                                else a - b)
-                    for key in ("qk_effective_rank", "qk_stable_rank", "attention_entropy"):
+                    for key in _PROBE_KEYS:
                         rec[key] = head_value(probe.get(key), h)
                     rec.update(tokens=n_q, probe_tokens=layer.probe_tokens,
                                undefined={k_: v for k_, v in undefined.items()
@@ -703,7 +655,7 @@ class QKProbe:
             a, b = mean(pq), mean(pk)
             rec = dict(base, head=None, pr_q=a, pr_k=b,
                        pr_q_minus_pr_k=None if a is None or b is None else a - b)
-            for key in ("qk_effective_rank", "qk_stable_rank", "attention_entropy"):
+            for key in _PROBE_KEYS:
                 rec[key] = mean(probe.get(key))
             rec.update(pr_q_concat=pq_full, pr_k_concat=pk_full, heads=H, tokens=n_q,
                        probe_tokens=layer.probe_tokens, undefined=undefined)
@@ -722,8 +674,7 @@ def probe_model(model: nn.Module, batch: Union[Tensor, tuple, dict], max_tokens:
     """Run :class:`QKProbe` on one fixed batch (eval mode, no gradient, hooks removed after).
 
     The PR accumulators and the probe-batch metrics both see exactly this batch; the
-    model's training mode is restored afterwards. (Moved here from
-    :mod:`quest_geometric.pipelines.qk_geometry`, which re-exports it.)
+    model's training mode is restored afterwards.
 
     Args:
         model (nn.Module): a model whose attention layers :class:`QKProbe` knows.
@@ -739,12 +690,7 @@ def probe_model(model: nn.Module, batch: Union[Tensor, tuple, dict], max_tokens:
     loss = None
     try:
         with QKProbe(model, heads=True, max_tokens=max_tokens) as probe:
-            if isinstance(batch, dict):
-                out = model(**batch)
-            elif isinstance(batch, tuple):
-                out = model(*batch)
-            else:
-                out = model(batch)
+            out = _call_model(model, batch)
         if isinstance(out, tuple) and len(out) > 1 and isinstance(out[1], Tensor):
             loss = float(out[1])
         records = probe.results()

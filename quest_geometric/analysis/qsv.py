@@ -66,8 +66,7 @@ def _check_loader(loader: Any) -> Iterable[Any]:
     if not isinstance(loader, Iterable):
         raise TypeError(
             f"'loader' must be an iterable of PyG batches (e.g. a DataLoader) or one Batch "
-            f"(got {type(loader).__name__})"
-        )
+            f"(got {type(loader).__name__})")
     return loader
 
 
@@ -86,8 +85,7 @@ def _check_model(model: Any, fn: str, need_qsv: bool = False) -> nn.Module:
         raise ValueError(
             f"{fn}: 'model' must be a QSVNet with QSVConv layers (conv='qsv'); got "
             f"{type(model).__name__}"
-            + (f" with conv={model.conv!r}" if hasattr(model, "conv") else "")
-        )
+            + (f" with conv={model.conv!r}" if hasattr(model, "conv") else ""))
     return model
 
 

@@ -91,8 +91,7 @@ def qk_weight_kernels(model: nn.Module) -> list[Tensor]:
     if not out:
         raise ValueError(
             f"qk_weight_kernels: {type(model).__name__} has no recognisable attention layer "
-            "(expected modules with q_proj/k_proj nn.Linear)"
-        )
+            "(expected modules with q_proj/k_proj nn.Linear)")
     return out
 
 
@@ -165,8 +164,7 @@ class KeySpectrumControl:
         if not found:
             raise ValueError(
                 f"KeySpectrumControl: {type(model).__name__} has no recognisable attention layer "
-                "(expected modules with a `k_proj` nn.Linear, such as CharGPT's blocks)"
-            )
+                "(expected modules with a `k_proj` nn.Linear, such as CharGPT's blocks)")
         self.names: list[str] = []
         self.weights: list[Tensor] = []
         self.heads: list[int] = []
@@ -179,8 +177,7 @@ class KeySpectrumControl:
                 if not isinstance(heads, int) or heads < 1 or w.size(0) % heads != 0:
                     raise ValueError(
                         f"KeySpectrumControl: per_head=True needs a head count (n_head/num_heads) "
-                        f"dividing the {w.size(0)} rows of {name}.weight, got {heads!r}"
-                    )
+                        f"dividing the {w.size(0)} rows of {name}.weight, got {heads!r}")
                 h = heads
             self.names.append(name)
             self.weights.append(w)
@@ -204,8 +201,7 @@ class KeySpectrumControl:
         if (w.square().sum((-2, -1)) == 0).any():
             raise ValueError(
                 f"KeySpectrumControl: {name}.weight (or one head's rows) is all zero; its spectral "
-                "shape is undefined and the Frobenius norm cannot be kept"
-            )
+                "shape is undefined and the Frobenius norm cannot be kept")
         return torch.linalg.svd(w, full_matrices=False)
 
     def _target(self, i: int, s: Tensor) -> Tensor:

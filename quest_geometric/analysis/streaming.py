@@ -104,8 +104,7 @@ class StreamingCovariance:
         if (z.dim() != len(self.shape) + 2 or tuple(z.shape[:-2]) != self.shape
                 or z.size(-1) != self.dim):
             raise ValueError(
-                f"StreamingCovariance.update: z must have shape {expected}, got {tuple(z.shape)}"
-            )
+                f"StreamingCovariance.update: z must have shape {expected}, got {tuple(z.shape)}")
         z = z.detach().to(device=self.device, dtype=self.dtype)
         if not all_finite(z):
             raise ValueError("StreamingCovariance.update: z contains NaN or infinite values")
@@ -124,8 +123,7 @@ class StreamingCovariance:
         if other.dim != self.dim or other.shape != self.shape:
             raise ValueError(
                 f"StreamingCovariance.{fn}: incompatible accumulators (dim {self.dim} vs "
-                f"{other.dim}, shape {self.shape} vs {other.shape})"
-            )
+                f"{other.dim}, shape {self.shape} vs {other.shape})")
 
     @torch.no_grad()
     def merge(self, other: "StreamingCovariance") -> "StreamingCovariance":
@@ -138,8 +136,7 @@ class StreamingCovariance:
         self._combine(
             other.count,
             other._mean.to(device=self.device, dtype=self.dtype),
-            other._m2.to(device=self.device, dtype=self.dtype),
-        )
+            other._m2.to(device=self.device, dtype=self.dtype))
         return self
 
     def copy(self) -> "StreamingCovariance":
@@ -201,8 +198,7 @@ class StreamingCovariance:
         if self.count < k:
             raise ValueError(
                 f"StreamingCovariance: {what} needs at least {k} sample(s), have {self.count}"
-                + ("; the covariance (and the participation ratio) is undefined" if k == 2 else "")
-            )
+                + ("; the covariance (and the participation ratio) is undefined" if k == 2 else ""))
 
     @property
     def mean(self) -> Tensor:

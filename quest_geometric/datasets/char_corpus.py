@@ -153,8 +153,7 @@ class CharCorpus:
         for split, text in texts.items():
             if len(text) == 0:
                 raise ValueError(
-                    f"CharCorpus: the {split!r} split of source {self.source!r} is empty"
-                )
+                    f"CharCorpus: the {split!r} split of source {self.source!r} is empty")
 
         if vocab is None:
             self.chars = _distinct_chars(texts["train"])
@@ -192,8 +191,7 @@ class CharCorpus:
             raise FileNotFoundError(
                 f"CharCorpus: source {path!r} does not exist; pass 'python-reference' (the "
                 "embedded default), a UTF-8 text file, or a directory with the WikiText-103 "
-                f"raw files {sorted(WIKITEXT103_FILES.values())} (download {_WIKITEXT_URL})"
-            )
+                f"raw files {sorted(WIKITEXT103_FILES.values())} (download {_WIKITEXT_URL})")
         with open(path, encoding="utf-8") as f:
             text = f.read()
         if len(text) == 0:
@@ -211,8 +209,7 @@ class CharCorpus:
             raise FileNotFoundError(
                 f"CharCorpus: directory {path!r} lacks the WikiText-103 raw files {missing}; "
                 f"download {_WIKITEXT_URL} and pass the extracted 'wikitext-103-raw' "
-                "directory, or pass a single text file instead"
-            )
+                "directory, or pass a single text file instead")
         texts = {}
         for split, name in WIKITEXT103_FILES.items():
             with open(os.path.join(path, name), encoding="utf-8") as f:

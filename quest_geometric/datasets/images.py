@@ -10,16 +10,12 @@ Every dataset stores **images**, never graphs. Each access runs, per sample,
 
 so the augmentation acts on the pixel grid before the image is sampled onto the sphere
 (:class:`~quest_geometric.transforms.image_to_sphere.ImageToSphere`) or the flat lattice
-(:class:`~quest_geometric.transforms.image_to_lattice.ImageToLattice`). The graph template is
-built once by the graph transform and reused for every sample. With ``graph=None`` a sample is
-``Data(image=[1, C, H, W], y=[1])``, which PyG's :class:`~torch_geometric.loader.DataLoader`
-stacks into a ``[B, C, H, W]`` image batch: the same pipeline then feeds a CNN baseline.
+(:class:`~quest_geometric.transforms.image_to_lattice.ImageToLattice`), whose graph template is
+built once. With ``graph=None`` a sample is ``Data(image=[1, C, H, W], y=[1])``, which PyG's
+:class:`~torch_geometric.loader.DataLoader` stacks into a ``[B, C, H, W]`` batch for a CNN.
 
-Normalisation uses the per-channel mean and (population) standard deviation of the pixels
-of the *training* split, computed from the data itself and applied to both splits. On the real
-data these are the well-known constants, CIFAR-10 mean ``(0.4914, 0.4822, 0.4465)``, std
-``(0.2470, 0.2435, 0.2616)``; CIFAR-100 mean ``(0.5071, 0.4865, 0.4409)``, std
-``(0.2673, 0.2564, 0.2762)``.
+Normalisation uses the per-channel mean and (population) standard deviation of the pixels of
+the *training* split, computed from the data and applied to both splits.
 """
 from __future__ import annotations
 
@@ -85,19 +81,19 @@ def md5sum(path: Union[str, os.PathLike], chunk_size: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
+def _to_float(image: Tensor) -> Tensor:
+    """float32 images: ``uint8`` is divided by 255, floats are only cast."""
+    if image.dtype == torch.uint8:
+        return image.to(torch.float32).div_(255.0)
+    return image.to(torch.float32)
+
+
 class _ToFloatImage(BaseTransform):
     """``Data.image`` to float32: ``uint8`` is divided by 255, floats are only cast."""
 
     def forward(self, data: Data) -> Data:
-        image = data.image
-        if image.dtype == torch.uint8:
-            data.image = image.to(torch.float32).div_(255.0)
-        else:
-            data.image = image.to(torch.float32)
+        data.image = _to_float(data.image)
         return data
-
-    def __repr__(self) -> str:
-        return f"{self.__class__.__name__}()"
 
 
 class _ImageBatchDim(BaseTransform):
@@ -106,9 +102,6 @@ class _ImageBatchDim(BaseTransform):
     def forward(self, data: Data) -> Data:
         data.image = data.image.unsqueeze(0)
         return data
-
-    def __repr__(self) -> str:
-        return f"{self.__class__.__name__}()"
 
 
 def _graph_transform(graph: GraphArg, name: str) -> Callable[[Data], Any]:
@@ -131,9 +124,8 @@ def _graph_transform(graph: GraphArg, name: str) -> Callable[[Data], Any]:
                graph)
 
 
-def _normalization(
-    normalize: NormalizeArg, stats: tuple[Sequence[float], Sequence[float]], name: str
-) -> Optional[NormalizeImage]:
+def _normalization(normalize: NormalizeArg, stats: tuple[Sequence[float], Sequence[float]],
+                   name: str) -> Optional[NormalizeImage]:
     if normalize is True:
         return NormalizeImage(*stats)
     if normalize is False or normalize is None:
@@ -146,27 +138,17 @@ def _normalization(
 
 
 class _ImagePipeline:
-    """The per-sample pipeline shared by the image datasets, and the batched fast path.
-
-    Sets ``transform`` (a :class:`~torch_geometric.transforms.Compose` of augmentation,
-    float conversion, normalisation, graph transform and user transform) and keeps the parts.
-    """
+    """The per-sample pipeline shared by the image datasets (``transform``, a
+    :class:`~torch_geometric.transforms.Compose` of its parts), and the batched fast path."""
 
     images: Tensor
     labels: Tensor
     transform: Optional[Callable[[Data], Any]]
 
-    def _setup_pipeline(
-        self,
-        *,
-        name: str,
-        training: bool,
-        augment: AugmentArg,
-        default_augment: Callable[[], Callable[[Data], Any]],
-        normalize: Optional[NormalizeImage],
-        graph: GraphArg,
-        transform: Optional[Callable[[Data], Any]],
-    ) -> None:
+    def _setup_pipeline(self, *, name: str, training: bool, augment: AugmentArg,
+                        default_augment: Callable[[], Callable[[Data], Any]],
+                        normalize: Optional[NormalizeImage], graph: GraphArg,
+                        transform: Optional[Callable[[Data], Any]]) -> None:
         if augment is True:
             if not training:
                 raise fail(ValueError, name, "augment", "False or an explicit transform on the "
@@ -193,11 +175,10 @@ class _ImagePipeline:
         :class:`~torch_geometric.data.Batch`, vectorised for evaluation.
 
         Without augmentation and user ``transform``, and with a graph transform that has a
-        ``batch_call`` (:class:`~quest_geometric.transforms.image_to_sphere.ImageToSphere`,
-        :class:`~quest_geometric.transforms.image_to_lattice.ImageToLattice`), the images are
-        converted, normalised and sampled in one call; otherwise every sample goes through
-        the per-sample pipeline and is collated. The result equals
-        ``Batch.from_data_list([dataset[i] for i in index])`` in both cases (tested).
+        ``batch_call`` (the sphere and lattice transforms), the images are converted,
+        normalised and sampled in one call; otherwise every sample goes through the
+        per-sample pipeline. Either way the result equals
+        ``Batch.from_data_list([dataset[i] for i in index])``.
 
         Args:
             index (Sequence[int] or Tensor): positions in this dataset (after any
@@ -216,9 +197,7 @@ class _ImagePipeline:
             return Batch.from_data_list([self[int(i)] for i in index])  # type: ignore[index]
         subset = getattr(self, "_indices", None)
         rows = index if subset is None else torch.as_tensor(subset, dtype=torch.long)[index]
-        images = self.images[rows]
-        images = images.to(torch.float32).div_(255.0) if images.dtype == torch.uint8 else (
-            images.to(torch.float32))
+        images = _to_float(self.images[rows])
         if self.normalize_transform is not None:
             mean = torch.tensor(self.normalize_transform.mean).view(1, -1, 1, 1)
             std = torch.tensor(self.normalize_transform.std).view(1, -1, 1, 1)
@@ -227,10 +206,8 @@ class _ImagePipeline:
 
 
 def _channel_stats(images: Tensor, chunk: int = 4096) -> tuple[list[float], list[float]]:
-    """Per-channel mean and population std of ``images`` ``[N, C, H, W]`` (uint8 -> /255).
-
-    Accumulated in float64 over chunks of images, so a full CIFAR split needs little memory.
-    """
+    """Per-channel mean and population std of ``images`` ``[N, C, H, W]`` (uint8 -> /255),
+    accumulated in float64 over chunks of images, so a full CIFAR split needs little memory."""
     scale = 255.0 if images.dtype == torch.uint8 else 1.0
     channels = images.size(1)
     total = torch.zeros(channels, dtype=torch.float64)
@@ -300,8 +277,7 @@ def _read_batch(path: str, name: str) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise refused(
             name, path, f"it holds a {type(raw).__name__}, expected the dict of a CIFAR "
-            "python batch; the file is corrupt or not a CIFAR file"
-        )
+            "python batch; the file is corrupt or not a CIFAR file")
     return {k.decode("latin1") if isinstance(k, bytes) else k: v for k, v in raw.items()}
 
 
@@ -324,18 +300,11 @@ class _CIFARGraphs(_ImagePipeline, InMemoryDataset):
     num_classes_: int
     dataset_name: str
 
-    def __init__(
-        self,
-        root: Union[str, os.PathLike],
-        train: bool = True,
-        graph: GraphArg = "sphere",
-        augment: AugmentArg = False,
-        normalize: NormalizeArg = True,
-        transform: Optional[Callable[[Data], Any]] = None,
-        download: bool = False,
-        log: bool = True,
-        force_reload: bool = False,
-    ) -> None:
+    def __init__(self, root: Union[str, os.PathLike], train: bool = True,
+                 graph: GraphArg = "sphere", augment: AugmentArg = False,
+                 normalize: NormalizeArg = True,
+                 transform: Optional[Callable[[Data], Any]] = None, download: bool = False,
+                 log: bool = True, force_reload: bool = False) -> None:
         name = self.__class__.__name__
         if not isinstance(root, (str, os.PathLike)):
             raise fail(TypeError, name, "root", "a path (str or os.PathLike)", root)
@@ -352,16 +321,11 @@ class _CIFARGraphs(_ImagePipeline, InMemoryDataset):
         self.mean: list[float] = list(stored["mean"])
         self.std: list[float] = list(stored["std"])
         self._setup_pipeline(
-            name=name,
-            training=train,
-            augment=augment,
-            default_augment=lambda: Compose(
-                [RandomCropPad(32, padding=4), RandomHorizontalFlip()]
-            ),
-            normalize=_normalization(normalize, (self.mean, self.std), name),
-            graph=graph,
-            transform=transform,
-        )
+            name=name, training=train, augment=augment,
+            default_augment=lambda: Compose([RandomCropPad(32, padding=4),
+                                             RandomHorizontalFlip()]),
+            normalize=_normalization(normalize, (self.mean, self.std), name), graph=graph,
+            transform=transform)
 
     # ------------------------------------------------------------ processed files
     def _process(self) -> None:
@@ -382,8 +346,7 @@ class _CIFARGraphs(_ImagePipeline, InMemoryDataset):
                     raise refused(
                         name, path, "it records a pre-processing step, which this dataset "
                         "never applies; the processed folder was not written by it. Pass "
-                        "force_reload=True to process the raw data again"
-                    )
+                        "force_reload=True to process the raw data again")
             if files_exist(self.processed_paths):
                 return
         if self.log and "PYTEST_CURRENT_TEST" not in os.environ:
@@ -412,8 +375,7 @@ class _CIFARGraphs(_ImagePipeline, InMemoryDataset):
             raise refused(
                 name, path, f"it is not a processed {self.dataset_name} split (a dict of uint8 "
                 "images [N, 3, 32, 32], long labels [N], class names and the per-channel mean "
-                "and std). Pass force_reload=True to process the raw data again"
-            )
+                "and std). Pass force_reload=True to process the raw data again")
         return stored
 
     # ------------------------------------------------------------ file layout
@@ -470,8 +432,7 @@ class _CIFARGraphs(_ImagePipeline, InMemoryDataset):
                 os.unlink(archive)
             raise ValueError(
                 f"{name}: the archive {archive!r} has md5 {digest}, expected {self.md5}; it is "
-                f"corrupt or incomplete. Delete it and download {self.url} again"
-            )
+                f"corrupt or incomplete. Delete it and download {self.url} again")
         extract_tar(archive, osp.join(self.root, "raw"), mode="r:gz", log=self.log)
         if downloaded:
             os.unlink(archive)
@@ -479,8 +440,7 @@ class _CIFARGraphs(_ImagePipeline, InMemoryDataset):
         if missing:
             raise ValueError(
                 f"{name}: the archive {archive!r} did not contain {missing}; expected the "
-                f"folder {self.folder!r} of the official python version"
-            )
+                f"folder {self.folder!r} of the official python version")
 
     # ------------------------------------------------------------ processing
     def _read_split(self, files: Sequence[str]) -> tuple[Tensor, Tensor]:
@@ -492,24 +452,19 @@ class _CIFARGraphs(_ImagePipeline, InMemoryDataset):
             if "data" not in batch or self.label_key not in batch:
                 raise ValueError(
                     f"{name}: {path!r} lacks the keys 'data' and {self.label_key!r} of a "
-                    f"{self.dataset_name} batch (found {sorted(batch)}); is it the right dataset?"
-                )
+                    f"{self.dataset_name} batch (found {sorted(batch)}); is it the right dataset?")
             data = np.asarray(batch["data"])
             y = np.asarray(batch[self.label_key])
             if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3 * 32 * 32:
                 raise ValueError(
                     f"{name}: {path!r}: 'data' must be a uint8 array of shape [n, 3072], got "
-                    f"{data.dtype} {data.shape}"
-                )
+                    f"{data.dtype} {data.shape}")
             if y.ndim != 1 or y.shape[0] != data.shape[0]:
-                raise ValueError(
-                    f"{name}: {path!r}: {len(y)} labels for {data.shape[0]} images"
-                )
+                raise ValueError(f"{name}: {path!r}: {len(y)} labels for {data.shape[0]} images")
             if y.size and (y.min() < 0 or y.max() >= self.num_classes_):
                 raise ValueError(
                     f"{name}: {path!r}: labels must lie in [0, {self.num_classes_ - 1}], got "
-                    f"the range [{y.min()}, {y.max()}]"
-                )
+                    f"the range [{y.min()}, {y.max()}]")
             # Each row holds the red, green and blue 32 x 32 planes, each row-major.
             images.append(torch.from_numpy(data.reshape(-1, 3, 32, 32).copy()))
             labels.append(torch.from_numpy(y.astype(np.int64)))
@@ -522,8 +477,7 @@ class _CIFARGraphs(_ImagePipeline, InMemoryDataset):
         if self.names_key not in meta:
             raise ValueError(
                 f"{name}: {meta_path!r} lacks the key {self.names_key!r} of the "
-                f"{self.dataset_name} meta file"
-            )
+                f"{self.dataset_name} meta file")
         classes = _decode_names(meta[self.names_key])
         train_images, train_labels = self._read_split(self.train_files)
         test_images, test_labels = self._read_split(self.test_files)
@@ -533,8 +487,7 @@ class _CIFARGraphs(_ImagePipeline, InMemoryDataset):
         ):
             torch.save(
                 {"images": images, "labels": labels, "classes": classes, "mean": mean, "std": std},
-                path,
-            )
+                path)
 
     # ------------------------------------------------------------ access
     def len(self) -> int:
@@ -559,22 +512,16 @@ class CIFAR10Graphs(_CIFARGraphs):
     checked (md5) and extracted; failing that, with ``download=True`` it is downloaded from
     https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz (md5
     ``c58f30108f718f92721af3b95e74349a``). Processing stores the images as ``uint8``
-    ``[N, 3, 32, 32]`` with their labels in ``root/processed``; the graph is built per sample
-    (see the module notes), so augmentation happens before the sphere mapping.
-
-    Each sample is ``Data(x [N, 3], pos, shell, edge_index, y [1])`` from the graph transform
+    ``[N, 3, 32, 32]`` with their labels in ``root/processed``. Each sample is
+    ``Data(x [N, 3], pos, shell, edge_index, y [1])`` from the graph transform
     (``Data(image [1, 3, 32, 32], y [1])`` with ``graph=None``).
 
     Args:
         root (str or os.PathLike): root directory of the dataset.
-        train (bool): the 50,000 training images if :obj:`True`, else the 10,000 test images.
-            (default: :obj:`True`)
-        graph (str or callable, optional): ``'sphere'`` (an
-            :class:`~quest_geometric.transforms.image_to_sphere.ImageToSphere` with its
-            defaults), ``'lattice'`` (an
-            :class:`~quest_geometric.transforms.image_to_lattice.ImageToLattice` with its
-            defaults), any transform taking ``Data(image, y)``, or :obj:`None` for the image
-            itself. (default: ``'sphere'``)
+        train (bool): the 50,000 training or the 10,000 test images. (default: :obj:`True`)
+        graph (str or callable, optional): ``'sphere'`` (a default ``ImageToSphere``),
+            ``'lattice'`` (a default ``ImageToLattice``), any transform taking
+            ``Data(image, y)``, or :obj:`None` for the image itself. (default: ``'sphere'``)
         augment (bool or callable): :obj:`True` applies the standard CIFAR augmentation
             :class:`~quest_geometric.transforms.image_augment.RandomCropPad` ``(32, padding=4)``
             then :class:`~quest_geometric.transforms.image_augment.RandomHorizontalFlip`
@@ -596,32 +543,15 @@ class CIFAR10Graphs(_CIFARGraphs):
         mean (list[float]): the training split's per-channel pixel mean (in ``[0, 1]`` units).
         std (list[float]): the training split's per-channel pixel standard deviation.
 
-    **STATS** (with the default graph transforms: ``ImageToSphere()``, 3 shells of 64 + 256
-    + 1,024 nodes with in-degree 16, and ``ImageToLattice()``, in-degree 8; other
-    configurations change #nodes and #edges):
+    **STATS** (default ``ImageToSphere()``: 3 shells of 64 + 256 + 1,024 nodes, in-degree 16;
+    default ``ImageToLattice()``: in-degree 8):
 
-    .. list-table::
-        :widths: 10 10 10 10 10 10
-        :header-rows: 1
-
-        * - Split
-          - #graphs
-          - #nodes
-          - #edges
-          - #features
-          - #classes
-        * - train
-          - 50,000
-          - sphere: 1,344; lattice: 1,024
-          - sphere: 21,504; lattice: 8,192
-          - 3
-          - 10
-        * - test
-          - 10,000
-          - as train
-          - as train
-          - 3
-          - 10
+    =====  =======  =========================  =========================  =========  ========
+    Split  #graphs  #nodes (sphere / lattice)  #edges (sphere / lattice)  #features  #classes
+    =====  =======  =========================  =========================  =========  ========
+    train  50,000   1,344 / 1,024              21,504 / 8,192             3          10
+    test   10,000   1,344 / 1,024              21,504 / 8,192             3          10
+    =====  =======  =========================  =========================  =========  ========
     """
 
     url = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
@@ -651,13 +581,11 @@ class CIFAR100Graphs(_CIFARGraphs):
 
     Args:
         root (str or os.PathLike): root directory of the dataset.
-        train (bool): the 50,000 training images if :obj:`True`, else the 10,000 test images.
-            (default: :obj:`True`)
+        train (bool): the 50,000 training or the 10,000 test images. (default: :obj:`True`)
         graph (str or callable, optional): ``'sphere'``, ``'lattice'``, a transform, or
-            :obj:`None` for the image itself; see :class:`CIFAR10Graphs`.
-            (default: ``'sphere'``)
+            :obj:`None` for the image itself. (default: ``'sphere'``)
         augment (bool or callable): the standard CIFAR augmentation if :obj:`True` (training
-            split only), or a callable; see :class:`CIFAR10Graphs`. (default: :obj:`False`)
+            split only), or a callable. (default: :obj:`False`)
         normalize (bool or (mean, std)): training-split statistics if :obj:`True`, the given
             pair, or none. (default: :obj:`True`)
         transform (callable, optional): applied last, to the graph. (default: :obj:`None`)
@@ -665,30 +593,7 @@ class CIFAR100Graphs(_CIFARGraphs):
         log (bool): print download and processing progress. (default: :obj:`True`)
         force_reload (bool): re-process the raw data. (default: :obj:`False`)
 
-    **STATS** (default graph transforms, as :class:`CIFAR10Graphs`):
-
-    .. list-table::
-        :widths: 10 10 10 10 10 10
-        :header-rows: 1
-
-        * - Split
-          - #graphs
-          - #nodes
-          - #edges
-          - #features
-          - #classes
-        * - train
-          - 50,000
-          - sphere: 1,344; lattice: 1,024
-          - sphere: 21,504; lattice: 8,192
-          - 3
-          - 100
-        * - test
-          - 10,000
-          - as train
-          - as train
-          - 3
-          - 100
+    **STATS**: as :class:`CIFAR10Graphs`, with 100 classes.
     """
 
     url = "https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz"
@@ -709,9 +614,8 @@ class CIFAR100Graphs(_CIFARGraphs):
 DIGITS_TEST_SIZE = 360
 
 
-def _digits_split_indices(
-    labels: np.ndarray, test_size: int, seed: int
-) -> tuple[np.ndarray, np.ndarray]:
+def _digits_split_indices(labels: np.ndarray, test_size: int, seed: int
+                          ) -> tuple[np.ndarray, np.ndarray]:
     """A stratified split: class ``c`` with ``n_c`` images gives its largest-remainder share of
     ``test_size`` to the test split, chosen by a :class:`numpy.random.RandomState` (whose
     stream numpy keeps stable across versions) permutation; indices are returned sorted.
@@ -782,9 +686,6 @@ class DigitsGraphs(_ImagePipeline, Dataset):
     samples them bilinearly at its nodes (so a sphere may have more nodes than the image has
     pixels), and the lattice has the 64 pixels as nodes.
 
-    Per sample: augmentation (optional, training split) -> normalisation with the training
-    split's pixel mean and std -> graph transform -> ``transform``.
-
     Args:
         root (str or os.PathLike, optional): ignored (the data ship with scikit-learn);
             accepted so every image dataset has the same interface. (default: :obj:`None`)
@@ -808,42 +709,20 @@ class DigitsGraphs(_ImagePipeline, Dataset):
         mean (list[float]): the training split's pixel mean.
         std (list[float]): the training split's pixel standard deviation.
 
-    **STATS** (default ``ImageToSphere()`` and ``ImageToLattice()``; the sphere samples the
-    8 x 8 image at 1,344 nodes):
+    **STATS** (default ``ImageToSphere()`` and ``ImageToLattice()``):
 
-    .. list-table::
-        :widths: 10 10 10 10 10 10
-        :header-rows: 1
-
-        * - Split
-          - #graphs
-          - #nodes
-          - #edges
-          - #features
-          - #classes
-        * - train
-          - 1,437
-          - sphere: 1,344; lattice: 64
-          - sphere: 21,504; lattice: 512
-          - 1
-          - 10
-        * - test
-          - 360
-          - as train
-          - as train
-          - 1
-          - 10
+    =====  =======  =========================  =========================  =========  ========
+    Split  #graphs  #nodes (sphere / lattice)  #edges (sphere / lattice)  #features  #classes
+    =====  =======  =========================  =========================  =========  ========
+    train  1,437    1,344 / 64                 21,504 / 512               1          10
+    test   360      1,344 / 64                 21,504 / 512               1          10
+    =====  =======  =========================  =========================  =========  ========
     """
 
-    def __init__(
-        self,
-        root: Optional[Union[str, os.PathLike]] = None,
-        split: str = "train",
-        graph: GraphArg = "sphere",
-        augment: AugmentArg = False,
-        normalize: NormalizeArg = True,
-        transform: Optional[Callable[[Data], Any]] = None,
-    ) -> None:
+    def __init__(self, root: Optional[Union[str, os.PathLike]] = None, split: str = "train",
+                 graph: GraphArg = "sphere", augment: AugmentArg = False,
+                 normalize: NormalizeArg = True,
+                 transform: Optional[Callable[[Data], Any]] = None) -> None:
         name = self.__class__.__name__
         check_choice(split, "split", ("train", "test"), where=name)
 
@@ -856,14 +735,10 @@ class DigitsGraphs(_ImagePipeline, Dataset):
         self.std: list[float] = std
         self.classes = [str(i) for i in range(10)]
         self._setup_pipeline(
-            name=name,
-            training=split == "train",
-            augment=augment,
+            name=name, training=split == "train", augment=augment,
             default_augment=lambda: RandomCropPad(8, padding=1),
-            normalize=_normalization(normalize, (mean, std), name),
-            graph=graph,
-            transform=transform,
-        )
+            normalize=_normalization(normalize, (mean, std), name), graph=graph,
+            transform=transform)
 
     @property
     def num_classes(self) -> int:

@@ -202,8 +202,7 @@ class CausalSelfAttention(nn.Module):
         k = self.hook_k(self._heads(self.k_proj(x)))
         v = self.hook_v(self._heads(self.v_proj(x)))
         y = F.scaled_dot_product_attention(
-            q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0
-        )
+            q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0)
         y = y.transpose(1, 2).reshape(B, T, C)
         return self.resid_dropout(self.out_proj(y))
 
@@ -385,8 +384,7 @@ class CharGPT(nn.Module):
                 if not (isinstance(q, nn.Linear) and isinstance(k, nn.Linear)):
                     raise ValueError(
                         f"CharGPT: qk_init={self.config.qk_init!r} needs attention modules with "
-                        f"q_proj and k_proj Linear layers; {type(block.attn).__name__} has none"
-                    )
+                        f"q_proj and k_proj Linear layers; {type(block.attn).__name__} has none")
                 if self.config.qk_init == "tied":
                     k.weight.copy_(q.weight)
                     if k.bias is not None and q.bias is not None:
@@ -407,8 +405,7 @@ class CharGPT(nn.Module):
                 f"CharGPT: qk_init='orthogonal' with head_dim={d} > n_embd/2={C / 2}: the query "
                 f"and key row spaces of a head cannot be orthogonal; they share {2 * m - C} "
                 "dimensions (the minimum possible)",
-                stacklevel=3,
-            )
+                stacklevel=3)
         scale = math.sqrt(C / m)
         for h in range(n_head):
             g = torch.randn(C, C, dtype=torch.float64)
@@ -456,8 +453,7 @@ class CharGPT(nn.Module):
                 raise fail(ValueError, "CharGPT", "targets", f"of the shape of 'idx' "
                            f"{list(idx.shape)}", targets)
             loss = F.cross_entropy(
-                logits.reshape(-1, logits.size(-1)), targets.reshape(-1).long(), ignore_index=-1
-            )
+                logits.reshape(-1, logits.size(-1)), targets.reshape(-1).long(), ignore_index=-1)
         return logits, loss
 
     @torch.no_grad()
@@ -550,8 +546,7 @@ class CharGPT(nn.Module):
             keys = sorted(checkpoint) if isinstance(checkpoint, dict) else type(checkpoint).__name__
             raise ValueError(
                 f"CharGPT.from_checkpoint: {where!r} does not hold a CharGPT (expected keys "
-                f"'config' and 'model', found {keys})"
-            )
+                f"'config' and 'model', found {keys})")
         model = cls(checkpoint["config"])
         model.load_state_dict(checkpoint["model"])
         return model

@@ -387,8 +387,7 @@ class QSVNet(nn.Module):
             mixing=mixing, norm=norm, mlp_ratio=float(mlp_ratio), mlp_hidden=mlp_hidden,
             dropout=float(dropout), qsv_kwargs=dict(qsv_kwargs or {}),
             transformer_kwargs=dict(transformer_kwargs or {}), pos_embedding=pos_embedding,
-            num_nodes=num_nodes,
-        )
+            num_nodes=num_nodes)
 
         if stem == "linear":
             self.stem: nn.Module = nn.Linear(in_channels, channels)
@@ -456,8 +455,7 @@ class QSVNet(nn.Module):
         if not layers:
             raise ValueError(
                 "set_ablation needs QSVConv layers; this model has conv="
-                f"{self.conv!r}"
-            )
+                f"{self.conv!r}")
         previous = [{"transport": layer.transport, "attention": layer.attention}
                     for layer in layers]
         for layer in layers:

@@ -52,8 +52,7 @@ class BasicBlock(nn.Module):
         if self.downsample and shortcut == "B":
             self.shortcut: nn.Module = nn.Sequential(
                 nn.Conv2d(in_planes, planes, 1, stride=stride, bias=False),
-                nn.BatchNorm2d(planes),
-            )
+                nn.BatchNorm2d(planes))
         else:
             self.shortcut = nn.Identity()
 
@@ -153,14 +152,12 @@ class ResNet20(nn.Module):
             if not isinstance(image, Tensor):
                 raise TypeError(
                     "ResNet20 expects an image tensor [B, C, H, W] or a batch with an "
-                    f"'image' attribute (got {type(x).__name__})"
-                )
+                    f"'image' attribute (got {type(x).__name__})")
             x = image
         if x.dim() != 4 or x.size(1) != self.in_channels:
             raise ValueError(
                 f"ResNet20 expects images of shape [B, {self.in_channels}, H, W] "
-                f"(got {tuple(x.shape)})"
-            )
+                f"(got {tuple(x.shape)})")
         if not x.is_floating_point():
             raise ValueError(f"ResNet20 expects floating-point images (got {x.dtype})")
         out = F.relu(self.bn1(self.conv1(x)))

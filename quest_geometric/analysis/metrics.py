@@ -194,12 +194,8 @@ class AttentionEntropy(NamedTuple):
         return self.entropy[self.valid].mean()
 
 
-def attention_entropy(
-    attn: Tensor,
-    mask: Optional[Tensor] = None,
-    normalized: bool = True,
-    atol: float = 1e-3,
-) -> AttentionEntropy:
+def attention_entropy(attn: Tensor, mask: Optional[Tensor] = None, normalized: bool = True,
+                      atol: float = 1e-3) -> AttentionEntropy:
     r"""Entropy of each query row of attention probabilities ``attn [..., T, S]``.
 
     .. math::

@@ -138,14 +138,8 @@ class KeySpectrumControl:
             not 2-D, all-zero or non-finite, or heads that do not divide the rows.
     """
 
-    def __init__(
-        self,
-        model: nn.Module,
-        mode: str = "hold",
-        per_head: bool = False,
-        decay: float = 0.01,
-        every: int = 1,
-    ) -> None:
+    def __init__(self, model: nn.Module, mode: str = "hold", per_head: bool = False,
+                 decay: float = 0.01, every: int = 1) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError("KeySpectrumControl: 'model' must be an nn.Module, got "
                             f"{type(model).__name__}")

@@ -48,13 +48,8 @@ class StreamingCovariance:
             (default: :obj:`None`, CPU)
     """
 
-    def __init__(
-        self,
-        dim: int,
-        shape: Sequence[int] = (),
-        dtype: torch.dtype = torch.float64,
-        device: Optional[Union[torch.device, str]] = None,
-    ) -> None:
+    def __init__(self, dim: int, shape: Sequence[int] = (), dtype: torch.dtype = torch.float64,
+                 device: Optional[Union[torch.device, str]] = None) -> None:
         check_int(dim, "dim", 1, where="StreamingCovariance")
         shape = tuple(shape)
         for i, s in enumerate(shape):

@@ -132,14 +132,10 @@ class CharCorpus:
         (torch.Size([8, 64]), True)
     """
 
-    def __init__(
-        self,
-        source: Union[str, os.PathLike] = "python-reference",
-        val_fraction: float = 0.1,
-        block_size: int = 256,
-        vocab: Optional[Union[str, Sequence[str]]] = None,
-        wikitext_detokenize: bool = False,
-    ) -> None:
+    def __init__(self, source: Union[str, os.PathLike] = "python-reference",
+                 val_fraction: float = 0.1, block_size: int = 256,
+                 vocab: Optional[Union[str, Sequence[str]]] = None,
+                 wikitext_detokenize: bool = False) -> None:
         check_int(block_size, "block_size", 1, where="CharCorpus")
         if not 0.0 < check_real(val_fraction, "val_fraction", where="CharCorpus") < 1.0:
             raise fail(ValueError, "CharCorpus", "val_fraction", "strictly between 0 and 1",
@@ -329,14 +325,9 @@ class CharCorpus:
                        f"({data.numel()} characters)", T)
         return data, T
 
-    def get_batch(
-        self,
-        split: str,
-        batch_size: int,
-        generator: Optional[torch.Generator] = None,
-        device: Optional[Union[str, torch.device]] = None,
-        block_size: Optional[int] = None,
-    ) -> tuple[Tensor, Tensor]:
+    def get_batch(self, split: str, batch_size: int, generator: Optional[torch.Generator] = None,
+                  device: Optional[Union[str, torch.device]] = None,
+                  block_size: Optional[int] = None) -> tuple[Tensor, Tensor]:
         """Draw random contiguous blocks and their next-character targets.
 
         Start positions are drawn uniformly (with replacement) from

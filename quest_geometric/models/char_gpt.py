@@ -457,14 +457,9 @@ class CharGPT(nn.Module):
         return logits, loss
 
     @torch.no_grad()
-    def generate(
-        self,
-        idx: Tensor,
-        max_new_tokens: int,
-        temperature: float = 1.0,
-        top_k: Optional[int] = None,
-        generator: Optional[torch.Generator] = None,
-    ) -> Tensor:
+    def generate(self, idx: Tensor, max_new_tokens: int, temperature: float = 1.0,
+                 top_k: Optional[int] = None,
+                 generator: Optional[torch.Generator] = None) -> Tensor:
         """Sample ``max_new_tokens`` continuations autoregressively.
 
         Args:

@@ -1,12 +1,6 @@
-r"""QSVNet, the graph classifier of the QSV experiments.
-
-One network serves every graph row of the QSV table: full QSV, no transport, uniform
-attention and the flat lattice are :class:`QSVNet` with different
-:class:`~quest_geometric.nn.qsv_conv.QSVConv` flags (or different data); the
-standard-attention control is ``conv='transformer'`` (PyG's
-:class:`~torch_geometric.nn.conv.TransformerConv`).  The ablation study builds them by name
-(:func:`quest_geometric.pipelines.qsv_ablation.variants.qsv_variant`).
-"""
+r"""QSVNet, the graph classifier of the QSV experiments: every graph row of the QSV table is a
+:class:`QSVNet` with different :class:`~quest_geometric.nn.qsv_conv.QSVConv` flags (or data);
+the standard-attention control is ``conv='transformer'``."""
 from __future__ import annotations
 
 import contextlib
@@ -44,12 +38,14 @@ _NORMS = ("layer", "batch")
 _ATTENTIONS = ("learned", "uniform")
 
 
-def _positive_int(name: str, value: Any, where: str = "QSVNet") -> int:
-    return check_int(value, f"'{name}'", 1, where=where)
+def _positive_ints(where: str, **values: Any) -> None:
+    for name, value in values.items():
+        check_int(value, name, 1, where=where)
 
 
-def _choice(name: str, value: Any, options: tuple, where: str = "QSVNet") -> str:
-    return check_choice(value, f"'{name}'", options, where=where)
+def _choices(where: str, **values: tuple[Any, tuple]) -> None:
+    for name, (value, options) in values.items():
+        check_choice(value, name, options, where=where)
 
 
 def _dropout(value: Any, where: str) -> float:
@@ -84,11 +80,9 @@ class QSVBlock(nn.Module):
 
     with :math:`\mathrm{Conv}` a :class:`~quest_geometric.nn.qsv_conv.QSVConv` or PyG's
     :class:`~torch_geometric.nn.conv.TransformerConv` (heads concatenated, no root weight:
-    the residual is the skip connection, and PyG's unused ``lin_skip`` is dropped so that
-    only parameters in use are counted), :math:`M` the channel mixing
-    (:class:`~quest_geometric.nn.quaternion_linear.QuaternionLinear`, a plain linear layer or
-    the identity) and :math:`\mathrm{MLP}(\mathbf{h}) = W_2\,\mathrm{Drop}(\mathrm{GELU}(W_1
-    \mathbf{h}))`.
+    the residual is the skip connection; PyG's unused ``lin_skip`` is dropped so that only
+    parameters in use are counted), :math:`M` the channel mixing and
+    :math:`\mathrm{MLP}(\mathbf{h}) = W_2\,\mathrm{Drop}(\mathrm{GELU}(W_1 \mathbf{h}))`.
 
     Args:
         channels (int): Width of the block.
@@ -110,25 +104,14 @@ class QSVBlock(nn.Module):
         - **output:** node features :math:`(|\mathcal{V}|, F)`
     """
 
-    def __init__(
-        self,
-        channels: int,
-        heads: int,
-        conv: str = "qsv",
-        mixing: str = "quaternion",
-        norm: str = "layer",
-        mlp_hidden: Optional[int] = None,
-        dropout: float = 0.0,
-        conv_kwargs: Optional[dict[str, Any]] = None,
-    ) -> None:
+    def __init__(self, channels: int, heads: int, conv: str = "qsv", mixing: str = "quaternion",
+                 norm: str = "layer", mlp_hidden: Optional[int] = None, dropout: float = 0.0,
+                 conv_kwargs: Optional[dict[str, Any]] = None) -> None:
         super().__init__()
-        _positive_int("channels", channels, where="QSVBlock")
-        _positive_int("heads", heads, where="QSVBlock")
-        _choice("conv", conv, _CONVS, where="QSVBlock")
-        _choice("mixing", mixing, _MIXINGS, where="QSVBlock")
-        _choice("norm", norm, _NORMS, where="QSVBlock")
+        _positive_ints("QSVBlock", channels=channels, heads=heads)
+        _choices("QSVBlock", conv=(conv, _CONVS), mixing=(mixing, _MIXINGS), norm=(norm, _NORMS))
         mlp_hidden = 2 * channels if mlp_hidden is None else mlp_hidden
-        _positive_int("mlp_hidden", mlp_hidden, where="QSVBlock")
+        _positive_ints("QSVBlock", mlp_hidden=mlp_hidden)
         _dropout(dropout, "QSVBlock")
         if conv_kwargs is not None and not isinstance(conv_kwargs, dict):
             raise fail(TypeError, "QSVBlock", "conv_kwargs", "a dict or None", conv_kwargs)
@@ -203,36 +186,28 @@ class QSVNet(nn.Module):
 
     where :math:`\mathcal{R}_g` is every node of graph :math:`g` (``readout='mean'``) or the
     nodes of its outermost shell (``readout='outer'``: ``data.shell`` equal to the largest
-    shell id of that graph).  Nothing depends on the geometry beyond ``edge_index`` (and
-    ``shell`` for the outer readout), so the same model runs on sphere graphs
-    (:class:`~quest_geometric.transforms.image_to_sphere.ImageToSphere`) and on flat lattice
-    graphs (:class:`~quest_geometric.transforms.image_to_lattice.ImageToLattice`, whose nodes
-    are all shell 0, so the outer readout is the plain mean there).
+    shell id of that graph). Only ``edge_index`` (and ``shell``) carry the geometry, so the
+    same model runs on sphere and on flat lattice graphs (whose nodes are all shell 0).
 
-    **Stem.**  ``'linear'`` lifts every node's features, :math:`\mathbf{h}_i = W\mathbf{x}_i
-    + \mathbf{b}`.  ``'conv'`` is one EdgeConv step (`Wang et al., 2019
-    <https://arxiv.org/abs/1801.07829>`_) over the node's graph neighbourhood,
+    **Stem.** ``'linear'`` lifts every node's features, :math:`\mathbf{h}_i = W\mathbf{x}_i
+    + \mathbf{b}`; ``'conv'`` is one EdgeConv step (`Wang et al., 2019
+    <https://arxiv.org/abs/1801.07829>`_),
 
     .. math::
         \mathbf{h}_i = \max_{j \in \mathcal{N}(i)} \mathrm{MLP}\bigl([\mathbf{x}_i,\;
         \mathbf{x}_j - \mathbf{x}_i]\bigr),
 
-    a learned local filter, the graph analogue of a :math:`3 \times 3` convolution stem.  A
-    CNN stem applied to the image before the sphere sampling is not offered: the datasets
-    sample raw pixels inside their transform, before the model sees the data.  The EdgeConv
-    stem is permutation-invariant over the neighbours (it sees no orientation).
+    the graph analogue of a :math:`3 \times 3` convolution stem (a CNN stem on the image is
+    not offered: the datasets sample raw pixels inside their transform).
 
-    **Blocks.**  ``conv='qsv'`` uses :class:`~quest_geometric.nn.qsv_conv.QSVConv` (one
+    **Blocks.** ``conv='qsv'`` uses :class:`~quest_geometric.nn.qsv_conv.QSVConv` (one
     quaternion per node and head replaces :math:`W_Q, W_K, W_V`); ``conv='transformer'``
-    uses PyG's :class:`~torch_geometric.nn.conv.TransformerConv` (:math:`W_Q, W_K, W_V`,
-    heads concatenated, ``root_weight=False``), the standard-attention control.  After the
-    convolution, ``mixing='quaternion'`` mixes channels with a Hamilton-product
-    :class:`~quest_geometric.nn.quaternion_linear.QuaternionLinear` that keeps the
-    4-channel grouping of QSVConv (``'linear'``: a dense linear layer, ``'none'``: no mixing).
-
-    **Ablations at test time.**  :meth:`set_ablation` and the context manager
-    :meth:`ablation` switch the transport and the attention of every QSVConv of a trained
-    model (for example ``with model.ablation(transport=False): evaluate(model)``).
+    uses PyG's :class:`~torch_geometric.nn.conv.TransformerConv`, the standard-attention
+    control. ``mixing='quaternion'`` then mixes channels with a
+    :class:`~quest_geometric.nn.quaternion_linear.QuaternionLinear`, which keeps the
+    4-channel grouping of QSVConv (``'linear'``: a dense layer, ``'none'``: no mixing).
+    :meth:`set_ablation` and :meth:`ablation` switch the transport and the attention of every
+    QSVConv of a trained model at test time.
 
     Args:
         in_channels (int): Node feature size (image channels).
@@ -244,8 +219,7 @@ class QSVNet(nn.Module):
         num_layers (int, optional): Number of blocks :math:`L`. (default: :obj:`4`)
         stem (str, optional): ``'linear'`` or ``'conv'`` (see above).
             (default: :obj:`'linear'`)
-        readout (str, optional): ``'mean'`` over all nodes or ``'outer'`` (mean over the
-            outermost shell of each graph). (default: :obj:`'mean'`)
+        readout (str, optional): ``'mean'`` or ``'outer'``. (default: :obj:`'mean'`)
         conv (str, optional): ``'qsv'`` or ``'transformer'``. (default: :obj:`'qsv'`)
         mixing (str, optional): ``'quaternion'``, ``'linear'`` or ``'none'``.
             (default: :obj:`'quaternion'`)
@@ -265,9 +239,7 @@ class QSVNet(nn.Module):
             (default: :obj:`None`)
         pos_embedding (bool, optional): If :obj:`True`, add a learned embedding
             :math:`\mathbf{p}_i \in \mathbb{R}^F` of the template node :math:`i` to the
-            stem output (ViT-style absolute position; needs :obj:`num_nodes`).  Without it
-            (and without node quaternions) the network sees positions only through the
-            graph. (default: :obj:`False`)
+            stem output (ViT-style; needs :obj:`num_nodes`). (default: :obj:`False`)
         num_nodes (int, optional): Nodes of the fixed template graph, for
             :obj:`pos_embedding` and for ``qsv_kwargs={'quaternion': 'node'}`` or
             ``'both'`` (free per-node quaternions, passed to QSVConv).  A batch must hold
@@ -289,41 +261,22 @@ class QSVNet(nn.Module):
         torch.Size([2, 10])
     """
 
-    def __init__(
-        self,
-        in_channels: int,
-        num_classes: int,
-        channels: int = 64,
-        heads: int = 4,
-        num_layers: int = 4,
-        stem: str = "linear",
-        readout: str = "mean",
-        conv: str = "qsv",
-        mixing: str = "quaternion",
-        norm: str = "layer",
-        mlp_ratio: float = 2.0,
-        mlp_hidden: Optional[int] = None,
-        dropout: float = 0.0,
-        qsv_kwargs: Optional[dict[str, Any]] = None,
-        transformer_kwargs: Optional[dict[str, Any]] = None,
-        pos_embedding: bool = False,
-        num_nodes: Optional[int] = None,
-    ) -> None:
+    def __init__(self, in_channels: int, num_classes: int, channels: int = 64, heads: int = 4,
+                 num_layers: int = 4, stem: str = "linear", readout: str = "mean",
+                 conv: str = "qsv", mixing: str = "quaternion", norm: str = "layer",
+                 mlp_ratio: float = 2.0, mlp_hidden: Optional[int] = None, dropout: float = 0.0,
+                 qsv_kwargs: Optional[dict[str, Any]] = None,
+                 transformer_kwargs: Optional[dict[str, Any]] = None, pos_embedding: bool = False,
+                 num_nodes: Optional[int] = None) -> None:
         super().__init__()
-        _positive_int("in_channels", in_channels)
-        _positive_int("num_classes", num_classes)
-        _positive_int("channels", channels)
-        _positive_int("heads", heads)
-        _positive_int("num_layers", num_layers)
-        _choice("stem", stem, _STEMS)
-        _choice("readout", readout, _READOUTS)
-        _choice("conv", conv, _CONVS)
-        _choice("mixing", mixing, _MIXINGS)
-        _choice("norm", norm, _NORMS)
+        _positive_ints("QSVNet", in_channels=in_channels, num_classes=num_classes,
+                       channels=channels, heads=heads, num_layers=num_layers)
+        _choices("QSVNet", stem=(stem, _STEMS), readout=(readout, _READOUTS),
+                 conv=(conv, _CONVS), mixing=(mixing, _MIXINGS), norm=(norm, _NORMS))
         mlp_ratio = check_positive_float(mlp_ratio, "mlp_ratio", where="QSVNet")
         if mlp_hidden is None:
             mlp_hidden = max(1, round(mlp_ratio * channels))
-        _positive_int("mlp_hidden", mlp_hidden)
+        _positive_ints("QSVNet", mlp_hidden=mlp_hidden)
         _dropout(dropout, "QSVNet")
         for name, value in (("qsv_kwargs", qsv_kwargs),
                             ("transformer_kwargs", transformer_kwargs)):
@@ -357,7 +310,7 @@ class QSVNet(nn.Module):
             raise fail(TypeError, "QSVNet", "pos_embedding", "a bool", pos_embedding)
         node_quaternions = "num_nodes" in conv_kwargs if conv == "qsv" else False
         if pos_embedding:
-            _positive_int("num_nodes", num_nodes)
+            _positive_ints("QSVNet", num_nodes=num_nodes)
         elif num_nodes is not None and not node_quaternions:
             raise fail(ValueError, "QSVNet", "num_nodes", "None unless pos_embedding=True or "
                        "qsv_kwargs={'quaternion': 'node' | 'both'} (it is only used there)",
@@ -450,7 +403,7 @@ class QSVNet(nn.Module):
             raise fail(TypeError, "QSVNet.set_ablation", "transport", "a bool or None",
                        transport)
         if attention is not None:
-            _choice("attention", attention, _ATTENTIONS, where="QSVNet.set_ablation")
+            check_choice(attention, "attention", _ATTENTIONS, where="QSVNet.set_ablation")
         layers = self.qsv_layers()
         if not layers:
             raise ValueError(
@@ -480,8 +433,8 @@ class QSVNet(nn.Module):
                        got_text=f"a list of {len(state)}")
         for layer, s in zip(layers, state):
             layer.transport = bool(s["transport"])
-            layer.attention = _choice("attention", s["attention"], _ATTENTIONS,
-                                      where="QSVNet.restore_ablation")
+            layer.attention = check_choice(s["attention"], "attention", _ATTENTIONS,
+                                           where="QSVNet.restore_ablation")
 
     @contextlib.contextmanager
     def ablation(self, transport: Optional[bool] = None,

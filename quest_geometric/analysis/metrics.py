@@ -17,13 +17,8 @@ from quest_geometric._utils.checks import check_finite, check_tensor, describe, 
 
 
 __all__ = [
-    "participation_ratio",
-    "participation_ratio_from_covariance",
-    "effective_rank",
-    "stable_rank",
-    "attention_entropy",
-    "mean_attention_entropy",
-    "AttentionEntropy",
+    "participation_ratio", "participation_ratio_from_covariance", "effective_rank", "stable_rank",
+    "attention_entropy", "mean_attention_entropy", "AttentionEntropy",
 ]
 
 def _as_tensor(x: Tensor, name: str, fn: str, min_dim: int) -> Tensor:

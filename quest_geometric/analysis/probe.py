@@ -27,25 +27,15 @@ from torch import Tensor, nn
 
 from quest_geometric._utils.checks import check_all_finite, check_int, fail
 from quest_geometric.adapters import (
-    AttentionAdapter,
-    QKView,
-    get_attention_adapter,
-    register_attention_adapter,
-    supported_attention_types,
-    unregister_attention_adapter,
+    AttentionAdapter, QKView, get_attention_adapter, register_attention_adapter,
+    supported_attention_types, unregister_attention_adapter,
 )
 from quest_geometric.analysis.metrics import participation_ratio_from_covariance
 from quest_geometric.analysis.streaming import StreamingCovariance
 
 __all__ = [
-    "QKView",
-    "QKProbe",
-    "register_attention_adapter",
-    "unregister_attention_adapter",
-    "supported_attention_types",
-    "logit_singular_values",
-    "masked_softmax_entropy",
-    "probe_model",
+    "QKView", "QKProbe", "register_attention_adapter", "unregister_attention_adapter",
+    "supported_attention_types", "logit_singular_values", "masked_softmax_entropy", "probe_model",
 ]
 
 # The registry and the view type live in quest_geometric.adapters; re-exported here.

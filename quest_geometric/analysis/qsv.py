@@ -30,12 +30,8 @@ from quest_geometric._utils.checks import all_finite
 from quest_geometric.quaternion import angle, relative
 
 __all__ = [
-    "NodeEntropy",
-    "node_attention_entropy",
-    "attention_entropy_per_node",
-    "rotation_angles",
-    "ablation_accuracy",
-    "qsv_analysis",
+    "NodeEntropy", "node_attention_entropy", "attention_entropy_per_node", "rotation_angles",
+    "ablation_accuracy", "qsv_analysis",
 ]
 
 

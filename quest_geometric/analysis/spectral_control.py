@@ -9,11 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from quest_geometric._utils.checks import (
-    all_finite,
-    check_all_finite,
-    check_choice,
-    check_int,
-    check_positive_float,
+    all_finite, check_all_finite, check_choice, check_int, check_positive_float,
 )
 
 __all__ = ["KeySpectrumControl", "spectrum_participation_ratio", "qk_weight_kernels"]

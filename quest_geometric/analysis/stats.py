@@ -19,18 +19,9 @@ import torch
 from quest_geometric._utils.checks import check_int, check_real, fail
 
 __all__ = [
-    "mean_std",
-    "finite_mean",
-    "sign_test",
-    "paired_sign_test",
-    "paired_permutation_test",
-    "paired_t_test",
-    "bootstrap_mean_interval",
-    "paired_differences",
-    "directional_probability",
-    "binomial_interval",
-    "least_squares_slope",
-    "spearman",
+    "mean_std", "finite_mean", "sign_test", "paired_sign_test", "paired_permutation_test",
+    "paired_t_test", "bootstrap_mean_interval", "paired_differences", "directional_probability",
+    "binomial_interval", "least_squares_slope", "spearman",
 ]
 
 

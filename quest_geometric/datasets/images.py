@@ -32,12 +32,7 @@ import numpy as np
 import torch
 from torch import Tensor
 from torch_geometric.data import (
-    Batch,
-    Data,
-    Dataset,
-    InMemoryDataset,
-    download_url,
-    extract_tar,
+    Batch, Data, Dataset, InMemoryDataset, download_url, extract_tar,
 )
 from torch_geometric.data.dataset import files_exist
 from torch_geometric.transforms import BaseTransform, Compose
@@ -45,17 +40,11 @@ from torch_geometric.transforms import BaseTransform, Compose
 from quest_geometric._utils.checks import check_choice, fail
 from quest_geometric._utils.untrusted import load_tensors, refused
 from quest_geometric.transforms.image_augment import (
-    NormalizeImage,
-    RandomCropPad,
-    RandomHorizontalFlip,
+    NormalizeImage, RandomCropPad, RandomHorizontalFlip,
 )
 
 __all__ = [
-    "CIFAR10Graphs",
-    "CIFAR100Graphs",
-    "DigitsGraphs",
-    "load_digits_split",
-    "md5sum",
+    "CIFAR10Graphs", "CIFAR100Graphs", "DigitsGraphs", "load_digits_split", "md5sum",
 ]
 
 GraphArg = Union[str, Callable[[Data], Any], None]

@@ -1,9 +1,6 @@
-"""A small, readable character-level GPT (nanoGPT style) with probe-friendly attention.
-
-One file: the config dataclass, the causal self-attention with *separate* query, key, value
-and output projections (so the query/key geometry of every head can be read and
-controlled), the pre-LN block and the model with tied token embedding and output head.
-The attention is pluggable: full causal scaled-dot-product attention, or
+"""A small, readable character-level GPT (nanoGPT style) whose attention has *separate*
+query, key, value and output projections, so the query/key geometry of every head can be read
+and controlled; the attention is full causal SDPA or
 :class:`quest_geometric.nn.focus.module.FocusAttention`.
 """
 from __future__ import annotations
@@ -19,19 +16,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from quest_geometric._utils.checks import (
-    check_choice,
-    check_int,
-    check_positive_float,
-    check_real,
-    fail,
+    check_choice, check_int, check_positive_float, check_real, fail,
 )
 from quest_geometric._utils.untrusted import refused
 from quest_geometric.adapters import (
-    AttentionAdapter,
-    AttentionCall,
-    HeadLayout,
-    QKView,
-    register_attention_adapter,
+    AttentionAdapter, AttentionCall, HeadLayout, QKView, register_attention_adapter,
 )
 
 __all__ = ["GPTConfig", "CausalSelfAttention", "CausalSelfAttentionAdapter", "MLP", "Block",
@@ -127,10 +116,9 @@ class CausalSelfAttention(nn.Module):
     ``h*d .. (h+1)*d - 1`` (:math:`W_Q^h`, shape ``[d, n_embd]``), and likewise for keys.
 
     Probe points: :meth:`queries`, :meth:`keys` and :meth:`values` return per-head tensors
-    ``[B, H, T, d]``; in :meth:`forward` the per-head queries, keys and values pass through
-    the identity modules ``hook_q``, ``hook_k`` and ``hook_v``, so a forward hook registered
-    on them sees exactly the tensors the attention uses (and may replace them).
-    :meth:`attention_weights` gives the explicit causal attention matrix.
+    ``[B, H, T, d]``; in :meth:`forward` they pass through the identity modules ``hook_q``,
+    ``hook_k`` and ``hook_v``, so a forward hook on them sees (and may replace) exactly the
+    tensors the attention uses.
 
     Args:
         config (GPTConfig): the model configuration.
@@ -174,21 +162,18 @@ class CausalSelfAttention(nn.Module):
         return self._heads(self.q_proj(x))
 
     def keys(self, x: Tensor) -> Tensor:
-        """Per-head keys ``[B, H, T, d]`` of the block input ``x`` ``[B, T, C]``."""
+        """Per-head keys ``[B, H, T, d]`` of ``x``."""
         self._check(x)
         return self._heads(self.k_proj(x))
 
     def values(self, x: Tensor) -> Tensor:
-        """Per-head values ``[B, H, T, d]`` of the block input ``x`` ``[B, T, C]``."""
+        """Per-head values ``[B, H, T, d]`` of ``x``."""
         self._check(x)
         return self._heads(self.v_proj(x))
 
     def attention_weights(self, x: Tensor) -> Tensor:
-        """Explicit causal attention probabilities ``[B, H, T, T]`` (rows sum to one).
-
-        Computed densely from :meth:`queries` and :meth:`keys` (dropout not applied), for
-        probes and tests; :meth:`forward` uses the fused kernel instead.
-        """
+        """Explicit causal attention probabilities ``[B, H, T, T]`` computed densely (no
+        dropout), for probes and tests; :meth:`forward` uses the fused kernel instead."""
         q, k = self.queries(x), self.keys(x)
         T = x.size(1)
         logits = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
@@ -277,13 +262,8 @@ class Block(nn.Module):
         if config.attention == "full":
             self.attn: nn.Module = CausalSelfAttention(config)
         else:
-            try:
-                from quest_geometric.nn.focus import FocusAttention
-            except ImportError as e:  # pragma: no cover - depends on the tree
-                raise ImportError(
-                    "GPTConfig(attention='focus') needs quest_geometric.nn.focus."
-                    f"FocusAttention, which could not be imported: {e}"
-                ) from e
+            from quest_geometric.nn.focus import FocusAttention
+
             kwargs = {"bias": config.bias, **config.focus}
             self.attn = FocusAttention(config.n_embd, config.n_head, **kwargs)
         self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
@@ -305,14 +285,13 @@ class CharGPT(nn.Module):
         \mathcal{L} = -\frac{1}{BT} \sum_{b,t} \log
         \mathrm{softmax}(\mathrm{logits}_{b,t})_{y_{b,t}}.
 
-    Initialisation: every linear and embedding weight :math:`\sim \mathcal{N}(0, \sigma^2)`
-    with :math:`\sigma =` ``init_std``, biases zero, the residual output projections scaled
-    by :math:`1/\sqrt{2 L}` (GPT-2). The query/key projections then follow ``qk_init``:
+    Initialisation: weights :math:`\sim \mathcal{N}(0, \sigma^2)`, :math:`\sigma =`
+    ``init_std``, biases zero, residual output projections scaled by :math:`1/\sqrt{2 L}`
+    (GPT-2). The query/key projections then follow ``qk_init``:
 
     * ``'independent'``: :math:`W_Q` and :math:`W_K` drawn independently (standard);
-    * ``'tied'``: :math:`W_K \leftarrow W_Q` at initialisation (equal values, separate
-      parameters that then train independently), so each head starts with a symmetric
-      positive semi-definite kernel :math:`W_Q^{h\top} W_K^h`;
+    * ``'tied'``: :math:`W_K \leftarrow W_Q` at initialisation (separate parameters), so each
+      head starts with a symmetric positive semi-definite kernel :math:`W_Q^{h\top} W_K^h`;
     * ``'orthogonal'``: per head, the row spaces of :math:`W_Q^h` and :math:`W_K^h`
       (subspaces of the ``n_embd``-dimensional input space) are orthogonal, so
       :math:`W_Q^h W_K^{h\top} = 0` and the kernel :math:`W_Q^{h\top} W_K^h` is traceless.
@@ -536,8 +515,8 @@ class CharGPT(nn.Module):
                     "of tensors and plain containers (a file that could run code is never "
                     "unpickled)", e,
                 ) from e
-        if not isinstance(checkpoint,
-                          dict) or "config" not in checkpoint or "model" not in checkpoint:
+        if not (isinstance(checkpoint, dict) and "config" in checkpoint
+                and "model" in checkpoint):
             keys = sorted(checkpoint) if isinstance(checkpoint, dict) else type(checkpoint).__name__
             raise ValueError(
                 f"CharGPT.from_checkpoint: {where!r} does not hold a CharGPT (expected keys "
@@ -548,9 +527,6 @@ class CharGPT(nn.Module):
 
     def __repr__(self) -> str:
         c = self.config
-        return (
-            f"{self.__class__.__name__}(vocab_size={c.vocab_size}, block_size={c.block_size}, "
-            f"n_layer={c.n_layer}, n_head={c.n_head}, n_embd={c.n_embd}, "
-            f"attention={c.attention!r}, "
-            f"qk_init={c.qk_init!r})"
-        )
+        return (f"{self.__class__.__name__}(vocab_size={c.vocab_size}, "
+                f"block_size={c.block_size}, n_layer={c.n_layer}, n_head={c.n_head}, "
+                f"n_embd={c.n_embd}, attention={c.attention!r}, qk_init={c.qk_init!r})")

@@ -15,19 +15,13 @@ from torch_geometric.nn.conv import EdgeConv, TransformerConv
 from torch_geometric.utils import scatter
 
 from quest_geometric._utils.checks import (
-    check_choice,
-    check_int,
-    check_positive_float,
-    check_real,
-    check_return_attention_weights,
-    fail,
+    check_choice, check_int, check_positive_float, check_real, check_return_attention_weights, fail,
 )
 from quest_geometric.nn.qsv_conv import QSVConv
 from quest_geometric.nn.quaternion_linear import QuaternionLinear
 
 __all__ = [
-    "QSVBlock",
-    "QSVNet",
+    "QSVBlock", "QSVNet",
 ]
 
 _STEMS = ("linear", "conv")
@@ -315,24 +309,12 @@ class QSVNet(nn.Module):
             raise fail(ValueError, "QSVNet", "num_nodes", "None unless pos_embedding=True or "
                        "qsv_kwargs={'quaternion': 'node' | 'both'} (it is only used there)",
                        num_nodes)
-        if mixing == "quaternion" and channels % 4 != 0:
-            raise fail(ValueError, "QSVNet", "channels", "a multiple of 4 for quaternion "
-                       "mixing", channels)
-
-        self.in_channels = in_channels
-        self.num_classes = num_classes
-        self.channels = channels
-        self.heads = heads
-        self.num_layers = num_layers
-        self.stem_type = stem
-        self.readout = readout
-        self.conv = conv
-        self.mixing = mixing
-        self.norm = norm
-        self.mlp_hidden = mlp_hidden
-        self.dropout = float(dropout)
-        self.num_nodes = num_nodes
-        self.pos_embedding = pos_embedding
+        # (Both branches above already make channels a multiple of 4 for quaternion mixing.)
+        self.in_channels, self.num_classes, self.channels = in_channels, num_classes, channels
+        self.heads, self.num_layers, self.stem_type = heads, num_layers, stem
+        self.readout, self.conv, self.mixing, self.norm = readout, conv, mixing, norm
+        self.mlp_hidden, self.dropout = mlp_hidden, float(dropout)
+        self.num_nodes, self.pos_embedding = num_nodes, pos_embedding
         #: The constructor arguments (plain types), so checkpoints can carry the config.
         self.config: dict[str, Any] = dict(
             in_channels=in_channels, num_classes=num_classes, channels=channels,
@@ -341,7 +323,6 @@ class QSVNet(nn.Module):
             dropout=float(dropout), qsv_kwargs=dict(qsv_kwargs or {}),
             transformer_kwargs=dict(transformer_kwargs or {}), pos_embedding=pos_embedding,
             num_nodes=num_nodes)
-
         if stem == "linear":
             self.stem: nn.Module = nn.Linear(in_channels, channels)
         else:
@@ -406,9 +387,8 @@ class QSVNet(nn.Module):
             check_choice(attention, "attention", _ATTENTIONS, where="QSVNet.set_ablation")
         layers = self.qsv_layers()
         if not layers:
-            raise ValueError(
-                "set_ablation needs QSVConv layers; this model has conv="
-                f"{self.conv!r}")
+            raise ValueError(f"set_ablation needs QSVConv layers; this model has "
+                             f"conv={self.conv!r}")
         previous = [{"transport": layer.transport, "attention": layer.attention}
                     for layer in layers]
         for layer in layers:

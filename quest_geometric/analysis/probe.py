@@ -56,17 +56,11 @@ def _call_model(model: nn.Module, batch: Any) -> Any:
 def logit_singular_values(q: Tensor, k: Tensor, scale: float = 1.0, fast: bool = True) -> Tensor:
     r"""Singular values of the logit matrices :math:`L = s\, Q K^\top` without forming them.
 
-    With thin QR factorisations :math:`Q = U_Q R_Q` and :math:`K = U_K R_K`
-    (:math:`U` with orthonormal columns, :math:`R` of size :math:`d \times d`),
-
-    .. math::
-        L = s\, U_Q \,(R_Q R_K^\top)\, U_K^\top
-        \quad\Rightarrow\quad \sigma(L) = |s|\, \sigma(R_Q R_K^\top),
-
-    so one :math:`d \times d` SVD replaces a :math:`T \times S` one (:math:`L` has rank at
-    most :math:`d`; the dropped singular values are zero and change neither the effective
-    nor the stable rank). Used when :math:`\min(T, S) > d`; otherwise, or with
-    ``fast=False``, the plain SVD of :math:`L`.
+    With thin QR factorisations :math:`Q = U_Q R_Q`, :math:`K = U_K R_K` (:math:`R` of size
+    :math:`d \times d`), :math:`\sigma(L) = |s|\, \sigma(R_Q R_K^\top)`: one :math:`d \times d`
+    SVD replaces a :math:`T \times S` one (the dropped singular values are zero and change
+    neither rank measure). Used when :math:`\min(T, S) > d` and ``fast``; otherwise the plain
+    SVD of :math:`L`.
 
     Args:
         q (Tensor): queries ``[..., T, d]``.
@@ -75,12 +69,11 @@ def logit_singular_values(q: Tensor, k: Tensor, scale: float = 1.0, fast: bool =
         fast (bool): use the QR route when it is cheaper. (default: :obj:`True`)
 
     Returns:
-        Tensor: singular values ``[..., r]`` in descending order, ``r = min(T, S, d)`` on the
-        fast route and ``min(T, S)`` on the plain one.
+        Tensor: singular values ``[..., r]``, descending; ``r = min(T, S, d)`` on the fast
+        route, ``min(T, S)`` on the plain one.
 
     Raises:
-        ValueError: a NaN or infinite entry in ``q`` or ``k`` (LAPACK would print a warning
-            and return NaN singular values).
+        ValueError: a NaN or infinite entry in ``q`` or ``k`` (LAPACK would return NaN).
     """
     check_all_finite((("q", q), ("k", k)), where="logit_singular_values")
     d = q.size(-1)
@@ -92,11 +85,9 @@ def logit_singular_values(q: Tensor, k: Tensor, scale: float = 1.0, fast: bool =
 
 
 def masked_softmax_entropy(logits: Tensor, allowed: Tensor) -> tuple[Tensor, Tensor]:
-    r"""Normalised entropy of each row of :math:`\mathrm{softmax}` over the allowed keys.
-
-    The same quantity as :func:`~quest_geometric.analysis.metrics.attention_entropy` applied
-    to the masked softmax (which it is tested against), computed from the log-probabilities
-    in three passes, without forming and re-validating the probabilities:
+    r"""Normalised entropy of each row of :math:`\mathrm{softmax}` over the allowed keys: the
+    quantity of :func:`~quest_geometric.analysis.metrics.attention_entropy` on the masked
+    softmax, from the log-probabilities, without forming and re-validating the probabilities:
 
     .. math::
         \tilde H_i = \frac{-\sum_{j \in \mathcal{S}_i} a_{ij} \log a_{ij}}{\log |\mathcal{S}_i|},
@@ -111,8 +102,7 @@ def masked_softmax_entropy(logits: Tensor, allowed: Tensor) -> tuple[Tensor, Ten
         rows with at least two allowed keys.
 
     Raises:
-        ValueError: a NaN or infinite logit (mask a key through ``allowed``, not with
-            :math:`-\infty`): it would make its row's entropy NaN.
+        ValueError: a NaN or infinite logit (mask keys through ``allowed``).
     """
     check_all_finite((("logits", logits),), where="masked_softmax_entropy")
     allowed = torch.broadcast_to(allowed, logits.shape)
@@ -161,25 +151,22 @@ class _Layer:
 class QKProbe:
     r"""Forward-hook probe of the query/key geometry of every attention layer of a model.
 
-    For each hooked layer and head :math:`h` (queries :math:`Q_h`, keys :math:`K_h`, tokens
-    as samples) it reports
+    For each hooked layer and head :math:`h` it reports
 
     .. math::
         \mathrm{PR}(Z) = \frac{(\operatorname{tr}\Sigma_Z)^2}{\lVert\Sigma_Z\rVert_F^2},
-        \qquad
+        \quad
         \mathrm{erank}(L_h) = \exp\Big(-\sum_k p_k \log p_k\Big),\;
         p_k = \frac{\sigma_k(L_h)}{\sum_l \sigma_l(L_h)},
-        \qquad
+        \quad
         \mathrm{srank}(L_h) = \frac{\lVert L_h\rVert_F^2}{\lVert L_h\rVert_2^2},
 
-    with :math:`\Sigma_Z` the covariance of all tokens seen since :meth:`reset` (streamed
-    in float64, never stored), :math:`L_h = s\, Q_h K_h^\top` the unmasked logit matrix of
-    each sequence of the probe batch (ranks averaged over its sequences), and the attention
-    entropy :math:`\tilde H_i = -\sum_j a_{ij}\log a_{ij} / \log|\mathcal{S}_i|` averaged
-    over the query rows of the probe batch with at least two allowed keys (causal mask,
-    padding and graph edges applied). The layer value of each metric is the mean over
-    heads; the PR is also reported on the concatenated heads (``pr_q_concat``,
-    ``pr_k_concat``).
+    with :math:`\Sigma_Z` the covariance of the queries (keys) of all tokens seen since
+    :meth:`reset` (streamed in float64), :math:`L_h = s\, Q_h K_h^\top` the unmasked logit
+    matrix of each sequence of the probe batch (ranks averaged over sequences), and the
+    normalised attention entropy averaged over the query rows of the probe batch with at least
+    two allowed keys. Layer values are means over heads; the PR is also reported on the
+    concatenated heads (``pr_q_concat``, ``pr_k_concat``).
 
     **Probe batch.** The logit-matrix metrics and the entropy come from the first
     non-empty forward call of each layer after construction or :meth:`reset`, capped at
@@ -188,22 +175,14 @@ class QKProbe:
     call after a reset, in ``eval()`` mode (restored afterwards) under :func:`torch.no_grad`;
     that forward does not enter the PR accumulators.
 
-    **Cost.** Each hook recomputes q and k without gradient (two extra projections per layer)
-    and updates a covariance (:math:`O(n (Hd)^2)`, or :math:`O(n H d^2)` with
-    ``concat_heads=False``); the probe batch adds, once per reset, one :math:`d \times d` SVD
-    per head and sequence (:func:`logit_singular_values`) and one masked softmax
-    (:func:`masked_softmax_entropy`). With ``enabled = False`` a hook returns at once;
-    :meth:`remove` removes the hooks, and so does dropping the probe (the hooks hold it only
-    weakly). Probing never changes the model's outputs or gradients. Calls of a Hugging Face
-    layer with a non-empty KV cache (incremental decoding) are skipped with a warning.
-
-    Recognised layers (:func:`supported_attention_types`) include CharGPT's
-    :class:`~quest_geometric.models.char_gpt.CausalSelfAttention`,
-    :class:`~quest_geometric.nn.focus.module.FocusAttention` (the entropy is that of the
-    full causal softmax over the same q/k), :class:`torch_geometric.nn.conv.TransformerConv`
-    (entropy over the edges; ranks over all node pairs of the probe batch), Hugging Face
-    ``GPT2Attention`` and ``GPTNeoXAttention`` (**post-rotary** q/k). A module that matches
-    is not searched further for nested ones.
+    **Cost.** Each hook recomputes q and k without gradient and updates a covariance
+    (:math:`O(n (Hd)^2)`, or :math:`O(n H d^2)` with ``concat_heads=False``); the probe batch
+    adds one :math:`d \times d` SVD per head and sequence and one masked softmax per reset.
+    With ``enabled = False`` a hook returns at once; :meth:`remove` removes the hooks, and so
+    does dropping the probe (the hooks hold it only weakly). Probing never changes outputs or
+    gradients. Calls of a Hugging Face layer with a non-empty KV cache are skipped with a
+    warning. A module whose class is recognised (:func:`supported_attention_types`) is not
+    searched further for nested ones.
 
     Args:
         model (torch.nn.Module): the model (or a single attention module).
@@ -211,15 +190,13 @@ class QKProbe:
             ``model.named_modules()``), indices into the found layers, or modules.
             (default: :obj:`None`, all)
         heads (bool): include one record per head in :meth:`results`. (default: :obj:`True`)
-        probe_batch (Any, optional): a fixed model input for the logit-matrix metrics: a
-            tensor (``model(t)``), a tuple (``model(*t)``), a dict (``model(**d)``) or any
-            other object (``model(obj)``, e.g. a PyG ``Batch``). (default: :obj:`None`, the
-            first batch seen)
-        max_tokens (int): cap on the query tokens of the probe batch used for the ranks
-            and the entropy (whole sequences; graph attention keeps the first
-            ``max_tokens`` nodes for the ranks). (default: ``2048``)
-        concat_heads (bool): also accumulate the concatenated-head covariance (the
-            per-head covariances are then its diagonal blocks). (default: :obj:`True`)
+        probe_batch (Any, optional): a fixed model input for the logit-matrix metrics, called
+            as ``model(*t)`` (tuple), ``model(**d)`` (dict) or ``model(obj)``.
+            (default: :obj:`None`, the first batch seen)
+        max_tokens (int): cap on the query tokens of the probe batch (whole sequences; graph
+            attention keeps the first ``max_tokens`` nodes for the ranks). (default: ``2048``)
+        concat_heads (bool): accumulate the concatenated-head covariance (whose diagonal
+            blocks are the per-head ones). (default: :obj:`True`)
         enabled (bool): initial value of :attr:`enabled`. (default: :obj:`True`)
 
     Example::
@@ -576,17 +553,16 @@ class QKProbe:
         return per_head, full, why, acc.count
 
     def results(self, strict: bool = False, all_reduce: bool = False) -> list[dict[str, Any]]:
-        r"""The measurements: a list of flat records (JSON-ready).
+        r"""The measurements: a list of flat, JSON-ready records.
 
         Per layer (in model order), one record per head (when ``heads=True``), then one
         layer record with ``head=None``. Keys: ``layer`` (module name), ``layer_index``,
         ``type`` (class name), ``head``, ``pr_q``, ``pr_k``, ``pr_q_minus_pr_k``,
         ``qk_effective_rank``, ``qk_stable_rank``, ``attention_entropy``, ``tokens``
-        (samples in the PR accumulators), ``probe_tokens`` (query tokens of the probe batch)
-        and ``undefined`` (``{metric: reason}``); the layer record adds ``pr_q_concat``,
-        ``pr_k_concat`` (:obj:`None` with ``concat_heads=False``) and ``heads``. Layer values
-        are means over the heads. A metric that is undefined (no or one token, one-token
-        sequences, zero variance) is :obj:`None` and its reason is in ``undefined``; never NaN.
+        (samples in the PR accumulators), ``probe_tokens`` and ``undefined``
+        (``{metric: reason}``); the layer record adds ``pr_q_concat``, ``pr_k_concat`` and
+        ``heads``. An undefined metric (too few tokens, zero variance) is :obj:`None` with its
+        reason in ``undefined``; never NaN.
 
         Args:
             strict (bool): raise a :class:`ValueError` instead of returning undefined
@@ -595,8 +571,6 @@ class QKProbe:
                 (:meth:`StreamingCovariance.all_reduce`; every rank must call).
                 (default: :obj:`False`)
 
-        Returns:
-            list[dict]: the records.
         """
         if self.probe_batch is not None and not all(layer.probe_done for layer in self._layers):
             self._run_probe_batch()
@@ -606,12 +580,9 @@ class QKProbe:
             undefined: dict[str, str] = {}
             pq, pq_full, why_q, n_q = self._pr(layer.acc_q, H, self.concat_heads, all_reduce)
             pk, pk_full, why_k, _ = self._pr(layer.acc_k, H, self.concat_heads, all_reduce)
-            if why_q:
-                undefined["pr_q"] = why_q
-            if why_k:
-                undefined["pr_k"] = why_k
-            if why_q or why_k:
-                undefined["pr_q_minus_pr_k"] = why_q or why_k
+            for key, why in (("pr_q", why_q), ("pr_k", why_k), ("pr_q_minus_pr_k", why_q or why_k)):
+                if why:
+                    undefined[key] = why
             if not layer.probe_done:
                 undefined.update(dict.fromkeys(_PROBE_KEYS, "no forward call seen since reset()"))
             undefined.update(layer.probe_undefined)
@@ -661,10 +632,8 @@ class QKProbe:
 @torch.no_grad()
 def probe_model(model: nn.Module, batch: Union[Tensor, tuple, dict], max_tokens: int = 4096
                 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Optional[float]]:
-    """Run :class:`QKProbe` on one fixed batch (eval mode, no gradient, hooks removed after).
-
-    The PR accumulators and the probe-batch metrics both see exactly this batch; the
-    model's training mode is restored afterwards.
+    """Run :class:`QKProbe` on one fixed batch (eval mode, no gradient, hooks removed and the
+    training mode restored after): the PR and the probe-batch metrics see exactly this batch.
 
     Args:
         model (nn.Module): a model whose attention layers :class:`QKProbe` knows.

@@ -1,20 +1,11 @@
 r"""Where the pairwise computation of a trained QSV model lives.
 
 The QSV paper (Foley et al., 2026) reports that "nearly all of the learned pairwise
-computation resides in the transport channel".  Three measurements of a trained
-:class:`~quest_geometric.models.qsv_net.QSVNet` on a loader quantify it:
-
-* :func:`attention_entropy_per_node`: the normalised entropy of every node's attention
-  distribution over its in-neighbours, per layer and head (1 = uniform averaging, 0 = all
-  weight on one neighbour);
-* :func:`rotation_angles`: the rotation angle of the relative quaternion
-  :math:`r_{ij} = q_i^{*} q_j` of every edge, per layer and head (0 = the transport is the
-  identity; a spread of angles means the transport does real work);
-* :func:`ablation_accuracy`: the test accuracy of the trained model as it is, with the
-  transport switched off and with uniform attention, each applied at test time without
-  retraining.
-
-:func:`qsv_analysis` runs all three and returns scalar summaries for a results table.
+computation resides in the transport channel". :func:`qsv_analysis` quantifies it on a trained
+:class:`~quest_geometric.models.qsv_net.QSVNet` with three measurements:
+:func:`attention_entropy_per_node` (1 = uniform averaging), :func:`rotation_angles` (0 = the
+transport is the identity) and :func:`ablation_accuracy` (transport or learned attention
+switched off at test time).
 """
 from __future__ import annotations
 
@@ -94,9 +85,8 @@ def node_attention_entropy(alpha: Tensor, index: Tensor, num_nodes: int) -> Node
         \tilde H_i = \frac{-\sum_{j \in \mathcal{N}(i)} \alpha_{ij} \log \alpha_{ij}}
         {\log d_i} \in [0, 1],
 
-    with :math:`0 \log 0 = 0`, computed per head with
-    :func:`torch_geometric.utils.scatter` (the semantics of
-    :func:`quest_geometric.analysis.metrics.attention_entropy` on a sparse support).  Nodes
+    with :math:`0 \log 0 = 0`, per head (the semantics of
+    :func:`quest_geometric.analysis.metrics.attention_entropy` on a sparse support). Nodes
     with :math:`d_i < 2` get ``valid == False`` and entropy 0.
 
     Args:
@@ -136,17 +126,15 @@ def node_attention_entropy(alpha: Tensor, index: Tensor, num_nodes: int) -> Node
 @torch.no_grad()
 def attention_entropy_per_node(model: nn.Module, loader: Any,
                                device: Optional[Any] = None) -> NodeEntropy:
-    r"""Normalised attention entropy of every node, layer and head of a trained model on
-    the graphs of :obj:`loader` (see :func:`node_attention_entropy`).
-
-    The weights are those the model uses in :meth:`~quest_geometric.models.qsv_net.QSVNet.
-    forward` with ``return_attention_weights=True`` (eval mode: no attention dropout), so
-    this works for QSV layers and for the ``TransformerConv`` control alike.  A value near
-    1 everywhere means the learned attention is close to uniform averaging.
+    r"""Normalised attention entropy (:func:`node_attention_entropy`) of every node, layer
+    and head of a trained model on the graphs of :obj:`loader`, from the weights of
+    :meth:`~quest_geometric.models.qsv_net.QSVNet.forward` with
+    ``return_attention_weights=True`` in eval mode (QSV layers and the ``TransformerConv``
+    control alike).
 
     Args:
-        model (torch.nn.Module): A :class:`~quest_geometric.models.qsv_net.QSVNet` (or a
-            DDP wrapper of one).
+        model (torch.nn.Module): A :class:`~quest_geometric.models.qsv_net.QSVNet` (or its
+            DDP wrapper).
         loader (iterable): Batches of graphs (a PyG ``DataLoader``) or a single
             :class:`~torch_geometric.data.Batch`.
         device (torch.device, optional): Where to run; :obj:`None` uses the model's.
@@ -198,11 +186,9 @@ def rotation_angles(model: nn.Module, loader: Any, device: Optional[Any] = None)
         |\mathrm{Re}\, r_{ij}|\bigr) \in [0, \pi],
 
     the angle by which the sandwich transport :math:`\mathbf{x} \mapsto r_{ij}\,\mathbf{x}\,
-    r_{ij}^{*}` rotates the vector part of the neighbour's features
-    (:func:`~quest_geometric.quaternion.relative`, :func:`~quest_geometric.quaternion.angle`).
-    The quaternions are the model's own (:meth:`~quest_geometric.models.qsv_net.QSVNet.
-    quaternions`).  Angles near 0 mean the transport barely acts; the angle is measured
-    whether or not the transport is switched on.
+    r_{ij}^{*}` rotates the vector part of the neighbour's features, with the model's own
+    quaternions (:meth:`~quest_geometric.models.qsv_net.QSVNet.quaternions`), whether or not
+    the transport is switched on.
 
     Args:
         model (torch.nn.Module): A :class:`~quest_geometric.models.qsv_net.QSVNet` with
@@ -263,11 +249,10 @@ def ablation_accuracy(model: nn.Module, loader: Any, device: Optional[Any] = Non
     r"""Accuracy of a trained model on :obj:`loader` as it is and under each ablation
     switched on at test time, without retraining.
 
-    The ablations (:data:`ABLATIONS`) use
-    :meth:`~quest_geometric.models.qsv_net.QSVNet.ablation` on every QSVConv:
-    ``'no_transport'`` drops the sandwich transport (plain attention-weighted averaging),
-    ``'uniform'`` replaces the learned weights by :math:`1/|\mathcal{N}(i)|`, and
-    ``'no_transport_uniform'`` does both.  The model's settings are restored afterwards.
+    The ablations (:data:`ABLATIONS`, through
+    :meth:`~quest_geometric.models.qsv_net.QSVNet.ablation`): ``'no_transport'`` drops the
+    sandwich transport, ``'uniform'`` replaces the learned weights by
+    :math:`1/|\mathcal{N}(i)|`, ``'no_transport_uniform'`` does both.
 
     .. math::
         \Delta_a = \mathrm{acc}(\text{model with ablation } a) - \mathrm{acc}(\text{model})

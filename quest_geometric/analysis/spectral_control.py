@@ -23,8 +23,7 @@ def spectrum_participation_ratio(s: Tensor) -> Tensor:
     .. math::
         \mathrm{PR}(s) = \frac{(\sum_k s_k^2)^2}{\sum_k s_k^4},
 
-    i.e. the participation ratio of the eigenvalues :math:`s_k^2` of :math:`W^\top W`
-    (``1`` for rank one, ``r`` for a flat spectrum).
+    that of the eigenvalues :math:`s_k^2` of :math:`W^\top W` (1 for rank one, ``r`` flat).
 
     Args:
         s (Tensor): singular values ``[..., r]``.
@@ -94,12 +93,11 @@ def qk_weight_kernels(model: nn.Module) -> list[Tensor]:
 class KeySpectrumControl:
     r"""Controls the singular-value spectrum of every key projection :math:`W_K`.
 
-    Call :meth:`step` after each ``optimizer.step()``. Every ``every`` calls, for each
-    attention layer (each module with a ``k_proj`` :class:`~torch.nn.Linear`, e.g. the
-    blocks of :class:`~quest_geometric.models.char_gpt.CharGPT`), or for each head's rows
-    :math:`W_K^h \in \mathbb{R}^{d \times C}` when ``per_head=True``, the weight is
-    decomposed as :math:`W = U \operatorname{diag}(s) V^\top` (float64) and rebuilt with new
-    singular values :math:`s'`, keeping the singular vectors the optimiser has learned:
+    Call :meth:`step` after each ``optimizer.step()``. Every ``every`` calls, the ``k_proj``
+    :class:`~torch.nn.Linear` weight of each attention layer (or each head's rows
+    :math:`W_K^h` with ``per_head=True``) is decomposed as :math:`W = U \operatorname{diag}(s)
+    V^\top` (float64) and rebuilt with new singular values :math:`s'`, keeping the learned
+    singular vectors:
 
     * ``'hold'``: the spectrum's **shape** stays at its initial dispersion,
       :math:`s' = \lVert s \rVert_2 \, \hat s^{(0)}` with :math:`\hat s^{(0)} = s^{(0)} /
@@ -108,17 +106,11 @@ class KeySpectrumControl:
       :math:`s'_k \propto s_k \, e^{-\mathrm{decay} \cdot k / (r - 1)}` (``k = 0`` the
       largest, ``r`` the number of singular values), rescaled to :math:`\lVert s \rVert_2`.
 
-    Both modes keep :math:`\lVert s' \rVert_2 = \lVert s \rVert_2`, hence
-    :math:`\lVert W_K \rVert_F` unchanged, so the intervention changes the spectral shape,
-    not the softmax temperature.
-
-    Why decay by rank index and not a power law :math:`s_k^{1+\gamma}`: the index form is
-    scale-free and acts on every spectrum, including flat ones (equal singular values,
-    e.g. an orthogonal init), on which a power law does nothing; the largest direction is
-    never damped, the smallest by :math:`e^{-\mathrm{decay}}`. The decay compounds over
-    applications (without learning, after :math:`t` applications
-    :math:`s_k \propto s_k^{(0)} e^{-t\,\mathrm{decay}\,k/(r-1)}`), so it is a steady
-    pressure that gradient updates push against; hence the small default.
+    Both modes keep :math:`\lVert W_K \rVert_F`, so the intervention changes the spectral
+    shape, not the softmax temperature. Decay by rank index rather than a power law
+    :math:`s_k^{1+\gamma}` because it is scale-free and also acts on flat spectra (e.g. an
+    orthogonal init), where a power law does nothing. The decay compounds over applications,
+    a steady pressure that gradient updates push against; hence the small default.
 
     Args:
         model (nn.Module): the model (a DDP wrapper works too: it is searched recursively).
@@ -130,8 +122,8 @@ class KeySpectrumControl:
         every (int): apply on every ``every``-th call of :meth:`step`. (default: ``1``)
 
     Raises:
-        ValueError: for a model without recognisable attention layers, key weights that are
-            not 2-D, all-zero or non-finite, or heads that do not divide the rows.
+        ValueError: for a model without attention layers, key weights that are not 2-D,
+            all-zero or non-finite, or heads that do not divide the rows.
     """
 
     def __init__(self, model: nn.Module, mode: str = "hold", per_head: bool = False,
@@ -143,40 +135,29 @@ class KeySpectrumControl:
         decay = check_positive_float(decay, "decay", where="KeySpectrumControl",
                                      allow_zero=True)
         check_int(every, "every", 1, where="KeySpectrumControl")
-        self.mode = mode
-        self.per_head = bool(per_head)
-        self.decay = float(decay)
-        self.every = every
-        self.num_calls = 0
-        self.num_applied = 0
+        self.mode, self.per_head, self.decay, self.every = mode, bool(per_head), decay, every
+        self.num_calls = self.num_applied = 0
 
         found = _find_key_weights(model)
         if not found:
             raise ValueError(
                 f"KeySpectrumControl: {type(model).__name__} has no recognisable attention layer "
                 "(expected modules with a `k_proj` nn.Linear, such as CharGPT's blocks)")
-        self.names: list[str] = []
-        self.weights: list[Tensor] = []
-        self.heads: list[int] = []
         for name, _, w, heads in found:
             if w.dim() != 2:
                 raise ValueError(f"KeySpectrumControl: {name}.weight must be 2-D, got shape "
                                  f"{tuple(w.shape)}")
-            h = 1
-            if self.per_head:
-                if not isinstance(heads, int) or heads < 1 or w.size(0) % heads != 0:
-                    raise ValueError(
-                        f"KeySpectrumControl: per_head=True needs a head count (n_head/num_heads) "
-                        f"dividing the {w.size(0)} rows of {name}.weight, got {heads!r}")
-                h = heads
-            self.names.append(name)
-            self.weights.append(w)
-            self.heads.append(h)
+            if self.per_head and (not isinstance(heads, int) or heads < 1
+                                  or w.size(0) % heads != 0):
+                raise ValueError(
+                    f"KeySpectrumControl: per_head=True needs a head count (n_head/num_heads) "
+                    f"dividing the {w.size(0)} rows of {name}.weight, got {heads!r}")
+        self.names: list[str] = [name for name, _, _, _ in found]
+        self.weights: list[Tensor] = [w for _, _, w, _ in found]
+        self.heads: list[int] = [heads if self.per_head else 1 for _, _, _, heads in found]
         #: Initial normalised spectra :math:`s^{(0)}/\lVert s^{(0)}\rVert_2`, ``[heads, r]`` each.
-        self.initial_shapes: list[Tensor] = []
-        for i in range(len(self.weights)):
-            _, s, _ = self._svd(i)
-            self.initial_shapes.append(s / s.norm(dim=-1, keepdim=True))
+        self.initial_shapes: list[Tensor] = [s / s.norm(dim=-1, keepdim=True)
+                                             for s in self.spectra()]
 
     def _blocks(self, i: int) -> Tensor:
         w = self.weights[i].detach().to(torch.float64)
@@ -200,8 +181,7 @@ class KeySpectrumControl:
         else:
             r = s.size(-1)
             k = torch.arange(r, dtype=s.dtype, device=s.device)
-            factor = torch.exp(-self.decay * k / max(r - 1, 1))
-            shape = s * factor
+            shape = s * torch.exp(-self.decay * k / max(r - 1, 1))
             shape = shape / shape.norm(dim=-1, keepdim=True)
         return shape * s.norm(dim=-1, keepdim=True)
 
@@ -210,8 +190,7 @@ class KeySpectrumControl:
         """Replace the singular values of every controlled weight now."""
         for i, w in enumerate(self.weights):
             u, s, vh = self._svd(i)
-            s_new = self._target(i, s)
-            blocks = (u * s_new.unsqueeze(-2)) @ vh
+            blocks = (u * self._target(i, s).unsqueeze(-2)) @ vh
             w.copy_(blocks.reshape(w.shape).to(w.dtype))
         self.num_applied += 1
 
@@ -229,8 +208,7 @@ class KeySpectrumControl:
         return True
 
     def spectra(self) -> list[Tensor]:
-        """Current singular values (descending, float64) of each controlled weight,
-        ``[heads, r]``."""
+        """Current singular values (descending, float64) of each weight, ``[heads, r]``."""
         return [self._svd(i)[1] for i in range(len(self.weights))]
 
     def participation_ratios(self) -> Tensor:

@@ -54,14 +54,11 @@ NormalizeArg = Union[bool, tuple[Sequence[float], Sequence[float]]]
 
 # ----------------------------------------------------------------------------- helpers
 def md5sum(path: Union[str, os.PathLike], chunk_size: int = 1 << 20) -> str:
-    """The hexadecimal MD5 digest of the file at ``path`` (read in chunks).
+    """The MD5 digest of the file at ``path`` as 32 lowercase hexadecimal digits.
 
     Args:
         path (str or os.PathLike): the file.
         chunk_size (int): bytes read at a time. (default: ``1 << 20``)
-
-    Returns:
-        str: 32 lowercase hexadecimal digits.
     """
     digest = hashlib.md5()
     with open(path, "rb") as f:
@@ -494,16 +491,14 @@ class CIFAR10Graphs(_CIFARGraphs):
     r"""The CIFAR-10 dataset (Krizhevsky, 2009) of 32 x 32 colour images in 10 classes, each
     served as a graph (sphere or flat lattice) built from the image at access time.
 
-    The raw data are the official python-version batches. They are found, in this order, in
-    ``root/raw/cifar-10-batches-py/`` or ``root/cifar-10-batches-py/`` (the folder
-    torchvision's ``CIFAR10(root)`` writes, so an existing torchvision download is reused);
-    failing that, the archive ``cifar-10-python.tar.gz`` in ``root/raw`` or ``root`` is
-    checked (md5) and extracted; failing that, with ``download=True`` it is downloaded from
+    The official python-version batches are found in ``root/raw/cifar-10-batches-py/`` or
+    ``root/cifar-10-batches-py/`` (torchvision's layout, so its download is reused); else the
+    archive ``cifar-10-python.tar.gz`` in ``root/raw`` or ``root`` is checked (md5) and
+    extracted; else, with ``download=True``, it is downloaded from
     https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz (md5
-    ``c58f30108f718f92721af3b95e74349a``). Processing stores the images as ``uint8``
-    ``[N, 3, 32, 32]`` with their labels in ``root/processed``. Each sample is
-    ``Data(x [N, 3], pos, shell, edge_index, y [1])`` from the graph transform
-    (``Data(image [1, 3, 32, 32], y [1])`` with ``graph=None``).
+    ``c58f30108f718f92721af3b95e74349a``). Processing stores ``uint8`` images
+    ``[N, 3, 32, 32]`` and labels in ``root/processed``. A sample is the graph transform's
+    ``Data(x [N, 3], pos, shell, edge_index, y [1])``, or ``Data(image [1, 3, 32, 32], y)``.
 
     Args:
         root (str or os.PathLike): root directory of the dataset.
@@ -511,15 +506,12 @@ class CIFAR10Graphs(_CIFARGraphs):
         graph (str or callable, optional): ``'sphere'`` (a default ``ImageToSphere``),
             ``'lattice'`` (a default ``ImageToLattice``), any transform taking
             ``Data(image, y)``, or :obj:`None` for the image itself. (default: ``'sphere'``)
-        augment (bool or callable): :obj:`True` applies the standard CIFAR augmentation
+        augment (bool or callable): :obj:`True` (training split only) applies
             :class:`~quest_geometric.transforms.image_augment.RandomCropPad` ``(32, padding=4)``
-            then :class:`~quest_geometric.transforms.image_augment.RandomHorizontalFlip`
-            ``(0.5)`` (training split only: :obj:`True` with ``train=False`` is an error); a
-            callable is applied to ``Data(image uint8 [3, 32, 32], y)`` as given.
-            (default: :obj:`False`)
-        normalize (bool or (mean, std)): :obj:`True` normalises each channel with the mean and
-            std of the training split's pixels (in ``[0, 1]`` units); a pair ``(mean, std)``
-            uses those; :obj:`False` keeps ``[0, 1]``. (default: :obj:`True`)
+            then :class:`~quest_geometric.transforms.image_augment.RandomHorizontalFlip`; a
+            callable is applied to ``Data(image uint8 [3, 32, 32], y)``. (default: :obj:`False`)
+        normalize (bool or (mean, std)): :obj:`True` uses the training split's per-channel
+            pixel statistics, a pair those given, :obj:`False` none. (default: :obj:`True`)
         transform (callable, optional): applied last, to the graph. (default: :obj:`None`)
         download (bool): download the archive when no data is found. (default: :obj:`False`)
         log (bool): print download and processing progress. (default: :obj:`True`)
@@ -560,23 +552,18 @@ class CIFAR100Graphs(_CIFARGraphs):
     r"""The CIFAR-100 dataset (Krizhevsky, 2009) of 32 x 32 colour images in 100 fine classes,
     each served as a graph (sphere or flat lattice) built from the image at access time.
 
-    Identical to :class:`CIFAR10Graphs` except for the files: the official python-version
-    archive ``cifar-100-python.tar.gz`` from
+    As :class:`CIFAR10Graphs`, with the archive ``cifar-100-python.tar.gz`` from
     https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz (md5
-    ``eb9058c3a382ffc7106e4002c42a8d85``), extracted to ``cifar-100-python/`` holding
-    ``train``, ``test`` and ``meta`` (the folder torchvision's ``CIFAR100(root)`` uses, so an
-    existing torchvision download is reused). Labels are the **fine** labels
-    (``fine_labels``, 100 classes; names from ``fine_label_names``).
+    ``eb9058c3a382ffc7106e4002c42a8d85``), extracted to ``cifar-100-python/`` (``train``,
+    ``test``, ``meta``; torchvision's layout). Labels are the **fine** labels.
 
     Args:
         root (str or os.PathLike): root directory of the dataset.
         train (bool): the 50,000 training or the 10,000 test images. (default: :obj:`True`)
         graph (str or callable, optional): ``'sphere'``, ``'lattice'``, a transform, or
             :obj:`None` for the image itself. (default: ``'sphere'``)
-        augment (bool or callable): the standard CIFAR augmentation if :obj:`True` (training
-            split only), or a callable. (default: :obj:`False`)
-        normalize (bool or (mean, std)): training-split statistics if :obj:`True`, the given
-            pair, or none. (default: :obj:`True`)
+        augment (bool or callable): as in :class:`CIFAR10Graphs`. (default: :obj:`False`)
+        normalize (bool or (mean, std)): as in :class:`CIFAR10Graphs`. (default: :obj:`True`)
         transform (callable, optional): applied last, to the graph. (default: :obj:`None`)
         download (bool): download the archive when no data is found. (default: :obj:`False`)
         log (bool): print download and processing progress. (default: :obj:`True`)
@@ -631,10 +618,8 @@ def load_digits_split(split: str = "train") -> tuple[Tensor, Tensor]:
     r"""The fixed split of scikit-learn's handwritten digits as image and label tensors.
 
     The 1,797 8 x 8 images of :func:`sklearn.datasets.load_digits` (grey levels 0..16) are
-    scaled to :math:`[0, 1]` by dividing by 16. The split is stratified: 360 test images
-    (about 20% of every class, the class shares rounded by largest remainder) drawn by
-    ``numpy.random.RandomState(0)``, the other 1,437 for training. It is the same on every
-    machine and run.
+    divided by 16. The split is stratified: 360 test images (the class shares rounded by
+    largest remainder) drawn by ``numpy.random.RandomState(0)``, the other 1,437 for training.
 
     Args:
         split (str): ``'train'`` or ``'test'``. (default: ``'train'``)
@@ -668,28 +653,22 @@ class DigitsGraphs(_ImagePipeline, Dataset):
     r"""scikit-learn's handwritten digits (1,797 8 x 8 grey images, 10 classes), served as
     graphs like :class:`CIFAR10Graphs`: the offline dataset for quick runs and tests.
 
-    The data ship with scikit-learn (:func:`sklearn.datasets.load_digits`), so nothing is
-    downloaded and ``root`` is not used. The split is fixed, stratified and documented in
-    :func:`load_digits_split` (1,437 training and 360 test images). Images are kept at their
-    native 8 x 8 resolution as ``[1, 8, 8]`` floats in :math:`[0, 1]`; the sphere transform
-    samples them bilinearly at its nodes (so a sphere may have more nodes than the image has
-    pixels), and the lattice has the 64 pixels as nodes.
+    The data ship with scikit-learn, so nothing is downloaded; the split is
+    :func:`load_digits_split`. Images stay ``[1, 8, 8]`` floats in :math:`[0, 1]`: the sphere
+    samples them bilinearly at its nodes, the lattice has the 64 pixels as nodes.
 
     Args:
-        root (str or os.PathLike, optional): ignored (the data ship with scikit-learn);
-            accepted so every image dataset has the same interface. (default: :obj:`None`)
+        root (str or os.PathLike, optional): ignored (the interface of every image dataset).
+            (default: :obj:`None`)
         split (str): ``'train'`` or ``'test'``. (default: ``'train'``)
         graph (str or callable, optional): ``'sphere'``, ``'lattice'``, a transform taking
             ``Data(image [1, 8, 8], y)``, or :obj:`None` for the image itself (then
             ``Data(image [1, 1, 8, 8], y)``). (default: ``'sphere'``)
-        augment (bool or callable): :obj:`True` applies
+        augment (bool or callable): :obj:`True` (training split only) applies
             :class:`~quest_geometric.transforms.image_augment.RandomCropPad` ``(8, padding=1)``
-            (the CIFAR shift of 4/32 of the width, scaled to 8 pixels); no horizontal flip,
-            since mirrored digits are not digits. Training split only. A callable is applied
-            to ``Data(image [1, 8, 8], y)`` as given. (default: :obj:`False`)
-        normalize (bool or (mean, std)): :obj:`True` normalises with the training split's
-            pixel mean and std; a pair uses those; :obj:`False` keeps :math:`[0, 1]`.
-            (default: :obj:`True`)
+            (the CIFAR shift scaled to 8 pixels; no flip: mirrored digits are not digits); a
+            callable is applied to ``Data(image [1, 8, 8], y)``. (default: :obj:`False`)
+        normalize (bool or (mean, std)): as in :class:`CIFAR10Graphs`. (default: :obj:`True`)
         transform (callable, optional): applied last, to the graph. (default: :obj:`None`)
 
     Attributes:

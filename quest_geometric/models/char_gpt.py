@@ -40,18 +40,15 @@ class GPTConfig:
         n_layer (int): number of transformer blocks. (default: ``4``)
         n_head (int): attention heads per block. (default: ``4``)
         n_embd (int): model width; must be divisible by ``n_head``. (default: ``128``)
-        dropout (float): dropout on attention weights, residual branches and embeddings.
-            (default: ``0.0``)
+        dropout (float): dropout on attention, residual branches and embeddings. (default: ``0.0``)
         bias (bool): biases in the linear layers and layer norms. (default: :obj:`True`)
         attention (str): ``'full'`` (causal SDPA) or ``'focus'`` (FocusAttention).
             (default: ``'full'``)
-        focus (dict): keyword arguments of ``FocusAttention`` (``num_groups``, ``top_k``,
-            ``window``, ...); ``bias`` defaults to :attr:`bias`. Dropout is not applied
-            inside FocusAttention. (default: ``{}``)
-        qk_init (str): initialisation of the query/key projections: ``'independent'``,
-            ``'tied'`` or ``'orthogonal'`` (see :class:`CharGPT`). (default: ``'independent'``)
-        init_std (float): standard deviation of the normal weight initialisation.
-            (default: ``0.02``)
+        focus (dict): keyword arguments of ``FocusAttention`` (``bias`` defaults to
+            :attr:`bias`; no dropout inside it). (default: ``{}``)
+        qk_init (str): ``'independent'``, ``'tied'`` or ``'orthogonal'`` (see
+            :class:`CharGPT`). (default: ``'independent'``)
+        init_std (float): standard deviation of the weight initialisation. (default: ``0.02``)
     """
 
     vocab_size: int = 104
@@ -111,9 +108,8 @@ class CausalSelfAttention(nn.Module):
         \mathrm{out} = \Big\Vert_{h} \mathrm{softmax}\!\Big(\frac{Q_h K_h^\top}{\sqrt{d}}
         + M\Big) V_h \; W_O^\top,
 
-    with :math:`M_{ij} = -\infty` for :math:`j > i`. The rows of ``q_proj.weight`` (shape
-    ``[n_embd, n_embd]``) are grouped by head: head ``h`` owns rows
-    ``h*d .. (h+1)*d - 1`` (:math:`W_Q^h`, shape ``[d, n_embd]``), and likewise for keys.
+    with :math:`M_{ij} = -\infty` for :math:`j > i`; head ``h`` owns rows ``h*d .. (h+1)*d - 1``
+    of ``q_proj.weight`` (:math:`W_Q^h`), and likewise for keys.
 
     Probe points: :meth:`queries`, :meth:`keys` and :meth:`values` return per-head tensors
     ``[B, H, T, d]``; in :meth:`forward` they pass through the identity modules ``hook_q``,
@@ -196,10 +192,9 @@ class CausalSelfAttention(nn.Module):
 
 
 class CausalSelfAttentionAdapter(AttentionAdapter):
-    """The attention adapter of :class:`CausalSelfAttention` (registered where CharGPT lives):
-    ``q_proj``/``k_proj``/``v_proj`` through the probe hooks ``hook_q``/``hook_k``/``hook_v``
-    (so a hook that replaces q, k or v acts on the Focus path too), ``out_proj`` and residual
-    dropout; the module returns a tensor."""
+    """The attention adapter of :class:`CausalSelfAttention`: projections through the probe
+    hooks ``hook_q``/``hook_k``/``hook_v`` (so a hook that replaces q, k or v acts on the Focus
+    path too), then ``out_proj`` and residual dropout."""
 
     def heads(self, module: nn.Module) -> HeadLayout:
         return HeadLayout(module.n_embd, module.n_head, module.n_head, module.head_dim)
@@ -278,8 +273,8 @@ class CharGPT(nn.Module):
     r"""A small GPT for character-level language modelling (nanoGPT style).
 
     Token and learned position embeddings, ``n_layer`` pre-LN :class:`Block` s, a final
-    layer norm and a linear head whose weight **is** the token embedding (weight tying).
-    The loss is the mean next-token cross-entropy (nats):
+    layer norm and a head tied to the token embedding; the loss is the mean next-token
+    cross-entropy (nats):
 
     .. math::
         \mathcal{L} = -\frac{1}{BT} \sum_{b,t} \log
@@ -292,21 +287,16 @@ class CharGPT(nn.Module):
     * ``'independent'``: :math:`W_Q` and :math:`W_K` drawn independently (standard);
     * ``'tied'``: :math:`W_K \leftarrow W_Q` at initialisation (separate parameters), so each
       head starts with a symmetric positive semi-definite kernel :math:`W_Q^{h\top} W_K^h`;
-    * ``'orthogonal'``: per head, the row spaces of :math:`W_Q^h` and :math:`W_K^h`
-      (subspaces of the ``n_embd``-dimensional input space) are orthogonal, so
-      :math:`W_Q^h W_K^{h\top} = 0` and the kernel :math:`W_Q^{h\top} W_K^h` is traceless.
-      Construction: a random orthonormal basis :math:`U` of :math:`\mathbb{R}^C` (QR of a
-      Gaussian matrix), :math:`m = \max(d, \lfloor C/2 \rfloor)`,
-      :math:`W_Q^h = \sqrt{C/m}\, G_Q U_{:, :m} U_{:, :m}^\top` and
-      :math:`W_K^h = \sqrt{C/m}\, G_K U_{:, C-m:} U_{:, C-m:}^\top` with Gaussian
-      :math:`G` of the standard scale, so the expected Frobenius norm equals the standard
-      initialisation's. Exact whenever :math:`2d \le C` (``n_head >= 2``); with one head
-      (:math:`d = C`) two rank-:math:`C` row spaces cannot be orthogonal, the two subspaces
-      then share :math:`2m - C` dimensions (the minimum possible) and a warning is issued.
+    * ``'orthogonal'``: per head, the row spaces of :math:`W_Q^h` and :math:`W_K^h` are
+      orthogonal, so the kernel :math:`W_Q^{h\top} W_K^h` is traceless: with a random
+      orthonormal basis :math:`U` of :math:`\mathbb{R}^C` and :math:`m = \max(d, \lfloor C/2
+      \rfloor)`, :math:`W_Q^h = \sqrt{C/m}\, G_Q U_{:, :m} U_{:, :m}^\top` and
+      :math:`W_K^h = \sqrt{C/m}\, G_K U_{:, C-m:} U_{:, C-m:}^\top` with Gaussian :math:`G`
+      of the standard scale (the standard expected Frobenius norm). Exact when :math:`2d \le
+      C`; with one head the subspaces share :math:`2m - C` dimensions and a warning is issued.
 
     Args:
-        config (GPTConfig or dict): the configuration (a dict as stored in checkpoints is
-            accepted).
+        config (GPTConfig or dict): the configuration (or its checkpoint dict).
 
     Shapes:
         - **idx:** ``[B, T]`` long, ``T <= block_size``
@@ -333,7 +323,7 @@ class CharGPT(nn.Module):
     # ------------------------------------------------------------------ init
     @torch.no_grad()
     def reset_parameters(self) -> None:
-        """Re-initialise every weight as described in the class docstring."""
+        """Re-initialise every weight (class docstring)."""
         std = float(self.config.init_std)
         resid_std = std / math.sqrt(2 * self.config.n_layer)
 
@@ -445,8 +435,7 @@ class CharGPT(nn.Module):
             idx (Tensor): prompt ids ``[B, T0]`` (cropped to the last ``block_size`` ids).
             max_new_tokens (int): tokens to append.
             temperature (float): softmax temperature (> 0). (default: ``1.0``)
-            top_k (int, optional): keep only the ``top_k`` most likely tokens.
-                (default: :obj:`None`)
+            top_k (int, optional): keep the ``top_k`` most likely tokens. (default: :obj:`None`)
             generator (torch.Generator, optional): for reproducible sampling.
                 (default: :obj:`None`)
 
@@ -476,8 +465,8 @@ class CharGPT(nn.Module):
         """Number of parameters (tied weights counted once).
 
         Args:
-            non_embedding (bool): subtract the position embedding (the token embedding is
-                the output head and stays counted), as nanoGPT reports. (default: :obj:`False`)
+            non_embedding (bool): subtract the position embedding, as nanoGPT reports.
+                (default: :obj:`False`)
         """
         n = sum(p.numel() for p in self.parameters())
         if non_embedding:

@@ -148,9 +148,8 @@ class QSVBlock(nn.Module):
         Args:
             x (torch.Tensor): Node features ``[N, channels]``.
             edge_index (torch.Tensor): Edge indices ``[2, E]``.
-            return_attention_weights (bool, optional): :obj:`True` additionally returns the
-                convolution's ``(edge_index, alpha)`` (``alpha`` ``[E, heads]``, after
-                attention dropout); :obj:`None` or :obj:`False` do not, as in
+            return_attention_weights (bool, optional): :obj:`True` also returns the
+                convolution's ``(edge_index, alpha [E, heads])``, as in
                 :class:`~quest_geometric.nn.qsv_conv.QSVConv`. (default: :obj:`None`)
         """
         want = check_return_attention_weights(return_attention_weights, where="QSVBlock")
@@ -221,8 +220,8 @@ class QSVNet(nn.Module):
             (default: :obj:`'layer'`)
         mlp_ratio (float, optional): MLP hidden width as a multiple of :obj:`channels`.
             (default: :obj:`2.0`)
-        mlp_hidden (int, optional): MLP hidden width; overrides :obj:`mlp_ratio` (used by
-            the parameter matching). (default: :obj:`None`)
+        mlp_hidden (int, optional): MLP hidden width; overrides :obj:`mlp_ratio`.
+            (default: :obj:`None`)
         dropout (float, optional): Dropout on residual branches, MLP hidden layers and
             before the classifier. (default: :obj:`0.0`)
         qsv_kwargs (dict, optional): Extra arguments of every
@@ -235,10 +234,8 @@ class QSVNet(nn.Module):
             :math:`\mathbf{p}_i \in \mathbb{R}^F` of the template node :math:`i` to the
             stem output (ViT-style; needs :obj:`num_nodes`). (default: :obj:`False`)
         num_nodes (int, optional): Nodes of the fixed template graph, for
-            :obj:`pos_embedding` and for ``qsv_kwargs={'quaternion': 'node'}`` or
-            ``'both'`` (free per-node quaternions, passed to QSVConv).  A batch must hold
-            whole copies of the template (:math:`N = B \cdot` :obj:`num_nodes`).
-            (default: :obj:`None`)
+            :obj:`pos_embedding` and ``qsv_kwargs={'quaternion': 'node' | 'both'}``; a batch
+            must hold whole copies of it. (default: :obj:`None`)
 
     Shapes:
         - **input:** a :class:`~torch_geometric.data.Batch` (or :class:`~torch_geometric.
@@ -367,14 +364,12 @@ class QSVNet(nn.Module):
 
     def set_ablation(self, transport: Optional[bool] = None,
                      attention: Optional[str] = None) -> list[dict[str, Any]]:
-        r"""Switches the transport and/or the attention of every QSVConv in place (for
-        test-time ablations of a trained model); :obj:`None` leaves a setting unchanged.
+        r"""Switches the transport and/or the attention of every QSVConv in place (test-time
+        ablations); :obj:`None` leaves a setting unchanged.
 
         Args:
-            transport (bool, optional): :obj:`False` drops the sandwich transport.
-                (default: :obj:`None`)
-            attention (str, optional): ``'learned'`` or ``'uniform'``.
-                (default: :obj:`None`)
+            transport (bool, optional): :obj:`False` drops the transport. (default: :obj:`None`)
+            attention (str, optional): ``'learned'`` or ``'uniform'``. (default: :obj:`None`)
 
         Returns:
             list[dict]: The previous ``{'transport', 'attention'}`` of every layer, which
@@ -460,10 +455,7 @@ class QSVNet(nn.Module):
 
     def _trunk(self, x: Tensor, edge_index: Tensor, collect: Optional[str] = None
                ) -> tuple[Tensor, list[Any]]:
-        if self.stem_type == "linear":
-            h = self.stem(x)
-        else:
-            h = self.stem(x, edge_index)
+        h = self.stem(x) if self.stem_type == "linear" else self.stem(x, edge_index)
         if self.pos is not None:
             n = self.pos.size(0)
             if h.size(0) % n != 0:
@@ -483,9 +475,8 @@ class QSVNet(nn.Module):
 
     def pool(self, h: Tensor, batch: Tensor, num_graphs: int, shell: Optional[Tensor] = None
              ) -> Tensor:
-        r"""The readout: mean of node features per graph over all nodes, or (for
-        ``readout='outer'``) over the nodes whose ``shell`` equals the largest shell id of
-        their graph.
+        r"""The readout ``[B, F]``: the mean of node features per graph over all nodes, or (for
+        ``readout='outer'``) over the nodes of the graph's largest ``shell`` id.
 
         Args:
             h (torch.Tensor): Node features ``[N, F]``.
@@ -493,9 +484,6 @@ class QSVNet(nn.Module):
             num_graphs (int): Number of graphs :math:`B`.
             shell (torch.Tensor, optional): Shell id of every node ``[N]``, required for
                 ``readout='outer'``. (default: :obj:`None`)
-
-        Returns:
-            torch.Tensor: ``[B, F]``.
         """
         if self.readout == "mean":
             return scatter(h, batch, dim=0, dim_size=num_graphs, reduce="mean")
@@ -524,20 +512,16 @@ class QSVNet(nn.Module):
         Args:
             data (Batch or Data): Graphs with ``x``, ``edge_index``, ``batch`` (absent: one
                 graph) and ``shell`` (for the outer readout).
-            return_attention_weights (bool, optional): :obj:`True` additionally returns
-                the ``(edge_index, alpha)`` of every layer, ``alpha`` of shape
-                ``[E, heads]`` (after attention dropout: use eval mode for the softmax
-                weights); :obj:`None` or :obj:`False` do not, the same meaning as in
-                :class:`QSVBlock` and :class:`~quest_geometric.nn.qsv_conv.QSVConv`.
-                (default: :obj:`None`)
+            return_attention_weights (bool, optional): :obj:`True` also returns the
+                ``(edge_index, alpha [E, heads])`` of every layer (after attention dropout:
+                use eval mode for the softmax weights). (default: :obj:`None`)
 
         Returns:
             torch.Tensor: Logits ``[B, num_classes]`` (and the list of attention weights).
         """
         want = check_return_attention_weights(return_attention_weights, where="QSVNet")
         x, edge_index, batch, num_graphs = self._inputs(data)
-        collect = "attention" if want else None
-        h, att = self._trunk(x, edge_index, collect)
+        h, att = self._trunk(x, edge_index, "attention" if want else None)
         g = self.pool(h, batch, num_graphs, getattr(data, "shell", None))
         logits = self.classifier(F.dropout(g, self.dropout, self.training))
         if want:
@@ -546,15 +530,8 @@ class QSVNet(nn.Module):
 
     @torch.no_grad()
     def quaternions(self, data: Any) -> list[Tensor]:
-        r"""The unit quaternions :math:`q_i` of every QSVConv layer on :obj:`data`, each
-        ``[N, heads, 4]`` (for the rotation-angle analysis of :math:`r_{ij} = q_i^* q_j`).
-
-        Args:
-            data (Batch or Data): As in :meth:`forward`.
-
-        Returns:
-            list[torch.Tensor]: One tensor per layer.
-        """
+        r"""The unit quaternions :math:`q_i` ``[N, heads, 4]`` of every QSVConv layer on
+        :obj:`data` (a batch as in :meth:`forward`), one tensor per layer."""
         if self.conv != "qsv":
             raise ValueError(f"quaternions() needs conv='qsv' (this model has {self.conv!r})")
         x, edge_index, _, _ = self._inputs(data, "QSVNet.quaternions")

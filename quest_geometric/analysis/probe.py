@@ -114,6 +114,12 @@ def masked_softmax_entropy(logits: Tensor, allowed: Tensor) -> tuple[Tensor, Ten
     return h, valid
 
 
+def _mean_or_none(vals: Optional[list]) -> Optional[float]:
+    if not vals or any(v is None for v in vals):
+        return None
+    return float(sum(vals) / len(vals))
+
+
 def _ranks_from_singular_values(s: Tensor) -> tuple[Tensor, Tensor]:
     """Effective rank and stable rank from descending singular values ``[..., r]`` (the
     formulas of :func:`~quest_geometric.analysis.metrics.effective_rank` and
@@ -593,33 +599,20 @@ class QKProbe:
             base = {"layer": layer.name, "layer_index": layer.index,
                     "type": type(layer.module).__name__}
 
-            def head_value(vals: Optional[list], h: int) -> Optional[float]:
-                return None if vals is None or h >= len(vals) else vals[h]
+            def record(head: Optional[int], pick: Callable, **extra: Any) -> dict[str, Any]:
+                a, b = pick(pq), pick(pk)
+                rec = dict(base, head=head, pr_q=a, pr_k=b,
+                           pr_q_minus_pr_k=None if a is None or b is None else a - b)
+                rec.update({key: pick(probe.get(key)) for key in _PROBE_KEYS})
+                rec.update(extra, tokens=n_q, probe_tokens=layer.probe_tokens)
+                return rec
 
-            def mean(vals: Optional[list]) -> Optional[float]:
-                if not vals or any(v is None for v in vals):
-                    return None
-                return float(sum(vals) / len(vals))
-
-            if self.heads:
-                for h in range(H):
-                    rec = dict(base, head=h)
-                    a, b = head_value(pq, h), head_value(pk, h)
-                    rec.update(pr_q=a, pr_k=b, pr_q_minus_pr_k=None if a is None or b is None
-                               else a - b)
-                    for key in _PROBE_KEYS:
-                        rec[key] = head_value(probe.get(key), h)
-                    rec.update(tokens=n_q, probe_tokens=layer.probe_tokens,
-                               undefined={k_: v for k_, v in undefined.items()
-                                          if rec.get(k_) is None})
-                    out.append(rec)
-            a, b = mean(pq), mean(pk)
-            rec = dict(base, head=None, pr_q=a, pr_k=b,
-                       pr_q_minus_pr_k=None if a is None or b is None else a - b)
-            for key in _PROBE_KEYS:
-                rec[key] = mean(probe.get(key))
-            rec.update(pr_q_concat=pq_full, pr_k_concat=pk_full, heads=H, tokens=n_q,
-                       probe_tokens=layer.probe_tokens, undefined=undefined)
+            for h in range(H if self.heads else 0):
+                rec = record(h, lambda vals: None if vals is None or h >= len(vals) else vals[h])
+                rec["undefined"] = {k_: v for k_, v in undefined.items() if rec.get(k_) is None}
+                out.append(rec)
+            rec = record(None, _mean_or_none, pr_q_concat=pq_full, pr_k_concat=pk_full, heads=H)
+            rec["undefined"] = undefined
             out.append(rec)
         return out
 

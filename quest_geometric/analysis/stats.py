@@ -30,16 +30,13 @@ def mean_std(values: Sequence[float]) -> tuple[float, float]:
     of ``values`` (:func:`statistics.fmean`, :func:`statistics.stdev`: exactly rounded sums).
 
     Args:
-        values (sequence of float): the values (e.g. one accuracy per seed), at least one,
-            all finite.
+        values (sequence of float): at least one finite value (e.g. one per seed).
 
     Returns:
-        (float, float): the mean and the standard deviation; the standard deviation NaN for
-        a single value (one seed has no spread: tables print it as n/a).
+        (float, float): the mean and the standard deviation (NaN for a single value).
 
     Raises:
-        ValueError: no value (a mean of nothing is undefined, not NaN), or a NaN or
-            infinite one.
+        ValueError: no value (a mean of nothing is undefined), or a NaN or infinite one.
 
     Example:
         >>> mean_std([0.5, 0.7])
@@ -92,7 +89,7 @@ def sign_test(wins: int, losses: int) -> float:
         losses (int): differences below zero (:math:`\ge 0`).
 
     Returns:
-        float: :math:`p`; ``1.0`` when :math:`n = 0`.
+        float: :math:`p` (``1.0`` when :math:`n = 0`).
     """
     check_int(wins, "wins", 0, where="sign_test")
     check_int(losses, "losses", 0, where="sign_test")
@@ -142,8 +139,8 @@ def paired_sign_test(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
         dict: ``n`` (pairs), ``wins`` (:math:`a > b`), ``losses``, ``ties``, ``p``.
 
     Raises:
-        ValueError: ``a`` and ``b`` are empty, of different lengths or not finite.
-        TypeError: ``a`` or ``b`` is not a sequence of numbers.
+        ValueError: ``a`` and ``b`` empty, of different lengths or not finite.
+        TypeError: ``a`` or ``b`` not a sequence of numbers.
 
     Examples:
         >>> paired_sign_test([2.0, 3.0, 4.0], [1.0, 1.0, 1.0])["p"]
@@ -162,9 +159,8 @@ MAX_EXACT_PAIRS = 20
 def paired_permutation_test(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
     r"""Exact two-sided paired permutation (sign-flip) test of the mean difference.
 
-    Under the null hypothesis that each pair's two values are exchangeable, every sign
-    pattern :math:`\epsilon \in \{-1, +1\}^n` of the differences :math:`d_i = a_i - b_i`
-    is equally likely. All :math:`2^n` patterns are enumerated and
+    Under exchangeability of each pair, all :math:`2^n` sign patterns :math:`\epsilon` of the
+    differences :math:`d_i = a_i - b_i` are equally likely; they are enumerated and
 
     .. math::
         p = \frac{1}{2^n} \#\Bigl\{\epsilon : \Bigl|\sum_i \epsilon_i d_i\Bigr|
@@ -176,16 +172,14 @@ def paired_permutation_test(a: Sequence[float], b: Sequence[float]) -> dict[str,
 
     Args:
         a (sequence of float): the condition's values.
-        b (sequence of float): the paired reference values; at most
-            :data:`MAX_EXACT_PAIRS` pairs.
+        b (sequence of float): the paired reference values (at most :data:`MAX_EXACT_PAIRS`).
 
     Returns:
         dict: ``n``, ``mean`` (:math:`\bar d`), ``p`` and ``flips`` (:math:`2^n`).
 
     Raises:
-        ValueError: ``a`` and ``b`` are empty, unpaired, not finite, or more than
-            :data:`MAX_EXACT_PAIRS` pairs.
-        TypeError: ``a`` or ``b`` is not a sequence of numbers.
+        ValueError: as :func:`paired_sign_test`, or more than :data:`MAX_EXACT_PAIRS` pairs.
+        TypeError: ``a`` or ``b`` not a sequence of numbers.
 
     Examples:
         >>> paired_permutation_test([2.0, 3.0, 4.0], [1.0, 1.0, 1.0])["p"]
@@ -225,13 +219,13 @@ def paired_t_test(a: Sequence[float], b: Sequence[float], level: float = 0.95
 
     Returns:
         dict: ``n``, ``mean``, ``sd`` (:math:`s_d`), ``se``, ``t``, ``df``, ``p``,
-        ``ci_low``, ``ci_high``, ``level``. When every difference is equal (:math:`s_d = 0`)
-        ``t`` and ``p`` are NaN and the interval is the point :math:`\bar d`.
+        ``ci_low``, ``ci_high``, ``level``; with :math:`s_d = 0`, ``t`` and ``p`` are NaN and
+        the interval is the point :math:`\bar d`.
 
     Raises:
         ValueError: fewer than 2 pairs, unpaired or non-finite values, or ``level``
             outside :math:`(0, 1)`.
-        TypeError: ``a`` or ``b`` is not a sequence of numbers, or ``level`` not a number.
+        TypeError: ``a`` or ``b`` not a sequence of numbers, or ``level`` not a number.
     """
     from scipy.stats import ttest_rel
 
@@ -257,7 +251,7 @@ def paired_t_test(a: Sequence[float], b: Sequence[float], level: float = 0.95
 def bootstrap_mean_interval(values: Sequence[float] | torch.Tensor, n_boot: int = 10_000,
                             seed: int = 0, quantiles: tuple[float, float] = (0.025, 0.975)
                             ) -> tuple[float, float]:
-    r"""Percentile bootstrap interval of the mean of ``values``.
+    r"""Percentile bootstrap interval ``(low, high)`` of the mean of ``values``.
 
     Draws ``n_boot`` resamples of the :math:`n` values with replacement (one ``[n_boot, n]``
     draw from a :class:`torch.Generator` seeded with ``seed``) and returns the ``quantiles``
@@ -269,13 +263,10 @@ def bootstrap_mean_interval(values: Sequence[float] | torch.Tensor, n_boot: int 
         seed (int): generator seed. (default: :obj:`0`)
         quantiles (tuple of float): the lower and upper quantile. (default: ``(0.025, 0.975)``)
 
-    Returns:
-        (float, float): the lower and the upper end.
-
     Raises:
-        ValueError: ``values`` is empty, ``n_boot`` is not positive, or ``quantiles`` are not
-            two increasing numbers in :math:`[0, 1]`.
-        TypeError: ``n_boot`` is not an int, or ``quantiles`` not a pair of numbers.
+        ValueError: empty ``values``, ``n_boot < 1``, or ``quantiles`` not two increasing
+            numbers in :math:`[0, 1]`.
+        TypeError: ``n_boot`` not an int, or ``quantiles`` not a pair of numbers.
     """
     where = "bootstrap_mean_interval"
     check_int(n_boot, "n_boot", 1, where=where)
@@ -305,13 +296,13 @@ def paired_differences(values: Mapping[int, float], reference: Mapping[int, floa
 
     Args:
         values (dict): seed -> value of the condition.
-        reference (dict): seed -> value of the reference condition.
+        reference (dict): seed -> value of the reference.
         level (float): the interval's confidence level. (default: ``0.95``)
 
     Returns:
         dict: ``n``, ``mean``, ``ci_low``, ``ci_high``, ``t_p``, ``perm_p``, ``wins``,
-        ``losses``, ``sign_p`` (NaN where there is no common seed; the :math:`t` columns NaN
-        with one common seed; ``perm_p`` NaN beyond :data:`MAX_EXACT_PAIRS` seeds).
+        ``losses``, ``sign_p`` (NaN without a common seed, the :math:`t` columns with one,
+        ``perm_p`` beyond :data:`MAX_EXACT_PAIRS`).
     """
     common = sorted(set(values) & set(reference))
     out: dict[str, Any] = {"n": len(common), "mean": math.nan, "ci_low": math.nan,
@@ -341,12 +332,10 @@ def least_squares_slope(x: Sequence[float], y: Sequence[float]) -> float:
         y (sequence of float): the values, paired with ``x`` (the same length).
 
     Returns:
-        float: the slope; NaN with fewer than two points or a constant ``x`` (a trend of a
-        run too short to have one, which tables print as n/a).
+        float: the slope; NaN with fewer than two points or a constant ``x``.
 
     Raises:
-        ValueError: ``x`` and ``y`` of different lengths (pairs cannot be formed), or a NaN
-            or infinite value.
+        ValueError: ``x`` and ``y`` of different lengths, or a NaN or infinite value.
     """
     x = np.asarray(_floats(x, "x", "least_squares_slope"), dtype=float)
     y = np.asarray(_floats(y, "y", "least_squares_slope"), dtype=float)
@@ -365,16 +354,15 @@ def spearman(x: Sequence[Optional[float]], y: Sequence[Optional[float]]
     or NaN where it does not exist), and the number of pairs used is returned.
 
     Args:
-        x (sequence of float or None): the first variable; :obj:`None`, NaN and infinities
-            drop their pair.
+        x (sequence of float or None): the first variable.
         y (sequence of float or None): the second, paired with ``x`` (the same length).
 
     Returns:
-        (float, float, int): :math:`\rho`, the p-value and the number of pairs used; the
-        first two NaN with fewer than 3 pairs or a constant variable.
+        (float, float, int): :math:`\rho`, the p-value (both NaN with fewer than 3 pairs or a
+        constant variable) and the number of pairs used.
 
     Raises:
-        ValueError: ``x`` and ``y`` of different lengths (pairs cannot be formed).
+        ValueError: ``x`` and ``y`` of different lengths.
     """
     from scipy.stats import spearmanr
 
@@ -393,24 +381,18 @@ def spearman(x: Sequence[Optional[float]], y: Sequence[Optional[float]]
 
 
 def binomial_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
-    r"""Exact (Clopper-Pearson) interval of a binomial share :math:`k / n`: the
-    :math:`[p_\mathrm{lo}, p_\mathrm{hi}]` with
-    :math:`P(\mathrm{Bin}(n, p_\mathrm{lo}) \ge k) = P(\mathrm{Bin}(n, p_\mathrm{hi}) \le k)
-    = (1 - \mathrm{level}) / 2` (:math:`p_\mathrm{lo} = 0` for :math:`k = 0`,
-    :math:`p_\mathrm{hi} = 1` for :math:`k = n`), from SciPy's
-    ``scipy.stats.binomtest(k, n).proportion_ci(method='exact')``.
+    r"""Exact (Clopper-Pearson) interval :math:`[p_\mathrm{lo}, p_\mathrm{hi}]` of a binomial
+    share :math:`k / n`, with :math:`P(\mathrm{Bin}(n, p_\mathrm{lo}) \ge k) =
+    P(\mathrm{Bin}(n, p_\mathrm{hi}) \le k) = (1 - \mathrm{level}) / 2` (SciPy's
+    ``binomtest(k, n).proportion_ci(method='exact')``).
 
     Args:
         k (int): successes, :math:`0 \le k \le n`.
         n (int): trials, :math:`n \ge 1`.
         level (float): confidence level in :math:`(0, 1)`. (default: ``0.95``)
 
-    Returns:
-        (float, float): the interval.
-
     Raises:
-        ValueError: :math:`n = 0` (a share of no trial has no interval), or :math:`k`
-            outside :math:`[0, n]`.
+        ValueError: :math:`n = 0`, or :math:`k` outside :math:`[0, n]`.
 
     Example:
         >>> lo, hi = binomial_interval(3, 4)
@@ -437,9 +419,8 @@ def directional_probability(a: Sequence[float], b: Sequence[float]) -> dict[str,
     (:func:`scipy.stats.binomtest` with ``alternative='greater'``).
 
     Args:
-        a (sequence of float): per-seed values of the first condition (e.g. entropy under
-            ``'shrink'``).
-        b (sequence of float): the paired values of the second (``'hold'``).
+        a (sequence of float): per-seed values of the first condition.
+        b (sequence of float): the paired values of the second.
 
     Returns:
         dict: ``n_seeds``, ``n_untied``, ``k_less`` (seeds with a < b), ``share_less``

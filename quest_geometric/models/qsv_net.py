@@ -82,15 +82,14 @@ class QSVBlock(nn.Module):
         channels (int): Width of the block.
         heads (int): Attention heads of the convolution.
         conv (str, optional): ``'qsv'`` or ``'transformer'``. (default: :obj:`'qsv'`)
-        mixing (str, optional): ``'quaternion'``, ``'linear'`` or ``'none'``.
-            (default: :obj:`'quaternion'`)
-        norm (str, optional): ``'layer'`` or ``'batch'`` (over nodes).
-            (default: :obj:`'layer'`)
+        mixing (str, optional): ``'quaternion'`` (a
+            :class:`~quest_geometric.nn.quaternion_linear.QuaternionLinear`), ``'linear'`` or
+            ``'none'``. (default: :obj:`'quaternion'`)
+        norm (str, optional): ``'layer'`` or ``'batch'``. (default: :obj:`'layer'`)
         mlp_hidden (int, optional): Hidden width of the MLP. (default: :obj:`2 * channels`)
         dropout (float, optional): Dropout on the residual branches and the MLP hidden
             layer. (default: :obj:`0.0`)
-        conv_kwargs (dict, optional): Extra arguments of the convolution.
-            (default: :obj:`None`)
+        conv_kwargs (dict, optional): Extra arguments of the convolution. (default: :obj:`None`)
 
     Shapes:
         - **input:** node features :math:`(|\mathcal{V}|, F)`, edge indices
@@ -178,29 +177,17 @@ class QSVNet(nn.Module):
         \mathrm{Norm}(\mathbf{h}_i^{(L)}) + \mathbf{b}_c,
 
     where :math:`\mathcal{R}_g` is every node of graph :math:`g` (``readout='mean'``) or the
-    nodes of its outermost shell (``readout='outer'``: ``data.shell`` equal to the largest
-    shell id of that graph). Only ``edge_index`` (and ``shell``) carry the geometry, so the
-    same model runs on sphere and on flat lattice graphs (whose nodes are all shell 0).
+    nodes of its largest ``shell`` id (``readout='outer'``). Only ``edge_index`` and ``shell``
+    carry the geometry, so the same model runs on sphere and on flat lattice graphs.
 
-    **Stem.** ``'linear'`` lifts every node's features, :math:`\mathbf{h}_i = W\mathbf{x}_i
-    + \mathbf{b}`; ``'conv'`` is one EdgeConv step (`Wang et al., 2019
-    <https://arxiv.org/abs/1801.07829>`_),
-
-    .. math::
-        \mathbf{h}_i = \max_{j \in \mathcal{N}(i)} \mathrm{MLP}\bigl([\mathbf{x}_i,\;
-        \mathbf{x}_j - \mathbf{x}_i]\bigr),
-
-    the graph analogue of a :math:`3 \times 3` convolution stem (a CNN stem on the image is
-    not offered: the datasets sample raw pixels inside their transform).
-
-    **Blocks.** ``conv='qsv'`` uses :class:`~quest_geometric.nn.qsv_conv.QSVConv` (one
-    quaternion per node and head replaces :math:`W_Q, W_K, W_V`); ``conv='transformer'``
-    uses PyG's :class:`~torch_geometric.nn.conv.TransformerConv`, the standard-attention
-    control. ``mixing='quaternion'`` then mixes channels with a
-    :class:`~quest_geometric.nn.quaternion_linear.QuaternionLinear`, which keeps the
-    4-channel grouping of QSVConv (``'linear'``: a dense layer, ``'none'``: no mixing).
-    :meth:`set_ablation` and :meth:`ablation` switch the transport and the attention of every
-    QSVConv of a trained model at test time.
+    **Stem.** ``'linear'``: :math:`\mathbf{h}_i = W\mathbf{x}_i + \mathbf{b}`; ``'conv'``:
+    one EdgeConv step (`Wang et al., 2019 <https://arxiv.org/abs/1801.07829>`_),
+    :math:`\mathbf{h}_i = \max_{j \in \mathcal{N}(i)} \mathrm{MLP}([\mathbf{x}_i,
+    \mathbf{x}_j - \mathbf{x}_i])`, the graph analogue of a :math:`3 \times 3` convolution stem
+    (the datasets sample raw pixels inside their transform, so no CNN stem on the image).
+    **Blocks.** :class:`QSVBlock` with ``conv='qsv'`` or the ``'transformer'`` control, then
+    the channel ``mixing`` (a quaternion mixing keeps QSVConv's 4-channel grouping).
+    :meth:`ablation` switches the transport and attention of a trained model at test time.
 
     Args:
         in_channels (int): Node feature size (image channels).
@@ -210,25 +197,19 @@ class QSVNet(nn.Module):
             ``conv='transformer'``. (default: :obj:`64`)
         heads (int, optional): Attention heads per layer. (default: :obj:`4`)
         num_layers (int, optional): Number of blocks :math:`L`. (default: :obj:`4`)
-        stem (str, optional): ``'linear'`` or ``'conv'`` (see above).
-            (default: :obj:`'linear'`)
+        stem (str, optional): ``'linear'`` or ``'conv'``. (default: :obj:`'linear'`)
         readout (str, optional): ``'mean'`` or ``'outer'``. (default: :obj:`'mean'`)
         conv (str, optional): ``'qsv'`` or ``'transformer'``. (default: :obj:`'qsv'`)
         mixing (str, optional): ``'quaternion'``, ``'linear'`` or ``'none'``.
             (default: :obj:`'quaternion'`)
-        norm (str, optional): ``'layer'`` (LayerNorm) or ``'batch'`` (BatchNorm over nodes).
-            (default: :obj:`'layer'`)
-        mlp_ratio (float, optional): MLP hidden width as a multiple of :obj:`channels`.
-            (default: :obj:`2.0`)
+        norm (str, optional): ``'layer'`` or ``'batch'`` (over nodes). (default: :obj:`'layer'`)
+        mlp_ratio (float, optional): MLP hidden width / :obj:`channels`. (default: :obj:`2.0`)
         mlp_hidden (int, optional): MLP hidden width; overrides :obj:`mlp_ratio`.
             (default: :obj:`None`)
         dropout (float, optional): Dropout on residual branches, MLP hidden layers and
             before the classifier. (default: :obj:`0.0`)
-        qsv_kwargs (dict, optional): Extra arguments of every
-            :class:`~quest_geometric.nn.qsv_conv.QSVConv` (``quaternion``, ``transport``,
-            ``attention``, ``temperature``, ``dropout``). (default: :obj:`None`)
-        transformer_kwargs (dict, optional): Extra arguments of every
-            :class:`~torch_geometric.nn.conv.TransformerConv` (``dropout``, ``beta``).
+        qsv_kwargs (dict, optional): Extra arguments of every QSVConv. (default: :obj:`None`)
+        transformer_kwargs (dict, optional): Extra arguments of every TransformerConv.
             (default: :obj:`None`)
         pos_embedding (bool, optional): If :obj:`True`, add a learned embedding
             :math:`\mathbf{p}_i \in \mathbb{R}^F` of the template node :math:`i` to the
@@ -238,10 +219,9 @@ class QSVNet(nn.Module):
             must hold whole copies of it. (default: :obj:`None`)
 
     Shapes:
-        - **input:** a :class:`~torch_geometric.data.Batch` (or :class:`~torch_geometric.
-          data.Data`) with ``x`` :math:`(|\mathcal{V}|, F_{in})`, ``edge_index``
-          :math:`(2, |\mathcal{E}|)`, ``batch`` :math:`(|\mathcal{V}|)` and, for
-          ``readout='outer'``, ``shell`` :math:`(|\mathcal{V}|)`
+        - **input:** a :class:`~torch_geometric.data.Batch` with ``x`` :math:`(|\mathcal{V}|,
+          F_{in})`, ``edge_index`` :math:`(2, |\mathcal{E}|)`, ``batch`` and (outer readout)
+          ``shell`` :math:`(|\mathcal{V}|)`
         - **output:** logits :math:`(B, \text{num\_classes})`
 
     Example:

@@ -93,20 +93,20 @@ class _ImageBatchDim(BaseTransform):
 def _graph_transform(graph: GraphArg, name: str) -> Callable[[Data], Any]:
     if graph is None:
         return _ImageBatchDim()
-    if isinstance(graph, str):
-        if graph == "sphere":
-            from quest_geometric.transforms.image_to_sphere import ImageToSphere
+    if not isinstance(graph, str):
+        if callable(graph):
+            return graph
+        raise fail(TypeError, name, "graph", "'sphere', 'lattice', None or a callable transform",
+                   graph)
+    if graph == "sphere":
+        from quest_geometric.transforms.image_to_sphere import ImageToSphere
 
-            return ImageToSphere()
-        if graph == "lattice":
-            from quest_geometric.transforms.image_to_lattice import ImageToLattice
+        return ImageToSphere()
+    if graph == "lattice":
+        from quest_geometric.transforms.image_to_lattice import ImageToLattice
 
-            return ImageToLattice()
-        raise fail(ValueError, name, "graph", "'sphere', 'lattice', None or a callable "
-                   "transform", graph)
-    if callable(graph):
-        return graph
-    raise fail(TypeError, name, "graph", "'sphere', 'lattice', None or a callable transform",
+        return ImageToLattice()
+    raise fail(ValueError, name, "graph", "'sphere', 'lattice', None or a callable transform",
                graph)
 
 
@@ -157,21 +157,13 @@ class _ImagePipeline:
         self.transform = Compose([step for step in steps if step is not None])
 
     def graph_batch(self, index: Union[Sequence[int], Tensor]) -> Batch:
-        r"""The samples at positions ``index`` of this dataset as one
-        :class:`~torch_geometric.data.Batch`, vectorised for evaluation.
-
-        Without augmentation and user ``transform``, and with a graph transform that has a
-        ``batch_call`` (the sphere and lattice transforms), the images are converted,
-        normalised and sampled in one call; otherwise every sample goes through the
-        per-sample pipeline. Either way the result equals
-        ``Batch.from_data_list([dataset[i] for i in index])``.
+        r"""``Batch.from_data_list([dataset[i] for i in index])``, vectorised for evaluation:
+        without augmentation and user ``transform``, and with a graph transform that has a
+        ``batch_call``, the images are converted, normalised and sampled in one call.
 
         Args:
             index (Sequence[int] or Tensor): positions in this dataset (after any
                 ``index_select``/``shuffle``).
-
-        Returns:
-            Batch: the batch of graphs with ``y`` of shape ``[len(index)]``.
         """
         index = torch.as_tensor(index, dtype=torch.long).flatten()
         fast = (
@@ -244,11 +236,8 @@ class _RestrictedUnpickler(pickle.Unpickler):
 
 
 def _read_batch(path: str, name: str) -> dict[str, Any]:
-    """Read one CIFAR python batch as a dict with ``str`` keys.
-
-    Any failure, including a ``BaseException`` such as :class:`SystemExit` raised while
-    reading, is a :class:`ValueError` naming the file and saying it was refused.
-    """
+    """Read one CIFAR python batch as a dict with ``str`` keys; any failure while reading
+    (even a ``BaseException``) is a :class:`ValueError` naming the file as refused."""
     try:
         with open(path, "rb") as f:
             raw = _RestrictedUnpickler(f, encoding="latin1").load()
@@ -524,15 +513,9 @@ class CIFAR10Graphs(_CIFARGraphs):
         mean (list[float]): the training split's per-channel pixel mean (in ``[0, 1]`` units).
         std (list[float]): the training split's per-channel pixel standard deviation.
 
-    **STATS** (default ``ImageToSphere()``: 3 shells of 64 + 256 + 1,024 nodes, in-degree 16;
-    default ``ImageToLattice()``: in-degree 8):
-
-    =====  =======  =========================  =========================  =========  ========
-    Split  #graphs  #nodes (sphere / lattice)  #edges (sphere / lattice)  #features  #classes
-    =====  =======  =========================  =========================  =========  ========
-    train  50,000   1,344 / 1,024              21,504 / 8,192             3          10
-    test   10,000   1,344 / 1,024              21,504 / 8,192             3          10
-    =====  =======  =========================  =========================  =========  ========
+    **STATS**: 50,000 training and 10,000 test graphs, 3 features, 10 classes; with the
+    default ``ImageToSphere()`` (3 shells of 64 + 256 + 1,024 nodes, in-degree 16) 1,344 nodes
+    and 21,504 edges, with the default ``ImageToLattice()`` 1,024 nodes and 8,192 edges.
     """
 
     url = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
@@ -592,10 +575,9 @@ DIGITS_TEST_SIZE = 360
 
 def _digits_split_indices(labels: np.ndarray, test_size: int, seed: int
                           ) -> tuple[np.ndarray, np.ndarray]:
-    """A stratified split: class ``c`` with ``n_c`` images gives its largest-remainder share of
-    ``test_size`` to the test split, chosen by a :class:`numpy.random.RandomState` (whose
-    stream numpy keeps stable across versions) permutation; indices are returned sorted.
-    """
+    """A stratified split: each class gives its largest-remainder share of ``test_size`` to
+    the test split, by a :class:`numpy.random.RandomState` permutation (a stream numpy keeps
+    stable across versions); sorted indices."""
     classes, counts = np.unique(labels, return_counts=True)
     exact = counts * test_size / labels.size
     share = np.floor(exact).astype(np.int64)
@@ -618,15 +600,14 @@ def load_digits_split(split: str = "train") -> tuple[Tensor, Tensor]:
     r"""The fixed split of scikit-learn's handwritten digits as image and label tensors.
 
     The 1,797 8 x 8 images of :func:`sklearn.datasets.load_digits` (grey levels 0..16) are
-    divided by 16. The split is stratified: 360 test images (the class shares rounded by
-    largest remainder) drawn by ``numpy.random.RandomState(0)``, the other 1,437 for training.
+    divided by 16. The split is stratified: 360 test images (class shares rounded by largest
+    remainder) drawn by ``numpy.random.RandomState(0)``, the other 1,437 for training.
 
     Args:
         split (str): ``'train'`` or ``'test'``. (default: ``'train'``)
 
     Returns:
-        (Tensor, Tensor): images ``float32`` ``[n, 1, 8, 8]`` in :math:`[0, 1]` and labels
-        ``long`` ``[n]`` in ``0..9``, in the order of ``load_digits``.
+        (Tensor, Tensor): ``float32`` images ``[n, 1, 8, 8]`` and ``long`` labels ``[n]``.
     """
     check_choice(split, "split", ("train", "test"), where="load_digits_split")
     images, labels, train_idx, test_idx = _digits_arrays()
@@ -677,14 +658,8 @@ class DigitsGraphs(_ImagePipeline, Dataset):
         mean (list[float]): the training split's pixel mean.
         std (list[float]): the training split's pixel standard deviation.
 
-    **STATS** (default ``ImageToSphere()`` and ``ImageToLattice()``):
-
-    =====  =======  =========================  =========================  =========  ========
-    Split  #graphs  #nodes (sphere / lattice)  #edges (sphere / lattice)  #features  #classes
-    =====  =======  =========================  =========================  =========  ========
-    train  1,437    1,344 / 64                 21,504 / 512               1          10
-    test   360      1,344 / 64                 21,504 / 512               1          10
-    =====  =======  =========================  =========================  =========  ========
+    **STATS**: 1,437 training and 360 test graphs, 1 feature, 10 classes; 1,344 nodes and
+    21,504 edges (default sphere) or 64 nodes and 512 edges (default lattice).
     """
 
     def __init__(self, root: Optional[Union[str, os.PathLike]] = None, split: str = "train",

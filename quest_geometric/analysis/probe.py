@@ -31,6 +31,7 @@ from quest_geometric.adapters import (
     supported_attention_types, unregister_attention_adapter,
 )
 from quest_geometric.analysis.metrics import participation_ratio_from_covariance
+from quest_geometric.analysis.qsv import node_attention_entropy
 from quest_geometric.analysis.streaming import StreamingCovariance
 
 __all__ = [
@@ -477,7 +478,6 @@ class QKProbe:
 
     def _measure_graph(self, layer: _Layer, view: QKView, q: Tensor, k: Tensor,
                        scale: float) -> None:
-        from torch_geometric.utils import scatter
         from torch_geometric.utils import softmax as pyg_softmax
 
         H, N, M = q.size(1), q.size(2), k.size(2)
@@ -489,13 +489,8 @@ class QKProbe:
             e = view.edge_logits.detach().to(torch.float64)
         else:
             e = (q[0][:, dst] * k[0][:, src]).sum(-1).transpose(0, 1) * scale  # [E, H]
-        a = pyg_softmax(e, dst, num_nodes=N)
-        h = scatter(-torch.special.xlogy(a, a), dst, dim=0, dim_size=N, reduce="sum")  # [N, H]
-        deg = scatter(torch.ones_like(dst, dtype=torch.float64), dst, dim=0, dim_size=N,
-                      reduce="sum")
-        valid = (deg > 1).unsqueeze(-1).expand(N, H)
-        h = torch.where(valid, h / deg.clamp_min(2).log().unsqueeze(-1), torch.zeros_like(h))
-        self._set_entropy(layer, h, valid, dims=(0,),
+        ent = node_attention_entropy(pyg_softmax(e, dst, num_nodes=N), dst, N)
+        self._set_entropy(layer, ent.entropy[0], ent.valid.unsqueeze(-1).expand(N, H), dims=(0,),
                           why="no node of the probe batch has 2 or more in-edges; the normalised "
                               "entropy is undefined")
 

@@ -28,7 +28,8 @@ def _as_tensor(x: Tensor, name: str, fn: str, min_dim: int) -> Tensor:
 
 
 def participation_ratio_from_covariance(cov: Tensor) -> Tensor:
-    r"""Participation ratio of covariance matrices ``[..., dim, dim]``.
+    r"""Participation ratio (float64 ``[...]``, in ``[1, dim]``) of covariance matrices
+    ``[..., dim, dim]``:
 
     .. math::
         \mathrm{PR} = \frac{(\sum_i \lambda_i)^2}{\sum_i \lambda_i^2}
@@ -38,9 +39,6 @@ def participation_ratio_from_covariance(cov: Tensor) -> Tensor:
 
     Args:
         cov (Tensor): symmetric positive semi-definite matrices ``[..., dim, dim]``.
-
-    Returns:
-        Tensor: float64, shape ``[...]``, values in ``[1, dim]``.
 
     Raises:
         ValueError: for a non-square input or a zero covariance (no variance: PR undefined).
@@ -60,18 +58,15 @@ def participation_ratio_from_covariance(cov: Tensor) -> Tensor:
 
 
 def participation_ratio(z: Tensor) -> Tensor:
-    r"""Participation ratio (effective dimension) of samples ``z [..., n, dim]``: that of
-    their covariance (:func:`participation_ratio_from_covariance`), i.e.
-    :math:`(\sum_k s_k^2)^2 / \sum_k s_k^4` with :math:`s_k` the singular values of the
-    sample centred over ``n``; 1 when the data vary along one direction only, ``dim`` for
-    isotropic data.
+    r"""Participation ratio (effective dimension, float64 ``[...]``) of samples
+    ``z [..., n, dim]``, that of their covariance
+    (:func:`participation_ratio_from_covariance`): :math:`(\sum_k s_k^2)^2 / \sum_k s_k^4`
+    with :math:`s_k` the singular values of the sample centred over ``n``; 1 when the data
+    vary along one direction only, ``dim`` for isotropic data.
 
     Args:
         z (Tensor): samples ``[..., n, dim]`` (e.g. ``[B, H, T, d]``: one value per sequence
             and head).
-
-    Returns:
-        Tensor: float64, shape ``[...]``.
 
     Raises:
         ValueError: for fewer than two samples (no covariance: PR undefined), zero variance,
@@ -113,7 +108,7 @@ def _singular_values(m: Tensor, fn: str) -> Tensor:
 
 
 def effective_rank(m: Tensor) -> Tensor:
-    r"""Effective rank (Roy & Vetterli, 2007) of matrices ``m [..., a, b]``.
+    r"""Effective rank (Roy & Vetterli, 2007; float64 ``[...]``) of matrices ``m [..., a, b]``.
 
     .. math::
         \mathrm{erank}(M) = \exp\Big(-\sum_k p_k \log p_k\Big), \qquad
@@ -125,20 +120,16 @@ def effective_rank(m: Tensor) -> Tensor:
     Args:
         m (Tensor): matrices ``[..., a, b]`` (e.g. the logits :math:`QK^\top/\sqrt{d}`).
 
-    Returns:
-        Tensor: float64, shape ``[...]``.
-
     Raises:
         ValueError: for a zero matrix, non-finite values or fewer than two dimensions.
     """
     s = _singular_values(m, "effective_rank")
     p = s / s.sum(-1, keepdim=True)
-    h = -torch.special.xlogy(p, p).sum(-1)
-    return h.exp()
+    return (-torch.special.xlogy(p, p).sum(-1)).exp()
 
 
 def stable_rank(m: Tensor) -> Tensor:
-    r"""Stable rank of matrices ``m [..., a, b]``.
+    r"""Stable rank (float64 ``[...]``) of matrices ``m [..., a, b]``.
 
     .. math::
         \mathrm{srank}(M) = \frac{\lVert M \rVert_F^2}{\lVert M \rVert_2^2}
@@ -146,9 +137,6 @@ def stable_rank(m: Tensor) -> Tensor:
 
     Args:
         m (Tensor): matrices ``[..., a, b]``.
-
-    Returns:
-        Tensor: float64, shape ``[...]``.
 
     Raises:
         ValueError: for a zero matrix, non-finite values or fewer than two dimensions.

@@ -18,7 +18,7 @@ _MODES = ("hold", "shrink")
 
 
 def spectrum_participation_ratio(s: Tensor) -> Tensor:
-    r"""Participation ratio of a singular-value spectrum ``s [..., r]``.
+    r"""Participation ratio (float64 ``[...]``) of a singular-value spectrum ``s [..., r]``.
 
     .. math::
         \mathrm{PR}(s) = \frac{(\sum_k s_k^2)^2}{\sum_k s_k^4},
@@ -27,9 +27,6 @@ def spectrum_participation_ratio(s: Tensor) -> Tensor:
 
     Args:
         s (Tensor): singular values ``[..., r]``.
-
-    Returns:
-        Tensor: float64 ``[...]``.
 
     Raises:
         ValueError: an all-zero spectrum, or a NaN or infinite singular value.
@@ -196,11 +193,8 @@ class KeySpectrumControl:
 
     @torch.no_grad()
     def step(self) -> bool:
-        """Call after each optimiser step; applies the control every ``every`` calls.
-
-        Returns:
-            bool: whether the control was applied on this call.
-        """
+        """Call after each optimiser step; applies the control every ``every`` calls and
+        returns whether it did on this call."""
         self.num_calls += 1
         if self.num_calls % self.every != 0:
             return False

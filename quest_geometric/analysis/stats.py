@@ -86,10 +86,8 @@ def sign_test(wins: int, losses: int) -> float:
 
     Args:
         wins (int): differences above zero (:math:`\ge 0`).
-        losses (int): differences below zero (:math:`\ge 0`).
-
-    Returns:
-        float: :math:`p` (``1.0`` when :math:`n = 0`).
+        losses (int): differences below zero (:math:`\ge 0`); :math:`p = 1` when
+            :math:`n = 0`.
     """
     check_int(wins, "wins", 0, where="sign_test")
     check_int(losses, "losses", 0, where="sign_test")

@@ -216,9 +216,6 @@ def parse_passkey(text: str) -> Optional[str]:
     Args:
         text (str): the decoded continuation.
 
-    Returns:
-        str or None: the digits.
-
     Example:
         >>> parse_passkey(" 12345. Remember"), parse_passkey(" none")
         ('12345', None)

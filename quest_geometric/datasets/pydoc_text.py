@@ -35,28 +35,23 @@ def _topics() -> dict:
 
 
 def pydoc_topic_split(val_every: int = 5) -> tuple[list[str], list[str]]:
-    r"""Split the topics of :mod:`pydoc_data.topics` into training and validation topics.
-
-    With the topic keys sorted, :math:`t_0, \dots, t_{n-1}`, topic :math:`t_i` goes to
-    validation when :math:`i \ge 2` and :math:`(i - 2) \bmod \mathrm{val\_every} = 0`,
-    every other topic to training (the parts' *text* overlaps: see the module docstring).
+    r"""Split the sorted topic keys :math:`t_0, \dots, t_{n-1}` of :mod:`pydoc_data.topics`
+    into two sorted lists ``(train, val)``: :math:`t_i` goes to validation when
+    :math:`i \ge 2` and :math:`(i - 2) \bmod \mathrm{val\_every} = 0` (the parts' *text*
+    overlaps: see the module docstring).
 
     Args:
-        val_every (int): one topic in ``val_every`` goes to validation; at least 2
-            (default: :obj:`5`, 16 of 79 topics).
-
-    Returns:
-        ``(train_topic_names, val_topic_names)``: two sorted lists of topic keys.
-
-    Raises:
-        ValueError: when ``val_every`` is not an integer of at least 2.
+        val_every (int): one topic in ``val_every`` goes to validation; at least 2 (else a
+            :class:`ValueError`). (default: :obj:`5`, 16 of 79 topics)
     """
     check_int(val_every, "'val_every'", 2, where="pydoc_topic_split")
     names = sorted(_topics())
-    val = [n for i, n in enumerate(names) if i >= 2 and (i - 2) % val_every == 0]
-    val_set = set(val)
-    train = [n for n in names if n not in val_set]
-    return train, val
+    val = _every(names, 2, val_every)
+    return [n for n in names if n not in set(val)], val
+
+
+def _every(names: list[str], start: int, every: int) -> list[str]:
+    return [n for i, n in enumerate(names) if i >= start and (i - start) % every == 0]
 
 
 def _encode(tokenizer: Any, text: str) -> list[int]:
@@ -122,40 +117,25 @@ def token_blocks(tokenizer: Any, names: Sequence[str], block_size: int = 1024,
 
 
 def pydoc_topic_splits(every: int = 4) -> tuple[list[str], list[str], list[str]]:
-    r"""Split the topics of :mod:`pydoc_data.topics` into training, validation and test topics.
-
-    Topic :math:`t_i` goes to validation when :math:`i \ge 2` and :math:`(i - 2) \bmod
-    \mathrm{every} = 0` (as :func:`pydoc_topic_split`), to test when :math:`i \ge 4` and
-    :math:`(i - 4) \bmod \mathrm{every} = 0`, and to training otherwise.
+    r"""Split the sorted topic keys into three sorted lists ``(train, val, test)``: :math:`t_i`
+    goes to validation when :math:`i \ge 2` and :math:`(i - 2) \bmod \mathrm{every} = 0` (as
+    :func:`pydoc_topic_split`), to test when :math:`i \ge 4` and :math:`(i - 4) \bmod
+    \mathrm{every} = 0`, and to training otherwise.
 
     Args:
         every (int): one topic in ``every`` goes to validation and one to test; at least 3
-            (default: :obj:`4`: 20 validation, 19 test and 40 training topics of 79).
-
-    Returns:
-        ``(train, val, test)``: three sorted lists of topic keys.
-
-    Raises:
-        ValueError: when ``every`` is not an integer of at least 3.
+            (else a :class:`ValueError`). (default: :obj:`4`: 20, 19 and 40 topics of 79)
     """
     check_int(every, "'every'", 3, where="pydoc_topic_splits")
     names = sorted(_topics())
-    val = [n for i, n in enumerate(names) if i >= 2 and (i - 2) % every == 0]
-    test = [n for i, n in enumerate(names) if i >= 4 and (i - 4) % every == 0]
+    val, test = _every(names, 2, every), _every(names, 4, every)
     held = set(val) | set(test)
     return [n for n in names if n not in held], val, test
 
 
 def pydoc_text(names: Sequence[str]) -> str:
-    r"""The text of the given topics, sorted and joined with ``"\n\n"`` (what
-    :func:`token_blocks` tokenizes).
-
-    Args:
-        names (Sequence[str]): topic keys of :mod:`pydoc_data.topics`.
-
-    Returns:
-        str: the joined text.
-    """
+    r"""The text of the given topic keys ``names``, sorted and joined with ``"\n\n"`` (what
+    :func:`token_blocks` tokenizes)."""
     return _joined(names, "pydoc_text")
 
 
@@ -182,8 +162,8 @@ def pydoc_splits(tokenizer: Any, block_size: int = 1024, n: int = 32, every: int
             ``encode(text, add_special_tokens=False) -> list[int]``.
         block_size (int): tokens per block (default: :obj:`1024`).
         n (int): the deduplication window (default: :obj:`32`).
-        every (int): the topic split's period (default: :obj:`4`: 20 validation, 19 test and
-            40 training topics; a larger period leaves too little clean held-out text).
+        every (int): the topic split's period (default: :obj:`4`; a larger period leaves
+            too little clean held-out text).
         max_blocks (int, optional): at most this many blocks per split.
 
     Returns:

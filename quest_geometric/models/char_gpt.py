@@ -119,9 +119,7 @@ class CausalSelfAttention(nn.Module):
     Args:
         config (GPTConfig): the model configuration.
 
-    Shapes:
-        - **input:** ``[B, T, n_embd]``
-        - **output:** ``[B, T, n_embd]``
+    Shapes: input and output ``[B, T, n_embd]``.
     """
 
     def __init__(self, config: GPTConfig) -> None:
@@ -246,9 +244,7 @@ class Block(nn.Module):
     Args:
         config (GPTConfig): the model configuration.
 
-    Shapes:
-        - **input:** ``[B, T, n_embd]``
-        - **output:** ``[B, T, n_embd]``
+    Shapes: input and output ``[B, T, n_embd]``.
     """
 
     def __init__(self, config: GPTConfig) -> None:
@@ -429,7 +425,8 @@ class CharGPT(nn.Module):
     def generate(self, idx: Tensor, max_new_tokens: int, temperature: float = 1.0,
                  top_k: Optional[int] = None,
                  generator: Optional[torch.Generator] = None) -> Tensor:
-        """Sample ``max_new_tokens`` continuations autoregressively.
+        """Sample ``max_new_tokens`` continuations autoregressively: ids
+        ``[B, T0 + max_new_tokens]``.
 
         Args:
             idx (Tensor): prompt ids ``[B, T0]`` (cropped to the last ``block_size`` ids).
@@ -438,9 +435,6 @@ class CharGPT(nn.Module):
             top_k (int, optional): keep the ``top_k`` most likely tokens. (default: :obj:`None`)
             generator (torch.Generator, optional): for reproducible sampling.
                 (default: :obj:`None`)
-
-        Returns:
-            Tensor: ``[B, T0 + max_new_tokens]``.
         """
         where = "CharGPT.generate"
         check_int(max_new_tokens, "max_new_tokens", 0, where=where)

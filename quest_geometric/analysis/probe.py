@@ -133,7 +133,6 @@ def _ranks_from_singular_values(s: Tensor) -> tuple[Tensor, Tensor]:
     return (-torch.special.xlogy(p, p).sum(-1)).exp(), s.square().sum(-1) / top.square()
 
 
-# ----------------------------------------------------------------------------- the probe
 class _Layer:
     """Hook and accumulators of one attention layer."""
 
@@ -235,7 +234,6 @@ class QKProbe:
         self._finalizer.atexit = False
         self._attach()
 
-    # ------------------------------------------------------------------ discovery
     @staticmethod
     def _find_layers(model: nn.Module) -> list[tuple[str, nn.Module, AttentionAdapter]]:
         found: list[tuple[str, nn.Module, AttentionAdapter]] = []
@@ -301,7 +299,6 @@ class QKProbe:
         """Names of the hooked layers, in model order."""
         return [layer.name for layer in self._layers]
 
-    # ------------------------------------------------------------------ hooks
     def _attach(self) -> None:
         for layer in self._layers:
             if layer.handle is None:
@@ -388,7 +385,6 @@ class QKProbe:
             return None  # an empty batch carries no sample
         return out
 
-    # ------------------------------------------------------------------ accumulation
     def _accumulate(self, layer: _Layer, view: QKView) -> None:
         for which, t, valid in (("q", view.q, view.q_valid), ("k", view.k, view.k_valid)):
             B, H, T, d = t.shape
@@ -494,7 +490,6 @@ class QKProbe:
                           why="no node of the probe batch has 2 or more in-edges; the normalised "
                               "entropy is undefined")
 
-    # ------------------------------------------------------------------ explicit probe batch
     def _run_probe_batch(self) -> None:
         was_attached = [layer.handle is not None for layer in self._layers]
         flags = [(m, m.training) for m in self.model.modules()]
@@ -519,7 +514,6 @@ class QKProbe:
                     layer.probe_undefined.setdefault(
                         key, "the explicit probe batch did not reach this layer")
 
-    # ------------------------------------------------------------------ results
     @staticmethod
     def _pr(acc: Optional[StreamingCovariance], heads: int, concat: bool, all_reduce: bool
             ) -> tuple[Optional[list[Optional[float]]], Optional[float], Optional[str], int]:

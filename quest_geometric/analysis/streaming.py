@@ -158,7 +158,6 @@ class StreamingCovariance:
         out.count, out._mean, out._m2 = n, mean, m2
         return out
 
-    # ------------------------------------------------------------------ readouts
     def _need(self, k: int, what: str) -> None:
         if self.count < k:
             raise ValueError(

@@ -138,7 +138,6 @@ class CharCorpus:
                            f"the {split!r} split ({data.numel()} characters)", block_size,
                            hint="; a block needs block_size + 1 characters")
 
-    # ------------------------------------------------------------------ sources
     def _read_source(self, source: Union[str, os.PathLike]) -> dict[str, str]:
         if not isinstance(source, (str, os.PathLike)):
             raise fail(TypeError, "CharCorpus", "source", "'python-reference', a text file "
@@ -207,7 +206,6 @@ class CharCorpus:
                        "unknown index)", got_text=f"a vocabulary holding {UNK_CHAR!r}")
         return "".join(items)
 
-    # ------------------------------------------------------------------ vocabulary
     @property
     def vocab_size(self) -> int:
         """Number of symbols: the known characters plus the unknown index."""
@@ -258,7 +256,6 @@ class CharCorpus:
                        got_text=f"e.g. {bad[:3]}")
         return "".join(self._itos[i] for i in ids)
 
-    # ------------------------------------------------------------------ blocks
     def _split(self, split: str, where: str) -> Tensor:
         check_choice(split, "split", sorted(self.splits), where=where)
         return self.splits[split]

@@ -52,7 +52,6 @@ AugmentArg = Union[bool, Callable[[Data], Any], None]
 NormalizeArg = Union[bool, tuple[Sequence[float], Sequence[float]]]
 
 
-# ----------------------------------------------------------------------------- helpers
 def md5sum(path: Union[str, os.PathLike], chunk_size: int = 1 << 20) -> str:
     """The MD5 digest of the file at ``path`` as 32 lowercase hexadecimal digits.
 
@@ -166,12 +165,8 @@ class _ImagePipeline:
                 ``index_select``/``shuffle``).
         """
         index = torch.as_tensor(index, dtype=torch.long).flatten()
-        fast = (
-            self.augment_transform is None
-            and self.user_transform is None
-            and hasattr(self.graph_transform, "batch_call")
-        )
-        if not fast:
+        if (self.augment_transform is not None or self.user_transform is not None
+                or not hasattr(self.graph_transform, "batch_call")):
             return Batch.from_data_list([self[int(i)] for i in index])  # type: ignore[index]
         subset = getattr(self, "_indices", None)
         rows = index if subset is None else torch.as_tensor(subset, dtype=torch.long)[index]
@@ -200,7 +195,6 @@ def _channel_stats(images: Tensor, chunk: int = 4096) -> tuple[list[float], list
     return mean.tolist(), var.sqrt().tolist()
 
 
-# ----------------------------------------------------------------------------- CIFAR
 def _numpy_reconstruct() -> Any:
     try:  # numpy >= 2
         from numpy._core.multiarray import _reconstruct
@@ -302,7 +296,6 @@ class _CIFARGraphs(_ImagePipeline, InMemoryDataset):
             normalize=_normalization(normalize, (self.mean, self.std), name), graph=graph,
             transform=transform)
 
-    # ------------------------------------------------------------ processed files
     def _process(self) -> None:
         """Process the raw batches unless ``root/processed`` already holds both splits.
 
@@ -353,7 +346,6 @@ class _CIFARGraphs(_ImagePipeline, InMemoryDataset):
                 "and std). Pass force_reload=True to process the raw data again")
         return stored
 
-    # ------------------------------------------------------------ file layout
     @property
     def raw_file_names(self) -> list[str]:
         files = (*self.train_files, *self.test_files, self.meta_file)
@@ -386,7 +378,6 @@ class _CIFARGraphs(_ImagePipeline, InMemoryDataset):
             f"{osp.join(root, 'raw')!r} or directly in {root!r} (torchvision's layout)"
         )
 
-    # ------------------------------------------------------------ download
     def download(self) -> None:
         name = self.__class__.__name__
         archive = None
@@ -417,7 +408,6 @@ class _CIFARGraphs(_ImagePipeline, InMemoryDataset):
                 f"{name}: the archive {archive!r} did not contain {missing}; expected the "
                 f"folder {self.folder!r} of the official python version")
 
-    # ------------------------------------------------------------ processing
     def _read_split(self, files: Sequence[str]) -> tuple[Tensor, Tensor]:
         name = self.__class__.__name__
         images, labels = [], []
@@ -464,7 +454,6 @@ class _CIFARGraphs(_ImagePipeline, InMemoryDataset):
                 {"images": images, "labels": labels, "classes": classes, "mean": mean, "std": std},
                 path)
 
-    # ------------------------------------------------------------ access
     def len(self) -> int:
         return int(self.labels.numel())
 
@@ -568,7 +557,6 @@ class CIFAR100Graphs(_CIFARGraphs):
     dataset_name = "CIFAR-100"
 
 
-# ----------------------------------------------------------------------------- digits
 #: Size of the fixed digits test split (20% of 1,797, allocated over the classes).
 DIGITS_TEST_SIZE = 360
 

@@ -316,7 +316,6 @@ class CharGPT(nn.Module):
         self.lm_head.weight = self.wte.weight  # weight tying
         self.reset_parameters()
 
-    # ------------------------------------------------------------------ init
     @torch.no_grad()
     def reset_parameters(self) -> None:
         """Re-initialise every weight (class docstring)."""
@@ -383,7 +382,6 @@ class CharGPT(nn.Module):
             wq[rows] = (scale * gq @ uq @ uq.T).to(wq.dtype)
             wk[rows] = (scale * gk @ uk @ uk.T).to(wk.dtype)
 
-    # ------------------------------------------------------------------ forward
     def forward(self, idx: Tensor, targets: Optional[Tensor] = None) -> tuple[Tensor,
                                                                               Optional[Tensor]]:
         """Next-token logits and, when ``targets`` are given, the mean cross-entropy (nats).
@@ -454,7 +452,6 @@ class CharGPT(nn.Module):
             idx = torch.cat([idx, nxt], dim=1)
         return idx
 
-    # ------------------------------------------------------------------ utilities
     def num_parameters(self, non_embedding: bool = False) -> int:
         """Number of parameters (tied weights counted once).
 

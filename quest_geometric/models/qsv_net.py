@@ -332,7 +332,6 @@ class QSVNet(nn.Module):
                 module.reset_parameters()
         self._reset_pos()
 
-    # ------------------------------------------------------------------ introspection
     def qsv_layers(self) -> list[QSVConv]:
         r"""The :class:`~quest_geometric.nn.qsv_conv.QSVConv` of every block, in order
         (empty for ``conv='transformer'``)."""
@@ -409,7 +408,6 @@ class QSVNet(nn.Module):
         finally:
             self.restore_ablation(state)
 
-    # ------------------------------------------------------------------ forward
     def _inputs(self, data: Any, where: str = "QSVNet") -> tuple[Tensor, Tensor, Tensor, int]:
         x = getattr(data, "x", None)
         edge_index = getattr(data, "edge_index", None)

@@ -155,6 +155,12 @@ class _ImagePipeline:
         steps = [augment_step, _ToFloatImage(), normalize, self.graph_transform, transform]
         self.transform = Compose([step for step in steps if step is not None])
 
+    def len(self) -> int:
+        return int(self.labels.numel())
+
+    def get(self, idx: int) -> Data:
+        return Data(image=self.images[idx], y=self.labels[idx].view(1))
+
     def graph_batch(self, index: Union[Sequence[int], Tensor]) -> Batch:
         r"""``Batch.from_data_list([dataset[i] for i in index])``, vectorised for evaluation:
         without augmentation and user ``transform``, and with a graph transform that has a
@@ -454,12 +460,6 @@ class _CIFARGraphs(_ImagePipeline, InMemoryDataset):
                 {"images": images, "labels": labels, "classes": classes, "mean": mean, "std": std},
                 path)
 
-    def len(self) -> int:
-        return int(self.labels.numel())
-
-    def get(self, idx: int) -> Data:
-        return Data(image=self.images[idx], y=self.labels[idx].view(1))
-
     def __repr__(self) -> str:
         split = "train" if self.train else "test"
         return f"{self.__class__.__name__}({len(self)}, split={split!r})"
@@ -674,12 +674,6 @@ class DigitsGraphs(_ImagePipeline, Dataset):
     @property
     def num_classes(self) -> int:
         return 10
-
-    def len(self) -> int:
-        return int(self.labels.numel())
-
-    def get(self, idx: int) -> Data:
-        return Data(image=self.images[idx], y=self.labels[idx].view(1))
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({len(self)}, split={self.split!r})"

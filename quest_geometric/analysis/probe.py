@@ -219,12 +219,8 @@ class QKProbe:
         if not isinstance(model, nn.Module):
             raise fail(TypeError, "QKProbe", "model", "a torch.nn.Module", model)
         check_int(max_tokens, "max_tokens", 2, where="QKProbe")
-        self.model = model
-        self.heads = bool(heads)
-        self.probe_batch = probe_batch
-        self.max_tokens = max_tokens
-        self.concat_heads = bool(concat_heads)
-        self.enabled = bool(enabled)
+        self.model, self.probe_batch, self.max_tokens = model, probe_batch, max_tokens
+        self.heads, self.concat_heads, self.enabled = bool(heads), bool(concat_heads), bool(enabled)
         self._probe_only = False
         found = self._find_layers(model)
         self._layers = [_Layer(i, n, m, a)

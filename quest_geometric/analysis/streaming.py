@@ -48,10 +48,7 @@ class StreamingCovariance:
             check_int(s, f"shape[{i}] (of {shape!r})", 1, where="StreamingCovariance")
         if dtype not in (torch.float64, torch.float32):
             raise TypeError(f"StreamingCovariance: dtype must be float64 or float32, got {dtype}")
-        self.dim = dim
-        self.shape = shape
-        self.dtype = dtype
-        self.count = 0
+        self.dim, self.shape, self.dtype, self.count = dim, shape, dtype, 0
         self._mean = torch.zeros(*shape, dim, dtype=dtype, device=device)
         self._m2 = torch.zeros(*shape, dim, dim, dtype=dtype, device=device)
 

@@ -124,19 +124,15 @@ class CausalSelfAttention(nn.Module):
 
     def __init__(self, config: GPTConfig) -> None:
         super().__init__()
-        C = config.n_embd
-        self.n_head = config.n_head
-        self.n_embd = C
-        self.head_dim = config.head_dim
+        self.n_embd = C = config.n_embd
+        self.n_head, self.head_dim = config.n_head, config.head_dim
         self.dropout = float(config.dropout)
         self.q_proj = nn.Linear(C, C, bias=config.bias)
         self.k_proj = nn.Linear(C, C, bias=config.bias)
         self.v_proj = nn.Linear(C, C, bias=config.bias)
         self.out_proj = nn.Linear(C, C, bias=config.bias)
         self.resid_dropout = nn.Dropout(self.dropout)
-        self.hook_q = nn.Identity()
-        self.hook_k = nn.Identity()
-        self.hook_v = nn.Identity()
+        self.hook_q, self.hook_k, self.hook_v = nn.Identity(), nn.Identity(), nn.Identity()
 
     def _heads(self, t: Tensor) -> Tensor:
         B, T, _ = t.shape

@@ -10,7 +10,7 @@ switched off at test time).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple, Optional
 
 import torch
@@ -74,6 +74,27 @@ def _check_model(model: Any, fn: str, need_qsv: bool = False) -> nn.Module:
             f"{type(model).__name__}"
             + (f" with conv={model.conv!r}" if hasattr(model, "conv") else ""))
     return model
+
+
+def _per_layer(model: nn.Module, loader: Any, device: Optional[Any], fn: str,
+               step: Callable[[Any], list[Tensor]]) -> list[Tensor]:
+    """``step(batch)`` (one tensor per layer) over the batches of ``loader``, the model in eval
+    mode meanwhile, concatenated per layer along dim 0."""
+    dev = _device_of(model, device)
+    was_training = model.training
+    model.eval()
+    per_layer: list[list[Tensor]] = []
+    try:
+        for batch in _check_loader(loader):
+            outs = step(batch.to(dev))
+            per_layer = per_layer or [[] for _ in outs]
+            for acc, t in zip(per_layer, outs):
+                acc.append(t)
+    finally:
+        model.train(was_training)
+    if not per_layer:
+        raise ValueError(f"{fn}: 'loader' yielded no batch")
+    return [torch.cat(v) for v in per_layer]
 
 
 def node_attention_entropy(alpha: Tensor, index: Tensor, num_nodes: int) -> NodeEntropy:
@@ -146,32 +167,18 @@ def attention_entropy_per_node(model: nn.Module, loader: Any,
     """
     fn = "attention_entropy_per_node"
     model = _check_model(model, fn)
-    dev = _device_of(model, device)
-    was_training = model.training
-    model.eval()
-    per_layer: list[list[Tensor]] = []
-    valid: list[Tensor] = []
-    try:
-        for batch in _check_loader(loader):
-            batch = batch.to(dev)
-            out = model(batch, return_attention_weights=True)
-            if not (isinstance(out, tuple) and len(out) == 2):
-                raise ValueError(f"{fn}: the model must return (logits, attention) with "
-                                 "return_attention_weights=True (a QSVNet does)")
-            _, atts = out
-            n = batch.num_nodes
-            if not per_layer:
-                per_layer = [[] for _ in atts]
-            for layer, (edge_index, alpha) in enumerate(atts):
-                e = node_attention_entropy(alpha, edge_index[1], n)
-                per_layer[layer].append(e.entropy[0].cpu())
-                if layer == 0:
-                    valid.append(e.valid.cpu())
-    finally:
-        model.train(was_training)
-    if not per_layer:
-        raise ValueError(f"{fn}: 'loader' yielded no batch")
-    return NodeEntropy(torch.stack([torch.cat(v) for v in per_layer]), torch.cat(valid))
+
+    def step(batch: Any) -> list[Tensor]:
+        out = model(batch, return_attention_weights=True)
+        if not (isinstance(out, tuple) and len(out) == 2):
+            raise ValueError(f"{fn}: the model must return (logits, attention) with "
+                             "return_attention_weights=True (a QSVNet does)")
+        ents = [node_attention_entropy(alpha, edge_index[1], batch.num_nodes)
+                for edge_index, alpha in out[1]]
+        return [e.entropy[0].cpu() for e in ents] + [ents[0].valid.cpu()]
+
+    *entropy, valid = _per_layer(model, loader, device, fn, step)
+    return NodeEntropy(torch.stack(entropy), valid)
 
 
 @torch.no_grad()
@@ -202,25 +209,13 @@ def rotation_angles(model: nn.Module, loader: Any, device: Optional[Any] = None)
     """
     fn = "rotation_angles"
     model = _check_model(model, fn, need_qsv=True)
-    dev = _device_of(model, device)
-    was_training = model.training
-    model.eval()
-    per_layer: list[list[Tensor]] = []
-    try:
-        for batch in _check_loader(loader):
-            batch = batch.to(dev)
-            qs = model.quaternions(batch)
-            src, dst = batch.edge_index[0], batch.edge_index[1]
-            if not per_layer:
-                per_layer = [[] for _ in qs]
-            for layer, q in enumerate(qs):
-                r = relative(q[dst], q[src])  # [E, H, 4]: conj(q_i) q_j
-                per_layer[layer].append(angle(r).float().cpu())
-    finally:
-        model.train(was_training)
-    if not per_layer:
-        raise ValueError(f"{fn}: 'loader' yielded no batch")
-    return torch.stack([torch.cat(v) for v in per_layer])
+
+    def step(batch: Any) -> list[Tensor]:
+        src, dst = batch.edge_index[0], batch.edge_index[1]
+        # relative(q[dst], q[src]) = conj(q_i) q_j, [E, H, 4]
+        return [angle(relative(q[dst], q[src])).float().cpu() for q in model.quaternions(batch)]
+
+    return torch.stack(_per_layer(model, loader, device, fn, step))
 
 
 @torch.no_grad()

@@ -524,24 +524,11 @@ class CIFAR100Graphs(_CIFARGraphs):
     r"""The CIFAR-100 dataset (Krizhevsky, 2009) of 32 x 32 colour images in 100 fine classes,
     each served as a graph (sphere or flat lattice) built from the image at access time.
 
-    As :class:`CIFAR10Graphs`, with the archive ``cifar-100-python.tar.gz`` from
+    As :class:`CIFAR10Graphs` (the same arguments and defaults, the same **STATS** with 100
+    classes), with the archive ``cifar-100-python.tar.gz`` from
     https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz (md5
     ``eb9058c3a382ffc7106e4002c42a8d85``), extracted to ``cifar-100-python/`` (``train``,
     ``test``, ``meta``; torchvision's layout). Labels are the **fine** labels.
-
-    Args:
-        root (str or os.PathLike): root directory of the dataset.
-        train (bool): the 50,000 training or the 10,000 test images. (default: :obj:`True`)
-        graph (str or callable, optional): ``'sphere'``, ``'lattice'``, a transform, or
-            :obj:`None` for the image itself. (default: ``'sphere'``)
-        augment (bool or callable): as in :class:`CIFAR10Graphs`. (default: :obj:`False`)
-        normalize (bool or (mean, std)): as in :class:`CIFAR10Graphs`. (default: :obj:`True`)
-        transform (callable, optional): applied last, to the graph. (default: :obj:`None`)
-        download (bool): download the archive when no data is found. (default: :obj:`False`)
-        log (bool): print download and processing progress. (default: :obj:`True`)
-        force_reload (bool): re-process the raw data. (default: :obj:`False`)
-
-    **STATS**: as :class:`CIFAR10Graphs`, with 100 classes.
     """
 
     url = "https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz"

@@ -2,19 +2,11 @@ r"""Query/key geometry probes: forward hooks that measure the attention layers o
 (:class:`QKProbe`; the layer classes it knows are listed by :func:`supported_attention_types`,
 others are taught with :func:`register_attention_adapter`).
 
-Design choices:
-
-* **Which q and k.** A forward *pre*-hook recomputes the queries and keys from the module's
-  own inputs with its own projections and reshapes: exactly the tensors the attention kernel
-  receives, while the model's computation is untouched (outputs bitwise unchanged).
-* **Rotary embeddings (GPT-NeoX / Pythia).** PR is measured **after** the rotary embedding,
-  on the queries and keys whose dot products form the logits.
-* **The logit matrix under a causal mask.** The ranks use the *unmasked* matrix
-  :math:`s\,Q_h K_h^\top` of each sequence (graph): masked entries have no finite value, and
-  zero-filling measures the mask more than the geometry (the lower triangle of the all-ones
-  rank-one matrix has full rank). The unmasked matrix is the bilinear form each head applies
-  (rank :math:`\le d`). The entropy, by contrast, uses the attention the model actually
-  computes (causal mask, padding mask, graph edges).
+Design choices (argued in ``docs/qk_geometry.md``): a forward *pre*-hook recomputes q and k
+from the module's own inputs (exactly what the kernel receives; outputs bitwise unchanged); PR
+is measured after any rotary embedding; the ranks use the *unmasked* logit matrix (masked
+entries have no finite value, and zero-filling measures the mask), the entropy the attention
+the model actually computes.
 """
 from __future__ import annotations
 
@@ -397,10 +389,7 @@ class QKProbe:
             if got != expected:
                 raise ValueError(f"QKProbe: layer {layer.name!r} changed its {which} shape from "
                                  f"{got} to {expected} between calls")
-            if self.concat_heads:
-                acc.update(z.reshape(-1, H * d))
-            else:
-                acc.update(z.transpose(0, 1))
+            acc.update(z.reshape(-1, H * d) if self.concat_heads else z.transpose(0, 1))
 
     def _measure(self, layer: _Layer, view: QKView) -> None:
         q = view.q.detach().to(torch.float64)

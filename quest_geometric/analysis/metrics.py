@@ -232,9 +232,8 @@ def attention_entropy(attn: Tensor, mask: Optional[Tensor] = None, normalized: b
     return AttentionEntropy(h, valid)
 
 
-def mean_attention_entropy(
-    attn: Tensor, mask: Optional[Tensor] = None, normalized: bool = True
-) -> Tensor:
+def mean_attention_entropy(attn: Tensor, mask: Optional[Tensor] = None,
+                           normalized: bool = True) -> Tensor:
     """Mean of :func:`attention_entropy` over all valid rows (a float64 scalar).
 
     Args:

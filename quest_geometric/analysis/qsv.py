@@ -284,8 +284,7 @@ def ablation_accuracy(model: nn.Module, loader: Any, device: Optional[Any] = Non
     return out
 
 
-def qsv_analysis(model: nn.Module, loader: Any, device: Optional[Any] = None
-                 ) -> dict[str, Any]:
+def qsv_analysis(model: nn.Module, loader: Any, device: Optional[Any] = None) -> dict[str, Any]:
     r"""All three measurements of a trained QSV model and their scalar summaries.
 
     Args:

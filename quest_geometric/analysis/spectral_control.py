@@ -218,8 +218,7 @@ class KeySpectrumControl:
         """Restore :meth:`state_dict` output (the initial shapes of a resumed run)."""
         shapes = state["initial_shapes"]
         if len(shapes) != len(self.initial_shapes) or any(
-            a.shape != b.shape for a, b in zip(shapes, self.initial_shapes)
-        ):
+            a.shape != b.shape for a, b in zip(shapes, self.initial_shapes)):
             raise ValueError("KeySpectrumControl.load_state_dict: spectra do not match this model")
         self.initial_shapes = [s.clone().to(torch.float64) for s in shapes]
         self.num_calls = int(state["num_calls"])

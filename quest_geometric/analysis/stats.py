@@ -196,8 +196,7 @@ def paired_permutation_test(a: Sequence[float], b: Sequence[float]) -> dict[str,
     return {"n": int(n), "mean": float(d.mean()), "p": count / 2 ** n, "flips": 2 ** n}
 
 
-def paired_t_test(a: Sequence[float], b: Sequence[float], level: float = 0.95
-                  ) -> dict[str, Any]:
+def paired_t_test(a: Sequence[float], b: Sequence[float], level: float = 0.95) -> dict[str, Any]:
     r"""Paired :math:`t`-test of the mean difference :math:`\bar d`, :math:`d_i = a_i - b_i`,
     with its confidence interval.
 

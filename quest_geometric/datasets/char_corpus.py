@@ -285,8 +285,7 @@ class CharCorpus:
             split (str): ``'train'``, ``'val'`` or (WikiText-103) ``'test'``.
             batch_size (int): number of blocks.
             generator (torch.Generator, optional): a CPU generator. (default: :obj:`None`)
-            device (str or torch.device, optional): where to put the blocks.
-                (default: :obj:`None`, CPU)
+            device (str or torch.device, optional): where to put the blocks. (default: :obj:`None`, CPU)
             block_size (int, optional): override of the corpus block size.
                 (default: :obj:`None`)
 
@@ -308,27 +307,21 @@ class CharCorpus:
         data, T = self._check_block(split, block_size, "CharCorpus.num_blocks")
         return (data.numel() - 1) // T
 
-    def iter_blocks(
-        self,
-        split: str,
-        batch_size: int = 64,
-        block_size: Optional[int] = None,
-        max_blocks: Optional[int] = None,
-        device: Optional[Union[str, torch.device]] = None,
-    ) -> Iterator[tuple[Tensor, Tensor]]:
+    def iter_blocks(self, split: str, batch_size: int = 64, block_size: Optional[int] = None,
+                    max_blocks: Optional[int] = None,
+                    device: Optional[Union[str, torch.device]] = None
+                    ) -> Iterator[tuple[Tensor, Tensor]]:
         """Iterate over the ``(len - 1) // T`` non-overlapping blocks of a split (evaluation):
         block ``b`` has inputs ``data[b*T : (b+1)*T]`` and targets shifted by one, so every
         character but the dropped tail is predicted exactly once.
 
         Args:
             split (str): the split.
-            batch_size (int): blocks per yielded batch (the last batch may be smaller).
-                (default: ``64``)
+            batch_size (int): blocks per yielded batch (the last may be smaller). (default: ``64``)
             block_size (int, optional): override of the corpus block size.
                 (default: :obj:`None`)
             max_blocks (int, optional): keep the first ``max_blocks``. (default: :obj:`None`)
-            device (str or torch.device, optional): where to put the blocks.
-                (default: :obj:`None`)
+            device (str or torch.device, optional): where to put the blocks. (default: :obj:`None`, CPU)
 
         Yields:
             (Tensor, Tensor): ``x`` and ``y`` of shape ``[b, block_size]``, :obj:`torch.long`.

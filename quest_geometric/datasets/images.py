@@ -447,8 +447,7 @@ class _CIFARGraphs(_ImagePipeline, InMemoryDataset):
         test_images, test_labels = self._read_split(self.test_files)
         mean, std = _channel_stats(train_images)
         for (images, labels), path in zip(
-            ((train_images, train_labels), (test_images, test_labels)), self.processed_paths
-        ):
+            ((train_images, train_labels), (test_images, test_labels)), self.processed_paths):
             torch.save(
                 {"images": images, "labels": labels, "classes": classes, "mean": mean, "std": std},
                 path)

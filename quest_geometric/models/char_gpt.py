@@ -469,9 +469,8 @@ class CharGPT(nn.Module):
         return {"config": self.config.to_dict(), "model": self.state_dict()}
 
     @classmethod
-    def from_checkpoint(
-        cls, checkpoint: Union[dict[str, Any], str, os.PathLike], map_location: Any = "cpu"
-    ) -> "CharGPT":
+    def from_checkpoint(cls, checkpoint: Union[dict[str, Any], str, os.PathLike],
+                        map_location: Any = "cpu") -> "CharGPT":
         """Rebuild a model from :meth:`checkpoint` output or a file saved with :func:`torch.save`.
 
         Args:

@@ -96,8 +96,7 @@ class ResNet20(nn.Module):
         torch.Size([2, 10])
     """
 
-    def __init__(self, num_classes: int = 10, in_channels: int = 3, shortcut: str = "A"
-                 ) -> None:
+    def __init__(self, num_classes: int = 10, in_channels: int = 3, shortcut: str = "A") -> None:
         super().__init__()
         check_int(num_classes, "'num_classes'", 1, where="ResNet20")
         check_int(in_channels, "'in_channels'", 1, where="ResNet20")

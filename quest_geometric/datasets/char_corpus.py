@@ -285,7 +285,7 @@ class CharCorpus:
             split (str): ``'train'``, ``'val'`` or (WikiText-103) ``'test'``.
             batch_size (int): number of blocks.
             generator (torch.Generator, optional): a CPU generator. (default: :obj:`None`)
-            device (str or torch.device, optional): where to put the blocks. (default: :obj:`None`, CPU)
+            device (str or torch.device, optional): where to put them. (default: :obj:`None`, CPU)
             block_size (int, optional): override of the corpus block size.
                 (default: :obj:`None`)
 
@@ -321,7 +321,7 @@ class CharCorpus:
             block_size (int, optional): override of the corpus block size.
                 (default: :obj:`None`)
             max_blocks (int, optional): keep the first ``max_blocks``. (default: :obj:`None`)
-            device (str or torch.device, optional): where to put the blocks. (default: :obj:`None`, CPU)
+            device (str or torch.device, optional): where to put them. (default: :obj:`None`, CPU)
 
         Yields:
             (Tensor, Tensor): ``x`` and ``y`` of shape ``[b, block_size]``, :obj:`torch.long`.

@@ -69,10 +69,9 @@ def _check_model(model: Any, fn: str, need_qsv: bool = False) -> nn.Module:
     if not isinstance(model, nn.Module):
         raise TypeError(f"{fn}: 'model' must be a torch.nn.Module (got {type(model).__name__})")
     if need_qsv and not (hasattr(model, "qsv_layers") and model.qsv_layers()):
-        raise ValueError(
-            f"{fn}: 'model' must be a QSVNet with QSVConv layers (conv='qsv'); got "
-            f"{type(model).__name__}"
-            + (f" with conv={model.conv!r}" if hasattr(model, "conv") else ""))
+        raise ValueError(f"{fn}: 'model' must be a QSVNet with QSVConv layers (conv='qsv'); got "
+                         f"{type(model).__name__}"
+                         + (f" with conv={model.conv!r}" if hasattr(model, "conv") else ""))
     return model
 
 

@@ -243,9 +243,8 @@ def _read_batch(path: str, name: str) -> dict[str, Any]:
             "(download=True)", e,
         ) from e
     if not isinstance(raw, dict):
-        raise refused(
-            name, path, f"it holds a {type(raw).__name__}, expected the dict of a CIFAR "
-            "python batch; the file is corrupt or not a CIFAR file")
+        raise refused(name, path, f"it holds a {type(raw).__name__}, expected the dict of a CIFAR "
+                      "python batch; the file is corrupt or not a CIFAR file")
     return {k.decode("latin1") if isinstance(k, bytes) else k: v for k, v in raw.items()}
 
 
@@ -439,9 +438,8 @@ class _CIFARGraphs(_ImagePipeline, InMemoryDataset):
         meta_path = osp.join(self.raw_dir, self.folder, self.meta_file)
         meta = _read_batch(meta_path, name)
         if self.names_key not in meta:
-            raise ValueError(
-                f"{name}: {meta_path!r} lacks the key {self.names_key!r} of the "
-                f"{self.dataset_name} meta file")
+            raise ValueError(f"{name}: {meta_path!r} lacks the key {self.names_key!r} of the "
+                             f"{self.dataset_name} meta file")
         classes = _decode_names(meta[self.names_key])
         train_images, train_labels = self._read_split(self.train_files)
         test_images, test_labels = self._read_split(self.test_files)
@@ -644,11 +642,10 @@ class DigitsGraphs(_ImagePipeline, Dataset):
         self.mean: list[float] = mean
         self.std: list[float] = std
         self.classes = [str(i) for i in range(10)]
-        self._setup_pipeline(
-            name=name, training=split == "train", augment=augment,
-            default_augment=lambda: RandomCropPad(8, padding=1),
-            normalize=_normalization(normalize, (mean, std), name), graph=graph,
-            transform=transform)
+        self._setup_pipeline(name=name, training=split == "train", augment=augment,
+                             default_augment=lambda: RandomCropPad(8, padding=1),
+                             normalize=_normalization(normalize, (mean, std), name), graph=graph,
+                             transform=transform)
 
     @property
     def num_classes(self) -> int:

@@ -133,14 +133,12 @@ class ResNet20(nn.Module):
         if not isinstance(x, Tensor):
             image = getattr(x, "image", None)
             if not isinstance(image, Tensor):
-                raise TypeError(
-                    "ResNet20 expects an image tensor [B, C, H, W] or a batch with an "
-                    f"'image' attribute (got {type(x).__name__})")
+                raise TypeError("ResNet20 expects an image tensor [B, C, H, W] or a batch with an "
+                                f"'image' attribute (got {type(x).__name__})")
             x = image
         if x.dim() != 4 or x.size(1) != self.in_channels:
-            raise ValueError(
-                f"ResNet20 expects images of shape [B, {self.in_channels}, H, W] "
-                f"(got {tuple(x.shape)})")
+            raise ValueError(f"ResNet20 expects images of shape [B, {self.in_channels}, H, W] "
+                             f"(got {tuple(x.shape)})")
         if not x.is_floating_point():
             raise ValueError(f"ResNet20 expects floating-point images (got {x.dtype})")
         out = F.relu(self.bn1(self.conv1(x)))

@@ -173,14 +173,12 @@ class QKProbe:
     call after a reset, in ``eval()`` mode (restored afterwards) under :func:`torch.no_grad`;
     that forward does not enter the PR accumulators.
 
-    **Cost.** Each hook recomputes q and k without gradient and updates a covariance
-    (:math:`O(n (Hd)^2)`, or :math:`O(n H d^2)` with ``concat_heads=False``); the probe batch
-    adds one :math:`d \times d` SVD per head and sequence and one masked softmax per reset.
+    **Cost** (``docs/qk_geometry.md``): each hook recomputes q and k without gradient and
+    updates a covariance (:math:`O(n (Hd)^2)`, :math:`O(n H d^2)` with ``concat_heads=False``).
     With ``enabled = False`` a hook returns at once; :meth:`remove` removes the hooks, and so
-    does dropping the probe (the hooks hold it only weakly). Probing never changes outputs or
-    gradients. Calls of a Hugging Face layer with a non-empty KV cache are skipped with a
-    warning. A module whose class is recognised (:func:`supported_attention_types`) is not
-    searched further for nested ones.
+    does dropping the probe (they hold it only weakly). Outputs and gradients never change;
+    Hugging Face calls with a non-empty KV cache are skipped with a warning; a recognised
+    module is not searched for nested ones.
 
     Args:
         model (torch.nn.Module): the model (or a single attention module).

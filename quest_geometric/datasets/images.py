@@ -378,12 +378,8 @@ class _CIFARGraphs(_ImagePipeline, InMemoryDataset):
 
     def download(self) -> None:
         name = self.__class__.__name__
-        archive = None
         candidates = (osp.join(self.root, "raw", self.archive), osp.join(self.root, self.archive))
-        for candidate in candidates:
-            if osp.isfile(candidate):
-                archive = candidate
-                break
+        archive = next((c for c in candidates if osp.isfile(c)), None)
         downloaded = False
         if archive is None:
             if not self.download_enabled:

@@ -1,10 +1,6 @@
 r"""Geometry metrics of queries, keys and attention: participation ratio, effective and stable
-rank, attention entropy.
-
-All metrics accumulate in float64 and return float64 tensors with the leading (batch)
-dimensions of their input, so per-head values come from one call on ``[..., H, n, d]``.
-Undefined cases (fewer than two samples, zero variance, a zero matrix) raise a
-:class:`ValueError` that says why, never a silent NaN.
+rank, attention entropy. All accumulate in float64 and keep the leading (batch) dimensions of
+their input; undefined cases raise a :class:`ValueError` that says why, never a silent NaN.
 """
 from __future__ import annotations
 
@@ -17,20 +13,14 @@ from quest_geometric._utils.checks import check_finite, check_tensor, describe, 
 
 
 __all__ = [
-    "participation_ratio",
-    "participation_ratio_from_covariance",
-    "effective_rank",
-    "stable_rank",
-    "attention_entropy",
-    "mean_attention_entropy",
-    "AttentionEntropy",
+    "participation_ratio", "participation_ratio_from_covariance", "effective_rank", "stable_rank",
+    "attention_entropy", "mean_attention_entropy", "AttentionEntropy",
 ]
 
 def _as_tensor(x: Tensor, name: str, fn: str, min_dim: int) -> Tensor:
     check_tensor(x, name, where=fn)
-    if x.is_complex() or not (x.is_floating_point() or x.dtype in (torch.int32, torch.int64,
-                                                                   torch.int16, torch.int8,
-                                                                   torch.uint8)):
+    ints = (torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8)
+    if x.is_complex() or not (x.is_floating_point() or x.dtype in ints):
         raise fail(TypeError, fn, name, "a real tensor", x)
     if x.dim() < min_dim:
         raise fail(ValueError, fn, name, f"a tensor of at least {min_dim} dimensions", x)
@@ -38,19 +28,17 @@ def _as_tensor(x: Tensor, name: str, fn: str, min_dim: int) -> Tensor:
 
 
 def participation_ratio_from_covariance(cov: Tensor) -> Tensor:
-    r"""Participation ratio of covariance matrices ``[..., dim, dim]``.
+    r"""Participation ratio (float64 ``[...]``, in ``[1, dim]``) of covariance matrices
+    ``[..., dim, dim]``:
 
     .. math::
         \mathrm{PR} = \frac{(\sum_i \lambda_i)^2}{\sum_i \lambda_i^2}
         = \frac{\operatorname{tr}(\Sigma)^2}{\lVert \Sigma \rVert_F^2},
 
-    (the identity holds for symmetric :math:`\Sigma`, so no eigendecomposition is needed).
+    (for symmetric :math:`\Sigma`, so no eigendecomposition is needed).
 
     Args:
         cov (Tensor): symmetric positive semi-definite matrices ``[..., dim, dim]``.
-
-    Returns:
-        Tensor: float64, shape ``[...]``, values in ``[1, dim]``.
 
     Raises:
         ValueError: for a non-square input or a zero covariance (no variance: PR undefined).
@@ -70,25 +58,15 @@ def participation_ratio_from_covariance(cov: Tensor) -> Tensor:
 
 
 def participation_ratio(z: Tensor) -> Tensor:
-    r"""Participation ratio (effective dimension) of samples ``z [..., n, dim]``.
-
-    The samples are centred over ``n``; with :math:`\lambda_i` the eigenvalues of their
-    covariance :math:`\Sigma`,
-
-    .. math::
-        \mathrm{PR}(Z) = \frac{(\sum_i \lambda_i)^2}{\sum_i \lambda_i^2}
-        = \frac{(\sum_k s_k^2)^2}{\sum_k s_k^4},
-
-    with :math:`s_k` the singular values of the centred sample. It lies in ``[1, dim]``:
-    1 when the data vary along one direction only, ``dim`` for isotropic data. It does not
-    depend on the normalisation of :math:`\Sigma` (``n`` or ``n - 1``).
+    r"""Participation ratio (effective dimension, float64 ``[...]``) of samples
+    ``z [..., n, dim]``, that of their covariance
+    (:func:`participation_ratio_from_covariance`): :math:`(\sum_k s_k^2)^2 / \sum_k s_k^4`
+    with :math:`s_k` the singular values of the sample centred over ``n``; 1 when the data
+    vary along one direction only, ``dim`` for isotropic data.
 
     Args:
-        z (Tensor): samples ``[..., n, dim]`` (tokens as samples, e.g. ``[B, H, T, d]``
-            gives one value per sequence and head).
-
-    Returns:
-        Tensor: float64, shape ``[...]``.
+        z (Tensor): samples ``[..., n, dim]`` (e.g. ``[B, H, T, d]``: one value per sequence
+            and head).
 
     Raises:
         ValueError: for fewer than two samples (no covariance: PR undefined), zero variance,
@@ -130,32 +108,28 @@ def _singular_values(m: Tensor, fn: str) -> Tensor:
 
 
 def effective_rank(m: Tensor) -> Tensor:
-    r"""Effective rank (Roy & Vetterli, 2007) of matrices ``m [..., a, b]``.
+    r"""Effective rank (Roy & Vetterli, 2007; float64 ``[...]``) of matrices ``m [..., a, b]``.
 
     .. math::
         \mathrm{erank}(M) = \exp\Big(-\sum_k p_k \log p_k\Big), \qquad
         p_k = \frac{\sigma_k}{\sum_l \sigma_l},
 
-    with :math:`\sigma_k` the singular values and :math:`0 \log 0 = 0`. It lies in
-    ``[1, min(a, b)]``: 1 for rank one, ``r`` for ``r`` equal non-zero singular values.
+    with :math:`\sigma_k` the singular values and :math:`0 \log 0 = 0`; in
+    ``[1, min(a, b)]``.
 
     Args:
         m (Tensor): matrices ``[..., a, b]`` (e.g. the logits :math:`QK^\top/\sqrt{d}`).
-
-    Returns:
-        Tensor: float64, shape ``[...]``.
 
     Raises:
         ValueError: for a zero matrix, non-finite values or fewer than two dimensions.
     """
     s = _singular_values(m, "effective_rank")
     p = s / s.sum(-1, keepdim=True)
-    h = -torch.special.xlogy(p, p).sum(-1)
-    return h.exp()
+    return (-torch.special.xlogy(p, p).sum(-1)).exp()
 
 
 def stable_rank(m: Tensor) -> Tensor:
-    r"""Stable rank of matrices ``m [..., a, b]``.
+    r"""Stable rank (float64 ``[...]``) of matrices ``m [..., a, b]``.
 
     .. math::
         \mathrm{srank}(M) = \frac{\lVert M \rVert_F^2}{\lVert M \rVert_2^2}
@@ -163,9 +137,6 @@ def stable_rank(m: Tensor) -> Tensor:
 
     Args:
         m (Tensor): matrices ``[..., a, b]``.
-
-    Returns:
-        Tensor: float64, shape ``[...]``.
 
     Raises:
         ValueError: for a zero matrix, non-finite values or fewer than two dimensions.
@@ -194,34 +165,25 @@ class AttentionEntropy(NamedTuple):
         return self.entropy[self.valid].mean()
 
 
-def attention_entropy(
-    attn: Tensor,
-    mask: Optional[Tensor] = None,
-    normalized: bool = True,
-    atol: float = 1e-3,
-) -> AttentionEntropy:
+def attention_entropy(attn: Tensor, mask: Optional[Tensor] = None, normalized: bool = True,
+                      atol: float = 1e-3) -> AttentionEntropy:
     r"""Entropy of each query row of attention probabilities ``attn [..., T, S]``.
 
     .. math::
         H_i = -\sum_{j \in \mathcal{S}_i} a_{ij} \log a_{ij}, \qquad
         \tilde H_i = \frac{H_i}{\log |\mathcal{S}_i|} \in [0, 1],
 
-    with :math:`\mathcal{S}_i` the support of row :math:`i` (its unmasked keys; all ``S``
-    keys when ``mask`` is :obj:`None`) and :math:`0 \log 0 = 0`. For a causal attention
-    matrix pass the causal mask, so row ``i`` is normalised by ``log(i + 1)``.
-
-    Rows with a single key have no uncertainty to normalise (:math:`0/0`), and rows with no
-    key have no distribution. Rather than NaN, or a silent 0 that would bias averages, the
-    result carries a ``valid`` mask: such rows get ``entropy == 0`` and ``valid == False``,
-    and :meth:`AttentionEntropy.mean` averages the valid rows only. With
-    ``normalized=False`` a single-key row has the well-defined entropy 0 and is valid.
+    with :math:`\mathcal{S}_i` the support of row :math:`i` (its unmasked keys) and
+    :math:`0 \log 0 = 0`; pass the causal mask for a causal matrix. Rows with a single key
+    (:math:`0/0`; valid with ``normalized=False``) or none have no defined entropy: rather than
+    NaN, or a silent 0 that would bias averages, they get ``entropy == 0`` and
+    ``valid == False``, and :meth:`AttentionEntropy.mean` averages the valid rows only.
 
     Args:
         attn (Tensor): non-negative attention ``[..., T, S]`` whose rows sum to one over
             their support.
         mask (Tensor, optional): bool, broadcastable to ``attn``; :obj:`True` marks a key the
-            query may attend to (the convention of
-            :func:`torch.nn.functional.scaled_dot_product_attention`). (default: :obj:`None`)
+            query may attend to (as in SDPA). (default: :obj:`None`)
         normalized (bool): divide by :math:`\log |\mathcal{S}_i|`. (default: :obj:`True`)
         atol (float): tolerance on each row's sum over its support. (default: ``1e-3``)
 
@@ -230,9 +192,8 @@ def attention_entropy(
 
     Raises:
         ValueError: for negative or non-finite weights, rows that do not sum to one over
-            their support (e.g. weight on masked keys), or a mask of the wrong shape.
-        TypeError: for weights that are not a real tensor, or a mask that is not a bool
-            tensor.
+            their support, or a mask of the wrong shape.
+        TypeError: for weights that are not a real tensor, or a non-bool mask.
     """
     fn = "attention_entropy"
     a = _as_tensor(attn, "attn", fn, 2)
@@ -271,9 +232,8 @@ def attention_entropy(
     return AttentionEntropy(h, valid)
 
 
-def mean_attention_entropy(
-    attn: Tensor, mask: Optional[Tensor] = None, normalized: bool = True
-) -> Tensor:
+def mean_attention_entropy(attn: Tensor, mask: Optional[Tensor] = None,
+                           normalized: bool = True) -> Tensor:
     """Mean of :func:`attention_entropy` over all valid rows (a float64 scalar).
 
     Args:

@@ -1,39 +1,12 @@
-r"""Query/key geometry probes: forward hooks that measure the attention layers of a model.
+r"""Query/key geometry probes: forward hooks that measure the attention layers of a model
+(:class:`QKProbe`; the layer classes it knows are listed by :func:`supported_attention_types`,
+others are taught with :func:`register_attention_adapter`).
 
-:class:`QKProbe` finds the attention layers of a model, hooks them, and accumulates per
-layer and per head
-
-* the participation ratio (PR) of the queries and of the keys, streamed over every token
-  seen (running mean and covariance in float64,
-  :class:`~quest_geometric.analysis.streaming.StreamingCovariance`: activations are never
-  stored), per head and on the concatenation of the heads;
-* on a fixed **probe batch**, the effective rank and the stable rank of the logit matrix
-  :math:`L_h = s\, Q_h K_h^\top` (:math:`s = 1/\sqrt{d}` unless the layer scales otherwise)
-  and the normalised attention entropy of each query row (rows with a single key skipped).
-
-The layer classes it knows are listed by :func:`supported_attention_types`; any other class
-can be taught with :func:`register_attention_adapter`.
-
-Design choices (argued in the docstrings below):
-
-* **Which q and k.** A forward *pre*-hook on the attention module recomputes the queries and
-  keys from the module's own inputs with the module's own projections and reshapes
-  (``CausalSelfAttention.queries``, GPT-2's fused ``c_attn`` split, GPT-NeoX's per-head
-  ``[H, 3, d]`` layout, ...). These are exactly the tensors the attention kernel receives;
-  the model's computation itself is not touched, so outputs are bitwise unchanged.
-* **Rotary embeddings (GPT-NeoX / Pythia).** PR is measured **after** the rotary embedding,
-  i.e. on the queries and keys whose dot products form the logits. Pre-rotary
-  activations are a linear image of the hidden states that attention never compares.
-* **The logit matrix under a causal mask.** The ranks are computed on the *unmasked*
-  :math:`T \times T` (or :math:`N_{dst} \times N_{src}`) matrix :math:`s\,Q_h K_h^\top` of each
-  sequence (graph). Masked entries have no finite value (softmax sees :math:`-\infty`), so
-  any choice of filler is arbitrary, and zero-filling is harmful: the lower triangle of
-  the all-ones rank-one matrix has full rank and a slowly decaying spectrum, so the
-  spectrum of a masked matrix measures the mask more than the query/key geometry. The
-  unmasked matrix is the bilinear form each head applies (rank :math:`\le d`), and row
-  :math:`i` of every causal logit matrix is a prefix of its row :math:`i`. The entropy, by
-  contrast, is computed on the attention the model actually uses (causal mask, padding mask,
-  graph edges).
+Design choices (argued in ``docs/qk_geometry.md``): a forward *pre*-hook recomputes q and k
+from the module's own inputs (exactly what the kernel receives; outputs bitwise unchanged); PR
+is measured after any rotary embedding; the ranks use the *unmasked* logit matrix (masked
+entries have no finite value, and zero-filling measures the mask), the entropy the attention
+the model actually computes.
 """
 from __future__ import annotations
 
@@ -46,46 +19,41 @@ from torch import Tensor, nn
 
 from quest_geometric._utils.checks import check_all_finite, check_int, fail
 from quest_geometric.adapters import (
-    AttentionAdapter,
-    QKView,
-    get_attention_adapter,
-    register_attention_adapter,
-    supported_attention_types,
-    unregister_attention_adapter,
+    AttentionAdapter, QKView, get_attention_adapter, register_attention_adapter,
+    supported_attention_types, unregister_attention_adapter,
 )
 from quest_geometric.analysis.metrics import participation_ratio_from_covariance
+from quest_geometric.analysis.qsv import node_attention_entropy
 from quest_geometric.analysis.streaming import StreamingCovariance
 
 __all__ = [
-    "QKView",
-    "QKProbe",
-    "register_attention_adapter",
-    "unregister_attention_adapter",
-    "supported_attention_types",
-    "logit_singular_values",
-    "masked_softmax_entropy",
-    "probe_model",
+    "QKView", "QKProbe", "register_attention_adapter", "unregister_attention_adapter",
+    "supported_attention_types", "logit_singular_values", "masked_softmax_entropy", "probe_model",
 ]
 
-# The registry and the view type live in quest_geometric.adapters (one registry for the
-# probe and compose_focus); they are re-exported here, where they were first defined.
+# The registry and the view type live in quest_geometric.adapters; re-exported here.
 
 
-# ----------------------------------------------------------------------------- spectra
+_PROBE_KEYS = ("qk_effective_rank", "qk_stable_rank", "attention_entropy")
+
+
+def _call_model(model: nn.Module, batch: Any) -> Any:
+    """``model(*batch)`` for a tuple, ``model(**batch)`` for a dict, else ``model(batch)``."""
+    if isinstance(batch, tuple):
+        return model(*batch)
+    if isinstance(batch, dict):
+        return model(**batch)
+    return model(batch)
+
+
 def logit_singular_values(q: Tensor, k: Tensor, scale: float = 1.0, fast: bool = True) -> Tensor:
     r"""Singular values of the logit matrices :math:`L = s\, Q K^\top` without forming them.
 
-    With thin QR factorisations :math:`Q = U_Q R_Q` and :math:`K = U_K R_K`
-    (:math:`U` with orthonormal columns, :math:`R` of size :math:`d \times d`),
-
-    .. math::
-        L = s\, U_Q \,(R_Q R_K^\top)\, U_K^\top
-        \quad\Rightarrow\quad \sigma(L) = |s|\, \sigma(R_Q R_K^\top),
-
-    so one :math:`d \times d` SVD replaces a :math:`T \times S` one (:math:`L` has rank at
-    most :math:`d`; the dropped singular values are zero and change neither the effective
-    nor the stable rank). Used when :math:`\min(T, S) > d`; otherwise, or with
-    ``fast=False``, the plain SVD of :math:`L`.
+    With thin QR factorisations :math:`Q = U_Q R_Q`, :math:`K = U_K R_K` (:math:`R` of size
+    :math:`d \times d`), :math:`\sigma(L) = |s|\, \sigma(R_Q R_K^\top)`: one :math:`d \times d`
+    SVD replaces a :math:`T \times S` one (the dropped singular values are zero and change
+    neither rank measure). Used when :math:`\min(T, S) > d` and ``fast``; otherwise the plain
+    SVD of :math:`L`.
 
     Args:
         q (Tensor): queries ``[..., T, d]``.
@@ -94,12 +62,11 @@ def logit_singular_values(q: Tensor, k: Tensor, scale: float = 1.0, fast: bool =
         fast (bool): use the QR route when it is cheaper. (default: :obj:`True`)
 
     Returns:
-        Tensor: singular values ``[..., r]`` in descending order, ``r = min(T, S, d)`` on the
-        fast route and ``min(T, S)`` on the plain one.
+        Tensor: singular values ``[..., r]``, descending; ``r = min(T, S, d)`` on the fast
+        route, ``min(T, S)`` on the plain one.
 
     Raises:
-        ValueError: a NaN or infinite entry in ``q`` or ``k`` (LAPACK would print a warning
-            and return NaN singular values).
+        ValueError: a NaN or infinite entry in ``q`` or ``k`` (LAPACK would return NaN).
     """
     check_all_finite((("q", q), ("k", k)), where="logit_singular_values")
     d = q.size(-1)
@@ -111,11 +78,9 @@ def logit_singular_values(q: Tensor, k: Tensor, scale: float = 1.0, fast: bool =
 
 
 def masked_softmax_entropy(logits: Tensor, allowed: Tensor) -> tuple[Tensor, Tensor]:
-    r"""Normalised entropy of each row of :math:`\mathrm{softmax}` over the allowed keys.
-
-    The same quantity as :func:`~quest_geometric.analysis.metrics.attention_entropy` applied
-    to the masked softmax (which it is tested against), computed from the log-probabilities
-    in three passes, without forming and re-validating the probabilities:
+    r"""Normalised entropy of each row of :math:`\mathrm{softmax}` over the allowed keys: the
+    quantity of :func:`~quest_geometric.analysis.metrics.attention_entropy` on the masked
+    softmax, from the log-probabilities, without forming and re-validating the probabilities:
 
     .. math::
         \tilde H_i = \frac{-\sum_{j \in \mathcal{S}_i} a_{ij} \log a_{ij}}{\log |\mathcal{S}_i|},
@@ -130,8 +95,7 @@ def masked_softmax_entropy(logits: Tensor, allowed: Tensor) -> tuple[Tensor, Ten
         rows with at least two allowed keys.
 
     Raises:
-        ValueError: a NaN or infinite logit (mask a key through ``allowed``, not with
-            :math:`-\infty`): it would make its row's entropy NaN.
+        ValueError: a NaN or infinite logit (mask keys through ``allowed``).
     """
     check_all_finite((("logits", logits),), where="masked_softmax_entropy")
     allowed = torch.broadcast_to(allowed, logits.shape)
@@ -141,6 +105,12 @@ def masked_softmax_entropy(logits: Tensor, allowed: Tensor) -> tuple[Tensor, Ten
     valid = support > 1
     h = torch.where(valid, h / support.clamp_min(2).to(h.dtype).log(), torch.zeros_like(h))
     return h, valid
+
+
+def _mean_or_none(vals: Optional[list]) -> Optional[float]:
+    if not vals or any(v is None for v in vals):
+        return None
+    return float(sum(vals) / len(vals))
 
 
 def _ranks_from_singular_values(s: Tensor) -> tuple[Tensor, Tensor]:
@@ -155,7 +125,6 @@ def _ranks_from_singular_values(s: Tensor) -> tuple[Tensor, Tensor]:
     return (-torch.special.xlogy(p, p).sum(-1)).exp(), s.square().sum(-1) / top.square()
 
 
-# ----------------------------------------------------------------------------- the probe
 class _Layer:
     """Hook and accumulators of one attention layer."""
 
@@ -180,60 +149,36 @@ class _Layer:
 class QKProbe:
     r"""Forward-hook probe of the query/key geometry of every attention layer of a model.
 
-    For each hooked layer and head :math:`h` (queries :math:`Q_h`, keys :math:`K_h`, tokens
-    as samples) it reports
+    For each hooked layer and head :math:`h` it reports
 
     .. math::
         \mathrm{PR}(Z) = \frac{(\operatorname{tr}\Sigma_Z)^2}{\lVert\Sigma_Z\rVert_F^2},
-        \qquad
+        \quad
         \mathrm{erank}(L_h) = \exp\Big(-\sum_k p_k \log p_k\Big),\;
         p_k = \frac{\sigma_k(L_h)}{\sum_l \sigma_l(L_h)},
-        \qquad
+        \quad
         \mathrm{srank}(L_h) = \frac{\lVert L_h\rVert_F^2}{\lVert L_h\rVert_2^2},
 
-    with :math:`\Sigma_Z` the covariance of all tokens seen since :meth:`reset` (streamed
-    in float64, never stored), :math:`L_h = s\, Q_h K_h^\top` the unmasked logit matrix of
-    each sequence of the probe batch (ranks averaged over its sequences), and the attention
-    entropy :math:`\tilde H_i = -\sum_j a_{ij}\log a_{ij} / \log|\mathcal{S}_i|` averaged
-    over the query rows of the probe batch with at least two allowed keys (causal mask,
-    padding and graph edges applied). The layer value of each metric is the mean over
-    heads; the PR is also reported on the concatenated heads (``pr_q_concat``,
-    ``pr_k_concat``).
+    with :math:`\Sigma_Z` the covariance of the queries (keys) of all tokens seen since
+    :meth:`reset` (streamed in float64), :math:`L_h = s\, Q_h K_h^\top` the unmasked logit
+    matrix of each sequence of the probe batch (ranks averaged over sequences), and the
+    normalised attention entropy averaged over the query rows of the probe batch with at least
+    two allowed keys. Layer values are means over heads; the PR is also reported on the
+    concatenated heads (``pr_q_concat``, ``pr_k_concat``).
 
     **Probe batch.** The logit-matrix metrics and the entropy come from the first
     non-empty forward call of each layer after construction or :meth:`reset`, capped at
     ``max_tokens`` query tokens (whole sequences, at least one). With an explicit
-    ``probe_batch`` they come from that input instead: the probe runs
-    ``model(probe_batch)`` itself at the first :meth:`results` call after a reset, in
-    ``eval()`` mode (restored afterwards, so no dropout randomness is drawn) under
-    :func:`torch.no_grad`, and that forward does not enter the PR accumulators.
+    ``probe_batch`` the probe runs ``model(probe_batch)`` itself at the first :meth:`results`
+    call after a reset, in ``eval()`` mode (restored afterwards) under :func:`torch.no_grad`;
+    that forward does not enter the PR accumulators.
 
-    **Cost.** The hooks are forward *pre*-hooks that recompute q and k from the layer's
-    inputs without gradient (two extra projections per layer) and update a covariance
-    (:math:`O(n (Hd)^2)`, or :math:`O(n H d^2)` with ``concat_heads=False``); the probe
-    batch adds, once per reset, one :math:`d \times d` SVD per head and sequence
-    (:func:`logit_singular_values`) and one masked softmax (:func:`masked_softmax_entropy`). With
-    ``enabled = False`` a
-    hook returns at once (one Python call per layer per forward); :meth:`remove` removes
-    them entirely, and so does dropping the probe (the hooks hold it only weakly: no hook
-    outlives the probe object). Typical use when training is to keep one probe and toggle
-    ``enabled``
-    (or enter ``with QKProbe(model) as probe:`` around the probed steps).
-
-    Probing never changes the model's outputs or gradients: the hooks only read the
-    inputs. Calls of a Hugging Face layer with a non-empty KV cache (incremental decoding)
-    are skipped with a warning.
-
-    Recognised layers (see :func:`supported_attention_types`): CharGPT's
-    :class:`~quest_geometric.models.char_gpt.CausalSelfAttention`,
-    :class:`~quest_geometric.nn.focus.module.FocusAttention` (the entropy is that of the
-    full, causal softmax over the same q/k: the attention the layer computes when
-    ``gate=None`` or ``enabled=False``, the dense counterpart of its sparse pattern
-    otherwise), :class:`torch_geometric.nn.conv.TransformerConv` (attention over the edges;
-    the ranks use all node pairs of the probe batch, the entropy the edges and edge
-    features), Hugging Face ``GPT2Attention`` (fused ``c_attn`` split into q/k/v, the
-    layer's own ``scaling``) and ``GPTNeoXAttention`` (per-head ``[H, 3, d]`` fused layout,
-    **post-rotary** q/k). A module that matches is not searched further for nested ones.
+    **Cost** (``docs/qk_geometry.md``): each hook recomputes q and k without gradient and
+    updates a covariance (:math:`O(n (Hd)^2)`, :math:`O(n H d^2)` with ``concat_heads=False``).
+    With ``enabled = False`` a hook returns at once; :meth:`remove` removes the hooks, and so
+    does dropping the probe (they hold it only weakly). Outputs and gradients never change;
+    Hugging Face calls with a non-empty KV cache are skipped with a warning; a recognised
+    module is not searched for nested ones.
 
     Args:
         model (torch.nn.Module): the model (or a single attention module).
@@ -241,15 +186,13 @@ class QKProbe:
             ``model.named_modules()``), indices into the found layers, or modules.
             (default: :obj:`None`, all)
         heads (bool): include one record per head in :meth:`results`. (default: :obj:`True`)
-        probe_batch (Any, optional): a fixed model input for the logit-matrix metrics: a
-            tensor (``model(t)``), a tuple (``model(*t)``), a dict (``model(**d)``) or any
-            other object (``model(obj)``, e.g. a PyG ``Batch``). (default: :obj:`None`, the
-            first batch seen)
-        max_tokens (int): cap on the query tokens of the probe batch used for the ranks
-            and the entropy (whole sequences; graph attention keeps the first
-            ``max_tokens`` nodes for the ranks). (default: ``2048``)
-        concat_heads (bool): also accumulate the concatenated-head covariance (the
-            per-head covariances are then its diagonal blocks). (default: :obj:`True`)
+        probe_batch (Any, optional): a fixed model input for the logit-matrix metrics, called
+            as ``model(*t)`` (tuple), ``model(**d)`` (dict) or ``model(obj)``.
+            (default: :obj:`None`, the first batch seen)
+        max_tokens (int): cap on the query tokens of the probe batch (whole sequences; graph
+            attention keeps the first ``max_tokens`` nodes for the ranks). (default: ``2048``)
+        concat_heads (bool): accumulate the concatenated-head covariance (whose diagonal
+            blocks are the per-head ones). (default: :obj:`True`)
         enabled (bool): initial value of :attr:`enabled`. (default: :obj:`True`)
 
     Example::
@@ -259,47 +202,33 @@ class QKProbe:
         records = probe.results()
     """
 
-    def __init__(
-        self,
-        model: nn.Module,
-        layers: Optional[Iterable[Union[str, int, nn.Module]]] = None,
-        heads: bool = True,
-        probe_batch: Any = None,
-        max_tokens: int = 2048,
-        concat_heads: bool = True,
-        enabled: bool = True,
-    ) -> None:
+    def __init__(self, model: nn.Module,
+                 layers: Optional[Iterable[Union[str, int, nn.Module]]] = None,
+                 heads: bool = True, probe_batch: Any = None, max_tokens: int = 2048,
+                 concat_heads: bool = True, enabled: bool = True) -> None:
         if not isinstance(model, nn.Module):
             raise fail(TypeError, "QKProbe", "model", "a torch.nn.Module", model)
         check_int(max_tokens, "max_tokens", 2, where="QKProbe")
-        self.model = model
-        self.heads = bool(heads)
-        self.probe_batch = probe_batch
-        self.max_tokens = max_tokens
-        self.concat_heads = bool(concat_heads)
-        self.enabled = bool(enabled)
+        self.model, self.probe_batch, self.max_tokens = model, probe_batch, max_tokens
+        self.heads, self.concat_heads, self.enabled = bool(heads), bool(concat_heads), bool(enabled)
         self._probe_only = False
         found = self._find_layers(model)
         self._layers = [_Layer(i, n, m, a)
                         for i, (n, m, a) in enumerate(self._select(found, layers))]
-        # The hooks hold the probe only weakly; when the probe is garbage collected without
-        # remove(), this removes them, so no hook outlives the probe.
+        # The hooks hold the probe only weakly: when it is collected, this removes them.
         self._finalizer = weakref.finalize(self, QKProbe._remove_hooks, self._layers)
         self._finalizer.atexit = False
         self._attach()
 
-    # ------------------------------------------------------------------ discovery
     @staticmethod
     def _find_layers(model: nn.Module) -> list[tuple[str, nn.Module, AttentionAdapter]]:
         found: list[tuple[str, nn.Module, AttentionAdapter]] = []
-        matched: list[str] = []
         for name, mod in model.named_modules():
-            if any(name == p or name.startswith(p + ".") for p in matched if p) or ("" in matched):
+            if any(p == "" or name == p or name.startswith(p + ".") for p, _, _ in found):
                 continue
             fn = get_attention_adapter(mod)
             if fn is not None:
                 found.append((name, mod, fn))
-                matched.append(name)
         if not found:
             raise fail(
                 ValueError, "QKProbe", "model", "a model with a recognisable attention layer "
@@ -320,7 +249,7 @@ class QKProbe:
         if not isinstance(layers, Iterable):
             raise fail(TypeError, "QKProbe", "layers", what, layers)
         names = [n for n, _, _ in found]
-        out, seen = [], set()
+        seen: set[int] = set()
         for sel in layers:
             if isinstance(sel, bool):
                 raise fail(TypeError, "QKProbe", "layers", what, got_text=f"an entry {sel!r}")
@@ -345,21 +274,17 @@ class QKProbe:
             else:
                 raise fail(TypeError, "QKProbe", "layers", what, got_text=f"an entry of type "
                            f"{type(sel).__name__}")
-            if i not in seen:
-                seen.add(i)
-                out.append(found[i])
-        if not out:
+            seen.add(i)
+        if not seen:
             raise fail(ValueError, "QKProbe", "layers", "a selection of at least one layer",
                        layers)
-
-        return sorted(out, key=lambda t: names.index(t[0]))
+        return [found[i] for i in sorted(seen)]
 
     @property
     def layer_names(self) -> list[str]:
         """Names of the hooked layers, in model order."""
         return [layer.name for layer in self._layers]
 
-    # ------------------------------------------------------------------ hooks
     def _attach(self) -> None:
         for layer in self._layers:
             if layer.handle is None:
@@ -379,11 +304,7 @@ class QKProbe:
                 layer.handle = None
 
     def remove(self) -> None:
-        """Remove every hook (accumulated statistics stay readable by :meth:`results`).
-
-        A probe that is dropped without :meth:`remove` removes its hooks when it is garbage
-        collected: the hooks hold it only weakly.
-        """
+        """Remove every hook (accumulated statistics stay readable by :meth:`results`)."""
         self._remove_hooks(self._layers)
 
     def reattach(self) -> "QKProbe":
@@ -411,9 +332,7 @@ class QKProbe:
         ``probe_ref``, so the model does not keep the probe alive."""
         def hook(module: nn.Module, args: tuple, kwargs: dict) -> None:
             self = probe_ref()
-            if self is None or not self.enabled:
-                return None
-            if self._probe_only and layer.probe_done:
+            if self is None or not self.enabled or (self._probe_only and layer.probe_done):
                 return None
             with torch.no_grad():
                 view = self._view(layer, module, args, kwargs)
@@ -452,7 +371,6 @@ class QKProbe:
             return None  # an empty batch carries no sample
         return out
 
-    # ------------------------------------------------------------------ accumulation
     def _accumulate(self, layer: _Layer, view: QKView) -> None:
         for which, t, valid in (("q", view.q, view.q_valid), ("k", view.k, view.k_valid)):
             B, H, T, d = t.shape
@@ -469,10 +387,7 @@ class QKProbe:
             if got != expected:
                 raise ValueError(f"QKProbe: layer {layer.name!r} changed its {which} shape from "
                                  f"{got} to {expected} between calls")
-            if self.concat_heads:
-                acc.update(z.reshape(-1, H * d))
-            else:
-                acc.update(z.transpose(0, 1))
+            acc.update(z.reshape(-1, H * d) if self.concat_heads else z.transpose(0, 1))
 
     def _measure(self, layer: _Layer, view: QKView) -> None:
         q = view.q.detach().to(torch.float64)
@@ -493,7 +408,7 @@ class QKProbe:
         self._ranks(layer, q, k, scale, qv, kv)
         allowed = torch.ones(T, S, dtype=torch.bool, device=q.device)
         if view.causal:
-            allowed = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(S - T)
+            allowed = allowed.tril(S - T)
         allowed = allowed.expand(b, H, T, S)
         if view.mask is not None:
             allowed = allowed & torch.broadcast_to(view.mask.to(q.device)[:b], (b, H, T, S))
@@ -520,17 +435,14 @@ class QKProbe:
                 ki = k[i][:, kv[i]] if kv is not None else k[i]
                 if qi.size(-2) >= 2 and ki.size(-2) >= 2:
                     svs.append(logit_singular_values(qi, ki, scale).unsqueeze(0))
-        if not svs:
-            why = ("the probe batch has fewer than 2 (valid) tokens per sequence; the rank of "
-                   "a logit matrix with one row or column is 1 by construction, not a measurement")
-            layer.probe_undefined["qk_effective_rank"] = why
-            layer.probe_undefined["qk_stable_rank"] = why
-            return
         try:
+            if not svs:
+                raise ValueError("the probe batch has fewer than 2 (valid) tokens per sequence; "
+                                 "the rank of a logit matrix with one row or column is 1 by "
+                                 "construction, not a measurement")
             ranks = [_ranks_from_singular_values(sv) for sv in svs]
         except ValueError as e:
-            layer.probe_undefined["qk_effective_rank"] = str(e)
-            layer.probe_undefined["qk_stable_rank"] = str(e)
+            layer.probe_undefined.update(dict.fromkeys(_PROBE_KEYS[:2], str(e)))
             return
         layer.probe["qk_effective_rank"] = torch.cat([r[0] for r in ranks], 0).mean(0)  # [H]
         layer.probe["qk_stable_rank"] = torch.cat([r[1] for r in ranks], 0).mean(0)
@@ -545,7 +457,6 @@ class QKProbe:
 
     def _measure_graph(self, layer: _Layer, view: QKView, q: Tensor, k: Tensor,
                        scale: float) -> None:
-        from torch_geometric.utils import scatter
         from torch_geometric.utils import softmax as pyg_softmax
 
         H, N, M = q.size(1), q.size(2), k.size(2)
@@ -557,17 +468,11 @@ class QKProbe:
             e = view.edge_logits.detach().to(torch.float64)
         else:
             e = (q[0][:, dst] * k[0][:, src]).sum(-1).transpose(0, 1) * scale  # [E, H]
-        a = pyg_softmax(e, dst, num_nodes=N)
-        h = scatter(-torch.special.xlogy(a, a), dst, dim=0, dim_size=N, reduce="sum")  # [N, H]
-        deg = scatter(torch.ones_like(dst, dtype=torch.float64), dst, dim=0, dim_size=N,
-                      reduce="sum")
-        valid = (deg > 1).unsqueeze(-1).expand(N, H)
-        h = torch.where(valid, h / deg.clamp_min(2).log().unsqueeze(-1), torch.zeros_like(h))
-        self._set_entropy(layer, h, valid, dims=(0,),
+        ent = node_attention_entropy(pyg_softmax(e, dst, num_nodes=N), dst, N)
+        self._set_entropy(layer, ent.entropy[0], ent.valid.unsqueeze(-1).expand(N, H), dims=(0,),
                           why="no node of the probe batch has 2 or more in-edges; the normalised "
                               "entropy is undefined")
 
-    # ------------------------------------------------------------------ explicit probe batch
     def _run_probe_batch(self) -> None:
         was_attached = [layer.handle is not None for layer in self._layers]
         flags = [(m, m.training) for m in self.model.modules()]
@@ -576,13 +481,7 @@ class QKProbe:
         try:
             self.model.eval()
             with torch.no_grad():
-                pb = self.probe_batch
-                if isinstance(pb, tuple):
-                    self.model(*pb)
-                elif isinstance(pb, dict):
-                    self.model(**pb)
-                else:
-                    self.model(pb)
+                _call_model(self.model, self.probe_batch)
         finally:
             for m, t in flags:
                 m.training = t
@@ -594,11 +493,10 @@ class QKProbe:
         for layer in self._layers:
             if not layer.probe_done:
                 layer.probe_done = True
-                why = "the explicit probe batch did not reach this layer"
-                for key in ("qk_effective_rank", "qk_stable_rank", "attention_entropy"):
-                    layer.probe_undefined.setdefault(key, why)
+                for key in _PROBE_KEYS:
+                    layer.probe_undefined.setdefault(
+                        key, "the explicit probe batch did not reach this layer")
 
-    # ------------------------------------------------------------------ results
     @staticmethod
     def _pr(acc: Optional[StreamingCovariance], heads: int, concat: bool, all_reduce: bool
             ) -> tuple[Optional[list[Optional[float]]], Optional[float], Optional[str], int]:
@@ -633,17 +531,16 @@ class QKProbe:
         return per_head, full, why, acc.count
 
     def results(self, strict: bool = False, all_reduce: bool = False) -> list[dict[str, Any]]:
-        r"""The measurements: a list of flat records (JSON-ready).
+        r"""The measurements: a list of flat, JSON-ready records.
 
-        Per layer (in model order), when ``heads=True``, one record per head followed by
-        one layer record with ``head=None``. Keys: ``layer`` (module name), ``layer_index``,
+        Per layer (in model order), one record per head (when ``heads=True``), then one
+        layer record with ``head=None``. Keys: ``layer`` (module name), ``layer_index``,
         ``type`` (class name), ``head``, ``pr_q``, ``pr_k``, ``pr_q_minus_pr_k``,
         ``qk_effective_rank``, ``qk_stable_rank``, ``attention_entropy``, ``tokens``
-        (samples in the PR accumulators), ``probe_tokens`` (query tokens of the probe batch)
-        and ``undefined`` (``{metric: reason}``); the layer record adds ``pr_q_concat``,
-        ``pr_k_concat`` (:obj:`None` with ``concat_heads=False``) and ``heads``. Layer values
-        are means over the heads. A metric that is undefined (no or one token, one-token
-        sequences, zero variance) is :obj:`None` and its reason is in ``undefined``; never NaN.
+        (samples in the PR accumulators), ``probe_tokens`` and ``undefined``
+        (``{metric: reason}``); the layer record adds ``pr_q_concat``, ``pr_k_concat`` and
+        ``heads``. An undefined metric (too few tokens, zero variance) is :obj:`None` with its
+        reason in ``undefined``; never NaN.
 
         Args:
             strict (bool): raise a :class:`ValueError` instead of returning undefined
@@ -652,8 +549,6 @@ class QKProbe:
                 (:meth:`StreamingCovariance.all_reduce`; every rank must call).
                 (default: :obj:`False`)
 
-        Returns:
-            list[dict]: the records.
         """
         if self.probe_batch is not None and not all(layer.probe_done for layer in self._layers):
             self._run_probe_batch()
@@ -663,15 +558,11 @@ class QKProbe:
             undefined: dict[str, str] = {}
             pq, pq_full, why_q, n_q = self._pr(layer.acc_q, H, self.concat_heads, all_reduce)
             pk, pk_full, why_k, _ = self._pr(layer.acc_k, H, self.concat_heads, all_reduce)
-            if why_q:
-                undefined["pr_q"] = why_q
-            if why_k:
-                undefined["pr_k"] = why_k
-            if why_q or why_k:
-                undefined["pr_q_minus_pr_k"] = why_q or why_k
+            for key, why in (("pr_q", why_q), ("pr_k", why_k), ("pr_q_minus_pr_k", why_q or why_k)):
+                if why:
+                    undefined[key] = why
             if not layer.probe_done:
-                for key in ("qk_effective_rank", "qk_stable_rank", "attention_entropy"):
-                    undefined[key] = "no forward call seen since reset()"
+                undefined.update(dict.fromkeys(_PROBE_KEYS, "no forward call seen since reset()"))
             undefined.update(layer.probe_undefined)
             if strict and undefined:
                 key, why = next(iter(undefined.items()))
@@ -680,33 +571,20 @@ class QKProbe:
             base = {"layer": layer.name, "layer_index": layer.index,
                     "type": type(layer.module).__name__}
 
-            def head_value(vals: Optional[list], h: int) -> Optional[float]:
-                return None if vals is None or h >= len(vals) else vals[h]
+            def record(head: Optional[int], pick: Callable, **extra: Any) -> dict[str, Any]:
+                a, b = pick(pq), pick(pk)
+                rec = dict(base, head=head, pr_q=a, pr_k=b,
+                           pr_q_minus_pr_k=None if a is None or b is None else a - b)
+                rec.update({key: pick(probe.get(key)) for key in _PROBE_KEYS})
+                rec.update(extra, tokens=n_q, probe_tokens=layer.probe_tokens)
+                return rec
 
-            def mean(vals: Optional[list]) -> Optional[float]:
-                if not vals or any(v is None for v in vals):
-                    return None
-                return float(sum(vals) / len(vals))
-
-            if self.heads:
-                for h in range(H):
-                    rec = dict(base, head=h)
-                    a, b = head_value(pq, h), head_value(pk, h)
-                    rec.update(pr_q=a, pr_k=b, pr_q_minus_pr_k=None if a is None or b is None
-                               else a - b)
-                    for key in ("qk_effective_rank", "qk_stable_rank", "attention_entropy"):
-                        rec[key] = head_value(probe.get(key), h)
-                    rec.update(tokens=n_q, probe_tokens=layer.probe_tokens,
-                               undefined={k_: v for k_, v in undefined.items()
-                                          if rec.get(k_) is None})
-                    out.append(rec)
-            a, b = mean(pq), mean(pk)
-            rec = dict(base, head=None, pr_q=a, pr_k=b,
-                       pr_q_minus_pr_k=None if a is None or b is None else a - b)
-            for key in ("qk_effective_rank", "qk_stable_rank", "attention_entropy"):
-                rec[key] = mean(probe.get(key))
-            rec.update(pr_q_concat=pq_full, pr_k_concat=pk_full, heads=H, tokens=n_q,
-                       probe_tokens=layer.probe_tokens, undefined=undefined)
+            for h in range(H if self.heads else 0):
+                rec = record(h, lambda vals: None if vals is None or h >= len(vals) else vals[h])
+                rec["undefined"] = {k_: v for k_, v in undefined.items() if rec.get(k_) is None}
+                out.append(rec)
+            rec = record(None, _mean_or_none, pr_q_concat=pq_full, pr_k_concat=pk_full, heads=H)
+            rec["undefined"] = undefined
             out.append(rec)
         return out
 
@@ -719,11 +597,8 @@ class QKProbe:
 @torch.no_grad()
 def probe_model(model: nn.Module, batch: Union[Tensor, tuple, dict], max_tokens: int = 4096
                 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Optional[float]]:
-    """Run :class:`QKProbe` on one fixed batch (eval mode, no gradient, hooks removed after).
-
-    The PR accumulators and the probe-batch metrics both see exactly this batch; the
-    model's training mode is restored afterwards. (Moved here from
-    :mod:`quest_geometric.pipelines.qk_geometry`, which re-exports it.)
+    """Run :class:`QKProbe` on one fixed batch (eval mode, no gradient, hooks removed and the
+    training mode restored after): the PR and the probe-batch metrics see exactly this batch.
 
     Args:
         model (nn.Module): a model whose attention layers :class:`QKProbe` knows.
@@ -739,12 +614,7 @@ def probe_model(model: nn.Module, batch: Union[Tensor, tuple, dict], max_tokens:
     loss = None
     try:
         with QKProbe(model, heads=True, max_tokens=max_tokens) as probe:
-            if isinstance(batch, dict):
-                out = model(**batch)
-            elif isinstance(batch, tuple):
-                out = model(*batch)
-            else:
-                out = model(batch)
+            out = _call_model(model, batch)
         if isinstance(out, tuple) and len(out) > 1 and isinstance(out[1], Tensor):
             loss = float(out[1])
         records = probe.results()

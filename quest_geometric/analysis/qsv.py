@@ -1,25 +1,16 @@
 r"""Where the pairwise computation of a trained QSV model lives.
 
 The QSV paper (Foley et al., 2026) reports that "nearly all of the learned pairwise
-computation resides in the transport channel".  Three measurements of a trained
-:class:`~quest_geometric.models.qsv_net.QSVNet` on a loader quantify it:
-
-* :func:`attention_entropy_per_node`: the normalised entropy of every node's attention
-  distribution over its in-neighbours, per layer and head (1 = uniform averaging, 0 = all
-  weight on one neighbour);
-* :func:`rotation_angles`: the rotation angle of the relative quaternion
-  :math:`r_{ij} = q_i^{*} q_j` of every edge, per layer and head (0 = the transport is the
-  identity; a spread of angles means the transport does real work);
-* :func:`ablation_accuracy`: the test accuracy of the trained model as it is, with the
-  transport switched off and with uniform attention, each applied at test time without
-  retraining.
-
-:func:`qsv_analysis` runs all three and returns scalar summaries for a results table.
+computation resides in the transport channel". :func:`qsv_analysis` quantifies it on a trained
+:class:`~quest_geometric.models.qsv_net.QSVNet` with three measurements:
+:func:`attention_entropy_per_node` (1 = uniform averaging), :func:`rotation_angles` (0 = the
+transport is the identity) and :func:`ablation_accuracy` (transport or learned attention
+switched off at test time).
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple, Optional
 
 import torch
@@ -30,12 +21,8 @@ from quest_geometric._utils.checks import all_finite
 from quest_geometric.quaternion import angle, relative
 
 __all__ = [
-    "NodeEntropy",
-    "node_attention_entropy",
-    "attention_entropy_per_node",
-    "rotation_angles",
-    "ablation_accuracy",
-    "qsv_analysis",
+    "NodeEntropy", "node_attention_entropy", "attention_entropy_per_node", "rotation_angles",
+    "ablation_accuracy", "qsv_analysis",
 ]
 
 
@@ -66,8 +53,7 @@ def _check_loader(loader: Any) -> Iterable[Any]:
     if not isinstance(loader, Iterable):
         raise TypeError(
             f"'loader' must be an iterable of PyG batches (e.g. a DataLoader) or one Batch "
-            f"(got {type(loader).__name__})"
-        )
+            f"(got {type(loader).__name__})")
     return loader
 
 
@@ -83,12 +69,31 @@ def _check_model(model: Any, fn: str, need_qsv: bool = False) -> nn.Module:
     if not isinstance(model, nn.Module):
         raise TypeError(f"{fn}: 'model' must be a torch.nn.Module (got {type(model).__name__})")
     if need_qsv and not (hasattr(model, "qsv_layers") and model.qsv_layers()):
-        raise ValueError(
-            f"{fn}: 'model' must be a QSVNet with QSVConv layers (conv='qsv'); got "
-            f"{type(model).__name__}"
-            + (f" with conv={model.conv!r}" if hasattr(model, "conv") else "")
-        )
+        raise ValueError(f"{fn}: 'model' must be a QSVNet with QSVConv layers (conv='qsv'); got "
+                         f"{type(model).__name__}"
+                         + (f" with conv={model.conv!r}" if hasattr(model, "conv") else ""))
     return model
+
+
+def _per_layer(model: nn.Module, loader: Any, device: Optional[Any], fn: str,
+               step: Callable[[Any], list[Tensor]]) -> list[Tensor]:
+    """``step(batch)`` (one tensor per layer) over the batches of ``loader``, the model in eval
+    mode meanwhile, concatenated per layer along dim 0."""
+    dev = _device_of(model, device)
+    was_training = model.training
+    model.eval()
+    per_layer: list[list[Tensor]] = []
+    try:
+        for batch in _check_loader(loader):
+            outs = step(batch.to(dev))
+            per_layer = per_layer or [[] for _ in outs]
+            for acc, t in zip(per_layer, outs):
+                acc.append(t)
+    finally:
+        model.train(was_training)
+    if not per_layer:
+        raise ValueError(f"{fn}: 'loader' yielded no batch")
+    return [torch.cat(v) for v in per_layer]
 
 
 def node_attention_entropy(alpha: Tensor, index: Tensor, num_nodes: int) -> NodeEntropy:
@@ -100,9 +105,8 @@ def node_attention_entropy(alpha: Tensor, index: Tensor, num_nodes: int) -> Node
         \tilde H_i = \frac{-\sum_{j \in \mathcal{N}(i)} \alpha_{ij} \log \alpha_{ij}}
         {\log d_i} \in [0, 1],
 
-    with :math:`0 \log 0 = 0`, computed per head with
-    :func:`torch_geometric.utils.scatter` (the semantics of
-    :func:`quest_geometric.analysis.metrics.attention_entropy` on a sparse support).  Nodes
+    with :math:`0 \log 0 = 0`, per head (the semantics of
+    :func:`quest_geometric.analysis.metrics.attention_entropy` on a sparse support). Nodes
     with :math:`d_i < 2` get ``valid == False`` and entropy 0.
 
     Args:
@@ -142,17 +146,15 @@ def node_attention_entropy(alpha: Tensor, index: Tensor, num_nodes: int) -> Node
 @torch.no_grad()
 def attention_entropy_per_node(model: nn.Module, loader: Any,
                                device: Optional[Any] = None) -> NodeEntropy:
-    r"""Normalised attention entropy of every node, layer and head of a trained model on
-    the graphs of :obj:`loader` (see :func:`node_attention_entropy`).
-
-    The weights are those the model uses in :meth:`~quest_geometric.models.qsv_net.QSVNet.
-    forward` with ``return_attention_weights=True`` (eval mode: no attention dropout), so
-    this works for QSV layers and for the ``TransformerConv`` control alike.  A value near
-    1 everywhere means the learned attention is close to uniform averaging.
+    r"""Normalised attention entropy (:func:`node_attention_entropy`) of every node, layer
+    and head of a trained model on the graphs of :obj:`loader`, from the weights of
+    :meth:`~quest_geometric.models.qsv_net.QSVNet.forward` with
+    ``return_attention_weights=True`` in eval mode (QSV layers and the ``TransformerConv``
+    control alike).
 
     Args:
-        model (torch.nn.Module): A :class:`~quest_geometric.models.qsv_net.QSVNet` (or a
-            DDP wrapper of one).
+        model (torch.nn.Module): A :class:`~quest_geometric.models.qsv_net.QSVNet` (or its
+            DDP wrapper).
         loader (iterable): Batches of graphs (a PyG ``DataLoader``) or a single
             :class:`~torch_geometric.data.Batch`.
         device (torch.device, optional): Where to run; :obj:`None` uses the model's.
@@ -164,32 +166,18 @@ def attention_entropy_per_node(model: nn.Module, loader: Any,
     """
     fn = "attention_entropy_per_node"
     model = _check_model(model, fn)
-    dev = _device_of(model, device)
-    was_training = model.training
-    model.eval()
-    per_layer: list[list[Tensor]] = []
-    valid: list[Tensor] = []
-    try:
-        for batch in _check_loader(loader):
-            batch = batch.to(dev)
-            out = model(batch, return_attention_weights=True)
-            if not (isinstance(out, tuple) and len(out) == 2):
-                raise ValueError(f"{fn}: the model must return (logits, attention) with "
-                                 "return_attention_weights=True (a QSVNet does)")
-            _, atts = out
-            n = batch.num_nodes
-            if not per_layer:
-                per_layer = [[] for _ in atts]
-            for layer, (edge_index, alpha) in enumerate(atts):
-                e = node_attention_entropy(alpha, edge_index[1], n)
-                per_layer[layer].append(e.entropy[0].cpu())
-                if layer == 0:
-                    valid.append(e.valid.cpu())
-    finally:
-        model.train(was_training)
-    if not per_layer:
-        raise ValueError(f"{fn}: 'loader' yielded no batch")
-    return NodeEntropy(torch.stack([torch.cat(v) for v in per_layer]), torch.cat(valid))
+
+    def step(batch: Any) -> list[Tensor]:
+        out = model(batch, return_attention_weights=True)
+        if not (isinstance(out, tuple) and len(out) == 2):
+            raise ValueError(f"{fn}: the model must return (logits, attention) with "
+                             "return_attention_weights=True (a QSVNet does)")
+        ents = [node_attention_entropy(alpha, edge_index[1], batch.num_nodes)
+                for edge_index, alpha in out[1]]
+        return [e.entropy[0].cpu() for e in ents] + [ents[0].valid.cpu()]
+
+    *entropy, valid = _per_layer(model, loader, device, fn, step)
+    return NodeEntropy(torch.stack(entropy), valid)
 
 
 @torch.no_grad()
@@ -204,11 +192,9 @@ def rotation_angles(model: nn.Module, loader: Any, device: Optional[Any] = None)
         |\mathrm{Re}\, r_{ij}|\bigr) \in [0, \pi],
 
     the angle by which the sandwich transport :math:`\mathbf{x} \mapsto r_{ij}\,\mathbf{x}\,
-    r_{ij}^{*}` rotates the vector part of the neighbour's features
-    (:func:`~quest_geometric.quaternion.relative`, :func:`~quest_geometric.quaternion.angle`).
-    The quaternions are the model's own (:meth:`~quest_geometric.models.qsv_net.QSVNet.
-    quaternions`).  Angles near 0 mean the transport barely acts; the angle is measured
-    whether or not the transport is switched on.
+    r_{ij}^{*}` rotates the vector part of the neighbour's features, with the model's own
+    quaternions (:meth:`~quest_geometric.models.qsv_net.QSVNet.quaternions`), whether or not
+    the transport is switched on.
 
     Args:
         model (torch.nn.Module): A :class:`~quest_geometric.models.qsv_net.QSVNet` with
@@ -222,25 +208,13 @@ def rotation_angles(model: nn.Module, loader: Any, device: Optional[Any] = None)
     """
     fn = "rotation_angles"
     model = _check_model(model, fn, need_qsv=True)
-    dev = _device_of(model, device)
-    was_training = model.training
-    model.eval()
-    per_layer: list[list[Tensor]] = []
-    try:
-        for batch in _check_loader(loader):
-            batch = batch.to(dev)
-            qs = model.quaternions(batch)
-            src, dst = batch.edge_index[0], batch.edge_index[1]
-            if not per_layer:
-                per_layer = [[] for _ in qs]
-            for layer, q in enumerate(qs):
-                r = relative(q[dst], q[src])  # [E, H, 4]: conj(q_i) q_j
-                per_layer[layer].append(angle(r).float().cpu())
-    finally:
-        model.train(was_training)
-    if not per_layer:
-        raise ValueError(f"{fn}: 'loader' yielded no batch")
-    return torch.stack([torch.cat(v) for v in per_layer])
+
+    def step(batch: Any) -> list[Tensor]:
+        src, dst = batch.edge_index[0], batch.edge_index[1]
+        # relative(q[dst], q[src]) = conj(q_i) q_j, [E, H, 4]
+        return [angle(relative(q[dst], q[src])).float().cpu() for q in model.quaternions(batch)]
+
+    return torch.stack(_per_layer(model, loader, device, fn, step))
 
 
 @torch.no_grad()
@@ -269,11 +243,10 @@ def ablation_accuracy(model: nn.Module, loader: Any, device: Optional[Any] = Non
     r"""Accuracy of a trained model on :obj:`loader` as it is and under each ablation
     switched on at test time, without retraining.
 
-    The ablations (:data:`ABLATIONS`) use
-    :meth:`~quest_geometric.models.qsv_net.QSVNet.ablation` on every QSVConv:
-    ``'no_transport'`` drops the sandwich transport (plain attention-weighted averaging),
-    ``'uniform'`` replaces the learned weights by :math:`1/|\mathcal{N}(i)|`, and
-    ``'no_transport_uniform'`` does both.  The model's settings are restored afterwards.
+    The ablations (:data:`ABLATIONS`, through
+    :meth:`~quest_geometric.models.qsv_net.QSVNet.ablation`): ``'no_transport'`` drops the
+    sandwich transport, ``'uniform'`` replaces the learned weights by
+    :math:`1/|\mathcal{N}(i)|`, ``'no_transport_uniform'`` does both.
 
     .. math::
         \Delta_a = \mathrm{acc}(\text{model with ablation } a) - \mathrm{acc}(\text{model})
@@ -310,8 +283,7 @@ def ablation_accuracy(model: nn.Module, loader: Any, device: Optional[Any] = Non
     return out
 
 
-def qsv_analysis(model: nn.Module, loader: Any, device: Optional[Any] = None
-                 ) -> dict[str, Any]:
+def qsv_analysis(model: nn.Module, loader: Any, device: Optional[Any] = None) -> dict[str, Any]:
     r"""All three measurements of a trained QSV model and their scalar summaries.
 
     Args:

@@ -1,11 +1,7 @@
-r"""Scoring long-range retrieval: greedy answers to passkey prompts, exact match, accuracy with
-exact binomial intervals, overall and per depth.
-
-A trial is correct when the first run of digits in the model's greedy continuation is exactly
-the key (:func:`~quest_geometric.datasets.parse_passkey`). Accuracy :math:`k / n` is reported
-with the exact (Clopper-Pearson) interval of :func:`~quest_geometric.analysis.binomial_interval`.
-Any Hugging Face causal LM works (one with a ``generate`` method, a Focus-composed one
-included); a module without ``generate`` is decoded greedily by repeated full forwards.
+r"""Scoring long-range retrieval: greedy answers to passkey prompts, exact match, and accuracy
+with exact (Clopper-Pearson) intervals (:func:`~quest_geometric.analysis.binomial_interval`),
+overall and per depth. A trial is correct when the first run of digits of the model's greedy
+continuation is exactly the key (:func:`~quest_geometric.datasets.parse_passkey`).
 """
 from __future__ import annotations
 
@@ -25,18 +21,14 @@ __all__ = ["greedy_continuation", "score_passkey", "passkey_accuracy"]
 
 @torch.no_grad()
 def greedy_continuation(model: Any, input_ids: Tensor, max_new_tokens: int = 6) -> list[int]:
-    r"""The greedy continuation of one prompt (at most ``max_new_tokens`` tokens).
-
-    Uses ``model.generate(..., do_sample=False)`` when the model has it, else repeated forwards
-    ``model(ids).logits`` (or a plain tensor of logits) and argmax.
+    r"""The new token ids of the greedy continuation of one prompt: ``model.generate(...,
+    do_sample=False)`` when the model has it (any Hugging Face causal LM), else repeated full
+    forwards ``model(ids).logits`` (or a tensor of logits) and argmax.
 
     Args:
         model: a causal LM.
         input_ids (Tensor): ``[T]`` or ``[1, T]`` prompt ids.
         max_new_tokens (int): tokens to generate (default: :obj:`6`).
-
-    Returns:
-        list[int]: the new token ids.
     """
     check_int(max_new_tokens, "'max_new_tokens'", 1, where="greedy_continuation")
     if not isinstance(input_ids, Tensor):
@@ -50,9 +42,8 @@ def greedy_continuation(model: Any, input_ids: Tensor, max_new_tokens: int = 6) 
         cfg = getattr(model, "generation_config", None)
         if cfg is not None:  # greedy: no sampling settings to warn about
             kwargs.update(temperature=None, top_p=None, top_k=None)
-            if getattr(cfg, "pad_token_id", None) is None and getattr(cfg, "eos_token_id",
-                                                                      None) is not None:
-                eos = cfg.eos_token_id
+            eos = getattr(cfg, "eos_token_id", None)
+            if getattr(cfg, "pad_token_id", None) is None and eos is not None:
                 kwargs["pad_token_id"] = eos[0] if isinstance(eos, (list, tuple)) else eos
         out = gen(ids, **kwargs)
         out = out.sequences if hasattr(out, "sequences") else out
@@ -79,8 +70,7 @@ def score_passkey(model: Any, tokenizer: Any, prompts: Iterable[Any], max_new_to
         max_new_tokens (int): tokens generated per answer (default: :obj:`6`).
         on_row (callable, optional): called with each row as soon as it is scored (e.g. to
             append it to a file, so an interrupted run can resume).
-        skip (callable, optional): ``skip(prompt) -> bool``; a skipped prompt is not run
-            (e.g. one a previous run already scored).
+        skip (callable, optional): ``skip(prompt) -> bool``: prompts not to run.
 
     Returns:
         list[dict]: one row per prompt run: ``length``, ``depth``, ``actual_depth``,

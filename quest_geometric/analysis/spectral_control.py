@@ -9,11 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from quest_geometric._utils.checks import (
-    all_finite,
-    check_all_finite,
-    check_choice,
-    check_int,
-    check_positive_float,
+    all_finite, check_all_finite, check_choice, check_int, check_positive_float,
 )
 
 __all__ = ["KeySpectrumControl", "spectrum_participation_ratio", "qk_weight_kernels"]
@@ -22,19 +18,15 @@ _MODES = ("hold", "shrink")
 
 
 def spectrum_participation_ratio(s: Tensor) -> Tensor:
-    r"""Participation ratio of a singular-value spectrum ``s [..., r]``.
+    r"""Participation ratio (float64 ``[...]``) of a singular-value spectrum ``s [..., r]``.
 
     .. math::
         \mathrm{PR}(s) = \frac{(\sum_k s_k^2)^2}{\sum_k s_k^4},
 
-    i.e. the participation ratio of the eigenvalues :math:`s_k^2` of :math:`W^\top W`
-    (``1`` for rank one, ``r`` for a flat spectrum).
+    that of the eigenvalues :math:`s_k^2` of :math:`W^\top W` (1 for rank one, ``r`` flat).
 
     Args:
         s (Tensor): singular values ``[..., r]``.
-
-    Returns:
-        Tensor: float64 ``[...]``.
 
     Raises:
         ValueError: an all-zero spectrum, or a NaN or infinite singular value.
@@ -91,20 +83,18 @@ def qk_weight_kernels(model: nn.Module) -> list[Tensor]:
     if not out:
         raise ValueError(
             f"qk_weight_kernels: {type(model).__name__} has no recognisable attention layer "
-            "(expected modules with q_proj/k_proj nn.Linear)"
-        )
+            "(expected modules with q_proj/k_proj nn.Linear)")
     return out
 
 
 class KeySpectrumControl:
     r"""Controls the singular-value spectrum of every key projection :math:`W_K`.
 
-    Call :meth:`step` after each ``optimizer.step()``. Every ``every`` calls, for each
-    attention layer (each module with a ``k_proj`` :class:`~torch.nn.Linear`, e.g. the
-    blocks of :class:`~quest_geometric.models.char_gpt.CharGPT`), or for each head's rows
-    :math:`W_K^h \in \mathbb{R}^{d \times C}` when ``per_head=True``, the weight is
-    decomposed as :math:`W = U \operatorname{diag}(s) V^\top` (float64) and rebuilt with new
-    singular values :math:`s'`, keeping the singular vectors the optimiser has learned:
+    Call :meth:`step` after each ``optimizer.step()``. Every ``every`` calls, the ``k_proj``
+    :class:`~torch.nn.Linear` weight of each attention layer (or each head's rows
+    :math:`W_K^h` with ``per_head=True``) is decomposed as :math:`W = U \operatorname{diag}(s)
+    V^\top` (float64) and rebuilt with new singular values :math:`s'`, keeping the learned
+    singular vectors:
 
     * ``'hold'``: the spectrum's **shape** stays at its initial dispersion,
       :math:`s' = \lVert s \rVert_2 \, \hat s^{(0)}` with :math:`\hat s^{(0)} = s^{(0)} /
@@ -113,17 +103,11 @@ class KeySpectrumControl:
       :math:`s'_k \propto s_k \, e^{-\mathrm{decay} \cdot k / (r - 1)}` (``k = 0`` the
       largest, ``r`` the number of singular values), rescaled to :math:`\lVert s \rVert_2`.
 
-    Both modes keep :math:`\lVert s' \rVert_2 = \lVert s \rVert_2`, hence
-    :math:`\lVert W_K \rVert_F` unchanged, so the intervention changes the spectral shape,
-    not the softmax temperature.
-
-    Why decay by rank index and not a power law :math:`s_k^{1+\gamma}`: the index form is
-    scale-free and acts on every spectrum, including flat ones (equal singular values,
-    e.g. an orthogonal init), on which a power law does nothing; the largest direction is
-    never damped, the smallest by :math:`e^{-\mathrm{decay}}`. The decay compounds over
-    applications (without learning, after :math:`t` applications
-    :math:`s_k \propto s_k^{(0)} e^{-t\,\mathrm{decay}\,k/(r-1)}`), so it is a steady
-    pressure that gradient updates push against; hence the small default.
+    Both modes keep :math:`\lVert W_K \rVert_F`, so the intervention changes the spectral
+    shape, not the softmax temperature. Decay by rank index rather than a power law
+    :math:`s_k^{1+\gamma}` because it is scale-free and also acts on flat spectra (e.g. an
+    orthogonal init), where a power law does nothing. The decay compounds over applications,
+    a steady pressure that gradient updates push against; hence the small default.
 
     Args:
         model (nn.Module): the model (a DDP wrapper works too: it is searched recursively).
@@ -135,18 +119,12 @@ class KeySpectrumControl:
         every (int): apply on every ``every``-th call of :meth:`step`. (default: ``1``)
 
     Raises:
-        ValueError: for a model without recognisable attention layers, key weights that are
-            not 2-D, all-zero or non-finite, or heads that do not divide the rows.
+        ValueError: for a model without attention layers, key weights that are not 2-D,
+            all-zero or non-finite, or heads that do not divide the rows.
     """
 
-    def __init__(
-        self,
-        model: nn.Module,
-        mode: str = "hold",
-        per_head: bool = False,
-        decay: float = 0.01,
-        every: int = 1,
-    ) -> None:
+    def __init__(self, model: nn.Module, mode: str = "hold", per_head: bool = False,
+                 decay: float = 0.01, every: int = 1) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError("KeySpectrumControl: 'model' must be an nn.Module, got "
                             f"{type(model).__name__}")
@@ -154,42 +132,29 @@ class KeySpectrumControl:
         decay = check_positive_float(decay, "decay", where="KeySpectrumControl",
                                      allow_zero=True)
         check_int(every, "every", 1, where="KeySpectrumControl")
-        self.mode = mode
-        self.per_head = bool(per_head)
-        self.decay = float(decay)
-        self.every = every
-        self.num_calls = 0
-        self.num_applied = 0
+        self.mode, self.per_head, self.decay, self.every = mode, bool(per_head), decay, every
+        self.num_calls = self.num_applied = 0
 
         found = _find_key_weights(model)
         if not found:
             raise ValueError(
                 f"KeySpectrumControl: {type(model).__name__} has no recognisable attention layer "
-                "(expected modules with a `k_proj` nn.Linear, such as CharGPT's blocks)"
-            )
-        self.names: list[str] = []
-        self.weights: list[Tensor] = []
-        self.heads: list[int] = []
+                "(expected modules with a `k_proj` nn.Linear, such as CharGPT's blocks)")
         for name, _, w, heads in found:
             if w.dim() != 2:
                 raise ValueError(f"KeySpectrumControl: {name}.weight must be 2-D, got shape "
                                  f"{tuple(w.shape)}")
-            h = 1
-            if self.per_head:
-                if not isinstance(heads, int) or heads < 1 or w.size(0) % heads != 0:
-                    raise ValueError(
-                        f"KeySpectrumControl: per_head=True needs a head count (n_head/num_heads) "
-                        f"dividing the {w.size(0)} rows of {name}.weight, got {heads!r}"
-                    )
-                h = heads
-            self.names.append(name)
-            self.weights.append(w)
-            self.heads.append(h)
+            if self.per_head and (not isinstance(heads, int) or heads < 1
+                                  or w.size(0) % heads != 0):
+                raise ValueError(
+                    f"KeySpectrumControl: per_head=True needs a head count (n_head/num_heads) "
+                    f"dividing the {w.size(0)} rows of {name}.weight, got {heads!r}")
+        self.names: list[str] = [name for name, _, _, _ in found]
+        self.weights: list[Tensor] = [w for _, _, w, _ in found]
+        self.heads: list[int] = [heads if self.per_head else 1 for _, _, _, heads in found]
         #: Initial normalised spectra :math:`s^{(0)}/\lVert s^{(0)}\rVert_2`, ``[heads, r]`` each.
-        self.initial_shapes: list[Tensor] = []
-        for i in range(len(self.weights)):
-            _, s, _ = self._svd(i)
-            self.initial_shapes.append(s / s.norm(dim=-1, keepdim=True))
+        self.initial_shapes: list[Tensor] = [s / s.norm(dim=-1, keepdim=True)
+                                             for s in self.spectra()]
 
     def _blocks(self, i: int) -> Tensor:
         w = self.weights[i].detach().to(torch.float64)
@@ -204,8 +169,7 @@ class KeySpectrumControl:
         if (w.square().sum((-2, -1)) == 0).any():
             raise ValueError(
                 f"KeySpectrumControl: {name}.weight (or one head's rows) is all zero; its spectral "
-                "shape is undefined and the Frobenius norm cannot be kept"
-            )
+                "shape is undefined and the Frobenius norm cannot be kept")
         return torch.linalg.svd(w, full_matrices=False)
 
     def _target(self, i: int, s: Tensor) -> Tensor:
@@ -214,8 +178,7 @@ class KeySpectrumControl:
         else:
             r = s.size(-1)
             k = torch.arange(r, dtype=s.dtype, device=s.device)
-            factor = torch.exp(-self.decay * k / max(r - 1, 1))
-            shape = s * factor
+            shape = s * torch.exp(-self.decay * k / max(r - 1, 1))
             shape = shape / shape.norm(dim=-1, keepdim=True)
         return shape * s.norm(dim=-1, keepdim=True)
 
@@ -224,18 +187,14 @@ class KeySpectrumControl:
         """Replace the singular values of every controlled weight now."""
         for i, w in enumerate(self.weights):
             u, s, vh = self._svd(i)
-            s_new = self._target(i, s)
-            blocks = (u * s_new.unsqueeze(-2)) @ vh
+            blocks = (u * self._target(i, s).unsqueeze(-2)) @ vh
             w.copy_(blocks.reshape(w.shape).to(w.dtype))
         self.num_applied += 1
 
     @torch.no_grad()
     def step(self) -> bool:
-        """Call after each optimiser step; applies the control every ``every`` calls.
-
-        Returns:
-            bool: whether the control was applied on this call.
-        """
+        """Call after each optimiser step; applies the control every ``every`` calls and
+        returns whether it did on this call."""
         self.num_calls += 1
         if self.num_calls % self.every != 0:
             return False
@@ -243,8 +202,7 @@ class KeySpectrumControl:
         return True
 
     def spectra(self) -> list[Tensor]:
-        """Current singular values (descending, float64) of each controlled weight,
-        ``[heads, r]``."""
+        """Current singular values (descending, float64) of each weight, ``[heads, r]``."""
         return [self._svd(i)[1] for i in range(len(self.weights))]
 
     def participation_ratios(self) -> Tensor:
@@ -260,8 +218,7 @@ class KeySpectrumControl:
         """Restore :meth:`state_dict` output (the initial shapes of a resumed run)."""
         shapes = state["initial_shapes"]
         if len(shapes) != len(self.initial_shapes) or any(
-            a.shape != b.shape for a, b in zip(shapes, self.initial_shapes)
-        ):
+            a.shape != b.shape for a, b in zip(shapes, self.initial_shapes)):
             raise ValueError("KeySpectrumControl.load_state_dict: spectra do not match this model")
         self.initial_shapes = [s.clone().to(torch.float64) for s in shapes]
         self.num_calls = int(state["num_calls"])

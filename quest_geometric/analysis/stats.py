@@ -2,28 +2,10 @@ r"""Small-sample statistics of the studies: mean and spread over seeds, paired d
 exact sign and permutation tests, paired t intervals and percentile bootstrap intervals.
 
 The studies (:mod:`quest_geometric.pipelines.qsv_ablation`,
-:mod:`quest_geometric.pipelines.qk_geometry`) compare conditions over a handful of seeds
-(typically 2 to 5), so every test here is exact or a plain resampling, and every result
-says how many values it rests on.
-
-* :func:`mean_std`: mean and sample standard deviation
-  :math:`s = \sqrt{\sum_i (x_i - \bar x)^2 / (n - 1)}` (NaN for one value; no value is
-  refused);
-* :func:`sign_test`: the two-sided exact sign test of :math:`w` wins against :math:`l`
-  losses, :math:`p = \min\bigl(1, 2 \sum_{i \le \min(w, l)} \binom{n}{i} 2^{-n}\bigr)`,
-  :math:`n = w + l` (equal to :func:`scipy.stats.binomtest` with :math:`p = 1/2`);
-* :func:`paired_sign_test`: the same test on paired values (ties dropped);
-* :func:`paired_permutation_test`: the exact two-sided permutation test of a mean paired
-  difference, over all :math:`2^n` sign flips (:math:`n \le 20`);
-* :func:`paired_t_test`: the paired :math:`t`-test with its interval of the mean difference
-  (:func:`scipy.stats.ttest_rel`);
-* :func:`bootstrap_mean_interval`: the percentile bootstrap interval of a mean (too narrow
-  to carry an interval with a handful of values: the studies' paired claims rest on the
-  three tests above);
-* :func:`paired_differences`: per-seed differences with the three paired tests;
-* :func:`directional_probability`: the one-sided sign test of :math:`a < b` across seeds;
-* :func:`binomial_interval`: the exact (Clopper-Pearson) interval of a share;
-* :func:`least_squares_slope` and :func:`spearman`: a trend and a rank correlation.
+:mod:`quest_geometric.pipelines.qk_geometry`) compare conditions over a handful of seeds, so
+every test here is exact or a plain resampling, and every result says how many values it rests
+on. A percentile bootstrap interval is too narrow with so few values: the paired claims rest
+on the sign, permutation and t tests.
 """
 from __future__ import annotations
 
@@ -37,38 +19,24 @@ import torch
 from quest_geometric._utils.checks import check_int, check_real, fail
 
 __all__ = [
-    "mean_std",
-    "finite_mean",
-    "sign_test",
-    "paired_sign_test",
-    "paired_permutation_test",
-    "paired_t_test",
-    "bootstrap_mean_interval",
-    "paired_differences",
-    "directional_probability",
-    "binomial_interval",
-    "least_squares_slope",
-    "spearman",
+    "mean_std", "finite_mean", "sign_test", "paired_sign_test", "paired_permutation_test",
+    "paired_t_test", "bootstrap_mean_interval", "paired_differences", "directional_probability",
+    "binomial_interval", "least_squares_slope", "spearman",
 ]
 
 
 def mean_std(values: Sequence[float]) -> tuple[float, float]:
-    r"""Mean and sample standard deviation (:math:`n - 1` in the denominator) of ``values``.
-
-    Computed with :func:`statistics.fmean` and :func:`statistics.stdev` (exactly rounded
-    sums).
+    r"""Mean and sample standard deviation :math:`s = \sqrt{\sum_i (x_i - \bar x)^2 / (n - 1)}`
+    of ``values`` (:func:`statistics.fmean`, :func:`statistics.stdev`: exactly rounded sums).
 
     Args:
-        values (sequence of float): the values (e.g. one accuracy per seed), at least one,
-            all finite.
+        values (sequence of float): at least one finite value (e.g. one per seed).
 
     Returns:
-        (float, float): the mean and the standard deviation; the standard deviation NaN for
-        a single value (one seed has no spread: tables print it as n/a).
+        (float, float): the mean and the standard deviation (NaN for a single value).
 
     Raises:
-        ValueError: no value (a mean of nothing is undefined, not NaN), or a NaN or
-            infinite one.
+        ValueError: no value (a mean of nothing is undefined), or a NaN or infinite one.
 
     Example:
         >>> mean_std([0.5, 0.7])
@@ -95,14 +63,11 @@ def _floats(values: Any, arg: str, where: str) -> list[float]:
 
 
 def finite_mean(values: Sequence[float]) -> float:
-    """Mean of the finite values of ``values`` (NaN when there is none, e.g. results written
-    before a metric existed).
+    """Mean of the finite values of ``values`` (NaN and infinities skipped; NaN when none is
+    finite, e.g. results written before a metric existed).
 
     Args:
-        values (sequence of float): the values; NaN and infinities are skipped.
-
-    Returns:
-        float
+        values (sequence of float): the values.
     """
     vals = [float(v) for v in values if math.isfinite(float(v))]
     return statistics.fmean(vals) if vals else math.nan
@@ -118,14 +83,11 @@ def sign_test(wins: int, losses: int) -> float:
 
     the probability under :math:`X \sim \mathrm{Binomial}(n, 1/2)` of a split at least as
     uneven as the one observed (:func:`scipy.stats.binomtest` ``(w, n, 0.5).pvalue``).
-    With 5 seeds the smallest possible :math:`p` is :math:`2/32 = 0.0625`.
 
     Args:
         wins (int): differences above zero (:math:`\ge 0`).
-        losses (int): differences below zero (:math:`\ge 0`).
-
-    Returns:
-        float: :math:`p`; ``1.0`` when :math:`n = 0`.
+        losses (int): differences below zero (:math:`\ge 0`); :math:`p = 1` when
+            :math:`n = 0`.
     """
     check_int(wins, "wins", 0, where="sign_test")
     check_int(losses, "losses", 0, where="sign_test")
@@ -147,21 +109,25 @@ def _paired(a: Sequence[float], b: Sequence[float], where: str) -> np.ndarray:
     x, y = arrays
     if x.size == 0:
         raise fail(ValueError, where, "a", "non-empty", a)
-    if x.size != y.size:
-        raise fail(ValueError, where, "b", f"paired with 'a' (the same length, {x.size})",
-                   got_text=f"{y.size} values")
-    for name, v in (("a", x), ("b", y)):
+    _check_pairs(x, y, where, ("a", "b"))
+    return x - y
+
+
+def _check_pairs(x: np.ndarray, y: np.ndarray, where: str, names: tuple[str, str]) -> None:
+    """``x`` and ``y`` have the same length and finite values."""
+    if len(x) != len(y):
+        raise fail(ValueError, where, names[1], f"paired with '{names[0]}' (the same length, "
+                   f"{len(x)})", got_text=f"{len(y)} values")
+    for name, v in zip(names, (x, y)):
         if not np.isfinite(v).all():
             raise fail(ValueError, where, name, "finite", got_text="NaN or infinite values")
-    return x - y
 
 
 def paired_sign_test(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
     r"""Two-sided exact sign test of the paired differences :math:`d_i = a_i - b_i`.
 
-    Ties (:math:`d_i = 0`) are dropped; of the :math:`n` others :math:`w` are positive and
-    :math:`l` negative, and :math:`p` is :func:`sign_test` ``(w, l)``, the two-sided
-    binomial tail of :math:`\mathrm{Binomial}(n, 1/2)`.
+    Ties (:math:`d_i = 0`) are dropped; of the others :math:`w` are positive and :math:`l`
+    negative, and :math:`p` is :func:`sign_test` ``(w, l)``.
 
     Args:
         a (sequence of float): the condition's values (e.g. accuracy per seed).
@@ -171,8 +137,8 @@ def paired_sign_test(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
         dict: ``n`` (pairs), ``wins`` (:math:`a > b`), ``losses``, ``ties``, ``p``.
 
     Raises:
-        ValueError: ``a`` and ``b`` are empty, of different lengths or not finite.
-        TypeError: ``a`` or ``b`` is not a sequence of numbers.
+        ValueError: ``a`` and ``b`` empty, of different lengths or not finite.
+        TypeError: ``a`` or ``b`` not a sequence of numbers.
 
     Examples:
         >>> paired_sign_test([2.0, 3.0, 4.0], [1.0, 1.0, 1.0])["p"]
@@ -191,32 +157,27 @@ MAX_EXACT_PAIRS = 20
 def paired_permutation_test(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
     r"""Exact two-sided paired permutation (sign-flip) test of the mean difference.
 
-    Under the null hypothesis that each pair's two values are exchangeable, every sign
-    pattern :math:`\epsilon \in \{-1, +1\}^n` of the differences :math:`d_i = a_i - b_i`
-    is equally likely. All :math:`2^n` patterns are enumerated and
+    Under exchangeability of each pair, all :math:`2^n` sign patterns :math:`\epsilon` of the
+    differences :math:`d_i = a_i - b_i` are equally likely; they are enumerated and
 
     .. math::
         p = \frac{1}{2^n} \#\Bigl\{\epsilon : \Bigl|\sum_i \epsilon_i d_i\Bigr|
         \ge \Bigl|\sum_i d_i\Bigr|\Bigr\},
 
-    with a relative tolerance of :math:`10^{-9}` on the comparison so that sums equal in
-    exact arithmetic count as equal. The identity pattern is one of them, so
-    :math:`p \ge 2^{1-n}` whenever some :math:`d_i \ne 0` (:math:`2/32 = 0.0625` for 5
-    pairs, :math:`2/1024` for 10). Equal to :func:`scipy.stats.permutation_test` with
-    ``permutation_type='samples'`` (which enumerates all flips for small :math:`n`).
+    with a relative tolerance of :math:`10^{-9}` so that sums equal in exact arithmetic count
+    as equal; hence :math:`p \ge 2^{1-n}` whenever some :math:`d_i \ne 0`. Equal to
+    :func:`scipy.stats.permutation_test` with ``permutation_type='samples'``.
 
     Args:
         a (sequence of float): the condition's values.
-        b (sequence of float): the paired reference values; at most
-            :data:`MAX_EXACT_PAIRS` pairs.
+        b (sequence of float): the paired reference values (at most :data:`MAX_EXACT_PAIRS`).
 
     Returns:
         dict: ``n``, ``mean`` (:math:`\bar d`), ``p`` and ``flips`` (:math:`2^n`).
 
     Raises:
-        ValueError: ``a`` and ``b`` are empty, unpaired, not finite, or more than
-            :data:`MAX_EXACT_PAIRS` pairs.
-        TypeError: ``a`` or ``b`` is not a sequence of numbers.
+        ValueError: as :func:`paired_sign_test`, or more than :data:`MAX_EXACT_PAIRS` pairs.
+        TypeError: ``a`` or ``b`` not a sequence of numbers.
 
     Examples:
         >>> paired_permutation_test([2.0, 3.0, 4.0], [1.0, 1.0, 1.0])["p"]
@@ -235,8 +196,7 @@ def paired_permutation_test(a: Sequence[float], b: Sequence[float]) -> dict[str,
     return {"n": int(n), "mean": float(d.mean()), "p": count / 2 ** n, "flips": 2 ** n}
 
 
-def paired_t_test(a: Sequence[float], b: Sequence[float], level: float = 0.95
-                  ) -> dict[str, Any]:
+def paired_t_test(a: Sequence[float], b: Sequence[float], level: float = 0.95) -> dict[str, Any]:
     r"""Paired :math:`t`-test of the mean difference :math:`\bar d`, :math:`d_i = a_i - b_i`,
     with its confidence interval.
 
@@ -245,9 +205,8 @@ def paired_t_test(a: Sequence[float], b: Sequence[float], level: float = 0.95
         \bar d \pm t_{n-1,\,(1+\mathrm{level})/2}\, \frac{s_d}{\sqrt n},
 
     :math:`s_d` the sample standard deviation of the differences, :math:`p` two-sided on
-    :math:`n - 1` degrees of freedom (:func:`scipy.stats.ttest_rel` and its
-    ``confidence_interval``). It assumes roughly normal differences; with a handful of
-    seeds read it beside :func:`paired_permutation_test` and :func:`paired_sign_test`.
+    :math:`n - 1` degrees of freedom (:func:`scipy.stats.ttest_rel`). It assumes roughly
+    normal differences: with a handful of seeds read it beside the exact tests.
 
     Args:
         a (sequence of float): the condition's values.
@@ -257,13 +216,13 @@ def paired_t_test(a: Sequence[float], b: Sequence[float], level: float = 0.95
 
     Returns:
         dict: ``n``, ``mean``, ``sd`` (:math:`s_d`), ``se``, ``t``, ``df``, ``p``,
-        ``ci_low``, ``ci_high``, ``level``. When every difference is equal (:math:`s_d = 0`)
-        ``t`` and ``p`` are NaN and the interval is the point :math:`\bar d`.
+        ``ci_low``, ``ci_high``, ``level``; with :math:`s_d = 0`, ``t`` and ``p`` are NaN and
+        the interval is the point :math:`\bar d`.
 
     Raises:
         ValueError: fewer than 2 pairs, unpaired or non-finite values, or ``level``
             outside :math:`(0, 1)`.
-        TypeError: ``a`` or ``b`` is not a sequence of numbers, or ``level`` not a number.
+        TypeError: ``a`` or ``b`` not a sequence of numbers, or ``level`` not a number.
     """
     from scipy.stats import ttest_rel
 
@@ -289,28 +248,22 @@ def paired_t_test(a: Sequence[float], b: Sequence[float], level: float = 0.95
 def bootstrap_mean_interval(values: Sequence[float] | torch.Tensor, n_boot: int = 10_000,
                             seed: int = 0, quantiles: tuple[float, float] = (0.025, 0.975)
                             ) -> tuple[float, float]:
-    r"""Percentile bootstrap interval of the mean of ``values``.
+    r"""Percentile bootstrap interval ``(low, high)`` of the mean of ``values``.
 
-    Draws ``n_boot`` resamples of the :math:`n` values with replacement (indices from a
-    :class:`torch.Generator` seeded with ``seed``, one ``[n_boot, n]`` draw), takes each
-    resample's mean :math:`\bar x^{*}_b` and returns the ``quantiles`` of
-    :math:`\{\bar x^{*}_b\}` (linear interpolation, :func:`torch.quantile`). The default is
-    the 95% interval; with 5 values it is a rough one.
+    Draws ``n_boot`` resamples of the :math:`n` values with replacement (one ``[n_boot, n]``
+    draw from a :class:`torch.Generator` seeded with ``seed``) and returns the ``quantiles``
+    of their means (:func:`torch.quantile`, linear interpolation).
 
     Args:
         values (sequence of float or Tensor): the values (float64 is used).
         n_boot (int): resamples. (default: :obj:`10_000`)
-        seed (int): generator seed (the interval is a pure function of the inputs).
-            (default: :obj:`0`)
+        seed (int): generator seed. (default: :obj:`0`)
         quantiles (tuple of float): the lower and upper quantile. (default: ``(0.025, 0.975)``)
 
-    Returns:
-        (float, float): the lower and the upper end.
-
     Raises:
-        ValueError: ``values`` is empty, ``n_boot`` is not positive, or ``quantiles`` are not
-            two increasing numbers in :math:`[0, 1]`.
-        TypeError: ``n_boot`` is not an int, or ``quantiles`` not a pair of numbers.
+        ValueError: empty ``values``, ``n_boot < 1``, or ``quantiles`` not two increasing
+            numbers in :math:`[0, 1]`.
+        TypeError: ``n_boot`` not an int, or ``quantiles`` not a pair of numbers.
     """
     where = "bootstrap_mean_interval"
     check_int(n_boot, "n_boot", 1, where=where)
@@ -334,25 +287,19 @@ def bootstrap_mean_interval(values: Sequence[float] | torch.Tensor, n_boot: int 
 def paired_differences(values: Mapping[int, float], reference: Mapping[int, float],
                        level: float = 0.95) -> dict[str, float]:
     r"""Per-seed differences :math:`d_s = a_s - r_s` over the seeds both have, with the
-    three paired tests that are valid at a handful of seeds.
-
-    * the paired :math:`t` interval of the mean difference at ``level`` and its two-sided
-      :math:`p` (:func:`paired_t_test`; ``ci_low``, ``ci_high``, ``t_p``);
-    * the exact permutation test over all :math:`2^n` sign flips
-      (:func:`paired_permutation_test`; ``perm_p``);
-    * the exact sign test (:func:`paired_sign_test`; ``wins``, ``losses``, ``sign_p``): with
-      5 seeds its smallest possible :math:`p` is :math:`2/32 = 0.0625`, with 10 seeds
-      :math:`2/1024`.
+    three paired tests valid at a handful of seeds: :func:`paired_t_test` (``ci_low``,
+    ``ci_high``, ``t_p``), :func:`paired_permutation_test` (``perm_p``) and
+    :func:`paired_sign_test` (``wins``, ``losses``, ``sign_p``).
 
     Args:
         values (dict): seed -> value of the condition.
-        reference (dict): seed -> value of the reference condition.
+        reference (dict): seed -> value of the reference.
         level (float): the interval's confidence level. (default: ``0.95``)
 
     Returns:
         dict: ``n``, ``mean``, ``ci_low``, ``ci_high``, ``t_p``, ``perm_p``, ``wins``,
-        ``losses``, ``sign_p`` (NaN where there is no common seed; the :math:`t` columns NaN
-        with one common seed; ``perm_p`` NaN beyond :data:`MAX_EXACT_PAIRS` seeds).
+        ``losses``, ``sign_p`` (NaN without a common seed, the :math:`t` columns with one,
+        ``perm_p`` beyond :data:`MAX_EXACT_PAIRS`).
     """
     common = sorted(set(values) & set(reference))
     out: dict[str, Any] = {"n": len(common), "mean": math.nan, "ci_low": math.nan,
@@ -382,22 +329,14 @@ def least_squares_slope(x: Sequence[float], y: Sequence[float]) -> float:
         y (sequence of float): the values, paired with ``x`` (the same length).
 
     Returns:
-        float: the slope; NaN with fewer than two points or a constant ``x`` (a trend of a
-        run too short to have one, which tables print as n/a).
+        float: the slope; NaN with fewer than two points or a constant ``x``.
 
     Raises:
-        ValueError: ``x`` and ``y`` of different lengths (pairs cannot be formed), or a NaN
-            or infinite value.
+        ValueError: ``x`` and ``y`` of different lengths, or a NaN or infinite value.
     """
     x = np.asarray(_floats(x, "x", "least_squares_slope"), dtype=float)
     y = np.asarray(_floats(y, "y", "least_squares_slope"), dtype=float)
-    if len(x) != len(y):
-        raise fail(ValueError, "least_squares_slope", "y", f"paired with 'x' (the same "
-                   f"length, {len(x)})", got_text=f"{len(y)} values")
-    for name, v in (("x", x), ("y", y)):
-        if not np.isfinite(v).all():
-            raise fail(ValueError, "least_squares_slope", name, "finite",
-                       got_text="NaN or infinite values")
+    _check_pairs(x, y, "least_squares_slope", ("x", "y"))
     if len(x) < 2 or np.ptp(x) == 0:
         return math.nan
     return float(np.polyfit(x, y, 1)[0])
@@ -408,21 +347,19 @@ def spearman(x: Sequence[Optional[float]], y: Sequence[Optional[float]]
     r"""Spearman's rank correlation :math:`\rho` of the pairs where both values are defined
     and finite, with its two-sided p-value (:func:`scipy.stats.spearmanr`).
 
-    Undefined values are dropped by design, pair by pair (the studies record a metric as
-    :obj:`None` or NaN where it does not exist, e.g. an untrained layer), and the number of
-    pairs used is returned beside :math:`\rho`.
+    Undefined values are dropped pair by pair (the studies record a metric as :obj:`None`
+    or NaN where it does not exist), and the number of pairs used is returned.
 
     Args:
-        x (sequence of float or None): the first variable; :obj:`None`, NaN and infinities
-            drop their pair.
+        x (sequence of float or None): the first variable.
         y (sequence of float or None): the second, paired with ``x`` (the same length).
 
     Returns:
-        (float, float, int): :math:`\rho`, the p-value and the number of pairs used; the
-        first two NaN with fewer than 3 pairs or a constant variable.
+        (float, float, int): :math:`\rho`, the p-value (both NaN with fewer than 3 pairs or a
+        constant variable) and the number of pairs used.
 
     Raises:
-        ValueError: ``x`` and ``y`` of different lengths (pairs cannot be formed).
+        ValueError: ``x`` and ``y`` of different lengths.
     """
     from scipy.stats import spearmanr
 
@@ -441,24 +378,18 @@ def spearman(x: Sequence[Optional[float]], y: Sequence[Optional[float]]
 
 
 def binomial_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
-    r"""Exact (Clopper-Pearson) interval of a binomial share :math:`k / n`: the
-    :math:`[p_\mathrm{lo}, p_\mathrm{hi}]` with
-    :math:`P(\mathrm{Bin}(n, p_\mathrm{lo}) \ge k) = P(\mathrm{Bin}(n, p_\mathrm{hi}) \le k)
-    = (1 - \mathrm{level}) / 2` (:math:`p_\mathrm{lo} = 0` for :math:`k = 0`,
-    :math:`p_\mathrm{hi} = 1` for :math:`k = n`), from SciPy's
-    ``scipy.stats.binomtest(k, n).proportion_ci(method='exact')``.
+    r"""Exact (Clopper-Pearson) interval :math:`[p_\mathrm{lo}, p_\mathrm{hi}]` of a binomial
+    share :math:`k / n`, with :math:`P(\mathrm{Bin}(n, p_\mathrm{lo}) \ge k) =
+    P(\mathrm{Bin}(n, p_\mathrm{hi}) \le k) = (1 - \mathrm{level}) / 2` (SciPy's
+    ``binomtest(k, n).proportion_ci(method='exact')``).
 
     Args:
         k (int): successes, :math:`0 \le k \le n`.
         n (int): trials, :math:`n \ge 1`.
         level (float): confidence level in :math:`(0, 1)`. (default: ``0.95``)
 
-    Returns:
-        (float, float): the interval.
-
     Raises:
-        ValueError: :math:`n = 0` (a share of no trial has no interval), or :math:`k`
-            outside :math:`[0, n]`.
+        ValueError: :math:`n = 0`, or :math:`k` outside :math:`[0, n]`.
 
     Example:
         >>> lo, hi = binomial_interval(3, 4)
@@ -479,16 +410,14 @@ def binomial_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float
 def directional_probability(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
     r"""Paired sign test of ``a < b`` across seeds.
 
-    With :math:`d_s = a_s - b_s`, ties (:math:`d_s = 0`) are dropped as in the classical sign
-    test; among the :math:`n` remaining seeds :math:`k` have :math:`d_s < 0`. The directional
-    probability is :math:`k/n` and the one-sided p-value
-    :math:`P(X \ge k)`, :math:`X \sim \mathrm{Binomial}(n, 1/2)`
+    With :math:`d_s = a_s - b_s`, ties are dropped; among the :math:`n` remaining seeds
+    :math:`k` have :math:`d_s < 0`. The directional probability is :math:`k/n` and the
+    one-sided p-value :math:`P(X \ge k)`, :math:`X \sim \mathrm{Binomial}(n, 1/2)`
     (:func:`scipy.stats.binomtest` with ``alternative='greater'``).
 
     Args:
-        a (sequence of float): per-seed values of the first condition (e.g. entropy under
-            ``'shrink'``).
-        b (sequence of float): the paired values of the second (``'hold'``).
+        a (sequence of float): per-seed values of the first condition.
+        b (sequence of float): the paired values of the second.
 
     Returns:
         dict: ``n_seeds``, ``n_untied``, ``k_less`` (seeds with a < b), ``share_less``
@@ -502,7 +431,6 @@ def directional_probability(a: Sequence[float], b: Sequence[float]) -> dict[str,
     k = sum(1 for s in signs if s < 0)
     p = float(binomtest(k, n, 0.5, alternative="greater").pvalue) if n else math.nan
     return {"n_seeds": len(diffs), "n_untied": n, "k_less": k,
-
             "share_less": k / n if n else math.nan, "p_value": p, "signs": signs,
             "mean_diff": float(np.mean(diffs))}
 

@@ -1,8 +1,5 @@
-r"""Streaming mean and covariance in float64, mergeable exactly across batches and DDP ranks.
-
-Probes feed query/key activations batch by batch into :class:`StreamingCovariance` and
-read the participation ratio and spectrum at the end, so activations are never stored.
-"""
+r"""Streaming mean and covariance in float64, mergeable exactly across batches and DDP ranks,
+so that probes never store activations."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -30,15 +27,10 @@ class StreamingCovariance:
         \mu = \mu_a + \delta \frac{n_b}{n}, \quad
         M_2 = M_{2,a} + M_{2,b} + \delta \delta^\top \frac{n_a n_b}{n}.
 
-    Centred statistics avoid the cancellation of raw moments
-    (:math:`\sum z z^\top - n \mu\mu^\top`) when the mean is large compared to the spread.
-    :attr:`covariance` is the unbiased sample covariance :math:`M_2 / (n - 1)`, the same
-    normalisation as :func:`~quest_geometric.analysis.metrics.participation_ratio` (which
-    the participation ratio does not depend on anyway).
-
-    A leading ``shape`` holds several independent accumulators that see the same number of
-    samples, e.g. one per head: with ``shape=(H,)``, :meth:`update` takes ``[H, n, dim]``
-    (per-head queries ``[B, H, T, d]`` become ``q.transpose(0, 1).reshape(H, -1, d)``).
+    Centred statistics avoid the cancellation of raw moments (:math:`\sum z z^\top - n
+    \mu\mu^\top`) when the mean is large compared to the spread. :attr:`covariance` is
+    :math:`M_2 / (n - 1)`. A leading ``shape`` holds independent accumulators that see the
+    same number of samples, e.g. ``shape=(H,)`` with :meth:`update` on ``[H, n, dim]``.
 
     Args:
         dim (int): sample dimension.
@@ -48,23 +40,15 @@ class StreamingCovariance:
             (default: :obj:`None`, CPU)
     """
 
-    def __init__(
-        self,
-        dim: int,
-        shape: Sequence[int] = (),
-        dtype: torch.dtype = torch.float64,
-        device: Optional[Union[torch.device, str]] = None,
-    ) -> None:
+    def __init__(self, dim: int, shape: Sequence[int] = (), dtype: torch.dtype = torch.float64,
+                 device: Optional[Union[torch.device, str]] = None) -> None:
         check_int(dim, "dim", 1, where="StreamingCovariance")
         shape = tuple(shape)
         for i, s in enumerate(shape):
             check_int(s, f"shape[{i}] (of {shape!r})", 1, where="StreamingCovariance")
         if dtype not in (torch.float64, torch.float32):
             raise TypeError(f"StreamingCovariance: dtype must be float64 or float32, got {dtype}")
-        self.dim = dim
-        self.shape = shape
-        self.dtype = dtype
-        self.count = 0
+        self.dim, self.shape, self.dtype, self.count = dim, shape, dtype, 0
         self._mean = torch.zeros(*shape, dim, dtype=dtype, device=device)
         self._m2 = torch.zeros(*shape, dim, dim, dtype=dtype, device=device)
 
@@ -92,11 +76,8 @@ class StreamingCovariance:
 
     @torch.no_grad()
     def update(self, z: Tensor) -> "StreamingCovariance":
-        """Add a batch of samples ``z [*shape, n, dim]`` (any float type; detached).
-
-        Returns:
-            StreamingCovariance: ``self``.
-        """
+        """Add a batch of samples ``z [*shape, n, dim]`` (any float type; detached); returns
+        ``self``."""
         if not isinstance(z, Tensor):
             raise TypeError("StreamingCovariance.update: z must be a tensor, got "
                             f"{type(z).__name__}")
@@ -104,8 +85,7 @@ class StreamingCovariance:
         if (z.dim() != len(self.shape) + 2 or tuple(z.shape[:-2]) != self.shape
                 or z.size(-1) != self.dim):
             raise ValueError(
-                f"StreamingCovariance.update: z must have shape {expected}, got {tuple(z.shape)}"
-            )
+                f"StreamingCovariance.update: z must have shape {expected}, got {tuple(z.shape)}")
         z = z.detach().to(device=self.device, dtype=self.dtype)
         if not all_finite(z):
             raise ValueError("StreamingCovariance.update: z contains NaN or infinite values")
@@ -117,66 +97,45 @@ class StreamingCovariance:
         self._combine(n_b, mean_b, zc.transpose(-2, -1) @ zc)
         return self
 
-    def _check_compatible(self, other: "StreamingCovariance", fn: str) -> None:
+    @torch.no_grad()
+    def merge(self, other: "StreamingCovariance") -> "StreamingCovariance":
+        """Merge another accumulator's samples into this one, exactly; returns ``self``."""
         if not isinstance(other, StreamingCovariance):
-            raise TypeError(f"StreamingCovariance.{fn}: expected a StreamingCovariance, got "
+            raise TypeError("StreamingCovariance.merge: expected a StreamingCovariance, got "
                             f"{type(other).__name__}")
         if other.dim != self.dim or other.shape != self.shape:
             raise ValueError(
-                f"StreamingCovariance.{fn}: incompatible accumulators (dim {self.dim} vs "
-                f"{other.dim}, shape {self.shape} vs {other.shape})"
-            )
-
-    @torch.no_grad()
-    def merge(self, other: "StreamingCovariance") -> "StreamingCovariance":
-        """Merge another accumulator's samples into this one, exactly (Chan et al.).
-
-        Returns:
-            StreamingCovariance: ``self``.
-        """
-        self._check_compatible(other, "merge")
-        self._combine(
-            other.count,
-            other._mean.to(device=self.device, dtype=self.dtype),
-            other._m2.to(device=self.device, dtype=self.dtype),
-        )
+                f"StreamingCovariance.merge: incompatible accumulators (dim {self.dim} vs "
+                f"{other.dim}, shape {self.shape} vs {other.shape})")
+        self._combine(other.count, other._mean.to(device=self.device, dtype=self.dtype),
+                      other._m2.to(device=self.device, dtype=self.dtype))
         return self
 
     def copy(self) -> "StreamingCovariance":
         """An independent copy."""
         out = StreamingCovariance(self.dim, self.shape, self.dtype, self.device)
-        out.count = self.count
-        out._mean = self._mean.clone()
-        out._m2 = self._m2.clone()
+        out.count, out._mean, out._m2 = self.count, self._mean.clone(), self._m2.clone()
         return out
 
     @torch.no_grad()
     def all_reduce(self, group: Any = None) -> "StreamingCovariance":
-        r"""The accumulator of all samples seen by every rank of a process group.
+        r"""A **new** accumulator of all samples seen by every rank of a process group
+        (``self`` keeps its local samples, so repeated calls never double-count); a copy of
+        ``self`` when :mod:`torch.distributed` is not initialised.
 
-        Returns a **new** accumulator (``self`` keeps its local samples, so calling this at
-        every logging step while updating further never double-counts); a copy of ``self``
-        when :mod:`torch.distributed` is not available or not initialised.
-
-        Method: two :func:`torch.distributed.all_reduce` sums in the accumulation type.
-        First the counts and the weighted means :math:`n_r \mu_r` give the global mean
-        :math:`\mu`; then each rank shifts its scatter matrix to that mean (parallel-axis
-        theorem) and the shifted matrices are summed:
+        The counts and weighted means :math:`n_r \mu_r` are summed first, giving the global
+        mean :math:`\mu`; then each rank shifts its scatter matrix to it (parallel-axis
+        theorem) and those are summed:
 
         .. math::
             M_2 = \sum_r \Big(M_{2,r} + n_r (\mu_r - \mu)(\mu_r - \mu)^\top\Big).
 
-        This is exact like the pairwise merge, stays centred (no raw-moment cancellation:
-        every added term is positive semi-definite) and communicates
-        :math:`O(\mathrm{dim}^2)` per rank, whereas gathering every rank's
-        :math:`(n, \mu, M_2)` costs :math:`O(\mathrm{world} \cdot \mathrm{dim}^2)`. Every
-        rank obtains the same result. For NCCL the state must be on the rank's GPU.
+        Exact and centred like the pairwise merge, with :math:`O(\mathrm{dim}^2)` traffic per
+        rank (gathering every rank's state would cost :math:`O(\mathrm{world} \cdot
+        \mathrm{dim}^2)`). For NCCL the state must be on the rank's GPU.
 
         Args:
             group (ProcessGroup, optional): the process group. (default: :obj:`None`, world)
-
-        Returns:
-            StreamingCovariance: the merged accumulator.
         """
         out = self.copy()
         dist = torch.distributed
@@ -196,13 +155,11 @@ class StreamingCovariance:
         out.count, out._mean, out._m2 = n, mean, m2
         return out
 
-    # ------------------------------------------------------------------ readouts
     def _need(self, k: int, what: str) -> None:
         if self.count < k:
             raise ValueError(
                 f"StreamingCovariance: {what} needs at least {k} sample(s), have {self.count}"
-                + ("; the covariance (and the participation ratio) is undefined" if k == 2 else "")
-            )
+                + ("; the covariance (and the participation ratio) is undefined" if k == 2 else ""))
 
     @property
     def mean(self) -> Tensor:
@@ -229,11 +186,7 @@ class StreamingCovariance:
 
     def participation_ratio(self) -> Tensor:
         r"""Participation ratio :math:`(\sum\lambda)^2/\sum\lambda^2` of the covariance
-        ``[*shape]``.
-
-        Raises:
-            ValueError: with fewer than two samples or zero variance (PR undefined).
-        """
+        ``[*shape]``; a :class:`ValueError` with fewer than two samples or zero variance."""
         self._need(2, "participation_ratio")
         return participation_ratio_from_covariance(self.covariance)
 

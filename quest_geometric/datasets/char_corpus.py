@@ -1,15 +1,6 @@
-"""Character-level language-modelling corpus: vocabulary, splits and random blocks.
-
-Three sources:
-
-* ``'python-reference'`` (the default): the Python language reference shipped with every
-  CPython as :mod:`pydoc_data.topics` (79 topics, about 465,000 characters of English prose
-  and code), so that examples and tests need no download;
-* a path to any UTF-8 text file, split into a leading training part and a trailing
-  validation part;
-* a directory holding the WikiText-103 *raw* files ``wiki.train.raw``, ``wiki.valid.raw``
-  and ``wiki.test.raw`` (character-level WikiText-103, the setting of the query/key
-  geometry study).
+"""Character-level language-modelling corpus (:class:`CharCorpus`): vocabulary, splits and
+random blocks, from the Python language reference shipped with CPython (no download), a UTF-8
+text file, or the WikiText-103 raw files (the setting of the query/key geometry study).
 """
 from __future__ import annotations
 
@@ -48,14 +39,9 @@ _CHUNK = 1 << 22  # characters encoded at a time (bounds the UTF-32 buffer to 16
 
 
 def load_python_reference() -> str:
-    """Return the Python language reference text shipped with CPython.
-
-    The topics of :data:`pydoc_data.topics.topics` are concatenated in sorted key order,
-    so the text is the same on every run of the same CPython version.
-
-    Returns:
-        str: the text (about 465,000 characters on CPython 3.11).
-    """
+    """The Python language reference shipped with CPython: the topics of
+    :data:`pydoc_data.topics.topics` concatenated in sorted key order (the same text on every
+    run of one CPython version)."""
     from pydoc_data.topics import topics
 
     return "".join(topics[k] for k in sorted(topics))
@@ -86,39 +72,27 @@ class CharCorpus:
     r"""A character-level corpus with a fixed vocabulary and train/val(/test) splits.
 
     The vocabulary is the sorted set of distinct characters of the **training** split (or
-    the ``vocab`` given), followed by one extra *unknown* index, ``unk_index ==
-    len(chars)``: characters of the validation/test splits (or of :meth:`encode` input)
-    that the training text never contains are mapped to it, and :meth:`decode` renders it
-    as ``'\ufffd'``. The unknown index always exists, so ``vocab_size == len(chars) + 1``
-    and a model trained on one corpus can be evaluated on any text without an error.
-
-    Splits are stored once, encoded, as 1-D tensors of the smallest integer type that holds
-    the vocabulary (:obj:`torch.uint8` up to 256 symbols, then :obj:`torch.int16`,
-    :obj:`torch.int32`); every block handed out is :obj:`torch.long`.
-
-    A training example is a block of ``block_size`` consecutive characters ``x`` and the
-    same block shifted by one, ``y``, so that ``y[t]`` is the character after ``x[t]``:
+    ``vocab``), plus an *unknown* index ``unk_index == len(chars)`` for any other character
+    (rendered ``'\ufffd'`` by :meth:`decode`), so a model trained on one corpus can be
+    evaluated on any text. Splits are stored encoded in the smallest integer type that holds
+    the vocabulary; blocks are :obj:`torch.long`. A training example is a block ``x`` of
+    ``block_size`` characters and the block shifted by one, ``y``:
 
     .. math::
         x = (c_s, \ldots, c_{s+T-1}), \qquad y = (c_{s+1}, \ldots, c_{s+T}),
         \qquad s \sim \mathcal{U}\{0, \ldots, n - T - 1\}.
 
     Args:
-        source (str or os.PathLike): ``'python-reference'`` (the embedded default), a path to
-            a UTF-8 text file, or a directory containing the WikiText-103 raw files
-            ``wiki.train.raw``, ``wiki.valid.raw``, ``wiki.test.raw``.
-            (default: ``'python-reference'``)
-        val_fraction (float): for a single text (embedded default or file), the fraction of
-            characters at the end of the text held out as the ``'val'`` split; ignored for
-            WikiText-103, which has its own splits. (default: ``0.1``)
+        source (str or os.PathLike): ``'python-reference'``, a path to a UTF-8 text file, or a
+            directory holding :data:`WIKITEXT103_FILES`. (default: ``'python-reference'``)
+        val_fraction (float): for a single text, the trailing fraction held out as the
+            ``'val'`` split (WikiText-103 has its own splits). (default: ``0.1``)
         block_size (int): context length of the blocks. (default: ``256``)
-        vocab (str or Sequence[str], optional): a fixed character vocabulary (distinct
-            single characters, in index order), for example ``other.chars`` of the corpus a
-            model was trained on. If :obj:`None`, built from the training split.
+        vocab (str or Sequence[str], optional): a fixed vocabulary of distinct characters in
+            index order (e.g. ``other.chars``); :obj:`None` builds it from the training split.
             (default: :obj:`None`)
         wikitext_detokenize (bool): for WikiText-103, undo its ``" @-@ "``, ``" @,@ "`` and
-            ``" @.@ "`` tokens (``"-"``, ``","``, ``"."``). Off by default so the text is
-            the raw benchmark text. (default: :obj:`False`)
+            ``" @.@ "`` tokens; off keeps the raw benchmark text. (default: :obj:`False`)
 
     Attributes:
         chars (str): the known characters in index order.
@@ -132,14 +106,10 @@ class CharCorpus:
         (torch.Size([8, 64]), True)
     """
 
-    def __init__(
-        self,
-        source: Union[str, os.PathLike] = "python-reference",
-        val_fraction: float = 0.1,
-        block_size: int = 256,
-        vocab: Optional[Union[str, Sequence[str]]] = None,
-        wikitext_detokenize: bool = False,
-    ) -> None:
+    def __init__(self, source: Union[str, os.PathLike] = "python-reference",
+                 val_fraction: float = 0.1, block_size: int = 256,
+                 vocab: Optional[Union[str, Sequence[str]]] = None,
+                 wikitext_detokenize: bool = False) -> None:
         check_int(block_size, "block_size", 1, where="CharCorpus")
         if not 0.0 < check_real(val_fraction, "val_fraction", where="CharCorpus") < 1.0:
             raise fail(ValueError, "CharCorpus", "val_fraction", "strictly between 0 and 1",
@@ -147,53 +117,42 @@ class CharCorpus:
         self.block_size = block_size
         self.val_fraction = float(val_fraction)
         self.wikitext_detokenize = bool(wikitext_detokenize)
-
-        texts = self._read_source(source)
-        self.source = self._source_name
+        texts = self._read_source(source)  # sets self.source
         for split, text in texts.items():
             if len(text) == 0:
                 raise ValueError(
-                    f"CharCorpus: the {split!r} split of source {self.source!r} is empty"
-                )
-
-        if vocab is None:
-            self.chars = _distinct_chars(texts["train"])
-        else:
-            self.chars = self._check_vocab(vocab)
+                    f"CharCorpus: the {split!r} split of source {self.source!r} is empty")
+        self.chars = (_distinct_chars(texts["train"]) if vocab is None
+                      else self._check_vocab(vocab))
         self._codes = _codepoints(self.chars).astype(np.int64)  # sorted if built here
         self._order = np.argsort(self._codes, kind="stable")
         self._sorted_codes = self._codes[self._order]
         self._itos = list(self.chars) + [UNK_CHAR]
         self.stoi: dict[str, int] = {c: i for i, c in enumerate(self.chars)}
         self.dtype = _storage_dtype(self.vocab_size)
-
-        self.splits: dict[str, Tensor] = {
-            split: self._encode_array(text) for split, text in texts.items()
-        }
+        self.splits: dict[str, Tensor] = {split: self._encode_array(text)
+                                          for split, text in texts.items()}
         for split, data in self.splits.items():
             if block_size >= data.numel():
                 raise fail(ValueError, "CharCorpus", "block_size", "smaller than the length of "
                            f"the {split!r} split ({data.numel()} characters)", block_size,
                            hint="; a block needs block_size + 1 characters")
 
-    # ------------------------------------------------------------------ sources
     def _read_source(self, source: Union[str, os.PathLike]) -> dict[str, str]:
         if not isinstance(source, (str, os.PathLike)):
             raise fail(TypeError, "CharCorpus", "source", "'python-reference', a text file "
                        "path or a WikiText-103 raw directory", source)
         if isinstance(source, str) and source == "python-reference":
-            self._source_name = "python-reference"
+            self.source = "python-reference"
             return self._split_text(load_python_reference())
-        path = os.fspath(source)
-        self._source_name = path
+        self.source = path = os.fspath(source)
         if os.path.isdir(path):
             return self._read_wikitext(path)
         if not os.path.exists(path):
             raise FileNotFoundError(
                 f"CharCorpus: source {path!r} does not exist; pass 'python-reference' (the "
                 "embedded default), a UTF-8 text file, or a directory with the WikiText-103 "
-                f"raw files {sorted(WIKITEXT103_FILES.values())} (download {_WIKITEXT_URL})"
-            )
+                f"raw files {sorted(WIKITEXT103_FILES.values())} (download {_WIKITEXT_URL})")
         with open(path, encoding="utf-8") as f:
             text = f.read()
         if len(text) == 0:
@@ -211,8 +170,7 @@ class CharCorpus:
             raise FileNotFoundError(
                 f"CharCorpus: directory {path!r} lacks the WikiText-103 raw files {missing}; "
                 f"download {_WIKITEXT_URL} and pass the extracted 'wikitext-103-raw' "
-                "directory, or pass a single text file instead"
-            )
+                "directory, or pass a single text file instead")
         texts = {}
         for split, name in WIKITEXT103_FILES.items():
             with open(os.path.join(path, name), encoding="utf-8") as f:
@@ -248,7 +206,6 @@ class CharCorpus:
                        "unknown index)", got_text=f"a vocabulary holding {UNK_CHAR!r}")
         return "".join(items)
 
-    # ------------------------------------------------------------------ vocabulary
     @property
     def vocab_size(self) -> int:
         """Number of symbols: the known characters plus the unknown index."""
@@ -271,29 +228,15 @@ class CharCorpus:
         return torch.from_numpy(out).to(self.dtype)
 
     def encode(self, text: str) -> Tensor:
-        """Encode a string as a 1-D :obj:`torch.long` tensor of indices.
-
-        Characters outside the vocabulary become :attr:`unk_index`.
-
-        Args:
-            text (str): the text.
-
-        Returns:
-            Tensor: indices, shape ``[len(text)]``.
-        """
+        """Encode a string as a :obj:`torch.long` tensor ``[len(text)]`` of indices
+        (:attr:`unk_index` outside the vocabulary)."""
         if not isinstance(text, str):
             raise fail(TypeError, "CharCorpus.encode", "text", "a str", text)
         return self._encode_array(text).long()
 
     def decode(self, ids: Union[Tensor, Sequence[int]]) -> str:
-        """Decode indices back to a string (the unknown index renders as ``'\\ufffd'``).
-
-        Args:
-            ids (Tensor or Sequence[int]): a 1-D sequence of indices.
-
-        Returns:
-            str: the text.
-        """
+        """Decode a 1-D tensor or sequence of indices back to a string (the unknown index
+        renders as ``'\\ufffd'``)."""
         if isinstance(ids, Tensor):
             if ids.dim() != 1:
                 raise fail(ValueError, "CharCorpus.decode", "ids", "1-D", ids)
@@ -313,7 +256,6 @@ class CharCorpus:
                        got_text=f"e.g. {bad[:3]}")
         return "".join(self._itos[i] for i in ids)
 
-    # ------------------------------------------------------------------ blocks
     def _split(self, split: str, where: str) -> Tensor:
         check_choice(split, "split", sorted(self.splits), where=where)
         return self.splits[split]
@@ -332,33 +274,23 @@ class CharCorpus:
                        f"({data.numel()} characters)", T)
         return data, T
 
-    def get_batch(
-        self,
-        split: str,
-        batch_size: int,
-        generator: Optional[torch.Generator] = None,
-        device: Optional[Union[str, torch.device]] = None,
-        block_size: Optional[int] = None,
-    ) -> tuple[Tensor, Tensor]:
-        """Draw random contiguous blocks and their next-character targets.
-
-        Start positions are drawn uniformly (with replacement) from
-        ``0 .. len(split) - block_size - 1`` with ``generator`` (CPU), so a seeded generator
-        gives the same batch on every run and device.
+    def get_batch(self, split: str, batch_size: int, generator: Optional[torch.Generator] = None,
+                  device: Optional[Union[str, torch.device]] = None,
+                  block_size: Optional[int] = None) -> tuple[Tensor, Tensor]:
+        """Draw random contiguous blocks and their next-character targets, with start
+        positions uniform (with replacement) from ``generator`` (CPU, so a seed gives the same
+        batch on every device).
 
         Args:
             split (str): ``'train'``, ``'val'`` or (WikiText-103) ``'test'``.
             batch_size (int): number of blocks.
-            generator (torch.Generator, optional): a CPU generator for the start positions;
-                the global generator if :obj:`None`. (default: :obj:`None`)
-            device (str or torch.device, optional): where to put the blocks.
-                (default: :obj:`None`, CPU)
+            generator (torch.Generator, optional): a CPU generator. (default: :obj:`None`)
+            device (str or torch.device, optional): where to put them. (default: :obj:`None`, CPU)
             block_size (int, optional): override of the corpus block size.
                 (default: :obj:`None`)
 
         Returns:
-            (Tensor, Tensor): ``x`` and ``y``, both :obj:`torch.long` of shape
-            ``[batch_size, block_size]``, with ``y[:, t] == x[:, t + 1]`` for ``t < T - 1``.
+            (Tensor, Tensor): ``x`` and ``y``, :obj:`torch.long` ``[batch_size, block_size]``.
         """
         data, T = self._check_block(split, block_size, "CharCorpus.get_batch")
         check_int(batch_size, "batch_size", 1, where="CharCorpus.get_batch")
@@ -375,31 +307,21 @@ class CharCorpus:
         data, T = self._check_block(split, block_size, "CharCorpus.num_blocks")
         return (data.numel() - 1) // T
 
-    def iter_blocks(
-        self,
-        split: str,
-        batch_size: int = 64,
-        block_size: Optional[int] = None,
-        max_blocks: Optional[int] = None,
-        device: Optional[Union[str, torch.device]] = None,
-    ) -> Iterator[tuple[Tensor, Tensor]]:
-        """Iterate deterministically over non-overlapping blocks of a split (for evaluation).
-
-        Block ``b`` covers inputs ``data[b*T : (b+1)*T]`` and targets
-        ``data[b*T + 1 : (b+1)*T + 1]``; there are ``(len - 1) // T`` blocks, so every
-        character but the last ``(len - 1) % T`` is predicted exactly once (the tail shorter
-        than a block is dropped).
+    def iter_blocks(self, split: str, batch_size: int = 64, block_size: Optional[int] = None,
+                    max_blocks: Optional[int] = None,
+                    device: Optional[Union[str, torch.device]] = None
+                    ) -> Iterator[tuple[Tensor, Tensor]]:
+        """Iterate over the ``(len - 1) // T`` non-overlapping blocks of a split (evaluation):
+        block ``b`` has inputs ``data[b*T : (b+1)*T]`` and targets shifted by one, so every
+        character but the dropped tail is predicted exactly once.
 
         Args:
             split (str): the split.
-            batch_size (int): blocks per yielded batch (the last batch may be smaller).
-                (default: ``64``)
+            batch_size (int): blocks per yielded batch (the last may be smaller). (default: ``64``)
             block_size (int, optional): override of the corpus block size.
                 (default: :obj:`None`)
-            max_blocks (int, optional): stop after this many blocks (the first ones).
-                (default: :obj:`None`, all)
-            device (str or torch.device, optional): where to put the blocks.
-                (default: :obj:`None`)
+            max_blocks (int, optional): keep the first ``max_blocks``. (default: :obj:`None`)
+            device (str or torch.device, optional): where to put them. (default: :obj:`None`, CPU)
 
         Yields:
             (Tensor, Tensor): ``x`` and ``y`` of shape ``[b, block_size]``, :obj:`torch.long`.

@@ -1,25 +1,14 @@
 r"""Image classification datasets served as graphs: CIFAR-10, CIFAR-100 and the scikit-learn
-handwritten digits.
-
-Every dataset stores **images**, never graphs. Each access runs, per sample,
+handwritten digits. They store **images**; each access runs, per sample,
 
 .. code-block:: text
 
     augmentation (training split, optional)  ->  float in [0, 1]  ->  per-channel
-    normalisation  ->  graph transform (sphere or lattice)  ->  user transform
+    normalisation (training-split statistics)  ->  graph transform  ->  user transform
 
-so the augmentation acts on the pixel grid before the image is sampled onto the sphere
-(:class:`~quest_geometric.transforms.image_to_sphere.ImageToSphere`) or the flat lattice
-(:class:`~quest_geometric.transforms.image_to_lattice.ImageToLattice`). The graph template is
-built once by the graph transform and reused for every sample. With ``graph=None`` a sample is
-``Data(image=[1, C, H, W], y=[1])``, which PyG's :class:`~torch_geometric.loader.DataLoader`
-stacks into a ``[B, C, H, W]`` image batch: the same pipeline then feeds a CNN baseline.
-
-Normalisation uses the per-channel mean and (population) standard deviation of the pixels
-of the *training* split, computed from the data itself and applied to both splits. On the real
-data these are the well-known constants, CIFAR-10 mean ``(0.4914, 0.4822, 0.4465)``, std
-``(0.2470, 0.2435, 0.2616)``; CIFAR-100 mean ``(0.5071, 0.4865, 0.4409)``, std
-``(0.2673, 0.2564, 0.2762)``.
+so the augmentation acts on the pixel grid before the image is sampled onto the sphere or the
+lattice (whose template is built once). With ``graph=None`` a sample is
+``Data(image=[1, C, H, W], y=[1])``, batched by PyG into ``[B, C, H, W]`` for a CNN.
 """
 from __future__ import annotations
 
@@ -36,12 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor
 from torch_geometric.data import (
-    Batch,
-    Data,
-    Dataset,
-    InMemoryDataset,
-    download_url,
-    extract_tar,
+    Batch, Data, Dataset, InMemoryDataset, download_url, extract_tar,
 )
 from torch_geometric.data.dataset import files_exist
 from torch_geometric.transforms import BaseTransform, Compose
@@ -49,17 +33,11 @@ from torch_geometric.transforms import BaseTransform, Compose
 from quest_geometric._utils.checks import check_choice, fail
 from quest_geometric._utils.untrusted import load_tensors, refused
 from quest_geometric.transforms.image_augment import (
-    NormalizeImage,
-    RandomCropPad,
-    RandomHorizontalFlip,
+    NormalizeImage, RandomCropPad, RandomHorizontalFlip,
 )
 
 __all__ = [
-    "CIFAR10Graphs",
-    "CIFAR100Graphs",
-    "DigitsGraphs",
-    "load_digits_split",
-    "md5sum",
+    "CIFAR10Graphs", "CIFAR100Graphs", "DigitsGraphs", "load_digits_split", "md5sum",
 ]
 
 GraphArg = Union[str, Callable[[Data], Any], None]
@@ -67,16 +45,12 @@ AugmentArg = Union[bool, Callable[[Data], Any], None]
 NormalizeArg = Union[bool, tuple[Sequence[float], Sequence[float]]]
 
 
-# ----------------------------------------------------------------------------- helpers
 def md5sum(path: Union[str, os.PathLike], chunk_size: int = 1 << 20) -> str:
-    """The hexadecimal MD5 digest of the file at ``path`` (read in chunks).
+    """The MD5 digest of the file at ``path`` as 32 lowercase hexadecimal digits.
 
     Args:
         path (str or os.PathLike): the file.
         chunk_size (int): bytes read at a time. (default: ``1 << 20``)
-
-    Returns:
-        str: 32 lowercase hexadecimal digits.
     """
     digest = hashlib.md5()
     with open(path, "rb") as f:
@@ -85,19 +59,19 @@ def md5sum(path: Union[str, os.PathLike], chunk_size: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
+def _to_float(image: Tensor) -> Tensor:
+    """float32 images: ``uint8`` is divided by 255, floats are only cast."""
+    if image.dtype == torch.uint8:
+        return image.to(torch.float32).div_(255.0)
+    return image.to(torch.float32)
+
+
 class _ToFloatImage(BaseTransform):
     """``Data.image`` to float32: ``uint8`` is divided by 255, floats are only cast."""
 
     def forward(self, data: Data) -> Data:
-        image = data.image
-        if image.dtype == torch.uint8:
-            data.image = image.to(torch.float32).div_(255.0)
-        else:
-            data.image = image.to(torch.float32)
+        data.image = _to_float(data.image)
         return data
-
-    def __repr__(self) -> str:
-        return f"{self.__class__.__name__}()"
 
 
 class _ImageBatchDim(BaseTransform):
@@ -107,33 +81,29 @@ class _ImageBatchDim(BaseTransform):
         data.image = data.image.unsqueeze(0)
         return data
 
-    def __repr__(self) -> str:
-        return f"{self.__class__.__name__}()"
-
 
 def _graph_transform(graph: GraphArg, name: str) -> Callable[[Data], Any]:
     if graph is None:
         return _ImageBatchDim()
-    if isinstance(graph, str):
-        if graph == "sphere":
-            from quest_geometric.transforms.image_to_sphere import ImageToSphere
+    if not isinstance(graph, str):
+        if callable(graph):
+            return graph
+        raise fail(TypeError, name, "graph", "'sphere', 'lattice', None or a callable transform",
+                   graph)
+    if graph == "sphere":
+        from quest_geometric.transforms.image_to_sphere import ImageToSphere
 
-            return ImageToSphere()
-        if graph == "lattice":
-            from quest_geometric.transforms.image_to_lattice import ImageToLattice
+        return ImageToSphere()
+    if graph == "lattice":
+        from quest_geometric.transforms.image_to_lattice import ImageToLattice
 
-            return ImageToLattice()
-        raise fail(ValueError, name, "graph", "'sphere', 'lattice', None or a callable "
-                   "transform", graph)
-    if callable(graph):
-        return graph
-    raise fail(TypeError, name, "graph", "'sphere', 'lattice', None or a callable transform",
+        return ImageToLattice()
+    raise fail(ValueError, name, "graph", "'sphere', 'lattice', None or a callable transform",
                graph)
 
 
-def _normalization(
-    normalize: NormalizeArg, stats: tuple[Sequence[float], Sequence[float]], name: str
-) -> Optional[NormalizeImage]:
+def _normalization(normalize: NormalizeArg, stats: tuple[Sequence[float], Sequence[float]],
+                   name: str) -> Optional[NormalizeImage]:
     if normalize is True:
         return NormalizeImage(*stats)
     if normalize is False or normalize is None:
@@ -146,27 +116,17 @@ def _normalization(
 
 
 class _ImagePipeline:
-    """The per-sample pipeline shared by the image datasets, and the batched fast path.
-
-    Sets ``transform`` (a :class:`~torch_geometric.transforms.Compose` of augmentation,
-    float conversion, normalisation, graph transform and user transform) and keeps the parts.
-    """
+    """The per-sample pipeline shared by the image datasets (``transform``, a
+    :class:`~torch_geometric.transforms.Compose` of its parts), and the batched fast path."""
 
     images: Tensor
     labels: Tensor
     transform: Optional[Callable[[Data], Any]]
 
-    def _setup_pipeline(
-        self,
-        *,
-        name: str,
-        training: bool,
-        augment: AugmentArg,
-        default_augment: Callable[[], Callable[[Data], Any]],
-        normalize: Optional[NormalizeImage],
-        graph: GraphArg,
-        transform: Optional[Callable[[Data], Any]],
-    ) -> None:
+    def _setup_pipeline(self, *, name: str, training: bool, augment: AugmentArg,
+                        default_augment: Callable[[], Callable[[Data], Any]],
+                        normalize: Optional[NormalizeImage], graph: GraphArg,
+                        transform: Optional[Callable[[Data], Any]]) -> None:
         if augment is True:
             if not training:
                 raise fail(ValueError, name, "augment", "False or an explicit transform on the "
@@ -188,37 +148,28 @@ class _ImagePipeline:
         steps = [augment_step, _ToFloatImage(), normalize, self.graph_transform, transform]
         self.transform = Compose([step for step in steps if step is not None])
 
-    def graph_batch(self, index: Union[Sequence[int], Tensor]) -> Batch:
-        r"""The samples at positions ``index`` of this dataset as one
-        :class:`~torch_geometric.data.Batch`, vectorised for evaluation.
+    def len(self) -> int:
+        return int(self.labels.numel())
 
-        Without augmentation and user ``transform``, and with a graph transform that has a
-        ``batch_call`` (:class:`~quest_geometric.transforms.image_to_sphere.ImageToSphere`,
-        :class:`~quest_geometric.transforms.image_to_lattice.ImageToLattice`), the images are
-        converted, normalised and sampled in one call; otherwise every sample goes through
-        the per-sample pipeline and is collated. The result equals
-        ``Batch.from_data_list([dataset[i] for i in index])`` in both cases (tested).
+    def get(self, idx: int) -> Data:
+        return Data(image=self.images[idx], y=self.labels[idx].view(1))
+
+    def graph_batch(self, index: Union[Sequence[int], Tensor]) -> Batch:
+        r"""``Batch.from_data_list([dataset[i] for i in index])``, vectorised for evaluation:
+        without augmentation and user ``transform``, and with a graph transform that has a
+        ``batch_call``, the images are converted, normalised and sampled in one call.
 
         Args:
             index (Sequence[int] or Tensor): positions in this dataset (after any
                 ``index_select``/``shuffle``).
-
-        Returns:
-            Batch: the batch of graphs with ``y`` of shape ``[len(index)]``.
         """
         index = torch.as_tensor(index, dtype=torch.long).flatten()
-        fast = (
-            self.augment_transform is None
-            and self.user_transform is None
-            and hasattr(self.graph_transform, "batch_call")
-        )
-        if not fast:
+        if (self.augment_transform is not None or self.user_transform is not None
+                or not hasattr(self.graph_transform, "batch_call")):
             return Batch.from_data_list([self[int(i)] for i in index])  # type: ignore[index]
         subset = getattr(self, "_indices", None)
         rows = index if subset is None else torch.as_tensor(subset, dtype=torch.long)[index]
-        images = self.images[rows]
-        images = images.to(torch.float32).div_(255.0) if images.dtype == torch.uint8 else (
-            images.to(torch.float32))
+        images = _to_float(self.images[rows])
         if self.normalize_transform is not None:
             mean = torch.tensor(self.normalize_transform.mean).view(1, -1, 1, 1)
             std = torch.tensor(self.normalize_transform.std).view(1, -1, 1, 1)
@@ -227,10 +178,8 @@ class _ImagePipeline:
 
 
 def _channel_stats(images: Tensor, chunk: int = 4096) -> tuple[list[float], list[float]]:
-    """Per-channel mean and population std of ``images`` ``[N, C, H, W]`` (uint8 -> /255).
-
-    Accumulated in float64 over chunks of images, so a full CIFAR split needs little memory.
-    """
+    """Per-channel mean and population std of ``images`` ``[N, C, H, W]`` (uint8 -> /255),
+    accumulated in float64 over chunks of images, so a full CIFAR split needs little memory."""
     scale = 255.0 if images.dtype == torch.uint8 else 1.0
     channels = images.size(1)
     total = torch.zeros(channels, dtype=torch.float64)
@@ -245,7 +194,6 @@ def _channel_stats(images: Tensor, chunk: int = 4096) -> tuple[list[float], list
     return mean.tolist(), var.sqrt().tolist()
 
 
-# ----------------------------------------------------------------------------- CIFAR
 def _numpy_reconstruct() -> Any:
     try:  # numpy >= 2
         from numpy._core.multiarray import _reconstruct
@@ -281,11 +229,8 @@ class _RestrictedUnpickler(pickle.Unpickler):
 
 
 def _read_batch(path: str, name: str) -> dict[str, Any]:
-    """Read one CIFAR python batch as a dict with ``str`` keys.
-
-    Any failure, including a ``BaseException`` such as :class:`SystemExit` raised while
-    reading, is a :class:`ValueError` naming the file and saying it was refused.
-    """
+    """Read one CIFAR python batch as a dict with ``str`` keys; any failure while reading
+    (even a ``BaseException``) is a :class:`ValueError` naming the file as refused."""
     try:
         with open(path, "rb") as f:
             raw = _RestrictedUnpickler(f, encoding="latin1").load()
@@ -298,10 +243,8 @@ def _read_batch(path: str, name: str) -> dict[str, Any]:
             "(download=True)", e,
         ) from e
     if not isinstance(raw, dict):
-        raise refused(
-            name, path, f"it holds a {type(raw).__name__}, expected the dict of a CIFAR "
-            "python batch; the file is corrupt or not a CIFAR file"
-        )
+        raise refused(name, path, f"it holds a {type(raw).__name__}, expected the dict of a CIFAR "
+                      "python batch; the file is corrupt or not a CIFAR file")
     return {k.decode("latin1") if isinstance(k, bytes) else k: v for k, v in raw.items()}
 
 
@@ -324,18 +267,11 @@ class _CIFARGraphs(_ImagePipeline, InMemoryDataset):
     num_classes_: int
     dataset_name: str
 
-    def __init__(
-        self,
-        root: Union[str, os.PathLike],
-        train: bool = True,
-        graph: GraphArg = "sphere",
-        augment: AugmentArg = False,
-        normalize: NormalizeArg = True,
-        transform: Optional[Callable[[Data], Any]] = None,
-        download: bool = False,
-        log: bool = True,
-        force_reload: bool = False,
-    ) -> None:
+    def __init__(self, root: Union[str, os.PathLike], train: bool = True,
+                 graph: GraphArg = "sphere", augment: AugmentArg = False,
+                 normalize: NormalizeArg = True,
+                 transform: Optional[Callable[[Data], Any]] = None, download: bool = False,
+                 log: bool = True, force_reload: bool = False) -> None:
         name = self.__class__.__name__
         if not isinstance(root, (str, os.PathLike)):
             raise fail(TypeError, name, "root", "a path (str or os.PathLike)", root)
@@ -352,18 +288,12 @@ class _CIFARGraphs(_ImagePipeline, InMemoryDataset):
         self.mean: list[float] = list(stored["mean"])
         self.std: list[float] = list(stored["std"])
         self._setup_pipeline(
-            name=name,
-            training=train,
-            augment=augment,
-            default_augment=lambda: Compose(
-                [RandomCropPad(32, padding=4), RandomHorizontalFlip()]
-            ),
-            normalize=_normalization(normalize, (self.mean, self.std), name),
-            graph=graph,
-            transform=transform,
-        )
+            name=name, training=train, augment=augment,
+            default_augment=lambda: Compose([RandomCropPad(32, padding=4),
+                                             RandomHorizontalFlip()]),
+            normalize=_normalization(normalize, (self.mean, self.std), name), graph=graph,
+            transform=transform)
 
-    # ------------------------------------------------------------ processed files
     def _process(self) -> None:
         """Process the raw batches unless ``root/processed`` already holds both splits.
 
@@ -382,8 +312,7 @@ class _CIFARGraphs(_ImagePipeline, InMemoryDataset):
                     raise refused(
                         name, path, "it records a pre-processing step, which this dataset "
                         "never applies; the processed folder was not written by it. Pass "
-                        "force_reload=True to process the raw data again"
-                    )
+                        "force_reload=True to process the raw data again")
             if files_exist(self.processed_paths):
                 return
         if self.log and "PYTEST_CURRENT_TEST" not in os.environ:
@@ -412,11 +341,9 @@ class _CIFARGraphs(_ImagePipeline, InMemoryDataset):
             raise refused(
                 name, path, f"it is not a processed {self.dataset_name} split (a dict of uint8 "
                 "images [N, 3, 32, 32], long labels [N], class names and the per-channel mean "
-                "and std). Pass force_reload=True to process the raw data again"
-            )
+                "and std). Pass force_reload=True to process the raw data again")
         return stored
 
-    # ------------------------------------------------------------ file layout
     @property
     def raw_file_names(self) -> list[str]:
         files = (*self.train_files, *self.test_files, self.meta_file)
@@ -449,15 +376,10 @@ class _CIFARGraphs(_ImagePipeline, InMemoryDataset):
             f"{osp.join(root, 'raw')!r} or directly in {root!r} (torchvision's layout)"
         )
 
-    # ------------------------------------------------------------ download
     def download(self) -> None:
         name = self.__class__.__name__
-        archive = None
         candidates = (osp.join(self.root, "raw", self.archive), osp.join(self.root, self.archive))
-        for candidate in candidates:
-            if osp.isfile(candidate):
-                archive = candidate
-                break
+        archive = next((c for c in candidates if osp.isfile(c)), None)
         downloaded = False
         if archive is None:
             if not self.download_enabled:
@@ -470,8 +392,7 @@ class _CIFARGraphs(_ImagePipeline, InMemoryDataset):
                 os.unlink(archive)
             raise ValueError(
                 f"{name}: the archive {archive!r} has md5 {digest}, expected {self.md5}; it is "
-                f"corrupt or incomplete. Delete it and download {self.url} again"
-            )
+                f"corrupt or incomplete. Delete it and download {self.url} again")
         extract_tar(archive, osp.join(self.root, "raw"), mode="r:gz", log=self.log)
         if downloaded:
             os.unlink(archive)
@@ -479,10 +400,8 @@ class _CIFARGraphs(_ImagePipeline, InMemoryDataset):
         if missing:
             raise ValueError(
                 f"{name}: the archive {archive!r} did not contain {missing}; expected the "
-                f"folder {self.folder!r} of the official python version"
-            )
+                f"folder {self.folder!r} of the official python version")
 
-    # ------------------------------------------------------------ processing
     def _read_split(self, files: Sequence[str]) -> tuple[Tensor, Tensor]:
         name = self.__class__.__name__
         images, labels = [], []
@@ -492,24 +411,19 @@ class _CIFARGraphs(_ImagePipeline, InMemoryDataset):
             if "data" not in batch or self.label_key not in batch:
                 raise ValueError(
                     f"{name}: {path!r} lacks the keys 'data' and {self.label_key!r} of a "
-                    f"{self.dataset_name} batch (found {sorted(batch)}); is it the right dataset?"
-                )
+                    f"{self.dataset_name} batch (found {sorted(batch)}); is it the right dataset?")
             data = np.asarray(batch["data"])
             y = np.asarray(batch[self.label_key])
             if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3 * 32 * 32:
                 raise ValueError(
                     f"{name}: {path!r}: 'data' must be a uint8 array of shape [n, 3072], got "
-                    f"{data.dtype} {data.shape}"
-                )
+                    f"{data.dtype} {data.shape}")
             if y.ndim != 1 or y.shape[0] != data.shape[0]:
-                raise ValueError(
-                    f"{name}: {path!r}: {len(y)} labels for {data.shape[0]} images"
-                )
+                raise ValueError(f"{name}: {path!r}: {len(y)} labels for {data.shape[0]} images")
             if y.size and (y.min() < 0 or y.max() >= self.num_classes_):
                 raise ValueError(
                     f"{name}: {path!r}: labels must lie in [0, {self.num_classes_ - 1}], got "
-                    f"the range [{y.min()}, {y.max()}]"
-                )
+                    f"the range [{y.min()}, {y.max()}]")
             # Each row holds the red, green and blue 32 x 32 planes, each row-major.
             images.append(torch.from_numpy(data.reshape(-1, 3, 32, 32).copy()))
             labels.append(torch.from_numpy(y.astype(np.int64)))
@@ -520,28 +434,17 @@ class _CIFARGraphs(_ImagePipeline, InMemoryDataset):
         meta_path = osp.join(self.raw_dir, self.folder, self.meta_file)
         meta = _read_batch(meta_path, name)
         if self.names_key not in meta:
-            raise ValueError(
-                f"{name}: {meta_path!r} lacks the key {self.names_key!r} of the "
-                f"{self.dataset_name} meta file"
-            )
+            raise ValueError(f"{name}: {meta_path!r} lacks the key {self.names_key!r} of the "
+                             f"{self.dataset_name} meta file")
         classes = _decode_names(meta[self.names_key])
         train_images, train_labels = self._read_split(self.train_files)
         test_images, test_labels = self._read_split(self.test_files)
         mean, std = _channel_stats(train_images)
         for (images, labels), path in zip(
-            ((train_images, train_labels), (test_images, test_labels)), self.processed_paths
-        ):
+            ((train_images, train_labels), (test_images, test_labels)), self.processed_paths):
             torch.save(
                 {"images": images, "labels": labels, "classes": classes, "mean": mean, "std": std},
-                path,
-            )
-
-    # ------------------------------------------------------------ access
-    def len(self) -> int:
-        return int(self.labels.numel())
-
-    def get(self, idx: int) -> Data:
-        return Data(image=self.images[idx], y=self.labels[idx].view(1))
+                path)
 
     def __repr__(self) -> str:
         split = "train" if self.train else "test"
@@ -552,38 +455,27 @@ class CIFAR10Graphs(_CIFARGraphs):
     r"""The CIFAR-10 dataset (Krizhevsky, 2009) of 32 x 32 colour images in 10 classes, each
     served as a graph (sphere or flat lattice) built from the image at access time.
 
-    The raw data are the official python-version batches. They are found, in this order, in
-    ``root/raw/cifar-10-batches-py/`` or ``root/cifar-10-batches-py/`` (the folder
-    torchvision's ``CIFAR10(root)`` writes, so an existing torchvision download is reused);
-    failing that, the archive ``cifar-10-python.tar.gz`` in ``root/raw`` or ``root`` is
-    checked (md5) and extracted; failing that, with ``download=True`` it is downloaded from
+    The official python-version batches are found in ``root/raw/cifar-10-batches-py/`` or
+    ``root/cifar-10-batches-py/`` (torchvision's layout, so its download is reused); else the
+    archive ``cifar-10-python.tar.gz`` in ``root/raw`` or ``root`` is checked (md5) and
+    extracted; else, with ``download=True``, it is downloaded from
     https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz (md5
-    ``c58f30108f718f92721af3b95e74349a``). Processing stores the images as ``uint8``
-    ``[N, 3, 32, 32]`` with their labels in ``root/processed``; the graph is built per sample
-    (see the module notes), so augmentation happens before the sphere mapping.
-
-    Each sample is ``Data(x [N, 3], pos, shell, edge_index, y [1])`` from the graph transform
-    (``Data(image [1, 3, 32, 32], y [1])`` with ``graph=None``).
+    ``c58f30108f718f92721af3b95e74349a``). Processing stores ``uint8`` images
+    ``[N, 3, 32, 32]`` and labels in ``root/processed``. A sample is the graph transform's
+    ``Data(x [N, 3], pos, shell, edge_index, y [1])``, or ``Data(image [1, 3, 32, 32], y)``.
 
     Args:
         root (str or os.PathLike): root directory of the dataset.
-        train (bool): the 50,000 training images if :obj:`True`, else the 10,000 test images.
-            (default: :obj:`True`)
-        graph (str or callable, optional): ``'sphere'`` (an
-            :class:`~quest_geometric.transforms.image_to_sphere.ImageToSphere` with its
-            defaults), ``'lattice'`` (an
-            :class:`~quest_geometric.transforms.image_to_lattice.ImageToLattice` with its
-            defaults), any transform taking ``Data(image, y)``, or :obj:`None` for the image
-            itself. (default: ``'sphere'``)
-        augment (bool or callable): :obj:`True` applies the standard CIFAR augmentation
+        train (bool): the 50,000 training or the 10,000 test images. (default: :obj:`True`)
+        graph (str or callable, optional): ``'sphere'`` (a default ``ImageToSphere``),
+            ``'lattice'`` (a default ``ImageToLattice``), any transform taking
+            ``Data(image, y)``, or :obj:`None` for the image itself. (default: ``'sphere'``)
+        augment (bool or callable): :obj:`True` (training split only) applies
             :class:`~quest_geometric.transforms.image_augment.RandomCropPad` ``(32, padding=4)``
-            then :class:`~quest_geometric.transforms.image_augment.RandomHorizontalFlip`
-            ``(0.5)`` (training split only: :obj:`True` with ``train=False`` is an error); a
-            callable is applied to ``Data(image uint8 [3, 32, 32], y)`` as given.
-            (default: :obj:`False`)
-        normalize (bool or (mean, std)): :obj:`True` normalises each channel with the mean and
-            std of the training split's pixels (in ``[0, 1]`` units); a pair ``(mean, std)``
-            uses those; :obj:`False` keeps ``[0, 1]``. (default: :obj:`True`)
+            then :class:`~quest_geometric.transforms.image_augment.RandomHorizontalFlip`; a
+            callable is applied to ``Data(image uint8 [3, 32, 32], y)``. (default: :obj:`False`)
+        normalize (bool or (mean, std)): :obj:`True` uses the training split's per-channel
+            pixel statistics, a pair those given, :obj:`False` none. (default: :obj:`True`)
         transform (callable, optional): applied last, to the graph. (default: :obj:`None`)
         download (bool): download the archive when no data is found. (default: :obj:`False`)
         log (bool): print download and processing progress. (default: :obj:`True`)
@@ -596,32 +488,9 @@ class CIFAR10Graphs(_CIFARGraphs):
         mean (list[float]): the training split's per-channel pixel mean (in ``[0, 1]`` units).
         std (list[float]): the training split's per-channel pixel standard deviation.
 
-    **STATS** (with the default graph transforms: ``ImageToSphere()``, 3 shells of 64 + 256
-    + 1,024 nodes with in-degree 16, and ``ImageToLattice()``, in-degree 8; other
-    configurations change #nodes and #edges):
-
-    .. list-table::
-        :widths: 10 10 10 10 10 10
-        :header-rows: 1
-
-        * - Split
-          - #graphs
-          - #nodes
-          - #edges
-          - #features
-          - #classes
-        * - train
-          - 50,000
-          - sphere: 1,344; lattice: 1,024
-          - sphere: 21,504; lattice: 8,192
-          - 3
-          - 10
-        * - test
-          - 10,000
-          - as train
-          - as train
-          - 3
-          - 10
+    **STATS**: 50,000 training and 10,000 test graphs, 3 features, 10 classes; with the
+    default ``ImageToSphere()`` (3 shells of 64 + 256 + 1,024 nodes, in-degree 16) 1,344 nodes
+    and 21,504 edges, with the default ``ImageToLattice()`` 1,024 nodes and 8,192 edges.
     """
 
     url = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
@@ -641,54 +510,11 @@ class CIFAR100Graphs(_CIFARGraphs):
     r"""The CIFAR-100 dataset (Krizhevsky, 2009) of 32 x 32 colour images in 100 fine classes,
     each served as a graph (sphere or flat lattice) built from the image at access time.
 
-    Identical to :class:`CIFAR10Graphs` except for the files: the official python-version
-    archive ``cifar-100-python.tar.gz`` from
+    As :class:`CIFAR10Graphs` (the same arguments and defaults, the same **STATS** with 100
+    classes), with the archive ``cifar-100-python.tar.gz`` from
     https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz (md5
-    ``eb9058c3a382ffc7106e4002c42a8d85``), extracted to ``cifar-100-python/`` holding
-    ``train``, ``test`` and ``meta`` (the folder torchvision's ``CIFAR100(root)`` uses, so an
-    existing torchvision download is reused). Labels are the **fine** labels
-    (``fine_labels``, 100 classes; names from ``fine_label_names``).
-
-    Args:
-        root (str or os.PathLike): root directory of the dataset.
-        train (bool): the 50,000 training images if :obj:`True`, else the 10,000 test images.
-            (default: :obj:`True`)
-        graph (str or callable, optional): ``'sphere'``, ``'lattice'``, a transform, or
-            :obj:`None` for the image itself; see :class:`CIFAR10Graphs`.
-            (default: ``'sphere'``)
-        augment (bool or callable): the standard CIFAR augmentation if :obj:`True` (training
-            split only), or a callable; see :class:`CIFAR10Graphs`. (default: :obj:`False`)
-        normalize (bool or (mean, std)): training-split statistics if :obj:`True`, the given
-            pair, or none. (default: :obj:`True`)
-        transform (callable, optional): applied last, to the graph. (default: :obj:`None`)
-        download (bool): download the archive when no data is found. (default: :obj:`False`)
-        log (bool): print download and processing progress. (default: :obj:`True`)
-        force_reload (bool): re-process the raw data. (default: :obj:`False`)
-
-    **STATS** (default graph transforms, as :class:`CIFAR10Graphs`):
-
-    .. list-table::
-        :widths: 10 10 10 10 10 10
-        :header-rows: 1
-
-        * - Split
-          - #graphs
-          - #nodes
-          - #edges
-          - #features
-          - #classes
-        * - train
-          - 50,000
-          - sphere: 1,344; lattice: 1,024
-          - sphere: 21,504; lattice: 8,192
-          - 3
-          - 100
-        * - test
-          - 10,000
-          - as train
-          - as train
-          - 3
-          - 100
+    ``eb9058c3a382ffc7106e4002c42a8d85``), extracted to ``cifar-100-python/`` (``train``,
+    ``test``, ``meta``; torchvision's layout). Labels are the **fine** labels.
     """
 
     url = "https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz"
@@ -704,18 +530,15 @@ class CIFAR100Graphs(_CIFARGraphs):
     dataset_name = "CIFAR-100"
 
 
-# ----------------------------------------------------------------------------- digits
 #: Size of the fixed digits test split (20% of 1,797, allocated over the classes).
 DIGITS_TEST_SIZE = 360
 
 
-def _digits_split_indices(
-    labels: np.ndarray, test_size: int, seed: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """A stratified split: class ``c`` with ``n_c`` images gives its largest-remainder share of
-    ``test_size`` to the test split, chosen by a :class:`numpy.random.RandomState` (whose
-    stream numpy keeps stable across versions) permutation; indices are returned sorted.
-    """
+def _digits_split_indices(labels: np.ndarray, test_size: int, seed: int
+                          ) -> tuple[np.ndarray, np.ndarray]:
+    """A stratified split: each class gives its largest-remainder share of ``test_size`` to
+    the test split, by a :class:`numpy.random.RandomState` permutation (a stream numpy keeps
+    stable across versions); sorted indices."""
     classes, counts = np.unique(labels, return_counts=True)
     exact = counts * test_size / labels.size
     share = np.floor(exact).astype(np.int64)
@@ -738,17 +561,14 @@ def load_digits_split(split: str = "train") -> tuple[Tensor, Tensor]:
     r"""The fixed split of scikit-learn's handwritten digits as image and label tensors.
 
     The 1,797 8 x 8 images of :func:`sklearn.datasets.load_digits` (grey levels 0..16) are
-    scaled to :math:`[0, 1]` by dividing by 16. The split is stratified: 360 test images
-    (about 20% of every class, the class shares rounded by largest remainder) drawn by
-    ``numpy.random.RandomState(0)``, the other 1,437 for training. It is the same on every
-    machine and run.
+    divided by 16. The split is stratified: 360 test images (class shares rounded by largest
+    remainder) drawn by ``numpy.random.RandomState(0)``, the other 1,437 for training.
 
     Args:
         split (str): ``'train'`` or ``'test'``. (default: ``'train'``)
 
     Returns:
-        (Tensor, Tensor): images ``float32`` ``[n, 1, 8, 8]`` in :math:`[0, 1]` and labels
-        ``long`` ``[n]`` in ``0..9``, in the order of ``load_digits``.
+        (Tensor, Tensor): ``float32`` images ``[n, 1, 8, 8]`` and ``long`` labels ``[n]``.
     """
     check_choice(split, "split", ("train", "test"), where="load_digits_split")
     images, labels, train_idx, test_idx = _digits_arrays()
@@ -775,31 +595,22 @@ class DigitsGraphs(_ImagePipeline, Dataset):
     r"""scikit-learn's handwritten digits (1,797 8 x 8 grey images, 10 classes), served as
     graphs like :class:`CIFAR10Graphs`: the offline dataset for quick runs and tests.
 
-    The data ship with scikit-learn (:func:`sklearn.datasets.load_digits`), so nothing is
-    downloaded and ``root`` is not used. The split is fixed, stratified and documented in
-    :func:`load_digits_split` (1,437 training and 360 test images). Images are kept at their
-    native 8 x 8 resolution as ``[1, 8, 8]`` floats in :math:`[0, 1]`; the sphere transform
-    samples them bilinearly at its nodes (so a sphere may have more nodes than the image has
-    pixels), and the lattice has the 64 pixels as nodes.
-
-    Per sample: augmentation (optional, training split) -> normalisation with the training
-    split's pixel mean and std -> graph transform -> ``transform``.
+    The data ship with scikit-learn, so nothing is downloaded; the split is
+    :func:`load_digits_split`. Images stay ``[1, 8, 8]`` floats in :math:`[0, 1]`: the sphere
+    samples them bilinearly at its nodes, the lattice has the 64 pixels as nodes.
 
     Args:
-        root (str or os.PathLike, optional): ignored (the data ship with scikit-learn);
-            accepted so every image dataset has the same interface. (default: :obj:`None`)
+        root (str or os.PathLike, optional): ignored (the interface of every image dataset).
+            (default: :obj:`None`)
         split (str): ``'train'`` or ``'test'``. (default: ``'train'``)
         graph (str or callable, optional): ``'sphere'``, ``'lattice'``, a transform taking
             ``Data(image [1, 8, 8], y)``, or :obj:`None` for the image itself (then
             ``Data(image [1, 1, 8, 8], y)``). (default: ``'sphere'``)
-        augment (bool or callable): :obj:`True` applies
+        augment (bool or callable): :obj:`True` (training split only) applies
             :class:`~quest_geometric.transforms.image_augment.RandomCropPad` ``(8, padding=1)``
-            (the CIFAR shift of 4/32 of the width, scaled to 8 pixels); no horizontal flip,
-            since mirrored digits are not digits. Training split only. A callable is applied
-            to ``Data(image [1, 8, 8], y)`` as given. (default: :obj:`False`)
-        normalize (bool or (mean, std)): :obj:`True` normalises with the training split's
-            pixel mean and std; a pair uses those; :obj:`False` keeps :math:`[0, 1]`.
-            (default: :obj:`True`)
+            (the CIFAR shift scaled to 8 pixels; no flip: mirrored digits are not digits); a
+            callable is applied to ``Data(image [1, 8, 8], y)``. (default: :obj:`False`)
+        normalize (bool or (mean, std)): as in :class:`CIFAR10Graphs`. (default: :obj:`True`)
         transform (callable, optional): applied last, to the graph. (default: :obj:`None`)
 
     Attributes:
@@ -808,42 +619,14 @@ class DigitsGraphs(_ImagePipeline, Dataset):
         mean (list[float]): the training split's pixel mean.
         std (list[float]): the training split's pixel standard deviation.
 
-    **STATS** (default ``ImageToSphere()`` and ``ImageToLattice()``; the sphere samples the
-    8 x 8 image at 1,344 nodes):
-
-    .. list-table::
-        :widths: 10 10 10 10 10 10
-        :header-rows: 1
-
-        * - Split
-          - #graphs
-          - #nodes
-          - #edges
-          - #features
-          - #classes
-        * - train
-          - 1,437
-          - sphere: 1,344; lattice: 64
-          - sphere: 21,504; lattice: 512
-          - 1
-          - 10
-        * - test
-          - 360
-          - as train
-          - as train
-          - 1
-          - 10
+    **STATS**: 1,437 training and 360 test graphs, 1 feature, 10 classes; 1,344 nodes and
+    21,504 edges (default sphere) or 64 nodes and 512 edges (default lattice).
     """
 
-    def __init__(
-        self,
-        root: Optional[Union[str, os.PathLike]] = None,
-        split: str = "train",
-        graph: GraphArg = "sphere",
-        augment: AugmentArg = False,
-        normalize: NormalizeArg = True,
-        transform: Optional[Callable[[Data], Any]] = None,
-    ) -> None:
+    def __init__(self, root: Optional[Union[str, os.PathLike]] = None, split: str = "train",
+                 graph: GraphArg = "sphere", augment: AugmentArg = False,
+                 normalize: NormalizeArg = True,
+                 transform: Optional[Callable[[Data], Any]] = None) -> None:
         name = self.__class__.__name__
         check_choice(split, "split", ("train", "test"), where=name)
 
@@ -855,25 +638,14 @@ class DigitsGraphs(_ImagePipeline, Dataset):
         self.mean: list[float] = mean
         self.std: list[float] = std
         self.classes = [str(i) for i in range(10)]
-        self._setup_pipeline(
-            name=name,
-            training=split == "train",
-            augment=augment,
-            default_augment=lambda: RandomCropPad(8, padding=1),
-            normalize=_normalization(normalize, (mean, std), name),
-            graph=graph,
-            transform=transform,
-        )
+        self._setup_pipeline(name=name, training=split == "train", augment=augment,
+                             default_augment=lambda: RandomCropPad(8, padding=1),
+                             normalize=_normalization(normalize, (mean, std), name), graph=graph,
+                             transform=transform)
 
     @property
     def num_classes(self) -> int:
         return 10
-
-    def len(self) -> int:
-        return int(self.labels.numel())
-
-    def get(self, idx: int) -> Data:
-        return Data(image=self.images[idx], y=self.labels[idx].view(1))
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({len(self)}, split={self.split!r})"

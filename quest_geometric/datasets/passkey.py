@@ -1,8 +1,7 @@
 r"""Passkey retrieval prompts: a random 5-digit number hidden at a chosen depth of real prose.
 
-The test of Mohtashami and Jaggi (2023, "Landmark Attention"), with real text as filler
-instead of a repeated sentence. A prompt of exactly :math:`L` tokens (in the model's own
-tokens) is the concatenation of token ids
+The test of Mohtashami and Jaggi (2023, "Landmark Attention"), with real text as filler. A
+prompt of exactly :math:`L` tokens is the concatenation of token ids
 
 .. math::
 
@@ -11,13 +10,11 @@ tokens) is the concatenation of token ids
     \underbrace{\mathrm{question}}_{q},
     \qquad F = L - a - k - q, \quad m = \mathrm{round}(\mathrm{depth} \cdot F),
 
-where :math:`f` is :math:`F` consecutive tokens of the filler stream from a random offset, the
-needle is ``"The pass key is 12345. Remember it. 12345 is the pass key."`` and the question
-ends ``"What is the pass key? The pass key is"``; the model's greedy continuation is correct
-when the first run of digits in it is exactly the key (:func:`parse_passkey`). Each piece is
-tokenized on its own (without special tokens) and the ids are concatenated, so the length is
-exact whatever the tokenizer does at the seams. Depth 0 puts the needle right after the
-introduction, depth 1 right before the question.
+where :math:`f` is :math:`F` consecutive tokens of the filler stream from a random offset
+(:data:`PASSKEY_INTRO`, :data:`PASSKEY_NEEDLE`, :data:`PASSKEY_QUESTION`). Each piece is
+tokenized on its own (without special tokens), so the length is exact whatever the tokenizer
+does at the seams. The answer is correct when its first run of digits is exactly the key
+(:func:`parse_passkey`).
 """
 from __future__ import annotations
 
@@ -138,10 +135,10 @@ def passkey_prompt(tokenizer: Any, filler_ids: Sequence[int], length: int, depth
                          f"{F} are needed from 'filler_offset'={filler_offset}")
     m = int(round(depth * F))
     ids = intro + filler[:m] + needle + filler[m:] + question
-    p = PasskeyPrompt(input_ids=torch.tensor(ids, dtype=torch.long), key=key, depth=float(depth),
-                      needle_start=len(intro) + m, needle_len=len(needle), filler_len=F,
-                      filler_offset=filler_offset, intro_len=len(intro), trial=trial)
-    return p
+    return PasskeyPrompt(input_ids=torch.tensor(ids, dtype=torch.long), key=key,
+                         depth=float(depth), needle_start=len(intro) + m, needle_len=len(needle),
+                         filler_len=F, filler_offset=filler_offset, intro_len=len(intro),
+                         trial=trial)
 
 
 def _check_depth(depth: Any, where: str, what: str = "'depth'") -> None:
@@ -151,10 +148,7 @@ def _check_depth(depth: Any, where: str, what: str = "'depth'") -> None:
 
 
 def _depth_key(depth: float) -> int:
-    r"""The integer that names depth :math:`\delta \in [0, 1]` in a trial's seed:
-    :math:`4\delta` for the quarter depths 0, 0.25, 0.5, 0.75 and 1 (their index among the five
-    default depths, as the committed trials were drawn), else
-    :math:`5 + \mathrm{round}(10^6 \delta)`, distinct for depths a millionth apart or more."""
+    """The integer that names a depth in a trial's seed (:func:`passkey_trials`)."""
     quarters = 4 * float(depth)
     if quarters == round(quarters):
         return int(round(quarters))
@@ -169,11 +163,9 @@ def passkey_trials(tokenizer: Any, filler_ids: Sequence[int], length: int,
     Trial :math:`j` at depth :math:`\delta` draws its key (uniform in 10000-99999) and its
     filler offset (uniform over the offsets that fit) from
     ``numpy.random.default_rng([seed, length, key(delta), j])``, so every trial is
-    reproducible on its own (a resumed run rebuilds exactly the trials it skips) and does not
-    depend on the other depths asked for: a run over some of the depths draws the same trials
-    at those depths as a run over all of them, which is what pairing trials across runs by
-    (length, depth, trial, seed) needs. ``key`` is :math:`4\delta` for the quarter depths
-    (0-4: their index among the five default depths, the draw of every committed trial) and
+    reproducible on its own and independent of the other depths asked for (trials pair
+    across runs by (length, depth, trial, seed)). ``key`` is :math:`4\delta` for the quarter
+    depths (their index among the five default depths) and
     :math:`5 + \mathrm{round}(10^6\delta)` for any other depth.
 
     Args:
@@ -219,14 +211,10 @@ def _filler_len(tokenizer: Any, length: int, key: str) -> int:
 def parse_passkey(text: str) -> Optional[str]:
     r"""The first run of decimal digits in a model's answer, or :obj:`None` when there is none.
 
-    An answer is correct when this equals the key exactly (``"123456"`` does not match
-    ``"12345"``).
+    An answer is correct when this equals the key exactly.
 
     Args:
         text (str): the decoded continuation.
-
-    Returns:
-        str or None: the digits.
 
     Example:
         >>> parse_passkey(" 12345. Remember"), parse_passkey(" none")

@@ -3,31 +3,24 @@ release notes Debian maintainers write, as token blocks for a pretrained tokeniz
 
 Neither source is Python documentation, so a model adapted to the language reference
 (:mod:`quest_geometric.datasets.pydoc_text`) meets them as unseen text. The files differ
-between systems (the release notes depend on which packages are installed), so
-:func:`ood_prose_blocks` records every file it read with its SHA-256, and a result quoted
-from it travels with that list.
+between systems, so :func:`ood_prose_blocks` records every file it read with its SHA-256.
 
-**Sources and the rule that picks the files** (deterministic for a given file system):
+**Sources** (deterministic for a given file system):
 
 - ``'licenses'``: the regular files (not symbolic links) directly in
-  ``/usr/share/common-licenses``; where a family has several versions (the name before its
-  last ``-``, e.g. ``GPL-1``, ``GPL-2``, ``GPL-3``), only the highest version (compared
-  numerically, dot by dot), since versions of one licence share most of their text.
-- ``'debian-news'``: every ``/usr/share/doc/<package>/NEWS.Debian.gz`` (the release notes a
-  Debian maintainer writes for the package's users), packages in sorted order; the
-  maintainer's signature lines (starting ``" -- "``) are dropped, being names, e-mail
-  addresses and dates rather than prose.
+  ``/usr/share/common-licenses``; of a family with several versions (the name before its last
+  ``-``, e.g. ``GPL-2``, ``GPL-3``) only the highest (numerically, dot by dot), since versions
+  of one licence share most of their text.
+- ``'debian-news'``: every ``/usr/share/doc/<package>/NEWS.Debian.gz``, packages in sorted
+  order, without the maintainer's signature lines (starting ``" -- "``: names and dates).
 
-Each source's files, in that order, are joined with ``"\n\n"`` and tokenized once without
-special tokens; blocks are consecutive slices of one source's tokens (no block spans two
-sources), the remainder dropped.
+Each source's files are joined with ``"\n\n"`` and tokenized once without special tokens;
+blocks are consecutive slices of one source's tokens, the remainder dropped.
 
-**Pinned files.** The rule above reads what the machine has: installing one package (say,
-Chromium's ``NEWS.Debian``) shifts every later block. To compare results across machines, pass
-``files``: the exact list a result was computed on (as :func:`read_prose` records it, path and
-SHA-256). Then only those files are read, in that order, each checked against its SHA-256;
-a machine missing one, or holding other bytes under its name, is refused with the file named,
-so the same pin gives the same blocks everywhere or an error.
+**Pinned files.** Installing one package shifts every later block. To compare results across
+machines, pass ``files``: the exact list a result was computed on (as :func:`read_prose`
+records it). Only those files are read, in that order, each checked against its SHA-256; a
+missing file or other bytes under its name is refused with the file named.
 """
 from __future__ import annotations
 
@@ -59,7 +52,7 @@ def prose_files(source: str, root: Optional[Union[str, os.PathLike]] = None) -> 
 
     Args:
         source (str): ``'licenses'`` or ``'debian-news'``.
-        root (str, optional): the folder to read instead of the system one (tests).
+        root (str, optional): the folder to read instead of the system one.
 
     Returns:
         list[pathlib.Path]: the files in reading order (empty when none match).

@@ -1,32 +1,17 @@
 r"""The Python language reference as token blocks for a pretrained tokenizer, split by topic.
 
-The text is :data:`pydoc_data.topics.topics` (79 topics on CPython 3.11, shipped with every
-CPython, so nothing is downloaded). :func:`pydoc_topic_split` splits it by **topic**: with the
-sorted topic keys :math:`t_0, \dots, t_{n-1}`,
+The text is :data:`pydoc_data.topics.topics` (shipped with every CPython, so nothing is
+downloaded). :func:`pydoc_topic_split` splits it by **topic**; no topic is in both parts,
+**but their text overlaps**: many topics repeat passages of others (``async``, ``function``,
+``try`` and ``with`` are also parts of ``compound``), so a large share of its validation tokens
+lies inside 32-token windows that occur verbatim in its training tokens
+(``python -m benchmarks.focus.data_splits`` measures it), and a perplexity on it measures
+partly memory. :func:`pydoc_splits` gives held-out text that is: validation and test blocks
+cut only from text that shares no 32-token window with the training tokens
+(:func:`~quest_geometric.datasets.deduplicated_splits`).
 
-.. math::
-
-    \mathcal{V} = \{\, t_i : i \ge 2,\ (i - 2) \bmod \mathrm{val\_every} = 0 \,\},
-    \qquad \mathcal{T} = \{t_0, \dots, t_{n-1}\} \setminus \mathcal{V} .
-
-No topic is in both parts, **but their text overlaps**: many topics repeat passages of
-others (the statement sections ``async``, ``function``, ``try`` and ``with`` are also parts of
-the training topic ``compound``, special method names appear in several topics), so a large
-share of the validation tokens of this split lies inside 32-token windows that occur verbatim
-in its training tokens; ``python -m benchmarks.focus.data_splits`` measures it, per block, in
-``benchmarks/focus/results/focus_data_splits.md``. A perplexity on that validation split measures
-partly memory, not generalisation.
-
-:func:`pydoc_splits` gives held-out text that is: three topic parts
-(:func:`pydoc_topic_splits`), and validation and test blocks cut only from text that shares no
-32-token window with the training tokens
-(:func:`~quest_geometric.datasets.deduplicated_splits`), their overlap measured and 0.
-
-:func:`token_blocks` joins the chosen topics (sorted) with ``"\n\n"``, tokenizes the text
-**once** without special tokens and cuts it into non-overlapping blocks; block :math:`b` is
-tokens :math:`[b\,S, (b+1)\,S)` of that tokenization, the remainder is dropped. The same
-function and split serve the Focus retrofit benchmark and the query/key probe of SmolLM2, so
-both read exactly the same validation blocks.
+The same functions serve the Focus retrofit benchmark and the query/key probe of SmolLM2, so
+both read exactly the same blocks.
 """
 from __future__ import annotations
 
@@ -50,40 +35,31 @@ def _topics() -> dict:
 
 
 def pydoc_topic_split(val_every: int = 5) -> tuple[list[str], list[str]]:
-    r"""Split the topics of :mod:`pydoc_data.topics` into training and validation topics.
-
-    With the topic keys sorted, :math:`t_0, \dots, t_{n-1}`, topic :math:`t_i` goes to
-    validation when :math:`i \ge 2` and :math:`(i - 2) \bmod \mathrm{val\_every} = 0`
-    (indices 2, 2 + ``val_every``, ...), every other topic to training. No topic is in both
-    parts, and the split is the same on every run of the same CPython; the parts' *text*
-    overlaps (module docstring), so use :func:`pydoc_splits` to measure generalisation.
+    r"""Split the sorted topic keys :math:`t_0, \dots, t_{n-1}` of :mod:`pydoc_data.topics`
+    into two sorted lists ``(train, val)``: :math:`t_i` goes to validation when
+    :math:`i \ge 2` and :math:`(i - 2) \bmod \mathrm{val\_every} = 0` (the parts' *text*
+    overlaps: see the module docstring).
 
     Args:
-        val_every (int): one topic in ``val_every`` goes to validation; at least 2
-            (default: :obj:`5`, 16 of 79 topics).
-
-    Returns:
-        ``(train_topic_names, val_topic_names)``: two sorted lists of topic keys.
-
-    Raises:
-        ValueError: when ``val_every`` is not an integer of at least 2.
+        val_every (int): one topic in ``val_every`` goes to validation; at least 2 (else a
+            :class:`ValueError`). (default: :obj:`5`, 16 of 79 topics)
     """
     check_int(val_every, "'val_every'", 2, where="pydoc_topic_split")
     names = sorted(_topics())
-    val = [n for i, n in enumerate(names) if i >= 2 and (i - 2) % val_every == 0]
-    val_set = set(val)
-    train = [n for n in names if n not in val_set]
-    return train, val
+    val = _every(names, 2, val_every)
+    return [n for n in names if n not in set(val)], val
+
+
+def _every(names: list[str], start: int, every: int) -> list[str]:
+    return [n for i, n in enumerate(names) if i >= start and (i - start) % every == 0]
 
 
 def _encode(tokenizer: Any, text: str) -> list[int]:
-    """Token ids of ``text`` without special tokens (an HF tokenizer, or any object with
-    ``encode(text, add_special_tokens=False)``)."""
+    """Token ids of ``text`` without special tokens."""
     encode = getattr(tokenizer, "encode", None)
     if encode is None:
         raise TypeError("token_blocks: 'tokenizer' must have an encode(text, "
-                        "add_special_tokens=False) "
-                        f"method, got {type(tokenizer).__name__}")
+                        f"add_special_tokens=False) method, got {type(tokenizer).__name__}")
     try:  # silence transformers' "sequence longer than model_max_length" warning: we cut blocks
         from transformers.utils import logging as hf_logging
 
@@ -101,11 +77,9 @@ def _encode(tokenizer: Any, text: str) -> list[int]:
 
 def token_blocks(tokenizer: Any, names: Sequence[str], block_size: int = 1024,
                  max_blocks: Optional[int] = None) -> Tensor:
-    r"""Tokenize the given :mod:`pydoc_data.topics` topics once and cut non-overlapping blocks.
-
-    The topics are joined in sorted order with ``"\n\n"``, tokenized once without special
-    tokens (no BOS/EOS), and block :math:`b` holds tokens :math:`[b\,S, (b+1)\,S)` of that
-    single tokenization (:math:`S` = ``block_size``); the incomplete remainder is dropped.
+    r"""Tokenize the given topics once (:func:`pydoc_text`, no special tokens) and cut
+    non-overlapping blocks: block :math:`b` holds tokens :math:`[b\,S, (b+1)\,S)`
+    (:math:`S` = ``block_size``); the incomplete remainder is dropped.
 
     Args:
         tokenizer: a Hugging Face tokenizer, or any object with
@@ -132,65 +106,44 @@ def token_blocks(tokenizer: Any, names: Sequence[str], block_size: int = 1024,
         raise ValueError("token_blocks: 'names' is empty; pass topic keys of pydoc_data.topics")
     if len(set(names)) != len(names):
         raise ValueError("token_blocks: 'names' contains a topic more than once")
-    topics = _topics()
-    unknown = [n for n in names if n not in topics]
-    if unknown:
-        raise ValueError(f"token_blocks: unknown topic(s) {unknown[:5]} (not keys of "
-                         "pydoc_data.topics)")
-    text = _SEPARATOR.join(topics[n] for n in sorted(names))
-    ids = _encode(tokenizer, text)
+    ids = _encode(tokenizer, _joined(names, "token_blocks"))
     n_blocks = len(ids) // block_size
     if n_blocks == 0:
         raise ValueError(f"token_blocks: the {len(names)} topic(s) give {len(ids)} tokens, fewer "
-                         "than "
-                         f"one block of 'block_size'={block_size}")
+                         f"than one block of 'block_size'={block_size}")
     if max_blocks is not None:
         n_blocks = min(n_blocks, max_blocks)
     return torch.tensor(ids[:n_blocks * block_size], dtype=torch.long).view(n_blocks, block_size)
 
 
 def pydoc_topic_splits(every: int = 4) -> tuple[list[str], list[str], list[str]]:
-    r"""Split the topics of :mod:`pydoc_data.topics` into training, validation and test topics.
-
-    With the topic keys sorted, :math:`t_0, \dots, t_{n-1}`, topic :math:`t_i` goes to
-    validation when :math:`i \ge 2` and :math:`(i - 2) \bmod \mathrm{every} = 0` (the
-    validation topics of :func:`pydoc_topic_split` with ``val_every=every``), to test when
-    :math:`i \ge 4` and :math:`(i - 4) \bmod \mathrm{every} = 0`, and to training otherwise.
-    Topics are disjoint, not their text: use :func:`pydoc_splits` for blocks deduplicated
-    against the training text.
+    r"""Split the sorted topic keys into three sorted lists ``(train, val, test)``: :math:`t_i`
+    goes to validation when :math:`i \ge 2` and :math:`(i - 2) \bmod \mathrm{every} = 0` (as
+    :func:`pydoc_topic_split`), to test when :math:`i \ge 4` and :math:`(i - 4) \bmod
+    \mathrm{every} = 0`, and to training otherwise.
 
     Args:
         every (int): one topic in ``every`` goes to validation and one to test; at least 3
-            (default: :obj:`4`: 20 validation, 19 test and 40 training topics of 79).
-
-    Returns:
-        ``(train, val, test)``: three sorted lists of topic keys.
-
-    Raises:
-        ValueError: when ``every`` is not an integer of at least 3.
+            (else a :class:`ValueError`). (default: :obj:`4`: 20, 19 and 40 topics of 79)
     """
     check_int(every, "'every'", 3, where="pydoc_topic_splits")
     names = sorted(_topics())
-    val = [n for i, n in enumerate(names) if i >= 2 and (i - 2) % every == 0]
-    test = [n for i, n in enumerate(names) if i >= 4 and (i - 4) % every == 0]
+    val, test = _every(names, 2, every), _every(names, 4, every)
     held = set(val) | set(test)
     return [n for n in names if n not in held], val, test
 
 
 def pydoc_text(names: Sequence[str]) -> str:
-    r"""The text of the given topics, sorted and joined with ``"\n\n"`` (what
-    :func:`token_blocks` tokenizes).
+    r"""The text of the given topic keys ``names``, sorted and joined with ``"\n\n"`` (what
+    :func:`token_blocks` tokenizes)."""
+    return _joined(names, "pydoc_text")
 
-    Args:
-        names (Sequence[str]): topic keys of :mod:`pydoc_data.topics`.
 
-    Returns:
-        str: the joined text.
-    """
+def _joined(names: Sequence[str], where: str) -> str:
     topics = _topics()
     unknown = [n for n in names if n not in topics]
     if unknown:
-        raise ValueError(f"pydoc_text: unknown topic(s) {unknown[:5]} (not keys of "
+        raise ValueError(f"{where}: unknown topic(s) {unknown[:5]} (not keys of "
                          "pydoc_data.topics)")
     return _SEPARATOR.join(topics[n] for n in sorted(names))
 
@@ -200,20 +153,17 @@ def pydoc_splits(tokenizer: Any, block_size: int = 1024, n: int = 32, every: int
     r"""Train / validation / test blocks of the language reference, validation and test
     deduplicated against the training text.
 
-    The topics are split by :func:`pydoc_topic_splits`; each part's topics are joined
-    (:func:`pydoc_text`) and tokenized once without special tokens; the training blocks are
-    consecutive slices of the training tokens, and the validation and test blocks are cut
-    from the runs of their streams that share no ``n``-token window with the training tokens
-    (:func:`~quest_geometric.datasets.deduplicated_splits`), so their overlap is 0 and the
-    overlap of the plain topic split is reported beside it.
+    Each part of :func:`pydoc_topic_splits` is joined (:func:`pydoc_text`) and tokenized once;
+    the parts go through :func:`~quest_geometric.datasets.deduplicated_splits`, so the
+    held-out overlap is 0 and that of the plain topic split is reported beside it.
 
     Args:
         tokenizer: a Hugging Face tokenizer, or any object with
             ``encode(text, add_special_tokens=False) -> list[int]``.
         block_size (int): tokens per block (default: :obj:`1024`).
         n (int): the deduplication window (default: :obj:`32`).
-        every (int): the topic split's period (default: :obj:`4`: 20 validation, 19 test and
-            40 training topics; a larger period leaves too little clean held-out text).
+        every (int): the topic split's period (default: :obj:`4`; a larger period leaves
+            too little clean held-out text).
         max_blocks (int, optional): at most this many blocks per split.
 
     Returns:

@@ -1,38 +1,26 @@
 r"""Train / validation / test token blocks whose held-out parts never repeat the training text.
 
-A split of *documents* is not a split of *text*: two documents can share long passages (a
-quoted grammar rule, a licence paragraph, a code example copied between sections), and a
-model that was trained on one then "generalises" to the other by memory. This module measures
-that overlap and removes it.
+A split of *documents* is not a split of *text*: two documents can share long passages, and a
+model trained on one then "generalises" to the other by memory. This module measures that
+overlap and removes it.
 
-**Overlap.** With the training tokens :math:`x_1, \dots, x_N` and a window length :math:`n`,
-let :math:`W = \{(x_s, \dots, x_{s+n-1})\}` be the set of every :math:`n`-token window of the
-training tokens. A position :math:`p` of a held-out sequence :math:`y` is *covered* when some
-window of :math:`y` that contains it occurs in :math:`W`:
+**Overlap.** With :math:`W` the set of every :math:`n`-token window of the training tokens, a
+position :math:`p` of a held-out sequence :math:`y` is *covered* when some window of :math:`y`
+that contains it occurs in :math:`W`:
 
 .. math::
 
     \mathrm{covered}(p) = \exists\, s \in [p - n + 1, p] :\ (y_s, \dots, y_{s+n-1}) \in W ,
 
-and the *overlap* of a block (or of a whole split) is the share of its positions that are
-covered (:func:`overlap_share`). The windows are compared exactly (each window's bytes are a
-key of a Python set; no hash collision can make two different windows equal).
+and the *overlap* of a block (or split) is the share of its positions that are covered
+(:func:`overlap_share`). Windows are compared exactly (their bytes are set keys).
 
-**Deduplication by cutting** (:func:`clean_blocks`). The positions of the held-out token
-stream that are not covered form maximal *clean runs*; blocks of ``block_len`` tokens are cut
-only from inside clean runs (consecutive, non-overlapping, from the start of each run), and
-the rest of every run is dropped. Every window of such a block lies inside a clean run, so
-no window of it occurs in the training tokens: its overlap is exactly 0. Two alternatives
-were rejected:
-
-- *dropping* every fixed block that has any covered position keeps only blocks that happen to
-  be clean from their first to their last token; one repeated sentence throws away a whole
-  block, where cutting keeps the clean text on both sides of it;
-- *excising* the covered spans and joining what is left makes blocks with seams in the middle
-  of sentences (text no model or user ever sees) and new windows across the seams.
-
-The price of cutting is that clean runs shorter than one block are lost, which is what the
-reported ``kept_share`` measures.
+**Deduplication by cutting** (:func:`clean_blocks`). The uncovered positions of the held-out
+stream form maximal *clean runs*; blocks are cut only from inside clean runs, so no window of
+a block occurs in the training tokens: its overlap is exactly 0. *Dropping* every fixed block
+with a covered position would lose the clean text around one repeated sentence, and
+*excising* covered spans would make blocks with seams (and new windows) mid-sentence. The price
+of cutting, clean runs shorter than one block, is the reported ``kept_share``.
 """
 from __future__ import annotations
 
@@ -77,8 +65,8 @@ def window_set(tokens: Union[TokenSeq, Sequence[TokenSeq]], n: int = 32) -> froz
     r"""The set of every ``n``-token window of ``tokens``, each window as its bytes (int64).
 
     Args:
-        tokens: one token sequence (list, numpy array or 1-D tensor), or a list of them (each
-            contributes its own windows; no window spans two of them).
+        tokens: one token sequence (list, numpy array or 1-D tensor), or a list of them (no
+            window spans two of them).
         n (int): the window length (default: :obj:`32`).
 
     Returns:
@@ -128,10 +116,8 @@ def covered_positions(tokens: TokenSeq, train_windows: frozenset, n: int = 32) -
 
 def overlap_share(blocks: Union[Tensor, Sequence[TokenSeq]], train_windows: frozenset,
                   n: int = 32) -> dict[str, Any]:
-    r"""The overlap of held-out blocks with the training tokens, overall and per block.
-
-    Each block is measured on its own windows (no window spans two blocks), which is what a
-    model evaluated block by block sees.
+    r"""The overlap of held-out blocks with the training tokens, overall and per block (each
+    block on its own windows, as a model evaluated block by block sees it).
 
     Args:
         blocks: a ``[B, S]`` tensor or a list of token sequences.
@@ -160,13 +146,12 @@ def clean_blocks(tokens: TokenSeq, train_windows: frozenset, block_len: int, n: 
                  max_blocks: Optional[int] = None) -> tuple[Tensor, dict[str, Any]]:
     r"""Cut ``block_len``-token blocks from the clean runs of a held-out token stream.
 
-    The positions not covered by a training window (:func:`covered_positions`) form maximal
-    runs; each run gives :math:`\lfloor \mathrm{len} / \mathrm{block\_len} \rfloor`
-    consecutive blocks from its start, the remainder is dropped. Every block has overlap 0
-    (module docstring).
+    Each maximal run of positions not covered by a training window
+    (:func:`covered_positions`) gives :math:`\lfloor \mathrm{len} / \mathrm{block\_len}
+    \rfloor` consecutive blocks from its start; every block has overlap 0.
 
     Args:
-        tokens: the held-out token stream (one tokenization of the held-out documents).
+        tokens: the held-out token stream.
         train_windows (frozenset): :func:`window_set` of the training tokens.
         block_len (int): tokens per block.
         n (int): the window length (default: :obj:`32`); at most ``block_len``.
@@ -184,18 +169,12 @@ def clean_blocks(tokens: TokenSeq, train_windows: frozenset, block_len: int, n: 
         check_int(max_blocks, "'max_blocks' (or None)", 1, where="clean_blocks")
     a = _as_array(tokens, "'tokens'", "clean_blocks")
     cov = covered_positions(a, train_windows, n)
-    starts, runs, p = [], 0, 0
+    # Maximal clean runs [p, q): edges of the uncovered mask.
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], (~cov).astype(np.int8), [0]])))
+    runs = len(edges) // 2
+    starts = [s for p, q in zip(edges[::2], edges[1::2])
+              for s in range(int(p), int(q) - block_len + 1, block_len)]
     L = len(a)
-    while p < L:
-        if cov[p]:
-            p += 1
-            continue
-        q = p
-        while q < L and not cov[q]:
-            q += 1
-        runs += 1
-        starts.extend(range(p, q - block_len + 1, block_len))
-        p = q
     if max_blocks is not None:
         starts = starts[:max_blocks]
     blocks = (torch.from_numpy(np.stack([a[s:s + block_len] for s in starts])) if starts
@@ -239,9 +218,8 @@ def deduplicated_splits(train_tokens: TokenSeq, val_tokens: TokenSeq, test_token
     tokens (:func:`clean_blocks`), with the overlap of every split measured.
 
     Args:
-        train_tokens: the training token stream (one tokenization of the training
-            documents); its blocks are consecutive slices, the remainder dropped, but every
-            window of the whole stream counts for deduplication.
+        train_tokens: the training token stream; its blocks are consecutive slices (the
+            remainder dropped), but every window of the whole stream counts.
         val_tokens: the validation stream.
         test_tokens: the test stream.
         block_len (int): tokens per block (default: :obj:`1024`).

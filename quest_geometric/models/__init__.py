@@ -6,15 +6,6 @@ from quest_geometric.models.resnet import BasicBlock, ResNet20
 from quest_geometric.models.smollm2 import load_smollm2, smollm2_path
 
 __all__ = [
-    "QSVNet",
-    "QSVBlock",
-    "ResNet20",
-    "BasicBlock",
-    "CharGPT",
-    "GPTConfig",
-    "CausalSelfAttention",
-    "Block",
-    "MLP",
-    "load_smollm2",
-    "smollm2_path",
+    "QSVNet", "QSVBlock", "ResNet20", "BasicBlock", "CharGPT", "GPTConfig", "CausalSelfAttention",
+    "Block", "MLP", "load_smollm2", "smollm2_path",
 ]

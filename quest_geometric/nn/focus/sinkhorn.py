@@ -1,10 +1,20 @@
-r"""Prefix-causal log-space Sinkhorn, the balancing of
-:class:`~quest_geometric.nn.focus.router.FocusRouter`, for whole sequences
-(:func:`sinkhorn_log`) and one token at a time (:func:`sinkhorn_step`; on Python floats
-:func:`sinkhorn_step_host`): with :math:`\log Q^{(0)}_t = S_t`, token :math:`t` depends on
-its prefix only through the column log-sums
-:math:`\Lambda^{(n)}_{t,k} = \log \sum_{j \le t} e^{\log Q^{(n-1)}_{j,k}}`, so a new token
-is routed in :math:`O(I K)` exactly as the whole sequence routes it."""
+r"""Prefix-causal log-space Sinkhorn: the balancing maths of
+:class:`~quest_geometric.nn.focus.router.FocusRouter`, whole sequences at once
+(:func:`sinkhorn_log`) and one new token at a time from the running column statistics
+(:func:`sinkhorn_step`, and its host-side twin :func:`sinkhorn_step_host` on Python floats,
+which cached decoding uses for one sequence).
+
+With :math:`S^{(0)}_t = \mathbf{z}_t^\top \mathbf{C} / \tau` and, for iteration
+:math:`n = 1..I`,
+
+.. math::
+    \Lambda^{(n)}_{t,k} = \log \sum_{j \le t} e^{\log Q^{(n-1)}_{j,k}}, \qquad
+    \log Q^{(n)}_t = \operatorname{rownorm}\bigl(\log Q^{(n-1)}_t - \Lambda^{(n)}_t\bigr),
+
+token :math:`t`'s memberships depend on the prefix only through the :math:`I` running column
+log-sums :math:`\Lambda^{(n)}` (:func:`sinkhorn_prefix_state`, :func:`prefix_statistics`), so
+a new token is routed in :math:`O(I K)` exactly as the full-sequence Sinkhorn routes it.
+"""
 from __future__ import annotations
 
 import math
@@ -20,17 +30,33 @@ __all__ = ["sinkhorn_log", "sinkhorn_prefix_state", "prefix_statistics", "sinkho
            "sinkhorn_step_host", "LCSE_TINY"]
 
 
-#: Smallest shifted float64 prefix sum :func:`_logcumsumexp` trusts (below, it may have
-#: underflowed, and :func:`torch.logcumsumexp` is used).
+#: Smallest prefix sum (after shifting by the column maximum, in float64) that the fast
+#: path of :func:`_logcumsumexp` accepts; below it the prefix may have underflowed and the
+#: exact :func:`torch.logcumsumexp` is used instead.
 LCSE_TINY = 1e-280
 
 
 def _logcumsumexp(x: Tensor, dim: int) -> Tensor:
-    r""":func:`torch.logcumsumexp` along :obj:`dim`, faster on CPU:
-    :math:`\mathrm{out}_i = m + \log \sum_{j \le i} e^{x_j - m}`, :math:`m = \max_j x_j`, the
-    exponentials and the running sum in float64. Where a prefix sum falls below
-    :data:`LCSE_TINY` (it may have underflowed) the result is :func:`torch.logcumsumexp`'s, so
-    it is exact for any finite input; gradients are those of the formula."""
+    r"""Prefix log-sum-exp along :obj:`dim`, the same as :func:`torch.logcumsumexp` but faster
+    on CPU.
+
+    .. math::
+        \mathrm{out}_i = m + \log \sum_{j \le i} e^{x_j - m}, \qquad m = \max_j x_j,
+
+    the usual max-shift of log-sum-exp, with the exponentials and the running sum taken in
+    float64 (whose range, :math:`e^{-708}`, keeps every prefix of realistic scores) and cast
+    back to the input's dtype. Where a prefix sum falls below :data:`LCSE_TINY` (a prefix
+    whose every term is :math:`e^{-640}` times smaller than the column maximum) the result
+    is taken from :func:`torch.logcumsumexp`, so the function is exact for any finite input.
+    Gradients are those of the formula (the shift :math:`m` is a constant).
+
+    Args:
+        x (torch.Tensor): finite values.
+        dim (int): the scan dimension.
+
+    Returns:
+        torch.Tensor: same shape and dtype as :obj:`x`.
+    """
     if x.numel() == 0:
         return x.clone()
     m = x.detach().amax(dim, keepdim=True).double()
@@ -42,20 +68,23 @@ def _logcumsumexp(x: Tensor, dim: int) -> Tensor:
 
 
 def _row_step(logq: Tensor, it: int, causal: bool) -> Tensor:
-    r"""The row normalisation of Sinkhorn iteration ``it``, shared by the full Sinkhorn and the
-    one-token step so that both run the same operations."""
+    """The row normalisation of Sinkhorn iteration ``it`` (shared by the full Sinkhorn and
+    the one-token step of cached decoding, so both run the same operations)."""
     if causal and it > 0:
-        # rows were log-distributions before this column step and a prefix of N tokens adds
-        # at most log N, so each row's largest entry is >= -log(K N): no max-shift needed
+        # rows were log-distributions before this column step (largest entry >= -log K)
+        # and a prefix of N tokens adds at most log N, so each row's largest entry is
+        # >= -log(K N): the row sum needs no max-shift, and terms that underflow are
+        # < e^-700 of it
         return logq - logq.exp().sum(-1, keepdim=True).log()
     return logq - torch.logsumexp(logq, dim=-1, keepdim=True)
 
 
 def _sinkhorn_dense(logq: Tensor, valid: Optional[Tensor], num_iters: int,
                     causal: bool, col_totals: Optional[List[Tensor]] = None) -> Tensor:
-    r"""Sinkhorn on ``[B, T, K]`` log-scores; ``valid`` ``[B, T]`` marks real tokens (padding at
-    the end of each sequence). With ``col_totals``, each iteration appends the log-sum over the
-    real tokens of its column-step input, ``[B, K]``."""
+    """Sinkhorn on ``[B, T, K]`` log-scores; ``valid`` ``[B, T]`` marks real tokens (the
+    padding sits at the end of each sequence, so it never enters a real token's prefix).
+    With ``col_totals`` (a list), each iteration appends the log-sum over every real token
+    of its column-step input, ``[B, K]`` (the state cached decoding continues from)."""
     pad = None if valid is None or bool(valid.all()) else ~valid.unsqueeze(-1)
     dtype = logq.dtype
     if causal:  # float64 throughout, so logcumsumexp converts nothing
@@ -77,31 +106,41 @@ def _sinkhorn_dense(logq: Tensor, valid: Optional[Tensor], num_iters: int,
 def sinkhorn_log(scores: Tensor, batch: Optional[Tensor] = None, num_segments: int = 1,
                  num_iters: int = 10, causal: bool = True,
                  col_totals: Optional[List[Tensor]] = None) -> Tensor:
-    r"""Log-space Sinkhorn balancing of token-to-group scores, per sequence/graph: from
-    :math:`\log Q = S`, each iteration normalises columns then rows,
+    r"""Log-space Sinkhorn balancing of token-to-group scores, per sequence/graph.
+
+    With :math:`\log Q^{(0)} = S` (scores already divided by :math:`\tau`), every iteration
+    normalises columns (over tokens) and then rows (over groups):
 
     .. math::
         \log Q_{ik} &\leftarrow \log Q_{ik} - \log \sum_{j \in \mathcal{C}(i)} Q_{jk},\\
         \log Q_{ik} &\leftarrow \log Q_{ik} - \log \sum_{k'} Q_{ik'},
 
-    :math:`\mathcal{C}(i)` every token of :math:`i`'s sequence (the paper's) or, causal, the
-    tokens :math:`j \le i` of it.
+    where :math:`\mathcal{C}(i)` is every token of :math:`i`'s sequence (``causal=False``, the
+    paper's Sinkhorn) or only the tokens :math:`j \le i` of it (``causal=True``, a
+    prefix-causal Sinkhorn, through a prefix log-cumsum-exp). The constant column target
+    :math:`1/K` and row target :math:`1/N` of textbook Sinkhorn only rescale a row, so the
+    final row step removes them. Sequences of a batch are laid out densely once
+    (``[B, T_max, K]``, padding at the end), so no normalisation crosses sequences.
 
     Args:
-        scores (torch.Tensor): :math:`S/\tau`, :obj:`[N, K]` (or :obj:`[B, T, K]` without
-            :obj:`batch`), finite.
-        batch (torch.Tensor, optional): sorted sequence id per token (default: :obj:`None`).
+        scores (torch.Tensor): :math:`S/\tau`, shape :obj:`[N, K]` (or :obj:`[B, T, K]`
+            for :math:`B` sequences of equal length, without :obj:`batch`), finite.
+        batch (torch.Tensor, optional): sorted sequence id per token, with :obj:`[N, K]`
+            scores (default: :obj:`None`, one sequence).
         num_segments (int): number of sequences (default: :obj:`1`).
         num_iters (int): iterations (default: :obj:`10`).
         causal (bool): prefix-causal column normalisation (default: :obj:`True`).
-        col_totals (list, optional): each iteration appends the log-sum over the real tokens
-            of its column-step input, ``[B, K]`` (default: :obj:`None`).
+        col_totals (list, optional): when given, each iteration appends the log-sum over
+            every real token of its column-step input, ``[B, K]`` per sequence (the
+            statistics cached decoding continues from). (default: :obj:`None`)
 
     Returns:
-        torch.Tensor: :math:`\log \mathbf{g}`, the shape of :obj:`scores`.
+        torch.Tensor: :math:`\log \mathbf{g}`, the shape of :obj:`scores`, each row a
+        log-distribution.
 
     Raises:
-        ValueError: negative ``num_iters``, ``num_segments`` below 1, or non-finite scores.
+        ValueError: negative ``num_iters``, ``num_segments`` below 1, or non-finite scores
+            (a NaN would spread through the column sums to every token of its sequence).
     """
     check_tensor(scores, "scores", where="sinkhorn_log", floating=True)
     check_int(num_iters, "num_iters", 0, where="sinkhorn_log")
@@ -118,13 +157,18 @@ def sinkhorn_log(scores: Tensor, batch: Optional[Tensor] = None, num_segments: i
 
 
 def sinkhorn_prefix_state(scores: Tensor, valid: Optional[Tensor], num_iters: int) -> Tensor:
-    r"""The column log-sums :math:`\Lambda^{(n)}` after a whole prefix, ``[B, I, K]`` float64
-    (:math:`-\infty` for an empty prefix), recorded by the prefix-causal Sinkhorn itself.
+    r"""The running column log-sums :math:`\Lambda^{(n)}` after a whole prefix (recorded by
+    the full prefix-causal Sinkhorn itself, so the state matches its routing).
 
     Args:
-        scores (Tensor): :math:`S/\tau` of the prefix, ``[B, T, K]`` (padding last).
+        scores (Tensor): :math:`S/\tau` of the prefix, ``[B, T, K]`` (real tokens first in
+            each row, padding after them, as :func:`~torch_geometric.utils.to_dense_batch`
+            lays them out).
         valid (Tensor, optional): bool ``[B, T]`` (default: :obj:`None`, all real).
         num_iters (int): Sinkhorn iterations :math:`I`.
+
+    Returns:
+        Tensor: ``[B, I, K]``, float64 (:math:`-\infty` for an empty prefix).
     """
     b, _, k = scores.shape
     totals: list = []
@@ -136,15 +180,17 @@ def sinkhorn_prefix_state(scores: Tensor, valid: Optional[Tensor], num_iters: in
 
 def prefix_statistics(col_totals: List[Tensor], num_seqs: int, num_groups: int,
                       device: Optional[torch.device] = None) -> Tensor:
-    r""":math:`\Lambda^{(n)}` ``[B, I, K]`` (float64, detached) from the ``col_totals`` a routing
-    collected; sequences past the last real token get :math:`-\infty` (an empty prefix).
+    r"""The running column log-sums :math:`\Lambda^{(n)}` ``[B, I, K]`` (float64, detached)
+    from the per-iteration totals a routing collected (``col_totals`` of
+    :meth:`~quest_geometric.nn.focus.router.FocusRouter.forward`); sequences past the last
+    one with a real token (all padding) get :math:`-\infty`, an empty prefix.
 
     Args:
         col_totals (list of Tensor): ``I`` tensors ``[B', K]``, :math:`B' \le B`.
         num_seqs (int): number of sequences :math:`B`.
         num_groups (int): :math:`K`.
-        device (torch.device, optional): the result's device without totals (default:
-            :obj:`None`).
+        device (torch.device, optional): where the result lives when there are no totals
+            (zero iterations). (default: :obj:`None`)
     """
     if not col_totals:
         return torch.empty(num_seqs, 0, num_groups, dtype=torch.float64, device=device)
@@ -157,20 +203,25 @@ def prefix_statistics(col_totals: List[Tensor], num_seqs: int, num_groups: int,
 
 def sinkhorn_step(scores: Tensor, col_lse: Tensor, valid: Optional[Tensor] = None
                   ) -> Tuple[Tensor, Tensor]:
-    r"""Route one new token per sequence from the prefix statistics (non-finite scores pass
-    through: this runs at every decoding step):
-    :math:`\Lambda^{(n)} \leftarrow \log(e^{\Lambda^{(n)}} + e^{\log Q^{(n-1)}_t})`,
-    :math:`\log Q^{(n)}_t = \operatorname{rownorm}(\log Q^{(n-1)}_t - \Lambda^{(n)})`.
+    r"""Route one new token per sequence from the prefix statistics (non-finite scores are
+    passed through, not refused: this runs at every decoding step, see
+    :func:`~quest_geometric.nn.focus.decode.route_step`; :func:`sinkhorn_log` refuses them).
+
+    .. math::
+        \Lambda^{(n)} \leftarrow \log\bigl(e^{\Lambda^{(n)}} + e^{\log Q^{(n-1)}_t}\bigr),
+        \qquad \log Q^{(n)}_t = \operatorname{rownorm}\bigl(\log Q^{(n-1)}_t -
+        \Lambda^{(n)}\bigr).
 
     Args:
         scores (Tensor): :math:`S_t/\tau`, ``[B, K]``.
         col_lse (Tensor): ``[B, I, K]`` from :func:`sinkhorn_prefix_state` or an earlier
             step.
-        valid (Tensor, optional): bool ``[B]``; padding leaves the statistics unchanged
-            (default: :obj:`None`).
+        valid (Tensor, optional): bool ``[B]``; a padding token leaves the statistics as they
+            are (default: :obj:`None`, all real).
 
     Returns:
-        ``(log_soft, col_lse)``: ``[B, K]`` float64 log memberships and the new statistics.
+        ``(log_soft, col_lse)``: the token's log memberships ``[B, K]`` (float64) and the
+        updated statistics.
     """
     logq = scores.double()
     num_iters = col_lse.size(1)
@@ -192,16 +243,18 @@ def _logsumexp(x: List[float]) -> float:
 
 
 def sinkhorn_step_host(logq: List[float], rows: List[List[float]]) -> List[float]:
-    r""":func:`sinkhorn_step` of one token on Python floats (the same float64 formulas), for the
-    fast decoding step.
+    r""":func:`sinkhorn_step` of one token of one sequence on Python floats: the same float64
+    formulas (``logaddexp(a, b) = max(a, b) + log1p(exp(-|a - b|))``), without the some
+    hundred tiny tensor operations of the tensor step (the fast path of cached decoding;
+    tested equal to :func:`sinkhorn_step`).
 
     Args:
         logq (list of float): the token's scores :math:`S_t/\tau`, :math:`K` numbers.
-        rows (list of list of float): :math:`\Lambda^{(n)}`, :math:`I` lists of :math:`K`;
-            updated in place.
+        rows (list of list of float): the statistics :math:`\Lambda^{(n)}`, :math:`I` lists
+            of :math:`K`; updated in place.
 
     Returns:
-        list of float: the token's log memberships.
+        list of float: the token's log memberships (float64).
     """
     exp, log, log1p, ninf = math.exp, math.log, math.log1p, -math.inf
     for it, row in enumerate(rows):

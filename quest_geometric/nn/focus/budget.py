@@ -1,8 +1,15 @@
-r"""Shares of pairs kept, for pair budgets: a differentiable share of the far pairs hard Focus
-keeps (:func:`straight_through_pair_share`; soft training does not see it otherwise), the
-share the soft additive gate keeps (:func:`additive_gate_share`), the measured share of a
-hard pattern (:func:`focus_pair_share`), and the sliding window plus sinks at the same
-budget (:func:`pattern_share`, :func:`window_for_share`)."""
+r"""A differentiable count of the pairs hard Focus keeps, for a pair budget in training, and
+how much of the pairs the soft additive gate keeps (:func:`additive_gate_share`); the
+measured share of pairs a hard pattern keeps (:func:`focus_pair_share`); and the
+content-free sliding window plus attention sinks at the same budget
+(:func:`pattern_share`, :func:`window_for_share`).
+
+Soft training does not see how many pairs the hard top-:math:`k` pattern will keep: with
+:math:`K = 4` and top-2, uniformly random balanced groups already share a group for
+:math:`5/6` of the pairs, and training the soft gate leaves the kept share there.
+:func:`straight_through_pair_share` gives that share in value, with a gradient through the
+soft memberships, so a training loss can charge for it.
+"""
 from __future__ import annotations
 
 import numbers
@@ -25,24 +32,32 @@ __all__ = ["straight_through_pair_share", "additive_gate_share", "focus_pair_sha
 def straight_through_pair_share(soft: Tensor, groups: Tensor, window: int,
                                 batch: Optional[Tensor] = None, causal: bool = True,
                                 num_sinks: int = 0) -> Tensor:
-    r"""Share of the far pairs :math:`\mathcal{F}` (beyond the window, :math:`i - j > w` if
-    causal, and no sink) that share a hard group, with the gradient of
-    :func:`~quest_geometric.nn.focus.dense.straight_through_membership`:
+    r"""Share of the far pairs that share a hard group, with a straight-through gradient.
+
+    With :math:`\tilde{\mathbf{m}}_i` the hard membership carrying the soft gradient
+    (:func:`~quest_geometric.nn.focus.dense.straight_through_membership`) and
+    :math:`\mathcal{F}` the far pairs of every sequence (:math:`i - j > w` if causal,
+    :math:`|i - j| > w` otherwise, and not a sink pair, :math:`\min(p_i, p_j) \ge s`),
 
     .. math::
         r = \frac{1}{|\mathcal{F}|} \sum_{(i, j) \in \mathcal{F}}
-        \min\bigl(1, \tilde{\mathbf{m}}_i^{\top}\tilde{\mathbf{m}}_j\bigr).
+        \min\bigl(1, \tilde{\mathbf{m}}_i^{\top}\tilde{\mathbf{m}}_j\bigr),
+
+    which in value is :math:`|\{(i, j) \in \mathcal{F} : G_i \cap G_j \ne \emptyset\}| /
+    |\mathcal{F}|`. The window and sink pairs are always kept, so the share of causal pairs
+    kept is :math:`(P_w + r |\mathcal{F}|) / P`, :math:`P_w` the window and sink pairs.
 
     Args:
         soft (torch.Tensor): soft memberships ``[N, K]``.
         groups (torch.Tensor): hard group ids ``[N, top_k]``, long.
         window (int): local window :math:`w \ge 0`.
-        batch (torch.Tensor, optional): sorted sequence id per token (default: :obj:`None`).
+        batch (torch.Tensor, optional): sorted sequence id per token (default: :obj:`None`,
+            one sequence).
         causal (bool): causal pairs only (default: :obj:`True`).
         num_sinks (int): attention sinks :math:`s \ge 0` (default: :obj:`0`).
 
     Returns:
-        torch.Tensor: a scalar in :math:`[0, 1]` (0 when there is no far pair).
+        torch.Tensor: a scalar in :math:`[0, 1]` (NaN-free: 0 when there is no far pair).
 
     Raises:
         ValueError: for a bad :obj:`soft`, :obj:`groups`, :obj:`window`, :obj:`num_sinks`
@@ -71,18 +86,33 @@ def straight_through_pair_share(soft: Tensor, groups: Tensor, window: int,
 def additive_gate_share(soft: Tensor, window: int, gate_scale: float = 10.0,
                         gate_bias: float = 0.5, batch: Optional[Tensor] = None,
                         causal: bool = True, num_sinks: int = 0) -> Tensor:
-    r"""The mean factor by which the soft additive gate
-    (:func:`~quest_geometric.nn.focus.dense.focus_soft_attention`) scales a pair's weight over
-    the pairs :math:`\mathcal{P}` (causal: :math:`j \le i`), 1 in the window and the sinks,
-    :math:`\sigma(\lambda(\mathbf{g}_i^{\top}\mathbf{g}_j - b))` elsewhere: for 0/1 factors the
-    share of pairs the hard pattern keeps, so soft and hard models share one axis.
+    r"""How much of the causal pairs the soft additive gate keeps: the mean factor by which
+    it scales a pair's unnormalised attention weight.
+
+    The additive gate adds :math:`a_{ij} = \log\sigma\bigl(\lambda(\mathbf{g}_i^{\top}
+    \mathbf{g}_j - b)\bigr)` to the logit of a pair beyond the window
+    (:func:`~quest_geometric.nn.focus.dense.focus_soft_attention`), i.e. multiplies its
+    weight :math:`e^{s_{ij}}` by :math:`e^{a_{ij}} \in (0, 1)`; window and sink pairs
+    (:math:`|i - j| \le w` or :math:`\min(p_i, p_j) < s`) keep factor 1.
+    Over the pairs :math:`\mathcal{P}` (causal: :math:`j \le i`),
+
+    .. math::
+        \rho = \frac{1}{|\mathcal{P}|} \sum_{(i, j) \in \mathcal{P}}
+        \begin{cases} 1 & |i - j| \le w \\
+        \sigma\bigl(\lambda(\mathbf{g}_i^{\top}\mathbf{g}_j - b)\bigr) & \text{else,}
+        \end{cases}
+
+    1 for full attention; for a gate whose factors are 0 or 1 (one-hot memberships,
+    :math:`\lambda \to \infty`) it is the share of pairs the hard pattern keeps, so it puts
+    a soft model on the same axis as the hard rows' pairs kept.
 
     Args:
         soft (torch.Tensor): soft memberships ``[N, K]``.
         window (int): local window :math:`w \ge 0`.
         gate_scale (float): :math:`\lambda` (default: :obj:`10.0`).
         gate_bias (float): :math:`b` (default: :obj:`0.5`).
-        batch (torch.Tensor, optional): sorted sequence id per token (default: :obj:`None`).
+        batch (torch.Tensor, optional): sorted sequence id per token (default: :obj:`None`,
+            one sequence).
         causal (bool): causal pairs only (default: :obj:`True`).
         num_sinks (int): attention sinks :math:`s \ge 0` (default: :obj:`0`).
 
@@ -111,22 +141,30 @@ def additive_gate_share(soft: Tensor, window: int, gate_scale: float = 10.0,
 
 def focus_pair_share(groups: Tensor, window: int, batch: Optional[Tensor] = None,
                      causal: bool = True, num_sinks: int = 0, chunk: int = 1024) -> float:
-    r"""The measured share of the pairs :math:`\mathcal{P}` (causal: :math:`j \le i`) a hard
-    Focus pattern keeps,
-    :math:`|\{(i, j) \in \mathcal{P} : |i - j| \le w \vee G_i \cap G_j \ne \emptyset \vee
-    \min(p_i, p_j) < s\}| / |\mathcal{P}|`, counted in query chunks (never :math:`N^2`
-    memory).
+    r"""The measured share of pairs a hard Focus pattern keeps: over the pairs
+    :math:`\mathcal{P}` of every sequence (causal: :math:`j \le i`, else all ordered pairs),
+
+    .. math::
+        \rho = \frac{|\{(i, j) \in \mathcal{P} : |i - j| \le w \,\vee\,
+        G_i \cap G_j \ne \emptyset \,\vee\, \min(p_i, p_j) < s\}|}{|\mathcal{P}|},
+
+    the pattern of :func:`~quest_geometric.nn.focus.edge_index.focus_edge_index` (window,
+    shared group, attention sinks), counted in query chunks (memory :math:`O(L)` per query
+    row, never :math:`N^2`). Sequences weigh by their number of pairs. With no group
+    (``top_k = 0``) it equals :func:`pattern_share` of each sequence.
 
     Args:
         groups (torch.Tensor): hard group ids ``[N, top_k]`` (``top_k`` may be 0), long.
         window (int): local window :math:`w \ge 0`.
-        batch (torch.Tensor, optional): sorted sequence id per token (default: :obj:`None`).
+        batch (torch.Tensor, optional): sorted sequence id per token (default: :obj:`None`,
+            one sequence).
         causal (bool): causal pairs only (default: :obj:`True`).
         num_sinks (int): attention sinks :math:`s \ge 0` (default: :obj:`0`).
-        chunk (int): query rows counted at once (default: :obj:`1024`).
+        chunk (int): query rows counted at once (memory: rows times the sequence length;
+            the result does not depend on it) (default: :obj:`1024`).
 
     Returns:
-        float: the share, in :math:`(0, 1]` (``nan`` for no token).
+        float: :math:`\rho \in (0, 1]` (``nan`` for no token).
 
     Raises:
         TypeError: for non-long :obj:`groups` or a non-int :obj:`num_sinks`.
@@ -179,21 +217,27 @@ def _pattern_pairs(seq_len: int, window: int, num_sinks: int, causal: bool
 
 def pattern_share(seq_len: int, window: int, num_sinks: int = 0, causal: bool = True
                   ) -> float:
-    r"""The exact share of pairs the sliding window plus :math:`s` sinks keeps in a sequence of
-    :math:`L` tokens: with :math:`w' = \min(w, L - 1)`, :math:`m = L - 1 - w'`,
-    :math:`t = \min(s, L, m)`,
+    r"""The exact share of pairs that the content-free sliding window plus attention sinks
+    keeps in a sequence of :math:`L` tokens (the Focus pattern without groups, e.g. under
+    :class:`~quest_geometric.nn.focus.window_router.WindowOnlyRouter`).
+
+    With :math:`w' = \min(w, L - 1)`, :math:`m = L - 1 - w'` and
+    :math:`t = \min(s, L, m)`, the causal pairs (:math:`j \le i`) kept are the band and the
+    sink pairs beyond it,
 
     .. math::
-        P_w = \frac{(w' + 1)(w' + 2)}{2} + m (w' + 1), \quad
-        P_s = t\, m - \frac{t (t - 1)}{2}, \quad
-        \rho = \frac{P_w + P_s}{L (L + 1) / 2},
+        P_w = \frac{(w' + 1)(w' + 2)}{2} + m (w' + 1), \qquad
+        P_s = t\, m - \frac{t (t - 1)}{2}, \qquad
+        \rho = \frac{P_w + P_s}{L (L + 1) / 2};
 
-    and non-causal :math:`\rho = (2 (P_w + P_s) - L) / L^2`.
+    non-causal (the symmetric pattern, all :math:`L^2` ordered pairs),
+    :math:`\rho = (2 (P_w + P_s) - L) / L^2`.
 
     Args:
         seq_len (int): :math:`L \ge 1`.
-        window (int): :math:`w \ge 0`.
-        num_sinks (int): :math:`s \ge 0` (default: :obj:`0`).
+        window (int): :math:`w \ge 0` (pairs with :math:`|i - j| \le w` are kept).
+        num_sinks (int): :math:`s \ge 0` (pairs with :math:`\min(i, j) < s` are kept)
+            (default: :obj:`0`).
         causal (bool): causal pairs (default: :obj:`True`).
 
     Returns:
@@ -201,7 +245,8 @@ def pattern_share(seq_len: int, window: int, num_sinks: int = 0, causal: bool = 
 
     Raises:
         TypeError: for a non-int :obj:`seq_len`, :obj:`window` or :obj:`num_sinks`.
-        ValueError: for :obj:`seq_len` below 1 or a negative :obj:`window` or :obj:`num_sinks`.
+        ValueError: for :obj:`seq_len` below 1 or a negative :obj:`window` or
+            :obj:`num_sinks`.
 
     Example:
         >>> pattern_share(4, 0)  # the diagonal: 4 of the 10 causal pairs
@@ -219,8 +264,16 @@ def pattern_share(seq_len: int, window: int, num_sinks: int = 0, causal: bool = 
 
 def window_for_share(seq_len: int, share: float, num_sinks: int = 0, causal: bool = True
                      ) -> int:
-    r"""The smallest window :math:`w^* \in [0, L - 1]` with :math:`\rho(L, w^*, s) \ge \rho^*`
-    (:func:`pattern_share`), by bisection on the same floats, so
+    r"""The smallest window :math:`w` whose sliding window plus :math:`s` attention sinks
+    keeps at least the share :math:`\rho^*` of the pairs of a sequence of :math:`L`
+    tokens (:func:`pattern_share`): the content-free baseline at the budget of a Focus
+    configuration whose measured share (:func:`focus_pair_share`) is :math:`\rho^*`,
+
+    .. math::
+        w^* = \min\{\, w \in \{0, \dots, L - 1\} : \rho(L, w, s) \ge \rho^* \,\},
+
+    found by bisection (:math:`\rho` grows with :math:`w` and :math:`\rho(L, L - 1, s) =
+    1`, so :math:`w^*` exists) on the floats :func:`pattern_share` returns, so
     ``window_for_share(L, pattern_share(L, w, s), s) == w``.
 
     Args:
@@ -230,7 +283,8 @@ def window_for_share(seq_len: int, share: float, num_sinks: int = 0, causal: boo
         causal (bool): causal pairs (default: :obj:`True`).
 
     Returns:
-        int: :math:`w^*`.
+        int: :math:`w^* \in [0, L - 1]` (0 for a share the sinks and the diagonal already
+        reach, e.g. 0 or :math:`s \ge L`).
 
     Raises:
         TypeError: for a non-int :obj:`seq_len` or :obj:`num_sinks`, or a non-real

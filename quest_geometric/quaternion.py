@@ -3,15 +3,18 @@ r"""Quaternion algebra on PyTorch tensors.
 Quaternions are stored **real part first**, :math:`q = (w, x, y, z) = w + x\,i + y\,j + z\,k`,
 in the last dimension of a tensor of shape ``(..., 4)`` (the e3nn convention; note that
 :class:`scipy.spatial.transform.Rotation` stores them scalar-*last*).  Every function broadcasts
-over the leading dimensions, is differentiable, and works in any floating-point dtype.  A unit
-quaternion :math:`q` rotates a 3-vector :math:`v` by the sandwich product
-:math:`q\,(0, v)\,q^{*}` (active rotation), whose matrix is :func:`to_rotation_matrix`;
-:math:`q` and :math:`-q` are the same rotation.
+over the leading dimensions, is differentiable, and works in any floating-point dtype.
 
-**Non-finite values pass through**, as in :func:`torch.mul`: a check here would add a host
-synchronisation to every call of the layers' inner loops.  The public layers that call these
-functions (:class:`~quest_geometric.nn.QSVConv`, :class:`~quest_geometric.nn.QuaternionLinear`)
-refuse non-finite inputs, naming the argument.
+The rotation conventions are the usual active ones: a unit quaternion :math:`q` rotates a
+3-vector :math:`v` by the sandwich product :math:`q\,(0, v)\,q^{*}`, whose matrix is
+:func:`to_rotation_matrix`.  :math:`q` and :math:`-q` are the same rotation.
+
+**Non-finite values pass through.** These are elementwise algebra, like :func:`torch.mul`:
+a NaN or an infinity in an entry gives NaN or infinities in the entries computed from it
+and nowhere else, so nothing is hidden, and a check here would add a host synchronisation
+to every call of the layers' inner loops. The public layers that call them
+(:class:`~quest_geometric.nn.QSVConv`, :class:`~quest_geometric.nn.QuaternionLinear`) refuse
+non-finite inputs, naming the argument.
 """
 from __future__ import annotations
 
@@ -36,12 +39,17 @@ def _check(q: Tensor, name: str, where: str, size: int = 4) -> None:
 
 
 def multiply(p: Tensor, q: Tensor) -> Tensor:
-    r"""Hamilton product :math:`p\,q = (p_w q_w - \mathbf{p}_v \cdot \mathbf{q}_v,\;
-    p_w \mathbf{q}_v + q_w \mathbf{p}_v + \mathbf{p}_v \times \mathbf{q}_v)`: :math:`i\,j = k`,
-    :math:`j\,k = i`, :math:`k\,i = j`, :math:`i^2 = j^2 = k^2 = -1` (not commutative).
+    r"""Hamilton product :math:`p\,q` of two quaternions.
+
+    .. math::
+        p\,q = \bigl(p_w q_w - \mathbf{p}_v \cdot \mathbf{q}_v,\;
+        p_w \mathbf{q}_v + q_w \mathbf{p}_v + \mathbf{p}_v \times \mathbf{q}_v\bigr)
+
+    so that :math:`i\,j = k`, :math:`j\,k = i`, :math:`k\,i = j` and
+    :math:`i^2 = j^2 = k^2 = -1`.  The product is associative but not commutative.
 
     Args:
-        p (torch.Tensor): Left factor, shape ``(..., 4)``.
+        p (torch.Tensor): Left factor, shape ``(..., 4)``, real part first.
         q (torch.Tensor): Right factor, shape ``(..., 4)``; broadcast against ``p``.
 
     Returns:
@@ -58,8 +66,9 @@ def multiply(p: Tensor, q: Tensor) -> Tensor:
 
 
 def conjugate(q: Tensor) -> Tensor:
-    r"""Quaternion conjugate :math:`q^{*} = (w, -x, -y, -z)` (for a unit quaternion, the
-    inverse rotation).
+    r"""Quaternion conjugate :math:`q^{*} = (w, -x, -y, -z)`.
+
+    For a unit quaternion the conjugate is the inverse, and it is the inverse rotation.
 
     Args:
         q (torch.Tensor): Quaternions, shape ``(..., 4)``.
@@ -77,8 +86,15 @@ NORMALIZE_EPS = 1e-12
 
 
 def normalize(q: Tensor, eps: float = NORMALIZE_EPS) -> Tensor:
-    r"""Scales quaternions to unit norm, :math:`q / \max(\lVert q \rVert_2, \epsilon)`, as
-    :func:`torch.nn.functional.normalize`: the zero quaternion stays zero (never ``NaN``).
+    r"""Scales quaternions to unit norm.
+
+    .. math::
+        \hat{q} = \frac{q}{\max(\lVert q \rVert_2, \epsilon)}
+
+    A quaternion with norm below ``eps`` (in particular the zero quaternion) is divided by
+    ``eps`` instead of its norm, so the zero quaternion maps to the zero quaternion (never
+    ``NaN``, and with finite gradients); it is the caller's choice what a zero quaternion
+    means.  Same semantics as :func:`torch.nn.functional.normalize`.
 
     Args:
         q (torch.Tensor): Quaternions, shape ``(..., 4)``.
@@ -92,9 +108,11 @@ def normalize(q: Tensor, eps: float = NORMALIZE_EPS) -> Tensor:
 
 
 def relative(q_i: Tensor, q_j: Tensor) -> Tensor:
-    r"""Relative quaternion :math:`r_{ij} = q_i^{*}\,q_j`: for unit quaternions
-    :math:`\mathrm{Re}(r_{ij}) = \langle q_i, q_j \rangle`, its rotation is
-    :math:`R(q_i)^\top R(q_j)`, and :math:`(g\,q_i, g\,q_j)` give the same :math:`r_{ij}`.
+    r"""Relative quaternion :math:`r_{ij} = q_i^{*}\,q_j`.
+
+    For unit quaternions, :math:`\mathrm{Re}(r_{ij}) = \langle q_i, q_j \rangle` and the rotation
+    of :math:`r_{ij}` is :math:`R(q_i)^\top R(q_j)`.  Replacing both :math:`q_i` and :math:`q_j`
+    by :math:`g\,q_i`, :math:`g\,q_j` for a unit :math:`g` leaves :math:`r_{ij}` unchanged.
 
     Args:
         q_i (torch.Tensor): Shape ``(..., 4)``.
@@ -109,16 +127,19 @@ def relative(q_i: Tensor, q_j: Tensor) -> Tensor:
 
 
 def to_rotation_matrix(q: Tensor) -> Tensor:
-    r"""Rotation matrix of quaternions (acting on column vectors),
+    r"""Rotation matrix of quaternions, acting on column vectors.
 
     .. math::
         R(q) = \begin{pmatrix}
         w^2 + x^2 - y^2 - z^2 & 2(xy - wz) & 2(xz + wy) \\
         2(xy + wz) & w^2 - x^2 + y^2 - z^2 & 2(yz - wx) \\
         2(xz - wy) & 2(yz + wx) & w^2 - x^2 - y^2 + z^2
-        \end{pmatrix},
+        \end{pmatrix}
 
-    the matrix of :math:`v \mapsto q\,(0, v)\,q^{*}` for *any* quaternion (not normalised).
+    This is the matrix of the sandwich product :math:`v \mapsto q\,(0, v)\,q^{*}` for *any*
+    quaternion, so it matches :func:`rotate` exactly; for a unit quaternion it is a rotation
+    matrix (for a non-unit one it is :math:`\lVert q \rVert^2` times the rotation of
+    :math:`q / \lVert q \rVert`; the input is not normalised here).
 
     Args:
         q (torch.Tensor): Quaternions, shape ``(..., 4)``.
@@ -140,15 +161,18 @@ def to_rotation_matrix(q: Tensor) -> Tensor:
 
 
 def rotate(q: Tensor, v: Tensor) -> Tensor:
-    r"""Rotates 3-vectors by the sandwich product (equal to ``to_rotation_matrix(q) @ v``),
+    r"""Rotates 3-vectors by quaternions with the sandwich product.
 
     .. math::
         q\,(0, \mathbf{v})\,q^{*} = \bigl(0,\; (w^2 - \lVert\mathbf{u}\rVert^2)\,\mathbf{v}
         + 2 (\mathbf{u} \cdot \mathbf{v})\,\mathbf{u} + 2 w\,(\mathbf{u} \times \mathbf{v})\bigr),
         \qquad q = (w, \mathbf{u}).
 
+    Equals ``to_rotation_matrix(q) @ v``.  For a unit ``q`` this is a rotation; the input is
+    not normalised.
+
     Args:
-        q (torch.Tensor): Quaternions, shape ``(..., 4)`` (not normalised).
+        q (torch.Tensor): Quaternions, shape ``(..., 4)``.
         v (torch.Tensor): Vectors, shape ``(..., 3)``; broadcast against ``q[..., 0]``.
 
     Returns:
@@ -171,18 +195,25 @@ ROTATE_METHODS = ("bmm", "elementwise")
 
 def rotate_vector_parts(rot: Tensor, x: Tensor, transpose: bool = False,
                         method: str = "bmm") -> Tensor:
-    r""":math:`(x_0, \mathbf{x}_v) \mapsto (x_0, R\,\mathbf{x}_v)` (or :math:`R^{\top}`) for
-    the ``m`` quaternions of each leading index: with :math:`R = R(q)` the sandwich product
-    :math:`q\,x\,q^{*}`, how :class:`~quest_geometric.nn.QSVConv` rotates node features.
+    r"""Rotates the vector parts of groups of quaternions by one matrix per group of groups:
+    :math:`(x_0, \mathbf{x}_v) \mapsto (x_0, R\,\mathbf{x}_v)` (or :math:`R^{\top}`), the
+    same :math:`R` for the ``m`` quaternions of one leading index.
+
+    With :math:`R = R(q)` (:func:`to_rotation_matrix`) this is the sandwich product
+    :math:`q\,x\,q^{*}` of every quaternion of the group, and :math:`R^{\top}` that of
+    :math:`q^{*}`; :class:`~quest_geometric.nn.QSVConv` rotates every node's features this
+    way before and after aggregating them.
 
     Args:
         rot (torch.Tensor): Matrices, shape ``(..., 3, 3)``.
-        x (torch.Tensor): Quaternions, shape ``(..., m, 4)``, leading shape that of ``rot``.
+        x (torch.Tensor): Quaternions, shape ``(..., m, 4)`` (real part first), with the same
+            leading shape ``...`` as ``rot``.
         transpose (bool, optional): Apply :math:`R^{\top}` instead. (default: :obj:`False`)
-        method (str, optional): ``'bmm'`` (a batched ``[m, 3] x [3, 3]`` product) or
-            ``'elementwise'`` (:math:`\sum_b R_{ab}\,x_b` as broadcast products, which
-            :func:`torch.compile` fuses into one pass); same values and gradients.
-            (default: :obj:`'bmm'`)
+        method (str, optional): ``'bmm'``: one batched ``[m, 3] x [3, 3]`` product per
+            leading index; ``'elementwise'``: component :math:`a` of the result as
+            :math:`\sum_b R_{ab}\,x_b`, broadcast products of ``(..., m)`` slices, which
+            :func:`torch.compile` fuses into one pass over ``x`` (the batched product it calls
+            out to). Both give the same values and gradients. (default: :obj:`'bmm'`)
 
     Returns:
         torch.Tensor: The rotated quaternions, shape of ``x``.
@@ -211,9 +242,14 @@ def rotate_vector_parts(rot: Tensor, x: Tensor, transpose: bool = False,
 
 
 def sandwich(r: Tensor, x: Tensor) -> Tensor:
-    r"""Sandwich product on full quaternions, in closed form (equal to
-    ``multiply(multiply(r, x), conjugate(r))``):
-    :math:`r\,(x_0, \mathbf{x})\,r^{*} = (\lVert r \rVert^2 x_0,\; R(r)\,\mathbf{x})`.
+    r"""Sandwich product :math:`r\,x\,r^{*}` on full quaternions.
+
+    .. math::
+        r\,(x_0, \mathbf{x})\,r^{*} = \bigl(\lVert r \rVert^2 x_0,\; R(r)\,\mathbf{x}\bigr)
+
+    For a unit ``r`` the real part :math:`x_0` is kept and the vector part is rotated by
+    :math:`R(r)` (:func:`to_rotation_matrix`).  Computed in closed form, equal to
+    ``multiply(multiply(r, x), conjugate(r))``.
 
     Args:
         r (torch.Tensor): Quaternions, shape ``(..., 4)``.
@@ -232,17 +268,21 @@ def random_unit(*shape: Union[int, tuple[int, ...], torch.Size],
                 generator: Optional[torch.Generator] = None, seed: Optional[int] = None,
                 dtype: Optional[torch.dtype] = None,
                 device: Optional[Union[str, torch.device]] = None) -> Tensor:
-    r"""Random unit quaternions, uniform on :math:`S^3` (Haar on rotations):
-    :math:`g / \lVert g \rVert` for :math:`g \sim \mathcal{N}(0, I_4)`, which is rotation
-    invariant.
+    r"""Random unit quaternions, uniformly distributed on :math:`S^3` (Haar on rotations).
+
+    Draws :math:`g \sim \mathcal{N}(0, I_4)` and returns :math:`g / \lVert g \rVert`; the normal
+    distribution is rotation invariant, so the result is uniform on the sphere.
 
     Args:
-        *shape (int or tuple): Leading shape: ``random_unit(5, 2)`` or ``random_unit((5, 2))``.
-        generator (torch.Generator, optional): Generator to draw from. (default: :obj:`None`,
-            the global one)
-        seed (int, optional): Draw from a fresh generator with this seed (reproducible, the
-            global state untouched); exclusive with ``generator``. (default: :obj:`None`)
-        dtype (torch.dtype, optional): Floating-point dtype. (default: :obj:`None`)
+        *shape (int or tuple): Leading shape; the result has shape ``(*shape, 4)``.
+            ``random_unit(5, 2)`` and ``random_unit((5, 2))`` are the same.
+        generator (torch.Generator, optional): Random generator to draw from.
+            (default: :obj:`None`, the global generator)
+        seed (int, optional): If given, draw from a fresh generator seeded with it, so the
+            result is reproducible and the global random state is untouched; exclusive with
+            ``generator``. (default: :obj:`None`)
+        dtype (torch.dtype, optional): Floating-point dtype. (default: :obj:`None`, the
+            default dtype)
         device (torch.device or str, optional): Device. (default: :obj:`None`, CPU)
 
     Returns:
@@ -267,10 +307,15 @@ def random_unit(*shape: Union[int, tuple[int, ...], torch.Size],
 
 
 def angle(q: Tensor) -> Tensor:
-    r"""Rotation angle in :math:`[0, \pi]`, :math:`\theta(q) = 2\,\operatorname{atan2}(
-    \lVert \mathbf{u} \rVert, |w|)` for :math:`q = (w, \mathbf{u})`: invariant under
-    :math:`q \mapsto -q` and scaling, accurate near 0 and :math:`\pi` (unlike
-    :math:`2 \arccos |w|`); the zero quaternion gives 0.
+    r"""Rotation angle of quaternions, in :math:`[0, \pi]`.
+
+    .. math::
+        \theta(q) = 2\,\operatorname{atan2}\bigl(\lVert \mathbf{u} \rVert, |w|\bigr),
+        \qquad q = (w, \mathbf{u}).
+
+    Invariant under :math:`q \mapsto -q` and under positive scaling, accurate near
+    :math:`\theta = 0` and :math:`\theta = \pi` (unlike :math:`2 \arccos |w|`).  The zero
+    quaternion gives ``0``.
 
     Args:
         q (torch.Tensor): Quaternions, shape ``(..., 4)``.

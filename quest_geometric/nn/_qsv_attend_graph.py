@@ -1,15 +1,32 @@
 r""":class:`~quest_geometric.nn.QSVConv`'s attention over a graph of unknown layout, as one
 custom operator (``quest_geometric::qsv_attend_graph``).
 
-A compiled layer with ``dense=None`` cannot read the layout on the host, and the backward of
-:func:`torch.cond` would run the taken branch's forward again.  This operator chooses inside
-its own (opaque) implementation instead: on the dense layout the native kernel
-(:func:`~quest_geometric.nn._qsv_native.attend_checked`, which checks the layout beside each
-row's sources), elsewhere a scatter form over the edges.  Its backward runs the form that
-computed the forward, from the saved weights.  Both compute the attention of
-:func:`~quest_geometric.nn._qsv_native.attend` over in-edges in any order, and its backward
-with the weights' gradient :math:`\bar A_{ij}` added to :math:`g_{ij}`;
-:func:`attend_graph_reference` is the plain autograd form.
+A compiled layer with ``dense=None`` cannot read the layout on the host. Choosing the path in
+the graph with :func:`torch.cond` works, but the backward of :func:`torch.cond` runs the taken
+branch's forward again (the attention twice per step). This operator makes the choice inside
+its own implementation instead, which the compiler treats as opaque: where the targets have the
+dense layout (``dst == arange(N_dst).repeat_interleave(k)``) it runs the native kernel
+(:func:`~quest_geometric.nn._qsv_native.attend_checked`, which checks each row's targets
+beside its sources just before the row's attention: no pass of its own, as the operator runs
+at every call, eagerly too),
+elsewhere a scatter form over the edges;
+its backward runs the form that computed the forward, from the weights it saved, so nothing
+is recomputed.  Its forward-only sibling ``quest_geometric::qsv_attend_graph_rotate``
+(:func:`attend_graph_rotate`) also applies the layer's output rotation and bias, in the
+kernel's pass on the dense layout: what a compiled layer runs when no gradient is needed.
+
+Both forms compute, per edge :math:`j \to i` and head :math:`h`,
+
+.. math::
+    \alpha_{ij} = \operatorname{softmax}_{j \in \mathcal{N}(i)}\bigl(s_h \langle q_i,
+    q_j\rangle\bigr), \qquad y_i = \sum_{j \in \mathcal{N}(i)} \alpha_{ij} x_j,
+
+and the backward, with :math:`g_{ij} = \langle G_i, x_j\rangle + \bar A_{ij}` (the output's
+and the weights' gradients) and :math:`\bar g_{ij} = \alpha_{ij}(g_{ij} - \sum_l \alpha_{il}
+g_{il})`: :math:`\nabla x_j = \sum_i \alpha_{ij} G_i`, :math:`\nabla q_i = \sum_j s_h \bar
+g_{ij} q_j`, :math:`\nabla q_j = \sum_i s_h \bar g_{ij} q_i`, :math:`\nabla s_h = \sum_{ij}
+\bar g_{ij} \langle q_i, q_j\rangle`.  :func:`attend_graph_reference` is the plain autograd
+form beside it (PyG's :func:`~torch_geometric.utils.softmax` and a scatter sum).
 """
 from __future__ import annotations
 
@@ -210,17 +227,30 @@ def attend_graph_rotate(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor,
                         dst: Tensor, num_dst: int, rot: Tensor, bias: Optional[Tensor] = None,
                         want_alpha: bool = True, check_finite: bool = False
                         ) -> tuple[Tensor, Tensor]:
-    r""":func:`attend_graph` followed by the layer's output rotation and bias, as
-    :func:`~quest_geometric.nn._qsv_native.attend_rotate` (in the kernel's pass on the dense
-    layout, else the scatter form then :func:`~quest_geometric.nn._qsv_native.rotate`).
-    **Forward only** (no autograd formula).
+    r""":func:`attend_graph` followed by the layer's output rotation and bias,
+
+    .. math::
+        z_i^{(h)} = \bigl(y_0,\; R_i^{(h)\top} \mathbf{y}_v\bigr) + b^{(h)}
+        \quad \text{per quaternion of } y_i^{(h)},
+
+    in the attention kernel's pass where the targets have the dense layout
+    (:func:`~quest_geometric.nn._qsv_native.attend_rotate`), else the scatter form then
+    :func:`~quest_geometric.nn._qsv_native.rotate`.  **Forward only** (no autograd formula):
+    what a compiled :class:`~quest_geometric.nn.QSVConv` with ``dense=None`` runs when no
+    gradient is needed, as the eager layer runs :func:`~quest_geometric.nn._qsv_native.
+    attend_rotate` on a graph it found dense.
 
     Args:
         q_src, q_dst, scale, xs, src, dst, num_dst, want_alpha: as for :func:`attend_graph`.
-        rot, bias, check_finite: as for :func:`~quest_geometric.nn._qsv_native.attend_rotate`.
+        rot (torch.Tensor): The targets' rotation matrices (``N_dst * H * 9`` entries,
+            ``[N_dst, H, 3, 3]`` or ``[N_dst, H, 9]``).
+        bias (torch.Tensor, optional): ``H * C`` entries, added to the rotated rows.
+        check_finite (bool, optional): Raise :class:`~quest_geometric.nn._qsv_graph.
+            NonFiniteOutput` where an output entry is NaN or infinite (in the kernel's pass
+            on the dense layout). (default: :obj:`False`)
 
     Returns:
-        ``(z [N_dst, H, C], alpha [E, H])``.
+        ``(z [N_dst, H, C], alpha [E, H])``, as :func:`attend_graph`.
     """
     op = _attend_graph_rotate_op if torch.compiler.is_compiling() else _attend_graph_rotate_impl
     return op(q_src, q_dst, scale, xs, src.long(), dst.long(), num_dst, want_alpha, rot, bias,
@@ -230,19 +260,25 @@ def attend_graph_rotate(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor,
 def attend_graph(q_src: Tensor, q_dst: Tensor, scale: Tensor, xs: Tensor, src: Tensor,
                  dst: Tensor, num_dst: int, want_alpha: bool = True) -> tuple[Tensor, Tensor]:
     r"""Softmax attention of every target over its in-edges, the layout found inside the
-    operator (the module docstring).
+    operator: :math:`\alpha_{ij}` and :math:`y_i` of the module docstring, per head.
 
     Args:
-        q_src, q_dst, scale, xs: as for :func:`~quest_geometric.nn._qsv_native.attend`.
-        src (torch.Tensor): Sources of the edges ``[E]``.
-        dst (torch.Tensor): Targets of the edges ``[E]``, any order.
+        q_src (torch.Tensor): Source quaternions ``[N_src, H, 4]``.
+        q_dst (torch.Tensor): Target quaternions ``[N_dst, H, 4]``.
+        scale (torch.Tensor): Logit scale per head ``[H]``.
+        xs (torch.Tensor): Source features ``[N_src, H, C]``.
+        src (torch.Tensor): ``int64`` sources of the edges ``[E]``.
+        dst (torch.Tensor): ``int64`` targets of the edges ``[E]``, any order.
         num_dst (int): ``N_dst``.
-        want_alpha (bool, optional): Return the weights in edge order, else an empty tensor
-            (no copy). (default: :obj:`True`)
+        want_alpha (bool, optional): Return the weights in edge order; :obj:`False` returns
+            an empty tensor in their place and saves the copy (the weights are then used only
+            by the backward). (default: :obj:`True`)
 
     Returns:
-        ``(out [N_dst, H, C], alpha [E, H])``, differentiable in the quaternions, the scale
-        and the features.
+        ``(out [N_dst, H, C], alpha [E, H])`` (weights in edge order), differentiable in the
+        quaternions, the scale and the features.  The native kernel runs where the targets
+        have the dense layout and :func:`~quest_geometric.nn._qsv_native.supports` holds, the
+        scatter form elsewhere.  The caller checks the shapes and the index range.
     """
     out, _, _, alpha = _attend_graph_op(q_src, q_dst, scale, xs, src.long(), dst.long(),
                                         num_dst, want_alpha)

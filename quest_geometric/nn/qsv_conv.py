@@ -32,7 +32,8 @@ _ATTENTIONS = ("learned", "uniform")
 _FUSED_DTYPES = (torch.float32, torch.float64)
 #: The paths whose native kernels and operators check every index they read themselves.
 _NATIVE_PATHS = (Path.DENSE_NATIVE, Path.DENSE_EPILOGUE, Path.GRAPH, Path.GRAPH_ROTATE)
-#: The paths whose kernel checks the finished output for NaN and infinities (eager mode).
+#: The paths whose kernel tests the finished output for NaN and infinities in its own pass
+#: (eager mode), in place of the layer's check of the output.
 _OUTPUT_CHECKED = (Path.DENSE_EPILOGUE, Path.GRAPH_ROTATE)
 #: The per-instance hook tables of :class:`~torch_geometric.nn.conv.MessagePassing`; a hook in
 #: any of them expects to see the messages, so the dense path steps aside for it.
@@ -42,8 +43,8 @@ _HOOK_TABLES = tuple(f"_{kind}_forward{pre}_hooks" for kind in (
 
 
 def _needs_grad(*tensors: Tensor) -> bool:
-    """Whether autograd records a computation on these tensors; where it does not, the
-    forward-only native operators may run."""
+    """Whether autograd records a computation on these tensors (grad mode on and one of them
+    requiring a gradient): where it does not, the forward-only native operators may run."""
     return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
 
 
@@ -127,23 +128,25 @@ class QSVConv(MessagePassing):
     The channels of each head are read as :math:`m` quaternions
     :math:`\mathbf{x}_{j}^{(h, g)} = (x_0, \mathbf{x}_v)` (``out_channels = heads * 4 * m``,
     real part first).  For an edge :math:`j \to i` the relative quaternion
-    :math:`r_{ij} = q_i^{*} q_j` gives the logit, normalised over the in-neighbours of
-    :math:`i`,
+    :math:`r_{ij} = q_i^{*} q_j` gives the attention logit
 
     .. math::
         e_{ij}^{(h)} = \tau_h\,\mathrm{Re}\bigl(q_i^{(h)*} q_j^{(h)}\bigr)
-        = \tau_h\,\bigl\langle q_i^{(h)}, q_j^{(h)} \bigr\rangle, \qquad
+        = \tau_h\,\bigl\langle q_i^{(h)}, q_j^{(h)} \bigr\rangle,
+
+    normalised over the in-neighbours of :math:`i`,
+
+    .. math::
         \alpha_{ij}^{(h)} = \frac{\exp e_{ij}^{(h)}}
         {\sum_{k \in \mathcal{N}(i)} \exp e_{ik}^{(h)}},
 
-    and transports the neighbour's features by the sandwich product, which keeps the real
-    part and rotates the vector part:
+    and transports the neighbour's features by the sandwich product
 
     .. math::
         T_{ij}^{(h)}(\mathbf{x}) = r_{ij}^{(h)}\,\mathbf{x}\,r_{ij}^{(h)*}
-        = \bigl(x_0,\; R(q_i^{(h)})^{\top} R(q_j^{(h)})\,\mathbf{x}_v\bigr).
+        = \bigl(x_0,\; R(q_i^{(h)})^{\top} R(q_j^{(h)})\,\mathbf{x}_v\bigr),
 
-    The update is
+    which keeps the real part and rotates the vector part.  The update is
 
     .. math::
         \mathbf{x}_i^{\prime\,(h, g)} = \sum_{j \in \mathcal{N}(i)} \alpha_{ij}^{(h)}\,
@@ -151,69 +154,100 @@ class QSVConv(MessagePassing):
         = q_i^{*} \Bigl[\sum_{j \in \mathcal{N}(i)} \alpha_{ij}\,
         q_j \mathbf{x}_j q_j^{*}\Bigr] q_i + \mathbf{b},
 
-    computed by the right-hand factorisation: every node is rotated once before and once
-    after aggregation, so the per-edge work is a 4-d dot product per head plus the weighted
-    sum.  There is no value map: the operator keeps the width :obj:`out_channels`.
+    and the right-hand factorisation is how it is computed: every node's features are
+    rotated by :math:`R(q_j)` once before aggregation and by :math:`R(q_i)^{\top}` once after,
+    so the per-edge work is a 4-dimensional dot product per head plus the weighted sum.
+    There is no value map: the operator keeps its input's width, :obj:`out_channels`.  Inputs
+    of another width (:obj:`in_channels`) are first projected linearly to it,
+    :math:`\mathbf{x}_j \leftarrow \mathbf{\Theta}\mathbf{x}_j`, and every formula above
+    reads the projected features.
 
     The quaternions come from the features (:obj:`quaternion='feature'`,
     :math:`q_i = \mathrm{normalize}(\mathbf{W}\mathbf{x}_i + \mathbf{c})`), from a free
-    per-node parameter :math:`p_i` of a fixed graph (:obj:`'node'`), or from
-    :math:`\mathrm{normalize}(p_i\,(\mathbf{W}\mathbf{x}_i + \mathbf{c}))` (:obj:`'both'`).
-    The output is invariant under :math:`q_i \mapsto g\,q_i` for a fixed unit :math:`g`; a
-    zero quaternion gives logit 0 and a zero vector part, never ``NaN``.
+    per-node parameter of a fixed graph (:obj:`'node'`), or from the normalised product
+    :math:`q_i = \mathrm{normalize}(p_i\,(\mathbf{W}\mathbf{x}_i + \mathbf{c}))` of both
+    (:obj:`'both'`).  The output is invariant under :math:`q_i \mapsto g\,q_i` for any fixed
+    unit :math:`g`, and :math:`q` and :math:`-q` give the same transport but opposite logits.
+    A quaternion that is exactly zero (measure zero; :func:`~quest_geometric.quaternion.normalize`
+    keeps it zero) gives logit :math:`0` and zeroes the transported vector part, never ``NaN``.
 
-    Besides PyG's scatter path, dense paths serve graphs in which every target has exactly
-    :math:`k` in-edges sorted by target (``edge_index[1] == arange(N).repeat_interleave(k)``,
-    the layout of :func:`quest_geometric.geometry.knn_graph` and of sphere graphs): a dense
-    softmax and (``fused``) the weighted sum as a sparse-dense product
-    :math:`\mathbf{Y}^{(h)} = \mathbf{A}^{(h)} \tilde{\mathbf{X}}^{(h)}`,
-    :math:`\mathbf{A}^{(h)}_{ij} = \alpha^{(h)}_{ij}`, with no ``[E, C]`` message tensor; on
-    the CPU native kernels compute it (:func:`~quest_geometric.nn.qsv_native_status`).  The
-    layer traces under :func:`torch.compile` with no graph breaks; ``docs/qsv.md``
-    (*Execution paths*) says which path a call takes.
+    Two families of execution paths compute the same function: the general scatter path of
+    :class:`~torch_geometric.nn.conv.MessagePassing`, and dense paths for graphs in which
+    every target node has exactly :math:`k` in-edges sorted by target
+    (``edge_index[1] == arange(N).repeat_interleave(k)``, the layout of
+    :func:`quest_geometric.geometry.knn_graph` and of sphere graphs), where the softmax runs
+    densely over the :math:`k` neighbours and (``fused``) the weighted sum is a sparse-dense
+    product over the attention weights,
 
-    Explain masks (as :class:`~torch_geometric.explain.Explainer` sets) multiply each
-    message after the softmax on every path (a zero removes it, as in PyG).  With
-    ``dense=None`` the layer takes the scatter path while explaining or while a
-    message-passing hook is registered, so PyG sees every message; with ``dense=True`` the
-    dense path applies the mask itself and hooks raise.  A bipartite ``x = (x_src, x_dst)``
-    takes target quaternions from the target features (for
-    :func:`~torch_geometric.nn.to_hetero`).
+    .. math::
+        \mathbf{Y}^{(h)} = \mathbf{A}^{(h)} \tilde{\mathbf{X}}^{(h)}, \qquad
+        \mathbf{A}^{(h)}_{ij} = \alpha^{(h)}_{ij},
+
+    so no ``[E, C]`` message tensor is materialised.  On the CPU in ``float32`` and
+    ``float64`` native kernels compute the dense path (compiled from C at first use; see
+    :func:`~quest_geometric.nn.qsv_native_status`); the layer traces under
+    :func:`torch.compile` with no graph breaks.  Which path a call takes, and why, is
+    described in ``docs/qsv.md`` (*Execution paths*); every path is tested equal to the
+    scatter path and to plain references.
+
+    **PyG tools.**  Explain masks (``explain=True`` with an ``edge_mask``, as set by
+    :class:`~torch_geometric.explain.Explainer`) multiply each message after the softmax, on
+    every path: with ``dense=None`` the layer takes the scatter path whenever explaining is
+    on or any message-passing hook (``register_message_forward_hook`` and friends, used by
+    :class:`~torch_geometric.explain.algorithm.AttentionExplainer`) is registered, so PyG
+    sees every message; with ``dense=True`` the dense path applies the mask itself (hooks
+    then raise, since there are no messages to hook).  A zero mask entry removes that
+    message on both paths alike (it is not renormalised away, as in PyG).
+
+    **Bipartite input.**  ``x = (x_src, x_dst)`` takes source quaternions from the source
+    features and target quaternions from the target features (``'feature'`` quaternions),
+    so :func:`~torch_geometric.nn.to_hetero` can run the layer on a relation between two node
+    types; ``x_src is x_dst`` is the plain call.
 
     Args:
-        in_channels (int or tuple): Size of each input sample, :obj:`-1` (lazy, as PyG's
-            :class:`~torch_geometric.nn.dense.Linear`), or a pair ``(src, dst)`` for a
-            bipartite graph.  A width other than :obj:`out_channels` adds a linear input
-            projection :math:`\mathbf{x}_i \mapsto \mathbf{\Theta}\mathbf{x}_i` (Glorot, no
-            bias).
-        out_channels (int): Size of each output sample, a multiple of :obj:`4 * heads`.
+        in_channels (int or tuple): Size of each input sample, or :obj:`-1` to derive it
+            from the first input (lazy, as in PyG's
+            :class:`~torch_geometric.nn.dense.Linear`).  A tuple ``(src, dst)`` gives the
+            source and target widths of a bipartite graph.  Any width other than
+            :obj:`out_channels` (or :obj:`-1`) adds a linear input projection
+            :math:`\mathbf{x}_i \mapsto \mathbf{\Theta}\mathbf{x}_i` (Glorot, no bias; one per
+            side for a tuple) before the operator; equal widths add none.
+        out_channels (int): Size of each output sample: the operator's width, a multiple of
+            :obj:`4 * heads` (the channels of each head are read as quaternions).
         heads (int, optional): Number of heads, each with its own quaternion.
             (default: :obj:`1`)
         quaternion (str, optional): Where :math:`q_i` comes from: :obj:`'feature'`,
             :obj:`'node'` or :obj:`'both'`. (default: :obj:`'feature'`)
         num_nodes (int, optional): Number of nodes of the fixed graph, required for
-            :obj:`'node'` and :obj:`'both'` and not allowed otherwise; an input of
-            :math:`b \cdot` :obj:`num_nodes` nodes is read as :math:`b` copies of the graph
-            batched the PyG way. (default: :obj:`None`)
+            :obj:`'node'` and :obj:`'both'` and not allowed otherwise.  An input with
+            :math:`N = b \cdot` :obj:`num_nodes` nodes is read as :math:`b` copies of the
+            template graph batched the PyG way (node blocks concatenated in order), and the
+            node quaternions are tiled :math:`b` times. (default: :obj:`None`)
         transport (bool, optional): If :obj:`False`, skip the sandwich transport (the paper's
-            "no transport" ablation). (default: :obj:`True`)
-        attention (str, optional): :obj:`'learned'`, or :obj:`'uniform'` for
-            :math:`\alpha_{ij} = 1/|\mathcal{N}(i)|` (the paper's ablation).
-            (default: :obj:`'learned'`)
-        temperature (float or str, optional): The logit scale :math:`\tau`: :obj:`None` for
-            :math:`\tau = 1` (the paper's), a positive float, or :obj:`'learned'` (per head,
-            initialised to 1). (default: :obj:`None`)
-        dropout (float, optional): Dropout probability of the attention weights in training;
-            returned weights are the ones used, after dropout. (default: :obj:`0.0`)
+            "no transport" ablation): plain attention-weighted averaging. (default: :obj:`True`)
+        attention (str, optional): :obj:`'learned'` for the quaternion softmax weights,
+            :obj:`'uniform'` for :math:`\alpha_{ij} = 1/|\mathcal{N}(i)|` (the paper's
+            uniform-averaging ablation). (default: :obj:`'learned'`)
+        temperature (float or str, optional): The scale :math:`\tau` multiplying the logit:
+            :obj:`None` for the paper's unscaled logit (:math:`\tau = 1`), a positive float,
+            or :obj:`'learned'` for a learnable per-head scale initialised to 1.
+            (default: :obj:`None`)
+        dropout (float, optional): Dropout probability of the normalised attention
+            coefficients during training; the weights returned with
+            :obj:`return_attention_weights=True` are the ones used, *after* dropout (in
+            training mode some are zero and the rest scaled by :math:`1/(1-p)`, so they no
+            longer sum to 1; in eval mode they are the softmax). (default: :obj:`0.0`)
         bias (bool, optional): If set to :obj:`False`, the layer will not learn an additive
             bias. (default: :obj:`True`)
-        fused (bool, optional): On the dense path, the weighted sum in one pass (no
-            ``[E, C]`` gather); :obj:`False` uses the plain gather reference.
-            (default: :obj:`True`)
-        dense (bool, optional): :obj:`True` forces the dense path (the graph must have the
-            dense layout: checked at every call, eager and compiled), :obj:`False` the
-            scatter path, :obj:`None` detects the layout per graph (compiled: at run time,
-            inside the graph); the default of :meth:`forward`'s ``dense``.
+        fused (bool, optional): On the dense path, compute the weighted sum in one pass over
+            the neighbours' features (no ``[E, C]`` gather) for ``float32``/``float64``
+            input; :obj:`False` uses the plain gather reference. (default: :obj:`True`)
+        dense (bool, optional): The layer's default for :meth:`forward`'s ``dense`` (used
+            where a call passes :obj:`None`): :obj:`True` when every graph it will see has
+            the dense layout (``k`` in-edges per node, sorted by target, as the library's
+            kNN sphere graphs), :obj:`False` for the scatter path, :obj:`None` to detect the
+            layout per graph (under :func:`torch.compile` at run time, inside the compiled
+            graph).  A forced dense layout is checked at every call, eager and compiled.
             (default: :obj:`None`)
         **kwargs (optional): Additional arguments of
             :class:`torch_geometric.nn.conv.MessagePassing`.
@@ -221,13 +255,18 @@ class QSVConv(MessagePassing):
     Shapes:
         - **input:** node features :math:`(|\mathcal{V}|, F_{in})` or a pair
           :math:`((|\mathcal{V}_s|, F_{s}), (|\mathcal{V}_t|, F_{t}))`, edge indices
-          :math:`(2, |\mathcal{E}|)` (source :math:`j`, target :math:`i`) or a sparse
-          ``adj_t`` :math:`(|\mathcal{V}_t|, |\mathcal{V}_s|)` (PyG's transposed form)
-        - **output:** node features :math:`(|\mathcal{V}_t|, F_{out})`, with
-          :obj:`return_attention_weights=True` also ``(edge_index, alpha)``, ``alpha``
-          :math:`(|\mathcal{E}|, H)` in edge order; for a sparse ``adj_t``, ``adj_alpha``
-          (the same pattern and layout holding ``alpha``, as PyG's
-          :class:`~torch_geometric.nn.conv.GATConv`) and ``alpha`` in its value order.
+          :math:`(2, |\mathcal{E}|)` (row = source :math:`j`, column = target :math:`i`) or a
+          :class:`torch.sparse.Tensor` adjacency in PyG's transposed form
+          (``adj_t[i, j] != 0`` for an edge :math:`j \to i`, shape
+          :math:`(|\mathcal{V}_t|, |\mathcal{V}_s|)`)
+        - **output:** node features :math:`(|\mathcal{V}_t|, F_{out})`.  With
+          :obj:`return_attention_weights=True` also ``(edge_index, alpha)``: for an
+          ``edge_index`` tensor, that tensor and ``alpha`` :math:`(|\mathcal{E}|, H)` in its
+          edge order; for a sparse ``adj_t``, ``(adj_alpha, alpha)`` with ``adj_alpha`` the
+          same sparsity pattern and layout holding ``alpha`` as values
+          (:math:`(|\mathcal{V}_t|, |\mathcal{V}_s|, H)`, PyG's
+          :class:`~torch_geometric.nn.conv.GATConv` convention) and ``alpha`` in the order of
+          its values.
 
     Example:
         >>> conv = QSVConv(64, 64, heads=4)  # no projection
@@ -324,7 +363,8 @@ class QSVConv(MessagePassing):
     def _split_x(self, x: Any) -> tuple[Tensor, Tensor, bool, list[tuple[str, Tensor]]]:
         """``(x_src, x_dst, bipartite, unchecked)`` from ``x`` or ``(x_src, x_dst)``,
         validated and projected to :obj:`out_channels`; ``unchecked``: the inputs (name,
-        tensor) whose finiteness is still to be checked."""
+        tensor) whose finiteness is still to be checked (:meth:`_check_finite_inputs`, or
+        through the quaternions of the fused prologue)."""
         if isinstance(x, (tuple, list)):
             if len(x) != 2:
                 raise fail(ValueError, "QSVConv", "x", "a tensor or a pair (x_src, x_dst)",
@@ -378,7 +418,8 @@ class QSVConv(MessagePassing):
 
     @staticmethod
     def _check_finite_inputs(unchecked: list[tuple[str, Tensor]]) -> None:
-        """Refuse non-finite features (eager mode only: a host synchronisation per tensor)."""
+        """Refuse non-finite features (eager mode only: one host synchronisation per tensor;
+        :func:`torch.compile` skips it, where it would break the graph)."""
         for name, t in unchecked:
             if not all_finite(t):
                 raise ValueError(
@@ -445,19 +486,34 @@ class QSVConv(MessagePassing):
     def forward(self, x: Union[Tensor, PairTensor], edge_index: Union[Tensor, Any],
                 return_attention_weights: Optional[bool] = None, dense: Optional[bool] = None
                 ) -> Union[Tensor, Tuple[Tensor, Tuple[Tensor, Tensor]]]:
-        r"""Runs the forward pass of the module (shapes: see the class docstring).
+        r"""Runs the forward pass of the module.
 
         Args:
             x (torch.Tensor or (torch.Tensor, torch.Tensor)): Node features
-                ``[N, in_channels]``, or ``(x_src, x_dst)`` for a bipartite graph.
+                ``[N, in_channels]``, or ``(x_src, x_dst)`` for a bipartite graph (source
+                quaternions from ``x_src``, target quaternions and the output rows from
+                ``x_dst``).
             edge_index (torch.Tensor): Edge indices ``[2, E]`` (source, target), or a
                 :class:`torch.sparse.Tensor` adjacency ``adj_t`` (``[N_dst, N_src]``, any
                 layout).
             return_attention_weights (bool, optional): :obj:`True` additionally returns
-                ``(edge_index, alpha)`` (after dropout, before any explain mask);
-                :obj:`None` or :obj:`False` return the features only. (default: :obj:`None`)
-            dense (bool, optional): As the constructor's ``dense``; :obj:`None` takes the
-                layer's own setting. (default: :obj:`None`)
+                ``(edge_index, alpha)`` with ``alpha`` of shape ``[E, heads]`` (after
+                dropout, before any explain mask); for a sparse ``adj_t`` the first entry
+                is ``adj_t``'s pattern and layout holding ``alpha``.  :obj:`None` or
+                :obj:`False` return the features only. (default: :obj:`None`)
+            dense (bool, optional): :obj:`True` forces the dense ``[N, k]`` path (the graph
+                must have that layout: checked on the host in eager mode, by an assertion
+                inside the graph under :func:`torch.compile`), :obj:`False` forces the scatter
+                path, :obj:`None` detects the layout from the data and takes the scatter path
+                while explaining or when message-passing hooks are registered.  The layout
+                and the indices are read at every call: where the native kernels apply, by
+                the custom operator ``qsv_attend_graph``, which checks both in the kernel's
+                own pass (eager and compiled); elsewhere on the host in eager mode, and in
+                the compiled graph by :func:`torch.cond` and an operator that refuses an
+                index outside the nodes with the same :class:`ValueError` (the scatter path
+                alone while compiled with attention dropout in training);
+                :obj:`None` takes the layer's own default first (its constructor's ``dense``).
+                (default: :obj:`None`)
 
         Raises:
             TypeError: if :obj:`x` has another floating dtype than the layer's parameters
@@ -465,11 +521,12 @@ class QSVConv(MessagePassing):
             ValueError: for bad shapes or :obj:`edge_index` entries (an index outside the
                 nodes also under :func:`torch.compile`), non-finite :obj:`x`, or finite
                 :obj:`x` so large that the output overflows (both checked in eager mode:
-                one host synchronisation each), or a graph without the dense layout for
-                :obj:`dense=True`.
-            RuntimeError: under :func:`torch.compile`, for a graph without the dense layout
-                for :obj:`dense=True` (on CUDA a device-side assertion, reported
-                asynchronously, after which the process's CUDA context cannot be used).
+                one host synchronisation each per call, the second over the output), or a
+                graph without the dense layout for :obj:`dense=True`.
+            RuntimeError: under :func:`torch.compile`, from the compiled graph, for a graph
+                without the dense layout for :obj:`dense=True` (on CUDA a device-side
+                assertion, reported asynchronously, after which the process's CUDA context
+                cannot be used).
         """
         want_alpha = check_return_attention_weights(return_attention_weights, where="QSVConv")
         x_src, x_dst, bipartite, unchecked = self._split_x(x)
@@ -508,9 +565,10 @@ class QSVConv(MessagePassing):
     def _decide(self, info: GraphInfo, coo: Tensor, x_src: Tensor, x_dst: Tensor,
                 bipartite: bool, dense: Optional[bool]) -> Plan:
         """The call's :class:`Plan`.  A layout the sizes leave open (``dense=None``) is found
-        by the native kernel in its own pass, as under :func:`torch.compile`; where the
+        by the native kernel in its own pass, as under :func:`torch.compile` (no pass of the
+        layer's over the targets, and the kernel checks the indices it reads); where the
         chosen path has no kernel, eager mode reads the layout on the host and chooses
-        again."""
+        again (compiled, :func:`torch.cond` finds it in the graph)."""
         hooked = self._hooked()
         layout = graph_layout(info, coo, x_dst.size(0), dense,
                               observed=bool(self.explain) or hooked, hooked=hooked,
@@ -560,9 +618,10 @@ class QSVConv(MessagePassing):
         if plan.prologue:
             assert self.lin_q is not None and self.lin_q.bias is not None
             q, rot, xs = ops.prepare(x_src, self.lin_q.weight, self.lin_q.bias, H)
-            # The features are not checked here: a NaN or an infinity in a row makes each of
-            # its quaternions' dot products, and so the row's output, non-finite, which
-            # forward's check of the output then reports by the features' name.
+            # The features are not checked here: every feature of a row enters each of its
+            # quaternions' dot products, and a NaN or an infinity in any term makes a sum
+            # non-finite (inf * 0 is NaN), which the normalisation, the rotation back and so
+            # the row's output keep; forward's check of the output names the features then.
             return q, q, xs.view(Ns, H, m, 4), rot
         q_src = self.quaternions(x_src)
         q_dst = self.quaternions(x_dst) if bipartite else q_src

@@ -1,6 +1,10 @@
 r"""Geometry metrics of queries, keys and attention: participation ratio, effective and stable
-rank, attention entropy. All accumulate in float64 and keep the leading (batch) dimensions of
-their input; undefined cases raise a :class:`ValueError` that says why, never a silent NaN.
+rank, attention entropy.
+
+All metrics accumulate in float64 and return float64 tensors with the leading (batch)
+dimensions of their input, so per-head values come from one call on ``[..., H, n, d]``.
+Undefined cases (fewer than two samples, zero variance, a zero matrix) raise a
+:class:`ValueError` that says why, never a silent NaN.
 """
 from __future__ import annotations
 
@@ -28,17 +32,19 @@ def _as_tensor(x: Tensor, name: str, fn: str, min_dim: int) -> Tensor:
 
 
 def participation_ratio_from_covariance(cov: Tensor) -> Tensor:
-    r"""Participation ratio (float64 ``[...]``, in ``[1, dim]``) of covariance matrices
-    ``[..., dim, dim]``:
+    r"""Participation ratio of covariance matrices ``[..., dim, dim]``.
 
     .. math::
         \mathrm{PR} = \frac{(\sum_i \lambda_i)^2}{\sum_i \lambda_i^2}
         = \frac{\operatorname{tr}(\Sigma)^2}{\lVert \Sigma \rVert_F^2},
 
-    (for symmetric :math:`\Sigma`, so no eigendecomposition is needed).
+    (the identity holds for symmetric :math:`\Sigma`, so no eigendecomposition is needed).
 
     Args:
         cov (Tensor): symmetric positive semi-definite matrices ``[..., dim, dim]``.
+
+    Returns:
+        Tensor: float64, shape ``[...]``, values in ``[1, dim]``.
 
     Raises:
         ValueError: for a non-square input or a zero covariance (no variance: PR undefined).
@@ -58,15 +64,25 @@ def participation_ratio_from_covariance(cov: Tensor) -> Tensor:
 
 
 def participation_ratio(z: Tensor) -> Tensor:
-    r"""Participation ratio (effective dimension, float64 ``[...]``) of samples
-    ``z [..., n, dim]``, that of their covariance
-    (:func:`participation_ratio_from_covariance`): :math:`(\sum_k s_k^2)^2 / \sum_k s_k^4`
-    with :math:`s_k` the singular values of the sample centred over ``n``; 1 when the data
-    vary along one direction only, ``dim`` for isotropic data.
+    r"""Participation ratio (effective dimension) of samples ``z [..., n, dim]``.
+
+    The samples are centred over ``n``; with :math:`\lambda_i` the eigenvalues of their
+    covariance :math:`\Sigma`,
+
+    .. math::
+        \mathrm{PR}(Z) = \frac{(\sum_i \lambda_i)^2}{\sum_i \lambda_i^2}
+        = \frac{(\sum_k s_k^2)^2}{\sum_k s_k^4},
+
+    with :math:`s_k` the singular values of the centred sample. It lies in ``[1, dim]``:
+    1 when the data vary along one direction only, ``dim`` for isotropic data. It does not
+    depend on the normalisation of :math:`\Sigma` (``n`` or ``n - 1``).
 
     Args:
-        z (Tensor): samples ``[..., n, dim]`` (e.g. ``[B, H, T, d]``: one value per sequence
-            and head).
+        z (Tensor): samples ``[..., n, dim]`` (tokens as samples, e.g. ``[B, H, T, d]``
+            gives one value per sequence and head).
+
+    Returns:
+        Tensor: float64, shape ``[...]``.
 
     Raises:
         ValueError: for fewer than two samples (no covariance: PR undefined), zero variance,
@@ -108,17 +124,20 @@ def _singular_values(m: Tensor, fn: str) -> Tensor:
 
 
 def effective_rank(m: Tensor) -> Tensor:
-    r"""Effective rank (Roy & Vetterli, 2007; float64 ``[...]``) of matrices ``m [..., a, b]``.
+    r"""Effective rank (Roy & Vetterli, 2007) of matrices ``m [..., a, b]``.
 
     .. math::
         \mathrm{erank}(M) = \exp\Big(-\sum_k p_k \log p_k\Big), \qquad
         p_k = \frac{\sigma_k}{\sum_l \sigma_l},
 
-    with :math:`\sigma_k` the singular values and :math:`0 \log 0 = 0`; in
-    ``[1, min(a, b)]``.
+    with :math:`\sigma_k` the singular values and :math:`0 \log 0 = 0`. It lies in
+    ``[1, min(a, b)]``: 1 for rank one, ``r`` for ``r`` equal non-zero singular values.
 
     Args:
         m (Tensor): matrices ``[..., a, b]`` (e.g. the logits :math:`QK^\top/\sqrt{d}`).
+
+    Returns:
+        Tensor: float64, shape ``[...]``.
 
     Raises:
         ValueError: for a zero matrix, non-finite values or fewer than two dimensions.
@@ -129,7 +148,7 @@ def effective_rank(m: Tensor) -> Tensor:
 
 
 def stable_rank(m: Tensor) -> Tensor:
-    r"""Stable rank (float64 ``[...]``) of matrices ``m [..., a, b]``.
+    r"""Stable rank of matrices ``m [..., a, b]``.
 
     .. math::
         \mathrm{srank}(M) = \frac{\lVert M \rVert_F^2}{\lVert M \rVert_2^2}
@@ -137,6 +156,9 @@ def stable_rank(m: Tensor) -> Tensor:
 
     Args:
         m (Tensor): matrices ``[..., a, b]``.
+
+    Returns:
+        Tensor: float64, shape ``[...]``.
 
     Raises:
         ValueError: for a zero matrix, non-finite values or fewer than two dimensions.
@@ -173,17 +195,22 @@ def attention_entropy(attn: Tensor, mask: Optional[Tensor] = None, normalized: b
         H_i = -\sum_{j \in \mathcal{S}_i} a_{ij} \log a_{ij}, \qquad
         \tilde H_i = \frac{H_i}{\log |\mathcal{S}_i|} \in [0, 1],
 
-    with :math:`\mathcal{S}_i` the support of row :math:`i` (its unmasked keys) and
-    :math:`0 \log 0 = 0`; pass the causal mask for a causal matrix. Rows with a single key
-    (:math:`0/0`; valid with ``normalized=False``) or none have no defined entropy: rather than
-    NaN, or a silent 0 that would bias averages, they get ``entropy == 0`` and
-    ``valid == False``, and :meth:`AttentionEntropy.mean` averages the valid rows only.
+    with :math:`\mathcal{S}_i` the support of row :math:`i` (its unmasked keys; all ``S``
+    keys when ``mask`` is :obj:`None`) and :math:`0 \log 0 = 0`. For a causal attention
+    matrix pass the causal mask, so row ``i`` is normalised by ``log(i + 1)``.
+
+    Rows with a single key have no uncertainty to normalise (:math:`0/0`), and rows with no
+    key have no distribution. Rather than NaN, or a silent 0 that would bias averages, the
+    result carries a ``valid`` mask: such rows get ``entropy == 0`` and ``valid == False``,
+    and :meth:`AttentionEntropy.mean` averages the valid rows only. With
+    ``normalized=False`` a single-key row has the well-defined entropy 0 and is valid.
 
     Args:
         attn (Tensor): non-negative attention ``[..., T, S]`` whose rows sum to one over
             their support.
         mask (Tensor, optional): bool, broadcastable to ``attn``; :obj:`True` marks a key the
-            query may attend to (as in SDPA). (default: :obj:`None`)
+            query may attend to (the convention of
+            :func:`torch.nn.functional.scaled_dot_product_attention`). (default: :obj:`None`)
         normalized (bool): divide by :math:`\log |\mathcal{S}_i|`. (default: :obj:`True`)
         atol (float): tolerance on each row's sum over its support. (default: ``1e-3``)
 
@@ -192,8 +219,9 @@ def attention_entropy(attn: Tensor, mask: Optional[Tensor] = None, normalized: b
 
     Raises:
         ValueError: for negative or non-finite weights, rows that do not sum to one over
-            their support, or a mask of the wrong shape.
-        TypeError: for weights that are not a real tensor, or a non-bool mask.
+            their support (e.g. weight on masked keys), or a mask of the wrong shape.
+        TypeError: for weights that are not a real tensor, or a mask that is not a bool
+            tensor.
     """
     fn = "attention_entropy"
     a = _as_tensor(attn, "attn", fn, 2)

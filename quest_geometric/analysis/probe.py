@@ -49,11 +49,17 @@ def _call_model(model: nn.Module, batch: Any) -> Any:
 def logit_singular_values(q: Tensor, k: Tensor, scale: float = 1.0, fast: bool = True) -> Tensor:
     r"""Singular values of the logit matrices :math:`L = s\, Q K^\top` without forming them.
 
-    With thin QR factorisations :math:`Q = U_Q R_Q`, :math:`K = U_K R_K` (:math:`R` of size
-    :math:`d \times d`), :math:`\sigma(L) = |s|\, \sigma(R_Q R_K^\top)`: one :math:`d \times d`
-    SVD replaces a :math:`T \times S` one (the dropped singular values are zero and change
-    neither rank measure). Used when :math:`\min(T, S) > d` and ``fast``; otherwise the plain
-    SVD of :math:`L`.
+    With thin QR factorisations :math:`Q = U_Q R_Q` and :math:`K = U_K R_K`
+    (:math:`U` with orthonormal columns, :math:`R` of size :math:`d \times d`),
+
+    .. math::
+        L = s\, U_Q \,(R_Q R_K^\top)\, U_K^\top
+        \quad\Rightarrow\quad \sigma(L) = |s|\, \sigma(R_Q R_K^\top),
+
+    so one :math:`d \times d` SVD replaces a :math:`T \times S` one (:math:`L` has rank at
+    most :math:`d`; the dropped singular values are zero and change neither the effective
+    nor the stable rank). Used when :math:`\min(T, S) > d`; otherwise, or with
+    ``fast=False``, the plain SVD of :math:`L`.
 
     Args:
         q (Tensor): queries ``[..., T, d]``.
@@ -62,11 +68,12 @@ def logit_singular_values(q: Tensor, k: Tensor, scale: float = 1.0, fast: bool =
         fast (bool): use the QR route when it is cheaper. (default: :obj:`True`)
 
     Returns:
-        Tensor: singular values ``[..., r]``, descending; ``r = min(T, S, d)`` on the fast
-        route, ``min(T, S)`` on the plain one.
+        Tensor: singular values ``[..., r]`` in descending order, ``r = min(T, S, d)`` on the
+        fast route and ``min(T, S)`` on the plain one.
 
     Raises:
-        ValueError: a NaN or infinite entry in ``q`` or ``k`` (LAPACK would return NaN).
+        ValueError: a NaN or infinite entry in ``q`` or ``k`` (LAPACK would print a warning
+            and return NaN singular values).
     """
     check_all_finite((("q", q), ("k", k)), where="logit_singular_values")
     d = q.size(-1)
@@ -78,9 +85,11 @@ def logit_singular_values(q: Tensor, k: Tensor, scale: float = 1.0, fast: bool =
 
 
 def masked_softmax_entropy(logits: Tensor, allowed: Tensor) -> tuple[Tensor, Tensor]:
-    r"""Normalised entropy of each row of :math:`\mathrm{softmax}` over the allowed keys: the
-    quantity of :func:`~quest_geometric.analysis.metrics.attention_entropy` on the masked
-    softmax, from the log-probabilities, without forming and re-validating the probabilities:
+    r"""Normalised entropy of each row of :math:`\mathrm{softmax}` over the allowed keys.
+
+    The same quantity as :func:`~quest_geometric.analysis.metrics.attention_entropy` applied
+    to the masked softmax (which it is tested against), computed from the log-probabilities
+    in three passes, without forming and re-validating the probabilities:
 
     .. math::
         \tilde H_i = \frac{-\sum_{j \in \mathcal{S}_i} a_{ij} \log a_{ij}}{\log |\mathcal{S}_i|},
@@ -95,7 +104,8 @@ def masked_softmax_entropy(logits: Tensor, allowed: Tensor) -> tuple[Tensor, Ten
         rows with at least two allowed keys.
 
     Raises:
-        ValueError: a NaN or infinite logit (mask keys through ``allowed``).
+        ValueError: a NaN or infinite logit (mask a key through ``allowed``, not with
+            :math:`-\infty`): it would make its row's entropy NaN.
     """
     check_all_finite((("logits", logits),), where="masked_softmax_entropy")
     allowed = torch.broadcast_to(allowed, logits.shape)
@@ -162,9 +172,10 @@ class QKProbe:
     with :math:`\Sigma_Z` the covariance of the queries (keys) of all tokens seen since
     :meth:`reset` (streamed in float64), :math:`L_h = s\, Q_h K_h^\top` the unmasked logit
     matrix of each sequence of the probe batch (ranks averaged over sequences), and the
-    normalised attention entropy averaged over the query rows of the probe batch with at least
-    two allowed keys. Layer values are means over heads; the PR is also reported on the
-    concatenated heads (``pr_q_concat``, ``pr_k_concat``).
+    attention entropy :math:`\tilde H_i = -\sum_j a_{ij}\log a_{ij} / \log|\mathcal{S}_i|`
+    averaged over the query rows of the probe batch with at least two allowed keys (causal
+    mask, padding and graph edges applied). Layer values are means over heads; the PR is also
+    reported on the concatenated heads (``pr_q_concat``, ``pr_k_concat``).
 
     **Probe batch.** The logit-matrix metrics and the entropy come from the first
     non-empty forward call of each layer after construction or :meth:`reset`, capped at

@@ -1,13 +1,22 @@
 r"""The Python language reference as token blocks for a pretrained tokenizer, split by topic.
 
 The text is :data:`pydoc_data.topics.topics` (shipped with every CPython, so nothing is
-downloaded). :func:`pydoc_topic_split` splits it by **topic**; no topic is in both parts,
-**but their text overlaps**: many topics repeat passages of others (``async``, ``function``,
-``try`` and ``with`` are also parts of ``compound``), so a large share of its validation tokens
-lies inside 32-token windows that occur verbatim in its training tokens
-(``python -m benchmarks.focus.data_splits`` measures it), and a perplexity on it measures
-partly memory. :func:`pydoc_splits` gives held-out text that is: validation and test blocks
-cut only from text that shares no 32-token window with the training tokens
+downloaded). :func:`pydoc_topic_split` splits it by **topic**: with the sorted topic keys
+:math:`t_0, \dots, t_{n-1}`,
+
+.. math::
+
+    \mathcal{V} = \{\, t_i : i \ge 2,\ (i - 2) \bmod \mathrm{val\_every} = 0 \,\},
+    \qquad \mathcal{T} = \{t_0, \dots, t_{n-1}\} \setminus \mathcal{V} .
+
+No topic is in both parts, **but their text overlaps**: many topics repeat passages of others
+(the statement sections ``async``, ``function``, ``try`` and ``with`` are also parts of the
+training topic ``compound``, special method names appear in several topics), so a large share
+of its validation tokens lies inside 32-token windows that occur verbatim in its training
+tokens (``python -m benchmarks.focus.data_splits`` measures it), and a perplexity on it
+measures partly memory, not generalisation. :func:`pydoc_splits` gives held-out text that is:
+validation and test blocks cut only from text that shares no 32-token window with the
+training tokens
 (:func:`~quest_geometric.datasets.deduplicated_splits`).
 
 The same functions serve the Focus retrofit benchmark and the query/key probe of SmolLM2, so

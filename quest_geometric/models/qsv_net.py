@@ -177,17 +177,37 @@ class QSVNet(nn.Module):
         \mathrm{Norm}(\mathbf{h}_i^{(L)}) + \mathbf{b}_c,
 
     where :math:`\mathcal{R}_g` is every node of graph :math:`g` (``readout='mean'``) or the
-    nodes of its largest ``shell`` id (``readout='outer'``). Only ``edge_index`` and ``shell``
-    carry the geometry, so the same model runs on sphere and on flat lattice graphs.
+    nodes of its outermost shell (``readout='outer'``: ``data.shell`` equal to the largest
+    shell id of that graph).  Nothing depends on the geometry beyond ``edge_index`` (and
+    ``shell`` for the outer readout), so the same model runs on sphere graphs
+    (:class:`~quest_geometric.transforms.image_to_sphere.ImageToSphere`) and on flat lattice
+    graphs (:class:`~quest_geometric.transforms.image_to_lattice.ImageToLattice`, whose nodes
+    are all shell 0, so the outer readout is the plain mean there).
 
-    **Stem.** ``'linear'``: :math:`\mathbf{h}_i = W\mathbf{x}_i + \mathbf{b}`; ``'conv'``:
-    one EdgeConv step (`Wang et al., 2019 <https://arxiv.org/abs/1801.07829>`_),
-    :math:`\mathbf{h}_i = \max_{j \in \mathcal{N}(i)} \mathrm{MLP}([\mathbf{x}_i,
-    \mathbf{x}_j - \mathbf{x}_i])`, the graph analogue of a :math:`3 \times 3` convolution stem
-    (the datasets sample raw pixels inside their transform, so no CNN stem on the image).
-    **Blocks.** :class:`QSVBlock` with ``conv='qsv'`` or the ``'transformer'`` control, then
-    the channel ``mixing`` (a quaternion mixing keeps QSVConv's 4-channel grouping).
-    :meth:`ablation` switches the transport and attention of a trained model at test time.
+    **Stem.**  ``'linear'`` lifts every node's features, :math:`\mathbf{h}_i = W\mathbf{x}_i
+    + \mathbf{b}`.  ``'conv'`` is one EdgeConv step (`Wang et al., 2019
+    <https://arxiv.org/abs/1801.07829>`_) over the node's graph neighbourhood,
+
+    .. math::
+        \mathbf{h}_i = \max_{j \in \mathcal{N}(i)} \mathrm{MLP}\bigl([\mathbf{x}_i,\;
+        \mathbf{x}_j - \mathbf{x}_i]\bigr),
+
+    a learned local filter, the graph analogue of a :math:`3 \times 3` convolution stem.  A
+    CNN stem applied to the image before the sphere sampling is not offered: the datasets
+    sample raw pixels inside their transform, before the model sees the data.  The EdgeConv
+    stem is permutation-invariant over the neighbours (it sees no orientation).
+
+    **Blocks.**  ``conv='qsv'`` uses :class:`~quest_geometric.nn.qsv_conv.QSVConv` (one
+    quaternion per node and head replaces :math:`W_Q, W_K, W_V`); ``conv='transformer'``
+    uses PyG's :class:`~torch_geometric.nn.conv.TransformerConv` (:math:`W_Q, W_K, W_V`,
+    heads concatenated, ``root_weight=False``), the standard-attention control.  After the
+    convolution, ``mixing='quaternion'`` mixes channels with a Hamilton-product
+    :class:`~quest_geometric.nn.quaternion_linear.QuaternionLinear` that keeps the
+    4-channel grouping of QSVConv (``'linear'``: a dense linear layer, ``'none'``: no mixing).
+
+    **Ablations at test time.**  :meth:`set_ablation` and the context manager
+    :meth:`ablation` switch the transport and the attention of every QSVConv of a trained
+    model (for example ``with model.ablation(transport=False): evaluate(model)``).
 
     Args:
         in_channels (int): Node feature size (image channels).
@@ -197,31 +217,43 @@ class QSVNet(nn.Module):
             ``conv='transformer'``. (default: :obj:`64`)
         heads (int, optional): Attention heads per layer. (default: :obj:`4`)
         num_layers (int, optional): Number of blocks :math:`L`. (default: :obj:`4`)
-        stem (str, optional): ``'linear'`` or ``'conv'``. (default: :obj:`'linear'`)
-        readout (str, optional): ``'mean'`` or ``'outer'``. (default: :obj:`'mean'`)
+        stem (str, optional): ``'linear'`` or ``'conv'`` (see above).
+            (default: :obj:`'linear'`)
+        readout (str, optional): ``'mean'`` over all nodes or ``'outer'`` (mean over the
+            outermost shell of each graph). (default: :obj:`'mean'`)
         conv (str, optional): ``'qsv'`` or ``'transformer'``. (default: :obj:`'qsv'`)
         mixing (str, optional): ``'quaternion'``, ``'linear'`` or ``'none'``.
             (default: :obj:`'quaternion'`)
-        norm (str, optional): ``'layer'`` or ``'batch'`` (over nodes). (default: :obj:`'layer'`)
-        mlp_ratio (float, optional): MLP hidden width / :obj:`channels`. (default: :obj:`2.0`)
+        norm (str, optional): ``'layer'`` (LayerNorm) or ``'batch'`` (BatchNorm over nodes).
+            (default: :obj:`'layer'`)
+        mlp_ratio (float, optional): MLP hidden width as a multiple of :obj:`channels`.
+            (default: :obj:`2.0`)
         mlp_hidden (int, optional): MLP hidden width; overrides :obj:`mlp_ratio`.
             (default: :obj:`None`)
         dropout (float, optional): Dropout on residual branches, MLP hidden layers and
             before the classifier. (default: :obj:`0.0`)
-        qsv_kwargs (dict, optional): Extra arguments of every QSVConv. (default: :obj:`None`)
-        transformer_kwargs (dict, optional): Extra arguments of every TransformerConv.
+        qsv_kwargs (dict, optional): Extra arguments of every
+            :class:`~quest_geometric.nn.qsv_conv.QSVConv` (``quaternion``, ``transport``,
+            ``attention``, ``temperature``, ``dropout``). (default: :obj:`None`)
+        transformer_kwargs (dict, optional): Extra arguments of every
+            :class:`~torch_geometric.nn.conv.TransformerConv` (``dropout``, ``beta``).
             (default: :obj:`None`)
         pos_embedding (bool, optional): If :obj:`True`, add a learned embedding
             :math:`\mathbf{p}_i \in \mathbb{R}^F` of the template node :math:`i` to the
-            stem output (ViT-style; needs :obj:`num_nodes`). (default: :obj:`False`)
+            stem output (ViT-style absolute position; needs :obj:`num_nodes`).  Without it
+            (and without node quaternions) the network sees positions only through the
+            graph. (default: :obj:`False`)
         num_nodes (int, optional): Nodes of the fixed template graph, for
-            :obj:`pos_embedding` and ``qsv_kwargs={'quaternion': 'node' | 'both'}``; a batch
-            must hold whole copies of it. (default: :obj:`None`)
+            :obj:`pos_embedding` and for ``qsv_kwargs={'quaternion': 'node'}`` or
+            ``'both'`` (free per-node quaternions, passed to QSVConv).  A batch must hold
+            whole copies of the template (:math:`N = B \cdot` :obj:`num_nodes`).
+            (default: :obj:`None`)
 
     Shapes:
-        - **input:** a :class:`~torch_geometric.data.Batch` with ``x`` :math:`(|\mathcal{V}|,
-          F_{in})`, ``edge_index`` :math:`(2, |\mathcal{E}|)`, ``batch`` and (outer readout)
-          ``shell`` :math:`(|\mathcal{V}|)`
+        - **input:** a :class:`~torch_geometric.data.Batch` (or :class:`~torch_geometric.
+          data.Data`) with ``x`` :math:`(|\mathcal{V}|, F_{in})`, ``edge_index``
+          :math:`(2, |\mathcal{E}|)`, ``batch`` :math:`(|\mathcal{V}|)` and, for
+          ``readout='outer'``, ``shell`` :math:`(|\mathcal{V}|)`
         - **output:** logits :math:`(B, \text{num\_classes})`
 
     Example:

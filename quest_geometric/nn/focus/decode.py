@@ -1,29 +1,87 @@
 r"""Cached incremental decoding with Focus: the routing state carried beside a KV cache.
 
-Under a causal router the Sinkhorn iterates of token :math:`t` depend on the prefix only
-through the running column log-sums
-:math:`\Lambda^{(n)}_{t,k} = \log \sum_{j \le t} e^{\log Q^{(n-1)}_{j,k}}`
-(:mod:`~quest_geometric.nn.focus.sinkhorn`). :class:`FocusDecodeState` keeps them with every
-cached token's hard groups and position, so a new token is routed in :math:`O(I K)` exactly
-as the full sequence routes it, and attends only to its window, the sinks and the cached
-tokens sharing one of its groups (:func:`focus_decode_attention`).
-
-The decoding step of one sequence (one new token, no padding) routes on Python floats (the
-same float64 formulas) and, with ``store=True``, attends by the cheapest of three ways
-(cost model: :class:`~quest_geometric.nn.focus.config.DecodeConfig`): one key/value store
-per *group set* holding the tokens that left the window, so the new token reads
+The router is causal (e.g. :class:`~quest_geometric.nn.focus.router.FocusRouter` with
+``causal=True``): with :math:`S^{(0)}_t = \mathbf{z}_t^\top \mathbf{C} / \tau` and, for
+iteration :math:`n = 1..I`,
 
 .. math::
-    \mathcal{N}(t) = \{j : p - j \le w\} \;\cup \bigcup_{G :\, G \cap G_t \neq
-    \emptyset} \{j \in \mathrm{store}(G) : j < p - w\},
+    \Lambda^{(n)}_{t,k} = \log \sum_{j \le t} e^{\log Q^{(n-1)}_{j,k}}, \qquad
+    \log Q^{(n)}_t = \operatorname{rownorm}\bigl(\log Q^{(n-1)}_t - \Lambda^{(n)}_t\bigr),
 
-a disjoint union whose concatenated score rows need no gather; one masked SDPA over the
-whole cache, the mask :math:`c_j \,\&\, c_t \neq 0` on group-set codes
-(:mod:`~quest_geometric.nn.focus.group_sets`), cheaper when most keys are kept; or, with
-many meeting sets, one store per *group*, each masking the tokens an earlier one read.
-Stores are read only after ``DecodeConfig.store_after`` steps (only a long generation pays
-their fill back). :func:`focus_decode_attention_reference` is the reference and serves
-every other case.
+token :math:`t`'s memberships depend on the prefix only through the :math:`I` running column
+log-sums :math:`\Lambda^{(n)}`. :class:`FocusDecodeState` keeps them (``[B, I, K]``, float64)
+with every cached token's hard groups and position, so a new token is routed in
+:math:`O(I K)` (:func:`~quest_geometric.nn.focus.sinkhorn.sinkhorn_step`, through the
+router's ``step``, see :class:`~quest_geometric.nn.focus.router.Router`) exactly as the
+full-sequence Sinkhorn routes it, and attends only to the cached keys it may see, its window
+plus the tokens sharing one of its groups (:func:`focus_decode_attention`): the attention
+cost grows with :math:`w + |\{j : G_j \cap G_t \neq \emptyset\}|`, not with the context.
+
+**The decoding step of one sequence** (one new token, no padding) takes a fast path:
+
+* routing: the :math:`I` Sinkhorn updates of
+  :func:`~quest_geometric.nn.focus.sinkhorn.sinkhorn_step` and the top-:math:`k` tie rule of
+  :func:`~quest_geometric.nn.focus.topk.topk_groups` on :math:`K` numbers are done
+  on Python floats (the same float64 formulas; the memberships are rounded to the scores'
+  float32 before the top-:math:`k`, as the full path does), instead of some hundred tiny
+  tensor operations;
+* attention (with ``FocusDecodeState(..., store=True)``): the cached tokens that have
+  left the window are copied once, in order, into one contiguous key/value store per
+  *group set* :math:`G_j` (with :math:`K = 4`: four stores for top-1, six for top-2). The
+  new token at position :math:`p` then attends to the window, a slice of the cache, plus the
+  stores whose group set meets :math:`G_t`,
+
+  .. math::
+      \mathcal{N}(t) = \{j : p - j \le w\} \;\cup \bigcup_{G :\, G \cap G_t \neq
+      \emptyset} \{j \in \mathrm{store}(G) : j < p - w\},
+
+  a disjoint union (every token sits in exactly one store), so the softmax runs over the
+  concatenated score rows of these views and nothing is gathered: the step reads exactly the
+  keys and values it attends to, once;
+* or, when most cached keys are kept (top-2 of :math:`K = 4` keeps about 5/6), one masked
+  SDPA over the whole cache: the mask is the new token's group set against every cached
+  token's, :math:`\mathbf{1}[G_j \cap G_t \neq \emptyset]`, one ``&`` of bitmasks
+  (each cached token's group set is kept as one int64 code :math:`c_j = \sum_{g \in G_j}
+  2^g`, so :math:`G_j \cap G_t \neq \emptyset \iff c_j \,\&\, c_t \neq 0`; for
+  :math:`K \le` :data:`~quest_geometric.nn.focus.group_sets.MAX_SET_GROUPS`, see
+  :mod:`~quest_geometric.nn.focus.group_sets`), or'ed with the window, and the
+  :math:`H / H_{kv}` query heads of a key head sit on the query axis of one
+  ``[1, H_{kv}, H / H_{kv}, D]`` call (no repeated keys; with
+  more threads than divide :math:`H_{kv}` evenly, one query per head with ``enable_gqa``
+  instead, which splits into more work items). It
+  reads every cached key, but in one fused kernel instead of a few products per store.
+  The step takes whichever is cheaper by a rough cost model
+  (:class:`~quest_geometric.nn.focus.config.DecodeConfig`: ``masked_share``,
+  ``part_work``); the stores are filled only when they are read (catching up on the tokens
+  that left the window meanwhile);
+* or, with many group sets (more than ``DecodeConfig.max_store_parts`` meet :math:`G_t`, e.g.
+  top-2 of :math:`K = 16`: 29 of 120), one store per *group*: store :math:`g` holds the
+  out-of-window tokens whose set contains :math:`g` (a top-:math:`k` token sits in
+  :math:`k` stores, so these keep :math:`k` more copies of the out-of-window cache), and
+  the new token of groups :math:`g_1 < \dots < g_k` reads the window, the sinks and the
+  :math:`k` stores of its groups, store :math:`g_i` masking the tokens that also hold one
+  of :math:`g_1, \dots, g_{i-1}` (read in an earlier store): :math:`k` parts instead of
+  dozens, every allowed key counted once, when the cost model prefers it to the masked
+  SDPA.
+
+Either kind of store is read only once the state has taken more than
+``DecodeConfig.store_after`` fast steps: the first read fills the stores with every
+out-of-window key and value, a cost only a long generation pays back, so a short one runs
+the masked SDPA throughout.
+
+The bookkeeping of a step is vectorised where a prefix is involved: the first step after a
+prefill codes the prefix's group sets in one pass over the groups tensor and counts its
+out-of-window tokens per set with one ``unique`` (so the first step costs about what a later
+one does); each later step codes and counts the one new token on the host.
+
+With window-only routing (:class:`~quest_geometric.nn.focus.window_router.WindowOnlyRouter`,
+``top_k = 0``, the sliding window plus sinks baseline) no token shares a group: the step
+reads the window and the sinks, two slices of the cache, and records no group set and keeps
+no store (so its first step after a prefill costs what a later one does).
+
+The plain gather path (:func:`focus_decode_attention_reference`) stays the reference the
+tests compare both ways with, and serves every other case (several sequences, several new
+tokens, padding).
 """
 from __future__ import annotations
 

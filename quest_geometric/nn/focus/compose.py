@@ -39,15 +39,28 @@ def compose_focus(model: nn.Module, num_groups: int = 4, top_k: int = 2, window:
                   gate: Optional[str] = "additive", backend: str = "auto",
                   freeze: bool = True, causal: Optional[bool] = None,
                   router: Any = None, num_sinks: int = 0, **focus_kwargs: Any) -> nn.Module:
-    r"""Compose Focus sparse attention onto every supported attention layer of :obj:`model`,
-    in place.
+    r"""Compose Focus sparse attention onto every supported attention layer of
+    :obj:`model`, in place (centroid-only retrofit of Yao et al., arXiv 2604.03260).
 
-    Each layer becomes a :class:`FocusComposed` reusing its projections, with a router of
-    :math:`d \, d_g + K d_g` parameters; inference keeps the causal pairs with
-    :math:`i - j \le w`, a shared hard group or :math:`j < s`, training the soft gate (see
-    :class:`~quest_geometric.nn.focus.module.FocusAttention`). The defaults (top-2 of
-    :math:`K = 4`, the paper's composable retrofit) keep more than the native layer's: a
-    frozen model cannot adapt to a sparse pattern.
+    Each attention layer becomes a :class:`FocusComposed` that reuses the layer's own
+    projections and adds a router with :math:`d \cdot d_g + K d_g` parameters, so a model of
+    :math:`L` attention layers gains
+
+    .. math::
+        L \, (d \, d_g + K \, d_g)
+
+    trainable parameters. In inference token :math:`i` attends to the causal pairs with
+    :math:`i - j \le w`, a shared hard group or :math:`j < s` (the attention sinks); in
+    training the soft gate of ``gate`` applies (see
+    :class:`~quest_geometric.nn.focus.module.FocusAttention`). Routing is prefix-causal.
+
+    **Why the defaults differ from** :class:`~quest_geometric.nn.focus.module.FocusAttention`
+    **(K = 8, top-1).** A native layer trains with its model, which adapts to a sparse
+    pattern: one group of eight keeps few far pairs. Here every original weight stays
+    frozen and only the routers learn, so the pattern must keep what the pretrained heads
+    rely on: :math:`K = 4`, top-2 (half of the groups) is the paper's composable retrofit,
+    while a top-1 pattern on a frozen model loses much of its quality (``docs/focus.md``).
+    Pass ``num_groups`` / ``top_k`` to choose otherwise.
 
     Args:
         model (torch.nn.Module): a model containing recognised attention modules.

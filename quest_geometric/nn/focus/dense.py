@@ -1,7 +1,11 @@
 r"""Focus attention computed densely: the hard-mask oracle, the soft-gated training
-attention and plain full attention. Every (query, key) pair of each padded sequence
-(:func:`~torch_geometric.utils.to_dense_batch`) is scored, memory :math:`O(B T^2)`: these
-are references and the training path, not the inference fast path."""
+attention and plain full attention.
+
+Each sequence of a PyG batch is laid out as a padded ``[B, T, ...]`` block
+(:func:`~torch_geometric.utils.to_dense_batch`) and every (query, key) pair is scored: memory
+:math:`O(B T^2)`, so these are references and the training path, not the inference fast path
+(:mod:`quest_geometric.nn.focus.blocks`).
+"""
 from __future__ import annotations
 
 import math
@@ -25,10 +29,16 @@ SOFT_GATES = ("additive", "multiplicative", "straight_through")
 
 
 def straight_through_membership(soft: Tensor, groups: Tensor) -> Tensor:
-    r"""Hard top-:math:`k` membership with the gradient of the soft one,
-    :math:`\tilde{\mathbf{m}}_i = \mathbf{h}_i + \mathbf{g}_i - \operatorname{sg}(\mathbf{g}_i)`
-    with :math:`h_{ik} = [k \in G_i]` (:math:`\operatorname{sg}`: stop gradient), so
-    :math:`\tilde{\mathbf{m}}_i^{\top} \tilde{\mathbf{m}}_j = |G_i \cap G_j|` in value.
+    r"""Hard top-:math:`k` membership with the gradient of the soft one:
+
+    .. math::
+        \tilde{\mathbf{m}}_i = \mathbf{h}_i + \mathbf{g}_i
+        - \operatorname{sg}(\mathbf{g}_i), \qquad h_{ik} = [k \in G_i],
+
+    whose value is the 0/1 indicator of the hard groups :math:`G_i` and whose gradient is
+    that of the soft membership :math:`\mathbf{g}_i` (:math:`\operatorname{sg}`: stop
+    gradient), so :math:`\tilde{\mathbf{m}}_i^{\top}\tilde{\mathbf{m}}_j =
+    |G_i \cap G_j|` in value.
 
     Args:
         soft (torch.Tensor): soft memberships ``[..., K]``.
@@ -54,14 +64,17 @@ def straight_through_membership(soft: Tensor, groups: Tensor) -> Tensor:
 
 
 def _pair_offsets(t: int, device: torch.device) -> Tensor:
-    r"""Query minus key position :math:`i - j` of every pair, ``[T, T]`` long."""
+    r"""Query minus key position :math:`i - j` of every pair of a :math:`T`-token
+    sequence, ``[T, T]`` long (the distance the window :math:`|i - j| \le w` and
+    causality :math:`i - j \ge 0` read)."""
     i = torch.arange(t, device=device)
     return i.view(-1, 1) - i.view(1, -1)
 
 
 def _near_pairs(t: int, window: int, num_sinks: int, device: torch.device) -> Tensor:
-    r"""The pairs every Focus pattern keeps whatever the groups, ``[T, T]`` bool: the window
-    :math:`|i - j| \le w` and the sinks :math:`\min(i, j) < s`."""
+    r"""The pairs every Focus pattern keeps whatever the groups, ``[T, T]`` bool (query,
+    key): the window :math:`|i - j| \le w` and the attention sinks
+    :math:`\min(i, j) < s` (positions within the sequence)."""
     dist = _pair_offsets(t, device)
     near = dist.abs() <= window
     if num_sinks > 0:
@@ -84,9 +97,13 @@ def _dense_allowed(groups: Tensor, seq: Tensor, nseq: int, window: int, causal: 
 def focus_dense_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, window: int,
                           batch: Optional[Tensor] = None, causal: bool = True,
                           num_groups: Optional[int] = None, num_sinks: int = 0) -> Tensor:
-    r"""Focus attention (the pattern of
-    :func:`~quest_geometric.nn.focus.edge_index.focus_edge_index`) as one masked
-    :func:`~torch.nn.functional.scaled_dot_product_attention`: the small-:math:`N` oracle.
+    r"""Focus attention with an explicit boolean mask and
+    :func:`~torch.nn.functional.scaled_dot_product_attention` (the small-:math:`N` oracle).
+
+    Query :math:`i` attends to the keys :math:`j` of its sequence (:math:`j \le i` if
+    causal) with :math:`|i - j| \le w`, :math:`G_i \cap G_j \ne \emptyset` or
+    :math:`\min(p_i, p_j) < s` (the :math:`s` attention sinks; :math:`p` the position in
+    the sequence), see :func:`~quest_geometric.nn.focus.edge_index.focus_edge_index`.
 
     Args:
         q, k, v (torch.Tensor): ``[N, H, D]``.
@@ -121,8 +138,9 @@ def focus_dense_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, windo
 
 def _additive_log_gate(sim: Tensor, near: Tensor, gate_scale: float, gate_bias: float
                        ) -> Tensor:
-    r"""The additive gate's term per pair: :math:`0` where :obj:`near`,
-    :math:`\log\sigma(\lambda(\text{sim} - b))` elsewhere."""
+    r"""The additive gate's term per pair: :math:`0` where :obj:`near` (the window),
+    :math:`\log\sigma(\lambda(\text{sim} - b))` elsewhere (:func:`focus_soft_attention`,
+    :func:`~quest_geometric.nn.focus.budget.additive_gate_share`)."""
     return torch.where(near, torch.zeros_like(sim), F.logsigmoid(gate_scale * (sim - gate_bias)))
 
 
@@ -131,9 +149,12 @@ def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: 
                          gate: str = "additive", gate_scale: float = 10.0,
                          gate_bias: float = 0.5, groups: Optional[Tensor] = None,
                          num_sinks: int = 0) -> Tensor:
-    r"""Soft-gated dense attention over all pairs (training mode): with
-    :math:`s_{ij} = \mathbf{q}_i^{\top}\mathbf{k}_j/\sqrt{D}`, the pairs outside the window and
-    the sinks are gated by the soft memberships,
+    r"""Soft-gated dense attention over all pairs (training mode).
+
+    With :math:`s_{ij} = \mathbf{q}_i^{\top}\mathbf{k}_j/\sqrt{D}`, :math:`\lambda` the gate
+    scale and :math:`b` the gate bias, pairs outside the window
+    (:math:`|i - j| > w`) and the sinks (:math:`\min(p_i, p_j) \ge s`) are gated by the
+    soft memberships:
 
     .. math::
         \text{multiplicative (paper, Eq. 2):}\quad
@@ -143,9 +164,23 @@ def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: 
         \tilde s_{ij} = s_{ij} + \log \sigma\bigl(\lambda (\mathbf{g}_i^{\top}\mathbf{g}_j
         - b)\bigr).
 
-    The additive gate tends to the hard mask as :math:`\lambda \to \infty`; the multiplicative
-    one only rescales a logit, so soft training and hard inference disagree.
-    ``'straight_through'`` is the additive gate on :func:`straight_through_membership`.
+    The additive gate is a log-barrier: as :math:`\lambda \to \infty` it tends to
+    :math:`0` where :math:`\mathbf{g}_i^{\top}\mathbf{g}_j > b` and to :math:`-\infty`
+    below, i.e. to the hard mask for one-hot memberships (:math:`b = 1/2`; for memberships
+    spread evenly over :math:`m` groups, the top-:math:`m` mask, :math:`b = 1/(2m^2)`),
+    whereas the multiplicative gate
+    only rescales a logit (a zero logit keeps its weight, and a negative logit is even
+    *raised*), so soft training and hard inference disagree.
+
+    The ``'straight_through'`` gate is the additive gate on the hard top-:math:`k`
+    memberships with the soft memberships' gradient
+    (:func:`straight_through_membership`), :math:`\tilde s_{ij} = s_{ij} + \log
+    \sigma\bigl(\lambda(\tilde{\mathbf{m}}_i^{\top}\tilde{\mathbf{m}}_j - b)\bigr)`: in
+    value a pair sharing a hard group gets :math:`\log\sigma(\lambda(1 - b))` (about
+    :math:`-0.007` at the defaults) and any other far pair :math:`\log\sigma(-\lambda b)`
+    (about :math:`-5.0`), so training sees the hard top-:math:`k` pattern of inference (up
+    to an :math:`e^{-5}` leak that keeps a gradient on the removed pairs); it needs the
+    hard :obj:`groups`.
 
     Args:
         q, k, v (torch.Tensor): ``[N, H, D]``.
@@ -157,15 +192,16 @@ def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: 
             (default: :obj:`'additive'`).
         gate_scale (float): :math:`\lambda`, finite (default: :obj:`10.0`).
         gate_bias (float): :math:`b`, finite (default: :obj:`0.5`).
-        groups (torch.Tensor, optional): hard group ids ``[N, top_k]``, for
-            ``gate='straight_through'`` only (default: :obj:`None`).
+        groups (torch.Tensor, optional): hard group ids ``[N, top_k]``, required by (and
+            only used with) ``gate='straight_through'``. (default: :obj:`None`)
         num_sinks (int): attention sinks :math:`s \ge 0`, never gated (default: :obj:`0`).
 
     Returns:
         torch.Tensor: ``[N, H, D]``.
 
     Raises:
-        ValueError: for bad shapes or options, or non-finite soft memberships.
+        ValueError: for bad shapes or options, or non-finite soft memberships (checked in
+            eager mode, one host synchronisation; they would make the output NaN).
     """
     check_qkv(q, k, v, where="focus_soft_attention")
     check_window(window, where="focus_soft_attention")
@@ -203,15 +239,18 @@ def focus_soft_attention(q: Tensor, k: Tensor, v: Tensor, soft: Tensor, window: 
 def focus_far_bias_attention(q: Tensor, k: Tensor, v: Tensor, log_scale: Tensor,
                              far_bias: Tensor, window: int, batch: Optional[Tensor] = None,
                              causal: bool = True, num_sinks: int = 0) -> Tensor:
-    r"""The content-free soft control of
-    :class:`~quest_geometric.nn.focus.far_bias_router.FarBiasRouter`: dense attention with,
-    per head, a learned inverse temperature and far-pair bias,
+    r"""The content-free soft control: dense attention over all pairs with, per head
+    :math:`h`, a learned inverse temperature :math:`e^{\theta_h}` on every logit and a
+    learned bias :math:`\beta_h` on the pairs outside the window and the sinks,
 
     .. math::
         \tilde s^h_{ij} = e^{\theta_h} \frac{\mathbf{q}_i^{h\top}\mathbf{k}^h_j}{\sqrt{D}}
         + \beta_h \, [\, |i - j| > w \,\wedge\, \min(p_i, p_j) \ge s \,],
 
-    full attention at :math:`\theta = \beta = 0`.
+    (:math:`p` the position in the sequence, :math:`s` the sinks), softmax over the
+    (causal) pairs of each sequence. At :math:`\theta = \beta = 0` it is full attention; it
+    sees no content beyond the model's own logits (the router of
+    :class:`~quest_geometric.nn.focus.far_bias_router.FarBiasRouter`).
 
     Args:
         q, k, v (torch.Tensor): ``[N, H, D]``.
@@ -226,7 +265,8 @@ def focus_far_bias_attention(q: Tensor, k: Tensor, v: Tensor, log_scale: Tensor,
         torch.Tensor: ``[N, H, D]``.
 
     Raises:
-        TypeError: for a non-floating input or a non-int :obj:`window` or :obj:`num_sinks`.
+        TypeError: for a non-tensor or non-floating-point input, or a non-int
+            :obj:`window` or :obj:`num_sinks`.
         ValueError: for bad shapes or options.
     """
     where = "focus_far_bias_attention"

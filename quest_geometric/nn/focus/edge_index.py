@@ -33,10 +33,15 @@ def smallest_shared_group(gi: Tensor, gj: Tensor, num_groups: int) -> Tensor:
 
 def sink_pairs(groups: Tensor, window: int, num_sinks: int, seq: Tensor, start: Tensor,
                end: Tensor, causal: bool, num_groups: int) -> Tuple[Tensor, Tensor]:
-    r"""The sink pairs neither the band nor a group holds, ``(tgt, src)`` (long ``[E]``, not
-    sorted): :math:`\min(p_i, p_j) < s`, :math:`|i - j| > w`,
-    :math:`G_i \cap G_j = \emptyset` (and :math:`j \le i` if causal). Memory
-    :math:`O(N \min(s, L))`.
+    r"""The pairs the attention sinks add to the window and the groups: ``(tgt, src)``, query
+    :math:`i` and key :math:`j` of one sequence (positions :math:`p_i, p_j` in it) with
+
+    .. math::
+        \min(p_i, p_j) < s \;\wedge\; |i - j| > w \;\wedge\; G_i \cap G_j = \emptyset
+        \;\wedge\; (j \le i \text{ if causal}),
+
+    i.e. exactly the sink pairs that neither the window band nor a shared group holds (so
+    the three parts are disjoint). Memory :math:`O(N \min(s, L))`.
 
     Args:
         groups (Tensor): ``[N, top_k]`` (``top_k`` may be 0).
@@ -46,6 +51,9 @@ def sink_pairs(groups: Tensor, window: int, num_sinks: int, seq: Tensor, start: 
             (exclusive), ``[N]`` long each.
         causal (bool): keep only :math:`j \le i`.
         num_groups (int): :math:`K` (an id above every group id).
+
+    Returns:
+        ``(tgt, src)``: long ``[E]`` each, not sorted.
     """
     n = groups.size(0)
     dev = groups.device
@@ -70,28 +78,44 @@ def sink_pairs(groups: Tensor, window: int, num_sinks: int, seq: Tensor, start: 
 def focus_edge_index(groups: Tensor, window: int, batch: Optional[Tensor] = None,
                      causal: bool = True, num_sinks: int = 0) -> Tensor:
     r"""The Focus attention pattern of `"Why Attend to Everything? Focus is the Key"
-    <https://arxiv.org/abs/2604.03260>`_ as an :obj:`edge_index`: edge :math:`j \to i` iff
-    both tokens lie in one sequence/graph and
+    <https://arxiv.org/abs/2604.03260>`_ as an :obj:`edge_index`.
+
+    Token :math:`i` attends to token :math:`j` (edge :math:`j \to i`) iff both lie in the same
+    sequence/graph and
 
     .. math::
         (j \le i \text{ if causal}) \;\wedge\;
         \bigl(|i - j| \le w \;\vee\; G_i \cap G_j \neq \emptyset
         \;\vee\; \min(p_i, p_j) < s\bigr),
 
-    each pair once, sorted by target then source, for any PyG attention layer. Built in memory
-    :math:`O(E)`: the pairs of each (sequence, group) bucket (kept under their smallest shared
-    group), the band over disjoint group sets, and the sink pairs.
+    with :math:`G_i` the hard group set of token :math:`i` (empty for ``top_k = 0``),
+    :math:`w` the window, :math:`p_i` the position of token :math:`i` in its sequence and
+    :math:`s` the number of attention sinks (the first :math:`s` tokens of a sequence see and
+    are seen by every token; causal: every token attends to them). Every pair
+    appears once, sorted by target then source, so any PyG attention layer (for example
+    :class:`~torch_geometric.nn.conv.TransformerConv`) can consume it.
+
+    Built without any :math:`N \times N` object, in memory :math:`O(E)`: for every
+    (sequence, group) bucket, all pairs of its member list (sorted by position); with
+    :math:`|G_i| > 1` a pair sharing several groups is kept only under its smallest shared
+    group; plus the window band restricted to pairs with disjoint group sets, plus the sink
+    pairs neither holds (:func:`sink_pairs`). The parts are disjoint by construction and
+    merged by sorting the linear key :math:`i \cdot N + j`.
 
     Args:
-        groups (torch.Tensor): hard group ids, :obj:`[N, top_k]` (or :obj:`[N]`), long.
-        window (int): local window :math:`w \ge 0`.
+        groups (torch.Tensor): hard group ids, shape :obj:`[N, top_k]` (or :obj:`[N]`), long.
+        window (int): local window :math:`w \ge 0` (offsets :math:`0..w` always attend);
+            any :math:`w` at least the longest sequence's length minus one means the whole
+            sequence (memory stays bounded by the length).
         batch (torch.Tensor, optional): sorted sequence/graph id per token
-            (default: :obj:`None`).
-        causal (bool): keep only :math:`j \le i` (default: :obj:`True`).
+            (default: :obj:`None`, one sequence).
+        causal (bool): keep only :math:`j \le i`; otherwise both directions
+            (default: :obj:`True`).
         num_sinks (int): attention sinks :math:`s \ge 0` (default: :obj:`0`).
 
     Returns:
-        torch.Tensor: :obj:`edge_index` :obj:`[2, E]`, row = source, col = target.
+        torch.Tensor: :obj:`edge_index` of shape :obj:`[2, E]`, row = source :math:`j`,
+        col = target :math:`i`.
     """
     check_window(window, where="focus_edge_index")
     check_num_sinks(num_sinks, where="focus_edge_index")
@@ -127,8 +151,9 @@ def focus_edge_index(groups: Tensor, window: int, batch: Optional[Tensor] = None
         keep = smallest_shared_group(groups[g_tgt], groups[g_src], num_groups) == gid
         g_src, g_tgt = g_src[keep], g_tgt[keep]
 
-    # window band, pairs with disjoint group sets only, bounded by the longest sequence so
-    # that memory is O(N min(w, L)) whatever the window
+    # window band, pairs with disjoint group sets only. Offsets beyond the longest sequence
+    # reach no token: bound the band by the length so that memory is O(N min(w, L)),
+    # whatever the window (same edge set).
     window = min(window, int((end - start).max()) - 1)
     lo = 0 if causal else -window
     offs = torch.arange(lo, window + 1, device=device)  # j = i - d

@@ -1,8 +1,17 @@
-r"""Group sets as bit codes, the one encoding of the blocks, decoding and FlexAttention paths:
-:math:`c(G) = \sum_{g \in G} 2^g`, so :math:`G_i \cap G_j \ne \emptyset \iff c_i
-\mathbin{\&} c_j \ne 0` (one AND per pair instead of :math:`k^2` comparisons). A code is a
-non-negative ``int64`` (the same number as a Python ``int``), so :math:`K \le`
-:data:`MAX_SET_GROUPS`; for a larger :math:`K` every caller keeps its plain path.
+r"""Group sets as bit codes, the one encoding of the blocks, decoding and FlexAttention paths.
+
+A token's hard group set :math:`G \subseteq \{0, \dots, K - 1\}` is coded as
+
+.. math::
+    c(G) = \sum_{g \in G} 2^g,
+
+so that two tokens share a group exactly when their codes have a common bit,
+:math:`G_i \cap G_j \ne \emptyset \iff c_i \mathbin{\&} c_j \ne 0`: one AND per pair instead of
+:math:`k^2` comparisons of group ids. A code is held in an ``int64`` and must stay
+non-negative, so that a tensor's code and the same code as a Python ``int`` (the decoding
+step's host bookkeeping) are the same number: groups :math:`0 \dots 62`, i.e.
+:math:`K \le` :data:`MAX_SET_GROUPS`. A larger :math:`K` has no code; every caller then
+keeps its plain path (group-id comparisons), which gives the same result.
 
 Example:
     >>> import torch
@@ -40,8 +49,9 @@ def _check_ids(groups: Tensor, where: str) -> None:
 
 
 def group_set_codes(groups: Tensor) -> Tensor:
-    r"""The code :math:`c(G_i)` of each row of ``groups`` ``[N, k]`` (a repeated group counts
-    once; ``k = 0`` gives 0), ``[N]`` ``int64``.
+    r"""The code :math:`c(G_i)` of each row of ``groups`` ``[N, k]`` (long group ids in
+    :math:`[0, 63)`; a group repeated in a row counts once; ``k = 0`` gives 0), ``[N]``
+    ``int64``.
 
     Raises:
         ValueError: for a group id outside :math:`[0,` :data:`MAX_SET_GROUPS` :math:`)`.
@@ -54,7 +64,8 @@ def group_set_codes(groups: Tensor) -> Tensor:
 
 
 def membership_codes(member: Tensor) -> Tensor:
-    r"""The code of each bool membership row ``member`` ``[..., K]``, ``[...]`` ``int64``."""
+    r"""The code of each membership row ``member`` ``[..., K]`` (bool, :math:`K \le`
+    :data:`MAX_SET_GROUPS`): :math:`\sum_g [\text{member}_g] 2^g`, ``[...]`` ``int64``."""
     k = member.size(-1)
     if not codable(k):
         raise ValueError(f"membership_codes: at most {MAX_SET_GROUPS} groups have a code "

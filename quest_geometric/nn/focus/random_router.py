@@ -15,11 +15,16 @@ __all__ = ["RandomGroupsRouter", "random_balanced_groups"]
 
 def random_balanced_groups(positions: Tensor, num_groups: int, top_k: int, seed: int = 0
                            ) -> Tensor:
-    r"""The groups of the tokens at :obj:`positions` (within their sequence) under the seeded
-    random balanced assignment: block :math:`b` of :math:`K` positions draws a permutation
-    :math:`\pi_b` of the groups (seed ``seed * 1000003 + b``) and position :math:`p = bK + r`
-    gets :math:`G_p = \{\pi_b((r + c) \bmod K) : c < k\}`, so every group holds :math:`k` of
-    a block's :math:`K` tokens and the groups depend on the position and the seed alone.
+    r"""The groups of the tokens at :obj:`positions` (0-based within their sequence) under the
+    seeded random balanced assignment: positions are cut into blocks of :math:`K`; block
+    :math:`b` draws a permutation :math:`\pi_b` of the :math:`K` group ids from a generator
+    seeded with ``seed * 1000003 + b``, and the token at position :math:`p = bK + r` gets
+
+    .. math::
+        G_p = \{\pi_b((r + c) \bmod K) : c = 0, \dots, k - 1\}
+
+    (in this order). Every group holds exactly :math:`k` of the :math:`K` tokens of a block
+    (perfect balance), and a token's groups depend on its position and the seed alone.
 
     Args:
         positions (torch.Tensor): long positions ``[...]``, :math:`\ge 0`.
@@ -49,13 +54,16 @@ def random_balanced_groups(positions: Tensor, num_groups: int, top_k: int, seed:
 @register_router("random_groups")
 class RandomGroupsRouter(nn.Module):
     r"""Random balanced groups: each token's hard groups are :func:`random_balanced_groups` at
-    its position (no parameters, causal); the soft membership spreads :math:`1/k` over them.
+    its position within its sequence (no parameters, content-free, deterministic given the
+    seed and the position; causal, so cached decoding routes a new token exactly as the whole
+    sequence does); the soft membership spreads :math:`1/k` over them.
 
     Args:
         num_groups (int): :math:`K` (default: :obj:`8`).
         top_k (int): groups per token, :math:`1..K` (default: :obj:`1`).
         seed (int): the assignment's seed (default: :obj:`0`).
-        causal (bool): the layer's causality (default: :obj:`True`).
+        causal (bool): the layer's causality (the groups are causal either way)
+            (default: :obj:`True`).
 
     Shapes:
         - **input:** :obj:`h` :math:`(B, T, d)`, or :math:`(N, d)` with optional sorted

@@ -106,8 +106,9 @@ class SoftRowsRouter(Router, Protocol):
 
 
 #: Upper bounds on a router configuration, checked by :func:`config_kwargs` before anything
-#: is built: far above any useful value, low enough that a crafted router file cannot
-#: allocate terabytes or loop for hours.
+#: is built: far above any useful value (the paper uses :math:`K \le 64`, ten Sinkhorn
+#: iterations and windows of a few hundred tokens), low enough that a crafted router file
+#: cannot allocate terabytes or loop for hours.
 CONFIG_LIMITS: Dict[str, int] = {
     "num_groups": 4096, "top_k": 4096, "group_dim": 4096, "in_channels": 1 << 16,
     "num_heads": 4096, "sinkhorn_iters": 1000, "window": 1 << 20, "num_sinks": 1 << 20,
@@ -209,18 +210,20 @@ def registered_routers() -> Tuple[str, ...]:
 
 
 def group_balance(groups: Tensor, num_groups: int, batch: Optional[Tensor] = None) -> Tensor:
-    r"""Largest group share,
-    :math:`\max_k |\{(i, c) : G_{ic} = k\}| / (N \cdot \mathrm{top\_k})` (:math:`1/K`:
-    perfect balance, :math:`1`: collapse).
+    r"""Largest group share: the fraction of all (token, group) memberships held by the most
+    popular group (:math:`1/K` is perfect balance, :math:`1` is collapse).
+
+    .. math::
+        \mathrm{balance} = \max_k \frac{|\{(i, c) : G_{ic} = k\}|}{N \cdot \mathrm{top\_k}}
 
     Args:
         groups (torch.Tensor): hard group ids, shape :obj:`[..., top_k]`, long.
         num_groups (int): number of groups :math:`K`.
-        batch (torch.Tensor, optional): sorted sequence id per token of :obj:`[N, top_k]`
-            groups, for one share per sequence (default: :obj:`None`).
+        batch (torch.Tensor, optional): sorted sequence id per token for PyG input
+            :obj:`[N, top_k]`; then one share per sequence is returned (default: :obj:`None`).
 
     Returns:
-        torch.Tensor: a scalar (float32), or shape :obj:`[B]` with :obj:`batch`.
+        torch.Tensor: a scalar (float32), or shape :obj:`[B]` when :obj:`batch` is given.
     """
     if groups.dtype != torch.long:
         raise TypeError(f"group_balance: 'groups' must be a long tensor, got {groups.dtype}")
@@ -244,9 +247,9 @@ NONFINITE_SCORES = ("FocusRouter: routing scores contain NaN or inf (check the i
 
 @register_router("focus")
 class FocusRouter(nn.Module):
-    r"""The Focus router of `"Why Attend to Everything? Focus is the Key"
-    <https://arxiv.org/abs/2604.03260>`_ (Yao et al.): learned centroids with Sinkhorn
-    balancing,
+    r"""The Focus router: tokens are softly assigned to :math:`K` learned centroids with
+    Sinkhorn balancing, from `"Why Attend to Everything? Focus is the Key"
+    <https://arxiv.org/abs/2604.03260>`_ (Yao et al.).
 
     .. math::
         \mathbf{z}_i = \mathbf{W}_g \mathbf{h}_i, \qquad
@@ -254,14 +257,29 @@ class FocusRouter(nn.Module):
         \mathbf{g}_i = \mathrm{Sinkhorn}(S)_i, \qquad
         G_i = \operatorname{top-k}(\mathbf{g}_i).
 
-    Routing runs in float32 (float64 for double input), stable at small :math:`\tau`, never
-    crosses sequences, and breaks ties by :func:`topk_groups`. With ``causal=True`` the column
-    sums run over the prefix :math:`j \le t` only, so :math:`G_t` depends on
-    :math:`\mathbf{h}_1, \dots, \mathbf{h}_t` alone (an online Sinkhorn; the first token's
-    uniform membership resolves to groups :math:`0, \dots, k - 1`).
+    The projection, the scores and Sinkhorn (in log space, :func:`sinkhorn_log`) run in
+    :obj:`float32` even for half precision input (:obj:`float64` for double input; the soft
+    memberships are cast back to the input's dtype), so routing is stable at small
+    :math:`\tau` and a half precision input gets the groups of its float32 upcast up to
+    rounding. Normalisation over tokens never crosses sequences/graphs of a batch. The
+    hard top-:math:`k` breaks ties deterministically (:func:`topk_groups`: memberships
+    within a relative :data:`TIE_RTOL` are tied, the lowest group id wins), so a token's
+    groups never depend on rounding noise from the other sequences of a batch.
+
+    **Causality.** The paper's column step sums over the whole sequence, so a token's group
+    depends on later tokens. With ``causal=True`` the column sum for token :math:`t` runs over
+    the prefix :math:`j \le t` of its sequence only (prefix log-cumsum-exp). By induction over
+    iterations, every iterate :math:`Q^{(n)}_t` is a function of
+    :math:`\mathbf{h}_1, \dots, \mathbf{h}_t` alone, hence so are :math:`\mathbf{g}_t` and
+    :math:`G_t`: future tokens never change past memberships. This is an online Sinkhorn: token
+    :math:`t` is balanced against the groups' mass so far, which approaches the full-sequence
+    balancing as the prefix grows. The first token of a sequence holds all of every group's
+    prefix mass, so its membership is uniform: its top-:math:`k` is a tie, which the tie rule
+    resolves to groups :math:`0, \dots, k - 1`; this matters little because the local
+    window always covers the first tokens' neighbours.
 
     Args:
-        in_channels (int): size :math:`d` of the hidden states.
+        in_channels (int): size :math:`d` of the hidden states :math:`\mathbf{h}_i`.
         num_groups (int): number of groups :math:`K` (default: :obj:`8`).
         group_dim (int): routing dimension :math:`d_g` (default: :obj:`16`).
         tau (float): temperature :math:`\tau > 0`, finite (default: :obj:`0.1`).
@@ -334,13 +352,15 @@ class FocusRouter(nn.Module):
             self.centroids.copy_(c / c.norm(dim=-1, keepdim=True))
 
     def scores(self, h: Tensor, check: bool = True) -> Tensor:
-        r"""Scores :math:`\mathbf{z}\mathbf{C}^{\top}/\tau` ``[..., K]`` in float32 (float64 for
-        double input), the projection included.
+        r"""Scores :math:`S/\tau = \mathbf{z}\mathbf{C}^{\top}/\tau` in float32 (float64 for
+        double input), shape :obj:`[..., K]`; the projection :math:`\mathbf{z}` is computed
+        in that dtype too, so half precision input is routed like its float32 upcast.
 
         Args:
             h (Tensor): hidden states ``[..., d]``.
-            check (bool): refuse NaN or infinite scores (default: :obj:`True`; the decoding step
-                checks its host copy instead, sparing a device synchronisation).
+            check (bool): refuse NaN or infinite scores (default: :obj:`True`; the cached
+                decoding step passes :obj:`False` and checks the few numbers it copies to
+                the host instead, sparing a device synchronisation).
 
         Raises:
             ValueError: if any score is NaN or infinite (with :obj:`check`).

@@ -21,11 +21,22 @@ _SLACK = math.log1p(-TIE_RTOL)
 
 
 def topk_groups(log_soft: Tensor, top_k: int) -> Tensor:
-    r"""Hard top-:math:`k` group ids of log memberships ``[..., K]``, by decreasing membership.
-    Ties are broken deterministically: at each step every remaining group with
-    :math:`g_{ik} \ge (1 - \varepsilon)\, g^{\max}_i` (:math:`\varepsilon` = :data:`TIE_RTOL`)
-    counts as tied and the lowest id wins, so memberships that differ by rounding only (e.g.
-    with the other sequences of a batch) give the same groups.
+    r"""Hard top-:math:`k` group ids of log memberships ``[..., K]``, ordered by decreasing
+    membership, with ties broken deterministically (the rule :class:`FocusRouter` and the
+    cached decoding share).
+
+    **Tie rule.** The groups are picked greedily: at each of the :obj:`top_k` steps, among
+    the groups not yet picked, every group whose membership is within the relative
+    tolerance :data:`TIE_RTOL` of the largest remaining membership :math:`g^{\max}`,
+
+    .. math::
+        g_{ik} \ge (1 - \varepsilon)\, g^{\max}_i, \qquad \varepsilon = 10^{-5},
+
+    counts as tied, and the *lowest group id* among them wins. Memberships that differ by
+    rounding only (for example the exactly uniform membership of a sequence's first token
+    under prefix-causal balancing, whose last bits depend on the other sequences of a
+    batch) thus always give the same groups; memberships farther apart than
+    :math:`\varepsilon` keep the plain top-:math:`k` order.
 
     Args:
         log_soft (torch.Tensor): log memberships ``[..., K]``.
@@ -60,13 +71,14 @@ _SLACK32 = float32_host(_SLACK)
 
 def topk_groups_host(vals: List[float], top_k: int, single: bool) -> List[int]:
     r""":func:`topk_groups` of one token's log memberships on Python floats, with the same
-    arithmetic (the fast path of cached decoding).
+    arithmetic (the fast path of cached decoding; tested equal to :func:`topk_groups`).
 
     Args:
         vals (list of float): log memberships, :math:`K` numbers, already rounded to the
             dtype of the scores (float32 for ``single``).
         top_k (int): groups to pick.
-        single (bool): compare in float32, as :func:`topk_groups` does on a float32 tensor.
+        single (bool): compare in float32, as :func:`topk_groups` does on a float32 tensor
+            (a float32 sum of two float32 numbers is the float64 sum rounded once).
 
     Returns:
         list of int: the :obj:`top_k` group ids, in the order :func:`topk_groups` gives.

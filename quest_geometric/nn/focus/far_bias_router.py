@@ -17,15 +17,28 @@ __all__ = ["FarBiasRouter"]
 
 @register_router("far_bias")
 class FarBiasRouter(WindowOnlyRouter):
-    r"""A content-free control for the soft rows of Focus: per head an inverse temperature and a
-    bias on the pairs outside the window and the sinks
-    (:func:`~quest_geometric.nn.focus.dense.focus_far_bias_attention`), :math:`2H` parameters
-    (:attr:`log_scale`, :attr:`far_bias`, 0 at construction: full attention) that learn only
-    how much each head prefers the window, the baseline a learned routing's soft rows must
-    beat. The hard path keeps the window and the sinks, as
-    :class:`~quest_geometric.nn.focus.window_router.WindowOnlyRouter`. One router per layer:
-    pass a factory such as ``router=lambda d: FarBiasRouter(9)`` to
-    :func:`~quest_geometric.nn.focus.compose.compose_focus`.
+    r"""A content-free control for the soft rows of Focus: per head :math:`h`, an inverse
+    temperature :math:`e^{\theta_h}` on every logit and a bias :math:`\beta_h` on the pairs
+    outside the window and the sinks,
+
+    .. math::
+        \tilde s^h_{ij} = e^{\theta_h} s^h_{ij}
+        + \beta_h \, [\, |i - j| > w \,\wedge\, \min(p_i, p_j) \ge s \,]
+
+    (:func:`~quest_geometric.nn.focus.dense.focus_far_bias_attention`), so a layer with
+    :math:`H` heads has :math:`2H` parameters (:attr:`log_scale` :math:`\theta` and
+    :attr:`far_bias` :math:`\beta`, both 0 at construction: full attention). It sees no
+    content: it only learns how much each head should prefer the window, the baseline a
+    learned routing's soft rows must beat with the same objective, data and steps.
+
+    :class:`~quest_geometric.nn.focus.module.FocusAttention` runs this attention on its
+    soft path (training mode, or ``hard=False``: the soft rows), whatever its ``gate``;
+    the hard path has no group (``top_k = 0``, as
+    :class:`~quest_geometric.nn.focus.window_router.WindowOnlyRouter`): the window and the
+    sinks. The parameters are the router's, so they train and are saved as a learned
+    router's. One router per layer: pass a factory to
+    :func:`~quest_geometric.nn.focus.compose.compose_focus`, e.g.
+    ``router=lambda d: FarBiasRouter(9)``.
 
     Args:
         num_heads (int): the query heads :math:`H` of the layer.

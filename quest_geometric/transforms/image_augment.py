@@ -184,7 +184,10 @@ class RandomHorizontalFlip(BaseTransform):
 @functional_transform("normalize_image")
 class NormalizeImage(BaseTransform):
     r"""Normalises each channel of a floating-point image by a mean and a standard deviation
-    (torchvision's ``Normalize``): :math:`y[c, r, s] = (x[c, r, s] - \mu_c) / \sigma_c`.
+    (torchvision's ``Normalize``):
+
+    .. math::
+        y[c, r, s] = \frac{x[c, r, s] - \mu_c}{\sigma_c}.
 
     Args:
         mean (float or Sequence[float]): per-channel means :math:`\mu_c` (one value for all

@@ -28,10 +28,11 @@ DEFAULT_CAP = {"stereographic": 90.0, "equal_area": 180.0}
 
 def project_to_image(pos: Tensor, projection: str = "stereographic",
                      cap: Optional[float] = None) -> Tensor:
-    r"""Projects points by their direction :math:`u = p / \lVert p \rVert` (so every shell
-    sees the whole image alike) to normalised image coordinates in :math:`[-1, 1]^2`.  With
-    polar angle :math:`\theta` from the north pole :math:`+z` (the image centre), the
-    azimuthal projections put :math:`u` in the plane at
+    r"""Projects points (by direction) to normalised image coordinates in :math:`[-1, 1]^2`.
+
+    Only the direction :math:`u = p / \lVert p \rVert` matters, so every shell sees the
+    whole image in the same way.  With polar angle :math:`\theta` from the north pole
+    :math:`+z` (the image centre), the azimuthal projections put :math:`u` in the plane at
 
     .. math::
         \text{stereographic (from the south pole, conformal):}\quad
@@ -41,11 +42,16 @@ def project_to_image(pos: Tensor, projection: str = "stereographic",
         (\xi, \eta) = \sqrt{\frac{2}{1 + u_z}} \, (u_x, u_y), \quad
         \rho(\theta) = 2 \sin(\theta / 2),
 
-    scaled so that the cap of angular radius :math:`\theta_c` (``cap``) fills the disc
-    inscribed in the image, :math:`(g_x, g_y) = (\xi, -\eta) / \rho(\theta_c)`: :math:`g_x`
-    along columns, :math:`g_y` along rows (top to bottom, so up is :math:`+y`), as
-    :func:`torch.nn.functional.grid_sample` expects.  Points beyond the image get
-    :math:`|g| > 1`.
+    and are scaled so that the cap of angular radius :math:`\theta_c` (``cap``) fills the
+    disc inscribed in the image:
+
+    .. math::
+        (g_x, g_y) = \frac{(\xi, -\eta)}{\rho(\theta_c)}.
+
+    :math:`g_x` grows along image columns (left to right, :math:`+x`) and :math:`g_y`
+    along rows (top to bottom, so the image's up is :math:`+y`), as
+    :func:`torch.nn.functional.grid_sample` expects.  Points beyond the image square get
+    :math:`|g| > 1`; the south pole itself is sent far outside.
 
     Args:
         pos (Tensor): Points, shape :math:`(N, 3)`, none at the origin.
@@ -115,27 +121,37 @@ class ImageToSphere(BaseTransform):
     r"""Maps an image onto concentric Fibonacci spheres with a kNN graph
     (functional name: :obj:`image_to_sphere`).
 
-    The nodes and graph are :func:`~quest_geometric.geometry.graphs.sphere_graph` (in-degree
-    :math:`k + k_\times` everywhere).  Each node samples the image bilinearly
-    (:func:`torch.nn.functional.grid_sample`) at :func:`project_to_image` of its direction,
-    so **every shell sees the whole image**, at its own resolution.  With
-    ``align_corners=False`` the image square (a non-square image stretched to it) is exactly
-    :math:`[-1, 1]^2` of the projection plane, and nodes inside it never mix with padding.
+    The node layout and graph are :func:`~quest_geometric.geometry.graphs.sphere_graph`
+    (in-degree :math:`k + k_\times` everywhere).  Each node samples the image bilinearly
+    (:func:`torch.nn.functional.grid_sample`) at
+    :func:`project_to_image` of its direction, so **every shell sees the whole image**, at
+    its own resolution.  With ``align_corners=False`` the normalised coordinates
+    :math:`\pm 1` are the outer edges of the border pixels (pixel :math:`(i, j)`'s centre
+    is at :math:`((2j + 1)/W - 1, (2i + 1)/H - 1)`), so the image square is exactly the
+    square :math:`[-1, 1]^2` of the projection plane; a non-square image is stretched to
+    it.  Nodes inside the square never mix with padding (in its outer half pixel a node
+    takes the border value).
 
-    **Nodes outside the image** (with the default stereographic hemisphere, those south of
-    the equator, about half of each shell) receive ``fill_value`` in every channel
-    (``padding_mode='zeros'``), the nearest border pixel (``'border'``) or the mirrored
-    image (``'reflection'``).  The fill is in the units of the image *given to the
-    transform*: after a normalisation (as in
-    :class:`~quest_geometric.datasets.images.DigitsGraphs`) 0 is the mean pixel, not black.
-    The equal-area projection of the whole sphere (``cap=180``) puts every node inside the
-    image disc.
+    **Nodes outside the image.**  With the default stereographic hemisphere, every node
+    whose direction points south of the equator (about half the nodes of each shell) lies
+    outside the image square.  They receive ``fill_value`` (``padding_mode='zeros'``, the
+    default: exactly ``fill_value`` in every channel, 0 unless set), or the nearest border
+    pixel (``'border'``) or the mirrored image (``'reflection'``).  Note that the fill is in
+    the units of the image *given to the transform*: a dataset that normalises before the
+    transform (as :class:`~quest_geometric.datasets.images.DigitsGraphs` does) makes 0 the
+    mean pixel, not black; pass the normalised background value to fill with the
+    background.  The equal-area projection of the whole sphere (``cap=180``) puts every node
+    inside the image disc.
 
-    **Input.**  A ``[C, H, W]`` tensor (or ``Data(image=...)``): floating point as given,
-    ``uint8`` rescaled to :math:`[0, 1]`, other integer types refused; channels-last and
-    batched input are refused with the call to use instead.  The template (graph and
-    sampling grid) is built once per configuration, kept in a module-level LRU cache and
-    shared; outputs hold copies of it, so editing one sample cannot corrupt the others.
+    **Input.**  A ``[C, H, W]`` tensor (or ``Data(image=...)``): floating-point images are
+    sampled as given, ``uint8`` images are first rescaled to :math:`[0, 1]`, other integer
+    types are refused.  Channels-last ``[H, W, C]`` input and ``[B, C, H, W]`` batches are
+    refused with the call to use instead (``permute(2, 0, 1)``, :meth:`batch_call`).
+
+    The template (graph plus sampling grid) depends only on the configuration; it is built
+    once, kept in a module-level LRU cache, and shared by every image and every transform
+    with the same configuration.  Outputs hold copies of the template, so changing one
+    sample in place cannot corrupt the others.
 
     Args:
         sizes (Sequence[int], optional): Nodes per shell, innermost first.
@@ -145,9 +161,9 @@ class ImageToSphere(BaseTransform):
             (default: :obj:`4`, :obj:`0` for a single shell)
         projection (str, optional): ``'stereographic'`` or ``'equal_area'``, see
             :func:`project_to_image`. (default: :obj:`'stereographic'`)
-        cap (float, optional): Angular radius (degrees) of the cap mapped onto the image's
-            inscribed disc. (default: :obj:`90` for ``'stereographic'``, :obj:`180` for
-            ``'equal_area'``)
+        cap (float, optional): Angular radius (degrees) of the spherical cap mapped onto
+            the image's inscribed disc. (default: :obj:`90` for ``'stereographic'``, the
+            northern hemisphere; :obj:`180` for ``'equal_area'``, the whole sphere)
         radii (Sequence[float], optional): Shell radii. (default: :obj:`(1, ..., S)`)
         padding_mode (str, optional): Value of nodes outside the image, as in
             :func:`~torch.nn.functional.grid_sample`: ``'zeros'`` (``fill_value``),
@@ -202,8 +218,9 @@ class ImageToSphere(BaseTransform):
         t = self.template()
         grid = t.grid.to(device=images.device, dtype=images.dtype)
         grid = grid.view(1, 1, -1, 2).expand(images.size(0), -1, -1, -1)
-        # With 'zeros', sample as 'border' and fill the nodes outside the image afterwards:
-        # grid_sample's 'zeros' would fade the outer half pixel towards 0.
+        # With 'zeros', sample as 'border' and fill the nodes outside the image square
+        # afterwards: nodes inside the image never blend with the padding (grid_sample's
+        # 'zeros' would fade the outer half pixel towards 0).
         zeros = self.padding_mode == "zeros"
         out = F.grid_sample(images, grid, mode="bilinear",
                             padding_mode="border" if zeros else self.padding_mode,

@@ -88,7 +88,7 @@ def masked_softmax_entropy(logits: Tensor, allowed: Tensor) -> tuple[Tensor, Ten
     r"""Normalised entropy of each row of :math:`\mathrm{softmax}` over the allowed keys.
 
     The same quantity as :func:`~quest_geometric.analysis.metrics.attention_entropy` applied
-    to the masked softmax (which it is tested against), computed from the log-probabilities
+    to the masked softmax, computed from the log-probabilities
     in three passes, without forming and re-validating the probabilities:
 
     .. math::

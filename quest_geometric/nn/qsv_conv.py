@@ -187,8 +187,7 @@ class QSVConv(MessagePassing):
     ``float64`` native kernels compute the dense path (compiled from C at first use; see
     :func:`~quest_geometric.nn.qsv_native_status`); the layer traces under
     :func:`torch.compile` with no graph breaks.  Which path a call takes, and why, is
-    described in ``docs/qsv.md`` (*Execution paths*); every path is tested equal to the
-    scatter path and to plain references.
+    described in ``docs/qsv.md`` (*Execution paths*).
 
     **PyG tools.**  Explain masks (``explain=True`` with an ``edge_mask``, as set by
     :class:`~torch_geometric.explain.Explainer`) multiply each message after the softmax, on

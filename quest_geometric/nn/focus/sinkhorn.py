@@ -245,8 +245,7 @@ def _logsumexp(x: List[float]) -> float:
 def sinkhorn_step_host(logq: List[float], rows: List[List[float]]) -> List[float]:
     r""":func:`sinkhorn_step` of one token of one sequence on Python floats: the same float64
     formulas (``logaddexp(a, b) = max(a, b) + log1p(exp(-|a - b|))``), without the some
-    hundred tiny tensor operations of the tensor step (the fast path of cached decoding;
-    tested equal to :func:`sinkhorn_step`).
+    hundred tiny tensor operations of the tensor step (the fast path of cached decoding).
 
     Args:
         logq (list of float): the token's scores :math:`S_t/\tau`, :math:`K` numbers.

@@ -71,7 +71,7 @@ _SLACK32 = float32_host(_SLACK)
 
 def topk_groups_host(vals: List[float], top_k: int, single: bool) -> List[int]:
     r""":func:`topk_groups` of one token's log memberships on Python floats, with the same
-    arithmetic (the fast path of cached decoding; tested equal to :func:`topk_groups`).
+    arithmetic (the fast path of cached decoding).
 
     Args:
         vals (list of float): log memberships, :math:`K` numbers, already rounded to the

@@ -79,9 +79,8 @@ With window-only routing (:class:`~quest_geometric.nn.focus.window_router.Window
 reads the window and the sinks, two slices of the cache, and records no group set and keeps
 no store (so its first step after a prefill costs what a later one does).
 
-The plain gather path (:func:`focus_decode_attention_reference`) stays the reference the
-tests compare both ways with, and serves every other case (several sequences, several new
-tokens, padding).
+The plain gather path (:func:`focus_decode_attention_reference`) is the reference of both
+ways and serves every other case (several sequences, several new tokens, padding).
 """
 from __future__ import annotations
 

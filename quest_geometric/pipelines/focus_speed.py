@@ -14,7 +14,6 @@ the GPU sweep to 1M tokens).
 """
 from __future__ import annotations
 
-import argparse
 import math
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -305,27 +304,4 @@ def run(quick: bool = False, device: torch.device | str = "cpu",
                       **({"png": str(png)} if png else {})}}
 
 
-def main(argv: Optional[list[str]] = None) -> None:
-    """Command-line entry of ``python -m benchmarks.focus.speed``."""
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="up to 16K tokens, 2 repeats")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--lengths", type=int, nargs="*", default=None)
-    parser.add_argument("--repeat", type=int, default=None)
-    parser.add_argument("--edges-max", type=int, default=None)
-    parser.add_argument("--no-memory", action="store_true")
-    parser.add_argument("--out", default="benchmarks/focus/results")
-    parser.add_argument("--allocator", choices=("reuse", "system"), default="reuse",
-                        help="CPU: keep freed memory for reuse (default) or glibc's default")
-    parser.add_argument("--name", default=None, help="file stem of the results")
-    parser.add_argument("--max-seconds", type=float, default=90.0,
-                        help="time budget of the timed rounds of one length")
-    args = parser.parse_args(argv)
-    result = run(quick=args.quick, device=args.device, out_dir=args.out, lengths=args.lengths,
-                 repeat=args.repeat, edges_max=args.edges_max, memory=not args.no_memory,
-                 allocator=args.allocator, name=args.name, max_seconds=args.max_seconds)
-    print(result["markdown"])
-
-
-__all__ = ["run", "main", "length_row", "crossover"]
+__all__ = ["run", "length_row", "crossover"]

@@ -6,7 +6,6 @@ Run ``python -m benchmarks.qsv.knn_speed`` (``--quick`` for up to 100K points).
 """
 from __future__ import annotations
 
-import argparse
 import math
 from pathlib import Path
 from typing import Any
@@ -91,15 +90,3 @@ def run(quick: bool = False, device: torch.device | str = "cpu",
                       columns=["backend", "points", "k", "seconds", "note"])
     _plot(rows, out_dir / "knn_speed.png")
     return {"rows": rows, "markdown": p["md"].read_text() + "\n![kNN](knn_speed.png)\n"}
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Command-line entry of ``python -m benchmarks.qsv.knn_speed``."""
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="up to 100K points")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--out", default="benchmarks/qsv/results")
-    args = parser.parse_args(argv)
-    result = run(quick=args.quick, device=args.device, out_dir=args.out)
-    print(result["markdown"])

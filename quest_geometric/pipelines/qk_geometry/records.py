@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Union
 
-__all__ = ["records_path", "write_records", "read_records"]
+__all__ = ["records_path", "write_records"]
 
 
 def records_path(out: Union[str, os.PathLike], name: str) -> Path:
@@ -32,11 +32,3 @@ def write_records(path: Union[str, os.PathLike], records: Iterable[dict[str, Any
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_bytes(buf.getvalue())
     os.replace(tmp, path)
-
-
-def read_records(path: Union[str, os.PathLike]) -> list[dict[str, Any]]:
-    """The records of ``path`` (gzip-compressed or plain JSON lines; blank lines skipped)."""
-    path = Path(path)
-    raw = path.read_bytes()
-    text = (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode("utf-8")
-    return [json.loads(line) for line in text.splitlines() if line.strip()]

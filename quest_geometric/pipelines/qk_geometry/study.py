@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence, Union
@@ -18,7 +17,7 @@ from quest_geometric.pipelines.qk_geometry.plots import (plot_diff, plot_hf, plo
                                                          plot_prk_entropy, plot_share_over_steps,
                                                          plot_trajectories)
 from quest_geometric.pipelines.qk_geometry.pretrained import hf_analysis
-from quest_geometric.pipelines.qk_geometry.records import read_records, records_path, write_records
+from quest_geometric.pipelines.qk_geometry.records import records_path, write_records
 from quest_geometric.pipelines.qk_geometry.runs import (measure_overhead, run_intervention,
                                                         run_trajectories)
 from quest_geometric.pipelines.qk_geometry.summary import (HF_COLUMNS, INTERVENTION_COLUMNS,
@@ -162,20 +161,6 @@ def write_run_bootstrap(records: Sequence[Mapping[str, Any]], out: Union[str, os
                           columns=RUN_BOOTSTRAP_COLUMNS, title=report.RUN_BOOTSTRAP_TITLE,
                           notes=report.RUN_BOOTSTRAP_NOTES)
     return {"rows": rows, "paths": paths}
-
-
-def run_bootstrap_from_records(name: str,
-                               out: Union[str, os.PathLike] = "benchmarks/qk_geometry/results",
-                               n_boot: int = 2000, seed: int = 0) -> dict[str, Any]:
-    """:func:`write_run_bootstrap` from a finished study's ``<out>/<name>_records.jsonl.gz``
-    (:func:`~quest_geometric.pipelines.qk_geometry.records.read_records`; trains nothing),
-    with the metadata of its trajectory table."""
-    out = Path(out)
-    records = read_records(records_path(out, name))
-    records = [r for r in records if r.get("kind", "probe") == "probe"]
-    meta_file = out / f"{name}_trajectories.json"
-    meta = json.loads(meta_file.read_text()).get("meta", {}) if meta_file.is_file() else {}
-    return write_run_bootstrap(records, out, name, meta, n_boot=n_boot, seed=seed)
 
 
 def _intervention_part(cfg: StudyConfig, run_root: Path, out: Path, name: str,

@@ -24,18 +24,16 @@ Run ``python -m benchmarks.qsv.ablation --dataset digits`` (``--quick`` for a sm
 from quest_geometric.pipelines.qsv_ablation.analyse import analyse_model
 from quest_geometric.pipelines.qsv_ablation.config import (DATASETS, GRAPH_VARIANTS, PAPER,
                                                            PRESETS, VARIANTS, AblationConfig)
-from quest_geometric.pipelines.qsv_ablation.data import _graph  # noqa: F401  (used by the tests)
-from quest_geometric.pipelines.qsv_ablation.data import WithPosition, graph_loader, load_split
+from quest_geometric.pipelines.qsv_ablation.data import (WithPosition, graph_loader,
+                                                         graph_transform, load_split)
 from quest_geometric.pipelines.qsv_ablation.plots import plot_histograms
 from quest_geometric.pipelines.qsv_ablation.runs import (CleanTrainAccuracy, build_model,
-                                                         estimate_epoch_time, train_variant)
-from quest_geometric.pipelines.qsv_ablation.study import run, summarise
+                                                         train_variant)
+from quest_geometric.pipelines.qsv_ablation.study import run
 from quest_geometric.pipelines.qsv_ablation.summary import aggregate, aggregate_analysis
-from quest_geometric.pipelines.qsv_ablation.variants import (match_parameter_count,
-                                                             parameter_counts, qsv_variant)
+from quest_geometric.pipelines.qsv_ablation.variants import match_parameter_count, qsv_variant
 
 __all__ = ["VARIANTS", "GRAPH_VARIANTS", "DATASETS", "PAPER", "AblationConfig", "PRESETS",
-           "WithPosition", "CleanTrainAccuracy", "graph_loader", "load_split", "build_model",
-           "qsv_variant", "match_parameter_count", "parameter_counts", "analyse_model",
-           "train_variant", "aggregate", "aggregate_analysis", "plot_histograms",
-           "estimate_epoch_time", "run", "summarise"]
+           "WithPosition", "CleanTrainAccuracy", "graph_loader", "graph_transform", "load_split",
+           "build_model", "qsv_variant", "match_parameter_count", "analyse_model",
+           "train_variant", "aggregate", "aggregate_analysis", "plot_histograms", "run"]

@@ -45,8 +45,8 @@ PAPER: dict[str, dict[str, tuple[float, float]]] = {
     },
 }
 PAPER["digits"] = PAPER["cifar10"]
-_PAPER_SOURCE = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100",
-                 "digits": "CIFAR-10 (the paper has no digits run)"}
+PAPER_SOURCE = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100",
+                "digits": "CIFAR-10 (the paper has no digits run)"}
 
 
 @dataclass

@@ -49,7 +49,10 @@ class WithPosition(BaseTransform):
         return f"{self.__class__.__name__}({self.base!r})"
 
 
-def _graph(variant: str, cfg: AblationConfig) -> Optional[Callable[[Data], Any]]:
+def graph_transform(variant: str, cfg: AblationConfig) -> Optional[Callable[[Data], Any]]:
+    """The transform from an image to the graph ``variant`` trains on: the flat pixel lattice
+    for ``'lattice'``, the sphere graph for the other graph variants (with the positions
+    appended as features when ``cfg.positions == 'features'``), none for ``'resnet20'``."""
     if variant == "resnet20":
         return None
     if variant == "lattice":

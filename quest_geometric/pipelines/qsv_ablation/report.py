@@ -4,15 +4,8 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Optional, Sequence
 
-from quest_geometric.pipelines.qsv_ablation.config import (_DESCRIPTIONS, _PAPER_SOURCE,
+from quest_geometric.pipelines.qsv_ablation.config import (_DESCRIPTIONS, PAPER_SOURCE,
                                                            AblationConfig)
-
-
-#: Title and notes of the CIFAR epoch-time estimate (``--estimate-epoch``).
-ESTIMATE_TITLE = "Estimated CIFAR training time per epoch (50,000 images; an estimate)"
-ESTIMATE_NOTES = ("Median of a few training steps on synthetic 32x32 images (per-sample graph "
-                  "transform, collation, forward, backward, AdamW) times 391 steps; evaluation "
-                  "excluded.")
 
 
 #: The notes under the analysis table.
@@ -137,7 +130,7 @@ def table_notes(cfg: AblationConfig, dataset: str, seeds: Sequence[int],
         f"{headline(rows, dataset, cfg) if rows is not None else ''}\n\nTest accuracy in percent, "
         f"mean and sample std over seeds {list(seeds)} (the `seeds` column: how many each row "
         "has); `delta`: points vs full QSV. `paper`/`paper_delta`: the QSV paper's numbers for "
-        f"{_PAPER_SOURCE[dataset]} (n/a where it gives none; ResNet-20 is 'within 2.1 points' of "
+        f"{PAPER_SOURCE[dataset]} (n/a where it gives none; ResNet-20 is 'within 2.1 points' of "
         "the lattice). `paired_delta`: mean over seeds of the per-seed difference to QSV (same "
         "seed, over the seeds both rows have), with the 95% paired t interval "
         "`delta_ci_low`-`delta_ci_high` and its two-sided p `t_p`, the exact two-sided "

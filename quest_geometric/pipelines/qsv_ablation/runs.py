@@ -1,5 +1,5 @@
-"""Training runs of the QSV ablation: the models, the clean-training-accuracy callback, one
-resumable run per (variant, seed), and the CIFAR epoch-time estimate."""
+"""Training runs of the QSV ablation: the models, the clean-training-accuracy callback and one
+resumable run per (variant, seed)."""
 from __future__ import annotations
 
 import dataclasses
@@ -8,17 +8,16 @@ import math
 import os
 import statistics
 from pathlib import Path
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Optional, Union
 
-import torch
 from torch import nn
-from torch_geometric.data import Data
 
 from quest_geometric._utils import atomic_write_json, check_choice, resolve_device
 from quest_geometric.pipelines.qsv_ablation.analyse import analyse_model
-from quest_geometric.pipelines.qsv_ablation.config import (PRESETS, VARIANTS, AblationConfig,
+from quest_geometric.pipelines.qsv_ablation.config import (VARIANTS, AblationConfig,
                                                            _check_dataset)
-from quest_geometric.pipelines.qsv_ablation.data import _graph, _shapes, graph_loader, load_split
+from quest_geometric.pipelines.qsv_ablation.data import (_shapes, graph_loader, graph_transform,
+                                                         load_split)
 from quest_geometric.pipelines.qsv_ablation.variants import qsv_variant
 from quest_geometric.training.trainer import Callback
 
@@ -125,7 +124,7 @@ def train_variant(variant: str, seed: int, cfg: AblationConfig, dataset: str = "
     kind = "image" if variant == "resnet20" else ("lattice" if variant == "lattice" else "sphere")
     data = {} if data is None else data
     if kind not in data:
-        graph = _graph(variant, cfg)
+        graph = graph_transform(variant, cfg)
         train_split = load_split(dataset, True, graph, cfg, root, download)
         clean = (train_split if not cfg.augment
                  else load_split(dataset, True, graph, cfg.replace(augment=False), root,
@@ -189,62 +188,3 @@ def train_variant(variant: str, seed: int, cfg: AblationConfig, dataset: str = "
         atomic_write_json(done_file, {"config": dataclasses.asdict(cfg), "result": result},
                           default=str)
     return result
-
-
-def estimate_epoch_time(cfg: Optional[AblationConfig] = None, variants: Sequence[str] = VARIANTS,
-                        steps: int = 3, train_size: int = 50_000,
-                        device: Union[str, torch.device] = "cpu", image_size: int = 32,
-                        channels: int = 3, num_classes: int = 10) -> list[dict[str, Any]]:
-    """Estimated training time of one CIFAR epoch per variant, from a few training steps
-    on synthetic images, the per-sample graph transform included: the median over ``steps``
-    timed steps (transform ``cfg.batch_size`` random images one by one, collate, forward,
-    backward, AdamW step) times ``ceil(train_size / batch_size)``. Evaluation is excluded.
-
-    Returns:
-        list[dict]: ``variant``, ``params``, ``s_per_step``, ``est_epoch_s``,
-        ``est_epoch_min``.
-    """
-    from torch_geometric.data import Batch
-
-    from quest_geometric.profile import time_function
-    from quest_geometric.training.tasks import ClassificationTask
-
-    cfg = cfg or PRESETS["cifar10"]["full"]
-    dev = resolve_device(str(device))
-    gen = torch.Generator().manual_seed(0)
-    images = torch.randint(0, 256, (cfg.batch_size, channels, image_size, image_size),
-                           generator=gen, dtype=torch.uint8)
-    labels = torch.randint(0, num_classes, (cfg.batch_size,), generator=gen)
-    task = ClassificationTask()
-    rows = []
-    for v in variants:
-        graph = _graph(v, cfg)
-
-        def make_batch() -> Batch:
-            items = []
-            for b in range(cfg.batch_size):
-                d = Data(image=images[b].float().div(255.0), y=labels[b:b + 1])
-                items.append(graph(d) if graph is not None
-                             else Data(image=d.image.unsqueeze(0), y=d.y))
-            return Batch.from_data_list(items)
-
-        sample = make_batch()
-        in_ch, nodes = (channels, None) if graph is None else (
-            sample.x.size(1), sample.num_nodes // cfg.batch_size)
-        torch.manual_seed(0)
-        model = build_model(v, cfg, in_ch, num_classes, nodes).to(dev)
-        opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
-
-        def step() -> None:
-            batch = make_batch().to(dev)
-            loss, _ = task.training_step(model, batch)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-
-        t = time_function(step, warmup=1, repeat=steps, device=dev)
-        per_epoch = t["median_s"] * math.ceil(train_size / cfg.batch_size)
-        rows.append({"variant": v, "params": sum(p.numel() for p in model.parameters()),
-                     "batch_size": cfg.batch_size, "s_per_step": t["median_s"],
-                     "est_epoch_s": per_epoch, "est_epoch_min": per_epoch / 60.0})
-    return rows

@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
 import os
 import time
 from pathlib import Path
@@ -14,7 +12,7 @@ from tqdm.auto import tqdm
 
 from quest_geometric.profile import write_results
 from quest_geometric.pipelines.qsv_ablation import report
-from quest_geometric.pipelines.qsv_ablation.config import (_PAPER_SOURCE, PRESETS, AblationConfig,
+from quest_geometric.pipelines.qsv_ablation.config import (PAPER_SOURCE, PRESETS, AblationConfig,
                                                            _check_dataset, _check_seeds,
                                                            _check_variants)
 from quest_geometric.pipelines.qsv_ablation.plots import plot_histograms
@@ -92,96 +90,13 @@ def run(dataset: str = "digits", seeds: Optional[Sequence[int]] = None,
         meta = {"dataset": dataset, "quick": quick, "seeds": list(seeds), "device": str(device),
                 "threads": torch.get_num_threads(), "world_size": info.world_size,
                 "config": dataclasses.asdict(cfg), "variant_epochs": variant_epochs,
-                "paper_numbers": _PAPER_SOURCE[dataset],
+                "paper_numbers": PAPER_SOURCE[dataset],
                 "wall_s": round(time.perf_counter() - t0, 1)}
-        paths, markdown = _write(stem, out, meta, cfg, dataset, quick, seeds, rows, per_seed,
+        paths, markdown = write_tables(stem, out, meta, cfg, dataset, quick, seeds, rows, per_seed,
                                  analysis_rows, results, summary)
     return {"rows": rows, "seed_rows": per_seed, "analysis_rows": analysis_rows,
             "results": results, "config": cfg, "paths": paths, "markdown": markdown,
             "summary": summary, "run_root": run_root}
-
-
-def summarise(seed_files: Sequence[Union[str, os.PathLike]],
-              out_dir: Union[str, os.PathLike] = "benchmarks/qsv/results",
-              name: str = "qsv_ablation") -> dict[str, Any]:
-    """Rebuild the main and per-seed tables from per-seed result files without training:
-    the way to merge seeds trained at different times into one table.
-
-    Each file is a ``<stem>_seeds.json`` written by :func:`run` (read as JSON data only).
-    They must share the dataset, the ``quick`` flag and the configuration, and agree on the
-    epochs of any variant trained longer (``variant_epochs``); a (variant, seed) present in
-    several files must have the same result in each. The analysis table is not rewritten
-    (it needs the checkpoints).
-
-    Args:
-        seed_files (sequence of path): the per-seed JSON files.
-        out_dir (path): result folder. (default: ``'benchmarks/qsv/results'``)
-        name (str): file stem. (default: ``'qsv_ablation'``)
-
-    Returns:
-        dict: ``rows``, ``seed_rows``, ``paths``, ``markdown``, ``summary``.
-
-    Raises:
-        ValueError: no file, or files from different settings or with conflicting rows.
-    """
-    if not seed_files:
-        raise ValueError("summarise: 'seed_files' must name at least one _seeds.json file")
-    metas, by_key = [], {}
-    for f in seed_files:
-        doc = json.loads(Path(f).read_text())
-        if not isinstance(doc, dict) or "meta" not in doc or "rows" not in doc:
-            raise ValueError(f"summarise: {os.fspath(f)!r} is not a per-seed results file "
-                             f"(expected a JSON object with 'meta' and 'rows')")
-        metas.append(doc["meta"])
-        for r in doc["rows"]:
-            key = (str(r["variant"]), int(r["seed"]))
-            if key in by_key and by_key[key] != r:
-                raise ValueError(f"summarise: {key[0]} seed {key[1]} differs between the "
-                                 f"files ({by_key[key]} against {r})")
-            by_key[key] = r
-    for k in ("dataset", "quick", "config"):
-        values = {json.dumps(m.get(k), sort_keys=True) for m in metas}
-        if len(values) > 1:
-            raise ValueError(f"summarise: the files differ in {k!r}: {sorted(values)}")
-    variant_epochs: dict[str, int] = {}
-    for m in metas:  # a file that ran a variant longer; files without that variant agree
-        for v, e in (m.get("variant_epochs") or {}).items():
-            if variant_epochs.setdefault(v, e) != e:
-                raise ValueError(f"summarise: the files differ in 'variant_epochs' for {v!r}: "
-                                 f"{variant_epochs[v]} and {e}")
-    for (v, s), r in by_key.items():
-        expected = variant_epochs.get(v, metas[0]["config"]["epochs"])
-        if r.get("epochs") is not None and int(r["epochs"]) != int(expected):
-            raise ValueError(f"summarise: {v} seed {s} trained {r['epochs']} epochs, the "
-                             f"files' setting says {expected}")
-    meta0 = metas[0]
-    dataset, quick = meta0["dataset"], bool(meta0["quick"])
-    _check_dataset(dataset)
-    config = dict(meta0["config"])
-    config["sphere_sizes"] = tuple(config["sphere_sizes"])
-    cfg = AblationConfig(**config)
-    order = {v: i for i, v in enumerate(_check_variants(None))}
-    results = [{**r, "analysis": None} for _, r in
-               sorted(by_key.items(), key=lambda kv: (order[kv[0][0]], kv[0][1]))]
-    for r in results:
-        for k in ("acc", "train_acc", "train_clean_acc", "epoch_s"):
-            if r.get(k) is None:
-                r[k] = math.nan
-    rows = aggregate(results, dataset)
-    per_seed = seed_rows(results)
-    summary = report.findings(rows, [], dataset)
-    seeds = sorted({int(r["seed"]) for r in results})
-    meta = {"dataset": dataset, "quick": quick, "seeds": seeds, "device": meta0.get("device"),
-            "threads": meta0.get("threads"), "world_size": meta0.get("world_size"),
-            "config": meta0["config"], "variant_epochs": variant_epochs or None,
-            "paper_numbers": _PAPER_SOURCE[dataset],
-            "merged_from": [{"file": Path(f).name, "date": m.get("date"),
-                             "seeds": m.get("seeds")} for f, m in zip(seed_files, metas)]}
-    stem = f"{name}_{dataset}{'_quick' if quick else ''}"
-    paths, markdown = _write(stem, Path(out_dir), meta, cfg, dataset, quick, seeds, rows,
-                             per_seed, [], results, summary)
-    return {"rows": rows, "seed_rows": per_seed, "paths": paths, "markdown": markdown,
-            "summary": summary}
 
 
 def _train_all(variants: Sequence[str], seeds: Sequence[int], cfg: AblationConfig, dataset: str,
@@ -222,12 +137,13 @@ def _check_variant_epochs(variant_epochs: Optional[Mapping[str, int]],
     return out
 
 
-def _write(stem: str, out: Path, meta: dict[str, Any], cfg: AblationConfig, dataset: str,
+def write_tables(stem: str, out: Path, meta: dict[str, Any], cfg: AblationConfig, dataset: str,
            quick: bool, seeds: Sequence[int], rows: list[dict[str, Any]],
            per_seed: list[dict[str, Any]], analysis_rows: list[dict[str, Any]],
            results: list[dict[str, Any]], summary: list[str]) -> tuple[dict[str, Any], str]:
     """Write the tables (and the analysis ones when there are analysis rows); return the
-    paths and the markdown of everything written."""
+    paths and the markdown of everything written (for :func:`run`, and for the benchmark's
+    merge of per-seed files)."""
     paths: dict[str, Any] = {}
     paths["table"] = write_results(
         stem, rows, out, meta=meta, columns=TABLE_COLUMNS,

@@ -9,7 +9,7 @@ from quest_geometric._utils.checks import check_choice, check_int
 from quest_geometric.pipelines.qsv_ablation.config import GRAPH_VARIANTS
 from quest_geometric.models.qsv_net import QSVNet
 
-__all__ = ["match_parameter_count", "qsv_variant", "parameter_counts"]
+__all__ = ["match_parameter_count", "qsv_variant"]
 
 
 def match_parameter_count(target: int, in_channels: int, num_classes: int,
@@ -124,20 +124,3 @@ def qsv_variant(name: str, in_channels: int, num_classes: int, **kwargs: Any) ->
                                   **control_kwargs)
     return QSVNet(in_channels, num_classes, channels=match["channels"],
                   mlp_hidden=match["mlp_hidden"], conv="transformer", **control_kwargs)
-
-
-def parameter_counts(in_channels: int, num_classes: int, **kwargs: Any) -> dict[str, int]:
-    r"""The parameter count of every graph variant
-    (:data:`~quest_geometric.pipelines.qsv_ablation.config.GRAPH_VARIANTS`) built with the
-    same arguments.
-
-    Args:
-        in_channels (int): Node feature size.
-        num_classes (int): Number of classes.
-        **kwargs (optional): :class:`~quest_geometric.models.qsv_net.QSVNet` arguments.
-
-    Returns:
-        dict[str, int]: ``{variant: parameters}``.
-    """
-    return {name: qsv_variant(name, in_channels, num_classes, **kwargs).parameter_count()
-            for name in GRAPH_VARIANTS}

@@ -9,6 +9,7 @@ import torch
 from torch_geometric.data import Data
 
 from benchmarks.qsv.ablation import main as ablation_main
+from benchmarks.qsv.ablation import summarise
 from quest_geometric.analysis.stats import paired_differences
 from quest_geometric.pipelines import qsv_ablation as qa
 from quest_geometric.transforms import AppendPosition
@@ -176,7 +177,7 @@ def test_with_position_batch_call_equals_per_sample_compose(variant):
     from torch_geometric.transforms import Compose
 
     cfg = qa.PRESETS["digits"]["quick"]
-    t = qa._graph(variant, cfg)
+    t = qa.graph_transform(variant, cfg)
     assert isinstance(t, qa.WithPosition)
     images = torch.rand(5, 1, 8, 8, generator=torch.Generator().manual_seed(0))
     y = torch.arange(5)
@@ -194,7 +195,7 @@ def test_graph_loader_order_and_batches_equal_collated_samples():
     from torch_geometric.data import Batch
 
     cfg = qa.PRESETS["digits"]["quick"].replace(train_limit=40)
-    ds = qa.load_split("digits", True, qa._graph("qsv", cfg), cfg)
+    ds = qa.load_split("digits", True, qa.graph_transform("qsv", cfg), cfg)
     loader = qa.graph_loader(ds, 16, shuffle=True, seed=3)
     assert len(loader) == 3
     orders = []
@@ -291,7 +292,7 @@ def test_clean_training_accuracy_is_the_final_model_on_clean_images(tiny_run):
     r = next(x for x in result["results"] if x["variant"] == "qsv" and x["seed"] == 0)
     cfg = result["config"]
     assert not cfg.augment and math.isfinite(r["train_clean_acc"])
-    train = qa.load_split("digits", True, qa._graph("qsv", cfg), cfg)
+    train = qa.load_split("digits", True, qa.graph_transform("qsv", cfg), cfg)
     seed_everything(0)
     model = qa.build_model("qsv", cfg, train[0].x.size(1), 10, train[0].num_nodes)
     load_checkpoint(result["run_root"] / "qsv_s0" / "checkpoint.pt", model)
@@ -310,7 +311,7 @@ def test_clean_training_accuracy_is_the_final_model_on_clean_images(tiny_run):
 def test_digits_presets_train_without_the_crop():
     full, quick = qa.PRESETS["digits"]["full"], qa.PRESETS["digits"]["quick"]
     assert not full.augment and not quick.augment and full.epochs == 60
-    ds = qa.load_split("digits", True, qa._graph("qsv", full), full)
+    ds = qa.load_split("digits", True, qa.graph_transform("qsv", full), full)
     assert ds.augment_transform is None  # the vectorised graph_batch path applies
 
 
@@ -373,7 +374,7 @@ def test_summarise_merges_seed_files_without_training(tmp_path):
                                               for v in ("qsv", "uniform") for s in range(3)])
     more = _seeds_file(tmp_path / "b.json", [_row("qsv", 3, 91.0), _row("uniform", 3, 90.0),
                                              _row("qsv", 0, 90.0)])  # seed 0 repeated, same
-    res = qa.summarise([first, more], out_dir=tmp_path / "out")
+    res = summarise([first, more], out_dir=tmp_path / "out")
     rows = {r["variant"]: r for r in res["rows"]}
     assert rows["qsv"]["seeds"] == 4 and rows["uniform"]["seeds"] == 4
     assert rows["qsv"]["acc_mean"] == pytest.approx((90 + 91 + 92 + 91) / 4)
@@ -386,7 +387,7 @@ def test_summarise_merges_seed_files_without_training(tmp_path):
     assert [m["file"] for m in per_seed["meta"]["merged_from"]] == ["a.json", "b.json"]
     assert (tmp_path / "out" / "qsv_ablation_digits.md").read_text().count("Setting: digits") == 1
     # the merged per-seed file alone gives the same table again
-    again = qa.summarise([tmp_path / "out" / "qsv_ablation_digits_seeds.json"],
+    again = summarise([tmp_path / "out" / "qsv_ablation_digits_seeds.json"],
                          out_dir=tmp_path / "again")
     for key in ("acc_mean", "acc_std", "seeds", "wins_vs_qsv"):
         assert [r[key] for r in again["rows"]] == [r[key] for r in res["rows"]], key
@@ -397,20 +398,20 @@ def test_summarise_refuses_conflicts(tmp_path):
     a = _seeds_file(tmp_path / "a.json", [_row("qsv", 0, 90.0)])
     b = _seeds_file(tmp_path / "b.json", [_row("qsv", 0, 91.0)])
     with pytest.raises(ValueError, match="qsv seed 0 differs"):
-        qa.summarise([a, b], out_dir=tmp_path)
+        summarise([a, b], out_dir=tmp_path)
     c = _seeds_file(tmp_path / "c.json", [_row("qsv", 1, 90.0)], variant_epochs={"qsv": 9})
     with pytest.raises(ValueError, match="qsv seed 0 trained 60 epochs"):
-        qa.summarise([a, c], out_dir=tmp_path)
+        summarise([a, c], out_dir=tmp_path)
     longer = {**_row("uniform", 1, 90.0), "epochs": 120}
     d = _seeds_file(tmp_path / "d1.json", [longer], variant_epochs={"uniform": 120})
     e = _seeds_file(tmp_path / "e.json", [_row("uniform", 2, 90.0)], variant_epochs={"uniform": 80})
     with pytest.raises(ValueError, match="differ in 'variant_epochs' for 'uniform'"):
-        qa.summarise([d, e], out_dir=tmp_path)
+        summarise([d, e], out_dir=tmp_path)
     # a file that did not run the longer variant merges with one that did
-    merged = qa.summarise([a, d], out_dir=tmp_path / "m")
+    merged = summarise([a, d], out_dir=tmp_path / "m")
     assert {r["variant"]: r["epochs"] for r in merged["rows"]} == {"qsv": 60, "uniform": 120}
     (tmp_path / "d.json").write_text("[1, 2]")
     with pytest.raises(ValueError, match="not a per-seed results file"):
-        qa.summarise([tmp_path / "d.json"], out_dir=tmp_path)
+        summarise([tmp_path / "d.json"], out_dir=tmp_path)
     with pytest.raises(ValueError, match="at least one"):
-        qa.summarise([], out_dir=tmp_path)
+        summarise([], out_dir=tmp_path)

@@ -1,4 +1,4 @@
-"""The QSV ablation's models by name (qsv_variant, parameter_counts) and the
+"""The QSV ablation's models by name (qsv_variant) and the
 parameter-matched standard-attention control (match_parameter_count)."""
 from __future__ import annotations
 
@@ -7,11 +7,7 @@ import torch
 from torch_geometric.nn.conv import TransformerConv
 
 from quest_geometric.pipelines.qsv_ablation.config import GRAPH_VARIANTS
-from quest_geometric.pipelines.qsv_ablation.variants import (
-    match_parameter_count,
-    parameter_counts,
-    qsv_variant,
-)
+from quest_geometric.pipelines.qsv_ablation.variants import match_parameter_count, qsv_variant
 from quest_geometric.models.qsv_net import QSVNet
 from quest_geometric.testing.qsv import random_image_batch
 from quest_geometric.transforms.image_to_sphere import ImageToSphere
@@ -67,7 +63,7 @@ def test_match_parameter_count_reports_the_built_model():
 @pytest.mark.slow
 def test_variants_and_parameter_counts():
     kwargs = dict(SMALL)
-    counts = parameter_counts(3, 10, **kwargs)
+    counts = {name: qsv_variant(name, 3, 10, **kwargs).parameter_count() for name in GRAPH_VARIANTS}
     assert set(counts) == set(GRAPH_VARIANTS)
     full = count(QSVNet(3, 10, **kwargs))
     for name in ("qsv", "no_transport", "uniform", "lattice"):

@@ -143,6 +143,11 @@ def test_long_trained_routers_are_compared_with_their_start(gen):
             f"`{parent}` they started from") in text
     assert "-0.0020 +- 0.0003, says they were still learning" in text
     assert text.count(f"`{parent}_4k` (") == 0  # not reported as a row of its own
+    ood[f"{parent}_8k"] = {**ood[f"{parent}_4k"], "training": {**training, "block": 8192}}
+    para = next(p for p in headlines.long_context_sentence(Load()).split("\n\n")
+                if f"`{parent}_4k`" in p)
+    assert f"8,192-token blocks), `{parent}_8k`" in para  # both rows in one paragraph
+    del ood[f"{parent}_8k"]
     training["revisit_mean"] = -0.0005  # within two standard errors of 0
     assert "no longer shows learning" in headlines.long_context_sentence(Load())
     ood[f"{parent}_4k"]["vs_parent"]["n"] = 3

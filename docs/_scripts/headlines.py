@@ -277,7 +277,8 @@ def long_context_sentence(load: Load) -> str:
                  f"{'within' if within else 'outside'} the target's {target:g}% of full "
                  "attention.")
         out.append(text)
-    out += [_long_trained_sentence(name, ood[name], least) for name in longer]
+    if longer:  # one paragraph, however many rows were trained further
+        out.append(" ".join(_long_trained_sentence(name, ood[name], least) for name in longer))
     if short:
         out.append("Not yet measured on enough windows to decide (fewer than "
                    f"{least} paired with the window plus sinks): "

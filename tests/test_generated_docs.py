@@ -128,17 +128,28 @@ def test_long_trained_routers_are_compared_with_their_start(gen):
     ood = files["focus_long_context"]["sets"]["ood"]
     parent = next(n for n in ood if n.startswith("K") and not n.endswith("_random"))
     pair = {"n": 8, "ppl_change_pct": -2.5, "p_perm": 0.04, "worse": 1}
-    ood[f"{parent}_4k"] = {**ood[parent], "vs_parent": {**pair, "against": parent}}
+    training = {"objective": "lm", "block": 4096, "steps": 16, "revisit_mean": -0.002,
+                "revisit_sem": 0.0003}
+    ood[f"{parent}_4k"] = {**ood[parent], "vs_parent": {**pair, "against": parent},
+                           "training": training}
 
     class Load:
         def __call__(self, key):
             return files[key]
 
     text = headlines.long_context_sentence(Load())
-    assert (f"Routers trained further on 4K-token blocks, `{parent}_4k`, are -2.5% "
-            f"(permutation p = 0.04, worse on 1 of 8 windows) against the 1K-trained "
-            f"`{parent}`") in text
+    assert (f"Routers trained further (16 'lm' steps on 4,096-token blocks), `{parent}_4k`, "
+            f"are -2.5% (permutation p = 0.04, worse on 1 of 8 windows) against the routers "
+            f"`{parent}` they started from") in text
+    assert "-0.0020 +- 0.0003, says they were still learning" in text
     assert text.count(f"`{parent}_4k` (") == 0  # not reported as a row of its own
+    ood[f"{parent}_8k"] = {**ood[f"{parent}_4k"], "training": {**training, "block": 8192}}
+    para = next(p for p in headlines.long_context_sentence(Load()).split("\n\n")
+                if f"`{parent}_4k`" in p)
+    assert f"8,192-token blocks), `{parent}_8k`" in para  # both rows in one paragraph
+    del ood[f"{parent}_8k"]
+    training["revisit_mean"] = -0.0005  # within two standard errors of 0
+    assert "no longer shows learning" in headlines.long_context_sentence(Load())
     ood[f"{parent}_4k"]["vs_parent"]["n"] = 3
     assert "(fewer than 6 windows: not yet a finding)" in headlines.long_context_sentence(Load())
 

@@ -164,18 +164,42 @@ def markdown(summary: Dict[str, Dict[str, Any]], meta: Dict[str, Any]) -> str:
     return "\n".join(lines + window_lines(meta.get("windows"))) + "\n"
 
 
+def training_info(name: str, folder: Path) -> Dict[str, Any]:
+    """How a long-trained row was trained: its configuration's objective, block length and
+    steps, and from ``folder/training_<name>.json`` (the record
+    :func:`~benchmarks.focus.operating_point.train_config` saves beside the routers, copied
+    here because the routers themselves are not kept) the loss curve's ends and the revisit
+    measure (mean loss change on blocks seen before, with its standard error: negative while
+    the routers still learn what they saw)."""
+    from benchmarks.focus.operating_point import resolve_config
+
+    cfg = resolve_config(name)
+    info = {"objective": cfg["objective"], "block": cfg.get("block"), "steps": cfg["steps"]}
+    record = folder / f"training_{name}.json"
+    if record.is_file():
+        rec = json.loads(record.read_text())
+        info.update({k: rec.get(k) for k in ("loss_first", "loss_last", "revisit_n",
+                                             "revisit_mean", "revisit_sem")})
+    return info
+
+
 def long_trained_lines(summary: Dict[str, Dict[str, Any]]) -> List[str]:
-    """The rows trained on long blocks against the 1K-trained rows they started from,
-    paired by window, per set (nothing where no such row ran)."""
-    rows = [(s, name, r["vs_parent"]) for s, by in summary.items() for name, r in by.items()
+    """The rows trained on long blocks against the routers they started from, paired by
+    window, per set, with how each was trained (nothing where no such row ran)."""
+    rows = [(s, name, r) for s, by in summary.items() for name, r in by.items()
             if r.get("vs_parent")]
     if not rows:
         return []
-    lines = ["## Routers trained on long blocks against their 1K-trained start", "",
-             "| set | row | trained from | trailing ppl change | p (perm.), worse |",
-             "|---|---|---|---|---|"]
-    for s, name, d in rows:
-        lines.append(f"| {s} | {name} | {d['against']} " + _cmp(d))
+    lines = ["## Routers trained on long blocks against their start", "",
+             "| set | row | objective, block, steps | revisit (mean +- s.e.) | trained from "
+             "| trailing ppl change | p (perm.), worse |", "|---|---|---|---|---|---|---|"]
+    for s, name, r in rows:
+        t = r.get("training") or {}
+        how = (f"{t['objective']}, {t['block']:,}, {t['steps']}" if t.get("block") else "")
+        rev = (f"{t['revisit_mean']:+.4f} +- {t['revisit_sem']:.4f}"
+               if t.get("revisit_mean") is not None else "")
+        lines.append(f"| {s} | {name} | {how} | {rev} | {r['vs_parent']['against']} "
+                     + _cmp(r["vs_parent"]))
     return lines + [""]
 
 
@@ -280,6 +304,10 @@ def write_report(folder: Path, cells_file: str = "cells.jsonl",
     if not cells:
         raise ValueError(f"write_report: no cells in {folder / cells_file}")
     summary = summarize(cells, baselines)
+    for by in summary.values():
+        for name, r in by.items():
+            if r.get("vs_parent"):
+                r["training"] = training_info(name, folder)
     keep = ("cpu", "cores", "threads", "torch", "transformers", "python")
     dates = sorted([c["date"] for c in cells] + [c["finished"] for c in cells
                                                  if "finished" in c])

@@ -136,6 +136,21 @@ CONFIGS: Dict[str, Dict[str, Any]] = {
                                          "checkpointing": True, "loss_chunk": 512,
                                          "ckpt_every": 2,
                                          "init_from": "routers_K16_top2_w256_distill_s4_c200"},
+    # the 4K-trained routers trained on (12 more steps, one more pass over the 12 blocks)
+    # while their revisit measure said they were still learning, and the same start
+    # trained with the 'lm' objective instead, to compare the two objectives at 4K
+    "K16_top2_w256_distill_s4_c200_4k_c28": {"kind": "trained", "K": 16, "top_k": 2,
+                                             "window": 256, "objective": "distill",
+                                             "num_sinks": 4, "steps": 12, "block": 4096,
+                                             "checkpointing": True, "loss_chunk": 512,
+                                             "ckpt_every": 2,
+                                             "init_from":
+                                                 "routers_K16_top2_w256_distill_s4_c200_4k"},
+    "K16_top2_w256_lm_s4_c200_4k": {"kind": "trained", "K": 16, "top_k": 2, "window": 256,
+                                    "objective": "lm", "num_sinks": 4, "steps": 16,
+                                    "block": 4096, "checkpointing": True, "loss_chunk": 512,
+                                    "ckpt_every": 2,
+                                    "init_from": "routers_K16_top2_w256_distill_s4_c200"},
     # the grid's window 256 at K = 8 (4 sinks, from scratch, as the K = 16 corner)
     "K8_top2_w256_distill_s4": {"kind": "trained", "K": 8, "top_k": 2, "window": 256,
                                 "objective": "distill", "num_sinks": 4, "steps": 80},

@@ -277,7 +277,8 @@ def long_context_sentence(load: Load) -> str:
                  f"{'within' if within else 'outside'} the target's {target:g}% of full "
                  "attention.")
         out.append(text)
-    out += [_long_trained_sentence(name, ood[name], least) for name in longer]
+    if longer:  # one paragraph, however many rows were trained further
+        out.append(" ".join(_long_trained_sentence(name, ood[name], least) for name in longer))
     if short:
         out.append("Not yet measured on enough windows to decide (fewer than "
                    f"{least} paired with the window plus sinks): "
@@ -288,14 +289,21 @@ def long_context_sentence(load: Load) -> str:
 def _long_trained_sentence(name: str, r: dict, least: int) -> str:
     """Routers trained further on long blocks against the 1K-trained routers they started
     from, full attention and the window plus sinks (paired by window)."""
-    text = (f"Routers trained further on {name.rsplit('_', 1)[-1].upper()}-token blocks, "
-            f"`{name}`, are {_paired(r['vs_parent'])} against the 1K-trained "
-            f"`{r['vs_parent']['against']}` they started from on the same windows, "
+    t = r.get("training") or {}
+    how = (f" ({t['steps']} '{t['objective']}' steps on {t['block']:,}-token blocks)"
+           if t.get("block") else "")
+    text = (f"Routers trained further{how}, `{name}`, are {_paired(r['vs_parent'])} against "
+            f"the routers `{r['vs_parent']['against']}` they started from on the same windows, "
             f"{_paired(r['vs_full'])} against full attention")
     if r.get("vs_window"):
         text += f" and {_paired(r['vs_window'])} against the window plus sinks"
     if r["vs_parent"]["n"] < least:
         text += f" (fewer than {least} windows: not yet a finding)"
+    if t.get("revisit_mean") is not None:
+        still = t["revisit_mean"] + 2 * t["revisit_sem"] < 0
+        text += (f"; their revisit measure, {t['revisit_mean']:+.4f} +- {t['revisit_sem']:.4f}, "
+                 + ("says they were still learning when training stopped" if still
+                    else "no longer shows learning on blocks seen before"))
     return text + "."
 
 

@@ -13,6 +13,7 @@ import torch
 pytest.importorskip("transformers")
 from benchmarks.focus import long_context as lc  # noqa: E402
 from benchmarks.focus import long_context_report as report  # noqa: E402
+from benchmarks.focus.operating_point import resolve_config  # noqa: E402
 
 L = 40
 
@@ -149,4 +150,22 @@ def test_long_trained_row_is_paired_with_its_start_and_its_window():
     assert mine["vs_window"]["against"] == f"sinks@{parent}"
     assert summary["ood"][parent]["vs_parent"] is None
     text = "\n".join(report.long_trained_lines(summary))
-    assert f"| ood | {row} | {parent} | {100 * math.expm1(sum(d) / 4):+.1f}% (n=4) |" in text
+    assert f"| {parent} | {100 * math.expm1(sum(d) / 4):+.1f}% (n=4) |" in text
+
+
+def test_training_info_reads_the_configuration_and_the_training_record(tmp_path):
+    row = next(iter(lc.LONG_TRAINED))
+    cfg = resolve_config(row)
+    info = report.training_info(row, tmp_path)
+    assert info == {"objective": cfg["objective"], "block": cfg["block"], "steps": cfg["steps"]}
+    (tmp_path / f"training_{row}.json").write_text(json.dumps(
+        {"loss_first": 0.5, "loss_last": 0.25, "revisit_n": 2, "revisit_mean": -0.01,
+         "revisit_sem": 0.002, "curve": [0.5, 0.25]}))
+    info = report.training_info(row, tmp_path)
+    assert info["revisit_mean"] == -0.01 and info["loss_last"] == 0.25
+    summary = {"ood": {row: {"vs_parent": {"against": "x", "n": 2, "ppl_change_pct": -1.0,
+                                           "p_perm": 0.5, "worse": 0, "better": 2,
+                                           "mean_diff": -0.01}, "training": info}}}
+    line = report.long_trained_lines(summary)[4]
+    assert line.startswith(f"| ood | {row} | {cfg['objective']}, {cfg['block']:,}, "
+                           f"{cfg['steps']} | -0.0100 +- 0.0020 | x | -1.0% (n=2) |")

@@ -178,8 +178,9 @@ def training_info(name: str, folder: Path) -> Dict[str, Any]:
     record = folder / f"training_{name}.json"
     if record.is_file():
         rec = json.loads(record.read_text())
-        info.update({k: rec.get(k) for k in ("loss_first", "loss_last", "revisit_n",
-                                             "revisit_mean", "revisit_sem")})
+        info.update({k: rec.get(k) for k in ("loss_first", "loss_last", "revisit_n")})
+        if rec.get("revisit_n"):  # a run that saw no block twice has no revisit measure
+            info.update(revisit_mean=rec["revisit_mean"], revisit_sem=rec["revisit_sem"])
     return info
 
 

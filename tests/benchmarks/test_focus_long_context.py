@@ -163,6 +163,10 @@ def test_training_info_reads_the_configuration_and_the_training_record(tmp_path)
          "revisit_sem": 0.002, "curve": [0.5, 0.25]}))
     info = report.training_info(row, tmp_path)
     assert info["revisit_mean"] == -0.01 and info["loss_last"] == 0.25
+    (tmp_path / f"training_{row}.json").write_text(json.dumps(
+        {"loss_first": 0.5, "loss_last": 0.25, "revisit_n": 0, "revisit_mean": float("nan"),
+         "revisit_sem": float("nan")}))
+    assert "revisit_mean" not in report.training_info(row, tmp_path)  # no block seen twice
     summary = {"ood": {row: {"vs_parent": {"against": "x", "n": 2, "ppl_change_pct": -1.0,
                                            "p_perm": 0.5, "worse": 0, "better": 2,
                                            "mean_diff": -0.01}, "training": info}}}

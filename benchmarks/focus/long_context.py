@@ -64,7 +64,7 @@ OOD_FILES = (
 )
 
 #: Rows whose routers were trained further on long blocks (issue 54 part 2), each with the
-#: 1K-trained row it started from: compared with it, paired by window, and with its window
+#: row whose routers it started from: compared with it, paired by window, and with its window
 #: plus sinks (the same pattern, so the same matched window).
 LONG_TRAINED = {"K16_top2_w256_distill_s4_c200_4k": "K16_top2_w256_distill_s4_c200",
                 "K16_top2_w256_distill_s4_c200_4k_c28": "K16_top2_w256_distill_s4_c200_4k",

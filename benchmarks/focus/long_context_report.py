@@ -170,8 +170,10 @@ def training_info(name: str, folder: Path) -> Dict[str, Any]:
     :func:`~benchmarks.focus.operating_point.train_config` saves beside the routers, copied
     here because the routers themselves are not kept) the loss curve's ends and the revisit
     measure (mean loss change on blocks seen before, with its standard error: negative while
-    the routers still learn what they saw)."""
+    the routers still learn what they saw) with :func:`~benchmarks.focus.verdict.plateau`'s
+    reading of it."""
     from benchmarks.focus.operating_point import resolve_config
+    from benchmarks.focus.verdict import plateau
 
     cfg = resolve_config(name)
     info = {"objective": cfg["objective"], "block": cfg.get("block"), "steps": cfg["steps"]}
@@ -181,6 +183,7 @@ def training_info(name: str, folder: Path) -> Dict[str, Any]:
         info.update({k: rec.get(k) for k in ("loss_first", "loss_last", "revisit_n")})
         if rec.get("revisit_n"):  # a run that saw no block twice has no revisit measure
             info.update(revisit_mean=rec["revisit_mean"], revisit_sem=rec["revisit_sem"])
+            info["plateau"] = plateau({**info, "steps": cfg["steps"]})
     return info
 
 
@@ -305,10 +308,12 @@ def write_report(folder: Path, cells_file: str = "cells.jsonl",
     if not cells:
         raise ValueError(f"write_report: no cells in {folder / cells_file}")
     summary = summarize(cells, baselines)
+    trained = {name: training_info(name, folder) for by in summary.values()
+               for name, r in by.items() if r.get("vs_parent")}
     for by in summary.values():
         for name, r in by.items():
-            if r.get("vs_parent"):
-                r["training"] = training_info(name, folder)
+            if name in trained:
+                r["training"] = trained[name]
     keep = ("cpu", "cores", "threads", "torch", "transformers", "python")
     dates = sorted([c["date"] for c in cells] + [c["finished"] for c in cells
                                                  if "finished" in c])

@@ -354,7 +354,7 @@ def verdict_rows(results: Path | str = "benchmarks/focus/results") -> List[Dict[
         r = {"row": t["row"], "name": name, "kind": t["kind"], "K": t.get("K"),
              "top_k": t.get("top_k"), "window": t.get("window"),
              "objective": t.get("objective", "-"), "steps": t.get("steps"),
-             "plateau": _plateau(t), "pairs_kept_1k": t["pairs_kept_1k"],
+             "plateau": plateau(t), "pairs_kept_1k": t["pairs_kept_1k"],
              "pairs_kept_8k": t["pairs_kept_8k"],
              "prefill_bound_8k": t["prefill_bound_8k"], "ood_delta_pct": t["ood_delta_pct"],
              "ood_median_pct": t.get("ood_median_pct"), "test_delta_pct": t["test_delta_pct"]}
@@ -394,7 +394,7 @@ def _full_passkey(rows: Sequence[dict]) -> Dict[str, Any]:
             for a in accuracy_by_config([r for r in rows if r["config"] == "full"])}
 
 
-def _plateau(t: dict) -> str:
+def plateau(t: dict) -> str:
     """``'yes'`` when the revisit measure's 95% interval reaches 0 (``'no'`` when it lies
     below), ``''`` for an untrained row, ``'not measured'`` without an interval."""
     if t.get("steps") is None:

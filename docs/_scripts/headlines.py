@@ -287,8 +287,9 @@ def long_context_sentence(load: Load) -> str:
 
 
 def _long_trained_sentence(name: str, r: dict, least: int) -> str:
-    """Routers trained further on long blocks against the 1K-trained routers they started
-    from, full attention and the window plus sinks (paired by window)."""
+    """Routers trained further on long blocks against the routers they started from, full
+    attention and the window plus sinks (paired by window), with their revisit measure read
+    as the verdict's plateau column reads it."""
     t = r.get("training") or {}
     how = (f" ({t['steps']} '{t['objective']}' steps on {t['block']:,}-token blocks)"
            if t.get("block") else "")
@@ -300,7 +301,7 @@ def _long_trained_sentence(name: str, r: dict, least: int) -> str:
     if r["vs_parent"]["n"] < least:
         text += f" (fewer than {least} windows: not yet a finding)"
     if t.get("revisit_mean") is not None:
-        still = t["revisit_mean"] + 2 * t["revisit_sem"] < 0
+        still = t.get("plateau") == "no"
         text += (f"; their revisit measure, {t['revisit_mean']:+.4f} +- {t['revisit_sem']:.4f}, "
                  + ("says they were still learning when training stopped" if still
                     else "no longer shows learning on blocks seen before"))

@@ -163,6 +163,7 @@ def test_training_info_reads_the_configuration_and_the_training_record(tmp_path)
          "revisit_sem": 0.002, "curve": [0.5, 0.25]}))
     info = report.training_info(row, tmp_path)
     assert info["revisit_mean"] == -0.01 and info["loss_last"] == 0.25
+    assert info["plateau"] == "no"  # -0.01 + 1.96 * 0.002 < 0: still learning
     (tmp_path / f"training_{row}.json").write_text(json.dumps(
         {"loss_first": 0.5, "loss_last": 0.25, "revisit_n": 0, "revisit_mean": float("nan"),
          "revisit_sem": float("nan")}))

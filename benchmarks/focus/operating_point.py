@@ -151,6 +151,15 @@ CONFIGS: Dict[str, Dict[str, Any]] = {
                                     "block": 4096, "checkpointing": True, "loss_chunk": 512,
                                     "ckpt_every": 2,
                                     "init_from": "routers_K16_top2_w256_distill_s4_c200"},
+    # the sparsest row after K = 16 trained on 4,096-token blocks the same way (16 steps from
+    # its 1K-trained routers), so that the 8K measures compare 1K- and 4K-trained routers
+    # at two sparsities
+    "K8_top2_w256_distill_s4_c160_4k": {"kind": "trained", "K": 8, "top_k": 2,
+                                        "window": 256, "objective": "distill",
+                                        "num_sinks": 4, "steps": 16, "block": 4096,
+                                        "checkpointing": True, "loss_chunk": 512,
+                                        "ckpt_every": 2,
+                                        "init_from": "routers_K8_top2_w256_distill_s4_c160"},
     # the grid's window 256 at K = 8 (4 sinks, from scratch, as the K = 16 corner)
     "K8_top2_w256_distill_s4": {"kind": "trained", "K": 8, "top_k": 2, "window": 256,
                                 "objective": "distill", "num_sinks": 4, "steps": 80},

@@ -14,7 +14,7 @@ from quest_geometric._utils import check_int
 INITS = ("independent", "tied", "orthogonal")
 #: The per-layer measurements of a probe record.
 METRIC_KEYS = ("pr_q", "pr_k", "pr_q_minus_pr_k", "pr_q_concat", "pr_k_concat",
-                "qk_effective_rank", "qk_stable_rank", "attention_entropy")
+               "qk_effective_rank", "qk_stable_rank", "attention_entropy")
 
 
 @dataclass

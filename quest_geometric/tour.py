@@ -196,9 +196,8 @@ def _part_focus(ctx: TourContext) -> str:
 def _part_qk(ctx: TourContext) -> str:
     from quest_geometric.pipelines import qk_geometry
 
-    result = qk_geometry.run(quick=True, device=str(ctx.device), out_dir=ctx.out_dir,
-                             progress=ctx.progress, parts=("trajectories",), depths=(4,),
-                             seeds=(0,))
+    result = qk_geometry.run(ctx.out_dir, device=str(ctx.device), progress=ctx.progress,
+                             depths=(4,), seeds=(0,))
     ctx.summary.extend(result["summary"])
     cfg = result["config"]
     intro = (f"The quick configuration (depth 4, width {cfg.n_embd}, one seed, {cfg.steps} "

@@ -1,4 +1,5 @@
-"""Tests of the query/key geometry study (quest_geometric.pipelines.qk_geometry)."""
+"""Tests of the query/key geometry study: the package's trajectory pipeline
+(quest_geometric.pipelines.qk_geometry) and the study built on it (benchmarks/qk_geometry)."""
 from __future__ import annotations
 
 import json
@@ -9,23 +10,28 @@ import numpy as np
 import pytest
 import torch
 
+from benchmarks.qk_geometry import study
+from benchmarks.qk_geometry.config import FULL, QUICK, StudyConfig
+from benchmarks.qk_geometry.hf import hf_analysis
+from benchmarks.qk_geometry.records import read_records
+from benchmarks.qk_geometry.runs import measure_overhead, run_intervention
+from benchmarks.qk_geometry.runs import train_run as study_train_run
 from benchmarks.qk_geometry.study import main as study_main
+from benchmarks.qk_geometry.summary import intervention_summary, run_bootstrap_shares
 from quest_geometric.analysis import directional_probability
 from quest_geometric.pipelines import qk_geometry as qk
-from benchmarks.qk_geometry.records import read_records
+from quest_geometric.pipelines.qk_geometry import trajectory_summary
 from quest_geometric.pipelines.qk_geometry.records import write_records
-from quest_geometric.pipelines.qk_geometry import (
-    QUICK,
-    StudyConfig,
-    trajectory_summary,
-)
+from quest_geometric.pipelines.qk_geometry.runs import _dedupe
 
-# A study small enough for a test: 1 depth, 1 init, 1 seed, 10 steps.
-TINY = dict(n_embd=16, n_head=2, block_size=16, batch_size=4, steps=10, warmup_steps=2,
-            probe_every=5, probe_batch_size=4, probe_max_tokens=64, eval_batches=2,
-            depths=(2,), inits=("independent",), seeds=(0,), intervention_depth=1,
-            intervention_init="independent", intervention_seeds=(0,), overhead_depth=1,
-            overhead_steps=4, overhead_probe_every=2, overhead_repeats=1)
+# A trajectory grid small enough for a test: 1 depth, 1 init, 1 seed, 10 steps.
+TINY_TRAJ = dict(n_embd=16, n_head=2, block_size=16, batch_size=4, steps=10, warmup_steps=2,
+                 probe_every=5, probe_batch_size=4, probe_max_tokens=64, eval_batches=2,
+                 depths=(2,), inits=("independent",), seeds=(0,))
+# ... and the study's other parts as small.
+TINY = dict(TINY_TRAJ, intervention_depth=1, intervention_init="independent",
+            intervention_seeds=(0,), overhead_depth=1, overhead_steps=4, overhead_probe_every=2,
+            overhead_repeats=1)
 
 
 def _tiny_cfg(**kw) -> StudyConfig:
@@ -40,12 +46,12 @@ def _read_jsonl(path: Path) -> list[dict]:
 @pytest.mark.slow
 def test_trajectory_part_writes_files_and_summary_matches_records(tmp_path):
     torch.set_num_threads(1)
-    res = qk.run(quick=True, out_dir=tmp_path, progress=False, parts=["trajectories"], **TINY)
+    res = study.run(quick=True, out_dir=tmp_path, progress=False, parts=["trajectories"], **TINY)
     for suffix in ("_trajectories.csv", "_trajectories.json", "_trajectories.md",
                    "_records.jsonl.gz",
                    "_trajectories.png", "_prk_entropy.png", "_correlations.md", ".md",
                    "_share_over_steps.csv", "_share_over_steps.md", "_share_over_steps.png",
-                   "_diff.png"):
+                   "_diff.png", "_share_bootstrap.md"):
         assert (tmp_path / f"qk_geometry{suffix}").is_file(), suffix
     run_dir = res["run_root"] / "L2_independent_none_s0"
     for f in ("checkpoint.pt", "probe.jsonl", "run.json", "metrics.jsonl"):
@@ -84,7 +90,14 @@ def test_trajectory_part_writes_files_and_summary_matches_records(tmp_path):
     mtime = (run_dir / "checkpoint.pt").stat().st_mtime_ns
     again = qk.run_trajectories(_tiny_cfg(), res["run_root"], progress=False)
     assert (run_dir / "checkpoint.pt").stat().st_mtime_ns == mtime
-    assert again[0]["records"] == qk._dedupe(_read_jsonl(run_dir / "probe.jsonl"))
+    assert again[0]["records"] == _dedupe(_read_jsonl(run_dir / "probe.jsonl"))
+
+    # The package's pipeline (what the tour runs) trains and tabulates the same grid.
+    pipe = qk.run(tmp_path / "pipeline", progress=False, **TINY_TRAJ)
+    rows = json.loads((tmp_path / "pipeline" / "qk_geometry_trajectories.json").read_text())
+    assert rows["rows"] == summary
+    assert pipe["summary"] == res["summary"]
+    assert not (tmp_path / "pipeline" / "qk_geometry_share_bootstrap.md").exists()
 
 
 @pytest.mark.slow
@@ -161,7 +174,7 @@ def test_directional_probability_errors(a, b, match):
 def test_intervention_hold_keeps_spectrum_shape_and_summary(tmp_path):
     torch.set_num_threads(1)
     cfg = _tiny_cfg(steps=6, probe_every=3, shrink_decay=0.2)
-    results = qk.run_intervention(cfg, tmp_path, progress=False)
+    results = run_intervention(cfg, tmp_path, progress=False)
     assert sorted(r["meta"]["mode"] for r in results) == ["hold", "none", "shrink"]
     by_mode = {r["meta"]["mode"]: r["records"] for r in results}
     start = {m: by_mode[m][0]["pr_wk"] for m in by_mode}
@@ -169,7 +182,7 @@ def test_intervention_hold_keeps_spectrum_shape_and_summary(tmp_path):
     assert start["hold"] == pytest.approx(start["shrink"]) == pytest.approx(start["none"])
     assert end["hold"] == pytest.approx(start["hold"], rel=1e-4)  # shape held at init
     assert end["shrink"] < end["hold"]                              # extra decay
-    summ = qk.intervention_summary(results)
+    summ = intervention_summary(results)
     assert [r["mode"] for r in summ["rows"]] == ["none", "hold", "shrink"]
     test = next(t for t in summ["tests"] if t["test"] == "entropy(shrink) < entropy(hold)")
     ps = {p["mode"]: p for p in summ["per_seed"]}
@@ -185,7 +198,7 @@ def test_intervention_hold_keeps_spectrum_shape_and_summary(tmp_path):
 def test_measure_overhead_fields_and_cache(tmp_path):
     torch.set_num_threads(1)
     cache = tmp_path / "overhead.json"
-    res = qk.measure_overhead(_tiny_cfg(), cache=cache)
+    res = measure_overhead(_tiny_cfg(), cache=cache)
     assert res["probes"] == 2  # every 2 of 4 steps, no probe at step 0
     assert res["overhead_pct"] == pytest.approx(
         100 * (res["seconds_probed"] - res["seconds_plain"]) / res["seconds_plain"])
@@ -193,7 +206,7 @@ def test_measure_overhead_fields_and_cache(tmp_path):
         100 * (res["wall_probed"] - res["wall_plain"]) / res["wall_plain"])
     assert res["clock"] == "process CPU time" and res["ms_per_probe"] > 0
     assert json.loads(cache.read_text())["overhead_pct"] == pytest.approx(res["overhead_pct"])
-    assert qk.measure_overhead(_tiny_cfg(overhead_steps=1000), cache=cache)["steps"] == 4
+    assert measure_overhead(_tiny_cfg(overhead_steps=1000), cache=cache)["steps"] == 4
 
 
 # --------------------------------------------------------------------------- Hugging Face
@@ -238,7 +251,7 @@ def test_hf_analysis_orders_by_step_and_tabulates(tmp_path, arch):
     _tiny_tokenizer(early, TEXT)
     _save_model(arch, late, vocab)
     _save_model(arch, early, vocab)
-    res = qk.hf_analysis([late, early], text=TEXT, seq_len=16, batch_size=4)
+    res = hf_analysis([late, early], text=TEXT, seq_len=16, batch_size=4)
     assert res["steps"] == [10, 200]
     assert [(r["step"], r["layer"]) for r in res["rows"]] == [(10, 0), (10, 1), (200, 0), (200, 1)]
     assert all(r["step_from"] == "folder name" for r in res["rows"])
@@ -256,7 +269,7 @@ def test_hf_cli_and_errors(tmp_path):
     bare = tmp_path / "bare"
     _save_model("gpt2", bare, 300)
     with pytest.raises(ValueError, match="holds no tokenizer"):
-        qk.hf_analysis([bare], text=TEXT, seq_len=16, batch_size=2)
+        hf_analysis([bare], text=TEXT, seq_len=16, batch_size=2)
     # byte-level fallback through the command line; order given = step when no step is named
     out = tmp_path / "out"
     res = study_main(["--hf-model", str(bare), "--hf-byte-fallback", "--out", str(out),
@@ -267,18 +280,18 @@ def test_hf_cli_and_errors(tmp_path):
     small = tmp_path / "small"
     _save_model("gpt2", small, 100)
     with pytest.raises(ValueError, match="vocab_size >= 256"):
-        qk.hf_analysis([small], text=TEXT, byte_fallback=True)
+        hf_analysis([small], text=TEXT, byte_fallback=True)
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(ValueError, match="does not hold a Hugging Face model"):
-        qk.hf_analysis([empty])
+        hf_analysis([empty])
     (empty / "config.json").write_text("{}")
     with pytest.raises(ValueError, match="no weights"):
-        qk.hf_analysis([empty])
+        hf_analysis([empty])
     with pytest.raises(ValueError, match="is not a directory"):
-        qk.hf_analysis([tmp_path / "missing"])
+        hf_analysis([tmp_path / "missing"])
     with pytest.raises(ValueError, match="no checkpoint path"):
-        qk.hf_analysis([])
+        hf_analysis([])
 
 
 # --------------------------------------------------------------------------- bad input
@@ -293,7 +306,15 @@ def test_hf_cli_and_errors(tmp_path):
 ])
 def test_run_rejects_bad_configuration(tmp_path, kw, err, match):
     with pytest.raises(err, match=match):
-        qk.run(quick=True, out_dir=tmp_path, progress=False, parts=["trajectories"], **kw)
+        study.run(quick=True, out_dir=tmp_path, progress=False, parts=["trajectories"], **kw)
+
+
+def test_pipeline_run_rejects_the_study_only_fields(tmp_path):
+    # the package's run knows the trajectory grid's fields only
+    with pytest.raises(TypeError, match="unknown overrides \\['intervention_seeds'\\]"):
+        qk.run(tmp_path, progress=False, intervention_seeds=(0,))
+    with pytest.raises(ValueError, match="depths"):
+        qk.run(tmp_path, progress=False, depths=(0,))
 
 
 def test_train_run_and_run_errors(tmp_path):
@@ -303,11 +324,11 @@ def test_train_run_and_run_errors(tmp_path):
     with pytest.raises(ValueError, match="depth must be a positive int"):
         qk.train_run(cfg, -1, "tied", 0)
     with pytest.raises(ValueError, match="^qk_geometry: 'mode' must be one of"):
-        qk.train_run(cfg, 1, "tied", 0, mode="clamp")
+        study_train_run(cfg, 1, "tied", 0, mode="clamp")
     with pytest.raises(ValueError, match="unknown parts"):
-        qk.run(quick=True, out_dir=tmp_path, parts=["nope"])
+        study.run(quick=True, out_dir=tmp_path, parts=["nope"])
     with pytest.raises(ValueError, match="needs hf_models"):
-        qk.run(quick=True, out_dir=tmp_path, parts=["hf"])
+        study.run(quick=True, out_dir=tmp_path, parts=["hf"])
 
 
 # --------------------------------------------------------------------------- share over steps
@@ -361,11 +382,12 @@ def test_run_tag_of_the_full_configuration_is_pinned():
     """``FULL.run_tag()`` names the folders of the long background runs
     (``<out>/qk_geometry_runs/<tag>/``): a later invocation must find them again. The value
     was computed before the study became a subpackage."""
-    assert qk.FULL.run_tag() == "e13b87bd27"
+    assert FULL.run_tag() == "e13b87bd27"
     assert StudyConfig().run_tag() == "e13b87bd27"
     # and it still follows every field that shapes a run
-    assert qk.FULL.replace(steps=601).run_tag() != "e13b87bd27"
-    assert qk.FULL.replace(seeds=(0, 1, 2)).run_tag() == "e13b87bd27"  # seeds are per run folder
+    assert FULL.replace(steps=601).run_tag() != "e13b87bd27"
+    assert FULL.replace(shrink_decay=0.02).run_tag() != "e13b87bd27"
+    assert FULL.replace(seeds=(0, 1, 2)).run_tag() == "e13b87bd27"  # seeds are per run folder
 
 
 def test_probe_model_equals_a_manual_qkprobe_and_restores_the_mode():
@@ -437,8 +459,6 @@ def _records(cells):
 
 
 def test_run_bootstrap_shares_point_values_and_every_later_share():
-    from quest_geometric.pipelines.qk_geometry.summary import run_bootstrap_shares
-
     # one cell, two runs, two layers, three steps; seed-averaged diffs:
     # layer 0: (+1, -1, +1) -> positive at steps 0, 200; every-later only from 200
     # layer 1: (+1, +1, +1) -> positive everywhere
@@ -459,8 +479,6 @@ def test_run_bootstrap_shares_point_values_and_every_later_share():
 
 
 def test_run_bootstrap_resamples_runs_not_trajectories():
-    from quest_geometric.pipelines.qk_geometry.summary import run_bootstrap_shares
-
     # one run per cell: every resample is the data itself, whatever the number of layers,
     # so the interval is the point (a trajectory bootstrap would spread over 4 layers)
     cells = {(4, "tied"): {0: {layer: [(1.0 + (layer % 2), 1.5)] for layer in range(4)}}}
@@ -479,8 +497,6 @@ def test_run_bootstrap_resamples_runs_not_trajectories():
 def test_run_bootstrap_point_shares_match_the_committed_share_table():
     import json
     from pathlib import Path
-
-    from quest_geometric.pipelines.qk_geometry.summary import run_bootstrap_shares
 
     res = Path(__file__).resolve().parents[2] / "benchmarks" / "qk_geometry" / "results"
     records = read_records(res / "qk_geometry_long_records.jsonl.gz")

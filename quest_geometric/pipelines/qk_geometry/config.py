@@ -1,5 +1,6 @@
-"""The settings of the query/key geometry study: initialisations, control modes, the
-configuration and its two presets."""
+"""The settings of the query/key geometry trajectories: initialisations, the configuration
+and its quick preset (the tour's; the study's other settings and presets are in
+``benchmarks/qk_geometry/config.py``)."""
 from __future__ import annotations
 
 import dataclasses
@@ -8,12 +9,12 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from quest_geometric._utils import check_choice, check_int
+from quest_geometric._utils import check_int
 
 INITS = ("independent", "tied", "orthogonal")
-MODES = ("none", "hold", "shrink")
-_METRIC_KEYS = ("pr_q", "pr_k", "pr_q_minus_pr_k", "pr_q_concat", "pr_k_concat",
-                "qk_effective_rank", "qk_stable_rank", "attention_entropy")
+#: The per-layer measurements of a probe record.
+METRIC_KEYS = ("pr_q", "pr_k", "pr_q_minus_pr_k", "pr_q_concat", "pr_k_concat",
+               "qk_effective_rank", "qk_stable_rank", "attention_entropy")
 
 
 @dataclass
@@ -41,19 +42,6 @@ class StudyConfig:
         depths (tuple): depths of the trajectory grid. (default: ``(4, 6, 8)``)
         inits (tuple): query/key initialisations. (default: all three)
         seeds (tuple): seeds of the trajectory grid. (default: ``(0, 1)``)
-        intervention_seeds (tuple): seeds of the intervention. (default: ``(0, 1, 2, 3, 4)``)
-        intervention_depth (int): depth of the intervention runs. (default: ``4``)
-        intervention_init (str): initialisation of the intervention runs.
-            (default: ``'independent'``)
-        shrink_decay (float): ``KeySpectrumControl`` decay per step for ``'shrink'``.
-            (default: ``0.01``)
-        control_per_head (bool): control each head's rows of :math:`W_K` separately.
-            (default: :obj:`True`)
-        overhead_depth (int): depth of the overhead measurement. (default: ``6``)
-        overhead_steps (int): steps of each overhead run. (default: ``200``)
-        overhead_probe_every (int): probe period of the overhead measurement.
-            (default: ``100``)
-        overhead_repeats (int): alternating repeats of each overhead variant. (default: ``3``)
         corpus (str): :class:`~quest_geometric.datasets.char_corpus.CharCorpus` source.
             (default: ``'python-reference'``)
     """
@@ -74,32 +62,20 @@ class StudyConfig:
     depths: tuple = (4, 6, 8)
     inits: tuple = INITS
     seeds: tuple = (0, 1)
-    intervention_seeds: tuple = (0, 1, 2, 3, 4)
-    intervention_depth: int = 4
-    intervention_init: str = "independent"
-    shrink_decay: float = 0.01
-    control_per_head: bool = True
-    overhead_depth: int = 6
-    overhead_steps: int = 200
-    overhead_probe_every: int = 100
-    overhead_repeats: int = 3
     corpus: str = "python-reference"
 
     def __post_init__(self) -> None:
         self.depths = tuple(self.depths)
         self.inits = tuple(self.inits)
         self.seeds = tuple(self.seeds)
-        self.intervention_seeds = tuple(self.intervention_seeds)
         for name in ("n_embd", "n_head", "block_size", "batch_size", "steps", "warmup_steps",
-                     "probe_every", "probe_batch_size", "probe_max_tokens", "eval_batches",
-                     "intervention_depth", "overhead_depth", "overhead_steps",
-                     "overhead_probe_every", "overhead_repeats"):
+                     "probe_every", "probe_batch_size", "probe_max_tokens", "eval_batches"):
             check_int(getattr(self, name), name, 0 if name == "warmup_steps" else 1,
                       where="StudyConfig")
         if self.n_embd % self.n_head:
             raise ValueError(f"StudyConfig: n_embd={self.n_embd} must be divisible by "
                              f"n_head={self.n_head}")
-        for name, minimum in (("depths", 1), ("seeds", 0), ("intervention_seeds", 0)):
+        for name, minimum in (("depths", 1), ("seeds", 0)):
             vals = getattr(self, name)
             if not vals:
                 raise ValueError(f"StudyConfig: {name} must be a non-empty tuple of ints >= "
@@ -112,9 +88,6 @@ class StudyConfig:
         if not self.inits or bad:
             raise ValueError(f"StudyConfig: inits must be a non-empty subset of {INITS}, got "
                              f"unknown {bad or self.inits!r}")
-        check_choice(self.intervention_init, "intervention_init", INITS, where="StudyConfig")
-        if not (isinstance(self.shrink_decay, (int, float)) and self.shrink_decay >= 0):
-            raise ValueError(f"StudyConfig: shrink_decay must be >= 0, got {self.shrink_decay!r}")
         if self.block_size < 2:
             raise ValueError("StudyConfig: block_size must be >= 2 (the entropy needs two keys)")
 
@@ -122,17 +95,19 @@ class StudyConfig:
         """A validated copy with ``changes`` applied (``None`` values are ignored)."""
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
 
+    #: The fields that shape a training run (not depth/init/seed), hashed by :meth:`run_tag`.
+    TAG_FIELDS = ("n_embd", "n_head", "block_size", "batch_size", "steps", "lr", "min_lr",
+                  "warmup_steps", "weight_decay", "probe_every", "probe_batch_size",
+                  "probe_max_tokens", "eval_batches", "corpus")
+
     def run_tag(self) -> str:
-        """A short hash of everything that shapes a training run (not depth/init/seed)."""
-        keys = ("n_embd", "n_head", "block_size", "batch_size", "steps", "lr", "min_lr",
-                "warmup_steps", "weight_decay", "probe_every", "probe_batch_size",
-                "probe_max_tokens", "eval_batches", "shrink_decay", "control_per_head", "corpus")
-        blob = json.dumps({k: getattr(self, k) for k in keys}, sort_keys=True)
+        """A short hash of everything that shapes a training run (not depth/init/seed): the
+        :attr:`TAG_FIELDS`, in sorted order."""
+        blob = json.dumps({k: getattr(self, k) for k in self.TAG_FIELDS}, sort_keys=True)
         return hashlib.sha1(blob.encode()).hexdigest()[:10]
 
 
-#: The full CPU configuration and the ``--quick`` one (documented in the API reference).
-FULL = StudyConfig()
+#: The quick configuration the tour runs (documented in the API reference).
 QUICK = StudyConfig(n_embd=32, n_head=4, block_size=32, batch_size=8, steps=200, lr=3e-3,
                     min_lr=3e-4, warmup_steps=20, probe_every=25, probe_batch_size=16,
-                    eval_batches=10, seeds=(0,), overhead_steps=200, overhead_repeats=2)
+                    eval_batches=10, seeds=(0,))

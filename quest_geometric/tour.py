@@ -137,7 +137,7 @@ def _part_qsv(ctx: TourContext) -> str:
         seeds=(0,) if ctx.quick else None, epochs=12 if ctx.quick else None,
         device=str(ctx.device), out_dir=ctx.out_dir, progress=ctx.progress)
     speed = qsv_layer_speed.run(  # one batch size at torch's thread count keeps it short
-        quick=ctx.quick, device=ctx.device, out_dir=ctx.out_dir, progress=ctx.progress,
+        quick=ctx.quick, device=ctx.device, out_dir=ctx.out_dir,
         batch_size=8 if ctx.quick else 64, threads=torch.get_num_threads())
     knn = knn_speed.run(quick=ctx.quick, device=ctx.device, out_dir=ctx.out_dir,
                         progress=ctx.progress)

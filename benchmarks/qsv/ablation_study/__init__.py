@@ -26,14 +26,14 @@ stems. Run ``python -m benchmarks.qsv.ablation --dataset digits`` (``--quick`` f
 test).
 """
 from benchmarks.qsv.ablation_study.analyse import analyse_model
-from benchmarks.qsv.ablation_study.config import (DATASETS, GRAPH_VARIANTS, PAPER, PAPER_SOURCE,
-                                                  PRESETS, VARIANTS)
+from benchmarks.qsv.ablation_study.config import (DATASETS, PAPER, PAPER_SOURCE, PRESETS,
+                                                  VARIANTS)
 from benchmarks.qsv.ablation_study.data import graph_loader, graph_transform, load_split
 from benchmarks.qsv.ablation_study.plots import plot_histograms
 from benchmarks.qsv.ablation_study.study import (aggregate, aggregate_analysis, build_model, run,
                                                  train_variant, write_tables)
 
-__all__ = ["VARIANTS", "GRAPH_VARIANTS", "DATASETS", "PAPER", "PAPER_SOURCE", "PRESETS",
+__all__ = ["VARIANTS", "DATASETS", "PAPER", "PAPER_SOURCE", "PRESETS",
            "graph_loader", "graph_transform", "load_split", "build_model", "analyse_model",
            "train_variant", "aggregate", "aggregate_analysis", "plot_histograms",
            "write_tables", "run"]

@@ -9,11 +9,9 @@ from quest_geometric._utils import check_choice
 from quest_geometric.pipelines import qsv_ablation
 from quest_geometric.pipelines.qsv_ablation import DIGITS, AblationConfig
 
-#: The graph rows of the table (the package's
-#: :data:`~quest_geometric.pipelines.qsv_ablation.VARIANTS`), in order.
-GRAPH_VARIANTS = qsv_ablation.VARIANTS
-#: The rows of the table, in order: the graph rows and ResNet-20 on the images.
-VARIANTS = GRAPH_VARIANTS + ("resnet20",)
+#: The rows of the table, in order: the graph rows (the package's
+#: :data:`~quest_geometric.pipelines.qsv_ablation.VARIANTS`) and ResNet-20 on the images.
+VARIANTS = qsv_ablation.VARIANTS + ("resnet20",)
 #: The datasets of ``--dataset``.
 DATASETS = ("cifar10", "cifar100", "digits")
 _QSV_TYPE = ("qsv", "no_transport", "uniform", "lattice")

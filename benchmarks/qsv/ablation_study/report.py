@@ -7,9 +7,8 @@ from typing import Any, Mapping, Optional, Sequence
 
 from benchmarks.qsv.ablation_study.config import DESCRIPTIONS, PAPER_SOURCE, TEST_SET
 from quest_geometric.pipelines.qsv_ablation import AblationConfig
-from quest_geometric.pipelines.qsv_ablation.report import fmt, setting, table_notes as _notes
-from quest_geometric.pipelines.qsv_ablation.report import headline as _headline
-from quest_geometric.pipelines.qsv_ablation.report import findings as _findings
+from quest_geometric.pipelines.qsv_ablation import report as base
+from quest_geometric.pipelines.qsv_ablation.report import fmt
 
 #: The notes under the analysis table.
 ANALYSIS_NOTES = """\
@@ -28,14 +27,14 @@ def headline(rows: Sequence[dict[str, Any]], dataset: str,
     """The table's first line for ``dataset``: the package's
     :func:`~quest_geometric.pipelines.qsv_ablation.report.headline` with the dataset's
     :func:`~quest_geometric.pipelines.qsv_ablation.report.setting` (:data:`TEST_SET`)."""
-    return _headline(rows, setting(dataset, TEST_SET[dataset], rows, cfg))
+    return base.headline(rows, base.setting(dataset, TEST_SET[dataset], rows, cfg))
 
 
 def findings(rows: Sequence[dict[str, Any]], analysis: Sequence[dict[str, Any]]) -> list[str]:
     """The package's findings
     (:func:`~quest_geometric.pipelines.qsv_ablation.report.findings`, ResNet-20 named too)
     and the trained QSV's analysis."""
-    out = _findings(rows, DESCRIPTIONS)
+    out = base.findings(rows, DESCRIPTIONS)
     for a in analysis:
         if a["variant"] == "qsv":
             out.append(
@@ -63,7 +62,7 @@ def table_notes(cfg: AblationConfig, dataset: str, seeds: Sequence[int],
     the variants of ``variant_epochs`` that trained longer), and ``summary`` (the
     :func:`findings`) as a list."""
     head = headline(rows, dataset, cfg) if rows is not None else ""
-    notes = _notes(cfg, seeds, summary, head, PAPER_SOURCE[dataset])
+    notes = base.table_notes(cfg, seeds, summary, head, PAPER_SOURCE[dataset])
     anchor = f"All variants: {cfg.epochs} epochs, "
     assert anchor in notes, "the package's notes no longer state the epochs"
     return notes.replace(anchor, f"All variants: {cfg.epochs} epochs{_longer(variant_epochs)}, ",

@@ -103,8 +103,8 @@ def fit(model: nn.Module, seed: int, cfg: AblationConfig, loaders: tuple[Any, An
         run_dir: Optional[Path], device: str, progress: bool, extra: dict[str, Any]
         ) -> tuple[dict[str, Any], Any]:
     """Train ``model`` with the shared :class:`~quest_geometric.training.trainer.Trainer` on
-    ``loaders`` (training, test and clean training batches, :func:`make_loaders`), resuming from
-    ``run_dir`` when it holds a checkpoint; ``extra`` goes into the run's configuration.
+    ``loaders`` (training, test and clean training batches, :func:`make_loaders`), resuming
+    from ``run_dir`` when it holds a checkpoint; ``extra`` goes into the run's configuration.
 
     Returns:
         tuple: the result (``acc``, ``train_acc`` and ``train_clean_acc`` in percent,
@@ -143,8 +143,8 @@ def fit(model: nn.Module, seed: int, cfg: AblationConfig, loaders: tuple[Any, An
     }, trainer
 
 
-def make_loaders(splits: tuple[Any, Any, Any], cfg: AblationConfig, seed: int
-            ) -> tuple[Any, Any, Any]:
+def make_loaders(splits: tuple[Any, Any, Any], cfg: AblationConfig,
+                 seed: int) -> tuple[Any, Any, Any]:
     """The training (shuffled by ``seed``), test and clean training batches of ``splits``
     (:func:`~quest_geometric.pipelines.qsv_ablation.data.graph_loader`)."""
     train, test, clean = splits
@@ -188,8 +188,8 @@ def train_variant(variant: str, seed: int, cfg: AblationConfig, splits: tuple[An
     model = build_model(variant, cfg, int(train[0].x.size(1)), int(train.num_classes),
                         int(train[0].num_nodes))
     params = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    measured, _ = fit(model, seed, cfg, make_loaders(splits, cfg, seed), run_dir, device, progress,
-                      {"dataset": "digits", "variant": variant})
+    measured, _ = fit(model, seed, cfg, make_loaders(splits, cfg, seed), run_dir, device,
+                      progress, {"dataset": "digits", "variant": variant})
     result = {"variant": variant, "seed": seed, "params": params, **measured, "analysis": None}
     save_run(run_dir, cfg, result)
     return result

@@ -134,18 +134,16 @@ def _part_qsv(ctx: TourContext) -> str:
 
     # the benchmark's full digits model (its 'quick' preset barely learns), one seed, 12 epochs
     ablation = qsv_ablation.run(
-        dataset="digits", quick=False, seeds=(0,) if ctx.quick else None,
-        epochs=12 if ctx.quick else None, device=str(ctx.device), out_dir=ctx.out_dir,
-        progress=ctx.progress,
-        variants=("qsv", "no_transport", "uniform", "standard_attention", "lattice"))
+        seeds=(0,) if ctx.quick else None, epochs=12 if ctx.quick else None,
+        device=str(ctx.device), out_dir=ctx.out_dir, progress=ctx.progress)
     speed = qsv_layer_speed.run(  # one batch size at torch's thread count keeps it short
-        quick=ctx.quick, device=ctx.device, out_dir=ctx.out_dir, progress=ctx.progress,
+        quick=ctx.quick, device=ctx.device, out_dir=ctx.out_dir,
         batch_size=8 if ctx.quick else 64, threads=torch.get_num_threads())
     knn = knn_speed.run(quick=ctx.quick, device=ctx.device, out_dir=ctx.out_dir,
                         progress=ctx.progress)
     ctx.summary.extend(ablation["summary"])
     ctx.timing_summary.extend(speed["summary"])
-    full_epochs = qsv_ablation.PRESETS["digits"]["full"].epochs
+    full_epochs = qsv_ablation.DIGITS.epochs
     intro = ("This part trains the ablation's full digits model (so its table's metadata says "
              f"`quick: False`) for one seed and {ablation['config'].epochs} epochs instead of "
              f"the benchmark's several seeds of {full_epochs} epochs: it shows one run, "

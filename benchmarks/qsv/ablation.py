@@ -1,6 +1,6 @@
-"""Command-line entry of ``python -m benchmarks.qsv.ablation``, with what only the study's
-author reruns: the merge of per-seed files (:func:`summarise`) and the CIFAR epoch-time
-estimate (:func:`estimate_epoch_time`)."""
+"""Command-line entry of ``python -m benchmarks.qsv.ablation`` (the study itself is
+:mod:`benchmarks.qsv.ablation_study`), with the merge of per-seed files (:func:`summarise`)
+and the CIFAR epoch-time estimate (:func:`estimate_epoch_time`)."""
 from __future__ import annotations
 
 import argparse
@@ -14,14 +14,14 @@ from typing import Any, Optional, Sequence, Union
 import torch
 from torch_geometric.data import Data
 
+from benchmarks.qsv import ablation_study
+from benchmarks.qsv.ablation_study import report
+from benchmarks.qsv.ablation_study.config import DATASETS, PAPER_SOURCE, PRESETS, VARIANTS
+from benchmarks.qsv.ablation_study.data import graph_transform
+from benchmarks.qsv.ablation_study.study import aggregate, build_model, run, write_tables
 from quest_geometric._utils import check_choice, resolve_device
+from quest_geometric.pipelines.qsv_ablation import AblationConfig, seed_rows
 from quest_geometric.profile import write_results
-from quest_geometric.pipelines.qsv_ablation import graph_transform, report
-from quest_geometric.pipelines.qsv_ablation.config import (DATASETS, PAPER_SOURCE, PRESETS,
-                                                           VARIANTS, AblationConfig)
-from quest_geometric.pipelines.qsv_ablation.runs import build_model
-from quest_geometric.pipelines.qsv_ablation.study import run, write_tables
-from quest_geometric.pipelines.qsv_ablation.summary import aggregate, seed_rows
 
 #: Title and notes of the CIFAR epoch-time estimate (``--estimate-epoch``).
 ESTIMATE_TITLE = "Estimated CIFAR training time per epoch (50,000 images; an estimate)"
@@ -37,7 +37,7 @@ def summarise(seed_files: Sequence[Union[str, os.PathLike]],
     the way to merge seeds trained at different times into one table.
 
     Each file is a ``<stem>_seeds.json`` written by
-    :func:`~quest_geometric.pipelines.qsv_ablation.run` (read as JSON data only).
+    :func:`~benchmarks.qsv.ablation_study.run` (read as JSON data only).
     They must share the dataset, the ``quick`` flag and the configuration, and agree on the
     epochs of any variant trained longer (``variant_epochs``); a (variant, seed) present in
     several files must have the same result in each. The analysis table is not rewritten
@@ -99,7 +99,7 @@ def summarise(seed_files: Sequence[Union[str, os.PathLike]],
                 r[k] = math.nan
     rows = aggregate(results, dataset)
     per_seed = seed_rows(results)
-    summary = report.findings(rows, [], dataset)
+    summary = report.findings(rows, [])
     seeds = sorted({int(r["seed"]) for r in results})
     meta = {"dataset": dataset, "quick": quick, "seeds": seeds, "device": meta0.get("device"),
             "threads": meta0.get("threads"), "world_size": meta0.get("world_size"),
@@ -176,9 +176,7 @@ def estimate_epoch_time(cfg: Optional[AblationConfig] = None, variants: Sequence
 
 def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     """Command-line entry of ``python -m benchmarks.qsv.ablation``."""
-    from quest_geometric.pipelines import qsv_ablation
-
-    p = argparse.ArgumentParser(description=qsv_ablation.__doc__,
+    p = argparse.ArgumentParser(description=ablation_study.__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset", default="digits", choices=DATASETS)
     p.add_argument("--root", default=None, help="CIFAR root folder (torchvision layout works)")

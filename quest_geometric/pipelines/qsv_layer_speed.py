@@ -5,17 +5,17 @@ at the same width and heads on the same batched sphere graph (3 concentric Fibon
 64 + 256 + 1024 = 1,344 nodes per image, in-degree 16 = 12 within-shell + 4 cross-shell
 neighbours).
 
-Run ``python -m benchmarks.qsv.layer_speed`` (``--quick`` for a smaller batch, ``--compiled``
-to add ``torch.compile`` rows of QSVConv and TransformerConv).
+The tour runs one batch size at one thread count (:func:`run`); the benchmark
+(``python -m benchmarks.qsv.layer_speed``, ``benchmarks/qsv/layer_speed.py``) runs several,
+adds ``torch.compile`` rows (``--compiled``) and rewrites a committed table (``--rewrite``).
 """
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Callable, Mapping, Optional
 
 import torch
-from tqdm.auto import tqdm
 
 from quest_geometric.profile import (load_average, peak_memory_mb, ratio_summary, round_ratios,
                                      time_interleaved, write_results)
@@ -88,155 +88,112 @@ def _layers() -> dict[str, torch.nn.Module]:
             "GATv2Conv": GATv2Conv(CHANNELS, CHANNELS // HEADS, heads=HEADS)}
 
 
-#: The layers that get a compiled row with ``compiled=True``, and the suffix of its name.
-COMPILED_LAYERS = ("QSVConv", "TransformerConv")
-COMPILED_SUFFIX = " (compiled)"
+def step(layer: torch.nn.Module, x: torch.Tensor,
+         edge_index: torch.Tensor) -> Callable[[], None]:
+    """One forward + backward of ``layer`` on a copy of ``x`` that requires gradients,
+    gradients cleared first."""
+    xr = x.clone().requires_grad_(True)
+
+    def run_step() -> None:
+        layer.zero_grad(set_to_none=True)
+        xr.grad = None
+        layer(xr, edge_index).square().mean().backward()
+
+    return run_step
 
 
-def base_layer(name: str) -> str:
-    """The layer a row measures: ``'QSVConv (compiled)'`` -> ``'QSVConv'``."""
-    return name[:-len(COMPILED_SUFFIX)] if name.endswith(COMPILED_SUFFIX) else name
-
-
-def layer_rows(batch_size: int, device: torch.device, repeat: int, progress: bool,
-               threads: Sequence[Optional[int]] = (None,), compiled: bool = False,
-               backend: str = "inductor") -> list[dict]:
-    """Time and memory of one forward + backward per layer on the batched sphere graph.
+def timed_rows(layers: Mapping[str, torch.nn.Module], steps: Mapping[str, Callable[[], None]],
+               mem: Mapping[str, float], graphs: int, edge_index: torch.Tensor, num_nodes: int,
+               repeat: int, device: torch.device) -> list[dict]:
+    """Time ``steps`` (one per row name, the layer of each in ``layers``) at torch's current
+    thread count and return one row per layer.
 
     The layers are timed in turn, round by round (:func:`time_interleaved`, order shuffled
     every round with :data:`ROUND_SEED`) so that all meet the same background load;
     ``speedup_vs_transformer`` is the median over rounds of TransformerConv's time over the
-    layer's (every round's in ``round_ratios``). Each entry of ``threads`` (``None``:
-    torch's setting) gives one set of rows; peak memory is measured once per layer (not for
-    compiled rows on CPU, which cannot run in the forked child that measures it: NaN).
-
-    With ``compiled``, the layers of :data:`COMPILED_LAYERS` also run as
-    ``torch.compile(layer, fullgraph=True, backend=backend)`` (rows ``'<layer> (compiled)'``),
-    compiled before anything is measured; the compiled QSVConv gets ``dense=True`` when the
-    graph has the dense layout.
+    layer's (every round's in ``round_ratios``). ``mem`` holds each row's peak memory and
+    ``fwd_gflop`` comes from :func:`forward_flops` of the layer's class.
     """
+    timed = time_interleaved(dict(steps), warmup=1, repeat=repeat, device=device,
+                             shuffle_seed=ROUND_SEED)
+    return [{
+        "graphs": graphs, "threads": torch.get_num_threads(), "layer": name,
+        "params": sum(p.numel() for p in layer.parameters()), "nodes": num_nodes,
+        "edges": edge_index.size(1),
+        "fwd_gflop": forward_flops(type(layer).__name__, num_nodes, edge_index.size(1)) / 1e9,
+        "fwd_bwd_ms": 1e3 * timed[name]["median_s"],
+        "std_ms": 1e3 * timed[name]["std_s"], "peak_mb": mem[name],
+        "speedup_vs_transformer": ratio_summary(
+            round_ratios(timed, "TransformerConv", name))["median"],
+        "round_ratios": round_ratios(timed, "TransformerConv", name),
+        "round_positions": timed[name]["positions"],
+        "memory_vs_transformer": (mem[name] / mem["TransformerConv"]
+                                  if mem["TransformerConv"] else math.nan),
+    } for name, layer in layers.items()]
+
+
+def layer_rows(batch_size: int, device: torch.device, repeat: int,
+               threads: Optional[int] = None) -> list[dict]:
+    """Time and memory of one forward + backward per layer on the batched sphere graph, at
+    ``threads`` torch threads (:obj:`None`: torch's setting; restored afterwards): the rows
+    of :func:`timed_rows`, with the peak memory measured once per layer."""
     torch.manual_seed(0)
     edge_index, num_nodes = _batched_sphere(batch_size, device)
     x = torch.randn(num_nodes, CHANNELS, device=device)
     layers = {name: layer.to(device) for name, layer in _layers().items()}
-    calls = dict(layers)
-    kwargs: dict[str, dict[str, Any]] = {name: {} for name in layers}
-    if compiled:
-        from quest_geometric.nn.qsv_conv import QSVConv
-
-        torch._dynamo.reset()
-        for name in COMPILED_LAYERS:
-            cname = name + COMPILED_SUFFIX
-            layers[cname] = layers[name]
-            calls[cname] = torch.compile(layers[name], fullgraph=True, backend=backend)
-            kwargs[cname] = ({"dense": True} if name == "QSVConv"
-                             and QSVConv.is_dense_layout(edge_index, num_nodes) else {})
-    steps = {}
-    for name, layer in layers.items():
-        xr = x.clone().requires_grad_(True)
-
-        def step(layer=layer, call=calls[name], kw=kwargs[name], xr=xr) -> None:
-            layer.zero_grad(set_to_none=True)
-            xr.grad = None
-            call(xr, edge_index, **kw).square().mean().backward()
-
-        steps[name] = step
-    for name in layers:
-        if name.endswith(COMPILED_SUFFIX):
-            steps[name]()  # compile outside every measurement
-    # a compiled layer cannot run in the forked child that measures CPU memory (its compiler
-    # workers live in this process): its memory is not measured on CPU
-    mem = {name: (math.nan if name.endswith(COMPILED_SUFFIX) and device.type == "cpu"
-                  else peak_memory_mb(fn, device=device)) for name, fn in steps.items()}
-    rows = []
+    steps = {name: step(layer, x, edge_index) for name, layer in layers.items()}
+    mem = {name: peak_memory_mb(fn, device=device) for name, fn in steps.items()}
     previous = torch.get_num_threads()
     try:
-        for nt in tqdm(threads, desc=f"threads ({batch_size} graphs)", disable=not progress):
-            if nt is not None:
-                torch.set_num_threads(int(nt))
-            timed = time_interleaved(steps, warmup=1, repeat=repeat, device=device,
-                                     shuffle_seed=ROUND_SEED)
-            for name, layer in layers.items():
-                rows.append({
-                    "graphs": batch_size, "threads": torch.get_num_threads(), "layer": name,
-                    "params": sum(p.numel() for p in layer.parameters()), "nodes": num_nodes,
-                    "edges": edge_index.size(1),
-                    "fwd_gflop": forward_flops(base_layer(name), num_nodes,
-                                               edge_index.size(1)) / 1e9,
-                    "fwd_bwd_ms": 1e3 * timed[name]["median_s"],
-                    "std_ms": 1e3 * timed[name]["std_s"], "peak_mb": mem[name],
-                    "speedup_vs_transformer": ratio_summary(
-                        round_ratios(timed, "TransformerConv", name))["median"],
-                    "round_ratios": round_ratios(timed, "TransformerConv", name),
-                    "round_positions": timed[name]["positions"],
-                    "memory_vs_transformer": (mem[name] / mem["TransformerConv"]
-                                              if mem["TransformerConv"] else math.nan),
-                })
+        if threads is not None:
+            torch.set_num_threads(int(threads))
+        return timed_rows(layers, steps, mem, batch_size, edge_index, num_nodes, repeat, device)
     finally:
         torch.set_num_threads(previous)
-    return rows
-
-
-def _as_tuple(value: Union[int, Sequence[int], None], name: str) -> Optional[tuple[int, ...]]:
-    if value is None:
-        return None
-    values = (value,) if isinstance(value, int) else tuple(value)
-    if not values or any(int(v) < 1 for v in values):
-        raise ValueError(f"run: '{name}' must be positive integers (got {value!r})")
-    return tuple(int(v) for v in values)
 
 
 def run(quick: bool = False, device: torch.device | str = "cpu",
-        out_dir: str | Path = "benchmarks/qsv/results", progress: bool = True,
-        batch_size: Union[int, Sequence[int], None] = None,
-        threads: Union[int, Sequence[int], None] = None, compiled: bool = False,
-        backend: str = "inductor") -> dict[str, Any]:
-    """Run the benchmark and write ``qsv_layer_speed.*`` to ``out_dir``.
+        out_dir: str | Path = "benchmarks/qsv/results", batch_size: int = 8,
+        threads: Optional[int] = None) -> dict[str, Any]:
+    """Run the benchmark on one batch size at one thread count and write
+    ``qsv_layer_speed.*`` to ``out_dir``.
 
     Args:
-        quick (bool): batch 8 instead of batches of 16 and 64 graphs.
+        quick (bool): 5 timing rounds instead of 7.
         device (str): ``'cpu'`` or ``'cuda'``.
         out_dir (str): result folder.
-        progress (bool): progress bars.
-        batch_size (int or sequence of int, optional): the numbers of graphs in the batch,
-            one set of rows each. (default: ``8`` with ``quick``, else ``(16, 64)``)
-        threads (int or sequence of int, optional): torch intra-op thread counts, one set of
-            layer rows each (restored afterwards); on a shared machine one thread gives
-            stable numbers. (default: torch's setting with ``quick``, else one thread and
-            torch's setting)
-        compiled (bool): also time ``torch.compile`` of QSVConv and TransformerConv (rows
-            ``'<layer> (compiled)'``, see :func:`layer_rows`). (default: :obj:`False`)
-        backend (str): the :func:`torch.compile` backend of the compiled rows.
-            (default: :obj:`'inductor'`)
+        batch_size (int): the number of graphs in the batch. (default: ``8``)
+        threads (int, optional): torch intra-op thread count (restored afterwards).
+            (default: torch's setting)
 
     Returns:
         dict: ``layers`` rows, ``markdown`` (the table) and a short ``summary``.
     """
     device = torch.device(device)
-    out_dir = Path(out_dir)
-    sizes = _as_tuple(batch_size, "batch_size") or ((8,) if quick else (16, 64))
-    counts = _as_tuple(threads, "threads")
-    if counts is None:
-        counts = ((torch.get_num_threads(),) if quick
-                  else tuple(dict.fromkeys((1, torch.get_num_threads()))))
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1 \
+            or (threads is not None and int(threads) < 1):
+        raise ValueError(f"run: 'batch_size' and 'threads' must be positive integers (got "
+                         f"{batch_size!r}, {threads!r})")
     repeat = 5 if quick else 7
-    layers = [row for bs in sizes
-              for row in layer_rows(bs, device, repeat, progress, threads=counts,
-                                    compiled=compiled, backend=backend)]
-    meta = {"batch_sizes": list(sizes), "threads": list(counts), "sizes": SIZES,
+    layers = layer_rows(batch_size, device, repeat, threads)
+    count = torch.get_num_threads() if threads is None else int(threads)
+    meta = {"batch_sizes": [batch_size], "threads": [count], "sizes": SIZES,
             "k": K_WITHIN + K_CROSS, "channels": CHANNELS, "heads": HEADS, "dtype": "float32",
             "device": str(device), "seed": 0, "quick": quick, "rounds": repeat,
             "round_order": f"shuffled every round (seed {ROUND_SEED})", "load": load_average()}
-    if compiled:
-        meta["compile_backend"] = backend
-    p1 = write_tables(layers, out_dir, meta)
-    summary = [
+    p1 = write_tables(layers, Path(out_dir), meta)
+    return {"layers": layers, "markdown": p1["md"].read_text(), "summary": summary(layers)}
+
+
+def summary(layers: list[dict]) -> list[str]:
+    """One line per QSVConv row: its time, and its speed and peak memory against
+    TransformerConv's."""
+    return [
         f"QSVConv forward+backward {q['fwd_bwd_ms']:.0f} ms on {q['graphs']} graphs ({q['nodes']} "
         f"nodes) at {q['threads']} thread(s): {q['speedup_vs_transformer']:.2f}x "
         f"TransformerConv's speed, {q['memory_vs_transformer']:.2f}x its peak memory"
         for q in layers if q["layer"] == "QSVConv"
     ]
-    return {"layers": layers, "markdown": p1["md"].read_text(), "summary": summary}
 
 
 #: The columns of the table, in order.
@@ -246,12 +203,10 @@ COLUMNS = ["graphs", "threads", "layer", "params", "fwd_gflop", "flops_vs_transf
 
 
 def write_tables(layers: list[dict], out_dir: Path, meta: dict) -> dict[str, Path]:
-    """Write the table (the parameter and FLOP columns filled in) with its notes, for
-    :func:`run` and for the benchmark's ``--rewrite`` of a committed table."""
+    """Write the table (its ``flops_vs_transformer`` column filled in from the rows'
+    ``fwd_gflop``) with its notes, for :func:`run` and for the benchmark's runs and
+    ``--rewrite`` of a committed table."""
     by_batch = {(r["graphs"], r["threads"], r["layer"]): r for r in layers}
-    for r in layers:
-        r["fwd_gflop"] = forward_flops(base_layer(r["layer"]), r["nodes"], r["edges"],
-                                       meta["channels"], meta["heads"]) / 1e9
     for r in layers:
         ref = by_batch.get((r["graphs"], r["threads"], "TransformerConv"))
         r["flops_vs_transformer"] = r["fwd_gflop"] / ref["fwd_gflop"] if ref else math.nan

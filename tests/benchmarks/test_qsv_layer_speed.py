@@ -1,4 +1,5 @@
-"""The QSV layer-speed benchmark runs end to end and writes a consistent table."""
+"""The QSV layer-speed benchmark (benchmarks/qsv/layer_speed.py) and the package's one-batch
+pipeline the tour runs end to end and write a consistent table."""
 import math
 
 import pytest
@@ -10,8 +11,8 @@ from quest_geometric.pipelines import qsv_layer_speed
 
 @pytest.mark.slow
 def test_quick_run_writes_tables(tmp_path):
-    res = qsv_layer_speed.run(quick=True, out_dir=tmp_path, progress=False, batch_size=[1, 2],
-                              threads=[1, 2])
+    res = layer_speed.run(quick=True, out_dir=tmp_path, progress=False, batch_size=[1, 2],
+                          threads=[1, 2])
     keys = [(r["graphs"], r["threads"], r["layer"]) for r in res["layers"]]
     assert keys == [(g, t, name) for g in (1, 2) for t in (1, 2)
                     for name in ("QSVConv", "TransformerConv", "GATv2Conv")]
@@ -28,22 +29,44 @@ def test_quick_run_writes_tables(tmp_path):
 def test_layer_rows_restore_threads(monkeypatch):
     before = torch.get_num_threads()
     monkeypatch.setattr(qsv_layer_speed, "SIZES", (16, 32))
-    rows = qsv_layer_speed.layer_rows(1, torch.device("cpu"), repeat=1, progress=False,
-                                      threads=(1,))
+    rows = layer_speed.layer_rows(1, torch.device("cpu"), repeat=1, progress=False,
+                                  threads=(1,))
     assert torch.get_num_threads() == before
     assert [r["threads"] for r in rows] == [1, 1, 1]
+    rows = qsv_layer_speed.layer_rows(1, torch.device("cpu"), repeat=1, threads=1)
+    assert torch.get_num_threads() == before
+    assert [r["threads"] for r in rows] == [1, 1, 1]
+
+
+def test_package_run_is_one_batch_at_one_thread_count(tmp_path, monkeypatch):
+    """The tour's run: one batch size at one thread count, the benchmark's table format."""
+    import json
+
+    monkeypatch.setattr(qsv_layer_speed, "SIZES", (16, 32))
+    res = qsv_layer_speed.run(quick=True, out_dir=tmp_path, batch_size=1, threads=1)
+    assert [(r["graphs"], r["threads"], r["layer"]) for r in res["layers"]] == [
+        (1, 1, name) for name in ("QSVConv", "TransformerConv", "GATv2Conv")]
+    doc = json.loads((tmp_path / "qsv_layer_speed.json").read_text())
+    assert doc["meta"]["batch_sizes"] == [1] and doc["meta"]["threads"] == [1]
+    assert doc["meta"]["quick"] is True and doc["meta"]["rounds"] == 5
+    for r in res["layers"]:
+        assert r["fwd_gflop"] == pytest.approx(qsv_layer_speed.forward_flops(
+            r["layer"], r["nodes"], r["edges"]) / 1e9)
+        assert math.isfinite(r["flops_vs_transformer"]) and math.isfinite(r["peak_mb"])
+    assert len(res["summary"]) == 1 and res["summary"][0].startswith("QSVConv forward+backward")
+    assert res["markdown"] == (tmp_path / "qsv_layer_speed.md").read_text()
 
 
 @pytest.mark.slow
 def test_compiled_rows_are_wired(monkeypatch):
     # wiring only, on a tiny graph and the code-generation-free backend; no timing is read
     monkeypatch.setattr(qsv_layer_speed, "SIZES", (16, 32))
-    rows = qsv_layer_speed.layer_rows(1, torch.device("cpu"), repeat=1, progress=False,
-                                      threads=(1,), compiled=True, backend="aot_eager")
+    rows = layer_speed.layer_rows(1, torch.device("cpu"), repeat=1, progress=False,
+                                  threads=(1,), compiled=True, backend="aot_eager")
     by_name = {r["layer"]: r for r in rows}
     assert list(by_name) == ["QSVConv", "TransformerConv", "GATv2Conv", "QSVConv (compiled)",
                              "TransformerConv (compiled)"]
-    for name in qsv_layer_speed.COMPILED_LAYERS:
+    for name in layer_speed.COMPILED_LAYERS:
         eager, comp = by_name[name], by_name[name + " (compiled)"]
         assert comp["params"] == eager["params"] and comp["fwd_gflop"] == eager["fwd_gflop"]
         assert comp["fwd_bwd_ms"] > 0 and comp["speedup_vs_transformer"] > 0
@@ -57,15 +80,18 @@ def test_cli_passes_compiled(monkeypatch):
     assert seen["compiled"] is True and seen["backend"] == "aot_eager"
     layer_speed.main(["--quick"])
     assert seen["compiled"] is False and seen["backend"] == "inductor"
-    assert qsv_layer_speed.base_layer("QSVConv (compiled)") == "QSVConv"
-    assert qsv_layer_speed.base_layer("GATv2Conv") == "GATv2Conv"
+    assert layer_speed.base_layer("QSVConv (compiled)") == "QSVConv"
+    assert layer_speed.base_layer("GATv2Conv") == "GATv2Conv"
 
 
 def test_threads_and_batch_sizes_must_be_positive(tmp_path):
     with pytest.raises(ValueError, match="threads"):
-        qsv_layer_speed.run(quick=True, out_dir=tmp_path, threads=0)
+        layer_speed.run(quick=True, out_dir=tmp_path, threads=0)
     with pytest.raises(ValueError, match="batch_size"):
-        qsv_layer_speed.run(quick=True, out_dir=tmp_path, batch_size=[8, 0])
+        layer_speed.run(quick=True, out_dir=tmp_path, batch_size=[8, 0])
+    for kwargs in ({"threads": 0}, {"batch_size": 0}, {"batch_size": True}):
+        with pytest.raises(ValueError, match="'batch_size' and 'threads' must be positive"):
+            qsv_layer_speed.run(quick=True, out_dir=tmp_path, **kwargs)
 
 
 def test_forward_flops_dense_terms_match_torch_flop_counter_and_params_are_exact():

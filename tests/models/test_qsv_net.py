@@ -7,7 +7,7 @@ import torch
 from torch_geometric.data import Batch
 
 from quest_geometric.datasets.images import DigitsGraphs
-from quest_geometric.pipelines.qsv_ablation.config import GRAPH_VARIANTS
+from quest_geometric.pipelines.qsv_ablation.config import VARIANTS
 from quest_geometric.pipelines.qsv_ablation.variants import qsv_variant
 from quest_geometric.models.qsv_net import QSVNet
 from quest_geometric.nn.quaternion_linear import QuaternionLinear
@@ -218,7 +218,7 @@ def test_attention_weights_match_the_returned_quaternions():
 
 
 # ---------------------------------------------------------------------------- training
-@pytest.mark.parametrize("name", GRAPH_VARIANTS)
+@pytest.mark.parametrize("name", VARIANTS)
 def test_gradient_reaches_every_parameter(name):
     torch.manual_seed(0)
     model = qsv_variant(name, 3, 4, stem="conv", **SMALL)

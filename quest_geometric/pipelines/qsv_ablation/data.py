@@ -1,17 +1,16 @@
 """The QSV ablation's data: image-to-graph transforms with positions, the vectorised batch
-loader and the dataset splits."""
+loader and the digits splits."""
 from __future__ import annotations
 
 import math
-import os
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional
 
 import torch
 from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 
-from quest_geometric.pipelines.qsv_ablation.config import AblationConfig, _check_dataset
+from quest_geometric.pipelines.qsv_ablation.config import AblationConfig
 from quest_geometric.transforms.append_position import AppendPosition
 
 
@@ -49,12 +48,10 @@ class WithPosition(BaseTransform):
         return f"{self.__class__.__name__}({self.base!r})"
 
 
-def graph_transform(variant: str, cfg: AblationConfig) -> Optional[Callable[[Data], Any]]:
+def graph_transform(variant: str, cfg: AblationConfig) -> Callable[[Data], Any]:
     """The transform from an image to the graph ``variant`` trains on: the flat pixel lattice
-    for ``'lattice'``, the sphere graph for the other graph variants (with the positions
-    appended as features when ``cfg.positions == 'features'``), none for ``'resnet20'``."""
-    if variant == "resnet20":
-        return None
+    for ``'lattice'``, the sphere graph for the other variants (with the positions appended
+    as features when ``cfg.positions == 'features'``)."""
     if variant == "lattice":
         from quest_geometric.transforms.image_to_lattice import ImageToLattice
 
@@ -108,12 +105,8 @@ class _GraphBatches(torch.utils.data.Dataset):
 
 def graph_loader(dataset: Any, batch_size: int, shuffle: bool, seed: int = 0) -> Any:
     """A :class:`~torch.utils.data.DataLoader` of whole batches built by the dataset's
-    vectorised :meth:`graph_batch`, or the dataset itself when it has none (the ResNet's
-    images). The order of epoch :math:`e` is a pure function of ``(seed, e)``; under DDP
-    each rank takes its shard."""
-    transform = getattr(dataset, "graph_transform", None)
-    if not hasattr(dataset, "graph_batch") or not hasattr(transform, "batch_call"):
-        return dataset
+    vectorised :meth:`graph_batch`. The order of epoch :math:`e` is a pure function of
+    ``(seed, e)``; under DDP each rank takes its shard."""
     from quest_geometric.training.distributed import get_dist_info
 
     info = get_dist_info()
@@ -122,35 +115,20 @@ def graph_loader(dataset: Any, batch_size: int, shuffle: bool, seed: int = 0) ->
     return torch.utils.data.DataLoader(_GraphBatches(dataset), sampler=sampler, batch_size=None)
 
 
-def load_split(dataset: str, train: bool, graph: Optional[Callable[[Data], Any]],
-               cfg: AblationConfig, root: Optional[Union[str, os.PathLike]] = None,
-               download: bool = False) -> Any:
-    """One split of ``dataset`` as graphs (or images with ``graph=None``), limited by
-    ``cfg.train_limit`` / ``cfg.test_limit``. CIFAR needs ``root``."""
-    _check_dataset(dataset)
-    augment = bool(cfg.augment and train)
-    if dataset == "digits":
-        from quest_geometric.datasets.images import DigitsGraphs
+def load_digits(train: bool, graph: Optional[Callable[[Data], Any]],
+                cfg: AblationConfig) -> Any:
+    """One split of scikit-learn's digits as the graphs of ``graph`` (the images with
+    :obj:`None`), augmented when ``cfg.augment`` and ``train``."""
+    from quest_geometric.datasets.images import DigitsGraphs
 
-        ds: Any = DigitsGraphs(split="train" if train else "test", graph=graph, augment=augment)
-    else:
-        if root is None:
-            raise ValueError(f"qsv_ablation: dataset {dataset!r} needs root= (--root), the "
-                             "folder holding (or receiving, with download) the CIFAR data")
-        from quest_geometric.datasets.images import CIFAR10Graphs, CIFAR100Graphs
-
-        cls = CIFAR10Graphs if dataset == "cifar10" else CIFAR100Graphs
-        ds = cls(os.fspath(root), train=train, graph=graph, augment=augment, download=download,
-                 log=False)
-    limit = cfg.train_limit if train else cfg.test_limit
-    if limit is not None and limit < len(ds):
-        ds = ds.index_select(list(range(limit)))
-    return ds
+    return DigitsGraphs(split="train" if train else "test", graph=graph,
+                        augment=bool(cfg.augment and train))
 
 
-def _shapes(sample: Data) -> tuple[int, Optional[int]]:
-    """(input channels, nodes) of one dataset sample."""
-    image = getattr(sample, "image", None)
-    if isinstance(image, Tensor):
-        return int(image.size(1)), None
-    return int(sample.x.size(1)), int(sample.num_nodes)
+def digits_splits(variant: str, cfg: AblationConfig) -> tuple[Any, Any, Any]:
+    """The training, test and clean (never augmented) training splits of digits as the
+    graphs of ``variant`` (:func:`graph_transform`)."""
+    graph = graph_transform(variant, cfg)
+    train = load_digits(True, graph, cfg)
+    clean = train if not cfg.augment else load_digits(True, graph, cfg.replace(augment=False))
+    return train, load_digits(False, graph, cfg), clean

@@ -4,20 +4,8 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Optional, Sequence
 
-from quest_geometric.pipelines.qsv_ablation.config import (_DESCRIPTIONS, PAPER_SOURCE,
+from quest_geometric.pipelines.qsv_ablation.config import (DESCRIPTIONS, PAPER_SOURCE,
                                                            AblationConfig)
-
-
-#: The notes under the analysis table.
-ANALYSIS_NOTES = """\
-Measured on the trained models, mean (std) over seeds. `entropy_mean`: normalised attention
-entropy per node (1 = uniform averaging over the in-neighbours), averaged over nodes, layers
-and heads of the analysed test graphs; `entropy_frac_above_0.95`: share of node-head values
-above 0.95. `angle_median_deg`: median rotation angle of r_ij = conj(q_i) q_j over edges,
-layers and heads; `angle_frac_below_10deg`: share below 10 degrees. `acc_trained`: test
-accuracy (%) of the model as trained; `delta_*`: change in points when the ablation is
-switched on at test time in every QSVConv, without retraining (no_transport: no sandwich
-transport; uniform: alpha = 1/deg; both)."""
 
 
 def fmt(v: float, digits: int = 1) -> str:
@@ -25,18 +13,20 @@ def fmt(v: float, digits: int = 1) -> str:
     return "n/a" if not math.isfinite(v) else f"{v:.{digits}f}"
 
 
-#: Test images and image side of each dataset (what one test image is worth, in points).
-_TEST_SET = {"digits": (360, 8), "cifar10": (10_000, 32), "cifar100": (10_000, 32)}
+#: Test images and image side of digits (what one test image is worth, in points).
+DIGITS_TEST_SET = (360, 8)
 
 #: The significance level at which :func:`verdict` calls a sign decided.
 ALPHA = 0.05
 
 
-def setting(dataset: str, rows: Sequence[dict[str, Any]],
+def setting(dataset: str, test_set: tuple[int, int], rows: Sequence[dict[str, Any]],
             cfg: Optional[AblationConfig] = None) -> str:
     """One sentence on what the setting can show: image size, sphere nodes, model size,
-    the accuracy range of the rows and the number of test images (one image in points)."""
-    n_test, side = _TEST_SET[dataset]
+    the accuracy range of the rows and the number of test images (one image in points),
+    for ``dataset`` with ``test_set`` = (test images, image side), e.g.
+    :data:`DIGITS_TEST_SET`."""
+    n_test, side = test_set
     by = {r["variant"]: r for r in rows}
     nodes = f" on {sum(cfg.sphere_sizes)} sphere nodes" if cfg is not None else ""
     size = (f", ~{by['qsv']['params'] / 1000:.0f}K-parameter QSV models" if "qsv" in by else "")
@@ -56,12 +46,12 @@ def verdict(row: Mapping[str, Any], alpha: float = ALPHA) -> str:
     return "decided" if ok else "not decided"
 
 
-def headline(rows: Sequence[dict[str, Any]], dataset: str,
-             cfg: Optional[AblationConfig] = None) -> str:
-    """The table's first line: the setting's limits (:func:`setting`) next to the comparison
-    the paper's ablation turns on, standard attention against QSV (mean paired difference,
-    95% paired :math:`t` interval, the three tests and :func:`verdict`)."""
-    out = setting(dataset, rows, cfg)
+def headline(rows: Sequence[dict[str, Any]], setting_line: str) -> str:
+    """The table's first line: the setting's limits (``setting_line``, :func:`setting`)
+    next to the comparison the paper's ablation turns on, standard attention against QSV
+    (mean paired difference, 95% paired :math:`t` interval, the three tests and
+    :func:`verdict`)."""
+    out = setting_line
     by = {r["variant"]: r for r in rows}
     r = by.get("standard_attention")
     if r is not None and r.get("paired_n"):
@@ -72,12 +62,12 @@ def headline(rows: Sequence[dict[str, Any]], dataset: str,
     return out
 
 
-def findings(rows: Sequence[dict[str, Any]], analysis: Sequence[dict[str, Any]],
-             dataset: str) -> list[str]:
-    """The findings, one sentence each: parameter counts, one line per table row
+def findings(rows: Sequence[dict[str, Any]],
+             descriptions: Mapping[str, str] = DESCRIPTIONS) -> list[str]:
+    """The findings, one sentence each: parameter counts and one line per table row
     (accuracy, spread, the paired comparison with QSV: mean difference, 95% paired
     :math:`t` interval, :math:`t`, permutation and sign tests, and :func:`verdict`; clean
-    training accuracy, the paper's numbers) and the trained QSV's analysis."""
+    training accuracy, the paper's numbers), each row named by ``descriptions``."""
     by = {r["variant"]: r for r in rows}
     out = []
     if "qsv" in by and "standard_attention" in by:
@@ -96,41 +86,25 @@ def findings(rows: Sequence[dict[str, Any]], analysis: Sequence[dict[str, Any]],
                       f"sign test p={fmt(r['sign_p'], 3)}: sign {verdict(r)}")
         matched = ("" if r.get("param_matched", "yes") != "no"
                    else f"; {r['params']:,} parameters, NOT parameter-matched")
-        out.append(f"{_DESCRIPTIONS[v]}: {fmt(r['acc_mean'], 2)}{spread}{matched}; delta vs QSV "
+        out.append(f"{descriptions[v]}: {fmt(r['acc_mean'], 2)}{spread}{matched}; delta vs QSV "
                    f"{fmt(r['delta'], 2)}{paired}; clean training accuracy "
                    f"{fmt(r.get('train_clean_acc_mean', math.nan), 1)}%; paper "
                    f"{fmt(r['paper'])}, paper delta {fmt(r['paper_delta'])}).")
-    for a in analysis:
-        if a["variant"] == "qsv":
-            out.append(
-                f"Trained QSV: mean normalised attention entropy {fmt(a['entropy_mean'], 3)}, "
-                f"median rotation angle {fmt(a['angle_median_deg'])} deg; test-time ablation: "
-                f"transport off {fmt(a['delta_no_transport'], 2)} points, uniform attention "
-                f"{fmt(a['delta_uniform'], 2)} points.")
     return out
 
 
-def _longer(variant_epochs: Optional[Mapping[str, int]]) -> str:
-    if not variant_epochs:
-        return ""
-    named = ", ".join(f"{v} {e}" for v, e in variant_epochs.items())
-    return (f" (except {named}, trained longer to fit its clean training images; the "
-            f"cosine schedule spans its epochs)")
-
-
-def table_notes(cfg: AblationConfig, dataset: str, seeds: Sequence[int],
-                summary: list[str], variant_epochs: Optional[Mapping[str, int]] = None,
-                rows: Optional[Sequence[dict[str, Any]]] = None) -> str:
-    """The notes under the main table: the :func:`headline` first (with ``rows``), what
-    each column means, the configuration (with the variants of ``variant_epochs`` that
-    trained longer), and ``summary`` (the :func:`findings`) as a list."""
+def table_notes(cfg: AblationConfig, seeds: Sequence[int], summary: list[str], head: str,
+                paper_source: str = PAPER_SOURCE) -> str:
+    """The notes under the main table: ``head`` (the :func:`headline`) first, what each
+    column means (the paper's numbers from ``paper_source``), the configuration, and
+    ``summary`` (the :func:`findings`) as a list."""
     graph = (f"sphere of {len(cfg.sphere_sizes)} Fibonacci shells {list(cfg.sphere_sizes)} "
              f"(in-degree {cfg.k} + {cfg.k_cross})")
     return (
-        f"{headline(rows, dataset, cfg) if rows is not None else ''}\n\nTest accuracy in percent, "
+        f"{head}\n\nTest accuracy in percent, "
         f"mean and sample std over seeds {list(seeds)} (the `seeds` column: how many each row "
         "has); `delta`: points vs full QSV. `paper`/`paper_delta`: the QSV paper's numbers for "
-        f"{PAPER_SOURCE[dataset]} (n/a where it gives none; ResNet-20 is 'within 2.1 points' of "
+        f"{paper_source} (n/a where it gives none; ResNet-20 is 'within 2.1 points' of "
         "the lattice). `paired_delta`: mean over seeds of the per-seed difference to QSV (same "
         "seed, over the seeds both rows have), with the 95% paired t interval "
         "`delta_ci_low`-`delta_ci_high` and its two-sided p `t_p`, the exact two-sided "
@@ -143,7 +117,7 @@ def table_notes(cfg: AblationConfig, dataset: str, seeds: Sequence[int],
         "running accuracy over the last epoch's steps. `epoch_s`: training seconds per epoch "
         f"(evaluation excluded). QSVNet width {cfg.channels}, {cfg.heads} heads, {cfg.num_layers} "
         f"blocks, positions={cfg.positions!r}, on a {graph}; lattice k={cfg.lattice_k}. All "
-        f"variants: {cfg.epochs} epochs{_longer(variant_epochs)}, batch {cfg.batch_size}, AdamW "
+        f"variants: {cfg.epochs} epochs, batch {cfg.batch_size}, AdamW "
         f"lr {cfg.lr:g} -> {cfg.min_lr:g} cosine, warmup {cfg.warmup_epochs:g} epochs, weight "
         f"decay {cfg.weight_decay:g}, grad clip {cfg.grad_clip}, augmentation "
         f"{'on' if cfg.augment else 'off'}"

@@ -1,5 +1,5 @@
 """Training runs of the QSV ablation: the models, the clean-training-accuracy callback and one
-resumable run per (variant, seed)."""
+run per (variant, seed), in its own folder, reused once finished."""
 from __future__ import annotations
 
 import dataclasses
@@ -12,12 +12,9 @@ from typing import Any, Optional, Union
 
 from torch import nn
 
-from quest_geometric._utils import atomic_write_json, check_choice, resolve_device
-from quest_geometric.pipelines.qsv_ablation.analyse import analyse_model
-from quest_geometric.pipelines.qsv_ablation.config import (VARIANTS, AblationConfig,
-                                                           _check_dataset)
-from quest_geometric.pipelines.qsv_ablation.data import (_shapes, graph_loader, graph_transform,
-                                                         load_split)
+from quest_geometric._utils import atomic_write_json, check_choice
+from quest_geometric.pipelines.qsv_ablation.config import VARIANTS, AblationConfig
+from quest_geometric.pipelines.qsv_ablation.data import graph_loader
 from quest_geometric.pipelines.qsv_ablation.variants import qsv_variant
 from quest_geometric.training.trainer import Callback
 
@@ -40,15 +37,11 @@ def build_model(variant: str, cfg: AblationConfig, in_channels: int, num_classes
     Args:
         variant (str): one of :data:`VARIANTS`.
         cfg (AblationConfig): the sizes.
-        in_channels (int): node feature size (graph variants) or image channels (ResNet).
+        in_channels (int): node feature size.
         num_classes (int): classes.
         num_nodes (int, optional): template nodes (for ``positions='embedding'``).
     """
     check_choice(variant, "variant", VARIANTS, where="qsv_ablation")
-    if variant == "resnet20":
-        from quest_geometric.models.resnet import ResNet20
-
-        return ResNet20(num_classes=num_classes, in_channels=in_channels)
     return qsv_variant(variant, in_channels, num_classes, **_model_kwargs(cfg, num_nodes))
 
 
@@ -84,76 +77,46 @@ class CleanTrainAccuracy(Callback):
         return "CleanTrainAccuracy()"
 
 
-def train_variant(variant: str, seed: int, cfg: AblationConfig, dataset: str = "digits",
-                  root: Optional[Union[str, os.PathLike]] = None,
-                  run_root: Optional[Union[str, os.PathLike]] = None, device: str = "cpu",
-                  progress: bool = False, analyse: bool = False, download: bool = False,
-                  data: Optional[dict[str, Any]] = None) -> dict[str, Any]:
-    """Train (or resume, or reuse) one variant with one seed.
+def load_run(run_dir: Optional[Path]) -> Optional[dict[str, Any]]:
+    """The result of a finished run in ``run_dir`` (its ``run.json``, read by rank 0 and
+    sent to every rank), or :obj:`None`."""
+    from quest_geometric.training.distributed import broadcast_object, get_dist_info
 
-    Args:
-        variant (str): one of :data:`VARIANTS`.
-        seed (int): model-init and training seed.
-        cfg (AblationConfig): the settings.
-        dataset (str): one of :data:`DATASETS`. (default: ``'digits'``)
-        root (path, optional): CIFAR root. (default: :obj:`None`)
-        run_root (path, optional): parent of the run folder; :obj:`None` keeps nothing on
-            disk. (default: :obj:`None`)
-        device (str): training device. (default: ``'cpu'``)
-        progress (bool): the harness's progress bar. (default: :obj:`False`)
-        analyse (bool): also run :func:`analyse_model` (rank 0). (default: :obj:`False`)
-        download (bool): let CIFAR download when absent. (default: :obj:`False`)
-        data (dict, optional): a cache ``{graph kind: (train, test)}`` shared across runs.
-            (default: :obj:`None`)
+    previous = None
+    done_file = run_dir / "run.json" if run_dir is not None else None
+    if done_file is not None and get_dist_info().is_main and done_file.exists():
+        previous = json.loads(done_file.read_text())["result"]
+    return broadcast_object(previous)
+
+
+def save_run(run_dir: Optional[Path], cfg: AblationConfig, result: dict[str, Any]) -> None:
+    """Mark the run in ``run_dir`` finished: its ``run.json`` holds ``cfg`` and ``result``
+    (rank 0 writes; nothing without a folder)."""
+    from quest_geometric.training.distributed import get_dist_info
+
+    if run_dir is not None and get_dist_info().is_main:
+        atomic_write_json(run_dir / "run.json", {"config": dataclasses.asdict(cfg),
+                                                 "result": result}, default=str)
+
+
+def fit(model: nn.Module, seed: int, cfg: AblationConfig, loaders: tuple[Any, Any, Any],
+        run_dir: Optional[Path], device: str, progress: bool, extra: dict[str, Any]
+        ) -> tuple[dict[str, Any], Any]:
+    """Train ``model`` with the shared :class:`~quest_geometric.training.trainer.Trainer` on
+    ``loaders`` (training, test and clean training batches, :func:`make_loaders`), resuming
+    from ``run_dir`` when it holds a checkpoint; ``extra`` goes into the run's configuration.
 
     Returns:
-        dict: ``variant``, ``seed``, ``params``, ``acc`` (test accuracy in percent),
-        ``train_acc``, ``epoch_s`` (mean training time per epoch), ``epochs``, and
-        ``analysis`` (or :obj:`None`).
+        tuple: the result (``acc``, ``train_acc`` and ``train_clean_acc`` in percent,
+        ``epoch_s`` the mean training time per epoch, ``epochs``) and the trainer.
     """
-    from quest_geometric.training.checkpoint import load_checkpoint
     from quest_geometric.training.config import TrainConfig
-    from quest_geometric.training.distributed import broadcast_object, init_distributed
-    from quest_geometric.training.seed import seed_everything
+    from quest_geometric.training.distributed import get_dist_info
     from quest_geometric.training.tasks import ClassificationTask
     from quest_geometric.training.trainer import Trainer
 
-    check_choice(variant, "variant", VARIANTS, where="qsv_ablation")
-    _check_dataset(dataset)
-    info = init_distributed()
-    kind = "image" if variant == "resnet20" else ("lattice" if variant == "lattice" else "sphere")
-    data = {} if data is None else data
-    if kind not in data:
-        graph = graph_transform(variant, cfg)
-        train_split = load_split(dataset, True, graph, cfg, root, download)
-        clean = (train_split if not cfg.augment
-                 else load_split(dataset, True, graph, cfg.replace(augment=False), root,
-                                 download))
-        data[kind] = (train_split, load_split(dataset, False, graph, cfg, root, download), clean)
-    train, test, clean_train = data[kind]
-    in_channels, num_nodes = _shapes(train[0])
-    num_classes = int(train.num_classes)
-
-    run_dir = Path(run_root) / f"{variant}_s{seed}" if run_root is not None else None
-    done_file = run_dir / "run.json" if run_dir is not None else None
-    previous = None
-    if done_file is not None and info.is_main and done_file.exists():
-        previous = json.loads(done_file.read_text())
-    previous = broadcast_object(previous)
-
-    seed_everything(seed)
-    model = build_model(variant, cfg, in_channels, num_classes, num_nodes)
-    params = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    if previous is not None:
-        result = previous["result"]
-        if analyse and result.get("analysis") is None and variant != "resnet20" and info.is_main:
-            load_checkpoint(run_dir / "checkpoint.pt", model)
-            result["analysis"] = analyse_model(model, variant, test, cfg, resolve_device(device))
-            atomic_write_json(done_file, {"config": dataclasses.asdict(cfg), "result": result},
-                              default=str)
-        return result
-
-    if run_dir is not None and info.is_main:
+    train_loader, test_loader, clean_loader = loaders
+    if run_dir is not None and get_dist_info().is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
     tc = TrainConfig(
         epochs=cfg.epochs, batch_size=cfg.batch_size, eval_batch_size=cfg.eval_batch_size,
@@ -161,30 +124,72 @@ def train_variant(variant: str, seed: int, cfg: AblationConfig, dataset: str = "
         warmup_epochs=cfg.warmup_epochs, grad_clip=cfg.grad_clip, seed=seed, device=device,
         log_every=10, eval_every=cfg.eval_every, checkpoint_every=1,
         out_dir=os.fspath(run_dir) if run_dir is not None else None, progress=progress,
-        extra={"study": "qsv_ablation", "dataset": dataset, "variant": variant, "seed": seed},
+        extra={"study": "qsv_ablation", **extra, "seed": seed},
     )
     task = ClassificationTask(label_smoothing=cfg.label_smoothing)
-    clean_loader = graph_loader(clean_train, cfg.eval_batch_size, shuffle=False)
-    trainer = Trainer(model, task, tc,
-                      graph_loader(train, cfg.batch_size, shuffle=True, seed=seed),
-                      graph_loader(test, cfg.eval_batch_size, shuffle=False),
+    trainer = Trainer(model, task, tc, train_loader, test_loader,
                       callbacks=[CleanTrainAccuracy(clean_loader, task)])
     final = trainer.fit(resume="auto" if run_dir is not None else False)
     epoch_times = [r["time_s"] for r in trainer.history if r.get("kind") == "epoch"]
     clean_acc = final.get("train_clean_acc")
     if clean_acc is None:  # the last epoch was trained before a resume: measure it now
         clean_acc = CleanTrainAccuracy(clean_loader, task).measure(trainer)
-    result: dict[str, Any] = {
-        "variant": variant, "seed": seed, "params": params,
+    return {
         "acc": 100.0 * float(final["val_acc"]),
         "train_acc": 100.0 * float(final["train_acc"]),
         "train_clean_acc": 100.0 * float(clean_acc),
         "epoch_s": statistics.fmean(epoch_times) if epoch_times else math.nan,
-        "epochs": int(final.get("epoch", cfg.epochs)), "analysis": None,
-    }
-    if analyse and variant != "resnet20" and info.is_main:
-        result["analysis"] = analyse_model(trainer.raw_model, variant, test, cfg, trainer.device)
-    if done_file is not None and info.is_main:
-        atomic_write_json(done_file, {"config": dataclasses.asdict(cfg), "result": result},
-                          default=str)
+        "epochs": int(final.get("epoch", cfg.epochs)),
+    }, trainer
+
+
+def make_loaders(splits: tuple[Any, Any, Any], cfg: AblationConfig,
+                 seed: int) -> tuple[Any, Any, Any]:
+    """The training (shuffled by ``seed``), test and clean training batches of ``splits``
+    (:func:`~quest_geometric.pipelines.qsv_ablation.data.graph_loader`)."""
+    train, test, clean = splits
+    return (graph_loader(train, cfg.batch_size, shuffle=True, seed=seed),
+            graph_loader(test, cfg.eval_batch_size, shuffle=False),
+            graph_loader(clean, cfg.eval_batch_size, shuffle=False))
+
+
+def train_variant(variant: str, seed: int, cfg: AblationConfig, splits: tuple[Any, Any, Any],
+                  run_root: Optional[Union[str, os.PathLike]] = None, device: str = "cpu",
+                  progress: bool = False) -> dict[str, Any]:
+    """Train (or resume, or reuse) one variant with one seed.
+
+    Args:
+        variant (str): one of :data:`VARIANTS`.
+        seed (int): model-init and training seed.
+        cfg (AblationConfig): the settings.
+        splits (tuple): the training, test and clean training graphs
+            (:func:`~quest_geometric.pipelines.qsv_ablation.data.digits_splits`).
+        run_root (path, optional): parent of the run folder ``<variant>_s<seed>``;
+            :obj:`None` keeps nothing on disk. (default: :obj:`None`)
+        device (str): training device. (default: ``'cpu'``)
+        progress (bool): the harness's progress bar. (default: :obj:`False`)
+
+    Returns:
+        dict: ``variant``, ``seed``, ``params``, ``acc`` (test accuracy in percent),
+        ``train_acc``, ``train_clean_acc``, ``epoch_s`` (mean training time per epoch),
+        ``epochs`` and ``analysis`` (:obj:`None`: the benchmark's ``--analyse`` fills it).
+    """
+    from quest_geometric.training.distributed import init_distributed
+    from quest_geometric.training.seed import seed_everything
+
+    check_choice(variant, "variant", VARIANTS, where="qsv_ablation")
+    init_distributed()
+    run_dir = Path(run_root) / f"{variant}_s{seed}" if run_root is not None else None
+    previous = load_run(run_dir)
+    if previous is not None:
+        return previous
+    train = splits[0]
+    seed_everything(seed)
+    model = build_model(variant, cfg, int(train[0].x.size(1)), int(train.num_classes),
+                        int(train[0].num_nodes))
+    params = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    measured, _ = fit(model, seed, cfg, make_loaders(splits, cfg, seed), run_dir, device,
+                      progress, {"dataset": "digits", "variant": variant})
+    result = {"variant": variant, "seed": seed, "params": params, **measured, "analysis": None}
+    save_run(run_dir, cfg, result)
     return result

@@ -1,13 +1,12 @@
-"""The QSV ablation's tables: per-seed results aggregated into one row per variant (mean,
-spread, paired differences to QSV, the paper's numbers) and the analysis table."""
+"""The QSV ablation's table: per-seed results aggregated into one row per variant (mean,
+spread, paired differences to QSV, the paper's numbers)."""
 from __future__ import annotations
 
 import math
 from typing import Any, Sequence
 
 from quest_geometric.analysis.stats import finite_mean, mean_std, paired_differences
-from quest_geometric.pipelines.qsv_ablation.config import (_DESCRIPTIONS, PAPER, VARIANTS,
-                                                           _check_dataset)
+from quest_geometric.pipelines.qsv_ablation.config import DESCRIPTIONS, PAPER, VARIANTS
 
 
 #: Relative difference in parameter count from QSV within which a row is parameter-matched.
@@ -23,7 +22,42 @@ def _epochs(results: Sequence[dict[str, Any]]) -> Any:
     return values[0] if len(values) == 1 else "/".join(map(str, values))
 
 
-def aggregate(results: Sequence[dict[str, Any]], dataset: str) -> list[dict[str, Any]]:
+def variant_row(rs: Sequence[dict[str, Any]], qsv: Sequence[dict[str, Any]],
+                paper: tuple[float, float], description: str) -> dict[str, Any]:
+    """The table row of one variant from its per-seed results ``rs``, beside full QSV's
+    ``qsv`` (empty without a ``qsv`` row; ``rs`` itself for the ``qsv`` row), with the
+    paper's ``(paper, paper_delta)`` and the row's ``description``: the columns of
+    :func:`aggregate`."""
+    v = rs[0]["variant"]
+    qsv_mean = mean_std([r["acc"] for r in qsv])[0] if qsv else math.nan
+    qsv_params = int(qsv[0]["params"]) if qsv else None
+    mean, std = mean_std([r["acc"] for r in rs])
+    row = {
+        "variant": v, "description": description, "params": int(rs[0]["params"]),
+        "seeds": len(rs), "epochs": _epochs(rs), "acc_mean": mean, "acc_std": std,
+        "delta": mean - qsv_mean if math.isfinite(qsv_mean) else math.nan,
+        "paper": paper[0], "paper_delta": paper[1],
+        "train_acc_mean": mean_std([r["train_acc"] for r in rs])[0],
+        "train_clean_acc_mean": finite_mean([r.get("train_clean_acc", math.nan) for r in rs]),
+        "epoch_s": mean_std([r["epoch_s"] for r in rs])[0],
+        "param_matched": ("n/a" if qsv_params is None else
+                          "yes" if abs(int(rs[0]["params"]) - qsv_params)
+                          <= PARAM_MATCH_TOLERANCE * qsv_params else "no"),
+    }
+    if v == "qsv" or not qsv:
+        pd = paired_differences({}, {})
+    else:
+        pd = paired_differences({r["seed"]: r["acc"] for r in rs},
+                                {r["seed"]: r["acc"] for r in qsv})
+    row.update({"paired_n": pd["n"], "paired_delta": pd["mean"],
+                "delta_ci_low": pd["ci_low"], "delta_ci_high": pd["ci_high"],
+                "t_p": pd["t_p"], "perm_p": pd["perm_p"],
+                "wins_vs_qsv": f"{pd['wins']}/{pd['n']}" if pd["n"] else "",
+                "sign_p": pd["sign_p"]})
+    return row
+
+
+def aggregate(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """One table row per variant (in :data:`VARIANTS` order) from per-seed results.
 
     Columns: ``variant``, ``description``, ``params``, ``seeds``, ``epochs`` (of the runs;
@@ -38,65 +72,9 @@ def aggregate(results: Sequence[dict[str, Any]], dataset: str) -> list[dict[str,
     and its ``t_p``, the exact permutation test's ``perm_p``, ``wins_vs_qsv`` and the exact
     sign test's ``sign_p``.
     """
-    _check_dataset(dataset)
-    rows = []
     by_variant = {v: [r for r in results if r["variant"] == v] for v in VARIANTS}
-    qsv_mean = mean_std([r["acc"] for r in by_variant["qsv"]])[0] if by_variant["qsv"] \
-        else math.nan
-    qsv_params = int(by_variant["qsv"][0]["params"]) if by_variant["qsv"] else None
-    for v in VARIANTS:
-        rs = by_variant[v]
-        if not rs:
-            continue
-        mean, std = mean_std([r["acc"] for r in rs])
-        paper, paper_delta = PAPER.get(dataset, {}).get(v, (math.nan, math.nan))
-        rows.append({
-            "variant": v, "description": _DESCRIPTIONS[v], "params": int(rs[0]["params"]),
-            "seeds": len(rs), "epochs": _epochs(rs), "acc_mean": mean, "acc_std": std,
-            "delta": mean - qsv_mean if math.isfinite(qsv_mean) else math.nan,
-            "paper": paper, "paper_delta": paper_delta,
-            "train_acc_mean": mean_std([r["train_acc"] for r in rs])[0],
-            "train_clean_acc_mean": finite_mean([r.get("train_clean_acc", math.nan)
-                                                  for r in rs]),
-            "epoch_s": mean_std([r["epoch_s"] for r in rs])[0],
-            "param_matched": ("n/a" if qsv_params is None else
-                              "yes" if abs(int(rs[0]["params"]) - qsv_params)
-                              <= PARAM_MATCH_TOLERANCE * qsv_params else "no"),
-        })
-        if v == "qsv" or not by_variant["qsv"]:
-            pd = paired_differences({}, {})
-        else:
-            pd = paired_differences({r["seed"]: r["acc"] for r in rs},
-                                    {r["seed"]: r["acc"] for r in by_variant["qsv"]})
-        rows[-1].update({"paired_n": pd["n"], "paired_delta": pd["mean"],
-                         "delta_ci_low": pd["ci_low"], "delta_ci_high": pd["ci_high"],
-                         "t_p": pd["t_p"], "perm_p": pd["perm_p"],
-                         "wins_vs_qsv": f"{pd['wins']}/{pd['n']}" if pd["n"] else "",
-                         "sign_p": pd["sign_p"]})
-    return rows
-
-
-_ANALYSIS_KEYS = ("entropy_mean", "entropy_frac_above_0.95", "angle_median_deg",
-                  "angle_frac_below_10deg", "acc_trained", "delta_no_transport",
-                  "delta_uniform", "delta_no_transport_uniform")
-
-
-def aggregate_analysis(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Mean and std over seeds of every analysis number, one row per analysed variant."""
-    rows = []
-    for v in VARIANTS:
-        rs = [r["analysis"] for r in results if r["variant"] == v and r.get("analysis")]
-        if not rs:
-            continue
-        row: dict[str, Any] = {"variant": v, "seeds": len(rs)}
-        for key in _ANALYSIS_KEYS:
-            vals = [a[key] for a in rs if key in a]
-            if vals:
-                row[key], row[f"{key}_std"] = mean_std(vals)
-            else:
-                row[key], row[f"{key}_std"] = math.nan, math.nan
-        rows.append(row)
-    return rows
+    return [variant_row(rs, by_variant["qsv"], PAPER[v], DESCRIPTIONS[v])
+            for v, rs in by_variant.items() if rs]
 
 
 #: The columns of the main table, in order.
@@ -107,8 +85,6 @@ TABLE_COLUMNS = ["variant", "description", "params", "param_matched", "seeds", "
 #: The columns of the per-seed table.
 SEED_COLUMNS = ("variant", "seed", "params", "acc", "train_acc", "train_clean_acc", "epoch_s",
                 "epochs")
-#: The columns of the analysis table.
-ANALYSIS_COLUMNS = ["variant", "seeds"] + [c for k in _ANALYSIS_KEYS for c in (k, f"{k}_std")]
 
 
 def seed_rows(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

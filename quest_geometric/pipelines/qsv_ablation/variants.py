@@ -6,7 +6,7 @@ import math
 from typing import Any, Optional
 
 from quest_geometric._utils.checks import check_choice, check_int
-from quest_geometric.pipelines.qsv_ablation.config import GRAPH_VARIANTS
+from quest_geometric.pipelines.qsv_ablation.config import VARIANTS
 from quest_geometric.models.qsv_net import QSVNet
 
 __all__ = ["match_parameter_count", "qsv_variant"]
@@ -95,7 +95,7 @@ def qsv_variant(name: str, in_channels: int, num_classes: int, **kwargs: Any) ->
 
     Args:
         name (str): One of
-            :data:`~quest_geometric.pipelines.qsv_ablation.config.GRAPH_VARIANTS`.
+            :data:`~quest_geometric.pipelines.qsv_ablation.config.VARIANTS`.
         in_channels (int): Node feature size.
         num_classes (int): Number of classes.
         **kwargs (optional): :class:`~quest_geometric.models.qsv_net.QSVNet` arguments
@@ -105,7 +105,7 @@ def qsv_variant(name: str, in_channels: int, num_classes: int, **kwargs: Any) ->
     Returns:
         QSVNet: The model (``model.parameter_count()`` gives its size).
     """
-    check_choice(name, "'name'", GRAPH_VARIANTS)
+    check_choice(name, "'name'", VARIANTS)
     if kwargs.get("conv", "qsv") != "qsv":
         raise ValueError("qsv_variant chooses 'conv' itself; do not pass it")
     kwargs.pop("conv", None)

@@ -1,4 +1,5 @@
-"""The QSV ablation benchmark: tiny end-to-end run, aggregation, paper column, bad input."""
+"""The QSV ablation study (benchmarks/qsv/ablation_study/) and the package's digits pipeline
+the tour runs: tiny end-to-end runs, aggregation, paper column, bad input."""
 import csv
 import json
 import math
@@ -8,10 +9,12 @@ import pytest
 import torch
 from torch_geometric.data import Data
 
+from benchmarks.qsv import ablation_study as qa
 from benchmarks.qsv.ablation import main as ablation_main
 from benchmarks.qsv.ablation import summarise
+from benchmarks.qsv.ablation_study import report
 from quest_geometric.analysis.stats import paired_differences
-from quest_geometric.pipelines import qsv_ablation as qa
+from quest_geometric.pipelines import qsv_ablation
 from quest_geometric.transforms import AppendPosition
 
 TINY = dict(channels=8, heads=2, num_layers=1, train_limit=48, test_limit=24,
@@ -178,7 +181,7 @@ def test_with_position_batch_call_equals_per_sample_compose(variant):
 
     cfg = qa.PRESETS["digits"]["quick"]
     t = qa.graph_transform(variant, cfg)
-    assert isinstance(t, qa.WithPosition)
+    assert isinstance(t, qsv_ablation.WithPosition)
     images = torch.rand(5, 1, 8, 8, generator=torch.Generator().manual_seed(0))
     y = torch.arange(5)
     fast = t.batch_call(images, y=y, as_batch=True)
@@ -263,7 +266,7 @@ def test_aggregate_marks_rows_that_are_not_parameter_matched():
     rows = {r["variant"]: r for r in qa.aggregate(results, "digits")}
     assert rows["standard_attention"]["param_matched"] == "yes"  # -0.3%
     assert rows["resnet20"]["param_matched"] == "no"
-    lines = qa.report.findings(list(rows.values()), [], "digits")
+    lines = report.findings(list(rows.values()), [])
     assert any("269,434 parameters, NOT parameter-matched" in s for s in lines)
 
 
@@ -273,7 +276,7 @@ def test_headline_states_the_setting_and_an_undecided_sign():
     results = [{"variant": v, "seed": s, "params": 15_000, "acc": a, "train_acc": 100.0,
                 "epoch_s": 1.0} for v, xs in accs.items() for s, a in enumerate(xs)]
     rows = qa.aggregate(results, "digits")
-    line = qa.report.headline(rows, "digits", qa.PRESETS["digits"]["full"])
+    line = report.headline(rows, "digits", qa.PRESETS["digits"]["full"])
     assert "8x8 images on 80 sphere nodes" in line and "~15K-parameter" in line
     assert "360 test images, so one image is 0.28 points" in line
     assert "-1.16 points over 5 paired seeds" in line  # (-5.82) / 5 of the rounded values
@@ -415,3 +418,43 @@ def test_summarise_refuses_conflicts(tmp_path):
         summarise([tmp_path / "d.json"], out_dir=tmp_path)
     with pytest.raises(ValueError, match="at least one"):
         summarise([], out_dir=tmp_path)
+
+
+# -------------------------------------------------------- the package's digits pipeline (tour)
+@pytest.mark.slow
+def test_package_run_is_the_study_s_full_digits_table(tmp_path):
+    """The tour's run (the package's digits model, all five graph variants) writes the same
+    table and per-seed rows as the study's full digits run of those variants."""
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        tour = qsv_ablation.run(seeds=[0], epochs=1, out_dir=tmp_path / "tour", progress=False)
+        study = qa.run(dataset="digits", seeds=[0], epochs=1, out_dir=tmp_path / "study",
+                       progress=False, variants=qsv_ablation.VARIANTS)
+    finally:
+        torch.set_num_threads(threads)
+    assert [r["variant"] for r in tour["rows"]] == list(qsv_ablation.VARIANTS)
+    assert tour["config"] == qa.PRESETS["digits"]["full"].replace(epochs=1)
+
+    def timeless(rows):
+        return [{k: v for k, v in r.items() if k != "epoch_s"} for r in rows]
+
+    assert json.dumps(timeless(tour["rows"])) == json.dumps(timeless(study["rows"]))
+    assert tour["summary"] == study["summary"]
+    for stem in ("qsv_ablation_digits", "qsv_ablation_digits_seeds"):
+        a = json.loads((tmp_path / "tour" / f"{stem}.json").read_text())
+        b = json.loads((tmp_path / "study" / f"{stem}.json").read_text())
+        assert timeless(a["rows"]) == timeless(b["rows"])
+        for meta in (a["meta"], b["meta"]):
+            meta.pop("wall_s"), meta.pop("date", None)
+        assert a["meta"] == b["meta"] and a["meta"]["quick"] is False
+    md = (tmp_path / "tour" / "qsv_ablation_digits.md").read_text()
+    assert md == tour["markdown"] and "### QSV ablation on digits" in md
+    assert sorted(p.name for p in tour["run_root"].iterdir()) == sorted(
+        f"{v}_s0" for v in qsv_ablation.VARIANTS)
+
+
+def test_package_run_bad_seeds(tmp_path):
+    for seeds in ([0, 0], [-1], []):
+        with pytest.raises(ValueError, match="seeds"):
+            qsv_ablation.run(seeds=seeds, out_dir=tmp_path, progress=False)

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch_geometric.nn.conv import TransformerConv
 
-from quest_geometric.pipelines.qsv_ablation.config import GRAPH_VARIANTS
+from quest_geometric.pipelines.qsv_ablation.config import VARIANTS
 from quest_geometric.pipelines.qsv_ablation.variants import match_parameter_count, qsv_variant
 from quest_geometric.models.qsv_net import QSVNet
 from quest_geometric.testing.qsv import random_image_batch
@@ -63,8 +63,8 @@ def test_match_parameter_count_reports_the_built_model():
 @pytest.mark.slow
 def test_variants_and_parameter_counts():
     kwargs = dict(SMALL)
-    counts = {name: qsv_variant(name, 3, 10, **kwargs).parameter_count() for name in GRAPH_VARIANTS}
-    assert set(counts) == set(GRAPH_VARIANTS)
+    counts = {name: qsv_variant(name, 3, 10, **kwargs).parameter_count() for name in VARIANTS}
+    assert set(counts) == set(VARIANTS)
     full = count(QSVNet(3, 10, **kwargs))
     for name in ("qsv", "no_transport", "uniform", "lattice"):
         assert counts[name] == full

@@ -7,7 +7,7 @@ from typing import Any, Optional, Sequence
 import torch
 
 from quest_geometric._utils import optional_pyplot, save_figure
-from quest_geometric.pipelines.qsv_ablation.config import _DESCRIPTIONS
+from benchmarks.qsv.ablation_study.config import DESCRIPTIONS
 
 
 def plot_histograms(results: Sequence[dict[str, Any]], which: str, path: Path,
@@ -35,7 +35,7 @@ def plot_histograms(results: Sequence[dict[str, Any]], which: str, path: Path,
             continue
         width = edges[1] - edges[0]
         density = counts / (counts.sum() * width)
-        ax.stairs(density.numpy(), edges, label=_DESCRIPTIONS[v], linewidth=1.5)
+        ax.stairs(density.numpy(), edges, label=DESCRIPTIONS[v], linewidth=1.5)
         drawn = True
     if not drawn:
         plt.close(fig)

@@ -8,7 +8,8 @@ from typing import Any, Union
 import torch
 from torch import Tensor, nn
 
-from quest_geometric.pipelines.qsv_ablation.config import _QSV_TYPE, AblationConfig
+from benchmarks.qsv.ablation_study.config import _QSV_TYPE
+from quest_geometric.pipelines.qsv_ablation import AblationConfig
 
 
 def _histograms(entropy: Any, angles: Tensor, bins_entropy: int = 50,

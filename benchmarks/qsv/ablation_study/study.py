@@ -1,0 +1,289 @@
+"""The QSV ablation study: every variant (ResNet-20 included) on digits or CIFAR over seeds,
+with the analysis of the trained models and variants trained longer, built on the package's
+digits pipeline (:mod:`quest_geometric.pipelines.qsv_ablation`)."""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence, Union
+
+import torch
+from torch import nn
+
+from benchmarks.qsv.ablation_study import report
+from benchmarks.qsv.ablation_study.analyse import analyse_model
+from benchmarks.qsv.ablation_study.config import (DESCRIPTIONS, PAPER, PAPER_SOURCE, PRESETS,
+                                                  VARIANTS, _check_dataset, _check_variants)
+from benchmarks.qsv.ablation_study.data import _shapes, graph_loader, graph_transform, load_split
+from benchmarks.qsv.ablation_study.plots import plot_histograms
+from quest_geometric._utils import check_choice, resolve_device
+from quest_geometric.analysis.stats import mean_std
+from quest_geometric.pipelines import qsv_ablation
+from quest_geometric.pipelines.qsv_ablation import AblationConfig
+from quest_geometric.pipelines.qsv_ablation.config import _check_seeds
+from quest_geometric.pipelines.qsv_ablation.runs import fit, load_run, save_run
+from quest_geometric.pipelines.qsv_ablation.summary import variant_row
+from quest_geometric.profile import write_results
+
+
+def build_model(variant: str, cfg: AblationConfig, in_channels: int, num_classes: int,
+                num_nodes: Optional[int] = None) -> nn.Module:
+    """The model of one row (random init from the global generator): the package's
+    :func:`~quest_geometric.pipelines.qsv_ablation.build_model`, or
+    :class:`~quest_geometric.models.resnet.ResNet20` on the images for ``'resnet20'``.
+
+    Args:
+        variant (str): one of :data:`VARIANTS`.
+        cfg (AblationConfig): the sizes.
+        in_channels (int): node feature size (graph variants) or image channels (ResNet).
+        num_classes (int): classes.
+        num_nodes (int, optional): template nodes (for ``positions='embedding'``).
+    """
+    check_choice(variant, "variant", VARIANTS, where="qsv_ablation")
+    if variant == "resnet20":
+        from quest_geometric.models.resnet import ResNet20
+
+        return ResNet20(num_classes=num_classes, in_channels=in_channels)
+    return qsv_ablation.build_model(variant, cfg, in_channels, num_classes, num_nodes)
+
+
+def train_variant(variant: str, seed: int, cfg: AblationConfig, dataset: str = "digits",
+                  root: Optional[Union[str, os.PathLike]] = None,
+                  run_root: Optional[Union[str, os.PathLike]] = None, device: str = "cpu",
+                  progress: bool = False, analyse: bool = False, download: bool = False,
+                  data: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    """Train (or resume, or reuse) one variant with one seed.
+
+    Args:
+        variant (str): one of :data:`VARIANTS`.
+        seed (int): model-init and training seed.
+        cfg (AblationConfig): the settings.
+        dataset (str): one of :data:`DATASETS`. (default: ``'digits'``)
+        root (path, optional): CIFAR root. (default: :obj:`None`)
+        run_root (path, optional): parent of the run folder; :obj:`None` keeps nothing on
+            disk. (default: :obj:`None`)
+        device (str): training device. (default: ``'cpu'``)
+        progress (bool): the harness's progress bar. (default: :obj:`False`)
+        analyse (bool): also run :func:`analyse_model` (rank 0). (default: :obj:`False`)
+        download (bool): let CIFAR download when absent. (default: :obj:`False`)
+        data (dict, optional): a cache ``{graph kind: (train, test)}`` shared across runs.
+            (default: :obj:`None`)
+
+    Returns:
+        dict: ``variant``, ``seed``, ``params``, ``acc`` (test accuracy in percent),
+        ``train_acc``, ``epoch_s`` (mean training time per epoch), ``epochs``, and
+        ``analysis`` (or :obj:`None`).
+    """
+    from quest_geometric.training.checkpoint import load_checkpoint
+    from quest_geometric.training.distributed import init_distributed
+    from quest_geometric.training.seed import seed_everything
+
+    check_choice(variant, "variant", VARIANTS, where="qsv_ablation")
+    _check_dataset(dataset)
+    info = init_distributed()
+    kind = "image" if variant == "resnet20" else ("lattice" if variant == "lattice" else "sphere")
+    data = {} if data is None else data
+    if kind not in data:
+        graph = graph_transform(variant, cfg)
+        train_split = load_split(dataset, True, graph, cfg, root, download)
+        clean = (train_split if not cfg.augment
+                 else load_split(dataset, True, graph, cfg.replace(augment=False), root,
+                                 download))
+        data[kind] = (train_split, load_split(dataset, False, graph, cfg, root, download), clean)
+    train, test, clean_train = data[kind]
+    in_channels, num_nodes = _shapes(train[0])
+    num_classes = int(train.num_classes)
+
+    run_dir = Path(run_root) / f"{variant}_s{seed}" if run_root is not None else None
+    previous = load_run(run_dir)
+    seed_everything(seed)
+    model = build_model(variant, cfg, in_channels, num_classes, num_nodes)
+    params = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    if previous is not None:
+        result = previous
+        if analyse and result.get("analysis") is None and variant != "resnet20" and info.is_main:
+            load_checkpoint(run_dir / "checkpoint.pt", model)
+            result["analysis"] = analyse_model(model, variant, test, cfg, resolve_device(device))
+            save_run(run_dir, cfg, result)
+        return result
+
+    loaders = (graph_loader(train, cfg.batch_size, shuffle=True, seed=seed),
+               graph_loader(test, cfg.eval_batch_size, shuffle=False),
+               graph_loader(clean_train, cfg.eval_batch_size, shuffle=False))
+    measured, trainer = fit(model, seed, cfg, loaders, run_dir, device, progress,
+                            {"dataset": dataset, "variant": variant})
+    result: dict[str, Any] = {"variant": variant, "seed": seed, "params": params, **measured,
+                              "analysis": None}
+    if analyse and variant != "resnet20" and info.is_main:
+        result["analysis"] = analyse_model(trainer.raw_model, variant, test, cfg, trainer.device)
+    save_run(run_dir, cfg, result)
+    return result
+
+
+def aggregate(results: Sequence[dict[str, Any]], dataset: str) -> list[dict[str, Any]]:
+    """One table row per variant (in :data:`VARIANTS` order) from per-seed results: the
+    columns of the package's :func:`~quest_geometric.pipelines.qsv_ablation.aggregate`,
+    with the paper's numbers for ``dataset`` (:data:`PAPER`, NaN where the paper has none)."""
+    _check_dataset(dataset)
+    by_variant = {v: [r for r in results if r["variant"] == v] for v in VARIANTS}
+    return [variant_row(rs, by_variant["qsv"],
+                        PAPER.get(dataset, {}).get(v, (math.nan, math.nan)), DESCRIPTIONS[v])
+            for v, rs in by_variant.items() if rs]
+
+
+_ANALYSIS_KEYS = ("entropy_mean", "entropy_frac_above_0.95", "angle_median_deg",
+                  "angle_frac_below_10deg", "acc_trained", "delta_no_transport",
+                  "delta_uniform", "delta_no_transport_uniform")
+#: The columns of the analysis table.
+ANALYSIS_COLUMNS = ["variant", "seeds"] + [c for k in _ANALYSIS_KEYS for c in (k, f"{k}_std")]
+
+
+def aggregate_analysis(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Mean and std over seeds of every analysis number, one row per analysed variant."""
+    rows = []
+    for v in VARIANTS:
+        rs = [r["analysis"] for r in results if r["variant"] == v and r.get("analysis")]
+        if not rs:
+            continue
+        row: dict[str, Any] = {"variant": v, "seeds": len(rs)}
+        for key in _ANALYSIS_KEYS:
+            vals = [a[key] for a in rs if key in a]
+            if vals:
+                row[key], row[f"{key}_std"] = mean_std(vals)
+            else:
+                row[key], row[f"{key}_std"] = math.nan, math.nan
+        rows.append(row)
+    return rows
+
+
+def run(dataset: str = "digits", seeds: Optional[Sequence[int]] = None,
+        epochs: Optional[int] = None, quick: bool = False, device: str = "cpu",
+        out_dir: Union[str, os.PathLike] = "benchmarks/qsv/results", progress: bool = True,
+        analyse: bool = False, variants: Optional[Sequence[str]] = None,
+        root: Optional[Union[str, os.PathLike]] = None, download: bool = False,
+        threads: Optional[int] = None, name: str = "qsv_ablation",
+        variant_epochs: Optional[Mapping[str, int]] = None, **overrides: Any) -> dict[str, Any]:
+    """Train every variant over seeds and write the table (and, with ``analyse``, the
+    analysis table and two histograms) to ``out_dir``.
+
+    Files (``<stem>`` = ``<name>_<dataset>``, plus ``_quick`` so a smoke test never
+    overwrites a full run): ``<stem>.{csv,json,md}``, ``<stem>_seeds.*`` (per-seed rows),
+    ``<stem>_analysis.*``, ``<stem>_entropy.png`` and ``<stem>_angles.png``. Runs live in
+    ``<out_dir>/<name>_runs/<dataset>[_quick]/<config hash>/``.
+
+    Args:
+        dataset (str): ``'cifar10'``, ``'cifar100'`` or ``'digits'``. (default: ``'digits'``)
+        seeds (sequence of int, optional): seeds; :obj:`None` uses ``(0, 1, 2, 3, 4)``
+            (``(0,)`` with ``quick``). (default: :obj:`None`)
+        epochs (int, optional): overrides the preset's epochs. (default: :obj:`None`)
+        quick (bool): the small preset. (default: :obj:`False`)
+        device (str): ``'cpu'``, ``'cuda'`` or ``'auto'``. (default: ``'cpu'``)
+        out_dir (path): result folder. (default: ``'benchmarks/qsv/results'``)
+        progress (bool): progress bars. (default: :obj:`True`)
+        analyse (bool): measure entropy, angles and test-time ablations. (default: :obj:`False`)
+        variants (sequence of str, optional): a subset of :data:`VARIANTS`.
+            (default: all)
+        root (path, optional): the CIFAR root folder. (default: :obj:`None`)
+        download (bool): download CIFAR when absent. (default: :obj:`False`)
+        threads (int, optional): ``torch.set_num_threads`` (1 is fastest on a shared CPU).
+            (default: :obj:`None`)
+        name (str): file stem. (default: ``'qsv_ablation'``)
+        variant_epochs (dict, optional): variant -> epochs, for a variant that needs longer
+            to fit its training set (for example ``{'no_transport': 120}``); its runs live
+            under the hash of the configuration with those epochs. (default: :obj:`None`)
+        **overrides: :class:`AblationConfig` fields (``channels``, ``num_layers``, ...).
+
+    Returns:
+        dict: ``rows`` (the table), ``seed_rows``, ``analysis_rows``, ``results`` (per
+        seed), ``config``, ``paths``, ``markdown`` and ``summary`` (findings, one per line).
+    """
+    _check_dataset(dataset)
+    variants = _check_variants(variants)
+    seeds = _check_seeds((0,) if seeds is None and quick else seeds)
+    cfg = PRESETS[dataset]["quick" if quick else "full"].replace(epochs=epochs, **overrides)
+    variant_epochs = _check_variant_epochs(variant_epochs, variants)
+    if threads is not None:
+        torch.set_num_threads(int(threads))
+    from quest_geometric.training.distributed import init_distributed
+
+    info = init_distributed()
+    out = Path(out_dir)
+    suffix = "_quick" if quick else ""
+    stem = f"{name}_{dataset}{suffix}"
+    run_root = out / f"{name}_runs" / f"{dataset}{suffix}" / cfg.tag()
+    t0 = time.perf_counter()
+    data: dict[str, Any] = {}
+
+    def train(v: str, s: int) -> dict[str, Any]:
+        vcfg, vroot = cfg, run_root
+        if variant_epochs and v in variant_epochs:
+            vcfg = cfg.replace(epochs=variant_epochs[v])
+            vroot = run_root.parent / vcfg.tag()
+        return train_variant(v, s, vcfg, dataset, root, vroot, device, progress, analyse,
+                             download, data)
+
+    results = qsv_ablation.train_all(variants, seeds, train, dataset, progress and info.is_main,
+                                     t0)
+    rows = aggregate(results, dataset)
+    per_seed = qsv_ablation.seed_rows(results)
+    analysis_rows = aggregate_analysis(results) if analyse else []
+    summary = report.findings(rows, analysis_rows)
+    markdown = ""
+    paths: dict[str, Any] = {}
+    if info.is_main:
+        meta = {"dataset": dataset, "quick": quick, "seeds": list(seeds), "device": str(device),
+                "threads": torch.get_num_threads(), "world_size": info.world_size,
+                "config": dataclasses.asdict(cfg), "variant_epochs": variant_epochs,
+                "paper_numbers": PAPER_SOURCE[dataset],
+                "wall_s": round(time.perf_counter() - t0, 1)}
+        paths, markdown = write_tables(stem, out, meta, cfg, dataset, quick, seeds, rows,
+                                       per_seed, analysis_rows, results, summary)
+    return {"rows": rows, "seed_rows": per_seed, "analysis_rows": analysis_rows,
+            "results": results, "config": cfg, "paths": paths, "markdown": markdown,
+            "summary": summary, "run_root": run_root}
+
+
+def _check_variant_epochs(variant_epochs: Optional[Mapping[str, int]],
+                          variants: Sequence[str]) -> Optional[dict[str, int]]:
+    if not variant_epochs:
+        return None
+    out = {}
+    for v, e in dict(variant_epochs).items():
+        if v not in variants:
+            raise ValueError(f"qsv_ablation: variant_epochs names {v!r}, which is not among the "
+                             f"variants run ({', '.join(variants)})")
+        if isinstance(e, bool) or not isinstance(e, int) or e < 1:
+            raise ValueError(f"qsv_ablation: variant_epochs[{v!r}] must be a positive integer "
+                             f"(got {e!r})")
+        out[v] = e
+    return out
+
+
+def write_tables(stem: str, out: Path, meta: dict[str, Any], cfg: AblationConfig, dataset: str,
+                 quick: bool, seeds: Sequence[int], rows: list[dict[str, Any]],
+                 per_seed: list[dict[str, Any]], analysis_rows: list[dict[str, Any]],
+                 results: list[dict[str, Any]], summary: list[str]) -> tuple[dict[str, Any], str]:
+    """Write the tables (the package's
+    :func:`~quest_geometric.pipelines.qsv_ablation.write_tables`, and the analysis ones when
+    there are analysis rows); return the paths and the markdown of everything written (for
+    :func:`run`, and for the merge of per-seed files)."""
+    paths, markdown = qsv_ablation.write_tables(
+        stem, out, meta, rows, per_seed,
+        report.table_notes(cfg, dataset, seeds, summary, meta.get("variant_epochs"), rows),
+        f"QSV ablation on {dataset}" + (" (quick)" if quick else ""),
+        f"QSV ablation on {dataset}: per-seed results")
+    if analysis_rows:
+        paths["analysis"] = write_results(
+            f"{stem}_analysis", analysis_rows, out, meta=meta, columns=ANALYSIS_COLUMNS,
+            title=f"Where the pairwise computation lives ({dataset})",
+            notes=report.ANALYSIS_NOTES)
+        paths["entropy_png"] = plot_histograms(results, "entropy", out / f"{stem}_entropy.png")
+        paths["angles_png"] = plot_histograms(results, "angle", out / f"{stem}_angles.png",
+                                              variants=("qsv", "lattice", "uniform"))
+        markdown += "\n" + paths["analysis"]["md"].read_text()
+        markdown += "".join(f"\n![{key}]({Path(paths[key]).name})\n"
+                            for key in ("entropy_png", "angles_png") if paths[key] is not None)
+    return paths, markdown

@@ -542,10 +542,6 @@ CASES = [
     Case("block_order-steps-float", lambda: block_order(4, 5.0), TypeError, "block_order",
          "steps"),
     # ---- models
-    Case("ResNet20-num_classes-bool", lambda: models.ResNet20(num_classes=True), TypeError,
-         "ResNet20", "num_classes"),
-    Case("ResNet20-shortcut-value", lambda: models.ResNet20(shortcut="C"), ValueError,
-         "ResNet20", "shortcut"),
     Case("GPTConfig-n_layer-zero", lambda: models.GPTConfig(n_layer=0), ValueError, "GPTConfig",
          "n_layer"),
     Case("GPTConfig-attention-value", lambda: models.GPTConfig(attention="linear"), ValueError,

@@ -1,11 +1,10 @@
-"""Models: the QSV graph classifier, CIFAR ResNet-20, a character GPT, and
-the offline loader of the pretrained SmolLM2-135M."""
+"""Models: the QSV graph classifier, a character GPT, and the offline loader of the
+pretrained SmolLM2-135M."""
 from quest_geometric.models.char_gpt import MLP, Block, CausalSelfAttention, CharGPT, GPTConfig
 from quest_geometric.models.qsv_net import QSVBlock, QSVNet
-from quest_geometric.models.resnet import BasicBlock, ResNet20
 from quest_geometric.models.smollm2 import load_smollm2, smollm2_path
 
 __all__ = [
-    "QSVNet", "QSVBlock", "ResNet20", "BasicBlock", "CharGPT", "GPTConfig", "CausalSelfAttention",
+    "QSVNet", "QSVBlock", "CharGPT", "GPTConfig", "CausalSelfAttention",
     "Block", "MLP", "load_smollm2", "smollm2_path",
 ]

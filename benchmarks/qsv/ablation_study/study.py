@@ -33,7 +33,7 @@ def build_model(variant: str, cfg: AblationConfig, in_channels: int, num_classes
                 num_nodes: Optional[int] = None) -> nn.Module:
     """The model of one row (random init from the global generator): the package's
     :func:`~quest_geometric.pipelines.qsv_ablation.build_model`, or
-    :class:`~quest_geometric.models.resnet.ResNet20` on the images for ``'resnet20'``.
+    :class:`~benchmarks.qsv.ablation_study.resnet.ResNet20` on the images for ``'resnet20'``.
 
     Args:
         variant (str): one of :data:`VARIANTS`.
@@ -44,7 +44,7 @@ def build_model(variant: str, cfg: AblationConfig, in_channels: int, num_classes
     """
     check_choice(variant, "variant", VARIANTS, where="qsv_ablation")
     if variant == "resnet20":
-        from quest_geometric.models.resnet import ResNet20
+        from benchmarks.qsv.ablation_study.resnet import ResNet20
 
         return ResNet20(num_classes=num_classes, in_channels=in_channels)
     return qsv_ablation.build_model(variant, cfg, in_channels, num_classes, num_nodes)

@@ -6,7 +6,7 @@ import torch
 from torch_geometric.loader import DataLoader
 
 from quest_geometric.datasets.images import DigitsGraphs
-from quest_geometric.models.resnet import BasicBlock, ResNet20
+from benchmarks.qsv.ablation_study.resnet import BasicBlock, ResNet20
 
 
 def analytic_count(in_channels: int, num_classes: int, shortcut: str) -> int:
@@ -112,3 +112,12 @@ def test_repr_and_bad_input():
         model(torch.randn(2, 1, 8, 8))
     with pytest.raises(TypeError, match="image"):
         model([1, 2])
+
+
+@pytest.mark.parametrize("kwargs, error, arg", [
+    ({"num_classes": True}, TypeError, "num_classes"),
+    ({"shortcut": "C"}, ValueError, "shortcut"),
+])
+def test_bad_arguments_name_the_argument(kwargs, error, arg):
+    with pytest.raises(error, match=rf"ResNet20.*{arg}|{arg}.*ResNet20"):
+        ResNet20(**kwargs)

@@ -4,16 +4,10 @@ Reproduces, at CPU scale, the measurements of Gupta et al., "Query Expansion and
 Specialization in Transformer Attention Geometry" (2026; notes in
 ``shared/papers/qk_geometry.md``):
 
-* **Trajectories** (the package's pipeline, :mod:`quest_geometric.pipelines.qk_geometry`).
-  :class:`~quest_geometric.models.char_gpt.CharGPT` of several depths, query/key
-  initialisations and seeds, trained with the shared
-  :class:`~quest_geometric.training.trainer.Trainer`; every ``probe_every`` steps
-  :class:`~quest_geometric.analysis.probe.QKProbe` logs, per layer, the participation ratios
-  :math:`\mathrm{PR}_Q`, :math:`\mathrm{PR}_K`, the effective rank of
-  :math:`QK^\top/\sqrt d` and the attention entropy on a fixed validation batch. A
-  *trajectory* is one layer's seed-averaged curve for one (depth, init), as in the paper.
-  The share of trajectories with :math:`\mathrm{PR}_Q > \mathrm{PR}_K` gets intervals over
-  runs (:func:`write_run_bootstrap`).
+* **Trajectories**: the package's pipeline (:mod:`quest_geometric.pipelines.qk_geometry`,
+  whose docstring gives what is probed), over the full grid of depths, initialisations and
+  seeds; the share of trajectories with :math:`\mathrm{PR}_Q > \mathrm{PR}_K` gets intervals
+  over runs (:func:`write_run_bootstrap`).
 * **Intervention.** :class:`~quest_geometric.analysis.spectral_control.KeySpectrumControl`
   ``'hold'`` vs ``'shrink'`` vs unconstrained over seeds; the per-seed sign of
   :math:`H_\text{shrink} - H_\text{hold}` and a sign test across seeds.

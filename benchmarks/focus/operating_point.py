@@ -60,6 +60,17 @@ __all__ = ["CONFIGS", "OOD_BLOCKS_PER_SOURCE", "NUM_SINKS", "SINKS_SUFFIX", "bas
            "attention_mac_share", "prefill_speedup_bound", "SMOLLM2_DIMS", "SPLITS", "block_sha",
            "refresh_full", "main"]
 
+
+def _at_4k(K: int, objective: str, steps: int, init_from: str) -> Dict[str, Any]:
+    """A top-2, window-256, 4-sink row trained ``steps`` steps on 4,096-token blocks from the
+    routers ``init_from``: decoder checkpointing and a loss chunked by 512 tokens let a 4K
+    step fit in memory (:mod:`benchmarks.focus.router_step_cost` measures it), and a
+    checkpoint every 2 steps bounds what a killed run loses."""
+    return {"kind": "trained", "K": K, "top_k": 2, "window": 256, "objective": objective,
+            "num_sinks": 4, "steps": steps, "block": 4096, "checkpointing": True,
+            "loss_chunk": 512, "ckpt_every": 2, "init_from": init_from}
+
+
 #: The configurations: pattern, kind (``'trained'`` / ``'random'`` / ``'full'``), objective.
 CONFIGS: Dict[str, Dict[str, Any]] = {
     "full": {"kind": "full"},
@@ -126,40 +137,21 @@ CONFIGS: Dict[str, Dict[str, Any]] = {
     "K8_top2_w64_distill_s4_c280": {"kind": "trained", "K": 8, "top_k": 2, "window": 64,
                                     "objective": "distill", "num_sinks": 4, "steps": 80,
                                     "init_from": "routers_K8_top2_w64_distill_s4_c200"},
-    # issue 54 part 2: the best row trained on where it is used, 4,096-token blocks of the
-    # joined training topics (12 blocks; steps 13-16 revisit the first four), from its
-    # 1K-trained routers; decoder checkpointing and a chunked loss let a 4K step fit
-    # (router_step_cost measures it)
-    "K16_top2_w256_distill_s4_c200_4k": {"kind": "trained", "K": 16, "top_k": 2,
-                                         "window": 256, "objective": "distill",
-                                         "num_sinks": 4, "steps": 16, "block": 4096,
-                                         "checkpointing": True, "loss_chunk": 512,
-                                         "ckpt_every": 2,
-                                         "init_from": "routers_K16_top2_w256_distill_s4_c200"},
+    # issue 54 part 2: the best rows trained on where they are used, 4,096-token blocks of
+    # the joined training topics (12 blocks; steps 13-16 revisit the first four), from their
+    # 1K-trained routers (_at_4k)
+    "K16_top2_w256_distill_s4_c200_4k": _at_4k(16, "distill", 16,
+                                               "routers_K16_top2_w256_distill_s4_c200"),
     # the 4K-trained routers trained on (12 more steps, one more pass over the 12 blocks)
     # while their revisit measure said they were still learning, and the same start
     # trained with the 'lm' objective instead, to compare the two objectives at 4K
-    "K16_top2_w256_distill_s4_c200_4k_c28": {"kind": "trained", "K": 16, "top_k": 2,
-                                             "window": 256, "objective": "distill",
-                                             "num_sinks": 4, "steps": 12, "block": 4096,
-                                             "checkpointing": True, "loss_chunk": 512,
-                                             "ckpt_every": 2,
-                                             "init_from":
-                                                 "routers_K16_top2_w256_distill_s4_c200_4k"},
-    "K16_top2_w256_lm_s4_c200_4k": {"kind": "trained", "K": 16, "top_k": 2, "window": 256,
-                                    "objective": "lm", "num_sinks": 4, "steps": 16,
-                                    "block": 4096, "checkpointing": True, "loss_chunk": 512,
-                                    "ckpt_every": 2,
-                                    "init_from": "routers_K16_top2_w256_distill_s4_c200"},
-    # the sparsest row after K = 16 trained on 4,096-token blocks the same way (16 steps from
-    # its 1K-trained routers), so that the 8K measures compare 1K- and 4K-trained routers
-    # at two sparsities
-    "K8_top2_w256_distill_s4_c160_4k": {"kind": "trained", "K": 8, "top_k": 2,
-                                        "window": 256, "objective": "distill",
-                                        "num_sinks": 4, "steps": 16, "block": 4096,
-                                        "checkpointing": True, "loss_chunk": 512,
-                                        "ckpt_every": 2,
-                                        "init_from": "routers_K8_top2_w256_distill_s4_c160"},
+    "K16_top2_w256_distill_s4_c200_4k_c28": _at_4k(16, "distill", 12,
+                                                   "routers_K16_top2_w256_distill_s4_c200_4k"),
+    "K16_top2_w256_lm_s4_c200_4k": _at_4k(16, "lm", 16, "routers_K16_top2_w256_distill_s4_c200"),
+    # the sparsest row after K = 16, so that the 8K measures compare 1K- and 4K-trained
+    # routers at two sparsities
+    "K8_top2_w256_distill_s4_c160_4k": _at_4k(8, "distill", 16,
+                                              "routers_K8_top2_w256_distill_s4_c160"),
     # the grid's window 256 at K = 8 (4 sinks, from scratch, as the K = 16 corner)
     "K8_top2_w256_distill_s4": {"kind": "trained", "K": 8, "top_k": 2, "window": 256,
                                 "objective": "distill", "num_sinks": 4, "steps": 80},

@@ -152,6 +152,7 @@ CONFIGS: Dict[str, Dict[str, Any]] = {
     # routers at two sparsities
     "K8_top2_w256_distill_s4_c160_4k": _at_4k(8, "distill", 16,
                                               "routers_K8_top2_w256_distill_s4_c160"),
+    "K8_top2_w256_lm_s4_c160_4k": _at_4k(8, "lm", 16, "routers_K8_top2_w256_distill_s4_c160"),
     # the grid's window 256 at K = 8 (4 sinks, from scratch, as the K = 16 corner)
     "K8_top2_w256_distill_s4": {"kind": "trained", "K": 8, "top_k": 2, "window": 256,
                                 "objective": "distill", "num_sinks": 4, "steps": 80},

@@ -19,10 +19,9 @@ import torch
 from tqdm.auto import tqdm
 
 from quest_geometric.pipelines import qsv_layer_speed
-from quest_geometric.pipelines.qsv_layer_speed import (CHANNELS, HEADS, K_CROSS, K_WITHIN,
-                                                       ROUND_SEED, SIZES, forward_flops,
-                                                       summary, timed_rows, write_tables)
-from quest_geometric.profile import load_average, peak_memory_mb
+from quest_geometric.pipelines.qsv_layer_speed import (forward_flops, summary, table_meta,
+                                                       timed_rows, write_tables)
+from quest_geometric.profile import peak_memory_mb
 
 #: The layers that get a compiled row with ``compiled=True``, and the suffix of its name.
 COMPILED_LAYERS = ("QSVConv", "TransformerConv")
@@ -49,10 +48,7 @@ def layer_rows(batch_size: int, device: torch.device, repeat: int, progress: boo
     compiled before anything is measured; the compiled QSVConv gets ``dense=True`` when the
     graph has the dense layout.
     """
-    torch.manual_seed(0)
-    edge_index, num_nodes = qsv_layer_speed._batched_sphere(batch_size, device)
-    x = torch.randn(num_nodes, CHANNELS, device=device)
-    layers = {name: layer.to(device) for name, layer in qsv_layer_speed._layers().items()}
+    edge_index, num_nodes, x, layers = qsv_layer_speed.problem(batch_size, device)
     steps = {name: qsv_layer_speed.step(layer, x, edge_index) for name, layer in layers.items()}
     if compiled:
         from quest_geometric.nn.qsv_conv import QSVConv
@@ -143,10 +139,7 @@ def run(quick: bool = False, device: torch.device | str = "cpu",
     layers = [row for bs in sizes
               for row in layer_rows(bs, device, repeat, progress, threads=counts,
                                     compiled=compiled, backend=backend)]
-    meta = {"batch_sizes": list(sizes), "threads": list(counts), "sizes": SIZES,
-            "k": K_WITHIN + K_CROSS, "channels": CHANNELS, "heads": HEADS, "dtype": "float32",
-            "device": str(device), "seed": 0, "quick": quick, "rounds": repeat,
-            "round_order": f"shuffled every round (seed {ROUND_SEED})", "load": load_average()}
+    meta = table_meta(list(sizes), list(counts), device, quick, repeat)
     if compiled:
         meta["compile_backend"] = backend
     p1 = write_tables(layers, out_dir, meta)

@@ -68,24 +68,42 @@ def forward_flops(layer: str, nodes: int, edges: int, channels: int = CHANNELS,
                      f"'GATv2Conv', got {layer!r}")
 
 
-def _batched_sphere(batch_size: int, device: torch.device):
-    from quest_geometric.geometry.graphs import sphere_graph
+def problem(batch_size: int, device: torch.device
+            ) -> tuple[torch.Tensor, int, torch.Tensor, dict[str, torch.nn.Module]]:
+    """The timed problem, seeded 0: the sphere graph of :data:`SIZES` (in-degree
+    :data:`K_WITHIN` + :data:`K_CROSS`) repeated ``batch_size`` times, its node count, random
+    features of width :data:`CHANNELS`, and the three layers at that width and :data:`HEADS`
+    heads (``QSVConv``, ``TransformerConv``, ``GATv2Conv``), all on ``device``.
 
+    Returns:
+        tuple: ``edge_index``, ``num_nodes``, ``x`` and the layers by name.
+    """
+    from torch_geometric.nn import GATv2Conv, TransformerConv
+
+    from quest_geometric.geometry.graphs import sphere_graph
+    from quest_geometric.nn.qsv_conv import QSVConv
+
+    torch.manual_seed(0)
     template = sphere_graph(SIZES, k=K_WITHIN, k_cross=K_CROSS)
     n = template.num_nodes
     offsets = (torch.arange(batch_size) * n).repeat_interleave(template.edge_index.size(1))
-    edge_index = template.edge_index.repeat(1, batch_size) + offsets
-    return edge_index.to(device), n * batch_size
+    edge_index = (template.edge_index.repeat(1, batch_size) + offsets).to(device)
+    num_nodes = n * batch_size
+    x = torch.randn(num_nodes, CHANNELS, device=device)
+    layers = {"QSVConv": QSVConv(CHANNELS, CHANNELS, heads=HEADS),
+              "TransformerConv": TransformerConv(CHANNELS, CHANNELS // HEADS, heads=HEADS),
+              "GATv2Conv": GATv2Conv(CHANNELS, CHANNELS // HEADS, heads=HEADS)}
+    return edge_index, num_nodes, x, {name: m.to(device) for name, m in layers.items()}
 
 
-def _layers() -> dict[str, torch.nn.Module]:
-    from torch_geometric.nn import GATv2Conv, TransformerConv
-
-    from quest_geometric.nn.qsv_conv import QSVConv
-
-    return {"QSVConv": QSVConv(CHANNELS, CHANNELS, heads=HEADS),
-            "TransformerConv": TransformerConv(CHANNELS, CHANNELS // HEADS, heads=HEADS),
-            "GATv2Conv": GATv2Conv(CHANNELS, CHANNELS // HEADS, heads=HEADS)}
+def table_meta(batch_sizes: list[int], threads: list[int], device: torch.device, quick: bool,
+               rounds: int) -> dict[str, Any]:
+    """The conditions written with a table: the batch sizes and thread counts timed, the
+    problem's sizes, the device, ``quick``, the rounds, their order and the load now."""
+    return {"batch_sizes": list(batch_sizes), "threads": list(threads), "sizes": SIZES,
+            "k": K_WITHIN + K_CROSS, "channels": CHANNELS, "heads": HEADS, "dtype": "float32",
+            "device": str(device), "seed": 0, "quick": quick, "rounds": rounds,
+            "round_order": f"shuffled every round (seed {ROUND_SEED})", "load": load_average()}
 
 
 def step(layer: torch.nn.Module, x: torch.Tensor,
@@ -137,10 +155,7 @@ def layer_rows(batch_size: int, device: torch.device, repeat: int,
     """Time and memory of one forward + backward per layer on the batched sphere graph, at
     ``threads`` torch threads (:obj:`None`: torch's setting; restored afterwards): the rows
     of :func:`timed_rows`, with the peak memory measured once per layer."""
-    torch.manual_seed(0)
-    edge_index, num_nodes = _batched_sphere(batch_size, device)
-    x = torch.randn(num_nodes, CHANNELS, device=device)
-    layers = {name: layer.to(device) for name, layer in _layers().items()}
+    edge_index, num_nodes, x, layers = problem(batch_size, device)
     steps = {name: step(layer, x, edge_index) for name, layer in layers.items()}
     mem = {name: peak_memory_mb(fn, device=device) for name, fn in steps.items()}
     previous = torch.get_num_threads()
@@ -177,10 +192,7 @@ def run(quick: bool = False, device: torch.device | str = "cpu",
     repeat = 5 if quick else 7
     layers = layer_rows(batch_size, device, repeat, threads)
     count = torch.get_num_threads() if threads is None else int(threads)
-    meta = {"batch_sizes": [batch_size], "threads": [count], "sizes": SIZES,
-            "k": K_WITHIN + K_CROSS, "channels": CHANNELS, "heads": HEADS, "dtype": "float32",
-            "device": str(device), "seed": 0, "quick": quick, "rounds": repeat,
-            "round_order": f"shuffled every round (seed {ROUND_SEED})", "load": load_average()}
+    meta = table_meta([batch_size], [count], device, quick, repeat)
     p1 = write_tables(layers, Path(out_dir), meta)
     return {"layers": layers, "markdown": p1["md"].read_text(), "summary": summary(layers)}
 

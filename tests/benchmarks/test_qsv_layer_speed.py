@@ -102,15 +102,14 @@ def test_forward_flops_dense_terms_match_torch_flop_counter_and_params_are_exact
     counter sees the whole formula."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    edge_index, n = qsv_layer_speed._batched_sphere(1, torch.device("cpu"))
+    edge_index, n, x, layers = qsv_layer_speed.problem(1, torch.device("cpu"))
     E, C, H = edge_index.size(1), qsv_layer_speed.CHANNELS, qsv_layer_speed.HEADS
-    x = torch.randn(n, C)
     per_edge = {"QSVConv": 8 * E * H + 2 * E * C, "TransformerConv": 4 * E * C,
                 "GATv2Conv": 6 * E * C}
     params = {"QSVConv": C * 4 * H + 4 * H + C,              # quaternion map + output bias
               "TransformerConv": 4 * (C * C + C),              # query, key, value, skip
               "GATv2Conv": 2 * (C * C + C) + C + C}            # two maps, att, bias
-    for name, layer in qsv_layer_speed._layers().items():
+    for name, layer in layers.items():
         kwargs = {"dense": False} if name == "QSVConv" else {}  # scatter path: no CSR product
         with FlopCounterMode(display=False) as counter:
             layer(x, edge_index, **kwargs)
@@ -121,7 +120,7 @@ def test_forward_flops_dense_terms_match_torch_flop_counter_and_params_are_exact
     from quest_geometric.nn import qsv_native_available
 
     if qsv_native_available():  # the default dense path: rotations and attention native
-        layer = qsv_layer_speed._layers()["QSVConv"]
+        layer = layers["QSVConv"]
         with FlopCounterMode(display=False) as counter:
             layer(x, edge_index)
         assert counter.get_total_flops() == qsv_layer_speed.forward_flops("QSVConv", n, E, C, H)

@@ -7,8 +7,12 @@ A chunk of :math:`B` queries from :math:`a` needs the band keys
 below them, which all its queries keep, so only the band carries a mask, a function of
 :math:`i - j` alone: the chunks away from the sequence's ends share it and run as one call
 over strided key views, their sinks as one unmasked call merged through the log-sum-exps;
-end chunks run alone with their sinks gathered. Non-causal, one more call overwrites the
-sink queries' rows. :func:`window_chunks_reference` is the plain loop this batches.
+end chunks run alone with their sinks gathered. Causal, the queries :math:`i \le w + s`
+keep every earlier key (each is in the window or a sink), so they run first as one call
+under the kernel's own causal mask: no mask to build or read, and the tiles above the
+diagonal skipped, where chunks would each compute a masked rectangle (with a window as wide
+as most of the sequence, these queries are most of its pairs). Non-causal, one more call
+overwrites the sink queries' rows. :func:`window_chunks_reference` is the plain loop this batches.
 
 Example:
     >>> import torch
@@ -62,7 +66,8 @@ def window_chunks_reference(q: Tensor, k: Tensor, v: Tensor, window: int, chunk:
 class _ChunkCall(NamedTuple):
     r"""One flash call: ``nb`` chunks of ``bq`` queries from row ``q0``, chunk ``c`` reading the
     ``ns`` sinks from row ``s0`` and the ``lk - ns`` band keys from row ``k0 + c bq``, under
-    the additive mask ``bias`` (:obj:`None`: every pair)."""
+    the additive mask ``bias`` (:obj:`None`: every pair), or, ``causal``, the kernel's own
+    causal mask (a square call, ``bq == lk``)."""
     q0: int
     nb: int
     bq: int
@@ -71,6 +76,7 @@ class _ChunkCall(NamedTuple):
     k0: int
     lk: int
     bias: Optional[Tensor]
+    causal: bool = False
 
     def keys(self, device: torch.device) -> Tensor:
         """The key rows ``[nb, lk]`` of each chunk."""
@@ -109,15 +115,20 @@ class _SequenceCalls(NamedTuple):
 def _sequence_calls(start: int, n: int, window: int, chunk: int, causal: bool,
                     num_sinks: int, dtype: torch.dtype, device: torch.device,
                     calls: _SequenceCalls) -> None:
-    r"""Appends the calls of one sequence of ``n`` tokens from row ``start``: the body (chunks
-    from :math:`a \ge w + s` whose band ends inside the sequence) as one batched call and its
-    sinks as one merged call; every other chunk alone; non-causal with sinks, the sink
-    queries against every key."""
+    r"""Appends the calls of one sequence of ``n`` tokens from row ``start``: causal, the prefix
+    :math:`i \le w + s` as one call under the kernel's causal mask (every earlier key of such a
+    query is in its window or a sink, so the call needs no mask and skips the tiles above the
+    diagonal); the body (chunks from :math:`a \ge w + s` whose band ends inside the sequence)
+    as one batched call and its sinks as one merged call; every other chunk alone; non-causal
+    with sinks, the sink queries against every key."""
     right = 0 if causal else window
     s = min(num_sinks, n)
-    body = [a for a in range(0, n - chunk + 1, chunk)
+    first = min(n, window + s + 1) if causal else 0
+    if first:
+        calls.chunks.append(_ChunkCall(start, 1, first, start, 0, start, first, None, True))
+    body = [a for a in range(first, n - chunk + 1, chunk)
             if a >= window + s and a + chunk + right <= n]
-    for a in range(0, n, chunk):
+    for a in range(first, n, chunk):
         if body and a == body[0]:
             lk = window + chunk + right
             calls.chunks.append(_ChunkCall(
@@ -165,7 +176,7 @@ def _call_forward(q: Tensor, k: Tensor, v: Tensor, call: _ChunkCall, kidx: Optio
                   scale: float) -> Tuple[slice, Tensor, Tensor]:
     """``(rows, o [R, H, D], lse [R, H])`` of one call."""
     o, lse = _aten.flash_forward(_chunks(q, call), _key_chunks(k, call, kidx),
-                                 _key_chunks(v, call, kidx), False, attn_mask=call.bias,
+                                 _key_chunks(v, call, kidx), call.causal, attn_mask=call.bias,
                                  scale=scale)
     return slice(call.q0, call.q0 + call.nb * call.bq), _rows(o), _rows(lse)
 
@@ -177,7 +188,7 @@ def _call_backward(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, gr
     gq, gk, gv = _aten.flash_backward(
         _chunks(grad, call), _chunks(q, call), _key_chunks(k, call, kidx),
         _key_chunks(v, call, kidx), _chunks(out, call), _chunks(lse, call).contiguous(),
-        False, attn_mask=call.bias, scale=scale)
+        call.causal, attn_mask=call.bias, scale=scale)
     dq[call.q0:call.q0 + call.nb * call.bq] += _rows(gq)
     if kidx is None and call.nb == 1:
         dk[call.k0:call.k0 + call.lk] += _rows(gk)

@@ -143,3 +143,32 @@ def test_config_rule_and_errors():
         BlocksConfig(window_chunk=0)
     with pytest.raises(ValueError, match="BlocksConfig: 'window_max_seqs'"):
         BlocksConfig(window_max_seqs=0)
+
+
+@pytest.mark.parametrize("n, window, num_sinks", [(50, 7, 0), (50, 7, 4), (30, 40, 4), (9, 0, 0)])
+def test_causal_prefix_is_one_unmasked_causal_call(n, window, num_sinks):
+    # rows i <= w + s see every earlier key (in the window or a sink): one square call under
+    # the kernel's causal mask; every other row is written by exactly one later call
+    calls = wc._SequenceCalls([], [], [])
+    wc._sequence_calls(3, n, window, 8, True, num_sinks, torch.float64, torch.device("cpu"),
+                       calls)
+    first = calls.chunks[0]
+    p = min(n, window + num_sinks + 1)
+    assert (first.q0, first.nb, first.bq, first.k0, first.lk) == (3, 1, p, 3, p)
+    assert first.causal and first.bias is None and first.ns == 0
+    pos = torch.arange(n)
+    allowed = ((pos[:, None] - pos[None]) <= window) | (pos[None] < num_sinks)
+    assert bool(allowed[:p].tril().eq(torch.ones(p, n, dtype=torch.bool).tril()).all())
+    if p < n:  # the next row loses its oldest non-sink key
+        assert not bool(allowed[p, :p + 1].all())
+    written = torch.zeros(n, dtype=torch.long)
+    for c in calls.chunks:
+        written[c.q0 - 3:c.q0 - 3 + c.nb * c.bq] += 1
+        assert c is first or not c.causal
+    assert bool((written == 1).all())
+
+
+def test_non_causal_has_no_prefix_call():
+    calls = wc._SequenceCalls([], [], [])
+    wc._sequence_calls(0, 50, 7, 8, False, 4, torch.float64, torch.device("cpu"), calls)
+    assert not any(c.causal for c in calls.chunks + calls.merges + calls.sinks)

@@ -208,3 +208,37 @@ def test_qsv_ablation_table_calls_a_sign_decided_only_by_the_rule(gen, tmp_path,
         changed.write_text(json.dumps(data))
         monkeypatch.setitem(gen.SOURCES, "qsv_ablation", str(changed))
         assert _line(gen.block("qsv ablation", "../"), row["description"])[9] == expected
+
+
+def test_frontier_summary_quotes_each_decided_row(gen):
+    """The README's one-sentence frontier quotes, for each time-split row measured on enough
+    8K windows, the verdict's change against full attention and the window plus sinks, the
+    windows it is worse on (from the long-context summary) and its one-thread prefill against
+    its bound (from the time split), all read here with json; a row on too few windows
+    drops out."""
+    import headlines
+
+    files = {k: json.loads((ROOT / gen.SOURCES[k]).read_text())
+             for k in ("focus_long_context", "focus_verdict", "focus_time_split")}
+
+    class Load:
+        def __call__(self, key):
+            return files[key]
+
+    verdict = {r["name"]: r for r in files["focus_verdict"]["rows"]}
+    split = files["focus_time_split"]["rows"]
+    one = min(r["threads"] for r in split)
+    timed = [r for r in split if r["threads"] == one and r["config"] != "full"
+             and not r["config"].startswith("sinks@")]
+    text = headlines.frontier_summary(Load())
+    assert text.startswith("At 8,192 tokens") and text.count(". ") == 0
+    for r in timed:
+        v = verdict[r["config"]]
+        w = files["focus_long_context"]["sets"]["ood"][r["config"]]["vs_window"]
+        assert (f"`{r['config']}` ({r['pairs_kept']:.0%} of the pairs) {v['ood_8k_pct']:+.1f}%, "
+                f"{v['ood_8k_vs_window_pct']:+.1f}% (worse on {w['worse']} of {w['n']} "
+                f"windows, p = {v['ood_8k_vs_window_p']:.2g}), "
+                f"{r['prefill_speedup']:.2f}x of {r['prefill_bound']:.2f}x") in text
+    dropped = timed[0]["config"]
+    verdict[dropped]["ood_8k_windows"] = files["focus_verdict"]["meta"]["min_windows"] - 1
+    assert f"`{dropped}`" not in headlines.frontier_summary(Load())

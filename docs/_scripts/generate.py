@@ -132,6 +132,7 @@ BLOCKS: dict[str, Callable[[Results], str]] = {
     "focus step cost": headlines.step_cost_sentence,
     "focus time split": headlines.time_split_table,
     "focus 8k frontier": headlines.frontier_sentence,
+    "focus 8k summary": headlines.frontier_summary,
     "focus caveat": headlines.pretrained_caveat,
     "focus verdict quality": headlines.verdict_quality_table,
     "focus verdict passkey speed": headlines.verdict_passkey_speed_table,

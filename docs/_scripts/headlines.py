@@ -7,7 +7,7 @@ returns markdown. Numbers come only from the files; the words around them are te
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, NamedTuple
 
 Load = Callable[[str], dict]  # with .link(key) and .path(key) methods, see generate.Results
 
@@ -357,11 +357,20 @@ def decode_bound(full: dict) -> float:
     return full["step_ms"] / (full["cache_ms"] + full["step_rest_ms"])
 
 
-def frontier_sentence(load: Load) -> str:
-    """The 8K frontier: each chosen row measured on enough windows, its quality against full
-    attention and the window plus sinks, its prefill against the bound its share sets and
-    its decoding, beside the window plus sinks' speed; the other rows in one clause; the
-    bound a free attention sets on decoding."""
+class _Frontier(NamedTuple):
+    """The rows of the 8K frontier: the verdict's rows by name, the time split's rows by
+    (configuration, threads), its thread counts, the Focus rows it times, those measured on
+    enough 8K windows (``decided``) and those meeting the target."""
+    verdict: dict
+    by: dict
+    threads: list
+    rows: list
+    decided: list
+    met: list
+    least: int
+
+
+def _frontier(load: Load) -> _Frontier:
     split = load("focus_time_split")
     doc = load("focus_verdict")
     verdict, least = {r["name"]: r for r in doc["rows"]}, doc["meta"]["min_windows"]
@@ -370,15 +379,57 @@ def frontier_sentence(load: Load) -> str:
     rows = [r["config"] for r in split["rows"] if r["threads"] == threads[0]
             and r["config"] != "full" and not r["config"].startswith("sinks@")]
     met = [n for n in rows if verdict.get(n, {}).get("verdict") == "meets the target"]
+    decided = [n for n in rows if verdict.get(n, {}).get("ood_8k_windows", 0) >= least]
+    return _Frontier(verdict, by, threads, rows, decided, met, least)
+
+
+def _meet_clause(met: list) -> str:
+    if not met:
+        return "no Focus configuration meets the target at 8,192 tokens"
+    return (f"{', '.join(f'`{n}`' for n in met)} meet{'s' if len(met) == 1 else ''} the "
+            "target at 8,192 tokens")
+
+
+def frontier_summary(load: Load) -> str:
+    """The 8K frontier in one sentence (the README's, after the verdict sentence): for each
+    row measured on enough 8K windows, its out-of-domain trailing perplexity against full
+    attention and against the window plus sinks at its share (with the windows on which it is
+    worse and the permutation p), and its prefill at one thread against the bound its share
+    of pairs sets."""
+    f = _frontier(load)
+    ood = load("focus_long_context")["sets"]["ood"]
+    t = f.threads[0]
+    parts = []
+    for name in f.decided:
+        v, r = f.verdict[name], f.by[(name, t)]
+        part = f"`{name}` ({r['pairs_kept']:.0%} of the pairs) {v['ood_8k_pct']:+.1f}%"
+        if "ood_8k_vs_window_pct" in v:
+            w = ood[name]["vs_window"]
+            part += (f", {v['ood_8k_vs_window_pct']:+.1f}% (worse on {w['worse']} of "
+                     f"{w['n']} windows, p = {v['ood_8k_vs_window_p']:.2g})")
+        parts.append(part + f", {r['prefill_speedup']:.2f}x of {r['prefill_bound']:.2f}x")
+    threads = "one thread" if t == 1 else f"{t} threads"
+    return ("At 8,192 tokens, on out-of-domain text (against full attention, then against the "
+            "window plus sinks at the same share) and in prefill at "
+            f"{threads} (against the speed-up its share of pairs allows): "
+            + "; ".join(parts) + ".")
+
+
+def frontier_sentence(load: Load) -> str:
+    """The 8K frontier: each chosen row measured on enough windows, its quality against full
+    attention and the window plus sinks, its prefill against the bound its share sets and
+    its decoding, beside the window plus sinks' speed; the other rows in one clause; the
+    bound a free attention sets on decoding."""
+    f = _frontier(load)
+    verdict, by, threads, rows, decided, least = (f.verdict, f.by, f.threads, f.rows,
+                                                  f.decided, f.least)
     ts = " / ".join(str(t) for t in threads)
 
     def x(name: str, key: str) -> str:
         return " / ".join(f"{by[(name, t)][key]:.2f}x" for t in threads)
 
-    decided = [n for n in rows if verdict.get(n, {}).get("ood_8k_windows", 0) >= least]
-    out = ["No Focus configuration meets the target at 8,192 tokens." if not met else
-           f"{', '.join(f'`{n}`' for n in met)} meet{'s' if len(met) == 1 else ''} the "
-           "target at 8,192 tokens."]
+    head = _meet_clause(f.met)
+    out = [head[0].upper() + head[1:] + "."]
     for name in decided:
         v, r = verdict[name], by[(name, threads[0])]
         text = (f"`{name}` keeps {r['pairs_kept']:.0%} of the pairs and is "

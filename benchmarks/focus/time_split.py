@@ -49,7 +49,7 @@ from benchmarks.focus.long_context import ROWS
 from benchmarks.focus.operating_point import RESULTS, build_model, prefill_speedup_bound
 
 __all__ = ["PREFILL_PARTS", "STEP_PARTS", "Timers", "install", "split_prefill",
-           "split_step", "settle", "run", "main"]
+           "split_step", "run", "main"]
 
 #: The prefill's timed parts (seconds, summed over the layers); ``glue`` and ``rest`` are
 #: derived (:func:`split_prefill`).
@@ -169,30 +169,6 @@ def _time_one(model: Any, prompt: torch.Tensor, new_tokens: int, timers: Timers
             **split_step(dict(timers.acc), decode, new_tokens)}
 
 
-def settle(threads: int, limit_s: float = 300.0, poll_s: float = 5.0,
-           load: Optional[Callable[[], Optional[float]]] = None,
-           sleep: Callable[[float], None] = time.sleep) -> Optional[float]:
-    """Wait until the 1-minute load is at most ``threads`` plus
-    :data:`~quest_geometric._utils.cpu_load.CONTENTION_MARGIN`, polling every ``poll_s``
-    seconds for at most ``limit_s``; returns the last load read (:obj:`None` where the
-    system gives none).
-
-    Building the models and their warm-up calls load the machine themselves, and the
-    1-minute average takes minutes to forget them: without this wait the first round reads
-    that load and the whole thread count is reported as measured under load, even on an
-    idle machine. A machine that stays loaded past ``limit_s`` is timed anyway, and its
-    rounds carry the load they were measured under."""
-    from quest_geometric._utils.cpu_load import CONTENTION_MARGIN, load_average
-
-    read = load_average if load is None else load
-    waited, value = 0.0, read()
-    while value is not None and value > threads + CONTENTION_MARGIN and waited < limit_s:
-        sleep(poll_s)
-        waited += poll_s
-        value = read()
-    return value
-
-
 def run(configs: Sequence[str] = DEFAULT_CONFIGS, length: int = 8192,
         threads: Sequence[int] = (1, 2), rounds: int = 3, new_tokens: int = 8,
         results: Any = RESULTS, log: Callable[[str], None] = print) -> Dict[str, Any]:
@@ -202,6 +178,8 @@ def run(configs: Sequence[str] = DEFAULT_CONFIGS, length: int = 8192,
     raw parts."""
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
     import transformers.integrations.sdpa_attention as sd
+
+    from quest_geometric._utils.cpu_load import wait_for_load
 
     from benchmarks.focus.passkey import filler_tokens
 
@@ -225,7 +203,7 @@ def run(configs: Sequence[str] = DEFAULT_CONFIGS, length: int = 8192,
             for name in names:  # untimed: first-call allocations
                 _time_one(models[name], prompt[:, :64], 2, timers)
             per: Dict[str, List[Dict[str, float]]] = {n: [] for n in names}
-            settle(nt)
+            wait_for_load(nt)
             for r in range(rounds):
                 order = list(names)
                 shuffle.shuffle(order)

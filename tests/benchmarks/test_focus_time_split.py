@@ -106,22 +106,3 @@ def test_fold_replaces_the_rows_it_timed(tmp_path):
     assert got["other"]["prefill_speedup"] == 0.5  # a row the new run did not time stays
 
 
-def test_settle_waits_for_the_load_to_fall_below_the_threads():
-    from benchmarks.focus.time_split import settle
-
-    loads, slept = iter([2.4, 1.9, 1.6, 1.4, 1.0]), []
-    # 1 thread: 2.4, 1.9 and 1.6 are above 1 + 0.5; 1.4 is the first one at or below it
-    assert settle(1, load=lambda: next(loads), sleep=slept.append, poll_s=5) == 1.4
-    assert slept == [5, 5, 5]
-    # 2 threads: 2.4 is already within 2 + 0.5, so there is no wait
-    slept.clear()
-    assert settle(2, load=lambda: 2.4, sleep=slept.append) == 2.4 and slept == []
-
-
-def test_settle_gives_up_after_its_limit_and_without_a_load():
-    from benchmarks.focus.time_split import settle
-
-    slept = []
-    assert settle(1, limit_s=12, poll_s=5, load=lambda: 3.0, sleep=slept.append) == 3.0
-    assert slept == [5, 5, 5]  # 0, 5, 10 s waited are under 12; 15 is not
-    assert settle(1, load=lambda: None, sleep=slept.append) is None and len(slept) == 3

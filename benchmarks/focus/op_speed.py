@@ -27,7 +27,9 @@ A row's verdict (at least :data:`TARGET` times faster than full attention in pre
 decoding) is only called when no other work ran: when the 1-minute load average before or
 after any round exceeds the benchmark's own thread count by more than
 :data:`~quest_geometric._utils.cpu_load.CONTENTION_MARGIN` (the tour's rule), no verdict is
-given and the table is marked "measured under load".
+given and the table is marked "measured under load". Building and warming the models load
+the machine themselves, so each length's rounds start once the 1-minute load has fallen to
+the thread count (:func:`~quest_geometric._utils.cpu_load.wait_for_load`, at most 5 min).
 
 Usage::
 
@@ -43,7 +45,7 @@ import random
 import statistics
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import torch
 
@@ -181,7 +183,8 @@ def _under_load(records: Sequence[Dict[str, Any]]) -> bool:
 
 def run(configs: Sequence[str] = DEFAULT_CONFIGS, lengths: Sequence[int] = DEFAULT_LENGTHS,
         rounds: int = 5, new_tokens: int = 32, seed: int = 0, results: Path = RESULTS,
-        warmup_tokens: int = 64, progress: bool = True) -> Dict[str, Any]:
+        warmup_tokens: int = 64, progress: bool = True,
+        wait: Optional[Callable[[int], Any]] = None) -> Dict[str, Any]:
     """Time full attention and every configuration at every length (module docstring).
 
     Args:
@@ -195,6 +198,9 @@ def run(configs: Sequence[str] = DEFAULT_CONFIGS, lengths: Sequence[int] = DEFAU
         warmup_tokens (int): one untimed pass of each model on this many tokens per length
             (default: :obj:`64`).
         progress (bool): print each round (default: :obj:`True`).
+        wait (callable, optional): called with the thread count after each length's warm-up,
+            before its rounds (default: :func:`~quest_geometric._utils.cpu_load.
+            wait_for_load`, which waits until the load has fallen to the threads).
 
     Returns:
         dict: ``records`` (one per round: length, order, raw seconds, ratios, machine state
@@ -202,7 +208,9 @@ def run(configs: Sequence[str] = DEFAULT_CONFIGS, lengths: Sequence[int] = DEFAU
         configuration -> resolved pattern) and ``under_load``.
     """
     from benchmarks.focus.passkey import filler_tokens
+    from quest_geometric._utils.cpu_load import wait_for_load
 
+    wait = wait_for_load if wait is None else wait
     if isinstance(new_tokens, bool) or not isinstance(new_tokens, int) or new_tokens < 1:
         raise ValueError(f"run: 'new_tokens' must be an int >= 1, got {new_tokens!r}")
     names = [REFERENCE] + [c for c in dict.fromkeys(configs) if c != REFERENCE]
@@ -236,6 +244,8 @@ def run(configs: Sequence[str] = DEFAULT_CONFIGS, lengths: Sequence[int] = DEFAU
         prompt = torch.tensor([tokens[:length - new_tokens]])
         for name in names:  # untimed: first-call allocations, lazy initialisations
             time_prefill_decode(models[name], prompt[:, :warmup_tokens], 2)
+        # building and warming the models loaded the machine: let the 1-minute load forget it
+        wait(torch.get_num_threads())
         for r in range(rounds):
             order = orders[li * rounds + r]
             before = machine_state()

@@ -83,8 +83,12 @@ def test_quick_run_end_to_end(tmp_path, monkeypatch, load1):
         return {"threads": torch.get_num_threads(), "loadavg": f"{load1} 0 0", "load1": load1,
                 "time": 0.0}
 
+    from quest_geometric._utils import cpu_load
+
+    waits = []
     monkeypatch.setattr(smollm2, "load_smollm2", fake_load)
     monkeypatch.setattr(focus_op_speed, "machine_state", quiet_or_busy)
+    monkeypatch.setattr(cpu_load, "wait_for_load", waits.append)
     results = tmp_path / "rows"
     results.mkdir()
     (results / "K8_top2_w64_random.json").write_text(json.dumps(
@@ -99,6 +103,7 @@ def test_quick_run_end_to_end(tmp_path, monkeypatch, load1):
         torch.set_num_threads(threads)
     # full and the random row once, sinks@ once per length
     assert len(loads) == 4
+    assert waits == [1, 1]  # after each length's warm-up, for the run's one thread
     out = json.loads((tmp_path / "focus_op_speed_1t_quick.json").read_text())
     meta, names = out["meta"], ["full", *configs]
     assert meta["threads"] == 1 and meta["new_tokens"] == 8 and meta["rounds_per_length"] == 3

@@ -69,7 +69,8 @@ OOD_FILES = (
 LONG_TRAINED = {"K16_top2_w256_distill_s4_c200_4k": "K16_top2_w256_distill_s4_c200",
                 "K16_top2_w256_distill_s4_c200_4k_c28": "K16_top2_w256_distill_s4_c200_4k",
                 "K16_top2_w256_lm_s4_c200_4k": "K16_top2_w256_distill_s4_c200",
-                "K8_top2_w256_distill_s4_c160_4k": "K8_top2_w256_distill_s4_c160"}
+                "K8_top2_w256_distill_s4_c160_4k": "K8_top2_w256_distill_s4_c160",
+                "K8_top2_w256_lm_s4_c160_4k": "K8_top2_w256_distill_s4_c160"}
 
 #: The rows the operating-point verdict chose, best first.
 ROWS = ("K16_top2_w256_distill_s4_c200", "K4_top2_w64_distill_s4_c200",

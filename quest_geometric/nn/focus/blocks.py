@@ -776,7 +776,7 @@ def focus_blocks_attention(q: Tensor, k: Tensor, v: Tensor, groups: Tensor, wind
                                       num_sinks)
     seq, nseq = seq_layout(batch, n, q.device)
     config = current_blocks_config() if config is None else config
-    if groups.size(1) == 0 and config.window_in_chunks(nseq):  # window + sinks
+    if groups.size(1) == 0 and config.window_in_chunks(nseq, window, causal):  # window + sinks
         sizes = torch.bincount(seq, minlength=nseq).tolist()
         return window_chunks_attention(q, k, v, window, sizes, causal, num_sinks, config,
                                        1.0 / math.sqrt(q.size(-1)))

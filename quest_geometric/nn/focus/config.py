@@ -75,6 +75,10 @@ class BlocksConfig:
             (:mod:`~quest_geometric.nn.focus.window_chunks`; :obj:`None`: the general band).
         window_chunk (int, optional): one query chunk for every window (default: by window).
         window_max_seqs (int): most sequences for which the window plus sinks runs in chunks.
+        window_chunks_max_window (int, optional): widest window at which one causal sequence's
+            window plus sinks runs in chunks; wider, it runs the split band (where
+            :meth:`band_splits` allows), whose unmasked :math:`w`-token calls run larger
+            tiles than masked chunks (:obj:`None`: the chunks at every window).
     """
     band_blocks: Tuple[Tuple[float, int], ...] = ((127, 16), (511, 32), (math.inf, 64))
     band_block: Optional[int] = None
@@ -87,6 +91,7 @@ class BlocksConfig:
     window_chunks: Optional[Tuple[Tuple[float, int], ...]] = ((1023, 128), (math.inf, 192))
     window_chunk: Optional[int] = None
     window_max_seqs: int = 16
+    window_chunks_max_window: Optional[int] = 2048
 
     def __post_init__(self) -> None:
         where = "BlocksConfig"
@@ -101,6 +106,8 @@ class BlocksConfig:
             _check_by_window(self.window_chunks, "window_chunks", where)
         _check_optional_int(self.window_chunk, "window_chunk", 1, where)
         check_int(self.window_max_seqs, "window_max_seqs", 1, where=where)
+        _check_optional_int(self.window_chunks_max_window, "window_chunks_max_window", 0,
+                            where)
 
     def band_block_size(self, window: int) -> int:
         r"""The band's query block at ``window`` (:attr:`band_block` or :attr:`band_blocks`)."""
@@ -115,9 +122,16 @@ class BlocksConfig:
             return self.window_chunk
         return next(b for w, b in self.window_chunks if window <= w)
 
-    def window_in_chunks(self, num_seqs: int) -> bool:
-        r"""Whether the window plus sinks of ``num_seqs`` sequences runs in chunks."""
-        return self.window_chunks is not None and num_seqs <= self.window_max_seqs
+    def window_in_chunks(self, num_seqs: int, window: int = 0, causal: bool = False) -> bool:
+        r"""Whether the window plus sinks of ``num_seqs`` sequences at ``window`` runs in chunks:
+        not with :attr:`window_chunks` off or more than :attr:`window_max_seqs` sequences, nor
+        for one causal sequence wider than :attr:`window_chunks_max_window` whose band splits
+        (:meth:`band_splits`)."""
+        if self.window_chunks is None or num_seqs > self.window_max_seqs:
+            return False
+        wide = (self.window_chunks_max_window is not None
+                and window > self.window_chunks_max_window)
+        return not (causal and num_seqs == 1 and wide and self.band_splits(window))
 
     def band_splits(self, window: int) -> bool:
         r"""Whether a causal band of one sequence with no groups runs split at ``window``."""

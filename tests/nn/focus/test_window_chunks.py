@@ -172,3 +172,44 @@ def test_non_causal_has_no_prefix_call():
     calls = wc._SequenceCalls([], [], [])
     wc._sequence_calls(0, 50, 7, 8, False, 4, torch.float64, torch.device("cpu"), calls)
     assert not any(c.causal for c in calls.chunks + calls.merges + calls.sinks)
+
+
+def test_wide_windows_of_one_causal_sequence_run_the_split_band(tuning, monkeypatch):
+    # wider than window_chunks_max_window, one causal sequence runs the split band's unmasked
+    # w-token calls; several sequences, non-causal or narrower windows keep the chunks; every
+    # way equals the dense oracle
+    from quest_geometric.nn.focus import blocks
+
+    calls, splits = _spy(monkeypatch), []
+    real = blocks._split_band_calls
+    monkeypatch.setattr(blocks, "_split_band_calls",
+                        lambda n, w: splits.append((n, w)) or real(n, w))
+    tuning.blocks(window_chunk=4, window_chunks_max_window=8, split_band_min_window=5)
+    q, k, v = (x.detach() for x in _inputs(40, 2))
+    groups = torch.zeros(40, 0, dtype=torch.long)
+
+    def check(window, causal=True, batch=None):
+        out = focus_blocks_attention(q, k, v, groups, window, batch, causal, 1, fused=True,
+                                     num_sinks=2)
+        ref = focus_dense_attention(q, k, v, groups, window, batch, causal, 1, num_sinks=2)
+        torch.testing.assert_close(out, ref, atol=1e-12, rtol=1e-12)
+
+    check(9)
+    assert (calls, splits) == ([], [(40, 9)])
+    check(8)  # not wider than the limit
+    check(9, causal=False)
+    check(9, batch=torch.arange(40) // 20)
+    assert calls == [[40], [40], [20, 20]] and len(splits) == 1
+    tuning.blocks(split_band_min_window=None)  # the band does not split: the chunks
+    check(9)
+    assert calls[-1] == [40] and len(splits) == 1
+    tuning.blocks(split_band_min_window=5, window_chunks_max_window=None)  # no limit
+    check(30)
+    assert calls[-1] == [40] and len(splits) == 1
+
+
+def test_window_chunks_max_window_is_checked():
+    assert BlocksConfig().window_in_chunks(1, 10**6, False)
+    assert not BlocksConfig().window_in_chunks(1, 10**6, True)
+    with pytest.raises(ValueError, match="BlocksConfig: 'window_chunks_max_window'"):
+        BlocksConfig(window_chunks_max_window=-1)

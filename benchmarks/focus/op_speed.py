@@ -45,7 +45,7 @@ import random
 import statistics
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 
@@ -183,8 +183,7 @@ def _under_load(records: Sequence[Dict[str, Any]]) -> bool:
 
 def run(configs: Sequence[str] = DEFAULT_CONFIGS, lengths: Sequence[int] = DEFAULT_LENGTHS,
         rounds: int = 5, new_tokens: int = 32, seed: int = 0, results: Path = RESULTS,
-        warmup_tokens: int = 64, progress: bool = True,
-        wait: Optional[Callable[[int], Any]] = None) -> Dict[str, Any]:
+        warmup_tokens: int = 64, progress: bool = True) -> Dict[str, Any]:
     """Time full attention and every configuration at every length (module docstring).
 
     Args:
@@ -198,9 +197,6 @@ def run(configs: Sequence[str] = DEFAULT_CONFIGS, lengths: Sequence[int] = DEFAU
         warmup_tokens (int): one untimed pass of each model on this many tokens per length
             (default: :obj:`64`).
         progress (bool): print each round (default: :obj:`True`).
-        wait (callable, optional): called with the thread count after each length's warm-up,
-            before its rounds (default: :func:`~quest_geometric._utils.cpu_load.
-            wait_for_load`, which waits until the load has fallen to the threads).
 
     Returns:
         dict: ``records`` (one per round: length, order, raw seconds, ratios, machine state
@@ -210,7 +206,6 @@ def run(configs: Sequence[str] = DEFAULT_CONFIGS, lengths: Sequence[int] = DEFAU
     from benchmarks.focus.passkey import filler_tokens
     from quest_geometric._utils.cpu_load import wait_for_load
 
-    wait = wait_for_load if wait is None else wait
     if isinstance(new_tokens, bool) or not isinstance(new_tokens, int) or new_tokens < 1:
         raise ValueError(f"run: 'new_tokens' must be an int >= 1, got {new_tokens!r}")
     names = [REFERENCE] + [c for c in dict.fromkeys(configs) if c != REFERENCE]
@@ -245,7 +240,7 @@ def run(configs: Sequence[str] = DEFAULT_CONFIGS, lengths: Sequence[int] = DEFAU
         for name in names:  # untimed: first-call allocations, lazy initialisations
             time_prefill_decode(models[name], prompt[:, :warmup_tokens], 2)
         # building and warming the models loaded the machine: let the 1-minute load forget it
-        wait(torch.get_num_threads())
+        wait_for_load(torch.get_num_threads())
         for r in range(rounds):
             order = orders[li * rounds + r]
             before = machine_state()

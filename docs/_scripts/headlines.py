@@ -383,13 +383,6 @@ def _frontier(load: Load) -> _Frontier:
     return _Frontier(verdict, by, threads, rows, decided, met, least)
 
 
-def _meet_clause(met: list) -> str:
-    if not met:
-        return "no Focus configuration meets the target at 8,192 tokens"
-    return (f"{', '.join(f'`{n}`' for n in met)} meet{'s' if len(met) == 1 else ''} the "
-            "target at 8,192 tokens")
-
-
 def frontier_summary(load: Load) -> str:
     """The 8K frontier in one sentence (the README's, after the verdict sentence): for each
     row measured on enough 8K windows, its out-of-domain trailing perplexity against full
@@ -426,8 +419,10 @@ def frontier_sentence(load: Load) -> str:
     def x(name: str, key: str) -> str:
         return " / ".join(f"{by[(name, t)][key]:.2f}x" for t in threads)
 
-    head = _meet_clause(f.met)
-    out = [head[0].upper() + head[1:] + "."]
+    met = f.met
+    out = ["No Focus configuration meets the target at 8,192 tokens." if not met else
+           f"{', '.join(f'`{n}`' for n in met)} meet{'s' if len(met) == 1 else ''} the "
+           "target at 8,192 tokens."]
     for name in decided:
         v, r = verdict[name], by[(name, threads[0])]
         text = (f"`{name}` keeps {r['pairs_kept']:.0%} of the pairs and is "

@@ -82,11 +82,10 @@ def read_record(where: str, record_file: str | os.PathLike) -> Dict[str, Any]:
 
 
 def read_tensors(where: str, tensors_file: str | os.PathLike, record: Mapping[str, Any],
-                 record_file: str | os.PathLike, covers_record: bool = True,
-                 allow_empty: bool = False) -> Dict[str, Tensor]:
+                 record_file: str | os.PathLike, allow_empty: bool = False
+                 ) -> Dict[str, Tensor]:
     """The tensors of :obj:`tensors_file`, checked against the digest in :obj:`record`
-    (:func:`pair_digest`; with ``covers_record=False``, of the tensors file alone, as older
-    files hold) and by :func:`check_tensors`.
+    (:func:`pair_digest`) and by :func:`check_tensors`.
 
     Raises:
         ValueError: a one-line refusal naming the file and what is wrong.
@@ -103,8 +102,7 @@ def read_tensors(where: str, tensors_file: str | os.PathLike, record: Mapping[st
     except OSError as e:
         raise refused(where, tensors_file, "it cannot be read", e) from None
     try:
-        expected = pair_digest(record, data) if covers_record else hashlib.sha256(
-            data).hexdigest()
+        expected = pair_digest(record, data)
     except ValueError as e:  # a record that is not canonical JSON
         raise refused(where, record_file, "its record cannot be digested", e) from None
     if expected != digest:

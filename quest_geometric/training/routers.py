@@ -461,10 +461,6 @@ def _resume(run_dir: Path, params: List[torch.Tensor], opt: Any, record: Dict[st
     optimiser state, or :obj:`None` for a new run; a checkpoint of another objective, seed
     or data is refused."""
     where = "train_routers"
-    if (run_dir / "routers.pt").is_file():
-        raise ValueError(f"{where}: {str(run_dir)!r} holds a routers.pt of an earlier version "
-                         f"(no digest, seed or data record), which this version does not "
-                         f"resume; use another run_dir")
     if not (run_dir / CHECKPOINT_RECORD).is_file():
         return None
     blob, ck = read_router_checkpoint(run_dir), run_dir / CHECKPOINT_RECORD

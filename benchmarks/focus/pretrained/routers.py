@@ -37,7 +37,6 @@ def load_router_weights(model: Any, path: str | Path) -> Any:
             composed with another ``window`` / ``num_groups`` than the saved routers.
     """
     from quest_geometric.nn.focus import load_routers, router_parameters
-    from quest_geometric.nn.focus.router_files import LEGACY_ROUTERS_FILE
 
     path = Path(path)
     run = path if path.is_dir() else path.parent
@@ -47,8 +46,7 @@ def load_router_weights(model: Any, path: str | Path) -> Any:
         set_router_params(list(router_parameters(model)), blob, run / CHECKPOINT_RECORD,
                           "load_router_weights")
         return model
-    if path.is_dir() or path.suffix in (".safetensors", ".json", ".pt") or (
-            path.name == LEGACY_ROUTERS_FILE):
+    if path.is_dir() or path.suffix in (".safetensors", ".json"):
         if path.exists():
             return load_routers(model, str(path))
     raise FileNotFoundError(f"load_router_weights: no routers at {str(path)!r} (expected "

@@ -1,6 +1,5 @@
-r"""The router file format: :func:`save_routers` / :func:`load_routers`, :func:`read_routers`
-(read and check without a model) and the readers of earlier versions
-(:func:`read_legacy_routers`, used by :mod:`~quest_geometric.nn.focus.convert_routers`).
+r"""The router file format: :func:`save_routers` / :func:`load_routers` and :func:`read_routers`
+(read and check without a model).
 
 A folder holds :data:`ROUTERS_FILE`, the tensors (safetensors), each named
 ``"{layer module path}.{router state dict key}"``, and :data:`ROUTERS_CONFIG`, a JSON record
@@ -9,9 +8,8 @@ given router under ``"router"`` by its registered name and ``config()``), the la
 versions, and a SHA-256 digest covering the record and the tensors
 (:mod:`quest_geometric._utils.digested`): editing either file is refused on reading. Every
 size the record configures is checked against
-:data:`~quest_geometric.nn.focus.router.CONFIG_LIMITS` before anything is built. Version 2
-folders (a digest of the tensors alone) and the pickle-based :data:`LEGACY_ROUTERS_FILE` are
-converted once with ``python -m quest_geometric.nn.focus.convert_routers OLD NEW``.
+:data:`~quest_geometric.nn.focus.router.CONFIG_LIMITS` before anything is built. Nothing is
+unpickled: a file of any other format or version is refused.
 """
 from __future__ import annotations
 
@@ -23,35 +21,31 @@ import torch
 from torch import Tensor, nn
 
 from quest_geometric._utils.checks import check_int, check_real, fail
-from quest_geometric._utils.digested import check_tensors, read_record, read_tensors, write_pair
+from quest_geometric._utils.digested import read_record, read_tensors, write_pair
 from quest_geometric._utils.untrusted import refused
 from quest_geometric.nn.focus.compose import _STATE_ATTR, compose_focus, decompose
 from quest_geometric.nn.focus.composed import FocusComposed
 from quest_geometric.nn.focus.router import (CONFIG_LIMITS, registered_routers, router_class,
                                              router_name)
 
-__all__ = ["save_routers", "load_routers", "read_routers", "read_legacy_routers",
-           "write_router_files", "router_record", "router_from_record", "ROUTERS_FILE",
-           "ROUTERS_CONFIG", "LEGACY_ROUTERS_FILE"]
+__all__ = ["save_routers", "load_routers", "read_routers", "write_router_files",
+           "router_record", "router_from_record", "ROUTERS_FILE", "ROUTERS_CONFIG"]
 
 #: File :func:`save_routers` writes the router tensors to (safetensors, no pickle).
 ROUTERS_FILE = "focus_routers.safetensors"
 #: File :func:`save_routers` writes the composition, versions and digest to.
 ROUTERS_CONFIG = "focus_routers.json"
-#: The pickle-based file of earlier versions (read with ``weights_only=True`` or refused).
-LEGACY_ROUTERS_FILE = "focus_routers.pt"
 
 _FORMAT = "quest_geometric.focus_routers"
-_VERSION = 3  # 2: the digest covered the tensors only (converted by convert_routers)
+_VERSION = 3
 # What :func:`save_routers` reads off the running layers (FocusAttention first, then router).
-# Files written before ``num_sinks`` existed do not record it: they compose with 0 sinks.
+# A record without ``num_sinks`` composes with compose_focus's default, 0 sinks.
 _OPTIONS = ("num_groups", "top_k", "window", "group_dim", "tau", "sinkhorn_iters", "gate",
             "backend", "gate_scale", "gate_bias", "num_sinks")
 _CONFIG_KEYS = frozenset(_OPTIONS + ("causal", "router"))
 # The integer options and their least value; their greatest is CONFIG_LIMITS[name].
 _INT_OPTIONS = {"num_groups": 1, "top_k": 0, "window": 0, "num_sinks": 0, "group_dim": 1,
                 "sinkhorn_iters": 0}
-_CONVERT = "python -m quest_geometric.nn.focus.convert_routers"
 
 
 def router_record(router: Any) -> Optional[Dict[str, Any]]:
@@ -203,10 +197,9 @@ def _check_config(where: str, file: str, config: Any) -> Dict[str, Any]:
     return dict(config)
 
 
-def _read_new(where: str, tensors_file: str, config_file: str, allow_old: bool = False
-              ) -> Tuple[Dict[str, Any], Dict[str, Tensor], Dict[str, Any]]:
-    r"""``(config, tensors, record)`` of a :func:`save_routers` folder's two files, each checked;
-    a version-2 pair only with :obj:`allow_old` (its digest does not cover the record)."""
+def _read_pair(where: str, tensors_file: str, config_file: str
+               ) -> Tuple[Dict[str, Any], Dict[str, Tensor]]:
+    r"""``(config, tensors)`` of a :func:`save_routers` folder's two files, each checked."""
     if not os.path.isfile(config_file):
         raise refused(where, tensors_file, f"its config {os.path.basename(config_file)!r} "
                       f"is missing (save_routers writes both files)")
@@ -218,33 +211,13 @@ def _read_new(where: str, tensors_file: str, config_file: str, allow_old: bool =
         raise refused(where, config_file, "it is not a router config of quest_geometric "
                       f"(no 'format': {_FORMAT!r})")
     version = meta.get("version")
-    if version == 2 and not allow_old:
-        raise refused(where, config_file, f"it is a version-2 router config, whose digest "
-                      f"does not cover the configuration; convert the folder once with "
-                      f"`{_CONVERT} {os.path.dirname(config_file) or '.'} NEW_FOLDER`")
-    if version not in (2, _VERSION) or isinstance(version, bool):
+    if version != _VERSION or isinstance(version, bool):
         raise refused(where, config_file, f"it has version {version!r}, this library reads "
                       f"version {_VERSION}")
     cfg = meta.get("config")
     tensors = read_tensors(where, tensors_file, meta, config_file,
-                           covers_record=version == _VERSION,
                            allow_empty=isinstance(cfg, dict) and cfg.get("router") is not None)
-    return _check_config(where, config_file, cfg), tensors, meta
-
-
-def _read_pickled(path: str, where: str, allow_pickle: bool) -> Any:
-    from quest_geometric._utils.untrusted import load_tensors
-
-    if allow_pickle:
-        try:
-            return torch.load(path, map_location="cpu", weights_only=False)
-        except Exception as e:
-            raise refused(where, path, "it is not a PyTorch file", e) from None
-    try:
-        return load_tensors(path, where)
-    except ValueError as e:
-        raise ValueError(f"{e}; if you wrote it yourself, convert it with `{_CONVERT} "
-                         f"--allow-pickle {path} NEW_FOLDER`") from None
+    return _check_config(where, config_file, cfg), tensors
 
 
 def _pair_at(path: str) -> Optional[Tuple[str, str]]:
@@ -259,12 +232,12 @@ def _pair_at(path: str) -> Optional[Tuple[str, str]]:
     return None
 
 
-def read_legacy_routers(path: str | os.PathLike, where: str, allow_pickle: bool = False
-                        ) -> Tuple[Dict[str, Any], Dict[str, Tensor], Optional[Dict[str, Any]]]:
-    r"""Read old router files as ``(config, tensors, record)``: a version-2 folder or file (its
-    tensors' digest checked, its record bounded as a current one; ``record`` its JSON) or a
-    :data:`LEGACY_ROUTERS_FILE` (``torch.load(weights_only=True)``, or in full with
-    :obj:`allow_pickle`, which can run code; ``record`` :obj:`None`).
+def read_routers(path: str | os.PathLike, where: str = "read_routers"
+                 ) -> Tuple[str, Dict[str, Any], Dict[str, Tensor]]:
+    r"""Read and check router files without a model: ``(file, config, tensors)`` of a
+    :func:`save_routers` folder or one of its files; every tensor finite and floating, both
+    files matching their digest, the configuration within
+    :data:`~quest_geometric.nn.focus.router.CONFIG_LIMITS`.
 
     Raises:
         FileNotFoundError: if nothing is at :obj:`path`.
@@ -273,45 +246,8 @@ def read_legacy_routers(path: str | os.PathLike, where: str, allow_pickle: bool 
     path = os.fspath(path)
     pair = _pair_at(path)
     if pair is not None:
-        return _read_new(where, *pair, allow_old=True)
-    if os.path.isdir(path):
-        path = os.path.join(path, LEGACY_ROUTERS_FILE)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"{where}: no file {path!r}")
-    blob = _read_pickled(path, where, allow_pickle)
-    if not isinstance(blob, dict) or blob.get("format") != 1 or not isinstance(
-            blob.get("routers"), dict):
-        raise refused(where, path, "it is not a router file of quest_geometric")
-    config = _check_config(where, path, blob.get("config"))
-    tensors: Dict[str, Any] = {}
-    for layer, sd in blob["routers"].items():
-        if not isinstance(sd, dict):
-            raise refused(where, path, f"layer {layer!r} holds no state dict")
-        tensors.update({f"{layer}.{k}": t for k, t in sd.items()})
-    return config, check_tensors(where, path, tensors), None
-
-
-def read_routers(path: str | os.PathLike, where: str = "read_routers"
-                 ) -> Tuple[str, Dict[str, Any], Dict[str, Tensor]]:
-    r"""Read and check router files without a model: ``(file, config, tensors)`` of a
-    :func:`save_routers` folder, one of its files, or a :data:`LEGACY_ROUTERS_FILE`; every
-    tensor finite and floating, both files matching their digest, the configuration within
-    :data:`~quest_geometric.nn.focus.router.CONFIG_LIMITS`.
-
-    Raises:
-        FileNotFoundError: if nothing is at :obj:`path`.
-        ValueError: a one-line refusal naming the file and what is wrong (a version-2
-            folder with the command that converts it).
-    """
-    path = os.fspath(path)
-    pair = _pair_at(path)
-    if pair is not None:
-        config, tensors, _ = _read_new(where, *pair)
+        config, tensors = _read_pair(where, *pair)
         return pair[0], config, tensors
-    old = os.path.join(path, LEGACY_ROUTERS_FILE) if os.path.isdir(path) else path
-    if os.path.isfile(old):
-        config, tensors, _ = read_legacy_routers(old, where)
-        return old, config, tensors
     if os.path.isdir(path):
         raise FileNotFoundError(f"{where}: no {ROUTERS_FILE} in {path!r} (write it with "
                                 f"save_routers(model, {path!r}))")
@@ -333,7 +269,7 @@ def _compose_as_saved(model: nn.Module, file: str, config: Dict[str, Any]) -> No
 
 def _check_same_pattern(file: str, config: Dict[str, Any], state: Dict[str, Any]) -> None:
     for key in ("num_groups", "window", "num_sinks"):
-        saved_v = config.get(key, 0 if key == "num_sinks" else None)  # old files: 0 sinks
+        saved_v = config.get(key, 0 if key == "num_sinks" else None)  # unrecorded: 0 sinks
         have = state["config"].get(key)
         if saved_v is not None and saved_v != have:
             raise ValueError(

@@ -17,13 +17,11 @@ from quest_geometric.nn.focus.compose import (
 )
 from quest_geometric.nn.focus.composed import FocusComposed
 from quest_geometric.nn.focus.router_files import (
-    LEGACY_ROUTERS_FILE,
     ROUTERS_CONFIG,
     ROUTERS_FILE,
     load_routers,
     save_routers,
 )
-from quest_geometric.nn.focus.convert_routers import convert_routers, main
 
 VOCAB = 40
 
@@ -63,15 +61,6 @@ def _same(a, b) -> bool:
     return (sa.keys() == sb.keys() and all(
         sa[k].dtype == sb[k].dtype and torch.equal(sa[k], sb[k]) for k in sa)
         and a[1:] == b[1:])
-
-
-def _legacy(m: torch.nn.Module, path) -> None:
-    """The file the earlier save_routers wrote (format 1, a torch.save pickle)."""
-    state = getattr(m, _STATE_ATTR)
-    names = {id(x): n for n, x in m.named_modules()}
-    torch.save({"format": 1, "config": json.loads(json.dumps(state["config"])),
-                "routers": {names[id(w)]: {k: t.clone() for k, t in w.router.state_dict().items()}
-                            for _, _, w in state["wrappers"]}}, path)
 
 
 def _digest(meta: dict, data: bytes) -> str:
@@ -212,39 +201,20 @@ class _Marker:
         return (open, (self.path, "w"))
 
 
-def test_crafted_legacy_pickle_is_refused_and_never_runs(tmp_path):
+def test_a_pickle_is_never_read(tmp_path):
+    """A ``.pt`` pickle (the format of no version of this library, crafted to write a file
+    when unpickled) is not a router file: nothing is unpickled and the model is unchanged."""
     marker = tmp_path / "PWNED"
     torch.save({"format": 1, "config": {"num_groups": 4}, "routers": _Marker(str(marker))},
-               tmp_path / LEGACY_ROUTERS_FILE)
+               tmp_path / "focus_routers.pt")
     for model in (_base(), _trained()):
         before = _snapshot(model)
-        with pytest.raises(ValueError, match="load_routers: refused to load .*focus_routers.pt"
-                           ".*convert_routers --allow-pickle") as e:
+        with pytest.raises(FileNotFoundError, match="no focus_routers.safetensors in"):
             load_routers(model, str(tmp_path))
-        assert "\n" not in str(e.value)
+        with pytest.raises(FileNotFoundError, match="no router files at .*focus_routers.pt"):
+            load_routers(model, str(tmp_path / "focus_routers.pt"))
         assert not marker.exists()
         assert _same(before, _snapshot(model))
-    with pytest.raises(ValueError, match="convert_routers: refused"):
-        convert_routers(tmp_path, tmp_path / "new")
-    assert not marker.exists() and not (tmp_path / "new").exists()
-
-
-def test_legacy_file_reads_weights_only_and_converts_bitwise(tmp_path, capsys):
-    m = _trained()
-    old = tmp_path / "old"
-    old.mkdir()
-    _legacy(m, old / LEGACY_ROUTERS_FILE)
-    base = load_routers(_base(), str(old))
-    with torch.no_grad():
-        assert torch.equal(base(_x())[0], m(_x())[0])
-    assert main([str(old), str(tmp_path / "new")]) == 0
-    assert capsys.readouterr().out.strip() == str(tmp_path / "new")
-    assert sorted(os.listdir(tmp_path / "new")) == sorted([ROUTERS_FILE, ROUTERS_CONFIG])
-    again = load_routers(_base(), str(tmp_path / "new"))
-    for a, b in zip(again.state_dict().values(), base.state_dict().values()):
-        assert torch.equal(a, b)
-    assert main([str(tmp_path / "absent"), str(tmp_path / "x")]) == 2
-    assert "no file" in capsys.readouterr().err
 
 
 def _corrupt(folder, case: str) -> None:
@@ -462,53 +432,20 @@ def test_sizes_beyond_the_limits_are_refused_before_anything_is_built(tmp_path, 
     assert _same(before, _snapshot(model)) and getattr(model, _STATE_ATTR, None) is None
 
 
-# ---- version-2 folders: refused with the command, converted once
-
-def _version_2(m, folder) -> None:
-    """The pair the earlier save_routers wrote: version 2, the digest of the tensors alone."""
+def test_another_version_is_refused(tmp_path):
+    """A pair of another format version (here 2, whose digest covered the tensors alone) is
+    refused with the version it has, even with a digest that matches its own rule."""
     import hashlib
 
-    from safetensors.torch import save as st_save
-
-    save_routers(m, folder)
-    meta = json.loads((folder / ROUTERS_CONFIG).read_text())
-    data = (folder / ROUTERS_FILE).read_bytes()
-    assert data == st_save(dict(sorted(load_st(folder).items())))  # the same tensors file
-    meta.update(version=2, sha256=hashlib.sha256(data).hexdigest(),
-                versions={"quest_geometric": "0.0.9", "torch": "2.0", "transformers": None})
-    (folder / ROUTERS_CONFIG).write_text(json.dumps(meta))
-
-
-def load_st(folder):
-    from safetensors.torch import load_file
-
-    return load_file(str(folder / ROUTERS_FILE))
-
-
-def test_version_2_folder_is_refused_with_the_command_and_converts(tmp_path):
-    m = _trained()
-    _version_2(m, tmp_path / "v2")
-    with pytest.raises(ValueError, match="version-2 router config.*convert_routers .*v2"):
-        load_routers(_base(), tmp_path / "v2")
-    assert convert_routers(tmp_path / "v2", tmp_path / "v3") == str(tmp_path / "v3")
-    meta = json.loads((tmp_path / "v3" / ROUTERS_CONFIG).read_text())
-    assert meta["version"] == 3 and meta["versions"]["quest_geometric"] == "0.0.9"
-    assert (tmp_path / "v3" / ROUTERS_FILE).read_bytes() == (
-        tmp_path / "v2" / ROUTERS_FILE).read_bytes()
-    base = load_routers(_base(), tmp_path / "v3")
-    with torch.no_grad():
-        assert torch.equal(base(_x())[0], m(_x())[0])
-    # in place, as the committed folders were converted
-    convert_routers(tmp_path / "v2", tmp_path / "v2")
-    assert (tmp_path / "v2" / ROUTERS_CONFIG).read_text() == (
-        tmp_path / "v3" / ROUTERS_CONFIG).read_text()
-    # a version-2 folder whose tensors were changed is refused by the converter too
-    _version_2(m, tmp_path / "bad")
-    data = bytearray((tmp_path / "bad" / ROUTERS_FILE).read_bytes())
-    data[-3] ^= 0x40
-    (tmp_path / "bad" / ROUTERS_FILE).write_bytes(bytes(data))
-    with pytest.raises(ValueError, match="convert_routers: refused .*SHA-256"):
-        convert_routers(tmp_path / "bad", tmp_path / "bad3")
+    save_routers(_trained(), tmp_path)
+    meta = json.loads((tmp_path / ROUTERS_CONFIG).read_text())
+    data = (tmp_path / ROUTERS_FILE).read_bytes()
+    meta.update(version=2, sha256=hashlib.sha256(data).hexdigest())
+    (tmp_path / ROUTERS_CONFIG).write_text(json.dumps(meta))
+    model = _base()
+    with pytest.raises(ValueError, match="has version 2, this library reads version 3"):
+        load_routers(model, tmp_path)
+    assert getattr(model, _STATE_ATTR, None) is None
 
 
 def test_every_library_router_rebuilds_from_its_config():

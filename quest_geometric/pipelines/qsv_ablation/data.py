@@ -115,6 +115,14 @@ def graph_loader(dataset: Any, batch_size: int, shuffle: bool, seed: int = 0) ->
     return torch.utils.data.DataLoader(_GraphBatches(dataset), sampler=sampler, batch_size=None)
 
 
+def _shapes(sample: Data) -> tuple[int, Optional[int]]:
+    """(input channels, nodes) of one dataset sample."""
+    image = getattr(sample, "image", None)
+    if isinstance(image, Tensor):
+        return int(image.size(1)), None
+    return int(sample.x.size(1)), int(sample.num_nodes)
+
+
 def load_digits(train: bool, graph: Optional[Callable[[Data], Any]],
                 cfg: AblationConfig) -> Any:
     """One split of scikit-learn's digits as the graphs of ``graph`` (the images with

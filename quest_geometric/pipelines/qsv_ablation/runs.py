@@ -8,13 +8,13 @@ import math
 import os
 import statistics
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 from torch import nn
 
-from quest_geometric._utils import atomic_write_json, check_choice
+from quest_geometric._utils import atomic_write_json, check_choice, resolve_device
 from quest_geometric.pipelines.qsv_ablation.config import VARIANTS, AblationConfig
-from quest_geometric.pipelines.qsv_ablation.data import graph_loader
+from quest_geometric.pipelines.qsv_ablation.data import _shapes, graph_loader
 from quest_geometric.pipelines.qsv_ablation.variants import qsv_variant
 from quest_geometric.training.trainer import Callback
 
@@ -143,23 +143,29 @@ def fit(model: nn.Module, seed: int, cfg: AblationConfig, loaders: tuple[Any, An
     }, trainer
 
 
-def make_loaders(splits: tuple[Any, Any, Any], cfg: AblationConfig,
-                 seed: int) -> tuple[Any, Any, Any]:
-    """The training (shuffled by ``seed``), test and clean training batches of ``splits``
-    (:func:`~quest_geometric.pipelines.qsv_ablation.data.graph_loader`)."""
+def make_loaders(splits: tuple[Any, Any, Any], cfg: AblationConfig, seed: int,
+                 loader: Callable[..., Any] = graph_loader) -> tuple[Any, Any, Any]:
+    """The training (shuffled by ``seed``), test and clean training batches of ``splits``,
+    each ``loader(split, batch_size, shuffle, seed)`` (default: :func:`graph_loader`)."""
     train, test, clean = splits
-    return (graph_loader(train, cfg.batch_size, shuffle=True, seed=seed),
-            graph_loader(test, cfg.eval_batch_size, shuffle=False),
-            graph_loader(clean, cfg.eval_batch_size, shuffle=False))
+    return (loader(train, cfg.batch_size, shuffle=True, seed=seed),
+            loader(test, cfg.eval_batch_size, shuffle=False),
+            loader(clean, cfg.eval_batch_size, shuffle=False))
 
 
 def train_variant(variant: str, seed: int, cfg: AblationConfig, splits: tuple[Any, Any, Any],
                   run_root: Optional[Union[str, os.PathLike]] = None, device: str = "cpu",
-                  progress: bool = False) -> dict[str, Any]:
-    """Train (or resume, or reuse) one variant with one seed.
+                  progress: bool = False, *, variants: Sequence[str] = VARIANTS,
+                  build: Callable[..., nn.Module] = build_model,
+                  loader: Callable[..., Any] = graph_loader, dataset: str = "digits",
+                  analyse: Optional[Callable[[nn.Module, dict[str, Any]],
+                                             Optional[dict[str, Any]]]] = None
+                  ) -> dict[str, Any]:
+    """Train (or resume, or reuse) one variant with one seed; the keyword hooks let the study
+    (``benchmarks/qsv/ablation_study/``) run its variants, data and analysis here too.
 
     Args:
-        variant (str): one of :data:`VARIANTS`.
+        variant (str): one of ``variants``.
         seed (int): model-init and training seed.
         cfg (AblationConfig): the settings.
         splits (tuple): the training, test and clean training graphs
@@ -168,28 +174,45 @@ def train_variant(variant: str, seed: int, cfg: AblationConfig, splits: tuple[An
             :obj:`None` keeps nothing on disk. (default: :obj:`None`)
         device (str): training device. (default: ``'cpu'``)
         progress (bool): the harness's progress bar. (default: :obj:`False`)
+        variants (sequence of str): the variants ``build`` knows. (default: :data:`VARIANTS`)
+        build (callable): the model factory, ``build(variant, cfg, in_channels, num_classes,
+            num_nodes)`` (shapes of the first training sample). (default: :func:`build_model`)
+        loader (callable): as in :func:`make_loaders`. (default: :func:`graph_loader`)
+        dataset (str): the dataset's name in the run's configuration. (default: ``'digits'``)
+        analyse (callable, optional): ``analyse(model, result)`` on rank 0 returns the
+            result's ``analysis``, given the trained model on the training device; also on a
+            reused run whose ``analysis`` is :obj:`None`, given the model of its
+            ``checkpoint.pt`` (its ``run.json`` is rewritten). (default: :obj:`None`)
 
     Returns:
         dict: ``variant``, ``seed``, ``params``, ``acc`` (test accuracy in percent),
         ``train_acc``, ``train_clean_acc``, ``epoch_s`` (mean training time per epoch),
-        ``epochs`` and ``analysis`` (:obj:`None`: the benchmark's ``--analyse`` fills it).
+        ``epochs`` and ``analysis`` (:obj:`None` without ``analyse``).
     """
+    from quest_geometric.training.checkpoint import load_checkpoint
     from quest_geometric.training.distributed import init_distributed
     from quest_geometric.training.seed import seed_everything
 
-    check_choice(variant, "variant", VARIANTS, where="qsv_ablation")
-    init_distributed()
+    check_choice(variant, "variant", variants, where="qsv_ablation")
+    info = init_distributed()
     run_dir = Path(run_root) / f"{variant}_s{seed}" if run_root is not None else None
-    previous = load_run(run_dir)
-    if previous is not None:
-        return previous
+    result = load_run(run_dir)
+    if result is not None and (analyse is None or result.get("analysis") is not None
+                               or not info.is_main):
+        return result
     train = splits[0]
+    in_channels, num_nodes = _shapes(train[0])
     seed_everything(seed)
-    model = build_model(variant, cfg, int(train[0].x.size(1)), int(train.num_classes),
-                        int(train[0].num_nodes))
-    params = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    measured, _ = fit(model, seed, cfg, make_loaders(splits, cfg, seed), run_dir, device,
-                      progress, {"dataset": "digits", "variant": variant})
-    result = {"variant": variant, "seed": seed, "params": params, **measured, "analysis": None}
+    model = build(variant, cfg, in_channels, int(train.num_classes), num_nodes)
+    if result is None:  # train (the trainer moves model to the training device)
+        params = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        measured, _ = fit(model, seed, cfg, make_loaders(splits, cfg, seed, loader), run_dir,
+                          device, progress, {"dataset": dataset, "variant": variant})
+        result = {"variant": variant, "seed": seed, "params": params, **measured, "analysis": None}
+    else:  # a reused run, analysed now
+        load_checkpoint(run_dir / "checkpoint.pt", model)
+        model.to(resolve_device(device))
+    if analyse is not None and info.is_main:
+        result["analysis"] = analyse(model, result)
     save_run(run_dir, cfg, result)
     return result

@@ -311,6 +311,69 @@ def test_clean_training_accuracy_is_the_final_model_on_clean_images(tiny_run):
     assert logged and logged[-1]["train_clean_acc"] == pytest.approx(r["train_clean_acc"] / 100)
 
 
+class _MeanPoolLinear(torch.nn.Module):
+    """A tiny classifier: the graph's mean node features through one linear layer."""
+
+    def __init__(self, in_channels, num_classes):
+        super().__init__()
+        self.lin = torch.nn.Linear(in_channels, num_classes)
+
+    def forward(self, batch):
+        from torch_geometric.nn import global_mean_pool
+
+        return self.lin(global_mean_pool(batch.x, batch.batch))
+
+
+def test_train_variant_hooks_build_analyse_and_reuse(tmp_path):
+    """The package's train_variant trains the factory's model, records the dataset's name and
+    stores what ``analyse`` returns; a reused run without an analysis is analysed on the model
+    of its checkpoint, and one with an analysis is returned as it is."""
+    from quest_geometric.training.checkpoint import read_checkpoint
+
+    cfg = qsv_ablation.DIGITS.replace(epochs=1, eval_every=1, batch_size=16, eval_batch_size=24)
+    splits = tuple(s.index_select(list(range(n)))
+                   for s, n in zip(qsv_ablation.digits_splits("qsv", cfg), (48, 24, 48)))
+    built, analysed = [], []
+
+    def build(variant, cfg, in_channels, num_classes, num_nodes):
+        built.append((variant, in_channels, num_classes, num_nodes))
+        return _MeanPoolLinear(in_channels, num_classes)
+
+    def analyse(model, result):
+        analysed.append(result["variant"])
+        return {"weight_sum": float(model.lin.weight.detach().sum().cpu())}
+
+    def train(variant, **kw):
+        return qsv_ablation.train_variant(variant, 0, cfg, splits, tmp_path, variants=["tiny"],
+                                          build=build, dataset="tiny_digits", **kw)
+
+    with pytest.raises(ValueError, match="variant"):
+        qsv_ablation.train_variant("tiny", 0, cfg, splits, tmp_path, build=build)
+    first = train("tiny")  # trained, no analysis
+    in_channels = splits[0][0].x.size(1)
+    assert built == [("tiny", in_channels, 10, splits[0][0].num_nodes)] and not analysed
+    assert first["params"] == in_channels * 10 + 10 and first["analysis"] is None
+    payload = read_checkpoint(tmp_path / "tiny_s0" / "checkpoint.pt")
+    assert payload["config"]["extra"]["dataset"] == "tiny_digits"
+    trained = payload["model"]["lin.weight"].sum().item()
+
+    second = train("tiny", analyse=analyse)  # reused: analysed on the checkpoint's model
+    assert len(built) == 2 and analysed == ["tiny"]
+    assert second["analysis"]["weight_sum"] == pytest.approx(trained)
+    assert {k: v for k, v in second.items() if k != "analysis"} == {
+        k: v for k, v in first.items() if k != "analysis"}
+    saved = json.loads((tmp_path / "tiny_s0" / "run.json").read_text())["result"]
+    assert saved["analysis"] == second["analysis"]
+    assert train("tiny", analyse=analyse) == second and len(analysed) == 1  # nothing to do
+
+    fresh = qsv_ablation.train_variant("tiny", 1, cfg, splits, tmp_path, variants=["tiny"],
+                                       build=build, analyse=analyse)  # trained and analysed
+    model_weights = read_checkpoint(tmp_path / "tiny_s1" / "checkpoint.pt")["model"]
+    assert fresh["analysis"]["weight_sum"] == pytest.approx(
+        model_weights["lin.weight"].sum().item())
+    assert analysed == ["tiny", "tiny"] and fresh["params"] == first["params"]
+
+
 def test_digits_presets_train_without_the_crop():
     full, quick = qa.PRESETS["digits"]["full"], qa.PRESETS["digits"]["quick"]
     assert not full.augment and not quick.augment and full.epochs == 60

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Optional, Union
 
-from torch import Tensor
 from torch_geometric.data import Data
 
 from benchmarks.qsv.ablation_study.config import _check_dataset
@@ -51,10 +50,3 @@ def load_split(dataset: str, train: bool, graph: Optional[Callable[[Data], Any]]
         ds = ds.index_select(list(range(limit)))
     return ds
 
-
-def _shapes(sample: Data) -> tuple[int, Optional[int]]:
-    """(input channels, nodes) of one dataset sample."""
-    image = getattr(sample, "image", None)
-    if isinstance(image, Tensor):
-        return int(image.size(1)), None
-    return int(sample.x.size(1)), int(sample.num_nodes)

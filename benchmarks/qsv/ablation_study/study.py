@@ -17,14 +17,13 @@ from benchmarks.qsv.ablation_study import report
 from benchmarks.qsv.ablation_study.analyse import analyse_model
 from benchmarks.qsv.ablation_study.config import (DESCRIPTIONS, PAPER, PAPER_SOURCE, PRESETS,
                                                   VARIANTS, _check_dataset, _check_variants)
-from benchmarks.qsv.ablation_study.data import _shapes, graph_loader, graph_transform, load_split
+from benchmarks.qsv.ablation_study.data import graph_loader, graph_transform, load_split
 from benchmarks.qsv.ablation_study.plots import plot_histograms
-from quest_geometric._utils import check_choice, resolve_device
+from quest_geometric._utils import check_choice
 from quest_geometric.analysis.stats import mean_std
 from quest_geometric.pipelines import qsv_ablation
 from quest_geometric.pipelines.qsv_ablation import AblationConfig
 from quest_geometric.pipelines.qsv_ablation.config import _check_seeds
-from quest_geometric.pipelines.qsv_ablation.runs import fit, load_run, save_run
 from quest_geometric.pipelines.qsv_ablation.summary import variant_row
 from quest_geometric.profile import write_results
 
@@ -55,7 +54,8 @@ def train_variant(variant: str, seed: int, cfg: AblationConfig, dataset: str = "
                   run_root: Optional[Union[str, os.PathLike]] = None, device: str = "cpu",
                   progress: bool = False, analyse: bool = False, download: bool = False,
                   data: Optional[dict[str, Any]] = None) -> dict[str, Any]:
-    """Train (or resume, or reuse) one variant with one seed.
+    """Train (or resume, or reuse) one variant with one seed: the package's
+    :func:`~quest_geometric.pipelines.qsv_ablation.train_variant` with this study's data.
 
     Args:
         variant (str): one of :data:`VARIANTS`.
@@ -67,23 +67,17 @@ def train_variant(variant: str, seed: int, cfg: AblationConfig, dataset: str = "
             disk. (default: :obj:`None`)
         device (str): training device. (default: ``'cpu'``)
         progress (bool): the harness's progress bar. (default: :obj:`False`)
-        analyse (bool): also run :func:`analyse_model` (rank 0). (default: :obj:`False`)
+        analyse (bool): also run :func:`analyse_model` (rank 0, not for ``'resnet20'``), on
+            a reused run too when its result lacks it. (default: :obj:`False`)
         download (bool): let CIFAR download when absent. (default: :obj:`False`)
-        data (dict, optional): a cache ``{graph kind: (train, test)}`` shared across runs.
-            (default: :obj:`None`)
+        data (dict, optional): a cache ``{graph kind: (train, test, clean train)}`` shared
+            across runs. (default: :obj:`None`)
 
     Returns:
-        dict: ``variant``, ``seed``, ``params``, ``acc`` (test accuracy in percent),
-        ``train_acc``, ``epoch_s`` (mean training time per epoch), ``epochs``, and
-        ``analysis`` (or :obj:`None`).
+        dict: the package's result, with ``analysis`` (or :obj:`None`).
     """
-    from quest_geometric.training.checkpoint import load_checkpoint
-    from quest_geometric.training.distributed import init_distributed
-    from quest_geometric.training.seed import seed_everything
-
     check_choice(variant, "variant", VARIANTS, where="qsv_ablation")
     _check_dataset(dataset)
-    info = init_distributed()
     kind = "image" if variant == "resnet20" else ("lattice" if variant == "lattice" else "sphere")
     data = {} if data is None else data
     if kind not in data:
@@ -93,34 +87,14 @@ def train_variant(variant: str, seed: int, cfg: AblationConfig, dataset: str = "
                  else load_split(dataset, True, graph, cfg.replace(augment=False), root,
                                  download))
         data[kind] = (train_split, load_split(dataset, False, graph, cfg, root, download), clean)
-    train, test, clean_train = data[kind]
-    in_channels, num_nodes = _shapes(train[0])
-    num_classes = int(train.num_classes)
 
-    run_dir = Path(run_root) / f"{variant}_s{seed}" if run_root is not None else None
-    previous = load_run(run_dir)
-    seed_everything(seed)
-    model = build_model(variant, cfg, in_channels, num_classes, num_nodes)
-    params = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    if previous is not None:
-        result = previous
-        if analyse and result.get("analysis") is None and variant != "resnet20" and info.is_main:
-            load_checkpoint(run_dir / "checkpoint.pt", model)
-            result["analysis"] = analyse_model(model, variant, test, cfg, resolve_device(device))
-            save_run(run_dir, cfg, result)
-        return result
+    def analysis(model: nn.Module, result: dict[str, Any]) -> dict[str, Any]:
+        return analyse_model(model, variant, data[kind][1], cfg, next(model.parameters()).device)
 
-    loaders = (graph_loader(train, cfg.batch_size, shuffle=True, seed=seed),
-               graph_loader(test, cfg.eval_batch_size, shuffle=False),
-               graph_loader(clean_train, cfg.eval_batch_size, shuffle=False))
-    measured, trainer = fit(model, seed, cfg, loaders, run_dir, device, progress,
-                            {"dataset": dataset, "variant": variant})
-    result: dict[str, Any] = {"variant": variant, "seed": seed, "params": params, **measured,
-                              "analysis": None}
-    if analyse and variant != "resnet20" and info.is_main:
-        result["analysis"] = analyse_model(trainer.raw_model, variant, test, cfg, trainer.device)
-    save_run(run_dir, cfg, result)
-    return result
+    return qsv_ablation.train_variant(
+        variant, seed, cfg, data[kind], run_root, device, progress, variants=VARIANTS,
+        build=build_model, loader=graph_loader, dataset=dataset,
+        analyse=analysis if analyse and variant != "resnet20" else None)
 
 
 def aggregate(results: Sequence[dict[str, Any]], dataset: str) -> list[dict[str, Any]]:

@@ -115,8 +115,9 @@ def graph_loader(dataset: Any, batch_size: int, shuffle: bool, seed: int = 0) ->
     return torch.utils.data.DataLoader(_GraphBatches(dataset), sampler=sampler, batch_size=None)
 
 
-def _shapes(sample: Data) -> tuple[int, Optional[int]]:
-    """(input channels, nodes) of one dataset sample."""
+def sample_shapes(sample: Data) -> tuple[int, Optional[int]]:
+    """``(input channels, nodes)`` of one dataset sample: a graph's feature size and node
+    count, or an image sample's (``image`` ``[1, C, H, W]``) channels and :obj:`None`."""
     image = getattr(sample, "image", None)
     if isinstance(image, Tensor):
         return int(image.size(1)), None

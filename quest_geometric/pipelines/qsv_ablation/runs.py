@@ -14,7 +14,7 @@ from torch import nn
 
 from quest_geometric._utils import atomic_write_json, check_choice, resolve_device
 from quest_geometric.pipelines.qsv_ablation.config import VARIANTS, AblationConfig
-from quest_geometric.pipelines.qsv_ablation.data import _shapes, graph_loader
+from quest_geometric.pipelines.qsv_ablation.data import graph_loader, sample_shapes
 from quest_geometric.pipelines.qsv_ablation.variants import qsv_variant
 from quest_geometric.training.trainer import Callback
 
@@ -201,7 +201,7 @@ def train_variant(variant: str, seed: int, cfg: AblationConfig, splits: tuple[An
                                or not info.is_main):
         return result
     train = splits[0]
-    in_channels, num_nodes = _shapes(train[0])
+    in_channels, num_nodes = sample_shapes(train[0])
     seed_everything(seed)
     model = build(variant, cfg, in_channels, int(train.num_classes), num_nodes)
     if result is None:  # train (the trainer moves model to the training device)

@@ -7,7 +7,7 @@ from quest_geometric.training.checkpoint import (CheckpointError, load_checkpoin
                                                   read_checkpoint, save_checkpoint)
 from quest_geometric.training.config import TrainConfig
 from quest_geometric.training.data import make_loader, random_blocks
-from quest_geometric.training.distributed import get_dist_info, init_distributed, is_main_process
+from quest_geometric.training.distributed import get_dist_info, init_distributed
 from quest_geometric.training.hf_routers import freeze_all_but_routers, router_trainer
 from quest_geometric.training.logging import MetricsLogger, plot_curves, read_metrics
 from quest_geometric.training.routers import (OBJECTIVES, distillation_loss, router_loss,
@@ -21,7 +21,7 @@ __all__ = [
     "Trainer", "TrainConfig", "Callback", "EveryNSteps", "WarmupCosine", "build_optimizer",
     "Task", "ClassificationTask", "LanguageModelTask", "make_loader", "random_blocks",
     "save_checkpoint", "load_checkpoint", "read_checkpoint", "CheckpointError",
-    "FolderInUseError", "init_distributed", "get_dist_info", "is_main_process",
+    "FolderInUseError", "init_distributed", "get_dist_info",
     "MetricsLogger", "read_metrics", "plot_curves", "seed_everything", "enable_determinism",
     "train_routers", "router_loss", "distillation_loss", "OBJECTIVES", "router_trainer",
     "freeze_all_but_routers",

@@ -82,22 +82,10 @@ def get_dist_info() -> DistInfo:
     return DistInfo(0, 1, 0)
 
 
-def is_main_process() -> bool:
-    """Whether this process is rank 0 (always true without a process group)."""
-    return get_dist_info().is_main
-
-
 def barrier() -> None:
     """Wait for every rank (no-op in a single process)."""
     if get_dist_info().distributed:
         dist.barrier()
-
-
-def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
-    """Sum ``t`` over ranks in place and return it (identity in a single process)."""
-    if get_dist_info().distributed:
-        dist.all_reduce(t, op=dist.ReduceOp.SUM)
-    return t
 
 
 def reduce_sums(sums: dict[str, float], device: torch.device | str = "cpu") -> dict[str, float]:
@@ -173,6 +161,6 @@ class ShardSampler(Sampler[int]):
         return f"ShardSampler({self.num_samples}, rank={self.rank}, world_size={self.world_size})"
 
 
-__all__ = ["DistInfo", "init_distributed", "get_dist_info", "is_main_process", "barrier",
-           "all_reduce_sum", "reduce_sums", "all_gather_object", "broadcast_object",
+__all__ = ["DistInfo", "init_distributed", "get_dist_info", "barrier",
+           "reduce_sums", "all_gather_object", "broadcast_object",
            "cleanup_distributed", "ShardSampler"]

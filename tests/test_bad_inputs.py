@@ -391,8 +391,6 @@ CASES = [
          "wins"),
     Case("sign_test-losses-negative", lambda: analysis.sign_test(1, -2), ValueError,
          "sign_test", "losses"),
-    Case("bootstrap_mean_interval-n_boot-zero", lambda: analysis.bootstrap_mean_interval(
-        [1.0], n_boot=0), ValueError, "bootstrap_mean_interval", "n_boot"),
     Case("StreamingCovariance-dim-bool", lambda: analysis.StreamingCovariance(True), TypeError,
          "StreamingCovariance", "dim"),
     Case("StreamingCovariance-dim-zero", lambda: analysis.StreamingCovariance(0), ValueError,
@@ -943,12 +941,6 @@ CASES = [
         [1.0, 2.0], [0.0, 0.5], level="0.9"), TypeError, "paired_t_test", "level"),
     Case("paired_t_test-level-one", lambda: analysis.paired_t_test(
         [1.0, 2.0], [0.0, 0.5], level=1.0), ValueError, "paired_t_test", "level"),
-    Case("bootstrap_mean_interval-values-empty", lambda: analysis.bootstrap_mean_interval([]),
-         ValueError, "bootstrap_mean_interval", "values"),
-    Case("bootstrap_mean_interval-quantiles-order", lambda: analysis.bootstrap_mean_interval(
-        [1.0, 2.0], quantiles=(0.9, 0.1)), ValueError, "bootstrap_mean_interval", "quantiles"),
-    Case("bootstrap_mean_interval-quantiles-float", lambda: analysis.bootstrap_mean_interval(
-        [1.0, 2.0], quantiles=0.9), TypeError, "bootstrap_mean_interval", "quantiles"),
     Case("directional_probability-b-length", lambda: analysis.directional_probability(
         [1.0], [1.0, 2.0]), ValueError, "directional_probability", "b"),
     # ---- issue 53 (H5): one finiteness rule, a NaN or infinity refused with its argument

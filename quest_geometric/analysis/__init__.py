@@ -17,7 +17,7 @@ from quest_geometric.analysis.spectral_control import (
     KeySpectrumControl, qk_weight_kernels, spectrum_participation_ratio,
 )
 from quest_geometric.analysis.stats import (
-    binomial_interval, bootstrap_mean_interval, directional_probability, finite_mean,
+    binomial_interval, directional_probability, finite_mean,
     least_squares_slope, mean_std, paired_differences, paired_permutation_test, paired_sign_test,
     paired_t_test, sign_test, spearman,
 )
@@ -31,7 +31,7 @@ __all__ = [
     "KeySpectrumControl", "NodeEntropy", "node_attention_entropy", "attention_entropy_per_node",
     "rotation_angles", "ablation_accuracy", "qsv_analysis", "spectrum_participation_ratio",
     "qk_weight_kernels", "mean_std", "finite_mean", "sign_test", "paired_sign_test",
-    "paired_permutation_test", "paired_t_test", "bootstrap_mean_interval", "paired_differences",
+    "paired_permutation_test", "paired_t_test", "paired_differences",
     "directional_probability", "binomial_interval", "least_squares_slope", "spearman",
     "greedy_continuation", "score_passkey", "passkey_accuracy",
 ]

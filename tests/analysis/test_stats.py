@@ -1,10 +1,13 @@
-"""quest_geometric.analysis.stats against SciPy, NumPy and the statistics module."""
+"""quest_geometric.analysis.stats against references independent of the SciPy call each
+function makes: hand-computed cases, brute-force enumerations in exact arithmetic, closed
+forms and textbook values (and NumPy / the statistics module)."""
+import itertools
 import math
 import statistics
+from fractions import Fraction
 
 import numpy as np
 import pytest
-import torch
 from scipy import stats as sps
 
 from quest_geometric.analysis import stats
@@ -28,10 +31,12 @@ def test_finite_mean_skips_nan_and_inf():
 
 
 @pytest.mark.parametrize("n", range(0, 12))
-def test_sign_test_equals_scipy_binomtest(n):
+def test_sign_test_equals_the_enumerated_sign_patterns(n):
+    # all 2^n equally likely sign patterns; p = the share whose split is at least as uneven
+    positives = [bin(m).count("1") for m in range(2 ** n)]
     for wins in range(n + 1):
-        expected = 1.0 if n == 0 else sps.binomtest(wins, n, 0.5).pvalue
-        assert stats.sign_test(wins, n - wins) == pytest.approx(expected, rel=1e-12), (wins, n)
+        uneven = sum(abs(2 * k - n) >= abs(2 * wins - n) for k in positives)
+        assert stats.sign_test(wins, n - wins) == pytest.approx(uneven / 2 ** n, rel=1e-12)
 
 
 def test_sign_test_hand_values_and_bad_input():
@@ -44,44 +49,6 @@ def test_sign_test_hand_values_and_bad_input():
             stats.sign_test(*bad)
 
 
-def test_bootstrap_interval_equals_a_numpy_percentile_of_the_same_resamples():
-    values = [1.0, 2.0, -0.5, 3.0, 1.0, 0.25]
-    lo, hi = stats.bootstrap_mean_interval(values, n_boot=2000, seed=7)
-    # the same resamples (the documented generator and draw), summarised by NumPy
-    idx = torch.randint(0, len(values), (2000, len(values)),
-                        generator=torch.Generator().manual_seed(7)).numpy()
-    means = np.asarray(values)[idx].mean(axis=1)
-    np.testing.assert_allclose([lo, hi], np.percentile(means, [2.5, 97.5]), rtol=1e-12)
-    assert min(values) <= lo <= np.mean(values) <= hi <= max(values)
-    assert stats.bootstrap_mean_interval(values, n_boot=2000, seed=7) == (lo, hi)  # seeded
-
-
-def test_bootstrap_interval_agrees_with_scipy_bootstrap():
-    rng = np.random.default_rng(0)
-    values = rng.normal(1.0, 2.0, size=40)
-    lo, hi = stats.bootstrap_mean_interval(values.tolist(), n_boot=20_000, seed=0)
-    ref = sps.bootstrap((values,), np.mean, n_resamples=20_000, method="percentile",
-                        random_state=1).confidence_interval
-    se = values.std(ddof=1) / math.sqrt(len(values))
-    # two independent Monte Carlo estimates of the same percentiles
-    assert abs(lo - ref.low) < 0.1 * se and abs(hi - ref.high) < 0.1 * se
-
-
-def test_bootstrap_interval_bad_input():
-    with pytest.raises(ValueError, match="^bootstrap_mean_interval: 'values' must be non-empty"):
-        stats.bootstrap_mean_interval([])
-    with pytest.raises(ValueError, match="^bootstrap_mean_interval: 'n_boot' must be an int >= 1"):
-        stats.bootstrap_mean_interval([1.0], n_boot=0)
-    with pytest.raises(ValueError, match=r"^bootstrap_mean_interval: 'quantiles' must be \(low, "
-                                         r"high\) with 0 <= low <= high <= 1, got tuple "
-                                         r"\(0.9, 0.1\)$"):
-        stats.bootstrap_mean_interval([1.0, 2.0], quantiles=(0.9, 0.1))
-    with pytest.raises(ValueError, match="^bootstrap_mean_interval: 'quantiles' must be"):
-        stats.bootstrap_mean_interval([1.0, 2.0], quantiles=(0.1, 0.5, 0.9))
-    with pytest.raises(TypeError, match="^bootstrap_mean_interval: 'quantiles' must be"):
-        stats.bootstrap_mean_interval([1.0, 2.0], quantiles=0.9)
-
-
 def test_paired_differences_composes_the_parts():
     a = {0: 81.0, 1: 82.0, 2: 79.5, 3: 83.0, 4: 81.0, 9: 50.0}
     r = {0: 80.0, 1: 80.0, 2: 80.0, 3: 80.0, 4: 80.0, 7: 99.0}
@@ -90,11 +57,19 @@ def test_paired_differences_composes_the_parts():
     zeros = [0.0] * 5
     assert (pd["n"], pd["wins"], pd["losses"]) == (5, 4, 1)
     assert pd["mean"] == pytest.approx(statistics.mean(d))
-    assert pd["sign_p"] == pytest.approx(sps.binomtest(4, 5, 0.5).pvalue)
-    ci = sps.ttest_rel(d, zeros).confidence_interval()
-    assert (pd["ci_low"], pd["ci_high"]) == (pytest.approx(ci.low), pytest.approx(ci.high))
-    assert pd["t_p"] == pytest.approx(sps.ttest_1samp(d, 0.0).pvalue)
-    assert pd["perm_p"] == pytest.approx(stats.paired_permutation_test(d, zeros)["p"])
+    # by hand: 4 wins, 1 loss -> p = 2 P(X <= 1), X ~ Bin(5, 1/2) = 2 (1 + 5) / 32
+    assert pd["sign_p"] == pytest.approx(12 / 32)
+    # mean 1.3, sum of squared deviations 0.09 + 0.49 + 3.24 + 2.89 + 0.09 = 6.8, so
+    # s = sqrt(6.8 / 4), se = s / sqrt(5); t_{4, 0.975} = 2.776445 (tables)
+    se = math.sqrt(1.7 / 5)
+    assert pd["ci_low"] == pytest.approx(1.3 - 2.7764451 * se, rel=1e-7)
+    assert pd["ci_high"] == pytest.approx(1.3 + 2.7764451 * se, rel=1e-7)
+    # Student's t with 4 df in closed form: P(|T| > t) = 1 - (3/4) x (1 - x^2 / 12),
+    # x = t / sqrt(1 + t^2 / 4)
+    x = (1.3 / se) / math.sqrt(1 + (1.3 / se) ** 2 / 4)
+    assert pd["t_p"] == pytest.approx(1 - 0.75 * x * (1 - x * x / 12), rel=1e-10)
+    assert pd["perm_p"] == pytest.approx(float(_flip_p([Fraction(v) for v in d])))
+    assert stats.paired_differences(a, r)["perm_p"] == stats.paired_permutation_test(d, zeros)["p"]
     one = stats.paired_differences({0: 2.0}, {0: 1.0})
     assert one["n"] == 1 and one["mean"] == 1.0 and math.isnan(one["ci_low"])
     assert one["perm_p"] == 1.0 and one["sign_p"] == 1.0
@@ -112,6 +87,11 @@ def test_binomial_interval_is_clopper_pearson(n):
         ref_lo = 0.0 if k == 0 else sps.beta.ppf((1 - level) / 2, k, n - k + 1)
         ref_hi = 1.0 if k == n else sps.beta.ppf(1 - (1 - level) / 2, k + 1, n - k)
         assert lo == pytest.approx(ref_lo, abs=1e-9) and hi == pytest.approx(ref_hi, abs=1e-9)
+        # closed forms at the ends: P(Bin(n, hi) = 0) = (1 - hi)^n = 0.025 for k = 0
+        if k == 0:
+            assert hi == pytest.approx(1 - 0.025 ** (1 / n), rel=1e-9)
+        if k == n:
+            assert lo == pytest.approx(0.025 ** (1 / n), rel=1e-9)
         # its defining tail probabilities
         if 0 < k:
             assert sps.binom.sf(k - 1, n, lo) == pytest.approx((1 - level) / 2, rel=1e-6)
@@ -122,6 +102,9 @@ def test_binomial_interval_is_clopper_pearson(n):
 
 
 def test_least_squares_slope_equals_linregress():
+    # by hand: x (0, 1, 2, 3), y (1, 3, 2, 5): means 1.5 and 2.75,
+    # S_xy = 2.625 - 0.125 - 0.375 + 3.375 = 5.5, S_xx = 5, slope 1.1
+    assert stats.least_squares_slope([0, 1, 2, 3], [1, 3, 2, 5]) == pytest.approx(1.1)
     rng = np.random.default_rng(3)
     x = np.sort(rng.uniform(0, 600, 13))
     y = 0.01 * x + rng.normal(size=13)
@@ -173,7 +156,6 @@ def test_paired_sign_test_counts_and_matches_binomtest():
     res = stats.paired_sign_test(_B, _A)
     # differences -1.67, -2.77, 0 (tie, dropped), -1.94, +0.56: 1 win, 3 losses
     assert (res["n"], res["wins"], res["losses"], res["ties"]) == (5, 1, 3, 1)
-    assert res["p"] == pytest.approx(sps.binomtest(1, 4, 0.5).pvalue)
     assert res["p"] == pytest.approx(2 * (1 + 4) / 16)  # by hand: 2 P(X <= 1), X ~ Bin(4, 1/2)
     with pytest.raises(ValueError, match="^paired_sign_test: 'b' must be paired with 'a'"):
         stats.paired_sign_test([1.0], [1.0, 2.0])
@@ -183,6 +165,15 @@ def test_paired_sign_test_counts_and_matches_binomtest():
         stats.paired_sign_test("12", "34")
     with pytest.raises(TypeError, match="^paired_sign_test: 'b' must be a sequence of numbers"):
         stats.paired_sign_test([1.0], ["x"])
+
+
+def _flip_p(d):
+    """The permutation p of the differences ``d`` (Fractions) by brute force: the share of
+    the 2^n sign flips with |sum| >= |observed sum|, in exact arithmetic."""
+    observed = abs(sum(d))
+    hits = sum(abs(sum(s * v for s, v in zip(signs, d))) >= observed
+               for signs in itertools.product((1, -1), repeat=len(d)))
+    return Fraction(hits, 2 ** len(d))
 
 
 def test_paired_permutation_test_by_hand():
@@ -195,19 +186,37 @@ def test_paired_permutation_test_by_hand():
     # (-,+,-)=-2 -> 6/8
     assert stats.paired_permutation_test([1, 1, 2], [0, 0, 0])["p"] == pytest.approx(2 / 8)
     assert stats.paired_permutation_test([1, -1, 2], [0, 0, 0])["p"] == pytest.approx(6 / 8)
-    # all differences zero: every flip ties the observed sum
+    # all differences zero: every flip ties the observed sum; one pair: both flips tie
     assert stats.paired_permutation_test([1.0, 2.0], [1.0, 2.0])["p"] == 1.0
+    assert stats.paired_permutation_test([3.0], [1.0])["p"] == 1.0
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_paired_permutation_test_equals_scipy_exact(seed):
+def test_paired_permutation_test_equals_brute_force(seed):
     rng = np.random.default_rng(seed)
     n = [5, 8, 10][seed]
     a, b = rng.normal(0.3, 1.0, n), rng.normal(0.0, 1.0, n)
-    ref = sps.permutation_test((a, b), lambda x, y, axis: np.mean(x - y, axis=axis),
-                               permutation_type="samples", n_resamples=np.inf,
-                               alternative="two-sided").pvalue
-    assert stats.paired_permutation_test(a.tolist(), b.tolist())["p"] == pytest.approx(ref)
+    exact = _flip_p([Fraction(x) - Fraction(y) for x, y in zip(a.tolist(), b.tolist())])
+    assert stats.paired_permutation_test(a.tolist(), b.tolist())["p"] == float(exact)
+
+
+def test_paired_permutation_test_counts_exact_ties_of_accuracies():
+    # accuracies k / N in percent: sums of differences that are equal as fractions differ in
+    # floating point (e.g. a zero observed sum comes out near 1e-15); counted as ties, as the
+    # brute force over the exact fractions counts them
+    rng = np.random.default_rng(0)
+    for _ in range(60):
+        n, N = int(rng.integers(2, 10)), int(rng.choice([36, 50, 360, 1000]))
+        ka, kb = rng.integers(int(0.9 * N), N + 1, n), rng.integers(int(0.9 * N), N + 1, n)
+        exact = _flip_p([Fraction(100 * (int(x) - int(y)), N) for x, y in zip(ka, kb)])
+        got = stats.paired_permutation_test((ka / N * 100).tolist(), (kb / N * 100).tolist())
+        assert got["p"] == float(exact), (ka, kb, N)
+    # one such case: accuracies (36, 35, 31, 30) / 36 against (34, 33, 33, 32) / 36, so
+    # d = 100 (2, 2, -2, -2) / 36 sums to zero exactly (2.8e-14 in floating point) and every
+    # flip is at least as extreme: p = 1 (a tolerance relative to that sum gave 0.75)
+    ka, kb = [36, 35, 31, 30], [34, 33, 33, 32]
+    got = stats.paired_permutation_test([k / 36 * 100 for k in ka], [k / 36 * 100 for k in kb])
+    assert got["p"] == 1.0
 
 
 def test_paired_permutation_test_on_the_digits_seeds():
@@ -227,13 +236,24 @@ def test_paired_permutation_test_limits():
         stats.paired_permutation_test([], [])
 
 
-def test_paired_t_test_equals_ttest_rel_and_the_textbook_interval():
+def test_paired_t_test_by_hand():
+    # d = (1, 2, 3): mean 2, s_d = 1, se = 1 / sqrt(3), t = 2 sqrt(3), df 2; Student's t
+    # with 2 df in closed form: P(|T| > t) = 1 - t / sqrt(t^2 + 2) = 1 - sqrt(12 / 14), and
+    # t_{2, 0.975} = 0.95 / sqrt(2 * 0.975 * 0.025) = 4.302653 (tables: 4.303)
+    res = stats.paired_t_test([2.0, 4.0, 6.0], [1.0, 2.0, 3.0])
+    assert (res["n"], res["df"], res["mean"], res["sd"]) == (3, 2, 2.0, 1.0)
+    assert res["t"] == pytest.approx(2 * math.sqrt(3))
+    assert res["p"] == pytest.approx(1 - math.sqrt(12 / 14), rel=1e-10)
+    half = 0.95 / math.sqrt(2 * 0.975 * 0.025) / math.sqrt(3)
+    assert (res["ci_low"], res["ci_high"]) == (pytest.approx(2 - half), pytest.approx(2 + half))
+
+
+def test_paired_t_test_is_the_textbook_interval():
     res = stats.paired_t_test(_B, _A)
-    ref = sps.ttest_rel(_B, _A)
     d = np.subtract(_B, _A)
     se = d.std(ddof=1) / math.sqrt(5)
-    half = sps.t.ppf(0.975, 4) * se
-    assert res["t"] == pytest.approx(ref.statistic) and res["p"] == pytest.approx(ref.pvalue)
+    half = sps.t.ppf(0.975, 4) * se  # the t distribution's quantile, not the t-test
+    assert res["t"] == pytest.approx(d.mean() / se)
     assert (res["n"], res["df"]) == (5, 4)
     assert res["mean"] == pytest.approx(d.mean()) and res["se"] == pytest.approx(se)
     assert res["ci_low"] == pytest.approx(d.mean() - half)

@@ -109,7 +109,7 @@ def test_probe_blocks_rejects_bad_blocks():
 
 @pytest.mark.slow
 def test_summary_statistics_equal_scipy_on_the_records():
-    from scipy.stats import binomtest, spearmanr
+    from scipy.stats import beta, spearmanr
 
     model = build_hf("llama", num_hidden_layers=4)
     result = pretrained.probe_blocks(model, tokens(2, 20))
@@ -134,20 +134,24 @@ def test_summary_statistics_equal_scipy_on_the_records():
     share = summary["layers_pr_q_gt_pr_k"]
     k = sum(1 for r in layers if r["pr_q"] - r["pr_k"] > 0)
     assert (share["k_positive"], share["n"]) == (k, 4)
-    ci = binomtest(k, 4).proportion_ci(method="exact")
-    assert (share["ci_low"], share["ci_high"]) == pytest.approx((ci.low, ci.high))
+    # the beta-quantile form of the Clopper-Pearson interval
+    ci = (beta.ppf(0.025, k, 5 - k) if k else 0.0, beta.ppf(0.975, k + 1, 4 - k) if k < 4 else 1.0)
+    assert (share["ci_low"], share["ci_high"]) == pytest.approx(ci)
     assert share["ci_low"] <= share["share"] <= share["ci_high"]
 
 
-def test_statistics_reject_bad_input():
-    with pytest.raises(ValueError, match="at least 3"):
-        pretrained.spearman([1.0, 2.0], [1.0, 2.0])
-    with pytest.raises(ValueError, match="finite"):
-        pretrained.spearman([1.0, 2.0, float("nan")], [1.0, 2.0, 3.0])
+def test_positive_share_by_hand_and_bad_input():
     with pytest.raises(ValueError, match="non-empty"):
         pretrained.positive_share([])
+    with pytest.raises(ValueError, match="finite"):
+        pretrained.positive_share([1.0, float("nan")])
     s = pretrained.positive_share([1.0, -1.0, 2.0, 0.0])        # 0 is not > 0
     assert (s["k_positive"], s["n"], s["share"]) == (2, 4, 0.5)
+    assert s["p_value_vs_half"] == 1.0  # 2 of 4: no split is more even
+    # 4 of 4 positive: p = 2 / 16; the interval's lower end solves p^4 = 0.025
+    s = pretrained.positive_share([1.0, 2.0, 3.0, 4.0])
+    assert s["p_value_vs_half"] == pytest.approx(2 / 16)
+    assert (s["ci_low"], s["ci_high"]) == (pytest.approx(0.025 ** 0.25), 1.0)
 
 
 @pytest.mark.slow

@@ -14,8 +14,9 @@ import torch
 from torch import Tensor, nn
 
 from quest_geometric.analysis.probe import QKProbe
+from quest_geometric.analysis.stats import binomial_interval, sign_test, spearman
 
-__all__ = ["probe_blocks", "spearman", "positive_share", "summarize", "METRICS", "RANKS"]
+__all__ = ["probe_blocks", "positive_share", "summarize", "METRICS", "RANKS"]
 
 METRICS = ("pr_q", "pr_k", "pr_q_minus_pr_k", "qk_effective_rank", "qk_stable_rank",
            "attention_entropy")
@@ -80,40 +81,31 @@ def probe_blocks(model: nn.Module, blocks: Tensor) -> dict[str, list[dict[str, A
     return {"heads": heads, "layers": layers}
 
 
-def spearman(x: Sequence[float], y: Sequence[float]) -> dict[str, Any]:
-    """Spearman rank correlation (:func:`scipy.stats.spearmanr`, two-sided p-value)."""
-    from scipy.stats import spearmanr
-
-    x, y = [float(v) for v in x], [float(v) for v in y]
-    if len(x) != len(y) or len(x) < 3:
-        raise ValueError(f"spearman: need two paired samples of at least 3 values, got {len(x)} "
-                         f"and {len(y)}")
-    if not all(math.isfinite(v) for v in x + y):
-        raise ValueError("spearman: values must be finite")
-    res = spearmanr(x, y)
-    return {"spearman_rho": float(res.statistic), "p_value": float(res.pvalue), "n": len(x)}
-
-
 def positive_share(values: Sequence[float], confidence: float = 0.95) -> dict[str, Any]:
-    """Share of ``values > 0`` with its exact (Clopper-Pearson) binomial interval and the
-    two-sided binomial test against 1/2 (:func:`scipy.stats.binomtest`)."""
-    from scipy.stats import binomtest
-
+    """Share of ``values > 0`` with its exact (Clopper-Pearson) binomial interval
+    (:func:`~quest_geometric.analysis.stats.binomial_interval`) and the two-sided binomial
+    test against 1/2 (:func:`~quest_geometric.analysis.stats.sign_test` of the positive
+    values against the others)."""
     vals = [float(v) for v in values]
     if not vals or not all(math.isfinite(v) for v in vals):
         raise ValueError("positive_share: need a non-empty list of finite values")
     k, n = sum(v > 0 for v in vals), len(vals)
-    test = binomtest(k, n, 0.5)
-    ci = test.proportion_ci(confidence_level=confidence, method="exact")
-    return {"k_positive": k, "n": n, "share": k / n, "ci_low": float(ci.low),
-            "ci_high": float(ci.high),
-            "confidence": confidence, "p_value_vs_half": float(test.pvalue)}
+    lo, hi = binomial_interval(k, n, confidence)
+    return {"k_positive": k, "n": n, "share": k / n, "ci_low": lo, "ci_high": hi,
+            "confidence": confidence, "p_value_vs_half": sign_test(k, n - k)}
+
+
+def _spearman(x: Sequence[float], y: Sequence[float]) -> dict[str, Any]:
+    """:func:`~quest_geometric.analysis.stats.spearman` as the record's columns."""
+    rho, p, n = spearman(x, y)
+    return {"spearman_rho": rho, "p_value": p, "n": n}
 
 
 def summarize(result: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """Share of layers (and heads) with PR_Q - PR_K > 0, and the Spearman correlations of
     the interaction ranks (and PR_Q, PR_K) with the attention entropy across layers and
-    heads, of PR_K and PR_Q with the effective rank, and of depth with the layer values.
+    heads, of PR_K and PR_Q with the effective rank, and of depth with the layer values
+    (:func:`~quest_geometric.analysis.stats.spearman`: NaN with fewer than 3 pairs).
 
     ``heads, within layers`` correlates the head values after subtracting each layer's mean
     (both variables), so that a depth trend shared by both does not make the correlation."""
@@ -122,20 +114,20 @@ def summarize(result: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
     for over, recs in (("layers", layers), ("heads", heads)):
         for x in (*RANKS, "pr_k", "pr_q"):
             corr.append({"x": x, "y": "attention_entropy", "over": over,
-                         **spearman([r[x] for r in recs], [r["attention_entropy"] for r in recs])})
+                         **_spearman([r[x] for r in recs], [r["attention_entropy"] for r in recs])})
         for x in ("pr_k", "pr_q"):  # key shrinkage <-> a narrower QK^T spectrum
             corr.append({"x": x, "y": "qk_effective_rank", "over": over,
-                         **spearman([r[x] for r in recs], [r["qk_effective_rank"] for r in recs])})
+                         **_spearman([r[x] for r in recs], [r["qk_effective_rank"] for r in recs])})
     means = {r["layer"]: r for r in layers}
     for x in RANKS:
         dx = [h[x] - means[h["layer"]][x] for h in heads]
         dy = [h["attention_entropy"] - means[h["layer"]]["attention_entropy"] for h in heads]
         corr.append({"x": x, "y": "attention_entropy", "over": "heads, within layers",
-                     **spearman(dx, dy)})
+                     **_spearman(dx, dy)})
     depth = [r["layer"] for r in layers]
     for y in ("pr_q_minus_pr_k", "qk_effective_rank", "attention_entropy"):
         corr.append({"x": "layer_index", "y": y, "over": "layers",
-                     **spearman(depth, [r[y] for r in layers])})
+                     **_spearman(depth, [r[y] for r in layers])})
     return {"layers_pr_q_gt_pr_k": positive_share([r["pr_q_minus_pr_k"] for r in layers]),
             "heads_pr_q_gt_pr_k": positive_share([r["pr_q_minus_pr_k"] for r in heads]),
             "correlations": corr}

@@ -194,13 +194,13 @@ def paired_with_full(rows: Sequence[dict], reference: str = "full") -> list[dict
     (``gained``) and neither, the accuracy difference over the matched trials, and the exact
     McNemar test, the two-sided binomial test of the discordant trials,
     :math:`\mathrm{lost} \sim \mathrm{Bin}(\mathrm{lost} + \mathrm{gained}, 1/2)`
-    (:func:`scipy.stats.binomtest`; 1 when no trial is discordant).
+    (:func:`~quest_geometric.analysis.stats.sign_test`; 1 when no trial is discordant).
 
     Returns:
         list[dict]: one row per (configuration, length) with matched trials, sorted by
         configuration then length.
     """
-    from scipy.stats import binomtest
+    from quest_geometric.analysis.stats import sign_test
 
     key = lambda r: (r["length"], float(r["depth"]), r["trial"], r["seed"])  # noqa: E731
     ref = {key(r): bool(r["correct"]) for r in rows if r["config"] == reference}
@@ -218,8 +218,7 @@ def paired_with_full(rows: Sequence[dict], reference: str = "full") -> list[dict
                         "both": sum(a and b for a, b in both), "lost": lost,
                         "gained": gained, "neither": sum(not a and not b for a, b in both),
                         "diff": (gained - lost) / n,
-                        "mcnemar_p": binomtest(lost, lost + gained).pvalue
-                        if lost + gained else 1.0})
+                        "mcnemar_p": sign_test(lost, gained)})
     return out
 
 

@@ -11,10 +11,11 @@ about :math:`w / (N / 2)` of the causal pairs; a loop of masked SDPA calls, each
 shuffled rounds at each thread count, the forward (a prefill) of SmolLM2-135M's attention
 shape (9 query heads of 64, its 3 key/value heads expanded to 9 as the composed layer passes
 them): one causal SDPA call, the peer, the 'blocks' back-end by the library's rule
-(:func:`~quest_geometric.nn.focus.focus_blocks_attention`, empty group sets) and the same
-with the query chunks off (``BlocksConfig.window_chunks = None``: the general band, split
-from ``BlocksConfig.split_band_min_window``), and
-checks that they agree. ``python -m benchmarks.focus.window_band`` runs
+(:func:`~quest_geometric.nn.focus.focus_blocks_attention`, empty group sets), then each of
+the two paths that rule chooses between: the query chunks at every window
+(``BlocksConfig.window_chunks_max_window = None``) and the general band
+(``BlocksConfig.window_chunks = None``: split from ``BlocksConfig.split_band_min_window``),
+and checks that they agree. ``python -m benchmarks.focus.window_band`` runs
 :func:`main`.
 """
 from __future__ import annotations
@@ -35,8 +36,9 @@ from quest_geometric.profile import (
 
 __all__ = ["WINDOWS", "chunk_loop", "inputs", "variants", "run", "main"]
 
-#: Windows timed: the window plus 4 sinks at 17% and 29% of the causal pairs at 8,192 tokens.
-WINDOWS = (708, 1281)
+#: Windows timed: the window plus 4 sinks at 17%, 29% and 85% of the causal pairs at 8,192
+#: tokens, on either side of ``BlocksConfig.window_chunks_max_window``.
+WINDOWS = (708, 1281, 5036)
 #: SmolLM2-135M's attention: query heads, key/value heads, head size.
 HEADS, KV_HEADS, DIM = 9, 3, 64
 
@@ -88,6 +90,7 @@ def variants(n: int, window: int, num_sinks: int = 4, seed: int = 0
                 qh, kh, vh, is_causal=True)[0].transpose(0, 1),
             "chunk loop": lambda: chunk_loop(q, k, v, window, num_sinks),
             "blocks": blocks(),
+            "blocks, chunks": blocks(window_chunks_max_window=None),
             "blocks, general band": blocks(window_chunks=None)}
 
 
@@ -132,7 +135,10 @@ def run(length: int, windows: Sequence[int], threads: Sequence[int], rounds: int
              "`causal sdpa`: one causal SDPA call over all pairs; `chunk loop`: the peer, one "
              "masked SDPA call per chunk of w queries against the sinks, the chunk before and "
              "itself; `blocks`: focus_blocks_attention with empty group sets by the library's "
-             "rule (query chunks of `window_chunk_size(w)` tokens); `blocks, general band`: "
+             "rule (query chunks of `window_chunk_size(w)` tokens up to "
+             "`window_chunks_max_window`, wider the split band); `blocks, chunks`: the same "
+             "with BlocksConfig.window_chunks_max_window = None (the query chunks at every "
+             "window); `blocks, general band`: "
              "the same with BlocksConfig.window_chunks = None (the split band from "
              "`split_band_min_window` on one causal sequence, else the masked band). `ms`: "
              "median over rounds; "
@@ -141,6 +147,7 @@ def run(length: int, windows: Sequence[int], threads: Sequence[int], rounds: int
              "shuffled order.")
     meta = {"rounds": rounds, "seed": seed, "length": length,
             "window_chunks": repr(cfg.window_chunks),
+            "window_chunks_max_window": cfg.window_chunks_max_window,
             "split_band_min_window": cfg.split_band_min_window}
     paths = write_results(name, rows, out_dir, meta=meta, notes=notes,
                           title="Focus 'blocks' on the window plus sinks against causal SDPA "

@@ -10,7 +10,7 @@ per 1,024-token block, for
   :func:`~quest_geometric.datasets.token_blocks` cuts them;
 - the three-way split (:func:`~quest_geometric.datasets.pydoc_splits`): the raw validation
   and test streams, and the deduplicated blocks actually used;
-- the out-of-domain prose (:func:`~quest_geometric.datasets.ood_prose_blocks`) against the
+- the out-of-domain prose (:func:`~benchmarks.focus.prose.ood_prose_blocks`) against the
   new training tokens, with the list of files read (path, SHA-256) in the JSON.
 
 Needs only SmolLM2's tokenizer (no model forward).
@@ -41,14 +41,14 @@ def run(tokenizer: Any, block: int = 1024, n: int = 32, every: int = 4,
         n (int): the window length (default: :obj:`32`).
         every (int): the three-way split's period (default: :obj:`4`).
         roots (dict, optional): the out-of-domain sources' folders, as in
-            :func:`~quest_geometric.datasets.ood_prose_blocks` (default: the system's).
+            :func:`~benchmarks.focus.prose.ood_prose_blocks` (default: the system's).
 
     Returns:
         ``(rows, extra)``: one table row per split and ``{'ood_files': ..., 'old_topics':
         ..., 'new_topics': ...}``.
     """
+    from benchmarks.focus.prose import ood_prose_blocks
     from quest_geometric.datasets import (
-        ood_prose_blocks,
         overlap_share,
         pydoc_splits,
         pydoc_text,

@@ -275,7 +275,7 @@ def pin_ood_files(tok: Any, files: Dict[str, List[Dict[str, Any]]], block: int =
     Raises:
         ValueError: when the pinned blocks differ from ``want_sha``.
     """
-    from quest_geometric.datasets.prose import ood_prose_blocks
+    from benchmarks.focus.prose import ood_prose_blocks
 
     def blocks(source: str, fl: List[Dict[str, Any]]) -> Optional[torch.Tensor]:
         try:
@@ -314,11 +314,11 @@ def load_splits(tok: Any, block: int = 1024, pinned: bool = True
     """``{'train', 'val', 'test', 'ood'}`` token blocks: the deduplicated language-reference
     splits (:func:`~quest_geometric.datasets.pydoc_splits`) and the first
     :data:`OOD_BLOCKS_PER_SOURCE` blocks of each out-of-domain prose source
-    (:func:`~quest_geometric.datasets.prose.ood_prose_blocks`), read from the pinned files
+    (:func:`~benchmarks.focus.prose.ood_prose_blocks`), read from the pinned files
     of :data:`OOD_PIN` where it exists and ``pinned`` (the same blocks on every machine
     that has those files; refused, naming the file, on one that lacks them), else by the
     prose module's rule from this machine's files."""
-    from quest_geometric.datasets.prose import ood_prose_blocks
+    from benchmarks.focus.prose import ood_prose_blocks
     from quest_geometric.datasets.pydoc_text import pydoc_splits
 
     sp = pydoc_splits(tok, block_size=block)
@@ -566,7 +566,7 @@ SPLITS = ("val", "test", "ood")
 def block_sha(blocks: torch.Tensor) -> List[str]:
     """The first 16 hex digits of the SHA-256 of each block's token ids (int64 bytes): the
     identity of the text a loss was computed on. The out-of-domain blocks come from files
-    of the machine (:mod:`quest_geometric.datasets.prose`), which differ between machines,
+    of the machine (:mod:`benchmarks.focus.prose`), which differ between machines,
     so a loss may be compared with full attention's only on the same block."""
     import hashlib
 

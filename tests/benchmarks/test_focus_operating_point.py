@@ -353,7 +353,7 @@ def test_paired_comparisons_of_a_sinks_row_fall_back_to_its_routers_window(tmp_p
 def test_pin_ood_files_keeps_the_shortest_prefix_with_the_same_blocks(tmp_path, monkeypatch):
     import gzip
 
-    from quest_geometric.datasets import ood_prose_blocks
+    from benchmarks.focus.prose import ood_prose_blocks
     from benchmarks.focus import operating_point as op
 
     class Bytes:

@@ -9,7 +9,7 @@ import os
 import pytest
 import torch
 
-from quest_geometric.datasets import ood_prose_blocks, prose_files, read_prose
+from benchmarks.focus.prose import ood_prose_blocks, prose_files, read_prose
 
 
 class ByteTokenizer:

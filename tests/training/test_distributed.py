@@ -121,7 +121,10 @@ def ddp_run(tmp_path_factory):
            os.path.join(SCRIPTS, "run_toy.py"), "--mode", "epoch,step", "--batch-size", "16",
            "--out", str(out / "run"), "--result", str(out / "res.pt")]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env)
-    assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-3000:])
+    if r.returncode != 0:  # the whole output and what was written, for a rare abort's cause
+        written = sorted(str(p.relative_to(out)) for p in out.rglob("*"))
+        pytest.fail(f"torchrun exited with {r.returncode}; written: {written}\n--- stdout ---\n"
+                    f"{r.stdout[-4000:]}\n--- stderr ---\n{r.stderr[-8000:]}", pytrace=False)
     return out
 
 

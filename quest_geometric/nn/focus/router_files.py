@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -28,7 +28,7 @@ from quest_geometric.nn.focus.composed import FocusComposed
 from quest_geometric.nn.focus.router import (CONFIG_LIMITS, registered_routers, router_class,
                                              router_name)
 
-__all__ = ["save_routers", "load_routers", "read_routers", "write_router_files",
+__all__ = ["save_routers", "load_routers", "read_routers",
            "router_record", "router_from_record", "ROUTERS_FILE", "ROUTERS_CONFIG"]
 
 #: File :func:`save_routers` writes the router tensors to (safetensors, no pickle).
@@ -105,21 +105,6 @@ def _versions() -> Dict[str, Optional[str]]:
     return out
 
 
-def write_router_files(folder: str | os.PathLike, config: Dict[str, Any], layers: List[str],
-                       tensors: Dict[str, Tensor],
-                       versions: Optional[Dict[str, Any]] = None) -> str:
-    r"""Write :data:`ROUTERS_FILE` then :data:`ROUTERS_CONFIG` (with the digest of both) into
-    :obj:`folder`, each atomically; :obj:`versions` defaults to the running ones. Returns the
-    folder."""
-    folder = os.fspath(folder)
-    os.makedirs(folder, exist_ok=True)
-    write_pair(os.path.join(folder, ROUTERS_FILE), os.path.join(folder, ROUTERS_CONFIG),
-               tensors, {"format": _FORMAT, "version": _VERSION, "config": config,
-                         "layers": list(layers),
-                         "versions": _versions() if versions is None else versions})
-    return folder
-
-
 def save_routers(model: nn.Module, path: str | os.PathLike) -> str:
     r"""Save the routers of a composed model into the folder :obj:`path` (e.g. that of
     ``model.save_pretrained``): the tensors in :data:`ROUTERS_FILE`, and in
@@ -154,8 +139,12 @@ def save_routers(model: nn.Module, path: str | os.PathLike) -> str:
     layers = [names[id(w)] for _, _, w in state["wrappers"]]
     tensors = {f"{n}.{k}": t for n, (_, _, w) in zip(layers, state["wrappers"])
                for k, t in w.router.state_dict().items()}
-    write_router_files(path, config, layers, tensors)
-    return os.path.join(os.fspath(path), ROUTERS_FILE)
+    folder = os.fspath(path)
+    os.makedirs(folder, exist_ok=True)
+    write_pair(os.path.join(folder, ROUTERS_FILE), os.path.join(folder, ROUTERS_CONFIG),
+               tensors, {"format": _FORMAT, "version": _VERSION, "config": config,
+                         "layers": layers, "versions": _versions()})
+    return os.path.join(folder, ROUTERS_FILE)
 
 
 def _check_options(where: str, file: str, config: Dict[str, Any]) -> None:

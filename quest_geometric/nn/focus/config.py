@@ -122,7 +122,7 @@ class BlocksConfig:
             return self.window_chunk
         return next(b for w, b in self.window_chunks if window <= w)
 
-    def window_in_chunks(self, num_seqs: int, window: int = 0, causal: bool = False) -> bool:
+    def window_in_chunks(self, num_seqs: int, window: int, causal: bool) -> bool:
         r"""Whether the window plus sinks of ``num_seqs`` sequences at ``window`` runs in chunks:
         not with :attr:`window_chunks` off or more than :attr:`window_max_seqs` sequences, nor
         for one causal sequence wider than :attr:`window_chunks_max_window` whose band splits

@@ -136,7 +136,7 @@ def test_config_rule_and_errors():
     cfg = BlocksConfig()
     assert cfg.window_chunk_size(64) == cfg.window_chunks[0][1]
     assert BlocksConfig(window_chunk=100).window_chunk_size(5000) == 100
-    assert not BlocksConfig(window_chunks=None).window_in_chunks(1)
+    assert not BlocksConfig(window_chunks=None).window_in_chunks(1, 64, True)
     with pytest.raises(ValueError, match="BlocksConfig: 'window_chunks'"):
         BlocksConfig(window_chunks=((10, 4),))
     with pytest.raises(ValueError, match="BlocksConfig: 'window_chunk'"):

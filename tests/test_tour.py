@@ -677,10 +677,3 @@ def test_readme_docs_and_tour_cite_the_same_committed_results():
     assert f"benchmarks/{COMMITTED['pretrained_routers']}" in docs
     for name in COMMITTED.values():
         assert (RESULTS_DIR / name).exists(), name
-
-
-def test_trajectory_plot_title_draws_no_band_for_one_seed():
-    from quest_geometric.pipelines.qk_geometry.plots import trajectory_title
-
-    assert trajectory_title(1) == "PR_Q - PR_K per layer (one seed)"
-    assert "band: seed range" in trajectory_title(4) and "mean of 4 seeds" in trajectory_title(4)

@@ -16,9 +16,9 @@ from typing import Any, Mapping, Optional, Sequence, Union
 from benchmarks.qk_geometry.records import read_records
 from quest_geometric._utils import optional_pyplot, save_figure
 from quest_geometric.profile import markdown_table, write_results
-from quest_geometric.pipelines.qk_geometry.plots import share_band
-from quest_geometric.pipelines.qk_geometry.records import records_path
-from quest_geometric.pipelines.qk_geometry.summary import (
+from benchmarks.qk_geometry.trajectories.plots import share_band
+from benchmarks.qk_geometry.trajectories.records import records_path
+from benchmarks.qk_geometry.trajectories.summary import (
     first_sustained_step,
     milestone_steps,
     share_over_steps,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from quest_geometric._utils import check_choice, check_int
-from quest_geometric.pipelines.qk_geometry import config as pipeline
+from benchmarks.qk_geometry.trajectories import config as pipeline
 
 INITS = pipeline.INITS
 MODES = ("none", "hold", "shrink")

@@ -16,7 +16,7 @@ from tqdm.auto import tqdm
 
 from quest_geometric.analysis.probe import probe_model
 from quest_geometric.analysis.stats import spearman as stats_spearman
-from quest_geometric.pipelines.qk_geometry.config import METRIC_KEYS
+from benchmarks.qk_geometry.trajectories.config import METRIC_KEYS
 
 __all__ = ["hf_analysis"]
 

@@ -38,7 +38,7 @@ import numpy as np
 
 from quest_geometric._utils.io import atomic_write_text
 from quest_geometric._utils.plotting import optional_pyplot, save_figure
-from quest_geometric.pipelines.qk_geometry.pretrained import RANKS, probe_blocks, summarize
+from quest_geometric.pipelines.qk_geometry import RANKS, probe_blocks, summarize
 
 __all__ = ["plot_layers", "plot_rank_entropy", "write_outputs", "main"]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional
 
 from benchmarks.qk_geometry.config import StudyConfig
-from quest_geometric.pipelines.qk_geometry import report as pipeline
-from quest_geometric.pipelines.qk_geometry.report import SMOKE
+from benchmarks.qk_geometry.trajectories import report as pipeline
+from benchmarks.qk_geometry.trajectories.report import SMOKE
 
 
 def findings(traj: Optional[dict], inter: Optional[dict], smoke: bool = False) -> list[str]:

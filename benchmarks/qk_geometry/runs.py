@@ -17,8 +17,8 @@ from tqdm.auto import tqdm
 from benchmarks.qk_geometry.config import MODES, StudyConfig
 from quest_geometric._utils import atomic_write_json, check_choice
 from quest_geometric.analysis.spectral_control import KeySpectrumControl
-from quest_geometric.pipelines.qk_geometry import runs as pipeline
-from quest_geometric.pipelines.qk_geometry.runs import (ProbeCallback, build_model, load_corpus,
+from benchmarks.qk_geometry.trajectories import runs as pipeline
+from benchmarks.qk_geometry.trajectories.runs import (ProbeCallback, build_model, load_corpus,
                                                         probe_batch)
 from quest_geometric.training.config import TrainConfig
 from quest_geometric.training.tasks import LanguageModelTask

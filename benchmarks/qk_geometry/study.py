@@ -41,9 +41,9 @@ from benchmarks.qk_geometry.summary import (HF_COLUMNS, INTERVENTION_COLUMNS,
                                             RUN_BOOTSTRAP_COLUMNS, intervention_summary,
                                             run_bootstrap_shares)
 from quest_geometric._utils import atomic_write_text
-from quest_geometric.pipelines.qk_geometry import report as pipeline_report
-from quest_geometric.pipelines.qk_geometry.records import records_path
-from quest_geometric.pipelines.qk_geometry.study import configure, study_meta, write_trajectories
+from benchmarks.qk_geometry.trajectories import report as pipeline_report
+from benchmarks.qk_geometry.trajectories.records import records_path
+from benchmarks.qk_geometry.trajectories.study import configure, study_meta, write_trajectories
 from quest_geometric.profile import markdown_table, write_results
 
 #: The parts of :func:`run`.

@@ -19,10 +19,10 @@ from benchmarks.qk_geometry.runs import train_run as study_train_run
 from benchmarks.qk_geometry.study import main as study_main
 from benchmarks.qk_geometry.summary import intervention_summary, run_bootstrap_shares
 from quest_geometric.analysis import directional_probability
-from quest_geometric.pipelines import qk_geometry as qk
-from quest_geometric.pipelines.qk_geometry import trajectory_summary
-from quest_geometric.pipelines.qk_geometry.records import write_records
-from quest_geometric.pipelines.qk_geometry.runs import _dedupe
+from benchmarks.qk_geometry import trajectories as qk
+from benchmarks.qk_geometry.trajectories import trajectory_summary
+from benchmarks.qk_geometry.trajectories.records import write_records
+from benchmarks.qk_geometry.trajectories.runs import _dedupe
 
 # A trajectory grid small enough for a test: 1 depth, 1 init, 1 seed, 10 steps.
 TINY_TRAJ = dict(n_embd=16, n_head=2, block_size=16, batch_size=4, steps=10, warmup_steps=2,
@@ -505,3 +505,10 @@ def test_run_bootstrap_point_shares_match_the_committed_share_table():
     for c in committed:
         if c["unit"] == "trajectory" and c["depth"] == "all" and c["init"] == "all":
             assert rows[c["step"]]["share"] == pytest.approx(c["share"]), c["step"]
+
+
+def test_trajectory_plot_title_draws_no_band_for_one_seed():
+    from benchmarks.qk_geometry.trajectories.plots import trajectory_title
+
+    assert trajectory_title(1) == "PR_Q - PR_K per layer (one seed)"
+    assert "band: seed range" in trajectory_title(4) and "mean of 4 seeds" in trajectory_title(4)

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from benchmarks.qk_geometry import pretrained as pretrained_cli
-from quest_geometric.pipelines.qk_geometry import pretrained
+from quest_geometric.pipelines import qk_geometry as pretrained
 from quest_geometric.testing.common import np_pr
 from quest_geometric.testing.hf import build_hf, tokens
 

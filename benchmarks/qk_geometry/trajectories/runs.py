@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 from quest_geometric._utils import atomic_write_json, check_choice
 from quest_geometric.analysis.probe import probe_model
 from quest_geometric.analysis.spectral_control import spectrum_participation_ratio
-from quest_geometric.pipelines.qk_geometry.config import INITS, METRIC_KEYS, StudyConfig
+from benchmarks.qk_geometry.trajectories.config import INITS, METRIC_KEYS, StudyConfig
 from quest_geometric.training.config import TrainConfig
 from quest_geometric.training.seed import seed_everything
 from quest_geometric.training.tasks import LanguageModelTask

@@ -12,13 +12,13 @@ import torch
 
 from quest_geometric._utils import atomic_write_text
 from quest_geometric.profile import markdown_table, write_results
-from quest_geometric.pipelines.qk_geometry import report
-from quest_geometric.pipelines.qk_geometry.config import QUICK, StudyConfig
-from quest_geometric.pipelines.qk_geometry.plots import (plot_diff, plot_prk_entropy,
+from benchmarks.qk_geometry.trajectories import report
+from benchmarks.qk_geometry.trajectories.config import QUICK, StudyConfig
+from benchmarks.qk_geometry.trajectories.plots import (plot_diff, plot_prk_entropy,
                                                          plot_share_over_steps, plot_trajectories)
-from quest_geometric.pipelines.qk_geometry.records import records_path, write_records
-from quest_geometric.pipelines.qk_geometry.runs import run_trajectories
-from quest_geometric.pipelines.qk_geometry.summary import (SHARE_COLUMNS, TRAJECTORY_COLUMNS,
+from benchmarks.qk_geometry.trajectories.records import records_path, write_records
+from benchmarks.qk_geometry.trajectories.runs import run_trajectories
+from benchmarks.qk_geometry.trajectories.summary import (SHARE_COLUMNS, TRAJECTORY_COLUMNS,
                                                            share_over_steps, trajectory_summary)
 
 #: The file stem of what :func:`run` writes.

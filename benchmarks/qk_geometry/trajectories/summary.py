@@ -10,7 +10,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 import numpy as np
 
 from quest_geometric.analysis.stats import binomial_interval, least_squares_slope, spearman
-from quest_geometric.pipelines.qk_geometry.config import INITS
+from benchmarks.qk_geometry.trajectories.config import INITS
 
 
 def _late(steps: Sequence[int], values: Sequence[float]) -> tuple[list, list]:

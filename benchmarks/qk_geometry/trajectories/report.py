@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from quest_geometric.profile import markdown_table
-from quest_geometric.pipelines.qk_geometry.config import StudyConfig
-from quest_geometric.pipelines.qk_geometry.summary import (first_sustained_step, milestone_steps,
+from benchmarks.qk_geometry.trajectories.config import StudyConfig
+from benchmarks.qk_geometry.trajectories.summary import (first_sustained_step, milestone_steps,
                                                            share_series)
 
 

@@ -8,8 +8,8 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from quest_geometric._utils import optional_pyplot, save_figure
-from quest_geometric.pipelines.qk_geometry.config import INITS
-from quest_geometric.pipelines.qk_geometry.summary import share_series
+from benchmarks.qk_geometry.trajectories.config import INITS
+from benchmarks.qk_geometry.trajectories.summary import share_series
 
 
 def _layer_grid(plt: Any, summary: Mapping[str, Any], extra: float, ylabel: str, draw: Any,

@@ -21,13 +21,13 @@ configuration, the key-spectrum intervention, the probing overhead, a series of 
 checkpoints, intervals over runs) builds on this in ``benchmarks/qk_geometry/``: run
 ``python -m benchmarks.qk_geometry.study``.
 """
-from quest_geometric.pipelines.qk_geometry.config import INITS, METRIC_KEYS, QUICK, StudyConfig
-from quest_geometric.pipelines.qk_geometry.plots import (plot_diff, plot_prk_entropy,
+from benchmarks.qk_geometry.trajectories.config import INITS, METRIC_KEYS, QUICK, StudyConfig
+from benchmarks.qk_geometry.trajectories.plots import (plot_diff, plot_prk_entropy,
                                                          plot_share_over_steps, plot_trajectories)
-from quest_geometric.pipelines.qk_geometry.runs import (ProbeCallback, build_model, load_corpus,
+from benchmarks.qk_geometry.trajectories.runs import (ProbeCallback, build_model, load_corpus,
                                                         probe_batch, run_trajectories, train_run)
-from quest_geometric.pipelines.qk_geometry.study import run
-from quest_geometric.pipelines.qk_geometry.summary import (first_sustained_step,
+from benchmarks.qk_geometry.trajectories.study import run
+from benchmarks.qk_geometry.trajectories.summary import (first_sustained_step,
                                                            share_over_steps, trajectory_summary)
 
 __all__ = ["StudyConfig", "QUICK", "INITS", "METRIC_KEYS", "load_corpus", "probe_batch",

@@ -785,6 +785,12 @@ CASES = [
     Case("QKProbe-model-no-attention", lambda: analysis.QKProbe(torch.nn.Linear(2, 2)),
          ValueError, "QKProbe", "model"),
     Case("QKProbe-model-str", lambda: analysis.QKProbe("gpt"), TypeError, "QKProbe", "model"),
+    Case("QKTrajectory-model-str", lambda: analysis.QKTrajectory("gpt", None), TypeError,
+         "QKTrajectory", "model"),
+    Case("QKTrajectory-max_tokens-1", lambda: analysis.QKTrajectory(_tiny_gpt(), None, 1),
+         ValueError, "QKTrajectory", "max_tokens"),
+    Case("QKTrajectory.layer_mean-key", lambda: analysis.QKTrajectory(
+        _tiny_gpt(), None).layer_mean("pr"), ValueError, "QKTrajectory.layer_mean", "key"),
     # ---- adapters
     Case("FunctionAdapter-fn-int", lambda: adapters.FunctionAdapter(3), TypeError,
          "FunctionAdapter", "fn"),

@@ -5,7 +5,7 @@ from quest_geometric.analysis.metrics import (
     participation_ratio, participation_ratio_from_covariance, stable_rank,
 )
 from quest_geometric.analysis.probe import (
-    QKProbe, QKView, logit_singular_values, masked_softmax_entropy, probe_model,
+    QKProbe, QKTrajectory, QKView, logit_singular_values, masked_softmax_entropy, probe_model,
     register_attention_adapter, supported_attention_types, unregister_attention_adapter,
 )
 from quest_geometric.analysis.qsv import (
@@ -33,5 +33,5 @@ __all__ = [
     "qk_weight_kernels", "mean_std", "finite_mean", "sign_test", "paired_sign_test",
     "paired_permutation_test", "paired_t_test", "paired_differences",
     "directional_probability", "binomial_interval", "least_squares_slope", "spearman",
-    "greedy_continuation", "score_passkey", "passkey_accuracy",
+    "greedy_continuation", "score_passkey", "passkey_accuracy", "QKTrajectory",
 ]

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Optional, Union
 import torch
 from torch import Tensor, nn
 
-from quest_geometric._utils.checks import check_all_finite, check_int, fail
+from quest_geometric._utils.checks import check_all_finite, check_choice, check_int, fail
 from quest_geometric.adapters import (
     AttentionAdapter, QKView, get_attention_adapter, register_attention_adapter,
     supported_attention_types, unregister_attention_adapter,
@@ -29,6 +29,7 @@ from quest_geometric.analysis.streaming import StreamingCovariance
 __all__ = [
     "QKView", "QKProbe", "register_attention_adapter", "unregister_attention_adapter",
     "supported_attention_types", "logit_singular_values", "masked_softmax_entropy", "probe_model",
+    "QKTrajectory",
 ]
 
 # The registry and the view type live in quest_geometric.adapters; re-exported here.
@@ -635,3 +636,69 @@ def probe_model(model: nn.Module, batch: Union[Tensor, tuple, dict], max_tokens:
     heads = [r for r in records if r["head"] is not None]
     return layers, heads, loss
 
+
+
+class QKTrajectory:
+    r"""The query/key geometry of a model over training: each call probes ``model`` on one
+    fixed ``batch`` with :func:`probe_model` and appends one record per attention layer, so
+    that :math:`\mathrm{PR}_Q`, :math:`\mathrm{PR}_K` and the attention entropy can be
+    followed step by step on the same tokens.
+
+    It is called as ``fn(trainer, step)``, the periodic function of the training loop's
+    :class:`~quest_geometric.training.EveryNSteps` (the analysis layer does not import the
+    training loop; any loop can call it with ``trainer=None``).
+
+    Args:
+        model (torch.nn.Module): the trained model itself (not a DDP wrapper), with attention
+            layers :class:`QKProbe` knows.
+        batch: the fixed probe input: ``(x, y)`` for
+            :class:`~quest_geometric.models.CharGPT` (the records then carry its loss), token
+            ids, or a dict of keyword inputs; moved to the model's device at each call.
+        max_tokens (int): cap on the query tokens of the ranks and the entropy.
+            (default: ``512``)
+
+    Attributes:
+        records (list of dict): one per call and layer: ``step``, ``layer`` (index),
+            ``pr_q``, ``pr_k``, ``pr_q_minus_pr_k``, ``qk_effective_rank``,
+            ``attention_entropy`` (layer means over heads; :obj:`None` where undefined) and
+            ``loss``.
+
+    Example::
+
+        trajectory = QKTrajectory(model, corpus.get_batch("val", 16))
+        Trainer(model, LanguageModelTask(), config, corpus.get_batch,
+                callbacks=[EveryNSteps(trajectory, every=25, at_start=True)]).fit()
+        pr_q = trajectory.layer_mean("pr_q")  # {step: mean over layers}
+    """
+
+    KEYS = ("pr_q", "pr_k", "pr_q_minus_pr_k", "qk_effective_rank", "attention_entropy")
+
+    def __init__(self, model: nn.Module, batch: Any, max_tokens: int = 512) -> None:
+        if not isinstance(model, nn.Module):
+            raise fail(TypeError, "QKTrajectory", "model", "a torch.nn.Module", model)
+        check_int(max_tokens, "max_tokens", 2, where="QKTrajectory")
+        self.model, self.batch, self.max_tokens = model, batch, max_tokens
+        self.records: list[dict[str, Any]] = []
+
+    def __call__(self, trainer: Any = None, step: int = 0) -> list[dict[str, Any]]:
+        """Probe now and record the result as ``step``; returns the new records."""
+        dev, b = next(self.model.parameters()).device, self.batch
+        b = (tuple(t.to(dev) for t in b) if isinstance(b, (tuple, list)) else
+             {k: v.to(dev) for k, v in b.items()} if isinstance(b, dict) else b.to(dev))
+        layers, _, loss = probe_model(self.model, b, self.max_tokens)
+        new = [{"step": int(step), "layer": r["layer_index"], **{k: r[k] for k in self.KEYS},
+                "loss": loss} for r in layers]
+        self.records.extend(new)
+        return new
+
+    def layer_mean(self, key: str) -> dict[int, float]:
+        """``{step: mean of key over the layers}`` (undefined values left out)."""
+        check_choice(key, "key", self.KEYS + ("loss",), where="QKTrajectory.layer_mean")
+        by_step: dict[int, list[float]] = {}
+        for r in self.records:
+            if r[key] is not None:
+                by_step.setdefault(r["step"], []).append(r[key])
+        return {s: sum(v) / len(v) for s, v in by_step.items()}
+
+    def __repr__(self) -> str:
+        return f"QKTrajectory({type(self.model).__name__}, records={len(self.records)})"

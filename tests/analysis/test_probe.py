@@ -363,6 +363,48 @@ def test_heads_false_gives_layer_records_only():
     assert [r["head"] for r in rec] == [None, None]
 
 
+def test_qk_trajectory_as_the_trainers_periodic_function_matches_the_reference():
+    """QKTrajectory called by EveryNSteps records each layer at steps 0, 2 and 4 with the
+    values of the dense reference on that step's weights, and the model's loss on the batch."""
+    from quest_geometric.analysis import QKTrajectory
+    from quest_geometric.training import EveryNSteps, LanguageModelTask, TrainConfig, Trainer
+
+    model = tiny_gpt()
+    gen = torch.Generator().manual_seed(0)
+    x, y = (torch.randint(0, 23, (3, 12), generator=gen) for _ in range(2))
+    refs = {}
+
+    def reference(trainer, step):  # the same weights, just before the trajectory's call
+        with torch.no_grad():
+            refs[step] = gpt_reference(model, x), float(model(x, y)[1])
+
+    def get_batch(split, batch_size, generator=None):
+        t = torch.randint(0, 23, (batch_size, 13), generator=generator)
+        return t[:, :-1], t[:, 1:]
+
+    traj = QKTrajectory(model, (x, y))
+    cfg = TrainConfig(max_steps=4, batch_size=2, lr=1e-2, device="cpu", progress=False)
+    Trainer(model, LanguageModelTask(), cfg, get_batch,
+            callbacks=[EveryNSteps(reference, 2, at_start=True),
+                       EveryNSteps(traj, 2, at_start=True)]).fit()
+    assert [(r["step"], r["layer"]) for r in traj.records] == [(s, i) for s in (0, 2, 4)
+                                                               for i in (0, 1)]
+    for r in traj.records:
+        ref, loss = refs[r["step"]][0][f"blocks.{r['layer']}.attn"], refs[r["step"]][1]
+        assert r["pr_q"] == pytest.approx(ref["pr_q"].mean(), rel=1e-6)
+        assert r["pr_k"] == pytest.approx(ref["pr_k"].mean(), rel=1e-6)
+        assert r["pr_q_minus_pr_k"] == pytest.approx(r["pr_q"] - r["pr_k"], abs=1e-9)
+        assert r["attention_entropy"] == pytest.approx(ref["entropy"].mean(), rel=1e-6)
+        assert r["qk_effective_rank"] == pytest.approx(ref["erank"].mean(), rel=1e-6)
+        assert r["loss"] == pytest.approx(loss, rel=1e-6)
+    assert traj.records[0]["pr_q"] != traj.records[-2]["pr_q"]  # the weights did change
+    mean = traj.layer_mean("pr_k")
+    assert list(mean) == [0, 2, 4]
+    assert mean[4] == pytest.approx((traj.records[-2]["pr_k"] + traj.records[-1]["pr_k"]) / 2)
+    assert no_hooks(model) and model.training  # the probe leaves nothing behind
+    assert traj(None, 9) == traj.records[-2:] and repr(traj) == "QKTrajectory(CharGPT, records=8)"
+
+
 def test_explicit_probe_batch():
     model = tiny_gpt()  # no dropout, so the train-mode forward of xs equals the reference
     model.train()

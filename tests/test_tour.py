@@ -677,3 +677,24 @@ def test_readme_docs_and_tour_cite_the_same_committed_results():
     assert f"benchmarks/{COMMITTED['pretrained_routers']}" in docs
     for name in COMMITTED.values():
         assert (RESULTS_DIR / name).exists(), name
+
+
+@pytest.mark.slow
+def test_qk_part_is_one_table_one_plot_and_the_committed_quotes(tmp_path):
+    import re
+
+    from quest_geometric import tour
+
+    ctx = tour.TourContext(out_dir=tmp_path, device=torch.device("cpu"), progress=False)
+    text = tour.PARTS["qk"][1](ctx)
+    table = [line for line in text.splitlines() if line.startswith("|")]
+    assert len(table) == 6 and table[0].startswith("| initialisation | PR_Q start -> end")
+    assert [row.split(" | ")[0] for row in table[2:]] == [
+        "| independent", "| tied", "| orthogonal", "| content-free baseline"]
+    links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)  # one plot (none without matplotlib)
+    assert len(links) <= 1 and all((tmp_path / link).is_file() for link in links)
+    assert "no verdict" in text and f"`benchmarks/{tour.COMMITTED['qk_geometry']}`" in text
+    assert "- PR_Q - PR_K > 0 at the end in 100% of 54" in text  # the committed runs' lines
+    assert "- Intervention: entropy(shrink) < entropy(hold)" in text
+    assert len(ctx.summary) == 4
+

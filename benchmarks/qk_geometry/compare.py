@@ -2,9 +2,9 @@ r"""Side-by-side comparison of finished trajectory studies (different horizons o
 
 Each study named here has already written ``<name>_records.jsonl.gz`` (every probe record) to
 the result folder; nothing is trained. For each, the records are summarised with
-:func:`~quest_geometric.pipelines.qk_geometry.summary.trajectory_summary` and the share of
+:func:`~benchmarks.qk_geometry.trajectories.summary.trajectory_summary` and the share of
 trajectories with :math:`\mathrm{PR}_Q - \mathrm{PR}_K > 0` is followed over the training
-steps (:func:`~quest_geometric.pipelines.qk_geometry.summary.share_over_steps`), so a
+steps (:func:`~benchmarks.qk_geometry.trajectories.summary.share_over_steps`), so a
 600-step run, a 2,400-step run and a wider model can be read on one axis.
 """
 from __future__ import annotations

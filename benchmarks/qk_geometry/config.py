@@ -1,5 +1,5 @@
 """The settings of the whole query/key geometry study: the pipeline's
-:class:`~quest_geometric.pipelines.qk_geometry.config.StudyConfig` with the intervention's
+:class:`~benchmarks.qk_geometry.trajectories.config.StudyConfig` with the intervention's
 and the overhead measurement's fields, the control modes and the two presets."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ MODES = ("none", "hold", "shrink")
 @dataclass
 class StudyConfig(pipeline.StudyConfig):
     """Sizes of the study: those of the pipeline's
-    :class:`~quest_geometric.pipelines.qk_geometry.config.StudyConfig` (model, training,
+    :class:`~benchmarks.qk_geometry.trajectories.config.StudyConfig` (model, training,
     probing, the trajectory grid) and:
 
     Args:

@@ -1,5 +1,5 @@
 """The figures of the study's key-spectrum intervention and of a series of pretrained
-checkpoints (the trajectory figures are in :mod:`quest_geometric.pipelines.qk_geometry.plots`)."""
+checkpoints (the trajectory figures are in :mod:`benchmarks.qk_geometry.trajectories.plots`)."""
 from __future__ import annotations
 
 from pathlib import Path

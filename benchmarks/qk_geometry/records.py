@@ -1,5 +1,5 @@
 """Reading back the probe records a finished study wrote
-(:func:`~quest_geometric.pipelines.qk_geometry.records.write_records`), for the commands
+(:func:`~benchmarks.qk_geometry.trajectories.records.write_records`), for the commands
 that train nothing: ``--run-bootstrap`` and ``--compare``."""
 from __future__ import annotations
 

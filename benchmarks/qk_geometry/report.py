@@ -1,5 +1,5 @@
 """The report prose of the whole query/key geometry study beyond the pipeline's
-(:mod:`quest_geometric.pipelines.qk_geometry.report`): the verdicts on the paper's findings,
+(:mod:`benchmarks.qk_geometry.trajectories.report`): the verdicts on the paper's findings,
 the intervention's and the overhead's findings and notes, and the configuration paragraph."""
 from __future__ import annotations
 

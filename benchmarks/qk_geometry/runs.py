@@ -1,5 +1,5 @@
 """Training runs of the whole query/key geometry study: the pipeline's
-:func:`~quest_geometric.pipelines.qk_geometry.runs.train_run` with the key-spectrum control
+:func:`~benchmarks.qk_geometry.trajectories.runs.train_run` with the key-spectrum control
 (modes ``'none'``, ``'hold'``, ``'shrink'``), the intervention runs and the probing overhead."""
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def train_run(cfg: StudyConfig, depth: int, init: str, seed: int, mode: str = "n
               run_root: Optional[Union[str, os.PathLike]] = None, device: str = "cpu",
               progress: bool = False, corpus: Any = None) -> dict[str, Any]:
     """Train one CharGPT with periodic probes (resuming or reusing its run folder), under a
-    key-spectrum control: :func:`~quest_geometric.pipelines.qk_geometry.runs.train_run` with
+    key-spectrum control: :func:`~benchmarks.qk_geometry.trajectories.runs.train_run` with
     a :class:`KeySpectrumControl` applied after every optimiser step when ``mode`` is not
     ``'none'``.
 
@@ -89,7 +89,7 @@ def run_intervention(cfg: StudyConfig, run_root: Optional[Union[str, os.PathLike
 
 
 class TimedProbeCallback(ProbeCallback):
-    """A :class:`~quest_geometric.pipelines.qk_geometry.runs.ProbeCallback` that counts its
+    """A :class:`~benchmarks.qk_geometry.trajectories.runs.ProbeCallback` that counts its
     probes (``calls``) and the wall-clock (``seconds``) and process CPU time
     (``cpu_seconds``) they take."""
 

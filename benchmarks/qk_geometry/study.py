@@ -4,7 +4,7 @@ Reproduces, at CPU scale, the measurements of Gupta et al., "Query Expansion and
 Specialization in Transformer Attention Geometry" (2026; notes in
 ``shared/papers/qk_geometry.md``):
 
-* **Trajectories**: the package's pipeline (:mod:`quest_geometric.pipelines.qk_geometry`,
+* **Trajectories**: the trajectory pipeline (:mod:`benchmarks.qk_geometry.trajectories`,
   whose docstring gives what is probed), over the full grid of depths, initialisations and
   seeds; the share of trajectories with :math:`\mathrm{PR}_Q > \mathrm{PR}_K` gets intervals
   over runs (:func:`write_run_bootstrap`).

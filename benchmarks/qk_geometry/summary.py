@@ -1,5 +1,5 @@
 """Summaries of the whole query/key geometry study beyond the pipeline's
-(:mod:`quest_geometric.pipelines.qk_geometry.summary`): the share of trajectories with
+(:mod:`benchmarks.qk_geometry.trajectories.summary`): the share of trajectories with
 intervals over runs, and the intervention's sign tests (the generic statistics are in
 :mod:`quest_geometric.analysis.stats`)."""
 from __future__ import annotations

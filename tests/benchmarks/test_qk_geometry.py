@@ -1,5 +1,5 @@
-"""Tests of the query/key geometry study: the package's trajectory pipeline
-(quest_geometric.pipelines.qk_geometry) and the study built on it (benchmarks/qk_geometry)."""
+"""Tests of the query/key geometry study: its trajectory pipeline
+(benchmarks/qk_geometry/trajectories) and the study built on it (benchmarks/qk_geometry)."""
 from __future__ import annotations
 
 import json

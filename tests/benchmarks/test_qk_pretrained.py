@@ -1,4 +1,5 @@
-"""quest_geometric.pipelines.qk_geometry.pretrained and benchmarks.qk_geometry.pretrained
+"""The probe of a pretrained model (probe_blocks, summarize, positive_share in
+quest_geometric.pipelines.qk_geometry) and benchmarks.qk_geometry.pretrained
 (its command): the per-head measurements against a direct computation from the
 model's own q/k projections with rotary applied by hand (post-rotary, as the probe measures),
 and the statistics against scipy on the records. A tiny random Llama (GQA: 4 query heads, 2

@@ -10,16 +10,17 @@ initialisations and seeds, trained with the shared
 :math:`\mathrm{PR}_Q`, :math:`\mathrm{PR}_K`, the effective rank of
 :math:`QK^\top/\sqrt d` and the attention entropy on a fixed validation batch. A
 *trajectory* is one layer's seed-averaged curve for one (depth, init), as in the paper.
-:mod:`~quest_geometric.pipelines.qk_geometry.pretrained` probes every layer and head of a
+:mod:`~quest_geometric.pipelines.qk_geometry` probes every layer and head of a
 pretrained model.
 
 Every run lives in its own folder, so an interrupted run resumes where it stopped and a
 finished run is never trained twice.
 
-The tour runs :func:`run` (the quick configuration). The whole study (the full
-configuration, the key-spectrum intervention, the probing overhead, a series of pretrained
-checkpoints, intervals over runs) builds on this in ``benchmarks/qk_geometry/``: run
-``python -m benchmarks.qk_geometry.study``.
+:func:`run` trains the quick configuration (the study's ``--quick``). The whole study (the
+full configuration, the key-spectrum intervention, the probing overhead, a series of
+pretrained checkpoints, intervals over runs) builds on this in ``benchmarks/qk_geometry/``:
+run ``python -m benchmarks.qk_geometry.study``. The tour runs a smaller demonstration on the
+library instead (:func:`quest_geometric.pipelines.qk_geometry.run`).
 """
 from benchmarks.qk_geometry.trajectories.config import INITS, METRIC_KEYS, QUICK, StudyConfig
 from benchmarks.qk_geometry.trajectories.plots import (plot_diff, plot_prk_entropy,

@@ -97,7 +97,7 @@ def share_band(ax: Any, series: Sequence[Mapping[str, Any]], label: str,
                color: Optional[str] = None, band_label: Optional[str] = None,
                alpha: float = 0.2) -> Any:
     """Draw one share curve of
-    :func:`~quest_geometric.pipelines.qk_geometry.summary.share_over_steps`
+    :func:`~benchmarks.qk_geometry.trajectories.summary.share_over_steps`
     on ``ax`` with its interval as a band; returns the line."""
     st = [r["step"] for r in series]
     line, = ax.plot(st, [r["share"] for r in series], color=color, lw=1.6, label=label)

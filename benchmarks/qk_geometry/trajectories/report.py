@@ -17,7 +17,7 @@ SMOKE = " -> smoke run (quick configuration): too small to test the paper's find
 
 def end_share(a: Mapping[str, Any]) -> str:
     """The finding on the share of trajectories with PR_Q - PR_K > 0 at the end, from the
-    ``all`` row of :func:`~quest_geometric.pipelines.qk_geometry.summary.trajectory_summary`,
+    ``all`` row of :func:`~benchmarks.qk_geometry.trajectories.summary.trajectory_summary`,
     without its verdict."""
     return (f"PR_Q - PR_K > 0 at the end in {a['share_end']:.0%} of {a['trajectories']} "
             f"seed-averaged trajectories (throughout training: {a['share_throughout']:.0%}; per "

@@ -1,4 +1,4 @@
-"""The query/key geometry trajectories the tour runs: train the grid, write the tables,
+"""The query/key geometry trajectories: train the grid, write the tables,
 figures and the report (the study's other parts are in ``benchmarks/qk_geometry/study.py``)."""
 from __future__ import annotations
 

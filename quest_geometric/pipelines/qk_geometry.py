@@ -116,7 +116,8 @@ def run(out_dir: Union[str, os.PathLike], device: str = "cpu", progress: bool = 
         return f"{r[m + '_start']:.2f} -> {r[m + '_end']:.2f}" if m + "_end" in r else "-"
 
     table = [{"initialisation": r["init"], "PR_Q start -> end": arrow(r, "pr_q"),
-              "PR_K start -> end": arrow(r, "pr_k"), "attention entropy": f"{r['entropy_end']:.3f}",
+              "PR_K start -> end": arrow(r, "pr_k"),
+              "attention entropy (end)": f"{r['entropy_end']:.3f}",
               "validation loss (nats/char)": f"{r['val_loss']:.3f}"} for r in rows]
     summary = [f"{t['initialisation']}: " + ", ".join(f"{k} {v}" for k, v in list(t.items())[1:]
                                                      if v != "-") for t in table]

@@ -1,6 +1,7 @@
 r"""QSVNet, the graph classifier of the QSV experiments: every graph row of the QSV table is a
 :class:`QSVNet` with different :class:`~quest_geometric.nn.qsv_conv.QSVConv` flags (or data);
-the standard-attention control is ``conv='transformer'``."""
+the standard-attention control is ``conv='transformer'``, sized by
+:func:`match_parameter_count`."""
 from __future__ import annotations
 
 import contextlib
@@ -21,7 +22,7 @@ from quest_geometric.nn.qsv_conv import QSVConv
 from quest_geometric.nn.quaternion_linear import QuaternionLinear
 
 __all__ = [
-    "QSVBlock", "QSVNet",
+    "QSVBlock", "QSVNet", "match_parameter_count",
 ]
 
 _STEMS = ("linear", "conv")
@@ -561,3 +562,81 @@ class QSVNet(nn.Module):
         return (f"{self.__class__.__name__}({self.in_channels}, {self.num_classes}, "
                 f"channels={self.channels}, heads={self.heads}, "
                 f"num_layers={self.num_layers}{extra})")
+
+
+def match_parameter_count(target: int, in_channels: int, num_classes: int,
+                          tolerance: float = 0.05, **kwargs: Any) -> dict[str, Any]:
+    r"""The width of the standard-attention :class:`QSVNet` (``conv='transformer'``) whose
+    parameter count is closest to :obj:`target`: a control that differs from a QSV model in
+    its attention, not in its size.
+
+    The search brackets :obj:`target` among the widths allowed for the heads and mixing
+    (multiples of :math:`\mathrm{lcm}(4, H)` with quaternion mixing, MLP at :obj:`mlp_ratio`
+    times the width), then sets the MLP hidden width of each bracketing width to the best
+    match (the count is affine in it); the closer wins, ties to the MLP width nearer
+    :obj:`mlp_ratio`. Counts come from building the models, never from a formula.
+
+    Args:
+        target (int): The parameter count to match (for example a QSV model's
+            :meth:`QSVNet.parameter_count`).
+        in_channels (int): Node feature size.
+        num_classes (int): Number of classes.
+        tolerance (float, optional): Largest accepted relative gap
+            :math:`|n - n^\ast| / n^\ast`. (default: :obj:`0.05`)
+        **kwargs (optional): Other :class:`QSVNet` arguments (``heads``, ``num_layers``,
+            ``stem``, ``mixing``, ``mlp_ratio``, ...); ``channels``, ``mlp_hidden`` and
+            ``conv`` are chosen here, and ``qsv_kwargs`` does not apply.
+
+    Returns:
+        dict: ``channels``, ``mlp_hidden``, ``parameters``, ``target`` and
+        ``relative_gap``.
+
+    Example:
+        >>> qsv = QSVNet(4, 10, channels=32, heads=2, num_layers=3)
+        >>> m = match_parameter_count(qsv.parameter_count(), 4, 10, heads=2, num_layers=3)
+        >>> control = QSVNet(4, 10, channels=m["channels"], mlp_hidden=m["mlp_hidden"],
+        ...                  conv="transformer", heads=2, num_layers=3)
+        >>> control.parameter_count() == m["parameters"]
+        True
+    """
+    where = "match_parameter_count"
+    check_int(target, "target", 1, where=where)
+    check_positive_float(tolerance, "tolerance", where=where)
+    for name in ("channels", "mlp_hidden", "conv", "qsv_kwargs"):
+        if name in kwargs:
+            raise fail(ValueError, where, name, "left out (chosen here)" if name != "qsv_kwargs"
+                       else "left out (the standard-attention control has no QSVConv)",
+                       kwargs[name])
+    heads = kwargs.get("heads", 4)
+    ratio = float(kwargs.pop("mlp_ratio", 2.0))
+    step = math.lcm(4, heads) if kwargs.get("mixing", "quaternion") == "quaternion" else heads
+
+    def count(width: int, hidden: int) -> int:
+        return QSVNet(in_channels, num_classes, channels=width, mlp_hidden=hidden,
+                      conv="transformer", **kwargs).parameter_count()
+
+    def default_hidden(width: int) -> int:
+        return max(1, round(ratio * width))
+
+    width, previous = step, None
+    while count(width, default_hidden(width)) < target:
+        if width > 64 * step + 16 * int(math.isqrt(target)):  # pragma: no cover - guard
+            break
+        previous, width = width, width + step
+    best: Optional[tuple[tuple[float, float], dict[str, Any]]] = None
+    for w in ([previous] if previous is not None else []) + [width]:
+        n0 = count(w, 1)
+        hidden = max(1, round(1 + (target - n0) / (count(w, 2) - n0)))
+        n = count(w, hidden)
+        key = (abs(n - target), abs(hidden - default_hidden(w)) / w)
+        if best is None or key < best[0]:
+            best = (key, dict(channels=w, mlp_hidden=hidden, parameters=n, target=target,
+                              relative_gap=abs(n - target) / target))
+    assert best is not None
+    match = best[1]
+    if match["relative_gap"] > tolerance:
+        raise ValueError(
+            f"{where}: no standard-attention width matches {target} parameters within "
+            f"{tolerance:.0%} (best: channels={match['channels']}, mlp_hidden="
+            f"{match['mlp_hidden']}, {match['parameters']} parameters)")
+    return match

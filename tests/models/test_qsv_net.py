@@ -1,5 +1,6 @@
-"""Tests for QSVNet (the ablation's models by name are tested in
-tests/benchmarks/qsv_ablation/test_variants.py)."""
+"""Tests for QSVNet and the parameter-matched standard-attention control
+(match_parameter_count); the ablation's models by name are tested in
+tests/benchmarks/qsv_ablation/test_variants.py."""
 from __future__ import annotations
 
 import pytest
@@ -7,9 +8,7 @@ import torch
 from torch_geometric.data import Batch
 
 from quest_geometric.datasets.images import DigitsGraphs
-from quest_geometric.pipelines.qsv_ablation.config import VARIANTS
-from quest_geometric.pipelines.qsv_ablation.variants import qsv_variant
-from quest_geometric.models.qsv_net import QSVNet
+from quest_geometric.models.qsv_net import QSVNet, match_parameter_count
 from quest_geometric.nn.quaternion_linear import QuaternionLinear
 from quest_geometric.testing.qsv import random_image_batch
 from quest_geometric.transforms.image_to_lattice import ImageToLattice
@@ -218,10 +217,17 @@ def test_attention_weights_match_the_returned_quaternions():
 
 
 # ---------------------------------------------------------------------------- training
-@pytest.mark.parametrize("name", VARIANTS)
+#: The graph rows of the QSV ablation as QSVNet arguments (the lattice row is the qsv model on
+#: lattice graphs).
+ROWS = {"qsv": {}, "no_transport": {"qsv_kwargs": {"transport": False}},
+        "uniform": {"qsv_kwargs": {"attention": "uniform"}},
+        "standard_attention": {"conv": "transformer"}, "lattice": {}}
+
+
+@pytest.mark.parametrize("name", list(ROWS))
 def test_gradient_reaches_every_parameter(name):
     torch.manual_seed(0)
-    model = qsv_variant(name, 3, 4, stem="conv", **SMALL)
+    model = QSVNet(3, 4, stem="conv", **SMALL, **ROWS[name])
     data = sphere_batch() if name != "lattice" else lattice_batch()
     loss = torch.nn.functional.cross_entropy(model(data), data.y)
     loss.backward()
@@ -297,3 +303,31 @@ def test_bad_data():
     data = sphere_batch(c=1)
     with pytest.raises(ValueError, match=r"^QSVNet: 'data.x' must be of shape \[num_nodes, 3\]"):
         model(data)
+
+
+# ----------------------------------------------------------- the parameter-matched control
+def test_match_parameter_count_reports_the_built_model():
+    match = match_parameter_count(50_000, 3, 10, heads=4, num_layers=3)
+    model = QSVNet(3, 10, channels=match["channels"], mlp_hidden=match["mlp_hidden"],
+                   conv="transformer", heads=4, num_layers=3)
+    assert count(model) == match["parameters"]
+    assert match["channels"] % 4 == 0
+    assert abs(match["parameters"] - 50_000) / 50_000 == pytest.approx(match["relative_gap"])
+    assert match["relative_gap"] <= 0.05
+    with pytest.raises(ValueError, match="within"):
+        match_parameter_count(50_000, 3, 10, tolerance=1e-9, num_layers=1)
+
+
+@pytest.mark.parametrize("kwargs, exc, arg", [
+    (dict(target=0), ValueError, "target"),
+    (dict(target=1.5), TypeError, "target"),
+    (dict(tolerance=-0.1), ValueError, "tolerance"),
+    (dict(channels=16), ValueError, "channels"),
+    (dict(mlp_hidden=8), ValueError, "mlp_hidden"),
+    (dict(conv="qsv"), ValueError, "conv"),
+    (dict(qsv_kwargs={}), ValueError, "qsv_kwargs"),
+])
+def test_match_parameter_count_bad_input(kwargs, exc, arg):
+    args = {"target": 5_000, **kwargs}
+    with pytest.raises(exc, match=f"^match_parameter_count: '{arg}' must be"):
+        match_parameter_count(args.pop("target"), 3, 10, **args)

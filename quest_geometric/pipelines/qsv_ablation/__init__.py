@@ -28,10 +28,10 @@ from quest_geometric.pipelines.qsv_ablation.runs import (CleanTrainAccuracy, bui
                                                          make_loaders, train_variant)
 from quest_geometric.pipelines.qsv_ablation.study import run, train_all, write_tables
 from quest_geometric.pipelines.qsv_ablation.summary import aggregate, seed_rows, variant_row
-from quest_geometric.pipelines.qsv_ablation.variants import match_parameter_count, qsv_variant
+from quest_geometric.pipelines.qsv_ablation.variants import qsv_variant
 
 __all__ = ["VARIANTS", "DESCRIPTIONS", "PAPER", "PAPER_SOURCE", "AblationConfig", "DIGITS",
            "WithPosition", "CleanTrainAccuracy", "graph_loader", "graph_transform",
            "load_digits", "digits_splits", "build_model", "qsv_variant",
-           "match_parameter_count", "make_loaders", "fit", "train_variant", "train_all",
+           "make_loaders", "fit", "train_variant", "train_all",
            "aggregate", "variant_row", "seed_rows", "write_tables", "run"]

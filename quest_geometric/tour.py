@@ -130,31 +130,21 @@ def _quote(ctx: TourContext, title: str, name: str, starts: tuple[str, ...]) -> 
 
 
 def _part_qsv(ctx: TourContext) -> str:
-    from quest_geometric.pipelines import knn_speed, qsv_ablation, qsv_layer_speed
+    from quest_geometric.pipelines import qsv_digits
 
-    # the benchmark's full digits model (its 'quick' preset barely learns), one seed, 12 epochs
-    ablation = qsv_ablation.run(
-        seeds=(0,) if ctx.quick else None, epochs=12 if ctx.quick else None,
-        device=str(ctx.device), out_dir=ctx.out_dir, progress=ctx.progress)
-    speed = qsv_layer_speed.run(  # one batch size at torch's thread count keeps it short
-        quick=ctx.quick, device=ctx.device, out_dir=ctx.out_dir,
-        batch_size=8 if ctx.quick else 64, threads=torch.get_num_threads())
-    knn = knn_speed.run(quick=ctx.quick, device=ctx.device, out_dir=ctx.out_dir,
-                        progress=ctx.progress)
-    ctx.summary.extend(ablation["summary"])
-    ctx.timing_summary.extend(speed["summary"])
-    full_epochs = qsv_ablation.DIGITS.epochs
-    intro = ("This part trains the ablation's full digits model (so its table's metadata says "
-             f"`quick: False`) for one seed and {ablation['config'].epochs} epochs instead of "
-             f"the benchmark's several seeds of {full_epochs} epochs: it shows one run, "
-             "without a spread across seeds (`acc_std` n/a), and tests no target. The layer "
-             "speed and kNN tables use the quick benchmark settings (batch 8, up to 100K "
-             "points, `quick: True`).\n\n"
+    result = qsv_digits.run(ctx.out_dir, device=ctx.device, progress=ctx.progress)
+    ctx.summary.extend(result["summary"])
+    intro = ("Three QSVNet classifiers of the same size, QSV, standard attention and the "
+             "content-free baseline (QSV with uniform attention), train on the digits as "
+             f"sphere graphs for {result['config']['epochs']} epochs with one seed: a smoke run "
+             "of the library's pieces working together, not the study's comparison.\n\n"
              + _quote(ctx, "The committed full run", "qsv_ablation",
                       ("QSV (sphere)", "QSV, no transport", "QSV, uniform attention",
-                       "standard attention", "QSV on the flat lattice")))
-    return (intro + "\n" + ablation["markdown"] + "\n" + speed["markdown"] + "\n"
-            + knn["markdown"])
+                       "standard attention", "QSV on the flat lattice"))
+             + "\nSpeed is measured by the benchmark, not the tour: `QSVConv` against PyG's "
+             "attention layers in `benchmarks/qsv/results/qsv_layer_speed.md` "
+             "(`python -m benchmarks.qsv.layer_speed`).\n")
+    return intro + "\n" + result["markdown"]
 
 
 def focus_speed_settings(quick: bool = True) -> dict:

@@ -21,6 +21,7 @@ PUBLIC_MODULES = [
     "quest_geometric.nn",
     "quest_geometric.nn.focus.decode",
     "quest_geometric.profile",
+    "quest_geometric.pipelines.qsv_digits",
     "quest_geometric.pipelines.qsv_ablation",
     "quest_geometric.pipelines.qk_geometry",
     "quest_geometric.pipelines.qsv_layer_speed",

@@ -42,6 +42,31 @@ def test_tour_parts_are_the_three_studies_and_the_pretrained_model():
     assert list(PARTS) == ["qsv", "focus", "qk", "pretrained"]
 
 
+@pytest.mark.slow
+def test_qsv_part_trains_the_three_models_quotes_the_full_run_and_times_nothing(
+        tmp_path, monkeypatch, one_thread):
+    import functools
+
+    from quest_geometric import tour
+    from quest_geometric.pipelines import qsv_digits
+
+    monkeypatch.setattr(qsv_digits, "run", functools.partial(qsv_digits.run, epochs=1))
+    ctx = tour.TourContext(out_dir=tmp_path, device=torch.device("cpu"), progress=False)
+    text = tour.PARTS["qsv"][1](ctx)
+    assert "for 1 epochs with one seed: a smoke run" in text
+    table = text[text.index("| variant |"):].split("\n\n")[0].splitlines()
+    assert [line.split(" | ")[0] for line in table[2:]] == [
+        "| qsv", "| standard_attention", "| uniform"]  # one table: the baseline included
+    assert "The committed full run (`benchmarks/qsv/results/qsv_ablation_digits.md`)" in text
+    for start in ("QSV (sphere)", "QSV, uniform attention", "standard attention"):
+        assert f"\n- {tour.committed_lines('qsv_ablation', start)[0]}" in text
+    assert "`benchmarks/qsv/results/qsv_layer_speed.md`" in text  # speed: the committed result
+    assert ctx.timing_summary == [] and "_ms" not in text and "speedup" not in text
+    assert len(ctx.summary) == 1 and "smoke run" in ctx.summary[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "qsv_digits.csv", "qsv_digits.json", "qsv_digits.md"]
+
+
 def test_pretrained_part_without_the_model_says_how_to_add_it(monkeypatch, tmp_path):
     from quest_geometric import tour
     from quest_geometric.models import smollm2

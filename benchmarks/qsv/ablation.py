@@ -20,7 +20,7 @@ from benchmarks.qsv.ablation_study.config import DATASETS, PAPER_SOURCE, PRESETS
 from benchmarks.qsv.ablation_study.data import graph_transform
 from benchmarks.qsv.ablation_study.study import aggregate, build_model, run, write_tables
 from quest_geometric._utils import check_choice, resolve_device
-from quest_geometric.pipelines.qsv_ablation import AblationConfig, seed_rows
+from benchmarks.qsv.pipelines.qsv_ablation import AblationConfig, seed_rows
 from quest_geometric.profile import write_results
 
 #: Title and notes of the CIFAR epoch-time estimate (``--estimate-epoch``).

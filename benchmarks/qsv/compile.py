@@ -101,7 +101,7 @@ def subjects(quick: bool = False, backend: str = "inductor") -> list[dict[str, A
     """The measured subjects: name, size, the variants' callables (name -> ``(call, args,
     grad_args, params)``) and a function giving the graph breaks of the compiled form."""
     from quest_geometric.models.qsv_net import QSVNet
-    from quest_geometric.pipelines.qsv_layer_speed import K_CROSS, K_WITHIN, SIZES
+    from benchmarks.qsv.pipelines.qsv_layer_speed import K_CROSS, K_WITHIN, SIZES
     from quest_geometric.geometry.graphs import sphere_graph
     from quest_geometric.nn import qsv_native_available
     from quest_geometric.nn.qsv_conv import QSVConv

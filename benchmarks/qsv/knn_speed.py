@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 
-from quest_geometric.pipelines import knn_speed
-from quest_geometric.pipelines.knn_speed import run
+from benchmarks.qsv.pipelines import knn_speed
+from benchmarks.qsv.pipelines.knn_speed import run
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -18,8 +18,8 @@ from typing import Any, Optional, Sequence, Union
 import torch
 from tqdm.auto import tqdm
 
-from quest_geometric.pipelines import qsv_layer_speed
-from quest_geometric.pipelines.qsv_layer_speed import (forward_flops, summary, table_meta,
+from benchmarks.qsv.pipelines import qsv_layer_speed
+from benchmarks.qsv.pipelines.qsv_layer_speed import (forward_flops, summary, table_meta,
                                                        timed_rows, write_tables)
 from quest_geometric.profile import peak_memory_mb
 

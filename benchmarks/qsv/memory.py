@@ -126,7 +126,7 @@ def forward_flops(layer: str, nodes: int, edges: int, channels: int = CHANNELS) 
     Returns:
         int: the forward FLOPs.
     """
-    from quest_geometric.pipelines.qsv_layer_speed import forward_flops as speed_flops
+    from benchmarks.qsv.pipelines.qsv_layer_speed import forward_flops as speed_flops
 
     check_choice(layer, "'layer'", LAYERS, where="forward_flops")
     N = check_int(nodes, "nodes", 0, where="forward_flops")

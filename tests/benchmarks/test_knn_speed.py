@@ -3,7 +3,7 @@ import csv
 
 import pytest
 
-from quest_geometric.pipelines import knn_speed
+from benchmarks.qsv.pipelines import knn_speed
 
 
 @pytest.mark.slow

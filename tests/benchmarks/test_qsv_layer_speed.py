@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from benchmarks.qsv import layer_speed
-from quest_geometric.pipelines import qsv_layer_speed
+from benchmarks.qsv.pipelines import qsv_layer_speed
 
 
 @pytest.mark.slow

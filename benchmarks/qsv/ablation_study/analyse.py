@@ -9,7 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from benchmarks.qsv.ablation_study.config import _QSV_TYPE
-from quest_geometric.pipelines.qsv_ablation import AblationConfig
+from benchmarks.qsv.pipelines.qsv_ablation import AblationConfig
 
 
 def _histograms(entropy: Any, angles: Tensor, bins_entropy: int = 50,

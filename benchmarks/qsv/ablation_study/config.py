@@ -6,8 +6,8 @@ import math
 from typing import Any, Optional, Sequence
 
 from quest_geometric._utils import check_choice
-from quest_geometric.pipelines import qsv_ablation
-from quest_geometric.pipelines.qsv_ablation import DIGITS, AblationConfig
+from benchmarks.qsv.pipelines import qsv_ablation
+from benchmarks.qsv.pipelines.qsv_ablation import DIGITS, AblationConfig
 
 #: The rows of the table, in order: the graph rows (the package's
 #: :data:`~quest_geometric.pipelines.qsv_ablation.VARIANTS`) and ResNet-20 on the images.

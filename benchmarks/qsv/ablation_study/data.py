@@ -8,8 +8,8 @@ from typing import Any, Callable, Optional, Union
 from torch_geometric.data import Data
 
 from benchmarks.qsv.ablation_study.config import _check_dataset
-from quest_geometric.pipelines import qsv_ablation
-from quest_geometric.pipelines.qsv_ablation import AblationConfig
+from benchmarks.qsv.pipelines import qsv_ablation
+from benchmarks.qsv.pipelines.qsv_ablation import AblationConfig
 
 
 def graph_transform(variant: str, cfg: AblationConfig) -> Optional[Callable[[Data], Any]]:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional, Sequence
 
 from benchmarks.qsv.ablation_study.config import DESCRIPTIONS, PAPER_SOURCE, TEST_SET
-from quest_geometric.pipelines.qsv_ablation import AblationConfig
-from quest_geometric.pipelines.qsv_ablation import report as base
-from quest_geometric.pipelines.qsv_ablation.report import fmt
+from benchmarks.qsv.pipelines.qsv_ablation import AblationConfig
+from benchmarks.qsv.pipelines.qsv_ablation import report as base
+from benchmarks.qsv.pipelines.qsv_ablation.report import fmt
 
 #: The notes under the analysis table.
 ANALYSIS_NOTES = """\

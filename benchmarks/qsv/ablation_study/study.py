@@ -21,10 +21,10 @@ from benchmarks.qsv.ablation_study.data import graph_loader, graph_transform, lo
 from benchmarks.qsv.ablation_study.plots import plot_histograms
 from quest_geometric._utils import check_choice
 from quest_geometric.analysis.stats import mean_std
-from quest_geometric.pipelines import qsv_ablation
-from quest_geometric.pipelines.qsv_ablation import AblationConfig
-from quest_geometric.pipelines.qsv_ablation.config import _check_seeds
-from quest_geometric.pipelines.qsv_ablation.summary import variant_row
+from benchmarks.qsv.pipelines import qsv_ablation
+from benchmarks.qsv.pipelines.qsv_ablation import AblationConfig
+from benchmarks.qsv.pipelines.qsv_ablation.config import _check_seeds
+from benchmarks.qsv.pipelines.qsv_ablation.summary import variant_row
 from quest_geometric.profile import write_results
 
 

@@ -14,7 +14,7 @@ from benchmarks.qsv.ablation import main as ablation_main
 from benchmarks.qsv.ablation import summarise
 from benchmarks.qsv.ablation_study import report
 from quest_geometric.analysis.stats import paired_differences
-from quest_geometric.pipelines import qsv_ablation
+from benchmarks.qsv.pipelines import qsv_ablation
 from quest_geometric.transforms import AppendPosition
 
 TINY = dict(channels=8, heads=2, num_layers=1, train_limit=48, test_limit=24,

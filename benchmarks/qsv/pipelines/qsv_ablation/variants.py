@@ -6,7 +6,7 @@ from typing import Any
 
 from quest_geometric._utils.checks import check_choice
 from quest_geometric.models.qsv_net import QSVNet, match_parameter_count
-from quest_geometric.pipelines.qsv_ablation.config import VARIANTS
+from benchmarks.qsv.pipelines.qsv_ablation.config import VARIANTS
 
 __all__ = ["qsv_variant"]
 

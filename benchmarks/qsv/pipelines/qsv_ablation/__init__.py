@@ -19,16 +19,16 @@ is never trained twice; under ``torchrun`` every rank trains and rank 0 writes. 
 ``python -m benchmarks.qsv.ablation --dataset digits``) builds on it with CIFAR, ResNet-20,
 the analysis of the trained models, the quick preset and the merge of per-seed files.
 """
-from quest_geometric.pipelines.qsv_ablation.config import (DESCRIPTIONS, DIGITS, PAPER,
+from benchmarks.qsv.pipelines.qsv_ablation.config import (DESCRIPTIONS, DIGITS, PAPER,
                                                            PAPER_SOURCE, VARIANTS, AblationConfig)
-from quest_geometric.pipelines.qsv_ablation.data import (WithPosition, digits_splits,
+from benchmarks.qsv.pipelines.qsv_ablation.data import (WithPosition, digits_splits,
                                                          graph_loader, graph_transform,
                                                          load_digits)
-from quest_geometric.pipelines.qsv_ablation.runs import (CleanTrainAccuracy, build_model, fit,
+from benchmarks.qsv.pipelines.qsv_ablation.runs import (CleanTrainAccuracy, build_model, fit,
                                                          make_loaders, train_variant)
-from quest_geometric.pipelines.qsv_ablation.study import run, train_all, write_tables
-from quest_geometric.pipelines.qsv_ablation.summary import aggregate, seed_rows, variant_row
-from quest_geometric.pipelines.qsv_ablation.variants import qsv_variant
+from benchmarks.qsv.pipelines.qsv_ablation.study import run, train_all, write_tables
+from benchmarks.qsv.pipelines.qsv_ablation.summary import aggregate, seed_rows, variant_row
+from benchmarks.qsv.pipelines.qsv_ablation.variants import qsv_variant
 
 __all__ = ["VARIANTS", "DESCRIPTIONS", "PAPER", "PAPER_SOURCE", "AblationConfig", "DIGITS",
            "WithPosition", "CleanTrainAccuracy", "graph_loader", "graph_transform",

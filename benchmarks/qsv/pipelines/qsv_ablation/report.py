@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Optional, Sequence
 
-from quest_geometric.pipelines.qsv_ablation.config import (DESCRIPTIONS, PAPER_SOURCE,
+from benchmarks.qsv.pipelines.qsv_ablation.config import (DESCRIPTIONS, PAPER_SOURCE,
                                                            AblationConfig)
 
 

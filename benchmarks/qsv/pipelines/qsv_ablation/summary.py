@@ -6,7 +6,7 @@ import math
 from typing import Any, Sequence
 
 from quest_geometric.analysis.stats import finite_mean, mean_std, paired_differences
-from quest_geometric.pipelines.qsv_ablation.config import DESCRIPTIONS, PAPER, VARIANTS
+from benchmarks.qsv.pipelines.qsv_ablation.config import DESCRIPTIONS, PAPER, VARIANTS
 
 
 #: Relative difference in parameter count from QSV within which a row is parameter-matched.

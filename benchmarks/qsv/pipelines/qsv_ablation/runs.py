@@ -13,9 +13,9 @@ from typing import Any, Callable, Optional, Sequence, Union
 from torch import nn
 
 from quest_geometric._utils import atomic_write_json, check_choice, resolve_device
-from quest_geometric.pipelines.qsv_ablation.config import VARIANTS, AblationConfig
-from quest_geometric.pipelines.qsv_ablation.data import graph_loader, sample_shapes
-from quest_geometric.pipelines.qsv_ablation.variants import qsv_variant
+from benchmarks.qsv.pipelines.qsv_ablation.config import VARIANTS, AblationConfig
+from benchmarks.qsv.pipelines.qsv_ablation.data import graph_loader, sample_shapes
+from benchmarks.qsv.pipelines.qsv_ablation.variants import qsv_variant
 from quest_geometric.training.trainer import Callback
 
 

@@ -12,12 +12,12 @@ import torch
 from tqdm.auto import tqdm
 
 from quest_geometric.profile import write_results
-from quest_geometric.pipelines.qsv_ablation import report
-from quest_geometric.pipelines.qsv_ablation.config import (DIGITS, PAPER_SOURCE, VARIANTS,
+from benchmarks.qsv.pipelines.qsv_ablation import report
+from benchmarks.qsv.pipelines.qsv_ablation.config import (DIGITS, PAPER_SOURCE, VARIANTS,
                                                            _check_seeds)
-from quest_geometric.pipelines.qsv_ablation.data import digits_splits
-from quest_geometric.pipelines.qsv_ablation.runs import train_variant
-from quest_geometric.pipelines.qsv_ablation.summary import TABLE_COLUMNS, aggregate, seed_rows
+from benchmarks.qsv.pipelines.qsv_ablation.data import digits_splits
+from benchmarks.qsv.pipelines.qsv_ablation.runs import train_variant
+from benchmarks.qsv.pipelines.qsv_ablation.summary import TABLE_COLUMNS, aggregate, seed_rows
 
 
 def run(seeds: Optional[Sequence[int]] = None, epochs: Optional[int] = None,

@@ -10,7 +10,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 
-from quest_geometric.pipelines.qsv_ablation.config import AblationConfig
+from benchmarks.qsv.pipelines.qsv_ablation.config import AblationConfig
 from quest_geometric.transforms.append_position import AppendPosition
 
 

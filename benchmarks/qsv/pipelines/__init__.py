@@ -1,0 +1,1 @@
+"""The QSV study's pipelines, moved from the package (issue 52)."""

@@ -17,10 +17,12 @@ from torch_geometric.data import Data
 from benchmarks.qsv import ablation_study
 from benchmarks.qsv.ablation_study import report
 from benchmarks.qsv.ablation_study.config import DATASETS, PAPER_SOURCE, PRESETS, VARIANTS
+from benchmarks.qsv.ablation_study.config import AblationConfig
 from benchmarks.qsv.ablation_study.data import graph_transform
-from benchmarks.qsv.ablation_study.study import aggregate, build_model, run, write_tables
+from benchmarks.qsv.ablation_study.runs import build_model
+from benchmarks.qsv.ablation_study.study import run, write_tables
+from benchmarks.qsv.ablation_study.summary import aggregate, seed_rows
 from quest_geometric._utils import check_choice, resolve_device
-from benchmarks.qsv.pipelines.qsv_ablation import AblationConfig, seed_rows
 from quest_geometric.profile import write_results
 
 #: Title and notes of the CIFAR epoch-time estimate (``--estimate-epoch``).

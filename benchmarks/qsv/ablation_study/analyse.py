@@ -8,8 +8,7 @@ from typing import Any, Union
 import torch
 from torch import Tensor, nn
 
-from benchmarks.qsv.ablation_study.config import _QSV_TYPE
-from benchmarks.qsv.pipelines.qsv_ablation import AblationConfig
+from benchmarks.qsv.ablation_study.config import _QSV_TYPE, AblationConfig
 
 
 def _histograms(entropy: Any, angles: Tensor, bins_entropy: int = 50,

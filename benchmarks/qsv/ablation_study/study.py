@@ -1,52 +1,29 @@
 """The QSV ablation study: every variant (ResNet-20 included) on digits or CIFAR over seeds,
-with the analysis of the trained models and variants trained longer, built on the package's
-digits pipeline (:mod:`quest_geometric.pipelines.qsv_ablation`)."""
+with the analysis of the trained models and variants trained longer."""
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import time
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 import torch
 from torch import nn
+from tqdm.auto import tqdm
 
 from benchmarks.qsv.ablation_study import report
 from benchmarks.qsv.ablation_study.analyse import analyse_model
-from benchmarks.qsv.ablation_study.config import (DESCRIPTIONS, PAPER, PAPER_SOURCE, PRESETS,
-                                                  VARIANTS, _check_dataset, _check_variants)
-from benchmarks.qsv.ablation_study.data import graph_loader, graph_transform, load_split
+from benchmarks.qsv.ablation_study.config import (PAPER_SOURCE, PRESETS, VARIANTS,
+                                                  AblationConfig, _check_dataset, _check_seeds,
+                                                  _check_variants)
+from benchmarks.qsv.ablation_study.data import load_splits
 from benchmarks.qsv.ablation_study.plots import plot_histograms
+from benchmarks.qsv.ablation_study.runs import train_run
+from benchmarks.qsv.ablation_study.summary import (ANALYSIS_COLUMNS, TABLE_COLUMNS, aggregate,
+                                                   aggregate_analysis, seed_rows)
 from quest_geometric._utils import check_choice
-from quest_geometric.analysis.stats import mean_std
-from benchmarks.qsv.pipelines import qsv_ablation
-from benchmarks.qsv.pipelines.qsv_ablation import AblationConfig
-from benchmarks.qsv.pipelines.qsv_ablation.config import _check_seeds
-from benchmarks.qsv.pipelines.qsv_ablation.summary import variant_row
 from quest_geometric.profile import write_results
-
-
-def build_model(variant: str, cfg: AblationConfig, in_channels: int, num_classes: int,
-                num_nodes: Optional[int] = None) -> nn.Module:
-    """The model of one row (random init from the global generator): the package's
-    :func:`~quest_geometric.pipelines.qsv_ablation.build_model`, or
-    :class:`~benchmarks.qsv.ablation_study.resnet.ResNet20` on the images for ``'resnet20'``.
-
-    Args:
-        variant (str): one of :data:`VARIANTS`.
-        cfg (AblationConfig): the sizes.
-        in_channels (int): node feature size (graph variants) or image channels (ResNet).
-        num_classes (int): classes.
-        num_nodes (int, optional): template nodes (for ``positions='embedding'``).
-    """
-    check_choice(variant, "variant", VARIANTS, where="qsv_ablation")
-    if variant == "resnet20":
-        from benchmarks.qsv.ablation_study.resnet import ResNet20
-
-        return ResNet20(num_classes=num_classes, in_channels=in_channels)
-    return qsv_ablation.build_model(variant, cfg, in_channels, num_classes, num_nodes)
 
 
 def train_variant(variant: str, seed: int, cfg: AblationConfig, dataset: str = "digits",
@@ -54,8 +31,9 @@ def train_variant(variant: str, seed: int, cfg: AblationConfig, dataset: str = "
                   run_root: Optional[Union[str, os.PathLike]] = None, device: str = "cpu",
                   progress: bool = False, analyse: bool = False, download: bool = False,
                   data: Optional[dict[str, Any]] = None) -> dict[str, Any]:
-    """Train (or resume, or reuse) one variant with one seed: the package's
-    :func:`~quest_geometric.pipelines.qsv_ablation.train_variant` with this study's data.
+    """Train (or resume, or reuse) one variant with one seed on ``dataset``: its splits
+    (:func:`~benchmarks.qsv.ablation_study.data.load_splits`, cached in ``data``) through
+    :func:`~benchmarks.qsv.ablation_study.runs.train_run`.
 
     Args:
         variant (str): one of :data:`VARIANTS`.
@@ -74,63 +52,22 @@ def train_variant(variant: str, seed: int, cfg: AblationConfig, dataset: str = "
             across runs. (default: :obj:`None`)
 
     Returns:
-        dict: the package's result, with ``analysis`` (or :obj:`None`).
+        dict: the result of :func:`~benchmarks.qsv.ablation_study.runs.train_run`, with
+        ``analysis`` (or :obj:`None`).
     """
     check_choice(variant, "variant", VARIANTS, where="qsv_ablation")
     _check_dataset(dataset)
     kind = "image" if variant == "resnet20" else ("lattice" if variant == "lattice" else "sphere")
     data = {} if data is None else data
     if kind not in data:
-        graph = graph_transform(variant, cfg)
-        train_split = load_split(dataset, True, graph, cfg, root, download)
-        clean = (train_split if not cfg.augment
-                 else load_split(dataset, True, graph, cfg.replace(augment=False), root,
-                                 download))
-        data[kind] = (train_split, load_split(dataset, False, graph, cfg, root, download), clean)
+        data[kind] = load_splits(variant, cfg, dataset, root, download)
 
     def analysis(model: nn.Module, result: dict[str, Any]) -> dict[str, Any]:
         return analyse_model(model, variant, data[kind][1], cfg, next(model.parameters()).device)
 
-    return qsv_ablation.train_variant(
-        variant, seed, cfg, data[kind], run_root, device, progress, variants=VARIANTS,
-        build=build_model, loader=graph_loader, dataset=dataset,
-        analyse=analysis if analyse and variant != "resnet20" else None)
-
-
-def aggregate(results: Sequence[dict[str, Any]], dataset: str) -> list[dict[str, Any]]:
-    """One table row per variant (in :data:`VARIANTS` order) from per-seed results: the
-    columns of the package's :func:`~quest_geometric.pipelines.qsv_ablation.aggregate`,
-    with the paper's numbers for ``dataset`` (:data:`PAPER`, NaN where the paper has none)."""
-    _check_dataset(dataset)
-    by_variant = {v: [r for r in results if r["variant"] == v] for v in VARIANTS}
-    return [variant_row(rs, by_variant["qsv"],
-                        PAPER.get(dataset, {}).get(v, (math.nan, math.nan)), DESCRIPTIONS[v])
-            for v, rs in by_variant.items() if rs]
-
-
-_ANALYSIS_KEYS = ("entropy_mean", "entropy_frac_above_0.95", "angle_median_deg",
-                  "angle_frac_below_10deg", "acc_trained", "delta_no_transport",
-                  "delta_uniform", "delta_no_transport_uniform")
-#: The columns of the analysis table.
-ANALYSIS_COLUMNS = ["variant", "seeds"] + [c for k in _ANALYSIS_KEYS for c in (k, f"{k}_std")]
-
-
-def aggregate_analysis(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Mean and std over seeds of every analysis number, one row per analysed variant."""
-    rows = []
-    for v in VARIANTS:
-        rs = [r["analysis"] for r in results if r["variant"] == v and r.get("analysis")]
-        if not rs:
-            continue
-        row: dict[str, Any] = {"variant": v, "seeds": len(rs)}
-        for key in _ANALYSIS_KEYS:
-            vals = [a[key] for a in rs if key in a]
-            if vals:
-                row[key], row[f"{key}_std"] = mean_std(vals)
-            else:
-                row[key], row[f"{key}_std"] = math.nan, math.nan
-        rows.append(row)
-    return rows
+    return train_run(variant, seed, cfg, data[kind], run_root, device, progress,
+                     dataset=dataset, analyse=analysis if analyse and variant != "resnet20"
+                     else None)
 
 
 def run(dataset: str = "digits", seeds: Optional[Sequence[int]] = None,
@@ -199,10 +136,9 @@ def run(dataset: str = "digits", seeds: Optional[Sequence[int]] = None,
         return train_variant(v, s, vcfg, dataset, root, vroot, device, progress, analyse,
                              download, data)
 
-    results = qsv_ablation.train_all(variants, seeds, train, dataset, progress and info.is_main,
-                                     t0)
+    results = train_all(variants, seeds, train, dataset, progress and info.is_main, t0)
     rows = aggregate(results, dataset)
-    per_seed = qsv_ablation.seed_rows(results)
+    per_seed = seed_rows(results)
     analysis_rows = aggregate_analysis(results) if analyse else []
     summary = report.findings(rows, analysis_rows)
     markdown = ""
@@ -236,19 +172,40 @@ def _check_variant_epochs(variant_epochs: Optional[Mapping[str, int]],
     return out
 
 
+def train_all(variants: Sequence[str], seeds: Sequence[int],
+              train: Callable[[str, int], dict[str, Any]], label: str, show: bool,
+              t0: float) -> list[dict[str, Any]]:
+    """``train(variant, seed)`` for every (variant, seed), variants outermost (so one data
+    cache serves each graph kind), with a line per run when ``show`` (``label`` names the
+    dataset, ``t0`` is the start time)."""
+    results: list[dict[str, Any]] = []
+    total = len(variants) * len(seeds)
+    for v in variants:
+        for s in seeds:
+            if show:
+                tqdm.write(f"[qsv_ablation] {label} {v} seed {s} ({len(results) + 1}/{total}, "
+                           f"{time.perf_counter() - t0:.0f} s)")
+            results.append(train(v, s))
+    return results
+
+
 def write_tables(stem: str, out: Path, meta: dict[str, Any], cfg: AblationConfig, dataset: str,
                  quick: bool, seeds: Sequence[int], rows: list[dict[str, Any]],
                  per_seed: list[dict[str, Any]], analysis_rows: list[dict[str, Any]],
                  results: list[dict[str, Any]], summary: list[str]) -> tuple[dict[str, Any], str]:
-    """Write the tables (the package's
-    :func:`~quest_geometric.pipelines.qsv_ablation.write_tables`, and the analysis ones when
-    there are analysis rows); return the paths and the markdown of everything written (for
-    :func:`run`, and for the merge of per-seed files)."""
-    paths, markdown = qsv_ablation.write_tables(
-        stem, out, meta, rows, per_seed,
-        report.table_notes(cfg, dataset, seeds, summary, meta.get("variant_epochs"), rows),
-        f"QSV ablation on {dataset}" + (" (quick)" if quick else ""),
-        f"QSV ablation on {dataset}: per-seed results")
+    """Write the table ``<stem>.*`` with its notes, the per-seed table ``<stem>_seeds.*`` and,
+    when there are analysis rows, the analysis table and its two histograms; return the paths
+    and the markdown of everything written (for :func:`run`, and for the merge of per-seed
+    files)."""
+    paths: dict[str, Any] = {}
+    paths["table"] = write_results(
+        stem, rows, out, meta=meta, columns=TABLE_COLUMNS,
+        title=f"QSV ablation on {dataset}" + (" (quick)" if quick else ""),
+        notes=report.table_notes(cfg, dataset, seeds, summary, meta.get("variant_epochs"),
+                                 rows))
+    paths["seeds"] = write_results(f"{stem}_seeds", per_seed, out, meta=meta,
+                                   title=f"QSV ablation on {dataset}: per-seed results")
+    markdown = paths["table"]["md"].read_text()
     if analysis_rows:
         paths["analysis"] = write_results(
             f"{stem}_analysis", analysis_rows, out, meta=meta, columns=ANALYSIS_COLUMNS,

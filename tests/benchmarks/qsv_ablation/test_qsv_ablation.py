@@ -1,5 +1,5 @@
-"""The QSV ablation study (benchmarks/qsv/ablation_study/) and the package's digits pipeline
-the tour runs: tiny end-to-end runs, aggregation, paper column, bad input."""
+"""The QSV ablation study (benchmarks/qsv/ablation_study/): tiny end-to-end runs, aggregation,
+paper column, bad input."""
 import csv
 import json
 import math
@@ -14,7 +14,6 @@ from benchmarks.qsv.ablation import main as ablation_main
 from benchmarks.qsv.ablation import summarise
 from benchmarks.qsv.ablation_study import report
 from quest_geometric.analysis.stats import paired_differences
-from benchmarks.qsv.pipelines import qsv_ablation
 from quest_geometric.transforms import AppendPosition
 
 TINY = dict(channels=8, heads=2, num_layers=1, train_limit=48, test_limit=24,
@@ -181,7 +180,7 @@ def test_with_position_batch_call_equals_per_sample_compose(variant):
 
     cfg = qa.PRESETS["digits"]["quick"]
     t = qa.graph_transform(variant, cfg)
-    assert isinstance(t, qsv_ablation.WithPosition)
+    assert isinstance(t, qa.WithPosition)
     images = torch.rand(5, 1, 8, 8, generator=torch.Generator().manual_seed(0))
     y = torch.arange(5)
     fast = t.batch_call(images, y=y, as_batch=True)
@@ -325,14 +324,14 @@ class _MeanPoolLinear(torch.nn.Module):
 
 
 def test_train_variant_hooks_build_analyse_and_reuse(tmp_path):
-    """The package's train_variant trains the factory's model, records the dataset's name and
+    """train_run trains the factory's model, records the dataset's name and
     stores what ``analyse`` returns; a reused run without an analysis is analysed on the model
     of its checkpoint, and one with an analysis is returned as it is."""
     from quest_geometric.training.checkpoint import read_checkpoint
 
-    cfg = qsv_ablation.DIGITS.replace(epochs=1, eval_every=1, batch_size=16, eval_batch_size=24)
+    cfg = qa.DIGITS.replace(epochs=1, eval_every=1, batch_size=16, eval_batch_size=24)
     splits = tuple(s.index_select(list(range(n)))
-                   for s, n in zip(qsv_ablation.digits_splits("qsv", cfg), (48, 24, 48)))
+                   for s, n in zip(qa.load_splits("qsv", cfg), (48, 24, 48)))
     built, analysed = [], []
 
     def build(variant, cfg, in_channels, num_classes, num_nodes):
@@ -344,11 +343,11 @@ def test_train_variant_hooks_build_analyse_and_reuse(tmp_path):
         return {"weight_sum": float(model.lin.weight.detach().sum().cpu())}
 
     def train(variant, **kw):
-        return qsv_ablation.train_variant(variant, 0, cfg, splits, tmp_path, variants=["tiny"],
-                                          build=build, dataset="tiny_digits", **kw)
+        return qa.train_run(variant, 0, cfg, splits, tmp_path, variants=["tiny"], build=build,
+                            dataset="tiny_digits", **kw)
 
     with pytest.raises(ValueError, match="variant"):
-        qsv_ablation.train_variant("tiny", 0, cfg, splits, tmp_path, build=build)
+        qa.train_run("tiny", 0, cfg, splits, tmp_path, build=build)
     first = train("tiny")  # trained, no analysis
     in_channels = splits[0][0].x.size(1)
     assert built == [("tiny", in_channels, 10, splits[0][0].num_nodes)] and not analysed
@@ -366,8 +365,8 @@ def test_train_variant_hooks_build_analyse_and_reuse(tmp_path):
     assert saved["analysis"] == second["analysis"]
     assert train("tiny", analyse=analyse) == second and len(analysed) == 1  # nothing to do
 
-    fresh = qsv_ablation.train_variant("tiny", 1, cfg, splits, tmp_path, variants=["tiny"],
-                                       build=build, analyse=analyse)  # trained and analysed
+    fresh = qa.train_run("tiny", 1, cfg, splits, tmp_path, variants=["tiny"], build=build,
+                         analyse=analyse)  # trained and analysed
     model_weights = read_checkpoint(tmp_path / "tiny_s1" / "checkpoint.pt")["model"]
     assert fresh["analysis"]["weight_sum"] == pytest.approx(
         model_weights["lin.weight"].sum().item())
@@ -483,41 +482,7 @@ def test_summarise_refuses_conflicts(tmp_path):
         summarise([], out_dir=tmp_path)
 
 
-# -------------------------------------------------------- the package's digits pipeline (tour)
-@pytest.mark.slow
-def test_package_run_is_the_study_s_full_digits_table(tmp_path):
-    """The tour's run (the package's digits model, all five graph variants) writes the same
-    table and per-seed rows as the study's full digits run of those variants."""
-    threads = torch.get_num_threads()
-    try:
-        torch.set_num_threads(1)
-        tour = qsv_ablation.run(seeds=[0], epochs=1, out_dir=tmp_path / "tour", progress=False)
-        study = qa.run(dataset="digits", seeds=[0], epochs=1, out_dir=tmp_path / "study",
-                       progress=False, variants=qsv_ablation.VARIANTS)
-    finally:
-        torch.set_num_threads(threads)
-    assert [r["variant"] for r in tour["rows"]] == list(qsv_ablation.VARIANTS)
-    assert tour["config"] == qa.PRESETS["digits"]["full"].replace(epochs=1)
-
-    def timeless(rows):
-        return [{k: v for k, v in r.items() if k != "epoch_s"} for r in rows]
-
-    assert json.dumps(timeless(tour["rows"])) == json.dumps(timeless(study["rows"]))
-    assert tour["summary"] == study["summary"]
-    for stem in ("qsv_ablation_digits", "qsv_ablation_digits_seeds"):
-        a = json.loads((tmp_path / "tour" / f"{stem}.json").read_text())
-        b = json.loads((tmp_path / "study" / f"{stem}.json").read_text())
-        assert timeless(a["rows"]) == timeless(b["rows"])
-        for meta in (a["meta"], b["meta"]):
-            meta.pop("wall_s"), meta.pop("date", None)
-        assert a["meta"] == b["meta"] and a["meta"]["quick"] is False
-    md = (tmp_path / "tour" / "qsv_ablation_digits.md").read_text()
-    assert md == tour["markdown"] and "### QSV ablation on digits" in md
-    assert sorted(p.name for p in tour["run_root"].iterdir()) == sorted(
-        f"{v}_s0" for v in qsv_ablation.VARIANTS)
-
-
-def test_package_run_bad_seeds(tmp_path):
+def test_bad_seeds(tmp_path):
     for seeds in ([0, 0], [-1], []):
         with pytest.raises(ValueError, match="seeds"):
-            qsv_ablation.run(seeds=seeds, out_dir=tmp_path, progress=False)
+            qa.run(dataset="digits", seeds=seeds, out_dir=tmp_path, progress=False)

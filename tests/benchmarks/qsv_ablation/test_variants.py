@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch_geometric.nn.conv import TransformerConv
 
-from benchmarks.qsv.pipelines.qsv_ablation.config import VARIANTS
-from benchmarks.qsv.pipelines.qsv_ablation.variants import qsv_variant
+from benchmarks.qsv.ablation_study.config import GRAPH_VARIANTS as VARIANTS
+from benchmarks.qsv.ablation_study.variants import qsv_variant
 from quest_geometric.models.qsv_net import QSVNet
 from quest_geometric.testing.qsv import random_image_batch
 from quest_geometric.transforms.image_to_sphere import ImageToSphere

@@ -1,12 +1,13 @@
-"""The QSV ablation's table: per-seed results aggregated into one row per variant (mean,
-spread, paired differences to QSV, the paper's numbers)."""
+"""The QSV ablation's tables: per-seed results aggregated into one row per variant (mean,
+spread, paired differences to QSV, the paper's numbers), and the analysis of the trained
+models into one row per analysed variant."""
 from __future__ import annotations
 
 import math
 from typing import Any, Sequence
 
+from benchmarks.qsv.ablation_study.config import DESCRIPTIONS, PAPER, VARIANTS, _check_dataset
 from quest_geometric.analysis.stats import finite_mean, mean_std, paired_differences
-from benchmarks.qsv.pipelines.qsv_ablation.config import DESCRIPTIONS, PAPER, VARIANTS
 
 
 #: Relative difference in parameter count from QSV within which a row is parameter-matched.
@@ -57,8 +58,9 @@ def variant_row(rs: Sequence[dict[str, Any]], qsv: Sequence[dict[str, Any]],
     return row
 
 
-def aggregate(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One table row per variant (in :data:`VARIANTS` order) from per-seed results.
+def aggregate(results: Sequence[dict[str, Any]], dataset: str) -> list[dict[str, Any]]:
+    """One table row per variant (in :data:`VARIANTS` order) from per-seed results, with the
+    paper's numbers for ``dataset``.
 
     Columns: ``variant``, ``description``, ``params``, ``seeds``, ``epochs`` (of the runs;
     ``'60/120'`` when seeds differ), ``acc_mean``, ``acc_std``
@@ -72,8 +74,10 @@ def aggregate(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     and its ``t_p``, the exact permutation test's ``perm_p``, ``wins_vs_qsv`` and the exact
     sign test's ``sign_p``.
     """
+    _check_dataset(dataset)
     by_variant = {v: [r for r in results if r["variant"] == v] for v in VARIANTS}
-    return [variant_row(rs, by_variant["qsv"], PAPER[v], DESCRIPTIONS[v])
+    return [variant_row(rs, by_variant["qsv"],
+                        PAPER.get(dataset, {}).get(v, (math.nan, math.nan)), DESCRIPTIONS[v])
             for v, rs in by_variant.items() if rs]
 
 
@@ -91,3 +95,28 @@ def seed_rows(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per (variant, seed) with the :data:`SEED_COLUMNS` (NaN where a result has
     none)."""
     return [{k: r.get(k, math.nan) for k in SEED_COLUMNS} for r in results]
+
+
+_ANALYSIS_KEYS = ("entropy_mean", "entropy_frac_above_0.95", "angle_median_deg",
+                  "angle_frac_below_10deg", "acc_trained", "delta_no_transport",
+                  "delta_uniform", "delta_no_transport_uniform")
+#: The columns of the analysis table.
+ANALYSIS_COLUMNS = ["variant", "seeds"] + [c for k in _ANALYSIS_KEYS for c in (k, f"{k}_std")]
+
+
+def aggregate_analysis(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Mean and std over seeds of every analysis number, one row per analysed variant."""
+    rows = []
+    for v in VARIANTS:
+        rs = [r["analysis"] for r in results if r["variant"] == v and r.get("analysis")]
+        if not rs:
+            continue
+        row: dict[str, Any] = {"variant": v, "seeds": len(rs)}
+        for key in _ANALYSIS_KEYS:
+            vals = [a[key] for a in rs if key in a]
+            if vals:
+                row[key], row[f"{key}_std"] = mean_std(vals)
+            else:
+                row[key], row[f"{key}_std"] = math.nan, math.nan
+        rows.append(row)
+    return rows

@@ -1,5 +1,5 @@
 """Training runs of the QSV ablation: the models, the clean-training-accuracy callback and one
-run per (variant, seed), in its own folder, reused once finished."""
+run per (variant, seed), in its own folder, reused once finished (:func:`train_run`)."""
 from __future__ import annotations
 
 import dataclasses
@@ -12,10 +12,10 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 from torch import nn
 
+from benchmarks.qsv.ablation_study.config import VARIANTS, AblationConfig
+from benchmarks.qsv.ablation_study.data import graph_loader, sample_shapes
+from benchmarks.qsv.ablation_study.variants import qsv_variant
 from quest_geometric._utils import atomic_write_json, check_choice, resolve_device
-from benchmarks.qsv.pipelines.qsv_ablation.config import VARIANTS, AblationConfig
-from benchmarks.qsv.pipelines.qsv_ablation.data import graph_loader, sample_shapes
-from benchmarks.qsv.pipelines.qsv_ablation.variants import qsv_variant
 from quest_geometric.training.trainer import Callback
 
 
@@ -32,16 +32,22 @@ def _model_kwargs(cfg: AblationConfig, num_nodes: Optional[int]) -> dict[str, An
 
 def build_model(variant: str, cfg: AblationConfig, in_channels: int, num_classes: int,
                 num_nodes: Optional[int] = None) -> nn.Module:
-    """The model of one row (random init from the global generator).
+    """The model of one row (random init from the global generator):
+    :func:`~benchmarks.qsv.ablation_study.variants.qsv_variant` for a graph row, or
+    :class:`~benchmarks.qsv.ablation_study.resnet.ResNet20` on the images for ``'resnet20'``.
 
     Args:
         variant (str): one of :data:`VARIANTS`.
         cfg (AblationConfig): the sizes.
-        in_channels (int): node feature size.
+        in_channels (int): node feature size (graph rows) or image channels (ResNet).
         num_classes (int): classes.
         num_nodes (int, optional): template nodes (for ``positions='embedding'``).
     """
     check_choice(variant, "variant", VARIANTS, where="qsv_ablation")
+    if variant == "resnet20":
+        from benchmarks.qsv.ablation_study.resnet import ResNet20
+
+        return ResNet20(num_classes=num_classes, in_channels=in_channels)
     return qsv_variant(variant, in_channels, num_classes, **_model_kwargs(cfg, num_nodes))
 
 
@@ -153,23 +159,24 @@ def make_loaders(splits: tuple[Any, Any, Any], cfg: AblationConfig, seed: int,
             loader(clean, cfg.eval_batch_size, shuffle=False))
 
 
-def train_variant(variant: str, seed: int, cfg: AblationConfig, splits: tuple[Any, Any, Any],
-                  run_root: Optional[Union[str, os.PathLike]] = None, device: str = "cpu",
-                  progress: bool = False, *, variants: Sequence[str] = VARIANTS,
-                  build: Callable[..., nn.Module] = build_model,
-                  loader: Callable[..., Any] = graph_loader, dataset: str = "digits",
-                  analyse: Optional[Callable[[nn.Module, dict[str, Any]],
-                                             Optional[dict[str, Any]]]] = None
-                  ) -> dict[str, Any]:
-    """Train (or resume, or reuse) one variant with one seed; the keyword hooks let the study
-    (``benchmarks/qsv/ablation_study/``) run its variants, data and analysis here too.
+def train_run(variant: str, seed: int, cfg: AblationConfig, splits: tuple[Any, Any, Any],
+              run_root: Optional[Union[str, os.PathLike]] = None, device: str = "cpu",
+              progress: bool = False, *, variants: Sequence[str] = VARIANTS,
+              build: Callable[..., nn.Module] = build_model,
+              loader: Callable[..., Any] = graph_loader, dataset: str = "digits",
+              analyse: Optional[Callable[[nn.Module, dict[str, Any]],
+                                         Optional[dict[str, Any]]]] = None) -> dict[str, Any]:
+    """Train (or resume, or reuse) one variant with one seed on given splits; the keyword
+    hooks take another model factory, loader or analysis
+    (:func:`~benchmarks.qsv.ablation_study.study.train_variant` loads the splits and runs
+    this).
 
     Args:
         variant (str): one of ``variants``.
         seed (int): model-init and training seed.
         cfg (AblationConfig): the settings.
         splits (tuple): the training, test and clean training graphs
-            (:func:`~quest_geometric.pipelines.qsv_ablation.data.digits_splits`).
+            (:func:`~benchmarks.qsv.ablation_study.data.load_splits`).
         run_root (path, optional): parent of the run folder ``<variant>_s<seed>``;
             :obj:`None` keeps nothing on disk. (default: :obj:`None`)
         device (str): training device. (default: ``'cpu'``)

@@ -1,12 +1,12 @@
-r"""The models of the QSV ablation table by name (:func:`qsv_variant`); the standard-attention
+r"""The graph models of the QSV ablation table by name (:func:`qsv_variant`); the standard-attention
 control is sized by :func:`~quest_geometric.models.qsv_net.match_parameter_count`."""
 from __future__ import annotations
 
 from typing import Any
 
+from benchmarks.qsv.ablation_study.config import GRAPH_VARIANTS
 from quest_geometric._utils.checks import check_choice
 from quest_geometric.models.qsv_net import QSVNet, match_parameter_count
-from benchmarks.qsv.pipelines.qsv_ablation.config import VARIANTS
 
 __all__ = ["qsv_variant"]
 
@@ -27,7 +27,7 @@ def qsv_variant(name: str, in_channels: int, num_classes: int, **kwargs: Any) ->
 
     Args:
         name (str): One of
-            :data:`~quest_geometric.pipelines.qsv_ablation.config.VARIANTS`.
+            :data:`~benchmarks.qsv.ablation_study.config.GRAPH_VARIANTS`.
         in_channels (int): Node feature size.
         num_classes (int): Number of classes.
         **kwargs (optional): :class:`~quest_geometric.models.qsv_net.QSVNet` arguments
@@ -37,7 +37,7 @@ def qsv_variant(name: str, in_channels: int, num_classes: int, **kwargs: Any) ->
     Returns:
         QSVNet: The model (``model.parameter_count()`` gives its size).
     """
-    check_choice(name, "'name'", VARIANTS)
+    check_choice(name, "'name'", GRAPH_VARIANTS)
     if kwargs.get("conv", "qsv") != "qsv":
         raise ValueError("qsv_variant chooses 'conv' itself; do not pass it")
     kwargs.pop("conv", None)

@@ -13,7 +13,7 @@ forward (no gradient) and forward + backward, at each thread count:
 * ``layer``: ``QSVConv(64, 64, heads=1)`` on the kNN graph (k = 20, self loops, the dense
   layout) of N Fibonacci points, called with ``dense=True``;
 * ``net``: ``QSVNet(3, 10, channels=64, heads=4, num_layers=4)`` on a batch of the sphere
-  graphs of :mod:`~quest_geometric.pipelines.qsv_layer_speed` (1,344 nodes each, in-degree
+  graphs of :mod:`~benchmarks.qsv.layer_speed` (1,344 nodes each, in-degree
   16), called as a user calls it (``dense=None``: the layout is found at run time, inside the
   custom operator ``quest_geometric::qsv_attend_graph`` where the native kernels apply), and
   compiled once more with every ``QSVConv`` built with ``dense=True`` (the graphs are dense),
@@ -101,7 +101,7 @@ def subjects(quick: bool = False, backend: str = "inductor") -> list[dict[str, A
     """The measured subjects: name, size, the variants' callables (name -> ``(call, args,
     grad_args, params)``) and a function giving the graph breaks of the compiled form."""
     from quest_geometric.models.qsv_net import QSVNet
-    from benchmarks.qsv.pipelines.qsv_layer_speed import K_CROSS, K_WITHIN, SIZES
+    from benchmarks.qsv.layer_speed import K_CROSS, K_WITHIN, SIZES
     from quest_geometric.geometry.graphs import sphere_graph
     from quest_geometric.nn import qsv_native_available
     from quest_geometric.nn.qsv_conv import QSVConv

@@ -109,7 +109,7 @@ def forward_flops(layer: str, nodes: int, edges: int, channels: int = CHANNELS) 
     softmax's exponentials, normalisations, biases and index operations.
 
     * ``'QSVConv'`` and ``'TransformerConv'``:
-      :func:`quest_geometric.pipelines.qsv_layer_speed.forward_flops` with one head,
+      :func:`benchmarks.qsv.layer_speed.forward_flops` with one head,
       :math:`8 N C + 9 N C + 8 E + 2 E C` and :math:`8 N C^2 + 4 E C`;
     * ``'NeighborhoodAttentionS2'``: four :math:`C \to C` maps (query, key, value and the
       output projection, :math:`8 N C^2`), and per neighbourhood entry the query-key dot
@@ -126,7 +126,7 @@ def forward_flops(layer: str, nodes: int, edges: int, channels: int = CHANNELS) 
     Returns:
         int: the forward FLOPs.
     """
-    from benchmarks.qsv.pipelines.qsv_layer_speed import forward_flops as speed_flops
+    from benchmarks.qsv.layer_speed import forward_flops as speed_flops
 
     check_choice(layer, "'layer'", LAYERS, where="forward_flops")
     N = check_int(nodes, "nodes", 0, where="forward_flops")

@@ -3,7 +3,7 @@ import csv
 
 import pytest
 
-from benchmarks.qsv.pipelines import knn_speed
+from benchmarks.qsv import knn_speed
 
 
 @pytest.mark.slow

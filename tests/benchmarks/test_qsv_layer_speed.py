@@ -1,12 +1,11 @@
-"""The QSV layer-speed benchmark (benchmarks/qsv/layer_speed.py) and the package's one-batch
-pipeline the tour runs end to end and write a consistent table."""
+"""The QSV layer-speed benchmark (benchmarks/qsv/layer_speed.py) runs end to end and writes a
+consistent table."""
 import math
 
 import pytest
 import torch
 
 from benchmarks.qsv import layer_speed
-from benchmarks.qsv.pipelines import qsv_layer_speed
 
 
 @pytest.mark.slow
@@ -28,29 +27,26 @@ def test_quick_run_writes_tables(tmp_path):
 
 def test_layer_rows_restore_threads(monkeypatch):
     before = torch.get_num_threads()
-    monkeypatch.setattr(qsv_layer_speed, "SIZES", (16, 32))
+    monkeypatch.setattr(layer_speed, "SIZES", (16, 32))
     rows = layer_speed.layer_rows(1, torch.device("cpu"), repeat=1, progress=False,
                                   threads=(1,))
     assert torch.get_num_threads() == before
     assert [r["threads"] for r in rows] == [1, 1, 1]
-    rows = qsv_layer_speed.layer_rows(1, torch.device("cpu"), repeat=1, threads=1)
-    assert torch.get_num_threads() == before
-    assert [r["threads"] for r in rows] == [1, 1, 1]
 
 
-def test_package_run_is_one_batch_at_one_thread_count(tmp_path, monkeypatch):
-    """The tour's run: one batch size at one thread count, the benchmark's table format."""
+def test_one_batch_at_one_thread_count(tmp_path, monkeypatch):
+    """One batch size at one thread count: the table, its metadata and its summary."""
     import json
 
-    monkeypatch.setattr(qsv_layer_speed, "SIZES", (16, 32))
-    res = qsv_layer_speed.run(quick=True, out_dir=tmp_path, batch_size=1, threads=1)
+    monkeypatch.setattr(layer_speed, "SIZES", (16, 32))
+    res = layer_speed.run(quick=True, out_dir=tmp_path, progress=False, batch_size=1, threads=1)
     assert [(r["graphs"], r["threads"], r["layer"]) for r in res["layers"]] == [
         (1, 1, name) for name in ("QSVConv", "TransformerConv", "GATv2Conv")]
     doc = json.loads((tmp_path / "qsv_layer_speed.json").read_text())
     assert doc["meta"]["batch_sizes"] == [1] and doc["meta"]["threads"] == [1]
     assert doc["meta"]["quick"] is True and doc["meta"]["rounds"] == 5
     for r in res["layers"]:
-        assert r["fwd_gflop"] == pytest.approx(qsv_layer_speed.forward_flops(
+        assert r["fwd_gflop"] == pytest.approx(layer_speed.forward_flops(
             r["layer"], r["nodes"], r["edges"]) / 1e9)
         assert math.isfinite(r["flops_vs_transformer"]) and math.isfinite(r["peak_mb"])
     assert len(res["summary"]) == 1 and res["summary"][0].startswith("QSVConv forward+backward")
@@ -60,7 +56,7 @@ def test_package_run_is_one_batch_at_one_thread_count(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_compiled_rows_are_wired(monkeypatch):
     # wiring only, on a tiny graph and the code-generation-free backend; no timing is read
-    monkeypatch.setattr(qsv_layer_speed, "SIZES", (16, 32))
+    monkeypatch.setattr(layer_speed, "SIZES", (16, 32))
     rows = layer_speed.layer_rows(1, torch.device("cpu"), repeat=1, progress=False,
                                   threads=(1,), compiled=True, backend="aot_eager")
     by_name = {r["layer"]: r for r in rows}
@@ -89,9 +85,10 @@ def test_threads_and_batch_sizes_must_be_positive(tmp_path):
         layer_speed.run(quick=True, out_dir=tmp_path, threads=0)
     with pytest.raises(ValueError, match="batch_size"):
         layer_speed.run(quick=True, out_dir=tmp_path, batch_size=[8, 0])
-    for kwargs in ({"threads": 0}, {"batch_size": 0}, {"batch_size": True}):
-        with pytest.raises(ValueError, match="'batch_size' and 'threads' must be positive"):
-            qsv_layer_speed.run(quick=True, out_dir=tmp_path, **kwargs)
+    for kwargs in ({"threads": True}, {"batch_size": 0}, {"batch_size": True}):
+        name = next(iter(kwargs))
+        with pytest.raises(ValueError, match=f"run: '{name}' must be positive integers"):
+            layer_speed.run(quick=True, out_dir=tmp_path, **kwargs)
 
 
 def test_forward_flops_dense_terms_match_torch_flop_counter_and_params_are_exact():
@@ -102,8 +99,8 @@ def test_forward_flops_dense_terms_match_torch_flop_counter_and_params_are_exact
     counter sees the whole formula."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    edge_index, n, x, layers = qsv_layer_speed.problem(1, torch.device("cpu"))
-    E, C, H = edge_index.size(1), qsv_layer_speed.CHANNELS, qsv_layer_speed.HEADS
+    edge_index, n, x, layers = layer_speed.problem(1, torch.device("cpu"))
+    E, C, H = edge_index.size(1), layer_speed.CHANNELS, layer_speed.HEADS
     per_edge = {"QSVConv": 8 * E * H + 2 * E * C, "TransformerConv": 4 * E * C,
                 "GATv2Conv": 6 * E * C}
     params = {"QSVConv": C * 4 * H + 4 * H + C,              # quaternion map + output bias
@@ -113,7 +110,7 @@ def test_forward_flops_dense_terms_match_torch_flop_counter_and_params_are_exact
         kwargs = {"dense": False} if name == "QSVConv" else {}  # scatter path: no CSR product
         with FlopCounterMode(display=False) as counter:
             layer(x, edge_index, **kwargs)
-        flops = qsv_layer_speed.forward_flops(name, n, E, C, H)
+        flops = layer_speed.forward_flops(name, n, E, C, H)
         assert flops - per_edge[name] == counter.get_total_flops(), name
         assert sum(p.numel() for p in layer.parameters()) == params[name], name
     assert params["QSVConv"] == 1104 and params["TransformerConv"] == 16640
@@ -123,9 +120,9 @@ def test_forward_flops_dense_terms_match_torch_flop_counter_and_params_are_exact
         layer = layers["QSVConv"]
         with FlopCounterMode(display=False) as counter:
             layer(x, edge_index)
-        assert counter.get_total_flops() == qsv_layer_speed.forward_flops("QSVConv", n, E, C, H)
+        assert counter.get_total_flops() == layer_speed.forward_flops("QSVConv", n, E, C, H)
     with pytest.raises(ValueError, match="forward_flops: 'layer' must be"):
-        qsv_layer_speed.forward_flops("GCNConv", 1, 1)
+        layer_speed.forward_flops("GCNConv", 1, 1)
 
 
 def test_rewrite_adds_parameter_and_flop_columns_and_keeps_the_measurements(tmp_path):
@@ -140,7 +137,7 @@ def test_rewrite_adds_parameter_and_flop_columns_and_keeps_the_measurements(tmp_
     for old, new in zip(before["rows"], after["rows"]):
         for key, value in old.items():
             assert new[key] == value, key  # every measured column unchanged
-        assert new["fwd_gflop"] == pytest.approx(qsv_layer_speed.forward_flops(
+        assert new["fwd_gflop"] == pytest.approx(layer_speed.forward_flops(
             new["layer"], new["nodes"], new["edges"]) / 1e9)
     q = next(r for r in after["rows"] if r["layer"] == "QSVConv")
     assert q["flops_vs_transformer"] == pytest.approx(

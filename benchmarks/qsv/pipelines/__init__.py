@@ -1,1 +1,0 @@
-"""The QSV study's pipelines, moved from the package (issue 52)."""

@@ -214,7 +214,7 @@ def _part_pretrained(ctx: TourContext) -> str:
                 f"`benchmarks/{COMMITTED['focus_pretrained']}` "
                 f"and `benchmarks/{COMMITTED['qk_pretrained']}`.\n")
     from quest_geometric.datasets import pydoc_topic_split, token_blocks
-    from quest_geometric.pipelines import focus_eval as focus_pretrained
+    from quest_geometric.training import evaluation as focus_pretrained
     from quest_geometric.pipelines import qk_geometry as qk_pretrained
     from quest_geometric.models.smollm2 import load_smollm2
     from quest_geometric.nn.focus import compose_focus, load_routers, set_focus_options

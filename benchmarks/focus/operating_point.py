@@ -397,9 +397,9 @@ TRAINING_FILE = "training.json"
 def _block_losses(model: Any, blocks: torch.Tensor, desc: str, progress: bool
                   ) -> Dict[str, Any]:
     """Mean next-token loss of each block, the share of causal pairs the Focus layers kept
-    (1 without Focus) and the seconds: :func:`~benchmarks.focus.pretrained.
-    evaluate.evaluate_lm`."""
-    from quest_geometric.pipelines.focus_eval import evaluate_lm
+    (1 without Focus) and the seconds:
+    :func:`~quest_geometric.training.evaluate_lm`."""
+    from quest_geometric.training import evaluate_lm
 
     r = evaluate_lm(model, blocks, progress=progress, desc=desc)
     kept = r["pairs_kept"]

@@ -29,7 +29,7 @@ Layout (each name imported from here):
 * :mod:`~benchmarks.focus.pretrained.data`: the token blocks;
 * :mod:`~benchmarks.focus.pretrained.routers`: every read and write of
   router weights (:func:`load_router_weights`, the training checkpoint, saved folders);
-* :mod:`~quest_geometric.pipelines.focus_eval`: :func:`evaluate_lm`;
+* :mod:`~quest_geometric.training`: :func:`evaluate_lm`;
 * :mod:`~benchmarks.focus.pretrained.evaluate`: :func:`paired_block_delta` (and
   ``evaluate_modes``, the rows of each mode);
 * :mod:`~benchmarks.focus.pretrained.summary`: :func:`revisit_drop`;
@@ -45,7 +45,7 @@ Layout (each name imported from here):
 from benchmarks.focus.pretrained.bounds import decode_bounds, write_decode_bounds
 from benchmarks.focus.pretrained.cli import main
 from benchmarks.focus.pretrained.evaluate import paired_block_delta
-from quest_geometric.pipelines.focus_eval import evaluate_lm
+from quest_geometric.training import evaluate_lm
 from benchmarks.focus.pretrained.reeval import evaluate_saved
 from benchmarks.focus.pretrained.routers import load_router_weights
 from benchmarks.focus.pretrained.speed import run_speed

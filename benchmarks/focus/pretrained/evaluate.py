@@ -9,7 +9,7 @@ from typing import Any, Dict, Iterator, Mapping, Optional, Sequence
 
 import torch
 
-from quest_geometric.pipelines.focus_eval import evaluate_lm
+from quest_geometric.training import evaluate_lm
 
 
 def paired_block_delta(reference: Sequence[float], other: Sequence[float]) -> Dict[str, float]:
@@ -42,7 +42,7 @@ def evaluate_modes(model: Any, val: torch.Tensor, base: Mapping[str, Any], gate:
     ``straight_through``, which trains the hard pattern), then hard top-1, top-2 and
     top-:math:`K`. Yields each row's measured columns (``eval``, ``val_ppl``, ``delta_pct``
     and the :func:`paired_block_delta` columns against ``base``, full attention's
-    :func:`~quest_geometric.pipelines.focus_eval.evaluate_lm` result, then ``pairs_kept``,
+    :func:`~quest_geometric.training.evaluate_lm` result, then ``pairs_kept``,
     ``soft_keep`` and ``balance``)."""
     from quest_geometric.nn.focus import set_focus_options
 

@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from benchmarks.focus.pretrained.config import MODEL_NOTE, load_average, preset
 from benchmarks.focus.pretrained.data import load_data
 from benchmarks.focus.pretrained.evaluate import evaluate_modes
-from quest_geometric.pipelines.focus_eval import evaluate_lm
+from quest_geometric.training import evaluate_lm
 from benchmarks.focus.pretrained.report import (
     REEVAL_COLUMNS,
     REEVAL_NOTES,

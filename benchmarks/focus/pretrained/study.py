@@ -12,7 +12,7 @@ import torch
 from benchmarks.focus.pretrained.config import MODEL_NOTE, load_average, preset
 from benchmarks.focus.pretrained.data import load_data, validation_blocks
 from benchmarks.focus.pretrained.evaluate import evaluate_modes
-from quest_geometric.pipelines.focus_eval import evaluate_lm
+from quest_geometric.training import evaluate_lm
 from benchmarks.focus.pretrained.plots import plot_curves
 from benchmarks.focus.pretrained.report import TITLE, columns, headlines
 from benchmarks.focus.pretrained.routers import save_trained_routers

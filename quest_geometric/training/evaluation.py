@@ -1,21 +1,29 @@
-"""Evaluating a composed model: validation perplexity, causal pairs kept and the soft gate's
-kept weight."""
+"""Evaluating a language model, composed with Focus or not: validation loss and perplexity,
+the share of causal pairs its Focus layers kept and the soft gate's kept weight."""
 from __future__ import annotations
 
 import math
-from typing import Any, Dict
+from typing import Any, Callable, Dict, Optional
 
 import torch
 
 from quest_geometric.training.routers import router_outputs
 
+__all__ = ["evaluate_lm"]
+
+
+def _hf_loss(model: Any, x: torch.Tensor) -> torch.Tensor:
+    return model(x, labels=x, use_cache=False).loss
+
 
 @torch.no_grad()
 def evaluate_lm(model: Any, blocks: torch.Tensor, progress: bool = False,
-                desc: str = "eval") -> Dict[str, Any]:
-    r"""Perplexity :math:`\exp(\bar\ell)` over ``blocks`` (next-token loss of every position
-    but the first of each block), each block's mean loss and, for a composed model, what its
-    Focus layers did.
+                desc: str = "eval", loss_fn: Optional[Callable[[Any, torch.Tensor],
+                                                               torch.Tensor]] = None
+                ) -> Dict[str, Any]:
+    r"""Perplexity :math:`\exp(\bar\ell)` of a causal language model over ``blocks``, with
+    :math:`\bar\ell` the mean next-token loss of every position but the first of each block,
+    each block's mean loss and, for a model with Focus layers, what they did.
 
     ``pairs_kept`` is the mean over the Focus layers' calls of the share of causal pairs the
     hard pattern kept (:func:`~quest_geometric.nn.focus.focus_pair_share`, each layer's own
@@ -23,7 +31,19 @@ def evaluate_lm(model: Any, blocks: torch.Tensor, progress: bool = False,
     (:func:`~quest_geometric.nn.focus.group_balance`); both NaN when no call ran a hard
     pattern. ``soft_keep``: with the soft additive gate on (training mode), the mean of
     :func:`~quest_geometric.nn.focus.additive_gate_share` (NaN otherwise). ``block_loss``
-    lists each block's mean loss (for a comparison paired by block).
+    lists each block's mean loss, for a comparison of two models paired by block.
+
+    Args:
+        model: a causal language model, e.g. a Hugging Face one composed with
+            :func:`~quest_geometric.nn.focus.compose_focus`.
+        blocks (Tensor): ``[num_blocks, length]`` token ids, one block per call.
+        progress (bool): show a progress bar (default: :obj:`False`).
+        desc (str): the progress bar's label (default: :obj:`'eval'`).
+        loss_fn (callable, optional): ``loss_fn(model, x)`` returns the mean next-token loss
+            (nats) of the ``length - 1`` predicted tokens of ``x`` ``[1, length]``
+            (default: :obj:`None`, Hugging Face's ``model(x, labels=x).loss``; a nanoGPT-style
+            model such as :class:`~quest_geometric.models.CharGPT` takes
+            ``lambda m, x: m(x[:, :-1], x[:, 1:])[1]``).
 
     Returns:
         dict: ``val_ppl``, ``val_loss``, ``block_loss``, ``pairs_kept``, ``balance``,
@@ -35,6 +55,7 @@ def evaluate_lm(model: Any, blocks: torch.Tensor, progress: bool = False,
 
     from quest_geometric.nn.focus import additive_gate_share, focus_pair_share, group_balance
 
+    loss_fn = loss_fn or _hf_loss
     nll, count, per_block = 0.0, 0, []
     shares, balances, soft = [], [], []
     t0 = time.perf_counter()
@@ -42,9 +63,8 @@ def evaluate_lm(model: Any, blocks: torch.Tensor, progress: bool = False,
         for x in tqdm(blocks, desc=desc, disable=not progress, leave=False):
             routed.clear()
             x = x.unsqueeze(0)
-            out = model(x, labels=x, use_cache=False)
             n = x.size(1) - 1
-            per_block.append(float(out.loss))
+            per_block.append(float(loss_fn(model, x)))
             nll += per_block[-1] * n
             count += n
             for f, r in routed:

@@ -70,3 +70,29 @@ def test_evaluate_lm_pairs_kept_counted_by_hand_with_each_layers_window_and_sink
     assert got["pairs_kept"] == pytest.approx(sum(shares) / len(shares))
     assert got["balance"] == pytest.approx(sum(balances) / len(balances))
     assert math.isnan(evaluate_lm(build_hf("llama", seed=0), blocks)["pairs_kept"])
+
+
+def test_evaluate_lm_with_a_loss_fn_for_a_nanogpt_style_model():
+    """``loss_fn`` evaluates a model that is not a Hugging Face one (CharGPT): the loss is
+    the cross-entropy of every block's predicted tokens by hand, and the window plus sinks
+    keeps the causal pairs with i - j <= w or j < s, counted pair by pair."""
+    import torch.nn.functional as F
+
+    from quest_geometric.models import CharGPT, GPTConfig
+    from quest_geometric.nn.focus import WindowOnlyRouter, compose_focus
+
+    torch.manual_seed(0)
+    model = CharGPT(GPTConfig(vocab_size=11, block_size=16, n_layer=2, n_head=2, n_embd=16))
+    compose_focus(model, num_groups=1, top_k=0, window=3, num_sinks=2,
+                  router=WindowOnlyRouter()).eval()
+    blocks = torch.randint(11, (3, 17), generator=torch.Generator().manual_seed(1))
+    got = evaluate_lm(model, blocks, loss_fn=lambda m, x: m(x[:, :-1], x[:, 1:])[1])
+    with torch.no_grad():
+        losses = [float(F.cross_entropy(model(b[None, :-1])[0][0], b[1:])) for b in blocks]
+    assert got["block_loss"] == pytest.approx(losses, rel=1e-6)
+    assert got["val_loss"] == pytest.approx(sum(losses) / 3, rel=1e-6)
+    assert got["val_ppl"] == pytest.approx(math.exp(sum(losses) / 3), rel=1e-6)
+    kept = sum(1 for i in range(16) for j in range(i + 1) if i - j <= 3 or j < 2)
+    assert got["pairs_kept"] == pytest.approx(kept / (16 * 17 / 2))
+    with pytest.raises(TypeError, match="labels"):  # the default is Hugging Face's call
+        evaluate_lm(model, blocks)

@@ -41,10 +41,6 @@ REPORT = "report.md"
 #: The lock a running tour holds on its folder
 #: (:class:`~quest_geometric._utils.lock.FolderLock`): a second tour there is refused.
 LOCK_NAME = ".quest_tour.lock"
-#: Longest sequence at which the Focus sweep runs 'edges' and TransformerConv: their
-#: per-edge tensors (about 4 KiB per edge) would pass the tour's 2 GB peak-memory bound
-#: beyond 1K tokens (``tests/test_tour.py`` measures the peak).
-TOUR_EDGES_MAX = 1024
 #: Committed full-run results in a checkout of the repository (absent from an installed
 #: package): the committed routers are read from here unless ``--results`` names a folder.
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -147,38 +143,21 @@ def _part_qsv(ctx: TourContext) -> str:
     return intro + "\n" + result["markdown"]
 
 
-def focus_speed_settings(quick: bool = True) -> dict:
-    """The keyword arguments of the tour's Focus speed sweep
-    (:func:`quest_geometric.pipelines.focus_speed.run`): up to 16K tokens, no memory
-    columns, glibc's default allocator and, for the quick tour, 'edges' only up to
-    :data:`TOUR_EDGES_MAX` tokens."""
-    return {"quick": True, "memory": False, "allocator": "system",
-            "edges_max": TOUR_EDGES_MAX if quick else None}
-
-
 def _part_focus(ctx: TourContext) -> str:
-    from quest_geometric.pipelines import focus_lm, focus_speed
+    from quest_geometric.pipelines import focus
 
-    speed = focus_speed.run(device=ctx.device, out_dir=ctx.out_dir, progress=ctx.progress,
-                            **focus_speed_settings(ctx.quick))
-    lm = focus_lm.run(quick=True, device=str(ctx.device), out_dir=ctx.out_dir,
-                      progress=ctx.progress, run_dir=ctx.out_dir / "runs")
-    # focus_speed words a missing crossover "not reached tokens"; the tour says it plainly
-    ctx.timing_summary.extend(line.replace("not reached tokens", "not reached")
-                              for line in speed["summary"])
-    ctx.summary.extend(lm["summary"])
-    speed_intro = (
-        "The speed sweep stops at 16K tokens, below the 32K at which the speed target is "
-        "set, and runs the 'edges' back-end only at 1K tokens (to bound the tour's memory), "
-        "so it tests no target.\n\n"
-        + _quote(ctx, "The committed full run", "focus_speed", ("speedup of 'blocks'",)))
-    lm_intro = (
-        f"The language-model comparison is a smoke run ({lm['config']['steps_full']} training "
-        f"steps, a {lm['config']['n_layer']}-layer, {lm['config']['n_embd']}-wide model): it "
-        "tests the pipeline, not the quality targets, so its summary gives no verdicts.\n\n"
-        + _quote(ctx, "The committed full run (600 steps, seed 0)", "focus_lm",
-                 ("(a) full", "(b) Focus", "(c)")))
-    return speed_intro + "\n" + speed["markdown"] + "\n" + lm_intro + "\n" + lm["markdown"]
+    result = focus.run(ctx.out_dir, device=str(ctx.device), progress=ctx.progress)
+    ctx.summary.extend(result["summary"])
+    intro = ("A smoke run (one seed, a tiny model trained for seconds) of a full-attention "
+             "character model, Focus composed onto a frozen copy with only its routers "
+             "trained, and the sliding window plus attention sinks at the same share of "
+             "causal pairs: it shows the library's pieces working together, not the study's "
+             "targets, so it gives no verdicts.\n\n")
+    return (intro + result["markdown"] + "\n"
+            + _quote(ctx, "The committed full run (600 steps, seed 0)", "focus_lm",
+                     ("(a) full", "(b) Focus", "(c)"))
+            + "\nThe tour times nothing: speed is measured by `python -m benchmarks.focus.speed`. "
+            + _quote(ctx, "Its committed run", "focus_speed", ("speedup of 'blocks'",)))
 
 
 def _part_qk(ctx: TourContext) -> str:

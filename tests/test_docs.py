@@ -23,6 +23,7 @@ PUBLIC_MODULES = [
     "quest_geometric.profile",
     "quest_geometric.pipelines.qsv_digits",
     "quest_geometric.pipelines.qk_geometry",
+    "quest_geometric.pipelines.focus",
     "quest_geometric.pipelines.focus_speed",
     "quest_geometric.pipelines.focus_lm",
     "quest_geometric.typing",

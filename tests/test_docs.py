@@ -24,8 +24,6 @@ PUBLIC_MODULES = [
     "quest_geometric.pipelines.qsv_digits",
     "quest_geometric.pipelines.qk_geometry",
     "quest_geometric.pipelines.focus",
-    "quest_geometric.pipelines.focus_speed",
-    "quest_geometric.pipelines.focus_lm",
     "quest_geometric.typing",
     "quest_geometric.models",
     "quest_geometric.datasets",

@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 from typing import Any, Optional
 
-from quest_geometric.pipelines import focus_lm
-from quest_geometric.pipelines.focus_lm import GATES, run, write_tables
+from benchmarks.focus import focus_lm
+from benchmarks.focus.focus_lm import GATES, run, write_tables
 
 
 def rewrite(results: str | Path, out_dir: str | Path | None = None) -> dict[str, Any]:

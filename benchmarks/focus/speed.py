@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 from typing import Optional
 
-from quest_geometric.pipelines import focus_speed
-from quest_geometric.pipelines.focus_speed import run
+from benchmarks.focus import focus_speed
+from benchmarks.focus.focus_speed import run
 
 
 def main(argv: Optional[list[str]] = None) -> None:

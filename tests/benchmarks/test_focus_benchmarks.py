@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from benchmarks.focus import lm as focus_lm_cli
-from quest_geometric.pipelines import focus_lm, focus_speed
+from benchmarks.focus import focus_lm, focus_speed
 
 
 def _finite(v) -> bool:

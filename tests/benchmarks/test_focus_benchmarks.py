@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmarks.focus import lm as focus_lm_cli
-from benchmarks.focus import focus_lm, focus_speed
+from benchmarks.focus import lm as focus_lm
+from benchmarks.focus import speed as focus_speed
 
 
 def _finite(v) -> bool:
@@ -145,7 +145,7 @@ def test_focus_lm_rewrite_shows_the_change_vs_full_in_percent(name, tmp_path):
     machine and versions as measured, the change against full attention as a signed
     percentage (100 x the stored fraction), the same number the targets quote."""
     committed = {ext: (RESULTS / f"{name}.{ext}").read_text() for ext in ("csv", "json", "md")}
-    out = focus_lm_cli.rewrite(RESULTS / f"{name}.json", tmp_path)
+    out = focus_lm.rewrite(RESULTS / f"{name}.json", tmp_path)
     for ext, text in committed.items():  # nothing measured changes, and the table is current
         assert (tmp_path / f"{name}.{ext}").read_text() == text, ext
     doc = json.loads(committed["json"])

@@ -11,18 +11,17 @@ attention for PyTorch Geometric. The one command, 'tour', runs a small version o
 study on embedded data (no download) and writes a report."""
 
 TOUR_DESCRIPTION = """\
-Run a small version of each study on embedded data, with no download: the QSV ablation
-on scikit-learn's digits and the QSVConv speed comparison (part 'qsv'), the Focus speed
-sweep to 16K tokens and a short language-model comparison (part 'focus'), a short
-query/key-geometry run (part 'qk'), and, where the SmolLM2 weights are installed, a
-short real-pretrained-model part (part 'pretrained': probe and committed routers on two
-validation blocks; otherwise the report says how to add the model). A few minutes on
-a CPU, peak memory bounded below 2 GB. Writes
-<out>/report.md with tables, PNG plots and the CSV/JSON behind them, and prints a
-summary. The default settings are smoke runs: they show the pipeline, not the targets,
-and the report quotes the committed full-run results. The torch threads are chosen from
-the cores free at the start (printed with the reason); every timing carries the load it
-was measured under, and none measured under load is given as a speed verdict."""
+Run a small version of each study on embedded data, with no download: QSV against
+standard attention on scikit-learn's digits as sphere graphs (part 'qsv'), Focus
+composed onto a small frozen language model against a sliding window (part 'focus'),
+a short query/key-geometry run (part 'qk'), and, where the SmolLM2 weights are
+installed, a short real-pretrained-model part (part 'pretrained': probe and committed
+routers on two validation blocks; otherwise the report says how to add the model).
+About a minute on a CPU, peak memory bounded below 2 GB. Writes <out>/report.md with
+tables, plots and the files behind them, and prints a summary. The parts are smoke
+runs: they show the library at work, not the studies' targets, and the report quotes
+the committed full-run results (speed included: the tour times nothing). The torch
+threads are chosen from the cores free at the start (printed with the reason)."""
 
 EPILOG = """\
 examples:
@@ -58,11 +57,6 @@ def build_parser() -> argparse.ArgumentParser:
                       help="replace a previous tour report in --out: only the files that tour "
                            "listed in its manifest; a folder holding anything else, the working "
                            "folder, the home folder, a root and a symbolic link are refused")
-    tour.add_argument("--full", action="store_true",
-                      help="the QSV part with its benchmarks' full settings (the ablation's full "
-                           "seeds and epochs; batch 64 and up to 1M points in the speed tables) "
-                           "and the Focus 'edges' back-end up to 4K tokens (~6 GB at 4K tokens, "
-                           "so a peak of about 7 GB); the other parts unchanged; much longer")
     tour.add_argument("--results", default=None, metavar="DIR",
                       help="folder of committed results to quote and to load the committed "
                            "routers from, laid out as benchmarks/ (default: the copies shipped "
@@ -94,8 +88,7 @@ def main(argv: list[str] | None = None) -> int:
 
         try:
             run_tour(out=args.out, only=args.only, device=args.device, force=args.force,
-                     quick=not args.full, progress=not args.no_progress, results=args.results,
-                     threads=args.threads)
+                     progress=not args.no_progress, results=args.results, threads=args.threads)
         except TourError as e:
             print(f"quest-geometric tour: error: {e}", file=sys.stderr)
             return 2

@@ -18,7 +18,7 @@ from typing import Callable
 
 import torch
 
-from quest_geometric._utils.cpu_load import LoadMonitor, LoadRecord, choose_threads
+from quest_geometric._utils.cpu_load import choose_threads
 from quest_geometric._utils.device import resolve_device as _parse_device
 from quest_geometric._utils.io import (atomic_write_text, remove_stale_temporaries,
                                        temporary_name_pattern)
@@ -88,23 +88,18 @@ class TourContext:
         out_dir (Path): the part's own folder (inside :data:`STAGING` until the report is
             moved into place).
         device (torch.device): where to run.
-        quick (bool): use the smallest settings (the default for the tour).
         progress (bool): show progress bars.
         results (Path, optional): folder of committed results to quote and load instead of
             the package's own (:func:`committed_path`). (default: :obj:`None`)
 
-    A part appends its result lines to ``summary`` and the lines that state a speed to
-    ``timing_summary``: the tour labels those with the load they were measured under and
-    withholds them as verdicts when it was high.
+    A part appends its result lines to ``summary``; the tour prints them at the end.
     """
 
     out_dir: Path
     device: torch.device
-    quick: bool = True
     progress: bool = True
     summary: list[str] = field(default_factory=list)
     results: Path | None = None
-    timing_summary: list[str] = field(default_factory=list)
 
 
 def committed_lines(name: str, start: str, results: str | Path | None = None) -> list[str]:
@@ -395,14 +390,14 @@ def resolve_device(device: str) -> torch.device:
 
 
 def run_tour(out: str | Path = "tour-report", only: list[str] | None = None, device: str = "cpu",
-             force: bool = False, quick: bool = True, progress: bool = True,
+             force: bool = False, progress: bool = True,
              results: str | Path | None = None, threads: int | None = None) -> Path:
     """Run the tour and write ``<out>/report.md``.
 
     The torch thread count is chosen from the cores free when the tour starts
     (:func:`~quest_geometric._utils.cpu_load.choose_threads`), printed with the reason and
-    restored afterwards. The load is sampled while each part runs; a part measured on a
-    contended machine gets a banner and its speed lines are not given as verdicts. The new
+    restored afterwards. The tour times nothing (speed is measured by ``benchmarks/``); it
+    quotes the committed speed results. The new
     files replace a previous report's only once the whole report is written, so a run that
     fails leaves the previous report whole, and one that is killed leaves files the next
     ``force`` run clears.
@@ -414,7 +409,6 @@ def run_tour(out: str | Path = "tour-report", only: list[str] | None = None, dev
         device (str): ``'cpu'`` or ``'cuda'``. (default: :obj:`"cpu"`)
         force (bool): replace a previous tour report in ``out``, only what its manifest
             lists (:func:`check_output_dir`). (default: :obj:`False`)
-        quick (bool): smallest settings. (default: :obj:`True`)
         progress (bool): progress bars; :obj:`False` also silences the model loader's
             (:func:`~quest_geometric._utils.progress.quiet_progress`). (default: :obj:`True`)
         results (str or os.PathLike, optional): folder of committed results (laid out as
@@ -457,7 +451,7 @@ def run_tour(out: str | Path = "tour-report", only: list[str] | None = None, dev
             torch.set_num_threads(n)
             choice = f"{n} torch thread(s): {why}"
             print(f"tour: {choice}", flush=True)
-            return _run_parts(out, manifest, names, dev, quick, progress, results, choice)
+            return _run_parts(out, manifest, names, dev, progress, results, choice)
     except FolderInUseError as e:
         raise TourError(f"another tour is running on --out {out} ({e.holder} holds "
                         f"{e.lock_path}); wait for it to end or choose another folder. If "
@@ -473,7 +467,7 @@ def run_tour(out: str | Path = "tour-report", only: list[str] | None = None, dev
 
 
 def _run_parts(out: Path, previous: Manifest | None, names: list[str], dev: torch.device,
-               quick: bool, progress: bool, results: str | Path | None, choice: str = "") -> Path:
+               progress: bool, results: str | Path | None, choice: str = "") -> Path:
     """The tour proper, in a checked and locked ``out``: run the parts in :data:`STAGING`
     (listed in the manifest before it is created) and only when all succeeded swap the new
     files in (:func:`_swap_in`). A run that fails removes its staging folder; one that is
@@ -486,7 +480,7 @@ def _run_parts(out: Path, previous: Manifest | None, names: list[str], dev: torc
     append_entries(manifest_path, [{"folder": STAGING, "open": True}])
     staging.mkdir()
     try:
-        _write_report(staging, names, dev, quick, progress, results, choice)
+        _write_report(staging, names, dev, progress, results, choice)
     except BaseException:
         try:
             remove_owned(out, read_manifest(manifest_path) or Manifest(), roots=[STAGING])
@@ -519,22 +513,6 @@ def _swap_in(out: Path, staging: Path, previous: Manifest | None) -> Path:
     return out / REPORT
 
 
-def under_load_note(load: LoadRecord) -> str:
-    """The banner of a part measured on a contended machine."""
-    return (f"**Measured under load.** The {load.describe()} exceeded the cores while this "
-            "part ran: other work competed for them, so its timings (its run time, and any speed "
-            "table, ratio or crossover) are not this machine's speed and give no speed "
-            "verdict. Rerun on a quiet machine (or with fewer threads) to measure speed.\n\n")
-
-
-def label_timing(line: str, load: LoadRecord) -> str:
-    """A summary line that states a speed, with the load it was measured under; under
-    contention it is labelled as no verdict."""
-    if load.contended:
-        return f"measured under load ({load.describe()}), not a speed verdict: {line}"
-    return f"{line} ({load.describe()})"
-
-
 def drop_common_metadata(text: str, env: dict) -> str:
     """Remove from a part's markdown the metadata lines every table repeats (its date and
     the machine and software lines equal to the report's ``## Machine`` section), keeping
@@ -544,49 +522,36 @@ def drop_common_metadata(text: str, env: dict) -> str:
                      if line not in common and not line.startswith("- date: "))
 
 
-def _write_report(out: Path, names: list[str], dev: torch.device, quick: bool,
-                  progress: bool, results: str | Path | None, choice: str = "") -> None:
+def _write_report(out: Path, names: list[str], dev: torch.device, progress: bool,
+                  results: str | Path | None, choice: str = "") -> None:
     """Run the parts, each in its folder ``out/<part>``, and write ``out/report.md``
     (through a temporary file) only when all are done."""
     sections = ["# quest_geometric tour report\n",
-                ("Small versions of each study on embedded data: "
-                 + ("quick settings, smoke runs that show the pipeline and the tables it "
-                    "writes; where a part is too short to test a target it says so and quotes "
-                    "the committed full-run numbers from `benchmarks/`."
-                    if quick else "the `--full` settings.")
-                 + " Each part's files (CSV, JSON, PNG) are in its folder: "
+                ("Small versions of each study on embedded data: smoke runs that show the "
+                 "library at work, too short to test the studies' targets, so each part quotes "
+                 "the committed full-run results from `benchmarks/` (speed included: the tour "
+                 "times nothing). Each part's files are in its folder: "
                  + ", ".join(f"`{n}/`" for n in names) + ". The machine, software and date "
-                 "lines common to every table are given once, under Machine at the end; every "
-                 "timing is given with the load average it was measured under.\n")]
+                 "lines common to every table are given once, under Machine at the end.\n")]
     summary: list[str] = []
     env = environment_info()
-    loads: list[LoadRecord] = []
     t_all = time.perf_counter()
     for i, name in enumerate(names, 1):
         title, fn = PARTS[name]
         # one line per part, also with --no-progress (the parts take minutes)
         print(f"[tour {i}/{len(names)}] {name}: {title} ...", flush=True)
-        ctx = TourContext(out_dir=out / name, device=dev, quick=quick, progress=progress,
+        ctx = TourContext(out_dir=out / name, device=dev, progress=progress,
                           results=None if results is None else Path(results))
         ctx.out_dir.mkdir()
         t0 = time.perf_counter()
-        with LoadMonitor() as monitor:
-            body = section_body(drop_common_metadata(fn(ctx), env), name)
+        body = section_body(drop_common_metadata(fn(ctx), env), name)
         secs = time.perf_counter() - t0
-        load = monitor.record
-        loads.append(load)
-        print(f"[tour {i}/{len(names)}] {name}: done in {secs:.0f} s ({load.describe()}"
-              + ("; measured under load: no speed verdict" if load.contended else "") + ")",
-              flush=True)
-        banner = under_load_note(load) if load.contended else ""
-        sections.append(f"## {title}\n\n{banner}{body}\n\n_Run time of this part: {secs:.0f} s "
-                        f"(wall clock, torch threads: {torch.get_num_threads()}, "
-                        f"{load.describe()})._\n")
+        print(f"[tour {i}/{len(names)}] {name}: done in {secs:.0f} s", flush=True)
+        sections.append(f"## {title}\n\n{body}\n\n_Run time of this part: {secs:.0f} s "
+                        f"(wall clock, torch threads: {torch.get_num_threads()})._\n")
         summary.extend(f"[{name}] {line}" for line in ctx.summary)
-        summary.extend(f"[{name}] {label_timing(line, load)}" for line in ctx.timing_summary)
-    overall = LoadRecord(loads[0].cores if loads else 1, [v for rec in loads for v in rec.samples])
-    sections.append(f"## Machine\n\nTotal run time {time.perf_counter() - t_all:.0f} s "
-                    f"({overall.describe()}). Threads: {choice or torch.get_num_threads()}. "
+    sections.append(f"## Machine\n\nTotal run time {time.perf_counter() - t_all:.0f} s. "
+                    f"Threads: {choice or torch.get_num_threads()}. "
                     "The machine and software the report was produced with:\n\n"
                     + "\n".join(f"- {k}: {v}" for k, v in env.items()) + "\n")
     atomic_write_text(out / REPORT, _unlink_missing("\n".join(sections), out))

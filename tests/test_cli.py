@@ -74,18 +74,12 @@ def test_help_is_plain_text(capsys):
         for markup in ("``", ":obj:", ":func:", ":class:", ":data:"):
             assert markup not in out, (argv, markup)
         assert "tour" in out and "examples:" in out
-    # every option of the tour is explained, --full included
-    for option in ("--out", "--only", "--device", "--force", "--full", "--no-progress",
+    # every option of the tour is explained
+    for option in ("--out", "--only", "--device", "--force", "--results", "--no-progress",
                    "--threads"):
         assert option in out
     # wrapped for a terminal (issue 30: one description line was not)
     assert max(map(len, out.splitlines())) <= 90, max(out.splitlines(), key=len)
-    # --full's memory as the tour's page gives it
-    from pathlib import Path
-
-    page = (Path(__file__).resolve().parents[1] / "docs" / "tour.md").read_text()
-    flat = " ".join(out.split())
-    assert "~6 GB at 4K tokens" in flat and "~6 GB at 4K" in " ".join(page.split())
 
 
 @pytest.mark.slow

@@ -1,18 +1,15 @@
 r"""How busy the CPU is: the cores this process may use, the load average, a thread count
-chosen from the free cores, and a sampler of the load while something is timed (a timing
-taken while other work competes for the cores is not the machine's speed).
+chosen from the free cores, and a wait for the load to fall before something is timed (a
+timing taken while other work competes for the cores is not the machine's speed).
 """
 from __future__ import annotations
 
 import math
 import os
-import threading
 import time
-from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional
 
-__all__ = ["available_cores", "load_average", "wait_for_load", "choose_threads", "LoadRecord",
-           "LoadMonitor"]
+__all__ = ["available_cores", "load_average", "wait_for_load", "choose_threads"]
 
 #: The load (1-minute average) above the available cores from which a measurement counts as
 #: taken on a contended machine: more runnable threads than cores, by this margin.
@@ -95,67 +92,3 @@ def choose_threads(cores: Optional[int] = None, load: Optional[float] = None,
     n = max(1, min(cores, math.floor(free + 0.5)))
     return n, (f"{cores} core(s) available to this process, 1-minute load average "
                f"{load:.2f} before starting, so about {max(free, 0.0):.1f} free")
-
-
-@dataclass
-class LoadRecord:
-    """The load average samples seen while something ran, and the available cores."""
-
-    cores: int
-    samples: list[float] = field(default_factory=list)
-
-    @property
-    def peak(self) -> Optional[float]:
-        return max(self.samples) if self.samples else None
-
-    @property
-    def contended(self) -> bool:
-        """Whether a sample exceeded the available cores by :data:`CONTENTION_MARGIN`."""
-        return self.peak is not None and self.peak > self.cores + CONTENTION_MARGIN
-
-    def describe(self) -> str:
-        """``'load average 0.4-1.1 (1 min) on 2 core(s)'``, or that none was available."""
-        if not self.samples:
-            return f"load average not available, {self.cores} core(s)"
-        lo, hi = f"{min(self.samples):.1f}", f"{max(self.samples):.1f}"
-        span = lo if lo == hi else f"{lo}-{hi}"
-        return f"load average {span} (1 min) on {self.cores} core(s)"
-
-
-class LoadMonitor:
-    """Samples the 1-minute load average every ``interval`` seconds in a daemon thread, from
-    entering the context to leaving it (both ends sampled too).
-
-    Example:
-        >>> with LoadMonitor() as mon:
-        ...     pass
-        >>> mon.record.describe()  # doctest: +SKIP
-        'load average 0.3 (1 min) on 2 core(s)'
-    """
-
-    def __init__(self, interval: float = 5.0, cores: Optional[int] = None) -> None:
-        self.interval = float(interval)
-        self.record = LoadRecord(available_cores() if cores is None else cores)
-        self._stop = threading.Event()
-        self._thread: Optional[threading.Thread] = None
-
-    def _sample(self) -> None:
-        value = load_average()
-        if value is not None:
-            self.record.samples.append(value)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            self._sample()
-
-    def __enter__(self) -> "LoadMonitor":
-        self._sample()
-        self._thread = threading.Thread(target=self._loop, name="load-monitor", daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=self.interval + 1.0)
-        self._sample()

@@ -1,11 +1,11 @@
 r"""Small-sample statistics of the studies: mean and spread over seeds, paired differences,
 exact sign and permutation tests and paired t intervals.
 
-The studies (:mod:`quest_geometric.pipelines.qsv_ablation`,
-``benchmarks/qk_geometry/``) compare conditions over a handful of seeds, so
-every test here is exact or a t test, and every result says how many values it rests on. A
-percentile bootstrap interval is too narrow with so few values, so none is offered: the
-paired claims rest on the sign, permutation and t tests.
+The studies (``benchmarks/qsv/ablation_study/``, ``benchmarks/qk_geometry/``) compare
+conditions over a handful of seeds, so every test here is exact or a t test, and every
+result says how many values it rests on. A percentile bootstrap interval is too narrow with
+so few values, so none is offered: the paired claims rest on the sign, permutation and t
+tests.
 """
 from __future__ import annotations
 

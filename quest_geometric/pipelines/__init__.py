@@ -1,6 +1,7 @@
-"""The small end-to-end pipelines the ``tour`` runs: each trains or times, and tabulates one
-question on embedded data (``run(...)`` returning rows, a summary and a markdown table).
+"""The small demonstrations the ``tour`` runs, one module per study, each composed from the
+library's public API: a few seconds of training on embedded data and one short table
+(``run(out_dir, ...)`` returning at least ``markdown`` and ``summary``).
 
-The full studies in the repository's ``benchmarks/`` folder run the same functions at their
-full settings, with the investigations that only a study's author reruns.
+They show the library at work, not the studies' results: the studies, at their full
+settings, are in the repository's ``benchmarks/`` folder.
 """

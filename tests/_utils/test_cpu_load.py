@@ -1,9 +1,9 @@
-"""The CPU-load helpers the tour uses to choose its threads and label its timings
-(issue 30): each against values worked out by hand."""
+"""The CPU-load helpers: the tour's thread choice and the benchmarks' wait for a quiet
+machine: each against values worked out by hand."""
 import pytest
 
 from quest_geometric._utils import cpu_load
-from quest_geometric._utils.cpu_load import LoadMonitor, LoadRecord, choose_threads
+from quest_geometric._utils.cpu_load import choose_threads
 
 
 @pytest.mark.parametrize("cores, load, expected", [
@@ -37,30 +37,6 @@ def test_load_average_reads_the_first_field(tmp_path):
     f = tmp_path / "loadavg"
     f.write_text("4.27 3.10 2.05 3/96 12345\n")
     assert cpu_load.load_average(str(f)) == 4.27
-
-
-def test_contention_is_load_above_the_cores():
-    assert not LoadRecord(2, [0.3, 2.5]).contended  # within the margin
-    assert LoadRecord(2, [0.3, 2.6]).contended
-    assert not LoadRecord(2, []).contended
-    assert LoadRecord(2, [0.31, 1.26]).describe() == "load average 0.3-1.3 (1 min) on 2 core(s)"
-    assert LoadRecord(2, [4.0, 4.01]).describe() == "load average 4.0 (1 min) on 2 core(s)"
-    assert LoadRecord(2, [6.96, 7.02]).describe() == "load average 7.0 (1 min) on 2 core(s)"
-    assert LoadRecord(1, []).describe() == "load average not available, 1 core(s)"
-
-
-def test_monitor_samples_both_ends_and_in_between(monkeypatch):
-    values = iter([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
-    monkeypatch.setattr(cpu_load, "load_average", lambda: next(values))
-    import time
-
-    with LoadMonitor(interval=0.05, cores=2) as mon:
-        deadline = time.monotonic() + 5
-        while len(mon.record.samples) < 3 and time.monotonic() < deadline:
-            time.sleep(0.01)
-    samples = mon.record.samples
-    assert samples[0] == 1.0 and len(samples) >= 4  # start, >= 2 in between, end
-    assert samples == sorted(samples) and mon.record.peak == samples[-1]
 
 
 def test_wait_for_load_waits_for_the_load_to_fall_below_the_threads():

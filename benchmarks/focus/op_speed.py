@@ -26,10 +26,10 @@ full / configuration ratios (:func:`summarize_rounds`).
 A row's verdict (at least :data:`TARGET` times faster than full attention in prefill *and* in
 decoding) is only called when no other work ran: when the 1-minute load average before or
 after any round exceeds the benchmark's own thread count by more than
-:data:`~quest_geometric._utils.cpu_load.CONTENTION_MARGIN` (the tour's rule), no verdict is
+:data:`~benchmarks.load.CONTENTION_MARGIN` (the tour's rule), no verdict is
 given and the table is marked "measured under load". Building and warming the models load
 the machine themselves, so each length's rounds start once the 1-minute load has fallen to
-the thread count (:func:`~quest_geometric._utils.cpu_load.wait_for_load`, at most 5 min).
+the thread count (:func:`~benchmarks.load.wait_for_load`, at most 5 min).
 
 Usage::
 
@@ -171,10 +171,10 @@ def summarize_rounds(records: Sequence[Dict[str, Any]], new_tokens: int,
 def _under_load(records: Sequence[Dict[str, Any]]) -> bool:
     """Other work beside the benchmark before or after any round: a 1-minute load above the
     benchmark's own threads by more than
-    :data:`~quest_geometric._utils.cpu_load.CONTENTION_MARGIN` (the rule of the tour), or
+    :data:`~benchmarks.load.CONTENTION_MARGIN` (the rule of the tour), or
     no load known. The benchmark's threads are part of the load while it runs, so a load
     of 1.05 under a one-thread run is an idle machine."""
-    from quest_geometric._utils.cpu_load import CONTENTION_MARGIN
+    from benchmarks.load import CONTENTION_MARGIN
 
     states = [s for r in records for s in (r["before"], r["after"])]
     return any(s["load1"] is None or s["load1"] > s["threads"] + CONTENTION_MARGIN
@@ -204,7 +204,7 @@ def run(configs: Sequence[str] = DEFAULT_CONFIGS, lengths: Sequence[int] = DEFAU
         configuration -> resolved pattern) and ``under_load``.
     """
     from benchmarks.focus.passkey import filler_tokens
-    from quest_geometric._utils.cpu_load import wait_for_load
+    from benchmarks.load import wait_for_load
 
     if isinstance(new_tokens, bool) or not isinstance(new_tokens, int) or new_tokens < 1:
         raise ValueError(f"run: 'new_tokens' must be an int >= 1, got {new_tokens!r}")
@@ -283,7 +283,7 @@ def write_table(meta: Dict[str, Any], out: Any = "benchmarks/focus/results",
     Returns:
         dict: ``rows``, ``under_load`` and the ``paths`` written.
     """
-    from quest_geometric._utils.cpu_load import CONTENTION_MARGIN
+    from benchmarks.load import CONTENTION_MARGIN
 
     records = meta["rounds"]
     new_tokens, threads = meta["new_tokens"], meta["threads"]

@@ -179,7 +179,7 @@ def run(configs: Sequence[str] = DEFAULT_CONFIGS, length: int = 8192,
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
     import transformers.integrations.sdpa_attention as sd
 
-    from quest_geometric._utils.cpu_load import wait_for_load
+    from benchmarks.load import wait_for_load
 
     from benchmarks.focus.passkey import filler_tokens
 
@@ -252,9 +252,9 @@ def op_speed_run(doc: Dict[str, Any], threads: int) -> Dict[str, Any]:
     :mod:`benchmarks.focus.op_speed_canonical` can fold it into the canonical speed table:
     one answer to "how fast is this row at 8K", the latest timing. The machine counts as
     under load when the 1-minute load before any round exceeds the threads by more than
-    :data:`~quest_geometric._utils.cpu_load.CONTENTION_MARGIN` (op_speed's rule)."""
+    :data:`~benchmarks.load.CONTENTION_MARGIN` (op_speed's rule)."""
     from benchmarks.focus.op_speed import REFERENCE, TARGET, summarize_rounds
-    from quest_geometric._utils.cpu_load import CONTENTION_MARGIN
+    from benchmarks.load import CONTENTION_MARGIN
 
     meta, n = doc["meta"], doc["meta"]["new_tokens"]
     mine = [r for r in meta["records"] if r["threads"] == threads]

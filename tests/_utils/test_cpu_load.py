@@ -1,5 +1,4 @@
-"""The CPU-load helpers: the tour's thread choice and the benchmarks' wait for a quiet
-machine: each against values worked out by hand."""
+"""The tour's thread choice from the free cores, against values worked out by hand."""
 import pytest
 
 from quest_geometric._utils import cpu_load
@@ -37,25 +36,3 @@ def test_load_average_reads_the_first_field(tmp_path):
     f = tmp_path / "loadavg"
     f.write_text("4.27 3.10 2.05 3/96 12345\n")
     assert cpu_load.load_average(str(f)) == 4.27
-
-
-def test_wait_for_load_waits_for_the_load_to_fall_below_the_threads():
-    loads, slept = iter([2.4, 1.9, 1.6, 1.4, 1.0]), []
-    # 1 thread: 2.4, 1.9 and 1.6 are above 1 + 0.5; 1.4 is the first one at or below it
-    assert cpu_load.wait_for_load(1, load=lambda: next(loads), sleep=slept.append,
-                                  poll_s=5) == 1.4
-    assert slept == [5, 5, 5]
-    # 2 threads: 2.4 is already within 2 + 0.5, so there is no wait
-    slept.clear()
-    assert cpu_load.wait_for_load(2, load=lambda: 2.4, sleep=slept.append) == 2.4
-    assert slept == []
-
-
-def test_wait_for_load_gives_up_after_its_limit_and_without_a_load():
-    slept = []
-    assert cpu_load.wait_for_load(1, limit_s=12, poll_s=5, load=lambda: 3.0,
-                                  sleep=slept.append) == 3.0
-    assert slept == [5, 5, 5]  # 0, 5, 10 s waited are under 12; 15 is not
-    slept.clear()
-    assert cpu_load.wait_for_load(1, load=lambda: None, sleep=slept.append) is None
-    assert slept == []

@@ -83,12 +83,12 @@ def test_quick_run_end_to_end(tmp_path, monkeypatch, load1):
         return {"threads": torch.get_num_threads(), "loadavg": f"{load1} 0 0", "load1": load1,
                 "time": 0.0}
 
-    from quest_geometric._utils import cpu_load
+    from benchmarks import load as bench_load
 
     waits = []
     monkeypatch.setattr(smollm2, "load_smollm2", fake_load)
     monkeypatch.setattr(focus_op_speed, "machine_state", quiet_or_busy)
-    monkeypatch.setattr(cpu_load, "wait_for_load", waits.append)
+    monkeypatch.setattr(bench_load, "wait_for_load", waits.append)
     results = tmp_path / "rows"
     results.mkdir()
     (results / "K8_top2_w64_random.json").write_text(json.dumps(

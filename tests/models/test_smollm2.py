@@ -71,6 +71,37 @@ def test_arguments_are_checked_before_loading(monkeypatch, kwargs, err, match):
             smol.load_smollm2(**kwargs)
 
 
+@pytest.mark.parametrize("quiet", [True, False])
+def test_gguf_conversion_bar_follows_the_progress_switch(monkeypatch, tmp_path, capfd, quiet):
+    """transformers' GGUF conversion draws a bare tqdm bar; the loader silences it exactly when
+    transformers' progress switch is off (``quiet_progress``, the tour's --no-progress), and
+    puts transformers' bar back afterwards. The loader's two transformers calls are stand-ins
+    that draw the conversion bar the way transformers does (through the module's tqdm)."""
+    pytest.importorskip("transformers")
+    pytest.importorskip("gguf")
+    pytest.importorskip("accelerate")
+    import transformers
+    from transformers import modeling_gguf_pytorch_utils as gguf
+
+    from quest_geometric._utils.progress import quiet_progress
+
+    def convert(*args, **kwargs):
+        for _ in gguf.tqdm(range(3), desc="Converting and de-quantizing GGUF tensors..."):
+            pass
+        return torch.nn.Linear(1, 1)
+
+    monkeypatch.setattr(smol, "smollm2_path", lambda: str(tmp_path))
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda *a, **kw: "tok")
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", convert)
+    bar = gguf.tqdm
+    with quiet_progress(quiet):
+        model, tok = smol.load_smollm2()
+    assert tok == "tok" and not model.training
+    drawn = "Converting and de-quantizing" in capfd.readouterr().err
+    assert drawn is not quiet
+    assert gguf.tqdm is bar
+
+
 def test_path_is_found_without_importing_the_package():
     import sys
 

@@ -26,7 +26,7 @@ full / configuration ratios (:func:`summarize_rounds`).
 A row's verdict (at least :data:`TARGET` times faster than full attention in prefill *and* in
 decoding) is only called when no other work ran: when the 1-minute load average before or
 after any round exceeds the benchmark's own thread count by more than
-:data:`~benchmarks.load.CONTENTION_MARGIN` (the tour's rule), no verdict is
+:data:`~benchmarks.load.CONTENTION_MARGIN` (the benchmarks' rule), no verdict is
 given and the table is marked "measured under load". Building and warming the models load
 the machine themselves, so each length's rounds start once the 1-minute load has fallen to
 the thread count (:func:`~benchmarks.load.wait_for_load`, at most 5 min).
@@ -171,7 +171,7 @@ def summarize_rounds(records: Sequence[Dict[str, Any]], new_tokens: int,
 def _under_load(records: Sequence[Dict[str, Any]]) -> bool:
     """Other work beside the benchmark before or after any round: a 1-minute load above the
     benchmark's own threads by more than
-    :data:`~benchmarks.load.CONTENTION_MARGIN` (the rule of the tour), or
+    :data:`~benchmarks.load.CONTENTION_MARGIN` (the benchmarks' rule), or
     no load known. The benchmark's threads are part of the load while it runs, so a load
     of 1.05 under a one-thread run is an idle machine."""
     from benchmarks.load import CONTENTION_MARGIN

@@ -1,9 +1,11 @@
-"""One parser for device arguments (``'cpu'``, ``'cuda'``, ``'cuda:1'``, ``'auto'``)."""
+"""One parser for device arguments (``'cpu'``, ``'cuda'``, ``'cuda:1'``, ``'auto'``) and one
+way to move a batch to a device."""
 from __future__ import annotations
 
-from typing import Type, Union
+from typing import Any, Mapping, Type, Union
 
 import torch
+from torch import Tensor, nn
 
 
 def resolve_device(device: Union[str, torch.device], name: str = "device",
@@ -27,3 +29,14 @@ def resolve_device(device: Union[str, torch.device], name: str = "device",
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise error(f"{name}={device!r} was requested but no CUDA GPU is available")
     return dev
+
+
+def move_to_device(batch: Any, device: torch.device) -> Any:
+    """Move a batch (tensor, PyG ``Data``/``Batch``, or nested tuple/list/dict) to ``device``."""
+    if isinstance(batch, Tensor) or (hasattr(batch, "to") and not isinstance(batch, nn.Module)):
+        return batch.to(device, non_blocking=True)
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(move_to_device(b, device) for b in batch)
+    if isinstance(batch, Mapping):
+        return {k: move_to_device(v, device) for k, v in batch.items()}
+    return batch

@@ -18,6 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from quest_geometric._utils.checks import check_all_finite, check_choice, check_int, fail
+from quest_geometric._utils.device import move_to_device
 from quest_geometric.adapters import (
     AttentionAdapter, QKView, get_attention_adapter, register_attention_adapter,
     supported_attention_types, unregister_attention_adapter,
@@ -637,7 +638,6 @@ def probe_model(model: nn.Module, batch: Union[Tensor, tuple, dict], max_tokens:
     return layers, heads, loss
 
 
-
 class QKTrajectory:
     r"""The query/key geometry of a model over training: each call probes ``model`` on one
     fixed ``batch`` with :func:`probe_model` and appends one record per attention layer, so
@@ -682,10 +682,8 @@ class QKTrajectory:
 
     def __call__(self, trainer: Any = None, step: int = 0) -> list[dict[str, Any]]:
         """Probe now and record the result as ``step``; returns the new records."""
-        dev, b = next(self.model.parameters()).device, self.batch
-        b = (tuple(t.to(dev) for t in b) if isinstance(b, (tuple, list)) else
-             {k: v.to(dev) for k, v in b.items()} if isinstance(b, dict) else b.to(dev))
-        layers, _, loss = probe_model(self.model, b, self.max_tokens)
+        batch = move_to_device(self.batch, next(self.model.parameters()).device)
+        layers, _, loss = probe_model(self.model, batch, self.max_tokens)
         new = [{"step": int(step), "layer": r["layer_index"], **{k: r[k] for k in self.KEYS},
                 "loss": loss} for r in layers]
         self.records.extend(new)

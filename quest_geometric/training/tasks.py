@@ -13,18 +13,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from quest_geometric._utils.device import move_to_device
+
 Sums = dict[str, Any]
-
-
-def move_to_device(batch: Any, device: torch.device) -> Any:
-    """Move a batch (tensor, PyG ``Data``/``Batch``, or nested tuple/list/dict) to ``device``."""
-    if isinstance(batch, Tensor) or (hasattr(batch, "to") and not isinstance(batch, nn.Module)):
-        return batch.to(device, non_blocking=True)
-    if isinstance(batch, (list, tuple)):
-        return type(batch)(move_to_device(b, device) for b in batch)
-    if isinstance(batch, Mapping):
-        return {k: move_to_device(v, device) for k, v in batch.items()}
-    return batch
 
 
 class Task:
@@ -240,4 +231,4 @@ class LanguageModelTask(Task):
         return f"LanguageModelTask(pass_targets={self.pass_targets})"
 
 
-__all__ = ["Task", "ClassificationTask", "LanguageModelTask", "move_to_device"]
+__all__ = ["Task", "ClassificationTask", "LanguageModelTask"]

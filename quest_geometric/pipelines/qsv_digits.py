@@ -40,6 +40,7 @@ from quest_geometric._utils.checks import fail
 from quest_geometric.datasets import DigitsGraphs
 from quest_geometric.models import QSVNet, match_parameter_count
 from quest_geometric.profile import write_results
+from quest_geometric.training import ClassificationTask, TrainConfig, Trainer
 from quest_geometric.transforms import AppendPosition, ImageToSphere
 
 __all__ = ["SPHERE", "MODEL", "EPOCHS", "VARIANTS", "digits_graphs", "build_models",
@@ -104,22 +105,16 @@ def accuracy(model: nn.Module, graphs: list[Data], device: Union[str, torch.devi
 
 def train(model: nn.Module, graphs: list[Data], epochs: int = EPOCHS, seed: int = 0,
           device: Union[str, torch.device] = "cpu", progress: bool = False) -> nn.Module:
-    """Train ``model`` in place on ``graphs`` with cross-entropy: AdamW (weight decay 0.05),
-    a one-cycle learning rate peaking at 5e-3, batches of 16 in an order drawn from
-    ``seed`` (so every model sees the same batches). Returns the model."""
-    model.to(device).train()
-    order = torch.Generator().manual_seed(seed)
-    loader = DataLoader(graphs, batch_size=_BATCH, shuffle=True, generator=order)
-    opt = torch.optim.AdamW(model.parameters(), lr=_LR, weight_decay=_WEIGHT_DECAY)
-    schedule = torch.optim.lr_scheduler.OneCycleLR(opt, _LR, total_steps=epochs * len(loader))
-    for _ in tqdm(range(epochs), desc="epochs", leave=False, disable=not progress):
-        for batch in loader:
-            batch = batch.to(device)
-            loss = nn.functional.cross_entropy(model(batch), batch.y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            schedule.step()
+    """Train ``model`` in place on ``graphs`` with the library's
+    :class:`~quest_geometric.training.Trainer` and
+    :class:`~quest_geometric.training.ClassificationTask`: AdamW (weight decay 0.05), the
+    learning rate 5e-3 after half an epoch of warm-up, cosine-decayed to zero, batches of 16
+    in a per-epoch order drawn from ``seed`` (so every model sees the same batches).
+    Returns the model."""
+    cfg = TrainConfig(epochs=epochs, batch_size=_BATCH, lr=_LR, weight_decay=_WEIGHT_DECAY,
+                      warmup_epochs=0.5, seed=seed, device=str(device), amp="off",
+                      eval_every=0, checkpoint_every=0, progress=progress)
+    Trainer(model, ClassificationTask(), cfg, graphs).fit()
     return model
 
 

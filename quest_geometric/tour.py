@@ -160,8 +160,9 @@ def _part_qk(ctx: TourContext) -> str:
 
     result = qk_geometry.run(ctx.out_dir, device=str(ctx.device), progress=ctx.progress)
     ctx.summary.extend(result["summary"])
-    intro = ("Three tiny CharGPTs, one per query/key initialisation, trained for 200 steps: "
-             "the participation ratios of queries and keys (PR_Q, PR_K) collapse together "
+    cfg = result["config"]
+    intro = (f"Three tiny CharGPTs, one per query/key initialisation, trained for {cfg['steps']} "
+             "steps: the participation ratios of queries and keys (PR_Q, PR_K) collapse together "
              "early in training, and this smoke run ends long before the study's PR_Q > PR_K "
              "ordering emerges, so it gives no verdict.\n")
     return (intro + "\n" + result["markdown"] + "\n"
@@ -188,8 +189,8 @@ def _part_pretrained(ctx: TourContext) -> str:
                 f"`benchmarks/{COMMITTED['focus_pretrained']}` "
                 f"and `benchmarks/{COMMITTED['qk_pretrained']}`.\n")
     from quest_geometric.datasets import pydoc_topic_split, token_blocks
-    from quest_geometric.training import evaluation as focus_pretrained
-    from quest_geometric.pipelines import qk_geometry as qk_pretrained
+    from quest_geometric.pipelines.qk_geometry import probe_blocks, summarize
+    from quest_geometric.training import evaluate_lm
     from quest_geometric.models.smollm2 import load_smollm2
     from quest_geometric.nn.focus import compose_focus, load_routers, set_focus_options
     from quest_geometric.nn.focus.router_files import ROUTERS_FILE
@@ -198,11 +199,11 @@ def _part_pretrained(ctx: TourContext) -> str:
     model, tok = load_smollm2()
     load_s = time.perf_counter() - t0
     _, val_names = pydoc_topic_split()
-    probe_blocks = token_blocks(tok, val_names, block_size=256, max_blocks=2)
-    summary = qk_pretrained.summarize(qk_pretrained.probe_blocks(model, probe_blocks))
+    probe_ids = token_blocks(tok, val_names, block_size=256, max_blocks=2)
+    summary = summarize(probe_blocks(model, probe_ids))
     share = summary["layers_pr_q_gt_pr_k"]
     val = token_blocks(tok, val_names, block_size=512, max_blocks=2)
-    full = focus_pretrained.evaluate_lm(model, val)["val_ppl"]
+    full = evaluate_lm(model, val)["val_ppl"]
     routers = committed_path("pretrained_routers", ctx.results)
     if (routers / ROUTERS_FILE).is_file():
         load_routers(model, routers)
@@ -214,7 +215,7 @@ def _part_pretrained(ctx: TourContext) -> str:
         where = "fresh (untrained) routers: the committed ones are not in this installation"
     set_focus_options(model, top_k=2)
     cfg = model.model.layers[0].self_attn.focus
-    hard = focus_pretrained.evaluate_lm(model, val)
+    hard = evaluate_lm(model, val)
     secs = time.perf_counter() - t0
     lines = [
         f"SmolLM2-135M-Instruct (4-bit Q4_1 weights), loaded in {load_s:.0f} s; part "
@@ -397,10 +398,9 @@ def run_tour(out: str | Path = "tour-report", only: list[str] | None = None, dev
     The torch thread count is chosen from the cores free when the tour starts
     (:func:`~quest_geometric._utils.cpu_load.choose_threads`), printed with the reason and
     restored afterwards. The tour times nothing (speed is measured by ``benchmarks/``); it
-    quotes the committed speed results. The new
-    files replace a previous report's only once the whole report is written, so a run that
-    fails leaves the previous report whole, and one that is killed leaves files the next
-    ``force`` run clears.
+    quotes the committed speed results. The new files replace a previous report's only once
+    the whole report is written, so a run that fails leaves the previous report whole, and
+    one that is killed leaves files the next ``force`` run clears.
 
     Args:
         out (str or os.PathLike): report folder. (default: :obj:`"tour-report"`)

@@ -26,7 +26,12 @@ import torch
 
 from quest_geometric._utils.checks import check_int, fail
 from quest_geometric._utils.device import resolve_device
+from quest_geometric.datasets import CharCorpus
+from quest_geometric.models import CharGPT, GPTConfig
+from quest_geometric.nn.focus import WindowOnlyRouter, compose_focus, window_for_share
 from quest_geometric.profile import write_results
+from quest_geometric.training import (LanguageModelTask, TrainConfig, Trainer, evaluate_lm,
+                                      seed_everything)
 
 __all__ = ["run", "char_loss"]
 
@@ -55,8 +60,6 @@ def char_loss(model: Any, x: torch.Tensor) -> torch.Tensor:
 
 def _fit(model: torch.nn.Module, corpus: Any, steps: int, device: torch.device,
          progress: bool, desc: str) -> torch.nn.Module:
-    from quest_geometric.training import LanguageModelTask, TrainConfig, Trainer
-
     cfg = TrainConfig(max_steps=steps, batch_size=BATCH, lr=LR, min_lr=LR / 10,
                       warmup_steps=max(1, steps // 20), grad_clip=1.0, eval_every=0,
                       checkpoint_every=0, device=str(device), amp="off", progress=progress,
@@ -66,12 +69,26 @@ def _fit(model: torch.nn.Module, corpus: Any, steps: int, device: torch.device,
 
 
 def _row(name: str, trained: str, model: torch.nn.Module, val: torch.Tensor) -> dict:
-    from quest_geometric.training import evaluate_lm
-
     r = evaluate_lm(model, val, loss_fn=char_loss)
-    kept = r["pairs_kept"] if r["pairs_kept"] == r["pairs_kept"] else 1.0  # NaN: no Focus
+    kept = 1.0 if math.isnan(r["pairs_kept"]) else r["pairs_kept"]  # NaN: no Focus layer
     return {"model": name, "trained": trained, "pairs_kept": kept,
             "val_bpc": r["val_loss"] / math.log(2.0)}
+
+
+def _notes(val_blocks: int) -> str:
+    """The table's notes: the setting, what each column means, and that one seed decides
+    nothing."""
+    k, K, w = FOCUS["top_k"], FOCUS["num_groups"], FOCUS["window"]
+    return (
+        f"CharGPT {MODEL['n_layer']} layers x {MODEL['n_embd']} wide, {MODEL['n_head']} heads, "
+        f"blocks of {BLOCK} characters of the Python language reference; AdamW, batch {BATCH}, "
+        f"lr {LR}, seed {SEED}. Focus: K = {K} groups, hard top-{k}, window {w}, trained with "
+        "its soft additive gate, every weight of the model frozen. Validation: the first "
+        f"{val_blocks} non-overlapping blocks of the validation split, the same for every row. "
+        "`causal pairs kept`: the share of causal (query, key) pairs the attention pattern "
+        "keeps, averaged over layers and blocks; the window row's window is the smallest whose "
+        "window plus sinks keeps at least the share of the trained Focus row. One seed of a "
+        "short run: it shows the pipeline, not a verdict.")
 
 
 def run(out_dir: str | Path, device: str | torch.device = "cpu", progress: bool = True,
@@ -98,12 +115,6 @@ def run(out_dir: str | Path, device: str | torch.device = "cpu", progress: bool 
     if not isinstance(progress, bool):
         raise fail(TypeError, "focus.run", "progress", "a bool", progress)
     device = resolve_device(device, "device")
-
-    from quest_geometric.datasets import CharCorpus
-    from quest_geometric.models import CharGPT, GPTConfig
-    from quest_geometric.nn.focus import WindowOnlyRouter, compose_focus, window_for_share
-    from quest_geometric.training import seed_everything
-
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     corpus = CharCorpus(block_size=BLOCK)
@@ -129,17 +140,7 @@ def run(out_dir: str | Path, device: str | torch.device = "cpu", progress: bool 
                      sinks, val))
     for r in rows:
         r["vs_full"] = 100 * (r["val_bpc"] / rows[0]["val_bpc"] - 1)
-    k, K, w = FOCUS["top_k"], FOCUS["num_groups"], FOCUS["window"]
-    notes = (
-        f"CharGPT {MODEL['n_layer']} layers x {MODEL['n_embd']} wide, {MODEL['n_head']} heads, "
-        f"blocks of {BLOCK} characters of the Python language reference; AdamW, batch {BATCH}, "
-        f"lr {LR}, seed {SEED}. Focus: K = {K} groups, hard top-{k}, window {w}, trained with "
-        "its soft additive gate, every weight of the model frozen. Validation: the first "
-        f"{len(val)} non-overlapping blocks of the validation split, the same for every row. "
-        "`causal pairs kept`: the share of causal (query, key) pairs the attention pattern "
-        "keeps, averaged over layers and blocks; the window row's window is the smallest whose "
-        "window plus sinks keeps at least the share of the trained Focus row. One seed of a "
-        "short run: it shows the pipeline, not a verdict.")
+    notes = _notes(len(val))
     meta = {"block": BLOCK, "model": MODEL, "focus": FOCUS, "num_sinks": NUM_SINKS,
             "window_baseline": window, "batch": BATCH, "lr": LR, "steps": steps,
             "router_steps": router_steps, "val_blocks": len(val), "seed": SEED,

@@ -72,7 +72,8 @@ def run(out_dir: Union[str, os.PathLike], device: str = "cpu", progress: bool = 
 
     Returns:
         dict: ``rows`` (one per initialisation, then the baseline), ``markdown``, ``summary``
-        (one line per row), ``models`` and ``trajectories`` (by initialisation), ``probe``
+        (one line per row), ``config`` (``steps``, ``depth``, ``probe_every``, ``device``),
+        ``models`` and ``trajectories`` (by initialisation), ``probe``
         (the probe batch) and ``val_batches``.
     """
     for name, v in (("steps", steps), ("depth", depth), ("probe_every", probe_every)):
@@ -108,10 +109,17 @@ def run(out_dir: Union[str, os.PathLike], device: str = "cpu", progress: bool = 
     logp = (counts / counts.sum()).log()
     base = float(torch.cat([-logp[y].flatten() for _, y in val]).mean())
     rows.append({"init": "content-free baseline", "entropy_end": 1.0, "val_loss": base})
-    write_results("qk_geometry", rows, out, meta={"steps": steps, "depth": depth,
-                                                  "probe_every": probe_every, "device": device})
+    config = {"steps": steps, "depth": depth, "probe_every": probe_every, "device": device}
+    write_results("qk_geometry", rows, out, meta=config)
     plot = _plot_diff(trajectories, out / "qk_geometry_diff.png")
+    markdown, summary = _report(rows, depth, steps, plot)
+    return {"rows": rows, "markdown": markdown, "summary": summary, "config": config,
+            "models": models, "trajectories": trajectories, "probe": probe, "val_batches": val}
 
+
+def _report(rows: Sequence[Mapping[str, Any]], depth: int, steps: int, plot: Path | None
+            ) -> tuple[str, list[str]]:
+    """The part's markdown (its table, a note and the plot's link) and its summary lines."""
     def arrow(r: Mapping[str, Any], m: str) -> str:
         return f"{r[m + '_start']:.2f} -> {r[m + '_end']:.2f}" if m + "_end" in r else "-"
 
@@ -125,8 +133,7 @@ def run(out_dir: Union[str, os.PathLike], device: str = "cpu", progress: bool = 
                 + markdown_table(table) + "\nLayer means on 16 fixed validation blocks; the "
                 "baseline attends uniformly and predicts each character from its frequency.\n"
                 + (f"\n![PR_Q - PR_K over training]({plot.name})\n" if plot else ""))
-    return {"rows": rows, "markdown": markdown, "summary": summary, "models": models,
-            "trajectories": trajectories, "probe": probe, "val_batches": val}
+    return markdown, summary
 
 
 def _plot_diff(trajectories: Mapping[str, QKTrajectory], path: Path) -> Path | None:

@@ -17,7 +17,7 @@ composed onto a small frozen language model against a sliding window (part 'focu
 a short query/key-geometry run (part 'qk'), and, where the SmolLM2 weights are
 installed, a short real-pretrained-model part (part 'pretrained': probe and committed
 routers on two validation blocks; otherwise the report says how to add the model).
-About a minute on a CPU, peak memory bounded below 2 GB. Writes <out>/report.md with
+Minutes on a CPU, peak memory bounded below 2 GB. Writes <out>/report.md with
 tables, plots and the files behind them, and prints a summary. The parts are smoke
 runs: they show the library at work, not the studies' targets, and the report quotes
 the committed full-run results (speed included: the tour times nothing). The torch

@@ -143,7 +143,7 @@ def _part_focus(ctx: TourContext) -> str:
 
     result = focus.run(ctx.out_dir, device=str(ctx.device), progress=ctx.progress)
     ctx.summary.extend(result["summary"])
-    intro = ("A smoke run (one seed, a tiny model trained for seconds) of a full-attention "
+    intro = ("A smoke run (one seed, a tiny model trained briefly) of a full-attention "
              "character model, Focus composed onto a frozen copy with only its routers "
              "trained, and the sliding window plus attention sinks at the same share of "
              "causal pairs: it shows the library's pieces working together, not the study's "

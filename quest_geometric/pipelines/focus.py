@@ -1,5 +1,5 @@
 """Does Focus keep a frozen model's quality, and does it beat content-free sparsity that keeps
-as many pairs? A smoke run of the question on a tiny model, in seconds on one CPU thread.
+as many pairs? A smoke run of the question on a tiny model, short enough for the tour.
 
 A full-attention :class:`~quest_geometric.models.CharGPT` is trained briefly on the embedded
 Python language reference (:class:`~quest_geometric.datasets.CharCorpus`) with the library's
